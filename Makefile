@@ -1,0 +1,58 @@
+# Quick start: `make synth` and `make test`. Each target (re)creates .venv and node_modules when the lock files change.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# python3 resolves to 3.12 through .python-version (pyenv, uv); override with `make PYTHON=python3.13 ...`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+# The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
+CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
+
+# Node 20 makes jsii print an end-of-life banner on every synth; it is noise here.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+
+.PHONY: help synth test diff deploy destroy lock clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(VENV_STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "Python 3.12 or newer is required (found %s); install it or run make PYTHON=python3.12" % sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+deps: $(VENV_STAMP) $(NODE_STAMP)
+
+synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
+	$(CDK) synth --all --quiet $(CDK_ARGS)
+
+test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+diff: deps ## compare the app with what is deployed (needs AWS credentials)
+	$(PY) -m voicectl preflight diff
+	$(CDK) diff --all $(CDK_ARGS)
+
+deploy: deps ## deploy every enabled stack (needs AWS credentials and a bootstrapped account)
+	$(PY) -m voicectl preflight deploy
+	$(CDK) deploy --all --require-approval broadening $(CDK_ARGS)
+
+destroy: deps ## delete every stack this app made
+	$(PY) -m voicectl preflight destroy
+	$(CDK) destroy --all --force $(CDK_ARGS)
+
+lock: $(VENV_STAMP) ## re-pin requirements.lock from pyproject.toml and container/requirements.txt
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
+		pyproject.toml container/requirements.txt -o requirements.lock
+
+clean: ## remove cdk.out and the virtual environment
+	rm -rf cdk.out $(VENV) node_modules
