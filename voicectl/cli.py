@@ -12,7 +12,12 @@ import sys
 
 # Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
 # does not break the others.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("voicectl.preflight",)
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "voicectl.preflight",
+    "voicectl.transcribe",
+    "voicectl.speak",
+    "voicectl.mic",
+)
 
 
 class UsageError(Exception):
