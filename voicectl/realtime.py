@@ -63,8 +63,15 @@ ERROR_HINTS: dict[str, str] = {
     "invalid_event": "the server rejected an event; check that the endpoint runs the expected vLLM version",
     "unknown_event": "the server does not know an event type; check that the endpoint runs a vLLM realtime server",
     "processing_error": "the model failed while transcribing; see the endpoint's CloudWatch logs",
+    # Codes the container's bridge adds (container/bridge/protocol.py).
+    "upstream_closed": "the model server ended the session; retry, and see the endpoint's CloudWatch logs if it repeats",
+    "upstream_unavailable": "the model server is not reachable (still loading, or crashed); retry in a minute",
+    "server_busy": "every stream slot of the endpoint is in use; retry later or scale the endpoint out",
+    "idle_timeout": "the endpoint closed the stream because no audio arrived for a while",
+    "session_limit": "the session reached the endpoint's audio limit; pass a smaller --session-limit",
+    "server_shutdown": "the endpoint's container is stopping (deployment or scale-in); retry",
 }
-"""What to try for each vLLM realtime error code (codes from vLLM ``realtime/connection.py``)."""
+"""What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
 
 
 class TransportClosed(Exception):
