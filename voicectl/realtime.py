@@ -52,6 +52,9 @@ QUIET_RMS = 0.01
 DONE_TIMEOUT_S = 60.0
 """Seconds to wait for ``transcription.done`` after the final commit before giving up."""
 
+SETTLE_AFTER_DROP_S = 1.0
+"""Seconds allowed, after a drop, for deltas already received to be read before the stream is closed."""
+
 MAX_REOPENS = 1
 """Times a dropped stream is reopened within one transcription."""
 
@@ -246,6 +249,12 @@ class _Session:
         self.raise_if_failed()
         return self.text
 
+    async def settle(self, timeout_s: float) -> None:
+        """Let the receiver take the messages that arrived before a drop (it ends once the stream reports the end)."""
+        if self._receiver is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout_s)
+
     async def close(self) -> None:
         if self._receiver is not None and not self._receiver.done():
             self._receiver.cancel()
@@ -393,6 +402,7 @@ async def transcribe_stream(
                         "health (`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"
                     ) from drop
                 reopens += 1
+                await session.settle(SETTLE_AFTER_DROP_S)
                 if first_delta_at is None:
                     first_delta_at = session.first_delta_at
                 finished.append(session.text)  # keep what the dropped stream transcribed

@@ -47,6 +47,10 @@ PAYLOAD_DATA_TYPE = "UTF8"
 PARTIAL = "PARTIAL"
 """``CompletionState`` of a payload part that does not end its frame."""
 
+CLOSE_TIMEOUT_S = 5.0
+"""Seconds allowed to close each direction of the stream before giving up on a clean close."""
+
+
 
 def bidi_endpoint_uri(region: str) -> str:
     """Runtime URI for bidirectional streams in ``region`` (e.g. ``https://runtime.sagemaker.us-east-1.amazonaws.com:8443``)."""
@@ -251,8 +255,9 @@ class SageMakerStreamTransport:
         if self._closed:
             return
         self._closed = True
+        # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
         with contextlib.suppress(Exception):
-            await self.stream.input_stream.close()
+            await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
         if self._output is not None:
             with contextlib.suppress(Exception):
-                await self._output.close()
+                await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
