@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.fake_vllm import FakeVllm
 from voicectl import mic, speak, transcribe
 from voicectl.realtime import TransportClosed
 
@@ -115,6 +116,48 @@ class MemoryServer:
 @pytest.fixture
 def memory_server() -> MemoryServer:
     return MemoryServer()
+
+
+# ---- the real bridge and the fake vLLM on a background event loop ------------------------------------------------
+
+
+class Servers:
+    """Fake vLLM + bridge on a background event loop."""
+
+    def __init__(self, **fake_options) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.vllm = FakeVllm(**fake_options)
+        self.bridge = None
+
+    def call(self, coroutine, timeout: float = 10.0):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def __enter__(self) -> Servers:
+        self.thread.start()
+
+        from bridge.server import Bridge
+        from bridge.settings import Settings
+
+        async def start() -> None:
+            await self.vllm.start()
+            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0)).start()
+
+        self.call(start())
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.bridge.port}/invocations-bidirectional-stream"
+
+    def __exit__(self, *exc_info: object) -> None:
+        async def stop() -> None:
+            await self.bridge.shutdown(drain_s=0)
+            await self.vllm.stop()
+
+        self.call(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
 
 
 # ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream -----------------------------------------

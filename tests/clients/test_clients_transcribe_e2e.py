@@ -1,0 +1,89 @@
+"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the fake vLLM,
+all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs as users run it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import soundfile
+
+from tests.clients.conftest import Servers
+from voicectl import transcribe
+from voicectl.audio import load_pcm16
+
+DELTAS = ("Hello ", "from ", "SageMaker. ", "Streaming ", "speech ", "to ", "text.")
+
+
+@pytest.fixture
+def servers() -> Iterator[Servers]:
+    with Servers(deltas=DELTAS, delta_per_append=True) as running:
+        yield running
+
+
+def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
+    args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "1", "--json"])
+    assert transcribe.run(args) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+
+    (session,) = servers.vllm.sessions
+    # The fake received 16 kHz mono PCM16 of the recording's duration (within 1 %), exactly what the client converted.
+    duration_s = soundfile.info(recording).duration
+    received_s = len(session.audio) / 2 / 16000
+    assert received_s == pytest.approx(duration_s, rel=0.01)
+    assert bytes(session.audio) == load_pcm16(recording).data
+    assert session.event_types()[:2] == ["session.update", "input_audio_buffer.commit"]
+    assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
+    # Paced at --speed 1: from the first append to transcription.done within 10 % of real time.
+    assert result["elapsed_s"] == pytest.approx(duration_s, rel=0.10)
+    assert result["real_time_factor"] == pytest.approx(1.0, abs=0.10)
+    assert result["audio_seconds_sent"] == pytest.approx(duration_s, rel=0.01)
+    # The printed transcript is what the fake sent; the deltas were printed as they arrived.
+    assert result["transcript"] == session.text
+    assert session.sent[-1] == {"type": "transcription.done", "text": session.text, "usage": session.sent[-1]["usage"]}
+    assert session.text.startswith("Hello from SageMaker. ")
+    assert session.text in err
+    assert result["time_to_first_delta_s"] is not None and 0 <= result["time_to_first_delta_s"] < 1.0
+
+
+def test_transcribe_url_unpaced_prints_the_transcript_and_figures(servers, parse, recording, capsys):
+    args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "0"])
+    assert transcribe.run(args) == 0
+    out, err = capsys.readouterr()
+    (session,) = servers.vllm.sessions
+    assert out == session.text + "\n"
+    assert "time to first delta:" in err and "real-time factor:" in err and "audio sent: 3.660 s" in err
+    assert len(session.audio) == len(load_pcm16(recording).data)
+
+
+def test_transcribe_url_reports_an_error_event(parse, recording, capsys):
+    with Servers(model="some-other-model") as running:
+        args = parse(["transcribe", str(recording), "--url", running.url, "--speed", "0"])
+        assert transcribe.run(args) == 1
+    err = capsys.readouterr().err
+    assert "(model_not_found)" in err and "pass --model" in err
+
+
+def test_transcribe_url_refused_connection_is_a_clear_error(parse, recording, capsys):
+    from tests.fakes.fake_vllm import free_port
+
+    args = parse(["transcribe", str(recording), "--url", f"ws://127.0.0.1:{free_port()}/invocations-bidirectional-stream"])
+    assert transcribe.run(args) == 1
+    assert "cannot open a WebSocket" in capsys.readouterr().err
+
+
+def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
+    from voicectl.cli import UsageError
+
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF....")
+    with pytest.raises(UsageError, match="cannot read it as audio"):
+        transcribe.run(parse(["transcribe", str(bad), "--url", "ws://127.0.0.1:1/x"]))
+    with pytest.raises(UsageError, match="--speed must be 0"):
+        transcribe.run(parse(["transcribe", str(bad), "--url", "ws://127.0.0.1:1/x", "--speed", "-1"]))
+    with pytest.raises(UsageError, match="must start with ws://"):
+        transcribe.run(parse(["transcribe", str(bad), "--url", "http://127.0.0.1:1/x"]))
+    with pytest.raises(SystemExit):
+        parse(["transcribe", str(bad)])  # neither --endpoint nor --url
