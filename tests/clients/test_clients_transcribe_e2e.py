@@ -87,3 +87,30 @@ def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
         transcribe.run(parse(["transcribe", str(bad), "--url", "http://127.0.0.1:1/x"]))
     with pytest.raises(SystemExit):
         parse(["transcribe", str(bad)])  # neither --endpoint nor --url
+
+
+def test_ctrl_c_closes_the_stream_cleanly(recording):
+    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000), not a drop."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
+    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.transcribe',)\n"
+              "sys.exit(cli.main(sys.argv[1:]))\n")
+    with Servers(deltas=("word ",), delta_per_append=True) as servers:
+        process = subprocess.Popen([sys.executable, "-c", script, "transcribe", str(recording), "--url", servers.url],
+                                   cwd=Path(__file__).parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
+        servers.call(session.wait_for_event("input_audio_buffer.append", count=3, timeout=10), timeout=15)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=15)
+        close_code = servers.call(session.wait_closed(timeout=10), timeout=15)
+    assert process.returncode == 130
+    assert "voicectl transcribe: interrupted" in err
+    assert close_code == 1000
+    assert 0 < len(session.audio) < len(load_pcm16(recording).data)
