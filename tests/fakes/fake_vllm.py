@@ -32,6 +32,8 @@ Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
         await session.close(1000)                  # a close frame from vLLM's side
         await vllm.die()                           # drop every TCP connection, stop listening
 
+HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as vLLM answers them.
+
 Failure switches: `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
 `GET /health`, 200 by default), `health_hangs` (`/health` never answers), `FakeSession.close`,
 `FakeSession.abort` (TCP drop without a close frame), `FakeVllm.die` (every session aborted and the
@@ -65,6 +67,8 @@ DEFAULT_MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 REALTIME_PATH = "/v1/realtime"
 #: Path of vLLM's health check (vLLM's OpenAI-compatible server answers 200 with an empty body).
 HEALTH_PATH = "/health"
+#: Path of the OpenAI-compatible model list, `{"object": "list", "data": [{"id": <served name>, ...}]}`.
+MODELS_PATH = "/v1/models"
 #: Frame size limit of the fake's WebSocket, bytes: uvicorn's default `--ws-max-size` (16 MiB), which vLLM uses.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -365,6 +369,10 @@ class FakeVllm:
                 await asyncio.Event().wait()
             status = HTTPStatus(self.health_status)
             return Response(status.value, status.phrase, Headers({"Content-Length": "0"}), b"")
+        if request.path == MODELS_PATH:
+            body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm"}]})
+            headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
+            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
         if request.path != REALTIME_PATH:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
