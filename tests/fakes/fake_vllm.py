@@ -120,9 +120,9 @@ class FakeSession:
 
     # ---- scripted output -------------------------------------------------------------------------
     async def send_event(self, event: dict[str, Any]) -> None:
-        """Send one server event (a dict serialised compactly, as pydantic's `model_dump_json` does)."""
+        """Send one server event (a dict serialised as pydantic's `model_dump_json` does: compact, UTF-8)."""
         self.sent.append(event)
-        await self.connection.send(json.dumps(event, separators=(",", ":")))
+        await self.connection.send(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
 
     async def send_delta(self, delta: str) -> None:
         """Send `transcription.delta {delta}` and add it to the text `transcription.done` will carry."""
