@@ -304,6 +304,7 @@ class FakeVllm:
         self.sessions: list[FakeSession] = []
         self._server: Server | None = None
         self._new_session = asyncio.Event()
+        self._release_hung = asyncio.Event()
 
     @property
     def url(self) -> str:
@@ -326,6 +327,7 @@ class FakeVllm:
 
     async def stop(self) -> None:
         """Close every session with 1001 and stop listening."""
+        self._release_hung.set()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -333,6 +335,7 @@ class FakeVllm:
 
     async def die(self) -> None:
         """Crash: drop every open TCP connection without a close frame and stop listening."""
+        self._release_hung.set()
         if self._server is None:
             return
         self._server.close(close_connections=False)
@@ -366,7 +369,8 @@ class FakeVllm:
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == HEALTH_PATH:
             if self.health_hangs:
-                await asyncio.Event().wait()
+                await self._release_hung.wait()  # set by stop()/die()
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "stopping\n")
             status = HTTPStatus(self.health_status)
             return Response(status.value, status.phrase, Headers({"Content-Length": "0"}), b"")
         if request.path == MODELS_PATH:
