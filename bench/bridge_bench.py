@@ -154,6 +154,8 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
 async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds: float, pid: int | None) -> dict[str, float]:
     """Run N paced streams; return figures (ms, frames/s, CPU ms per 1000 frames, KiB per stream)."""
     clock = time.perf_counter
+    warm = await _open(url, model)  # first connection of the phase pays one-off costs: keep it out
+    await warm.close()
     begin = clock() + 0.2
     window = (begin + ramp_s + 0.5, begin + ramp_s + seconds)
     rec = Recording(window=window)
@@ -194,15 +196,17 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
     return figures
 
 
-async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float) -> float:
-    """N streams each keeping `inflight` appends outstanding; relayed frames per second in the window."""
+async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float) -> float:
+    """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding; frames per second
+    (appends sent + deltas received) in the window after every stream has started."""
     clock = time.perf_counter
     start = clock()
-    window = (start + 1.0, start + 1.0 + seconds)
+    window = (start + ramp_s + 1.0, start + ramp_s + 1.0 + seconds)
     counted = 0
 
-    async def one() -> None:
+    async def one(index: int) -> None:
         nonlocal counted
+        await asyncio.sleep(ramp_s * index / streams)
         ws = await _open(url, model)
         append = _frames(model)[2]
         credit = asyncio.Semaphore(inflight)
@@ -228,7 +232,7 @@ async def unpaced_phase(url: str, model: str, streams: int, inflight: int, secon
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
 
-    await asyncio.gather(*(one() for _ in range(streams)))
+    await asyncio.gather(*(one(i) for i in range(streams)))
     return counted / seconds
 
 
@@ -268,8 +272,8 @@ async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
         bridged_url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
         direct = await paced_phase(direct_url, model, streams, args.ramp, args.seconds, None)
         bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid)
-        unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds)
-        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds)
+        unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
+        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
     finally:
         for process in (bridge, fake):
             process.terminate()

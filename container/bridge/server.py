@@ -11,7 +11,7 @@ after 5 unanswered ones.
 vLLM side: `ws://127.0.0.1:8081/v1/realtime` (vllm `vllm/entrypoints/speech_to_text/realtime/api_router.py`).
 
 One `websockets` asyncio server serves the three paths (it is lean: no ASGI layers, one task per
-connection plus one per relayed stream). Its HTTP parser accepts only GET, so `BridgeConnection`
+connection, and frames are forwarded in the socket callbacks, see `_Stream`). Its HTTP parser accepts only GET, so `BridgeConnection`
 looks at the request line first and answers `POST /invocations` itself with a JSON error.
 
 Per stream: accept the client, open the vLLM socket, relay frames both ways, unchanged except for the
@@ -52,14 +52,16 @@ PING_PATH = "/ping"
 STREAM_PATH = "/invocations-bidirectional-stream"
 INVOCATIONS_PATH = "/invocations"
 
-#: Longest wait for vLLM to accept a session, seconds; a refused connection fails at once.
-UPSTREAM_OPEN_TIMEOUT_S = 1.0
+#: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
+#: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
+#: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest wait for the other side's close frame when the bridge closes a socket, seconds; then the
 #: TCP connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
 UPSTREAM_CLOSE_TIMEOUT_S = 0.5
 CLIENT_CLOSE_TIMEOUT_S = 2.0
-#: Frames buffered per direction before websockets stops reading the socket (its `max_queue`). The
-#: relay consumes frames as they come, so a small queue only bounds memory when one side stalls.
+#: Client messages held while vLLM accepts the session before reading from the client pauses; also
+#: websockets' `max_queue`. The relay forwards frames as they come, so this only bounds memory.
 MAX_QUEUE_FRAMES = 8
 #: Write buffer high-water mark per socket, bytes (websockets `write_limit`), about three appends.
 WRITE_LIMIT_BYTES = 16 * 1024
