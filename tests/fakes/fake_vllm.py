@@ -32,6 +32,8 @@ Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
         await session.close(1000)                  # a close frame from vLLM's side
         await vllm.die()                           # drop every TCP connection, stop listening
 
+HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as vLLM answers them.
+
 Failure switches: `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
 `GET /health`, 200 by default), `health_hangs` (`/health` never answers), `FakeSession.close`,
 `FakeSession.abort` (TCP drop without a close frame), `FakeVllm.die` (every session aborted and the
@@ -65,6 +67,8 @@ DEFAULT_MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 REALTIME_PATH = "/v1/realtime"
 #: Path of vLLM's health check (vLLM's OpenAI-compatible server answers 200 with an empty body).
 HEALTH_PATH = "/health"
+#: Path of the OpenAI-compatible model list, `{"object": "list", "data": [{"id": <served name>, ...}]}`.
+MODELS_PATH = "/v1/models"
 #: Frame size limit of the fake's WebSocket, bytes: uvicorn's default `--ws-max-size` (16 MiB), which vLLM uses.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -116,9 +120,9 @@ class FakeSession:
 
     # ---- scripted output -------------------------------------------------------------------------
     async def send_event(self, event: dict[str, Any]) -> None:
-        """Send one server event (a dict serialised compactly, as pydantic's `model_dump_json` does)."""
+        """Send one server event (a dict serialised as pydantic's `model_dump_json` does: compact, UTF-8)."""
         self.sent.append(event)
-        await self.connection.send(json.dumps(event, separators=(",", ":")))
+        await self.connection.send(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
 
     async def send_delta(self, delta: str) -> None:
         """Send `transcription.delta {delta}` and add it to the text `transcription.done` will carry."""
@@ -300,6 +304,7 @@ class FakeVllm:
         self.sessions: list[FakeSession] = []
         self._server: Server | None = None
         self._new_session = asyncio.Event()
+        self._release_hung = asyncio.Event()
 
     @property
     def url(self) -> str:
@@ -322,6 +327,7 @@ class FakeVllm:
 
     async def stop(self) -> None:
         """Close every session with 1001 and stop listening."""
+        self._release_hung.set()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -329,6 +335,7 @@ class FakeVllm:
 
     async def die(self) -> None:
         """Crash: drop every open TCP connection without a close frame and stop listening."""
+        self._release_hung.set()
         if self._server is None:
             return
         self._server.close(close_connections=False)
@@ -362,9 +369,14 @@ class FakeVllm:
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == HEALTH_PATH:
             if self.health_hangs:
-                await asyncio.Event().wait()
+                await self._release_hung.wait()  # set by stop()/die()
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "stopping\n")
             status = HTTPStatus(self.health_status)
             return Response(status.value, status.phrase, Headers({"Content-Length": "0"}), b"")
+        if request.path == MODELS_PATH:
+            body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm"}]})
+            headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
+            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
         if request.path != REALTIME_PATH:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
