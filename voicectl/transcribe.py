@@ -60,7 +60,8 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
     parser.add_argument("--target-variant", metavar="VARIANT", help="send to this ProductionVariant of the endpoint")
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help=f"model name for session.update, as served by vLLM (default: {DEFAULT_MODEL})")
+                        help=f"model name for session.update (default: {DEFAULT_MODEL}); "
+                             "the bridge replaces it with the name vLLM serves")
     parser.add_argument("--session-limit", type=float, default=DEFAULT_SESSION_LIMIT_S, metavar="SECONDS",
                         help="start a new session after this many seconds of audio "
                              f"(default: {DEFAULT_SESSION_LIMIT_S:.0f}; keep below the endpoint's context length)")

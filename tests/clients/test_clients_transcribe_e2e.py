@@ -58,12 +58,21 @@ def test_transcribe_url_unpaced_prints_the_transcript_and_figures(servers, parse
     assert len(session.audio) == len(load_pcm16(recording).data)
 
 
-def test_transcribe_url_reports_an_error_event(parse, recording, capsys):
-    with Servers(model="some-other-model") as running:
-        args = parse(["transcribe", str(recording), "--url", running.url, "--speed", "0"])
-        assert transcribe.run(args) == 1
+def test_transcribe_url_reports_an_error_event(servers, parse, recording, capsys):
+    import asyncio
+
+    async def fail_after_first_append() -> None:
+        session = await servers.vllm.wait_for_session(timeout=10)
+        await session.wait_for_event("input_audio_buffer.append", timeout=10)
+        await session.send_error("CUDA out of memory", "processing_error")
+
+    injected = asyncio.run_coroutine_threadsafe(fail_after_first_append(), servers.loop)
+    args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "1"])
+    assert transcribe.run(args) == 1
+    injected.result(5)
     err = capsys.readouterr().err
-    assert "(model_not_found)" in err and "pass --model" in err
+    assert "the endpoint reported an error (processing_error): CUDA out of memory" in err
+    assert "CloudWatch logs" in err
 
 
 def test_transcribe_url_refused_connection_is_a_clear_error(parse, recording, capsys):
