@@ -11,8 +11,9 @@ NODE_STAMP := node_modules/.installed
 # The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
 CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 
-# Node 20 makes jsii print an end-of-life banner on every synth; it is noise here.
+# jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 
 .PHONY: help synth test diff deploy destroy lock clean
 
@@ -33,7 +34,7 @@ $(NODE_STAMP): package.json package-lock.json
 deps: $(VENV_STAMP) $(NODE_STAMP)
 
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
-	$(CDK) synth --all --quiet $(CDK_ARGS)
+	$(CDK) synth --quiet $(CDK_ARGS)
 
 test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients)
 	$(PY) -m pytest $(PYTEST_ARGS)
