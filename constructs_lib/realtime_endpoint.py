@@ -210,6 +210,11 @@ class RealtimeEndpoint(Construct):
                 )
             ],
         )
+        if INVOKE_BIDIRECTIONAL in props.invoke_actions:
+            # cfn-lint's IAM action list predates bidirectional streaming (W3037 "not one of ..."); the action is
+            # documented in the InvokeEndpointWithBidirectionalStream API reference.
+            policy_resource = self.invoke_policy.node.default_child
+            policy_resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
 
     @property
     def endpoint_arn(self) -> str:
