@@ -40,15 +40,15 @@ test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 diff: deps ## compare the app with what is deployed (needs AWS credentials)
-	$(PY) -m voicectl preflight diff
+	$(PY) -m voicectl preflight diff $(CDK_ARGS)
 	$(CDK) diff --all $(CDK_ARGS)
 
 deploy: deps ## deploy every enabled stack (needs AWS credentials and a bootstrapped account)
-	$(PY) -m voicectl preflight deploy
+	$(PY) -m voicectl preflight deploy $(CDK_ARGS)
 	$(CDK) deploy --all --require-approval broadening $(CDK_ARGS)
 
 destroy: deps ## delete every stack this app made
-	$(PY) -m voicectl preflight destroy
+	$(PY) -m voicectl preflight destroy $(CDK_ARGS)
 	$(CDK) destroy --all --force $(CDK_ARGS)
 
 lock: $(VENV_STAMP) ## re-pin requirements.lock from pyproject.toml and container/requirements.txt
