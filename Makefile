@@ -14,6 +14,8 @@ CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 # jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
+# SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
+export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
 .PHONY: help synth test diff deploy destroy lock clean
 
