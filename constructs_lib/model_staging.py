@@ -46,7 +46,7 @@ from voicectl.staging.constants import MANIFEST_NAME, PINNED_REVISION_RE
 _HERE = Path(__file__).resolve().parent
 _REPO_ROOT = _HERE.parent
 _WAITER_CODE = _HERE / "model_staging_assets" / "waiter"
-_BUILD_REQUIREMENTS = "constructs_lib/model_staging_assets/build/requirements.txt"
+_BUILD_REQUIREMENTS = "constructs_lib/model_staging_assets/codebuild/requirements.txt"
 #: The files of the build's source asset, relative to the repository root: the staging code and its pinned
 #: dependencies, nothing else, so that changes elsewhere in the repository leave the project untouched.
 SOURCE_FILES = (

@@ -113,7 +113,7 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     build_spec = json.loads(props["Source"]["BuildSpec"])
     install = build_spec["phases"]["install"]
     assert install["runtime-versions"] == {"python": "3.12"}
-    assert "--require-hashes -r constructs_lib/model_staging_assets/build/requirements.txt" in install["commands"][0]
+    assert "--require-hashes -r constructs_lib/model_staging_assets/codebuild/requirements.txt" in install["commands"][0]
     (command,) = build_spec["phases"]["build"]["commands"]
     assert command.startswith("python -m voicectl.stage_model ")
     for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra"):
@@ -284,11 +284,11 @@ def test_invalid_props_are_reported_together(tmp_path):
 
 
 def test_build_requirements_match_the_project_lock():
-    sys.path.insert(0, str(REPO_ROOT / "constructs_lib" / "model_staging_assets" / "build"))
+    sys.path.insert(0, str(REPO_ROOT / "constructs_lib" / "model_staging_assets" / "codebuild"))
     try:
         import make_requirements
     finally:
         sys.path.pop(0)
-    current = (REPO_ROOT / "constructs_lib/model_staging_assets/build/requirements.txt").read_text()
+    current = (REPO_ROOT / "constructs_lib/model_staging_assets/codebuild/requirements.txt").read_text()
     assert current == make_requirements.render((REPO_ROOT / "requirements.lock").read_text())
     assert "\nboto3==" in current and "\nhuggingface-hub==" in current and "--hash=sha256:" in current
