@@ -46,6 +46,11 @@ INFERENCE_AMI_VERSIONS = (
 )
 VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 
+#: A commit of mistralai/Voxtral-Mini-4B-Realtime-2602 with the Mistral-format files (params.json, tekken.json,
+#: consolidated.safetensors); public client code pins its weight downloads to it. Check the repository's history
+#: on the model hub before changing it.
+VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
+
 #: CloudWatch Logs RetentionInDays values accepted by AWS::Logs::LogGroup.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 
@@ -74,6 +79,8 @@ KMS_KEY_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[a-
 REGION_PATTERN = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 METRICS_NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9./_#:-]{1,255}$")
+REVISION_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+SECRET_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:.+$")
 
 
 class SettingsError(ValueError):
@@ -108,10 +115,22 @@ class VoxtralSettings:
     volume_kms_key_arn: str | None = None
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     metrics_namespace: str = "RealtimeVoice/Bridge"
+    #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).
+    model_revision: str = VOXTRAL_DEFAULT_REVISION
+    #: Stage the weights during deploy (CodeBuild); None = on exactly when model_s3_uri is unset.
+    stage_model: bool | None = None
+    #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories.
+    hf_token_secret_arn: str | None = None
 
     def model_prefix_key(self) -> str:
-        """Key prefix of the weights inside the stack's model bucket (no leading, one trailing ``/``)."""
-        return f"models/{self.model_id}/"
+        """Key prefix of the weights inside the stack's model bucket (no leading, one trailing ``/``). The revision
+        is part of it, so a new revision is staged beside the old one and a running endpoint keeps its files."""
+        return f"models/{self.model_id}/{self.model_revision}/"
+
+    @property
+    def stages_model(self) -> bool:
+        """Whether the deploy stages the weights (``stage_model``, defaulting to "no model_s3_uri given")."""
+        return self.model_s3_uri is None if self.stage_model is None else self.stage_model
 
 
 @dataclass(frozen=True)
@@ -366,6 +385,20 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
     if not METRICS_NAMESPACE_PATTERN.match(v.metrics_namespace) or v.metrics_namespace.startswith("AWS/"):
         add(f"voxtral.metrics_namespace={_show(v.metrics_namespace)}: must be 1-255 characters of letters, digits "
             "and . / _ # : - and must not start with 'AWS/'")
+    if not REVISION_PATTERN.match(v.model_revision):
+        add(f"voxtral.model_revision={_show(v.model_revision)}: must be a full 40-character commit hash of the model "
+            "hub repository (a branch or tag such as 'main' can move)")
+    if v.stage_model and v.model_s3_uri is not None:
+        add(f"voxtral.stage_model=true with voxtral.model_s3_uri={_show(v.model_s3_uri)}: staging writes into the "
+            "stack's model bucket; unset voxtral.model_s3_uri or set voxtral.stage_model=false")
+    if v.hf_token_secret_arn is not None:
+        secret = SECRET_ARN_PATTERN.match(v.hf_token_secret_arn)
+        if not secret:
+            add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: must be a Secrets Manager secret ARN "
+                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>)")
+        elif secret["region"] != region:
+            add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: the secret is in {secret['region']} "
+                f"but the stack deploys to {region}")
     if spec is not None and spec.gpus and v.max_model_len >= 1 and v.max_num_seqs >= 1 and not problems:
         fits = max_num_seqs_that_fit(spec, v.max_model_len, v.gpu_memory_utilization)
         if fits < v.max_num_seqs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
@@ -106,8 +106,9 @@ class RealtimeEndpointProps:
 
 
 def normalise_s3_prefix(uri: str) -> str:
-    """Return ``uri`` ending with exactly one ``/`` (``s3://b/p`` -> ``s3://b/p/``)."""
-    return uri.rstrip("/") + "/"
+    """Return ``uri`` ending with exactly one ``/`` (``s3://b/p`` -> ``s3://b/p/``). A token (resolved at deploy
+    time) is returned unchanged: its producer guarantees the trailing ``/``."""
+    return uri if Token.is_unresolved(uri) else uri.rstrip("/") + "/"
 
 
 class RealtimeEndpoint(Construct):

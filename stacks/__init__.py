@@ -45,7 +45,8 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
         )
         voxtral = VoxtralStack(
             app, f"{prefix}-Voxtral", settings=settings, image=artifacts.image,
-            models_export_name=artifacts.model_bucket_export_name, env=env,
+            models_export_name=artifacts.model_bucket_export_name,
+            model_s3_uri_export_name=artifacts.model_s3_uri_export_name, env=env,
             description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
         )
         voxtral.add_stack_dependency(artifacts)

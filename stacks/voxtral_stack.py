@@ -39,6 +39,7 @@ class VoxtralStack(Stack):
         settings: Settings,
         image: BridgeImage,
         models_export_name: str,
+        model_s3_uri_export_name: str,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -46,10 +47,13 @@ class VoxtralStack(Stack):
         if voxtral.model_s3_uri:
             weights = S3Location.parse(normalise_s3_prefix(voxtral.model_s3_uri))
             bucket_label = weights.bucket
+            model_data_s3_uri = weights.uri
         else:
-            # An explicit export (not CDK's generated one) gives the model bucket a stable name across stacks.
             weights = S3Location(Fn.import_value(models_export_name), voxtral.model_prefix_key())
             bucket_label = models_export_name
+            # Imported from the Artifacts stack, where it is the staging custom resource's attribute when the
+            # deploy stages the weights: the Model cannot be created before they are in place.
+            model_data_s3_uri = Fn.import_value(model_s3_uri_export_name)
 
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {voxtral.endpoint_name}")
         role.grant_model_data_read(weights.bucket, weights.key, bucket_label=bucket_label)
@@ -63,7 +67,7 @@ class VoxtralStack(Stack):
                 endpoint_name=voxtral.endpoint_name,
                 container=ImageContainer(
                     image_uri=image.image_uri,
-                    model_data_s3_uri=weights.uri,
+                    model_data_s3_uri=model_data_s3_uri,
                     environment=container_environment(settings),
                     depends_on=[image.copy] if image.copy else [],
                 ),
@@ -89,7 +93,7 @@ class VoxtralStack(Stack):
                     f"/endpoints/{voxtral.endpoint_name}/invocations-bidirectional-stream",
                     "HTTP/2 bidirectional streaming URL of the endpoint",
                 ),
-                "ModelS3Uri": (weights.uri, "S3 prefix SageMaker copies to /opt/ml/model"),
+                "ModelS3Uri": (model_data_s3_uri, "S3 prefix SageMaker copies to /opt/ml/model"),
             },
         )
 

