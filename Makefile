@@ -11,8 +11,11 @@ NODE_STAMP := node_modules/.installed
 # The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
 CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 
-# Node 20 makes jsii print an end-of-life banner on every synth; it is noise here.
+# jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
+# SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
+export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
 .PHONY: help synth test diff deploy destroy lock clean
 
@@ -33,21 +36,21 @@ $(NODE_STAMP): package.json package-lock.json
 deps: $(VENV_STAMP) $(NODE_STAMP)
 
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
-	$(CDK) synth --all --quiet $(CDK_ARGS)
+	$(CDK) synth --quiet $(CDK_ARGS)
 
 test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 diff: deps ## compare the app with what is deployed (needs AWS credentials)
-	$(PY) -m voicectl preflight diff
+	$(PY) -m voicectl preflight diff $(CDK_ARGS)
 	$(CDK) diff --all $(CDK_ARGS)
 
 deploy: deps ## deploy every enabled stack (needs AWS credentials and a bootstrapped account)
-	$(PY) -m voicectl preflight deploy
+	$(PY) -m voicectl preflight deploy $(CDK_ARGS)
 	$(CDK) deploy --all --require-approval broadening $(CDK_ARGS)
 
 destroy: deps ## delete every stack this app made
-	$(PY) -m voicectl preflight destroy
+	$(PY) -m voicectl preflight destroy $(CDK_ARGS)
 	$(CDK) destroy --all --force $(CDK_ARGS)
 
 lock: $(VENV_STAMP) ## re-pin requirements.lock from pyproject.toml and container/requirements.txt

@@ -14,6 +14,7 @@ import sys
 # does not break the others.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.preflight",
+    "voicectl.stage_model",
     "voicectl.transcribe",
     "voicectl.speak",
     "voicectl.mic",

@@ -123,3 +123,16 @@ def test_ctrl_c_closes_the_stream_cleanly(recording):
     assert "voicectl transcribe: interrupted" in err
     assert close_code == 1000
     assert 0 < len(session.audio) < len(load_pcm16(recording).data)
+
+
+def test_python_m_voicectl_transcribe(servers, recording):
+    """The installed entry point (`python -m voicectl`) runs the subcommand; stdout holds only the transcript."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-m", "voicectl", "transcribe", str(recording), "--url", servers.url,
+                           "--speed", "0"], cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (session,) = servers.vllm.sessions
+    assert done.stdout == session.text + "\n"

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""CDK entry point: parse the settings once, then compose the stacks and check them with cdk-nag."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+from aws_cdk import App, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from config.settings import Settings, SettingsError, load_settings
+from stacks import VoiceApp, build_app
+
+
+def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, Settings, VoiceApp]:
+    """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``), the enabled
+    stacks, and the cdk-nag AwsSolutions checks (a validation plugin: unacknowledged findings fail the synth).
+
+    Raises:
+        SettingsError: when a setting is invalid (before any construct is built).
+    """
+    app = App(context=dict(context) if context is not None else None, outdir=outdir)
+    settings = load_settings(app.node.get_all_context())
+    voice_app = build_app(app, settings)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, settings, voice_app
+
+
+def main() -> None:
+    try:
+        app, _, _ = create_app()
+    except SettingsError as error:
+        # One clear message and a non-zero exit, instead of a jsii stack trace.
+        print(error, file=sys.stderr)
+        sys.exit(1)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

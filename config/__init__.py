@@ -1,0 +1,1 @@
+"""Settings of the app: parsed once from CDK context into typed, frozen values (see :mod:`config.settings`)."""

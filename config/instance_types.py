@@ -1,0 +1,92 @@
+"""Catalogue of SageMaker real-time inference instance types: vCPUs, GPUs and GPU memory.
+
+Used to validate instance-type settings, to estimate whether a model fits in GPU memory, and (by the monitoring
+constructs) to scale utilisation thresholds: SageMaker reports ``GPUUtilization`` and ``CPUUtilization`` from 0 to
+100 x the number of GPUs or vCPUs of the instance.
+
+Sources: Amazon SageMaker pricing page, instance table for real-time inference, and the EC2 accelerated-computing
+instance specifications (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html). G7 (NVIDIA RTX PRO 4500
+Blackwell, 32 GiB) sizes follow the AWS launch announcement of June 2026; the catalogue records the sizes SageMaker
+lists for hosting. Extend it when AWS adds a family; an unknown type fails synth with a message naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.([a-z][a-z0-9-]*)\.(\d*x?large|medium|small|metal)$")
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance type.
+
+    Attributes:
+        name: SageMaker instance type, e.g. ``ml.g6.4xlarge``.
+        vcpus: number of vCPUs (``CPUUtilization`` reaches ``100 * vcpus``).
+        gpus: number of GPUs, 0 for CPU-only types (``GPUUtilization`` reaches ``100 * gpus``).
+        gpu_memory_gib: memory of ONE GPU in GiB (0 for CPU-only types).
+        gpu_model: GPU name, for messages and documentation.
+    """
+
+    name: str
+    vcpus: int
+    gpus: int
+    gpu_memory_gib: float
+    gpu_model: str
+
+    @property
+    def family(self) -> str:
+        """The family part of the name: ``g6`` for ``ml.g6.4xlarge``."""
+        return self.name.split(".")[1]
+
+    @property
+    def total_gpu_memory_gib(self) -> float:
+        """GPU memory of the whole instance in GiB."""
+        return self.gpus * self.gpu_memory_gib
+
+
+def _family(family: str, gpu_model: str, gpu_memory_gib: float, sizes: dict[str, tuple[int, int]]) -> dict[str, InstanceSpec]:
+    """Build the specs of one family from ``{size: (vcpus, gpus)}``."""
+    return {
+        f"ml.{family}.{size}": InstanceSpec(f"ml.{family}.{size}", vcpus, gpus, gpu_memory_gib, gpu_model)
+        for size, (vcpus, gpus) in sizes.items()
+    }
+
+
+# G4dn, G5, G6 and G6e share one size layout: 1 GPU up to 16xlarge except 12xlarge (4), 24xlarge (4), 48xlarge (8).
+_G_LAYOUT = {
+    "xlarge": (4, 1), "2xlarge": (8, 1), "4xlarge": (16, 1), "8xlarge": (32, 1), "16xlarge": (64, 1),
+    "12xlarge": (48, 4), "24xlarge": (96, 4), "48xlarge": (192, 8),
+}
+# G7e and G7 start at 2xlarge: 1 GPU up to 8xlarge, then 12xlarge (2), 24xlarge (4), 48xlarge (8).
+_G7_LAYOUT = {
+    "2xlarge": (8, 1), "4xlarge": (16, 1), "8xlarge": (32, 1), "12xlarge": (48, 2), "24xlarge": (96, 4),
+    "48xlarge": (192, 8),
+}
+_G4DN_LAYOUT = {size: spec for size, spec in _G_LAYOUT.items() if size not in ("24xlarge", "48xlarge")}
+_CPU_LAYOUT = {"large": (2, 0), "xlarge": (4, 0), "2xlarge": (8, 0), "4xlarge": (16, 0), "12xlarge": (48, 0), "24xlarge": (96, 0)}
+
+CATALOGUE: dict[str, InstanceSpec] = {
+    **_family("g4dn", "NVIDIA T4", 16, _G4DN_LAYOUT),
+    **_family("g5", "NVIDIA A10G", 24, _G_LAYOUT),
+    **_family("g6", "NVIDIA L4", 24, _G_LAYOUT),
+    **_family("g6e", "NVIDIA L40S", 48, _G_LAYOUT),
+    **_family("g7e", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, _G7_LAYOUT),
+    **_family("g7", "NVIDIA RTX PRO 4500 Blackwell Server Edition", 32, _G7_LAYOUT),
+    **_family("p4d", "NVIDIA A100 40GB", 40, {"24xlarge": (96, 8)}),
+    **_family("p4de", "NVIDIA A100 80GB", 80, {"24xlarge": (96, 8)}),
+    **_family("p5", "NVIDIA H100", 80, {"48xlarge": (192, 8)}),
+    **_family("p5e", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
+    **_family("p5en", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
+    **_family("m5", "none", 0, _CPU_LAYOUT),
+    **_family("c5", "none", 0, {**_CPU_LAYOUT, "9xlarge": (36, 0), "18xlarge": (72, 0)}),
+    **_family("m7i", "none", 0, _CPU_LAYOUT),
+    **_family("c7i", "none", 0, _CPU_LAYOUT),
+}
+
+
+def lookup(instance_type: str) -> InstanceSpec | None:
+    """Return the spec of ``instance_type`` (e.g. ``ml.g6.4xlarge``), or ``None`` when the catalogue lacks it."""
+    return CATALOGUE.get(instance_type)

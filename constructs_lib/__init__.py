@@ -1,0 +1,1 @@
+"""Reusable constructs with typed props. Stacks in ``stacks/`` only compose these."""

@@ -1,0 +1,173 @@
+"""BridgeImage: the ECR repository of the bridge image, and the image itself (built asset or prebuilt URI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cdk_ecr_deployment as ecr_deployment
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecr_assets as ecr_assets
+from constructs import Construct, IDependable
+
+#: Images kept in the repository; older ones expire (a rollback needs the previous few).
+KEEP_NEWEST_IMAGES = 10
+#: Memory of cdk-ecr-deployment's copy Lambda in MiB: the vLLM base image is several GB of layers.
+COPY_MEMORY_MIB = 2048
+
+
+@dataclass(frozen=True)
+class BridgeImageProps:
+    """Props of :class:`BridgeImage`.
+
+    Attributes:
+        container_dir: the Docker build context (``container/``), with its ``Dockerfile``.
+        prebuilt_image_uri: an image already in ECR; when set no asset is built or copied.
+        retain_data: keep the repository and its images on ``cdk destroy``.
+    """
+
+    container_dir: Path
+    prebuilt_image_uri: str | None = None
+    retain_data: bool = False
+
+
+class BridgeImage(Construct):
+    """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in it.
+
+    Without ``prebuilt_image_uri`` the build context becomes a ``DockerImageAsset`` for ``linux/amd64`` and
+    cdk-ecr-deployment copies it from the CDK assets repository into this repository under the asset hash as tag,
+    so every change of ``container/`` yields a new, immutable tag. The copy takes only the amd64 image manifest
+    (``copy_image_index`` off), never an OCI image index: SageMaker rejects an index, which is what a build with
+    provenance attestations produces (the Makefile also sets ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
+
+    Attributes:
+        repository: the bridge repository.
+        image_uri: what SageMaker's Model should run.
+        image_repository_arn: ARN of the repository holding ``image_uri`` (for the execution role's pull grant).
+        copy: the image copy custom resource, or None with a prebuilt image; Models must depend on it.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: BridgeImageProps) -> None:
+        super().__init__(scope, construct_id)
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.AES_256,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    description=f"Keep the newest {KEEP_NEWEST_IMAGES} images",
+                    max_image_count=KEEP_NEWEST_IMAGES,
+                    rule_priority=1,
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY,
+            empty_on_delete=not props.retain_data,
+        )
+        self.copy: IDependable | None = None
+
+        if props.prebuilt_image_uri:
+            self.image_uri = props.prebuilt_image_uri
+            self.image_repository_arn = repository_arn_from_image_uri(props.prebuilt_image_uri)
+            return
+
+        asset = ecr_assets.DockerImageAsset(
+            self,
+            "Asset",
+            directory=str(props.container_dir),
+            platform=ecr_assets.Platform.LINUX_AMD64,
+        )
+        tag = asset.asset_hash
+        self.image_uri = self.repository.repository_uri_for_tag(tag)
+        self.image_repository_arn = self.repository.repository_arn
+        copy = ecr_deployment.ECRDeployment(
+            self,
+            "Copy",
+            src=ecr_deployment.DockerImageName(asset.image_uri),
+            dest=ecr_deployment.DockerImageName(self.image_uri),
+            copy_image_index=False,
+            image_arch=["amd64"],
+            memory_limit=COPY_MEMORY_MIB,
+            # cdk-ecr-deployment adds ecr:* and s3:GetObject on "*" to its role; an immutable view of our own role
+            # drops those statements, and _copy_role grants only what the copy uses.
+            role=self._copy_role(asset).without_policy_updates(),
+        )
+        copy.node.add_dependency(self.repository)
+        self.copy = copy
+
+    def _copy_role(self, asset: ecr_assets.DockerImageAsset) -> iam.Role:
+        """Role of the image copy Lambda: pull from the CDK assets repository, push to the bridge repository, and
+        write its own logs. Nothing else."""
+        role = iam.Role(
+            self,
+            "CopyRole",
+            description="cdk-ecr-deployment: copy the bridge image asset into the bridge repository",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        )
+        stack = Stack.of(self)
+        policy = iam.Policy(
+            self,
+            "CopyPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+                iam.PolicyStatement(
+                    sid="PullAsset",
+                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    resources=[asset.repository.repository_arn],
+                ),
+                iam.PolicyStatement(
+                    sid="PushBridgeImage",
+                    actions=[
+                        "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                        "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage",
+                    ],
+                    resources=[self.repository.repository_arn],
+                ),
+                iam.PolicyStatement(
+                    sid="WriteOwnLogs",
+                    actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"],
+                ),
+            ],
+        )
+        Validations.of(policy).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only issues a registry "
+                "login token, pulls and pushes stay limited to two repositories.",
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{_nag(stack.region, 'AWS::Region')}:"
+                f"{_nag(stack.account, 'AWS::AccountId')}:log-group:/aws/lambda/*]",
+                reason="The copy function's name is generated by CloudFormation after this policy is written; "
+                "the wildcard is limited to Lambda log groups of this account and region.",
+            ),
+        )
+        return role
+
+
+def _nag(value: str, pseudo_parameter: str) -> str:
+    """How cdk-nag writes ``value`` in a finding: the literal when known at synth, else ``<AWS::...>``."""
+    return f"<{pseudo_parameter}>" if Token.is_unresolved(value) else value
+
+
+def repository_arn_from_image_uri(image_uri: str) -> str:
+    """ARN of the private ECR repository of ``image_uri``.
+
+    ``123456789012.dkr.ecr.us-east-1.amazonaws.com/team/bridge:v1`` ->
+    ``arn:aws:ecr:us-east-1:123456789012:repository/team/bridge``.
+
+    Raises:
+        ValueError: ``image_uri`` is not a private ECR image URI (settings validate this first).
+    """
+    from config.settings import ECR_IMAGE_PATTERN
+
+    match = ECR_IMAGE_PATTERN.match(image_uri)
+    if not match:
+        raise ValueError(f"not a private ECR image URI: {image_uri!r}")
+    partition = "aws-cn" if ".amazonaws.com.cn/" in image_uri else "aws"
+    return f"arn:{partition}:ecr:{match['region']}:{match['account']}:repository/{match['repository']}"

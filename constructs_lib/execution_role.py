@@ -1,0 +1,118 @@
+"""SageMakerExecutionRole: the role a SageMaker Model runs as, granted only what it uses."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+
+class SageMakerExecutionRole(Construct):
+    """An IAM role assumable by ``sagemaker.amazonaws.com`` that starts with no permissions.
+
+    Each ``grant_*`` method adds one narrowly scoped statement to the role's inline policy. There is no
+    AmazonSageMakerFullAccess and no managed policy. Where AWS offers no resource-level permission
+    (``ecr:GetAuthorizationToken``, ``cloudwatch:PutMetricData``) the statement uses ``*`` and the cdk-nag finding is
+    acknowledged on the spot with the reason.
+
+    The role is confused-deputy safe: the trust policy requires ``aws:SourceAccount`` to be this account.
+
+    Attributes:
+        role: the IAM role.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, description: str) -> None:
+        super().__init__(scope, construct_id)
+        account = Stack.of(self).account
+        self.role = iam.Role(
+            self,
+            "Role",
+            description=description,
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+                {"StringEquals": {"aws:SourceAccount": account}}
+            ),
+        )
+        self._policy = iam.Policy(self, "Policy", roles=[self.role])
+
+    def _add(self, statement: iam.PolicyStatement) -> None:
+        self._policy.add_statements(statement)
+
+    def _acknowledge(self, finding: str, reason: str) -> None:
+        """Acknowledge one cdk-nag finding on this role's policy; ``reason`` is kept in the cloud assembly."""
+        Validations.of(self._policy).acknowledge(Acknowledgment(id=finding, reason=reason))
+
+    def grant_model_data_read(self, bucket_name: str, prefix: str, *, bucket_label: str | None = None) -> None:
+        """Read the objects under ``prefix`` (e.g. ``models/org/name/``, no leading ``/``) of one bucket, and list
+        only that prefix. SageMaker lists and copies an ``S3Prefix`` ModelDataSource to ``/opt/ml/model``.
+
+        Args:
+            bucket_name: the bucket's name (a plain string or a token such as ``Fn::ImportValue``).
+            prefix: key prefix ending with ``/``.
+            bucket_label: how cdk-nag renders ``bucket_name`` when it is a token (for an ``Fn::ImportValue``, the
+                export name); needed to acknowledge the prefix wildcard finding. Defaults to ``bucket_name``.
+        """
+        partition = Stack.of(self).partition
+        bucket_arn = f"arn:{partition}:s3:::{bucket_name}"
+        self._add(iam.PolicyStatement(sid="ReadModelPrefix", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{prefix}*"]))
+        self._add(
+            iam.PolicyStatement(
+                sid="ListModelPrefix",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        self._acknowledge(
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket_label or bucket_name}/{prefix}*]",
+            "The wildcard covers the files of the model prefix only (weights, tokenizer, config); their names vary "
+            "by model revision.",
+        )
+
+    def grant_image_pull(self, repository_arn: str) -> None:
+        """Pull images from one ECR repository."""
+        self._add(
+            iam.PolicyStatement(
+                sid="PullBridgeImage",
+                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                resources=[repository_arn],
+            )
+        )
+        self._add(iam.PolicyStatement(sid="EcrAuthorizationToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        self._acknowledge(
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken supports no resource-level permission (Service Authorization Reference for "
+            "Amazon ECR); it only issues a registry login token, image access stays limited to one repository.",
+        )
+
+    def grant_log_write(self, log_group: logs.ILogGroup) -> None:
+        """Create streams in and write events to one log group (the endpoint's ``/aws/sagemaker/Endpoints/<name>``)."""
+        self._add(
+            iam.PolicyStatement(
+                sid="WriteEndpointLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"],
+            )
+        )
+        logical_id = Stack.of(log_group).resolve(Stack.of(log_group).get_logical_id(log_group.node.default_child))
+        self._acknowledge(
+            f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:log-stream:*]",
+            "Log stream names are chosen by SageMaker per instance; the wildcard is confined to this endpoint's "
+            "log group.",
+        )
+
+    def grant_metrics(self, namespace: str) -> None:
+        """Put CloudWatch metrics, only in ``namespace``."""
+        self._add(
+            iam.PolicyStatement(
+                sid="PutBridgeMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+            )
+        )
+        self._acknowledge(
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData supports no resource-level permission (Service Authorization Reference for "
+            "CloudWatch); a cloudwatch:namespace condition limits it to the bridge's namespace.",
+        )

@@ -1,0 +1,403 @@
+"""ModelStaging: stage the model's weights into S3 during ``cdk deploy``, before the endpoint reads them.
+
+A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m voicectl.stage_model``, from a CDK
+asset holding the voicectl package) to download a pinned revision from the Hugging Face Hub and upload it under the
+model prefix. A custom resource on the CDK Provider framework starts the build and polls it until it ends; its
+properties are the repository id, revision and S3 URI only, so CloudFormation runs it again only when one of those
+changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or by using
+:attr:`ModelStaging.model_s3_uri`), so its weights are in place before SageMaker copies them.
+
+Why CodeBuild and not an ECS task: it needs no VPC, subnets or cluster (a Fargate task needs subnets with a route to
+the internet to reach the Hub), bills per minute only while it runs, reads the Hub token from Secrets Manager as an
+environment variable by itself, logs to CloudWatch, and its MEDIUM compute type has 128 GB of disk for the 8.3 GB
+download (Fargate has 20 GiB of ephemeral storage by default). Build environment facts:
+https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-compute-types.html
+
+Permissions: the build role may write (PutObject, DeleteObject, multipart) only under the model prefix, list only
+that prefix, and read only the Hub token secret; the Lambda roles may only start, poll and stop builds of this
+project. Cost: the build's minutes (about 10 minutes on BUILD_GENERAL1_MEDIUM for the 8.3 GB model) and the Lambda
+and Step Functions calls of the polling (one per minute).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CfnElement, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
+from constructs import Construct, IConstruct
+
+from voicectl.staging.constants import MANIFEST_NAME, PINNED_REVISION_RE
+
+_HERE = Path(__file__).resolve().parent
+_REPO_ROOT = _HERE.parent
+_WAITER_CODE = _HERE / "model_staging_assets" / "waiter"
+_BUILD_REQUIREMENTS = "constructs_lib/model_staging_assets/codebuild/requirements.txt"
+#: The files of the build's source asset, relative to the repository root: the staging code and its pinned
+#: dependencies, nothing else, so that changes elsewhere in the repository leave the project untouched.
+SOURCE_FILES = (
+    "voicectl/__init__.py",
+    "voicectl/cli.py",
+    "voicectl/stage_model.py",
+    "voicectl/staging/*.py",
+    _BUILD_REQUIREMENTS,
+)
+
+#: CloudFormation gives a custom resource operation at most 3600 s (ServiceTimeout, range 1-3600:
+#: https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html).
+CUSTOM_RESOURCE_TIMEOUT = Duration.seconds(3600)
+#: Total time the Provider framework polls the build. Below CloudFormation's 3600 s so that the failure CloudFormation
+#: shows is the build's own (status, phase, log link), not a bare timeout. The issue allows up to 2 hours; one
+#: custom resource cannot wait longer than 1 hour.
+TOTAL_TIMEOUT = Duration.minutes(55)
+#: Time between two BatchGetBuilds polls.
+QUERY_INTERVAL = Duration.minutes(1)
+#: Longest a build may wait in CodeBuild's queue (CodeBuild's minimum queued timeout is 5 minutes).
+QUEUED_TIMEOUT = Duration.minutes(5)
+#: Longest allowed build: queueing plus building must end before the polling gives up.
+MAX_BUILD_TIMEOUT = Duration.minutes(TOTAL_TIMEOUT.to_minutes() - QUEUED_TIMEOUT.to_minutes())
+#: Default build timeout. A measured figure is in the report; downloading and uploading 8.3 GB inside AWS takes
+#: minutes, and a rerun after a timeout resumes (files and parts already in S3 are kept).
+DEFAULT_BUILD_TIMEOUT = Duration.minutes(45)
+#: Where the build downloads to (the build's disk, not the Hugging Face cache in the home directory).
+BUILD_DOWNLOAD_DIR = "/codebuild/output/model"
+#: Lambda and build log retention.
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+@dataclass(frozen=True)
+class ModelStagingProps:
+    """What to stage and where.
+
+    Attributes:
+        bucket: the model bucket. When it is encrypted with a customer managed KMS key, the build role is granted
+            encrypt/decrypt on that key.
+        prefix: key prefix of the model, e.g. "models/voxtral/" (no leading "/", trailing "/" added if missing).
+        repository_id: Hub repository, e.g. "mistralai/Voxtral-Mini-4B-Realtime-2602".
+        revision: full 40-character commit hash of the repository.
+        hf_token_secret: Secrets Manager secret whose plain SecretString is the Hub access token (needed for gated
+            repositories); None when the repository is public.
+        build_timeout: CodeBuild build timeout, at most MAX_BUILD_TIMEOUT (50 minutes).
+        compute_type: CodeBuild compute type (MEDIUM: 4 vCPU, 7 GB memory, 128 GB disk).
+    """
+
+    bucket: s3.IBucket
+    prefix: str
+    repository_id: str
+    revision: str
+    hf_token_secret: secretsmanager.ISecret | None = None
+    build_timeout: Duration = field(default_factory=lambda: DEFAULT_BUILD_TIMEOUT)
+    compute_type: codebuild.ComputeType = codebuild.ComputeType.MEDIUM
+
+    def errors(self) -> list[str]:
+        """Every problem with these props, one sentence each (empty when valid)."""
+        problems = []
+        if not self.prefix.strip("/") or self.prefix.startswith("/"):
+            problems.append(f"prefix must be a non-empty key prefix without a leading '/', got {self.prefix!r}")
+        if "/" not in self.repository_id.strip("/"):
+            problems.append(f"repository_id must look like 'owner/name', got {self.repository_id!r}")
+        if not PINNED_REVISION_RE.fullmatch(self.revision):
+            problems.append(f"revision must be a full 40-character commit hash (pinned), got {self.revision!r}")
+        if not 5 <= self.build_timeout.to_minutes() <= MAX_BUILD_TIMEOUT.to_minutes():
+            problems.append(
+                f"build_timeout must be 5 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (the custom resource waits at "
+                f"most {TOTAL_TIMEOUT.to_minutes()} minutes), got {self.build_timeout.to_minutes()}"
+            )
+        return problems
+
+    @property
+    def normalized_prefix(self) -> str:
+        return self.prefix.strip("/") + "/"
+
+
+class ModelStaging(Construct):
+    """Stages the model into ``s3://<bucket>/<prefix>`` during deployment (see the module docstring).
+
+    Attributes:
+        project: the CodeBuild project.
+        resource: the custom resource; make the endpoint depend on it (:meth:`add_dependent`).
+        model_s3_uri: ``s3://bucket/prefix/`` as a token read from the custom resource, so whatever uses it
+            (the Model's ModelDataSource S3Uri) is created after the staging finished.
+        manifest_s3_uri: the manifest written when staging succeeded.
+
+    Raises:
+        ValueError: invalid props; the message lists every problem.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: ModelStagingProps) -> None:
+        super().__init__(scope, construct_id)
+        problems = props.errors()
+        if problems:
+            raise ValueError(f"ModelStaging {construct_id}: " + "; ".join(problems))
+        prefix = props.normalized_prefix
+        s3_uri = f"s3://{props.bucket.bucket_name}/{prefix}"
+
+        self.project = self._build_project(props, prefix, s3_uri)
+        self.resource = self._custom_resource(props, s3_uri)
+        self.model_s3_uri: str = self.resource.get_att_string("S3Uri")
+        self.manifest_s3_uri: str = self.resource.get_att_string("ManifestUri")
+        self._acknowledge_nag_findings(props, prefix)
+
+    def add_dependent(self, *dependents: IConstruct) -> None:
+        """Make each of ``dependents`` (the Model, EndpointConfig or Endpoint) wait for the staging to finish."""
+        for dependent in dependents:
+            dependent.node.add_dependency(self.resource)
+
+    def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
+        source = s3_assets.Asset(self, "Source", path=str(_staging_source_dir()))
+        environment_variables = {
+            "MODEL_REPOSITORY_ID": codebuild.BuildEnvironmentVariable(value=props.repository_id),
+            "MODEL_REVISION": codebuild.BuildEnvironmentVariable(value=props.revision),
+            "MODEL_S3_URI": codebuild.BuildEnvironmentVariable(value=s3_uri),
+            # Python prints progress lines as they come, not when a buffer fills.
+            "PYTHONUNBUFFERED": codebuild.BuildEnvironmentVariable(value="1"),
+        }
+        if props.hf_token_secret is not None:
+            # The template and the build environment hold only the secret's ARN; stage-model reads the token with
+            # GetSecretValue (--hf-token-secret-id), under a grant on exactly this secret.
+            environment_variables["MODEL_HF_TOKEN_SECRET_ARN"] = codebuild.BuildEnvironmentVariable(
+                value=props.hf_token_secret.secret_arn
+            )
+        log_group = logs.LogGroup(
+            self, "BuildLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+        )
+        project = codebuild.Project(
+            self,
+            "Build",
+            description=f"Stages {props.repository_id}@{props.revision} to {prefix} (voicectl stage-model)",
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                compute_type=props.compute_type,
+                environment_variables=environment_variables,
+            ),
+            build_spec=codebuild.BuildSpec.from_object(
+                {
+                    "version": "0.2",
+                    "env": {"shell": "bash"},
+                    "phases": {
+                        "install": {
+                            "runtime-versions": {"python": "3.12"},
+                            "commands": [
+                                "python -m pip install --no-cache-dir --disable-pip-version-check --require-hashes "
+                                f"-r {_BUILD_REQUIREMENTS}"
+                            ],
+                        },
+                        "build": {
+                            "commands": [
+                                'python -m voicectl.stage_model --repo-id "$MODEL_REPOSITORY_ID" '
+                                '--revision "$MODEL_REVISION" --s3-uri "$MODEL_S3_URI" '
+                                f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra "
+                                '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}'
+                            ]
+                        },
+                    },
+                }
+            ),
+            timeout=props.build_timeout,
+            queued_timeout=QUEUED_TIMEOUT,
+            # The AWS managed key for S3 encrypts the build's artifacts (it has none) and satisfies CodeBuild's
+            # default explicitly, without a customer managed key to pay for.
+            encryption_key=kms.Alias.from_alias_name(self, "S3ManagedKey", "alias/aws/s3"),
+            logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=log_group)),
+        )
+        self._grant_prefix(project, props.bucket, prefix)
+        if props.hf_token_secret is not None:
+            props.hf_token_secret.grant_read(project)
+        return project
+
+    @staticmethod
+    def _grant_prefix(project: codebuild.Project, bucket: s3.IBucket, prefix: str) -> None:
+        """Object read/write/delete and multipart under ``prefix`` only; listing only that prefix."""
+        project.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="StageModelObjects",
+                actions=[
+                    "s3:GetObject",
+                    "s3:PutObject",
+                    "s3:DeleteObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                resources=[bucket.arn_for_objects(f"{prefix}*")],
+            )
+        )
+        project.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ListModelPrefix",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        # ListMultipartUploads (finding an interrupted upload to resume) has no s3:prefix condition key
+        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html); it lists the
+        # names of unfinished uploads, not object contents.
+        project.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="FindUnfinishedUploads", actions=["s3:ListBucketMultipartUploads"], resources=[bucket.bucket_arn]
+            )
+        )
+        if bucket.encryption_key is not None:
+            bucket.encryption_key.grant_encrypt_decrypt(project)
+
+    def _custom_resource(self, props: ModelStagingProps, s3_uri: str) -> CustomResource:
+        project_arn = self.project.project_arn
+        self._on_event = on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
+        self._is_complete = is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
+        self._provider = provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=on_event,
+            is_complete_handler=is_complete,
+            query_interval=QUERY_INTERVAL,
+            total_timeout=TOTAL_TIMEOUT,
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY),
+            disable_waiter_state_machine_logging=False,
+            waiter_state_machine_log_options=cr.LogOptions(
+                destination=logs.LogGroup(
+                    self, "WaiterLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+                ),
+                include_execution_data=False,
+                level=sfn.LogLevel.ALL,
+            ),
+        )
+        resource = CustomResource(
+            self,
+            "Resource",
+            service_token=provider.service_token,
+            resource_type="Custom::ModelStaging",
+            service_timeout=CUSTOM_RESOURCE_TIMEOUT,
+            # Only these change the staged content; CloudFormation starts a new build only when one of them changes.
+            properties={
+                "ProjectName": self.project.project_name,
+                "RepositoryId": props.repository_id,
+                "Revision": props.revision,
+                "S3Uri": s3_uri,
+            },
+        )
+        # The build must find its permissions in place when it starts (the project itself is referenced already).
+        resource.node.add_dependency(self.project.role)
+        return resource
+
+    def _handler(self, name: str, handler: str, actions: list[str], project_arn: str) -> lambda_.Function:
+        """A Python Lambda function of the waiter code with its own log group and a role limited to ``actions``."""
+        log_group = logs.LogGroup(self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+        role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[project_arn]))
+        # A log group's Arn attribute already ends in ":*" (its log streams).
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn])
+        )
+        return lambda_.Function(
+            self,
+            name,
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler=handler,
+            code=lambda_.Code.from_asset(str(_WAITER_CODE)),
+            timeout=Duration.seconds(30),
+            memory_size=128,
+            role=role,
+            log_group=log_group,
+            environment={"MANIFEST_NAME": MANIFEST_NAME},
+            description=f"Model staging custom resource: {handler}",
+        )
+
+
+    def _acknowledge_nag_findings(self, props: ModelStagingProps, prefix: str) -> None:
+        """Acknowledge the cdk-nag AwsSolutions findings this construct cannot avoid, each with its reason.
+
+        cdk-nag 3 matches findings by exact id, and ids embed logical ids, so they are computed here.
+        """
+        stack = Stack.of(self)
+
+        def ref(element: IConstruct) -> str:
+            child = element.node.default_child if not isinstance(element, CfnElement) else element
+            return f"<{stack.resolve(child.logical_id)}>"
+
+        def arn(element: IConstruct) -> str:
+            return f"<{stack.resolve(element.node.default_child.logical_id)}.Arn>"
+
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        bucket_arn = _nag_token(stack, props.bucket.bucket_arn)
+        handlers = (arn(self._on_event), arn(self._is_complete))
+        framework = [
+            f"<{stack.resolve(fn.node.default_child.logical_id)}.Arn>"
+            for fn in self._provider.node.find_all()
+            if isinstance(fn, lambda_.Function) and fn.node.id in ("framework-isComplete", "framework-onTimeout")
+        ]
+        source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
+        build_findings = {
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/{prefix}*]":
+                "The build role may read and write objects only under the model prefix; the wildcard is that prefix.",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]": source_read,
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]": source_read,
+            "AwsSolutions-IAM5[Action::s3:List*]": source_read,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:codebuild:{region}:{account}:report-group/{ref(self.project)}-*]":
+                "CodeBuild's default report-group permission, limited to this project's report groups.",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:{account}:log-group:/aws/codebuild/{ref(self.project)}:*]":
+                "CodeBuild's default log permission, limited to this project's log streams.",
+        }
+        # The Provider framework (aws-cdk-lib custom_resources.Provider) builds these roles itself.
+        provider_findings = {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]":
+                "The CDK Provider framework's own functions use the basic execution role (CloudWatch Logs only).",
+            "AwsSolutions-IAM5[Resource::*]":
+                "The Provider framework's waiter state machine needs log delivery permissions, which take no resource.",
+            "AwsSolutions-SF2":
+                "The Provider framework's waiter only polls a build once a minute; its execution history is logged "
+                "(level ALL), X-Ray traces would add nothing.",
+        }
+        for handler in (*handlers, *framework):
+            provider_findings[f"AwsSolutions-IAM5[Resource::{handler}:*]"] = (
+                "The Provider framework may invoke every version of its own handler functions (grantInvoke)."
+            )
+        for scope, findings in ((self.project, build_findings), (self._provider, provider_findings)):
+            Validations.of(scope).acknowledge(
+                *(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason) for rule, reason in findings.items())
+            )
+
+@cache
+def _staging_source_dir() -> Path:
+    """A directory holding exactly SOURCE_FILES (same relative paths), made once per process.
+
+    CDK hashes the asset by content, so the asset (and the project) changes only when these files change.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="model-staging-source-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    for pattern in SOURCE_FILES:
+        matches = sorted(_REPO_ROOT.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"model staging source file {pattern} not found under {_REPO_ROOT}")
+        for path in matches:
+            target = directory / path.relative_to(_REPO_ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return directory
+
+
+def _nag_token(stack: Stack, value: str) -> str:
+    """How cdk-nag writes a resolved value: ``{"Fn::GetAtt": [id, "Arn"]}`` -> ``<id.Arn>``, ``{"Ref": id}`` -> ``<id>``,
+    literal strings unchanged."""
+    resolved = stack.resolve(value)
+    if isinstance(resolved, dict) and "Fn::GetAtt" in resolved:
+        logical_id, attribute = resolved["Fn::GetAtt"]
+        return f"<{logical_id}.{attribute}>"
+    if isinstance(resolved, dict) and "Ref" in resolved:
+        return f"<{resolved['Ref']}>"
+    return str(resolved)

@@ -1,0 +1,76 @@
+"""Lambda handlers of the model staging custom resource (CDK Provider framework with completion polling).
+
+``on_event`` starts one CodeBuild build of the staging project on Create and Update (CloudFormation sends an Update
+only when a property changed: repository id, revision or S3 URI) and stops a still running build on Delete.
+``is_complete`` polls the build (BatchGetBuilds) until it ends; a build that did not succeed fails the resource
+with its status, failed phase and log link. The physical resource id is the build id.
+
+Event and response shapes: https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.custom_resources-readme.html
+(Provider framework: ``onEvent`` returns ``PhysicalResourceId`` and ``Data``; ``isComplete`` returns ``IsComplete``).
+Build fields: https://docs.aws.amazon.com/codebuild/latest/APIReference/API_Build.html
+"""
+
+from __future__ import annotations
+
+import os
+
+import boto3
+
+#: Build states that mean "still running" (BuildStatus in the CodeBuild API reference).
+RUNNING = "IN_PROGRESS"
+SUCCEEDED = "SUCCEEDED"
+
+_codebuild = None
+
+
+def _client():
+    global _codebuild
+    if _codebuild is None:
+        _codebuild = boto3.client("codebuild")
+    return _codebuild
+
+
+def _data(properties: dict, build_id: str) -> dict:
+    uri = properties["S3Uri"]
+    return {"S3Uri": uri, "ManifestUri": uri + os.environ["MANIFEST_NAME"], "BuildId": build_id}
+
+
+def on_event(event: dict, context: object) -> dict:
+    """Start the staging build (Create, Update) or stop a running one (Delete)."""
+    properties = event["ResourceProperties"]
+    project = properties["ProjectName"]
+    if event["RequestType"] in ("Create", "Update"):
+        build_id = _client().start_build(projectName=project)["build"]["id"]
+        print(f"started {build_id} for {properties['RepositoryId']} @ {properties['Revision']} -> {properties['S3Uri']}")
+        return {"PhysicalResourceId": build_id, "Data": _data(properties, build_id)}
+    physical_id = event["PhysicalResourceId"]
+    # The weights stay in place on Delete: the bucket owns them (and empties itself on `cdk destroy` when its
+    # settings say so). A build still running (stack rollback, cancelled update) is stopped so it stops writing.
+    if physical_id.startswith(f"{project}:"):
+        builds = _client().batch_get_builds(ids=[physical_id]).get("builds", [])
+        if builds and builds[0]["buildStatus"] == RUNNING:
+            _client().stop_build(id=physical_id)
+            print(f"stopped {physical_id}")
+    return {"PhysicalResourceId": physical_id}
+
+
+def is_complete(event: dict, context: object) -> dict:
+    """``{"IsComplete": bool}`` for the build named by the physical id; raise when it ended without success."""
+    if event["RequestType"] == "Delete":
+        return {"IsComplete": True}
+    build_id = event["PhysicalResourceId"]
+    builds = _client().batch_get_builds(ids=[build_id]).get("builds", [])
+    if not builds:
+        raise RuntimeError(f"model staging build {build_id} not found")
+    build = builds[0]
+    status = build["buildStatus"]
+    if status == RUNNING:
+        print(f"{build_id}: {build.get('currentPhase')}")
+        return {"IsComplete": False}
+    if status == SUCCEEDED:
+        return {"IsComplete": True, "Data": _data(event["ResourceProperties"], build_id)}
+    failed = [p for p in build.get("phases", []) if p.get("phaseStatus") not in (None, SUCCEEDED)]
+    where = f" in phase {failed[0]['phaseType']}" if failed else ""
+    detail = "; ".join(c.get("message", "") for p in failed for c in p.get("contexts", []) if c.get("message"))
+    logs = build.get("logs", {}).get("deepLink", "no log link")
+    raise RuntimeError(f"model staging build {build_id} ended {status}{where}: {detail or 'see the log'} ({logs})")

@@ -1,0 +1,59 @@
+"""Stacks of the app, one module each; :func:`build_app` composes them from validated settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import App, Environment, Stack, Tags
+
+from config.settings import Settings
+from stacks.artifacts_stack import ArtifactsStack
+from stacks.sonic_stack import SonicStack
+from stacks.voxtral_stack import VoxtralStack
+
+CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+
+
+@dataclass(frozen=True)
+class VoiceApp:
+    """The stacks :func:`build_app` created (None where the settings disable a part)."""
+
+    artifacts: ArtifactsStack | None
+    voxtral: VoxtralStack | None
+    sonic: SonicStack | None
+
+    @property
+    def stacks(self) -> list[Stack]:
+        return [s for s in (self.artifacts, self.voxtral, self.sonic) if s is not None]
+
+
+def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
+    """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Artifacts|-Voxtral|-Sonic``.
+
+    The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
+    the region is the ``region`` setting.
+    """
+    env = Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=settings.region)
+    prefix = settings.stack_name_prefix
+    artifacts = voxtral = sonic = None
+    if settings.voxtral.enabled:
+        artifacts = ArtifactsStack(
+            app, f"{prefix}-Artifacts", settings=settings, container_dir=container_dir, env=env,
+            description="Real-time voice on SageMaker: bridge image repository and model bucket",
+        )
+        voxtral = VoxtralStack(
+            app, f"{prefix}-Voxtral", settings=settings, image=artifacts.image,
+            models_export_name=artifacts.model_bucket_export_name,
+            model_s3_uri_export_name=artifacts.model_s3_uri_export_name, env=env,
+            description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
+        )
+        voxtral.add_stack_dependency(artifacts)
+    if settings.sonic.enabled:
+        sonic = SonicStack(
+            app, f"{prefix}-Sonic", settings=settings, env=env,
+            description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",
+        )
+    Tags.of(app).add("project", "sagemaker-realtime-voice")
+    return VoiceApp(artifacts, voxtral, sonic)

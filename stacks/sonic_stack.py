@@ -1,0 +1,48 @@
+"""SonicStack: text to speech, Cartesia Sonic 3.6 from its AWS Marketplace model package."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Stack
+from constructs import Construct
+
+from config.settings import Settings
+from constructs_lib.execution_role import SageMakerExecutionRole
+from constructs_lib.realtime_endpoint import (
+    INVOKE,
+    INVOKE_WITH_RESPONSE_STREAM,
+    ModelPackageContainer,
+    RealtimeEndpoint,
+    RealtimeEndpointProps,
+)
+
+
+class SonicStack(Stack):
+    """Execution role, Model (model package, network isolation), EndpointConfig, Endpoint, log group, invoke
+    policy and outputs of the Sonic endpoint. Needs a one-time Marketplace subscription (README)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        sonic = settings.sonic
+        role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {sonic.endpoint_name}")
+        self.endpoint = RealtimeEndpoint(
+            self,
+            "Sonic",
+            RealtimeEndpointProps(
+                endpoint_name=sonic.endpoint_name,
+                container=ModelPackageContainer(settings.sonic_model_package_arn),
+                execution_role=role,
+                instance_type=sonic.instance_type,
+                initial_instance_count=sonic.initial_instance_count,
+                model_data_download_timeout_s=sonic.model_data_download_timeout_s,
+                container_startup_timeout_s=sonic.container_startup_timeout_s,
+                inference_ami_version=None,
+                # Marketplace model packages must run without network access.
+                enable_network_isolation=True,
+                volume_kms_key_arn=sonic.volume_kms_key_arn,
+                log_retention_days=settings.log_retention_days,
+                removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
+                invoke_actions=[INVOKE, INVOKE_WITH_RESPONSE_STREAM],
+                description="Cartesia Sonic text-to-speech",
+            ),
+        )
+        self.endpoint.add_outputs("Sonic", {"ModelPackageArn": (settings.sonic_model_package_arn, "Model package")})

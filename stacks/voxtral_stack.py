@@ -1,0 +1,122 @@
+"""VoxtralStack: speech to text, Voxtral on vLLM behind the bridge, with bidirectional streaming."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Fn, RemovalPolicy, Stack
+from constructs import Construct
+
+from config.settings import Settings
+from constructs_lib.bridge_image import BridgeImage
+from constructs_lib.execution_role import SageMakerExecutionRole
+from constructs_lib.realtime_endpoint import (
+    INVOKE,
+    INVOKE_BIDIRECTIONAL,
+    VARIANT_NAME,
+    ImageContainer,
+    RealtimeEndpoint,
+    RealtimeEndpointProps,
+    normalise_s3_prefix,
+)
+from constructs_lib.s3_uri import S3Location
+
+#: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
+COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
+#: Bidirectional streaming runtime: HTTP/2 on port 8443 (SageMaker bidirectional streaming documentation).
+BIDIRECTIONAL_PORT = 8443
+
+
+class VoxtralStack(Stack):
+    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint, log group,
+    invoke policy and outputs of the Voxtral endpoint."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        image: BridgeImage,
+        models_export_name: str,
+        model_s3_uri_export_name: str,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        voxtral = settings.voxtral
+        if voxtral.model_s3_uri:
+            weights = S3Location.parse(normalise_s3_prefix(voxtral.model_s3_uri))
+            bucket_label = weights.bucket
+            model_data_s3_uri = weights.uri
+        else:
+            weights = S3Location(Fn.import_value(models_export_name), voxtral.model_prefix_key())
+            bucket_label = models_export_name
+            # Imported from the Artifacts stack, where it is the staging custom resource's attribute when the
+            # deploy stages the weights: the Model cannot be created before they are in place.
+            model_data_s3_uri = Fn.import_value(model_s3_uri_export_name)
+
+        role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {voxtral.endpoint_name}")
+        role.grant_model_data_read(weights.bucket, weights.key, bucket_label=bucket_label)
+        role.grant_image_pull(image.image_repository_arn)
+        role.grant_metrics(voxtral.metrics_namespace)
+
+        self.endpoint = RealtimeEndpoint(
+            self,
+            "Voxtral",
+            RealtimeEndpointProps(
+                endpoint_name=voxtral.endpoint_name,
+                container=ImageContainer(
+                    image_uri=image.image_uri,
+                    model_data_s3_uri=model_data_s3_uri,
+                    environment=container_environment(settings),
+                    depends_on=[image.copy] if image.copy else [],
+                ),
+                execution_role=role,
+                instance_type=voxtral.instance_type,
+                initial_instance_count=voxtral.initial_instance_count,
+                model_data_download_timeout_s=voxtral.model_data_download_timeout_s,
+                container_startup_timeout_s=voxtral.container_startup_timeout_s,
+                inference_ami_version=voxtral.inference_ami_version,
+                enable_network_isolation=False,
+                volume_kms_key_arn=voxtral.volume_kms_key_arn,
+                log_retention_days=settings.log_retention_days,
+                removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
+                invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
+                description="Voxtral speech-to-text",
+            ),
+        )
+        self.endpoint.add_outputs(
+            "Voxtral",
+            {
+                "BidirectionalInvokeUrl": (
+                    f"https://runtime.sagemaker.{self.region}.amazonaws.com:{BIDIRECTIONAL_PORT}"
+                    f"/endpoints/{voxtral.endpoint_name}/invocations-bidirectional-stream",
+                    "HTTP/2 bidirectional streaming URL of the endpoint",
+                ),
+                "ModelS3Uri": (model_data_s3_uri, "S3 prefix SageMaker copies to /opt/ml/model"),
+            },
+        )
+
+
+def container_environment(settings: Settings) -> dict[str, str]:
+    """Environment of the bridge container.
+
+    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
+    configures the bridge (container/README.md). Values are strings; no secrets.
+    """
+    voxtral = settings.voxtral
+    return {
+        "SM_VLLM_MODEL": "/opt/ml/model",
+        "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
+        "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
+        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.max_num_seqs),
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
+        "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
+        # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
+        "SM_VLLM_TOKENIZER_MODE": "mistral",
+        "SM_VLLM_CONFIG_FORMAT": "mistral",
+        "SM_VLLM_LOAD_FORMAT": "mistral",
+        "METRICS_NAMESPACE": voxtral.metrics_namespace,
+        "ENDPOINT_NAME": voxtral.endpoint_name,
+        "VARIANT_NAME": VARIANT_NAME,
+    }

@@ -1,0 +1,55 @@
+"""Shared fixtures: the app is synthesized once per test session (synthesis takes seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The ``context`` of cdk.json: what ``cdk synth`` uses when no ``-c`` is given."""
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+@dataclass
+class Synthesized:
+    """One synthesized app: its settings, stacks, output directory and templates (by stack name)."""
+
+    settings: Any
+    voice_app: Any
+    outdir: Path
+    templates: dict[str, dict]
+
+    def template(self, suffix: str) -> dict:
+        """The template of the stack whose name ends with ``-<suffix>`` (Artifacts, Voxtral, Sonic)."""
+        (name,) = [n for n in self.templates if n.endswith(f"-{suffix}")]
+        return self.templates[name]
+
+
+def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
+    """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``."""
+    from app import create_app
+
+    context = {**cdk_json_context(), **(overrides or {})}
+    app, settings, voice_app = create_app(context, outdir=str(outdir))
+    app.synth()
+    templates = {
+        stack.stack_name: json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
+        for stack in voice_app.stacks
+    }
+    return Synthesized(settings, voice_app, outdir, templates)
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory) -> Synthesized:
+    """The app with the settings of cdk.json, synthesized once for the whole session."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))

@@ -1,0 +1,226 @@
+"""Settings: parsed once from context, typed, frozen; every bad value gives one clear message."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from config import instance_types
+from config.settings import (
+    SettingsError,
+    default_context,
+    load_settings,
+    max_num_seqs_that_fit,
+)
+from tests.conftest import ROOT, cdk_json_context
+
+OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic36-abc"
+
+
+def problems_for(**overrides) -> list[str]:
+    """The problems load_settings reports for cdk.json's context plus ``overrides`` (dots as in the keys)."""
+    context = {**cdk_json_context(), **{k.replace("__", "."): v for k, v in overrides.items()}}
+    with pytest.raises(SettingsError) as caught:
+        load_settings(context)
+    return caught.value.problems
+
+
+def one_problem(**overrides) -> str:
+    (problem,) = problems_for(**overrides)
+    return problem
+
+
+def test_cdk_json_lists_every_setting_with_its_code_default():
+    ours = {k: v for k, v in cdk_json_context().items() if not k.startswith("@")}
+    assert ours == default_context()
+
+
+def test_defaults_parse_into_frozen_typed_settings():
+    settings = load_settings(cdk_json_context())
+    assert settings.region == "us-east-1"
+    assert settings.voxtral.instance_type == "ml.g6.4xlarge"
+    assert settings.voxtral.max_model_len == 45000
+    assert settings.sonic.instance_type == "ml.g6e.2xlarge"
+    assert settings.sonic_model_package_arn.endswith("sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.voxtral.max_num_seqs = 3  # type: ignore[misc]
+
+
+def test_command_line_strings_are_converted():
+    settings = load_settings({
+        **cdk_json_context(),
+        "voxtral.initial_instance_count": "3",
+        "voxtral.enabled": "true",
+        "sonic.enabled": "false",
+        "retain_data": "yes",
+        "voxtral.gpu_memory_utilization": "0.85",
+        "voxtral.model_s3_uri": "s3://my-bucket/weights/voxtral",
+        "voxtral.image_uri": "null",
+    })
+    assert settings.voxtral.initial_instance_count == 3
+    assert settings.sonic.enabled is False
+    assert settings.retain_data is True
+    assert settings.voxtral.gpu_memory_utilization == 0.85
+    assert settings.voxtral.model_s3_uri == "s3://my-bucket/weights/voxtral"
+    assert settings.voxtral.image_uri is None
+
+
+def test_unknown_key_suggests_the_nearest_known_one():
+    assert one_problem(**{"voxtral.instance_typ": "ml.g6.4xlarge"}) == (
+        "unknown setting 'voxtral.instance_typ'; did you mean 'voxtral.instance_type'?"
+    )
+
+
+def test_cdk_feature_flags_and_lookup_keys_are_left_alone():
+    settings = load_settings({
+        **cdk_json_context(),
+        "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
+        "availability-zones:account=123456789012:region=us-east-1": ["us-east-1a"],
+        "aws:cdk:enable-path-metadata": True,
+    })
+    assert settings.region == "us-east-1"
+
+
+def test_not_an_instance_type():
+    problem = one_problem(**{"voxtral.instance_type": "g6.4xlarge"})
+    assert problem.startswith("voxtral.instance_type='g6.4xlarge': not a SageMaker instance type")
+    assert "ml.<family>.<size>" in problem
+
+
+def test_unknown_instance_family_names_the_catalogue():
+    problem = one_problem(**{"voxtral.instance_type": "ml.zz9.xlarge"})
+    assert "config/instance_types.py" in problem and "ml.g6.*" in problem
+
+
+def test_voxtral_needs_a_gpu():
+    assert "has no GPU" in one_problem(**{"voxtral.instance_type": "ml.m5.xlarge"})
+
+
+def test_sonic_instance_type_must_be_supported_by_the_package():
+    problem = one_problem(**{"sonic.instance_type": "ml.g6.4xlarge"})
+    assert problem.startswith("sonic.instance_type='ml.g6.4xlarge': the Sonic 3.6 model package supports")
+    assert "ml.g6e.xlarge or larger" in problem and "ml.p5en.48xlarge" in problem
+
+
+@pytest.mark.parametrize("instance_type", ["ml.g6e.xlarge", "ml.g6e.48xlarge", "ml.g7e.2xlarge", "ml.g7.2xlarge", "ml.p5.48xlarge", "ml.p5en.48xlarge"])
+def test_sonic_supported_instance_types_are_accepted(instance_type):
+    settings = load_settings({**cdk_json_context(), "sonic.instance_type": instance_type})
+    assert settings.sonic.instance_type == instance_type
+
+
+def test_gpu_memory_too_small_for_model_len_times_seqs():
+    problem = one_problem(**{"voxtral.max_num_seqs": 16})
+    assert problem.startswith("voxtral.instance_type='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
+    assert "NVIDIA L4 (24 GiB)" in problem and "at most 2 sequence(s)" in problem
+    # A smaller model length makes room for more streams on the same GPU.
+    settings = load_settings({**cdk_json_context(), "voxtral.max_model_len": 7500, "voxtral.max_num_seqs": 12})
+    assert settings.voxtral.max_num_seqs == 12
+
+
+def test_gpu_memory_estimate_values():
+    l4 = instance_types.lookup("ml.g6.4xlarge")
+    t4 = instance_types.lookup("ml.g4dn.xlarge")
+    l40s = instance_types.lookup("ml.g6e.xlarge")
+    assert max_num_seqs_that_fit(l4, 45000, 0.9) == 2
+    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 0  # 16 GiB x 0.9 leaves ~3 GB for KV: less than one sequence
+    assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 7
+    assert "one NVIDIA T4 (16 GiB) holds the weights and KV cache for at most 0" in one_problem(
+        **{"voxtral.instance_type": "ml.g4dn.xlarge"})
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("voxtral.initial_instance_count", "two", "voxtral.initial_instance_count='two': must be a whole number"),
+    ("voxtral.initial_instance_count", 1.5, "voxtral.initial_instance_count=1.5: must be a whole number"),
+    ("voxtral.initial_instance_count", 0, "voxtral.initial_instance_count=0: must be a positive whole number"),
+    ("sonic.initial_instance_count", "-1", "sonic.initial_instance_count=-1: must be a positive whole number"),
+    ("voxtral.max_num_seqs", 0, "voxtral.max_num_seqs=0: must be a positive whole number"),
+    ("voxtral.enabled", "maybe", "voxtral.enabled='maybe': must be true or false"),
+])
+def test_counts_and_flags(key, value, expected):
+    assert one_problem(**{key: value}) == expected
+
+
+@pytest.mark.parametrize("uri", ["my-bucket/prefix", "s3://my-bucket", "s3://my-bucket/", "https://my-bucket.s3.amazonaws.com/x"])
+def test_s3_uri_must_be_bucket_and_prefix(uri):
+    assert one_problem(**{"voxtral.model_s3_uri": uri}) == (
+        f"voxtral.model_s3_uri='{uri}': must be 's3://<bucket>/<prefix>' with a non-empty prefix"
+    )
+
+
+def test_region_without_a_known_sonic_package_needs_an_arn():
+    problem = one_problem(region="eu-west-1")
+    assert problem.startswith("sonic.model_package_arn=null with region='eu-west-1'")
+    assert "us-east-1" in problem
+    settings = load_settings({**cdk_json_context(), "region": "eu-west-1", "sonic.model_package_arn": OTHER_REGION_ARN})
+    assert settings.sonic_model_package_arn == OTHER_REGION_ARN
+    # Voxtral alone needs no Sonic ARN.
+    assert load_settings({**cdk_json_context(), "region": "eu-west-1", "sonic.enabled": False}).region == "eu-west-1"
+
+
+def test_model_package_arn_region_must_match_the_stack():
+    problem = one_problem(**{"sonic.model_package_arn": OTHER_REGION_ARN})
+    assert problem == (
+        f"sonic.model_package_arn='{OTHER_REGION_ARN}': the package is in eu-west-1 but the stack deploys to "
+        "us-east-1; use the package ARN for us-east-1"
+    )
+
+
+@pytest.mark.parametrize("key", [
+    "voxtral.model_data_download_timeout_s", "voxtral.container_startup_timeout_s",
+    "sonic.model_data_download_timeout_s", "sonic.container_startup_timeout_s",
+])
+@pytest.mark.parametrize("value", [59, 3601])
+def test_timeouts_outside_60_to_3600(key, value):
+    assert one_problem(**{key: value}) == f"{key}={value}: must be between 60 and 3600 seconds"
+
+
+def test_both_endpoints_disabled():
+    assert one_problem(**{"voxtral.enabled": "false", "sonic.enabled": "false"}) == (
+        "voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be enabled"
+    )
+
+
+def test_image_uri_must_be_private_ecr_in_the_stack_region():
+    assert "must be a private ECR image" in one_problem(**{"voxtral.image_uri": "docker.io/library/bridge:1"})
+    problem = one_problem(**{"voxtral.image_uri": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/bridge:1"})
+    assert "the image is in eu-west-1 but the stack deploys to us-east-1" in problem
+
+
+def test_every_problem_is_reported_at_once():
+    problems = problems_for(**{"voxtral.instance_type": "nope", "sonic.instance_type": "ml.g5.xlarge",
+                               "voxtral.model_data_download_timeout_s": 5, "bogus": 1})
+    assert len(problems) == 4
+    assert problems[0].startswith("unknown setting 'bogus'")
+
+
+def run_app(context_json: str, outdir) -> subprocess.CompletedProcess:
+    """Run app.py as the CDK CLI does, with the context in CDK_CONTEXT_JSON."""
+    env = {**os.environ, "CDK_CONTEXT_JSON": context_json, "CDK_OUTDIR": str(outdir)}
+    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
+    import json
+
+    result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "jsii" not in result.stderr
+    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker instance type" in result.stderr
+
+
+def test_model_staging_settings():
+    defaults = load_settings(cdk_json_context()).voxtral
+    assert defaults.stages_model is True and defaults.stage_model is None
+    external = load_settings({**cdk_json_context(), "voxtral.model_s3_uri": "s3://team-models/p"}).voxtral
+    assert external.stages_model is False
+    assert one_problem(**{"voxtral.model_revision": "main"}).startswith(
+        "voxtral.model_revision='main': must be a full 40-character commit hash")
+    assert one_problem(**{"voxtral.stage_model": "true", "voxtral.model_s3_uri": "s3://team-models/p"}).startswith(
+        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes into the stack's model bucket")
+    assert "must be a Secrets Manager secret ARN" in one_problem(**{"voxtral.hf_token_secret_arn": "hf_abc"})
+    assert "the secret is in eu-west-1" in one_problem(
+        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"})

@@ -1,0 +1,118 @@
+"""The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and
+each endpoint switched off. Each variant is synthesized once per module."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Template
+
+from tests.conftest import synthesize
+
+PREBUILT = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01"
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+
+
+@pytest.fixture(scope="module")
+def changed(tmp_path_factory):
+    """Voxtral only, on a different instance type, with a prebuilt image, external weights and retained data."""
+    return synthesize(tmp_path_factory.mktemp("changed"), {
+        "voxtral.instance_type": "ml.g6e.xlarge",
+        "voxtral.image_uri": PREBUILT,
+        "voxtral.model_s3_uri": "s3://team-models/voxtral/2602",
+        "voxtral.volume_kms_key_arn": KMS_KEY,
+        "retain_data": "true",
+        "sonic.enabled": "false",
+    })
+
+
+@pytest.fixture(scope="module")
+def sonic_only(tmp_path_factory):
+    return synthesize(tmp_path_factory.mktemp("sonic-only"), {"voxtral.enabled": "false"})
+
+
+def resources(template: dict, resource_type: str) -> dict:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(synthesized, changed):
+    before, after = synthesized.template("Voxtral"), changed.template("Voxtral")
+    (config_before,) = resources(before, "AWS::SageMaker::EndpointConfig").values()
+    (config_after,) = resources(after, "AWS::SageMaker::EndpointConfig").values()
+    assert config_before["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6.4xlarge"
+    assert config_after["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6e.xlarge"
+    # No physical name: CloudFormation creates the new EndpointConfig under a fresh generated name, no collision.
+    for config in (config_before, config_after):
+        assert "EndpointConfigName" not in config["Properties"]
+    for template in (before, after):
+        (model,) = resources(template, "AWS::SageMaker::Model").values()
+        assert "ModelName" not in model["Properties"]
+    (endpoint_before,) = resources(before, "AWS::SageMaker::Endpoint").values()
+    (endpoint_after,) = resources(after, "AWS::SageMaker::Endpoint").values()
+    assert endpoint_before["Properties"]["EndpointName"] == endpoint_after["Properties"]["EndpointName"] == "voxtral-realtime"
+
+
+def test_prebuilt_image_builds_and_copies_nothing(changed):
+    artifacts = changed.template("Artifacts")
+    assert resources(artifacts, "Custom::CDKECRDeployment") == {}
+    assets = json.loads((changed.outdir / "RealtimeVoice-Artifacts.assets.json").read_text())
+    assert assets.get("dockerImages", {}) == {}
+    (model,) = resources(changed.template("Voxtral"), "AWS::SageMaker::Model").values()
+    assert model["Properties"]["PrimaryContainer"]["Image"] == PREBUILT
+    (policy,) = resources(changed.template("Voxtral"), "AWS::IAM::Policy").values()
+    pull = next(s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Sid"] == "PullBridgeImage")
+    assert pull["Resource"] == "arn:aws:ecr:us-east-1:123456789012:repository/team/voxtral-bridge"
+
+
+def test_external_weights_uri_is_normalised_and_read_only_there(changed):
+    voxtral = changed.template("Voxtral")
+    (model,) = resources(voxtral, "AWS::SageMaker::Model").values()
+    source = model["Properties"]["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]
+    assert source["S3Uri"] == "s3://team-models/voxtral/2602/"
+    (policy,) = resources(voxtral, "AWS::IAM::Policy").values()
+    by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert by_sid["ReadModelPrefix"]["Resource"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::team-models/voxtral/2602/*"]]}
+    assert by_sid["ListModelPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["voxtral/2602/*"]}}
+
+
+def test_no_staging_with_external_weights_or_when_switched_off(changed, tmp_path_factory):
+    for template in changed.templates.values():
+        assert not any(v["Type"].startswith("AWS::CodeBuild") for v in template["Resources"].values())
+    off = synthesize(tmp_path_factory.mktemp("no-staging"), {"voxtral.stage_model": "false", "sonic.enabled": "false"})
+    artifacts = off.template("Artifacts")
+    assert resources(artifacts, "AWS::CodeBuild::Project") == {}
+    # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model reads.
+    assert artifacts["Outputs"]["ModelS3Uri"]["Value"] == {"Fn::Join": ["", [
+        "s3://", {"Ref": next(k for k, v in resources(artifacts, "AWS::S3::Bucket").items() if "LoggingConfiguration" in v["Properties"])},
+        "/models/mistralai/Voxtral-Mini-4B-Realtime-2602/b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf/",
+    ]]}
+
+
+def test_volume_kms_key_is_set(changed):
+    (config,) = resources(changed.template("Voxtral"), "AWS::SageMaker::EndpointConfig").values()
+    assert config["Properties"]["KmsKeyId"] == KMS_KEY
+
+
+def test_retain_data_keeps_buckets_repository_and_log_groups(changed):
+    artifacts = changed.template("Artifacts")
+    for rtype in ("AWS::S3::Bucket", "AWS::ECR::Repository"):
+        for resource in resources(artifacts, rtype).values():
+            assert resource["DeletionPolicy"] == "Retain", rtype
+    assert resources(artifacts, "Custom::S3AutoDeleteObjects") == {}
+    (repo,) = resources(artifacts, "AWS::ECR::Repository").values()
+    assert "EmptyOnDelete" not in repo["Properties"] or repo["Properties"]["EmptyOnDelete"] is False
+    (log_group,) = resources(changed.template("Voxtral"), "AWS::Logs::LogGroup").values()
+    assert log_group["DeletionPolicy"] == "Retain"
+
+
+def test_each_endpoint_can_be_switched_off(changed, sonic_only):
+    assert sorted(changed.templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Voxtral"]
+    assert sorted(sonic_only.templates) == ["RealtimeVoice-Sonic"]
+    Template.from_json(sonic_only.template("Sonic")).resource_count_is("AWS::SageMaker::Endpoint", 1)
+
+
+def test_variants_are_cdk_nag_clean(changed, sonic_only):
+    for variant in (changed, sonic_only):
+        for report in json.loads((variant.outdir / "validation-report.json").read_text())["pluginReports"]:
+            assert report["violations"] == []

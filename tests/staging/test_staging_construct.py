@@ -1,0 +1,294 @@
+"""ModelStaging in a small test stack: template assertions, cfn-lint and cdk-nag (AwsSolutions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aws_cdk import Acknowledgment, App, Duration, Stack, Validations
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+
+from constructs_lib.model_staging import (
+    SOURCE_FILES,
+    ModelStaging,
+    ModelStagingProps,
+)
+
+ENV = {"account": "123456789012", "region": "us-east-1"}
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging]:
+    """A stack with a model bucket, the staging construct and a stand-in Voxtral Model and Endpoint."""
+    stack = Stack(app, name, env=ENV)
+    bucket = s3.Bucket(
+        stack,
+        "Models",
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+    )
+    # The bucket is a stand-in for the artifacts stack's model bucket, which is not under test here.
+    Validations.of(bucket).acknowledge(
+        Acknowledgment(id="AwsSolutions::AwsSolutions-S1", reason="Test stand-in for the model bucket of the artifacts stack.")
+    )
+    props = {
+        "bucket": bucket,
+        "prefix": "models/voxtral",
+        "repository_id": "mistralai/Voxtral-Mini-4B-Realtime-2602",
+        "revision": REVISION,
+        "hf_token_secret": secretsmanager.Secret.from_secret_complete_arn(stack, "HubToken", SECRET_ARN),
+        **overrides,
+    }
+    staging = ModelStaging(stack, "ModelStaging", ModelStagingProps(**props))
+    model = sagemaker.CfnModel(
+        stack,
+        "VoxtralModel",
+        execution_role_arn=f"arn:aws:iam::{ENV['account']}:role/voxtral-execution",
+        primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+            image=f"{ENV['account']}.dkr.ecr.us-east-1.amazonaws.com/voxtral:latest",
+            model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
+                s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                    s3_uri=staging.model_s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                )
+            ),
+        ),
+    )
+    endpoint = sagemaker.CfnEndpoint(stack, "VoxtralEndpoint", endpoint_config_name="voxtral-config")
+    staging.add_dependent(endpoint)
+    return stack, staging
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun tests."""
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = App(outdir=str(outdir))
+    stack, staging = staging_stack(app, "StagingTest")
+    slower, _ = staging_stack(app, "StagingSlowerBuild", build_timeout=Duration.minutes(30))
+    other_revision, _ = staging_stack(app, "StagingOtherRevision", revision="f" * 40)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    assembly = app.synth()  # raises when cdk-nag reports an unacknowledged finding
+    return {
+        "assembly": assembly,
+        "outdir": outdir,
+        "stack": stack,
+        "staging": staging,
+        "template": Template.from_stack(stack),
+        "slower": Template.from_stack(slower),
+        "other_revision": Template.from_stack(other_revision),
+    }
+
+
+def only(template: Template, resource_type: str) -> tuple[str, dict]:
+    resources = template.find_resources(resource_type)
+    assert len(resources) == 1, resources.keys()
+    return next(iter(resources.items()))
+
+
+def logical_id(synthesized, construct) -> str:
+    return synthesized["stack"].resolve(construct.node.default_child.logical_id)
+
+
+def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synthesized):
+    _, project = only(synthesized["template"], "AWS::CodeBuild::Project")
+    props = project["Properties"]
+    assert props["Environment"]["Image"] == "aws/codebuild/standard:7.0"
+    assert props["Environment"]["ComputeType"] == "BUILD_GENERAL1_MEDIUM"
+    assert props["Environment"]["PrivilegedMode"] is False
+    assert (props["TimeoutInMinutes"], props["QueuedTimeoutInMinutes"]) == (45, 5)
+    variables = {v["Name"]: v for v in props["Environment"]["EnvironmentVariables"]}
+    assert variables["MODEL_REPOSITORY_ID"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    assert variables["MODEL_REVISION"]["Value"] == REVISION
+    assert variables["MODEL_HF_TOKEN_SECRET_ARN"] == {"Name": "MODEL_HF_TOKEN_SECRET_ARN", "Type": "PLAINTEXT", "Value": SECRET_ARN}
+    assert all(v["Type"] == "PLAINTEXT" and "HF_TOKEN" != v["Name"] for v in variables.values())  # never the token
+    build_spec = json.loads(props["Source"]["BuildSpec"])
+    install = build_spec["phases"]["install"]
+    assert install["runtime-versions"] == {"python": "3.12"}
+    assert "--require-hashes -r constructs_lib/model_staging_assets/codebuild/requirements.txt" in install["commands"][0]
+    (command,) = build_spec["phases"]["build"]["commands"]
+    assert command.startswith("python -m voicectl.stage_model ")
+    for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra"):
+        assert option in command
+    assert '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}' in command
+    assert props["Source"]["Type"] == "S3"
+
+
+def test_build_source_asset_holds_only_the_staging_code(synthesized):
+    _, project = only(synthesized["template"], "AWS::CodeBuild::Project")
+    asset_hash = project["Properties"]["Source"]["Location"].split("/")[-1].removesuffix(".zip")
+    asset_dir = synthesized["outdir"] / f"asset.{asset_hash}"
+    files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
+    expected = sorted(str(p.relative_to(REPO_ROOT)) for pattern in SOURCE_FILES for p in REPO_ROOT.glob(pattern))
+    assert files == expected
+    assert "voicectl/stage_model.py" in files and "voicectl/staging/upload.py" in files
+    for name in files:
+        assert (asset_dir / name).read_bytes() == (REPO_ROOT / name).read_bytes(), name
+
+
+def test_asset_code_runs_as_the_codebuild_command_does(synthesized):
+    _, project = only(synthesized["template"], "AWS::CodeBuild::Project")
+    asset_hash = project["Properties"]["Source"]["Location"].split("/")[-1].removesuffix(".zip")
+    asset_dir = synthesized["outdir"] / f"asset.{asset_hash}"
+    where = subprocess.run(
+        [sys.executable, "-c", "import voicectl.stage_model as m; print(m.__file__)"],
+        cwd=asset_dir, capture_output=True, text=True, check=True,
+    )
+    assert where.stdout.strip() == str(asset_dir / "voicectl" / "stage_model.py")
+    bad = subprocess.run(
+        [sys.executable, "-m", "voicectl.stage_model", "--s3-uri", "s3://models-bucket/voxtral/", "--revision", "main"],
+        cwd=asset_dir, capture_output=True, text=True,
+    )
+    assert bad.returncode == 2
+    assert "not a full 40-character commit hash" in bad.stderr
+
+
+def test_build_role_writes_only_the_model_prefix_and_reads_only_its_secret(synthesized):
+    template = synthesized["template"]
+    stack = synthesized["stack"]
+    staging = synthesized["staging"]
+    role_id = stack.resolve(staging.project.role.node.default_child.logical_id)
+    bucket_arn = {"Fn::GetAtt": [stack.resolve(stack.node.find_child("Models").node.default_child.logical_id), "Arn"]}
+    policies = template.find_resources("AWS::IAM::Policy")
+    build_statements = [
+        statement
+        for policy in policies.values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    writes = [s for s in build_statements if any(a in _actions(s) for a in ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"))]
+    assert writes == [
+        {
+            "Sid": "StageModelObjects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            "Resource": {"Fn::Join": ["", [bucket_arn, "/models/voxtral/*"]]},
+        }
+    ]
+    (listing,) = [s for s in build_statements if "s3:ListBucket" in _actions(s)]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["models/voxtral/*"]}}
+    assert listing["Resource"] == bucket_arn
+    # No statement anywhere in the template grants a write on the model bucket outside the prefix.
+    for policy in policies.values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if any(a.startswith("s3:Put") or a.startswith("s3:Delete") or a == "s3:*" for a in _actions(statement)):
+                assert statement["Resource"] == {"Fn::Join": ["", [bucket_arn, "/models/voxtral/*"]]}
+    secret_statements = [
+        (policy["Properties"]["Roles"], statement)
+        for policy in policies.values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("secretsmanager:") for a in _actions(statement))
+    ]
+    assert secret_statements == [
+        (
+            [{"Ref": role_id}],
+            {
+                "Effect": "Allow",
+                "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                "Resource": SECRET_ARN,
+            },
+        )
+    ]
+
+
+def _actions(statement: dict) -> list[str]:
+    actions = statement.get("Action", [])
+    return [actions] if isinstance(actions, str) else actions
+
+
+def test_custom_resource_polls_the_build_for_at_most_55_minutes(synthesized):
+    template = synthesized["template"]
+    _, resource = only(template, "Custom::ModelStaging")
+    props = resource["Properties"]
+    assert set(props) == {"ServiceToken", "ServiceTimeout", "ProjectName", "RepositoryId", "Revision", "S3Uri"}
+    assert props["ServiceTimeout"] == "3600"
+    assert props["Revision"] == REVISION
+    assert props["ProjectName"] == {"Ref": logical_id(synthesized, synthesized["staging"].project)}
+    assert "Fn::GetAtt" in props["ServiceToken"]
+    _, machine = only(template, "AWS::StepFunctions::StateMachine")
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    assert '\\"IntervalSeconds\\":60' in definition and '\\"MaxAttempts\\":55' in definition  # 55 x 1 min
+    assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+    handlers = template.find_resources("AWS::Lambda::Function", {"Properties": {"Runtime": "python3.14"}})
+    assert sorted(h["Properties"]["Handler"] for h in handlers.values()) == ["index.is_complete", "index.on_event"]
+
+
+def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(synthesized):
+    def properties(template: Template) -> dict:
+        return only(template, "Custom::ModelStaging")[1]["Properties"]
+
+    base, slower, other = properties(synthesized["template"]), properties(synthesized["slower"]), properties(synthesized["other_revision"])
+    assert only(synthesized["slower"], "AWS::CodeBuild::Project")[1]["Properties"]["TimeoutInMinutes"] == 30
+    assert slower == base  # a build setting changed: CloudFormation sends no Update, no new build
+    assert {k for k in base if base[k] != other[k]} == {"Revision"}
+
+
+def test_endpoint_depends_on_the_staging_and_the_model_reads_its_uri(synthesized):
+    template = synthesized["template"]
+    resource_id = synthesized["stack"].resolve(synthesized["staging"].resource.node.default_child.logical_id)
+    template.has_resource("AWS::SageMaker::Endpoint", {"DependsOn": Match.array_with([resource_id])})
+    _, model = only(template, "AWS::SageMaker::Model")
+    source = model["Properties"]["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]
+    assert source["S3Uri"] == {"Fn::GetAtt": [resource_id, "S3Uri"]}
+
+
+def test_cdk_nag_aws_solutions_is_clean_with_reasoned_acknowledgements(synthesized):
+    report = json.loads((synthesized["outdir"] / "validation-report.json").read_text())
+    (nag,) = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert nag["conclusion"] == "success"
+    assert nag["violations"] == []
+    assert nag["suppressedViolations"], "expected acknowledged findings (provider framework, CodeBuild defaults)"
+    for finding in nag["suppressedViolations"]:
+        assert len(finding["reason"]) > 30, finding["ruleName"]
+
+
+#: cfn-lint rules not applied: W3005 "dependency already enforced" fires on the DependsOn CDK itself writes for
+#: every Lambda function (role and policy); informational rules (I*) are style suggestions (Fn::Sub over Fn::Join).
+CFN_LINT_IGNORED = ("W3005",)
+
+
+def test_cfn_lint_is_clean(synthesized):
+    from cfnlint.api import lint
+
+    template_path = synthesized["outdir"] / "StagingTest.template.json"
+    matches = lint(template_path.read_text(), regions=[ENV["region"]])
+    findings = [
+        f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
+        for m in matches
+        if not m.rule.id.startswith("I") and m.rule.id not in CFN_LINT_IGNORED
+    ]
+    assert findings == []
+
+
+def test_invalid_props_are_reported_together(tmp_path):
+    stack = Stack(App(outdir=str(tmp_path)), "Invalid", env=ENV)
+    bucket = s3.Bucket(stack, "Models")
+    with pytest.raises(ValueError) as error:
+        ModelStaging(
+            stack,
+            "Staging",
+            ModelStagingProps(bucket=bucket, prefix="/", repository_id="voxtral", revision="main", build_timeout=Duration.minutes(55)),
+        )
+    message = str(error.value)
+    for part in ("prefix must be a non-empty key prefix", "repository_id must look like 'owner/name'",
+                 "revision must be a full 40-character commit hash", "build_timeout must be 5 to 50 minutes"):
+        assert part in message
+
+
+def test_build_requirements_match_the_project_lock():
+    sys.path.insert(0, str(REPO_ROOT / "constructs_lib" / "model_staging_assets" / "codebuild"))
+    try:
+        import make_requirements
+    finally:
+        sys.path.pop(0)
+    current = (REPO_ROOT / "constructs_lib/model_staging_assets/codebuild/requirements.txt").read_text()
+    assert current == make_requirements.render((REPO_ROOT / "requirements.lock").read_text())
+    assert "\nboto3==" in current and "\nhuggingface-hub==" in current and "--hash=sha256:" in current

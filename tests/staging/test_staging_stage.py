@@ -1,0 +1,242 @@
+"""stage-model end to end against moto's S3 through the real transfer code (no model hub)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from tests.staging.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
+from voicectl import cli, stage_model
+from voicectl.staging.constants import MANIFEST_NAME
+
+PREFIX = "models/voxtral"
+URI = f"s3://{BUCKET}/{PREFIX}/"
+MODEL_FILES = sorted(
+    ["params.json", "tekken.json", SHARD_1, SHARD_2, "consolidated.safetensors.index.json"]
+)
+#: S3 operations that send file bytes.
+SENDING_OPERATIONS = ("PutObject", "UploadPart", "CreateMultipartUpload")
+
+
+def stage(session, model_dir, *extra: str) -> int:
+    """Run stage-model --from-dir model_dir --s3-uri URI with the tests' part size, on ``session``."""
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(
+        ["--s3-uri", URI, "--from-dir", str(model_dir), "--part-size-mib", str(PART_SIZE_MIB), *extra]
+    )
+    return stage_model.run(args, session=session)
+
+
+def count_calls(session) -> Counter:
+    """Count S3 API calls made by clients of ``session`` from now on, by operation name."""
+    calls: Counter = Counter()
+
+    def record(model, **kwargs):
+        calls[model.name] += 1
+
+    session.events.register("before-call.s3", record)
+    return calls
+
+
+def keys_under_prefix(s3) -> list[str]:
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Contents", []))
+
+
+def body(s3, name: str) -> bytes:
+    return s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{name}")["Body"].read()
+
+
+def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
+    assert "voicectl.stage_model" in cli.SUBCOMMAND_MODULES
+    # Only this module: the other subcommands are other people's work and may not exist in this branch.
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.stage_model",))
+    args = cli.build_parser().parse_args(["stage-model", "--s3-uri", URI, "--revision", "a" * 40])
+    assert args.func is stage_model.run
+    assert (args.s3_uri, args.revision, args.part_size_mib) == (URI, "a" * 40, 64)
+
+
+def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, model_dir, capsys):
+    assert stage(aws, model_dir, "--revision", "b" * 40) == 0
+
+    assert keys_under_prefix(s3) == sorted(f"{PREFIX}/{name}" for name in [*MODEL_FILES, MANIFEST_NAME])
+    for name in MODEL_FILES:
+        assert body(s3, name) == (model_dir / name).read_bytes(), name
+    manifest = json.loads(body(s3, MANIFEST_NAME))
+    assert manifest["source"] == {
+        "kind": "local-directory",
+        "path": str(model_dir.resolve()),
+        "repository": "mistralai/Voxtral-Mini-4B-Realtime-2602",
+        "revision": "b" * 40,
+    }
+    assert [entry["name"] for entry in manifest["files"]] == MODEL_FILES
+    for entry in manifest["files"]:
+        data = (model_dir / entry["name"]).read_bytes()
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+        assert entry["size"] == len(data)
+    assert manifest["total_size"] == sum(len((model_dir / n).read_bytes()) for n in MODEL_FILES)
+    # The 12 MiB shard went up in parts with per-part SHA-256 checksums (composite checksum "...-3").
+    head = s3.head_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", ChecksumMode="ENABLED")
+    assert head["ETag"].endswith('-3"')
+    assert head["Metadata"]["sha256"] == hashlib.sha256((model_dir / SHARD_1).read_bytes()).hexdigest()
+    out = capsys.readouterr().out
+    assert f"this run sent {manifest['total_size']} bytes" in out
+
+
+def test_second_run_uploads_nothing(aws, s3, model_dir, capsys):
+    assert stage(aws, model_dir) == 0
+    capsys.readouterr()
+    calls = count_calls(aws)
+
+    assert stage(aws, model_dir) == 0
+
+    assert "this run sent 0 bytes" in capsys.readouterr().out
+    assert [op for op in SENDING_OPERATIONS if calls[op]] == []
+    assert calls["HeadObject"] >= len(MODEL_FILES)  # it did look
+
+
+def test_changed_file_is_the_only_one_uploaded_again(aws, s3, model_dir, capsys):
+    assert stage(aws, model_dir) == 0
+    (model_dir / "params.json").write_text(json.dumps({"dim": 3072, "n_layers": 27}), encoding="utf-8")
+    capsys.readouterr()
+
+    assert stage(aws, model_dir) == 0
+
+    size = (model_dir / "params.json").stat().st_size
+    assert f"this run sent {size} bytes" in capsys.readouterr().out
+    assert body(s3, "params.json") == (model_dir / "params.json").read_bytes()
+    manifest = json.loads(body(s3, MANIFEST_NAME))
+    entry = next(e for e in manifest["files"] if e["name"] == "params.json")
+    assert entry["sha256"] == hashlib.sha256((model_dir / "params.json").read_bytes()).hexdigest()
+
+
+def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_dir, capsys):
+    """The network goes away after the first part of the 12 MiB shard: UploadPart and the AbortMultipartUpload that
+    s3transfer tries on failure both fail, as they would with a lost connection or a killed process. The rerun
+    sends only the two missing parts (7 MiB) and completes the same multipart upload."""
+    parts_sent = Counter()
+
+    def network_lost_after_first_part(model, **kwargs):
+        parts_sent[model.name] += 1
+        if model.name == "AbortMultipartUpload" or parts_sent["UploadPart"] > 1:
+            raise EndpointConnectionError(endpoint_url=f"https://{BUCKET}.s3.amazonaws.com")
+
+    aws.events.register("before-call.s3.UploadPart", network_lost_after_first_part)
+    aws.events.register("before-call.s3.AbortMultipartUpload", network_lost_after_first_part)
+    assert stage(aws, model_dir, "--max-concurrency", "1") == 1
+    err = capsys.readouterr().err
+    assert "Run the same command again to resume" in err
+
+    unfinished = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/")["Uploads"]
+    assert [upload["Key"] for upload in unfinished] == [f"{PREFIX}/{SHARD_1}"]
+    upload_id = unfinished[0]["UploadId"]
+    assert [p["PartNumber"] for p in s3.list_parts(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", UploadId=upload_id)["Parts"]] == [1]
+    assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(s3)  # a partial prefix is not called complete
+    assert f"{PREFIX}/{SHARD_1}" not in keys_under_prefix(s3)
+
+    aws.events.unregister("before-call.s3.UploadPart", network_lost_after_first_part)
+    aws.events.unregister("before-call.s3.AbortMultipartUpload", network_lost_after_first_part)
+    calls = count_calls(aws)
+    assert stage(aws, model_dir) == 0
+
+    out = capsys.readouterr().out
+    assert f"this run sent {7 * MIB} bytes" in out
+    assert f"resumed 1 reusing {5 * MIB} bytes" in out
+    assert calls["UploadPart"] == 2 and calls["CreateMultipartUpload"] == 0
+    assert body(s3, SHARD_1) == (model_dir / SHARD_1).read_bytes()
+    assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Uploads", []) == []
+    assert json.loads(body(s3, MANIFEST_NAME))["total_size"] > 15 * MIB
+
+
+def test_unfinished_upload_of_other_bytes_is_aborted_and_replaced(aws, s3, model_dir, capsys):
+    key = f"{PREFIX}/{SHARD_1}"
+    stale = s3.create_multipart_upload(Bucket=BUCKET, Key=key, ChecksumAlgorithm="SHA256", Metadata={"sha256": "0" * 64})
+    s3.upload_part(Bucket=BUCKET, Key=key, UploadId=stale["UploadId"], PartNumber=1, Body=b"x" * (5 * MIB), ChecksumAlgorithm="SHA256")
+
+    assert stage(aws, model_dir) == 0
+
+    assert body(s3, SHARD_1) == (model_dir / SHARD_1).read_bytes()
+    assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Uploads", []) == []
+    assert "resumed 0" in capsys.readouterr().out
+
+
+def test_missing_local_shard_fails_before_uploading_and_names_it(aws, s3, model_dir, capsys):
+    (model_dir / SHARD_2).unlink()
+
+    assert stage(aws, model_dir) == 1
+
+    assert f"missing {SHARD_2}" in capsys.readouterr().err
+    assert keys_under_prefix(s3) == []
+
+
+def test_missing_shard_in_s3_fails_verification_naming_the_file(aws, s3, model_dir, capsys):
+    assert stage(aws, model_dir) == 0
+    assert stage(aws, model_dir, "--verify-only") == 0
+    assert "complete, 5 files" in capsys.readouterr().out
+    s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_2}")
+
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    err = capsys.readouterr().err
+    assert f"{SHARD_2}: missing (expected {3 * MIB} bytes at s3://{BUCKET}/{PREFIX}/{SHARD_2})" in err
+    assert SHARD_1 not in err
+
+
+def test_verify_only_refuses_a_prefix_without_manifest(aws, s3, model_dir, capsys):
+    s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}/params.json", Body=b"{}")
+
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
+
+
+def test_object_outside_the_model_blocks_staging_unless_deleted(aws, s3, model_dir, capsys):
+    stale_key = f"{PREFIX}/consolidated-old.safetensors"
+    s3.put_object(Bucket=BUCKET, Key=stale_key, Body=b"old weights")
+
+    assert stage(aws, model_dir) == 1
+    assert "consolidated-old.safetensors: not part of the model" in capsys.readouterr().err
+    assert f"{PREFIX}/params.json" not in keys_under_prefix(s3)
+
+    assert stage(aws, model_dir, "--delete-extra") == 0
+    assert stale_key not in keys_under_prefix(s3)
+    assert f"{PREFIX}/{MANIFEST_NAME}" in keys_under_prefix(s3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--s3-uri", URI, "--revision", "main"], "revision 'main' is not a full 40-character commit hash"),
+        (["--s3-uri", URI], "--revision is required"),
+        (["--s3-uri", "https://example.com/x", "--revision", "a" * 40], "expected an S3 URI like s3://"),
+        (["--revision", "a" * 40], "say where to stage"),
+        (["--s3-uri", URI, "--revision", "a" * 40, "--part-size-mib", "4"], "part size must be at least 5242880"),
+    ],
+)
+def test_bad_input_is_rejected_with_a_clear_message_before_any_download(aws, argv, message, capsys):
+    assert stage_model.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir, capsys):
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {
+            "ModelS3Uri": {"Value": URI},
+            "ModelRepositoryId": {"Value": "example/model"},
+            "ModelRevision": {"Value": "c" * 40},
+        },
+    }
+    aws.client("cloudformation").create_stack(StackName="VoiceVoxtral", TemplateBody=json.dumps(template))
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(["--stack", "VoiceVoxtral", "--from-dir", str(model_dir), "--part-size-mib", "5"])
+
+    assert stage_model.run(args, session=aws) == 0
+
+    source = json.loads(body(s3, MANIFEST_NAME))["source"]
+    assert (source["repository"], source["revision"]) == ("example/model", "c" * 40)

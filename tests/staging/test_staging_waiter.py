@@ -1,0 +1,96 @@
+"""The custom resource handlers (on_event / is_complete) against a stubbed CodeBuild client."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+HANDLER = Path(__file__).resolve().parents[2] / "constructs_lib/model_staging_assets/waiter/index.py"
+PROJECT = "ModelStagingBuild-abc123"
+BUILD_ID = f"{PROJECT}:4f1c2d3e-0000-4000-8000-000000000001"
+PROPERTIES = {"ProjectName": PROJECT, "RepositoryId": "mistralai/Voxtral-Mini-4B-Realtime-2602", "Revision": "a" * 40, "S3Uri": "s3://models-bucket/models/voxtral/"}
+
+
+@pytest.fixture
+def waiter(monkeypatch):
+    """The handler module with a stubbed CodeBuild client; yields (module, stubber)."""
+    monkeypatch.setenv("MANIFEST_NAME", "model-manifest.json")
+    spec = importlib.util.spec_from_file_location("staging_waiter_index", HANDLER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    client = boto3.client("codebuild", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    module._codebuild = client
+    with Stubber(client) as stubber:
+        yield module, stubber
+        stubber.assert_no_pending_responses()
+
+
+def build(status: str, **extra) -> dict:
+    return {"id": BUILD_ID, "buildStatus": status, **extra}
+
+
+@pytest.mark.parametrize("request_type", ["Create", "Update"])
+def test_create_and_update_start_one_build(waiter, request_type):
+    module, stubber = waiter
+    stubber.add_response("start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT})
+
+    response = module.on_event({"RequestType": request_type, "ResourceProperties": PROPERTIES, "PhysicalResourceId": "old"}, None)
+
+    assert response == {
+        "PhysicalResourceId": BUILD_ID,
+        "Data": {"S3Uri": PROPERTIES["S3Uri"], "ManifestUri": PROPERTIES["S3Uri"] + "model-manifest.json", "BuildId": BUILD_ID},
+    }
+
+
+def test_is_complete_follows_the_build(waiter):
+    module, stubber = waiter
+    event = {"RequestType": "Create", "ResourceProperties": PROPERTIES, "PhysicalResourceId": BUILD_ID}
+    stubber.add_response("batch_get_builds", {"builds": [build("IN_PROGRESS", currentPhase="BUILD")]}, {"ids": [BUILD_ID]})
+    stubber.add_response("batch_get_builds", {"builds": [build("SUCCEEDED")]}, {"ids": [BUILD_ID]})
+
+    assert module.is_complete(event, None) == {"IsComplete": False}
+    done = module.is_complete(event, None)
+
+    assert done["IsComplete"] is True
+    assert done["Data"]["S3Uri"] == PROPERTIES["S3Uri"]
+
+
+def test_failed_build_fails_the_resource_with_phase_reason_and_log_link(waiter):
+    module, stubber = waiter
+    failed = build(
+        "FAILED",
+        phases=[
+            {"phaseType": "INSTALL", "phaseStatus": "SUCCEEDED"},
+            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m voicectl.stage_model. Reason: exit status 1"}]},
+        ],
+        logs={"deepLink": "https://console.aws.amazon.com/cloudwatch/home#logsV2:log-groups"},
+    )
+    stubber.add_response("batch_get_builds", {"builds": [failed]}, {"ids": [BUILD_ID]})
+
+    with pytest.raises(RuntimeError) as error:
+        module.is_complete({"RequestType": "Update", "ResourceProperties": PROPERTIES, "PhysicalResourceId": BUILD_ID}, None)
+
+    message = str(error.value)
+    assert f"model staging build {BUILD_ID} ended FAILED in phase BUILD" in message
+    assert "exit status 1" in message and "https://console.aws.amazon.com/cloudwatch" in message
+
+
+def test_delete_stops_a_running_build_and_keeps_the_weights(waiter):
+    module, stubber = waiter
+    stubber.add_response("batch_get_builds", {"builds": [build("IN_PROGRESS")]}, {"ids": [BUILD_ID]})
+    stubber.add_response("stop_build", {"build": build("STOPPED")}, {"id": BUILD_ID})
+
+    response = module.on_event({"RequestType": "Delete", "ResourceProperties": PROPERTIES, "PhysicalResourceId": BUILD_ID}, None)
+
+    assert response == {"PhysicalResourceId": BUILD_ID}
+    assert module.is_complete({"RequestType": "Delete", "ResourceProperties": PROPERTIES, "PhysicalResourceId": BUILD_ID}, None) == {"IsComplete": True}
+
+
+def test_delete_after_a_failed_create_touches_nothing(waiter):
+    module, _ = waiter  # no stubbed calls: any CodeBuild call would fail the test
+    response = module.on_event({"RequestType": "Delete", "ResourceProperties": PROPERTIES, "PhysicalResourceId": "request-id-1234"}, None)
+    assert response == {"PhysicalResourceId": "request-id-1234"}

@@ -1,0 +1,278 @@
+"""``voicectl stage-model``: put the model's weights under an S3 prefix, pinned, verified and resumable.
+
+Source: the Hugging Face Hub at a pinned commit (default repository ``mistralai/Voxtral-Mini-4B-Realtime-2602``), or a
+local copy (``--from-dir``). Destination: ``--s3-uri``, or the ``ModelS3Uri`` output of ``--stack`` (which also
+supplies the repository id and revision when they are not given). Steps:
+
+1. select the files vLLM needs (allow-list in :mod:`voicectl.staging.constants`), hash them, and when downloaded,
+   check sizes and checksums against the Hub;
+2. remove the manifest if it will change (the prefix is "not complete" while it changes);
+3. upload with boto3's managed transfer, skipping identical objects and resuming unfinished multipart uploads;
+4. verify every file in S3 (size and SHA-256) and that nothing else is under the prefix;
+5. write the manifest.
+
+The in-stack staging (:mod:`constructs_lib.model_staging`) runs this same module in CodeBuild as
+``python -m voicectl.stage_model``. Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from voicectl.cli import UsageError
+from voicectl.staging.constants import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_PART_SIZE,
+    DEFAULT_REPO_ID,
+    MANIFEST_NAME,
+    MIB,
+    MODEL_FILE_PATTERNS,
+    OUTPUT_MODEL_REPOSITORY_ID,
+    OUTPUT_MODEL_REVISION,
+    OUTPUT_MODEL_S3_URI,
+)
+from voicectl.staging.location import S3Prefix
+
+#: botocore retry policy for long transfers: "standard" mode retries throttling and transient network errors
+#: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html); 10 attempts ride out short outages.
+RETRY_CONFIG = {"mode": "standard", "max_attempts": 10}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``stage-model`` subcommand to ``voicectl``."""
+    parser = subparsers.add_parser(
+        "stage-model",
+        help="stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
+        description=__doc__.split("\n\n")[1],
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``stage-model`` (shared by ``voicectl stage-model`` and ``python -m voicectl.stage_model``)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--s3-uri", help="destination prefix, e.g. s3://my-bucket/models/voxtral/")
+    where.add_argument(
+        "--stack",
+        help=f"read the destination (output {OUTPUT_MODEL_S3_URI}) and, unless given, the repository id and revision "
+        f"(outputs {OUTPUT_MODEL_REPOSITORY_ID}, {OUTPUT_MODEL_REVISION}) from this CloudFormation stack",
+    )
+    parser.add_argument("--repo-id", help=f"Hugging Face Hub repository (default: {DEFAULT_REPO_ID})")
+    parser.add_argument("--revision", help="full 40-character commit hash of the repository to stage")
+    parser.add_argument(
+        "--from-dir",
+        type=Path,
+        help=f"stage this local copy instead of downloading (files taken: {', '.join(MODEL_FILE_PATTERNS)})",
+    )
+    parser.add_argument(
+        "--download-dir",
+        type=Path,
+        help="download into this directory (default: the Hugging Face cache, reused by later runs)",
+    )
+    parser.add_argument(
+        "--hf-token-secret-id",
+        help="Secrets Manager secret (name or ARN) whose plain SecretString is the Hub access token; "
+        "without it the token comes from the HF_TOKEN environment variable or `hf auth login`",
+    )
+    parser.add_argument(
+        "--delete-extra",
+        action="store_true",
+        help="delete objects under the prefix that are not part of the model (SageMaker would copy them too)",
+    )
+    parser.add_argument("--verify-only", action="store_true", help="only verify the prefix against its manifest")
+    parser.add_argument(
+        "--part-size-mib", type=int, default=DEFAULT_PART_SIZE // MIB, help="multipart part size, MiB (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="parts in flight (default: %(default)s)"
+    )
+    parser.add_argument("--max-bandwidth-mib", type=float, help="cap the upload rate, MiB per second (default: none)")
+    parser.add_argument("--region", help="AWS Region (default: from the AWS configuration)")
+
+
+def run(args: argparse.Namespace, session: Any = None) -> int:
+    """Run ``stage-model`` with parsed ``args``; ``session`` is a boto3 Session (default: a new one for --region).
+
+    Returns the exit code (0 staged and verified, 1 failed). Raises UsageError for bad input (exit code 2).
+    """
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from voicectl.staging.files import IncompleteModelError
+    from voicectl.staging.manifest import VerificationError
+
+    session = session if session is not None else boto3.Session(region_name=args.region)
+    s3 = session.client("s3", config=Config(retries=RETRY_CONFIG))
+    destination, repo_id, revision = _resolve_target(args, session)
+    try:
+        if args.verify_only:
+            return _verify_only(s3, destination)
+        return _stage(args, session, s3, destination, repo_id, revision)
+    except (VerificationError, IncompleteModelError) as error:
+        print(f"voicectl stage-model: {error}", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError, OSError) as error:
+        print(
+            f"voicectl stage-model: staging to {destination} stopped: {error}\n"
+            "Run the same command again to resume: files already in S3 are skipped and unfinished multipart uploads "
+            "continue where they stopped.",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:
+    """(destination, repository id, revision) from the options and, with --stack, the stack's outputs."""
+    outputs: dict[str, str] = {}
+    if args.stack:
+        outputs = _stack_outputs(session, args.stack)
+        if OUTPUT_MODEL_S3_URI not in outputs:
+            raise UsageError(
+                f"stack {args.stack} has no output {OUTPUT_MODEL_S3_URI} (outputs: {', '.join(sorted(outputs)) or 'none'}); "
+                "pass --s3-uri instead"
+            )
+        uri = outputs[OUTPUT_MODEL_S3_URI]
+    elif args.s3_uri:
+        uri = args.s3_uri
+    else:
+        raise UsageError("say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a ModelS3Uri output>")
+    try:
+        destination = S3Prefix.parse(uri)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    repo_id = args.repo_id or outputs.get(OUTPUT_MODEL_REPOSITORY_ID) or DEFAULT_REPO_ID
+    revision = args.revision or outputs.get(OUTPUT_MODEL_REVISION)
+    for name in ("part_size_mib", "max_concurrency"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    return destination, repo_id, revision
+
+
+def _stack_outputs(session: Any, stack: str) -> dict[str, str]:
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as error:
+        raise UsageError(f"cannot read stack {stack}: {error}") from error
+    return {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+
+
+def _verify_only(s3: Any, destination: S3Prefix) -> int:
+    from voicectl.staging.manifest import VerificationError, read_manifest, verify_prefix
+
+    manifest = read_manifest(s3, destination)
+    if manifest is None:
+        raise VerificationError(destination, [f"{MANIFEST_NAME}: missing, so the prefix was never completely staged"])
+    verify_prefix(s3, destination, manifest)
+    source = manifest["source"]
+    print(
+        f"{destination}: complete, {len(manifest['files'])} files, {manifest['total_size']} bytes "
+        f"({source.get('repository')} @ {source.get('revision')})"
+    )
+    return 0
+
+
+def _stage(
+    args: argparse.Namespace, session: Any, s3: Any, destination: S3Prefix, repo_id: str, revision: str | None
+) -> int:
+    from voicectl.staging import hub
+    from voicectl.staging.files import select_model_files
+    from voicectl.staging.manifest import (
+        Source,
+        VerificationError,
+        build_manifest,
+        delete_keys,
+        delete_manifest,
+        extra_keys,
+        read_manifest,
+        verify_prefix,
+        write_manifest,
+    )
+    from voicectl.staging.upload import TransferSettings, upload_files
+
+    try:
+        settings = TransferSettings(
+            part_size=args.part_size_mib * MIB,
+            max_concurrency=args.max_concurrency,
+            max_bandwidth=int(args.max_bandwidth_mib * MIB) if args.max_bandwidth_mib is not None else None,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+
+    if args.from_dir is not None:
+        if not args.from_dir.is_dir():
+            raise UsageError(f"--from-dir {args.from_dir} is not a directory")
+        files = select_model_files(args.from_dir)
+        source = Source("local-directory", repo_id, revision, path=str(args.from_dir.resolve()))
+    else:
+        if revision is None:
+            raise UsageError(f"--revision is required to download {repo_id} (a full commit hash; or use --stack)")
+        try:
+            hub.require_pinned(revision, repo_id)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+        token = None
+        if args.hf_token_secret_id:
+            token = hub.token_from_secret(args.hf_token_secret_id, session.client("secretsmanager"))
+        print(f"downloading {repo_id} @ {revision} ({', '.join(MODEL_FILE_PATTERNS)})", file=sys.stderr)
+        files = select_model_files(hub.download(repo_id, revision, token, args.download_dir))
+        problems = hub.compare_with_hub(files, hub.hub_files(repo_id, revision, token))
+        if problems:
+            raise VerificationError(destination, [f"download does not match the Hub: {p}" for p in problems])
+
+    manifest = build_manifest(source, files)
+    try:
+        previous = read_manifest(s3, destination)
+    except VerificationError:
+        previous = None  # an unreadable manifest is replaced like a stale one
+    if previous != manifest:
+        delete_manifest(s3, destination)
+
+    extra = extra_keys(s3, destination, [file.name for file in files])
+    if extra and not args.delete_extra:
+        raise VerificationError(
+            destination,
+            [f"{key}: not part of the model (SageMaker would copy it too); remove it or pass --delete-extra" for key in extra],
+        )
+    if extra:
+        print(f"deleting {len(extra)} object(s) not part of the model: {', '.join(extra)}", file=sys.stderr)
+        delete_keys(s3, destination, extra)
+
+    total = sum(file.size for file in files)
+    print(f"staging {len(files)} files ({total} bytes) to {destination}", file=sys.stderr)
+    report = upload_files(s3, files, destination, settings)
+    verify_prefix(s3, destination, manifest)
+    if previous != manifest:
+        write_manifest(s3, destination, manifest)
+    print(
+        f"{destination}: complete, {len(files)} files, {total} bytes; this run sent {report.sent_bytes} bytes "
+        f"(uploaded {len(report.uploaded)}, resumed {len(report.resumed)} reusing {report.reused_part_bytes} bytes, "
+        f"skipped {len(report.skipped)} already present); manifest {destination.uri(MANIFEST_NAME)}"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m voicectl.stage_model``: the same command without importing the other subcommands' dependencies
+    (the CodeBuild image installs only boto3 and huggingface_hub)."""
+    parser = argparse.ArgumentParser(prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except UsageError as error:
+        print(f"voicectl stage-model: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("voicectl stage-model: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The S3 prefix the weights go to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Bucket naming rules: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+@dataclass(frozen=True)
+class S3Prefix:
+    """An S3 "folder": ``bucket`` and ``prefix`` (empty, or ending with "/")."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, uri: str) -> S3Prefix:
+        """Parse ``s3://bucket/some/prefix`` (trailing "/" optional) into an :class:`S3Prefix`.
+
+        Raises:
+            ValueError: not an ``s3://`` URI, or the bucket name breaks S3's naming rules. The message shows the
+                expected form.
+        """
+        if not uri.startswith("s3://"):
+            raise ValueError(f"expected an S3 URI like s3://my-bucket/models/voxtral/, got {uri!r}")
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        if not _BUCKET_RE.fullmatch(bucket):
+            raise ValueError(f"{bucket!r} in {uri!r} is not a valid S3 bucket name (3-63 of a-z 0-9 . -)")
+        prefix = prefix.strip("/")
+        return cls(bucket=bucket, prefix=f"{prefix}/" if prefix else "")
+
+    def key(self, name: str) -> str:
+        """The object key of the file ``name`` under this prefix."""
+        return f"{self.prefix}{name}"
+
+    def uri(self, name: str = "") -> str:
+        """``s3://bucket/prefix/name``."""
+        return f"s3://{self.bucket}/{self.prefix}{name}"
+
+    def __str__(self) -> str:
+        return self.uri()

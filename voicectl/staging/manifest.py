@@ -1,0 +1,177 @@
+"""The manifest written next to the weights, and the verification of a staged prefix.
+
+The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists every file with
+its size and SHA-256. It is written last, only after every file was found in S3 with the right size and checksum,
+and deleted first whenever a run is about to change the prefix; so a prefix with a manifest is complete, and a
+prefix without one is not to be served.
+
+Manifest format (JSON, keys sorted)::
+
+    {"format": "voicectl/model-manifest/v1",
+     "source": {"kind": "huggingface" | "local-directory", "repository": str | null, "revision": str | null,
+                "path": str (local-directory only)},
+     "files": [{"name": str, "size": int (bytes), "sha256": str (hex)}, ...]   (sorted by name)
+     "total_size": int (bytes)}
+
+It carries no timestamp, so restaging the same files rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from voicectl.staging.constants import MANIFEST_NAME, SHA256_METADATA_KEY
+from voicectl.staging.files import LocalFile
+from voicectl.staging.location import S3Prefix
+from voicectl.staging.upload import head
+
+MANIFEST_FORMAT = "voicectl/model-manifest/v1"
+
+
+class VerificationError(Exception):
+    """The prefix does not hold the complete model. ``problems`` lists one sentence per file, naming it."""
+
+    def __init__(self, destination: S3Prefix, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"{destination} is not complete ({len(self.problems)} problem(s)):\n"
+            + "\n".join(f"  - {problem}" for problem in self.problems)
+        )
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the files came from.
+
+    Attributes:
+        kind: "huggingface" (downloaded at a pinned revision) or "local-directory" (--from-dir).
+        repository: Hub repository id, when known.
+        revision: commit hash, when known (for a local directory: as declared by the user, not checked).
+        path: the local directory, for kind "local-directory".
+    """
+
+    kind: str
+    repository: str | None
+    revision: str | None
+    path: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "repository": self.repository, "revision": self.revision}
+        if self.path is not None:
+            data["path"] = self.path
+        return data
+
+
+def build_manifest(source: Source, files: Sequence[LocalFile]) -> dict[str, Any]:
+    """The manifest document for ``files`` from ``source`` (see the module docstring for the format)."""
+    entries = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in sorted(files, key=lambda f: f.name)]
+    return {
+        "format": MANIFEST_FORMAT,
+        "source": source.as_json(),
+        "files": entries,
+        "total_size": sum(entry["size"] for entry in entries),
+    }
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """Canonical serialization (sorted keys, 2-space indent, trailing newline), UTF-8."""
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
+    """The manifest under ``destination``; None when there is none.
+
+    Raises:
+        VerificationError: the object exists but is not a manifest of this format.
+    """
+    if head(s3, destination.bucket, destination.key(MANIFEST_NAME)) is None:
+        return None
+    body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))["Body"].read()
+    try:
+        manifest = json.loads(body)
+        if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), list):
+            raise ValueError(f"format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    except (ValueError, AttributeError) as error:
+        raise VerificationError(destination, [f"{MANIFEST_NAME} is not a model manifest: {error}"]) from error
+    return manifest
+
+
+def delete_manifest(s3: Any, destination: S3Prefix) -> None:
+    """Remove the manifest, marking the prefix as not complete (no error when there is none)."""
+    s3.delete_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))
+
+
+def write_manifest(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` under ``destination`` (call only after :func:`verify_prefix` passed)."""
+    s3.put_object(
+        Bucket=destination.bucket,
+        Key=destination.key(MANIFEST_NAME),
+        Body=manifest_bytes(manifest),
+        ContentType="application/json",
+        ChecksumAlgorithm="SHA256",
+    )
+
+
+def list_keys(s3: Any, destination: S3Prefix) -> list[str]:
+    """Every object key under the prefix (all depths), sorted."""
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
+        keys.extend(item["Key"] for item in page.get("Contents", []))
+    return sorted(keys)
+
+
+def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str]) -> list[str]:
+    """Keys under the prefix that are neither one of ``names`` nor the manifest.
+
+    They matter because SageMaker copies the whole prefix into /opt/ml/model: a stale ``consolidated-*.safetensors``
+    from another revision would be loaded by vLLM with the new weights.
+    """
+    expected = {destination.key(name) for name in names} | {destination.key(MANIFEST_NAME)}
+    return [key for key in list_keys(s3, destination) if key not in expected]
+
+
+def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
+    """DeleteObjects ``keys`` (batches of 1,000, the API's limit).
+
+    Raises:
+        RuntimeError: S3 reported keys it could not delete (named in the message).
+    """
+    for start in range(0, len(keys), 1000):
+        batch = keys[start : start + 1000]
+        response = s3.delete_objects(
+            Bucket=destination.bucket, Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True}
+        )
+        if response.get("Errors"):
+            failed = ", ".join(f"{error['Key']} ({error.get('Code')})" for error in response["Errors"])
+            raise RuntimeError(f"could not delete from {destination}: {failed}")
+
+
+def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> None:
+    """Check that every file of ``manifest`` is under ``destination`` with its size and SHA-256, and nothing else.
+
+    The SHA-256 is compared with the object's ``x-amz-meta-sha256``, which the upload set from the local file and
+    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt.
+
+    Raises:
+        VerificationError: one problem per missing, wrong-sized, wrong-checksum or unexpected object, each naming it.
+    """
+    problems = []
+    for entry in manifest["files"]:
+        key = destination.key(entry["name"])
+        found = head(s3, destination.bucket, key)
+        if found is None:
+            problems.append(f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})")
+        elif found.get("ContentLength") != entry["size"]:
+            problems.append(f"{entry['name']}: {found.get('ContentLength')} bytes in S3, expected {entry['size']}")
+        elif found.get("Metadata", {}).get(SHA256_METADATA_KEY) != entry["sha256"]:
+            problems.append(
+                f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} in S3, "
+                f"expected {entry['sha256']}"
+            )
+    for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]]):
+        problems.append(f"{key[len(destination.prefix):]}: not part of the model (SageMaker would copy it too)")
+    if problems:
+        raise VerificationError(destination, problems)
