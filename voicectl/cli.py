@@ -12,7 +12,7 @@ import sys
 
 # Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
 # does not break the others.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("voicectl.preflight",)
+SUBCOMMAND_MODULES: tuple[str, ...] = ("voicectl.preflight", "voicectl.verify")
 
 
 class UsageError(Exception):
