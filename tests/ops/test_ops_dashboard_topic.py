@@ -123,3 +123,18 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
     expressions = [m[0]["expression"] for m in sonic_usage["properties"]["metrics"] if "expression" in m[0]]
     assert expressions == ["gpu / 4", "gpumem / 4", "cpu / 48"]  # ml.g6e.12xlarge: 4 GPUs, 48 vCPUs
     assert annotation_values(sonic_usage)["alarm GPUUtilization: 90 %"] == 90  # the 360 threshold, drawn as 90 %
+
+
+def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
+    """tests/infra/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    assert json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"] == []
+    templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:2000]
