@@ -16,7 +16,6 @@ Threshold conversions (settings are in milliseconds and in percent of capacity):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -288,8 +287,3 @@ class EndpointAlarms(Construct):
     def rollback_alarms(self) -> list[cloudwatch.Alarm]:
         """The alarms a rolling update watches (5XX errors and endpoint health)."""
         return [self.alarms[rule.name] for rule in self.rules if rule.rollback]
-
-
-def thresholds_by_name(rules: Sequence[AlarmRule]) -> Mapping[str, AlarmRule]:
-    """``{rule name: rule}`` for lookups (dashboard annotations, tests)."""
-    return {rule.name: rule for rule in rules}

@@ -3,6 +3,8 @@ threshold after unit conversion, periods, missing-data treatment, actions; plus 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from constructs_lib.monitoring import (
@@ -135,7 +137,6 @@ def test_only_the_5xx_and_health_alarms_roll_updates_back():
 
 
 def test_endpoint_stacks_depend_on_the_operations_stack(synthesized):
-    import json
     manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
     for stack in ("RealtimeVoice-Voxtral", "RealtimeVoice-Sonic"):
         assert "RealtimeVoice-Operations" in manifest["artifacts"][stack]["dependencies"]

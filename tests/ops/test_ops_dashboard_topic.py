@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.ops.conftest import resources
 
 
@@ -127,12 +131,6 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
 
 def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     """tests/infra/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from tests.conftest import ROOT
-
     assert json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"] == []
     templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
