@@ -81,6 +81,25 @@ MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-
 METRICS_NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9./_#:-]{1,255}$")
 REVISION_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 SECRET_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:.+$")
+#: An e-mail address for the alarm topic's subscription (one address; SNS asks it to confirm).
+EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+# --- Operations: scaling and rollout facts ----------------------------------------------------------------------------
+
+#: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; container/bridge/settings.py). SageMaker sends
+#: SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay below 30 s. The Voxtral stack
+#: passes it to the container; a scale-in cooldown must be longer so that one drain ends before the next scale-in.
+BRIDGE_DRAIN_S = 25
+#: RollingUpdatePolicy.MaximumBatchSize: 5-50 % of the variant's instance count (RollingUpdatePolicy API reference).
+ROLLOUT_BATCH_PERCENT_RANGE = (5, 50)
+#: RollingUpdatePolicy.WaitIntervalInSeconds: 0-3600 (RollingUpdatePolicy API reference).
+ROLLOUT_WAIT_RANGE_S = (0, 3600)
+#: Application Auto Scaling cooldowns are seconds; a day is far beyond any useful value and catches unit mistakes.
+COOLDOWN_MAX_S = 86400
+#: Sonic target-tracking metrics: predefined Application Auto Scaling metrics for SageMaker variants (SageMaker
+#: developer guide, "Define a scaling policy"). ``invocations_per_instance`` is requests per instance per minute;
+#: ``concurrent_requests`` is requests in flight per model (high-resolution metric).
+SONIC_SCALING_METRICS = ("invocations_per_instance", "concurrent_requests")
 
 
 class SettingsError(ValueError):
@@ -121,6 +140,29 @@ class VoxtralSettings:
     stage_model: bool | None = None
     #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories.
     hf_token_secret_arn: str | None = None
+    # Operations (README "Operations"): autoscaling on live streams, rolling updates, alarm thresholds.
+    min_instances: int = 1
+    max_instances: int = 4
+    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs).
+    scaling_target_fraction: float = 0.7
+    scale_in_cooldown_s: int = 600
+    #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50).
+    rollout_batch_percent: int = 25
+    #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
+    rollout_wait_s: int = 600
+    alarm_5xx_errors: int = 0
+    alarm_4xx_errors: int = 10
+    alarm_model_latency_p90_ms: float = 500.0
+    alarm_overhead_latency_p90_ms: float = 100.0
+    alarm_gpu_utilization_percent: float = 90.0
+    #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the start.
+    alarm_gpu_memory_percent: float = 97.0
+    alarm_cpu_utilization_percent: float = 90.0
+    alarm_memory_percent: float = 90.0
+    alarm_disk_percent: float = 85.0
+    alarm_time_to_first_delta_p90_ms: float = 2000.0
+    #: Alarm when live streams per instance reach this fraction of the stream cap.
+    alarm_active_streams_fraction: float = 0.9
 
     def model_prefix_key(self) -> str:
         """Key prefix of the weights inside the stack's model bucket (no leading, one trailing ``/``). The revision
@@ -146,6 +188,24 @@ class SonicSettings:
     model_data_download_timeout_s: int = 1200
     container_startup_timeout_s: int = 900
     volume_kms_key_arn: str | None = None
+    # Operations (README "Operations"). No rollout keys: Marketplace containers are excluded from SageMaker's
+    # deployment guardrails (rolling and blue/green with baking; "Exclusions" in the SageMaker developer guide).
+    min_instances: int = 1
+    max_instances: int = 2
+    #: One of SONIC_SCALING_METRICS.
+    scaling_metric: str = "invocations_per_instance"
+    #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
+    scaling_target: float = 60.0
+    scale_in_cooldown_s: int = 600
+    alarm_5xx_errors: int = 0
+    alarm_4xx_errors: int = 10
+    alarm_model_latency_p90_ms: float = 3000.0
+    alarm_overhead_latency_p90_ms: float = 100.0
+    alarm_gpu_utilization_percent: float = 90.0
+    alarm_gpu_memory_percent: float = 95.0
+    alarm_cpu_utilization_percent: float = 90.0
+    alarm_memory_percent: float = 90.0
+    alarm_disk_percent: float = 85.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +218,8 @@ class Settings:
     #: Keep the model bucket, the ECR repository and the log groups (and their contents) on ``cdk destroy``.
     retain_data: bool = False
     log_retention_days: int = 30
+    #: Subscribe this address to the alarm topic (SNS e-mails a confirmation link first); None = no subscription.
+    alarm_email: str | None = None
     voxtral: VoxtralSettings = field(default_factory=VoxtralSettings)
     sonic: SonicSettings = field(default_factory=SonicSettings)
 
@@ -316,6 +378,12 @@ def _validate(s: Settings) -> list[str]:
             add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: must be a KMS key ARN "
                 "(arn:aws:kms:<region>:<account>:key/<key id>)")
 
+    if s.alarm_email is not None and not EMAIL_PATTERN.match(s.alarm_email):
+        add(f"alarm_email={_show(s.alarm_email)}: must be one e-mail address such as 'oncall@example.com', or null")
+    for section, endpoint in (("voxtral", s.voxtral), ("sonic", s.sonic)):
+        if endpoint.enabled:
+            problems.extend(_validate_operations(section, endpoint))
+
     if s.voxtral.enabled:
         problems.extend(_validate_voxtral(s.voxtral, s.region))
     if s.sonic.enabled:
@@ -408,6 +476,62 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
                 f"the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs or "
                 "max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
             )
+    return problems
+
+
+def _validate_operations(section: str, e: VoxtralSettings | SonicSettings) -> list[str]:
+    """Rules for the scaling, rollout and alarm keys of one endpoint (``section`` is ``voxtral`` or ``sonic``)."""
+    problems: list[str] = []
+    add = problems.append
+    if e.min_instances < 1:
+        add(f"{section}.min_instances={e.min_instances}: must be at least 1 (a real-time endpoint keeps one instance)")
+    elif e.max_instances < e.min_instances:
+        add(f"{section}.max_instances={e.max_instances}: must be at least {section}.min_instances={e.min_instances}")
+    elif e.initial_instance_count >= 1 and not e.min_instances <= e.initial_instance_count <= e.max_instances:
+        add(f"{section}.initial_instance_count={e.initial_instance_count}: must be between {section}.min_instances="
+            f"{e.min_instances} and {section}.max_instances={e.max_instances}")
+    floor_s = BRIDGE_DRAIN_S if isinstance(e, VoxtralSettings) else 0
+    if not floor_s < e.scale_in_cooldown_s <= COOLDOWN_MAX_S:
+        reason = f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)" if floor_s else ""
+        add(f"{section}.scale_in_cooldown_s={e.scale_in_cooldown_s}: must be more than {floor_s} and at most "
+            f"{COOLDOWN_MAX_S} seconds{reason}")
+    for name in ("alarm_5xx_errors", "alarm_4xx_errors"):
+        if getattr(e, name) < 0:
+            add(f"{section}.{name}={getattr(e, name)}: must be 0 or more (errors in 5 minutes above which the alarm fires)")
+    for name in ("alarm_model_latency_p90_ms", "alarm_overhead_latency_p90_ms", "alarm_time_to_first_delta_p90_ms"):
+        if hasattr(e, name) and not getattr(e, name) > 0:
+            add(f"{section}.{name}={getattr(e, name)}: must be a positive number of milliseconds")
+    for name in ("alarm_gpu_utilization_percent", "alarm_gpu_memory_percent", "alarm_cpu_utilization_percent",
+                 "alarm_memory_percent", "alarm_disk_percent"):
+        if not 0 < getattr(e, name) <= 100:
+            add(f"{section}.{name}={getattr(e, name)}: must be a percent of capacity, more than 0 and at most 100")
+    if isinstance(e, VoxtralSettings):
+        if not 0 < e.scaling_target_fraction <= 1:
+            add(f"voxtral.scaling_target_fraction={e.scaling_target_fraction}: must be more than 0 and at most 1 "
+                "(live streams per instance as a fraction of voxtral.max_num_seqs)")
+        elif not e.scaling_target_fraction < e.alarm_active_streams_fraction <= 1:
+            add(f"voxtral.alarm_active_streams_fraction={e.alarm_active_streams_fraction}: must be more than "
+                f"voxtral.scaling_target_fraction={e.scaling_target_fraction} and at most 1, or the alarm fires "
+                "whenever autoscaling holds its target")
+        low, high = ROLLOUT_BATCH_PERCENT_RANGE
+        if not low <= e.rollout_batch_percent <= high:
+            add(f"voxtral.rollout_batch_percent={e.rollout_batch_percent}: must be between {low} and {high} "
+                "(percent of the variant's instances; RollingUpdatePolicy MaximumBatchSize)")
+        low, high = ROLLOUT_WAIT_RANGE_S
+        if not low <= e.rollout_wait_s <= high:
+            add(f"voxtral.rollout_wait_s={e.rollout_wait_s}: must be between {low} and {high} seconds "
+                "(RollingUpdatePolicy WaitIntervalInSeconds)")
+        reserved = e.gpu_memory_utilization * 100
+        if 0 < e.alarm_gpu_memory_percent <= 100 and e.alarm_gpu_memory_percent <= reserved:
+            add(f"voxtral.alarm_gpu_memory_percent={e.alarm_gpu_memory_percent}: must be above "
+                f"voxtral.gpu_memory_utilization x 100 = {reserved:g}: vLLM reserves that much GPU memory at start, "
+                "so the alarm would always fire")
+    else:
+        if e.scaling_metric not in SONIC_SCALING_METRICS:
+            add(f"sonic.scaling_metric={_show(e.scaling_metric)}: must be one of {', '.join(SONIC_SCALING_METRICS)}")
+        if not e.scaling_target > 0:
+            add(f"sonic.scaling_target={e.scaling_target}: must be a positive number (per instance: invocations per "
+                "minute, or concurrent requests)")
     return problems
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 from aws_cdk import Fn, RemovalPolicy, Stack
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from config.settings import Settings
+from config.settings import BRIDGE_DRAIN_S, Settings
+from constructs_lib.autoscaling import EndpointAutoscaling, EndpointAutoscalingProps, MetricTarget
 from constructs_lib.bridge_image import BridgeImage
 from constructs_lib.execution_role import SageMakerExecutionRole
 from constructs_lib.realtime_endpoint import (
@@ -17,9 +19,13 @@ from constructs_lib.realtime_endpoint import (
     ImageContainer,
     RealtimeEndpoint,
     RealtimeEndpointProps,
+    RollingUpdate,
     normalise_s3_prefix,
+    rolling_update_timeout_s,
 )
+from constructs_lib.monitoring import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.s3_uri import S3Location
+from stacks.endpoint_monitoring import voxtral_monitoring, voxtral_streams_target
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
 COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
@@ -28,8 +34,8 @@ BIDIRECTIONAL_PORT = 8443
 
 
 class VoxtralStack(Stack):
-    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint, log group,
-    invoke policy and outputs of the Voxtral endpoint."""
+    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint (rolling
+    updates), log group, invoke policy, alarms, autoscaling on live streams and outputs of the Voxtral endpoint."""
 
     def __init__(
         self,
@@ -40,6 +46,7 @@ class VoxtralStack(Stack):
         image: BridgeImage,
         models_export_name: str,
         model_s3_uri_export_name: str,
+        alarm_topic: sns.ITopic,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -59,6 +66,10 @@ class VoxtralStack(Stack):
         role.grant_model_data_read(weights.bucket, weights.key, bucket_label=bucket_label)
         role.grant_image_pull(image.image_repository_arn)
         role.grant_metrics(voxtral.metrics_namespace)
+
+        # Alarms first: the endpoint's rolling updates roll back on two of them.
+        monitoring = voxtral_monitoring(settings)
+        self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
 
         self.endpoint = RealtimeEndpoint(
             self,
@@ -83,8 +94,38 @@ class VoxtralStack(Stack):
                 removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
                 invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
                 description="Voxtral speech-to-text",
+                rolling_update=RollingUpdate(
+                    batch_percent=voxtral.rollout_batch_percent,
+                    wait_s=voxtral.rollout_wait_s,
+                    timeout_s=rolling_update_timeout_s(
+                        voxtral.rollout_batch_percent,
+                        voxtral.model_data_download_timeout_s + voxtral.container_startup_timeout_s,
+                        voxtral.rollout_wait_s,
+                    ),
+                    rollback_alarms=self.alarms.rollback_alarms,
+                ),
+                retain_variant_properties=True,
             ),
         )
+
+        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
+        if voxtral.min_instances < voxtral.max_instances:
+            self.autoscaling = EndpointAutoscaling(
+                self,
+                "Autoscaling",
+                EndpointAutoscalingProps(
+                    endpoint_name=voxtral.endpoint_name,
+                    variant_name=VARIANT_NAME,
+                    endpoint=self.endpoint.endpoint,
+                    min_instances=voxtral.min_instances,
+                    max_instances=voxtral.max_instances,
+                    target=MetricTarget(
+                        metric=monitoring.bridge_metrics.active_streams_per_instance(),
+                        target_value=voxtral_streams_target(settings),
+                    ),
+                    scale_in_cooldown_s=voxtral.scale_in_cooldown_s,
+                ),
+            )
         self.endpoint.add_outputs(
             "Voxtral",
             {
@@ -119,4 +160,6 @@ def container_environment(settings: Settings) -> dict[str, str]:
         "METRICS_NAMESPACE": voxtral.metrics_namespace,
         "ENDPOINT_NAME": voxtral.endpoint_name,
         "VARIANT_NAME": VARIANT_NAME,
+        # Grace period for open streams after SIGTERM (scale-in, rolling update); the scale-in cooldown is longer.
+        "DRAIN_S": str(BRIDGE_DRAIN_S),
     }

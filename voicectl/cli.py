@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.transcribe",
     "voicectl.speak",
     "voicectl.mic",
+    "voicectl.verify",
 )
 
 

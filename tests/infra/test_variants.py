@@ -107,8 +107,8 @@ def test_retain_data_keeps_buckets_repository_and_log_groups(changed):
 
 
 def test_each_endpoint_can_be_switched_off(changed, sonic_only):
-    assert sorted(changed.templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Voxtral"]
-    assert sorted(sonic_only.templates) == ["RealtimeVoice-Sonic"]
+    assert sorted(changed.templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", "RealtimeVoice-Voxtral"]
+    assert sorted(sonic_only.templates) == ["RealtimeVoice-Operations", "RealtimeVoice-Sonic"]
     Template.from_json(sonic_only.template("Sonic")).resource_count_is("AWS::SageMaker::Endpoint", 1)
 
 
