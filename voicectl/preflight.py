@@ -71,6 +71,7 @@ def check(action: str, cdk_args: list[str], project_dir: Path = Path(".")) -> li
         f"{action}: account {account} ({identity['Arn']}), region {settings.region}",
     ]
     prefix = settings.stack_name_prefix
+    lines.append(f"  {prefix}-Operations: alarm topic, dashboard")
     if settings.voxtral.enabled:
         v = settings.voxtral
         lines.append(f"  {prefix}-Artifacts: bridge image repository, model bucket")

@@ -57,6 +57,7 @@ def test_bootstrapped_account_prints_what_will_happen(fake_credentials):
     assert lines[0].startswith("deploy: account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-1")
     assert "  RealtimeVoice-Voxtral: endpoint voxtral-realtime on 2 x ml.g6.4xlarge" in lines
     assert "  RealtimeVoice-Sonic: endpoint sonic-tts on 1 x ml.g6e.2xlarge" in lines
+    assert "  RealtimeVoice-Operations: alarm topic, dashboard" in lines
 
 
 @mock_aws
