@@ -52,9 +52,7 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             description="Real-time voice on SageMaker: bridge image repository and model bucket",
         )
         voxtral = VoxtralStack(
-            app, f"{prefix}-Voxtral", settings=settings, image=artifacts.image,
-            models_export_name=artifacts.model_bucket_export_name,
-            model_s3_uri_export_name=artifacts.model_s3_uri_export_name, alarm_topic=topic, env=env,
+            app, f"{prefix}-Voxtral", settings=settings, artifacts=artifacts.refs, alarm_topic=topic, env=env,
             description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
         )
         voxtral.add_stack_dependency(artifacts)

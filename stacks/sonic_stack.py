@@ -14,7 +14,7 @@ from constructs_lib.autoscaling import (
     EndpointAutoscalingProps,
     PredefinedTarget,
 )
-from constructs_lib.execution_role import SageMakerExecutionRole
+from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
 from constructs_lib.monitoring import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.realtime_endpoint import (
     INVOKE,
@@ -40,6 +40,7 @@ class SonicStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {sonic.endpoint_name}")
+        role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=sonic_monitoring(settings), topic=alarm_topic))
         self.endpoint = RealtimeEndpoint(
             self,

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 
 from aws_cdk import Fn, RemovalPolicy, Stack
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.settings import BRIDGE_DRAIN_S, Settings
 from constructs_lib.autoscaling import EndpointAutoscaling, EndpointAutoscalingProps, MetricTarget
-from constructs_lib.bridge_image import BridgeImage
-from constructs_lib.execution_role import SageMakerExecutionRole
+from constructs_lib.bridge_image import repository_arn_from_image_uri
+from constructs_lib.model_staging import ModelStaging, ModelStagingProps
+from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
 from constructs_lib.realtime_endpoint import (
     INVOKE,
     INVOKE_BIDIRECTIONAL,
@@ -25,6 +28,7 @@ from constructs_lib.realtime_endpoint import (
 )
 from constructs_lib.monitoring import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.s3_uri import S3Location
+from stacks.artifacts_stack import ArtifactRefs
 from stacks.endpoint_monitoring import voxtral_monitoring, voxtral_streams_target
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
@@ -43,29 +47,52 @@ class VoxtralStack(Stack):
         construct_id: str,
         *,
         settings: Settings,
-        image: BridgeImage,
-        models_export_name: str,
-        model_s3_uri_export_name: str,
+        artifacts: ArtifactRefs,
         alarm_topic: sns.ITopic,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral = settings.voxtral
+
+        # The image: a prebuilt URI, or the copied asset under its hash tag in the bridge repository.
+        if artifacts.prebuilt_image_uri:
+            image_uri = artifacts.prebuilt_image_uri
+            repository_arn = repository_arn_from_image_uri(image_uri)
+        else:
+            image_uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
+            repository_arn = Fn.import_value(artifacts.repository_arn)
+
+        # The weights: the given prefix, or the stack's model bucket, staged here first when voxtral.stage_model.
+        model_bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
         if voxtral.model_s3_uri:
             weights = S3Location.parse(normalise_s3_prefix(voxtral.model_s3_uri))
-            bucket_label = weights.bucket
-            model_data_s3_uri = weights.uri
         else:
-            weights = S3Location(Fn.import_value(models_export_name), voxtral.model_prefix_key())
-            bucket_label = models_export_name
-            # Imported from the Artifacts stack, where it is the staging custom resource's attribute when the
-            # deploy stages the weights: the Model cannot be created before they are in place.
-            model_data_s3_uri = Fn.import_value(model_s3_uri_export_name)
+            weights = S3Location(model_bucket.bucket_name, voxtral.model_prefix_key())
+        model_data_s3_uri = weights.uri
+        self.staging: ModelStaging | None = None
+        if voxtral.stages_model:
+            self.staging = ModelStaging(
+                self,
+                "ModelStaging",
+                ModelStagingProps(
+                    bucket=model_bucket,
+                    prefix=weights.key,
+                    repository_id=voxtral.model_id,
+                    revision=voxtral.model_revision,
+                    hf_token_secret=(
+                        secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
+                        if voxtral.hf_token_secret_arn
+                        else None
+                    ),
+                ),
+            )
+            # The custom resource's attribute: the Model cannot be created before the weights are in place.
+            model_data_s3_uri = self.staging.model_s3_uri
 
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {voxtral.endpoint_name}")
-        role.grant_model_data_read(weights.bucket, weights.key, bucket_label=bucket_label)
-        role.grant_image_pull(image.image_repository_arn)
-        role.grant_metrics(voxtral.metrics_namespace)
+        role.grant_model_data_read(weights.bucket, weights.key)
+        role.grant_image_pull(repository_arn)
+        role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
 
         # Alarms first: the endpoint's rolling updates roll back on two of them.
         monitoring = voxtral_monitoring(settings)
@@ -77,10 +104,10 @@ class VoxtralStack(Stack):
             RealtimeEndpointProps(
                 endpoint_name=voxtral.endpoint_name,
                 container=ImageContainer(
-                    image_uri=image.image_uri,
+                    image_uri=image_uri,
                     model_data_s3_uri=model_data_s3_uri,
                     environment=container_environment(settings),
-                    depends_on=[image.copy] if image.copy else [],
+                    depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
                 ),
                 execution_role=role,
                 instance_type=voxtral.instance_type,

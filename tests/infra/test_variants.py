@@ -36,6 +36,14 @@ def resources(template: dict, resource_type: str) -> dict:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
 
 
+def test_changed_settings_keep_every_export_the_deployed_stacks_import(synthesized, changed):
+    """A prebuilt image, external weights or another revision must not drop or change an export: CloudFormation
+    would refuse to update the Artifacts stack while the deployed Voxtral stack imports it."""
+    before = {o["Export"]["Name"]: o["Value"] for o in synthesized.template("Artifacts")["Outputs"].values() if "Export" in o}
+    after = {o["Export"]["Name"]: o["Value"] for o in changed.template("Artifacts")["Outputs"].values() if "Export" in o}
+    assert before == after
+
+
 def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(synthesized, changed):
     before, after = synthesized.template("Voxtral"), changed.template("Voxtral")
     (config_before,) = resources(before, "AWS::SageMaker::EndpointConfig").values()

@@ -156,7 +156,7 @@ def test_default_synth_with_an_undeployed_artifacts_stack_skips_the_image(synthe
     deploy(aws, "voxtral-realtime", "c", "m", VOXTRAL_CONTAINER, "ml.g6.4xlarge", 1)
     checks = by_what(verify(synthesized.outdir, aws))
     image = checks["voxtral-realtime: Model m image"]
-    assert image.skipped and "export RealtimeVoice-Artifacts:ExportsOutput" in image.actual
+    assert image.skipped and "export RealtimeVoice-Artifacts-BridgeRepositoryUri" in image.actual
     assert checks["voxtral-realtime: status"].ok
 
 
