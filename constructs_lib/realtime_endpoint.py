@@ -127,7 +127,6 @@ class RealtimeEndpointProps:
         enable_network_isolation: the container gets no network access (required for Marketplace packages).
         volume_kms_key_arn: KMS key for the ML storage volume, or None for AWS-managed encryption.
         log_retention_days: retention of ``/aws/sagemaker/Endpoints/<name>`` in days (a key of RETENTION_DAYS).
-        removal_policy: what destroy does with the log group.
         invoke_actions: IAM actions the caller policy allows on this endpoint.
         description: one line for the invoke policy and outputs.
         rolling_update: how EndpointConfig changes roll out, or None for SageMaker's default (a new fleet, then all
@@ -147,7 +146,6 @@ class RealtimeEndpointProps:
     enable_network_isolation: bool
     volume_kms_key_arn: str | None
     log_retention_days: int
-    removal_policy: RemovalPolicy
     invoke_actions: Sequence[str]
     description: str
     rolling_update: RollingUpdate | None = None
@@ -203,7 +201,9 @@ class RealtimeEndpoint(Construct):
             "LogGroup",
             log_group_name=f"/aws/sagemaker/Endpoints/{props.endpoint_name}",
             retention=RETENTION_DAYS[props.log_retention_days],
-            removal_policy=props.removal_policy,
+            # Always deleted with the stack, whatever retain_data says: the group has the fixed name SageMaker
+            # writes to, so a retained group would make the next deploy of this endpoint fail ("already exists").
+            removal_policy=RemovalPolicy.DESTROY,
         )
         props.execution_role.grant_log_write(self.log_group)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -58,7 +58,6 @@ class SonicStack(Stack):
                 enable_network_isolation=True,
                 volume_kms_key_arn=sonic.volume_kms_key_arn,
                 log_retention_days=settings.log_retention_days,
-                removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
                 invoke_actions=[INVOKE, INVOKE_WITH_RESPONSE_STREAM],
                 description="Cartesia Sonic text-to-speech",
                 # No rolling update: Marketplace containers are excluded from deployment guardrails; SageMaker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Fn, RemovalPolicy, Stack
+from aws_cdk import Fn, Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
@@ -118,7 +118,6 @@ class VoxtralStack(Stack):
                 enable_network_isolation=False,
                 volume_kms_key_arn=voxtral.volume_kms_key_arn,
                 log_retention_days=settings.log_retention_days,
-                removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
                 invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
                 description="Voxtral speech-to-text",
                 rolling_update=RollingUpdate(
@@ -157,7 +156,7 @@ class VoxtralStack(Stack):
             "Voxtral",
             {
                 "BidirectionalInvokeUrl": (
-                    f"https://runtime.sagemaker.{self.region}.amazonaws.com:{BIDIRECTIONAL_PORT}"
+                    f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"
                     f"/endpoints/{voxtral.endpoint_name}/invocations-bidirectional-stream",
                     "HTTP/2 bidirectional streaming URL of the endpoint",
                 ),

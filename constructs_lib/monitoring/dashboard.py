@@ -17,7 +17,7 @@ from constructs import Construct
 
 from config import instance_types
 from constructs_lib.monitoring.alarms import AlarmRule, MonitoredEndpoint, alarm_rules
-from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, default_label
+from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, ONE_MINUTE, default_label
 
 #: Dashboard grid: 24 columns; three graphs per row.
 WIDTH = 8
@@ -142,9 +142,9 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     graphs.append(_graph(
         "Latency p90 (ms)",
         [
-            cloudwatch.MathExpression(expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
+            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
                                       using_metrics={"model": m.model_latency("p90")}, label="ModelLatency p90 (ms)"),
-            cloudwatch.MathExpression(expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
+            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
                                       using_metrics={"overhead": m.overhead_latency("p90")},
                                       label="OverheadLatency p90 (ms)"),
         ],
@@ -167,10 +167,10 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     if spec.gpus:
         for name, metric_id, metric in (("GPUUtilization", "gpu", m.gpu_utilization()),
                                         ("GPUMemoryUtilization", "gpumem", m.gpu_memory_utilization())):
-            usage.append(cloudwatch.MathExpression(expression=f"{metric_id} / {spec.gpus}", using_metrics={metric_id: metric},
+            usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"{metric_id} / {spec.gpus}", using_metrics={metric_id: metric},
                                                    label=f"{name} (% of {spec.gpus} GPU)"))
             usage_lines.append(_alarm_line(rules[name], rules[name].threshold / spec.gpus, "%"))
-    usage.append(cloudwatch.MathExpression(expression=f"cpu / {spec.vcpus}", using_metrics={"cpu": m.cpu_utilization()},
+    usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"cpu / {spec.vcpus}", using_metrics={"cpu": m.cpu_utilization()},
                                            label=f"CPUUtilization (% of {spec.vcpus} vCPUs)"))
     usage += [m.memory_utilization(), m.disk_utilization()]
     usage_lines += [

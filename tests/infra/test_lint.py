@@ -97,3 +97,12 @@ def test_ci_workflow_runs_make_test_and_synth_and_keeps_cdk_out():
     text = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     assert "make test" in text and "make synth" in text
     assert "actions/upload-artifact" in text and "path: cdk.out" in text
+
+
+def test_synth_raises_no_warning_or_error_annotation(synthesized):
+    """CDK construct warnings (deprecated APIs, overridden metric periods, ...) are fixed, not left in the output."""
+    found = []
+    for metadata_file in synthesized.outdir.glob("*.metadata.json"):
+        for path, entries in json.loads(metadata_file.read_text()).items():
+            found += [f"{path}: {e['data']}" for e in entries if e["type"] in ("aws:cdk:warning", "aws:cdk:error")]
+    assert found == []

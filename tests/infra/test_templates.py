@@ -298,9 +298,11 @@ def test_voxtral_invoke_policy_covers_bidirectional_streaming_on_this_endpoint_o
 
 def test_voxtral_outputs(synthesized):
     outputs = synthesized.template("Voxtral")["Outputs"]
-    assert outputs["VoxtralBidirectionalInvokeUrl"]["Value"] == (
-        "https://runtime.sagemaker.us-east-1.amazonaws.com:8443/endpoints/voxtral-realtime/invocations-bidirectional-stream"
-    )
+    # https://runtime.sagemaker.us-east-1.amazonaws.com:8443/... in the aws partition (amazonaws.com.cn in China).
+    assert outputs["VoxtralBidirectionalInvokeUrl"]["Value"] == {"Fn::Join": ["", [
+        "https://runtime.sagemaker.us-east-1.", {"Ref": "AWS::URLSuffix"},
+        ":8443/endpoints/voxtral-realtime/invocations-bidirectional-stream",
+    ]]}
     assert outputs["VoxtralRegion"]["Value"] == "us-east-1"
     assert "EndpointName" in json.dumps(outputs["VoxtralEndpointName"]["Value"])
     assert "S3Uri" in json.dumps(outputs["VoxtralModelS3Uri"]["Value"])
