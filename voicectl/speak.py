@@ -59,7 +59,9 @@ class SpeakResult:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``speak`` subcommand."""
     parser = subparsers.add_parser("speak", help="make the Sonic endpoint speak a text into a WAV file",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=(
+                                       "Make the Sonic endpoint speak TEXT and write the audio to a 16-bit "
+                                       "WAV file; reports the duration and the time to first audio."))
     parser.add_argument("text", metavar="TEXT", help="the text to speak; - reads it from stdin")
     parser.add_argument("--endpoint", required=True, metavar="NAME", help="SageMaker endpoint name (the Sonic endpoint)")
     parser.add_argument("--voice", required=True, metavar="ID", help="Cartesia voice ID")
