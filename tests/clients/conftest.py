@@ -81,17 +81,40 @@ class MemoryTransport:
         self.session.events.append(event)
         if event["type"] == "input_audio_buffer.append":
             self.session.audio += base64.b64decode(event["audio"])
+            number = len(self.server.sessions)
+            if self.server.error_at is not None and self.server.error_at[:2] == (number, appends):
+                _, _, code, message = self.server.error_at
+                self.server.error_at = None
+                self.inbox.put_nowait(json.dumps({"type": "error", "error": message, "code": code}))
+                self.inbox.put_nowait(None)  # the bridge closes the stream after its own errors
+                return
+            limit = self.server.audio_limit_bytes
+            if limit is not None and len(self.session.audio) > limit:
+                self.inbox.put_nowait(json.dumps({"type": "error", "code": "session_limit",
+                    "error": f"the session reached its audio limit of {limit / 32000:.0f} s (the model's ...)"}))
+                self.inbox.put_nowait(None)
+                self.session.closed = True
+                return
             if self.server.error_on_append is not None:
                 self.inbox.put_nowait(json.dumps({"type": "error", "error": "boom", "code": self.server.error_on_append}))
                 return
             delta = f"w{len(self.server.sessions)}.{appends} "
             self.text += delta
             self.inbox.put_nowait(json.dumps({"type": "transcription.delta", "delta": delta}))
-        elif event["type"] == "input_audio_buffer.commit" and event.get("final") and not self.server.never_done:
-            self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": self.text}))
+        elif event["type"] == "input_audio_buffer.commit" and event.get("final"):
+            if self.server.drop_on_final == len(self.server.sessions):
+                self.server.drop_on_final = None
+                self.inbox.put_nowait(None if self.server.drop_cleanly else "")
+                self.session.closed = True
+            elif not self.server.never_done:
+                done_text = None if self.server.null_done_text else self.text
+                self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": done_text}))
 
     async def receive_text(self) -> str | None:
-        return await self.inbox.get()
+        message = await self.inbox.get()
+        if message == "":  # scripted reset: the connection broke rather than closed
+            raise TransportClosed("connection reset (scripted)")
+        return message
 
     async def close(self) -> None:
         self.session.closed = True
@@ -99,13 +122,21 @@ class MemoryTransport:
 
 
 class MemoryServer:
-    """Opens MemoryTransports; switches: ``drop_at=(session number, append index)``, ``error_on_append``, ``never_done``."""
+    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send fails),
+    ``error_at=(session number, append index, code, message)`` (an error event, then the stream ends),
+    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` like the
+    bridge), ``error_on_append``, ``never_done``, ``null_done_text``."""
 
     def __init__(self) -> None:
         self.sessions: list[MemorySession] = []
         self.drop_at: tuple[int, int] | None = None
+        self.error_at: tuple[int, int, str, str] | None = None
+        self.drop_on_final: int | None = None
+        self.drop_cleanly = False
+        self.audio_limit_bytes: int | None = None
         self.error_on_append: str | None = None
         self.never_done = False
+        self.null_done_text = False
 
     async def open(self) -> MemoryTransport:
         session = MemorySession()
