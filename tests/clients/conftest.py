@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -219,6 +220,8 @@ class ResponseStreamServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.replies: list[tuple[int, dict[str, str], bytes]] = []
+        self.missing_bytes = 0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        self.stall_s = 0.0  # seconds to wait before dropping such a connection
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -229,9 +232,13 @@ class ResponseStreamServer:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply)))
+                self.send_header("Content-Length", str(len(reply) + server.missing_bytes))
                 self.end_headers()
                 self.wfile.write(reply)
+                self.wfile.flush()
+                if server.missing_bytes:  # promised more than sent: stall, then drop the connection
+                    time.sleep(server.stall_s)
+                    self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -249,7 +256,7 @@ class ResponseStreamServer:
     def reply_raw(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.replies.append((status, headers, body))
 
-    def client(self):
+    def client(self, read_timeout: float = 60):
         """A boto3 sagemaker-runtime client pointed at this server, with dummy static credentials."""
         import boto3
         from botocore.config import Config
@@ -257,7 +264,7 @@ class ResponseStreamServer:
         return boto3.client(
             "sagemaker-runtime", region_name="us-east-1", endpoint_url=self.url,
             aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-            config=Config(retries={"max_attempts": 1}),
+            config=Config(retries={"max_attempts": 1}, read_timeout=read_timeout),
         )
 
     def __enter__(self) -> ResponseStreamServer:
