@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
         print_partial(args, transcript, str(error), error.code)
         partial = " The transcript printed is incomplete." if transcript.text else ""
-        print(f"voicectl transcribe: {error}.{partial}", file=sys.stderr)
+        print(f"voicectl transcribe: {str(error).rstrip('.')}.{partial}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         sys.stderr.write("\n")
