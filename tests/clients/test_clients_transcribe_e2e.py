@@ -271,6 +271,7 @@ class ThrottlingProxy:
         self.connections = 0
         self.port = 0
         self._server = None
+        self._tasks: set = set()
 
     async def start(self) -> ThrottlingProxy:
         import asyncio
@@ -280,7 +281,12 @@ class ThrottlingProxy:
         return self
 
     async def stop(self) -> None:
+        import asyncio
+
         self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _handle(self, client_reader, client_writer) -> None:
         import asyncio
@@ -303,6 +309,7 @@ class ThrottlingProxy:
 
         pumps = [asyncio.create_task(pump(client_reader, upstream_writer, first)),
                  asyncio.create_task(pump(upstream_reader, client_writer, False))]
+        self._tasks.update(pumps)
         if first:
             await asyncio.sleep(self.reset_after_s)
             client_writer.transport.abort()
