@@ -90,30 +90,116 @@ def to_mono_16k(samples: np.ndarray, sample_rate_hz: float) -> np.ndarray:
     return soxr.resample(mono, sample_rate_hz, TARGET_SAMPLE_RATE_HZ, quality=RESAMPLER_QUALITY)
 
 
-def load_pcm16(path: str | Path) -> Pcm16Audio:
-    """Read an audio file (WAV, FLAC, OGG; any sample rate and channel count) as 16 kHz mono PCM16.
+BLOCK_FRAMES = 65_536
+"""Frames read from the file per block when streaming (1.4 s at 48 kHz: a few hundred KB of float32 per block)."""
+
+
+@dataclass(frozen=True)
+class AudioFileInfo:
+    """An audio file checked to be readable and non-empty.
+
+    Attributes:
+        path: the file.
+        sample_rate_hz: its sample rate in Hz.
+        channels: its channel count.
+        frames: its length in frames (samples per channel).
+    """
+
+    path: Path
+    sample_rate_hz: int
+    channels: int
+    frames: int
+
+    @property
+    def duration_s(self) -> float:
+        """Duration in seconds."""
+        return self.frames / self.sample_rate_hz
+
+
+def open_audio(path: str | Path) -> AudioFileInfo:
+    """Check that ``path`` is a readable, non-empty audio file (WAV, FLAC, OGG; any rate and channel count).
+
+    Only the header is read (libsndfile), so this is cheap for any file length.
 
     Raises:
-        AudioError: the file is missing, unreadable, not a supported audio format, or holds no samples.
+        AudioError: the file is missing, a directory, unreadable, not a supported audio format, or holds no samples.
     """
     path = Path(path)
+    if path.is_dir():
+        raise AudioError(f"{path}: is a directory; give the path of an audio file ({', '.join(SUPPORTED_FORMATS)})")
     if not path.is_file():
         raise AudioError(f"{path}: no such file")
     try:
-        samples, sample_rate_hz = soundfile.read(path, dtype="float32", always_2d=True)
-    except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
+        info = soundfile.info(str(path))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, OSError) as error:
         raise AudioError(
             f"{path}: cannot read it as audio ({error}); use a {', '.join(SUPPORTED_FORMATS)} file "
             "(convert others with e.g. `ffmpeg -i input.m4a output.flac`)"
         ) from error
-    frames, channels = samples.shape
-    if frames == 0:
-        raise AudioError(f"{path}: the file holds no audio samples (0 frames at {sample_rate_hz} Hz)")
-    mono_16k = to_mono_16k(samples, sample_rate_hz)
+    if info.frames <= 0:
+        raise AudioError(f"{path}: the file holds no audio samples (0 frames at {info.samplerate} Hz)")
+    return AudioFileInfo(path=path, sample_rate_hz=int(info.samplerate), channels=info.channels, frames=info.frames)
+
+
+def iter_pcm16(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[bytes]:
+    """Decode ``path`` block by block to 16 kHz mono PCM16 (pieces of any even length, possibly empty).
+
+    Memory stays bounded by one block whatever the file's length: soundfile reads ``block_frames`` frames, the
+    channels are averaged, and a streaming soxr resampler (which keeps its filter state across blocks) converts
+    them. The output equals resampling the whole file at once up to soxr's streaming rounding (a few samples).
+
+    Raises:
+        AudioError: as :func:`open_audio`, or the file cannot be decoded part way.
+    """
+    info = open_audio(path)
+    resampler = None
+    if info.sample_rate_hz != TARGET_SAMPLE_RATE_HZ:
+        resampler = soxr.ResampleStream(info.sample_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32",
+                                        quality=RESAMPLER_QUALITY)
+    try:
+        for block in soundfile.blocks(str(info.path), blocksize=block_frames, dtype="float32", always_2d=True):
+            mono = np.ascontiguousarray(block.mean(axis=1) if info.channels > 1 else block[:, 0], dtype=np.float32)
+            yield float_to_pcm16(resampler.resample_chunk(mono) if resampler is not None else mono)
+    except (soundfile.LibsndfileError, RuntimeError) as error:
+        raise AudioError(f"{info.path}: decoding failed part way ({error})") from error
+    if resampler is not None:
+        yield float_to_pcm16(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+
+
+def iter_pcm16_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES, block_frames: int = BLOCK_FRAMES
+                      ) -> Iterator[bytes]:
+    """Decode ``path`` lazily to 16 kHz mono PCM16 in chunks of ``chunk_bytes`` (the last may be shorter).
+
+    Raises:
+        AudioError: as :func:`iter_pcm16`.
+        ValueError: ``chunk_bytes`` is not a positive multiple of 2.
+    """
+    if chunk_bytes <= 0 or chunk_bytes % PCM16_BYTES_PER_SAMPLE:
+        raise ValueError(f"chunk_bytes must be a positive multiple of {PCM16_BYTES_PER_SAMPLE}, got {chunk_bytes}")
+    pending = bytearray()
+    for piece in iter_pcm16(path, block_frames):
+        pending += piece
+        whole = len(pending) - len(pending) % chunk_bytes
+        for start in range(0, whole, chunk_bytes):
+            yield bytes(pending[start : start + chunk_bytes])
+        del pending[:whole]
+    if pending:
+        yield bytes(pending)
+
+
+def load_pcm16(path: str | Path) -> Pcm16Audio:
+    """Read an audio file (WAV, FLAC, OGG; any sample rate and channel count) as 16 kHz mono PCM16, all in memory.
+
+    For long files prefer :func:`iter_pcm16_chunks`, which keeps memory bounded.
+
+    Raises:
+        AudioError: the file is missing, unreadable, not a supported audio format, or holds no samples.
+    """
+    info = open_audio(path)
     return Pcm16Audio(
-        data=float_to_pcm16(mono_16k),
-        source_sample_rate_hz=int(sample_rate_hz),
-        source_channels=channels,
+        data=b"".join(iter_pcm16(info.path)),
+        source_sample_rate_hz=info.sample_rate_hz,
+        source_channels=info.channels,
     )
 
 

@@ -1,7 +1,9 @@
-"""Entry point of ``voicectl``: one argparse parser, one subcommand per module.
+"""The ``voicectl`` command line: one argparse parser, one subcommand per module.
 
 A subcommand module exposes ``register(subparsers) -> None``; it adds its parser and sets ``func`` to a callable
-``func(args) -> int`` (the process exit code). Add new modules to ``SUBCOMMAND_MODULES``.
+``func(args) -> int`` (the process exit code). Add new modules to ``SUBCOMMAND_MODULES``. A module that fails to
+import (a missing optional dependency, a broken install) does not take the other subcommands down: its subcommand
+is still listed and reports the import error when it is used.
 """
 
 from __future__ import annotations
@@ -9,6 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+DESCRIPTION = (
+    "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the microphone through "
+    "the Voxtral endpoint, make the Sonic endpoint speak, and check or stage a deployment."
+)
+"""What ``voicectl --help`` says about the tool."""
 
 # Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
 # does not break the others.
@@ -21,17 +29,47 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.verify",
 )
 
+EXIT_UNAVAILABLE = 1
+"""Exit code of a subcommand whose module could not be imported."""
+
 
 class UsageError(Exception):
     """Bad input from the user: the message names what was wrong and what is allowed. Exit code 2."""
 
 
+def subcommand_name(module_name: str) -> str:
+    """The subcommand a module registers, by convention: ``voicectl.stage_model`` -> ``stage-model``."""
+    return module_name.rsplit(".", 1)[-1].replace("_", "-")
+
+
+def _register_unavailable(subparsers: argparse._SubParsersAction, module_name: str, error: BaseException) -> None:
+    """Register a stand-in subcommand that reports why ``module_name`` could not be imported."""
+    name = subcommand_name(module_name)
+    reason = f"{type(error).__name__}: {error}"
+    # No option prefix: every argument after the name is accepted as is, so the import error is what gets reported.
+    parser = subparsers.add_parser(name, help=f"(unavailable: {reason})", add_help=False, prefix_chars="\x00",
+                                   description=f"This subcommand could not be loaded ({reason}).")
+    parser.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)
+
+    def unavailable(args: argparse.Namespace) -> int:
+        print(f"voicectl {name}: this subcommand could not be loaded ({reason}); reinstall the project "
+              "(`make deps`, or `pip install .` from the repository root)", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+    parser.set_defaults(func=unavailable)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="voicectl", description=__doc__.splitlines()[0])
+    """Return the top-level parser with every subcommand registered (stand-ins for modules that fail to import)."""
+    parser = argparse.ArgumentParser(prog="voicectl", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+        try:
+            module = importlib.import_module(name)
+        except Exception as error:  # any import-time failure: report it only when the subcommand is used
+            _register_unavailable(subparsers, name, error)
+            continue
+        module.register(subparsers)
     return parser
 
 

@@ -25,7 +25,7 @@ import soxr
 
 from voicectl.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
-from voicectl.realtime import RealtimeError, TranscriptionResult, join_transcripts, transcribe_stream
+from voicectl.realtime import RealtimeError, Transcript, TranscriptionResult, transcribe_stream
 from voicectl.transcribe import add_target_arguments, format_figures, open_target, validate_target_arguments
 
 MIC_HOST = "127.0.0.1"
@@ -43,7 +43,10 @@ INSTALL_HINT = "the mic page needs Gradio, an optional dependency: pip install '
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``mic`` subcommand."""
     parser = subparsers.add_parser("mic", help="transcribe your microphone live in a local web page",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=(
+                                       "Serve a local web page (127.0.0.1) that streams your microphone "
+                                       "through the Voxtral endpoint and shows the transcript as it grows. "
+                                       "Needs the optional Gradio dependency: pip install '.[mic]'."))
     add_target_arguments(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
     parser.add_argument("--share", action="store_true",
@@ -80,8 +83,7 @@ class MicTranscriber:
         self._pending = bytearray()
         self._resampler: soxr.ResampleStream | None = None
         self._sample_rate_hz: int | None = None
-        self._finished: list[str] = []
-        self._current: list[str] = []
+        self._transcript = Transcript()
         self._task: asyncio.Task[TranscriptionResult] | None = None
         self._exit_stack = contextlib.AsyncExitStack()
 
@@ -89,14 +91,14 @@ class MicTranscriber:
         """Open the target and start the session task."""
         opener = await self._exit_stack.enter_async_context(open_target(self._args))
         self._task = asyncio.create_task(transcribe_stream(
-            self._chunks(), opener, model=self._args.model, on_delta=self._current.append,
-            on_session_text=self._session_done, session_limit_s=self._args.session_limit,
+            self._chunks(), opener, model=self._args.model, transcript=self._transcript,
+            session_limit_s=self._args.session_limit,
         ))
 
     @property
     def text(self) -> str:
         """The transcript so far: finished sessions plus the deltas of the current one."""
-        return join_transcripts([*self._finished, "".join(self._current)])
+        return self._transcript.text
 
     @property
     def error(self) -> BaseException | None:
@@ -153,10 +155,6 @@ class MicTranscriber:
         while len(self._pending) >= CHUNK_BYTES:
             self._queue.put_nowait(bytes(self._pending[:CHUNK_BYTES]))
             del self._pending[:CHUNK_BYTES]
-
-    def _session_done(self, text: str) -> None:
-        self._finished.append(text)
-        self._current.clear()
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         while (chunk := await self._queue.get()) is not None:

@@ -14,8 +14,13 @@ bidirectional streaming API. Each message maps to one WebSocket text frame at th
 Long audio: the model's context bounds one session (vLLM ``--max-model-len`` tokens, one token per 80 ms of audio
 per the Voxtral-Mini-4B-Realtime-2602 model card: 131072 tokens ~ 3 h by default, 45000 tokens = 1 h in the card's
 example). :func:`transcribe_stream` ends a session before ``session_limit_s`` of audio, preferring a quiet chunk
-in the last :data:`ROLLOVER_WINDOW_S`, opens a new one and joins the transcripts. A stream dropped by the network
-is reopened once and the audio not yet handed to the dropped stream is sent on the new one.
+in the last :data:`ROLLOVER_WINDOW_S`, opens a new one and joins the transcripts.
+
+No silent loss: the current session's audio is kept (PCM16 at 16 kHz is 32 KB per second, bounded by the session
+limit). A stream that drops (network, reset, a retryable error code) is reopened once and the whole session is
+replayed on it from its start, its partial text discarded; a ``session_limit`` error from the bridge lowers the
+limit and replays the session likewise. Whatever ends the transcription early raises :class:`RealtimeError`, with
+the text received so far left in the caller's :class:`Transcript`.
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
+import re
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from voicectl.audio import CHUNK_BYTES, PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ, iter_chunks
+from voicectl.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 
 DEFAULT_MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 """Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``)."""
@@ -52,11 +60,30 @@ QUIET_RMS = 0.01
 DONE_TIMEOUT_S = 60.0
 """Seconds to wait for ``transcription.done`` after the final commit before giving up."""
 
-SETTLE_AFTER_DROP_S = 1.0
-"""Seconds allowed, after a drop, for deltas already received to be read before the stream is closed."""
+SETTLE_AFTER_CLOSE_S = 1.0
+"""Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that explains it."""
 
 MAX_REOPENS = 1
-"""Times a dropped stream is reopened within one transcription."""
+"""Times a dropped stream is reopened (its session replayed) within one transcription."""
+
+REOPEN_CODES = frozenset({"upstream_closed", "server_shutdown", "InternalStreamFailure", "ModelStreamError"})
+"""Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as a drop: the
+bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the container is stopping: on SageMaker
+a new stream lands on a healthy instance), and SageMaker's stream failures."""
+
+SESSION_LIMIT_CODE = "session_limit"
+"""The bridge's error code when a session's audio passes vLLM's context (``container/bridge/protocol.py``); the bridge
+closes the stream cleanly after it."""
+
+SESSION_LIMIT_MARGIN = 0.9
+"""Fraction of the endpoint's session limit the client uses after a ``session_limit`` error (room for audio in flight
+and the rollover window)."""
+
+MAX_LIMIT_REPLAYS = 3
+"""Times a session is replayed under a lowered limit after ``session_limit`` errors before giving up."""
+
+MIN_SESSION_LIMIT_S = 1.0
+"""Smallest session limit in seconds: a session must hold several 128 ms chunks to be worth a stream."""
 
 ERROR_HINTS: dict[str, str] = {
     "model_not_found": "pass --model with the model name the endpoint serves (vLLM --served-model-name)",
@@ -71,7 +98,7 @@ ERROR_HINTS: dict[str, str] = {
     "upstream_unavailable": "the model server is not reachable (still loading, or crashed); retry in a minute",
     "server_busy": "every stream slot of the endpoint is in use; retry later or scale the endpoint out",
     "idle_timeout": "the endpoint closed the stream because no audio arrived for a while",
-    "session_limit": "the session reached the endpoint's audio limit; pass a smaller --session-limit",
+    "session_limit": "the session reached the endpoint's audio limit; pass a --session-limit below it",
     "server_shutdown": "the endpoint's container is stopping (deployment or scale-in); retry",
 }
 """What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
@@ -112,6 +139,20 @@ TransportOpener = Callable[[], Awaitable[RealtimeTransport]]
 """Opens a new stream to the endpoint (called once per session and per reopen)."""
 
 
+def decode_frame(frame: bytes, source: str) -> str:
+    """Decode a binary frame as UTF-8 text (the realtime protocol is JSON text).
+
+    Raises:
+        RealtimeError: the frame is not UTF-8 (code ``bad_message``).
+    """
+    try:
+        return frame.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RealtimeError(f"{source} sent a {len(frame)}-byte binary frame that is not UTF-8 text ({error}); the "
+                            "realtime protocol is JSON text: check what answers at that address",
+                            code="bad_message") from None
+
+
 def session_update_event(model: str) -> str:
     """JSON of the ``session.update`` event selecting ``model``."""
     return json.dumps({"type": "session.update", "model": model})
@@ -150,17 +191,47 @@ def join_transcripts(parts: Iterable[str]) -> str:
     return joined
 
 
+class Transcript:
+    """The transcript as it grows: finished sessions plus the deltas of the current one.
+
+    :func:`transcribe_stream` updates it as events arrive, so a caller that keeps a reference can show or print the
+    text received so far even when the transcription fails or is interrupted. When a session is replayed after a
+    drop, its deltas are discarded (the replay transcribes the same audio again).
+    """
+
+    def __init__(self) -> None:
+        self.finished: list[str] = []
+        self.current: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """Finished sessions joined with :func:`join_transcripts`, then the current session's deltas."""
+        return join_transcripts([*self.finished, "".join(self.current)])
+
+    def add_delta(self, delta: str) -> None:
+        self.current.append(delta)
+
+    def finish_session(self, text: str) -> None:
+        self.finished.append(text)
+        self.current.clear()
+
+    def discard_session(self) -> None:
+        self.current.clear()
+
+
 @dataclass
 class TranscriptionResult:
     """Outcome of one transcription.
 
     Attributes:
         transcript: the joined final transcript.
-        audio_seconds_sent: seconds of distinct audio delivered (resent audio counted once).
+        audio_seconds_sent: seconds of distinct audio delivered (replayed audio counted once).
         time_to_first_delta_s: seconds from the first audio append to the first non-empty delta (None if none came).
         elapsed_s: seconds from the first audio append to the last ``transcription.done``.
-        sessions: number of sessions (streams) opened, reopens included.
-        reopens: number of streams reopened after a drop.
+        sessions: number of sessions (streams) opened, reopens and replays included.
+        reopens: number of streams reopened after a drop (at most :data:`MAX_REOPENS`).
+        replayed_audio_s: seconds of audio sent a second time (sessions replayed after a drop or a ``session_limit``).
+        session_limit_s: the session limit in force at the end (lower than requested when the endpoint's is lower).
     """
 
     transcript: str
@@ -169,6 +240,8 @@ class TranscriptionResult:
     elapsed_s: float
     sessions: int
     reopens: int
+    replayed_audio_s: float = 0.0
+    session_limit_s: float = DEFAULT_SESSION_LIMIT_S
 
     @property
     def real_time_factor(self) -> float | None:
@@ -188,17 +261,24 @@ class TranscriptionResult:
             "elapsed_s": ms(self.elapsed_s),
             "sessions": self.sessions,
             "reopens": self.reopens,
+            "replayed_audio_s": ms(self.replayed_audio_s),
+            "session_limit_s": ms(self.session_limit_s),
         }
 
 
 @dataclass
 class _Session:
-    """One stream: sends events, and a background task receives deltas until ``transcription.done``."""
+    """One stream: sends events, and a background task receives deltas until ``transcription.done``.
+
+    ``chunks`` keeps every PCM16 chunk appended on this stream, so that the session can be replayed on a new stream
+    after a drop; it is bounded by the session limit (32 KB per second of audio).
+    """
 
     transport: RealtimeTransport
     on_delta: Callable[[str], None]
     clock: Callable[[], float]
     deltas: list[str] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
     done_text: str | None = None
     audio_s: float = 0.0
     first_delta_at: float | None = None
@@ -233,14 +313,16 @@ class _Session:
         await self.transport.send_text(text)
 
     async def append(self, pcm16: bytes) -> None:
-        await self.send(append_event(pcm16))
+        """Send one chunk; it is kept for a replay before it is sent (a failed send may still have delivered it)."""
+        self.chunks.append(pcm16)
         self.audio_s += chunk_seconds(pcm16)
+        await self.send(append_event(pcm16))
 
     async def finish(self, timeout_s: float) -> str:
         """Send the final commit and wait for ``transcription.done``; return the session transcript."""
         await self.send(commit_event(final=True))
         try:
-            await asyncio.wait_for(self._done.wait(), timeout_s)
+            await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout_s)
         except TimeoutError:
             raise RealtimeError(
                 f"no transcription.done arrived within {timeout_s:.0f} s of the final commit; the endpoint may be "
@@ -250,7 +332,7 @@ class _Session:
         return self.text
 
     async def settle(self, timeout_s: float) -> None:
-        """Let the receiver take the messages that arrived before a drop (it ends once the stream reports the end)."""
+        """Wait up to ``timeout_s`` for the receiver to end (it ends once the stream reports its end)."""
         if self._receiver is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout_s)
@@ -286,13 +368,15 @@ class _Session:
             raise RealtimeError(f"the endpoint sent a message that is not JSON: {message[:200]!r}", code="bad_message") from None
         kind = event.get("type") if isinstance(event, dict) else None
         if kind == "transcription.delta":
-            delta = str(event.get("delta", ""))
+            delta = _text_field(event, "delta")
             if delta and self.first_delta_at is None:
                 self.first_delta_at = self.clock()
             self.deltas.append(delta)
             self.on_delta(delta)
         elif kind == "transcription.done":
-            self.done_text = str(event.get("text", "".join(self.deltas)))
+            text = event.get("text")
+            # A null or missing text falls back to the deltas, which carry the same words.
+            self.done_text = "".join(self.deltas) if text is None else _text_field(event, "text")
             return True
         elif kind == "error":
             code = event.get("code")
@@ -302,22 +386,31 @@ class _Session:
         return False
 
 
-async def paced_chunks(pcm16: bytes, speed: float, chunk_bytes: int = CHUNK_BYTES,
+def _text_field(event: dict[str, Any], name: str) -> str:
+    """``event[name]`` as text: missing or null is empty, a non-string value (a number) is kept as its JSON text."""
+    value = event.get(name)
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+async def paced_chunks(chunks: Iterable[bytes], speed: float,
                        clock: Callable[[], float] = time.monotonic,
                        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> AsyncIterator[bytes]:
-    """Yield ``pcm16`` in chunks of ``chunk_bytes``, chunk n no earlier than n x chunk duration / ``speed``.
+    """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed`` seconds.
 
-    The schedule is absolute (measured from the first chunk), so sleep overshoot does not accumulate.
-    ``speed`` 0 means unpaced (as fast as the consumer takes them).
+    The schedule is absolute (measured from the first chunk), so sleep overshoot does not accumulate, and a consumer
+    that fell behind (a replay after a drop) catches up without waiting. ``speed`` 0 means unpaced. ``chunks`` may
+    be a lazy iterator (a file decoded as it is read); it is consumed one chunk at a time.
 
     Raises:
-        ValueError: ``speed`` is negative.
+        ValueError: ``speed`` is negative or not finite.
     """
-    if speed < 0:
-        raise ValueError(f"speed must be 0 (unpaced) or positive, got {speed}")
+    if not math.isfinite(speed) or speed < 0:
+        raise ValueError(f"speed must be 0 (unpaced) or a positive finite number, got {speed}")
     start = clock()
     audio_s = 0.0
-    for chunk in iter_chunks(pcm16, chunk_bytes):
+    for chunk in chunks:
         if speed > 0:
             delay = start + audio_s / speed - clock()
             if delay > 0:
@@ -328,6 +421,22 @@ async def paced_chunks(pcm16: bytes, speed: float, chunk_bytes: int = CHUNK_BYTE
         audio_s += chunk_seconds(chunk)
 
 
+def _is_drop(error: BaseException) -> bool:
+    """Whether ``error`` ended the stream in a way a new stream can recover from (see :data:`REOPEN_CODES`)."""
+    return isinstance(error, TransportClosed) or (isinstance(error, RealtimeError) and error.code in REOPEN_CODES)
+
+
+def _learned_session_limit(error: RealtimeError, current_limit_s: float, session_audio_s: float) -> float:
+    """A session limit below the endpoint's, after its ``session_limit`` error.
+
+    The bridge states its limit in the message ("audio limit of N s", ``container/bridge/server.py``
+    ``session_limit_message``); without it, the audio this session sent bounds the limit from above.
+    """
+    stated = re.search(r"audio limit of (\d+(?:\.\d+)?) s", str(error))
+    bound = float(stated.group(1)) if stated else session_audio_s
+    return min(current_limit_s, bound) * SESSION_LIMIT_MARGIN
+
+
 async def transcribe_stream(
     chunks: AsyncIterator[bytes],
     opener: TransportOpener,
@@ -335,97 +444,165 @@ async def transcribe_stream(
     model: str = DEFAULT_MODEL,
     on_delta: Callable[[str], None] = lambda delta: None,
     on_session_text: Callable[[str], None] = lambda text: None,
+    on_replay: Callable[[str], None] = lambda reason: None,
+    transcript: Transcript | None = None,
     session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
     done_timeout_s: float = DONE_TIMEOUT_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> TranscriptionResult:
     """Stream 16 kHz mono PCM16 ``chunks`` through sessions opened with ``opener`` and return the transcript.
 
+    Sessions end before ``session_limit_s`` of audio (see the module docstring). The current session's audio is
+    kept: when its stream drops (network, a reset, ``transcription.done`` never coming because the stream broke,
+    or a retryable error code in :data:`REOPEN_CODES`), the session is replayed once on a new stream from its
+    start, unpaced, and its partial text is discarded, so nothing is lost. A ``session_limit`` error from the
+    bridge lowers the limit and replays the session the same way (up to :data:`MAX_LIMIT_REPLAYS` times).
+
     Args:
         chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business).
-        opener: opens a new stream; called for the first session, each rollover and a reopen after a drop.
+        opener: opens a new stream; called for the first session, each rollover and each replay.
         model: model name for ``session.update``.
-        on_delta: called with each ``transcription.delta`` text as it arrives.
+        on_delta: called with each ``transcription.delta`` text as it arrives (replayed sessions repeat theirs).
         on_session_text: called with each finished session's transcript (before joining).
-        session_limit_s: audio seconds after which a new session is started (see module docstring).
+        on_replay: called with a one-line reason each time a session is replayed on a new stream.
+        transcript: updated as the transcription goes (pass one to read the partial text after a failure).
+        session_limit_s: audio seconds after which a new session is started (finite, positive).
         done_timeout_s: seconds to wait for ``transcription.done`` after a final commit.
         clock: monotonic clock in seconds (tests inject their own).
 
     Raises:
-        RealtimeError: the endpoint reported an error or a stream failure, or the stream dropped twice.
-        ValueError: ``session_limit_s`` is not positive.
+        RealtimeError: the endpoint reported an error or a stream failure, or the stream dropped again after a
+            reopen; ``transcript`` then holds the text received so far.
+        ValueError: ``session_limit_s`` is not a positive finite number.
     """
-    if session_limit_s <= 0:
-        raise ValueError(f"session limit must be positive seconds, got {session_limit_s}")
-    finished: list[str] = []
-    sessions = reopens = 0
-    total_audio_s = 0.0
+    if not math.isfinite(session_limit_s) or session_limit_s <= 0:
+        raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
+    transcript = transcript if transcript is not None else Transcript()
+    sessions = reopens = limit_replays = 0
+    total_audio_s = replayed_audio_s = 0.0
     first_append_at: float | None = None
     first_delta_at: float | None = None
+    replay: deque[bytes] = deque()  # chunks of a replayed session, sent before any new chunk
+    source = aiter(chunks)
+    source_done = False
+    session: _Session | None = None
+
+    def delta_received(delta: str) -> None:
+        transcript.add_delta(delta)
+        on_delta(delta)
+
+    async def next_chunk() -> tuple[bytes | None, bool]:
+        """The next chunk and whether it is new (not a replay); (None, False) at the end of the audio."""
+        nonlocal source_done
+        if replay:
+            return replay.popleft(), False
+        while not source_done:
+            try:
+                chunk = await anext(source)
+            except StopAsyncIteration:
+                source_done = True
+                break
+            if chunk:
+                return chunk, True
+        return None, False
+
+    async def close_session() -> None:
+        nonlocal session, first_delta_at
+        if session is not None:
+            if first_delta_at is None:
+                first_delta_at = session.first_delta_at
+            await session.close()
+            session = None
+
+    async def recover(error: BaseException, unsent: bytes | None) -> None:
+        """Replay the current session on a new stream after ``error``, or raise when that is not allowed."""
+        nonlocal reopens, limit_replays, session_limit_s, replayed_audio_s
+        session_audio_s = session.audio_s if session is not None else 0.0
+        if isinstance(error, TransportClosed) and session is not None:
+            # A send can fail on the closed stream before the receiver has read the event that explains the close
+            # (the bridge sends `session_limit` or `server_shutdown`, then closes): prefer that event.
+            await session.settle(SETTLE_AFTER_CLOSE_S)
+            if isinstance(session.failure, RealtimeError):
+                error = session.failure
+        if isinstance(error, RealtimeError) and error.code == SESSION_LIMIT_CODE:
+            limit_replays += 1
+            new_limit_s = _learned_session_limit(error, session_limit_s, session_audio_s)
+            if limit_replays > MAX_LIMIT_REPLAYS or new_limit_s < MIN_SESSION_LIMIT_S:
+                raise RealtimeError(
+                    f"{error}; the client lowered its session limit {limit_replays - 1} times and still hit the "
+                    f"endpoint's, pass --session-limit below the endpoint's limit", code=SESSION_LIMIT_CODE
+                ) from error
+            reason = (f"the endpoint's session limit is below {session_limit_s:.0f} s: using {new_limit_s:.0f} s and "
+                      f"resending this session's {session_audio_s:.1f} s of audio on a new stream")
+            session_limit_s = new_limit_s
+        elif _is_drop(error):
+            if reopens >= MAX_REOPENS:
+                raise RealtimeError(
+                    f"the stream dropped again after a reopen ({error}); the transcript may be missing the audio "
+                    "from the last session on; check the network and the endpoint's health "
+                    "(`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"
+                ) from error
+            reopens += 1
+            reason = f"the stream dropped ({error}); resending this session's {session_audio_s:.1f} s of audio on a new stream"
+        else:
+            raise error
+        pending = list(session.chunks) if session is not None else []
+        if unsent is not None:
+            pending.append(unsent)
+        replayed_audio_s += session_audio_s
+        await close_session()
+        transcript.discard_session()
+        replay.extendleft(reversed(pending))
+        on_replay(reason)
 
     async def open_session() -> _Session:
         nonlocal sessions
         sessions += 1
-        return await _Session.open(opener, model, on_delta, clock)
+        return await _Session.open(opener, model, delta_received, clock)
 
-    async def end_session(session: _Session) -> None:
-        nonlocal first_delta_at
-        try:
-            text = await session.finish(done_timeout_s)
-        finally:
-            if first_delta_at is None:
-                first_delta_at = session.first_delta_at
-            await session.close()
-        finished.append(text)
-        on_session_text(text)
-
-    session = await open_session()
     try:
-        async for chunk in chunks:
-            if not chunk:
-                continue
-            seconds = chunk_seconds(chunk)
-            over_limit = session.audio_s + seconds > session_limit_s
-            window_s = min(ROLLOVER_WINDOW_S, session_limit_s * ROLLOVER_WINDOW_MAX_FRACTION)
-            quiet_seam = session.audio_s + window_s >= session_limit_s and chunk_rms(chunk) < QUIET_RMS
-            if session.audio_s > 0 and (over_limit or quiet_seam):
-                await end_session(session)
-                session = await open_session()
-            if first_append_at is None:
-                first_append_at = clock()
+        while True:
+            chunk, is_new = await next_chunk()
+            appended = False
+            if is_new and chunk is not None:
+                total_audio_s += chunk_seconds(chunk)
             try:
+                if session is None:
+                    session = await open_session()
+                if chunk is None:
+                    text = await session.finish(done_timeout_s)
+                    await close_session()
+                    transcript.finish_session(text)
+                    on_session_text(text)
+                    break
+                seconds = chunk_seconds(chunk)
+                window_s = min(ROLLOVER_WINDOW_S, session_limit_s * ROLLOVER_WINDOW_MAX_FRACTION)
+                over_limit = session.audio_s + seconds > session_limit_s
+                quiet_seam = session.audio_s + window_s >= session_limit_s and chunk_rms(chunk) < QUIET_RMS
+                if session.audio_s > 0 and (over_limit or quiet_seam):
+                    text = await session.finish(done_timeout_s)
+                    await close_session()
+                    transcript.finish_session(text)
+                    on_session_text(text)
+                    session = await open_session()
+                if first_append_at is None:
+                    first_append_at = clock()
+                appended = True
                 await session.append(chunk)
-            except TransportClosed as drop:
-                if reopens >= MAX_REOPENS:
-                    raise RealtimeError(
-                        f"the stream dropped again after a reopen ({drop}); check the network and the endpoint's "
-                        "health (`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"
-                    ) from drop
-                reopens += 1
-                await session.settle(SETTLE_AFTER_DROP_S)
-                if first_delta_at is None:
-                    first_delta_at = session.first_delta_at
-                finished.append(session.text)  # keep what the dropped stream transcribed
-                await session.close()
-                session = await open_session()
-                await session.append(chunk)  # the chunk whose send failed goes on the new stream
-            total_audio_s += seconds
-        await end_session(session)
-    except TransportClosed as drop:
-        raise RealtimeError(
-            f"the stream dropped while waiting for the transcript ({drop}); the transcript so far is: "
-            f"{join_transcripts([*finished, session.text])!r}", code="stream_dropped"
-        ) from drop
+            except (TransportClosed, RealtimeError) as error:
+                await recover(error, None if appended or chunk is None else chunk)
     finally:
-        await session.close()
+        await close_session()
     end = clock()
     return TranscriptionResult(
-        transcript=join_transcripts(finished),
+        transcript=transcript.text,
         audio_seconds_sent=total_audio_s,
         time_to_first_delta_s=None if first_delta_at is None or first_append_at is None else first_delta_at - first_append_at,
         elapsed_s=0.0 if first_append_at is None else end - first_append_at,
         sessions=sessions,
         reopens=reopens,
+        replayed_audio_s=replayed_audio_s,
+        session_limit_s=session_limit_s,
     )
 
 
@@ -456,7 +633,7 @@ class WebSocketTransport:
 
         try:
             connection = await connect(url, open_timeout=cls.OPEN_TIMEOUT_S, max_size=cls.MAX_MESSAGE_BYTES)
-        except InvalidURI as error:
+        except (InvalidURI, ValueError) as error:
             raise RealtimeError(f"{url!r} is not a WebSocket URL; use ws://HOST:PORT/invocations-bidirectional-stream",
                                 code="bad_url") from error
         except (OSError, TimeoutError, InvalidHandshake) as error:
@@ -483,7 +660,7 @@ class WebSocketTransport:
             return None
         except ConnectionClosedError as error:
             raise TransportClosed(f"WebSocket closed ({error})") from error
-        return message if isinstance(message, str) else message.decode("utf-8")
+        return message if isinstance(message, str) else decode_frame(message, "the WebSocket server")
 
     async def close(self) -> None:
         await self._connection.close()

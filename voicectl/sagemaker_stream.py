@@ -33,7 +33,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from voicectl.realtime import RealtimeError, TransportClosed
+from voicectl.realtime import RealtimeError, TransportClosed, decode_frame
 
 BIDI_PORT = 8443
 """Port of SageMaker's bidirectional streaming runtime endpoint (AWS blog cited in the module docstring)."""
@@ -49,6 +49,12 @@ PARTIAL = "PARTIAL"
 
 CLOSE_TIMEOUT_S = 5.0
 """Seconds allowed to close each direction of the stream before giving up on a clean close."""
+
+OPEN_TIMEOUT_S = 30.0
+"""Seconds allowed to open a stream (sign, connect, TLS, HTTP/2 and SageMaker's connection to the container)."""
+
+CREDENTIALS_TIMEOUT_S = 60.0
+"""Seconds allowed to resolve credentials (the chain may call STS, SSO or the instance metadata service)."""
 
 
 
@@ -103,6 +109,27 @@ class BotocoreCredentialsResolver:
     async def invalidate(self) -> None:
         """Forget the cached provider so the next call runs the chain again."""
         self._credentials = None
+
+
+async def resolve_credentials(resolver: BotocoreCredentialsResolver, timeout_s: float = CREDENTIALS_TIMEOUT_S) -> None:
+    """Resolve ``resolver``'s identity once, before any stream opens.
+
+    smithy-core 0.9 does not report an identity failure on a duplex stream: ``duplex_stream`` awaits a request future
+    that is only completed after signing (``smithy_core/aio/client.py``), so the call would hang forever.
+
+    Raises:
+        RealtimeError: no credentials, an expired SSO token, or a lookup slower than ``timeout_s`` (code
+            ``credentials``), with what to run.
+    """
+    from smithy_core.exceptions import SmithyIdentityError
+
+    try:
+        await asyncio.wait_for(resolver.get_identity(properties={}), timeout_s)
+    except SmithyIdentityError as error:
+        raise RealtimeError(f"no usable AWS credentials: {error}", code="credentials") from error
+    except TimeoutError:
+        raise RealtimeError(f"resolving AWS credentials took more than {timeout_s:.0f} s; check the profile's "
+                            "credential source (SSO, role, instance metadata)", code="credentials") from None
 
 
 def default_http_transport() -> Any:
@@ -202,7 +229,14 @@ class SageMakerStreamTransport:
 
         request = InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint_name, target_variant=target_variant)
         try:
-            stream = await client.invoke_endpoint_with_bidirectional_stream(request)
+            # Bounded: smithy-core waits forever when signing fails before the request is sent (see
+            # resolve_credentials), e.g. credentials that cannot be refreshed mid-run.
+            stream = await asyncio.wait_for(client.invoke_endpoint_with_bidirectional_stream(request), OPEN_TIMEOUT_S)
+        except TimeoutError:
+            raise RealtimeError(
+                f"opening a stream to endpoint {endpoint_name!r} took more than {OPEN_TIMEOUT_S:.0f} s; check the "
+                "network, the credentials (`aws sts get-caller-identity`) and the endpoint's status", code="open_timeout"
+            ) from None
         except Exception as error:
             raise describe_error(error, endpoint_name) from error
         return cls(stream=stream, endpoint_name=endpoint_name)
@@ -248,7 +282,7 @@ class SageMakerStreamTransport:
                 continue  # an event type newer than this SDK: nothing to deliver
             frame += event.value.bytes_ or b""
             if event.value.completion_state != PARTIAL:
-                return frame.decode("utf-8")
+                return decode_frame(bytes(frame), f"endpoint {self.endpoint_name!r}")
 
     async def close(self) -> None:
         """Close the request stream (a signed empty frame ends it) and the response stream; idempotent."""

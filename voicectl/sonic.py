@@ -182,22 +182,44 @@ class SonicAudio:
     Attributes:
         pcm16: concatenated PCM16 little-endian audio.
         chunks: number of ``chunk`` events.
-        done: whether the ``done`` event arrived.
+        done: whether the ``done`` event (or a chunk with ``done: true``) arrived.
+        late_events: events that arrived after ``done`` (accepted: their audio is kept, see :attr:`warnings`).
+        late_bytes: audio bytes those events carried.
     """
 
     pcm16: bytearray = field(default_factory=bytearray)
     chunks: int = 0
     done: bool = False
+    late_events: int = 0
+    late_bytes: int = 0
+
+    @property
+    def warnings(self) -> list[str]:
+        """Oddities that did not stop the audio from being written, one line each."""
+        if not self.late_events:
+            return []
+        return [f"{self.late_events} events arrived after the done event; their audio ({self.late_bytes} bytes) "
+                "was kept"]
 
     def add(self, event: dict[str, Any]) -> bool:
         """Apply one event. Return True when it carried audio.
 
+        Lenient where nothing is lost: a ``chunk`` with ``done: true`` ends the stream after its audio, and events
+        after ``done`` are applied and counted (:attr:`warnings`) rather than failing the request.
+
         Raises:
-            SonicStreamError: an ``error`` event, a ``chunk`` without valid base64 audio, or an event after ``done``.
+            SonicStreamError: an ``error`` event, or a ``chunk`` without valid base64 audio.
         """
         kind = event.get("type")
-        if self.done:
-            raise SonicStreamError(f"an event of type {kind!r} arrived after the done event", bytes(self.pcm16))
+        before = len(self.pcm16)
+        late = self.done
+        carried = self._apply(kind, event)
+        if late:
+            self.late_events += 1
+            self.late_bytes += len(self.pcm16) - before
+        return carried
+
+    def _apply(self, kind: Any, event: dict[str, Any]) -> bool:
         if kind == "chunk":
             data = event.get("data")
             if not isinstance(data, str):
@@ -207,6 +229,8 @@ class SonicAudio:
             except binascii.Error as error:
                 raise SonicStreamError(f"a chunk event's audio is not valid base64 ({error})", bytes(self.pcm16)) from error
             self.chunks += 1
+            if event.get("done") is True:
+                self.done = True
             return True
         if kind == "error" or (isinstance(event.get("status_code"), int) and event["status_code"] >= 400):
             detail = event.get("error") or event.get("message") or event.get("data") or event

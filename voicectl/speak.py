@@ -12,14 +12,17 @@ the call is boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicectl.audio import PCM16_BYTES_PER_SAMPLE, write_wav
+from voicectl.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.cli import UsageError
 from voicectl.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
@@ -59,7 +62,9 @@ class SpeakResult:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``speak`` subcommand."""
     parser = subparsers.add_parser("speak", help="make the Sonic endpoint speak a text into a WAV file",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=(
+                                       "Make the Sonic endpoint speak TEXT and write the audio to a 16-bit "
+                                       "WAV file; reports the duration and the time to first audio."))
     parser.add_argument("text", metavar="TEXT", help="the text to speak; - reads it from stdin")
     parser.add_argument("--endpoint", required=True, metavar="NAME", help="SageMaker endpoint name (the Sonic endpoint)")
     parser.add_argument("--voice", required=True, metavar="ID", help="Cartesia voice ID")
@@ -76,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def payload_parts(body: Iterable[dict[str, Any]], endpoint_name: str) -> Iterator[bytes]:
     """Yield the bytes of each ``PayloadPart`` of a boto3 response ``Body``, mapping stream errors to :class:`SpeakError`."""
     import botocore.exceptions
+    import urllib3.exceptions
 
     try:
         for event in body:
@@ -87,6 +93,12 @@ def payload_parts(body: Iterable[dict[str, Any]], endpoint_name: str) -> Iterato
     except botocore.exceptions.EventStreamError as error:
         details = error.response.get("Error", {})
         raise SpeakError(describe_stream_error(details.get("Code", "stream error"), details, endpoint_name)) from error
+    except (botocore.exceptions.BotoCoreError, urllib3.exceptions.HTTPError) as error:
+        # A read timeout (botocore ReadTimeoutError) or a connection cut mid-body (urllib3 ProtocolError).
+        raise TruncatedStreamError(
+            f"the connection broke while reading the response from {endpoint_name!r} ({type(error).__name__}: "
+            f"{error}); retry, and check the network or raise the read timeout for long texts"
+        ) from error
 
 
 def describe_stream_error(code: str, details: dict[str, Any], endpoint_name: str) -> str:
@@ -162,6 +174,43 @@ def sagemaker_runtime_client(profile: str | None, region: str | None) -> Any:
     return session.client("sagemaker-runtime", config=Config(read_timeout=READ_TIMEOUT_S))
 
 
+def check_writable(out: Path) -> None:
+    """Check that ``out`` can be written as a file, before paying for synthesis.
+
+    Raises:
+        UsageError: ``out`` is a directory, its directory is missing, or either cannot be written.
+    """
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give a file path such as {out / 'speech.wav'}")
+    parent = out.parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UsageError(f"--out {out}: cannot write there (permission denied); choose another path")
+
+
+def write_output(out: Path, pcm16: bytes, sample_rate_hz: int) -> bytes:
+    """Write ``pcm16`` to ``out`` as a WAV through a temporary file renamed into place; return what was written.
+
+    A final odd byte (half a sample: the stream was cut inside a sample) is dropped with a warning on stderr.
+    The rename is atomic on one filesystem, so ``out`` is never left half-written.
+    """
+    if len(pcm16) % PCM16_BYTES_PER_SAMPLE:
+        print("voicectl speak: warning: the audio ended with an odd number of bytes (half a sample); dropped the "
+              "last byte", file=sys.stderr)
+        pcm16 = pcm16[:-1]
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(pcm16_to_wav_bytes(pcm16, sample_rate_hz))
+        os.replace(temporary, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return pcm16
+
+
 def run(args: argparse.Namespace, client: Any = None) -> int:
     """Entry point of ``voicectl speak``; returns the exit code. ``client`` is injectable for tests."""
     text = sys.stdin.read() if args.text == "-" else args.text
@@ -171,8 +220,7 @@ def run(args: argparse.Namespace, client: Any = None) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from error
     out = Path(args.out)
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
+    check_writable(out)
     if client is None:
         client = sagemaker_runtime_client(args.profile, args.region)
     try:
@@ -183,13 +231,15 @@ def run(args: argparse.Namespace, client: Any = None) -> int:
     except SonicStreamError as error:
         kept = ""
         if error.audio:
-            write_wav(out, error.audio, request.sample_rate_hz)
-            seconds = len(error.audio) / PCM16_BYTES_PER_SAMPLE / request.sample_rate_hz
+            pcm16 = write_output(out, error.audio, request.sample_rate_hz)
+            seconds = len(pcm16) / PCM16_BYTES_PER_SAMPLE / request.sample_rate_hz
             kept = f"; wrote the {seconds:.2f} s received before the failure to {out}"
         label = "truncated stream" if isinstance(error, TruncatedStreamError) else "bad response"
         print(f"voicectl speak: {label}: {error}{kept}", file=sys.stderr)
         return EXIT_FAILED
-    write_wav(out, bytes(result.audio.pcm16), result.sample_rate_hz)
+    for warning in result.audio.warnings:
+        print(f"voicectl speak: warning: {warning}", file=sys.stderr)
+    write_output(out, bytes(result.audio.pcm16), result.sample_rate_hz)
     ttfa = "n/a" if result.time_to_first_audio_s is None else f"{result.time_to_first_audio_s:.3f} s"
     print(f"wrote {out}: {result.duration_s:.2f} s of audio at {result.sample_rate_hz} Hz "
           f"(context_id {request.context_id}); time to first audio: {ttfa}", file=sys.stderr)

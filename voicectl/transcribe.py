@@ -14,16 +14,19 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from voicectl.audio import AudioError, load_pcm16
+from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.cli import UsageError
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
+    MIN_SESSION_LIMIT_S,
     RealtimeError,
+    Transcript,
     TranscriptionResult,
     TransportOpener,
     WebSocketTransport,
@@ -34,13 +37,21 @@ from voicectl.realtime import (
 EXIT_FAILED = 1
 """Exit code when the endpoint or the stream failed (usage errors exit 2, Ctrl-C 130)."""
 
+MIN_SPEED = 0.1
+"""Slowest pacing accepted, as a multiple of real time: one 128 ms chunk every 1.28 s. Slower pacing imitates no
+real-time caller, and near-zero values would never finish (``--speed 1e-9`` schedules a chunk every four years)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``transcribe`` subcommand."""
     parser = subparsers.add_parser(
         "transcribe",
         help="transcribe a recording (WAV, FLAC, OGG) through the Voxtral endpoint",
-        description=__doc__.split("\n\n")[0],
+        description=(
+            "Transcribe a recording through the Voxtral endpoint (or straight through a local container's bridge "
+            "with --url). Deltas appear on stderr as they arrive; the transcript is printed on stdout, then time to "
+            "first delta, real-time factor and audio seconds sent."
+        ),
     )
     parser.add_argument("file", metavar="FILE", help="audio file: WAV, FLAC or OGG, any sample rate and channel count")
     add_target_arguments(parser)
@@ -68,19 +79,56 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validate_target_arguments(args: argparse.Namespace) -> None:
-    """Raise :class:`UsageError` for values argparse cannot check."""
-    if args.session_limit <= 0:
-        raise UsageError(f"--session-limit must be a positive number of seconds, got {args.session_limit}")
-    if args.url is not None and not args.url.startswith(("ws://", "wss://")):
-        raise UsageError(f"--url must start with ws:// or wss://, got {args.url!r}")
+    """Raise :class:`UsageError` for values argparse cannot check (the session limit and the WebSocket URL)."""
+    if not math.isfinite(args.session_limit) or args.session_limit < MIN_SESSION_LIMIT_S:
+        raise UsageError(f"--session-limit must be a finite number of seconds, at least {MIN_SESSION_LIMIT_S:g} "
+                         f"(a session must hold several 128 ms chunks), got {args.session_limit}")
+    if args.url is not None:
+        validate_url(args.url)
+
+
+def validate_url(url: str) -> None:
+    """Check ``url`` is a ``ws://`` or ``wss://`` URL with a valid host and port (websockets' own parser).
+
+    Raises:
+        UsageError: naming what is wrong and the expected form.
+    """
+    from websockets.exceptions import InvalidURI
+    from websockets.uri import parse_uri
+
+    expected = "ws://HOST:PORT/invocations-bidirectional-stream"
+    if not url.startswith(("ws://", "wss://")):
+        raise UsageError(f"--url must start with ws:// or wss://, got {url!r}; use {expected}")
+    try:
+        parse_uri(url)
+    except (InvalidURI, ValueError) as error:
+        raise UsageError(f"--url {url!r} is not a valid WebSocket URL ({error}); use {expected} with a port "
+                         "from 1 to 65535") from None
+
+
+def validate_speed(speed: float) -> None:
+    """Raise :class:`UsageError` unless ``speed`` is 0 (unpaced) or a finite number >= :data:`MIN_SPEED`."""
+    if speed == 0:
+        return
+    if not math.isfinite(speed) or speed < MIN_SPEED:
+        raise UsageError(
+            f"--speed must be 0 (unpaced) or a finite multiple of real time of at least {MIN_SPEED:g}, got {speed}; "
+            f"slower pacing sends a 128 ms chunk less than once every {CHUNK_SECONDS / MIN_SPEED:.2f} s, which "
+            "tests nothing a real-time caller does and only makes the run longer"
+        )
 
 
 @contextlib.asynccontextmanager
 async def open_target(args: argparse.Namespace):
     """Yield a :data:`TransportOpener` for ``--url`` or ``--endpoint`` (closing the SDK client afterwards).
 
+    For ``--endpoint`` the AWS credentials are resolved once before any stream opens, so a missing or expired
+    identity is reported at once: smithy-core 0.9 waits forever on a duplex stream whose signing identity cannot
+    be resolved (``smithy_core/aio/client.py`` ``duplex_stream`` awaits a request future that is never completed).
+
     Raises:
         UsageError: no Region can be determined, or the profile does not exist.
+        RealtimeError: no usable AWS credentials (code ``credentials``).
     """
     if args.url is not None:
         url = args.url
@@ -91,10 +139,17 @@ async def open_target(args: argparse.Namespace):
         yield open_websocket
         return
 
-    from voicectl.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.sagemaker_stream import (
+        BotocoreCredentialsResolver,
+        SageMakerStreamTransport,
+        create_client,
+        resolve_credentials,
+    )
 
     session = aws_session(args.profile, args.region)
-    client = await create_client(session.region_name, BotocoreCredentialsResolver(session))
+    resolver = BotocoreCredentialsResolver(session)
+    await resolve_credentials(resolver)
+    client = await create_client(session.region_name, resolver)
     endpoint, variant = args.endpoint, args.target_variant
 
     async def open_sagemaker() -> SageMakerStreamTransport:
@@ -137,38 +192,73 @@ def format_figures(result: TranscriptionResult) -> str:
     rtf = "n/a" if result.real_time_factor is None else f"{result.real_time_factor:.3f}"
     extra = f", {result.sessions} sessions" if result.sessions > 1 else ""
     extra += f", {result.reopens} reopened after a drop" if result.reopens else ""
+    extra += f", {result.replayed_audio_s:.3f} s of audio resent" if result.replayed_audio_s else ""
     return (f"time to first delta: {ttfd}; real-time factor: {rtf}; "
             f"audio sent: {result.audio_seconds_sent:.3f} s{extra}")
 
 
-async def transcribe_file(args: argparse.Namespace, opener_factory: Callable[[argparse.Namespace], Any] = open_target
-                          ) -> TranscriptionResult:
-    """Load ``args.file``, stream it through the target and return the result (printing deltas to stderr)."""
+def print_replay(reason: str) -> None:
+    """Tell the user a session is being replayed (its deltas will be printed again)."""
+    sys.stderr.write(f"\nvoicectl transcribe: {reason}\n")
+    sys.stderr.flush()
+
+
+async def transcribe_file(args: argparse.Namespace, transcript: Transcript | None = None,
+                          opener_factory: Callable[[argparse.Namespace], Any] = open_target) -> TranscriptionResult:
+    """Stream ``args.file`` through the target and return the result (printing deltas to stderr).
+
+    The file is checked before any connection and decoded as it is sent, so memory does not grow with its length.
+    ``transcript`` (optional) holds the text received so far, also after a failure.
+
+    Raises:
+        UsageError: the file cannot be used.
+        RealtimeError: the transcription failed (see :func:`voicectl.realtime.transcribe_stream`).
+    """
     try:
-        audio = load_pcm16(args.file)
+        open_audio(args.file)
     except AudioError as error:
         raise UsageError(str(error)) from error
     async with opener_factory(args) as opener:
         opener_: TransportOpener = opener
         return await transcribe_stream(
-            paced_chunks(audio.data, args.speed), opener_, model=args.model, on_delta=print_delta,
+            paced_chunks(iter_pcm16_chunks(args.file), args.speed), opener_, model=args.model,
+            on_delta=print_delta, on_replay=print_replay, transcript=transcript,
             session_limit_s=args.session_limit,
         )
 
 
+def print_partial(args: argparse.Namespace, transcript: Transcript, message: str, code: str | None) -> None:
+    """After a failure: the text received so far on stdout (``--json``: one object with it, the error and code)."""
+    if args.json:
+        print(json.dumps({"transcript": transcript.text, "complete": False, "error": message, "code": code}))
+    elif transcript.text:
+        print(transcript.text)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``voicectl transcribe``; returns the exit code."""
+    """Entry point of ``voicectl transcribe``; returns the exit code.
+
+    On a failure or Ctrl-C the text received so far is still printed on stdout (marked incomplete on stderr, or
+    ``"complete": false`` with ``--json``); the exit code is then 1 (or 130 for Ctrl-C, via :func:`voicectl.cli.main`).
+    """
     validate_target_arguments(args)
-    if args.speed < 0:
-        raise UsageError(f"--speed must be 0 (unpaced) or a positive multiple of real time, got {args.speed}")
+    validate_speed(args.speed)
+    transcript = Transcript()
     try:
-        result = asyncio.run(transcribe_file(args))
+        result = asyncio.run(transcribe_file(args, transcript))
     except RealtimeError as error:
-        print(f"\nvoicectl transcribe: {error}", file=sys.stderr)
+        sys.stderr.write("\n")
+        print_partial(args, transcript, str(error), error.code)
+        partial = " The transcript printed is incomplete." if transcript.text else ""
+        print(f"voicectl transcribe: {str(error).rstrip('.')}.{partial}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        print_partial(args, transcript, "interrupted", "interrupted")
+        raise
     sys.stderr.write("\n")
     if args.json:
-        print(json.dumps(result.as_dict()))
+        print(json.dumps({**result.as_dict(), "complete": True}))
     else:
         print(result.transcript)
         print(format_figures(result), file=sys.stderr)

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,17 +82,40 @@ class MemoryTransport:
         self.session.events.append(event)
         if event["type"] == "input_audio_buffer.append":
             self.session.audio += base64.b64decode(event["audio"])
+            number = len(self.server.sessions)
+            if self.server.error_at is not None and self.server.error_at[:2] == (number, appends):
+                _, _, code, message = self.server.error_at
+                self.server.error_at = None
+                self.inbox.put_nowait(json.dumps({"type": "error", "error": message, "code": code}))
+                self.inbox.put_nowait(None)  # the bridge closes the stream after its own errors
+                return
+            limit = self.server.audio_limit_bytes
+            if limit is not None and len(self.session.audio) > limit:
+                self.inbox.put_nowait(json.dumps({"type": "error", "code": "session_limit",
+                    "error": f"the session reached its audio limit of {limit / 32000:.0f} s (the model's ...)"}))
+                self.inbox.put_nowait(None)
+                self.session.closed = True
+                return
             if self.server.error_on_append is not None:
                 self.inbox.put_nowait(json.dumps({"type": "error", "error": "boom", "code": self.server.error_on_append}))
                 return
             delta = f"w{len(self.server.sessions)}.{appends} "
             self.text += delta
             self.inbox.put_nowait(json.dumps({"type": "transcription.delta", "delta": delta}))
-        elif event["type"] == "input_audio_buffer.commit" and event.get("final") and not self.server.never_done:
-            self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": self.text}))
+        elif event["type"] == "input_audio_buffer.commit" and event.get("final"):
+            if self.server.drop_on_final == len(self.server.sessions):
+                self.server.drop_on_final = None
+                self.inbox.put_nowait(None if self.server.drop_cleanly else "")
+                self.session.closed = True
+            elif not self.server.never_done:
+                done_text = None if self.server.null_done_text else self.text
+                self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": done_text}))
 
     async def receive_text(self) -> str | None:
-        return await self.inbox.get()
+        message = await self.inbox.get()
+        if message == "":  # scripted reset: the connection broke rather than closed
+            raise TransportClosed("connection reset (scripted)")
+        return message
 
     async def close(self) -> None:
         self.session.closed = True
@@ -99,13 +123,21 @@ class MemoryTransport:
 
 
 class MemoryServer:
-    """Opens MemoryTransports; switches: ``drop_at=(session number, append index)``, ``error_on_append``, ``never_done``."""
+    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send fails),
+    ``error_at=(session number, append index, code, message)`` (an error event, then the stream ends),
+    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` like the
+    bridge), ``error_on_append``, ``never_done``, ``null_done_text``."""
 
     def __init__(self) -> None:
         self.sessions: list[MemorySession] = []
         self.drop_at: tuple[int, int] | None = None
+        self.error_at: tuple[int, int, str, str] | None = None
+        self.drop_on_final: int | None = None
+        self.drop_cleanly = False
+        self.audio_limit_bytes: int | None = None
         self.error_on_append: str | None = None
         self.never_done = False
+        self.null_done_text = False
 
     async def open(self) -> MemoryTransport:
         session = MemorySession()
@@ -188,6 +220,8 @@ class ResponseStreamServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.replies: list[tuple[int, dict[str, str], bytes]] = []
+        self.missing_bytes = 0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        self.stall_s = 0.0  # seconds to wait before dropping such a connection
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -198,9 +232,13 @@ class ResponseStreamServer:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply)))
+                self.send_header("Content-Length", str(len(reply) + server.missing_bytes))
                 self.end_headers()
                 self.wfile.write(reply)
+                self.wfile.flush()
+                if server.missing_bytes:  # promised more than sent: stall, then drop the connection
+                    time.sleep(server.stall_s)
+                    self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -218,7 +256,7 @@ class ResponseStreamServer:
     def reply_raw(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.replies.append((status, headers, body))
 
-    def client(self):
+    def client(self, read_timeout: float = 60):
         """A boto3 sagemaker-runtime client pointed at this server, with dummy static credentials."""
         import boto3
         from botocore.config import Config
@@ -226,7 +264,7 @@ class ResponseStreamServer:
         return boto3.client(
             "sagemaker-runtime", region_name="us-east-1", endpoint_url=self.url,
             aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
-            config=Config(retries={"max_attempts": 1}),
+            config=Config(retries={"max_attempts": 1}, read_timeout=read_timeout),
         )
 
     def __enter__(self) -> ResponseStreamServer:

@@ -88,3 +88,29 @@ def test_wav_round_trip(tmp_path):
     samples, rate = soundfile.read(path, dtype="int16")
     assert rate == 44100
     assert samples.tobytes() == pcm
+
+
+def test_a_directory_is_named_as_such(tmp_path):
+    with pytest.raises(AudioError, match="is a directory; give the path of an audio file"):
+        load_pcm16(tmp_path)
+
+
+def test_streamed_decoding_matches_whole_file_resampling_and_never_reads_the_whole_file(tmp_path, monkeypatch):
+    import soxr
+
+    from voicectl.audio import iter_pcm16_chunks
+
+    rate = 44100
+    t = np.arange(int(rate * 2.3)) / rate
+    stereo = np.stack([0.4 * np.sin(2 * np.pi * 300 * t), 0.2 * np.sin(2 * np.pi * 1200 * t)], axis=1)
+    path = tmp_path / "long.flac"
+    soundfile.write(path, stereo, rate, subtype="PCM_24")
+    whole, _ = soundfile.read(path, dtype="float32")
+    expected = soxr.resample(whole.mean(axis=1), rate, 16000, quality="HQ")
+
+    monkeypatch.setattr(soundfile, "read", lambda *a, **k: pytest.fail("the whole file was read at once"))
+    chunks = list(iter_pcm16_chunks(path, block_frames=4000))  # many small blocks: filter state must carry over
+    assert {len(chunk) for chunk in chunks[:-1]} == {CHUNK_BYTES} and 0 < len(chunks[-1]) <= CHUNK_BYTES
+    got = np.frombuffer(b"".join(chunks), dtype="<i2").astype(np.float64) / 32767
+    assert len(got) == len(expected) == round(len(whole) * 16000 / rate)
+    assert np.max(np.abs(got - expected)) < 3 / 32767  # equal up to PCM16 rounding

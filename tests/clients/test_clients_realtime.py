@@ -10,9 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from voicectl.audio import CHUNK_BYTES
+from voicectl.audio import CHUNK_BYTES, iter_chunks
 from voicectl.realtime import (
     RealtimeError,
+    Transcript,
     join_transcripts,
     paced_chunks,
     transcribe_stream,
@@ -75,17 +76,110 @@ def test_rollover_prefers_a_quiet_chunk_near_the_limit(memory_server):
     assert bytes(memory_server.sessions[1].audio).startswith(QUIET)
 
 
-def test_a_dropped_stream_is_reopened_once_and_the_unsent_audio_resent(memory_server):
+def test_a_dropped_stream_is_reopened_once_and_the_session_replayed_from_its_start(memory_server):
     chunks = pcm_with_index(6)
     memory_server.drop_at = (1, 2)  # session 1 drops when its third append is sent
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open))
+    replays: list[str] = []
+    transcript = Transcript()
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append,
+                                           transcript=transcript))
     first, second = memory_server.sessions
     assert bytes(first.audio) == b"".join(chunks[:2])
-    assert bytes(second.audio) == b"".join(chunks[2:])
+    # The new stream gets the whole session again (what was in flight may never have been transcribed).
+    assert bytes(second.audio) == b"".join(chunks)
     assert second.types()[:2] == ["session.update", "input_audio_buffer.commit"]
-    assert result.transcript == "w1.0 w1.1 w2.0 w2.1 w2.2 w2.3 "
+    # The dropped session's partial text is replaced by the replay's, not joined to it.
+    assert result.transcript == "w2.0 w2.1 w2.2 w2.3 w2.4 w2.5 " == transcript.text
     assert (result.sessions, result.reopens) == (2, 1)
     assert result.audio_seconds_sent == pytest.approx(6 * 0.128)
+    assert result.replayed_audio_s == pytest.approx(3 * 0.128)
+    assert len(replays) == 1 and "resending this session's 0.4 s of audio" in replays[0]
+
+
+@pytest.mark.parametrize("cleanly", [False, True])
+def test_a_drop_while_waiting_for_done_is_reopened_and_replayed(memory_server, cleanly):
+    chunks = pcm_with_index(4)
+    memory_server.drop_on_final, memory_server.drop_cleanly = 1, cleanly
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open))
+    first, second = memory_server.sessions
+    assert first.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
+    assert bytes(second.audio) == b"".join(chunks)
+    assert result.transcript == "w2.0 w2.1 w2.2 w2.3 "
+    assert result.reopens == 1
+
+
+def test_a_drop_during_a_rollover_replays_the_finishing_session(memory_server):
+    chunks = pcm_with_index(5)
+    memory_server.drop_on_final = 1  # session 1 breaks on the final commit of its rollover
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4))
+    assert [len(s.audio) // CHUNK_BYTES for s in memory_server.sessions] == [3, 3, 2]
+    assert b"".join(bytes(s.audio) for s in memory_server.sessions[1:]) == b"".join(chunks)
+    assert result.transcript == "w2.0 w2.1 w2.2 w3.0 w3.1 "
+    assert (result.sessions, result.reopens) == (3, 1)
+
+
+@pytest.mark.parametrize("code", ["server_shutdown", "upstream_closed"])
+def test_server_shutdown_and_upstream_closed_count_as_a_drop(memory_server, code):
+    chunks = pcm_with_index(4)
+    memory_server.error_at = (1, 1, code, "stopping")
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open))
+    assert bytes(memory_server.sessions[-1].audio) == b"".join(chunks)
+    assert result.transcript == "w2.0 w2.1 w2.2 w2.3 "
+    assert result.reopens == 1
+
+
+def test_the_endpoints_session_limit_lowers_the_limit_and_replays_the_session(memory_server):
+    chunks = pcm_with_index(12)
+    memory_server.audio_limit_bytes = 4 * 32000  # the bridge's limit: 4 s, while the client asks for 3000 s
+    chunks = [chunk for chunk in pcm_with_index(40)]  # 5.12 s
+    replays: list[str] = []
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append))
+    first, *rest = memory_server.sessions
+    assert len(first.audio) > 4 * 32000 and first.events[-1]["type"] == "input_audio_buffer.append"
+    # Every later session fits the learned limit (0.9 x 4 s), and together they carry the audio once, in order.
+    assert all(len(s.audio) <= 3.6 * 32000 for s in rest)
+    assert b"".join(bytes(s.audio) for s in rest) == b"".join(chunks)
+    assert result.session_limit_s == pytest.approx(3.6)
+    assert result.reopens == 0 and len(replays) == 1 and "using 4 s" in replays[0]
+    assert result.transcript == join_transcripts(
+        "".join(f"w{number}.{index} " for index in range(len(s.audio) // CHUNK_BYTES))
+        for number, s in enumerate(memory_server.sessions[1:], start=2))
+
+
+def test_null_delta_and_null_done_text_are_not_the_text_none(memory_server):
+    class NullDeltas(type(memory_server)):
+        pass
+
+    memory_server.null_done_text = True
+    deltas: list[str] = []
+
+    async def opener():
+        transport = await memory_server.open()
+        transport.inbox.put_nowait(json.dumps({"type": "transcription.delta", "delta": None}))
+        return transport
+
+    result = asyncio.run(transcribe_stream(chunks_of(LOUD), opener, on_delta=deltas.append))
+    assert deltas[0] == ""
+    assert result.transcript == "w1.0 "  # done's null text falls back to the deltas
+    assert "None" not in result.transcript
+
+
+def test_a_failure_leaves_the_partial_transcript_in_the_caller_transcript(memory_server):
+    memory_server.drop_at = (1, 2)
+    transcript = Transcript()
+
+    async def scenario():
+        async def chunks():
+            for index, chunk in enumerate(pcm_with_index(5)):
+                if index == 3:
+                    memory_server.error_at = (2, 3, "processing_error", "CUDA out of memory")
+                yield chunk
+        await transcribe_stream(chunks(), memory_server.open, transcript=transcript)
+
+    with pytest.raises(RealtimeError, match="processing_error") as raised:
+        asyncio.run(scenario())
+    assert "w2.0" not in str(raised.value)  # the message does not embed the transcript
+    assert transcript.text == "w2.0 w2.1 w2.2 "
 
 
 def test_a_second_drop_ends_with_an_error(memory_server):
@@ -95,11 +189,11 @@ def test_a_second_drop_ends_with_an_error(memory_server):
         async def chunks():
             for index, chunk in enumerate(pcm_with_index(5)):
                 if index == 3:
-                    memory_server.drop_at = (2, 2)  # chunk 3 is the third append of session 2
+                    memory_server.drop_at = (2, 3)  # session 2 replays chunks 0 and 1 (appends 0-1): chunk 3 is append 3
                 yield chunk
         await transcribe_stream(chunks(), memory_server.open)
 
-    with pytest.raises(RealtimeError, match="dropped again after a reopen") as raised:
+    with pytest.raises(RealtimeError, match="dropped again after a reopen.*may be missing") as raised:
         asyncio.run(scenario())
     assert raised.value.code == "stream_dropped"
 
@@ -127,7 +221,8 @@ def test_pacing_follows_an_absolute_schedule():
         now[0] += seconds + 0.01  # every sleep overshoots by 10 ms
 
     async def collect(speed: float):
-        return [c async for c in paced_chunks(bytes(CHUNK_BYTES * 4), speed, clock=lambda: now[0], sleep=fake_sleep)]
+        return [c async for c in paced_chunks(iter_chunks(bytes(CHUNK_BYTES * 4)), speed, clock=lambda: now[0],
+                                              sleep=fake_sleep)]
 
     assert len(asyncio.run(collect(2.0))) == 4
     # Chunk n is due at n x 0.128 / 2 s after the first; overshoot is absorbed, not accumulated.
@@ -135,8 +230,9 @@ def test_pacing_follows_an_absolute_schedule():
     sleeps.clear()
     asyncio.run(collect(0))
     assert sleeps == [0, 0, 0, 0]
-    with pytest.raises(ValueError, match="speed must be 0"):
-        asyncio.run(collect(-1))
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="speed must be 0"):
+            asyncio.run(collect(bad))
 
 
 def test_join_transcripts_adds_a_space_only_at_a_bare_seam():

@@ -100,8 +100,6 @@ def test_error_event_and_malformed_events_are_reported():
         assemble_audio([b"{oops\n"])
     with pytest.raises(SonicStreamError, match="not valid base64"):
         assemble_audio([event_line({"type": "chunk", "data": "***"})])
-    with pytest.raises(SonicStreamError, match="after the done event"):
-        assemble_audio([stream_of([b"\x00\x00"]) + ok])
 
 
 def test_request_body_and_invoke_arguments():
@@ -200,3 +198,71 @@ def test_speak_rejects_bad_arguments_before_calling(parse, tmp_path):
     args = parse(["speak", "Hi", "--endpoint", "e", "--voice", "v", "--out", str(tmp_path / "no" / "x.wav")])
     with pytest.raises(UsageError, match="does not exist"):
         speak.run(args, client=object())
+
+
+@pytest.mark.parametrize(("stall_s", "read_timeout", "expected"), [
+    (0.0, 60, "the response stream ended before the done event"),  # the server closes early
+    (3.0, 0.5, "the connection broke while reading the response"),  # the server stalls: botocore ReadTimeoutError
+])
+def test_speak_network_failure_mid_body_writes_the_partial_audio(parse, tmp_path, sagemaker_runtime, capsys,
+                                                                  stall_s, read_timeout, expected):
+    # More than urllib3's 64 KB read size, so that events reach the parser before the stall.
+    chunks = [bytes([index, 0]) * 5000 for index in range(16)]
+    stream = stream_of(chunks, extra_events=False)
+    lines = stream.splitlines(keepends=True)[:-1]  # every chunk event, one per payload part; no done event
+    sagemaker_runtime.reply_stream(lines)
+    sagemaker_runtime.missing_bytes, sagemaker_runtime.stall_s = 500, stall_s
+    assert speak.run(speak_args(parse, tmp_path), client=sagemaker_runtime.client(read_timeout)) == 1
+    err = capsys.readouterr().err
+    assert "truncated stream" in err and expected in err and "Traceback" not in err
+    samples, _ = soundfile.read(tmp_path / "out.wav", dtype="int16")
+    written = samples.tobytes()
+    assert 0 < len(written) and b"".join(chunks).startswith(written)
+
+
+def test_speak_checks_out_before_calling_the_endpoint(parse, tmp_path):
+    class NoCall:
+        def invoke_endpoint_with_response_stream(self, **kwargs):
+            pytest.fail("the endpoint was called")
+
+    directory = tmp_path / "adir"
+    directory.mkdir()
+    args = parse(["speak", "Hi", "--endpoint", "e", "--voice", "v", "--out", str(directory)])
+    with pytest.raises(UsageError, match="is a directory"):
+        speak.run(args, client=NoCall())
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        import os
+
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        args = parse(["speak", "Hi", "--endpoint", "e", "--voice", "v", "--out", str(locked / "x.wav")])
+        with pytest.raises(UsageError, match="cannot write"):
+            speak.run(args, client=NoCall())
+    finally:
+        locked.chmod(0o700)
+
+
+def test_speak_odd_length_audio_is_trimmed_with_a_warning_and_the_write_is_atomic(parse, tmp_path, sagemaker_runtime,
+                                                                                   capsys):
+    sagemaker_runtime.reply_stream([stream_of([b"\x01\x00\x02", b"\x00\x03\x00\x04"], extra_events=False)])
+    out = tmp_path / "out.wav"
+    out.write_bytes(b"previous file")
+    assert speak.run(speak_args(parse, tmp_path), client=sagemaker_runtime.client()) == 0
+    samples, _ = soundfile.read(out, dtype="int16")
+    # The odd byte of the first chunk joins the next chunk; only the final odd byte is dropped.
+    assert samples.tobytes() == b"\x01\x00\x02\x00\x03\x00"
+    assert "odd number of bytes" in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["out.wav"]  # no temporary file left behind
+
+
+def test_events_after_done_and_done_on_a_chunk_are_accepted_with_a_warning():
+    audio = SonicAudio()
+    audio.add({"type": "chunk", "data": base64.b64encode(b"\x01\x00").decode(), "done": True})
+    assert audio.done
+    audio.add({"type": "chunk", "data": base64.b64encode(b"\x02\x00").decode()})
+    audio.add({"type": "timestamps"})
+    assert bytes(audio.pcm16) == b"\x01\x00\x02\x00"
+    assert audio.warnings == ["2 events arrived after the done event; their audio (2 bytes) was kept"]

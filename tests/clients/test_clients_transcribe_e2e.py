@@ -117,9 +117,10 @@ def test_ctrl_c_closes_the_stream_cleanly(recording):
         servers.call(session.wait_for_event("input_audio_buffer.append", count=3, timeout=10), timeout=15)
         time.sleep(0.2)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=15)
         close_code = servers.call(session.wait_closed(timeout=10), timeout=15)
     assert process.returncode == 130
+    assert out == session.text + "\n" and out.startswith("word word word")  # the text received is not lost
     assert "voicectl transcribe: interrupted" in err
     assert close_code == 1000
     assert 0 < len(session.audio) < len(load_pcm16(recording).data)
@@ -136,3 +137,205 @@ def test_python_m_voicectl_transcribe(servers, recording):
     assert done.returncode == 0, done.stderr
     (session,) = servers.vllm.sessions
     assert done.stdout == session.text + "\n"
+
+
+# ---- argument checks ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("ws://127.0.0.1:99999/x", "is not a valid WebSocket URL"),
+    ("ws://[::1", "is not a valid WebSocket URL"),
+    ("http://127.0.0.1:1/x", "must start with ws://"),
+])
+def test_bad_urls_are_usage_errors_before_the_file_is_read(parse, tmp_path, url, message):
+    from voicectl.cli import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        transcribe.run(parse(["transcribe", str(tmp_path / "absent.wav"), "--url", url]))
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--speed", "nan", "--speed must be 0 .* at least 0.1"),
+    ("--speed", "inf", "--speed must be 0 .* at least 0.1"),
+    ("--speed", "1e-9", "--speed must be 0 .* at least 0.1"),
+    ("--speed", "-1", "--speed must be 0"),
+    ("--session-limit", "nan", "--session-limit must be a finite number of seconds, at least 1"),
+    ("--session-limit", "inf", "--session-limit must be a finite"),
+    ("--session-limit", "0.1", "--session-limit must be a finite"),
+])
+def test_numeric_options_must_be_finite_and_sensible(parse, recording, option, value, message):
+    from voicectl.cli import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", option, value]))
+
+
+def test_a_directory_as_file_is_named(parse, tmp_path):
+    from voicectl.cli import UsageError
+
+    with pytest.raises(UsageError, match="is a directory"):
+        transcribe.run(parse(["transcribe", str(tmp_path), "--url", "ws://127.0.0.1:1/x"]))
+
+
+# ---- failures keep the text received ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_error_still_prints_the_partial_transcript(servers, parse, recording, capsys, as_json):
+    import asyncio
+
+    async def fail_after_three_appends() -> None:
+        session = await servers.vllm.wait_for_session(timeout=10)
+        await session.wait_for_event("input_audio_buffer.append", count=3, timeout=10)
+        await asyncio.sleep(0.1)
+        await session.send_error("CUDA out of memory", "processing_error")
+
+    injected = asyncio.run_coroutine_threadsafe(fail_after_three_appends(), servers.loop)
+    args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "2", *(["--json"] if as_json else [])])
+    assert transcribe.run(args) == 1
+    injected.result(5)
+    out, err = capsys.readouterr()
+    (session,) = servers.vllm.sessions
+    assert session.text.startswith("Hello from SageMaker. ")
+    if as_json:
+        printed = json.loads(out)
+        assert printed["transcript"] == session.text
+        assert (printed["complete"], printed["code"]) == (False, "processing_error")
+        assert "CUDA out of memory" in printed["error"]
+    else:
+        assert out == session.text + "\n"
+        assert "The transcript printed is incomplete" in err
+    assert repr(session.text) not in err
+
+
+def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
+    """An empty credential chain: exit 1 with the credentials message (smithy-core would wait forever)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # accepts TCP but never speaks TLS: nothing must reach it anyway
+    port = listener.getsockname()[1]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               AWS_EC2_METADATA_DISABLED="true")
+    script = ("import sys\nfrom voicectl import cli, sagemaker_stream\n"
+              f"sagemaker_stream.bidi_endpoint_uri = lambda region: 'https://127.0.0.1:{port}'\n"
+              "sys.exit(cli.main(sys.argv[1:]))\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", script, "transcribe", str(recording), "--endpoint", "voxtral",
+                               "--region", "us-east-1"],
+                              cwd=Path(__file__).parents[2], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        listener.close()
+    assert done.returncode == 1, done.stderr
+    assert "no usable AWS credentials" in done.stderr and "aws sso login" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
+    import asyncio
+
+    from websockets.asyncio.server import serve
+
+    from voicectl.realtime import RealtimeError, WebSocketTransport, transcribe_stream
+
+    async def scenario():
+        async def handler(connection):
+            await connection.send(b"\xff\xfe\x00binary")
+            await connection.wait_closed()
+
+        async with serve(handler, "127.0.0.1", 0) as server:
+            url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+            async def chunks():
+                yield bytes(4096)
+
+            await transcribe_stream(chunks(), lambda: WebSocketTransport.connect(url), done_timeout_s=5)
+
+    with pytest.raises(RealtimeError, match="binary frame that is not UTF-8") as raised:
+        asyncio.run(scenario())
+    assert raised.value.code == "bad_message"
+
+
+class ThrottlingProxy:
+    """TCP proxy on 127.0.0.1 in front of the bridge. The first connection forwards client bytes slowly (4 KB per
+    ``delay_s``) and is reset (both sides aborted, no close frame) after ``reset_after_s``; later ones pass through."""
+
+    def __init__(self, target_port: int, reset_after_s: float, delay_s: float = 0.02) -> None:
+        self.target_port, self.reset_after_s, self.delay_s = target_port, reset_after_s, delay_s
+        self.connections = 0
+        self.port = 0
+        self._server = None
+        self._tasks: set = set()
+
+    async def start(self) -> ThrottlingProxy:
+        import asyncio
+
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        import asyncio
+
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, client_reader, client_writer) -> None:
+        import asyncio
+
+        self.connections += 1
+        first = self.connections == 1
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def pump(reader, writer, throttle: bool) -> None:
+            try:
+                while data := await reader.read(4096):
+                    if throttle:
+                        await asyncio.sleep(self.delay_s)
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                writer.close()
+
+        pumps = [asyncio.create_task(pump(client_reader, upstream_writer, first)),
+                 asyncio.create_task(pump(upstream_reader, client_writer, False))]
+        self._tasks.update(pumps)
+        if first:
+            await asyncio.sleep(self.reset_after_s)
+            client_writer.transport.abort()
+            upstream_writer.transport.abort()
+        await asyncio.gather(*pumps, return_exceptions=True)
+
+
+@pytest.mark.parametrize(("speed", "reset_after_s"), [("0", 0.5), ("2", 1.0)])
+def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, reset_after_s):
+    """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced: while sending):
+    the session is replayed on a new connection, the transcript is complete and the command succeeds."""
+    with Servers(deltas=DELTAS, delta_per_append=True) as servers:
+        proxy = servers.call(ThrottlingProxy(servers.bridge.port, reset_after_s).start())
+        try:
+            url = f"ws://127.0.0.1:{proxy.port}/invocations-bidirectional-stream"
+            args = parse(["transcribe", str(recording), "--url", url, "--speed", speed, "--json"])
+            assert transcribe.run(args) == 0
+        finally:
+            servers.call(proxy.stop())
+        out, err = capsys.readouterr()
+        first, second = servers.vllm.sessions
+    result = json.loads(out)
+    pcm = load_pcm16(recording).data
+    assert len(first.audio) < len(pcm)  # the reset cut the first connection short
+    assert bytes(second.audio) == pcm  # the replay carried the whole session
+    assert result["transcript"] == second.text and result["complete"] is True
+    assert second.text.count("Hello ") == -(-len(pcm) // 4096 // len(DELTAS))  # one delta per 128 ms chunk
+    assert (result["reopens"], proxy.connections) == (1, 2)
+    assert "resending this session's" in err

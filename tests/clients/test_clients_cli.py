@@ -1,0 +1,58 @@
+"""The ``voicectl`` parser: user-facing help, the installed console script, and a subcommand module that fails to
+import (reported only when that subcommand is used)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from voicectl import cli
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
+"""The console script `make deps` installs next to the interpreter (pyproject ``[project.scripts]``)."""
+
+
+def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.transcribe", "voicectl.no_such_module"))
+    parser = cli.build_parser()  # must not raise
+    help_text = parser.format_help()
+    assert "transcribe" in help_text and "no-such-module" in help_text
+    # The healthy subcommand still parses; the broken one exits 1 with the import error and what to do.
+    assert parser.parse_args(["transcribe", "a.wav", "--url", "ws://h:1/x"]).command == "transcribe"
+    assert cli.main(["no-such-module", "--any", "value"]) == cli.EXIT_UNAVAILABLE
+    err = capsys.readouterr().err
+    assert "voicectl no-such-module: this subcommand could not be loaded (ModuleNotFoundError: " in err
+    assert "pip install ." in err
+
+
+def test_help_texts_are_written_for_users():
+    parser = cli.build_parser()
+    top = parser.format_help()
+    assert "Entry point" not in top and cli.DESCRIPTION.split(":")[0] in " ".join(top.split())
+    subparsers = next(action for action in parser._actions if action.dest == "command")
+    for name in ("transcribe", "speak", "mic"):
+        description = subparsers.choices[name].description
+        assert description and not description.startswith("``"), (name, description)
+        assert "``" not in description
+
+
+def test_installed_console_script_runs_from_any_directory(tmp_path):
+    assert CONSOLE_SCRIPT.is_file(), f"{CONSOLE_SCRIPT} is missing: run `make deps`"
+    done = subprocess.run([str(CONSOLE_SCRIPT), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for name in ("transcribe", "speak", "mic", "preflight"):
+        assert name in done.stdout
+    assert "Entry point" not in done.stdout
+
+
+@pytest.mark.parametrize("command", ["transcribe", "speak", "mic"])
+def test_subcommand_help_from_the_console_script(tmp_path, command):
+    done = subprocess.run([str(CONSOLE_SCRIPT), command, "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"usage: voicectl {command}" in done.stdout
+    assert "``" not in done.stdout
