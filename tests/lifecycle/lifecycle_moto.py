@@ -1,0 +1,393 @@
+"""moto's server in this process, on a loopback port, with the harness's fixes for moto's gaps.
+
+Why in-process (``moto.server.ThreadedMotoServer``) and not ``moto_server`` as a child process: the gaps below are
+fixed by patching moto's Python classes, which only works in the process that serves the requests, and there is no
+process to leave behind. Every patch is undone when the server stops, so tests that use ``mock_aws`` later in the
+same pytest run see moto as shipped.
+
+The CDK CLI must be given ``http://localhost:<port>``, not ``http://127.0.0.1:<port>``: moto parses a
+``TemplateURL`` only when its host is ``localhost`` (``moto/cloudformation/utils.py``), and the CLI builds the
+template URL from the S3 endpoint. The server listens on 127.0.0.1 only; ``localhost`` resolves to it (Node tries
+IPv6 and IPv4).
+
+moto's gaps, and what the harness does about each (nothing here changes the product):
+
+- SageMaker instance types: moto's ``CreateEndpointConfig`` validation stops at older families (no ml.g6, ml.g6e,
+  ml.g7e). The harness adds every type of ``config/instance_types.py`` to the accepted list.
+- ``AWS::SageMaker::Endpoint``: moto ignores ``EndpointName`` and generates a name; CloudFormation uses it. The
+  harness makes moto read ``EndpointName`` (``cloudformation_name_type``), so the stable name can be checked.
+- ``AWS::ECR::Repository`` without ``RepositoryName``: moto generates a mixed-case name that its own ECR rejects;
+  CloudFormation generates a lower-case one. The harness lower-cases the generated name.
+- Generated names: moto does not shorten them to the service's limit (a Step Functions state machine name over 80
+  characters); the harness shortens them like CloudFormation, per :data:`GENERATED_NAME_LIMITS`.
+- Change sets (the CDK CLI deploys only through change sets): moto registers exports, and resolves
+  ``Fn::ImportValue``, only for ``CreateStack``, and computes a change-set stack's outputs from its empty first
+  template. The harness gives change-set stacks the account's exports and re-reads outputs and exports after each
+  executed change set. moto also keeps executed change sets and finds change sets by name in any stack (the CDK
+  CLI names every stack's change set ``cdk-deploy-change-set``); the harness removes a stack's change sets once
+  one is executed, as CloudFormation does, and makes deleting a change set that does not exist a no-op (moto
+  answers HTTP 500, which the CLI retries for a minute), and answers DescribeChangeSet of a missing change set
+  with ChangeSetNotFoundException (which the CLI waits for) instead of moto's ValidationError.
+- ``UsePreviousValue`` of an SSM-typed parameter (the CLI sends it for ``BootstrapVersion`` on every update): moto
+  substitutes the resolved value and then fails looking it up as a parameter name. The harness keeps a value that
+  names no SSM parameter as it is.
+- Lambda-backed custom resources: moto would invoke the function in Docker (there is none) and, for change sets,
+  marks the resource complete anyway without data. The harness does not invoke anything: it marks the resource
+  complete with the data of a stand-in from :data:`CUSTOM_RESOURCE_STAND_INS` (the documented response of the real
+  handler), or no data for types that return none. What the handler does is tested with the handler's own tests.
+- ``AWS::CodeBuild::Project`` (the model staging build): moto's CloudFormation has no such type, so a template
+  reading its ``Arn`` fails. The harness supplies :class:`CodeBuildProjectStandIn`, backed by moto's CodeBuild.
+- Not created at all by moto's CloudFormation (it warns "No Moto CloudFormation support for ..."): bucket and
+  topic policies, CloudWatch alarms and dashboards, Application Auto Scaling. The harness records each warning in
+  :attr:`MotoServer.unsupported_types`; the test checks those resources at template level instead.
+- ``EnableNetworkIsolation`` on ``AWS::SageMaker::Model``: moto drops it (its Model always reports False).
+  Asserted at template level by the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import requests
+
+#: moto's default account (``moto.core.DEFAULT_ACCOUNT_ID``): every fake access key maps to it.
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+#: Obviously fake credentials; moto accepts any.
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAFAKEFORMOTOONLY00", "AWS_SECRET_ACCESS_KEY": "fake-secret-for-moto-only"}
+
+#: Longest name of each resource type (the services' API references: CreateStateMachine ``name`` 80, IAM role name
+#: 64, Lambda function name 64, SageMaker ModelName and EndpointConfigName 63). CloudFormation shortens the names it
+#: generates to fit; moto does not, and then rejects its own names.
+GENERATED_NAME_LIMITS = {
+    "AWS::StepFunctions::StateMachine": 80,
+    "AWS::IAM::Role": 64,
+    "AWS::Lambda::Function": 64,
+    "AWS::SageMaker::Model": 63,
+    "AWS::SageMaker::EndpointConfig": 63,
+}
+
+#: Stand-ins for Lambda-backed custom resources: resource type -> ``Data`` the real handler returns, computed from the
+#: resource's properties. A type not listed here completes with no data (fine unless the template reads an
+#: attribute of it, which then fails the deploy with the resource type in the message).
+CUSTOM_RESOURCE_STAND_INS: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {}
+
+
+def _model_staging_data(properties: dict[str, Any]) -> dict[str, str]:
+    """What ``on_event``/``is_complete`` of ``constructs_lib/model_staging_assets/waiter/index.py`` return."""
+    from voicectl.staging.constants import MANIFEST_NAME
+
+    uri = properties["S3Uri"]
+    return {"S3Uri": uri, "ManifestUri": uri + MANIFEST_NAME, "BuildId": f"{properties['ProjectName']}:lifecycle-test"}
+
+
+CUSTOM_RESOURCE_STAND_INS["Custom::ModelStaging"] = _model_staging_data
+
+
+def _camel(value: Any) -> Any:
+    """CloudFormation property names to the CodeBuild API's (``TimeoutInMinutes`` -> ``timeoutInMinutes``)."""
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    if isinstance(value, dict):
+        return {("buildspec" if k == "BuildSpec" else k[:1].lower() + k[1:]): _camel(v) for k, v in value.items()}
+    return value
+
+
+class CodeBuildProjectStandIn:
+    """``AWS::CodeBuild::Project`` for moto's CloudFormation, which has none: creates and deletes the project in
+    moto's CodeBuild backend (so BatchGetProjects sees it and destroy can be checked); ``Ref`` is the name,
+    ``Fn::GetAtt Arn`` the ARN. A plain class, not a ``CloudFormationModel`` subclass, so that it is not
+    registered in moto for good: the harness hands it to moto only while the server runs."""
+
+    def __init__(self, name: str, arn: str):
+        self.name, self.arn = name, arn
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::CodeBuild::Project"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "Name"
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.name
+
+    def is_created(self) -> bool:
+        return True
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        return self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str, **kwargs: Any) -> "CodeBuildProjectStandIn":
+        from moto.codebuild.models import codebuild_backends
+
+        p = cloudformation_json["Properties"]
+        backend = codebuild_backends[account_id][region_name]
+        project = backend.create_project(
+            project_name=resource_name, description=p.get("Description"), project_source=_camel(p["Source"]),
+            artifacts=_camel(p["Artifacts"]), environment=_camel(p["Environment"]), service_role=p["ServiceRole"],
+            tags=None, cache=_camel(p.get("Cache")), timeout=p.get("TimeoutInMinutes"),
+            queued_timeout=p.get("QueuedTimeoutInMinutes"), source_version=p.get("SourceVersion"),
+            logs_config=_camel(p.get("LogsConfig")), vpc_config=_camel(p.get("VpcConfig")),
+        )
+        return cls(resource_name, project["arn"])
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource: "CodeBuildProjectStandIn", new_resource_name: str,
+                                        cloudformation_json: dict[str, Any], account_id: str,
+                                        region_name: str) -> "CodeBuildProjectStandIn":
+        cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str) -> None:
+        from moto.codebuild.models import codebuild_backends
+
+        codebuild_backends[account_id][region_name].delete_project(resource_name)
+
+
+#: Resource types moto's CloudFormation lacks and the harness supplies (type -> class with moto's model interface).
+CLOUDFORMATION_STAND_INS: dict[str, Any] = {CodeBuildProjectStandIn.cloudformation_type(): CodeBuildProjectStandIn}
+
+
+def free_loopback_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class MotoServer:
+    """A running moto server. ``url`` is ``http://localhost:<port>``.
+
+    Attributes:
+        unsupported_types: CloudFormation resource types moto skipped (logged "No Moto CloudFormation support").
+        custom_resources: ``(resource type, logical id)`` of every custom resource the harness completed.
+        errors: tracebacks of exceptions moto raised while creating or executing a change set (the CDK CLI sees
+            only "XML parse error" or a bare message for those).
+    """
+
+    url: str
+    port: int
+    unsupported_types: set[str] = field(default_factory=set)
+    custom_resources: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Drop every resource of every account (moto's ``/moto-api/reset``)."""
+        requests.post(f"{self.url}/moto-api/reset", timeout=30).raise_for_status()
+
+
+class _UnsupportedTypeRecorder(logging.Handler):
+    """Collects the resource types of moto's "No Moto CloudFormation support for %s" warnings."""
+
+    def __init__(self, sink: set[str]):
+        super().__init__(level=logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "No Moto CloudFormation support for %s" and record.args:
+            self.sink.add(str(record.args[0]))
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]:
+    """The patches listed in the module docstring, as context managers."""
+    from moto.cloudformation import custom_model, models as cfn_models, parsing
+    from moto.sagemaker import models as sagemaker_models
+
+    from config.instance_types import CATALOGUE
+
+    original_validate = sagemaker_models.FakeEndpointConfig.validate_instance_type
+
+    def validate_instance_type(self: Any, instance_type: str) -> None:
+        if instance_type not in CATALOGUE:
+            original_validate(self, instance_type)
+
+    original_generate = parsing.generate_resource_name
+
+    def generate_resource_name(resource_type: str, stack_name: str, logical_id: str) -> str:
+        name = original_generate(resource_type, stack_name, logical_id)
+        limit = GENERATED_NAME_LIMITS.get(resource_type)
+        if limit and len(name) > limit:
+            # Like CloudFormation: shorten the stack-and-logical-id part, keep the random suffix.
+            head, _, suffix = name.rpartition("-")
+            name = f"{head[: limit - len(suffix) - 1]}-{suffix}"
+        return name.lower() if resource_type == "AWS::ECR::Repository" else name
+
+    backend_class = cfn_models.CloudFormationBackend
+    original_create_change_set = backend_class.create_change_set
+    original_execute_change_set = backend_class.execute_change_set
+
+    def recorded(function: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except Exception:
+                server.errors.append(traceback.format_exc())
+                raise
+        return wrapper
+
+    def create_change_set(self: Any, stack_name: str, *args: Any, **kwargs: Any) -> Any:
+        # A CREATE change set makes its stack here, without the account's exports (CreateStack passes them).
+        for stack in self.stacks.values():
+            if stack.name == stack_name:
+                stack.cross_stack_resources = self.exports
+                stack.resource_map.cross_stack_resources = self.exports
+        result = original_create_change_set(self, stack_name, *args, **kwargs)
+        for stack in self.stacks.values():
+            if stack.name == stack_name:
+                stack.cross_stack_resources = self.exports
+                stack.resource_map.cross_stack_resources = self.exports
+        return result
+
+    def execute_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
+        original_execute_change_set(self, change_set_name, stack_name)
+        change_set = self.change_sets.get(change_set_name) or next(
+            cs for cs in self.change_sets.values() if cs.change_set_name == change_set_name
+        )
+        stack = self.stacks[change_set.stack_id]
+        stack.template_dict = change_set.template_dict
+        stack.output_map = stack._create_output_map()
+        for name in [n for n, e in self.exports.items() if e.exporting_stack_id == stack.stack_id]:
+            del self.exports[name]
+        for export in stack.exports:
+            self.exports[export.name] = export
+        # CloudFormation removes a stack's change sets once one of them is executed; moto keeps them, and looks
+        # change sets up by name across all stacks, so the next stack's "cdk-deploy-change-set" would be mixed up.
+        for change_set_id in [i for i, cs in self.change_sets.items() if cs.stack_id == stack.stack_id]:
+            del self.change_sets[change_set_id]
+
+    original_delete_change_set = backend_class.delete_change_set
+
+    def delete_change_set(self: Any, change_set_name: str) -> None:
+        # The CDK CLI deletes a leftover "cdk-deploy-change-set" before each update "if it exists" (it handles no
+        # error); moto fails with UnboundLocalError (HTTP 500, which the CLI retries for a minute) when none exists.
+        if change_set_name in self.change_sets or any(
+            cs.change_set_name == change_set_name for cs in self.change_sets.values()
+        ):
+            original_delete_change_set(self, change_set_name)
+
+    from moto.cloudformation.exceptions import CloudFormationError
+
+    class ChangeSetNotFound(CloudFormationError):
+        code = "ChangeSetNotFoundException"  # CloudFormation API model: query error ChangeSetNotFound, HTTP 404
+
+    original_describe_change_set = backend_class.describe_change_set
+
+    def describe_change_set(self: Any, change_set_name: str) -> Any:
+        # After deleting a change set the CLI polls DescribeChangeSet until ChangeSetNotFoundException; moto
+        # answers ValidationError "Stack with id cdk-deploy-change-set does not exist", which fails the deploy.
+        if change_set_name in self.change_sets or any(
+            cs.change_set_name == change_set_name for cs in self.change_sets.values()
+        ):
+            return original_describe_change_set(self, change_set_name)
+        raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
+
+    def create_custom_resource(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                               region_name: str, **kwargs: Any) -> Any:
+        resource_type = kwargs["ResourceType"]
+        properties = cloudformation_json["Properties"]
+        resource = custom_model.CustomModel(region_name, "lifecycle-test", kwargs["LogicalId"], resource_name)
+        stand_in = CUSTOM_RESOURCE_STAND_INS.get(resource_type)
+        resource.set_data(stand_in(properties) if stand_in else {})
+        server.custom_resources.append((resource_type, kwargs["LogicalId"]))
+        return resource
+
+    original_parse_ssm_parameter = parsing.ResourceMap.parse_ssm_parameter
+
+    def parse_ssm_parameter(self: Any, value: str, value_type: str) -> Any:
+        # For UsePreviousValue (the CLI sends it for BootstrapVersion on every update) moto substitutes the previous
+        # *resolved* value ("33"), then looks it up as a parameter name and fails; CloudFormation keeps the name.
+        # A value that names no SSM parameter is therefore taken as that resolved value.
+        from moto.ssm.models import ssm_backends
+
+        if ssm_backends[self._account_id][self._region_name].get_parameter(value) is None:
+            return value
+        return original_parse_ssm_parameter(self, value, value_type)
+
+    original_class_from_type = parsing.resource_class_from_type
+    original_name_property = parsing.resource_name_property_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        return CLOUDFORMATION_STAND_INS.get(resource_type) or original_class_from_type(resource_type)
+
+    def resource_name_property_from_type(resource_type: str) -> str | None:
+        stand_in = CLOUDFORMATION_STAND_INS.get(resource_type)
+        return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
+
+    return [
+        _patched(parsing.ResourceMap, "parse_ssm_parameter", parse_ssm_parameter),
+        _patched(parsing, "resource_class_from_type", resource_class_from_type),
+        _patched(parsing, "resource_name_property_from_type", resource_name_property_from_type),
+        _patched(sagemaker_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
+        _patched(sagemaker_models.FakeEndpoint, "cloudformation_name_type", staticmethod(lambda: "EndpointName")),
+        _patched(parsing, "generate_resource_name", generate_resource_name),
+        _patched(backend_class, "create_change_set", recorded(create_change_set)),
+        _patched(backend_class, "execute_change_set", recorded(execute_change_set)),
+        _patched(backend_class, "delete_change_set", delete_change_set),
+        _patched(backend_class, "describe_change_set", describe_change_set),
+        _patched(custom_model.CustomModel, "create_from_cloudformation_json", classmethod(create_custom_resource)),
+    ]
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[MotoServer]:
+    """Start moto's server on a free loopback port with the harness patches; stop it and undo them on exit.
+
+    The backends start empty (reset on entry and on exit: the server shares moto's in-memory state with any
+    ``mock_aws`` test in the same process).
+    """
+    from moto.server import ThreadedMotoServer
+
+    port = free_loopback_port()
+    server = MotoServer(url=f"http://localhost:{port}", port=port)
+    recorder = _UnsupportedTypeRecorder(server.unsupported_types)
+    cfn_logger = logging.getLogger("moto")  # moto.cloudformation.parsing logs through it
+    werkzeug_logger = logging.getLogger("werkzeug")
+    werkzeug_level = werkzeug_logger.level
+    with contextlib.ExitStack() as stack:
+        for patch in _moto_patches(server):
+            stack.enter_context(patch)
+        cfn_logger.addHandler(recorder)
+        stack.callback(cfn_logger.removeHandler, recorder)
+        # One access-log line per request would drown the CDK CLI's output in the test report.
+        werkzeug_logger.setLevel(logging.ERROR)
+        stack.callback(werkzeug_logger.setLevel, werkzeug_level)
+        threaded = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        threaded.start()
+        stack.callback(threaded.stop)
+        server.reset()
+        stack.callback(server.reset)
+        yield server
+
+
+def port_is_closed(port: int) -> bool:
+    """True when nothing accepts TCP connections on 127.0.0.1:``port`` (the server really stopped)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) != 0
