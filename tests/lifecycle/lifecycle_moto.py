@@ -18,8 +18,22 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
   harness makes moto read ``EndpointName`` (``cloudformation_name_type``), so the stable name can be checked.
 - ``AWS::ECR::Repository`` without ``RepositoryName``: moto generates a mixed-case name that its own ECR rejects;
   CloudFormation generates a lower-case one. The harness lower-cases the generated name.
+- Updates: moto updates a resource only when its own template JSON changed, so when it replaces an EndpointConfig
+  the Endpoint still names the deleted one. The harness also updates the readers of a replaced resource, as
+  CloudFormation does (:data:`REPLACED_ON_UPDATE`).
 - Generated names: moto does not shorten them to the service's limit (a Step Functions state machine name over 80
   characters); the harness shortens them like CloudFormation, per :data:`GENERATED_NAME_LIMITS`.
+- ``AWS::ECR::Repository`` properties: moto passes ``ImageScanningConfiguration`` and ``EncryptionConfiguration``
+  in CloudFormation's spelling to its ECR model, which reads the API's (so scan on push is lost), and ignores
+  ``LifecyclePolicy``. The harness converts the spelling and puts the lifecycle policy.
+- Deleted stacks: DescribeStacks of a deleted stack (the CLI polls it by id during destroy) evaluates its outputs,
+  and moto's lazy resource map re-creates every deleted resource they refer to. The harness empties a deleted
+  stack's outputs.
+- ``AWS::IAM::ManagedPolicy``: moto cannot delete it, so a deleted stack leaves its managed policies. The harness
+  gives the type a delete.
+- ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` and ``Tags``. The harness applies
+  ``PublicAccessBlockConfiguration`` and ``VersioningConfiguration``; ownership controls, access logging and
+  lifecycle rules stay unapplied and are asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - Change sets (the CDK CLI deploys only through change sets): moto registers exports, and resolves
   ``Fn::ImportValue``, only for ``CreateStack``, and computes a change-set stack's outputs from its empty first
   template. The harness gives change-set stacks the account's exports and re-reads outputs and exports after each
@@ -164,6 +178,30 @@ class CodeBuildProjectStandIn:
 CLOUDFORMATION_STAND_INS: dict[str, Any] = {CodeBuildProjectStandIn.cloudformation_type(): CodeBuildProjectStandIn}
 
 
+#: Types whose every update is a replacement under a new generated name (CloudFormation reference: all properties
+#: of AWS::SageMaker::Model and AWS::SageMaker::EndpointConfig say "Update requires: Replacement").
+REPLACED_ON_UPDATE = {"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"}
+
+
+def _references(value: Any) -> set[str]:
+    """Logical ids a template fragment reads through ``Ref`` or ``Fn::GetAtt``."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if isinstance(value.get("Ref"), str):
+            found.add(value["Ref"])
+        get_att = value.get("Fn::GetAtt")
+        if isinstance(get_att, list) and get_att:
+            found.add(get_att[0])
+        elif isinstance(get_att, str):
+            found.add(get_att.split(".", 1)[0])
+        for item in value.values():
+            found |= _references(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _references(item)
+    return found
+
+
 def free_loopback_port() -> int:
     """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -213,6 +251,17 @@ def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def _added(owner: type, name: str, value: Any) -> Iterator[None]:
+    """Give ``owner`` its own ``name`` (it inherits an abstract one), removed again on exit."""
+    assert name not in owner.__dict__, f"{owner.__name__}.{name} exists now: drop this harness fix"
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        delattr(owner, name)
 
 
 def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]:
@@ -292,6 +341,15 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         ):
             original_delete_change_set(self, change_set_name)
 
+    original_delete_stack = backend_class.delete_stack
+
+    def delete_stack(self: Any, name_or_stack_id: str) -> None:
+        # DescribeStacks of a deleted stack (the CLI polls by stack id) evaluates its outputs, and moto's lazy
+        # resource map re-creates every deleted resource an output refers to. A deleted stack has no outputs.
+        original_delete_stack(self, name_or_stack_id)
+        for stack in self.deleted_stacks.values():
+            stack.output_map = parsing.OutputMap(stack.resource_map, {}, stack.stack_id)
+
     from moto.cloudformation.exceptions import CloudFormationError
 
     class ChangeSetNotFound(CloudFormationError):
@@ -330,6 +388,71 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
             return value
         return original_parse_ssm_parameter(self, value, value_type)
 
+    from moto.ecr import models as ecr_models
+
+    original_create_repository = ecr_models.Repository.create_from_cloudformation_json.__func__
+
+    def create_repository(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                          region_name: str, **kwargs: Any) -> Any:
+        # moto hands the CloudFormation spelling ({"ScanOnPush": true}) to its API model, which reads the API's
+        # ({"scanOnPush": true}), and ignores LifecyclePolicy.
+        properties = dict(cloudformation_json["Properties"])
+        for key in ("ImageScanningConfiguration", "EncryptionConfiguration"):
+            if key in properties:
+                properties[key] = _camel(properties[key])
+        repository = original_create_repository(cls, resource_name, {**cloudformation_json, "Properties": properties},
+                                                account_id, region_name, **kwargs)
+        policy = properties.get("LifecyclePolicy", {}).get("LifecyclePolicyText")
+        if policy:
+            ecr_models.ecr_backends[account_id][region_name].put_lifecycle_policy(None, resource_name, policy)
+        return repository
+
+    from moto.s3 import models as s3_models
+
+    original_create_bucket = s3_models.FakeBucket.create_from_cloudformation_json.__func__
+
+    def create_bucket(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                      region_name: str, **kwargs: Any) -> Any:
+        # moto applies only BucketEncryption and Tags of an AWS::S3::Bucket; the public access block and
+        # versioning are applied here like CloudFormation would (other properties: see lifecycle_resources).
+        bucket = original_create_bucket(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        properties = cloudformation_json.get("Properties", {})
+        backend = s3_models.s3_backends[account_id]["aws"]
+        if "PublicAccessBlockConfiguration" in properties:
+            backend.put_public_access_block(bucket.name, properties["PublicAccessBlockConfiguration"])
+        if "VersioningConfiguration" in properties:
+            backend.put_bucket_versioning(bucket.name, properties["VersioningConfiguration"]["Status"])
+        return bucket
+
+    original_build_resource_diff = parsing.ResourceMap.build_resource_diff
+
+    def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+        # moto updates a resource only when its own template JSON changed. When an update replaces a resource
+        # (new physical name), CloudFormation also updates every resource that reads it (the Endpoint reads the
+        # EndpointConfig's name); moto leaves them pointing at the deleted one. Add those readers, in template order.
+        diff = original_build_resource_diff(self, other_template, parameters)
+        resources = other_template["Resources"]
+        modified = set(diff["Modify"])
+        replaced = {n for n in modified if resources[n]["Type"] in REPLACED_ON_UPDATE}
+        while True:
+            readers = {n for n, r in resources.items()
+                       if n not in modified and n not in diff["Add"] and _references(r) & replaced}
+            if not readers:
+                break
+            modified |= readers
+            replaced |= {n for n in readers if resources[n]["Type"] in REPLACED_ON_UPDATE}
+        diff["Modify"] = [n for n in resources if n in modified]
+        return diff
+
+    from moto.iam import models as iam_models
+
+    def delete_managed_policy(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                              region_name: str) -> None:
+        # moto's AWS::IAM::ManagedPolicy has no delete: deleting the stack would leave the policy behind.
+        from moto.utilities.utils import get_partition
+
+        iam_models.iam_backends[account_id][get_partition(region_name)].delete_policy(resource_name)
+
     original_class_from_type = parsing.resource_class_from_type
     original_name_property = parsing.resource_name_property_from_type
 
@@ -341,6 +464,10 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
 
     return [
+        _added(iam_models.ManagedPolicy, "delete_from_cloudformation_json", classmethod(delete_managed_policy)),
+        _patched(parsing.ResourceMap, "build_resource_diff", build_resource_diff),
+        _patched(s3_models.FakeBucket, "create_from_cloudformation_json", classmethod(create_bucket)),
+        _patched(ecr_models.Repository, "create_from_cloudformation_json", classmethod(create_repository)),
         _patched(parsing.ResourceMap, "parse_ssm_parameter", parse_ssm_parameter),
         _patched(parsing, "resource_class_from_type", resource_class_from_type),
         _patched(parsing, "resource_name_property_from_type", resource_name_property_from_type),
@@ -350,6 +477,7 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         _patched(backend_class, "create_change_set", recorded(create_change_set)),
         _patched(backend_class, "execute_change_set", recorded(execute_change_set)),
         _patched(backend_class, "delete_change_set", delete_change_set),
+        _patched(backend_class, "delete_stack", delete_stack),
         _patched(backend_class, "describe_change_set", describe_change_set),
         _patched(custom_model.CustomModel, "create_from_cloudformation_json", classmethod(create_custom_resource)),
     ]
