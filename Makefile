@@ -17,7 +17,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help synth test local-lifecycle diff deploy destroy lock clean
+.PHONY: help deps synth test local-lifecycle diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -52,9 +52,12 @@ deploy: deps ## deploy every enabled stack (needs AWS credentials and a bootstra
 	$(PY) -m voicectl preflight deploy $(CDK_ARGS)
 	$(CDK) deploy --all --require-approval broadening $(CDK_ARGS)
 
-destroy: deps ## delete every stack this app made
+destroy: deps ## delete every stack this app made (asks first; CDK_ARGS=--force skips the question)
 	$(PY) -m voicectl preflight destroy $(CDK_ARGS)
-	$(CDK) destroy --all --force $(CDK_ARGS)
+	$(CDK) destroy --all $(CDK_ARGS)
+
+verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
+	$(PY) -m voicectl verify --cdk-out cdk.out
 
 lock: $(VENV_STAMP) ## re-pin requirements.lock from pyproject.toml and container/requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \

@@ -12,6 +12,7 @@ lists for hosting. Extend it when AWS adds a family; an unknown type fails synth
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -77,14 +78,24 @@ CATALOGUE: dict[str, InstanceSpec] = {
     **_family("g7", "NVIDIA RTX PRO 4500 Blackwell Server Edition", 32, _G7_LAYOUT),
     **_family("p4d", "NVIDIA A100 40GB", 40, {"24xlarge": (96, 8)}),
     **_family("p4de", "NVIDIA A100 80GB", 80, {"24xlarge": (96, 8)}),
-    **_family("p5", "NVIDIA H100", 80, {"48xlarge": (192, 8)}),
+    **_family("p5", "NVIDIA H100", 80, {"4xlarge": (16, 1), "48xlarge": (192, 8)}),
     **_family("p5e", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
     **_family("p5en", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
     **_family("m5", "none", 0, _CPU_LAYOUT),
-    **_family("c5", "none", 0, {**_CPU_LAYOUT, "9xlarge": (36, 0), "18xlarge": (72, 0)}),
+    **_family("c5", "none", 0, {size: _CPU_LAYOUT[size] for size in ("large", "xlarge", "2xlarge", "4xlarge")} | {"9xlarge": (36, 0), "18xlarge": (72, 0)}),
     **_family("m7i", "none", 0, _CPU_LAYOUT),
     **_family("c7i", "none", 0, _CPU_LAYOUT),
 }
+
+
+@functools.cache
+def sagemaker_instance_types() -> frozenset[str]:
+    """Every ProductionVariant instance type SageMaker accepts: the ``ProductionVariantInstanceType`` enum of the
+    SageMaker API model shipped with botocore (the authority for "is this a SageMaker instance type")."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return frozenset(model.shape_for("ProductionVariantInstanceType").enum)
 
 
 def lookup(instance_type: str) -> InstanceSpec | None:

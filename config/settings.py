@@ -75,12 +75,37 @@ ECR_IMAGE_PATTERN = re.compile(
 MODEL_PACKAGE_ARN_PATTERN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):model-package/.+$"
 )
-KMS_KEY_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[a-f0-9-]{36}$")
+#: KmsKeyId of an EndpointConfig: a key (single- or multi-Region) or an alias, as an ARN in the stack's Region.
+KMS_KEY_ARN_PATTERN = re.compile(
+    r"^arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):\d{12}:(key/(mrk-[0-9a-f]{32}|[0-9a-f-]{36})|alias/[A-Za-z0-9/_-]+)$"
+)
 REGION_PATTERN = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 METRICS_NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9./_#:-]{1,255}$")
 REVISION_PATTERN = re.compile(r"^[0-9a-f]{40}$")
-SECRET_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:.+$")
+#: A complete secret ARN: Secrets Manager appends "-" and 6 random characters to the name; IAM grants need them.
+SECRET_ARN_PATTERN = re.compile(
+    r"^arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+)
+#: An e-mail address for the alarm topic's subscription (one address; SNS asks it to confirm).
+EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+# --- Operations: scaling and rollout facts ----------------------------------------------------------------------------
+
+#: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; container/bridge/settings.py). SageMaker sends
+#: SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay below 30 s. The Voxtral stack
+#: passes it to the container; a scale-in cooldown must be longer so that one drain ends before the next scale-in.
+BRIDGE_DRAIN_S = 25
+#: RollingUpdatePolicy.MaximumBatchSize: 5-50 % of the variant's instance count (RollingUpdatePolicy API reference).
+ROLLOUT_BATCH_PERCENT_RANGE = (5, 50)
+#: RollingUpdatePolicy.WaitIntervalInSeconds: 0-3600 (RollingUpdatePolicy API reference).
+ROLLOUT_WAIT_RANGE_S = (0, 3600)
+#: Application Auto Scaling cooldowns are seconds; a day is far beyond any useful value and catches unit mistakes.
+COOLDOWN_MAX_S = 86400
+#: Sonic target-tracking metrics: predefined Application Auto Scaling metrics for SageMaker variants (SageMaker
+#: developer guide, "Define a scaling policy"). ``invocations_per_instance`` is requests per instance per minute;
+#: ``concurrent_requests`` is requests in flight per model (high-resolution metric).
+SONIC_SCALING_METRICS = ("invocations_per_instance", "concurrent_requests")
 
 
 class SettingsError(ValueError):
@@ -94,13 +119,38 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class VoxtralSettings:
-    """Speech to text: Voxtral on vLLM behind the bridge, on a SageMaker real-time endpoint."""
+class EndpointSettings:
+    """What every endpoint of the app has: switch, instance counts and timeouts, scaling range, alarm thresholds.
+
+    Subclasses add their own keys and may give a field another default by declaring it again.
+    """
 
     enabled: bool = True
+    initial_instance_count: int = 1
+    model_data_download_timeout_s: int = 1200
+    container_startup_timeout_s: int = 1200
+    volume_kms_key_arn: str | None = None
+    # Operations (README "Operations"): autoscaling range and alarm thresholds.
+    min_instances: int = 1
+    max_instances: int = 2
+    scale_in_cooldown_s: int = 600
+    alarm_5xx_errors: int = 0
+    alarm_4xx_errors: int = 10
+    alarm_model_latency_p90_ms: float = 500.0
+    alarm_overhead_latency_p90_ms: float = 100.0
+    alarm_gpu_utilization_percent: float = 90.0
+    alarm_gpu_memory_percent: float = 95.0
+    alarm_cpu_utilization_percent: float = 90.0
+    alarm_memory_percent: float = 90.0
+    alarm_disk_percent: float = 85.0
+
+
+@dataclass(frozen=True)
+class VoxtralSettings(EndpointSettings):
+    """Speech to text: Voxtral on vLLM behind the bridge, on a SageMaker real-time endpoint."""
+
     endpoint_name: str = "voxtral-realtime"
     instance_type: str = "ml.g6.4xlarge"
-    initial_instance_count: int = 1
     model_id: str = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = a prefix in the stack's model bucket.
     model_s3_uri: str | None = None
@@ -109,10 +159,7 @@ class VoxtralSettings:
     max_model_len: int = 45000
     max_num_seqs: int = 2
     gpu_memory_utilization: float = 0.9
-    model_data_download_timeout_s: int = 1200
-    container_startup_timeout_s: int = 1200
     inference_ami_version: str = VOXTRAL_DEFAULT_AMI
-    volume_kms_key_arn: str | None = None
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     metrics_namespace: str = "RealtimeVoice/Bridge"
     #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).
@@ -121,6 +168,18 @@ class VoxtralSettings:
     stage_model: bool | None = None
     #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories.
     hf_token_secret_arn: str | None = None
+    max_instances: int = 4
+    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs).
+    scaling_target_fraction: float = 0.7
+    #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50).
+    rollout_batch_percent: int = 25
+    #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
+    rollout_wait_s: int = 600
+    #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the start.
+    alarm_gpu_memory_percent: float = 97.0
+    alarm_time_to_first_delta_p90_ms: float = 2000.0
+    #: Alarm when live streams per instance reach this fraction of the stream cap.
+    alarm_active_streams_fraction: float = 0.9
 
     def model_prefix_key(self) -> str:
         """Key prefix of the weights inside the stack's model bucket (no leading, one trailing ``/``). The revision
@@ -134,18 +193,20 @@ class VoxtralSettings:
 
 
 @dataclass(frozen=True)
-class SonicSettings:
-    """Text to speech: Cartesia Sonic 3.6 from its AWS Marketplace model package."""
+class SonicSettings(EndpointSettings):
+    """Text to speech: Cartesia Sonic 3.6 from its AWS Marketplace model package. No rollout keys: Marketplace
+    containers are excluded from SageMaker's deployment guardrails ("Exclusions" in the SageMaker developer guide)."""
 
-    enabled: bool = True
     endpoint_name: str = "sonic-tts"
     instance_type: str = "ml.g6e.2xlarge"
-    initial_instance_count: int = 1
     #: None = the package of the stack's region from SONIC_MODEL_PACKAGES.
     model_package_arn: str | None = None
-    model_data_download_timeout_s: int = 1200
     container_startup_timeout_s: int = 900
-    volume_kms_key_arn: str | None = None
+    #: One of SONIC_SCALING_METRICS.
+    scaling_metric: str = "invocations_per_instance"
+    #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
+    scaling_target: float = 60.0
+    alarm_model_latency_p90_ms: float = 3000.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +219,8 @@ class Settings:
     #: Keep the model bucket, the ECR repository and the log groups (and their contents) on ``cdk destroy``.
     retain_data: bool = False
     log_retention_days: int = 30
+    #: Subscribe this address to the alarm topic (SNS e-mails a confirmation link first); None = no subscription.
+    alarm_email: str | None = None
     voxtral: VoxtralSettings = field(default_factory=VoxtralSettings)
     sonic: SonicSettings = field(default_factory=SonicSettings)
 
@@ -236,6 +299,8 @@ def _convert(key: str, raw: Any, annotation: str) -> Any:
             raise ValueError("must be a number") from None
     if not isinstance(raw, str):
         raise ValueError("must be a string" + (" or null" if optional else ""))
+    if not optional and raw.strip().lower() in _NONE:
+        raise ValueError("must be set: this setting has no 'unset' value (null is allowed for optional settings only)")
     return raw.strip()
 
 
@@ -301,7 +366,7 @@ def _validate(s: Settings) -> list[str]:
     for section, endpoint in (("voxtral", s.voxtral), ("sonic", s.sonic)):
         if not endpoint.enabled:
             continue
-        if not NAME_PATTERN.match(endpoint.endpoint_name):
+        if not NAME_PATTERN.match(endpoint.endpoint_name) or len(endpoint.endpoint_name) > 63:
             add(
                 f"{section}.endpoint_name={_show(endpoint.endpoint_name)}: must be 1-63 letters, digits or '-', "
                 "starting and ending with a letter or digit (SageMaker EndpointName)"
@@ -312,9 +377,20 @@ def _validate(s: Settings) -> list[str]:
             value = getattr(endpoint, name)
             if not TIMEOUT_RANGE_S[0] <= value <= TIMEOUT_RANGE_S[1]:
                 add(f"{section}.{name}={value}: must be between {TIMEOUT_RANGE_S[0]} and {TIMEOUT_RANGE_S[1]} seconds")
-        if endpoint.volume_kms_key_arn is not None and not KMS_KEY_ARN_PATTERN.match(endpoint.volume_kms_key_arn):
-            add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: must be a KMS key ARN "
-                "(arn:aws:kms:<region>:<account>:key/<key id>)")
+        if endpoint.volume_kms_key_arn is not None:
+            kms = KMS_KEY_ARN_PATTERN.match(endpoint.volume_kms_key_arn)
+            if not kms:
+                add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: must be a KMS key or alias "
+                    "ARN (arn:aws:kms:<region>:<account>:key/<key id> or :alias/<name>)")
+            elif kms["region"] != s.region:
+                add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: the key is in "
+                    f"{kms['region']} but the stack deploys to {s.region}")
+
+    if s.alarm_email is not None and not EMAIL_PATTERN.match(s.alarm_email):
+        add(f"alarm_email={_show(s.alarm_email)}: must be one e-mail address such as 'oncall@example.com', or null")
+    for section, endpoint in (("voxtral", s.voxtral), ("sonic", s.sonic)):
+        if endpoint.enabled:
+            problems.extend(_validate_operations(section, endpoint))
 
     if s.voxtral.enabled:
         problems.extend(_validate_voxtral(s.voxtral, s.region))
@@ -327,12 +403,13 @@ def _validate(s: Settings) -> list[str]:
 
 
 def _instance_problem(key: str, value: str) -> tuple[str | None, instance_types.InstanceSpec | None]:
-    if not instance_types.INSTANCE_TYPE_PATTERN.match(value):
-        return f"{key}={_show(value)}: not a SageMaker instance type (expected the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')", None
+    if not instance_types.INSTANCE_TYPE_PATTERN.match(value) or value not in instance_types.sagemaker_instance_types():
+        return (f"{key}={_show(value)}: not a SageMaker real-time instance type (expected one of SageMaker's "
+                "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')"), None
     spec = instance_types.lookup(value)
     if spec is None:
-        return (f"{key}={_show(value)}: not a SageMaker real-time instance type this app knows "
-                f"(see config/instance_types.py; GPU types: {_gpu_families()})"), None
+        return (f"{key}={_show(value)}: a SageMaker instance type this app has no vCPU and GPU facts for; add it to "
+                f"config/instance_types.py or choose one of the GPU types {_gpu_families()}"), None
     return None, spec
 
 
@@ -364,8 +441,14 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
         add(f"voxtral.instance_type={_show(v.instance_type)}: has no GPU; vLLM needs one (GPU types: {_gpu_families()})")
     if not MODEL_ID_PATTERN.match(v.model_id):
         add(f"voxtral.model_id={_show(v.model_id)}: must be a model hub repository id '<owner>/<name>'")
-    if v.model_s3_uri is not None and not S3_URI_PATTERN.match(v.model_s3_uri):
-        add(f"voxtral.model_s3_uri={_show(v.model_s3_uri)}: must be 's3://<bucket>/<prefix>' with a non-empty prefix")
+    if v.model_s3_uri is not None:
+        uri = S3_URI_PATTERN.match(v.model_s3_uri)
+        if not uri or not uri[2].strip("/"):
+            add(f"voxtral.model_s3_uri={_show(v.model_s3_uri)}: must be 's3://<bucket>/<prefix>' with a valid bucket "
+                "name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix")
+        elif re.search(r"[*?\s]|//", uri[2]):
+            add(f"voxtral.model_s3_uri={_show(v.model_s3_uri)}: the prefix must be a plain key prefix, without "
+                "wildcards ('*', '?'), whitespace or '//'; SageMaker copies every object under it")
     if v.image_uri is not None:
         match = ECR_IMAGE_PATTERN.match(v.image_uri)
         if not match:
@@ -395,7 +478,7 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
         secret = SECRET_ARN_PATTERN.match(v.hf_token_secret_arn)
         if not secret:
             add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: must be a Secrets Manager secret ARN "
-                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>)")
+                "with its 6-character suffix (arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf)")
         elif secret["region"] != region:
             add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: the secret is in {secret['region']} "
                 f"but the stack deploys to {region}")
@@ -408,6 +491,62 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
                 f"the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs or "
                 "max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
             )
+    return problems
+
+
+def _validate_operations(section: str, e: VoxtralSettings | SonicSettings) -> list[str]:
+    """Rules for the scaling, rollout and alarm keys of one endpoint (``section`` is ``voxtral`` or ``sonic``)."""
+    problems: list[str] = []
+    add = problems.append
+    if e.min_instances < 1:
+        add(f"{section}.min_instances={e.min_instances}: must be at least 1 (a real-time endpoint keeps one instance)")
+    elif e.max_instances < e.min_instances:
+        add(f"{section}.max_instances={e.max_instances}: must be at least {section}.min_instances={e.min_instances}")
+    elif e.initial_instance_count >= 1 and not e.min_instances <= e.initial_instance_count <= e.max_instances:
+        add(f"{section}.initial_instance_count={e.initial_instance_count}: must be between {section}.min_instances="
+            f"{e.min_instances} and {section}.max_instances={e.max_instances}")
+    floor_s = BRIDGE_DRAIN_S if isinstance(e, VoxtralSettings) else 0
+    if not floor_s < e.scale_in_cooldown_s <= COOLDOWN_MAX_S:
+        reason = f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)" if floor_s else ""
+        add(f"{section}.scale_in_cooldown_s={e.scale_in_cooldown_s}: must be more than {floor_s} and at most "
+            f"{COOLDOWN_MAX_S} seconds{reason}")
+    for name in ("alarm_5xx_errors", "alarm_4xx_errors"):
+        if getattr(e, name) < 0:
+            add(f"{section}.{name}={getattr(e, name)}: must be 0 or more (errors in 5 minutes above which the alarm fires)")
+    for name in ("alarm_model_latency_p90_ms", "alarm_overhead_latency_p90_ms", "alarm_time_to_first_delta_p90_ms"):
+        if hasattr(e, name) and not getattr(e, name) > 0:
+            add(f"{section}.{name}={getattr(e, name)}: must be a positive number of milliseconds")
+    for name in ("alarm_gpu_utilization_percent", "alarm_gpu_memory_percent", "alarm_cpu_utilization_percent",
+                 "alarm_memory_percent", "alarm_disk_percent"):
+        if not 0 < getattr(e, name) <= 100:
+            add(f"{section}.{name}={getattr(e, name)}: must be a percent of capacity, more than 0 and at most 100")
+    if isinstance(e, VoxtralSettings):
+        if not 0 < e.scaling_target_fraction <= 1:
+            add(f"voxtral.scaling_target_fraction={e.scaling_target_fraction}: must be more than 0 and at most 1 "
+                "(live streams per instance as a fraction of voxtral.max_num_seqs)")
+        elif not e.scaling_target_fraction < e.alarm_active_streams_fraction <= 1:
+            add(f"voxtral.alarm_active_streams_fraction={e.alarm_active_streams_fraction}: must be more than "
+                f"voxtral.scaling_target_fraction={e.scaling_target_fraction} and at most 1, or the alarm fires "
+                "whenever autoscaling holds its target")
+        low, high = ROLLOUT_BATCH_PERCENT_RANGE
+        if not low <= e.rollout_batch_percent <= high:
+            add(f"voxtral.rollout_batch_percent={e.rollout_batch_percent}: must be between {low} and {high} "
+                "(percent of the variant's instances; RollingUpdatePolicy MaximumBatchSize)")
+        low, high = ROLLOUT_WAIT_RANGE_S
+        if not low <= e.rollout_wait_s <= high:
+            add(f"voxtral.rollout_wait_s={e.rollout_wait_s}: must be between {low} and {high} seconds "
+                "(RollingUpdatePolicy WaitIntervalInSeconds)")
+        reserved = e.gpu_memory_utilization * 100
+        if 0 < e.alarm_gpu_memory_percent <= 100 and e.alarm_gpu_memory_percent <= reserved:
+            add(f"voxtral.alarm_gpu_memory_percent={e.alarm_gpu_memory_percent}: must be above "
+                f"voxtral.gpu_memory_utilization x 100 = {reserved:g}: vLLM reserves that much GPU memory at start, "
+                "so the alarm would always fire")
+    else:
+        if e.scaling_metric not in SONIC_SCALING_METRICS:
+            add(f"sonic.scaling_metric={_show(e.scaling_metric)}: must be one of {', '.join(SONIC_SCALING_METRICS)}")
+        if not e.scaling_target > 0:
+            add(f"sonic.scaling_target={e.scaling_target}: must be a positive number (per instance: invocations per "
+                "minute, or concurrent requests)")
     return problems
 
 

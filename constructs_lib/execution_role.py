@@ -7,6 +7,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from constructs_lib.nag import nag_render
+
+
+#: Namespace of SageMaker's per-instance endpoint metrics (CPUUtilization, GPUUtilization, ...; SageMaker
+#: developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").
+SAGEMAKER_INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
+
 
 class SageMakerExecutionRole(Construct):
     """An IAM role assumable by ``sagemaker.amazonaws.com`` that starts with no permissions.
@@ -42,19 +49,18 @@ class SageMakerExecutionRole(Construct):
         """Acknowledge one cdk-nag finding on this role's policy; ``reason`` is kept in the cloud assembly."""
         Validations.of(self._policy).acknowledge(Acknowledgment(id=finding, reason=reason))
 
-    def grant_model_data_read(self, bucket_name: str, prefix: str, *, bucket_label: str | None = None) -> None:
+    def grant_model_data_read(self, bucket_name: str, prefix: str) -> None:
         """Read the objects under ``prefix`` (e.g. ``models/org/name/``, no leading ``/``) of one bucket, and list
         only that prefix. SageMaker lists and copies an ``S3Prefix`` ModelDataSource to ``/opt/ml/model``.
 
         Args:
             bucket_name: the bucket's name (a plain string or a token such as ``Fn::ImportValue``).
             prefix: key prefix ending with ``/``.
-            bucket_label: how cdk-nag renders ``bucket_name`` when it is a token (for an ``Fn::ImportValue``, the
-                export name); needed to acknowledge the prefix wildcard finding. Defaults to ``bucket_name``.
         """
         partition = Stack.of(self).partition
         bucket_arn = f"arn:{partition}:s3:::{bucket_name}"
-        self._add(iam.PolicyStatement(sid="ReadModelPrefix", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{prefix}*"]))
+        objects = f"{bucket_arn}/{prefix}*"
+        self._add(iam.PolicyStatement(sid="ReadModelPrefix", actions=["s3:GetObject"], resources=[objects]))
         self._add(
             iam.PolicyStatement(
                 sid="ListModelPrefix",
@@ -64,7 +70,7 @@ class SageMakerExecutionRole(Construct):
             )
         )
         self._acknowledge(
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket_label or bucket_name}/{prefix}*]",
+            f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), objects)}]",
             "The wildcard covers the files of the model prefix only (weights, tokenizer, config); their names vary "
             "by model revision.",
         )
@@ -87,32 +93,39 @@ class SageMakerExecutionRole(Construct):
 
     def grant_log_write(self, log_group: logs.ILogGroup) -> None:
         """Create streams in and write events to one log group (the endpoint's ``/aws/sagemaker/Endpoints/<name>``)."""
+        streams = f"{log_group.log_group_arn}:log-stream:*"
         self._add(
             iam.PolicyStatement(
                 sid="WriteEndpointLogs",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"],
+                resources=[log_group.log_group_arn, streams],
             )
         )
-        logical_id = Stack.of(log_group).resolve(Stack.of(log_group).get_logical_id(log_group.node.default_child))
         self._acknowledge(
-            f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:log-stream:*]",
+            f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), streams)}]",
             "Log stream names are chosen by SageMaker per instance; the wildcard is confined to this endpoint's "
             "log group.",
         )
 
-    def grant_metrics(self, namespace: str) -> None:
-        """Put CloudWatch metrics, only in ``namespace``."""
+    def grant_metrics(self, *namespaces: str) -> None:
+        """Put CloudWatch metrics, only in ``namespaces`` (a ``cloudwatch:namespace`` condition).
+
+        Pass :data:`SAGEMAKER_INSTANCE_METRICS_NAMESPACE` for every endpoint: the execution-role permissions that
+        the CreateModel API documents include ``cloudwatch:PutMetricData``, and SageMaker's instance metrics
+        (CPU, memory, disk, GPU) in that namespace are reported with it; without them the utilisation alarms and
+        the endpoint-health alarm would see no data.
+        """
         self._add(
             iam.PolicyStatement(
-                sid="PutBridgeMetrics",
+                sid="PutMetrics",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+                conditions={"StringEquals": {"cloudwatch:namespace": list(namespaces)}},
             )
         )
         self._acknowledge(
             "AwsSolutions-IAM5[Resource::*]",
             "cloudwatch:PutMetricData supports no resource-level permission (Service Authorization Reference for "
-            "CloudWatch); a cloudwatch:namespace condition limits it to the bridge's namespace.",
+            "CloudWatch); a cloudwatch:namespace condition limits it to the endpoint's instance metrics and the "
+            "bridge's namespace.",
         )

@@ -41,6 +41,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
+from constructs_lib.nag import nag_render
 from voicectl.staging.constants import MANIFEST_NAME, PINNED_REVISION_RE
 
 _HERE = Path(__file__).resolve().parent
@@ -334,7 +335,6 @@ class ModelStaging(Construct):
 
         region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
         account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-        bucket_arn = _nag_token(stack, props.bucket.bucket_arn)
         handlers = (arn(self._on_event), arn(self._is_complete))
         framework = [
             f"<{stack.resolve(fn.node.default_child.logical_id)}.Arn>"
@@ -343,7 +343,7 @@ class ModelStaging(Construct):
         ]
         source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
         build_findings = {
-            f"AwsSolutions-IAM5[Resource::{bucket_arn}/{prefix}*]":
+            f"AwsSolutions-IAM5[Resource::{nag_render(stack, props.bucket.arn_for_objects(prefix + '*'))}]":
                 "The build role may read and write objects only under the model prefix; the wildcard is that prefix.",
             "AwsSolutions-IAM5[Action::s3:GetObject*]": source_read,
             "AwsSolutions-IAM5[Action::s3:GetBucket*]": source_read,
@@ -389,15 +389,3 @@ def _staging_source_dir() -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
     return directory
-
-
-def _nag_token(stack: Stack, value: str) -> str:
-    """How cdk-nag writes a resolved value: ``{"Fn::GetAtt": [id, "Arn"]}`` -> ``<id.Arn>``, ``{"Ref": id}`` -> ``<id>``,
-    literal strings unchanged."""
-    resolved = stack.resolve(value)
-    if isinstance(resolved, dict) and "Fn::GetAtt" in resolved:
-        logical_id, attribute = resolved["Fn::GetAtt"]
-        return f"<{logical_id}.{attribute}>"
-    if isinstance(resolved, dict) and "Ref" in resolved:
-        return f"<{resolved['Ref']}>"
-    return str(resolved)

@@ -4,14 +4,21 @@ outputs and an invoke policy for callers.
 The Model and the EndpointConfig carry no physical names: CloudFormation replaces them whenever a property that
 requires replacement changes (image, instance type, ...), and a fixed name would collide with the old resource
 ("already exists"). The Endpoint keeps the stable, configured name that callers use.
+
+Updates: when the EndpointConfig changes, the Endpoint's DeploymentConfig (optional :class:`RollingUpdate`) replaces
+instances in batches, bakes each batch while watching alarms and rolls back if one fires; and
+``RetainAllVariantProperties`` keeps the instance count autoscaling chose instead of resetting it to
+``InitialInstanceCount`` (UpdateEndpoint API reference).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack, Token
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
@@ -68,6 +75,42 @@ class ModelPackageContainer:
     model_package_arn: str
 
 
+#: RollingUpdatePolicy.MaximumExecutionTimeoutInSeconds: 600-28800 (RollingUpdatePolicy API reference).
+ROLLOUT_TIMEOUT_RANGE_S = (600, 28800)
+
+
+@dataclass(frozen=True)
+class RollingUpdate:
+    """Rolling deployment of EndpointConfig changes (Endpoint ``DeploymentConfig.RollingUpdatePolicy``).
+
+    SageMaker starts a batch of new instances, shifts traffic to them, watches ``rollback_alarms`` for ``wait_s``
+    (the baking period), then removes a batch of old instances, until all are replaced; an alarm in ALARM rolls
+    the whole update back. Marketplace containers are excluded from rolling updates (SageMaker developer guide,
+    deployment guardrails "Exclusions"), so only endpoints that run our own image use one.
+
+    Attributes:
+        batch_percent: instances per step, percent of the variant's count (``CAPACITY_PERCENT``, 5-50); a percent
+            rather than a count stays valid whatever count autoscaling has reached.
+        wait_s: baking period per step (WaitIntervalInSeconds, 0-3600).
+        timeout_s: limit of the whole update (MaximumExecutionTimeoutInSeconds, 600-28800); see
+            :func:`rolling_update_timeout_s`.
+        rollback_alarms: alarms that roll the update back (they must exist in the endpoint's account and region).
+    """
+
+    batch_percent: int
+    wait_s: int
+    timeout_s: int
+    rollback_alarms: Sequence[cloudwatch.IAlarm]
+
+
+def rolling_update_timeout_s(batch_percent: int, instance_start_s: int, wait_s: int) -> int:
+    """Time limit of a rolling update, seconds: ``ceil(100 / batch_percent)`` batches, each allowed
+    ``instance_start_s`` (model download plus container start-up timeouts) and ``wait_s``, within 600-28800."""
+    batches = math.ceil(100 / batch_percent)
+    low, high = ROLLOUT_TIMEOUT_RANGE_S
+    return max(low, min(high, batches * (instance_start_s + wait_s)))
+
+
 @dataclass(frozen=True)
 class RealtimeEndpointProps:
     """Props of :class:`RealtimeEndpoint`.
@@ -84,9 +127,12 @@ class RealtimeEndpointProps:
         enable_network_isolation: the container gets no network access (required for Marketplace packages).
         volume_kms_key_arn: KMS key for the ML storage volume, or None for AWS-managed encryption.
         log_retention_days: retention of ``/aws/sagemaker/Endpoints/<name>`` in days (a key of RETENTION_DAYS).
-        removal_policy: what destroy does with the log group.
         invoke_actions: IAM actions the caller policy allows on this endpoint.
         description: one line for the invoke policy and outputs.
+        rolling_update: how EndpointConfig changes roll out, or None for SageMaker's default (a new fleet, then all
+            traffic at once).
+        retain_variant_properties: RetainAllVariantProperties: an update keeps the current instance count (set by
+            autoscaling) rather than InitialInstanceCount.
     """
 
     endpoint_name: str
@@ -100,9 +146,27 @@ class RealtimeEndpointProps:
     enable_network_isolation: bool
     volume_kms_key_arn: str | None
     log_retention_days: int
-    removal_policy: RemovalPolicy
     invoke_actions: Sequence[str]
     description: str
+    rolling_update: RollingUpdate | None = None
+    retain_variant_properties: bool = True
+
+
+def _deployment_config(rolling: RollingUpdate | None) -> sagemaker.CfnEndpoint.DeploymentConfigProperty | None:
+    """The Endpoint's DeploymentConfig for ``rolling`` (None: no DeploymentConfig)."""
+    if rolling is None:
+        return None
+    return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+        rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
+            maximum_batch_size=sagemaker.CfnEndpoint.CapacitySizeProperty(type="CAPACITY_PERCENT", value=rolling.batch_percent),
+            wait_interval_in_seconds=rolling.wait_s,
+            maximum_execution_timeout_in_seconds=rolling.timeout_s,
+            # No RollbackMaximumBatchSize: a rollback brings the whole old fleet back at once, the fastest recovery.
+        ),
+        auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+            alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=alarm.alarm_name) for alarm in rolling.rollback_alarms]
+        ),
+    )
 
 
 def normalise_s3_prefix(uri: str) -> str:
@@ -137,7 +201,9 @@ class RealtimeEndpoint(Construct):
             "LogGroup",
             log_group_name=f"/aws/sagemaker/Endpoints/{props.endpoint_name}",
             retention=RETENTION_DAYS[props.log_retention_days],
-            removal_policy=props.removal_policy,
+            # Always deleted with the stack, whatever retain_data says: the group has the fixed name SageMaker
+            # writes to, so a retained group would make the next deploy of this endpoint fail ("already exists").
+            removal_policy=RemovalPolicy.DESTROY,
         )
         props.execution_role.grant_log_write(self.log_group)
 
@@ -197,6 +263,8 @@ class RealtimeEndpoint(Construct):
             "Endpoint",
             endpoint_name=props.endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            deployment_config=_deployment_config(props.rolling_update),
+            retain_all_variant_properties=props.retain_variant_properties,
         )
         # SageMaker starts writing logs as soon as instances boot: the group (and its retention) must exist first.
         self.endpoint.node.add_dependency(self.log_group)

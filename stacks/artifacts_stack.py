@@ -2,69 +2,79 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IDependable
 
 from config.settings import Settings
 from constructs_lib.bridge_image import BridgeImage, BridgeImageProps
 from constructs_lib.model_bucket import ModelBucket, ModelBucketProps
-from constructs_lib.model_staging import ModelStaging, ModelStagingProps
+
+
+@dataclass(frozen=True)
+class ArtifactRefs:
+    """What the Voxtral stack needs from the Artifacts stack, by explicit export name.
+
+    The exports are made whatever the settings, and their values never change for a deployed stack (a bucket name,
+    a repository ARN and URI): CloudFormation refuses to change or remove an export that another stack imports, so
+    anything that varies (image tag, model prefix) is passed as a literal or computed in the Voxtral stack.
+
+    Attributes:
+        model_bucket_name: export of the model bucket's name.
+        repository_arn: export of the bridge repository's ARN.
+        repository_uri: export of the bridge repository's URI.
+        image_tag: the tag the image copy writes (the asset hash), or None with a prebuilt image.
+        prebuilt_image_uri: ``voxtral.image_uri``, or None.
+        image_copy: the image copy custom resource (the Model depends on it), or None.
+    """
+
+    model_bucket_name: str
+    repository_arn: str
+    repository_uri: str
+    image_tag: str | None
+    prebuilt_image_uri: str | None
+    image_copy: IDependable | None
 
 
 class ArtifactsStack(Stack):
-    """Bridge image repository (plus the image, unless ``voxtral.image_uri`` is set), the model bucket and, with
-    ``voxtral.stage_model``, the staging of the weights into it (finished before the Voxtral stack deploys)."""
+    """Bridge image repository (plus the image, unless ``voxtral.image_uri`` is set) and the model bucket."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, container_dir: Path, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        voxtral = settings.voxtral
         self.image = BridgeImage(
             self,
             "BridgeImage",
             BridgeImageProps(
                 container_dir=container_dir,
-                prebuilt_image_uri=settings.voxtral.image_uri,
+                prebuilt_image_uri=voxtral.image_uri,
                 retain_data=settings.retain_data,
             ),
         )
         self.models = ModelBucket(self, "ModelBucket", ModelBucketProps(retain_data=settings.retain_data))
 
-        CfnOutput(self, "BridgeRepositoryUri", value=self.image.repository.repository_uri,
-                  description="ECR repository of the bridge image")
-        CfnOutput(self, "BridgeImageUri", value=self.image.image_uri, description="Image the Voxtral Model runs")
-        voxtral = settings.voxtral
-        prefix = voxtral.model_prefix_key()
-        model_s3_uri = f"s3://{self.models.bucket.bucket_name}/{prefix}"
-        self.staging: ModelStaging | None = None
-        if voxtral.stages_model:
-            token = (
-                secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
-                if voxtral.hf_token_secret_arn
-                else None
-            )
-            self.staging = ModelStaging(
-                self,
-                "ModelStaging",
-                ModelStagingProps(
-                    bucket=self.models.bucket,
-                    prefix=prefix,
-                    repository_id=voxtral.model_id,
-                    revision=voxtral.model_revision,
-                    hf_token_secret=token,
-                ),
-            )
-            # The custom resource's attribute: whatever reads it is created after the staging finished.
-            model_s3_uri = self.staging.model_s3_uri
+        name = self.stack_name
+        exports = {
+            "ModelBucketName": (self.models.bucket.bucket_name, "Bucket of model weights"),
+            "BridgeRepositoryArn": (self.image.repository.repository_arn, "ECR repository of the bridge image"),
+            "BridgeRepositoryUri": (self.image.repository.repository_uri, "ECR repository of the bridge image"),
+        }
+        for output_id, (value, description) in exports.items():
+            CfnOutput(self, output_id, value=value, description=description, export_name=f"{name}-{output_id}")
+        self.refs = ArtifactRefs(
+            model_bucket_name=f"{name}-ModelBucketName",
+            repository_arn=f"{name}-BridgeRepositoryArn",
+            repository_uri=f"{name}-BridgeRepositoryUri",
+            image_tag=self.image.tag,
+            prebuilt_image_uri=voxtral.image_uri,
+            image_copy=self.image.copy,
+        )
 
-        # Explicit exports (not CDK's generated ones) give the Voxtral stack stable names to import.
-        self.model_bucket_export_name = f"{self.stack_name}-ModelBucketName"
-        self.model_s3_uri_export_name = f"{self.stack_name}-ModelS3Uri"
-        CfnOutput(self, "ModelBucketName", value=self.models.bucket.bucket_name, description="Bucket of model weights",
-                  export_name=self.model_bucket_export_name)
-        # ModelS3Uri, ModelRepositoryId and ModelRevision are what `voicectl stage-model --stack` reads.
-        CfnOutput(self, "ModelS3Uri", value=model_s3_uri, export_name=self.model_s3_uri_export_name,
-                  description="S3 prefix of the Voxtral weights (staged by the deploy when voxtral.stage_model)")
+        # Not exported (free to change): what `voicectl stage-model --stack <this stack>` reads to stage by hand.
+        CfnOutput(self, "ModelS3Uri", value=f"s3://{self.models.bucket.bucket_name}/{voxtral.model_prefix_key()}",
+                  description="S3 prefix the Voxtral Model reads, unless voxtral.model_s3_uri is set")
         CfnOutput(self, "ModelRepositoryId", value=voxtral.model_id, description="Model hub repository of the weights")
         CfnOutput(self, "ModelRevision", value=voxtral.model_revision, description="Pinned model hub commit")
+        CfnOutput(self, "BridgeImageUri", value=self.image.image_uri, description="Image the Voxtral Model runs")

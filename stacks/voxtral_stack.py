@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Fn, RemovalPolicy, Stack
+from aws_cdk import Fn, Stack
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from config.settings import Settings
-from constructs_lib.bridge_image import BridgeImage
-from constructs_lib.execution_role import SageMakerExecutionRole
+from config.settings import BRIDGE_DRAIN_S, Settings
+from constructs_lib.autoscaling import EndpointAutoscaling, EndpointAutoscalingProps, MetricTarget
+from constructs_lib.bridge_image import repository_arn_from_image_uri
+from constructs_lib.model_staging import ModelStaging, ModelStagingProps
+from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
 from constructs_lib.realtime_endpoint import (
     INVOKE,
     INVOKE_BIDIRECTIONAL,
@@ -17,9 +22,14 @@ from constructs_lib.realtime_endpoint import (
     ImageContainer,
     RealtimeEndpoint,
     RealtimeEndpointProps,
+    RollingUpdate,
     normalise_s3_prefix,
+    rolling_update_timeout_s,
 )
+from constructs_lib.monitoring import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.s3_uri import S3Location
+from stacks.artifacts_stack import ArtifactRefs
+from stacks.endpoint_monitoring import voxtral_monitoring, voxtral_streams_target
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
 COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
@@ -28,8 +38,8 @@ BIDIRECTIONAL_PORT = 8443
 
 
 class VoxtralStack(Stack):
-    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint, log group,
-    invoke policy and outputs of the Voxtral endpoint."""
+    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint (rolling
+    updates), log group, invoke policy, alarms, autoscaling on live streams and outputs of the Voxtral endpoint."""
 
     def __init__(
         self,
@@ -37,28 +47,56 @@ class VoxtralStack(Stack):
         construct_id: str,
         *,
         settings: Settings,
-        image: BridgeImage,
-        models_export_name: str,
-        model_s3_uri_export_name: str,
+        artifacts: ArtifactRefs,
+        alarm_topic: sns.ITopic,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral = settings.voxtral
+
+        # The image: a prebuilt URI, or the copied asset under its hash tag in the bridge repository.
+        if artifacts.prebuilt_image_uri:
+            image_uri = artifacts.prebuilt_image_uri
+            repository_arn = repository_arn_from_image_uri(image_uri)
+        else:
+            image_uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
+            repository_arn = Fn.import_value(artifacts.repository_arn)
+
+        # The weights: the given prefix, or the stack's model bucket, staged here first when voxtral.stage_model.
+        model_bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
         if voxtral.model_s3_uri:
             weights = S3Location.parse(normalise_s3_prefix(voxtral.model_s3_uri))
-            bucket_label = weights.bucket
-            model_data_s3_uri = weights.uri
         else:
-            weights = S3Location(Fn.import_value(models_export_name), voxtral.model_prefix_key())
-            bucket_label = models_export_name
-            # Imported from the Artifacts stack, where it is the staging custom resource's attribute when the
-            # deploy stages the weights: the Model cannot be created before they are in place.
-            model_data_s3_uri = Fn.import_value(model_s3_uri_export_name)
+            weights = S3Location(model_bucket.bucket_name, voxtral.model_prefix_key())
+        model_data_s3_uri = weights.uri
+        self.staging: ModelStaging | None = None
+        if voxtral.stages_model:
+            self.staging = ModelStaging(
+                self,
+                "ModelStaging",
+                ModelStagingProps(
+                    bucket=model_bucket,
+                    prefix=weights.key,
+                    repository_id=voxtral.model_id,
+                    revision=voxtral.model_revision,
+                    hf_token_secret=(
+                        secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
+                        if voxtral.hf_token_secret_arn
+                        else None
+                    ),
+                ),
+            )
+            # The custom resource's attribute: the Model cannot be created before the weights are in place.
+            model_data_s3_uri = self.staging.model_s3_uri
 
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {voxtral.endpoint_name}")
-        role.grant_model_data_read(weights.bucket, weights.key, bucket_label=bucket_label)
-        role.grant_image_pull(image.image_repository_arn)
-        role.grant_metrics(voxtral.metrics_namespace)
+        role.grant_model_data_read(weights.bucket, weights.key)
+        role.grant_image_pull(repository_arn)
+        role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
+
+        # Alarms first: the endpoint's rolling updates roll back on two of them.
+        monitoring = voxtral_monitoring(settings)
+        self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
 
         self.endpoint = RealtimeEndpoint(
             self,
@@ -66,10 +104,10 @@ class VoxtralStack(Stack):
             RealtimeEndpointProps(
                 endpoint_name=voxtral.endpoint_name,
                 container=ImageContainer(
-                    image_uri=image.image_uri,
+                    image_uri=image_uri,
                     model_data_s3_uri=model_data_s3_uri,
                     environment=container_environment(settings),
-                    depends_on=[image.copy] if image.copy else [],
+                    depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
                 ),
                 execution_role=role,
                 instance_type=voxtral.instance_type,
@@ -80,16 +118,45 @@ class VoxtralStack(Stack):
                 enable_network_isolation=False,
                 volume_kms_key_arn=voxtral.volume_kms_key_arn,
                 log_retention_days=settings.log_retention_days,
-                removal_policy=RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY,
                 invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
                 description="Voxtral speech-to-text",
+                rolling_update=RollingUpdate(
+                    batch_percent=voxtral.rollout_batch_percent,
+                    wait_s=voxtral.rollout_wait_s,
+                    timeout_s=rolling_update_timeout_s(
+                        voxtral.rollout_batch_percent,
+                        voxtral.model_data_download_timeout_s + voxtral.container_startup_timeout_s,
+                        voxtral.rollout_wait_s,
+                    ),
+                    rollback_alarms=self.alarms.rollback_alarms,
+                ),
+                retain_variant_properties=True,
             ),
         )
+
+        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
+        if voxtral.min_instances < voxtral.max_instances:
+            self.autoscaling = EndpointAutoscaling(
+                self,
+                "Autoscaling",
+                EndpointAutoscalingProps(
+                    endpoint_name=voxtral.endpoint_name,
+                    variant_name=VARIANT_NAME,
+                    endpoint=self.endpoint.endpoint,
+                    min_instances=voxtral.min_instances,
+                    max_instances=voxtral.max_instances,
+                    target=MetricTarget(
+                        metric=monitoring.bridge_metrics.active_streams_per_instance(),
+                        target_value=voxtral_streams_target(settings),
+                    ),
+                    scale_in_cooldown_s=voxtral.scale_in_cooldown_s,
+                ),
+            )
         self.endpoint.add_outputs(
             "Voxtral",
             {
                 "BidirectionalInvokeUrl": (
-                    f"https://runtime.sagemaker.{self.region}.amazonaws.com:{BIDIRECTIONAL_PORT}"
+                    f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"
                     f"/endpoints/{voxtral.endpoint_name}/invocations-bidirectional-stream",
                     "HTTP/2 bidirectional streaming URL of the endpoint",
                 ),
@@ -119,4 +186,6 @@ def container_environment(settings: Settings) -> dict[str, str]:
         "METRICS_NAMESPACE": voxtral.metrics_namespace,
         "ENDPOINT_NAME": voxtral.endpoint_name,
         "VARIANT_NAME": VARIANT_NAME,
+        # Grace period for open streams after SIGTERM (scale-in, rolling update); the scale-in cooldown is longer.
+        "DRAIN_S": str(BRIDGE_DRAIN_S),
     }

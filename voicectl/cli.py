@@ -12,7 +12,14 @@ import sys
 
 # Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
 # does not break the others.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("voicectl.preflight", "voicectl.stage_model")
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "voicectl.preflight",
+    "voicectl.stage_model",
+    "voicectl.transcribe",
+    "voicectl.speak",
+    "voicectl.mic",
+    "voicectl.verify",
+)
 
 
 class UsageError(Exception):

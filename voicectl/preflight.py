@@ -55,8 +55,8 @@ def check(action: str, cdk_args: list[str], project_dir: Path = Path(".")) -> li
     except SettingsError as error:
         raise PreflightError(str(error)) from None
 
-    session = boto3.Session(region_name=settings.region)
     try:
+        session = boto3.Session(region_name=settings.region)
         identity = session.client("sts").get_caller_identity()
     except (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError) as error:
         raise PreflightError(
@@ -65,12 +65,16 @@ def check(action: str, cdk_args: list[str], project_dir: Path = Path(".")) -> li
         ) from None
     except botocore.exceptions.ClientError as error:
         raise PreflightError(f"the AWS credentials were rejected: {error}") from None
+    except botocore.exceptions.BotoCoreError as error:
+        # A missing profile, an expired SSO token, no network to STS, ...
+        raise PreflightError(f"could not check the AWS credentials: {error}") from None
     account = identity["Account"]
 
     lines = [
         f"{action}: account {account} ({identity['Arn']}), region {settings.region}",
     ]
     prefix = settings.stack_name_prefix
+    lines.append(f"  {prefix}-Operations: alarm topic, dashboard")
     if settings.voxtral.enabled:
         v = settings.voxtral
         lines.append(f"  {prefix}-Artifacts: bridge image repository, model bucket")
@@ -79,6 +83,15 @@ def check(action: str, cdk_args: list[str], project_dir: Path = Path(".")) -> li
         s = settings.sonic
         lines.append(f"  {prefix}-Sonic: endpoint {s.endpoint_name} on {s.initial_instance_count} x {s.instance_type}")
 
+    if action == "deploy" and settings.voxtral.enabled and settings.voxtral.stages_model \
+            and settings.voxtral.hf_token_secret_arn is None:
+        raise PreflightError(
+            f"voxtral.stage_model is on but voxtral.hf_token_secret_arn is unset: the model hub repository "
+            f"{settings.voxtral.model_id} is gated, so the staging build would fail in the middle of the deploy. "
+            "Accept the model's terms on the hub, store an access token as the plain text of a Secrets Manager "
+            "secret and pass -c voxtral.hf_token_secret_arn=<secret ARN>; or stage the weights yourself and pass "
+            "-c voxtral.stage_model=false (or -c voxtral.model_s3_uri=s3://...)."
+        )
     if action in ("deploy", "diff"):
         name = BOOTSTRAP_VERSION_PARAMETER.format(qualifier=DEFAULT_QUALIFIER)
         try:

@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 
 def test_cfn_lint_finds_nothing_in_any_template(synthesized):
     templates = sorted(str(p) for p in synthesized.outdir.glob("*.template.json"))
-    assert len(templates) == 3
+    assert len(templates) == 4  # Operations, Artifacts, Voxtral, Sonic
     # Run from the project root so that .cfnlintrc.yaml (the ignored rules and their reasons) applies.
     result = subprocess.run(
         [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
@@ -97,3 +97,12 @@ def test_ci_workflow_runs_make_test_and_synth_and_keeps_cdk_out():
     text = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     assert "make test" in text and "make synth" in text
     assert "actions/upload-artifact" in text and "path: cdk.out" in text
+
+
+def test_synth_raises_no_warning_or_error_annotation(synthesized):
+    """CDK construct warnings (deprecated APIs, overridden metric periods, ...) are fixed, not left in the output."""
+    found = []
+    for metadata_file in synthesized.outdir.glob("*.metadata.json"):
+        for path, entries in json.loads(metadata_file.read_text()).items():
+            found += [f"{path}: {e['data']}" for e in entries if e["type"] in ("aws:cdk:warning", "aws:cdk:error")]
+    assert found == []

@@ -43,9 +43,28 @@ def test_context_arguments_are_read_like_the_cdk_cli():
     }
 
 
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-token-AbCdEf"
+
+
 @mock_aws
 def test_not_bootstrapped_names_the_bootstrap_command(fake_credentials):
     with pytest.raises(PreflightError, match=r"not bootstrapped .* Run: npx cdk bootstrap aws://123456789012/us-east-1"):
+        check("diff", [], ROOT)
+
+
+@mock_aws
+def test_deploy_that_stages_the_gated_model_without_a_token_stops(fake_credentials):
+    with pytest.raises(PreflightError, match=r"voxtral.stage_model is on but voxtral.hf_token_secret_arn is unset"):
+        check("deploy", [], ROOT)
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
+    assert check("deploy", ["-c", "voxtral.stage_model=false"], ROOT)[0].startswith("deploy: account")
+
+
+def test_a_missing_profile_stops_with_a_message_not_a_traceback(monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "does-not-exist")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    with pytest.raises(PreflightError, match="could not check the AWS credentials: The config profile"):
         check("deploy", [], ROOT)
 
 
@@ -53,10 +72,11 @@ def test_not_bootstrapped_names_the_bootstrap_command(fake_credentials):
 def test_bootstrapped_account_prints_what_will_happen(fake_credentials):
     boto3.client("ssm", region_name="us-east-1").put_parameter(
         Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
-    lines = check("deploy", ["-c", "voxtral.initial_instance_count=2"], ROOT)
+    lines = check("deploy", ["-c", "voxtral.initial_instance_count=2", "-c", f"voxtral.hf_token_secret_arn={SECRET}"], ROOT)
     assert lines[0].startswith("deploy: account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-1")
     assert "  RealtimeVoice-Voxtral: endpoint voxtral-realtime on 2 x ml.g6.4xlarge" in lines
     assert "  RealtimeVoice-Sonic: endpoint sonic-tts on 1 x ml.g6e.2xlarge" in lines
+    assert "  RealtimeVoice-Operations: alarm topic, dashboard" in lines
 
 
 @mock_aws

@@ -87,13 +87,21 @@ def test_cdk_feature_flags_and_lookup_keys_are_left_alone():
 
 def test_not_an_instance_type():
     problem = one_problem(**{"voxtral.instance_type": "g6.4xlarge"})
-    assert problem.startswith("voxtral.instance_type='g6.4xlarge': not a SageMaker instance type")
+    assert problem.startswith("voxtral.instance_type='g6.4xlarge': not a SageMaker real-time instance type")
     assert "ml.<family>.<size>" in problem
 
 
-def test_unknown_instance_family_names_the_catalogue():
-    problem = one_problem(**{"voxtral.instance_type": "ml.zz9.xlarge"})
+def test_unknown_instance_family_is_not_a_sagemaker_type():
+    assert "not a SageMaker real-time instance type" in one_problem(**{"voxtral.instance_type": "ml.zz9.xlarge"})
+
+
+def test_sagemaker_type_without_catalogue_facts_names_the_catalogue():
+    problem = one_problem(**{"voxtral.instance_type": "ml.inf2.xlarge"})
     assert "config/instance_types.py" in problem and "ml.g6.*" in problem
+
+
+def test_catalogue_holds_only_sagemaker_types():
+    assert set(instance_types.CATALOGUE) <= instance_types.sagemaker_instance_types()
 
 
 def test_voxtral_needs_a_gpu():
@@ -144,11 +152,42 @@ def test_counts_and_flags(key, value, expected):
     assert one_problem(**{key: value}) == expected
 
 
-@pytest.mark.parametrize("uri", ["my-bucket/prefix", "s3://my-bucket", "s3://my-bucket/", "https://my-bucket.s3.amazonaws.com/x"])
+@pytest.mark.parametrize("uri", ["my-bucket/prefix", "s3://my-bucket", "s3://my-bucket/", "s3://my-bucket///",
+                                 "https://my-bucket.s3.amazonaws.com/x", "s3://Bad_Bucket/x"])
 def test_s3_uri_must_be_bucket_and_prefix(uri):
-    assert one_problem(**{"voxtral.model_s3_uri": uri}) == (
-        f"voxtral.model_s3_uri='{uri}': must be 's3://<bucket>/<prefix>' with a non-empty prefix"
-    )
+    assert one_problem(**{"voxtral.model_s3_uri": uri}).startswith(
+        f"voxtral.model_s3_uri='{uri}': must be 's3://<bucket>/<prefix>' with a valid bucket name")
+
+
+@pytest.mark.parametrize("uri", ["s3://my-bucket/weights/*", "s3://my-bucket/a b", "s3://my-bucket/a//b", "s3://my-bucket/w?"])
+def test_s3_prefix_must_be_plain(uri):
+    assert "without wildcards" in one_problem(**{"voxtral.model_s3_uri": uri})
+
+
+def test_endpoint_name_at_most_63_characters():
+    name = "a" + "-" * 69 + "b"
+    assert one_problem(**{"voxtral.endpoint_name": name}).startswith(f"voxtral.endpoint_name='{name}': must be 1-63")
+    assert load_settings({**cdk_json_context(), "voxtral.endpoint_name": "a" * 63}).voxtral.endpoint_name == "a" * 63
+
+
+def test_null_for_a_required_setting_is_refused():
+    assert one_problem(**{"voxtral.endpoint_name": "null"}).startswith("voxtral.endpoint_name='null': must be set")
+    assert one_problem(**{"region": ""}).startswith("region='': must be set")
+
+
+@pytest.mark.parametrize("arn,ok", [
+    ("arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100", True),
+    ("arn:aws:kms:us-east-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab", True),
+    ("arn:aws:kms:us-east-1:123456789012:alias/sagemaker-volumes", True),
+    ("arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100", False),
+    ("0f0e0d0c-0b0a-0908-0706-050403020100", False),
+])
+def test_volume_kms_key(arn, ok):
+    context = {**cdk_json_context(), "voxtral.volume_kms_key_arn": arn}
+    if ok:
+        assert load_settings(context).voxtral.volume_kms_key_arn == arn
+    else:
+        assert one_problem(**{"voxtral.volume_kms_key_arn": arn}).startswith(f"voxtral.volume_kms_key_arn='{arn}'")
 
 
 def test_region_without_a_known_sonic_package_needs_an_arn():
@@ -209,7 +248,7 @@ def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
     result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "jsii" not in result.stderr
-    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker instance type" in result.stderr
+    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type" in result.stderr
 
 
 def test_model_staging_settings():
@@ -224,3 +263,6 @@ def test_model_staging_settings():
     assert "must be a Secrets Manager secret ARN" in one_problem(**{"voxtral.hf_token_secret_arn": "hf_abc"})
     assert "the secret is in eu-west-1" in one_problem(
         **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"})
+    # The complete ARN (with Secrets Manager's 6-character suffix) is needed for an exact IAM grant.
+    assert "must be a Secrets Manager secret ARN" in one_problem(
+        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub"})

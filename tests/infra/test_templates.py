@@ -34,6 +34,13 @@ def only(template: Template, resource_type: str) -> dict:
     return next(iter(resources.values()))
 
 
+def named(template: Template, resource_type: str, logical_id_prefix: str) -> tuple[str, dict]:
+    """The one resource of ``resource_type`` whose logical id starts with ``logical_id_prefix``: (id, resource)."""
+    matches = [(k, v) for k, v in template.find_resources(resource_type).items() if k.startswith(logical_id_prefix)]
+    assert len(matches) == 1, f"expected one {resource_type} {logical_id_prefix}*, found {[k for k, _ in matches]}"
+    return matches[0]
+
+
 def statements_of(template: Template) -> list[dict]:
     """Every IAM statement of every AWS::IAM::Policy and ManagedPolicy in ``template``."""
     out = []
@@ -124,9 +131,39 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
     assert len(artifacts.find_resources("Custom::S3AutoDeleteObjects")) == 2
 
 
-def test_model_bucket_name_is_exported_for_the_voxtral_stack(synthesized):
-    outputs = synthesized.template("Artifacts")["Outputs"]
-    assert outputs["ModelBucketName"]["Export"] == {"Name": "RealtimeVoice-Artifacts-ModelBucketName"}
+EXPLICIT_EXPORTS = {
+    "RealtimeVoice-Artifacts-ModelBucketName", "RealtimeVoice-Artifacts-BridgeRepositoryArn",
+    "RealtimeVoice-Artifacts-BridgeRepositoryUri",
+}
+
+
+def exports_of(template: dict) -> set[str]:
+    return {o["Export"]["Name"] for o in template.get("Outputs", {}).values() if "Export" in o}
+
+
+def imports_of(template: dict) -> set[str]:
+    found = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if set(node) == {"Fn::ImportValue"} and isinstance(node["Fn::ImportValue"], str):
+                found.add(node["Fn::ImportValue"])
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(template)
+    return found
+
+
+def test_artifacts_exports_are_explicit_and_constant(synthesized):
+    """Only explicit exports whose values never change cross from the Artifacts stack (CloudFormation refuses to
+    change or drop an export that is imported, so a generated or variable export would block updates)."""
+    assert exports_of(synthesized.template("Artifacts")) == EXPLICIT_EXPORTS
+    assert imports_of(synthesized.template("Voxtral")) <= EXPLICIT_EXPORTS | {
+        name for name in imports_of(synthesized.template("Voxtral")) if name.startswith("RealtimeVoice-Operations")}
 
 
 # --- Voxtral ------------------------------------------------------------------------------------------------------------
@@ -141,28 +178,32 @@ def test_voxtral_model_reads_uncompressed_weights_from_an_s3_prefix(voxtral):
     source = container["ModelDataSource"]["S3DataSource"]
     assert source["S3DataType"] == "S3Prefix"
     assert source["CompressionType"] == "None"
-    assert source["S3Uri"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelS3Uri"}
+    staging_id = next(iter(voxtral.find_resources("AWS::CloudFormation::CustomResource")), None) or next(
+        k for k, v in voxtral.to_json()["Resources"].items() if v["Type"].startswith("Custom::") and "Revision" in v["Properties"])
+    assert source["S3Uri"] == {"Fn::GetAtt": [staging_id, "S3Uri"]}
     assert "ModelName" not in model
     assert "ModelDataUrl" not in container
 
 
-def test_weights_are_staged_before_the_model_reads_them(synthesized, artifacts):
-    """The Model's S3Uri is the staging custom resource's attribute, exported by the Artifacts stack: the Model
-    cannot be created before the staging finished, and the Voxtral stack deploys after the Artifacts stack."""
-    (staging_id, staging), = [
-        (k, v) for k, v in synthesized.template("Artifacts")["Resources"].items()
-        if v["Type"].startswith("Custom::") and "Revision" in v["Properties"]
+def test_weights_are_staged_before_the_model_reads_them(synthesized):
+    """The Model's S3Uri is the staging custom resource's attribute in the same stack: the Model cannot be created
+    before the staging finished."""
+    resources = synthesized.template("Voxtral")["Resources"]
+    ((staging_id, staging),) = [
+        (k, v) for k, v in resources.items() if v["Type"].startswith("Custom::") and "Revision" in v["Properties"]
     ]
     props = staging["Properties"]
     assert props["RepositoryId"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
     assert props["Revision"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
-    bucket_id = next(k for k, v in artifacts.find_resources("AWS::S3::Bucket").items() if "LoggingConfiguration" in v["Properties"])
-    assert props["S3Uri"] == {"Fn::Join": ["", ["s3://", {"Ref": bucket_id}, f"/{PREFIX}"]]}
-    outputs = synthesized.template("Artifacts")["Outputs"]
-    assert outputs["ModelS3Uri"]["Value"] == {"Fn::GetAtt": [staging_id, "S3Uri"]}
-    assert outputs["ModelS3Uri"]["Export"] == {"Name": "RealtimeVoice-Artifacts-ModelS3Uri"}
-    assert outputs["ModelRevision"]["Value"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
-    assert outputs["ModelRepositoryId"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    assert props["S3Uri"] == {"Fn::Join": ["", [
+        "s3://", {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelBucketName"}, f"/{PREFIX}"]]}
+    outputs = synthesized.template("Voxtral")["Outputs"]
+    assert outputs["VoxtralModelS3Uri"]["Value"] == {"Fn::GetAtt": [staging_id, "S3Uri"]}
+    # For staging by hand: the Artifacts stack names the default prefix, repository and revision (not exported).
+    artifacts_outputs = synthesized.template("Artifacts")["Outputs"]
+    assert "Export" not in artifacts_outputs["ModelS3Uri"]
+    assert artifacts_outputs["ModelRevision"]["Value"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
+    assert artifacts_outputs["ModelRepositoryId"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
 
 
 def test_voxtral_container_environment(voxtral):
@@ -210,7 +251,7 @@ def test_voxtral_endpoint_has_stable_name_and_log_group(voxtral):
     assert endpoint["Properties"]["EndpointName"] == "voxtral-realtime"
     config_id = next(iter(voxtral.find_resources("AWS::SageMaker::EndpointConfig")))
     assert endpoint["Properties"]["EndpointConfigName"] == {"Fn::GetAtt": [config_id, "EndpointConfigName"]}
-    log_group_id, log_group = next(iter(voxtral.find_resources("AWS::Logs::LogGroup").items()))
+    log_group_id, log_group = named(voxtral, "AWS::Logs::LogGroup", "VoxtralLogGroup")
     assert log_group["Properties"]["LogGroupName"] == "/aws/sagemaker/Endpoints/voxtral-realtime"
     assert log_group["Properties"]["RetentionInDays"] == 30
     assert log_group["DeletionPolicy"] == "Delete"
@@ -218,29 +259,31 @@ def test_voxtral_endpoint_has_stable_name_and_log_group(voxtral):
 
 
 def test_voxtral_execution_role_is_least_privilege(voxtral):
-    role = only(voxtral, "AWS::IAM::Role")["Properties"]
+    role = named(voxtral, "AWS::IAM::Role", "ExecutionRole")[1]["Properties"]
     assert "ManagedPolicyArns" not in role
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
-    by_sid = {s["Sid"]: s for s in only(voxtral, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]}
+    policy = named(voxtral, "AWS::IAM::Policy", "ExecutionRolePolicy")[1]
+    by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(by_sid) == {
-        "ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken", "PutBridgeMetrics",
+        "ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken", "PutMetrics",
         "WriteEndpointLogs",
     }
     prefix = PREFIX
     assert by_sid["ReadModelPrefix"]["Action"] == "s3:GetObject"
     assert json.dumps(by_sid["ReadModelPrefix"]["Resource"]).endswith(f'"/{prefix}*"]]}}')
     assert by_sid["ListModelPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
-    assert by_sid["PutBridgeMetrics"]["Resource"] == "*"
-    assert by_sid["PutBridgeMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "RealtimeVoice/Bridge"}}
+    assert by_sid["PutMetrics"]["Resource"] == "*"
+    assert by_sid["PutMetrics"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"]}}
     assert by_sid["EcrAuthorizationToken"]["Action"] == "ecr:GetAuthorizationToken"
-    assert "ImportValue" in json.dumps(by_sid["PullBridgeImage"]["Resource"])  # the bridge repository's ARN
-    log_group_id = next(iter(voxtral.find_resources("AWS::Logs::LogGroup")))
+    assert by_sid["PullBridgeImage"]["Resource"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-BridgeRepositoryArn"}
+    log_group_id = named(voxtral, "AWS::Logs::LogGroup", "VoxtralLogGroup")[0]
     assert by_sid["WriteEndpointLogs"]["Resource"][0] == {"Fn::GetAtt": [log_group_id, "Arn"]}
     for statement in by_sid.values():
         if statement["Resource"] == "*":
-            assert statement["Sid"] in {"EcrAuthorizationToken", "PutBridgeMetrics"}
+            assert statement["Sid"] in {"EcrAuthorizationToken", "PutMetrics"}
         assert "sagemaker:*" not in json.dumps(statement)
 
 
@@ -255,12 +298,14 @@ def test_voxtral_invoke_policy_covers_bidirectional_streaming_on_this_endpoint_o
 
 def test_voxtral_outputs(synthesized):
     outputs = synthesized.template("Voxtral")["Outputs"]
-    assert outputs["VoxtralBidirectionalInvokeUrl"]["Value"] == (
-        "https://runtime.sagemaker.us-east-1.amazonaws.com:8443/endpoints/voxtral-realtime/invocations-bidirectional-stream"
-    )
+    # https://runtime.sagemaker.us-east-1.amazonaws.com:8443/... in the aws partition (amazonaws.com.cn in China).
+    assert outputs["VoxtralBidirectionalInvokeUrl"]["Value"] == {"Fn::Join": ["", [
+        "https://runtime.sagemaker.us-east-1.", {"Ref": "AWS::URLSuffix"},
+        ":8443/endpoints/voxtral-realtime/invocations-bidirectional-stream",
+    ]]}
     assert outputs["VoxtralRegion"]["Value"] == "us-east-1"
     assert "EndpointName" in json.dumps(outputs["VoxtralEndpointName"]["Value"])
-    assert outputs["VoxtralModelS3Uri"]["Value"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelS3Uri"}
+    assert "S3Uri" in json.dumps(outputs["VoxtralModelS3Uri"]["Value"])
     assert "InvokePolicyArn" in "".join(outputs)
 
 
@@ -289,8 +334,9 @@ def test_sonic_endpoint_config_and_endpoint(sonic):
 def test_sonic_roles_and_invoke_policy(sonic):
     role = only(sonic, "AWS::IAM::Role")["Properties"]
     assert "ManagedPolicyArns" not in role
-    (statement,) = only(sonic, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Sid"] == "WriteEndpointLogs"
+    by_sid = {s["Sid"]: s for s in only(sonic, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(by_sid) == {"WriteEndpointLogs", "PutMetrics"}
+    assert by_sid["PutMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints"]}}
     (invoke,) = only(sonic, "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"]["Statement"]
     assert invoke["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
     endpoint_id = next(iter(sonic.find_resources("AWS::SageMaker::Endpoint")))

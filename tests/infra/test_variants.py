@@ -36,6 +36,14 @@ def resources(template: dict, resource_type: str) -> dict:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
 
 
+def test_changed_settings_keep_every_export_the_deployed_stacks_import(synthesized, changed):
+    """A prebuilt image, external weights or another revision must not drop or change an export: CloudFormation
+    would refuse to update the Artifacts stack while the deployed Voxtral stack imports it."""
+    before = {o["Export"]["Name"]: o["Value"] for o in synthesized.template("Artifacts")["Outputs"].values() if "Export" in o}
+    after = {o["Export"]["Name"]: o["Value"] for o in changed.template("Artifacts")["Outputs"].values() if "Export" in o}
+    assert before == after
+
+
 def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(synthesized, changed):
     before, after = synthesized.template("Voxtral"), changed.template("Voxtral")
     (config_before,) = resources(before, "AWS::SageMaker::EndpointConfig").values()
@@ -94,7 +102,7 @@ def test_volume_kms_key_is_set(changed):
     assert config["Properties"]["KmsKeyId"] == KMS_KEY
 
 
-def test_retain_data_keeps_buckets_repository_and_log_groups(changed):
+def test_retain_data_keeps_buckets_and_repository_but_not_log_groups(changed):
     artifacts = changed.template("Artifacts")
     for rtype in ("AWS::S3::Bucket", "AWS::ECR::Repository"):
         for resource in resources(artifacts, rtype).values():
@@ -102,13 +110,16 @@ def test_retain_data_keeps_buckets_repository_and_log_groups(changed):
     assert resources(artifacts, "Custom::S3AutoDeleteObjects") == {}
     (repo,) = resources(artifacts, "AWS::ECR::Repository").values()
     assert "EmptyOnDelete" not in repo["Properties"] or repo["Properties"]["EmptyOnDelete"] is False
-    (log_group,) = resources(changed.template("Voxtral"), "AWS::Logs::LogGroup").values()
-    assert log_group["DeletionPolicy"] == "Retain"
+    # The endpoint's log group has the fixed name SageMaker writes to: retaining it would make the next deploy
+    # collide ("already exists"), so it always goes with the stack.
+    log_group = next(v for v in resources(changed.template("Voxtral"), "AWS::Logs::LogGroup").values()
+                     if v["Properties"].get("LogGroupName") == "/aws/sagemaker/Endpoints/voxtral-realtime")
+    assert log_group["DeletionPolicy"] == "Delete"
 
 
 def test_each_endpoint_can_be_switched_off(changed, sonic_only):
-    assert sorted(changed.templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Voxtral"]
-    assert sorted(sonic_only.templates) == ["RealtimeVoice-Sonic"]
+    assert sorted(changed.templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", "RealtimeVoice-Voxtral"]
+    assert sorted(sonic_only.templates) == ["RealtimeVoice-Operations", "RealtimeVoice-Sonic"]
     Template.from_json(sonic_only.template("Sonic")).resource_count_is("AWS::SageMaker::Endpoint", 1)
 
 

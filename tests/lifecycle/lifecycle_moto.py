@@ -31,6 +31,9 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
   stack's outputs.
 - ``AWS::IAM::ManagedPolicy``: moto cannot delete it, so a deleted stack leaves its managed policies. The harness
   gives the type a delete.
+- ``AWS::KMS::Key`` with ``Tags`` (the CDK tags everything): moto passes CloudFormation's tag spelling to KMS,
+  fails, and the key is then "undefined" for ``Fn::GetAtt``; it keeps ``KeyPolicy`` as an object where its API
+  expects JSON text; and it cannot delete a key. The harness converts the tags and the policy and schedules the key's deletion on stack deletion, as CloudFormation does.
 - ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` and ``Tags``. The harness applies
   ``PublicAccessBlockConfiguration`` and ``VersioningConfiguration``; ownership controls, access logging and
   lifecycle rules stay unapplied and are asserted at template level (``lifecycle_resources``: ``moto_drops``).
@@ -61,6 +64,7 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import traceback
@@ -453,6 +457,28 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
         iam_models.iam_backends[account_id][get_partition(region_name)].delete_policy(resource_name)
 
+    from moto.kms import models as kms_models
+
+    original_create_key = kms_models.Key.create_from_cloudformation_json.__func__
+
+    def create_key(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                   region_name: str, **kwargs: Any) -> Any:
+        # moto hands CloudFormation's Tags ([{Key, Value}]) to KMS's tagger, which reads [{TagKey, TagValue}];
+        # the KeyError makes the key silently "undefined" for every Fn::GetAtt that reads it.
+        properties = dict(cloudformation_json["Properties"])
+        properties["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in properties.get("Tags", [])]
+        # It also keeps KeyPolicy as the template's object, where its API (DescribeKey) expects a JSON string.
+        if isinstance(properties.get("KeyPolicy"), dict):
+            properties["KeyPolicy"] = json.dumps(properties["KeyPolicy"])
+        return original_create_key(cls, resource_name, {**cloudformation_json, "Properties": properties},
+                                   account_id, region_name, **kwargs)
+
+    def delete_key(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                   region_name: str) -> None:
+        # moto's AWS::KMS::Key has no delete; CloudFormation schedules the key's deletion (PendingWindowInDays).
+        days = int(cloudformation_json.get("Properties", {}).get("PendingWindowInDays", 30))
+        kms_models.kms_backends[account_id][region_name].schedule_key_deletion(resource_name, days)
+
     original_class_from_type = parsing.resource_class_from_type
     original_name_property = parsing.resource_name_property_from_type
 
@@ -464,6 +490,8 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
 
     return [
+        _patched(kms_models.Key, "create_from_cloudformation_json", classmethod(create_key)),
+        _added(kms_models.Key, "delete_from_cloudformation_json", classmethod(delete_key)),
         _added(iam_models.ManagedPolicy, "delete_from_cloudformation_json", classmethod(delete_managed_policy)),
         _patched(parsing.ResourceMap, "build_resource_diff", build_resource_diff),
         _patched(s3_models.FakeBucket, "create_from_cloudformation_json", classmethod(create_bucket)),

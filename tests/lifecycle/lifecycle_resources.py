@@ -43,7 +43,7 @@ class Aws:
         if service.startswith("_"):
             raise AttributeError(service)
         if service not in self._clients:
-            self._clients[service] = self._session.client(service.rstrip("_"), endpoint_url=self.endpoint_url)
+            self._clients[service] = self._session.client(service.rstrip("_").replace("_", "-"), endpoint_url=self.endpoint_url)
         return self._clients[service]
 
 
@@ -251,6 +251,23 @@ def _state_machine(aws: Aws, r: Deployed) -> dict[str, Any]:
     return {"RoleArn": live["roleArn"]}
 
 
+def _kms_key(aws: Aws, r: Deployed) -> dict[str, Any]:
+    metadata = aws.kms.describe_key(KeyId=r.physical_id)["KeyMetadata"]
+    policy = aws.kms.get_key_policy(KeyId=r.physical_id, PolicyName="default")["Policy"]
+    rotation = aws.kms.get_key_rotation_status(KeyId=r.physical_id)["KeyRotationEnabled"]
+    return {"Description": metadata.get("Description", ""), "EnableKeyRotation": rotation,
+            "KeyPolicy": _policy_document(policy)}
+
+
+def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
+    """True while the key is usable; a key scheduled for deletion (what CloudFormation does) counts as gone."""
+    try:
+        state = aws.kms.describe_key(KeyId=r.physical_id)["KeyMetadata"]["KeyState"]
+    except aws.kms.exceptions.NotFoundException:
+        return False
+    return state != "PendingDeletion"
+
+
 NOT_IN_MOTO_CFN = "moto's CloudFormation does not create this type (it logs 'No Moto CloudFormation support')"
 CUSTOM = ("moto runs no custom-resource handler: the harness completes the resource with its stand-in data "
           "(lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests")
@@ -287,6 +304,7 @@ RESOURCE_KINDS: dict[str, ResourceKind] = {
         _iam_managed_policy, lambda aws, r: _exists(lambda: aws.iam.get_policy(PolicyArn=r.physical_id), "NoSuchEntity")),
     "AWS::Logs::LogGroup": ResourceKind(_log_group, _log_group_exists),
     "AWS::SNS::Topic": ResourceKind(_sns_topic, _sns_topic_exists),
+    "AWS::KMS::Key": ResourceKind(_kms_key, _kms_key_exists),
     "AWS::Lambda::Function": ResourceKind(
         _lambda_function,
         lambda aws, r: _exists(lambda: aws.lambda_.get_function(FunctionName=r.physical_id), "ResourceNotFoundException"),

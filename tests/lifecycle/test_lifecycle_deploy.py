@@ -64,13 +64,15 @@ def context_args(overrides: dict[str, str]) -> list[str]:
     return [arg for key, value in overrides.items() for arg in ("-c", f"{key}={value}")]
 
 
-def load_templates(assembly: Path, stack_names: list[str]) -> dict[str, dict]:
-    return {name: json.loads((assembly / f"{name}.template.json").read_text()) for name in stack_names}
-
-
-def app_stack_names(settings: Settings) -> list[str]:
-    prefix = settings.stack_name_prefix
-    return [f"{prefix}-Artifacts", f"{prefix}-Voxtral", f"{prefix}-Sonic"]
+def load_templates(assembly: Path) -> dict[str, dict]:
+    """The templates of every stack of a cloud assembly, by stack name (from its manifest.json)."""
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    stacks = {
+        artifact.get("displayName", artifact_id): assembly / artifact["properties"]["templateFile"]
+        for artifact_id, artifact in manifest["artifacts"].items()
+        if artifact["type"] == "aws:cloudformation:stack"
+    }
+    return {name: json.loads(path.read_text()) for name, path in stacks.items()}
 
 
 def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
@@ -80,7 +82,6 @@ def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
     first = {"voxtral.image_uri": IMAGE_URI}
     second = {**first, "voxtral.instance_type": UPDATED_INSTANCE_TYPE}
     settings, updated = settings_with(first), settings_with(second)
-    stack_names = app_stack_names(settings)
 
     with moto_server() as server:
         aws = Aws(server.url)
@@ -94,7 +95,10 @@ def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
         cdk("bootstrap", ["bootstrap", bootstrap_target(), "--app", str(assembly_1)])
         bootstrap = read_stack(aws, BOOTSTRAP_STACK)
         cdk("deploy", ["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)])
-        templates_1 = load_templates(assembly_1, stack_names)
+        templates_1 = load_templates(assembly_1)
+        stack_names = sorted(templates_1)
+        prefix = settings.stack_name_prefix
+        assert {f"{prefix}-{s}" for s in ("Artifacts", "Voxtral", "Sonic")} <= set(stack_names), stack_names
 
         # 3. Every resource exists with the values of its template and of the settings.
         stacks_1 = {name: read_stack(aws, name, templates_1[name]) for name in stack_names}
@@ -105,7 +109,8 @@ def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
         # 4. Update: another Voxtral instance type -> a new EndpointConfig under a new name, the old one deleted.
         cdk("deploy (update)", ["deploy", "--all", "--require-approval", "never", *context_args(second),
                                 "-o", str(assembly_2)])
-        templates_2 = load_templates(assembly_2, stack_names)
+        templates_2 = load_templates(assembly_2)
+        assert sorted(templates_2) == stack_names
         stacks_2 = {name: read_stack(aws, name, templates_2[name]) for name in stack_names}
         for stack in stacks_2.values():
             check_stack_against_template(aws, server, stack, templates_2[stack.name])
@@ -170,32 +175,38 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
     model = aws.sagemaker.describe_model(ModelName=name_of(voxtral.one("AWS::SageMaker::Model").physical_id))
     container = model["PrimaryContainer"]
     assert container["Image"] == v.image_uri
+    weights = f"s3://{artifacts.outputs['ModelBucketName']}/models/{v.model_id}/{v.model_revision}/"
     assert container["ModelDataSource"] == {"S3DataSource": {
-        "S3Uri": artifacts.outputs["ModelS3Uri"], "S3DataType": "S3Prefix", "CompressionType": "None"}}
-    assert artifacts.outputs["ModelS3Uri"] == (
-        f"s3://{artifacts.outputs['ModelBucketName']}/models/{v.model_id}/{v.model_revision}/")
+        "S3Uri": weights, "S3DataType": "S3Prefix", "CompressionType": "None"}}
+    assert artifacts.outputs["ModelS3Uri"] == voxtral.outputs["VoxtralModelS3Uri"] == weights
     assert container["Environment"]["SM_VLLM_SERVED_MODEL_NAME"] == v.model_id
     assert container["Environment"]["SM_VLLM_MAX_MODEL_LEN"] == str(v.max_model_len)
-    role = aws.iam.get_role(RoleName=voxtral.one("AWS::IAM::Role").physical_id)["Role"]
+    role = aws.iam.get_role(RoleName=execution_role(voxtral).physical_id)["Role"]
     assert model["ExecutionRoleArn"] == role["Arn"]
     check_endpoint(aws, voxtral, model["ModelName"], v.endpoint_name, v.instance_type, v.initial_instance_count,
                    v.model_data_download_timeout_s, v.container_startup_timeout_s, v.inference_ami_version)
-    check_role(aws, voxtral, {"ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken",
-                              "WriteEndpointLogs", "PutBridgeMetrics"})
+    check_role(aws, voxtral, {
+        "s3:GetObject": f"/models/{v.model_id}/{v.model_revision}/",
+        "s3:ListBucket": artifacts.outputs["ModelBucketName"],
+        "ecr:BatchGetImage": "realtime-voice-bridge",
+        "logs:PutLogEvents": f"/aws/sagemaker/Endpoints/{v.endpoint_name}",
+        "cloudwatch:PutMetricData": "*",
+    })
     check_log_group(aws, v.endpoint_name, settings.log_retention_days)
 
     # Sonic: Model from the Marketplace package, EndpointConfig, Endpoint, log group, role.
     s = settings.sonic
     model = aws.sagemaker.describe_model(ModelName=name_of(sonic.one("AWS::SageMaker::Model").physical_id))
     assert model["PrimaryContainer"]["ModelPackageName"] == settings.sonic_model_package_arn
-    role = aws.iam.get_role(RoleName=sonic.one("AWS::IAM::Role").physical_id)["Role"]
+    role = aws.iam.get_role(RoleName=execution_role(sonic).physical_id)["Role"]
     assert model["ExecutionRoleArn"] == role["Arn"]
     # moto drops EnableNetworkIsolation (its Model always says False): asserted in the template instead.
     (sonic_model,) = [r for r in sonic.resources if r.type == "AWS::SageMaker::Model"]
     assert sonic_model.properties["EnableNetworkIsolation"] is True
     check_endpoint(aws, sonic, model["ModelName"], s.endpoint_name, s.instance_type, s.initial_instance_count,
                    s.model_data_download_timeout_s, s.container_startup_timeout_s, None)
-    check_role(aws, sonic, {"WriteEndpointLogs"})
+    check_role(aws, sonic, {"logs:PutLogEvents": f"/aws/sagemaker/Endpoints/{s.endpoint_name}"},
+               forbidden_prefixes=("s3:", "ecr:"))
     check_log_group(aws, s.endpoint_name, settings.log_retention_days)
 
     # Artifacts: both buckets SSE-S3 and fully private; the repository scans on push and keeps tags immutable.
@@ -236,16 +247,32 @@ def check_endpoint(aws: Aws, stack: StackView, model_name: str, endpoint_name: s
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
 
 
-def check_role(aws: Aws, stack: StackView, statement_ids: set[str]) -> None:
-    """The execution role trusts SageMaker only, for this account, and its inline policy has exactly these Sids."""
-    role = aws.iam.get_role(RoleName=stack.one("AWS::IAM::Role").physical_id)["Role"]
+def check_role(aws: Aws, stack: StackView, required: dict[str, str], forbidden_prefixes: tuple[str, ...] = ()) -> None:
+    """The execution role trusts SageMaker only, for this account, has no managed policies, and its inline
+    policy allows each ``required`` action on a resource containing the given text, and no forbidden action."""
+    role = aws.iam.get_role(RoleName=execution_role(stack).physical_id)["Role"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    (policy_name,) = aws.iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]
-    document = aws.iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
-    assert {s["Sid"] for s in document["Statement"]} == statement_ids
     assert aws.iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"] == []
+    allowed: dict[str, list[str]] = {}
+    for policy_name in aws.iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]:
+        document = aws.iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
+        for statement in document["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+            resources = [statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"]
+            for action in actions:
+                allowed.setdefault(action, []).extend(resources)
+    for action, resource_text in required.items():
+        assert any(resource_text in r for r in allowed.get(action, [])), f"{action} on *{resource_text}*: {allowed}"
+    assert not [a for a in allowed if a.startswith(forbidden_prefixes)], allowed
+
+
+def execution_role(stack: StackView):
+    """The SageMaker execution role of an endpoint stack (construct id ``ExecutionRole``)."""
+    (role,) = [r for r in stack.resources if r.type == "AWS::IAM::Role" and r.logical_id.startswith("ExecutionRole")]
+    return role
 
 
 def check_log_group(aws: Aws, endpoint_name: str, retention_days: int) -> None:
@@ -310,6 +337,12 @@ def check_destroyed(aws: Aws, bootstrap: StackView, stacks: list[StackView]) -> 
         "Lambda functions": [f["FunctionName"] for f in aws.lambda_.list_functions()["Functions"]],
         "CodeBuild projects": aws.codebuild.list_projects()["projects"],
         "state machines": [m["stateMachineArn"] for m in aws.stepfunctions.list_state_machines()["stateMachines"]],
+        "KMS keys not pending deletion": [
+            k["KeyId"] for k in aws.kms.list_keys()["Keys"]
+            if aws.kms.describe_key(KeyId=k["KeyId"])["KeyMetadata"]["KeyState"] != "PendingDeletion"],
+        "CloudWatch alarms": [a["AlarmName"] for a in aws.cloudwatch.describe_alarms()["MetricAlarms"]],
+        "scalable targets": [t["ResourceId"] for t in aws.application_autoscaling.describe_scalable_targets(
+            ServiceNamespace="sagemaker")["ScalableTargets"]],
     }
     leftovers = {what: sorted(set(found) - kept) for what, found in sweeps.items() if set(found) - kept}
     assert not leftovers, f"left after cdk destroy: {leftovers}"

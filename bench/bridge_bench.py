@@ -1,0 +1,344 @@
+"""Benchmark of the bridge: what relaying costs, measured against the fake vLLM directly in the same run.
+
+For each stream count N (default 16, 64, 200), and each of `--repeats` runs (medians are printed):
+
+1. Start the fake vLLM (tests/fakes/fake_vllm.py, one delta back per append) and a fresh bridge
+   (`python -m bridge`), each in its own process, on 127.0.0.1.
+2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
+   `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
+   `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99), accept latency (connect to
+   `session.created`, p99), relayed frames per second (appends + deltas), the bridge's CPU time from
+   /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
+   memory (VmRSS) with N streams open, minus its resident memory before the streams opened, per stream.
+3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight for
+   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure.
+
+Prints one line per run and a table of medians. Every phase is bounded in time; the script stops by
+itself and kills the processes it started. The machine's cores are shared: run it more than once.
+
+    .venv/bin/python bench/bridge_bench.py --streams 16,64,200 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from websockets.asyncio.client import connect
+
+REPO = Path(__file__).resolve().parent.parent
+#: One append: 4096 bytes of PCM16 = 2048 samples = 128 ms at 16 kHz (the issue's pacing).
+APPEND_BYTES = 4096
+APPEND_PERIOD_S = 0.128
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process `pid`, seconds (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process `pid`, bytes (/proc/<pid>/statm, second field, pages)."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of `values` (fraction in 0..1); NaN for an empty list."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+@dataclass
+class Recording:
+    """What one paced phase measured; times in seconds."""
+
+    window: tuple[float, float]
+    rtts: list[float] = field(default_factory=list)
+    accepts: list[float] = field(default_factory=list)
+    frames: int = 0
+    errors: int = 0
+
+    def in_window(self, t: float) -> bool:
+        return self.window[0] <= t < self.window[1]
+
+
+def _frames(model: str) -> tuple[str, str, str]:
+    pcm = bytes(range(256)) * (APPEND_BYTES // 256)
+    audio = base64.b64encode(pcm).decode()
+    return (
+        json.dumps({"type": "session.update", "model": model}),
+        json.dumps({"type": "input_audio_buffer.commit"}),
+        json.dumps({"type": "input_audio_buffer.append", "audio": audio}, separators=(",", ":")),
+    )
+
+
+async def _open(url: str, model: str):
+    update, commit, _ = _frames(model)
+    ws = await connect(url, compression=None, ping_interval=None, proxy=None, max_size=None, open_timeout=10)
+    created = json.loads(await ws.recv())
+    assert created["type"] == "session.created", created
+    await ws.send(update)
+    await ws.send(commit)
+    return ws
+
+
+async def paced_stream(url: str, model: str, start_at: float, stop_at: float, rec: Recording, offset: float) -> None:
+    """One stream: connect at `start_at`, an append every 128 ms until `stop_at`, match deltas FIFO."""
+    clock = time.perf_counter
+    await asyncio.sleep(max(0.0, start_at - clock()))
+    t0 = clock()
+    try:
+        ws = await _open(url, model)
+    except Exception:  # counted, not fatal: the figures say how many streams failed
+        rec.errors += 1
+        return
+    rec.accepts.append(clock() - t0)
+    append = _frames(model)[2]
+    pending: deque[float] = deque()
+
+    async def read() -> None:
+        with contextlib.suppress(Exception):
+            async for message in ws:
+                now = clock()
+                if pending and b"transcription.delta" in (message if isinstance(message, bytes) else message.encode()):
+                    sent = pending.popleft()
+                    if rec.in_window(sent):
+                        rec.rtts.append(now - sent)
+                        rec.frames += 1
+
+    reader = asyncio.create_task(read())
+    next_at = clock() + offset
+    try:
+        while next_at < stop_at:
+            await asyncio.sleep(max(0.0, next_at - clock()))
+            sent = clock()
+            pending.append(sent)
+            await ws.send(append)
+            if rec.in_window(sent):
+                rec.frames += 1
+            next_at += APPEND_PERIOD_S
+        await asyncio.sleep(0.2)  # last deltas
+    except Exception:
+        rec.errors += 1
+    finally:
+        await ws.close()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+
+
+async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds: float, pid: int | None) -> dict[str, float]:
+    """Run N paced streams; return figures (ms, frames/s, CPU ms per 1000 frames, KiB per stream)."""
+    clock = time.perf_counter
+    warm = await _open(url, model)  # first connection of the phase pays one-off costs: keep it out
+    await warm.close()
+    begin = clock() + 0.2
+    window = (begin + ramp_s + 0.5, begin + ramp_s + seconds)
+    rec = Recording(window=window)
+    rss_before = rss_bytes(pid) if pid else 0
+    tasks = [
+        asyncio.create_task(
+            paced_stream(url, model, begin + ramp_s * i / streams, window[1] + 0.1, rec, APPEND_PERIOD_S * ((i * 7919) % streams) / streams)
+        )
+        for i in range(streams)
+    ]
+    cpu = {}
+    rss_open = 0
+
+    async def sample() -> None:
+        nonlocal rss_open
+        await asyncio.sleep(max(0.0, window[0] - clock()))
+        if pid:
+            cpu["start"] = cpu_seconds(pid)
+        await asyncio.sleep(max(0.0, (window[0] + window[1]) / 2 - clock()))
+        if pid:
+            rss_open = rss_bytes(pid)
+        await asyncio.sleep(max(0.0, window[1] - clock()))
+        if pid:
+            cpu["end"] = cpu_seconds(pid)
+
+    await asyncio.gather(sample(), *tasks)
+    span = window[1] - window[0]
+    figures = {
+        "rtt_p50_ms": percentile(rec.rtts, 0.50) * 1000,
+        "rtt_p99_ms": percentile(rec.rtts, 0.99) * 1000,
+        "accept_p99_ms": percentile(rec.accepts, 0.99) * 1000,
+        "frames_per_s": rec.frames / span,
+        "errors": rec.errors,
+    }
+    if pid:
+        figures["cpu_ms_per_1000_frames"] = (cpu["end"] - cpu["start"]) * 1000 / max(rec.frames, 1) * 1000
+        figures["rss_kib_per_stream"] = (rss_open - rss_before) / 1024 / streams
+    return figures
+
+
+async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float) -> float:
+    """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding; frames per second
+    (appends sent + deltas received) in the window after every stream has started."""
+    clock = time.perf_counter
+    start = clock()
+    window = (start + ramp_s + 1.0, start + ramp_s + 1.0 + seconds)
+    counted = 0
+
+    async def one(index: int) -> None:
+        nonlocal counted
+        await asyncio.sleep(ramp_s * index / streams)
+        ws = await _open(url, model)
+        append = _frames(model)[2]
+        credit = asyncio.Semaphore(inflight)
+
+        async def read() -> None:
+            nonlocal counted
+            with contextlib.suppress(Exception):
+                async for _ in ws:
+                    credit.release()
+                    if window[0] <= clock() < window[1]:
+                        counted += 1
+
+        reader = asyncio.create_task(read())
+        try:
+            while clock() < window[1]:
+                await credit.acquire()
+                await ws.send(append)
+                if window[0] <= clock() < window[1]:
+                    counted += 1
+        finally:
+            await ws.close()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    await asyncio.gather(*(one(i) for i in range(streams)))
+    return counted / seconds
+
+
+async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
+    """Wait until GET `path` on `port` answers 200."""
+    sys.path.insert(0, str(REPO / "container"))
+    from bridge.health import http_get
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, TimeoutError, ValueError):
+            if (await http_get("127.0.0.1", port, path, 1.0))[0] == 200:
+                return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
+
+
+async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
+    """One run for N streams: fresh fake vLLM and bridge processes; paced and unpaced, direct and bridged."""
+    model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    vllm_port, bridge_port = _free_port(), _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+    )
+    bridge_env = {
+        **os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port), "VLLM_PORT": str(vllm_port),
+        "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
+        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768",
+    }
+    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env, stdout=subprocess.DEVNULL)
+    try:
+        await wait_ready(vllm_port, "/health")
+        await wait_ready(bridge_port, "/ping")
+        direct_url = f"ws://127.0.0.1:{vllm_port}/v1/realtime"
+        bridged_url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
+        direct = await paced_phase(direct_url, model, streams, args.ramp, args.seconds, None)
+        bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid)
+        unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
+        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
+    finally:
+        for process in (bridge, fake):
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return {
+        "added_p50_ms": bridged["rtt_p50_ms"] - direct["rtt_p50_ms"],
+        "added_p99_ms": bridged["rtt_p99_ms"] - direct["rtt_p99_ms"],
+        "direct_p99_ms": direct["rtt_p99_ms"],
+        "bridged_p99_ms": bridged["rtt_p99_ms"],
+        "frames_per_s": bridged["frames_per_s"],
+        "cpu_ms_per_1000_frames": bridged["cpu_ms_per_1000_frames"],
+        "rss_kib_per_stream": bridged["rss_kib_per_stream"],
+        "accept_p99_ms": bridged["accept_p99_ms"],
+        "direct_accept_p99_ms": direct["accept_p99_ms"],
+        "unpaced_fraction": unpaced_bridged / unpaced_direct if unpaced_direct else float("nan"),
+        "unpaced_direct_fps": unpaced_direct,
+        "unpaced_bridged_fps": unpaced_bridged,
+        "errors": direct["errors"] + bridged["errors"],
+    }
+
+
+COLUMNS = [
+    ("added_p50_ms", "added p50 ms", "{:.2f}"),
+    ("added_p99_ms", "added p99 ms", "{:.2f}"),
+    ("frames_per_s", "frames/s", "{:.0f}"),
+    ("cpu_ms_per_1000_frames", "CPU ms/1000 frames", "{:.0f}"),
+    ("rss_kib_per_stream", "KiB/stream", "{:.0f}"),
+    ("accept_p99_ms", "accept p99 ms", "{:.1f}"),
+    ("unpaced_fraction", "unpaced max / direct", "{:.2f}"),
+    ("errors", "errors", "{:.0f}"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", default="16,64,200", help="comma-separated stream counts")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per stream count (medians are reported)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="paced measuring window, seconds")
+    parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
+    parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
+    parser.add_argument("--inflight", type=int, default=2, help="unpaced: appends outstanding per stream")
+    args = parser.parse_args()
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    table = []
+    for streams in (int(n) for n in args.streams.split(",")):
+        runs = []
+        for repeat in range(args.repeats):
+            figures = runner(one_run(streams, args))
+            runs.append(figures)
+            print(f"N={streams} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
+        table.append((streams, {key: statistics.median(run[key] for run in runs) for key in runs[0]}))
+    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared):")
+    print("| streams | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 1) + "|")
+    for streams, medians in table:
+        print(f"| {streams} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in COLUMNS) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""What we alarm on, per endpoint: one :class:`AlarmRule` per alarm, built by :func:`alarm_rules`, created as
+CloudWatch alarms by :class:`EndpointAlarms` (every state change goes to one SNS topic).
+
+The rules are plain values (metric, comparison, threshold after unit conversion, periods, missing-data treatment and
+the reason for it), so the dashboard draws exactly the thresholds the alarms use and tests can read them.
+
+Threshold conversions (settings are in milliseconds and in percent of capacity):
+
+* ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms -> 500000).
+* ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from 0 to 100 x vCPUs
+  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``config/instance_types.py``
+  (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360).
+* ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the stream cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from config import instance_types
+from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
+
+GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
+BREACHING = cloudwatch.TreatMissingData.BREACHING
+
+#: Error counts are judged over 5 minutes: long enough to sum a burst, short enough for a rollout's baking period.
+ERROR_WINDOW = Duration.minutes(5)
+#: Utilisation is judged on 5-minute averages, for 15 minutes: a sustained level, not a spike.
+UTILISATION_WINDOW = Duration.minutes(5)
+#: Minutes without any instance datapoint before the endpoint is reported down. Instance metrics arrive once a
+#: minute; three missing minutes rule out a late datapoint.
+HEALTH_MINUTES = 3
+
+# Why each missing-data treatment is right (stated in every alarm's description).
+MISSING_ERRORS = "no datapoint means no request, so nothing failed"
+MISSING_LATENCY = "no datapoint means no request, so there is no latency to judge; the health alarm reports an endpoint without instances"
+MISSING_UTILISATION = "no datapoint means no instance reported, which the health alarm reports; this alarm judges only levels"
+MISSING_HEALTH = "no utilisation data means no running instance"
+MISSING_BRIDGE = "the bridge sends a datapoint every minute, zeros included; a gap means the container is down, which the health alarm reports"
+MISSING_FIRST_DELTA = "no datapoint means no stream started, so there is no first delta to time"
+
+
+@dataclass(frozen=True)
+class AlarmRule:
+    """One alarm: what metric, what comparison against which threshold, over how many periods, and what missing
+    data means.
+
+    Attributes:
+        name: short name, unique per endpoint; the alarm is named ``<endpoint name>-<name>``.
+        metric: the metric (its statistic and period are the alarm's).
+        comparison: how the metric is compared with ``threshold``.
+        threshold: in the metric's own unit (µs for ModelLatency, percent x GPUs for GPUUtilization, ...).
+        evaluation_periods: periods looked at.
+        datapoints_to_alarm: of those, how many must breach.
+        treat_missing_data: what a period without a datapoint counts as.
+        meaning: one sentence for the on-call reader: what is wrong when this fires.
+        missing_data_reason: why ``treat_missing_data`` is right for this metric.
+        rollback: SageMaker rolls back a rolling update while this alarm is in ALARM.
+    """
+
+    name: str
+    metric: cloudwatch.Metric
+    comparison: cloudwatch.ComparisonOperator
+    threshold: float
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    treat_missing_data: cloudwatch.TreatMissingData
+    meaning: str
+    missing_data_reason: str
+    rollback: bool = False
+
+    @property
+    def description(self) -> str:
+        """AlarmDescription: the meaning, the rule in words and the missing-data choice with its reason."""
+        minutes = self.metric.period.to_minutes()
+        return (f"{self.meaning} Fires when {self.metric.metric_name} ({self.metric.statistic}) is "
+                f"{_WORDS[self.comparison]} {self.threshold:g} in {self.datapoints_to_alarm} of "
+                f"{self.evaluation_periods} {minutes}-minute periods. Missing data: "
+                f"{_MISSING[self.treat_missing_data]}, because {self.missing_data_reason}.")
+
+
+_WORDS = {GT: "above", GTE: "at or above", LT: "below"}
+_MISSING = {NOT_BREACHING: "notBreaching", BREACHING: "breaching"}
+
+
+@dataclass(frozen=True)
+class EndpointAlarmThresholds:
+    """Thresholds of one endpoint's SageMaker alarms, in the settings' units.
+
+    Attributes:
+        errors_5xx / errors_4xx: the alarm fires above this many errors in 5 minutes.
+        model_latency_p90_ms / overhead_latency_p90_ms: p90 above this many milliseconds (converted to µs).
+        gpu_utilization_percent / gpu_memory_percent / cpu_utilization_percent: percent of the instance's capacity
+            (scaled by its GPUs or vCPUs).
+        memory_percent / disk_percent: percent (these metrics already run from 0 to 100).
+    """
+
+    errors_5xx: int
+    errors_4xx: int
+    model_latency_p90_ms: float
+    overhead_latency_p90_ms: float
+    gpu_utilization_percent: float
+    gpu_memory_percent: float
+    cpu_utilization_percent: float
+    memory_percent: float
+    disk_percent: float
+
+
+@dataclass(frozen=True)
+class BridgeAlarmThresholds:
+    """Thresholds of the bridge's alarms (Voxtral).
+
+    Attributes:
+        namespace: the bridge's CloudWatch namespace.
+        stream_cap: streams one instance admits (MAX_STREAMS = vLLM max_num_seqs).
+        time_to_first_delta_p90_ms: p90 above this many milliseconds.
+        active_streams_fraction: live streams per instance at or above this fraction of ``stream_cap``.
+    """
+
+    namespace: str
+    stream_cap: int
+    time_to_first_delta_p90_ms: float
+    active_streams_fraction: float
+
+    @property
+    def active_streams_threshold(self) -> float:
+        """Live streams per instance that count as "near the cap"."""
+        return self.active_streams_fraction * self.stream_cap
+
+
+@dataclass(frozen=True)
+class MonitoredEndpoint:
+    """Everything the alarms, the scaling policy and the dashboard need to know about one endpoint.
+
+    Attributes:
+        title: human name for the dashboard (``Voxtral speech to text``).
+        endpoint_name / variant_name: the metric dimensions.
+        instance_type: used to scale GPU and CPU thresholds (``config/instance_types.py``).
+        thresholds: the SageMaker alarms' thresholds.
+        bridge: the bridge's alarms, or None for an endpoint without our bridge (Sonic).
+        min_instances / max_instances: drawn on the instance-count graph.
+    """
+
+    title: str
+    endpoint_name: str
+    variant_name: str
+    instance_type: str
+    thresholds: EndpointAlarmThresholds
+    bridge: BridgeAlarmThresholds | None
+    min_instances: int
+    max_instances: int
+
+    @property
+    def metrics(self) -> EndpointMetrics:
+        return EndpointMetrics(self.endpoint_name, self.variant_name)
+
+    @property
+    def bridge_metrics(self) -> BridgeMetrics | None:
+        if self.bridge is None:
+            return None
+        return BridgeMetrics(self.bridge.namespace, self.endpoint_name, self.variant_name)
+
+
+def alarm_rules(endpoint: MonitoredEndpoint) -> list[AlarmRule]:
+    """The alarms of ``endpoint``, thresholds converted to each metric's unit.
+
+    Raises:
+        ValueError: ``endpoint.instance_type`` is not in ``config/instance_types.py`` (settings validation
+            rejects such a type before this runs).
+    """
+    spec = instance_types.lookup(endpoint.instance_type)
+    if spec is None:
+        raise ValueError(f"instance type {endpoint.instance_type!r} is not in config/instance_types.py")
+    t = endpoint.thresholds
+    m = endpoint.metrics
+    rules = [
+        AlarmRule("Invocation5XXErrors", m.invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
+                  "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
+                  MISSING_ERRORS, rollback=True),
+        AlarmRule("Invocation4XXErrors", m.invocation_4xx_errors(ERROR_WINDOW), GT, t.errors_4xx, 1, 1, NOT_BREACHING,
+                  "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).", MISSING_ERRORS),
+        AlarmRule("ModelLatencyP90", m.model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
+                  5, 3, NOT_BREACHING,
+                  f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms (reported in µs).",
+                  MISSING_LATENCY),
+        AlarmRule("OverheadLatencyP90", m.overhead_latency("p90"), GT,
+                  milliseconds_to_microseconds(t.overhead_latency_p90_ms), 5, 3, NOT_BREACHING,
+                  f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms (reported in µs).",
+                  MISSING_LATENCY),
+        AlarmRule("CPUUtilization", m.cpu_utilization("Average", UTILISATION_WINDOW), GT,
+                  t.cpu_utilization_percent * spec.vcpus, 3, 3, NOT_BREACHING,
+                  f"CPU above {t.cpu_utilization_percent:g} % of {spec.vcpus} vCPUs for 15 minutes.",
+                  MISSING_UTILISATION),
+        AlarmRule("MemoryUtilization", m.memory_utilization("Maximum", UTILISATION_WINDOW), GT, t.memory_percent,
+                  2, 2, NOT_BREACHING,
+                  f"Host memory above {t.memory_percent:g} % on an instance for 10 minutes.", MISSING_UTILISATION),
+        AlarmRule("DiskUtilization", m.disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
+                  1, 1, NOT_BREACHING,
+                  f"Disk above {t.disk_percent:g} % on an instance.", MISSING_UTILISATION),
+        AlarmRule("EndpointHealth", m.instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
+                  f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot serve.",
+                  MISSING_HEALTH, rollback=True),
+    ]
+    if spec.gpus:
+        rules[4:4] = [
+            AlarmRule("GPUUtilization", m.gpu_utilization("Average", UTILISATION_WINDOW), GT,
+                      t.gpu_utilization_percent * spec.gpus, 3, 3, NOT_BREACHING,
+                      f"GPU above {t.gpu_utilization_percent:g} % of {spec.gpus} GPU(s) for 15 minutes: the endpoint "
+                      "is saturated.", MISSING_UTILISATION),
+            AlarmRule("GPUMemoryUtilization", m.gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
+                      t.gpu_memory_percent * spec.gpus, 2, 2, NOT_BREACHING,
+                      f"GPU memory above {t.gpu_memory_percent:g} % of {spec.gpus} GPU(s) on an instance for 10 "
+                      "minutes.", MISSING_UTILISATION),
+        ]
+    b, bm = endpoint.bridge, endpoint.bridge_metrics
+    if b is not None and bm is not None:
+        rules += [
+            AlarmRule("UpstreamErrors", bm.upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                      "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
+            AlarmRule("StreamsRejected", bm.streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                      "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
+            AlarmRule("TimeToFirstDeltaP90", bm.time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
+                      5, 3, NOT_BREACHING,
+                      f"Callers wait long for the first words: TimeToFirstDelta p90 above "
+                      f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
+            AlarmRule("ActiveStreamsNearCap", bm.active_streams_per_instance(), GTE, b.active_streams_threshold,
+                      5, 5, NOT_BREACHING,
+                      f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
+                      "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
+        ]
+    return rules
+
+
+@dataclass(frozen=True)
+class EndpointAlarmsProps:
+    """Props of :class:`EndpointAlarms`.
+
+    Attributes:
+        endpoint: what to watch.
+        topic: where every ALARM and OK transition is published.
+    """
+
+    endpoint: MonitoredEndpoint
+    topic: sns.ITopic
+
+
+class EndpointAlarms(Construct):
+    """The CloudWatch alarms of one endpoint (:func:`alarm_rules`), each sending ALARM and OK to the topic.
+
+    Attributes:
+        rules: the rules, in creation order.
+        alarms: ``{rule name: Alarm}``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: EndpointAlarmsProps) -> None:
+        super().__init__(scope, construct_id)
+        self.rules = alarm_rules(props.endpoint)
+        action = actions.SnsAction(props.topic)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        for rule in self.rules:
+            alarm = cloudwatch.Alarm(
+                self,
+                rule.name,
+                alarm_name=f"{props.endpoint.endpoint_name}-{rule.name}",
+                alarm_description=rule.description,
+                metric=rule.metric,
+                comparison_operator=rule.comparison,
+                threshold=rule.threshold,
+                evaluation_periods=rule.evaluation_periods,
+                datapoints_to_alarm=rule.datapoints_to_alarm,
+                treat_missing_data=rule.treat_missing_data,
+            )
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+            self.alarms[rule.name] = alarm
+
+    @property
+    def rollback_alarms(self) -> list[cloudwatch.Alarm]:
+        """The alarms a rolling update watches (5XX errors and endpoint health)."""
+        return [self.alarms[rule.name] for rule in self.rules if rule.rollback]

@@ -1,0 +1,195 @@
+"""OperationsDashboard: one CloudWatch dashboard for every endpoint of the deployment.
+
+Per endpoint, one row of graphs: live streams (Voxtral) or invocations (Sonic), time to first delta (Voxtral),
+latency, errors, GPU and memory use, and instance count. Each alarm's threshold is drawn on its graph as a
+horizontal annotation, from the same :class:`~constructs_lib.monitoring.alarms.AlarmRule` the alarm uses, converted
+to the graph's unit (latency in ms, utilisation in percent of capacity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from config import instance_types
+from constructs_lib.monitoring.alarms import AlarmRule, MonitoredEndpoint, alarm_rules
+from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, ONE_MINUTE, default_label
+
+#: Dashboard grid: 24 columns; three graphs per row.
+WIDTH = 8
+HEIGHT = 6
+ALARM_COLOR = "#d62728"
+LIMIT_COLOR = "#7f7f7f"
+TARGET_COLOR = "#2ca02c"
+
+
+@dataclass(frozen=True)
+class DashboardEndpoint:
+    """One endpoint on the dashboard.
+
+    Attributes:
+        endpoint: what to draw (metrics, instance type, thresholds).
+        scaling_target: the target-tracking value, drawn on the live-streams graph (live streams per instance), or
+            None.
+    """
+
+    endpoint: MonitoredEndpoint
+    scaling_target: float | None = None
+
+
+@dataclass(frozen=True)
+class OperationsDashboardProps:
+    """Props of :class:`OperationsDashboard`.
+
+    Attributes:
+        dashboard_name: CloudWatch dashboard names are unique per account across regions; include the region.
+        endpoints: the endpoints, one row each, in this order.
+    """
+
+    dashboard_name: str
+    endpoints: Sequence[DashboardEndpoint]
+
+
+class OperationsDashboard(Construct):
+    """A CloudWatch dashboard with one section per endpoint.
+
+    Attributes:
+        dashboard: the CloudWatch dashboard.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: OperationsDashboardProps) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=props.dashboard_name,
+            default_interval=Duration.hours(3),
+        )
+        for item in props.endpoints:
+            for row in endpoint_rows(item):
+                self.dashboard.add_widgets(*row)
+
+
+def _alarm_line(rule: AlarmRule, value: float, unit: str) -> cloudwatch.HorizontalAnnotation:
+    return cloudwatch.HorizontalAnnotation(value=value, label=f"alarm {rule.name}: {value:g} {unit}".strip(),
+                                           color=ALARM_COLOR)
+
+
+def _labelled(metric: cloudwatch.IMetric, label: str | None = None) -> cloudwatch.IMetric:
+    """``metric`` with a graph label (math expressions carry their own)."""
+    if isinstance(metric, cloudwatch.Metric):
+        return metric.with_(label=label or default_label(metric))
+    return metric
+
+
+def _graph(title: str, left: list, annotations: list, right: list | None = None, label: str = "") -> cloudwatch.GraphWidget:
+    return cloudwatch.GraphWidget(
+        title=title,
+        left=[_labelled(metric) for metric in left],
+        right=[_labelled(metric) for metric in right or []],
+        left_annotations=annotations,
+        left_y_axis=cloudwatch.YAxisProps(min=0, label=label, show_units=False),
+        width=WIDTH,
+        height=HEIGHT,
+        live_data=True,
+    )
+
+
+def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
+    """The widgets of one endpoint, as dashboard rows: a header, then the graphs three to a row."""
+    endpoint = item.endpoint
+    rules = {rule.name: rule for rule in alarm_rules(endpoint)}
+    spec = instance_types.lookup(endpoint.instance_type)
+    assert spec is not None  # alarm_rules raised otherwise
+    m, bm = endpoint.metrics, endpoint.bridge_metrics
+
+    header = cloudwatch.TextWidget(
+        markdown=(f"## {endpoint.title}: `{endpoint.endpoint_name}`\n{endpoint.instance_type} "
+                  f"({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs), {endpoint.min_instances}-"
+                  f"{endpoint.max_instances} instances. Red lines are alarm thresholds."),
+        width=24,
+        height=2,
+    )
+    graphs: list[cloudwatch.IWidget] = []
+
+    if bm is not None and endpoint.bridge is not None:
+        near_cap = rules["ActiveStreamsNearCap"]
+        lines = [
+            cloudwatch.HorizontalAnnotation(value=endpoint.bridge.stream_cap, label=f"stream cap {endpoint.bridge.stream_cap}",
+                                            color=LIMIT_COLOR),
+            _alarm_line(near_cap, near_cap.threshold, "streams"),
+        ]
+        if item.scaling_target is not None:
+            lines.append(cloudwatch.HorizontalAnnotation(value=item.scaling_target,
+                                                         label=f"scaling target {item.scaling_target:g}",
+                                                         color=TARGET_COLOR))
+        graphs.append(_graph("Live streams per instance",
+                             [_labelled(bm.active_streams_per_instance(), "Live streams per instance (ActiveStreams, Average)"),
+                              _labelled(bm.active_streams_busiest_instance(), "Busiest instance (ActiveStreams, Maximum)")],
+                             lines, right=[bm.streams_started(), bm.streams_rejected()], label="streams"))
+        first_delta = rules["TimeToFirstDeltaP90"]
+        graphs.append(_graph("Time to first delta (ms)", [bm.time_to_first_delta("p50"), bm.time_to_first_delta("p90")],
+                             [_alarm_line(first_delta, first_delta.threshold, "ms")], label="ms"))
+    else:
+        graphs.append(_graph("Invocations", [m.invocations(), m.invocations_per_instance()], [], label="requests / minute"))
+
+    # Latency: SageMaker reports µs; the graph shows ms, and the alarm lines are converted back to ms.
+    model, overhead = rules["ModelLatencyP90"], rules["OverheadLatencyP90"]
+    graphs.append(_graph(
+        "Latency p90 (ms)",
+        [
+            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
+                                      using_metrics={"model": m.model_latency("p90")}, label="ModelLatency p90 (ms)"),
+            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
+                                      using_metrics={"overhead": m.overhead_latency("p90")},
+                                      label="OverheadLatency p90 (ms)"),
+        ],
+        [_alarm_line(model, model.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
+         _alarm_line(overhead, overhead.threshold / MICROSECONDS_PER_MILLISECOND, "ms")],
+        label="ms",
+    ))
+
+    # Errors per 5 minutes, the alarms' window.
+    errors_5xx, errors_4xx = rules["Invocation5XXErrors"], rules["Invocation4XXErrors"]
+    error_metrics = [errors_5xx.metric, errors_4xx.metric]
+    error_lines = [_alarm_line(errors_5xx, errors_5xx.threshold, ""), _alarm_line(errors_4xx, errors_4xx.threshold, "")]
+    if bm is not None:
+        error_metrics += [rules["UpstreamErrors"].metric, rules["StreamsRejected"].metric]
+    graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, label="count"))
+
+    # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the settings' percents.
+    usage: list[cloudwatch.IMetric] = []
+    usage_lines: list[cloudwatch.HorizontalAnnotation] = []
+    if spec.gpus:
+        for name, metric_id, metric in (("GPUUtilization", "gpu", m.gpu_utilization()),
+                                        ("GPUMemoryUtilization", "gpumem", m.gpu_memory_utilization())):
+            usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"{metric_id} / {spec.gpus}", using_metrics={metric_id: metric},
+                                                   label=f"{name} (% of {spec.gpus} GPU)"))
+            usage_lines.append(_alarm_line(rules[name], rules[name].threshold / spec.gpus, "%"))
+    usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"cpu / {spec.vcpus}", using_metrics={"cpu": m.cpu_utilization()},
+                                           label=f"CPUUtilization (% of {spec.vcpus} vCPUs)"))
+    usage += [m.memory_utilization(), m.disk_utilization()]
+    usage_lines += [
+        _alarm_line(rules["CPUUtilization"], rules["CPUUtilization"].threshold / spec.vcpus, "%"),
+        _alarm_line(rules["MemoryUtilization"], rules["MemoryUtilization"].threshold, "%"),
+        _alarm_line(rules["DiskUtilization"], rules["DiskUtilization"].threshold, "%"),
+    ]
+    graphs.append(_graph("GPU and memory use (% of capacity)", usage, usage_lines, label="%"))
+
+    health = rules["EndpointHealth"]
+    graphs.append(_graph(
+        "Instances",
+        [_labelled(m.instances_reporting(), "Instances (CPUUtilization samples per minute)")],
+        [
+            cloudwatch.HorizontalAnnotation(value=endpoint.max_instances, label=f"max {endpoint.max_instances}", color=LIMIT_COLOR),
+            cloudwatch.HorizontalAnnotation(value=endpoint.min_instances, label=f"min {endpoint.min_instances}", color=LIMIT_COLOR),
+            _alarm_line(health, health.threshold, "(below: no instance)"),
+        ],
+        label="instances",
+    ))
+
+    return [[header]] + [graphs[i:i + 3] for i in range(0, len(graphs), 3)]

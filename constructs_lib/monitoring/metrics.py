@@ -1,0 +1,200 @@
+"""Metric factories: how to read each metric of an endpoint (namespace, name, dimensions, statistic, period, unit).
+
+"What the metric is" lives here; "what we alarm on" lives in :mod:`constructs_lib.monitoring.alarms`, and the
+dashboard draws the same :class:`aws_cdk.aws_cloudwatch.Metric` objects, so a namespace or dimension is spelled once.
+
+Three sources, all with the dimensions ``EndpointName`` and ``VariantName``:
+
+* ``AWS/SageMaker``: invocation metrics SageMaker publishes per variant every minute (SageMaker developer guide,
+  "Metrics for monitoring Amazon SageMaker AI with Amazon CloudWatch", endpoint invocation metrics).
+  ``ModelLatency`` and ``OverheadLatency`` are in **microseconds**.
+* ``/aws/sagemaker/Endpoints``: instance metrics, one datapoint per instance per minute (same page, "endpoint
+  instance metrics"). ``CPUUtilization`` runs from 0 to 100 x vCPUs, ``GPUUtilization`` and
+  ``GPUMemoryUtilization`` from 0 to 100 x GPUs; ``MemoryUtilization`` and ``DiskUtilization`` from 0 to 100.
+* The bridge's embedded-metric-format metrics (container/bridge/metrics.py), in the namespace the settings give,
+  flushed once per minute per instance: ActiveStreams, StreamsStarted, StreamsRejected, UpstreamErrors (Count),
+  TimeToFirstDelta (Milliseconds), StreamSeconds (Seconds).
+
+Units are recorded in :data:`UNITS` for labels and documentation, but not set on the Metric objects: a unit on an
+alarm's metric filters the datapoints, and a mismatch leaves the alarm in INSUFFICIENT_DATA (PutMetricAlarm API
+reference, ``Unit``).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+#: Namespace of SageMaker's invocation metrics.
+SAGEMAKER_NAMESPACE = "AWS/SageMaker"
+#: Namespace of SageMaker's per-instance utilisation metrics of real-time endpoints.
+ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+#: SageMaker publishes invocation and instance metrics at a 1-minute frequency; the bridge flushes every 60 s
+#: (METRICS_INTERVAL_S). One minute is therefore the finest period that has a datapoint in every window.
+ONE_MINUTE = Duration.minutes(1)
+#: ModelLatency and OverheadLatency are reported in microseconds; thresholds are set in milliseconds.
+MICROSECONDS_PER_MILLISECOND = 1000
+
+#: CloudWatch unit of every metric this module reads (for labels and README; see the module docstring).
+UNITS: dict[str, str] = {
+    "Invocations": "Count",
+    "Invocation5XXErrors": "Count",
+    "Invocation4XXErrors": "Count",
+    "InvocationsPerInstance": "Count",
+    "ModelLatency": "Microseconds",
+    "OverheadLatency": "Microseconds",
+    "CPUUtilization": "Percent",
+    "MemoryUtilization": "Percent",
+    "DiskUtilization": "Percent",
+    "GPUUtilization": "Percent",
+    "GPUMemoryUtilization": "Percent",
+    "ActiveStreams": "Count",
+    "StreamsStarted": "Count",
+    "StreamsRejected": "Count",
+    "UpstreamErrors": "Count",
+    "TimeToFirstDelta": "Milliseconds",
+    "StreamSeconds": "Seconds",
+}
+
+
+def milliseconds_to_microseconds(milliseconds: float) -> float:
+    """Convert a threshold in ms to the µs SageMaker reports ModelLatency and OverheadLatency in (500 -> 500000)."""
+    return milliseconds * MICROSECONDS_PER_MILLISECOND
+
+
+def _metric(namespace: str, name: str, dimensions: dict[str, str], statistic: str, period: Duration) -> cloudwatch.Metric:
+    # No label here: a labelled metric makes an alarm use the metric-math form (Metrics) instead of the plain one.
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map=dict(dimensions),
+        statistic=statistic,
+        period=period,
+    )
+
+
+def default_label(metric: cloudwatch.Metric) -> str:
+    """A graph label naming the metric, its statistic and its unit: ``ModelLatency (p90, Microseconds)``."""
+    return f"{metric.metric_name} ({metric.statistic}, {UNITS.get(metric.metric_name, 'None')})"
+
+
+class EndpointMetrics:
+    """SageMaker's own metrics of one endpoint variant (``AWS/SageMaker`` and ``/aws/sagemaker/Endpoints``).
+
+    Args:
+        endpoint_name: the EndpointName dimension.
+        variant_name: the VariantName dimension (``AllTraffic`` in this app).
+
+    Every method returns a new :class:`aws_cdk.aws_cloudwatch.Metric`; ``period`` defaults to one minute.
+    """
+
+    def __init__(self, endpoint_name: str, variant_name: str) -> None:
+        self.endpoint_name = endpoint_name
+        self.variant_name = variant_name
+        self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
+
+    def _invocation(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+        return _metric(SAGEMAKER_NAMESPACE, name, self.dimensions, statistic, period)
+
+    def _instance(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+        return _metric(ENDPOINT_INSTANCE_NAMESPACE, name, self.dimensions, statistic, period)
+
+    # --- AWS/SageMaker ----------------------------------------------------------------------------------------------
+
+    def invocations(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Requests (for a bidirectional stream: sessions) sent to the variant; Sum, Count."""
+        return self._invocation("Invocations", "Sum", period)
+
+    def invocations_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Invocations divided by the instance count; Sum, Count (the predefined scaling metric's source)."""
+        return self._invocation("InvocationsPerInstance", "Sum", period)
+
+    def invocation_5xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Requests the model (or SageMaker) answered with a 5xx status; Sum, Count."""
+        return self._invocation("Invocation5XXErrors", "Sum", period)
+
+    def invocation_4xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Requests answered with a 4xx status (bad request, throttling, ...); Sum, Count."""
+        return self._invocation("Invocation4XXErrors", "Sum", period)
+
+    def model_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Time the model container took to respond, seen from SageMaker; **microseconds**."""
+        return self._invocation("ModelLatency", statistic, period)
+
+    def overhead_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Time SageMaker added around the model's (authentication, routing, ...); **microseconds**."""
+        return self._invocation("OverheadLatency", statistic, period)
+
+    # --- /aws/sagemaker/Endpoints -----------------------------------------------------------------------------------
+
+    def cpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """CPU use of the containers: 0 to 100 x vCPUs of the instance; Percent."""
+        return self._instance("CPUUtilization", statistic, period)
+
+    def memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Host memory used by the containers: 0 to 100; Percent."""
+        return self._instance("MemoryUtilization", statistic, period)
+
+    def disk_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Disk space used by the containers: 0 to 100; Percent."""
+        return self._instance("DiskUtilization", statistic, period)
+
+    def gpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """GPU use of the containers: 0 to 100 x GPUs of the instance; Percent."""
+        return self._instance("GPUUtilization", statistic, period)
+
+    def gpu_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """GPU memory used by the containers: 0 to 100 x GPUs of the instance; Percent."""
+        return self._instance("GPUMemoryUtilization", statistic, period)
+
+    def instances_reporting(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Running instances: the SampleCount of CPUUtilization per minute, since each instance sends one datapoint
+        a minute. SageMaker publishes no instance-count metric for a real-time variant; no datapoint at all means
+        no instance is running."""
+        return self._instance("CPUUtilization", "SampleCount", period)
+
+
+class BridgeMetrics:
+    """The bridge's metrics of one endpoint variant (EMF, flushed once a minute per instance; values include zeros).
+
+    Args:
+        namespace: the CloudWatch namespace the container was given (METRICS_NAMESPACE).
+        endpoint_name: the EndpointName dimension (ENDPOINT_NAME).
+        variant_name: the VariantName dimension (VARIANT_NAME).
+    """
+
+    def __init__(self, namespace: str, endpoint_name: str, variant_name: str) -> None:
+        self.namespace = namespace
+        self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
+
+    def _bridge(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+        return _metric(self.namespace, name, self.dimensions, statistic, period)
+
+    def active_streams_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Live streams per instance: the Average of ActiveStreams (each instance sends its highest count of the
+        minute, zeros included, so the average over datapoints is the average over instances); Count."""
+        return self._bridge("ActiveStreams", "Average", period)
+
+    def active_streams_busiest_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Live streams on the busiest instance: the Maximum of ActiveStreams; Count."""
+        return self._bridge("ActiveStreams", "Maximum", period)
+
+    def streams_started(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Streams relayed to vLLM; Sum, Count."""
+        return self._bridge("StreamsStarted", "Sum", period)
+
+    def streams_rejected(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Streams refused because the instance was at its stream cap (``server_busy``); Sum, Count."""
+        return self._bridge("StreamsRejected", "Sum", period)
+
+    def upstream_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """vLLM refused a session, or closed or dropped one mid-stream; Sum, Count."""
+        return self._bridge("UpstreamErrors", "Sum", period)
+
+    def time_to_first_delta(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """From a stream's start to its first ``transcription.delta``; **milliseconds**."""
+        return self._bridge("TimeToFirstDelta", statistic, period)
+
+    def stream_seconds(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """How long each stream lasted; seconds."""
+        return self._bridge("StreamSeconds", statistic, period)

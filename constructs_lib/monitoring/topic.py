@@ -1,0 +1,91 @@
+"""AlarmTopic: the one SNS topic every alarm of the deployment publishes to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+#: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with alarms").
+CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
+#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.
+KEY_DELETION_WINDOW = Duration.days(7)
+
+
+@dataclass(frozen=True)
+class AlarmTopicProps:
+    """Props of :class:`AlarmTopic`.
+
+    Attributes:
+        display_name: the "From" name of notifications.
+        email: an address to subscribe (SNS sends it a confirmation link first), or None.
+    """
+
+    display_name: str
+    email: str | None
+
+
+class AlarmTopic(Construct):
+    """An SNS topic for CloudWatch alarms: encrypted with its own KMS key, TLS-only, optionally with an e-mail
+    subscription.
+
+    * Encryption: a customer managed key (rotated yearly), because the AWS managed key ``alias/aws/sns`` cannot
+      grant CloudWatch the use of it, and CloudWatch must encrypt what it publishes (CloudWatch user guide, alarms
+      and encrypted topics). The key policy lets CloudWatch use it.
+    * Topic policy: denies any request not made over TLS (``aws:SecureTransport``), and allows CloudWatch to
+      publish only for alarms of this account and region (``aws:SourceArn``), which a custom policy must state.
+
+    Attributes:
+        topic: the SNS topic.
+        key: its KMS key.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        alarm_arns = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+
+        self.key = kms.Key(
+            self,
+            "Key",
+            description=f"Encrypts the alarm topic of {stack.stack_name}",
+            enable_key_rotation=True,
+            pending_window=KEY_DELETION_WINDOW,
+            # The key protects notifications in flight only; nothing stored needs it once the topic is gone.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsEncryptNotifications",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
+                # service publishers has none, and the topic policy below already limits publishing to this
+                # account's alarms; a condition CloudWatch does not send would silently drop every notification.
+                resources=["*"],
+            )
+        )
+
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name=props.display_name,
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"ArnLike": {"aws:SourceArn": alarm_arns}},
+            )
+        )
+        if props.email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))

@@ -1,0 +1,6 @@
+"""The bridge: relays SageMaker's bidirectional-streaming WebSocket to vLLM's realtime WebSocket.
+
+Modules: `server` (the relay and `/ping`), `protocol` (vLLM realtime facts and client-frame checks),
+`health` (cached vLLM health probe), `metrics` (CloudWatch EMF), `settings` (environment variables),
+`entrypoint` (the container's entrypoint: starts vLLM and the bridge). Run with `python -m bridge`.
+"""

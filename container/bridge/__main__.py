@@ -1,0 +1,51 @@
+"""`python -m bridge`: run the bridge until SIGTERM or SIGINT, then drain for DRAIN_S seconds and exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from .server import Bridge
+from .settings import Settings, SettingsError
+
+
+async def serve_until_signalled(settings: Settings) -> None:
+    """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
+    bridge = await Bridge(settings).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    logging.getLogger("bridge").info("signal received: draining for up to %.0f s", settings.drain_s)
+    await bridge.shutdown()
+
+
+def main() -> int:
+    """Entry point; returns the process exit code (2 for a bad setting)."""
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # websockets logs every accepted or rejected connection (each /ping) at INFO: keep its warnings only.
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        logging.getLogger("bridge").error("bad setting: %s", exc)
+        return 2
+    try:
+        import uvloop  # a faster event loop (libuv): less CPU per relayed frame
+    except ImportError:
+        asyncio.run(serve_until_signalled(settings))
+    else:
+        uvloop.run(serve_until_signalled(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

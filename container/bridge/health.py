@@ -1,0 +1,134 @@
+"""A cached probe of vLLM's `/health`, so that `GET /ping` never waits on vLLM.
+
+SageMaker's health check: `GET /ping` must answer 200 only when the container can serve
+(https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html, "How Your
+Container Should Respond to Health Check (Ping) Requests"). vLLM answers `GET /health` with 200 once
+its engine is up. The probe asks vLLM in the background every `interval_s`, each attempt bounded by
+`timeout_s`, and `/ping` only reads the last answer: a dead or hanging vLLM cannot slow `/ping`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from .protocol import VLLM_HEALTH_PATH, VLLM_MODELS_PATH, parse_served_model
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two probes of vLLM's `/health`.
+PROBE_INTERVAL_S = 0.5
+#: Longest wait for one probe's answer, seconds (a hanging vLLM counts as unhealthy after this).
+PROBE_TIMEOUT_S = 1.0
+#: Largest HTTP answer the probe reads, bytes (`/v1/models` is a few hundred bytes).
+MAX_RESPONSE_BYTES = 1024 * 1024
+
+
+async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 GET with `Connection: close`; returns (status code, body bytes).
+
+    Our own 20 lines rather than an HTTP client library: the bridge needs two loopback GETs and no
+    other HTTP client features, and this keeps the image's dependencies to websockets and EMF.
+
+    Raises:
+        OSError: connection refused or reset.
+        TimeoutError: no complete answer within `timeout_s` seconds.
+        ValueError: the answer is not HTTP.
+    """
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode("ascii"))
+            response = await reader.read(MAX_RESPONSE_BYTES)
+            while chunk := await reader.read(MAX_RESPONSE_BYTES):
+                response += chunk
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+    head, _, body = response.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
+        raise ValueError(f"not an HTTP response: {head[:80]!r}")
+    if b"transfer-encoding: chunked" in head.lower():
+        body = _unchunk(body)
+    return int(status_line[1]), body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = bytearray()
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        body = rest[size + 2 :]
+    return bytes(out)
+
+
+class HealthProbe:
+    """Background probe of vLLM's `/health`; `healthy` is the cached answer (False until the first 200).
+
+    Args:
+        host, port: where vLLM listens.
+        served_model: the model name from the settings; when None, the probe learns it from vLLM's
+            `/v1/models` after the first healthy answer (`served_model` then holds it).
+    """
+
+    def __init__(self, host: str, port: int, served_model: str | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.served_model = served_model
+        self.healthy = False
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> None:
+        """Start probing in the background (call from the running event loop)."""
+        self._task = asyncio.create_task(self._run(), name="vllm-health-probe")
+
+    async def stop(self) -> None:
+        """Stop probing."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def mark_unhealthy(self) -> None:
+        """Record that vLLM just failed (a refused or dropped session) and re-probe at once."""
+        self.healthy = False
+        self._wake.set()
+
+    async def probe_once(self) -> bool:
+        """Ask vLLM's `/health` once; update and return `healthy`."""
+        try:
+            status, _ = await http_get(self.host, self.port, VLLM_HEALTH_PATH, PROBE_TIMEOUT_S)
+            healthy = status == 200
+        except (OSError, TimeoutError, ValueError):
+            healthy = False
+        if healthy != self.healthy:
+            log.info("vLLM is %s", "ready" if healthy else "not ready")
+        self.healthy = healthy
+        if healthy and self.served_model is None:
+            await self._learn_served_model()
+        return healthy
+
+    async def _learn_served_model(self) -> None:
+        try:
+            status, body = await http_get(self.host, self.port, VLLM_MODELS_PATH, PROBE_TIMEOUT_S)
+        except (OSError, TimeoutError, ValueError):
+            return
+        if status == 200 and (model := parse_served_model(body)):
+            self.served_model = model
+            log.info("served model name from vLLM: %s", model)
+
+    async def _run(self) -> None:
+        while True:
+            await self.probe_once()
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PROBE_INTERVAL_S):
+                    await self._wake.wait()

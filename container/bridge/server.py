@@ -1,0 +1,565 @@
+"""The bridge server: SageMaker's bidirectional-streaming contract in front, vLLM's realtime WebSocket behind.
+
+SageMaker container contract (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html,
+"Container Contract to Support Bidirectional Streaming Capabilities"; with the image label
+`com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true`): listen on port 8080; `GET /ping`
+answers 200 only when the model can serve; the stream arrives as a WebSocket at
+`/invocations-bidirectional-stream`, must be accepted within 250 ms, and carries the caller's payload
+parts as frames (text frames for DataType UTF8); SageMaker sends RFC 6455 pings every 60 s and closes
+after 5 unanswered ones.
+
+vLLM side: `ws://127.0.0.1:8081/v1/realtime` (vllm `vllm/entrypoints/speech_to_text/realtime/api_router.py`).
+
+One `websockets` asyncio server serves the three paths (it is lean: no ASGI layers, one task per
+connection, and frames are forwarded in the socket callbacks, see `_Stream`). Its HTTP parser accepts only GET, so `BridgeConnection`
+looks at the request line first and answers `POST /invocations` itself with a JSON error.
+
+Per stream: accept the client, open the vLLM socket, relay frames both ways, unchanged except for the
+checks in `protocol.check_client_frame` (malformed JSON and bad audio answered by the bridge,
+`session.update` given the served model name). permessage-deflate is off on both legs: the audio is
+base64 PCM16, which deflate barely shrinks, and compressing it would cost CPU on every frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import http
+import json
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.frames import DATA_OPCODES, CloseCode, Frame, Opcode
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+
+from . import protocol
+from .health import HealthProbe
+from .metrics import BridgeMetrics
+from .settings import Settings
+
+log = logging.getLogger("bridge")
+
+#: The paths of SageMaker's container contract (see the module docstring).
+PING_PATH = "/ping"
+STREAM_PATH = "/invocations-bidirectional-stream"
+INVOCATIONS_PATH = "/invocations"
+
+#: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
+#: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
+#: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+UPSTREAM_OPEN_TIMEOUT_S = 5.0
+#: Longest wait for the other side's close frame when the bridge closes a socket, seconds; then the
+#: TCP connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
+UPSTREAM_CLOSE_TIMEOUT_S = 0.5
+CLIENT_CLOSE_TIMEOUT_S = 2.0
+#: Client messages held while vLLM accepts the session before reading from the client pauses; also
+#: websockets' `max_queue`. The relay forwards frames as they come, so this only bounds memory.
+MAX_QUEUE_FRAMES = 8
+#: Write buffer high-water mark per socket, bytes (websockets `write_limit`), about three appends.
+WRITE_LIMIT_BYTES = 16 * 1024
+#: Largest HTTP request head `BridgeConnection` buffers before deciding GET or not, bytes.
+MAX_SNIFF_BYTES = 16 * 1024
+#: The byte sequence of a transcription delta in vLLM's compact JSON, for TimeToFirstDelta.
+_DELTA_MARKER = b'"type":"transcription.delta"'
+
+
+def _json_response(status: http.HTTPStatus, body: dict[str, object], extra: dict[str, str] | None = None) -> Response:
+    payload = json.dumps(body).encode()
+    headers = Headers(
+        {"Content-Type": "application/json", "Content-Length": str(len(payload)), "Connection": "close", **(extra or {})}
+    )
+    return Response(status.value, status.phrase, headers, payload)
+
+
+def _serialise(response: Response) -> bytes:
+    head = f"HTTP/1.1 {response.status_code} {response.reason_phrase}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in response.headers.raw_items())
+    return head.encode("latin-1") + b"\r\n" + (response.body or b"")
+
+
+class BridgeConnection(ServerConnection):
+    """A websockets server connection that answers non-GET requests itself.
+
+    websockets' HTTP/1.1 parser only accepts GET and drops any other request without an answer; SageMaker's
+    `POST /invocations` (the non-streaming invocation) deserves a clear error instead. The first bytes of
+    each connection are held until the request head is complete: GET goes on to websockets unchanged,
+    anything else gets a JSON error and the connection is closed once the request body has been read
+    (closing with unread input would reset the connection and could lose the answer).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sniff: bytearray | None = bytearray()
+        self._discard = 0
+        self.stream: _Stream | None = None
+        self.assembly = _MessageAssembly()
+
+    # -- the relay (see _Stream) ------------------------------------------------------------------------
+    def process_event(self, event: Any) -> None:
+        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
+            message = self.assembly.add(event)
+            if message is not None and self.stream is not None:
+                self.stream.from_client(message)
+            return  # before the stream exists (a refused stream): nothing to relay to
+        super().process_event(event)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.stream is not None and self.stream.upstream is not None:
+            self.stream.upstream.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.stream is not None and self.stream.upstream is not None:
+            self.stream.upstream.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.stream is not None:
+            self.stream.client_lost()
+
+    # -- answering non-GET requests -------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._sniff is None:
+            super().data_received(data)
+            return
+        if self._discard:
+            self._discard_body(data)
+            return
+        self._sniff += data
+        if self._sniff.startswith(b"GET "):
+            head, self._sniff = bytes(self._sniff), None
+            super().data_received(head)
+            return
+        if len(self._sniff) < 4 and b"GET ".startswith(self._sniff):
+            return  # too short to tell
+        end = self._sniff.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._sniff) > MAX_SNIFF_BYTES:
+                self._answer(_json_response(http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, {"error": "request head too large"}), 0)
+            return
+        head = bytes(self._sniff[:end]).decode("latin-1")
+        body_received = len(self._sniff) - end - 4
+        request_line, *header_lines = head.split("\r\n")
+        method, _, rest = request_line.partition(" ")
+        path = rest.split(" ", 1)[0]
+        length = 0
+        for line in header_lines:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length" and value.strip().isdigit():
+                length = int(value.strip())
+        self._answer(_non_get_response(method, path), max(length - body_received, 0))
+
+    def _answer(self, response: Response, unread_body: int) -> None:
+        self._sniff = None
+        self.transport.write(_serialise(response))
+        self._discard = unread_body
+        if not unread_body:
+            self.transport.close()
+
+    def _discard_body(self, data: bytes) -> None:
+        self._discard -= len(data)
+        if self._discard <= 0:
+            self._discard = 0
+            self.transport.close()
+
+
+def _non_get_response(method: str, path: str) -> Response:
+    if method == "POST" and path.split("?", 1)[0] == INVOCATIONS_PATH:
+        return _json_response(
+            http.HTTPStatus.BAD_REQUEST,
+            {
+                "error": (
+                    "This endpoint streams: call InvokeEndpointWithBidirectionalStream, which SageMaker "
+                    f"delivers to the container as a WebSocket at {STREAM_PATH}; POST {INVOCATIONS_PATH} "
+                    "(InvokeEndpoint) is not supported."
+                ),
+                "code": "use_bidirectional_stream",
+            },
+        )
+    return _json_response(
+        http.HTTPStatus.METHOD_NOT_ALLOWED,
+        {"error": f"{method} {path} is not supported; the bridge answers GET {PING_PATH} and WebSocket {STREAM_PATH}"},
+        {"Allow": "GET"},
+    )
+
+
+class _Stream:
+    """One relayed stream. Frames are forwarded inside the sockets' `data_received` callbacks.
+
+    Forwarding in the protocol callbacks, rather than in `recv()`/`send()` loops, saves two task
+    switches and one queue per frame, which is most of the relay's CPU time and its latency tail
+    under load. The handler task only waits on `done` and then closes both sockets.
+    Back-pressure: when one socket's write buffer passes its high-water mark (`write_limit`), reading
+    from the other socket pauses until it drains.
+    """
+
+    __slots__ = (
+        "audio_bytes", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "pending", "started", "upstream",
+    )
+
+    def __init__(self, bridge: Bridge, client: BridgeConnection) -> None:
+        self.bridge = bridge
+        self.client = client
+        self.upstream: UpstreamConnection | None = None
+        self.started = self.last_rx = time.monotonic()
+        self.first_delta_at: float | None = None
+        self.audio_bytes = 0
+        self.ending = False  # set once the bridge or the client has started ending the stream
+        # Resolves when the stream must end: (close code, reason) to close the client with, or None
+        # when the client is already gone.
+        self.done: asyncio.Future[tuple[CloseCode, str] | None] = asyncio.get_running_loop().create_future()
+        self.pending: list[bytes] | None = []  # client messages that arrived before vLLM accepted
+
+    # -- client -> vLLM ---------------------------------------------------------------------------------
+    def from_client(self, message: bytes) -> None:
+        """One complete client message: check it (`protocol.check_client_frame`) and forward it to vLLM."""
+        self.last_rx = time.monotonic()
+        if self.ending:
+            return
+        if self.pending is not None:
+            self.pending.append(message)
+            if len(self.pending) >= MAX_QUEUE_FRAMES:
+                self.client.transport.pause_reading()
+            return
+        result = protocol.check_client_frame(message, self.bridge.health.served_model)
+        if result.forward is None:
+            _send_text(self.client, result.error)
+            return
+        if result.audio_bytes:
+            self.audio_bytes += result.audio_bytes
+            limit = self.bridge.audio_limit
+            if limit is not None and self.audio_bytes > limit:
+                self.end(self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE)
+                return
+        _send_text(self.upstream, result.forward)
+
+    def upstream_ready(self, upstream: UpstreamConnection) -> None:
+        """vLLM accepted the session: forward what the client sent meanwhile, then relay directly."""
+        self.upstream = upstream
+        pending, self.pending = self.pending or [], None
+        for message in pending:
+            self.from_client(message)
+        if not self.ending:
+            self.client.transport.resume_reading()
+
+    # -- vLLM -> client ---------------------------------------------------------------------------------
+    def from_upstream(self, message: bytes) -> None:
+        """One complete vLLM message: forward it unchanged."""
+        if self.first_delta_at is None and _DELTA_MARKER in message:
+            self.first_delta_at = time.monotonic()
+        _send_text(self.client, message)
+
+    # -- ending -----------------------------------------------------------------------------------------
+    def end(self, message: str, code: str, close_code: CloseCode) -> None:
+        """End the stream from the bridge's side: send the error event now, close from the handler task."""
+        if self.ending:
+            return
+        self.ending = True
+        _send_text(self.client, protocol.error_event(message, code))
+        if not self.done.done():
+            self.done.set_result((close_code, code))
+
+    def client_lost(self) -> None:
+        """The client's TCP connection is gone (after a close handshake or not)."""
+        self.ending = True
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def upstream_lost(self) -> None:
+        """vLLM's TCP connection is gone; if the stream was not ending, tell the client (`upstream_closed`)."""
+        if self.ending or self.upstream is None:
+            return
+        self.bridge.metrics.upstream_error()
+        self.bridge.health.mark_unhealthy()
+        code = self.upstream.close_code
+        log.warning("vLLM ended a session mid-stream (close code %s)", code)
+        self.end(
+            f"the model server ended the session (WebSocket close code {code})",
+            protocol.UPSTREAM_CLOSED,
+            CloseCode.INTERNAL_ERROR,
+        )
+
+
+def _send_text(connection: ServerConnection | ClientConnection | None, message: bytes | None) -> None:
+    """Write one text frame now (no await), if the connection is open."""
+    if connection is None or message is None or connection.protocol.state is not State.OPEN:
+        return
+    connection.protocol.send_text(message)
+    try:
+        connection.send_data()
+    except Exception as exc:  # the transport is closing: the connection_lost callback ends the stream
+        connection.set_connection_exc(exc)
+
+
+class _MessageAssembly:
+    """Joins fragmented data frames into messages (RFC 6455 section 5.4); most messages are one frame."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] | None = None
+
+    def add(self, frame: Frame) -> bytes | None:
+        """Add a data frame; return the complete message payload when `frame` ends one, else None."""
+        data = frame.data if type(frame.data) is bytes else bytes(frame.data)
+        if frame.opcode is not Opcode.CONT:
+            if frame.fin:
+                return data
+            self.parts = [data]
+            return None
+        if self.parts is None:
+            return None  # the protocol layer rejects a stray continuation before this
+        self.parts.append(data)
+        if not frame.fin:
+            return None
+        message, self.parts = b"".join(self.parts), None
+        return message
+
+
+class UpstreamConnection(ClientConnection):
+    """The vLLM side of one stream: messages go to `stream.from_upstream`; flow control pauses the client."""
+
+    def __init__(self, *args: Any, stream: _Stream, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stream = stream
+        self.assembly = _MessageAssembly()
+
+    def process_event(self, event: Any) -> None:
+        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
+            message = self.assembly.add(event)
+            if message is not None:
+                self.stream.from_upstream(message)
+            return
+        super().process_event(event)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.stream.client.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.stream.client.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.stream.upstream_lost()
+
+
+class Bridge:
+    """The bridge: `GET /ping`, `POST /invocations` (an error), `WS /invocations-bidirectional-stream`.
+
+    Args:
+        settings: see `Settings`.
+
+    Use `await bridge.start()`, then `await bridge.shutdown()` (drains for `settings.drain_s`), or
+    `async with Bridge(settings) as bridge:` (no drain on exit). `port` is the bound port (useful with 0).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model)
+        self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
+        self.port = settings.port
+        self.active_streams = 0
+        self._streams: set[_Stream] = set()
+        self._background: set[asyncio.Task[None]] = set()
+        self._server: Server | None = None
+        self._upstream_url = f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
+        self._audio_limit = settings.session_audio_limit_bytes
+        self._no_streams = asyncio.Event()
+        self._no_streams.set()
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> Bridge:
+        """Start listening (at once: `/ping` says 503 until vLLM is healthy) and start the background tasks."""
+        self.health.start()
+        self._server = await serve(
+            self._handle_stream,
+            self.settings.host,
+            self.settings.port,
+            create_connection=BridgeConnection,
+            process_request=self._process_request,
+            compression=None,
+            max_size=self.settings.max_frame_bytes,
+            max_queue=MAX_QUEUE_FRAMES,
+            write_limit=WRITE_LIMIT_BYTES,
+            ping_interval=None,  # SageMaker pings us; pings are answered by websockets automatically
+            close_timeout=CLIENT_CLOSE_TIMEOUT_S,
+            server_header=None,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._spawn(self._sweep_idle_streams())
+        self._spawn(self._flush_metrics_periodically())
+        log.info(
+            "bridge listening on %s:%d, vLLM at %s, max %d streams",
+            self.settings.host, self.port, self._upstream_url, self.settings.max_streams,
+        )
+        return self
+
+    async def shutdown(self, drain_s: float | None = None) -> None:
+        """Stop accepting streams, let open ones finish for up to `drain_s` (default `settings.drain_s`)
+        seconds, then end the rest with `server_shutdown` and close 1001, and stop."""
+        drain_s = self.settings.drain_s if drain_s is None else drain_s
+        if self._server is not None:
+            self._server.close(close_connections=False)
+        if self.active_streams:
+            log.info("draining %d open streams for up to %.0f s", self.active_streams, drain_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain_s):
+                    await self._no_streams.wait()
+        for stream in list(self._streams):
+            stream.end("the server is shutting down", protocol.SERVER_SHUTDOWN, CloseCode.GOING_AWAY)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT_S + 1):
+                    await self._server.wait_closed()
+            self._server = None
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.health.stop()
+        self.metrics.flush()
+
+    async def __aenter__(self) -> Bridge:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown(drain_s=0)
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- plain HTTP: /ping and everything that is not the stream --------------------------------------
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path == STREAM_PATH:
+            return None
+        if path == PING_PATH:
+            if self.health.healthy:
+                return _json_response(http.HTTPStatus.OK, {"status": "healthy"})
+            return _json_response(http.HTTPStatus.SERVICE_UNAVAILABLE, {"status": "vLLM is not ready"})
+        return _json_response(
+            http.HTTPStatus.NOT_FOUND,
+            {"error": f"no such path: GET {path}; the bridge answers GET {PING_PATH} and WebSocket {STREAM_PATH}"},
+        )
+
+    # ---- the stream ---------------------------------------------------------------------------------
+    @property
+    def audio_limit(self) -> int | None:
+        """PCM16 bytes one session may append (`Settings.session_audio_limit_bytes`)."""
+        return self._audio_limit
+
+    def session_limit_message(self) -> str:
+        """The `session_limit` error text: the limit in seconds and where it comes from."""
+        seconds = (self._audio_limit or 0) / (protocol.SAMPLE_RATE_HZ * protocol.BYTES_PER_SAMPLE)
+        return (
+            f"the session reached its audio limit of {seconds:.0f} s (the model's max_model_len "
+            f"{self.settings.max_model_len} tokens at {self.settings.tokens_per_audio_second:g} tokens per "
+            "second of audio); start a new session to continue"
+        )
+
+    async def _handle_stream(self, client: BridgeConnection) -> None:  # type: ignore[override]
+        """Relay one stream (the WebSocket is already accepted); never raises for an ordinary disconnect."""
+        if self.active_streams >= self.settings.max_streams:
+            self.metrics.stream_rejected()
+            await self._refuse(
+                client,
+                f"the server is busy: {self.settings.max_streams} streams are open (MAX_STREAMS); retry later",
+                protocol.SERVER_BUSY,
+                CloseCode.TRY_AGAIN_LATER,
+            )
+            return
+        self.active_streams += 1
+        self._no_streams.clear()
+        stream = _Stream(self, client)
+        client.stream = stream
+        try:
+            try:
+                upstream = await connect(
+                    self._upstream_url,
+                    create_connection=functools.partial(UpstreamConnection, stream=stream),
+                    compression=None,
+                    max_size=self.settings.max_frame_bytes,
+                    max_queue=MAX_QUEUE_FRAMES,
+                    write_limit=WRITE_LIMIT_BYTES,
+                    ping_interval=None,
+                    open_timeout=UPSTREAM_OPEN_TIMEOUT_S,
+                    close_timeout=UPSTREAM_CLOSE_TIMEOUT_S,
+                    proxy=None,
+                    user_agent_header=None,
+                )
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                stream.ending = True
+                self.metrics.upstream_error()
+                self.health.mark_unhealthy()
+                log.warning("vLLM did not accept a session: %s", exc or type(exc).__name__)
+                await self._refuse(
+                    client,
+                    f"the model server is not reachable ({exc or type(exc).__name__}); retry later",
+                    protocol.UPSTREAM_UNAVAILABLE,
+                    CloseCode.INTERNAL_ERROR,
+                )
+                return
+            await self._relay(stream, upstream)
+        finally:
+            client.stream = None
+            self.active_streams -= 1
+            if not self.active_streams:
+                self._no_streams.set()
+
+    async def _relay(self, stream: _Stream, upstream: UpstreamConnection) -> None:
+        self._streams.add(stream)
+        self.metrics.stream_opened()
+        try:
+            stream.upstream_ready(upstream)
+            if upstream.protocol.state is not State.OPEN:  # vLLM went away before the stream was wired
+                stream.upstream_lost()
+            outcome = await stream.done
+            stream.ending = True
+            if outcome is not None:
+                await stream.client.close(*outcome)
+        finally:
+            stream.ending = True
+            await upstream.close()  # bounded by UPSTREAM_CLOSE_TIMEOUT_S; no-op if already closed
+            self._streams.discard(stream)
+            first_delta_ms = None if stream.first_delta_at is None else (stream.first_delta_at - stream.started) * 1000
+            self.metrics.stream_closed(time.monotonic() - stream.started, first_delta_ms)
+
+    @staticmethod
+    async def _refuse(client: ServerConnection, message: str, code: str, close_code: CloseCode) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await client.send(protocol.error_event(message, code), text=True)
+        await client.close(close_code, code)
+
+    # ---- background work ----------------------------------------------------------------------------
+    async def _sweep_idle_streams(self) -> None:
+        """End streams whose client has sent nothing for `idle_timeout_s` (one task for all streams)."""
+        idle_s = self.settings.idle_timeout_s
+        period = min(1.0, idle_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            deadline = time.monotonic() - idle_s
+            for stream in list(self._streams):
+                if stream.last_rx < deadline:
+                    stream.end(
+                        f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S); the session was ended",
+                        protocol.IDLE_TIMEOUT,
+                        CloseCode.NORMAL_CLOSURE,
+                    )
+
+    async def _flush_metrics_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.metrics_interval_s)
+            self.metrics.flush()

@@ -1,0 +1,166 @@
+"""Bridge settings, read once from environment variables (documented in container/README.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: Port SageMaker sends `/ping` and the bidirectional stream to (SageMaker container contract:
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html).
+DEFAULT_BRIDGE_PORT = 8080
+#: Port vLLM listens on, on 127.0.0.1 only (the entrypoint always binds it there).
+DEFAULT_VLLM_PORT = 8081
+#: vLLM's default `--max-num-seqs` on GPUs other than the largest (vllm `engine/arg_utils.py`), used
+#: for MAX_STREAMS when neither MAX_STREAMS nor SM_VLLM_MAX_NUM_SEQS is set.
+DEFAULT_MAX_NUM_SEQS = 256
+#: Seconds a client may stay silent before its session is ended (SageMaker's own idle limit is longer).
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+#: Seconds open streams may keep running after SIGTERM. SageMaker sends SIGKILL 30 s after SIGTERM
+#: (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html), so 25 s
+#: leaves time to close the rest and stop vLLM.
+DEFAULT_DRAIN_S = 25.0
+#: Voxtral Realtime turns 80 ms of audio into one token: 12.5 tokens per second of audio
+#: (mistralai/Voxtral-Mini-4B-Realtime-2602 model card; the issue's session limit).
+DEFAULT_TOKENS_PER_AUDIO_SECOND = 12.5
+#: Fraction of max_model_len a session's audio may use before the bridge ends it (`session_limit`);
+#: the rest is headroom for the prompt and the generated text, which share the context.
+DEFAULT_SESSION_LIMIT_FRACTION = 0.9
+#: Largest WebSocket frame accepted on either leg, bytes (4 MiB, over two minutes of base64 PCM16 in
+#: one append; the issue asks for at least 4 MiB). Larger frames close the connection with 1009.
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: CloudWatch namespace of the bridge's metrics unless METRICS_NAMESPACE says otherwise.
+DEFAULT_METRICS_NAMESPACE = "RealtimeVoice/Bridge"
+#: Seconds between two EMF metric lines.
+DEFAULT_METRICS_INTERVAL_S = 60.0
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the bridge cannot use; the message names it and what is allowed."""
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise SettingsError(f"{name}={raw!r} is not {kind}") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _first_model_name(raw: str) -> str | None:
+    """First name of a `--served-model-name` value: a JSON list or space-separated names."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    if raw.startswith("["):
+        try:
+            names = json.loads(raw)
+            return str(names[0]) if names else None
+        except (ValueError, IndexError):
+            pass
+    return raw.split()[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every bridge setting. Times are seconds, sizes bytes.
+
+    Attributes:
+        host: address the bridge listens on (BRIDGE_HOST, default 0.0.0.0).
+        port: port of `/ping` and the stream (BRIDGE_PORT, default 8080).
+        vllm_host / vllm_port: where vLLM listens (VLLM_HOST 127.0.0.1, VLLM_PORT 8081).
+        max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256).
+        idle_timeout_s: client silence that ends a session (IDLE_TIMEOUT_S, default 60).
+        drain_s: grace period after SIGTERM (DRAIN_S, default 25).
+        served_model: model name put into `session.update` (SERVED_MODEL_NAME, default the first of
+            SM_VLLM_SERVED_MODEL_NAME, else SM_VLLM_MODEL; None: learnt from vLLM's `/v1/models`).
+        max_model_len: vLLM's context length in tokens (MAX_MODEL_LEN, default SM_VLLM_MAX_MODEL_LEN;
+            None: no session limit).
+        tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80 ms).
+        session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
+        max_frame_bytes: MAX_FRAME_BYTES, default 4 MiB, on both legs.
+        metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE, ENDPOINT_NAME,
+            VARIANT_NAME (the CDK stack sets them; dimensions of every metric).
+        metrics_interval_s: METRICS_INTERVAL_S, default 60.
+    """
+
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_BRIDGE_PORT
+    vllm_host: str = "127.0.0.1"
+    vllm_port: int = DEFAULT_VLLM_PORT
+    max_streams: int = DEFAULT_MAX_NUM_SEQS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    drain_s: float = DEFAULT_DRAIN_S
+    served_model: str | None = None
+    max_model_len: int | None = None
+    tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
+    session_limit_fraction: float = DEFAULT_SESSION_LIMIT_FRACTION
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
+    endpoint_name: str = "local"
+    variant_name: str = "local"
+    metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
+
+    @property
+    def session_audio_limit_bytes(self) -> int | None:
+        """PCM16 bytes of audio one session may append before `session_limit`, or None for no limit.
+
+        max_model_len x fraction tokens / tokens per second = seconds of audio; x 16000 samples/s x 2 bytes.
+        """
+        if self.max_model_len is None:
+            return None
+        seconds = self.max_model_len * self.session_limit_fraction / self.tokens_per_audio_second
+        return int(seconds * 16_000) * 2
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from `env` (default `os.environ`).
+
+        Raises:
+            SettingsError: a variable is not a number where one is needed, or is out of range.
+        """
+        env = os.environ if env is None else env
+        max_num_seqs = _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True)
+        max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
+        served = (
+            env.get("SERVED_MODEL_NAME", "").strip()
+            or _first_model_name(env.get("SM_VLLM_SERVED_MODEL_NAME", ""))
+            or env.get("SM_VLLM_MODEL", "").strip()
+            or None
+        )
+        fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
+        if fraction > 1:
+            raise SettingsError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
+        return cls(
+            host=env.get("BRIDGE_HOST", "0.0.0.0"),
+            port=int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True)),
+            vllm_host=env.get("VLLM_HOST", "127.0.0.1"),
+            vllm_port=int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True)),
+            max_streams=int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True)),
+            idle_timeout_s=_number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01),
+            drain_s=_number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0),
+            served_model=served,
+            max_model_len=(
+                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=1, integer=True))
+                if max_model_len
+                else None
+            ),
+            tokens_per_audio_second=_number(
+                env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
+            ),
+            session_limit_fraction=fraction,
+            max_frame_bytes=int(
+                _number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES, minimum=4 * 1024 * 1024, integer=True)
+            ),
+            metrics_namespace=env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
+            endpoint_name=env.get("ENDPOINT_NAME", "local"),
+            variant_name=env.get("VARIANT_NAME", "local"),
+            metrics_interval_s=_number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1),
+        )

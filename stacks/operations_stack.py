@@ -1,0 +1,49 @@
+"""OperationsStack: the alarm topic every endpoint's alarms publish to, and the dashboard of all endpoints.
+
+A stack of its own so that both exist whichever endpoints are enabled, and so that the dashboard sees every
+endpoint; the endpoint stacks import the topic (and deploy after this stack). The dashboard refers to metrics by
+name and draws thresholds computed from the same settings as the alarms, so it needs nothing from the endpoint
+stacks.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from config.settings import Settings
+from constructs_lib.monitoring import (
+    AlarmTopic,
+    AlarmTopicProps,
+    DashboardEndpoint,
+    OperationsDashboard,
+    OperationsDashboardProps,
+)
+from stacks.endpoint_monitoring import sonic_monitoring, voxtral_monitoring, voxtral_streams_target
+
+
+class OperationsStack(Stack):
+    """Alarm topic (KMS-encrypted, TLS only, optional e-mail subscription) and the operations dashboard."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.alarm_topic = AlarmTopic(
+            self, "AlarmTopic",
+            AlarmTopicProps(display_name=f"{settings.stack_name_prefix} alarms", email=settings.alarm_email),
+        )
+
+        endpoints = []
+        if settings.voxtral.enabled:
+            endpoints.append(DashboardEndpoint(voxtral_monitoring(settings), scaling_target=voxtral_streams_target(settings)))
+        if settings.sonic.enabled:
+            endpoints.append(DashboardEndpoint(sonic_monitoring(settings)))
+        # Dashboard names are unique per account across regions: the region is part of the name.
+        self.dashboard = OperationsDashboard(
+            self, "Dashboard",
+            OperationsDashboardProps(dashboard_name=f"{settings.stack_name_prefix}-{settings.region}", endpoints=endpoints),
+        )
+
+        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic.topic_arn,
+                  description="SNS topic of every alarm (subscribe on-call tools here)")
+        CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name,
+                  description="CloudWatch dashboard of the endpoints")

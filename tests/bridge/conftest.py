@@ -1,0 +1,36 @@
+"""Fixtures of the bridge tests: run a scenario on a fresh event loop; fail a test that logged an ERROR."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+#: Upper bound on one scenario, seconds (each takes well under a second except the 500-cycle test).
+SCENARIO_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def run() -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    """Run a coroutine to completion on a new event loop, bounded by SCENARIO_TIMEOUT_S."""
+
+    def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+        async def bounded() -> Any:
+            async with asyncio.timeout(SCENARIO_TIMEOUT_S):
+                return await coroutine
+
+        return asyncio.run(bounded())
+
+    return _run
+
+
+@pytest.fixture(autouse=True)
+def no_error_logs(caplog: pytest.LogCaptureFixture):
+    """An ordinary disconnect must not log an ERROR or a traceback: fail any test that did."""
+    caplog.set_level(logging.INFO)
+    yield
+    bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not bad, "unexpected ERROR/traceback log lines: " + "; ".join(f"{r.name}: {r.getMessage()}" for r in bad)

@@ -1,0 +1,54 @@
+"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check, no secrets."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+CONTAINER = Path(__file__).resolve().parents[2] / "container"
+DOCKERFILE = (CONTAINER / "Dockerfile").read_text()
+
+
+def instructions(name: str) -> list[str]:
+    """Arguments of every `name` instruction (continuation lines joined)."""
+    joined = re.sub(r"\\\n\s*", " ", DOCKERFILE)
+    return [line.split(None, 1)[1] for line in joined.splitlines() if line.split(None, 1)[:1] == [name]]
+
+
+def test_base_image_is_a_build_argument_defaulting_to_the_vllm_sagemaker_dlc():
+    assert instructions("ARG") == [
+        "BASE_IMAGE=public.ecr.aws/deep-learning-containers/vllm:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0-soci"
+    ]
+    assert instructions("FROM") == ["${BASE_IMAGE}"]
+
+
+def test_bidirectional_streaming_label():
+    assert instructions("LABEL") == ["com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true"]
+
+
+def test_entrypoint_runs_the_supervisor_in_exec_form():
+    (entrypoint,) = instructions("ENTRYPOINT")
+    assert json.loads(entrypoint) == ["python3", "-m", "bridge.entrypoint"]
+    assert (CONTAINER / "bridge" / "entrypoint.py").is_file()
+
+
+def test_health_check_asks_ping_on_port_8080():
+    (check,) = instructions("HEALTHCHECK")
+    assert "http://127.0.0.1:8080/ping" in check
+    assert "--timeout=" in check
+
+
+def test_dependencies_are_pinned_and_installed():
+    requirements = [
+        line for line in (CONTAINER / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")
+    ]
+    assert {line.split("==")[0] for line in requirements} == {"websockets", "aws-embedded-metrics", "uvloop"}
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in requirements)
+    assert any("pip install" in run and "requirements.txt" in run for run in instructions("RUN"))
+
+
+def test_no_secrets_in_the_image():
+    for name in ("ENV", "ARG", "LABEL"):
+        for value in instructions(name):
+            assert not re.search(r"(?i)(secret|password|token|aws_access_key|aws_secret)", value), value

@@ -1,0 +1,244 @@
+"""Fixtures for the client tests: a parser of the client subcommands, the committed recording, an in-memory
+realtime server, and a loopback HTTP server that answers SageMaker's InvokeEndpointWithResponseStream."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.fake_vllm import FakeVllm
+from voicectl import mic, speak, transcribe
+from voicectl.realtime import TransportClosed
+
+RECORDING = Path(__file__).parent / "data" / "speech_22k_stereo.wav"
+"""espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see data/README.md)."""
+
+
+def client_parser() -> argparse.ArgumentParser:
+    """A parser with only the client subcommands (``voicectl.preflight`` belongs to another branch)."""
+    parser = argparse.ArgumentParser(prog="voicectl")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in (transcribe, speak, mic):
+        module.register(subparsers)
+    return parser
+
+
+@pytest.fixture
+def parse():
+    """Parse a voicectl command line (list of arguments) into a Namespace."""
+    return client_parser().parse_args
+
+
+@pytest.fixture
+def recording() -> Path:
+    return RECORDING
+
+
+# ---- an in-memory realtime server ------------------------------------------------------------------------------
+
+
+@dataclass
+class MemorySession:
+    """What the in-memory server saw on one stream."""
+
+    events: list[dict] = field(default_factory=list)
+    audio: bytearray = field(default_factory=bytearray)
+    closed: bool = False
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.events]
+
+
+class MemoryTransport:
+    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on final commit."""
+
+    def __init__(self, server: MemoryServer, session: MemorySession) -> None:
+        self.server = server
+        self.session = session
+        self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.inbox.put_nowait(json.dumps({"type": "session.created"}))
+        self.text = ""
+
+    async def send_text(self, text: str) -> None:
+        if self.session.closed:
+            raise TransportClosed("closed")
+        event = json.loads(text)
+        appends = sum(1 for e in self.session.events if e["type"] == "input_audio_buffer.append")
+        if event["type"] == "input_audio_buffer.append" and self.server.drop_at == (len(self.server.sessions), appends):
+            self.server.drop_at = None
+            self.session.closed = True
+            self.inbox.put_nowait(None)
+            raise TransportClosed("network drop (scripted)")
+        self.session.events.append(event)
+        if event["type"] == "input_audio_buffer.append":
+            self.session.audio += base64.b64decode(event["audio"])
+            if self.server.error_on_append is not None:
+                self.inbox.put_nowait(json.dumps({"type": "error", "error": "boom", "code": self.server.error_on_append}))
+                return
+            delta = f"w{len(self.server.sessions)}.{appends} "
+            self.text += delta
+            self.inbox.put_nowait(json.dumps({"type": "transcription.delta", "delta": delta}))
+        elif event["type"] == "input_audio_buffer.commit" and event.get("final") and not self.server.never_done:
+            self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": self.text}))
+
+    async def receive_text(self) -> str | None:
+        return await self.inbox.get()
+
+    async def close(self) -> None:
+        self.session.closed = True
+        self.inbox.put_nowait(None)
+
+
+class MemoryServer:
+    """Opens MemoryTransports; switches: ``drop_at=(session number, append index)``, ``error_on_append``, ``never_done``."""
+
+    def __init__(self) -> None:
+        self.sessions: list[MemorySession] = []
+        self.drop_at: tuple[int, int] | None = None
+        self.error_on_append: str | None = None
+        self.never_done = False
+
+    async def open(self) -> MemoryTransport:
+        session = MemorySession()
+        self.sessions.append(session)
+        return MemoryTransport(self, session)
+
+
+@pytest.fixture
+def memory_server() -> MemoryServer:
+    return MemoryServer()
+
+
+# ---- the real bridge and the fake vLLM on a background event loop ------------------------------------------------
+
+
+class Servers:
+    """Fake vLLM + bridge on a background event loop."""
+
+    def __init__(self, **fake_options) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.vllm = FakeVllm(**fake_options)
+        self.bridge = None
+
+    def call(self, coroutine, timeout: float = 10.0):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def __enter__(self) -> Servers:
+        self.thread.start()
+
+        from bridge.server import Bridge
+        from bridge.settings import Settings
+
+        async def start() -> None:
+            await self.vllm.start()
+            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0)).start()
+
+        self.call(start())
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.bridge.port}/invocations-bidirectional-stream"
+
+    def __exit__(self, *exc_info: object) -> None:
+        async def stop() -> None:
+            await self.bridge.shutdown(drain_s=0)
+            await self.vllm.stop()
+
+        self.call(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+# ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream -----------------------------------------
+
+
+def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """Encode one AWS event stream message (application/vnd.amazon.eventstream)."""
+    from smithy_aws_event_stream.events import EventMessage
+
+    return EventMessage(headers=headers, payload=payload).encode()
+
+
+def payload_part(data: bytes) -> bytes:
+    return event_stream_message(
+        {":message-type": "event", ":event-type": "PayloadPart", ":content-type": "application/octet-stream"}, data)
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class ResponseStreamServer:
+    """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status and body."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.replies: list[tuple[int, dict[str, str], bytes]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests.append(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                status, headers, reply = server.replies.pop(0)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def reply_stream(self, parts: list[bytes]) -> None:
+        """Queue a 200 reply whose body is these payload parts as event stream messages."""
+        self.replies.append((200, {"Content-Type": "application/vnd.amazon.eventstream",
+                                   "X-Amzn-Invoked-Production-Variant": "AllTraffic"},
+                             b"".join(payload_part(part) for part in parts)))
+
+    def reply_raw(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.replies.append((status, headers, body))
+
+    def client(self):
+        """A boto3 sagemaker-runtime client pointed at this server, with dummy static credentials."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "sagemaker-runtime", region_name="us-east-1", endpoint_url=self.url,
+            aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+            config=Config(retries={"max_attempts": 1}),
+        )
+
+    def __enter__(self) -> ResponseStreamServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def sagemaker_runtime() -> Iterator[ResponseStreamServer]:
+    with ResponseStreamServer() as server:
+        yield server

@@ -1,0 +1,143 @@
+"""Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period, comparison,
+threshold after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from constructs_lib.monitoring import (
+    BridgeAlarmThresholds,
+    EndpointAlarmThresholds,
+    MonitoredEndpoint,
+    alarm_rules,
+    milliseconds_to_microseconds,
+)
+from tests.ops.conftest import alarms_by_name, resources
+
+SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"
+GT, GTE, LT = "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold"
+
+# (namespace, metric, statistic, period s, comparison, threshold, evaluation periods, datapoints, missing data)
+# Defaults of cdk.json. Voxtral on ml.g6.4xlarge: 1 GPU, 16 vCPUs. Sonic on ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
+VOXTRAL = {
+    "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
+    "Invocation4XXErrors": (SM, "Invocation4XXErrors", "Sum", 300, GT, 10, 1, 1, "notBreaching"),
+    "ModelLatencyP90": (SM, "ModelLatency", "p90", 60, GT, 500_000, 5, 3, "notBreaching"),  # 500 ms in µs
+    "OverheadLatencyP90": (SM, "OverheadLatency", "p90", 60, GT, 100_000, 5, 3, "notBreaching"),  # 100 ms in µs
+    "GPUUtilization": (INSTANCE, "GPUUtilization", "Average", 300, GT, 90, 3, 3, "notBreaching"),  # 90 % x 1 GPU
+    "GPUMemoryUtilization": (INSTANCE, "GPUMemoryUtilization", "Maximum", 300, GT, 97, 2, 2, "notBreaching"),
+    "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 1440, 3, 3, "notBreaching"),  # 90 % x 16
+    "MemoryUtilization": (INSTANCE, "MemoryUtilization", "Maximum", 300, GT, 90, 2, 2, "notBreaching"),
+    "DiskUtilization": (INSTANCE, "DiskUtilization", "Maximum", 300, GT, 85, 1, 1, "notBreaching"),
+    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 3, 3, "breaching"),
+    "UpstreamErrors": (BRIDGE, "UpstreamErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
+    "StreamsRejected": (BRIDGE, "StreamsRejected", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
+    "TimeToFirstDeltaP90": (BRIDGE, "TimeToFirstDelta", "p90", 60, GT, 2000, 5, 3, "notBreaching"),  # ms, as is
+    "ActiveStreamsNearCap": (BRIDGE, "ActiveStreams", "Average", 60, GTE, 1.8, 5, 5, "notBreaching"),  # 0.9 x 2
+}
+SONIC = {
+    "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
+    "Invocation4XXErrors": (SM, "Invocation4XXErrors", "Sum", 300, GT, 10, 1, 1, "notBreaching"),
+    "ModelLatencyP90": (SM, "ModelLatency", "p90", 60, GT, 3_000_000, 5, 3, "notBreaching"),  # 3000 ms in µs
+    "OverheadLatencyP90": (SM, "OverheadLatency", "p90", 60, GT, 100_000, 5, 3, "notBreaching"),
+    "GPUUtilization": (INSTANCE, "GPUUtilization", "Average", 300, GT, 90, 3, 3, "notBreaching"),
+    "GPUMemoryUtilization": (INSTANCE, "GPUMemoryUtilization", "Maximum", 300, GT, 95, 2, 2, "notBreaching"),
+    "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 720, 3, 3, "notBreaching"),  # 90 % x 8
+    "MemoryUtilization": (INSTANCE, "MemoryUtilization", "Maximum", 300, GT, 90, 2, 2, "notBreaching"),
+    "DiskUtilization": (INSTANCE, "DiskUtilization", "Maximum", 300, GT, 85, 1, 1, "notBreaching"),
+    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 3, 3, "breaching"),
+}
+ENDPOINTS = {"Voxtral": ("voxtral-realtime", VOXTRAL), "Sonic": ("sonic-tts", SONIC)}
+
+
+def topic_import(template: dict) -> dict:
+    """The alarm topic as the endpoint stacks see it: an import from the Operations stack."""
+    (action,) = next(iter(alarms_by_name(template).values()))["AlarmActions"]
+    assert "RealtimeVoice-Operations:ExportsOutputRefAlarmTopic" in action["Fn::ImportValue"]
+    return action
+
+
+@pytest.mark.parametrize("stack", ["Voxtral", "Sonic"])
+def test_every_alarm_reads_the_right_metric_with_the_converted_threshold(synthesized, stack):
+    endpoint_name, expected = ENDPOINTS[stack]
+    template = synthesized.template(stack)
+    alarms = alarms_by_name(template)
+    assert sorted(alarms) == sorted(f"{endpoint_name}-{name}" for name in expected)
+    topic = topic_import(template)
+    for name, (namespace, metric, statistic, period, comparison, threshold, periods, datapoints, missing) in expected.items():
+        alarm = alarms[f"{endpoint_name}-{name}"]
+        assert alarm["Namespace"] == namespace, name
+        assert alarm["MetricName"] == metric, name
+        assert alarm["Dimensions"] == [{"Name": "EndpointName", "Value": endpoint_name},
+                                       {"Name": "VariantName", "Value": "AllTraffic"}], name
+        stat_key = "ExtendedStatistic" if statistic.startswith("p") else "Statistic"
+        assert alarm[stat_key] == statistic, name
+        assert alarm["Period"] == period, name
+        assert alarm["ComparisonOperator"] == comparison, name
+        assert alarm["Threshold"] == pytest.approx(threshold), name
+        assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (periods, datapoints), name
+        assert alarm["TreatMissingData"] == missing, name
+        # No unit filter: a unit mismatch would leave the alarm in INSUFFICIENT_DATA.
+        assert "Unit" not in alarm, name
+        assert alarm["AlarmActions"] == [topic] and alarm["OKActions"] == [topic], name
+
+
+@pytest.mark.parametrize("stack", ["Voxtral", "Sonic"])
+def test_each_alarm_states_its_missing_data_choice_and_reason(synthesized, stack):
+    for name, alarm in alarms_by_name(synthesized.template(stack)).items():
+        description = alarm["AlarmDescription"]
+        assert f"Missing data: {alarm['TreatMissingData']}, because " in description, name
+        assert len(description) <= 1024, name  # CloudWatch's limit
+    health = alarms_by_name(synthesized.template(stack))[f"{ENDPOINTS[stack][0]}-EndpointHealth"]
+    assert "no utilisation data means no running instance" in health["AlarmDescription"]
+
+
+def test_latency_thresholds_are_converted_from_ms_to_microseconds(synthesized, ops_variant):
+    assert milliseconds_to_microseconds(500) == 500_000
+    assert synthesized.settings.voxtral.alarm_model_latency_p90_ms == 500
+    assert alarms_by_name(synthesized.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"]["Threshold"] == 500_000
+    # The variant sets 250 ms.
+    assert alarms_by_name(ops_variant.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"]["Threshold"] == 250_000
+
+
+def test_gpu_and_cpu_thresholds_scale_with_the_instance(ops_variant):
+    """Sonic on ml.g6e.12xlarge: 4 GPUs and 48 vCPUs, so 90 % of capacity is 360 (GPU) and 4320 (CPU)."""
+    alarms = alarms_by_name(ops_variant.template("Sonic"))
+    assert alarms["sonic-tts-GPUUtilization"]["Threshold"] == 360
+    assert alarms["sonic-tts-GPUMemoryUtilization"]["Threshold"] == 380  # 95 % x 4
+    assert alarms["sonic-tts-CPUUtilization"]["Threshold"] == 4320
+    assert alarms["sonic-tts-MemoryUtilization"]["Threshold"] == 90  # not scaled: 0-100 on any instance
+
+
+def _endpoint(instance_type: str, bridge: BridgeAlarmThresholds | None = None) -> MonitoredEndpoint:
+    thresholds = EndpointAlarmThresholds(errors_5xx=0, errors_4xx=10, model_latency_p90_ms=500,
+                                         overhead_latency_p90_ms=100, gpu_utilization_percent=90,
+                                         gpu_memory_percent=95, cpu_utilization_percent=90, memory_percent=90,
+                                         disk_percent=85)
+    return MonitoredEndpoint("t", "e", "AllTraffic", instance_type, thresholds, bridge, 1, 2)
+
+
+def test_rules_without_synthesis_cpu_only_instance_has_no_gpu_alarms():
+    names = [rule.name for rule in alarm_rules(_endpoint("ml.m5.xlarge"))]
+    assert "GPUUtilization" not in names and "GPUMemoryUtilization" not in names
+    cpu = next(rule for rule in alarm_rules(_endpoint("ml.m5.xlarge")) if rule.name == "CPUUtilization")
+    assert cpu.threshold == 360  # 90 % x 4 vCPUs
+    with pytest.raises(ValueError, match="ml.zz9.huge"):
+        alarm_rules(_endpoint("ml.zz9.huge"))
+
+
+def test_only_the_5xx_and_health_alarms_roll_updates_back():
+    bridge = BridgeAlarmThresholds("NS", stream_cap=4, time_to_first_delta_p90_ms=1000, active_streams_fraction=0.75)
+    rules = alarm_rules(_endpoint("ml.g6.4xlarge", bridge))
+    assert [rule.name for rule in rules if rule.rollback] == ["Invocation5XXErrors", "EndpointHealth"]
+    near_cap = next(rule for rule in rules if rule.name == "ActiveStreamsNearCap")
+    assert near_cap.threshold == 3  # 0.75 x 4 streams
+
+
+def test_endpoint_stacks_depend_on_the_operations_stack(synthesized):
+    manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
+    for stack in ("RealtimeVoice-Voxtral", "RealtimeVoice-Sonic"):
+        assert "RealtimeVoice-Operations" in manifest["artifacts"][stack]["dependencies"]
+    assert resources(synthesized.template("Operations"), "AWS::SNS::Topic")

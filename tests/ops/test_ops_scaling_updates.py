@@ -1,0 +1,121 @@
+"""Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates (rolling
+DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.settings import BRIDGE_DRAIN_S
+from constructs_lib.realtime_endpoint import rolling_update_timeout_s
+from tests.ops.conftest import resources
+
+
+def only(template: dict, resource_type: str) -> tuple[str, dict]:
+    (item,) = resources(template, resource_type).items()
+    return item
+
+
+def test_voxtral_scales_on_live_streams_per_instance(synthesized):
+    template = synthesized.template("Voxtral")
+    endpoint_id, _ = only(template, "AWS::SageMaker::Endpoint")
+    target_id, target = only(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert target["Properties"] == {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/voxtral-realtime/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "MinCapacity": 1,
+        "MaxCapacity": 4,
+        "Tags": [{"Key": "project", "Value": "sagemaker-realtime-voice"}],
+    }
+    # No RoleARN: Application Auto Scaling uses SageMaker's service-linked role; no extra IAM role in the stack.
+    assert "RoleARN" not in target["Properties"]
+    # Registered after the endpoint exists; on destroy, deregistered before the endpoint is deleted.
+    assert target["DependsOn"] == [endpoint_id]
+
+    _, policy = only(template, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    props = policy["Properties"]
+    assert props["PolicyType"] == "TargetTrackingScaling"
+    assert props["ScalingTargetId"] == {"Ref": target_id}
+    tracking = props["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["CustomizedMetricSpecification"] == {
+        "Namespace": "RealtimeVoice/Bridge",
+        "MetricName": "ActiveStreams",
+        "Dimensions": [{"Name": "EndpointName", "Value": "voxtral-realtime"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        "Statistic": "Average",
+    }
+    assert tracking["TargetValue"] == pytest.approx(0.7 * 2)  # scaling_target_fraction x max_num_seqs
+    assert tracking["ScaleInCooldown"] == 600 and tracking["ScaleInCooldown"] > BRIDGE_DRAIN_S
+    assert tracking["ScaleOutCooldown"] == 300
+
+
+def test_sonic_scales_on_invocations_per_instance_by_default(synthesized):
+    template = synthesized.template("Sonic")
+    _, target = only(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert target["Properties"]["ResourceId"] == "endpoint/sonic-tts/variant/AllTraffic"
+    assert target["Properties"]["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    assert (target["Properties"]["MinCapacity"], target["Properties"]["MaxCapacity"]) == (1, 2)
+    _, policy = only(template, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"] == {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}
+    assert tracking["TargetValue"] == 60
+
+
+def test_sonic_can_scale_on_concurrent_requests(ops_variant):
+    _, policy = only(ops_variant.template("Sonic"), "AWS::ApplicationAutoScaling::ScalingPolicy")
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"] == {
+        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
+    assert tracking["TargetValue"] == 4
+
+
+def test_min_equal_to_max_means_a_fixed_size_without_scalable_target(ops_variant):
+    template = ops_variant.template("Voxtral")
+    assert resources(template, "AWS::ApplicationAutoScaling::ScalableTarget") == {}
+    assert resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy") == {}
+    _, config = only(template, "AWS::SageMaker::EndpointConfig")
+    assert config["Properties"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
+
+
+def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthesized):
+    template = synthesized.template("Voxtral")
+    _, endpoint = only(template, "AWS::SageMaker::Endpoint")
+    props = endpoint["Properties"]
+    alarm_ids = {r["Properties"]["AlarmName"]: k for k, r in resources(template, "AWS::CloudWatch::Alarm").items()}
+    assert props["DeploymentConfig"] == {
+        "RollingUpdatePolicy": {
+            "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
+            "WaitIntervalInSeconds": 600,
+            # 4 batches x (1200 s download + 1200 s start-up + 600 s baking)
+            "MaximumExecutionTimeoutInSeconds": 12000,
+        },
+        "AutoRollbackConfiguration": {"Alarms": [
+            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrors"]}},
+            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-EndpointHealth"]}},
+        ]},
+    }
+    # Updates keep the instance count autoscaling chose.
+    assert props["RetainAllVariantProperties"] is True
+    assert "ExcludeRetainedVariantProperties" not in props
+
+
+def test_sonic_keeps_its_instance_count_but_has_no_rolling_update(synthesized):
+    """Marketplace containers are excluded from deployment guardrails (rolling or baked blue/green)."""
+    _, endpoint = only(synthesized.template("Sonic"), "AWS::SageMaker::Endpoint")
+    assert endpoint["Properties"]["RetainAllVariantProperties"] is True
+    assert "DeploymentConfig" not in endpoint["Properties"]
+
+
+def test_the_container_drains_for_less_than_the_scale_in_cooldown_and_sagemakers_kill(synthesized):
+    _, model = only(synthesized.template("Voxtral"), "AWS::SageMaker::Model")
+    assert model["Properties"]["PrimaryContainer"]["Environment"]["DRAIN_S"] == "25"
+    assert BRIDGE_DRAIN_S < 30  # SageMaker sends SIGKILL 30 s after SIGTERM
+
+
+@pytest.mark.parametrize("percent, start_s, wait_s, expected", [
+    (25, 2400, 600, 12000),   # 4 batches
+    (50, 60, 0, 600),         # 2 x 60 s is below the 600 s minimum
+    (5, 2400, 3600, 28800),   # 20 batches x 6000 s is above the 28800 s maximum
+    (30, 100, 100, 800),      # ceil(100 / 30) = 4 batches
+])
+def test_rolling_update_timeout(percent, start_s, wait_s, expected):
+    assert rolling_update_timeout_s(percent, start_s, wait_s) == expected

@@ -1,0 +1,196 @@
+"""``voicectl speak``: make the Sonic endpoint speak a text and write the audio to a WAV file.
+
+    voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] --out FILE.wav
+
+TEXT ``-`` reads the text from stdin. The request and response formats are described in :mod:`voicectl.sonic`;
+the call is boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``, whose response ``Body`` yields
+``PayloadPart`` events and raises ``ModelStreamError`` / ``InternalStreamFailure`` as ``EventStreamError``
+(botocore ``eventstream.py``), while a ``ModelError`` of the call itself is a ``ClientError`` carrying
+``OriginalStatusCode``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from voicectl.audio import PCM16_BYTES_PER_SAMPLE, write_wav
+from voicectl.cli import UsageError
+from voicectl.sonic import (
+    DEFAULT_SAMPLE_RATE_HZ,
+    MODEL_ERROR_HINTS,
+    SONIC_SAMPLE_RATES_HZ,
+    SonicAudio,
+    SonicEventParser,
+    SonicRequest,
+    SonicStreamError,
+    TruncatedStreamError,
+    check_complete,
+)
+
+EXIT_FAILED = 1
+
+READ_TIMEOUT_S = 120
+"""Seconds botocore waits for the next bytes of the response stream (long texts generate for a while)."""
+
+
+class SpeakError(Exception):
+    """The Sonic call failed; the message says what happened and what to try."""
+
+
+@dataclass
+class SpeakResult:
+    """Outcome of one ``speak`` call: the audio, its format and the time to first audio (seconds)."""
+
+    audio: SonicAudio
+    sample_rate_hz: int
+    time_to_first_audio_s: float | None
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio.pcm16) / PCM16_BYTES_PER_SAMPLE / self.sample_rate_hz
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``speak`` subcommand."""
+    parser = subparsers.add_parser("speak", help="make the Sonic endpoint speak a text into a WAV file",
+                                   description=__doc__.split("\n\n")[0])
+    parser.add_argument("text", metavar="TEXT", help="the text to speak; - reads it from stdin")
+    parser.add_argument("--endpoint", required=True, metavar="NAME", help="SageMaker endpoint name (the Sonic endpoint)")
+    parser.add_argument("--voice", required=True, metavar="ID", help="Cartesia voice ID")
+    parser.add_argument("--language", default="en", help="language code of the text (default: en)")
+    parser.add_argument("--sample-rate", type=int, default=DEFAULT_SAMPLE_RATE_HZ, metavar="HZ",
+                        help=f"output sample rate, one of {', '.join(map(str, SONIC_SAMPLE_RATES_HZ))} "
+                             f"(default: {DEFAULT_SAMPLE_RATE_HZ})")
+    parser.add_argument("--out", required=True, metavar="FILE.wav", help="WAV file to write (overwritten)")
+    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_REGION)")
+    parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
+    parser.set_defaults(func=run)
+
+
+def payload_parts(body: Iterable[dict[str, Any]], endpoint_name: str) -> Iterator[bytes]:
+    """Yield the bytes of each ``PayloadPart`` of a boto3 response ``Body``, mapping stream errors to :class:`SpeakError`."""
+    import botocore.exceptions
+
+    try:
+        for event in body:
+            if "PayloadPart" in event:
+                yield event["PayloadPart"].get("Bytes", b"")
+            elif "ModelStreamError" in event or "InternalStreamFailure" in event:
+                # botocore normally raises these; handle the dict form too, in case a caller parses lazily.
+                raise SpeakError(describe_stream_error(next(iter(event)), event[next(iter(event))], endpoint_name))
+    except botocore.exceptions.EventStreamError as error:
+        details = error.response.get("Error", {})
+        raise SpeakError(describe_stream_error(details.get("Code", "stream error"), details, endpoint_name)) from error
+
+
+def describe_stream_error(code: str, details: dict[str, Any], endpoint_name: str) -> str:
+    """Message for a ModelStreamError / InternalStreamFailure in the response stream."""
+    message = details.get("Message") or details.get("message") or ""
+    if code == "InternalStreamFailure":
+        return (f"InternalStreamFailure from endpoint {endpoint_name!r}: {message}. SageMaker lost the stream; "
+                "retry, and check the endpoint's health if it persists")
+    return (f"{code} from endpoint {endpoint_name!r} ({details.get('ErrorCode', '')}): {message}. The container "
+            "ended the stream; see the endpoint's CloudWatch logs")
+
+
+def describe_client_error(error: Any, endpoint_name: str) -> str:
+    """Message for a botocore ``ClientError`` of the call (ModelError 422/429 get specific advice)."""
+    response = error.response
+    code = response.get("Error", {}).get("Code", "")
+    message = response.get("Error", {}).get("Message", str(error))
+    if code == "ModelError":
+        status = response.get("OriginalStatusCode")
+        original = response.get("OriginalMessage") or message
+        hint = MODEL_ERROR_HINTS.get(status, "see the endpoint's CloudWatch logs")
+        return f"ModelError from endpoint {endpoint_name!r} (status {status}): {original}. {hint}"
+    if code == "ValidationError":
+        return (f"SageMaker rejected the call: {message}. Check the endpoint name and Region "
+                "(`aws sagemaker list-endpoints`)")
+    if code in ("AccessDeniedException", "AccessDenied"):
+        return (f"access denied: {message}. The caller needs sagemaker:InvokeEndpointWithResponseStream "
+                "on the endpoint ARN")
+    return f"calling endpoint {endpoint_name!r} failed ({code}): {message}"
+
+
+def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
+               clock: Callable[[], float] = time.monotonic) -> SpeakResult:
+    """Call the Sonic endpoint with ``request`` through boto3 ``client`` and assemble the audio.
+
+    Raises:
+        SpeakError: the call or the stream failed (ModelError 422/429, stream errors, credentials).
+        SonicStreamError / TruncatedStreamError: the events were malformed, an ``error`` event, or the stream was
+            cut; ``.audio`` holds the audio decoded before the failure.
+    """
+    import botocore.exceptions
+
+    start = clock()
+    try:
+        response = client.invoke_endpoint_with_response_stream(**request.invoke_kwargs(endpoint_name))
+    except botocore.exceptions.ClientError as error:
+        raise SpeakError(describe_client_error(error, endpoint_name)) from error
+    except botocore.exceptions.NoCredentialsError as error:
+        raise SpeakError(f"{error}; run `aws configure` or `aws sso login`, or pass --profile") from error
+    except botocore.exceptions.BotoCoreError as error:
+        raise SpeakError(f"calling endpoint {endpoint_name!r} failed: {error}") from error
+    parser, audio = SonicEventParser(), SonicAudio()
+    first_audio_at: float | None = None
+    try:
+        for part in payload_parts(response["Body"], endpoint_name):
+            for event in parser.feed(part):
+                if audio.add(event) and first_audio_at is None:
+                    first_audio_at = clock()
+    except SonicStreamError as error:
+        raise type(error)(str(error), bytes(audio.pcm16)) from error
+    check_complete(parser, audio)
+    return SpeakResult(audio=audio, sample_rate_hz=request.sample_rate_hz,
+                       time_to_first_audio_s=None if first_audio_at is None else first_audio_at - start)
+
+
+def sagemaker_runtime_client(profile: str | None, region: str | None) -> Any:
+    """A boto3 ``sagemaker-runtime`` client with a read timeout suited to streamed speech."""
+    from botocore.config import Config
+
+    from voicectl.transcribe import aws_session
+
+    session = aws_session(profile, region)
+    return session.client("sagemaker-runtime", config=Config(read_timeout=READ_TIMEOUT_S))
+
+
+def run(args: argparse.Namespace, client: Any = None) -> int:
+    """Entry point of ``voicectl speak``; returns the exit code. ``client`` is injectable for tests."""
+    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        request = SonicRequest(transcript=text, voice_id=args.voice, language=args.language,
+                               sample_rate_hz=args.sample_rate)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
+    if client is None:
+        client = sagemaker_runtime_client(args.profile, args.region)
+    try:
+        result = synthesize(client, args.endpoint, request)
+    except SpeakError as error:
+        print(f"voicectl speak: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except SonicStreamError as error:
+        kept = ""
+        if error.audio:
+            write_wav(out, error.audio, request.sample_rate_hz)
+            seconds = len(error.audio) / PCM16_BYTES_PER_SAMPLE / request.sample_rate_hz
+            kept = f"; wrote the {seconds:.2f} s received before the failure to {out}"
+        label = "truncated stream" if isinstance(error, TruncatedStreamError) else "bad response"
+        print(f"voicectl speak: {label}: {error}{kept}", file=sys.stderr)
+        return EXIT_FAILED
+    write_wav(out, bytes(result.audio.pcm16), result.sample_rate_hz)
+    ttfa = "n/a" if result.time_to_first_audio_s is None else f"{result.time_to_first_audio_s:.3f} s"
+    print(f"wrote {out}: {result.duration_s:.2f} s of audio at {result.sample_rate_hz} Hz "
+          f"(context_id {request.context_id}); time to first audio: {ttfa}", file=sys.stderr)
+    return 0
