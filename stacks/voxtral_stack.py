@@ -94,9 +94,10 @@ class VoxtralStack(Stack):
         role.grant_image_pull(repository_arn)
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
 
-        # Alarms first: the endpoint's rolling updates roll back on two of them.
+        # Alarms first: the endpoint's rolling updates roll back on some of them, which SageMaker reads as the role.
         monitoring = voxtral_monitoring(settings)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
+        role.grant_describe_alarms(self.alarms.rollback_alarms)
 
         self.endpoint = RealtimeEndpoint(
             self,

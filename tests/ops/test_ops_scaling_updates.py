@@ -3,6 +3,8 @@ DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from config.settings import BRIDGE_DRAIN_S
@@ -119,3 +121,23 @@ def test_the_container_drains_for_less_than_the_scale_in_cooldown_and_sagemakers
 ])
 def test_rolling_update_timeout(percent, start_s, wait_s, expected):
     assert rolling_update_timeout_s(percent, start_s, wait_s) == expected
+
+
+def test_the_execution_role_may_describe_exactly_the_rollback_alarms(synthesized):
+    """SageMaker reads the auto-rollback alarms as the execution role (cloudwatch:DescribeAlarms; deployment
+    guardrails, "Auto-Rollback Configuration and Monitoring"); without it, rollback on alarm cannot work."""
+    template = synthesized.template("Voxtral")
+    _, endpoint = only(template, "AWS::SageMaker::Endpoint")
+    rollback_ids = [a["AlarmName"]["Ref"] for a in
+                    endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
+    assert rollback_ids
+    (policy,) = [p for k, p in resources(template, "AWS::IAM::Policy").items() if k.startswith("ExecutionRolePolicy")]
+    statements = [s for s in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if "cloudwatch:DescribeAlarms" in json.dumps(s["Action"])]
+    (statement,) = statements
+    assert (statement["Sid"], statement["Action"], statement["Effect"]) == (
+        "DescribeRollbackAlarms", "cloudwatch:DescribeAlarms", "Allow")
+    resources_ = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    # Exactly the rollback alarms (the CDK sorts the list), no wildcard.
+    assert sorted(r["Fn::GetAtt"][0] for r in resources_) == sorted(rollback_ids)
+    assert all(r["Fn::GetAtt"][1] == "Arn" for r in resources_)
