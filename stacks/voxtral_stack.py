@@ -94,6 +94,9 @@ class VoxtralStack(Stack):
         role.grant_image_pull(repository_arn)
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
 
+        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
+        autoscaled = voxtral.min_instances < voxtral.max_instances
+
         # Alarms first: the endpoint's rolling updates roll back on some of them, which SageMaker reads as the role.
         monitoring = voxtral_monitoring(settings)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
@@ -131,12 +134,11 @@ class VoxtralStack(Stack):
                     ),
                     rollback_alarms=self.alarms.rollback_alarms,
                 ),
-                retain_variant_properties=True,
+                autoscaled=autoscaled,
             ),
         )
 
-        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
-        if voxtral.min_instances < voxtral.max_instances:
+        if autoscaled:
             self.autoscaling = EndpointAutoscaling(
                 self,
                 "Autoscaling",

@@ -95,9 +95,21 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthes
             {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-EndpointHealth"]}},
         ]},
     }
-    # Updates keep the instance count autoscaling chose.
+    # Autoscaled (1-4): updates keep the instance count autoscaling chose.
     assert props["RetainAllVariantProperties"] is True
     assert "ExcludeRetainedVariantProperties" not in props
+
+
+def test_a_fixed_size_endpoint_resets_its_count_on_update(ops_variant):
+    """Voxtral at min = max = 2 (the README's way to change the instance type): no RetainAllVariantProperties, so
+    the update sets the count to InitialInstanceCount instead of keeping what autoscaling chose before, which
+    `make verify` would report as a mismatch for ever."""
+    _, endpoint = only(ops_variant.template("Voxtral"), "AWS::SageMaker::Endpoint")
+    assert endpoint["Properties"]["RetainAllVariantProperties"] is False
+    assert "ExcludeRetainedVariantProperties" not in endpoint["Properties"]
+    # Sonic scales 1-3 in the variant: it keeps its count.
+    _, sonic = only(ops_variant.template("Sonic"), "AWS::SageMaker::Endpoint")
+    assert sonic["Properties"]["RetainAllVariantProperties"] is True
 
 
 def test_sonic_keeps_its_instance_count_but_has_no_rolling_update(synthesized):
