@@ -60,7 +60,21 @@ def test_command_line_strings_are_converted():
      "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x 100 = 90: vLLM "
      "reserves that much GPU memory at start, so the alarm would always fire"),
     ({"sonic.alarm_cpu_utilization_percent": 150},
-     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of capacity, more than 0 and at most 100"),
+     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    # Exactly 100: "greater than 100" can never happen, so the alarm could never fire.
+    ({"voxtral.alarm_gpu_utilization_percent": 100},
+     "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    ({"voxtral.alarm_gpu_memory_percent": 100},
+     "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_memory_percent": 100},
+     "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_disk_percent": 0},
+     "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
     ({"voxtral.alarm_model_latency_p90_ms": 0},
      "voxtral.alarm_model_latency_p90_ms=0.0: must be a positive number of milliseconds"),
     ({"voxtral.alarm_time_to_first_delta_p90_ms": -1},
