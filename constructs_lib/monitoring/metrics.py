@@ -74,8 +74,10 @@ def _metric(namespace: str, name: str, dimensions: dict[str, str], statistic: st
 
 
 def default_label(metric: cloudwatch.Metric) -> str:
-    """A graph label naming the metric, its statistic and its unit: ``ModelLatency (p90, Microseconds)``."""
-    return f"{metric.metric_name} ({metric.statistic}, {UNITS.get(metric.metric_name, 'None')})"
+    """A graph label naming the metric, its statistic and its unit: ``ModelLatency (p90, Microseconds)``. A
+    SampleCount is a number of datapoints whatever the metric's unit: ``CPUUtilization (SampleCount, Count)``."""
+    unit = "Count" if metric.statistic == "SampleCount" else UNITS.get(metric.metric_name, "None")
+    return f"{metric.metric_name} ({metric.statistic}, {unit})"
 
 
 class EndpointMetrics:
