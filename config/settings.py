@@ -184,6 +184,8 @@ class VoxtralSettings(EndpointSettings):
     rollout_batch_percent: int = 25
     #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
     rollout_wait_s: int = 600
+    #: Rolling update: roll back when more than this percent of requests get a 5xx in 3 of 5 minutes.
+    rollback_5xx_error_percent: float = 5.0
     #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the start.
     alarm_gpu_memory_percent: float = 97.0
     alarm_time_to_first_delta_p90_ms: float = 2000.0
@@ -543,6 +545,9 @@ def _validate_operations(section: str, e: VoxtralSettings | SonicSettings) -> li
         if not low <= e.rollout_batch_percent <= high:
             add(f"voxtral.rollout_batch_percent={e.rollout_batch_percent}: must be between {low} and {high} "
                 "(percent of the variant's instances; RollingUpdatePolicy MaximumBatchSize)")
+        if not 0 < e.rollback_5xx_error_percent < 100:
+            add(f"voxtral.rollback_5xx_error_percent={e.rollback_5xx_error_percent}: must be a percent of requests, "
+                "more than 0 and less than 100 (the rollback alarm fires above it)")
         low, high = ROLLOUT_WAIT_RANGE_S
         if not low <= e.rollout_wait_s <= high:
             add(f"voxtral.rollout_wait_s={e.rollout_wait_s}: must be between {low} and {high} seconds "

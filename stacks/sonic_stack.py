@@ -68,6 +68,8 @@ class SonicStack(Stack):
                 autoscaled=autoscaled,
             ),
         )
+        # The endpoint-health alarm (missing data breaching) starts once the endpoint is InService.
+        self.alarms.create_after(self.endpoint.endpoint)
         if autoscaled:
             self.autoscaling = EndpointAutoscaling(
                 self,

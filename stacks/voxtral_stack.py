@@ -138,6 +138,8 @@ class VoxtralStack(Stack):
             ),
         )
 
+        # The endpoint-health alarm (missing data breaching) starts once the endpoint is InService.
+        self.alarms.create_after(self.endpoint.endpoint)
         if autoscaled:
             self.autoscaling = EndpointAutoscaling(
                 self,

@@ -93,13 +93,16 @@ def _scaled(metric_id: str, rule: AlarmRule, divisor: int, label: str) -> cloudw
                                      using_metrics={metric_id: rule.metric}, label=label)
 
 
-def _graph(title: str, left: list, annotations: list, right: list | None = None, label: str = "") -> cloudwatch.GraphWidget:
+def _graph(title: str, left: list, annotations: list, right: list | None = None, label: str = "",
+           right_annotations: list | None = None, right_label: str = "") -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(
         title=title,
         left=[_labelled(metric) for metric in left],
         right=[_labelled(metric) for metric in right or []],
         left_annotations=annotations,
+        right_annotations=right_annotations or [],
         left_y_axis=cloudwatch.YAxisProps(min=0, label=label, show_units=False),
+        right_y_axis=cloudwatch.YAxisProps(min=0, label=right_label, show_units=False) if right_label else None,
         width=WIDTH,
         height=HEIGHT,
         live_data=True,
@@ -167,7 +170,17 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     error_lines = [_alarm_line(errors_5xx, errors_5xx.threshold, ""), _alarm_line(errors_4xx, errors_4xx.threshold, "")]
     if bm is not None:
         error_metrics += [rules["UpstreamErrors"].metric, rules["StreamsRejected"].metric]
-    graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, label="count"))
+    # The rollback alarm's 5XX error rate (a fraction per minute), drawn in percent on the right axis.
+    rate_metrics: list[cloudwatch.IMetric] = []
+    rate_lines: list[cloudwatch.HorizontalAnnotation] = []
+    rate = rules.get("Invocation5XXErrorRate")
+    if rate is not None:
+        rate_metrics.append(cloudwatch.MathExpression(period=rate.metric.period, expression="rate * 100",
+                                                      using_metrics={"rate": rate.metric},
+                                                      label="5XX error rate (% of requests per minute)"))
+        rate_lines.append(_alarm_line(rate, rate.threshold * 100, "% (rolls updates back)"))
+    graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, right=rate_metrics, label="count",
+                         right_annotations=rate_lines, right_label="% of requests" if rate_metrics else ""))
 
     # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the settings' percents.
     # Each line is the alarm's own metric (statistic and period: Maximum for GPU memory, memory and disk), so the

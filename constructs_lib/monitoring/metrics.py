@@ -115,6 +115,12 @@ class EndpointMetrics:
         """Requests the model (or SageMaker) answered with a 5xx status; Sum, Count."""
         return self._invocation("Invocation5XXErrors", "Sum", period)
 
+    def invocation_5xx_error_rate(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Fraction of requests answered with a 5xx status, 0 to 1: the Average of Invocation5XXErrors, since
+        SageMaker sends 1 for each 5xx response and 0 otherwise (SageMaker developer guide, endpoint invocation
+        metrics; the deployment-guardrails alarm examples use this Average as the error rate)."""
+        return self._invocation("Invocation5XXErrors", "Average", period)
+
     def invocation_4xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests answered with a 4xx status (bad request, throttling, ...); Sum, Count."""
         return self._invocation("Invocation4XXErrors", "Sum", period)

@@ -115,8 +115,15 @@ def test_dashboard_draws_alarm_thresholds_in_each_graphs_unit(synthesized):
         "alarm MemoryUtilization: 90 %": 90, "alarm DiskUtilization: 85 %": 85,
     }
     voxtral_errors, sonic_errors = by_title["Errors (per 5 minutes)"]
-    assert annotation_values(voxtral_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10}
-    assert len(voxtral_errors["properties"]["metrics"]) == 4 and len(sonic_errors["properties"]["metrics"]) == 2
+    # The rollback alarm's rate (a fraction) is drawn in percent on the right axis (Voxtral only).
+    assert annotation_values(voxtral_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10,
+                                                 "alarm Invocation5XXErrorRate: 5 % (rolls updates back)": 5}
+    assert annotation_values(sonic_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10}
+    rate_lines = [m for m in voxtral_errors["properties"]["metrics"] if "expression" in m[0]]
+    assert rate_lines == [[{"label": "5XX error rate (% of requests per minute)", "expression": "rate * 100",
+                            "period": 60, "yAxis": "right"}]]
+    # 5XX, 4XX, UpstreamErrors, StreamsRejected, plus the rate expression and its hidden metric.
+    assert len(voxtral_errors["properties"]["metrics"]) == 6 and len(sonic_errors["properties"]["metrics"]) == 2
     voxtral_instances, _ = by_title["Instances"]
     assert annotation_values(voxtral_instances) == {"max 4": 4, "min 1": 1,
                                                     "alarm EndpointHealth: 1 (below: no instance)": 1}

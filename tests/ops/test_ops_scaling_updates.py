@@ -78,7 +78,7 @@ def test_min_equal_to_max_means_a_fixed_size_without_scalable_target(ops_variant
     assert config["Properties"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
 
 
-def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthesized):
+def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(synthesized):
     template = synthesized.template("Voxtral")
     _, endpoint = only(template, "AWS::SageMaker::Endpoint")
     props = endpoint["Properties"]
@@ -90,9 +90,9 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthes
             # 4 batches x (1200 s download + 1200 s start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
+        # Only the 5XX error rate (3 of 5 minutes): see tests/ops/test_ops_alarms.py.
         "AutoRollbackConfiguration": {"Alarms": [
-            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrors"]}},
-            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-EndpointHealth"]}},
+            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrorRate"]}},
         ]},
     }
     # Autoscaled (1-4): updates keep the instance count autoscaling chose.
