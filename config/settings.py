@@ -100,6 +100,15 @@ BRIDGE_DRAIN_S = 25
 ROLLOUT_BATCH_PERCENT_RANGE = (5, 50)
 #: RollingUpdatePolicy.WaitIntervalInSeconds: 0-3600 (RollingUpdatePolicy API reference).
 ROLLOUT_WAIT_RANGE_S = (0, 3600)
+#: Alarm thresholds in percent -> what the percent is of (GPU and CPU ones are scaled by the instance's GPUs or
+#: vCPUs in the alarm).
+PERCENT_THRESHOLDS = {
+    "alarm_gpu_utilization_percent": "each GPU's capacity",
+    "alarm_gpu_memory_percent": "each GPU's memory",
+    "alarm_cpu_utilization_percent": "each vCPU's capacity",
+    "alarm_memory_percent": "the instance's memory",
+    "alarm_disk_percent": "the instance's disk",
+}
 #: Application Auto Scaling cooldowns are seconds; a day is far beyond any useful value and catches unit mistakes.
 COOLDOWN_MAX_S = 86400
 #: Sonic target-tracking metrics: predefined Application Auto Scaling metrics for SageMaker variants (SageMaker
@@ -175,6 +184,8 @@ class VoxtralSettings(EndpointSettings):
     rollout_batch_percent: int = 25
     #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
     rollout_wait_s: int = 600
+    #: Rolling update: roll back when more than this percent of requests get a 5xx in 3 of 5 minutes.
+    rollback_5xx_error_percent: float = 5.0
     #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the start.
     alarm_gpu_memory_percent: float = 97.0
     alarm_time_to_first_delta_p90_ms: float = 2000.0
@@ -516,10 +527,12 @@ def _validate_operations(section: str, e: VoxtralSettings | SonicSettings) -> li
     for name in ("alarm_model_latency_p90_ms", "alarm_overhead_latency_p90_ms", "alarm_time_to_first_delta_p90_ms"):
         if hasattr(e, name) and not getattr(e, name) > 0:
             add(f"{section}.{name}={getattr(e, name)}: must be a positive number of milliseconds")
-    for name in ("alarm_gpu_utilization_percent", "alarm_gpu_memory_percent", "alarm_cpu_utilization_percent",
-                 "alarm_memory_percent", "alarm_disk_percent"):
-        if not 0 < getattr(e, name) <= 100:
-            add(f"{section}.{name}={getattr(e, name)}: must be a percent of capacity, more than 0 and at most 100")
+    # The alarms fire when the metric is above the threshold, and no utilisation exceeds 100 % of capacity (per GPU
+    # or vCPU for the scaled ones): a threshold of 100 could never fire.
+    for name, capacity in PERCENT_THRESHOLDS.items():
+        if not 0 < getattr(e, name) < 100:
+            add(f"{section}.{name}={getattr(e, name)}: must be a percent of {capacity}, more than 0 and less than 100 "
+                "(the alarm fires above it, and use never exceeds 100 %)")
     if isinstance(e, VoxtralSettings):
         if not 0 < e.scaling_target_fraction <= 1:
             add(f"voxtral.scaling_target_fraction={e.scaling_target_fraction}: must be more than 0 and at most 1 "
@@ -532,12 +545,15 @@ def _validate_operations(section: str, e: VoxtralSettings | SonicSettings) -> li
         if not low <= e.rollout_batch_percent <= high:
             add(f"voxtral.rollout_batch_percent={e.rollout_batch_percent}: must be between {low} and {high} "
                 "(percent of the variant's instances; RollingUpdatePolicy MaximumBatchSize)")
+        if not 0 < e.rollback_5xx_error_percent < 100:
+            add(f"voxtral.rollback_5xx_error_percent={e.rollback_5xx_error_percent}: must be a percent of requests, "
+                "more than 0 and less than 100 (the rollback alarm fires above it)")
         low, high = ROLLOUT_WAIT_RANGE_S
         if not low <= e.rollout_wait_s <= high:
             add(f"voxtral.rollout_wait_s={e.rollout_wait_s}: must be between {low} and {high} seconds "
                 "(RollingUpdatePolicy WaitIntervalInSeconds)")
         reserved = e.gpu_memory_utilization * 100
-        if 0 < e.alarm_gpu_memory_percent <= 100 and e.alarm_gpu_memory_percent <= reserved:
+        if 0 < e.alarm_gpu_memory_percent < 100 and e.alarm_gpu_memory_percent <= reserved:
             add(f"voxtral.alarm_gpu_memory_percent={e.alarm_gpu_memory_percent}: must be above "
                 f"voxtral.gpu_memory_utilization x 100 = {reserved:g}: vLLM reserves that much GPU memory at start, "
                 "so the alarm would always fire")

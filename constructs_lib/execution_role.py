@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -128,4 +131,27 @@ class SageMakerExecutionRole(Construct):
             "cloudwatch:PutMetricData supports no resource-level permission (Service Authorization Reference for "
             "CloudWatch); a cloudwatch:namespace condition limits it to the endpoint's instance metrics and the "
             "bridge's namespace.",
+        )
+
+    def grant_describe_alarms(self, alarms: Sequence[cloudwatch.IAlarm]) -> None:
+        """Describe exactly ``alarms`` (``cloudwatch:DescribeAlarms`` on their ARNs), the auto-rollback alarms of the
+        endpoint's DeploymentConfig.
+
+        SageMaker reads the rollback alarms' state as the execution role: "Ensure that your IAM execution role has
+        permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify"
+        (SageMaker developer guide, "Auto-Rollback Configuration and Monitoring",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html). DescribeAlarms
+        supports the ``alarm`` resource type (Service Authorization Reference for CloudWatch), so no wildcard.
+
+        Raises:
+            ValueError: ``alarms`` is empty (a statement needs at least one resource).
+        """
+        if not alarms:
+            raise ValueError("grant_describe_alarms needs at least one alarm (the endpoint's auto-rollback alarms)")
+        self._add(
+            iam.PolicyStatement(
+                sid="DescribeRollbackAlarms",
+                actions=["cloudwatch:DescribeAlarms"],
+                resources=[alarm.alarm_arn for alarm in alarms],
+            )
         )

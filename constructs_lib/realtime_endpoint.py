@@ -6,9 +6,10 @@ requires replacement changes (image, instance type, ...), and a fixed name would
 ("already exists"). The Endpoint keeps the stable, configured name that callers use.
 
 Updates: when the EndpointConfig changes, the Endpoint's DeploymentConfig (optional :class:`RollingUpdate`) replaces
-instances in batches, bakes each batch while watching alarms and rolls back if one fires; and
+instances in batches, bakes each batch while watching alarms and rolls back if one fires. For an autoscaled variant,
 ``RetainAllVariantProperties`` keeps the instance count autoscaling chose instead of resetting it to
-``InitialInstanceCount`` (UpdateEndpoint API reference).
+``InitialInstanceCount`` (UpdateEndpoint API reference); a fixed-size variant does not set it, so an update brings the
+count back to ``InitialInstanceCount``.
 """
 
 from __future__ import annotations
@@ -131,8 +132,10 @@ class RealtimeEndpointProps:
         description: one line for the invoke policy and outputs.
         rolling_update: how EndpointConfig changes roll out, or None for SageMaker's default (a new fleet, then all
             traffic at once).
-        retain_variant_properties: RetainAllVariantProperties: an update keeps the current instance count (set by
-            autoscaling) rather than InitialInstanceCount.
+        autoscaled: a scalable target manages the variant's instance count. True sets RetainAllVariantProperties,
+            so an update keeps the count autoscaling chose; False leaves it unset, so an update sets the count to
+            InitialInstanceCount (otherwise a switch to a fixed size, min = max instances, would keep the old
+            autoscaled count for ever; VariantProperty, CloudFormation and UpdateEndpoint references).
     """
 
     endpoint_name: str
@@ -149,7 +152,7 @@ class RealtimeEndpointProps:
     invoke_actions: Sequence[str]
     description: str
     rolling_update: RollingUpdate | None = None
-    retain_variant_properties: bool = True
+    autoscaled: bool = False
 
 
 def _deployment_config(rolling: RollingUpdate | None) -> sagemaker.CfnEndpoint.DeploymentConfigProperty | None:
@@ -264,7 +267,7 @@ class RealtimeEndpoint(Construct):
             endpoint_name=props.endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
             deployment_config=_deployment_config(props.rolling_update),
-            retain_all_variant_properties=props.retain_variant_properties,
+            retain_all_variant_properties=props.autoscaled,
         )
         # SageMaker starts writing logs as soon as instances boot: the group (and its retention) must exist first.
         self.endpoint.node.add_dependency(self.log_group)

@@ -9,6 +9,8 @@ from constructs_lib.realtime_endpoint import VARIANT_NAME
 
 
 def _thresholds(endpoint: VoxtralSettings | SonicSettings) -> EndpointAlarmThresholds:
+    # Only Voxtral has rolling updates (Marketplace containers are excluded), hence a rollback alarm.
+    rollback = endpoint.rollback_5xx_error_percent if isinstance(endpoint, VoxtralSettings) else None
     return EndpointAlarmThresholds(
         errors_5xx=endpoint.alarm_5xx_errors,
         errors_4xx=endpoint.alarm_4xx_errors,
@@ -19,6 +21,7 @@ def _thresholds(endpoint: VoxtralSettings | SonicSettings) -> EndpointAlarmThres
         cpu_utilization_percent=endpoint.alarm_cpu_utilization_percent,
         memory_percent=endpoint.alarm_memory_percent,
         disk_percent=endpoint.alarm_disk_percent,
+        rollback_5xx_error_percent=rollback,
     )
 
 

@@ -42,6 +42,8 @@ class SonicStack(Stack):
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {sonic.endpoint_name}")
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=sonic_monitoring(settings), topic=alarm_topic))
+        # min = max instances means a fixed size: no scalable target, and updates reset the count.
+        autoscaled = sonic.min_instances < sonic.max_instances
         self.endpoint = RealtimeEndpoint(
             self,
             "Sonic",
@@ -63,10 +65,12 @@ class SonicStack(Stack):
                 # No rolling update: Marketplace containers are excluded from deployment guardrails; SageMaker
                 # updates them blue/green, all at once ("Exclusions", SageMaker developer guide).
                 rolling_update=None,
-                retain_variant_properties=True,
+                autoscaled=autoscaled,
             ),
         )
-        if sonic.min_instances < sonic.max_instances:
+        # The endpoint-health alarm (missing data breaching) starts once the endpoint is InService.
+        self.alarms.create_after(self.endpoint.endpoint)
+        if autoscaled:
             self.autoscaling = EndpointAutoscaling(
                 self,
                 "Autoscaling",

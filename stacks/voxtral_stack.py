@@ -94,9 +94,13 @@ class VoxtralStack(Stack):
         role.grant_image_pull(repository_arn)
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
 
-        # Alarms first: the endpoint's rolling updates roll back on two of them.
+        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
+        autoscaled = voxtral.min_instances < voxtral.max_instances
+
+        # Alarms first: the endpoint's rolling updates roll back on some of them, which SageMaker reads as the role.
         monitoring = voxtral_monitoring(settings)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
+        role.grant_describe_alarms(self.alarms.rollback_alarms)
 
         self.endpoint = RealtimeEndpoint(
             self,
@@ -130,12 +134,13 @@ class VoxtralStack(Stack):
                     ),
                     rollback_alarms=self.alarms.rollback_alarms,
                 ),
-                retain_variant_properties=True,
+                autoscaled=autoscaled,
             ),
         )
 
-        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
-        if voxtral.min_instances < voxtral.max_instances:
+        # The endpoint-health alarm (missing data breaching) starts once the endpoint is InService.
+        self.alarms.create_after(self.endpoint.endpoint)
+        if autoscaled:
             self.autoscaling = EndpointAutoscaling(
                 self,
                 "Autoscaling",

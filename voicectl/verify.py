@@ -3,8 +3,9 @@
 Reads the synthesized app (``cdk.out``: ``manifest.json`` and the stack templates), takes each
 ``AWS::SageMaker::Endpoint`` with its EndpointConfig, Model and scalable target, and compares them with what
 SageMaker reports. Read-only: STS GetCallerIdentity, SageMaker DescribeEndpoint, DescribeEndpointConfig and
-DescribeModel, Application Auto Scaling DescribeScalableTargets and CloudFormation ListExports (to resolve
-``Fn::ImportValue``).
+DescribeModel, Application Auto Scaling DescribeScalableTargets, CloudFormation ListExports (to resolve
+``Fn::ImportValue``) and DescribeStacks (a value only CloudFormation knows, such as the S3 URI the model-staging
+custom resource returns, is read from the stack output whose template value is the same expression).
 
 What it catches: an endpoint that is missing, not InService (Creating, Updating, Failed, RollingBack...), or InService
 on another EndpointConfig than the synth's, for instance after SageMaker rolled an update back (the endpoint then
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -56,6 +57,8 @@ class ExpectedEndpoint:
         model_package: the Model's PrimaryContainer ModelPackageName, or None.
         model_data_s3_uri: the Model's ModelDataSource S3Uri, or None.
         scaling: (min, max) of the variant's scalable target, or None without one.
+        outputs: the stack's template outputs, ``{output key: template value}``; a ``Fn::GetAtt`` or resource
+            ``Ref`` that one of them holds is resolved from the deployed stack's output.
     """
 
     stack_name: str
@@ -68,6 +71,7 @@ class ExpectedEndpoint:
     model_package: Any
     model_data_s3_uri: Any
     scaling: tuple[int, int] | None
+    outputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,10 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
         if artifact.get("type") != STACK_ARTIFACT:
             continue
         region = artifact.get("environment", "").rsplit("/", 1)[-1]
+        stack_name = artifact["properties"].get("stackName", stack_name)
         template = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
         resources: dict[str, dict] = template.get("Resources", {})
+        outputs = {key: output["Value"] for key, output in template.get("Outputs", {}).items()}
         targets = [r["Properties"] for r in resources.values() if r["Type"] == SCALABLE_TARGET]
         for endpoint in (r["Properties"] for r in resources.values() if r["Type"] == ENDPOINT):
             config_id = _resource_ref(endpoint["EndpointConfigName"])
@@ -137,20 +143,27 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
                 model_package=container.get("ModelPackageName"),
                 model_data_s3_uri=source.get("S3Uri"),
                 scaling=scaling,
+                outputs=outputs,
             ))
     return expected
 
 
 class TemplateResolver:
     """Evaluates the intrinsic functions the CDK emits for names and URIs: ``Ref`` of pseudo parameters,
-    ``Fn::Join``, ``Fn::Select``, ``Fn::Split``, ``Fn::Sub`` (pseudo parameters only) and ``Fn::ImportValue``.
+    ``Fn::Join``, ``Fn::Select``, ``Fn::Split``, ``Fn::Sub`` (pseudo parameters only) and ``Fn::ImportValue``; and
+    a ``Fn::GetAtt`` or resource ``Ref`` that a stack output holds, from the deployed stack's output.
 
     Args:
         account / region: of the deployment (STS, the stack's environment).
         exports: loads ``{export name: value}`` on first use (CloudFormation ListExports).
+        template_outputs: ``{output key: template value}`` of the stack the values come from.
+        stack_outputs: loads the deployed stack's ``{output key: value}`` on first use (CloudFormation
+            DescribeStacks), or returns None when the stack is not deployed.
     """
 
-    def __init__(self, account: str, region: str, exports: Callable[[], Mapping[str, str]]) -> None:
+    def __init__(self, account: str, region: str, exports: Callable[[], Mapping[str, str]],
+                 template_outputs: Mapping[str, Any] | None = None,
+                 stack_outputs: Callable[[], Mapping[str, str] | None] | None = None) -> None:
         partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
         self.pseudo = {
             "AWS::AccountId": account,
@@ -160,6 +173,29 @@ class TemplateResolver:
         }
         self._load_exports = exports
         self._exports: Mapping[str, str] | None = None
+        self._template_outputs = dict(template_outputs or {})
+        self._load_stack_outputs = stack_outputs
+        self._stack_outputs: Mapping[str, str] | None = None
+        self._stack_outputs_loaded = False
+
+    def _from_output(self, value: dict, what: str) -> Any:
+        """The deployed value of the stack output whose template value is ``value``.
+
+        Raises:
+            Unresolvable: no output holds ``value``, the stack is not deployed, or it lacks that output.
+        """
+        keys = [key for key, template_value in self._template_outputs.items() if template_value == value]
+        if not keys or self._load_stack_outputs is None:
+            raise Unresolvable(what)
+        if not self._stack_outputs_loaded:
+            self._stack_outputs = self._load_stack_outputs()
+            self._stack_outputs_loaded = True
+        if self._stack_outputs is None:
+            raise Unresolvable(f"{what}: its stack is not deployed, so output {keys[0]} cannot be read")
+        for key in keys:
+            if key in self._stack_outputs:
+                return self._stack_outputs[key]
+        raise Unresolvable(f"{what}: the deployed stack has no output {keys[0]} (deployed from another version?)")
 
     def resolve(self, value: Any) -> Any:
         """The value of ``value``.
@@ -173,7 +209,9 @@ class TemplateResolver:
         if function == "Ref":
             if argument in self.pseudo:
                 return self.pseudo[argument]
-            raise Unresolvable(f"Ref {argument}")
+            return self._from_output(value, f"Ref {argument}")
+        if function == "Fn::GetAtt":
+            return self._from_output(value, f"Fn::GetAtt {'.'.join(map(str, argument))}")
         if function == "Fn::Join":
             separator, parts = argument
             return separator.join(str(self.resolve(part)) for part in parts)
@@ -210,13 +248,27 @@ def _exports_loader(session: boto3.Session, region: str) -> Callable[[], dict[st
     return load
 
 
+def _stack_outputs_loader(session: boto3.Session, region: str, stack_name: str) -> Callable[[], dict[str, str] | None]:
+    def load() -> dict[str, str] | None:
+        try:
+            stacks = session.client("cloudformation", region_name=region).describe_stacks(StackName=stack_name)
+        except botocore.exceptions.ClientError as error:
+            # DescribeStacks answers ValidationError for a stack that does not exist.
+            if _error_code(error) == "ValidationError":
+                return None
+            raise
+        return {o["OutputKey"]: o["OutputValue"] for o in stacks["Stacks"][0].get("Outputs", [])}
+    return load
+
+
 def _error_code(error: botocore.exceptions.ClientError) -> str:
     return error.response.get("Error", {}).get("Code", "")
 
 
 def verify_endpoint(expected: ExpectedEndpoint, session: boto3.Session, account: str) -> list[Check]:
     """Compare one endpoint with SageMaker's view of it. Read-only."""
-    resolver = TemplateResolver(account, expected.region, _exports_loader(session, expected.region))
+    resolver = TemplateResolver(account, expected.region, _exports_loader(session, expected.region), expected.outputs,
+                                _stack_outputs_loader(session, expected.region, expected.stack_name))
     name = resolver.resolve(expected.endpoint_name)
     sagemaker = session.client("sagemaker", region_name=expected.region)
     checks: list[Check] = []

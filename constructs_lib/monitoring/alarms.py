@@ -21,7 +21,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
-from constructs import Construct
+from constructs import Construct, IDependable
 
 from config import instance_types
 from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
@@ -36,9 +36,19 @@ BREACHING = cloudwatch.TreatMissingData.BREACHING
 ERROR_WINDOW = Duration.minutes(5)
 #: Utilisation is judged on 5-minute averages, for 15 minutes: a sustained level, not a spike.
 UTILISATION_WINDOW = Duration.minutes(5)
-#: Minutes without any instance datapoint before the endpoint is reported down. Instance metrics arrive once a
-#: minute; three missing minutes rule out a late datapoint.
-HEALTH_MINUTES = 3
+#: Consecutive minutes without any instance datapoint before the endpoint is reported down. Instance metrics arrive
+#: once a minute, but CloudWatch delivery can leave gaps of a few minutes; ten consecutive empty minutes is an outage,
+#: not a delivery hiccup. The alarm pages only: it is not a rollback alarm (see ROLLBACK_ERROR_MINUTES).
+HEALTH_MINUTES = 10
+#: The rollback alarm on the 5XX error rate judges 1-minute periods and fires when ROLLBACK_ERROR_BREACHING of the
+#: last ROLLBACK_ERROR_MINUTES breach. Why not "any 5XX" in a 5-minute sum: a rolling update stops old instances,
+#: and a stream that outlives the bridge's drain (DRAIN_S=25 s; SageMaker kills the container 30 s after SIGTERM)
+#: is cut, which may count as a 5XX. One batch's cuts fall within one drain window, so in at most two adjacent
+#: minutes; requiring three breaching minutes out of five keeps that burst from rolling back the very update that
+#: caused it, while a new image that fails requests minute after minute still rolls back within five minutes. A
+#: rate rather than a count makes one threshold fit any traffic.
+ROLLBACK_ERROR_MINUTES = 5
+ROLLBACK_ERROR_BREACHING = 3
 
 # Why each missing-data treatment is right (stated in every alarm's description).
 MISSING_ERRORS = "no datapoint means no request, so nothing failed"
@@ -97,7 +107,9 @@ class EndpointAlarmThresholds:
     """Thresholds of one endpoint's SageMaker alarms, in the settings' units.
 
     Attributes:
-        errors_5xx / errors_4xx: the alarm fires above this many errors in 5 minutes.
+        errors_5xx / errors_4xx: the alarm fires above this many errors in 5 minutes (pages; no rollback).
+        rollback_5xx_error_percent: percent of requests answered 5xx in a minute, above which (in 3 of 5 minutes)
+            a rolling update rolls back; None for an endpoint without rolling updates (no such alarm).
         model_latency_p90_ms / overhead_latency_p90_ms: p90 above this many milliseconds (converted to µs).
         gpu_utilization_percent / gpu_memory_percent / cpu_utilization_percent: percent of the instance's capacity
             (scaled by its GPUs or vCPUs).
@@ -113,6 +125,7 @@ class EndpointAlarmThresholds:
     cpu_utilization_percent: float
     memory_percent: float
     disk_percent: float
+    rollback_5xx_error_percent: float | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +198,7 @@ def alarm_rules(endpoint: MonitoredEndpoint) -> list[AlarmRule]:
     rules = [
         AlarmRule("Invocation5XXErrors", m.invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
                   "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
-                  MISSING_ERRORS, rollback=True),
+                  MISSING_ERRORS),
         AlarmRule("Invocation4XXErrors", m.invocation_4xx_errors(ERROR_WINDOW), GT, t.errors_4xx, 1, 1, NOT_BREACHING,
                   "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).", MISSING_ERRORS),
         AlarmRule("ModelLatencyP90", m.model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
@@ -206,10 +219,21 @@ def alarm_rules(endpoint: MonitoredEndpoint) -> list[AlarmRule]:
         AlarmRule("DiskUtilization", m.disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
                   1, 1, NOT_BREACHING,
                   f"Disk above {t.disk_percent:g} % on an instance.", MISSING_UTILISATION),
+        # Pages only, never rolls back: SageMaker itself fails an update whose new instances do not pass /ping, and
+        # this alarm (missing data breaching) would be in ALARM whenever the metric is late. It is created after the
+        # endpoint is InService (EndpointAlarms.create_after), so it does not page through the first deployment.
         AlarmRule("EndpointHealth", m.instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
                   f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot serve.",
-                  MISSING_HEALTH, rollback=True),
+                  MISSING_HEALTH),
     ]
+    if t.rollback_5xx_error_percent is not None:
+        rules.insert(1, AlarmRule(
+            "Invocation5XXErrorRate", m.invocation_5xx_error_rate(), GT, t.rollback_5xx_error_percent / 100,
+            ROLLBACK_ERROR_MINUTES, ROLLBACK_ERROR_BREACHING, NOT_BREACHING,
+            f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in {ROLLBACK_ERROR_BREACHING} of "
+            f"{ROLLBACK_ERROR_MINUTES} minutes: a rolling update rolls back (a burst of streams cut when old "
+            "instances stop lasts at most two minutes).",
+            MISSING_ERRORS, rollback=True))
     if spec.gpus:
         rules[4:4] = [
             AlarmRule("GPUUtilization", m.gpu_utilization("Average", UTILISATION_WINDOW), GT,
@@ -285,5 +309,14 @@ class EndpointAlarms(Construct):
 
     @property
     def rollback_alarms(self) -> list[cloudwatch.Alarm]:
-        """The alarms a rolling update watches (5XX errors and endpoint health)."""
+        """The alarms a rolling update watches (the 5XX error rate, when the thresholds set one)."""
         return [self.alarms[rule.name] for rule in self.rules if rule.rollback]
+
+    def create_after(self, endpoint: IDependable) -> None:
+        """Create the alarms that treat missing data as breaching (EndpointHealth) only after ``endpoint``.
+        CloudFormation finishes creating an AWS::SageMaker::Endpoint when it is InService, so such an alarm starts
+        with instance data instead of sitting in ALARM (and paging) through the first deployment. Rollback alarms
+        cannot wait (the Endpoint's DeploymentConfig names them), and they treat missing data as not breaching."""
+        for rule in self.rules:
+            if rule.treat_missing_data == BREACHING and not rule.rollback:
+                self.alarms[rule.name].node.add_dependency(endpoint)

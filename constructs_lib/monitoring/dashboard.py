@@ -17,7 +17,7 @@ from constructs import Construct
 
 from config import instance_types
 from constructs_lib.monitoring.alarms import AlarmRule, MonitoredEndpoint, alarm_rules
-from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, ONE_MINUTE, default_label
+from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, default_label
 
 #: Dashboard grid: 24 columns; three graphs per row.
 WIDTH = 8
@@ -80,19 +80,29 @@ def _alarm_line(rule: AlarmRule, value: float, unit: str) -> cloudwatch.Horizont
 
 
 def _labelled(metric: cloudwatch.IMetric, label: str | None = None) -> cloudwatch.IMetric:
-    """``metric`` with a graph label (math expressions carry their own)."""
+    """``metric`` with a graph label: ``label``, else the one it already has, else :func:`default_label` (math
+    expressions carry their own). A label set earlier is never replaced by the default."""
     if isinstance(metric, cloudwatch.Metric):
-        return metric.with_(label=label or default_label(metric))
+        return metric.with_(label=label or metric.label or default_label(metric))
     return metric
 
 
-def _graph(title: str, left: list, annotations: list, right: list | None = None, label: str = "") -> cloudwatch.GraphWidget:
+def _scaled(metric_id: str, rule: AlarmRule, divisor: int, label: str) -> cloudwatch.MathExpression:
+    """The alarm's own metric (statistic and period) divided by ``divisor`` GPUs or vCPUs: percent of capacity."""
+    return cloudwatch.MathExpression(period=rule.metric.period, expression=f"{metric_id} / {divisor}",
+                                     using_metrics={metric_id: rule.metric}, label=label)
+
+
+def _graph(title: str, left: list, annotations: list, right: list | None = None, label: str = "",
+           right_annotations: list | None = None, right_label: str = "") -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(
         title=title,
         left=[_labelled(metric) for metric in left],
         right=[_labelled(metric) for metric in right or []],
         left_annotations=annotations,
+        right_annotations=right_annotations or [],
         left_y_axis=cloudwatch.YAxisProps(min=0, label=label, show_units=False),
+        right_y_axis=cloudwatch.YAxisProps(min=0, label=right_label, show_units=False) if right_label else None,
         width=WIDTH,
         height=HEIGHT,
         live_data=True,
@@ -128,11 +138,11 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
                                                          label=f"scaling target {item.scaling_target:g}",
                                                          color=TARGET_COLOR))
         graphs.append(_graph("Live streams per instance",
-                             [_labelled(bm.active_streams_per_instance(), "Live streams per instance (ActiveStreams, Average)"),
+                             [_labelled(near_cap.metric, "Live streams per instance (ActiveStreams, Average)"),
                               _labelled(bm.active_streams_busiest_instance(), "Busiest instance (ActiveStreams, Maximum)")],
                              lines, right=[bm.streams_started(), bm.streams_rejected()], label="streams"))
         first_delta = rules["TimeToFirstDeltaP90"]
-        graphs.append(_graph("Time to first delta (ms)", [bm.time_to_first_delta("p50"), bm.time_to_first_delta("p90")],
+        graphs.append(_graph("Time to first delta (ms)", [bm.time_to_first_delta("p50"), first_delta.metric],
                              [_alarm_line(first_delta, first_delta.threshold, "ms")], label="ms"))
     else:
         graphs.append(_graph("Invocations", [m.invocations(), m.invocations_per_instance()], [], label="requests / minute"))
@@ -142,10 +152,11 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     graphs.append(_graph(
         "Latency p90 (ms)",
         [
-            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
-                                      using_metrics={"model": m.model_latency("p90")}, label="ModelLatency p90 (ms)"),
-            cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
-                                      using_metrics={"overhead": m.overhead_latency("p90")},
+            cloudwatch.MathExpression(period=model.metric.period, expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
+                                      using_metrics={"model": model.metric}, label="ModelLatency p90 (ms)"),
+            cloudwatch.MathExpression(period=overhead.metric.period,
+                                      expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
+                                      using_metrics={"overhead": overhead.metric},
                                       label="OverheadLatency p90 (ms)"),
         ],
         [_alarm_line(model, model.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
@@ -159,20 +170,31 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     error_lines = [_alarm_line(errors_5xx, errors_5xx.threshold, ""), _alarm_line(errors_4xx, errors_4xx.threshold, "")]
     if bm is not None:
         error_metrics += [rules["UpstreamErrors"].metric, rules["StreamsRejected"].metric]
-    graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, label="count"))
+    # The rollback alarm's 5XX error rate (a fraction per minute), drawn in percent on the right axis.
+    rate_metrics: list[cloudwatch.IMetric] = []
+    rate_lines: list[cloudwatch.HorizontalAnnotation] = []
+    rate = rules.get("Invocation5XXErrorRate")
+    if rate is not None:
+        rate_metrics.append(cloudwatch.MathExpression(period=rate.metric.period, expression="rate * 100",
+                                                      using_metrics={"rate": rate.metric},
+                                                      label="5XX error rate (% of requests per minute)"))
+        rate_lines.append(_alarm_line(rate, rate.threshold * 100, "% (rolls updates back)"))
+    graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, right=rate_metrics, label="count",
+                         right_annotations=rate_lines, right_label="% of requests" if rate_metrics else ""))
 
     # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the settings' percents.
+    # Each line is the alarm's own metric (statistic and period: Maximum for GPU memory, memory and disk), so the
+    # graph shows what the alarm evaluates.
     usage: list[cloudwatch.IMetric] = []
     usage_lines: list[cloudwatch.HorizontalAnnotation] = []
     if spec.gpus:
-        for name, metric_id, metric in (("GPUUtilization", "gpu", m.gpu_utilization()),
-                                        ("GPUMemoryUtilization", "gpumem", m.gpu_memory_utilization())):
-            usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"{metric_id} / {spec.gpus}", using_metrics={metric_id: metric},
-                                                   label=f"{name} (% of {spec.gpus} GPU)"))
-            usage_lines.append(_alarm_line(rules[name], rules[name].threshold / spec.gpus, "%"))
-    usage.append(cloudwatch.MathExpression(period=ONE_MINUTE, expression=f"cpu / {spec.vcpus}", using_metrics={"cpu": m.cpu_utilization()},
-                                           label=f"CPUUtilization (% of {spec.vcpus} vCPUs)"))
-    usage += [m.memory_utilization(), m.disk_utilization()]
+        for name, metric_id in (("GPUUtilization", "gpu"), ("GPUMemoryUtilization", "gpumem")):
+            rule = rules[name]
+            usage.append(_scaled(metric_id, rule, spec.gpus, f"{name} ({rule.metric.statistic}, % of {spec.gpus} GPU)"))
+            usage_lines.append(_alarm_line(rule, rule.threshold / spec.gpus, "%"))
+    cpu = rules["CPUUtilization"]
+    usage.append(_scaled("cpu", cpu, spec.vcpus, f"CPUUtilization ({cpu.metric.statistic}, % of {spec.vcpus} vCPUs)"))
+    usage += [rules["MemoryUtilization"].metric, rules["DiskUtilization"].metric]
     usage_lines += [
         _alarm_line(rules["CPUUtilization"], rules["CPUUtilization"].threshold / spec.vcpus, "%"),
         _alarm_line(rules["MemoryUtilization"], rules["MemoryUtilization"].threshold, "%"),
@@ -183,7 +205,7 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     health = rules["EndpointHealth"]
     graphs.append(_graph(
         "Instances",
-        [_labelled(m.instances_reporting(), "Instances (CPUUtilization samples per minute)")],
+        [_labelled(health.metric, "Instances (CPUUtilization samples per minute)")],
         [
             cloudwatch.HorizontalAnnotation(value=endpoint.max_instances, label=f"max {endpoint.max_instances}", color=LIMIT_COLOR),
             cloudwatch.HorizontalAnnotation(value=endpoint.min_instances, label=f"min {endpoint.min_instances}", color=LIMIT_COLOR),

@@ -74,8 +74,10 @@ def _metric(namespace: str, name: str, dimensions: dict[str, str], statistic: st
 
 
 def default_label(metric: cloudwatch.Metric) -> str:
-    """A graph label naming the metric, its statistic and its unit: ``ModelLatency (p90, Microseconds)``."""
-    return f"{metric.metric_name} ({metric.statistic}, {UNITS.get(metric.metric_name, 'None')})"
+    """A graph label naming the metric, its statistic and its unit: ``ModelLatency (p90, Microseconds)``. A
+    SampleCount is a number of datapoints whatever the metric's unit: ``CPUUtilization (SampleCount, Count)``."""
+    unit = "Count" if metric.statistic == "SampleCount" else UNITS.get(metric.metric_name, "None")
+    return f"{metric.metric_name} ({metric.statistic}, {unit})"
 
 
 class EndpointMetrics:
@@ -112,6 +114,12 @@ class EndpointMetrics:
     def invocation_5xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests the model (or SageMaker) answered with a 5xx status; Sum, Count."""
         return self._invocation("Invocation5XXErrors", "Sum", period)
+
+    def invocation_5xx_error_rate(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Fraction of requests answered with a 5xx status, 0 to 1: the Average of Invocation5XXErrors, since
+        SageMaker sends 1 for each 5xx response and 0 otherwise (SageMaker developer guide, endpoint invocation
+        metrics; the deployment-guardrails alarm examples use this Average as the error rate)."""
+        return self._invocation("Invocation5XXErrors", "Average", period)
 
     def invocation_4xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests answered with a 4xx status (bad request, throttling, ...); Sum, Count."""

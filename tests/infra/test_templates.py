@@ -268,7 +268,7 @@ def test_voxtral_execution_role_is_least_privilege(voxtral):
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(by_sid) == {
         "ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken", "PutMetrics",
-        "WriteEndpointLogs",
+        "WriteEndpointLogs", "DescribeRollbackAlarms",
     }
     prefix = PREFIX
     assert by_sid["ReadModelPrefix"]["Action"] == "s3:GetObject"

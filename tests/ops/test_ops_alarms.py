@@ -4,6 +4,7 @@ threshold after unit conversion, periods, missing-data treatment, actions; plus 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,8 @@ GT, GTE, LT = "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThan
 # Defaults of cdk.json. Voxtral on ml.g6.4xlarge: 1 GPU, 16 vCPUs. Sonic on ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
 VOXTRAL = {
     "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
+    # The rollback alarm: Average = fraction of requests answered 5xx; 5 % as 0.05, 3 of 5 one-minute periods.
+    "Invocation5XXErrorRate": (SM, "Invocation5XXErrors", "Average", 60, GT, 0.05, 5, 3, "notBreaching"),
     "Invocation4XXErrors": (SM, "Invocation4XXErrors", "Sum", 300, GT, 10, 1, 1, "notBreaching"),
     "ModelLatencyP90": (SM, "ModelLatency", "p90", 60, GT, 500_000, 5, 3, "notBreaching"),  # 500 ms in µs
     "OverheadLatencyP90": (SM, "OverheadLatency", "p90", 60, GT, 100_000, 5, 3, "notBreaching"),  # 100 ms in µs
@@ -31,7 +34,7 @@ VOXTRAL = {
     "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 1440, 3, 3, "notBreaching"),  # 90 % x 16
     "MemoryUtilization": (INSTANCE, "MemoryUtilization", "Maximum", 300, GT, 90, 2, 2, "notBreaching"),
     "DiskUtilization": (INSTANCE, "DiskUtilization", "Maximum", 300, GT, 85, 1, 1, "notBreaching"),
-    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 3, 3, "breaching"),
+    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 10, 10, "breaching"),
     "UpstreamErrors": (BRIDGE, "UpstreamErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
     "StreamsRejected": (BRIDGE, "StreamsRejected", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
     "TimeToFirstDeltaP90": (BRIDGE, "TimeToFirstDelta", "p90", 60, GT, 2000, 5, 3, "notBreaching"),  # ms, as is
@@ -47,7 +50,7 @@ SONIC = {
     "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 720, 3, 3, "notBreaching"),  # 90 % x 8
     "MemoryUtilization": (INSTANCE, "MemoryUtilization", "Maximum", 300, GT, 90, 2, 2, "notBreaching"),
     "DiskUtilization": (INSTANCE, "DiskUtilization", "Maximum", 300, GT, 85, 1, 1, "notBreaching"),
-    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 3, 3, "breaching"),
+    "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 10, 10, "breaching"),
 }
 ENDPOINTS = {"Voxtral": ("voxtral-realtime", VOXTRAL), "Sonic": ("sonic-tts", SONIC)}
 
@@ -128,12 +131,34 @@ def test_rules_without_synthesis_cpu_only_instance_has_no_gpu_alarms():
         alarm_rules(_endpoint("ml.zz9.huge"))
 
 
-def test_only_the_5xx_and_health_alarms_roll_updates_back():
+def test_only_the_5xx_error_rate_alarm_rolls_updates_back():
+    """Not EndpointHealth (missing data breaching: a late metric would roll back; SageMaker already fails an update
+    whose new instances fail /ping), not the 5XX count (a stream cut when an old instance stops may count)."""
     bridge = BridgeAlarmThresholds("NS", stream_cap=4, time_to_first_delta_p90_ms=1000, active_streams_fraction=0.75)
-    rules = alarm_rules(_endpoint("ml.g6.4xlarge", bridge))
-    assert [rule.name for rule in rules if rule.rollback] == ["Invocation5XXErrors", "EndpointHealth"]
+    endpoint = _endpoint("ml.g6.4xlarge", bridge)
+    rules = alarm_rules(replace(endpoint, thresholds=replace(endpoint.thresholds, rollback_5xx_error_percent=2.5)))
+    assert [rule.name for rule in rules if rule.rollback] == ["Invocation5XXErrorRate"]
+    (rate,) = [rule for rule in rules if rule.rollback]
+    assert (rate.metric.statistic, rate.threshold, rate.evaluation_periods, rate.datapoints_to_alarm) == (
+        "Average", 0.025, 5, 3)
     near_cap = next(rule for rule in rules if rule.name == "ActiveStreamsNearCap")
     assert near_cap.threshold == 3  # 0.75 x 4 streams
+    # Without a rollback percent (Sonic: no rolling update) there is no rate alarm and nothing rolls back.
+    assert not [rule for rule in alarm_rules(endpoint) if rule.name == "Invocation5XXErrorRate" or rule.rollback]
+
+
+@pytest.mark.parametrize("stack", ["Voxtral", "Sonic"])
+def test_the_health_alarm_is_created_after_the_endpoint_is_in_service(synthesized, stack):
+    """Missing data is breaching: created before the endpoint, it would page through the whole first deployment."""
+    template = synthesized.template(stack)
+    (endpoint_id,) = resources(template, "AWS::SageMaker::Endpoint")
+    by_name = {r["Properties"]["AlarmName"]: r for r in resources(template, "AWS::CloudWatch::Alarm").values()}
+    endpoint_name = ENDPOINTS[stack][0]
+    assert endpoint_id in by_name[f"{endpoint_name}-EndpointHealth"]["DependsOn"]
+    # The rollback alarm must exist before the endpoint that names it.
+    for name, alarm in by_name.items():
+        if name != f"{endpoint_name}-EndpointHealth":
+            assert endpoint_id not in alarm.get("DependsOn", []), name
 
 
 def test_endpoint_stacks_depend_on_the_operations_stack(synthesized):

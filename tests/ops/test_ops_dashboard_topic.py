@@ -115,8 +115,15 @@ def test_dashboard_draws_alarm_thresholds_in_each_graphs_unit(synthesized):
         "alarm MemoryUtilization: 90 %": 90, "alarm DiskUtilization: 85 %": 85,
     }
     voxtral_errors, sonic_errors = by_title["Errors (per 5 minutes)"]
-    assert annotation_values(voxtral_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10}
-    assert len(voxtral_errors["properties"]["metrics"]) == 4 and len(sonic_errors["properties"]["metrics"]) == 2
+    # The rollback alarm's rate (a fraction) is drawn in percent on the right axis (Voxtral only).
+    assert annotation_values(voxtral_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10,
+                                                 "alarm Invocation5XXErrorRate: 5 % (rolls updates back)": 5}
+    assert annotation_values(sonic_errors) == {"alarm Invocation5XXErrors: 0": 0, "alarm Invocation4XXErrors: 10": 10}
+    rate_lines = [m for m in voxtral_errors["properties"]["metrics"] if "expression" in m[0]]
+    assert rate_lines == [[{"label": "5XX error rate (% of requests per minute)", "expression": "rate * 100",
+                            "period": 60, "yAxis": "right"}]]
+    # 5XX, 4XX, UpstreamErrors, StreamsRejected, plus the rate expression and its hidden metric.
+    assert len(voxtral_errors["properties"]["metrics"]) == 6 and len(sonic_errors["properties"]["metrics"]) == 2
     voxtral_instances, _ = by_title["Instances"]
     assert annotation_values(voxtral_instances) == {"max 4": 4, "min 1": 1,
                                                     "alarm EndpointHealth: 1 (below: no instance)": 1}
@@ -136,3 +143,46 @@ def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:2000]
+
+
+def metric_lines(widget: dict) -> list[tuple[str, str, int, str | None]]:
+    """``(metric name, statistic, period s, label)`` of each plain metric of a graph (hidden ones of math
+    expressions included). The CDK leaves out the widget defaults: statistic Average and period 300 s (CloudWatch
+    dashboard body structure, metric widget ``stat`` and ``period``)."""
+    lines = []
+    for entry in widget["properties"]["metrics"]:
+        if "expression" in entry[0]:
+            continue
+        options = entry[-1] if isinstance(entry[-1], dict) else {}
+        lines.append((entry[1], options.get("stat", "Average"), options.get("period", 300), options.get("label")))
+    return lines
+
+
+def test_custom_graph_labels_are_kept(synthesized):
+    """A label given to a metric is not replaced by the default one (a count graph labelled Percent)."""
+    by_title = graphs(dashboard_body(synthesized.template("Operations")))
+    voxtral_instances, sonic_instances = by_title["Instances"]
+    for widget in (voxtral_instances, sonic_instances):
+        assert [label for *_, label in metric_lines(widget)] == ["Instances (CPUUtilization samples per minute)"]
+    (streams,) = by_title["Live streams per instance"]
+    assert [label for *_, label in metric_lines(streams)] == [
+        "Live streams per instance (ActiveStreams, Average)", "Busiest instance (ActiveStreams, Maximum)",
+        "StreamsStarted (Sum, Count)", "StreamsRejected (Sum, Count)"]
+
+
+def test_utilisation_graph_plots_what_the_alarms_evaluate(synthesized):
+    """Same statistic and period as each alarm: Maximum for GPU memory, memory and disk; Average for GPU and CPU."""
+    by_title = graphs(dashboard_body(synthesized.template("Operations")))
+    voxtral_usage, sonic_usage = by_title["GPU and memory use (% of capacity)"]
+    for widget in (voxtral_usage, sonic_usage):
+        assert [line[:3] for line in metric_lines(widget)] == [
+            ("GPUUtilization", "Average", 300), ("GPUMemoryUtilization", "Maximum", 300),
+            ("CPUUtilization", "Average", 300), ("MemoryUtilization", "Maximum", 300),
+            ("DiskUtilization", "Maximum", 300)]
+    labels = [m[0]["label"] for m in voxtral_usage["properties"]["metrics"] if "expression" in m[0]]
+    assert labels == ["GPUUtilization (Average, % of 1 GPU)", "GPUMemoryUtilization (Maximum, % of 1 GPU)",
+                      "CPUUtilization (Average, % of 16 vCPUs)"]
+    periods = [m[0].get("period", 300) for m in voxtral_usage["properties"]["metrics"] if "expression" in m[0]]
+    assert periods == [300, 300, 300]
+    assert [label for *_, label in metric_lines(voxtral_usage)][3:] == [
+        "MemoryUtilization (Maximum, Percent)", "DiskUtilization (Maximum, Percent)"]

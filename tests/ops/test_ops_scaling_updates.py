@@ -3,6 +3,8 @@ DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from config.settings import BRIDGE_DRAIN_S
@@ -76,7 +78,7 @@ def test_min_equal_to_max_means_a_fixed_size_without_scalable_target(ops_variant
     assert config["Properties"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
 
 
-def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthesized):
+def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(synthesized):
     template = synthesized.template("Voxtral")
     _, endpoint = only(template, "AWS::SageMaker::Endpoint")
     props = endpoint["Properties"]
@@ -88,14 +90,26 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_5xx_and_health(synthes
             # 4 batches x (1200 s download + 1200 s start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
+        # Only the 5XX error rate (3 of 5 minutes): see tests/ops/test_ops_alarms.py.
         "AutoRollbackConfiguration": {"Alarms": [
-            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrors"]}},
-            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-EndpointHealth"]}},
+            {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrorRate"]}},
         ]},
     }
-    # Updates keep the instance count autoscaling chose.
+    # Autoscaled (1-4): updates keep the instance count autoscaling chose.
     assert props["RetainAllVariantProperties"] is True
     assert "ExcludeRetainedVariantProperties" not in props
+
+
+def test_a_fixed_size_endpoint_resets_its_count_on_update(ops_variant):
+    """Voxtral at min = max = 2 (the README's way to change the instance type): no RetainAllVariantProperties, so
+    the update sets the count to InitialInstanceCount instead of keeping what autoscaling chose before, which
+    `make verify` would report as a mismatch for ever."""
+    _, endpoint = only(ops_variant.template("Voxtral"), "AWS::SageMaker::Endpoint")
+    assert endpoint["Properties"]["RetainAllVariantProperties"] is False
+    assert "ExcludeRetainedVariantProperties" not in endpoint["Properties"]
+    # Sonic scales 1-3 in the variant: it keeps its count.
+    _, sonic = only(ops_variant.template("Sonic"), "AWS::SageMaker::Endpoint")
+    assert sonic["Properties"]["RetainAllVariantProperties"] is True
 
 
 def test_sonic_keeps_its_instance_count_but_has_no_rolling_update(synthesized):
@@ -119,3 +133,23 @@ def test_the_container_drains_for_less_than_the_scale_in_cooldown_and_sagemakers
 ])
 def test_rolling_update_timeout(percent, start_s, wait_s, expected):
     assert rolling_update_timeout_s(percent, start_s, wait_s) == expected
+
+
+def test_the_execution_role_may_describe_exactly_the_rollback_alarms(synthesized):
+    """SageMaker reads the auto-rollback alarms as the execution role (cloudwatch:DescribeAlarms; deployment
+    guardrails, "Auto-Rollback Configuration and Monitoring"); without it, rollback on alarm cannot work."""
+    template = synthesized.template("Voxtral")
+    _, endpoint = only(template, "AWS::SageMaker::Endpoint")
+    rollback_ids = [a["AlarmName"]["Ref"] for a in
+                    endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
+    assert rollback_ids
+    (policy,) = [p for k, p in resources(template, "AWS::IAM::Policy").items() if k.startswith("ExecutionRolePolicy")]
+    statements = [s for s in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if "cloudwatch:DescribeAlarms" in json.dumps(s["Action"])]
+    (statement,) = statements
+    assert (statement["Sid"], statement["Action"], statement["Effect"]) == (
+        "DescribeRollbackAlarms", "cloudwatch:DescribeAlarms", "Allow")
+    resources_ = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    # Exactly the rollback alarms (the CDK sorts the list), no wildcard.
+    assert sorted(r["Fn::GetAtt"][0] for r in resources_) == sorted(rollback_ids)
+    assert all(r["Fn::GetAtt"][1] == "Arn" for r in resources_)

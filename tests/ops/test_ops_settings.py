@@ -19,7 +19,7 @@ def test_operations_defaults():
     assert s.alarm_email is None
     v = s.voxtral
     assert (v.min_instances, v.max_instances, v.scaling_target_fraction, v.scale_in_cooldown_s) == (1, 4, 0.7, 600)
-    assert (v.rollout_batch_percent, v.rollout_wait_s) == (25, 600)
+    assert (v.rollout_batch_percent, v.rollout_wait_s, v.rollback_5xx_error_percent) == (25, 600, 5.0)
     assert (v.alarm_model_latency_p90_ms, v.alarm_time_to_first_delta_p90_ms, v.alarm_active_streams_fraction) == (500, 2000, 0.9)
     assert (s.sonic.scaling_metric, s.sonic.scaling_target, s.sonic.max_instances) == ("invocations_per_instance", 60, 2)
 
@@ -54,13 +54,30 @@ def test_command_line_strings_are_converted():
     ({"voxtral.rollout_batch_percent": 60},
      "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
      "RollingUpdatePolicy MaximumBatchSize)"),
+    ({"voxtral.rollback_5xx_error_percent": 100},
+     "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than 0 and less than 100 (the "
+     "rollback alarm fires above it)"),
     ({"voxtral.rollout_wait_s": 4000},
      "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds (RollingUpdatePolicy WaitIntervalInSeconds)"),
     ({"voxtral.alarm_gpu_memory_percent": 85},
      "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x 100 = 90: vLLM "
      "reserves that much GPU memory at start, so the alarm would always fire"),
     ({"sonic.alarm_cpu_utilization_percent": 150},
-     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of capacity, more than 0 and at most 100"),
+     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    # Exactly 100: "greater than 100" can never happen, so the alarm could never fire.
+    ({"voxtral.alarm_gpu_utilization_percent": 100},
+     "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    ({"voxtral.alarm_gpu_memory_percent": 100},
+     "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_memory_percent": 100},
+     "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_disk_percent": 0},
+     "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
     ({"voxtral.alarm_model_latency_p90_ms": 0},
      "voxtral.alarm_model_latency_p90_ms=0.0: must be a positive number of milliseconds"),
     ({"voxtral.alarm_time_to_first_delta_p90_ms": -1},

@@ -3,6 +3,7 @@ deployment would leave them, then changed the ways a deployment can go wrong."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +181,40 @@ def test_makefile_verify_synthesizes_first_and_reads_cdk_out():
     makefile = (ROOT / "Makefile").read_text()
     assert "verify: synth ##" in makefile
     assert "$(PY) -m voicectl verify --cdk-out cdk.out" in makefile
+
+
+STAGED_WEIGHTS = "s3://realtimevoice-artifacts-modelbucket/models/mistralai/Voxtral-Mini-4B-Realtime-2602/rev/"
+
+
+def create_voxtral_stack(session, outputs: dict[str, str]) -> None:
+    """The Voxtral stack as CloudFormation knows it after a deploy: only its outputs matter here."""
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {key: {"Value": value} for key, value in outputs.items()}}
+    session.client("cloudformation").create_stack(StackName="RealtimeVoice-Voxtral", TemplateBody=json.dumps(template))
+
+
+def test_staged_weights_are_checked_against_the_stack_output(synthesized, aws):
+    """With staging on (the default), the Model's S3Uri is Fn::GetAtt on the staging custom resource; it is read
+    from the deployed stack's output VoxtralModelS3Uri (the same expression in the template) and compared."""
+    (voxtral,) = [e for e in read_cloud_assembly(synthesized.outdir) if e.endpoint_name == "voxtral-realtime"]
+    assert "Fn::GetAtt" in voxtral.model_data_s3_uri
+    assert voxtral.outputs["VoxtralModelS3Uri"] == voxtral.model_data_s3_uri
+    create_voxtral_stack(aws, {"VoxtralModelS3Uri": STAGED_WEIGHTS})
+    staged = {**VOXTRAL_CONTAINER, "ModelDataSource": {"S3DataSource": {
+        "S3Uri": STAGED_WEIGHTS, "S3DataType": "S3Prefix", "CompressionType": "None"}}}
+    deploy(aws, "voxtral-realtime", "c1", "m1", staged, "ml.g6.4xlarge", 1)
+    check = by_what(verify(synthesized.outdir, aws))["voxtral-realtime: Model m1 model data"]
+    assert check.ok and not check.skipped and check.actual == STAGED_WEIGHTS
+
+    # A Model that reads other weights (an update rolled back to the previous revision) is a mismatch.
+    deploy(aws, "voxtral-realtime", "c0", "m0", VOXTRAL_CONTAINER, "ml.g6.4xlarge", 1)
+    check = by_what(verify(synthesized.outdir, aws))["voxtral-realtime: Model m0 model data"]
+    assert not check.ok and not check.skipped
+    assert (check.expected, check.actual) == (STAGED_WEIGHTS, EXTERNAL_WEIGHTS)
+
+
+def test_staged_weights_without_a_deployed_stack_are_skipped_and_say_why(synthesized, aws):
+    deploy(aws, "voxtral-realtime", "c", "m", VOXTRAL_CONTAINER, "ml.g6.4xlarge", 1)
+    check = by_what(verify(synthesized.outdir, aws))["voxtral-realtime: Model m model data"]
+    assert check.skipped
+    assert "its stack is not deployed, so output VoxtralModelS3Uri cannot be read" in check.actual
