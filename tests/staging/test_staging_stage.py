@@ -240,3 +240,23 @@ def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir
 
     source = json.loads(body(s3, MANIFEST_NAME))["source"]
     assert (source["repository"], source["revision"]) == ("example/model", "c" * 40)
+
+
+def test_staging_heads_only_keys_the_listing_shows(aws, s3, model_dir, capsys, head_needs_list_permission):
+    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first run into an
+    empty prefix, a rerun and --verify-only must find missing keys by listing the prefix, never by HEAD."""
+    assert stage(aws, model_dir) == 0, capsys.readouterr().err
+    assert stage(aws, model_dir) == 0, capsys.readouterr().err
+    s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_2}")
+
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    assert f"{SHARD_2}: missing (expected {3 * MIB} bytes" in capsys.readouterr().err
+    assert head_needs_list_permission == []
+
+
+def test_verify_only_of_an_empty_prefix_lists_instead_of_heading(aws, s3, model_dir, capsys, head_needs_list_permission):
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
+    assert head_needs_list_permission == []

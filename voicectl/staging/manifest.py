@@ -26,7 +26,7 @@ from typing import Any
 from voicectl.staging.constants import MANIFEST_NAME, SHA256_METADATA_KEY
 from voicectl.staging.files import LocalFile
 from voicectl.staging.location import S3Prefix
-from voicectl.staging.upload import head
+from voicectl.staging.upload import head_listed, list_objects
 
 MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 
@@ -82,12 +82,13 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
-    """The manifest under ``destination``; None when there is none.
+    """The manifest under ``destination``; None when there is none (found by listing the prefix, not by a request
+    for the key, which a role with prefix-conditioned s3:ListBucket gets as 403 when the key is missing).
 
     Raises:
         VerificationError: the object exists but is not a manifest of this format.
     """
-    if head(s3, destination.bucket, destination.key(MANIFEST_NAME)) is None:
+    if destination.key(MANIFEST_NAME) not in list_objects(s3, destination):
         return None
     body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))["Body"].read()
     try:
@@ -117,20 +118,19 @@ def write_manifest(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> 
 
 def list_keys(s3: Any, destination: S3Prefix) -> list[str]:
     """Every object key under the prefix (all depths), sorted."""
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
-        keys.extend(item["Key"] for item in page.get("Contents", []))
-    return sorted(keys)
+    return sorted(list_objects(s3, destination))
 
 
-def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str]) -> list[str]:
-    """Keys under the prefix that are neither one of ``names`` nor the manifest.
+def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: dict[str, int] | None = None) -> list[str]:
+    """Keys under the prefix that are neither one of ``names`` nor the manifest, sorted. ``listing``: the result
+    of :func:`list_objects` when the caller has one (listed afresh otherwise).
 
     They matter because SageMaker copies the whole prefix into /opt/ml/model: a stale ``consolidated-*.safetensors``
     from another revision would be loaded by vLLM with the new weights.
     """
+    listing = list_objects(s3, destination) if listing is None else listing
     expected = {destination.key(name) for name in names} | {destination.key(MANIFEST_NAME)}
-    return [key for key in list_keys(s3, destination) if key not in expected]
+    return sorted(key for key in listing if key not in expected)
 
 
 def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
@@ -153,15 +153,17 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
     """Check that every file of ``manifest`` is under ``destination`` with its size and SHA-256, and nothing else.
 
     The SHA-256 is compared with the object's ``x-amz-meta-sha256``, which the upload set from the local file and
-    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt.
+    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt. Missing objects are found by
+    listing the prefix; only listed keys are HEADed.
 
     Raises:
         VerificationError: one problem per missing, wrong-sized, wrong-checksum or unexpected object, each naming it.
     """
     problems = []
+    listing = list_objects(s3, destination)
     for entry in manifest["files"]:
         key = destination.key(entry["name"])
-        found = head(s3, destination.bucket, key)
+        found = head_listed(s3, destination.bucket, key, listing)
         if found is None:
             problems.append(f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})")
         elif found.get("ContentLength") != entry["size"]:
@@ -171,7 +173,7 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
                 f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} in S3, "
                 f"expected {entry['sha256']}"
             )
-    for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]]):
+    for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]], listing):
         problems.append(f"{key[len(destination.prefix):]}: not part of the model (SageMaker would copy it too)")
     if problems:
         raise VerificationError(destination, problems)

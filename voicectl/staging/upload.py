@@ -7,6 +7,10 @@ https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.
 
 How a rerun avoids work:
 
+- The prefix is listed first (ListObjectsV2 with ``Prefix``), and only keys the listing shows are read with
+  HeadObject. A missing key is never HEADed: S3 answers 404 for it only to a caller allowed s3:ListBucket on the
+  bucket and 403 otherwise (HeadObject API reference, "Permissions"), and the CodeBuild role's s3:ListBucket is
+  conditioned on ``s3:prefix``, a key a HeadObject request does not carry, so S3 would answer 403 and the run fail.
 - A file whose object exists with the same size and ``sha256`` metadata is skipped. Objects appear atomically
   (PutObject, or CompleteMultipartUpload), so an existing object is never a partial file.
 - A file with an unfinished multipart upload for its key (left by a run that was killed or lost its network, so
@@ -113,8 +117,30 @@ class UploadReport:
     resumed: list[str] = field(default_factory=list)
 
 
+def list_objects(s3: Any, destination: S3Prefix) -> dict[str, int]:
+    """``{key: size in bytes}`` of every object under ``destination`` (all depths), from ListObjectsV2 with
+    ``Prefix`` (allowed by a role whose s3:ListBucket is conditioned on ``s3:prefix``)."""
+    objects: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
+        objects.update((item["Key"], item["Size"]) for item in page.get("Contents", []))
+    return objects
+
+
+def head_listed(s3: Any, bucket: str, key: str, listing: dict[str, int]) -> dict | None:
+    """HeadObject ``key`` when ``listing`` (from :func:`list_objects`) shows it; None without a request otherwise.
+
+    A key missing from the listing is not HEADed, because S3 answers that with 403, not 404, unless the caller may
+    list the whole bucket (see the module docstring).
+    """
+    if key not in listing:
+        return None
+    return head(s3, bucket, key)
+
+
 def head(s3: Any, bucket: str, key: str) -> dict | None:
-    """HeadObject ``key``; None when there is no such object. Other errors (403, ...) propagate as ClientError."""
+    """HeadObject ``key``; None on 404. Call it only for keys known to exist (a listed key removed since, or a key
+    just written): for a missing key a caller without unconditional s3:ListBucket gets 403, which propagates as
+    ClientError like any other error."""
     try:
         return s3.head_object(Bucket=bucket, Key=key)
     except ClientError as error:
@@ -158,8 +184,9 @@ def upload_files(
     """
     report = UploadReport()
     pending: list[LocalFile] = []
+    listing = list_objects(s3, destination)
     for file in files:
-        if is_current(head(s3, destination.bucket, destination.key(file.name)), file):
+        if is_current(head_listed(s3, destination.bucket, destination.key(file.name), listing), file):
             report.skipped.append(file.name)
         else:
             pending.append(file)
