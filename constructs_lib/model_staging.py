@@ -160,10 +160,11 @@ class ModelStaging(Construct):
 
     def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
         source = s3_assets.Asset(self, "Source", path=str(_staging_source_dir()))
+        # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
+        # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
+        # CloudFormation reverts the custom resource before this project, so values kept in the project would
+        # make the rollback build stage the failed update's target.
         environment_variables = {
-            "MODEL_REPOSITORY_ID": codebuild.BuildEnvironmentVariable(value=props.repository_id),
-            "MODEL_REVISION": codebuild.BuildEnvironmentVariable(value=props.revision),
-            "MODEL_S3_URI": codebuild.BuildEnvironmentVariable(value=s3_uri),
             # Python prints progress lines as they come, not when a buffer fills.
             "PYTHONUNBUFFERED": codebuild.BuildEnvironmentVariable(value="1"),
         }
@@ -179,7 +180,8 @@ class ModelStaging(Construct):
         project = codebuild.Project(
             self,
             "Build",
-            description=f"Stages {props.repository_id}@{props.revision} to {prefix} (voicectl stage-model)",
+            # Static: what to stage arrives with each StartBuild, so a new revision leaves the project unchanged.
+            description="Stages model weights for the ModelStaging custom resource (voicectl stage-model)",
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
             environment=codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
@@ -200,6 +202,10 @@ class ModelStaging(Construct):
                         },
                         "build": {
                             "commands": [
+                                # A build started without the custom resource's overrides stops with a reason.
+                                'for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do [ -n "${!name}" ] || '
+                                '{ echo "$name is not set: the ModelStaging custom resource passes it with StartBuild '
+                                '(environmentVariablesOverride)" >&2; exit 2; }; done',
                                 'python -m voicectl.stage_model --repo-id "$MODEL_REPOSITORY_ID" '
                                 '--revision "$MODEL_REVISION" --s3-uri "$MODEL_S3_URI" '
                                 f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra "

@@ -106,15 +106,17 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     assert props["Environment"]["PrivilegedMode"] is False
     assert (props["TimeoutInMinutes"], props["QueuedTimeoutInMinutes"]) == (45, 5)
     variables = {v["Name"]: v for v in props["Environment"]["EnvironmentVariables"]}
-    assert variables["MODEL_REPOSITORY_ID"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
-    assert variables["MODEL_REVISION"]["Value"] == REVISION
+    # What to stage comes with each StartBuild (environmentVariablesOverride from the custom resource's
+    # properties), never from the project, which an update rollback reverts only after the custom resource.
+    assert sorted(variables) == ["MODEL_HF_TOKEN_SECRET_ARN", "PYTHONUNBUFFERED"]
     assert variables["MODEL_HF_TOKEN_SECRET_ARN"] == {"Name": "MODEL_HF_TOKEN_SECRET_ARN", "Type": "PLAINTEXT", "Value": SECRET_ARN}
     assert all(v["Type"] == "PLAINTEXT" and "HF_TOKEN" != v["Name"] for v in variables.values())  # never the token
     build_spec = json.loads(props["Source"]["BuildSpec"])
     install = build_spec["phases"]["install"]
     assert install["runtime-versions"] == {"python": "3.12"}
     assert "--require-hashes -r constructs_lib/model_staging_assets/codebuild/requirements.txt" in install["commands"][0]
-    (command,) = build_spec["phases"]["build"]["commands"]
+    (check, command) = build_spec["phases"]["build"]["commands"]
+    assert check.startswith("for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do")
     assert command.startswith("python -m voicectl.stage_model ")
     for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra"):
         assert option in command
@@ -229,6 +231,9 @@ def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(s
     assert only(synthesized["slower"], "AWS::CodeBuild::Project")[1]["Properties"]["TimeoutInMinutes"] == 30
     assert slower == base  # a build setting changed: CloudFormation sends no Update, no new build
     assert {k for k in base if base[k] != other[k]} == {"Revision"}
+    # A new revision leaves the project as it is: the target travels with the StartBuild of the custom resource.
+    project = only(synthesized["template"], "AWS::CodeBuild::Project")[1]
+    assert only(synthesized["other_revision"], "AWS::CodeBuild::Project")[1] == project
 
 
 def test_endpoint_depends_on_the_staging_and_the_model_reads_its_uri(synthesized):

@@ -33,10 +33,20 @@ def build(status: str, **extra) -> dict:
     return {"id": BUILD_ID, "buildStatus": status, **extra}
 
 
+#: What every StartBuild must carry: the staging target of the event's own properties, not the project's.
+OVERRIDES = [
+    {"name": "MODEL_REPOSITORY_ID", "value": PROPERTIES["RepositoryId"], "type": "PLAINTEXT"},
+    {"name": "MODEL_REVISION", "value": PROPERTIES["Revision"], "type": "PLAINTEXT"},
+    {"name": "MODEL_S3_URI", "value": PROPERTIES["S3Uri"], "type": "PLAINTEXT"},
+]
+
+
 @pytest.mark.parametrize("request_type", ["Create", "Update"])
 def test_create_and_update_start_one_build(waiter, request_type):
     module, stubber = waiter
-    stubber.add_response("start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT})
+    stubber.add_response(
+        "start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT, "environmentVariablesOverride": OVERRIDES}
+    )
 
     response = module.on_event({"RequestType": request_type, "ResourceProperties": PROPERTIES, "PhysicalResourceId": "old"}, None)
 
@@ -44,6 +54,28 @@ def test_create_and_update_start_one_build(waiter, request_type):
         "PhysicalResourceId": BUILD_ID,
         "Data": {"S3Uri": PROPERTIES["S3Uri"], "ManifestUri": PROPERTIES["S3Uri"] + "model-manifest.json", "BuildId": BUILD_ID},
     }
+
+
+def test_update_builds_the_properties_of_the_event_not_the_projects_environment(waiter):
+    """On an update rollback CloudFormation sends the old properties before it reverts the project: the build must
+    stage what the event asks for, whatever the project's environment says."""
+    module, stubber = waiter
+    old = {**PROPERTIES, "Revision": "b" * 40, "S3Uri": "s3://models-bucket/models/voxtral/" + "b" * 40 + "/"}
+    expected = [
+        {"name": "MODEL_REPOSITORY_ID", "value": old["RepositoryId"], "type": "PLAINTEXT"},
+        {"name": "MODEL_REVISION", "value": "b" * 40, "type": "PLAINTEXT"},
+        {"name": "MODEL_S3_URI", "value": old["S3Uri"], "type": "PLAINTEXT"},
+    ]
+    stubber.add_response(
+        "start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT, "environmentVariablesOverride": expected}
+    )
+
+    response = module.on_event(
+        {"RequestType": "Update", "ResourceProperties": old, "OldResourceProperties": old, "PhysicalResourceId": "x"},
+        None,
+    )
+
+    assert response["Data"]["S3Uri"] == old["S3Uri"]
 
 
 def test_is_complete_follows_the_build(waiter):

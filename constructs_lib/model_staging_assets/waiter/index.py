@@ -1,7 +1,10 @@
 """Lambda handlers of the model staging custom resource (CDK Provider framework with completion polling).
 
 ``on_event`` starts one CodeBuild build of the staging project on Create and Update (CloudFormation sends an Update
-only when a property changed: repository id, revision or S3 URI) and stops a still running build on Delete.
+only when a property changed: repository id, revision or S3 URI) and stops a still running build on Delete. What
+the build stages comes from the event's ``ResourceProperties`` (StartBuild ``environmentVariablesOverride``), never
+from the project's own environment: on an update rollback CloudFormation sends the custom resource the old
+properties before it reverts the project, so the project still describes the failed update at that moment.
 ``is_complete`` polls the build (BatchGetBuilds) until it ends; a build that did not succeed fails the resource
 with its status, failed phase and log link. The physical resource id is the build id.
 
@@ -35,12 +38,23 @@ def _data(properties: dict, build_id: str) -> dict:
     return {"S3Uri": uri, "ManifestUri": uri + os.environ["MANIFEST_NAME"], "BuildId": build_id}
 
 
+def build_environment(properties: dict) -> list[dict]:
+    """The StartBuild ``environmentVariablesOverride`` naming what to stage: repository id, revision and S3 URI of
+    the custom resource's ``properties`` (the buildspec passes them to ``stage-model``)."""
+    return [
+        {"name": "MODEL_REPOSITORY_ID", "value": properties["RepositoryId"], "type": "PLAINTEXT"},
+        {"name": "MODEL_REVISION", "value": properties["Revision"], "type": "PLAINTEXT"},
+        {"name": "MODEL_S3_URI", "value": properties["S3Uri"], "type": "PLAINTEXT"},
+    ]
+
+
 def on_event(event: dict, context: object) -> dict:
     """Start the staging build (Create, Update) or stop a running one (Delete)."""
     properties = event["ResourceProperties"]
     project = properties["ProjectName"]
     if event["RequestType"] in ("Create", "Update"):
-        build_id = _client().start_build(projectName=project)["build"]["id"]
+        response = _client().start_build(projectName=project, environmentVariablesOverride=build_environment(properties))
+        build_id = response["build"]["id"]
         print(f"started {build_id} for {properties['RepositoryId']} @ {properties['Revision']} -> {properties['S3Uri']}")
         return {"PhysicalResourceId": build_id, "Data": _data(properties, build_id)}
     physical_id = event["PhysicalResourceId"]
