@@ -265,6 +265,10 @@ class ModelStaging(Construct):
     def _custom_resource(self, props: ModelStagingProps, s3_uri: str) -> CustomResource:
         project_arn = self.project.project_arn
         self._on_event = on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
+        # Whether an Update is a rollback (the handler then starts no build for another prefix): its own stack only.
+        on_event.add_to_role_policy(
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id])
+        )
         self._is_complete = is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
         self._provider = provider = cr.Provider(
             self,

@@ -223,6 +223,25 @@ def test_custom_resource_polls_the_build_for_at_most_55_minutes(synthesized):
     assert sorted(h["Properties"]["Handler"] for h in handlers.values()) == ["index.is_complete", "index.on_event"]
 
 
+def test_on_event_may_read_only_its_own_stack(synthesized):
+    """DescribeStacks tells a rollback from an update; the OnEvent role may call it on its own stack only."""
+    template = synthesized["template"]
+    stack = synthesized["stack"]
+    role_id = stack.resolve(synthesized["staging"]._on_event.role.node.default_child.logical_id)
+    statements = [
+        statement
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("cloudformation:") for a in _actions(statement))
+    ]
+    assert statements == [{"Action": "cloudformation:DescribeStacks", "Effect": "Allow", "Resource": {"Ref": "AWS::StackId"}}]
+    (policy,) = [
+        p for p in template.find_resources("AWS::IAM::Policy").values()
+        if statements[0] in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert policy["Properties"]["Roles"] == [{"Ref": role_id}]
+
+
 def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(synthesized):
     def properties(template: Template) -> dict:
         return only(template, "Custom::ModelStaging")[1]["Properties"]
