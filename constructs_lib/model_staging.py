@@ -208,7 +208,7 @@ class ModelStaging(Construct):
                                 '(environmentVariablesOverride)" >&2; exit 2; }; done',
                                 'python -m voicectl.stage_model --repo-id "$MODEL_REPOSITORY_ID" '
                                 '--revision "$MODEL_REVISION" --s3-uri "$MODEL_S3_URI" '
-                                f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra "
+                                f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra --yes "
                                 '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}'
                             ]
                         },

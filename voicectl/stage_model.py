@@ -81,8 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--delete-extra",
         action="store_true",
-        help="delete objects under the prefix that are not part of the model (SageMaker would copy them too)",
+        help="delete objects under the prefix that are not part of the model (SageMaker would copy them too): only "
+        "model files directly in the prefix (weights, configuration, tokenizer, or files of the previous manifest); "
+        "lists them and stops unless --yes is given; anything else under the prefix stops the run",
     )
+    parser.add_argument("--yes", action="store_true", help="with --delete-extra: delete without stopping first")
     parser.add_argument("--verify-only", action="store_true", help="only verify the prefix against its manifest")
     parser.add_argument(
         "--part-size-mib", type=int, default=DEFAULT_PART_SIZE // MIB, help="multipart part size, MiB (default: %(default)s)"
@@ -187,6 +190,7 @@ def _stage(
         Source,
         VerificationError,
         build_manifest,
+        classify_extra_keys,
         delete_keys,
         delete_manifest,
         extra_keys,
@@ -241,8 +245,19 @@ def _stage(
             [f"{key}: not part of the model (SageMaker would copy it too); remove it or pass --delete-extra" for key in extra],
         )
     if extra:
-        print(f"deleting {len(extra)} object(s) not part of the model: {', '.join(extra)}", file=sys.stderr)
-        delete_keys(s3, destination, extra)
+        plan = classify_extra_keys(destination, extra, previous)
+        refusals = plan.refusals(destination)
+        if refusals:
+            raise VerificationError(destination, refusals)
+        if not args.yes:
+            print(
+                f"would delete {len(plan.deletable)} object(s) not part of the model: {', '.join(plan.deletable)}\n"
+                "Nothing was deleted or uploaded; run again with --delete-extra --yes to delete them and stage.",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"deleting {len(plan.deletable)} object(s) not part of the model: {', '.join(plan.deletable)}", file=sys.stderr)
+        delete_keys(s3, destination, plan.deletable)
 
     total = sum(file.size for file in files)
     print(f"staging {len(files)} files ({total} bytes) to {destination}", file=sys.stderr)

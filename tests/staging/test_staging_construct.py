@@ -118,7 +118,7 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     (check, command) = build_spec["phases"]["build"]["commands"]
     assert check.startswith("for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do")
     assert command.startswith("python -m voicectl.stage_model ")
-    for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra"):
+    for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra --yes"):
         assert option in command
     assert '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}' in command
     assert props["Source"]["Type"] == "S3"

@@ -202,9 +202,64 @@ def test_object_outside_the_model_blocks_staging_unless_deleted(aws, s3, model_d
     assert "consolidated-old.safetensors: not part of the model" in capsys.readouterr().err
     assert f"{PREFIX}/params.json" not in keys_under_prefix(s3)
 
-    assert stage(aws, model_dir, "--delete-extra") == 0
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 0
     assert stale_key not in keys_under_prefix(s3)
     assert f"{PREFIX}/{MANIFEST_NAME}" in keys_under_prefix(s3)
+
+
+def test_delete_extra_lists_what_it_would_delete_and_needs_yes(aws, s3, model_dir, capsys):
+    stale_key = f"{PREFIX}/consolidated-old.safetensors"
+    s3.put_object(Bucket=BUCKET, Key=stale_key, Body=b"old weights")
+
+    assert stage(aws, model_dir, "--delete-extra") == 1
+
+    err = capsys.readouterr().err
+    assert f"would delete 1 object(s) not part of the model: {stale_key}" in err
+    assert "--yes" in err
+    assert stale_key in keys_under_prefix(s3)
+    assert f"{PREFIX}/params.json" not in keys_under_prefix(s3)  # nothing staged either
+
+
+def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, model_dir, capsys):
+    """Only model files directly in the prefix are deleted; anything else stops the run, named, deleting nothing."""
+    kept = [f"{PREFIX}/important/data.csv", f"{PREFIX}/other-model/consolidated.safetensors", f"{PREFIX}/notes.txt"]
+    stale_key = f"{PREFIX}/consolidated-old.safetensors"
+    for key in [*kept, stale_key]:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"keep me")
+
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 1
+
+    err = capsys.readouterr().err
+    assert "important/data.csv: in a sub-directory of the prefix" in err
+    assert "other-model/consolidated.safetensors: in a sub-directory of the prefix" in err
+    assert "notes.txt: not a model file" in err
+    assert keys_under_prefix(s3) == sorted([*kept, stale_key])
+
+
+def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
+    """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
+    from voicectl.staging.files import LocalFile
+    from voicectl.staging.location import S3Prefix
+    from voicectl.staging.manifest import Source, build_manifest, write_manifest
+
+    old_key = f"{PREFIX}/tokenizer.model.v3"
+    s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
+    previous = build_manifest(Source("local-directory", "example/old", None), [LocalFile("tokenizer.model.v3", model_dir, 13, "0" * 64)])
+    write_manifest(s3, S3Prefix.parse(URI), previous)
+
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 0
+
+    assert old_key not in keys_under_prefix(s3)
+    assert f"deleting 1 object(s) not part of the model: {old_key}" in capsys.readouterr().err
+
+
+def test_s3_uri_of_a_whole_bucket_is_refused_before_anything_happens(aws, s3, model_dir, capsys):
+    s3.put_object(Bucket=BUCKET, Key="important/data.csv", Body=b"keep me")
+
+    assert stage_model.main(["--s3-uri", f"s3://{BUCKET}", "--from-dir", str(model_dir), "--delete-extra", "--yes"]) == 2
+
+    assert f"'s3://{BUCKET}' names no prefix" in capsys.readouterr().err
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == ["important/data.csv"]
 
 
 @pytest.mark.parametrize(

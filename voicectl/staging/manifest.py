@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicectl.staging.constants import MANIFEST_NAME, SHA256_METADATA_KEY
-from voicectl.staging.files import LocalFile
+from voicectl.staging.constants import DELETABLE_EXTRA_PATTERNS, MANIFEST_NAME, SHA256_METADATA_KEY
+from voicectl.staging.files import LocalFile, matches_allow_list
 from voicectl.staging.location import S3Prefix
 from voicectl.staging.upload import head_listed, list_objects
 
@@ -131,6 +131,52 @@ def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: di
     listing = list_objects(s3, destination) if listing is None else listing
     expected = {destination.key(name) for name in names} | {destination.key(MANIFEST_NAME)}
     return sorted(key for key in listing if key not in expected)
+
+
+@dataclass(frozen=True)
+class ExtraKeys:
+    """Keys under a prefix that are not part of the model, sorted into what ``--delete-extra`` may delete.
+
+    Attributes:
+        deletable: directly in the prefix, and a model file by name (DELETABLE_EXTRA_PATTERNS) or listed by the
+            prefix's previous manifest.
+        nested: in a sub-"directory" of the prefix (never deleted: another model or data may live there).
+        other: directly in the prefix but not a model file (never deleted).
+    """
+
+    deletable: list[str]
+    nested: list[str]
+    other: list[str]
+
+    def refusals(self, destination: S3Prefix) -> list[str]:
+        """One sentence per key ``--delete-extra`` will not delete, naming it (relative to the prefix)."""
+        start = len(destination.prefix)
+        return [
+            f"{key[start:]}: in a sub-directory of the prefix; --delete-extra deletes only model files directly "
+            "in the prefix, remove it yourself or stage into another prefix"
+            for key in self.nested
+        ] + [
+            f"{key[start:]}: not a model file; --delete-extra deletes only model files directly in the prefix, "
+            "remove it yourself or stage into another prefix"
+            for key in self.other
+        ]
+
+
+def classify_extra_keys(
+    destination: S3Prefix, keys: Sequence[str], previous_manifest: dict[str, Any] | None
+) -> ExtraKeys:
+    """Sort ``keys`` (extra keys under ``destination``, see :func:`extra_keys`) into :class:`ExtraKeys`."""
+    known = {entry.get("name") for entry in (previous_manifest or {}).get("files", []) if isinstance(entry, dict)}
+    deletable, nested, other = [], [], []
+    for key in sorted(keys):
+        name = key[len(destination.prefix) :]
+        if "/" in name:
+            nested.append(key)
+        elif name in known or matches_allow_list(name, DELETABLE_EXTRA_PATTERNS):
+            deletable.append(key)
+        else:
+            other.append(key)
+    return ExtraKeys(deletable=deletable, nested=nested, other=other)
 
 
 def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
