@@ -18,6 +18,7 @@ The in-stack staging (:mod:`constructs_lib.model_staging`) runs this same module
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,51 @@ from voicectl.staging.location import S3Prefix
 RETRY_CONFIG = {"mode": "standard", "max_attempts": 10}
 
 
+#: A Hugging Face user access token: "hf_" and (today) 34 letters; 30 or more letters or digits after "hf_" is
+#: treated as a token, so that a secret named e.g. "hf_token" is still accepted as a secret id.
+HUB_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+#: Where the token goes instead of the command line (said by every refusal).
+TOKEN_SOURCES = "export HF_TOKEN, run `hf auth login`, or store it in Secrets Manager and pass --hf-token-secret-id"
+
+
+class _RefuseToken(argparse.Action):
+    """An option that exists only to refuse a token typed on the command line, without echoing it.
+
+    Without it, ``--hf-token <token>`` is "unrecognized" and argparse prints the token in its error message.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        parser.error(
+            f"{option_string} is not accepted on the command line (shell history, process lists and logs keep "
+            f"command lines): {TOKEN_SOURCES}"
+        )
+
+
+def check_secret_id(secret_id: str) -> str:
+    """Return ``secret_id`` unless it looks like a Hub access token (HUB_TOKEN_RE).
+
+    Raises:
+        UsageError: it looks like a token, which would be sent to Secrets Manager as a SecretId (and recorded by
+            CloudTrail); the message does not repeat it.
+    """
+    if HUB_TOKEN_RE.fullmatch(secret_id.strip()):
+        raise UsageError(
+            f"--hf-token-secret-id looks like a Hub access token, not a secret name or ARN; {TOKEN_SOURCES}"
+        )
+    return secret_id
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``stage-model`` subcommand to ``voicectl``."""
     parser = subparsers.add_parser(
         "stage-model",
         help="stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
         description=__doc__.split("\n\n")[1],
+        # No abbreviations: "--hf-token" would otherwise be taken for --hf-token-secret-id.
+        allow_abbrev=False,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -73,6 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="download into this directory (default: the Hugging Face cache, reused by later runs)",
     )
+    parser.add_argument("--hf-token", "--token", action=_RefuseToken)
     parser.add_argument(
         "--hf-token-secret-id",
         help="Secrets Manager secret (name or ARN) whose plain SecretString is the Hub access token; "
@@ -131,6 +172,8 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
 
 def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:
     """(destination, repository id, revision) from the options and, with --stack, the stack's outputs."""
+    if args.hf_token_secret_id:
+        check_secret_id(args.hf_token_secret_id)
     outputs: dict[str, str] = {}
     if args.stack:
         outputs = _stack_outputs(session, args.stack)
@@ -276,7 +319,9 @@ def _stage(
 def main(argv: list[str] | None = None) -> int:
     """``python -m voicectl.stage_model``: the same command without importing the other subcommands' dependencies
     (the CodeBuild image installs only boto3 and huggingface_hub)."""
-    parser = argparse.ArgumentParser(prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1], allow_abbrev=False
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -315,3 +315,54 @@ def test_verify_only_of_an_empty_prefix_lists_instead_of_heading(aws, s3, model_
 
     assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
     assert head_needs_list_permission == []
+
+
+TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # the shape of a Hub user access token (not a real one)
+
+
+def voicectl_parse(monkeypatch, argv):
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.stage_model",))
+    return cli.build_parser().parse_args(["stage-model", *argv])
+
+
+@pytest.mark.parametrize("option", ["--hf-token", "--hf-token=", "--token"])
+def test_a_token_on_the_command_line_is_refused_without_echoing_it(monkeypatch, capsys, option):
+    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a SecretId."""
+    argv = ["--s3-uri", URI, "--revision", "a" * 40, *([option + TOKEN] if option.endswith("=") else [option, TOKEN])]
+    for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
+        with pytest.raises(SystemExit) as exit_:
+            parse()
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "not accepted on the command line" in err and "HF_TOKEN" in err
+        assert TOKEN not in err
+
+
+@pytest.mark.parametrize("abbreviation", ["--hf-token-s", "--s3", "--from", "--verify"])
+def test_options_cannot_be_abbreviated(monkeypatch, capsys, abbreviation):
+    argv = ["--revision", "a" * 40, abbreviation, "x"]
+    for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
+        with pytest.raises(SystemExit):
+            parse()
+        assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
+
+
+def test_a_token_given_as_the_secret_id_is_refused_before_any_aws_call(aws, model_dir, capsys):
+    calls = []
+    aws.events.register("before-call", lambda model, **kwargs: calls.append(model.name))
+
+    with pytest.raises(cli.UsageError) as error:
+        stage(aws, model_dir, "--hf-token-secret-id", TOKEN)
+
+    assert "looks like a Hub access token" in str(error.value) and "HF_TOKEN" in str(error.value)
+    assert TOKEN not in str(error.value)
+    assert calls == []
+    assert stage_model.main(["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", TOKEN]) == 2
+    assert TOKEN not in capsys.readouterr().err
+
+
+def test_a_secret_named_like_hf_token_is_still_a_secret_id():
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(["--s3-uri", URI, "--hf-token-secret-id", "hf_token"])
+    assert stage_model.check_secret_id(args.hf_token_secret_id) == "hf_token"
