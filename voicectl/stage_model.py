@@ -12,7 +12,7 @@ supplies the repository id and revision when they are not given). Steps:
 5. write the manifest.
 
 The in-stack staging (:mod:`constructs_lib.model_staging`) runs this same module in CodeBuild as
-``python -m voicectl.stage_model``. Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input.
+``python -m voicectl.stage_model``. Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from voicectl.staging.constants import (
     OUTPUT_MODEL_S3_URI,
 )
 from voicectl.staging.location import S3Prefix
+
+#: Exit code after Ctrl-C (128 + SIGINT, the shell convention).
+EXIT_INTERRUPTED = 130
 
 #: botocore retry policy for long transfers: "standard" mode retries throttling and transient network errors
 #: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html); 10 attempts ride out short outages.
@@ -157,6 +160,12 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
         if args.verify_only:
             return _verify_only(s3, destination)
         return _stage(args, session, s3, destination, repo_id, revision)
+    except KeyboardInterrupt:
+        # Objects appear whole, and unfinished multipart uploads are kept (voicectl.staging.upload), so a rerun
+        # skips what is in S3 and resumes the rest.
+        print(f"voicectl stage-model: interrupted; run the same command again to resume staging to {destination}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (VerificationError, IncompleteModelError) as error:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 1
@@ -329,9 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("voicectl stage-model: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # before staging started (resolving the target)
+        print("voicectl stage-model: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import time
 from collections import Counter
 
 import pytest
@@ -150,6 +153,51 @@ def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_d
     assert body(s3, SHARD_1) == (model_dir / SHARD_1).read_bytes()
     assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Uploads", []) == []
     assert json.loads(body(s3, MANIFEST_NAME))["total_size"] > 15 * MIB
+
+
+def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws, s3, model_dir, capsys, monkeypatch):
+    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer cancels its
+    transfers on KeyboardInterrupt and would abort the multipart upload on its way out; the parts already sent must
+    stay for the rerun, which sends only the rest and completes the same upload."""
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    parts = Counter()
+
+    def ctrl_c_during_second_part(model, **kwargs):
+        parts["UploadPart"] += 1
+        if parts["UploadPart"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # the main thread takes the KeyboardInterrupt while this part is in flight
+
+    aws.events.register("before-call.s3.UploadPart", ctrl_c_during_second_part)
+    try:
+        try:
+            code = stage(aws, model_dir, "--max-concurrency", "1")
+        except KeyboardInterrupt:  # caught here so that a regression fails this test, not the whole session
+            code = "KeyboardInterrupt escaped"
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        aws.events.unregister("before-call.s3.UploadPart", ctrl_c_during_second_part)
+    assert parts["UploadPart"] >= 2  # the interrupt did come in the middle of the multipart upload
+    key = f"{PREFIX}/{SHARD_1}"
+    unfinished_uploads = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=key).get("Uploads", [])
+    assert [upload["Key"] for upload in unfinished_uploads] == [key]  # not aborted
+    assert code == 130
+    assert "interrupted; run the same command again to resume" in capsys.readouterr().err
+
+    (unfinished,) = unfinished_uploads
+    kept = [p["PartNumber"] for p in s3.list_parts(Bucket=BUCKET, Key=key, UploadId=unfinished["UploadId"]).get("Parts", [])]
+    assert kept[0] == 1 and set(kept) <= {1, 2}
+    assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(s3)
+
+    calls = count_calls(aws)
+    assert stage(aws, model_dir) == 0
+
+    out = capsys.readouterr().out
+    reused = 5 * MIB * len(kept)
+    assert f"resumed 1 reusing {reused} bytes" in out
+    assert calls["CreateMultipartUpload"] == 0 and calls["UploadPart"] == 3 - len(kept)
+    assert body(s3, SHARD_1) == (model_dir / SHARD_1).read_bytes()
+    assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Uploads", []) == []
 
 
 def test_unfinished_upload_of_other_bytes_is_aborted_and_replaced(aws, s3, model_dir, capsys):

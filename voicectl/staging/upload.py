@@ -13,12 +13,18 @@ How a rerun avoids work:
   conditioned on ``s3:prefix``, a key a HeadObject request does not carry, so S3 would answer 403 and the run fail.
 - A file whose object exists with the same size and ``sha256`` metadata is skipped. Objects appear atomically
   (PutObject, or CompleteMultipartUpload), so an existing object is never a partial file.
-- A file with an unfinished multipart upload for its key (left by a run that was killed or lost its network, so
-  s3transfer could not abort it) is resumed: the parts already in S3 are checked against the local bytes (their
+- A file with an unfinished multipart upload for its key (left by a run that was interrupted, killed or failed)
+  is resumed: the parts already in S3 are checked against the local bytes (their
   SHA-256 checksum, or their ETag, the MD5 of the part for SSE-S3 objects) and only the missing parts are sent.
   s3transfer has no resume API, so this path calls UploadPart/CompleteMultipartUpload itself. An unfinished upload
   whose parts do not match the local file (another file version, another part size) is aborted, so it stops
   costing storage, and the file is uploaded afresh.
+
+s3transfer aborts the multipart upload of a transfer that fails or is cancelled (its failure cleanup; a
+KeyboardInterrupt cancels every transfer), which would throw away the parts already sent. While the transfer manager
+runs, :class:`KeepUnfinishedUploads` refuses those AbortMultipartUpload calls, so Ctrl-C and failures leave the
+upload for the next run. Uploads nobody resumes are removed by the next run when they do not match the file, or by
+the bucket's lifecycle rule (AbortIncompleteMultipartUpload; the project's model bucket has one, 7 days).
 
 Staging the same prefix from two processes at once is not supported: each may abort the other's unfinished upload.
 """
@@ -207,11 +213,45 @@ def upload_files(
     return report
 
 
+class UnfinishedUploadKept(Exception):
+    """Raised in place of an AbortMultipartUpload request that :class:`KeepUnfinishedUploads` refused."""
+
+
+class KeepUnfinishedUploads:
+    """Context manager: while it is active, AbortMultipartUpload calls of the S3 client ``s3`` are not sent.
+
+    Used around boto3's transfer manager, whose only AbortMultipartUpload calls are the failure cleanups of its
+    multipart uploads. They raise :class:`UnfinishedUploadKept` instead, which s3transfer catches and logs (at debug
+    level) like any failed cleanup. Written here because s3transfer has no option to keep a failed upload: a botocore
+    ``before-call`` handler on this client alone (each client has its own copy of the event hooks).
+    """
+
+    _EVENT = "before-call.s3.AbortMultipartUpload"
+
+    def __init__(self, s3: Any) -> None:
+        self._events = s3.meta.events
+        self._unique_id = f"voicectl-keep-unfinished-uploads-{id(self)}"
+
+    def __enter__(self) -> KeepUnfinishedUploads:
+        self._events.register(self._EVENT, self._refuse, unique_id=self._unique_id)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._events.unregister(self._EVENT, unique_id=self._unique_id)
+
+    @staticmethod
+    def _refuse(params: dict, **kwargs: Any) -> None:
+        raise UnfinishedUploadKept(f"kept unfinished upload {params.get('UploadId')} of {params.get('Key')} to resume")
+
+
 def _upload_fresh(
     s3: Any, files: Iterable[LocalFile], destination: S3Prefix, settings: TransferSettings, progress: Progress
 ) -> None:
-    """Upload ``files`` with boto3's transfer manager; raise the first failure after all transfers ended."""
-    with create_transfer_manager(s3, settings.transfer_config()) as manager:
+    """Upload ``files`` with boto3's transfer manager; raise the first failure after all transfers ended.
+
+    A failed or interrupted (KeyboardInterrupt) multipart upload is left in S3 for the next run to resume.
+    """
+    with KeepUnfinishedUploads(s3), create_transfer_manager(s3, settings.transfer_config()) as manager:
         futures = [
             manager.upload(
                 str(file.path),
