@@ -105,7 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(outputs {OUTPUT_MODEL_REPOSITORY_ID}, {OUTPUT_MODEL_REVISION}) from this CloudFormation stack",
     )
     parser.add_argument("--repo-id", help=f"Hugging Face Hub repository (default: {DEFAULT_REPO_ID})")
-    parser.add_argument("--revision", help="full 40-character commit hash of the repository to stage")
+    parser.add_argument(
+        "--revision",
+        help="full 40-character commit hash of the repository to stage (with --from-dir: the commit the copy was "
+        "taken from, recorded in the manifest; optional)",
+    )
     parser.add_argument(
         "--from-dir",
         type=Path,
@@ -261,6 +265,13 @@ def _stage(
     except ValueError as error:
         raise UsageError(str(error)) from error
 
+    # The manifest records the revision: a branch or tag name would not say what the prefix holds, for a download
+    # or a local copy alike. A local copy may leave it unset (the manifest then records null, an unknown revision).
+    if revision is not None:
+        try:
+            hub.require_pinned(revision, repo_id)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
     if args.from_dir is not None:
         if not args.from_dir.is_dir():
             raise UsageError(f"--from-dir {args.from_dir} is not a directory")
@@ -269,10 +280,6 @@ def _stage(
     else:
         if revision is None:
             raise UsageError(f"--revision is required to download {repo_id} (a full commit hash; or use --stack)")
-        try:
-            hub.require_pinned(revision, repo_id)
-        except ValueError as error:
-            raise UsageError(str(error)) from error
         token = None
         if args.hf_token_secret_id:
             token = hub.token_from_secret(args.hf_token_secret_id, session.client("secretsmanager"))

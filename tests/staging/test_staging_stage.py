@@ -414,3 +414,11 @@ def test_a_secret_named_like_hf_token_is_still_a_secret_id():
     stage_model.add_arguments(parser)
     args = parser.parse_args(["--s3-uri", URI, "--hf-token-secret-id", "hf_token"])
     assert stage_model.check_secret_id(args.hf_token_secret_id) == "hf_token"
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", "0123abc"])
+def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir, revision):
+    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a download."""
+    with pytest.raises(cli.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
+        stage(aws, model_dir, "--revision", revision)
+    assert keys_under_prefix(s3) == []
