@@ -174,13 +174,47 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 1
     except (BotoCoreError, ClientError, OSError) as error:
-        print(
-            f"voicectl stage-model: staging to {destination} stopped: {error}\n"
-            "Run the same command again to resume: files already in S3 are skipped and unfinished multipart uploads "
-            "continue where they stopped.",
-            file=sys.stderr,
-        )
+        hint = resume_hint(error)
+        print(f"voicectl stage-model: staging to {destination} stopped: {error}" + (f"\n{hint}" if hint else ""),
+              file=sys.stderr)
         return 1
+
+
+#: ClientError codes of transient service conditions, where the same request can succeed later (botocore's
+#: "standard" retry mode treats these as transient or throttling:
+#: https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html).
+TRANSIENT_ERROR_CODES = frozenset({
+    "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError", "ServiceUnavailable",
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "RequestThrottled", "EC2ThrottledException", "TransactionInProgressException",
+})
+#: ClientError codes of expired temporary credentials (fixed by renewing them, e.g. `aws sso login`).
+EXPIRED_CREDENTIALS_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"})
+RESUME_DETAIL = "files already in S3 are skipped and unfinished multipart uploads continue where they stopped."
+
+
+def resume_hint(error: BaseException) -> str | None:
+    """The advice to print after ``error`` when running the same command again can succeed; None otherwise.
+
+    Retryable: lost or timed-out connections (botocore ConnectionError / HTTPClientError, socket errors), server
+    errors (HTTP 5xx) and throttling (TRANSIENT_ERROR_CODES); expired credentials get "renew, then rerun". Anything
+    else (NoSuchBucket, AccessDenied, a missing secret, an unreadable local file) fails again the same way.
+    """
+    from botocore.exceptions import ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    retry = f"Run the same command again to resume: {RESUME_DETAIL}"
+    if isinstance(error, (BotoConnectionError, HTTPClientError, ConnectionError, TimeoutError)):
+        return retry
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in EXPIRED_CREDENTIALS_CODES:
+            return f"Renew your AWS credentials, then run the same command again to resume: {RESUME_DETAIL}"
+        if code in TRANSIENT_ERROR_CODES or status >= 500:
+            return retry
+    return None
 
 
 def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:

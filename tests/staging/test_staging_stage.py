@@ -422,3 +422,53 @@ def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir,
     with pytest.raises(cli.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
         stage(aws, model_dir, "--revision", revision)
     assert keys_under_prefix(s3) == []
+
+
+RESUME_HINT = "Run the same command again to resume"
+
+
+def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir, capsys):
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(["--s3-uri", "s3://no-such-bucket-here/models/voxtral/", "--from-dir", str(model_dir)])
+
+    assert stage_model.run(args, session=aws) == 1
+
+    err = capsys.readouterr().err
+    assert "NoSuchBucket" in err
+    assert RESUME_HINT not in err
+
+
+def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
+    from voicectl.staging import hub
+
+    monkeypatch.setattr(hub, "download", lambda *a, **k: pytest.fail("must not download without the token"))
+    argv = ["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", "no-such-secret"]
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+
+    assert stage_model.run(parser.parse_args(argv), session=aws) == 1
+
+    err = capsys.readouterr().err
+    assert "ResourceNotFoundException" in err
+    assert RESUME_HINT not in err
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "hint"),
+    [("SlowDown", 503, RESUME_HINT), ("InternalError", 500, RESUME_HINT),
+     ("ExpiredToken", 400, "Renew your AWS credentials, then run the same command again to resume")],
+)
+def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, code, status, hint):
+    from botocore.exceptions import ClientError
+
+    def fail(model, **kwargs):
+        raise ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, model.name)
+
+    aws.events.register("before-call.s3.PutObject", fail)
+    try:
+        assert stage(aws, model_dir) == 1
+    finally:
+        aws.events.unregister("before-call.s3.PutObject", fail)
+
+    assert hint in capsys.readouterr().err
