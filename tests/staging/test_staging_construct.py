@@ -24,6 +24,7 @@ from constructs_lib.model_staging import (
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
+SECRET_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -72,7 +73,7 @@ def synthesized(tmp_path_factory):
     """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun tests."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir))
-    stack, staging = staging_stack(app, "StagingTest")
+    stack, staging = staging_stack(app, "StagingTest", hf_token_secret_kms_key_arn=SECRET_KEY_ARN)
     slower, _ = staging_stack(app, "StagingSlowerBuild", build_timeout=Duration.minutes(30))
     other_revision, _ = staging_stack(app, "StagingOtherRevision", revision="f" * 40)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -199,6 +200,52 @@ def test_build_role_writes_only_the_model_prefix_and_reads_only_its_secret(synth
             },
         )
     ]
+
+
+def kms_statements(template: Template) -> list[tuple[list, dict]]:
+    return [
+        (policy["Properties"]["Roles"], statement)
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("kms:") for a in _actions(statement))
+    ]
+
+
+def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_through_secrets_manager(synthesized):
+    """A secret encrypted with a customer managed key needs kms:Decrypt besides GetSecretValue (grant_read of an
+    imported secret adds none); the grant holds only for Secrets Manager decrypting this secret."""
+    role_id = synthesized["stack"].resolve(synthesized["staging"].project.role.node.default_child.logical_id)
+    assert kms_statements(synthesized["template"]) == [
+        (
+            [{"Ref": role_id}],
+            {
+                "Sid": "DecryptHubTokenSecret",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": SECRET_KEY_ARN,
+                "Condition": {
+                    "StringEquals": {
+                        "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+                        "kms:EncryptionContext:SecretARN": SECRET_ARN,
+                    }
+                },
+            },
+        )
+    ]
+    assert kms_statements(synthesized["slower"]) == []  # without the prop: the aws/secretsmanager key, no grant
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hf_token_secret_kms_key_arn": "alias/hub-token"}, "hf_token_secret_kms_key_arn must be a KMS key ARN"),
+        ({"hf_token_secret_kms_key_arn": SECRET_KEY_ARN, "hf_token_secret": None},
+         "hf_token_secret_kms_key_arn needs hf_token_secret"),
+    ],
+)
+def test_secret_key_prop_is_checked(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        staging_stack(App(outdir=str(tmp_path)), "BadKey", **overrides)
 
 
 def _actions(statement: dict) -> list[str]:
