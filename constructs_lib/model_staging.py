@@ -14,14 +14,17 @@ download (Fargate has 20 GiB of ephemeral storage by default). Build environment
 https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-compute-types.html
 
 Permissions: the build role may write (PutObject, DeleteObject, multipart) only under the model prefix, list only
-that prefix, and read only the Hub token secret; the Lambda roles may only start, poll and stop builds of this
-project. Cost: the build's minutes (about 10 minutes on BUILD_GENERAL1_MEDIUM for the 8.3 GB model) and the Lambda
-and Step Functions calls of the polling (one per minute).
+that prefix, and read only the Hub token secret (and decrypt it through Secrets Manager when it is encrypted with a
+customer managed key, ``hf_token_secret_kms_key_arn``); the Lambda roles may only start, poll and stop builds of
+this project, and the OnEvent role may describe its own stack (to recognize a rollback). Cost: the build's minutes
+(about 10 minutes on BUILD_GENERAL1_MEDIUM for the 8.3 GB model, an estimate) and the Lambda and Step Functions
+calls of the polling (one per minute).
 """
 
 from __future__ import annotations
 
 import atexit
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -76,6 +79,8 @@ MAX_BUILD_TIMEOUT = Duration.minutes(TOTAL_TIMEOUT.to_minutes() - QUEUED_TIMEOUT
 DEFAULT_BUILD_TIMEOUT = Duration.minutes(45)
 #: Where the build downloads to (the build's disk, not the Hugging Face cache in the home directory).
 BUILD_DOWNLOAD_DIR = "/codebuild/output/model"
+#: A KMS key ARN (https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN).
+KMS_KEY_ARN_RE = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
 #: Lambda and build log retention.
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
@@ -92,6 +97,12 @@ class ModelStagingProps:
         revision: full 40-character commit hash of the repository.
         hf_token_secret: Secrets Manager secret whose plain SecretString is the Hub access token (needed for gated
             repositories); None when the repository is public.
+        hf_token_secret_kms_key_arn: ARN of the customer managed KMS key that encrypts ``hf_token_secret``; None
+            when the secret uses the AWS managed key aws/secretsmanager (then GetSecretValue alone suffices). The
+            build role gets kms:Decrypt on this key only when Secrets Manager calls it for this secret
+            (kms:ViaService and the kms:EncryptionContext:SecretARN Secrets Manager sets:
+            https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html). The key policy
+            must let the account's IAM policies grant access (the default key policy does).
         build_timeout: CodeBuild build timeout, at most MAX_BUILD_TIMEOUT (50 minutes).
         compute_type: CodeBuild compute type (MEDIUM: 4 vCPU, 7 GB memory, 128 GB disk).
     """
@@ -101,6 +112,7 @@ class ModelStagingProps:
     repository_id: str
     revision: str
     hf_token_secret: secretsmanager.ISecret | None = None
+    hf_token_secret_kms_key_arn: str | None = None
     build_timeout: Duration = field(default_factory=lambda: DEFAULT_BUILD_TIMEOUT)
     compute_type: codebuild.ComputeType = codebuild.ComputeType.MEDIUM
 
@@ -113,6 +125,15 @@ class ModelStagingProps:
             problems.append(f"repository_id must look like 'owner/name', got {self.repository_id!r}")
         if not PINNED_REVISION_RE.fullmatch(self.revision):
             problems.append(f"revision must be a full 40-character commit hash (pinned), got {self.revision!r}")
+        key_arn = self.hf_token_secret_kms_key_arn
+        if key_arn is not None:
+            if self.hf_token_secret is None:
+                problems.append("hf_token_secret_kms_key_arn needs hf_token_secret (the secret that key encrypts)")
+            if not Token.is_unresolved(key_arn) and not KMS_KEY_ARN_RE.fullmatch(key_arn):
+                problems.append(
+                    "hf_token_secret_kms_key_arn must be a KMS key ARN, arn:<partition>:kms:<region>:<account>:key/<id> "
+                    f"(IAM grants on keys name the key, not an alias), got {key_arn!r}"
+                )
         if not 5 <= self.build_timeout.to_minutes() <= MAX_BUILD_TIMEOUT.to_minutes():
             problems.append(
                 f"build_timeout must be 5 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (the custom resource waits at "
@@ -160,10 +181,11 @@ class ModelStaging(Construct):
 
     def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
         source = s3_assets.Asset(self, "Source", path=str(_staging_source_dir()))
+        # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
+        # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
+        # CloudFormation reverts the custom resource before this project, so values kept in the project would
+        # make the rollback build stage the failed update's target.
         environment_variables = {
-            "MODEL_REPOSITORY_ID": codebuild.BuildEnvironmentVariable(value=props.repository_id),
-            "MODEL_REVISION": codebuild.BuildEnvironmentVariable(value=props.revision),
-            "MODEL_S3_URI": codebuild.BuildEnvironmentVariable(value=s3_uri),
             # Python prints progress lines as they come, not when a buffer fills.
             "PYTHONUNBUFFERED": codebuild.BuildEnvironmentVariable(value="1"),
         }
@@ -179,7 +201,8 @@ class ModelStaging(Construct):
         project = codebuild.Project(
             self,
             "Build",
-            description=f"Stages {props.repository_id}@{props.revision} to {prefix} (voicectl stage-model)",
+            # Static: what to stage arrives with each StartBuild, so a new revision leaves the project unchanged.
+            description="Stages model weights for the ModelStaging custom resource (voicectl stage-model)",
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
             environment=codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
@@ -200,9 +223,13 @@ class ModelStaging(Construct):
                         },
                         "build": {
                             "commands": [
+                                # A build started without the custom resource's overrides stops with a reason.
+                                'for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do [ -n "${!name}" ] || '
+                                '{ echo "$name is not set: the ModelStaging custom resource passes it with StartBuild '
+                                '(environmentVariablesOverride)" >&2; exit 2; }; done',
                                 'python -m voicectl.stage_model --repo-id "$MODEL_REPOSITORY_ID" '
                                 '--revision "$MODEL_REVISION" --s3-uri "$MODEL_S3_URI" '
-                                f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra "
+                                f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra --yes "
                                 '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}'
                             ]
                         },
@@ -219,7 +246,27 @@ class ModelStaging(Construct):
         self._grant_prefix(project, props.bucket, prefix)
         if props.hf_token_secret is not None:
             props.hf_token_secret.grant_read(project)
+            if props.hf_token_secret_kms_key_arn is not None:
+                self._grant_secret_key(project, props.hf_token_secret, props.hf_token_secret_kms_key_arn)
         return project
+
+    @staticmethod
+    def _grant_secret_key(project: codebuild.Project, secret: secretsmanager.ISecret, key_arn: str) -> None:
+        """kms:Decrypt on the secret's customer managed key, only via Secrets Manager and only for this secret.
+
+        ``grant_read`` of an imported secret adds no KMS permission (it does not know the key).
+        """
+        secret_arn = secret.secret_full_arn
+        conditions: dict[str, dict[str, str]] = {
+            "StringEquals": {"kms:ViaService": f"secretsmanager.{Stack.of(project).region}.amazonaws.com"}
+        }
+        if secret_arn is not None:
+            conditions["StringEquals"]["kms:EncryptionContext:SecretARN"] = secret_arn
+        else:  # a secret known by name: its full ARN ends in "-" and six random characters
+            conditions["StringLike"] = {"kms:EncryptionContext:SecretARN": f"{secret.secret_arn}-??????"}
+        project.add_to_role_policy(
+            iam.PolicyStatement(sid="DecryptHubTokenSecret", actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions)
+        )
 
     @staticmethod
     def _grant_prefix(project: codebuild.Project, bucket: s3.IBucket, prefix: str) -> None:
@@ -259,6 +306,10 @@ class ModelStaging(Construct):
     def _custom_resource(self, props: ModelStagingProps, s3_uri: str) -> CustomResource:
         project_arn = self.project.project_arn
         self._on_event = on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
+        # Whether an Update is a rollback (the handler then starts no build for another prefix): its own stack only.
+        on_event.add_to_role_policy(
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id])
+        )
         self._is_complete = is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
         self._provider = provider = cr.Provider(
             self,

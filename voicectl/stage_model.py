@@ -12,12 +12,13 @@ supplies the repository id and revision when they are not given). Steps:
 5. write the manifest.
 
 The in-stack staging (:mod:`constructs_lib.model_staging`) runs this same module in CodeBuild as
-``python -m voicectl.stage_model``. Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input.
+``python -m voicectl.stage_model``. Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,49 @@ from voicectl.staging.constants import (
 )
 from voicectl.staging.location import S3Prefix
 
+#: Exit code after Ctrl-C (128 + SIGINT, the shell convention).
+EXIT_INTERRUPTED = 130
+
 #: botocore retry policy for long transfers: "standard" mode retries throttling and transient network errors
 #: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html); 10 attempts ride out short outages.
 RETRY_CONFIG = {"mode": "standard", "max_attempts": 10}
+
+
+#: A Hugging Face user access token: "hf_" and (today) 34 letters; 30 or more letters or digits after "hf_" is
+#: treated as a token, so that a secret named e.g. "hf_token" is still accepted as a secret id.
+HUB_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+#: Where the token goes instead of the command line (said by every refusal).
+TOKEN_SOURCES = "export HF_TOKEN, run `hf auth login`, or store it in Secrets Manager and pass --hf-token-secret-id"
+
+
+class _RefuseToken(argparse.Action):
+    """An option that exists only to refuse a token typed on the command line, without echoing it.
+
+    Without it, ``--hf-token <token>`` is "unrecognized" and argparse prints the token in its error message.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        parser.error(
+            f"{option_string} is not accepted on the command line (shell history, process lists and logs keep "
+            f"command lines): {TOKEN_SOURCES}"
+        )
+
+
+def check_secret_id(secret_id: str) -> str:
+    """Return ``secret_id`` unless it looks like a Hub access token (HUB_TOKEN_RE).
+
+    Raises:
+        UsageError: it looks like a token, which would be sent to Secrets Manager as a SecretId (and recorded by
+            CloudTrail); the message does not repeat it.
+    """
+    if HUB_TOKEN_RE.fullmatch(secret_id.strip()):
+        raise UsageError(
+            f"--hf-token-secret-id looks like a Hub access token, not a secret name or ARN; {TOKEN_SOURCES}"
+        )
+    return secret_id
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "stage-model",
         help="stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
         description=__doc__.split("\n\n")[1],
+        # No abbreviations: "--hf-token" would otherwise be taken for --hf-token-secret-id.
+        allow_abbrev=False,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -62,7 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(outputs {OUTPUT_MODEL_REPOSITORY_ID}, {OUTPUT_MODEL_REVISION}) from this CloudFormation stack",
     )
     parser.add_argument("--repo-id", help=f"Hugging Face Hub repository (default: {DEFAULT_REPO_ID})")
-    parser.add_argument("--revision", help="full 40-character commit hash of the repository to stage")
+    parser.add_argument(
+        "--revision",
+        help="full 40-character commit hash of the repository to stage (with --from-dir: the commit the copy was "
+        "taken from, recorded in the manifest; optional)",
+    )
     parser.add_argument(
         "--from-dir",
         type=Path,
@@ -73,6 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="download into this directory (default: the Hugging Face cache, reused by later runs)",
     )
+    parser.add_argument("--hf-token", "--token", action=_RefuseToken)
     parser.add_argument(
         "--hf-token-secret-id",
         help="Secrets Manager secret (name or ARN) whose plain SecretString is the Hub access token; "
@@ -81,8 +129,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--delete-extra",
         action="store_true",
-        help="delete objects under the prefix that are not part of the model (SageMaker would copy them too)",
+        help="delete objects under the prefix that are not part of the model (SageMaker would copy them too): only "
+        "model files directly in the prefix (weights, configuration, tokenizer, or files of the previous manifest); "
+        "lists them and stops unless --yes is given; anything else under the prefix stops the run",
     )
+    parser.add_argument("--yes", action="store_true", help="with --delete-extra: delete without stopping first")
     parser.add_argument("--verify-only", action="store_true", help="only verify the prefix against its manifest")
     parser.add_argument(
         "--part-size-mib", type=int, default=DEFAULT_PART_SIZE // MIB, help="multipart part size, MiB (default: %(default)s)"
@@ -113,21 +164,63 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
         if args.verify_only:
             return _verify_only(s3, destination)
         return _stage(args, session, s3, destination, repo_id, revision)
+    except KeyboardInterrupt:
+        # Objects appear whole, and unfinished multipart uploads are kept (voicectl.staging.upload), so a rerun
+        # skips what is in S3 and resumes the rest.
+        print(f"voicectl stage-model: interrupted; run the same command again to resume staging to {destination}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (VerificationError, IncompleteModelError) as error:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 1
     except (BotoCoreError, ClientError, OSError) as error:
-        print(
-            f"voicectl stage-model: staging to {destination} stopped: {error}\n"
-            "Run the same command again to resume: files already in S3 are skipped and unfinished multipart uploads "
-            "continue where they stopped.",
-            file=sys.stderr,
-        )
+        hint = resume_hint(error)
+        print(f"voicectl stage-model: staging to {destination} stopped: {error}" + (f"\n{hint}" if hint else ""),
+              file=sys.stderr)
         return 1
+
+
+#: ClientError codes of transient service conditions, where the same request can succeed later (botocore's
+#: "standard" retry mode treats these as transient or throttling:
+#: https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html).
+TRANSIENT_ERROR_CODES = frozenset({
+    "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError", "ServiceUnavailable",
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "RequestThrottled", "EC2ThrottledException", "TransactionInProgressException",
+})
+#: ClientError codes of expired temporary credentials (fixed by renewing them, e.g. `aws sso login`).
+EXPIRED_CREDENTIALS_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"})
+RESUME_DETAIL = "files already in S3 are skipped and unfinished multipart uploads continue where they stopped."
+
+
+def resume_hint(error: BaseException) -> str | None:
+    """The advice to print after ``error`` when running the same command again can succeed; None otherwise.
+
+    Retryable: lost or timed-out connections (botocore ConnectionError / HTTPClientError, socket errors), server
+    errors (HTTP 5xx) and throttling (TRANSIENT_ERROR_CODES); expired credentials get "renew, then rerun". Anything
+    else (NoSuchBucket, AccessDenied, a missing secret, an unreadable local file) fails again the same way.
+    """
+    from botocore.exceptions import ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    retry = f"Run the same command again to resume: {RESUME_DETAIL}"
+    if isinstance(error, (BotoConnectionError, HTTPClientError, ConnectionError, TimeoutError)):
+        return retry
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in EXPIRED_CREDENTIALS_CODES:
+            return f"Renew your AWS credentials, then run the same command again to resume: {RESUME_DETAIL}"
+        if code in TRANSIENT_ERROR_CODES or status >= 500:
+            return retry
+    return None
 
 
 def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:
     """(destination, repository id, revision) from the options and, with --stack, the stack's outputs."""
+    if args.hf_token_secret_id:
+        check_secret_id(args.hf_token_secret_id)
     outputs: dict[str, str] = {}
     if args.stack:
         outputs = _stack_outputs(session, args.stack)
@@ -187,6 +280,7 @@ def _stage(
         Source,
         VerificationError,
         build_manifest,
+        classify_extra_keys,
         delete_keys,
         delete_manifest,
         extra_keys,
@@ -205,6 +299,13 @@ def _stage(
     except ValueError as error:
         raise UsageError(str(error)) from error
 
+    # The manifest records the revision: a branch or tag name would not say what the prefix holds, for a download
+    # or a local copy alike. A local copy may leave it unset (the manifest then records null, an unknown revision).
+    if revision is not None:
+        try:
+            hub.require_pinned(revision, repo_id)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
     if args.from_dir is not None:
         if not args.from_dir.is_dir():
             raise UsageError(f"--from-dir {args.from_dir} is not a directory")
@@ -213,10 +314,6 @@ def _stage(
     else:
         if revision is None:
             raise UsageError(f"--revision is required to download {repo_id} (a full commit hash; or use --stack)")
-        try:
-            hub.require_pinned(revision, repo_id)
-        except ValueError as error:
-            raise UsageError(str(error)) from error
         token = None
         if args.hf_token_secret_id:
             token = hub.token_from_secret(args.hf_token_secret_id, session.client("secretsmanager"))
@@ -241,8 +338,19 @@ def _stage(
             [f"{key}: not part of the model (SageMaker would copy it too); remove it or pass --delete-extra" for key in extra],
         )
     if extra:
-        print(f"deleting {len(extra)} object(s) not part of the model: {', '.join(extra)}", file=sys.stderr)
-        delete_keys(s3, destination, extra)
+        plan = classify_extra_keys(destination, extra, previous)
+        refusals = plan.refusals(destination)
+        if refusals:
+            raise VerificationError(destination, refusals)
+        if not args.yes:
+            print(
+                f"would delete {len(plan.deletable)} object(s) not part of the model: {', '.join(plan.deletable)}\n"
+                "Nothing was deleted or uploaded; run again with --delete-extra --yes to delete them and stage.",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"deleting {len(plan.deletable)} object(s) not part of the model: {', '.join(plan.deletable)}", file=sys.stderr)
+        delete_keys(s3, destination, plan.deletable)
 
     total = sum(file.size for file in files)
     print(f"staging {len(files)} files ({total} bytes) to {destination}", file=sys.stderr)
@@ -261,7 +369,9 @@ def _stage(
 def main(argv: list[str] | None = None) -> int:
     """``python -m voicectl.stage_model``: the same command without importing the other subcommands' dependencies
     (the CodeBuild image installs only boto3 and huggingface_hub)."""
-    parser = argparse.ArgumentParser(prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1], allow_abbrev=False
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -269,9 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("voicectl stage-model: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # before staging started (resolving the target)
+        print("voicectl stage-model: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -59,3 +59,31 @@ def model_dir(tmp_path) -> Path:
     (directory / "consolidated.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
     (directory / "README.md").write_text("not part of the model\n", encoding="utf-8")
     return directory
+
+
+@pytest.fixture
+def head_needs_list_permission(aws, s3):
+    """Make HeadObject behave as it does for the CodeBuild role, whose s3:ListBucket is conditioned on s3:prefix.
+
+    moto does not enforce IAM. S3 answers HeadObject of a missing key with 404 only when the caller may list the
+    bucket, otherwise with 403 (HeadObject API reference, "Permissions"); a HeadObject request carries no s3:prefix,
+    so the role's conditional s3:ListBucket does not apply. This fixture fails every HeadObject of a key that does
+    not exist with 403, as S3 would for that role, and records the key. Yields the list of such keys.
+    """
+    from botocore.exceptions import ClientError
+
+    observer = boto3.client("s3", region_name=REGION)  # another session: its calls are not intercepted
+    refused: list[str] = []
+
+    def forbid_missing(params, **kwargs):
+        listed = observer.list_objects_v2(Bucket=params["Bucket"], Prefix=params["Key"]).get("Contents", [])
+        if not any(item["Key"] == params["Key"] for item in listed):
+            refused.append(params["Key"])
+            raise ClientError(
+                {"Error": {"Code": "403", "Message": "Forbidden"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                "HeadObject",
+            )
+
+    aws.events.register("before-parameter-build.s3.HeadObject", forbid_missing)
+    yield refused
+    aws.events.unregister("before-parameter-build.s3.HeadObject", forbid_missing)

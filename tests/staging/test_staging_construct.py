@@ -24,6 +24,7 @@ from constructs_lib.model_staging import (
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
+SECRET_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -72,7 +73,7 @@ def synthesized(tmp_path_factory):
     """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun tests."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir))
-    stack, staging = staging_stack(app, "StagingTest")
+    stack, staging = staging_stack(app, "StagingTest", hf_token_secret_kms_key_arn=SECRET_KEY_ARN)
     slower, _ = staging_stack(app, "StagingSlowerBuild", build_timeout=Duration.minutes(30))
     other_revision, _ = staging_stack(app, "StagingOtherRevision", revision="f" * 40)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -106,17 +107,19 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     assert props["Environment"]["PrivilegedMode"] is False
     assert (props["TimeoutInMinutes"], props["QueuedTimeoutInMinutes"]) == (45, 5)
     variables = {v["Name"]: v for v in props["Environment"]["EnvironmentVariables"]}
-    assert variables["MODEL_REPOSITORY_ID"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
-    assert variables["MODEL_REVISION"]["Value"] == REVISION
+    # What to stage comes with each StartBuild (environmentVariablesOverride from the custom resource's
+    # properties), never from the project, which an update rollback reverts only after the custom resource.
+    assert sorted(variables) == ["MODEL_HF_TOKEN_SECRET_ARN", "PYTHONUNBUFFERED"]
     assert variables["MODEL_HF_TOKEN_SECRET_ARN"] == {"Name": "MODEL_HF_TOKEN_SECRET_ARN", "Type": "PLAINTEXT", "Value": SECRET_ARN}
     assert all(v["Type"] == "PLAINTEXT" and "HF_TOKEN" != v["Name"] for v in variables.values())  # never the token
     build_spec = json.loads(props["Source"]["BuildSpec"])
     install = build_spec["phases"]["install"]
     assert install["runtime-versions"] == {"python": "3.12"}
     assert "--require-hashes -r constructs_lib/model_staging_assets/codebuild/requirements.txt" in install["commands"][0]
-    (command,) = build_spec["phases"]["build"]["commands"]
+    (check, command) = build_spec["phases"]["build"]["commands"]
+    assert check.startswith("for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do")
     assert command.startswith("python -m voicectl.stage_model ")
-    for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra"):
+    for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra --yes"):
         assert option in command
     assert '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}' in command
     assert props["Source"]["Type"] == "S3"
@@ -199,6 +202,52 @@ def test_build_role_writes_only_the_model_prefix_and_reads_only_its_secret(synth
     ]
 
 
+def kms_statements(template: Template) -> list[tuple[list, dict]]:
+    return [
+        (policy["Properties"]["Roles"], statement)
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("kms:") for a in _actions(statement))
+    ]
+
+
+def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_through_secrets_manager(synthesized):
+    """A secret encrypted with a customer managed key needs kms:Decrypt besides GetSecretValue (grant_read of an
+    imported secret adds none); the grant holds only for Secrets Manager decrypting this secret."""
+    role_id = synthesized["stack"].resolve(synthesized["staging"].project.role.node.default_child.logical_id)
+    assert kms_statements(synthesized["template"]) == [
+        (
+            [{"Ref": role_id}],
+            {
+                "Sid": "DecryptHubTokenSecret",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": SECRET_KEY_ARN,
+                "Condition": {
+                    "StringEquals": {
+                        "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+                        "kms:EncryptionContext:SecretARN": SECRET_ARN,
+                    }
+                },
+            },
+        )
+    ]
+    assert kms_statements(synthesized["slower"]) == []  # without the prop: the aws/secretsmanager key, no grant
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hf_token_secret_kms_key_arn": "alias/hub-token"}, "hf_token_secret_kms_key_arn must be a KMS key ARN"),
+        ({"hf_token_secret_kms_key_arn": SECRET_KEY_ARN, "hf_token_secret": None},
+         "hf_token_secret_kms_key_arn needs hf_token_secret"),
+    ],
+)
+def test_secret_key_prop_is_checked(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        staging_stack(App(outdir=str(tmp_path)), "BadKey", **overrides)
+
+
 def _actions(statement: dict) -> list[str]:
     actions = statement.get("Action", [])
     return [actions] if isinstance(actions, str) else actions
@@ -221,6 +270,25 @@ def test_custom_resource_polls_the_build_for_at_most_55_minutes(synthesized):
     assert sorted(h["Properties"]["Handler"] for h in handlers.values()) == ["index.is_complete", "index.on_event"]
 
 
+def test_on_event_may_read_only_its_own_stack(synthesized):
+    """DescribeStacks tells a rollback from an update; the OnEvent role may call it on its own stack only."""
+    template = synthesized["template"]
+    stack = synthesized["stack"]
+    role_id = stack.resolve(synthesized["staging"]._on_event.role.node.default_child.logical_id)
+    statements = [
+        statement
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("cloudformation:") for a in _actions(statement))
+    ]
+    assert statements == [{"Action": "cloudformation:DescribeStacks", "Effect": "Allow", "Resource": {"Ref": "AWS::StackId"}}]
+    (policy,) = [
+        p for p in template.find_resources("AWS::IAM::Policy").values()
+        if statements[0] in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert policy["Properties"]["Roles"] == [{"Ref": role_id}]
+
+
 def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(synthesized):
     def properties(template: Template) -> dict:
         return only(template, "Custom::ModelStaging")[1]["Properties"]
@@ -229,6 +297,9 @@ def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(s
     assert only(synthesized["slower"], "AWS::CodeBuild::Project")[1]["Properties"]["TimeoutInMinutes"] == 30
     assert slower == base  # a build setting changed: CloudFormation sends no Update, no new build
     assert {k for k in base if base[k] != other[k]} == {"Revision"}
+    # A new revision leaves the project as it is: the target travels with the StartBuild of the custom resource.
+    project = only(synthesized["template"], "AWS::CodeBuild::Project")[1]
+    assert only(synthesized["other_revision"], "AWS::CodeBuild::Project")[1] == project
 
 
 def test_endpoint_depends_on_the_staging_and_the_model_reads_its_uri(synthesized):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import time
 from collections import Counter
 
 import pytest
@@ -152,6 +155,51 @@ def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_d
     assert json.loads(body(s3, MANIFEST_NAME))["total_size"] > 15 * MIB
 
 
+def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws, s3, model_dir, capsys, monkeypatch):
+    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer cancels its
+    transfers on KeyboardInterrupt and would abort the multipart upload on its way out; the parts already sent must
+    stay for the rerun, which sends only the rest and completes the same upload."""
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    parts = Counter()
+
+    def ctrl_c_during_second_part(model, **kwargs):
+        parts["UploadPart"] += 1
+        if parts["UploadPart"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # the main thread takes the KeyboardInterrupt while this part is in flight
+
+    aws.events.register("before-call.s3.UploadPart", ctrl_c_during_second_part)
+    try:
+        try:
+            code = stage(aws, model_dir, "--max-concurrency", "1")
+        except KeyboardInterrupt:  # caught here so that a regression fails this test, not the whole session
+            code = "KeyboardInterrupt escaped"
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        aws.events.unregister("before-call.s3.UploadPart", ctrl_c_during_second_part)
+    assert parts["UploadPart"] >= 2  # the interrupt did come in the middle of the multipart upload
+    key = f"{PREFIX}/{SHARD_1}"
+    unfinished_uploads = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=key).get("Uploads", [])
+    assert [upload["Key"] for upload in unfinished_uploads] == [key]  # not aborted
+    assert code == 130
+    assert "interrupted; run the same command again to resume" in capsys.readouterr().err
+
+    (unfinished,) = unfinished_uploads
+    kept = [p["PartNumber"] for p in s3.list_parts(Bucket=BUCKET, Key=key, UploadId=unfinished["UploadId"]).get("Parts", [])]
+    assert kept[0] == 1 and set(kept) <= {1, 2}
+    assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(s3)
+
+    calls = count_calls(aws)
+    assert stage(aws, model_dir) == 0
+
+    out = capsys.readouterr().out
+    reused = 5 * MIB * len(kept)
+    assert f"resumed 1 reusing {reused} bytes" in out
+    assert calls["CreateMultipartUpload"] == 0 and calls["UploadPart"] == 3 - len(kept)
+    assert body(s3, SHARD_1) == (model_dir / SHARD_1).read_bytes()
+    assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Uploads", []) == []
+
+
 def test_unfinished_upload_of_other_bytes_is_aborted_and_replaced(aws, s3, model_dir, capsys):
     key = f"{PREFIX}/{SHARD_1}"
     stale = s3.create_multipart_upload(Bucket=BUCKET, Key=key, ChecksumAlgorithm="SHA256", Metadata={"sha256": "0" * 64})
@@ -202,9 +250,64 @@ def test_object_outside_the_model_blocks_staging_unless_deleted(aws, s3, model_d
     assert "consolidated-old.safetensors: not part of the model" in capsys.readouterr().err
     assert f"{PREFIX}/params.json" not in keys_under_prefix(s3)
 
-    assert stage(aws, model_dir, "--delete-extra") == 0
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 0
     assert stale_key not in keys_under_prefix(s3)
     assert f"{PREFIX}/{MANIFEST_NAME}" in keys_under_prefix(s3)
+
+
+def test_delete_extra_lists_what_it_would_delete_and_needs_yes(aws, s3, model_dir, capsys):
+    stale_key = f"{PREFIX}/consolidated-old.safetensors"
+    s3.put_object(Bucket=BUCKET, Key=stale_key, Body=b"old weights")
+
+    assert stage(aws, model_dir, "--delete-extra") == 1
+
+    err = capsys.readouterr().err
+    assert f"would delete 1 object(s) not part of the model: {stale_key}" in err
+    assert "--yes" in err
+    assert stale_key in keys_under_prefix(s3)
+    assert f"{PREFIX}/params.json" not in keys_under_prefix(s3)  # nothing staged either
+
+
+def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, model_dir, capsys):
+    """Only model files directly in the prefix are deleted; anything else stops the run, named, deleting nothing."""
+    kept = [f"{PREFIX}/important/data.csv", f"{PREFIX}/other-model/consolidated.safetensors", f"{PREFIX}/notes.txt"]
+    stale_key = f"{PREFIX}/consolidated-old.safetensors"
+    for key in [*kept, stale_key]:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"keep me")
+
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 1
+
+    err = capsys.readouterr().err
+    assert "important/data.csv: in a sub-directory of the prefix" in err
+    assert "other-model/consolidated.safetensors: in a sub-directory of the prefix" in err
+    assert "notes.txt: not a model file" in err
+    assert keys_under_prefix(s3) == sorted([*kept, stale_key])
+
+
+def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
+    """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
+    from voicectl.staging.files import LocalFile
+    from voicectl.staging.location import S3Prefix
+    from voicectl.staging.manifest import Source, build_manifest, write_manifest
+
+    old_key = f"{PREFIX}/tokenizer.model.v3"
+    s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
+    previous = build_manifest(Source("local-directory", "example/old", None), [LocalFile("tokenizer.model.v3", model_dir, 13, "0" * 64)])
+    write_manifest(s3, S3Prefix.parse(URI), previous)
+
+    assert stage(aws, model_dir, "--delete-extra", "--yes") == 0
+
+    assert old_key not in keys_under_prefix(s3)
+    assert f"deleting 1 object(s) not part of the model: {old_key}" in capsys.readouterr().err
+
+
+def test_s3_uri_of_a_whole_bucket_is_refused_before_anything_happens(aws, s3, model_dir, capsys):
+    s3.put_object(Bucket=BUCKET, Key="important/data.csv", Body=b"keep me")
+
+    assert stage_model.main(["--s3-uri", f"s3://{BUCKET}", "--from-dir", str(model_dir), "--delete-extra", "--yes"]) == 2
+
+    assert f"'s3://{BUCKET}' names no prefix" in capsys.readouterr().err
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == ["important/data.csv"]
 
 
 @pytest.mark.parametrize(
@@ -240,3 +343,132 @@ def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir
 
     source = json.loads(body(s3, MANIFEST_NAME))["source"]
     assert (source["repository"], source["revision"]) == ("example/model", "c" * 40)
+
+
+def test_staging_heads_only_keys_the_listing_shows(aws, s3, model_dir, capsys, head_needs_list_permission):
+    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first run into an
+    empty prefix, a rerun and --verify-only must find missing keys by listing the prefix, never by HEAD."""
+    assert stage(aws, model_dir) == 0, capsys.readouterr().err
+    assert stage(aws, model_dir) == 0, capsys.readouterr().err
+    s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_2}")
+
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    assert f"{SHARD_2}: missing (expected {3 * MIB} bytes" in capsys.readouterr().err
+    assert head_needs_list_permission == []
+
+
+def test_verify_only_of_an_empty_prefix_lists_instead_of_heading(aws, s3, model_dir, capsys, head_needs_list_permission):
+    assert stage(aws, model_dir, "--verify-only") == 1
+
+    assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
+    assert head_needs_list_permission == []
+
+
+TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # the shape of a Hub user access token (not a real one)
+
+
+def voicectl_parse(monkeypatch, argv):
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.stage_model",))
+    return cli.build_parser().parse_args(["stage-model", *argv])
+
+
+@pytest.mark.parametrize("option", ["--hf-token", "--hf-token=", "--token"])
+def test_a_token_on_the_command_line_is_refused_without_echoing_it(monkeypatch, capsys, option):
+    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a SecretId."""
+    argv = ["--s3-uri", URI, "--revision", "a" * 40, *([option + TOKEN] if option.endswith("=") else [option, TOKEN])]
+    for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
+        with pytest.raises(SystemExit) as exit_:
+            parse()
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "not accepted on the command line" in err and "HF_TOKEN" in err
+        assert TOKEN not in err
+
+
+@pytest.mark.parametrize("abbreviation", ["--hf-token-s", "--s3", "--from", "--verify"])
+def test_options_cannot_be_abbreviated(monkeypatch, capsys, abbreviation):
+    argv = ["--revision", "a" * 40, abbreviation, "x"]
+    for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
+        with pytest.raises(SystemExit):
+            parse()
+        assert f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
+
+
+def test_a_token_given_as_the_secret_id_is_refused_before_any_aws_call(aws, model_dir, capsys):
+    calls = []
+    aws.events.register("before-call", lambda model, **kwargs: calls.append(model.name))
+
+    with pytest.raises(cli.UsageError) as error:
+        stage(aws, model_dir, "--hf-token-secret-id", TOKEN)
+
+    assert "looks like a Hub access token" in str(error.value) and "HF_TOKEN" in str(error.value)
+    assert TOKEN not in str(error.value)
+    assert calls == []
+    assert stage_model.main(["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", TOKEN]) == 2
+    assert TOKEN not in capsys.readouterr().err
+
+
+def test_a_secret_named_like_hf_token_is_still_a_secret_id():
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(["--s3-uri", URI, "--hf-token-secret-id", "hf_token"])
+    assert stage_model.check_secret_id(args.hf_token_secret_id) == "hf_token"
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", "0123abc"])
+def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir, revision):
+    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a download."""
+    with pytest.raises(cli.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
+        stage(aws, model_dir, "--revision", revision)
+    assert keys_under_prefix(s3) == []
+
+
+RESUME_HINT = "Run the same command again to resume"
+
+
+def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir, capsys):
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+    args = parser.parse_args(["--s3-uri", "s3://no-such-bucket-here/models/voxtral/", "--from-dir", str(model_dir)])
+
+    assert stage_model.run(args, session=aws) == 1
+
+    err = capsys.readouterr().err
+    assert "NoSuchBucket" in err
+    assert RESUME_HINT not in err
+
+
+def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
+    from voicectl.staging import hub
+
+    monkeypatch.setattr(hub, "download", lambda *a, **k: pytest.fail("must not download without the token"))
+    argv = ["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", "no-such-secret"]
+    parser = stage_model.argparse.ArgumentParser()
+    stage_model.add_arguments(parser)
+
+    assert stage_model.run(parser.parse_args(argv), session=aws) == 1
+
+    err = capsys.readouterr().err
+    assert "ResourceNotFoundException" in err
+    assert RESUME_HINT not in err
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "hint"),
+    [("SlowDown", 503, RESUME_HINT), ("InternalError", 500, RESUME_HINT),
+     ("ExpiredToken", 400, "Renew your AWS credentials, then run the same command again to resume")],
+)
+def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, code, status, hint):
+    from botocore.exceptions import ClientError
+
+    def fail(model, **kwargs):
+        raise ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, model.name)
+
+    aws.events.register("before-call.s3.PutObject", fail)
+    try:
+        assert stage(aws, model_dir) == 1
+    finally:
+        aws.events.unregister("before-call.s3.PutObject", fail)
+
+    assert hint in capsys.readouterr().err

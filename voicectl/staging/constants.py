@@ -37,6 +37,28 @@ MODEL_FILE_PATTERNS: Final[tuple[str, ...]] = (CONFIG_FILE, TOKENIZER_FILE, WEIG
 #: Files that must be present whatever the sharding.
 REQUIRED_FILES: Final[tuple[str, ...]] = (CONFIG_FILE, TOKENIZER_FILE)
 
+#: Names that look like model files of some format (weights, Transformers configuration and tokenizer files).
+#: ``stage-model --delete-extra`` deletes an object that is not part of the model only when it sits directly in
+#: the prefix and matches MODEL_FILE_PATTERNS or one of these (or was listed by the prefix's previous manifest);
+#: anything else under the prefix is left for the user to remove.
+DELETABLE_EXTRA_PATTERNS: Final[tuple[str, ...]] = (
+    *MODEL_FILE_PATTERNS,
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "*.bin",
+    "*.bin.index.json",
+    "*.pt",
+    "*.pth",
+    "*.gguf",
+    "config.json",
+    "generation_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
 #: The manifest written next to the weights once the prefix is verified (see voicectl.staging.manifest).
 MANIFEST_NAME: Final = "model-manifest.json"
 

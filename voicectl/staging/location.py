@@ -11,7 +11,11 @@ _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 @dataclass(frozen=True)
 class S3Prefix:
-    """An S3 "folder": ``bucket`` and ``prefix`` (empty, or ending with "/")."""
+    """An S3 "folder": ``bucket`` and a non-empty ``prefix`` ending with "/".
+
+    A whole bucket is never a model prefix: SageMaker copies everything under the prefix to /opt/ml/model, and
+    ``stage-model --delete-extra`` removes objects under it that are not part of the model.
+    """
 
     bucket: str
     prefix: str
@@ -21,8 +25,8 @@ class S3Prefix:
         """Parse ``s3://bucket/some/prefix`` (trailing "/" optional) into an :class:`S3Prefix`.
 
         Raises:
-            ValueError: not an ``s3://`` URI, or the bucket name breaks S3's naming rules. The message shows the
-                expected form.
+            ValueError: not an ``s3://`` URI, the bucket name breaks S3's naming rules, or there is no prefix
+                (``s3://bucket``, ``s3://bucket/``). The message shows the expected form.
         """
         if not uri.startswith("s3://"):
             raise ValueError(f"expected an S3 URI like s3://my-bucket/models/voxtral/, got {uri!r}")
@@ -30,7 +34,12 @@ class S3Prefix:
         if not _BUCKET_RE.fullmatch(bucket):
             raise ValueError(f"{bucket!r} in {uri!r} is not a valid S3 bucket name (3-63 of a-z 0-9 . -)")
         prefix = prefix.strip("/")
-        return cls(bucket=bucket, prefix=f"{prefix}/" if prefix else "")
+        if not prefix:
+            raise ValueError(
+                f"{uri!r} names no prefix, only the bucket; stage into a prefix of its own, e.g. "
+                f"s3://{bucket}/models/voxtral/ (SageMaker copies everything under it)"
+            )
+        return cls(bucket=bucket, prefix=f"{prefix}/")
 
     def key(self, name: str) -> str:
         """The object key of the file ``name`` under this prefix."""

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicectl.staging.constants import MANIFEST_NAME, SHA256_METADATA_KEY
-from voicectl.staging.files import LocalFile
+from voicectl.staging.constants import DELETABLE_EXTRA_PATTERNS, MANIFEST_NAME, SHA256_METADATA_KEY
+from voicectl.staging.files import LocalFile, matches_allow_list
 from voicectl.staging.location import S3Prefix
-from voicectl.staging.upload import head
+from voicectl.staging.upload import head_listed, list_objects
 
 MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 
@@ -82,12 +82,13 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
-    """The manifest under ``destination``; None when there is none.
+    """The manifest under ``destination``; None when there is none (found by listing the prefix, not by a request
+    for the key, which a role with prefix-conditioned s3:ListBucket gets as 403 when the key is missing).
 
     Raises:
         VerificationError: the object exists but is not a manifest of this format.
     """
-    if head(s3, destination.bucket, destination.key(MANIFEST_NAME)) is None:
+    if destination.key(MANIFEST_NAME) not in list_objects(s3, destination):
         return None
     body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))["Body"].read()
     try:
@@ -117,20 +118,65 @@ def write_manifest(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> 
 
 def list_keys(s3: Any, destination: S3Prefix) -> list[str]:
     """Every object key under the prefix (all depths), sorted."""
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
-        keys.extend(item["Key"] for item in page.get("Contents", []))
-    return sorted(keys)
+    return sorted(list_objects(s3, destination))
 
 
-def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str]) -> list[str]:
-    """Keys under the prefix that are neither one of ``names`` nor the manifest.
+def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: dict[str, int] | None = None) -> list[str]:
+    """Keys under the prefix that are neither one of ``names`` nor the manifest, sorted. ``listing``: the result
+    of :func:`list_objects` when the caller has one (listed afresh otherwise).
 
     They matter because SageMaker copies the whole prefix into /opt/ml/model: a stale ``consolidated-*.safetensors``
     from another revision would be loaded by vLLM with the new weights.
     """
+    listing = list_objects(s3, destination) if listing is None else listing
     expected = {destination.key(name) for name in names} | {destination.key(MANIFEST_NAME)}
-    return [key for key in list_keys(s3, destination) if key not in expected]
+    return sorted(key for key in listing if key not in expected)
+
+
+@dataclass(frozen=True)
+class ExtraKeys:
+    """Keys under a prefix that are not part of the model, sorted into what ``--delete-extra`` may delete.
+
+    Attributes:
+        deletable: directly in the prefix, and a model file by name (DELETABLE_EXTRA_PATTERNS) or listed by the
+            prefix's previous manifest.
+        nested: in a sub-"directory" of the prefix (never deleted: another model or data may live there).
+        other: directly in the prefix but not a model file (never deleted).
+    """
+
+    deletable: list[str]
+    nested: list[str]
+    other: list[str]
+
+    def refusals(self, destination: S3Prefix) -> list[str]:
+        """One sentence per key ``--delete-extra`` will not delete, naming it (relative to the prefix)."""
+        start = len(destination.prefix)
+        return [
+            f"{key[start:]}: in a sub-directory of the prefix; --delete-extra deletes only model files directly "
+            "in the prefix, remove it yourself or stage into another prefix"
+            for key in self.nested
+        ] + [
+            f"{key[start:]}: not a model file; --delete-extra deletes only model files directly in the prefix, "
+            "remove it yourself or stage into another prefix"
+            for key in self.other
+        ]
+
+
+def classify_extra_keys(
+    destination: S3Prefix, keys: Sequence[str], previous_manifest: dict[str, Any] | None
+) -> ExtraKeys:
+    """Sort ``keys`` (extra keys under ``destination``, see :func:`extra_keys`) into :class:`ExtraKeys`."""
+    known = {entry.get("name") for entry in (previous_manifest or {}).get("files", []) if isinstance(entry, dict)}
+    deletable, nested, other = [], [], []
+    for key in sorted(keys):
+        name = key[len(destination.prefix) :]
+        if "/" in name:
+            nested.append(key)
+        elif name in known or matches_allow_list(name, DELETABLE_EXTRA_PATTERNS):
+            deletable.append(key)
+        else:
+            other.append(key)
+    return ExtraKeys(deletable=deletable, nested=nested, other=other)
 
 
 def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
@@ -153,15 +199,17 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
     """Check that every file of ``manifest`` is under ``destination`` with its size and SHA-256, and nothing else.
 
     The SHA-256 is compared with the object's ``x-amz-meta-sha256``, which the upload set from the local file and
-    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt.
+    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt. Missing objects are found by
+    listing the prefix; only listed keys are HEADed.
 
     Raises:
         VerificationError: one problem per missing, wrong-sized, wrong-checksum or unexpected object, each naming it.
     """
     problems = []
+    listing = list_objects(s3, destination)
     for entry in manifest["files"]:
         key = destination.key(entry["name"])
-        found = head(s3, destination.bucket, key)
+        found = head_listed(s3, destination.bucket, key, listing)
         if found is None:
             problems.append(f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})")
         elif found.get("ContentLength") != entry["size"]:
@@ -171,7 +219,7 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
                 f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} in S3, "
                 f"expected {entry['sha256']}"
             )
-    for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]]):
+    for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]], listing):
         problems.append(f"{key[len(destination.prefix):]}: not part of the model (SageMaker would copy it too)")
     if problems:
         raise VerificationError(destination, problems)

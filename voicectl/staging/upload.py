@@ -7,14 +7,24 @@ https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.
 
 How a rerun avoids work:
 
+- The prefix is listed first (ListObjectsV2 with ``Prefix``), and only keys the listing shows are read with
+  HeadObject. A missing key is never HEADed: S3 answers 404 for it only to a caller allowed s3:ListBucket on the
+  bucket and 403 otherwise (HeadObject API reference, "Permissions"), and the CodeBuild role's s3:ListBucket is
+  conditioned on ``s3:prefix``, a key a HeadObject request does not carry, so S3 would answer 403 and the run fail.
 - A file whose object exists with the same size and ``sha256`` metadata is skipped. Objects appear atomically
   (PutObject, or CompleteMultipartUpload), so an existing object is never a partial file.
-- A file with an unfinished multipart upload for its key (left by a run that was killed or lost its network, so
-  s3transfer could not abort it) is resumed: the parts already in S3 are checked against the local bytes (their
+- A file with an unfinished multipart upload for its key (left by a run that was interrupted, killed or failed)
+  is resumed: the parts already in S3 are checked against the local bytes (their
   SHA-256 checksum, or their ETag, the MD5 of the part for SSE-S3 objects) and only the missing parts are sent.
   s3transfer has no resume API, so this path calls UploadPart/CompleteMultipartUpload itself. An unfinished upload
   whose parts do not match the local file (another file version, another part size) is aborted, so it stops
   costing storage, and the file is uploaded afresh.
+
+s3transfer aborts the multipart upload of a transfer that fails or is cancelled (its failure cleanup; a
+KeyboardInterrupt cancels every transfer), which would throw away the parts already sent. While the transfer manager
+runs, :class:`KeepUnfinishedUploads` refuses those AbortMultipartUpload calls, so Ctrl-C and failures leave the
+upload for the next run. Uploads nobody resumes are removed by the next run when they do not match the file, or by
+the bucket's lifecycle rule (AbortIncompleteMultipartUpload; the project's model bucket has one, 7 days).
 
 Staging the same prefix from two processes at once is not supported: each may abort the other's unfinished upload.
 """
@@ -113,8 +123,30 @@ class UploadReport:
     resumed: list[str] = field(default_factory=list)
 
 
+def list_objects(s3: Any, destination: S3Prefix) -> dict[str, int]:
+    """``{key: size in bytes}`` of every object under ``destination`` (all depths), from ListObjectsV2 with
+    ``Prefix`` (allowed by a role whose s3:ListBucket is conditioned on ``s3:prefix``)."""
+    objects: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
+        objects.update((item["Key"], item["Size"]) for item in page.get("Contents", []))
+    return objects
+
+
+def head_listed(s3: Any, bucket: str, key: str, listing: dict[str, int]) -> dict | None:
+    """HeadObject ``key`` when ``listing`` (from :func:`list_objects`) shows it; None without a request otherwise.
+
+    A key missing from the listing is not HEADed, because S3 answers that with 403, not 404, unless the caller may
+    list the whole bucket (see the module docstring).
+    """
+    if key not in listing:
+        return None
+    return head(s3, bucket, key)
+
+
 def head(s3: Any, bucket: str, key: str) -> dict | None:
-    """HeadObject ``key``; None when there is no such object. Other errors (403, ...) propagate as ClientError."""
+    """HeadObject ``key``; None on 404. Call it only for keys known to exist (a listed key removed since, or a key
+    just written): for a missing key a caller without unconditional s3:ListBucket gets 403, which propagates as
+    ClientError like any other error."""
     try:
         return s3.head_object(Bucket=bucket, Key=key)
     except ClientError as error:
@@ -158,8 +190,9 @@ def upload_files(
     """
     report = UploadReport()
     pending: list[LocalFile] = []
+    listing = list_objects(s3, destination)
     for file in files:
-        if is_current(head(s3, destination.bucket, destination.key(file.name)), file):
+        if is_current(head_listed(s3, destination.bucket, destination.key(file.name), listing), file):
             report.skipped.append(file.name)
         else:
             pending.append(file)
@@ -180,11 +213,45 @@ def upload_files(
     return report
 
 
+class UnfinishedUploadKept(Exception):
+    """Raised in place of an AbortMultipartUpload request that :class:`KeepUnfinishedUploads` refused."""
+
+
+class KeepUnfinishedUploads:
+    """Context manager: while it is active, AbortMultipartUpload calls of the S3 client ``s3`` are not sent.
+
+    Used around boto3's transfer manager, whose only AbortMultipartUpload calls are the failure cleanups of its
+    multipart uploads. They raise :class:`UnfinishedUploadKept` instead, which s3transfer catches and logs (at debug
+    level) like any failed cleanup. Written here because s3transfer has no option to keep a failed upload: a botocore
+    ``before-call`` handler on this client alone (each client has its own copy of the event hooks).
+    """
+
+    _EVENT = "before-call.s3.AbortMultipartUpload"
+
+    def __init__(self, s3: Any) -> None:
+        self._events = s3.meta.events
+        self._unique_id = f"voicectl-keep-unfinished-uploads-{id(self)}"
+
+    def __enter__(self) -> KeepUnfinishedUploads:
+        self._events.register(self._EVENT, self._refuse, unique_id=self._unique_id)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._events.unregister(self._EVENT, unique_id=self._unique_id)
+
+    @staticmethod
+    def _refuse(params: dict, **kwargs: Any) -> None:
+        raise UnfinishedUploadKept(f"kept unfinished upload {params.get('UploadId')} of {params.get('Key')} to resume")
+
+
 def _upload_fresh(
     s3: Any, files: Iterable[LocalFile], destination: S3Prefix, settings: TransferSettings, progress: Progress
 ) -> None:
-    """Upload ``files`` with boto3's transfer manager; raise the first failure after all transfers ended."""
-    with create_transfer_manager(s3, settings.transfer_config()) as manager:
+    """Upload ``files`` with boto3's transfer manager; raise the first failure after all transfers ended.
+
+    A failed or interrupted (KeyboardInterrupt) multipart upload is left in S3 for the next run to resume.
+    """
+    with KeepUnfinishedUploads(s3), create_transfer_manager(s3, settings.transfer_config()) as manager:
         futures = [
             manager.upload(
                 str(file.path),

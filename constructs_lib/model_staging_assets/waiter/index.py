@@ -1,7 +1,16 @@
 """Lambda handlers of the model staging custom resource (CDK Provider framework with completion polling).
 
 ``on_event`` starts one CodeBuild build of the staging project on Create and Update (CloudFormation sends an Update
-only when a property changed: repository id, revision or S3 URI) and stops a still running build on Delete.
+only when a property changed: repository id, revision or S3 URI) and stops a still running build on Delete. What
+the build stages comes from the event's ``ResourceProperties`` (StartBuild ``environmentVariablesOverride``), never
+from the project's own environment: on an update rollback CloudFormation sends the custom resource the old
+properties before it reverts the project, so the project still describes the failed update at that moment.
+
+For the same reason the build role's policy, scoped to the model prefix, still names the failed update's prefix
+during that rollback, so a build of the old prefix would be denied and leave the stack UPDATE_ROLLBACK_FAILED. So an
+Update that goes back to another S3 URI while the stack is rolling back (DescribeStacks: UPDATE_ROLLBACK_IN_PROGRESS)
+starts no build: the old prefix was staged and verified when the stack last reached that state, and the failed
+update wrote only under its own prefix. A rollback to the same S3 URI builds as usual (the policy allows that prefix).
 ``is_complete`` polls the build (BatchGetBuilds) until it ends; a build that did not succeed fails the resource
 with its status, failed phase and log link. The physical resource id is the build id.
 
@@ -19,8 +28,13 @@ import boto3
 #: Build states that mean "still running" (BuildStatus in the CodeBuild API reference).
 RUNNING = "IN_PROGRESS"
 SUCCEEDED = "SUCCEEDED"
+#: Stack status while CloudFormation reverts a failed update (StackStatus in the CloudFormation API reference).
+UPDATE_ROLLBACK_IN_PROGRESS = "UPDATE_ROLLBACK_IN_PROGRESS"
+#: BuildId attribute of a rollback that started no build (see the module docstring).
+NO_BUILD_ON_ROLLBACK = "none: rollback to a prefix staged before"
 
 _codebuild = None
+_cloudformation = None
 
 
 def _client():
@@ -30,17 +44,49 @@ def _client():
     return _codebuild
 
 
+def _cloudformation_client():
+    global _cloudformation
+    if _cloudformation is None:
+        _cloudformation = boto3.client("cloudformation")
+    return _cloudformation
+
+
+def _is_rollback_to_another_prefix(event: dict) -> bool:
+    """True for an Update back to another S3 URI sent while the stack rolls back a failed update."""
+    if event["RequestType"] != "Update":
+        return False
+    old_uri = event.get("OldResourceProperties", {}).get("S3Uri")
+    if old_uri is None or old_uri == event["ResourceProperties"]["S3Uri"]:
+        return False
+    stacks = _cloudformation_client().describe_stacks(StackName=event["StackId"]).get("Stacks", [])
+    return bool(stacks) and stacks[0]["StackStatus"] == UPDATE_ROLLBACK_IN_PROGRESS
+
+
 def _data(properties: dict, build_id: str) -> dict:
     uri = properties["S3Uri"]
     return {"S3Uri": uri, "ManifestUri": uri + os.environ["MANIFEST_NAME"], "BuildId": build_id}
+
+
+def build_environment(properties: dict) -> list[dict]:
+    """The StartBuild ``environmentVariablesOverride`` naming what to stage: repository id, revision and S3 URI of
+    the custom resource's ``properties`` (the buildspec passes them to ``stage-model``)."""
+    return [
+        {"name": "MODEL_REPOSITORY_ID", "value": properties["RepositoryId"], "type": "PLAINTEXT"},
+        {"name": "MODEL_REVISION", "value": properties["Revision"], "type": "PLAINTEXT"},
+        {"name": "MODEL_S3_URI", "value": properties["S3Uri"], "type": "PLAINTEXT"},
+    ]
 
 
 def on_event(event: dict, context: object) -> dict:
     """Start the staging build (Create, Update) or stop a running one (Delete)."""
     properties = event["ResourceProperties"]
     project = properties["ProjectName"]
+    if _is_rollback_to_another_prefix(event):
+        print(f"rollback to {properties['S3Uri']}, staged before: no build")
+        return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": _data(properties, NO_BUILD_ON_ROLLBACK)}
     if event["RequestType"] in ("Create", "Update"):
-        build_id = _client().start_build(projectName=project)["build"]["id"]
+        response = _client().start_build(projectName=project, environmentVariablesOverride=build_environment(properties))
+        build_id = response["build"]["id"]
         print(f"started {build_id} for {properties['RepositoryId']} @ {properties['Revision']} -> {properties['S3Uri']}")
         return {"PhysicalResourceId": build_id, "Data": _data(properties, build_id)}
     physical_id = event["PhysicalResourceId"]
@@ -55,8 +101,11 @@ def on_event(event: dict, context: object) -> dict:
 
 
 def is_complete(event: dict, context: object) -> dict:
-    """``{"IsComplete": bool}`` for the build named by the physical id; raise when it ended without success."""
-    if event["RequestType"] == "Delete":
+    """``{"IsComplete": bool}`` for the build named by the physical id; raise when it ended without success.
+
+    ``event`` is the Provider framework's: the CloudFormation request merged with :func:`on_event`'s response.
+    """
+    if event["RequestType"] == "Delete" or event.get("Data", {}).get("BuildId") == NO_BUILD_ON_ROLLBACK:
         return {"IsComplete": True}
     build_id = event["PhysicalResourceId"]
     builds = _client().batch_get_builds(ids=[build_id]).get("builds", [])
