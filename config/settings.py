@@ -177,6 +177,8 @@ class VoxtralSettings(EndpointSettings):
     stage_model: bool | None = None
     #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories.
     hf_token_secret_arn: str | None = None
+    #: Customer managed KMS key the hub-token secret is encrypted with (None = the aws/secretsmanager key).
+    hf_token_secret_kms_key_arn: str | None = None
     max_instances: int = 4
     #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs).
     scaling_target_fraction: float = 0.7
@@ -493,6 +495,17 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
         elif secret["region"] != region:
             add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: the secret is in {secret['region']} "
                 f"but the stack deploys to {region}")
+    if v.hf_token_secret_kms_key_arn is not None:
+        key = KMS_KEY_ARN_PATTERN.match(v.hf_token_secret_kms_key_arn)
+        if v.hf_token_secret_arn is None:
+            add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: set only together with "
+                "voxtral.hf_token_secret_arn (the key encrypts that secret)")
+        elif not key or ":alias/" in v.hf_token_secret_kms_key_arn:
+            add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: must be a KMS key ARN "
+                "(arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants need the key)")
+        elif key["region"] != region:
+            add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: the key is in "
+                f"{key['region']} but the stack deploys to {region}")
     if spec is not None and spec.gpus and v.max_model_len >= 1 and v.max_num_seqs >= 1 and not problems:
         fits = max_num_seqs_that_fit(spec, v.max_model_len, v.gpu_memory_utilization)
         if fits < v.max_num_seqs:

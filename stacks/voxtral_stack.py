@@ -84,6 +84,7 @@ class VoxtralStack(Stack):
                         if voxtral.hf_token_secret_arn
                         else None
                     ),
+                    hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
                 ),
             )
             # The custom resource's attribute: the Model cannot be created before the weights are in place.

@@ -266,3 +266,14 @@ def test_model_staging_settings():
     # The complete ARN (with Secrets Manager's 6-character suffix) is needed for an exact IAM grant.
     assert "must be a Secrets Manager secret ARN" in one_problem(
         **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub"})
+
+
+def test_hub_token_secret_kms_key():
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-AbCdEf"
+    key = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+    settings = load_settings({**cdk_json_context(), "voxtral.hf_token_secret_arn": secret,
+                              "voxtral.hf_token_secret_kms_key_arn": key})
+    assert settings.voxtral.hf_token_secret_kms_key_arn == key
+    assert "set only together with voxtral.hf_token_secret_arn" in one_problem(**{"voxtral.hf_token_secret_kms_key_arn": key})
+    assert "not an alias" in one_problem(**{"voxtral.hf_token_secret_arn": secret,
+                                            "voxtral.hf_token_secret_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/x"})
