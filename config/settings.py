@@ -83,6 +83,8 @@ REGION_PATTERN = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 METRICS_NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9./_#:-]{1,255}$")
 REVISION_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+#: A KMS key ARN (no alias): IAM statements need the key itself.
+KMS_KEY_ONLY_PATTERN = re.compile(r"^arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):\d{12}:key/(mrk-[0-9a-f]{32}|[0-9a-f-]{36})$")
 #: A complete secret ARN: Secrets Manager appends "-" and 6 random characters to the name; IAM grants need them.
 SECRET_ARN_PATTERN = re.compile(
     r"^arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
@@ -362,6 +364,23 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     return settings
 
 
+def _regional(add: Callable[[str], None], key: str, value: str, pattern: re.Pattern, form: str, region: str,
+              noun: str, hint: str = "") -> re.Match | None:
+    """Check that ``value`` matches ``pattern`` (which captures ``region``) and names the stack's region.
+
+    Reports one problem through ``add``: "must be <form>", or "the <noun> is in X but the stack deploys to Y<hint>".
+    Returns the match when both hold, else None.
+    """
+    match = pattern.match(value)
+    if not match:
+        add(f"{key}={_show(value)}: must be {form}")
+    elif match["region"] != region:
+        add(f"{key}={_show(value)}: the {noun} is in {match['region']} but the stack deploys to {region}{hint}")
+    else:
+        return match
+    return None
+
+
 def _validate(s: Settings) -> list[str]:
     """Return one message per rule broken by ``s`` (empty when valid)."""
     problems: list[str] = []
@@ -391,13 +410,9 @@ def _validate(s: Settings) -> list[str]:
             if not TIMEOUT_RANGE_S[0] <= value <= TIMEOUT_RANGE_S[1]:
                 add(f"{section}.{name}={value}: must be between {TIMEOUT_RANGE_S[0]} and {TIMEOUT_RANGE_S[1]} seconds")
         if endpoint.volume_kms_key_arn is not None:
-            kms = KMS_KEY_ARN_PATTERN.match(endpoint.volume_kms_key_arn)
-            if not kms:
-                add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: must be a KMS key or alias "
-                    "ARN (arn:aws:kms:<region>:<account>:key/<key id> or :alias/<name>)")
-            elif kms["region"] != s.region:
-                add(f"{section}.volume_kms_key_arn={_show(endpoint.volume_kms_key_arn)}: the key is in "
-                    f"{kms['region']} but the stack deploys to {s.region}")
+            _regional(add, f"{section}.volume_kms_key_arn", endpoint.volume_kms_key_arn, KMS_KEY_ARN_PATTERN,
+                      "a KMS key or alias ARN (arn:aws:kms:<region>:<account>:key/<key id> or :alias/<name>)",
+                      s.region, "key")
 
     if s.alarm_email is not None and not EMAIL_PATTERN.match(s.alarm_email):
         add(f"alarm_email={_show(s.alarm_email)}: must be one e-mail address such as 'oncall@example.com', or null")
@@ -463,13 +478,9 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
             add(f"voxtral.model_s3_uri={_show(v.model_s3_uri)}: the prefix must be a plain key prefix, without "
                 "wildcards ('*', '?'), whitespace or '//'; SageMaker copies every object under it")
     if v.image_uri is not None:
-        match = ECR_IMAGE_PATTERN.match(v.image_uri)
-        if not match:
-            add(f"voxtral.image_uri={_show(v.image_uri)}: must be a private ECR image "
-                "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or '...@sha256:<digest>'")
-        elif match["region"] != region:
-            add(f"voxtral.image_uri={_show(v.image_uri)}: the image is in {match['region']} but the stack deploys to "
-                f"{region}; SageMaker pulls images from the endpoint's region")
+        _regional(add, "voxtral.image_uri", v.image_uri, ECR_IMAGE_PATTERN,
+                  "a private ECR image '<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
+                  "'...@sha256:<digest>'", region, "image", "; SageMaker pulls images from the endpoint's region")
     if v.max_model_len < 1:
         add(f"voxtral.max_model_len={v.max_model_len}: must be a positive whole number (tokens; 12.5 per second of audio)")
     if v.max_num_seqs < 1:
@@ -488,24 +499,17 @@ def _validate_voxtral(v: VoxtralSettings, region: str) -> list[str]:
         add(f"voxtral.stage_model=true with voxtral.model_s3_uri={_show(v.model_s3_uri)}: staging writes into the "
             "stack's model bucket; unset voxtral.model_s3_uri or set voxtral.stage_model=false")
     if v.hf_token_secret_arn is not None:
-        secret = SECRET_ARN_PATTERN.match(v.hf_token_secret_arn)
-        if not secret:
-            add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: must be a Secrets Manager secret ARN "
-                "with its 6-character suffix (arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf)")
-        elif secret["region"] != region:
-            add(f"voxtral.hf_token_secret_arn={_show(v.hf_token_secret_arn)}: the secret is in {secret['region']} "
-                f"but the stack deploys to {region}")
+        _regional(add, "voxtral.hf_token_secret_arn", v.hf_token_secret_arn, SECRET_ARN_PATTERN,
+                  "a Secrets Manager secret ARN with its 6-character suffix "
+                  "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf)", region, "secret")
     if v.hf_token_secret_kms_key_arn is not None:
-        key = KMS_KEY_ARN_PATTERN.match(v.hf_token_secret_kms_key_arn)
         if v.hf_token_secret_arn is None:
             add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: set only together with "
                 "voxtral.hf_token_secret_arn (the key encrypts that secret)")
-        elif not key or ":alias/" in v.hf_token_secret_kms_key_arn:
-            add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: must be a KMS key ARN "
-                "(arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants need the key)")
-        elif key["region"] != region:
-            add(f"voxtral.hf_token_secret_kms_key_arn={_show(v.hf_token_secret_kms_key_arn)}: the key is in "
-                f"{key['region']} but the stack deploys to {region}")
+        else:
+            _regional(add, "voxtral.hf_token_secret_kms_key_arn", v.hf_token_secret_kms_key_arn, KMS_KEY_ONLY_PATTERN,
+                      "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants need "
+                      "the key)", region, "key")
     if spec is not None and spec.gpus and v.max_model_len >= 1 and v.max_num_seqs >= 1 and not problems:
         fits = max_num_seqs_that_fit(spec, v.max_model_len, v.gpu_memory_utilization)
         if fits < v.max_num_seqs:
@@ -598,10 +602,7 @@ def _validate_sonic(s: Settings) -> list[str]:
                 f"only for {', '.join(SONIC_MODEL_PACKAGES)}; set sonic.model_package_arn to the ARN from the "
                 "Marketplace listing for your region, or set sonic.enabled=false")
     else:
-        match = MODEL_PACKAGE_ARN_PATTERN.match(arn)
-        if not match:
-            add(f"sonic.model_package_arn={_show(arn)}: must be 'arn:aws:sagemaker:<region>:<account>:model-package/<name>'")
-        elif match["region"] != s.region:
-            add(f"sonic.model_package_arn={_show(arn)}: the package is in {match['region']} but the stack deploys to "
-                f"{s.region}; use the package ARN for {s.region}")
+        _regional(add, "sonic.model_package_arn", arn, MODEL_PACKAGE_ARN_PATTERN,
+                  "'arn:aws:sagemaker:<region>:<account>:model-package/<name>'", s.region, "package",
+                  f"; use the package ARN for {s.region}")
     return problems
