@@ -48,6 +48,7 @@ BYTES_PER_SAMPLE = 2  # PCM16, mono
 INVALID_JSON = "invalid_json"
 INVALID_EVENT = "invalid_event"
 INVALID_AUDIO = "invalid_audio"
+PROCESSING_ERROR = "processing_error"
 # The bridge's, same event shape.
 UPSTREAM_CLOSED = "upstream_closed"  # vLLM closed or dropped the session mid-stream
 UPSTREAM_UNAVAILABLE = "upstream_unavailable"  # vLLM refused or did not answer the connection
@@ -130,6 +131,12 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
         return _reject("frame is not UTF-8 text; send each event as JSON in a text frame", INVALID_JSON)
     except json.JSONDecodeError as exc:
         return _reject(f"Invalid JSON: {exc.msg} at position {exc.pos}", INVALID_JSON)
+    except (ValueError, RecursionError) as exc:
+        # Valid JSON that Python's parser refuses: nesting deeper than the recursion limit, or an integer
+        # of more than 4300 digits (sys.get_int_max_str_digits). vLLM's json.loads fails the same way
+        # and answers processing_error (realtime/connection.py: any exception other than JSONDecodeError).
+        reason = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+        return _reject(f"the event {reason} to be parsed ({type(exc).__name__})", PROCESSING_ERROR)
     if not isinstance(event, dict):
         return _reject(f"an event must be a JSON object, got {type(event).__name__}", INVALID_EVENT)
     event_type = event.get("type")

@@ -29,7 +29,7 @@ import http
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -107,7 +107,7 @@ class BridgeConnection(ServerConnection):
         if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
             message = self.assembly.add(event)
             if message is not None and self.stream is not None:
-                self.stream.from_client(message)
+                self.stream.guarded(self.stream.from_client, message)
             return  # before the stream exists (a refused stream): nothing to relay to
         super().process_event(event)
 
@@ -259,6 +259,20 @@ class _Stream:
             self.first_delta_at = time.monotonic()
         _send_text(self.client, message)
 
+    def guarded(self, handler: Callable[[bytes], None], message: bytes) -> None:
+        """Run `handler(message)`; an unexpected exception ends this stream only (1011), never the server.
+
+        The handlers run inside the sockets' `data_received` callbacks, where an exception would drop the
+        connection with an ERROR traceback from the event loop; here it is logged at WARNING and the
+        client is told (`processing_error`, the code vLLM uses for an exception while handling an event).
+        """
+        try:
+            handler(message)
+        except Exception as exc:
+            log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
+                     CloseCode.INTERNAL_ERROR)
+
     # -- ending -----------------------------------------------------------------------------------------
     def end(self, message: str, code: str, close_code: CloseCode) -> None:
         """End the stream from the bridge's side: send the error event now, close from the handler task."""
@@ -338,7 +352,7 @@ class UpstreamConnection(ClientConnection):
         if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
             message = self.assembly.add(event)
             if message is not None:
-                self.stream.from_upstream(message)
+                self.stream.guarded(self.stream.from_upstream, message)
             return
         super().process_event(event)
 

@@ -48,6 +48,8 @@ def test_append_with_escaped_slash_is_valid_json_and_accepted():
         (b'{"audio": "AAAA"}', "invalid_event"),
         (b"\xff\xfe{}", "invalid_json"),
         (b"", "invalid_json"),
+        (b"[" * 100_000, "processing_error"),  # RecursionError in json.loads, as in vLLM
+        (b'{"type": "x", "n": ' + b"9" * 5000 + b"}", "processing_error"),  # ValueError: int digits limit
     ],
 )
 def test_malformed_frames_are_rejected_with_a_code(frame, code):

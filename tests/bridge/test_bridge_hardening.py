@@ -1,0 +1,72 @@
+"""Frames and peers that tried to break the bridge (a review's findings), each over real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import bridge.protocol
+from tests.bridge.bridge_testkit import (
+    PCM_CHUNK,
+    append,
+    closed_within,
+    recv_event,
+    running_bridge,
+    started_stream,
+)
+from tests.fakes.fake_vllm import FakeVllm
+
+ONE_SECOND = 1.0
+
+
+@pytest.mark.parametrize(
+    "frame",
+    ["[" * 100_000, '{"type": "session.update", "n": ' + "1" * 5000 + "}"],
+    ids=["deep-nesting", "5000-digit-integer"],
+)
+def test_json_python_cannot_parse_gets_an_error_event_and_the_stream_stays_open(run, frame):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
+            ws, session = await started_stream(bridge, vllm)
+            await ws.send(frame)
+            error = await recv_event(ws)
+            assert error["type"] == "error"
+            assert error["code"] == "processing_error"  # what vLLM answers for the same frame
+            await ws.send(append())  # the stream goes on
+            await session.wait_for_event("input_audio_buffer.append")
+            assert bytes(session.audio) == PCM_CHUNK
+            assert session.event_types() == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append"]
+
+    run(scenario())
+
+
+def test_an_unexpected_exception_ends_only_that_stream_with_1011(run, monkeypatch, caplog):
+    real_check = bridge.protocol.check_client_frame
+
+    def check(frame: bytes, served_model: str | None):
+        if b"boom" in frame:
+            raise RuntimeError("boom")
+        return real_check(frame, served_model)
+
+    monkeypatch.setattr(bridge.protocol, "check_client_frame", check)
+
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
+            broken, broken_session = await started_stream(bridge_, vllm, 0)
+            other, other_session = await started_stream(bridge_, vllm, 1)
+            await broken.send(json.dumps({"type": "boom"}))
+            error = await recv_event(broken)
+            assert error["code"] == "processing_error"
+            assert "RuntimeError" in error["error"]
+            assert await closed_within(broken, ONE_SECOND) == (1011, "processing_error")
+            await broken_session.wait_closed(timeout=ONE_SECOND)
+            await other.send(append())  # the other stream is untouched
+            await other_session.wait_for_event("input_audio_buffer.append")
+            await other_session.send_delta("ok")
+            assert await recv_event(other) == {"type": "transcription.delta", "delta": "ok"}
+            assert bridge_.active_streams == 1
+
+    run(scenario())
+    warnings = [r for r in caplog.records if r.name == "bridge" and r.levelname == "WARNING"]
+    assert any("RuntimeError" in r.getMessage() for r in warnings)
