@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
+from websockets.asyncio.client import connect
 
 import bridge.protocol
 from tests.bridge.bridge_testkit import (
@@ -70,3 +72,51 @@ def test_an_unexpected_exception_ends_only_that_stream_with_1011(run, monkeypatc
     run(scenario())
     warnings = [r for r in caplog.records if r.name == "bridge" and r.levelname == "WARNING"]
     assert any("RuntimeError" in r.getMessage() for r in warnings)
+
+
+# Frames the bridge answers in vLLM's place: the code must be the one vLLM itself gives (the fake mirrors
+# vllm realtime/connection.py), and a frame vLLM accepts must not be rejected.
+SAME_AS_VLLM = {
+    "json-array": ("[1, 2]", "processing_error"),
+    "json-string": ('"hello"', "processing_error"),
+    "no-type": ('{"audio": "AAAA"}', "unknown_event"),
+    "numeric-type": ('{"type": 7}', "unknown_event"),
+    "append-without-audio": ('{"type": "input_audio_buffer.append"}', "processing_error"),
+    "append-audio-not-a-string": ('{"type": "input_audio_buffer.append", "audio": 42}', "processing_error"),
+    "not-json": ("{nope", "invalid_json"),
+    "odd-bytes": ('{"type": "input_audio_buffer.append", "audio": "AAAA"}'.replace("AAAA", "AQID"), "invalid_audio"),
+    "mime-line-breaks": (json.dumps({"type": "input_audio_buffer.append",
+                                     "audio": base64.encodebytes(PCM_CHUNK).decode()}), None),
+}
+
+
+@pytest.mark.parametrize("case", SAME_AS_VLLM, ids=list(SAME_AS_VLLM))
+def test_bridge_answers_with_the_code_vllm_gives(run, case):
+    frame, code = SAME_AS_VLLM[case]
+
+    async def first_error_or_none(ws) -> str | None:
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))  # a marker after the frame
+        while True:
+            answer = await recv_event(ws)
+            if answer["type"] == "error":
+                return answer["code"]
+            if answer["type"] == "transcription.done":
+                return None
+
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
+            ws, session = await started_stream(bridge_, vllm, 0)
+            await ws.send(frame)
+            via_bridge = await first_error_or_none(ws)
+            direct = await connect(vllm.url, compression=None)
+            await recv_event(direct)  # session.created
+            await direct.send(json.dumps({"type": "session.update", "model": vllm.model}))
+            await direct.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            await direct.send(frame)
+            from_vllm = await first_error_or_none(direct)
+            await direct.close()
+            assert via_bridge == from_vllm == code
+            if code is None:  # accepted: vLLM got the same audio
+                assert bytes(session.audio) == PCM_CHUNK
+
+    run(scenario())
