@@ -39,6 +39,9 @@ APPEND = "input_audio_buffer.append"
 COMMIT = "input_audio_buffer.commit"
 TRANSCRIPTION_DELTA = "transcription.delta"
 TRANSCRIPTION_DONE = "transcription.done"
+#: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first field,
+#: first and compact (realtime/protocol.py `TranscriptionDone`).
+TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
 
 #: Audio format of `input_audio_buffer.append` (vllm realtime/protocol.py: "base64-encoded PCM16 @ 16kHz").
 SAMPLE_RATE_HZ = 16_000
@@ -83,12 +86,15 @@ class FrameCheck:
         error: the error event (bytes) to send back to the client when rejected, else None.
         audio_bytes: decoded PCM16 bytes the frame appends (0 for other events).
         event_type: the event's `type` when known (None for frames that are not JSON objects).
+        final_commit: the frame is `input_audio_buffer.commit` with `"final": true` (the audio of the
+            current generation is complete).
     """
 
     forward: bytes | None
     error: bytes | None = None
     audio_bytes: int = 0
     event_type: str | None = None
+    final_commit: bool = False
 
 
 def _reject(message: str, code: str, event_type: str | None = None) -> FrameCheck:
@@ -175,6 +181,8 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
     if event_type == SESSION_UPDATE and served_model is not None and event.get("model") != served_model:
         event["model"] = served_model
         return FrameCheck(forward=json.dumps(event, separators=(",", ":")).encode(), event_type=SESSION_UPDATE)
+    if event_type == COMMIT:
+        return FrameCheck(forward=frame, event_type=COMMIT, final_commit=event.get("final") is True)
     return FrameCheck(forward=frame, event_type=event_type)
 
 

@@ -204,7 +204,7 @@ class _Stream:
     """
 
     __slots__ = (
-        "audio_bytes", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "pending", "started", "upstream",
+        "audio_bytes", "audio_since_final", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "pending", "started", "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: BridgeConnection) -> None:
@@ -213,7 +213,10 @@ class _Stream:
         self.upstream: UpstreamConnection | None = None
         self.started = self.last_rx = time.monotonic()
         self.first_delta_at: float | None = None
+        # PCM16 bytes appended in the current generation (what counts against max_model_len), and since the
+        # last final commit (what the next generation starts with once transcription.done has passed).
         self.audio_bytes = 0
+        self.audio_since_final = 0
         self.ending = False  # set once the bridge or the client has started ending the stream
         # Resolves when the stream must end: (close code, reason) to close the client with, or None
         # when the client is already gone.
@@ -237,10 +240,13 @@ class _Stream:
             return
         if result.audio_bytes:
             self.audio_bytes += result.audio_bytes
+            self.audio_since_final += result.audio_bytes
             limit = self.bridge.audio_limit
             if limit is not None and self.audio_bytes > limit:
                 self.end(self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE)
                 return
+        elif result.final_commit:
+            self.audio_since_final = 0
         _send_text(self.upstream, result.forward)
 
     def upstream_ready(self, upstream: UpstreamConnection) -> None:
@@ -257,6 +263,12 @@ class _Stream:
         """One complete vLLM message: forward it unchanged."""
         if self.first_delta_at is None and _DELTA_MARKER in message:
             self.first_delta_at = time.monotonic()
+        elif message.startswith(protocol.TRANSCRIPTION_DONE_PREFIX):
+            # vLLM applies max_model_len per generation: after transcription.done it clears its audio queue
+            # and the next commit starts a fresh request (realtime/connection.py `_run_generation`). What
+            # the next generation can see is at most the audio appended since the final commit (vLLM drops
+            # what arrives between the final commit and the done, so counting it errs on the safe side).
+            self.audio_bytes = self.audio_since_final
         _send_text(self.client, message)
 
     def guarded(self, handler: Callable[[bytes], None], message: bytes) -> None:
@@ -479,9 +491,9 @@ class Bridge:
         """The `session_limit` error text: the limit in seconds and where it comes from."""
         seconds = (self._audio_limit or 0) / (protocol.SAMPLE_RATE_HZ * protocol.BYTES_PER_SAMPLE)
         return (
-            f"the session reached its audio limit of {seconds:.0f} s (the model's max_model_len "
+            f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
             f"{self.settings.max_model_len} tokens at {self.settings.tokens_per_audio_second:g} tokens per "
-            "second of audio); start a new session to continue"
+            "second of audio); end each utterance with a final commit, or start a new session to continue"
         )
 
     async def _handle_stream(self, client: BridgeConnection) -> None:  # type: ignore[override]

@@ -120,3 +120,31 @@ def test_bridge_answers_with_the_code_vllm_gives(run, case):
                 assert bytes(session.audio) == PCM_CHUNK
 
     run(scenario())
+
+
+def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
+    # vLLM applies max_model_len per generation: after a final commit it sends transcription.done, clears its
+    # audio queue, and the next commit starts a fresh request (vllm realtime/connection.py). Limit here:
+    # 25 tokens x 0.8 = 20 tokens = 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=25, session_limit_fraction=0.8) as bridge_:
+            ws, session = await started_stream(bridge_, vllm)
+            for _ in range(10):
+                await ws.send(append())
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
+            assert (await recv_event(ws))["type"] == "transcription.done"
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))  # the next utterance
+            for _ in range(12):  # 22 appends on this WebSocket, 12 in this generation: within the limit
+                await ws.send(append())
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
+            assert (await recv_event(ws))["type"] == "transcription.done"
+            assert session.audio_bytes == 22 * len(PCM_CHUNK)
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            for _ in range(13):  # the 13th append of one generation is over the limit
+                await ws.send(append())
+            error = await recv_event(ws)
+            assert error["code"] == "session_limit"
+            assert await closed_within(ws, ONE_SECOND) == (1000, "session_limit")
+            assert session.audio_bytes == 34 * len(PCM_CHUNK)
+
+    run(scenario())
