@@ -23,6 +23,7 @@ base64 PCM16, which deflate barely shrinks, and compressing it would cost CPU on
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import http
@@ -60,11 +61,29 @@ UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: TCP connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
 UPSTREAM_CLOSE_TIMEOUT_S = 0.5
 CLIENT_CLOSE_TIMEOUT_S = 2.0
-#: Client messages held while vLLM accepts the session before reading from the client pauses; also
-#: websockets' `max_queue`. The relay forwards frames as they come, so this only bounds memory.
+#: Client messages held (while vLLM accepts the session, or a write buffer is full) before reading from
+#: the client pauses; also websockets' `max_queue`. The relay forwards frames as they come, so this only
+#: bounds memory.
 MAX_QUEUE_FRAMES = 8
 #: Write buffer high-water mark per socket, bytes (websockets `write_limit`), about three appends.
 WRITE_LIMIT_BYTES = 16 * 1024
+#: Client messages the bridge handles in one turn of the event loop; then it pauses reading that client
+#: and goes on in the next turn, so that one client sending many small frames at once (a 256 KiB read
+#: can hold thousands) cannot keep the loop from other streams and `/ping`.
+FRAME_BUDGET = 32
+#: Client bytes parsed at a time, so that the frame budget is looked at often; one 4096-byte PCM16 append
+#: is about 5.5 KiB as a frame, so the usual read is one piece.
+FEED_BYTES = 8 * 1024
+# Why the bridge holds a client's frames instead of handling them (bits of `BridgeConnection.hold_reasons`).
+#: vLLM has not accepted the session yet.
+HOLD_PENDING = 1
+#: vLLM's socket has more than `WRITE_LIMIT_BYTES` waiting to be sent.
+HOLD_UPSTREAM_FULL = 2
+#: The client's own socket has more than `WRITE_LIMIT_BYTES` waiting: it is not reading its events
+#: (relayed or the bridge's own error events), so the bridge stops reading what it sends.
+HOLD_CLIENT_FULL = 4
+#: `FRAME_BUDGET` messages were handled in this turn of the event loop.
+HOLD_BUDGET = 8
 #: Largest HTTP request head `BridgeConnection` buffers before deciding GET or not, bytes.
 MAX_SNIFF_BYTES = 16 * 1024
 #: The byte sequence of a transcription delta in vLLM's compact JSON, for TimeToFirstDelta.
@@ -86,13 +105,19 @@ def _serialise(response: Response) -> bytes:
 
 
 class BridgeConnection(ServerConnection):
-    """A websockets server connection that answers non-GET requests itself.
+    """The client side of a stream: a websockets server connection that relays frames and answers non-GET requests.
 
-    websockets' HTTP/1.1 parser only accepts GET and drops any other request without an answer; SageMaker's
-    `POST /invocations` (the non-streaming invocation) deserves a clear error instead. The first bytes of
-    each connection are held until the request head is complete: GET goes on to websockets unchanged,
-    anything else gets a JSON error and the connection is closed once the request body has been read
-    (closing with unread input would reset the connection and could lose the answer).
+    Relay: client frames are handled in `process_event` (see `_Stream`), or held, in order, while
+    `hold_reasons` is not 0 (the `HOLD_*` bits): vLLM has not accepted the session, a write buffer is
+    full, or the frame budget of this turn of the event loop is spent. Once `MAX_QUEUE_FRAMES` frames
+    are held (at once for the budget), reading from the client pauses and unparsed input waits in
+    `_unparsed`, so a client's input costs at most one read (256 KiB) plus a few frames of memory.
+
+    Non-GET requests: websockets' HTTP/1.1 parser only accepts GET and drops any other request without
+    an answer; SageMaker's `POST /invocations` (the non-streaming invocation) deserves a clear error
+    instead. The first bytes of each connection are held until the request head is complete: GET goes
+    on to websockets unchanged, anything else gets a JSON error and the connection is closed once the
+    request body has been read (closing with unread input would reset the connection and could lose the answer).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -101,18 +126,85 @@ class BridgeConnection(ServerConnection):
         self._discard = 0
         self.stream: _Stream | None = None
         self.assembly = _MessageAssembly()
+        self.hold_reasons = 0
+        self.held: collections.deque[Frame] = collections.deque()
+        self._unparsed = b""  # client input not parsed yet; reading is paused while it is not empty
+        self._reading_paused = False
+        self._turn_frames = 0  # messages handled in this turn of the event loop
+        self._releasing = False
 
     # -- the relay (see _Stream) ------------------------------------------------------------------------
     def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
-            message = self.assembly.add(event)
-            if message is not None and self.stream is not None:
-                self.stream.guarded(self.stream.from_client, message)
-            return  # before the stream exists (a refused stream): nothing to relay to
-        super().process_event(event)
+        if not isinstance(event, Frame):
+            super().process_event(event)  # the handshake request
+        elif self.hold_reasons or self.held:
+            self.held.append(event)
+        else:
+            self._handle_frame(event)
+
+    def _handle_frame(self, frame: Frame) -> None:
+        if frame.opcode not in DATA_OPCODES:
+            super().process_event(frame)  # control frames (websockets has answered pings already)
+            return
+        message = self.assembly.add(frame)
+        if message is None or self.stream is None:
+            return  # part of a message, or no stream (a refused one): nothing to relay to
+        self.stream.guarded(self.stream.from_client, message)
+        self._turn_frames += 1
+        if self._turn_frames >= FRAME_BUDGET and not self.hold_reasons & HOLD_BUDGET:
+            self.hold(HOLD_BUDGET)
+            self.loop.call_soon(self.release, HOLD_BUDGET)
+
+    def hold(self, reason: int) -> None:
+        """Hold client frames (one of the `HOLD_*` bits) until `release(reason)`."""
+        self.hold_reasons |= reason
+
+    def release(self, reason: int) -> None:
+        """Clear one hold reason; with none left, handle the held frames (within the budget) and read on."""
+        self.hold_reasons &= ~reason
+        self._turn_frames = 0  # every release runs in its own callback: a new turn of the event loop
+        if self.hold_reasons or self._releasing:
+            return
+        self._releasing = True
+        try:
+            while self.held and not self.hold_reasons:
+                self._handle_frame(self.held.popleft())
+            if self._unparsed and not self.hold_reasons:
+                unparsed, self._unparsed = self._unparsed, b""
+                self._feed(unparsed)
+            if self._reading_paused and not self._unparsed and not self._must_stop_reading():
+                self._reading_paused = False
+                self.transport.resume_reading()
+        finally:
+            self._releasing = False
+
+    def _must_stop_reading(self) -> bool:
+        return bool(self.hold_reasons & HOLD_BUDGET) or len(self.held) >= MAX_QUEUE_FRAMES
+
+    def _feed(self, data: bytes) -> None:
+        """Parse client input a piece at a time; stop (and pause reading) when frames must wait."""
+        if len(data) <= FEED_BYTES:
+            super().data_received(data)
+            if self._must_stop_reading():
+                self._pause_reading()
+            return
+        view = memoryview(data)
+        while view:
+            piece, view = view[:FEED_BYTES], view[FEED_BYTES:]
+            super().data_received(piece)  # type: ignore[arg-type]  # any bytes-like object is fed as is
+            if self._must_stop_reading():
+                self._unparsed = bytes(view)
+                self._pause_reading()
+                return
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def pause_writing(self) -> None:
         super().pause_writing()
+        self.hold(HOLD_CLIENT_FULL)
         if self.stream is not None and self.stream.upstream is not None:
             self.stream.upstream.transport.pause_reading()
 
@@ -120,9 +212,12 @@ class BridgeConnection(ServerConnection):
         super().resume_writing()
         if self.stream is not None and self.stream.upstream is not None:
             self.stream.upstream.transport.resume_reading()
+        self.release(HOLD_CLIENT_FULL)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.held.clear()
+        self._unparsed = b""
         if self.stream is not None:
             self.stream.client_lost()
 
@@ -130,7 +225,11 @@ class BridgeConnection(ServerConnection):
 
     def data_received(self, data: bytes) -> None:
         if self._sniff is None:
-            super().data_received(data)
+            if self._unparsed:  # reading is paused; a transport may still deliver what it had read
+                self._unparsed += data
+            else:
+                self._turn_frames = 0
+                self._feed(data)
             return
         if self._discard:
             self._discard_body(data)
@@ -138,7 +237,7 @@ class BridgeConnection(ServerConnection):
         self._sniff += data
         if self._sniff.startswith(b"GET "):
             head, self._sniff = bytes(self._sniff), None
-            super().data_received(head)
+            self._feed(head)
             return
         if len(self._sniff) < 4 and b"GET ".startswith(self._sniff):
             return  # too short to tell
@@ -200,11 +299,13 @@ class _Stream:
     switches and one queue per frame, which is most of the relay's CPU time and its latency tail
     under load. The handler task only waits on `done` and then closes both sockets.
     Back-pressure: when one socket's write buffer passes its high-water mark (`write_limit`), reading
-    from the other socket pauses until it drains.
+    from the other socket pauses until it drains; the client's own socket too, since its frames may
+    be answered by the bridge itself (error events). Client frames that arrive meanwhile, or while vLLM
+    accepts the session, are held in order by `BridgeConnection`.
     """
 
     __slots__ = (
-        "audio_bytes", "audio_since_final", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "pending", "started", "upstream",
+        "audio_bytes", "audio_since_final", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "started", "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: BridgeConnection) -> None:
@@ -221,18 +322,12 @@ class _Stream:
         # Resolves when the stream must end: (close code, reason) to close the client with, or None
         # when the client is already gone.
         self.done: asyncio.Future[tuple[CloseCode, str] | None] = asyncio.get_running_loop().create_future()
-        self.pending: list[bytes] | None = []  # client messages that arrived before vLLM accepted
 
     # -- client -> vLLM ---------------------------------------------------------------------------------
     def from_client(self, message: bytes) -> None:
         """One complete client message: check it (`protocol.check_client_frame`) and forward it to vLLM."""
         self.last_rx = time.monotonic()
         if self.ending:
-            return
-        if self.pending is not None:
-            self.pending.append(message)
-            if len(self.pending) >= MAX_QUEUE_FRAMES:
-                self.client.transport.pause_reading()
             return
         result = protocol.check_client_frame(message, self.bridge.health.served_model)
         if result.forward is None:
@@ -252,11 +347,7 @@ class _Stream:
     def upstream_ready(self, upstream: UpstreamConnection) -> None:
         """vLLM accepted the session: forward what the client sent meanwhile, then relay directly."""
         self.upstream = upstream
-        pending, self.pending = self.pending or [], None
-        for message in pending:
-            self.from_client(message)
-        if not self.ending:
-            self.client.transport.resume_reading()
+        self.client.release(HOLD_PENDING)
 
     # -- vLLM -> client ---------------------------------------------------------------------------------
     def from_upstream(self, message: bytes) -> None:
@@ -370,11 +461,11 @@ class UpstreamConnection(ClientConnection):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self.stream.client.transport.pause_reading()
+        self.stream.client.hold(HOLD_UPSTREAM_FULL)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self.stream.client.transport.resume_reading()
+        self.stream.client.release(HOLD_UPSTREAM_FULL)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -511,6 +602,7 @@ class Bridge:
         self._no_streams.clear()
         stream = _Stream(self, client)
         client.stream = stream
+        client.hold(HOLD_PENDING)
         try:
             try:
                 upstream = await connect(
@@ -528,6 +620,7 @@ class Bridge:
                 )
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
+                client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
                 self.metrics.upstream_error()
                 self.health.mark_unhealthy()
                 log.warning("vLLM did not accept a session: %s", exc or type(exc).__name__)
