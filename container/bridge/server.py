@@ -126,7 +126,9 @@ class BridgeConnection(ServerConnection):
         self._discard = 0
         self.stream: _Stream | None = None
         self.assembly = _MessageAssembly()
-        self.hold_reasons = 0
+        # Frames can arrive in the same read as the upgrade request, before the handler has decided to
+        # relay or refuse the stream: hold them from the start.
+        self.hold_reasons = HOLD_PENDING
         self.held: collections.deque[Frame] = collections.deque()
         self._unparsed = b""  # client input not parsed yet; reading is paused while it is not empty
         self._reading_paused = False
@@ -591,6 +593,7 @@ class Bridge:
         """Relay one stream (the WebSocket is already accepted); never raises for an ordinary disconnect."""
         if self.active_streams >= self.settings.max_streams:
             self.metrics.stream_rejected()
+            client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
             await self._refuse(
                 client,
                 f"the server is busy: {self.settings.max_streams} streams are open (MAX_STREAMS); retry later",
@@ -602,7 +605,6 @@ class Bridge:
         self._no_streams.clear()
         stream = _Stream(self, client)
         client.stream = stream
-        client.hold(HOLD_PENDING)
         try:
             try:
                 upstream = await connect(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
 import pytest
 from websockets.asyncio.client import connect
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
 import bridge.protocol
+from bridge.server import STREAM_PATH
 from tests.bridge.bridge_testkit import (
     PCM_CHUNK,
     append,
@@ -146,5 +151,32 @@ def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
             assert error["code"] == "session_limit"
             assert await closed_within(ws, ONE_SECOND) == (1000, "session_limit")
             assert session.audio_bytes == 34 * len(PCM_CHUNK)
+
+    run(scenario())
+
+
+def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(run):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
+            client = ClientProtocol(parse_uri(f"ws://127.0.0.1:{bridge_.port}{STREAM_PATH}"))
+            client.send_request(client.connect())
+            texts = [json.dumps({"type": "session.update", "model": vllm.model}), '{"type": "input_audio_buffer.commit"}',
+                     append()]
+            frames = b"".join(Frame(Opcode.TEXT, text.encode()).serialize(mask=True) for text in texts)
+            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
+            writer.write(b"".join(client.data_to_send()) + frames)  # the request and three frames in one write
+            session = await vllm.wait_for_session()
+            await session.wait_for_event("input_audio_buffer.append")
+            assert session.event_types() == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append"]
+            assert bytes(session.audio) == PCM_CHUNK
+            await session.send_delta("early")
+            events = []
+            async with asyncio.timeout(ONE_SECOND):
+                while len(events) < 2:
+                    client.receive_data(await reader.read(65536))
+                    events += [json.loads(e.data) for e in client.events_received() if isinstance(e, Frame)]
+            assert events[0]["type"] == "session.created"
+            assert events[1] == {"type": "transcription.delta", "delta": "early"}
+            writer.transport.abort()
 
     run(scenario())
