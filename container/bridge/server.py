@@ -67,6 +67,8 @@ CLIENT_CLOSE_TIMEOUT_S = 2.0
 MAX_QUEUE_FRAMES = 8
 #: Write buffer high-water mark per socket, bytes (websockets `write_limit`), about three appends.
 WRITE_LIMIT_BYTES = 16 * 1024
+#: Longest time between two looks at every stream's idle and stall clocks, seconds.
+SWEEP_PERIOD_S = 0.5
 #: Client messages the bridge handles in one turn of the event loop; then it pauses reading that client
 #: and goes on in the next turn, so that one client sending many small frames at once (a 256 KiB read
 #: can hold thousands) cannot keep the loop from other streams and `/ping`.
@@ -452,6 +454,12 @@ class UpstreamConnection(ClientConnection):
         super().__init__(*args, **kwargs)
         self.stream = stream
         self.assembly = _MessageAssembly()
+        self.last_rx = time.monotonic()  # when vLLM last sent anything (see Bridge._sweep_streams)
+        self.ping_sent_at: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
+        super().data_received(data)
 
     def process_event(self, event: Any) -> None:
         if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
@@ -517,7 +525,7 @@ class Bridge:
             server_header=None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._sweep_idle_streams())
+        self._spawn(self._sweep_streams())
         self._spawn(self._flush_metrics_periodically())
         log.info(
             "bridge listening on %s:%d, vLLM at %s, max %d streams",
@@ -665,20 +673,68 @@ class Bridge:
         await client.close(close_code, code)
 
     # ---- background work ----------------------------------------------------------------------------
-    async def _sweep_idle_streams(self) -> None:
-        """End streams whose client has sent nothing for `idle_timeout_s` (one task for all streams)."""
+    async def _sweep_streams(self) -> None:
+        """One task for all streams: end those whose client is idle or whose vLLM has stalled.
+
+        Idle: the client sent nothing for `idle_timeout_s`. The clock stops while the bridge itself holds
+        the client's frames for vLLM (vLLM has not accepted the session, or its write buffer is full):
+        then the client is not idle, vLLM is slow. It runs on while the client's own write buffer is full,
+        as then the client is not reading.
+
+        Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after `upstream_stall_s / 2`
+        without a frame from vLLM, the bridge sends a WebSocket ping; with still no frame `upstream_stall_s / 2`
+        later, the stream ends with `upstream_closed` and close 1011. Not while the bridge has paused reading
+        from vLLM because the client is not reading (the pong could not be read).
+        """
         idle_s = self.settings.idle_timeout_s
-        period = min(1.0, idle_s / 4)
+        stall_s = self.settings.upstream_stall_s
+        period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
         while True:
             await asyncio.sleep(period)
-            deadline = time.monotonic() - idle_s
+            now = time.monotonic()
             for stream in list(self._streams):
-                if stream.last_rx < deadline:
+                if stream.ending:
+                    continue
+                if stream.client.hold_reasons & (HOLD_PENDING | HOLD_UPSTREAM_FULL):
+                    stream.last_rx = now  # the bridge holds the client back: its idle clock stops
+                elif stream.last_rx < now - idle_s:
+                    full = stream.client.hold_reasons & HOLD_CLIENT_FULL
                     stream.end(
-                        f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S); the session was ended",
+                        f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S)"
+                        + (" while it read none of its events" if full else "")
+                        + "; the session was ended",
                         protocol.IDLE_TIMEOUT,
                         CloseCode.NORMAL_CLOSURE,
                     )
+                    continue
+                self._check_upstream(stream, now, stall_s)
+
+    def _check_upstream(self, stream: _Stream, now: float, stall_s: float) -> None:
+        upstream = stream.upstream
+        if upstream is None or upstream.protocol.state is not State.OPEN:
+            return
+        if not upstream.transport.is_reading():  # paused: the client is not reading; vLLM cannot be judged
+            upstream.ping_sent_at = None
+            return
+        if upstream.ping_sent_at is None:
+            if now - upstream.last_rx >= stall_s / 2:
+                upstream.ping_sent_at = now
+                upstream.protocol.send_ping(b"bridge")
+                try:
+                    upstream.send_data()
+                except Exception as exc:  # the transport is closing: connection_lost ends the stream
+                    upstream.set_connection_exc(exc)
+        elif upstream.last_rx >= upstream.ping_sent_at:
+            upstream.ping_sent_at = None  # vLLM answered (the pong, or any frame)
+        elif now - upstream.ping_sent_at >= stall_s / 2:
+            self.metrics.upstream_error()
+            log.warning("vLLM sent nothing for %.1f s and did not answer a ping: ending the stream", now - upstream.last_rx)
+            stream.end(
+                f"the model server did not answer for {stall_s:g} s (no data, no reply to a WebSocket ping); "
+                "the session was ended",
+                protocol.UPSTREAM_CLOSED,
+                CloseCode.INTERNAL_ERROR,
+            )
 
     async def _flush_metrics_periodically(self) -> None:
         while True:

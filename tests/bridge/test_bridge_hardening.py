@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 
 import pytest
 from websockets.asyncio.client import connect
@@ -178,5 +179,55 @@ def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(ru
             assert events[0]["type"] == "session.created"
             assert events[1] == {"type": "transcription.delta", "delta": "early"}
             writer.transport.abort()
+
+    run(scenario())
+
+
+def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_not_idle_timeout(run):
+    # vLLM stops (SIGSTOP) while a client streams: the bridge's writes to vLLM back up, so the bridge stops
+    # reading the client. The client is not idle; vLLM is stalled, and the client must be told so.
+    idle_s, stall_s = 0.5, 1.5
+
+    async def keep_sending(ws) -> None:
+        for _ in range(2000):  # bounded; blocks as soon as the bridge stops reading
+            await ws.send(append())
+
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, idle_timeout_s=idle_s, upstream_stall_s=stall_s) as bridge_:
+            ws, session = await started_stream(bridge_, vllm)
+            (stream,) = bridge_._streams
+            stream.upstream.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            session.hang()
+            sender = asyncio.create_task(keep_sending(ws))
+            try:
+                error = await recv_event(ws, timeout=stall_s + 3)
+            finally:
+                sender.cancel()
+            assert error["code"] == "upstream_closed"
+            assert f"{stall_s:g} s" in error["error"]
+            code, _ = await closed_within(ws, ONE_SECOND + 2)  # the client's side is still sending: close handshake
+            assert code == 1011
+            assert bridge_.metrics.upstream_errors == 1
+            session.resume()  # SIGCONT: the fake sees that the bridge has dropped the connection
+            await session.wait_closed(timeout=ONE_SECOND)
+            assert bridge_.active_streams == 0
+
+    run(scenario())
+
+
+def test_quiet_but_alive_vllm_is_not_taken_for_a_hung_one(run):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=0.4) as bridge_:
+            ws, session = await started_stream(bridge_, vllm)
+            vllm.silent = True  # answers no events, but its WebSocket layer answers pings
+            for _ in range(12):  # 1.2 s, three times the stall limit
+                await ws.send(append())
+                await asyncio.sleep(0.1)
+            await session.wait_for_event("input_audio_buffer.append", count=12)
+            assert not session.closed.is_set()
+            assert bridge_.metrics.upstream_errors == 0
+            vllm.silent = False
+            await session.send_delta("alive")
+            assert await recv_event(ws) == {"type": "transcription.delta", "delta": "alive"}
 
     run(scenario())
