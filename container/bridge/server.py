@@ -56,6 +56,7 @@ INVOCATIONS_PATH = "/invocations"
 #: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
 #: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
 #: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+#: A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest wait for the other side's close frame when the bridge closes a socket, seconds; then the
 #: TCP connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
@@ -614,8 +615,8 @@ class Bridge:
         stream = _Stream(self, client)
         client.stream = stream
         try:
-            try:
-                upstream = await connect(
+            connecting = asyncio.ensure_future(
+                connect(
                     self._upstream_url,
                     create_connection=functools.partial(UpstreamConnection, stream=stream),
                     compression=None,
@@ -628,6 +629,16 @@ class Bridge:
                     proxy=None,
                     user_agent_header=None,
                 )
+            )
+            # The client may leave while vLLM is slow to accept: then give up at once (cancelling the
+            # connect drops its TCP connection) rather than hold a MAX_STREAMS slot for the open timeout.
+            await asyncio.wait((connecting, stream.done), return_when=asyncio.FIRST_COMPLETED)
+            if not connecting.done():
+                connecting.cancel()
+                await asyncio.wait((connecting,))
+                return
+            try:
+                upstream = connecting.result()
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
                 client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
