@@ -6,7 +6,8 @@ argument is ignored here.
 
 - vLLM flags come from `SM_VLLM_<NAME>` variables, the convention of AWS's vLLM SageMaker containers:
   `SM_VLLM_MAX_MODEL_LEN=32768` becomes `--max-model-len 32768`; a value is passed as one argument,
-  untouched (JSON stays intact); `true` (any case) becomes the bare flag, `false` leaves it out.
+  untouched (JSON stays intact); `true` (any case) or an empty value becomes the bare flag (as in
+  vLLM's `examples/online_serving/sagemaker-entrypoint.sh`), `false` leaves it out.
   `SM_VLLM_HOST` and `SM_VLLM_PORT` are ignored: vLLM always binds 127.0.0.1:8081, reachable only
   through the bridge.
 - vLLM exits: the bridge is stopped and the entrypoint exits non-zero within 5 s, so SageMaker replaces
@@ -68,7 +69,7 @@ def vllm_flags(env: Mapping[str, str]) -> list[str]:
             continue
         flag = "--" + key.lower().replace("_", "-")
         value = env[name]
-        if value.strip().lower() == "true":
+        if value.strip().lower() in ("true", ""):  # empty: a bare flag, as in vLLM's sagemaker-entrypoint.sh
             flags.append(flag)
         elif value.strip().lower() != "false":
             flags += [flag, value]

@@ -55,6 +55,13 @@ def test_flags_from_sm_vllm_variables():
     ]
 
 
+def test_an_empty_value_is_a_bare_flag():
+    # As vLLM's examples/online_serving/sagemaker-entrypoint.sh does: `SM_VLLM_ENFORCE_EAGER=` means the flag.
+    assert vllm_flags({"SM_VLLM_ENFORCE_EAGER": "", "SM_VLLM_TRUST_REMOTE_CODE": "  "})[:2] == [
+        "--enforce-eager", "--trust-remote-code",
+    ]
+
+
 def test_true_is_a_bare_flag_in_any_case():
     assert vllm_flags({"SM_VLLM_ENABLE_PREFIX_CACHING": "TRUE"})[:1] == ["--enable-prefix-caching"]
 
@@ -89,8 +96,10 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
 
 @pytest.mark.parametrize(("vllm_exit", "expected"), [(3, 3), (0, 1)])
 def test_vllm_exit_stops_the_container_non_zero_within_5s(tmp_path, vllm_exit, expected):
-    process, record = start_entrypoint(tmp_path, STANDIN_LIFETIME_S="1", STANDIN_EXIT=str(vllm_exit))
+    process, record = start_entrypoint(tmp_path, STANDIN_LIFETIME_S="1", STANDIN_EXIT=str(vllm_exit), SM_VLLM_ENFORCE_EAGER="")
     assert json.loads(record.read_text())[-4:] == ["--host", "127.0.0.1", "--port", "8081"]
+    assert "--enforce-eager" in json.loads(record.read_text())
+    assert "" not in json.loads(record.read_text())
     assert "--max-model-len" in json.loads(record.read_text())
     started = time.monotonic()
     try:
