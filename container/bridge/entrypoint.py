@@ -40,7 +40,8 @@ VLLM_PORT = DEFAULT_VLLM_PORT
 #: `SM_VLLM_*` names the entrypoint sets itself (after the prefix).
 _FORCED = {"HOST", "PORT"}
 #: How vLLM is started (vLLM's OpenAI-compatible server, which serves /v1/realtime); override with the
-#: VLLM_COMMAND variable, a JSON list (tests use a stand-in process).
+#: VLLM_COMMAND variable, a JSON list (tests use a stand-in process). `python3` is the first on PATH: the
+#: image's own Python with vLLM, not the bridge's venv (which is not activated, only run by path).
 DEFAULT_VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 #: After vLLM dies, how long the bridge gets to close its streams before SIGKILL, seconds (total exit
 #: stays under the 5 s the issue allows).
@@ -94,7 +95,7 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
 
 
 def bridge_command() -> list[str]:
-    """The bridge's command line: this Python running `-m bridge`."""
+    """The bridge's command line: this Python (in the image, the bridge's own venv) running `-m bridge`."""
     return [sys.executable, "-m", "bridge"]
 
 
@@ -115,8 +116,15 @@ async def _stop(process: asyncio.subprocess.Process, timeout_s: float, name: str
     return process.returncode
 
 
-async def supervise(vllm_cmd: Sequence[str], bridge_cmd: Sequence[str], env: Mapping[str, str], drain_s: float) -> int:
-    """Start vLLM and the bridge, wait for the first of: vLLM exits, the bridge exits, SIGTERM/SIGINT.
+async def supervise(
+    vllm_cmd: Sequence[str],
+    bridge_cmd: Sequence[str],
+    env: Mapping[str, str],
+    drain_s: float,
+    bridge_env: Mapping[str, str] | None = None,
+) -> int:
+    """Start vLLM (with `env`) and the bridge (with `bridge_env`, default `env`), wait for the first of:
+    vLLM exits, the bridge exits, SIGTERM/SIGINT.
 
     Returns:
         The exit code for the container: 0 after a signal; vLLM's (or the bridge's) non-zero code, or 1,
@@ -124,7 +132,7 @@ async def supervise(vllm_cmd: Sequence[str], bridge_cmd: Sequence[str], env: Map
     """
     log.info("starting vLLM: %s", " ".join(vllm_cmd))
     vllm = await asyncio.create_subprocess_exec(*vllm_cmd, env=dict(env))
-    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env))
+    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -160,10 +168,12 @@ def main() -> int:
         return 2
     env["VLLM_HOST"] = VLLM_HOST
     env["VLLM_PORT"] = str(VLLM_PORT)
+    # The bridge's process must import this package wherever it lives (in the image a .pth file in the
+    # bridge's venv does it; from a source tree, PYTHONPATH). vLLM keeps the environment it was given.
     package_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
-    return asyncio.run(supervise(command, bridge_command(), env, drain_s))
+    return asyncio.run(supervise(command, bridge_command(), env, drain_s, bridge_env))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ CONTAINER = Path(__file__).resolve().parents[2] / "container"
 STANDIN = """
 import json, os, signal, sys, time
 record = os.environ["STANDIN_RECORD"]
+open(record + ".pythonpath", "w").write(os.environ.get("PYTHONPATH", ""))
 open(record, "w").write(json.dumps(sys.argv[1:]))
 def on_term(*_):
     open(record + ".term", "w").write("SIGTERM")
@@ -111,7 +112,9 @@ def test_vllm_exit_stops_the_container_non_zero_within_5s(tmp_path, vllm_exit, e
 
 
 def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
-    process, record = start_entrypoint(tmp_path)
+    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image")
+    # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
+    assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
     time.sleep(1.0)  # let the bridge start
     process.send_signal(signal.SIGTERM)
     try:
