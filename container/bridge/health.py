@@ -25,8 +25,9 @@ PROBE_TIMEOUT_S = 1.0
 #: in the bridge or in vLLM) must not take the instance out of service: SageMaker stops routing to an
 #: instance whose `/ping` fails. A refused or dropped session (`mark_unhealthy`) counts at once.
 FAILURES_BEFORE_UNHEALTHY = 3
-#: Largest HTTP answer the probe reads, bytes (`/v1/models` is a few hundred bytes).
-MAX_RESPONSE_BYTES = 1024 * 1024
+#: Largest HTTP answer (head and body) the probe reads, bytes; a larger one counts as a failed probe.
+#: vLLM's `/health` body is empty and `/v1/models` a few hundred bytes per model.
+MAX_RESPONSE_BYTES = 64 * 1024
 
 
 async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[int, bytes]:
@@ -38,15 +39,17 @@ async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[i
     Raises:
         OSError: connection refused or reset.
         TimeoutError: no complete answer within `timeout_s` seconds.
-        ValueError: the answer is not HTTP.
+        ValueError: the answer is not HTTP, or is larger than `MAX_RESPONSE_BYTES`.
     """
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode("ascii"))
-            response = await reader.read(MAX_RESPONSE_BYTES)
+            response = b""
             while chunk := await reader.read(MAX_RESPONSE_BYTES):
                 response += chunk
+                if len(response) > MAX_RESPONSE_BYTES:
+                    raise ValueError(f"the answer to GET {path} is larger than {MAX_RESPONSE_BYTES} bytes")
         finally:
             writer.close()
             with contextlib.suppress(OSError):

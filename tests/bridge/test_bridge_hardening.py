@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import socket
 
@@ -14,6 +15,7 @@ from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
 import bridge.protocol
+from bridge.health import MAX_RESPONSE_BYTES, http_get
 from bridge.server import STREAM_PATH
 from tests.bridge.bridge_testkit import (
     PCM_CHUNK,
@@ -261,5 +263,25 @@ def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1
                         await asyncio.sleep(0.02)
         finally:
             hung.close()
+
+    run(scenario())
+
+
+def test_health_probe_reads_at_most_max_response_bytes(run):
+    # A misbehaving server behind VLLM_PORT sending an endless answer must not fill the bridge's memory.
+    async def scenario():
+        async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * (4 * MAX_RESPONSE_BYTES))
+            with contextlib.suppress(OSError):
+                await writer.drain()
+            writer.close()
+
+        server_ = await asyncio.start_server(flood, "127.0.0.1", 0)
+        try:
+            with pytest.raises(ValueError, match="larger than"):
+                await http_get("127.0.0.1", server_.sockets[0].getsockname()[1], "/health", 2.0)
+        finally:
+            server_.close()
 
     run(scenario())
