@@ -229,15 +229,15 @@ class BridgeConnection(ServerConnection):
     # -- answering non-GET requests -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._discard:  # the body of a request already answered (see _answer)
+            self._discard_body(data)
+            return
         if self._sniff is None:
             if self._unparsed:  # reading is paused; a transport may still deliver what it had read
                 self._unparsed += data
             else:
                 self._turn_frames = 0
                 self._feed(data)
-            return
-        if self._discard:
-            self._discard_body(data)
             return
         self._sniff += data
         if self._sniff.startswith(b"GET "):

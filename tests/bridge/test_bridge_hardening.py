@@ -285,3 +285,20 @@ def test_health_probe_reads_at_most_max_response_bytes(run):
             server_.close()
 
     run(scenario())
+
+
+def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
+            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
+            writer.write(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n" + b"A" * 100)
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the rest of the body comes in another read
+            writer.write(b"B" * 19_900)
+            response = await asyncio.wait_for(reader.read(), 2.0)
+            writer.close()
+            assert response.count(b"HTTP/1.1 ") == 1  # only the bridge's answer, no second (bogus) one
+            assert response.startswith(b"HTTP/1.1 400 ")
+            assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "use_bidirectional_stream"
+
+    run(scenario())
