@@ -132,7 +132,7 @@ class BridgeConnection(ServerConnection):
         # Frames can arrive in the same read as the upgrade request, before the handler has decided to
         # relay or refuse the stream: hold them from the start.
         self.hold_reasons = HOLD_PENDING
-        self.held: collections.deque[Frame] = collections.deque()
+        self.held: collections.deque[Frame] | None = None  # made on first use (an empty deque is ~600 bytes)
         self._unparsed = b""  # client input not parsed yet; reading is paused while it is not empty
         self._reading_paused = False
         self._turn_frames = 0  # messages handled in this turn of the event loop
@@ -143,6 +143,8 @@ class BridgeConnection(ServerConnection):
         if not isinstance(event, Frame):
             super().process_event(event)  # the handshake request
         elif self.hold_reasons or self.held:
+            if self.held is None:
+                self.held = collections.deque()
             self.held.append(event)
         else:
             self._handle_frame(event)
@@ -184,7 +186,7 @@ class BridgeConnection(ServerConnection):
             self._releasing = False
 
     def _must_stop_reading(self) -> bool:
-        return bool(self.hold_reasons & HOLD_BUDGET) or len(self.held) >= MAX_QUEUE_FRAMES
+        return bool(self.hold_reasons & HOLD_BUDGET) or (self.held is not None and len(self.held) >= MAX_QUEUE_FRAMES)
 
     def _feed(self, data: bytes) -> None:
         """Parse client input a piece at a time; stop (and pause reading) when frames must wait."""
@@ -221,7 +223,7 @@ class BridgeConnection(ServerConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.held.clear()
+        self.held = None
         self._unparsed = b""
         if self.stream is not None:
             self.stream.client_lost()
@@ -639,6 +641,7 @@ class Bridge:
                 return
             try:
                 upstream = connecting.result()
+                del connecting  # the finished task would otherwise be kept for the stream's lifetime
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
                 client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
