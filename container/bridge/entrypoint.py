@@ -6,7 +6,8 @@ argument is ignored here.
 
 - vLLM flags come from `SM_VLLM_<NAME>` variables, the convention of AWS's vLLM SageMaker containers:
   `SM_VLLM_MAX_MODEL_LEN=32768` becomes `--max-model-len 32768`; a value is passed as one argument,
-  untouched (JSON stays intact); `true` (any case) becomes the bare flag, `false` leaves it out.
+  untouched (JSON stays intact); `true` (any case) or an empty value becomes the bare flag (as in
+  vLLM's `examples/online_serving/sagemaker-entrypoint.sh`), `false` leaves it out.
   `SM_VLLM_HOST` and `SM_VLLM_PORT` are ignored: vLLM always binds 127.0.0.1:8081, reachable only
   through the bridge.
 - vLLM exits: the bridge is stopped and the entrypoint exits non-zero within 5 s, so SageMaker replaces
@@ -39,7 +40,8 @@ VLLM_PORT = DEFAULT_VLLM_PORT
 #: `SM_VLLM_*` names the entrypoint sets itself (after the prefix).
 _FORCED = {"HOST", "PORT"}
 #: How vLLM is started (vLLM's OpenAI-compatible server, which serves /v1/realtime); override with the
-#: VLLM_COMMAND variable, a JSON list (tests use a stand-in process).
+#: VLLM_COMMAND variable, a JSON list (tests use a stand-in process). `python3` is the first on PATH: the
+#: image's own Python with vLLM, not the bridge's venv (which is not activated, only run by path).
 DEFAULT_VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 #: After vLLM dies, how long the bridge gets to close its streams before SIGKILL, seconds (total exit
 #: stays under the 5 s the issue allows).
@@ -68,7 +70,7 @@ def vllm_flags(env: Mapping[str, str]) -> list[str]:
             continue
         flag = "--" + key.lower().replace("_", "-")
         value = env[name]
-        if value.strip().lower() == "true":
+        if value.strip().lower() in ("true", ""):  # empty: a bare flag, as in vLLM's sagemaker-entrypoint.sh
             flags.append(flag)
         elif value.strip().lower() != "false":
             flags += [flag, value]
@@ -93,7 +95,7 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
 
 
 def bridge_command() -> list[str]:
-    """The bridge's command line: this Python running `-m bridge`."""
+    """The bridge's command line: this Python (in the image, the bridge's own venv) running `-m bridge`."""
     return [sys.executable, "-m", "bridge"]
 
 
@@ -114,8 +116,15 @@ async def _stop(process: asyncio.subprocess.Process, timeout_s: float, name: str
     return process.returncode
 
 
-async def supervise(vllm_cmd: Sequence[str], bridge_cmd: Sequence[str], env: Mapping[str, str], drain_s: float) -> int:
-    """Start vLLM and the bridge, wait for the first of: vLLM exits, the bridge exits, SIGTERM/SIGINT.
+async def supervise(
+    vllm_cmd: Sequence[str],
+    bridge_cmd: Sequence[str],
+    env: Mapping[str, str],
+    drain_s: float,
+    bridge_env: Mapping[str, str] | None = None,
+) -> int:
+    """Start vLLM (with `env`) and the bridge (with `bridge_env`, default `env`), wait for the first of:
+    vLLM exits, the bridge exits, SIGTERM/SIGINT.
 
     Returns:
         The exit code for the container: 0 after a signal; vLLM's (or the bridge's) non-zero code, or 1,
@@ -123,7 +132,7 @@ async def supervise(vllm_cmd: Sequence[str], bridge_cmd: Sequence[str], env: Map
     """
     log.info("starting vLLM: %s", " ".join(vllm_cmd))
     vllm = await asyncio.create_subprocess_exec(*vllm_cmd, env=dict(env))
-    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env))
+    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -159,10 +168,12 @@ def main() -> int:
         return 2
     env["VLLM_HOST"] = VLLM_HOST
     env["VLLM_PORT"] = str(VLLM_PORT)
+    # The bridge's process must import this package wherever it lives (in the image a .pth file in the
+    # bridge's venv does it; from a source tree, PYTHONPATH). vLLM keeps the environment it was given.
     package_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
-    return asyncio.run(supervise(command, bridge_command(), env, drain_s))
+    return asyncio.run(supervise(command, bridge_command(), env, drain_s, bridge_env))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,13 @@ log = logging.getLogger(__name__)
 PROBE_INTERVAL_S = 0.5
 #: Longest wait for one probe's answer, seconds (a hanging vLLM counts as unhealthy after this).
 PROBE_TIMEOUT_S = 1.0
-#: Largest HTTP answer the probe reads, bytes (`/v1/models` is a few hundred bytes).
-MAX_RESPONSE_BYTES = 1024 * 1024
+#: Failed probes in a row before a healthy vLLM counts as unhealthy. One slow answer (a busy event loop
+#: in the bridge or in vLLM) must not take the instance out of service: SageMaker stops routing to an
+#: instance whose `/ping` fails. A refused or dropped session (`mark_unhealthy`) counts at once.
+FAILURES_BEFORE_UNHEALTHY = 3
+#: Largest HTTP answer (head and body) the probe reads, bytes; a larger one counts as a failed probe.
+#: vLLM's `/health` body is empty and `/v1/models` a few hundred bytes per model.
+MAX_RESPONSE_BYTES = 64 * 1024
 
 
 async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[int, bytes]:
@@ -34,15 +39,17 @@ async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[i
     Raises:
         OSError: connection refused or reset.
         TimeoutError: no complete answer within `timeout_s` seconds.
-        ValueError: the answer is not HTTP.
+        ValueError: the answer is not HTTP, or is larger than `MAX_RESPONSE_BYTES`.
     """
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode("ascii"))
-            response = await reader.read(MAX_RESPONSE_BYTES)
+            response = b""
             while chunk := await reader.read(MAX_RESPONSE_BYTES):
                 response += chunk
+                if len(response) > MAX_RESPONSE_BYTES:
+                    raise ValueError(f"the answer to GET {path} is larger than {MAX_RESPONSE_BYTES} bytes")
         finally:
             writer.close()
             with contextlib.suppress(OSError):
@@ -71,6 +78,9 @@ def _unchunk(body: bytes) -> bytes:
 class HealthProbe:
     """Background probe of vLLM's `/health`; `healthy` is the cached answer (False until the first 200).
 
+    `healthy` turns True on the first 200 and False after `FAILURES_BEFORE_UNHEALTHY` failed probes in a
+    row (about 1.5 s with a refused connection, 4.5 s with a hanging vLLM), or at once on `mark_unhealthy`.
+
     Args:
         host, port: where vLLM listens.
         served_model: the model name from the settings; when None, the probe learns it from vLLM's
@@ -82,6 +92,7 @@ class HealthProbe:
         self.port = port
         self.served_model = served_model
         self.healthy = False
+        self.failures = 0  # failed probes in a row
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -103,15 +114,19 @@ class HealthProbe:
         self._wake.set()
 
     async def probe_once(self) -> bool:
-        """Ask vLLM's `/health` once; update and return `healthy`."""
+        """Ask vLLM's `/health` once, update `healthy` (see the class docstring) and return this probe's answer."""
         try:
             status, _ = await http_get(self.host, self.port, VLLM_HEALTH_PATH, PROBE_TIMEOUT_S)
             healthy = status == 200
         except (OSError, TimeoutError, ValueError):
             healthy = False
-        if healthy != self.healthy:
-            log.info("vLLM is %s", "ready" if healthy else "not ready")
-        self.healthy = healthy
+        self.failures = 0 if healthy else self.failures + 1
+        if healthy and not self.healthy:
+            log.info("vLLM is ready")
+            self.healthy = True
+        elif self.healthy and self.failures >= FAILURES_BEFORE_UNHEALTHY:
+            log.info("vLLM is not ready (%d failed probes in a row)", self.failures)
+            self.healthy = False
         if healthy and self.served_model is None:
             await self._learn_served_model()
         return healthy

@@ -6,7 +6,8 @@ Source of every event name, field and error code: vllm-project/vllm
 events `{"type": "error", "error": <message>, "code": <code>}` and the socket stays open after them.
 
 The bridge adds its own codes in the same shape: `upstream_closed`, `upstream_unavailable`,
-`server_busy`, `idle_timeout`, `session_limit`, `server_shutdown`.
+`server_busy`, `idle_timeout`, `session_limit`, `server_shutdown`. Where it answers a client frame in
+vLLM's place, it uses the code vLLM would give (`check_client_frame`).
 
 Client frames are checked before they are relayed, so that nothing malformed reaches vLLM:
 
@@ -38,16 +39,21 @@ APPEND = "input_audio_buffer.append"
 COMMIT = "input_audio_buffer.commit"
 TRANSCRIPTION_DELTA = "transcription.delta"
 TRANSCRIPTION_DONE = "transcription.done"
+#: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first field,
+#: first and compact (realtime/protocol.py `TranscriptionDone`).
+TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
 
 #: Audio format of `input_audio_buffer.append` (vllm realtime/protocol.py: "base64-encoded PCM16 @ 16kHz").
 SAMPLE_RATE_HZ = 16_000
 BYTES_PER_SAMPLE = 2  # PCM16, mono
 
 # ---- error codes --------------------------------------------------------------------------------------
-# vLLM's own (realtime/connection.py); the bridge answers the first two itself for frames it rejects.
+# vLLM's own (realtime/connection.py); the bridge answers these itself for frames it rejects, with the
+# code vLLM would give for the same frame.
 INVALID_JSON = "invalid_json"
-INVALID_EVENT = "invalid_event"
 INVALID_AUDIO = "invalid_audio"
+PROCESSING_ERROR = "processing_error"
+UNKNOWN_EVENT = "unknown_event"
 # The bridge's, same event shape.
 UPSTREAM_CLOSED = "upstream_closed"  # vLLM closed or dropped the session mid-stream
 UPSTREAM_UNAVAILABLE = "upstream_unavailable"  # vLLM refused or did not answer the connection
@@ -62,6 +68,8 @@ _APPEND_PREFIXES = (
     b'{"type": "input_audio_buffer.append", "audio": "',
 )
 _APPEND_SUFFIX = b'"}'
+#: JSON's names of the Python types json.loads returns, for error messages.
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
 def error_event(message: str, code: str) -> bytes:
@@ -78,24 +86,35 @@ class FrameCheck:
         error: the error event (bytes) to send back to the client when rejected, else None.
         audio_bytes: decoded PCM16 bytes the frame appends (0 for other events).
         event_type: the event's `type` when known (None for frames that are not JSON objects).
+        final_commit: the frame is `input_audio_buffer.commit` with `"final": true` (the audio of the
+            current generation is complete).
     """
 
     forward: bytes | None
     error: bytes | None = None
     audio_bytes: int = 0
     event_type: str | None = None
+    final_commit: bool = False
 
 
 def _reject(message: str, code: str, event_type: str | None = None) -> FrameCheck:
     return FrameCheck(forward=None, error=error_event(message, code), event_type=event_type)
 
 
-def _pcm16_length(audio: bytes | str) -> int | str:
-    """Decoded length in bytes of base64 PCM16 `audio`, or an error message saying what is wrong."""
+def _pcm16_length(audio: bytes | str | memoryview) -> int | str:
+    """Decoded length in bytes of base64 PCM16 `audio`, or an error message saying what is wrong.
+
+    Line breaks (CR, LF: MIME-style base64, e.g. Python's `base64.encodebytes`) are allowed, as vLLM
+    allows them; any other character outside the RFC 4648 alphabet is refused. vLLM decodes with
+    `pybase64.b64decode` without validation, which silently skips such characters and transcribes what
+    remains; refusing them keeps a corrupted payload from becoming wrong audio.
+    """
+    if isinstance(audio, str) and ("\n" in audio or "\r" in audio):
+        audio = audio.replace("\r", "").replace("\n", "")
     try:
         pcm_bytes = len(binascii.a2b_base64(audio, strict_mode=True))
     except (binascii.Error, ValueError):
-        return "audio is not valid base64 (RFC 4648 standard alphabet, padded, no line breaks)"
+        return "audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, nothing else)"
     if pcm_bytes == 0:
         return "audio is empty; send at least one PCM16 sample (2 bytes)"
     if pcm_bytes % BYTES_PER_SAMPLE:
@@ -112,9 +131,11 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
 
     Returns:
         FrameCheck: `forward` is `frame` itself for every accepted event, except `session.update`,
-        which is re-serialised with `model` set to `served_model`. Rejections carry vLLM's codes:
-        `invalid_json` (not UTF-8 JSON), `invalid_event` (JSON but not an object, or no string `type`),
-        `invalid_audio` (append whose audio is missing, not base64, empty or an odd number of bytes).
+        which is re-serialised with `model` set to `served_model`. Rejections carry the code vLLM gives
+        for the same frame: `invalid_json` (not JSON; also not UTF-8, which vLLM's WebSocket layer would
+        refuse outright), `processing_error` (JSON but not an object; an append without a string
+        `audio`; JSON nested too deeply or with a number too long for Python's parser), `unknown_event`
+        (no string `type`), `invalid_audio` (audio not base64, empty, or an odd number of bytes).
     """
     # Hot path: an append in the canonical layout; strict base64 decoding validates the whole middle.
     if frame.endswith(_APPEND_SUFFIX):
@@ -130,15 +151,29 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
         return _reject("frame is not UTF-8 text; send each event as JSON in a text frame", INVALID_JSON)
     except json.JSONDecodeError as exc:
         return _reject(f"Invalid JSON: {exc.msg} at position {exc.pos}", INVALID_JSON)
-    if not isinstance(event, dict):
-        return _reject(f"an event must be a JSON object, got {type(event).__name__}", INVALID_EVENT)
+    except (ValueError, RecursionError) as exc:
+        # Valid JSON that Python's parser refuses: nesting deeper than the recursion limit, or an integer
+        # of more than 4300 digits (sys.get_int_max_str_digits). vLLM's json.loads fails the same way
+        # and answers processing_error (realtime/connection.py: any exception other than JSONDecodeError).
+        reason = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+        return _reject(f"the event {reason} to be parsed ({type(exc).__name__})", PROCESSING_ERROR)
+    # The codes below are the ones vLLM answers for the same frame (realtime/connection.py), so that a
+    # client sees the same errors with or without the bridge.
+    if not isinstance(event, dict):  # vLLM: event.get() raises AttributeError -> processing_error
+        return _reject(f"an event must be a JSON object, got {_JSON_NAMES.get(type(event), 'null')}", PROCESSING_ERROR)
     event_type = event.get("type")
-    if not isinstance(event_type, str):
-        return _reject('an event needs a string field "type"', INVALID_EVENT)
+    if not isinstance(event_type, str):  # vLLM: no handler for the type -> unknown_event
+        return _reject(
+            f"Unknown event type: {json.dumps(event_type)}; an event needs a string field \"type\" "
+            f"({SESSION_UPDATE}, {APPEND} or {COMMIT})",
+            UNKNOWN_EVENT,
+        )
     if event_type == APPEND:
         audio = event.get("audio")
-        if not isinstance(audio, str):
-            return _reject('input_audio_buffer.append needs a string field "audio" (base64 PCM16)', INVALID_AUDIO, APPEND)
+        if not isinstance(audio, str):  # vLLM: pydantic validation of InputAudioBufferAppend -> processing_error
+            return _reject(
+                f'{APPEND} needs a string field "audio" (base64 PCM16, 16 kHz, mono)', PROCESSING_ERROR, APPEND
+            )
         pcm_bytes = _pcm16_length(audio)
         if isinstance(pcm_bytes, str):
             return _reject(pcm_bytes, INVALID_AUDIO, APPEND)
@@ -146,6 +181,8 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
     if event_type == SESSION_UPDATE and served_model is not None and event.get("model") != served_model:
         event["model"] = served_model
         return FrameCheck(forward=json.dumps(event, separators=(",", ":")).encode(), event_type=SESSION_UPDATE)
+    if event_type == COMMIT:
+        return FrameCheck(forward=frame, event_type=COMMIT, final_commit=event.get("final") is True)
     return FrameCheck(forward=frame, event_type=event_type)
 
 

@@ -23,13 +23,14 @@ base64 PCM16, which deflate barely shrinks, and compressing it would cost CPU on
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import http
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -55,16 +56,37 @@ INVOCATIONS_PATH = "/invocations"
 #: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
 #: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
 #: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+#: A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest wait for the other side's close frame when the bridge closes a socket, seconds; then the
 #: TCP connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
 UPSTREAM_CLOSE_TIMEOUT_S = 0.5
 CLIENT_CLOSE_TIMEOUT_S = 2.0
-#: Client messages held while vLLM accepts the session before reading from the client pauses; also
-#: websockets' `max_queue`. The relay forwards frames as they come, so this only bounds memory.
+#: Client messages held (while vLLM accepts the session, or a write buffer is full) before reading from
+#: the client pauses; also websockets' `max_queue`. The relay forwards frames as they come, so this only
+#: bounds memory.
 MAX_QUEUE_FRAMES = 8
 #: Write buffer high-water mark per socket, bytes (websockets `write_limit`), about three appends.
 WRITE_LIMIT_BYTES = 16 * 1024
+#: Longest time between two looks at every stream's idle and stall clocks, seconds.
+SWEEP_PERIOD_S = 0.5
+#: Client messages the bridge handles in one turn of the event loop; then it pauses reading that client
+#: and goes on in the next turn, so that one client sending many small frames at once (a 256 KiB read
+#: can hold thousands) cannot keep the loop from other streams and `/ping`.
+FRAME_BUDGET = 32
+#: Client bytes parsed at a time, so that the frame budget is looked at often; one 4096-byte PCM16 append
+#: is about 5.5 KiB as a frame, so the usual read is one piece.
+FEED_BYTES = 8 * 1024
+# Why the bridge holds a client's frames instead of handling them (bits of `BridgeConnection.hold_reasons`).
+#: vLLM has not accepted the session yet.
+HOLD_PENDING = 1
+#: vLLM's socket has more than `WRITE_LIMIT_BYTES` waiting to be sent.
+HOLD_UPSTREAM_FULL = 2
+#: The client's own socket has more than `WRITE_LIMIT_BYTES` waiting: it is not reading its events
+#: (relayed or the bridge's own error events), so the bridge stops reading what it sends.
+HOLD_CLIENT_FULL = 4
+#: `FRAME_BUDGET` messages were handled in this turn of the event loop.
+HOLD_BUDGET = 8
 #: Largest HTTP request head `BridgeConnection` buffers before deciding GET or not, bytes.
 MAX_SNIFF_BYTES = 16 * 1024
 #: The byte sequence of a transcription delta in vLLM's compact JSON, for TimeToFirstDelta.
@@ -86,13 +108,19 @@ def _serialise(response: Response) -> bytes:
 
 
 class BridgeConnection(ServerConnection):
-    """A websockets server connection that answers non-GET requests itself.
+    """The client side of a stream: a websockets server connection that relays frames and answers non-GET requests.
 
-    websockets' HTTP/1.1 parser only accepts GET and drops any other request without an answer; SageMaker's
-    `POST /invocations` (the non-streaming invocation) deserves a clear error instead. The first bytes of
-    each connection are held until the request head is complete: GET goes on to websockets unchanged,
-    anything else gets a JSON error and the connection is closed once the request body has been read
-    (closing with unread input would reset the connection and could lose the answer).
+    Relay: client frames are handled in `process_event` (see `_Stream`), or held, in order, while
+    `hold_reasons` is not 0 (the `HOLD_*` bits): vLLM has not accepted the session, a write buffer is
+    full, or the frame budget of this turn of the event loop is spent. Once `MAX_QUEUE_FRAMES` frames
+    are held (at once for the budget), reading from the client pauses and unparsed input waits in
+    `_unparsed`, so a client's input costs at most one read (256 KiB) plus a few frames of memory.
+
+    Non-GET requests: websockets' HTTP/1.1 parser only accepts GET and drops any other request without
+    an answer; SageMaker's `POST /invocations` (the non-streaming invocation) deserves a clear error
+    instead. The first bytes of each connection are held until the request head is complete: GET goes
+    on to websockets unchanged, anything else gets a JSON error and the connection is closed once the
+    request body has been read (closing with unread input would reset the connection and could lose the answer).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -101,18 +129,89 @@ class BridgeConnection(ServerConnection):
         self._discard = 0
         self.stream: _Stream | None = None
         self.assembly = _MessageAssembly()
+        # Frames can arrive in the same read as the upgrade request, before the handler has decided to
+        # relay or refuse the stream: hold them from the start.
+        self.hold_reasons = HOLD_PENDING
+        self.held: collections.deque[Frame] | None = None  # made on first use (an empty deque is ~600 bytes)
+        self._unparsed = b""  # client input not parsed yet; reading is paused while it is not empty
+        self._reading_paused = False
+        self._turn_frames = 0  # messages handled in this turn of the event loop
+        self._releasing = False
 
     # -- the relay (see _Stream) ------------------------------------------------------------------------
     def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
-            message = self.assembly.add(event)
-            if message is not None and self.stream is not None:
-                self.stream.from_client(message)
-            return  # before the stream exists (a refused stream): nothing to relay to
-        super().process_event(event)
+        if not isinstance(event, Frame):
+            super().process_event(event)  # the handshake request
+        elif self.hold_reasons or self.held:
+            if self.held is None:
+                self.held = collections.deque()
+            self.held.append(event)
+        else:
+            self._handle_frame(event)
+
+    def _handle_frame(self, frame: Frame) -> None:
+        if frame.opcode not in DATA_OPCODES:
+            super().process_event(frame)  # control frames (websockets has answered pings already)
+            return
+        message = self.assembly.add(frame)
+        if message is None or self.stream is None:
+            return  # part of a message, or no stream (a refused one): nothing to relay to
+        self.stream.guarded(self.stream.from_client, message)
+        self._turn_frames += 1
+        if self._turn_frames >= FRAME_BUDGET and not self.hold_reasons & HOLD_BUDGET:
+            self.hold(HOLD_BUDGET)
+            self.loop.call_soon(self.release, HOLD_BUDGET)
+
+    def hold(self, reason: int) -> None:
+        """Hold client frames (one of the `HOLD_*` bits) until `release(reason)`."""
+        self.hold_reasons |= reason
+
+    def release(self, reason: int) -> None:
+        """Clear one hold reason; with none left, handle the held frames (within the budget) and read on."""
+        self.hold_reasons &= ~reason
+        self._turn_frames = 0  # every release runs in its own callback: a new turn of the event loop
+        if self.hold_reasons or self._releasing:
+            return
+        self._releasing = True
+        try:
+            while self.held and not self.hold_reasons:
+                self._handle_frame(self.held.popleft())
+            if self._unparsed and not self.hold_reasons:
+                unparsed, self._unparsed = self._unparsed, b""
+                self._feed(unparsed)
+            if self._reading_paused and not self._unparsed and not self._must_stop_reading():
+                self._reading_paused = False
+                self.transport.resume_reading()
+        finally:
+            self._releasing = False
+
+    def _must_stop_reading(self) -> bool:
+        return bool(self.hold_reasons & HOLD_BUDGET) or (self.held is not None and len(self.held) >= MAX_QUEUE_FRAMES)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse client input a piece at a time; stop (and pause reading) when frames must wait."""
+        if len(data) <= FEED_BYTES:
+            super().data_received(data)
+            if self._must_stop_reading():
+                self._pause_reading()
+            return
+        view = memoryview(data)
+        while view:
+            piece, view = view[:FEED_BYTES], view[FEED_BYTES:]
+            super().data_received(piece)  # type: ignore[arg-type]  # any bytes-like object is fed as is
+            if self._must_stop_reading():
+                self._unparsed = bytes(view)
+                self._pause_reading()
+                return
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def pause_writing(self) -> None:
         super().pause_writing()
+        self.hold(HOLD_CLIENT_FULL)
         if self.stream is not None and self.stream.upstream is not None:
             self.stream.upstream.transport.pause_reading()
 
@@ -120,25 +219,32 @@ class BridgeConnection(ServerConnection):
         super().resume_writing()
         if self.stream is not None and self.stream.upstream is not None:
             self.stream.upstream.transport.resume_reading()
+        self.release(HOLD_CLIENT_FULL)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.held = None
+        self._unparsed = b""
         if self.stream is not None:
             self.stream.client_lost()
 
     # -- answering non-GET requests -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        if self._sniff is None:
-            super().data_received(data)
-            return
-        if self._discard:
+        if self._discard:  # the body of a request already answered (see _answer)
             self._discard_body(data)
+            return
+        if self._sniff is None:
+            if self._unparsed:  # reading is paused; a transport may still deliver what it had read
+                self._unparsed += data
+            else:
+                self._turn_frames = 0
+                self._feed(data)
             return
         self._sniff += data
         if self._sniff.startswith(b"GET "):
             head, self._sniff = bytes(self._sniff), None
-            super().data_received(head)
+            self._feed(head)
             return
         if len(self._sniff) < 4 and b"GET ".startswith(self._sniff):
             return  # too short to tell
@@ -200,11 +306,13 @@ class _Stream:
     switches and one queue per frame, which is most of the relay's CPU time and its latency tail
     under load. The handler task only waits on `done` and then closes both sockets.
     Back-pressure: when one socket's write buffer passes its high-water mark (`write_limit`), reading
-    from the other socket pauses until it drains.
+    from the other socket pauses until it drains; the client's own socket too, since its frames may
+    be answered by the bridge itself (error events). Client frames that arrive meanwhile, or while vLLM
+    accepts the session, are held in order by `BridgeConnection`.
     """
 
     __slots__ = (
-        "audio_bytes", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "pending", "started", "upstream",
+        "audio_bytes", "audio_since_final", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "started", "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: BridgeConnection) -> None:
@@ -213,12 +321,14 @@ class _Stream:
         self.upstream: UpstreamConnection | None = None
         self.started = self.last_rx = time.monotonic()
         self.first_delta_at: float | None = None
+        # PCM16 bytes appended in the current generation (what counts against max_model_len), and since the
+        # last final commit (what the next generation starts with once transcription.done has passed).
         self.audio_bytes = 0
+        self.audio_since_final = 0
         self.ending = False  # set once the bridge or the client has started ending the stream
         # Resolves when the stream must end: (close code, reason) to close the client with, or None
         # when the client is already gone.
         self.done: asyncio.Future[tuple[CloseCode, str] | None] = asyncio.get_running_loop().create_future()
-        self.pending: list[bytes] | None = []  # client messages that arrived before vLLM accepted
 
     # -- client -> vLLM ---------------------------------------------------------------------------------
     def from_client(self, message: bytes) -> None:
@@ -226,38 +336,52 @@ class _Stream:
         self.last_rx = time.monotonic()
         if self.ending:
             return
-        if self.pending is not None:
-            self.pending.append(message)
-            if len(self.pending) >= MAX_QUEUE_FRAMES:
-                self.client.transport.pause_reading()
-            return
         result = protocol.check_client_frame(message, self.bridge.health.served_model)
         if result.forward is None:
             _send_text(self.client, result.error)
             return
         if result.audio_bytes:
             self.audio_bytes += result.audio_bytes
+            self.audio_since_final += result.audio_bytes
             limit = self.bridge.audio_limit
             if limit is not None and self.audio_bytes > limit:
                 self.end(self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE)
                 return
+        elif result.final_commit:
+            self.audio_since_final = 0
         _send_text(self.upstream, result.forward)
 
     def upstream_ready(self, upstream: UpstreamConnection) -> None:
         """vLLM accepted the session: forward what the client sent meanwhile, then relay directly."""
         self.upstream = upstream
-        pending, self.pending = self.pending or [], None
-        for message in pending:
-            self.from_client(message)
-        if not self.ending:
-            self.client.transport.resume_reading()
+        self.client.release(HOLD_PENDING)
 
     # -- vLLM -> client ---------------------------------------------------------------------------------
     def from_upstream(self, message: bytes) -> None:
         """One complete vLLM message: forward it unchanged."""
         if self.first_delta_at is None and _DELTA_MARKER in message:
             self.first_delta_at = time.monotonic()
+        elif message.startswith(protocol.TRANSCRIPTION_DONE_PREFIX):
+            # vLLM applies max_model_len per generation: after transcription.done it clears its audio queue
+            # and the next commit starts a fresh request (realtime/connection.py `_run_generation`). What
+            # the next generation can see is at most the audio appended since the final commit (vLLM drops
+            # what arrives between the final commit and the done, so counting it errs on the safe side).
+            self.audio_bytes = self.audio_since_final
         _send_text(self.client, message)
+
+    def guarded(self, handler: Callable[[bytes], None], message: bytes) -> None:
+        """Run `handler(message)`; an unexpected exception ends this stream only (1011), never the server.
+
+        The handlers run inside the sockets' `data_received` callbacks, where an exception would drop the
+        connection with an ERROR traceback from the event loop; here it is logged at WARNING and the
+        client is told (`processing_error`, the code vLLM uses for an exception while handling an event).
+        """
+        try:
+            handler(message)
+        except Exception as exc:
+            log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
+                     CloseCode.INTERNAL_ERROR)
 
     # -- ending -----------------------------------------------------------------------------------------
     def end(self, message: str, code: str, close_code: CloseCode) -> None:
@@ -333,22 +457,28 @@ class UpstreamConnection(ClientConnection):
         super().__init__(*args, **kwargs)
         self.stream = stream
         self.assembly = _MessageAssembly()
+        self.last_rx = time.monotonic()  # when vLLM last sent anything (see Bridge._sweep_streams)
+        self.ping_sent_at: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
+        super().data_received(data)
 
     def process_event(self, event: Any) -> None:
         if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
             message = self.assembly.add(event)
             if message is not None:
-                self.stream.from_upstream(message)
+                self.stream.guarded(self.stream.from_upstream, message)
             return
         super().process_event(event)
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self.stream.client.transport.pause_reading()
+        self.stream.client.hold(HOLD_UPSTREAM_FULL)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self.stream.client.transport.resume_reading()
+        self.stream.client.release(HOLD_UPSTREAM_FULL)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -398,7 +528,7 @@ class Bridge:
             server_header=None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._sweep_idle_streams())
+        self._spawn(self._sweep_streams())
         self._spawn(self._flush_metrics_periodically())
         log.info(
             "bridge listening on %s:%d, vLLM at %s, max %d streams",
@@ -465,15 +595,16 @@ class Bridge:
         """The `session_limit` error text: the limit in seconds and where it comes from."""
         seconds = (self._audio_limit or 0) / (protocol.SAMPLE_RATE_HZ * protocol.BYTES_PER_SAMPLE)
         return (
-            f"the session reached its audio limit of {seconds:.0f} s (the model's max_model_len "
+            f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
             f"{self.settings.max_model_len} tokens at {self.settings.tokens_per_audio_second:g} tokens per "
-            "second of audio); start a new session to continue"
+            "second of audio); end each utterance with a final commit, or start a new session to continue"
         )
 
     async def _handle_stream(self, client: BridgeConnection) -> None:  # type: ignore[override]
         """Relay one stream (the WebSocket is already accepted); never raises for an ordinary disconnect."""
         if self.active_streams >= self.settings.max_streams:
             self.metrics.stream_rejected()
+            client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
             await self._refuse(
                 client,
                 f"the server is busy: {self.settings.max_streams} streams are open (MAX_STREAMS); retry later",
@@ -486,8 +617,8 @@ class Bridge:
         stream = _Stream(self, client)
         client.stream = stream
         try:
-            try:
-                upstream = await connect(
+            connecting = asyncio.ensure_future(
+                connect(
                     self._upstream_url,
                     create_connection=functools.partial(UpstreamConnection, stream=stream),
                     compression=None,
@@ -500,8 +631,20 @@ class Bridge:
                     proxy=None,
                     user_agent_header=None,
                 )
+            )
+            # The client may leave while vLLM is slow to accept: then give up at once (cancelling the
+            # connect drops its TCP connection) rather than hold a MAX_STREAMS slot for the open timeout.
+            await asyncio.wait((connecting, stream.done), return_when=asyncio.FIRST_COMPLETED)
+            if not connecting.done():
+                connecting.cancel()
+                await asyncio.wait((connecting,))
+                return
+            try:
+                upstream = connecting.result()
+                del connecting  # the finished task would otherwise be kept for the stream's lifetime
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
+                client.release(HOLD_PENDING)  # read on (and drop) what the client sent, up to its close frame
                 self.metrics.upstream_error()
                 self.health.mark_unhealthy()
                 log.warning("vLLM did not accept a session: %s", exc or type(exc).__name__)
@@ -544,20 +687,68 @@ class Bridge:
         await client.close(close_code, code)
 
     # ---- background work ----------------------------------------------------------------------------
-    async def _sweep_idle_streams(self) -> None:
-        """End streams whose client has sent nothing for `idle_timeout_s` (one task for all streams)."""
+    async def _sweep_streams(self) -> None:
+        """One task for all streams: end those whose client is idle or whose vLLM has stalled.
+
+        Idle: the client sent nothing for `idle_timeout_s`. The clock stops while the bridge itself holds
+        the client's frames for vLLM (vLLM has not accepted the session, or its write buffer is full):
+        then the client is not idle, vLLM is slow. It runs on while the client's own write buffer is full,
+        as then the client is not reading.
+
+        Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after `upstream_stall_s / 2`
+        without a frame from vLLM, the bridge sends a WebSocket ping; with still no frame `upstream_stall_s / 2`
+        later, the stream ends with `upstream_closed` and close 1011. Not while the bridge has paused reading
+        from vLLM because the client is not reading (the pong could not be read).
+        """
         idle_s = self.settings.idle_timeout_s
-        period = min(1.0, idle_s / 4)
+        stall_s = self.settings.upstream_stall_s
+        period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
         while True:
             await asyncio.sleep(period)
-            deadline = time.monotonic() - idle_s
+            now = time.monotonic()
             for stream in list(self._streams):
-                if stream.last_rx < deadline:
+                if stream.ending:
+                    continue
+                if stream.client.hold_reasons & (HOLD_PENDING | HOLD_UPSTREAM_FULL):
+                    stream.last_rx = now  # the bridge holds the client back: its idle clock stops
+                elif stream.last_rx < now - idle_s:
+                    full = stream.client.hold_reasons & HOLD_CLIENT_FULL
                     stream.end(
-                        f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S); the session was ended",
+                        f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S)"
+                        + (" while it read none of its events" if full else "")
+                        + "; the session was ended",
                         protocol.IDLE_TIMEOUT,
                         CloseCode.NORMAL_CLOSURE,
                     )
+                    continue
+                self._check_upstream(stream, now, stall_s)
+
+    def _check_upstream(self, stream: _Stream, now: float, stall_s: float) -> None:
+        upstream = stream.upstream
+        if upstream is None or upstream.protocol.state is not State.OPEN:
+            return
+        if not upstream.transport.is_reading():  # paused: the client is not reading; vLLM cannot be judged
+            upstream.ping_sent_at = None
+            return
+        if upstream.ping_sent_at is None:
+            if now - upstream.last_rx >= stall_s / 2:
+                upstream.ping_sent_at = now
+                upstream.protocol.send_ping(b"bridge")
+                try:
+                    upstream.send_data()
+                except Exception as exc:  # the transport is closing: connection_lost ends the stream
+                    upstream.set_connection_exc(exc)
+        elif upstream.last_rx >= upstream.ping_sent_at:
+            upstream.ping_sent_at = None  # vLLM answered (the pong, or any frame)
+        elif now - upstream.ping_sent_at >= stall_s / 2:
+            self.metrics.upstream_error()
+            log.warning("vLLM sent nothing for %.1f s and did not answer a ping: ending the stream", now - upstream.last_rx)
+            stream.end(
+                f"the model server did not answer for {stall_s:g} s (no data, no reply to a WebSocket ping); "
+                "the session was ended",
+                protocol.UPSTREAM_CLOSED,
+                CloseCode.INTERNAL_ERROR,
+            )
 
     async def _flush_metrics_periodically(self) -> None:
         while True:

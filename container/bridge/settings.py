@@ -17,6 +17,9 @@ DEFAULT_VLLM_PORT = 8081
 DEFAULT_MAX_NUM_SEQS = 256
 #: Seconds a client may stay silent before its session is ended (SageMaker's own idle limit is longer).
 DEFAULT_IDLE_TIMEOUT_S = 60.0
+#: Seconds vLLM may stay silent on a stream, with a WebSocket ping unanswered for the second half of
+#: them, before the bridge takes it for stalled (a stopped or hung process) and ends the stream.
+DEFAULT_UPSTREAM_STALL_S = 5.0
 #: Seconds open streams may keep running after SIGTERM. SageMaker sends SIGKILL 30 s after SIGTERM
 #: (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html), so 25 s
 #: leaves time to close the rest and stop vLLM.
@@ -79,6 +82,8 @@ class Settings:
         max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256).
         idle_timeout_s: client silence that ends a session (IDLE_TIMEOUT_S, default 60).
         drain_s: grace period after SIGTERM (DRAIN_S, default 25).
+        upstream_stall_s: vLLM silence, with a ping unanswered, that ends a stream as `upstream_closed`
+            (UPSTREAM_STALL_S, default 5).
         served_model: model name put into `session.update` (SERVED_MODEL_NAME, default the first of
             SM_VLLM_SERVED_MODEL_NAME, else SM_VLLM_MODEL; None: learnt from vLLM's `/v1/models`).
         max_model_len: vLLM's context length in tokens (MAX_MODEL_LEN, default SM_VLLM_MAX_MODEL_LEN;
@@ -98,6 +103,7 @@ class Settings:
     max_streams: int = DEFAULT_MAX_NUM_SEQS
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     drain_s: float = DEFAULT_DRAIN_S
+    upstream_stall_s: float = DEFAULT_UPSTREAM_STALL_S
     served_model: str | None = None
     max_model_len: int | None = None
     tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
@@ -146,6 +152,7 @@ class Settings:
             max_streams=int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True)),
             idle_timeout_s=_number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01),
             drain_s=_number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0),
+            upstream_stall_s=_number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1),
             served_model=served,
             max_model_len=(
                 int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=1, integer=True))

@@ -21,6 +21,7 @@ CONTAINER = Path(__file__).resolve().parents[2] / "container"
 STANDIN = """
 import json, os, signal, sys, time
 record = os.environ["STANDIN_RECORD"]
+open(record + ".pythonpath", "w").write(os.environ.get("PYTHONPATH", ""))
 open(record, "w").write(json.dumps(sys.argv[1:]))
 def on_term(*_):
     open(record + ".term", "w").write("SIGTERM")
@@ -52,6 +53,13 @@ def test_flags_from_sm_vllm_variables():
         "--tokenizer-mode", "mistral",
         "--host", "127.0.0.1",
         "--port", "8081",
+    ]
+
+
+def test_an_empty_value_is_a_bare_flag():
+    # As vLLM's examples/online_serving/sagemaker-entrypoint.sh does: `SM_VLLM_ENFORCE_EAGER=` means the flag.
+    assert vllm_flags({"SM_VLLM_ENFORCE_EAGER": "", "SM_VLLM_TRUST_REMOTE_CODE": "  "})[:2] == [
+        "--enforce-eager", "--trust-remote-code",
     ]
 
 
@@ -89,8 +97,10 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
 
 @pytest.mark.parametrize(("vllm_exit", "expected"), [(3, 3), (0, 1)])
 def test_vllm_exit_stops_the_container_non_zero_within_5s(tmp_path, vllm_exit, expected):
-    process, record = start_entrypoint(tmp_path, STANDIN_LIFETIME_S="1", STANDIN_EXIT=str(vllm_exit))
+    process, record = start_entrypoint(tmp_path, STANDIN_LIFETIME_S="1", STANDIN_EXIT=str(vllm_exit), SM_VLLM_ENFORCE_EAGER="")
     assert json.loads(record.read_text())[-4:] == ["--host", "127.0.0.1", "--port", "8081"]
+    assert "--enforce-eager" in json.loads(record.read_text())
+    assert "" not in json.loads(record.read_text())
     assert "--max-model-len" in json.loads(record.read_text())
     started = time.monotonic()
     try:
@@ -102,7 +112,9 @@ def test_vllm_exit_stops_the_container_non_zero_within_5s(tmp_path, vllm_exit, e
 
 
 def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
-    process, record = start_entrypoint(tmp_path)
+    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image")
+    # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
+    assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
     time.sleep(1.0)  # let the bridge start
     process.send_signal(signal.SIGTERM)
     try:

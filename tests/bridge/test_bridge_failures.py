@@ -209,8 +209,8 @@ def test_session_update_gets_the_served_model_name(run, configured, update):
 # 9. An append whose audio is not base64 or decodes to an odd number of bytes.
 @pytest.mark.parametrize(
     "audio",
-    ["not base64!", base64.b64encode(b"\x01\x02\x03").decode(), "", "QUJD\nREVG", 42],
-    ids=["not-base64", "odd-bytes", "empty", "line-break", "not-a-string"],
+    ["not base64!", base64.b64encode(b"\x01\x02\x03").decode(), "", "QUJD\tREVG"],
+    ids=["not-base64", "odd-bytes", "empty", "tab-inside"],
 )
 def test_bad_audio_gets_invalid_audio_from_the_bridge_and_nothing_is_forwarded(run, audio):
     async def scenario():

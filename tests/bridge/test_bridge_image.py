@@ -27,10 +27,24 @@ def test_bidirectional_streaming_label():
     assert instructions("LABEL") == ["com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true"]
 
 
-def test_entrypoint_runs_the_supervisor_in_exec_form():
+#: The bridge's own Python environment in the image, apart from vLLM's (its pinned websockets, uvloop and
+#: aiohttp must not replace the versions vLLM runs with).
+BRIDGE_VENV = "/opt/bridge/venv"
+
+
+def test_entrypoint_runs_the_supervisor_in_exec_form_with_the_bridge_venv():
     (entrypoint,) = instructions("ENTRYPOINT")
-    assert json.loads(entrypoint) == ["python3", "-m", "bridge.entrypoint"]
+    assert json.loads(entrypoint) == [f"{BRIDGE_VENV}/bin/python", "-m", "bridge.entrypoint"]
     assert (CONTAINER / "bridge" / "entrypoint.py").is_file()
+
+
+def test_bridge_dependencies_go_into_their_own_venv_not_vllms_environment():
+    runs = instructions("RUN")
+    assert any(f"python3 -m venv {BRIDGE_VENV}" in run for run in runs)
+    installs = [part for run in runs for part in run.split("&&") if "pip install" in part]
+    assert installs and all(part.strip().startswith(f"{BRIDGE_VENV}/bin/python -m pip install") for part in installs)
+    # The bridge package is importable by the venv's Python only: no image-wide PYTHONPATH that vLLM would see.
+    assert not any("PYTHONPATH" in env for env in instructions("ENV"))
 
 
 def test_health_check_asks_ping_on_port_8080():
@@ -46,6 +60,7 @@ def test_dependencies_are_pinned_and_installed():
     assert {line.split("==")[0] for line in requirements} == {"websockets", "aws-embedded-metrics", "uvloop"}
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in requirements)
     assert any("pip install" in run and "requirements.txt" in run for run in instructions("RUN"))
+    assert any(f"{BRIDGE_VENV}/bin/python -m pip install" in run for run in instructions("RUN"))
 
 
 def test_no_secrets_in_the_image():

@@ -43,11 +43,13 @@ def test_append_with_escaped_slash_is_valid_json_and_accepted():
         (b'{"type":"input_audio_buffer.append","audio":"AA"AA"}', "invalid_json"),  # quote inside
         (b'{"type":"input_audio_buffer.append","audio":"AA=="}', "invalid_audio"),  # 1 byte: odd
         (b'{"type":"input_audio_buffer.append","audio":"A A="}', "invalid_audio"),
-        (b'{"type":"input_audio_buffer.append"}', "invalid_audio"),
-        (b"[1, 2]", "invalid_event"),
-        (b'{"audio": "AAAA"}', "invalid_event"),
+        (b'{"type":"input_audio_buffer.append"}', "processing_error"),
+        (b"[1, 2]", "processing_error"),
+        (b'{"audio": "AAAA"}', "unknown_event"),
         (b"\xff\xfe{}", "invalid_json"),
         (b"", "invalid_json"),
+        (b"[" * 100_000, "processing_error"),  # RecursionError in json.loads, as in vLLM
+        (b'{"type": "x", "n": ' + b"9" * 5000 + b"}", "processing_error"),  # ValueError: int digits limit
     ],
 )
 def test_malformed_frames_are_rejected_with_a_code(frame, code):

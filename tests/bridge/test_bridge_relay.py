@@ -9,7 +9,7 @@ import time
 
 from websockets.asyncio.client import connect
 
-from bridge.health import http_get
+from bridge.health import FAILURES_BEFORE_UNHEALTHY, http_get
 from tests.bridge.bridge_testkit import (
     PCM_CHUNK,
     append,
@@ -30,7 +30,8 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
             status, body = await http_get("127.0.0.1", bridge.port, "/ping", 1.0)
             assert (status, json.loads(body)) == (200, {"status": "healthy"})
             vllm.health_status = 503
-            await bridge.health.probe_once()
+            for _ in range(FAILURES_BEFORE_UNHEALTHY):
+                await bridge.health.probe_once()
             assert await ping_status(bridge) == 503
             vllm.health_hangs = True
             probe = asyncio.create_task(bridge.health.probe_once())  # blocks for PROBE_TIMEOUT_S

@@ -36,7 +36,8 @@ HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as 
 
 Failure switches: `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
 `GET /health`, 200 by default), `health_hangs` (`/health` never answers), `FakeSession.close`,
-`FakeSession.abort` (TCP drop without a close frame), `FakeVllm.die` (every session aborted and the
+`FakeSession.abort` (TCP drop without a close frame), `FakeSession.hang` (stops reading: a stopped
+process), `FakeVllm.die` (every session aborted and the
 port closed: later connections are refused, as when vLLM is down). `free_port()` gives a port on
 which nothing listens.
 
@@ -153,6 +154,15 @@ class FakeSession:
     def abort(self) -> None:
         """Drop the TCP connection without a close frame (vLLM crashed)."""
         self.connection.transport.abort()
+
+    def hang(self) -> None:
+        """Stop reading the socket (vLLM stopped, e.g. SIGSTOP): nothing is answered, not even pings,
+        and what the client sends piles up in the TCP buffers; the connection stays open."""
+        self.connection.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Read the socket again after `hang` (SIGCONT)."""
+        self.connection.transport.resume_reading()
 
     # ---- observation -----------------------------------------------------------------------------
     def event_types(self) -> list[str | None]:
