@@ -499,6 +499,8 @@ class Bridge:
         self.settings = settings
         self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model)
         self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
+        #: True once vLLM has been healthy: metrics are written only from then on (_flush_metrics_periodically).
+        self._served = False
         self.port = settings.port
         self.active_streams = 0
         self._streams: set[_Stream] = set()
@@ -558,7 +560,8 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.health.stop()
-        self.metrics.flush()
+        if self._served or self.health.healthy:
+            self.metrics.flush()
 
     async def __aenter__(self) -> Bridge:
         return await self.start()
@@ -751,6 +754,16 @@ class Bridge:
             )
 
     async def _flush_metrics_periodically(self) -> None:
+        """Write the metrics every METRICS_INTERVAL_S, but only once vLLM has been healthy.
+
+        Autoscaling tracks the Average of ActiveStreams across instances: an instance still loading the model
+        (10-20 minutes) would report zeros and hide the load of the serving ones during a scale-out. SageMaker
+        sends it no traffic before /ping says 200, so holding its figures back loses nothing; they are written
+        with the first interval after it becomes healthy.
+        """
         while True:
             await asyncio.sleep(self.settings.metrics_interval_s)
-            self.metrics.flush()
+            if self.health.healthy:
+                self._served = True
+            if self._served:
+                self.metrics.flush()

@@ -186,3 +186,25 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
     assert 0 < record["TimeToFirstDelta"] < 1000
     assert 0 < record["StreamSeconds"] < 5
+
+
+def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
+    """An instance still loading the model must not report ActiveStreams=0 (autoscaling averages over instances)."""
+
+    def emf_lines() -> list[dict]:
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+
+    async def scenario():
+        vllm = FakeVllm()
+        vllm.health_status = 503
+        async with vllm, running_bridge(vllm.port, metrics_interval_s=0.1) as bridge:
+            capsys.readouterr()
+            await asyncio.sleep(0.5)  # five intervals while vLLM is not ready
+            assert not bridge.health.healthy
+            assert emf_lines() == []
+            vllm.health_status = 200
+            await bridge.health.probe_once()
+            await asyncio.sleep(0.35)
+            assert len(emf_lines()) >= 2
+
+    run(scenario())
