@@ -248,7 +248,8 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
                     ws.transport.abort()
                 else:
                     await ws.close()
-            async with asyncio.timeout(5):
+            # A bound on waiting, not a speed target: on a loaded 2-core machine the last closes can take seconds.
+            async with asyncio.timeout(20):
                 while bridge.active_streams or vllm.open_sessions() or len(asyncio.all_tasks()) > tasks:
                     await asyncio.sleep(0.05)
             await asyncio.sleep(0.1)
