@@ -54,8 +54,11 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
   handler), or no data for types that return none. What the handler does is tested with the handler's own tests.
 - ``AWS::CodeBuild::Project`` (the model staging build): moto's CloudFormation has no such type, so a template
   reading its ``Arn`` fails. The harness supplies :class:`CodeBuildProjectStandIn`, backed by moto's CodeBuild.
+- ``AWS::CloudWatch::Alarm``: moto's CloudFormation creates none, so a template reading an alarm's ``Arn`` (the
+  execution role's DescribeAlarms grant on the rollback alarms) fails. The harness supplies
+  :class:`AlarmStandIn`, which only answers ``Ref`` and ``Arn``; alarms are still checked at template level.
 - Not created at all by moto's CloudFormation (it warns "No Moto CloudFormation support for ..."): bucket and
-  topic policies, CloudWatch alarms and dashboards, Application Auto Scaling. The harness records each warning in
+  topic policies, CloudWatch dashboards, Application Auto Scaling. The harness records each warning in
   :attr:`MotoServer.unsupported_types`; the test checks those resources at template level instead.
 - ``EnableNetworkIsolation`` on ``AWS::SageMaker::Model``: moto drops it (its Model always reports False).
   Asserted at template level by the test.
@@ -178,8 +181,59 @@ class CodeBuildProjectStandIn:
         codebuild_backends[account_id][region_name].delete_project(resource_name)
 
 
+class AlarmStandIn:
+    """``AWS::CloudWatch::Alarm`` for moto's CloudFormation, which creates no alarms and so fails a template that
+    reads an alarm's ``Arn`` (the execution role's DescribeAlarms grant does). Creates nothing: ``Ref`` is the
+    ``AlarmName`` and ``Fn::GetAtt Arn`` the ARN CloudWatch gives that name
+    (``arn:aws:cloudwatch:<region>:<account>:alarm:<name>``). Alarms stay asserted at template level."""
+
+    def __init__(self, name: str, arn: str):
+        self.name, self.arn = name, arn
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::CloudWatch::Alarm"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "AlarmName"
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.name
+
+    def is_created(self) -> bool:
+        return True
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        return self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str, **kwargs: Any) -> "AlarmStandIn":
+        name = cloudformation_json.get("Properties", {}).get("AlarmName", resource_name)
+        return cls(name, f"arn:aws:cloudwatch:{region_name}:{account_id}:alarm:{name}")
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource: "AlarmStandIn", new_resource_name: str,
+                                        cloudformation_json: dict[str, Any], account_id: str,
+                                        region_name: str) -> "AlarmStandIn":
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str) -> None:
+        return None
+
+
 #: Resource types moto's CloudFormation lacks and the harness supplies (type -> class with moto's model interface).
-CLOUDFORMATION_STAND_INS: dict[str, Any] = {CodeBuildProjectStandIn.cloudformation_type(): CodeBuildProjectStandIn}
+CLOUDFORMATION_STAND_INS: dict[str, Any] = {
+    stand_in.cloudformation_type(): stand_in for stand_in in (CodeBuildProjectStandIn, AlarmStandIn)
+}
 
 
 #: Types whose every update is a replacement under a new generated name (CloudFormation reference: all properties
