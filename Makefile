@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
+# Stacks `make destroy` deletes: all of the app's, or e.g. STACKS=RealtimeVoice-Sonic for one endpoint.
+STACKS ?= --all
 CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 
 # jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
@@ -17,7 +19,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps synth test local-lifecycle diff deploy destroy verify lock clean
+.PHONY: help deps synth test local-lifecycle bootstrap diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -41,8 +43,11 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server (about 1 min)
+local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server (1-2 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
+
+bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)
+	$(CDK) bootstrap $(CDK_ARGS)
 
 diff: deps ## compare the app with what is deployed (needs AWS credentials)
 	$(PY) -m voicectl preflight diff $(CDK_ARGS)
@@ -52,9 +57,9 @@ deploy: deps ## deploy every enabled stack (needs AWS credentials and a bootstra
 	$(PY) -m voicectl preflight deploy $(CDK_ARGS)
 	$(CDK) deploy --all --require-approval broadening $(CDK_ARGS)
 
-destroy: deps ## delete every stack this app made (asks first; CDK_ARGS=--force skips the question)
+destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks first; CDK_ARGS=--force does not)
 	$(PY) -m voicectl preflight destroy $(CDK_ARGS)
-	$(CDK) destroy --all $(CDK_ARGS)
+	$(CDK) destroy $(STACKS) $(CDK_ARGS)
 
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out

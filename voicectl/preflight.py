@@ -100,7 +100,7 @@ def check(action: str, cdk_args: list[str], project_dir: Path = Path(".")) -> li
             if error.response.get("Error", {}).get("Code") == "ParameterNotFound":
                 raise PreflightError(
                     f"account {account} in {settings.region} is not bootstrapped for the CDK (no SSM parameter "
-                    f"{name}). Run: npx cdk bootstrap aws://{account}/{settings.region}"
+                    f"{name}). Run: make bootstrap CDK_ARGS=aws://{account}/{settings.region}"
                 ) from None
             raise PreflightError(f"could not check the CDK bootstrap of {settings.region}: {error}") from None
     return lines

@@ -48,7 +48,7 @@ SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-token-AbCdEf"
 
 @mock_aws
 def test_not_bootstrapped_names_the_bootstrap_command(fake_credentials):
-    with pytest.raises(PreflightError, match=r"not bootstrapped .* Run: npx cdk bootstrap aws://123456789012/us-east-1"):
+    with pytest.raises(PreflightError, match=r"not bootstrapped .* Run: make bootstrap CDK_ARGS=aws://123456789012/us-east-1"):
         check("diff", [], ROOT)
 
 

@@ -94,6 +94,10 @@ def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float
         _kill_group(process.pid)
         output, _ = process.communicate()
         raise CdkCommandError(f"`{' '.join(command)}` timed out after {timeout_s} s:\n{_tail(output)}") from None
+    except BaseException:
+        # Ctrl-C or pytest-timeout while the CLI runs: its group would go on retrying against a stopped moto.
+        _kill_group(process.pid)
+        raise
     seconds = time.monotonic() - started
     with log_path.open("a") as sink:
         sink.write(f"$ {' '.join(command)}   (exit {process.returncode}, {seconds:.1f} s)\n{output}\n")

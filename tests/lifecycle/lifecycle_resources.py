@@ -393,8 +393,24 @@ def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list
             mismatches += more
             compared += count
         return mismatches, compared
-    same = expected == actual or str(expected).lower() == str(actual).lower()
+    # Exact, but for the encodings a JSON template and an API answer legitimately differ in: numbers given as
+    # strings ("1200" vs 1200) and booleans as "true"/"false". Case is never ignored (names are case-sensitive).
+    same = expected == actual or (
+        not isinstance(expected, (dict, list)) and not isinstance(actual, (dict, list))
+        and str(expected).lower() in ("true", "false") and str(expected).lower() == str(actual).lower()
+    ) or (
+        isinstance(expected, (int, float, str)) and isinstance(actual, (int, float, str))
+        and not isinstance(expected, bool) and not isinstance(actual, bool)
+        and _as_number(expected) is not None and _as_number(expected) == _as_number(actual)
+    )
     return ([] if same else [f"{path}: template {expected!r}, live {actual!r}"]), 1
+
+
+def _as_number(value: int | float | str) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass

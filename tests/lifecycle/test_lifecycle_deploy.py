@@ -79,7 +79,9 @@ def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
     started = time.monotonic()
     figures: dict[str, float] = {}
     cdk_log = tmp_path / "cdk.log"
-    first = {"voxtral.image_uri": IMAGE_URI}
+    # A fixed-size Voxtral endpoint (min = max: no scalable target): SageMaker rejects an instance-type change of
+    # an autoscaled variant, which moto would not; this is the README's procedure for changing the instance type.
+    first = {"voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1}
     second = {**first, "voxtral.instance_type": UPDATED_INSTANCE_TYPE}
     settings, updated = settings_with(first), settings_with(second)
 
