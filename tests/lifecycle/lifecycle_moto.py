@@ -119,22 +119,13 @@ def _camel(value: Any) -> Any:
     return value
 
 
-class CodeBuildProjectStandIn:
-    """``AWS::CodeBuild::Project`` for moto's CloudFormation, which has none: creates and deletes the project in
-    moto's CodeBuild backend (so BatchGetProjects sees it and destroy can be checked); ``Ref`` is the name,
-    ``Fn::GetAtt Arn`` the ARN. A plain class, not a ``CloudFormationModel`` subclass, so that it is not
-    registered in moto for good: the harness hands it to moto only while the server runs."""
+class _StandIn:
+    """What moto's CloudFormation asks of a resource model, for the stand-ins below: ``Ref`` is ``name``,
+    ``Fn::GetAtt Arn`` is ``arn``. A plain class, not a ``CloudFormationModel`` subclass, so that it is not
+    registered in moto for good: the harness hands the stand-ins to moto only while the server runs."""
 
     def __init__(self, name: str, arn: str):
         self.name, self.arn = name, arn
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::CodeBuild::Project"
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return "Name"
 
     @property
     def physical_resource_id(self) -> str:
@@ -149,6 +140,26 @@ class CodeBuildProjectStandIn:
 
     def get_cfn_attribute(self, attribute_name: str) -> str:
         return self.arn
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource: "_StandIn", new_resource_name: str,
+                                        cloudformation_json: dict[str, Any], account_id: str,
+                                        region_name: str) -> "_StandIn":
+        cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
+
+class CodeBuildProjectStandIn(_StandIn):
+    """``AWS::CodeBuild::Project`` for moto's CloudFormation, which has none: creates and deletes the project in
+    moto's CodeBuild backend (so BatchGetProjects sees it and destroy can be checked)."""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::CodeBuild::Project"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "Name"
 
     @classmethod
     def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
@@ -167,13 +178,6 @@ class CodeBuildProjectStandIn:
         return cls(resource_name, project["arn"])
 
     @classmethod
-    def update_from_cloudformation_json(cls, original_resource: "CodeBuildProjectStandIn", new_resource_name: str,
-                                        cloudformation_json: dict[str, Any], account_id: str,
-                                        region_name: str) -> "CodeBuildProjectStandIn":
-        cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
-        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
-
-    @classmethod
     def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
                                         account_id: str, region_name: str) -> None:
         from moto.codebuild.models import codebuild_backends
@@ -181,14 +185,11 @@ class CodeBuildProjectStandIn:
         codebuild_backends[account_id][region_name].delete_project(resource_name)
 
 
-class AlarmStandIn:
+class AlarmStandIn(_StandIn):
     """``AWS::CloudWatch::Alarm`` for moto's CloudFormation, which creates no alarms and so fails a template that
     reads an alarm's ``Arn`` (the execution role's DescribeAlarms grant does). Creates nothing: ``Ref`` is the
-    ``AlarmName`` and ``Fn::GetAtt Arn`` the ARN CloudWatch gives that name
-    (``arn:aws:cloudwatch:<region>:<account>:alarm:<name>``). Alarms stay asserted at template level."""
-
-    def __init__(self, name: str, arn: str):
-        self.name, self.arn = name, arn
+    ``AlarmName`` and ``Arn`` the ARN CloudWatch gives that name (``arn:aws:cloudwatch:<region>:<account>:alarm:
+    <name>``). Alarms stay asserted at template level."""
 
     @staticmethod
     def cloudformation_type() -> str:
@@ -198,31 +199,11 @@ class AlarmStandIn:
     def cloudformation_name_type() -> str:
         return "AlarmName"
 
-    @property
-    def physical_resource_id(self) -> str:
-        return self.name
-
-    def is_created(self) -> bool:
-        return True
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return attr == "Arn"
-
-    def get_cfn_attribute(self, attribute_name: str) -> str:
-        return self.arn
-
     @classmethod
     def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
                                         account_id: str, region_name: str, **kwargs: Any) -> "AlarmStandIn":
         name = cloudformation_json.get("Properties", {}).get("AlarmName", resource_name)
         return cls(name, f"arn:aws:cloudwatch:{region_name}:{account_id}:alarm:{name}")
-
-    @classmethod
-    def update_from_cloudformation_json(cls, original_resource: "AlarmStandIn", new_resource_name: str,
-                                        cloudformation_json: dict[str, Any], account_id: str,
-                                        region_name: str) -> "AlarmStandIn":
-        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
 
     @classmethod
     def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
