@@ -48,7 +48,6 @@ class BridgeImage(Construct):
         repository: the bridge repository.
         image_uri: what SageMaker's Model should run.
         tag: the image's tag in the repository (the asset hash), or None with a prebuilt image.
-        image_repository_arn: ARN of the repository holding ``image_uri`` (for the execution role's pull grant).
         copy: the image copy custom resource, or None with a prebuilt image; Models must depend on it.
     """
 
@@ -75,7 +74,6 @@ class BridgeImage(Construct):
 
         if props.prebuilt_image_uri:
             self.image_uri = props.prebuilt_image_uri
-            self.image_repository_arn = repository_arn_from_image_uri(props.prebuilt_image_uri)
             return
 
         asset = ecr_assets.DockerImageAsset(
@@ -86,7 +84,6 @@ class BridgeImage(Construct):
         )
         self.tag = tag = asset.asset_hash
         self.image_uri = self.repository.repository_uri_for_tag(tag)
-        self.image_repository_arn = self.repository.repository_arn
         copy = ecr_deployment.ECRDeployment(
             self,
             "Copy",
