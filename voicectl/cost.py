@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -79,6 +80,7 @@ class EndpointCost:
         streams_per_instance: live streams one instance serves at once, or None when unknown.
         streams_source: where ``streams_per_instance`` comes from (a setting name or an assumption).
         target_streams_per_instance: streams per instance at the autoscaling target (Voxtral), else None.
+        target_source: how ``target_streams_per_instance`` is derived.
         price: the on-demand hosting price, or None.
         error: why ``price`` is None.
         software_fee_note: for a Marketplace model package, what is known of its software fee.
@@ -92,6 +94,7 @@ class EndpointCost:
     streams_per_instance: float | None
     streams_source: str
     target_streams_per_instance: float | None = None
+    target_source: str = ""
     price: pricing.HostingPrice | None = None
     error: str | None = None
     software_fee_note: str | None = None
@@ -153,6 +156,7 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
             min_instances=v.min_instances, max_instances=v.max_instances,
             streams_per_instance=v.max_num_seqs, streams_source="voxtral.max_num_seqs",
             target_streams_per_instance=v.max_num_seqs * v.scaling_target_fraction,
+            target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {v.max_num_seqs}",
         )))
     if settings.sonic.enabled:
         s = settings.sonic
@@ -186,6 +190,10 @@ def _streams(value: float) -> str:
     return f"{value:g}"
 
 
+WIDTH = 116
+INDENT = " " * 24
+
+
 def format_text(costs: list[EndpointCost], region: str) -> str:
     """The human-readable report: one block per endpoint, then what the figures leave out."""
     endpoint_region = pricing.price_list_endpoint_region(region)
@@ -209,13 +217,14 @@ def format_text(costs: list[EndpointCost], region: str) -> str:
             lines.append(f"  per live stream-hour  {_usd(c.usd_per_stream_hour)} at "
                          f"{_streams(c.streams_per_instance)} {unit} per instance ({c.streams_source})")
             if c.target_streams_per_instance:
-                lines.append(f"                        {_usd(c.usd_per_stream_hour_at_target)} at the autoscaling "
-                             f"target, {_streams(c.target_streams_per_instance)} per instance")
+                lines.append(f"{INDENT}{_usd(c.usd_per_stream_hour_at_target)} at the autoscaling target, "
+                             f"{_streams(c.target_streams_per_instance)} per instance ({c.target_source})")
         else:
             lines.append(f"  per live stream-hour  n/a: streams per instance {c.streams_source}")
         if c.software_fee_note:
-            lines.append(f"  software fee          {c.software_fee_note}")
-    lines.extend(["", FOOTNOTE])
+            lines.append(textwrap.fill(c.software_fee_note, WIDTH, initial_indent="  software fee          ",
+                                       subsequent_indent=INDENT, break_on_hyphens=False, break_long_words=False))
+    lines.extend(["", textwrap.fill(FOOTNOTE, WIDTH, break_on_hyphens=False)])
     return "\n".join(lines)
 
 
@@ -245,6 +254,7 @@ def to_json(costs: list[EndpointCost], region: str) -> dict[str, Any]:
             "streams_per_instance_source": c.streams_source,
             "usd_per_live_stream_hour": money(c.usd_per_stream_hour),
             "autoscaling_target_streams_per_instance": c.target_streams_per_instance,
+            "autoscaling_target_source": c.target_source or None,
             "usd_per_live_stream_hour_at_autoscaling_target": money(c.usd_per_stream_hour_at_target),
             "software_fee_usd_per_instance_hour": None,
             "software_fee_note": c.software_fee_note,
