@@ -330,7 +330,7 @@ def parse_overrides(pairs: list[str], region: str | None) -> dict[str, str]:
     return overrides
 
 
-def run(args: argparse.Namespace, *, session: Any = None) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``voicectl cost``: validate everything, then one GetProducts per distinct instance type.
 
     Raises:
@@ -351,7 +351,7 @@ def run(args: argparse.Namespace, *, session: Any = None) -> int:
     _note_environment_region(settings.region, "region" in overrides)
 
     try:
-        session = session if session is not None else boto3.Session(profile_name=args.profile)
+        session = boto3.Session(profile_name=args.profile)
     except botocore.exceptions.ProfileNotFound as error:
         raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from None
     try:

@@ -23,8 +23,8 @@ Endpoints: the Query API answers only in us-east-1, eu-central-1 and ap-south-1 
 botocore's ``endpoints.json``; AWS Billing User Guide, "Using the AWS Price List Query API"); every endpoint serves
 the prices of every commercial Region, so :func:`price_list_endpoint_region` picks the nearest one, as AWS Labs'
 pricing MCP server does (``aws-pricing-mcp-server``, ``pricing_client.py``). China Regions have their own endpoint
-(cn-northwest-1) with prices in CNY and China-partition credentials: not supported here. GovCloud prices are in the
-commercial price list, so GovCloud Regions need commercial-partition credentials.
+(cn-northwest-1) with prices in CNY and China-partition credentials: not supported here. GovCloud Regions are
+looked up on us-east-1, which takes commercial-partition credentials (GovCloud ones are rejected).
 
 IAM: ``pricing:GetProducts`` on resource ``*`` (the Price List actions have no resource-level permissions; Service
 Authorization Reference, "Actions, resources, and condition keys for AWS Price List").
