@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.speak",
     "voicectl.mic",
     "voicectl.verify",
+    "voicectl.cost",
 )
 
 EXIT_UNAVAILABLE = 1
