@@ -9,13 +9,9 @@ import sys
 
 import pytest
 
-from config import instance_types
-from config.settings import (
-    SettingsError,
-    default_context,
-    load_settings,
-    max_num_seqs_that_fit,
-)
+from config.models import max_num_seqs_that_fit
+from config.settings import SettingsError, default_context, load_settings
+from constructs_lib import instance_types
 from tests.conftest import ROOT, cdk_json_context
 
 OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic36-abc"
@@ -97,7 +93,7 @@ def test_unknown_instance_family_is_not_a_sagemaker_type():
 
 def test_sagemaker_type_without_catalogue_facts_names_the_catalogue():
     problem = one_problem(**{"voxtral.instance_type": "ml.inf2.xlarge"})
-    assert "config/instance_types.py" in problem and "ml.g6.*" in problem
+    assert "constructs_lib/instance_types.py" in problem and "ml.g6.*" in problem
 
 
 def test_catalogue_holds_only_sagemaker_types():

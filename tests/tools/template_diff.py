@@ -54,13 +54,18 @@ def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
     """One line per difference between two JSON values (dict keys recursively, lists as wholes)."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
-            child = f"{path}.{key}" if path else str(key)
+            child = f"{path}{key}" if str(key).startswith("[") else (f"{path}.{key}" if path else str(key))
             if key not in old:
                 yield f"{child}: added {_short(new[key])}"
             elif key not in new:
                 yield f"{child}: removed (was {_short(old[key])})"
             else:
                 yield from _walk(old[key], new[key], child)
+    elif isinstance(old, list) and isinstance(new, list) and old != new and _by_sid(old) and _by_sid(new):
+        # IAM statements with Sids: compared by Sid, since their order means nothing.
+        yield from _walk(_by_sid(old), _by_sid(new), path)
+        if list(_by_sid(old)) != list(_by_sid(new)) and set(_by_sid(old)) == set(_by_sid(new)):
+            yield f"{path}: order only"
     elif isinstance(old, list) and isinstance(new, list) and old != new:
         if len(old) == len(new) and sorted(map(_key, old)) == sorted(map(_key, new)):
             yield f"{path}: order only"
@@ -69,8 +74,28 @@ def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
                 yield from _walk(a, b, f"{path}[{index}]")
         else:
             yield f"{path}: {_short(old)} -> {_short(new)}"
+    elif isinstance(old, str) and isinstance(new, str) and old != new and _json(old) and _json(new):
+        # A JSON document inside a string (a BuildSpec, a dashboard body): its own differences.
+        yield from _walk(_json(old), _json(new), f"{path}(json)")
     elif old != new:
         yield f"{path}: {_short(old)} -> {_short(new)}"
+
+
+def _by_sid(items: list) -> dict[str, Any] | None:
+    """``{"Sid=<sid>": statement}`` when every item is a statement with a Sid, else None."""
+    if items and all(isinstance(item, dict) and "Sid" in item for item in items):
+        return {f"[Sid={item['Sid']}]": item for item in items}
+    return None
+
+
+def _json(text: str) -> Any:
+    """``text`` parsed when it holds a JSON object or array, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _key(value: Any) -> str:
@@ -103,6 +128,20 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
         if path_a != path_b:
             lines.append(f"{logical_id}: construct path {path_a} -> {path_b} (logical id unchanged)")
         lines += [f"{logical_id}.{line}" for line in _walk(a, b, "")]
+    # A resource of a type removed once and added once was most likely renamed: compare the two.
+    removed_ids = set(old_resources) - set(new_resources)
+    added_ids = set(new_resources) - set(old_resources)
+    for kind in sorted({old_resources[i]["Type"] for i in removed_ids}):
+        (gone, *more_gone) = [i for i in removed_ids if old_resources[i]["Type"] == kind]
+        came = [i for i in added_ids if new_resources[i]["Type"] == kind]
+        if more_gone or len(came) != 1:
+            continue
+        removed, added = {kind: gone}, {kind: came[0]}
+        a, b = dict(old_resources[removed[kind]]), dict(new_resources[added[kind]])
+        for resource in (a, b):
+            resource.pop("Metadata", None)
+        pair = f"{removed[kind]} -> {added[kind]}"
+        lines += [f"{pair} (renamed?).{line}" for line in _walk(a, b, "")] or [f"{pair} (renamed?): same content"]
     for section in ("Outputs", "Parameters", "Conditions", "Rules", "Mappings"):
         lines += [f"{section}.{line}" for line in _walk(old.get(section, {}), new.get(section, {}), "")]
     return lines, violations
