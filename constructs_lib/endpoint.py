@@ -66,6 +66,7 @@ class EndpointBase(Construct, EndpointMetrics):
         rolling_update: the endpoint's rolling update, or None.
         when_in_service: a dependable met once CloudFormation created the Endpoint (it waits for InService), or None
             for an imported endpoint.
+        scalable_instance_count: the variant's autoscaling, once made (:meth:`auto_scale_instance_count`).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, endpoint_arn: str,
@@ -79,6 +80,7 @@ class EndpointBase(Construct, EndpointMetrics):
         self.invoke_actions = tuple(invoke_actions)
         self.rolling_update: RollingUpdate | None = None
         self.when_in_service: IDependable | None = None
+        self.scalable_instance_count: ScalableInstanceCount | None = None
 
     def grant_invoke(self, grantee: iam.IGrantable, *actions: str) -> iam.Grant:
         """Allow ``grantee`` to invoke this endpoint only: ``actions`` (default: :attr:`invoke_actions`) on its ARN."""
@@ -95,7 +97,12 @@ class EndpointBase(Construct, EndpointMetrics):
 
     def auto_scale_instance_count(self, *, min_capacity: int, max_capacity: int) -> ScalableInstanceCount:
         """Let Application Auto Scaling set the variant's instance count within ``min_capacity``-``max_capacity``
-        (construct id ``InstanceCount``); add target-tracking policies to what it returns."""
+        (construct id ``InstanceCount``); add target-tracking policies to what it returns.
+
+        Raises:
+            constructs_lib.validation.PropsError: a bad range, or the count already scales (one scalable target per
+                variant).
+        """
         return ScalableInstanceCount(self, "InstanceCount", endpoint=self, min_capacity=min_capacity,
                                      max_capacity=max_capacity)
 
@@ -107,9 +114,10 @@ class EndpointBase(Construct, EndpointMetrics):
         """
         raise ValueError(f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update")
 
-    def keep_instance_count_on_update(self) -> None:
-        """Called by :class:`~constructs_lib.scaling.ScalableInstanceCount`: endpoint updates keep the instance count
-        autoscaling chose. An imported endpoint's update settings are not this app's: nothing to do."""
+    def _scaled_by(self, scaling: ScalableInstanceCount) -> None:
+        """Called by :class:`~constructs_lib.scaling.ScalableInstanceCount` when it is made for this endpoint.
+        (An imported endpoint's update settings are not this app's: nothing else to do.)"""
+        self.scalable_instance_count = scaling
 
 
 class _ImportedEndpoint(EndpointBase):
@@ -268,8 +276,9 @@ class RealtimeEndpoint(EndpointBase):
         else:
             self._describe_alarms.add_resources(alarm.alarm_arn)
 
-    def keep_instance_count_on_update(self) -> None:
+    def _scaled_by(self, scaling: ScalableInstanceCount) -> None:
         """Endpoint updates keep the instance count autoscaling chose (RetainAllVariantProperties)."""
+        super()._scaled_by(scaling)
         self._endpoint.retain_all_variant_properties = True
 
     def add_outputs(self, prefix: str, extra: Mapping[str, tuple[str, str]] | None = None) -> None:
@@ -368,6 +377,6 @@ def _container_definition(container: ImageContainer | ModelPackageContainer) -> 
     return sagemaker.CfnModel.ContainerDefinitionProperty(
         image=container.image_uri,
         mode="SingleModel",
-        environment=dict(container.environment),
+        environment=dict(container.environment) or None,
         model_data_source=data_source,
     )

@@ -63,12 +63,12 @@ class MonitoredEndpoint(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: MonitoredEndpointProps) -> None:
-        super().__init__(scope, construct_id)
         scaling = props.scaling or InstanceScaling(props.endpoint.variant.initial_instance_count,
                                                    props.endpoint.variant.initial_instance_count)
         problems = Problems()
         scaling.problems(problems, props.endpoint.variant.initial_instance_count)
         problems.raise_if_any(f"MonitoredEndpoint {construct_id}")
+        super().__init__(scope, construct_id)
 
         self.endpoint = RealtimeEndpoint(self, props.name, props.endpoint)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(

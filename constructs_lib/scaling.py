@@ -58,10 +58,13 @@ class ScalableInstanceCount(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, endpoint: EndpointBase, min_capacity: int,
                  max_capacity: int) -> None:
-        super().__init__(scope, construct_id)
         problems = Problems()
         check_capacity(problems, min_capacity, max_capacity, endpoint.initial_instance_count)
+        if endpoint.scalable_instance_count is not None:
+            problems.note(f"endpoint: its instance count already scales ({endpoint.scalable_instance_count.node.path}); "
+                          "add policies to that ScalableInstanceCount (one scalable target per variant)")
         problems.raise_if_any(f"ScalableInstanceCount {construct_id}")
+        super().__init__(scope, construct_id)
         self._endpoint = endpoint
         self._target = appscaling.CfnScalableTarget(
             self,
@@ -74,7 +77,7 @@ class ScalableInstanceCount(Construct):
         )
         if endpoint.when_in_service is not None:
             self._target.node.add_dependency(endpoint.when_in_service)
-        endpoint.keep_instance_count_on_update()
+        endpoint._scaled_by(self)
         self.scalable_target_id: str = self._target.ref
 
     def scale_to_track(self, construct_id: str, tracking: TargetTracking) -> str:

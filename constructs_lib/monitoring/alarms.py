@@ -235,7 +235,6 @@ class EndpointAlarms(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: EndpointAlarmsProps) -> None:
-        super().__init__(scope, construct_id)
         endpoint = props.endpoint
         problems = Problems()
         props.thresholds.problems(problems)
@@ -247,6 +246,7 @@ class EndpointAlarms(Construct):
         else:
             instance_types.check_catalogued(problems, "instance_type", endpoint.instance_type)
         problems.raise_if_any(f"EndpointAlarms {construct_id}")
+        super().__init__(scope, construct_id)
 
         self.rules = alarm_rules(endpoint, endpoint.instance_type, props.thresholds, props.bridge)
         action = actions.SnsAction(props.topic) if props.topic is not None else None

@@ -53,12 +53,12 @@ class AlarmTopic(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None) -> None:
-        super().__init__(scope, construct_id)
         props = props or AlarmTopicProps()
         problems = Problems()
         if props.email is not None:
             check_email(problems, "email", props.email)
         problems.raise_if_any(f"AlarmTopic {construct_id}")
+        super().__init__(scope, construct_id)
         stack = Stack.of(self)
         alarm_arns = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
 
