@@ -13,29 +13,27 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: Public name -> the module that defines it.
-_EXPORTS = {
-    "RealtimeEndpoint": "endpoint", "EndpointBase": "endpoint",
-    "RealtimeEndpointProps": "endpoint_props", "ImageContainer": "endpoint_props",
-    "ModelPackageContainer": "endpoint_props", "ProductionVariant": "endpoint_props", "RollingUpdate": "endpoint_props",
-    "VARIANT_NAME": "endpoint_props", "INVOKE": "endpoint_props", "INVOKE_WITH_RESPONSE_STREAM": "endpoint_props",
-    "INVOKE_BIDIRECTIONAL": "endpoint_props",
-    "MonitoredEndpoint": "monitored_endpoint", "MonitoredEndpointProps": "monitored_endpoint",
-    "ScalableInstanceCount": "scaling",
-    "InstanceScaling": "scaling_props", "TargetTracking": "scaling_props",
-    "INVOCATIONS_PER_INSTANCE": "scaling_props", "CONCURRENT_REQUESTS_PER_MODEL": "scaling_props",
-    "SageMakerExecutionRole": "execution_role",
-    "EndpointAlarms": "monitoring.alarms", "EndpointAlarmsProps": "monitoring.alarms",
-    "EndpointAlarmThresholds": "monitoring.thresholds", "BridgeAlarmThresholds": "monitoring.thresholds",
-    "EndpointMetrics": "monitoring.metrics", "BridgeMetrics": "monitoring.metrics",
-    "AlarmTopic": "monitoring.topic", "AlarmTopicProps": "monitoring.topic",
-    "OperationsDashboard": "monitoring.dashboard", "OperationsDashboardProps": "monitoring.dashboard",
-    "DashboardEndpoint": "monitoring.dashboard",
-    "BridgeImage": "bridge_image", "BridgeImageProps": "bridge_image",
-    "ModelBucket": "model_bucket", "ModelBucketProps": "model_bucket",
-    "ModelStaging": "model_staging", "ModelStagingProps": "model_staging",
-    "PropsError": "validation",
+#: The public names, by the module that defines them.
+_MODULES = {
+    "endpoint": ("RealtimeEndpoint", "EndpointBase"),
+    "endpoint_interface": ("IEndpoint",),
+    "endpoint_props": ("RealtimeEndpointProps", "ImageContainer", "ModelPackageContainer", "ProductionVariant",
+                       "RollingUpdate", "VARIANT_NAME", "INVOKE", "INVOKE_WITH_RESPONSE_STREAM", "INVOKE_BIDIRECTIONAL"),
+    "monitored_endpoint": ("MonitoredEndpoint", "MonitoredEndpointProps"),
+    "scaling": ("ScalableInstanceCount",),
+    "scaling_props": ("InstanceScaling", "TargetTracking", "INVOCATIONS_PER_INSTANCE", "CONCURRENT_REQUESTS_PER_MODEL"),
+    "execution_role": ("SageMakerExecutionRole",),
+    "monitoring.alarms": ("EndpointAlarms", "EndpointAlarmsProps"),
+    "monitoring.thresholds": ("EndpointAlarmThresholds", "BridgeAlarmThresholds"),
+    "monitoring.metrics": ("EndpointMetrics", "BridgeMetrics"),
+    "monitoring.topic": ("AlarmTopic", "AlarmTopicProps"),
+    "monitoring.dashboard": ("OperationsDashboard", "OperationsDashboardProps", "DashboardEndpoint"),
+    "bridge_image": ("BridgeImage", "BridgeImageProps"),
+    "model_bucket": ("ModelBucket", "ModelBucketProps"),
+    "model_staging": ("ModelStaging", "ModelStagingProps"),
+    "validation": ("PropsError",),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_EXPORTS)
 

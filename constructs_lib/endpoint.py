@@ -52,7 +52,8 @@ LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 
 
 class EndpointBase(Construct, EndpointMetrics):
-    """What a :class:`RealtimeEndpoint` and an imported endpoint share: names, ARN, the ``metric_*`` helpers
+    """What a :class:`RealtimeEndpoint` and an imported endpoint share (an
+    :class:`~constructs_lib.endpoint_interface.IEndpoint`): names, ARN, the ``metric_*`` helpers
     (:class:`~constructs_lib.monitoring.metrics.EndpointMetrics`), :meth:`grant_invoke`, :meth:`add_alarms` and
     :meth:`auto_scale_instance_count`.
 
@@ -114,7 +115,7 @@ class EndpointBase(Construct, EndpointMetrics):
         """
         raise ValueError(f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update")
 
-    def _scaled_by(self, scaling: ScalableInstanceCount) -> None:
+    def register_scaling(self, scaling: ScalableInstanceCount) -> None:
         """Called by :class:`~constructs_lib.scaling.ScalableInstanceCount` when it is made for this endpoint.
         (An imported endpoint's update settings are not this app's: nothing else to do.)"""
         self.scalable_instance_count = scaling
@@ -276,9 +277,9 @@ class RealtimeEndpoint(EndpointBase):
         else:
             self._describe_alarms.add_resources(alarm.alarm_arn)
 
-    def _scaled_by(self, scaling: ScalableInstanceCount) -> None:
+    def register_scaling(self, scaling: ScalableInstanceCount) -> None:
         """Endpoint updates keep the instance count autoscaling chose (RetainAllVariantProperties)."""
-        super()._scaled_by(scaling)
+        super().register_scaling(scaling)
         self._endpoint.retain_all_variant_properties = True
 
     def add_outputs(self, prefix: str, extra: Mapping[str, tuple[str, str]] | None = None) -> None:

@@ -35,7 +35,7 @@ from constructs_lib.scaling_props import (
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
-    from constructs_lib.endpoint import EndpointBase
+    from constructs_lib.endpoint_interface import IEndpoint
 
 
 class ScalableInstanceCount(Construct):
@@ -56,7 +56,7 @@ class ScalableInstanceCount(Construct):
         constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: EndpointBase, min_capacity: int,
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint: IEndpoint, min_capacity: int,
                  max_capacity: int) -> None:
         problems = Problems()
         check_capacity(problems, min_capacity, max_capacity, endpoint.initial_instance_count)
@@ -77,7 +77,7 @@ class ScalableInstanceCount(Construct):
         )
         if endpoint.when_in_service is not None:
             self._target.node.add_dependency(endpoint.when_in_service)
-        endpoint._scaled_by(self)
+        endpoint.register_scaling(self)
         self.scalable_target_id: str = self._target.ref
 
     def scale_to_track(self, construct_id: str, tracking: TargetTracking) -> str:

@@ -31,7 +31,7 @@ from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, Endpoint
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
-    from constructs_lib.endpoint import EndpointBase
+    from constructs_lib.endpoint_interface import IEndpoint
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -206,7 +206,7 @@ class EndpointAlarmsProps:
         alarm_name_prefix: alarms are named ``<prefix>-<rule name>``. Default: the endpoint's name.
     """
 
-    endpoint: EndpointBase
+    endpoint: IEndpoint
     thresholds: EndpointAlarmThresholds = field(default_factory=EndpointAlarmThresholds)
     bridge: BridgeAlarmThresholds | None = None
     topic: sns.ITopic | None = None
