@@ -23,11 +23,15 @@ _NONE = {"", "null", "none"}
 
 def _optional(hint: Any) -> tuple[bool, Any]:
     """(whether ``hint`` admits None, ``hint`` without None)."""
-    if get_origin(hint) in (Union, types.UnionType):
+    if _is_union(hint):
         args = [arg for arg in get_args(hint) if arg is not type(None)]
         if len(args) < len(get_args(hint)):
             return True, (args[0] if len(args) == 1 else Union[tuple(args)])
     return False, hint
+
+
+def _is_union(hint: Any) -> bool:
+    return get_origin(hint) in (Union, types.UnionType)
 
 
 def convert(raw: Any, hint: Any) -> Any:
@@ -35,7 +39,8 @@ def convert(raw: Any, hint: Any) -> Any:
 
     Accepted: ``bool`` (true/false, yes/no, on/off, 1/0), ``int`` (whole numbers, not booleans), ``float``, ``str``,
     ``Literal[...]`` (one of its values), ``list[T]`` (a JSON list, or a string holding one or comma-separated items),
-    and any of them ``| None`` (null, none or an empty string).
+    a union of these (the first that converts, e.g. ``int | Literal["auto"]``), and any of them ``| None`` (null,
+    none or an empty string).
 
     Raises:
         ValueError: the value cannot be converted; the message says what is allowed ("must be ...").
@@ -44,6 +49,14 @@ def convert(raw: Any, hint: Any) -> Any:
     if optional and (raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE)):
         return None
     or_null = " or null" if optional else ""
+    if _is_union(hint):
+        rules = []
+        for member in get_args(hint):
+            try:
+                return convert(raw, member)
+            except ValueError as error:
+                rules.append(str(error).removeprefix("must be "))
+        raise ValueError("must be " + ", or ".join(rules) + or_null)
     if hint is bool:
         if isinstance(raw, bool):
             return raw

@@ -176,22 +176,26 @@ def alarm_rules(m: EndpointMetrics, instance_type: str, t: EndpointAlarmThreshol
                       "minutes.", MISSING_UTILISATION),
         ]
     if bridge is not None:
-        b, bm = bridge, BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name)
-        rules += [
-            AlarmRule("UpstreamErrors", bm.metric_upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                      "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
-            AlarmRule("StreamsRejected", bm.metric_streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                      "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
-            AlarmRule("TimeToFirstDeltaP90", bm.metric_time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
-                      5, 3, NOT_BREACHING,
-                      f"Callers wait long for the first words: TimeToFirstDelta p90 above "
-                      f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
-            AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
-                      5, 5, NOT_BREACHING,
-                      f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
-                      "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
-        ]
+        rules += bridge_alarm_rules(BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge)
     return rules
+
+
+def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[AlarmRule]:
+    """The alarms on the bridge's own metrics, wherever the bridge runs (they read only its metrics)."""
+    return [
+        AlarmRule("UpstreamErrors", bm.metric_upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                  "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
+        AlarmRule("StreamsRejected", bm.metric_streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                  "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
+        AlarmRule("TimeToFirstDeltaP90", bm.metric_time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
+                  5, 3, NOT_BREACHING,
+                  f"Callers wait long for the first words: TimeToFirstDelta p90 above "
+                  f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
+        AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
+                  5, 5, NOT_BREACHING,
+                  f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
+                  "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
+    ]
 
 
 @dataclass(frozen=True)

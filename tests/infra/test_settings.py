@@ -288,6 +288,8 @@ def test_hub_token_secret_kms_key():
     ("list[int]", "[4, 5]", [4, 5]),
     ("list[str]", ["ml.g6.4xlarge", "ml.g6e.xlarge"], ["ml.g6.4xlarge", "ml.g6e.xlarge"]),
     ("list[str] | None", "null", None),
+    ("int | Literal['auto']", "auto", "auto"),
+    ("int | Literal['auto']", "4", 4),
 ])
 def test_values_convert_by_their_type_hints(hint, raw, expected):
     """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists convert by what they
@@ -313,6 +315,7 @@ def test_values_convert_by_their_type_hints(hint, raw, expected):
     ("list[int]", 5, "must be a list (a JSON array, or comma-separated values)"),
     ("str", "null", "must be set: this setting has no 'unset' value (null is allowed for optional settings only)"),
     ("str | None", 5, "must be a string or null"),
+    ("int | Literal['auto']", "many", "must be a whole number, or one of auto"),
 ])
 def test_values_that_do_not_convert_say_what_is_allowed(hint, raw, message):
     from typing import Literal, get_type_hints

@@ -149,7 +149,7 @@ def test_failed_build_fails_the_resource_with_phase_reason_and_log_link(waiter):
         "FAILED",
         phases=[
             {"phaseType": "INSTALL", "phaseStatus": "SUCCEEDED"},
-            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m voicectl.stage_model. Reason: exit status 1"}]},
+            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m stage_model. Reason: exit status 1"}]},
         ],
         logs={"deepLink": "https://console.aws.amazon.com/cloudwatch/home#logsV2:log-groups"},
     )
