@@ -80,6 +80,7 @@ class EndpointSettings:
     """
 
     enabled: bool = True
+    # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
     instance_type: str = "ml.g6.4xlarge"
     initial_instance_count: int = 1

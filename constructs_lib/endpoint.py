@@ -70,12 +70,14 @@ class EndpointBase(Construct, EndpointMetrics):
         scalable_instance_count: the variant's autoscaling, once made (:meth:`auto_scale_instance_count`).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, endpoint_arn: str,
-                 variant_name: str, instance_type: str | None, initial_instance_count: int | None,
-                 invoke_actions: Sequence[str]) -> None:
+    endpoint_name: str
+    endpoint_arn: str
+    variant_name: str
+
+    def __init__(self, scope: Construct, construct_id: str, *, instance_type: str | None,
+                 initial_instance_count: int | None, invoke_actions: Sequence[str]) -> None:
+        # The names come from the subclass (EndpointMetrics.__init__), once it knows them.
         Construct.__init__(self, scope, construct_id)
-        EndpointMetrics.__init__(self, endpoint_name, variant_name)
-        self.endpoint_arn = endpoint_arn
         self.instance_type = instance_type
         self.initial_instance_count = initial_instance_count
         self.invoke_actions = tuple(invoke_actions)
@@ -123,6 +125,12 @@ class EndpointBase(Construct, EndpointMetrics):
 
 class _ImportedEndpoint(EndpointBase):
     """An endpoint defined elsewhere (see :meth:`RealtimeEndpoint.from_endpoint_attributes`)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, endpoint_arn: str,
+                 variant_name: str, **facts) -> None:
+        super().__init__(scope, construct_id, **facts)
+        EndpointMetrics.__init__(self, endpoint_name, variant_name)
+        self.endpoint_arn = endpoint_arn
 
 
 class RealtimeEndpoint(EndpointBase):
@@ -182,12 +190,13 @@ class RealtimeEndpoint(EndpointBase):
         props.problems(problems, None if Token.is_unresolved(region) else region)
         problems.raise_if_any(f"RealtimeEndpoint {construct_id}")
         variant = props.variant
+        super().__init__(scope, construct_id, instance_type=variant.instance_type,
+                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions)
         # The name is needed at synth (it names the log group, which must exist before the endpoint): a default one
         # is made from the construct path, unique in the app and stable across deployments.
-        super().__init__(scope, construct_id, endpoint_name="", endpoint_arn="", variant_name=variant.variant_name,
-                         instance_type=variant.instance_type, initial_instance_count=variant.initial_instance_count,
-                         invoke_actions=props.invoke_actions)
-        self.endpoint_name = props.endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-")
+        EndpointMetrics.__init__(
+            self, props.endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-"),
+            variant.variant_name)
         self.rolling_update = props.rolling_update
         self._props = props
         self._rollback_alarms: list[cloudwatch.IAlarm] = []
