@@ -245,6 +245,11 @@ class VoxtralSettings(EndpointSettings):
         return self.props(RollingUpdate)
 
     def app_problems(self, p: Problems, region: str) -> None:
+        self._model_problems(p, region)
+        self._operations_problems(p)
+
+    def _model_problems(self, p: Problems, region: str) -> None:
+        """The model, its weights and image, and whether one GPU of the instance holds it."""
         start = len(p)
         spec = self.instance_spec(p)
         if spec is not None and spec.gpus == 0:
@@ -269,6 +274,19 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
+        # The memory estimate only when every value it depends on passed its checks.
+        if spec is not None and spec.gpus and len(p) == start:
+            fits = max_num_seqs_that_fit(spec, self.max_model_len, self.gpu_memory_utilization)
+            if fits < self.max_num_seqs:
+                p.note(
+                    f"{p.ref('instance_type', self.instance_type)} with {p.ref('max_model_len', self.max_model_len)} "
+                    f"and {p.ref('stream_cap', self.max_num_seqs)}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) "
+                    f"holds the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs "
+                    "or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
+                )
+
+    def _operations_problems(self, p: Problems) -> None:
+        """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""
         self.rolling_update().problems(p)
         if not 0 < self.scaling_target_fraction <= 1:
             p.add("scaling_target_fraction", self.scaling_target_fraction, "must be more than 0 and at most 1 (live "
@@ -282,16 +300,6 @@ class VoxtralSettings(EndpointSettings):
             p.add("gpu_memory_percent", self.alarm_gpu_memory_percent,
                   f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM reserves that much GPU "
                   "memory at start, so the alarm would always fire")
-        # The memory estimate only when every Voxtral-specific value it depends on passed its checks.
-        if spec is not None and spec.gpus and self.max_model_len >= 1 and self.max_num_seqs >= 1 and len(p) == start:
-            fits = max_num_seqs_that_fit(spec, self.max_model_len, self.gpu_memory_utilization)
-            if fits < self.max_num_seqs:
-                p.note(
-                    f"{p.ref('instance_type', self.instance_type)} with {p.ref('max_model_len', self.max_model_len)} "
-                    f"and {p.ref('stream_cap', self.max_num_seqs)}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) "
-                    f"holds the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs "
-                    "or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
-                )
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ to the graph's unit (latency in ms, utilisation in percent of capacity).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -20,6 +21,8 @@ from constructs_lib.endpoint_props import VARIANT_NAME
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_rules
 from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, BridgeMetrics, EndpointMetrics, default_label
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.names import is_token
+from constructs_lib.validation import Problems
 
 #: Dashboard grid: 24 columns; three graphs per row.
 WIDTH = 8
@@ -55,6 +58,19 @@ class DashboardEndpoint:
     scaling_target: float | None = None
     variant_name: str = VARIANT_NAME
 
+    def problems(self, p: Problems) -> None:
+        if instance_types.is_instance_type(self.instance_type):
+            instance_types.check_catalogued(p, "instance_type", self.instance_type)
+        else:
+            instance_types.check_instance_type(p, "instance_type", self.instance_type)
+        self.thresholds.problems(p)
+        if self.bridge is not None:
+            self.bridge.problems(p)
+
+
+#: CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 (PutDashboard API reference).
+DASHBOARD_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
+
 
 @dataclass(frozen=True)
 class OperationsDashboardProps:
@@ -68,15 +84,27 @@ class OperationsDashboardProps:
     dashboard_name: str
     endpoints: Sequence[DashboardEndpoint]
 
+    def problems(self, p: Problems) -> None:
+        if not is_token(self.dashboard_name) and not DASHBOARD_NAME_RE.fullmatch(self.dashboard_name):
+            p.add("dashboard_name", self.dashboard_name, "must be 1-255 letters, digits, '-' or '_'")
+        for endpoint in self.endpoints:
+            endpoint.problems(p)
+
 
 class OperationsDashboard(Construct):
     """A CloudWatch dashboard with one section per endpoint.
 
     Attributes:
         dashboard: the CloudWatch dashboard.
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: OperationsDashboardProps) -> None:
+        problems = Problems()
+        props.problems(problems)
+        problems.raise_if_any(f"OperationsDashboard {construct_id}")
         super().__init__(scope, construct_id)
         self.dashboard = cloudwatch.Dashboard(
             self,

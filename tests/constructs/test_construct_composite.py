@@ -117,3 +117,20 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
     image = BridgeImage(stack, "Prebuilt", BridgeImageProps(
         prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1"))
     assert (image.image_uri, image.copy, image.tag) == (f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1", None, None)
+
+
+def test_the_dashboard_checks_its_name_and_each_endpoint():
+    from constructs_lib.monitoring.dashboard import DashboardEndpoint, OperationsDashboard, OperationsDashboardProps
+    from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
+
+    with pytest.raises(PropsError) as caught:
+        OperationsDashboard(bare_stack(), "Dashboard", OperationsDashboardProps(dashboard_name="ops board", endpoints=[
+            DashboardEndpoint("Speech", "asr", "ml.inf2.xlarge", EndpointAlarmThresholds(disk_percent=0))]))
+    assert [problem.split(":")[0] for problem in caught.value.problems] == [
+        "dashboard_name='ops board'", "instance_type='ml.inf2.xlarge'", "disk_percent=0"]
+    stack = bare_stack()
+    OperationsDashboard(stack, "Dashboard", OperationsDashboardProps(dashboard_name="ops-us-east-1", endpoints=[
+        DashboardEndpoint("Speech", "asr", "ml.g6.4xlarge", min_capacity=1, max_capacity=4)]))
+    _, dashboard = only(stack, "AWS::CloudWatch::Dashboard")
+    assert dashboard["Properties"]["DashboardName"] == "ops-us-east-1"
+    assert "## Speech: `asr`" in str(dashboard["Properties"]["DashboardBody"])
