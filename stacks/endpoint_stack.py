@@ -34,11 +34,11 @@ class EndpointStack(Stack):
                                            description=f"SageMaker execution role of {section.endpoint_name}")
 
     def add_endpoint(self, name: str, *, container: ImageContainer | ModelPackageContainer, description: str,
-                     invoke_actions: Sequence[str], tracking: Mapping[str, Any],
+                     invoke_actions: Sequence[str], tracking: TargetTracking,
                      rolling_update: RollingUpdate | None = None, bridge: BridgeAlarmThresholds | None = None,
                      outputs: Mapping[str, tuple[str, str]]) -> MonitoredEndpoint:
-        """The endpoint, its alarms (to the alarm topic), its autoscaling (``tracking``: the TargetTracking props the
-        section does not give) and its outputs ``<name>...``."""
+        """The endpoint, its alarms (to the alarm topic), its autoscaling (within the section's instance range, by
+        ``tracking`` while it is a range) and its outputs ``<name>...``."""
         section = self._section
         self.endpoint = MonitoredEndpoint(
             # Construct id "Default": CDK leaves it out of logical ids, so the endpoint, its alarms and its scaling
@@ -53,7 +53,7 @@ class EndpointStack(Stack):
                 thresholds=section.thresholds(),
                 bridge=bridge,
                 alarm_topic=self._alarm_topic,
-                scaling=section.props(InstanceScaling, tracking=section.props(TargetTracking, **tracking)),
+                scaling=section.props(InstanceScaling, tracking=tracking),
                 outputs=outputs,
             ),
         )

@@ -11,6 +11,7 @@ from config.models import SONIC_SCALING_METRICS
 from config.settings import Settings
 from constructs_lib.endpoint_props import INVOKE, INVOKE_WITH_RESPONSE_STREAM, ModelPackageContainer
 from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
+from constructs_lib.scaling_props import TargetTracking
 from stacks.endpoint_stack import EndpointStack
 
 
@@ -31,7 +32,7 @@ class SonicStack(EndpointStack):
             container=ModelPackageContainer(settings.sonic_model_package_arn),
             description="Cartesia Sonic text-to-speech",
             invoke_actions=[INVOKE, INVOKE_WITH_RESPONSE_STREAM],
-            tracking={"predefined_metric": SONIC_SCALING_METRICS[sonic.scaling_metric],
-                      "target_value": sonic.scaling_target},
+            tracking=sonic.props(TargetTracking, predefined_metric=SONIC_SCALING_METRICS[sonic.scaling_metric],
+                                 target_value=sonic.scaling_target),
             outputs={"ModelPackageArn": (settings.sonic_model_package_arn, "Model package")},
         )

@@ -19,6 +19,7 @@ from constructs_lib.model_staging import ModelStaging, ModelStagingProps
 from constructs_lib.model_staging_build.stage_model.location import S3Prefix
 from constructs_lib.monitoring.metrics import BridgeMetrics
 from constructs_lib.names import repository_arn_from_image_uri
+from constructs_lib.scaling_props import TargetTracking
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.endpoint_stack import EndpointStack
 
@@ -55,10 +56,11 @@ class VoxtralStack(EndpointStack):
             invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
             rolling_update=voxtral.rolling_update(),
             bridge=voxtral.bridge_thresholds(),
-            tracking={
-                "metric": BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name).metric_active_streams_per_instance(),
-                "target_value": voxtral.streams_target,
-            },
+            tracking=voxtral.props(
+                TargetTracking,
+                metric=BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name).metric_active_streams_per_instance(),
+                target_value=voxtral.streams_target,
+            ),
             outputs={
                 "BidirectionalInvokeUrl": (
                     f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"
