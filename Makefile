@@ -64,9 +64,10 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements.lock from pyproject.toml and container/requirements.txt
+lock: $(VENV_STAMP) ## re-pin requirements.lock (and the model staging build's requirements.txt, taken from it)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
+	$(PY) tests/tools/staging_requirements.py
 
 clean: ## remove cdk.out and the virtual environment
 	rm -rf cdk.out $(VENV) node_modules

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cdk_ecr_deployment as ecr_deployment
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct, IDependable
 
 from constructs_lib.nag import nag_render
+from constructs_lib.names import check_ecr_image_uri
+from constructs_lib.validation import Problems
 
 #: Images kept in the repository; older ones expire (a rollback needs the previous few).
 KEEP_NEWEST_IMAGES = 10
@@ -25,14 +27,23 @@ class BridgeImageProps:
     """Props of :class:`BridgeImage`.
 
     Attributes:
-        container_dir: the Docker build context (``container/``), with its ``Dockerfile``.
-        prebuilt_image_uri: an image already in ECR; when set no asset is built or copied.
-        retain_data: keep the repository and its images on ``cdk destroy``.
+        container_dir: the Docker build context (this project's ``container/``), with its ``Dockerfile``.
+        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
+            One of ``container_dir`` and ``prebuilt_image_uri`` is required.
+        retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
     """
 
-    container_dir: Path
+    container_dir: Path | None = None
     prebuilt_image_uri: str | None = None
     retain_data: bool = False
+
+    def problems(self, p: Problems, region: str | None = None) -> None:
+        if self.prebuilt_image_uri is not None:
+            check_ecr_image_uri(p, "prebuilt_image_uri", self.prebuilt_image_uri, region)
+        elif self.container_dir is None:
+            p.note("container_dir or prebuilt_image_uri: give one (a build context or an image already in ECR)")
+        elif not (Path(self.container_dir) / "Dockerfile").is_file():
+            p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
 
 
 class BridgeImage(Construct):
@@ -49,9 +60,16 @@ class BridgeImage(Construct):
         image_uri: what SageMaker's Model should run.
         tag: the image's tag in the repository (the asset hash), or None with a prebuilt image.
         copy: the image copy custom resource, or None with a prebuilt image; Models must depend on it.
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: BridgeImageProps) -> None:
+        region = Stack.of(scope).region
+        problems = Problems()
+        props.problems(problems, None if Token.is_unresolved(region) else region)
+        problems.raise_if_any(f"BridgeImage {construct_id}")
         super().__init__(scope, construct_id)
         self.repository = ecr.Repository(
             self,
@@ -149,21 +167,3 @@ class BridgeImage(Construct):
             ),
         )
         return role
-
-
-def repository_arn_from_image_uri(image_uri: str) -> str:
-    """ARN of the private ECR repository of ``image_uri``.
-
-    ``123456789012.dkr.ecr.us-east-1.amazonaws.com/team/bridge:v1`` ->
-    ``arn:aws:ecr:us-east-1:123456789012:repository/team/bridge``.
-
-    Raises:
-        ValueError: ``image_uri`` is not a private ECR image URI (settings validate this first).
-    """
-    from config.settings import ECR_IMAGE_PATTERN
-
-    match = ECR_IMAGE_PATTERN.match(image_uri)
-    if not match:
-        raise ValueError(f"not a private ECR image URI: {image_uri!r}")
-    partition = "aws-cn" if ".amazonaws.com.cn/" in image_uri else "aws"
-    return f"arn:{partition}:ecr:{match['region']}:{match['account']}:repository/{match['repository']}"

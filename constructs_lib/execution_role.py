@@ -2,55 +2,67 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
+import jsii
 from aws_cdk import Acknowledgment, Stack, Validations
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib.nag import nag_render
 
-
 #: Namespace of SageMaker's per-instance endpoint metrics (CPUUtilization, GPUUtilization, ...; SageMaker
 #: developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").
 SAGEMAKER_INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
+#: The service principal of SageMaker (trust policy of every execution role).
+SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 
 
+@jsii.implements(iam.IGrantable)
 class SageMakerExecutionRole(Construct):
     """An IAM role assumable by ``sagemaker.amazonaws.com`` that starts with no permissions.
 
-    Each ``grant_*`` method adds one narrowly scoped statement to the role's inline policy. There is no
+    Each ``grant_*`` method adds one narrowly scoped statement to the role's policy. There is no
     AmazonSageMakerFullAccess and no managed policy. Where AWS offers no resource-level permission
     (``ecr:GetAuthorizationToken``, ``cloudwatch:PutMetricData``) the statement uses ``*`` and the cdk-nag finding is
-    acknowledged on the spot with the reason.
+    acknowledged on the spot with the reason. Constructs that take an ``iam.IRole`` (such as
+    :class:`~constructs_lib.endpoint.RealtimeEndpoint`) take :attr:`role` and add their own statements to the same
+    policy; the construct itself is an ``IGrantable``, so ``bucket.grant_read(execution_role)`` works too.
 
     The role is confused-deputy safe: the trust policy requires ``aws:SourceAccount`` to be this account.
 
+    Args:
+        description: the role's description. Default: "SageMaker execution role".
+
     Attributes:
-        role: the IAM role.
+        role: the IAM role (an ``iam.IRole``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, description: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, description: str = "SageMaker execution role") -> None:
         super().__init__(scope, construct_id)
         account = Stack.of(self).account
         self.role = iam.Role(
             self,
             "Role",
             description=description,
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+            assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL).with_conditions(
                 {"StringEquals": {"aws:SourceAccount": account}}
             ),
         )
-        self._policy = iam.Policy(self, "Policy", roles=[self.role])
+
+    @property
+    def grant_principal(self) -> iam.IPrincipal:
+        """The role, for ``grant_*`` methods of other constructs."""
+        return self.role
+
+    @property
+    def role_arn(self) -> str:
+        return self.role.role_arn
 
     def _add(self, statement: iam.PolicyStatement) -> None:
-        self._policy.add_statements(statement)
+        self.role.add_to_principal_policy(statement)
 
     def _acknowledge(self, finding: str, reason: str) -> None:
         """Acknowledge one cdk-nag finding on this role's policy; ``reason`` is kept in the cloud assembly."""
-        Validations.of(self._policy).acknowledge(Acknowledgment(id=finding, reason=reason))
+        Validations.of(self.role).acknowledge(Acknowledgment(id=finding, reason=reason))
 
     def grant_model_data_read(self, bucket_name: str, prefix: str) -> None:
         """Read the objects under ``prefix`` (e.g. ``models/org/name/``, no leading ``/``) of one bucket, and list
@@ -82,7 +94,7 @@ class SageMakerExecutionRole(Construct):
         """Pull images from one ECR repository."""
         self._add(
             iam.PolicyStatement(
-                sid="PullBridgeImage",
+                sid="PullImage",
                 actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
                 resources=[repository_arn],
             )
@@ -92,22 +104,6 @@ class SageMakerExecutionRole(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "ecr:GetAuthorizationToken supports no resource-level permission (Service Authorization Reference for "
             "Amazon ECR); it only issues a registry login token, image access stays limited to one repository.",
-        )
-
-    def grant_log_write(self, log_group: logs.ILogGroup) -> None:
-        """Create streams in and write events to one log group (the endpoint's ``/aws/sagemaker/Endpoints/<name>``)."""
-        streams = f"{log_group.log_group_arn}:log-stream:*"
-        self._add(
-            iam.PolicyStatement(
-                sid="WriteEndpointLogs",
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[log_group.log_group_arn, streams],
-            )
-        )
-        self._acknowledge(
-            f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), streams)}]",
-            "Log stream names are chosen by SageMaker per instance; the wildcard is confined to this endpoint's "
-            "log group.",
         )
 
     def grant_metrics(self, *namespaces: str) -> None:
@@ -131,27 +127,4 @@ class SageMakerExecutionRole(Construct):
             "cloudwatch:PutMetricData supports no resource-level permission (Service Authorization Reference for "
             "CloudWatch); a cloudwatch:namespace condition limits it to the endpoint's instance metrics and the "
             "bridge's namespace.",
-        )
-
-    def grant_describe_alarms(self, alarms: Sequence[cloudwatch.IAlarm]) -> None:
-        """Describe exactly ``alarms`` (``cloudwatch:DescribeAlarms`` on their ARNs), the auto-rollback alarms of the
-        endpoint's DeploymentConfig.
-
-        SageMaker reads the rollback alarms' state as the execution role: "Ensure that your IAM execution role has
-        permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify"
-        (SageMaker developer guide, "Auto-Rollback Configuration and Monitoring",
-        https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html). DescribeAlarms
-        supports the ``alarm`` resource type (Service Authorization Reference for CloudWatch), so no wildcard.
-
-        Raises:
-            ValueError: ``alarms`` is empty (a statement needs at least one resource).
-        """
-        if not alarms:
-            raise ValueError("grant_describe_alarms needs at least one alarm (the endpoint's auto-rollback alarms)")
-        self._add(
-            iam.PolicyStatement(
-                sid="DescribeRollbackAlarms",
-                actions=["cloudwatch:DescribeAlarms"],
-                resources=[alarm.alarm_arn for alarm in alarms],
-            )
         )

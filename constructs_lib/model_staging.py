@@ -1,10 +1,10 @@
 """ModelStaging: stage the model's weights into S3 during ``cdk deploy``, before the endpoint reads them.
 
-A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m voicectl.stage_model``, from a CDK
-asset holding the voicectl package) to download a pinned revision from the Hugging Face Hub and upload it under the
-model prefix. A custom resource on the CDK Provider framework starts the build and polls it until it ends; its
-properties are the repository id, revision and S3 URI only, so CloudFormation runs it again only when one of those
-changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or by using
+A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m stage_model``, from the folder
+``model_staging_build/`` shipped as one asset exactly as it is: the staging package and its hash-pinned
+requirements) to download a pinned revision from the Hugging Face Hub and upload it under the model prefix. A custom
+resource on the CDK Provider framework starts the build and polls it until it ends; its properties are the repository
+id, revision and S3 URI only, so CloudFormation runs it again only when one of those changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or by using
 :attr:`ModelStaging.model_s3_uri`), so its weights are in place before SageMaker copies them.
 
 Why CodeBuild and not an ECS task: it needs no VPC, subnets or cluster (a Fargate task needs subnets with a route to
@@ -23,15 +23,10 @@ calls of the polling (one per minute).
 
 from __future__ import annotations
 
-import atexit
-import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CfnElement, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -44,22 +39,20 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
+from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
 from constructs_lib.nag import nag_render
-from voicectl.staging.constants import MANIFEST_NAME, PINNED_REVISION_RE
+from constructs_lib.names import check_hub_token_key, check_repository_id, check_revision
+from constructs_lib.validation import Problems
 
 _HERE = Path(__file__).resolve().parent
-_REPO_ROOT = _HERE.parent
-_WAITER_CODE = _HERE / "model_staging_assets" / "waiter"
-_BUILD_REQUIREMENTS = "constructs_lib/model_staging_assets/codebuild/requirements.txt"
-#: The files of the build's source asset, relative to the repository root: the staging code and its pinned
-#: dependencies, nothing else, so that changes elsewhere in the repository leave the project untouched.
-SOURCE_FILES = (
-    "voicectl/__init__.py",
-    "voicectl/cli.py",
-    "voicectl/stage_model.py",
-    "voicectl/staging/*.py",
-    _BUILD_REQUIREMENTS,
-)
+#: The build's source: the staging package (``stage_model/``) and its hash-pinned ``requirements.txt``, nothing
+#: else, so that changes elsewhere in the repository leave the project untouched.
+BUILD_SOURCE_DIR = _HERE / "model_staging_build"
+#: Bytecode Python writes when ``voicectl`` imports the package from the source tree: not part of the asset (it
+#: would change the asset hash from one machine to the next).
+BUILD_SOURCE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
+#: The Lambda handlers of the custom resource (``index.on_event``, ``index.is_complete``).
+WAITER_CODE_DIR = _HERE / "model_staging_waiter"
 
 #: CloudFormation gives a custom resource operation at most 3600 s (ServiceTimeout, range 1-3600:
 #: https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html).
@@ -79,8 +72,6 @@ MAX_BUILD_TIMEOUT = Duration.minutes(TOTAL_TIMEOUT.to_minutes() - QUEUED_TIMEOUT
 DEFAULT_BUILD_TIMEOUT = Duration.minutes(45)
 #: Where the build downloads to (the build's disk, not the Hugging Face cache in the home directory).
 BUILD_DOWNLOAD_DIR = "/codebuild/output/model"
-#: A KMS key ARN (https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN).
-KMS_KEY_ARN_RE = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
 #: Lambda and build log retention.
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
@@ -116,30 +107,19 @@ class ModelStagingProps:
     build_timeout: Duration = field(default_factory=lambda: DEFAULT_BUILD_TIMEOUT)
     compute_type: codebuild.ComputeType = codebuild.ComputeType.MEDIUM
 
-    def errors(self) -> list[str]:
-        """Every problem with these props, one sentence each (empty when valid)."""
-        problems = []
+    def problems(self, p: Problems, region: str | None = None) -> None:
+        """Every problem of these props; ``region`` (the stack's, None when unknown) for the key ARN."""
         if not self.prefix.strip("/") or self.prefix.startswith("/"):
-            problems.append(f"prefix must be a non-empty key prefix without a leading '/', got {self.prefix!r}")
-        if "/" not in self.repository_id.strip("/"):
-            problems.append(f"repository_id must look like 'owner/name', got {self.repository_id!r}")
-        if not PINNED_REVISION_RE.fullmatch(self.revision):
-            problems.append(f"revision must be a full 40-character commit hash (pinned), got {self.revision!r}")
-        key_arn = self.hf_token_secret_kms_key_arn
-        if key_arn is not None:
-            if self.hf_token_secret is None:
-                problems.append("hf_token_secret_kms_key_arn needs hf_token_secret (the secret that key encrypts)")
-            if not Token.is_unresolved(key_arn) and not KMS_KEY_ARN_RE.fullmatch(key_arn):
-                problems.append(
-                    "hf_token_secret_kms_key_arn must be a KMS key ARN, arn:<partition>:kms:<region>:<account>:key/<id> "
-                    f"(IAM grants on keys name the key, not an alias), got {key_arn!r}"
-                )
-        if not 5 <= self.build_timeout.to_minutes() <= MAX_BUILD_TIMEOUT.to_minutes():
-            problems.append(
-                f"build_timeout must be 5 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (the custom resource waits at "
-                f"most {TOTAL_TIMEOUT.to_minutes()} minutes), got {self.build_timeout.to_minutes()}"
-            )
-        return problems
+            p.add("prefix", self.prefix, "must be a non-empty key prefix without a leading '/'")
+        check_repository_id(p, "repository_id", self.repository_id)
+        check_revision(p, "revision", self.revision)
+        if self.hf_token_secret_kms_key_arn is not None:
+            check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn, "hf_token_secret",
+                                self.hf_token_secret is not None, region)
+        minutes = self.build_timeout.to_minutes()
+        if not 5 <= minutes <= MAX_BUILD_TIMEOUT.to_minutes():
+            p.add("build_timeout", f"{minutes} minutes", f"must be 5 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (the "
+                                                         f"custom resource waits at most {TOTAL_TIMEOUT.to_minutes()} minutes)")
 
     @property
     def normalized_prefix(self) -> str:
@@ -157,14 +137,15 @@ class ModelStaging(Construct):
         manifest_s3_uri: the manifest written when staging succeeded.
 
     Raises:
-        ValueError: invalid props; the message lists every problem.
+        constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: ModelStagingProps) -> None:
+        region = Stack.of(scope).region
+        problems = Problems()
+        props.problems(problems, None if Token.is_unresolved(region) else region)
+        problems.raise_if_any(f"ModelStaging {construct_id}")
         super().__init__(scope, construct_id)
-        problems = props.errors()
-        if problems:
-            raise ValueError(f"ModelStaging {construct_id}: " + "; ".join(problems))
         prefix = props.normalized_prefix
         s3_uri = f"s3://{props.bucket.bucket_name}/{prefix}"
 
@@ -172,7 +153,6 @@ class ModelStaging(Construct):
         self.resource = self._custom_resource(props, s3_uri)
         self.model_s3_uri: str = self.resource.get_att_string("S3Uri")
         self.manifest_s3_uri: str = self.resource.get_att_string("ManifestUri")
-        self._acknowledge_nag_findings(props, prefix)
 
     def add_dependent(self, *dependents: IConstruct) -> None:
         """Make each of ``dependents`` (the Model, EndpointConfig or Endpoint) wait for the staging to finish."""
@@ -180,7 +160,7 @@ class ModelStaging(Construct):
             dependent.node.add_dependency(self.resource)
 
     def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
-        source = s3_assets.Asset(self, "Source", path=str(_staging_source_dir()))
+        source = s3_assets.Asset(self, "Source", path=str(BUILD_SOURCE_DIR), exclude=BUILD_SOURCE_EXCLUDE)
         # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
         # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
         # CloudFormation reverts the custom resource before this project, so values kept in the project would
@@ -218,7 +198,7 @@ class ModelStaging(Construct):
                             "runtime-versions": {"python": "3.12"},
                             "commands": [
                                 "python -m pip install --no-cache-dir --disable-pip-version-check --require-hashes "
-                                f"-r {_BUILD_REQUIREMENTS}"
+                                "-r requirements.txt"
                             ],
                         },
                         "build": {
@@ -227,7 +207,7 @@ class ModelStaging(Construct):
                                 'for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do [ -n "${!name}" ] || '
                                 '{ echo "$name is not set: the ModelStaging custom resource passes it with StartBuild '
                                 '(environmentVariablesOverride)" >&2; exit 2; }; done',
-                                'python -m voicectl.stage_model --repo-id "$MODEL_REPOSITORY_ID" '
+                                'python -m stage_model --repo-id "$MODEL_REPOSITORY_ID" '
                                 '--revision "$MODEL_REVISION" --s3-uri "$MODEL_S3_URI" '
                                 f"--download-dir {BUILD_DOWNLOAD_DIR} --delete-extra --yes "
                                 '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}'
@@ -302,16 +282,33 @@ class ModelStaging(Construct):
         )
         if bucket.encryption_key is not None:
             bucket.encryption_key.grant_encrypt_decrypt(project)
+        # What cdk-nag finds in the role's policy, and why it stays.
+        stack = Stack.of(project)
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        name = nag_render(stack, project.project_name)
+        source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
+        _acknowledge(project, {
+            f"AwsSolutions-IAM5[Resource::{nag_render(stack, bucket.arn_for_objects(prefix + '*'))}]":
+                "The build role may read and write objects only under the model prefix; the wildcard is that prefix.",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]": source_read,
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]": source_read,
+            "AwsSolutions-IAM5[Action::s3:List*]": source_read,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:codebuild:{region}:{account}:report-group/{name}-*]":
+                "CodeBuild's default report-group permission, limited to this project's report groups.",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:{account}:log-group:/aws/codebuild/{name}:*]":
+                "CodeBuild's default log permission, limited to this project's log streams.",
+        })
 
     def _custom_resource(self, props: ModelStagingProps, s3_uri: str) -> CustomResource:
         project_arn = self.project.project_arn
-        self._on_event = on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
+        on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
         # Whether an Update is a rollback (the handler then starts no build for another prefix): its own stack only.
         on_event.add_to_role_policy(
             iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id])
         )
-        self._is_complete = is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
-        self._provider = provider = cr.Provider(
+        is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
+        provider = cr.Provider(
             self,
             "Provider",
             on_event_handler=on_event,
@@ -328,6 +325,21 @@ class ModelStaging(Construct):
                 level=sfn.LogLevel.ALL,
             ),
         )
+        # The Provider framework (aws-cdk-lib custom_resources.Provider) builds these roles itself.
+        framework = [fn for fn in provider.node.find_all()
+                     if isinstance(fn, lambda_.Function) and fn.node.id in ("framework-isComplete", "framework-onTimeout")]
+        invoke_own = "The Provider framework may invoke every version of its own handler functions (grantInvoke)."
+        _acknowledge(provider, {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]":
+                "The CDK Provider framework's own functions use the basic execution role (CloudWatch Logs only).",
+            "AwsSolutions-IAM5[Resource::*]":
+                "The Provider framework's waiter state machine needs log delivery permissions, which take no resource.",
+            "AwsSolutions-SF2":
+                "The Provider framework's waiter only polls a build once a minute; its execution history is logged "
+                "(level ALL), X-Ray traces would add nothing.",
+            **{f"AwsSolutions-IAM5[Resource::{_arn_ref(fn)}:*]": invoke_own
+               for fn in (on_event, is_complete, *framework)},
+        })
         resource = CustomResource(
             self,
             "Resource",
@@ -360,7 +372,7 @@ class ModelStaging(Construct):
             name,
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler=handler,
-            code=lambda_.Code.from_asset(str(_WAITER_CODE)),
+            code=lambda_.Code.from_asset(str(WAITER_CODE_DIR), exclude=BUILD_SOURCE_EXCLUDE),
             timeout=Duration.seconds(30),
             memory_size=128,
             role=role,
@@ -370,73 +382,14 @@ class ModelStaging(Construct):
         )
 
 
-    def _acknowledge_nag_findings(self, props: ModelStagingProps, prefix: str) -> None:
-        """Acknowledge the cdk-nag AwsSolutions findings this construct cannot avoid, each with its reason.
+def _acknowledge(scope: Construct, findings: dict[str, str]) -> None:
+    """Acknowledge cdk-nag AwsSolutions findings (``{rule[resource]: reason}``) on ``scope`` and its children.
+    cdk-nag 3 matches findings by exact id, and ids embed logical ids, so callers compute them from the resources."""
+    Validations.of(scope).acknowledge(
+        *(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason) for rule, reason in findings.items())
+    )
 
-        cdk-nag 3 matches findings by exact id, and ids embed logical ids, so they are computed here.
-        """
-        stack = Stack.of(self)
 
-        def ref(element: IConstruct) -> str:
-            child = element.node.default_child if not isinstance(element, CfnElement) else element
-            return f"<{stack.resolve(child.logical_id)}>"
-
-        def arn(element: IConstruct) -> str:
-            return f"<{stack.resolve(element.node.default_child.logical_id)}.Arn>"
-
-        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
-        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-        handlers = (arn(self._on_event), arn(self._is_complete))
-        framework = [
-            f"<{stack.resolve(fn.node.default_child.logical_id)}.Arn>"
-            for fn in self._provider.node.find_all()
-            if isinstance(fn, lambda_.Function) and fn.node.id in ("framework-isComplete", "framework-onTimeout")
-        ]
-        source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
-        build_findings = {
-            f"AwsSolutions-IAM5[Resource::{nag_render(stack, props.bucket.arn_for_objects(prefix + '*'))}]":
-                "The build role may read and write objects only under the model prefix; the wildcard is that prefix.",
-            "AwsSolutions-IAM5[Action::s3:GetObject*]": source_read,
-            "AwsSolutions-IAM5[Action::s3:GetBucket*]": source_read,
-            "AwsSolutions-IAM5[Action::s3:List*]": source_read,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:codebuild:{region}:{account}:report-group/{ref(self.project)}-*]":
-                "CodeBuild's default report-group permission, limited to this project's report groups.",
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:{account}:log-group:/aws/codebuild/{ref(self.project)}:*]":
-                "CodeBuild's default log permission, limited to this project's log streams.",
-        }
-        # The Provider framework (aws-cdk-lib custom_resources.Provider) builds these roles itself.
-        provider_findings = {
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]":
-                "The CDK Provider framework's own functions use the basic execution role (CloudWatch Logs only).",
-            "AwsSolutions-IAM5[Resource::*]":
-                "The Provider framework's waiter state machine needs log delivery permissions, which take no resource.",
-            "AwsSolutions-SF2":
-                "The Provider framework's waiter only polls a build once a minute; its execution history is logged "
-                "(level ALL), X-Ray traces would add nothing.",
-        }
-        for handler in (*handlers, *framework):
-            provider_findings[f"AwsSolutions-IAM5[Resource::{handler}:*]"] = (
-                "The Provider framework may invoke every version of its own handler functions (grantInvoke)."
-            )
-        for scope, findings in ((self.project, build_findings), (self._provider, provider_findings)):
-            Validations.of(scope).acknowledge(
-                *(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason) for rule, reason in findings.items())
-            )
-
-@cache
-def _staging_source_dir() -> Path:
-    """A directory holding exactly SOURCE_FILES (same relative paths), made once per process.
-
-    CDK hashes the asset by content, so the asset (and the project) changes only when these files change.
-    """
-    directory = Path(tempfile.mkdtemp(prefix="model-staging-source-"))
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    for pattern in SOURCE_FILES:
-        matches = sorted(_REPO_ROOT.glob(pattern))
-        if not matches:
-            raise FileNotFoundError(f"model staging source file {pattern} not found under {_REPO_ROOT}")
-        for path in matches:
-            target = directory / path.relative_to(_REPO_ROOT)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-    return directory
+def _arn_ref(function: lambda_.Function) -> str:
+    """A function's ARN as cdk-nag writes it in a finding id: ``<LogicalId.Arn>``."""
+    return nag_render(Stack.of(function), function.function_arn)

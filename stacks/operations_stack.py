@@ -12,14 +12,8 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.monitoring import (
-    AlarmTopic,
-    AlarmTopicProps,
-    DashboardEndpoint,
-    OperationsDashboard,
-    OperationsDashboardProps,
-)
-from stacks.endpoint_monitoring import sonic_monitoring, voxtral_monitoring, voxtral_streams_target
+from constructs_lib.monitoring.dashboard import DashboardEndpoint, OperationsDashboard, OperationsDashboardProps
+from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
 
 
 class OperationsStack(Stack):
@@ -32,11 +26,15 @@ class OperationsStack(Stack):
             AlarmTopicProps(display_name=f"{settings.stack_name_prefix} alarms", email=settings.alarm_email),
         )
 
+        # The same thresholds as the endpoints' alarms (the settings build both).
+        voxtral, sonic = settings.voxtral, settings.sonic
         endpoints = []
-        if settings.voxtral.enabled:
-            endpoints.append(DashboardEndpoint(voxtral_monitoring(settings), scaling_target=voxtral_streams_target(settings)))
-        if settings.sonic.enabled:
-            endpoints.append(DashboardEndpoint(sonic_monitoring(settings)))
+        if voxtral.enabled:
+            endpoints.append(voxtral.props(
+                DashboardEndpoint, title="Voxtral speech to text", thresholds=voxtral.thresholds(),
+                bridge=voxtral.bridge_thresholds(), scaling_target=voxtral.streams_target))
+        if sonic.enabled:
+            endpoints.append(sonic.props(DashboardEndpoint, title="Sonic text to speech", thresholds=sonic.thresholds()))
         # Dashboard names are unique per account across regions: the region is part of the name.
         self.dashboard = OperationsDashboard(
             self, "Dashboard",

@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from aws_cdk import Fn, Stack
+from aws_cdk import Fn
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from config.settings import BRIDGE_DRAIN_S, Settings
-from constructs_lib.autoscaling import EndpointAutoscaling, EndpointAutoscalingProps, MetricTarget
-from constructs_lib.bridge_image import repository_arn_from_image_uri
+from config.models import BRIDGE_DRAIN_S
+from config.settings import Settings, VoxtralSettings
+from constructs_lib.endpoint_props import INVOKE, INVOKE_BIDIRECTIONAL, VARIANT_NAME, ImageContainer, normalise_s3_prefix
+from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
 from constructs_lib.model_staging import ModelStaging, ModelStagingProps
-from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
-from constructs_lib.realtime_endpoint import (
-    INVOKE,
-    INVOKE_BIDIRECTIONAL,
-    VARIANT_NAME,
-    ImageContainer,
-    RealtimeEndpoint,
-    RealtimeEndpointProps,
-    RollingUpdate,
-    normalise_s3_prefix,
-    rolling_update_timeout_s,
-)
-from constructs_lib.monitoring import EndpointAlarms, EndpointAlarmsProps
-from constructs_lib.s3_uri import S3Location
+from constructs_lib.model_staging_build.stage_model.location import S3Prefix
+from constructs_lib.monitoring.metrics import BridgeMetrics
+from constructs_lib.names import repository_arn_from_image_uri
+from constructs_lib.scaling_props import TargetTracking
 from stacks.artifacts_stack import ArtifactRefs
-from stacks.endpoint_monitoring import voxtral_monitoring, voxtral_streams_target
+from stacks.endpoint_stack import EndpointStack
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
 COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
@@ -37,130 +29,39 @@ COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
 BIDIRECTIONAL_PORT = 8443
 
 
-class VoxtralStack(Stack):
-    """Execution role, Model (bridge image + uncompressed weights from S3), EndpointConfig, Endpoint (rolling
-    updates), log group, invoke policy, alarms, autoscaling on live streams and outputs of the Voxtral endpoint."""
+class VoxtralStack(EndpointStack):
+    """The Voxtral endpoint: a Model from the bridge image with uncompressed weights from S3 (staged here first unless
+    they come from elsewhere), rolling updates that roll back on the 5XX error rate, the bridge's alarms, and scaling
+    on live streams per instance."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        artifacts: ArtifactRefs,
-        alarm_topic: sns.ITopic,
-        **kwargs,
-    ) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, artifacts: ArtifactRefs,
+                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, settings=settings, section=settings.voxtral, alarm_topic=alarm_topic,
+                         **kwargs)
         voxtral = settings.voxtral
-
-        # The image: a prebuilt URI, or the copied asset under its hash tag in the bridge repository.
-        if artifacts.prebuilt_image_uri:
-            image_uri = artifacts.prebuilt_image_uri
-            repository_arn = repository_arn_from_image_uri(image_uri)
-        else:
-            image_uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
-            repository_arn = Fn.import_value(artifacts.repository_arn)
-
-        # The weights: the given prefix, or the stack's model bucket, staged here first when voxtral.stage_model.
-        model_bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
-        if voxtral.model_s3_uri:
-            weights = S3Location.parse(normalise_s3_prefix(voxtral.model_s3_uri))
-        else:
-            weights = S3Location(model_bucket.bucket_name, voxtral.model_prefix_key())
-        model_data_s3_uri = weights.uri
-        self.staging: ModelStaging | None = None
-        if voxtral.stages_model:
-            self.staging = ModelStaging(
-                self,
-                "ModelStaging",
-                ModelStagingProps(
-                    bucket=model_bucket,
-                    prefix=weights.key,
-                    repository_id=voxtral.model_id,
-                    revision=voxtral.model_revision,
-                    hf_token_secret=(
-                        secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
-                        if voxtral.hf_token_secret_arn
-                        else None
-                    ),
-                    hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
-                ),
-            )
-            # The custom resource's attribute: the Model cannot be created before the weights are in place.
-            model_data_s3_uri = self.staging.model_s3_uri
-
-        role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {voxtral.endpoint_name}")
-        role.grant_model_data_read(weights.bucket, weights.key)
-        role.grant_image_pull(repository_arn)
-        role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
-
-        # min = max instances means a fixed size: no scalable target (also the way to change the instance type).
-        autoscaled = voxtral.min_instances < voxtral.max_instances
-
-        # Alarms first: the endpoint's rolling updates roll back on some of them, which SageMaker reads as the role.
-        monitoring = voxtral_monitoring(settings)
-        self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(endpoint=monitoring, topic=alarm_topic))
-        role.grant_describe_alarms(self.alarms.rollback_alarms)
-
-        self.endpoint = RealtimeEndpoint(
-            self,
+        image_uri, repository_arn = self._image(artifacts)
+        weights, model_data_s3_uri = self._weights(voxtral, artifacts)
+        self.role.grant_model_data_read(weights.bucket, weights.prefix)
+        self.role.grant_image_pull(repository_arn)
+        self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
+        self.add_endpoint(
             "Voxtral",
-            RealtimeEndpointProps(
-                endpoint_name=voxtral.endpoint_name,
-                container=ImageContainer(
-                    image_uri=image_uri,
-                    model_data_s3_uri=model_data_s3_uri,
-                    environment=container_environment(settings),
-                    depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
-                ),
-                execution_role=role,
-                instance_type=voxtral.instance_type,
-                initial_instance_count=voxtral.initial_instance_count,
-                model_data_download_timeout_s=voxtral.model_data_download_timeout_s,
-                container_startup_timeout_s=voxtral.container_startup_timeout_s,
-                inference_ami_version=voxtral.inference_ami_version,
-                enable_network_isolation=False,
-                volume_kms_key_arn=voxtral.volume_kms_key_arn,
-                log_retention_days=settings.log_retention_days,
-                invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
-                description="Voxtral speech-to-text",
-                rolling_update=RollingUpdate(
-                    batch_percent=voxtral.rollout_batch_percent,
-                    wait_s=voxtral.rollout_wait_s,
-                    timeout_s=rolling_update_timeout_s(
-                        voxtral.rollout_batch_percent,
-                        voxtral.model_data_download_timeout_s + voxtral.container_startup_timeout_s,
-                        voxtral.rollout_wait_s,
-                    ),
-                    rollback_alarms=self.alarms.rollback_alarms,
-                ),
-                autoscaled=autoscaled,
+            container=ImageContainer(
+                image_uri=image_uri,
+                model_data_s3_uri=model_data_s3_uri,
+                environment=container_environment(voxtral),
+                depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
             ),
-        )
-
-        # The endpoint-health alarm (missing data breaching) starts once the endpoint is InService.
-        self.alarms.create_after(self.endpoint.endpoint)
-        if autoscaled:
-            self.autoscaling = EndpointAutoscaling(
-                self,
-                "Autoscaling",
-                EndpointAutoscalingProps(
-                    endpoint_name=voxtral.endpoint_name,
-                    variant_name=VARIANT_NAME,
-                    endpoint=self.endpoint.endpoint,
-                    min_instances=voxtral.min_instances,
-                    max_instances=voxtral.max_instances,
-                    target=MetricTarget(
-                        metric=monitoring.bridge_metrics.active_streams_per_instance(),
-                        target_value=voxtral_streams_target(settings),
-                    ),
-                    scale_in_cooldown_s=voxtral.scale_in_cooldown_s,
-                ),
-            )
-        self.endpoint.add_outputs(
-            "Voxtral",
-            {
+            description="Voxtral speech-to-text",
+            invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
+            rolling_update=voxtral.rolling_update(),
+            bridge=voxtral.bridge_thresholds(),
+            tracking=voxtral.props(
+                TargetTracking,
+                metric=BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name).metric_active_streams_per_instance(),
+                target_value=voxtral.streams_target,
+            ),
+            outputs={
                 "BidirectionalInvokeUrl": (
                     f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"
                     f"/endpoints/{voxtral.endpoint_name}/invocations-bidirectional-stream",
@@ -170,14 +71,50 @@ class VoxtralStack(Stack):
             },
         )
 
+    def _image(self, artifacts: ArtifactRefs) -> tuple[str, str]:
+        """(image URI, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the bridge
+        repository of the Artifacts stack."""
+        if artifacts.prebuilt_image_uri:
+            return artifacts.prebuilt_image_uri, repository_arn_from_image_uri(artifacts.prebuilt_image_uri)
+        return (f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}",
+                Fn.import_value(artifacts.repository_arn))
 
-def container_environment(settings: Settings) -> dict[str, str]:
+    def _weights(self, voxtral: VoxtralSettings, artifacts: ArtifactRefs) -> tuple[S3Prefix, str]:
+        """(where the weights are, the S3 URI the Model reads): the given prefix, or the stack's model bucket, staged
+        here first when ``voxtral.stage_model``; then the URI is the staging custom resource's attribute, so the Model
+        cannot be created before the weights are in place."""
+        model_bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
+        if voxtral.model_s3_uri:
+            weights = S3Prefix.parse(normalise_s3_prefix(voxtral.model_s3_uri))
+        else:
+            weights = S3Prefix(model_bucket.bucket_name, voxtral.model_prefix_key())
+        if not voxtral.stages_model:
+            return weights, weights.uri()
+        staging = ModelStaging(
+            self,
+            "ModelStaging",
+            ModelStagingProps(
+                bucket=model_bucket,
+                prefix=weights.prefix,
+                repository_id=voxtral.model_id,
+                revision=voxtral.model_revision,
+                hf_token_secret=(
+                    secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
+                    if voxtral.hf_token_secret_arn
+                    else None
+                ),
+                hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
+            ),
+        )
+        return weights, staging.model_s3_uri
+
+
+def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
     """Environment of the bridge container.
 
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
     configures the bridge (container/README.md). Values are strings; no secrets.
     """
-    voxtral = settings.voxtral
     return {
         "SM_VLLM_MODEL": "/opt/ml/model",
         "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,

@@ -39,10 +39,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
 from voicectl.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 
-DEFAULT_MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
-"""Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``)."""
+DEFAULT_MODEL = DEFAULT_REPO_ID
+"""Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``), which
+the Voxtral stack sets to the model hub repository id (``voxtral.model_id``, by default this one)."""
 
 DEFAULT_SESSION_LIMIT_S = 3000.0
 """Audio seconds per session before the client starts a new one: 50 min, below the 1 h (45000 tokens x 80 ms)

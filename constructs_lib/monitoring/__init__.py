@@ -1,36 +1,7 @@
-"""Monitoring of the endpoints: metric factories (how to read a metric), alarm rules and the alarms construct (what
-we alarm on), the alarm topic and the operations dashboard.
+"""Monitoring of the endpoints: metric factories (how to read a metric), thresholds and alarm rules (what we alarm
+on), the alarms construct, the alarm topic and the operations dashboard.
 
-Read in this order: ``metrics.py``, ``alarms.py``, ``topic.py``, ``dashboard.py``.
+Read in this order: ``metrics.py``, ``thresholds.py``, ``alarms.py``, ``topic.py``, ``dashboard.py``. This package
+module imports nothing, so that the CDK-free ``thresholds`` module loads without ``aws_cdk``; the public names are
+exported by :mod:`constructs_lib`.
 """
-
-from constructs_lib.monitoring.alarms import (
-    AlarmRule,
-    BridgeAlarmThresholds,
-    EndpointAlarms,
-    EndpointAlarmsProps,
-    EndpointAlarmThresholds,
-    MonitoredEndpoint,
-    alarm_rules,
-)
-from constructs_lib.monitoring.dashboard import DashboardEndpoint, OperationsDashboard, OperationsDashboardProps
-from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
-from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
-
-__all__ = [
-    "AlarmRule",
-    "AlarmTopic",
-    "AlarmTopicProps",
-    "BridgeAlarmThresholds",
-    "BridgeMetrics",
-    "DashboardEndpoint",
-    "EndpointAlarmThresholds",
-    "EndpointAlarms",
-    "EndpointAlarmsProps",
-    "EndpointMetrics",
-    "MonitoredEndpoint",
-    "OperationsDashboard",
-    "OperationsDashboardProps",
-    "alarm_rules",
-    "milliseconds_to_microseconds",
-]

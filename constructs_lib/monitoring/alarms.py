@@ -1,30 +1,37 @@
-"""What we alarm on, per endpoint: one :class:`AlarmRule` per alarm, built by :func:`alarm_rules`, created as
-CloudWatch alarms by :class:`EndpointAlarms` (every state change goes to one SNS topic).
+"""What we alarm on, per endpoint: one :class:`AlarmRule` per alarm, built by :func:`alarm_rules` from the endpoint's
+metric helpers, created as CloudWatch alarms by :class:`EndpointAlarms` (every state change goes to one SNS topic).
 
 The rules are plain values (metric, comparison, threshold after unit conversion, periods, missing-data treatment and
 the reason for it), so the dashboard draws exactly the thresholds the alarms use and tests can read them.
 
-Threshold conversions (settings are in milliseconds and in percent of capacity):
+Threshold conversions (thresholds are set in milliseconds and in percent of capacity,
+:mod:`constructs_lib.monitoring.thresholds`):
 
 * ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms -> 500000).
 * ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from 0 to 100 x vCPUs
-  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``config/instance_types.py``
+  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``constructs_lib/instance_types.py``
   (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360).
 * ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the stream cap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
-from constructs import Construct, IDependable
+from constructs import Construct
 
-from config import instance_types
+from constructs_lib import instance_types
 from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.validation import Problems
+
+if TYPE_CHECKING:
+    from constructs_lib.endpoint_interface import IEndpoint
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -102,133 +109,56 @@ _WORDS = {GT: "above", GTE: "at or above", LT: "below"}
 _MISSING = {NOT_BREACHING: "notBreaching", BREACHING: "breaching"}
 
 
-@dataclass(frozen=True)
-class EndpointAlarmThresholds:
-    """Thresholds of one endpoint's SageMaker alarms, in the settings' units.
+def alarm_rules(m: EndpointMetrics, instance_type: str, t: EndpointAlarmThresholds,
+                bridge: BridgeAlarmThresholds | None = None) -> list[AlarmRule]:
+    """The alarms of one endpoint variant, thresholds converted to each metric's unit.
 
-    Attributes:
-        errors_5xx / errors_4xx: the alarm fires above this many errors in 5 minutes (pages; no rollback).
-        rollback_5xx_error_percent: percent of requests answered 5xx in a minute, above which (in 3 of 5 minutes)
-            a rolling update rolls back; None for an endpoint without rolling updates (no such alarm).
-        model_latency_p90_ms / overhead_latency_p90_ms: p90 above this many milliseconds (converted to µs).
-        gpu_utilization_percent / gpu_memory_percent / cpu_utilization_percent: percent of the instance's capacity
-            (scaled by its GPUs or vCPUs).
-        memory_percent / disk_percent: percent (these metrics already run from 0 to 100).
-    """
-
-    errors_5xx: int
-    errors_4xx: int
-    model_latency_p90_ms: float
-    overhead_latency_p90_ms: float
-    gpu_utilization_percent: float
-    gpu_memory_percent: float
-    cpu_utilization_percent: float
-    memory_percent: float
-    disk_percent: float
-    rollback_5xx_error_percent: float | None = None
-
-
-@dataclass(frozen=True)
-class BridgeAlarmThresholds:
-    """Thresholds of the bridge's alarms (Voxtral).
-
-    Attributes:
-        namespace: the bridge's CloudWatch namespace.
-        stream_cap: streams one instance admits (MAX_STREAMS = vLLM max_num_seqs).
-        time_to_first_delta_p90_ms: p90 above this many milliseconds.
-        active_streams_fraction: live streams per instance at or above this fraction of ``stream_cap``.
-    """
-
-    namespace: str
-    stream_cap: int
-    time_to_first_delta_p90_ms: float
-    active_streams_fraction: float
-
-    @property
-    def active_streams_threshold(self) -> float:
-        """Live streams per instance that count as "near the cap"."""
-        return self.active_streams_fraction * self.stream_cap
-
-
-@dataclass(frozen=True)
-class MonitoredEndpoint:
-    """Everything the alarms, the scaling policy and the dashboard need to know about one endpoint.
-
-    Attributes:
-        title: human name for the dashboard (``Voxtral speech to text``).
-        endpoint_name / variant_name: the metric dimensions.
-        instance_type: used to scale GPU and CPU thresholds (``config/instance_types.py``).
-        thresholds: the SageMaker alarms' thresholds.
-        bridge: the bridge's alarms, or None for an endpoint without our bridge (Sonic).
-        min_instances / max_instances: drawn on the instance-count graph.
-    """
-
-    title: str
-    endpoint_name: str
-    variant_name: str
-    instance_type: str
-    thresholds: EndpointAlarmThresholds
-    bridge: BridgeAlarmThresholds | None
-    min_instances: int
-    max_instances: int
-
-    @property
-    def metrics(self) -> EndpointMetrics:
-        return EndpointMetrics(self.endpoint_name, self.variant_name)
-
-    @property
-    def bridge_metrics(self) -> BridgeMetrics | None:
-        if self.bridge is None:
-            return None
-        return BridgeMetrics(self.bridge.namespace, self.endpoint_name, self.variant_name)
-
-
-def alarm_rules(endpoint: MonitoredEndpoint) -> list[AlarmRule]:
-    """The alarms of ``endpoint``, thresholds converted to each metric's unit.
+    Args:
+        m: the variant's metrics (a :class:`~constructs_lib.endpoint.RealtimeEndpoint` is one).
+        instance_type: the variant's instance type: GPU and CPU thresholds scale with its GPUs and vCPUs.
+        t: the SageMaker alarms' thresholds.
+        bridge: the thresholds of the bridge's alarms, or None for an endpoint without our bridge.
 
     Raises:
-        ValueError: ``endpoint.instance_type`` is not in ``config/instance_types.py`` (settings validation
-            rejects such a type before this runs).
+        ValueError: ``instance_type`` is not in ``constructs_lib/instance_types.py``.
     """
-    spec = instance_types.lookup(endpoint.instance_type)
+    spec = instance_types.lookup(instance_type)
     if spec is None:
-        raise ValueError(f"instance type {endpoint.instance_type!r} is not in config/instance_types.py")
-    t = endpoint.thresholds
-    m = endpoint.metrics
+        raise ValueError(f"instance type {instance_type!r} is not in constructs_lib/instance_types.py")
     rules = [
-        AlarmRule("Invocation5XXErrors", m.invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
+        AlarmRule("Invocation5XXErrors", m.metric_invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
                   "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
                   MISSING_ERRORS),
-        AlarmRule("Invocation4XXErrors", m.invocation_4xx_errors(ERROR_WINDOW), GT, t.errors_4xx, 1, 1, NOT_BREACHING,
+        AlarmRule("Invocation4XXErrors", m.metric_invocation_4xx_errors(ERROR_WINDOW), GT, t.errors_4xx, 1, 1, NOT_BREACHING,
                   "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).", MISSING_ERRORS),
-        AlarmRule("ModelLatencyP90", m.model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
+        AlarmRule("ModelLatencyP90", m.metric_model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
                   5, 3, NOT_BREACHING,
                   f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms (reported in µs).",
                   MISSING_LATENCY),
-        AlarmRule("OverheadLatencyP90", m.overhead_latency("p90"), GT,
+        AlarmRule("OverheadLatencyP90", m.metric_overhead_latency("p90"), GT,
                   milliseconds_to_microseconds(t.overhead_latency_p90_ms), 5, 3, NOT_BREACHING,
                   f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms (reported in µs).",
                   MISSING_LATENCY),
-        AlarmRule("CPUUtilization", m.cpu_utilization("Average", UTILISATION_WINDOW), GT,
+        AlarmRule("CPUUtilization", m.metric_cpu_utilization("Average", UTILISATION_WINDOW), GT,
                   t.cpu_utilization_percent * spec.vcpus, 3, 3, NOT_BREACHING,
                   f"CPU above {t.cpu_utilization_percent:g} % of {spec.vcpus} vCPUs for 15 minutes.",
                   MISSING_UTILISATION),
-        AlarmRule("MemoryUtilization", m.memory_utilization("Maximum", UTILISATION_WINDOW), GT, t.memory_percent,
+        AlarmRule("MemoryUtilization", m.metric_memory_utilization("Maximum", UTILISATION_WINDOW), GT, t.memory_percent,
                   2, 2, NOT_BREACHING,
                   f"Host memory above {t.memory_percent:g} % on an instance for 10 minutes.", MISSING_UTILISATION),
-        AlarmRule("DiskUtilization", m.disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
+        AlarmRule("DiskUtilization", m.metric_disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
                   1, 1, NOT_BREACHING,
                   f"Disk above {t.disk_percent:g} % on an instance.", MISSING_UTILISATION),
         # Pages only, never rolls back: SageMaker itself fails an update whose new instances do not pass /ping, and
         # this alarm (missing data breaching) would be in ALARM whenever the metric is late. It is created after the
-        # endpoint is InService (EndpointAlarms.create_after), so it does not page through the first deployment.
-        AlarmRule("EndpointHealth", m.instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
+        # endpoint is InService (EndpointAlarms waits for it), so it does not page through the first deployment.
+        AlarmRule("EndpointHealth", m.metric_instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
                   f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot serve.",
                   MISSING_HEALTH),
     ]
     if t.rollback_5xx_error_percent is not None:
         rules.insert(1, AlarmRule(
-            "Invocation5XXErrorRate", m.invocation_5xx_error_rate(), GT, t.rollback_5xx_error_percent / 100,
+            "Invocation5XXErrorRate", m.metric_invocation_5xx_error_rate(), GT, t.rollback_5xx_error_percent / 100,
             ROLLBACK_ERROR_MINUTES, ROLLBACK_ERROR_BREACHING, NOT_BREACHING,
             f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in {ROLLBACK_ERROR_BREACHING} of "
             f"{ROLLBACK_ERROR_MINUTES} minutes: a rolling update rolls back (a burst of streams cut when old "
@@ -236,32 +166,36 @@ def alarm_rules(endpoint: MonitoredEndpoint) -> list[AlarmRule]:
             MISSING_ERRORS, rollback=True))
     if spec.gpus:
         rules[4:4] = [
-            AlarmRule("GPUUtilization", m.gpu_utilization("Average", UTILISATION_WINDOW), GT,
+            AlarmRule("GPUUtilization", m.metric_gpu_utilization("Average", UTILISATION_WINDOW), GT,
                       t.gpu_utilization_percent * spec.gpus, 3, 3, NOT_BREACHING,
                       f"GPU above {t.gpu_utilization_percent:g} % of {spec.gpus} GPU(s) for 15 minutes: the endpoint "
                       "is saturated.", MISSING_UTILISATION),
-            AlarmRule("GPUMemoryUtilization", m.gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
+            AlarmRule("GPUMemoryUtilization", m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
                       t.gpu_memory_percent * spec.gpus, 2, 2, NOT_BREACHING,
                       f"GPU memory above {t.gpu_memory_percent:g} % of {spec.gpus} GPU(s) on an instance for 10 "
                       "minutes.", MISSING_UTILISATION),
         ]
-    b, bm = endpoint.bridge, endpoint.bridge_metrics
-    if b is not None and bm is not None:
-        rules += [
-            AlarmRule("UpstreamErrors", bm.upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                      "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
-            AlarmRule("StreamsRejected", bm.streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                      "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
-            AlarmRule("TimeToFirstDeltaP90", bm.time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
-                      5, 3, NOT_BREACHING,
-                      f"Callers wait long for the first words: TimeToFirstDelta p90 above "
-                      f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
-            AlarmRule("ActiveStreamsNearCap", bm.active_streams_per_instance(), GTE, b.active_streams_threshold,
-                      5, 5, NOT_BREACHING,
-                      f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
-                      "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
-        ]
+    if bridge is not None:
+        rules += bridge_alarm_rules(BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge)
     return rules
+
+
+def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[AlarmRule]:
+    """The alarms on the bridge's own metrics, wherever the bridge runs (they read only its metrics)."""
+    return [
+        AlarmRule("UpstreamErrors", bm.metric_upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                  "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
+        AlarmRule("StreamsRejected", bm.metric_streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
+                  "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
+        AlarmRule("TimeToFirstDeltaP90", bm.metric_time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
+                  5, 3, NOT_BREACHING,
+                  f"Callers wait long for the first words: TimeToFirstDelta p90 above "
+                  f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
+        AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
+                  5, 5, NOT_BREACHING,
+                  f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
+                  "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
+    ]
 
 
 @dataclass(frozen=True)
@@ -269,32 +203,64 @@ class EndpointAlarmsProps:
     """Props of :class:`EndpointAlarms`.
 
     Attributes:
-        endpoint: what to watch.
-        topic: where every ALARM and OK transition is published.
+        endpoint: the endpoint (its metric helpers and instance type) (required).
+        thresholds: the SageMaker alarms' thresholds. Default: :class:`EndpointAlarmThresholds` defaults.
+        bridge: thresholds of the bridge's alarms, for an endpoint running the bridge image. Default: none.
+        topic: where every alarm sends ALARM and OK. Default: no action.
+        alarm_name_prefix: alarms are named ``<prefix>-<rule name>``. Default: the endpoint's name.
     """
 
-    endpoint: MonitoredEndpoint
-    topic: sns.ITopic
+    endpoint: IEndpoint
+    thresholds: EndpointAlarmThresholds = field(default_factory=EndpointAlarmThresholds)
+    bridge: BridgeAlarmThresholds | None = None
+    topic: sns.ITopic | None = None
+    alarm_name_prefix: str | None = None
 
 
 class EndpointAlarms(Construct):
-    """The CloudWatch alarms of one endpoint (:func:`alarm_rules`), each sending ALARM and OK to the topic.
+    """One CloudWatch alarm per :class:`AlarmRule` of the endpoint.
+
+    * Rollback rules (the 5XX error rate, when the thresholds set a rollback percent) become the endpoint's
+      auto-rollback alarms when it has a rolling update (:meth:`~constructs_lib.endpoint.RealtimeEndpoint.add_rollback_alarm`).
+    * Alarms that treat missing data as breaching (EndpointHealth) are created only after the endpoint is InService
+      (CloudFormation finishes creating an AWS::SageMaker::Endpoint then), so they start with instance data instead
+      of sitting in ALARM, and paging, through the first deployment. Rollback alarms cannot wait (the Endpoint's
+      DeploymentConfig names them), and they treat missing data as not breaching.
+
+    Usually made by :meth:`~constructs_lib.endpoint.RealtimeEndpoint.add_alarms`.
 
     Attributes:
-        rules: the rules, in creation order.
-        alarms: ``{rule name: Alarm}``.
+        rules: the rules, in order.
+        alarms: ``{rule name: alarm}``.
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid threshold, or an instance type the catalogue
+            lacks.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: EndpointAlarmsProps) -> None:
+        endpoint = props.endpoint
+        problems = Problems()
+        props.thresholds.problems(problems)
+        if props.bridge is not None:
+            props.bridge.problems(problems)
+        if endpoint.instance_type is None:
+            problems.note("endpoint: its instance type is unknown (an imported endpoint: pass instance_type to "
+                          "RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU alarms scale with it")
+        else:
+            instance_types.check_catalogued(problems, "instance_type", endpoint.instance_type)
+        problems.raise_if_any(f"EndpointAlarms {construct_id}")
         super().__init__(scope, construct_id)
-        self.rules = alarm_rules(props.endpoint)
-        action = actions.SnsAction(props.topic)
+
+        self.rules = alarm_rules(endpoint, endpoint.instance_type, props.thresholds, props.bridge)
+        action = actions.SnsAction(props.topic) if props.topic is not None else None
+        prefix = props.alarm_name_prefix or endpoint.endpoint_name
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         for rule in self.rules:
             alarm = cloudwatch.Alarm(
                 self,
                 rule.name,
-                alarm_name=f"{props.endpoint.endpoint_name}-{rule.name}",
+                alarm_name=f"{prefix}-{rule.name}",
                 alarm_description=rule.description,
                 metric=rule.metric,
                 comparison_operator=rule.comparison,
@@ -303,20 +269,16 @@ class EndpointAlarms(Construct):
                 datapoints_to_alarm=rule.datapoints_to_alarm,
                 treat_missing_data=rule.treat_missing_data,
             )
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+            if action is not None:
+                alarm.add_alarm_action(action)
+                alarm.add_ok_action(action)
             self.alarms[rule.name] = alarm
+            if rule.rollback and endpoint.rolling_update is not None:
+                endpoint.add_rollback_alarm(alarm)
+            elif rule.treat_missing_data == BREACHING and endpoint.when_in_service is not None:
+                alarm.node.add_dependency(endpoint.when_in_service)
 
     @property
     def rollback_alarms(self) -> list[cloudwatch.Alarm]:
         """The alarms a rolling update watches (the 5XX error rate, when the thresholds set one)."""
         return [self.alarms[rule.name] for rule in self.rules if rule.rollback]
-
-    def create_after(self, endpoint: IDependable) -> None:
-        """Create the alarms that treat missing data as breaching (EndpointHealth) only after ``endpoint``.
-        CloudFormation finishes creating an AWS::SageMaker::Endpoint when it is InService, so such an alarm starts
-        with instance data instead of sitting in ALARM (and paging) through the first deployment. Rollback alarms
-        cannot wait (the Endpoint's DeploymentConfig names them), and they treat missing data as not breaching."""
-        for rule in self.rules:
-            if rule.treat_missing_data == BREACHING and not rule.rollback:
-                self.alarms[rule.name].node.add_dependency(endpoint)

@@ -8,16 +8,21 @@ to the graph's unit (latency in ms, utilisation in percent of capacity).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from config import instance_types
-from constructs_lib.monitoring.alarms import AlarmRule, MonitoredEndpoint, alarm_rules
-from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, default_label
+from constructs_lib import instance_types
+from constructs_lib.endpoint_props import VARIANT_NAME
+from constructs_lib.monitoring.alarms import AlarmRule, alarm_rules
+from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, BridgeMetrics, EndpointMetrics, default_label
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.names import is_token
+from constructs_lib.validation import Problems
 
 #: Dashboard grid: 24 columns; three graphs per row.
 WIDTH = 8
@@ -29,16 +34,42 @@ TARGET_COLOR = "#2ca02c"
 
 @dataclass(frozen=True)
 class DashboardEndpoint:
-    """One endpoint on the dashboard.
+    """One endpoint on the dashboard, by name (the dashboard may live in another stack than the endpoint).
 
     Attributes:
-        endpoint: what to draw (metrics, instance type, thresholds).
-        scaling_target: the target-tracking value, drawn on the live-streams graph (live streams per instance), or
-            None.
+        title: human name, e.g. ``Voxtral speech to text``.
+        endpoint_name: the EndpointName.
+        instance_type: the variant's instance type (graphs show GPU and CPU use in percent of its capacity).
+        thresholds: the same thresholds as the endpoint's alarms, drawn on the graphs.
+        bridge: the bridge's alarm thresholds, for an endpoint running the bridge image. Default: none.
+        min_capacity / max_capacity: the instance-count range, drawn on the instance-count graph. Default 1 and 1.
+        scaling_target: the target-tracking value, drawn on the live-streams graph (live streams per instance).
+            Default: none.
+        variant_name: default ``AllTraffic``.
     """
 
-    endpoint: MonitoredEndpoint
+    title: str
+    endpoint_name: str
+    instance_type: str
+    thresholds: EndpointAlarmThresholds = field(default_factory=EndpointAlarmThresholds)
+    bridge: BridgeAlarmThresholds | None = None
+    min_capacity: int = 1
+    max_capacity: int = 1
     scaling_target: float | None = None
+    variant_name: str = VARIANT_NAME
+
+    def problems(self, p: Problems) -> None:
+        if instance_types.is_instance_type(self.instance_type):
+            instance_types.check_catalogued(p, "instance_type", self.instance_type)
+        else:
+            instance_types.check_instance_type(p, "instance_type", self.instance_type)
+        self.thresholds.problems(p)
+        if self.bridge is not None:
+            self.bridge.problems(p)
+
+
+#: CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 (PutDashboard API reference).
+DASHBOARD_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 @dataclass(frozen=True)
@@ -53,15 +84,27 @@ class OperationsDashboardProps:
     dashboard_name: str
     endpoints: Sequence[DashboardEndpoint]
 
+    def problems(self, p: Problems) -> None:
+        if not is_token(self.dashboard_name) and not DASHBOARD_NAME_RE.fullmatch(self.dashboard_name):
+            p.add("dashboard_name", self.dashboard_name, "must be 1-255 letters, digits, '-' or '_'")
+        for endpoint in self.endpoints:
+            endpoint.problems(p)
+
 
 class OperationsDashboard(Construct):
     """A CloudWatch dashboard with one section per endpoint.
 
     Attributes:
         dashboard: the CloudWatch dashboard.
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: OperationsDashboardProps) -> None:
+        problems = Problems()
+        props.problems(problems)
+        problems.raise_if_any(f"OperationsDashboard {construct_id}")
         super().__init__(scope, construct_id)
         self.dashboard = cloudwatch.Dashboard(
             self,
@@ -111,25 +154,25 @@ def _graph(title: str, left: list, annotations: list, right: list | None = None,
 
 def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     """The widgets of one endpoint, as dashboard rows: a header, then the graphs three to a row."""
-    endpoint = item.endpoint
-    rules = {rule.name: rule for rule in alarm_rules(endpoint)}
-    spec = instance_types.lookup(endpoint.instance_type)
+    m = EndpointMetrics(item.endpoint_name, item.variant_name)
+    bm = BridgeMetrics(item.bridge.namespace, item.endpoint_name, item.variant_name) if item.bridge else None
+    rules = {rule.name: rule for rule in alarm_rules(m, item.instance_type, item.thresholds, item.bridge)}
+    spec = instance_types.lookup(item.instance_type)
     assert spec is not None  # alarm_rules raised otherwise
-    m, bm = endpoint.metrics, endpoint.bridge_metrics
 
     header = cloudwatch.TextWidget(
-        markdown=(f"## {endpoint.title}: `{endpoint.endpoint_name}`\n{endpoint.instance_type} "
-                  f"({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs), {endpoint.min_instances}-"
-                  f"{endpoint.max_instances} instances. Red lines are alarm thresholds."),
+        markdown=(f"## {item.title}: `{item.endpoint_name}`\n{item.instance_type} "
+                  f"({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs), {item.min_capacity}-"
+                  f"{item.max_capacity} instances. Red lines are alarm thresholds."),
         width=24,
         height=2,
     )
     graphs: list[cloudwatch.IWidget] = []
 
-    if bm is not None and endpoint.bridge is not None:
+    if item.bridge is not None and bm is not None:
         near_cap = rules["ActiveStreamsNearCap"]
         lines = [
-            cloudwatch.HorizontalAnnotation(value=endpoint.bridge.stream_cap, label=f"stream cap {endpoint.bridge.stream_cap}",
+            cloudwatch.HorizontalAnnotation(value=item.bridge.stream_cap, label=f"stream cap {item.bridge.stream_cap}",
                                             color=LIMIT_COLOR),
             _alarm_line(near_cap, near_cap.threshold, "streams"),
         ]
@@ -139,13 +182,13 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
                                                          color=TARGET_COLOR))
         graphs.append(_graph("Live streams per instance",
                              [_labelled(near_cap.metric, "Live streams per instance (ActiveStreams, Average)"),
-                              _labelled(bm.active_streams_busiest_instance(), "Busiest instance (ActiveStreams, Maximum)")],
-                             lines, right=[bm.streams_started(), bm.streams_rejected()], label="streams"))
+                              _labelled(bm.metric_active_streams_busiest_instance(), "Busiest instance (ActiveStreams, Maximum)")],
+                             lines, right=[bm.metric_streams_started(), bm.metric_streams_rejected()], label="streams"))
         first_delta = rules["TimeToFirstDeltaP90"]
-        graphs.append(_graph("Time to first delta (ms)", [bm.time_to_first_delta("p50"), first_delta.metric],
+        graphs.append(_graph("Time to first delta (ms)", [bm.metric_time_to_first_delta("p50"), first_delta.metric],
                              [_alarm_line(first_delta, first_delta.threshold, "ms")], label="ms"))
     else:
-        graphs.append(_graph("Invocations", [m.invocations(), m.invocations_per_instance()], [], label="requests / minute"))
+        graphs.append(_graph("Invocations", [m.metric_invocations(), m.metric_invocations_per_instance()], [], label="requests / minute"))
 
     # Latency: SageMaker reports µs; the graph shows ms, and the alarm lines are converted back to ms.
     model, overhead = rules["ModelLatencyP90"], rules["OverheadLatencyP90"]
@@ -207,8 +250,8 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
         "Instances",
         [_labelled(health.metric, "Instances (CPUUtilization samples per minute)")],
         [
-            cloudwatch.HorizontalAnnotation(value=endpoint.max_instances, label=f"max {endpoint.max_instances}", color=LIMIT_COLOR),
-            cloudwatch.HorizontalAnnotation(value=endpoint.min_instances, label=f"min {endpoint.min_instances}", color=LIMIT_COLOR),
+            cloudwatch.HorizontalAnnotation(value=item.max_capacity, label=f"max {item.max_capacity}", color=LIMIT_COLOR),
+            cloudwatch.HorizontalAnnotation(value=item.min_capacity, label=f"min {item.min_capacity}", color=LIMIT_COLOR),
             _alarm_line(health, health.threshold, "(below: no instance)"),
         ],
         label="instances",

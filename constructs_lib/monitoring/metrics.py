@@ -25,6 +25,8 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from constructs_lib.endpoint_props import VARIANT_NAME
+
 #: Namespace of SageMaker's invocation metrics.
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 #: Namespace of SageMaker's per-instance utilisation metrics of real-time endpoints.
@@ -81,81 +83,94 @@ def default_label(metric: cloudwatch.Metric) -> str:
 
 
 class EndpointMetrics:
-    """SageMaker's own metrics of one endpoint variant (``AWS/SageMaker`` and ``/aws/sagemaker/Endpoints``).
+    """SageMaker's own metrics of one endpoint variant (``AWS/SageMaker`` and ``/aws/sagemaker/Endpoints``): how to
+    read each one, so that alarms, scaling policies and dashboards never spell a namespace or dimension by hand.
+
+    :class:`~constructs_lib.endpoint.RealtimeEndpoint` (and an imported endpoint) inherits these ``metric_*`` methods;
+    use this class directly to read the metrics of an endpoint by name (a dashboard in another stack).
 
     Args:
         endpoint_name: the EndpointName dimension.
-        variant_name: the VariantName dimension (``AllTraffic`` in this app).
+        variant_name: the VariantName dimension (default ``AllTraffic``).
 
     Every method returns a new :class:`aws_cdk.aws_cloudwatch.Metric`; ``period`` defaults to one minute.
     """
 
-    def __init__(self, endpoint_name: str, variant_name: str) -> None:
+    def __init__(self, endpoint_name: str, variant_name: str = VARIANT_NAME) -> None:
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
-        self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
+
+    @property
+    def metric_dimensions(self) -> dict[str, str]:
+        """``{"EndpointName": ..., "VariantName": ...}``: the dimensions of every metric of the variant."""
+        return {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
+
+    def metric(self, metric_name: str, *, namespace: str = SAGEMAKER_NAMESPACE, statistic: str = "Sum",
+               period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Any metric of this variant, by name and namespace, with the EndpointName and VariantName dimensions."""
+        return _metric(namespace, metric_name, self.metric_dimensions, statistic, period)
 
     def _invocation(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
-        return _metric(SAGEMAKER_NAMESPACE, name, self.dimensions, statistic, period)
+        return _metric(SAGEMAKER_NAMESPACE, name, self.metric_dimensions, statistic, period)
 
     def _instance(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
-        return _metric(ENDPOINT_INSTANCE_NAMESPACE, name, self.dimensions, statistic, period)
+        return _metric(ENDPOINT_INSTANCE_NAMESPACE, name, self.metric_dimensions, statistic, period)
 
     # --- AWS/SageMaker ----------------------------------------------------------------------------------------------
 
-    def invocations(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_invocations(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests (for a bidirectional stream: sessions) sent to the variant; Sum, Count."""
         return self._invocation("Invocations", "Sum", period)
 
-    def invocations_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_invocations_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Invocations divided by the instance count; Sum, Count (the predefined scaling metric's source)."""
         return self._invocation("InvocationsPerInstance", "Sum", period)
 
-    def invocation_5xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_invocation_5xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests the model (or SageMaker) answered with a 5xx status; Sum, Count."""
         return self._invocation("Invocation5XXErrors", "Sum", period)
 
-    def invocation_5xx_error_rate(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_invocation_5xx_error_rate(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Fraction of requests answered with a 5xx status, 0 to 1: the Average of Invocation5XXErrors, since
         SageMaker sends 1 for each 5xx response and 0 otherwise (SageMaker developer guide, endpoint invocation
         metrics; the deployment-guardrails alarm examples use this Average as the error rate)."""
         return self._invocation("Invocation5XXErrors", "Average", period)
 
-    def invocation_4xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_invocation_4xx_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Requests answered with a 4xx status (bad request, throttling, ...); Sum, Count."""
         return self._invocation("Invocation4XXErrors", "Sum", period)
 
-    def model_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_model_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Time the model container took to respond, seen from SageMaker; **microseconds**."""
         return self._invocation("ModelLatency", statistic, period)
 
-    def overhead_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_overhead_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Time SageMaker added around the model's (authentication, routing, ...); **microseconds**."""
         return self._invocation("OverheadLatency", statistic, period)
 
     # --- /aws/sagemaker/Endpoints -----------------------------------------------------------------------------------
 
-    def cpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_cpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """CPU use of the containers: 0 to 100 x vCPUs of the instance; Percent."""
         return self._instance("CPUUtilization", statistic, period)
 
-    def memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Host memory used by the containers: 0 to 100; Percent."""
         return self._instance("MemoryUtilization", statistic, period)
 
-    def disk_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_disk_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Disk space used by the containers: 0 to 100; Percent."""
         return self._instance("DiskUtilization", statistic, period)
 
-    def gpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_gpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """GPU use of the containers: 0 to 100 x GPUs of the instance; Percent."""
         return self._instance("GPUUtilization", statistic, period)
 
-    def gpu_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_gpu_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """GPU memory used by the containers: 0 to 100 x GPUs of the instance; Percent."""
         return self._instance("GPUMemoryUtilization", statistic, period)
 
-    def instances_reporting(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_instances_reporting(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Running instances: the SampleCount of CPUUtilization per minute, since each instance sends one datapoint
         a minute. SageMaker publishes no instance-count metric for a real-time variant; no datapoint at all means
         no instance is running."""
@@ -168,41 +183,41 @@ class BridgeMetrics:
     Args:
         namespace: the CloudWatch namespace the container was given (METRICS_NAMESPACE).
         endpoint_name: the EndpointName dimension (ENDPOINT_NAME).
-        variant_name: the VariantName dimension (VARIANT_NAME).
+        variant_name: the VariantName dimension (VARIANT_NAME; default ``AllTraffic``).
     """
 
-    def __init__(self, namespace: str, endpoint_name: str, variant_name: str) -> None:
+    def __init__(self, namespace: str, endpoint_name: str, variant_name: str = VARIANT_NAME) -> None:
         self.namespace = namespace
         self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
 
     def _bridge(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
         return _metric(self.namespace, name, self.dimensions, statistic, period)
 
-    def active_streams_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_active_streams_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Live streams per instance: the Average of ActiveStreams (each instance sends its highest count of the
         minute, zeros included, so the average over datapoints is the average over instances); Count."""
         return self._bridge("ActiveStreams", "Average", period)
 
-    def active_streams_busiest_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_active_streams_busiest_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Live streams on the busiest instance: the Maximum of ActiveStreams; Count."""
         return self._bridge("ActiveStreams", "Maximum", period)
 
-    def streams_started(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_streams_started(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Streams relayed to vLLM; Sum, Count."""
         return self._bridge("StreamsStarted", "Sum", period)
 
-    def streams_rejected(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_streams_rejected(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Streams refused because the instance was at its stream cap (``server_busy``); Sum, Count."""
         return self._bridge("StreamsRejected", "Sum", period)
 
-    def upstream_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_upstream_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """vLLM refused a session, or closed or dropped one mid-stream; Sum, Count."""
         return self._bridge("UpstreamErrors", "Sum", period)
 
-    def time_to_first_delta(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_time_to_first_delta(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """From a stream's start to its first ``transcription.delta``; **milliseconds**."""
         return self._bridge("TimeToFirstDelta", statistic, period)
 
-    def stream_seconds(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_stream_seconds(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """How long each stream lasted; seconds."""
         return self._bridge("StreamSeconds", statistic, period)

@@ -11,6 +11,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from constructs_lib.names import check_email
+from constructs_lib.validation import Problems
+
 #: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with alarms").
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 #: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.
@@ -22,12 +25,12 @@ class AlarmTopicProps:
     """Props of :class:`AlarmTopic`.
 
     Attributes:
-        display_name: the "From" name of notifications.
-        email: an address to subscribe (SNS sends it a confirmation link first), or None.
+        display_name: the "From" name of notifications. Default: "<stack name> alarms".
+        email: an address to subscribe (SNS sends it a confirmation link first). Default: no subscription.
     """
 
-    display_name: str
-    email: str | None
+    display_name: str | None = None
+    email: str | None = None
 
 
 class AlarmTopic(Construct):
@@ -41,11 +44,20 @@ class AlarmTopic(Construct):
       publish only for alarms of this account and region (``aws:SourceArn``), which a custom policy must state.
 
     Attributes:
-        topic: the SNS topic.
+        topic: the SNS topic (pass it to ``EndpointAlarmsProps.topic``).
+        topic_arn: its ARN.
         key: its KMS key.
+
+    Raises:
+        constructs_lib.validation.PropsError: an invalid e-mail address.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps) -> None:
+    def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None) -> None:
+        props = props or AlarmTopicProps()
+        problems = Problems()
+        if props.email is not None:
+            check_email(problems, "email", props.email)
+        problems.raise_if_any(f"AlarmTopic {construct_id}")
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         alarm_arns = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
@@ -74,7 +86,7 @@ class AlarmTopic(Construct):
         self.topic = sns.Topic(
             self,
             "Topic",
-            display_name=props.display_name,
+            display_name=props.display_name or f"{stack.stack_name} alarms",
             master_key=self.key,
             enforce_ssl=True,
         )
@@ -89,3 +101,4 @@ class AlarmTopic(Construct):
         )
         if props.email:
             self.topic.add_subscription(subscriptions.EmailSubscription(props.email))
+        self.topic_arn: str = self.topic.topic_arn

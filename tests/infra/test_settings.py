@@ -9,13 +9,9 @@ import sys
 
 import pytest
 
-from config import instance_types
-from config.settings import (
-    SettingsError,
-    default_context,
-    load_settings,
-    max_num_seqs_that_fit,
-)
+from config.models import max_num_seqs_that_fit
+from config.settings import SettingsError, default_context, load_settings
+from constructs_lib import instance_types
 from tests.conftest import ROOT, cdk_json_context
 
 OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic36-abc"
@@ -97,7 +93,7 @@ def test_unknown_instance_family_is_not_a_sagemaker_type():
 
 def test_sagemaker_type_without_catalogue_facts_names_the_catalogue():
     problem = one_problem(**{"voxtral.instance_type": "ml.inf2.xlarge"})
-    assert "config/instance_types.py" in problem and "ml.g6.*" in problem
+    assert "constructs_lib/instance_types.py" in problem and "ml.g6.*" in problem
 
 
 def test_catalogue_holds_only_sagemaker_types():
@@ -277,3 +273,74 @@ def test_hub_token_secret_kms_key():
     assert "set only together with voxtral.hf_token_secret_arn" in one_problem(**{"voxtral.hf_token_secret_kms_key_arn": key})
     assert "not an alias" in one_problem(**{"voxtral.hf_token_secret_arn": secret,
                                             "voxtral.hf_token_secret_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/x"})
+
+
+@pytest.mark.parametrize("hint, raw, expected", [
+    ("bool | None", "null", None),
+    ("bool | None", "on", True),
+    ("int | None", "", None),
+    ("int", " 7 ", 7),
+    ("float", 3, 3.0),
+    ("str | None", "none", None),
+    ("Literal['a', 'b']", " b ", "b"),
+    ("Literal['a', 'b'] | None", None, None),
+    ("list[int]", "1, 2,3", [1, 2, 3]),
+    ("list[int]", "[4, 5]", [4, 5]),
+    ("list[str]", ["ml.g6.4xlarge", "ml.g6e.xlarge"], ["ml.g6.4xlarge", "ml.g6e.xlarge"]),
+    ("list[str] | None", "null", None),
+    ("int | Literal['auto']", "auto", "auto"),
+    ("int | Literal['auto']", "4", 4),
+])
+def test_values_convert_by_their_type_hints(hint, raw, expected):
+    """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists convert by what they
+    are, whatever the annotation's spelling."""
+    from typing import Literal, get_type_hints  # noqa: F401 (used by the annotation)
+
+    from config.context import convert
+
+    holder = type("Holder", (), {"__annotations__": {"value": hint}})
+    value = convert(raw, get_type_hints(holder, {"Literal": Literal})["value"])
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize("hint, raw, message", [
+    ("bool", "maybe", "must be true or false"),
+    ("int", True, "must be a whole number"),
+    ("int", "1.5", "must be a whole number"),
+    ("float", "fast", "must be a number"),
+    ("float", None, "must be a number"),
+    ("Literal['a', 'b']", "c", "must be one of a, b"),
+    ("Literal['a', 'b'] | None", "c", "must be one of a, b or null"),
+    ("list[int]", "1,x", "must be a whole number"),
+    ("list[int]", 5, "must be a list (a JSON array, or comma-separated values)"),
+    ("str", "null", "must be set: this setting has no 'unset' value (null is allowed for optional settings only)"),
+    ("str | None", 5, "must be a string or null"),
+    ("int | Literal['auto']", "many", "must be a whole number, or one of auto"),
+])
+def test_values_that_do_not_convert_say_what_is_allowed(hint, raw, message):
+    from typing import Literal, get_type_hints
+
+    from config.context import convert
+
+    holder = type("Holder", (), {"__annotations__": {"value": hint}})
+    with pytest.raises(ValueError) as caught:
+        convert(raw, get_type_hints(holder, {"Literal": Literal})["value"])
+    assert str(caught.value) == message
+
+
+def test_literal_settings_list_the_values_of_the_facts_they_come_from():
+    assert one_problem(**{"voxtral.inference_ami_version": "latest"}) == (
+        "voxtral.inference_ami_version='latest': must be one of al2-ami-sagemaker-inference-gpu-2, "
+        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, al2023-ami-sagemaker-inference-gpu-4-1")
+
+
+def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
+    """One rule, one wording: a prop's check reports the setting's key when the settings run it."""
+    from constructs_lib.endpoint_props import ProductionVariant
+    from constructs_lib.validation import Problems
+
+    problems = Problems()
+    ProductionVariant("ml.g6.4xlarge", container_startup_timeout_s=5).problems(problems)
+    assert list(problems) == ["container_startup_timeout_s=5: must be between 60 and 3600 seconds"]
+    assert one_problem(**{"sonic.container_startup_timeout_s": 5}) == (
+        "sonic.container_startup_timeout_s=5: must be between 60 and 3600 seconds")

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from config.settings import SONIC_MODEL_PACKAGES
+from config.models import SONIC_MODEL_PACKAGES
 
 SONIC_US_EAST_1 = SONIC_MODEL_PACKAGES["us-east-1"]
 
@@ -264,10 +264,10 @@ def test_voxtral_execution_role_is_least_privilege(voxtral):
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
-    policy = named(voxtral, "AWS::IAM::Policy", "ExecutionRolePolicy")[1]
+    policy = named(voxtral, "AWS::IAM::Policy", "ExecutionRoleDefaultPolicy")[1]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(by_sid) == {
-        "ReadModelPrefix", "ListModelPrefix", "PullBridgeImage", "EcrAuthorizationToken", "PutMetrics",
+        "ReadModelPrefix", "ListModelPrefix", "PullImage", "EcrAuthorizationToken", "PutMetrics",
         "WriteEndpointLogs", "DescribeRollbackAlarms",
     }
     prefix = PREFIX
@@ -278,7 +278,7 @@ def test_voxtral_execution_role_is_least_privilege(voxtral):
     assert by_sid["PutMetrics"]["Condition"] == {
         "StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"]}}
     assert by_sid["EcrAuthorizationToken"]["Action"] == "ecr:GetAuthorizationToken"
-    assert by_sid["PullBridgeImage"]["Resource"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-BridgeRepositoryArn"}
+    assert by_sid["PullImage"]["Resource"] == {"Fn::ImportValue": "RealtimeVoice-Artifacts-BridgeRepositoryArn"}
     log_group_id = named(voxtral, "AWS::Logs::LogGroup", "VoxtralLogGroup")[0]
     assert by_sid["WriteEndpointLogs"]["Resource"][0] == {"Fn::GetAtt": [log_group_id, "Arn"]}
     for statement in by_sid.values():

@@ -69,7 +69,7 @@ def test_prebuilt_image_builds_and_copies_nothing(changed):
     (model,) = resources(changed.template("Voxtral"), "AWS::SageMaker::Model").values()
     assert model["Properties"]["PrimaryContainer"]["Image"] == PREBUILT
     (policy,) = resources(changed.template("Voxtral"), "AWS::IAM::Policy").values()
-    pull = next(s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Sid"] == "PullBridgeImage")
+    pull = next(s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Sid"] == "PullImage")
     assert pull["Resource"] == "arn:aws:ecr:us-east-1:123456789012:repository/team/voxtral-bridge"
 
 

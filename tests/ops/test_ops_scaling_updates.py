@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from config.settings import BRIDGE_DRAIN_S
-from constructs_lib.realtime_endpoint import rolling_update_timeout_s
+from config.models import BRIDGE_DRAIN_S
+from constructs_lib.endpoint_props import rolling_update_timeout_s
 from tests.ops.conftest import resources
 
 
@@ -143,7 +143,7 @@ def test_the_execution_role_may_describe_exactly_the_rollback_alarms(synthesized
     rollback_ids = [a["AlarmName"]["Ref"] for a in
                     endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
     assert rollback_ids
-    (policy,) = [p for k, p in resources(template, "AWS::IAM::Policy").items() if k.startswith("ExecutionRolePolicy")]
+    (policy,) = [p for k, p in resources(template, "AWS::IAM::Policy").items() if k.startswith("ExecutionRoleDefaultPolicy")]
     statements = [s for s in policy["Properties"]["PolicyDocument"]["Statement"]
                   if "cloudwatch:DescribeAlarms" in json.dumps(s["Action"])]
     (statement,) = statements

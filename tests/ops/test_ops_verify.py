@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 from moto.sagemaker.models import FakeEndpointConfig, sagemaker_backends
 
-from config.settings import SONIC_MODEL_PACKAGES
+from config.models import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
 from tests.ops.conftest import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
 from voicectl.cli import main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,11 +16,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib.model_staging import (
-    SOURCE_FILES,
-    ModelStaging,
-    ModelStagingProps,
-)
+from constructs_lib.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
 
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -115,39 +112,59 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     build_spec = json.loads(props["Source"]["BuildSpec"])
     install = build_spec["phases"]["install"]
     assert install["runtime-versions"] == {"python": "3.12"}
-    assert "--require-hashes -r constructs_lib/model_staging_assets/codebuild/requirements.txt" in install["commands"][0]
+    assert "--require-hashes -r requirements.txt" in install["commands"][0]
     (check, command) = build_spec["phases"]["build"]["commands"]
     assert check.startswith("for name in MODEL_REPOSITORY_ID MODEL_REVISION MODEL_S3_URI; do")
-    assert command.startswith("python -m voicectl.stage_model ")
+    assert command.startswith("python -m stage_model ")
     for option in ('--repo-id "$MODEL_REPOSITORY_ID"', '--revision "$MODEL_REVISION"', '--s3-uri "$MODEL_S3_URI"', "--delete-extra --yes"):
         assert option in command
     assert '${MODEL_HF_TOKEN_SECRET_ARN:+--hf-token-secret-id "$MODEL_HF_TOKEN_SECRET_ARN"}' in command
     assert props["Source"]["Type"] == "S3"
 
 
-def test_build_source_asset_holds_only_the_staging_code(synthesized):
+def asset_dir_of_the_build(synthesized) -> Path:
     _, project = only(synthesized["template"], "AWS::CodeBuild::Project")
     asset_hash = project["Properties"]["Source"]["Location"].split("/")[-1].removesuffix(".zip")
-    asset_dir = synthesized["outdir"] / f"asset.{asset_hash}"
+    return synthesized["outdir"] / f"asset.{asset_hash}"
+
+
+def test_build_source_asset_is_the_build_folder_as_it_is(synthesized):
+    """No copy of files at synth: the asset is constructs_lib/model_staging_build/ itself (CDK stages it), the
+    staging package and its pinned requirements, without bytecode."""
+    asset_dir = asset_dir_of_the_build(synthesized)
     files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
-    expected = sorted(str(p.relative_to(REPO_ROOT)) for pattern in SOURCE_FILES for p in REPO_ROOT.glob(pattern))
+    expected = sorted(str(p.relative_to(BUILD_SOURCE_DIR)) for p in BUILD_SOURCE_DIR.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
     assert files == expected
-    assert "voicectl/stage_model.py" in files and "voicectl/staging/upload.py" in files
+    assert {"requirements.txt", "stage_model/command.py", "stage_model/upload.py", "stage_model/__main__.py"} <= set(files)
     for name in files:
-        assert (asset_dir / name).read_bytes() == (REPO_ROOT / name).read_bytes(), name
+        assert (asset_dir / name).read_bytes() == (BUILD_SOURCE_DIR / name).read_bytes(), name
+
+
+def test_the_build_code_imports_nothing_of_the_project(tmp_path):
+    """The build installs only requirements.txt: the staging package must not import voicectl, config, stacks or
+    the constructs (checked in a copy of the folder, where nothing else of the repository is importable)."""
+    import shutil
+
+    copy = tmp_path / "build"
+    shutil.copytree(BUILD_SOURCE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    modules = sorted(p.stem for p in (copy / "stage_model").glob("*.py") if p.stem not in ("__main__", "__init__"))
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module('stage_model.{m}')\n" for m in modules) + (
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('voicectl', 'config', 'stacks', 'constructs_lib', 'aws_cdk')))")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_asset_code_runs_as_the_codebuild_command_does(synthesized):
-    _, project = only(synthesized["template"], "AWS::CodeBuild::Project")
-    asset_hash = project["Properties"]["Source"]["Location"].split("/")[-1].removesuffix(".zip")
-    asset_dir = synthesized["outdir"] / f"asset.{asset_hash}"
+    asset_dir = asset_dir_of_the_build(synthesized)
     where = subprocess.run(
-        [sys.executable, "-c", "import voicectl.stage_model as m; print(m.__file__)"],
+        [sys.executable, "-c", "import stage_model.command as m; print(m.__file__)"],
         cwd=asset_dir, capture_output=True, text=True, check=True,
     )
-    assert where.stdout.strip() == str(asset_dir / "voicectl" / "stage_model.py")
+    assert where.stdout.strip() == str(asset_dir / "stage_model" / "command.py")
     bad = subprocess.run(
-        [sys.executable, "-m", "voicectl.stage_model", "--s3-uri", "s3://models-bucket/voxtral/", "--revision", "main"],
+        [sys.executable, "-m", "stage_model", "--s3-uri", "s3://models-bucket/voxtral/", "--revision", "main"],
         cwd=asset_dir, capture_output=True, text=True,
     )
     assert bad.returncode == 2
@@ -238,9 +255,10 @@ def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_th
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"hf_token_secret_kms_key_arn": "alias/hub-token"}, "hf_token_secret_kms_key_arn must be a KMS key ARN"),
+        ({"hf_token_secret_kms_key_arn": "alias/hub-token"},
+         "hf_token_secret_kms_key_arn='alias/hub-token': must be a KMS key ARN"),
         ({"hf_token_secret_kms_key_arn": SECRET_KEY_ARN, "hf_token_secret": None},
-         "hf_token_secret_kms_key_arn needs hf_token_secret"),
+         "set only together with hf_token_secret"),
     ],
 )
 def test_secret_key_prop_is_checked(tmp_path, overrides, message):
@@ -273,8 +291,8 @@ def test_custom_resource_polls_the_build_for_at_most_55_minutes(synthesized):
 def test_on_event_may_read_only_its_own_stack(synthesized):
     """DescribeStacks tells a rollback from an update; the OnEvent role may call it on its own stack only."""
     template = synthesized["template"]
-    stack = synthesized["stack"]
-    role_id = stack.resolve(synthesized["staging"]._on_event.role.node.default_child.logical_id)
+    (on_event,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "index.on_event"}}).values()
+    role_id = on_event["Properties"]["Role"]["Fn::GetAtt"][0]
     statements = [
         statement
         for policy in template.find_resources("AWS::IAM::Policy").values()
@@ -349,17 +367,22 @@ def test_invalid_props_are_reported_together(tmp_path):
             ModelStagingProps(bucket=bucket, prefix="/", repository_id="voxtral", revision="main", build_timeout=Duration.minutes(55)),
         )
     message = str(error.value)
-    for part in ("prefix must be a non-empty key prefix", "repository_id must look like 'owner/name'",
-                 "revision must be a full 40-character commit hash", "build_timeout must be 5 to 50 minutes"):
-        assert part in message
+    assert message.splitlines() == [
+        "ModelStaging Staging: invalid props:",
+        "  - prefix='/': must be a non-empty key prefix without a leading '/'",
+        "  - repository_id='voxtral': must be a model hub repository id '<owner>/<name>'",
+        "  - revision='main': must be a full 40-character commit hash of the model hub repository (a branch or tag "
+        "such as 'main' can move)",
+        "  - build_timeout='55 minutes': must be 5 to 50 minutes (the custom resource waits at most 55 minutes)",
+    ]
 
 
 def test_build_requirements_match_the_project_lock():
-    sys.path.insert(0, str(REPO_ROOT / "constructs_lib" / "model_staging_assets" / "codebuild"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "tools"))
     try:
-        import make_requirements
+        import staging_requirements
     finally:
         sys.path.pop(0)
-    current = (REPO_ROOT / "constructs_lib/model_staging_assets/codebuild/requirements.txt").read_text()
-    assert current == make_requirements.render((REPO_ROOT / "requirements.lock").read_text())
+    current = (BUILD_SOURCE_DIR / "requirements.txt").read_text()
+    assert current == staging_requirements.render((REPO_ROOT / "requirements.lock").read_text())
     assert "\nboto3==" in current and "\nhuggingface-hub==" in current and "--hash=sha256:" in current

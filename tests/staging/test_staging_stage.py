@@ -13,8 +13,10 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from tests.staging.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
-from voicectl import cli, stage_model
-from voicectl.staging.constants import MANIFEST_NAME
+from constructs_lib.model_staging_build.stage_model import command as stage_model
+from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
+from voicectl import cli
+from voicectl import stage_model as voicectl_stage_model
 
 PREFIX = "models/voxtral"
 URI = f"s3://{BUCKET}/{PREFIX}/"
@@ -59,8 +61,15 @@ def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
     # Only this module: the other subcommands are other people's work and may not exist in this branch.
     monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.stage_model",))
     args = cli.build_parser().parse_args(["stage-model", "--s3-uri", URI, "--revision", "a" * 40])
-    assert args.func is stage_model.run
+    assert args.func is voicectl_stage_model.run
     assert (args.s3_uri, args.revision, args.part_size_mib) == (URI, "a" * 40, 64)
+
+
+def test_voicectl_reports_bad_input_of_the_staging_code_as_its_own_usage_error(monkeypatch, capsys):
+    """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with its message."""
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.stage_model",))
+    assert cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40]) == 2
+    assert capsys.readouterr().err.strip() == "voicectl stage-model: --part-size-mib must be at least 1, got 0"
 
 
 def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, model_dir, capsys):
@@ -286,9 +295,9 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
     """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
-    from voicectl.staging.files import LocalFile
-    from voicectl.staging.location import S3Prefix
-    from voicectl.staging.manifest import Source, build_manifest, write_manifest
+    from constructs_lib.model_staging_build.stage_model.files import LocalFile
+    from constructs_lib.model_staging_build.stage_model.location import S3Prefix
+    from constructs_lib.model_staging_build.stage_model.manifest import Source, build_manifest, write_manifest
 
     old_key = f"{PREFIX}/tokenizer.model.v3"
     s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
@@ -399,7 +408,7 @@ def test_a_token_given_as_the_secret_id_is_refused_before_any_aws_call(aws, mode
     calls = []
     aws.events.register("before-call", lambda model, **kwargs: calls.append(model.name))
 
-    with pytest.raises(cli.UsageError) as error:
+    with pytest.raises(stage_model.UsageError) as error:
         stage(aws, model_dir, "--hf-token-secret-id", TOKEN)
 
     assert "looks like a Hub access token" in str(error.value) and "HF_TOKEN" in str(error.value)
@@ -419,7 +428,7 @@ def test_a_secret_named_like_hf_token_is_still_a_secret_id():
 @pytest.mark.parametrize("revision", ["main", "v1.0", "0123abc"])
 def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir, revision):
     """The manifest would record "@ main" for whatever the copy holds: the same rule as for a download."""
-    with pytest.raises(cli.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
+    with pytest.raises(stage_model.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
         stage(aws, model_dir, "--revision", revision)
     assert keys_under_prefix(s3) == []
 
@@ -440,7 +449,7 @@ def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir
 
 
 def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
-    from voicectl.staging import hub
+    from constructs_lib.model_staging_build.stage_model import hub
 
     monkeypatch.setattr(hub, "download", lambda *a, **k: pytest.fail("must not download without the token"))
     argv = ["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", "no-such-secret"]

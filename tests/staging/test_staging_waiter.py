@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-HANDLER = Path(__file__).resolve().parents[2] / "constructs_lib/model_staging_assets/waiter/index.py"
+HANDLER = Path(__file__).resolve().parents[2] / "constructs_lib/model_staging_waiter/index.py"
 PROJECT = "ModelStagingBuild-abc123"
 BUILD_ID = f"{PROJECT}:4f1c2d3e-0000-4000-8000-000000000001"
 PROPERTIES = {"ProjectName": PROJECT, "RepositoryId": "mistralai/Voxtral-Mini-4B-Realtime-2602", "Revision": "a" * 40, "S3Uri": "s3://models-bucket/models/voxtral/"}
@@ -149,7 +149,7 @@ def test_failed_build_fails_the_resource_with_phase_reason_and_log_link(waiter):
         "FAILED",
         phases=[
             {"phaseType": "INSTALL", "phaseStatus": "SUCCEEDED"},
-            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m voicectl.stage_model. Reason: exit status 1"}]},
+            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m stage_model. Reason: exit status 1"}]},
         ],
         logs={"deepLink": "https://console.aws.amazon.com/cloudwatch/home#logsV2:log-groups"},
     )

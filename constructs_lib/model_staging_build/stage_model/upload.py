@@ -43,15 +43,15 @@ from botocore.exceptions import ClientError
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from s3transfer.utils import ChunksizeAdjuster
 
-from voicectl.staging.constants import (
+from .constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_PART_SIZE,
     MIN_PART_SIZE,
     SHA256_METADATA_KEY,
 )
-from voicectl.staging.files import LocalFile
-from voicectl.staging.location import S3Prefix
-from voicectl.staging.progress import Progress
+from .files import LocalFile
+from .location import S3Prefix
+from .progress import Progress
 
 #: Checksum S3 computes and checks for every part and small object we send.
 CHECKSUM_ALGORITHM = "SHA256"

@@ -1,6 +1,6 @@
 """Select the model files to stage from a local directory and hash them.
 
-The selection applies the allow-list of :mod:`voicectl.staging.constants` and checks completeness before anything is
+The selection applies the allow-list of :mod:`.constants` and checks completeness before anything is
 uploaded: both required files, at least one weight file, and every shard the weights index names.
 """
 
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from voicectl.staging.constants import (
+from .constants import (
     MODEL_FILE_PATTERNS,
     REQUIRED_FILES,
     WEIGHTS_INDEX_FILE,

@@ -1,6 +1,7 @@
 """Facts about the model files and the staging defaults, each with its source.
 
-Pure constants (no AWS or CDK imports) so that both ``voicectl`` and ``constructs_lib`` can import them.
+Pure constants (no AWS or CDK imports): the staging build runs them alone, and ``constructs_lib`` (ModelStaging's
+props), ``config`` (the settings' checks) and ``voicectl`` import them from here, so each fact is written once.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ DELETABLE_EXTRA_PATTERNS: Final[tuple[str, ...]] = (
     "special_tokens_map.json",
 )
 
-#: The manifest written next to the weights once the prefix is verified (see voicectl.staging.manifest).
+#: The manifest written next to the weights once the prefix is verified (see :mod:`.manifest`).
 MANIFEST_NAME: Final = "model-manifest.json"
 
 #: Environment variable huggingface_hub reads the access token from
@@ -68,6 +69,8 @@ HF_TOKEN_ENV: Final = "HF_TOKEN"
 
 #: A pinned revision is a full git commit hash (40 lowercase hex digits); branches and tags can move.
 PINNED_REVISION_RE: Final = re.compile(r"[0-9a-f]{40}")
+#: A model hub repository id, ``<owner>/<name>`` (Hugging Face Hub repository naming: letters, digits, '.', '_', '-').
+REPOSITORY_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 #: Object metadata key (x-amz-meta-sha256) holding the hex SHA-256 of the whole file, set when it is uploaded.
 SHA256_METADATA_KEY: Final = "sha256"

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicectl.staging.constants import DELETABLE_EXTRA_PATTERNS, MANIFEST_NAME, SHA256_METADATA_KEY
-from voicectl.staging.files import LocalFile, matches_allow_list
-from voicectl.staging.location import S3Prefix
-from voicectl.staging.upload import head_listed, list_objects
+from .constants import DELETABLE_EXTRA_PATTERNS, MANIFEST_NAME, SHA256_METADATA_KEY
+from .files import LocalFile, matches_allow_list
+from .location import S3Prefix
+from .upload import head_listed, list_objects
 
 MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 

@@ -1,13 +1,15 @@
 """Catalogue of SageMaker real-time inference instance types: vCPUs, GPUs and GPU memory.
 
-Used to validate instance-type settings, to estimate whether a model fits in GPU memory, and (by the monitoring
-constructs) to scale utilisation thresholds: SageMaker reports ``GPUUtilization`` and ``CPUUtilization`` from 0 to
-100 x the number of GPUs or vCPUs of the instance.
+Used to check instance types, to estimate whether a model fits in GPU memory (the app's settings), and (by the
+monitoring constructs) to scale utilisation thresholds: SageMaker reports ``GPUUtilization`` and ``CPUUtilization``
+from 0 to 100 x the number of GPUs or vCPUs of the instance.
 
 Sources: Amazon SageMaker pricing page, instance table for real-time inference, and the EC2 accelerated-computing
 instance specifications (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html). G7 (NVIDIA RTX PRO 4500
 Blackwell, 32 GiB) sizes follow the AWS launch announcement of June 2026; the catalogue records the sizes SageMaker
-lists for hosting. Extend it when AWS adds a family; an unknown type fails synth with a message naming the file.
+lists for hosting. Extend it when AWS adds a family; an unknown type fails synth with a message naming this file.
+
+CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports, uses this module.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+
+from constructs_lib.validation import Problems
 
 INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.([a-z][a-z0-9-]*)\.(\d*x?large|medium|small|metal)$")
 
@@ -101,3 +105,36 @@ def sagemaker_instance_types() -> frozenset[str]:
 def lookup(instance_type: str) -> InstanceSpec | None:
     """Return the spec of ``instance_type`` (e.g. ``ml.g6.4xlarge``), or ``None`` when the catalogue lacks it."""
     return CATALOGUE.get(instance_type)
+
+
+def gpu_families() -> str:
+    """The GPU families of the catalogue, for messages: ``ml.g4dn.*, ml.g5.*, ...``."""
+    return ", ".join(sorted({f"ml.{spec.family}.*" for spec in CATALOGUE.values() if spec.gpus}))
+
+
+def is_instance_type(value: str) -> bool:
+    """Whether ``value`` is a SageMaker real-time instance type: of the form ``ml.<family>.<size>`` and, where
+    botocore is installed, one of the ProductionVariant types of its SageMaker API model
+    (:func:`sagemaker_instance_types`)."""
+    try:
+        known = sagemaker_instance_types()
+    except ImportError:  # botocore is optional for the constructs: the form alone is checked then
+        known = None
+    return bool(INSTANCE_TYPE_PATTERN.match(value)) and (known is None or value in known)
+
+
+def check_instance_type(p: Problems, prop: str, value: str) -> None:
+    """A SageMaker real-time instance type (:func:`is_instance_type`)."""
+    if not is_instance_type(value):
+        p.add(prop, value, "not a SageMaker real-time instance type (expected one of SageMaker's ProductionVariant "
+                           "types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')")
+
+
+def check_catalogued(p: Problems, prop: str, value: str) -> InstanceSpec | None:
+    """The spec of ``value``, or None after recording that the catalogue lacks it (the alarms need its GPUs and
+    vCPUs). Meant for a value that passed :func:`check_instance_type`."""
+    spec = lookup(value)
+    if spec is None:
+        p.add(prop, value, "a SageMaker instance type without vCPU and GPU facts in constructs_lib/instance_types.py; "
+                           f"add it there or choose one of the GPU types {gpu_families()}")
+    return spec

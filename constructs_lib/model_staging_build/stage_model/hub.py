@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicectl.staging.constants import MODEL_FILE_PATTERNS, PINNED_REVISION_RE
-from voicectl.staging.files import LocalFile, matches_allow_list
+from .constants import MODEL_FILE_PATTERNS, PINNED_REVISION_RE
+from .files import LocalFile, matches_allow_list
 
 
 @dataclass(frozen=True)

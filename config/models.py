@@ -1,0 +1,73 @@
+"""Facts of what this app deploys, each with its source: the Voxtral model and our bridge container, and the Cartesia
+Sonic model package. (Facts about AWS itself, such as instance types, ARN forms and API limits, live in
+``constructs_lib``, which the settings import.)
+"""
+
+from __future__ import annotations
+
+from constructs_lib.instance_types import InstanceSpec
+from constructs_lib.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
+
+# --- Voxtral (speech to text) on vLLM behind the bridge --------------------------------------------------------------
+
+#: A commit of mistralai/Voxtral-Mini-4B-Realtime-2602 with the Mistral-format files (params.json, tekken.json,
+#: consolidated.safetensors); public client code pins its weight downloads to it. Check the repository's history
+#: on the model hub before changing it.
+VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
+
+#: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only InferenceAmiVersion whose
+#: driver is new enough (>= 575) for the CUDA 12.9 (cu129) vLLM deep-learning container the bridge image is built on;
+#: the older ones (driver 535 / 550) would rely on CUDA forward compatibility, which their container toolkit does not
+#: mount.
+VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
+
+# GPU memory estimate for Voxtral-Mini-4B-Realtime-2602 (bf16), used to reject an instance that cannot hold the model
+# with max_model_len x max_num_seqs tokens of KV cache. Sources: the model card (consolidated.safetensors, ~8.9 GB)
+# and params.json of the language-model decoder (26 layers, 8 KV heads, head_dim 128).
+VOXTRAL_WEIGHTS_BYTES = 8.9e9
+#: 2 (K and V) x 26 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16) per token.
+VOXTRAL_KV_BYTES_PER_TOKEN = 2 * 26 * 8 * 128 * 2
+#: CUDA context, activations, CUDA graphs and the audio encoder's buffers: a measured-order-of-magnitude allowance.
+VOXTRAL_RUNTIME_OVERHEAD_BYTES = 2 * 2**30
+
+#: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; container/bridge/settings.py). SageMaker sends
+#: SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay below 30 s. The Voxtral stack
+#: passes it to the container; a scale-in cooldown must be longer so that one drain ends before the next scale-in.
+BRIDGE_DRAIN_S = 25
+
+
+def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
+    """How many sequences of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``.
+
+    Estimate (documented in README, "GPU memory"): usable = GPU memory x gpu_memory_utilization; KV cache =
+    usable - weights - runtime overhead; result = floor(KV cache / (KV bytes per token x max_model_len)).
+    vLLM serves the model on one GPU (tensor parallel size 1), so only one GPU's memory counts.
+    """
+    usable = spec.gpu_memory_gib * 2**30 * gpu_memory_utilization
+    kv_cache = usable - VOXTRAL_WEIGHTS_BYTES - VOXTRAL_RUNTIME_OVERHEAD_BYTES
+    if kv_cache <= 0:
+        return 0
+    return int(kv_cache // (VOXTRAL_KV_BYTES_PER_TOKEN * max_model_len))
+
+
+# --- Sonic (text to speech) from its AWS Marketplace model package -------------------------------------------------
+
+#: Cartesia Sonic 3.6 model package per region (AWS Marketplace listing). Other regions need ``sonic.model_package_arn``.
+SONIC_MODEL_PACKAGES: dict[str, str] = {
+    "us-east-1": "arn:aws:sagemaker:us-east-1:865070037744:model-package/"
+    "sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480",
+}
+
+#: Real-time instance types the Sonic 3.6 model package supports (its Marketplace listing): every size of G6e, G7e
+#: and G7 (their smallest sizes, ml.g6e.xlarge, ml.g7e.2xlarge and ml.g7.2xlarge, are the listed minimums), and two
+#: P5 sizes.
+SONIC_INSTANCE_FAMILIES = ("g6e", "g7e", "g7")
+SONIC_EXTRA_INSTANCE_TYPES = ("ml.p5.48xlarge", "ml.p5en.48xlarge")
+
+#: Sonic target-tracking metrics: ``sonic.scaling_metric`` -> Application Auto Scaling predefined metric type
+#: (SageMaker developer guide, "Define a scaling policy"). ``invocations_per_instance`` is requests per instance per
+#: minute; ``concurrent_requests`` is requests in flight per model (high-resolution metric).
+SONIC_SCALING_METRICS: dict[str, str] = {
+    "invocations_per_instance": INVOCATIONS_PER_INSTANCE,
+    "concurrent_requests": CONCURRENT_REQUESTS_PER_MODEL,
+}

@@ -1,0 +1,60 @@
+"""EndpointStack: what the Voxtral and Sonic stacks share, an execution role and a monitored, autoscaled endpoint built
+from one settings section; each subclass chooses only what differs (container, invoke actions, rolling update,
+scaling metric, outputs)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from aws_cdk import Stack
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from config.settings import EndpointSettings, Settings
+from constructs_lib.endpoint_props import ImageContainer, ModelPackageContainer, RealtimeEndpointProps, RollingUpdate
+from constructs_lib.execution_role import SageMakerExecutionRole
+from constructs_lib.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
+from constructs_lib.scaling_props import InstanceScaling, TargetTracking
+
+
+class EndpointStack(Stack):
+    """A stack holding one endpoint of the app.
+
+    Attributes:
+        role: the endpoint's execution role (subclasses grant what their container reads).
+        endpoint: the :class:`~constructs_lib.monitored_endpoint.MonitoredEndpoint` (set by :meth:`add_endpoint`).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, section: EndpointSettings,
+                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self._settings, self._section, self._alarm_topic = settings, section, alarm_topic
+        self.role = SageMakerExecutionRole(self, "ExecutionRole",
+                                           description=f"SageMaker execution role of {section.endpoint_name}")
+
+    def add_endpoint(self, name: str, *, container: ImageContainer | ModelPackageContainer, description: str,
+                     invoke_actions: Sequence[str], tracking: TargetTracking,
+                     rolling_update: RollingUpdate | None = None, bridge: BridgeAlarmThresholds | None = None,
+                     outputs: Mapping[str, tuple[str, str]]) -> MonitoredEndpoint:
+        """The endpoint, its alarms (to the alarm topic), its autoscaling (within the section's instance range, by
+        ``tracking`` while it is a range) and its outputs ``<name>...``."""
+        section = self._section
+        self.endpoint = MonitoredEndpoint(
+            # Construct id "Default": CDK leaves it out of logical ids, so the endpoint, its alarms and its scaling
+            # keep the ids they were first deployed with (CDK Developer Guide, "Identifiers": logical IDs).
+            self, "Default",
+            MonitoredEndpointProps(
+                name=name,
+                endpoint=section.props(
+                    RealtimeEndpointProps, container=container, variant=section.variant(), role=self.role.role,
+                    log_retention_days=self._settings.log_retention_days, rolling_update=rolling_update,
+                    invoke_actions=invoke_actions, description=description),
+                thresholds=section.thresholds(),
+                bridge=bridge,
+                alarm_topic=self._alarm_topic,
+                scaling=section.props(InstanceScaling, tracking=tracking),
+                outputs=outputs,
+            ),
+        )
+        return self.endpoint

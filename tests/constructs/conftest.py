@@ -1,0 +1,47 @@
+"""Helpers of the construct tests: each construct in a bare stack of its own app (no settings, no app stacks), the
+way aws-cdk's ``aws-sagemaker-alpha`` tests its constructs."""
+
+from __future__ import annotations
+
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Template
+
+from constructs_lib.endpoint_props import ImageContainer, ProductionVariant, RealtimeEndpointProps
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+ENV = Environment(account=ACCOUNT, region=REGION)
+IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/team/bridge:v1"
+IMAGE_REPOSITORY_ARN = f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/bridge"
+PACKAGE = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/tts-v1"
+
+
+def bare_stack(name: str = "Test") -> Stack:
+    """A stack in an app of its own, in a fixed account and Region."""
+    return Stack(App(), name, env=ENV)
+
+
+def endpoint_props(**overrides) -> RealtimeEndpointProps:
+    """The least a RealtimeEndpoint needs (an image and an instance type), plus ``overrides``."""
+    props = {"container": ImageContainer(IMAGE), "variant": ProductionVariant("ml.g6.4xlarge"), **overrides}
+    return RealtimeEndpointProps(**props)
+
+
+def resources(stack: Stack, resource_type: str) -> dict[str, dict]:
+    """``{logical id: resource}`` of one type in the synthesized ``stack``."""
+    return Template.from_stack(stack).find_resources(resource_type)
+
+
+def only(stack: Stack, resource_type: str) -> tuple[str, dict]:
+    """The one resource of ``resource_type``: (logical id, resource)."""
+    (item,) = resources(stack, resource_type).items()
+    return item
+
+
+def statements(stack: Stack) -> dict[str, dict]:
+    """``{Sid: statement}`` of every AWS::IAM::Policy in ``stack`` (statements without a Sid are keyed by action)."""
+    out = {}
+    for policy in resources(stack, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            out[statement.get("Sid") or str(statement["Action"])] = statement
+    return out
