@@ -8,8 +8,8 @@
 // Gradio's streaming gr.Audio is not used: it sends the audio in fixed chunks and drops what was recorded after the
 // last full chunk when Stop is pressed, and chunks captured while its stream is starting (gradio 6.31 Audio frontend).
 //
-// State for tests and debugging, on `element.dataset`: `state` (idle, connecting, recording, finishing, done,
-// error), `samples` (samples captured in this recording) and `sampleRate` (Hz).
+// State for tests and debugging, on the `.voicectl-recorder` element's dataset: `state` (idle, connecting, recording,
+// finishing, done, error), `samples` (samples captured in this recording) and `sampleRate` (Hz).
 
 const SEND_EVERY_S = 0.05; // audio per WebSocket message: 50 ms keeps latency low at 20 messages a second
 // The model hears the microphone as it is: echo cancellation, noise suppression and gain control are made for calls.
@@ -36,7 +36,8 @@ class VoicectlTap extends AudioWorkletProcessor {
 registerProcessor("${TAP_NAME}", VoicectlTap);
 `;
 
-const part = (name) => element.querySelector(`[data-part="${name}"]`);
+const root = element.querySelector(".voicectl-recorder");
+const part = (name) => root.querySelector(`[data-part="${name}"]`);
 const ui = {
   record: part("record"),
   stop: part("stop"),
@@ -49,7 +50,7 @@ let tapModuleUrl = null;
 let current = null;
 
 function setState(state, status) {
-  element.dataset.state = state;
+  root.dataset.state = state;
   ui.status.textContent = status;
   ui.record.disabled = !["idle", "done", "error"].includes(state);
   ui.stop.disabled = !["connecting", "recording"].includes(state);
@@ -100,8 +101,8 @@ class Recording {
     await this.context.resume();
     if (this.finished) return this.release(); // failed while the microphone was opening
     this.sampleRate = this.context.sampleRate;
-    element.dataset.sampleRate = String(this.sampleRate);
-    element.dataset.samples = "0";
+    root.dataset.sampleRate = String(this.sampleRate);
+    root.dataset.samples = "0";
     this.tap = new AudioWorkletNode(this.context, TAP_NAME, {
       numberOfInputs: 1,
       numberOfOutputs: 0,
@@ -134,7 +135,7 @@ class Recording {
     this.pending.push(block);
     this.pendingSamples += block.length;
     this.samples += block.length;
-    element.dataset.samples = String(this.samples);
+    root.dataset.samples = String(this.samples);
     this.pump();
   }
 
