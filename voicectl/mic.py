@@ -557,10 +557,12 @@ def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
     The target is opened before the URL is yielded (see the module docstring).
 
     Raises:
-        UsageError: bad arguments, Gradio missing, no Region or an unknown profile.
+        UsageError: bad arguments, Gradio missing, the port in use, no Region or an unknown profile.
         RealtimeError: no usable AWS credentials.
     """
     validate_target_arguments(args)
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"--port must be a TCP port from 1 to 65535, got {args.port}")
     gr = gradio_module if gradio_module is not None else import_gradio()
     server = MicServer(args)
     page = build_page(gr, server)
@@ -568,7 +570,11 @@ def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
     if settings["share"]:
         log("--share creates a public link: anyone who has it can call the endpoint with your AWS credentials. "
             "Close the page when done.")
-    page.launch(**settings, app_kwargs=server.app_kwargs())
+    try:
+        page.launch(**settings, app_kwargs=server.app_kwargs())
+    except OSError as error:  # gradio: "Cannot find empty port in range: N-N. ..."
+        raise UsageError(f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); another "
+                         "program (or another voicectl mic) uses the port: pass --port with a free one") from error
     try:
         server.open_target()
         yield f"http://{MIC_HOST}:{page.server_port}"

@@ -65,6 +65,59 @@ def test_only_the_page_itself_may_open_a_recording(headers, allowed):
     assert mic.same_origin(headers) is allowed
 
 
+@pytest.mark.parametrize("port", ["0", "65536", "-1"])
+def test_a_port_outside_1_to_65535_is_a_usage_error(parse, port):
+    with pytest.raises(UsageError, match=f"--port must be a TCP port from 1 to 65535, got {port}"):
+        mic.run(parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", port]))
+
+
+def test_a_port_in_use_is_a_usage_error_naming_it(parse):
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"cannot serve the page on 127.0.0.1:{port} .*pass --port with a free one"):
+            mic.run(parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", str(port)]))
+
+
+class ScriptedTranscriber:
+    text = ""
+
+
+class RecordingPage:
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def send(self, event: dict) -> None:
+        self.sent.append(event)
+
+
+def test_the_page_is_sent_the_transcript_without_taking_back_words_a_replay_discarded():
+    transcriber, page = ScriptedTranscriber(), RecordingPage()
+    publisher = mic.TranscriptPublisher(page, transcriber)
+
+    async def scenario() -> list[str]:
+        running = asyncio.create_task(publisher.run())
+        for text in ["one ", "one two ", "", "one ", "one two ", "one two three ", "one two three four "]:
+            transcriber.text = text  # "" and "one ": the session replayed after a drop, re-growing
+            publisher.update()
+            await asyncio.sleep(0)
+        transcriber.text = "one two three four "
+        await asyncio.sleep(0)
+        running.cancel()
+        return [event["text"] for event in page.sent]
+
+    sent = asyncio.run(scenario())
+    assert sent == ["one ", "one two ", "one two three ", "one two three four "]
+    transcriber.text = ""  # a replay discarded the text, then failed: the words received are kept
+    assert publisher.text() == "one two three four "
+    transcriber.text = "uno dos "  # a replay that transcribed differently is the new truth
+    assert publisher.text() == "uno dos "
+
+
 # ---- the microphone transcriber against the bridge and the fake vLLM ----------------------------------------------
 
 
