@@ -512,8 +512,8 @@ class MicServer:
                              "result": result.as_dict()})
             log(f"recording {number} done: {format_figures(result)}")
         except PageClosed as closed:
-            log(f"recording {number}: the page closed ({closed}) {time.monotonic() - began:.1f} s after the start; "
-                "its stream to the endpoint is closed")
+            log(f"recording {number} abandoned: the page's WebSocket closed ({closed}) {time.monotonic() - began:.1f} s "
+                "after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
         except RealtimeError as error:

@@ -321,7 +321,7 @@ def test_closing_the_page_closes_the_stream_to_vllm_within_a_second(page, capsys
         return time.monotonic() - began
 
     assert asyncio.run(abandon()) < 1.0
-    assert "the page closed (WebSocket code 1000)" in capsys.readouterr().err
+    assert "abandoned: the page's WebSocket closed (WebSocket code 1000)" in capsys.readouterr().err
 
 
 def test_a_down_container_fails_the_recording_once_naming_its_address(capsys):
@@ -430,3 +430,43 @@ def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_
     assert "open http://" not in err
     with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
         probe.connect(("127.0.0.1", port))
+
+
+def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
+    """``python -m voicectl mic``: prints the address, serves a recording, and on SIGINT closes it and exits 0."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from websockets.exceptions import ConnectionClosedError
+
+    servers, _ = page
+    sessions_before = len(servers.vllm.sessions)
+    port = free_port()
+    command = subprocess.Popen([sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
+                               cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stderr.readline() == f"voicectl mic: open http://127.0.0.1:{port} (Ctrl-C to stop)\n"
+
+        async def record_then_interrupt() -> int:
+            client = await PageClient.connect(f"ws://127.0.0.1:{port}{mic.RECORDING_PATH}")
+            await client.start()
+            await client.until("started")
+            await client.connection.send(tone(0.3).tobytes())
+            await on_servers(servers, servers.vllm.wait_for_session(sessions_before))
+            command.send_signal(signal.SIGINT)
+            with pytest.raises(ConnectionClosedError):
+                while True:
+                    await client.next(timeout=10)
+            return client.connection.close_code
+
+        assert asyncio.run(record_then_interrupt()) == 1012  # service restart: the page says voicectl mic went away
+        assert command.wait(10) == 0
+    finally:
+        command.kill()
+        command.wait()
+    session = servers.vllm.sessions[sessions_before]
+    assert servers.call(session.wait_closed()) == 1000
+    err = command.stderr.read()
+    assert "voicectl mic: stopping\n" in err and "abandoned: the page's WebSocket closed (WebSocket code 1012)" in err
+    assert "Traceback" not in err

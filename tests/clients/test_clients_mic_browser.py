@@ -211,7 +211,7 @@ def test_leaving_the_page_closes_the_stream_to_vllm_within_a_second(stack, brows
         page.close()
     assert closed_after_s < CLOSE_WITHIN_S
     assert not any(event.get("final") for event in session.events)  # abandoned, not finished
-    assert "the page closed" in capsys.readouterr().err
+    assert "abandoned: the page's WebSocket closed" in capsys.readouterr().err
 
 
 def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, capsys):
