@@ -304,6 +304,41 @@ def test_a_recording_streams_every_sample_and_ends_with_the_figures(page, capsys
     assert re.search(r"voicectl mic: recording \d+ done: time to first delta: ", err)
 
 
+def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatch):
+    """Credentials and the SDK client (``open_target``) once per command, not per recording or chunk."""
+    import contextlib
+
+    from tests.clients.conftest import client_parser
+    from voicectl import transcribe
+
+    servers, _ = page
+    entered, exited = [], []
+
+    @contextlib.asynccontextmanager
+    async def counted_open_target(args):
+        entered.append(time.monotonic())
+        async with transcribe.open_target(args) as opener:
+            yield opener
+        exited.append(time.monotonic())
+
+    monkeypatch.setattr(mic, "open_target", counted_open_target)
+    args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
+
+    async def record(url: str) -> dict:
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.connection.send(tone(0.3).tobytes())
+        await client.connection.send(json.dumps({"type": "stop", "samples": len(tone(0.3))}))
+        return await client.until("done")
+
+    with mic.serve(args) as page_url:
+        assert len(entered) == 1  # before the address is given out
+        done = [asyncio.run(record(recording_url(page_url))) for _ in range(3)]
+        assert (len(entered), len(exited)) == (1, 0)
+    assert len(exited) == 1  # closed with the server
+    assert [d["result"]["sessions"] for d in done] == [1, 1, 1]
+
+
 def test_closing_the_page_closes_the_stream_to_vllm_within_a_second(page, capsys):
     servers, url = page
     sessions_before = len(servers.vllm.sessions)

@@ -219,4 +219,7 @@ ui.record.addEventListener("click", () => {
   recording.start().catch((error) => recording.fail(describeStartError(error)));
 });
 ui.stop.addEventListener("click", () => current && current.stop());
+// Leaving or reloading the page ends the recording as soon as the navigation starts, not when the next page has
+// loaded: the server then closes the stream to the endpoint (closing a tab closes the socket in any case).
+window.addEventListener("beforeunload", () => current && current.release());
 setState("idle", "Press Record and speak.");
