@@ -10,8 +10,10 @@ without them (as ``transcribe`` does), and every recording reuses them.
 
 One recording is one WebSocket from the page to this process (:data:`RECORDING_PATH`) and one transcription
 (:func:`voicectl.realtime.transcribe_stream`, the same code as ``transcribe``). The page's recorder
-(``mic_page/recorder.js``) captures the microphone with an AudioWorklet and sends every sample; Gradio's streaming
-``gr.Audio`` is not used because it drops the audio recorded after its last full chunk when Stop is pressed.
+(``mic_page/recorder.js``) captures the microphone with an AudioWorklet and sends every sample. Gradio's streaming
+``gr.Audio`` is not used: its frontend (gradio 6.31, ``templates/frontend/assets/audio-*.js``) discards a chunk that
+arrives once recording is off, so the audio after the last full chunk is lost at Stop, and a chunk captured while
+its stream is still being set up (``stream_state`` ``waiting``) is lost too.
 
 Messages on the recording WebSocket (text frames are JSON):
 
