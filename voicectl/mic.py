@@ -326,7 +326,8 @@ async def read_start(page: PageSocket) -> int:
     event = _json_object(message)
     rate = event.get("sample_rate_hz")
     if event.get("type") != "start" or not isinstance(rate, int) or isinstance(rate, bool):
-        raise PageProtocolError(f"the first message must be {{\"type\": \"start\", \"sample_rate_hz\": N}}, got {message!r:.200}")
+        raise PageProtocolError('the first message must be {"type": "start", "sample_rate_hz": N}, '
+                                f"got {message!r:.200}")
     if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
         raise PageProtocolError(f"sample rate {rate} Hz is outside {MIN_SAMPLE_RATE_HZ}-{MAX_SAMPLE_RATE_HZ} Hz")
     return rate
@@ -481,7 +482,8 @@ class MicServer:
         except PageProtocolError as error:
             return await self._fail(page, number, f"the page sent a bad message: {error}")
         except TimeoutError:
-            return await self._fail(page, number, f"the page sent no start message within {START_MESSAGE_TIMEOUT_S:.0f} s")
+            return await self._fail(page, number,
+                                    f"the page sent no start message within {START_MESSAGE_TIMEOUT_S:.0f} s")
         if self._opener is None:
             return await self._fail(page, number, "voicectl mic is still starting: press Record again in a moment")
 
@@ -514,8 +516,8 @@ class MicServer:
                              "result": result.as_dict()})
             log(f"recording {number} done: {format_figures(result)}")
         except PageClosed as closed:
-            log(f"recording {number} abandoned: the page's WebSocket closed ({closed}) {time.monotonic() - began:.1f} s "
-                "after the start, before Stop; its stream to the endpoint is closed")
+            log(f"recording {number} abandoned: the page's WebSocket closed ({closed}) "
+                f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
         except RealtimeError as error:

@@ -79,8 +79,9 @@ def test_a_port_in_use_is_a_usage_error_naming_it(parse):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(UsageError, match=f"cannot serve the page on 127.0.0.1:{port} .*pass --port with a free one"):
-            mic.run(parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", str(port)]))
+        args = parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", str(port)])
+        with pytest.raises(UsageError, match=f"cannot serve the page on 127.0.0.1:{port} .*pass --port with a free"):
+            mic.run(args)
 
 
 class ScriptedTranscriber:

@@ -184,9 +184,10 @@ def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(st
         page.get_by_role("button", name="Record").click()
         while_recording = wait_until(lambda: (state := recorder_state(page))["transcript"] and state, 10)
         first_text_s = time.monotonic() - clicked
-        assert while_recording["state"] == "recording" and while_recording["status"].startswith("Recording: streaming to ws://127.0.0.1:")
+        assert while_recording["state"] == "recording"
+        assert while_recording["status"].startswith("Recording: streaming to ws://127.0.0.1:")
         assert while_recording["transcript"].startswith("Hello ")
-        wait_until(lambda: int(recorder_state(page)["samples"]) >= RECORD_S * int(recorder_state(page)["sampleRate"]), 10)
+        wait_until(lambda: int((state := recorder_state(page))["samples"]) >= RECORD_S * int(state["sampleRate"]), 10)
         page.get_by_role("button", name="Stop").click()
         done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
         page.screenshot(path=tmp_path / "mic-page.png")
@@ -252,7 +253,7 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
             page.get_by_role("button", name="Record").click()
             wait_until(lambda: recorder_state(page)["state"] == "error", 10)
             seen = []
-            for _ in range(8):  # the page over the next 0.6 s (the old page flickered every 0.25 s): one error, no audio
+            for _ in range(8):  # the next 0.6 s (the old page flickered every 0.25 s): one error, no audio
                 seen.append(recorder_state(page))
                 time.sleep(0.075)
         finally:

@@ -67,7 +67,8 @@ function recordingUrl() {
 function describeStartError(error) {
   switch (error && error.name) {
     case "NotAllowedError":
-      return "the browser denied access to the microphone: allow it for this page in the site settings, then press Record again";
+      return "the browser denied access to the microphone: allow it for this page in the site settings, " +
+        "then press Record again";
     case "NotFoundError":
       return "no microphone found: connect one, then press Record again";
     case "NotReadableError":
@@ -168,7 +169,9 @@ class Recording {
   onMessage(message) {
     if (this.finished) return;
     if (message.type === "started") {
-      if (!this.stopRequested) setState("recording", `Recording: streaming to ${message.target}. Press Stop when done.`);
+      if (!this.stopRequested) {
+        setState("recording", `Recording: streaming to ${message.target}. Press Stop when done.`);
+      }
     } else if (message.type === "transcript") {
       ui.transcript.textContent = message.text;
     } else if (message.type === "done") {
