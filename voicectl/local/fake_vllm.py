@@ -41,7 +41,7 @@ process), `FakeVllm.die` (every session aborted and the
 port closed: later connections are refused, as when vLLM is down). `free_port()` gives a port on
 which nothing listens.
 
-As a process, for the benchmark: `python -m tests.fakes.fake_vllm --port 8081 --delta-per-append`.
+As a process, for the benchmark: `python -m voicectl.local.fake_vllm --port 8081 --delta-per-append`.
 """
 
 from __future__ import annotations
