@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.speak",
     "voicectl.mic",
     "voicectl.verify",
+    "voicectl.local_runtime",
 )
 
 EXIT_UNAVAILABLE = 1
