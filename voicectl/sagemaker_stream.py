@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicectl.realtime import RealtimeError, TransportClosed, decode_frame
@@ -278,7 +278,9 @@ def describe_error(error: BaseException, endpoint_name: str) -> RealtimeError:
         return RealtimeError(
             f"access denied invoking {endpoint_name!r} ({detail}); the caller needs "
             "sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint ARN", code="AccessDenied")
-    return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail})", code=name)
+    hint = ("; the runtime's certificate is not trusted: for a private certificate authority (a TLS-inspecting proxy, "
+            "voicectl local-runtime) set AWS_CA_BUNDLE to its PEM file") if "TLS_ERROR" in detail else ""
+    return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail}){hint}", code=name)
 
 
 @dataclass
@@ -290,6 +292,7 @@ class SageMakerStreamTransport:
     _output: Any = None
     _closed: bool = False
     _failed: bool = False
+    _failure_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     async def open(cls, client: Any, endpoint_name: str, *, target_variant: str | None = None) -> SageMakerStreamTransport:
@@ -323,8 +326,20 @@ class SageMakerStreamTransport:
         from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
 
         event = RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE))
+        # A call that failed (a TLS handshake refused, the connection lost before the response) leaves the request
+        # stream's writer waiting forever for a reader (smithy-core 0.9): stop waiting once the response side failed.
+        sending = asyncio.ensure_future(self.stream.input_stream.send(event))
+        failed = asyncio.ensure_future(self._failure_seen.wait())
         try:
-            await self.stream.input_stream.send(event)
+            await asyncio.wait({sending, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            failed.cancel()
+        if not sending.done():
+            sending.cancel()
+            raise TransportClosed(f"the call to {self.endpoint_name!r} failed before the request stream could be "
+                                  "written")
+        try:
+            sending.result()
         except OSError as error:  # AWSEventPublisher wraps write failures in OSError
             raise TransportClosed(f"the request stream to {self.endpoint_name!r} is closed ({error.__cause__ or error})") from error
 
@@ -345,11 +360,13 @@ class SageMakerStreamTransport:
                 event = await self._output.receive()
             except OSError as error:  # AWSEventReceiver wraps read failures in OSError
                 self._failed = True
+                self._failure_seen.set()
                 raise TransportClosed(f"the response stream from {self.endpoint_name!r} broke ({error.__cause__ or error})") from error
             except Exception as error:
                 # An error answer (ModelError, a refused signature, ...) or an error event ends the call: the request
                 # stream cannot be ended cleanly any more (awscrt's writes stall once the response has ended).
                 self._failed = True
+                self._failure_seen.set()
                 raise describe_error(error, self.endpoint_name) from error
             if event is None:
                 if frame:

@@ -170,6 +170,7 @@ class BidirectionalStream:
     async def run(self) -> None:
         """Relay both ways until the stream ends, then end the response (with a ``ModelStreamError`` if the container
         ended it)."""
+        from websockets.exceptions import ConnectionClosed
         inbound = asyncio.create_task(self._client_to_container(), name="bidi-inbound")
         outbound = asyncio.create_task(self._container_to_client(), name="bidi-outbound")
         keepalive = asyncio.create_task(self._keepalive(), name="bidi-keepalive")
@@ -181,15 +182,18 @@ class BidirectionalStream:
                 if isinstance(error, ClientGone):
                     await self._close_container(1001, "the caller went away")
                     return
-                if error is not None:
+                if isinstance(error, ConnectionClosed):
+                    # The container went away while a part was being forwarded: the outbound side says how.
+                    await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s)
+                elif error is not None:
                     code, message = ((error.code, str(error)) if isinstance(error, SignatureError | BadRequestStream)
                                      else ("InternalFailure", f"the request stream failed: {error!r}"))
                     trailer = error_event(code, message)
                     await self._close_container(1008, message[:100])
-                # The end of the request stream: the close handshake has started; relay what the container sends
-                # until its close reply.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(outbound), self._settings.close_timeout_s * 2)
+                else:
+                    # The end of the request stream: the close handshake has started; relay what the container sends
+                    # until its close reply.
+                    await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s * 2)
             elif keepalive.done() and keepalive.exception() is None:
                 unanswered = self._settings.max_unanswered_pings
                 self._failure = (STREAM_BROKEN, f"The model container answered none of {unanswered} consecutive "
