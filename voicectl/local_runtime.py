@@ -73,6 +73,7 @@ def client_environment(url: str, ca_file: Path, access_key_id: str, secret_acces
         "AWS_ACCESS_KEY_ID": access_key_id,
         "AWS_SECRET_ACCESS_KEY": secret_access_key,
         "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,  # botocore reads this one
     }
 
 
