@@ -108,12 +108,14 @@ def payload_parts(body: Iterable[dict[str, Any]], endpoint_name: str) -> Iterato
 
 def describe_stream_error(code: str, details: dict[str, Any], endpoint_name: str) -> str:
     """Message for a ModelStreamError / InternalStreamFailure in the response stream."""
-    message = details.get("Message") or details.get("message") or ""
+    message = (details.get("Message") or details.get("message") or "").rstrip(".")
     if code == "InternalStreamFailure":
         return (f"InternalStreamFailure from endpoint {endpoint_name!r}: {message}. SageMaker lost the stream; "
                 "retry, and check the endpoint's health if it persists")
-    return (f"{code} from endpoint {endpoint_name!r} ({details.get('ErrorCode', '')}): {message}. The container "
-            "ended the stream; see the endpoint's CloudWatch logs")
+    # botocore keeps only Code and Message of an event stream exception; ErrorCode is there in the dict form only.
+    error_code = f" ({details['ErrorCode']})" if details.get("ErrorCode") else ""
+    return (f"{code} from endpoint {endpoint_name!r}{error_code}: {message}. The container ended the stream; see the "
+            "endpoint's CloudWatch logs")
 
 
 def describe_client_error(error: Any, endpoint_name: str) -> str:
