@@ -1,6 +1,7 @@
 """``voicectl speak``: make the Sonic endpoint speak a text and write the audio to a WAV file.
 
-    voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] [--endpoint-url URL] --out FILE.wav
+    voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] [--endpoint-url URL]
+        --out FILE.wav
 
 TEXT ``-`` reads the text from stdin. The request and response formats are described in :mod:`voicectl.sonic`;
 the call is boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``, whose response ``Body`` yields
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"output sample rate, one of {', '.join(map(str, SONIC_SAMPLE_RATES_HZ))} "
                              f"(default: {DEFAULT_SAMPLE_RATE_HZ})")
     parser.add_argument("--out", required=True, metavar="FILE.wav", help="WAV file to write (overwritten)")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_REGION)")
+    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_DEFAULT_REGION)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
     parser.add_argument("--endpoint-url", metavar="URL",
                         help="SageMaker runtime URL, e.g. a VPC interface endpoint "
@@ -174,8 +175,8 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
 def sagemaker_runtime_client(profile: str | None, region: str | None, endpoint_url: str | None = None) -> Any:
     """A boto3 ``sagemaker-runtime`` client with a read timeout suited to streamed speech.
 
-    ``endpoint_url`` overrides botocore's endpoint resolution (which already honours ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``
-    and the profile's ``services`` section).
+    ``endpoint_url`` overrides botocore's endpoint resolution (which already honours
+    ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` and the profile's ``services`` section).
     """
     from botocore.config import Config
 
@@ -224,6 +225,11 @@ def write_output(out: Path, pcm16: bytes, sample_rate_hz: int) -> bytes:
 
 def run(args: argparse.Namespace, client: Any = None) -> int:
     """Entry point of ``voicectl speak``; returns the exit code. ``client`` is injectable for tests."""
+    with contextlib.ExitStack() as stack:
+        return _run(args, client, stack)
+
+
+def _run(args: argparse.Namespace, client: Any, stack: contextlib.ExitStack) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
         request = SonicRequest(transcript=text, voice_id=args.voice, language=args.language,
@@ -239,6 +245,7 @@ def run(args: argparse.Namespace, client: Any = None) -> int:
         validate_endpoint_url(endpoint_url)
     if client is None:
         client = sagemaker_runtime_client(args.profile, args.region, endpoint_url)
+        stack.callback(client.close)  # release the pooled HTTPS connection now, not at garbage collection
     try:
         result = synthesize(client, args.endpoint, request)
     except SpeakError as error:

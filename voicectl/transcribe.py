@@ -68,7 +68,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)")
     target.add_argument("--url", metavar="WS_URL",
                         help="talk straight to a container's bridge: ws://HOST:PORT/invocations-bidirectional-stream")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_REGION)")
+    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_DEFAULT_REGION)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
     parser.add_argument("--endpoint-url", metavar="URL",
                         help="SageMaker runtime URL for bidirectional streams, e.g. a VPC interface endpoint "
@@ -213,7 +213,8 @@ def aws_session(profile: str | None, region: str | None) -> Any:
     except botocore.exceptions.ProfileNotFound as error:
         raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from error
     if not session.region_name:
-        raise UsageError("no AWS Region: pass --region, set AWS_REGION, or set a region in your profile")
+        raise UsageError("no AWS Region: pass --region, set AWS_DEFAULT_REGION (botocore does not read AWS_REGION), "
+                         "or set a region in your profile")
     return session
 
 

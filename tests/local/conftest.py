@@ -95,7 +95,7 @@ class StackRunner:
             self.shutdown.set()
             # hypercorn waits for open connections to close; a client connection left in a pool (awscrt keeps one
             # per client) would hold it: cancel the server after the graceful period.
-            done, _ = await asyncio.wait({self.server}, timeout=5)
+            done, _ = await asyncio.wait({self.server}, timeout=2)
             if not done:
                 self.server.cancel()
                 await asyncio.gather(self.server, return_exceptions=True)
@@ -110,7 +110,7 @@ class StackRunner:
             for task in rest:
                 task.cancel()
             if rest:
-                await asyncio.wait(rest, timeout=3)
+                await asyncio.wait(rest, timeout=1)
 
         try:
             self.call(stop(), timeout=30)

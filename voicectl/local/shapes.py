@@ -99,8 +99,8 @@ def encode_event(headers: dict[str, Any], payload: bytes) -> bytes:
 
 
 def payload_part(data: bytes, *, data_type: str | None = None, completion_state: str | None = None) -> bytes:
-    """A ``PayloadPart`` event; ``data_type``/``completion_state`` are left out when None (InvokeEndpointWithResponseStream
-    parts have neither)."""
+    """A ``PayloadPart`` event; ``data_type``/``completion_state`` are left out when None
+    (InvokeEndpointWithResponseStream parts have neither)."""
     headers: dict[str, Any] = {":message-type": "event", ":event-type": "PayloadPart",
                                ":content-type": "application/octet-stream"}
     if data_type is not None:

@@ -177,9 +177,9 @@ def verify_request(*, method: str, host: str, raw_path: str, query: str, headers
                              f"{(now - MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)} ({now.strftime(TIMESTAMP_FORMAT)} "
                              "- 5 min.)")
     if signed_at > now + MAX_CLOCK_SKEW:
+        latest = (now + MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)
         raise SignatureError("InvalidSignatureException", f"Signature not yet current: {timestamp} is still later "
-                             f"than {(now + MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)} ({now.strftime(TIMESTAMP_FORMAT)}"
-                             " + 5 min.)")
+                             f"than {latest} ({now.strftime(TIMESTAMP_FORMAT)} + 5 min.)")
     signed_headers = match["signed"].split(";")
     if "host" not in signed_headers:
         raise SignatureError("InvalidSignatureException", "'Host' must be a signed header.")
