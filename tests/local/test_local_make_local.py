@@ -12,6 +12,7 @@ from pathlib import Path
 
 import soundfile
 
+from voicectl.local.__main__ import port_free
 from voicectl.local.fake_vllm import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,16 +55,5 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
     assert "stopped" in err
     # Every part is gone: each port can be bound again.
     for port in ports.values():
-        assert free_port_is(port), port
+        assert port_free(port), port
 
-
-def free_port_is(port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True

@@ -33,7 +33,7 @@ ACCOUNT_ID = "123456789012"
 """Account the local endpoints belong to (the documentation account ID AWS uses in its examples)."""
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity, as exceptions are
 class ServiceError(Exception):
     """An error response of SageMaker runtime.
 
