@@ -172,6 +172,7 @@ class BidirectionalStream:
         """Relay both ways until the stream ends, then end the response (with a ``ModelStreamError`` if the container
         ended it)."""
         from websockets.exceptions import ConnectionClosed
+
         inbound = asyncio.create_task(self._client_to_container(), name="bidi-inbound")
         outbound = asyncio.create_task(self._container_to_client(), name="bidi-outbound")
         keepalive = asyncio.create_task(self._keepalive(), name="bidi-keepalive")
