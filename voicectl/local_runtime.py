@@ -5,9 +5,10 @@ path (SigV4, HTTP/2, event streams) runs without AWS.
         [--port 8443] [--host localhost] [--region us-east-1] [--ca-file FILE] [--ping-interval 60]
 
 It listens on ``https://localhost:<port>`` with a certificate made at start (its CA file path is printed), accepts
-requests signed with ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (made up and printed when unset) and prints the
-environment the clients need. What it serves: :mod:`voicectl.local.runtime`. ``make local`` starts it together with
-the bridge, the fake vLLM and the Sonic stand-in.
+requests signed with ``VOICECTL_LOCAL_ACCESS_KEY_ID`` / ``VOICECTL_LOCAL_SECRET_ACCESS_KEY`` (made up when unset) and
+prints the environment the clients need (those credentials as ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``).
+What it serves: :mod:`voicectl.local.runtime`. ``make local`` starts it together with the bridge, the fake vLLM and the
+Sonic stand-in.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from voicectl.local.runtime import LocalRuntime
     from voicectl.local.serving import TlsFiles
 
-EXIT_FAILED = 1
+ACCESS_KEY_VARIABLE = "VOICECTL_LOCAL_ACCESS_KEY_ID"
+SECRET_KEY_VARIABLE = "VOICECTL_LOCAL_SECRET_ACCESS_KEY"
+"""The local credentials the front door accepts, when given (else made up at start); not the standard AWS variables,
+so that a shell's real credentials are never taken, printed or written to env.sh."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -99,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {args.port}")
-    key_id = os.environ.get("AWS_ACCESS_KEY_ID") or "AKIALOCAL" + secrets.token_hex(6).upper()
-    secret = os.environ.get("AWS_SECRET_ACCESS_KEY") or secrets.token_urlsafe(30)
+    # Never the caller's own AWS credentials: they would be printed and written to env.sh.
+    key_id = os.environ.get(ACCESS_KEY_VARIABLE) or "AKIALOCAL" + secrets.token_hex(6).upper()
+    secret = os.environ.get(SECRET_KEY_VARIABLE) or secrets.token_urlsafe(30)
     try:
         sockets = listen_sockets(args.host, args.port)
     except OSError as error:

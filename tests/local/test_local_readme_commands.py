@@ -97,3 +97,26 @@ def test_endpoint_url_is_checked_before_anything_is_called(url, message, tmp_pat
     with pytest.raises(UsageError, match="goes with --endpoint"):
         transcribe.run(client_parser().parse_args(["transcribe", "tests/clients/data/speech_22k_stereo.wav",
                                                    "--url", "ws://127.0.0.1:1/x", "--endpoint-url", url]))
+
+
+def test_local_runtime_never_takes_or_prints_the_shells_aws_credentials(tmp_path):
+    import sys
+
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAREALKEY000000000", "AWS_SECRET_ACCESS_KEY": "a-real-secret-key"}
+    process = subprocess.Popen([sys.executable, "-m", "voicectl", "local-runtime", "--host", "127.0.0.1", "--port", "0",
+                                "--ca-file", str(tmp_path / "ca.pem"), "--endpoint", "a=ws://127.0.0.1:1"],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        printed = []
+        while not printed or "ready; Ctrl-C stops" not in printed[-1]:
+            line = process.stdout.readline()
+            assert line, "".join(printed)
+            printed.append(line)
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=20)
+    text = "".join(printed) + rest
+    environment = (tmp_path / "env.sh").read_text() if (tmp_path / "env.sh").exists() else ""
+    assert "a-real-secret-key" not in text + environment and "AKIAREALKEY000000000" not in text + environment
+    assert re.search(r"export AWS_ACCESS_KEY_ID=AKIALOCAL[0-9A-F]{12}\n", text)
+    assert process.returncode == 0 and "voicectl local-runtime: stopped" in rest

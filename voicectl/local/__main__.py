@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     key_id, secret = "AKIALOCAL" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30)
     base_env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
     base_env["PYTHONUNBUFFERED"] = "1"
-    runtime_env = {**base_env, "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+    runtime_env = {**base_env, "VOICECTL_LOCAL_ACCESS_KEY_ID": key_id, "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret}
     bridge_env = {**base_env, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(args.bridge_port),
                   "VLLM_PORT": str(args.vllm_port), "DRAIN_S": "0"}
     parts = [
