@@ -180,10 +180,11 @@ class FakeSonic:
     # ---- ASGI ---------------------------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+            while True:
+                kind = (await receive())["type"]  # lifespan.startup, then lifespan.shutdown
+                await send({"type": f"{kind}.complete"})
+                if kind == "lifespan.shutdown":
+                    return
         if scope["type"] != "http":
             return
         if scope["method"] == "GET" and scope["path"] == "/ping":

@@ -23,9 +23,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 INVOCATIONS_PATH = "/invocations"
 """The container's inference path (SageMaker's container contract)."""
 
-FIRST_BYTE_TIMEOUT_S = 60.0
-"""Seconds the container has to start answering (InvokeEndpoint: "A customer's model containers must respond to
-requests within 60 seconds")."""
+SILENCE_TIMEOUT_S = 60.0
+"""Seconds the container may stay silent, before its first byte or between two reads (InvokeEndpoint: "A customer's
+model containers must respond to requests within 60 seconds"); then the call fails."""
 
 MAX_ERROR_BODY_BYTES = 4096
 """Bytes of a container's error body kept as ``OriginalMessage``."""
@@ -55,7 +55,7 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
     if attributes := headers.get("x-amzn-sagemaker-custom-attributes"):
         forwarded["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     url = f"{container.rstrip('/')}{INVOCATIONS_PATH}"
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=FIRST_BYTE_TIMEOUT_S)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=SILENCE_TIMEOUT_S)
     async with contextlib.AsyncExitStack() as stack:
         try:
             response = await stack.enter_async_context(session.post(url, data=body, headers=forwarded,
