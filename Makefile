@@ -23,7 +23,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test mic mic-screenshot local-lifecycle bootstrap diff deploy destroy verify lock clean
+.PHONY: help deps mic-deps synth test mic mic-screenshot local local-lifecycle bootstrap diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/clients/test_clients_mic_browser.py -q
+
+local: deps ## run the whole path on this machine (fake vLLM, bridge, Sonic stand-in, SageMaker runtime front door); Ctrl-C stops
+	$(PY) -m voicectl.local $(LOCAL_ARGS)
 
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server (1-2 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
