@@ -1,9 +1,11 @@
 """Benchmark of the bridge: what relaying costs, measured against the fake vLLM directly in the same run.
 
-For each stream count N (default 16, 64, 200), and each of `--repeats` runs (medians are printed):
+For each stream count N (default 16, 64, 200), each of `--repeats` runs, and each bridge version given
+with `--bridge LABEL=DIR` (a `container/` directory; default: this checkout's), back to back in that
+order (A, B, A, B, ...), so that the versions share the machine's load:
 
-1. Start the fake vLLM (tests/fakes/fake_vllm.py, one delta back per append) and a fresh bridge
-   (`python -m bridge`), each in its own process, on 127.0.0.1.
+1. Start the fake vLLM (tests/fakes/fake_vllm.py of this checkout, one delta back per append) and a
+   fresh bridge (`python -m bridge` run from DIR), each in its own process, on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
    `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99), accept latency (connect to
@@ -13,10 +15,15 @@ For each stream count N (default 16, 64, 200), and each of `--repeats` runs (med
 3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight for
    `--seconds` seconds; the bridged frames per second as a fraction of the direct figure.
 
-Prints one line per run and a table of medians. Every phase is bounded in time; the script stops by
-itself and kills the processes it started. The machine's cores are shared: run it more than once.
+Prints one line per run, a table of medians per version, and, with two versions, the second against the
+first next to the issue's targets (CPU per 1000 frames and memory per stream at most 10 % above the
+first version's, added p99 at most 1.5 ms, accept p99 under 15 ms, unpaced at least 0.5 of direct).
+Every phase is bounded in time; the script stops by itself and kills the processes it started. The
+machine's cores are shared: compare versions only within one run, and run it more than once.
 
-    .venv/bin/python bench/bridge_bench.py --streams 16,64,200 --repeats 3
+    git worktree add /tmp/bridge-base <commit>     # the previous version, checked out beside this one
+    .venv/bin/python bench/bridge_bench.py --streams 200 --repeats 3 \
+        --bridge old=/tmp/bridge-base/container --bridge new=container
 """
 
 from __future__ import annotations
@@ -250,8 +257,9 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
 
 
-async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
-    """One run for N streams: fresh fake vLLM and bridge processes; paced and unpaced, direct and bridged."""
+async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> dict[str, float]:
+    """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and unpaced,
+    direct and bridged."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -264,7 +272,7 @@ async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
         "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
         "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768",
     }
-    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env, stdout=subprocess.DEVNULL)
+    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
@@ -310,6 +318,33 @@ COLUMNS = [
 ]
 
 
+def targets(new: dict[str, float], old: dict[str, float] | None) -> list[tuple[str, str, bool]]:
+    """The issue's figures to keep, as (what, measured, met) for the medians `new` (against `old`, if given)."""
+    rows = []
+    if old is not None:
+        for key, what in (("cpu_ms_per_1000_frames", "CPU per 1000 frames"), ("rss_kib_per_stream", "memory per stream")):
+            ratio = new[key] / old[key] if old[key] else float("inf")
+            rows.append((f"{what} <= 1.10 x first version", f"{new[key]:.1f} vs {old[key]:.1f} ({ratio:.2f} x)", ratio <= 1.10))
+    rows.append(("added p99 <= 1.5 ms", f"{new['added_p99_ms']:.2f} ms", new["added_p99_ms"] <= 1.5))
+    rows.append(("accept p99 < 15 ms", f"{new['accept_p99_ms']:.1f} ms", new["accept_p99_ms"] < 15))
+    rows.append(("unpaced >= 0.5 of direct", f"{new['unpaced_fraction']:.2f}", new["unpaced_fraction"] >= 0.5))
+    return rows
+
+
+def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
+    """`LABEL=DIR` arguments as (label, absolute container directory), checked to hold a bridge package."""
+    bridges = []
+    for value in values:
+        label, sep, directory = value.partition("=")
+        if not sep or not label:
+            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, e.g. old=/tmp/bridge-base/container")
+        path = Path(directory).resolve()
+        if not (path / "bridge" / "__main__.py").is_file():
+            raise SystemExit(f"--bridge {value!r}: {path} holds no bridge package (bridge/__main__.py)")
+        bridges.append((label, path))
+    return bridges
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", default="16,64,200", help="comma-separated stream counts")
@@ -318,7 +353,10 @@ def main() -> None:
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
     parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
     parser.add_argument("--inflight", type=int, default=2, help="unpaced: appends outstanding per stream")
+    parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
+                        help="a bridge version to measure: its container/ directory (repeat; default: this checkout's)")
     args = parser.parse_args()
+    bridges = parse_bridges(args.bridge) or [("this", REPO / "container")]
     try:
         import uvloop
 
@@ -327,17 +365,28 @@ def main() -> None:
         runner = asyncio.run
     table = []
     for streams in (int(n) for n in args.streams.split(",")):
-        runs = []
+        runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in bridges}
         for repeat in range(args.repeats):
-            figures = runner(one_run(streams, args))
-            runs.append(figures)
-            print(f"N={streams} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
-        table.append((streams, {key: statistics.median(run[key] for run in runs) for key in runs[0]}))
-    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared):")
-    print("| streams | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
-    print("|---" * (len(COLUMNS) + 1) + "|")
-    for streams, medians in table:
-        print(f"| {streams} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in COLUMNS) + " |")
+            for label, directory in bridges:
+                figures = runner(one_run(streams, args, directory))
+                runs[label].append(figures)
+                print(f"N={streams} {label} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()),
+                      flush=True)
+        for label, _ in bridges:
+            table.append((streams, label, {key: statistics.median(run[key] for run in runs[label]) for key in runs[label][0]}))
+    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared; load average "
+          f"{os.getloadavg()[0]:.1f} at the end):")
+    print("| streams | version | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 2) + "|")
+    for streams, label, medians in table:
+        print(f"| {streams} | {label} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in COLUMNS) + " |")
+    if len(bridges) >= 2:
+        first, last = bridges[0][0], bridges[-1][0]
+        print(f"\nTargets, {last} against {first}:")
+        for streams in sorted({row[0] for row in table}):
+            medians = {label: figures for n, label, figures in table if n == streams}
+            for what, measured, met in targets(medians[last], medians[first]):
+                print(f"N={streams}: {what}: {measured}: {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,14 @@ DEFAULT_SESSION_LIMIT_FRACTION = 0.9
 #: Largest WebSocket frame accepted on either leg, bytes (4 MiB, over two minutes of base64 PCM16 in
 #: one append; the issue asks for at least 4 MiB). Larger frames close the connection with 1009.
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: Audio a stream may send, as a multiple of real time averaged over time (AUDIO_RATE_LIMIT). Unpaced
+#: clients are welcome below it (voicectl sends at most 16 x real time); above it a stream is ended with
+#: `rate_limited`, so that one client cannot make vLLM queue audio faster than any model transcribes it
+#: (a hostile client on loopback relayed ~26,000 appends per second before this limit).
+DEFAULT_AUDIO_RATE_LIMIT = 32.0
+#: Audio seconds a stream may send at once above the rate limit (AUDIO_BURST_S): a short file sent
+#: unpaced, or the replay of a cut generation, fits in it.
+DEFAULT_AUDIO_BURST_S = 30.0
 #: CloudWatch namespace of the bridge's metrics unless METRICS_NAMESPACE says otherwise.
 DEFAULT_METRICS_NAMESPACE = "RealtimeVoice/Bridge"
 #: Seconds between two EMF metric lines.
@@ -91,6 +99,8 @@ class Settings:
         tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80 ms).
         session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
         max_frame_bytes: MAX_FRAME_BYTES, default 4 MiB, on both legs.
+        audio_rate_limit: AUDIO_RATE_LIMIT, default 32 (x real time) per stream.
+        audio_burst_s: AUDIO_BURST_S, default 30 (seconds of audio).
         metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE, ENDPOINT_NAME,
             VARIANT_NAME (the CDK stack sets them; dimensions of every metric).
         metrics_interval_s: METRICS_INTERVAL_S, default 60.
@@ -109,6 +119,8 @@ class Settings:
     tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
     session_limit_fraction: float = DEFAULT_SESSION_LIMIT_FRACTION
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    audio_rate_limit: float = DEFAULT_AUDIO_RATE_LIMIT
+    audio_burst_s: float = DEFAULT_AUDIO_BURST_S
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
     endpoint_name: str = "local"
     variant_name: str = "local"
@@ -166,6 +178,8 @@ class Settings:
             max_frame_bytes=int(
                 _number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES, minimum=4 * 1024 * 1024, integer=True)
             ),
+            audio_rate_limit=_number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1),
+            audio_burst_s=_number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1),
             metrics_namespace=env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
             endpoint_name=env.get("ENDPOINT_NAME", "local"),
             variant_name=env.get("VARIANT_NAME", "local"),
