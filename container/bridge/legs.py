@@ -67,14 +67,17 @@ WRITE_LIMIT_BYTES = 16 * 1024
 #: Frames (of any kind) the bridge parses from one client in one turn of the event loop; then it pauses
 #: that client until the next turn. One read can carry thousands of small frames.
 FRAME_BUDGET = 32
-#: Client bytes the bridge parses in one turn of the event loop (one 4 MiB frame takes 16 turns).
-BYTE_BUDGET = 256 * 1024
+#: Client bytes the bridge parses in one turn of the event loop (one 4 MiB frame takes 64 turns): with
+#: 8 clients pushing 4 MiB frames at once, a turn of every stream takes a few ms on a loaded 2-core machine.
+BYTE_BUDGET = 64 * 1024
 #: Client bytes fed to the protocol at a time: one 4096-byte PCM16 append is about 5.5 KiB as a frame.
 FEED_BYTES = 8 * 1024
-#: Bytes fed at a time while a client sends small frames (fewer than one per `SMALL_FRAME_BYTES`), so
-#: that one piece holds at most ~40 frames (about 0.2 ms of parsing) and the budget is looked at often.
+#: Bytes fed at a time, from then on, to a client one of whose pieces held more frames than a turn's
+#: budget (frames of under 256 bytes on average), so that one piece holds at most ~40 frames (about
+#: 0.2 ms of parsing at ~5 µs per frame) and the budget is looked at often. Streaming clients never
+#: trip it (an append of 10 ms of audio is a ~450-byte frame); the piece a flood first arrives in
+#: costs up to ~7 ms once.
 SMALL_FEED_BYTES = 256
-SMALL_FRAME_BYTES = 256
 #: Bytes of client messages the bridge parses and keeps while it holds the client back (in order, to be
 #: handled once released); then it stops parsing and reading (the transport may deliver one more read,
 #: up to 256 KiB, kept unparsed). Control frames meanwhile are answered (pings, the closing handshake).
@@ -96,6 +99,8 @@ HOLD_UPSTREAM_FULL = 2
 HOLD_CLIENT_FULL = 4
 #: The frame or byte budget of this turn of the event loop is spent.
 HOLD_BUDGET = 8
+#: A large append is being checked and forwarded a slice per turn (`server._Stream`).
+HOLD_SLICES = 16
 
 # Phases of a client connection.
 _HEAD, _WEBSOCKET, _ANSWERED = range(3)
@@ -328,10 +333,13 @@ class ClientLeg(asyncio.Protocol):
             self._turn_bytes += len(piece)
             ws.receive_data(piece)
             events = ws.events_received()
-            self._small_pieces = len(events) * SMALL_FRAME_BYTES > len(piece)
+            if len(events) > FRAME_BUDGET:
+                self._small_pieces = True  # for good: no streaming client sends so many frames at once
             for event in events:
                 self._frame_received(event)  # type: ignore[arg-type]  # only frames once the WebSocket is open
             self._flush()
+            if ws.state is not State.OPEN and self.stream is not None:
+                self.stream.client_lost()  # a close frame, or the protocol failed the connection (1002, 1009)
         if offset < size:
             self._unparsed = bytes(view[offset:])
             self._pause_reading()
@@ -363,8 +371,6 @@ class ClientLeg(asyncio.Protocol):
             self._control_count += 1
             if self._control_count > MAX_CONTROL_FRAMES_PER_S:
                 self._violation(f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
-        elif opcode is Opcode.CLOSE and self.stream is not None:  # the protocol has answered it
-            self.stream.client_lost()
 
     def _deliver(self, message: bytes) -> None:
         if self._turn_frames > FRAME_BUDGET and not self.hold_reasons & HOLD_BUDGET:
@@ -561,6 +567,15 @@ class UpstreamLeg(asyncio.Protocol):
         """Send one text frame now, if the WebSocket is open."""
         if self.ws.state is State.OPEN:
             self.ws.send_text(message)
+            self._flush()
+
+    def send_fragment(self, data: bytes | memoryview, first: bool, fin: bool) -> None:
+        """Send one fragment of a text message (`first`: it opens the message; `fin`: it ends it)."""
+        if self.ws.state is State.OPEN:
+            if first:
+                self.ws.send_text(data, fin=fin)
+            else:
+                self.ws.send_continuation(data, fin=fin)
             self._flush()
 
     def send_ping(self, data: bytes) -> None:

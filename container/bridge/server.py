@@ -36,7 +36,7 @@ import contextlib
 import http
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 from websockets.exceptions import InvalidHandshake
 from websockets.frames import CloseCode
@@ -51,6 +51,7 @@ from .legs import (
     FRAME_BUDGET,
     HOLD_CLIENT_FULL,
     HOLD_PENDING,
+    HOLD_SLICES,
     HOLD_UPSTREAM_FULL,
     WRITE_LIMIT_BYTES,
     ClientLeg,
@@ -99,7 +100,9 @@ class _Stream:
     vLLM accepts the session, wait unparsed in `ClientLeg` (weighed in bytes, see `legs`).
     """
 
-    __slots__ = ("audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "rate", "started", "upstream")
+    __slots__ = (
+        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "rate", "slices", "started", "upstream",
+    )
 
     def __init__(self, bridge: Bridge, client: ClientLeg) -> None:
         settings = bridge.settings
@@ -111,42 +114,90 @@ class _Stream:
         self.audio = protocol.GenerationAudio(settings.session_audio_limit_bytes)
         self.rate = protocol.AudioRate(settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S)
         self.ending = False  # set once the bridge or the client has started ending the stream
+        self.slices: Generator[None] | None = None  # a large append being checked and forwarded
         # Resolves when the stream must end: True when the bridge ended it (the client is told and
         # closed), False when the client went away.
         self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
     # -- client -> vLLM ---------------------------------------------------------------------------------
     def from_client(self, message: bytes) -> None:
-        """One complete client message: check it (`protocol.check_client_frame`), account for it, forward it."""
+        """One complete client message: check it (`protocol.check_client_frame`), account for it, forward it.
+
+        A message above `protocol.SLICE_BYTES` (only a canonical append may be that large) is checked and then
+        forwarded as fragments a slice per turn of the event loop, the client held meanwhile (`HOLD_SLICES`).
+        """
         now = time.monotonic()
         self.last_rx = now
         if self.ending:
             return
-        result = protocol.check_client_frame(message, self.bridge.health.served_model)
-        audio_s = result.audio_bytes / protocol.PCM_BYTES_PER_SECOND
+        if len(message) > protocol.SLICE_BYTES:
+            self.slices = self._relay_large(message)
+            self.client.hold(HOLD_SLICES)
+            self._next_slice()
+            return
+        forward = self._admit(protocol.check_client_frame(message, self.bridge.health.served_model), now)
+        if forward is not None:
+            self.upstream.send_text(forward)  # type: ignore[union-attr]  # messages are held until it is set
+
+    def _admit(self, result: protocol.FrameCheck, now: float) -> bytes | None:
+        """Apply the rate limit, the answer to a rejected frame and the generation's audio limit to `result`;
+        return the bytes to forward to vLLM, or None (the client has been answered, or the stream ended)."""
         rate = self.rate
-        if not rate.charge(audio_s, now):
+        if not rate.charge(result.audio_bytes / protocol.PCM_BYTES_PER_SECOND, now):
             self.end(
                 f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst of "
                 f"{rate.burst_s:g} s of audio; every event counts as at least {rate.min_event_s * 1000:g} ms): "
                 "pace the audio (AUDIO_RATE_LIMIT)",
                 protocol.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x, burst_s=rate.burst_s,
             )
-            return
+            return None
         if result.forward is None:
             self.client.send_text(result.error)  # type: ignore[arg-type]  # a rejection always has an error
-            return
+            return None
         if result.audio_bytes:
             if not self.audio.append(result.audio_bytes):
-                limit_s = self.audio.limit_s or 0.0
                 self.end(
                     self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE,
-                    limit_s=round(limit_s, 3), audio_s=round(self.audio.audio_s, 3),
+                    limit_s=round(self.audio.limit_s or 0.0, 3), audio_s=round(self.audio.audio_s, 3),
                 )
-                return
+                return None
         elif result.final_commit:
             self.audio.final_commit()
-        self.upstream.send_text(result.forward)  # type: ignore[union-attr]  # frames are held until it is set
+        return result.forward
+
+    def _relay_large(self, message: bytes) -> Generator[None]:
+        """Check a large append a slice per step (`protocol.check_large_append`), then forward it as fragments."""
+        result = yield from protocol.check_large_append(message)
+        forward = self._admit(result, time.monotonic())
+        if forward is None:
+            return
+        view = memoryview(forward)
+        for offset in range(0, len(forward), protocol.SLICE_BYTES):
+            yield
+            if self.ending:
+                return
+            end = offset + protocol.SLICE_BYTES
+            self.upstream.send_fragment(view[offset:end], first=offset == 0, fin=end >= len(forward))  # type: ignore[union-attr]
+
+    def _next_slice(self) -> None:
+        """Run one step of the large append in progress; then the next in the next turn of the event loop,
+        or, once done, release the client."""
+        steps = self.slices
+        if steps is None:
+            return
+        try:
+            if not self.ending:
+                next(steps)
+                asyncio.get_running_loop().call_soon(self._next_slice)
+                return
+        except StopIteration:
+            pass
+        except Exception as exc:  # as in `guarded`: this stream only
+            log.warning("ending a stream after an unexpected error in a large append: %r", exc)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
+                     CloseCode.INTERNAL_ERROR)
+        self.slices = None
+        self.client.release(HOLD_SLICES)
 
     def upstream_ready(self, upstream: UpstreamLeg) -> None:
         """vLLM accepted the session: forward what the client sent meanwhile, then relay directly."""
