@@ -13,7 +13,15 @@ order (A, B, A, B, ...), so that the versions share the machine's load:
    /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
    memory (VmRSS) with N streams open, minus its resident memory before the streams opened, per stream.
 3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight for
-   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure.
+   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure. This measures the
+   relay's capacity, so the bridge runs with its per-stream audio rate limit (AUDIO_RATE_LIMIT, 32 x real time by
+   default, a policy) set out of the way: at 16 and 64 streams these synthetic streams exceed it. The audio rate
+   per stream is printed (`unpaced_x_real_time`), to compare with that default.
+
+With `--held N`, one more phase per run and version, as a hostile client tried it: a fake vLLM that stops reading
+after each session's commit, N streams pushing 4 MiB appends without pause (rate limit and stall detection set
+out of the way), the bridge's resident memory per stream after 2 s, what stays resident 3 s after the clients
+left, and the slowest `/ping` answer meanwhile.
 
 Prints one line per run, a table of medians per version, and, with two versions, the second against the
 first next to the issue's targets (CPU per 1000 frames and memory per stream at most 10 % above the
@@ -257,22 +265,97 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
 
 
-async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> dict[str, float]:
-    """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and unpaced,
-    direct and bridged."""
+def _start(bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir`; return (fake, bridge, vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    fake = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-    )
+    fake = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_vllm", "--port", str(vllm_port), *vllm_args],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     bridge_env = {
         **os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port), "VLLM_PORT": str(vllm_port),
         "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
-        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768",
+        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768", **extra_env,
     }
     bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
+    return fake, bridge, vllm_port, bridge_port
+
+
+def _stop(*processes: subprocess.Popen) -> None:
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+#: Asks GET /ping on port argv[1] every 50 ms for argv[2] seconds; prints the slowest answer, seconds (inf: none).
+_PINGER = """
+import sys, time, urllib.request
+port, seconds, slowest = sys.argv[1], float(sys.argv[2]), 0.0
+end = time.perf_counter() + seconds
+while time.perf_counter() < end:
+    asked = time.perf_counter()
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2).read()
+        slowest = max(slowest, time.perf_counter() - asked)
+    except OSError:
+        slowest = float("inf")
+    time.sleep(0.05)
+print(slowest)
+"""
+
+
+async def held_phase(streams: int, bridge_dir: Path) -> dict[str, float]:
+    """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
+    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
+        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
+    model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
+    big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))
+    try:
+        await wait_ready(vllm_port, "/health")
+        await wait_ready(bridge_port, "/ping")
+        url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
+        baseline = rss_bytes(bridge.pid)
+        clients = [await _open(url, model) for _ in range(streams)]
+        quiet = await _slowest_ping(bridge_port, 1.0)  # the machine's own noise, before the attack
+
+        async def push(ws) -> None:
+            with contextlib.suppress(Exception):
+                for _ in range(20):
+                    await ws.send(big)
+
+        pushers = [asyncio.create_task(push(ws)) for ws in clients]
+        slowest = await _slowest_ping(bridge_port, 2.0)
+        held = rss_bytes(bridge.pid) - baseline
+        for task in pushers:
+            task.cancel()
+        for ws in clients:
+            ws.transport.abort()
+        await asyncio.sleep(3.0)
+        left = rss_bytes(bridge.pid) - baseline
+    finally:
+        _stop(bridge, fake)
+    return {"held_mib_per_stream": held / 2**20 / streams, "left_mib_after_close": left / 2**20,
+            "held_ping_max_ms": slowest * 1000, "quiet_ping_max_ms": quiet * 1000}
+
+
+async def _slowest_ping(port: int, seconds: float) -> float:
+    """The slowest of GET /ping every 50 ms for `seconds`, seconds, asked from a process of its own (this one may
+    be busy masking 4 MiB frames)."""
+    pinger = await asyncio.create_subprocess_exec(sys.executable, "-c", _PINGER, str(port), str(seconds),
+                                                  stdout=subprocess.PIPE)
+    return float((await pinger.communicate())[0] or "nan")
+
+
+async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> dict[str, float]:
+    """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and unpaced,
+    direct and bridged (and held, with `--held`)."""
+    model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"],
+                                                  {"AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
@@ -283,12 +366,8 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
         unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
     finally:
-        for process in (bridge, fake):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop(bridge, fake)
+    held = await held_phase(args.held, bridge_dir) if args.held else {}
     return {
         "added_p50_ms": bridged["rtt_p50_ms"] - direct["rtt_p50_ms"],
         "added_p99_ms": bridged["rtt_p99_ms"] - direct["rtt_p99_ms"],
@@ -302,7 +381,10 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         "unpaced_fraction": unpaced_bridged / unpaced_direct if unpaced_direct else float("nan"),
         "unpaced_direct_fps": unpaced_direct,
         "unpaced_bridged_fps": unpaced_bridged,
+        # Appends are half the frames; each carries 128 ms of audio.
+        "unpaced_x_real_time": unpaced_bridged / 2 / streams * APPEND_PERIOD_S,
         "errors": direct["errors"] + bridged["errors"],
+        **held,
     }
 
 
@@ -315,6 +397,12 @@ COLUMNS = [
     ("accept_p99_ms", "accept p99 ms", "{:.1f}"),
     ("unpaced_fraction", "unpaced max / direct", "{:.2f}"),
     ("errors", "errors", "{:.0f}"),
+]
+HELD_COLUMNS = [
+    ("held_mib_per_stream", "held MiB/stream", "{:.1f}"),
+    ("left_mib_after_close", "MiB left after close", "{:.0f}"),
+    ("held_ping_max_ms", "/ping max ms meanwhile", "{:.0f}"),
+    ("quiet_ping_max_ms", "/ping max ms before", "{:.0f}"),
 ]
 
 
@@ -353,6 +441,8 @@ def main() -> None:
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
     parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
     parser.add_argument("--inflight", type=int, default=2, help="unpaced: appends outstanding per stream")
+    parser.add_argument("--held", type=int, default=0, metavar="N",
+                        help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)")
     parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
                         help="a bridge version to measure: its container/ directory (repeat; default: this checkout's)")
     args = parser.parse_args()
@@ -376,10 +466,11 @@ def main() -> None:
             table.append((streams, label, {key: statistics.median(run[key] for run in runs[label]) for key in runs[label][0]}))
     print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared; load average "
           f"{os.getloadavg()[0]:.1f} at the end):")
-    print("| streams | version | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
-    print("|---" * (len(COLUMNS) + 2) + "|")
+    columns = COLUMNS + (HELD_COLUMNS if args.held else [])
+    print("| streams | version | " + " | ".join(title for _, title, _ in columns) + " |")
+    print("|---" * (len(columns) + 2) + "|")
     for streams, label, medians in table:
-        print(f"| {streams} | {label} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in COLUMNS) + " |")
+        print(f"| {streams} | {label} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in columns) + " |")
     if len(bridges) >= 2:
         first, last = bridges[0][0], bridges[-1][0]
         print(f"\nTargets, {last} against {first}:")
