@@ -86,6 +86,18 @@ async def closed_within(ws: ClientConnection, timeout: float) -> tuple[int | Non
     return ws.close_code, ws.close_reason
 
 
+async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) -> tuple[bytes, bytes]:
+    """Write raw `request` bytes on a new connection, read until the bridge closes it; return (head, body)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
+    try:
+        writer.write(request)
+        response = await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return head, body
+
+
 #: The issue's bound on `/ping` while the bridge is under attack, seconds.
 PING_WITHIN_S = 0.1
 

@@ -23,6 +23,7 @@ from tests.bridge.bridge_testkit import (
     PING_WITHIN_S,
     RawClient,
     append,
+    http_exchange,
     event,
     frame,
     ping_during,
@@ -307,11 +308,8 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
 def test_a_bad_content_length_gets_400_and_no_traceback(run, value):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: " + value.encode() + b"\r\n\r\nbody")
-            response = await asyncio.wait_for(reader.read(), 2.0)
-            writer.close()
-            head, _, body = response.partition(b"\r\n\r\n")
+            head, body = await http_exchange(
+                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: " + value.encode() + b"\r\n\r\nbody")
             assert head.startswith(b"HTTP/1.1 400 ")
             assert json.loads(body) == {"error": "Content-Length must be one value of 1 to 10 ASCII digits",
                                         "code": "bad_request"}
@@ -323,11 +321,9 @@ def test_a_bad_content_length_gets_400_and_no_traceback(run, value):
 def test_two_different_content_lengths_get_400(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"POST /invocations HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody")
-            response = await asyncio.wait_for(reader.read(), 2.0)
-            writer.close()
-            assert response.startswith(b"HTTP/1.1 400 ") and b"bad_request" in response
+            head, body = await http_exchange(
+                bridge_, b"POST /invocations HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody")
+            assert head.startswith(b"HTTP/1.1 400 ") and json.loads(body)["code"] == "bad_request"
 
     run(scenario())
 
@@ -337,12 +333,8 @@ def test_two_different_content_lengths_get_400(run):
 def test_ping_followed_by_anything_is_answered_once(run, after):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after)
-            response = await asyncio.wait_for(reader.read(), 1.0)
-            writer.close()
-            assert response.count(b"HTTP/1.1 ") == 1
-            head, _, body = response.partition(b"\r\n\r\n")
+            head, body = await http_exchange(bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, 1.0)
+            assert (head + body).count(b"HTTP/1.1 ") == 1
             assert head.startswith(b"HTTP/1.1 200 ")
             assert json.loads(body) == {"status": "healthy"}
 
@@ -353,11 +345,8 @@ def test_a_request_head_over_16_kib_gets_431(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             for method in (b"GET", b"POST"):
-                reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-                writer.write(method + b" /ping HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 17_000 + b"\r\n")
-                response = await asyncio.wait_for(reader.read(), 2.0)
-                writer.close()
-                assert response.startswith(b"HTTP/1.1 431 "), response[:40]
+                head, _ = await http_exchange(bridge_, method + b" /ping HTTP/1.1\r\nX-Pad: " + b"a" * 17_000 + b"\r\n")
+                assert head.startswith(b"HTTP/1.1 431 "), head[:40]
             assert await ping_status(bridge_) == 200
 
     run(scenario())
@@ -391,13 +380,11 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
 def test_smuggled_second_request_in_a_post_body_is_never_parsed(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
             smuggled = b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"
-            writer.write(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         b"0\r\n\r\n" + smuggled)
-            response = await asyncio.wait_for(reader.read(), 3.0)
-            writer.close()
-            assert response.count(b"HTTP/1.1 ") == 1 and response.startswith(b"HTTP/1.1 400 ")
+            head, body = await http_exchange(
+                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"0\r\n\r\n" + smuggled, 3.0)
+            assert (head + body).count(b"HTTP/1.1 ") == 1 and head.startswith(b"HTTP/1.1 400 ")
             assert bridge_.active_streams == 0 and not vllm.sessions
 
     run(scenario())
@@ -505,12 +492,9 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
             with pytest.raises(AssertionError) as refused:
                 await RawClient.open(bridge_, path="/v1/audio/speech/stream")
             assert "404" in str(refused.value)
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-            response = await asyncio.wait_for(reader.read(), 1.0)
-            writer.close()
-            head, _, body = response.partition(b"\r\n\r\n")
+            head, body = await http_exchange(
+                bridge_, b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", 1.0)
             assert head.startswith(b"HTTP/1.1 404 ")
             answer = json.loads(body)
             assert answer["code"] == "unknown_path"
