@@ -149,7 +149,7 @@ class ClientLeg(asyncio.Protocol):
     Attributes:
         ws: the Sans-I/O protocol once the WebSocket is accepted (None before, and for plain HTTP).
         stream: the relayed stream (`server._Stream`), set by the server while it relays.
-        hold_reasons: `HOLD_*` bits; while not 0 the client's bytes wait unparsed.
+        hold_reasons: `HOLD_*` bits; while not 0 the client's messages are held (see the module docstring).
         closed: resolves when the TCP connection is gone.
     """
 

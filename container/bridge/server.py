@@ -492,14 +492,27 @@ class Bridge:
         Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after `upstream_stall_s / 2`
         without a frame from vLLM, the bridge sends a WebSocket ping; with still no frame `upstream_stall_s / 2`
         later, the stream ends with `upstream_closed` and close 1011. Not while the bridge has paused reading
-        from vLLM because the client is not reading (the pong could not be read).
+        from vLLM because the client is not reading (the pong could not be read), and not when the sweep itself
+        runs late: then the bridge's own event loop was held up, and its sockets are unread.
         """
         idle_s = self.settings.idle_timeout_s
         stall_s = self.settings.upstream_stall_s
         period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
+        last = time.monotonic()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
+            late, last = now - last > 2 * period, now
+            if late:
+                # The bridge's own event loop was held up (a sweep runs every `period`): what its sockets hold
+                # has not been read, so neither a silent client nor a silent vLLM can be judged this time, and
+                # the clocks start again rather than blame either for the bridge's own delay.
+                for stream in self._streams:
+                    stream.last_rx = now
+                    if stream.upstream is not None:
+                        stream.upstream.ping_sent_at = None
+                        stream.upstream.last_rx = max(stream.upstream.last_rx, now - stall_s / 4)
+                continue
             for stream in list(self._streams):
                 if not stream.ending:
                     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import types
 
 import pytest
@@ -28,6 +29,7 @@ from tests.bridge.bridge_testkit import (
     frame,
     ping_during,
     ping_status,
+    recv_event,
     running_bridge,
     started_stream,
 )
@@ -524,5 +526,27 @@ def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run
                         await asyncio.sleep(0.02)
         finally:
             hung.close()
+
+    run(scenario())
+
+
+def test_a_stall_of_the_bridges_own_event_loop_is_not_blamed_on_vllm_or_the_client(run):
+    """When the bridge's event loop is held up (here: a blocking 1.5 s inside it), vLLM's and the client's data sit
+    unread in the sockets; neither may be taken for silent."""
+
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=0.4, idle_timeout_s=0.8) as bridge_:
+            ws, session = await started_stream(bridge_, vllm)
+            await ws.send(append())
+            await session.wait_for_event("input_audio_buffer.append")
+            await asyncio.sleep(0.15)
+            time.sleep(1.5)  # the event loop stalls: longer than both limits
+            await asyncio.sleep(0.3)  # the sweep runs (late) before the client sends again
+            await ws.send(append())
+            await session.wait_for_event("input_audio_buffer.append", count=2)
+            await session.send_delta("still here")
+            assert await recv_event(ws) == {"type": "transcription.delta", "delta": "still here"}
+            assert bridge_.metrics.upstream_errors == 0 and bridge_.active_streams == 1
+            assert bridge_.health.healthy
 
     run(scenario())
