@@ -549,7 +549,9 @@ class TranscriptionMachine:
             self._next = None
             self._next_not_before = now + BUSY_RETRY_DELAYS_S[0]
             return []
-        return self._fail(error)
+        if stream == 1:  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
+            return self._fail(error)
+        return self._recover(f"opening a new stream failed ({error})", now, drop=error)
 
     def received(self, stream: int, text: str, now: float) -> list[Action]:
         """One server event (JSON text) on ``stream``."""
@@ -903,6 +905,11 @@ def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: f
     return max(0.0, (sent_audio_s + audio_s - burst_s) / speed - elapsed_s)
 
 
+def _unexpected(error: Exception) -> RealtimeError:
+    return RealtimeError(f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
+                         code="transport_error")
+
+
 class _Driver:
     """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what happens.
 
@@ -1025,6 +1032,9 @@ class _Driver:
         except RealtimeError as error:
             self.inbox.put_nowait(("open_failed", stream, error))
             return
+        except Exception as error:  # a transport that broke its contract: report it, never wait forever
+            self.inbox.put_nowait(("open_failed", stream, _unexpected(error)))
+            return
         self.transports[stream] = transport
         self.inbox.put_nowait(("opened", stream, None))
         error: BaseException | None = None
@@ -1033,6 +1043,8 @@ class _Driver:
                 self.inbox.put_nowait(("event", stream, text))
         except (TransportClosed, RealtimeError) as failure:
             error = failure
+        except Exception as failure:
+            error = _unexpected(failure)
         self.inbox.put_nowait(("closed", stream, error))
 
     def _close(self, stream: int) -> None:

@@ -324,6 +324,21 @@ def test_the_next_stream_timing_out_idle_is_dropped_quietly():
     assert OpenStream(3) in actions and sent(actions, 1) == ["append 8000"]  # the active stream goes on
 
 
+def test_the_first_stream_failing_to_open_fails_but_a_later_one_is_a_cut():
+    machine = TranscriptionMachine(model="m")
+    machine.start(0.0)
+    actions = machine.open_failed(1, RealtimeError("cannot open a WebSocket", code="connect_failed"), 0.1)
+    assert isinstance(actions[-1], Failed) and actions[-1].error.code == "connect_failed"
+    machine, _ = started(max_stream_s=10)
+    machine.audio(LOUD, 0.1)
+    machine.tick(8.0)  # the next stream opens ahead ...
+    assert machine.open_failed(2, RealtimeError("refused", code="connect_failed"), 8.1) == []  # ... and is retried
+    actions = machine.audio(LOUD, 10.0)  # the move opens a new stream, which fails too: a cut, audio resent
+    assert OpenStream(3) in actions
+    recovered = machine.open_failed(3, RealtimeError("refused", code="connect_failed"), 10.1)
+    assert isinstance(recovered[-1], OpenStream) and any(isinstance(action, Replaying) for action in recovered)
+
+
 def test_no_done_after_a_final_commit_times_out_on_the_clock():
     machine, _ = started(done_timeout_s=5)
     machine.audio(LOUD, 0.1)
@@ -516,6 +531,15 @@ def test_server_busy_is_retried_and_nothing_is_lost(memory_server, monkeypatch):
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), busy_first))
     assert bytes(memory_server.sessions[-1].audio) == b"".join(chunks)
     assert result.transcript == "w2.0 w2.1 w2.2 " and (result.sessions, result.reopens) == (2, 0)
+
+
+def test_a_transport_that_raises_something_unexpected_is_reported_not_waited_for(memory_server):
+    async def broken_open():
+        raise KeyError("a bug in a transport")
+
+    with pytest.raises(RealtimeError, match="the transport failed unexpectedly .KeyError") as raised:
+        asyncio.run(asyncio.wait_for(transcribe_stream(chunks_of(LOUD), broken_open), 5))
+    assert raised.value.code == "transport_error"
 
 
 def test_null_delta_and_null_done_text_are_not_the_text_none(memory_server):
