@@ -467,7 +467,8 @@ class ClientLeg(asyncio.Protocol):
 
     def _answer_too_large(self) -> None:
         self._answer(plain_http.json_response(
-            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, {"error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes", "code": "bad_request"}
+            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+            {"error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes", "code": "bad_request"},
         ))
 
     def _linger(self) -> None:
