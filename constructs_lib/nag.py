@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import Acknowledgment, Stack, Validations
+from constructs import IConstruct
 
 
 def _render(value: Any) -> str:
@@ -40,3 +41,16 @@ def nag_render(stack: Stack, value: str) -> str:
         ValueError: the value resolves to an intrinsic this renderer does not know.
     """
     return _render(stack.resolve(value))
+
+
+#: The cdk-nag compliance packs a private deployment is checked with, by rule-name prefix (cdk-nag 3 ``HIPAASecurityChecks``
+#: and ``NIST80053R5Checks``). Both name most rules alike (``HIPAA.Security-LambdaDLQ``, ``NIST.800.53.R5-LambdaDLQ``).
+COMPLIANCE_PACKS = ("HIPAA.Security", "NIST.800.53.R5")
+
+
+def acknowledge_compliance(scope: IConstruct, findings: dict[str, str]) -> None:
+    """Acknowledge compliance-pack rules (``{rule: reason}``, e.g. ``{"LambdaDLQ": "..."}``) on ``scope`` and its
+    children, in every pack of :data:`COMPLIANCE_PACKS`. An acknowledgment of a pack that is not loaded does nothing,
+    so constructs may state theirs whatever packs the app runs."""
+    Validations.of(scope).acknowledge(*(Acknowledgment(id=f"{pack}-{rule}", reason=reason)
+                                        for rule, reason in findings.items() for pack in COMPLIANCE_PACKS))
