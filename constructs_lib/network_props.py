@@ -93,7 +93,8 @@ class ExistingVpc:
             if len(self.route_table_ids) != len(self.subnet_ids):
                 p.add("route_table_ids", list(self.route_table_ids),
                       f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) (the S3 gateway "
-                      "endpoint is added to them), or set create_endpoints=false if the VPC has its endpoints")
+                      f"endpoint is added to them), or set {p.name('create_endpoints')}=false if the VPC has "
+                      "its endpoints")
             else:
                 check_ids(p, "route_table_ids", self.route_table_ids, ROUTE_TABLE_ID_RE,
                            "route table ids such as 'rtb-0123456789abcdef0'")
