@@ -13,7 +13,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
-from constructs_lib.nag import nag_render, acknowledge_compliance
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import check_ecr_image_uri
 from constructs_lib.validation import Problems
 
@@ -128,6 +128,7 @@ class BridgeImage(Construct):
         # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this construct.
         for function in Stack.of(self).node.children:
             if function.node.id.startswith("Custom::CDKECRDeployment"):
+                skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
                 acknowledge_compliance(function, {
                     "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per deployment, called by "
                                          "CloudFormation; nothing else can invoke it.",

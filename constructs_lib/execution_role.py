@@ -7,7 +7,7 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from constructs_lib.nag import nag_render, acknowledge_compliance
+from constructs_lib.nag import acknowledge_compliance, nag_render
 
 #: Namespace of SageMaker's per-instance endpoint metrics (CPUUtilization, GPUUtilization, ...; SageMaker
 #: developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from constructs_lib.nag import acknowledge_compliance
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
 
 #: Days after which noncurrent versions of weights are removed; staging overwrites files only on a revision change.
 NONCURRENT_VERSION_EXPIRATION_DAYS = 30
@@ -106,6 +106,12 @@ class ModelBucket(Construct):
                                           "write again; replicating them would copy the data out of the Region the "
                                           "user chose.",
         })
+        skip_checkov(self.access_log_bucket, "AWS::S3::Bucket", {
+            "CKV_AWS_18": "This bucket receives the model bucket's server access logs; logging it to itself would loop.",
+            "CKV_AWS_21": "Access logs are written once by the S3 logging service and removed only by the lifecycle rule.",
+        })
+        for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
+            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         if props.data_principal_arns:
             self._deny_other_principals(props.data_principal_arns, auto_delete)
 

@@ -40,7 +40,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
-from constructs_lib.nag import nag_render, acknowledge_compliance
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import check_hub_token_key, check_repository_id, check_revision
 from constructs_lib.validation import Problems
 
@@ -168,6 +168,11 @@ class ModelStaging(Construct):
                                "inference data; they do not run in the endpoints' VPC.",
             "CodeBuildProjectSourceRepoUrl": "The build's source is an S3 asset object (the staging code), not a "
                                              "repository URL; there is no URL that could hold credentials.",
+        })
+        skip_checkov(self, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
+        skip_checkov(self, "AWS::IAM::Policy", {
+            "CKV_AWS_111": "The Provider framework's waiter state machine needs CloudWatch Logs log-delivery actions, "
+                           "which take no resource (Step Functions developer guide, logging).",
         })
         self.model_s3_uri: str = self.resource.get_att_string("S3Uri")
         self.manifest_s3_uri: str = self.resource.get_att_string("ManifestUri")
@@ -351,6 +356,7 @@ class ModelStaging(Construct):
             "Provider",
             on_event_handler=on_event,
             is_complete_handler=is_complete,
+            provider_function_env_encryption=props.encryption_key,
             query_interval=QUERY_INTERVAL,
             total_timeout=TOTAL_TIMEOUT,
             log_group=logs.LogGroup(self, "ProviderLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
@@ -420,6 +426,7 @@ class ModelStaging(Construct):
             role=role,
             log_group=log_group,
             environment={"MANIFEST_NAME": MANIFEST_NAME},
+            environment_encryption=key,
             description=f"Model staging custom resource: {handler}",
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 from constructs import IConstruct
 
 
@@ -54,3 +54,33 @@ def acknowledge_compliance(scope: IConstruct, findings: dict[str, str]) -> None:
     so constructs may state theirs whatever packs the app runs."""
     Validations.of(scope).acknowledge(*(Acknowledgment(id=f"{pack}-{rule}", reason=reason)
                                         for rule, reason in findings.items() for pack in COMPLIANCE_PACKS))
+
+
+def skip_checkov(scope: IConstruct, resource_type: str, checks: dict[str, str]) -> None:
+    """Mark every ``resource_type`` resource under ``scope`` (``scope`` included) so that checkov skips ``checks``
+    (``{check id: reason}``), with the reason in the template (checkov's CloudFormation suppressions: resource
+    ``Metadata`` ``checkov.skip`` entries of ``id`` and ``comment``)."""
+    for construct in scope.node.find_all():
+        if isinstance(construct, CfnResource) and construct.cfn_resource_type == resource_type:
+            metadata = construct.get_metadata("checkov") or {"skip": []}
+            metadata["skip"] += [{"id": check, "comment": reason} for check, reason in checks.items()
+                                 if check not in {entry["id"] for entry in metadata["skip"]}]
+            construct.add_metadata("checkov", metadata)
+
+
+def stack_singletons(scope: IConstruct, prefix: str) -> list[IConstruct]:
+    """The constructs at the top of ``scope``'s stack whose id starts with ``prefix``: where CDK puts the one provider
+    function per stack of a feature (``Custom::S3AutoDeleteObjects...``, ``Custom::VpcRestrictDefaultSG...``,
+    cdk-ecr-deployment's ``Custom::CDKECRDeployment...``)."""
+    return [child for child in Stack.of(scope).node.children if child.node.id.startswith(prefix)]
+
+
+#: checkov's Lambda checks that a CloudFormation custom resource's handler does not need, and why.
+CUSTOM_RESOURCE_HANDLER_SKIPS = {
+    "CKV_AWS_115": "A custom resource handler runs only when CloudFormation calls it during a deployment; a reserved "
+                   "concurrency limit protects nothing.",
+    "CKV_AWS_116": "A custom resource handler's failure fails the deployment, where it must be seen; an asynchronous "
+                   "dead-letter queue would never receive CloudFormation's synchronous calls.",
+    "CKV_AWS_117": "A custom resource handler calls only AWS control-plane APIs at deploy time and handles no "
+                   "inference data; the endpoints' VPC has no route to those APIs.",
+}

@@ -33,7 +33,7 @@ from constructs import Construct
 
 from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
 from constructs_lib.network_props import RUNTIME_PORTS, PrivateNetworkProps
-from constructs_lib.nag import acknowledge_compliance
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
 from constructs_lib.validation import Problems
 
 HTTPS = 443
@@ -164,5 +164,7 @@ class PrivateNetwork(Construct):
             reason="The Lambda function that removes the default security group's rules is CDK's own "
                    "(restrictDefaultSecurityGroup); its runtime is CDK's choice.",
         ))
+        for provider in stack_singletons(self, "Custom::VpcRestrictDefaultSG"):
+            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         return vpc
 
