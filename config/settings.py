@@ -43,6 +43,7 @@ from constructs_lib.endpoint_props import (
     check_model_data_s3_uri,
 )
 from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
+from constructs_lib.network_props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.names import (
     REGION_RE,
@@ -336,6 +337,93 @@ class SonicSettings(EndpointSettings):
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """Where the endpoints run (README, "Private deployment"): ``public`` is SageMaker-managed networking; ``vpc`` puts
+    both Models in private subnets with no internet access, a new VPC unless ``vpc_id`` is given."""
+
+    mode: Literal["public", "vpc"] = "public"
+    #: An existing VPC (with subnet_ids, availability_zones and vpc_cidr); None = the stack makes one.
+    vpc_id: str | None = None
+    subnet_ids: list[str] = field(default_factory=list)
+    #: The Availability Zone of each subnet, in the order of subnet_ids (no lookups at synth).
+    availability_zones: list[str] = field(default_factory=list)
+    #: The route table of each subnet (the S3 gateway endpoint is added to them); with create_endpoints only.
+    route_table_ids: list[str] = field(default_factory=list)
+    #: Security groups for the Models instead of the one the stack makes.
+    security_group_ids: list[str] = field(default_factory=list)
+    #: CIDR block of the new VPC (None = 10.80.0.0/16), or of the existing one (required with vpc_id).
+    vpc_cidr: str | None = None
+    max_azs: int = 2
+    #: Make the S3, ECR and SageMaker runtime VPC endpoints (off when the VPC has them already).
+    create_endpoints: bool = True
+    #: Who may reach the SageMaker runtime endpoint on 443/8443 (None/empty = the VPC's CIDR block).
+    caller_cidrs: list[str] = field(default_factory=list)
+    #: The caller policies allow invoking only through the runtime VPC endpoint made here (aws:SourceVpce).
+    require_source_vpce: bool = False
+
+    @property
+    def private(self) -> bool:
+        return self.mode == "vpc"
+
+    def network_props(self, kms_key_arn: str | None = None) -> PrivateNetworkProps:
+        existing = None
+        if self.vpc_id is not None:
+            existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
+                                   availability_zones=self.availability_zones, cidr=self.vpc_cidr or "",
+                                   route_table_ids=self.route_table_ids)
+        return PrivateNetworkProps(
+            existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
+            security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
+            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn)
+
+    def problems(self, region: str) -> list[str]:
+        p = Problems(name=lambda prop: f"network.{prop}")
+        defaults = NetworkSettings()
+        if not self.private:
+            for name in ctx.section_fields(NetworkSettings):
+                if name != "mode" and getattr(self, name) != getattr(defaults, name):
+                    p.add(name, getattr(self, name), "set only with network.mode=vpc (public mode uses "
+                                                     "SageMaker-managed networking)")
+            return list(p)
+        existing_keys = {"subnet_ids": self.subnet_ids, "availability_zones": self.availability_zones,
+                         "route_table_ids": self.route_table_ids}
+        if self.vpc_id is None:
+            for name, value in existing_keys.items():
+                if value:
+                    p.add(name, value, "set only together with network.vpc_id (an existing VPC)")
+        elif self.vpc_cidr is None:
+            p.add("vpc_cidr", None, "must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)")
+        elif not self.subnet_ids:
+            p.add("subnet_ids", [], "must list the VPC's private subnets (at least two Availability Zones)")
+        if self.vpc_id is None or (self.vpc_cidr is not None and self.subnet_ids):
+            self.network_props().problems(p, region)
+        if self.require_source_vpce and not self.create_endpoints:
+            p.add("require_source_vpce", True, "needs network.create_endpoints=true (the runtime endpoint made here)")
+        return list(p)
+
+
+@dataclass(frozen=True)
+class EncryptionSettings:
+    """The customer managed key of the deployment's data (README, "Private deployment")."""
+
+    #: A key made elsewhere (a key ARN in the stack's Region; its key policy must let CloudWatch Logs and CloudWatch
+    #: use it, README). None = the stack makes one when create_key says so.
+    kms_key_arn: str | None = None
+    #: Make a key (rotated yearly). None = yes in network.mode=vpc, no in public mode (today's encryption).
+    create_key: bool | None = None
+    #: Encrypt the ECR repository with the key. Changing it REPLACES the repository. None = yes in vpc mode only.
+    repository: bool | None = None
+
+    def problems(self, region: str) -> list[str]:
+        p = Problems(name=lambda prop: f"encryption.{prop}")
+        if self.kms_key_arn is not None:
+            check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
+            if self.create_key:
+                p.add("create_key", True, "must be false or null with encryption.kms_key_arn (one key)")
+        return list(p)
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings of the app. Built only by :func:`load_settings`."""
 
@@ -349,6 +437,26 @@ class Settings:
     alarm_email: str | None = None
     voxtral: VoxtralSettings = field(default_factory=VoxtralSettings)
     sonic: SonicSettings = field(default_factory=SonicSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
+
+    @property
+    def makes_key(self) -> bool:
+        """Whether the stacks make the data key (encryption.create_key, defaulting to network.mode=vpc)."""
+        if self.encryption.kms_key_arn is not None:
+            return False
+        return self.network.private if self.encryption.create_key is None else self.encryption.create_key
+
+    @property
+    def uses_key(self) -> bool:
+        """Whether the data is under a customer managed key (given or made)."""
+        return self.makes_key or self.encryption.kms_key_arn is not None
+
+    @property
+    def encrypts_repository(self) -> bool:
+        """Whether the ECR repository uses the key (replaces an existing repository: README)."""
+        wanted = self.network.private if self.encryption.repository is None else self.encryption.repository
+        return self.uses_key and wanted
 
     @property
     def sonic_model_package_arn(self) -> str:
@@ -367,7 +475,9 @@ class Settings:
             check_email(p, "alarm_email", self.alarm_email)
         if not self.voxtral.enabled and not self.sonic.enabled:
             p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be enabled")
-        problems = list(p)
+        problems = list(p) + self.network.problems(self.region) + self.encryption.problems(self.region)
+        if self.encryption.repository and not self.uses_key:
+            problems.append("encryption.repository=true: needs a key (encryption.kms_key_arn or encryption.create_key)")
         for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
             if endpoint.enabled:
                 problems += endpoint.problems(section, self.region)
@@ -379,7 +489,8 @@ class Settings:
 
 # --- Parsing --------------------------------------------------------------------------------------------------------
 
-SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings}
+SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings,
+                             "network.": NetworkSettings, "encryption.": EncryptionSettings}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
 
@@ -418,7 +529,8 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
             problems.append(f"{key}={show(raw)}: {error}")
 
     settings = Settings(**values[""], voxtral=VoxtralSettings(**values["voxtral."]),
-                        sonic=SonicSettings(**values["sonic."]))
+                        sonic=SonicSettings(**values["sonic."]), network=NetworkSettings(**values["network."]),
+                        encryption=EncryptionSettings(**values["encryption."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.
     problems.extend(settings.problems())
     if problems:

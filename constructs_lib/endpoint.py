@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
@@ -208,6 +209,7 @@ class RealtimeEndpoint(EndpointBase):
             "LogGroup",
             log_group_name=f"{LOG_GROUP_PREFIX}{self.endpoint_name}",
             retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
+            encryption_key=kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None,
             removal_policy=RemovalPolicy.DESTROY,
         )
         self._grant_log_write(log_group)
@@ -220,6 +222,9 @@ class RealtimeEndpoint(EndpointBase):
             execution_role_arn=self.role.role_arn,
             primary_container=_container_definition(props.container),
             enable_network_isolation=props.network_isolation,
+            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
+            ) if props.vpc_subnets else None,
         )
         # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
         model.node.add_dependency(self.role)
@@ -360,8 +365,12 @@ class RealtimeEndpoint(EndpointBase):
             "InvokePolicy",
             description=f"Invoke the {props.description} endpoint {self.endpoint_name} (and nothing else)",
             statements=[
-                iam.PolicyStatement(sid="InvokeEndpoint", actions=list(props.invoke_actions),
-                                    resources=[self.endpoint_arn])
+                iam.PolicyStatement(
+                    sid="InvokeEndpoint", actions=list(props.invoke_actions), resources=[self.endpoint_arn],
+                    # Only through the given VPC endpoints: aws:SourceVpce is set on requests that arrive through a
+                    # VPC endpoint (IAM user guide, "AWS global condition context keys").
+                    conditions={"StringEquals": {"aws:SourceVpce": list(props.require_source_vpce)}}
+                    if props.require_source_vpce else None)
             ],
         )
         if INVOKE_BIDIRECTIONAL in props.invoke_actions:

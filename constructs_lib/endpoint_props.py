@@ -17,7 +17,11 @@ from constructs_lib.instance_types import check_instance_type
 from constructs_lib.model_staging_build.stage_model.location import S3Prefix
 from constructs_lib.names import (
     ENDPOINT_NAME_RE,
+    SECURITY_GROUP_ID_RE,
+    SUBNET_ID_RE,
+    VPC_ENDPOINT_ID_RE,
     check_ecr_image_uri,
+    check_ids,
     check_endpoint_name,
     check_kms_key_arn,
     check_model_package_arn,
@@ -261,6 +265,8 @@ class RealtimeEndpointProps:
         volume_kms_key_arn: KMS key (or alias) ARN for the instances' ML storage volumes. Default: AWS-managed
             encryption.
         log_retention_days: retention of the endpoint's log group (:data:`LOG_RETENTION_DAYS`). Default 30.
+        log_kms_key_arn: KMS key ARN that encrypts the endpoint's log group (its key policy must let CloudWatch Logs
+            use it for this log group). Default: CloudWatch Logs' own encryption.
         rolling_update: how EndpointConfig changes roll out. Default: SageMaker's (a new fleet, then all traffic at
             once).
         invoke_actions: what :meth:`~constructs_lib.endpoint.RealtimeEndpoint.grant_invoke` and the caller policy
@@ -268,6 +274,12 @@ class RealtimeEndpointProps:
             streaming).
         description: words for the caller policy's description, e.g. "Voxtral speech-to-text". Default
             "SageMaker real-time".
+        vpc_subnets: subnet ids of the Model's ``VpcConfig`` (private subnets in at least two Availability Zones:
+            SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC").
+            Default: none (SageMaker-managed networking).
+        security_groups: security group ids of the Model's ``VpcConfig``; given exactly when ``vpc_subnets`` is.
+        require_source_vpce: VPC endpoint ids (``vpce-...``); the caller policy then allows invoking only through
+            one of them (``aws:SourceVpce``). Default: any network path.
     """
 
     container: ImageContainer | ModelPackageContainer
@@ -277,9 +289,13 @@ class RealtimeEndpointProps:
     enable_network_isolation: bool | None = None
     volume_kms_key_arn: str | None = None
     log_retention_days: int = 30
+    log_kms_key_arn: str | None = None
     rolling_update: RollingUpdate | None = None
     invoke_actions: Sequence[str] = (INVOKE,)
     description: str = "SageMaker real-time"
+    vpc_subnets: Sequence[str] = ()
+    security_groups: Sequence[str] = ()
+    require_source_vpce: Sequence[str] = ()
 
     @property
     def network_isolation(self) -> bool:
@@ -297,6 +313,8 @@ class RealtimeEndpointProps:
         if self.volume_kms_key_arn is not None:
             check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, region, alias=True)
         check_log_retention_days(p, "log_retention_days", self.log_retention_days)
+        if self.log_kms_key_arn is not None:
+            check_kms_key_arn(p, "log_kms_key_arn", self.log_kms_key_arn, region, alias=False)
         if self.rolling_update is not None:
             self.rolling_update.problems(p)
             if isinstance(self.container, ModelPackageContainer):
@@ -305,6 +323,16 @@ class RealtimeEndpointProps:
         if isinstance(self.container, ModelPackageContainer) and self.enable_network_isolation is False:
             p.add("enable_network_isolation", False, "must be true (or unset) for a model package: Marketplace "
                                                      "packages run only without network access")
+        if bool(self.vpc_subnets) != bool(self.security_groups):
+            p.note(f"{p.ref('vpc_subnets', list(self.vpc_subnets))} and "
+                   f"{p.ref('security_groups', list(self.security_groups))}: give both (a VpcConfig) or neither")
+        for prop, values, pattern, form in (
+                ("vpc_subnets", self.vpc_subnets, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'"),
+                ("security_groups", self.security_groups, SECURITY_GROUP_ID_RE,
+                 "security group ids such as 'sg-0123456789abcdef0'"),
+                ("require_source_vpce", self.require_source_vpce, VPC_ENDPOINT_ID_RE,
+                 "VPC endpoint ids such as 'vpce-0123456789abcdef0'")):
+            check_ids(p, prop, values, pattern, form)
         unknown = [action for action in self.invoke_actions if action not in INVOKE_ACTIONS]
         if unknown or not self.invoke_actions:
             p.add("invoke_actions", list(self.invoke_actions), f"must be one or more of {', '.join(INVOKE_ACTIONS)}")
