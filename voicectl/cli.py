@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 
 DESCRIPTION = (
     "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the microphone through "
@@ -73,15 +74,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_command(name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for :class:`UsageError`, 130 for
+    Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused (:func:`voicectl.aws.describe_aws_failure`);
+    each failure is one line on stderr, ``voicectl <name>: <what happened>``."""
+    try:
+        return int(func(args) or 0)
+    except UsageError as error:
+        print(f"voicectl {name}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"voicectl {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        # No credentials, no Region, no network, a refused request: one line, not a traceback.
+        from voicectl.aws import describe_aws_failure
+
+        described = describe_aws_failure(error)
+        if described is None:
+            raise
+        code, message = described
+        print(f"voicectl {name}: {message}", file=sys.stderr)
+        return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UsageError as error:
-        print(f"voicectl {args.command}: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"voicectl {args.command}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(args.command, args.func, args)
