@@ -57,6 +57,9 @@ def aws_session(profile: str | None = None, region: str | None = None, *, region
 
     try:
         session = boto3.Session(profile_name=profile or None, region_name=region or region_from_environment())
+        # A profile named by AWS_PROFILE is only looked up at the first call; look it up now.
+        if session.profile_name not in ("default", None) and session.profile_name not in session.available_profiles:
+            raise botocore.exceptions.ProfileNotFound(profile=session.profile_name)
     except botocore.exceptions.ProfileNotFound as error:
         raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from error
     if region_required and not session.region_name:

@@ -38,6 +38,15 @@ from voicectl.staging.constants import (
 )
 from voicectl.staging.location import S3Prefix
 
+#: What ``voicectl stage-model --help`` says (the module docstring, for users).
+DESCRIPTION = (
+    f"Put the model weights under an S3 prefix, pinned, verified and resumable: from the Hugging Face Hub at a pinned "
+    f"commit (default repository {DEFAULT_REPO_ID}) or from a local copy (--from-dir), to --s3-uri or to the "
+    f"{OUTPUT_MODEL_S3_URI} output of --stack. Files already in S3 are skipped, unfinished multipart uploads resume, "
+    "every file is verified (size and SHA-256) and a manifest is written last. Every argument is checked before "
+    "anything is downloaded or sent to AWS."
+)
+
 #: Exit code after Ctrl-C (128 + SIGINT, the shell convention).
 EXIT_INTERRUPTED = 130
 
@@ -88,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "stage-model",
         help="stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
-        description=__doc__.split("\n\n")[1],
+        description=DESCRIPTION,
         # No abbreviations: "--hf-token" would otherwise be taken for --hf-token-secret-id.
         allow_abbrev=False,
     )
@@ -405,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m voicectl.stage_model``: the same command without importing the other subcommands' dependencies
     (the CodeBuild image installs only boto3 and huggingface_hub)."""
     parser = argparse.ArgumentParser(
-        prog="python -m voicectl.stage_model", description=__doc__.split("\n\n")[1], allow_abbrev=False
+        prog="python -m voicectl.stage_model", description=DESCRIPTION, allow_abbrev=False
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
