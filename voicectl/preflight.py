@@ -36,7 +36,7 @@ import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
 from voicectl import cuda_compat
-from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, error_code, is_access_denied
+from voicectl.aws import aws_session, describe_aws_failure, error_code, is_access_denied
 from voicectl.cli import UsageError
 
 #: SSM parameter the CDK bootstrap stack writes (default qualifier "hnb659fds"; CDK bootstrapping guide).
@@ -372,16 +372,13 @@ def _context(project_dir: Path, cdk_args: list[str]) -> dict[str, Any]:
 
 
 def _identity(session: Any, region: str) -> dict:
-    """STS GetCallerIdentity. Raises PreflightError for every way it can fail."""
+    """STS GetCallerIdentity. Raises PreflightError for every way it can fail (no credentials, an expired SSO
+    token, rejected credentials, no network), worded by :func:`voicectl.aws.describe_aws_failure`."""
     try:
         return session.client("sts", region_name=region).get_caller_identity()
-    except (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError) as error:
-        raise PreflightError(f"no AWS credentials found ({error}). {NO_CREDENTIALS_HINT}") from None
-    except botocore.exceptions.ClientError as error:
-        raise PreflightError(f"the AWS credentials were rejected: {error}") from None
-    except botocore.exceptions.BotoCoreError as error:
-        # A missing profile, an expired SSO token, no network to STS, ...
-        raise PreflightError(f"could not check the AWS credentials: {error}") from None
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+        described = describe_aws_failure(error)
+        raise PreflightError(described[1] if described else f"could not check the AWS credentials: {error}") from None
 
 
 def _stack_lines(settings: Settings) -> list[str]:
