@@ -56,6 +56,8 @@ ACTIONS = ("deploy", "diff", "destroy", "bootstrap")
 SONIC_LISTING_ID = "prodview-h5rfrnvkbnlki"
 SONIC_LISTING_URL = f"https://aws.amazon.com/marketplace/pp/{SONIC_LISTING_ID}"
 SONIC_LISTING_NAME = "Sonic 3.6 (Cartesia)"
+#: DescribeModelPackage error codes for a package that does not exist (here): SageMaker answers ValidationException.
+MISSING_PACKAGE_CODES = frozenset({"ValidationException", "ResourceNotFound", "ResourceNotFoundException"})
 #: AWS Marketplace's buyer APIs (Discovery, Agreement) have one endpoint, in us-east-1 (botocore's endpoint data).
 MARKETPLACE_REGION = "us-east-1"
 #: Name of a SageMaker real-time instance quota in Service Quotas (service code "sagemaker").
@@ -186,10 +188,10 @@ def check_sonic_package(sagemaker: Any, settings: Settings) -> Finding:
     try:
         package = sagemaker.describe_model_package(ModelPackageName=arn)
     except botocore.exceptions.ClientError as error:
-        if is_access_denied(error):
-            return _unchecked(check, "sagemaker:DescribeModelPackage", error)
         if "subscri" in str(error).lower():
             return Finding(Status.STOP, check, f"{_describe(error)}. Subscribe to {SONIC_LISTING_URL} first")
+        if error_code(error) not in MISSING_PACKAGE_CODES:  # a missing permission, throttling, a server error
+            return _unchecked(check, "sagemaker:DescribeModelPackage", error)
         return Finding(Status.STOP, check, f"{arn} cannot be read in {settings.region} ({_describe(error)}); set "
                        "sonic.model_package_arn to the package of this region from the listing's usage instructions")
     except botocore.exceptions.BotoCoreError as error:

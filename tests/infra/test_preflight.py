@@ -237,6 +237,23 @@ def test_a_quota_never_changed_is_read_from_the_defaults(aws):
     assert found[f"service quota '{QUOTA_G6E}'"].message.startswith("0 in us-east-1, below the 2")
 
 
+@pytest.mark.parametrize(("code", "status", "start"), [
+    ("ValidationException", Status.STOP, f"{PACKAGE} cannot be read in us-east-1 (ValidationException: Model Package "
+     "not found); set sonic.model_package_arn to the package of this region"),
+    ("ThrottlingException", Status.UNCHECKED, "could not check (sagemaker:DescribeModelPackage failed: "
+     "ThrottlingException: Model Package not found)"),
+])
+def test_a_package_missing_in_the_region_stops_but_throttling_does_not(aws, code, status, start):
+    bootstrapped(aws)
+    aws.stub("sagemaker").add_client_error("describe_model_package", code, "Model Package not found", 400)
+    aws.stub("marketplace-discovery").add_response("get_listing", listing(), {"listingId": SONIC_LISTING_ID})
+    aws.stub("marketplace-agreement").add_response("search_agreements", {"agreementViewSummaries": [
+        {"agreementId": "agmt-0"}]})
+    stub_quotas(aws, ENOUGH)
+    finding = findings(aws)["Sonic model package"]
+    assert finding.status is status and finding.message.startswith(start), finding.message
+
+
 def access_denied(stubber: Stubber, operation: str) -> None:
     stubber.add_client_error(operation, "AccessDeniedException", "User: arn:aws:iam::123456789012:user/ci is not "
                              "authorized to perform this action", 403)
