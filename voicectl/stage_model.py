@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from voicectl.aws import aws_session
-from voicectl.cli import UsageError, run_command
+from voicectl.cli import UsageError, aws_session, run_command
 from voicectl.staging.constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -156,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, session: Any = None) -> int:
-    """Run ``stage-model`` with parsed ``args``; ``session`` is a boto3 Session (default: :func:`voicectl.aws.aws_session`
+    """Run ``stage-model`` with parsed ``args``; ``session`` is a boto3 Session (default: :func:`voicectl.cli.aws_session`
     for --region, which also honours AWS_REGION).
 
     Every argument is checked before any AWS call or download. Returns the exit code (0 staged and verified, 1

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
-from voicectl.aws import aws_session
-from voicectl.cli import UsageError
+from voicectl.cli import UsageError, aws_session
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,

@@ -40,8 +40,7 @@ from typing import Any, Callable, Mapping
 
 import botocore.exceptions
 
-from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
-from voicectl.cli import UsageError
+from voicectl.cli import NO_CREDENTIALS_HINT, UsageError, aws_session, describe_aws_failure, error_code
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 ENDPOINT = "AWS::SageMaker::Endpoint"

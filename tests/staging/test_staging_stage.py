@@ -472,3 +472,23 @@ def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, 
         aws.events.unregister("before-call.s3.PutObject", fail)
 
     assert hint in capsys.readouterr().err
+
+
+def test_stage_model_imports_nothing_the_staging_build_does_not_ship(tmp_path):
+    """The CodeBuild project gets only SOURCE_FILES (constructs_lib/model_staging.py) and no installed voicectl.
+    Without site-packages (``-S``) the editable install of the test environment cannot fill a gap, as it does for
+    ``test_asset_code_runs_as_the_codebuild_command_does``."""
+    import shutil
+    import subprocess
+    import sys
+
+    from constructs_lib.model_staging import SOURCE_FILES
+    from tests.conftest import ROOT
+
+    for pattern in SOURCE_FILES:
+        for path in ROOT.glob(pattern):
+            (tmp_path / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, tmp_path / path.relative_to(ROOT))
+    done = subprocess.run([sys.executable, "-S", "-c", "import voicectl.stage_model, voicectl.cli"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
