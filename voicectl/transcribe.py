@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
-from voicectl.cli import UsageError
+from voicectl.cli import UsageError, aws_session
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
@@ -160,24 +160,6 @@ async def open_target(args: argparse.Namespace):
     finally:
         with contextlib.suppress(Exception):
             await client.close()
-
-
-def aws_session(profile: str | None, region: str | None) -> Any:
-    """A ``boto3.Session`` for ``profile``/``region``, checked to have a Region.
-
-    Raises:
-        UsageError: the profile does not exist, or no Region is configured anywhere.
-    """
-    import boto3
-    import botocore.exceptions
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except botocore.exceptions.ProfileNotFound as error:
-        raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from error
-    if not session.region_name:
-        raise UsageError("no AWS Region: pass --region, set AWS_REGION, or set a region in your profile")
-    return session
 
 
 def print_delta(delta: str) -> None:
