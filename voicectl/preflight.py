@@ -36,7 +36,8 @@ import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
 from voicectl import cuda_compat
-from voicectl.cli import UsageError, aws_session, describe_aws_failure, error_code, is_access_denied
+from voicectl.aws import aws_session, describe_aws_failure, error_code, is_access_denied
+from voicectl.cli import UsageError
 
 #: SSM parameter the CDK bootstrap stack writes (default qualifier "hnb659fds"; CDK bootstrapping guide).
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/{qualifier}/version"
@@ -374,7 +375,7 @@ def _context(project_dir: Path, cdk_args: list[str]) -> dict[str, Any]:
 
 def _identity(session: Any, region: str) -> dict:
     """STS GetCallerIdentity. Raises PreflightError for every way it can fail (no credentials, an expired SSO
-    token, rejected credentials, no network), worded by :func:`voicectl.cli.describe_aws_failure`."""
+    token, rejected credentials, no network), worded by :func:`voicectl.aws.describe_aws_failure`."""
     try:
         return session.client("sts", region_name=region).get_caller_identity()
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
@@ -400,7 +401,7 @@ def run_checks(action: str, cdk_args: list[str], project_dir: Path = Path("."), 
     """The lines to print (account, region, stacks) and the findings of every check for ``action``.
 
     Args:
-        session: a boto3 Session (default: :func:`voicectl.cli.aws_session` for the settings' region).
+        session: a boto3 Session (default: :func:`voicectl.aws.aws_session` for the settings' region).
         clients: makes the clients of the checks after the credentials (default: from ``session``).
 
     Raises:

@@ -168,7 +168,7 @@ def sagemaker_runtime_client(profile: str | None, region: str | None) -> Any:
     """A boto3 ``sagemaker-runtime`` client with a read timeout suited to streamed speech."""
     from botocore.config import Config
 
-    from voicectl.cli import aws_session
+    from voicectl.aws import aws_session
 
     session = aws_session(profile, region)
     return session.client("sagemaker-runtime", config=Config(read_timeout=READ_TIMEOUT_S))

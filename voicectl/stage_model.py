@@ -12,7 +12,8 @@ import argparse
 from typing import Any
 
 from constructs_lib.model_staging_build.stage_model import command
-from voicectl.cli import UsageError, aws_session
+from voicectl.aws import aws_session
+from voicectl.cli import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the staging command with voicectl's session (:func:`voicectl.cli.aws_session`: ``--region``,
+    """Run the staging command with voicectl's session (:func:`voicectl.aws.aws_session`: ``--region``,
     ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile), made after every argument is checked; the command's
     bad-input error becomes voicectl's (exit code 2)."""
     try:

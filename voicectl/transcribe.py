@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
-from voicectl.cli import UsageError, aws_session
+from voicectl.aws import aws_session
+from voicectl.cli import UsageError
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,

@@ -40,7 +40,8 @@ from typing import Any, Callable, Mapping
 
 import botocore.exceptions
 
-from voicectl.cli import NO_CREDENTIALS_HINT, UsageError, aws_session, describe_aws_failure, error_code
+from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
+from voicectl.cli import UsageError
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 ENDPOINT = "AWS::SageMaker::Endpoint"

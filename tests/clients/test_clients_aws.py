@@ -1,4 +1,4 @@
-"""voicectl.cli's AWS helpers: the Region every subcommand uses (AWS_REGION included) and one line, never a traceback, when AWS
+"""voicectl.aws: the Region every subcommand uses (AWS_REGION included) and one line, never a traceback, when AWS
 cannot be reached; arguments are checked before AWS is touched."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ROOT
 from voicectl import cli
-from voicectl.cli import aws_session, describe_aws_failure
+from voicectl.aws import aws_session, describe_aws_failure
 
 #: An environment with no AWS configuration at all: no credentials, no Region, no profile, no instance metadata.
 BARE_AWS = {"AWS_CONFIG_FILE": "/nonexistent/config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
