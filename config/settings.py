@@ -21,10 +21,12 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, TypeVar
 
 from config import context as ctx
 from config.models import (
+    BRIDGE_CONTAINER_DIR,
     BRIDGE_DRAIN_S,
     SONIC_EXTRA_INSTANCE_TYPES,
     SONIC_INSTANCE_FAMILIES,
@@ -32,9 +34,10 @@ from config.models import (
     SONIC_SCALING_METRICS,
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
+    bridge_base_image,
     max_num_seqs_that_fit,
 )
-from constructs_lib import instance_types
+from constructs_lib import cuda_compat, instance_types
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
     ProductionVariant,
@@ -241,6 +244,17 @@ class VoxtralSettings(EndpointSettings):
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
         return self.props(BridgeAlarmThresholds)
 
+    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
+        """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the
+        image is ``image_uri`` when set, else the base image of ``container_dir/Dockerfile`` (the asset built at
+        synth). INCOMPATIBLE is a settings problem; UNKNOWN (a tag that names no CUDA) and the compatibility modes
+        are warnings of the Voxtral stack."""
+        if self.image_uri is not None:
+            image, source = self.image_uri, "voxtral.image_uri"
+        else:
+            image, source = bridge_base_image(container_dir), f"the base image of {container_dir.name}/Dockerfile"
+        return cuda_compat.check_image(image, source, self.inference_ami_version, self.instance_type)
+
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
 
@@ -260,6 +274,9 @@ class VoxtralSettings(EndpointSettings):
             check_model_data_s3_uri(p, "model_s3_uri", self.model_s3_uri)
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, region)
+        compatibility = self.image_compatibility()
+        if compatibility.verdict is cuda_compat.Verdict.INCOMPATIBLE:
+            p.add("inference_ami_version", self.inference_ami_version, compatibility.reason)
         if self.max_model_len < 1:
             p.add("max_model_len", self.max_model_len, "must be a positive whole number (tokens; 12.5 per second of audio)")
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from constructs_lib.cuda_compat import INFERENCE_AMIS
 from constructs_lib.instance_types import check_instance_type
 from constructs_lib.model_staging_build.stage_model.location import S3Prefix
 from constructs_lib.names import (
@@ -52,13 +53,9 @@ LOG_RETENTION = {
 LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 #: ModelDataDownloadTimeoutInSeconds and ContainerStartupHealthCheckTimeoutInSeconds: 60-3600 s (CreateEndpointConfig).
 TIMEOUT_RANGE_S = (60, 3600)
-#: ProductionVariant.InferenceAmiVersion values (CreateEndpointConfig API reference; botocore's SageMaker model).
-INFERENCE_AMI_VERSIONS = (
-    "al2-ami-sagemaker-inference-gpu-2",
-    "al2-ami-sagemaker-inference-gpu-2-1",
-    "al2-ami-sagemaker-inference-gpu-3-1",
-    "al2023-ami-sagemaker-inference-gpu-4-1",
-)
+#: ProductionVariant.InferenceAmiVersion values (CreateEndpointConfig API reference; botocore's SageMaker model): the
+#: GPU AMIs of :data:`constructs_lib.cuda_compat.INFERENCE_AMIS`, whose driver and CUDA are known.
+INFERENCE_AMI_VERSIONS = tuple(INFERENCE_AMIS)
 #: ProductionVariant RoutingConfig.RoutingStrategy values. LEAST_OUTSTANDING_REQUESTS sends a request to the instance
 #: with the fewest in flight, which suits long streams of uneven length (SageMaker developer guide, "Routing").
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")

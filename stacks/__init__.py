@@ -8,13 +8,14 @@ from pathlib import Path
 
 from aws_cdk import App, Environment, Stack, Tags
 
+from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
 from stacks.operations_stack import OperationsStack
 from stacks.sonic_stack import SonicStack
 from stacks.voxtral_stack import VoxtralStack
 
-CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+CONTAINER_DIR = BRIDGE_CONTAINER_DIR
 
 
 @dataclass(frozen=True)

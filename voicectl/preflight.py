@@ -17,7 +17,7 @@ Checks, by action:
   SearchAgreements); the SageMaker service quota "<instance type> for endpoint usage" of each instance type against
   the maximum instance count, and against the peak while an update runs old and new instances side by side (Service
   Quotas ListServiceQuotas, ListAWSDefaultServiceQuotas); the bridge image's CUDA against the NVIDIA driver of
-  ``voxtral.inference_ami_version`` (:mod:`voicectl.cuda_compat`).
+  ``voxtral.inference_ami_version`` (:mod:`constructs_lib.cuda_compat`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
-from voicectl import cuda_compat
+from constructs_lib import cuda_compat
 from voicectl.aws import aws_session, describe_aws_failure, error_code, is_access_denied
 from voicectl.cli import UsageError
 
@@ -332,36 +332,27 @@ def check_quotas(quotas: Any, region: str, needs: dict[str, InstanceNeed]) -> li
 # --- GPU image CUDA against the AMI's driver --------------------------------------------------------------------------
 
 
+#: Preflight status of each verdict. INCOMPATIBLE is already a settings error (config/settings.py), so the preflight
+#: stops before it gets here; the mapping keeps the check complete on its own.
+CUDA_STATUS = {
+    cuda_compat.Verdict.COMPATIBLE: Status.OK,
+    cuda_compat.Verdict.MINOR_VERSION_COMPATIBILITY: Status.WARN,
+    cuda_compat.Verdict.FORWARD_COMPATIBILITY: Status.WARN,
+    cuda_compat.Verdict.INCOMPATIBLE: Status.STOP,
+    cuda_compat.Verdict.UNKNOWN: Status.UNCHECKED,
+}
+
+
 def check_cuda(settings: Settings, project_dir: Path) -> Finding:
-    """The Voxtral image's CUDA (from its tag, or the Dockerfile's base image) against the driver of
-    ``voxtral.inference_ami_version`` (:func:`voicectl.cuda_compat.check_compatibility`)."""
+    """The Voxtral image's CUDA (from its tag, or the base image of ``project_dir/container/Dockerfile``) against the
+    driver of ``voxtral.inference_ami_version``: the settings' own check
+    (:meth:`config.settings.VoxtralSettings.image_compatibility`, table in :mod:`constructs_lib.cuda_compat`)."""
     v = settings.voxtral
-    check = f"CUDA of the Voxtral image on {v.inference_ami_version}"
-    if v.image_uri is not None:
-        image, source = v.image_uri, "voxtral.image_uri"
-    else:
-        try:
-            image = cuda_compat.dockerfile_base_image((project_dir / "container" / "Dockerfile").read_text())
-        except (OSError, ValueError) as error:
-            return Finding(Status.UNCHECKED, check, f"could not read the base image of container/Dockerfile ({error})")
-        source = "the base image of container/Dockerfile"
-    cuda = cuda_compat.image_cuda(image)
-    if cuda is None:
-        return Finding(Status.UNCHECKED, check, f"{source} {image} does not say its CUDA version (checked for images "
-                       "built from container/, whose DLC base image tag says it); make sure its CUDA is no newer "
-                       f"than {v.inference_ami_version}'s driver supports (voicectl/cuda_compat.py)")
     try:
-        result = cuda_compat.check_compatibility(cuda, v.inference_ami_version, v.instance_type)
-    except ValueError as error:
-        return Finding(Status.UNCHECKED, check, str(error))
-    if result.verdict is cuda_compat.Verdict.COMPATIBLE:
-        return Finding(Status.OK, check, f"{source}: {result.reason}")
-    if result.verdict is cuda_compat.Verdict.INCOMPATIBLE:
-        fitting = [name for name, ami in cuda_compat.INFERENCE_AMIS.items() if ami.cuda >= cuda]
-        return Finding(Status.STOP, check, f"{source}: {result.reason}. Set -c voxtral.inference_ami_version="
-                       f"{fitting[-1] if fitting else '<an AMI with a newer driver>'} or use an image built with an "
-                       "older CUDA")
-    return Finding(Status.WARN, check, f"{source}: {result.reason}")
+        result = v.image_compatibility(project_dir / "container")
+    except ValueError as error:  # an AMI version the table does not know
+        return Finding(Status.UNCHECKED, f"CUDA of the Voxtral image on {v.inference_ami_version}", str(error))
+    return Finding(CUDA_STATUS[result.verdict], f"CUDA of the Voxtral image on {v.inference_ami_version}", result.reason)
 
 
 # --- The whole preflight ----------------------------------------------------------------------------------------------

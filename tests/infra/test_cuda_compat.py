@@ -1,4 +1,4 @@
-"""voicectl/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their sources, and the pinned image
+"""constructs_lib/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their sources, and the pinned image
 runs on the default AMI."""
 
 from __future__ import annotations
@@ -8,14 +8,16 @@ import re
 import botocore.session
 import pytest
 
-from config.settings import INFERENCE_AMI_VERSIONS, VOXTRAL_DEFAULT_AMI
-from tests.conftest import ROOT
-from voicectl.cuda_compat import (
+from config.models import bridge_base_image
+from config.settings import INFERENCE_AMI_VERSIONS, VOXTRAL_DEFAULT_AMI, SettingsError, load_settings
+from tests.conftest import ROOT, cdk_json_context
+from constructs_lib.cuda_compat import (
     DLC_IMAGES,
     INFERENCE_AMIS,
     CudaVersion,
     Verdict,
     check_compatibility,
+    check_image,
     dockerfile_base_image,
     image_cuda,
 )
@@ -97,3 +99,53 @@ def test_cuda_versions_parse_and_order():
         CudaVersion.parse("thirteen")
     with pytest.raises(ValueError, match="no 'ARG BASE_IMAGE=<image>' line"):
         dockerfile_base_image("FROM scratch\n")
+
+
+# --- The synth-time check of voxtral.inference_ami_version (config/settings.py) -------------------------------------
+
+CU129_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0"
+HASH_TAGGED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01"
+
+
+def settings_with(**overrides: str):
+    return load_settings({**cdk_json_context(), **{k.replace("__", "."): v for k, v in overrides.items()}})
+
+
+def test_an_ami_whose_driver_cannot_run_the_built_image_is_one_settings_error():
+    with pytest.raises(SettingsError) as caught:
+        settings_with(voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-2-1")
+    assert caught.value.problems == [
+        "voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-2-1': the base image of container/Dockerfile "
+        f"{bridge_base_image()}: CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-2-1 (NVIDIA "
+        "driver 535, CUDA 12.2), and this AMI does not mount forward-compatibility libraries: the container would fail "
+        "to start (CannotStartContainerError); use an InferenceAmiVersion whose driver runs CUDA 13.0 "
+        "(al2023-ami-sagemaker-inference-gpu-4-1)"]
+
+
+def test_a_prebuilt_image_is_judged_by_the_cuda_its_tag_names():
+    # CUDA 12.9 on driver 550 / CUDA 12.4: minor version compatibility, a warning of the stack, not an error.
+    minor = settings_with(voxtral__image_uri=CU129_IMAGE, voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1")
+    assert minor.voxtral.image_compatibility().verdict is Verdict.MINOR_VERSION_COMPATIBILITY
+    # The prebuilt image, not the Dockerfile, is what is judged: a CUDA 13.0 tag on driver 550 is refused.
+    cu130 = CU129_IMAGE.replace("0.17.1-gpu-py312-cu129-ubuntu22.04", "0.31.0-gpu-py312-cu130-ubuntu24.04")
+    with pytest.raises(SettingsError, match=r"^Invalid settings .*\n  - voxtral.inference_ami_version='al2-ami-sagemaker-"
+                                            r"inference-gpu-3-1': voxtral.image_uri 123456789012.dkr.ecr.us-east-1."
+                                            r"amazonaws.com/bridge:0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0: "
+                                            r"CUDA 13.0 needs a newer driver"):
+        settings_with(voxtral__image_uri=cu130, voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1")
+
+
+def test_an_image_whose_cuda_is_unknown_is_said_so_not_guessed(tmp_path):
+    unknown = settings_with(voxtral__image_uri=HASH_TAGGED_IMAGE,
+                            voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-2-1")
+    result = unknown.voxtral.image_compatibility()
+    assert (result.verdict, result.reason) == (Verdict.UNKNOWN, (
+        f"the CUDA version of voxtral.image_uri {HASH_TAGGED_IMAGE} is unknown (its tag names none, as '-cu130-' in a "
+        "SageMaker DLC tag does), so it was not checked against al2-ami-sagemaker-inference-gpu-2-1"))
+    # A build context whose Dockerfile names no base image: unknown too.
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    default = settings_with()
+    assert default.voxtral.image_compatibility(tmp_path).verdict is Verdict.UNKNOWN
+    assert check_image(None, "the image", "al2023-ami-sagemaker-inference-gpu-4-1", "ml.g6.4xlarge").reason == (
+        "the CUDA version of the image is unknown (its tag names none, as '-cu130-' in a SageMaker DLC tag does), so "
+        "it was not checked against al2023-ami-sagemaker-inference-gpu-4-1")

@@ -167,7 +167,8 @@ def test_a_ready_account_passes_every_check(aws):
         "  OK        service quota 'ml.g6e.2xlarge for endpoint usage': 4 in us-east-1 (Sonic up to 2, 4 during a "
         "blue/green update; the quota is shared with every other endpoint of the account in us-east-1)",
         "  OK        CUDA of the Voxtral image on al2023-ami-sagemaker-inference-gpu-4-1: the base image of "
-        "container/Dockerfile: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver 580, CUDA 13.0)",
+        "container/Dockerfile public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
+        "sagemaker-v1.0: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver 580, CUDA 13.0)",
     ]
 
 
@@ -296,24 +297,26 @@ def test_a_missing_agreement_permission_is_unchecked(aws):
     assert "without a subscription to 'Sonic 3.6 by Cartesia' creating the Sonic Model fails" in finding.message
 
 
-def test_an_image_cuda_the_ami_driver_cannot_run_stops(aws):
+def test_an_image_cuda_the_ami_driver_cannot_run_stops_as_a_settings_error(aws):
+    """The settings refuse it (the synth would too), so the preflight stops before any AWS check."""
     bootstrapped(aws)
-    stub_quotas(aws, [quota(QUOTA_G6, 10, "L-G6X4")])
-    finding = findings(aws, "-c", "sonic.enabled=false", "-c", "voxtral.inference_ami_version=al2-ami-sagemaker-"
-                       "inference-gpu-3-1")["CUDA of the Voxtral image on al2-ami-sagemaker-inference-gpu-3-1"]
-    assert (finding.status, finding.message) == (Status.STOP, (
-        "the base image of container/Dockerfile: CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-"
-        "3-1 (NVIDIA driver 550, CUDA 12.4), and this AMI does not mount forward-compatibility libraries: the "
-        "container would fail to start (CannotStartContainerError). Set -c voxtral.inference_ami_version="
-        "al2023-ami-sagemaker-inference-gpu-4-1 or use an image built with an older CUDA"))
+    with pytest.raises(PreflightError) as raised:
+        findings(aws, "-c", "sonic.enabled=false", "-c", "voxtral.inference_ami_version=al2-ami-sagemaker-inference-gpu-3-1")
+    assert str(raised.value).splitlines()[1:] == [
+        "  - voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-3-1': the base image of container/Dockerfile "
+        "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0: CUDA 13.0 "
+        "needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 (NVIDIA driver 550, CUDA 12.4), and this AMI "
+        "does not mount forward-compatibility libraries: the container would fail to start (CannotStartContainerError); "
+        "use an InferenceAmiVersion whose driver runs CUDA 13.0 (al2023-ami-sagemaker-inference-gpu-4-1)"]
 
 
 @pytest.mark.parametrize(("image", "status", "start"), [
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01", Status.UNCHECKED,
-     "voxtral.image_uri 123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01 does not say its "
-     "CUDA version"),
+     "the CUDA version of voxtral.image_uri 123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01 "
+     "is unknown (its tag names none"),
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0-b1",
-     Status.WARN, "voxtral.image_uri: CUDA 12.9 is newer than al2-ami-sagemaker-inference-gpu-3-1"),
+     Status.WARN, "voxtral.image_uri 123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-"
+     "ubuntu22.04-sagemaker-v1.0-b1: CUDA 12.9 is newer than al2-ami-sagemaker-inference-gpu-3-1"),
 ])
 def test_a_prebuilt_image_is_checked_when_its_tag_says_its_cuda(aws, image, status, start):
     bootstrapped(aws)

@@ -1,9 +1,10 @@
 """Which CUDA a GPU image needs, which NVIDIA driver a SageMaker inference AMI has, and whether the two fit.
 
-One table, read by ``voicectl preflight`` now and meant for the synth-time check of ``voxtral.inference_ami_version``
-later. It imports nothing of ours (standard library only), so it can move as it is: its final home is below both
-users, in ``config/`` (or a ``constructs_lib`` facts module), because ``voicectl`` may import ``config`` but not the
-other way round (design.md, "Layers").
+One table in one place: the settings check ``voxtral.inference_ami_version`` against the bridge image's CUDA at synth
+(``config/settings.py``), ``voicectl preflight deploy`` checks it again before a deploy, and
+:data:`constructs_lib.endpoint_props.INFERENCE_AMI_VERSIONS` (the values a ProductionVariant accepts) is its keys. A
+facts module of the construct library, like :mod:`constructs_lib.instance_types`: standard library only (no
+``aws_cdk``), so ``config`` and ``voicectl`` import it, and it imports nothing of this project.
 
 Sources:
 
@@ -38,6 +39,7 @@ __all__ = [
     "InferenceAmi",
     "Verdict",
     "check_compatibility",
+    "check_image",
     "dockerfile_base_image",
     "image_cuda",
 ]
@@ -210,6 +212,32 @@ def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | No
     return Compatibility(Verdict.INCOMPATIBLE,
                          f"CUDA {image_cuda} needs a newer driver than {driver}, and this AMI does not mount "
                          "forward-compatibility libraries: the container would fail to start (CannotStartContainerError)")
+
+
+def check_image(image: str | None, source: str, inference_ami_version: str | None,
+                instance_type: str) -> Compatibility:
+    """Whether the image ``image`` (named ``source`` in messages, e.g. ``voxtral.image_uri``) starts with that
+    InferenceAmiVersion: :func:`check_compatibility` on the CUDA its tag names (:func:`image_cuda`).
+
+    UNKNOWN, saying so, when ``image`` is None or its tag does not name a CUDA version (nothing is guessed); an
+    INCOMPATIBLE reason ends with the AMI versions whose driver runs it.
+
+    Raises:
+        ValueError: ``inference_ami_version`` is not in :data:`INFERENCE_AMIS`.
+    """
+    cuda = image_cuda(image) if image is not None else None
+    if cuda is None:
+        shown = f" {image}" if image is not None else ""
+        return Compatibility(Verdict.UNKNOWN, f"the CUDA version of {source}{shown} is unknown (its tag names none, "
+                             "as '-cu130-' in a SageMaker DLC tag does), so it was not checked against "
+                             f"{inference_ami_version or 'the default driver'}")
+    result = check_compatibility(cuda, inference_ami_version, instance_type)
+    reason = f"{source} {image}: {result.reason}"
+    if result.verdict is Verdict.INCOMPATIBLE:
+        fitting = [name for name, ami in INFERENCE_AMIS.items() if ami.cuda >= cuda]
+        reason += (f"; use an InferenceAmiVersion whose driver runs CUDA {cuda} ({', '.join(fitting)})" if fitting
+                   else f"; no known InferenceAmiVersion runs CUDA {cuda}: use an image built with an older CUDA")
+    return Compatibility(result.verdict, reason)
 
 
 _IMAGE_CUDA_TAG = re.compile(r"-(cu\d{3})-")
