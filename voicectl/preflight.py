@@ -182,8 +182,10 @@ def check_bootstrap(ssm: Any, account: str, region: str, qualifier: str, *, requ
 
 
 def check_sonic_package(sagemaker: Any, settings: Settings) -> Finding:
-    """The Sonic model package exists in the stack's region and supports ``sonic.instance_type``."""
-    arn, instance_type = settings.sonic_model_package_arn, settings.sonic.instance_type
+    """The Sonic model package exists in the stack's region and supports ``sonic.instance_type`` (and every type of
+    ``sonic.instance_pools``)."""
+    arn, types = settings.sonic_model_package_arn, settings.sonic.variant().instance_types
+    key = "sonic.instance_pools" if settings.sonic.instance_pools else "sonic.instance_type"
     check = "Sonic model package"
     try:
         package = sagemaker.describe_model_package(ModelPackageName=arn)
@@ -197,11 +199,12 @@ def check_sonic_package(sagemaker: Any, settings: Settings) -> Finding:
     except botocore.exceptions.BotoCoreError as error:
         return _unchecked(check, "sagemaker:DescribeModelPackage", error)
     supported = package.get("InferenceSpecification", {}).get("SupportedRealtimeInferenceInstanceTypes") or []
-    if supported and instance_type not in supported:
+    unsupported = [t for t in types if supported and t not in supported]
+    if unsupported:
         return Finding(Status.STOP, check, f"{package.get('ModelPackageName', arn)} does not support "
-                       f"sonic.instance_type={instance_type}; it supports {', '.join(supported)}")
+                       f"{key}={', '.join(unsupported)}; it supports {', '.join(supported)}")
     return Finding(Status.OK, check, f"{package.get('ModelPackageName', arn)} ({package.get('ModelPackageStatus', '?')})"
-                   + (f", supports {instance_type}" if supported else ""))
+                   + (f", supports {', '.join(types)}" if supported else ""))
 
 
 def check_sonic_subscription(discovery: Any, agreement: Any, account: str) -> Finding:
@@ -263,21 +266,27 @@ def instance_needs(settings: Settings) -> dict[str, InstanceNeed]:
     """``{instance type: need}`` of the enabled endpoints. Voxtral updates roll one batch of new instances in before
     old ones go (``voxtral.rollout_batch_percent`` of the count, rounded up; RollingUpdatePolicy); Sonic updates are
     blue/green, all at once (Marketplace containers have no deployment guardrails), so a whole new fleet overlaps the
-    old one."""
+    old one. With instance pools, each pool's type needs the full count: SageMaker falls back to a pool when the ones
+    before it have no capacity, and may then run every instance of the variant on it."""
     needs: dict[str, InstanceNeed] = {}
+
+    def add(instance_types: tuple[str, ...], steady: int, peak: int, why: str) -> None:
+        for instance_type in instance_types:
+            need = needs.setdefault(instance_type, InstanceNeed(instance_type))
+            need.steady += steady
+            need.peak += peak
+            need.why.append(why + (f" (instance pool {instance_types.index(instance_type) + 1} of "
+                                   f"{len(instance_types)})" if len(instance_types) > 1 else ""))
+
     if settings.voxtral.enabled:
         v = settings.voxtral
         batch = math.ceil(v.max_instances * v.rollout_batch_percent / 100)
-        need = needs.setdefault(v.instance_type, InstanceNeed(v.instance_type))
-        need.steady += v.max_instances
-        need.peak += v.max_instances + batch
-        need.why.append(f"Voxtral up to {v.max_instances}, {v.max_instances + batch} during a rolling update")
+        add(v.variant().instance_types, v.max_instances, v.max_instances + batch,
+            f"Voxtral up to {v.max_instances}, {v.max_instances + batch} during a rolling update")
     if settings.sonic.enabled:
         s = settings.sonic
-        need = needs.setdefault(s.instance_type, InstanceNeed(s.instance_type))
-        need.steady += s.max_instances
-        need.peak += 2 * s.max_instances
-        need.why.append(f"Sonic up to {s.max_instances}, {2 * s.max_instances} during a blue/green update")
+        add(s.variant().instance_types, s.max_instances, 2 * s.max_instances,
+            f"Sonic up to {s.max_instances}, {2 * s.max_instances} during a blue/green update")
     return needs
 
 
@@ -380,10 +389,12 @@ def _stack_lines(settings: Settings) -> list[str]:
     if settings.voxtral.enabled:
         v = settings.voxtral
         lines.append(f"  {prefix}-Artifacts: bridge image repository, model bucket")
-        lines.append(f"  {prefix}-Voxtral: endpoint {v.endpoint_name} on {v.initial_instance_count} x {v.instance_type}")
+        lines.append(f"  {prefix}-Voxtral: endpoint {v.endpoint_name} on {v.initial_instance_count} x "
+                     f"{' or '.join(v.variant().instance_types)}")
     if settings.sonic.enabled:
         s = settings.sonic
-        lines.append(f"  {prefix}-Sonic: endpoint {s.endpoint_name} on {s.initial_instance_count} x {s.instance_type}")
+        lines.append(f"  {prefix}-Sonic: endpoint {s.endpoint_name} on {s.initial_instance_count} x "
+                     f"{' or '.join(s.variant().instance_types)}")
     return lines
 
 
