@@ -58,7 +58,8 @@ VARIANT_NOT_COMPARED = frozenset({"VariantName", "ModelName"})
 #: Fields compared even when the template leaves them out, with the value that "left out" means.
 MODEL_DEFAULTS: Mapping[str, Any] = {"EnableNetworkIsolation": False, "VpcConfig": None}
 CONFIG_DEFAULTS: Mapping[str, Any] = {"KmsKeyId": None}
-VARIANT_DEFAULTS: Mapping[str, Any] = {"InferenceAmiVersion": None, "InstancePools": None}
+VARIANT_DEFAULTS: Mapping[str, Any] = {"InferenceAmiVersion": None, "InstancePools": None,
+                                       "VariantInstanceProvisionTimeoutInSeconds": None}
 #: Maps whose keys must match exactly (an extra environment variable changes the container's behaviour); in other
 #: maps SageMaker may add keys of its own, so only the template's keys are compared.
 EXACT_KEYS = frozenset({"Environment"})

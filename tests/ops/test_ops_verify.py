@@ -1,6 +1,7 @@
 """`make verify` (voicectl verify) against moto: the synthesized variant's endpoints are created in moto as a
-deployment would leave them, then changed the ways a deployment can go wrong, one field at a time. Fields the
-synth does not set yet (VPC, KMS key, instance pools) are checked with a hand-written cloud assembly."""
+deployment would leave them, then changed the ways a deployment can go wrong, one field at a time (also with the
+instance pools of a real synth). Fields the synth does not set yet (VPC, KMS key, a pool running its own Model) are
+checked with a hand-written cloud assembly."""
 
 from __future__ import annotations
 
@@ -51,9 +52,13 @@ def deploy(session, name: str, config: str, model: str, container: dict, instanc
     sm = session.client("sagemaker")
     sm.create_model(ModelName=model, ExecutionRoleArn=ROLE, PrimaryContainer=container, **({"VpcConfig": vpc} if vpc else {}))
     backend()._models[model].enable_network_isolation = isolation  # moto drops EnableNetworkIsolation
+    # moto requires an InstanceType; SageMaker stores none for a variant with instance pools (instance_type None).
+    moto_type = instance_type or (variant or {})["InstancePools"][0]["InstanceType"]
     sm.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": model, "InstanceType": instance_type, "InitialInstanceCount": count,
+        "VariantName": "AllTraffic", "ModelName": model, "InstanceType": moto_type, "InitialInstanceCount": count,
         **(variant or {})}], **config_extra)
+    if instance_type is None:
+        del backend().endpoint_configs[config].production_variants[0]["InstanceType"]
     if name in backend().endpoints:
         # moto has no UpdateEndpoint; recreating leaves the same state: InService on the other EndpointConfig.
         sm.delete_endpoint(EndpointName=name)
@@ -75,14 +80,14 @@ def deploy_voxtral(session, outdir: Path, suffix: str = "1", *, container: dict 
     replaced."""
     synth_container, synth_variant = synthesized(outdir, "voxtral-realtime")
     fields = {**synth_variant, **(variant or {})}
-    instance_type, count = fields.pop("InstanceType"), fields.pop("InitialInstanceCount")
+    instance_type, count = fields.pop("InstanceType", None), fields.pop("InitialInstanceCount")
     deploy(session, "voxtral-realtime", f"voxtral-config-{suffix}", f"voxtral-model-{suffix}",
            {**synth_container, **(container or {})}, instance_type, count, variant=fields, **kwargs)
 
 
 def deploy_sonic(session, outdir: Path, suffix: str = "1", container: dict | None = None) -> None:
     synth_container, synth_variant = synthesized(outdir, "sonic-tts")
-    instance_type, count = synth_variant.pop("InstanceType"), synth_variant.pop("InitialInstanceCount")
+    instance_type, count = synth_variant.pop("InstanceType", None), synth_variant.pop("InitialInstanceCount")
     deploy(session, "sonic-tts", f"sonic-config-{suffix}", f"sonic-model-{suffix}", {**synth_container, **(container or {})},
            instance_type, count, isolation=True, variant=synth_variant)
 
@@ -134,7 +139,7 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
             *(f"{config} AllTraffic {name}" for name in (
                 "InstanceType", "InitialInstanceCount", "InitialVariantWeight", "ModelDataDownloadTimeoutInSeconds",
                 "ContainerStartupHealthCheckTimeoutInSeconds", "InferenceAmiVersion", "RoutingConfig",
-                "InstancePools")),
+                "InstancePools", "VariantInstanceProvisionTimeoutInSeconds")),
             *(f"{model} PrimaryContainer.{name}" for name in ("Environment", "Image", "Mode", "ModelDataSource")),
             f"{model} EnableNetworkIsolation", f"{model} VpcConfig", "AllTraffic instance count (no autoscaling)")}
     sonic = by_what(checks)
@@ -147,6 +152,33 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     assert ("OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized (13 entries)"
             in out)
     assert out.rstrip().endswith(f"{len(checks)} of {len(checks)} checks passed")
+
+
+def test_a_deployment_with_instance_pools_as_synthesized_passes_and_a_lost_pool_is_named(pools_variant, aws):
+    """A real synth with instance pools: verify compares what it synthesizes, pool by pool."""
+    deploy_as_synthesized(aws, pools_variant.outdir)
+    checks = verify(pools_variant.outdir, aws)
+    assert failures(checks) == {} and not [c for c in checks if c.skipped]
+    found = by_what(checks)
+    assert "voxtral-realtime: EndpointConfig voxtral-config-1 AllTraffic InstanceType" not in found
+    pools = found["voxtral-realtime: EndpointConfig voxtral-config-1 AllTraffic InstancePools"]
+    assert pools.ok and pools.expected == pools.actual
+    timeout = found["sonic-tts: EndpointConfig sonic-config-1 AllTraffic VariantInstanceProvisionTimeoutInSeconds"]
+    assert (timeout.ok, timeout.expected, timeout.actual) == (True, "900", "900")
+    # An update rolled back to a config with the first two pools only and another provisioning timeout.
+    deploy_voxtral(aws, pools_variant.outdir, "0", variant={
+        "InstancePools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}],
+        "VariantInstanceProvisionTimeoutInSeconds": 600})
+    assert failures(verify(pools_variant.outdir, aws)) == {
+        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic InstancePools":
+            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic InstancePools: expected "
+            '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}, '
+            '{"InstanceType": "ml.g5.4xlarge", "Priority": 3}], found [{"InstanceType": "ml.g6.4xlarge", "Priority": '
+            '1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]',
+        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic VariantInstanceProvisionTimeoutInSeconds":
+            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic "
+            "VariantInstanceProvisionTimeoutInSeconds: expected 1800, found 600",
+    }
 
 
 def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant, aws, capsys):
