@@ -7,11 +7,10 @@ import json
 
 import pytest
 
-from config.settings import SettingsError, load_settings
 from constructs_lib import instance_types
 from constructs_lib.endpoint_props import DEFAULT_POOL_PROVISION_TIMEOUT_S, ProductionVariant, rolling_update_timeout_s
 from constructs_lib.validation import Problems
-from tests.conftest import cdk_json_context
+from tests.infra.test_settings import problems_for
 from tests.ops.conftest import alarms_by_name, resources
 from voicectl.preflight import instance_needs
 
@@ -20,13 +19,6 @@ def variant_of(template: dict) -> dict:
     (config,) = resources(template, "AWS::SageMaker::EndpointConfig").values()
     (variant,) = config["Properties"]["ProductionVariants"]
     return variant
-
-
-def problems_for(**overrides: str) -> list[str]:
-    context = {**cdk_json_context(), **{k.replace("__", "."): v for k, v in overrides.items()}}
-    with pytest.raises(SettingsError) as caught:
-        load_settings(context)
-    return caught.value.problems
 
 
 # --- The synthesized variant -------------------------------------------------------------------------------------
@@ -168,3 +160,20 @@ def test_each_pool_type_needs_the_full_maximum_count(pools_variant):
     assert needs["ml.g6e.2xlarge"].why == [
         "Voxtral up to 2, 3 during a rolling update (instance pool 2 of 3)",
         "Sonic up to 3, 6 during a blue/green update (instance pool 2 of 2)"]
+
+
+def test_cfn_lint_knows_the_pool_properties(pools_variant):
+    """cfn-lint's resource schema has InstancePools and VariantInstanceProvisionTimeoutInSeconds (an unknown property
+    would be E3002)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    templates = [str(p) for p in sorted(pools_variant.outdir.glob("*.template.json"))
+                 if p.name.endswith(("-Voxtral.template.json", "-Sonic.template.json"))]
+    assert len(templates) == 2
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:3000]
