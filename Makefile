@@ -7,6 +7,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
+# The mic page (Gradio) and its real-browser test (Playwright, driving the system Chromium): pinned apart from
+# requirements.lock, at the same versions for every package they share, so `make deps` and `make synth` stay lean.
+MIC_LOCK := requirements-mic.lock
+MIC_STAMP := $(VENV)/.installed-mic
 NODE_STAMP := node_modules/.installed
 # The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
 # Stacks `make destroy` deletes: all of the app's, or e.g. STACKS=RealtimeVoice-Sonic for one endpoint.
@@ -19,7 +23,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps synth test local-lifecycle bootstrap diff deploy destroy verify lock clean
+.PHONY: help deps mic-deps synth test mic mic-screenshot local local-lifecycle bootstrap diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -35,13 +39,28 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(MIC_STAMP): $(MIC_LOCK) $(VENV_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(MIC_LOCK)
+	@touch $@
+
 deps: $(VENV_STAMP) $(NODE_STAMP)
+
+mic-deps: $(MIC_STAMP)
 
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)
 
-test: deps ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients)
+test: deps $(MIC_STAMP) ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients, mic page in Chromium)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoint voxtral-realtime" (or --url ws://...)
+	$(PY) -m voicectl mic $(MIC_ARGS)
+
+mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
+	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/clients/test_clients_mic_browser.py -q
+
+local: deps ## run the whole path on this machine (fake vLLM, bridge, Sonic stand-in, SageMaker runtime front door); Ctrl-C stops
+	$(PY) -m voicectl.local $(LOCAL_ARGS)
 
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server (1-2 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
@@ -65,9 +84,11 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements.lock (and the model staging build's requirements.txt, taken from it)
+lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock and the model staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
+		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
 	$(PY) tests/tools/staging_requirements.py
 
 clean: ## remove cdk.out and the virtual environment

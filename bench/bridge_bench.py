@@ -2,7 +2,7 @@
 
 For each stream count N (default 16, 64, 200), and each of `--repeats` runs (medians are printed):
 
-1. Start the fake vLLM (tests/fakes/fake_vllm.py, one delta back per append) and a fresh bridge
+1. Start the fake vLLM (voicectl/local/fake_vllm.py, one delta back per append) and a fresh bridge
    (`python -m bridge`), each in its own process, on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
@@ -256,7 +256,7 @@ async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     fake = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
+        [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL,
     )
     bridge_env = {

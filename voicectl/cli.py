@@ -32,6 +32,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.mic",
     "voicectl.verify",
     "voicectl.cost",
+    "voicectl.local_runtime",
 )
 
 EXIT_UNAVAILABLE = 1

@@ -1,14 +1,34 @@
-"""``voicectl mic``: a local web page that streams the microphone through the transcription path.
+"""``voicectl mic``: a local web page that transcribes the microphone live through the transcription path.
 
     voicectl mic --endpoint NAME [--region R] [--profile P] [--port 7860] [--share]
     voicectl mic --url ws://HOST:PORT/invocations-bidirectional-stream
 
-The page (Gradio) sends the microphone audio in short chunks; each recording is one transcription
-(:func:`voicectl.realtime.transcribe_stream`, the same code as ``transcribe``), and the transcript grows on the page
-as deltas arrive. The server binds 127.0.0.1 only and creates no public link unless ``--share`` is given: whoever
-can open the page calls the endpoint with *your* AWS credentials.
+The page is a Gradio app bound to 127.0.0.1 (no public link unless ``--share``: whoever can open the page calls the
+endpoint with *your* AWS credentials). The target is opened once, before the page's address is printed: for
+``--endpoint`` the AWS credentials are resolved and the SDK client is made then, so the command fails at once
+without them (as ``transcribe`` does), and every recording reuses them.
 
-Gradio is an optional dependency: ``pip install '.[mic]'``.
+One recording is one WebSocket from the page to this process (:data:`RECORDING_PATH`) and one transcription
+(:func:`voicectl.realtime.transcribe_stream`, the same code as ``transcribe``). The page's recorder
+(``mic_page/recorder.js``) captures the microphone with an AudioWorklet and sends every sample. Gradio's streaming
+``gr.Audio`` is not used: its frontend (gradio 6.31, ``templates/frontend/assets/audio-*.js``) discards a chunk that
+arrives once recording is off, so the audio after the last full chunk is lost at Stop, and a chunk captured while
+its stream is still being set up (``stream_state`` ``waiting``) is lost too.
+
+Messages on the recording WebSocket (text frames are JSON):
+
+- page -> server: ``{"type": "start", "sample_rate_hz": N}`` first; then binary frames of float32 little-endian mono
+  samples at that rate; then ``{"type": "stop", "samples": TOTAL}`` once every sample has been sent.
+- server -> page: ``{"type": "started", "target"}`` once the stream to the endpoint is open (it is opened when the
+  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; at the end either
+  ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
+  ``{"type": "error", "message", "text"}`` (the text received so far); then the server closes the WebSocket.
+
+A failure ends the recording: the page stops capturing and shows the one error, which is also printed on the
+terminal. When the page goes away (tab closed, reload, browser quit) its WebSocket closes and the transcription is
+cancelled, which closes the stream to the endpoint at once.
+
+Gradio is an optional dependency: ``pip install '.[mic]'`` (or ``make mic``).
 """
 
 from __future__ import annotations
@@ -16,17 +36,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
+import json
 import sys
-from collections.abc import AsyncIterator
-from typing import Any
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from importlib import resources
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import numpy as np
 import soxr
 
 from voicectl.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
-from voicectl.realtime import RealtimeError, Transcript, TranscriptionResult, transcribe_stream
-from voicectl.transcribe import add_target_arguments, format_figures, open_target, validate_target_arguments
+from voicectl.realtime import (
+    DEFAULT_MODEL,
+    DEFAULT_SESSION_LIMIT_S,
+    RealtimeError,
+    Transcript,
+    TranscriptionResult,
+    TransportOpener,
+    transcribe_stream,
+)
+from voicectl.transcribe import (
+    EXIT_FAILED,
+    add_target_arguments,
+    format_figures,
+    open_target,
+    validate_target_arguments,
+)
 
 MIC_HOST = "127.0.0.1"
 """Interface the page binds: loopback only, so other machines cannot reach it."""
@@ -34,10 +74,26 @@ MIC_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 """Gradio's customary port."""
 
-STREAM_EVERY_S = 0.25
-"""Seconds of microphone audio per chunk sent from the browser to the page's server."""
+RECORDING_PATH = "/voicectl/recording"
+"""WebSocket route of a recording, next to Gradio's own routes."""
 
-INSTALL_HINT = "the mic page needs Gradio, an optional dependency: pip install '.[mic]' (from the repository root)"
+MIN_SAMPLE_RATE_HZ = 8_000
+MAX_SAMPLE_RATE_HZ = 384_000
+"""Microphone sample rates accepted from the page (browsers capture at 44.1 or 48 kHz, some devices at 8-192 kHz)."""
+
+START_MESSAGE_TIMEOUT_S = 10.0
+"""Seconds the page has, after its WebSocket opens, to send ``start``."""
+
+SERVER_START_TIMEOUT_S = 30.0
+"""Seconds allowed for Gradio's server to come up before the target is opened on its event loop."""
+
+WS_POLICY_VIOLATION = 1008
+"""WebSocket close code (RFC 6455) for a connection refused because of its Origin."""
+
+INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: pip install '.[mic]' (from the repository root), "
+                "or `make mic`")
+
+_ASSETS = resources.files("voicectl") / "mic_page"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,8 +112,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def launch_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for ``gradio.Blocks.launch``: loopback only, public link only with ``--share``."""
-    return {"server_name": MIC_HOST, "server_port": args.port, "share": bool(args.share), "inbrowser": False}
+    """Keyword arguments for ``gradio.Blocks.launch``: loopback only, public link only with ``--share``, no browser
+    opened, no server-side rendering (the page is one static component), no "Use via API" link (the page has no
+    Gradio API), and not blocking (:func:`serve` yields, :func:`run` waits)."""
+    return {"server_name": MIC_HOST, "server_port": args.port, "share": bool(args.share), "inbrowser": False,
+            "prevent_thread_lock": True, "quiet": True, "ssr_mode": False, "footer_links": ["gradio", "settings"]}
 
 
 def import_gradio() -> Any:
@@ -69,30 +128,57 @@ def import_gradio() -> Any:
     return gradio
 
 
-class MicTranscriber:
-    """One recording: microphone chunks in, a growing transcript out.
+def log(message: str) -> None:
+    """Print one line for the terminal that runs the page (stderr, flushed)."""
+    print(f"voicectl mic: {message}", file=sys.stderr, flush=True)
 
-    :meth:`feed` takes chunks as the browser delivers them (any sample rate, int16 or float, mono or multi-channel),
-    mixes them down, resamples them to 16 kHz with a streaming soxr resampler (which keeps filter state across
-    chunks, unlike resampling each chunk alone) and queues 4096-byte PCM16 chunks for the session task.
+
+class MicTranscriber:
+    """One recording: microphone samples in, a growing transcript out.
+
+    :meth:`start` opens the stream to the endpoint at once (not at the first chunk), so a recording that cannot
+    reach the endpoint fails before any audio is taken. :meth:`feed` takes samples as the page delivers them (any
+    sample rate, int16 or float, mono or multi-channel), mixes them down, resamples them to 16 kHz with a streaming
+    soxr resampler (which keeps filter state across chunks, unlike resampling each chunk alone) and queues 4096-byte
+    PCM16 chunks; :meth:`end_audio` flushes the resampler and the last partial chunk, so every sample is sent.
+
+    Args:
+        opener: opens a stream to the endpoint (from :func:`voicectl.transcribe.open_target`).
+        model: model name for ``session.update``.
+        session_limit_s: audio seconds per session (see :func:`transcribe_stream`).
+        on_delta: called with each ``transcription.delta`` text.
+        on_replay: called with a one-line reason when a session is replayed on a new stream.
     """
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self._args = args
+    def __init__(self, opener: TransportOpener, *, model: str = DEFAULT_MODEL,
+                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+                 on_delta: Callable[[str], None] = lambda delta: None,
+                 on_replay: Callable[[str], None] = lambda reason: None) -> None:
+        self._opener = opener
+        self._model = model
+        self._session_limit_s = session_limit_s
+        self._on_delta = on_delta
+        self._on_replay = on_replay
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._pending = bytearray()
         self._resampler: soxr.ResampleStream | None = None
         self._sample_rate_hz: int | None = None
+        self._audio_ended = False
         self._transcript = Transcript()
-        self._task: asyncio.Task[TranscriptionResult] | None = None
-        self._exit_stack = contextlib.AsyncExitStack()
+        self._first_transport: Any = None
+        self.task: asyncio.Task[TranscriptionResult] | None = None
+        """The transcription, once :meth:`start` returned; it ends after :meth:`end_audio`, or with the failure."""
 
     async def start(self) -> None:
-        """Open the target and start the session task."""
-        opener = await self._exit_stack.enter_async_context(open_target(self._args))
-        self._task = asyncio.create_task(transcribe_stream(
-            self._chunks(), opener, model=self._args.model, transcript=self._transcript,
-            session_limit_s=self._args.session_limit,
+        """Open the stream to the endpoint and start the transcription.
+
+        Raises:
+            RealtimeError: the stream cannot be opened (the message says what to check).
+        """
+        self._first_transport = await self._opener()
+        self.task = asyncio.create_task(transcribe_stream(
+            self._chunks(), self._open, model=self._model, on_delta=self._on_delta, on_replay=self._on_replay,
+            transcript=self._transcript, session_limit_s=self._session_limit_s,
         ))
 
     @property
@@ -100,15 +186,8 @@ class MicTranscriber:
         """The transcript so far: finished sessions plus the deltas of the current one."""
         return self._transcript.text
 
-    @property
-    def error(self) -> BaseException | None:
-        """The failure of the session task, once it failed."""
-        if self._task is not None and self._task.done() and not self._task.cancelled():
-            return self._task.exception()
-        return None
-
     def feed(self, sample_rate_hz: int, samples: np.ndarray) -> None:
-        """Queue one microphone chunk (shape ``(n,)`` or ``(n, channels)``; int16 or float in [-1, 1])."""
+        """Queue microphone samples (shape ``(n,)`` or ``(n, channels)``; int16, or float in [-1, 1])."""
         data = np.asarray(samples)
         if np.issubdtype(data.dtype, np.integer):
             data = data.astype(np.float32) / float(np.iinfo(data.dtype).max + 1)
@@ -120,30 +199,49 @@ class MicTranscriber:
                                                   quality=RESAMPLER_QUALITY)
         self._queue_pcm(float_to_pcm16(self._resampler.resample_chunk(mono)))
 
-    async def stop(self) -> TranscriptionResult:
-        """End the recording: flush the audio, finish the session and return the result.
-
-        Raises:
-            RealtimeError: the session failed.
-        """
+    def end_audio(self) -> None:
+        """No more samples: queue what the resampler holds and the last partial chunk, then the end (idempotent)."""
+        if self._audio_ended:
+            return
+        self._audio_ended = True
         self._flush_resampler()
         if self._pending:
             self._queue.put_nowait(bytes(self._pending))
             self._pending.clear()
         self._queue.put_nowait(None)
+
+    async def stop(self) -> TranscriptionResult:
+        """End the audio, wait for the final transcript and return the result.
+
+        Raises:
+            RealtimeError: the transcription failed.
+        """
+        self.end_audio()
+        assert self.task is not None, "start() was not called"
         try:
-            assert self._task is not None, "start() was not called"
-            return await self._task
+            return await self.task
         finally:
-            await self._exit_stack.aclose()
+            await self._close_unused_transport()
 
     async def cancel(self) -> None:
-        """Abandon the recording (page closed): stop the task and close the stream."""
-        if self._task is not None:
-            self._task.cancel()
+        """Abandon the recording (the page went away): stop the transcription, which closes its stream."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        if self.task is not None:
             with contextlib.suppress(BaseException):
-                await self._task
-        await self._exit_stack.aclose()
+                await self.task
+        await self._close_unused_transport()
+
+    async def _open(self) -> Any:
+        """The opener handed to :func:`transcribe_stream`: the stream opened by :meth:`start` first."""
+        transport, self._first_transport = self._first_transport, None
+        return transport if transport is not None else await self._opener()
+
+    async def _close_unused_transport(self) -> None:
+        transport, self._first_transport = self._first_transport, None
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                await transport.close()
 
     def _flush_resampler(self) -> None:
         if self._resampler is not None:
@@ -161,56 +259,343 @@ class MicTranscriber:
             yield chunk
 
 
-def build_page(gr: Any, args: argparse.Namespace) -> Any:
-    """Build the Gradio Blocks page for ``args`` (``gr`` is the gradio module)."""
+class PageClosed(Exception):
+    """The page's WebSocket closed (tab closed, reload, browser quit, network gone)."""
 
-    async def on_chunk(chunk: tuple[int, np.ndarray] | None, state: MicTranscriber | None):
-        if chunk is None:
-            return gr.skip(), state
-        if state is None:
-            state = MicTranscriber(args)
-            try:
-                await state.start()
-            except (RealtimeError, UsageError) as error:
-                return f"[error] {error}", None
-        sample_rate_hz, samples = chunk
-        state.feed(sample_rate_hz, samples)
-        if state.error is not None:
-            text = state.text
-            await state.cancel()
-            return f"{text}\n\n[error] {state.error}", None
-        return state.text, state
+    def __init__(self, code: int | None) -> None:
+        super().__init__(f"WebSocket code {code}")
+        self.code = code
 
-    async def on_stop(state: MicTranscriber | None):
-        if state is None:
-            return gr.skip(), None
+
+class PageProtocolError(Exception):
+    """The page sent a message that breaks the recording protocol (see the module docstring)."""
+
+
+class PageSocket:
+    """A recording WebSocket (Starlette's) with the two failure kinds the recording cares about.
+
+    Raises :class:`PageClosed` when the page is gone, whichever call notices it.
+    """
+
+    def __init__(self, websocket: Any) -> None:
+        self._websocket = websocket
+
+    async def receive(self) -> str | bytes:
+        """The next message: text (JSON) or bytes."""
+        message = await self._websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            raise PageClosed(message.get("code"))
+        if message.get("bytes") is not None:
+            return message["bytes"]
+        return message.get("text") or ""
+
+    async def send(self, event: dict[str, Any]) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
         try:
-            result = await state.stop()
-        except RealtimeError as error:
-            return f"{state.text}\n\n[error] {error}", None
-        return f"{result.transcript}\n\n({format_figures(result)})", None
+            await self._websocket.send_text(json.dumps(event))
+        except (WebSocketDisconnect, OSError, RuntimeError) as error:  # RuntimeError: sent after the close
+            raise PageClosed(getattr(error, "code", None)) from error
 
-    target = args.url or f"SageMaker endpoint {args.endpoint}"
-    with gr.Blocks(title="voicectl mic") as page:
-        gr.Markdown(f"### Live transcription\nStreaming to {target}. Press record, speak, press stop.")
-        state = gr.State(None)
-        microphone = gr.Audio(sources=["microphone"], type="numpy", streaming=True, label="Microphone")
-        transcript = gr.Textbox(label="Transcript", lines=10)
-        microphone.stream(on_chunk, inputs=[microphone, state], outputs=[transcript, state],
-                          stream_every=STREAM_EVERY_S, concurrency_limit=None)
-        microphone.stop_recording(on_stop, inputs=[state], outputs=[transcript, state])
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._websocket.close()
+
+
+def same_origin(headers: Any) -> bool:
+    """Whether a WebSocket request comes from this page: its ``Origin`` names the host it was sent to.
+
+    Browsers send ``Origin`` on every WebSocket handshake, and any web site can open a WebSocket to 127.0.0.1, so
+    without this check a site open in another tab could stream audio through the endpoint with your credentials.
+    A request without ``Origin`` is not from a browser page.
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+
+
+async def read_start(page: PageSocket) -> int:
+    """Read the page's ``start`` message and return its sample rate in Hz.
+
+    Raises:
+        PageProtocolError: it is not a valid ``start``.
+        PageClosed: the page went away.
+    """
+    message = await page.receive()
+    event = _json_object(message)
+    rate = event.get("sample_rate_hz")
+    if event.get("type") != "start" or not isinstance(rate, int) or isinstance(rate, bool):
+        raise PageProtocolError('the first message must be {"type": "start", "sample_rate_hz": N}, '
+                                f"got {message!r:.200}")
+    if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
+        raise PageProtocolError(f"sample rate {rate} Hz is outside {MIN_SAMPLE_RATE_HZ}-{MAX_SAMPLE_RATE_HZ} Hz")
+    return rate
+
+
+async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int) -> NoReturn:
+    """Feed the page's audio frames to ``transcriber`` until ``stop``, then watch the socket for the page leaving.
+
+    Never returns: it ends by raising :class:`PageClosed` (the page went away, before or after ``stop``) or
+    :class:`PageProtocolError` (a malformed frame, a sample count that does not match, a message after ``stop``).
+    """
+    received = 0
+    stopped = False
+    while True:
+        message = await page.receive()
+        if stopped:
+            raise PageProtocolError(f"the page sent a message after stop: {message!r:.200}")
+        if isinstance(message, bytes):
+            if len(message) % 4:
+                raise PageProtocolError(f"an audio frame of {len(message)} bytes is not whole float32 samples")
+            samples = np.frombuffer(message, dtype="<f4")
+            if not np.isfinite(samples).all():
+                raise PageProtocolError("an audio frame holds samples that are not finite numbers")
+            transcriber.feed(sample_rate_hz, samples)
+            received += samples.size
+            continue
+        event = _json_object(message)
+        if event.get("type") != "stop":
+            raise PageProtocolError(f"expected audio or stop, got {message!r:.200}")
+        if event.get("samples") != received:
+            raise PageProtocolError(f"the page recorded {event.get('samples')} samples but {received} arrived")
+        transcriber.end_audio()
+        stopped = True
+
+
+def _json_object(message: str | bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(message)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise PageProtocolError(f"expected a JSON object, got {message!r:.200}") from None
+    if not isinstance(event, dict):
+        raise PageProtocolError(f"expected a JSON object, got {message!r:.200}")
+    return event
+
+
+class TranscriptPublisher:
+    """Sends the transcript to the page as it changes, without taking back text the page may already show.
+
+    When a dropped stream's session is replayed, :func:`transcribe_stream` discards that session's text and the
+    replay transcribes the same audio again: the text re-grows through words already received. Showing that would
+    blank words and bring them back (a flicker), and if the replay failed the words would be lost; so a text that is
+    a beginning of the longest one received is not shown, and :meth:`text` keeps the longer one.
+    """
+
+    def __init__(self, page: PageSocket, transcriber: MicTranscriber) -> None:
+        self._page = page
+        self._transcriber = transcriber
+        self._changed = asyncio.Event()
+        self._text = ""
+        self._shown = ""
+
+    def update(self) -> None:
+        """Note the transcript now and wake :meth:`run` (call it on every delta and replay)."""
+        self.text()
+        self._changed.set()
+
+    def text(self) -> str:
+        """The text to show: the transcript, or the longer text received before a replay that has not caught up."""
+        current = self._transcriber.text
+        if not self._text.startswith(current):
+            self._text = current
+        return self._text
+
+    async def run(self) -> NoReturn:
+        """Send the text to show each time it changed (one message for all the updates since the last one)."""
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            if (text := self.text()) != self._shown:
+                await self._page.send({"type": "transcript", "text": text})
+                self._shown = text
+
+
+class MicServer:
+    """The server side of the page: the target opened once, one transcription per recording WebSocket.
+
+    Gradio serves the page on its own event loop (a uvicorn server in a thread); :meth:`lifespan` runs on that
+    loop, and :meth:`open_target` opens the target there, so the SDK client and every stream share one loop.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self.target = args.url or f"SageMaker endpoint {args.endpoint}"
+        """What the page streams to, for people: the URL or the endpoint's name."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._serving = threading.Event()
+        self._opener: TransportOpener | None = None
+        self._exit_stack = contextlib.AsyncExitStack()
+        self._numbers = itertools.count(1)
+
+    def app_kwargs(self) -> dict[str, Any]:
+        """``app_kwargs`` for ``gradio.Blocks.launch``: the recording route and the lifespan."""
+        from starlette.routing import WebSocketRoute
+
+        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording)], "lifespan": self.lifespan}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        """Runs on the server's event loop: note the loop, and close the target when the server stops."""
+        self._loop = asyncio.get_running_loop()
+        self._serving.set()
+        try:
+            yield
+        finally:
+            await self._exit_stack.aclose()
+
+    def open_target(self) -> None:
+        """Open the target on the server's event loop; call from another thread once the server is up.
+
+        Raises:
+            UsageError: no Region, or an unknown profile.
+            RealtimeError: no usable AWS credentials (code ``credentials``).
+            TimeoutError: the server did not come up within :data:`SERVER_START_TIMEOUT_S`.
+        """
+        if not self._serving.wait(SERVER_START_TIMEOUT_S):
+            raise TimeoutError(f"the page's server did not start within {SERVER_START_TIMEOUT_S:.0f} s")
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._open_target(), self._loop).result()
+
+    async def _open_target(self) -> None:
+        self._opener = await self._exit_stack.enter_async_context(open_target(self._args))
+
+    async def serve_recording(self, websocket: Any) -> None:
+        """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an error."""
+        number = next(self._numbers)
+        if not same_origin(websocket.headers):
+            log(f"refused a recording from origin {websocket.headers.get('origin')!r}: only this page may record")
+            await websocket.close(code=WS_POLICY_VIOLATION)
+            return
+        await websocket.accept()
+        page = PageSocket(websocket)
+        try:
+            await self._record(page, number)
+        except PageClosed:
+            pass  # gone before the recording started, or while an error was being reported
+        finally:
+            await page.close()
+
+    async def _record(self, page: PageSocket, number: int) -> None:
+        try:
+            sample_rate_hz = await asyncio.wait_for(read_start(page), START_MESSAGE_TIMEOUT_S)
+        except PageProtocolError as error:
+            return await self._fail(page, number, f"the page sent a bad message: {error}")
+        except TimeoutError:
+            return await self._fail(page, number,
+                                    f"the page sent no start message within {START_MESSAGE_TIMEOUT_S:.0f} s")
+        if self._opener is None:
+            return await self._fail(page, number, "voicectl mic is still starting: press Record again in a moment")
+
+        def replayed(reason: str) -> None:
+            log(f"recording {number}: {reason}")
+            publisher.update()
+
+        transcriber = MicTranscriber(self._opener, model=self._args.model, session_limit_s=self._args.session_limit,
+                                     on_delta=lambda delta: publisher.update(), on_replay=replayed)
+        publisher = TranscriptPublisher(page, transcriber)
+        reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz))
+        opening = asyncio.create_task(transcriber.start())
+        publishing: asyncio.Task[NoReturn] | None = None
+        began = time.monotonic()
+        try:
+            await asyncio.wait({opening, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if not opening.done():
+                reader.result()  # the page left (or misbehaved) while the stream was opening: raises
+            opening.result()
+            log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target}")
+            await page.send({"type": "started", "target": self.target})
+            publishing = asyncio.create_task(publisher.run())
+            assert transcriber.task is not None
+            await asyncio.wait({reader, transcriber.task}, return_when=asyncio.FIRST_COMPLETED)
+            if not transcriber.task.done():
+                reader.result()  # raises: read_audio never returns
+            result = transcriber.task.result()
+            await _stop_task(publishing)
+            await page.send({"type": "done", "text": result.transcript, "figures": format_figures(result),
+                             "result": result.as_dict()})
+            log(f"recording {number} done: {format_figures(result)}")
+        except PageClosed as closed:
+            log(f"recording {number} abandoned: the page's WebSocket closed ({closed}) "
+                f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
+        except PageProtocolError as error:
+            await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
+        except RealtimeError as error:
+            await self._fail(page, number, str(error), publisher.text())
+        finally:
+            for task in (opening, reader, publishing):
+                if task is not None:
+                    await _stop_task(task)
+            await transcriber.cancel()
+
+    @staticmethod
+    async def _fail(page: PageSocket, number: int, message: str, text: str = "") -> None:
+        """End the recording with one error: on the terminal and on the page (which stops recording)."""
+        log(f"recording {number} failed: {message}")
+        with contextlib.suppress(PageClosed):
+            await page.send({"type": "error", "message": message, "text": text})
+
+
+async def _stop_task(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` if it still runs and wait for it, keeping its outcome from being reported as unretrieved."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+
+
+def build_page(gr: Any, server: MicServer) -> Any:
+    """Build the Gradio Blocks page (``gr`` is the gradio module): a heading and the recorder component."""
+    with gr.Blocks(title="voicectl mic", analytics_enabled=False) as page:
+        gr.Markdown(f"### Live transcription\nStreaming to {server.target}. Press **Record**, speak, press **Stop**.")
+        gr.HTML(html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
+                css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
+                js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
+                recording_path=RECORDING_PATH.lstrip("/"))
     return page
 
 
-def run(args: argparse.Namespace, gradio_module: Any = None) -> int:
-    """Entry point of ``voicectl mic``: build the page and serve it until Ctrl-C."""
+@contextlib.contextmanager
+def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
+    """Serve the page for ``args`` and yield its local URL; stop the server (and every recording) on exit.
+
+    The target is opened before the URL is yielded (see the module docstring).
+
+    Raises:
+        UsageError: bad arguments, Gradio missing, the port in use, no Region or an unknown profile.
+        RealtimeError: no usable AWS credentials.
+    """
     validate_target_arguments(args)
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"--port must be a TCP port from 1 to 65535, got {args.port}")
     gr = gradio_module if gradio_module is not None else import_gradio()
+    server = MicServer(args)
+    page = build_page(gr, server)
     settings = launch_kwargs(args)
     if settings["share"]:
-        print("voicectl mic: --share creates a public link: anyone who has it can call the endpoint with your AWS "
-              "credentials. Close the page when done.", file=sys.stderr)
-    page = build_page(gr, args)
-    print(f"voicectl mic: open http://{MIC_HOST}:{args.port} (Ctrl-C to stop)", file=sys.stderr)
-    page.queue().launch(**settings)
+        log("--share creates a public link: anyone who has it can call the endpoint with your AWS credentials. "
+            "Close the page when done.")
+    try:
+        page.launch(**settings, app_kwargs=server.app_kwargs())
+    except OSError as error:  # gradio: "Cannot find empty port in range: N-N. ..."
+        raise UsageError(f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); another "
+                         "program (or another voicectl mic) uses the port: pass --port with a free one") from error
+    try:
+        server.open_target()
+        yield f"http://{MIC_HOST}:{page.server_port}"
+    finally:
+        page.close(verbose=False)
+
+
+def run(args: argparse.Namespace, gradio_module: Any = None) -> int:
+    """Entry point of ``voicectl mic``: serve the page until Ctrl-C; exit 1 when the target cannot be opened."""
+    try:
+        with serve(args, gradio_module) as url:
+            log(f"open {url} (Ctrl-C to stop)")
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                log("stopping")
+    except RealtimeError as error:
+        log(str(error))
+        return EXIT_FAILED
     return 0

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -639,9 +640,11 @@ class WebSocketTransport:
             raise RealtimeError(f"{url!r} is not a WebSocket URL; use ws://HOST:PORT/invocations-bidirectional-stream",
                                 code="bad_url") from error
         except (OSError, TimeoutError, InvalidHandshake) as error:
+            parts = urlsplit(url)
+            ping = f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}/ping"
             raise RealtimeError(
                 f"cannot open a WebSocket to {url} ({error or type(error).__name__}); is the container running and "
-                "ready? `curl http://HOST:PORT/ping` must answer 200", code="connect_failed"
+                f"ready? `curl {ping}` must answer 200", code="connect_failed"
             ) from error
         return cls(connection)
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicectl.realtime import RealtimeError, TransportClosed, decode_frame
@@ -52,6 +53,11 @@ CLOSE_TIMEOUT_S = 5.0
 
 OPEN_TIMEOUT_S = 30.0
 """Seconds allowed to open a stream (sign, connect, TLS, HTTP/2 and SageMaker's connection to the container)."""
+
+SIGNATURE_ERRORS = frozenset({"MissingAuthenticationTokenException", "IncompleteSignatureException",
+                              "InvalidSignatureException", "UnrecognizedClientException", "ExpiredTokenException"})
+"""Errors AWS's front end answers (HTTP 400/403) for a request that is unsigned, signed wrongly or with an unknown or
+expired key."""
 
 CREDENTIALS_TIMEOUT_S = 60.0
 """Seconds allowed to resolve credentials (the chain may call STS, SSO or the instance metadata service)."""
@@ -132,15 +138,64 @@ async def resolve_credentials(resolver: BotocoreCredentialsResolver, timeout_s: 
                             "credential source (SSO, role, instance metadata)", code="credentials") from None
 
 
-def default_http_transport() -> Any:
-    """An awscrt HTTP client that insists on HTTP/2 (needed for a duplex stream)."""
+def default_http_transport(ca_bundle: str | None = None) -> Any:
+    """An awscrt HTTP client that insists on HTTP/2 (needed for a duplex stream).
+
+    ``ca_bundle`` (a PEM file of certificate authorities, as ``AWS_CA_BUNDLE`` or a profile's ``ca_bundle`` names it)
+    replaces the system's trust store, as it does for botocore: for a TLS-inspecting proxy, or a local runtime
+    (``voicectl local-runtime``).
+
+    Raises:
+        awscrt.exceptions.AwsCrtError: ``ca_bundle`` cannot be read as PEM certificates.
+    """
+    from awscrt import io as crt_io
     from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
 
-    return AWSCRTHTTPClient(client_config=AWSCRTHTTPClientConfig(force_http_2=True))
+    client = AWSCRTHTTPClient(client_config=AWSCRTHTTPClientConfig(force_http_2=True))
+    if ca_bundle:
+        options = crt_io.TlsContextOptions()
+        options.override_default_trust_store_from_path(None, ca_bundle)
+        # smithy-http 0.6 takes no TLS settings (a TODO in smithy_http/aio/crt.py): replace the TLS context it made.
+        client._tls_ctx = crt_io.ClientTlsContext(options)
+    return client
+
+
+def ca_bundle_of(session: Any) -> str | None:
+    """The CA bundle botocore would use for ``session`` (``AWS_CA_BUNDLE``, or the profile's ``ca_bundle``), if any."""
+    return getattr(session, "_session", session).get_config_variable("ca_bundle")
+
+
+_CRT_STREAM_COMPLETED = "AWS_ERROR_HTTP_STREAM_HAS_COMPLETED"
+
+
+def ignore_completed_stream_writes(loop: asyncio.AbstractEventLoop) -> None:
+    """Keep awscrt's background request-body task from printing a traceback when the service ends the stream first.
+
+    When SageMaker answers an error (a ModelError, an unknown endpoint, a refused signature) while the request stream
+    is open, awscrt's task writing the request body fails with ``AWS_ERROR_HTTP_STREAM_HAS_COMPLETED`` and nobody
+    awaits it, so asyncio prints "Task exception was never retrieved" after the error has been reported properly.
+    Only that failure is dropped; every other unhandled error still reaches the previous handler.
+    """
+    previous = loop.get_exception_handler()
+    if getattr(previous, "ignores_completed_stream_writes", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if error is not None and _CRT_STREAM_COMPLETED in f"{error} {getattr(error, 'name', '')}":
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.ignores_completed_stream_writes = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 async def create_client(region: str, credentials_resolver: Any, *, http_transport: Any = None,
-                        endpoint_uri: str | None = None) -> Any:
+                        endpoint_uri: str | None = None, ca_bundle: str | None = None,
+                        profile: str | None = None) -> Any:
     """Build an ``AsyncSageMakerRuntimeHTTP2Client`` for ``region``.
 
     Args:
@@ -148,20 +203,30 @@ async def create_client(region: str, credentials_resolver: Any, *, http_transpor
         credentials_resolver: a Smithy identity resolver (normally :class:`BotocoreCredentialsResolver`).
         http_transport: the HTTP client; the default is :func:`default_http_transport`. Tests pass
             ``smithy_http.testing.MockHTTPClient``.
-        endpoint_uri: override of :func:`bidi_endpoint_uri` (e.g. a VPC interface endpoint).
+        endpoint_uri: the runtime's URL (``--endpoint-url``: a VPC interface endpoint's DNS name with port 8443, a
+            local runtime). Without it the SDK's standard settings apply (``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2``,
+            ``AWS_ENDPOINT_URL``, the profile's ``services`` section or ``endpoint_url``), else
+            :func:`bidi_endpoint_uri`.
+        ca_bundle: certificate authorities to trust instead of the system's (see :func:`default_http_transport`).
+        profile: the AWS profile whose configuration file settings apply.
     """
     from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
     from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
     from smithy_aws_core.auth import SigV4AuthScheme
     from smithy_core.shapes import ShapeID
 
+    overrides: dict[str, Any] = {"endpoint_uri": endpoint_uri} if endpoint_uri else {}
     config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
+        profile=profile,
         region=region,
-        endpoint_uri=endpoint_uri or bidi_endpoint_uri(region),
-        transport=http_transport if http_transport is not None else default_http_transport(),
+        transport=http_transport if http_transport is not None else default_http_transport(ca_bundle),
         aws_credentials_identity_resolver=credentials_resolver,
         auth_schemes={ShapeID("aws.auth#sigv4"): SigV4AuthScheme(service=SIGV4_SIGNING_NAME)},
+        **overrides,
     )
+    if not config.endpoint_uri:  # the SDK's own default is the runtime on port 443; streams are served on 8443
+        config.endpoint_uri = bidi_endpoint_uri(region)
+    ignore_completed_stream_writes(asyncio.get_running_loop())
     return AsyncSageMakerRuntimeHTTP2Client(config=config)
 
 
@@ -170,7 +235,7 @@ def describe_error(error: BaseException, endpoint_name: str) -> RealtimeError:
     from aws_sdk_sagemaker_runtime_http2 import models
 
     name = type(error).__name__
-    detail = getattr(error, "message", None) or str(error) or name
+    detail = (getattr(error, "message", None) or str(error) or name).rstrip(".")  # our sentences add their own
     if isinstance(error, models.ModelStreamError):
         code = getattr(error, "error_code", None)
         return RealtimeError(
@@ -201,12 +266,21 @@ def describe_error(error: BaseException, endpoint_name: str) -> RealtimeError:
 
     if isinstance(error, SmithyIdentityError):
         return RealtimeError(f"AWS credentials problem: {detail}", code="credentials")
+    # AWS's front end refuses a bad signature with errors the service model does not list; smithy keeps only their
+    # name, in its message ("... - status: 403 - id: <namespace>#InvalidSignatureException").
+    refused = re.search(r"- id: \S*#(\w+)", detail)
+    if refused and refused.group(1) in SIGNATURE_ERRORS:
+        return RealtimeError(
+            f"AWS refused the signature of the call to {endpoint_name!r} ({refused.group(1)}): check the credentials "
+            "(`aws sts get-caller-identity`), the Region (--region) and this machine's clock", code=refused.group(1))
     status = getattr(getattr(error, "response_metadata", None), "status_code", None)
     if status == 403 or "AccessDenied" in name:
         return RealtimeError(
             f"access denied invoking {endpoint_name!r} ({detail}); the caller needs "
             "sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint ARN", code="AccessDenied")
-    return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail})", code=name)
+    hint = ("; the runtime's certificate is not trusted: for a private certificate authority (a TLS-inspecting proxy, "
+            "voicectl local-runtime) set AWS_CA_BUNDLE to its PEM file") if "TLS_ERROR" in detail else ""
+    return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail}){hint}", code=name)
 
 
 @dataclass
@@ -217,6 +291,8 @@ class SageMakerStreamTransport:
     endpoint_name: str
     _output: Any = None
     _closed: bool = False
+    _failed: bool = False
+    _failure_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     async def open(cls, client: Any, endpoint_name: str, *, target_variant: str | None = None) -> SageMakerStreamTransport:
@@ -250,8 +326,20 @@ class SageMakerStreamTransport:
         from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
 
         event = RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE))
+        # A call that failed (a TLS handshake refused, the connection lost before the response) leaves the request
+        # stream's writer waiting forever for a reader (smithy-core 0.9): stop waiting once the response side failed.
+        sending = asyncio.ensure_future(self.stream.input_stream.send(event))
+        failed = asyncio.ensure_future(self._failure_seen.wait())
         try:
-            await self.stream.input_stream.send(event)
+            await asyncio.wait({sending, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            failed.cancel()
+        if not sending.done():
+            sending.cancel()
+            raise TransportClosed(f"the call to {self.endpoint_name!r} failed before the request stream could be "
+                                  "written")
+        try:
+            sending.result()
         except OSError as error:  # AWSEventPublisher wraps write failures in OSError
             raise TransportClosed(f"the request stream to {self.endpoint_name!r} is closed ({error.__cause__ or error})") from error
 
@@ -271,8 +359,14 @@ class SageMakerStreamTransport:
                     _, self._output = await self.stream.await_output()
                 event = await self._output.receive()
             except OSError as error:  # AWSEventReceiver wraps read failures in OSError
+                self._failed = True
+                self._failure_seen.set()
                 raise TransportClosed(f"the response stream from {self.endpoint_name!r} broke ({error.__cause__ or error})") from error
             except Exception as error:
+                # An error answer (ModelError, a refused signature, ...) or an error event ends the call: the request
+                # stream cannot be ended cleanly any more (awscrt's writes stall once the response has ended).
+                self._failed = True
+                self._failure_seen.set()
                 raise describe_error(error, self.endpoint_name) from error
             if event is None:
                 if frame:
@@ -285,13 +379,30 @@ class SageMakerStreamTransport:
                 return decode_frame(bytes(frame), f"endpoint {self.endpoint_name!r}")
 
     async def close(self) -> None:
-        """Close the request stream (a signed empty frame ends it) and the response stream; idempotent."""
+        """Close the request stream (a signed empty frame ends it), read the response stream to its end, and close
+        it; idempotent.
+
+        The response is read to its end first because the service ends it only after the request stream has ended:
+        closing the response earlier resets the HTTP/2 stream while awscrt is still writing the end of the request,
+        which it reports as a failed background write (``AWS_ERROR_HTTP_STREAM_HAS_COMPLETED``).
+        """
         if self._closed:
             return
         self._closed = True
+        if self._failed:
+            if self._output is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+            return
         # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
         if self._output is not None:
             with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S)
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+
+    async def _drain_output(self) -> None:
+        while await self._output.receive() is not None:
+            pass

@@ -1,6 +1,7 @@
 """``voicectl speak``: make the Sonic endpoint speak a text and write the audio to a WAV file.
 
-    voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] --out FILE.wav
+    voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] [--endpoint-url URL]
+        --out FILE.wav
 
 TEXT ``-`` reads the text from stdin. The request and response formats are described in :mod:`voicectl.sonic`;
 the call is boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``, whose response ``Body`` yields
@@ -73,8 +74,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"output sample rate, one of {', '.join(map(str, SONIC_SAMPLE_RATES_HZ))} "
                              f"(default: {DEFAULT_SAMPLE_RATE_HZ})")
     parser.add_argument("--out", required=True, metavar="FILE.wav", help="WAV file to write (overwritten)")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_REGION)")
+    parser.add_argument("--region",
+                        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile's)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
+    parser.add_argument("--endpoint-url", metavar="URL",
+                        help="SageMaker runtime URL, e.g. a VPC interface endpoint "
+                             "(https://vpce-...runtime.sagemaker.REGION.vpce.amazonaws.com) or a local runtime "
+                             "(https://localhost:8443); default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME, AWS_ENDPOINT_URL, "
+                             "else the Region's runtime. AWS_CA_BUNDLE names extra certificate authorities to trust")
     parser.set_defaults(func=run)
 
 
@@ -103,19 +110,21 @@ def payload_parts(body: Iterable[dict[str, Any]], endpoint_name: str) -> Iterato
 
 def describe_stream_error(code: str, details: dict[str, Any], endpoint_name: str) -> str:
     """Message for a ModelStreamError / InternalStreamFailure in the response stream."""
-    message = details.get("Message") or details.get("message") or ""
+    message = (details.get("Message") or details.get("message") or "").rstrip(".")
     if code == "InternalStreamFailure":
         return (f"InternalStreamFailure from endpoint {endpoint_name!r}: {message}. SageMaker lost the stream; "
                 "retry, and check the endpoint's health if it persists")
-    return (f"{code} from endpoint {endpoint_name!r} ({details.get('ErrorCode', '')}): {message}. The container "
-            "ended the stream; see the endpoint's CloudWatch logs")
+    # botocore keeps only Code and Message of an event stream exception; ErrorCode is there in the dict form only.
+    error_code = f" ({details['ErrorCode']})" if details.get("ErrorCode") else ""
+    return (f"{code} from endpoint {endpoint_name!r}{error_code}: {message}. The container ended the stream; see the "
+            "endpoint's CloudWatch logs")
 
 
 def describe_client_error(error: Any, endpoint_name: str) -> str:
     """Message for a botocore ``ClientError`` of the call (ModelError 422/429 get specific advice)."""
     response = error.response
     code = response.get("Error", {}).get("Code", "")
-    message = response.get("Error", {}).get("Message", str(error))
+    message = response.get("Error", {}).get("Message", str(error)).rstrip(".")  # our sentences add their own
     if code == "ModelError":
         status = response.get("OriginalStatusCode")
         original = response.get("OriginalMessage") or message
@@ -164,14 +173,18 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
                        time_to_first_audio_s=None if first_audio_at is None else first_audio_at - start)
 
 
-def sagemaker_runtime_client(profile: str | None, region: str | None) -> Any:
-    """A boto3 ``sagemaker-runtime`` client with a read timeout suited to streamed speech."""
+def sagemaker_runtime_client(profile: str | None, region: str | None, endpoint_url: str | None = None) -> Any:
+    """A boto3 ``sagemaker-runtime`` client with a read timeout suited to streamed speech.
+
+    ``endpoint_url`` overrides botocore's endpoint resolution (which already honours
+    ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` and the profile's ``services`` section).
+    """
     from botocore.config import Config
 
     from voicectl.aws import aws_session
 
     session = aws_session(profile, region)
-    return session.client("sagemaker-runtime", config=Config(read_timeout=READ_TIMEOUT_S))
+    return session.client("sagemaker-runtime", endpoint_url=endpoint_url, config=Config(read_timeout=READ_TIMEOUT_S))
 
 
 def check_writable(out: Path) -> None:
@@ -213,6 +226,11 @@ def write_output(out: Path, pcm16: bytes, sample_rate_hz: int) -> bytes:
 
 def run(args: argparse.Namespace, client: Any = None) -> int:
     """Entry point of ``voicectl speak``; returns the exit code. ``client`` is injectable for tests."""
+    with contextlib.ExitStack() as stack:
+        return _run(args, client, stack)
+
+
+def _run(args: argparse.Namespace, client: Any, stack: contextlib.ExitStack) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
         request = SonicRequest(transcript=text, voice_id=args.voice, language=args.language,
@@ -221,8 +239,14 @@ def run(args: argparse.Namespace, client: Any = None) -> int:
         raise UsageError(str(error)) from error
     out = Path(args.out)
     check_writable(out)
+    endpoint_url = getattr(args, "endpoint_url", None)
+    if endpoint_url is not None:
+        from voicectl.transcribe import validate_endpoint_url
+
+        validate_endpoint_url(endpoint_url)
     if client is None:
-        client = sagemaker_runtime_client(args.profile, args.region)
+        client = sagemaker_runtime_client(args.profile, args.region, endpoint_url)
+        stack.callback(client.close)  # release the pooled HTTPS connection now, not at garbage collection
     try:
         result = synthesize(client, args.endpoint, request)
     except SpeakError as error:

@@ -1,6 +1,6 @@
 """``voicectl transcribe``: transcribe a recording through the Voxtral endpoint (or a local container's bridge).
 
-    voicectl transcribe FILE --endpoint NAME [--region R] [--profile P] [--speed 1.0] [--json]
+    voicectl transcribe FILE --endpoint NAME [--region R] [--profile P] [--endpoint-url URL] [--speed 1.0] [--json]
     voicectl transcribe FILE --url ws://HOST:PORT/invocations-bidirectional-stream [--speed 0]
 
 Deltas are printed to stderr as they arrive; the final transcript goes to stdout (so ``> out.txt`` keeps just the
@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -68,8 +69,15 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)")
     target.add_argument("--url", metavar="WS_URL",
                         help="talk straight to a container's bridge: ws://HOST:PORT/invocations-bidirectional-stream")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_REGION)")
+    parser.add_argument("--region",
+                        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile's)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
+    parser.add_argument("--endpoint-url", metavar="URL",
+                        help="SageMaker runtime URL for bidirectional streams, e.g. a VPC interface endpoint "
+                             "(https://vpce-...runtime.sagemaker.REGION.vpce.amazonaws.com:8443) or a local runtime "
+                             "(https://localhost:8443); default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
+                             "AWS_ENDPOINT_URL, else https://runtime.sagemaker.REGION.amazonaws.com:8443. "
+                             "AWS_CA_BUNDLE names extra certificate authorities to trust")
     parser.add_argument("--target-variant", metavar="VARIANT", help="send to this ProductionVariant of the endpoint")
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help=f"model name for session.update (default: {DEFAULT_MODEL}); "
@@ -86,6 +94,31 @@ def validate_target_arguments(args: argparse.Namespace) -> None:
                          f"(a session must hold several 128 ms chunks), got {args.session_limit}")
     if args.url is not None:
         validate_url(args.url)
+    endpoint_url = getattr(args, "endpoint_url", None)
+    if endpoint_url is not None:
+        if args.url is not None:
+            raise UsageError("--endpoint-url is the SageMaker runtime's address and goes with --endpoint; --url talks "
+                             "to a container's bridge directly: give one of them")
+        validate_endpoint_url(endpoint_url)
+
+
+def validate_endpoint_url(url: str) -> None:
+    """Check ``url`` (``--endpoint-url`` of ``transcribe``, ``mic`` and ``speak``) is an ``https://`` (or ``http://``)
+    URL with a host, no path, and a valid port if one is given.
+
+    Raises:
+        UsageError: naming what is wrong and the expected form.
+    """
+    from urllib.parse import urlsplit
+
+    expected = "https://HOST[:PORT]"
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 (parsing the port validates it)
+    except ValueError:
+        raise UsageError(f"--endpoint-url {url!r} has an invalid port; use {expected}") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.path not in ("", "/"):
+        raise UsageError(f"--endpoint-url must be {expected} with no path, got {url!r}")
 
 
 def validate_url(url: str) -> None:
@@ -143,6 +176,7 @@ async def open_target(args: argparse.Namespace):
     from voicectl.sagemaker_stream import (
         BotocoreCredentialsResolver,
         SageMakerStreamTransport,
+        ca_bundle_of,
         create_client,
         resolve_credentials,
     )
@@ -150,7 +184,11 @@ async def open_target(args: argparse.Namespace):
     session = aws_session(args.profile, args.region)
     resolver = BotocoreCredentialsResolver(session)
     await resolve_credentials(resolver)
-    client = await create_client(session.region_name, resolver)
+    ca_bundle = ca_bundle_of(session)
+    if ca_bundle and not os.path.isfile(ca_bundle):
+        raise UsageError(f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file")
+    client = await create_client(session.region_name, resolver, endpoint_uri=getattr(args, "endpoint_url", None),
+                                 ca_bundle=ca_bundle, profile=args.profile)
     endpoint, variant = args.endpoint, args.target_variant
 
     async def open_sagemaker() -> SageMakerStreamTransport:

@@ -14,7 +14,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from bridge.health import http_get
 from bridge.server import STREAM_PATH, Bridge
 from bridge.settings import Settings
-from tests.fakes.fake_vllm import FakeVllm
+from voicectl.local.fake_vllm import FakeVllm
 
 #: 4096 bytes of PCM16 (2048 samples, 128 ms at 16 kHz), a recognisable ramp.
 PCM_CHUNK = bytes(range(256)) * 16

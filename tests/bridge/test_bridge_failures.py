@@ -1,6 +1,6 @@
 """Failure semantics of the bridge (the issue's items 1-10), each over real sockets on 127.0.0.1.
 
-The bridge runs in the test's event loop; a `FakeVllm` (tests/fakes/fake_vllm.py) stands in for vLLM.
+The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for vLLM.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from tests.fakes.fake_vllm import FakeVllm, free_port
+from voicectl.local.fake_vllm import FakeVllm, free_port
 
 #: The issue's bound for every "within 1 s" item, seconds.
 ONE_SECOND = 1.0

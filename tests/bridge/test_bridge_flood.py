@@ -16,7 +16,7 @@ from bridge import server
 from bridge.health import http_get
 from bridge.server import FRAME_BUDGET, STREAM_PATH, WRITE_LIMIT_BYTES
 from tests.bridge.bridge_testkit import ping_status, recv_event, running_bridge, started_stream
-from tests.fakes.fake_vllm import FakeVllm
+from voicectl.local.fake_vllm import FakeVllm
 
 
 def frames(payload: bytes, count: int) -> bytes:

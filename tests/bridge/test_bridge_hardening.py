@@ -26,7 +26,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from tests.fakes.fake_vllm import FakeVllm
+from voicectl.local.fake_vllm import FakeVllm
 
 ONE_SECOND = 1.0
 

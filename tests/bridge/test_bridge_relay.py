@@ -21,7 +21,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from tests.fakes.fake_vllm import FakeVllm
+from voicectl.local.fake_vllm import FakeVllm
 
 
 def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(run):

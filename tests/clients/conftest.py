@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.fake_vllm import FakeVllm
+from voicectl.local.fake_vllm import FakeVllm
 from voicectl import mic, speak, transcribe
 from voicectl.realtime import TransportClosed
 

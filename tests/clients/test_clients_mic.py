@@ -1,113 +1,508 @@
-"""``voicectl mic`` without Gradio installed: launch settings, the page wiring against a stand-in module, and the
-microphone transcriber against the real bridge and the fake vLLM."""
+"""``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's recording
+WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM (loopback only).
+
+The page's recorder (JavaScript) in real Chromium: ``test_clients_mic_browser.py``."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import sys
+import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from tests.clients.conftest import Servers
+from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 from voicectl.cli import UsageError
+from voicectl.realtime import RealtimeError, WebSocketTransport
+
+RATE_HZ = 48_000
+"""Sample rate of the synthetic microphone (a browser's usual)."""
+
+
+def tone(seconds: float, rate_hz: int = RATE_HZ, frequency_hz: float = 300.0) -> np.ndarray:
+    """A float32 sine at half scale."""
+    t = np.arange(int(round(rate_hz * seconds))) / rate_hz
+    return (0.5 * np.sin(2 * np.pi * frequency_hz * t)).astype(np.float32)
+
+
+def expected_16k_samples(samples: int, rate_hz: int = RATE_HZ) -> float:
+    return samples * 16_000 / rate_hz
+
+
+# ---- settings and the optional dependency -------------------------------------------------------------------------
 
 
 def test_launch_binds_loopback_and_shares_only_with_share(parse):
     default = mic.launch_kwargs(parse(["mic", "--endpoint", "voxtral"]))
-    assert default == {"server_name": "127.0.0.1", "server_port": 7860, "share": False, "inbrowser": False}
+    assert default == {"server_name": "127.0.0.1", "server_port": 7860, "share": False, "inbrowser": False,
+                       "prevent_thread_lock": True, "quiet": True, "ssr_mode": False,
+                       "footer_links": ["gradio", "settings"]}
     shared = mic.launch_kwargs(parse(["mic", "--endpoint", "voxtral", "--share", "--port", "9000"]))
     assert (shared["server_name"], shared["server_port"], shared["share"]) == ("127.0.0.1", 9000, True)
 
 
-class FakeGradio:
-    """Records what the page builds and how it is launched (the subset of the gradio API that mic uses)."""
-
-    def __init__(self) -> None:
-        self.launched: dict | None = None
-        self.handlers: dict[str, dict] = {}
-        gradio = self
-
-        class Page:
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc_info):
-                return False
-
-            def queue(self):
-                return self
-
-            def launch(self, **kwargs):
-                gradio.launched = kwargs
-
-        class Audio:
-            def __init__(self, **kwargs):
-                gradio.audio_options = kwargs
-
-            def stream(self, fn, **kwargs):
-                gradio.handlers["stream"] = {"fn": fn, **kwargs}
-
-            def stop_recording(self, fn, **kwargs):
-                gradio.handlers["stop"] = {"fn": fn, **kwargs}
-
-        self.Blocks = lambda **kwargs: Page()
-        self.Audio = Audio
-        self.Markdown = self.State = self.Textbox = lambda *args, **kwargs: object()
-        self.skip = lambda: "SKIP"
-
-
-def test_run_launches_the_page_on_loopback(parse, capsys):
-    gradio = FakeGradio()
-    assert mic.run(parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream"]),
-                   gradio_module=gradio) == 0
-    assert gradio.launched["server_name"] == "127.0.0.1"
-    assert gradio.launched["share"] is False
-    assert gradio.audio_options["streaming"] is True and gradio.audio_options["sources"] == ["microphone"]
-    assert gradio.handlers["stream"]["stream_every"] == mic.STREAM_EVERY_S
-    assert "--share" not in capsys.readouterr().err
-
-
-def test_share_warns_about_credentials(parse, capsys):
-    gradio = FakeGradio()
-    mic.run(parse(["mic", "--endpoint", "voxtral", "--share"]), gradio_module=gradio)
-    assert gradio.launched["share"] is True
-    assert "anyone who has it can call the endpoint with your AWS credentials" in capsys.readouterr().err
-
-
 def test_missing_gradio_tells_how_to_install(parse, monkeypatch):
     monkeypatch.setitem(sys.modules, "gradio", None)  # makes `import gradio` raise ImportError
-    with pytest.raises(UsageError, match=r"pip install '\.\[mic\]'"):
+    with pytest.raises(UsageError, match=r"pip install '\.\[mic\]'.*make mic"):
         mic.run(parse(["mic", "--endpoint", "voxtral"]))
 
 
-def test_microphone_chunks_reach_vllm_as_16k_mono_and_the_transcript_grows(parse):
-    rate, seconds = 48000, 2.0
-    t = np.arange(int(rate * seconds)) / rate
-    stereo = (np.stack([np.sin(2 * np.pi * 300 * t)] * 2, axis=1) * 12000).astype(np.int16)
-    block = int(rate * mic.STREAM_EVERY_S)
+@pytest.mark.parametrize(("headers", "allowed"), [
+    ({"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}, True),
+    ({"origin": "https://abc.gradio.live", "host": "abc.gradio.live"}, True),
+    ({"host": "127.0.0.1:7860"}, True),  # not a browser page
+    ({"origin": "http://evil.example", "host": "127.0.0.1:7860"}, False),
+    ({"origin": "http://127.0.0.1:8000", "host": "127.0.0.1:7860"}, False),  # another local page
+    ({"origin": "null", "host": "127.0.0.1:7860"}, False),
+])
+def test_only_the_page_itself_may_open_a_recording(headers, allowed):
+    assert mic.same_origin(headers) is allowed
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "-1"])
+def test_a_port_outside_1_to_65535_is_a_usage_error(parse, port):
+    with pytest.raises(UsageError, match=f"--port must be a TCP port from 1 to 65535, got {port}"):
+        mic.run(parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", port]))
+
+
+def test_a_port_in_use_is_a_usage_error_naming_it(parse):
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = parse(["mic", "--url", "ws://127.0.0.1:8080/invocations-bidirectional-stream", "--port", str(port)])
+        with pytest.raises(UsageError, match=f"cannot serve the page on 127.0.0.1:{port} .*pass --port with a free"):
+            mic.run(args)
+
+
+class ScriptedTranscriber:
+    text = ""
+
+
+class RecordingPage:
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def send(self, event: dict) -> None:
+        self.sent.append(event)
+
+
+def test_the_page_is_sent_the_transcript_without_taking_back_words_a_replay_discarded():
+    transcriber, page = ScriptedTranscriber(), RecordingPage()
+    publisher = mic.TranscriptPublisher(page, transcriber)
+
+    async def scenario() -> list[str]:
+        running = asyncio.create_task(publisher.run())
+        for text in ["one ", "one two ", "", "one ", "one two ", "one two three ", "one two three four "]:
+            transcriber.text = text  # "" and "one ": the session replayed after a drop, re-growing
+            publisher.update()
+            await asyncio.sleep(0)
+        transcriber.text = "one two three four "
+        await asyncio.sleep(0)
+        running.cancel()
+        return [event["text"] for event in page.sent]
+
+    sent = asyncio.run(scenario())
+    assert sent == ["one ", "one two ", "one two three ", "one two three four "]
+    transcriber.text = ""  # a replay discarded the text, then failed: the words received are kept
+    assert publisher.text() == "one two three four "
+    transcriber.text = "uno dos "  # a replay that transcribed differently is the new truth
+    assert publisher.text() == "uno dos "
+
+
+# ---- the microphone transcriber against the bridge and the fake vLLM ----------------------------------------------
+
+
+def websocket_opener(url: str):
+    async def open_websocket():
+        return await WebSocketTransport.connect(url)
+
+    return open_websocket
+
+
+def test_every_sample_reaches_vllm_as_16k_mono_including_the_last_partial_chunk():
+    seconds = 2.0 + 1234 / RATE_HZ  # not a whole number of 128 ms chunks, nor of the 0.25 s blocks fed below
+    stereo = (np.stack([tone(seconds)] * 2, axis=1) * 32767).astype(np.int16)
+    block = RATE_HZ // 4
 
     with Servers(deltas=("one ", "two "), delta_per_append=True) as servers:
-        args = parse(["mic", "--url", servers.url])
-
         async def record():
-            transcriber = mic.MicTranscriber(args)
+            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
             await transcriber.start()
             seen = []
             for start in range(0, len(stereo), block):
-                transcriber.feed(rate, stereo[start:start + block])
+                transcriber.feed(RATE_HZ, stereo[start:start + block])
                 await asyncio.sleep(0.02)
                 seen.append(transcriber.text)
-            result = await transcriber.stop()
-            return seen, result
+            return seen, await transcriber.stop()
 
         seen, result = asyncio.run(record())
         (session,) = servers.vllm.sessions
 
-    assert len(session.audio) / 2 / 16000 == pytest.approx(seconds, rel=0.01)
+    received_samples = len(session.audio) // 2
+    assert abs(received_samples - expected_16k_samples(len(stereo))) <= 1
+    assert result.audio_seconds_sent == pytest.approx(received_samples / 16_000, abs=1e-9)
     received = np.frombuffer(bytes(session.audio), dtype="<i2").astype(np.float64)
     spectrum = np.abs(np.fft.rfft(received))
-    assert np.argmax(spectrum) * 16000 / len(received) == pytest.approx(300, abs=1)
+    assert np.argmax(spectrum) * 16_000 / len(received) == pytest.approx(300, abs=1)
+    assert session.event_types()[-1] == "input_audio_buffer.commit" and session.events[-1]["final"] is True
     assert result.transcript == session.text
-    assert seen[-1] and len(seen[-1]) > len(seen[0])  # the transcript grew while recording
+    assert seen[0] == "" or len(seen[-1]) > len(seen[0])
+    assert seen[-1].startswith("one two one")  # the transcript grew while recording
+
+
+def test_the_stream_opens_when_the_recording_starts_and_serves_the_whole_recording():
+    with Servers() as servers:
+        async def record():
+            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
+            await transcriber.start()
+            session = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                servers.vllm.wait_for_session(timeout=2.0), servers.loop))
+            opened_before_audio = session.event_types() == []
+            transcriber.feed(RATE_HZ, tone(0.5))
+            return opened_before_audio, await transcriber.stop()
+
+        opened_before_audio, result = asyncio.run(record())
+        assert opened_before_audio
+        assert len(servers.vllm.sessions) == 1  # the stream opened at the start is the one used: no second connection
+        assert result.sessions == 1
+        assert servers.vllm.sessions[0].audio_bytes == round(expected_16k_samples(RATE_HZ // 2)) * 2
+
+
+def test_a_refused_stream_fails_the_start_naming_the_real_address():
+    port = free_port()
+
+    async def start():
+        await mic.MicTranscriber(websocket_opener(f"ws://127.0.0.1:{port}/invocations-bidirectional-stream")).start()
+
+    with pytest.raises(RealtimeError) as raised:
+        asyncio.run(start())
+    assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in str(raised.value)
+    assert "HOST:PORT" not in str(raised.value)
+
+
+def test_cancel_closes_the_stream_to_vllm_at_once():
+    with Servers(delta_per_append=True) as servers:
+        async def abandon() -> float:
+            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
+            await transcriber.start()
+            transcriber.feed(RATE_HZ, tone(0.5))
+            session = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                servers.vllm.wait_for_session(), servers.loop))
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                session.wait_for_event("input_audio_buffer.append"), servers.loop))
+            began = time.monotonic()
+            await transcriber.cancel()
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(session.wait_closed(timeout=1.0), servers.loop))
+            return time.monotonic() - began
+
+        assert asyncio.run(abandon()) < 1.0
+        assert not any(event.get("final") for event in servers.vllm.sessions[0].events)  # abandoned, not finished
+
+
+# ---- the page's recording WebSocket, served by the real Gradio app ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[tuple[Servers, str]]:
+    """The fake vLLM and the bridge, and the mic page in front of them; yields (servers, recording WebSocket URL)."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    from tests.clients.conftest import client_parser
+
+    with Servers(deltas=("hello ", "world "), delta_per_append=True) as servers:
+        args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
+        with mic.serve(args) as url:
+            yield servers, recording_url(url)
+
+
+def recording_url(page_url: str) -> str:
+    return page_url.replace("http://", "ws://") + mic.RECORDING_PATH
+
+
+class PageClient:
+    """Speaks the page's side of the recording protocol over a real WebSocket."""
+
+    def __init__(self, connection) -> None:
+        self.connection = connection
+        self.messages: list[dict] = []
+
+    @classmethod
+    async def connect(cls, url: str, **kwargs) -> PageClient:
+        from websockets.asyncio.client import connect
+
+        return cls(await connect(url, **kwargs))
+
+    async def start(self, rate_hz: int = RATE_HZ) -> None:
+        await self.connection.send(json.dumps({"type": "start", "sample_rate_hz": rate_hz}))
+
+    async def next(self, timeout: float = 5.0) -> dict:
+        message = json.loads(await asyncio.wait_for(self.connection.recv(), timeout))
+        self.messages.append(message)
+        return message
+
+    async def until(self, kind: str, timeout: float = 5.0) -> dict:
+        while (message := await self.next(timeout))["type"] != kind:
+            assert message["type"] in ("started", "transcript"), message
+        return message
+
+    async def closed_by_server(self, timeout: float = 5.0) -> bool:
+        from websockets.exceptions import ConnectionClosedOK
+
+        try:
+            await asyncio.wait_for(self.connection.recv(), timeout)
+        except ConnectionClosedOK:
+            return True
+        return False
+
+
+def on_servers(servers: Servers, coroutine):
+    """Await ``coroutine`` on the servers' loop from the test's loop."""
+    return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, servers.loop))
+
+
+def test_a_recording_streams_every_sample_and_ends_with_the_figures(page, capsys):
+    servers, url = page
+    audio = tone(2.0 + 777 / RATE_HZ)
+    frame = 1000  # samples per message, unrelated to the 4096-byte chunks sent upstream
+
+    async def record():
+        client = await PageClient.connect(url)
+        await client.start()
+        assert (await client.next()) == {"type": "started", "target": servers.url}
+        for index, start in enumerate(range(0, len(audio), frame)):
+            await client.connection.send(audio[start:start + frame].astype("<f4").tobytes())
+            if index % 10 == 9:
+                await asyncio.sleep(0.01)
+        while not any(m["type"] == "transcript" for m in client.messages):  # the transcript grows while recording
+            await client.next()
+        await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
+        done = await client.until("done")
+        return client, done, await client.closed_by_server()
+
+    client, done, closed = asyncio.run(record())
+    session = servers.vllm.sessions[-1]
+    received_samples = len(session.audio) // 2
+    assert abs(received_samples - expected_16k_samples(len(audio))) <= 1
+    assert done["result"]["audio_seconds_sent"] == round(received_samples / 16_000, 3)
+    assert done["text"] == session.text and done["text"].startswith("hello world hello")
+    assert re.fullmatch(r"time to first delta: \d+\.\d{3} s; real-time factor: \d+\.\d{3}; audio sent: "
+                        + re.escape(f"{received_samples / 16_000:.3f}") + " s", done["figures"])
+    transcripts = [m["text"] for m in client.messages if m["type"] == "transcript"]
+    assert transcripts and all(done["text"].startswith(text) for text in transcripts)
+    assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
+    assert closed
+    err = capsys.readouterr().err
+    assert re.search(r"voicectl mic: recording \d+: streaming 48000 Hz audio to ws://127\.0\.0\.1:\d+/", err)
+    assert re.search(r"voicectl mic: recording \d+ done: time to first delta: ", err)
+
+
+def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatch):
+    """Credentials and the SDK client (``open_target``) once per command, not per recording or chunk."""
+    import contextlib
+
+    from tests.clients.conftest import client_parser
+    from voicectl import transcribe
+
+    servers, _ = page
+    entered, exited = [], []
+
+    @contextlib.asynccontextmanager
+    async def counted_open_target(args):
+        entered.append(time.monotonic())
+        async with transcribe.open_target(args) as opener:
+            yield opener
+        exited.append(time.monotonic())
+
+    monkeypatch.setattr(mic, "open_target", counted_open_target)
+    args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
+
+    async def record(url: str) -> dict:
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.connection.send(tone(0.3).tobytes())
+        await client.connection.send(json.dumps({"type": "stop", "samples": len(tone(0.3))}))
+        return await client.until("done")
+
+    with mic.serve(args) as page_url:
+        assert len(entered) == 1  # before the address is given out
+        done = [asyncio.run(record(recording_url(page_url))) for _ in range(3)]
+        assert (len(entered), len(exited)) == (1, 0)
+    assert len(exited) == 1  # closed with the server
+    assert [d["result"]["sessions"] for d in done] == [1, 1, 1]
+
+
+def test_closing_the_page_closes_the_stream_to_vllm_within_a_second(page, capsys):
+    servers, url = page
+    sessions_before = len(servers.vllm.sessions)
+
+    async def abandon() -> float:
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.until("started")
+        await client.connection.send(tone(0.5).tobytes())
+        session = await on_servers(servers, servers.vllm.wait_for_session(sessions_before))
+        await on_servers(servers, session.wait_for_event("input_audio_buffer.append"))
+        began = time.monotonic()
+        await client.connection.close()
+        await on_servers(servers, session.wait_closed(timeout=2.0))
+        return time.monotonic() - began
+
+    assert asyncio.run(abandon()) < 1.0
+    assert "abandoned: the page's WebSocket closed (WebSocket code 1000)" in capsys.readouterr().err
+
+
+def test_a_down_container_fails_the_recording_once_naming_its_address(capsys):
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    from tests.clients.conftest import client_parser
+
+    port = free_port()
+    args = client_parser().parse_args(["mic", "--url", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
+                                       "--port", str(free_port())])
+
+    async def record(url: str):
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.connection.send(tone(0.3).tobytes())  # audio sent before the failure is known
+        return await client.next(), await client.closed_by_server()
+
+    with mic.serve(args) as page_url:
+        error, closed = asyncio.run(record(recording_url(page_url)))
+    message = error["message"]
+    assert error["type"] == "error" and error["text"] == ""
+    assert message.startswith(f"cannot open a WebSocket to ws://127.0.0.1:{port}/invocations-bidirectional-stream (")
+    assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in message and "HOST:PORT" not in message
+    assert closed
+    err = capsys.readouterr().err
+    assert err.count("failed:") == 1 and f"voicectl mic: recording 1 failed: {message}\n" in err
+
+
+def test_vllm_dying_mid_recording_ends_it_with_one_error_and_the_partial_text(page, capsys):
+    servers, url = page
+    sessions_before = len(servers.vllm.sessions)
+
+    async def record():
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.until("started")
+        await client.connection.send(tone(0.6).tobytes())
+        await client.until("transcript")
+        session = await on_servers(servers, servers.vllm.wait_for_session(sessions_before))
+        await on_servers(servers, servers.vllm.die())
+        try:
+            for _ in range(20):  # the page goes on sending until it learns of the failure
+                await client.connection.send(tone(0.05).tobytes())
+                await asyncio.sleep(0.05)
+        except Exception:  # the server may already have closed the socket
+            pass
+        return session, await client.until("error"), await client.closed_by_server()
+
+    try:
+        session, error, closed = asyncio.run(record())
+    finally:
+        servers.call(servers.vllm.start())  # back up on the same port for the other tests
+    assert error["text"] == session.text and error["text"].startswith("hello")
+    assert "upstream" in error["message"] and error["message"] == error["message"].strip()
+    assert closed
+    assert capsys.readouterr().err.count("failed:") == 1
+
+
+@pytest.mark.parametrize(("messages", "expected"), [
+    ([json.dumps({"type": "stop", "samples": 0})], "the first message must be"),
+    ([json.dumps({"type": "start", "sample_rate_hz": 1000})], "sample rate 1000 Hz is outside 8000-384000 Hz"),
+    ([json.dumps({"type": "start", "sample_rate_hz": "48000"})], "the first message must be"),
+    ([json.dumps({"type": "start", "sample_rate_hz": RATE_HZ}), b"\x00" * 6], "6 bytes is not whole float32 samples"),
+    ([json.dumps({"type": "start", "sample_rate_hz": RATE_HZ}), np.array([0.1, np.nan], "<f4").tobytes()],
+     "not finite"),
+    ([json.dumps({"type": "start", "sample_rate_hz": RATE_HZ}), np.zeros(480, "<f4").tobytes(),
+      json.dumps({"type": "stop", "samples": 960})], "the page recorded 960 samples but 480 arrived"),
+])
+def test_a_bad_page_message_ends_the_recording_with_a_clear_error(page, messages, expected):
+    _, url = page
+
+    async def record():
+        client = await PageClient.connect(url)
+        for message in messages:
+            await client.connection.send(message)
+        return await client.until("error"), await client.closed_by_server()
+
+    error, closed = asyncio.run(record())
+    assert error["message"].startswith("the page sent a bad message: ") and expected in error["message"]
+    assert closed
+
+
+def test_another_origin_cannot_open_a_recording(page, capsys):
+    from websockets.exceptions import InvalidStatus
+
+    _, url = page
+    with pytest.raises(InvalidStatus, match="403"):
+        asyncio.run(PageClient.connect(url, origin="http://evil.example"))
+    assert "refused a recording from origin 'http://evil.example'" in capsys.readouterr().err
+
+
+def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_path, capsys):
+    """An empty credential chain: exit 1 with the credentials message before the page's address is printed."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    import socket
+
+    for name in [name for name in list(__import__("os").environ) if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    port = free_port()
+    assert mic.run(parse(["mic", "--endpoint", "voxtral", "--region", "us-east-1", "--port", str(port)])) == 1
+    err = capsys.readouterr().err
+    assert "voicectl mic: no usable AWS credentials" in err and "aws sso login" in err
+    assert "open http://" not in err
+    with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
+        probe.connect(("127.0.0.1", port))
+
+
+def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
+    """``python -m voicectl mic``: prints the address, serves a recording, and on SIGINT closes it and exits 0."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from websockets.exceptions import ConnectionClosedError
+
+    servers, _ = page
+    sessions_before = len(servers.vllm.sessions)
+    port = free_port()
+    command = subprocess.Popen([sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
+                               cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stderr.readline() == f"voicectl mic: open http://127.0.0.1:{port} (Ctrl-C to stop)\n"
+
+        async def record_then_interrupt() -> int:
+            client = await PageClient.connect(f"ws://127.0.0.1:{port}{mic.RECORDING_PATH}")
+            await client.start()
+            await client.until("started")
+            await client.connection.send(tone(0.3).tobytes())
+            await on_servers(servers, servers.vllm.wait_for_session(sessions_before))
+            command.send_signal(signal.SIGINT)
+            with pytest.raises(ConnectionClosedError):
+                while True:
+                    await client.next(timeout=10)
+            return client.connection.close_code
+
+        assert asyncio.run(record_then_interrupt()) == 1012  # service restart: the page says voicectl mic went away
+        assert command.wait(10) == 0
+    finally:
+        command.kill()
+        command.wait()
+    session = servers.vllm.sessions[sessions_before]
+    assert servers.call(session.wait_closed()) == 1000
+    err = command.stderr.read()
+    assert "voicectl mic: stopping\n" in err and "abandoned: the page's WebSocket closed (WebSocket code 1012)" in err
+    assert "Traceback" not in err

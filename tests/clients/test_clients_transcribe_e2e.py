@@ -76,7 +76,7 @@ def test_transcribe_url_reports_an_error_event(servers, parse, recording, capsys
 
 
 def test_transcribe_url_refused_connection_is_a_clear_error(parse, recording, capsys):
-    from tests.fakes.fake_vllm import free_port
+    from voicectl.local.fake_vllm import free_port
 
     args = parse(["transcribe", str(recording), "--url", f"ws://127.0.0.1:{free_port()}/invocations-bidirectional-stream"])
     assert transcribe.run(args) == 1

@@ -41,7 +41,7 @@ process), `FakeVllm.die` (every session aborted and the
 port closed: later connections are refused, as when vLLM is down). `free_port()` gives a port on
 which nothing listens.
 
-As a process, for the benchmark: `python -m tests.fakes.fake_vllm --port 8081 --delta-per-append`.
+As a process (the benchmark, `make local`): `python -m voicectl.local.fake_vllm --port 8081 --delta-per-append`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import argparse
 import asyncio
 import binascii
 import json
+import os
 import socket
 import time
 import uuid
@@ -400,7 +401,8 @@ class FakeVllm:
 
 async def _main() -> None:
     parser = argparse.ArgumentParser(description="Fake vLLM realtime server (loopback only), for benchmarks.")
-    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("VLLM_PORT", "8081")),
+                        help="port (default: VLLM_PORT, as the bridge reads it, else 8081)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--delta-per-append", action="store_true", help="answer each append with one delta")
     args = parser.parse_args()

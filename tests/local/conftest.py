@@ -1,0 +1,158 @@
+"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over HTTP/2 with TLS, the
+real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an event loop of their own in a thread, and
+the environment under which the clients call the front door (the standard AWS variables, nothing faked inside)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voicectl.local.bidi import StreamSettings
+from voicectl.local.fake_sonic import FakeSonic
+from voicectl.local.fake_vllm import FakeVllm
+from voicectl.local.runtime import LocalEndpoint, LocalRuntime
+from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
+from voicectl.local.sigv4 import LocalCredentials
+
+ACCESS_KEY_ID = "AKIALOCALTEST0001"
+SECRET_ACCESS_KEY = "local-test-secret"
+REGION = "us-east-1"
+VOXTRAL = "voxtral-realtime"
+SONIC = "sonic-tts"
+DELTAS = ("Hello ", "from ", "the ", "local ", "runtime. ")
+
+
+@dataclass
+class Stack:
+    """The running servers and where they listen."""
+
+    loop: asyncio.AbstractEventLoop
+    vllm: FakeVllm
+    sonic: FakeSonic
+    bridge: Any
+    runtime: LocalRuntime
+    url: str
+    ca_file: Path
+
+    def call(self, coroutine: Any, timeout: float = 15.0) -> Any:
+        """Run ``coroutine`` on the servers' loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def add_endpoint(self, spec: str) -> LocalEndpoint:
+        endpoint = LocalEndpoint.parse(spec)
+        self.runtime.endpoints.append(endpoint)
+        return endpoint
+
+
+class StackRunner:
+    """Starts and stops a :class:`Stack` on a background event loop."""
+
+    def __init__(self, tmp_path: Path, settings: StreamSettings) -> None:
+        self.tmp_path = tmp_path
+        self.settings = settings
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.shutdown: asyncio.Event | None = None
+        self.server: asyncio.Future[None] | None = None
+        self.stack: Stack | None = None
+
+    def call(self, coroutine: Any, timeout: float = 15.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def start(self) -> Stack:
+        from bridge.server import Bridge
+        from bridge.settings import Settings
+
+        self.thread.start()
+        tls = make_certificate(self.tmp_path / "tls")
+
+        async def start() -> Stack:
+            vllm = await FakeVllm(deltas=DELTAS, delta_per_append=True).start()
+            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0)).start()
+            sonic = await FakeSonic().start()
+            runtime = LocalRuntime(
+                endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
+                           LocalEndpoint.parse(f"{SONIC}=http://127.0.0.1:{sonic.port}")],
+                credentials=LocalCredentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY), region=REGION, settings=self.settings)
+            sockets = listen_sockets("127.0.0.1", 0)
+            port = sockets[0].getsockname()[1]
+            self.shutdown = asyncio.Event()
+            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls))
+            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}", tls.ca_file)
+
+        self.stack = self.call(start())
+        return self.stack
+
+    def stop(self) -> None:
+        async def stop() -> None:
+            assert self.shutdown is not None and self.server is not None and self.stack is not None
+            self.shutdown.set()
+            # hypercorn waits for open connections to close; a client connection left in a pool (awscrt keeps one
+            # per client) would hold it: cancel the server after the graceful period.
+            done, _ = await asyncio.wait({self.server}, timeout=2)
+            if not done:
+                self.server.cancel()
+                await asyncio.gather(self.server, return_exceptions=True)
+            await self.stack.sonic.stop()
+            await self.stack.bridge.shutdown(drain_s=0)
+            await self.stack.vllm.stop()
+
+        async def cancel_the_rest() -> None:
+            # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers alive: end them
+            # here, so that nothing is left pending when the loop stops.
+            rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            if rest:
+                await asyncio.wait(rest, timeout=1)
+
+        try:
+            self.call(stop(), timeout=30)
+        finally:
+            self.call(cancel_the_rest(), timeout=10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            self.loop.close()
+
+
+@pytest.fixture
+def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    """Start a stack with the given StreamSettings (at most one per test)."""
+    runners: list[StackRunner] = []
+
+    def start(settings: StreamSettings | None = None) -> Stack:
+        runner = StackRunner(tmp_path, settings or StreamSettings())
+        runners.append(runner)
+        return runner.start()
+
+    yield start
+    for runner in runners:
+        runner.stop()
+
+
+@pytest.fixture
+def stack(stack_factory) -> Stack:
+    return stack_factory()
+
+
+@pytest.fixture
+def client_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
+    """The clients' environment for the front door: credentials, Region and CA bundle in the standard variables, no
+    profile, no configuration file (the endpoint URL is left to each test: --endpoint-url or the variables)."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+                 "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(stack.ca_file))
+    return stack

@@ -1,0 +1,59 @@
+"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints work as printed
+(from the repository root, after sourcing the environment file it names), and Ctrl-C stops every process."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import soundfile
+
+from voicectl.local.__main__ import port_free
+from voicectl.local.fake_vllm import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(tmp_path):
+    ports = {name: free_port() for name in ("runtime", "bridge", "vllm", "sonic")}
+    state = tmp_path / "state"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "voicectl.local", "--state-dir", str(state),
+         *(argument for name, port in ports.items() for argument in (f"--{name}-port", str(port)))],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            assert line, f"make local ended early: {process.stderr.read()}"
+            banner.append(line)
+            if line.startswith("Ctrl-C stops everything"):
+                break
+        text = "".join(banner)
+        assert f"https://localhost:{ports['runtime']}" in text
+        source = re.search(r"^  (source \S+)$", text, re.MULTILINE).group(1)
+        commands = re.findall(r"^  (\.venv/bin/voicectl (?:transcribe|speak) .*)$", text, re.MULTILINE)
+        assert len(commands) == 2 and re.search(r"^  \.venv/bin/voicectl mic ", text, re.MULTILINE)
+        for command in commands:
+            # Run as printed, from the repository root; the WAV goes to a scratch directory, not the checkout.
+            command = command.replace("--out hello.wav", f"--out {tmp_path / 'hello.wav'}")
+            done = subprocess.run(["bash", "-c", f"{source} && {command}"], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, (command, done.stderr)
+            assert "Traceback" not in done.stderr
+        samples, rate = soundfile.read(tmp_path / "hello.wav", dtype="int16")
+        assert rate == 44100 and len(samples) == round(len("Hello from SageMaker.") * 0.06 * 44100)
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "stopped" in err
+    # Every part is gone: each port can be bound again.
+    for port in ports.values():
+        assert port_free(port), port
+

@@ -1,0 +1,11 @@
+"""Local stand-ins for the parts of the path that run in AWS, so the whole path runs on one machine.
+
+- :mod:`voicectl.local.fake_vllm`: vLLM's realtime WebSocket server, protocol-faithful, scripted deltas (no GPU).
+- :mod:`voicectl.local.fake_sonic`: the Sonic Marketplace container's ``/invocations`` (newline-delimited JSON audio).
+- :mod:`voicectl.local.runtime`: the SageMaker runtime front door (``voicectl local-runtime``): SigV4, HTTP/2 with
+  TLS, AWS event streams, in front of the containers.
+- ``python -m voicectl.local`` (``make local``): all of them plus the real bridge, on loopback.
+
+Nothing here is used on the deployed path; it ships with the package so that ``make local`` and the tests use the same
+code as a user running ``voicectl local-runtime`` from an installed project.
+"""

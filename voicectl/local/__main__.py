@@ -1,0 +1,210 @@
+"""``python -m voicectl.local`` (``make local``): the whole path on loopback, one process per part, as deployed:
+
+    fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
+    Sonic stand-in (127.0.0.1:8090)                                          <- front door
+
+It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
+everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
+The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the project's Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+"""The checkout this package is installed from (``make deps`` installs it in editable mode)."""
+
+READY_TIMEOUT_S = 30.0
+"""Seconds each part has to start listening."""
+
+STOP_TIMEOUT_S = 5.0
+"""Seconds each part has to exit after SIGTERM before it is killed."""
+
+SAMPLE = "tests/clients/data/speech_22k_stereo.wav"
+"""A short committed recording to try ``transcribe`` with."""
+
+
+@dataclass
+class Part:
+    """One process of the local stack."""
+
+    name: str
+    port: int
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+    process: subprocess.Popen | None = None
+    log: Path | None = None
+    ready_file: Path | None = None  # also wait for this file (the front door's env.sh)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m voicectl.local", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runtime-port", type=int, default=8443, help="front door port (default: 8443)")
+    parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
+    parser.add_argument("--vllm-port", type=int, default=8081, help="fake vLLM port (default: 8081)")
+    parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
+    parser.add_argument("--state-dir", metavar="DIR", help="logs, CA certificate and env.sh (default: a new "
+                                                           "temporary directory)")
+    return parser.parse_args(argv)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_listening(part: Part, deadline: float) -> None:
+    """Return once ``part`` accepts TCP connections on its port.
+
+    Raises:
+        RuntimeError: it exited, or did not listen before ``deadline``.
+    """
+    while time.monotonic() < deadline:
+        assert part.process is not None
+        if part.process.poll() is not None:
+            raise RuntimeError(f"{part.name} exited with code {part.process.returncode}; see {part.log}")
+        try:
+            with socket.create_connection(("127.0.0.1", part.port), timeout=0.5):
+                if part.ready_file is None or part.ready_file.exists():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{part.name} did not listen on 127.0.0.1:{part.port} within {READY_TIMEOUT_S:.0f} s; see "
+                       f"{part.log}")
+
+
+def stop(parts: list[Part]) -> None:
+    """SIGTERM every running part (its process group), then SIGKILL what is left after :data:`STOP_TIMEOUT_S`."""
+    for part in reversed(parts):
+        if part.process is not None and part.process.poll() is None:
+            os.killpg(part.process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for part in reversed(parts):
+        if part.process is None:
+            continue
+        try:
+            part.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(part.process.pid, signal.SIGKILL)
+            part.process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    python = sys.executable
+    container = REPOSITORY / "container"
+    if not (container / "bridge" / "__main__.py").is_file():
+        print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the repository checkout "
+              "(make local)", file=sys.stderr)
+        return 2
+    busy = [port for port in (args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port)
+            if not port_free(port)]
+    if busy:
+        print(f"python -m voicectl.local: port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1 (another "
+              "make local?); stop it or choose others, e.g. make local LOCAL_ARGS='--runtime-port 9443'",
+              file=sys.stderr)
+        return 2
+    state = Path(args.state_dir or tempfile.mkdtemp(prefix="voicectl-local-")).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    key_id, secret = "AKIALOCAL" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30)
+    base_env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    base_env["PYTHONUNBUFFERED"] = "1"
+    runtime_env = {**base_env, "VOICECTL_LOCAL_ACCESS_KEY_ID": key_id, "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret}
+    bridge_env = {**base_env, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(args.bridge_port),
+                  "VLLM_PORT": str(args.vllm_port), "DRAIN_S": "0"}
+    parts = [
+        Part("fake vLLM", args.vllm_port, [python, "-m", "voicectl.local.fake_vllm", "--port", str(args.vllm_port),
+                                           "--delta-per-append"], REPOSITORY, base_env),
+        Part("bridge", args.bridge_port, [python, "-m", "bridge"], container, bridge_env),
+        Part("Sonic stand-in", args.sonic_port, [python, "-m", "voicectl.local.fake_sonic", "--port",
+                                                 str(args.sonic_port)], REPOSITORY, base_env),
+        Part("front door", args.runtime_port, [
+            python, "-m", "voicectl", "local-runtime", "--port", str(args.runtime_port),
+            "--ca-file", str(state / "ca.pem"),
+            "--endpoint", f"voxtral-realtime=ws://127.0.0.1:{args.bridge_port}",
+            "--endpoint", f"sonic-tts=http://127.0.0.1:{args.sonic_port}"], REPOSITORY, runtime_env,
+             ready_file=state / "env.sh"),
+    ]
+    (state / "env.sh").unlink(missing_ok=True)
+    interrupted = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for part in parts:
+            part.log = state / (part.name.replace(" ", "-").lower() + ".log")
+            with part.log.open("wb") as log:
+                # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in order.
+                part.process = subprocess.Popen(part.command, cwd=part.cwd, env=part.env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+            wait_listening(part, time.monotonic() + READY_TIMEOUT_S)
+        print_banner(parts, state, args)
+        while not interrupted:
+            for part in parts:
+                assert part.process is not None
+                if part.process.poll() is not None:
+                    print(f"python -m voicectl.local: {part.name} exited with code {part.process.returncode}; "
+                          f"see {part.log}. Stopping everything.", file=sys.stderr)
+                    return 1
+            time.sleep(0.2)
+        return 0
+    except RuntimeError as error:
+        print(f"python -m voicectl.local: {error}. Stopping everything.", file=sys.stderr)
+        return 1
+    finally:
+        stop(parts)
+        print(f"python -m voicectl.local: stopped (logs in {state})", file=sys.stderr)
+
+
+def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> None:
+    """What runs where, and the commands to try from another terminal."""
+    voicectl_path = Path(sys.executable).parent / "voicectl"
+    if voicectl_path.is_relative_to(REPOSITORY):  # .venv/bin/voicectl, as the READMEs write it
+        voicectl_path = voicectl_path.relative_to(REPOSITORY)
+    voicectl = shlex.quote(str(voicectl_path))
+    env_file = shlex.quote(str(state / "env.sh"))
+    lines = ["", "The whole path runs on this machine:"]
+    for part in parts:
+        lines.append(f"  {part.name:<15} 127.0.0.1:{part.port:<6} (log: {part.log})")
+    lines += [
+        f"  The front door is https://localhost:{args.runtime_port}: SageMaker runtime with SigV4, HTTP/2 and event "
+        "streams.",
+        "  The fake vLLM answers each 128 ms of audio with a scripted word (it recognises nothing); the Sonic "
+        "stand-in speaks a tone.",
+        "",
+        "Try, in another terminal from the repository root:",
+        f"  source {env_file}",
+        f"  {voicectl} transcribe {SAMPLE} --endpoint voxtral-realtime",
+        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice --out hello.wav",
+        f"  {voicectl} mic --endpoint voxtral-realtime    # needs: .venv/bin/pip install '.[mic]'",
+        "",
+        "Ctrl-C stops everything.",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""``voicectl local-runtime``: a local SageMaker runtime in front of local containers, so the clients' real AWS code
+path (SigV4, HTTP/2, event streams) runs without AWS.
+
+    voicectl local-runtime --endpoint voxtral-realtime=ws://127.0.0.1:8080 --endpoint sonic-tts=http://127.0.0.1:8090
+        [--port 8443] [--host localhost] [--region us-east-1] [--ca-file FILE] [--ping-interval 60]
+
+It listens on ``https://localhost:<port>`` with a certificate made at start (its CA file path is printed), accepts
+requests signed with ``VOICECTL_LOCAL_ACCESS_KEY_ID`` / ``VOICECTL_LOCAL_SECRET_ACCESS_KEY`` (made up when unset) and
+prints the environment the clients need (those credentials as ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``).
+What it serves: :mod:`voicectl.local.runtime`. ``make local`` starts it together with the bridge, the fake vLLM and the
+Sonic stand-in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from voicectl.cli import UsageError
+
+if TYPE_CHECKING:
+    from voicectl.local.runtime import LocalRuntime
+    from voicectl.local.serving import TlsFiles
+
+ACCESS_KEY_VARIABLE = "VOICECTL_LOCAL_ACCESS_KEY_ID"
+SECRET_KEY_VARIABLE = "VOICECTL_LOCAL_SECRET_ACCESS_KEY"
+"""The local credentials the front door accepts, when given (else made up at start); not the standard AWS variables,
+so that a shell's real credentials are never taken, printed or written to env.sh."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``local-runtime`` subcommand."""
+    from voicectl.local.bidi import PING_INTERVAL_S
+    from voicectl.local.runtime import DEFAULT_PORT
+
+    parser = subparsers.add_parser(
+        "local-runtime", help="serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
+        description=(
+            "Serve SageMaker runtime's InvokeEndpointWithBidirectionalStream and InvokeEndpointWithResponseStream on "
+            "https://localhost:PORT, in front of local containers, so that transcribe, mic and speak run their real "
+            "AWS code path without AWS. Prints the CA file and the environment the clients need."))
+    parser.add_argument("--endpoint", action="append", required=True, metavar="NAME[/VARIANT]=URL",
+                        help="an endpoint (ProductionVariant, default AllTraffic) and its container: ws://HOST:PORT "
+                             "for a bidirectional streaming container (the bridge), http://HOST:PORT for one without "
+                             "(the Sonic stand-in); repeat for each")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: any free)")
+    parser.add_argument("--host", default="localhost",
+                        help="address to listen on (default: localhost, i.e. 127.0.0.1 and ::1)")
+    parser.add_argument("--region", default="us-east-1", help="Region the signatures must be scoped to "
+                                                               "(default: us-east-1)")
+    parser.add_argument("--ca-file", metavar="FILE", help="write the CA certificate here (default: a new temporary "
+                                                          "directory, removed at exit)")
+    parser.add_argument("--ping-interval", type=float, default=PING_INTERVAL_S, metavar="SECONDS",
+                        help=f"seconds between WebSocket pings to a container (default: {PING_INTERVAL_S:g}, as "
+                             "SageMaker; the stream ends after 5 unanswered)")
+    parser.set_defaults(func=run)
+
+
+def client_environment(url: str, ca_file: Path, access_key_id: str, secret_access_key: str,
+                       region: str) -> dict[str, str]:
+    """The environment under which ``transcribe``, ``mic`` and ``speak`` call the local runtime at ``url``."""
+    return {
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url,
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": url,
+        "AWS_CA_BUNDLE": str(ca_file),
+        "AWS_ACCESS_KEY_ID": access_key_id,
+        "AWS_SECRET_ACCESS_KEY": secret_access_key,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,  # botocore reads this one
+    }
+
+
+def environment_script(environment: dict[str, str]) -> str:
+    """A POSIX shell script that exports ``environment`` (and drops a profile that would take precedence)."""
+    lines = ["# source this file: the clients then call the local SageMaker runtime",
+             "unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN"]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in environment.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``voicectl local-runtime``; serves until SIGINT or SIGTERM, then returns 0."""
+    from voicectl.local.bidi import StreamSettings
+    from voicectl.local.runtime import LocalRuntime, parse_endpoints
+    from voicectl.local.serving import listen_sockets, make_certificate
+    from voicectl.local.sigv4 import LocalCredentials
+
+    try:
+        endpoints = parse_endpoints(args.endpoint)
+        settings = StreamSettings(ping_interval_s=args.ping_interval)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0 to 65535, got {args.port}")
+    # Never the caller's own AWS credentials: they would be printed and written to env.sh.
+    key_id = os.environ.get(ACCESS_KEY_VARIABLE) or "AKIALOCAL" + secrets.token_hex(6).upper()
+    secret = os.environ.get(SECRET_KEY_VARIABLE) or secrets.token_urlsafe(30)
+    try:
+        sockets = listen_sockets(args.host, args.port)
+    except OSError as error:
+        raise UsageError(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}); is another "
+                         "local runtime running? Choose another --port") from error
+    state = Path(tempfile.mkdtemp(prefix="voicectl-local-runtime-"))
+    try:
+        tls = make_certificate(state, Path(args.ca_file).resolve() if args.ca_file else None)
+        port = sockets[0].getsockname()[1]
+        url = f"https://{'localhost' if args.host == 'localhost' else args.host}:{port}"
+        environment = client_environment(url, tls.ca_file, key_id, secret, args.region)
+        env_file = tls.ca_file.parent / "env.sh"
+        env_file.write_text(environment_script(environment))
+        print(f"voicectl local-runtime: SageMaker runtime on {url} (HTTP/2 and HTTP/1.1 over TLS), Region "
+              f"{args.region}", flush=True)
+        for endpoint in endpoints:
+            kind = "bidirectional streaming" if endpoint.bidirectional else "response streaming"
+            print(f"  endpoint {endpoint.name} / {endpoint.variant}: {endpoint.container} ({kind})")
+        print(f"  CA certificate: {tls.ca_file}")
+        print(f"  client environment (source {env_file}):")
+        for name, value in environment.items():
+            print(f"    export {name}={shlex.quote(value)}")
+        print("  ready; Ctrl-C stops", flush=True)
+        app = LocalRuntime(endpoints=endpoints, credentials=LocalCredentials(key_id, secret), region=args.region,
+                           settings=settings)
+        asyncio.run(_serve_until_signal(app, sockets, tls))
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    print("voicectl local-runtime: stopped", file=sys.stderr)
+    return 0
+
+
+async def _serve_until_signal(app: LocalRuntime, sockets: list[socket.socket], tls: TlsFiles) -> None:
+    from voicectl.local.serving import serve_asgi
+
+    shutdown = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, shutdown.set)
+    await serve_asgi(app, sockets, shutdown, tls=tls)
