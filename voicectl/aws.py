@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from voicectl.cli import UsageError
+from voicectl.errors import UsageError
 
 #: Environment variables that name the Region, in the order they are honoured (after an explicit --region).
 REGION_ENV_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION")

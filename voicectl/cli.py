@@ -16,6 +16,9 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from voicectl.aws import describe_aws_failure
+from voicectl.errors import UsageError  # subcommands import it from here too
+
 DESCRIPTION = (
     "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the microphone through "
     "the Voxtral endpoint, make the Sonic endpoint speak, and check or stage a deployment."
@@ -37,10 +40,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 EXIT_UNAVAILABLE = 1
 """Exit code of a subcommand whose module could not be imported."""
-
-
-class UsageError(Exception):
-    """Bad input from the user: the message names what was wrong and what is allowed. Exit code 2."""
 
 
 def subcommand_name(module_name: str) -> str:
@@ -93,8 +92,6 @@ def run_command(name: str, func: Callable[[argparse.Namespace], int | None], arg
         return 130
     except Exception as error:
         # No credentials, no Region, no network, a refused request: one line, not a traceback.
-        from voicectl.aws import describe_aws_failure  # here: voicectl.aws imports UsageError from this module
-
         described = describe_aws_failure(error)
         if described is None:
             raise
