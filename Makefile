@@ -81,6 +81,7 @@ local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI 
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)
+	$(PY) -m voicectl preflight bootstrap $(CDK_ARGS)
 	$(CDK) bootstrap $(CDK_ARGS)
 
 diff: deps ## compare the app with what is deployed (needs AWS credentials)

@@ -21,10 +21,12 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, TypeVar
 
 from config import context as ctx
 from config.models import (
+    BRIDGE_CONTAINER_DIR,
     BRIDGE_DRAIN_S,
     SONIC_EXTRA_INSTANCE_TYPES,
     SONIC_INSTANCE_FAMILIES,
@@ -32,9 +34,10 @@ from config.models import (
     SONIC_SCALING_METRICS,
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
+    bridge_base_image,
     max_num_seqs_that_fit,
 )
-from constructs_lib import instance_types
+from constructs_lib import cuda_compat, instance_types
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
     ProductionVariant,
@@ -84,6 +87,10 @@ class EndpointSettings:
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
     instance_type: str = "ml.g6.4xlarge"
+    #: Capacity fallback: instance types in priority order, the first being instance_type (empty = instance_type only).
+    instance_pools: list[str] = field(default_factory=list)
+    #: With instance_pools: seconds SageMaker may spend getting capacity across them (None = 1800 s with pools).
+    instance_provision_timeout_s: int | None = None
     initial_instance_count: int = 1
     model_data_download_timeout_s: int = 1200
     container_startup_timeout_s: int = 1200
@@ -107,6 +114,8 @@ class EndpointSettings:
     PROPS: ClassVar[dict[str, str]] = {
         "endpoint_name": "endpoint_name",
         "instance_type": "instance_type",
+        "instance_pools": "instance_pools",
+        "provision_timeout_s": "instance_provision_timeout_s",
         "initial_instance_count": "initial_instance_count",
         "model_data_download_timeout_s": "model_data_download_timeout_s",
         "container_startup_timeout_s": "container_startup_timeout_s",
@@ -158,12 +167,19 @@ class EndpointSettings:
         self.app_problems(p, region)
         return list(p)
 
-    def instance_spec(self, p: Problems) -> instance_types.InstanceSpec | None:
-        """The catalogue's facts of the instance type (None, with a problem recorded, when it lacks them; None, with
-        nothing recorded, when the type is not a SageMaker type: the variant's check reports that)."""
-        if not instance_types.is_instance_type(self.instance_type):
-            return None
-        return instance_types.check_catalogued(p, "instance_type", self.instance_type)
+    def instance_specs(self, p: Problems) -> list[tuple[str, instance_types.InstanceSpec]]:
+        """``(key, facts)`` of every instance type the endpoint may run: ``instance_type``, or each of
+        ``instance_pools`` (named after that key in problems), so every rule sized by the instance holds for each.
+        A type the catalogue lacks is left out with a problem recorded; one that is not a SageMaker type is left out
+        silently (the variant's check reports it)."""
+        key = "instance_pools" if self.instance_pools else "instance_type"
+        specs = []
+        for name in dict.fromkeys(self.variant().instance_types):  # a duplicate is the variant's problem, once
+            if instance_types.is_instance_type(name):
+                spec = instance_types.check_catalogued(p, key, name)
+                if spec is not None:
+                    specs.append((key, spec))
+        return specs
 
     def app_problems(self, p: Problems, region: str) -> None:
         """The rules of this app for the section (subclasses)."""
@@ -242,6 +258,17 @@ class VoxtralSettings(EndpointSettings):
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
         return self.props(BridgeAlarmThresholds)
 
+    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
+        """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the
+        image is ``image_uri`` when set, else the base image of ``container_dir/Dockerfile`` (the asset built at
+        synth). INCOMPATIBLE is a settings problem; UNKNOWN (a tag that names no CUDA) and the compatibility modes
+        are warnings of the Voxtral stack."""
+        if self.image_uri is not None:
+            image, source = self.image_uri, "voxtral.image_uri"
+        else:
+            image, source = bridge_base_image(container_dir), f"the base image of {container_dir.name}/Dockerfile"
+        return cuda_compat.check_image(image, source, self.inference_ami_version, self.instance_type)
+
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
 
@@ -252,15 +279,18 @@ class VoxtralSettings(EndpointSettings):
     def _model_problems(self, p: Problems, region: str) -> None:
         """The model, its weights and image, and whether one GPU of the instance holds it."""
         start = len(p)
-        spec = self.instance_spec(p)
-        if spec is not None and spec.gpus == 0:
-            p.add("instance_type", self.instance_type,
-                  f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+        specs = self.instance_specs(p)
+        for key, spec in specs:
+            if spec.gpus == 0:
+                p.add(key, spec.name, f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
         check_repository_id(p, "model_id", self.model_id)
         if self.model_s3_uri is not None:
             check_model_data_s3_uri(p, "model_s3_uri", self.model_s3_uri)
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, region)
+        compatibility = self.image_compatibility()
+        if compatibility.verdict is cuda_compat.Verdict.INCOMPATIBLE:
+            p.add("inference_ami_version", self.inference_ami_version, compatibility.reason)
         if self.max_model_len < 1:
             p.add("max_model_len", self.max_model_len, "must be a positive whole number (tokens; 12.5 per second of audio)")
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
@@ -275,12 +305,13 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
-        # The memory estimate only when every value it depends on passed its checks.
-        if spec is not None and spec.gpus and len(p) == start:
+        # The memory estimate only when every value it depends on passed its checks; for each type the endpoint may
+        # run, since vLLM gets the same max_num_seqs on every one.
+        for key, spec in specs if len(p) == start else ():
             fits = max_num_seqs_that_fit(spec, self.max_model_len, self.gpu_memory_utilization)
             if fits < self.max_num_seqs:
                 p.note(
-                    f"{p.ref('instance_type', self.instance_type)} with {p.ref('max_model_len', self.max_model_len)} "
+                    f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
                     f"and {p.ref('stream_cap', self.max_num_seqs)}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) "
                     f"holds the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs "
                     "or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
@@ -320,11 +351,11 @@ class SonicSettings(EndpointSettings):
     alarm_model_latency_p90_ms: float = 3000.0
 
     def app_problems(self, p: Problems, region: str) -> None:
-        spec = self.instance_spec(p)
-        if spec is not None and not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
-            p.add("instance_type", self.instance_type,
-                  "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger, "
-                  "ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge")
+        for key, spec in self.instance_specs(p):
+            if not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
+                p.add(key, spec.name,
+                      "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger, "
+                      "ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge")
         if self.model_package_arn is None:
             if region not in SONIC_MODEL_PACKAGES:
                 p.note(f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic model package ARN is "

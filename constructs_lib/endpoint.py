@@ -63,6 +63,8 @@ class EndpointBase(Construct, EndpointMetrics):
         endpoint_arn: the endpoint's ARN.
         variant_name: the variant the metric helpers and autoscaling address.
         instance_type: the variant's instance type, or None when unknown (an imported endpoint without it).
+        instance_types: every instance type the variant may run (its instance pools, else ``instance_type``); empty
+            when unknown. Alarms scale by the smallest of them (:func:`constructs_lib.instance_types.alarm_capacity`).
         initial_instance_count: the variant's initial count, or None when unknown.
         invoke_actions: what :meth:`grant_invoke` allows by default.
         rolling_update: the endpoint's rolling update, or None.
@@ -76,10 +78,12 @@ class EndpointBase(Construct, EndpointMetrics):
     variant_name: str
 
     def __init__(self, scope: Construct, construct_id: str, *, instance_type: str | None,
-                 initial_instance_count: int | None, invoke_actions: Sequence[str]) -> None:
+                 initial_instance_count: int | None, invoke_actions: Sequence[str],
+                 instance_types: Sequence[str] = ()) -> None:
         # The names come from the subclass (EndpointMetrics.__init__), once it knows them.
         Construct.__init__(self, scope, construct_id)
         self.instance_type = instance_type
+        self.instance_types: tuple[str, ...] = tuple(instance_types) or ((instance_type,) if instance_type else ())
         self.initial_instance_count = initial_instance_count
         self.invoke_actions = tuple(invoke_actions)
         self.rolling_update: RollingUpdate | None = None
@@ -192,7 +196,8 @@ class RealtimeEndpoint(EndpointBase):
         problems.raise_if_any(f"RealtimeEndpoint {construct_id}")
         variant = props.variant
         super().__init__(scope, construct_id, instance_type=variant.instance_type,
-                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions)
+                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions,
+                         instance_types=variant.instance_types)
         # The name is needed at synth (it names the log group, which must exist before the endpoint): a default one
         # is made from the construct path, unique in the app and stable across deployments.
         EndpointMetrics.__init__(
@@ -240,7 +245,14 @@ class RealtimeEndpoint(EndpointBase):
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant.variant_name,
                     model_name=model.attr_model_name,
-                    instance_type=variant.instance_type,
+                    # With instance pools the variant names its types there only (SageMaker developer guide,
+                    # "Deploy to multiple instance types with instance pools").
+                    instance_type=None if variant.instance_pools else variant.instance_type,
+                    instance_pools=[
+                        sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=instance_type, priority=priority)
+                        for priority, instance_type in enumerate(variant.instance_pools, start=1)
+                    ] or None,
+                    variant_instance_provision_timeout_in_seconds=variant.instance_provision_timeout_s,
                     initial_instance_count=variant.initial_instance_count,
                     initial_variant_weight=1.0,
                     model_data_download_timeout_in_seconds=variant.model_data_download_timeout_s,

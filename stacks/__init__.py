@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aws_cdk import App, Environment, Stack, Tags
 
+from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
 from stacks.foundation_stack import FoundationStack, foundation_refs
@@ -15,7 +16,7 @@ from stacks.operations_stack import OperationsStack
 from stacks.sonic_stack import SonicStack
 from stacks.voxtral_stack import VoxtralStack
 
-CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+CONTAINER_DIR = BRIDGE_CONTAINER_DIR
 
 
 @dataclass(frozen=True)

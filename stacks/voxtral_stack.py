@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Fn
+from aws_cdk import Annotations, Fn
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -14,6 +14,7 @@ from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings, VoxtralSettings
+from constructs_lib.cuda_compat import Verdict
 from constructs_lib.endpoint_props import INVOKE, INVOKE_BIDIRECTIONAL, VARIANT_NAME, ImageContainer, normalise_s3_prefix
 from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
 from constructs_lib.model_staging import ModelStaging, ModelStagingProps
@@ -50,6 +51,11 @@ class VoxtralStack(EndpointStack):
         super().__init__(scope, construct_id, settings=settings, section=settings.voxtral, foundation=foundation,
                          alarm_topic=alarm_topic, role_path=foundation.model_data_role_path, **kwargs)
         voxtral = settings.voxtral
+        # An image CUDA the AMI's driver cannot run is a settings error; an unknown one, or one that relies on CUDA
+        # compatibility modes, is said here (cdk synth prints it) rather than guessed.
+        compatibility = voxtral.image_compatibility()
+        if compatibility.verdict is not Verdict.COMPATIBLE:
+            Annotations.of(self).add_warning_v2("realtime-voice:image-cuda", compatibility.reason)
         image_uri, repository_arn = self._image(artifacts)
         weights, model_data_s3_uri = self._weights(voxtral, artifacts)
         self.role.grant_model_data_read(weights.bucket, weights.prefix)
