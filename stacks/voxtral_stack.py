@@ -119,7 +119,7 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
         "SM_VLLM_MODEL": "/opt/ml/model",
         "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
         "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
-        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.max_num_seqs),
+        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.streams_per_instance),
         "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
         "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
         # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
