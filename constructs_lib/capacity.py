@@ -21,7 +21,9 @@ What vLLM does (read in the source of vLLM 0.31.0, the version of the SageMaker 
   decoder's block size to 128 tokens so both pages are 512 KiB; ``_get_kv_cache_groups_uniform_page_size`` puts
   each layer type in one group of max(26, 32) = 32 layer slots (26 < 32 < 1.5 x 26, so the decoder's group gets
   6 padding layers). One block of the shared pool is one page in each of the 32 slots: 16 MiB
-  (``_get_kv_cache_bytes_per_block``).
+  (``_get_kv_cache_bytes_per_block``). (With a block-outermost KV layout vLLM packs the two page sizes side by side
+  instead, ``_get_packed_kv_cache_groups``, a layout this model does not follow: the bytes per token are the same,
+  the padding differs; vLLM's own report of its pool at run time is the check.)
 - Blocks per request (``SlidingWindowSpec.max_admission_blocks_per_request``): ``cdiv(min(window - 1 +
   in_flight_tokens, max_model_len), block_size) + 1`` per group. vLLM's startup figure, logged as "GPU KV cache size:
   N tokens, Maximum concurrency for L tokens per request: Yx" (``update_kv_cache_capacity``,
