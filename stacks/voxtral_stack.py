@@ -115,7 +115,7 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
     configures the bridge (container/README.md). Values are strings; no secrets.
     """
-    return {
+    env = {
         "SM_VLLM_MODEL": "/opt/ml/model",
         "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
         "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
@@ -132,3 +132,9 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
         # Grace period for open streams after SIGTERM (scale-in, rolling update); the scale-in cooldown is longer.
         "DRAIN_S": str(BRIDGE_DRAIN_S),
     }
+    fitted = voxtral.capacity()
+    if fitted is not None:
+        # KV-cache blocks one live stream holds (constructs_lib/capacity.py): the bridge divides vLLM's reported
+        # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.
+        env["KV_BLOCKS_PER_STREAM"] = str(fitted.stream_blocks)
+    return env
