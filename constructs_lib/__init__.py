@@ -31,6 +31,9 @@ _MODULES = {
     "bridge_image": ("BridgeImage", "BridgeImageProps"),
     "model_bucket": ("ModelBucket", "ModelBucketProps"),
     "model_staging": ("ModelStaging", "ModelStagingProps"),
+    "network": ("PrivateNetwork",),
+    "network_props": ("PrivateNetworkProps", "ExistingVpc", "DataKeyProps"),
+    "encryption": ("DataKey",),
     "validation": ("PropsError",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}

@@ -34,8 +34,9 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 - ``AWS::KMS::Key`` with ``Tags`` (the CDK tags everything): moto passes CloudFormation's tag spelling to KMS,
   fails, and the key is then "undefined" for ``Fn::GetAtt``; it keeps ``KeyPolicy`` as an object where its API
   expects JSON text; and it cannot delete a key. The harness converts the tags and the policy and schedules the key's deletion on stack deletion, as CloudFormation does.
-- ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` and ``Tags``. The harness applies
-  ``PublicAccessBlockConfiguration`` and ``VersioningConfiguration``; ownership controls, access logging and
+- ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` (without ``BucketKeyEnabled``) and
+  ``Tags``. The harness applies ``PublicAccessBlockConfiguration``, ``VersioningConfiguration`` and
+  ``BucketKeyEnabled`` (network.mode=vpc's SSE-KMS model bucket); ownership controls, access logging and
   lifecycle rules stay unapplied and are asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - Change sets (the CDK CLI deploys only through change sets): moto registers exports, and resolves
   ``Fn::ImportValue``, only for ``CreateStack``, and computes a change-set stack's outputs from its empty first
@@ -60,6 +61,10 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 - Not created at all by moto's CloudFormation (it warns "No Moto CloudFormation support for ..."): bucket and
   topic policies, CloudWatch dashboards, Application Auto Scaling. The harness records each warning in
   :attr:`MotoServer.unsupported_types`; the test checks those resources at template level instead.
+- ``AWS::EC2::RouteTable``, ``SubnetRouteTableAssociation``, ``VPCEndpoint`` and ``FlowLog`` (network.mode=vpc):
+  moto cannot delete them, so the VPC "has dependencies" on stack deletion. The harness gives the types a delete.
+- ``AWS::EC2::VPC``: moto's CloudFormation ignores ``EnableDnsSupport`` and ``EnableDnsHostnames`` (network.mode=vpc);
+  asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - ``EnableNetworkIsolation`` on ``AWS::SageMaker::Model``: moto drops it (its Model always reports False).
   Asserted at template level by the test.
 """
@@ -461,6 +466,10 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
             backend.put_public_access_block(bucket.name, properties["PublicAccessBlockConfiguration"])
         if "VersioningConfiguration" in properties:
             backend.put_bucket_versioning(bucket.name, properties["VersioningConfiguration"]["Status"])
+        # moto's conversion of BucketEncryption keeps the algorithm and key but drops BucketKeyEnabled.
+        rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+        if rules and "BucketKeyEnabled" in rules[0] and bucket.encryption:
+            bucket.encryption["Rule"]["BucketKeyEnabled"] = "true" if rules[0]["BucketKeyEnabled"] else "false"
         return bucket
 
     original_build_resource_diff = parsing.ResourceMap.build_resource_diff
@@ -491,6 +500,41 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         from moto.utilities.utils import get_partition
 
         iam_models.iam_backends[account_id][get_partition(region_name)].delete_policy(resource_name)
+
+    from moto.ec2 import models as ec2_models
+    from moto.ec2.models.flow_logs import FlowLogs
+    from moto.ec2.models.route_tables import RouteTable
+    from moto.ec2.models.subnets import SubnetRouteTableAssociation
+    from moto.ec2.models.vpcs import VPCEndPoint
+
+    # moto's AWS::EC2::RouteTable, SubnetRouteTableAssociation, VPCEndpoint and FlowLog have no delete: deleting the
+    # Foundation stack would leave them, and the VPC ("has dependencies"). CloudFormation deletes them first.
+    def ec2_delete(delete: Callable[[Any, str], None]) -> Any:
+        def handler(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                    region_name: str) -> None:
+            delete(ec2_models.ec2_backends[account_id][region_name], resource_name)
+        return classmethod(handler)
+
+    def delete_route_table(backend: Any, route_table_id: str) -> None:
+        if route_table_id in backend.route_tables:
+            backend.route_tables[route_table_id]._associations.clear()
+            backend.delete_route_table(route_table_id)
+
+    def delete_vpc_endpoint(backend: Any, endpoint_id: str) -> None:
+        # A gateway endpoint removes its routes from its route tables; skip tables CloudFormation deleted already.
+        endpoint = backend.vpc_end_points.get(endpoint_id)
+        if endpoint is not None and endpoint.route_table_ids:
+            endpoint.route_table_ids = [t for t in endpoint.route_table_ids if t in backend.route_tables]
+        backend.delete_vpc_endpoints([endpoint_id])
+
+    ec2_deletes = [
+        _added(RouteTable, "delete_from_cloudformation_json", ec2_delete(delete_route_table)),
+        # moto names an association by its route table's id; the route table's delete removes its associations.
+        _added(SubnetRouteTableAssociation, "delete_from_cloudformation_json", ec2_delete(lambda backend, _: None)),
+        _added(VPCEndPoint, "delete_from_cloudformation_json", ec2_delete(delete_vpc_endpoint)),
+        _added(FlowLogs, "delete_from_cloudformation_json",
+               ec2_delete(lambda backend, flow_log_id: backend.delete_flow_logs([flow_log_id]))),
+    ]
 
     from moto.kms import models as kms_models
 
@@ -525,6 +569,7 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
 
     return [
+        *ec2_deletes,
         _patched(kms_models.Key, "create_from_cloudformation_json", classmethod(create_key)),
         _added(kms_models.Key, "delete_from_cloudformation_json", classmethod(delete_key)),
         _added(iam_models.ManagedPolicy, "delete_from_cloudformation_json", classmethod(delete_managed_policy)),
