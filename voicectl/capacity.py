@@ -58,20 +58,25 @@ class Row:
 
 
 def rows(settings: Any, extra_types: list[str]) -> list[Row]:
-    """The figures of ``voxtral.instance_type`` and each of ``extra_types`` (settings otherwise unchanged).
+    """The figures of ``voxtral.instance_type`` (or each of ``voxtral.instance_pools``) and each of ``extra_types``
+    (settings otherwise unchanged).
 
     Raises:
         UsageError: an extra type is not a GPU type of the catalogue.
     """
     v = settings.voxtral
+    configured = list(dict.fromkeys(v.instance_pools or [v.instance_type]))
     result = []
-    for instance_type in [v.instance_type, *[t for t in extra_types if t != v.instance_type]]:
+    for instance_type in [*configured, *[t for t in extra_types if t not in configured]]:
         spec = instance_types.lookup(instance_type)
         if spec is None or not spec.gpus:
             raise UsageError(f"--instance-type {instance_type}: not a GPU instance type of "
                              f"constructs_lib/instance_types.py (GPU types: {instance_types.gpu_families()})")
         fitted = model.fit(spec, v.max_model_len, v.gpu_memory_utilization)
-        if v.max_num_seqs == "auto":
+        if v.max_num_seqs == "auto" and instance_type in configured and len(configured) > 1:
+            # vLLM gets one max_num_seqs on every pool type: the type that serves the fewest sets it.
+            streams, source = v.streams_per_instance, "auto: the fewest of voxtral.instance_pools"
+        elif v.max_num_seqs == "auto":
             streams, source = max(1, fitted.streams), f"auto: {fitted.limited_by} bound"
         else:
             streams, source = v.max_num_seqs, "voxtral.max_num_seqs"

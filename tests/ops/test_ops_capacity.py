@@ -79,3 +79,13 @@ def test_a_price_that_cannot_be_read_is_said_and_exits_1(capsys, monkeypatch):
 def test_bad_input_exits_2_with_the_reason(capsys, args, message):
     code, _, err = run(capsys, *args)
     assert code == 2 and message in err
+
+
+def test_instance_pools_show_every_type_at_the_one_cap_vllm_gets(capsys):
+    code, out, _ = run(capsys, "-c", "voxtral.instance_type=ml.g6e.2xlarge",
+                       "-c", "voxtral.instance_pools=ml.g6e.2xlarge,ml.g6.4xlarge", "--json")
+    assert code == 0
+    rows = json.loads(out)["instance_types"]
+    assert [(r["instance_type"], r["streams_per_instance"], r["kv_cache_fit"]) for r in rows] == [
+        ("ml.g6e.2xlarge", 4, 23), ("ml.g6.4xlarge", 4, 8)]
+    assert rows[0]["streams_source"] == "auto: the fewest of voxtral.instance_pools"
