@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from constructs_lib import capacity
 from constructs_lib.cuda_compat import dockerfile_base_image
 from constructs_lib.instance_types import InstanceSpec
 from constructs_lib.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
@@ -36,15 +37,6 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
     except (OSError, ValueError):
         return None
 
-# GPU memory estimate for Voxtral-Mini-4B-Realtime-2602 (bf16), used to reject an instance that cannot hold the model
-# with max_model_len x max_num_seqs tokens of KV cache. Sources: the model card (consolidated.safetensors, ~8.9 GB)
-# and params.json of the language-model decoder (26 layers, 8 KV heads, head_dim 128).
-VOXTRAL_WEIGHTS_BYTES = 8.9e9
-#: 2 (K and V) x 26 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16) per token.
-VOXTRAL_KV_BYTES_PER_TOKEN = 2 * 26 * 8 * 128 * 2
-#: CUDA context, activations, CUDA graphs and the audio encoder's buffers: a measured-order-of-magnitude allowance.
-VOXTRAL_RUNTIME_OVERHEAD_BYTES = 2 * 2**30
-
 #: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; container/bridge/settings.py). SageMaker sends
 #: SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay below 30 s. The Voxtral stack
 #: passes it to the container; a scale-in cooldown must be longer so that one drain ends before the next scale-in.
@@ -52,17 +44,9 @@ BRIDGE_DRAIN_S = 25
 
 
 def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
-    """How many sequences of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``.
-
-    Estimate (documented in README, "GPU memory"): usable = GPU memory x gpu_memory_utilization; KV cache =
-    usable - weights - runtime overhead; result = floor(KV cache / (KV bytes per token x max_model_len)).
-    vLLM serves the model on one GPU (tensor parallel size 1), so only one GPU's memory counts.
-    """
-    usable = spec.gpu_memory_gib * 2**30 * gpu_memory_utilization
-    kv_cache = usable - VOXTRAL_WEIGHTS_BYTES - VOXTRAL_RUNTIME_OVERHEAD_BYTES
-    if kv_cache <= 0:
-        return 0
-    return int(kv_cache // (VOXTRAL_KV_BYTES_PER_TOKEN * max_model_len))
+    """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``: the ``fit`` of
+    the capacity model (:func:`constructs_lib.capacity.fit`, which follows vLLM's own KV-cache accounting)."""
+    return capacity.fit(spec, max_model_len, gpu_memory_utilization).fit
 
 
 # --- Sonic (text to speech) from its AWS Marketplace model package -------------------------------------------------

@@ -35,9 +35,8 @@ from config.models import (
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
     bridge_base_image,
-    max_num_seqs_that_fit,
 )
-from constructs_lib import cuda_compat, instance_types
+from constructs_lib import capacity, cuda_compat, instance_types
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
     ProductionVariant,
@@ -140,7 +139,11 @@ class EndpointSettings:
         """An instance of the props class ``cls`` from this section's settings (through :attr:`PROPS`), plus
         ``extra``."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{prop: getattr(self, key) for prop, key in self.PROPS.items() if prop in names}, **extra)
+        return cls(**{prop: self.value(key) for prop, key in self.PROPS.items() if prop in names}, **extra)
+
+    def value(self, key: str) -> Any:
+        """The value a prop gets from setting ``key``: the setting itself, or (subclasses) its resolved value."""
+        return getattr(self, key)
 
     def variant(self) -> ProductionVariant:
         return self.props(ProductionVariant)
@@ -197,7 +200,9 @@ class VoxtralSettings(EndpointSettings):
     #: A prebuilt bridge image in ECR; None = build ``container/`` as an asset and copy it into the stack's repository.
     image_uri: str | None = None
     max_model_len: int = 45000
-    max_num_seqs: int = 2
+    #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what the capacity
+    #: model says one GPU of instance_type serves at max_model_len (constructs_lib/capacity.py).
+    max_num_seqs: int | Literal["auto"] = "auto"
     gpu_memory_utilization: float = 0.9
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
@@ -250,10 +255,33 @@ class VoxtralSettings(EndpointSettings):
         """Whether the deploy stages the weights (``stage_model``, defaulting to "no model_s3_uri given")."""
         return self.model_s3_uri is None if self.stage_model is None else self.stage_model
 
+    def capacity(self) -> capacity.Capacity | None:
+        """The capacity model's answer for the instance type the endpoint may run that serves the fewest streams
+        (``instance_type``, or each of ``instance_pools``: vLLM gets one max_num_seqs on all), or None when no type,
+        max_model_len or gpu_memory_utilization is valid (their own problems say why)."""
+        if self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98:
+            return None
+        names = self.instance_pools or [self.instance_type]
+        specs = [spec for spec in map(instance_types.lookup, names) if spec is not None and spec.gpus]
+        fits = [capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization) for spec in specs]
+        return min(fits, key=lambda c: c.streams, default=None)
+
+    @property
+    def streams_per_instance(self) -> int:
+        """The stream cap: ``max_num_seqs``, or what ``auto`` resolves to (at least 1; a GPU that holds no stream
+        is a settings problem of its own)."""
+        if self.max_num_seqs != "auto":
+            return self.max_num_seqs
+        fitted = self.capacity()
+        return max(1, fitted.streams) if fitted is not None else 1
+
+    def value(self, key: str) -> Any:
+        return self.streams_per_instance if key == "max_num_seqs" else super().value(key)
+
     @property
     def streams_target(self) -> float:
         """Live streams per instance autoscaling keeps: a fraction of the stream cap."""
-        return self.scaling_target_fraction * self.max_num_seqs
+        return self.scaling_target_fraction * self.streams_per_instance
 
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
         return self.props(BridgeAlarmThresholds)
@@ -305,17 +333,27 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
-        # The memory estimate only when every value it depends on passed its checks; for each type the endpoint may
+        # The capacity model only when every value it depends on passed its checks; for each type the endpoint may
         # run, since vLLM gets the same max_num_seqs on every one.
         for key, spec in specs if len(p) == start else ():
-            fits = max_num_seqs_that_fit(spec, self.max_model_len, self.gpu_memory_utilization)
-            if fits < self.max_num_seqs:
-                p.note(
-                    f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
-                    f"and {p.ref('stream_cap', self.max_num_seqs)}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) "
-                    f"holds the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs "
-                    "or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
-                )
+            if not spec.gpus:
+                continue
+            fitted = capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization)
+            if fitted.fit >= self.streams_per_instance:
+                continue
+            asked = self.max_num_seqs
+            advice = ("lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
+                      "voxtral.max_num_seqs=auto" if asked != "auto" else
+                      "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with more memory")
+            p.note(
+                f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
+                f"and {p.ref('stream_cap', asked)}: one {spec.gpu_model} ({fitted.gpu.memory_bytes / 2**30:.1f} GiB, "
+                f"{self.gpu_memory_utilization:g} of it for vLLM: {fitted.budget_bytes / 2**30:.1f} GiB) holds the "
+                f"weights ({fitted.weight_bytes / 2**30:.1f} GiB), activations and CUDA graphs "
+                f"({fitted.overhead_bytes / 2**30:.1f} GiB) and KV cache ({fitted.kv_bytes / 2**30:.1f} GiB) for at "
+                f"most {fitted.fit} live stream(s) of that length ({fitted.stream_kv_bytes / 2**30:.2f} GiB of KV "
+                f"each); {advice} (capacity model: constructs_lib/capacity.py, README 'Capacity')"
+            )
 
     def _operations_problems(self, p: Problems) -> None:
         """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""

@@ -139,11 +139,11 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
     configures the bridge (container/README.md). Values are strings; no secrets.
     """
-    return {
+    env = {
         "SM_VLLM_MODEL": "/opt/ml/model",
         "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
         "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
-        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.max_num_seqs),
+        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.streams_per_instance),
         "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
         "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
         # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
@@ -162,3 +162,9 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
         # SageMaker ships to the endpoint's log group.
         **OFFLINE_ENVIRONMENT,
     }
+    fitted = voxtral.capacity()
+    if fitted is not None:
+        # KV-cache blocks one live stream holds (constructs_lib/capacity.py): the bridge divides vLLM's reported
+        # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.
+        env["KV_BLOCKS_PER_STREAM"] = str(fitted.stream_blocks)
+    return env

@@ -35,6 +35,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.mic",
     "voicectl.verify",
     "voicectl.cost",
+    "voicectl.capacity",
     "voicectl.local_runtime",
 )
 

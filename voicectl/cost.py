@@ -6,8 +6,9 @@ the ``region`` setting (:mod:`voicectl.pricing`), and from it:
 
 - per month: 730 hours (the AWS Pricing Calculator's month) x the price x ``min_instances`` and ``max_instances``;
 - per live stream-hour: the price / the streams one instance serves at once. Voxtral: ``voxtral.max_num_seqs``
-  (vLLM's cap on sequences in flight, which the bridge enforces per instance), and at the autoscaling target
-  (``max_num_seqs x scaling_target_fraction``, where autoscaling holds a busy fleet). A live stream transcribes
+  (vLLM's cap on sequences in flight, which the bridge enforces per instance; ``auto`` resolves it with the
+  capacity model, constructs_lib/capacity.py), and at the autoscaling target (``max_num_seqs x
+  scaling_target_fraction``, where autoscaling holds a busy fleet). A live stream transcribes
   audio as it is spoken, so a stream-hour is also an hour of audio. Sonic: concurrent synthesis requests per
   instance, :data:`SONIC_STREAMS_PER_INSTANCE` (Cartesia's published figure) or ``--sonic-streams-per-instance``.
 - the Sonic software fee: AWS Marketplace bills it per instance-hour on top of the instance, but it is not in the
@@ -154,9 +155,9 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
         costs.append(_priced(lookup, EndpointCost(
             section="voxtral", endpoint_name=v.endpoint_name, instance_type=v.instance_type,
             min_instances=v.min_instances, max_instances=v.max_instances,
-            streams_per_instance=v.max_num_seqs, streams_source="voxtral.max_num_seqs",
-            target_streams_per_instance=v.max_num_seqs * v.scaling_target_fraction,
-            target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {v.max_num_seqs}",
+            streams_per_instance=v.streams_per_instance, streams_source=_voxtral_streams_source(v.max_num_seqs),
+            target_streams_per_instance=v.streams_target,
+            target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {v.streams_per_instance}",
         )))
     if settings.sonic.enabled:
         s = settings.sonic
@@ -171,6 +172,13 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
             streams_per_instance=streams, streams_source=source, software_fee_note=SONIC_SOFTWARE_FEE_NOTE,
         )))
     return costs
+
+
+def _voxtral_streams_source(max_num_seqs: int | str) -> str:
+    """Where Voxtral's streams per instance come from: the setting, or the capacity model for ``auto``."""
+    if max_num_seqs == "auto":
+        return "voxtral.max_num_seqs=auto, the capacity model"
+    return "voxtral.max_num_seqs"
 
 
 def _priced(lookup: Callable[[str], pricing.HostingPrice], cost: EndpointCost) -> EndpointCost:

@@ -5,6 +5,10 @@ SageMaker's health check: `GET /ping` must answer 200 only when the container ca
 Container Should Respond to Health Check (Ping) Requests"). vLLM answers `GET /health` with 200 once
 its engine is up. The probe asks vLLM in the background every `interval_s`, each attempt bounded by
 `timeout_s`, and `/ping` only reads the last answer: a dead or hanging vLLM cannot slow `/ping`.
+
+Once vLLM is healthy the probe also reads, once, vLLM's own report of its KV cache: `num_gpu_blocks` of the
+`vllm:cache_config_info` gauge on its Prometheus `/metrics` (vLLM 0.31.0 publishes every CacheConfig field as a
+label of that gauge: vllm/v1/metrics/loggers.py `log_metrics_info`, vllm/config/cache.py `metrics_info`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+from collections.abc import Callable
 
 from .protocol import VLLM_HEALTH_PATH, VLLM_MODELS_PATH, parse_served_model
 
@@ -28,9 +34,23 @@ FAILURES_BEFORE_UNHEALTHY = 3
 #: Largest HTTP answer (head and body) the probe reads, bytes; a larger one counts as a failed probe.
 #: vLLM's `/health` body is empty and `/v1/models` a few hundred bytes per model.
 MAX_RESPONSE_BYTES = 64 * 1024
+#: vLLM's Prometheus metrics (histograms per engine): larger than the other answers.
+VLLM_METRICS_PATH = "/metrics"
+MAX_METRICS_BYTES = 8 * 1024 * 1024
+_CACHE_CONFIG_INFO = re.compile(rb"^vllm:cache_config_info\{([^}]*)\}", re.MULTILINE)
+_NUM_GPU_BLOCKS = re.compile(rb'(?:^|,)num_gpu_blocks="(\d+)"')
 
 
-async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[int, bytes]:
+def parse_num_gpu_blocks(metrics_body: bytes) -> int | None:
+    """`num_gpu_blocks` (blocks of vLLM's KV cache) from the labels of `vllm:cache_config_info` in a Prometheus
+    text exposition, or None when the gauge, the label or a positive number is missing."""
+    info = _CACHE_CONFIG_INFO.search(metrics_body)
+    blocks = _NUM_GPU_BLOCKS.search(info.group(1)) if info else None
+    return int(blocks.group(1)) or None if blocks else None
+
+
+async def http_get(host: str, port: int, path: str, timeout_s: float,
+                   max_bytes: int = MAX_RESPONSE_BYTES) -> tuple[int, bytes]:
     """One HTTP/1.1 GET with `Connection: close`; returns (status code, body bytes).
 
     Our own 20 lines rather than an HTTP client library: the bridge needs two loopback GETs and no
@@ -39,7 +59,7 @@ async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[i
     Raises:
         OSError: connection refused or reset.
         TimeoutError: no complete answer within `timeout_s` seconds.
-        ValueError: the answer is not HTTP, or is larger than `MAX_RESPONSE_BYTES`.
+        ValueError: the answer is not HTTP, or is larger than `max_bytes`.
     """
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
@@ -48,8 +68,8 @@ async def http_get(host: str, port: int, path: str, timeout_s: float) -> tuple[i
             response = b""
             while chunk := await reader.read(MAX_RESPONSE_BYTES):
                 response += chunk
-                if len(response) > MAX_RESPONSE_BYTES:
-                    raise ValueError(f"the answer to GET {path} is larger than {MAX_RESPONSE_BYTES} bytes")
+                if len(response) > max_bytes:
+                    raise ValueError(f"the answer to GET {path} is larger than {max_bytes} bytes")
         finally:
             writer.close()
             with contextlib.suppress(OSError):
@@ -87,10 +107,14 @@ class HealthProbe:
             `/v1/models` after the first healthy answer (`served_model` then holds it).
     """
 
-    def __init__(self, host: str, port: int, served_model: str | None = None) -> None:
+    def __init__(self, host: str, port: int, served_model: str | None = None,
+                 on_kv_cache: Callable[[int], None] | None = None) -> None:
         self.host = host
         self.port = port
         self.served_model = served_model
+        #: Called once with vLLM's `num_gpu_blocks` when it is first read (None: not read at all).
+        self.on_kv_cache = on_kv_cache
+        self.num_gpu_blocks: int | None = None
         self.healthy = False
         self.failures = 0  # failed probes in a row
         self._task: asyncio.Task[None] | None = None
@@ -129,7 +153,24 @@ class HealthProbe:
             self.healthy = False
         if healthy and self.served_model is None:
             await self._learn_served_model()
+        if healthy and self.on_kv_cache is not None and self.num_gpu_blocks is None:
+            await self._read_kv_cache()
         return healthy
+
+    async def _read_kv_cache(self) -> None:
+        """Read vLLM's KV-cache size once (retried on the next healthy probe until it answers)."""
+        try:
+            status, body = await http_get(self.host, self.port, VLLM_METRICS_PATH, PROBE_TIMEOUT_S, MAX_METRICS_BYTES)
+        except (OSError, TimeoutError, ValueError):
+            return
+        blocks = parse_num_gpu_blocks(body) if status == 200 else None
+        if blocks is None:
+            log.info("vLLM's /metrics has no vllm:cache_config_info num_gpu_blocks (HTTP %d): stream cap unchecked",
+                     status)
+            self.on_kv_cache = None  # not offered by this vLLM: do not ask again
+            return
+        self.num_gpu_blocks = blocks
+        self.on_kv_cache(blocks)
 
     async def _learn_served_model(self) -> None:
         try:

@@ -16,6 +16,7 @@ highest count seen in the interval. Dimensions: EndpointName, VariantName.
 | TimeToFirstDelta | Milliseconds | from the stream's start to the first `transcription.delta`         |
 | StreamSeconds    | Seconds      | how long each stream lasted                                        |
 | UpstreamErrors   | Count        | vLLM refused a session, or closed/dropped one mid-stream           |
+| KvCacheStreams   | Count        | live streams vLLM's KV cache holds (its num_gpu_blocks // KV_BLOCKS_PER_STREAM), once known |
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class BridgeMetrics:
         self.namespace = namespace
         self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
         self.active_streams = 0
+        #: Live streams vLLM's KV cache holds, once read from vLLM (None before, or without KV_BLOCKS_PER_STREAM).
+        self.kv_cache_streams: int | None = None
         self._reset()
         self._environment = LocalEnvironment()  # stdout sink; no probing of EC2/Lambda metadata
 
@@ -81,6 +84,8 @@ class BridgeMetrics:
         logger.put_metric("StreamsStarted", self.started, "Count")
         logger.put_metric("StreamsRejected", self.rejected, "Count")
         logger.put_metric("UpstreamErrors", self.upstream_errors, "Count")
+        if self.kv_cache_streams is not None:
+            logger.put_metric("KvCacheStreams", self.kv_cache_streams, "Count")
         for value in self.first_delta_ms:
             logger.put_metric("TimeToFirstDelta", round(value, 1), "Milliseconds")
         for value in self.stream_seconds:

@@ -273,8 +273,11 @@ class Bridge:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model)
+        self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model,
+                                  self._kv_cache_read if settings.kv_blocks_per_stream else None)
         self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
+        #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds (_kv_cache_read).
+        self.stream_cap = settings.max_streams
         #: True once vLLM has been healthy: metrics are written only from then on (_flush_metrics_periodically).
         self._served = False
         self.port = settings.port
@@ -384,20 +387,34 @@ class Bridge:
             "second of audio); end each utterance with a final commit, or start a new session to continue"
         )
 
+    def _kv_cache_read(self, num_gpu_blocks: int) -> None:
+        """vLLM reported its KV cache: log it beside the configured cap, emit it, and lower the cap when vLLM
+        holds fewer live streams (num_gpu_blocks // KV_BLOCKS_PER_STREAM) than MAX_STREAMS."""
+        per_stream = self.settings.kv_blocks_per_stream or 1
+        streams = num_gpu_blocks // per_stream
+        self.metrics.kv_cache_streams = streams
+        log.info("vLLM KV cache: %d blocks, %d live streams at KV_BLOCKS_PER_STREAM=%d; stream cap MAX_STREAMS=%d",
+                 num_gpu_blocks, streams, per_stream, self.settings.max_streams)
+        if streams < self.stream_cap:
+            log.warning("vLLM's KV cache holds %d live streams, fewer than MAX_STREAMS=%d: the stream cap is now %d "
+                        "(the capacity estimate was too high; see voicectl capacity)",
+                        streams, self.settings.max_streams, max(1, streams))
+            self.stream_cap = max(1, streams)
+
     def stream_accepted(self, client: ClientLeg) -> None:
         """The client's WebSocket is open (accepted at once, as SageMaker requires): relay it in a task."""
         self._spawn(self._handle_stream(client))
 
     async def _handle_stream(self, client: ClientLeg) -> None:
         """Relay one stream; never raises for an ordinary disconnect."""
-        if self.active_streams >= self.settings.max_streams:
+        if self.active_streams >= self.stream_cap:
             self.metrics.stream_rejected()
             await self._refuse(
                 client,
-                f"the server is busy: {self.settings.max_streams} streams are open (MAX_STREAMS); retry later",
+                f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); retry later",
                 protocol.SERVER_BUSY,
                 CloseCode.TRY_AGAIN_LATER,
-                max_streams=self.settings.max_streams,
+                max_streams=self.stream_cap,
             )
             return
         self.active_streams += 1

@@ -88,7 +88,10 @@ class Settings:
         host: address the bridge listens on (BRIDGE_HOST, default 0.0.0.0).
         port: port of `/ping` and the stream (BRIDGE_PORT, default 8080).
         vllm_host / vllm_port: where vLLM listens (VLLM_HOST 127.0.0.1, VLLM_PORT 8081).
-        max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256).
+        max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256); lowered at run time
+            to what vLLM's KV cache holds when that is smaller (kv_blocks_per_stream).
+        kv_blocks_per_stream: KV-cache blocks one live stream holds at most (KV_BLOCKS_PER_STREAM; the CDK stack
+            sets it from constructs_lib/capacity.py); None: vLLM's KV-cache report is not read.
         idle_timeout_s: client silence that ends a session (IDLE_TIMEOUT_S, default 60).
         drain_s: grace period after SIGTERM (DRAIN_S, default 25).
         upstream_stall_s: vLLM silence, with a ping unanswered, that ends a stream as `upstream_closed`
@@ -113,6 +116,7 @@ class Settings:
     vllm_host: str = "127.0.0.1"
     vllm_port: int = DEFAULT_VLLM_PORT
     max_streams: int = DEFAULT_MAX_NUM_SEQS
+    kv_blocks_per_stream: int | None = None
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     drain_s: float = DEFAULT_DRAIN_S
     upstream_stall_s: float = DEFAULT_UPSTREAM_STALL_S
@@ -172,6 +176,10 @@ class Settings:
             vllm_host=env.get("VLLM_HOST", "127.0.0.1"),
             vllm_port=int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True)),
             max_streams=int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True)),
+            kv_blocks_per_stream=(
+                int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
+                if env.get("KV_BLOCKS_PER_STREAM") else None
+            ),
             idle_timeout_s=_number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01),
             drain_s=_number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0),
             upstream_stall_s=_number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1),

@@ -119,9 +119,13 @@ def test_sonic_supported_instance_types_are_accepted(instance_type):
 def test_gpu_memory_too_small_for_model_len_times_seqs():
     problem = one_problem(**{"voxtral.max_num_seqs": 16})
     assert problem.startswith("voxtral.instance_type='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
-    assert "NVIDIA L4 (24 GiB)" in problem and "at most 2 sequence(s)" in problem
-    # A smaller model length makes room for more streams on the same GPU.
-    settings = load_settings({**cdk_json_context(), "voxtral.max_model_len": 7500, "voxtral.max_num_seqs": 12})
+    # The figures of the capacity model (constructs_lib/capacity.py) are in the message.
+    assert ("one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA "
+            "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length (1.30 GiB of KV "
+            "each); lower max_num_seqs or max_model_len") in problem
+    # The blog's configuration (4 one-hour sessions on one L4) is accepted; a smaller model length makes room for more.
+    assert load_settings({**cdk_json_context(), "voxtral.max_num_seqs": 4}).voxtral.streams_per_instance == 4
+    settings = load_settings({**cdk_json_context(), "voxtral.max_model_len": 3000, "voxtral.max_num_seqs": 12})
     assert settings.voxtral.max_num_seqs == 12
 
 
@@ -129,11 +133,27 @@ def test_gpu_memory_estimate_values():
     l4 = instance_types.lookup("ml.g6.4xlarge")
     t4 = instance_types.lookup("ml.g4dn.xlarge")
     l40s = instance_types.lookup("ml.g6e.xlarge")
-    assert max_num_seqs_that_fit(l4, 45000, 0.9) == 2
-    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 0  # 16 GiB x 0.9 leaves ~3 GB for KV: less than one sequence
-    assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 7
-    assert "one NVIDIA T4 (16 GiB) holds the weights and KV cache for at most 0" in one_problem(
-        **{"voxtral.instance_type": "ml.g4dn.xlarge"})
+    assert max_num_seqs_that_fit(l4, 45000, 0.9) == 8
+    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 3  # the catalogue's 16 GiB: no pinned facts for the T4
+    assert max_num_seqs_that_fit(t4, 45000, 0.6) == 0  # 9.6 GiB: the weights and overhead leave no room
+    assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 23
+    problem = one_problem(**{"voxtral.instance_type": "ml.g4dn.xlarge", "voxtral.gpu_memory_utilization": 0.6})
+    assert problem.startswith("voxtral.instance_type='ml.g4dn.xlarge' with voxtral.max_model_len=45000 and "
+                              "voxtral.max_num_seqs='auto': one NVIDIA T4 (16.0 GiB, 0.6 of it for vLLM: 9.6 GiB) "
+                              "holds the weights (8.3 GiB), activations and CUDA graphs (1.5 GiB) and KV cache (0.0 GiB) "
+                              "for at most 0 live stream(s)")
+    assert "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with more memory" in problem
+
+
+def test_max_num_seqs_auto_resolves_per_instance_type_and_reaches_the_bridge_scaling_and_alarms():
+    settings = load_settings(cdk_json_context())
+    assert settings.voxtral.max_num_seqs == "auto"
+    assert settings.voxtral.streams_per_instance == 4  # one L4 at 45000 tokens: the compute budget, below the fit of 8
+    assert settings.voxtral.streams_target == pytest.approx(0.7 * 4)
+    assert settings.voxtral.bridge_thresholds().stream_cap == 4
+    l40s = load_settings({**cdk_json_context(), "voxtral.instance_type": "ml.g6e.xlarge"}).voxtral
+    assert l40s.streams_per_instance == 23
+    assert load_settings({**cdk_json_context(), "voxtral.max_num_seqs": "3"}).voxtral.streams_per_instance == 3
 
 
 @pytest.mark.parametrize("key,value,expected", [

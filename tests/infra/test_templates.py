@@ -211,7 +211,8 @@ def test_voxtral_container_environment(voxtral):
     assert env["SM_VLLM_MODEL"] == "/opt/ml/model"
     assert env["SM_VLLM_SERVED_MODEL_NAME"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
     assert env["SM_VLLM_MAX_MODEL_LEN"] == "45000"
-    assert env["SM_VLLM_MAX_NUM_SEQS"] == "2"
+    assert env["SM_VLLM_MAX_NUM_SEQS"] == "4"  # max_num_seqs=auto on one L4 at 45000 tokens
+    assert env["KV_BLOCKS_PER_STREAM"] == "83"  # constructs_lib/capacity.py: one live stream at 45000 tokens
     assert env["SM_VLLM_GPU_MEMORY_UTILIZATION"] == "0.9"
     assert json.loads(env["SM_VLLM_COMPILATION_CONFIG"]) == {"cudagraph_mode": "PIECEWISE"}
     assert env["METRICS_NAMESPACE"] == "RealtimeVoice/Bridge"

@@ -34,7 +34,7 @@ VOXTRAL = {
     "UpstreamErrors": (BRIDGE, "UpstreamErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
     "StreamsRejected": (BRIDGE, "StreamsRejected", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
     "TimeToFirstDeltaP90": (BRIDGE, "TimeToFirstDelta", "p90", 60, GT, 2000, 5, 3, "notBreaching"),  # ms, as is
-    "ActiveStreamsNearCap": (BRIDGE, "ActiveStreams", "Average", 60, GTE, 1.8, 5, 5, "notBreaching"),  # 0.9 x 2
+    "ActiveStreamsNearCap": (BRIDGE, "ActiveStreams", "Average", 60, GTE, 3.6, 5, 5, "notBreaching"),  # 0.9 x 4 (auto)
 }
 SONIC = {
     "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),

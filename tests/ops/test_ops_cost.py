@@ -238,13 +238,13 @@ PRICES = {
 def test_the_figures_follow_from_the_price_and_the_settings():
     settings = cost.load_cost_settings(CDK_JSON, {})
     voxtral, sonic = cost.endpoint_costs(settings, PRICES.__getitem__)
-    # cdk.json: Voxtral 1-4 instances, max_num_seqs 2, scaling target 0.7; Sonic 1-2 instances on ml.g6e.2xlarge.
-    assert (voxtral.min_instances, voxtral.max_instances, voxtral.streams_per_instance) == (1, 4, 2)
+    # cdk.json: Voxtral 1-4 instances, max_num_seqs auto (4 on one L4), scaling target 0.7; Sonic 1-2 instances on ml.g6e.2xlarge.
+    assert (voxtral.min_instances, voxtral.max_instances, voxtral.streams_per_instance) == (1, 4, 4)
     assert voxtral.usd_per_month(1) == pytest.approx(2.264 * 730) == pytest.approx(1652.72)
     assert voxtral.usd_per_month(4) == pytest.approx(6610.88)
-    assert voxtral.usd_per_stream_hour == pytest.approx(1.132)
-    assert voxtral.target_streams_per_instance == pytest.approx(1.4)
-    assert voxtral.usd_per_stream_hour_at_target == pytest.approx(2.264 / 1.4)
+    assert voxtral.usd_per_stream_hour == pytest.approx(0.566)
+    assert voxtral.target_streams_per_instance == pytest.approx(2.8)
+    assert voxtral.usd_per_stream_hour_at_target == pytest.approx(2.264 / 2.8)
     assert (sonic.streams_per_instance, sonic.streams_source) == (8, cost.SONIC_STREAMS_SOURCE)
     assert sonic.usd_per_month(1) == pytest.approx(2045.898)
     assert sonic.usd_per_month(2) == pytest.approx(4091.796)
@@ -346,9 +346,10 @@ def test_the_report_for_the_default_settings(stubbed_api, capsys):
         "voxtral-realtime (voxtral): ml.g6.4xlarge",
         "  per instance-hour     USD 2.2640  (SKU 7QXH2ZK9M4TRB6VE, USE1-Host:ml.g6.4xlarge, effective 2026-11-01)",
         "  per month (730 h)     USD 1,652.72 at voxtral.min_instances=1; USD 6,610.88 at voxtral.max_instances=4",
-        "  per live stream-hour  USD 1.1320 at 2 live streams per instance (voxtral.max_num_seqs)",
-        "                        USD 1.6171 at the autoscaling target, 1.4 per instance "
-        "(voxtral.scaling_target_fraction 0.7 x 2)",
+        "  per live stream-hour  USD 0.5660 at 4 live streams per instance (voxtral.max_num_seqs=auto, the capacity "
+        "model)",
+        "                        USD 0.8086 at the autoscaling target, 2.8 per instance "
+        "(voxtral.scaling_target_fraction 0.7 x 4)",
     ]
     block = out.split("\n\n")[2].splitlines()
     assert block[:4] == [
@@ -382,10 +383,10 @@ def test_the_json_report(stubbed_api, capsys):
         "price_description": "$2.264 per Hosting ml.g6.4xlarge hour in US East (N. Virginia)",
         "effective_date": "2026-11-01T00:00:00Z", "min_instances": 1, "max_instances": 4,
         "usd_per_month_at_min_instances": 1652.72, "usd_per_month_at_max_instances": 6610.88,
-        "streams_per_instance": 2, "streams_per_instance_source": "voxtral.max_num_seqs",
-        "usd_per_live_stream_hour": 1.132, "autoscaling_target_streams_per_instance": pytest.approx(1.4),
-        "autoscaling_target_source": "voxtral.scaling_target_fraction 0.7 x 2",
-        "usd_per_live_stream_hour_at_autoscaling_target": 1.617143,
+        "streams_per_instance": 4, "streams_per_instance_source": "voxtral.max_num_seqs=auto, the capacity model",
+        "usd_per_live_stream_hour": 0.566, "autoscaling_target_streams_per_instance": pytest.approx(2.8),
+        "autoscaling_target_source": "voxtral.scaling_target_fraction 0.7 x 4",
+        "usd_per_live_stream_hour_at_autoscaling_target": 0.808571,
         "software_fee_usd_per_instance_hour": None, "software_fee_note": None, "error": None,
     }
     assert (sonic["streams_per_instance"], sonic["streams_per_instance_source"]) == (4, "--sonic-streams-per-instance")

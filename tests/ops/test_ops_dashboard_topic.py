@@ -104,8 +104,8 @@ def test_dashboard_draws_alarm_thresholds_in_each_graphs_unit(synthesized):
     assert expressions == ["model / 1000", "overhead / 1000"]
 
     (streams,) = by_title["Live streams per instance"]
-    assert annotation_values(streams) == {"stream cap 2": 2, "alarm ActiveStreamsNearCap: 1.8 streams": 1.8,
-                                          "scaling target 1.4": pytest.approx(1.4)}
+    assert annotation_values(streams) == {"stream cap 4": 4, "alarm ActiveStreamsNearCap: 3.6 streams": 3.6,
+                                          "scaling target 2.8": pytest.approx(2.8)}
     (first_delta,) = by_title["Time to first delta (ms)"]
     assert annotation_values(first_delta) == {"alarm TimeToFirstDeltaP90: 2000 ms": 2000}
 

@@ -10,6 +10,8 @@ import pytest
 from constructs_lib import instance_types
 from constructs_lib.endpoint_props import DEFAULT_POOL_PROVISION_TIMEOUT_S, ProductionVariant, rolling_update_timeout_s
 from constructs_lib.validation import Problems
+from config.settings import load_settings
+from tests.conftest import cdk_json_context
 from tests.infra.test_settings import problems_for
 from tests.ops.conftest import alarms_by_name, resources
 from voicectl.preflight import instance_needs
@@ -101,12 +103,23 @@ def test_a_duplicate_type_is_named():
 
 
 def test_a_type_that_cannot_hold_max_num_seqs_is_named():
-    # At 45000 tokens, one L40S (ml.g6e.2xlarge, 48 GiB) holds 3 sequences or more; one L4 (ml.g6.4xlarge, 24 GiB) 2.
-    assert problems_for(voxtral__instance_type="ml.g6e.2xlarge", voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge",
-                        voxtral__max_num_seqs="3") == [
-        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=3: one "
-        "NVIDIA L4 (24 GiB) holds the weights and KV cache for at most 2 sequence(s) of that length; lower "
-        "max_num_seqs or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"]
+    # At 45000 tokens (constructs_lib/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live streams; one L4
+    # (ml.g6.4xlarge) 8.
+    problems = problems_for(voxtral__instance_type="ml.g6e.2xlarge",
+                            voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge", voxtral__max_num_seqs="9")
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=9: one "
+        "NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA graphs "
+        "(1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length")
+
+
+def test_auto_takes_the_pool_type_that_serves_the_fewest_streams():
+    context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6e.2xlarge",
+               "voxtral.instance_pools": "ml.g6e.2xlarge,ml.g6.4xlarge"}
+    assert load_settings(context).voxtral.streams_per_instance == 4  # the L4's compute budget; the L40S alone: 23
+    context["voxtral.instance_pools"] = "ml.g6e.2xlarge,ml.g6e.4xlarge"
+    assert load_settings(context).voxtral.streams_per_instance == 23
 
 
 def test_a_type_without_gpu_is_named():

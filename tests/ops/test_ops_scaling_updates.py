@@ -45,7 +45,7 @@ def test_voxtral_scales_on_live_streams_per_instance(synthesized):
         "Dimensions": [{"Name": "EndpointName", "Value": "voxtral-realtime"}, {"Name": "VariantName", "Value": "AllTraffic"}],
         "Statistic": "Average",
     }
-    assert tracking["TargetValue"] == pytest.approx(0.7 * 2)  # scaling_target_fraction x max_num_seqs
+    assert tracking["TargetValue"] == pytest.approx(0.7 * 4)  # scaling_target_fraction x max_num_seqs (auto: 4 on one L4)
     assert tracking["ScaleInCooldown"] == 600 and tracking["ScaleInCooldown"] > BRIDGE_DRAIN_S
     assert tracking["ScaleOutCooldown"] == 300
 

@@ -73,6 +73,8 @@ REALTIME_PATH = "/v1/realtime"
 HEALTH_PATH = "/health"
 #: Path of the OpenAI-compatible model list, `{"object": "list", "data": [{"id": <served name>, ...}]}`.
 MODELS_PATH = "/v1/models"
+#: vLLM's Prometheus metrics; the fake serves only `vllm:cache_config_info` (vllm/v1/metrics/loggers.py).
+METRICS_PATH = "/metrics"
 #: Frame size limit of the fake's WebSocket, bytes: uvicorn's default `--ws-max-size` (16 MiB), which vLLM uses.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -292,6 +294,8 @@ class FakeVllm:
         delta_per_append: after a non-final commit, answer every append with one delta (benchmark mode).
         record_audio: keep the decoded PCM16 of every session in `FakeSession.audio` (turn off for long runs).
         hang_after_commit: every session stops reading its socket after its first non-final commit.
+        num_gpu_blocks: KV-cache blocks `GET /metrics` reports in `vllm:cache_config_info` (as vLLM 0.31.0 does after
+            its profile run); None = `/metrics` answers 404.
 
     Attributes:
         sessions: every session accepted, in order (`FakeSession`).
@@ -309,6 +313,7 @@ class FakeVllm:
         delta_per_append: bool = False,
         record_audio: bool = True,
         hang_after_commit: bool = False,
+        num_gpu_blocks: int | None = None,
     ) -> None:
         self.port = port
         self.model = model
@@ -316,6 +321,7 @@ class FakeVllm:
         self.delta_per_append = delta_per_append
         self.record_audio = record_audio
         self.hang_after_commit = hang_after_commit
+        self.num_gpu_blocks = num_gpu_blocks
         self.silent = False
         self.health_status = HTTPStatus.OK
         self.health_hangs = False
@@ -395,6 +401,14 @@ class FakeVllm:
             body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm"}]})
             headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
             return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
+        if request.path == METRICS_PATH and self.num_gpu_blocks is not None:
+            # One sample whose labels are CacheConfig's fields as strings (CacheConfig.metrics_info), trimmed.
+            body = ("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                    "# TYPE vllm:cache_config_info gauge\n"
+                    f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
+                    f'gpu_memory_utilization="0.9",num_gpu_blocks="{self.num_gpu_blocks}"}} 1.0\n')
+            headers = Headers({"Content-Type": "text/plain; version=0.0.4", "Content-Length": str(len(body))})
+            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
         if request.path != REALTIME_PATH:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
@@ -413,9 +427,11 @@ async def _main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--delta-per-append", action="store_true", help="answer each append with one delta")
     parser.add_argument("--hang-after-commit", action="store_true", help="stop reading each session after its commit")
+    parser.add_argument("--num-gpu-blocks", type=int, default=None,
+                        help="KV-cache blocks GET /metrics reports (vllm:cache_config_info); default: no /metrics")
     args = parser.parse_args()
     async with FakeVllm(port=args.port, model=args.model, delta_per_append=args.delta_per_append, record_audio=False,
-                        hang_after_commit=args.hang_after_commit):
+                        hang_after_commit=args.hang_after_commit, num_gpu_blocks=args.num_gpu_blocks):
         print(f"fake vLLM listening on 127.0.0.1:{args.port}", flush=True)
         await asyncio.Event().wait()
 
