@@ -158,7 +158,7 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     out = capsys.readouterr().out
     assert "OK       voxtral-realtime: status: InService" in out
     entries = len(synthesized(ops_variant.outdir, "voxtral-realtime")[0]["Environment"])
-    assert entries == 19  # the bridge's and vLLM's 13, plus the 6 that keep an isolated container offline
+    assert entries == 20  # 14 for the bridge and vLLM (KV_BLOCKS_PER_STREAM among them), 6 keep the container offline
     assert (f"OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized ({entries} "
             "entries)" in out)
     assert out.rstrip().endswith(f"{len(checks)} of {len(checks)} checks passed")
