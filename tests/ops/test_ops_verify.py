@@ -193,7 +193,8 @@ def test_a_deployment_with_instance_pools_as_synthesized_passes_and_a_lost_pool_
 
 def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant, aws, capsys):
     """The issue's case: `-c voxtral.max_model_len=7500 -c voxtral.max_num_seqs=12` was synthesized, SageMaker rolled
-    the update back, and the endpoint is InService on the previous Model, whose only difference is its environment."""
+    the update back, and the endpoint is InService on the previous Model, whose only difference is its environment
+    (max_num_seqs 4: what `auto` resolves to on ml.g6.4xlarge at 45000 tokens)."""
     outdir = ops_variant.outdir
     deploy_as_synthesized(aws, outdir)
     template = json.loads((outdir / "RealtimeVoice-Voxtral.template.json").read_text())
@@ -210,7 +211,7 @@ def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant,
     checks = verify(synth_dir, aws)
     assert failures(checks) == {"voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment": (
         "MISMATCH voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: expected "
-        "SM_VLLM_MAX_MODEL_LEN=7500; SM_VLLM_MAX_NUM_SEQS=12, found SM_VLLM_MAX_MODEL_LEN=45000; SM_VLLM_MAX_NUM_SEQS=2")}
+        "SM_VLLM_MAX_MODEL_LEN=7500; SM_VLLM_MAX_NUM_SEQS=12, found SM_VLLM_MAX_MODEL_LEN=45000; SM_VLLM_MAX_NUM_SEQS=4")}
     assert by_what(checks)["voxtral-realtime: status"].ok
     assert main(["verify", "--cdk-out", str(synth_dir)]) == 1
     assert "1 failed: the deployed endpoints are not what this synth describes" in capsys.readouterr().out
