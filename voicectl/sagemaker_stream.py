@@ -292,7 +292,9 @@ class SageMakerStreamTransport:
     _output: Any = None
     _closed: bool = False
     _failed: bool = False
-    _failure_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    _reading: asyncio.Task[Any] | None = None  # the response event being read (survives a cancelled receive_text)
+    _sender: asyncio.Task[Any] | None = None  # the task inside send_text, if any
+    _send_aborted: bool = False  # _sender was cancelled by _response_failed, not by its owner
 
     @classmethod
     async def open(cls, client: Any, endpoint_name: str, *, target_variant: str | None = None) -> SageMakerStreamTransport:
@@ -321,27 +323,64 @@ class SageMakerStreamTransport:
         """Send ``text`` as one UTF8 payload part.
 
         Raises:
-            TransportClosed: the request stream can no longer be written (network drop or closed stream).
+            TransportClosed: the request stream can no longer be written (network drop, closed stream, or the call
+                failed on the response side).
         """
         from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
 
         event = RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE))
+        if self._failed:
+            raise TransportClosed(self._failed_before_written())
         # A call that failed (a TLS handshake refused, the connection lost before the response) leaves the request
-        # stream's writer waiting forever for a reader (smithy-core 0.9): stop waiting once the response side failed.
-        sending = asyncio.ensure_future(self.stream.input_stream.send(event))
-        failed = asyncio.ensure_future(self._failure_seen.wait())
+        # stream's writer waiting forever for a reader (smithy-core 0.9): receive_text cancels this send once the
+        # response side has failed. The send is awaited in place rather than in a task of its own: a send that
+        # does not have to wait then costs no turn of the event loop, so a transcription's reader cannot overtake
+        # its sender (audio already read goes out before the response that follows it is handled).
+        self._sender = asyncio.current_task()
         try:
-            await asyncio.wait({sending, failed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            failed.cancel()
-        if not sending.done():
-            sending.cancel()
-            raise TransportClosed(f"the call to {self.endpoint_name!r} failed before the request stream could be "
-                                  "written")
-        try:
-            sending.result()
+            await self.stream.input_stream.send(event)
+        except asyncio.CancelledError:
+            if not self._send_aborted or self._sender is None or self._sender.uncancel() > 0:
+                raise  # cancelled by its owner as well: that cancellation wins
+            raise TransportClosed(self._failed_before_written()) from None
         except OSError as error:  # AWSEventPublisher wraps write failures in OSError
             raise TransportClosed(f"the request stream to {self.endpoint_name!r} is closed ({error.__cause__ or error})") from error
+        finally:
+            self._sender = None
+            self._send_aborted = False
+
+    def _failed_before_written(self) -> str:
+        return f"the call to {self.endpoint_name!r} failed before the request stream could be written"
+
+    def _response_failed(self) -> None:
+        """The response side failed: nothing more can be written, so stop a send that waits."""
+        self._failed = True
+        if self._sender is not None and not self._sender.done() and not self._send_aborted:
+            self._send_aborted = True
+            self._sender.cancel()
+
+    async def _next_event(self) -> Any:
+        """The next response stream event (None at its end), read in a task of its own.
+
+        A caller cancelled while it waits (the transcription closing this stream) leaves the read running, and the
+        next call, or :meth:`close`, takes its result: cancelling it would cancel awscrt's pending body-chunk future,
+        which awscrt later resolves from its own thread, failing with ``InvalidStateError`` in a callback
+        (``awscrt/aio/http.py`` ``_resolve_pending_chunk_futures``).
+        """
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_event())
+            self._reading.add_done_callback(_retrieve)
+        reading = self._reading
+        try:
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done():
+                self._reading = None
+
+    async def _read_event(self) -> Any:
+        if self._output is None:
+            _, self._output = await self.stream.await_output()
+        return await self._output.receive()
 
     async def receive_text(self) -> str | None:
         """Return the next complete response frame as text, or None at the end of the response stream.
@@ -355,18 +394,16 @@ class SageMakerStreamTransport:
         frame = bytearray()
         while True:
             try:
-                if self._output is None:
-                    _, self._output = await self.stream.await_output()
-                event = await self._output.receive()
+                event = await self._next_event()
             except OSError as error:  # AWSEventReceiver wraps read failures in OSError
-                self._failed = True
-                self._failure_seen.set()
+                self._response_failed()
                 raise TransportClosed(f"the response stream from {self.endpoint_name!r} broke ({error.__cause__ or error})") from error
+            except asyncio.CancelledError:
+                raise
             except Exception as error:
                 # An error answer (ModelError, a refused signature, ...) or an error event ends the call: the request
                 # stream cannot be ended cleanly any more (awscrt's writes stall once the response has ended).
-                self._failed = True
-                self._failure_seen.set()
+                self._response_failed()
                 raise describe_error(error, self.endpoint_name) from error
             if event is None:
                 if frame:
@@ -390,19 +427,26 @@ class SageMakerStreamTransport:
             return
         self._closed = True
         if self._failed:
-            if self._output is not None:
+            if self._output is not None:  # a read left running has failed too (that is how _failed was set)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
             return
         # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
-        if self._output is not None:
+        if self._output is not None or self._reading is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+            if self._output is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
 
     async def _drain_output(self) -> None:
-        while await self._output.receive() is not None:
+        while await self._next_event() is not None:
             pass
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a read's failure as seen: a read whose caller went away (see ``_next_event``) ends unawaited."""
+    if not task.cancelled():
+        task.exception()
