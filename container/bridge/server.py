@@ -96,8 +96,8 @@ class _Stream:
     under load. The handler task only waits on `done` and then closes both sockets.
     Back-pressure: when one socket's write buffer passes its high-water mark (`WRITE_LIMIT_BYTES`),
     reading from the other socket pauses until it drains; the client's own socket too, since its frames
-    may be answered by the bridge itself (error events). Client bytes that arrive meanwhile, or while
-    vLLM accepts the session, wait unparsed in `ClientLeg` (weighed in bytes, see `legs`).
+    may be answered by the bridge itself (error events). Client messages that arrive meanwhile, or while
+    vLLM accepts the session, are held in order by `ClientLeg`, weighed in bytes (see `legs`).
     """
 
     __slots__ = (
