@@ -9,12 +9,13 @@ parts as frames (text frames for DataType UTF8); SageMaker sends RFC 6455 pings 
 after 5 unanswered ones.
 
 `ModelInvocationPath`: InvokeEndpointWithBidirectionalStream takes an optional `ModelInvocationPath`
-(HTTP header `X-Amzn-SageMaker-Model-Invocation-Path`; API reference
-https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithBidirectionalStream.html,
-which says only "Model invocation path"). AWS's own vLLM-Omni container and its tests
-(github.com/aws/deep-learning-containers, vLLM-Omni SageMaker bidirectional-streaming tests) rely on
-SageMaker's sidecar opening the container's WebSocket at that path with a slash before it, in place of
-`/invocations-bidirectional-stream`. Our clients never send it, but a caller who knows vLLM may pass
+(HTTP header `X-Amzn-SageMaker-Model-Invocation-Path`, per the service model in aws-sdk-sagemaker-runtime-http2;
+API reference https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithBidirectionalStream.html
+and https://docs.aws.amazon.com/sdk-for-python/v1/reference/clients/sagemaker-runtime-http2/operations/invoke_endpoint_with_bidirectional_stream/,
+which say only "Model invocation path"). AWS's own vLLM-Omni container relies on SageMaker's sidecar opening the
+container's WebSocket at that path with a slash before it, in place of `/invocations-bidirectional-stream`
+(github.com/aws/deep-learning-containers, test/vllm-omni/sagemaker/test_sm_omni_bidi_endpoint.py and
+test_sagemaker_middleware.py: the path is passed without its leading slash, which SageMaker adds). Our clients never send it, but a caller who knows vLLM may pass
 `v1/realtime`: the bridge takes `/v1/realtime` as the same stream (`STREAM_PATH_ALIASES`), and answers
 any other path with 404 naming the paths to use.
 
@@ -96,8 +97,8 @@ class _Stream:
     under load. The handler task only waits on `done` and then closes both sockets.
     Back-pressure: when one socket's write buffer passes its high-water mark (`WRITE_LIMIT_BYTES`),
     reading from the other socket pauses until it drains; the client's own socket too, since its frames
-    may be answered by the bridge itself (error events). Client bytes that arrive meanwhile, or while
-    vLLM accepts the session, wait unparsed in `ClientLeg` (weighed in bytes, see `legs`).
+    may be answered by the bridge itself (error events). Client messages that arrive meanwhile, or while
+    vLLM accepts the session, are held in order by `ClientLeg`, weighed in bytes (see `legs`).
     """
 
     __slots__ = (

@@ -40,6 +40,24 @@ async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Brid
         await bridge.shutdown(drain_s=0)
 
 
+@contextlib.asynccontextmanager
+async def handshake_never_answered() -> AsyncIterator[tuple[int, asyncio.Event]]:
+    """A "vLLM" on 127.0.0.1 that accepts TCP but never answers the WebSocket handshake; yields (its port, an event
+    set once the bridge gave the connection up)."""
+    given_up = asyncio.Event()
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until EOF: the bridge gave up the connection
+        given_up.set()
+        writer.close()
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], given_up
+    finally:
+        server.close()
+
+
 async def open_stream(bridge: Bridge) -> ClientConnection:
     """Connect a client to the bridge's stream path (compression off, as SageMaker's side has no deflate)."""
     return await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=2)

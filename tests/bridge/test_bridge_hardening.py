@@ -21,6 +21,7 @@ from tests.bridge.bridge_testkit import (
     PCM_CHUNK,
     append,
     closed_within,
+    handshake_never_answered,
     open_stream,
     recv_event,
     running_bridge,
@@ -240,29 +241,18 @@ def test_quiet_but_alive_vllm_is_not_taken_for_a_hung_one(run):
 def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, how):
     # A vLLM that accepts TCP but never answers the WebSocket handshake (UPSTREAM_OPEN_TIMEOUT_S is 5 s).
     async def scenario():
-        upstream_gone = asyncio.Event()
-
-        async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await reader.read()  # until EOF: the bridge gave up the connection
-            upstream_gone.set()
-            writer.close()
-
-        hung = await asyncio.start_server(never_answer, "127.0.0.1", 0)
-        try:
-            async with running_bridge(hung.sockets[0].getsockname()[1]) as bridge_:
-                ws = await open_stream(bridge_)
-                await asyncio.sleep(0.1)  # the bridge is waiting for vLLM's handshake answer
-                assert bridge_.active_streams == 1
-                if how == "close frame":
-                    await ws.close()
-                else:
-                    ws.transport.abort()
-                async with asyncio.timeout(ONE_SECOND):
-                    await upstream_gone.wait()
-                    while bridge_.active_streams:
-                        await asyncio.sleep(0.02)
-        finally:
-            hung.close()
+        async with handshake_never_answered() as (port, upstream_gone), running_bridge(port) as bridge_:
+            ws = await open_stream(bridge_)
+            await asyncio.sleep(0.1)  # the bridge is waiting for vLLM's handshake answer
+            assert bridge_.active_streams == 1
+            if how == "close frame":
+                await ws.close()
+            else:
+                ws.transport.abort()
+            async with asyncio.timeout(ONE_SECOND):
+                await upstream_gone.wait()
+                while bridge_.active_streams:
+                    await asyncio.sleep(0.02)
 
     run(scenario())
 

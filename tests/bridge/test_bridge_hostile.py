@@ -24,9 +24,10 @@ from tests.bridge.bridge_testkit import (
     PING_WITHIN_S,
     RawClient,
     append,
-    http_exchange,
     event,
     frame,
+    handshake_never_answered,
+    http_exchange,
     ping_during,
     ping_status,
     recv_event,
@@ -511,21 +512,13 @@ def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run
     """Close frames are handled while the bridge holds the client's messages for vLLM."""
 
     async def scenario():
-        async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await reader.read()
-            writer.close()
-
-        hung = await asyncio.start_server(never_answer, "127.0.0.1", 0)
-        try:
-            async with running_bridge(hung.sockets[0].getsockname()[1]) as bridge_:
-                client = await RawClient.open(bridge_)
-                client.write(frame(Opcode.TEXT, append().encode()) + frame(Opcode.CLOSE, b"\x03\xe8"))
-                assert (await client.close_frame(timeout=1.0))[0] == 1000
-                async with asyncio.timeout(1.0):
-                    while bridge_.active_streams:
-                        await asyncio.sleep(0.02)
-        finally:
-            hung.close()
+        async with handshake_never_answered() as (port, _), running_bridge(port) as bridge_:
+            client = await RawClient.open(bridge_)
+            client.write(frame(Opcode.TEXT, append().encode()) + frame(Opcode.CLOSE, b"\x03\xe8"))
+            assert (await client.close_frame(timeout=1.0))[0] == 1000
+            async with asyncio.timeout(1.0):
+                while bridge_.active_streams:
+                    await asyncio.sleep(0.02)
 
     run(scenario())
 
