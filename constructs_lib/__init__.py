@@ -31,6 +31,8 @@ _MODULES = {
     "bridge_image": ("BridgeImage", "BridgeImageProps"),
     "model_bucket": ("ModelBucket", "ModelBucketProps"),
     "model_staging": ("ModelStaging", "ModelStagingProps"),
+    "ecs_service": ("GpuEcsService", "GpuEcsServiceProps"),
+    "ecs_props": ("GpuCapacity", "LoadBalancing"),
     "validation": ("PropsError",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
