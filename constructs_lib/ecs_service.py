@@ -47,6 +47,7 @@ from constructs_lib.monitoring.alarms import (
     NOT_BREACHING,
     UTILISATION_WINDOW,
     AlarmRule,
+    alarm_from_rule,
     bridge_alarm_rules,
 )
 from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
@@ -428,21 +429,8 @@ class GpuEcsService(Construct):
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         for rule in self.rules:
-            alarm = cloudwatch.Alarm(
-                self, f"Alarm{rule.name}",
-                alarm_name=f"{props.service_name}-ecs-{rule.name}",
-                alarm_description=rule.description,
-                metric=rule.metric,
-                comparison_operator=rule.comparison,
-                threshold=rule.threshold,
-                evaluation_periods=rule.evaluation_periods,
-                datapoints_to_alarm=rule.datapoints_to_alarm,
-                treat_missing_data=rule.treat_missing_data,
-            )
-            if action is not None:
-                alarm.add_alarm_action(action)
-                alarm.add_ok_action(action)
-            self.alarms[rule.name] = alarm
+            self.alarms[rule.name] = alarm_from_rule(self, f"Alarm{rule.name}", rule,
+                                                     f"{props.service_name}-ecs-{rule.name}", action)
 
     # --- Metrics ------------------------------------------------------------------------------------------------
 
