@@ -57,7 +57,7 @@ def test_dependencies_are_pinned_and_installed():
     requirements = [
         line for line in (CONTAINER / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")
     ]
-    assert {line.split("==")[0] for line in requirements} == {"websockets", "aws-embedded-metrics", "uvloop"}
+    assert {line.split("==")[0] for line in requirements} == {"websockets", "aws-embedded-metrics", "uvloop", "boto3"}
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in requirements)
     assert any("pip install" in run and "requirements.txt" in run for run in instructions("RUN"))
     assert any(f"{BRIDGE_VENV}/bin/python -m pip install" in run for run in instructions("RUN"))
