@@ -1,9 +1,11 @@
 """Benchmark of the bridge: what relaying costs, measured against the fake vLLM directly in the same run.
 
-For each stream count N (default 16, 64, 200), and each of `--repeats` runs (medians are printed):
+For each stream count N (default 16, 64, 200), each of `--repeats` runs, and each bridge version given
+with `--bridge LABEL=DIR` (a `container/` directory; default: this checkout's), back to back in that
+order (A, B, A, B, ...), so that the versions share the machine's load:
 
-1. Start the fake vLLM (voicectl/local/fake_vllm.py, one delta back per append) and a fresh bridge
-   (`python -m bridge`), each in its own process, on 127.0.0.1.
+1. Start the fake vLLM (voicectl/local/fake_vllm.py of this checkout, one delta back per append) and a
+   fresh bridge (`python -m bridge` run from DIR), each in its own process, on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
    `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99), accept latency (connect to
@@ -11,12 +13,25 @@ For each stream count N (default 16, 64, 200), and each of `--repeats` runs (med
    /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
    memory (VmRSS) with N streams open, minus its resident memory before the streams opened, per stream.
 3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight for
-   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure.
+   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure. This measures the
+   relay's capacity, so the bridge runs with its per-stream audio rate limit (AUDIO_RATE_LIMIT, 32 x real time by
+   default, a policy) set out of the way: at 16 and 64 streams these synthetic streams exceed it. The audio rate
+   per stream is printed (`unpaced_x_real_time`), to compare with that default.
 
-Prints one line per run and a table of medians. Every phase is bounded in time; the script stops by
-itself and kills the processes it started. The machine's cores are shared: run it more than once.
+With `--held N`, one more phase per run and version, as a hostile client tried it: a fake vLLM that stops reading
+after each session's commit, N streams pushing 4 MiB appends without pause (rate limit and stall detection set
+out of the way), the bridge's resident memory per stream after 2 s, what stays resident 3 s after the clients
+left, and the slowest `/ping` answer meanwhile.
 
-    .venv/bin/python bench/bridge_bench.py --streams 16,64,200 --repeats 3
+Prints one line per run, a table of medians per version, and, with two versions, the second against the
+first next to the issue's targets (CPU per 1000 frames and memory per stream at most 10 % above the
+first version's, added p99 at most 1.5 ms, accept p99 under 15 ms, unpaced at least 0.5 of direct).
+Every phase is bounded in time; the script stops by itself and kills the processes it started. The
+machine's cores are shared: compare versions only within one run, and run it more than once.
+
+    git worktree add /tmp/bridge-base <commit>     # the previous version, checked out beside this one
+    .venv/bin/python bench/bridge_bench.py --streams 200 --repeats 3 \
+        --bridge old=/tmp/bridge-base/container --bridge new=container
 """
 
 from __future__ import annotations
@@ -250,21 +265,97 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
 
 
-async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
-    """One run for N streams: fresh fake vLLM and bridge processes; paced and unpaced, direct and bridged."""
+def _start(bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir`; return (fake, bridge, vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    fake = subprocess.Popen(
-        [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-    )
+    fake = subprocess.Popen([sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     bridge_env = {
         **os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port), "VLLM_PORT": str(vllm_port),
         "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
-        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768",
+        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768", **extra_env,
     }
-    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env, stdout=subprocess.DEVNULL)
+    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
+    return fake, bridge, vllm_port, bridge_port
+
+
+def _stop(*processes: subprocess.Popen) -> None:
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+#: Asks GET /ping on port argv[1] every 50 ms for argv[2] seconds; prints the slowest answer, seconds (inf: none).
+_PINGER = """
+import sys, time, urllib.request
+port, seconds, slowest = sys.argv[1], float(sys.argv[2]), 0.0
+end = time.perf_counter() + seconds
+while time.perf_counter() < end:
+    asked = time.perf_counter()
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2).read()
+        slowest = max(slowest, time.perf_counter() - asked)
+    except OSError:
+        slowest = float("inf")
+    time.sleep(0.05)
+print(slowest)
+"""
+
+
+async def held_phase(streams: int, bridge_dir: Path) -> dict[str, float]:
+    """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
+    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
+        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
+    model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
+    big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))
+    try:
+        await wait_ready(vllm_port, "/health")
+        await wait_ready(bridge_port, "/ping")
+        url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
+        baseline = rss_bytes(bridge.pid)
+        clients = [await _open(url, model) for _ in range(streams)]
+        quiet = await _slowest_ping(bridge_port, 1.0)  # the machine's own noise, before the attack
+
+        async def push(ws) -> None:
+            with contextlib.suppress(Exception):
+                for _ in range(20):
+                    await ws.send(big)
+
+        pushers = [asyncio.create_task(push(ws)) for ws in clients]
+        slowest = await _slowest_ping(bridge_port, 2.0)
+        held = rss_bytes(bridge.pid) - baseline
+        for task in pushers:
+            task.cancel()
+        for ws in clients:
+            ws.transport.abort()
+        await asyncio.sleep(3.0)
+        left = rss_bytes(bridge.pid) - baseline
+    finally:
+        _stop(bridge, fake)
+    return {"held_mib_per_stream": held / 2**20 / streams, "left_mib_after_close": left / 2**20,
+            "held_ping_max_ms": slowest * 1000, "quiet_ping_max_ms": quiet * 1000}
+
+
+async def _slowest_ping(port: int, seconds: float) -> float:
+    """The slowest of GET /ping every 50 ms for `seconds`, seconds, asked from a process of its own (this one may
+    be busy masking 4 MiB frames)."""
+    pinger = await asyncio.create_subprocess_exec(sys.executable, "-c", _PINGER, str(port), str(seconds),
+                                                  stdout=subprocess.PIPE)
+    return float((await pinger.communicate())[0] or "nan")
+
+
+async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> dict[str, float]:
+    """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and unpaced,
+    direct and bridged (and held, with `--held`)."""
+    model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"],
+                                                  {"AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
@@ -275,12 +366,8 @@ async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
         unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
         unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
     finally:
-        for process in (bridge, fake):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop(bridge, fake)
+    held = await held_phase(args.held, bridge_dir) if args.held else {}
     return {
         "added_p50_ms": bridged["rtt_p50_ms"] - direct["rtt_p50_ms"],
         "added_p99_ms": bridged["rtt_p99_ms"] - direct["rtt_p99_ms"],
@@ -294,7 +381,10 @@ async def one_run(streams: int, args: argparse.Namespace) -> dict[str, float]:
         "unpaced_fraction": unpaced_bridged / unpaced_direct if unpaced_direct else float("nan"),
         "unpaced_direct_fps": unpaced_direct,
         "unpaced_bridged_fps": unpaced_bridged,
+        # Appends are half the frames; each carries 128 ms of audio.
+        "unpaced_x_real_time": unpaced_bridged / 2 / streams * APPEND_PERIOD_S,
         "errors": direct["errors"] + bridged["errors"],
+        **held,
     }
 
 
@@ -308,6 +398,39 @@ COLUMNS = [
     ("unpaced_fraction", "unpaced max / direct", "{:.2f}"),
     ("errors", "errors", "{:.0f}"),
 ]
+HELD_COLUMNS = [
+    ("held_mib_per_stream", "held MiB/stream", "{:.1f}"),
+    ("left_mib_after_close", "MiB left after close", "{:.0f}"),
+    ("held_ping_max_ms", "/ping max ms meanwhile", "{:.0f}"),
+    ("quiet_ping_max_ms", "/ping max ms before", "{:.0f}"),
+]
+
+
+def targets(new: dict[str, float], old: dict[str, float] | None) -> list[tuple[str, str, bool]]:
+    """The issue's figures to keep, as (what, measured, met) for the medians `new` (against `old`, if given)."""
+    rows = []
+    if old is not None:
+        for key, what in (("cpu_ms_per_1000_frames", "CPU per 1000 frames"), ("rss_kib_per_stream", "memory per stream")):
+            ratio = new[key] / old[key] if old[key] else float("inf")
+            rows.append((f"{what} <= 1.10 x first version", f"{new[key]:.1f} vs {old[key]:.1f} ({ratio:.2f} x)", ratio <= 1.10))
+    rows.append(("added p99 <= 1.5 ms", f"{new['added_p99_ms']:.2f} ms", new["added_p99_ms"] <= 1.5))
+    rows.append(("accept p99 < 15 ms", f"{new['accept_p99_ms']:.1f} ms", new["accept_p99_ms"] < 15))
+    rows.append(("unpaced >= 0.5 of direct", f"{new['unpaced_fraction']:.2f}", new["unpaced_fraction"] >= 0.5))
+    return rows
+
+
+def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
+    """`LABEL=DIR` arguments as (label, absolute container directory), checked to hold a bridge package."""
+    bridges = []
+    for value in values:
+        label, sep, directory = value.partition("=")
+        if not sep or not label:
+            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, e.g. old=/tmp/bridge-base/container")
+        path = Path(directory).resolve()
+        if not (path / "bridge" / "__main__.py").is_file():
+            raise SystemExit(f"--bridge {value!r}: {path} holds no bridge package (bridge/__main__.py)")
+        bridges.append((label, path))
+    return bridges
 
 
 def main() -> None:
@@ -318,7 +441,12 @@ def main() -> None:
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
     parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
     parser.add_argument("--inflight", type=int, default=2, help="unpaced: appends outstanding per stream")
+    parser.add_argument("--held", type=int, default=0, metavar="N",
+                        help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)")
+    parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
+                        help="a bridge version to measure: its container/ directory (repeat; default: this checkout's)")
     args = parser.parse_args()
+    bridges = parse_bridges(args.bridge) or [("this", REPO / "container")]
     try:
         import uvloop
 
@@ -327,17 +455,29 @@ def main() -> None:
         runner = asyncio.run
     table = []
     for streams in (int(n) for n in args.streams.split(",")):
-        runs = []
+        runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in bridges}
         for repeat in range(args.repeats):
-            figures = runner(one_run(streams, args))
-            runs.append(figures)
-            print(f"N={streams} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
-        table.append((streams, {key: statistics.median(run[key] for run in runs) for key in runs[0]}))
-    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared):")
-    print("| streams | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
-    print("|---" * (len(COLUMNS) + 1) + "|")
-    for streams, medians in table:
-        print(f"| {streams} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in COLUMNS) + " |")
+            for label, directory in bridges:
+                figures = runner(one_run(streams, args, directory))
+                runs[label].append(figures)
+                print(f"N={streams} {label} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()),
+                      flush=True)
+        for label, _ in bridges:
+            table.append((streams, label, {key: statistics.median(run[key] for run in runs[label]) for key in runs[label][0]}))
+    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared; load average "
+          f"{os.getloadavg()[0]:.1f} at the end):")
+    columns = COLUMNS + (HELD_COLUMNS if args.held else [])
+    print("| streams | version | " + " | ".join(title for _, title, _ in columns) + " |")
+    print("|---" * (len(columns) + 2) + "|")
+    for streams, label, medians in table:
+        print(f"| {streams} | {label} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in columns) + " |")
+    if len(bridges) >= 2:
+        first, last = bridges[0][0], bridges[-1][0]
+        print(f"\nTargets, {last} against {first}:")
+        for streams in sorted({row[0] for row in table}):
+            medians = {label: figures for n, label, figures in table if n == streams}
+            for what, measured, met in targets(medians[last], medians[first]):
+                print(f"N={streams}: {what}: {measured}: {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":

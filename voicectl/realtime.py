@@ -1,26 +1,45 @@
-"""The transcription session shared by ``transcribe`` and ``mic``: vLLM's realtime protocol over any text transport.
+"""The transcription shared by ``transcribe`` and ``mic``: vLLM's realtime protocol over any text transport.
 
 Protocol (vLLM ``vllm/entrypoints/speech_to_text/realtime/connection.py`` and ``protocol.py``; see design.md):
 the server sends ``session.created`` on accept; the client sends ``session.update {model}`` (required before any
-commit), an ``input_audio_buffer.commit`` that starts generation, ``input_audio_buffer.append {audio}`` events
-carrying base64 PCM16 at 16 kHz mono, and a final ``input_audio_buffer.commit {final: true}`` that ends the audio.
-The server answers with ``transcription.delta {delta}`` events and one ``transcription.done {text, usage}``; errors
-arrive in-band as ``error {error, code}`` and leave the socket open, so the client must end the session itself.
+commit), an ``input_audio_buffer.commit`` that starts a generation, ``input_audio_buffer.append {audio}`` events
+carrying base64 PCM16 at 16 kHz mono, and a final ``input_audio_buffer.commit {final: true}`` that ends the
+generation's audio. The server answers with ``transcription.delta {delta}`` events and one ``transcription.done
+{text, usage}`` per generation; a later commit starts the next generation on the same stream (vLLM drops audio
+sent between a final commit and its ``transcription.done``, so the client holds it back meanwhile). Errors arrive
+in-band as ``error {error, code}`` with, from the container's bridge, machine-readable fields (``session_limit``:
+``limit_s``, ``audio_s``); the client reads those fields, never the English message. The event names, error codes
+and fields the client relies on are listed here (``CLIENT_EVENT_TYPES``, ``SERVER_EVENT_TYPES``, ``VLLM_ERROR_CODES``,
+``BRIDGE_ERROR_CODES``, ``ERROR_FIELDS_READ``); a test compares them with the bridge's (``container/bridge/protocol.py``).
 
 A transport carries JSON text messages both ways: :class:`WebSocketTransport` talks to a container's bridge
 directly (``--url``); :mod:`voicectl.sagemaker_stream` carries the same messages through SageMaker's
 bidirectional streaming API. Each message maps to one WebSocket text frame at the container.
 
-Long audio: the model's context bounds one session (vLLM ``--max-model-len`` tokens, one token per 80 ms of audio
-per the Voxtral-Mini-4B-Realtime-2602 model card: 131072 tokens ~ 3 h by default, 45000 tokens = 1 h in the card's
-example). :func:`transcribe_stream` ends a session before ``session_limit_s`` of audio, preferring a quiet chunk
-in the last :data:`ROLLOVER_WINDOW_S`, opens a new one and joins the transcripts.
+The run is an explicit state machine, :class:`TranscriptionMachine`: it takes inputs (audio chunks, the end of
+the audio, a stream opened, a server event, a stream gone, the clock) and returns actions (open, send, close,
+deltas and texts to show, failure, the end), with no sockets and no clock of its own, so every transition is
+tested on its own. :func:`transcribe_stream` drives it with real transports.
 
-No silent loss: the current session's audio is kept (PCM16 at 16 kHz is 32 KB per second, bounded by the session
-limit). A stream that drops (network, reset, a retryable error code) is reopened once and the whole session is
-replayed on it from its start, its partial text discarded; a ``session_limit`` error from the bridge lowers the
-limit and replays the session likewise. Whatever ends the transcription early raises :class:`RealtimeError`, with
-the text received so far left in the caller's :class:`Transcript`.
+Long audio, in three layers:
+
+- Generations: one generation holds at most ``session_limit_s`` of audio (the model's context: one token per 80 ms
+  per the Voxtral-Mini-4B-Realtime-2602 model card; the bridge's ``session_limit`` states its own limit in
+  ``limit_s``). The client also ends a generation at the first quiet chunk after :data:`GENERATION_TARGET_S`, so
+  that a ``transcription.done`` comes often: the audio since the last one is all that is ever resent.
+- Streams: a stream may be ended by the platform at any time (a vendor documents a 30-minute cap per SageMaker
+  bidirectional stream; unconfirmed: AWS documentation found so far is silent). Before ``max_stream_s`` the client
+  opens the next stream in advance and moves to it at the first quiet point (at ``max_stream_s`` at the latest):
+  the finishing generation completes on the old stream while new audio already flows on the new one, so a live
+  microphone does not fall behind.
+- Cuts: when a stream drops (network, reset, ``upstream_closed``, ``server_shutdown``, SageMaker's stream
+  failures) the client opens a new stream and resends only the audio since the last ``transcription.done``,
+  discarding that audio's partial text: the transcript has no gap and no repeated text. ``server_busy`` is retried
+  after a pause. Whatever ends the transcription early raises :class:`RealtimeError`, with the text received so
+  far left in the caller's :class:`Transcript`.
+
+Sending is paced below the bridge's audio rate limit (:data:`MAX_SEND_SPEED` x real time after a burst of
+:data:`SEND_BURST_S`), so that unpaced files and replays are never refused.
 """
 
 from __future__ import annotations
@@ -30,7 +49,6 @@ import base64
 import contextlib
 import json
 import math
-import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -47,46 +65,97 @@ DEFAULT_MODEL = DEFAULT_REPO_ID
 """Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``), which
 the Voxtral stack sets to the model hub repository id (``voxtral.model_id``, by default this one)."""
 
+# ---- the protocol contract (compared with container/bridge/protocol.py by tests/bridge/test_bridge_client_contract.py)
+SESSION_UPDATE = "session.update"
+APPEND = "input_audio_buffer.append"
+COMMIT = "input_audio_buffer.commit"
+SESSION_CREATED = "session.created"
+TRANSCRIPTION_DELTA = "transcription.delta"
+TRANSCRIPTION_DONE = "transcription.done"
+ERROR = "error"
+CLIENT_EVENT_TYPES = frozenset({SESSION_UPDATE, APPEND, COMMIT})
+"""Every event type the client sends."""
+SERVER_EVENT_TYPES = frozenset({SESSION_CREATED, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, ERROR})
+"""Every event type the client understands from the server."""
+
+VLLM_ERROR_CODES = frozenset({"invalid_json", "invalid_event", "model_not_found", "invalid_audio",
+                              "model_not_validated", "unknown_event", "processing_error"})
+"""vLLM's error codes (``realtime/connection.py``)."""
+BRIDGE_ERROR_CODES = frozenset({"upstream_closed", "upstream_unavailable", "server_busy", "idle_timeout",
+                                "session_limit", "server_shutdown", "rate_limited", "event_too_large"})
+"""The container's bridge's own error codes (``container/bridge/protocol.py``)."""
+SESSION_LIMIT_CODE = "session_limit"
+SERVER_BUSY_CODE = "server_busy"
+IDLE_TIMEOUT_CODE = "idle_timeout"
+ERROR_FIELDS_READ: dict[str, tuple[str, ...]] = {SESSION_LIMIT_CODE: ("limit_s", "audio_s")}
+"""The machine-readable fields of the bridge's error events this client reads (seconds of audio)."""
+
+REOPEN_CODES = frozenset({"upstream_closed", "server_shutdown", "InternalStreamFailure", "ModelStreamError"})
+"""Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as a cut: the
+bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the container is stopping: on SageMaker
+a new stream lands on a healthy instance), and SageMaker's stream failures."""
+
+# ---- the policy's numbers -------------------------------------------------------------------------------------------
 DEFAULT_SESSION_LIMIT_S = 3000.0
-"""Audio seconds per session before the client starts a new one: 50 min, below the 1 h (45000 tokens x 80 ms)
-context of the model card's example ``--max-model-len``; raise it when the endpoint serves a longer context."""
+"""Audio seconds per generation at most: 50 min, below the 1 h (45000 tokens x 80 ms) context of the model card's
+example ``--max-model-len``; the bridge's ``session_limit`` lowers it when the endpoint serves a shorter context."""
+
+DEFAULT_MAX_STREAM_S = 1500.0
+"""Seconds a stream is used before the client moves to a new one: 25 min, below the 30 min a vendor documents as
+SageMaker's cap on one bidirectional stream (unconfirmed: AWS documentation found so far is silent)."""
+
+MIN_MAX_STREAM_S = 10.0
+"""Shortest ``max_stream_s``: a stream must live long enough to open the next one."""
+
+STREAM_WINDOW_S = 30.0
+"""Seconds before ``max_stream_s`` from which the next stream is open and the move waits for a quiet chunk (kept well
+below the bridge's 60 s IDLE_TIMEOUT_S, as the next stream waits idle meanwhile)."""
+
+GENERATION_TARGET_S = 30.0
+"""Audio seconds after which a generation ends at the first quiet chunk: the most audio a cut usually resends."""
 
 ROLLOVER_WINDOW_S = 10.0
-"""Seconds before the session limit in which the client rolls over at the first quiet chunk (cuts fewer words)."""
+"""Seconds before the generation limit in which the client ends the generation at the first quiet chunk."""
 
 ROLLOVER_WINDOW_MAX_FRACTION = 0.2
-"""The rollover window never exceeds this fraction of the session limit (short limits keep long sessions)."""
+"""The windows never exceed this fraction of their limit (short limits keep long generations and streams)."""
 
 QUIET_RMS = 0.01
-"""RMS (full scale = 1.0, i.e. -40 dBFS) under which a 128 ms chunk counts as quiet for a rollover."""
+"""RMS (full scale = 1.0, i.e. -40 dBFS) under which a 128 ms chunk counts as quiet."""
+
+QUIET_FRACTION = 0.25
+"""A chunk also counts as quiet below this fraction of its generation's mean RMS (speech over a noise floor)."""
 
 DONE_TIMEOUT_S = 60.0
-"""Seconds to wait for ``transcription.done`` after the final commit before giving up."""
+"""Seconds to wait for ``transcription.done`` after a final commit before giving up."""
 
 SETTLE_AFTER_CLOSE_S = 1.0
 """Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that explains it."""
 
 MAX_REOPENS = 1
-"""Times a dropped stream is reopened (its session replayed) within one transcription."""
-
-REOPEN_CODES = frozenset({"upstream_closed", "server_shutdown", "InternalStreamFailure", "ModelStreamError"})
-"""Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as a drop: the
-bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the container is stopping: on SageMaker
-a new stream lands on a healthy instance), and SageMaker's stream failures."""
-
-SESSION_LIMIT_CODE = "session_limit"
-"""The bridge's error code when a session's audio passes vLLM's context (``container/bridge/protocol.py``); the bridge
-closes the stream cleanly after it."""
+"""Streams reopened after a cut with no ``transcription.done`` in between before the client gives up."""
 
 SESSION_LIMIT_MARGIN = 0.9
-"""Fraction of the endpoint's session limit the client uses after a ``session_limit`` error (room for audio in flight
-and the rollover window)."""
+"""Fraction of the endpoint's limit the client uses after a ``session_limit`` error (room for audio in flight)."""
 
 MAX_LIMIT_REPLAYS = 3
-"""Times a session is replayed under a lowered limit after ``session_limit`` errors before giving up."""
+"""Times a generation is resent under a lowered limit after ``session_limit`` errors before giving up."""
 
 MIN_SESSION_LIMIT_S = 1.0
-"""Smallest session limit in seconds: a session must hold several 128 ms chunks to be worth a stream."""
+"""Smallest session limit in seconds: a generation must hold several 128 ms chunks to be worth one."""
+
+BUSY_RETRY_DELAYS_S = (1.0, 2.0, 4.0)
+"""Pauses before opening a stream again after ``server_busy`` (every slot of the instance in use); then give up."""
+
+MAX_SEND_SPEED = 16.0
+"""Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the bridge's default
+AUDIO_RATE_LIMIT (32), which refuses faster streams (``rate_limited``)."""
+
+SEND_BURST_S = 60.0
+"""Audio seconds a stream may send at once before :data:`MAX_SEND_SPEED` applies (the bridge allows 120)."""
+
+MAX_BUFFERED_S = 30.0
+"""Audio seconds held unsent (a stream opening, a generation finishing) before the client stops reading the source."""
 
 ERROR_HINTS: dict[str, str] = {
     "model_not_found": "pass --model with the model name the endpoint serves (vLLM --served-model-name)",
@@ -103,6 +172,8 @@ ERROR_HINTS: dict[str, str] = {
     "idle_timeout": "the endpoint closed the stream because no audio arrived for a while",
     "session_limit": "the session reached the endpoint's audio limit; pass a --session-limit below it",
     "server_shutdown": "the endpoint's container is stopping (deployment or scale-in); retry",
+    "rate_limited": "audio was sent faster than the endpoint's AUDIO_RATE_LIMIT allows; this is a client bug",
+    "event_too_large": "an event was larger than the endpoint accepts; this is a client bug",
 }
 """What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
 
@@ -139,7 +210,7 @@ class RealtimeTransport(Protocol):
 
 
 TransportOpener = Callable[[], Awaitable[RealtimeTransport]]
-"""Opens a new stream to the endpoint (called once per session and per reopen)."""
+"""Opens a new stream to the endpoint (called for the first stream, each move to a new one and each reopen)."""
 
 
 def decode_frame(frame: bytes, source: str) -> str:
@@ -195,31 +266,47 @@ def join_transcripts(parts: Iterable[str]) -> str:
 
 
 class Transcript:
-    """The transcript as it grows: finished sessions plus the deltas of the current one.
+    """The transcript as it grows: one segment per generation, in audio order.
 
     :func:`transcribe_stream` updates it as events arrive, so a caller that keeps a reference can show or print the
-    text received so far even when the transcription fails or is interrupted. When a session is replayed after a
-    drop, its deltas are discarded (the replay transcribes the same audio again).
+    text received so far even when the transcription fails or is interrupted. A segment holds the generation's
+    deltas, then its ``transcription.done`` text; a generation resent after a cut has its segment discarded (the
+    resent audio is transcribed again).
     """
 
     def __init__(self) -> None:
-        self.finished: list[str] = []
-        self.current: list[str] = []
+        self._segments: list[_Segment] = []
 
     @property
     def text(self) -> str:
-        """Finished sessions joined with :func:`join_transcripts`, then the current session's deltas."""
-        return join_transcripts([*self.finished, "".join(self.current)])
+        """Every segment's text (done text, else the deltas so far) joined with :func:`join_transcripts`."""
+        return join_transcripts(segment.text for segment in self._segments)
 
-    def add_delta(self, delta: str) -> None:
-        self.current.append(delta)
+    @property
+    def finished(self) -> list[str]:
+        """The texts of the generations that are done, in order."""
+        return [segment.text for segment in self._segments if segment.done_text is not None]
 
-    def finish_session(self, text: str) -> None:
-        self.finished.append(text)
-        self.current.clear()
+    def open_segment(self) -> _Segment:
+        """Add an empty segment at the end (a new generation) and return it."""
+        segment = _Segment()
+        self._segments.append(segment)
+        return segment
 
-    def discard_session(self) -> None:
-        self.current.clear()
+    def discard(self, segment: _Segment) -> None:
+        """Drop ``segment`` (its audio is being resent)."""
+        with contextlib.suppress(ValueError):
+            self._segments.remove(segment)
+
+
+@dataclass
+class _Segment:
+    deltas: list[str] = field(default_factory=list)
+    done_text: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.done_text if self.done_text is not None else "".join(self.deltas)
 
 
 @dataclass
@@ -228,13 +315,15 @@ class TranscriptionResult:
 
     Attributes:
         transcript: the joined final transcript.
-        audio_seconds_sent: seconds of distinct audio delivered (replayed audio counted once).
+        audio_seconds_sent: seconds of distinct audio delivered (resent audio counted once).
         time_to_first_delta_s: seconds from the first audio append to the first non-empty delta (None if none came).
         elapsed_s: seconds from the first audio append to the last ``transcription.done``.
-        sessions: number of sessions (streams) opened, reopens and replays included.
-        reopens: number of streams reopened after a drop (at most :data:`MAX_REOPENS`).
-        replayed_audio_s: seconds of audio sent a second time (sessions replayed after a drop or a ``session_limit``).
-        session_limit_s: the session limit in force at the end (lower than requested when the endpoint's is lower).
+        sessions: number of streams opened (moves, reopens and retries included).
+        reopens: number of streams reopened after a cut.
+        replayed_audio_s: seconds of audio sent a second time (after a cut or a ``session_limit``).
+        session_limit_s: the generation limit in force at the end (lower than requested when the endpoint's is lower).
+        rollovers: number of moves to a new stream before ``max_stream_s``.
+        generations: number of generations transcribed (``transcription.done`` received).
     """
 
     transcript: str
@@ -245,6 +334,8 @@ class TranscriptionResult:
     reopens: int
     replayed_audio_s: float = 0.0
     session_limit_s: float = DEFAULT_SESSION_LIMIT_S
+    rollovers: int = 0
+    generations: int = 0
 
     @property
     def real_time_factor(self) -> float | None:
@@ -264,129 +355,11 @@ class TranscriptionResult:
             "elapsed_s": ms(self.elapsed_s),
             "sessions": self.sessions,
             "reopens": self.reopens,
+            "rollovers": self.rollovers,
+            "generations": self.generations,
             "replayed_audio_s": ms(self.replayed_audio_s),
             "session_limit_s": ms(self.session_limit_s),
         }
-
-
-@dataclass
-class _Session:
-    """One stream: sends events, and a background task receives deltas until ``transcription.done``.
-
-    ``chunks`` keeps every PCM16 chunk appended on this stream, so that the session can be replayed on a new stream
-    after a drop; it is bounded by the session limit (32 KB per second of audio).
-    """
-
-    transport: RealtimeTransport
-    on_delta: Callable[[str], None]
-    clock: Callable[[], float]
-    deltas: list[str] = field(default_factory=list)
-    chunks: list[bytes] = field(default_factory=list)
-    done_text: str | None = None
-    audio_s: float = 0.0
-    first_delta_at: float | None = None
-    failure: BaseException | None = None
-    _done: asyncio.Event = field(default_factory=asyncio.Event)
-    _receiver: asyncio.Task[None] | None = None
-
-    @classmethod
-    async def open(cls, opener: TransportOpener, model: str, on_delta: Callable[[str], None],
-                   clock: Callable[[], float]) -> _Session:
-        session = cls(transport=await opener(), on_delta=on_delta, clock=clock)
-        session._receiver = asyncio.create_task(session._receive_loop())
-        try:
-            await session.send(session_update_event(model))
-            await session.send(commit_event())
-        except BaseException:
-            await session.close()
-            raise
-        return session
-
-    @property
-    def text(self) -> str:
-        """The session's transcript: ``transcription.done`` text, else the deltas received so far."""
-        return self.done_text if self.done_text is not None else "".join(self.deltas)
-
-    def raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise self.failure
-
-    async def send(self, text: str) -> None:
-        self.raise_if_failed()
-        await self.transport.send_text(text)
-
-    async def append(self, pcm16: bytes) -> None:
-        """Send one chunk; it is kept for a replay before it is sent (a failed send may still have delivered it)."""
-        self.chunks.append(pcm16)
-        self.audio_s += chunk_seconds(pcm16)
-        await self.send(append_event(pcm16))
-
-    async def finish(self, timeout_s: float) -> str:
-        """Send the final commit and wait for ``transcription.done``; return the session transcript."""
-        await self.send(commit_event(final=True))
-        try:
-            await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout_s)
-        except TimeoutError:
-            raise RealtimeError(
-                f"no transcription.done arrived within {timeout_s:.0f} s of the final commit; the endpoint may be "
-                "overloaded or stuck: check its CloudWatch logs and metrics", code="timeout"
-            ) from None
-        self.raise_if_failed()
-        return self.text
-
-    async def settle(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for the receiver to end (it ends once the stream reports its end)."""
-        if self._receiver is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout_s)
-
-    async def close(self) -> None:
-        if self._receiver is not None and not self._receiver.done():
-            self._receiver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._receiver
-        with contextlib.suppress(Exception):
-            await self.transport.close()
-
-    async def _receive_loop(self) -> None:
-        try:
-            while True:
-                message = await self.transport.receive_text()
-                if message is None:
-                    raise TransportClosed("the endpoint closed the stream before transcription.done")
-                if self._handle(message):
-                    return
-        except asyncio.CancelledError:
-            raise
-        except BaseException as error:  # handed to the sender, which raises it in its own task
-            self.failure = error
-        finally:
-            self._done.set()
-
-    def _handle(self, message: str) -> bool:
-        """Apply one server event; return True on ``transcription.done``."""
-        try:
-            event = json.loads(message)
-        except json.JSONDecodeError:
-            raise RealtimeError(f"the endpoint sent a message that is not JSON: {message[:200]!r}", code="bad_message") from None
-        kind = event.get("type") if isinstance(event, dict) else None
-        if kind == "transcription.delta":
-            delta = _text_field(event, "delta")
-            if delta and self.first_delta_at is None:
-                self.first_delta_at = self.clock()
-            self.deltas.append(delta)
-            self.on_delta(delta)
-        elif kind == "transcription.done":
-            text = event.get("text")
-            # A null or missing text falls back to the deltas, which carry the same words.
-            self.done_text = "".join(self.deltas) if text is None else _text_field(event, "text")
-            return True
-        elif kind == "error":
-            code = event.get("code")
-            hint = ERROR_HINTS.get(str(code), "see the endpoint's CloudWatch logs")
-            raise RealtimeError(f"the endpoint reported an error ({code}): {event.get('error')}; {hint}", code=code)
-        # session.created and unknown informational events need no action.
-        return False
 
 
 def _text_field(event: dict[str, Any], name: str) -> str:
@@ -395,6 +368,510 @@ def _text_field(event: dict[str, Any], name: str) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+
+# ---- the state machine: inputs are method calls, outputs are these actions ----------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenStream:
+    """Open stream number ``stream`` (then report :meth:`TranscriptionMachine.opened` or ``open_failed``)."""
+
+    stream: int
+
+
+@dataclass(frozen=True)
+class SendEvent:
+    """Send ``text`` (one JSON event) on ``stream``; ``audio_s`` is the audio it carries, for pacing."""
+
+    stream: int
+    text: str
+    audio_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CloseStream:
+    """Close ``stream``; nothing more is expected from it."""
+
+    stream: int
+
+
+@dataclass(frozen=True)
+class ShowDelta:
+    """A ``transcription.delta`` text to show (``on_delta``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ShowGenerationText:
+    """A generation's final text (``on_session_text``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Replaying:
+    """Audio is being resent on a new stream, for ``reason`` (``on_replay``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The transcription cannot go on."""
+
+    error: RealtimeError
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Every generation is done and every stream closed: the result is ready (:meth:`TranscriptionMachine.result`)."""
+
+
+Action = OpenStream | SendEvent | CloseStream | ShowDelta | ShowGenerationText | Replaying | Failed | Finished
+
+
+@dataclass
+class _Generation:
+    """One generation: the audio sent in it (kept until its ``transcription.done``, to resend after a cut)."""
+
+    stream: int
+    segment: _Segment
+    chunks: list[bytes] = field(default_factory=list)
+    audio_s: float = 0.0
+    rms_sum: float = 0.0
+    final_at: float | None = None  # when its final commit was sent
+
+    @property
+    def mean_rms(self) -> float:
+        return self.rms_sum / len(self.chunks) if self.chunks else 0.0
+
+
+@dataclass
+class _Stream:
+    opened_at: float | None = None  # None while opening
+    retiring: bool = False  # moved away from: closes once its last generation is done
+
+
+class TranscriptionMachine:
+    """The transcription's policy, as a state machine with no I/O: inputs in, :data:`Action` lists out.
+
+    Inputs (each returns the actions to carry out, in order): :meth:`start`, :meth:`audio` (a PCM16 chunk),
+    :meth:`end_of_audio`, :meth:`opened`, :meth:`open_failed`, :meth:`received` (a server event's text),
+    :meth:`closed` (a stream gone, with the error that ended it), :meth:`tick` (the clock passed
+    :meth:`next_deadline`). ``now`` is the caller's monotonic clock in seconds. Streams are numbered from 1.
+
+    Args:
+        model: model name for ``session.update``.
+        transcript: updated as deltas and ``transcription.done`` arrive.
+        session_limit_s: audio seconds one generation may hold (finite, positive).
+        max_stream_s: seconds a stream is used before moving to a new one (finite, at least
+            :data:`MIN_MAX_STREAM_S`).
+        done_timeout_s: seconds to wait for ``transcription.done`` after a final commit.
+
+    Raises:
+        ValueError: a limit is not a positive finite number, or ``max_stream_s`` is below :data:`MIN_MAX_STREAM_S`.
+    """
+
+    def __init__(self, *, model: str = DEFAULT_MODEL, transcript: Transcript | None = None,
+                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
+                 done_timeout_s: float = DONE_TIMEOUT_S) -> None:
+        if not math.isfinite(session_limit_s) or session_limit_s <= 0:
+            raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
+        if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
+            raise ValueError(f"max_stream_s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g}, "
+                             f"got {max_stream_s}")
+        self.model = model
+        self.transcript = transcript if transcript is not None else Transcript()
+        self.session_limit_s = session_limit_s
+        self.max_stream_s = max_stream_s
+        self.done_timeout_s = done_timeout_s
+        self.finished = False
+        self._streams: dict[int, _Stream] = {}
+        self._last_stream = 0
+        self._active: int | None = None  # the stream new audio goes to
+        self._next: int | None = None  # opened ahead of a move
+        self._next_not_before = 0.0  # no new next stream before this (after it failed)
+        self._generations: list[_Generation] = []  # not done yet, in audio order
+        self._current: _Generation | None = None  # the generation new audio goes to
+        self._buffer: deque[bytes] = deque()  # audio not sent yet (resent audio first)
+        self._buffered_s = 0.0
+        self._source_done = False
+        self._reopen_at: float | None = None  # when to open the active stream again after server_busy
+        self._busy_retries = 0
+        self._reopens_in_a_row = 0
+        self._limit_replays = 0
+        # Figures for the result.
+        self._sessions = self._reopens = self._rollovers = self._generations_done = 0
+        self._audio_s = self._replayed_s = 0.0
+        self._first_append_at: float | None = None
+        self._first_delta_at: float | None = None
+        self._last_done_at: float | None = None
+        self._now = -math.inf  # the latest time an input brought
+
+    # ---- inputs ---------------------------------------------------------------------------------------------------
+    def start(self, now: float) -> list[Action]:
+        """Begin: open the first stream."""
+        actions: list[Action] = []
+        self._active = self._open(actions)
+        return actions
+
+    def audio(self, chunk: bytes, now: float) -> list[Action]:
+        """A new PCM16 chunk (16 kHz mono) from the source."""
+        self._now = max(self._now, now)
+        if self.finished:
+            return []
+        self._audio_s += chunk_seconds(chunk)
+        self._buffer.append(chunk)
+        self._buffered_s += chunk_seconds(chunk)
+        return self._pump(now)
+
+    def end_of_audio(self, now: float) -> list[Action]:
+        """The source has no more audio: finish the generations and close."""
+        self._now = max(self._now, now)
+        self._source_done = True
+        return self._pump(now)
+
+    def opened(self, stream: int, now: float) -> list[Action]:
+        """Stream ``stream`` is open: select the model, then send what waits."""
+        self._now = max(self._now, now)
+        state = self._streams.get(stream)
+        if state is None:
+            return []  # closed meanwhile
+        state.opened_at = now
+        return [SendEvent(stream, session_update_event(self.model)), *self._pump(now)]
+
+    def open_failed(self, stream: int, error: RealtimeError, now: float) -> list[Action]:
+        """Stream ``stream`` could not be opened (``error`` says why)."""
+        if stream not in self._streams:
+            return []
+        del self._streams[stream]
+        if stream == self._next:  # the active stream goes on; try again later
+            self._next = None
+            self._next_not_before = now + BUSY_RETRY_DELAYS_S[0]
+            return []
+        if stream == 1:  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
+            return self._fail(error)
+        return self._recover(f"opening a new stream failed ({error})", now, drop=error)
+
+    def received(self, stream: int, text: str, now: float) -> list[Action]:
+        """One server event (JSON text) on ``stream``."""
+        self._now = max(self._now, now)
+        if stream not in self._streams or self.finished:
+            return []
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError:
+            return self._fail(RealtimeError(f"the endpoint sent a message that is not JSON: {text[:200]!r}",
+                                            code="bad_message"))
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == TRANSCRIPTION_DELTA:
+            generation = self._generation_on(stream)
+            if generation is None:
+                return []
+            delta = _text_field(event, "delta")
+            if delta and self._first_delta_at is None:
+                self._first_delta_at = now
+            generation.segment.deltas.append(delta)
+            return [ShowDelta(delta)]
+        if kind == TRANSCRIPTION_DONE:
+            return self._done(stream, event, now)
+        if kind == ERROR:
+            return self._error(stream, event, now)
+        return []  # session.created and unknown informational events need no action
+
+    def closed(self, stream: int, error: BaseException | None, now: float) -> list[Action]:
+        """Stream ``stream`` ended: ``error`` is a :class:`TransportClosed` (a drop), a :class:`RealtimeError` (a
+        reported stream failure), or None (closed cleanly, which before ``transcription.done`` is a drop too)."""
+        if stream not in self._streams or self.finished:
+            return []
+        if isinstance(error, RealtimeError) and error.code not in REOPEN_CODES:
+            return self._fail(error)
+        if not any(generation.stream == stream for generation in self._generations) and stream != self._active:
+            del self._streams[stream]  # a stream opened ahead, or one done with: nothing to resend
+            if stream == self._next:
+                self._next = None
+            return []
+        cause = error or TransportClosed("the endpoint closed the stream before transcription.done")
+        return self._recover(f"the stream dropped ({cause})", now, drop=cause)
+
+    def tick(self, now: float) -> list[Action]:
+        """The clock reached :meth:`next_deadline`: time out a ``transcription.done``, retry after ``server_busy``,
+        or move to the next stream while the source is silent."""
+        self._now = max(self._now, now)
+        if self.finished:
+            return []
+        for generation in self._generations:
+            if generation.final_at is not None and now - generation.final_at >= self.done_timeout_s:
+                return self._fail(RealtimeError(
+                    f"no transcription.done arrived within {self.done_timeout_s:.0f} s of the final commit; the "
+                    "endpoint may be overloaded or stuck: check its CloudWatch logs and metrics", code="timeout"))
+        actions: list[Action] = []
+        if self._reopen_at is not None and now >= self._reopen_at:
+            self._reopen_at = None
+            self._active = self._open(actions)
+        return actions + self._pump(now)
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` must be called next (None: no timer is running)."""
+        deadlines = [generation.final_at + self.done_timeout_s
+                     for generation in self._generations if generation.final_at is not None]
+        if self._reopen_at is not None:
+            deadlines.append(self._reopen_at)
+        active = self._streams.get(self._active) if self._active is not None else None
+        if active is not None and active.opened_at is not None and not self._source_done:
+            due = active.opened_at + self.max_stream_s
+            # Opening the next stream, then the move (which waits for a quiet chunk until `due`): each looked at
+            # once when its time comes, not again and again while it waits for something else.
+            for moment in (max(due - self._stream_window_s, self._next_not_before), due):
+                if moment > self._now:
+                    deadlines.append(moment)
+                    break
+        return min(deadlines) if deadlines else None
+
+    @property
+    def wants_audio(self) -> bool:
+        """Whether the source should be read now (False while :data:`MAX_BUFFERED_S` of audio waits unsent)."""
+        return not self.finished and not self._source_done and self._buffered_s < MAX_BUFFERED_S
+
+    def result(self, now: float) -> TranscriptionResult:
+        """The figures of the transcription (call once :class:`Finished` was returned)."""
+        end = self._last_done_at if self._last_done_at is not None else now
+        first = self._first_append_at
+        return TranscriptionResult(
+            transcript=self.transcript.text,
+            audio_seconds_sent=self._audio_s,
+            time_to_first_delta_s=None if first is None or self._first_delta_at is None else self._first_delta_at - first,
+            elapsed_s=0.0 if first is None else end - first,
+            sessions=self._sessions,
+            reopens=self._reopens,
+            replayed_audio_s=self._replayed_s,
+            session_limit_s=self.session_limit_s,
+            rollovers=self._rollovers,
+            generations=self._generations_done,
+        )
+
+    # ---- the policy -----------------------------------------------------------------------------------------------
+    @property
+    def _stream_window_s(self) -> float:
+        return min(STREAM_WINDOW_S, self.max_stream_s * ROLLOVER_WINDOW_MAX_FRACTION)
+
+    def _open(self, actions: list[Action]) -> int:
+        self._last_stream += 1
+        self._sessions += 1
+        self._streams[self._last_stream] = _Stream()
+        actions.append(OpenStream(self._last_stream))
+        return self._last_stream
+
+    def _generation_on(self, stream: int) -> _Generation | None:
+        """The oldest generation of ``stream`` not done yet (deltas and the done are for it)."""
+        return next((generation for generation in self._generations if generation.stream == stream), None)
+
+    def _pump(self, now: float) -> list[Action]:
+        """Send what the buffer holds as far as the streams allow; end generations and move streams on the way."""
+        actions: list[Action] = []
+        active = self._streams.get(self._active) if self._active is not None else None
+        while active is not None and active.opened_at is not None:
+            generation = self._current
+            if generation is None:
+                if self._generation_on(self._active) is not None:  # type: ignore[arg-type]
+                    break  # the last generation on this stream is finishing: vLLM would drop audio sent now
+                if not self._buffer and self._source_done:
+                    break
+                generation = self._start_generation(now, actions)
+            if not self._buffer:
+                if self._source_done or self._stream_age(now) >= self.max_stream_s:
+                    self._end_generation(generation, now, actions)  # the end of the audio, or a move in silence
+                    if not self._source_done:
+                        self._move(actions)
+                        active = self._streams.get(self._active)  # type: ignore[arg-type]
+                    continue
+                break
+            chunk = self._buffer[0]
+            if generation.audio_s > 0 and self._should_end(generation, chunk, now):
+                self._end_generation(generation, now, actions)
+                if self._stream_age(now) >= self.max_stream_s - self._stream_window_s:
+                    self._move(actions)
+                    active = self._streams.get(self._active)  # type: ignore[arg-type]
+                continue
+            self._buffer.popleft()
+            seconds = chunk_seconds(chunk)
+            self._buffered_s -= seconds
+            generation.chunks.append(chunk)
+            generation.audio_s += seconds
+            generation.rms_sum += chunk_rms(chunk)
+            if self._first_append_at is None:
+                self._first_append_at = now
+            actions.append(SendEvent(generation.stream, append_event(chunk), seconds))
+        if (self._next is None and active is not None and active.opened_at is not None and not self._source_done
+                and now >= self._next_not_before and self._stream_age(now) >= self.max_stream_s - self._stream_window_s):
+            self._next = self._open(actions)  # ready for the move at the next quiet chunk
+        if self._source_done and not self._buffer and not self._generations and self._current is None:
+            actions += [CloseStream(stream) for stream in self._streams]
+            self._streams.clear()
+            self.finished = True
+            actions.append(Finished())
+        return actions
+
+    def _stream_age(self, now: float) -> float:
+        active = self._streams.get(self._active) if self._active is not None else None
+        if active is None or active.opened_at is None:
+            return 0.0
+        return now - active.opened_at
+
+    def _should_end(self, generation: _Generation, chunk: bytes, now: float) -> bool:
+        """Whether ``generation`` ends before ``chunk``: at its limit, or at a quiet chunk near the limit, after
+        :data:`GENERATION_TARGET_S`, or when a move to the next stream is due; at ``max_stream_s`` in any case."""
+        limit = self.session_limit_s
+        seconds = chunk_seconds(chunk)
+        if generation.audio_s + seconds > limit or self._stream_age(now) >= self.max_stream_s:
+            return True
+        rms = chunk_rms(chunk)
+        if rms >= QUIET_RMS and rms >= QUIET_FRACTION * generation.mean_rms:
+            return False
+        return (generation.audio_s + min(ROLLOVER_WINDOW_S, limit * ROLLOVER_WINDOW_MAX_FRACTION) >= limit
+                or generation.audio_s >= GENERATION_TARGET_S
+                or self._stream_age(now) >= self.max_stream_s - self._stream_window_s)
+
+    def _start_generation(self, now: float, actions: list[Action]) -> _Generation:
+        assert self._active is not None
+        generation = _Generation(stream=self._active, segment=self.transcript.open_segment())
+        self._generations.append(generation)
+        self._current = generation
+        actions.append(SendEvent(self._active, commit_event()))
+        return generation
+
+    def _end_generation(self, generation: _Generation, now: float, actions: list[Action]) -> None:
+        """Send the final commit (an empty generation is dropped instead: closing its stream ends it)."""
+        self._current = None
+        if generation.audio_s == 0:
+            self._generations.remove(generation)
+            self.transcript.discard(generation.segment)
+            return
+        generation.final_at = now
+        actions.append(SendEvent(generation.stream, commit_event(final=True)))
+
+    def _move(self, actions: list[Action]) -> None:
+        """New audio goes to the next stream (opened ahead, or now); the old one closes once its generation is done."""
+        old = self._active
+        if old is not None and old in self._streams:
+            if self._generation_on(old) is None:
+                del self._streams[old]
+                actions.append(CloseStream(old))
+            else:
+                self._streams[old].retiring = True
+        self._rollovers += 1
+        if self._next is not None:
+            self._active, self._next = self._next, None
+        else:
+            self._active = self._open(actions)
+
+    def _done(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
+        generation = self._generation_on(stream)
+        if generation is None:
+            return []
+        if generation is self._current:  # vLLM ended the generation before its final commit: start a new one
+            self._current = None
+        text = event.get("text")
+        # A null or missing text falls back to the deltas, which carry the same words.
+        generation.segment.done_text = "".join(generation.segment.deltas) if text is None else _text_field(event, "text")
+        self._generations.remove(generation)
+        self._generations_done += 1
+        self._last_done_at = now
+        self._reopens_in_a_row = 0
+        self._busy_retries = 0
+        actions: list[Action] = [ShowGenerationText(generation.segment.done_text)]
+        state = self._streams.get(stream)
+        if state is not None and state.retiring and self._generation_on(stream) is None:
+            del self._streams[stream]
+            actions.append(CloseStream(stream))
+        return actions + self._pump(now)
+
+    def _error(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
+        code = event.get("code")
+        message = event.get("error")
+        if code == SESSION_LIMIT_CODE:
+            return self._session_limit(event, message, now)
+        if code in REOPEN_CODES:
+            return self._recover(f"the stream dropped ({code}: {message})", now,
+                                 drop=RealtimeError(f"the endpoint reported {code}: {message}", code=code))
+        if code == SERVER_BUSY_CODE:
+            return self._busy(stream, message, now)
+        if code == IDLE_TIMEOUT_CODE and stream == self._next:
+            del self._streams[stream]  # the stream opened ahead waited too long: open another when needed
+            self._next = None
+            return [CloseStream(stream)]
+        hint = ERROR_HINTS.get(str(code), "see the endpoint's CloudWatch logs")
+        return self._fail(RealtimeError(f"the endpoint reported an error ({code}): {message}; {hint}", code=code))
+
+    def _session_limit(self, event: dict[str, Any], message: Any, now: float) -> list[Action]:
+        generation = self._generations[0] if self._generations else None
+        stated = event.get("limit_s")
+        bound = float(stated) if isinstance(stated, (int, float)) and stated > 0 else (
+            generation.audio_s if generation is not None else self.session_limit_s)
+        new_limit_s = min(self.session_limit_s, bound) * SESSION_LIMIT_MARGIN
+        self._limit_replays += 1
+        if self._limit_replays > MAX_LIMIT_REPLAYS or new_limit_s < MIN_SESSION_LIMIT_S:
+            return self._fail(RealtimeError(
+                f"the endpoint reported an error (session_limit): {message}; the client lowered its session limit "
+                f"{self._limit_replays - 1} times and still hit the endpoint's, pass --session-limit below the "
+                "endpoint's limit", code=SESSION_LIMIT_CODE))
+        old_limit_s, self.session_limit_s = self.session_limit_s, new_limit_s
+        return self._recover(f"the endpoint's session limit is below {old_limit_s:.0f} s: using {new_limit_s:.0f} s "
+                             "and", now)
+
+    def _busy(self, stream: int, message: Any, now: float) -> list[Action]:
+        if stream == self._next:  # the active stream goes on; open the next one later
+            del self._streams[stream]
+            self._next = None
+            self._next_not_before = now + BUSY_RETRY_DELAYS_S[min(self._busy_retries, len(BUSY_RETRY_DELAYS_S) - 1)]
+            return [CloseStream(stream)]
+        if self._busy_retries >= len(BUSY_RETRY_DELAYS_S):
+            return self._fail(RealtimeError(
+                f"the endpoint reported an error (server_busy): {message}; still busy after "
+                f"{len(BUSY_RETRY_DELAYS_S)} retries; {ERROR_HINTS[SERVER_BUSY_CODE]}", code=SERVER_BUSY_CODE))
+        delay = BUSY_RETRY_DELAYS_S[self._busy_retries]
+        self._busy_retries += 1
+        return self._recover(f"the endpoint is busy ({message}): retrying in {delay:g} s, then", now, reopen_after=delay)
+
+    def _recover(self, reason: str, now: float, *, drop: BaseException | None = None,
+                 reopen_after: float = 0.0) -> list[Action]:
+        """Close every stream and resend the audio since the last ``transcription.done`` on a new one."""
+        if drop is not None:
+            if self._reopens_in_a_row >= MAX_REOPENS:
+                return self._fail(RealtimeError(
+                    f"the stream dropped again after a reopen ({drop}); the transcript may be missing the audio "
+                    "from the last transcription.done on; check the network and the endpoint's health "
+                    "(`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"))
+            self._reopens += 1
+            self._reopens_in_a_row += 1
+        pending = self._generations
+        resend = [chunk for generation in pending for chunk in generation.chunks]
+        resend_s = sum(generation.audio_s for generation in pending)
+        for generation in pending:
+            self.transcript.discard(generation.segment)
+        actions: list[Action] = [CloseStream(stream) for stream in self._streams]
+        self._streams.clear()
+        self._generations, self._current, self._next = [], None, None
+        self._buffer.extendleft(reversed(resend))
+        self._buffered_s += resend_s
+        self._replayed_s += resend_s
+        actions.append(Replaying(f"{reason}; resending this session's {resend_s:.1f} s of audio since the last "
+                                 "transcription.done on a new stream"))
+        if reopen_after > 0:
+            self._active = None
+            self._reopen_at = now + reopen_after
+        else:
+            self._active = self._open(actions)
+        return actions
+
+    def _fail(self, error: RealtimeError) -> list[Action]:
+        actions: list[Action] = [CloseStream(stream) for stream in self._streams]
+        self._streams.clear()
+        self.finished = True
+        return [*actions, Failed(error)]
 
 
 async def paced_chunks(chunks: Iterable[bytes], speed: float,
@@ -424,20 +901,175 @@ async def paced_chunks(chunks: Iterable[bytes], speed: float,
         audio_s += chunk_seconds(chunk)
 
 
-def _is_drop(error: BaseException) -> bool:
-    """Whether ``error`` ended the stream in a way a new stream can recover from (see :data:`REOPEN_CODES`)."""
-    return isinstance(error, TransportClosed) or (isinstance(error, RealtimeError) and error.code in REOPEN_CODES)
+def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: float = MAX_SEND_SPEED,
+                 burst_s: float = SEND_BURST_S) -> float:
+    """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in ``elapsed_s``,
+    so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's AUDIO_RATE_LIMIT, with room to spare)."""
+    return max(0.0, (sent_audio_s + audio_s - burst_s) / speed - elapsed_s)
 
 
-def _learned_session_limit(error: RealtimeError, current_limit_s: float, session_audio_s: float) -> float:
-    """A session limit below the endpoint's, after its ``session_limit`` error.
+def _unexpected(error: Exception) -> RealtimeError:
+    return RealtimeError(f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
+                         code="transport_error")
 
-    The bridge states its limit in the message ("audio limit of N s", ``container/bridge/server.py``
-    ``session_limit_message``); without it, the audio this session sent bounds the limit from above.
+
+class _Driver:
+    """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what happens.
+
+    One task per stream opens it and reads its events into ``inbox``; the main loop waits for the next of: an event,
+    an audio chunk (read only while the machine wants audio), or the machine's next deadline. Sends are awaited in
+    order, paced by :func:`send_delay_s`; a failed send marks its stream broken (later sends to it are skipped,
+    their audio is kept by the machine) and the stream's reader reports the end, preferring the event that
+    explains it (the bridge sends ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
     """
-    stated = re.search(r"audio limit of (\d+(?:\.\d+)?) s", str(error))
-    bound = float(stated.group(1)) if stated else session_audio_s
-    return min(current_limit_s, bound) * SESSION_LIMIT_MARGIN
+
+    def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
+                 on_delta: Callable[[str], None], on_session_text: Callable[[str], None],
+                 on_replay: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.machine = machine
+        self.source = aiter(chunks)
+        self.opener = opener
+        self.on_delta, self.on_session_text, self.on_replay = on_delta, on_session_text, on_replay
+        self.clock = clock
+        self.inbox: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
+        self.transports: dict[int, RealtimeTransport] = {}
+        self.readers: dict[int, asyncio.Task[None]] = {}
+        self.closing: set[asyncio.Task[None]] = set()
+        self.broken: set[int] = set()
+        self.sent: dict[int, tuple[float, float]] = {}  # stream -> (first send time, audio seconds sent)
+
+    async def run(self) -> TranscriptionResult:
+        chunk_task: asyncio.Task[bytes | None] | None = None
+        event_task: asyncio.Task[tuple[str, int, Any]] | None = None
+        try:
+            await self._apply(self.machine.start(self.clock()))
+            while not self.machine.finished:
+                if chunk_task is None and self.machine.wants_audio:
+                    chunk_task = asyncio.ensure_future(self._next_chunk())
+                if event_task is None:
+                    event_task = asyncio.ensure_future(self.inbox.get())
+                deadline = self.machine.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - self.clock())
+                waiting = {event_task} if chunk_task is None else {event_task, chunk_task}
+                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                now = self.clock()
+                if event_task in done:
+                    kind, stream, value = event_task.result()
+                    event_task = None
+                    actions = self._dispatch(kind, stream, value, now)
+                elif chunk_task is not None and chunk_task in done:
+                    chunk = chunk_task.result()
+                    chunk_task = None
+                    actions = self.machine.audio(chunk, now) if chunk is not None else self.machine.end_of_audio(now)
+                else:
+                    actions = self.machine.tick(now)
+                await self._apply(actions)
+            return self.machine.result(self.clock())
+        finally:
+            for task in (chunk_task, event_task):
+                if task is not None:
+                    task.cancel()
+            await self._close_all()
+
+    def _dispatch(self, kind: str, stream: int, value: Any, now: float) -> list[Action]:
+        if kind == "opened":
+            return self.machine.opened(stream, now)
+        if kind == "open_failed":
+            return self.machine.open_failed(stream, value, now)
+        if kind == "event":
+            return self.machine.received(stream, value, now)
+        return self.machine.closed(stream, value, now)
+
+    async def _next_chunk(self) -> bytes | None:
+        while True:
+            try:
+                chunk = await anext(self.source)
+            except StopAsyncIteration:
+                return None
+            if chunk:
+                return chunk
+
+    async def _apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, SendEvent):
+                await self._send(action)
+            elif isinstance(action, OpenStream):
+                self.readers[action.stream] = asyncio.create_task(self._read(action.stream))
+            elif isinstance(action, CloseStream):
+                self._close(action.stream)
+            elif isinstance(action, ShowDelta):
+                self.on_delta(action.text)
+            elif isinstance(action, ShowGenerationText):
+                self.on_session_text(action.text)
+            elif isinstance(action, Replaying):
+                self.on_replay(action.reason)
+            elif isinstance(action, Failed):
+                raise action.error
+
+    async def _send(self, action: SendEvent) -> None:
+        transport = self.transports.get(action.stream)
+        if transport is None or action.stream in self.broken:
+            return  # the stream is gone: its end is on the way to the machine, which keeps the audio
+        if action.audio_s:
+            started, sent_s = self.sent.setdefault(action.stream, (self.clock(), 0.0))
+            delay = send_delay_s(sent_s, action.audio_s, self.clock() - started)
+            self.sent[action.stream] = (started, sent_s + action.audio_s)
+            if delay > 0:
+                await asyncio.sleep(delay)
+        try:
+            await transport.send_text(action.text)
+        except TransportClosed as error:
+            self.broken.add(action.stream)
+            reader = self.readers.get(action.stream)
+            if reader is not None:  # let it read what explains the close, then report the end
+                asyncio.get_running_loop().call_later(SETTLE_AFTER_CLOSE_S, self._give_up, action.stream, reader, error)
+
+    def _give_up(self, stream: int, reader: asyncio.Task[None], error: TransportClosed) -> None:
+        if not reader.done():
+            reader.cancel()
+            self.inbox.put_nowait(("closed", stream, error))
+
+    async def _read(self, stream: int) -> None:
+        try:
+            transport = await self.opener()
+        except RealtimeError as error:
+            self.inbox.put_nowait(("open_failed", stream, error))
+            return
+        except Exception as error:  # a transport that broke its contract: report it, never wait forever
+            self.inbox.put_nowait(("open_failed", stream, _unexpected(error)))
+            return
+        self.transports[stream] = transport
+        self.inbox.put_nowait(("opened", stream, None))
+        error: BaseException | None = None
+        try:
+            while (text := await transport.receive_text()) is not None:
+                self.inbox.put_nowait(("event", stream, text))
+        except (TransportClosed, RealtimeError) as failure:
+            error = failure
+        except Exception as failure:
+            error = _unexpected(failure)
+        self.inbox.put_nowait(("closed", stream, error))
+
+    def _close(self, stream: int) -> None:
+        reader = self.readers.pop(stream, None)
+        if reader is not None:
+            reader.cancel()
+        transport = self.transports.pop(stream, None)
+        if transport is not None:
+            task = asyncio.create_task(self._close_transport(transport))
+            self.closing.add(task)
+            task.add_done_callback(self.closing.discard)
+
+    @staticmethod
+    async def _close_transport(transport: RealtimeTransport) -> None:
+        with contextlib.suppress(Exception):
+            await transport.close()
+
+    async def _close_all(self) -> None:
+        for stream in list(self.readers) + list(self.transports):
+            self._close(stream)
+        if self.closing:
+            await asyncio.gather(*list(self.closing), return_exceptions=True)
 
 
 async def transcribe_stream(
@@ -450,163 +1082,39 @@ async def transcribe_stream(
     on_replay: Callable[[str], None] = lambda reason: None,
     transcript: Transcript | None = None,
     session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+    max_stream_s: float = DEFAULT_MAX_STREAM_S,
     done_timeout_s: float = DONE_TIMEOUT_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> TranscriptionResult:
-    """Stream 16 kHz mono PCM16 ``chunks`` through sessions opened with ``opener`` and return the transcript.
+    """Stream 16 kHz mono PCM16 ``chunks`` through streams opened with ``opener`` and return the transcript.
 
-    Sessions end before ``session_limit_s`` of audio (see the module docstring). The current session's audio is
-    kept: when its stream drops (network, a reset, ``transcription.done`` never coming because the stream broke,
-    or a retryable error code in :data:`REOPEN_CODES`), the session is replayed once on a new stream from its
-    start, unpaced, and its partial text is discarded, so nothing is lost. A ``session_limit`` error from the
-    bridge lowers the limit and replays the session the same way (up to :data:`MAX_LIMIT_REPLAYS` times).
+    Generations, moves to a new stream before ``max_stream_s``, and recovery from cuts follow
+    :class:`TranscriptionMachine` (see the module docstring): after a cut only the audio since the last
+    ``transcription.done`` is resent, on a new stream, and its partial text is replaced.
 
     Args:
-        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business).
-        opener: opens a new stream; called for the first session, each rollover and each replay.
+        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business; the client sends
+            at most :data:`MAX_SEND_SPEED` x real time after :data:`SEND_BURST_S`).
+        opener: opens a new stream; called for the first stream, each move, each reopen and each retry.
         model: model name for ``session.update``.
-        on_delta: called with each ``transcription.delta`` text as it arrives (replayed sessions repeat theirs).
-        on_session_text: called with each finished session's transcript (before joining).
-        on_replay: called with a one-line reason each time a session is replayed on a new stream.
+        on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats its deltas).
+        on_session_text: called with each generation's final text (before joining).
+        on_replay: called with a one-line reason each time audio is resent on a new stream.
         transcript: updated as the transcription goes (pass one to read the partial text after a failure).
-        session_limit_s: audio seconds after which a new session is started (finite, positive).
+        session_limit_s: audio seconds one generation may hold (finite, positive).
+        max_stream_s: seconds a stream is used before the client moves to a new one (at least
+            :data:`MIN_MAX_STREAM_S`; default :data:`DEFAULT_MAX_STREAM_S`).
         done_timeout_s: seconds to wait for ``transcription.done`` after a final commit.
         clock: monotonic clock in seconds (tests inject their own).
 
     Raises:
-        RealtimeError: the endpoint reported an error or a stream failure, or the stream dropped again after a
-            reopen; ``transcript`` then holds the text received so far.
-        ValueError: ``session_limit_s`` is not a positive finite number.
+        RealtimeError: the endpoint reported an error or a stream failure, or streams dropped again after a reopen
+            with no ``transcription.done`` between; ``transcript`` then holds the text received so far.
+        ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too small.
     """
-    if not math.isfinite(session_limit_s) or session_limit_s <= 0:
-        raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
-    transcript = transcript if transcript is not None else Transcript()
-    sessions = reopens = limit_replays = 0
-    total_audio_s = replayed_audio_s = 0.0
-    first_append_at: float | None = None
-    first_delta_at: float | None = None
-    replay: deque[bytes] = deque()  # chunks of a replayed session, sent before any new chunk
-    source = aiter(chunks)
-    source_done = False
-    session: _Session | None = None
-
-    def delta_received(delta: str) -> None:
-        transcript.add_delta(delta)
-        on_delta(delta)
-
-    async def next_chunk() -> tuple[bytes | None, bool]:
-        """The next chunk and whether it is new (not a replay); (None, False) at the end of the audio."""
-        nonlocal source_done
-        if replay:
-            return replay.popleft(), False
-        while not source_done:
-            try:
-                chunk = await anext(source)
-            except StopAsyncIteration:
-                source_done = True
-                break
-            if chunk:
-                return chunk, True
-        return None, False
-
-    async def close_session() -> None:
-        nonlocal session, first_delta_at
-        if session is not None:
-            if first_delta_at is None:
-                first_delta_at = session.first_delta_at
-            await session.close()
-            session = None
-
-    async def recover(error: BaseException, unsent: bytes | None) -> None:
-        """Replay the current session on a new stream after ``error``, or raise when that is not allowed."""
-        nonlocal reopens, limit_replays, session_limit_s, replayed_audio_s
-        session_audio_s = session.audio_s if session is not None else 0.0
-        if isinstance(error, TransportClosed) and session is not None:
-            # A send can fail on the closed stream before the receiver has read the event that explains the close
-            # (the bridge sends `session_limit` or `server_shutdown`, then closes): prefer that event.
-            await session.settle(SETTLE_AFTER_CLOSE_S)
-            if isinstance(session.failure, RealtimeError):
-                error = session.failure
-        if isinstance(error, RealtimeError) and error.code == SESSION_LIMIT_CODE:
-            limit_replays += 1
-            new_limit_s = _learned_session_limit(error, session_limit_s, session_audio_s)
-            if limit_replays > MAX_LIMIT_REPLAYS or new_limit_s < MIN_SESSION_LIMIT_S:
-                raise RealtimeError(
-                    f"{error}; the client lowered its session limit {limit_replays - 1} times and still hit the "
-                    f"endpoint's, pass --session-limit below the endpoint's limit", code=SESSION_LIMIT_CODE
-                ) from error
-            reason = (f"the endpoint's session limit is below {session_limit_s:.0f} s: using {new_limit_s:.0f} s and "
-                      f"resending this session's {session_audio_s:.1f} s of audio on a new stream")
-            session_limit_s = new_limit_s
-        elif _is_drop(error):
-            if reopens >= MAX_REOPENS:
-                raise RealtimeError(
-                    f"the stream dropped again after a reopen ({error}); the transcript may be missing the audio "
-                    "from the last session on; check the network and the endpoint's health "
-                    "(`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"
-                ) from error
-            reopens += 1
-            reason = f"the stream dropped ({error}); resending this session's {session_audio_s:.1f} s of audio on a new stream"
-        else:
-            raise error
-        pending = list(session.chunks) if session is not None else []
-        if unsent is not None:
-            pending.append(unsent)
-        replayed_audio_s += session_audio_s
-        await close_session()
-        transcript.discard_session()
-        replay.extendleft(reversed(pending))
-        on_replay(reason)
-
-    async def open_session() -> _Session:
-        nonlocal sessions
-        sessions += 1
-        return await _Session.open(opener, model, delta_received, clock)
-
-    try:
-        while True:
-            chunk, is_new = await next_chunk()
-            appended = False
-            if is_new and chunk is not None:
-                total_audio_s += chunk_seconds(chunk)
-            try:
-                if session is None:
-                    session = await open_session()
-                if chunk is None:
-                    text = await session.finish(done_timeout_s)
-                    await close_session()
-                    transcript.finish_session(text)
-                    on_session_text(text)
-                    break
-                seconds = chunk_seconds(chunk)
-                window_s = min(ROLLOVER_WINDOW_S, session_limit_s * ROLLOVER_WINDOW_MAX_FRACTION)
-                over_limit = session.audio_s + seconds > session_limit_s
-                quiet_seam = session.audio_s + window_s >= session_limit_s and chunk_rms(chunk) < QUIET_RMS
-                if session.audio_s > 0 and (over_limit or quiet_seam):
-                    text = await session.finish(done_timeout_s)
-                    await close_session()
-                    transcript.finish_session(text)
-                    on_session_text(text)
-                    session = await open_session()
-                if first_append_at is None:
-                    first_append_at = clock()
-                appended = True
-                await session.append(chunk)
-            except (TransportClosed, RealtimeError) as error:
-                await recover(error, None if appended or chunk is None else chunk)
-    finally:
-        await close_session()
-    end = clock()
-    return TranscriptionResult(
-        transcript=transcript.text,
-        audio_seconds_sent=total_audio_s,
-        time_to_first_delta_s=None if first_delta_at is None or first_append_at is None else first_delta_at - first_append_at,
-        elapsed_s=0.0 if first_append_at is None else end - first_append_at,
-        sessions=sessions,
-        reopens=reopens,
-        replayed_audio_s=replayed_audio_s,
-        session_limit_s=session_limit_s,
-    )
+    machine = TranscriptionMachine(model=model, transcript=transcript, session_limit_s=session_limit_s,
+                                   max_stream_s=max_stream_s, done_timeout_s=done_timeout_s)
+    return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock).run()
 
 
 class WebSocketTransport:

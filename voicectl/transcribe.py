@@ -1,6 +1,7 @@
 """``voicectl transcribe``: transcribe a recording through the Voxtral endpoint (or a local container's bridge).
 
-    voicectl transcribe FILE --endpoint NAME [--region R] [--profile P] [--endpoint-url URL] [--speed 1.0] [--json]
+    voicectl transcribe FILE --endpoint NAME [--region R] [--profile P] [--endpoint-url URL] [--speed 1.0]
+        [--max-stream-s 1500] [--json]
     voicectl transcribe FILE --url ws://HOST:PORT/invocations-bidirectional-stream [--speed 0]
 
 Deltas are printed to stderr as they arrive; the final transcript goes to stdout (so ``> out.txt`` keeps just the
@@ -23,8 +24,11 @@ from typing import Any
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.cli import UsageError
 from voicectl.realtime import (
+    DEFAULT_MAX_STREAM_S,
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
+    MAX_SEND_SPEED,
+    MIN_MAX_STREAM_S,
     MIN_SESSION_LIMIT_S,
     RealtimeError,
     Transcript,
@@ -57,7 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("file", metavar="FILE", help="audio file: WAV, FLAC or OGG, any sample rate and channel count")
     add_target_arguments(parser)
     parser.add_argument("--speed", type=float, default=1.0,
-                        help="pace the audio at this multiple of real time; 0 sends it unpaced (default: 1.0)")
+                        help="pace the audio at this multiple of real time; 0 sends it as fast as the endpoint takes "
+                             f"it (at most {MAX_SEND_SPEED:g} x real time after a burst, below the container's rate "
+                             "limit) (default: 1.0)")
+    parser.add_argument("--max-stream-s", type=float, default=DEFAULT_MAX_STREAM_S, metavar="SECONDS",
+                        help="move to a new stream at a quiet point before a stream has been open this long "
+                             f"(default: {DEFAULT_MAX_STREAM_S:.0f}, below the 30 min a vendor documents as "
+                             "SageMaker's cap on one bidirectional stream)")
     parser.add_argument("--json", action="store_true", help="print one JSON object with the transcript and figures")
     parser.set_defaults(func=run)
 
@@ -81,8 +91,9 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"model name for session.update (default: {DEFAULT_MODEL}); "
                              "the bridge replaces it with the name vLLM serves")
     parser.add_argument("--session-limit", type=float, default=DEFAULT_SESSION_LIMIT_S, metavar="SECONDS",
-                        help="start a new session after this many seconds of audio "
-                             f"(default: {DEFAULT_SESSION_LIMIT_S:.0f}; keep below the endpoint's context length)")
+                        help="end a generation (one transcription.done) after at most this many seconds of audio "
+                             f"(default: {DEFAULT_SESSION_LIMIT_S:.0f}; keep below the endpoint's context length; the "
+                             "container's session_limit lowers it)")
 
 
 def validate_target_arguments(args: argparse.Namespace) -> None:
@@ -136,6 +147,14 @@ def validate_url(url: str) -> None:
     except (InvalidURI, ValueError) as error:
         raise UsageError(f"--url {url!r} is not a valid WebSocket URL ({error}); use {expected} with a port "
                          "from 1 to 65535") from None
+
+
+def validate_max_stream_s(max_stream_s: float) -> None:
+    """Raise :class:`UsageError` unless ``max_stream_s`` is a finite number of seconds of at least
+    :data:`~voicectl.realtime.MIN_MAX_STREAM_S`."""
+    if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
+        raise UsageError(f"--max-stream-s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g} (a stream "
+                         f"must live long enough to open the next one), got {max_stream_s}")
 
 
 def validate_speed(speed: float) -> None:
@@ -229,6 +248,7 @@ def format_figures(result: TranscriptionResult) -> str:
     ttfd = "n/a" if result.time_to_first_delta_s is None else f"{result.time_to_first_delta_s:.3f} s"
     rtf = "n/a" if result.real_time_factor is None else f"{result.real_time_factor:.3f}"
     extra = f", {result.sessions} sessions" if result.sessions > 1 else ""
+    extra += f", {result.rollovers} moved to a new stream" if result.rollovers else ""
     extra += f", {result.reopens} reopened after a drop" if result.reopens else ""
     extra += f", {result.replayed_audio_s:.3f} s of audio resent" if result.replayed_audio_s else ""
     return (f"time to first delta: {ttfd}; real-time factor: {rtf}; "
@@ -261,7 +281,7 @@ async def transcribe_file(args: argparse.Namespace, transcript: Transcript | Non
         return await transcribe_stream(
             paced_chunks(iter_pcm16_chunks(args.file), args.speed), opener_, model=args.model,
             on_delta=print_delta, on_replay=print_replay, transcript=transcript,
-            session_limit_s=args.session_limit,
+            session_limit_s=args.session_limit, max_stream_s=args.max_stream_s,
         )
 
 
@@ -281,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
     """
     validate_target_arguments(args)
     validate_speed(args.speed)
+    validate_max_stream_s(args.max_stream_s)
     transcript = Transcript()
     try:
         result = asyncio.run(transcribe_file(args, transcript))

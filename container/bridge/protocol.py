@@ -5,9 +5,13 @@ Source of every event name, field and error code: vllm-project/vllm
 (`RealtimeConnection.handle_event`: which error code answers which mistake). Errors are in-band
 events `{"type": "error", "error": <message>, "code": <code>}` and the socket stays open after them.
 
-The bridge adds its own codes in the same shape: `upstream_closed`, `upstream_unavailable`,
-`server_busy`, `idle_timeout`, `session_limit`, `server_shutdown`. Where it answers a client frame in
+The bridge adds its own codes in the same shape (`BRIDGE_ERROR_CODES`), and gives each event the
+machine-readable fields a client acts on (`ERROR_FIELDS`: e.g. `session_limit` carries `limit_s` and
+`audio_s`), so that no client has to read the English message. Where it answers a client frame in
 vLLM's place, it uses the code vLLM would give (`check_client_frame`).
+
+The accounting of a stream is pure code here, apart from the sockets: `GenerationAudio` (the audio of
+the current generation against vLLM's `max_model_len`) and `AudioRate` (the stream's audio rate limit).
 
 Client frames are checked before they are relayed, so that nothing malformed reaches vLLM:
 
@@ -16,13 +20,18 @@ Client frames are checked before they are relayed, so that nothing malformed rea
   suffix match, and its audio is decoded by `binascii.a2b_base64(strict_mode=True)`, which rejects every
   byte outside the base64 alphabet (so also `"` and `\\`): a frame that passes is therefore valid JSON
   of exactly that shape, without a `json.loads` of the ~5.4 KiB text;
-- every other frame goes through `json.loads` and is checked field by field.
+- MIME-style line breaks (`\\n`, `\\r`) and escaped slashes (`\\/`) in that audio string are removed with
+  byte replacements, not a parser, so appends of any size stay off `json.loads`;
+- every other frame goes through `json.loads` and is checked field by field, but only up to
+  `MAX_OTHER_EVENT_BYTES`: a larger frame that is not such an append is refused unparsed
+  (`event_too_large`), as parsing a 4 MiB JSON object takes a quarter of a second of the event loop.
 """
 
 from __future__ import annotations
 
 import binascii
 import json
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +43,19 @@ VLLM_HEALTH_PATH = "/health"
 #: vLLM's model list (OpenAI-compatible), used to learn the served model name when no setting gives it.
 VLLM_MODELS_PATH = "/v1/models"
 
+# Event types. Client to server:
 SESSION_UPDATE = "session.update"
 APPEND = "input_audio_buffer.append"
 COMMIT = "input_audio_buffer.commit"
+# Server to client:
+SESSION_CREATED = "session.created"
 TRANSCRIPTION_DELTA = "transcription.delta"
 TRANSCRIPTION_DONE = "transcription.done"
+ERROR = "error"
+#: Every event type a client sends (vllm realtime/protocol.py).
+CLIENT_EVENT_TYPES = frozenset({SESSION_UPDATE, APPEND, COMMIT})
+#: Every event type the server sends, vLLM's and the bridge's (the bridge sends only `error`).
+SERVER_EVENT_TYPES = frozenset({SESSION_CREATED, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, ERROR})
 #: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first field,
 #: first and compact (realtime/protocol.py `TranscriptionDone`).
 TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
@@ -46,21 +63,65 @@ TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
 #: Audio format of `input_audio_buffer.append` (vllm realtime/protocol.py: "base64-encoded PCM16 @ 16kHz").
 SAMPLE_RATE_HZ = 16_000
 BYTES_PER_SAMPLE = 2  # PCM16, mono
+#: PCM16 bytes in one second of audio.
+PCM_BYTES_PER_SECOND = SAMPLE_RATE_HZ * BYTES_PER_SAMPLE
 
 # ---- error codes --------------------------------------------------------------------------------------
-# vLLM's own (realtime/connection.py); the bridge answers these itself for frames it rejects, with the
-# code vLLM would give for the same frame.
+# vLLM's own (realtime/connection.py); the bridge answers some of these itself for frames it rejects,
+# with the code vLLM would give for the same frame.
 INVALID_JSON = "invalid_json"
+INVALID_EVENT = "invalid_event"
+MODEL_NOT_FOUND = "model_not_found"
 INVALID_AUDIO = "invalid_audio"
-PROCESSING_ERROR = "processing_error"
+MODEL_NOT_VALIDATED = "model_not_validated"
 UNKNOWN_EVENT = "unknown_event"
+PROCESSING_ERROR = "processing_error"
+#: Every code vLLM's realtime endpoint sends (vllm `realtime/connection.py`).
+VLLM_ERROR_CODES = frozenset(
+    {INVALID_JSON, INVALID_EVENT, MODEL_NOT_FOUND, INVALID_AUDIO, MODEL_NOT_VALIDATED, UNKNOWN_EVENT, PROCESSING_ERROR}
+)
 # The bridge's, same event shape.
 UPSTREAM_CLOSED = "upstream_closed"  # vLLM closed or dropped the session mid-stream
 UPSTREAM_UNAVAILABLE = "upstream_unavailable"  # vLLM refused or did not answer the connection
 SERVER_BUSY = "server_busy"  # MAX_STREAMS sessions are already open
 IDLE_TIMEOUT = "idle_timeout"  # the client sent nothing for IDLE_TIMEOUT_S
-SESSION_LIMIT = "session_limit"  # the session's audio approaches vLLM's max_model_len
+SESSION_LIMIT = "session_limit"  # the generation's audio approaches vLLM's max_model_len
 SERVER_SHUTDOWN = "server_shutdown"  # the container is stopping and DRAIN_S has run out
+RATE_LIMITED = "rate_limited"  # the stream sent audio faster than AUDIO_RATE_LIMIT x real time
+EVENT_TOO_LARGE = "event_too_large"  # an event other than a canonical append above MAX_OTHER_EVENT_BYTES
+#: Every code the bridge itself adds.
+BRIDGE_ERROR_CODES = frozenset(
+    {UPSTREAM_CLOSED, UPSTREAM_UNAVAILABLE, SERVER_BUSY, IDLE_TIMEOUT, SESSION_LIMIT, SERVER_SHUTDOWN,
+     RATE_LIMITED, EVENT_TOO_LARGE}
+)
+#: The machine-readable fields each of the bridge's error events carries besides `error` and `code`
+#: (numbers; seconds are audio seconds for `limit_s`/`audio_s`, wall seconds for `idle_timeout_s`).
+#: `error_event` refuses any other set, so this table is the contract clients read.
+ERROR_FIELDS: dict[str, tuple[str, ...]] = {
+    UPSTREAM_CLOSED: ("upstream_close_code",),
+    UPSTREAM_UNAVAILABLE: (),
+    SERVER_BUSY: ("max_streams",),
+    IDLE_TIMEOUT: ("idle_timeout_s",),
+    SESSION_LIMIT: ("limit_s", "audio_s"),
+    SERVER_SHUTDOWN: (),
+    RATE_LIMITED: ("limit_x", "burst_s"),
+    EVENT_TOO_LARGE: ("max_bytes", "bytes"),
+    INVALID_JSON: (),
+    INVALID_AUDIO: (),
+    UNKNOWN_EVENT: (),
+    PROCESSING_ERROR: (),
+}
+
+#: Largest frame, in bytes, the bridge parses as JSON. Appends in the canonical layout (below) are
+#: checked without a parser at any size up to MAX_FRAME_BYTES; every other event is tiny in practice
+#: (`session.update`, `input_audio_buffer.commit`: tens of bytes), and a larger one is refused unparsed
+#: (parsing 128 KiB of JSON takes 1-2 ms here; 4 MiB took 70-240 ms).
+MAX_OTHER_EVENT_BYTES = 128 * 1024
+
+#: Frames larger than this are checked a slice at a time (`check_large_append`), so that one 4 MiB append
+#: costs the event loop well under 1 ms per turn instead of 20-50 ms at once (strict base64 decoding of 4 MiB
+#: takes 10-20 ms on a loaded 2-core machine).
+SLICE_BYTES = 64 * 1024
 
 # Byte patterns of the hot-path append (compact and json.dumps-default separators).
 _APPEND_PREFIXES = (
@@ -72,9 +133,16 @@ _APPEND_SUFFIX = b'"}'
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
-def error_event(message: str, code: str) -> bytes:
-    """Serialise an error event in vLLM's shape: `{"type": "error", "error": message, "code": code}` (UTF-8)."""
-    return json.dumps({"type": "error", "error": message, "code": code}, separators=(",", ":")).encode()
+def error_event(message: str, code: str, **fields: float | int | str | None) -> bytes:
+    """Serialise an error event in vLLM's shape, `{"type": "error", "error": message, "code": code, **fields}` (UTF-8).
+
+    Raises:
+        ValueError: `fields` are not exactly the ones `ERROR_FIELDS` lists for `code` (a bridge bug).
+    """
+    expected = ERROR_FIELDS.get(code, ())
+    if tuple(sorted(fields)) != tuple(sorted(expected)):
+        raise ValueError(f"error code {code!r} carries the fields {expected}, got {tuple(fields)}")
+    return json.dumps({"type": ERROR, "error": message, "code": code, **fields}, separators=(",", ":")).encode()
 
 
 @dataclass(slots=True)
@@ -97,8 +165,20 @@ class FrameCheck:
     final_commit: bool = False
 
 
-def _reject(message: str, code: str, event_type: str | None = None) -> FrameCheck:
-    return FrameCheck(forward=None, error=error_event(message, code), event_type=event_type)
+def _reject(message: str, code: str, event_type: str | None = None, **fields: int) -> FrameCheck:
+    return FrameCheck(forward=None, error=error_event(message, code, **fields), event_type=event_type)
+
+
+def _length_verdict(pcm_bytes: int) -> int | str:
+    """`pcm_bytes` when it is a whole, non-zero number of PCM16 samples, else an error message."""
+    if pcm_bytes == 0:
+        return "audio is empty; send at least one PCM16 sample (2 bytes)"
+    if pcm_bytes % BYTES_PER_SAMPLE:
+        return f"audio decodes to {pcm_bytes} bytes, not a whole number of PCM16 samples (2 bytes each)"
+    return pcm_bytes
+
+
+_NOT_BASE64 = "audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, nothing else)"
 
 
 def _pcm16_length(audio: bytes | str | memoryview) -> int | str:
@@ -114,12 +194,77 @@ def _pcm16_length(audio: bytes | str | memoryview) -> int | str:
     try:
         pcm_bytes = len(binascii.a2b_base64(audio, strict_mode=True))
     except (binascii.Error, ValueError):
-        return "audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, nothing else)"
-    if pcm_bytes == 0:
-        return "audio is empty; send at least one PCM16 sample (2 bytes)"
-    if pcm_bytes % BYTES_PER_SAMPLE:
-        return f"audio decodes to {pcm_bytes} bytes, not a whole number of PCM16 samples (2 bytes each)"
-    return pcm_bytes
+        return _NOT_BASE64
+    return _length_verdict(pcm_bytes)
+
+
+def _append_span(frame: bytes) -> tuple[int, int] | None:
+    """(start, end) of the audio string of an append in the canonical layout, else None."""
+    if frame.endswith(_APPEND_SUFFIX):
+        for prefix in _APPEND_PREFIXES:
+            if frame.startswith(prefix):
+                return len(prefix), len(frame) - len(_APPEND_SUFFIX)
+    return None
+
+
+def _append_pcm16_length(frame: bytes, start: int, end: int, slice_bytes: int) -> Generator[None, None, int | str]:
+    """`_pcm16_length` of the JSON string `frame[start:end]`, `slice_bytes` at a time, yielding between slices.
+
+    The string may hold the JSON escapes `\\n` and `\\r` (MIME line breaks, dropped) and `\\/` (a slash).
+    Without an escaped backslash (`\\\\`) every backslash starts a two-byte escape, so these replacements
+    give exactly the decoded string, and any other escape leaves a backslash, which strict base64 decoding
+    refuses. Slices end on whole 4-character base64 quanta; padding (`=`) is only allowed in the last.
+    """
+    escaped = frame.find(b"\\", start, end) >= 0
+    if escaped and frame.find(b"\\\\", start, end) >= 0:
+        return "audio holds an escaped backslash, which base64 never contains"
+    view = memoryview(frame)
+    total, carry, position = 0, b"", start
+    while True:
+        stop = min(end, position + slice_bytes)
+        if escaped and stop < end and frame[stop - 1] == 0x5C:  # never split an escape
+            stop += 1
+        chunk = bytes(view[position:stop]) if escaped or carry or stop < end else view[position:stop]
+        if escaped:
+            chunk = chunk.replace(b"\\/", b"/").replace(b"\\r", b"").replace(b"\\n", b"")
+        chunk = carry + chunk if carry else chunk
+        position = stop
+        if position < end:
+            whole = len(chunk) - len(chunk) % 4
+            chunk, carry = chunk[:whole], chunk[whole:]
+            if b"=" in chunk:
+                return _NOT_BASE64
+        try:
+            total += len(binascii.a2b_base64(chunk, strict_mode=True))
+        except (binascii.Error, ValueError):
+            return _NOT_BASE64
+        if position >= end:
+            return _length_verdict(total)
+        yield
+
+
+def _run(steps: Generator[None, None, int | str]) -> int | str:
+    """Run a generator of `_append_pcm16_length` to its end (one slice when it is given the whole span)."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as finished:
+        return finished.value
+
+
+def check_large_append(frame: bytes) -> Generator[None, None, FrameCheck]:
+    """`check_client_frame` for a frame above `SLICE_BYTES`, checked `SLICE_BYTES` at a time (yielding between).
+
+    Only an append in the canonical layout can be that large; anything else is refused at once, unparsed
+    (`event_too_large`, see `check_client_frame`).
+    """
+    span = _append_span(frame)
+    if span is None:
+        return check_client_frame(frame, None)
+    pcm_bytes = yield from _append_pcm16_length(frame, *span, SLICE_BYTES)
+    if isinstance(pcm_bytes, str):
+        return _reject(pcm_bytes, INVALID_AUDIO, APPEND)
+    return FrameCheck(forward=frame, audio_bytes=pcm_bytes, event_type=APPEND)
 
 
 def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
@@ -135,16 +280,29 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
         for the same frame: `invalid_json` (not JSON; also not UTF-8, which vLLM's WebSocket layer would
         refuse outright), `processing_error` (JSON but not an object; an append without a string
         `audio`; JSON nested too deeply or with a number too long for Python's parser), `unknown_event`
-        (no string `type`), `invalid_audio` (audio not base64, empty, or an odd number of bytes).
+        (no string `type`), `invalid_audio` (audio not base64, empty, or an odd number of bytes); and the
+        bridge's own `event_too_large` (`max_bytes`, `bytes`) for a frame above `MAX_OTHER_EVENT_BYTES`
+        that is not an append in the canonical layout, which is refused without being parsed.
     """
     # Hot path: an append in the canonical layout; strict base64 decoding validates the whole middle.
-    if frame.endswith(_APPEND_SUFFIX):
-        for prefix in _APPEND_PREFIXES:
-            if frame.startswith(prefix):
-                pcm_bytes = _pcm16_length(memoryview(frame)[len(prefix) : -len(_APPEND_SUFFIX)])
-                if isinstance(pcm_bytes, int):
-                    return FrameCheck(forward=frame, audio_bytes=pcm_bytes, event_type=APPEND)
-                break  # may still be valid JSON (e.g. an escaped "\/"): decide on the full parse below
+    span = _append_span(frame)
+    if span is not None:
+        start, end = span
+        pcm_bytes = _pcm16_length(memoryview(frame)[start:end])
+        if isinstance(pcm_bytes, str) and frame.find(b"\\", start, end) >= 0:
+            pcm_bytes = _run(_append_pcm16_length(frame, start, end, end - start))
+        if isinstance(pcm_bytes, int):
+            return FrameCheck(forward=frame, audio_bytes=pcm_bytes, event_type=APPEND)
+        if len(frame) > MAX_OTHER_EVENT_BYTES:  # never json.loads a large frame
+            return _reject(pcm_bytes, INVALID_AUDIO, APPEND)
+        # Otherwise it may still be valid JSON (e.g. a \u escape): decide on the full parse below.
+    if len(frame) > MAX_OTHER_EVENT_BYTES:
+        return _reject(
+            f"the event is {len(frame)} bytes; events other than an append are at most {MAX_OTHER_EVENT_BYTES} "
+            f'bytes, and a large append must be written as {{"type":"{APPEND}","audio":"<base64>"}} '
+            "(this key order, nothing else in the object)",
+            EVENT_TOO_LARGE, max_bytes=MAX_OTHER_EVENT_BYTES, bytes=len(frame),
+        )
     try:
         event = json.loads(frame.decode("utf-8"))
     except UnicodeDecodeError:
@@ -193,3 +351,90 @@ def parse_served_model(models_body: bytes) -> str | None:
         return str(data["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
         return None
+
+
+# ---- the audio accounting of one stream (pure: no sockets, no clock of its own) ----------------------------
+
+
+@dataclass(slots=True)
+class GenerationAudio:
+    """PCM16 bytes of the current generation, counted against vLLM's `max_model_len`.
+
+    vLLM applies `max_model_len` per generation: after a final commit it sends `transcription.done`,
+    clears its audio queue, and the next commit starts a fresh request (realtime/connection.py
+    `_run_generation`). What the next generation can see is at most the audio appended since the final
+    commit (vLLM drops what arrives between the final commit and the done, so counting it errs on the
+    safe side).
+
+    Attributes:
+        limit_bytes: PCM16 bytes one generation may hold (`Settings.session_audio_limit_bytes`), None
+            for no limit.
+        generation_bytes: PCM16 bytes counted against the current generation.
+        since_final_bytes: PCM16 bytes appended since the last final commit.
+    """
+
+    limit_bytes: int | None
+    generation_bytes: int = 0
+    since_final_bytes: int = 0
+
+    def append(self, pcm_bytes: int) -> bool:
+        """Count an append of `pcm_bytes`; False (and nothing counted) when it would pass the limit."""
+        if self.limit_bytes is not None and self.generation_bytes + pcm_bytes > self.limit_bytes:
+            return False
+        self.generation_bytes += pcm_bytes
+        self.since_final_bytes += pcm_bytes
+        return True
+
+    def final_commit(self) -> None:
+        """A final commit passed: the current generation's audio is complete."""
+        self.since_final_bytes = 0
+
+    def done(self) -> None:
+        """vLLM's `transcription.done` passed: the next generation starts with the audio since the final commit."""
+        self.generation_bytes = self.since_final_bytes
+
+    @property
+    def limit_s(self) -> float | None:
+        """The limit in seconds of audio (16 kHz PCM16), None for no limit."""
+        return None if self.limit_bytes is None else self.limit_bytes / PCM_BYTES_PER_SECOND
+
+    @property
+    def audio_s(self) -> float:
+        """Seconds of audio counted against the current generation."""
+        return self.generation_bytes / PCM_BYTES_PER_SECOND
+
+
+@dataclass(slots=True)
+class AudioRate:
+    """A token bucket on a stream's audio: at most `limit_x` x real time on average, with a burst of `burst_s`.
+
+    Every event the client sends costs its audio seconds, and at least `min_event_s` (so that a flood of
+    tiny appends or other events is capped too: with 10 ms, 32 x real time is 3200 events per second).
+    Times are seconds of the caller's monotonic clock.
+
+    Attributes:
+        limit_x: audio seconds allowed per second of wall time.
+        burst_s: audio seconds that may be sent at once (the bucket's size; it starts full).
+        min_event_s: the least an event costs, seconds of audio.
+        credit_s: audio seconds that may still be sent now.
+        updated_at: when `credit_s` was last brought up to date (None: not yet).
+    """
+
+    limit_x: float
+    burst_s: float
+    min_event_s: float
+    credit_s: float = 0.0
+    updated_at: float | None = None
+
+    def charge(self, audio_s: float, now: float) -> bool:
+        """Spend max(`audio_s`, `min_event_s`) at time `now`; False (nothing spent) when the credit is short."""
+        if self.updated_at is None:
+            self.credit_s = self.burst_s
+        else:
+            self.credit_s = min(self.burst_s, self.credit_s + (now - self.updated_at) * self.limit_x)
+        self.updated_at = now
+        cost = audio_s if audio_s > self.min_event_s else self.min_event_s
+        if cost > self.credit_s:
+            return False
+        self.credit_s -= cost
+        return True

@@ -33,6 +33,15 @@ DEFAULT_SESSION_LIMIT_FRACTION = 0.9
 #: Largest WebSocket frame accepted on either leg, bytes (4 MiB, over two minutes of base64 PCM16 in
 #: one append; the issue asks for at least 4 MiB). Larger frames close the connection with 1009.
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: Audio a stream may send, as a multiple of real time averaged over time (AUDIO_RATE_LIMIT). Unpaced
+#: clients are welcome below it (voicectl sends at most 16 x real time); above it a stream is ended with
+#: `rate_limited`, so that one client cannot make vLLM queue audio faster than any model transcribes it
+#: (a hostile client on loopback relayed ~26,000 appends per second before this limit).
+DEFAULT_AUDIO_RATE_LIMIT = 32.0
+#: Audio seconds a stream may send at once above the rate limit (AUDIO_BURST_S): a short file sent
+#: unpaced, the replay of a cut generation, and one append of the largest frame (4 MiB of base64 holds
+#: 3 MiB of PCM16: 98 s) fit in it.
+DEFAULT_AUDIO_BURST_S = 120.0
 #: CloudWatch namespace of the bridge's metrics unless METRICS_NAMESPACE says otherwise.
 DEFAULT_METRICS_NAMESPACE = "RealtimeVoice/Bridge"
 #: Seconds between two EMF metric lines.
@@ -91,6 +100,9 @@ class Settings:
         tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80 ms).
         session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
         max_frame_bytes: MAX_FRAME_BYTES, default 4 MiB, on both legs.
+        audio_rate_limit: AUDIO_RATE_LIMIT, default 32 (x real time) per stream.
+        audio_burst_s: AUDIO_BURST_S, default 120 (seconds of audio), at least the audio one
+            MAX_FRAME_BYTES append can hold.
         metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE, ENDPOINT_NAME,
             VARIANT_NAME (the CDK stack sets them; dimensions of every metric).
         metrics_interval_s: METRICS_INTERVAL_S, default 60.
@@ -109,6 +121,8 @@ class Settings:
     tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
     session_limit_fraction: float = DEFAULT_SESSION_LIMIT_FRACTION
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    audio_rate_limit: float = DEFAULT_AUDIO_RATE_LIMIT
+    audio_burst_s: float = DEFAULT_AUDIO_BURST_S
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
     endpoint_name: str = "local"
     variant_name: str = "local"
@@ -144,6 +158,14 @@ class Settings:
         fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
         if fraction > 1:
             raise SettingsError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
+        max_frame_bytes = int(_number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES, minimum=4 * 1024 * 1024, integer=True))
+        burst_s = _number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1)
+        largest_append_s = max_frame_bytes * 3 / 4 / 32_000  # base64 is 4 characters per 3 bytes of PCM16
+        if burst_s < largest_append_s:
+            raise SettingsError(
+                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio one append of "
+                f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused"
+            )
         return cls(
             host=env.get("BRIDGE_HOST", "0.0.0.0"),
             port=int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True)),
@@ -163,9 +185,9 @@ class Settings:
                 env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
             ),
             session_limit_fraction=fraction,
-            max_frame_bytes=int(
-                _number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES, minimum=4 * 1024 * 1024, integer=True)
-            ),
+            max_frame_bytes=max_frame_bytes,
+            audio_rate_limit=_number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1),
+            audio_burst_s=burst_s,
             metrics_namespace=env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
             endpoint_name=env.get("ENDPOINT_NAME", "local"),
             variant_name=env.get("VARIANT_NAME", "local"),

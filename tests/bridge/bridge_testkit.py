@@ -6,10 +6,15 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.client import ClientProtocol
+from websockets.frames import Close, Frame, Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from bridge.health import http_get
 from bridge.server import STREAM_PATH, Bridge
@@ -79,3 +84,115 @@ async def closed_within(ws: ClientConnection, timeout: float) -> tuple[int | Non
     async with asyncio.timeout(timeout):
         await ws.wait_closed()
     return ws.close_code, ws.close_reason
+
+
+async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) -> tuple[bytes, bytes]:
+    """Write raw `request` bytes on a new connection, read until the bridge closes it; return (head, body)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
+    try:
+        writer.write(request)
+        response = await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return head, body
+
+
+#: The issue's bound on `/ping` while the bridge is under attack, seconds.
+PING_WITHIN_S = 0.1
+
+
+async def ping_during(bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5) -> list[float]:
+    """Ask `/ping` every 50 ms while `attack` runs (and for at least `at_least_s`); return the latencies.
+
+    Raises:
+        AssertionError: an answer was not 200 (TimeoutError from `http_get` when none came within 1 s).
+    """
+    task = asyncio.ensure_future(attack)
+    latencies: list[float] = []
+    started = time.monotonic()
+    try:
+        while not task.done() or time.monotonic() - started < at_least_s:
+            asked = time.perf_counter()
+            status = await ping_status(bridge)
+            latencies.append(time.perf_counter() - asked)
+            assert status == 200, f"/ping answered {status} during the attack"
+            await asyncio.sleep(0.05)
+    finally:
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return latencies
+
+
+def frame(opcode: Opcode, payload: bytes = b"", fin: bool = True) -> bytes:
+    """One masked client frame, serialised."""
+    return Frame(opcode, payload, fin).serialize(mask=True)
+
+
+class RawClient:
+    """A WebSocket client that writes raw frames (the handshake through websockets' `ClientProtocol`) and
+    parses what the bridge sends with the same protocol object."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: ClientProtocol) -> None:
+        self.reader, self.writer, self.protocol = reader, writer, protocol
+        self.frames: list[Frame] = []
+
+    @classmethod
+    async def open(cls, bridge: Bridge, path: str = STREAM_PATH, extra_headers: dict[str, str] | None = None) -> RawClient:
+        """Connect and complete the handshake; raises AssertionError unless the bridge answers 101."""
+        protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{bridge.port}{path}"))
+        request = protocol.connect()
+        for name, value in (extra_headers or {}).items():
+            request.headers[name] = value
+        protocol.send_request(request)
+        reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
+        writer.write(b"".join(protocol.data_to_send()))
+        client = cls(reader, writer, protocol)
+        async with asyncio.timeout(2):
+            while protocol.handshake_exc is None and protocol.state is State.CONNECTING:
+                client._feed(await reader.read(65536))
+        assert protocol.handshake_exc is None, protocol.handshake_exc
+        return client
+
+    def _feed(self, data: bytes) -> None:
+        if data:
+            self.protocol.receive_data(data)
+        else:
+            self.protocol.receive_eof()
+        for event in self.protocol.events_received():
+            if isinstance(event, Frame):
+                self.frames.append(event)
+            else:
+                self.response = event
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def close_frame(self, timeout: float) -> tuple[int, str]:
+        """Read until the bridge's close frame; return its (code, reason)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for received in self.frames:
+                    if received.opcode is Opcode.CLOSE:
+                        close = Close.parse(received.data)
+                        return close.code, close.reason
+                data = await self.reader.read(65536)
+                self._feed(data)
+                if not data:
+                    raise AssertionError("the connection ended without a close frame")
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON events received so far (text frames)."""
+        return [json.loads(received.data) for received in self.frames if received.opcode is Opcode.TEXT]
+
+    async def read_for(self, seconds: float) -> None:
+        """Read what the bridge sends for `seconds` (or until it closes)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while data := await self.reader.read(65536):
+                    self._feed(data)
+
+    def abort(self) -> None:
+        self.writer.transport.abort()

@@ -89,7 +89,7 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
     }
     process = subprocess.Popen([sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER, env=full_env)
     deadline = time.monotonic() + 10
-    while not record.exists():
+    while not record.exists() or not record.read_text():  # created, then written: wait for both
         assert time.monotonic() < deadline, "the stand-in vLLM did not start"
         time.sleep(0.05)
     return process, record

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import bridge.protocol as bridge_protocol
 from bridge.protocol import check_client_frame, parse_served_model
 from bridge.settings import Settings, SettingsError
 
@@ -105,3 +106,111 @@ def test_bad_settings_name_the_variable_and_the_rule(env, message):
     with pytest.raises(SettingsError) as info:
         Settings.from_env(env)
     assert str(info.value) == message
+
+
+# ---- large appends, checked a slice at a time ----------------------------------------------------------------
+
+
+def run_steps(steps):
+    """Run a generator to its end; return (its value, how many times it yielded)."""
+    yields = 0
+    try:
+        while True:
+            next(steps)
+            yields += 1
+    except StopIteration as finished:
+        return finished.value, yields
+
+
+@given(pcm=st.binary(min_size=2, max_size=200_000).map(lambda b: b[: len(b) // 2 * 2]).filter(bool),
+       layout=st.sampled_from(["plain", "mime", "escaped-slash", "spaced"]))
+def test_a_large_append_checked_in_slices_gives_what_the_one_shot_check_gives(pcm, layout):
+    audio = base64.encodebytes(pcm).decode() if layout == "mime" else base64.b64encode(pcm).decode()
+    separators = (", ", ": ") if layout == "spaced" else (",", ":")
+    text = json.dumps({"type": "input_audio_buffer.append", "audio": audio}, separators=separators)
+    if layout == "escaped-slash":
+        text = text.replace("/", "\\/")
+    frame = text.encode()
+    sliced, yields = run_steps(bridge_protocol.check_large_append(frame))
+    one_shot = check_client_frame(frame, MODEL)
+    assert sliced.audio_bytes == one_shot.audio_bytes == len(pcm)
+    assert sliced.forward == one_shot.forward == frame
+    assert yields == max(0, -(-len(frame) // bridge_protocol.SLICE_BYTES) - 1) or layout == "mime"
+
+
+@pytest.mark.parametrize(
+    ("corruption", "message"),
+    [
+        (lambda b64: b64[:1000] + "==" + b64[1002:], "not valid base64"),  # padding in the middle
+        (lambda b64: b64[:-1], "not valid base64"),  # not whole 4-character quanta
+        (lambda b64: b64[:70_000] + "!" + b64[70_001:], "not valid base64"),  # a character outside the alphabet
+        (lambda b64: b64[:70_000] + "\\\\" + b64[70_002:], "escaped backslash"),
+        (lambda b64: b64[:70_000] + "\\t" + b64[70_002:], "not valid base64"),  # an escape that is not a line break
+        (lambda b64: b64[:-4] + "AAA=", "not a whole number of PCM16 samples"),  # 1 byte more: odd
+    ],
+    ids=["padding-inside", "truncated", "bad-character", "escaped-backslash", "tab-escape", "odd-bytes"],
+)
+def test_a_corrupt_large_append_is_refused_with_invalid_audio(corruption, message):
+    audio = corruption(base64.b64encode(bytes(range(256)) * 1024).decode())  # 256 KiB of PCM16: 5 slices
+    frame = ('{"type":"input_audio_buffer.append","audio":"' + audio + '"}').encode()
+    result, _ = run_steps(bridge_protocol.check_large_append(frame))
+    assert result.forward is None
+    error = json.loads(result.error)
+    assert error["code"] == "invalid_audio" and message in error["error"]
+    assert json.loads(check_client_frame(frame, MODEL).error)["code"] == "invalid_audio"  # the same verdict at once
+
+
+def test_a_large_frame_that_is_not_a_canonical_append_is_refused_unparsed_at_once():
+    frame = json.dumps({"audio": "AAAA" * 100_000, "type": "input_audio_buffer.append"}).encode()
+    result, yields = run_steps(bridge_protocol.check_large_append(frame))
+    assert yields == 0
+    assert json.loads(result.error) == {
+        "type": "error", "code": "event_too_large", "max_bytes": bridge_protocol.MAX_OTHER_EVENT_BYTES,
+        "bytes": len(frame), "error": json.loads(result.error)["error"],
+    }
+
+
+# ---- the stream's audio accounting: pure code -----------------------------------------------------------------
+
+
+def test_generation_audio_counts_per_generation_and_refuses_past_the_limit():
+    audio = bridge_protocol.GenerationAudio(limit_bytes=10 * 32000)  # 10 s
+    assert audio.append(8 * 32000) and audio.audio_s == 8
+    assert not audio.append(3 * 32000)  # would pass 10 s: refused, and not counted
+    assert audio.audio_s == 8 and audio.limit_s == 10
+    audio.final_commit()
+    assert audio.append(1 * 32000)  # between the final commit and the done: counted in both
+    audio.done()  # vLLM starts the next generation with what came after the final commit
+    assert audio.audio_s == 1
+    assert audio.append(9 * 32000) and not audio.append(2)
+    unlimited = bridge_protocol.GenerationAudio(limit_bytes=None)
+    assert unlimited.append(10**12) and unlimited.limit_s is None
+
+
+def test_audio_rate_allows_the_burst_then_the_rate_and_charges_every_event_at_least_its_minimum():
+    rate = bridge_protocol.AudioRate(limit_x=4, burst_s=2, min_event_s=0.01)
+    assert rate.charge(2.0, now=100.0)  # the whole burst at once
+    assert not rate.charge(0.128, now=100.0)  # nothing left
+    assert rate.charge(0.128, now=100.04)  # 40 ms later: 0.16 s of audio earned
+    assert not rate.charge(0.128, now=100.04)
+    assert rate.charge(2.0, now=110.0) and rate.credit_s == 0  # credit is capped at the burst
+    tiny = bridge_protocol.AudioRate(limit_x=4, burst_s=1, min_event_s=0.125)
+    assert sum(tiny.charge(0.0000625, now=0.0) for _ in range(100)) == 8  # 2-byte appends cost the minimum each
+
+
+def test_error_events_carry_exactly_their_fields():
+    event = json.loads(bridge_protocol.error_event("m", "session_limit", limit_s=1.5, audio_s=1.4))
+    assert event == {"type": "error", "error": "m", "code": "session_limit", "limit_s": 1.5, "audio_s": 1.4}
+    with pytest.raises(ValueError, match="session_limit"):
+        bridge_protocol.error_event("m", "session_limit", limit_s=1.5)
+    with pytest.raises(ValueError, match="invalid_json"):
+        bridge_protocol.error_event("m", "invalid_json", limit_s=1)
+
+
+def test_audio_burst_must_hold_one_largest_append():
+    with pytest.raises(SettingsError, match=r"AUDIO_BURST_S=60 must be at least 98"):
+        Settings.from_env({"AUDIO_BURST_S": "60"})
+    with pytest.raises(SettingsError, match=r"at least 197"):
+        Settings.from_env({"MAX_FRAME_BYTES": str(8 * 1024 * 1024)})
+    settings = Settings.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
+    assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)

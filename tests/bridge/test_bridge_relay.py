@@ -15,6 +15,7 @@ from tests.bridge.bridge_testkit import (
     append,
     closed_within,
     event,
+    http_exchange,
     open_stream,
     ping_status,
     recv_event,
@@ -50,13 +51,10 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
 def test_post_invocations_points_to_the_streaming_path(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
-            reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
             body = b'{"audio": "' + b"A" * 20000 + b'"}'
-            writer.write(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            response = await asyncio.wait_for(reader.read(), 1.0)
-            writer.close()
-            head, _, payload = response.partition(b"\r\n\r\n")
+            head, payload = await http_exchange(
+                bridge, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body, 1.0)
             assert head.startswith(b"HTTP/1.1 400 ")
             assert b"Content-Type: application/json" in head
             answer = json.loads(payload)

@@ -60,14 +60,16 @@ class MemorySession:
 
 
 class MemoryTransport:
-    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on final commit."""
+    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on final commit;
+    a later commit starts the next generation on the same stream."""
 
     def __init__(self, server: MemoryServer, session: MemorySession) -> None:
         self.server = server
         self.session = session
         self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self.inbox.put_nowait(json.dumps({"type": "session.created"}))
-        self.text = ""
+        self.text = ""  # the current generation's
+        self.generation_audio = 0  # PCM16 bytes of the current generation, as the bridge counts them
 
     async def send_text(self, text: str) -> None:
         if self.session.closed:
@@ -81,7 +83,9 @@ class MemoryTransport:
             raise TransportClosed("network drop (scripted)")
         self.session.events.append(event)
         if event["type"] == "input_audio_buffer.append":
-            self.session.audio += base64.b64decode(event["audio"])
+            pcm = base64.b64decode(event["audio"])
+            self.session.audio += pcm
+            self.generation_audio += len(pcm)
             number = len(self.server.sessions)
             if self.server.error_at is not None and self.server.error_at[:2] == (number, appends):
                 _, _, code, message = self.server.error_at
@@ -90,9 +94,10 @@ class MemoryTransport:
                 self.inbox.put_nowait(None)  # the bridge closes the stream after its own errors
                 return
             limit = self.server.audio_limit_bytes
-            if limit is not None and len(self.session.audio) > limit:
+            if limit is not None and self.generation_audio > limit:
                 self.inbox.put_nowait(json.dumps({"type": "error", "code": "session_limit",
-                    "error": f"the session reached its audio limit of {limit / 32000:.0f} s (the model's ...)"}))
+                    "error": "the session reached its audio limit (the model's ...)",
+                    "limit_s": limit / 32000, "audio_s": (self.generation_audio - len(pcm)) / 32000}))
                 self.inbox.put_nowait(None)
                 self.session.closed = True
                 return
@@ -110,6 +115,7 @@ class MemoryTransport:
             elif not self.server.never_done:
                 done_text = None if self.server.null_done_text else self.text
                 self.inbox.put_nowait(json.dumps({"type": "transcription.done", "text": done_text}))
+                self.text, self.generation_audio = "", 0
 
     async def receive_text(self) -> str | None:
         message = await self.inbox.get()
@@ -125,8 +131,8 @@ class MemoryTransport:
 class MemoryServer:
     """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send fails),
     ``error_at=(session number, append index, code, message)`` (an error event, then the stream ends),
-    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` like the
-    bridge), ``error_on_append``, ``never_done``, ``null_done_text``."""
+    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` per
+    generation, with the bridge's fields), ``error_on_append``, ``never_done``, ``null_done_text``."""
 
     def __init__(self) -> None:
         self.sessions: list[MemorySession] = []

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.clients.conftest import Servers
-from tests.fakes.fake_vllm import free_port
+from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 from voicectl.cli import UsageError
 from voicectl.realtime import RealtimeError, WebSocketTransport

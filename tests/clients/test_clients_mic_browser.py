@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests.clients.conftest import RECORDING, Servers, client_parser
-from tests.fakes.fake_vllm import free_port
+from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 
 BROWSER_ENV = "VOICECTL_TEST_CHROMIUM"

@@ -1,26 +1,45 @@
-"""The realtime session logic (event order, pacing, rollover, reopen after a drop, errors) over an in-memory
-server, and the SageMaker transport through the real SDK with smithy's MockHTTPClient (no network)."""
+"""The realtime client: its state machine transition by transition (no sockets, no clock), its driver over an
+in-memory server (event order, pacing, generations, moves to a new stream, cuts, errors), and the SageMaker transport
+through the real SDK with smithy's MockHTTPClient (no network)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
+import time
 
 import numpy as np
 import pytest
 
+from voicectl import realtime
 from voicectl.audio import CHUNK_BYTES, iter_chunks
 from voicectl.realtime import (
+    CloseStream,
+    Failed,
+    Finished,
+    OpenStream,
     RealtimeError,
+    Replaying,
+    SendEvent,
+    ShowDelta,
+    ShowGenerationText,
     Transcript,
+    TranscriptionMachine,
+    TransportClosed,
     join_transcripts,
     paced_chunks,
+    send_delay_s,
     transcribe_stream,
 )
 
 LOUD = (np.full(CHUNK_BYTES // 2, 8000, dtype="<i2")).tobytes()  # RMS 0.24: never a quiet seam
 QUIET = bytes(CHUNK_BYTES)
+CHUNK_S = 0.128
+UPDATE = json.dumps({"type": "session.update", "model": "m"})
+COMMIT = json.dumps({"type": "input_audio_buffer.commit"})
+FINAL = json.dumps({"type": "input_audio_buffer.commit", "final": True})
 
 
 async def chunks_of(*chunks: bytes):
@@ -38,6 +57,340 @@ def pcm_with_index(count: int) -> list[bytes]:
     return chunks
 
 
+def append(chunk: bytes) -> SendEvent:
+    return SendEvent(0, json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}),
+                     CHUNK_S)
+
+
+def sent(actions, stream: int | None = None) -> list[str]:
+    """The events the actions send (on ``stream``, if given), as 'update', 'commit', 'final' or 'append <index>'."""
+    names = []
+    for action in actions:
+        if isinstance(action, SendEvent) and (stream is None or action.stream == stream):
+            event = json.loads(action.text)
+            if event["type"] == "input_audio_buffer.append":
+                names.append(f"append {np.frombuffer(base64.b64decode(event['audio']), dtype='<i2')[0]}")
+            else:
+                names.append({"session.update": "update", "input_audio_buffer.commit": "final" if event.get("final")
+                              else "commit"}[event["type"]])
+    return names
+
+
+def delta(text: str) -> str:
+    return json.dumps({"type": "transcription.delta", "delta": text})
+
+
+def done(text: str) -> str:
+    return json.dumps({"type": "transcription.done", "text": text, "usage": {}})
+
+
+def error(code: str, message: str = "boom", **fields) -> str:
+    return json.dumps({"type": "error", "error": message, "code": code, **fields})
+
+
+def started(now: float = 0.0, **options) -> tuple[TranscriptionMachine, list]:
+    """A machine with its first stream open (its opening actions returned)."""
+    machine = TranscriptionMachine(model="m", **options)
+    actions = machine.start(now) + machine.opened(1, now)
+    return machine, actions
+
+
+# ---- the state machine, one transition at a time -------------------------------------------------------------------
+
+
+def test_session_start_opens_a_stream_selects_the_model_and_starts_a_generation():
+    machine = TranscriptionMachine(model="m")
+    assert machine.start(0.0) == [OpenStream(1)]
+    chunk = pcm_with_index(1)[0]
+    assert machine.audio(chunk, 0.1) == []  # the stream is still opening: the audio waits
+    assert sent(machine.opened(1, 0.2)) == ["update", "commit", "append 0"]
+    assert sent(machine.audio(pcm_with_index(2)[1], 0.3)) == ["append 1"]
+
+
+def test_delta_is_shown_and_grows_the_transcript():
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    assert machine.received(1, delta("Hello "), 0.2) == [ShowDelta("Hello ")]
+    assert machine.received(1, delta("world"), 0.3) == [ShowDelta("world")]
+    assert machine.transcript.text == "Hello world"
+    assert machine.received(1, json.dumps({"type": "session.created"}), 0.3) == []
+
+
+def test_done_after_the_end_of_audio_finishes_and_closes():
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    assert sent(machine.end_of_audio(0.2)) == ["final"]
+    machine.received(1, delta("Hi"), 0.3)
+    assert machine.received(1, done("Hi."), 0.4) == [ShowGenerationText("Hi."), CloseStream(1), Finished()]
+    result = machine.result(0.5)
+    assert (result.transcript, result.generations, result.sessions, result.elapsed_s) == ("Hi.", 1, 1, pytest.approx(0.3))
+
+
+def test_generation_limit_ends_the_generation_and_holds_audio_until_done():
+    machine, _ = started(session_limit_s=0.4)  # three 128 ms chunks
+    chunks = pcm_with_index(5)
+    actions = [action for index, chunk in enumerate(chunks) for action in machine.audio(chunk, 0.1 * index)]
+    assert sent(actions) == ["append 0", "append 1", "append 2", "final"]  # chunks 3 and 4 wait for the done
+    after_done = machine.received(1, done("one"), 0.6)
+    assert after_done[0] == ShowGenerationText("one")
+    assert sent(after_done) == ["commit", "append 3", "append 4"]  # the next generation, same stream
+
+
+def test_a_generation_ends_at_a_quiet_chunk_after_the_target_length():
+    machine, _ = started()
+    loud = int(realtime.GENERATION_TARGET_S / CHUNK_S) + 1
+    actions = [action for index in range(loud) for action in machine.audio(LOUD, index * CHUNK_S)]
+    assert "final" not in sent(actions)
+    assert sent(machine.audio(QUIET, loud * CHUNK_S)) == ["final"]
+
+
+def test_a_quiet_chunk_is_relative_to_the_generations_loudness():
+    machine, _ = started()
+    loud = int(realtime.GENERATION_TARGET_S / CHUNK_S) + 1
+    for index in range(loud):
+        machine.audio(LOUD, index * CHUNK_S)  # RMS 0.24
+    noise_floor = (np.full(CHUNK_BYTES // 2, 1000, dtype="<i2")).tobytes()  # RMS 0.03: above -40 dBFS
+    assert sent(machine.audio(noise_floor, loud * CHUNK_S)) == ["final"]  # but under a quarter of the speech
+
+
+def test_stream_rollover_opens_the_next_stream_ahead_and_moves_at_a_quiet_chunk():
+    machine, _ = started(max_stream_s=10)  # window: 2 s before 10 s
+    now = 0.0
+    for _ in range(60):  # 7.7 s of speech
+        now += CHUNK_S
+        assert not [a for a in machine.audio(LOUD, now) if isinstance(a, OpenStream)]
+    now = 8.1
+    actions = machine.audio(LOUD, now)
+    assert OpenStream(2) in actions  # inside the window: the next stream opens ahead
+    assert sent(machine.opened(2, now)) == ["update"]  # and waits, idle
+    moved = machine.audio(QUIET, now + 0.2)  # the first quiet chunk in the window
+    assert sent(moved, 1) == ["final"]
+    assert sent(moved, 2) == ["commit", "append 0"]  # new audio flows at once on the new stream
+    assert machine.received(2, delta("new "), now + 0.3) == [ShowDelta("new ")]
+    assert machine.received(1, delta("old "), now + 0.4) == [ShowDelta("old ")]
+    assert machine.received(1, done("old."), now + 0.5) == [ShowGenerationText("old."), CloseStream(1)]
+    assert machine.transcript.text == "old. new "  # in audio order, whatever order the streams answer in
+    assert machine.result(now).rollovers == 1
+
+
+def test_stream_rollover_is_forced_at_max_stream_s_without_a_quiet_chunk():
+    machine, _ = started(max_stream_s=10)
+    now = 0.0
+    while now < 9.9:
+        now += CHUNK_S
+        actions = machine.audio(LOUD, now)
+        if OpenStream(2) in actions:
+            machine.opened(2, now)
+        assert "final" not in sent(actions)
+    moved = machine.audio(LOUD, 10.0)
+    assert sent(moved, 1) == ["final"] and sent(moved, 2)[:1] == ["commit"]
+
+
+def test_a_rollover_in_silence_moves_on_the_clock():
+    machine, _ = started(max_stream_s=10)
+    machine.audio(LOUD, 0.1)
+    deadline = machine.next_deadline()
+    assert deadline == pytest.approx(8.0)  # open the next stream ahead
+    assert machine.tick(8.0) == [OpenStream(2)]
+    machine.opened(2, 8.1)
+    assert machine.next_deadline() == pytest.approx(10.0)  # then move at 10 s at the latest
+    moved = machine.tick(10.0)
+    assert sent(moved, 1) == ["final"] and sent(moved, 2) == ["commit"]
+
+
+def test_a_dropped_stream_resends_only_the_audio_since_the_last_done():
+    machine, _ = started(session_limit_s=0.4)
+    chunks = pcm_with_index(5)
+    for index, chunk in enumerate(chunks[:4]):  # chunk 3 would pass 0.4 s: the first generation ends before it
+        machine.audio(chunk, index * 0.1)
+    machine.received(1, delta("one"), 0.35)
+    assert sent(machine.received(1, done("one."), 0.4)) == ["commit", "append 3"]  # chunks 0-2 are done for good
+    machine.received(1, delta("four-partial"), 0.55)
+    machine.audio(chunks[4], 0.6)
+    actions = machine.closed(1, TransportClosed("reset"), 0.7)
+    assert actions[0] == CloseStream(1)
+    assert isinstance(actions[1], Replaying) and "resending this session's 0.3 s" in actions[1].reason
+    assert actions[2:] == [OpenStream(2)]
+    assert machine.transcript.text == "one."  # the partial text of the resent audio is gone
+    assert sent(machine.opened(2, 0.8)) == ["update", "commit", "append 3", "append 4"]
+    machine.received(2, delta("four five"), 0.9)
+    assert machine.transcript.text == "one. four five"  # no gap, nothing twice
+    assert machine.result(1.0).replayed_audio_s == pytest.approx(2 * CHUNK_S)
+
+
+@pytest.mark.parametrize("code", ["upstream_closed", "server_shutdown", "ModelStreamError"])
+def test_codes_that_end_a_stream_but_not_the_endpoint_count_as_a_cut(code):
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    if code == "ModelStreamError":  # SageMaker's: raised by the transport
+        actions = machine.closed(1, RealtimeError("socket closed", code=code), 0.2)
+    else:
+        actions = machine.received(1, error(code), 0.2)
+    assert actions[0] == CloseStream(1) and isinstance(actions[1], Replaying) and actions[2] == OpenStream(2)
+    assert machine.closed(1, None, 0.3) == []  # the bridge's close after its error event: already handled
+
+
+def test_a_second_cut_without_a_done_in_between_fails():
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    machine.closed(1, TransportClosed("reset"), 0.2)
+    machine.opened(2, 0.3)
+    actions = machine.closed(2, TransportClosed("reset again"), 0.4)
+    assert isinstance(actions[-1], Failed) and actions[-1].error.code == "stream_dropped"
+    assert "dropped again after a reopen" in str(actions[-1].error)
+
+
+def test_a_done_between_two_cuts_lets_the_second_one_recover_too():
+    machine, _ = started(session_limit_s=0.3)
+    chunks = pcm_with_index(4)
+    machine.audio(chunks[0], 0.0)
+    machine.closed(1, TransportClosed("reset"), 0.1)
+    machine.opened(2, 0.2)
+    machine.audio(chunks[1], 0.3)
+    machine.audio(chunks[2], 0.4)  # over 0.3 s: the generation of chunks 0-1 ends
+    machine.received(2, done("a b"), 0.5)
+    machine.audio(chunks[3], 0.6)
+    actions = machine.closed(2, TransportClosed("reset"), 0.7)
+    assert OpenStream(3) in actions and not any(isinstance(action, Failed) for action in actions)
+
+
+def test_server_busy_closes_the_stream_and_retries_after_a_pause():
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    actions = machine.received(1, error("server_busy", "256 streams are open", max_streams=256), 0.2)
+    assert actions[0] == CloseStream(1) and isinstance(actions[1], Replaying)
+    assert "busy" in actions[1].reason and not [a for a in actions if isinstance(a, OpenStream)]
+    assert machine.next_deadline() == pytest.approx(0.2 + realtime.BUSY_RETRY_DELAYS_S[0])
+    assert machine.tick(1.2) == [OpenStream(2)]
+    assert sent(machine.opened(2, 1.3)) == ["update", "commit", "append 8000"]  # the audio is not lost
+
+
+def test_server_busy_too_often_fails_with_the_hint():
+    machine, _ = started()
+    now = 0.0
+    for stream in range(1, len(realtime.BUSY_RETRY_DELAYS_S) + 2):
+        actions = machine.received(stream, error("server_busy"), now)
+        if stream <= len(realtime.BUSY_RETRY_DELAYS_S):
+            now = machine.next_deadline()
+            machine.tick(now)
+            machine.opened(stream + 1, now)
+    assert isinstance(actions[-1], Failed) and actions[-1].error.code == "server_busy"
+    assert "scale the endpoint out" in str(actions[-1].error)
+
+
+def test_a_cut_mid_commit_resends_the_finishing_generation():
+    machine, _ = started()
+    chunks = pcm_with_index(2)
+    machine.audio(chunks[0], 0.1)
+    machine.audio(chunks[1], 0.2)
+    assert sent(machine.end_of_audio(0.3)) == ["final"]
+    machine.received(1, delta("partial"), 0.35)
+    actions = machine.closed(1, TransportClosed("reset while waiting for transcription.done"), 0.4)
+    assert OpenStream(2) in actions and machine.transcript.text == ""
+    assert sent(machine.opened(2, 0.5)) == ["update", "commit", "append 0", "append 1", "final"]
+    assert machine.received(2, done("both"), 0.6)[-1] == Finished()
+    assert machine.transcript.text == "both"
+
+
+def test_session_limit_reads_limit_s_and_resends_under_the_lower_limit():
+    machine, _ = started()
+    chunks = pcm_with_index(30)  # 3.84 s
+    for index, chunk in enumerate(chunks):
+        machine.audio(chunk, index * 0.01)
+    actions = machine.received(1, error("session_limit", "any words at all", limit_s=2.0, audio_s=3.84), 0.4)
+    assert isinstance(actions[1], Replaying) and "using 2 s" in actions[1].reason
+    assert machine.session_limit_s == pytest.approx(1.8)
+    resent = sent(machine.opened(2, 0.5))
+    assert resent == ["update", "commit", *[f"append {index}" for index in range(14)], "final"]  # 1.792 s <= 1.8 s
+    assert machine.result(0.6).reopens == 0  # a lower limit, not a cut
+
+
+def test_session_limit_without_fields_falls_back_to_the_audio_sent():
+    machine, _ = started()
+    for index, chunk in enumerate(pcm_with_index(10)):
+        machine.audio(chunk, index * 0.01)
+    machine.received(1, error("session_limit"), 0.2)
+    assert machine.session_limit_s == pytest.approx(10 * CHUNK_S * realtime.SESSION_LIMIT_MARGIN)
+
+
+def test_the_next_stream_timing_out_idle_is_dropped_quietly():
+    machine, _ = started(max_stream_s=10)
+    machine.audio(LOUD, 0.1)
+    machine.tick(8.0)
+    machine.opened(2, 8.1)
+    assert machine.received(2, error("idle_timeout", idle_timeout_s=60), 8.2) == [CloseStream(2)]
+    assert machine.closed(2, None, 8.25) == []  # no audio was on it: nothing to resend
+    actions = machine.audio(LOUD, 8.3)
+    assert OpenStream(3) in actions and sent(actions, 1) == ["append 8000"]  # the active stream goes on
+
+
+def test_the_first_stream_failing_to_open_fails_but_a_later_one_is_a_cut():
+    machine = TranscriptionMachine(model="m")
+    machine.start(0.0)
+    actions = machine.open_failed(1, RealtimeError("cannot open a WebSocket", code="connect_failed"), 0.1)
+    assert isinstance(actions[-1], Failed) and actions[-1].error.code == "connect_failed"
+    machine, _ = started(max_stream_s=10)
+    machine.audio(LOUD, 0.1)
+    machine.tick(8.0)  # the next stream opens ahead ...
+    assert machine.open_failed(2, RealtimeError("refused", code="connect_failed"), 8.1) == []  # ... and is retried
+    actions = machine.audio(LOUD, 10.0)  # the move opens a new stream, which fails too: a cut, audio resent
+    assert OpenStream(3) in actions
+    recovered = machine.open_failed(3, RealtimeError("refused", code="connect_failed"), 10.1)
+    assert isinstance(recovered[-1], OpenStream) and any(isinstance(action, Replaying) for action in recovered)
+
+
+def test_no_done_after_a_final_commit_times_out_on_the_clock():
+    machine, _ = started(done_timeout_s=5)
+    machine.audio(LOUD, 0.1)
+    machine.end_of_audio(0.2)
+    assert machine.next_deadline() == pytest.approx(5.2)
+    actions = machine.tick(5.2)
+    assert isinstance(actions[-1], Failed) and actions[-1].error.code == "timeout"
+
+
+def test_other_error_codes_fail_with_their_hint_and_close_every_stream():
+    machine, _ = started()
+    machine.audio(LOUD, 0.1)
+    actions = machine.received(1, error("model_not_found"), 0.2)
+    assert actions[0] == CloseStream(1)
+    assert isinstance(actions[1], Failed) and "(model_not_found): boom; pass --model" in str(actions[1].error)
+    assert machine.finished and machine.received(1, delta("late"), 0.3) == []
+
+
+def test_the_source_is_not_read_while_much_audio_waits():
+    machine = TranscriptionMachine(model="m")
+    machine.start(0.0)  # the stream never opens
+    count = 0
+    while machine.wants_audio:
+        machine.audio(LOUD, 0.0)
+        count += 1
+    assert count == int(realtime.MAX_BUFFERED_S / CHUNK_S) + 1
+
+
+def test_send_pacing_allows_a_burst_then_the_speed():
+    assert send_delay_s(sent_audio_s=0, audio_s=CHUNK_S, elapsed_s=0) == 0
+    assert send_delay_s(sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0) == pytest.approx(0.1)
+    assert send_delay_s(sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0.1) == pytest.approx(0)
+
+
+# ---- the driver over an in-memory server ---------------------------------------------------------------------------
+
+
+def generations(session) -> list[bytes]:
+    """The audio of each generation of an in-memory stream (commit ... final commit)."""
+    found, current = [], None
+    for event in session.events:
+        if event["type"] == "input_audio_buffer.commit":
+            if event.get("final"):
+                found.append(bytes(current))
+                current = None
+            else:
+                current = bytearray()
+        elif event["type"] == "input_audio_buffer.append":
+            current += base64.b64decode(event["audio"])
+    return found
+
+
 def test_event_order_and_transcript(memory_server):
     chunks = pcm_with_index(3)
     deltas: list[str] = []
@@ -52,52 +405,71 @@ def test_event_order_and_transcript(memory_server):
     assert deltas == ["w1.0 ", "w1.1 ", "w1.2 "]
     assert result.transcript == "w1.0 w1.1 w1.2 "
     assert result.audio_seconds_sent == pytest.approx(3 * 0.128)
-    assert (result.sessions, result.reopens) == (1, 0)
+    assert (result.sessions, result.reopens, result.generations) == (1, 0, 1)
     assert result.time_to_first_delta_s is not None and result.time_to_first_delta_s >= 0
     assert session.closed
 
 
-def test_session_limit_starts_a_new_session_and_joins_transcripts(memory_server):
+def test_generations_end_at_the_session_limit_on_one_stream_and_their_texts_join(memory_server):
     chunks = pcm_with_index(7)
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4))
-    # 0.4 s holds three 128 ms chunks: sessions of 3, 3 and 1 chunks, every one ended with a final commit.
-    assert [len(s.audio) // CHUNK_BYTES for s in memory_server.sessions] == [3, 3, 1]
-    assert all(s.types()[-1] == "input_audio_buffer.commit" and s.events[-1]["final"] for s in memory_server.sessions)
-    assert b"".join(bytes(s.audio) for s in memory_server.sessions) == b"".join(chunks)
-    assert result.transcript == "w1.0 w1.1 w1.2 w2.0 w2.1 w2.2 w3.0 "
-    assert result.sessions == 3
+    texts: list[str] = []
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4,
+                                           on_session_text=texts.append))
+    (session,) = memory_server.sessions
+    # 0.4 s holds three 128 ms chunks: generations of 3, 3 and 1 chunks, each ended by a final commit.
+    assert generations(session) == [b"".join(chunks[:3]), b"".join(chunks[3:6]), chunks[6]]
+    assert texts == ["w1.0 w1.1 w1.2 ", "w1.3 w1.4 w1.5 ", "w1.6 "]
+    assert result.transcript == "w1.0 w1.1 w1.2 w1.3 w1.4 w1.5 w1.6 "
+    assert (result.sessions, result.generations) == (1, 3)
 
 
-def test_rollover_prefers_a_quiet_chunk_near_the_limit(memory_server):
+def test_a_generation_prefers_a_quiet_chunk_near_the_limit(memory_server):
     chunks = [LOUD] * 8 + [QUIET] + [LOUD] * 3
     asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=1.28))
-    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9 opens session 2.
-    assert [len(s.audio) // CHUNK_BYTES for s in memory_server.sessions] == [8, 4]
-    assert bytes(memory_server.sessions[1].audio).startswith(QUIET)
+    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9 opens generation 2.
+    (session,) = memory_server.sessions
+    assert [len(audio) // CHUNK_BYTES for audio in generations(session)] == [8, 4]
+    assert generations(session)[1].startswith(QUIET)
 
 
-def test_a_dropped_stream_is_reopened_once_and_the_session_replayed_from_its_start(memory_server):
+def test_a_dropped_stream_is_reopened_and_the_generation_resent_from_its_start(memory_server):
     chunks = pcm_with_index(6)
-    memory_server.drop_at = (1, 2)  # session 1 drops when its third append is sent
+    memory_server.drop_at = (1, 2)  # stream 1 drops when its third append is sent
     replays: list[str] = []
     transcript = Transcript()
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append,
                                            transcript=transcript))
     first, second = memory_server.sessions
     assert bytes(first.audio) == b"".join(chunks[:2])
-    # The new stream gets the whole session again (what was in flight may never have been transcribed).
+    # The new stream gets the whole generation again (what was in flight may never have been transcribed).
     assert bytes(second.audio) == b"".join(chunks)
     assert second.types()[:2] == ["session.update", "input_audio_buffer.commit"]
-    # The dropped session's partial text is replaced by the replay's, not joined to it.
+    # The dropped generation's partial text is replaced by the resent one's, not joined to it.
     assert result.transcript == "w2.0 w2.1 w2.2 w2.3 w2.4 w2.5 " == transcript.text
     assert (result.sessions, result.reopens) == (2, 1)
     assert result.audio_seconds_sent == pytest.approx(6 * 0.128)
-    assert result.replayed_audio_s == pytest.approx(3 * 0.128)
-    assert len(replays) == 1 and "resending this session's 0.4 s of audio" in replays[0]
+    assert len(replays) == 1 and "resending this session's 0.4 s of audio since the last transcription.done" in replays[0]
+
+
+def test_a_drop_after_a_done_resends_only_the_audio_since(memory_server):
+    chunks = pcm_with_index(7)
+    memory_server.drop_at = (1, 4)  # the second append of the second generation
+
+    async def paced():  # one chunk per turn, so that the first generation's done arrives before the drop
+        for chunk in chunks:
+            await asyncio.sleep(0.01)
+            yield chunk
+
+    result = asyncio.run(transcribe_stream(paced(), memory_server.open, session_limit_s=0.4))
+    first, second = memory_server.sessions
+    assert generations(first) == [b"".join(chunks[:3])]
+    assert bytes(second.audio) == b"".join(chunks[3:])  # not chunks 0-2 again
+    assert result.transcript == "w1.0 w1.1 w1.2 w2.0 w2.1 w2.2 w2.3 "
+    assert result.replayed_audio_s == pytest.approx(2 * CHUNK_S)  # chunk 3, and chunk 4 whose send failed
 
 
 @pytest.mark.parametrize("cleanly", [False, True])
-def test_a_drop_while_waiting_for_done_is_reopened_and_replayed(memory_server, cleanly):
+def test_a_drop_while_waiting_for_done_is_reopened_and_resent(memory_server, cleanly):
     chunks = pcm_with_index(4)
     memory_server.drop_on_final, memory_server.drop_cleanly = 1, cleanly
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open))
@@ -108,14 +480,15 @@ def test_a_drop_while_waiting_for_done_is_reopened_and_replayed(memory_server, c
     assert result.reopens == 1
 
 
-def test_a_drop_during_a_rollover_replays_the_finishing_session(memory_server):
+def test_a_drop_on_the_final_commit_of_a_generation_resends_it_and_what_followed(memory_server):
     chunks = pcm_with_index(5)
-    memory_server.drop_on_final = 1  # session 1 breaks on the final commit of its rollover
+    memory_server.drop_on_final = 1  # stream 1 breaks on the final commit of its first generation
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4))
-    assert [len(s.audio) // CHUNK_BYTES for s in memory_server.sessions] == [3, 3, 2]
-    assert b"".join(bytes(s.audio) for s in memory_server.sessions[1:]) == b"".join(chunks)
-    assert result.transcript == "w2.0 w2.1 w2.2 w3.0 w3.1 "
-    assert (result.sessions, result.reopens) == (3, 1)
+    first, second = memory_server.sessions
+    assert generations(first) == [b"".join(chunks[:3])]
+    assert generations(second) == [b"".join(chunks[:3]), b"".join(chunks[3:])]
+    assert result.transcript == "w2.0 w2.1 w2.2 w2.3 w2.4 "
+    assert (result.sessions, result.reopens) == (2, 1)
 
 
 @pytest.mark.parametrize("code", ["server_shutdown", "upstream_closed"])
@@ -128,28 +501,48 @@ def test_server_shutdown_and_upstream_closed_count_as_a_drop(memory_server, code
     assert result.reopens == 1
 
 
-def test_the_endpoints_session_limit_lowers_the_limit_and_replays_the_session(memory_server):
-    chunks = pcm_with_index(12)
+def test_the_endpoints_session_limit_lowers_the_limit_and_resends_the_generation(memory_server):
     memory_server.audio_limit_bytes = 4 * 32000  # the bridge's limit: 4 s, while the client asks for 3000 s
-    chunks = [chunk for chunk in pcm_with_index(40)]  # 5.12 s
+    chunks = pcm_with_index(40)  # 5.12 s
     replays: list[str] = []
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append))
-    first, *rest = memory_server.sessions
+    first, second = memory_server.sessions
     assert len(first.audio) > 4 * 32000 and first.events[-1]["type"] == "input_audio_buffer.append"
-    # Every later session fits the learned limit (0.9 x 4 s), and together they carry the audio once, in order.
-    assert all(len(s.audio) <= 3.6 * 32000 for s in rest)
-    assert b"".join(bytes(s.audio) for s in rest) == b"".join(chunks)
+    # Every later generation fits the learned limit (0.9 x 4 s), and together they carry the audio once, in order.
+    assert all(len(audio) <= 3.6 * 32000 for audio in generations(second))
+    assert b"".join(generations(second)) == b"".join(chunks)
     assert result.session_limit_s == pytest.approx(3.6)
     assert result.reopens == 0 and len(replays) == 1 and "using 4 s" in replays[0]
-    assert result.transcript == join_transcripts(
-        "".join(f"w{number}.{index} " for index in range(len(s.audio) // CHUNK_BYTES))
-        for number, s in enumerate(memory_server.sessions[1:], start=2))
+    assert result.transcript == "".join(f"w2.{index} " for index in range(40))
+
+
+def test_server_busy_is_retried_and_nothing_is_lost(memory_server, monkeypatch):
+    monkeypatch.setattr(realtime, "BUSY_RETRY_DELAYS_S", (0.05, 0.1, 0.2))
+    chunks = pcm_with_index(3)
+    real_open = memory_server.open
+
+    async def busy_first():
+        transport = await real_open()
+        if len(memory_server.sessions) == 1:
+            transport.inbox.put_nowait(error("server_busy", "2 streams are open", max_streams=2))
+            transport.inbox.put_nowait(None)
+        return transport
+
+    result = asyncio.run(transcribe_stream(chunks_of(*chunks), busy_first))
+    assert bytes(memory_server.sessions[-1].audio) == b"".join(chunks)
+    assert result.transcript == "w2.0 w2.1 w2.2 " and (result.sessions, result.reopens) == (2, 0)
+
+
+def test_a_transport_that_raises_something_unexpected_is_reported_not_waited_for(memory_server):
+    async def broken_open():
+        raise KeyError("a bug in a transport")
+
+    with pytest.raises(RealtimeError, match="the transport failed unexpectedly .KeyError") as raised:
+        asyncio.run(asyncio.wait_for(transcribe_stream(chunks_of(LOUD), broken_open), 5))
+    assert raised.value.code == "transport_error"
 
 
 def test_null_delta_and_null_done_text_are_not_the_text_none(memory_server):
-    class NullDeltas(type(memory_server)):
-        pass
-
     memory_server.null_done_text = True
     deltas: list[str] = []
 
@@ -189,7 +582,7 @@ def test_a_second_drop_ends_with_an_error(memory_server):
         async def chunks():
             for index, chunk in enumerate(pcm_with_index(5)):
                 if index == 3:
-                    memory_server.drop_at = (2, 3)  # session 2 replays chunks 0 and 1 (appends 0-1): chunk 3 is append 3
+                    memory_server.drop_at = (2, 3)  # stream 2 resends chunks 0 and 1 (appends 0-1): chunk 3 is append 3
                 yield chunk
         await transcribe_stream(chunks(), memory_server.open)
 
@@ -210,6 +603,72 @@ def test_no_done_after_the_final_commit_times_out(memory_server):
     memory_server.never_done = True
     with pytest.raises(RealtimeError, match="no transcription.done arrived within 0 s"):
         asyncio.run(transcribe_stream(chunks_of(LOUD), memory_server.open, done_timeout_s=0.2))
+
+
+def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(memory_server):
+    """Chunks arrive in real time; each stream is used 10 s; opening a stream takes 0.5 s. For every chunk, the
+    time from its arrival to its send stays within 2 s, and the transcript holds every chunk once."""
+    chunk_count = 180  # 23 s of audio: two moves to a new stream
+    arrived: dict[int, float] = {}
+    lags: list[float] = []
+    real_open = memory_server.open
+
+    async def slow_open():
+        await asyncio.sleep(0.5)
+        transport = await real_open()
+        real_send = transport.send_text
+
+        async def timed_send(text: str) -> None:
+            event = json.loads(text)
+            if event["type"] == "input_audio_buffer.append":
+                index = int(np.frombuffer(base64.b64decode(event["audio"]), dtype="<i2")[0])
+                lags.append(time.monotonic() - arrived[index])
+            await real_send(text)
+
+        transport.send_text = timed_send
+        return transport
+
+    async def live():  # like the microphone page: chunks 128 ms apart, sped up 4 x to keep the test short
+        for index, chunk in enumerate(pcm_with_index(chunk_count)):
+            await asyncio.sleep(CHUNK_S / 4)
+            arrived[index] = time.monotonic()
+            yield chunk
+
+    async def scenario():
+        clock_start = time.monotonic()
+        # The 10 s limit is on the sped-up clock too: a 4 x faster clock for the machine.
+        return await transcribe_stream(live(), slow_open, max_stream_s=10,
+                                       clock=lambda: clock_start + (time.monotonic() - clock_start) * 4)
+
+    result = asyncio.run(scenario())
+    assert result.rollovers >= 2 and result.reopens == 0
+    assert len(lags) == chunk_count and max(lags) * 4 <= 2.0  # in microphone time
+    assert b"".join(bytes(s.audio) for s in memory_server.sessions) == b"".join(pcm_with_index(chunk_count))
+
+
+def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing_lost_or_repeated():
+    """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each stream used 10 s:
+    the audio reaches vLLM exactly once over the streams, and the transcript holds one word per chunk."""
+    from tests.clients.conftest import Servers
+    from voicectl.realtime import WebSocketTransport
+
+    speed = 8  # audio and the machine's clock 8 x faster than real time: the test takes ~4 s
+    chunks = [QUIET if index % 16 == 15 else chunk for index, chunk in enumerate(pcm_with_index(234))]
+    with Servers(deltas=("w ",), delta_per_append=True) as servers:
+        async def scenario():
+            start = time.monotonic()
+            return await transcribe_stream(
+                paced_chunks(chunks, speed), lambda: WebSocketTransport.connect(servers.url), max_stream_s=10,
+                on_replay=replays.append, clock=lambda: start + (time.monotonic() - start) * speed)
+
+        replays: list[str] = []
+        result = asyncio.run(scenario())
+        sessions = servers.vllm.sessions
+        assert (len(sessions), result.reopens, replays) == (result.sessions, 0, []), result
+        assert result.rollovers >= 2 and len(sessions) == result.rollovers + 1  # every stream after the first is a move
+        assert b"".join(bytes(session.audio) for session in sessions) == b"".join(chunks)
+        assert result.transcript == "w " * len(chunks)
+        assert all(session.closed.is_set() for session in sessions)
 
 
 def test_pacing_follows_an_absolute_schedule():
@@ -456,3 +915,31 @@ def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials
 
     with pytest.raises(SmithyIdentityError, match="no AWS credentials found"):
         asyncio.run(BotocoreCredentialsResolver(Empty()).get_identity(properties={}))
+
+
+# ---- voicectl transcribe --max-stream-s ------------------------------------------------------------------------
+
+
+def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_the_machine(parse, recording, monkeypatch):
+    from voicectl import transcribe
+
+    assert parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x"]).max_stream_s == 1500 < 30 * 60
+    seen = {}
+
+    async def fake_stream(chunks, opener, **options):
+        seen.update(options)
+        raise RealtimeError("stop here", code="test")
+
+    monkeypatch.setattr(transcribe, "transcribe_stream", fake_stream)
+    args = parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", "600"])
+    assert transcribe.run(args) == 1
+    assert seen["max_stream_s"] == 600
+
+
+@pytest.mark.parametrize("value", ["5", "nan", "inf", "-1"])
+def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
+    from voicectl import transcribe
+    from voicectl.cli import UsageError
+
+    with pytest.raises(UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"):
+        transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", value]))

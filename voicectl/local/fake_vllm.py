@@ -35,7 +35,9 @@ Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
 HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as vLLM answers them.
 
 Failure switches: `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
-`GET /health`, 200 by default), `health_hangs` (`/health` never answers), `FakeSession.close`,
+`GET /health`, 200 by default), `health_hangs` (`/health` never answers), `hang_after_commit` (each
+session stops reading after its first commit, as a stopped process: the benchmark's held-memory phase),
+`FakeSession.close`,
 `FakeSession.abort` (TCP drop without a close frame), `FakeSession.hang` (stops reading: a stopped
 process), `FakeVllm.die` (every session aborted and the
 port closed: later connections are refused, as when vLLM is down). `free_port()` gives a port on
@@ -264,6 +266,8 @@ class FakeSession:
                     await self.send_done()
             else:
                 self.generating = True
+                if self.vllm.hang_after_commit:
+                    self.hang()
         else:
             await self.send_error(f"Unknown event type: {event_type}", "unknown_event")
 
@@ -287,6 +291,7 @@ class FakeVllm:
         deltas: texts sent round-robin as `transcription.delta` when `delta_per_append` is on.
         delta_per_append: after a non-final commit, answer every append with one delta (benchmark mode).
         record_audio: keep the decoded PCM16 of every session in `FakeSession.audio` (turn off for long runs).
+        hang_after_commit: every session stops reading its socket after its first non-final commit.
 
     Attributes:
         sessions: every session accepted, in order (`FakeSession`).
@@ -303,12 +308,14 @@ class FakeVllm:
         deltas: Iterable[str] = ("hello ", "world "),
         delta_per_append: bool = False,
         record_audio: bool = True,
+        hang_after_commit: bool = False,
     ) -> None:
         self.port = port
         self.model = model
         self.deltas = tuple(deltas)
         self.delta_per_append = delta_per_append
         self.record_audio = record_audio
+        self.hang_after_commit = hang_after_commit
         self.silent = False
         self.health_status = HTTPStatus.OK
         self.health_hangs = False
@@ -405,8 +412,10 @@ async def _main() -> None:
                         help="port (default: VLLM_PORT, as the bridge reads it, else 8081)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--delta-per-append", action="store_true", help="answer each append with one delta")
+    parser.add_argument("--hang-after-commit", action="store_true", help="stop reading each session after its commit")
     args = parser.parse_args()
-    async with FakeVllm(port=args.port, model=args.model, delta_per_append=args.delta_per_append, record_audio=False):
+    async with FakeVllm(port=args.port, model=args.model, delta_per_append=args.delta_per_append, record_audio=False,
+                        hang_after_commit=args.hang_after_commit):
         print(f"fake vLLM listening on 127.0.0.1:{args.port}", flush=True)
         await asyncio.Event().wait()
 
