@@ -12,6 +12,10 @@ VENV_STAMP := $(VENV)/.installed
 MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
 NODE_STAMP := node_modules/.installed
+# checkov lives in an environment of its own (tests/tools/scan-requirements.in says why).
+SCAN_VENV := .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.installed
+SCAN_OUT := cdk.out.vpc
 # The app command in cdk.json is `python3 app.py`: put the virtual environment first on the CLI's PATH.
 # Stacks `make destroy` deletes: all of the app's, or e.g. STACKS=RealtimeVoice-Sonic for one endpoint.
 STACKS ?= --all
@@ -23,7 +27,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test mic mic-screenshot local local-lifecycle bootstrap diff deploy destroy verify lock clean
+.PHONY: help deps mic-deps synth test scan mic mic-screenshot local local-lifecycle bootstrap diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -53,6 +57,17 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 test: deps $(MIC_STAMP) ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients, mic page in Chromium)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+$(SCAN_STAMP): requirements-scan.lock
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-scan.lock
+	@touch $@
+
+scan: deps $(SCAN_STAMP) ## checkov over the templates of a private deployment (network.mode=vpc), as an auditor would
+	rm -rf $(SCAN_OUT)
+	$(CDK) synth --quiet -c network.mode=vpc -o $(SCAN_OUT) $(CDK_ARGS)
+	$(SCAN_VENV)/bin/checkov --directory $(SCAN_OUT) --framework cloudformation --compact --quiet --skip-download \
+		--output cli
+
 mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoint voxtral-realtime" (or --url ws://...)
 	$(PY) -m voicectl mic $(MIC_ARGS)
 
@@ -66,6 +81,7 @@ local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI 
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)
+	$(PY) -m voicectl preflight bootstrap $(CDK_ARGS)
 	$(CDK) bootstrap $(CDK_ARGS)
 
 diff: deps ## compare the app with what is deployed (needs AWS credentials)
@@ -83,12 +99,14 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock and the model staging build's requirements.txt
+lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock, requirements-scan.lock and the staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
+		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) tests/tools/staging_requirements.py
 
 clean: ## remove cdk.out and the virtual environment
-	rm -rf cdk.out $(VENV) node_modules
+	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) node_modules

@@ -7,7 +7,7 @@ import sys
 from typing import Any, Mapping
 
 from aws_cdk import App, Validations
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
 from config.settings import Settings, SettingsError, load_settings
 from stacks import VoiceApp, build_app
@@ -15,7 +15,8 @@ from stacks import VoiceApp, build_app
 
 def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, Settings, VoiceApp]:
     """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``), the enabled
-    stacks, and the cdk-nag AwsSolutions checks (a validation plugin: unacknowledged findings fail the synth).
+    stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev 5 with network.mode=vpc
+    (validation plugins: unacknowledged findings fail the synth).
 
     Raises:
         SettingsError: when a setting is invalid (before any construct is built).
@@ -24,6 +25,9 @@ def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = No
     settings = load_settings(app.node.get_all_context())
     voice_app = build_app(app, settings)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    if settings.network.private:
+        # A private deployment is held to the compliance packs too (README, "Private deployment").
+        Validations.of(app).add_plugins(HIPAASecurityChecks(app), NIST80053R5Checks(app))
     return app, settings, voice_app
 
 

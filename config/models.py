@@ -5,6 +5,9 @@ Sonic model package. (Facts about AWS itself, such as instance types, ARN forms 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from constructs_lib.cuda_compat import dockerfile_base_image
 from constructs_lib.instance_types import InstanceSpec
 from constructs_lib.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
 
@@ -16,10 +19,22 @@ from constructs_lib.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATI
 VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
 
 #: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only InferenceAmiVersion whose
-#: driver is new enough (>= 575) for the CUDA 12.9 (cu129) vLLM deep-learning container the bridge image is built on;
-#: the older ones (driver 535 / 550) would rely on CUDA forward compatibility, which their container toolkit does not
-#: mount.
+#: driver runs the CUDA 13.0 (cu130) vLLM deep-learning container the bridge image is built on; the older ones
+#: (driver 535 / 550, CUDA 12.x) would need CUDA forward compatibility, which their container toolkit does not mount
+#: (constructs_lib/cuda_compat.py; the settings check it).
 VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
+
+#: The bridge image's build context: ``cdk synth`` builds ``container/`` as an asset unless ``voxtral.image_uri`` is set.
+BRIDGE_CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+
+
+def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
+    """The image the bridge is built on: the default of ``ARG BASE_IMAGE=`` in ``container_dir/Dockerfile`` (a
+    SageMaker vLLM DLC whose tag names its CUDA), or None when the Dockerfile is missing or has no such line."""
+    try:
+        return dockerfile_base_image((container_dir / "Dockerfile").read_text())
+    except (OSError, ValueError):
+        return None
 
 # GPU memory estimate for Voxtral-Mini-4B-Realtime-2602 (bf16), used to reject an instance that cannot hold the model
 # with max_model_len x max_num_seqs tokens of KV cache. Sources: the model card (consolidated.safetensors, ~8.9 GB)

@@ -21,10 +21,12 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, TypeVar
 
 from config import context as ctx
 from config.models import (
+    BRIDGE_CONTAINER_DIR,
     BRIDGE_DRAIN_S,
     SONIC_EXTRA_INSTANCE_TYPES,
     SONIC_INSTANCE_FAMILIES,
@@ -32,9 +34,10 @@ from config.models import (
     SONIC_SCALING_METRICS,
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
+    bridge_base_image,
     max_num_seqs_that_fit,
 )
-from constructs_lib import instance_types
+from constructs_lib import cuda_compat, instance_types
 from constructs_lib.ecs_props import GpuCapacity, LoadBalancing
 from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
 from constructs_lib.endpoint_props import (
@@ -45,6 +48,7 @@ from constructs_lib.endpoint_props import (
     check_model_data_s3_uri,
 )
 from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
+from constructs_lib.network_props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.names import (
     REGION_RE,
@@ -85,6 +89,10 @@ class EndpointSettings:
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
     instance_type: str = "ml.g6.4xlarge"
+    #: Capacity fallback: instance types in priority order, the first being instance_type (empty = instance_type only).
+    instance_pools: list[str] = field(default_factory=list)
+    #: With instance_pools: seconds SageMaker may spend getting capacity across them (None = 1800 s with pools).
+    instance_provision_timeout_s: int | None = None
     initial_instance_count: int = 1
     model_data_download_timeout_s: int = 1200
     container_startup_timeout_s: int = 1200
@@ -108,6 +116,8 @@ class EndpointSettings:
     PROPS: ClassVar[dict[str, str]] = {
         "endpoint_name": "endpoint_name",
         "instance_type": "instance_type",
+        "instance_pools": "instance_pools",
+        "provision_timeout_s": "instance_provision_timeout_s",
         "initial_instance_count": "initial_instance_count",
         "model_data_download_timeout_s": "model_data_download_timeout_s",
         "container_startup_timeout_s": "container_startup_timeout_s",
@@ -159,12 +169,19 @@ class EndpointSettings:
         self.app_problems(p, region)
         return list(p)
 
-    def instance_spec(self, p: Problems) -> instance_types.InstanceSpec | None:
-        """The catalogue's facts of the instance type (None, with a problem recorded, when it lacks them; None, with
-        nothing recorded, when the type is not a SageMaker type: the variant's check reports that)."""
-        if not instance_types.is_instance_type(self.instance_type):
-            return None
-        return instance_types.check_catalogued(p, "instance_type", self.instance_type)
+    def instance_specs(self, p: Problems) -> list[tuple[str, instance_types.InstanceSpec]]:
+        """``(key, facts)`` of every instance type the endpoint may run: ``instance_type``, or each of
+        ``instance_pools`` (named after that key in problems), so every rule sized by the instance holds for each.
+        A type the catalogue lacks is left out with a problem recorded; one that is not a SageMaker type is left out
+        silently (the variant's check reports it)."""
+        key = "instance_pools" if self.instance_pools else "instance_type"
+        specs = []
+        for name in dict.fromkeys(self.variant().instance_types):  # a duplicate is the variant's problem, once
+            if instance_types.is_instance_type(name):
+                spec = instance_types.check_catalogued(p, key, name)
+                if spec is not None:
+                    specs.append((key, spec))
+        return specs
 
     def app_problems(self, p: Problems, region: str) -> None:
         """The rules of this app for the section (subclasses)."""
@@ -246,6 +263,17 @@ class VoxtralSettings(EndpointSettings):
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
         return self.props(BridgeAlarmThresholds)
 
+    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
+        """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the
+        image is ``image_uri`` when set, else the base image of ``container_dir/Dockerfile`` (the asset built at
+        synth). INCOMPATIBLE is a settings problem; UNKNOWN (a tag that names no CUDA) and the compatibility modes
+        are warnings of the Voxtral stack."""
+        if self.image_uri is not None:
+            image, source = self.image_uri, "voxtral.image_uri"
+        else:
+            image, source = bridge_base_image(container_dir), f"the base image of {container_dir.name}/Dockerfile"
+        return cuda_compat.check_image(image, source, self.inference_ami_version, self.instance_type)
+
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
 
@@ -256,15 +284,18 @@ class VoxtralSettings(EndpointSettings):
     def _model_problems(self, p: Problems, region: str) -> None:
         """The model, its weights and image, and whether one GPU of the instance holds it."""
         start = len(p)
-        spec = self.instance_spec(p)
-        if spec is not None and spec.gpus == 0:
-            p.add("instance_type", self.instance_type,
-                  f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+        specs = self.instance_specs(p)
+        for key, spec in specs:
+            if spec.gpus == 0:
+                p.add(key, spec.name, f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
         check_repository_id(p, "model_id", self.model_id)
         if self.model_s3_uri is not None:
             check_model_data_s3_uri(p, "model_s3_uri", self.model_s3_uri)
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, region)
+        compatibility = self.image_compatibility()
+        if compatibility.verdict is cuda_compat.Verdict.INCOMPATIBLE:
+            p.add("inference_ami_version", self.inference_ami_version, compatibility.reason)
         if self.max_model_len < 1:
             p.add("max_model_len", self.max_model_len, "must be a positive whole number (tokens; 12.5 per second of audio)")
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
@@ -279,12 +310,13 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
-        # The memory estimate only when every value it depends on passed its checks.
-        if spec is not None and spec.gpus and len(p) == start:
+        # The memory estimate only when every value it depends on passed its checks; for each type the endpoint may
+        # run, since vLLM gets the same max_num_seqs on every one.
+        for key, spec in specs if len(p) == start else ():
             fits = max_num_seqs_that_fit(spec, self.max_model_len, self.gpu_memory_utilization)
             if fits < self.max_num_seqs:
                 p.note(
-                    f"{p.ref('instance_type', self.instance_type)} with {p.ref('max_model_len', self.max_model_len)} "
+                    f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
                     f"and {p.ref('stream_cap', self.max_num_seqs)}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) "
                     f"holds the weights and KV cache for at most {fits} sequence(s) of that length; lower max_num_seqs "
                     "or max_model_len, or choose a GPU with more memory (estimate: README, 'GPU memory')"
@@ -324,11 +356,11 @@ class SonicSettings(EndpointSettings):
     alarm_model_latency_p90_ms: float = 3000.0
 
     def app_problems(self, p: Problems, region: str) -> None:
-        spec = self.instance_spec(p)
-        if spec is not None and not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
-            p.add("instance_type", self.instance_type,
-                  "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger, "
-                  "ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge")
+        for key, spec in self.instance_specs(p):
+            if not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
+                p.add(key, spec.name,
+                      "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger, "
+                      "ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge")
         if self.model_package_arn is None:
             if region not in SONIC_MODEL_PACKAGES:
                 p.note(f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic model package ARN is "
@@ -402,6 +434,93 @@ class EcsSettings:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """Where the endpoints run (README, "Private deployment"): ``public`` is SageMaker-managed networking; ``vpc`` puts
+    both Models in private subnets with no internet access, a new VPC unless ``vpc_id`` is given."""
+
+    mode: Literal["public", "vpc"] = "public"
+    #: An existing VPC (with subnet_ids, availability_zones and vpc_cidr); None = the stack makes one.
+    vpc_id: str | None = None
+    subnet_ids: list[str] = field(default_factory=list)
+    #: The Availability Zone of each subnet, in the order of subnet_ids (no lookups at synth).
+    availability_zones: list[str] = field(default_factory=list)
+    #: The route table of each subnet (the S3 gateway endpoint is added to them); with create_endpoints only.
+    route_table_ids: list[str] = field(default_factory=list)
+    #: Security groups for the Models instead of the one the stack makes.
+    security_group_ids: list[str] = field(default_factory=list)
+    #: CIDR block of the new VPC (None = 10.80.0.0/16), or of the existing one (required with vpc_id).
+    vpc_cidr: str | None = None
+    max_azs: int = 2
+    #: Make the S3, ECR and SageMaker runtime VPC endpoints (off when the VPC has them already).
+    create_endpoints: bool = True
+    #: Who may reach the SageMaker runtime endpoint on 443/8443 (None/empty = the VPC's CIDR block).
+    caller_cidrs: list[str] = field(default_factory=list)
+    #: The caller policies allow invoking only through the runtime VPC endpoint made here (aws:SourceVpce).
+    require_source_vpce: bool = False
+
+    @property
+    def private(self) -> bool:
+        return self.mode == "vpc"
+
+    def network_props(self, kms_key_arn: str | None = None) -> PrivateNetworkProps:
+        existing = None
+        if self.vpc_id is not None:
+            existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
+                                   availability_zones=self.availability_zones, cidr=self.vpc_cidr or "",
+                                   route_table_ids=self.route_table_ids)
+        return PrivateNetworkProps(
+            existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
+            security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
+            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn)
+
+    def problems(self, region: str) -> list[str]:
+        p = Problems(name=lambda prop: f"network.{prop}")
+        defaults = NetworkSettings()
+        if not self.private:
+            for name in ctx.section_fields(NetworkSettings):
+                if name != "mode" and getattr(self, name) != getattr(defaults, name):
+                    p.add(name, getattr(self, name), "set only with network.mode=vpc (public mode uses "
+                                                     "SageMaker-managed networking)")
+            return list(p)
+        existing_keys = {"subnet_ids": self.subnet_ids, "availability_zones": self.availability_zones,
+                         "route_table_ids": self.route_table_ids}
+        if self.vpc_id is None:
+            for name, value in existing_keys.items():
+                if value:
+                    p.add(name, value, "set only together with network.vpc_id (an existing VPC)")
+        elif self.vpc_cidr is None:
+            p.add("vpc_cidr", None, "must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)")
+        elif not self.subnet_ids:
+            p.add("subnet_ids", [], "must list the VPC's private subnets (at least two Availability Zones)")
+        if self.vpc_id is None or (self.vpc_cidr is not None and self.subnet_ids):
+            self.network_props().problems(p, region)
+        if self.require_source_vpce and not self.create_endpoints:
+            p.add("require_source_vpce", True, "needs network.create_endpoints=true (the runtime endpoint made here)")
+        return list(p)
+
+
+@dataclass(frozen=True)
+class EncryptionSettings:
+    """The customer managed key of the deployment's data (README, "Private deployment")."""
+
+    #: A key made elsewhere (a key ARN in the stack's Region; its key policy must let CloudWatch Logs and CloudWatch
+    #: use it, README). None = the stack makes one when create_key says so.
+    kms_key_arn: str | None = None
+    #: Make a key (rotated yearly). None = yes in network.mode=vpc, no in public mode (today's encryption).
+    create_key: bool | None = None
+    #: Encrypt the ECR repository with the key. Changing it REPLACES the repository. None = yes in vpc mode only.
+    repository: bool | None = None
+
+    def problems(self, region: str) -> list[str]:
+        p = Problems(name=lambda prop: f"encryption.{prop}")
+        if self.kms_key_arn is not None:
+            check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
+            if self.create_key:
+                p.add("create_key", True, "must be false or null with encryption.kms_key_arn (one key)")
+        return list(p)
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings of the app. Built only by :func:`load_settings`."""
 
@@ -416,6 +535,26 @@ class Settings:
     voxtral: VoxtralSettings = field(default_factory=VoxtralSettings)
     sonic: SonicSettings = field(default_factory=SonicSettings)
     ecs: EcsSettings = field(default_factory=EcsSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
+
+    @property
+    def makes_key(self) -> bool:
+        """Whether the stacks make the data key (encryption.create_key, defaulting to network.mode=vpc)."""
+        if self.encryption.kms_key_arn is not None:
+            return False
+        return self.network.private if self.encryption.create_key is None else self.encryption.create_key
+
+    @property
+    def uses_key(self) -> bool:
+        """Whether the data is under a customer managed key (given or made)."""
+        return self.makes_key or self.encryption.kms_key_arn is not None
+
+    @property
+    def encrypts_repository(self) -> bool:
+        """Whether the ECR repository uses the key (replaces an existing repository: README)."""
+        wanted = self.network.private if self.encryption.repository is None else self.encryption.repository
+        return self.uses_key and wanted
 
     @property
     def sonic_model_package_arn(self) -> str:
@@ -434,12 +573,21 @@ class Settings:
             check_email(p, "alarm_email", self.alarm_email)
         if not self.voxtral.enabled and not self.sonic.enabled:
             p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be enabled")
-        problems = list(p)
+        problems = list(p) + self.network.problems(self.region) + self.encryption.problems(self.region)
+        if self.encryption.repository and not self.uses_key:
+            problems.append("encryption.repository=true: needs a key (encryption.kms_key_arn or encryption.create_key)")
         for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
             if endpoint.enabled:
                 problems += endpoint.problems(section, self.region)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self.region, self.voxtral)
+            if self.network.private:
+                # Not supported yet, said rather than ignored: the ECS target makes its own VPC (public subnets for
+                # the load balancer, a NAT gateway for the tasks' AWS API calls), and the Foundation stack's private
+                # network has no route out and no ECS, ECS agent, CloudWatch Logs or Secrets Manager VPC endpoints.
+                problems.append("voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target "
+                                "makes its own VPC with a NAT gateway); use network.mode='public' with the ECS "
+                                "target, or voxtral.target='sagemaker' for a private deployment")
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")
@@ -448,7 +596,8 @@ class Settings:
 
 # --- Parsing --------------------------------------------------------------------------------------------------------
 
-SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings}
+SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings,
+                             "network.": NetworkSettings, "encryption.": EncryptionSettings}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
 
@@ -487,7 +636,9 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
             problems.append(f"{key}={show(raw)}: {error}")
 
     settings = Settings(**values[""], voxtral=VoxtralSettings(**values["voxtral."]),
-                        sonic=SonicSettings(**values["sonic."]), ecs=EcsSettings(**values["ecs."]))
+                        sonic=SonicSettings(**values["sonic."]), ecs=EcsSettings(**values["ecs."]),
+                        network=NetworkSettings(**values["network."]),
+                        encryption=EncryptionSettings(**values["encryption."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.
     problems.extend(settings.problems())
     if problems:

@@ -33,6 +33,9 @@ _MODULES = {
     "model_staging": ("ModelStaging", "ModelStagingProps"),
     "ecs_service": ("GpuEcsService", "GpuEcsServiceProps"),
     "ecs_props": ("GpuCapacity", "LoadBalancing"),
+    "network": ("PrivateNetwork",),
+    "network_props": ("PrivateNetworkProps", "ExistingVpc", "DataKeyProps"),
+    "encryption": ("DataKey",),
     "validation": ("PropsError",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}

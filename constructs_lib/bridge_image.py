@@ -10,9 +10,10 @@ from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import check_ecr_image_uri
 from constructs_lib.validation import Problems
 
@@ -31,11 +32,15 @@ class BridgeImageProps:
         prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
             One of ``container_dir`` and ``prebuilt_image_uri`` is required.
         retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
+        encryption_key: a customer managed key for the repository (KMS encryption). Changing a repository's
+            encryption replaces it (AWS::ECR::Repository EncryptionConfiguration: "Update requires: Replacement"), so an
+            existing deployment should opt in knowingly. Default: AES-256 (SSE-S3).
     """
 
     container_dir: Path | None = None
     prebuilt_image_uri: str | None = None
     retain_data: bool = False
+    encryption_key: kms.IKey | None = None
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.prebuilt_image_uri is not None:
@@ -76,7 +81,8 @@ class BridgeImage(Construct):
             "Repository",
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
-            encryption=ecr.RepositoryEncryption.AES_256,
+            encryption=ecr.RepositoryEncryption.KMS if props.encryption_key else ecr.RepositoryEncryption.AES_256,
+            encryption_key=props.encryption_key,
             lifecycle_rules=[
                 ecr.LifecycleRule(
                     description=f"Keep the newest {KEEP_NEWEST_IMAGES} images",
@@ -115,6 +121,22 @@ class BridgeImage(Construct):
             role=self._copy_role(asset).without_policy_updates(),
         )
         copy.node.add_dependency(self.repository)
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls from and pushes to; an "
+                                 "inline policy belongs to that one role and goes with it.",
+        })
+        # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this construct.
+        for function in Stack.of(self).node.children:
+            if function.node.id.startswith("Custom::CDKECRDeployment"):
+                skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
+                acknowledge_compliance(function, {
+                    "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per deployment, called by "
+                                         "CloudFormation; nothing else can invoke it.",
+                    "LambdaDLQ": "The copy function is a CloudFormation custom resource: a failure fails (and rolls "
+                                 "back) the deployment, which is where it must be seen; there is no event to keep.",
+                    "LambdaInsideVPC": "The copy function moves the image between two ECR repositories at deploy "
+                                       "time; it handles no inference data and does not run in the endpoints' VPC.",
+                })
         self.copy = copy
 
     def _copy_role(self, asset: ecr_assets.DockerImageAsset) -> iam.Role:

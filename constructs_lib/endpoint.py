@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
@@ -62,6 +63,8 @@ class EndpointBase(Construct, EndpointMetrics):
         endpoint_arn: the endpoint's ARN.
         variant_name: the variant the metric helpers and autoscaling address.
         instance_type: the variant's instance type, or None when unknown (an imported endpoint without it).
+        instance_types: every instance type the variant may run (its instance pools, else ``instance_type``); empty
+            when unknown. Alarms scale by the smallest of them (:func:`constructs_lib.instance_types.alarm_capacity`).
         initial_instance_count: the variant's initial count, or None when unknown.
         invoke_actions: what :meth:`grant_invoke` allows by default.
         rolling_update: the endpoint's rolling update, or None.
@@ -75,10 +78,12 @@ class EndpointBase(Construct, EndpointMetrics):
     variant_name: str
 
     def __init__(self, scope: Construct, construct_id: str, *, instance_type: str | None,
-                 initial_instance_count: int | None, invoke_actions: Sequence[str]) -> None:
+                 initial_instance_count: int | None, invoke_actions: Sequence[str],
+                 instance_types: Sequence[str] = ()) -> None:
         # The names come from the subclass (EndpointMetrics.__init__), once it knows them.
         Construct.__init__(self, scope, construct_id)
         self.instance_type = instance_type
+        self.instance_types: tuple[str, ...] = tuple(instance_types) or ((instance_type,) if instance_type else ())
         self.initial_instance_count = initial_instance_count
         self.invoke_actions = tuple(invoke_actions)
         self.rolling_update: RollingUpdate | None = None
@@ -191,7 +196,8 @@ class RealtimeEndpoint(EndpointBase):
         problems.raise_if_any(f"RealtimeEndpoint {construct_id}")
         variant = props.variant
         super().__init__(scope, construct_id, instance_type=variant.instance_type,
-                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions)
+                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions,
+                         instance_types=variant.instance_types)
         # The name is needed at synth (it names the log group, which must exist before the endpoint): a default one
         # is made from the construct path, unique in the app and stable across deployments.
         EndpointMetrics.__init__(
@@ -208,6 +214,7 @@ class RealtimeEndpoint(EndpointBase):
             "LogGroup",
             log_group_name=f"{LOG_GROUP_PREFIX}{self.endpoint_name}",
             retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
+            encryption_key=kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None,
             removal_policy=RemovalPolicy.DESTROY,
         )
         self._grant_log_write(log_group)
@@ -220,6 +227,9 @@ class RealtimeEndpoint(EndpointBase):
             execution_role_arn=self.role.role_arn,
             primary_container=_container_definition(props.container),
             enable_network_isolation=props.network_isolation,
+            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
+            ) if props.vpc_subnets else None,
         )
         # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
         model.node.add_dependency(self.role)
@@ -235,7 +245,14 @@ class RealtimeEndpoint(EndpointBase):
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant.variant_name,
                     model_name=model.attr_model_name,
-                    instance_type=variant.instance_type,
+                    # With instance pools the variant names its types there only (SageMaker developer guide,
+                    # "Deploy to multiple instance types with instance pools").
+                    instance_type=None if variant.instance_pools else variant.instance_type,
+                    instance_pools=[
+                        sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=instance_type, priority=priority)
+                        for priority, instance_type in enumerate(variant.instance_pools, start=1)
+                    ] or None,
+                    variant_instance_provision_timeout_in_seconds=variant.instance_provision_timeout_s,
                     initial_instance_count=variant.initial_instance_count,
                     initial_variant_weight=1.0,
                     model_data_download_timeout_in_seconds=variant.model_data_download_timeout_s,
@@ -360,8 +377,12 @@ class RealtimeEndpoint(EndpointBase):
             "InvokePolicy",
             description=f"Invoke the {props.description} endpoint {self.endpoint_name} (and nothing else)",
             statements=[
-                iam.PolicyStatement(sid="InvokeEndpoint", actions=list(props.invoke_actions),
-                                    resources=[self.endpoint_arn])
+                iam.PolicyStatement(
+                    sid="InvokeEndpoint", actions=list(props.invoke_actions), resources=[self.endpoint_arn],
+                    # Only through the given VPC endpoints: aws:SourceVpce is set on requests that arrive through a
+                    # VPC endpoint (IAM user guide, "AWS global condition context keys").
+                    conditions={"StringEquals": {"aws:SourceVpce": list(props.require_source_vpce)}}
+                    if props.require_source_vpce else None)
             ],
         )
         if INVOKE_BIDIRECTIONAL in props.invoke_actions:

@@ -25,6 +25,7 @@ class IEndpoint(Protocol):
     Attributes:
         endpoint_name / endpoint_arn / variant_name: what it is.
         instance_type / initial_instance_count: the variant's, or None when unknown (an imported endpoint).
+        instance_types: every instance type the variant may run (instance pools), empty when unknown.
         rolling_update: its rolling update, or None.
         when_in_service: met once CloudFormation created the endpoint, or None (an imported endpoint).
         scalable_instance_count: its :class:`~constructs_lib.scaling.ScalableInstanceCount`, once made.
@@ -35,6 +36,7 @@ class IEndpoint(Protocol):
     endpoint_arn: str
     variant_name: str
     instance_type: str | None
+    instance_types: tuple[str, ...]
     initial_instance_count: int | None
     rolling_update: RollingUpdate | None
     when_in_service: IDependable | None

@@ -13,11 +13,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from constructs_lib.cuda_compat import INFERENCE_AMIS
 from constructs_lib.instance_types import check_instance_type
 from constructs_lib.model_staging_build.stage_model.location import S3Prefix
 from constructs_lib.names import (
     ENDPOINT_NAME_RE,
+    SECURITY_GROUP_ID_RE,
+    SUBNET_ID_RE,
+    VPC_ENDPOINT_ID_RE,
     check_ecr_image_uri,
+    check_ids,
     check_endpoint_name,
     check_kms_key_arn,
     check_model_package_arn,
@@ -52,13 +57,22 @@ LOG_RETENTION = {
 LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 #: ModelDataDownloadTimeoutInSeconds and ContainerStartupHealthCheckTimeoutInSeconds: 60-3600 s (CreateEndpointConfig).
 TIMEOUT_RANGE_S = (60, 3600)
-#: ProductionVariant.InferenceAmiVersion values (CreateEndpointConfig API reference; botocore's SageMaker model).
-INFERENCE_AMI_VERSIONS = (
-    "al2-ami-sagemaker-inference-gpu-2",
-    "al2-ami-sagemaker-inference-gpu-2-1",
-    "al2-ami-sagemaker-inference-gpu-3-1",
-    "al2023-ami-sagemaker-inference-gpu-4-1",
-)
+#: ProductionVariant.InferenceAmiVersion values (CreateEndpointConfig API reference; botocore's SageMaker model): the
+#: GPU AMIs of :data:`constructs_lib.cuda_compat.INFERENCE_AMIS`, whose driver and CUDA are known.
+INFERENCE_AMI_VERSIONS = tuple(INFERENCE_AMIS)
+#: ProductionVariant.InstancePools: 1-5 pools, priorities 1 (first tried) to 5 (SageMaker API reference, InstancePool
+#: and ProductionVariant; CloudFormation AWS::SageMaker::EndpointConfig InstancePool). With pools the variant sets no
+#: InstanceType ("replace the InstanceType parameter in the production variant with an InstancePools list",
+#: SageMaker developer guide, "Deploy to multiple instance types with instance pools").
+MAX_INSTANCE_POOLS = 5
+#: VariantInstanceProvisionTimeoutInSeconds: 300-3600 s, the total time SageMaker spends provisioning instances across
+#: the pools (after an insufficient-capacity error it tries the next pool) before the operation fails; model download
+#: and container start-up are not part of it (ProductionVariant API reference).
+PROVISION_TIMEOUT_RANGE_S = (300, 3600)
+#: The provisioning timeout synthesized with instance pools when none is given: 30 minutes lets SageMaker work through
+#: all pools and retry while capacity frees up, and still fails a deploy well within CloudFormation's wait for the
+#: Endpoint (a rolling update's time limit adds it: ProductionVariant.instance_start_s).
+DEFAULT_POOL_PROVISION_TIMEOUT_S = 1800
 #: ProductionVariant RoutingConfig.RoutingStrategy values. LEAST_OUTSTANDING_REQUESTS sends a request to the instance
 #: with the fewest in flight, which suits long streams of uneven length (SageMaker developer guide, "Routing").
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
@@ -157,6 +171,13 @@ class ProductionVariant:
         container_startup_timeout_s: ContainerStartupHealthCheckTimeoutInSeconds, 60-3600; default SageMaker's.
         inference_ami_version: InferenceAmiVersion (driver and CUDA of the host); default SageMaker's.
         routing_strategy: default ``LEAST_OUTSTANDING_REQUESTS`` (see :data:`ROUTING_STRATEGIES`).
+        instance_pools: capacity fallback: the instance types the variant may run, in priority order (1-5 distinct
+            types, synthesized as InstancePools with priorities 1, 2, ...; the first must be ``instance_type``). When
+            SageMaker cannot get capacity of one type, at creation, update or scale-out, it tries the next. Default:
+            none (``instance_type`` only). Everything sized by the instance (model fit, alarm thresholds, quotas) must
+            hold for every type in the list.
+        provision_timeout_s: VariantInstanceProvisionTimeoutInSeconds, 300-3600. Default: with instance pools
+            :data:`DEFAULT_POOL_PROVISION_TIMEOUT_S`, without them SageMaker's.
     """
 
     instance_type: str
@@ -166,9 +187,24 @@ class ProductionVariant:
     container_startup_timeout_s: int | None = None
     inference_ami_version: str | None = None
     routing_strategy: str = "LEAST_OUTSTANDING_REQUESTS"
+    instance_pools: Sequence[str] = ()
+    provision_timeout_s: int | None = None
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every instance type the variant may run: the instance pools in priority order, else ``instance_type``."""
+        return tuple(self.instance_pools) or (self.instance_type,)
+
+    @property
+    def instance_provision_timeout_s(self) -> int | None:
+        """``provision_timeout_s`` with its default applied (None: SageMaker's own, not synthesized)."""
+        if self.provision_timeout_s is None and self.instance_pools:
+            return DEFAULT_POOL_PROVISION_TIMEOUT_S
+        return self.provision_timeout_s
 
     def problems(self, p: Problems) -> None:
         check_instance_type(p, "instance_type", self.instance_type)
+        self._pool_problems(p)
         if self.initial_instance_count < 1:
             p.add("initial_instance_count", self.initial_instance_count, "must be a positive whole number")
         if not ENDPOINT_NAME_RE.fullmatch(self.variant_name):
@@ -182,12 +218,35 @@ class ProductionVariant:
         if self.routing_strategy not in ROUTING_STRATEGIES:
             p.add("routing_strategy", self.routing_strategy, f"must be one of {', '.join(ROUTING_STRATEGIES)}")
 
+    def _pool_problems(self, p: Problems) -> None:
+        pools = list(self.instance_pools)
+        low, high = PROVISION_TIMEOUT_RANGE_S
+        if self.provision_timeout_s is not None and not low <= self.provision_timeout_s <= high:
+            p.add("provision_timeout_s", self.provision_timeout_s, f"must be between {low} and {high} seconds "
+                                                                    "(VariantInstanceProvisionTimeoutInSeconds)")
+        if not pools:
+            return
+        for instance_type in pools:
+            if not is_token(instance_type):
+                check_instance_type(p, "instance_pools", instance_type)
+        duplicates = sorted({t for t in pools if pools.count(t) > 1})
+        if duplicates:
+            p.add("instance_pools", pools, f"lists {', '.join(duplicates)} more than once; each instance type is one "
+                                           "pool")
+        if len(pools) > MAX_INSTANCE_POOLS:
+            p.add("instance_pools", pools, f"must list at most {MAX_INSTANCE_POOLS} instance types (InstancePools)")
+        if pools[0] != self.instance_type:
+            p.add("instance_pools", pools, f"must start with {p.ref('instance_type', self.instance_type)}, the "
+                                           "priority-1 pool (set both: the instance type is the one tried first)")
+
     @property
     def instance_start_s(self) -> int:
-        """Longest time one instance may take to start: model download plus container start-up timeouts (SageMaker's
-        default counted as the 3600 s maximum, an upper bound)."""
+        """Longest time one instance may take to start: capacity provisioning (when its timeout is synthesized), model
+        download and container start-up timeouts (SageMaker's default counted as the 3600 s maximum, an upper
+        bound)."""
         high = TIMEOUT_RANGE_S[1]
-        return (self.model_data_download_timeout_s or high) + (self.container_startup_timeout_s or high)
+        return ((self.instance_provision_timeout_s or 0) + (self.model_data_download_timeout_s or high)
+                + (self.container_startup_timeout_s or high))
 
 
 def rolling_update_timeout_s(batch_percent: int, instance_start_s: int, wait_s: int) -> int:
@@ -261,6 +320,8 @@ class RealtimeEndpointProps:
         volume_kms_key_arn: KMS key (or alias) ARN for the instances' ML storage volumes. Default: AWS-managed
             encryption.
         log_retention_days: retention of the endpoint's log group (:data:`LOG_RETENTION_DAYS`). Default 30.
+        log_kms_key_arn: KMS key ARN that encrypts the endpoint's log group (its key policy must let CloudWatch Logs
+            use it for this log group). Default: CloudWatch Logs' own encryption.
         rolling_update: how EndpointConfig changes roll out. Default: SageMaker's (a new fleet, then all traffic at
             once).
         invoke_actions: what :meth:`~constructs_lib.endpoint.RealtimeEndpoint.grant_invoke` and the caller policy
@@ -268,6 +329,12 @@ class RealtimeEndpointProps:
             streaming).
         description: words for the caller policy's description, e.g. "Voxtral speech-to-text". Default
             "SageMaker real-time".
+        vpc_subnets: subnet ids of the Model's ``VpcConfig`` (private subnets in at least two Availability Zones:
+            SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC").
+            Default: none (SageMaker-managed networking).
+        security_groups: security group ids of the Model's ``VpcConfig``; given exactly when ``vpc_subnets`` is.
+        require_source_vpce: VPC endpoint ids (``vpce-...``); the caller policy then allows invoking only through
+            one of them (``aws:SourceVpce``). Default: any network path.
     """
 
     container: ImageContainer | ModelPackageContainer
@@ -277,9 +344,13 @@ class RealtimeEndpointProps:
     enable_network_isolation: bool | None = None
     volume_kms_key_arn: str | None = None
     log_retention_days: int = 30
+    log_kms_key_arn: str | None = None
     rolling_update: RollingUpdate | None = None
     invoke_actions: Sequence[str] = (INVOKE,)
     description: str = "SageMaker real-time"
+    vpc_subnets: Sequence[str] = ()
+    security_groups: Sequence[str] = ()
+    require_source_vpce: Sequence[str] = ()
 
     @property
     def network_isolation(self) -> bool:
@@ -297,6 +368,8 @@ class RealtimeEndpointProps:
         if self.volume_kms_key_arn is not None:
             check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, region, alias=True)
         check_log_retention_days(p, "log_retention_days", self.log_retention_days)
+        if self.log_kms_key_arn is not None:
+            check_kms_key_arn(p, "log_kms_key_arn", self.log_kms_key_arn, region, alias=False)
         if self.rolling_update is not None:
             self.rolling_update.problems(p)
             if isinstance(self.container, ModelPackageContainer):
@@ -305,6 +378,16 @@ class RealtimeEndpointProps:
         if isinstance(self.container, ModelPackageContainer) and self.enable_network_isolation is False:
             p.add("enable_network_isolation", False, "must be true (or unset) for a model package: Marketplace "
                                                      "packages run only without network access")
+        if bool(self.vpc_subnets) != bool(self.security_groups):
+            p.note(f"{p.ref('vpc_subnets', list(self.vpc_subnets))} and "
+                   f"{p.ref('security_groups', list(self.security_groups))}: give both (a VpcConfig) or neither")
+        for prop, values, pattern, form in (
+                ("vpc_subnets", self.vpc_subnets, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'"),
+                ("security_groups", self.security_groups, SECURITY_GROUP_ID_RE,
+                 "security group ids such as 'sg-0123456789abcdef0'"),
+                ("require_source_vpce", self.require_source_vpce, VPC_ENDPOINT_ID_RE,
+                 "VPC endpoint ids such as 'vpce-0123456789abcdef0'")):
+            check_ids(p, prop, values, pattern, form)
         unknown = [action for action in self.invoke_actions if action not in INVOKE_ACTIONS]
         if unknown or not self.invoke_actions:
             p.add("invoke_actions", list(self.invoke_actions), f"must be one or more of {', '.join(INVOKE_ACTIONS)}")

@@ -7,7 +7,7 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import acknowledge_compliance, nag_render
 
 #: Namespace of SageMaker's per-instance endpoint metrics (CPUUtilization, GPUUtilization, ...; SageMaker
 #: developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").
@@ -31,22 +31,30 @@ class SageMakerExecutionRole(Construct):
 
     Args:
         description: the role's description. Default: "SageMaker execution role".
+        path: the role's IAM path (e.g. ``/realtime-voice/model-data/``), so that a bucket policy can name the roles
+            that may use the data by ``aws:PrincipalArn`` before they exist. Changing it replaces the role. Default ``/``.
 
     Attributes:
         role: the IAM role (an ``iam.IRole``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, description: str = "SageMaker execution role") -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, description: str = "SageMaker execution role",
+                 path: str | None = None) -> None:
         super().__init__(scope, construct_id)
         account = Stack.of(self).account
         self.role = iam.Role(
             self,
             "Role",
             description=description,
+            path=path,
             assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL).with_conditions(
                 {"StringEquals": {"aws:SourceAccount": account}}
             ),
         )
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "The execution role's statements are scoped to this endpoint's image, model data, log "
+                                 "group and metrics; an inline policy belongs to this role alone and goes with it.",
+        })
 
     @property
     def grant_principal(self) -> iam.IPrincipal:
@@ -128,3 +136,8 @@ class SageMakerExecutionRole(Construct):
             "CloudWatch); a cloudwatch:namespace condition limits it to the endpoint's instance metrics and the "
             "bridge's namespace.",
         )
+
+    def grant_key_read(self, key_arn: str) -> None:
+        """Decrypt with one KMS key: model data in an SSE-KMS bucket (S3 GetObject needs kms:Decrypt)."""
+        self._add(iam.PolicyStatement(sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"],
+                                      resources=[key_arn]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from constructs_lib.validation import Problems
@@ -105,6 +106,27 @@ def sagemaker_instance_types() -> frozenset[str]:
 def lookup(instance_type: str) -> InstanceSpec | None:
     """Return the spec of ``instance_type`` (e.g. ``ml.g6.4xlarge``), or ``None`` when the catalogue lacks it."""
     return CATALOGUE.get(instance_type)
+
+
+def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
+    """``(GPUs, vCPUs)`` that utilisation alarm thresholds scale by, for a variant that may run any of
+    ``instance_types`` (its instance pools): the fewest GPUs and the fewest vCPUs among them.
+
+    Why the fewest: SageMaker reports ``GPUUtilization`` of an instance from 0 to 100 x its GPUs (``CPUUtilization``
+    likewise per vCPU), so instances of pools with different counts report on different scales. A threshold of
+    percent x the fewest is exactly the percent asked for on the smallest type and fires earlier (at a lower share
+    of capacity) on a larger one: an early page at worst. Percent x the most would be a level an instance of the
+    smallest type can never reach: an alarm that stays silent while it saturates. Pools of equal counts change
+    nothing.
+
+    Raises:
+        ValueError: ``instance_types`` is empty, or one of them is not in the catalogue.
+    """
+    specs = [lookup(name) for name in instance_types]
+    missing = [name for name, spec in zip(instance_types, specs) if spec is None]
+    if not specs or missing:
+        raise ValueError(f"instance types {list(missing or instance_types)!r}: not in constructs_lib/instance_types.py")
+    return min(spec.gpus for spec in specs), min(spec.vcpus for spec in specs)
 
 
 def gpu_families() -> str:

@@ -40,7 +40,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import check_hub_token_key, check_repository_id, check_revision
 from constructs_lib.validation import Problems
 
@@ -94,6 +94,10 @@ class ModelStagingProps:
             (kms:ViaService and the kms:EncryptionContext:SecretARN Secrets Manager sets:
             https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html). The key policy
             must let the account's IAM policies grant access (the default key policy does).
+        encryption_key: a customer managed key: the build role may encrypt the weights it writes with it (an SSE-KMS
+            model bucket), and it encrypts the build's artifacts and every log group here (its key policy must let
+            CloudWatch Logs use it). Default: the AWS managed key for S3, and CloudWatch Logs' own encryption.
+        role_path: IAM path of the build's role (see ``SageMakerExecutionRole``'s ``path``). Default ``/``.
         build_timeout: CodeBuild build timeout, at most MAX_BUILD_TIMEOUT (50 minutes).
         compute_type: CodeBuild compute type (MEDIUM: 4 vCPU, 7 GB memory, 128 GB disk).
     """
@@ -104,6 +108,8 @@ class ModelStagingProps:
     revision: str
     hf_token_secret: secretsmanager.ISecret | None = None
     hf_token_secret_kms_key_arn: str | None = None
+    encryption_key: kms.IKey | None = None
+    role_path: str | None = None
     build_timeout: Duration = field(default_factory=lambda: DEFAULT_BUILD_TIMEOUT)
     compute_type: codebuild.ComputeType = codebuild.ComputeType.MEDIUM
 
@@ -151,6 +157,23 @@ class ModelStaging(Construct):
 
         self.project = self._build_project(props, prefix, s3_uri)
         self.resource = self._custom_resource(props, s3_uri)
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "Each role of the staging (build, handlers, Provider framework) has statements scoped "
+                                 "to this project, prefix and log groups; an inline policy belongs to that one role.",
+            "LambdaConcurrency": "The handlers run only when CloudFormation creates, updates or deletes the staging "
+                                 "custom resource, and poll once a minute; nothing else can invoke them.",
+            "LambdaDLQ": "The handlers serve a CloudFormation custom resource: a failure fails the deployment with the "
+                         "build's reason, which is where it must be seen; there is no event to keep for a retry.",
+            "LambdaInsideVPC": "The handlers call only the CodeBuild and CloudFormation APIs and handle no model or "
+                               "inference data; they do not run in the endpoints' VPC.",
+            "CodeBuildProjectSourceRepoUrl": "The build's source is an S3 asset object (the staging code), not a "
+                                             "repository URL; there is no URL that could hold credentials.",
+        })
+        skip_checkov(self, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
+        skip_checkov(self, "AWS::IAM::Policy", {
+            "CKV_AWS_111": "The Provider framework's waiter state machine needs CloudWatch Logs log-delivery actions, "
+                           "which take no resource (Step Functions developer guide, logging).",
+        })
         self.model_s3_uri: str = self.resource.get_att_string("S3Uri")
         self.manifest_s3_uri: str = self.resource.get_att_string("ManifestUri")
 
@@ -176,7 +199,8 @@ class ModelStaging(Construct):
                 value=props.hf_token_secret.secret_arn
             )
         log_group = logs.LogGroup(
-            self, "BuildLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+            self, "BuildLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
+            encryption_key=props.encryption_key,
         )
         project = codebuild.Project(
             self,
@@ -220,10 +244,19 @@ class ModelStaging(Construct):
             queued_timeout=QUEUED_TIMEOUT,
             # The AWS managed key for S3 encrypts the build's artifacts (it has none) and satisfies CodeBuild's
             # default explicitly, without a customer managed key to pay for.
-            encryption_key=kms.Alias.from_alias_name(self, "S3ManagedKey", "alias/aws/s3"),
+            encryption_key=props.encryption_key or kms.Alias.from_alias_name(self, "S3ManagedKey", "alias/aws/s3"),
+            role=iam.Role(self, "BuildRole", assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+                          path=props.role_path) if props.role_path else None,
             logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=log_group)),
         )
-        self._grant_prefix(project, props.bucket, prefix)
+        if props.role_path:
+            # With a path, CodeBuild's ServiceRole must be the role's ARN, not its name (cfn-lint E3050).
+            project.node.default_child.add_property_override("ServiceRole", project.role.role_arn)
+            # CDK's template validation reads the property before the override; the template has the ARN.
+            Validations.of(project).acknowledge(Acknowledgment(
+                id="CloudFormation-Validate::E3050",
+                reason="ServiceRole is the role's ARN (GetAtt, set by the override above), as a role with a path needs."))
+        self._grant_prefix(project, props.bucket, prefix, props.encryption_key)
         if props.hf_token_secret is not None:
             props.hf_token_secret.grant_read(project)
             if props.hf_token_secret_kms_key_arn is not None:
@@ -249,7 +282,7 @@ class ModelStaging(Construct):
         )
 
     @staticmethod
-    def _grant_prefix(project: codebuild.Project, bucket: s3.IBucket, prefix: str) -> None:
+    def _grant_prefix(project: codebuild.Project, bucket: s3.IBucket, prefix: str, key: kms.IKey | None) -> None:
         """Object read/write/delete and multipart under ``prefix`` only; listing only that prefix."""
         project.add_to_role_policy(
             iam.PolicyStatement(
@@ -282,13 +315,22 @@ class ModelStaging(Construct):
         )
         if bucket.encryption_key is not None:
             bucket.encryption_key.grant_encrypt_decrypt(project)
+        if key is not None and bucket.encryption_key is None:
+            # The bucket is known by name (another stack's): its key is passed apart. PutObject and multipart uploads
+            # of SSE-KMS objects need both (S3 user guide, "Using server-side encryption with AWS KMS keys").
+            project.add_to_role_policy(iam.PolicyStatement(
+                sid="EncryptModelObjects", actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]))
         # What cdk-nag finds in the role's policy, and why it stays.
         stack = Stack.of(project)
         region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
         account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
         name = nag_render(stack, project.project_name)
         source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
-        _acknowledge(project, {
+        _acknowledge(project.role, {
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's grant on the build's encryption key (the data "
+                "key): data keys for the build's artifacts and logs, on that one key.",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's grant on the build's encryption key (the data key): "
+                "re-encryption on that one key only.",
             f"AwsSolutions-IAM5[Resource::{nag_render(stack, bucket.arn_for_objects(prefix + '*'))}]":
                 "The build role may read and write objects only under the model prefix; the wildcard is that prefix.",
             "AwsSolutions-IAM5[Action::s3:GetObject*]": source_read,
@@ -302,24 +344,28 @@ class ModelStaging(Construct):
 
     def _custom_resource(self, props: ModelStagingProps, s3_uri: str) -> CustomResource:
         project_arn = self.project.project_arn
-        on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn)
+        on_event = self._handler("OnEvent", "index.on_event", ["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"], project_arn, props.encryption_key)
         # Whether an Update is a rollback (the handler then starts no build for another prefix): its own stack only.
         on_event.add_to_role_policy(
             iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id])
         )
-        is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn)
+        is_complete = self._handler("IsComplete", "index.is_complete", ["codebuild:BatchGetBuilds"], project_arn,
+                                    props.encryption_key)
         provider = cr.Provider(
             self,
             "Provider",
             on_event_handler=on_event,
             is_complete_handler=is_complete,
+            provider_function_env_encryption=props.encryption_key,
             query_interval=QUERY_INTERVAL,
             total_timeout=TOTAL_TIMEOUT,
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY),
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
+                                    encryption_key=props.encryption_key),
             disable_waiter_state_machine_logging=False,
             waiter_state_machine_log_options=cr.LogOptions(
                 destination=logs.LogGroup(
-                    self, "WaiterLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+                    self, "WaiterLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
+                    encryption_key=props.encryption_key,
                 ),
                 include_execution_data=False,
                 level=sfn.LogLevel.ALL,
@@ -358,9 +404,11 @@ class ModelStaging(Construct):
         resource.node.add_dependency(self.project.role)
         return resource
 
-    def _handler(self, name: str, handler: str, actions: list[str], project_arn: str) -> lambda_.Function:
+    def _handler(self, name: str, handler: str, actions: list[str], project_arn: str,
+                 key: kms.IKey | None) -> lambda_.Function:
         """A Python Lambda function of the waiter code with its own log group and a role limited to ``actions``."""
-        log_group = logs.LogGroup(self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+        log_group = logs.LogGroup(self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
+                                  encryption_key=key)
         role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
         role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[project_arn]))
         # A log group's Arn attribute already ends in ":*" (its log streams).
@@ -378,6 +426,7 @@ class ModelStaging(Construct):
             role=role,
             log_group=log_group,
             environment={"MANIFEST_NAME": MANIFEST_NAME},
+            environment_encryption=key,
             description=f"Model staging custom resource: {handler}",
         )
 

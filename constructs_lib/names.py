@@ -11,6 +11,7 @@ CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from constructs_lib.model_staging_build.stage_model.constants import PINNED_REVISION_RE, REPOSITORY_ID_RE
 from constructs_lib.validation import Problems
@@ -44,6 +45,13 @@ SECRET_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}"
 )
 
+#: EC2 resource ids: a prefix and 8 (older) or 17 hexadecimal characters (Amazon EC2 API reference, resource ids).
+VPC_ID_RE = re.compile(r"vpc-([0-9a-f]{8}|[0-9a-f]{17})")
+SUBNET_ID_RE = re.compile(r"subnet-([0-9a-f]{8}|[0-9a-f]{17})")
+SECURITY_GROUP_ID_RE = re.compile(r"sg-([0-9a-f]{8}|[0-9a-f]{17})")
+ROUTE_TABLE_ID_RE = re.compile(r"rtb-([0-9a-f]{8}|[0-9a-f]{17})")
+VPC_ENDPOINT_ID_RE = re.compile(r"vpce-([0-9a-f]{8}|[0-9a-f]{17})")
+
 #: An e-mail address for an SNS e-mail subscription (one address; SNS asks it to confirm).
 EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
@@ -74,6 +82,14 @@ def check_regional_arn(p: Problems, prop: str, value: str, pattern: re.Pattern, 
         p.add(prop, value, f"the {noun} is in {match['region']} but the stack deploys to {region}{hint}")
         return None
     return match
+
+
+def check_ids(p: Problems, prop: str, values: Sequence[str], pattern: re.Pattern, example: str) -> None:
+    """A list of EC2 resource ids of one kind (:data:`SUBNET_ID_RE`, ...); ``example`` shows the form ("subnet ids
+    such as 'subnet-0123456789abcdef0'"). One problem naming every bad id."""
+    bad = [value for value in values if not is_token(value) and not pattern.fullmatch(value)]
+    if bad:
+        p.add(prop, list(values), f"must be {example}; not: {', '.join(map(repr, bad))}")
 
 
 def check_endpoint_name(p: Problems, prop: str, value: str) -> None:

@@ -8,14 +8,16 @@ from pathlib import Path
 
 from aws_cdk import App, Environment, Stack, Tags
 
+from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
+from stacks.foundation_stack import FoundationStack, foundation_refs
 from stacks.operations_stack import OperationsStack
 from stacks.sonic_stack import SonicStack
 from stacks.voxtral_ecs_stack import VoxtralEcsStack
 from stacks.voxtral_stack import VoxtralStack
 
-CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+CONTAINER_DIR = BRIDGE_CONTAINER_DIR
 
 
 @dataclass(frozen=True)
@@ -26,23 +28,31 @@ class VoiceApp:
     voxtral: VoxtralStack | VoxtralEcsStack | None
     sonic: SonicStack | None
     operations: OperationsStack
+    foundation: FoundationStack | None = None
 
     @property
     def stacks(self) -> list[Stack]:
-        return [s for s in (self.operations, self.artifacts, self.voxtral, self.sonic) if s is not None]
+        return [s for s in (self.foundation, self.operations, self.artifacts, self.voxtral, self.sonic) if s is not None]
 
 
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
     """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic``
-    (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic); with
-    ``voxtral.target=ecs``, ``-VoxtralEcs`` instead of ``-Voxtral``.
+    (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic), and ``-Foundation``
+    (data key and VPC) when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
+    instead of ``-Voxtral``.
 
     The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
     the region is the ``region`` setting.
     """
     env = Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=settings.region)
     prefix = settings.stack_name_prefix
-    artifacts = voxtral = sonic = None
+    artifacts = voxtral = sonic = foundation_stack = None
+    if settings.makes_key or settings.network.private:
+        foundation_stack = FoundationStack(
+            app, f"{prefix}-Foundation", settings=settings, env=env,
+            description="Real-time voice on SageMaker: data key and private network",
+        )
+    foundation = foundation_refs(settings, foundation_stack)
     operations = OperationsStack(
         app, f"{prefix}-Operations", settings=settings, env=env,
         description="Real-time voice on SageMaker: alarm topic and operations dashboard",
@@ -50,24 +60,26 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
     topic = operations.alarm_topic.topic
     if settings.voxtral.enabled:
         artifacts = ArtifactsStack(
-            app, f"{prefix}-Artifacts", settings=settings, container_dir=container_dir, env=env,
+            app, f"{prefix}-Artifacts", settings=settings, foundation=foundation, container_dir=container_dir, env=env,
             description="Real-time voice on SageMaker: bridge image repository and model bucket",
         )
         if settings.voxtral.target == "ecs":
             voxtral = VoxtralEcsStack(
-                app, f"{prefix}-VoxtralEcs", settings=settings, artifacts=artifacts.refs, alarm_topic=topic, env=env,
+                app, f"{prefix}-VoxtralEcs", settings=settings, foundation=foundation, artifacts=artifacts.refs,
+                alarm_topic=topic, env=env,
                 description="Real-time voice: Voxtral speech-to-text on ECS GPU instances behind a load balancer",
             )
         else:
             voxtral = VoxtralStack(
-                app, f"{prefix}-Voxtral", settings=settings, artifacts=artifacts.refs, alarm_topic=topic, env=env,
+                app, f"{prefix}-Voxtral", settings=settings, foundation=foundation, artifacts=artifacts.refs,
+                alarm_topic=topic, env=env,
                 description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
             )
         voxtral.add_stack_dependency(artifacts)
     if settings.sonic.enabled:
         sonic = SonicStack(
-            app, f"{prefix}-Sonic", settings=settings, alarm_topic=topic, env=env,
+            app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
             description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",
         )
     Tags.of(app).add("project", "sagemaker-realtime-voice")
-    return VoiceApp(artifacts, voxtral, sonic, operations)
+    return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack)

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
 from config.settings import Settings
 from constructs_lib.bridge_image import BridgeImage, BridgeImageProps
 from constructs_lib.model_bucket import ModelBucket, ModelBucketProps
+from stacks.foundation_stack import Foundation
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,11 @@ class ArtifactRefs:
 class ArtifactsStack(Stack):
     """Bridge image repository (plus the image, unless ``voxtral.image_uri`` is set) and the model bucket."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, container_dir: Path, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
+                 container_dir: Path, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral = settings.voxtral
+        key = kms.Key.from_key_arn(self, "DataKey", foundation.key_arn) if foundation.key_arn else None
         self.image = BridgeImage(
             self,
             "BridgeImage",
@@ -51,9 +55,14 @@ class ArtifactsStack(Stack):
                 container_dir=container_dir,
                 prebuilt_image_uri=voxtral.image_uri,
                 retain_data=settings.retain_data,
+                encryption_key=key if foundation.encrypts_repository else None,
             ),
         )
-        self.models = ModelBucket(self, "ModelBucket", ModelBucketProps(retain_data=settings.retain_data))
+        data_roles = []
+        if foundation.model_data_role_path:
+            data_roles = [f"arn:{self.partition}:iam::{self.account}:role{foundation.model_data_role_path}*"]
+        self.models = ModelBucket(self, "ModelBucket", ModelBucketProps(
+            retain_data=settings.retain_data, encryption_key=key, data_principal_arns=data_roles))
 
         name = self.stack_name
         exports = {

@@ -23,7 +23,10 @@ class OperationsStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.alarm_topic = AlarmTopic(
             self, "AlarmTopic",
-            AlarmTopicProps(display_name=f"{settings.stack_name_prefix} alarms", email=settings.alarm_email),
+            # A key given by ARN encrypts the topic too; a key the app makes does not: the topic keeps its own, so that
+            # CloudWatch (which must encrypt what it publishes) has no use of the key of the model data and logs.
+            AlarmTopicProps(display_name=f"{settings.stack_name_prefix} alarms", email=settings.alarm_email,
+                            kms_key_arn=settings.encryption.kms_key_arn),
         )
 
         # The same thresholds as the endpoints' alarms (the settings build both).

@@ -13,6 +13,7 @@ from constructs_lib.endpoint_props import INVOKE, INVOKE_WITH_RESPONSE_STREAM, M
 from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
 from constructs_lib.scaling_props import TargetTracking
 from stacks.endpoint_stack import EndpointStack
+from stacks.foundation_stack import Foundation
 
 
 class SonicStack(EndpointStack):
@@ -21,10 +22,10 @@ class SonicStack(EndpointStack):
     SageMaker developer guide), scaling on a predefined SageMaker metric. Needs a one-time Marketplace subscription
     (README)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, alarm_topic: sns.ITopic,
-                 **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, settings=settings, section=settings.sonic, alarm_topic=alarm_topic,
-                         **kwargs)
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
+                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, settings=settings, section=settings.sonic, foundation=foundation,
+                         alarm_topic=alarm_topic, **kwargs)
         sonic = settings.sonic
         self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         self.add_endpoint(

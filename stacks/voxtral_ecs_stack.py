@@ -9,6 +9,7 @@ from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -20,6 +21,7 @@ from constructs_lib.ecs_service import GpuEcsService, GpuEcsServiceProps
 from constructs_lib.endpoint_props import LOG_RETENTION
 from constructs_lib.names import repository_arn_from_image_uri
 from stacks.artifacts_stack import ArtifactRefs
+from stacks.foundation_stack import Foundation
 from stacks.voxtral_stack import container_environment, model_weights
 
 #: Availability Zones of the network this stack creates (two: the default placement spreads across zones).
@@ -30,12 +32,14 @@ class VoxtralEcsStack(Stack):
     """The Voxtral service on ECS: network (until the app's private network replaces it), weights staged as for
     SageMaker, the service (:class:`~constructs_lib.ecs_service.GpuEcsService`), its dashboard and outputs."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, artifacts: ArtifactRefs,
-                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
+                 artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
+        # network.mode=vpc with this target is refused when the settings load (config/settings.py): the Foundation
+        # stack's VPC has no route out and no ECS, Logs or Secrets Manager endpoints yet, which the tasks need.
         vpc = network(self, settings)
-        weights, _, staging = model_weights(self, voxtral, artifacts)
+        weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
         environment = {key: value for key, value in container_environment(voxtral).items()
                        if key not in ("ENDPOINT_NAME", "VARIANT_NAME", "DRAIN_S")}
@@ -59,6 +63,10 @@ class VoxtralEcsStack(Stack):
                 alarm_topic=alarm_topic,
             ),
         )
+        if foundation.key_arn and not voxtral.model_s3_uri:
+            # The model bucket is under the data key (encryption.*): S3 GetObject needs kms:Decrypt on it.
+            self.service.task_definition.task_role.add_to_principal_policy(iam.PolicyStatement(
+                sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[foundation.key_arn]))
         for dependency in [staging, artifacts.image_copy]:
             if dependency is not None:
                 self.service.service.node.add_dependency(dependency)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Fn
+from aws_cdk import Annotations, Fn
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
@@ -13,6 +14,7 @@ from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings, VoxtralSettings
+from constructs_lib.cuda_compat import Verdict
 from constructs_lib.endpoint_props import INVOKE, INVOKE_BIDIRECTIONAL, VARIANT_NAME, ImageContainer, normalise_s3_prefix
 from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
 from constructs_lib.model_staging import ModelStaging, ModelStagingProps
@@ -22,9 +24,19 @@ from constructs_lib.names import repository_arn_from_image_uri
 from constructs_lib.scaling_props import TargetTracking
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.endpoint_stack import EndpointStack
+from stacks.foundation_stack import Foundation
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
 COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
+#: Environment that keeps the libraries in the image from reaching the internet (see container_environment).
+OFFLINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "DO_NOT_TRACK": "1",
+}
 #: Bidirectional streaming runtime: HTTP/2 on port 8443 (SageMaker bidirectional streaming documentation).
 BIDIRECTIONAL_PORT = 8443
 
@@ -34,14 +46,21 @@ class VoxtralStack(EndpointStack):
     they come from elsewhere), rolling updates that roll back on the 5XX error rate, the bridge's alarms, and scaling
     on live streams per instance."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, artifacts: ArtifactRefs,
-                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, settings=settings, section=settings.voxtral, alarm_topic=alarm_topic,
-                         **kwargs)
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
+                 artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, settings=settings, section=settings.voxtral, foundation=foundation,
+                         alarm_topic=alarm_topic, role_path=foundation.model_data_role_path, **kwargs)
         voxtral = settings.voxtral
+        # An image CUDA the AMI's driver cannot run is a settings error; an unknown one, or one that relies on CUDA
+        # compatibility modes, is said here (cdk synth prints it) rather than guessed.
+        compatibility = voxtral.image_compatibility()
+        if compatibility.verdict is not Verdict.COMPATIBLE:
+            Annotations.of(self).add_warning_v2("realtime-voice:image-cuda", compatibility.reason)
         image_uri, repository_arn = self._image(artifacts)
         weights, model_data_s3_uri = self._weights(voxtral, artifacts)
         self.role.grant_model_data_read(weights.bucket, weights.prefix)
+        if foundation.key_arn and not voxtral.model_s3_uri:
+            self.role.grant_key_read(foundation.key_arn)
         self.role.grant_image_pull(repository_arn)
         self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
         self.add_endpoint(
@@ -80,16 +99,17 @@ class VoxtralStack(EndpointStack):
                 Fn.import_value(artifacts.repository_arn))
 
     def _weights(self, voxtral: VoxtralSettings, artifacts: ArtifactRefs) -> tuple[S3Prefix, str]:
-        weights, model_data_s3_uri, _ = model_weights(self, voxtral, artifacts)
+        weights, model_data_s3_uri, _ = model_weights(self, voxtral, artifacts, self._foundation)
         return weights, model_data_s3_uri
 
 
-def model_weights(scope: Construct, voxtral: VoxtralSettings,
-                  artifacts: ArtifactRefs) -> tuple[S3Prefix, str, ModelStaging | None]:
+def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: ArtifactRefs,
+                  foundation: Foundation) -> tuple[S3Prefix, str, ModelStaging | None]:
     """(where the weights are, the S3 URI to read them from, the staging or None): the given prefix, or the stack's
     model bucket, staged in ``scope`` first when ``voxtral.stage_model``; then the URI is the staging custom
-    resource's attribute, so whatever reads it cannot be created before the weights are in place. Shared by the
-    SageMaker and ECS targets."""
+    resource's attribute, so whatever reads it cannot be created before the weights are in place. The staging writes
+    under the Foundation stack's data key (when there is one) with a role on its model-data role path (what the
+    bucket policy lets in, network.mode=vpc). Shared by the SageMaker and ECS targets."""
     model_bucket = s3.Bucket.from_bucket_name(scope, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
     if voxtral.model_s3_uri:
         weights = S3Prefix.parse(normalise_s3_prefix(voxtral.model_s3_uri))
@@ -111,6 +131,10 @@ def model_weights(scope: Construct, voxtral: VoxtralSettings,
                 else None
             ),
             hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
+            encryption_key=kms.Key.from_key_arn(scope, "DataKey", foundation.key_arn) if foundation.key_arn else None,
+            # The build runs in CodeBuild's own network, not in the VPC: it downloads from the model hub on the
+            # internet, which the VPC cannot reach (no internet or NAT gateway). It writes to S3 with its role.
+            role_path=foundation.model_data_role_path,
         ),
     )
     return weights, staging.model_s3_uri, staging
@@ -138,4 +162,10 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
         "VARIANT_NAME": VARIANT_NAME,
         # Grace period for open streams after SIGTERM (scale-in, rolling update); the scale-in cooldown is longer.
         "DRAIN_S": str(BRIDGE_DRAIN_S),
+        # The Model runs with network isolation: nothing in the image may try the internet. The weights are local
+        # (/opt/ml/model), so the Hugging Face libraries stay offline (huggingface_hub and transformers
+        # environment variables), and vLLM's usage statistics are off (vLLM "Usage Stats Collection":
+        # VLLM_NO_USAGE_STATS, DO_NOT_TRACK). The bridge's metrics need no network: EMF lines on stdout, which
+        # SageMaker ships to the endpoint's log group.
+        **OFFLINE_ENVIRONMENT,
     }

@@ -4,6 +4,9 @@ A subcommand module exposes ``register(subparsers) -> None``; it adds its parser
 ``func(args) -> int`` (the process exit code). Add new modules to ``SUBCOMMAND_MODULES``. A module that fails to
 import (a missing optional dependency, a broken install) does not take the other subcommands down: its subcommand
 is still listed and reports the import error when it is used.
+
+AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request as one line
+(:func:`voicectl.aws.describe_aws_failure`), never a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
+
+from voicectl.aws import describe_aws_failure
+from voicectl.errors import UsageError  # subcommands import it from here too
 
 DESCRIPTION = (
     "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the microphone through "
@@ -33,10 +40,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 EXIT_UNAVAILABLE = 1
 """Exit code of a subcommand whose module could not be imported."""
-
-
-class UsageError(Exception):
-    """Bad input from the user: the message names what was wrong and what is allowed. Exit code 2."""
 
 
 def subcommand_name(module_name: str) -> str:
@@ -75,15 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_command(name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for :class:`UsageError`, 130 for
+    Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused (:func:`voicectl.aws.describe_aws_failure`);
+    each failure is one line on stderr, ``voicectl <name>: <what happened>``."""
+    try:
+        return int(func(args) or 0)
+    except UsageError as error:
+        print(f"voicectl {name}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"voicectl {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        # No credentials, no Region, no network, a refused request: one line, not a traceback.
+        described = describe_aws_failure(error)
+        if described is None:
+            raise
+        code, message = described
+        print(f"voicectl {name}: {message}", file=sys.stderr)
+        return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UsageError as error:
-        print(f"voicectl {args.command}: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"voicectl {args.command}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(args.command, args.func, args)

@@ -128,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  client environment (source {env_file}):")
         for name, value in environment.items():
             print(f"    export {name}={shlex.quote(value)}")
-        print("  ready; Ctrl-C stops", flush=True)
         app = LocalRuntime(endpoints=endpoints, credentials=LocalCredentials(key_id, secret), region=args.region,
                            settings=settings)
         asyncio.run(_serve_until_signal(app, sockets, tls))
@@ -146,4 +145,6 @@ async def _serve_until_signal(app: LocalRuntime, sockets: list[socket.socket], t
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, shutdown.set)
+    # Only now: a Ctrl-C before the handlers exist would end the process as "interrupted" (exit 130), not "stopped".
+    print("  ready; Ctrl-C stops", flush=True)
     await serve_asgi(app, sockets, shutdown, tls=tls)

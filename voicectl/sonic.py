@@ -7,7 +7,9 @@ Facts used here come from Cartesia's SageMaker listing documentation (github.com
   ``id`` mode), ``output_format`` (only ``container: raw``), optional ``language``. It is sent with
   ``InvokeEndpointWithResponseStream``, ``ContentType: application/json``, ``Accept: text/event-stream``.
 - The response is a stream of JSON events, each ending with a line break. SageMaker may cut one event into several
-  payload parts or pack several events into one part, so the client must reassemble lines.
+  payload parts or pack several events into one part, so the client must reassemble lines. The request asks for
+  ``text/event-stream``, so :class:`SonicEventParser` also reads full Server-Sent Events framing (WHATWG HTML,
+  "Server-sent events", section "Interpreting an event stream").
 - Event types: ``chunk`` (base64 audio in ``data``, at most 20 ms), ``timestamps``, ``phoneme_timestamps``,
   ``done`` (``done: true``) and ``error``.
 - Failures of the request itself arrive as a SageMaker ``ModelError`` whose ``OriginalStatusCode`` is 422 (the
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -52,7 +55,6 @@ MODEL_ERROR_HINTS: dict[int, str] = {
 }
 """What to tell the user for a ModelError's ``OriginalStatusCode`` (cartesia-aws README, "Error Handling")."""
 
-_SSE_DATA_PREFIX = b"data:"
 
 
 class SonicStreamError(Exception):
@@ -123,55 +125,134 @@ class SonicRequest:
         }
 
 
-class SonicEventParser:
-    """Reassemble newline-terminated JSON events from payload parts split or packed at arbitrary byte positions.
+#: Line terminators of an event stream: CRLF, LF or a lone CR (WHATWG HTML, event stream grammar, "end-of-line").
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_UTF8_BOM = b"\xef\xbb\xbf"
 
-    Feed each payload part's bytes to :meth:`feed`; it returns the complete events so far. Call :meth:`finish`
-    at the end of the stream: it raises :class:`TruncatedStreamError` when bytes of an unterminated event remain.
-    Blank lines are skipped and an SSE ``data:`` prefix is accepted, so a server that frames events as
-    Server-Sent Events parses the same.
+
+class SonicEventParser:
+    """Reassemble Sonic's events from payload parts split or packed at arbitrary byte positions.
+
+    Two framings are read, line by line (a line ends with LF, CRLF or a lone CR, and a CRLF cut between two parts
+    is still one line end):
+
+    - newline-delimited JSON: a line that starts with ``{`` is one event (Cartesia's SageMaker container sends
+      this: "a linebreak to the end of each complete event");
+    - Server-Sent Events, as the WHATWG HTML standard interprets an event stream: ``data:`` lines (one space after
+      the colon dropped) accumulate, joined by LF, until an empty line dispatches them as one event; ``event:``
+      names the event (it becomes the ``type`` when the JSON has none; an ``error`` event whose data is not JSON
+      becomes ``{"type": "error", "error": <text>}``); ``id:`` and ``retry:`` are recorded
+      (:attr:`last_event_id`, :attr:`retry_ms`); lines starting with ``:`` are comments; other fields are ignored;
+      an empty line with no data dispatches nothing; a UTF-8 byte-order mark at the start is skipped.
+
+    Feed each payload part's bytes to :meth:`feed`; it returns the complete events so far. Call :meth:`finish` at
+    the end of the stream.
+
+    Attributes:
+        last_event_id: the value of the last ``id:`` line ("" before any).
+        retry_ms: the last valid ``retry:`` value, milliseconds (None before any).
     """
 
     def __init__(self) -> None:
         self._pending = bytearray()
+        self._first_line = True
+        self._data: list[bytes] = []
+        self._event_name = b""
+        self.last_event_id = ""
+        self.retry_ms: int | None = None
 
     def feed(self, part: bytes) -> list[dict[str, Any]]:
         """Add one payload part; return the events it completed, in order.
 
         Raises:
-            SonicStreamError: a complete line is not a JSON object.
+            SonicStreamError: a complete event is not a JSON object.
         """
+        scan_from = max(len(self._pending) - 1, 0)  # only the new bytes (and a CR held back) can end a line
         self._pending += part
-        *lines, rest = bytes(self._pending).split(b"\n")
-        self._pending = bytearray(rest)
-        return [event for line in lines if (event := _parse_line(line)) is not None]
+        buffer = bytes(self._pending)
+        events: list[dict[str, Any]] = []
+        start = 0
+        for match in _LINE_END.finditer(buffer, scan_from):
+            if match.group() == b"\r" and match.end() == len(buffer):
+                break  # a CR at the very end may be the first half of a CRLF cut between two parts
+            self._line(buffer[start:match.start()], events)
+            start = match.end()
+        del self._pending[:start]
+        return events
 
-    def finish(self) -> None:
-        """Declare the end of the stream.
+    def finish(self) -> list[dict[str, Any]]:
+        """Declare the end of the stream; return the events a final CR line end completed.
 
         Raises:
-            TruncatedStreamError: bytes of an event without its terminating line break remain.
+            TruncatedStreamError: bytes of a line without its line end remain, or an SSE event's data arrived
+                without the empty line that dispatches it.
+            SonicStreamError: the last event is not a JSON object.
         """
+        events: list[dict[str, Any]] = []
+        if self._pending.endswith(b"\r"):  # held back by feed(): at the end of the stream it is a line end
+            line = bytes(self._pending[:-1])
+            self._pending.clear()
+            self._line(line, events)
         if self._pending.strip():
             preview = bytes(self._pending[:80])
             raise TruncatedStreamError(
                 f"the response stream ended inside an event ({len(self._pending)} bytes without the closing line "
                 f"break, starting {preview!r})"
             )
+        if self._data:
+            raise TruncatedStreamError(
+                f"the response stream ended inside a server-sent event ({len(self._data)} data lines without the "
+                "empty line that ends the event)"
+            )
+        return events
+
+    def _line(self, line: bytes, events: list[dict[str, Any]]) -> None:
+        if self._first_line:
+            self._first_line = False
+            line = line.removeprefix(_UTF8_BOM)
+        if not line:
+            data = b"\n".join(self._data)
+            if data.strip():  # no data (only event:, id:, comments...): nothing to dispatch
+                events.append(_decode_event(data, self._event_name))
+            self._data, self._event_name = [], b""
+            return
+        if line.lstrip().startswith(b"{"):
+            events.append(_decode_event(line.strip(), b""))
+            return
+        if line.startswith(b":") or not line.strip():
+            return  # an SSE comment (often a keep-alive), or a line of blanks
+        field, _, value = line.partition(b":")
+        value = value.removeprefix(b" ")
+        if field == b"data":
+            self._data.append(value)
+        elif field == b"event":
+            self._event_name = value
+        elif field == b"id":
+            if b"\0" not in value:
+                self.last_event_id = value.decode("utf-8", "replace")
+        elif field == b"retry":
+            if value.isdigit():
+                self.retry_ms = int(value)
+        # Other field names are ignored, as the standard says.
 
 
-def _parse_line(line: bytes) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line:
-        return None
-    if line.startswith(_SSE_DATA_PREFIX):
-        line = line[len(_SSE_DATA_PREFIX) :].strip()
+def _decode_event(data: bytes, event_name: bytes) -> dict[str, Any]:
+    """One event from its JSON ``data`` (and SSE ``event:`` name, b"" for none).
+
+    Raises:
+        SonicStreamError: ``data`` is not a JSON object (except the text of an SSE ``error`` event).
+    """
+    name = event_name.decode("utf-8", "replace")
     try:
-        event = json.loads(line)
+        event = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SonicStreamError(f"a response event is not valid JSON ({error}): {line[:120]!r}") from error
+        if name == "error":
+            return {"type": "error", "error": data.decode("utf-8", "replace")}
+        raise SonicStreamError(f"a response event is not valid JSON ({error}): {data[:120]!r}") from error
     if not isinstance(event, dict):
-        raise SonicStreamError(f"a response event is not a JSON object: {line[:120]!r}")
+        raise SonicStreamError(f"a response event is not a JSON object: {data[:120]!r}")
+    if name:
+        event.setdefault("type", name)
     return event
 
 
@@ -269,11 +350,17 @@ def _events_of(parser: SonicEventParser, parts: Iterable[bytes], audio: SonicAud
 
 
 def check_complete(parser: SonicEventParser, audio: SonicAudio) -> None:
-    """Raise :class:`TruncatedStreamError` unless the stream ended cleanly after the ``done`` event."""
+    """End the stream: apply the events :meth:`SonicEventParser.finish` completes, then raise
+    :class:`TruncatedStreamError` unless the stream ended cleanly after the ``done`` event.
+
+    Raises:
+        SonicStreamError / TruncatedStreamError: with ``.audio`` holding the audio decoded so far.
+    """
     try:
-        parser.finish()
-    except TruncatedStreamError as error:
-        raise TruncatedStreamError(str(error), bytes(audio.pcm16)) from error
+        for event in parser.finish():
+            audio.add(event)
+    except SonicStreamError as error:
+        raise type(error)(str(error), bytes(audio.pcm16)) from error
     if not audio.done:
         raise TruncatedStreamError(
             f"the response stream ended before the done event (after {audio.chunks} audio chunks)", bytes(audio.pcm16)

@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"output sample rate, one of {', '.join(map(str, SONIC_SAMPLE_RATES_HZ))} "
                              f"(default: {DEFAULT_SAMPLE_RATE_HZ})")
     parser.add_argument("--out", required=True, metavar="FILE.wav", help="WAV file to write (overwritten)")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_DEFAULT_REGION)")
+    parser.add_argument("--region",
+                        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile's)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
     parser.add_argument("--endpoint-url", metavar="URL",
                         help="SageMaker runtime URL, e.g. a VPC interface endpoint "
@@ -180,7 +181,7 @@ def sagemaker_runtime_client(profile: str | None, region: str | None, endpoint_u
     """
     from botocore.config import Config
 
-    from voicectl.transcribe import aws_session
+    from voicectl.aws import aws_session
 
     session = aws_session(profile, region)
     return session.client("sagemaker-runtime", endpoint_url=endpoint_url, config=Config(read_timeout=READ_TIMEOUT_S))

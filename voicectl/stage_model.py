@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from typing import Any
+
 from constructs_lib.model_staging_build.stage_model import command
+from voicectl.aws import aws_session
 from voicectl.cli import UsageError
 
 
@@ -27,8 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the staging command; its bad-input error becomes voicectl's (exit code 2)."""
+    """Run the staging command with voicectl's session (:func:`voicectl.aws.aws_session`: ``--region``,
+    ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile), made after every argument is checked; the command's
+    bad-input error becomes voicectl's (exit code 2)."""
     try:
-        return command.run(args)
+        return command.run(args, open_session=_session)
     except command.UsageError as error:
         raise UsageError(str(error)) from error
+
+
+def _session(args: argparse.Namespace) -> Any:
+    return aws_session(region=args.region, region_required=command.needs_region(args))

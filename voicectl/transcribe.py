@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
+from voicectl.aws import aws_session
 from voicectl.cli import UsageError
 from voicectl.realtime import (
     DEFAULT_MAX_STREAM_S,
@@ -78,7 +79,8 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)")
     target.add_argument("--url", metavar="WS_URL",
                         help="talk straight to a container's bridge: ws://HOST:PORT/invocations-bidirectional-stream")
-    parser.add_argument("--region", help="AWS Region of the endpoint (default: from the profile or AWS_DEFAULT_REGION)")
+    parser.add_argument("--region",
+                        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile's)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
     parser.add_argument("--endpoint-url", metavar="URL",
                         help="SageMaker runtime URL for bidirectional streams, e.g. a VPC interface endpoint "
@@ -216,25 +218,6 @@ async def open_target(args: argparse.Namespace):
     finally:
         with contextlib.suppress(Exception):
             await client.close()
-
-
-def aws_session(profile: str | None, region: str | None) -> Any:
-    """A ``boto3.Session`` for ``profile``/``region``, checked to have a Region.
-
-    Raises:
-        UsageError: the profile does not exist, or no Region is configured anywhere.
-    """
-    import boto3
-    import botocore.exceptions
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except botocore.exceptions.ProfileNotFound as error:
-        raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from error
-    if not session.region_name:
-        raise UsageError("no AWS Region: pass --region, set AWS_DEFAULT_REGION (botocore does not read AWS_REGION), "
-                         "or set a region in your profile")
-    return session
 
 
 def print_delta(delta: str) -> None:

@@ -10,13 +10,15 @@ Threshold conversions (thresholds are set in milliseconds and in percent of capa
 * ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms -> 500000).
 * ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from 0 to 100 x vCPUs
   (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``constructs_lib/instance_types.py``
-  (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360).
+  (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360). A variant with instance pools of different GPU or vCPU counts scales by
+  the fewest (:func:`constructs_lib.instance_types.alarm_capacity` says why).
 * ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the stream cap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
@@ -109,22 +111,23 @@ _WORDS = {GT: "above", GTE: "at or above", LT: "below"}
 _MISSING = {NOT_BREACHING: "notBreaching", BREACHING: "breaching"}
 
 
-def alarm_rules(m: EndpointMetrics, instance_type: str, t: EndpointAlarmThresholds,
+def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: EndpointAlarmThresholds,
                 bridge: BridgeAlarmThresholds | None = None) -> list[AlarmRule]:
     """The alarms of one endpoint variant, thresholds converted to each metric's unit.
 
     Args:
         m: the variant's metrics (a :class:`~constructs_lib.endpoint.RealtimeEndpoint` is one).
-        instance_type: the variant's instance type: GPU and CPU thresholds scale with its GPUs and vCPUs.
+        instance_type: the variant's instance type, or every type of its instance pools: GPU and CPU thresholds scale
+            with the GPUs and vCPUs (the fewest among pools: :func:`constructs_lib.instance_types.alarm_capacity`).
         t: the SageMaker alarms' thresholds.
         bridge: the thresholds of the bridge's alarms, or None for an endpoint without our bridge.
 
     Raises:
-        ValueError: ``instance_type`` is not in ``constructs_lib/instance_types.py``.
+        ValueError: an instance type is not in ``constructs_lib/instance_types.py``.
     """
-    spec = instance_types.lookup(instance_type)
-    if spec is None:
-        raise ValueError(f"instance type {instance_type!r} is not in constructs_lib/instance_types.py")
+    types = [instance_type] if isinstance(instance_type, str) else list(instance_type)
+    gpus, vcpus = instance_types.alarm_capacity(types)
+    fewest = " (the fewest among the instance pools)" if len(types) > 1 else ""
     rules = [
         AlarmRule("Invocation5XXErrors", m.metric_invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
                   "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
@@ -140,8 +143,8 @@ def alarm_rules(m: EndpointMetrics, instance_type: str, t: EndpointAlarmThreshol
                   f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms (reported in µs).",
                   MISSING_LATENCY),
         AlarmRule("CPUUtilization", m.metric_cpu_utilization("Average", UTILISATION_WINDOW), GT,
-                  t.cpu_utilization_percent * spec.vcpus, 3, 3, NOT_BREACHING,
-                  f"CPU above {t.cpu_utilization_percent:g} % of {spec.vcpus} vCPUs for 15 minutes.",
+                  t.cpu_utilization_percent * vcpus, 3, 3, NOT_BREACHING,
+                  f"CPU above {t.cpu_utilization_percent:g} % of {vcpus} vCPUs{fewest} for 15 minutes.",
                   MISSING_UTILISATION),
         AlarmRule("MemoryUtilization", m.metric_memory_utilization("Maximum", UTILISATION_WINDOW), GT, t.memory_percent,
                   2, 2, NOT_BREACHING,
@@ -164,15 +167,15 @@ def alarm_rules(m: EndpointMetrics, instance_type: str, t: EndpointAlarmThreshol
             f"{ROLLBACK_ERROR_MINUTES} minutes: a rolling update rolls back (a burst of streams cut when old "
             "instances stop lasts at most two minutes).",
             MISSING_ERRORS, rollback=True))
-    if spec.gpus:
+    if gpus:
         rules[4:4] = [
             AlarmRule("GPUUtilization", m.metric_gpu_utilization("Average", UTILISATION_WINDOW), GT,
-                      t.gpu_utilization_percent * spec.gpus, 3, 3, NOT_BREACHING,
-                      f"GPU above {t.gpu_utilization_percent:g} % of {spec.gpus} GPU(s) for 15 minutes: the endpoint "
-                      "is saturated.", MISSING_UTILISATION),
+                      t.gpu_utilization_percent * gpus, 3, 3, NOT_BREACHING,
+                      f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 minutes: the "
+                      "endpoint is saturated.", MISSING_UTILISATION),
             AlarmRule("GPUMemoryUtilization", m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
-                      t.gpu_memory_percent * spec.gpus, 2, 2, NOT_BREACHING,
-                      f"GPU memory above {t.gpu_memory_percent:g} % of {spec.gpus} GPU(s) on an instance for 10 "
+                      t.gpu_memory_percent * gpus, 2, 2, NOT_BREACHING,
+                      f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an instance for 10 "
                       "minutes.", MISSING_UTILISATION),
         ]
     if bridge is not None:
@@ -265,15 +268,15 @@ class EndpointAlarms(Construct):
         props.thresholds.problems(problems)
         if props.bridge is not None:
             props.bridge.problems(problems)
-        if endpoint.instance_type is None:
+        if not endpoint.instance_types:
             problems.note("endpoint: its instance type is unknown (an imported endpoint: pass instance_type to "
                           "RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU alarms scale with it")
-        else:
-            instance_types.check_catalogued(problems, "instance_type", endpoint.instance_type)
+        for instance_type in endpoint.instance_types:
+            instance_types.check_catalogued(problems, "instance_type", instance_type)
         problems.raise_if_any(f"EndpointAlarms {construct_id}")
         super().__init__(scope, construct_id)
 
-        self.rules = alarm_rules(endpoint, endpoint.instance_type, props.thresholds, props.bridge)
+        self.rules = alarm_rules(endpoint, endpoint.instance_types, props.thresholds, props.bridge)
         action = actions.SnsAction(props.topic) if props.topic is not None else None
         prefix = props.alarm_name_prefix or endpoint.endpoint_name
         self.alarms: dict[str, cloudwatch.Alarm] = {}

@@ -40,6 +40,8 @@ class DashboardEndpoint:
         title: human name, e.g. ``Voxtral speech to text``.
         endpoint_name: the EndpointName.
         instance_type: the variant's instance type (graphs show GPU and CPU use in percent of its capacity).
+        instance_pools: the variant's instance pools, when it has them (capacity then counts as the alarms count it:
+            the fewest GPUs and vCPUs among the pools). Default: none.
         thresholds: the same thresholds as the endpoint's alarms, drawn on the graphs.
         bridge: the bridge's alarm thresholds, for an endpoint running the bridge image. Default: none.
         min_capacity / max_capacity: the instance-count range, drawn on the instance-count graph. Default 1 and 1.
@@ -57,12 +59,19 @@ class DashboardEndpoint:
     max_capacity: int = 1
     scaling_target: float | None = None
     variant_name: str = VARIANT_NAME
+    instance_pools: Sequence[str] = ()
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every instance type the variant may run: the pools, else the instance type."""
+        return tuple(self.instance_pools) or (self.instance_type,)
 
     def problems(self, p: Problems) -> None:
-        if instance_types.is_instance_type(self.instance_type):
-            instance_types.check_catalogued(p, "instance_type", self.instance_type)
-        else:
-            instance_types.check_instance_type(p, "instance_type", self.instance_type)
+        for instance_type in self.instance_types:
+            if instance_types.is_instance_type(instance_type):
+                instance_types.check_catalogued(p, "instance_type", instance_type)
+            else:
+                instance_types.check_instance_type(p, "instance_type", instance_type)
         self.thresholds.problems(p)
         if self.bridge is not None:
             self.bridge.problems(p)
@@ -156,13 +165,16 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     """The widgets of one endpoint, as dashboard rows: a header, then the graphs three to a row."""
     m = EndpointMetrics(item.endpoint_name, item.variant_name)
     bm = BridgeMetrics(item.bridge.namespace, item.endpoint_name, item.variant_name) if item.bridge else None
-    rules = {rule.name: rule for rule in alarm_rules(m, item.instance_type, item.thresholds, item.bridge)}
-    spec = instance_types.lookup(item.instance_type)
-    assert spec is not None  # alarm_rules raised otherwise
+    rules = {rule.name: rule for rule in alarm_rules(m, item.instance_types, item.thresholds, item.bridge)}
+    gpus, vcpus = instance_types.alarm_capacity(item.instance_types)
+    described = []
+    for instance_type in item.instance_types:
+        spec = instance_types.lookup(instance_type)
+        assert spec is not None  # alarm_rules raised otherwise
+        described.append(f"{instance_type} ({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs)")
 
     header = cloudwatch.TextWidget(
-        markdown=(f"## {item.title}: `{item.endpoint_name}`\n{item.instance_type} "
-                  f"({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs), {item.min_capacity}-"
+        markdown=(f"## {item.title}: `{item.endpoint_name}`\n{', else '.join(described)}, {item.min_capacity}-"
                   f"{item.max_capacity} instances. Red lines are alarm thresholds."),
         width=24,
         height=2,
@@ -230,16 +242,16 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     # graph shows what the alarm evaluates.
     usage: list[cloudwatch.IMetric] = []
     usage_lines: list[cloudwatch.HorizontalAnnotation] = []
-    if spec.gpus:
+    if gpus:
         for name, metric_id in (("GPUUtilization", "gpu"), ("GPUMemoryUtilization", "gpumem")):
             rule = rules[name]
-            usage.append(_scaled(metric_id, rule, spec.gpus, f"{name} ({rule.metric.statistic}, % of {spec.gpus} GPU)"))
-            usage_lines.append(_alarm_line(rule, rule.threshold / spec.gpus, "%"))
+            usage.append(_scaled(metric_id, rule, gpus, f"{name} ({rule.metric.statistic}, % of {gpus} GPU)"))
+            usage_lines.append(_alarm_line(rule, rule.threshold / gpus, "%"))
     cpu = rules["CPUUtilization"]
-    usage.append(_scaled("cpu", cpu, spec.vcpus, f"CPUUtilization ({cpu.metric.statistic}, % of {spec.vcpus} vCPUs)"))
+    usage.append(_scaled("cpu", cpu, vcpus, f"CPUUtilization ({cpu.metric.statistic}, % of {vcpus} vCPUs)"))
     usage += [rules["MemoryUtilization"].metric, rules["DiskUtilization"].metric]
     usage_lines += [
-        _alarm_line(rules["CPUUtilization"], rules["CPUUtilization"].threshold / spec.vcpus, "%"),
+        _alarm_line(rules["CPUUtilization"], rules["CPUUtilization"].threshold / vcpus, "%"),
         _alarm_line(rules["MemoryUtilization"], rules["MemoryUtilization"].threshold, "%"),
         _alarm_line(rules["DiskUtilization"], rules["DiskUtilization"].threshold, "%"),
     ]

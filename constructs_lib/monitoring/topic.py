@@ -27,10 +27,13 @@ class AlarmTopicProps:
     Attributes:
         display_name: the "From" name of notifications. Default: "<stack name> alarms".
         email: an address to subscribe (SNS sends it a confirmation link first). Default: no subscription.
+        kms_key_arn: a customer managed key made elsewhere for the topic; its key policy must let
+            ``cloudwatch.amazonaws.com`` use kms:Decrypt and kms:GenerateDataKey*. Default: a key of the topic's own.
     """
 
     display_name: str | None = None
     email: str | None = None
+    kms_key_arn: str | None = None
 
 
 class AlarmTopic(Construct):
@@ -62,27 +65,10 @@ class AlarmTopic(Construct):
         stack = Stack.of(self)
         alarm_arns = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
 
-        self.key = kms.Key(
-            self,
-            "Key",
-            description=f"Encrypts the alarm topic of {stack.stack_name}",
-            enable_key_rotation=True,
-            pending_window=KEY_DELETION_WINDOW,
-            # The key protects notifications in flight only; nothing stored needs it once the topic is gone.
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudWatchAlarmsEncryptNotifications",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
-                # service publishers has none, and the topic policy below already limits publishing to this
-                # account's alarms; a condition CloudWatch does not send would silently drop every notification.
-                resources=["*"],
-            )
-        )
-
+        if props.kms_key_arn is not None:
+            self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", props.kms_key_arn)
+        else:
+            self.key = self._own_key(stack)
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -102,3 +88,27 @@ class AlarmTopic(Construct):
         if props.email:
             self.topic.add_subscription(subscriptions.EmailSubscription(props.email))
         self.topic_arn: str = self.topic.topic_arn
+
+    def _own_key(self, stack: Stack) -> kms.Key:
+        """A key for the topic alone, rotated yearly, that CloudWatch may use."""
+        key = kms.Key(
+            self,
+            "Key",
+            description=f"Encrypts the alarm topic of {stack.stack_name}",
+            enable_key_rotation=True,
+            pending_window=KEY_DELETION_WINDOW,
+            # The key protects notifications in flight only; nothing stored needs it once the topic is gone.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsEncryptNotifications",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
+                # service publishers has none, and the topic policy below already limits publishing to this
+                # account's alarms; a condition CloudWatch does not send would silently drop every notification.
+                resources=["*"],
+            )
+        )
+        return key

@@ -18,9 +18,13 @@ def instructions(name: str) -> list[str]:
 
 def test_base_image_is_a_build_argument_defaulting_to_the_vllm_sagemaker_dlc():
     assert instructions("ARG") == [
-        "BASE_IMAGE=public.ecr.aws/deep-learning-containers/vllm:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0-soci"
+        "BASE_IMAGE=public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0"
     ]
     assert instructions("FROM") == ["${BASE_IMAGE}"]
+
+
+def test_the_build_fails_early_without_voxtrals_audio_dependencies():
+    assert 'python3 -c "import mistral_common.audio, soundfile, soxr"' in instructions("RUN")
 
 
 def test_bidirectional_streaming_label():

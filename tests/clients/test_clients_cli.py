@@ -33,10 +33,12 @@ def test_help_texts_are_written_for_users():
     top = parser.format_help()
     assert "Entry point" not in top and cli.DESCRIPTION.split(":")[0] in " ".join(top.split())
     subparsers = next(action for action in parser._actions if action.dest == "command")
-    for name in ("transcribe", "speak", "mic"):
-        description = subparsers.choices[name].description
-        assert description and not description.startswith("``"), (name, description)
+    assert sorted(subparsers.choices) == sorted(cli.subcommand_name(module) for module in cli.SUBCOMMAND_MODULES)
+    for name, subparser in subparsers.choices.items():
+        description = subparser.description
+        assert description and len(description) > 60 and not description.startswith("``"), (name, description)
         assert "``" not in description
+    assert all(action.help for action in subparsers._choices_actions), "every subcommand has a one-line help"
 
 
 def test_installed_console_script_runs_from_any_directory(tmp_path):

@@ -91,6 +91,125 @@ def test_sse_data_prefix_and_blank_lines_are_accepted():
     assert bytes(assemble_audio([stream]).pcm16) == b"\x05\x00"
 
 
+# ---- Server-Sent Events framing ---------------------------------------------------------------------------------
+
+
+def sonic_events(chunks: list[bytes]) -> list[dict]:
+    """The events of a valid Sonic response (as stream_of writes them, one timestamps event), as dicts."""
+    return [json.loads(line) for line in stream_of(chunks).splitlines()]
+
+
+@st.composite
+def sse_framing(draw, events: list[dict]) -> tuple[bytes, str, int | None]:
+    """``events`` written as a Server-Sent Events stream with framing choices drawn by hypothesis: one line end for
+    the stream (LF, CRLF or a lone CR), an optional byte-order mark, comments, ``event:`` lines (sometimes instead
+    of the JSON's ``type``), ``id:`` and ``retry:`` lines, unknown fields, and each event's JSON spread over several
+    ``data:`` lines. Returns (stream, last id written, last retry written)."""
+    end = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]), label="line end")
+    lines: list[bytes] = [b"\xef\xbb\xbf: stream start"] if draw(st.booleans(), label="BOM") else []
+    last_id, last_retry = "", None
+    for number, event in enumerate(events):
+        if draw(st.booleans(), label="comment"):
+            lines.append(b": keep-alive")
+        if draw(st.booleans(), label="event line"):
+            lines.append(b"event: " + event["type"].encode())
+            if draw(st.booleans(), label="type only in event line"):
+                event = {key: value for key, value in event.items() if key != "type"}
+        if draw(st.booleans(), label="id"):
+            last_id = f"evt-{number}"
+            lines.append(f"id: {last_id}".encode())
+        if draw(st.booleans(), label="retry"):
+            last_retry = draw(st.integers(0, 10_000), label="retry ms")
+            lines.append(f"retry: {last_retry}".encode())
+        if draw(st.booleans(), label="unknown field"):
+            lines.append(b"x-trace: 1")
+        indent = draw(st.sampled_from([None, 0, 1, 2]), label="indent")
+        space = draw(st.sampled_from([b"", b" "]), label="space after colon")
+        lines.extend(b"data:" + space + line.encode() for line in json.dumps(event, indent=indent).split("\n"))
+        lines.append(b"")  # the empty line that dispatches the event
+    return b"".join(line + end for line in lines), last_id, last_retry
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=audio_chunks, data=st.data())
+def test_any_split_of_a_server_sent_events_stream_yields_the_same_audio(chunks, data):
+    stream, last_id, last_retry = data.draw(sse_framing(sonic_events(chunks)), label="stream")
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=40), label="cuts")
+    parser, audio = SonicEventParser(), SonicAudio()
+    for part in split_at(stream, cuts):
+        for event in parser.feed(part):
+            audio.add(event)
+    check_complete(parser, audio)
+    assert bytes(audio.pcm16) == b"".join(chunks)
+    assert (audio.chunks, audio.done) == (len(chunks), True)
+    assert (parser.last_event_id, parser.retry_ms) == (last_id, last_retry)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=audio_chunks, data=st.data())
+def test_a_truncated_server_sent_events_stream_is_reported_with_the_audio_received(chunks, data):
+    stream, _, _ = data.draw(sse_framing(sonic_events(chunks)), label="stream")
+    cut = data.draw(st.integers(min_value=0, max_value=len(stream) - 1), label="cut")
+    parts = split_at(stream[:cut], data.draw(st.lists(st.integers(0, cut), max_size=10), label="cuts"))
+    if stream.endswith(b"\r\n") and cut == len(stream) - 1:
+        # Only the LF of the final CRLF is missing: the lone CR left is a complete line end of its own.
+        assert bytes(assemble_audio(parts).pcm16) == b"".join(chunks)
+        return
+    with pytest.raises(TruncatedStreamError) as raised:
+        assemble_audio(parts)
+    assert b"".join(chunks).startswith(raised.value.audio)
+
+
+def test_server_sent_events_fields_each_parse():
+    """Each of these lines used to fail with "not valid JSON"."""
+    chunk = base64.b64encode(b"\x05\x00").decode()
+    stream = (
+        ": connected\r\n"
+        "retry: 3000\r\n"
+        "id: 1\r\n"
+        "event: chunk\r\n"
+        f'data: {{"data": "{chunk}",\r\n'
+        'data:  "done": false}\r\n'
+        "\r\n"
+        "event: done\r\n"
+        "id: 2\r\n"
+        'data: {"done": true}\r\n'
+        "\r\n"
+    ).encode()
+    parser = SonicEventParser()
+    events = parser.feed(stream)
+    assert events == [{"data": chunk, "done": False, "type": "chunk"}, {"done": True, "type": "done"}]
+    assert (parser.last_event_id, parser.retry_ms) == ("2", 3000)
+    assert parser.finish() == []
+
+
+def test_server_sent_events_edge_cases():
+    parser = SonicEventParser()
+    # An empty line without data dispatches nothing; a retry that is not a number is ignored; an id with NUL too.
+    assert parser.feed(b"event: ping\n\nretry: soon\nid: a\x00b\n\n") == []
+    assert (parser.retry_ms, parser.last_event_id) == (None, "")
+    # The type inside the JSON wins over the event name.
+    assert parser.feed(b'event: chunk\ndata: {"type": "timestamps"}\n\n') == [{"type": "timestamps"}]
+    # A CRLF cut between two parts is one line end, not two (which would dispatch early).
+    assert parser.feed(b'data: {"type": "done",\r') == []
+    assert parser.feed(b'\ndata: "done": true}\r') == []
+    assert parser.feed(b"\n\r\n") == [{"type": "done", "done": True}]
+
+
+def test_an_sse_error_event_with_text_data_is_reported():
+    with pytest.raises(SonicStreamError, match="Sonic reported an error \\(status None\\): model overloaded"):
+        assemble_audio([b"event: error\ndata: model overloaded\n\n"])
+    with pytest.raises(SonicStreamError, match="not valid JSON"):
+        assemble_audio([b"event: chunk\ndata: not json\n\n"])
+
+
+def test_an_sse_event_without_its_closing_empty_line_is_truncated():
+    chunk = base64.b64encode(b"\x01\x00").decode()
+    with pytest.raises(TruncatedStreamError, match="ended inside a server-sent event") as raised:
+        assemble_audio([f'data: {{"type": "chunk", "data": "{chunk}"}}\n\ndata: {{"type": "done"}}\n'.encode()])
+    assert raised.value.audio == b"\x01\x00"
+
+
 def test_error_event_and_malformed_events_are_reported():
     ok = event_line({"type": "chunk", "data": base64.b64encode(b"\x07\x00").decode()})
     with pytest.raises(SonicStreamError, match="status 500.*out of memory") as raised:

@@ -23,7 +23,7 @@ APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
 #: The library's modules that must load without aws_cdk (the settings layer and voicectl import them).
 CDK_FREE = ("constructs_lib.endpoint_props", "constructs_lib.scaling_props", "constructs_lib.monitoring.thresholds",
             "constructs_lib.names", "constructs_lib.validation", "constructs_lib.instance_types",
-            "constructs_lib.model_staging_build.stage_model.command")
+            "constructs_lib.model_staging_build.stage_model.command", "constructs_lib.network_props")
 
 
 def imported_roots(path: Path) -> set[str]:

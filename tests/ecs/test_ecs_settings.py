@@ -114,3 +114,12 @@ def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
     p = Problems()
     GpuCapacity("g6.xlarge", root_volume_gib=20).problems(p)
     assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
+
+
+def test_private_network_mode_is_refused_not_ignored():
+    problems = ecs_problems(network__mode="vpc")
+    assert problems == ["voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target makes its "
+                        "own VPC with a NAT gateway); use network.mode='public' with the ECS target, or "
+                        "voxtral.target='sagemaker' for a private deployment"]
+    # The SageMaker target in vpc mode stays valid.
+    assert load_settings({**cdk_json_context(), "network.mode": "vpc"}).network.private

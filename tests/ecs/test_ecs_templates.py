@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, synthesize
 from tests.ecs.conftest import CERT
 
 
@@ -229,3 +229,22 @@ def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
             assert plugin["violations"] == [] and plugin["conclusion"] == "success"
             for suppressed in plugin["suppressedViolations"]:
                 assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
+
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012"
+
+
+def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_role(tmp_path_factory):
+    keyed = synthesize(tmp_path_factory.mktemp("cdk.out.ecs-key"), {"voxtral.target": "ecs",
+                                                                     "encryption.kms_key_arn": KEY})
+    t = keyed.template("VoxtralEcs")
+    task_role = one(t, "AWS::ECS::TaskDefinition")["TaskRoleArn"]["Fn::GetAtt"][0]
+    decrypt = [s for s in statements(t, task_role) if s.get("Sid") == "DecryptModelData"]
+    assert decrypt == [{"Sid": "DecryptModelData", "Action": ["kms:Decrypt", "kms:DescribeKey"], "Effect": "Allow",
+                        "Resource": KEY}]
+    # The staging build writes the weights with the same key (ModelStaging's encryption_key).
+    build_statements = json.dumps([s for logical_id, policy in of_type(t, "AWS::IAM::Policy").items()
+                                   if logical_id.startswith("ModelStaging")
+                                   for s in policy["Properties"]["PolicyDocument"]["Statement"]])
+    assert KEY in build_statements and "kms:GenerateDataKey" in build_statements
+    # Without a key the task role has no KMS statement: test_task_role_reads_the_model_prefix_... lists its actions.

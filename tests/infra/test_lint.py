@@ -93,9 +93,11 @@ def test_actionlint_wrapper_reports_a_broken_workflow(tmp_path):
     assert finding["line"] == 6 and finding["kind"] == "expression"
 
 
-def test_ci_workflow_runs_make_test_and_synth_and_keeps_cdk_out():
+def test_ci_workflow_runs_make_test_and_scan_and_synth_and_keeps_cdk_out():
     text = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
-    assert "make test" in text and "make synth" in text
+    assert "make test" in text and "make scan" in text and "make synth" in text
+    ci_run = (ROOT / ".ci" / "run").read_text()
+    assert ci_run.index("\nmake test\n") < ci_run.index("\nmake scan\n")
     assert "actions/upload-artifact" in text and "path: cdk.out" in text
 
 

@@ -34,8 +34,9 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 - ``AWS::KMS::Key`` with ``Tags`` (the CDK tags everything): moto passes CloudFormation's tag spelling to KMS,
   fails, and the key is then "undefined" for ``Fn::GetAtt``; it keeps ``KeyPolicy`` as an object where its API
   expects JSON text; and it cannot delete a key. The harness converts the tags and the policy and schedules the key's deletion on stack deletion, as CloudFormation does.
-- ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` and ``Tags``. The harness applies
-  ``PublicAccessBlockConfiguration`` and ``VersioningConfiguration``; ownership controls, access logging and
+- ``AWS::S3::Bucket`` properties: moto applies only ``BucketEncryption`` (without ``BucketKeyEnabled``) and
+  ``Tags``. The harness applies ``PublicAccessBlockConfiguration``, ``VersioningConfiguration`` and
+  ``BucketKeyEnabled`` (network.mode=vpc's SSE-KMS model bucket); ownership controls, access logging and
   lifecycle rules stay unapplied and are asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - Change sets (the CDK CLI deploys only through change sets): moto registers exports, and resolves
   ``Fn::ImportValue``, only for ``CreateStack``, and computes a change-set stack's outputs from its empty first
@@ -66,13 +67,16 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 - ``AWS::ECS::TaskDefinition`` updates: moto registers the new revision with CloudFormation's key spelling
   (``Image``, not ``image``), so the new revision has no image. The harness registers it as on create, and treats
   a task definition as replaced on update (:data:`REPLACED_ON_UPDATE`), so the service follows it.
-- VPC parts (the ECS target's network): moto's CloudFormation cannot delete a NAT gateway, an Elastic IP, a VPC
-  endpoint, a flow log, a route table, an internet gateway or its attachment, so the VPC stays with them. The
-  harness gives each a delete through moto's EC2 API, as CloudFormation does; likewise the ECS cluster, service and
-  task definition, which it leaves ACTIVE (ECS's deletes leave them INACTIVE).
+- VPC parts (the Foundation stack's network in network.mode=vpc, the ECS target's own VPC): moto's CloudFormation
+  cannot delete a NAT gateway, an Elastic IP, a VPC endpoint, a flow log, a route table or its subnet association,
+  an internet gateway or its attachment, so the VPC "has dependencies" on stack deletion. The harness gives each a
+  delete through moto's EC2 API (one table, ``network_deletes``), as CloudFormation does; likewise the ECS cluster,
+  service and task definition, which it leaves ACTIVE (ECS's deletes leave them INACTIVE).
 - Not created at all by moto's CloudFormation (it warns "No Moto CloudFormation support for ..."): bucket and
   topic policies, CloudWatch dashboards, Application Auto Scaling. The harness records each warning in
   :attr:`MotoServer.unsupported_types`; the test checks those resources at template level instead.
+- ``AWS::EC2::VPC``: moto's CloudFormation ignores ``EnableDnsSupport`` and ``EnableDnsHostnames`` (network.mode=vpc);
+  asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - ``EnableNetworkIsolation`` on ``AWS::SageMaker::Model``: moto drops it (its Model always reports False).
   Asserted at template level by the test.
 """
@@ -512,6 +516,10 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
             backend.put_public_access_block(bucket.name, properties["PublicAccessBlockConfiguration"])
         if "VersioningConfiguration" in properties:
             backend.put_bucket_versioning(bucket.name, properties["VersioningConfiguration"]["Status"])
+        # moto's conversion of BucketEncryption keeps the algorithm and key but drops BucketKeyEnabled.
+        rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+        if rules and "BucketKeyEnabled" in rules[0] and bucket.encryption:
+            bucket.encryption["Rule"]["BucketKeyEnabled"] = "true" if rules[0]["BucketKeyEnabled"] else "false"
         return bucket
 
     original_build_resource_diff = parsing.ResourceMap.build_resource_diff
@@ -591,9 +599,12 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
 
     from moto.ec2 import models as ec2_models
-    from moto.ec2.models import elastic_ip_addresses, flow_logs, internet_gateways, nat_gateways, route_tables, vpcs
-    from moto.ec2.models import vpn_gateway
+    from moto.ec2.models import elastic_ip_addresses, flow_logs, internet_gateways, nat_gateways, route_tables, subnets
+    from moto.ec2.models import vpcs, vpn_gateway
 
+    # moto's CloudFormation cannot delete these VPC parts (the Foundation stack's private network in network.mode=vpc,
+    # the ECS target's own VPC), so deleting the stack fails on the VPC ("has dependencies"). CloudFormation deletes
+    # them first; each gets a delete through moto's EC2 API.
     def ec2_delete(delete: Callable[[Any, Any], None]) -> Callable[..., None]:
         """A ``delete(account_id, region_name)`` for a moto EC2 model, as moto's CloudFormation calls it."""
         def method(self: Any, account_id: str, region_name: str) -> None:
@@ -603,8 +614,7 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
     def delete_route_table(backend: Any, table: Any) -> None:
         if table.id not in backend.route_tables:
             return  # moto may call a delete again after another resource's delete failed
-        for association_id in list(table.associations):
-            backend.disassociate_route_table(association_id)
+        table._associations.clear()  # moto names an association by its route table's id (see below)
         backend.delete_route_table(table.id)
 
     def delete_nat_gateway(backend: Any, gateway: Any) -> None:
@@ -613,7 +623,9 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
     def delete_vpc_endpoint(backend: Any, endpoint: Any) -> None:
         # A gateway endpoint removes its routes; those of a route table deleted before it are gone already.
-        endpoint.route_table_ids = [t for t in endpoint.route_table_ids if t in backend.route_tables]
+        if endpoint.id not in backend.vpc_end_points:
+            return
+        endpoint.route_table_ids = [t for t in endpoint.route_table_ids or [] if t in backend.route_tables]
         backend.delete_vpc_endpoints([endpoint.id])
 
     network_deletes = {
@@ -621,6 +633,8 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         vpcs.VPCEndPoint: delete_vpc_endpoint,
         flow_logs.FlowLogs: lambda backend, r: backend.delete_flow_logs([r.id]),
         route_tables.RouteTable: delete_route_table,
+        # The route table's delete removes its associations.
+        subnets.SubnetRouteTableAssociation: lambda backend, r: None,
         vpn_gateway.VPCGatewayAttachment: lambda backend, r: backend.detach_internet_gateway(r.gateway_id, r.vpc_id),
         internet_gateways.InternetGateway: lambda backend, r: backend.delete_internet_gateway(r.id),
         elastic_ip_addresses.ElasticAddress: lambda backend, r: backend.release_address(allocation_id=r.allocation_id),

@@ -268,6 +268,54 @@ def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
     return state != "PendingDeletion"
 
 
+# --- EC2 (network.mode=vpc) -------------------------------------------------------------------------------------------
+
+def _ec2_missing(call: Callable[[], Any]) -> bool:
+    """True while ``call`` (a Describe* filtered to one id) finds it; moto answers InvalidXxx.NotFound when it is gone."""
+    try:
+        return bool(call())
+    except botocore.exceptions.ClientError as error:
+        if error.response.get("Error", {}).get("Code", "").endswith(".NotFound"):
+            return False
+        raise
+
+
+def _vpc(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (vpc,) = aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]
+    attribute = lambda name: aws.ec2.describe_vpc_attribute(VpcId=r.physical_id, Attribute=name)  # noqa: E731
+    return {"CidrBlock": vpc["CidrBlock"], "InstanceTenancy": vpc["InstanceTenancy"],
+            "EnableDnsSupport": attribute("enableDnsSupport")["EnableDnsSupport"]["Value"],
+            "EnableDnsHostnames": attribute("enableDnsHostnames")["EnableDnsHostnames"]["Value"]}
+
+
+def _subnet(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (subnet,) = aws.ec2.describe_subnets(SubnetIds=[r.physical_id])["Subnets"]
+    return {k: subnet[k] for k in ("CidrBlock", "VpcId", "AvailabilityZone", "MapPublicIpOnLaunch")}
+
+
+def _route_table(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (table,) = aws.ec2.describe_route_tables(RouteTableIds=[r.physical_id])["RouteTables"]
+    return {"VpcId": table["VpcId"]}
+
+
+def _security_group(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (group,) = aws.ec2.describe_security_groups(GroupIds=[r.physical_id])["SecurityGroups"]
+    return {"GroupDescription": group["Description"], "VpcId": group["VpcId"]}
+
+
+def _vpc_endpoint(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (endpoint,) = aws.ec2.describe_vpc_endpoints(VpcEndpointIds=[r.physical_id])["VpcEndpoints"]
+    view = {k: endpoint[k] for k in ("VpcEndpointType", "ServiceName", "VpcId") if k in endpoint}
+    if endpoint.get("VpcEndpointType") == "Interface":
+        view["PrivateDnsEnabled"] = endpoint["PrivateDnsEnabled"]
+    return view
+
+
+def _flow_log(aws: Aws, r: Deployed) -> dict[str, Any]:
+    (flow_log,) = aws.ec2.describe_flow_logs(FlowLogIds=[r.physical_id])["FlowLogs"]
+    return {"TrafficType": flow_log["TrafficType"], "ResourceId": flow_log["ResourceId"]}
+
+
 NOT_IN_MOTO_CFN = "moto's CloudFormation does not create this type (it logs 'No Moto CloudFormation support')"
 CUSTOM = ("moto runs no custom-resource handler: the harness completes the resource with its stand-in data "
           "(lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests")
@@ -316,6 +364,29 @@ RESOURCE_KINDS: dict[str, ResourceKind] = {
         lambda aws, r: _exists(lambda: aws.stepfunctions.describe_state_machine(stateMachineArn=r.physical_id),
                                  "StateMachineDoesNotExist"),
     ),
+    # moto's CloudFormation creates a VPC from CidrBlock, InstanceTenancy and Tags only: the DNS attributes are
+    # asserted at template level (tests/constructs/test_construct_network.py).
+    "AWS::EC2::VPC": ResourceKind(
+        _vpc, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]),
+        moto_drops=("EnableDnsSupport", "EnableDnsHostnames")),
+    "AWS::EC2::Subnet": ResourceKind(
+        _subnet, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_subnets(SubnetIds=[r.physical_id])["Subnets"])),
+    "AWS::EC2::RouteTable": ResourceKind(
+        _route_table,
+        lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_route_tables(RouteTableIds=[r.physical_id])["RouteTables"])),
+    # An association has no Describe of its own; its route table's existence is checked on that row.
+    "AWS::EC2::SubnetRouteTableAssociation": ResourceKind(lambda aws, r: {}, lambda aws, r: False),
+    "AWS::EC2::SecurityGroup": ResourceKind(
+        _security_group,
+        lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_security_groups(GroupIds=[r.physical_id])["SecurityGroups"])),
+    # A rule lives in its group: gone with the group (checked on that row).
+    "AWS::EC2::SecurityGroupIngress": ResourceKind(lambda aws, r: {}, lambda aws, r: False),
+    "AWS::EC2::VPCEndpoint": ResourceKind(
+        _vpc_endpoint, lambda aws, r: _ec2_missing(
+            lambda: [e for e in aws.ec2.describe_vpc_endpoints(VpcEndpointIds=[r.physical_id])["VpcEndpoints"]
+                     if e.get("State") != "deleted"])),
+    "AWS::EC2::FlowLog": ResourceKind(
+        _flow_log, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_flow_logs(FlowLogIds=[r.physical_id])["FlowLogs"])),
     "AWS::S3::BucketPolicy": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),
     "AWS::SNS::TopicPolicy": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),
     "AWS::CloudWatch::Alarm": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),

@@ -76,12 +76,22 @@ def load_templates(assembly: Path) -> dict[str, dict]:
 
 
 def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
+    deploy_update_destroy(tmp_path, {})
+
+
+def test_deploy_update_destroy_a_private_deployment(tmp_path):
+    """network.mode=vpc: the Foundation stack (VPC, endpoints, security groups, data key) deploys first, the Models
+    run in its subnets, and destroy removes the network as well."""
+    deploy_update_destroy(tmp_path, {"network.mode": "vpc"})
+
+
+def deploy_update_destroy(tmp_path: Path, mode: dict[str, str]) -> None:
     started = time.monotonic()
     figures: dict[str, float] = {}
     cdk_log = tmp_path / "cdk.log"
     # A fixed-size Voxtral endpoint (min = max: no scalable target): SageMaker rejects an instance-type change of
     # an autoscaled variant, which moto would not; this is the README's procedure for changing the instance type.
-    first = {"voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1}
+    first = {**mode, "voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1}
     second = {**first, "voxtral.instance_type": UPDATED_INSTANCE_TYPE}
     settings, updated = settings_with(first), settings_with(second)
 
@@ -211,14 +221,16 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
                forbidden_prefixes=("s3:", "ecr:"))
     check_log_group(aws, s.endpoint_name, settings.log_retention_days)
 
-    # Artifacts: both buckets SSE-S3 and fully private; the repository scans on push and keeps tags immutable.
+    # Artifacts: both buckets encrypted (SSE-S3; the model bucket SSE-KMS under the data key in a private
+    # deployment) and fully private; the repository scans on push and keeps tags immutable.
+    model_bucket = artifacts.outputs["ModelBucketName"]
     for bucket in [r for r in artifacts.resources if r.type == "AWS::S3::Bucket"]:
         rules = aws.s3.get_bucket_encryption(Bucket=bucket.physical_id)["ServerSideEncryptionConfiguration"]["Rules"]
-        assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256", bucket.logical_id
+        expected = "aws:kms" if settings.uses_key and bucket.physical_id == model_bucket else "AES256"
+        assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == expected, bucket.logical_id
         block = aws.s3.get_public_access_block(Bucket=bucket.physical_id)["PublicAccessBlockConfiguration"]
         assert block == {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
                          "RestrictPublicBuckets": True}, bucket.logical_id
-    model_bucket = artifacts.outputs["ModelBucketName"]
     assert aws.s3.get_bucket_versioning(Bucket=model_bucket)["Status"] == "Enabled"
     (repository,) = aws.ecr.describe_repositories(
         repositoryNames=[artifacts.one("AWS::ECR::Repository").physical_id])["repositories"]
@@ -226,10 +238,35 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
     assert repository["imageTagMutability"] == "IMMUTABLE"
     assert artifacts.outputs["BridgeRepositoryUri"] == repository["repositoryUri"]
 
+    if settings.network.private:
+        check_private(aws, settings, stacks)
+
     # Topics (alarm notifications, when the stacks have them): each exists under its ARN.
     for stack in stacks.values():
         for topic in [r for r in stack.resources if r.type == "AWS::SNS::Topic"]:
             assert aws.sns.get_topic_attributes(TopicArn=topic.physical_id)["Attributes"]["TopicArn"] == topic.physical_id
+
+
+def check_private(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -> None:
+    """A private deployment, read back: both Models in the Foundation stack's subnets and security group, the subnets
+    in two Availability Zones of a VPC with no internet gateway, the four VPC endpoints, the data key."""
+    foundation = stacks[f"{settings.stack_name_prefix}-Foundation"]
+    vpc_id = foundation.outputs["VpcId"]
+    subnets = aws.ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Subnets"]
+    assert len({s["AvailabilityZone"] for s in subnets}) == 2 and not any(s["MapPublicIpOnLaunch"] for s in subnets)
+    assert aws.ec2.describe_internet_gateways(
+        Filters=[{"Name": "attachment.vpc-id", "Values": [vpc_id]}])["InternetGateways"] == []
+    endpoints = aws.ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]
+    assert sorted(e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints) == \
+        ["ecr.api", "ecr.dkr", "s3", "sagemaker.runtime"]
+    for name in ("Voxtral", "Sonic"):
+        stack = stacks[f"{settings.stack_name_prefix}-{name}"]
+        model = aws.sagemaker.describe_model(ModelName=name_of(stack.one("AWS::SageMaker::Model").physical_id))
+        assert sorted(model["VpcConfig"]["Subnets"]) == sorted(s["SubnetId"] for s in subnets), name
+        (group,) = model["VpcConfig"]["SecurityGroupIds"]
+        assert aws.ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"][0]["VpcId"] == vpc_id
+    key = foundation.one("AWS::KMS::Key").physical_id
+    assert aws.kms.get_key_rotation_status(KeyId=key)["KeyRotationEnabled"] is True
 
 
 def check_endpoint(aws: Aws, stack: StackView, model_name: str, endpoint_name: str, instance_type: str, count: int,
@@ -345,6 +382,9 @@ def check_destroyed(aws: Aws, bootstrap: StackView, stacks: list[StackView]) -> 
         "CloudWatch alarms": [a["AlarmName"] for a in aws.cloudwatch.describe_alarms()["MetricAlarms"]],
         "scalable targets": [t["ResourceId"] for t in aws.application_autoscaling.describe_scalable_targets(
             ServiceNamespace="sagemaker")["ScalableTargets"]],
+        "VPCs (not the default one)": [v["VpcId"] for v in aws.ec2.describe_vpcs()["Vpcs"] if not v["IsDefault"]],
+        "VPC endpoints": [e["VpcEndpointId"] for e in aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
+                          if e.get("State") != "deleted"],
     }
     leftovers = {what: sorted(set(found) - kept) for what, found in sweeps.items() if set(found) - kept}
     assert not leftovers, f"left after cdk destroy: {leftovers}"

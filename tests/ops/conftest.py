@@ -34,6 +34,21 @@ def ops_variant(tmp_path_factory):
     return synthesize(tmp_path_factory.mktemp("ops-variant"), VARIANT)
 
 
+#: :data:`VARIANT` with capacity fallback: Voxtral on L4, else L40S, else A10G (one GPU each, 16 then 8 vCPUs); Sonic
+#: on a 4-GPU ml.g6e.12xlarge, else a 1-GPU ml.g6e.2xlarge, with its own provisioning timeout.
+POOLS = {
+    "voxtral.instance_pools": "ml.g6.4xlarge,ml.g6e.2xlarge,ml.g5.4xlarge",
+    "sonic.instance_pools": "ml.g6e.12xlarge,ml.g6e.2xlarge",
+    "sonic.instance_provision_timeout_s": "900",
+}
+
+
+@pytest.fixture(scope="session")
+def pools_variant(tmp_path_factory):
+    """The app with :data:`VARIANT` and :data:`POOLS` over cdk.json's settings, synthesized once."""
+    return synthesize(tmp_path_factory.mktemp("pools-variant"), {**VARIANT, **POOLS})
+
+
 def resources(template: dict, resource_type: str) -> dict[str, dict]:
     """``{logical id: resource}`` of one type."""
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}

@@ -481,3 +481,4 @@ def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, 
         aws.events.unregister("before-call.s3.PutObject", fail)
 
     assert hint in capsys.readouterr().err
+

@@ -20,8 +20,10 @@ Exit codes: 0 staged and verified, 1 staging or verification failed, 2 bad input
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,8 @@ from .location import S3Prefix
 #: What the options' --help says about the command.
 DESCRIPTION = (
     "Stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix: pinned to a commit, "
-    "verified file by file against the Hub and in S3, resumable, with a manifest written last."
+    "verified file by file against the Hub and in S3, resumable, with a manifest written last. Every argument is "
+    "checked before anything is downloaded or sent to AWS."
 )
 
 
@@ -144,25 +147,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="AWS Region (default: from the AWS configuration)")
 
 
-def run(args: argparse.Namespace, session: Any = None) -> int:
-    """Run ``stage-model`` with parsed ``args``; ``session`` is a boto3 Session (default: a new one for --region).
+def needs_region(args: argparse.Namespace) -> bool:
+    """Whether the run calls a regional API: CloudFormation (``--stack``) or Secrets Manager (``--hf-token-secret-id``).
+    S3 alone does not need one (boto3 finds the bucket's Region)."""
+    return bool(args.stack or args.hf_token_secret_id)
 
-    Returns the exit code (0 staged and verified, 1 failed). Raises UsageError for bad input (exit code 2).
-    """
+
+def default_session(args: argparse.Namespace) -> Any:
+    """A boto3 Session for ``--region``, else ``AWS_REGION``, else boto3's own chain (``AWS_DEFAULT_REGION``, the
+    profile). boto3 does not read ``AWS_REGION`` itself (the AWS SDKs and Tools reference guide, "AWS Region", puts it
+    first among the environment variables); CodeBuild sets both. ``voicectl stage-model`` passes voicectl's session
+    helper instead, which also reports a missing Region or profile as bad input."""
     import boto3
+
+    return boto3.Session(region_name=args.region or os.environ.get("AWS_REGION") or None)
+
+
+def run(args: argparse.Namespace, session: Any = None,
+        open_session: Callable[[argparse.Namespace], Any] = default_session) -> int:
+    """Run ``stage-model`` with parsed ``args``.
+
+    Args:
+        session: a boto3 Session; None = ``open_session(args)``, called after the arguments are checked.
+        open_session: makes the session from the arguments (default: :func:`default_session`).
+
+    Every argument is checked (:func:`validate_arguments`) before any AWS call or download, and the credentials
+    before the download. Returns the exit code (0 staged and verified, 1 failed).
+
+    Raises:
+        UsageError: bad input (exit code 2).
+        botocore.exceptions.NoCredentialsError: no credentials are configured (``voicectl`` prints it as one line).
+    """
     from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from .files import IncompleteModelError
     from .manifest import VerificationError
 
-    session = session if session is not None else boto3.Session(region_name=args.region)
+    transfer = validate_arguments(args)
+    if session is None:
+        session = open_session(args)
+    if session.get_credentials() is None:
+        # Before the download (gigabytes) rather than at the first S3 call after it.
+        raise NoCredentialsError()
     s3 = session.client("s3", config=Config(retries=RETRY_CONFIG))
     destination, repo_id, revision = _resolve_target(args, session)
     try:
         if args.verify_only:
             return _verify_only(s3, destination)
-        return _stage(args, session, s3, destination, repo_id, revision)
+        return _stage(args, session, s3, destination, repo_id, revision, transfer)
     except KeyboardInterrupt:
         # Objects appear whole, and unfinished multipart uploads are kept (:mod:`.upload`), so a rerun
         # skips what is in S3 and resumes the rest.
@@ -216,10 +249,52 @@ def resume_hint(error: BaseException) -> str | None:
     return None
 
 
-def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:
-    """(destination, repository id, revision) from the options and, with --stack, the stack's outputs."""
+def validate_arguments(args: argparse.Namespace) -> Any:
+    """Check every argument that can be checked without AWS; return the upload's ``TransferSettings``.
+
+    Raises:
+        UsageError: naming the argument, what was wrong and what is allowed.
+    """
+    from . import hub
+    from .upload import TransferSettings
+
     if args.hf_token_secret_id:
         check_secret_id(args.hf_token_secret_id)
+    if not (args.stack or args.s3_uri):
+        raise UsageError("say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a ModelS3Uri output>")
+    if args.s3_uri:
+        try:
+            S3Prefix.parse(args.s3_uri)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+    # The manifest records the revision: a branch or tag name would not say what the prefix holds, for a download
+    # or a local copy alike. A local copy may leave it unset (the manifest then records null, an unknown revision).
+    if args.revision is not None:
+        try:
+            hub.require_pinned(args.revision, args.repo_id or DEFAULT_REPO_ID)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+    elif args.from_dir is None and not args.stack:
+        raise UsageError(f"--revision is required to download {args.repo_id or DEFAULT_REPO_ID} (a full commit hash; "
+                         "or use --stack)")
+    if args.from_dir is not None and not args.from_dir.is_dir():
+        raise UsageError(f"--from-dir {args.from_dir} is not a directory")
+    for name in ("part_size_mib", "max_concurrency"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    try:
+        return TransferSettings(
+            part_size=args.part_size_mib * MIB,
+            max_concurrency=args.max_concurrency,
+            max_bandwidth=int(args.max_bandwidth_mib * MIB) if args.max_bandwidth_mib is not None else None,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+
+
+def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, str, str | None]:
+    """(destination, repository id, revision) from the options and, with --stack, the stack's outputs (the
+    arguments are already checked: :func:`validate_arguments`)."""
     outputs: dict[str, str] = {}
     if args.stack:
         outputs = _stack_outputs(session, args.stack)
@@ -229,19 +304,14 @@ def _resolve_target(args: argparse.Namespace, session: Any) -> tuple[S3Prefix, s
                 "pass --s3-uri instead"
             )
         uri = outputs[OUTPUT_MODEL_S3_URI]
-    elif args.s3_uri:
-        uri = args.s3_uri
     else:
-        raise UsageError("say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a ModelS3Uri output>")
+        uri = args.s3_uri
     try:
         destination = S3Prefix.parse(uri)
     except ValueError as error:
-        raise UsageError(str(error)) from error
+        raise UsageError(f"stack {args.stack} output {OUTPUT_MODEL_S3_URI}: {error}") from error
     repo_id = args.repo_id or outputs.get(OUTPUT_MODEL_REPOSITORY_ID) or DEFAULT_REPO_ID
     revision = args.revision or outputs.get(OUTPUT_MODEL_REVISION)
-    for name in ("part_size_mib", "max_concurrency"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     return destination, repo_id, revision
 
 
@@ -271,7 +341,8 @@ def _verify_only(s3: Any, destination: S3Prefix) -> int:
 
 
 def _stage(
-    args: argparse.Namespace, session: Any, s3: Any, destination: S3Prefix, repo_id: str, revision: str | None
+    args: argparse.Namespace, session: Any, s3: Any, destination: S3Prefix, repo_id: str, revision: str | None,
+    settings: Any,
 ) -> int:
     from . import hub
     from .files import select_model_files
@@ -287,27 +358,15 @@ def _stage(
         verify_prefix,
         write_manifest,
     )
-    from .upload import TransferSettings, upload_files
+    from .upload import upload_files
 
-    try:
-        settings = TransferSettings(
-            part_size=args.part_size_mib * MIB,
-            max_concurrency=args.max_concurrency,
-            max_bandwidth=int(args.max_bandwidth_mib * MIB) if args.max_bandwidth_mib is not None else None,
-        )
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-
-    # The manifest records the revision: a branch or tag name would not say what the prefix holds, for a download
-    # or a local copy alike. A local copy may leave it unset (the manifest then records null, an unknown revision).
+    # A revision from the stack's outputs is checked here (one given on the command line already was).
     if revision is not None:
         try:
             hub.require_pinned(revision, repo_id)
         except ValueError as error:
             raise UsageError(str(error)) from error
     if args.from_dir is not None:
-        if not args.from_dir.is_dir():
-            raise UsageError(f"--from-dir {args.from_dir} is not a directory")
         files = select_model_files(args.from_dir)
         source = Source("local-directory", repo_id, revision, path=str(args.from_dir.resolve()))
     else:
@@ -378,4 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before staging started (resolving the target)
         print("voicectl stage-model: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:
+        # No Region or credentials, or a refused request, before staging started: one line, not a traceback (the
+        # build log shows it). voicectl words these more precisely (voicectl/aws.py); this package cannot import voicectl.
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if not isinstance(error, (BotoCoreError, ClientError)):
+            raise
+        print(f"voicectl stage-model: {error}", file=sys.stderr)
+        return 1
 

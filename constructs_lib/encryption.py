@@ -1,0 +1,101 @@
+"""DataKey: the one customer managed KMS key for the data of a deployment (model bucket, ML storage volumes, log groups,
+ECR repository, staging build), made here or given by ARN. Props: :class:`constructs_lib.network_props.DataKeyProps`.
+
+Where a service cannot use a customer managed key, its construct says so beside the resource (S3 server access logs:
+:mod:`constructs_lib.model_bucket`).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from constructs_lib.network_props import DataKeyProps
+from constructs_lib.validation import Problems
+
+#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.
+KEY_DELETION_WINDOW = Duration.days(7)
+#: What a service encrypting data at rest with the key uses (KMS developer guide, "Permissions for AWS services in key
+#: policies"); no kms:CreateGrant, kms:ScheduleKeyDeletion or administration.
+DATA_ACTIONS = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
+#: What a role reading data encrypted with the key uses (S3 GetObject on an SSE-KMS object needs kms:Decrypt).
+READ_ACTIONS = ["kms:Decrypt", "kms:DescribeKey"]
+#: What a role writing SSE-KMS objects uses (PutObject and multipart uploads need both; S3 user guide,
+#: "Using server-side encryption with AWS KMS keys").
+WRITE_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+
+
+class DataKey(Construct):
+    """A customer managed key for data at rest: new (rotated yearly, a key policy naming the services that use it, kept
+    on destroy when ``retain``) or existing (``kms_key_arn``; its key policy is its owner's).
+
+    A new key's policy: the account administers it and IAM policies grant its use (the key policy CDK writes by
+    default), and it names the service principals that encrypt with it on their own: CloudWatch Logs, for the log
+    groups under ``log_group_prefixes`` only (``kms:EncryptionContext:aws:logs:arn``; CloudWatch Logs user guide,
+    "Encrypt log data in CloudWatch Logs using AWS KMS"), and ``service_principals``. Roles (execution roles, the
+    staging build) get their use by :meth:`grant_read` and :meth:`grant_write` on their own policies, which name this
+    key; a key policy naming roles of later stacks would make this stack depend on them.
+
+    Attributes:
+        key: the key (``kms.IKey``).
+        key_arn: its ARN.
+        created: whether this construct made it.
+
+    Raises:
+        constructs_lib.validation.PropsError: a malformed ARN or one of another Region.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: DataKeyProps | None = None) -> None:
+        props = props or DataKeyProps()
+        region = Stack.of(scope).region
+        problems = Problems()
+        props.problems(problems, None if Token.is_unresolved(region) else region)
+        problems.raise_if_any(f"DataKey {construct_id}")
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.created = props.kms_key_arn is None
+        if not self.created:
+            self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", props.kms_key_arn)
+            self.key_arn: str = props.kms_key_arn
+            return
+        key = kms.Key(
+            self,
+            "Key",
+            description=f"Encrypts the data of {stack.stack_name}'s deployment (model bucket, volumes, logs, images)",
+            enable_key_rotation=True,
+            pending_window=KEY_DELETION_WINDOW,
+            removal_policy=RemovalPolicy.RETAIN if props.retain else RemovalPolicy.DESTROY,
+        )
+        if props.log_group_prefixes:
+            key.add_to_resource_policy(iam.PolicyStatement(
+                sid="CloudWatchLogsEncryptLogGroups",
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=DATA_ACTIONS,
+                # In a key policy "*" means this key.
+                resources=["*"],
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": [
+                    f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{prefix}*"
+                    for prefix in props.log_group_prefixes]}},
+            ))
+        if props.service_principals:
+            key.add_to_resource_policy(iam.PolicyStatement(
+                sid="ServicesEncrypt",
+                principals=[iam.ServicePrincipal(principal) for principal in props.service_principals],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            ))
+        self.key = key
+        self.key_arn = key.key_arn
+
+    def grant_read(self, role: iam.IRole) -> None:
+        """Let ``role`` decrypt what the key encrypts (e.g. SSE-KMS model weights), on ``role``'s own policy."""
+        role.add_to_principal_policy(iam.PolicyStatement(sid="DecryptWithDataKey", actions=READ_ACTIONS,
+                                                         resources=[self.key_arn]))
+
+    def grant_write(self, role: iam.IRole) -> None:
+        """Let ``role`` write data encrypted with the key (SSE-KMS PutObject, multipart), on ``role``'s own policy."""
+        role.add_to_principal_policy(iam.PolicyStatement(sid="EncryptWithDataKey", actions=WRITE_ACTIONS,
+                                                         resources=[self.key_arn]))

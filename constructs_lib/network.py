@@ -1,0 +1,170 @@
+"""PrivateNetwork: where SageMaker endpoints run privately, a VPC without internet access, the VPC endpoints hosting and
+callers need, and the security groups between them. Props: :class:`constructs_lib.network_props.PrivateNetworkProps`.
+
+What goes where (SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon
+VPC", https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html, and "Connect to SageMaker AI Within your VPC",
+https://docs.aws.amazon.com/sagemaker/latest/dg/interface-vpc-endpoint.html):
+
+* S3 gateway endpoint: the model data (``S3Prefix`` ModelDataSource) and ECR's image layers, which ECR serves from S3
+  (Amazon ECR user guide, "Amazon ECR interface VPC endpoints": the S3 gateway endpoint is required for image pulls).
+  Gateway endpoints cost nothing.
+* ECR ``ecr.api`` and ``ecr.dkr`` interface endpoints: the image pull of the Model's container (registry
+  authentication and the Docker registry API).
+* SageMaker runtime interface endpoint (``sagemaker.runtime``): the callers, on 443 (InvokeEndpoint, response
+  streaming) and 8443 (bidirectional streaming over HTTP/2; that port is reported by third parties, not AWS
+  documentation: unconfirmed).
+* No CloudWatch Logs or CloudWatch monitoring endpoint: a hosted container's stdout and stderr, and with them the
+  bridge's embedded-metric-format lines, are shipped to CloudWatch Logs by SageMaker, not through the Model's network
+  interfaces; with network isolation (which both Models have) the container cannot call any AWS API, so it has no
+  use for one. The host-vpc page lists no such endpoint for hosting.
+
+Security groups: the Models' network interfaces accept nothing inbound (SageMaker's runtime reaches the container
+through the platform, not the interface) and send only HTTPS to the S3 prefix list and to the interface endpoints;
+the interface endpoints accept HTTPS from the Models, the runtime endpoint 443 and 8443 from the caller CIDRs.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
+from constructs_lib.network_props import RUNTIME_PORTS, PrivateNetworkProps
+from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
+from constructs_lib.validation import Problems
+
+HTTPS = 443
+
+
+class PrivateNetwork(Construct):
+    """A VPC for SageMaker endpoints with no route to the internet, plus VPC endpoints and security groups.
+
+    New VPC (no ``existing_vpc``): private isolated subnets in ``max_azs`` Availability Zones (no internet gateway,
+    no NAT gateway), DNS support and hostnames on (interface endpoints' private DNS needs both), flow logs of all
+    traffic to an encrypted log group.
+
+    Attributes:
+        vpc: the VPC (``ec2.IVpc``).
+        subnet_ids: the private subnets for the Models' ``VpcConfig``.
+        model_security_group_ids: the security groups for the Models' ``VpcConfig``.
+        runtime_endpoint: the SageMaker runtime interface endpoint, or None (``create_endpoints`` off).
+        endpoints: ``{name: endpoint}`` of every VPC endpoint made here (``S3``, ``EcrApi``, ``EcrDocker``,
+            ``SageMakerRuntime``).
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid prop.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: PrivateNetworkProps | None = None) -> None:
+        props = props or PrivateNetworkProps()
+        region = Stack.of(scope).region
+        problems = Problems()
+        props.problems(problems, None if Token.is_unresolved(region) else region)
+        check_log_retention_days(problems, "flow_log_retention_days", props.flow_log_retention_days)
+        problems.raise_if_any(f"PrivateNetwork {construct_id}")
+        super().__init__(scope, construct_id)
+        key = kms.Key.from_key_arn(self, "LogKey", props.kms_key_arn) if props.kms_key_arn else None
+
+        existing = props.existing_vpc
+        if existing is None:
+            self.vpc: ec2.IVpc = self._new_vpc(props, key)
+            subnets = self.vpc.isolated_subnets
+        else:
+            # Described, not looked up: synth needs no AWS credentials (Vpc.from_vpc_attributes).
+            self.vpc = ec2.Vpc.from_vpc_attributes(
+                self, "Vpc", vpc_id=existing.vpc_id, availability_zones=list(existing.availability_zones),
+                vpc_cidr_block=existing.cidr)
+            subnets = [
+                ec2.Subnet.from_subnet_attributes(
+                    self, f"Subnet{index}", subnet_id=subnet_id, availability_zone=zone,
+                    route_table_id=existing.route_table_ids[index] if existing.route_table_ids else None)
+                for index, (subnet_id, zone) in enumerate(zip(existing.subnet_ids, existing.availability_zones))
+            ]
+        self.subnet_ids: list[str] = [subnet.subnet_id for subnet in subnets]
+        selection = ec2.SubnetSelection(subnets=subnets)
+
+        if props.security_group_ids:
+            model_groups = [ec2.SecurityGroup.from_security_group_id(self, f"ModelGroup{index}", group_id, mutable=False)
+                            for index, group_id in enumerate(props.security_group_ids)]
+        else:
+            model_group = ec2.SecurityGroup(
+                self, "ModelSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+                description="SageMaker Models network interfaces - no inbound - HTTPS out to S3 and the VPC endpoints")
+            model_groups = [model_group]
+        self.model_security_group_ids: list[str] = [group.security_group_id for group in model_groups]
+
+        self.endpoints: dict[str, ec2.IVpcEndpoint] = {}
+        self.runtime_endpoint: ec2.InterfaceVpcEndpoint | None = None
+        if not props.create_endpoints:
+            return
+        s3 = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[selection])
+        self.endpoints["S3"] = s3
+
+        registry_group = ec2.SecurityGroup(
+            self, "RegistryEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="ECR interface endpoints - HTTPS in from the SageMaker Models only")
+        for name, service in (("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
+                              ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER)):
+            self.endpoints[name] = self.vpc.add_interface_endpoint(
+                name, service=service, subnets=selection, security_groups=[registry_group], private_dns_enabled=True,
+                open=False)
+        for group in model_groups:
+            registry_group.add_ingress_rule(ec2.Peer.security_group_id(group.security_group_id), ec2.Port.tcp(HTTPS),
+                                            "HTTPS from the SageMaker Models (image pull)")
+        if not props.security_group_ids:
+            # S3's managed prefix list id is not known offline (only a lookup or a custom resource reads it), so
+            # this names any address on 443: the subnets' only routes are the VPC itself and the S3 gateway
+            # endpoint, so nothing but S3 and the VPC's own addresses (the ECR endpoints) is reachable this way.
+            model_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS),
+                                        "HTTPS to S3 (gateway endpoint) and the ECR interface endpoints")
+
+        runtime_group = ec2.SecurityGroup(
+            self, "RuntimeEndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="SageMaker runtime interface endpoint - 443 and 8443 (bidirectional streaming) from callers")
+        for cidr in props.caller_cidrs or [props.cidr]:
+            for port in RUNTIME_PORTS:
+                # 8443: bidirectional streaming callers (reported by third parties, not AWS documentation: unconfirmed).
+                runtime_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
+                                               f"Callers of the SageMaker runtime on {port} from {cidr}")
+        self.runtime_endpoint = self.vpc.add_interface_endpoint(
+            "SageMakerRuntime", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME, subnets=selection,
+            security_groups=[runtime_group], private_dns_enabled=True, open=False)
+        self.endpoints["SageMakerRuntime"] = self.runtime_endpoint
+
+    def _new_vpc(self, props: PrivateNetworkProps, key: kms.IKey | None) -> ec2.Vpc:
+        flow_logs = logs.LogGroup(
+            self, "FlowLogs", retention=getattr(logs.RetentionDays, LOG_RETENTION[props.flow_log_retention_days]),
+            encryption_key=key, removal_policy=RemovalPolicy.DESTROY)
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(props.vpc_cidr),
+            max_azs=props.max_azs,
+            nat_gateways=0,
+            subnet_configuration=[ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
+                                                          cidr_mask=20)],
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            # A new VPC's default security group allows all traffic between its members: CDK empties it.
+            restrict_default_security_group=True,
+            flow_logs={"All": ec2.FlowLogOptions(
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                traffic_type=ec2.FlowLogTrafficType.ALL)},
+        )
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "The flow log role's policy (CDK's) writes to the one flow log group; an inline policy "
+                                 "belongs to that one role and goes with it.",
+        })
+        # CDK's custom resource that empties the default security group runs on the Lambda runtime CDK chooses.
+        Validations.of(self).acknowledge(Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The Lambda function that removes the default security group's rules is CDK's own "
+                   "(restrictDefaultSecurityGroup); its runtime is CDK's choice.",
+        ))
+        for provider in stack_singletons(self, "Custom::VpcRestrictDefaultSG"):
+            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
+        return vpc
+

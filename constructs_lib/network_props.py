@@ -1,0 +1,177 @@
+"""Props of :class:`constructs_lib.network.PrivateNetwork` and :class:`constructs_lib.encryption.DataKey`, with their
+checks and the facts they rest on. CDK-free (no ``aws_cdk`` import): the app's settings layer runs the same checks.
+
+Sources:
+
+* SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC"
+  (https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html): a Model's ``VpcConfig`` needs subnets in at least
+  two Availability Zones ("even if you have only one hosting instance"); without internet access the model containers
+  reach S3 only through an S3 VPC endpoint.
+* Resource id forms: :mod:`constructs_lib.names`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from constructs_lib.names import (
+    ROUTE_TABLE_ID_RE,
+    SECURITY_GROUP_ID_RE,
+    SUBNET_ID_RE,
+    VPC_ID_RE,
+    check_ids,
+    check_kms_key_arn,
+    is_token,
+)
+from constructs_lib.validation import Problems
+
+#: An Availability Zone name: the Region code plus one letter (``us-east-1a``).
+AVAILABILITY_ZONE_RE = re.compile(r"(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)[a-z]")
+#: SageMaker hosting in a VPC: subnets in at least this many Availability Zones (host-vpc page, see module docstring).
+MIN_AVAILABILITY_ZONES = 2
+#: Prefix lengths a VPC's CIDR block may have (Amazon VPC user guide, "VPC CIDR blocks": /16 to /28).
+VPC_PREFIX_RANGE = (16, 28)
+#: The address range of a VPC the stack creates, unless given: a /16 from RFC 1918 space.
+DEFAULT_VPC_CIDR = "10.80.0.0/16"
+
+#: Ports a caller of the SageMaker runtime VPC endpoint uses: 443 (InvokeEndpoint, response streaming) and 8443
+#: (bidirectional streaming over HTTP/2). 8443 is reported by third parties, not by AWS documentation: unconfirmed.
+RUNTIME_PORTS = (443, 8443)
+
+
+def check_cidr(p: Problems, prop: str, value: str, *, vpc: bool) -> None:
+    """An IPv4 CIDR block (``10.0.0.0/16``); ``vpc`` also requires a prefix length a VPC allows."""
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        p.add(prop, value, "must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)")
+        return
+    low, high = VPC_PREFIX_RANGE
+    if vpc and not low <= network.prefixlen <= high:
+        p.add(prop, value, f"must have a prefix length between /{low} and /{high} (a VPC's CIDR block)")
+
+
+@dataclass(frozen=True)
+class ExistingVpc:
+    """A VPC made elsewhere, described without a lookup (synth stays offline).
+
+    Attributes:
+        vpc_id: ``vpc-...``.
+        subnet_ids: the private subnets the Models' network interfaces (and the interface endpoints) use.
+        availability_zones: the Availability Zone of each subnet, in the same order; at least two different ones.
+        route_table_ids: the route table of each subnet, in the same order; needed only when the S3 gateway endpoint
+            is made here (``PrivateNetworkProps.create_endpoints``).
+        cidr: the VPC's CIDR block (what the endpoints' security group lets in when no caller CIDRs are given).
+    """
+
+    vpc_id: str
+    subnet_ids: Sequence[str]
+    availability_zones: Sequence[str]
+    cidr: str
+    route_table_ids: Sequence[str] = ()
+
+    def problems(self, p: Problems, region: str | None, *, needs_route_tables: bool) -> None:
+        if not is_token(self.vpc_id) and not VPC_ID_RE.fullmatch(self.vpc_id):
+            p.add("vpc_id", self.vpc_id, "must be a VPC id such as 'vpc-0123456789abcdef0'")
+        check_ids(p, "subnet_ids", self.subnet_ids, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'")
+        zones = list(self.availability_zones)
+        bad = [zone for zone in zones if not AVAILABILITY_ZONE_RE.fullmatch(zone)
+               or (region is not None and AVAILABILITY_ZONE_RE.fullmatch(zone)["region"] != region)]
+        if bad:
+            p.add("availability_zones", zones, f"must be Availability Zones of {region or 'the stack Region'} such as "
+                                               f"'{region or 'us-east-1'}a'; not: {', '.join(map(repr, bad))}")
+        if len(zones) != len(self.subnet_ids):
+            p.add("availability_zones", zones, f"must name the zone of each of the {len(self.subnet_ids)} subnet(s), "
+                                               f"in the order of {p.name('subnet_ids')}")
+        elif len(set(zones)) < MIN_AVAILABILITY_ZONES:
+            p.add("subnet_ids", list(self.subnet_ids), f"must be in at least {MIN_AVAILABILITY_ZONES} Availability "
+                  f"Zones (SageMaker hosting in a VPC); all are in {', '.join(sorted(set(zones))) or 'none'}")
+        if needs_route_tables or self.route_table_ids:
+            if len(self.route_table_ids) != len(self.subnet_ids):
+                p.add("route_table_ids", list(self.route_table_ids),
+                      f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) (the S3 gateway "
+                      f"endpoint is added to them), or set {p.name('create_endpoints')}=false if the VPC has "
+                      "its endpoints")
+            else:
+                check_ids(p, "route_table_ids", self.route_table_ids, ROUTE_TABLE_ID_RE,
+                           "route table ids such as 'rtb-0123456789abcdef0'")
+        check_cidr(p, "vpc_cidr", self.cidr, vpc=True)
+
+
+@dataclass(frozen=True)
+class PrivateNetworkProps:
+    """Props of :class:`~constructs_lib.network.PrivateNetwork`.
+
+    Attributes:
+        existing_vpc: a VPC made elsewhere. Default: a new VPC with private isolated subnets in
+            ``max_azs`` Availability Zones, no internet or NAT gateway, and flow logs.
+        vpc_cidr: CIDR block of a new VPC. Default :data:`DEFAULT_VPC_CIDR`.
+        max_azs: Availability Zones of a new VPC (at least 2). Default 2.
+        security_group_ids: security groups for the Models' network interfaces, instead of the one made here (the
+            endpoints' security group then lets them in on 443). Default: one made here, with no inbound rule and
+            outbound 443 only to the S3 prefix list and the interface endpoints.
+        create_endpoints: make the VPC endpoints (S3 gateway; ECR api and dkr, SageMaker runtime interfaces). Turn
+            off for a VPC that has them already (a second interface endpoint with private DNS for the same service
+            in one VPC is refused). Default true.
+        caller_cidrs: who may reach the SageMaker runtime endpoint on 443 and 8443 (peered VPCs, on premises over
+            VPN or Direct Connect). Default: the VPC's own CIDR block.
+        flow_log_retention_days: retention of the flow log group (a CloudWatch Logs retention). Default 365.
+        kms_key_arn: the key that encrypts the flow log group. Default: CloudWatch Logs' own encryption.
+    """
+
+    existing_vpc: ExistingVpc | None = None
+    vpc_cidr: str = DEFAULT_VPC_CIDR
+    max_azs: int = 2
+    security_group_ids: Sequence[str] = ()
+    create_endpoints: bool = True
+    caller_cidrs: Sequence[str] = ()
+    flow_log_retention_days: int = 365
+    kms_key_arn: str | None = None
+
+    def problems(self, p: Problems, region: str | None = None) -> None:
+        if self.existing_vpc is not None:
+            self.existing_vpc.problems(p, region, needs_route_tables=self.create_endpoints)
+        else:
+            check_cidr(p, "vpc_cidr", self.vpc_cidr, vpc=True)
+            if self.max_azs < MIN_AVAILABILITY_ZONES:
+                p.add("max_azs", self.max_azs, f"must be at least {MIN_AVAILABILITY_ZONES} (SageMaker hosting in a VPC "
+                                               "needs subnets in two Availability Zones)")
+        check_ids(p, "security_group_ids", self.security_group_ids, SECURITY_GROUP_ID_RE,
+                   "security group ids such as 'sg-0123456789abcdef0'")
+        for cidr in self.caller_cidrs:
+            check_cidr(p, "caller_cidrs", cidr, vpc=False)
+        if self.kms_key_arn is not None:
+            check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
+
+    @property
+    def cidr(self) -> str:
+        """The VPC's CIDR block (the new one's, or the existing one's)."""
+        return self.existing_vpc.cidr if self.existing_vpc is not None else self.vpc_cidr
+
+
+@dataclass(frozen=True)
+class DataKeyProps:
+    """Props of :class:`~constructs_lib.encryption.DataKey`.
+
+    Attributes:
+        kms_key_arn: a key made elsewhere (a key ARN, not an alias: IAM grants must name the key). Default: a new
+            key, rotated yearly.
+        retain: keep a new key on ``cdk destroy`` (it decrypts retained data). Default false (scheduled for deletion
+            after 7 days).
+        log_group_prefixes: log group name prefixes CloudWatch Logs may encrypt with a new key (the key policy names
+            them). Default: none.
+        service_principals: other AWS service principals the key policy lets encrypt with a new key (for example
+            SNS's or CloudWatch's). Default: none.
+    """
+
+    kms_key_arn: str | None = None
+    retain: bool = False
+    log_group_prefixes: Sequence[str] = field(default_factory=tuple)
+    service_principals: Sequence[str] = field(default_factory=tuple)
+
+    def problems(self, p: Problems, region: str | None = None) -> None:
+        if self.kms_key_arn is not None:
+            check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)

@@ -1,0 +1,111 @@
+"""PrivateNetwork, DataKey and an endpoint in a VPC, each in a bare stack: defaults, an existing VPC, the props'
+checks (all problems in one error), and the caller policy bound to a VPC endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from constructs_lib.encryption import DataKey
+from constructs_lib.endpoint import RealtimeEndpoint
+from constructs_lib.network import PrivateNetwork
+from constructs_lib.network_props import DataKeyProps, ExistingVpc, PrivateNetworkProps
+from constructs_lib.validation import PropsError
+from tests.constructs.conftest import ACCOUNT, bare_stack, endpoint_props, only, resources
+
+KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+
+
+def test_a_new_network_has_isolated_subnets_in_two_zones_endpoints_and_no_way_out():
+    stack = bare_stack()
+    network = PrivateNetwork(stack, "Net")
+    assert len(network.subnet_ids) == 2 and len(network.model_security_group_ids) == 1
+    assert sorted(network.endpoints) == ["EcrApi", "EcrDocker", "S3", "SageMakerRuntime"]
+    assert resources(stack, "AWS::EC2::InternetGateway") == {} and resources(stack, "AWS::EC2::NatGateway") == {}
+    assert resources(stack, "AWS::EC2::Route") == {}
+    _, vpc = only(stack, "AWS::EC2::VPC")
+    assert vpc["Properties"]["CidrBlock"] == "10.80.0.0/16"
+    assert vpc["Properties"]["EnableDnsHostnames"] is True and vpc["Properties"]["EnableDnsSupport"] is True
+    _, flow_log = only(stack, "AWS::EC2::FlowLog")
+    assert flow_log["Properties"]["TrafficType"] == "ALL"
+
+
+def test_an_existing_vpc_with_its_own_groups_and_no_endpoints():
+    stack = bare_stack()
+    network = PrivateNetwork(stack, "Net", PrivateNetworkProps(
+        existing_vpc=ExistingVpc("vpc-0123456789abcdef0", ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+                                 ["us-east-1a", "us-east-1b"], "10.1.0.0/16"),
+        security_group_ids=["sg-0123456789abcdef0"], create_endpoints=False))
+    assert network.subnet_ids == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    assert network.model_security_group_ids == ["sg-0123456789abcdef0"]
+    assert network.runtime_endpoint is None
+    assert resources(stack, "AWS::EC2::VPC") == {} and resources(stack, "AWS::EC2::SecurityGroup") == {}
+
+
+def test_bad_network_props_are_reported_together():
+    with pytest.raises(PropsError) as error:
+        PrivateNetwork(bare_stack(), "Net", PrivateNetworkProps(
+            existing_vpc=ExistingVpc("vpc-1", ["subnet-0123456789abcdef0"], ["us-west-2a"], "10.1.0.0/33"),
+            caller_cidrs=["10.0.0.1/16"], flow_log_retention_days=2))
+    assert error.value.problems == [
+        "vpc_id='vpc-1': must be a VPC id such as 'vpc-0123456789abcdef0'",
+        "availability_zones=[\"us-west-2a\"]: must be Availability Zones of us-east-1 such as 'us-east-1a'; not: "
+        "'us-west-2a'",
+        "subnet_ids=[\"subnet-0123456789abcdef0\"]: must be in at least 2 Availability Zones (SageMaker hosting in a "
+        "VPC); all are in us-west-2a",
+        "route_table_ids=[]: must name the route table of each of the 1 subnet(s) (the S3 gateway endpoint is added to "
+        "them), or set create_endpoints=false if the VPC has its endpoints",
+        "vpc_cidr='10.1.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
+        "caller_cidrs='10.0.0.1/16': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
+        "flow_log_retention_days=2: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, "
+        "1096, 1827, 2192, 2557, 2922, 3288, 3653",
+    ]
+
+
+def test_a_new_key_rotates_and_names_cloudwatch_logs_for_its_prefixes_only():
+    stack = bare_stack()
+    key = DataKey(stack, "Key", DataKeyProps(retain=True, log_group_prefixes=["/aws/sagemaker/Endpoints/"]))
+    assert key.created
+    _, resource = only(stack, "AWS::KMS::Key")
+    assert resource["Properties"]["EnableKeyRotation"] is True and resource["DeletionPolicy"] == "Retain"
+    (logs,) = [s for s in resource["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsEncryptLogGroups"]
+    assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
+    (arn,) = logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+    assert json.dumps(arn).endswith(f':logs:us-east-1:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/*"]]}}')
+
+
+def test_a_given_key_is_used_as_it_is_and_checked():
+    stack = bare_stack()
+    key = DataKey(stack, "Key", DataKeyProps(kms_key_arn=KEY))
+    assert not key.created and key.key_arn == KEY and resources(stack, "AWS::KMS::Key") == {}
+    with pytest.raises(PropsError, match=r"the key is in eu-west-1 but the stack deploys to us-east-1"):
+        DataKey(bare_stack(), "Key", DataKeyProps(kms_key_arn=KEY.replace("us-east-1", "eu-west-1")))
+
+
+def test_an_endpoint_in_a_vpc_bound_to_a_vpc_endpoint():
+    stack = bare_stack()
+    RealtimeEndpoint(stack, "Speech", endpoint_props(
+        vpc_subnets=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"], security_groups=["sg-0123456789abcdef0"],
+        require_source_vpce=["vpce-0123456789abcdef0"], log_kms_key_arn=KEY, enable_network_isolation=True))
+    _, model = only(stack, "AWS::SageMaker::Model")
+    assert model["Properties"]["VpcConfig"] == {"Subnets": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+                                                "SecurityGroupIds": ["sg-0123456789abcdef0"]}
+    assert model["Properties"]["EnableNetworkIsolation"] is True
+    _, policy = only(stack, "AWS::IAM::ManagedPolicy")
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceVpce": ["vpce-0123456789abcdef0"]}}
+    _, group = only(stack, "AWS::Logs::LogGroup")
+    assert group["Properties"]["KmsKeyId"] == KEY
+
+
+def test_vpc_props_of_an_endpoint_are_checked():
+    with pytest.raises(PropsError) as error:
+        RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(vpc_subnets=["sg-0123456789abcdef0"],
+                                                                require_source_vpce=["vpc-1"]))
+    assert error.value.problems == [
+        'vpc_subnets=["sg-0123456789abcdef0"] and security_groups=[]: give both (a VpcConfig) or neither',
+        "vpc_subnets=[\"sg-0123456789abcdef0\"]: must be subnet ids such as 'subnet-0123456789abcdef0'; not: "
+        "'sg-0123456789abcdef0'",
+        "require_source_vpce=[\"vpc-1\"]: must be VPC endpoint ids such as 'vpce-0123456789abcdef0'; not: 'vpc-1'",
+    ]

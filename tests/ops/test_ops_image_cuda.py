@@ -1,0 +1,25 @@
+"""The image's CUDA at synth: an unknown CUDA is a warning of the Voxtral stack, never a guess (an incompatible one is
+a settings error: tests/infra/test_cuda_compat.py)."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Annotations, Match
+
+from tests.ops.conftest import PREBUILT_IMAGE
+
+
+def cuda_warnings(synthesized_app) -> list:
+    return Annotations.from_stack(synthesized_app.voice_app.voxtral).find_warning(
+        "*", Match.string_like_regexp("CUDA"))
+
+
+def test_a_prebuilt_image_whose_tag_names_no_cuda_gets_a_warning(ops_variant):
+    (warning,) = cuda_warnings(ops_variant)
+    assert warning.entry.data == (
+        f"the CUDA version of voxtral.image_uri {PREBUILT_IMAGE} is unknown (its tag names none, as '-cu130-' in a "
+        "SageMaker DLC tag does), so it was not checked against al2023-ami-sagemaker-inference-gpu-4-1 "
+        "[ack: realtime-voice:image-cuda]")
+
+
+def test_the_image_built_from_container_gets_none(synthesized):
+    assert cuda_warnings(synthesized) == []
