@@ -74,11 +74,19 @@ def synthesized(outdir: Path, endpoint_name: str) -> tuple[dict, dict]:
     return copy.deepcopy(container), copy.deepcopy(fields)
 
 
+def synthesized_isolation(outdir: Path, endpoint_name: str) -> bool:
+    """The Model's EnableNetworkIsolation as the template sets it (absent means False)."""
+    (expected,) = [e for e in read_cloud_assembly(outdir) if e.endpoint_name == endpoint_name]
+    (variant,) = expected.variants
+    return bool(expected.model_of(variant.properties["ModelName"]).get("EnableNetworkIsolation", False))
+
+
 def deploy_voxtral(session, outdir: Path, suffix: str = "1", *, container: dict | None = None,
                    variant: dict | None = None, **kwargs) -> None:
     """The Voxtral endpoint exactly as the variant's template describes it, with ``container``/``variant`` fields
     replaced."""
     synth_container, synth_variant = synthesized(outdir, "voxtral-realtime")
+    kwargs.setdefault("isolation", synthesized_isolation(outdir, "voxtral-realtime"))
     fields = {**synth_variant, **(variant or {})}
     instance_type, count = fields.pop("InstanceType", None), fields.pop("InitialInstanceCount")
     deploy(session, "voxtral-realtime", f"voxtral-config-{suffix}", f"voxtral-model-{suffix}",
@@ -149,8 +157,10 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     assert main(["verify", "--cdk-out", str(ops_variant.outdir)]) == 0
     out = capsys.readouterr().out
     assert "OK       voxtral-realtime: status: InService" in out
-    assert ("OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized (13 entries)"
-            in out)
+    entries = len(synthesized(ops_variant.outdir, "voxtral-realtime")[0]["Environment"])
+    assert entries == 19  # the bridge's and vLLM's 13, plus the 6 that keep an isolated container offline
+    assert (f"OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized ({entries} "
+            "entries)" in out)
     assert out.rstrip().endswith(f"{len(checks)} of {len(checks)} checks passed")
 
 
@@ -228,7 +238,7 @@ OLD_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/0b8f7c1e-0000-4000-8000-000000000
     ({"container": {"Environment": {"SM_VLLM_MODEL": "/opt/ml/model"}}},
      "Model voxtral-model-0 PrimaryContainer.Environment", "SM_VLLM_SERVED_MODEL_NAME=mistralai/Voxtral-Mini-4B-Realtime-2602",
      "SM_VLLM_SERVED_MODEL_NAME=unset"),  # the first of the 12 variables the old Model lacks
-    ({"isolation": True}, "Model voxtral-model-0 EnableNetworkIsolation", "False", "True"),
+    ({"isolation": False}, "Model voxtral-model-0 EnableNetworkIsolation", "True", "False"),
     ({"vpc": {"SecurityGroupIds": ["sg-0123"], "Subnets": ["subnet-0a", "subnet-0b"]}},
      "Model voxtral-model-0 VpcConfig", "unset", '{"SecurityGroupIds": ["sg-0123"], "Subnets": ["subnet-0a", "subnet-0b"]}'),
     ({"variant": {"InstanceType": "ml.g6e.xlarge"}}, "EndpointConfig voxtral-config-0 AllTraffic InstanceType",
