@@ -77,7 +77,7 @@ mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser t
 local: deps ## run the whole path on this machine (fake vLLM, bridge, Sonic stand-in, SageMaker runtime front door); Ctrl-C stops
 	$(PY) -m voicectl.local $(LOCAL_ARGS)
 
-local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server (1-2 min)
+local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)

@@ -37,6 +37,8 @@ from config.models import (
     bridge_base_image,
 )
 from constructs_lib import capacity, cuda_compat, instance_types
+from constructs_lib.ecs_props import GpuCapacity, LoadBalancing
+from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
     ProductionVariant,
@@ -194,6 +196,9 @@ class VoxtralSettings(EndpointSettings):
 
     endpoint_name: str = "voxtral-realtime"
     instance_type: str = "ml.g6.4xlarge"
+    #: Where the bridge image runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a
+    #: load balancer (the ``ecs.*`` settings; README "Choosing a target").
+    target: Literal["sagemaker", "ecs"] = "sagemaker"
     model_id: str = DEFAULT_REPO_ID
     #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = a prefix in the stack's model bucket.
     model_s3_uri: str | None = None
@@ -406,6 +411,67 @@ class SonicSettings(EndpointSettings):
 
 
 @dataclass(frozen=True)
+class EcsSettings:
+    """The self-managed GPU target (``voxtral.target=ecs``): an ECS service on EC2 GPU instances behind an
+    Application Load Balancer. Used only by a section whose target is ``ecs``."""
+
+    #: EC2 instance type with an NVIDIA GPU (no ``ml.``): g6.xlarge ... g6e.*; one task per GPU.
+    instance_type: str = "g6.xlarge"
+    capacity: Literal["on_demand", "spot"] = "on_demand"
+    #: Service task range; at least two by default, so one task serves while another is replaced.
+    min_tasks: int = 2
+    max_tasks: int = 4
+    #: ``multi_az`` spreads instances over the VPC's zones; ``single_az`` puts them in one zone in a cluster placement
+    #: group (shortest network path, no zone redundancy).
+    placement: Literal["multi_az", "single_az"] = "multi_az"
+    root_volume_gib: int = 200
+    load_balancer: Literal["internal", "internet_facing"] = "internal"
+    #: ACM certificate for an HTTPS listener; required for an internet-facing load balancer.
+    certificate_arn: str | None = None
+    #: Callers send a bearer token (a Secrets Manager secret the stack creates); required when internet-facing.
+    require_token: bool = True
+
+    #: Prop -> the setting that gives it (booleans of the props are spelled as choices here).
+    PROPS: ClassVar[dict[str, str]] = {
+        "instance_type": "instance_type", "spot": "capacity", "min_tasks": "min_tasks", "max_tasks": "max_tasks",
+        "single_az": "placement", "root_volume_gib": "root_volume_gib", "internet_facing": "load_balancer",
+        "certificate_arn": "certificate_arn", "require_token": "require_token",
+    }
+
+    def capacity_props(self) -> GpuCapacity:
+        return GpuCapacity(instance_type=self.instance_type, spot=self.capacity == "spot", min_tasks=self.min_tasks,
+                           max_tasks=self.max_tasks, single_az=self.placement == "single_az",
+                           root_volume_gib=self.root_volume_gib)
+
+    def load_balancing(self) -> LoadBalancing:
+        return LoadBalancing(internet_facing=self.load_balancer == "internet_facing",
+                             certificate_arn=self.certificate_arn, require_token=self.require_token)
+
+    def problems(self, region: str, voxtral: VoxtralSettings) -> list[str]:
+        """Every problem of the ECS settings, named ``ecs.<key>``; choices are shown as the settings spell them."""
+        spelled = {"internet_facing": ("load_balancer", "internet_facing"), "spot": ("capacity", "spot"),
+                   "single_az": ("placement", "single_az")}
+
+        class EcsProblems(Problems):
+            def ref(self, prop: str, value: Any) -> str:
+                key, choice = spelled.get(prop, (None, None))
+                return f"ecs.{key}={show(choice)}" if key and value is True else super().ref(prop, value)
+
+        p = EcsProblems(name=lambda prop: f"ecs.{self.PROPS.get(prop, prop)}")
+        self.capacity_props().problems(p)
+        self.load_balancing().problems(p, region)
+        spec = ecs_gpu_spec(self.instance_type)
+        if spec is not None and len(p) == 0:
+            fits = capacity.fit(spec, voxtral.max_model_len, voxtral.gpu_memory_utilization).fit
+            if fits < voxtral.streams_per_instance:
+                p.note(f"ecs.instance_type={show(self.instance_type)} with voxtral.max_model_len={voxtral.max_model_len} "
+                       f"and voxtral.max_num_seqs={voxtral.streams_per_instance}: one {spec.gpu_model} "
+                       f"({spec.gpu_memory_gib:g} GiB) holds the weights and KV cache for at most {fits} sequence(s) "
+                       "of that length; lower max_num_seqs or max_model_len, or choose a GPU with more memory")
+        return list(p)
+
+
+@dataclass(frozen=True)
 class NetworkSettings:
     """Where the endpoints run (README, "Private deployment"): ``public`` is SageMaker-managed networking; ``vpc`` puts
     both Models in private subnets with no internet access, a new VPC unless ``vpc_id`` is given."""
@@ -506,6 +572,7 @@ class Settings:
     alarm_email: str | None = None
     voxtral: VoxtralSettings = field(default_factory=VoxtralSettings)
     sonic: SonicSettings = field(default_factory=SonicSettings)
+    ecs: EcsSettings = field(default_factory=EcsSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
 
@@ -550,6 +617,15 @@ class Settings:
         for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
             if endpoint.enabled:
                 problems += endpoint.problems(section, self.region)
+        if self.voxtral.enabled and self.voxtral.target == "ecs":
+            problems += self.ecs.problems(self.region, self.voxtral)
+            if self.network.private:
+                # Not supported yet, said rather than ignored: the ECS target makes its own VPC (public subnets for
+                # the load balancer, a NAT gateway for the tasks' AWS API calls), and the Foundation stack's private
+                # network has no route out and no ECS, ECS agent, CloudWatch Logs or Secrets Manager VPC endpoints.
+                problems.append("voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target "
+                                "makes its own VPC with a NAT gateway); use network.mode='public' with the ECS "
+                                "target, or voxtral.target='sagemaker' for a private deployment")
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")
@@ -558,7 +634,7 @@ class Settings:
 
 # --- Parsing --------------------------------------------------------------------------------------------------------
 
-SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings,
+SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings,
                              "network.": NetworkSettings, "encryption.": EncryptionSettings}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
@@ -598,7 +674,8 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
             problems.append(f"{key}={show(raw)}: {error}")
 
     settings = Settings(**values[""], voxtral=VoxtralSettings(**values["voxtral."]),
-                        sonic=SonicSettings(**values["sonic."]), network=NetworkSettings(**values["network."]),
+                        sonic=SonicSettings(**values["sonic."]), ecs=EcsSettings(**values["ecs."]),
+                        network=NetworkSettings(**values["network."]),
                         encryption=EncryptionSettings(**values["encryption."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.
     problems.extend(settings.problems())

@@ -31,6 +31,8 @@ _MODULES = {
     "bridge_image": ("BridgeImage", "BridgeImageProps"),
     "model_bucket": ("ModelBucket", "ModelBucketProps"),
     "model_staging": ("ModelStaging", "ModelStagingProps"),
+    "ecs_service": ("GpuEcsService", "GpuEcsServiceProps"),
+    "ecs_props": ("GpuCapacity", "LoadBalancing"),
     "network": ("PrivateNetwork",),
     "network_props": ("PrivateNetworkProps", "ExistingVpc", "DataKeyProps"),
     "encryption": ("DataKey",),

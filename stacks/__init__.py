@@ -14,6 +14,7 @@ from stacks.artifacts_stack import ArtifactsStack
 from stacks.foundation_stack import FoundationStack, foundation_refs
 from stacks.operations_stack import OperationsStack
 from stacks.sonic_stack import SonicStack
+from stacks.voxtral_ecs_stack import VoxtralEcsStack
 from stacks.voxtral_stack import VoxtralStack
 
 CONTAINER_DIR = BRIDGE_CONTAINER_DIR
@@ -24,7 +25,7 @@ class VoiceApp:
     """The stacks :func:`build_app` created (None where the settings disable a part)."""
 
     artifacts: ArtifactsStack | None
-    voxtral: VoxtralStack | None
+    voxtral: VoxtralStack | VoxtralEcsStack | None
     sonic: SonicStack | None
     operations: OperationsStack
     foundation: FoundationStack | None = None
@@ -37,7 +38,8 @@ class VoiceApp:
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
     """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic``
     (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic), and ``-Foundation``
-    (data key and VPC) when the deployment is private or makes a key.
+    (data key and VPC) when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
+    instead of ``-Voxtral``.
 
     The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
     the region is the ``region`` setting.
@@ -61,11 +63,18 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             app, f"{prefix}-Artifacts", settings=settings, foundation=foundation, container_dir=container_dir, env=env,
             description="Real-time voice on SageMaker: bridge image repository and model bucket",
         )
-        voxtral = VoxtralStack(
-            app, f"{prefix}-Voxtral", settings=settings, foundation=foundation, artifacts=artifacts.refs,
-            alarm_topic=topic, env=env,
-            description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
-        )
+        if settings.voxtral.target == "ecs":
+            voxtral = VoxtralEcsStack(
+                app, f"{prefix}-VoxtralEcs", settings=settings, foundation=foundation, artifacts=artifacts.refs,
+                alarm_topic=topic, env=env,
+                description="Real-time voice: Voxtral speech-to-text on ECS GPU instances behind a load balancer",
+            )
+        else:
+            voxtral = VoxtralStack(
+                app, f"{prefix}-Voxtral", settings=settings, foundation=foundation, artifacts=artifacts.refs,
+                alarm_topic=topic, env=env,
+                description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
+            )
         voxtral.add_stack_dependency(artifacts)
     if settings.sonic.enabled:
         sonic = SonicStack(

@@ -32,7 +32,8 @@ class OperationsStack(Stack):
         # The same thresholds as the endpoints' alarms (the settings build both).
         voxtral, sonic = settings.voxtral, settings.sonic
         endpoints = []
-        if voxtral.enabled:
+        # On the ECS target the Voxtral stack has a dashboard of its own (its load balancer's metrics need its ids).
+        if voxtral.enabled and voxtral.target == "sagemaker":
             endpoints.append(voxtral.props(
                 DashboardEndpoint, title="Voxtral speech to text", thresholds=voxtral.thresholds(),
                 bridge=voxtral.bridge_thresholds(), scaling_target=voxtral.streams_target))

@@ -99,38 +99,45 @@ class VoxtralStack(EndpointStack):
                 Fn.import_value(artifacts.repository_arn))
 
     def _weights(self, voxtral: VoxtralSettings, artifacts: ArtifactRefs) -> tuple[S3Prefix, str]:
-        """(where the weights are, the S3 URI the Model reads): the given prefix, or the stack's model bucket, staged
-        here first when ``voxtral.stage_model``; then the URI is the staging custom resource's attribute, so the Model
-        cannot be created before the weights are in place."""
-        model_bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
-        if voxtral.model_s3_uri:
-            weights = S3Prefix.parse(normalise_s3_prefix(voxtral.model_s3_uri))
-        else:
-            weights = S3Prefix(model_bucket.bucket_name, voxtral.model_prefix_key())
-        if not voxtral.stages_model:
-            return weights, weights.uri()
-        staging = ModelStaging(
-            self,
-            "ModelStaging",
-            ModelStagingProps(
-                bucket=model_bucket,
-                prefix=weights.prefix,
-                repository_id=voxtral.model_id,
-                revision=voxtral.model_revision,
-                hf_token_secret=(
-                    secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", voxtral.hf_token_secret_arn)
-                    if voxtral.hf_token_secret_arn
-                    else None
-                ),
-                hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
-                encryption_key=kms.Key.from_key_arn(self, "DataKey", self._foundation.key_arn)
-                if self._foundation.key_arn else None,
-                # The build runs in CodeBuild's own network, not in the VPC: it downloads from the model hub on the
-                # internet, which the VPC cannot reach (no internet or NAT gateway). It writes to S3 with its role.
-                role_path=self._foundation.model_data_role_path,
+        weights, model_data_s3_uri, _ = model_weights(self, voxtral, artifacts, self._foundation)
+        return weights, model_data_s3_uri
+
+
+def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: ArtifactRefs,
+                  foundation: Foundation) -> tuple[S3Prefix, str, ModelStaging | None]:
+    """(where the weights are, the S3 URI to read them from, the staging or None): the given prefix, or the stack's
+    model bucket, staged in ``scope`` first when ``voxtral.stage_model``; then the URI is the staging custom
+    resource's attribute, so whatever reads it cannot be created before the weights are in place. The staging writes
+    under the Foundation stack's data key (when there is one) with a role on its model-data role path (what the
+    bucket policy lets in, network.mode=vpc). Shared by the SageMaker and ECS targets."""
+    model_bucket = s3.Bucket.from_bucket_name(scope, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
+    if voxtral.model_s3_uri:
+        weights = S3Prefix.parse(normalise_s3_prefix(voxtral.model_s3_uri))
+    else:
+        weights = S3Prefix(model_bucket.bucket_name, voxtral.model_prefix_key())
+    if not voxtral.stages_model:
+        return weights, weights.uri(), None
+    staging = ModelStaging(
+        scope,
+        "ModelStaging",
+        ModelStagingProps(
+            bucket=model_bucket,
+            prefix=weights.prefix,
+            repository_id=voxtral.model_id,
+            revision=voxtral.model_revision,
+            hf_token_secret=(
+                secretsmanager.Secret.from_secret_complete_arn(scope, "HubToken", voxtral.hf_token_secret_arn)
+                if voxtral.hf_token_secret_arn
+                else None
             ),
-        )
-        return weights, staging.model_s3_uri
+            hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
+            encryption_key=kms.Key.from_key_arn(scope, "DataKey", foundation.key_arn) if foundation.key_arn else None,
+            # The build runs in CodeBuild's own network, not in the VPC: it downloads from the model hub on the
+            # internet, which the VPC cannot reach (no internet or NAT gateway). It writes to S3 with its role.
+            role_path=foundation.model_data_role_path,
+        ),
+    )
+    return weights, staging.model_s3_uri, staging
 
 
 def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:

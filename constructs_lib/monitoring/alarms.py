@@ -201,6 +201,27 @@ def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[Alar
     ]
 
 
+def alarm_from_rule(scope: Construct, construct_id: str, rule: AlarmRule, alarm_name: str,
+                    action: actions.SnsAction | None) -> cloudwatch.Alarm:
+    """The CloudWatch alarm of ``rule``, sending ALARM and OK to ``action`` (when given)."""
+    alarm = cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_name=alarm_name,
+        alarm_description=rule.description,
+        metric=rule.metric,
+        comparison_operator=rule.comparison,
+        threshold=rule.threshold,
+        evaluation_periods=rule.evaluation_periods,
+        datapoints_to_alarm=rule.datapoints_to_alarm,
+        treat_missing_data=rule.treat_missing_data,
+    )
+    if action is not None:
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+    return alarm
+
+
 @dataclass(frozen=True)
 class EndpointAlarmsProps:
     """Props of :class:`EndpointAlarms`.
@@ -260,21 +281,7 @@ class EndpointAlarms(Construct):
         prefix = props.alarm_name_prefix or endpoint.endpoint_name
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         for rule in self.rules:
-            alarm = cloudwatch.Alarm(
-                self,
-                rule.name,
-                alarm_name=f"{prefix}-{rule.name}",
-                alarm_description=rule.description,
-                metric=rule.metric,
-                comparison_operator=rule.comparison,
-                threshold=rule.threshold,
-                evaluation_periods=rule.evaluation_periods,
-                datapoints_to_alarm=rule.datapoints_to_alarm,
-                treat_missing_data=rule.treat_missing_data,
-            )
-            if action is not None:
-                alarm.add_alarm_action(action)
-                alarm.add_ok_action(action)
+            alarm = alarm_from_rule(self, rule.name, rule, f"{prefix}-{rule.name}", action)
             self.alarms[rule.name] = alarm
             if rule.rollback and endpoint.rolling_update is not None:
                 endpoint.add_rollback_alarm(alarm)

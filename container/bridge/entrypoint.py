@@ -12,6 +12,8 @@ argument is ignored here.
   through the bridge.
 - vLLM exits: the bridge is stopped and the entrypoint exits non-zero within 5 s, so SageMaker replaces
   the instance rather than serving 503 forever.
+- Off SageMaker (`MODEL_S3_URI` set, e.g. on ECS): the weights are first copied from S3 to `MODEL_CACHE_DIR`
+  once per host and checked against the staging manifest (bridge/weights.py); vLLM's `--model` is that copy.
 - SIGTERM (or SIGINT): the bridge drains (stops accepting streams, lets open ones run for up to
   DRAIN_S seconds), then vLLM is stopped, and the entrypoint exits 0.
 """
@@ -48,6 +50,8 @@ DEFAULT_VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 BRIDGE_STOP_AFTER_VLLM_DEATH_S = 2.0
 #: After SIGTERM, how long past DRAIN_S the bridge may take to exit before SIGKILL, seconds.
 BRIDGE_EXIT_GRACE_S = 3.0
+#: Where the weights' host copy goes when MODEL_S3_URI is set and MODEL_CACHE_DIR is not.
+DEFAULT_MODEL_CACHE_DIR = "/opt/weights-cache"
 #: How long vLLM gets to exit after SIGTERM before SIGKILL, seconds.
 VLLM_STOP_TIMEOUT_S = 5.0
 
@@ -162,6 +166,19 @@ def main() -> int:
     env = dict(os.environ)
     try:
         settings = Settings.from_env(env)
+    except SettingsError as exc:
+        log.error("bad setting: %s", exc)
+        return 2
+    if model_s3_uri := env.get("MODEL_S3_URI", "").strip():
+        from .weights import WeightsError, ensure_local_copy
+
+        try:
+            cache_dir = Path(env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR))
+            env["SM_VLLM_MODEL"] = str(ensure_local_copy(model_s3_uri, cache_dir))
+        except WeightsError as exc:
+            log.error("weights: %s", exc)
+            return 3
+    try:
         command = vllm_command(env)
     except SettingsError as exc:
         log.error("bad setting: %s", exc)

@@ -58,11 +58,23 @@ moto's gaps, and what the harness does about each (nothing here changes the prod
 - ``AWS::CloudWatch::Alarm``: moto's CloudFormation creates none, so a template reading an alarm's ``Arn`` (the
   execution role's DescribeAlarms grant on the rollback alarms) fails. The harness supplies
   :class:`AlarmStandIn`, which only answers ``Ref`` and ``Arn``; alarms are still checked at template level.
+- ``AWS::SecretsManager::Secret`` (the ECS target's bearer token): moto's CloudFormation has none, so a grant on
+  it is an empty statement moto's IAM rejects. The harness supplies :class:`SecretStandIn`, backed by moto's
+  Secrets Manager.
+- ``AWS::ElasticLoadBalancingV2::TargetGroup``: moto's model answers no ``Fn::GetAtt`` (the ECS target's alarms read
+  ``TargetGroupFullName``), and describing the stack fails; nor can it delete one. The harness gives it the
+  attributes CloudFormation documents, and a delete.
+- ``AWS::ECS::TaskDefinition`` updates: moto registers the new revision with CloudFormation's key spelling
+  (``Image``, not ``image``), so the new revision has no image. The harness registers it as on create, and treats
+  a task definition as replaced on update (:data:`REPLACED_ON_UPDATE`), so the service follows it.
+- VPC parts (the Foundation stack's network in network.mode=vpc, the ECS target's own VPC): moto's CloudFormation
+  cannot delete a NAT gateway, an Elastic IP, a VPC endpoint, a flow log, a route table or its subnet association,
+  an internet gateway or its attachment, so the VPC "has dependencies" on stack deletion. The harness gives each a
+  delete through moto's EC2 API (one table, ``network_deletes``), as CloudFormation does; likewise the ECS cluster,
+  service and task definition, which it leaves ACTIVE (ECS's deletes leave them INACTIVE).
 - Not created at all by moto's CloudFormation (it warns "No Moto CloudFormation support for ..."): bucket and
   topic policies, CloudWatch dashboards, Application Auto Scaling. The harness records each warning in
   :attr:`MotoServer.unsupported_types`; the test checks those resources at template level instead.
-- ``AWS::EC2::RouteTable``, ``SubnetRouteTableAssociation``, ``VPCEndpoint`` and ``FlowLog`` (network.mode=vpc):
-  moto cannot delete them, so the VPC "has dependencies" on stack deletion. The harness gives the types a delete.
 - ``AWS::EC2::VPC``: moto's CloudFormation ignores ``EnableDnsSupport`` and ``EnableDnsHostnames`` (network.mode=vpc);
   asserted at template level (``lifecycle_resources``: ``moto_drops``).
 - ``EnableNetworkIsolation`` on ``AWS::SageMaker::Model``: moto drops it (its Model always reports False).
@@ -216,15 +228,53 @@ class AlarmStandIn(_StandIn):
         return None
 
 
+class SecretStandIn(_StandIn):
+    """``AWS::SecretsManager::Secret`` for moto's CloudFormation, which has none, so a grant on the secret (``Ref``
+    is its ARN) is an empty policy statement that moto's IAM rejects. Creates the secret in moto's Secrets Manager
+    with a generated string (as ``GenerateSecretString`` asks), and deletes it with the stack (the ECS target's
+    bearer token)."""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::SecretsManager::Secret"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "Name"
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str, **kwargs: Any) -> "SecretStandIn":
+        import secrets
+
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        p = cloudformation_json.get("Properties", {})
+        length = p.get("GenerateSecretString", {}).get("PasswordLength", 32)
+        created = json.loads(secretsmanager_backends[account_id][region_name].create_secret(
+            name=resource_name, secret_string=secrets.token_urlsafe(length)[:length], secret_binary=None,
+            description=p.get("Description"), tags=None, kms_key_id=None, client_request_token=None,
+            replica_regions=[], force_overwrite=False))
+        return cls(created["ARN"], created["ARN"])
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
+                                        account_id: str, region_name: str) -> None:
+        from moto.secretsmanager.models import secretsmanager_backends
+
+        secretsmanager_backends[account_id][region_name].delete_secret(
+            resource_name, recovery_window_in_days=None, force_delete_without_recovery=True)
+
+
 #: Resource types moto's CloudFormation lacks and the harness supplies (type -> class with moto's model interface).
 CLOUDFORMATION_STAND_INS: dict[str, Any] = {
-    stand_in.cloudformation_type(): stand_in for stand_in in (CodeBuildProjectStandIn, AlarmStandIn)
+    stand_in.cloudformation_type(): stand_in for stand_in in (CodeBuildProjectStandIn, AlarmStandIn, SecretStandIn)
 }
 
 
 #: Types whose every update is a replacement under a new generated name (CloudFormation reference: all properties
 #: of AWS::SageMaker::Model and AWS::SageMaker::EndpointConfig say "Update requires: Replacement").
-REPLACED_ON_UPDATE = {"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"}
+REPLACED_ON_UPDATE = {"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig", "AWS::ECS::TaskDefinition"}
 
 
 def _references(value: Any) -> set[str]:
@@ -501,41 +551,6 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
         iam_models.iam_backends[account_id][get_partition(region_name)].delete_policy(resource_name)
 
-    from moto.ec2 import models as ec2_models
-    from moto.ec2.models.flow_logs import FlowLogs
-    from moto.ec2.models.route_tables import RouteTable
-    from moto.ec2.models.subnets import SubnetRouteTableAssociation
-    from moto.ec2.models.vpcs import VPCEndPoint
-
-    # moto's AWS::EC2::RouteTable, SubnetRouteTableAssociation, VPCEndpoint and FlowLog have no delete: deleting the
-    # Foundation stack would leave them, and the VPC ("has dependencies"). CloudFormation deletes them first.
-    def ec2_delete(delete: Callable[[Any, str], None]) -> Any:
-        def handler(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                    region_name: str) -> None:
-            delete(ec2_models.ec2_backends[account_id][region_name], resource_name)
-        return classmethod(handler)
-
-    def delete_route_table(backend: Any, route_table_id: str) -> None:
-        if route_table_id in backend.route_tables:
-            backend.route_tables[route_table_id]._associations.clear()
-            backend.delete_route_table(route_table_id)
-
-    def delete_vpc_endpoint(backend: Any, endpoint_id: str) -> None:
-        # A gateway endpoint removes its routes from its route tables; skip tables CloudFormation deleted already.
-        endpoint = backend.vpc_end_points.get(endpoint_id)
-        if endpoint is not None and endpoint.route_table_ids:
-            endpoint.route_table_ids = [t for t in endpoint.route_table_ids if t in backend.route_tables]
-        backend.delete_vpc_endpoints([endpoint_id])
-
-    ec2_deletes = [
-        _added(RouteTable, "delete_from_cloudformation_json", ec2_delete(delete_route_table)),
-        # moto names an association by its route table's id; the route table's delete removes its associations.
-        _added(SubnetRouteTableAssociation, "delete_from_cloudformation_json", ec2_delete(lambda backend, _: None)),
-        _added(VPCEndPoint, "delete_from_cloudformation_json", ec2_delete(delete_vpc_endpoint)),
-        _added(FlowLogs, "delete_from_cloudformation_json",
-               ec2_delete(lambda backend, flow_log_id: backend.delete_flow_logs([flow_log_id]))),
-    ]
-
     from moto.kms import models as kms_models
 
     original_create_key = kms_models.Key.create_from_cloudformation_json.__func__
@@ -568,8 +583,89 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         stand_in = CLOUDFORMATION_STAND_INS.get(resource_type)
         return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
 
+    from moto.elbv2 import models as elbv2_models
+
+    def target_group_attribute(self: Any, attribute_name: str) -> Any:
+        # Elastic Load Balancing's attributes of AWS::ElasticLoadBalancingV2::TargetGroup (CloudFormation reference).
+        return {"TargetGroupFullName": self.arn.split(":")[-1], "TargetGroupName": self.name,
+                "TargetGroupArn": self.arn, "LoadBalancerArns": list(self.load_balancer_arns)}[attribute_name]
+
+    from moto.ecs import models as ecs_models
+
+    def update_task_definition(cls: Any, original_resource: Any, new_resource_name: str,
+                               cloudformation_json: dict[str, Any], account_id: str, region_name: str) -> Any:
+        # A new revision, as CloudFormation makes (ContainerDefinitions: "Update requires: Replacement").
+        ecs_models.ecs_backends[account_id][region_name].deregister_task_definition(original_resource.arn)
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
+    from moto.ec2 import models as ec2_models
+    from moto.ec2.models import elastic_ip_addresses, flow_logs, internet_gateways, nat_gateways, route_tables, subnets
+    from moto.ec2.models import vpcs, vpn_gateway
+
+    # moto's CloudFormation cannot delete these VPC parts (the Foundation stack's private network in network.mode=vpc,
+    # the ECS target's own VPC), so deleting the stack fails on the VPC ("has dependencies"). CloudFormation deletes
+    # them first; each gets a delete through moto's EC2 API.
+    def ec2_delete(delete: Callable[[Any, Any], None]) -> Callable[..., None]:
+        """A ``delete(account_id, region_name)`` for a moto EC2 model, as moto's CloudFormation calls it."""
+        def method(self: Any, account_id: str, region_name: str) -> None:
+            delete(ec2_models.ec2_backends[account_id][region_name], self)
+        return method
+
+    def delete_route_table(backend: Any, table: Any) -> None:
+        if table.id not in backend.route_tables:
+            return  # moto may call a delete again after another resource's delete failed
+        table._associations.clear()  # moto names an association by its route table's id (see below)
+        backend.delete_route_table(table.id)
+
+    def delete_nat_gateway(backend: Any, gateway: Any) -> None:
+        backend.delete_nat_gateway(gateway.id)  # moto marks it deleted but keeps its network interface
+        backend.enis.pop(gateway._eni.id, None)
+
+    def delete_vpc_endpoint(backend: Any, endpoint: Any) -> None:
+        # A gateway endpoint removes its routes; those of a route table deleted before it are gone already.
+        if endpoint.id not in backend.vpc_end_points:
+            return
+        endpoint.route_table_ids = [t for t in endpoint.route_table_ids or [] if t in backend.route_tables]
+        backend.delete_vpc_endpoints([endpoint.id])
+
+    network_deletes = {
+        nat_gateways.NatGateway: delete_nat_gateway,
+        vpcs.VPCEndPoint: delete_vpc_endpoint,
+        flow_logs.FlowLogs: lambda backend, r: backend.delete_flow_logs([r.id]),
+        route_tables.RouteTable: delete_route_table,
+        # The route table's delete removes its associations.
+        subnets.SubnetRouteTableAssociation: lambda backend, r: None,
+        vpn_gateway.VPCGatewayAttachment: lambda backend, r: backend.detach_internet_gateway(r.gateway_id, r.vpc_id),
+        internet_gateways.InternetGateway: lambda backend, r: backend.delete_internet_gateway(r.id),
+        elastic_ip_addresses.ElasticAddress: lambda backend, r: backend.release_address(allocation_id=r.allocation_id),
+    }
+
+    def ecs_delete(delete: Callable[[Any, Any], None]) -> Callable[..., None]:
+        def method(self: Any, account_id: str, region_name: str) -> None:
+            delete(ecs_models.ecs_backends[account_id][region_name], self)
+        return method
+
+    def delete_service(backend: Any, service: Any) -> None:
+        if service.status == "ACTIVE":
+            backend.delete_service(service.cluster_name, service.name, force=True)
+
+    ecs_deletes = {
+        # DeleteCluster and DeregisterTaskDefinition leave them INACTIVE, as ECS does.
+        ecs_models.Cluster: lambda backend, r: backend.delete_cluster(r.arn),
+        ecs_models.Service: delete_service,
+        ecs_models.TaskDefinition: lambda backend, r: backend.deregister_task_definition(r.arn),
+    }
+
     return [
-        *ec2_deletes,
+        *(_added(model, "delete", ec2_delete(delete)) for model, delete in network_deletes.items()),
+        *(_added(model, "delete", ecs_delete(delete)) for model, delete in ecs_deletes.items()),
+        _patched(ecs_models.TaskDefinition, "update_from_cloudformation_json", classmethod(update_task_definition)),
+        _added(elbv2_models.FakeTargetGroup, "get_cfn_attribute", target_group_attribute),
+        _added(elbv2_models.FakeTargetGroup, "delete", lambda self, account_id, region_name:
+               elbv2_models.elbv2_backends[account_id][region_name].delete_target_group(self.arn)),
+        _added(elbv2_models.FakeTargetGroup, "has_cfn_attr",
+               classmethod(lambda cls, attr: attr in {"TargetGroupFullName", "TargetGroupName", "TargetGroupArn",
+                                                      "LoadBalancerArns"})),
         _patched(kms_models.Key, "create_from_cloudformation_json", classmethod(create_key)),
         _added(kms_models.Key, "delete_from_cloudformation_json", classmethod(delete_key)),
         _added(iam_models.ManagedPolicy, "delete_from_cloudformation_json", classmethod(delete_managed_policy)),

@@ -1,0 +1,590 @@
+"""GpuEcsService: the bridge image as an ECS service on EC2 GPU instances behind an Application Load Balancer.
+
+Read top to bottom: cluster and GPU capacity (launch template, Auto Scaling group, capacity provider), the task
+definition, the load balancer, the service and its scaling, then alarms and dashboard rows. The numbers that tie the
+pieces to the bridge (stopTimeout, idle timeout, deregistration delay) come from :mod:`constructs_lib.ecs_props`,
+which says how each is derived.
+
+What it is not: it builds no VPC (pass one, e.g. the app's private network) and no image (pass an
+``ecs.ContainerImage``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from constructs_lib.ecs_props import (
+    GpuCapacity,
+    LoadBalancing,
+    alb_idle_timeout_s,
+    deregistration_delay_s,
+    gpu_spec,
+    stop_timeout_s,
+)
+from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
+from constructs_lib.monitoring.alarms import (
+    BREACHING,
+    ERROR_WINDOW,
+    GT,
+    LT,
+    MISSING_ERRORS,
+    NOT_BREACHING,
+    UTILISATION_WINDOW,
+    AlarmRule,
+    alarm_from_rule,
+    bridge_alarm_rules,
+)
+from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
+from constructs_lib.nag import nag_render
+from constructs_lib.validation import Problems
+
+#: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
+BRIDGE_PORT = 8080
+WEBSOCKET_PATH = "/invocations-bidirectional-stream"
+HEALTH_PATH = "/ping"
+#: Where each instance keeps its copy of the weights; the container sees it at :data:`CONTAINER_CACHE_DIR`. A host
+#: directory (a bind mount), so a second task on the same instance reuses the copy (container/bridge/weights.py).
+HOST_CACHE_DIR = "/var/lib/realtime-voice/weights"
+CONTAINER_CACHE_DIR = "/opt/weights-cache"
+#: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant, AllTraffic).
+ECS_VARIANT_NAME = "ecs"
+#: GPU metrics: the CloudWatch agent on each instance, with its ``nvidia_gpu`` input (CloudWatch agent user guide,
+#: "Collect NVIDIA GPU metrics"), aggregated per Auto Scaling group. Container Insights for ECS reports GPUs
+#: reserved, not used, so it cannot say how busy a GPU is. Metric names are the agent's (``nvidia_smi_<field>``).
+GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
+GPU_UTILIZATION_METRIC = "nvidia_smi_utilization_gpu"
+GPU_MEMORY_USED_METRIC = "nvidia_smi_memory_used"
+GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
+#: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health checks are ignored
+#: this long after a task starts (measured order of magnitude on SageMaker's g6: 5-10 minutes, so twice that).
+HEALTH_CHECK_GRACE = Duration.minutes(20)
+#: Container health check (docker HEALTHCHECK): ECS allows startPeriod up to 300 s; the ALB grace covers the rest.
+CONTAINER_HEALTH_START_PERIOD = Duration.seconds(300)
+#: Host memory the task reserves (soft limit); vLLM's CPU side and the bridge fit in it, and a g6.xlarge has 16 GiB.
+TASK_MEMORY_RESERVATION_MIB = 8192
+#: The ECS-optimized Amazon Linux 2023 GPU AMI, read at deploy time from this public SSM parameter (Amazon ECS
+#: developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata"). No lookup at synth.
+ECS_GPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
+#: Scale out fast (a new task needs minutes to load the model), scale in slowly (streams last minutes).
+SCALE_OUT_COOLDOWN = Duration.minutes(1)
+SCALE_IN_COOLDOWN = Duration.minutes(10)
+#: An unhealthy target for this many minutes pages (a task restarting once is not an outage).
+UNHEALTHY_MINUTES = 5
+
+MISSING_ALB = "the load balancer reports its metrics only when there is traffic or a target, so no datapoint means nothing happened"
+MISSING_GPU = "no datapoint means no instance reported, which the unhealthy-targets and running-tasks alarms report; this alarm judges only levels"
+MISSING_TASKS = "ECS reports running tasks every minute while the service exists; no datapoint means no task runs"
+
+
+@dataclass(frozen=True)
+class GpuEcsServiceProps:
+    """Props of :class:`GpuEcsService`.
+
+    Attributes:
+        service_name: names the service's metrics (EndpointName dimension of the bridge's metrics), alarms and
+            dashboard header (required).
+        vpc: where the instances, tasks and load balancer go; tasks in its private subnets (with a route or VPC
+            endpoints to ECR, S3, CloudWatch Logs, Secrets Manager and ECS), an internet-facing load balancer in its
+            public subnets (required).
+        image: the bridge image (required).
+        image_repository_arn: the private ECR repository of ``image``; the task's execution role may pull from it
+            only. None for a public image. Default None.
+        capacity: instance type, Spot, task range, placement (required).
+        model_bucket / model_prefix: where the staged weights and their manifest are (``prefix`` ends with ``/``)
+            (required). The task reads only that prefix.
+        bridge: namespace and stream cap of the bridge, with its alarm thresholds (required).
+        streams_target: live streams per task that target tracking holds (required).
+        environment: the container's environment (vLLM flags and bridge settings); the construct adds
+            ``MODEL_S3_URI``, ``MODEL_CACHE_DIR``, ``ENDPOINT_NAME``, ``VARIANT_NAME`` and ``DRAIN_S``.
+        load_balancing: scheme, certificate and token. Default: internal, HTTP, token required.
+        drain_s: the bridge's drain after SIGTERM (its DRAIN_S). Default 25.
+        bridge_idle_timeout_s: the bridge's idle timeout (its IDLE_TIMEOUT_S). Default 60.
+        log_retention_days: the task log group's retention. Default 30.
+        retain_data: keep the log groups and the access-log bucket on destroy. Default False.
+        alarm_topic: where alarms send ALARM and OK. Default: no action.
+    """
+
+    service_name: str
+    vpc: ec2.IVpc
+    image: ecs.ContainerImage
+    capacity: GpuCapacity
+    model_bucket: s3.IBucket
+    model_prefix: str
+    bridge: BridgeAlarmThresholds
+    streams_target: float
+    image_repository_arn: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    load_balancing: LoadBalancing = field(default_factory=LoadBalancing)
+    drain_s: float = 25.0
+    bridge_idle_timeout_s: float = 60.0
+    log_retention_days: int = 30
+    retain_data: bool = False
+    alarm_topic: sns.ITopic | None = None
+
+    def problems(self, p: Problems, region: str | None = None) -> None:
+        self.capacity.problems(p)
+        self.load_balancing.problems(p, region)
+        self.bridge.problems(p)
+        check_log_retention_days(p, "log_retention_days", self.log_retention_days)
+        if not self.model_prefix.endswith("/") or self.model_prefix.startswith("/"):
+            p.add("model_prefix", self.model_prefix, "must be a key prefix ending with '/' and not starting with '/'")
+        if not self.streams_target > 0:
+            p.add("streams_target", self.streams_target, "must be a positive number of live streams per task")
+        try:
+            stop_timeout_s(self.drain_s)
+        except ValueError as error:
+            p.add("drain_s", self.drain_s, str(error))
+
+
+class GpuEcsService(Construct):
+    """An ECS service of the bridge image on EC2 GPU capacity, one GPU per task, behind an ALB.
+
+    * Capacity: a launch template (ECS-optimized AL2023 GPU AMI from its SSM parameter at deploy time, IMDSv2 only,
+      encrypted gp3 root volume, the CloudWatch agent for GPU metrics), an Auto Scaling group (On-Demand or Spot; in
+      every private subnet, or in one with a cluster placement group) and a capacity provider with managed scaling
+      and managed termination protection: ECS grows the group when tasks cannot be placed, and never terminates an
+      instance that runs a task.
+    * Task: one GPU (``resourceRequirements`` GPU), container health check on /ping, stopTimeout = drain + exit time,
+      its own log group, a task role that reads the model prefix and writes the metrics namespace, and a host
+      directory for the weights' copy. With ``require_token``, a Secrets Manager secret the construct creates,
+      injected as ``BRIDGE_TOKEN`` (rotate it as you choose; tasks read it when they start).
+    * Load balancer: internal (HTTP 80, or HTTPS 443 with a certificate) or internet-facing (HTTPS only); the
+      listener forwards ``/invocations-bidirectional-stream`` and ``/ping`` to the tasks and answers 404 otherwise.
+    * Service: at least ``min_tasks`` tasks; rolling deployments that keep every old task until its replacement is
+      healthy (minimum healthy 100 %), with the deployment circuit breaker and rollback; target tracking on the
+      bridge's ActiveStreams per task.
+
+    Attributes:
+        cluster, auto_scaling_group, capacity_provider, task_definition, service, load_balancer, target_group,
+        log_group, token_secret (or None), url (what callers connect to), alarms (``{name: alarm}``), rules.
+
+    Raises:
+        constructs_lib.validation.PropsError: listing every invalid prop.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, props: GpuEcsServiceProps) -> None:
+        problems = Problems()
+        props.problems(problems, Stack.of(scope).region)
+        problems.raise_if_any(f"GpuEcsService {construct_id}")
+        super().__init__(scope, construct_id)
+        self._props = props
+        cap, lb = props.capacity, props.load_balancing
+        removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
+
+        # --- Cluster and GPU capacity ---------------------------------------------------------------------------
+        self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
+                                   container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        self.gpu_namespace = props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
+        instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+                                 description=f"ECS container instances of {props.service_name}")
+        self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(*self._host_commands())
+        self.instance_security_group = ec2.SecurityGroup(
+            self, "InstanceSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
+            description=f"ECS container instances of {props.service_name} (tasks have their own group)")
+        self.launch_template = ec2.LaunchTemplate(
+            self, "LaunchTemplate",
+            machine_image=ec2.MachineImage.from_ssm_parameter(ECS_GPU_AMI_PARAMETER, os=ec2.OperatingSystemType.LINUX),
+            instance_type=ec2.InstanceType(cap.instance_type),
+            require_imdsv2=True,
+            http_put_response_hop_limit=1,  # tasks (awsvpc) cannot reach the instance's credentials
+            role=instance_role,
+            user_data=user_data,
+            security_group=self.instance_security_group,
+            block_devices=[ec2.BlockDevice(
+                device_name="/dev/xvda",
+                volume=ec2.BlockDeviceVolume.ebs(cap.root_volume_gib, encrypted=True,
+                                                 volume_type=ec2.EbsDeviceVolumeType.GP3, delete_on_termination=True),
+            )],
+            spot_options=ec2.LaunchTemplateSpotOptions(request_type=ec2.SpotRequestType.ONE_TIME) if cap.spot else None,
+            placement_group=(ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
+                             if cap.single_az else None),
+        )
+        subnets = props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        self.auto_scaling_group = autoscaling.AutoScalingGroup(
+            self, "Instances",
+            vpc=props.vpc,
+            launch_template=self.launch_template,
+            vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
+            min_capacity=0,
+            max_capacity=cap.max_instances,
+            # Managed termination protection needs new instances protected from scale-in (ECS lifts it when idle).
+            new_instances_protected_from_scale_in=True,
+        )
+        Validations.of(self.auto_scaling_group).acknowledge(Acknowledgment(
+            id="AwsSolutions-AS3",
+            reason="Scaling events are driven by the ECS capacity provider and visible in ECS service events; the "
+                   "alarm topic carries the service's alarms.",
+        ))
+        self.capacity_provider = ecs.AsgCapacityProvider(
+            self, "CapacityProvider",
+            auto_scaling_group=self.auto_scaling_group,
+            enable_managed_scaling=True,
+            enable_managed_termination_protection=True,
+            target_capacity_percent=100,
+            # The AMI comes from SSM at deploy time; the capacity provider must not add its own AMI user data twice.
+            machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
+        )
+        self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        Validations.of(instance_role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Action::ecs:Submit*]",
+            reason="The statement the CDK gives ECS container instances (the container agent's own calls, as in "
+                   "AmazonEC2ContainerServiceforEC2Role); the agent reports task and container state changes.",
+        ))
+
+        # --- Task definition ------------------------------------------------------------------------------------
+        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal,
+                                       retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
+        self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
+        self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
+        self._grant_model_read(self.task_definition.task_role, props.model_bucket, props.model_prefix)
+        self._grant_put_metrics(self.task_definition.task_role, props.bridge.namespace, "the bridge's metrics")
+        self._grant_task_protection(self.task_definition.task_role)
+        if props.image_repository_arn is not None:
+            self._grant_image_pull(self.task_definition.obtain_execution_role(), props.image_repository_arn)
+        self.token_secret = None
+        secrets: dict[str, ecs.Secret] = {}
+        if lb.require_token:
+            self.token_secret = secretsmanager.Secret(
+                self, "Token",
+                description=f"Bearer token callers of {props.service_name} send (Authorization: Bearer <token>)",
+                generate_secret_string=secretsmanager.SecretStringGenerator(
+                    password_length=48, exclude_punctuation=True, include_space=False),
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            Validations.of(self.token_secret).acknowledge(Acknowledgment(
+                id="AwsSolutions-SMG4",
+                reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
+                       "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
+            ))
+            secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)
+        bucket_uri = f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}"
+        self.container = self.task_definition.add_container(
+            "Bridge",
+            image=props.image,
+            gpu_count=1,
+            memory_reservation_mib=TASK_MEMORY_RESERVATION_MIB,
+            port_mappings=[ecs.PortMapping(container_port=BRIDGE_PORT)],
+            environment={
+                **props.environment,
+                "MODEL_S3_URI": bucket_uri,
+                "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
+                "ENDPOINT_NAME": props.service_name,
+                "VARIANT_NAME": ECS_VARIANT_NAME,
+                "DRAIN_S": f"{props.drain_s:g}",
+                "IDLE_TIMEOUT_S": f"{props.bridge_idle_timeout_s:g}",
+            },
+            secrets=secrets,
+            health_check=ecs.HealthCheck(
+                # The image has Python (vLLM's); curl is not guaranteed.
+                command=["CMD-SHELL", f"python3 -c \"import urllib.request; urllib.request.urlopen("
+                                      f"'http://127.0.0.1:{BRIDGE_PORT}{HEALTH_PATH}', timeout=2)\" || exit 1"],
+                interval=Duration.seconds(15), timeout=Duration.seconds(5), retries=3,
+                start_period=CONTAINER_HEALTH_START_PERIOD,
+            ),
+            stop_timeout=Duration.seconds(stop_timeout_s(props.drain_s)),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="bridge", log_group=self.log_group),
+        )
+        Validations.of(self.task_definition).acknowledge(Acknowledgment(
+            id="AwsSolutions-ECS2",
+            reason="The environment holds configuration only (vLLM flags, metric names, the S3 prefix); the one "
+                   "secret, the bearer token, comes from Secrets Manager (secrets, not environment).",
+        ))
+        self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR, source_volume="weights",
+                                                       read_only=False))
+
+        # --- Load balancer --------------------------------------------------------------------------------------
+        self.load_balancer = elbv2.ApplicationLoadBalancer(
+            self, "LoadBalancer",
+            vpc=props.vpc,
+            internet_facing=lb.internet_facing,
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PUBLIC if lb.internet_facing else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            idle_timeout=Duration.seconds(alb_idle_timeout_s(props.bridge_idle_timeout_s)),
+            drop_invalid_header_fields=True,
+            deletion_protection=False,
+        )
+        self.access_logs = s3.Bucket(
+            self, "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,  # ALB access logs support SSE-S3 only
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(props.log_retention_days))],
+            removal_policy=removal,
+            auto_delete_objects=not props.retain_data,
+        )
+        Validations.of(self.access_logs).acknowledge(Acknowledgment(
+            id="AwsSolutions-S1",
+            reason="This bucket receives the load balancer's access logs; logging it to itself would loop.",
+        ))
+        self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
+        if not lb.internet_facing:
+            self.load_balancer.connections.allow_from(ec2.Peer.ipv4(props.vpc.vpc_cidr_block),
+                                                      ec2.Port.tcp(443 if lb.https else 80),
+                                                      "Callers inside the VPC")
+        Validations.of(self.load_balancer).acknowledge(Acknowledgment(
+            id="AwsSolutions-EC23",
+            reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS only); callers "
+                    "authenticate with the bearer token (required when internet-facing)." if lb.internet_facing else
+                    "An internal load balancer takes callers from the VPC's CIDR only (a deploy-time value cdk-nag "
+                    "cannot read)."),
+        ))
+        if lb.https:
+            listener = self.load_balancer.add_listener(
+                "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,
+                certificates=[elbv2.ListenerCertificate.from_arn(lb.certificate_arn)],
+                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+                open=lb.internet_facing,
+                default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
+                                                                   message_body="not found"))
+        else:
+            listener = self.load_balancer.add_listener(
+                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
+                default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
+                                                                   message_body="not found"))
+        self.listener = listener
+        self.target_group = elbv2.ApplicationTargetGroup(
+            self, "Targets",
+            vpc=props.vpc,
+            port=BRIDGE_PORT,
+            protocol=elbv2.ApplicationProtocol.HTTP,
+            target_type=elbv2.TargetType.IP,
+            deregistration_delay=Duration.seconds(deregistration_delay_s(props.drain_s)),
+            health_check=elbv2.HealthCheck(path=HEALTH_PATH, healthy_http_codes="200", interval=Duration.seconds(10),
+                                           timeout=Duration.seconds(5), healthy_threshold_count=2,
+                                           unhealthy_threshold_count=3),
+        )
+        # An ALB forwards a WebSocket upgrade like any HTTP/1.1 request and keeps the connection open afterwards
+        # (Elastic Load Balancing user guide, Application Load Balancers: "WebSockets").
+        listener.add_action("Streams", priority=10,
+                            conditions=[elbv2.ListenerCondition.path_patterns([WEBSOCKET_PATH, HEALTH_PATH])],
+                            action=elbv2.ListenerAction.forward([self.target_group]))
+
+        # --- Service --------------------------------------------------------------------------------------------
+        self.task_security_group = ec2.SecurityGroup(self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
+                                                     description=f"Tasks of {props.service_name}: the bridge port "
+                                                                 "from the load balancer only")
+        self.service = ecs.Ec2Service(
+            self, "Service",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            desired_count=cap.min_tasks,
+            security_groups=[self.task_security_group],
+            vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
+            capacity_provider_strategies=[ecs.CapacityProviderStrategy(
+                capacity_provider=self.capacity_provider.capacity_provider_name, weight=1)],
+            # Rolling: start every replacement before stopping the task it replaces (100-200 %); old tasks drain
+            # (deregistration delay, then SIGTERM and the bridge's drain) and scale-in protection keeps a task with
+            # live streams until they end.
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            health_check_grace_period=HEALTH_CHECK_GRACE,
+            # Zones first (a zone's outage leaves tasks elsewhere), then instances (one instance's loss, one task).
+            placement_strategies=[
+                *([] if cap.single_az else
+                  [ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE)]),
+                ecs.PlacementStrategy.spread_across_instances()],
+            enable_ecs_managed_tags=True,
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+        )
+        # Also opens the task security group to the load balancer's on the bridge port (and nothing else).
+        self.service.attach_to_application_target_group(self.target_group)
+
+        self.scaling = self.service.auto_scale_task_count(min_capacity=cap.min_tasks, max_capacity=cap.max_tasks)
+        self.bridge_metrics = BridgeMetrics(props.bridge.namespace, props.service_name, ECS_VARIANT_NAME)
+        self.scaling.scale_to_track_custom_metric(
+            "ActiveStreams",
+            metric=self.bridge_metrics.metric_active_streams_per_instance(),
+            target_value=props.streams_target,
+            scale_in_cooldown=SCALE_IN_COOLDOWN,
+            scale_out_cooldown=SCALE_OUT_COOLDOWN,
+        )
+
+        scheme = "https" if lb.https else "http"
+        self.url = f"{'wss' if lb.https else 'ws'}://{self.load_balancer.load_balancer_dns_name}{WEBSOCKET_PATH}"
+        self.health_url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}{HEALTH_PATH}"
+
+        # --- Alarms ---------------------------------------------------------------------------------------------
+        self.rules = self.alarm_rules()
+        action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        for rule in self.rules:
+            self.alarms[rule.name] = alarm_from_rule(self, f"Alarm{rule.name}", rule,
+                                                     f"{props.service_name}-ecs-{rule.name}", action)
+
+    # --- Metrics ------------------------------------------------------------------------------------------------
+
+    def _gpu_metric(self, name: str, statistic: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(namespace=self.gpu_namespace, metric_name=name, statistic=statistic,
+                                 period=UTILISATION_WINDOW,
+                                 dimensions_map={"AutoScalingGroupName": self.auto_scaling_group.auto_scaling_group_name})
+
+    def metric_gpu_utilization(self) -> cloudwatch.Metric:
+        """Busy time of the instances' GPUs, 0-100 per GPU, averaged over GPUs (CloudWatch agent); Percent."""
+        return self._gpu_metric(GPU_UTILIZATION_METRIC, "Average")
+
+    def metric_gpu_memory_used(self) -> cloudwatch.Metric:
+        """GPU memory in use on the fullest GPU (CloudWatch agent); MiB (nvidia-smi's unit)."""
+        return self._gpu_metric(GPU_MEMORY_USED_METRIC, "Maximum")
+
+    def metric_running_tasks(self) -> cloudwatch.Metric:
+        """Tasks running in the service (Container Insights, ``ECS/ContainerInsights`` RunningTaskCount); Count."""
+        return cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount", statistic="Minimum",
+                                 period=Duration.minutes(1),
+                                 dimensions_map={"ClusterName": self.cluster.cluster_name,
+                                                 "ServiceName": self.service.service_name})
+
+    def alarm_rules(self) -> list[AlarmRule]:
+        """The service's alarms: load balancer and target health, running tasks, GPU use (CloudWatch agent), and the
+        bridge's own alarms (:func:`~constructs_lib.monitoring.alarms.bridge_alarm_rules`, the same rules as on
+        SageMaker)."""
+        props = self._props
+        spec = gpu_spec(props.capacity.instance_type)
+        gpu_memory_mib = spec.gpu_memory_gib * 1024 if spec else 0
+        tg, alb = self.target_group.metrics, self.load_balancer.metrics
+        rules = [
+            AlarmRule("UnhealthyTargets", tg.unhealthy_host_count(period=Duration.minutes(1), statistic="Maximum"),
+                      GT, 0, UNHEALTHY_MINUTES, UNHEALTHY_MINUTES, NOT_BREACHING,
+                      f"A task has failed the load balancer's /ping check for {UNHEALTHY_MINUTES} minutes.",
+                      MISSING_ALB),
+            AlarmRule("LoadBalancer5XX", alb.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=ERROR_WINDOW,
+                                                           statistic="Sum"),
+                      GT, 0, 1, 1, NOT_BREACHING,
+                      "The load balancer answered 5xx (no healthy task, or a task reset the connection).",
+                      MISSING_ERRORS),
+            AlarmRule("Target5XX", tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=ERROR_WINDOW,
+                                                        statistic="Sum"),
+                      GT, 0, 1, 1, NOT_BREACHING, "The bridge answered 5xx (not ready, or draining).", MISSING_ERRORS),
+            AlarmRule("RunningTasks", self.metric_running_tasks(), LT, props.capacity.min_tasks, 10, 10, BREACHING,
+                      f"Fewer than {props.capacity.min_tasks} tasks have run for 10 minutes (no GPU capacity, Spot "
+                      "interruptions, or tasks failing to start).", MISSING_TASKS),
+            AlarmRule("GPUUtilization", self.metric_gpu_utilization(), GT, 90, 3, 3, NOT_BREACHING,
+                      "GPUs above 90 % busy for 15 minutes: the service is saturated.", MISSING_GPU),
+            AlarmRule("GPUMemoryUsed", self.metric_gpu_memory_used(), GT, round(gpu_memory_mib * 0.97), 2, 2,
+                      NOT_BREACHING,
+                      f"GPU memory above 97 % of {gpu_memory_mib:g} MiB on a GPU for 10 minutes (vLLM reserves its "
+                      "share at start; more means something else uses the GPU).", MISSING_GPU),
+        ]
+        return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge)
+
+    def dashboard_rows(self, title: str) -> list[list[cloudwatch.IWidget]]:
+        """Dashboard rows of the service: a header, then live streams, errors and health, GPU use, tasks."""
+        def graph(graph_title: str, metrics: list[cloudwatch.IMetric], *rule_names: str,
+                  label: str = "") -> cloudwatch.GraphWidget:
+            lines = [cloudwatch.HorizontalAnnotation(value=by_name[n].threshold, label=f"alarm {n}", color="#d62728")
+                     for n in rule_names]
+            return cloudwatch.GraphWidget(
+                title=graph_title, width=8, height=6, live_data=True, left_annotations=lines,
+                left=[m.with_(label=default_label(m)) if isinstance(m, cloudwatch.Metric) else m for m in metrics],
+                left_y_axis=cloudwatch.YAxisProps(min=0, label=label, show_units=False))
+
+        by_name = {rule.name: rule for rule in self.rules}
+        props, cap = self._props, self._props.capacity
+        header = cloudwatch.TextWidget(
+            markdown=(f"## {title}: ECS service `{props.service_name}`\n{cap.instance_type}, "
+                      f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one GPU each). "
+                      "GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm thresholds."),
+            width=24, height=2)
+        streams = graph("Live streams per task", [self.bridge_metrics.metric_active_streams_per_instance(),
+                                                  self.bridge_metrics.metric_active_streams_busiest_instance()],
+                        "ActiveStreamsNearCap", label="streams")
+        errors = graph("Load balancer and bridge errors",
+                       [by_name["LoadBalancer5XX"].metric, by_name["Target5XX"].metric,
+                        by_name["UnhealthyTargets"].metric], "LoadBalancer5XX", label="count")
+        gpu = graph("GPU use", [self.metric_gpu_utilization()], "GPUUtilization", label="percent")
+        memory = graph("GPU memory used", [self.metric_gpu_memory_used()], "GPUMemoryUsed", label="MiB")
+        tasks = graph("Running tasks", [self.metric_running_tasks()], "RunningTasks", label="tasks")
+        first = graph("Time to first delta", [self.bridge_metrics.metric_time_to_first_delta("p90")],
+                      "TimeToFirstDeltaP90", label="ms")
+        return [[header], [streams, errors, first], [gpu, memory, tasks]]
+
+    # --- Grants and host setup ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _grant_model_read(role: iam.IRole, bucket: s3.IBucket, prefix: str) -> None:
+        """Read the objects under ``prefix`` of ``bucket`` and list only that prefix (the weights and manifest)."""
+        objects = bucket.arn_for_objects(f"{prefix}*")
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}}))
+        Validations.of(role).acknowledge(Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(role), objects)}]",
+            reason="The wildcard covers the files of the model prefix only (weights, tokenizer, manifest); their "
+                   "names vary by model revision."))
+
+    @staticmethod
+    def _grant_image_pull(role: iam.IRole, repository_arn: str) -> None:
+        """Pull images from one ECR repository (the execution role pulls for ECS)."""
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            resources=[repository_arn]))
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        Validations.of(role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="ecr:GetAuthorizationToken supports no resource-level permission; it only issues a registry login "
+                   "token, image access stays limited to one repository."))
+
+    @staticmethod
+    def _grant_put_metrics(role: iam.IRole, namespace: str, what: str) -> None:
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"], resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": namespace}}))
+        Validations.of(role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason=f"cloudwatch:PutMetricData supports no resource-level permission; a cloudwatch:namespace "
+                   f"condition limits it to {what}."))
+
+    def _grant_task_protection(self, role: iam.IRole) -> None:
+        """ECS task scale-in protection through the agent's endpoint acts with the task role (Amazon ECS developer
+        guide, "Protect your Amazon ECS tasks from being terminated by scale-in events"): only tasks of this
+        cluster."""
+        stack = Stack.of(self)
+        tasks = stack.format_arn(service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*")
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"], resources=[tasks]))
+        Validations.of(role).acknowledge(Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
+            reason="Task ids are random; the wildcard is limited to the tasks of this cluster, and a task protects "
+                   "only itself through the agent."))
+
+    def _host_commands(self) -> list[str]:
+        """Instance user data (after the capacity provider's ECS_CLUSTER line): the weights directory, and the
+        CloudWatch agent with its NVIDIA GPU input, aggregated per Auto Scaling group."""
+        config = {
+            "agent": {"metrics_collection_interval": 60},
+            "metrics": {
+                "namespace": self.gpu_namespace,
+                "append_dimensions": {"AutoScalingGroupName": "${aws:AutoScalingGroupName}"},
+                "aggregation_dimensions": [["AutoScalingGroupName"]],
+                "metrics_collected": {"nvidia_gpu": {"measurement": [
+                    "utilization_gpu", "memory_used", "memory_total"]}},
+            },
+        }
+        path = "/opt/aws/amazon-cloudwatch-agent/etc/gpu.json"
+        return [
+            f"mkdir -p {HOST_CACHE_DIR}",
+            "dnf install -y amazon-cloudwatch-agent",
+            f"cat > {path} <<'EOF'\n{json.dumps(config, indent=1)}\nEOF",
+            f"/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:{path}",
+        ]

@@ -1,0 +1,52 @@
+"""GpuEcsService in a bare stack: no settings, no app stacks; its own props checks."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_s3 as s3
+
+from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing, PropsError
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
+from tests.constructs.conftest import bare_stack, only, resources
+
+
+def build(**overrides):
+    stack = bare_stack()
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
+    props = {
+        "service_name": "stt", "vpc": vpc, "image": ecs.ContainerImage.from_registry("public.ecr.aws/x/bridge:1"),
+        "capacity": GpuCapacity("g5.xlarge", min_tasks=1, max_tasks=2),
+        "model_bucket": s3.Bucket.from_bucket_name(stack, "Models", "my-models"), "model_prefix": "w/v1/",
+        "bridge": BridgeAlarmThresholds(namespace="Team/Bridge", stream_cap=4), "streams_target": 3.0,
+        **overrides,
+    }
+    GpuEcsService(stack, "Stt", GpuEcsServiceProps(**props))
+    return stack
+
+
+def test_builds_in_a_bare_stack_without_a_token_when_not_required():
+    stack = build(load_balancing=LoadBalancing(require_token=False), drain_s=50)
+    assert not resources(stack, "AWS::SecretsManager::Secret")
+    _, task = only(stack, "AWS::ECS::TaskDefinition")
+    (c,) = task["Properties"]["ContainerDefinitions"]
+    assert "Secrets" not in c and c["StopTimeout"] == 60
+    _, group = only(stack, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert {"Key": "deregistration_delay.timeout_seconds", "Value": "50"} in group["Properties"]["TargetGroupAttributes"]
+
+
+def test_every_bad_prop_is_reported_at_once():
+    with pytest.raises(PropsError) as caught:
+        build(capacity=GpuCapacity("c5.xlarge", min_tasks=3, max_tasks=2), model_prefix="/w",
+              load_balancing=LoadBalancing(internet_facing=True, require_token=False), streams_target=0,
+              drain_s=200)
+    problems = caught.value.problems
+    assert problems[0].startswith("instance_type='c5.xlarge': has no NVIDIA GPU")
+    assert "max_tasks=2: must be at least min_tasks=3" in problems
+    assert any(p.startswith("certificate_arn=null: must be set when internet_facing=true") for p in problems)
+    assert any(p.startswith("require_token=false: must be true") for p in problems)
+    assert any(p.startswith("model_prefix='/w'") for p in problems)
+    assert any(p.startswith("streams_target=0") for p in problems)
+    assert any(p.startswith("drain_s=200: a drain of 200 s needs a stopTimeout of 210 s") for p in problems)
+    assert str(caught.value).startswith("GpuEcsService Stt: invalid props:")

@@ -1,0 +1,125 @@
+"""Settings of the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.settings import SettingsError, load_settings
+from constructs_lib.ecs_props import (
+    ECS_MAX_STOP_TIMEOUT_S,
+    GpuCapacity,
+    alb_idle_timeout_s,
+    deregistration_delay_s,
+    stop_timeout_s,
+)
+from constructs_lib.validation import Problems
+from tests.conftest import cdk_json_context
+
+CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+
+
+def ecs_problems(**overrides) -> list[str]:
+    context = {**cdk_json_context(), "voxtral.target": "ecs", **{k.replace("__", "."): v for k, v in overrides.items()}}
+    with pytest.raises(SettingsError) as caught:
+        load_settings(context)
+    return caught.value.problems
+
+
+def test_defaults_target_sagemaker_and_an_internal_two_task_service():
+    settings = load_settings(cdk_json_context())
+    assert settings.voxtral.target == "sagemaker"
+    capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
+    assert (capacity.instance_type, capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (
+        "g6.xlarge", False, 2, 4, False)
+    assert (lb.internet_facing, lb.certificate_arn, lb.require_token) == (False, None, True)
+
+
+def test_ecs_settings_are_not_checked_for_the_sagemaker_target():
+    settings = load_settings({**cdk_json_context(), "ecs.instance_type": "m5.large"})
+    assert settings.ecs.instance_type == "m5.large"
+
+
+def test_command_line_values_convert():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "ecs.instance_type": "g6e.2xlarge",
+                              "ecs.capacity": "spot", "ecs.min_tasks": "3", "ecs.max_tasks": "8",
+                              "ecs.placement": "single_az", "ecs.load_balancer": "internet_facing",
+                              "ecs.certificate_arn": CERT})
+    capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
+    assert (capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (True, 3, 8, True)
+    assert (lb.internet_facing, lb.https, lb.require_token) == (True, True, True)
+
+
+@pytest.mark.parametrize("instance_type", ["m5.large", "g4ad.xlarge", "inf2.xlarge"])
+def test_instance_type_without_an_nvidia_gpu_fails(instance_type):
+    (problem,) = ecs_problems(ecs__instance_type=instance_type)
+    assert problem.startswith(f"ecs.instance_type='{instance_type}': has no NVIDIA GPU")
+    assert "g6.*" in problem and "g6e.*" in problem
+
+
+def test_sagemaker_spelling_and_unknown_types_are_named():
+    assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
+        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"]
+    (problem,) = ecs_problems(ecs__instance_type="g6.huge")
+    assert problem.startswith("ecs.instance_type='g6.huge': not an EC2 instance type")
+
+
+def test_min_above_max_fails():
+    assert ecs_problems(ecs__min_tasks=5) == ["ecs.max_tasks=4: must be at least ecs.min_tasks=5"]
+    assert ecs_problems(ecs__min_tasks=0)[0].startswith("ecs.min_tasks=0: must be at least 1")
+
+
+def test_internet_facing_needs_a_certificate_and_the_token():
+    assert ecs_problems(ecs__load_balancer="internet_facing", ecs__require_token=False) == [
+        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an internet-facing load "
+        "balancer listens on HTTPS only (the token must not cross the internet in clear text)",
+        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without SigV4 the bearer "
+        "token is what keeps strangers off the GPUs",
+    ]
+    (problem,) = ecs_problems(ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False)
+    assert problem.startswith("ecs.require_token=false")
+
+
+def test_certificate_must_be_an_acm_arn_of_the_region():
+    (problem,) = ecs_problems(ecs__certificate_arn=CERT.replace("us-east-1", "eu-west-1"))
+    assert "is in eu-west-1 but the stack deploys to us-east-1" in problem
+    (problem,) = ecs_problems(ecs__certificate_arn="my-cert")
+    assert problem.startswith("ecs.certificate_arn='my-cert': must be an ACM certificate ARN")
+
+
+def test_gpu_memory_of_the_ecs_instance_is_checked():
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge")
+    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000")
+    assert "NVIDIA T4 (16 GiB)" in problem
+
+
+def test_unknown_choice_lists_the_allowed_ones():
+    assert ecs_problems(ecs__capacity="reserved") == ["ecs.capacity='reserved': must be one of on_demand, spot"]
+    assert ecs_problems(voxtral__target="eks") == ["voxtral.target='eks': must be one of sagemaker, ecs"]
+
+
+def test_timing_rules_follow_the_bridge():
+    # stopTimeout = drain + the bridge's exit after it (10 s), within ECS's 120 s.
+    assert stop_timeout_s(25) == 35
+    assert stop_timeout_s(110) == ECS_MAX_STOP_TIMEOUT_S
+    with pytest.raises(ValueError, match="at most 120 s"):
+        stop_timeout_s(111)
+    # The load balancer waits longer than the bridge, so the bridge ends an idle session with its own error.
+    assert alb_idle_timeout_s(60) == 70
+    assert deregistration_delay_s(24.5) == 25
+
+
+def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
+    assert GpuCapacity("g6.xlarge", max_tasks=4).max_instances == 5  # 4 one-GPU instances + 1 for a deployment
+    assert GpuCapacity("g6e.12xlarge", max_tasks=8).max_instances == 3  # 4 GPUs each
+    p = Problems()
+    GpuCapacity("g6.xlarge", root_volume_gib=20).problems(p)
+    assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
+
+
+def test_private_network_mode_is_refused_not_ignored():
+    problems = ecs_problems(network__mode="vpc")
+    assert problems == ["voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target makes its "
+                        "own VPC with a NAT gateway); use network.mode='public' with the ECS target, or "
+                        "voxtral.target='sagemaker' for a private deployment"]
+    # The SageMaker target in vpc mode stays valid.
+    assert load_settings({**cdk_json_context(), "network.mode": "vpc"}).network.private

@@ -1,0 +1,250 @@
+"""Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, synthesize
+from tests.ecs.conftest import CERT
+
+
+def of_type(template: dict, resource_type: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def one(template: dict, resource_type: str) -> dict:
+    (resource,) = of_type(template, resource_type).values()
+    return resource["Properties"]
+
+
+def container(template: dict) -> dict:
+    (definition,) = one(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
+    return definition
+
+
+def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
+    out = []
+    for logical_id, policy in of_type(template, "AWS::IAM::Policy").items():
+        roles = [r["Ref"] for r in policy["Properties"]["Roles"]]
+        if any(r.startswith(role_logical_id_prefix) for r in roles):
+            out += policy["Properties"]["PolicyDocument"]["Statement"]
+    return out
+
+
+def test_ecs_target_replaces_the_sagemaker_stack(ecs_app):
+    names = sorted(ecs_app.templates)
+    assert names == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", "RealtimeVoice-Sonic",
+                     "RealtimeVoice-VoxtralEcs"]
+    # The operations dashboard leaves Voxtral to the ECS stack's own dashboard.
+    body = json.dumps(ecs_app.template("Operations"))
+    assert "voxtral-realtime" not in body and "sonic-tts" in body
+
+
+def test_instances_gpu_ami_from_ssm_at_deploy_time_imdsv2_encrypted_root(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    data = one(t, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+    (parameter,) = [v for k, v in t["Parameters"].items() if k.startswith("SsmParameterValue")]
+    assert parameter == {"Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
+                         "Default": "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"}
+    assert data["ImageId"]["Ref"].startswith("SsmParameterValue")
+    assert data["InstanceType"] == "g6.xlarge"
+    assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+    assert data["BlockDeviceMappings"] == [{"DeviceName": "/dev/xvda", "Ebs": {
+        "DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 200, "VolumeType": "gp3"}}]
+    assert "InstanceMarketOptions" not in data  # On-Demand by default
+    user_data = json.dumps(data["UserData"])
+    assert "nvidia_gpu" in user_data and "mkdir -p /var/lib/realtime-voice/weights" in user_data
+    assert "ECS_CLUSTER=" in user_data
+
+
+def test_capacity_provider_manages_scaling_and_termination_protection(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    provider = one(t, "AWS::ECS::CapacityProvider")["AutoScalingGroupProvider"]
+    assert provider["ManagedScaling"] == {"Status": "ENABLED", "TargetCapacity": 100}
+    assert provider["ManagedTerminationProtection"] == "ENABLED"
+    group = one(t, "AWS::AutoScaling::AutoScalingGroup")
+    assert (group["MinSize"], group["MaxSize"], group["NewInstancesProtectedFromScaleIn"]) == ("0", "5", True)
+    assert len(group["VPCZoneIdentifier"]) == 2  # both zones by default
+    assert not of_type(t, "AWS::EC2::PlacementGroup")
+
+
+def test_task_one_gpu_health_on_ping_stop_timeout_covers_the_drain(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    task = one(t, "AWS::ECS::TaskDefinition")
+    c = container(t)
+    assert task["NetworkMode"] == "awsvpc"
+    assert c["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+    assert "http://127.0.0.1:8080/ping" in c["HealthCheck"]["Command"][1]
+    assert c["StopTimeout"] == 35  # DRAIN_S 25 + 10 s for the bridge and vLLM to exit
+    assert c["PortMappings"] == [{"ContainerPort": 8080, "Protocol": "tcp"}]
+    env = {e["Name"]: e["Value"] for e in c["Environment"]}
+    assert env["DRAIN_S"] == "25" and env["VARIANT_NAME"] == "ecs" and env["ENDPOINT_NAME"] == "voxtral-realtime"
+    assert env["MODEL_CACHE_DIR"] == "/opt/weights-cache"
+    assert json.dumps(env["MODEL_S3_URI"]).count("RealtimeVoice-Artifacts-ModelBucketName") == 1
+    assert task["Volumes"] == [{"Host": {"SourcePath": "/var/lib/realtime-voice/weights"}, "Name": "weights"}]
+    assert c["MountPoints"] == [{"ContainerPath": "/opt/weights-cache", "ReadOnly": False, "SourceVolume": "weights"}]
+    (secret,) = c["Secrets"]
+    assert secret["Name"] == "BRIDGE_TOKEN" and secret["ValueFrom"]["Ref"].startswith("ServiceToken")
+    assert "BRIDGE_TOKEN" not in env
+
+
+def test_own_log_group_with_retention_and_removal(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    c = container(t)
+    group_ref = c["LogConfiguration"]["Options"]["awslogs-group"]["Ref"]
+    group = t["Resources"][group_ref]
+    assert group["Properties"]["RetentionInDays"] == 30
+    assert group["DeletionPolicy"] == "Delete"
+
+
+def test_task_role_reads_the_model_prefix_and_writes_its_namespace_only(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    task_role = one(t, "AWS::ECS::TaskDefinition")["TaskRoleArn"]["Fn::GetAtt"][0]
+    by_action = {json.dumps(s["Action"]): s for s in statements(t, task_role)}
+    get = by_action['"s3:GetObject"']
+    assert json.dumps(get["Resource"]).endswith(
+        '"/models/mistralai/Voxtral-Mini-4B-Realtime-2602/b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf/*"]]}')
+    assert by_action['"s3:ListBucket"']["Condition"] == {"StringLike": {"s3:prefix": [
+        "models/mistralai/Voxtral-Mini-4B-Realtime-2602/b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf/*"]}}
+    assert by_action['"cloudwatch:PutMetricData"']["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "RealtimeVoice/Bridge"}}
+    protection = by_action['["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"]']
+    assert ":task/" in json.dumps(protection["Resource"])
+    assert set(by_action) == {'"s3:GetObject"', '"s3:ListBucket"', '"cloudwatch:PutMetricData"',
+                              '["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"]'}
+
+
+def test_internal_load_balancer_timeouts_follow_the_bridge(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    alb = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    attributes = {a["Key"]: a["Value"] for a in alb["LoadBalancerAttributes"]}
+    assert alb["Scheme"] == "internal"
+    assert attributes["idle_timeout.timeout_seconds"] == "70"  # bridge IDLE_TIMEOUT_S 60 + 10
+    assert attributes["routing.http.drop_invalid_header_fields.enabled"] == "true"
+    assert attributes["access_logs.s3.enabled"] == "true"
+    group = one(t, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert {a["Key"]: a["Value"] for a in group["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"] == "25"
+    assert (group["HealthCheckPath"], group["Matcher"], group["Port"], group["TargetType"]) == (
+        "/ping", {"HttpCode": "200"}, 8080, "ip")
+    listener = one(t, "AWS::ElasticLoadBalancingV2::Listener")
+    assert (listener["Port"], listener["Protocol"]) == (80, "HTTP")
+    assert listener["DefaultActions"][0]["FixedResponseConfig"]["StatusCode"] == "404"
+    rule = one(t, "AWS::ElasticLoadBalancingV2::ListenerRule")
+    assert rule["Conditions"] == [{"Field": "path-pattern", "PathPatternConfig": {
+        "Values": ["/invocations-bidirectional-stream", "/ping"]}}]
+    ingress = [g for g in of_type(t, "AWS::EC2::SecurityGroup").values()
+               if "SecurityGroupIngress" in g["Properties"]]
+    (alb_group,) = ingress
+    (rule,) = alb_group["Properties"]["SecurityGroupIngress"]
+    assert rule["FromPort"] == 80 and rule["CidrIp"] == {"Fn::GetAtt": [rule["CidrIp"]["Fn::GetAtt"][0], "CidrBlock"]}
+    (to_tasks,) = [r["Properties"] for r in of_type(t, "AWS::EC2::SecurityGroupIngress").values()]
+    assert (to_tasks["FromPort"], to_tasks["ToPort"]) == (8080, 8080)
+    assert to_tasks["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("ServiceLoadBalancerSecurityGroup")
+
+
+def test_service_rolls_with_circuit_breaker_and_scales_on_live_streams(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    service = one(t, "AWS::ECS::Service")
+    deployment = service["DeploymentConfiguration"]
+    assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
+    assert (deployment["MinimumHealthyPercent"], deployment["MaximumPercent"]) == (100, 200)
+    assert service["DesiredCount"] == 2 and service["HealthCheckGracePeriodSeconds"] == 1200
+    assert service["PlacementStrategies"] == [{"Field": "attribute:ecs.availability-zone", "Type": "spread"},
+                                              {"Field": "instanceId", "Type": "spread"}]
+    target = one(t, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (2, 4)
+    tracking = one(t, "AWS::ApplicationAutoScaling::ScalingPolicy")["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["TargetValue"] == 1.4  # 0.7 x max_num_seqs 2
+    metric = tracking["CustomizedMetricSpecification"]
+    assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == (
+        "RealtimeVoice/Bridge", "ActiveStreams", "Average")
+    assert metric["Dimensions"] == [{"Name": "EndpointName", "Value": "voxtral-realtime"},
+                                    {"Name": "VariantName", "Value": "ecs"}]
+    assert (tracking["ScaleInCooldown"], tracking["ScaleOutCooldown"]) == (600, 60)
+
+
+def test_alarms_of_the_service_and_the_bridge(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in of_type(t, "AWS::CloudWatch::Alarm").values()}
+    assert sorted(alarms) == sorted(f"voxtral-realtime-ecs-{name}" for name in [
+        "UnhealthyTargets", "LoadBalancer5XX", "Target5XX", "RunningTasks", "GPUUtilization", "GPUMemoryUsed",
+        "UpstreamErrors", "StreamsRejected", "TimeToFirstDeltaP90", "ActiveStreamsNearCap"])
+    gpu = alarms["voxtral-realtime-ecs-GPUMemoryUsed"]
+    assert (gpu["Namespace"], gpu["MetricName"], gpu["Threshold"]) == (
+        "RealtimeVoice/Bridge/Gpu", "nvidia_smi_memory_used", round(24 * 1024 * 0.97))
+    assert alarms["voxtral-realtime-ecs-RunningTasks"]["Threshold"] == 2
+    assert alarms["voxtral-realtime-ecs-RunningTasks"]["TreatMissingData"] == "breaching"
+    near_cap = alarms["voxtral-realtime-ecs-ActiveStreamsNearCap"]
+    assert near_cap["Dimensions"] == [{"Name": "EndpointName", "Value": "voxtral-realtime"},
+                                      {"Name": "VariantName", "Value": "ecs"}]
+    for alarm in alarms.values():
+        assert "Missing data:" in alarm["AlarmDescription"]
+        assert alarm["AlarmActions"] == alarm["OKActions"] and len(alarm["AlarmActions"]) == 1
+    dashboard = json.dumps(one(t, "AWS::CloudWatch::Dashboard"))
+    for text in ("Live streams per task", "GPU use", "nvidia_smi_utilization_gpu", "UnHealthyHostCount",
+                 "RunningTaskCount"):
+        assert text in dashboard
+
+
+def test_outputs_name_the_url_and_the_token_secret(ecs_app):
+    outputs = ecs_app.template("VoxtralEcs")["Outputs"]
+    assert json.dumps(outputs["StreamUrl"]["Value"]).startswith('{"Fn::Join": ["", ["ws://')
+    assert outputs["TokenSecretArn"]["Value"]["Ref"].startswith("ServiceToken")
+
+
+def test_internet_facing_https_spot_single_zone(ecs_variant):
+    t = ecs_variant.template("VoxtralEcs")
+    alb = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert alb["Scheme"] == "internet-facing"
+    assert all("Public" in s["Ref"] for s in alb["Subnets"])
+    listener = one(t, "AWS::ElasticLoadBalancingV2::Listener")
+    assert (listener["Port"], listener["Protocol"], listener["Certificates"]) == (443, "HTTPS", [{"CertificateArn": CERT}])
+    assert listener["SslPolicy"].startswith("ELBSecurityPolicy-TLS13")
+    data = one(t, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+    assert data["InstanceMarketOptions"]["MarketType"] == "spot"
+    assert data["InstanceType"] == "g6e.2xlarge"
+    assert one(t, "AWS::EC2::PlacementGroup")["Strategy"] == "cluster"
+    assert "Placement" in data and "GroupName" in data["Placement"]
+    group = one(t, "AWS::AutoScaling::AutoScalingGroup")
+    assert len(group["VPCZoneIdentifier"]) == 1 and group["MaxSize"] == "7"
+    service = one(t, "AWS::ECS::Service")
+    assert service["PlacementStrategies"] == [{"Field": "instanceId", "Type": "spread"}]
+    assert service["DesiredCount"] == 3
+    assert len(service["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 1
+    assert one(t, "AWS::ECS::Service")["DeploymentConfiguration"]["DeploymentCircuitBreaker"]["Rollback"] is True
+    assert ecs_variant.template("VoxtralEcs")["Outputs"]["StreamUrl"]["Value"]["Fn::Join"][1][0] == "wss://"
+
+
+def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
+    for synthesized in (ecs_app, ecs_variant):
+        template = str(synthesized.outdir / "RealtimeVoice-VoxtralEcs.template.json")
+        result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", template],
+                                cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert json.loads(result.stdout or "[]") == [], result.stdout[:3000]
+        report = json.loads((synthesized.outdir / "validation-report.json").read_text())["pluginReports"]
+        for plugin in report:
+            assert plugin["violations"] == [] and plugin["conclusion"] == "success"
+            for suppressed in plugin["suppressedViolations"]:
+                assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
+
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012"
+
+
+def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_role(tmp_path_factory):
+    keyed = synthesize(tmp_path_factory.mktemp("cdk.out.ecs-key"), {"voxtral.target": "ecs",
+                                                                     "encryption.kms_key_arn": KEY})
+    t = keyed.template("VoxtralEcs")
+    task_role = one(t, "AWS::ECS::TaskDefinition")["TaskRoleArn"]["Fn::GetAtt"][0]
+    decrypt = [s for s in statements(t, task_role) if s.get("Sid") == "DecryptModelData"]
+    assert decrypt == [{"Sid": "DecryptModelData", "Action": ["kms:Decrypt", "kms:DescribeKey"], "Effect": "Allow",
+                        "Resource": KEY}]
+    # The staging build writes the weights with the same key (ModelStaging's encryption_key).
+    build_statements = json.dumps([s for logical_id, policy in of_type(t, "AWS::IAM::Policy").items()
+                                   if logical_id.startswith("ModelStaging")
+                                   for s in policy["Properties"]["PolicyDocument"]["Statement"]])
+    assert KEY in build_statements and "kms:GenerateDataKey" in build_statements
+    # Without a key the task role has no KMS statement: test_task_role_reads_the_model_prefix_... lists its actions.

@@ -1,0 +1,107 @@
+"""The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy (voxtral.target=ecs), update
+(another instance type and another image), destroy, leaving nothing behind.
+
+moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
+load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
+custom resources) is asserted at template level in tests/ecs. See test_lifecycle_deploy.py for the harness.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, port_is_closed
+from tests.lifecycle.lifecycle_resources import Aws, read_stack
+from tests.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, context_args, load_templates
+
+pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
+
+log = logging.getLogger("lifecycle")
+
+IMAGE_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-1"
+IMAGE_2 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-2"
+STACK = "RealtimeVoice-VoxtralEcs"
+
+
+def task_definition(aws: Aws, stack) -> dict:
+    arn = stack.one("AWS::ECS::TaskDefinition").physical_id
+    return aws.ecs.describe_task_definition(taskDefinition=arn)["taskDefinition"]
+
+
+def launch_template_data(aws: Aws, stack) -> dict:
+    template_id = stack.one("AWS::EC2::LaunchTemplate").physical_id
+    (version,) = aws.ec2.describe_launch_template_versions(LaunchTemplateId=template_id,
+                                                           Versions=["$Latest"])["LaunchTemplateVersions"]
+    return version["LaunchTemplateData"]
+
+
+def test_ecs_target_deploy_update_destroy(tmp_path):
+    started = time.monotonic()
+    cdk_log = tmp_path / "cdk.log"
+    first = {"voxtral.target": "ecs", "voxtral.image_uri": IMAGE_1, "sonic.enabled": "false"}
+    second = {**first, "voxtral.image_uri": IMAGE_2, "ecs.instance_type": "g6e.xlarge"}
+    with moto_server() as server:
+        aws = Aws(server.url)
+        assembly_1, assembly_2 = tmp_path / "cdk.out.1", tmp_path / "cdk.out.2"
+        run_cdk(["synth", "--quiet", *context_args(first), "-o", str(assembly_1)], server.url, cdk_log)
+        run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log)
+        run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)], server.url, cdk_log)
+        templates = load_templates(assembly_1)
+        assert sorted(templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", STACK]
+        stack = read_stack(aws, STACK, templates[STACK])
+
+        (cluster,) = aws.ecs.describe_clusters(clusters=[stack.one("AWS::ECS::Cluster").physical_id])["clusters"]
+        assert cluster["status"] == "ACTIVE"
+        task = task_definition(aws, stack)
+        (container,) = task["containerDefinitions"]
+        assert container["image"] == IMAGE_1
+        assert container["resourceRequirements"] == [{"value": "1", "type": "GPU"}]
+        assert container["stopTimeout"] == 35
+        # moto's CloudFormation drops NetworkMode (it reports "bridge"); awsvpc is asserted in tests/ecs.
+        assert launch_template_data(aws, stack)["InstanceType"] == "g6.xlarge"
+        assert launch_template_data(aws, stack)["MetadataOptions"]["HttpTokens"] == "required"
+        lb_arn = stack.one("AWS::ElasticLoadBalancingV2::LoadBalancer").physical_id
+        (lb,) = aws.elbv2.describe_load_balancers(LoadBalancerArns=[lb_arn])["LoadBalancers"]
+        assert lb["Scheme"] == "internal"
+        assert stack.outputs["StreamUrl"] == f"ws://{lb['DNSName']}/invocations-bidirectional-stream"
+        assert stack.outputs["TokenSecretArn"].startswith(f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:")
+
+        # Update: another image (a new task definition revision) and another instance type (a new launch template
+        # version the Auto Scaling group follows).
+        run_cdk(["deploy", "--all", "--require-approval", "never", *context_args(second), "-o", str(assembly_2)],
+                server.url, cdk_log)
+        updated = read_stack(aws, STACK, load_templates(assembly_2)[STACK])
+        (container,) = task_definition(aws, updated)["containerDefinitions"]
+        assert container["image"] == IMAGE_2
+        assert launch_template_data(aws, updated)["InstanceType"] == "g6e.xlarge"
+        (service,) = aws.ecs.describe_services(cluster=cluster["clusterArn"], services=[
+            updated.one("AWS::ECS::Service").physical_id])["services"]
+        assert service["taskDefinition"] == updated.one("AWS::ECS::TaskDefinition").physical_id
+
+        run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url, cdk_log)
+        assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] == [BOOTSTRAP_STACK]
+        clusters = aws.ecs.list_clusters()["clusterArns"]
+        left = {
+            "active clusters": [c["clusterArn"] for c in aws.ecs.describe_clusters(clusters=clusters)["clusters"]
+                                if c["status"] != "INACTIVE"] if clusters else [],
+            "active task definitions": aws.ecs.list_task_definitions(status="ACTIVE")["taskDefinitionArns"],
+            "load balancers": aws.elbv2.describe_load_balancers()["LoadBalancers"],
+            "target groups": aws.elbv2.describe_target_groups()["TargetGroups"],
+            "auto scaling groups": aws.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"],
+            "launch templates": aws.ec2.describe_launch_templates()["LaunchTemplates"],
+            "VPCs": [v["VpcId"] for v in aws.ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
+            "NAT gateways": [g["NatGatewayId"] for g in aws.ec2.describe_nat_gateways()["NatGateways"]
+                             if g["State"] != "deleted"],
+            "network interfaces": [i["NetworkInterfaceId"] for i in aws.ec2.describe_network_interfaces()["NetworkInterfaces"]],
+            "secrets": aws.secretsmanager.list_secrets()["SecretList"],
+            "log groups": [g["logGroupName"] for g in aws.logs.describe_log_groups()["logGroups"]],
+            "buckets": [b["Name"] for b in aws.s3.list_buckets()["Buckets"] if not b["Name"].startswith("cdk-")],
+        }
+        assert {what: items for what, items in left.items() if items} == {}
+        port = server.port
+    assert port_is_closed(port)
+    log.info("ECS lifecycle: %.1f s", time.monotonic() - started)
