@@ -91,7 +91,10 @@ def deploy_update_destroy(tmp_path: Path, mode: dict[str, str]) -> None:
     cdk_log = tmp_path / "cdk.log"
     # A fixed-size Voxtral endpoint (min = max: no scalable target): SageMaker rejects an instance-type change of
     # an autoscaled variant, which moto would not; this is the README's procedure for changing the instance type.
-    first = {**mode, "voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1}
+    # The stream cap is pinned: with `auto` it follows the instance type (4 on an L4, 23 on an L40S), which changes
+    # the Model's environment and so replaces the Model too; this update checks the EndpointConfig alone is replaced.
+    first = {**mode, "voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1,
+             "voxtral.max_num_seqs": 4}
     second = {**first, "voxtral.instance_type": UPDATED_INSTANCE_TYPE}
     settings, updated = settings_with(first), settings_with(second)
 
