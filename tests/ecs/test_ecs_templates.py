@@ -157,7 +157,7 @@ def test_service_rolls_with_circuit_breaker_and_scales_on_live_streams(ecs_app):
     target = one(t, "AWS::ApplicationAutoScaling::ScalableTarget")
     assert (target["MinCapacity"], target["MaxCapacity"]) == (2, 4)
     tracking = one(t, "AWS::ApplicationAutoScaling::ScalingPolicy")["TargetTrackingScalingPolicyConfiguration"]
-    assert tracking["TargetValue"] == 1.4  # 0.7 x max_num_seqs 2
+    assert tracking["TargetValue"] == 2.8  # 0.7 x max_num_seqs auto = 4 (one L4 at 45000 tokens)
     metric = tracking["CustomizedMetricSpecification"]
     assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == (
         "RealtimeVoice/Bridge", "ActiveStreams", "Average")
