@@ -199,7 +199,8 @@ async def open_target(args: argparse.Namespace):
     """
     if args.url is not None:
         url = args.url
-        token = await asyncio.to_thread(read_token, args)
+        # Secrets Manager is asked through boto3 (blocking): off the event loop. Without it, nothing to wait for.
+        token = await asyncio.to_thread(read_token, args) if getattr(args, "token_secret", None) else read_token(args)
 
         async def open_websocket() -> WebSocketTransport:
             return await WebSocketTransport.connect(url, token=token)
