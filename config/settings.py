@@ -500,7 +500,9 @@ class NetworkSettings:
     def private(self) -> bool:
         return self.mode == "vpc"
 
-    def network_props(self, kms_key_arn: str | None = None) -> PrivateNetworkProps:
+    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False) -> PrivateNetworkProps:
+        """The private network's props; ``ecs``: a service runs on the ECS target, so the network also gets the
+        endpoints ECS instances and tasks need (when it makes endpoints at all)."""
         existing = None
         if self.vpc_id is not None:
             existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
@@ -509,7 +511,7 @@ class NetworkSettings:
         return PrivateNetworkProps(
             existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
             security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
-            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn)
+            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints)
 
     def problems(self, region: str) -> list[str]:
         p = Problems(name=lambda prop: f"network.{prop}")
@@ -577,6 +579,11 @@ class Settings:
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
 
     @property
+    def uses_ecs(self) -> bool:
+        """Whether an enabled service runs on the ECS target (``voxtral.target`` or ``sonic.target``)."""
+        return self.voxtral.enabled and self.voxtral.target == "ecs"
+
+    @property
     def makes_key(self) -> bool:
         """Whether the stacks make the data key (encryption.create_key, defaulting to network.mode=vpc)."""
         if self.encryption.kms_key_arn is not None:
@@ -619,13 +626,10 @@ class Settings:
                 problems += endpoint.problems(section, self.region)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self.region, self.voxtral)
-            if self.network.private:
-                # Not supported yet, said rather than ignored: the ECS target makes its own VPC (public subnets for
-                # the load balancer, a NAT gateway for the tasks' AWS API calls), and the Foundation stack's private
-                # network has no route out and no ECS, ECS agent, CloudWatch Logs or Secrets Manager VPC endpoints.
-                problems.append("voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target "
-                                "makes its own VPC with a NAT gateway); use network.mode='public' with the ECS "
-                                "target, or voxtral.target='sagemaker' for a private deployment")
+            if self.network.private and self.ecs.load_balancer == "internet_facing":
+                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has "
+                                "no internet gateway; use ecs.load_balancer='internal' (callers reach it from the VPC, "
+                                "peered networks or on premises), or network.mode='public'")
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_autoscaling as autoscaling
@@ -23,6 +23,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -52,7 +53,7 @@ from constructs_lib.monitoring.alarms import (
 )
 from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import acknowledge_compliance, nag_render
 from constructs_lib.validation import Problems
 
 #: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
@@ -101,8 +102,14 @@ class GpuEcsServiceProps:
         service_name: names the service's metrics (EndpointName dimension of the bridge's metrics), alarms and
             dashboard header (required).
         vpc: where the instances, tasks and load balancer go; tasks in its private subnets (with a route or VPC
-            endpoints to ECR, S3, CloudWatch Logs, Secrets Manager and ECS), an internet-facing load balancer in its
+            endpoints to ECR, S3, CloudWatch Logs and monitoring, Secrets Manager, EC2 and ECS:
+            ``constructs_lib.network_props.ECS_INTERFACE_ENDPOINTS``), an internet-facing load balancer in its
             public subnets (required).
+        subnets: the private subnets of instances, tasks and an internal load balancer (e.g. the isolated subnets of
+            a network without internet access, or subnets of a VPC described by attributes). Default: the VPC's
+            private subnets with egress.
+        caller_cidrs: who may reach an internal load balancer. Default: the VPC's CIDR block.
+        log_kms_key_arn: KMS key of the task log group and the token secret. Default: the services' own keys.
         image: the bridge image (required).
         image_repository_arn: the private ECR repository of ``image``; the task's execution role may pull from it
             only. None for a public image. Default None.
@@ -137,6 +144,9 @@ class GpuEcsServiceProps:
     log_retention_days: int = 30
     retain_data: bool = False
     alarm_topic: sns.ITopic | None = None
+    subnets: Sequence[ec2.ISubnet] = ()
+    caller_cidrs: Sequence[str] = ()
+    log_kms_key_arn: str | None = None
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         self.capacity.problems(p)
@@ -189,12 +199,25 @@ class GpuEcsService(Construct):
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
 
         # --- Cluster and GPU capacity ---------------------------------------------------------------------------
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "The instance, task and execution roles' statements are scoped to this service (its "
+                                 "model prefix, metrics namespaces, repository, secret and cluster); an inline policy "
+                                 "belongs to its one role and goes with it.",
+        })
         self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
                                    container_insights_v2=ecs.ContainerInsights.ENHANCED)
         self.gpu_namespace = props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
         instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
                                  description=f"ECS container instances of {props.service_name}")
         self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")
+        # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags (ec2:DescribeTags, as in
+        # CloudWatchAgentServerPolicy; CloudWatch agent user guide, "append_dimensions").
+        instance_role.add_to_principal_policy(iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"]))
+        Validations.of(instance_role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags support no resource-level "
+                   "permission; DescribeTags reads tags only (the CloudWatch agent's Auto Scaling group dimension)."))
+        key = kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(*self._host_commands())
         self.instance_security_group = ec2.SecurityGroup(
@@ -218,7 +241,8 @@ class GpuEcsService(Construct):
             placement_group=(ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
                              if cap.single_az else None),
         )
-        subnets = props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        subnets = (list(props.subnets) if props.subnets else
+                   props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
         self.auto_scaling_group = autoscaling.AutoScalingGroup(
             self, "Instances",
             vpc=props.vpc,
@@ -251,7 +275,7 @@ class GpuEcsService(Construct):
         ))
 
         # --- Task definition ------------------------------------------------------------------------------------
-        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal,
+        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal, encryption_key=key,
                                        retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
         self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
         self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
@@ -269,7 +293,12 @@ class GpuEcsService(Construct):
                 generate_secret_string=secretsmanager.SecretStringGenerator(
                     password_length=48, exclude_punctuation=True, include_space=False),
                 removal_policy=RemovalPolicy.DESTROY,
+                encryption_key=key,
             )
+            acknowledge_compliance(self.token_secret, {
+                "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
+                                                 "a rotated token takes effect as tasks restart.",
+            })
             Validations.of(self.token_secret).acknowledge(Acknowledgment(
                 id="AwsSolutions-SMG4",
                 reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
@@ -316,8 +345,8 @@ class GpuEcsService(Construct):
             self, "LoadBalancer",
             vpc=props.vpc,
             internet_facing=lb.internet_facing,
-            vpc_subnets=ec2.SubnetSelection(
-                subnet_type=ec2.SubnetType.PUBLIC if lb.internet_facing else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC) if lb.internet_facing else
+                         ec2.SubnetSelection(subnets=subnets)),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.bridge_idle_timeout_s)),
             drop_invalid_header_fields=True,
             deletion_protection=False,
@@ -336,11 +365,23 @@ class GpuEcsService(Construct):
             id="AwsSolutions-S1",
             reason="This bucket receives the load balancer's access logs; logging it to itself would loop.",
         ))
+        acknowledge_compliance(self.access_logs, {
+            "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; logging it would need "
+                                      "another bucket whose logs go nowhere.",
+            "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to SSE-S3 buckets only "
+                                      "(Elastic Load Balancing user guide, 'Access logs for your Application Load "
+                                      "Balancer').",
+            "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load Balancing and removed only by "
+                                         "the lifecycle rule; there is no object to recover from an overwrite.",
+            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying them elsewhere is the "
+                                          "user's choice, not a default.",
+        })
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
         if not lb.internet_facing:
-            self.load_balancer.connections.allow_from(ec2.Peer.ipv4(props.vpc.vpc_cidr_block),
-                                                      ec2.Port.tcp(443 if lb.https else 80),
-                                                      "Callers inside the VPC")
+            for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
+                self.load_balancer.connections.allow_from(
+                    ec2.Peer.ipv4(cidr), ec2.Port.tcp(443 if lb.https else 80),
+                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}")
         Validations.of(self.load_balancer).acknowledge(Acknowledgment(
             id="AwsSolutions-EC23",
             reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS only); callers "
@@ -348,6 +389,20 @@ class GpuEcsService(Construct):
                     "An internal load balancer takes callers from the VPC's CIDR only (a deploy-time value cdk-nag "
                     "cannot read)."),
         ))
+        acknowledge_compliance(self.load_balancer, {
+            "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds no data; its access "
+                                            "logs are in their own bucket).",
+            "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, which a web ACL does "
+                             "not inspect; the listener forwards two paths only and the bridge checks the bearer token "
+                             "before any work.",
+        })
+        if not lb.https:
+            acknowledge_compliance(self.load_balancer, {
+                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 inside the VPC, "
+                                             "reachable from the caller CIDRs only. Set a certificate for HTTPS.",
+                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP inside the VPC); "
+                                               "internet-facing needs one (the settings refuse otherwise).",
+            })
         if lb.https:
             listener = self.load_balancer.add_listener(
                 "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,

@@ -29,16 +29,16 @@ MAX_AZS = 2
 
 
 class VoxtralEcsStack(Stack):
-    """The Voxtral service on ECS: network (until the app's private network replaces it), weights staged as for
+    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights staged as for
     SageMaker, the service (:class:`~constructs_lib.ecs_service.GpuEcsService`), its dashboard and outputs."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
-        # network.mode=vpc with this target is refused when the settings load (config/settings.py): the Foundation
-        # stack's VPC has no route out and no ECS, Logs or Secrets Manager endpoints yet, which the tasks need.
-        vpc = network(self, settings)
+        # network.mode=vpc: the Foundation stack's private network (no route out; its VPC endpoints include ECS's,
+        # constructs_lib/network_props.py ECS_INTERFACE_ENDPOINTS); public: a VPC of this stack's own.
+        vpc = foundation.vpc or network(self, settings)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
         environment = {key: value for key, value in container_environment(voxtral).items()
@@ -61,6 +61,9 @@ class VoxtralEcsStack(Stack):
                 log_retention_days=settings.log_retention_days,
                 retain_data=settings.retain_data,
                 alarm_topic=alarm_topic,
+                subnets=foundation.private_subnets,
+                caller_cidrs=foundation.caller_cidrs,
+                log_kms_key_arn=foundation.key_arn,
             ),
         )
         if foundation.key_arn and not voxtral.model_s3_uri:
@@ -99,8 +102,8 @@ def network(scope: Construct, settings: Settings) -> ec2.IVpc:
     """The VPC of the ECS target: public subnets (the load balancer, one NAT gateway) and private subnets with egress
     (instances and tasks), across :data:`MAX_AZS` zones, with flow logs to a log group.
 
-    Kept in one function so that the app's private network (issue 11: ``network.mode``, an imported or created VPC
-    with VPC endpoints) can replace it: everything else takes an ``ec2.IVpc``. One NAT gateway, not one per zone: the
+    Public mode only: with ``network.mode=vpc`` the Foundation stack's private network replaces it (everything else
+    takes an ``ec2.IVpc`` and its private subnets). One NAT gateway, not one per zone: the
     tasks reach AWS APIs (ECR, S3, Logs, Secrets Manager, ECS) through it, and the S3 gateway endpoint carries the
     weights and image layers, which are nearly all the bytes.
     """
