@@ -116,10 +116,10 @@ def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
     assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
 
 
-def test_private_network_mode_is_refused_not_ignored():
-    problems = ecs_problems(network__mode="vpc")
-    assert problems == ["voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target makes its "
-                        "own VPC with a NAT gateway); use network.mode='public' with the ECS target, or "
-                        "voxtral.target='sagemaker' for a private deployment"]
-    # The SageMaker target in vpc mode stays valid.
-    assert load_settings({**cdk_json_context(), "network.mode": "vpc"}).network.private
+def test_private_network_mode_is_accepted_and_asks_for_the_ecs_endpoints():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "network.mode": "vpc"})
+    assert settings.uses_ecs and settings.network.network_props(ecs=settings.uses_ecs).ecs_endpoints
+    # The SageMaker target in vpc mode asks for none; nor does an existing VPC that brings its own endpoints.
+    sagemaker = load_settings({**cdk_json_context(), "network.mode": "vpc"})
+    assert not sagemaker.uses_ecs and not sagemaker.network.network_props(ecs=sagemaker.uses_ecs).ecs_endpoints
+    assert not settings.network.__class__(mode="vpc", create_endpoints=False).network_props(ecs=True).ecs_endpoints
