@@ -234,6 +234,9 @@ class VoxtralSettings(EndpointSettings):
     alarm_time_to_first_delta_p90_ms: float = 2000.0
     #: Alarm when live streams per instance reach this fraction of the stream cap.
     alarm_active_streams_fraction: float = 0.9
+    #: Not a setting: with target=ecs, the EC2 type the tasks run on (ecs.instance_type), filled in by load_settings,
+    #: so that max_num_seqs=auto is sized by that GPU rather than by instance_type's.
+    ecs_instance_type: str | None = field(default=None, metadata=ctx.DERIVED)
 
     PROPS: ClassVar[dict[str, str]] = {
         **EndpointSettings.PROPS,
@@ -260,13 +263,22 @@ class VoxtralSettings(EndpointSettings):
         """Whether the deploy stages the weights (``stage_model``, defaulting to "no model_s3_uri given")."""
         return self.model_s3_uri is None if self.stage_model is None else self.stage_model
 
+    @property
+    def sizing_instance_types(self) -> list[str]:
+        """The instance types (SageMaker spelling) whose GPU sizes the stream cap: with ``target=ecs`` the ECS
+        instance type (``ecs.instance_type``, as ``ml.<type>``: the same hardware), else ``instance_type`` or each of
+        ``instance_pools``."""
+        if self.target == "ecs" and self.ecs_instance_type:
+            return [f"ml.{self.ecs_instance_type}"]
+        return self.instance_pools or [self.instance_type]
+
     def capacity(self) -> capacity.Capacity | None:
-        """The capacity model's answer for the instance type the endpoint may run that serves the fewest streams
-        (``instance_type``, or each of ``instance_pools``: vLLM gets one max_num_seqs on all), or None when no type,
-        max_model_len or gpu_memory_utilization is valid (their own problems say why)."""
+        """The capacity model's answer for the instance type the service may run that serves the fewest streams
+        (:attr:`sizing_instance_types`: vLLM gets one max_num_seqs on all), or None when no type, max_model_len or
+        gpu_memory_utilization is valid (their own problems say why)."""
         if self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98:
             return None
-        names = self.instance_pools or [self.instance_type]
+        names = self.sizing_instance_types
         specs = [spec for spec in map(instance_types.lookup, names) if spec is not None and spec.gpus]
         fits = [capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization) for spec in specs]
         return min(fits, key=lambda c: c.streams, default=None)
@@ -282,6 +294,24 @@ class VoxtralSettings(EndpointSettings):
 
     def value(self, key: str) -> Any:
         return self.streams_per_instance if key == "max_num_seqs" else super().value(key)
+
+    def stream_cap_warning(self) -> str | None:
+        """A warning when an explicit ``max_num_seqs`` is above the compute cap of the GPU that sizes it (the KV
+        cache holds the streams, but one GPU likely cannot decode that many in real time: every stream then falls
+        behind), or None. Not an error: the compute cap is an estimate (constructs_lib/capacity.py; measure with
+        bench/capacity_bench.py). The Voxtral stacks print it as a CDK warning at synth."""
+        fitted = self.capacity()
+        if self.max_num_seqs == "auto" or fitted is None or fitted.compute_cap is None:
+            return None
+        if self.max_num_seqs <= fitted.compute_cap:
+            return None
+        on_ecs = self.target == "ecs" and self.ecs_instance_type
+        where = (f"ecs.instance_type={show(self.ecs_instance_type)}" if on_ecs
+                 else f"instance type {show(fitted.instance_type)}")
+        return (f"voxtral.max_num_seqs={self.max_num_seqs} is above the compute cap of one {fitted.gpu.name} "
+                f"({where}): the capacity model estimates it decodes at most {fitted.compute_cap} live stream(s) of "
+                f"max_model_len={self.max_model_len} in real time, so streams may fall behind under full load; "
+                "set voxtral.max_num_seqs=auto, or measure with bench/capacity_bench.py (README 'Capacity')")
 
     @property
     def streams_target(self) -> float:
@@ -340,7 +370,8 @@ class VoxtralSettings(EndpointSettings):
         self.bridge_thresholds().problems(p)
         # The capacity model only when every value it depends on passed its checks; for each type the endpoint may
         # run, since vLLM gets the same max_num_seqs on every one.
-        for key, spec in specs if len(p) == start else ():
+        # With target=ecs the ECS instance type is what the tasks run on; EcsSettings checks it instead.
+        for key, spec in specs if len(p) == start and self.target != "ecs" else ():
             if not spec.gpus:
                 continue
             fitted = capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization)
@@ -677,8 +708,12 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         except ValueError as error:
             problems.append(f"{key}={show(raw)}: {error}")
 
-    settings = Settings(**values[""], voxtral=VoxtralSettings(**values["voxtral."]),
-                        sonic=SonicSettings(**values["sonic."]), ecs=EcsSettings(**values["ecs."]),
+    ecs = EcsSettings(**values["ecs."])
+    voxtral = VoxtralSettings(**values["voxtral."])
+    if voxtral.target == "ecs":
+        voxtral = dataclasses.replace(voxtral, ecs_instance_type=ecs.instance_type)
+    settings = Settings(**values[""], voxtral=voxtral,
+                        sonic=SonicSettings(**values["sonic."]), ecs=ecs,
                         network=NetworkSettings(**values["network."]),
                         encryption=EncryptionSettings(**values["encryption."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.

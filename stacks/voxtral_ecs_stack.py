@@ -22,7 +22,7 @@ from constructs_lib.endpoint_props import LOG_RETENTION
 from constructs_lib.names import repository_arn_from_image_uri
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.foundation_stack import Foundation
-from stacks.voxtral_stack import container_environment, model_weights
+from stacks.voxtral_stack import container_environment, model_weights, stream_cap_warning
 
 #: Availability Zones of the network this stack creates (two: the default placement spreads across zones).
 MAX_AZS = 2
@@ -36,6 +36,7 @@ class VoxtralEcsStack(Stack):
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
+        stream_cap_warning(self, voxtral)
         # network.mode=vpc: the Foundation stack's private network (no route out; its VPC endpoints include ECS's,
         # constructs_lib/network_props.py ECS_INTERFACE_ENDPOINTS); public: a VPC of this stack's own.
         vpc = foundation.vpc or network(self, settings)

@@ -87,9 +87,44 @@ def test_certificate_must_be_an_acm_arn_of_the_region():
 
 
 def test_gpu_memory_of_the_ecs_instance_is_checked():
-    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge")
-    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000")
-    assert "NVIDIA T4 (16 GiB)" in problem
+    # An explicit stream cap above what one T4 (16 GiB) holds at 45000 tokens (3 streams).
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__max_num_seqs=4)
+    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000 and "
+                              "voxtral.max_num_seqs=4: one NVIDIA T4 (16 GiB) holds the weights and KV cache for at "
+                              "most 3 sequence(s)")
+    # auto on a GPU that holds no stream at all.
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__gpu_memory_utilization=0.6,
+                              voxtral__alarm_gpu_memory_percent=70)
+    assert "for at most 0 sequence(s)" in problem
+
+
+def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
+    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs; voxtral.instance_type (a
+    SageMaker type) no longer counts, and the scaling target follows."""
+    base = {**cdk_json_context(), "voxtral.target": "ecs"}
+    l4 = load_settings(base).voxtral
+    assert (l4.sizing_instance_types, l4.streams_per_instance, l4.streams_target) == (["ml.g6.xlarge"], 4, 2.8)
+    l40s = load_settings({**base, "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert l40s.streams_per_instance == 23  # memory-bound on one L40S at 45000 tokens
+    assert l40s.streams_target == pytest.approx(0.7 * 23)
+    t4 = load_settings({**base, "ecs.instance_type": "g4dn.xlarge", "voxtral.instance_type": "ml.g6e.2xlarge"}).voxtral
+    assert t4.streams_per_instance == 3
+    # The SageMaker target still sizes by voxtral.instance_type, whatever ecs.instance_type says.
+    sagemaker = load_settings({**cdk_json_context(), "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert (sagemaker.sizing_instance_types, sagemaker.streams_per_instance) == (["ml.g6.4xlarge"], 4)
+
+
+def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error():
+    voxtral = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 6}).voxtral
+    assert voxtral.streams_per_instance == 6  # fits the L4's memory (8), above its compute cap (4): allowed
+    assert voxtral.stream_cap_warning() == (
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge'): the "
+        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in real time, so "
+        "streams may fall behind under full load; set voxtral.max_num_seqs=auto, or measure with "
+        "bench/capacity_bench.py (README 'Capacity')")
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 4}
+                         ).voxtral.stream_cap_warning() is None
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs"}).voxtral.stream_cap_warning() is None
 
 
 def test_unknown_choice_lists_the_allowed_ones():
