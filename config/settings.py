@@ -37,7 +37,15 @@ from config.models import (
     bridge_base_image,
 )
 from constructs_lib import capacity, cuda_compat, instance_types
-from constructs_lib.ecs_props import GpuCapacity, LoadBalancing
+from constructs_lib.ecs_props import (
+    GpuCapacity,
+    LoadBalancing,
+    check_certificate_arn,
+    check_container_port,
+    check_gpu_instance_type,
+    check_health_path,
+    check_root_volume_gib,
+)
 from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
@@ -50,6 +58,7 @@ from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REP
 from constructs_lib.network_props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.names import (
+    ECR_IMAGE_RE,
     REGION_RE,
     check_ecr_image_uri,
     check_email,
@@ -59,6 +68,7 @@ from constructs_lib.names import (
     check_model_package_arn,
     check_repository_id,
     check_revision,
+    check_regional_arn,
     check_secret_arn,
 )
 from constructs_lib.scaling_props import check_capacity, check_cooldown_s, check_target_value
@@ -423,8 +433,22 @@ class SonicSettings(EndpointSettings):
     #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
     scaling_target: float = 60.0
     alarm_model_latency_p90_ms: float = 3000.0
+    #: Where Sonic runs: a SageMaker endpoint from the Marketplace model package, or an ECS service of the container
+    #: a Cartesia licence provides (sonic.image_uri; README "Sonic on ECS").
+    target: Literal["sagemaker", "ecs"] = "sagemaker"
+    #: With target=ecs (required then): the licensed Sonic container in ECR (it is not public).
+    image_uri: str | None = None
+    #: With target=ecs: the port the container serves on, and the path that answers 200 when it can serve.
+    container_port: int = 8080
+    health_path: str = "/ping"
+    #: With target=ecs: EC2 instance type with an NVIDIA GPU (no ``ml.``); one task per GPU. The task range is
+    #: min_instances-max_instances; Spot, placement, root volume and certificate are the ecs.* settings.
+    ecs_instance_type: str = "g6e.xlarge"
 
     def app_problems(self, p: Problems, region: str) -> None:
+        if self.target == "ecs":
+            self._ecs_problems(p, region)
+            return
         for key, spec in self.instance_specs(p):
             if not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
                 p.add(key, spec.name,
@@ -439,6 +463,36 @@ class SonicSettings(EndpointSettings):
             check_model_package_arn(p, "model_package_arn", self.model_package_arn, region)
         check_target_value(p, "scaling_target", self.scaling_target,
                            "per instance: invocations per minute, or concurrent requests")
+
+    def _ecs_problems(self, p: Problems, region: str) -> None:
+        """Sonic on ECS: the licensed image, its port and health path, a GPU instance type, requests-based scaling.
+        The Marketplace package and its instance families do not apply."""
+        if self.image_uri is None:
+            p.add("image_uri", None, "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
+                                     "provides, in ECR (it is not public; README 'Sonic on ECS')")
+        else:
+            check_regional_arn(p, "image_uri", self.image_uri, ECR_IMAGE_RE,
+                               "a private ECR image '<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
+                               "'...@sha256:<digest>' (copy the licensed image into your account's ECR)", region,
+                               "image", "; the tasks pull it through the Region's ECR endpoints")
+        check_container_port(p, "container_port", self.container_port)
+        check_health_path(p, "health_path", self.health_path)
+        check_gpu_instance_type(p, "ecs_instance_type", self.ecs_instance_type)
+        if self.scaling_metric != "invocations_per_instance":
+            p.add("scaling_metric", self.scaling_metric, "must be 'invocations_per_instance' with sonic.target='ecs' "
+                  "(the load balancer's requests per task per minute; it has no count of requests in flight)")
+        check_target_value(p, "scaling_target", self.scaling_target, "requests per task per minute")
+
+    def ecs_capacity(self, ecs: EcsSettings) -> GpuCapacity:
+        """The GPU capacity of Sonic's ECS service: its own instance type and task range, the shared ecs.* rest."""
+        return GpuCapacity(instance_type=self.ecs_instance_type, spot=ecs.capacity == "spot",
+                           min_tasks=self.min_instances, max_tasks=self.max_instances,
+                           single_az=ecs.placement == "single_az", root_volume_gib=ecs.root_volume_gib)
+
+    def ecs_load_balancing(self, ecs: EcsSettings) -> LoadBalancing:
+        """Always internal, with ecs.certificate_arn for HTTPS: the bearer token is checked by our bridge, which
+        Sonic's container does not have, so its load balancer takes callers from the caller CIDRs only."""
+        return LoadBalancing(internet_facing=False, certificate_arn=ecs.certificate_arn, require_token=False)
 
 
 @dataclass(frozen=True)
@@ -612,7 +666,11 @@ class Settings:
     @property
     def uses_ecs(self) -> bool:
         """Whether an enabled service runs on the ECS target (``voxtral.target`` or ``sonic.target``)."""
-        return self.voxtral.enabled and self.voxtral.target == "ecs"
+        return (self.voxtral.enabled and self.voxtral.target == "ecs") or self.sonic_on_ecs
+
+    @property
+    def sonic_on_ecs(self) -> bool:
+        return self.sonic.enabled and self.sonic.target == "ecs"
 
     @property
     def makes_key(self) -> bool:
@@ -661,6 +719,13 @@ class Settings:
                 problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has "
                                 "no internet gateway; use ecs.load_balancer='internal' (callers reach it from the VPC, "
                                 "peered networks or on premises), or network.mode='public'")
+        elif self.sonic_on_ecs:
+            # The ecs.* settings Sonic shares, checked here when Voxtral does not run on ECS (else ecs.problems did).
+            p = Problems(name=lambda prop: f"ecs.{prop}")
+            check_root_volume_gib(p, "root_volume_gib", self.ecs.root_volume_gib)
+            if self.ecs.certificate_arn is not None:
+                check_certificate_arn(p, "certificate_arn", self.ecs.certificate_arn, self.region)
+            problems += list(p)
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")

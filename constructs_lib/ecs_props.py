@@ -107,7 +107,7 @@ def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_type
         return None
     spec = gpu_spec(value)
     if spec is None:
-        p.add(prop, value, f"has no NVIDIA GPU the ECS GPU AMI and vLLM can use (NVIDIA GPU types: {families})")
+        p.add(prop, value, f"has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: {families})")
     return spec
 
 
@@ -124,6 +124,12 @@ def check_health_path(p: Problems, prop: str, value: str) -> None:
     if not HEALTH_PATH_RE.fullmatch(value):
         p.add(prop, value, "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
                            "spaces or a query string ('?')")
+
+
+def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
+    """The instances' gp3 root volume: 30-16384 GiB (gp3's maximum; the image and the weights' copy need ~30)."""
+    if not 30 <= value <= 16384:
+        p.add(prop, value, "must be 30-16384 GiB (gp3; the image and weights need ~30)")
 
 
 def check_certificate_arn(p: Problems, prop: str, value: str, region: str | None) -> None:
@@ -172,8 +178,7 @@ class GpuCapacity:
             p.add("min_tasks", self.min_tasks, "must be at least 1 (2 or more keeps serving while a task is replaced)")
         elif self.max_tasks < self.min_tasks:
             p.add("max_tasks", self.max_tasks, f"must be at least {p.ref('min_tasks', self.min_tasks)}")
-        if not 30 <= self.root_volume_gib <= 16384:
-            p.add("root_volume_gib", self.root_volume_gib, "must be 30-16384 GiB (gp3; the image and weights need ~30)")
+        check_root_volume_gib(p, "root_volume_gib", self.root_volume_gib)
 
 
 @dataclass(frozen=True)
