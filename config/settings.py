@@ -175,7 +175,9 @@ class EndpointSettings:
         self.variant().problems(p)
         if self.volume_kms_key_arn is not None:
             check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, region, alias=True)
-        check_capacity(p, self.min_instances, self.max_instances, self.initial_instance_count)
+        # initial_instance_count is SageMaker's; an ECS service starts with its minimum task count.
+        initial = self.initial_instance_count if getattr(self, "target", "sagemaker") == "sagemaker" else None
+        check_capacity(p, self.min_instances, self.max_instances, initial)
         floor_s, reason = self.SCALE_IN_FLOOR
         check_cooldown_s(p, "scale_in_cooldown_s", self.scale_in_cooldown_s, floor_s, reason)
         self.thresholds().problems(p)
