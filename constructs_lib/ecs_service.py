@@ -59,7 +59,13 @@ from constructs_lib.monitoring.alarms import (
 )
 from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
-from constructs_lib.nag import acknowledge_compliance, nag_render
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+    stack_singletons,
+)
 from constructs_lib.validation import Problems
 
 #: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
@@ -308,6 +314,11 @@ class GpuEcsService(Construct):
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        skip_checkov(instance_role, "AWS::IAM::Policy", {
+            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as AmazonEC2ContainerServiceforEC2"
+                           "Role: logs:PutLogEvents and ecs:Submit* for the agent), and PutMetricData, which supports "
+                           "no resource and is limited by a cloudwatch:namespace condition.",
+        })
         Validations.of(instance_role).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM5[Action::ecs:Submit*]",
             reason="The statement the CDK gives ECS container instances (the container agent's own calls, as in "
@@ -426,6 +437,12 @@ class GpuEcsService(Construct):
             "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying them elsewhere is the "
                                           "user's choice, not a default.",
         })
+        skip_checkov(self.access_logs, "AWS::S3::Bucket", {
+            "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would need another bucket.",
+            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only by the lifecycle rule.",
+        })
+        for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
+            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
         if not lb.internet_facing:
             for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
@@ -466,6 +483,13 @@ class GpuEcsService(Construct):
                 "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
                 default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
                                                                    message_body="not found"))
+        if not lb.https:
+            skip_checkov(listener, "AWS::ElasticLoadBalancingV2::Listener", {
+                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from the caller CIDRs "
+                             "only; set a certificate for HTTPS (internet-facing requires one).",
+                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC); with one the "
+                               "listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
+            })
         self.listener = listener
         self.target_group = elbv2.ApplicationTargetGroup(
             self, "Targets",
