@@ -107,7 +107,8 @@ def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_type
         return None
     spec = gpu_spec(value)
     if spec is None:
-        p.add(prop, value, f"has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: {families})")
+        p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: "
+                           f"{families})")
     return spec
 
 

@@ -315,8 +315,8 @@ class GpuEcsService(Construct):
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
         skip_checkov(instance_role, "AWS::IAM::Policy", {
-            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as AmazonEC2ContainerServiceforEC2"
-                           "Role: logs:PutLogEvents and ecs:Submit* for the agent), and PutMetricData, which supports "
+            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
+                           "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* for the agent), and PutMetricData, which supports "
                            "no resource and is limited by a cloudwatch:namespace condition.",
         })
         Validations.of(instance_role).acknowledge(Acknowledgment(
@@ -439,7 +439,8 @@ class GpuEcsService(Construct):
         })
         skip_checkov(self.access_logs, "AWS::S3::Bucket", {
             "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would need another bucket.",
-            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only by the lifecycle rule.",
+            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only by the lifecycle "
+                          "rule.",
         })
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
@@ -498,9 +499,9 @@ class GpuEcsService(Construct):
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(deregistration_delay_s(props.drain_s)),
-            health_check=elbv2.HealthCheck(path=props.health_path, healthy_http_codes="200", interval=Duration.seconds(10),
-                                           timeout=Duration.seconds(5), healthy_threshold_count=2,
-                                           unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(path=props.health_path, healthy_http_codes="200",
+                                           interval=Duration.seconds(10), timeout=Duration.seconds(5),
+                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
         )
         # An ALB forwards a WebSocket upgrade like any HTTP/1.1 request and keeps the connection open afterwards
         # (Elastic Load Balancing user guide, Application Load Balancers: "WebSockets").

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -16,7 +15,7 @@ from config.settings import Settings
 from constructs_lib.ecs_service import GpuEcsService, GpuEcsServiceProps
 from constructs_lib.names import repository_arn_from_image_uri
 from stacks.foundation_stack import Foundation
-from stacks.voxtral_ecs_stack import network
+from stacks.voxtral_ecs_stack import service_dashboard, shared_service_props
 
 #: Namespace of the CloudWatch agent's GPU metrics on Sonic's instances.
 SONIC_GPU_NAMESPACE = "RealtimeVoice/Sonic/Gpu"
@@ -32,13 +31,10 @@ class SonicEcsStack(Stack):
                  alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
-        # network.mode=vpc: the Foundation stack's private network; public: a VPC of this stack's own.
-        vpc = foundation.vpc or network(self, settings)
         self.service = GpuEcsService(
             self, "Service",
             GpuEcsServiceProps(
                 service_name=sonic.endpoint_name,
-                vpc=vpc,
                 image=ecs.ContainerImage.from_registry(sonic.image_uri),
                 image_repository_arn=repository_arn_from_image_uri(sonic.image_uri),
                 capacity=sonic.ecs_capacity(settings.ecs),
@@ -48,18 +44,10 @@ class SonicEcsStack(Stack):
                 container_port=sonic.container_port,
                 health_path=sonic.health_path,
                 gpu_namespace=SONIC_GPU_NAMESPACE,
-                log_retention_days=settings.log_retention_days,
-                retain_data=settings.retain_data,
-                alarm_topic=alarm_topic,
-                subnets=foundation.private_subnets,
-                caller_cidrs=foundation.caller_cidrs,
-                log_kms_key_arn=foundation.key_arn,
+                **shared_service_props(self, settings, foundation, alarm_topic),
             ),
         )
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard",
-                                              dashboard_name=f"{settings.stack_name_prefix}-SonicEcs-{settings.region}")
-        for row in self.service.dashboard_rows("Sonic text to speech"):
-            self.dashboard.add_widgets(*row)
+        self.dashboard = service_dashboard(self, self.service, settings, "SonicEcs", "Sonic text to speech")
 
         CfnOutput(self, "Url", value=self.service.url, description="Base URL of the Sonic container's API")
         CfnOutput(self, "HealthUrl", value=self.service.health_url, description="GET returns 200 when a task can serve")

@@ -37,9 +37,7 @@ class VoxtralEcsStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
         stream_cap_warning(self, voxtral)
-        # network.mode=vpc: the Foundation stack's private network (no route out; its VPC endpoints include ECS's,
-        # constructs_lib/network_props.py ECS_INTERFACE_ENDPOINTS); public: a VPC of this stack's own.
-        vpc = foundation.vpc or network(self, settings)
+        shared = shared_service_props(self, settings, foundation, alarm_topic)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
         environment = {key: value for key, value in container_environment(voxtral).items()
@@ -48,7 +46,6 @@ class VoxtralEcsStack(Stack):
             self, "Service",
             GpuEcsServiceProps(
                 service_name=voxtral.endpoint_name,
-                vpc=vpc,
                 image=image,
                 image_repository_arn=repository_arn,
                 capacity=ecs_settings.capacity_props(),
@@ -59,12 +56,7 @@ class VoxtralEcsStack(Stack):
                 streams_target=voxtral.streams_target,
                 environment=environment,
                 drain_s=BRIDGE_DRAIN_S,
-                log_retention_days=settings.log_retention_days,
-                retain_data=settings.retain_data,
-                alarm_topic=alarm_topic,
-                subnets=foundation.private_subnets,
-                caller_cidrs=foundation.caller_cidrs,
-                log_kms_key_arn=foundation.key_arn,
+                **shared,
             ),
         )
         if foundation.key_arn and not voxtral.model_s3_uri:
@@ -75,10 +67,7 @@ class VoxtralEcsStack(Stack):
             if dependency is not None:
                 self.service.service.node.add_dependency(dependency)
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard",
-                                              dashboard_name=f"{settings.stack_name_prefix}-VoxtralEcs-{settings.region}")
-        for row in self.service.dashboard_rows("Voxtral speech to text"):
-            self.dashboard.add_widgets(*row)
+        self.dashboard = service_dashboard(self, self.service, settings, "VoxtralEcs", "Voxtral speech to text")
 
         CfnOutput(self, "StreamUrl", value=self.service.url,
                   description="WebSocket URL callers connect to (voicectl transcribe --url ...)")
@@ -97,6 +86,28 @@ class VoxtralEcsStack(Stack):
                     repository_arn_from_image_uri(artifacts.prebuilt_image_uri))
         uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
         return ecs.ContainerImage.from_registry(uri), Fn.import_value(artifacts.repository_arn)
+
+
+def shared_service_props(scope: Construct, settings: Settings, foundation: Foundation,
+                         alarm_topic: sns.ITopic) -> dict[str, Any]:
+    """The props of :class:`GpuEcsServiceProps` every ECS service of the app takes alike: where it runs (network.mode
+    =vpc: the Foundation stack's private network, whose VPC endpoints include ECS's, constructs_lib/network_props.py
+    ECS_INTERFACE_ENDPOINTS; public: a VPC of the stack's own, :func:`network`), who may call it, its logs' retention
+    and key, data retention and the alarm topic."""
+    return {"vpc": foundation.vpc or network(scope, settings), "subnets": foundation.private_subnets,
+            "caller_cidrs": foundation.caller_cidrs, "log_kms_key_arn": foundation.key_arn,
+            "log_retention_days": settings.log_retention_days, "retain_data": settings.retain_data,
+            "alarm_topic": alarm_topic}
+
+
+def service_dashboard(scope: Construct, service: GpuEcsService, settings: Settings, name: str,
+                      title: str) -> cloudwatch.Dashboard:
+    """The service's own dashboard, ``<prefix>-<name>-<region>`` (dashboard names are unique per account)."""
+    dashboard = cloudwatch.Dashboard(scope, "Dashboard",
+                                     dashboard_name=f"{settings.stack_name_prefix}-{name}-{settings.region}")
+    for row in service.dashboard_rows(title):
+        dashboard.add_widgets(*row)
+    return dashboard
 
 
 def network(scope: Construct, settings: Settings) -> ec2.IVpc:

@@ -112,7 +112,8 @@ def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
 
 def test_task_logs_and_token_are_under_the_data_key(private_ecs):
     t = private_ecs.template("VoxtralEcs")
-    (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items() if k.startswith("ServiceLogs")]
+    (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items()
+                    if k.startswith("ServiceLogs")]
     assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
     secret = one(t, "AWS::SecretsManager::Secret")
     assert "DataKey" in json.dumps(secret["KmsKeyId"])
