@@ -158,3 +158,21 @@ def test_private_network_mode_is_accepted_and_asks_for_the_ecs_endpoints():
     sagemaker = load_settings({**cdk_json_context(), "network.mode": "vpc"})
     assert not sagemaker.uses_ecs and not sagemaker.network.network_props(ecs=sagemaker.uses_ecs).ecs_endpoints
     assert not settings.network.__class__(mode="vpc", create_endpoints=False).network_props(ecs=True).ecs_endpoints
+
+
+def test_app_exits_with_the_message_before_building_anything():
+    """cdk synth (app.py) fails with the settings' message for an instance type without an NVIDIA GPU."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    context = {"voxtral.target": "ecs", "ecs.instance_type": "m5.large", "ecs.min_tasks": 5}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context)})
+    assert result.returncode == 1
+    assert "ecs.instance_type='m5.large': has no NVIDIA GPU" in result.stderr
+    assert "ecs.max_tasks=4: must be at least ecs.min_tasks=5" in result.stderr
+    assert "Traceback" not in result.stderr
