@@ -95,6 +95,9 @@ class EndpointSettings:
     """
 
     enabled: bool = True
+    #: Where the service runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a load
+    #: balancer (README "Self-managed GPUs: the ECS target").
+    target: Literal["sagemaker", "ecs"] = "sagemaker"
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
     instance_type: str = "ml.g6.4xlarge"
@@ -176,7 +179,7 @@ class EndpointSettings:
         if self.volume_kms_key_arn is not None:
             check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, region, alias=True)
         # initial_instance_count is SageMaker's; an ECS service starts with its minimum task count.
-        initial = self.initial_instance_count if getattr(self, "target", "sagemaker") == "sagemaker" else None
+        initial = self.initial_instance_count if self.target == "sagemaker" else None
         check_capacity(p, self.min_instances, self.max_instances, initial)
         floor_s, reason = self.SCALE_IN_FLOOR
         check_cooldown_s(p, "scale_in_cooldown_s", self.scale_in_cooldown_s, floor_s, reason)
