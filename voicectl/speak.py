@@ -25,6 +25,7 @@ from typing import Any
 
 from voicectl.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.cli import UsageError
+from voicectl.errors import no_credentials_message
 from voicectl.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
     MODEL_ERROR_HINTS,
@@ -156,7 +157,7 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
     except botocore.exceptions.ClientError as error:
         raise SpeakError(describe_client_error(error, endpoint_name)) from error
     except botocore.exceptions.NoCredentialsError as error:
-        raise SpeakError(f"{error}; run `aws configure` or `aws sso login`, or pass --profile") from error
+        raise SpeakError(no_credentials_message(error)) from error
     except botocore.exceptions.BotoCoreError as error:
         raise SpeakError(f"calling endpoint {endpoint_name!r} failed: {error}") from error
     parser, audio = SonicEventParser(), SonicAudio()
