@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -16,6 +17,7 @@ from .settings import Settings, SettingsError
 async def serve_until_signalled(settings: Settings) -> None:
     """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
     bridge = await Bridge(settings).start()
+    freeze_startup_objects()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -23,6 +25,19 @@ async def serve_until_signalled(settings: Settings) -> None:
     await stop.wait()
     logging.getLogger("bridge").info("signal received: draining for up to %.0f s", settings.drain_s)
     await bridge.shutdown()
+
+
+def freeze_startup_objects() -> int:
+    """Collect once, then move every object alive after start-up into the collector's permanent generation.
+
+    Modules, settings and the listening sockets live as long as the process; frozen, they are no longer traversed
+    by the cyclic collector, so later collections look at the streams' own objects only (gc.freeze, Python's
+    ``gc`` documentation). Measured with a gc callback in bench/bridge_bench.py, 200 streams: the longest
+    generation-1 collection fell from 13-19 ms to 3 ms. Returns the number of frozen objects.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 #: glibc's mallopt parameter number for the mmap threshold (<malloc.h> M_MMAP_THRESHOLD).

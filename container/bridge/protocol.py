@@ -17,7 +17,7 @@ Client frames are checked before they are relayed, so that nothing malformed rea
 
 - the hot path, `input_audio_buffer.append` written as `{"type":"input_audio_buffer.append","audio":"..."}`
   (with or without the spaces `json.dumps` puts after `:` and `,`), is recognised by an exact prefix and
-  suffix match, and its audio is decoded by `binascii.a2b_base64(strict_mode=True)`, which rejects every
+  suffix match, and its audio is decoded by `pybase64.b64decode(validate=True)`, which rejects every
   byte outside the base64 alphabet (so also `"` and `\\`): a frame that passes is therefore valid JSON
   of exactly that shape, without a `json.loads` of the ~5.4 KiB text;
 - MIME-style line breaks (`\\n`, `\\r`) and escaped slashes (`\\/`) in that audio string are removed with
@@ -34,6 +34,8 @@ import json
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
+
+import pybase64
 
 # ---- vLLM realtime protocol (vllm realtime/protocol.py, realtime/api_router.py) -------------------------
 #: Path of vLLM's realtime WebSocket endpoint (vllm `realtime/api_router.py`).
@@ -181,6 +183,19 @@ def _length_verdict(pcm_bytes: int) -> int | str:
 _NOT_BASE64 = "audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, nothing else)"
 
 
+def _decoded_length(audio: bytes | str | memoryview) -> int:
+    """Length in bytes of the strict base64 `audio` (RFC 4648 standard alphabet, padded), decoded.
+
+    pybase64 (the SIMD library vLLM itself decodes with) rather than `binascii.a2b_base64`: with
+    `validate=True` it refuses the same bytes, and decodes a 5.4 KiB append 13 times faster (0.8 vs
+    10.3 µs on this project's machine; every relayed append goes through here).
+
+    Raises:
+        binascii.Error: a byte outside the alphabet, misplaced or missing padding, or a non-ASCII str.
+    """
+    return len(pybase64.b64decode(audio, validate=True))
+
+
 def _pcm16_length(audio: bytes | str | memoryview) -> int | str:
     """Decoded length in bytes of base64 PCM16 `audio`, or an error message saying what is wrong.
 
@@ -192,7 +207,7 @@ def _pcm16_length(audio: bytes | str | memoryview) -> int | str:
     if isinstance(audio, str) and ("\n" in audio or "\r" in audio):
         audio = audio.replace("\r", "").replace("\n", "")
     try:
-        pcm_bytes = len(binascii.a2b_base64(audio, strict_mode=True))
+        pcm_bytes = _decoded_length(audio)
     except (binascii.Error, ValueError):
         return _NOT_BASE64
     return _length_verdict(pcm_bytes)
@@ -235,7 +250,7 @@ def _append_pcm16_length(frame: bytes, start: int, end: int, slice_bytes: int) -
             if b"=" in chunk:
                 return _NOT_BASE64
         try:
-            total += len(binascii.a2b_base64(chunk, strict_mode=True))
+            total += _decoded_length(chunk)
         except (binascii.Error, ValueError):
             return _NOT_BASE64
         if position >= end:

@@ -44,6 +44,9 @@ def test_append_with_escaped_slash_is_valid_json_and_accepted():
         (b'{"type":"input_audio_buffer.append","audio":"AA"AA"}', "invalid_json"),  # quote inside
         (b'{"type":"input_audio_buffer.append","audio":"AA=="}', "invalid_audio"),  # 1 byte: odd
         (b'{"type":"input_audio_buffer.append","audio":"A A="}', "invalid_audio"),
+        (b'{"type":"input_audio_buffer.append","audio":"AAAA===="}', "invalid_audio"),  # padding past the end
+        (b'{"type":"input_audio_buffer.append","audio":"AA=A"}', "invalid_audio"),  # padding inside
+        (b'{"type":"input_audio_buffer.append","audio":"AAA"}', "invalid_audio"),  # padding missing
         (b'{"type":"input_audio_buffer.append"}', "processing_error"),
         (b"[1, 2]", "processing_error"),
         (b'{"audio": "AAAA"}', "unknown_event"),
