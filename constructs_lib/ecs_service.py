@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -397,6 +397,12 @@ class GpuEcsService(Construct):
             reason="The environment holds configuration only (vLLM flags, metric names, the S3 prefix); the one "
                    "secret, the bearer token, comes from Secrets Manager (secrets, not environment).",
         ))
+        if props.image_repository_arn is not None:
+            # CDK warns that an image from an ECR registry URI needs a pull policy: the execution role has it
+            # (_grant_image_pull, the image's repository only).
+            Annotations.of(self.container).acknowledge_warning(
+                "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
+                "The execution role may pull from the image's repository (image_repository_arn).")
         if bridge is not None:
             self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR,
                                                            source_volume="weights", read_only=False))
