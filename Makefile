@@ -47,9 +47,9 @@ $(MIC_STAMP): $(MIC_LOCK) $(VENV_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(MIC_LOCK)
 	@touch $@
 
-deps: $(VENV_STAMP) $(NODE_STAMP)
+deps: $(VENV_STAMP) $(NODE_STAMP) ## create or refresh .venv (requirements.lock, hashed) and node_modules (the pinned CDK CLI)
 
-mic-deps: $(MIC_STAMP)
+mic-deps: $(MIC_STAMP) ## add the mic page's Gradio and Playwright to .venv (requirements-mic.lock, hashed)
 
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)

@@ -102,10 +102,16 @@ def convert(raw: Any, hint: Any) -> Any:
     raise TypeError(f"no conversion for settings of type {hint!r}")
 
 
+#: Field metadata of a value the app derives from other settings (no context key; ``load_settings`` fills it in).
+DERIVED = {"derived": True}
+
+
 def section_fields(section: type) -> dict[str, Any]:
-    """``{field name: type}`` of a settings section's own settings (nested sections left out)."""
+    """``{field name: type}`` of a settings section's own settings (nested sections and :data:`DERIVED` values left
+    out)."""
     hints = get_type_hints(section)
-    return {f.name: hints[f.name] for f in dataclasses.fields(section) if not dataclasses.is_dataclass(hints[f.name])}
+    return {f.name: hints[f.name] for f in dataclasses.fields(section)
+            if not dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")}
 
 
 def known_keys(sections: Mapping[str, type]) -> dict[str, tuple[str, str, Any]]:

@@ -37,7 +37,15 @@ from config.models import (
     bridge_base_image,
 )
 from constructs_lib import capacity, cuda_compat, instance_types
-from constructs_lib.ecs_props import GpuCapacity, LoadBalancing
+from constructs_lib.ecs_props import (
+    GpuCapacity,
+    LoadBalancing,
+    check_certificate_arn,
+    check_container_port,
+    check_gpu_instance_type,
+    check_health_path,
+    check_root_volume_gib,
+)
 from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
 from constructs_lib.endpoint_props import (
     INFERENCE_AMI_VERSIONS,
@@ -50,6 +58,7 @@ from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REP
 from constructs_lib.network_props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.names import (
+    ECR_IMAGE_RE,
     REGION_RE,
     check_ecr_image_uri,
     check_email,
@@ -59,6 +68,7 @@ from constructs_lib.names import (
     check_model_package_arn,
     check_repository_id,
     check_revision,
+    check_regional_arn,
     check_secret_arn,
 )
 from constructs_lib.scaling_props import check_capacity, check_cooldown_s, check_target_value
@@ -85,6 +95,9 @@ class EndpointSettings:
     """
 
     enabled: bool = True
+    #: Where the service runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a load
+    #: balancer (README "Self-managed GPUs: the ECS target").
+    target: Literal["sagemaker", "ecs"] = "sagemaker"
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
     instance_type: str = "ml.g6.4xlarge"
@@ -165,7 +178,9 @@ class EndpointSettings:
         self.variant().problems(p)
         if self.volume_kms_key_arn is not None:
             check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, region, alias=True)
-        check_capacity(p, self.min_instances, self.max_instances, self.initial_instance_count)
+        # initial_instance_count is SageMaker's; an ECS service starts with its minimum task count.
+        initial = self.initial_instance_count if self.target == "sagemaker" else None
+        check_capacity(p, self.min_instances, self.max_instances, initial)
         floor_s, reason = self.SCALE_IN_FLOOR
         check_cooldown_s(p, "scale_in_cooldown_s", self.scale_in_cooldown_s, floor_s, reason)
         self.thresholds().problems(p)
@@ -234,6 +249,9 @@ class VoxtralSettings(EndpointSettings):
     alarm_time_to_first_delta_p90_ms: float = 2000.0
     #: Alarm when live streams per instance reach this fraction of the stream cap.
     alarm_active_streams_fraction: float = 0.9
+    #: Not a setting: with target=ecs, the EC2 type the tasks run on (ecs.instance_type), filled in by load_settings,
+    #: so that max_num_seqs=auto is sized by that GPU rather than by instance_type's.
+    ecs_instance_type: str | None = field(default=None, metadata=ctx.DERIVED)
 
     PROPS: ClassVar[dict[str, str]] = {
         **EndpointSettings.PROPS,
@@ -260,13 +278,22 @@ class VoxtralSettings(EndpointSettings):
         """Whether the deploy stages the weights (``stage_model``, defaulting to "no model_s3_uri given")."""
         return self.model_s3_uri is None if self.stage_model is None else self.stage_model
 
+    @property
+    def sizing_instance_types(self) -> list[str]:
+        """The instance types (SageMaker spelling) whose GPU sizes the stream cap: with ``target=ecs`` the ECS
+        instance type (``ecs.instance_type``, as ``ml.<type>``: the same hardware), else ``instance_type`` or each of
+        ``instance_pools``."""
+        if self.target == "ecs" and self.ecs_instance_type:
+            return [f"ml.{self.ecs_instance_type}"]
+        return self.instance_pools or [self.instance_type]
+
     def capacity(self) -> capacity.Capacity | None:
-        """The capacity model's answer for the instance type the endpoint may run that serves the fewest streams
-        (``instance_type``, or each of ``instance_pools``: vLLM gets one max_num_seqs on all), or None when no type,
-        max_model_len or gpu_memory_utilization is valid (their own problems say why)."""
+        """The capacity model's answer for the instance type the service may run that serves the fewest streams
+        (:attr:`sizing_instance_types`: vLLM gets one max_num_seqs on all), or None when no type, max_model_len or
+        gpu_memory_utilization is valid (their own problems say why)."""
         if self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98:
             return None
-        names = self.instance_pools or [self.instance_type]
+        names = self.sizing_instance_types
         specs = [spec for spec in map(instance_types.lookup, names) if spec is not None and spec.gpus]
         fits = [capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization) for spec in specs]
         return min(fits, key=lambda c: c.streams, default=None)
@@ -282,6 +309,24 @@ class VoxtralSettings(EndpointSettings):
 
     def value(self, key: str) -> Any:
         return self.streams_per_instance if key == "max_num_seqs" else super().value(key)
+
+    def stream_cap_warning(self) -> str | None:
+        """A warning when an explicit ``max_num_seqs`` is above the compute cap of the GPU that sizes it (the KV
+        cache holds the streams, but one GPU likely cannot decode that many in real time: every stream then falls
+        behind), or None. Not an error: the compute cap is an estimate (constructs_lib/capacity.py; measure with
+        bench/capacity_bench.py). The Voxtral stacks print it as a CDK warning at synth."""
+        fitted = self.capacity()
+        if self.max_num_seqs == "auto" or fitted is None or fitted.compute_cap is None:
+            return None
+        if self.max_num_seqs <= fitted.compute_cap:
+            return None
+        on_ecs = self.target == "ecs" and self.ecs_instance_type
+        where = (f"ecs.instance_type={show(self.ecs_instance_type)}" if on_ecs
+                 else f"instance type {show(fitted.instance_type)}")
+        return (f"voxtral.max_num_seqs={self.max_num_seqs} is above the compute cap of one {fitted.gpu.name} "
+                f"({where}): the capacity model estimates it decodes at most {fitted.compute_cap} live stream(s) of "
+                f"max_model_len={self.max_model_len} in real time, so streams may fall behind under full load; "
+                "set voxtral.max_num_seqs=auto, or measure with bench/capacity_bench.py (README 'Capacity')")
 
     @property
     def streams_target(self) -> float:
@@ -340,7 +385,8 @@ class VoxtralSettings(EndpointSettings):
         self.bridge_thresholds().problems(p)
         # The capacity model only when every value it depends on passed its checks; for each type the endpoint may
         # run, since vLLM gets the same max_num_seqs on every one.
-        for key, spec in specs if len(p) == start else ():
+        # With target=ecs the ECS instance type is what the tasks run on; EcsSettings checks it instead.
+        for key, spec in specs if len(p) == start and self.target != "ecs" else ():
             if not spec.gpus:
                 continue
             fitted = capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization)
@@ -392,8 +438,22 @@ class SonicSettings(EndpointSettings):
     #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
     scaling_target: float = 60.0
     alarm_model_latency_p90_ms: float = 3000.0
+    #: Where Sonic runs: a SageMaker endpoint from the Marketplace model package, or an ECS service of the container
+    #: a Cartesia licence provides (sonic.image_uri; README "Sonic on ECS").
+    target: Literal["sagemaker", "ecs"] = "sagemaker"
+    #: With target=ecs (required then): the licensed Sonic container in ECR (it is not public).
+    image_uri: str | None = None
+    #: With target=ecs: the port the container serves on, and the path that answers 200 when it can serve.
+    container_port: int = 8080
+    health_path: str = "/ping"
+    #: With target=ecs: EC2 instance type with an NVIDIA GPU (no ``ml.``); one task per GPU. The task range is
+    #: min_instances-max_instances; Spot, placement, root volume and certificate are the ecs.* settings.
+    ecs_instance_type: str = "g6e.xlarge"
 
     def app_problems(self, p: Problems, region: str) -> None:
+        if self.target == "ecs":
+            self._ecs_problems(p, region)
+            return
         for key, spec in self.instance_specs(p):
             if not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
                 p.add(key, spec.name,
@@ -408,6 +468,36 @@ class SonicSettings(EndpointSettings):
             check_model_package_arn(p, "model_package_arn", self.model_package_arn, region)
         check_target_value(p, "scaling_target", self.scaling_target,
                            "per instance: invocations per minute, or concurrent requests")
+
+    def _ecs_problems(self, p: Problems, region: str) -> None:
+        """Sonic on ECS: the licensed image, its port and health path, a GPU instance type, requests-based scaling.
+        The Marketplace package and its instance families do not apply."""
+        if self.image_uri is None:
+            p.add("image_uri", None, "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
+                                     "provides, in ECR (it is not public; README 'Sonic on ECS')")
+        else:
+            check_regional_arn(p, "image_uri", self.image_uri, ECR_IMAGE_RE,
+                               "a private ECR image '<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
+                               "'...@sha256:<digest>' (copy the licensed image into your account's ECR)", region,
+                               "image", "; the tasks pull it through the Region's ECR endpoints")
+        check_container_port(p, "container_port", self.container_port)
+        check_health_path(p, "health_path", self.health_path)
+        check_gpu_instance_type(p, "ecs_instance_type", self.ecs_instance_type)
+        if self.scaling_metric != "invocations_per_instance":
+            p.add("scaling_metric", self.scaling_metric, "must be 'invocations_per_instance' with sonic.target='ecs' "
+                  "(the load balancer's requests per task per minute; it has no count of requests in flight)")
+        check_target_value(p, "scaling_target", self.scaling_target, "requests per task per minute")
+
+    def ecs_capacity(self, ecs: EcsSettings) -> GpuCapacity:
+        """The GPU capacity of Sonic's ECS service: its own instance type and task range, the shared ecs.* rest."""
+        return GpuCapacity(instance_type=self.ecs_instance_type, spot=ecs.capacity == "spot",
+                           min_tasks=self.min_instances, max_tasks=self.max_instances,
+                           single_az=ecs.placement == "single_az", root_volume_gib=ecs.root_volume_gib)
+
+    def ecs_load_balancing(self, ecs: EcsSettings) -> LoadBalancing:
+        """Always internal, with ecs.certificate_arn for HTTPS: the bearer token is checked by our bridge, which
+        Sonic's container does not have, so its load balancer takes callers from the caller CIDRs only."""
+        return LoadBalancing(internet_facing=False, certificate_arn=ecs.certificate_arn, require_token=False)
 
 
 @dataclass(frozen=True)
@@ -500,7 +590,9 @@ class NetworkSettings:
     def private(self) -> bool:
         return self.mode == "vpc"
 
-    def network_props(self, kms_key_arn: str | None = None) -> PrivateNetworkProps:
+    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False) -> PrivateNetworkProps:
+        """The private network's props; ``ecs``: a service runs on the ECS target, so the network also gets the
+        endpoints ECS instances and tasks need (when it makes endpoints at all)."""
         existing = None
         if self.vpc_id is not None:
             existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
@@ -509,7 +601,7 @@ class NetworkSettings:
         return PrivateNetworkProps(
             existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
             security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
-            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn)
+            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints)
 
     def problems(self, region: str) -> list[str]:
         p = Problems(name=lambda prop: f"network.{prop}")
@@ -577,6 +669,15 @@ class Settings:
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
 
     @property
+    def uses_ecs(self) -> bool:
+        """Whether an enabled service runs on the ECS target (``voxtral.target`` or ``sonic.target``)."""
+        return (self.voxtral.enabled and self.voxtral.target == "ecs") or self.sonic_on_ecs
+
+    @property
+    def sonic_on_ecs(self) -> bool:
+        return self.sonic.enabled and self.sonic.target == "ecs"
+
+    @property
     def makes_key(self) -> bool:
         """Whether the stacks make the data key (encryption.create_key, defaulting to network.mode=vpc)."""
         if self.encryption.kms_key_arn is not None:
@@ -619,13 +720,17 @@ class Settings:
                 problems += endpoint.problems(section, self.region)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self.region, self.voxtral)
-            if self.network.private:
-                # Not supported yet, said rather than ignored: the ECS target makes its own VPC (public subnets for
-                # the load balancer, a NAT gateway for the tasks' AWS API calls), and the Foundation stack's private
-                # network has no route out and no ECS, ECS agent, CloudWatch Logs or Secrets Manager VPC endpoints.
-                problems.append("voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target "
-                                "makes its own VPC with a NAT gateway); use network.mode='public' with the ECS "
-                                "target, or voxtral.target='sagemaker' for a private deployment")
+            if self.network.private and self.ecs.load_balancer == "internet_facing":
+                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has "
+                                "no internet gateway; use ecs.load_balancer='internal' (callers reach it from the VPC, "
+                                "peered networks or on premises), or network.mode='public'")
+        elif self.sonic_on_ecs:
+            # The ecs.* settings Sonic shares, checked here when Voxtral does not run on ECS (else ecs.problems did).
+            p = Problems(name=lambda prop: f"ecs.{prop}")
+            check_root_volume_gib(p, "root_volume_gib", self.ecs.root_volume_gib)
+            if self.ecs.certificate_arn is not None:
+                check_certificate_arn(p, "certificate_arn", self.ecs.certificate_arn, self.region)
+            problems += list(p)
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")
@@ -673,8 +778,12 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         except ValueError as error:
             problems.append(f"{key}={show(raw)}: {error}")
 
-    settings = Settings(**values[""], voxtral=VoxtralSettings(**values["voxtral."]),
-                        sonic=SonicSettings(**values["sonic."]), ecs=EcsSettings(**values["ecs."]),
+    ecs = EcsSettings(**values["ecs."])
+    voxtral = VoxtralSettings(**values["voxtral."])
+    if voxtral.target == "ecs":
+        voxtral = dataclasses.replace(voxtral, ecs_instance_type=ecs.instance_type)
+    settings = Settings(**values[""], voxtral=voxtral,
+                        sonic=SonicSettings(**values["sonic."]), ecs=ecs,
                         network=NetworkSettings(**values["network."]),
                         encryption=EncryptionSettings(**values["encryption."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.

@@ -23,6 +23,14 @@ CERTIFICATE_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 )
 
+#: Ports a container may listen on behind the load balancer: any TCP port. With ``awsvpc`` networking each task has
+#: its own network interface, so the ports ECS reserves on the host (22, 2375-2376, 51678-51680: ECS API reference,
+#: ContainerDefinition ``portMappings``) do not apply (Amazon ECS developer guide, "Amazon ECS task networking").
+CONTAINER_PORT_RANGE = (1, 65535)
+#: A health check path of the load balancer: an absolute URL path of RFC 3986 path characters, at most 1024 of them
+#: (Elastic Load Balancing API reference, CreateTargetGroup ``HealthCheckPath``: 1-1024 characters).
+HEALTH_PATH_RE = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1023}")
+
 #: Longest stopTimeout we set. ECS API reference, ContainerDefinition ``stopTimeout``: "For tasks that use the Fargate
 #: launch type, the max stop timeout value is 120 seconds"; on the EC2 launch type the value is passed to the agent
 #: (default ECS_CONTAINER_STOP_TIMEOUT, 30 s). We keep within 120 s on EC2 too, so the task definition would run on
@@ -99,8 +107,30 @@ def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_type
         return None
     spec = gpu_spec(value)
     if spec is None:
-        p.add(prop, value, f"has no NVIDIA GPU the ECS GPU AMI and vLLM can use (NVIDIA GPU types: {families})")
+        p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: "
+                           f"{families})")
     return spec
+
+
+def check_container_port(p: Problems, prop: str, value: int) -> None:
+    """A TCP port the container listens on (:data:`CONTAINER_PORT_RANGE`)."""
+    low, high = CONTAINER_PORT_RANGE
+    if not low <= value <= high:
+        p.add(prop, value, f"must be a TCP port {low}-{high} (the port the container listens on; with awsvpc "
+                           "networking every port of the task's own interface is free)")
+
+
+def check_health_path(p: Problems, prop: str, value: str) -> None:
+    """A load balancer health check path (:data:`HEALTH_PATH_RE`): starts with '/', no query, no spaces."""
+    if not HEALTH_PATH_RE.fullmatch(value):
+        p.add(prop, value, "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
+                           "spaces or a query string ('?')")
+
+
+def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
+    """The instances' gp3 root volume: 30-16384 GiB (gp3's maximum; the image and the weights' copy need ~30)."""
+    if not 30 <= value <= 16384:
+        p.add(prop, value, "must be 30-16384 GiB (gp3; the image and weights need ~30)")
 
 
 def check_certificate_arn(p: Problems, prop: str, value: str, region: str | None) -> None:
@@ -149,8 +179,7 @@ class GpuCapacity:
             p.add("min_tasks", self.min_tasks, "must be at least 1 (2 or more keeps serving while a task is replaced)")
         elif self.max_tasks < self.min_tasks:
             p.add("max_tasks", self.max_tasks, f"must be at least {p.ref('min_tasks', self.min_tasks)}")
-        if not 30 <= self.root_volume_gib <= 16384:
-            p.add("root_volume_gib", self.root_volume_gib, "must be 30-16384 GiB (gp3; the image and weights need ~30)")
+        check_root_volume_gib(p, "root_volume_gib", self.root_volume_gib)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""GpuEcsService: the bridge image as an ECS service on EC2 GPU instances behind an Application Load Balancer.
+"""GpuEcsService: a GPU container as an ECS service on EC2 GPU instances behind an Application Load Balancer: the
+bridge image (Voxtral; ``bridge`` props), or another model server such as Cartesia's licensed Sonic container (a port,
+a health path, scaling on requests per task).
 
 Read top to bottom: cluster and GPU capacity (launch template, Auto Scaling group, capacity provider), the task
 definition, the load balancer, the service and its scaling, then alarms and dashboard rows. The numbers that tie the
@@ -12,10 +14,11 @@ What it is not: it builds no VPC (pass one, e.g. the app's private network) and 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -23,6 +26,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -33,11 +37,14 @@ from constructs_lib.ecs_props import (
     GpuCapacity,
     LoadBalancing,
     alb_idle_timeout_s,
+    check_container_port,
+    check_health_path,
     deregistration_delay_s,
     gpu_spec,
     stop_timeout_s,
 )
 from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
+from constructs_lib.network_props import check_cidr
 from constructs_lib.monitoring.alarms import (
     BREACHING,
     ERROR_WINDOW,
@@ -52,7 +59,13 @@ from constructs_lib.monitoring.alarms import (
 )
 from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+    stack_singletons,
+)
 from constructs_lib.validation import Problems
 
 #: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
@@ -101,18 +114,34 @@ class GpuEcsServiceProps:
         service_name: names the service's metrics (EndpointName dimension of the bridge's metrics), alarms and
             dashboard header (required).
         vpc: where the instances, tasks and load balancer go; tasks in its private subnets (with a route or VPC
-            endpoints to ECR, S3, CloudWatch Logs, Secrets Manager and ECS), an internet-facing load balancer in its
+            endpoints to ECR, S3, CloudWatch Logs and monitoring, Secrets Manager, EC2 and ECS:
+            ``constructs_lib.network_props.ECS_INTERFACE_ENDPOINTS``), an internet-facing load balancer in its
             public subnets (required).
-        image: the bridge image (required).
+        subnets: the private subnets of instances, tasks and an internal load balancer (e.g. the isolated subnets of
+            a network without internet access, or subnets of a VPC described by attributes). Default: the VPC's
+            private subnets with egress.
+        caller_cidrs: who may reach an internal load balancer. Default: the VPC's CIDR block.
+        log_kms_key_arn: KMS key of the task log group and the token secret. Default: the services' own keys.
+        image: the container image (required): the bridge image, or another model server.
         image_repository_arn: the private ECR repository of ``image``; the task's execution role may pull from it
             only. None for a public image. Default None.
         capacity: instance type, Spot, task range, placement (required).
-        model_bucket / model_prefix: where the staged weights and their manifest are (``prefix`` ends with ``/``)
-            (required). The task reads only that prefix.
-        bridge: namespace and stream cap of the bridge, with its alarm thresholds (required).
-        streams_target: live streams per task that target tracking holds (required).
-        environment: the container's environment (vLLM flags and bridge settings); the construct adds
-            ``MODEL_S3_URI``, ``MODEL_CACHE_DIR``, ``ENDPOINT_NAME``, ``VARIANT_NAME`` and ``DRAIN_S``.
+        bridge: namespace and stream cap of the bridge, with its alarm thresholds: the container is the bridge image
+            (the weights' host copy, the bridge's environment and container health check, task scale-in protection,
+            scaling on live streams, the bridge's alarms). Default None: another model server.
+        model_bucket / model_prefix: where the staged weights and their manifest are (``prefix`` ends with ``/``);
+            with ``bridge`` (required then). The task reads only that prefix.
+        streams_target: live streams per task that target tracking holds; with ``bridge`` (required then).
+        requests_per_target: without ``bridge``: requests per task per minute target tracking holds (the load
+            balancer's RequestCountPerTarget) (required then).
+        response_time_p90_ms: without ``bridge``: alarm when the targets' p90 response time is above it. Default
+            None: no such alarm.
+        container_port: the port the container serves on. Default 8080 (the bridge's).
+        health_path: the load balancer's health check path (200 = can serve). Default ``/ping`` (the bridge's).
+        gpu_namespace: namespace of the CloudWatch agent's GPU metrics. Default: the bridge's namespace + ``/Gpu``
+            (required without ``bridge``).
+        environment: the container's environment (vLLM flags and bridge settings); with ``bridge`` the construct
+            adds ``MODEL_S3_URI``, ``MODEL_CACHE_DIR``, ``ENDPOINT_NAME``, ``VARIANT_NAME`` and ``DRAIN_S``.
         load_balancing: scheme, certificate and token. Default: internal, HTTP, token required.
         drain_s: the bridge's drain after SIGTERM (its DRAIN_S). Default 25.
         bridge_idle_timeout_s: the bridge's idle timeout (its IDLE_TIMEOUT_S). Default 60.
@@ -125,10 +154,15 @@ class GpuEcsServiceProps:
     vpc: ec2.IVpc
     image: ecs.ContainerImage
     capacity: GpuCapacity
-    model_bucket: s3.IBucket
-    model_prefix: str
-    bridge: BridgeAlarmThresholds
-    streams_target: float
+    bridge: BridgeAlarmThresholds | None = None
+    model_bucket: s3.IBucket | None = None
+    model_prefix: str | None = None
+    streams_target: float | None = None
+    requests_per_target: float | None = None
+    response_time_p90_ms: float | None = None
+    container_port: int = BRIDGE_PORT
+    health_path: str = HEALTH_PATH
+    gpu_namespace: str | None = None
     image_repository_arn: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
     load_balancing: LoadBalancing = field(default_factory=LoadBalancing)
@@ -137,16 +171,37 @@ class GpuEcsServiceProps:
     log_retention_days: int = 30
     retain_data: bool = False
     alarm_topic: sns.ITopic | None = None
+    subnets: Sequence[ec2.ISubnet] = ()
+    caller_cidrs: Sequence[str] = ()
+    log_kms_key_arn: str | None = None
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         self.capacity.problems(p)
         self.load_balancing.problems(p, region)
-        self.bridge.problems(p)
         check_log_retention_days(p, "log_retention_days", self.log_retention_days)
-        if not self.model_prefix.endswith("/") or self.model_prefix.startswith("/"):
-            p.add("model_prefix", self.model_prefix, "must be a key prefix ending with '/' and not starting with '/'")
-        if not self.streams_target > 0:
-            p.add("streams_target", self.streams_target, "must be a positive number of live streams per task")
+        check_container_port(p, "container_port", self.container_port)
+        check_health_path(p, "health_path", self.health_path)
+        for cidr in self.caller_cidrs:
+            check_cidr(p, "caller_cidrs", cidr, vpc=False)
+        if self.bridge is not None:
+            self.bridge.problems(p)
+            if self.model_bucket is None:
+                p.add("model_bucket", None, "must be set with bridge (the weights the tasks copy)")
+            prefix = self.model_prefix
+            if prefix is None or not prefix.endswith("/") or prefix.startswith("/"):
+                p.add("model_prefix", prefix, "must be a key prefix ending with '/' and not starting with '/'")
+            if self.streams_target is None or not self.streams_target > 0:
+                p.add("streams_target", self.streams_target, "must be a positive number of live streams per task")
+        else:
+            if self.requests_per_target is None or not self.requests_per_target > 0:
+                p.add("requests_per_target", self.requests_per_target, "must be a positive number of requests per "
+                                                                       "task per minute without bridge")
+            if not self.gpu_namespace:
+                p.add("gpu_namespace", self.gpu_namespace, "must name the GPU metrics' namespace without bridge")
+            if self.response_time_p90_ms is not None and not self.response_time_p90_ms > 0:
+                p.add("response_time_p90_ms", self.response_time_p90_ms, "must be a positive number of ms, or None")
+            if self.load_balancing.require_token:
+                p.add("load_balancing", "require_token=True", "needs bridge: only the bridge checks the bearer token")
         try:
             stop_timeout_s(self.drain_s)
         except ValueError as error:
@@ -189,12 +244,26 @@ class GpuEcsService(Construct):
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
 
         # --- Cluster and GPU capacity ---------------------------------------------------------------------------
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "The instance, task and execution roles' statements are scoped to this service (its "
+                                 "model prefix, metrics namespaces, repository, secret and cluster); an inline policy "
+                                 "belongs to its one role and goes with it.",
+        })
         self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
                                    container_insights_v2=ecs.ContainerInsights.ENHANCED)
-        self.gpu_namespace = props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
+        bridge = props.bridge
+        self.gpu_namespace = props.gpu_namespace or bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
         instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
                                  description=f"ECS container instances of {props.service_name}")
         self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")
+        # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags (ec2:DescribeTags, as in
+        # CloudWatchAgentServerPolicy; CloudWatch agent user guide, "append_dimensions").
+        instance_role.add_to_principal_policy(iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"]))
+        Validations.of(instance_role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags support no resource-level "
+                   "permission; DescribeTags reads tags only (the CloudWatch agent's Auto Scaling group dimension)."))
+        key = kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(*self._host_commands())
         self.instance_security_group = ec2.SecurityGroup(
@@ -218,7 +287,8 @@ class GpuEcsService(Construct):
             placement_group=(ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
                              if cap.single_az else None),
         )
-        subnets = props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        subnets = (list(props.subnets) if props.subnets else
+                   props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
         self.auto_scaling_group = autoscaling.AutoScalingGroup(
             self, "Instances",
             vpc=props.vpc,
@@ -244,6 +314,11 @@ class GpuEcsService(Construct):
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        skip_checkov(instance_role, "AWS::IAM::Policy", {
+            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
+                           "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* for the agent), and PutMetricData, which supports "
+                           "no resource and is limited by a cloudwatch:namespace condition.",
+        })
         Validations.of(instance_role).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM5[Action::ecs:Submit*]",
             reason="The statement the CDK gives ECS container instances (the container agent's own calls, as in "
@@ -251,13 +326,14 @@ class GpuEcsService(Construct):
         ))
 
         # --- Task definition ------------------------------------------------------------------------------------
-        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal,
+        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal, encryption_key=key,
                                        retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
         self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
-        self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
-        self._grant_model_read(self.task_definition.task_role, props.model_bucket, props.model_prefix)
-        self._grant_put_metrics(self.task_definition.task_role, props.bridge.namespace, "the bridge's metrics")
-        self._grant_task_protection(self.task_definition.task_role)
+        if bridge is not None:
+            self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
+            self._grant_model_read(self.task_definition.task_role, props.model_bucket, props.model_prefix)
+            self._grant_put_metrics(self.task_definition.task_role, bridge.namespace, "the bridge's metrics")
+            self._grant_task_protection(self.task_definition.task_role)
         if props.image_repository_arn is not None:
             self._grant_image_pull(self.task_definition.obtain_execution_role(), props.image_repository_arn)
         self.token_secret = None
@@ -269,55 +345,75 @@ class GpuEcsService(Construct):
                 generate_secret_string=secretsmanager.SecretStringGenerator(
                     password_length=48, exclude_punctuation=True, include_space=False),
                 removal_policy=RemovalPolicy.DESTROY,
+                encryption_key=key,
             )
+            acknowledge_compliance(self.token_secret, {
+                "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
+                                                 "a rotated token takes effect as tasks restart.",
+            })
             Validations.of(self.token_secret).acknowledge(Acknowledgment(
                 id="AwsSolutions-SMG4",
                 reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
                        "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
             ))
             secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)
-        bucket_uri = f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}"
-        self.container = self.task_definition.add_container(
-            "Bridge",
-            image=props.image,
-            gpu_count=1,
-            memory_reservation_mib=TASK_MEMORY_RESERVATION_MIB,
-            port_mappings=[ecs.PortMapping(container_port=BRIDGE_PORT)],
-            environment={
-                **props.environment,
-                "MODEL_S3_URI": bucket_uri,
+        environment = dict(props.environment)
+        health_check = None
+        if bridge is not None:
+            environment.update({
+                "MODEL_S3_URI": f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
                 "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
                 "ENDPOINT_NAME": props.service_name,
                 "VARIANT_NAME": ECS_VARIANT_NAME,
                 "DRAIN_S": f"{props.drain_s:g}",
                 "IDLE_TIMEOUT_S": f"{props.bridge_idle_timeout_s:g}",
-            },
-            secrets=secrets,
-            health_check=ecs.HealthCheck(
+            })
+            health_check = ecs.HealthCheck(
                 # The image has Python (vLLM's); curl is not guaranteed.
                 command=["CMD-SHELL", f"python3 -c \"import urllib.request; urllib.request.urlopen("
-                                      f"'http://127.0.0.1:{BRIDGE_PORT}{HEALTH_PATH}', timeout=2)\" || exit 1"],
+                                      f"'http://127.0.0.1:{props.container_port}{props.health_path}', timeout=2)\" "
+                                      "|| exit 1"],
                 interval=Duration.seconds(15), timeout=Duration.seconds(5), retries=3,
                 start_period=CONTAINER_HEALTH_START_PERIOD,
-            ),
+            )
+        # Another model server's image is not ours: what tools it has for a container health check is unknown, so
+        # the load balancer's check on health_path is its only one (ECS replaces a task the load balancer finds
+        # unhealthy).
+        name = "Bridge" if bridge is not None else "Model"
+        self.container = self.task_definition.add_container(
+            name,
+            image=props.image,
+            gpu_count=1,
+            memory_reservation_mib=TASK_MEMORY_RESERVATION_MIB,
+            port_mappings=[ecs.PortMapping(container_port=props.container_port)],
+            environment=environment,
+            secrets=secrets,
+            health_check=health_check,
             stop_timeout=Duration.seconds(stop_timeout_s(props.drain_s)),
-            logging=ecs.LogDrivers.aws_logs(stream_prefix="bridge", log_group=self.log_group),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix=name.lower(), log_group=self.log_group),
         )
         Validations.of(self.task_definition).acknowledge(Acknowledgment(
             id="AwsSolutions-ECS2",
             reason="The environment holds configuration only (vLLM flags, metric names, the S3 prefix); the one "
                    "secret, the bearer token, comes from Secrets Manager (secrets, not environment).",
         ))
-        self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR, source_volume="weights",
-                                                       read_only=False))
+        if props.image_repository_arn is not None:
+            # CDK warns that an image from an ECR registry URI needs a pull policy: the execution role has it
+            # (_grant_image_pull, the image's repository only).
+            Annotations.of(self.container).acknowledge_warning(
+                "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
+                "The execution role may pull from the image's repository (image_repository_arn).")
+        if bridge is not None:
+            self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR,
+                                                           source_volume="weights", read_only=False))
 
         # --- Load balancer --------------------------------------------------------------------------------------
         self.load_balancer = elbv2.ApplicationLoadBalancer(
             self, "LoadBalancer",
             vpc=props.vpc,
             internet_facing=lb.internet_facing,
-            vpc_subnets=ec2.SubnetSelection(
-                subnet_type=ec2.SubnetType.PUBLIC if lb.internet_facing else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC) if lb.internet_facing else
+                         ec2.SubnetSelection(subnets=subnets)),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.bridge_idle_timeout_s)),
             drop_invalid_header_fields=True,
             deletion_protection=False,
@@ -336,11 +432,30 @@ class GpuEcsService(Construct):
             id="AwsSolutions-S1",
             reason="This bucket receives the load balancer's access logs; logging it to itself would loop.",
         ))
+        acknowledge_compliance(self.access_logs, {
+            "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; logging it would need "
+                                      "another bucket whose logs go nowhere.",
+            "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to SSE-S3 buckets only "
+                                      "(Elastic Load Balancing user guide, 'Access logs for your Application Load "
+                                      "Balancer').",
+            "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load Balancing and removed only by "
+                                         "the lifecycle rule; there is no object to recover from an overwrite.",
+            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying them elsewhere is the "
+                                          "user's choice, not a default.",
+        })
+        skip_checkov(self.access_logs, "AWS::S3::Bucket", {
+            "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would need another bucket.",
+            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only by the lifecycle "
+                          "rule.",
+        })
+        for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
+            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
         if not lb.internet_facing:
-            self.load_balancer.connections.allow_from(ec2.Peer.ipv4(props.vpc.vpc_cidr_block),
-                                                      ec2.Port.tcp(443 if lb.https else 80),
-                                                      "Callers inside the VPC")
+            for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
+                self.load_balancer.connections.allow_from(
+                    ec2.Peer.ipv4(cidr), ec2.Port.tcp(443 if lb.https else 80),
+                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}")
         Validations.of(self.load_balancer).acknowledge(Acknowledgment(
             id="AwsSolutions-EC23",
             reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS only); callers "
@@ -348,6 +463,20 @@ class GpuEcsService(Construct):
                     "An internal load balancer takes callers from the VPC's CIDR only (a deploy-time value cdk-nag "
                     "cannot read)."),
         ))
+        acknowledge_compliance(self.load_balancer, {
+            "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds no data; its access "
+                                            "logs are in their own bucket).",
+            "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, which a web ACL does "
+                             "not inspect; the listener forwards two paths only and the bridge checks the bearer token "
+                             "before any work.",
+        })
+        if not lb.https:
+            acknowledge_compliance(self.load_balancer, {
+                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 inside the VPC, "
+                                             "reachable from the caller CIDRs only. Set a certificate for HTTPS.",
+                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP inside the VPC); "
+                                               "internet-facing needs one (the settings refuse otherwise).",
+            })
         if lb.https:
             listener = self.load_balancer.add_listener(
                 "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,
@@ -361,28 +490,38 @@ class GpuEcsService(Construct):
                 "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
                 default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
                                                                    message_body="not found"))
+        if not lb.https:
+            skip_checkov(listener, "AWS::ElasticLoadBalancingV2::Listener", {
+                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from the caller CIDRs "
+                             "only; set a certificate for HTTPS (internet-facing requires one).",
+                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC); with one the "
+                               "listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
+            })
         self.listener = listener
         self.target_group = elbv2.ApplicationTargetGroup(
             self, "Targets",
             vpc=props.vpc,
-            port=BRIDGE_PORT,
+            port=props.container_port,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(deregistration_delay_s(props.drain_s)),
-            health_check=elbv2.HealthCheck(path=HEALTH_PATH, healthy_http_codes="200", interval=Duration.seconds(10),
-                                           timeout=Duration.seconds(5), healthy_threshold_count=2,
-                                           unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(path=props.health_path, healthy_http_codes="200",
+                                           interval=Duration.seconds(10), timeout=Duration.seconds(5),
+                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
         )
         # An ALB forwards a WebSocket upgrade like any HTTP/1.1 request and keeps the connection open afterwards
         # (Elastic Load Balancing user guide, Application Load Balancers: "WebSockets").
-        listener.add_action("Streams", priority=10,
-                            conditions=[elbv2.ListenerCondition.path_patterns([WEBSOCKET_PATH, HEALTH_PATH])],
+        # The bridge serves two paths; another model server's API is its own, so every path goes to it.
+        paths = [WEBSOCKET_PATH, props.health_path] if bridge is not None else ["/*"]
+        listener.add_action("Streams" if bridge is not None else "Requests", priority=10,
+                            conditions=[elbv2.ListenerCondition.path_patterns(paths)],
                             action=elbv2.ListenerAction.forward([self.target_group]))
 
         # --- Service --------------------------------------------------------------------------------------------
         self.task_security_group = ec2.SecurityGroup(self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
-                                                     description=f"Tasks of {props.service_name}: the bridge port "
-                                                                 "from the load balancer only")
+                                                     description=f"Tasks of {props.service_name}: the "
+                                                                 f"{'bridge' if bridge is not None else 'container'} "
+                                                                 "port from the load balancer only")
         self.service = ecs.Ec2Service(
             self, "Service",
             cluster=self.cluster,
@@ -411,18 +550,28 @@ class GpuEcsService(Construct):
         self.service.attach_to_application_target_group(self.target_group)
 
         self.scaling = self.service.auto_scale_task_count(min_capacity=cap.min_tasks, max_capacity=cap.max_tasks)
-        self.bridge_metrics = BridgeMetrics(props.bridge.namespace, props.service_name, ECS_VARIANT_NAME)
-        self.scaling.scale_to_track_custom_metric(
-            "ActiveStreams",
-            metric=self.bridge_metrics.metric_active_streams_per_instance(),
-            target_value=props.streams_target,
-            scale_in_cooldown=SCALE_IN_COOLDOWN,
-            scale_out_cooldown=SCALE_OUT_COOLDOWN,
-        )
+        self.bridge_metrics: BridgeMetrics | None = None
+        if bridge is not None:
+            self.bridge_metrics = BridgeMetrics(bridge.namespace, props.service_name, ECS_VARIANT_NAME)
+            self.scaling.scale_to_track_custom_metric(
+                "ActiveStreams",
+                metric=self.bridge_metrics.metric_active_streams_per_instance(),
+                target_value=props.streams_target,
+                scale_in_cooldown=SCALE_IN_COOLDOWN,
+                scale_out_cooldown=SCALE_OUT_COOLDOWN,
+            )
+        else:
+            # Requests per task per minute (AWS/ApplicationELB RequestCountPerTarget, the ALBRequestCountPerTarget
+            # predefined metric of Application Auto Scaling).
+            self.scaling.scale_on_request_count(
+                "Requests", requests_per_target=math.ceil(props.requests_per_target), target_group=self.target_group,
+                scale_in_cooldown=SCALE_IN_COOLDOWN, scale_out_cooldown=SCALE_OUT_COOLDOWN)
 
         scheme = "https" if lb.https else "http"
-        self.url = f"{'wss' if lb.https else 'ws'}://{self.load_balancer.load_balancer_dns_name}{WEBSOCKET_PATH}"
-        self.health_url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}{HEALTH_PATH}"
+        dns = self.load_balancer.load_balancer_dns_name
+        self.url = (f"{'wss' if lb.https else 'ws'}://{dns}{WEBSOCKET_PATH}" if bridge is not None
+                    else f"{scheme}://{dns}")
+        self.health_url = f"{scheme}://{dns}{props.health_path}"
 
         # --- Alarms ---------------------------------------------------------------------------------------------
         self.rules = self.alarm_rules()
@@ -465,7 +614,8 @@ class GpuEcsService(Construct):
         rules = [
             AlarmRule("UnhealthyTargets", tg.unhealthy_host_count(period=Duration.minutes(1), statistic="Maximum"),
                       GT, 0, UNHEALTHY_MINUTES, UNHEALTHY_MINUTES, NOT_BREACHING,
-                      f"A task has failed the load balancer's /ping check for {UNHEALTHY_MINUTES} minutes.",
+                      f"A task has failed the load balancer's {props.health_path} check for {UNHEALTHY_MINUTES} "
+                      "minutes.",
                       MISSING_ALB),
             AlarmRule("LoadBalancer5XX", alb.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=ERROR_WINDOW,
                                                            statistic="Sum"),
@@ -474,7 +624,9 @@ class GpuEcsService(Construct):
                       MISSING_ERRORS),
             AlarmRule("Target5XX", tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=ERROR_WINDOW,
                                                         statistic="Sum"),
-                      GT, 0, 1, 1, NOT_BREACHING, "The bridge answered 5xx (not ready, or draining).", MISSING_ERRORS),
+                      GT, 0, 1, 1, NOT_BREACHING,
+                      f"The {'bridge' if props.bridge is not None else 'container'} answered 5xx (not ready, or "
+                      "draining).", MISSING_ERRORS),
             AlarmRule("RunningTasks", self.metric_running_tasks(), LT, props.capacity.min_tasks, 10, 10, BREACHING,
                       f"Fewer than {props.capacity.min_tasks} tasks have run for 10 minutes (no GPU capacity, Spot "
                       "interruptions, or tasks failing to start).", MISSING_TASKS),
@@ -485,7 +637,20 @@ class GpuEcsService(Construct):
                       f"GPU memory above 97 % of {gpu_memory_mib:g} MiB on a GPU for 10 minutes (vLLM reserves its "
                       "share at start; more means something else uses the GPU).", MISSING_GPU),
         ]
-        return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge)
+        if props.bridge is not None:
+            return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge)
+        if props.response_time_p90_ms is not None:
+            # TargetResponseTime is in seconds (Elastic Load Balancing user guide, "CloudWatch metrics for your
+            # Application Load Balancer"): from the request leaving the load balancer to the response headers.
+            rules.append(AlarmRule(
+                "ResponseTimeP90", self.metric_response_time_p90(), GT, props.response_time_p90_ms / 1000, 3, 3,
+                NOT_BREACHING, f"The targets' p90 response time has been above {props.response_time_p90_ms:g} ms for "
+                               "15 minutes.", MISSING_ALB))
+        return rules
+
+    def metric_response_time_p90(self) -> cloudwatch.Metric:
+        """p90 of the targets' response time (``AWS/ApplicationELB`` TargetResponseTime); Seconds."""
+        return self.target_group.metrics.target_response_time(period=ERROR_WINDOW, statistic="p90")
 
     def dashboard_rows(self, title: str) -> list[list[cloudwatch.IWidget]]:
         """Dashboard rows of the service: a header, then live streams, errors and health, GPU use, tasks."""
@@ -505,15 +670,21 @@ class GpuEcsService(Construct):
                       f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one GPU each). "
                       "GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm thresholds."),
             width=24, height=2)
-        streams = graph("Live streams per task", [self.bridge_metrics.metric_active_streams_per_instance(),
-                                                  self.bridge_metrics.metric_active_streams_busiest_instance()],
-                        "ActiveStreamsNearCap", label="streams")
-        errors = graph("Load balancer and bridge errors",
+        errors = graph("Load balancer and bridge errors" if self.bridge_metrics else "Load balancer and model errors",
                        [by_name["LoadBalancer5XX"].metric, by_name["Target5XX"].metric,
                         by_name["UnhealthyTargets"].metric], "LoadBalancer5XX", label="count")
         gpu = graph("GPU use", [self.metric_gpu_utilization()], "GPUUtilization", label="percent")
         memory = graph("GPU memory used", [self.metric_gpu_memory_used()], "GPUMemoryUsed", label="MiB")
         tasks = graph("Running tasks", [self.metric_running_tasks()], "RunningTasks", label="tasks")
+        if self.bridge_metrics is None:
+            requests = graph("Requests per task", [self.target_group.metrics.request_count_per_target(
+                period=Duration.minutes(1), statistic="Sum")], label="per minute")
+            latency = graph("Response time p90", [self.metric_response_time_p90()],
+                            *(["ResponseTimeP90"] if "ResponseTimeP90" in by_name else []), label="seconds")
+            return [[header], [requests, errors, latency], [gpu, memory, tasks]]
+        streams = graph("Live streams per task", [self.bridge_metrics.metric_active_streams_per_instance(),
+                                                  self.bridge_metrics.metric_active_streams_busiest_instance()],
+                        "ActiveStreamsNearCap", label="streams")
         first = graph("Time to first delta", [self.bridge_metrics.metric_time_to_first_delta("p90")],
                       "TimeToFirstDeltaP90", label="ms")
         return [[header], [streams, errors, first], [gpu, memory, tasks]]
@@ -583,7 +754,7 @@ class GpuEcsService(Construct):
         }
         path = "/opt/aws/amazon-cloudwatch-agent/etc/gpu.json"
         return [
-            f"mkdir -p {HOST_CACHE_DIR}",
+            *([f"mkdir -p {HOST_CACHE_DIR}"] if self._props.bridge is not None else []),
             "dnf install -y amazon-cloudwatch-agent",
             f"cat > {path} <<'EOF'\n{json.dumps(config, indent=1)}\nEOF",
             f"/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:{path}",

@@ -13,10 +13,15 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/interface-vpc-endpoint.html):
 * SageMaker runtime interface endpoint (``sagemaker.runtime``): the callers, on 443 (InvokeEndpoint, response
   streaming) and 8443 (bidirectional streaming over HTTP/2; that port is reported by third parties, not AWS
   documentation: unconfirmed).
-* No CloudWatch Logs or CloudWatch monitoring endpoint: a hosted container's stdout and stderr, and with them the
-  bridge's embedded-metric-format lines, are shipped to CloudWatch Logs by SageMaker, not through the Model's network
-  interfaces; with network isolation (which both Models have) the container cannot call any AWS API, so it has no
-  use for one. The host-vpc page lists no such endpoint for hosting.
+* No CloudWatch Logs or CloudWatch monitoring endpoint for SageMaker: a hosted container's stdout and stderr, and with
+  them the bridge's embedded-metric-format lines, are shipped to CloudWatch Logs by SageMaker, not through the Model's
+  network interfaces; with network isolation (which both Models have) the container cannot call any AWS API, so it
+  has no use for one. The host-vpc page lists no such endpoint for hosting.
+* ECS (``ecs_endpoints``, the self-managed GPU target): its instances and tasks run in the same subnets and call AWS
+  themselves, so they get the endpoints of :data:`~constructs_lib.network_props.ECS_INTERFACE_ENDPOINTS` (ECS, ECS
+  agent and telemetry, CloudWatch Logs and monitoring, Secrets Manager, EC2), open on 443 to the VPC's CIDR block,
+  and the ECR endpoints let the VPC's CIDR block in too (the instances pull the image; their security groups are
+  made in a later stack, which this one must not depend on).
 
 Security groups: the Models' network interfaces accept nothing inbound (SageMaker's runtime reaches the container
 through the platform, not the interface) and send only HTTPS to the S3 prefix list and to the interface endpoints;
@@ -32,7 +37,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network_props import RUNTIME_PORTS, PrivateNetworkProps
+from constructs_lib.network_props import ECS_INTERFACE_ENDPOINTS, RUNTIME_PORTS, PrivateNetworkProps
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
 from constructs_lib.validation import Problems
 
@@ -48,11 +53,12 @@ class PrivateNetwork(Construct):
 
     Attributes:
         vpc: the VPC (``ec2.IVpc``).
+        subnets: the private subnets (``ec2.ISubnet``), for the Models and for ECS instances, tasks and load balancers.
         subnet_ids: the private subnets for the Models' ``VpcConfig``.
         model_security_group_ids: the security groups for the Models' ``VpcConfig``.
         runtime_endpoint: the SageMaker runtime interface endpoint, or None (``create_endpoints`` off).
         endpoints: ``{name: endpoint}`` of every VPC endpoint made here (``S3``, ``EcrApi``, ``EcrDocker``,
-            ``SageMakerRuntime``).
+            ``SageMakerRuntime``, and with ``ecs_endpoints`` the keys of ``ECS_INTERFACE_ENDPOINTS``).
 
     Raises:
         constructs_lib.validation.PropsError: listing every invalid prop.
@@ -83,6 +89,7 @@ class PrivateNetwork(Construct):
                     route_table_id=existing.route_table_ids[index] if existing.route_table_ids else None)
                 for index, (subnet_id, zone) in enumerate(zip(existing.subnet_ids, existing.availability_zones))
             ]
+        self.subnets: list[ec2.ISubnet] = list(subnets)
         self.subnet_ids: list[str] = [subnet.subnet_id for subnet in subnets]
         selection = ec2.SubnetSelection(subnets=subnets)
 
@@ -133,6 +140,24 @@ class PrivateNetwork(Construct):
             "SageMakerRuntime", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME, subnets=selection,
             security_groups=[runtime_group], private_dns_enabled=True, open=False)
         self.endpoints["SageMakerRuntime"] = self.runtime_endpoint
+        if props.ecs_endpoints:
+            self._ecs_endpoints(props, selection, registry_group)
+
+    def _ecs_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
+                       registry_group: ec2.SecurityGroup) -> None:
+        """The interface endpoints ECS instances and tasks call (``ECS_INTERFACE_ENDPOINTS``), in one security group
+        open on 443 to the VPC's CIDR block, and the same opening on the ECR endpoints' group. By CIDR, not by
+        security group: the instances' and tasks' groups belong to the ECS stacks, which come after this one."""
+        cidr = ec2.Peer.ipv4(props.cidr)
+        registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the VPC (ECS instances pull images)")
+        group = ec2.SecurityGroup(
+            self, "EcsEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="ECS, CloudWatch, Secrets Manager and EC2 interface endpoints - HTTPS in from the VPC")
+        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from ECS instances and tasks in the VPC")
+        for name, (service, _caller) in ECS_INTERFACE_ENDPOINTS.items():
+            self.endpoints[name] = self.vpc.add_interface_endpoint(
+                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
+                security_groups=[group], private_dns_enabled=True, open=False)
 
     def _new_vpc(self, props: PrivateNetworkProps, key: kms.IKey | None) -> ec2.Vpc:
         flow_logs = logs.LogGroup(

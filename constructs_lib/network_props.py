@@ -41,6 +41,26 @@ DEFAULT_VPC_CIDR = "10.80.0.0/16"
 #: (bidirectional streaming over HTTP/2). 8443 is reported by third parties, not by AWS documentation: unconfirmed.
 RUNTIME_PORTS = (443, 8443)
 
+#: Interface endpoints ECS container instances and tasks need in subnets with no route to the internet, beyond the
+#: S3 gateway and ECR endpoints SageMaker uses too: ``{construct id: (service name suffix, who calls it)}``. Sources:
+#: Amazon ECS developer guide, "Amazon ECS interface VPC endpoints (AWS PrivateLink)" (``ecs-agent``, ``ecs-telemetry``
+#: and ``ecs`` for the container agent; ``secretsmanager`` to inject secrets; ``logs`` for the awslogs driver);
+#: CloudWatch agent user guide (``monitoring`` for PutMetricData; ``ec2`` for DescribeTags, which resolves the
+#: ``${aws:AutoScalingGroupName}`` dimension). Not needed: SSM (CloudFormation resolves the GPU AMI's public parameter
+#: at deploy time; the agent reads no parameter and ECS Exec is off), STS (instances get credentials from IMDS,
+#: tasks from the agent), KMS (S3, Logs and Secrets Manager decrypt on the service side), ``ecr.api``/``ecr.dkr``
+#: and S3 (made for SageMaker already). The AL2023 package repositories the user data installs the CloudWatch agent
+#: from are S3 buckets, reached through the S3 gateway endpoint.
+ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
+    "Ecs": ("ecs", "the container agent (registration, task state, task scale-in protection)"),
+    "EcsAgent": ("ecs-agent", "the container agent's connection for tasks and credentials"),
+    "EcsTelemetry": ("ecs-telemetry", "the container agent's metrics (Container Insights)"),
+    "Logs": ("logs", "the awslogs log driver (the bridge's logs and embedded-format metrics)"),
+    "Monitoring": ("monitoring", "the CloudWatch agent's GPU metrics (PutMetricData)"),
+    "SecretsManager": ("secretsmanager", "the agent injects the bearer token into tasks"),
+    "Ec2": ("ec2", "the CloudWatch agent's DescribeTags (the Auto Scaling group dimension)"),
+}
+
 
 def check_cidr(p: Problems, prop: str, value: str, *, vpc: bool) -> None:
     """An IPv4 CIDR block (``10.0.0.0/16``); ``vpc`` also requires a prefix length a VPC allows."""
@@ -120,6 +140,10 @@ class PrivateNetworkProps:
             VPN or Direct Connect). Default: the VPC's own CIDR block.
         flow_log_retention_days: retention of the flow log group (a CloudWatch Logs retention). Default 365.
         kms_key_arn: the key that encrypts the flow log group. Default: CloudWatch Logs' own encryption.
+        ecs_endpoints: also make the interface endpoints that ECS container instances and their tasks need without a
+            route to the internet (:data:`ECS_INTERFACE_ENDPOINTS`), reachable on 443 from the VPC's CIDR block, and
+            let the VPC's CIDR block reach the ECR endpoints (the instances pull the images). With
+            ``create_endpoints`` only. Default false (SageMaker needs none of them).
     """
 
     existing_vpc: ExistingVpc | None = None
@@ -130,6 +154,7 @@ class PrivateNetworkProps:
     caller_cidrs: Sequence[str] = ()
     flow_log_retention_days: int = 365
     kms_key_arn: str | None = None
+    ecs_endpoints: bool = False
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.existing_vpc is not None:
@@ -145,6 +170,8 @@ class PrivateNetworkProps:
             check_cidr(p, "caller_cidrs", cidr, vpc=False)
         if self.kms_key_arn is not None:
             check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
+        if self.ecs_endpoints and not self.create_endpoints:
+            p.add("ecs_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
 
     @property
     def cidr(self) -> str:

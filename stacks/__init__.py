@@ -13,6 +13,7 @@ from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
 from stacks.foundation_stack import FoundationStack, foundation_refs
 from stacks.operations_stack import OperationsStack
+from stacks.sonic_ecs_stack import SonicEcsStack
 from stacks.sonic_stack import SonicStack
 from stacks.voxtral_ecs_stack import VoxtralEcsStack
 from stacks.voxtral_stack import VoxtralStack
@@ -26,7 +27,7 @@ class VoiceApp:
 
     artifacts: ArtifactsStack | None
     voxtral: VoxtralStack | VoxtralEcsStack | None
-    sonic: SonicStack | None
+    sonic: SonicStack | SonicEcsStack | None
     operations: OperationsStack
     foundation: FoundationStack | None = None
 
@@ -39,7 +40,7 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
     """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic``
     (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic), and ``-Foundation``
     (data key and VPC) when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
-    instead of ``-Voxtral``.
+    instead of ``-Voxtral``, and with ``sonic.target=ecs``, ``-SonicEcs`` instead of ``-Sonic``.
 
     The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
     the region is the ``region`` setting.
@@ -76,7 +77,12 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
                 description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
             )
         voxtral.add_stack_dependency(artifacts)
-    if settings.sonic.enabled:
+    if settings.sonic_on_ecs:
+        sonic = SonicEcsStack(
+            app, f"{prefix}-SonicEcs", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
+            description="Real-time voice: Cartesia Sonic text-to-speech on ECS GPU instances behind a load balancer",
+        )
+    elif settings.sonic.enabled:
         sonic = SonicStack(
             app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
             description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",

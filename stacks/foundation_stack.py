@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from config.settings import Settings
@@ -26,6 +27,8 @@ class Foundation:
         source_vpce_ids: VPC endpoints the caller policies require (aws:SourceVpce), or none.
         model_data_role_path: IAM path of the roles that may use the model bucket's objects (the bucket policy names
             them by it, before they exist), or None when the bucket is not restricted.
+        vpc / private_subnets: the private network and its subnets (ECS target in vpc mode), or None / empty.
+        caller_cidrs: who may call the services (network.caller_cidrs; empty = the VPC's CIDR block).
     """
 
     key_arn: str | None = None
@@ -34,6 +37,9 @@ class Foundation:
     security_group_ids: list[str] = field(default_factory=list)
     source_vpce_ids: list[str] = field(default_factory=list)
     model_data_role_path: str | None = None
+    vpc: ec2.IVpc | None = None
+    private_subnets: list[ec2.ISubnet] = field(default_factory=list)
+    caller_cidrs: list[str] = field(default_factory=list)
 
 
 class FoundationStack(Stack):
@@ -58,7 +64,8 @@ class FoundationStack(Stack):
             CfnOutput(self, "DataKeyArn", value=self.key.key_arn, description="KMS key of the deployment's data")
         if settings.network.private:
             key_arn = self.key.key_arn if self.key else settings.encryption.kms_key_arn
-            self.network = PrivateNetwork(self, "Network", settings.network.network_props(key_arn))
+            self.network = PrivateNetwork(self, "Network",
+                                          settings.network.network_props(key_arn, ecs=settings.uses_ecs))
             CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id, description="VPC of the endpoints")
             if self.network.runtime_endpoint is not None:
                 CfnOutput(self, "RuntimeVpcEndpointId", value=self.network.runtime_endpoint.vpc_endpoint_id,
@@ -77,6 +84,10 @@ def foundation_refs(settings: Settings, stack: FoundationStack | None) -> Founda
         source_vpce_ids=[network.runtime_endpoint.vpc_endpoint_id]
         if network and network.runtime_endpoint and settings.network.require_source_vpce else [],
         model_data_role_path=model_data_role_path(settings) if network else None,
+        vpc=network.vpc if network else None,
+        private_subnets=network.subnets if network else [],
+        # Literal CIDRs (not the VPC's CidrBlock attribute), so the security group rules say what they let in.
+        caller_cidrs=list(settings.network.caller_cidrs or [settings.network.network_props().cidr]) if network else [],
     )
 
 

@@ -32,12 +32,12 @@ class OperationsStack(Stack):
         # The same thresholds as the endpoints' alarms (the settings build both).
         voxtral, sonic = settings.voxtral, settings.sonic
         endpoints = []
-        # On the ECS target the Voxtral stack has a dashboard of its own (its load balancer's metrics need its ids).
+        # On the ECS target a service's stack has a dashboard of its own (its load balancer's metrics need its ids).
         if voxtral.enabled and voxtral.target == "sagemaker":
             endpoints.append(voxtral.props(
                 DashboardEndpoint, title="Voxtral speech to text", thresholds=voxtral.thresholds(),
                 bridge=voxtral.bridge_thresholds(), scaling_target=voxtral.streams_target))
-        if sonic.enabled:
+        if sonic.enabled and sonic.target == "sagemaker":
             endpoints.append(sonic.props(DashboardEndpoint, title="Sonic text to speech", thresholds=sonic.thresholds()))
         # Dashboard names are unique per account across regions: the region is part of the name.
         self.dashboard = OperationsDashboard(

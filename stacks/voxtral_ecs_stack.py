@@ -22,23 +22,22 @@ from constructs_lib.endpoint_props import LOG_RETENTION
 from constructs_lib.names import repository_arn_from_image_uri
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.foundation_stack import Foundation
-from stacks.voxtral_stack import container_environment, model_weights
+from stacks.voxtral_stack import container_environment, model_weights, stream_cap_warning
 
 #: Availability Zones of the network this stack creates (two: the default placement spreads across zones).
 MAX_AZS = 2
 
 
 class VoxtralEcsStack(Stack):
-    """The Voxtral service on ECS: network (until the app's private network replaces it), weights staged as for
+    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights staged as for
     SageMaker, the service (:class:`~constructs_lib.ecs_service.GpuEcsService`), its dashboard and outputs."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
-        # network.mode=vpc with this target is refused when the settings load (config/settings.py): the Foundation
-        # stack's VPC has no route out and no ECS, Logs or Secrets Manager endpoints yet, which the tasks need.
-        vpc = network(self, settings)
+        stream_cap_warning(self, voxtral)
+        shared = shared_service_props(self, settings, foundation, alarm_topic)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
         environment = {key: value for key, value in container_environment(voxtral).items()
@@ -47,7 +46,6 @@ class VoxtralEcsStack(Stack):
             self, "Service",
             GpuEcsServiceProps(
                 service_name=voxtral.endpoint_name,
-                vpc=vpc,
                 image=image,
                 image_repository_arn=repository_arn,
                 capacity=ecs_settings.capacity_props(),
@@ -58,9 +56,7 @@ class VoxtralEcsStack(Stack):
                 streams_target=voxtral.streams_target,
                 environment=environment,
                 drain_s=BRIDGE_DRAIN_S,
-                log_retention_days=settings.log_retention_days,
-                retain_data=settings.retain_data,
-                alarm_topic=alarm_topic,
+                **shared,
             ),
         )
         if foundation.key_arn and not voxtral.model_s3_uri:
@@ -71,10 +67,7 @@ class VoxtralEcsStack(Stack):
             if dependency is not None:
                 self.service.service.node.add_dependency(dependency)
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard",
-                                              dashboard_name=f"{settings.stack_name_prefix}-VoxtralEcs-{settings.region}")
-        for row in self.service.dashboard_rows("Voxtral speech to text"):
-            self.dashboard.add_widgets(*row)
+        self.dashboard = service_dashboard(self, self.service, settings, "VoxtralEcs", "Voxtral speech to text")
 
         CfnOutput(self, "StreamUrl", value=self.service.url,
                   description="WebSocket URL callers connect to (voicectl transcribe --url ...)")
@@ -95,12 +88,34 @@ class VoxtralEcsStack(Stack):
         return ecs.ContainerImage.from_registry(uri), Fn.import_value(artifacts.repository_arn)
 
 
+def shared_service_props(scope: Construct, settings: Settings, foundation: Foundation,
+                         alarm_topic: sns.ITopic) -> dict[str, Any]:
+    """The props of :class:`GpuEcsServiceProps` every ECS service of the app takes alike: where it runs (network.mode
+    =vpc: the Foundation stack's private network, whose VPC endpoints include ECS's, constructs_lib/network_props.py
+    ECS_INTERFACE_ENDPOINTS; public: a VPC of the stack's own, :func:`network`), who may call it, its logs' retention
+    and key, data retention and the alarm topic."""
+    return {"vpc": foundation.vpc or network(scope, settings), "subnets": foundation.private_subnets,
+            "caller_cidrs": foundation.caller_cidrs, "log_kms_key_arn": foundation.key_arn,
+            "log_retention_days": settings.log_retention_days, "retain_data": settings.retain_data,
+            "alarm_topic": alarm_topic}
+
+
+def service_dashboard(scope: Construct, service: GpuEcsService, settings: Settings, name: str,
+                      title: str) -> cloudwatch.Dashboard:
+    """The service's own dashboard, ``<prefix>-<name>-<region>`` (dashboard names are unique per account)."""
+    dashboard = cloudwatch.Dashboard(scope, "Dashboard",
+                                     dashboard_name=f"{settings.stack_name_prefix}-{name}-{settings.region}")
+    for row in service.dashboard_rows(title):
+        dashboard.add_widgets(*row)
+    return dashboard
+
+
 def network(scope: Construct, settings: Settings) -> ec2.IVpc:
     """The VPC of the ECS target: public subnets (the load balancer, one NAT gateway) and private subnets with egress
     (instances and tasks), across :data:`MAX_AZS` zones, with flow logs to a log group.
 
-    Kept in one function so that the app's private network (issue 11: ``network.mode``, an imported or created VPC
-    with VPC endpoints) can replace it: everything else takes an ``ec2.IVpc``. One NAT gateway, not one per zone: the
+    Public mode only: with ``network.mode=vpc`` the Foundation stack's private network replaces it (everything else
+    takes an ``ec2.IVpc`` and its private subnets). One NAT gateway, not one per zone: the
     tasks reach AWS APIs (ECR, S3, Logs, Secrets Manager, ECS) through it, and the S3 gateway endpoint carries the
     weights and image layers, which are nearly all the bytes.
     """

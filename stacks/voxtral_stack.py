@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Annotations, Fn
+from aws_cdk import Annotations, Fn, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -37,6 +37,14 @@ OFFLINE_ENVIRONMENT = {
     "VLLM_DO_NOT_TRACK": "1",
     "DO_NOT_TRACK": "1",
 }
+def stream_cap_warning(stack: Stack, voxtral: VoxtralSettings) -> None:
+    """Print (cdk synth) a warning when an explicit max_num_seqs is above the GPU's estimated compute cap
+    (:meth:`~config.settings.VoxtralSettings.stream_cap_warning`): allowed, since the cap is an estimate, but said."""
+    warning = voxtral.stream_cap_warning()
+    if warning is not None:
+        Annotations.of(stack).add_warning_v2("realtime-voice:stream-cap-above-compute", warning)
+
+
 #: Bidirectional streaming runtime: HTTP/2 on port 8443 (SageMaker bidirectional streaming documentation).
 BIDIRECTIONAL_PORT = 8443
 
@@ -56,6 +64,7 @@ class VoxtralStack(EndpointStack):
         compatibility = voxtral.image_compatibility()
         if compatibility.verdict is not Verdict.COMPATIBLE:
             Annotations.of(self).add_warning_v2("realtime-voice:image-cuda", compatibility.reason)
+        stream_cap_warning(self, voxtral)
         image_uri, repository_arn = self._image(artifacts)
         weights, model_data_s3_uri = self._weights(voxtral, artifacts)
         self.role.grant_model_data_read(weights.bucket, weights.prefix)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,9 +91,10 @@ def format_text(table: list[Row], settings: Any) -> str:
     """The report: a header with the settings the figures depend on, then one block per instance type."""
     v = settings.voxtral
     minutes = v.max_model_len / model.VOXTRAL_REALTIME.tokens_per_audio_s / 60
+    # Lines stay within 120 characters (the README shows this report as it is printed).
     lines = [f"Voxtral Realtime on vLLM 0.31.0: max_model_len {v.max_model_len} tokens ({minutes:g} min of audio per "
-             f"stream), gpu_memory_utilization {v.gpu_memory_utilization:g} (capacity model: "
-             "constructs_lib/capacity.py)"]
+             "stream),",
+             f"gpu_memory_utilization {v.gpu_memory_utilization:g} (capacity model: constructs_lib/capacity.py)"]
     for row in table:
         c = row.capacity
         compute = "n/a (no speed facts for this GPU)" if c.compute_cap is None else str(c.compute_cap)
@@ -104,12 +104,15 @@ def format_text(table: list[Row], settings: Any) -> str:
             f"  streams per instance  {row.streams} ({row.streams_source}; KV cache fits {c.fit}, compute budget "
             f"{compute})",
             f"  GPU memory for vLLM   {_gib(c.budget_bytes)} GiB = weights {_gib(c.weight_bytes)} + KV cache "
-            f"{_gib(c.kv_bytes)} + overhead {_gib(c.overhead_bytes)} (activations of {c.max_num_batched_tokens} "
-            "batched tokens, CUDA graphs, outside torch)",
+            f"{_gib(c.kv_bytes)} + overhead {_gib(c.overhead_bytes)}",
+            f"                        (overhead: activations of {c.max_num_batched_tokens} batched tokens, CUDA "
+            "graphs, outside torch)",
             f"  KV per live stream    {c.stream_kv_bytes / GiB:.2f} GiB ({c.stream_blocks} blocks of "
             f"{c.block_bytes // 2**20} MiB; pool {c.num_blocks} blocks)",
             f"  vLLM's startup figure {c.vllm_max_concurrency:.2f}x maximum concurrency for {v.max_model_len}-token "
-            f"requests ({c.vllm_request_blocks} blocks each: 2 batches of {c.max_num_batched_tokens} tokens in flight)",
+            "requests",
+            f"                        ({c.vllm_request_blocks} blocks each: 2 batches of {c.max_num_batched_tokens} "
+            "tokens in flight)",
         ]
         if row.usd_per_hour is not None:
             target = row.streams * row.target_fraction
@@ -123,7 +126,7 @@ def format_text(table: list[Row], settings: Any) -> str:
             lines.append(f"  no price: {row.price_error}")
     if all(row.usd_per_hour is None and not row.price_error for row in table):
         lines += ["", "Prices: add --prices (AWS credentials allowed pricing:GetProducts) for the on-demand price "
-                      "per instance-hour, per live stream-hour and per audio hour."]
+                      "per instance-hour,", "per live stream-hour and per audio hour."]
     return "\n".join(lines)
 
 
@@ -212,9 +215,8 @@ def _priced(table: list[Row], region: str, profile: str | None) -> tuple[list[Ro
         raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from None
     try:
         client = pricing.pricing_client(session, region)
-    except pricing.PricingError as error:
-        print(f"voicectl capacity: {error}", file=sys.stderr)
-        return table, True
+    except pricing.PricingError as error:  # no client, so no row has a price: each says why (not "add --prices")
+        return [dataclasses.replace(row, price_error=str(error)) for row in table], True
     priced, failed = [], False
     for row in table:
         try:

@@ -28,7 +28,7 @@ A failure ends the recording: the page stops capturing and shows the one error, 
 terminal. When the page goes away (tab closed, reload, browser quit) its WebSocket closes and the transcription is
 cancelled, which closes the stream to the endpoint at once.
 
-Gradio is an optional dependency: ``pip install '.[mic]'`` (or ``make mic``).
+Gradio is an optional dependency: ``make mic-deps`` in the repository (pinned), or ``pip install '.[mic]'``.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ SERVER_START_TIMEOUT_S = 30.0
 WS_POLICY_VIOLATION = 1008
 """WebSocket close code (RFC 6455) for a connection refused because of its Origin."""
 
-INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: pip install '.[mic]' (from the repository root), "
-                "or `make mic`")
+INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository (pinned, from "
+                "requirements-mic.lock), or pip install '.[mic]' where the project is installed with pip")
 
 _ASSETS = resources.files("voicectl") / "mic_page"
 
@@ -102,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=(
                                        "Serve a local web page (127.0.0.1) that streams your microphone "
                                        "through the Voxtral endpoint and shows the transcript as it grows. "
-                                       "Needs the optional Gradio dependency: pip install '.[mic]'."))
+                                       "Needs the optional Gradio dependency: `make mic-deps` in the repository, or "
+                                       "pip install '.[mic]' where the project is installed with pip."))
     add_target_arguments(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
     parser.add_argument("--share", action="store_true",

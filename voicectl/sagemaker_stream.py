@@ -30,10 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from voicectl.errors import no_credentials_message
 from voicectl.realtime import RealtimeError, TransportClosed, decode_frame
 
 BIDI_PORT = 8443
@@ -58,6 +62,10 @@ SIGNATURE_ERRORS = frozenset({"MissingAuthenticationTokenException", "Incomplete
                               "InvalidSignatureException", "UnrecognizedClientException", "ExpiredTokenException"})
 """Errors AWS's front end answers (HTTP 400/403) for a request that is unsigned, signed wrongly or with an unknown or
 expired key."""
+
+UNREACHABLE_ERRORS = ("AWS_IO_DNS", "AWS_IO_SOCKET_CONNECTION_REFUSED", "AWS_IO_SOCKET_TIMEOUT",
+                      "AWS_IO_SOCKET_NO_ROUTE_TO_HOST", "AWS_IO_SOCKET_NETWORK_DOWN")
+"""awscrt error names (``aws-c-io`` ``include/aws/io/io.h``) meaning the runtime host was not resolved or not reached."""
 
 CREDENTIALS_TIMEOUT_S = 60.0
 """Seconds allowed to resolve credentials (the chain may call STS, SSO or the instance metadata service)."""
@@ -96,9 +104,7 @@ class BotocoreCredentialsResolver:
                 self._credentials = await asyncio.to_thread(self._session.get_credentials)
             if self._credentials is None:
                 raise SmithyIdentityError(
-                    "no AWS credentials found (environment, profiles, SSO, container or instance role); "
-                    "run `aws configure` or `aws sso login`, or pass --profile"
-                )
+                    "none found in the environment, profiles, SSO, container or instance role")
             refresh_needed = getattr(self._credentials, "refresh_needed", None)
             if callable(refresh_needed) and refresh_needed():
                 frozen = await asyncio.to_thread(self._credentials.get_frozen_credentials)
@@ -132,7 +138,7 @@ async def resolve_credentials(resolver: BotocoreCredentialsResolver, timeout_s: 
     try:
         await asyncio.wait_for(resolver.get_identity(properties={}), timeout_s)
     except SmithyIdentityError as error:
-        raise RealtimeError(f"no usable AWS credentials: {error}", code="credentials") from error
+        raise RealtimeError(no_credentials_message(error), code="credentials") from error
     except TimeoutError:
         raise RealtimeError(f"resolving AWS credentials took more than {timeout_s:.0f} s; check the profile's "
                             "credential source (SSO, role, instance metadata)", code="credentials") from None
@@ -230,8 +236,64 @@ async def create_client(region: str, credentials_resolver: Any, *, http_transpor
     return AsyncSageMakerRuntimeHTTP2Client(config=config)
 
 
-def describe_error(error: BaseException, endpoint_name: str) -> RealtimeError:
-    """Turn an SDK exception into a :class:`RealtimeError` that says what happened and what to try."""
+@contextlib.asynccontextmanager
+async def open_endpoint(endpoint_name: str, *, region: str | None = None, profile: str | None = None,
+                        endpoint_url: str | None = None, target_variant: str | None = None,
+                        ) -> AsyncIterator[Callable[[], Awaitable[SageMakerStreamTransport]]]:
+    """Yield an opener of bidirectional streams to the SageMaker endpoint ``endpoint_name``, for
+    :func:`voicectl.realtime.transcribe_stream`; the SDK client is closed on exit.
+
+    The public way to reach a Voxtral endpoint from your own code (the README's example); ``voicectl transcribe`` and
+    ``voicectl mic`` use it too. AWS credentials and the Region come from botocore's standard chain (environment,
+    profiles, SSO, container and instance roles) and are resolved once, here, so that a missing identity fails at
+    once (smithy-core would wait forever on a duplex stream, see :func:`resolve_credentials`).
+
+    Args:
+        endpoint_name: the SageMaker EndpointName (the stack output ``VoxtralEndpointName``).
+        region: AWS Region; None = the profile's or ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
+        profile: AWS profile name; None = the default chain.
+        endpoint_url: the runtime's URL, ``https://HOST[:PORT]`` (a VPC interface endpoint with port 8443, a local
+            runtime); None = ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`` or the profile's setting, else
+            ``https://runtime.sagemaker.<region>.amazonaws.com:8443``. ``AWS_CA_BUNDLE`` (or the profile's
+            ``ca_bundle``) names certificate authorities to trust.
+        target_variant: the ProductionVariant to call; None = SageMaker's choice.
+
+    Yields:
+        An async callable; each call opens one new stream and returns its :class:`SageMakerStreamTransport`.
+
+    Raises:
+        voicectl.errors.UsageError: no Region can be determined, the profile does not exist, or the CA bundle is not
+            a file.
+        RealtimeError: no usable AWS credentials (code ``credentials``).
+    """
+    from voicectl.aws import aws_session
+    from voicectl.errors import UsageError
+
+    session = aws_session(profile, region)
+    resolver = BotocoreCredentialsResolver(session)
+    await resolve_credentials(resolver)
+    ca_bundle = ca_bundle_of(session)
+    if ca_bundle and not os.path.isfile(ca_bundle):
+        raise UsageError(f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file")
+    client = await create_client(session.region_name, resolver, endpoint_uri=endpoint_url, ca_bundle=ca_bundle,
+                                 profile=profile)
+
+    async def open_stream() -> SageMakerStreamTransport:
+        return await SageMakerStreamTransport.open(client, endpoint_name, target_variant=target_variant)
+
+    try:
+        yield open_stream
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | None = None) -> RealtimeError:
+    """Turn an SDK exception into a :class:`RealtimeError` that says what happened and what to try.
+
+    ``runtime_url`` (the runtime the client calls, e.g. ``https://runtime.sagemaker.us-east-1.amazonaws.com:8443``)
+    is named when the host could not be resolved or reached, so that a mistyped ``--endpoint-url`` or Region shows.
+    """
     from aws_sdk_sagemaker_runtime_http2 import models
 
     name = type(error).__name__
@@ -280,6 +342,11 @@ def describe_error(error: BaseException, endpoint_name: str) -> RealtimeError:
             "sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint ARN", code="AccessDenied")
     hint = ("; the runtime's certificate is not trusted: for a private certificate authority (a TLS-inspecting proxy, "
             "voicectl local-runtime) set AWS_CA_BUNDLE to its PEM file") if "TLS_ERROR" in detail else ""
+    if runtime_url and any(marker in detail for marker in UNREACHABLE_ERRORS):
+        host = urlsplit(runtime_url).hostname
+        what = "does not resolve (DNS)" if "DNS" in detail else "cannot be reached"
+        hint = (f"; the runtime host {host} ({runtime_url}) {what}: check --endpoint-url, "
+                "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, --region and the network")
     return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail}){hint}", code=name)
 
 
@@ -289,6 +356,7 @@ class SageMakerStreamTransport:
 
     stream: Any
     endpoint_name: str
+    runtime_url: str | None = None  # where the client calls (named in errors about an unreachable host)
     _output: Any = None
     _closed: bool = False
     _failed: bool = False
@@ -316,8 +384,8 @@ class SageMakerStreamTransport:
                 "network, the credentials (`aws sts get-caller-identity`) and the endpoint's status", code="open_timeout"
             ) from None
         except Exception as error:
-            raise describe_error(error, endpoint_name) from error
-        return cls(stream=stream, endpoint_name=endpoint_name)
+            raise describe_error(error, endpoint_name, _runtime_url(client)) from error
+        return cls(stream=stream, endpoint_name=endpoint_name, runtime_url=_runtime_url(client))
 
     async def send_text(self, text: str) -> None:
         """Send ``text`` as one UTF8 payload part.
@@ -404,7 +472,7 @@ class SageMakerStreamTransport:
                 # An error answer (ModelError, a refused signature, ...) or an error event ends the call: the request
                 # stream cannot be ended cleanly any more (awscrt's writes stall once the response has ended).
                 self._response_failed()
-                raise describe_error(error, self.endpoint_name) from error
+                raise describe_error(error, self.endpoint_name, self.runtime_url) from error
             if event is None:
                 if frame:
                     raise TransportClosed(f"the response stream ended inside a frame ({len(frame)} bytes)")
@@ -444,6 +512,12 @@ class SageMakerStreamTransport:
     async def _drain_output(self) -> None:
         while await self._next_event() is not None:
             pass
+
+
+def _runtime_url(client: Any) -> str | None:
+    """The runtime URL an ``AsyncSageMakerRuntimeHTTP2Client`` calls (its config's ``endpoint_uri``), if known."""
+    url = getattr(getattr(client, "config", None) or getattr(client, "_config", None), "endpoint_uri", None)
+    return str(url) if url else None
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from voicectl.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.cli import UsageError
+from voicectl.errors import no_credentials_message
 from voicectl.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
     MODEL_ERROR_HINTS,
@@ -49,7 +50,14 @@ class SpeakError(Exception):
 
 @dataclass
 class SpeakResult:
-    """Outcome of one ``speak`` call: the audio, its format and the time to first audio (seconds)."""
+    """Outcome of one Sonic call (:func:`synthesize`).
+
+    Attributes:
+        audio: the assembled events; ``audio.pcm16`` is 16-bit signed little-endian mono PCM (bytes; 2 bytes per
+            sample), ``audio.warnings`` what was odd about the stream.
+        sample_rate_hz: sample rate of ``audio.pcm16`` in Hz (the request's).
+        time_to_first_audio_s: seconds from the call to the first audio chunk (None when no audio came).
+    """
 
     audio: SonicAudio
     sample_rate_hz: int
@@ -57,6 +65,7 @@ class SpeakResult:
 
     @property
     def duration_s(self) -> float:
+        """Seconds of audio received."""
         return len(self.audio.pcm16) / PCM16_BYTES_PER_SAMPLE / self.sample_rate_hz
 
 
@@ -143,6 +152,19 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
                clock: Callable[[], float] = time.monotonic) -> SpeakResult:
     """Call the Sonic endpoint with ``request`` through boto3 ``client`` and assemble the audio.
 
+    The public way to call Sonic from your own code (the README's example); ``voicectl speak`` uses it too.
+
+    Args:
+        client: a boto3 ``sagemaker-runtime`` client (``boto3.client("sagemaker-runtime")``; it honours
+            ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` and ``AWS_CA_BUNDLE``). :func:`sagemaker_runtime_client` makes
+            one with a read timeout suited to long texts.
+        endpoint_name: the SageMaker EndpointName (the stack output ``SonicEndpointName``).
+        request: the text, voice id, language and sample rate (:class:`voicectl.sonic.SonicRequest`).
+        clock: monotonic clock in seconds (tests inject their own).
+
+    Returns:
+        A :class:`SpeakResult` once the stream has ended with Sonic's ``done`` event.
+
     Raises:
         SpeakError: the call or the stream failed (ModelError 422/429, stream errors, credentials).
         SonicStreamError / TruncatedStreamError: the events were malformed, an ``error`` event, or the stream was
@@ -156,7 +178,7 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
     except botocore.exceptions.ClientError as error:
         raise SpeakError(describe_client_error(error, endpoint_name)) from error
     except botocore.exceptions.NoCredentialsError as error:
-        raise SpeakError(f"{error}; run `aws configure` or `aws sso login`, or pass --profile") from error
+        raise SpeakError(no_credentials_message(error)) from error
     except botocore.exceptions.BotoCoreError as error:
         raise SpeakError(f"calling endpoint {endpoint_name!r} failed: {error}") from error
     parser, audio = SonicEventParser(), SonicAudio()

@@ -17,13 +17,11 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
-from voicectl.aws import aws_session
 from voicectl.cli import UsageError
 from voicectl.realtime import (
     BearerToken,
@@ -208,32 +206,12 @@ async def open_target(args: argparse.Namespace):
         yield open_websocket
         return
 
-    from voicectl.sagemaker_stream import (
-        BotocoreCredentialsResolver,
-        SageMakerStreamTransport,
-        ca_bundle_of,
-        create_client,
-        resolve_credentials,
-    )
+    from voicectl.sagemaker_stream import open_endpoint
 
-    session = aws_session(args.profile, args.region)
-    resolver = BotocoreCredentialsResolver(session)
-    await resolve_credentials(resolver)
-    ca_bundle = ca_bundle_of(session)
-    if ca_bundle and not os.path.isfile(ca_bundle):
-        raise UsageError(f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file")
-    client = await create_client(session.region_name, resolver, endpoint_uri=getattr(args, "endpoint_url", None),
-                                 ca_bundle=ca_bundle, profile=args.profile)
-    endpoint, variant = args.endpoint, args.target_variant
-
-    async def open_sagemaker() -> SageMakerStreamTransport:
-        return await SageMakerStreamTransport.open(client, endpoint, target_variant=variant)
-
-    try:
-        yield open_sagemaker
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
+    async with open_endpoint(args.endpoint, region=args.region, profile=args.profile,
+                             endpoint_url=getattr(args, "endpoint_url", None),
+                             target_variant=args.target_variant) as opener:
+        yield opener
 
 
 def read_token(args: argparse.Namespace) -> BearerToken | None:

@@ -49,8 +49,20 @@ def test_launch_binds_loopback_and_shares_only_with_share(parse):
 
 def test_missing_gradio_tells_how_to_install(parse, monkeypatch):
     monkeypatch.setitem(sys.modules, "gradio", None)  # makes `import gradio` raise ImportError
-    with pytest.raises(UsageError, match=r"pip install '\.\[mic\]'.*make mic"):
+    with pytest.raises(UsageError, match=r"`make mic-deps` in the repository .* pip install '\.\[mic\]'"):
         mic.run(parse(["mic", "--endpoint", "voxtral"]))
+
+
+def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
+    """`make mic-deps` (pinned, in a checkout) everywhere; `pip install '.[mic]'` only for a pip-installed project."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert "`make mic-deps`" in mic.INSTALL_HINT and "`make mic-deps`" in mic.__doc__
+    for readme in (root / "README.md", root / "voicectl" / "README.md"):
+        text = readme.read_text()
+        assert "make mic-deps" in text, readme
+        assert "once `pip install '.[mic]'` is done" not in text, readme
 
 
 @pytest.mark.parametrize(("headers", "allowed"), [

@@ -668,6 +668,10 @@ def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing
         assert result.rollovers >= 2 and len(sessions) == result.rollovers + 1  # every stream after the first is a move
         assert b"".join(bytes(session.audio) for session in sessions) == b"".join(chunks)
         assert result.transcript == "w " * len(chunks)
+        # The last stream's close reaches the fake vLLM through the bridge after the client has returned.
+        deadline = time.monotonic() + 5
+        while not all(session.closed.is_set() for session in sessions) and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert all(session.closed.is_set() for session in sessions)
 
 
@@ -913,8 +917,36 @@ def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials
         def get_credentials(self):
             return None
 
-    with pytest.raises(SmithyIdentityError, match="no AWS credentials found"):
+    with pytest.raises(SmithyIdentityError, match="none found in the environment, profiles, SSO"):
         asyncio.run(BotocoreCredentialsResolver(Empty()).get_identity(properties={}))
+
+
+def test_speak_and_transcribe_word_missing_credentials_the_same_way():
+    """One message serves both clients (voicectl.errors.no_credentials_message): what is wrong, then what to run."""
+    import botocore.exceptions
+    from smithy_core.exceptions import SmithyIdentityError
+
+    from voicectl import speak
+    from voicectl.realtime import RealtimeError
+    from voicectl.sagemaker_stream import resolve_credentials
+    from voicectl.sonic import SonicRequest
+
+    class NoCredentials:
+        async def get_identity(self, *, properties=None):
+            raise SmithyIdentityError("Unable to locate credentials")
+
+    class Client:
+        def invoke_endpoint_with_response_stream(self, **kwargs):
+            raise botocore.exceptions.NoCredentialsError()
+
+    with pytest.raises(RealtimeError) as transcribe_error:
+        asyncio.run(resolve_credentials(NoCredentials()))
+    with pytest.raises(speak.SpeakError) as speak_error:
+        speak.synthesize(Client(), "sonic-tts", SonicRequest(transcript="hi", voice_id="v"))
+    expected = ("no usable AWS credentials: Unable to locate credentials; run `aws configure` or `aws sso login`, "
+                "or pass --profile")
+    assert str(transcribe_error.value) == str(speak_error.value) == expected
+    assert transcribe_error.value.code == "credentials"
 
 
 # ---- voicectl transcribe --max-stream-s ------------------------------------------------------------------------
@@ -943,3 +975,16 @@ def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
 
     with pytest.raises(UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"):
         transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", value]))
+
+
+def test_an_unresolvable_runtime_host_is_named_in_the_error():
+    """A DNS failure (awscrt AWS_IO_DNS_*) names the host and URL the client called, and what to check."""
+    from voicectl.sagemaker_stream import describe_error
+
+    error = RuntimeError("AWS_IO_DNS_INVALID_NAME: Host name was invalid for dns resolution")
+    message = str(describe_error(error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"))
+    assert "runtime host runtime.sagemaker.xx-east-1.amazonaws.com" in message
+    assert "does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, --region" in message
+    refused = describe_error(RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1")
+    assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
+    assert "runtime host" not in str(describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e"))  # URL unknown

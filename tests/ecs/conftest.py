@@ -21,3 +21,12 @@ def ecs_app(tmp_path_factory) -> Synthesized:
 @pytest.fixture(scope="session")
 def ecs_variant(tmp_path_factory) -> Synthesized:
     return synthesize(tmp_path_factory.mktemp("cdk.out.ecs-variant"), VARIANT)
+
+
+def nag_violations(app: Synthesized) -> dict[str, list]:
+    """``{report name: violations}`` of the validation report: cdk-nag's packs, and the construct annotations that
+    @aws-cdk/core:annotationsInValidationReport adds as the report "Construct Annotations" (CDK's warnings)."""
+    import json
+
+    reports = json.loads((app.outdir / "validation-report.json").read_text())["pluginReports"]
+    return {report["pluginName"]: report["violations"] for report in reports if report["violations"]}

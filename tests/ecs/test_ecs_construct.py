@@ -50,3 +50,39 @@ def test_every_bad_prop_is_reported_at_once():
     assert any(p.startswith("streams_target=0") for p in problems)
     assert any(p.startswith("drain_s=200: a drain of 200 s needs a stopTimeout of 210 s") for p in problems)
     assert str(caught.value).startswith("GpuEcsService Stt: invalid props:")
+
+
+def test_another_model_server_needs_its_scaling_and_namespace_and_no_token():
+    with pytest.raises(PropsError) as caught:
+        build(bridge=None, model_bucket=None, model_prefix=None, streams_target=None, container_port=70000,
+              health_path="health", caller_cidrs=["10.0.0.0/33"])
+    assert caught.value.problems == [
+        "container_port=70000: must be a TCP port 1-65535 (the port the container listens on; with awsvpc networking "
+        "every port of the task's own interface is free)",
+        "health_path='health': must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
+        "spaces or a query string ('?')",
+        "caller_cidrs='10.0.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
+        "requests_per_target=null: must be a positive number of requests per task per minute without bridge",
+        "gpu_namespace=null: must name the GPU metrics' namespace without bridge",
+        "load_balancing='require_token=True': needs bridge: only the bridge checks the bearer token",
+    ]
+
+
+def test_another_model_server_in_given_subnets():
+    stack = bare_stack()
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, subnet_configuration=[
+        ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+    GpuEcsService(stack, "Tts", GpuEcsServiceProps(
+        service_name="tts", vpc=vpc, image=ecs.ContainerImage.from_registry("public.ecr.aws/x/tts:1"),
+        capacity=GpuCapacity("g6e.xlarge", min_tasks=1, max_tasks=2), container_port=9000, health_path="/ready",
+        requests_per_target=30, gpu_namespace="Team/Tts/Gpu", load_balancing=LoadBalancing(require_token=False),
+        subnets=vpc.isolated_subnets, caller_cidrs=["192.168.0.0/24"]))
+    _, group = only(stack, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert (group["Properties"]["Port"], group["Properties"]["HealthCheckPath"]) == (9000, "/ready")
+    _, service = only(stack, "AWS::ECS::Service")
+    isolated = sorted(r["Ref"] for r in service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"])
+    assert len(isolated) == 2 and all("Isolated" in ref for ref in isolated)
+    _, policy = only(stack, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["TargetValue"] == 30
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"

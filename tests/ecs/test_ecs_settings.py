@@ -87,9 +87,44 @@ def test_certificate_must_be_an_acm_arn_of_the_region():
 
 
 def test_gpu_memory_of_the_ecs_instance_is_checked():
-    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge")
-    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000")
-    assert "NVIDIA T4 (16 GiB)" in problem
+    # An explicit stream cap above what one T4 (16 GiB) holds at 45000 tokens (3 streams).
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__max_num_seqs=4)
+    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000 and "
+                              "voxtral.max_num_seqs=4: one NVIDIA T4 (16 GiB) holds the weights and KV cache for at "
+                              "most 3 sequence(s)")
+    # auto on a GPU that holds no stream at all.
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__gpu_memory_utilization=0.6,
+                              voxtral__alarm_gpu_memory_percent=70)
+    assert "for at most 0 sequence(s)" in problem
+
+
+def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
+    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs; voxtral.instance_type (a
+    SageMaker type) no longer counts, and the scaling target follows."""
+    base = {**cdk_json_context(), "voxtral.target": "ecs"}
+    l4 = load_settings(base).voxtral
+    assert (l4.sizing_instance_types, l4.streams_per_instance, l4.streams_target) == (["ml.g6.xlarge"], 4, 2.8)
+    l40s = load_settings({**base, "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert l40s.streams_per_instance == 23  # memory-bound on one L40S at 45000 tokens
+    assert l40s.streams_target == pytest.approx(0.7 * 23)
+    t4 = load_settings({**base, "ecs.instance_type": "g4dn.xlarge", "voxtral.instance_type": "ml.g6e.2xlarge"}).voxtral
+    assert t4.streams_per_instance == 3
+    # The SageMaker target still sizes by voxtral.instance_type, whatever ecs.instance_type says.
+    sagemaker = load_settings({**cdk_json_context(), "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert (sagemaker.sizing_instance_types, sagemaker.streams_per_instance) == (["ml.g6.4xlarge"], 4)
+
+
+def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error():
+    voxtral = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 6}).voxtral
+    assert voxtral.streams_per_instance == 6  # fits the L4's memory (8), above its compute cap (4): allowed
+    assert voxtral.stream_cap_warning() == (
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge'): the "
+        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in real time, so "
+        "streams may fall behind under full load; set voxtral.max_num_seqs=auto, or measure with "
+        "bench/capacity_bench.py (README 'Capacity')")
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 4}
+                         ).voxtral.stream_cap_warning() is None
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs"}).voxtral.stream_cap_warning() is None
 
 
 def test_unknown_choice_lists_the_allowed_ones():
@@ -116,10 +151,28 @@ def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
     assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
 
 
-def test_private_network_mode_is_refused_not_ignored():
-    problems = ecs_problems(network__mode="vpc")
-    assert problems == ["voxtral.target='ecs' with network.mode='vpc': not supported yet (the ECS target makes its "
-                        "own VPC with a NAT gateway); use network.mode='public' with the ECS target, or "
-                        "voxtral.target='sagemaker' for a private deployment"]
-    # The SageMaker target in vpc mode stays valid.
-    assert load_settings({**cdk_json_context(), "network.mode": "vpc"}).network.private
+def test_private_network_mode_is_accepted_and_asks_for_the_ecs_endpoints():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "network.mode": "vpc"})
+    assert settings.uses_ecs and settings.network.network_props(ecs=settings.uses_ecs).ecs_endpoints
+    # The SageMaker target in vpc mode asks for none; nor does an existing VPC that brings its own endpoints.
+    sagemaker = load_settings({**cdk_json_context(), "network.mode": "vpc"})
+    assert not sagemaker.uses_ecs and not sagemaker.network.network_props(ecs=sagemaker.uses_ecs).ecs_endpoints
+    assert not settings.network.__class__(mode="vpc", create_endpoints=False).network_props(ecs=True).ecs_endpoints
+
+
+def test_app_exits_with_the_message_before_building_anything():
+    """cdk synth (app.py) fails with the settings' message for an instance type without an NVIDIA GPU."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    context = {"voxtral.target": "ecs", "ecs.instance_type": "m5.large", "ecs.min_tasks": 5}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context)})
+    assert result.returncode == 1
+    assert "ecs.instance_type='m5.large': has no NVIDIA GPU" in result.stderr
+    assert "ecs.max_tasks=4: must be at least ecs.min_tasks=5" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, synthesize
 from tests.ecs.conftest import CERT
 
@@ -248,3 +250,25 @@ def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_rol
                                    for s in policy["Properties"]["PolicyDocument"]["Statement"]])
     assert KEY in build_statements and "kms:GenerateDataKey" in build_statements
     # Without a key the task role has no KMS statement: test_task_role_reads_the_model_prefix_... lists its actions.
+
+
+def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
+    """ecs.instance_type=g6e.2xlarge (one L40S, 48 GiB): max_num_seqs=auto resolves to 23 streams at 45000 tokens,
+    not the 4 of voxtral.instance_type's L4; vLLM, the bridge's alarm and the scaling target all get it."""
+    t = ecs_variant.template("VoxtralEcs")
+    env = {e["Name"]: e["Value"] for e in container(t)["Environment"]}
+    assert env["SM_VLLM_MAX_NUM_SEQS"] == "23"
+    tracking = one(t, "AWS::ApplicationAutoScaling::ScalingPolicy")["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["TargetValue"] == pytest.approx(0.7 * 23)
+    (near_cap,) = [a["Properties"] for k, a in of_type(t, "AWS::CloudWatch::Alarm").items()
+                   if "ActiveStreamsNearCap" in k]
+    assert near_cap["Threshold"] == pytest.approx(0.9 * 23)
+
+
+def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(tmp_path):
+    app = synthesize(tmp_path, {"voxtral.target": "ecs", "voxtral.max_num_seqs": 6})
+    warnings = [e["data"] for f in app.outdir.glob("*VoxtralEcs.metadata.json")
+                for entries in json.loads(f.read_text()).values() for e in entries if e["type"] == "aws:cdk:warning"]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge')")
+    assert "realtime-voice:stream-cap-above-compute" in warnings[0]

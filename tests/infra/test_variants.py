@@ -126,4 +126,8 @@ def test_each_endpoint_can_be_switched_off(changed, sonic_only):
 def test_variants_are_cdk_nag_clean(changed, sonic_only):
     for variant in (changed, sonic_only):
         for report in json.loads((variant.outdir / "validation-report.json").read_text())["pluginReports"]:
+            if report["pluginName"] == "Construct Annotations":  # @aws-cdk/core:annotationsInValidationReport
+                # construct warnings (a prebuilt image's CUDA not named in its tag) are listed too; no error
+                assert {v["severity"] for v in report["violations"]} <= {"warning"}, report["violations"]
+                continue
             assert report["violations"] == []

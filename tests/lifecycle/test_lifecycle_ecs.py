@@ -1,5 +1,6 @@
 """The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy (voxtral.target=ecs), update
-(another instance type and another image), destroy, leaving nothing behind.
+(another instance type and another image), destroy, leaving nothing behind; in public mode (the stack's own VPC) and
+in network.mode=vpc (the Foundation stack's private network with the ECS endpoints).
 
 moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
 load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
@@ -39,10 +40,11 @@ def launch_template_data(aws: Aws, stack) -> dict:
     return version["LaunchTemplateData"]
 
 
-def test_ecs_target_deploy_update_destroy(tmp_path):
+@pytest.mark.parametrize("network", ["public", "vpc"])
+def test_ecs_target_deploy_update_destroy(tmp_path, network):
     started = time.monotonic()
     cdk_log = tmp_path / "cdk.log"
-    first = {"voxtral.target": "ecs", "voxtral.image_uri": IMAGE_1, "sonic.enabled": "false"}
+    first = {"voxtral.target": "ecs", "voxtral.image_uri": IMAGE_1, "sonic.enabled": "false", "network.mode": network}
     second = {**first, "voxtral.image_uri": IMAGE_2, "ecs.instance_type": "g6e.xlarge"}
     with moto_server() as server:
         aws = Aws(server.url)
@@ -51,8 +53,21 @@ def test_ecs_target_deploy_update_destroy(tmp_path):
         run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log)
         run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)], server.url, cdk_log)
         templates = load_templates(assembly_1)
-        assert sorted(templates) == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", STACK]
+        foundation = ["RealtimeVoice-Foundation"] if network == "vpc" else []
+        assert sorted(templates) == ["RealtimeVoice-Artifacts", *foundation, "RealtimeVoice-Operations", STACK]
         stack = read_stack(aws, STACK, templates[STACK])
+        if network == "vpc":
+            # The service runs in the Foundation stack's subnets, which have the ECS endpoints; no VPC of its own.
+            endpoints = aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
+            services = sorted(e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints)
+            assert services == ["ec2", "ecr.api", "ecr.dkr", "ecs", "ecs-agent", "ecs-telemetry", "logs",
+                                "monitoring", "s3", "sagemaker.runtime", "secretsmanager"]
+            (vpc_id,) = {e["VpcId"] for e in endpoints}
+            group = stack.one("AWS::AutoScaling::AutoScalingGroup").physical_id
+            (asg,) = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
+            subnets = aws.ec2.describe_subnets(SubnetIds=asg["VPCZoneIdentifier"].split(","))["Subnets"]
+            assert len(subnets) == 2 and {s["VpcId"] for s in subnets} == {vpc_id}
+            assert not aws.ec2.describe_nat_gateways()["NatGateways"]
 
         (cluster,) = aws.ecs.describe_clusters(clusters=[stack.one("AWS::ECS::Cluster").physical_id])["clusters"]
         assert cluster["status"] == "ACTIVE"
@@ -94,6 +109,8 @@ def test_ecs_target_deploy_update_destroy(tmp_path):
             "auto scaling groups": aws.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"],
             "launch templates": aws.ec2.describe_launch_templates()["LaunchTemplates"],
             "VPCs": [v["VpcId"] for v in aws.ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
+            "VPC endpoints": [e["VpcEndpointId"] for e in aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
+                              if e["State"].lower() != "deleted"],
             "NAT gateways": [g["NatGatewayId"] for g in aws.ec2.describe_nat_gateways()["NatGateways"]
                              if g["State"] != "deleted"],
             "network interfaces": [i["NetworkInterfaceId"] for i in aws.ec2.describe_network_interfaces()["NetworkInterfaces"]],
@@ -104,4 +121,4 @@ def test_ecs_target_deploy_update_destroy(tmp_path):
         assert {what: items for what, items in left.items() if items} == {}
         port = server.port
     assert port_is_closed(port)
-    log.info("ECS lifecycle: %.1f s", time.monotonic() - started)
+    log.info("ECS lifecycle (%s): %.1f s", network, time.monotonic() - started)

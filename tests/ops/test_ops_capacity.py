@@ -72,6 +72,21 @@ def test_a_price_that_cannot_be_read_is_said_and_exits_1(capsys, monkeypatch):
     assert code == 1 and "no price: no price for ml.g6.4xlarge" in out
 
 
+def test_prices_asked_for_but_unreadable_never_say_add_prices(capsys, monkeypatch):
+    def no_client(session, region):
+        raise pricing.NoCredentialsError("no AWS credentials found: the Price List API needs signed requests")
+
+    monkeypatch.setattr(pricing, "pricing_client", no_client)
+    code, out, _ = run(capsys, "--prices")
+    assert code == 1 and "add --prices" not in out
+    assert "  no price: no AWS credentials found: the Price List API needs signed requests" in out
+
+
+def test_the_report_fits_in_120_columns(capsys):
+    code, out, _ = run(capsys, "--instance-type", "ml.g6e.2xlarge")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 120
+
+
 @pytest.mark.parametrize("args,message", [
     (["--instance-type", "ml.m5.xlarge"], "--instance-type ml.m5.xlarge: not a GPU instance type"),
     (["-c", "voxtral.max_num_seqs=40"], "for at most 8 live stream(s) of that length"),

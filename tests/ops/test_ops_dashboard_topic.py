@@ -138,7 +138,10 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
 
 def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     """tests/infra/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
-    assert json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"] == []
+    reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"]
+    # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport) only warn
+    assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []
+    assert {v["severity"] for r in reports for v in r["violations"]} <= {"warning"}
     templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)

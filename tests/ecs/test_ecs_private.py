@@ -1,0 +1,157 @@
+"""The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the
+internet), the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer
+for the caller CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and
+cfn-lint; bad combinations fail with one clear message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.settings import SettingsError, load_settings
+from tests.conftest import ROOT, cdk_json_context, synthesize
+from tests.ecs.conftest import nag_violations
+from tests.ecs.test_ecs_templates import of_type, one
+
+PRIVATE_ECS = {"network.mode": "vpc", "voxtral.target": "ecs"}
+EXISTING_ECS = {
+    **PRIVATE_ECS,
+    "network.vpc_id": "vpc-0123456789abcdef0",
+    "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+    "network.availability_zones": "us-east-1a,us-east-1b",
+    "network.vpc_cidr": "10.20.0.0/16",
+    "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
+    "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
+    "network.create_endpoints": "false",
+}
+#: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network_props.py).
+ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}
+SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
+
+
+@pytest.fixture(scope="module")
+def private_ecs(tmp_path_factory):
+    return synthesize(tmp_path_factory.mktemp("vpc-ecs"), PRIVATE_ECS)
+
+
+@pytest.fixture(scope="module")
+def existing_ecs(tmp_path_factory):
+    return synthesize(tmp_path_factory.mktemp("vpc-ecs-existing"), EXISTING_ECS)
+
+
+def suffixes(template: dict) -> set[str]:
+    """The service of each VPC endpoint, as the part after ``com.amazonaws.<region>.``."""
+    names = set()
+    for endpoint in of_type(template, "AWS::EC2::VPCEndpoint").values():
+        name = json.dumps(endpoint["Properties"]["ServiceName"])
+        for candidate in ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}:
+            if f'.{candidate}"' in name:
+                names.add(candidate)
+    return names
+
+
+def imports_from_foundation(value) -> bool:
+    return "RealtimeVoice-Foundation:" in json.dumps(value)
+
+
+def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs):
+    from tests.infra.test_private import resources
+
+    foundation = private_ecs.template("Foundation")
+    assert suffixes(foundation) == ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}
+    assert len(resources(foundation, "AWS::EC2::VPCEndpoint")) == 11
+    groups = resources(foundation, "AWS::EC2::SecurityGroup")
+    (ecs_group,) = [k for k in groups if k.startswith("NetworkEcsEndpointsSecurityGroup")]
+    for endpoint in resources(foundation, "AWS::EC2::VPCEndpoint").values():
+        props = endpoint["Properties"]
+        name = json.dumps(props["ServiceName"])
+        if any(f'.{service}"' in name for service in ECS_SERVICES):
+            assert props["VpcEndpointType"] == "Interface" and props["PrivateDnsEnabled"] is True
+            assert props["SecurityGroupIds"] == [{"Fn::GetAtt": [ecs_group, "GroupId"]}]
+            assert len(props["SubnetIds"]) == 2
+
+
+def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, tmp_path_factory):
+    """The SageMaker target in vpc mode keeps its four endpoints (tests/infra/test_private.py has the rest)."""
+    sagemaker = synthesize(tmp_path_factory.mktemp("vpc-sagemaker"), {"network.mode": "vpc"})
+    assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
+    assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]
+
+
+def test_the_endpoints_let_in_the_vpc_on_443_only(private_ecs):
+    from tests.infra.test_private import ingress, resources
+
+    foundation = private_ecs.template("Foundation")
+    (model_group,) = [k for k in resources(foundation, "AWS::EC2::SecurityGroup")
+                      if k.startswith("NetworkModelSecurityGroup")]
+    assert ingress(foundation, "NetworkEcsEndpoints") == [(443, 443, "10.80.0.0/16")]
+    # The ECS instances pull the image through the ECR endpoints SageMaker uses.
+    assert ingress(foundation, "NetworkRegistryEndpoints") == [(443, 443, "10.80.0.0/16"), (443, 443, model_group)]
+
+
+def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
+    t = private_ecs.template("VoxtralEcs")
+    for kind in ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::InternetGateway", "AWS::EC2::NatGateway",
+                 "AWS::EC2::Route", "AWS::EC2::EIP"):
+        assert of_type(t, kind) == {}, kind
+    group = one(t, "AWS::AutoScaling::AutoScalingGroup")
+    service = one(t, "AWS::ECS::Service")
+    balancer = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    subnets = service["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]
+    assert len(subnets) == 2 and all(imports_from_foundation(s) and "PrivateSubnet" in json.dumps(s) for s in subnets)
+    assert group["VPCZoneIdentifier"] == subnets and balancer["Subnets"] == subnets
+    assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+    assert balancer["Scheme"] == "internal"
+    (lb_group,) = [g["Properties"] for k, g in of_type(t, "AWS::EC2::SecurityGroup").items()
+                   if k.startswith("ServiceLoadBalancerSecurityGroup")]
+    assert [(r["FromPort"], r["CidrIp"]) for r in lb_group["SecurityGroupIngress"]] == [(80, "10.80.0.0/16")]
+    assert imports_from_foundation(lb_group["VpcId"])
+
+
+def test_task_logs_and_token_are_under_the_data_key(private_ecs):
+    t = private_ecs.template("VoxtralEcs")
+    (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items()
+                    if k.startswith("ServiceLogs")]
+    assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
+    secret = one(t, "AWS::SecretsManager::Secret")
+    assert "DataKey" in json.dumps(secret["KmsKeyId"])
+
+
+def test_an_existing_vpc_takes_its_subnets_and_caller_cidrs(existing_ecs):
+    assert "RealtimeVoice-Foundation" in existing_ecs.templates
+    assert suffixes(existing_ecs.template("Foundation")) == set()  # network.create_endpoints=false: the VPC has them
+    t = existing_ecs.template("VoxtralEcs")
+    assert one(t, "AWS::AutoScaling::AutoScalingGroup")["VPCZoneIdentifier"] == [
+        "subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    (lb_group,) = [g["Properties"] for k, g in of_type(t, "AWS::EC2::SecurityGroup").items()
+                   if k.startswith("ServiceLoadBalancerSecurityGroup")]
+    assert [(r["FromPort"], r["CidrIp"]) for r in lb_group["SecurityGroupIngress"]] == [
+        (80, "10.20.0.0/16"), (80, "192.168.0.0/24")]
+    assert lb_group["VpcId"] == "vpc-0123456789abcdef0"
+
+
+@pytest.mark.parametrize("variant", ["private_ecs", "existing_ecs"])
+def test_cdk_nag_packs_and_cfn_lint_are_clean(variant, request):
+    app = request.getfixturevalue(variant)
+    # No finding of cdk-nag's three packs, and no CDK warning either (route tables given: no noSubnetRouteTableId).
+    assert nag_violations(app) == {}
+    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/infra/test_private.py shows they can fail).
+    templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout or "[]") == []
+
+
+def test_internet_facing_in_vpc_mode_fails_with_a_clear_message():
+    cert = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+    with pytest.raises(SettingsError) as caught:
+        load_settings({**cdk_json_context(), **PRIVATE_ECS, "ecs.load_balancer": "internet_facing",
+                       "ecs.certificate_arn": cert})
+    assert caught.value.problems == [
+        "ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has no internet gateway; "
+        "use ecs.load_balancer='internal' (callers reach it from the VPC, peered networks or on premises), or "
+        "network.mode='public'"]
