@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -249,7 +250,7 @@ def read_secret_string(secret_id: str, profile: str | None, region: str | None) 
     Raises:
         RealtimeError: code ``token_secret``, naming the secret and what AWS said (the value is never shown).
     """
-    from voicectl.aws import describe_aws_failure
+    from voicectl.aws import aws_session, describe_aws_failure
 
     arn_region = secret_id.split(":")[3] if secret_id.startswith("arn:") and secret_id.count(":") >= 6 else None
     try:
