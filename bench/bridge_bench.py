@@ -18,6 +18,10 @@ order (A, B, A, B, ...), so that the versions share the machine's load:
    default, a policy) set out of the way: at 16 and 64 streams these synthetic streams exceed it. The audio rate
    per stream is printed (`unpaced_x_real_time`), to compare with that default.
 
+With `--token TOKEN`, every bridge runs with BRIDGE_TOKEN=TOKEN and every bridged client sends `Authorization: Bearer
+TOKEN` on its upgrade (a version without the check ignores both), so the token check is in the figures (accept
+latency; it runs once per upgrade, never per frame).
+
 With `--held N`, one more phase per run and version, as a hostile client tried it: a fake vLLM that stops reading
 after each session's commit, N streams pushing 4 MiB appends without pause (rate limit and stall detection set
 out of the way), the bridge's resident memory per stream after 2 s, what stays resident 3 s after the clients
@@ -111,9 +115,10 @@ def _frames(model: str) -> tuple[str, str, str]:
     )
 
 
-async def _open(url: str, model: str):
+async def _open(url: str, model: str, headers: dict[str, str] | None = None):
     update, commit, _ = _frames(model)
-    ws = await connect(url, compression=None, ping_interval=None, proxy=None, max_size=None, open_timeout=10)
+    ws = await connect(url, compression=None, ping_interval=None, proxy=None, max_size=None, open_timeout=10,
+                       additional_headers=headers)
     created = json.loads(await ws.recv())
     assert created["type"] == "session.created", created
     await ws.send(update)
@@ -121,13 +126,14 @@ async def _open(url: str, model: str):
     return ws
 
 
-async def paced_stream(url: str, model: str, start_at: float, stop_at: float, rec: Recording, offset: float) -> None:
+async def paced_stream(url: str, model: str, start_at: float, stop_at: float, rec: Recording, offset: float,
+                       headers: dict[str, str] | None = None) -> None:
     """One stream: connect at `start_at`, an append every 128 ms until `stop_at`, match deltas FIFO."""
     clock = time.perf_counter
     await asyncio.sleep(max(0.0, start_at - clock()))
     t0 = clock()
     try:
-        ws = await _open(url, model)
+        ws = await _open(url, model, headers)
     except Exception:  # counted, not fatal: the figures say how many streams failed
         rec.errors += 1
         return
@@ -166,10 +172,11 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
             await reader
 
 
-async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds: float, pid: int | None) -> dict[str, float]:
+async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds: float, pid: int | None,
+                      headers: dict[str, str] | None = None) -> dict[str, float]:
     """Run N paced streams; return figures (ms, frames/s, CPU ms per 1000 frames, KiB per stream)."""
     clock = time.perf_counter
-    warm = await _open(url, model)  # first connection of the phase pays one-off costs: keep it out
+    warm = await _open(url, model, headers)  # first connection of the phase pays one-off costs: keep it out
     await warm.close()
     begin = clock() + 0.2
     window = (begin + ramp_s + 0.5, begin + ramp_s + seconds)
@@ -177,7 +184,8 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
     rss_before = rss_bytes(pid) if pid else 0
     tasks = [
         asyncio.create_task(
-            paced_stream(url, model, begin + ramp_s * i / streams, window[1] + 0.1, rec, APPEND_PERIOD_S * ((i * 7919) % streams) / streams)
+            paced_stream(url, model, begin + ramp_s * i / streams, window[1] + 0.1, rec, APPEND_PERIOD_S * ((i * 7919) % streams) / streams,
+                         headers)
         )
         for i in range(streams)
     ]
@@ -211,7 +219,8 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
     return figures
 
 
-async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float) -> float:
+async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float,
+                        headers: dict[str, str] | None = None) -> float:
     """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding; frames per second
     (appends sent + deltas received) in the window after every stream has started."""
     clock = time.perf_counter
@@ -222,7 +231,7 @@ async def unpaced_phase(url: str, model: str, streams: int, inflight: int, secon
     async def one(index: int) -> None:
         nonlocal counted
         await asyncio.sleep(ramp_s * index / streams)
-        ws = await _open(url, model)
+        ws = await _open(url, model, headers)
         append = _frames(model)[2]
         credit = asyncio.Semaphore(inflight)
 
@@ -281,6 +290,16 @@ def _start(bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]) ->
     return fake, bridge, vllm_port, bridge_port
 
 
+def token_env(token: str | None) -> dict[str, str]:
+    """The bridge's environment for `--token`: BRIDGE_TOKEN (a version without the check ignores it)."""
+    return {} if token is None else {"BRIDGE_TOKEN": token}
+
+
+def auth_headers(token: str | None) -> dict[str, str] | None:
+    """What a bridged client sends with `--token`: `Authorization: Bearer <token>` on the upgrade."""
+    return None if token is None else {"Authorization": f"Bearer {token}"}
+
+
 def _stop(*processes: subprocess.Popen) -> None:
     for process in processes:
         process.terminate()
@@ -307,10 +326,11 @@ print(slowest)
 """
 
 
-async def held_phase(streams: int, bridge_dir: Path) -> dict[str, float]:
+async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -> dict[str, float]:
     """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
     fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
-        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
+        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000",
+        **token_env(token)})
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
     big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))
@@ -319,7 +339,7 @@ async def held_phase(streams: int, bridge_dir: Path) -> dict[str, float]:
         await wait_ready(bridge_port, "/ping")
         url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
         baseline = rss_bytes(bridge.pid)
-        clients = [await _open(url, model) for _ in range(streams)]
+        clients = [await _open(url, model, auth_headers(token)) for _ in range(streams)]
         quiet = await _slowest_ping(bridge_port, 1.0)  # the machine's own noise, before the attack
 
         async def push(ws) -> None:
@@ -354,20 +374,22 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
     """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and unpaced,
     direct and bridged (and held, with `--held`)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
-    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"],
-                                                  {"AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000"})
+    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"], {
+        "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000", **token_env(args.token)})
+    headers = auth_headers(args.token)
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
         direct_url = f"ws://127.0.0.1:{vllm_port}/v1/realtime"
         bridged_url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
         direct = await paced_phase(direct_url, model, streams, args.ramp, args.seconds, None)
-        bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid)
+        bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid, headers)
         unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
-        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
+        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp,
+                                              headers)
     finally:
         _stop(bridge, fake)
-    held = await held_phase(args.held, bridge_dir) if args.held else {}
+    held = await held_phase(args.held, bridge_dir, args.token) if args.held else {}
     return {
         "added_p50_ms": bridged["rtt_p50_ms"] - direct["rtt_p50_ms"],
         "added_p99_ms": bridged["rtt_p99_ms"] - direct["rtt_p99_ms"],
@@ -445,6 +467,9 @@ def main() -> None:
                         help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)")
     parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
                         help="a bridge version to measure: its container/ directory (repeat; default: this checkout's)")
+    parser.add_argument("--token", metavar="TOKEN",
+                        help="run every bridge with BRIDGE_TOKEN=TOKEN and send Authorization: Bearer TOKEN on each "
+                             "bridged upgrade (a version without the check ignores both), so the check is measured")
     args = parser.parse_args()
     bridges = parse_bridges(args.bridge) or [("this", REPO / "container")]
     try:

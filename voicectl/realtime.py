@@ -1117,6 +1117,31 @@ async def transcribe_stream(
     return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock).run()
 
 
+HTTP_UNAUTHORIZED = 401
+"""The bridge's answer to an upgrade without the right bearer token (container/bridge/auth.py)."""
+
+
+@dataclass(frozen=True)
+class BearerToken:
+    """The bearer token a bridge on ECS requires (``Authorization: Bearer <value>``) and where it came from.
+
+    ``source`` names it for people (``Secrets Manager secret ARN``, ``environment variable NAME``); ``value`` is
+    never printed (not in ``repr`` either).
+    """
+
+    value: str = field(repr=False)
+    source: str
+
+
+def unauthorized_message(url: str, token: BearerToken | None) -> str:
+    """One line for an HTTP 401 from the bridge at ``url``: which token was refused, or that none was sent."""
+    if token is None:
+        return (f"the bridge at {url} requires a bearer token (HTTP 401): pass --token-secret with the ARN of the "
+                "stack's token secret (output TokenSecretArn)")
+    return (f"the bridge at {url} refused the bearer token from {token.source} (HTTP 401): check that it is the "
+            "service's token secret (stack output TokenSecretArn) and that tasks started after its last rotation")
+
+
 class WebSocketTransport:
     """A :class:`RealtimeTransport` over a plain WebSocket (``--url``, a container's bridge on its own).
 
@@ -1133,28 +1158,41 @@ class WebSocketTransport:
         self._connection = connection
 
     @classmethod
-    async def connect(cls, url: str) -> WebSocketTransport:
-        """Open a WebSocket to ``url`` (``ws://HOST:PORT/invocations-bidirectional-stream``).
+    async def connect(cls, url: str, *, token: BearerToken | None = None) -> WebSocketTransport:
+        """Open a WebSocket to ``url`` (``ws://HOST:PORT/invocations-bidirectional-stream``, or the ECS load
+        balancer's ``wss://`` URL), sending ``Authorization: Bearer <token>`` on the upgrade when ``token`` is given.
 
         Raises:
-            RealtimeError: the URL is invalid, or the server refused or did not answer (with what to check).
+            RealtimeError: the URL is invalid (``bad_url``), the bridge refused the token (HTTP 401,
+                ``unauthorized``, naming where the token came from), or the server refused or did not answer
+                (``connect_failed``, with what to check).
         """
         from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
+        headers = None if token is None else {"Authorization": f"Bearer {token.value}"}
         try:
-            connection = await connect(url, open_timeout=cls.OPEN_TIMEOUT_S, max_size=cls.MAX_MESSAGE_BYTES)
+            connection = await connect(url, open_timeout=cls.OPEN_TIMEOUT_S, max_size=cls.MAX_MESSAGE_BYTES,
+                                       additional_headers=headers)
         except (InvalidURI, ValueError) as error:
             raise RealtimeError(f"{url!r} is not a WebSocket URL; use ws://HOST:PORT/invocations-bidirectional-stream",
                                 code="bad_url") from error
+        except InvalidStatus as error:
+            if error.response.status_code == HTTP_UNAUTHORIZED:
+                raise RealtimeError(unauthorized_message(url, token), code="unauthorized") from None
+            raise cls._connect_failed(url, error) from error
         except (OSError, TimeoutError, InvalidHandshake) as error:
-            parts = urlsplit(url)
-            ping = f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}/ping"
-            raise RealtimeError(
-                f"cannot open a WebSocket to {url} ({error or type(error).__name__}); is the container running and "
-                f"ready? `curl {ping}` must answer 200", code="connect_failed"
-            ) from error
+            raise cls._connect_failed(url, error) from error
         return cls(connection)
+
+    @staticmethod
+    def _connect_failed(url: str, error: BaseException) -> RealtimeError:
+        parts = urlsplit(url)
+        ping = f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}/ping"
+        return RealtimeError(
+            f"cannot open a WebSocket to {url} ({error or type(error).__name__}); is the container running and "
+            f"ready? `curl {ping}` must answer 200", code="connect_failed"
+        )
 
     async def send_text(self, text: str) -> None:
         from websockets.exceptions import ConnectionClosed

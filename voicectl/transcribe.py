@@ -3,6 +3,7 @@
     voicectl transcribe FILE --endpoint NAME [--region R] [--profile P] [--endpoint-url URL] [--speed 1.0]
         [--max-stream-s 1500] [--json]
     voicectl transcribe FILE --url ws://HOST:PORT/invocations-bidirectional-stream [--speed 0]
+    voicectl transcribe FILE --url wss://ECS-LOAD-BALANCER/invocations-bidirectional-stream --token-secret ARN
 
 Deltas are printed to stderr as they arrive; the final transcript goes to stdout (so ``> out.txt`` keeps just the
 text), followed on stderr by time to first delta, real-time factor and audio seconds sent. ``--json`` prints one
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.cli import UsageError
 from voicectl.realtime import (
+    BearerToken,
     DEFAULT_MAX_STREAM_S,
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
@@ -76,7 +79,14 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)")
     target.add_argument("--url", metavar="WS_URL",
-                        help="talk straight to a container's bridge: ws://HOST:PORT/invocations-bidirectional-stream")
+                        help="talk straight to a container's bridge: ws://HOST:PORT/invocations-bidirectional-stream, "
+                             "or the ECS target's load balancer (stack output StreamUrl)")
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument("--token-secret", metavar="ARN",
+                       help="with --url: send Authorization: Bearer <token>, the token read from this Secrets Manager "
+                            "secret (the ECS stack's output TokenSecretArn; its Region, else --region, AWS_REGION...)")
+    token.add_argument("--token-env", metavar="NAME",
+                       help="with --url: send the bearer token held in environment variable NAME (local use, tests)")
     parser.add_argument("--region",
                         help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile's)")
     parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
@@ -103,6 +113,11 @@ def validate_target_arguments(args: argparse.Namespace) -> None:
                          f"(a session must hold several 128 ms chunks), got {args.session_limit}")
     if args.url is not None:
         validate_url(args.url)
+    token_option = ("--token-secret" if getattr(args, "token_secret", None) is not None else
+                    "--token-env" if getattr(args, "token_env", None) is not None else None)
+    if token_option is not None and args.url is None:
+        raise UsageError(f"{token_option} goes with --url (a bridge that checks a bearer token: the ECS target's load "
+                         "balancer); with --endpoint, SageMaker authenticates your AWS credentials and needs no token")
     endpoint_url = getattr(args, "endpoint_url", None)
     if endpoint_url is not None:
         if args.url is not None:
@@ -183,9 +198,11 @@ async def open_target(args: argparse.Namespace):
     """
     if args.url is not None:
         url = args.url
+        # Secrets Manager is asked through boto3 (blocking): off the event loop. Without it, nothing to wait for.
+        token = await asyncio.to_thread(read_token, args) if getattr(args, "token_secret", None) else read_token(args)
 
         async def open_websocket() -> WebSocketTransport:
-            return await WebSocketTransport.connect(url)
+            return await WebSocketTransport.connect(url, token=token)
 
         yield open_websocket
         return
@@ -196,6 +213,59 @@ async def open_target(args: argparse.Namespace):
                              endpoint_url=getattr(args, "endpoint_url", None),
                              target_variant=args.target_variant) as opener:
         yield opener
+
+
+def read_token(args: argparse.Namespace) -> BearerToken | None:
+    """The bearer token of ``--token-secret ARN`` (Secrets Manager's ``SecretString``) or ``--token-env NAME``;
+    None without either. Read once, before any stream opens; the value is never printed.
+
+    The secret is read in its ARN's Region unless ``--region`` says otherwise (a name without an ARN: ``--region``,
+    ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's, as :func:`voicectl.aws.aws_session` orders them).
+
+    Raises:
+        UsageError: the environment variable is unset, or the token is empty or holds whitespace or characters an
+            HTTP header cannot carry.
+        RealtimeError: the secret cannot be read (code ``token_secret``: not found, access denied, no credentials).
+    """
+    secret_id, env_name = getattr(args, "token_secret", None), getattr(args, "token_env", None)
+    if secret_id is not None:
+        source = f"Secrets Manager secret {secret_id}"
+        value = read_secret_string(secret_id, args.profile, args.region)
+    elif env_name is not None:
+        source = f"environment variable {env_name}"
+        value = os.environ.get(env_name)
+        if value is None:
+            raise UsageError(f"--token-env {env_name}: the environment variable {env_name} is not set")
+    else:
+        return None
+    if not value or any(not 0x21 <= ord(char) <= 0x7E for char in value):
+        raise UsageError(f"the bearer token from {source} is empty or holds whitespace or characters outside visible "
+                         "ASCII, which an HTTP header cannot carry unchanged (the value is not shown)")
+    return BearerToken(value, source)
+
+
+def read_secret_string(secret_id: str, profile: str | None, region: str | None) -> str:
+    """``SecretString`` of Secrets Manager secret ``secret_id`` (an ARN or a name).
+
+    Raises:
+        RealtimeError: code ``token_secret``, naming the secret and what AWS said (the value is never shown).
+    """
+    from voicectl.aws import aws_session, describe_aws_failure
+
+    arn_region = secret_id.split(":")[3] if secret_id.startswith("arn:") and secret_id.count(":") >= 6 else None
+    try:
+        client = aws_session(profile, region or arn_region or None).client("secretsmanager")
+        value = client.get_secret_value(SecretId=secret_id).get("SecretString")
+    except Exception as error:
+        described = describe_aws_failure(error)
+        if described is None:
+            raise
+        raise RealtimeError(f"cannot read the bearer token from Secrets Manager secret {secret_id}: {described[1]}",
+                            code="token_secret") from error
+    if value is None:
+        raise RealtimeError(f"Secrets Manager secret {secret_id} holds binary data, not the bearer token as text",
+                            code="token_secret")
+    return value
 
 
 def print_delta(delta: str) -> None:

@@ -190,7 +190,16 @@ def main() -> int:
     package_parent = str(Path(__file__).resolve().parent.parent)
     bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
-    return asyncio.run(supervise(command, bridge_command(), env, drain_s, bridge_env))
+    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s, bridge_env))
+
+
+#: Variables only the bridge needs, kept out of vLLM's environment: the callers' bearer token (see `auth`).
+BRIDGE_ONLY_VARIABLES = frozenset({"BRIDGE_TOKEN"})
+
+
+def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without `BRIDGE_ONLY_VARIABLES`: vLLM has no use for the callers' token, so it never holds it."""
+    return {name: value for name, value in env.items() if name not in BRIDGE_ONLY_VARIABLES}
 
 
 if __name__ == "__main__":

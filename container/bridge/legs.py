@@ -11,7 +11,8 @@ break the relay's hooks; what the bridge does with each read is its own code:
 
 - `ClientLeg` (the caller's side; SageMaker's sidecar in production): reads the request head itself,
   answers `GET /ping`, other paths and non-GET requests (`plain_http`), and accepts the WebSocket at
-  the stream path (or its alias for SageMaker's `ModelInvocationPath`, see `server`). Then it feeds the
+  the stream path (or its alias for SageMaker's `ModelInvocationPath`, see `server`) unless the server
+  answers the upgrade itself (401 without the bearer token, see `auth`). Then it feeds the
   client's bytes to the protocol in pieces, within a budget per turn of the event loop: every frame
   (data, continuation, ping, pong) and every byte counts, so that no client can keep the loop from the
   other streams and `/ping`. Fragments are joined in one buffer bounded by the message size limit, at
@@ -38,6 +39,7 @@ from http import HTTPStatus
 from typing import Protocol
 
 from websockets.client import ClientProtocol
+from websockets.datastructures import Headers
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
@@ -125,7 +127,7 @@ class LegOwner(Protocol):
     max_frame_bytes: int
     legs: set[ClientLeg]
 
-    def answer_get(self, path: str) -> Response | None: ...
+    def answer_get(self, path: str, headers: Headers) -> Response | None: ...
     def answer_non_get(self, head: bytes) -> Response: ...
     def stream_accepted(self, leg: ClientLeg) -> None: ...
 
@@ -435,7 +437,7 @@ class ClientLeg(asyncio.Protocol):
                 ))
             return
         request = events[0]
-        response = self.owner.answer_get(request.path.split("?", 1)[0])
+        response = self.owner.answer_get(request.path.split("?", 1)[0], request.headers)
         if response is None:  # the stream path: the WebSocket handshake
             response = ws.accept(request)
             ws.send_response(response)

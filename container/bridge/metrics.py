@@ -17,6 +17,9 @@ highest count seen in the interval. Dimensions: EndpointName, VariantName.
 | StreamSeconds    | Seconds      | how long each stream lasted                                        |
 | UpstreamErrors   | Count        | vLLM refused a session, or closed/dropped one mid-stream           |
 | KvCacheStreams   | Count        | live streams vLLM's KV cache holds (its num_gpu_blocks // KV_BLOCKS_PER_STREAM), once known |
+| Unauthorized     | Count        | stream requests refused 401 for a missing or wrong bearer token (only with BRIDGE_TOKEN) |
+| TaskProtected    | Count        | 1 if ECS task scale-in protection was on at any time in the interval, else 0 (only on ECS) |
+| TaskProtectionErrors | Count    | requests to the ECS agent's task-protection endpoint that failed (only on ECS) |
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class BridgeMetrics:
         self.active_streams = 0
         #: Live streams vLLM's KV cache holds, once read from vLLM (None before, or without KV_BLOCKS_PER_STREAM).
         self.kv_cache_streams: int | None = None
+        #: Whether the bridge checks a bearer token (Unauthorized is written) / manages ECS task scale-in
+        #: protection (TaskProtected, TaskProtectionErrors are written); set by the server.
+        self.checks_token = False
+        self.manages_protection = False
+        #: Whether ECS task scale-in protection is on now (set by `task_protection`).
+        self.task_protected = False
         self._reset()
         self._environment = LocalEnvironment()  # stdout sink; no probing of EC2/Lambda metadata
 
@@ -46,6 +55,9 @@ class BridgeMetrics:
         self.started = 0
         self.rejected = 0
         self.upstream_errors = 0
+        self.unauthorized_count = 0
+        self.protection_errors = 0
+        self.was_protected = self.task_protected
         self.first_delta_ms: list[float] = []
         self.stream_seconds: list[float] = []
 
@@ -72,6 +84,19 @@ class BridgeMetrics:
         """vLLM refused a session or ended one mid-stream."""
         self.upstream_errors += 1
 
+    def unauthorized(self) -> None:
+        """A stream request was refused 401 (bearer token missing, malformed or wrong)."""
+        self.unauthorized_count += 1
+
+    def protection_changed(self, enabled: bool) -> None:
+        """ECS task scale-in protection was turned on (True) or off (False)."""
+        self.task_protected = enabled
+        self.was_protected = self.was_protected or enabled
+
+    def protection_error(self) -> None:
+        """A request to the ECS agent's task-protection endpoint failed."""
+        self.protection_errors += 1
+
     async def _resolve_environment(self) -> LocalEnvironment:
         return self._environment
 
@@ -86,6 +111,11 @@ class BridgeMetrics:
         logger.put_metric("UpstreamErrors", self.upstream_errors, "Count")
         if self.kv_cache_streams is not None:
             logger.put_metric("KvCacheStreams", self.kv_cache_streams, "Count")
+        if self.checks_token:
+            logger.put_metric("Unauthorized", self.unauthorized_count, "Count")
+        if self.manages_protection:
+            logger.put_metric("TaskProtected", int(self.was_protected), "Count")
+            logger.put_metric("TaskProtectionErrors", self.protection_errors, "Count")
         for value in self.first_delta_ms:
             logger.put_metric("TimeToFirstDelta", round(value, 1), "Milliseconds")
         for value in self.stream_seconds:

@@ -39,6 +39,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
 
+from websockets.datastructures import Headers
 from websockets.exceptions import InvalidHandshake
 from websockets.frames import CloseCode
 from websockets.http11 import Response
@@ -46,6 +47,7 @@ from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from . import plain_http, protocol
+from .auth import BearerToken, Verdict
 from .health import HealthProbe
 from .legs import (
     CLIENT_CLOSE_TIMEOUT_S,
@@ -60,6 +62,7 @@ from .legs import (
 )
 from .metrics import BridgeMetrics
 from .settings import Settings
+from .task_protection import TaskProtection
 
 __all__ = [
     "FRAME_BUDGET", "INVOCATIONS_PATH", "PING_PATH", "STREAM_PATH", "STREAM_PATH_ALIASES", "WRITE_LIMIT_BYTES",
@@ -294,6 +297,16 @@ class Bridge:
         self._audio_limit = settings.session_audio_limit_bytes
         self._no_streams = asyncio.Event()
         self._no_streams.set()
+        #: The bearer token stream requests must carry (BRIDGE_TOKEN), or None (no check: SageMaker).
+        self._token = BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
+        #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on ECS).
+        self.protection: TaskProtection | None = (
+            TaskProtection(settings.ecs_agent_uri, self.metrics, expires_minutes=settings.task_protection_minutes,
+                           grace_s=settings.task_protection_grace_s)
+            if settings.ecs_agent_uri else None
+        )
+        self.metrics.checks_token = self._token is not None
+        self.metrics.manages_protection = self.protection is not None
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> Bridge:
@@ -304,9 +317,12 @@ class Bridge:
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._sweep_streams())
         self._spawn(self._flush_metrics_periodically())
+        if self.protection is not None:
+            self._spawn(self.protection.run())
         log.info(
-            "bridge listening on %s:%d, vLLM at %s, max %d streams",
+            "bridge listening on %s:%d, vLLM at %s, max %d streams, bearer token %s, ECS task scale-in protection %s",
             self.settings.host, self.port, self._upstream_uri.resource_name, self.settings.max_streams,
+            "required" if self._token else "not checked", "on while streams are live" if self.protection else "off",
         )
         return self
 
@@ -348,10 +364,16 @@ class Bridge:
         task.add_done_callback(self._background.discard)
 
     # ---- plain HTTP: /ping and everything that is not the stream (called by ClientLeg) ----------------
-    def answer_get(self, path: str) -> Response | None:
-        """The answer to `GET path`, or None for the stream (then the WebSocket handshake follows)."""
+    def answer_get(self, path: str, headers: Headers) -> Response | None:
+        """The answer to `GET path` with request `headers`, or None for the stream (then the WebSocket handshake
+        follows). With a bearer token set (BRIDGE_TOKEN), a stream request without it gets 401 (`auth`)."""
         if path == STREAM_PATH or path in STREAM_PATH_ALIASES:
-            return None
+            if self._token is None:
+                return None
+            verdict = self._token.check(headers)
+            if verdict is Verdict.OK:
+                return None
+            return self._unauthorized(verdict)
         if path == PING_PATH:
             if self.health.healthy:
                 return plain_http.json_response(http.HTTPStatus.OK, {"status": "healthy"})
@@ -367,6 +389,19 @@ class Bridge:
                 ),
                 "code": "unknown_path",
             },
+        )
+
+    def _unauthorized(self, verdict: Verdict) -> Response:
+        """401 for a stream request whose bearer token is `verdict` (missing, malformed or wrong); counted and
+        logged without the token."""
+        self.metrics.unauthorized()
+        log.info("refused a stream: %s bearer token (401)", verdict.value)
+        challenge = "Bearer" if verdict is Verdict.MISSING else 'Bearer error="invalid_token"'
+        return plain_http.json_response(
+            http.HTTPStatus.UNAUTHORIZED,
+            {"error": f"{verdict.value} bearer token: send Authorization: Bearer <token> (the token secret's value)",
+             "code": "unauthorized"},
+            {"WWW-Authenticate": challenge},
         )
 
     def answer_non_get(self, head: bytes) -> Response:
@@ -420,6 +455,8 @@ class Bridge:
             return
         self.active_streams += 1
         self._no_streams.clear()
+        if self.protection is not None:
+            self.protection.streams_changed(self.active_streams)
         stream = _Stream(self, client)
         client.stream = stream
         try:
@@ -453,6 +490,8 @@ class Bridge:
             self.active_streams -= 1
             if not self.active_streams:
                 self._no_streams.set()
+            if self.protection is not None:
+                self.protection.streams_changed(self.active_streams)
 
     async def _open_upstream(self, stream: _Stream) -> UpstreamLeg:
         """Connect to vLLM and complete the WebSocket handshake within `UPSTREAM_OPEN_TIMEOUT_S`."""

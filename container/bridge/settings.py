@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .auth import token_problem
 
 #: Port SageMaker sends `/ping` and the bidirectional stream to (SageMaker container contract:
 #: https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html).
@@ -46,6 +48,14 @@ DEFAULT_AUDIO_BURST_S = 120.0
 DEFAULT_METRICS_NAMESPACE = "RealtimeVoice/Bridge"
 #: Seconds between two EMF metric lines.
 DEFAULT_METRICS_INTERVAL_S = 60.0
+#: Minutes one ECS task scale-in protection request lasts (ExpiresInMinutes; the agent accepts 1 to 2880). The bridge
+#: renews it while streams are live, so this bounds only how long a task whose bridge hung stays protected.
+DEFAULT_TASK_PROTECTION_MINUTES = 10
+#: Seconds without a live stream before the bridge turns protection off, so that a caller moving to a new stream
+#: (voicectl's rollover, a reconnect) does not make it flap (see `task_protection`).
+DEFAULT_TASK_PROTECTION_GRACE_S = 10.0
+#: The agent's limits on ExpiresInMinutes (Amazon ECS developer guide, "Amazon ECS task scale-in protection endpoint").
+TASK_PROTECTION_MINUTES_RANGE = (1, 2880)
 
 
 class SettingsError(ValueError):
@@ -109,6 +119,13 @@ class Settings:
         metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE, ENDPOINT_NAME,
             VARIANT_NAME (the CDK stack sets them; dimensions of every metric).
         metrics_interval_s: METRICS_INTERVAL_S, default 60.
+        bridge_token: BRIDGE_TOKEN, the bearer token the stream's upgrade must carry (None: no check, as on
+            SageMaker, where SigV4 authenticates callers); never in the repr (see `auth`).
+        ecs_agent_uri: ECS_AGENT_URI, which the ECS agent sets in every task's containers (None: not on ECS, no
+            task scale-in protection; see `task_protection`).
+        task_protection_minutes: TASK_PROTECTION_MINUTES, default 10 (1 to 2880): ExpiresInMinutes of each request.
+        task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live stream before
+            protection is turned off.
     """
 
     host: str = "0.0.0.0"
@@ -131,6 +148,10 @@ class Settings:
     endpoint_name: str = "local"
     variant_name: str = "local"
     metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
+    bridge_token: str | None = field(default=None, repr=False)
+    ecs_agent_uri: str | None = None
+    task_protection_minutes: int = DEFAULT_TASK_PROTECTION_MINUTES
+    task_protection_grace_s: float = DEFAULT_TASK_PROTECTION_GRACE_S
 
     @property
     def session_audio_limit_bytes(self) -> int | None:
@@ -170,6 +191,18 @@ class Settings:
                 f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio one append of "
                 f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused"
             )
+        token = env.get("BRIDGE_TOKEN")
+        if token is not None and (problem := token_problem(token)):
+            raise SettingsError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
+        agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
+        if agent_uri is not None and not agent_uri.startswith("http://"):
+            raise SettingsError(f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)")
+        low, high = TASK_PROTECTION_MINUTES_RANGE
+        protection_minutes = int(_number(env, "TASK_PROTECTION_MINUTES", DEFAULT_TASK_PROTECTION_MINUTES,
+                                         minimum=low, integer=True))
+        if protection_minutes > high:
+            raise SettingsError(f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most {high} (the ECS "
+                                "agent's limit on ExpiresInMinutes)")
         return cls(
             host=env.get("BRIDGE_HOST", "0.0.0.0"),
             port=int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True)),
@@ -200,4 +233,9 @@ class Settings:
             endpoint_name=env.get("ENDPOINT_NAME", "local"),
             variant_name=env.get("VARIANT_NAME", "local"),
             metrics_interval_s=_number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1),
+            bridge_token=token,
+            ecs_agent_uri=agent_uri,
+            task_protection_minutes=protection_minutes,
+            task_protection_grace_s=_number(env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S,
+                                            minimum=0),
         )

@@ -123,3 +123,11 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
         process.kill()
     assert code == 0
     assert (tmp_path / "standin.json.term").read_text() == "SIGTERM"
+
+
+def test_vllm_never_gets_the_callers_bearer_token():
+    from bridge.entrypoint import vllm_environment
+
+    env = {"BRIDGE_TOKEN": "s3cr3t-Token-0123456789", "SM_VLLM_MODEL": "/opt/ml/model", "PATH": "/usr/bin"}
+    assert vllm_environment(env) == {"SM_VLLM_MODEL": "/opt/ml/model", "PATH": "/usr/bin"}
+    assert env["BRIDGE_TOKEN"] == "s3cr3t-Token-0123456789"  # the bridge's own environment keeps it

@@ -63,12 +63,20 @@ def requirement_lines() -> list[str]:
 
 def test_dependencies_are_pinned_or_ranged_and_installed():
     requirements = requirement_lines()
-    assert {re.split(r"[=<>]", line)[0] for line in requirements} == {"websockets", "aws-embedded-metrics", "uvloop", "pybase64", "boto3"}
+    assert {re.split(r"[=<>]", line)[0] for line in requirements} == {
+        "websockets", "aws-embedded-metrics", "uvloop", "pybase64", "boto3", "aiohttp"}
     # Pinned, except websockets: one range, the project's (the bridge relies on its documented Sans-I/O API only).
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in requirements
                if not line.startswith("websockets"))
     assert any("pip install" in run and "requirements.txt" in run for run in instructions("RUN"))
     assert any(f"{BRIDGE_VENV}/bin/python -m pip install" in run for run in instructions("RUN"))
+
+
+def test_aiohttp_is_the_version_the_lock_pins():
+    """The bridge's aiohttp (task protection) is the one aws-embedded-metrics brings and the tests ran with."""
+    (pinned,) = [line for line in requirement_lines() if line.startswith("aiohttp")]
+    locked = re.search(r"^aiohttp==([0-9.]+)", (CONTAINER.parent / "requirements.lock").read_text(), re.MULTILINE)
+    assert pinned == f"aiohttp=={locked.group(1)}"
 
 
 def test_websockets_has_one_version_range_in_the_project_and_the_image():

@@ -162,7 +162,8 @@ def memory_server() -> MemoryServer:
 class Servers:
     """Fake vLLM + bridge on a background event loop."""
 
-    def __init__(self, **fake_options) -> None:
+    def __init__(self, bridge_token: str | None = None, **fake_options) -> None:
+        self.bridge_token = bridge_token
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.vllm = FakeVllm(**fake_options)
@@ -179,7 +180,8 @@ class Servers:
 
         async def start() -> None:
             await self.vllm.start()
-            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0)).start()
+            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0,
+                                                bridge_token=self.bridge_token)).start()
 
         self.call(start())
         return self

@@ -1,0 +1,97 @@
+"""The bearer token callers send on the stream's WebSocket upgrade when the bridge runs without SageMaker.
+
+On SageMaker the runtime authenticates callers (SigV4) before any byte reaches the container, so the bridge checks
+nothing. On ECS (or any self-managed host) the load balancer passes the upgrade request through as it is: with
+`BRIDGE_TOKEN` set (ECS injects a Secrets Manager secret's value into the task's environment), the upgrade on the
+stream path (and its aliases) must carry `Authorization: Bearer <token>` (RFC 6750, section 2.1). A missing,
+malformed or wrong header is answered 401 with `WWW-Authenticate: Bearer` (RFC 6750, section 3) by the leg that read
+the request head, before the WebSocket is accepted: no stream slot is taken and no vLLM connection is opened.
+`GET /ping` stays open (load balancer and container health checks carry no token).
+
+Constant time: the presented credentials and the expected token are each reduced to an HMAC-SHA256 under a key
+drawn at start-up, and the two 32-byte digests are compared with `hmac.compare_digest`. The comparison's time
+then depends neither on where the first differing byte is nor on the presented token's length (comparing the raw
+tokens with `compare_digest` would leak the length, which its documentation says it does not hide); hashing costs
+the same per byte for every input. This runs once per upgrade request, never per frame.
+
+The token is never logged, and never part of `repr(Settings)` (`settings.Settings.bridge_token`).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import secrets
+
+from websockets.datastructures import Headers
+
+#: The scheme of RFC 6750 (case-insensitive, RFC 7235 section 2.1).
+SCHEME = "bearer"
+#: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the stack's secret has 48).
+MIN_TOKEN_CHARS = 16
+
+
+class Verdict(enum.Enum):
+    """What an upgrade request's `Authorization` header came to (logged and counted; never the token itself)."""
+
+    OK = "ok"
+    MISSING = "missing"  # no Authorization header
+    MALFORMED = "malformed"  # not one `Bearer <credentials>` header
+    WRONG = "wrong"  # a bearer token, not the expected one
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` cannot be the bridge's bearer token (a sentence naming what is allowed), or None if it can.
+
+    Allowed: at least `MIN_TOKEN_CHARS` visible ASCII characters (0x21-0x7E) and nothing else, since a header value
+    loses leading and trailing whitespace in transit and carries no other characters reliably.
+    """
+    if not token.strip():
+        return "is empty or only whitespace; set it to the token callers send, or unset it (no token check)"
+    if any(not 0x21 <= ord(char) <= 0x7E for char in token):
+        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP header cannot carry "
+                "unchanged; use letters, digits and punctuation only")
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer random token"
+    return None
+
+
+class BearerToken:
+    """Checks the `Authorization` header of an upgrade request against one expected token.
+
+    Args:
+        token: the expected token (visible ASCII; `token_problem` says what is allowed).
+
+    The expected token is kept only as its HMAC under a per-process random key (see the module docstring).
+    """
+
+    __slots__ = ("_expected", "_key")
+
+    def __init__(self, token: str) -> None:
+        self._key = secrets.token_bytes(32)
+        self._expected = self._digest(token.encode("ascii"))
+
+    def __repr__(self) -> str:
+        return "BearerToken(<hidden>)"
+
+    def _digest(self, value: bytes) -> bytes:
+        return hmac.new(self._key, value, hashlib.sha256).digest()
+
+    def check(self, headers: Headers) -> Verdict:
+        """The verdict on `headers` (the upgrade request's): OK only for exactly one `Authorization: Bearer <token>`
+        header whose token is the expected one. The digests are compared even for a malformed header, so that
+        every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
+        values = headers.get_all("Authorization")
+        presented = b""
+        verdict = Verdict.MISSING if not values else Verdict.MALFORMED
+        if len(values) == 1:
+            scheme, _, credentials = values[0].strip().partition(" ")
+            credentials = credentials.strip()
+            if scheme.lower() == SCHEME and credentials:
+                # websockets decodes header bytes as ASCII with surrogateescape: this restores them exactly.
+                presented = credentials.encode("ascii", "surrogateescape")
+                verdict = Verdict.WRONG
+        if hmac.compare_digest(self._digest(presented), self._expected) and verdict is Verdict.WRONG:
+            return Verdict.OK
+        return verdict
