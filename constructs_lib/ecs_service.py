@@ -50,6 +50,7 @@ from constructs_lib.monitoring.alarms import (
     ERROR_WINDOW,
     GT,
     LT,
+    MISSING_BRIDGE,
     MISSING_ERRORS,
     NOT_BREACHING,
     UTILISATION_WINDOW,
@@ -638,7 +639,11 @@ class GpuEcsService(Construct):
                       "share at start; more means something else uses the GPU).", MISSING_GPU),
         ]
         if props.bridge is not None:
-            return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge)
+            protection = AlarmRule(
+                "TaskProtectionErrors", self.bridge_metrics.metric_task_protection_errors(ERROR_WINDOW), GT, 0, 1, 1,
+                NOT_BREACHING, "The bridge could not set its task scale-in protection through the ECS agent: a "
+                               "scale-in or a deployment may stop a task with live streams.", MISSING_BRIDGE)
+            return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge) + [protection]
         if props.response_time_p90_ms is not None:
             # TargetResponseTime is in seconds (Elastic Load Balancing user guide, "CloudWatch metrics for your
             # Application Load Balancer"): from the request leaving the load balancer to the response headers.
@@ -670,9 +675,11 @@ class GpuEcsService(Construct):
                       f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one GPU each). "
                       "GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm thresholds."),
             width=24, height=2)
+        bridge_errors = ([self.bridge_metrics.metric_unauthorized(ERROR_WINDOW), by_name["TaskProtectionErrors"].metric]
+                         if self.bridge_metrics else [])
         errors = graph("Load balancer and bridge errors" if self.bridge_metrics else "Load balancer and model errors",
                        [by_name["LoadBalancer5XX"].metric, by_name["Target5XX"].metric,
-                        by_name["UnhealthyTargets"].metric], "LoadBalancer5XX", label="count")
+                        by_name["UnhealthyTargets"].metric, *bridge_errors], "LoadBalancer5XX", label="count")
         gpu = graph("GPU use", [self.metric_gpu_utilization()], "GPUUtilization", label="percent")
         memory = graph("GPU memory used", [self.metric_gpu_memory_used()], "GPUMemoryUsed", label="MiB")
         tasks = graph("Running tasks", [self.metric_running_tasks()], "RunningTasks", label="tasks")

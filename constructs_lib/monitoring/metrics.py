@@ -54,6 +54,9 @@ UNITS: dict[str, str] = {
     "StreamsStarted": "Count",
     "StreamsRejected": "Count",
     "UpstreamErrors": "Count",
+    "Unauthorized": "Count",
+    "TaskProtected": "Count",
+    "TaskProtectionErrors": "Count",
     "TimeToFirstDelta": "Milliseconds",
     "StreamSeconds": "Seconds",
 }
@@ -213,6 +216,15 @@ class BridgeMetrics:
     def metric_upstream_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """vLLM refused a session, or closed or dropped one mid-stream; Sum, Count."""
         return self._bridge("UpstreamErrors", "Sum", period)
+
+    def metric_unauthorized(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Stream requests refused with HTTP 401 for a missing or wrong bearer token (written only when the bridge
+        is given ``BRIDGE_TOKEN``: the ECS target); Sum, Count."""
+        return self._bridge("Unauthorized", "Sum", period)
+
+    def metric_task_protection_errors(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Requests to the ECS agent's task-protection endpoint that failed (written only on ECS); Sum, Count."""
+        return self._bridge("TaskProtectionErrors", "Sum", period)
 
     def metric_time_to_first_delta(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """From a stream's start to its first ``transcription.delta``; **milliseconds**."""

@@ -173,7 +173,11 @@ def test_alarms_of_the_service_and_the_bridge(ecs_app):
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in of_type(t, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == sorted(f"voxtral-realtime-ecs-{name}" for name in [
         "UnhealthyTargets", "LoadBalancer5XX", "Target5XX", "RunningTasks", "GPUUtilization", "GPUMemoryUsed",
-        "UpstreamErrors", "StreamsRejected", "TimeToFirstDeltaP90", "ActiveStreamsNearCap"])
+        "UpstreamErrors", "StreamsRejected", "TimeToFirstDeltaP90", "ActiveStreamsNearCap", "TaskProtectionErrors"])
+    protection = alarms["voxtral-realtime-ecs-TaskProtectionErrors"]
+    assert (protection["Namespace"], protection["MetricName"], protection["Statistic"], protection["Period"],
+            protection["Threshold"], protection["ComparisonOperator"]) == (
+        "RealtimeVoice/Bridge", "TaskProtectionErrors", "Sum", 300, 0, "GreaterThanThreshold")
     gpu = alarms["voxtral-realtime-ecs-GPUMemoryUsed"]
     assert (gpu["Namespace"], gpu["MetricName"], gpu["Threshold"]) == (
         "RealtimeVoice/Bridge/Gpu", "nvidia_smi_memory_used", round(24 * 1024 * 0.97))
@@ -187,7 +191,7 @@ def test_alarms_of_the_service_and_the_bridge(ecs_app):
         assert alarm["AlarmActions"] == alarm["OKActions"] and len(alarm["AlarmActions"]) == 1
     dashboard = json.dumps(one(t, "AWS::CloudWatch::Dashboard"))
     for text in ("Live streams per task", "GPU use", "nvidia_smi_utilization_gpu", "UnHealthyHostCount",
-                 "RunningTaskCount"):
+                 "RunningTaskCount", "Unauthorized (Sum, Count)", "TaskProtectionErrors (Sum, Count)"):
         assert text in dashboard
 
 
