@@ -33,6 +33,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from constructs_lib.encryption import secret_decrypt_statement
 from constructs_lib.ecs_props import (
     GpuCapacity,
     LoadBalancing,
@@ -358,6 +359,9 @@ class GpuEcsService(Construct):
                        "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
             ))
             secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)
+            if key is not None:  # ECS reads the secret with the execution role when a task starts
+                self.task_definition.obtain_execution_role().add_to_principal_policy(
+                    secret_decrypt_statement(self.token_secret, key.key_arn))
         environment = dict(props.environment)
         health_check = None
         if bridge is not None:
@@ -527,7 +531,10 @@ class GpuEcsService(Construct):
             self, "Service",
             cluster=self.cluster,
             task_definition=self.task_definition,
-            desired_count=cap.min_tasks,
+            # No DesiredCount: CloudFormation would set it again on every update of the service (an image change
+            # under load would drop the tasks autoscaling added; aws/containers-roadmap#493). Without it ECS starts
+            # one task and keeps the running count across updates; the scalable target's minimum (min_tasks) raises
+            # it to at least min_tasks.
             security_groups=[self.task_security_group],
             vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
             capacity_provider_strategies=[ecs.CapacityProviderStrategy(
@@ -761,6 +768,11 @@ class GpuEcsService(Construct):
         }
         path = "/opt/aws/amazon-cloudwatch-agent/etc/gpu.json"
         return [
+            # Spot: the agent sets the instance DRAINING on EC2's two-minute interruption notice, so its tasks get
+            # SIGTERM and the bridge's drain (Amazon ECS developer guide, "Spot Instance draining"). Written here:
+            # the capacity provider's spot_instance_draining option applies only to groups with a spot price.
+            *(["echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"] if self._props.capacity.spot
+              else []),
             *([f"mkdir -p {HOST_CACHE_DIR}"] if self._props.bridge is not None else []),
             "dnf install -y amazon-cloudwatch-agent",
             f"cat > {path} <<'EOF'\n{json.dumps(config, indent=1)}\nEOF",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from aws_cdk import Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs_lib.network_props import DataKeyProps
@@ -25,6 +26,23 @@ READ_ACTIONS = ["kms:Decrypt", "kms:DescribeKey"]
 #: What a role writing SSE-KMS objects uses (PutObject and multipart uploads need both; S3 user guide,
 #: "Using server-side encryption with AWS KMS keys").
 WRITE_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+
+
+def secret_decrypt_statement(secret: secretsmanager.ISecret, key_arn: str, sid: str | None = None) -> iam.PolicyStatement:
+    """kms:Decrypt on a secret's customer managed key, only through Secrets Manager and only for that secret.
+
+    ``grant_read`` of a secret whose key is imported by ARN adds no KMS permission (CDK cannot change that key's
+    policy and drops the grant), yet GetSecretValue needs kms:Decrypt on it (Secrets Manager user guide, "Secret
+    encryption and decryption": the ``kms:ViaService`` and ``kms:EncryptionContext:SecretARN`` conditions).
+    A secret known by name gets a ``StringLike`` on its full ARN (the name, "-" and six random characters).
+    """
+    region = Stack.of(secret).region
+    conditions: dict[str, dict[str, str]] = {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}
+    if secret.secret_full_arn is not None:
+        conditions["StringEquals"]["kms:EncryptionContext:SecretARN"] = secret.secret_full_arn
+    else:
+        conditions["StringLike"] = {"kms:EncryptionContext:SecretARN": f"{secret.secret_arn}-??????"}
+    return iam.PolicyStatement(sid=sid, actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions)
 
 
 class DataKey(Construct):

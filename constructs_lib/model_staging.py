@@ -40,6 +40,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
+from constructs_lib.encryption import secret_decrypt_statement
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import check_hub_token_key, check_repository_id, check_revision
 from constructs_lib.validation import Problems
@@ -265,21 +266,8 @@ class ModelStaging(Construct):
 
     @staticmethod
     def _grant_secret_key(project: codebuild.Project, secret: secretsmanager.ISecret, key_arn: str) -> None:
-        """kms:Decrypt on the secret's customer managed key, only via Secrets Manager and only for this secret.
-
-        ``grant_read`` of an imported secret adds no KMS permission (it does not know the key).
-        """
-        secret_arn = secret.secret_full_arn
-        conditions: dict[str, dict[str, str]] = {
-            "StringEquals": {"kms:ViaService": f"secretsmanager.{Stack.of(project).region}.amazonaws.com"}
-        }
-        if secret_arn is not None:
-            conditions["StringEquals"]["kms:EncryptionContext:SecretARN"] = secret_arn
-        else:  # a secret known by name: its full ARN ends in "-" and six random characters
-            conditions["StringLike"] = {"kms:EncryptionContext:SecretARN": f"{secret.secret_arn}-??????"}
-        project.add_to_role_policy(
-            iam.PolicyStatement(sid="DecryptHubTokenSecret", actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions)
-        )
+        """kms:Decrypt on the hub-token secret's customer managed key (:func:`secret_decrypt_statement`)."""
+        project.add_to_role_policy(secret_decrypt_statement(secret, key_arn, sid="DecryptHubTokenSecret"))
 
     @staticmethod
     def _grant_prefix(project: codebuild.Project, bucket: s3.IBucket, prefix: str, key: kms.IKey | None) -> None:

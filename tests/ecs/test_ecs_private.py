@@ -119,6 +119,16 @@ def test_task_logs_and_token_are_under_the_data_key(private_ecs):
     assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
     secret = one(t, "AWS::SecretsManager::Secret")
     assert "DataKey" in json.dumps(secret["KmsKeyId"])
+    # ECS reads the secret with the execution role: it needs kms:Decrypt on the data key, via Secrets Manager only.
+    (secret_id,) = of_type(t, "AWS::SecretsManager::Secret")
+    execution_policies = [p["Properties"]["PolicyDocument"]["Statement"] for k, p in of_type(t, "AWS::IAM::Policy").items()
+                          if k.startswith("ServiceTaskExecutionRole")]
+    decrypts = [s for statements in execution_policies for s in statements if s["Action"] == "kms:Decrypt"]
+    assert len(decrypts) == 1
+    assert "DataKey" in json.dumps(decrypts[0]["Resource"]) and imports_from_foundation(decrypts[0]["Resource"])
+    assert decrypts[0]["Condition"] == {"StringEquals": {
+        "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+        "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}
 
 
 def test_an_existing_vpc_takes_its_subnets_and_caller_cidrs(existing_ecs):

@@ -60,6 +60,7 @@ def test_instances_gpu_ami_from_ssm_at_deploy_time_imdsv2_encrypted_root(ecs_app
     user_data = json.dumps(data["UserData"])
     assert "nvidia_gpu" in user_data and "mkdir -p /var/lib/realtime-voice/weights" in user_data
     assert "ECS_CLUSTER=" in user_data
+    assert "SPOT_INSTANCE_DRAINING" not in user_data
 
 
 def test_capacity_provider_manages_scaling_and_termination_protection(ecs_app):
@@ -153,7 +154,7 @@ def test_service_rolls_with_circuit_breaker_and_scales_on_live_streams(ecs_app):
     deployment = service["DeploymentConfiguration"]
     assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
     assert (deployment["MinimumHealthyPercent"], deployment["MaximumPercent"]) == (100, 200)
-    assert service["DesiredCount"] == 2 and service["HealthCheckGracePeriodSeconds"] == 1200
+    assert "DesiredCount" not in service and service["HealthCheckGracePeriodSeconds"] == 1200
     assert service["PlacementStrategies"] == [{"Field": "attribute:ecs.availability-zone", "Type": "spread"},
                                               {"Field": "instanceId", "Type": "spread"}]
     target = one(t, "AWS::ApplicationAutoScaling::ScalableTarget")
@@ -218,7 +219,10 @@ def test_internet_facing_https_spot_single_zone(ecs_variant):
     assert len(group["VPCZoneIdentifier"]) == 1 and group["MaxSize"] == "7"
     service = one(t, "AWS::ECS::Service")
     assert service["PlacementStrategies"] == [{"Field": "instanceId", "Type": "spread"}]
-    assert service["DesiredCount"] == 3
+    assert "DesiredCount" not in service
+    assert one(t, "AWS::ApplicationAutoScaling::ScalableTarget")["MinCapacity"] == 3
+    # Spot: the agent drains a host's tasks (SIGTERM, the bridge's drain) when EC2 sends the interruption notice.
+    assert "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true" in json.dumps(data["UserData"])
     assert len(service["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 1
     assert one(t, "AWS::ECS::Service")["DeploymentConfiguration"]["DeploymentCircuitBreaker"]["Rollback"] is True
     assert ecs_variant.template("VoxtralEcs")["Outputs"]["StreamUrl"]["Value"]["Fn::Join"][1][0] == "wss://"
