@@ -41,7 +41,6 @@ from constructs_lib.ecs_props import (
     check_container_port,
     check_health_path,
     deregistration_delay_s,
-    gpu_spec,
     stop_timeout_s,
 )
 from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
@@ -86,6 +85,7 @@ ECS_VARIANT_NAME = "ecs"
 GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
 GPU_UTILIZATION_METRIC = "nvidia_smi_utilization_gpu"
 GPU_MEMORY_USED_METRIC = "nvidia_smi_memory_used"
+GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
 GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health checks are ignored
 #: this long after a task starts (measured order of magnitude on SageMaker's g6: 5-10 minutes, so twice that).
@@ -604,6 +604,18 @@ class GpuEcsService(Construct):
         """GPU memory in use on the fullest GPU (CloudWatch agent); MiB (nvidia-smi's unit)."""
         return self._gpu_metric(GPU_MEMORY_USED_METRIC, "Maximum")
 
+    def metric_gpu_memory_used_percent(self) -> cloudwatch.MathExpression:
+        """GPU memory in use on the fullest GPU as a share of the memory nvidia-smi reports as total; 0-100, Percent.
+
+        A share of the reported total, not of the catalogue's GiB: nvidia-smi's total is below the marketing figure
+        (an L4 sold as 24 GB reports about 23 GiB), so a threshold in MiB from the catalogue could never be reached.
+        """
+        return cloudwatch.MathExpression(
+            expression="100 * used / total", label="GPU memory used (% of total, fullest GPU)",
+            using_metrics={"used": self.metric_gpu_memory_used(),
+                           "total": self._gpu_metric(GPU_MEMORY_TOTAL_METRIC, "Maximum")},
+            period=UTILISATION_WINDOW)
+
     def metric_running_tasks(self) -> cloudwatch.Metric:
         """Tasks running in the service (Container Insights, ``ECS/ContainerInsights`` RunningTaskCount); Count."""
         return cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount", statistic="Minimum",
@@ -616,8 +628,6 @@ class GpuEcsService(Construct):
         bridge's own alarms (:func:`~constructs_lib.monitoring.alarms.bridge_alarm_rules`, the same rules as on
         SageMaker)."""
         props = self._props
-        spec = gpu_spec(props.capacity.instance_type)
-        gpu_memory_mib = spec.gpu_memory_gib * 1024 if spec else 0
         tg, alb = self.target_group.metrics, self.load_balancer.metrics
         rules = [
             AlarmRule("UnhealthyTargets", tg.unhealthy_host_count(period=Duration.minutes(1), statistic="Maximum"),
@@ -640,10 +650,9 @@ class GpuEcsService(Construct):
                       "interruptions, or tasks failing to start).", MISSING_TASKS),
             AlarmRule("GPUUtilization", self.metric_gpu_utilization(), GT, 90, 3, 3, NOT_BREACHING,
                       "GPUs above 90 % busy for 15 minutes: the service is saturated.", MISSING_GPU),
-            AlarmRule("GPUMemoryUsed", self.metric_gpu_memory_used(), GT, round(gpu_memory_mib * 0.97), 2, 2,
-                      NOT_BREACHING,
-                      f"GPU memory above 97 % of {gpu_memory_mib:g} MiB on a GPU for 10 minutes (vLLM reserves its "
-                      "share at start; more means something else uses the GPU).", MISSING_GPU),
+            AlarmRule("GPUMemoryUsed", self.metric_gpu_memory_used_percent(), GT, 97, 2, 2, NOT_BREACHING,
+                      "GPU memory above 97 % of a GPU's total for 10 minutes (vLLM reserves its share at start; "
+                      "more means something else uses the GPU).", MISSING_GPU),
         ]
         if props.bridge is not None:
             protection = AlarmRule(
@@ -688,7 +697,7 @@ class GpuEcsService(Construct):
                        [by_name["LoadBalancer5XX"].metric, by_name["Target5XX"].metric,
                         by_name["UnhealthyTargets"].metric, *bridge_errors], "LoadBalancer5XX", label="count")
         gpu = graph("GPU use", [self.metric_gpu_utilization()], "GPUUtilization", label="percent")
-        memory = graph("GPU memory used", [self.metric_gpu_memory_used()], "GPUMemoryUsed", label="MiB")
+        memory = graph("GPU memory used", [self.metric_gpu_memory_used_percent()], "GPUMemoryUsed", label="percent")
         tasks = graph("Running tasks", [self.metric_running_tasks()], "RunningTasks", label="tasks")
         if self.bridge_metrics is None:
             requests = graph("Requests per task", [self.target_group.metrics.request_count_per_target(

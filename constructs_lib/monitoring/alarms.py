@@ -87,7 +87,7 @@ class AlarmRule:
     """
 
     name: str
-    metric: cloudwatch.Metric
+    metric: cloudwatch.Metric | cloudwatch.MathExpression
     comparison: cloudwatch.ComparisonOperator
     threshold: float
     evaluation_periods: int
@@ -101,7 +101,9 @@ class AlarmRule:
     def description(self) -> str:
         """AlarmDescription: the meaning, the rule in words and the missing-data choice with its reason."""
         minutes = self.metric.period.to_minutes()
-        return (f"{self.meaning} Fires when {self.metric.metric_name} ({self.metric.statistic}) is "
+        what = (f"{self.metric.metric_name} ({self.metric.statistic})" if isinstance(self.metric, cloudwatch.Metric)
+                else f"{self.metric.expression} ({', '.join(f'{name} = {m.metric_name} {m.statistic}' for name, m in sorted(self.metric.using_metrics.items()))})")
+        return (f"{self.meaning} Fires when {what} is "
                 f"{_WORDS[self.comparison]} {self.threshold:g} in {self.datapoints_to_alarm} of "
                 f"{self.evaluation_periods} {minutes}-minute periods. Missing data: "
                 f"{_MISSING[self.treat_missing_data]}, because {self.missing_data_reason}.")
