@@ -107,8 +107,13 @@ def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_type
         return None
     spec = gpu_spec(value)
     if spec is None:
-        p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: "
-                           f"{families})")
+        family = value.split(".", 1)[0]
+        if family in ("g5g", "g6f"):  # NVIDIA, but an Arm host (T4G) or a fraction of an L4
+            p.add(prop, value, "has an NVIDIA GPU this target cannot use: the ECS GPU AMI is x86_64 and each task takes "
+                               f"one whole GPU (Arm hosts and fractional GPUs are not supported; GPU types: {families})")
+        else:
+            p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU types: "
+                               f"{families})")
     return spec
 
 

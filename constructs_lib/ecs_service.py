@@ -564,7 +564,7 @@ class GpuEcsService(Construct):
             self.scaling.scale_to_track_custom_metric(
                 "ActiveStreams",
                 metric=self.bridge_metrics.metric_active_streams_per_instance(),
-                target_value=props.streams_target,
+                target_value=round(props.streams_target, 6),  # 0.7 x 3 is 2.0999999999999996 in floats
                 scale_in_cooldown=SCALE_IN_COOLDOWN,
                 scale_out_cooldown=SCALE_OUT_COOLDOWN,
             )

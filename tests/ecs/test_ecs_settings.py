@@ -56,6 +56,13 @@ def test_instance_type_without_an_nvidia_gpu_fails(instance_type):
     assert "g6.*" in problem and "g6e.*" in problem
 
 
+@pytest.mark.parametrize("instance_type", ["g5g.xlarge", "g6f.xlarge"])
+def test_an_nvidia_gpu_this_target_cannot_use_is_named_as_such(instance_type):
+    (problem,) = ecs_problems(ecs__instance_type=instance_type)
+    assert problem.startswith(f"ecs.instance_type='{instance_type}': has an NVIDIA GPU this target cannot use")
+    assert "Arm hosts and fractional GPUs" in problem
+
+
 def test_sagemaker_spelling_and_unknown_types_are_named():
     assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
         "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"]
