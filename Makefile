@@ -108,5 +108,5 @@ lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock, requirem
 		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) tests/tools/staging_requirements.py
 
-clean: ## remove cdk.out and the virtual environment
+clean: ## remove cdk.out (and cdk.out.vpc), the virtual environments (.venv, .venv-scan) and node_modules
 	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) node_modules

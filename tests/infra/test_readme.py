@@ -33,9 +33,6 @@ NOT_RUN = {
     "make local": "runs until Ctrl-C; tests/local/test_local_make_local.py runs it and the commands it prints",
 }
 
-#: The section whose text another change owns for now; its long table rows are that change's to wrap.
-LONG_LINES_ALLOWED_IN = "## Self-managed GPUs: the ECS target"
-
 OFFLINE_MARK = "<!-- readme-shell: offline -->"
 
 
@@ -64,11 +61,7 @@ def readme_text() -> str:
 
 
 def test_every_line_is_at_most_120_characters():
-    text = readme_text()
-    owned = text.index(LONG_LINES_ALLOWED_IN)
-    owned_end = text.index("\n## ", owned + 1)
-    long = [(number, len(line)) for number, line in enumerate(text.splitlines(), 1)
-            if len(line) > MAX_LINE and not owned <= sum(len(l) + 1 for l in text.splitlines()[:number - 1]) < owned_end]
+    long = [(number, len(line)) for number, line in enumerate(readme_text().splitlines(), 1) if len(line) > MAX_LINE]
     assert long == [], f"README lines over {MAX_LINE} characters (line, length): {long}"
 
 

@@ -199,7 +199,7 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         f"  source {env_file}",
         f"  {voicectl} transcribe {SAMPLE} --endpoint voxtral-realtime",
         f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice --out hello.wav",
-        f"  {voicectl} mic --endpoint voxtral-realtime    # needs: .venv/bin/pip install '.[mic]'",
+        f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
         "",
         "Ctrl-C stops everything.",
     ]
