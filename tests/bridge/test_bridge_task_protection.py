@@ -193,7 +193,7 @@ def test_an_agent_that_is_down_refuses_or_hangs_never_hurts_a_stream(run, caplog
         assert "the agent refused to turn it on: HTTP 403" in caplog.text
 
 
-def test_a_request_that_hangs_times_out_and_is_retried():
+def test_a_request_that_hangs_times_out_and_is_retried(caplog):
     async def scenario():
         async with FakeAgent(hang=True) as agent:
             metrics = _Recorder()
@@ -214,6 +214,25 @@ def test_a_request_that_hangs_times_out_and_is_retried():
                 await task
 
     asyncio.run(scenario())
+    failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert failures and all(line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
+                                    "(retrying)" for line in failures), failures
+
+
+class _SilentFailure:
+    """An aiohttp session stand-in whose request raises an aiohttp error with an empty message."""
+
+    def put(self, url: str, json: Any) -> Any:
+        import aiohttp
+
+        raise aiohttp.ClientError()
+
+
+def test_a_failure_without_a_message_is_logged_with_its_type(caplog):
+    protection = TaskProtection("http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0)
+    assert asyncio.run(protection._put(_SilentFailure(), False)) is False
+    assert metrics.errors == 1
+    assert "ECS task scale-in protection: turning it off failed: ClientError (retrying)" in caplog.messages
 
 
 def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_are_written(run):
