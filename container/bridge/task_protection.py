@@ -132,8 +132,8 @@ class TaskProtection:
                 return self._retry_delay()
             self._renew_at = self._clock() + self.renew_after_s
             if not renewing:
-                log.info("ECS task scale-in protection on for %d min (%d live streams)", self.expires_minutes,
-                         self._live)
+                log.info("ECS task scale-in protection on for %d min (%d live stream%s)", self.expires_minutes,
+                         self._live, "" if self._live == 1 else "s")
             self._set(True)
             return self.renew_after_s
         if not self.enabled:

@@ -109,7 +109,7 @@ async def until(condition: Any, timeout: float = 2.0) -> None:
             await asyncio.sleep(0.01)
 
 
-def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run):
+def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run, caplog):
     async def scenario():
         async with FakeAgent() as agent, bridge_on_ecs(agent.uri, grace_s=0.3) as (bridge, _):
             await asyncio.sleep(0.2)
@@ -132,6 +132,7 @@ def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_it
             assert (line["TaskProtected"], line["TaskProtectionErrors"]) == (1, 0)
 
     run(scenario())
+    assert "ECS task scale-in protection on for 10 min (1 live stream)" in caplog.messages
 
 
 def test_a_new_stream_within_the_grace_keeps_protection_on_without_a_request(run):
