@@ -81,8 +81,8 @@ class BearerToken:
     def check(self, headers: Headers) -> Verdict:
         """The verdict on `headers` (the upgrade request's): OK only for exactly one `Authorization: Bearer <token>`
         header whose token is the expected one; MALFORMED for a value holding anything but visible ASCII and
-        spaces. Never raises for any header value websockets' parser lets through. The digests are compared even for a malformed header, so that
-        every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
+        spaces. Never raises for any header value websockets' parser lets through. The digests are compared even
+        for a malformed header, so that every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
         values = headers.get_all("Authorization")
         presented = b""
         verdict = Verdict.MISSING if not values else Verdict.MALFORMED
