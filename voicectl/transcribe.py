@@ -268,10 +268,36 @@ def read_secret_string(secret_id: str, profile: str | None, region: str | None) 
     return value
 
 
-def print_delta(delta: str) -> None:
-    """Write a delta to stderr as it arrives (no newline: deltas continue each other)."""
-    sys.stderr.write(delta)
-    sys.stderr.flush()
+class DeltaEcho:
+    """The deltas written to stderr as they arrive, with no newline (deltas continue each other).
+
+    Attributes:
+        line_open: whether deltas left stderr's current line unfinished; :meth:`end_line` finishes it, and writes
+            nothing when none is open, so that a message after no delta is the first line on stderr, not after a
+            blank one.
+    """
+
+    def __init__(self) -> None:
+        self.line_open = False
+
+    def delta(self, delta: str) -> None:
+        """Write ``delta`` (nothing for an empty one)."""
+        if delta:
+            sys.stderr.write(delta)
+            sys.stderr.flush()
+            self.line_open = not delta.endswith("\n")
+
+    def end_line(self) -> None:
+        """Finish the line the deltas left open, if any."""
+        if self.line_open:
+            sys.stderr.write("\n")
+            self.line_open = False
+
+    def replay(self, reason: str) -> None:
+        """Tell the user a session is being replayed (its deltas will be printed again), on a line of its own."""
+        self.end_line()
+        sys.stderr.write(f"voicectl transcribe: {reason}\n")
+        sys.stderr.flush()
 
 
 def format_figures(result: TranscriptionResult) -> str:
@@ -286,15 +312,11 @@ def format_figures(result: TranscriptionResult) -> str:
             f"audio sent: {result.audio_seconds_sent:.3f} s{extra}")
 
 
-def print_replay(reason: str) -> None:
-    """Tell the user a session is being replayed (its deltas will be printed again)."""
-    sys.stderr.write(f"\nvoicectl transcribe: {reason}\n")
-    sys.stderr.flush()
-
-
 async def transcribe_file(args: argparse.Namespace, transcript: Transcript | None = None,
-                          opener_factory: Callable[[argparse.Namespace], Any] = open_target) -> TranscriptionResult:
-    """Stream ``args.file`` through the target and return the result (printing deltas to stderr).
+                          opener_factory: Callable[[argparse.Namespace], Any] = open_target,
+                          echo: DeltaEcho | None = None) -> TranscriptionResult:
+    """Stream ``args.file`` through the target and return the result (printing deltas to stderr through ``echo``,
+    a new :class:`DeltaEcho` when None).
 
     The file is checked before any connection and decoded as it is sent, so memory does not grow with its length.
     ``transcript`` (optional) holds the text received so far, also after a failure.
@@ -307,11 +329,12 @@ async def transcribe_file(args: argparse.Namespace, transcript: Transcript | Non
         open_audio(args.file)
     except AudioError as error:
         raise UsageError(str(error)) from error
+    echo = DeltaEcho() if echo is None else echo
     async with opener_factory(args) as opener:
         opener_: TransportOpener = opener
         return await transcribe_stream(
             paced_chunks(iter_pcm16_chunks(args.file), args.speed), opener_, model=args.model,
-            on_delta=print_delta, on_replay=print_replay, transcript=transcript,
+            on_delta=echo.delta, on_replay=echo.replay, transcript=transcript,
             session_limit_s=args.session_limit, max_stream_s=args.max_stream_s,
         )
 
@@ -334,19 +357,20 @@ def run(args: argparse.Namespace) -> int:
     validate_speed(args.speed)
     validate_max_stream_s(args.max_stream_s)
     transcript = Transcript()
+    echo = DeltaEcho()
     try:
-        result = asyncio.run(transcribe_file(args, transcript))
+        result = asyncio.run(transcribe_file(args, transcript, echo=echo))
     except RealtimeError as error:
-        sys.stderr.write("\n")
+        echo.end_line()
         print_partial(args, transcript, str(error), error.code)
         partial = " The transcript printed is incomplete." if transcript.text else ""
         print(f"voicectl transcribe: {str(error).rstrip('.')}.{partial}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        sys.stderr.write("\n")
+        echo.end_line()
         print_partial(args, transcript, "interrupted", "interrupted")
         raise
-    sys.stderr.write("\n")
+    echo.end_line()
     if args.json:
         print(json.dumps({**result.as_dict(), "complete": True}))
     else:

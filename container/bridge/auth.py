@@ -80,17 +80,21 @@ class BearerToken:
 
     def check(self, headers: Headers) -> Verdict:
         """The verdict on `headers` (the upgrade request's): OK only for exactly one `Authorization: Bearer <token>`
-        header whose token is the expected one. The digests are compared even for a malformed header, so that
-        every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
+        header whose token is the expected one; MALFORMED for a value holding anything but visible ASCII and
+        spaces. Never raises for any header value websockets' parser lets through. The digests are compared even
+        for a malformed header, so that every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
         values = headers.get_all("Authorization")
         presented = b""
         verdict = Verdict.MISSING if not values else Verdict.MALFORMED
-        if len(values) == 1:
+        # websockets' HTTP/1.1 parser (`websockets.http11.parse_headers`) decodes header values as ISO-8859-1
+        # and itself answers 400 to control bytes other than tab, and to DEL: a value can still hold tab and
+        # 0x80-0xFF. RFC 6750's b64token is visible ASCII and its separator a space; anything else (U+00A0 too,
+        # which `str.strip` would drop) is malformed. For ASCII text, `isprintable` is exactly 0x20-0x7E.
+        if len(values) == 1 and values[0].isascii() and values[0].isprintable():
             scheme, _, credentials = values[0].strip().partition(" ")
             credentials = credentials.strip()
             if scheme.lower() == SCHEME and credentials:
-                # websockets decodes header bytes as ASCII with surrogateescape: this restores them exactly.
-                presented = credentials.encode("ascii", "surrogateescape")
+                presented = credentials.encode("ascii")
                 verdict = Verdict.WRONG
         if hmac.compare_digest(self._digest(presented), self._expected) and verdict is Verdict.WRONG:
             return Verdict.OK

@@ -293,7 +293,9 @@ class Bridge:
         self._streams: set[_Stream] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
-        self._upstream_uri = parse_uri(f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}")
+        #: vLLM's Realtime WebSocket URL (logged at start-up).
+        self._upstream_url = f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
+        self._upstream_uri = parse_uri(self._upstream_url)
         self._audio_limit = settings.session_audio_limit_bytes
         self._no_streams = asyncio.Event()
         self._no_streams.set()
@@ -320,8 +322,9 @@ class Bridge:
         if self.protection is not None:
             self._spawn(self.protection.run())
         log.info(
-            "bridge listening on %s:%d, vLLM at %s, max %d streams, bearer token %s, ECS task scale-in protection %s",
-            self.settings.host, self.port, self._upstream_uri.resource_name, self.settings.max_streams,
+            "bridge listening on %s:%d, vLLM at %s, max %d stream%s, bearer token %s, ECS task scale-in protection %s",
+            self.settings.host, self.port, self._upstream_url, self.settings.max_streams,
+            "" if self.settings.max_streams == 1 else "s",
             "required" if self._token else "not checked", "on while streams are live" if self.protection else "off",
         )
         return self
@@ -333,7 +336,8 @@ class Bridge:
         if self._server is not None:
             self._server.close()  # stops listening; open connections go on
         if self.active_streams:
-            log.info("draining %d open streams for up to %.0f s", self.active_streams, drain_s)
+            log.info("draining %d open stream%s for up to %.0f s", self.active_streams,
+                     "" if self.active_streams == 1 else "s", drain_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(drain_s):
                     await self._no_streams.wait()
@@ -429,12 +433,12 @@ class Bridge:
         per_stream = self.settings.kv_blocks_per_stream or 1
         streams = num_gpu_blocks // per_stream
         self.metrics.kv_cache_streams = streams
-        log.info("vLLM KV cache: %d blocks, %d live streams at KV_BLOCKS_PER_STREAM=%d; stream cap MAX_STREAMS=%d",
-                 num_gpu_blocks, streams, per_stream, self.settings.max_streams)
+        log.info("vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap MAX_STREAMS=%d",
+                 num_gpu_blocks, streams, "" if streams == 1 else "s", per_stream, self.settings.max_streams)
         if streams < self.stream_cap:
-            log.warning("vLLM's KV cache holds %d live streams, fewer than MAX_STREAMS=%d: the stream cap is now %d "
+            log.warning("vLLM's KV cache holds %d live stream%s, fewer than MAX_STREAMS=%d: the stream cap is now %d "
                         "(the capacity estimate was too high; see voicectl capacity)",
-                        streams, self.settings.max_streams, max(1, streams))
+                        streams, "" if streams == 1 else "s", self.settings.max_streams, max(1, streams))
             self.stream_cap = max(1, streams)
 
     def stream_accepted(self, client: ClientLeg) -> None:

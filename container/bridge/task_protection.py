@@ -132,8 +132,8 @@ class TaskProtection:
                 return self._retry_delay()
             self._renew_at = self._clock() + self.renew_after_s
             if not renewing:
-                log.info("ECS task scale-in protection on for %d min (%d live streams)", self.expires_minutes,
-                         self._live)
+                log.info("ECS task scale-in protection on for %d min (%d live stream%s)", self.expires_minutes,
+                         self._live, "" if self._live == 1 else "s")
             self._set(True)
             return self.renew_after_s
         if not self.enabled:
@@ -160,6 +160,15 @@ class TaskProtection:
         self._failures += 1
         return delay
 
+    def _failure_reason(self, exc: BaseException) -> str:
+        """What went wrong with a request, for the log: a timeout says how long was waited (asyncio's and
+        aiohttp's timeouts carry no message, or one without the limit); otherwise the exception's message, or its
+        type's name when the message is empty."""
+        message = str(exc)
+        if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError and ConnectionTimeoutError too
+            return f"timed out after {self.request_timeout_s:g} s" + (f" ({message})" if message else "")
+        return message or type(exc).__name__
+
     async def _put(self, session: Any, enabled: bool) -> bool:
         """One PUT to the agent; True when it confirmed. Failures are logged and counted, never raised."""
         import aiohttp
@@ -174,7 +183,7 @@ class TaskProtection:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             self.metrics.protection_error()
             log.warning("ECS task scale-in protection: turning it %s failed: %s (retrying)", what,
-                        exc or type(exc).__name__)
+                        self._failure_reason(exc))
             return False
         try:
             answer = json.loads(text) if text else {}

@@ -130,6 +130,18 @@ def test_frames_over_the_size_limit_close_with_1009(run):
     run(scenario())
 
 
+def test_the_start_up_and_drain_logs_name_vllm_s_address_and_count_in_the_singular(run, caplog):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, max_streams=1) as bridge:
+            assert (f"bridge listening on 127.0.0.1:{bridge.port}, vLLM at ws://127.0.0.1:{vllm.port}/v1/realtime, "
+                    "max 1 stream, bearer token not checked, ECS task scale-in protection off") in caplog.messages
+            await started_stream(bridge, vllm, 0)
+            await bridge.shutdown(drain_s=0.1)
+            assert "draining 1 open stream for up to 0 s" in caplog.messages
+
+    run(scenario())
+
+
 def test_drain_lets_open_streams_finish_then_ends_the_rest(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:

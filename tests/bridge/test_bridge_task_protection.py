@@ -109,7 +109,7 @@ async def until(condition: Any, timeout: float = 2.0) -> None:
             await asyncio.sleep(0.01)
 
 
-def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run):
+def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run, caplog):
     async def scenario():
         async with FakeAgent() as agent, bridge_on_ecs(agent.uri, grace_s=0.3) as (bridge, _):
             await asyncio.sleep(0.2)
@@ -132,6 +132,7 @@ def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_it
             assert (line["TaskProtected"], line["TaskProtectionErrors"]) == (1, 0)
 
     run(scenario())
+    assert "ECS task scale-in protection on for 10 min (1 live stream)" in caplog.messages
 
 
 def test_a_new_stream_within_the_grace_keeps_protection_on_without_a_request(run):
@@ -193,7 +194,7 @@ def test_an_agent_that_is_down_refuses_or_hangs_never_hurts_a_stream(run, caplog
         assert "the agent refused to turn it on: HTTP 403" in caplog.text
 
 
-def test_a_request_that_hangs_times_out_and_is_retried():
+def test_a_request_that_hangs_times_out_and_is_retried(caplog):
     async def scenario():
         async with FakeAgent(hang=True) as agent:
             metrics = _Recorder()
@@ -214,6 +215,25 @@ def test_a_request_that_hangs_times_out_and_is_retried():
                 await task
 
     asyncio.run(scenario())
+    failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert failures and all(line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
+                                    "(retrying)" for line in failures), failures
+
+
+class _SilentFailure:
+    """An aiohttp session stand-in whose request raises an aiohttp error with an empty message."""
+
+    def put(self, url: str, json: Any) -> Any:
+        import aiohttp
+
+        raise aiohttp.ClientError()
+
+
+def test_a_failure_without_a_message_is_logged_with_its_type(caplog):
+    protection = TaskProtection("http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0)
+    assert asyncio.run(protection._put(_SilentFailure(), False)) is False
+    assert metrics.errors == 1
+    assert "ECS task scale-in protection: turning it off failed: ClientError (retrying)" in caplog.messages
 
 
 def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_are_written(run):

@@ -115,6 +115,30 @@ def test_two_authorization_headers_are_refused(run):
     run(scenario())
 
 
+@pytest.mark.parametrize("value", [
+    b"Bearer \xff\xfe",  # bytes outside ASCII (websockets decodes header values as ISO-8859-1)
+    b"Bearer " + TOKEN.encode() + b"\xe9",  # the right token with one such byte after it
+    b"Bearer \xa0" + TOKEN.encode(),  # a no-break space, which str.strip() would remove
+    b"Bearer\xa0" + TOKEN.encode(),  # a no-break space as the separator
+], ids=["ff-fe", "token-then-e9", "nbsp-then-token", "nbsp-separator"])
+def test_an_authorization_value_outside_visible_ascii_is_a_malformed_401_not_an_error(run, caplog, value):
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
+            head, body = await http_exchange(bridge, (
+                f"GET {STREAM_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n").encode()
+                + b"Authorization: " + value + b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 401 ")
+            assert b'\r\nWWW-Authenticate: Bearer error="invalid_token"\r\n' in head + b"\r\n"
+            assert json.loads(body) == {"error": "malformed bearer token: send Authorization: Bearer <token> (the "
+                                                 "token secret's value)", "code": "unauthorized"}
+            assert vllm.sessions == []
+            assert (bridge.active_streams, bridge.metrics.started, bridge.metrics.unauthorized_count) == (0, 0, 1)
+
+    run(scenario())  # the autouse fixture fails the test on any ERROR log line or traceback
+    assert "refused a stream: malformed bearer token (401)" in caplog.text
+
+
 def test_without_a_token_the_stream_opens_as_before_even_with_an_authorization_header(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:

@@ -69,6 +69,7 @@ def test_a_wrong_or_missing_token_is_one_clear_line(servers, secrets, parse, rec
         ["transcribe", str(recording), "--url", servers.url, *options, "--speed", "0"]))
     out, err = capsys.readouterr()
     assert code == transcribe.EXIT_FAILED
+    assert err.splitlines()[0].startswith("voicectl transcribe: ")  # no blank line before it (no delta came)
     (line,) = [text for text in err.splitlines() if text.startswith("voicectl transcribe: ")]
     if how == "secret":
         assert line == (f"voicectl transcribe: the bridge at {servers.url} refused the bearer token from Secrets "
@@ -121,6 +122,18 @@ def test_an_unreadable_secret_names_it(secrets, parse, recording):
     assert str(info.value).startswith(f"cannot read the bearer token from Secrets Manager secret {missing}: AWS refused "
                                       "a request: ")
     assert "ResourceNotFoundException" in str(info.value)
+
+
+def test_an_unreadable_secret_is_the_first_line_on_stderr(secrets, parse, recording, capsys):
+    missing = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:missing-AbCdEf"
+    code = cli.run_command("transcribe", transcribe.run, parse(
+        ["transcribe", str(recording), "--url", "ws://127.0.0.1:1/invocations-bidirectional-stream",
+         "--token-secret", missing]))
+    out, err = capsys.readouterr()
+    assert (code, out) == (transcribe.EXIT_FAILED, "")
+    assert err.splitlines()[0].startswith(f"voicectl transcribe: cannot read the bearer token from Secrets Manager "
+                                          f"secret {missing}: AWS refused a request: ")
+    assert len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("value", ["", "with space in it 0123456789", "trailing-newline-0123456789\n"])

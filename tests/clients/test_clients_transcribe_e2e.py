@@ -339,3 +339,19 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
     assert second.text.count("Hello ") == -(-len(pcm) // 4096 // len(DELTAS))  # one delta per 128 ms chunk
     assert (result["reopens"], proxy.connections) == (1, 2)
     assert "resending this session's" in err
+
+
+def test_deltas_share_one_line_ended_only_when_open(capsys):
+    """The deltas' line is finished once before what follows; with no delta written, nothing is (no blank line)."""
+    echo = transcribe.DeltaEcho()
+    echo.end_line()
+    echo.replay("the stream dropped; resending 1.0 s of audio")
+    echo.delta("Hello ")
+    echo.delta("")
+    echo.delta("there.")
+    echo.replay("the stream dropped again")
+    echo.delta("Hi.")
+    echo.end_line()
+    echo.end_line()
+    assert capsys.readouterr().err == ("voicectl transcribe: the stream dropped; resending 1.0 s of audio\n"
+                                       "Hello there.\nvoicectl transcribe: the stream dropped again\nHi.\n")
