@@ -10,6 +10,7 @@ at 16 kHz, mono (vllm ``entrypoints/speech_to_text/realtime/protocol.py``: "base
 from __future__ import annotations
 
 import io
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,12 +104,15 @@ class AudioFileInfo:
         sample_rate_hz: its sample rate in Hz.
         channels: its channel count.
         frames: its length in frames (samples per channel).
+        declared_frames: for a PCM WAV whose header declares more frames than the file holds (a recording cut
+            short), the frames the header declares; else None.
     """
 
     path: Path
     sample_rate_hz: int
     channels: int
     frames: int
+    declared_frames: int | None = None
 
     @property
     def duration_s(self) -> float:
@@ -138,7 +142,24 @@ def open_audio(path: str | Path) -> AudioFileInfo:
         ) from error
     if info.frames <= 0:
         raise AudioError(f"{path}: the file holds no audio samples (0 frames at {info.samplerate} Hz)")
-    return AudioFileInfo(path=path, sample_rate_hz=int(info.samplerate), channels=info.channels, frames=info.frames)
+    return AudioFileInfo(path=path, sample_rate_hz=int(info.samplerate), channels=info.channels, frames=info.frames,
+                         declared_frames=_declared_wav_frames(path, info.format, info.frames))
+
+
+def _declared_wav_frames(path: Path, container: str, frames: int) -> int | None:
+    """The frame count a PCM WAV header declares when it is more than ``frames`` (what the file holds), else None.
+
+    libsndfile quietly trims the header's length to the bytes present, so a truncated WAV reads as a shorter,
+    complete one; the standard library's ``wave`` reports the header's own count (PCM WAV only; others: None).
+    """
+    if container != "WAV":
+        return None
+    try:
+        with wave.open(str(path)) as header:
+            declared = header.getnframes()
+    except (wave.Error, EOFError, OSError):
+        return None
+    return declared if declared > frames else None
 
 
 def iter_pcm16(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[bytes]:

@@ -326,9 +326,13 @@ async def transcribe_file(args: argparse.Namespace, transcript: Transcript | Non
         RealtimeError: the transcription failed (see :func:`voicectl.realtime.transcribe_stream`).
     """
     try:
-        open_audio(args.file)
+        audio = open_audio(args.file)
     except AudioError as error:
         raise UsageError(str(error)) from error
+    if audio.declared_frames is not None:
+        print(f"warning: {audio.path}: the WAV header declares {audio.declared_frames / audio.sample_rate_hz:.2f} s "
+              f"of audio but the file holds {audio.duration_s:.2f} s (cut short?); transcribing what is there",
+              file=sys.stderr)
     echo = DeltaEcho() if echo is None else echo
     async with opener_factory(args) as opener:
         opener_: TransportOpener = opener

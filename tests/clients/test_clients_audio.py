@@ -12,6 +12,7 @@ from voicectl.audio import (
     float_to_pcm16,
     iter_chunks,
     load_pcm16,
+    open_audio,
     pcm16_to_wav_bytes,
 )
 
@@ -65,6 +66,18 @@ def test_unreadable_and_missing_files_are_clear_errors(tmp_path):
         load_pcm16(text)
     with pytest.raises(AudioError, match="no such file"):
         load_pcm16(tmp_path / "absent.flac")
+
+
+def test_a_wav_cut_short_is_named_with_what_its_header_declares(tmp_path, recording):
+    whole = open_audio(recording)
+    assert whole.declared_frames is None
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(open(recording, "rb").read()[:1000])  # 44-byte header + 956 bytes: 239 stereo PCM16 frames
+    info = open_audio(cut)
+    assert (info.frames, info.declared_frames) == (239, whole.frames)
+    flac = tmp_path / "whole.flac"
+    soundfile.write(flac, np.zeros((100, 1), dtype=np.float32), 16000)
+    assert open_audio(flac).declared_frames is None  # only PCM WAV headers are read
 
 
 def test_pcm16_conversion_clips_and_rounds():

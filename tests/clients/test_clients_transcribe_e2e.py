@@ -58,6 +58,17 @@ def test_transcribe_url_unpaced_prints_the_transcript_and_figures(servers, parse
     assert len(session.audio) == len(load_pcm16(recording).data)
 
 
+def test_a_wav_cut_short_is_transcribed_with_a_warning_naming_both_lengths(servers, parse, recording, tmp_path, capsys):
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(recording.read_bytes()[:1000])
+    assert transcribe.run(parse(["transcribe", str(cut), "--url", servers.url, "--speed", "0"])) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (f"warning: {cut}: the WAV header declares 3.66 s of audio but the file holds 0.01 s "
+                                   "(cut short?); transcribing what is there")
+    (session,) = servers.vllm.sessions
+    assert len(session.audio) == len(load_pcm16(cut).data)
+
+
 def test_transcribe_url_reports_an_error_event(servers, parse, recording, capsys):
     import asyncio
 
