@@ -492,8 +492,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "version, the Sonic Marketplace subscription, the SageMaker instance quotas, and the bridge image's "
             "CUDA against the inference AMI's driver. Stops with exit code 1 and what to do; a check it cannot make "
             "(a missing permission) is reported as UNCHECKED."))
-    parser.add_argument("action", choices=ACTIONS)
-    parser.add_argument("cdk_args", nargs=argparse.REMAINDER,
+    parser.add_argument("action", choices=ACTIONS,
+                        help="the make target about to run. deploy: credentials, bootstrap, hub token, Sonic "
+                             "package and subscription, quotas, image CUDA; diff: credentials and bootstrap; "
+                             "destroy: credentials, and prints the stacks it removes; bootstrap: that the "
+                             "credentials are for the account of aws://ACCOUNT/REGION, and the current bootstrap")
+    parser.add_argument("cdk_args", nargs=argparse.REMAINDER, metavar="CDK_ARGS",
                         help="the CDK CLI arguments (-c key=value settings; aws://ACCOUNT/REGION for bootstrap)")
     parser.set_defaults(func=_run)
 
