@@ -150,7 +150,11 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
         sonic_streams_per_instance: overrides :data:`SONIC_STREAMS_PER_INSTANCE`.
     """
     costs: list[EndpointCost] = []
-    if settings.voxtral.enabled:
+    if settings.voxtral.enabled and settings.voxtral.target == "ecs":
+        v = settings.voxtral
+        costs.append(_on_ecs("voxtral", v.endpoint_name, settings.ecs.instance_type, settings.ecs.min_tasks,
+                             settings.ecs.max_tasks, v.streams_per_instance))
+    elif settings.voxtral.enabled:
         v = settings.voxtral
         costs.append(_priced(lookup, EndpointCost(
             section="voxtral", endpoint_name=v.endpoint_name, instance_type=v.instance_type,
@@ -159,7 +163,11 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
             target_streams_per_instance=v.streams_target,
             target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {v.streams_per_instance}",
         )))
-    if settings.sonic.enabled:
+    if settings.sonic.enabled and settings.sonic.target == "ecs":
+        sonic = settings.sonic
+        costs.append(_on_ecs("sonic", sonic.endpoint_name, sonic.ecs_instance_type, sonic.min_instances,
+                             sonic.max_instances, SONIC_STREAMS_PER_INSTANCE.get(f"ml.{sonic.ecs_instance_type}") or 0))
+    elif settings.sonic.enabled:
         s = settings.sonic
         if sonic_streams_per_instance is not None:
             streams, source = sonic_streams_per_instance, "--sonic-streams-per-instance"
@@ -179,6 +187,15 @@ def _voxtral_streams_source(max_num_seqs: int | str) -> str:
     if max_num_seqs == "auto":
         return "voxtral.max_num_seqs=auto, the capacity model"
     return "voxtral.max_num_seqs"
+
+
+def _on_ecs(section: str, name: str, ec2_type: str, min_tasks: int, max_tasks: int, streams: float) -> EndpointCost:
+    """An endpoint on the ECS target: EC2 instances (and a load balancer), which this command does not price."""
+    return EndpointCost(
+        section=section, endpoint_name=name, instance_type=ec2_type, min_instances=min_tasks,
+        max_instances=max_tasks, streams_per_instance=streams, streams_source="",
+        error=(f"{section}.target=ecs: ECS tasks on EC2 {ec2_type} (On-Demand or Spot) behind a load balancer; "
+               "this command prices SageMaker hosting only (see Amazon EC2 pricing for that type)"))
 
 
 def _priced(lookup: Callable[[str], pricing.HostingPrice], cost: EndpointCost) -> EndpointCost:
@@ -211,7 +228,8 @@ def format_text(costs: list[EndpointCost], region: str) -> str:
         lines.append("")
         lines.append(f"{c.endpoint_name} ({c.section}): {c.instance_type}")
         if c.price is None:
-            lines.append(f"  no price: {c.error}")
+            lines += textwrap.wrap(f"no price: {c.error}", WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
             continue
         p = c.price
         lines.append(f"  per instance-hour     {_usd(p.usd_per_hour)}  (SKU {p.sku}, {p.usage_type}, "

@@ -283,6 +283,25 @@ def test_a_missing_price_is_kept_on_its_endpoint_only():
     assert sonic.usd_per_month(1) is None and sonic.usd_per_stream_hour is None
 
 
+def test_an_endpoint_on_the_ecs_target_is_named_not_priced_as_sagemaker_hosting():
+    looked_up = []
+
+    def lookup(instance_type):
+        looked_up.append(instance_type)
+        return PRICES[instance_type]
+
+    settings = cost.load_cost_settings(CDK_JSON, {"voxtral.target": "ecs", "ecs.instance_type": "g6e.xlarge",
+                                                  "ecs.min_tasks": "3"})
+    voxtral, sonic = cost.endpoint_costs(settings, lookup)
+    assert looked_up == ["ml.g6e.2xlarge"]  # Sonic only: the ECS tasks run on EC2, which this command does not price
+    assert (voxtral.price, voxtral.instance_type, voxtral.min_instances) == (None, "g6e.xlarge", 3)
+    assert voxtral.error == ("voxtral.target=ecs: ECS tasks on EC2 g6e.xlarge (On-Demand or Spot) behind a load "
+                             "balancer; this command prices SageMaker hosting only (see Amazon EC2 pricing for that type)")
+    assert sonic.price == PRICES["ml.g6e.2xlarge"]
+    text = cost.format_text([voxtral, sonic], settings.region)
+    assert all(len(line) <= cost.WIDTH for line in text.splitlines())
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"voxtral.max_num_seqs": "0"}, r"voxtral\.max_num_seqs=0: must be a positive whole number"),
     ({"voxtral.instance_typ": "ml.g6.4xlarge"}, r"did you mean 'voxtral\.instance_type'"),
