@@ -607,7 +607,8 @@ def verify(cdk_out: Path, session: Any = None) -> list[Check]:
     """
     expected = read_cloud_assembly(cdk_out)
     if not expected:
-        raise UsageError(f"{cdk_out} holds no SageMaker endpoint (are both endpoints disabled?)")
+        raise UsageError(f"{cdk_out} holds no SageMaker endpoint (are both endpoints disabled, or on the ECS "
+                         "target? verify checks SageMaker endpoints only)")
     session = session or aws_session(region_required=False)  # each stack names its own Region
     account = session.client("sts", region_name=expected[0].region).get_caller_identity()["Account"]
     checks: list[Check] = []

@@ -488,6 +488,16 @@ def test_no_cloud_assembly_is_a_usage_error(tmp_path, capsys):
     assert "holds no synthesized app (no manifest.json); run `make synth` first" in capsys.readouterr().err
 
 
+def test_an_app_without_sagemaker_endpoints_is_a_usage_error_naming_the_ecs_target(tmp_path, capsys):
+    stack = {"type": "aws:cloudformation:stack", "environment": "aws://123456789012/us-east-1",
+             "properties": {"templateFile": "RealtimeVoice-VoxtralEcs.template.json"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"version": "48.0.0",
+                                                        "artifacts": {"RealtimeVoice-VoxtralEcs": stack}}))
+    (tmp_path / "RealtimeVoice-VoxtralEcs.template.json").write_text(json.dumps({"Resources": {}}))
+    assert main(["verify", "--cdk-out", str(tmp_path)]) == 2
+    assert "or on the ECS target? verify checks SageMaker endpoints only" in capsys.readouterr().err
+
+
 def test_without_credentials_it_stops_with_a_clear_message(ops_variant):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update({"AWS_CONFIG_FILE": "/nonexistent/config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
