@@ -29,7 +29,7 @@ from typing import Any
 from constructs_lib import capacity as model
 from constructs_lib import instance_types
 from voicectl.cli import UsageError
-from voicectl.cost import load_cost_settings, parse_overrides
+from voicectl.cost import settings_from_args
 
 GiB = 2**30
 
@@ -187,11 +187,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: bad settings or arguments (exit 2).
     """
-    overrides = parse_overrides(args.context, args.region)
-    cdk_json = args.cdk_json
-    if cdk_json is None and Path("cdk.json").is_file():
-        cdk_json = Path("cdk.json")
-    settings = load_cost_settings(cdk_json, overrides)
+    settings, _ = settings_from_args(args, "capacity")
     table = rows(settings, args.instance_type)
     failed = False
     if args.prices:

@@ -139,6 +139,25 @@ def load_cost_settings(cdk_json: Path | None, overrides: dict[str, str]) -> Sett
         raise UsageError(str(error)) from None
 
 
+def settings_from_args(args: argparse.Namespace, command: str) -> tuple[Settings, dict[str, str]]:
+    """The settings of a command's ``-c``, ``--region`` and ``--cdk-json`` arguments, and the overrides among them.
+
+    ``--cdk-json`` defaults to ``./cdk.json``; without one the built-in defaults are used, and ``voicectl
+    <command>`` says so on standard error.
+
+    Raises:
+        UsageError: as :func:`parse_overrides` and :func:`load_cost_settings`.
+    """
+    overrides = parse_overrides(args.context, args.region)
+    cdk_json = args.cdk_json
+    if cdk_json is None and Path("cdk.json").is_file():
+        cdk_json = Path("cdk.json")
+    elif cdk_json is None:
+        print(f"voicectl {command}: no cdk.json in the current directory: using the built-in default settings",
+              file=sys.stderr)
+    return load_cost_settings(cdk_json, overrides), overrides
+
+
 def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPrice],
                    sonic_streams_per_instance: int | None = None) -> list[EndpointCost]:
     """The figures of every enabled endpoint of ``settings``.
@@ -362,14 +381,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: bad settings or arguments (exit 2).
     """
-    overrides = parse_overrides(args.context, args.region)
-    cdk_json = args.cdk_json
-    if cdk_json is None and Path("cdk.json").is_file():
-        cdk_json = Path("cdk.json")
-    elif cdk_json is None:
-        print("voicectl cost: no cdk.json in the current directory: using the built-in default settings",
-              file=sys.stderr)
-    settings = load_cost_settings(cdk_json, overrides)
+    settings, overrides = settings_from_args(args, "cost")
     try:
         pricing.price_list_endpoint_region(settings.region)
     except pricing.PricingError as error:
