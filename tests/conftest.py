@@ -53,3 +53,10 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
 def synthesized(tmp_path_factory) -> Synthesized:
     """The app with the settings of cdk.json, synthesized once for the whole session."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def synthesized_vpc(tmp_path_factory) -> Synthesized:
+    """network.mode=vpc with everything else as in cdk.json (a new VPC and a key the app makes), synthesized once
+    for the whole session."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.vpc"), {"network.mode": "vpc"})

@@ -75,9 +75,9 @@ def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs)
             assert len(props["SubnetIds"]) == 2
 
 
-def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, tmp_path_factory):
+def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vpc):
     """The SageMaker target in vpc mode keeps its four endpoints (tests/infra/test_private.py has the rest)."""
-    sagemaker = synthesize(tmp_path_factory.mktemp("vpc-sagemaker"), {"network.mode": "vpc"})
+    sagemaker = synthesized_vpc
     assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
     assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]
 

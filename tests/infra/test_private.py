@@ -28,9 +28,9 @@ EXISTING = {
 
 
 @pytest.fixture(scope="module")
-def private(tmp_path_factory):
+def private(synthesized_vpc):
     """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes."""
-    return synthesize(tmp_path_factory.mktemp("vpc"), {"network.mode": "vpc"})
+    return synthesized_vpc
 
 
 @pytest.fixture(scope="module")
