@@ -1,7 +1,8 @@
 """What a hostile client tried against the bridge (a review on loopback), one test per case, each a whole kind.
 
 Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and `/ping`
-must answer 200 within 100 ms (`PING_WITHIN_S`) all through the attack (`ping_during`).
+must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not an assertion:
+bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms, container/README.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from bridge.legs import FRAME_BUDGET, HOLD_BYTES, MAX_CONTROL_FRAMES_PER_S, MAX_
 from bridge.protocol import MAX_OTHER_EVENT_BYTES
 from tests.bridge.bridge_testkit import (
     PCM_CHUNK,
-    PING_WITHIN_S,
     RawClient,
     append,
     event,
@@ -105,10 +105,9 @@ def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, 
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
-            latencies = await ping_during(bridge_, task)
+            await ping_during(bridge_, task)
             code, reason = task.result()
             assert (code, reason) == (1008, f"more than {MAX_FRAGMENTS} fragments in one message")
-            assert max(latencies) < PING_WITHIN_S
             await session.wait_closed(timeout=1)
             assert session.event_types() == ["session.update", "input_audio_buffer.commit"]  # nothing relayed
             client.abort()
@@ -129,14 +128,13 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
-            latencies = await ping_during(bridge_, task)
+            await ping_during(bridge_, task)
             assert task.result() == (1008, f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
             pongs = [received for received in client.frames if received.opcode is Opcode.PONG]
             # The protocol answers a ping as it parses it: those in the piece that passed the limit too.
             ping_bytes = len(frame(Opcode.PING, b"p" * 125))
             assert MAX_CONTROL_FRAMES_PER_S < len(pongs) <= legs.FEED_BYTES // ping_bytes + 1
             assert pongs[0].data == b"p" * 125
-            assert max(latencies) < PING_WITHIN_S
             await session.wait_closed(timeout=1)
 
     run(scenario())
@@ -227,8 +225,7 @@ def test_large_events_other_than_a_canonical_append_are_refused_unparsed(run, mo
                 await push_frames(client, payload, 4)
                 await client.read_for(1.0)
 
-            latencies = await ping_during(bridge_, attack())
-            assert max(latencies) < PING_WITHIN_S
+            await ping_during(bridge_, attack())
             errors = [e for e in client.events() if e["type"] == "error"]
             assert [e["code"] for e in errors] == ["event_too_large"] * 4
             assert (errors[0]["max_bytes"], errors[0]["bytes"]) == (MAX_OTHER_EVENT_BYTES, len(big.encode()))
@@ -279,8 +276,7 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
                 clients.append(client)
             pushers = [asyncio.create_task(push_frames(client, payload, 10)) for client in clients]
             try:
-                latencies = await ping_during(bridge_, asyncio.sleep(2.0))
-                assert max(latencies) < PING_WITHIN_S
+                await ping_during(bridge_, asyncio.sleep(2.0))
                 assert len(bridge_._streams) == streams
                 for stream in bridge_._streams:
                     client = stream.client
@@ -444,12 +440,11 @@ def test_a_stream_sending_faster_than_the_rate_limit_is_ended_with_rate_limited(
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
-            latencies = await ping_during(bridge_, task)
+            await ping_during(bridge_, task)
             assert task.result() == (1008, "rate_limited")
             (error,) = [e for e in client.events() if e["type"] == "error"]
             assert (error["code"], error["limit_x"], error["burst_s"]) == ("rate_limited", 8, 2)
             assert "8 x real time" in error["error"]
-            assert max(latencies) < PING_WITHIN_S
             # The burst and the rate got through, no more: 2 s of credit, each event at least 10 ms.
             cost_s = max(len(append_pcm) / 32000, 0.01)
             assert session.event_types().count("input_audio_buffer.append") <= (2 + 8 * 1.0) / cost_s

@@ -37,9 +37,8 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
             vllm.health_hangs = True
             probe = asyncio.create_task(bridge.health.probe_once())  # blocks for PROBE_TIMEOUT_S
             await asyncio.sleep(0.05)
-            started = time.monotonic()
             assert await ping_status(bridge) == 503
-            assert time.monotonic() - started < 0.1
+            assert not probe.done()  # answered from the last state while the probe still waits on vLLM
             assert await probe is False
             vllm.health_hangs, vllm.health_status = False, 200
             assert await bridge.health.probe_once() is True

