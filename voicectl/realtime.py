@@ -840,7 +840,8 @@ class TranscriptionMachine:
         raw_code = event.get("code")
         code = raw_code if raw_code is None or (isinstance(raw_code, str) and len(raw_code) <= 64) else (
             one_line(raw_code, 64))
-        message = one_line(event.get("error"))  # the server's text, on one line of bounded length
+        # The server's text, on one line of bounded length.
+        message = "(no message)" if event.get("error") is None else one_line(event.get("error"))
         if code == SESSION_LIMIT_CODE:
             return self._session_limit(event, message, now)
         if code in REOPEN_CODES:
