@@ -27,7 +27,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test scan mic mic-screenshot local local-lifecycle bootstrap diff deploy destroy verify lock clean
+.PHONY: help deps mic-deps synth test scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -77,6 +77,23 @@ mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser t
 local: deps ## run the whole path on this machine (fake vLLM, bridge, Sonic stand-in, SageMaker runtime front door); Ctrl-C stops
 	$(PY) -m voicectl.local $(LOCAL_ARGS)
 
+# The AWS blog's bidirectional streaming client, run unmodified by tests/local/test_local_public_client.py: its file at
+# a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
+BIDI_CLIENT_VENV := .venv-bidi-client
+BIDI_CLIENT_COMMIT := 147c6fbfad4dc94c83af57ebdadae2dee58c9c4c
+BIDI_CLIENT_SHA256 := 0e16b4950c89d1881702cb4f22bc10c732c9bad0c27c2d1479d777f69919eb17
+BIDI_CLIENT_URL := https://raw.githubusercontent.com/aws-samples/sagemaker-genai-hosting-examples/$(BIDI_CLIENT_COMMIT)/03-features/bidirectional-streaming-vLLM/sagemaker_bidi_client.py
+BIDI_CLIENT_FILE := .public-clients/sagemaker_bidi_client.py
+
+bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA-256 checked) and its SDK (.venv-bidi-client)
+	$(PYTHON) -m venv $(BIDI_CLIENT_VENV)
+	$(BIDI_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+		-r requirements-bidi-client.lock
+	mkdir -p $(dir $(BIDI_CLIENT_FILE))
+	curl -fsSL $(BIDI_CLIENT_URL) -o $(BIDI_CLIENT_FILE).part
+	echo "$(BIDI_CLIENT_SHA256)  $(BIDI_CLIENT_FILE).part" | sha256sum --check --quiet
+	mv $(BIDI_CLIENT_FILE).part $(BIDI_CLIENT_FILE)
+
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
@@ -106,6 +123,8 @@ lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock, requirem
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/scan-requirements.in -o requirements-scan.lock
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
+		tests/tools/bidi-client-requirements.in -o requirements-bidi-client.lock
 	$(PY) tests/tools/staging_requirements.py
 
 clean: ## remove cdk.out (and cdk.out.vpc), the virtual environments (.venv, .venv-scan) and node_modules

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -61,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                "(default: us-east-1)")
     parser.add_argument("--ca-file", metavar="FILE", help="write the CA certificate here (default: a new temporary "
                                                           "directory, removed at exit)")
+    parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
+                        help="one more name the certificate covers, e.g. runtime.sagemaker.us-east-1.amazonaws.com "
+                             "for a client that hard-codes SageMaker's hostname (it must then resolve to this "
+                             "machine: the hosts-file line is printed); repeat for each")
     parser.add_argument("--ping-interval", type=float, default=PING_INTERVAL_S, metavar="SECONDS",
                         help=f"seconds between WebSocket pings to a container (default: {PING_INTERVAL_S:g}, as "
                              "SageMaker; the stream ends after 5 unanswered)")
@@ -89,11 +94,85 @@ def environment_script(environment: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+HOSTNAME_PATTERN = re.compile(r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$")
+"""A DNS host name (RFC 1123: labels of letters, digits and inner hyphens, at most 63 characters, 253 in all)."""
+
+SYSTEM_CA_NAME = "voicectl-local-runtime"
+"""File name (without extension) of the local CA in a system trust store: the same at every start, so that adding
+it again replaces the previous one."""
+
+
+def validate_names(names: list[str]) -> list[str]:
+    """The ``--name`` values, checked: host names (RFC 1123) or IP addresses.
+
+    Raises:
+        UsageError: naming each bad value and what is allowed.
+    """
+    import ipaddress
+
+    bad = []
+    for name in names:
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            if not HOSTNAME_PATTERN.match(name):
+                bad.append(name)
+    if bad:
+        raise UsageError(f"--name {', '.join(map(repr, bad))}: not a host name (letters, digits, hyphens and dots, "
+                         "labels of at most 63 characters) or an IP address")
+    return names
+
+
+def hosts_lines(names: list[str]) -> list[str]:
+    """The hosts-file (``/etc/hosts``) lines that resolve each host name of ``names`` to this machine (IPv4 and IPv6
+    loopback); IP addresses need none."""
+    import ipaddress
+
+    lines = []
+    for name in names:
+        with contextlib.suppress(ValueError):
+            ipaddress.ip_address(name)
+            continue
+        lines += [f"127.0.0.1 {name}", f"::1 {name}"]
+    return lines
+
+
+def system_trust_commands(ca_file: Path) -> list[tuple[str, list[str], list[str]]]:
+    """How to make clients built on awscrt trust ``ca_file``: (system, commands to add it, commands to remove it).
+
+    awscrt (aws-c-io, on Linux through s2n-tls) ignores ``AWS_CA_BUNDLE`` and ``SSL_CERT_FILE``: unless the client
+    overrides it, it trusts the system's store, the first of ``/etc/ssl/certs/ca-certificates.crt`` (Debian,
+    Ubuntu), ``/etc/pki/tls/certs/ca-bundle.crt`` (RHEL, Amazon Linux) and a few more that exists, with the
+    directory ``/etc/ssl/certs`` or ``/etc/pki/tls/certs`` (aws-c-io ``pki_utils``), and on macOS the keychains.
+    Those are made by each system's own tool from the anchors it is given.
+    """
+    ca = shlex.quote(str(ca_file))
+    debian = f"/usr/local/share/ca-certificates/{SYSTEM_CA_NAME}.crt"
+    rhel = f"/etc/pki/ca-trust/source/anchors/{SYSTEM_CA_NAME}.pem"
+    keychain = "/Library/Keychains/System.keychain"
+    return [
+        ("Debian, Ubuntu", [f"sudo cp {ca} {debian}", "sudo update-ca-certificates"],
+         [f"sudo rm {debian}", "sudo update-ca-certificates --fresh"]),
+        ("RHEL, Amazon Linux, Fedora", [f"sudo cp {ca} {rhel}", "sudo update-ca-trust"],
+         [f"sudo rm {rhel}", "sudo update-ca-trust"]),
+        ("macOS", [f"sudo security add-trusted-cert -d -r trustRoot -k {keychain} {ca}"],
+         [f"sudo security remove-trusted-cert -d {ca}"]),
+    ]
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600, also when ``path`` existed)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``voicectl local-runtime``; serves until SIGINT or SIGTERM, then returns 0."""
     from voicectl.local.bidi import StreamSettings
     from voicectl.local.runtime import LocalRuntime, parse_endpoints
-    from voicectl.local.serving import listen_sockets, make_certificate
+    from voicectl.local.serving import certificate_names, listen_sockets, make_certificate
     from voicectl.local.sigv4 import LocalCredentials
 
     try:
@@ -103,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {args.port}")
+    names = validate_names(list(getattr(args, "names", [])))
+    if args.host not in ("localhost", "0.0.0.0", "::"):  # noqa: S104 (what the caller asked to listen on)
+        names.append(args.host)  # env.sh's URL names it: the certificate must cover it
     # Never the caller's own AWS credentials: they would be printed and written to env.sh.
     key_id = os.environ.get(ACCESS_KEY_VARIABLE) or "AKIALOCAL" + secrets.token_hex(6).upper()
     secret = os.environ.get(SECRET_KEY_VARIABLE) or secrets.token_urlsafe(30)
@@ -113,21 +195,29 @@ def run(args: argparse.Namespace) -> int:
                          "local runtime running? Choose another --port") from error
     state = Path(tempfile.mkdtemp(prefix="voicectl-local-runtime-"))
     try:
-        tls = make_certificate(state, Path(args.ca_file).resolve() if args.ca_file else None)
+        tls = make_certificate(state, Path(args.ca_file).resolve() if args.ca_file else None, names)
         port = sockets[0].getsockname()[1]
         url = f"https://{'localhost' if args.host == 'localhost' else args.host}:{port}"
         environment = client_environment(url, tls.ca_file, key_id, secret, args.region)
         env_file = tls.ca_file.parent / "env.sh"
-        env_file.write_text(environment_script(environment))
+        write_private(env_file, environment_script(environment))  # it holds the local secret key
         print(f"voicectl local-runtime: SageMaker runtime on {url} (HTTP/2 and HTTP/1.1 over TLS), Region "
               f"{args.region}", flush=True)
         for endpoint in endpoints:
             kind = "bidirectional streaming" if endpoint.bidirectional else "response streaming"
             print(f"  endpoint {endpoint.name} / {endpoint.variant}: {endpoint.container} ({kind})")
-        print(f"  CA certificate: {tls.ca_file}")
+        print(f"  CA certificate: {tls.ca_file} (for: {', '.join(certificate_names(names))})")
         print(f"  client environment (source {env_file}):")
         for name, value in environment.items():
             print(f"    export {name}={shlex.quote(value)}")
+        if lines := hosts_lines(names):
+            print("  for a client that calls these names, resolve them to this machine (add to /etc/hosts):")
+            for line in lines:
+                print(f"    {line}")
+        print("  for a client on awscrt (it ignores AWS_CA_BUNDLE and SSL_CERT_FILE), trust the CA system-wide:")
+        for system, add, remove in system_trust_commands(tls.ca_file):
+            print(f"    {system}: {' && '.join(add)}")
+            print(f"      remove: {' && '.join(remove)}")
         app = LocalRuntime(endpoints=endpoints, credentials=LocalCredentials(key_id, secret), region=args.region,
                            settings=settings)
         asyncio.run(_serve_until_signal(app, sockets, tls))

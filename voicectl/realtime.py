@@ -60,6 +60,7 @@ import numpy as np
 
 from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
 from voicectl.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
+from voicectl.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
 
 DEFAULT_MODEL = DEFAULT_REPO_ID
 """Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``), which
@@ -156,6 +157,17 @@ SEND_BURST_S = 60.0
 
 MAX_BUFFERED_S = 30.0
 """Audio seconds held unsent (a stream opening, a generation finishing) before the client stops reading the source."""
+
+MAX_EVENT_BYTES = 1024 * 1024
+"""Largest server event accepted, in bytes (1 MiB): a ``transcription.done`` of a 50-minute generation holds some
+50 KB of text (150 words a minute); anything larger is refused (code ``message_too_large``) before it is parsed."""
+
+MAX_EVENT_DEPTH = DEFAULT_MAX_DEPTH
+"""Deepest JSON nesting accepted in a server event (the protocol's events nest 3 levels)."""
+
+MAX_TRANSCRIPT_CHARS = 16 * 1024 * 1024
+"""Characters of transcript (deltas and done texts) one run keeps at most (16 Mi, some 290 hours of speech at 150
+words a minute); a server that sends more ends the run (code ``transcript_too_large``) instead of filling memory."""
 
 ERROR_HINTS: dict[str, str] = {
     "model_not_found": "pass --model with the model name the endpoint serves (vLLM --served-model-name)",
@@ -276,6 +288,8 @@ class Transcript:
 
     def __init__(self) -> None:
         self._segments: list[_Segment] = []
+        self.chars = 0
+        """Characters held: every kept segment's deltas and done text (bounded by :data:`MAX_TRANSCRIPT_CHARS`)."""
 
     @property
     def text(self) -> str:
@@ -297,12 +311,27 @@ class Transcript:
         """Drop ``segment`` (its audio is being resent)."""
         with contextlib.suppress(ValueError):
             self._segments.remove(segment)
+            self.chars -= segment.chars
+
+    def add_delta(self, segment: _Segment, delta: str) -> None:
+        """Append ``delta`` to ``segment``."""
+        segment.deltas.append(delta)
+        segment.chars += len(delta)
+        self.chars += len(delta)
+
+    def set_done(self, segment: _Segment, text: str) -> None:
+        """Set ``segment``'s done text; its deltas, replaced by it, are no longer kept."""
+        self.chars -= segment.chars
+        segment.done_text, segment.deltas = text, [text]
+        segment.chars = len(text)
+        self.chars += segment.chars
 
 
 @dataclass
 class _Segment:
     deltas: list[str] = field(default_factory=list)
     done_text: str | None = None
+    chars: int = 0
 
     @property
     def text(self) -> str:
@@ -561,8 +590,15 @@ class TranscriptionMachine:
         self._now = max(self._now, now)
         if stream not in self._streams or self.finished:
             return []
+        if len(text) > MAX_EVENT_BYTES:
+            return self._fail(RealtimeError(
+                f"the endpoint sent a {len(text):,}-byte event, more than the {MAX_EVENT_BYTES:,} bytes the client "
+                "accepts (MAX_EVENT_BYTES); check what answers at that address", code="message_too_large"))
         try:
-            event = json.loads(text)
+            event = loads_bounded(text, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_EVENT_DEPTH)
+        except JsonBoundError as error:
+            return self._fail(RealtimeError(f"the endpoint sent an event the client refuses: {error}; check what "
+                                            "answers at that address", code="bad_message"))
         except json.JSONDecodeError:
             return self._fail(RealtimeError(f"the endpoint sent a message that is not JSON: {text[:200]!r}",
                                             code="bad_message"))
@@ -574,13 +610,21 @@ class TranscriptionMachine:
             delta = _text_field(event, "delta")
             if delta and self._first_delta_at is None:
                 self._first_delta_at = now
-            generation.segment.deltas.append(delta)
-            return [ShowDelta(delta)]
+            self.transcript.add_delta(generation.segment, delta)
+            return self._check_kept() or [ShowDelta(delta)]
         if kind == TRANSCRIPTION_DONE:
             return self._done(stream, event, now)
         if kind == ERROR:
             return self._error(stream, event, now)
         return []  # session.created and unknown informational events need no action
+
+    def _check_kept(self) -> list[Action]:
+        """Fail (the actions to do so) once the transcript holds more than :data:`MAX_TRANSCRIPT_CHARS`."""
+        if self.transcript.chars <= MAX_TRANSCRIPT_CHARS:
+            return []
+        return self._fail(RealtimeError(
+            f"the endpoint sent more than {MAX_TRANSCRIPT_CHARS:,} characters of transcript, the most one run keeps "
+            "(MAX_TRANSCRIPT_CHARS); split the audio into shorter files", code="transcript_too_large"))
 
     def closed(self, stream: int, error: BaseException | None, now: float) -> list[Action]:
         """Stream ``stream`` ended: ``error`` is a :class:`TransportClosed` (a drop), a :class:`RealtimeError` (a
@@ -776,7 +820,10 @@ class TranscriptionMachine:
             self._current = None
         text = event.get("text")
         # A null or missing text falls back to the deltas, which carry the same words.
-        generation.segment.done_text = "".join(generation.segment.deltas) if text is None else _text_field(event, "text")
+        self.transcript.set_done(generation.segment,
+                                 "".join(generation.segment.deltas) if text is None else _text_field(event, "text"))
+        if failed := self._check_kept():
+            return failed
         self._generations.remove(generation)
         self._generations_done += 1
         self._last_done_at = now
@@ -790,8 +837,11 @@ class TranscriptionMachine:
         return actions + self._pump(now)
 
     def _error(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
-        code = event.get("code")
-        message = event.get("error")
+        raw_code = event.get("code")
+        code = raw_code if raw_code is None or (isinstance(raw_code, str) and len(raw_code) <= 64) else (
+            one_line(raw_code, 64))
+        # The server's text, on one line of bounded length.
+        message = "(no message)" if event.get("error") is None else one_line(event.get("error"))
         if code == SESSION_LIMIT_CODE:
             return self._session_limit(event, message, now)
         if code in REOPEN_CODES:
@@ -1151,8 +1201,12 @@ class WebSocketTransport:
     OPEN_TIMEOUT_S = 10.0
     """Seconds allowed for the TCP connect and WebSocket handshake."""
 
-    MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-    """Largest message accepted from the server (a ``transcription.done`` of a long session stays far below)."""
+    MAX_MESSAGE_BYTES = MAX_EVENT_BYTES
+    """Largest message accepted from the server: websockets refuses a larger one while it arrives (close code 1009,
+    RFC 6455 section 7.4.1), before buffering it whole, and :meth:`receive_text` reports ``message_too_large``."""
+
+    MESSAGE_TOO_BIG = 1009
+    """WebSocket close code for a message too big to process (RFC 6455 section 7.4.1)."""
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
@@ -1210,6 +1264,10 @@ class WebSocketTransport:
         except ConnectionClosedOK:
             return None
         except ConnectionClosedError as error:
+            if error.sent is not None and error.sent.code == self.MESSAGE_TOO_BIG:
+                raise RealtimeError(f"the WebSocket server sent a message larger than the {self.MAX_MESSAGE_BYTES:,} "
+                                    "bytes the client accepts (MAX_EVENT_BYTES); check what answers at that address",
+                                    code="message_too_large") from None
             raise TransportClosed(f"WebSocket closed ({error})") from error
         return message if isinstance(message, str) else decode_frame(message, "the WebSocket server")
 

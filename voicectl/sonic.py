@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicectl.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
+
 SONIC_CONTENT_TYPE = "application/json"
 SONIC_ACCEPT = "text/event-stream"
 
@@ -55,6 +57,17 @@ MODEL_ERROR_HINTS: dict[int, str] = {
 }
 """What to tell the user for a ModelError's ``OriginalStatusCode`` (cartesia-aws README, "Error Handling")."""
 
+
+MAX_EVENT_BYTES = 1024 * 1024
+"""Largest Sonic event accepted, in bytes (1 MiB; a ``chunk`` of 20 ms at 48 kHz is some 2.6 KB of base64): a line,
+or an SSE event's data lines together, that grows past it fails the request before it is parsed."""
+
+MAX_EVENT_DEPTH = DEFAULT_MAX_DEPTH
+"""Deepest JSON nesting accepted in a Sonic event (its events nest 2 levels)."""
+
+MAX_AUDIO_BYTES = 128 * 1024 * 1024
+"""PCM16 bytes one request keeps at most (128 MiB: 23 min at 48 kHz, 70 min at 16 kHz); an endpoint that sends more
+fails the request, the audio received so far written out, instead of filling memory."""
 
 
 class SonicStreamError(Exception):
@@ -157,6 +170,7 @@ class SonicEventParser:
         self._pending = bytearray()
         self._first_line = True
         self._data: list[bytes] = []
+        self._data_bytes = 0
         self._event_name = b""
         self.last_event_id = ""
         self.retry_ms: int | None = None
@@ -178,6 +192,9 @@ class SonicEventParser:
             self._line(buffer[start:match.start()], events)
             start = match.end()
         del self._pending[:start]
+        if len(self._pending) > MAX_EVENT_BYTES:
+            raise SonicStreamError(f"a response event grew past {MAX_EVENT_BYTES:,} bytes without a line break, the "
+                                   "most accepted (MAX_EVENT_BYTES)")
         return events
 
     def finish(self) -> list[dict[str, Any]]:
@@ -214,7 +231,7 @@ class SonicEventParser:
             data = b"\n".join(self._data)
             if data.strip():  # no data (only event:, id:, comments...): nothing to dispatch
                 events.append(_decode_event(data, self._event_name))
-            self._data, self._event_name = [], b""
+            self._data, self._event_name, self._data_bytes = [], b"", 0
             return
         if line.lstrip().startswith(b"{"):
             events.append(_decode_event(line.strip(), b""))
@@ -225,6 +242,10 @@ class SonicEventParser:
         value = value.removeprefix(b" ")
         if field == b"data":
             self._data.append(value)
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > MAX_EVENT_BYTES:
+                raise SonicStreamError(f"a server-sent event's data grew past {MAX_EVENT_BYTES:,} bytes, the most "
+                                       "accepted (MAX_EVENT_BYTES)")
         elif field == b"event":
             self._event_name = value
         elif field == b"id":
@@ -244,7 +265,9 @@ def _decode_event(data: bytes, event_name: bytes) -> dict[str, Any]:
     """
     name = event_name.decode("utf-8", "replace")
     try:
-        event = json.loads(data)
+        event = loads_bounded(data, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_EVENT_DEPTH)
+    except JsonBoundError as error:
+        raise SonicStreamError(f"a response event is refused: {error}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         if name == "error":
             return {"type": "error", "error": data.decode("utf-8", "replace")}
@@ -306,18 +329,23 @@ class SonicAudio:
             if not isinstance(data, str):
                 raise SonicStreamError("a chunk event has no base64 'data' field", bytes(self.pcm16))
             try:
-                self.pcm16 += base64.b64decode(data, validate=True)
+                decoded = base64.b64decode(data, validate=True)
             except binascii.Error as error:
                 raise SonicStreamError(f"a chunk event's audio is not valid base64 ({error})", bytes(self.pcm16)) from error
+            if len(self.pcm16) + len(decoded) > MAX_AUDIO_BYTES:
+                raise SonicStreamError(f"the endpoint sent more than {MAX_AUDIO_BYTES:,} bytes of audio, the most one "
+                                       "request keeps (MAX_AUDIO_BYTES); split the text", bytes(self.pcm16))
+            self.pcm16 += decoded
             self.chunks += 1
             if event.get("done") is True:
                 self.done = True
             return True
         if kind == "error" or (isinstance(event.get("status_code"), int) and event["status_code"] >= 400):
-            detail = event.get("error") or event.get("message") or event.get("data") or event
+            detail = one_line(event.get("error") or event.get("message") or event.get("data") or event)
             status = event.get("status_code")
             hint = MODEL_ERROR_HINTS.get(status, "") if isinstance(status, int) else ""
-            message = f"Sonic reported an error (status {status}): {detail}"
+            shown = status if isinstance(status, int) else one_line(str(status), 20)
+            message = f"Sonic reported an error (status {shown}): {detail}"
             raise SonicStreamError(f"{message}. {hint}" if hint else message, bytes(self.pcm16))
         if kind == "done" or event.get("done") is True:
             self.done = True

@@ -28,6 +28,9 @@ from voicectl.cli import UsageError
 from voicectl.errors import no_credentials_message
 from voicectl.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
+    MAX_AUDIO_BYTES,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_DEPTH,
     MODEL_ERROR_HINTS,
     SONIC_SAMPLE_RATES_HZ,
     SonicAudio,
@@ -74,7 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("speak", help="make the Sonic endpoint speak a text into a WAV file",
                                    description=(
                                        "Make the Sonic endpoint speak TEXT and write the audio to a 16-bit "
-                                       "WAV file; reports the duration and the time to first audio."))
+                                       "WAV file; reports the duration and the time to first audio. Limits on "
+                                       f"what the endpoint sends: one event at most {MAX_EVENT_BYTES:,} bytes "
+                                       f"(MAX_EVENT_BYTES) nested at most {MAX_EVENT_DEPTH} levels deep, at most "
+                                       f"{MAX_AUDIO_BYTES:,} bytes of audio (MAX_AUDIO_BYTES); beyond them, and on "
+                                       "an error event, the command ends with exit code 1 and one line on stderr "
+                                       "(the audio received so far is written)."))
     parser.add_argument("text", metavar="TEXT", help="the text to speak; - reads it from stdin")
     parser.add_argument("--endpoint", required=True, metavar="NAME", help="SageMaker endpoint name (the Sonic endpoint)")
     parser.add_argument("--voice", required=True, metavar="ID", help="Cartesia voice ID")

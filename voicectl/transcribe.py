@@ -29,7 +29,10 @@ from voicectl.realtime import (
     DEFAULT_MAX_STREAM_S,
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_DEPTH,
     MAX_SEND_SPEED,
+    MAX_TRANSCRIPT_CHARS,
     MIN_MAX_STREAM_S,
     MIN_SESSION_LIMIT_S,
     RealtimeError,
@@ -48,6 +51,14 @@ MIN_SPEED = 0.1
 """Slowest pacing accepted, as a multiple of real time: one 128 ms chunk every 1.28 s. Slower pacing imitates no
 real-time caller, and near-zero values would never finish (``--speed 1e-9`` schedules a chunk every four years)."""
 
+LIMITS_HELP = (
+    f"Limits on what the server sends: one event at most {MAX_EVENT_BYTES:,} bytes (MAX_EVENT_BYTES) nested at most "
+    f"{MAX_EVENT_DEPTH} levels deep (MAX_EVENT_DEPTH), at most {MAX_TRANSCRIPT_CHARS:,} characters of transcript "
+    "kept per run (MAX_TRANSCRIPT_CHARS); beyond them, and on an error event, the run ends with exit code 1 and one "
+    "line on stderr."
+)
+"""The client's bounds, for ``--help`` of the commands that transcribe (``transcribe``, ``mic``)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``transcribe`` subcommand."""
@@ -57,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Transcribe a recording through the Voxtral endpoint (or straight through a local container's bridge "
             "with --url). Deltas appear on stderr as they arrive; the transcript is printed on stdout, then time to "
-            "first delta, real-time factor and audio seconds sent."
+            "first delta, real-time factor and audio seconds sent. "
+            + LIMITS_HELP
         ),
     )
     parser.add_argument("file", metavar="FILE", help="audio file: WAV, FLAC or OGG, any sample rate and channel count")

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 
+from . import env_secrets
 from .server import Bridge
 from .settings import Settings, SettingsError
 
@@ -64,6 +65,7 @@ def return_large_buffers_to_the_os() -> bool:
 
 def main() -> int:
     """Entry point; returns the process exit code (2 for a bad setting)."""
+    env_secrets.reexec_without_secrets()  # started with BRIDGE_TOKEN in its environment: run again without it
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -73,8 +75,12 @@ def main() -> int:
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     return_large_buffers_to_the_os()
     try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
+        env = dict(os.environ)
+        secrets = env_secrets.take_secrets(env)  # the token, from the pipe the entrypoint (or the re-exec) wrote
+        os.environ.pop(env_secrets.SECRETS_FD_VARIABLE, None)
+        env_secrets.make_undumpable()
+        settings = Settings.from_env({**env, **secrets})
+    except (SettingsError, env_secrets.SecretsError) as exc:
         logging.getLogger("bridge").error("bad setting: %s", exc)
         return 2
     try:

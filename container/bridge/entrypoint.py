@@ -30,6 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from . import env_secrets
 from .settings import DEFAULT_DRAIN_S, DEFAULT_VLLM_PORT, Settings, SettingsError
 
 log = logging.getLogger("bridge.entrypoint")
@@ -81,6 +82,37 @@ def vllm_flags(env: Mapping[str, str]) -> list[str]:
     return flags + ["--host", VLLM_HOST, "--port", str(VLLM_PORT)]
 
 
+#: `SM_VLLM_<NAME>` flags whose value is a secret (matched on NAME's end): vLLM's `--api-key` (the bearer key its
+#: API requires) and `--hf-token` (a Hugging Face access token), and any flag named like one. Their values are
+#: shown as `***` wherever the command line is logged.
+SECRET_FLAG_SUFFIXES = ("API_KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIALS")
+#: What a secret flag's value is logged as.
+MASK = "***"
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whether `SM_VLLM_<NAME>` (or its `--name` flag) carries a secret value (`SECRET_FLAG_SUFFIXES`)."""
+    key = name.removeprefix(VLLM_ENV_PREFIX).removeprefix("--").upper().replace("-", "_")
+    return key.endswith(SECRET_FLAG_SUFFIXES)
+
+
+def masked_command(command: Sequence[str]) -> str:
+    """`command` joined for the log, the value after each secret flag (`is_secret_flag`) replaced by `MASK`
+    (`--api-key=VALUE` too)."""
+    shown: list[str] = []
+    hide_next = False
+    for part in command:
+        if hide_next:
+            shown.append(MASK)
+            hide_next = False
+        elif part.startswith("--") and "=" in part and is_secret_flag(part.split("=", 1)[0]):
+            shown.append(part.split("=", 1)[0] + "=" + MASK)
+        else:
+            shown.append(part)
+            hide_next = part.startswith("--") and is_secret_flag(part)
+    return " ".join(shown)
+
+
 def vllm_command(env: Mapping[str, str]) -> list[str]:
     """The full vLLM command line: VLLM_COMMAND (JSON list) or the default, then `vllm_flags(env)`.
 
@@ -126,17 +158,22 @@ async def supervise(
     env: Mapping[str, str],
     drain_s: float,
     bridge_env: Mapping[str, str] | None = None,
+    bridge_pass_fds: Sequence[int] = (),
 ) -> int:
-    """Start vLLM (with `env`) and the bridge (with `bridge_env`, default `env`), wait for the first of:
-    vLLM exits, the bridge exits, SIGTERM/SIGINT.
+    """Start vLLM (with `env`) and the bridge (with `bridge_env`, default `env`, and the descriptors
+    `bridge_pass_fds`, which are then closed here), wait for the first of: vLLM exits, the bridge exits,
+    SIGTERM/SIGINT.
 
     Returns:
         The exit code for the container: 0 after a signal; vLLM's (or the bridge's) non-zero code, or 1,
         when either exits on its own.
     """
-    log.info("starting vLLM: %s", " ".join(vllm_cmd))
+    log.info("starting vLLM: %s", masked_command(vllm_cmd))
     vllm = await asyncio.create_subprocess_exec(*vllm_cmd, env=dict(env))
-    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env))
+    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env),
+                                                  pass_fds=bridge_pass_fds)
+    for fd in bridge_pass_fds:
+        os.close(fd)  # the bridge holds its own copy (the secrets pipe): ours is no longer needed
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -162,10 +199,17 @@ async def supervise(
 
 def main() -> int:
     """Container entrypoint; returns the exit code."""
+    env_secrets.reexec_without_secrets()  # returns once the environment holds no secret (env_secrets)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     env = dict(os.environ)
     try:
-        settings = Settings.from_env(env)
+        secrets = env_secrets.take_secrets(env)
+    except env_secrets.SecretsError as exc:
+        log.error("bad setting: %s", exc)
+        return 2
+    env_secrets.make_undumpable()
+    try:
+        settings = Settings.from_env({**env, **secrets})
     except SettingsError as exc:
         log.error("bad setting: %s", exc)
         return 2
@@ -174,7 +218,7 @@ def main() -> int:
 
         try:
             cache_dir = Path(env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR))
-            env["SM_VLLM_MODEL"] = str(ensure_local_copy(model_s3_uri, cache_dir))
+            env["SM_VLLM_MODEL"] = str(ensure_local_copy(model_s3_uri, cache_dir, s3=_s3_client(secrets)))
         except WeightsError as exc:
             log.error("weights: %s", exc)
             return 3
@@ -189,17 +233,72 @@ def main() -> int:
     # bridge's venv does it; from a source tree, PYTHONPATH). vLLM keeps the environment it was given.
     package_parent = str(Path(__file__).resolve().parent.parent)
     bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
+    bridge_fds: tuple[int, ...] = ()
+    if token := {name: value for name, value in secrets.items() if name in BRIDGE_SECRETS}:
+        bridge_fds = (env_secrets.secrets_pipe(token),)  # the bridge reads it once (bridge/__main__.py)
+        bridge_env[env_secrets.SECRETS_FD_VARIABLE] = str(bridge_fds[0])
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
-    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s, bridge_env))
+    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s, bridge_env, bridge_fds))
 
 
-#: Variables only the bridge needs, kept out of vLLM's environment: the callers' bearer token (see `auth`).
-BRIDGE_ONLY_VARIABLES = frozenset({"BRIDGE_TOKEN"})
+#: The secrets the bridge's process receives (through a pipe, never its environment): the callers' bearer token
+#: only; it makes no AWS call (CloudWatch metrics are EMF lines on stdout; ECS task protection talks to the ECS
+#: agent, which takes no credentials).
+BRIDGE_SECRETS = frozenset({"BRIDGE_TOKEN"})
+
+
+def _s3_client(secrets: Mapping[str, str]):  # noqa: ANN202 (a boto3 client)
+    """The S3 client for the weights' copy: the static credentials taken out of the environment when there were
+    some, else None (boto3's default chain: on ECS and SageMaker, the role's container credentials)."""
+    if "AWS_ACCESS_KEY_ID" not in secrets or "AWS_SECRET_ACCESS_KEY" not in secrets:
+        return None
+    import boto3
+
+    return boto3.client("s3", aws_access_key_id=secrets["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=secrets["AWS_SECRET_ACCESS_KEY"],
+                        aws_session_token=secrets.get("AWS_SESSION_TOKEN"))
+
+
+#: Exact names vLLM's process receives from the container's environment, and why: the process basics
+#: (executables, home, user, locale, time zone, terminal, temporary files), the libraries the DLC's CUDA, NCCL and
+#: PyTorch builds load (`LD_LIBRARY_PATH`, `CUDA_HOME`), the Python settings the image sets (`PYTHONPATH`,
+#: `PYTHONUNBUFFERED`...), thread counts, and what a download of weights or tokenizer files needs when vLLM
+#: fetches them itself (proxies and CA bundles: vLLM's hub downloads, `huggingface_hub`, use `requests`/`httpx`).
+VLLM_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "PWD", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+})
+#: Prefixes of the variable families vLLM's process reads, and why: vLLM's own settings (`VLLM_`, vllm/envs.py,
+#: e.g. VLLM_LOGGING_LEVEL, VLLM_USE_V1, VLLM_API_KEY), Hugging Face's (`HF_`: HF_HOME, HF_HUB_OFFLINE, HF_TOKEN
+#: for gated downloads; `HUGGING_FACE_HUB_TOKEN` is the older name; `TRANSFORMERS_`), the GPU stack's (`CUDA_`:
+#: CUDA_VISIBLE_DEVICES; `NVIDIA_`; `NCCL_` for tensor parallelism; `CUBLAS_`, `CUDNN_`), PyTorch's and its
+#: compilers' (`TORCH`, `PYTORCH_`, `TRITON_`, `FLASHINFER_`), and the locale (`LC_`).
+VLLM_ENV_PREFIXES = ("VLLM_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_", "CUDA_", "NVIDIA_", "NCCL_", "CUBLAS_",
+                     "CUDNN_", "TORCH", "PYTORCH_", "TRITON_", "FLASHINFER_", "LC_")
+#: Names the allowlist would let through but vLLM must not get: `VLLM_HOST`/`VLLM_PORT` are the bridge's settings
+#: for where vLLM listens, while vLLM itself reads `VLLM_PORT` as the first port of its internal communication
+#: (vLLM docs, "Environment Variables": "not the port and ip for the API server"), so passing ours would start its
+#: internal ports at the API port; `VLLM_COMMAND` is this entrypoint's own setting.
+VLLM_ENV_EXCLUDED = frozenset({"VLLM_HOST", "VLLM_PORT", "VLLM_COMMAND"})
 
 
 def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` without `BRIDGE_ONLY_VARIABLES`: vLLM has no use for the callers' token, so it never holds it."""
-    return {name: value for name, value in env.items() if name not in BRIDGE_ONLY_VARIABLES}
+    """The variables of `env` vLLM's process gets: `VLLM_ENV_NAMES` and `VLLM_ENV_PREFIXES`, minus
+    `VLLM_ENV_EXCLUDED` and the secrets (`env_secrets.SECRET_VARIABLES`).
+
+    Everything else stays out: the callers' bearer token, AWS credentials and the container credentials
+    endpoint's address (`AWS_CONTAINER_CREDENTIALS_*`, `AWS_*`: vLLM reads its weights from local disk and makes
+    no AWS call), the ECS agent's and metadata addresses (`ECS_*`: task protection is the bridge's), SageMaker's
+    and the bridge's own settings, and the `SM_VLLM_*` flags, which reach vLLM as its command line.
+    """
+    return {name: value for name, value in env.items()
+            if (name in VLLM_ENV_NAMES or name.startswith(VLLM_ENV_PREFIXES))
+            and name not in VLLM_ENV_EXCLUDED and name not in env_secrets.SECRET_VARIABLES}
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ its engine is up. The probe asks vLLM in the background every `interval_s`, each
 Once vLLM is healthy the probe also reads, once, vLLM's own report of its KV cache: `num_gpu_blocks` of the
 `vllm:cache_config_info` gauge on its Prometheus `/metrics` (vLLM 0.31.0 publishes every CacheConfig field as a
 label of that gauge: vllm/v1/metrics/loggers.py `log_metrics_info`, vllm/config/cache.py `metrics_info`).
+`/metrics` can be large and slow (vllm-project/vllm#44691 reports multi-megabyte payloads), so each read is bounded
+in size (`MAX_METRICS_BYTES`) and time (`METRICS_TIMEOUT_S`); the first is made with the first healthy probe, and
+after a failed one the rest run in their own task, `METRICS_RETRY_DELAYS_S` apart, never in the probe's loop; after
+the last the probe gives up with one warning and the stream cap stays MAX_STREAMS.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ MAX_RESPONSE_BYTES = 64 * 1024
 #: vLLM's Prometheus metrics (histograms per engine): larger than the other answers.
 VLLM_METRICS_PATH = "/metrics"
 MAX_METRICS_BYTES = 8 * 1024 * 1024
+#: Longest wait for one read of `/metrics`, seconds.
+METRICS_TIMEOUT_S = 2.0
+#: Pauses before the reads of `/metrics` that follow a failed one, seconds (doubling: about a minute in all);
+#: after the last failure the probe gives up with one warning.
+METRICS_RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 _CACHE_CONFIG_INFO = re.compile(rb"^vllm:cache_config_info\{([^}]*)\}", re.MULTILINE)
 _NUM_GPU_BLOCKS = re.compile(rb'(?:^|,)num_gpu_blocks="(\d+)"')
 
@@ -65,7 +74,7 @@ async def http_get(host: str, port: int, path: str, timeout_s: float,
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode("ascii"))
-            response = b""
+            response = bytearray()  # grows in place: no copy of what came before at each chunk
             while chunk := await reader.read(MAX_RESPONSE_BYTES):
                 response += chunk
                 if len(response) > max_bytes:
@@ -74,7 +83,7 @@ async def http_get(host: str, port: int, path: str, timeout_s: float,
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-    head, _, body = response.partition(b"\r\n\r\n")
+    head, _, body = bytes(response).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
         raise ValueError(f"not an HTTP response: {head[:80]!r}")
@@ -119,18 +128,23 @@ class HealthProbe:
         self.failures = 0  # failed probes in a row
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: Reads of `/metrics` made so far (successful or not).
+        self.metrics_reads = 0
+        self._kv_first: asyncio.Future[None] | None = None
+        self._kv_retries: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start probing in the background (call from the running event loop)."""
         self._task = asyncio.create_task(self._run(), name="vllm-health-probe")
 
     async def stop(self) -> None:
-        """Stop probing."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop probing (and reading `/metrics`)."""
+        for task in (self._task, self._kv_first, self._kv_retries):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._kv_retries = None
 
     def mark_unhealthy(self) -> None:
         """Record that vLLM just failed (a refused or dropped session) and re-probe at once."""
@@ -153,24 +167,49 @@ class HealthProbe:
             self.healthy = False
         if healthy and self.served_model is None:
             await self._learn_served_model()
-        if healthy and self.on_kv_cache is not None and self.num_gpu_blocks is None:
-            await self._read_kv_cache()
+        if healthy and self.on_kv_cache is not None and self.num_gpu_blocks is None and self._kv_retries is None:
+            if self._kv_first is None:  # one first read, however many probes await it
+                self._kv_first = asyncio.ensure_future(self._first_kv_read())
+            await asyncio.shield(self._kv_first)
         return healthy
 
-    async def _read_kv_cache(self) -> None:
-        """Read vLLM's KV-cache size once (retried on the next healthy probe until it answers)."""
+    async def _first_kv_read(self) -> None:
+        if await self._read_kv_cache() is not None:  # failed: retry in the background, backed off
+            self._kv_retries = asyncio.create_task(self._retry_kv_cache(), name="vllm-metrics-read")
+
+    async def _read_kv_cache(self) -> str | None:
+        """Read vLLM's KV-cache size once; None when done (read, or not offered by this vLLM), else why it failed."""
+        self.metrics_reads += 1
         try:
-            status, body = await http_get(self.host, self.port, VLLM_METRICS_PATH, PROBE_TIMEOUT_S, MAX_METRICS_BYTES)
-        except (OSError, TimeoutError, ValueError):
-            return
+            status, body = await http_get(self.host, self.port, VLLM_METRICS_PATH, METRICS_TIMEOUT_S,
+                                          MAX_METRICS_BYTES)
+        except TimeoutError:
+            return f"no complete answer within {METRICS_TIMEOUT_S:g} s"
+        except (OSError, ValueError) as error:
+            return str(error) or type(error).__name__
+        if self.on_kv_cache is None:
+            return None
         blocks = parse_num_gpu_blocks(body) if status == 200 else None
         if blocks is None:
             log.info("vLLM's /metrics has no vllm:cache_config_info num_gpu_blocks (HTTP %d): stream cap unchecked",
                      status)
             self.on_kv_cache = None  # not offered by this vLLM: do not ask again
-            return
+            return None
         self.num_gpu_blocks = blocks
         self.on_kv_cache(blocks)
+        return None
+
+    async def _retry_kv_cache(self) -> None:
+        """Read `/metrics` again after each of `METRICS_RETRY_DELAYS_S`; give up with one warning after the last."""
+        failure: str | None = "not read"
+        for delay in METRICS_RETRY_DELAYS_S:
+            await asyncio.sleep(delay)
+            failure = await self._read_kv_cache()
+            if failure is None:
+                return
+        log.warning("gave up reading vLLM's KV-cache size from %s after %d attempts (last: %s): the stream cap stays "
+                    "MAX_STREAMS, unchecked against the KV cache", VLLM_METRICS_PATH, self.metrics_reads, failure)
+        self.on_kv_cache = None
 
     async def _learn_served_model(self) -> None:
         try:

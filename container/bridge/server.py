@@ -47,7 +47,7 @@ from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from . import plain_http, protocol
-from .auth import BearerToken, Verdict
+from .auth import BearerToken, RefusalLog, Verdict
 from .health import HealthProbe
 from .legs import (
     CLIENT_CLOSE_TIMEOUT_S,
@@ -301,6 +301,8 @@ class Bridge:
         self._no_streams.set()
         #: The bearer token stream requests must carry (BRIDGE_TOKEN), or None (no check: SageMaker).
         self._token = BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
+        #: Refused upgrades, logged at most once a minute with a count (every one is counted in the metric).
+        self.refusals = RefusalLog(log)
         #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on ECS).
         self.protection: TaskProtection | None = (
             TaskProtection(settings.ecs_agent_uri, self.metrics, expires_minutes=settings.task_protection_minutes,
@@ -399,7 +401,7 @@ class Bridge:
         """401 for a stream request whose bearer token is `verdict` (missing, malformed or wrong); counted and
         logged without the token."""
         self.metrics.unauthorized()
-        log.info("refused a stream: %s bearer token (401)", verdict.value)
+        self.refusals.refused(verdict)
         challenge = "Bearer" if verdict is Verdict.MISSING else 'Bearer error="invalid_token"'
         return plain_http.json_response(
             http.HTTPStatus.UNAUTHORIZED,
@@ -634,6 +636,7 @@ class Bridge:
         """
         while True:
             await asyncio.sleep(self.settings.metrics_interval_s)
+            self.refusals.flush_due()  # refusals since the last line, once its interval has passed
             if self.health.healthy:
                 self._served = True
             if self._served:

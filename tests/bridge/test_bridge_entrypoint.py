@@ -18,17 +18,19 @@ from bridge.settings import SettingsError
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
 
 # A stand-in for vLLM: records its arguments, notes SIGTERM, lives STANDIN_LIFETIME_S then exits STANDIN_EXIT.
+# Its settings are VLLM_ variables: vLLM's process gets only the variables it needs (entrypoint.vllm_environment).
 STANDIN = """
 import json, os, signal, sys, time
-record = os.environ["STANDIN_RECORD"]
+record = os.environ["VLLM_STANDIN_RECORD"]
 open(record + ".pythonpath", "w").write(os.environ.get("PYTHONPATH", ""))
+open(record + ".env", "w").write(json.dumps(dict(os.environ)))
 open(record, "w").write(json.dumps(sys.argv[1:]))
 def on_term(*_):
     open(record + ".term", "w").write("SIGTERM")
     sys.exit(0)
 signal.signal(signal.SIGTERM, on_term)
-time.sleep(float(os.environ.get("STANDIN_LIFETIME_S", "60")))
-sys.exit(int(os.environ.get("STANDIN_EXIT", "0")))
+time.sleep(float(os.environ.get("VLLM_STANDIN_LIFETIME_S", "60")))
+sys.exit(int(os.environ.get("VLLM_STANDIN_EXIT", "0")))
 """
 
 
@@ -79,7 +81,7 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
     full_env = {
         **os.environ,
         "VLLM_COMMAND": json.dumps([sys.executable, "-c", STANDIN]),
-        "STANDIN_RECORD": str(record),
+        "VLLM_STANDIN_RECORD": str(record),
         "BRIDGE_HOST": "127.0.0.1",
         "BRIDGE_PORT": "0",
         "DRAIN_S": "1",
@@ -97,7 +99,8 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
 
 @pytest.mark.parametrize(("vllm_exit", "expected"), [(3, 3), (0, 1)])
 def test_vllm_exit_stops_the_container_non_zero(tmp_path, vllm_exit, expected):
-    process, record = start_entrypoint(tmp_path, STANDIN_LIFETIME_S="1", STANDIN_EXIT=str(vllm_exit), SM_VLLM_ENFORCE_EAGER="")
+    process, record = start_entrypoint(tmp_path, VLLM_STANDIN_LIFETIME_S="1", VLLM_STANDIN_EXIT=str(vllm_exit),
+                                       SM_VLLM_ENFORCE_EAGER="")
     assert json.loads(record.read_text())[-4:] == ["--host", "127.0.0.1", "--port", "8081"]
     assert "--enforce-eager" in json.loads(record.read_text())
     assert "" not in json.loads(record.read_text())
@@ -123,9 +126,93 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
     assert (tmp_path / "standin.json.term").read_text() == "SIGTERM"
 
 
-def test_vllm_never_gets_the_callers_bearer_token():
+def test_vllm_gets_only_the_variables_it_needs():
     from bridge.entrypoint import vllm_environment
 
-    env = {"BRIDGE_TOKEN": "s3cr3t-Token-0123456789", "SM_VLLM_MODEL": "/opt/ml/model", "PATH": "/usr/bin"}
-    assert vllm_environment(env) == {"SM_VLLM_MODEL": "/opt/ml/model", "PATH": "/usr/bin"}
-    assert env["BRIDGE_TOKEN"] == "s3cr3t-Token-0123456789"  # the bridge's own environment keeps it
+    env = {"BRIDGE_TOKEN": "s3cr3t-Token-0123456789", "SM_VLLM_MODEL": "/opt/ml/model", "PATH": "/usr/bin",
+           "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "session",
+           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/x", "AWS_REGION": "us-east-1",
+           "ECS_AGENT_URI": "http://169.254.170.2/api/x", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4",
+           "VLLM_HOST": "127.0.0.1", "VLLM_PORT": "8081", "VLLM_COMMAND": '["vllm"]', "MAX_STREAMS": "8",
+           "VLLM_LOGGING_LEVEL": "DEBUG", "HF_HOME": "/hf", "HF_TOKEN": "hf_x", "CUDA_VISIBLE_DEVICES": "0",
+           "NCCL_DEBUG": "INFO", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "PYTORCH_CUDA_ALLOC_CONF": "x",
+           "LC_ALL": "C.UTF-8", "HTTPS_PROXY": "http://proxy:3128", "SM_VLLM_API_KEY": "k"}
+    assert vllm_environment(env) == {
+        "PATH": "/usr/bin", "VLLM_LOGGING_LEVEL": "DEBUG", "HF_HOME": "/hf", "HF_TOKEN": "hf_x",
+        "CUDA_VISIBLE_DEVICES": "0", "NCCL_DEBUG": "INFO", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "PYTORCH_CUDA_ALLOC_CONF": "x", "LC_ALL": "C.UTF-8", "HTTPS_PROXY": "http://proxy:3128",
+    }
+
+
+def test_secret_valued_flags_are_masked_in_the_log_line():
+    from bridge.entrypoint import masked_command
+
+    command = ["vllm", "--api-key", "sk-123", "--hf-token=hf_abc", "--max-model-len", "4096", "--served-model-name",
+               "m"]
+    assert masked_command(command) == "vllm --api-key *** --hf-token=*** --max-model-len 4096 --served-model-name m"
+
+
+def proc_environ(pid: int) -> str:
+    return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path):
+    import urllib.request
+
+    from voicectl.local.fake_vllm import free_port
+
+    token, secret_key, api_key = "s3cr3t-Token-0123456789abcdef", "wJalrXUtnFEMI/K7MDENG", "sk-vllm-api-key-42"
+    port = free_port()
+    log = tmp_path / "entrypoint.log"
+    with log.open("wb") as log_file:
+        record = tmp_path / "standin.json"
+        full_env = {**os.environ, "VLLM_COMMAND": json.dumps([sys.executable, "-c", STANDIN]),
+                    "VLLM_STANDIN_RECORD": str(record), "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(port),
+                    "DRAIN_S": "1", "BRIDGE_TOKEN": token, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+                    "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_SESSION_TOKEN": "session-token-xyz",
+                    "SM_VLLM_API_KEY": api_key}
+        process = subprocess.Popen([sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER, env=full_env,
+                                   stderr=log_file)
+        try:
+            deadline = time.monotonic() + 10
+            while not record.exists() or not record.read_text() or len(children(process.pid)) < 2:
+                assert time.monotonic() < deadline, "the entrypoint did not start both processes"
+                time.sleep(0.05)
+            for _ in range(100):  # the bridge listens once it has read its token (/ping: 503, the stand-in is mute)
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=1)
+                except urllib.error.HTTPError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            environments = {"entrypoint": proc_environ(process.pid)}
+            for child in children(process.pid):
+                environments[Path(f"/proc/{child}/cmdline").read_text().replace("\0", " ")[:60]] = proc_environ(child)
+            secrets = (token, secret_key, "session-token-xyz", "AKIAEXAMPLE")
+            leaks = {name: [secret for secret in secrets if secret in environ] for name, environ in environments.items()}
+            assert leaks == {name: [] for name in environments}
+            vllm_env = json.loads((tmp_path / "standin.json.env").read_text())
+            assert not any(name.startswith("AWS_") or name in ("BRIDGE_TOKEN", "VLLM_PORT") for name in vllm_env)
+            # The bridge has its token (read from the entrypoint's pipe): a wrong one is refused, the right one not.
+            from websockets.sync.client import connect
+            from websockets.exceptions import InvalidStatus
+
+            url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+            with pytest.raises(InvalidStatus) as refused:
+                connect(url, additional_headers={"Authorization": "Bearer wrong-token-0123456789"}, open_timeout=5)
+            assert refused.value.response.status_code == 401
+            with connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5) as accepted:
+                assert accepted.response.status_code == 101
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            finally:
+                process.kill()
+    logged = log.read_text()
+    assert "starting vLLM:" in logged and "--api-key ***" in logged
+    assert api_key not in logged and token not in logged

@@ -66,3 +66,85 @@ def test_parse_num_gpu_blocks_and_the_setting():
     assert parse_num_gpu_blocks(b"vllm:num_requests_running 0\n") is None
     assert Settings.from_env({"KV_BLOCKS_PER_STREAM": "83"}).kv_blocks_per_stream == 83
     assert Settings.from_env({}).kv_blocks_per_stream is None
+
+
+class HostileMetricsVllm:
+    """A "vLLM" on 127.0.0.1 whose `/health` answers 200 at once and whose `/metrics` is `metrics_bytes` long
+    (larger than the bridge reads) or arrives after `metrics_delay_s`; counts the requests per path."""
+
+    def __init__(self, metrics_bytes: int = 0, metrics_delay_s: float = 0.0) -> None:
+        self.metrics_bytes, self.metrics_delay_s = metrics_bytes, metrics_delay_s
+        self.requests: dict[str, int] = {}
+        self.port = 0
+        self._server = None
+
+    async def __aenter__(self):
+        import asyncio
+
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info):
+        self._server.close()
+
+    async def _handle(self, reader, writer):
+        import asyncio
+
+        try:
+            path = (await reader.readline()).split()[1].decode()
+            self.requests[path] = self.requests.get(path, 0) + 1
+            if path == "/metrics":
+                await asyncio.sleep(self.metrics_delay_s)
+                body = b"#" * self.metrics_bytes
+            else:
+                body = b""
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            await writer.drain()
+        except (ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("hostile", [{"metrics_bytes": 9 * 1024 * 1024}, {"metrics_delay_s": 1.5}],
+                         ids=["9-MiB", "1.5-s"])
+def test_a_huge_or_slow_metrics_is_retried_backed_off_then_given_up_with_one_warning(run, caplog, monkeypatch, hostile):
+    import asyncio
+
+    from bridge import health
+    from bridge.health import HealthProbe
+
+    delays = (0.01, 0.02, 0.04)
+    monkeypatch.setattr(health, "METRICS_RETRY_DELAYS_S", delays)
+    # The size bound must be what stops the 9 MiB answer, whatever the machine's speed: a long timeout there.
+    monkeypatch.setattr(health, "METRICS_TIMEOUT_S", 30.0 if "metrics_bytes" in hostile else 0.5)
+    monkeypatch.setattr(health, "PROBE_INTERVAL_S", 0.01)
+    caplog.set_level(logging.INFO, logger="bridge")
+    found: list[int] = []
+
+    async def scenario():
+        async with HostileMetricsVllm(**hostile) as vllm:
+            probe = HealthProbe("127.0.0.1", vllm.port, served_model="m", on_kv_cache=found.append)
+            probe.start()
+            try:
+                while probe.on_kv_cache is not None:  # until it gives up
+                    await asyncio.sleep(0.01)
+                health_before = vllm.requests["/health"]
+                while vllm.requests["/health"] < health_before + 5:  # probing goes on, /metrics is not read again
+                    await asyncio.sleep(0.01)
+            finally:
+                await probe.stop()
+            return dict(vllm.requests), probe
+
+    requests, probe = run(scenario())
+    assert requests["/metrics"] == len(delays) + 1 == probe.metrics_reads
+    assert found == [] and probe.healthy
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"gave up reading vLLM's KV-cache size from /metrics after {len(delays) + 1} "
+                                  "attempts (last: ")
+    assert ("larger than 8388608 bytes" if "metrics_bytes" in hostile else "within 0.5 s") in warnings[0]

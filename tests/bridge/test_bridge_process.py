@@ -17,3 +17,50 @@ def test_startup_objects_leave_the_collectors_generations():
         assert sum(len(gc.get_objects(generation)) for generation in range(3)) < frozen / 10
     finally:
         gc.unfreeze()
+
+
+def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_still_checks_it(tmp_path):
+    """`python -m bridge` started as make local and the benchmark start it (BRIDGE_TOKEN in its environment)
+    re-executes itself without the token: /proc/<pid>/environ no longer shows it, the same PID serves, and the
+    token it read (from the pipe) is the one it checks."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    import pytest
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    from voicectl.local.fake_vllm import free_port
+
+    token, port = "bridge-token-0123456789abcdef", free_port()
+    container = Path(__file__).resolve().parents[2] / "container"
+    process = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=container, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "BRIDGE_TOKEN": token, "BRIDGE_HOST": "127.0.0.1",
+                                    "BRIDGE_PORT": str(port), "VLLM_PORT": str(free_port()), "LOG_LEVEL": "WARNING"})
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=1)
+            except urllib.error.HTTPError:
+                break  # 503: listening (no vLLM behind it)
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, "the bridge did not start"
+                time.sleep(0.1)
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        assert token.encode() not in environ and b"BRIDGE_TOKEN" not in environ
+        assert b"BRIDGE_SECRETS_FD=" in environ  # the re-exec happened: the token came through its pipe
+        url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, additional_headers={"Authorization": "Bearer wrong-token-0123456789"}, open_timeout=5)
+        assert refused.value.response.status_code == 401
+        with connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5) as accepted:
+            assert accepted.response.status_code == 101
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -230,3 +230,43 @@ def test_the_bridge_logs_whether_it_checks_a_token_never_the_token(run, caplog):
     run(scenario())
     assert "bearer token required" in caplog.text
     assert TOKEN not in caplog.text
+
+
+def test_guessing_tokens_is_counted_every_time_but_logged_once_per_interval_with_a_count(run, caplog):
+    import logging
+
+    from bridge.auth import REFUSED_LOG_INTERVAL_S, RefusalLog
+
+    guesses = 300
+
+    async def scenario():
+        async with FakeVllm() as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
+            for index in range(guesses):
+                headers = None if index % 3 == 0 else {"Authorization": f"Bearer guess-{index:020d}"}
+                status, _, _ = await refused(bridge, headers)
+                assert status == 401
+            assert bridge.metrics.unauthorized_count == guesses
+
+    caplog.set_level(logging.INFO, "bridge")
+    run(scenario())
+    lines = [record.getMessage() for record in caplog.records if "refused" in record.getMessage()]
+    assert lines == ["refused a stream: missing bearer token (401)"]  # the rest wait for the interval to pass
+
+    now = [0.0]
+    logger = logging.getLogger("test.refusals")
+    refusals = RefusalLog(logger, clock=lambda: now[0])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "test.refusals"):
+        for _ in range(5):
+            refusals.refused(Verdict.WRONG)
+        refusals.refused(Verdict.MISSING)
+        now[0] = REFUSED_LOG_INTERVAL_S - 1
+        refusals.flush_due()
+        now[0] = REFUSED_LOG_INTERVAL_S
+        refusals.flush_due()
+        refusals.flush_due()
+    assert [record.getMessage() for record in caplog.records] == [
+        "refused a stream: wrong bearer token (401)",
+        "refused 5 streams since the last such line (401): 1 missing, 4 wrong bearer token; at most one line every "
+        "60 s",
+    ]

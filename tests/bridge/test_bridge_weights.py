@@ -159,9 +159,13 @@ def test_entrypoint_starts_vllm_on_the_host_copy(monkeypatch, s3, tmp_path):
 
     started = {}
 
-    async def fake_supervise(command, bridge_cmd, env, drain_s, bridge_env=None):
+    async def fake_supervise(command, bridge_cmd, env, drain_s, bridge_env=None, bridge_pass_fds=()):
         started["command"] = command
         return 0
+
+    # moto's fake AWS credentials are in this process's environment: no re-exec of pytest (env_secrets).
+    monkeypatch.setattr(entrypoint.env_secrets, "reexec_without_secrets", lambda: None)
+    monkeypatch.setattr(entrypoint.env_secrets, "make_undumpable", lambda: True)
 
     monkeypatch.setattr(boto3, "client", lambda *a, **k: s3)
     monkeypatch.setattr(entrypoint, "supervise", fake_supervise)

@@ -988,3 +988,74 @@ def test_an_unresolvable_runtime_host_is_named_in_the_error():
     refused = describe_error(RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1")
     assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
     assert "runtime host" not in str(describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e"))  # URL unknown
+
+
+# ---- a hostile server: deep JSON, huge events, an endless transcript, a many-line error ----------------------------
+
+
+def test_deeply_nested_json_fails_cleanly_instead_of_raising_recursion_error():
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    actions = machine.received(1, "[" * 2000 + "]" * 2000, 0.1)
+    (failed,) = [action for action in actions if isinstance(action, Failed)]
+    assert failed.error.code == "bad_message"
+    assert "nests deeper than 32 levels" in str(failed.error)
+    assert CloseStream(1) in actions
+
+
+def test_an_event_larger_than_the_bound_fails_before_it_is_parsed():
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    huge_done = done("x" * realtime.MAX_EVENT_BYTES)
+    actions = machine.received(1, huge_done, 0.1)
+    (failed,) = [action for action in actions if isinstance(action, Failed)]
+    assert failed.error.code == "message_too_large"
+    assert f"a {len(huge_done):,}-byte event, more than the 1,048,576 bytes" in str(failed.error)
+
+
+def test_a_transcript_past_the_total_bound_ends_the_run():
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    one_mib_delta = delta("x" * (realtime.MAX_EVENT_BYTES - 100))
+    results = [machine.received(1, one_mib_delta, 0.1) for _ in range(realtime.MAX_TRANSCRIPT_CHARS // (2**20) + 1)]
+    assert all(isinstance(actions[0], ShowDelta) for actions in results[:-1])
+    (failed,) = [action for action in results[-1] if isinstance(action, Failed)]
+    assert failed.error.code == "transcript_too_large"
+    assert machine.finished
+
+
+def test_a_done_text_replaces_its_deltas_in_the_count_and_a_discarded_segment_leaves_it():
+    transcript = Transcript()
+    machine, _ = started(transcript=transcript)
+    machine.audio(LOUD, 0.0)
+    machine.received(1, delta("abc"), 0.1)
+    machine.received(1, delta("de"), 0.1)
+    assert transcript.chars == 5
+    machine.end_of_audio(0.2)
+    machine.received(1, done("abcdef"), 0.3)
+    assert (transcript.chars, transcript.text) == (6, "abcdef")
+    machine2, _ = started(transcript=(kept := Transcript()))
+    machine2.audio(LOUD, 0.0)
+    machine2.received(1, delta("lost"), 0.1)
+    machine2.closed(1, TransportClosed("drop"), 0.2)  # the generation is resent: its text is discarded
+    assert kept.chars == 0
+
+
+@pytest.mark.parametrize("message", ["line one\nline two\r\n\x1b[2J" * 200, {"nested": ["detail"] * 500}])
+def test_an_error_event_fails_with_one_bounded_line(message):
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    actions = machine.received(1, json.dumps({"type": "error", "error": message, "code": "processing_error"}), 0.1)
+    (failed,) = [action for action in actions if isinstance(action, Failed)]
+    text = str(failed.error)
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text
+    assert len(text) < 500
+    assert failed.error.code == "processing_error"
+
+
+def test_an_error_code_that_is_not_a_short_string_is_bounded_too():
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    actions = machine.received(1, json.dumps({"type": "error", "error": "x", "code": {"a": "b\n" * 100}}), 0.1)
+    (failed,) = [action for action in actions if isinstance(action, Failed)]
+    assert isinstance(failed.error.code, str) and len(failed.error.code) <= 64 and "\n" not in failed.error.code

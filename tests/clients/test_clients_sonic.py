@@ -385,3 +385,45 @@ def test_events_after_done_and_done_on_a_chunk_are_accepted_with_a_warning():
     audio.add({"type": "timestamps"})
     assert bytes(audio.pcm16) == b"\x01\x00\x02\x00"
     assert audio.warnings == ["2 events arrived after the done event; their audio (2 bytes) was kept"]
+
+
+# ---- a hostile endpoint: deep JSON, endless events, too much audio, a many-line error ------------------------------
+
+
+def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error():
+    deep = b'{"type": "timestamps", "x": ' + b"[" * 2000 + b"]" * 2000 + b"}\n"
+    with pytest.raises(SonicStreamError, match="nests deeper than 32 levels"):
+        assemble_audio([deep])
+
+
+def test_an_event_that_never_ends_is_refused_once_past_the_bound():
+    from voicectl import sonic
+
+    parser = SonicEventParser()
+    part = b'{"type": "chunk", "data": "' + b"A" * (64 * 1024)
+    with pytest.raises(SonicStreamError, match="grew past 1,048,576 bytes without a line break"):
+        for _ in range(sonic.MAX_EVENT_BYTES // len(part) + 2):
+            parser.feed(part)
+    sse = SonicEventParser()
+    with pytest.raises(SonicStreamError, match="server-sent event's data grew past 1,048,576 bytes"):
+        for _ in range(sonic.MAX_EVENT_BYTES // 1000 + 2):
+            sse.feed(b"data: " + b"A" * 1000 + b"\n")
+
+
+def test_audio_past_the_bound_fails_with_the_audio_kept(monkeypatch):
+    from voicectl import sonic
+
+    monkeypatch.setattr(sonic, "MAX_AUDIO_BYTES", 4)
+    chunk = event_line({"type": "chunk", "data": base64.b64encode(b"\x01\x00\x02\x00").decode()})
+    with pytest.raises(SonicStreamError, match="more than 4 bytes of audio") as raised:
+        assemble_audio([chunk + chunk])
+    assert raised.value.audio == b"\x01\x00\x02\x00"
+
+
+def test_an_error_event_is_reported_on_one_bounded_line(parse, tmp_path, sagemaker_runtime, capsys):
+    many_lines = "\n".join(f"line {index}" for index in range(5000))
+    sagemaker_runtime.reply_stream([event_line({"type": "error", "status_code": 500, "error": many_lines})])
+    assert speak.run(speak_args(parse, tmp_path), client=sagemaker_runtime.client()) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 600, err
+    assert err.startswith("voicectl speak: bad response: Sonic reported an error (status 500): line 0\\nline 1\\n")

@@ -366,3 +366,76 @@ def test_deltas_share_one_line_ended_only_when_open(capsys):
     echo.end_line()
     assert capsys.readouterr().err == ("voicectl transcribe: the stream dropped; resending 1.0 s of audio\n"
                                        "Hello there.\nvoicectl transcribe: the stream dropped again\nHi.\n")
+
+
+def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[int, str]:
+    """``voicectl transcribe --url`` against a loopback WebSocket server that answers the first append with
+    ``send_events(connection)``; returns the exit code and stderr."""
+    import asyncio
+    import threading
+
+    from websockets.asyncio.server import serve
+
+    ready = threading.Event()
+    holder: dict = {}
+
+    async def handler(connection):
+        await connection.send(json.dumps({"type": "session.created"}))
+        async for message in connection:
+            if json.loads(message)["type"] == "input_audio_buffer.append":
+                await send_events(connection)
+                await connection.wait_closed()
+                return
+
+    def serve_in_thread():
+        async def main():
+            async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
+                holder["port"] = server.sockets[0].getsockname()[1]
+                holder["stop"] = asyncio.get_running_loop().create_future()
+                ready.set()
+                await holder["stop"]
+        holder["loop"] = asyncio.new_event_loop()
+        holder["loop"].run_until_complete(main())
+
+    thread = threading.Thread(target=serve_in_thread, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        url = f"ws://127.0.0.1:{holder['port']}/invocations-bidirectional-stream"
+        code = transcribe.run(parse(["transcribe", str(recording), "--url", url, "--speed", "0"]))
+    finally:
+        holder["loop"].call_soon_threadsafe(holder["stop"].set_result, None)
+        thread.join(10)
+    return code, capsys.readouterr().err
+
+
+def test_deeply_nested_json_from_the_server_exits_1_with_one_line(parse, recording, capsys):
+    async def nested(connection):
+        await connection.send("[" * 2000 + "]" * 2000)
+
+    code, err = run_against_hostile_server(parse, recording, capsys, nested)
+    assert code == 1
+    assert err.splitlines() == [err.rstrip("\n")] and "Traceback" not in err and "RecursionError" not in err
+    assert "nests deeper than 32 levels" in err
+
+
+def test_huge_done_events_exit_1_instead_of_filling_memory(parse, recording, capsys):
+    async def huge(connection):
+        for _ in range(20):
+            await connection.send(json.dumps({"type": "transcription.done", "text": "x" * 15_000_000}))
+
+    code, err = run_against_hostile_server(parse, recording, capsys, huge)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "larger than the 1,048,576 bytes the client accepts" in err
+
+
+def test_an_error_event_with_many_lines_exits_1_with_one_line(parse, recording, capsys):
+    async def error(connection):
+        await connection.send(json.dumps({"type": "error", "code": "processing_error",
+                                          "error": "Traceback (most recent call last):\n" + "  frame\n" * 1000}))
+
+    code, err = run_against_hostile_server(parse, recording, capsys, error)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and len(err) < 600, err
+    assert "the endpoint reported an error (processing_error): Traceback (most recent call last):\\n" in err

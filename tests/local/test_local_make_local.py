@@ -36,6 +36,11 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
                 break
         text = "".join(banner)
         assert f"https://localhost:{ports['runtime']}" in text
+        # The files holding the local secret key are the user's alone.
+        assert {path.name: path.stat().st_mode & 0o777 for path in state.iterdir() if path.suffix in (".sh", ".log")} \
+            == {"env.sh": 0o600, "fake-vllm.log": 0o600, "bridge.log": 0o600, "sonic-stand-in.log": 0o600,
+                "front-door.log": 0o600}
+        assert "sudo update-ca-certificates" in text  # how an awscrt client trusts the CA (system-wide)
         source = re.search(r"^  (source \S+)$", text, re.MULTILINE).group(1)
         commands = re.findall(r"^  (\.venv/bin/voicectl (?:transcribe|speak) .*)$", text, re.MULTILINE)
         assert len(commands) == 2 and re.search(r"^  \.venv/bin/voicectl mic ", text, re.MULTILINE)

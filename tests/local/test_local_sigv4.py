@@ -108,3 +108,46 @@ def test_the_event_chain_follows_the_sdks_event_signer():
             envelopes[0].headers, envelopes[0].payload)
     with pytest.raises(SignatureError, match="not signed"):
         EventSignatureChain(seed, CREDENTIALS, "us-east-1").verify({}, b"unsigned")
+
+
+def signed_with_content_hash(content_hash: str, body: bytes) -> list[tuple[str, str]]:
+    """Headers of a POST signed by botocore with ``X-Amz-Content-SHA256: content_hash`` (which botocore then signs
+    as the payload hash, whatever the body)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    request = AWSRequest(method="POST", url=f"https://{HOST}{PATH}", data=body,
+                         headers={"Content-Type": "application/json", "X-Amz-Content-SHA256": content_hash})
+    SigV4Auth(Credentials(CREDENTIALS.access_key_id, CREDENTIALS.secret_access_key), "sagemaker",
+              "us-east-1").add_auth(request)
+    return list(request.headers.items())
+
+
+def test_unsigned_payload_is_refused_so_a_changed_body_cannot_pass_under_the_same_signature():
+    headers = signed_with_content_hash("UNSIGNED-PAYLOAD", b'{"transcript": "original"}')
+    for body in (b'{"transcript": "original"}', b'{"transcript": "changed"}'):
+        with pytest.raises(SignatureError, match="UNSIGNED-PAYLOAD is not accepted: SageMaker Runtime documents no "
+                                                 "unsigned payload") as raised:
+            check(headers, body=body)
+        assert (raised.value.code, raised.value.status) == ("InvalidSignatureException", 403)
+
+
+def test_a_declared_body_hash_must_be_the_bodys():
+    import hashlib
+
+    original = b'{"transcript": "original"}'
+    headers = signed_with_content_hash(hashlib.sha256(original).hexdigest(), original)
+    assert check(headers, body=original).access_key_id == CREDENTIALS.access_key_id
+    with pytest.raises(SignatureError, match="does not match the body's SHA-256") as raised:
+        check(headers, body=b'{"transcript": "changed"}')
+    assert raised.value.status == 400
+
+
+def test_an_event_stream_request_must_declare_the_event_stream_payload():
+    headers = [(name, "UNSIGNED-PAYLOAD" if name.lower() == "x-amz-content-sha256" else value)
+               for name, value in signed_with_content_hash("STREAMING-AWS4-HMAC-SHA256-EVENTS", b"")]
+    with pytest.raises(SignatureError, match="'UNSIGNED-PAYLOAD' is not accepted for an event stream request"):
+        check(headers, body=None)
+    good = signed_with_content_hash("STREAMING-AWS4-HMAC-SHA256-EVENTS", b"")
+    assert check(good, body=None).access_key_id == CREDENTIALS.access_key_id

@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
     parser.add_argument("--vllm-port", type=int, default=8081, help="fake vLLM port (default: 8081)")
     parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
+    parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
+                        help="one more name the front door's certificate covers, e.g. "
+                             "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
     parser.add_argument("--state-dir", metavar="DIR", help="logs, CA certificate and env.sh (default: a new "
                                                            "temporary directory)")
     return parser.parse_args(argv)
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             python, "-m", "voicectl", "local-runtime", "--port", str(args.runtime_port),
             "--ca-file", str(state / "ca.pem"),
             "--endpoint", f"voxtral-realtime=ws://127.0.0.1:{args.bridge_port}",
-            "--endpoint", f"sonic-tts=http://127.0.0.1:{args.sonic_port}"], REPOSITORY, runtime_env,
+            "--endpoint", f"sonic-tts=http://127.0.0.1:{args.sonic_port}",
+            *[argument for name in args.names for argument in ("--name", name)]], REPOSITORY, runtime_env,
              ready_file=state / "env.sh"),
     ]
     (state / "env.sh").unlink(missing_ok=True)
@@ -156,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for part in parts:
             part.log = state / (part.name.replace(" ", "-").lower() + ".log")
-            with part.log.open("wb") as log:
+            # Owner only: the front door's log shows the local secret key (the environment it prints).
+            descriptor = os.open(part.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(descriptor, 0o600)
+            with os.fdopen(descriptor, "wb") as log:
                 # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in order.
                 part.process = subprocess.Popen(part.command, cwd=part.cwd, env=part.env, stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -201,9 +208,28 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice --out hello.wav",
         f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
         "",
-        "Ctrl-C stops everything.",
     ]
+    lines += other_clients_lines(state / "ca.pem", args.names)
+    lines += ["", "Ctrl-C stops everything."]
     print("\n".join(lines), flush=True)
+
+
+def other_clients_lines(ca_file: Path, names: list[str]) -> list[str]:
+    """For clients not written here: the hosts-file lines of the ``--name`` host names, and how to trust the CA the
+    way awscrt reads it (the system's store; it ignores ``AWS_CA_BUNDLE``), and how to remove it again."""
+    from voicectl.local_runtime import hosts_lines, system_trust_commands
+
+    lines = ["", "Other clients (e.g. on awscrt, which ignores AWS_CA_BUNDLE and SSL_CERT_FILE):"]
+    if hosted := hosts_lines(names):
+        lines.append("  resolve the --name host names to this machine, in /etc/hosts:")
+        lines += [f"    {line}" for line in hosted]
+    else:
+        lines.append("  a client that hard-codes SageMaker's hostname needs it in the certificate: make local "
+                     "LOCAL_ARGS='--name runtime.sagemaker.us-east-1.amazonaws.com'")
+    lines.append("  trust the local CA system-wide (a new CA at each start: add it again after a restart):")
+    for system, add, remove in system_trust_commands(ca_file):
+        lines += [f"    {system}: {' && '.join(add)}", f"      remove: {' && '.join(remove)}"]
+    return lines
 
 
 if __name__ == "__main__":

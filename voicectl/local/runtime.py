@@ -33,7 +33,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voicectl.local.bidi import (
-    REQUEST_DRAIN_TIMEOUT_S,
     BidirectionalStream,
     StreamSettings,
     connect_container,
@@ -220,21 +219,15 @@ class LocalRuntime:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = str(uuid.uuid4())
-        started = request_ended = False
+        started = False
 
         async def send_tracked(message: dict[str, Any]) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        async def receive_tracked() -> dict[str, Any]:
-            nonlocal request_ended
-            message = await receive()
-            request_ended = request_ended or message["type"] == "http.disconnect" or not message.get("more_body")
-            return message
-
         try:
-            await self._dispatch(scope, receive_tracked, send_tracked, request_id)
+            await self._dispatch(scope, receive, send_tracked, request_id)
             return
         except SignatureError as signature_error:
             error = ServiceError(signature_error.status, signature_error.code, str(signature_error),
@@ -244,14 +237,9 @@ class LocalRuntime:
         if started:  # cannot happen: the relays raise only before they answer
             logger.warning("error after the response started: %s", error)
             return
+        # Over HTTP/2 the stream is then reset at once if the caller is still sending (serving.install_stream_reset):
+        # it learns of the refusal now, not when its request stream ends, and later data for it is dropped.
         await _respond(send, error)
-        if not request_ended:
-            # A refused event stream request: the caller ends its request stream once it has read the error. Keep
-            # reading until then: hypercorn fails the connection if request data arrives for a finished stream.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REQUEST_DRAIN_TIMEOUT_S):
-                    while not request_ended:
-                        await receive_tracked()
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
         route = _ROUTE.match(scope["path"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,20 +22,32 @@ class TlsFiles:
     server_file: Path
 
 
-def make_certificate(directory: Path, ca_file: Path | None = None) -> TlsFiles:
-    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` (trustme).
+CA_ORGANIZATION = "voicectl local-runtime"
+"""The local certificate authority's organization (O=), by which a system trust store lists it."""
+
+
+def certificate_names(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """:data:`LOCAL_NAMES` followed by ``extra`` (host names or addresses, e.g.
+    ``runtime.sagemaker.us-east-1.amazonaws.com``), each once, in order."""
+    return tuple(dict.fromkeys([*LOCAL_NAMES, *extra]))
+
+
+def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()) -> TlsFiles:
+    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and ``names``
+    (trustme).
 
     Args:
         directory: where the server's key and chain are written (``server.pem``, mode 0600).
         ca_file: where the CA certificate is written (default ``directory/ca.pem``); overwritten.
+        names: more names the certificate covers (``--name``).
 
     Raises:
         OSError: a file cannot be written.
     """
     import trustme
 
-    ca = trustme.CA(organization_name="voicectl local-runtime", organization_unit_name="local SageMaker runtime")
-    server = ca.issue_cert(*LOCAL_NAMES)
+    ca = trustme.CA(organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime")
+    server = ca.issue_cert(*certificate_names(names))
     directory.mkdir(parents=True, exist_ok=True)
     server_file = directory / "server.pem"
     server_file.touch(mode=0o600)
@@ -86,6 +99,7 @@ async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.E
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
+    install_stream_reset()
     config = Config()
     # hypercorn wraps each descriptor in its own socket object and closes it when it stops: hand them over.
     config.bind = [f"fd://{sock.detach()}" for sock in sockets]
@@ -96,3 +110,58 @@ async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.E
     config.graceful_timeout = graceful_timeout_s
     config.keep_alive_timeout = 75  # seconds an idle connection is kept for the next request (the clients pool them)
     await serve(app, config, shutdown_trigger=shutdown.wait)
+
+
+def install_stream_reset() -> None:
+    """Make hypercorn's HTTP/2 end a stream at once when the response is complete before the request is, as
+    RFC 9113 section 8.1 provides ("A server can send a complete response prior to the client sending an entire
+    request [...]; the server MAY request that the client abort transmission of a request without error by sending
+    a RST_STREAM with an error code of NO_ERROR after sending a complete response"), and ignore request data that
+    arrives for a stream it is done with.
+
+    hypercorn 0.18 does neither: after a refused event stream call (404, 403, 400) the client's request stream stays
+    open until it gives up (15.8 s for awscrt, issue 27), and the next DATA frame for the finished stream raises
+    ``KeyError`` in its connection handler (``client_connected_cb``), which ends the connection for every other
+    request on it. This subclass is installed once, in this process only, where ``hypercorn.protocol`` looks its
+    HTTP/2 protocol up (``ProtocolWrapper``); it relies on hypercorn's ``H2Protocol._send_data`` and
+    ``_handle_events``, as pinned in the lock files (tests/local cover both behaviours).
+    """
+    import hypercorn.protocol
+
+    if getattr(hypercorn.protocol.H2Protocol, "resets_finished_streams", False):
+        return
+    hypercorn.protocol.H2Protocol = _stream_resetting_h2_protocol()
+
+
+def _stream_resetting_h2_protocol() -> type:
+    from h2.errors import ErrorCodes
+    from h2.events import DataReceived
+    from h2.stream import StreamState
+    from hypercorn.protocol.h2 import H2Protocol
+
+    class StreamResettingH2Protocol(H2Protocol):
+        """hypercorn's HTTP/2 protocol, resetting a stream (NO_ERROR) whose response ended before its request."""
+
+        resets_finished_streams = True
+
+        async def _handle_events(self, events: list[Any]) -> None:
+            # One event at a time: a stream opened earlier in the same batch exists by the time its data is handled,
+            # and one the application finished meanwhile is known to be gone.
+            for event in events:
+                if isinstance(event, DataReceived) and event.stream_id not in self.streams:
+                    # The application is done with this stream: give the flow-control credit back, drop the data.
+                    self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    await self._flush()
+                    continue
+                await super()._handle_events([event])
+
+        async def _send_data(self, stream_id: int) -> None:
+            await super()._send_data(stream_id)
+            if stream_id in self.stream_buffers:
+                return  # the response goes on
+            stream = self.connection.streams.get(stream_id)
+            if stream is not None and stream.state_machine.state is StreamState.HALF_CLOSED_LOCAL:
+                self.connection.reset_stream(stream_id, ErrorCodes.NO_ERROR)
+                await self._flush()
+
+    return StreamResettingH2Protocol

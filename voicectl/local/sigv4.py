@@ -30,6 +30,17 @@ EVENT_ALGORITHM = "AWS4-HMAC-SHA256-PAYLOAD"
 TIMESTAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 MAX_CLOCK_SKEW = datetime.timedelta(minutes=5)
+
+EVENT_STREAM_PAYLOAD = "STREAMING-AWS4-HMAC-SHA256-EVENTS"
+"""``X-Amz-Content-SHA256`` of a request whose body is a signed event stream (InvokeEndpointWithBidirectionalStream):
+each event then carries its own signature, chained from the request's (AWS SDKs' event stream signer)."""
+
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+"""The ``X-Amz-Content-SHA256`` value that leaves a body out of the signature. AWS documents it for Amazon S3 only
+(S3 API Reference, "Authenticating Requests: Using the Authorization Header"); SageMaker Runtime's API Reference
+documents SigV4 for its calls and no unsigned payload for InvokeEndpointWithResponseStream or
+InvokeEndpointWithBidirectionalStream, so the local runtime refuses it: accepting it would let a changed body pass
+under the same signature. (Whether SageMaker itself accepts it is unconfirmed.)"""
 """A signed request is accepted for 5 minutes either side of its ``X-Amz-Date`` (IAM User Guide, SigV4)."""
 
 _AUTHORIZATION = re.compile(
@@ -113,6 +124,36 @@ def _botocore_signer(credentials: LocalCredentials, region: str, signed_headers:
     return _Verifier(Credentials(credentials.access_key_id, credentials.secret_access_key), SIGNING_NAME, region)
 
 
+def _check_payload_hash(declared: str | None, body: bytes | None) -> None:
+    """Refuse an ``X-Amz-Content-SHA256`` the signature would trust without checking it (botocore's canonical request
+    takes the header's value as the payload hash when the header is present).
+
+    With a body (InvokeEndpointWithResponseStream): ``UNSIGNED-PAYLOAD`` is refused (:data:`UNSIGNED_PAYLOAD`) and
+    any other value must be the body's SHA-256. Without (an event stream): the value must be
+    :data:`EVENT_STREAM_PAYLOAD`, as the SDKs send it, when the header is there.
+
+    Raises:
+        SignatureError: naming the value and what is accepted.
+    """
+    if declared is None:
+        return
+    if body is None:
+        if declared != EVENT_STREAM_PAYLOAD:
+            raise SignatureError("InvalidSignatureException", f"X-Amz-Content-SHA256 {declared[:80]!r} is not accepted "
+                                 f"for an event stream request: sign it as {EVENT_STREAM_PAYLOAD} (each event then "
+                                 "carries its own signature)")
+        return
+    if declared == UNSIGNED_PAYLOAD:
+        raise SignatureError("InvalidSignatureException", f"X-Amz-Content-SHA256 {UNSIGNED_PAYLOAD} is not accepted: "
+                             "SageMaker Runtime documents no unsigned payload for this operation; sign the body "
+                             "(its SHA-256, as the AWS SDKs do by default)")
+    computed = hashlib.sha256(body).hexdigest()
+    if declared.lower() != computed:
+        raise SignatureError("InvalidSignatureException", f"The provided X-Amz-Content-SHA256 {declared[:80]!r} does "
+                             f"not match the body's SHA-256 ({computed}): the body changed after it was signed",
+                             status=400)
+
+
 def verify_request(*, method: str, host: str, raw_path: str, query: str, headers: Iterable[tuple[str, str]],
                    body: bytes | None, credentials: LocalCredentials, region: str,
                    now: datetime.datetime | None = None) -> SignedRequest:
@@ -180,6 +221,7 @@ def verify_request(*, method: str, host: str, raw_path: str, query: str, headers
         latest = (now + MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)
         raise SignatureError("InvalidSignatureException", f"Signature not yet current: {timestamp} is still later "
                              f"than {latest} ({now.strftime(TIMESTAMP_FORMAT)} + 5 min.)")
+    _check_payload_hash(view.get("x-amz-content-sha256"), body)
     signed_headers = match["signed"].split(";")
     if "host" not in signed_headers:
         raise SignatureError("InvalidSignatureException", "'Host' must be a signed header.")
