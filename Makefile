@@ -85,14 +85,23 @@ BIDI_CLIENT_SHA256 := 0e16b4950c89d1881702cb4f22bc10c732c9bad0c27c2d1479d777f699
 BIDI_CLIENT_URL := https://raw.githubusercontent.com/aws-samples/sagemaker-genai-hosting-examples/$(BIDI_CLIENT_COMMIT)/03-features/bidirectional-streaming-vLLM/sagemaker_bidi_client.py
 BIDI_CLIENT_FILE := .public-clients/sagemaker_bidi_client.py
 
+# The file is public but not ours to commit: where GitHub is out of reach (CI here reaches only package registries)
+# this target says so and succeeds, and tests/local/test_local_public_client.py skips naming the missing file.
 bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA-256 checked) and its SDK (.venv-bidi-client)
-	$(PYTHON) -m venv $(BIDI_CLIENT_VENV)
-	$(BIDI_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
-		-r requirements-bidi-client.lock
 	mkdir -p $(dir $(BIDI_CLIENT_FILE))
-	curl -fsSL $(BIDI_CLIENT_URL) -o $(BIDI_CLIENT_FILE).part
-	echo "$(BIDI_CLIENT_SHA256)  $(BIDI_CLIENT_FILE).part" | sha256sum --check --quiet
-	mv $(BIDI_CLIENT_FILE).part $(BIDI_CLIENT_FILE)
+	@if [ ! -f $(BIDI_CLIENT_FILE) ] && ! curl -fsSL --max-time 30 $(BIDI_CLIENT_URL) -o $(BIDI_CLIENT_FILE).part; then \
+		rm -f $(BIDI_CLIENT_FILE).part; \
+		echo "bidi-client: $(BIDI_CLIENT_URL) is out of reach; the public-client test will be skipped"; \
+	fi
+	@if [ -f $(BIDI_CLIENT_FILE).part ]; then \
+		echo "$(BIDI_CLIENT_SHA256)  $(BIDI_CLIENT_FILE).part" | sha256sum --check --quiet && \
+		mv $(BIDI_CLIENT_FILE).part $(BIDI_CLIENT_FILE); \
+	fi
+	@if [ -f $(BIDI_CLIENT_FILE) ]; then \
+		$(PYTHON) -m venv $(BIDI_CLIENT_VENV) && \
+		$(BIDI_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+			-r requirements-bidi-client.lock; \
+	fi
 
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
 	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
