@@ -29,7 +29,7 @@ def variant_of(template: dict) -> dict:
 def test_pools_replace_the_instance_type_in_priority_order_with_a_provisioning_timeout(pools_variant):
     voxtral = variant_of(pools_variant.template("Voxtral"))
     assert "InstanceType" not in voxtral
-    assert voxtral["InstancePools"] == [
+    assert [{k: v for k, v in pool.items() if k != "ModelNameOverride"} for pool in voxtral["InstancePools"]] == [
         {"InstanceType": "ml.g6.4xlarge", "Priority": 1},
         {"InstanceType": "ml.g6e.2xlarge", "Priority": 2},
         {"InstanceType": "ml.g5.4xlarge", "Priority": 3},
@@ -40,6 +40,48 @@ def test_pools_replace_the_instance_type_in_priority_order_with_a_provisioning_t
     assert sonic["InstancePools"] == [{"InstanceType": "ml.g6e.12xlarge", "Priority": 1},
                                       {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]
     assert sonic["VariantInstanceProvisionTimeoutInSeconds"] == 900
+
+
+def model_of(template: dict, ref: dict) -> dict:
+    """The Model a ``{"Fn::GetAtt": [id, "ModelName"]}`` names."""
+    logical_id, attribute = ref["Fn::GetAtt"]
+    assert attribute == "ModelName"
+    return template["Resources"][logical_id]
+
+
+def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
+    """An L4 (ml.g6.4xlarge) decodes 4 one-hour streams, an L40S (ml.g6e.2xlarge) holds 23, an A10G (ml.g5.4xlarge)
+    8 (constructs_lib/capacity.py): each pool after the first names a Model of its own (ModelNameOverride) whose vLLM
+    gets that GPU's cap; the first pool runs the variant's Model at the L4's."""
+    template = pools_variant.template("Voxtral")
+    variant = variant_of(template)
+    pools = {pool["InstanceType"]: pool for pool in variant["InstancePools"]}
+    assert "ModelNameOverride" not in pools["ml.g6.4xlarge"]
+    variant_model = model_of(template, variant["ModelName"])
+    caps = {"ml.g6.4xlarge": variant_model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"]}
+    for instance_type in ("ml.g6e.2xlarge", "ml.g5.4xlarge"):
+        model = model_of(template, pools[instance_type]["ModelNameOverride"])
+        caps[instance_type] = model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"]
+        # The pool's Model is the variant's in everything but the stream cap (role, image, data, isolation, VPC).
+        same = json.loads(json.dumps(model))
+        same["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"] = caps["ml.g6.4xlarge"]
+        assert same == variant_model
+    assert caps == {"ml.g6.4xlarge": "4", "ml.g6e.2xlarge": "23", "ml.g5.4xlarge": "8"}
+    assert pools_variant.settings.voxtral.stream_caps == {"ml.g6.4xlarge": 4, "ml.g6e.2xlarge": 23, "ml.g5.4xlarge": 8}
+
+
+def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
+    from stacks.voxtral_stack import container_environment, pool_environment
+
+    context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6.xlarge",
+               "voxtral.instance_pools": "ml.g6.xlarge,ml.g6e.xlarge"}
+    voxtral = load_settings(context).voxtral
+    assert voxtral.stream_caps == {"ml.g6.xlarge": 4, "ml.g6e.xlarge": 23}
+    assert container_environment(voxtral, "ml.g6.xlarge")["SM_VLLM_MAX_NUM_SEQS"] == "4"
+    assert pool_environment(voxtral) == {"ml.g6e.xlarge": {"SM_VLLM_MAX_NUM_SEQS": "23"}}
+    # An explicit max_num_seqs is one cap for all: no pool needs a Model of its own.
+    context["voxtral.max_num_seqs"] = "4"
+    assert pool_environment(load_settings(context).voxtral) == {}
 
 
 def test_default_settings_synthesize_no_pools(synthesized):
@@ -114,12 +156,15 @@ def test_a_type_that_cannot_hold_max_num_seqs_is_named():
         "(1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length")
 
 
-def test_auto_takes_the_pool_type_that_serves_the_fewest_streams():
+def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
     context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6e.2xlarge",
                "voxtral.instance_pools": "ml.g6e.2xlarge,ml.g6.4xlarge"}
-    assert load_settings(context).voxtral.streams_per_instance == 4  # the L4's compute budget; the L40S alone: 23
+    voxtral = load_settings(context).voxtral
+    assert voxtral.stream_caps == {"ml.g6e.2xlarge": 23, "ml.g6.4xlarge": 4}  # the L4's compute budget
+    assert voxtral.streams_per_instance == 4 and voxtral.caps_differ
     context["voxtral.instance_pools"] = "ml.g6e.2xlarge,ml.g6e.4xlarge"
-    assert load_settings(context).voxtral.streams_per_instance == 23
+    voxtral = load_settings(context).voxtral
+    assert voxtral.streams_per_instance == 23 and not voxtral.caps_differ
 
 
 def test_a_type_without_gpu_is_named():
