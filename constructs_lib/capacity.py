@@ -311,13 +311,13 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
                "capacity_bench.py --streams 1,2,4,8,... on the GPU: the largest N whose real-time factor stays near "
                "1 is the compute bound that this and the next two set"),
     Assumption("BF16 throughput a decode step reaches, share of peak", f"{COMPUTE_EFFICIENCY:g}", "0.25", "0.6",
-               "the same run (the compute bound)"),
+               "the same capacity_bench.py run (it measures the compute bound the three shares set together)"),
     Assumption("share of the 80 ms step the decode may take", f"{STEP_BUDGET_FRACTION:g}", "0.65", "0.85",
-               "the same run: first-delta latency p90 under the 2000 ms alarm at that N"),
+               "the same capacity_bench.py run: the first-delta p90 stays under the 2000 ms alarm up to that N"),
     Assumption("memory overhead: activations of max_num_batched_tokens, CUDA graphs, outside torch, GiB on a 24 GB GPU",
                "1.5", "3.0 (x2)", "0.75 (x0.5)",
-               "vLLM's start-up log on the GPU: 'GPU KV cache size: N tokens' (the bridge also logs the pool as "
-               "KvCacheStreams)"),
+               "capacity_bench.py's target bridge on the GPU: vLLM's start-up log 'GPU KV cache size: N tokens' and "
+               "the bridge's KvCacheStreams metric give the real pool"),
     Assumption("tokens one live stream has in flight", str(STREAM_TOKENS_IN_FLIGHT), "128", "16",
                "capacity_bench.py at the KV bound: the streams vLLM admits before it preempts"),
 )
