@@ -358,11 +358,18 @@ class VoxtralSettings(EndpointSettings):
 
     @property
     def streams_target(self) -> float:
-        """Live streams per instance autoscaling keeps: a fraction of the stream cap."""
+        """Live streams per instance autoscaling keeps: a fraction of the stream cap (with caps that differ among the
+        instance pools, of the smallest; the autoscaling then tracks :attr:`stream_cap_used_target` instead)."""
         return self.scaling_target_fraction * self.streams_per_instance
 
+    @property
+    def stream_cap_used_target(self) -> float:
+        """Percent of each instance's own stream cap autoscaling keeps (the bridge's StreamCapUsed): what it tracks
+        when the instance pools' caps differ, so every GPU is filled to the same share of what it serves."""
+        return round(self.scaling_target_fraction * 100, 6)
+
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
-        return self.props(BridgeAlarmThresholds)
+        return self.props(BridgeAlarmThresholds, caps_differ=self.caps_differ)
 
     def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
         """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the

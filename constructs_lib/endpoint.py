@@ -1,6 +1,10 @@
 """RealtimeEndpoint: Model, EndpointConfig and Endpoint of one SageMaker real-time endpoint, with its log group and a
 caller policy; metric helpers, grants, autoscaling and alarms as methods. Props: :mod:`constructs_lib.endpoint_props`.
 
+Instance pools that need other container settings (``RealtimeEndpointProps.pool_environment``, e.g. a stream cap
+sized for that GPU) each get a Model of their own, named in the pool's ``ModelNameOverride``: the variant's Model in
+everything but environment variables (same image, data, role, network isolation and VpcConfig).
+
 The Model and the EndpointConfig carry no physical names: CloudFormation replaces them whenever a property that
 requires replacement changes (image, instance type, ...), and a fixed name would collide with the old resource
 ("already exists"). The Endpoint keeps the stable name that callers use.

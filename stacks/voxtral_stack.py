@@ -84,11 +84,7 @@ class VoxtralStack(EndpointStack):
             invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
             rolling_update=voxtral.rolling_update(),
             bridge=voxtral.bridge_thresholds(),
-            tracking=voxtral.props(
-                TargetTracking,
-                metric=BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name).metric_active_streams_per_instance(),
-                target_value=voxtral.streams_target,
-            ),
+            tracking=voxtral_tracking(voxtral),
             pool_environment=pool_environment(voxtral),
             outputs={
                 "BidirectionalInvokeUrl": (
@@ -148,6 +144,19 @@ def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: Artifac
         ),
     )
     return weights, staging.model_s3_uri, staging
+
+
+def voxtral_tracking(voxtral: VoxtralSettings) -> TargetTracking:
+    """Target tracking on live streams per instance at ``scaling_target_fraction`` of the stream cap. With instance
+    pools whose caps differ (each pool type's Model has its own), a count of streams means something else on each
+    GPU, so it tracks the bridge's StreamCapUsed (percent of each instance's own cap) instead: every instance is
+    filled to the same share of what it serves, and no larger GPU idles at a smaller GPU's cap."""
+    metrics = BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name)
+    if voxtral.caps_differ:
+        return voxtral.props(TargetTracking, metric=metrics.metric_stream_cap_used_per_instance(),
+                             target_value=voxtral.stream_cap_used_target)
+    return voxtral.props(TargetTracking, metric=metrics.metric_active_streams_per_instance(),
+                         target_value=voxtral.streams_target)
 
 
 def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:

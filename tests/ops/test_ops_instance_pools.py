@@ -235,3 +235,21 @@ def test_cfn_lint_knows_the_pool_properties(pools_variant):
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:3000]
+
+
+def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):
+    """An L4 at 4 streams and an L40S at 23: a count of streams is a different load on each, so the scaling target
+    and the near-cap alarm use the bridge's StreamCapUsed (percent of that instance's own cap): 70 % and 90 %."""
+    from stacks.voxtral_stack import voxtral_tracking
+
+    tracking = voxtral_tracking(pools_variant.settings.voxtral)  # this variant is fixed-size: no policy synthesized
+    assert (tracking.metric.metric_name, tracking.metric.statistic, tracking.target_value) == (
+        "StreamCapUsed", "Average", 70)
+    alarm = next(a for name, a in alarms_by_name(pools_variant.template("Voxtral")).items()
+                 if name.endswith("ActiveStreamsNearCap"))
+    assert (alarm["MetricName"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "StreamCapUsed", 90, "GreaterThanOrEqualToThreshold")
+    # One type, one cap: live streams per instance as before (the default template is unchanged).
+    (policy,) = resources(synthesized.template("Voxtral"), "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert (tracking["CustomizedMetricSpecification"]["MetricName"], tracking["TargetValue"]) == ("ActiveStreams", 2.8)
