@@ -100,7 +100,7 @@ class EndpointSettings:
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
-    instance_type: str = "ml.g6.4xlarge"
+    instance_type: str = "ml.g6.xlarge"
     #: Capacity fallback: instance types in priority order, the first being instance_type (empty = instance_type only).
     instance_pools: list[str] = field(default_factory=list)
     #: With instance_pools: seconds SageMaker may spend getting capacity across them (None = 1800 s with pools).
@@ -210,7 +210,7 @@ class VoxtralSettings(EndpointSettings):
     """Speech to text: Voxtral on vLLM behind the bridge, on a SageMaker real-time endpoint."""
 
     endpoint_name: str = "voxtral-realtime"
-    instance_type: str = "ml.g6.4xlarge"
+    instance_type: str = "ml.g6.xlarge"
     #: Where the bridge image runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a
     #: load balancer (the ``ecs.*`` settings; README "Choosing a target").
     target: Literal["sagemaker", "ecs"] = "sagemaker"

@@ -238,7 +238,7 @@ def test_voxtral_endpoint_config(voxtral):
     assert "EndpointConfigName" not in config
     (variant,) = config["ProductionVariants"]
     assert variant["VariantName"] == "AllTraffic"
-    assert variant["InstanceType"] == "ml.g6.4xlarge"
+    assert variant["InstanceType"] == "ml.g6.xlarge"
     assert variant["InitialInstanceCount"] == 1
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 1200
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 1200

@@ -29,7 +29,7 @@ def test_the_defaults_need_no_aws_and_print_the_split(capsys, monkeypatch):
     monkeypatch.setattr(pricing, "pricing_client", lambda *a, **k: pytest.fail("no AWS call without --prices"))
     code, out, _ = run(capsys)
     assert code == 0
-    assert "ml.g6.4xlarge: one NVIDIA L4 (22.5 GiB) serves the model" in out
+    assert "ml.g6.xlarge: one NVIDIA L4 (22.5 GiB) serves the model" in out
     assert "streams per instance  4 (auto: compute bound; KV cache fits 8, compute budget 4)" in out
     assert "range                 1-8 streams at the ends of the model's assumptions" in out
     assert "GPU memory for vLLM   20.2 GiB = weights 8.3 + KV cache 10.5 + overhead 1.5" in out
@@ -44,7 +44,7 @@ def test_an_explicit_setting_and_extra_types(capsys):
     report = json.loads(out)
     first, second = report["instance_types"]
     assert (first["instance_type"], first["streams_per_instance"], first["streams_source"]) == (
-        "ml.g6.4xlarge", 6, "voxtral.max_num_seqs")
+        "ml.g6.xlarge", 6, "voxtral.max_num_seqs")
     assert (second["instance_type"], second["kv_cache_fit"], second["compute_cap"]) == ("ml.g6e.xlarge", 23, 28)
     assert second["vllm_budget_bytes"] == second["weight_bytes"] + second["kv_cache_bytes"] + second["overhead_bytes"]
     assert second["usd_per_live_stream_hour"] is None
@@ -60,7 +60,7 @@ def test_prices_give_cost_per_live_stream_hour_and_per_audio_hour(capsys, monkey
 
     monkeypatch.setattr(pricing, "usd_per_hour", usd_per_hour)
     code, out, _ = run(capsys, "--prices")
-    assert code == 0 and asked == [("ml.g6.4xlarge", "us-east-1")]
+    assert code == 0 and asked == [("ml.g6.xlarge", "us-east-1")]
     assert "per live stream-hour  USD 0.2012 at 4 streams per instance" in out  # 0.8048 / 4
     assert "per audio hour        USD 0.2874 at the autoscaling target (0.7 x 4 = 2.8 streams per instance)" in out
 
@@ -73,7 +73,7 @@ def test_a_price_that_cannot_be_read_is_said_and_exits_1(capsys, monkeypatch):
 
     monkeypatch.setattr(pricing, "usd_per_hour", usd_per_hour)
     code, out, _ = run(capsys, "--prices")
-    assert code == 1 and "no price: no price for ml.g6.4xlarge" in out
+    assert code == 1 and "no price: no price for ml.g6.xlarge" in out
 
 
 def test_prices_asked_for_but_unreadable_never_say_add_prices(capsys, monkeypatch):

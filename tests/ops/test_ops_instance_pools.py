@@ -88,7 +88,7 @@ def test_default_settings_synthesize_no_pools(synthesized):
     for stack in ("Voxtral", "Sonic"):
         variant = variant_of(synthesized.template(stack))
         assert "InstancePools" not in variant and "VariantInstanceProvisionTimeoutInSeconds" not in variant
-        assert variant["InstanceType"] in ("ml.g6.4xlarge", "ml.g6e.2xlarge")
+        assert variant["InstanceType"] in ("ml.g6.xlarge", "ml.g6e.2xlarge")
 
 
 def test_the_rolling_update_allows_for_the_provisioning_timeout(pools_variant):
@@ -133,7 +133,7 @@ def test_alarm_capacity_is_the_fewest_of_each():
 
 
 def test_an_unknown_type_in_the_pools_is_named():
-    assert problems_for(voxtral__instance_pools="ml.g6.4xlarge,ml.g9.xlarge") == [
+    assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.g9.xlarge") == [
         "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type (expected one of SageMaker's "
         "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')"]
 
@@ -168,7 +168,7 @@ def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
 
 
 def test_a_type_without_gpu_is_named():
-    assert problems_for(voxtral__instance_pools="ml.g6.4xlarge,ml.m5.xlarge") == [
+    assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.m5.xlarge") == [
         f"voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})"]
 
 
@@ -181,8 +181,8 @@ def test_a_type_the_sonic_package_does_not_support_is_named():
 def test_the_pools_start_with_the_instance_type_and_count_at_most_five():
     assert problems_for(voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
         'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with voxtral.instance_type='
-        "'ml.g6.4xlarge', the priority-1 pool (set both: the instance type is the one tried first)"]
-    six = "ml.g6.4xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
+        "'ml.g6.xlarge', the priority-1 pool (set both: the instance type is the one tried first)"]
+    six = "ml.g6.xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
     assert problems_for(voxtral__instance_pools=six) == [
         f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance types (InstancePools)"]
 
