@@ -319,7 +319,8 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
                "capacity_bench.py's target bridge on the GPU: vLLM's start-up log 'GPU KV cache size: N tokens' and "
                "the bridge's KvCacheStreams metric give the real pool"),
     Assumption("tokens one live stream has in flight", str(STREAM_TOKENS_IN_FLIGHT), "128", "16",
-               "capacity_bench.py at the KV bound: the streams vLLM admits before it preempts"),
+               "capacity_bench.py with SM_VLLM_MAX_NUM_SEQS above the KV fit: the N at which streams start to "
+               "fail or stall (vLLM preempting for want of blocks) is the real KV bound"),
 )
 
 #: The ends of :data:`ASSUMPTIONS`, all at once.
