@@ -221,7 +221,9 @@ class VoxtralSettings(EndpointSettings):
     image_uri: str | None = None
     max_model_len: int = 45000
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what the capacity
-    #: model says one GPU of instance_type serves at max_model_len (constructs_lib/capacity.py).
+    #: model says one GPU of the instance type serves at max_model_len (constructs_lib/capacity.py), for each type of
+    #: instance_pools its own (each pool type whose cap differs runs a Model of its own: InstancePool
+    #: ModelNameOverride).
     max_num_seqs: int | Literal["auto"] = "auto"
     gpu_memory_utilization: float = 0.9
     #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the streams where the KV
