@@ -120,26 +120,6 @@ class EndpointBase(Construct, EndpointMetrics):
         return ScalableInstanceCount(self, "InstanceCount", endpoint=self, min_capacity=min_capacity,
                                      max_capacity=max_capacity)
 
-    def _model(self, construct_id: str, props: RealtimeEndpointProps,
-               container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel:
-        """A Model of this endpoint running ``container``, with the endpoint's role, network isolation and VpcConfig."""
-        model = sagemaker.CfnModel(
-            self,
-            construct_id,
-            execution_role_arn=self.role.role_arn,
-            primary_container=_container_definition(container),
-            enable_network_isolation=props.network_isolation,
-            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
-                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
-            ) if props.vpc_subnets else None,
-        )
-        # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
-        model.node.add_dependency(self.role)
-        if isinstance(container, ImageContainer):
-            for dependency in container.depends_on:
-                model.node.add_dependency(dependency)
-        return model
-
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a rolling update.
 
