@@ -100,7 +100,7 @@ class EndpointSettings:
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
     endpoint_name: str = "endpoint"
-    instance_type: str = "ml.g6.4xlarge"
+    instance_type: str = "ml.g6.xlarge"
     #: Capacity fallback: instance types in priority order, the first being instance_type (empty = instance_type only).
     instance_pools: list[str] = field(default_factory=list)
     #: With instance_pools: seconds SageMaker may spend getting capacity across them (None = 1800 s with pools).
@@ -210,7 +210,7 @@ class VoxtralSettings(EndpointSettings):
     """Speech to text: Voxtral on vLLM behind the bridge, on a SageMaker real-time endpoint."""
 
     endpoint_name: str = "voxtral-realtime"
-    instance_type: str = "ml.g6.4xlarge"
+    instance_type: str = "ml.g6.xlarge"
     #: Where the bridge image runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a
     #: load balancer (the ``ecs.*`` settings; README "Choosing a target").
     target: Literal["sagemaker", "ecs"] = "sagemaker"
@@ -221,9 +221,14 @@ class VoxtralSettings(EndpointSettings):
     image_uri: str | None = None
     max_model_len: int = 45000
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what the capacity
-    #: model says one GPU of instance_type serves at max_model_len (constructs_lib/capacity.py).
+    #: model says one GPU of the instance type serves at max_model_len (constructs_lib/capacity.py), for each type of
+    #: instance_pools its own (each pool type whose cap differs runs a Model of its own: InstancePool
+    #: ModelNameOverride).
     max_num_seqs: int | Literal["auto"] = "auto"
     gpu_memory_utilization: float = 0.9
+    #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the streams where the KV
+    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, constructs_lib/capacity.py).
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     metrics_namespace: str = "RealtimeVoice/Bridge"
@@ -287,25 +292,50 @@ class VoxtralSettings(EndpointSettings):
             return [f"ml.{self.ecs_instance_type}"]
         return self.instance_pools or [self.instance_type]
 
+    def capacity_of(self, instance_type: str) -> capacity.Capacity | None:
+        """The capacity model's answer for one instance type (SageMaker spelling) at these settings, or None when the
+        type is not a GPU type of the catalogue or max_model_len, gpu_memory_utilization or kv_cache_dtype is invalid
+        (their own problems say why)."""
+        if (self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98
+                or self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES):
+            return None
+        spec = instance_types.lookup(instance_type)
+        if spec is None or not spec.gpus:
+            return None
+        return capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization, kv_cache_dtype=self.kv_cache_dtype)
+
     def capacity(self) -> capacity.Capacity | None:
         """The capacity model's answer for the instance type the service may run that serves the fewest streams
-        (:attr:`sizing_instance_types`: vLLM gets one max_num_seqs on all), or None when no type, max_model_len or
-        gpu_memory_utilization is valid (their own problems say why)."""
-        if self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98:
-            return None
-        names = self.sizing_instance_types
-        specs = [spec for spec in map(instance_types.lookup, names) if spec is not None and spec.gpus]
-        fits = [capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization) for spec in specs]
+        (:attr:`sizing_instance_types`), or None when none is valid (their own problems say why)."""
+        fits = [c for c in map(self.capacity_of, self.sizing_instance_types) if c is not None]
         return min(fits, key=lambda c: c.streams, default=None)
+
+    def stream_cap_of(self, instance_type: str) -> int:
+        """The stream cap of an instance of ``instance_type``: ``max_num_seqs``, or what ``auto`` resolves to for that
+        GPU (at least 1; a GPU that holds no stream is a settings problem of its own). With instance pools each pool
+        type gets its own Model with its own cap (InstancePool ModelNameOverride)."""
+        if self.max_num_seqs != "auto":
+            return self.max_num_seqs
+        fitted = self.capacity_of(instance_type)
+        return max(1, fitted.streams) if fitted is not None else 1
+
+    @property
+    def stream_caps(self) -> dict[str, int]:
+        """``{instance type: stream cap}`` for every type the service may run (:attr:`sizing_instance_types`), in
+        priority order."""
+        return {name: self.stream_cap_of(name) for name in dict.fromkeys(self.sizing_instance_types)}
 
     @property
     def streams_per_instance(self) -> int:
-        """The stream cap: ``max_num_seqs``, or what ``auto`` resolves to (at least 1; a GPU that holds no stream
-        is a settings problem of its own)."""
-        if self.max_num_seqs != "auto":
-            return self.max_num_seqs
-        fitted = self.capacity()
-        return max(1, fitted.streams) if fitted is not None else 1
+        """The smallest stream cap among the types the service may run (:attr:`stream_caps`): the cap of the one
+        type, and with instance pools what the autoscaling target and the ActiveStreams alarm are sized by when
+        they count streams (each pool's vLLM has its own cap)."""
+        return min(self.stream_caps.values(), default=1)
+
+    @property
+    def caps_differ(self) -> bool:
+        """Whether the types the service may run have different stream caps (instance pools of different GPUs)."""
+        return len(set(self.stream_caps.values())) > 1
 
     def value(self, key: str) -> Any:
         return self.streams_per_instance if key == "max_num_seqs" else super().value(key)
@@ -330,11 +360,18 @@ class VoxtralSettings(EndpointSettings):
 
     @property
     def streams_target(self) -> float:
-        """Live streams per instance autoscaling keeps: a fraction of the stream cap."""
+        """Live streams per instance autoscaling keeps: a fraction of the stream cap (with caps that differ among the
+        instance pools, of the smallest; the autoscaling then tracks :attr:`stream_cap_used_target` instead)."""
         return self.scaling_target_fraction * self.streams_per_instance
 
+    @property
+    def stream_cap_used_target(self) -> float:
+        """Percent of each instance's own stream cap autoscaling keeps (the bridge's StreamCapUsed): what it tracks
+        when the instance pools' caps differ, so every GPU is filled to the same share of what it serves."""
+        return round(self.scaling_target_fraction * 100, 6)
+
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
-        return self.props(BridgeAlarmThresholds)
+        return self.props(BridgeAlarmThresholds, caps_differ=self.caps_differ)
 
     def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
         """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the
@@ -383,14 +420,22 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
+        if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
+            p.add("kv_cache_dtype", self.kv_cache_dtype, "must be 'auto' (the model's BF16) or 'fp8' (vLLM "
+                  "--kv-cache-dtype)")
+        elif self.kv_cache_dtype == "fp8":
+            # Every type the service may run: the ECS type with target=ecs (EcsSettings names it), else each pool.
+            if self.target != "ecs":
+                for key, spec in specs:
+                    self._fp8_problem(p, key, spec.name, spec.gpu_model)
         # The capacity model only when every value it depends on passed its checks; for each type the endpoint may
-        # run, since vLLM gets the same max_num_seqs on every one.
+        # run, at that type's own stream cap (with pools, each pool type's Model has its own).
         # With target=ecs the ECS instance type is what the tasks run on; EcsSettings checks it instead.
         for key, spec in specs if len(p) == start and self.target != "ecs" else ():
             if not spec.gpus:
                 continue
-            fitted = capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization)
-            if fitted.fit >= self.streams_per_instance:
+            fitted = self.capacity_of(spec.name)
+            if fitted is None or fitted.fit >= self.stream_cap_of(spec.name):
                 continue
             asked = self.max_num_seqs
             advice = ("lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
@@ -405,6 +450,14 @@ class VoxtralSettings(EndpointSettings):
                 f"most {fitted.fit} live stream(s) of that length ({fitted.stream_kv_bytes / 2**30:.2f} GiB of KV "
                 f"each); {advice} (capacity model: constructs_lib/capacity.py, README 'Capacity')"
             )
+
+    def _fp8_problem(self, p: Problems, key: str, name: str, gpu_model: str) -> None:
+        """``kv_cache_dtype=fp8`` on a GPU where vLLM 0.31.0 cannot run it for this model (the reason names the vLLM
+        files: constructs_lib/capacity.py ``fp8_kv_cache_problem``)."""
+        reason = capacity.fp8_kv_cache_problem(gpu_model)
+        if reason is not None:
+            p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, name)}: {reason}; set voxtral.kv_cache_dtype="
+                   "auto, or choose a Hopper GPU (ml.p5.*, ml.p5e.*, ml.p5en.*)")
 
     def _operations_problems(self, p: Problems) -> None:
         """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""
@@ -551,8 +604,14 @@ class EcsSettings:
         self.capacity_props().problems(p)
         self.load_balancing().problems(p, region)
         spec = ecs_gpu_spec(self.instance_type)
-        if spec is not None and len(p) == 0:
-            fits = capacity.fit(spec, voxtral.max_model_len, voxtral.gpu_memory_utilization).fit
+        if spec is not None and voxtral.kv_cache_dtype == "fp8":
+            reason = capacity.fp8_kv_cache_problem(spec.gpu_model)
+            if reason is not None:
+                p.note(f"voxtral.kv_cache_dtype='fp8' with ecs.instance_type={show(self.instance_type)}: {reason}; set "
+                       "voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (p5.*)")
+        if spec is not None and len(p) == 0 and voxtral.kv_cache_dtype in capacity.KV_CACHE_DTYPE_BYTES:
+            fits = capacity.fit(spec, voxtral.max_model_len, voxtral.gpu_memory_utilization,
+                                kv_cache_dtype=voxtral.kv_cache_dtype).fit
             if fits < voxtral.streams_per_instance:
                 p.note(f"ecs.instance_type={show(self.instance_type)} with voxtral.max_model_len={voxtral.max_model_len} "
                        f"and voxtral.max_num_seqs={voxtral.streams_per_instance}: one {spec.gpu_model} "

@@ -51,10 +51,24 @@ decode step per 80 ms. A decode step over B streams reads the weights once and, 
 token). Step time = weights / (bandwidth x :data:`BANDWIDTH_EFFICIENCY`) + B x (window bytes / (bandwidth x
 :data:`BANDWIDTH_EFFICIENCY`) + FLOPs / (peak x :data:`COMPUTE_EFFICIENCY`)); the cap is the largest B whose step
 fits :data:`STEP_BUDGET_FRACTION` of 80 ms (the rest for scheduling, sampling and the mel/conv front end).
+
+FP8 KV cache (``voxtral.kv_cache_dtype = fp8``, vLLM ``--kv-cache-dtype fp8``): ``CacheConfig.cache_dtype`` sets the
+dtype of every ``AttentionSpec`` (``Attention.get_kv_cache_spec``, vllm/model_executor/layers/attention), the encoder's
+block-pooled layers included (``WhisperCausalAttentionWithBlockPooling`` passes ``cache_config`` on), so both pages
+halve (decoder 32 KiB per 16 tokens, encoder 256 KiB); page unification still raises the decoder's block to 128
+tokens, a pool block is 8 MiB and holds the same tokens, so a stream holds as many blocks and the pool twice as many.
+The compute budget reads half the KV bytes per stream; the weights stay BF16. vLLM's encoder *output* cache
+(``EncoderCacheManager``) holds embeddings in the model dtype, not KV, and is unchanged. Where vLLM 0.31.0 cannot
+run FP8 for this model (:func:`fp8_kv_cache_support`), the settings refuse it.
+
+Uncertainty: the figures rest on the estimates and assumptions in :data:`ASSUMPTIONS`, each with a plausible range
+and the ``bench/capacity_bench.py`` measurement on a GPU that replaces it; :attr:`Capacity.streams_range` is the
+streams per GPU at the pessimistic and the optimistic end of all of them at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -93,6 +107,7 @@ class ModelFacts:
     encoder_sliding_window: int = 750
     #: Encoder frames per decoder token (``downsample_factor``; vLLM's ``block_pool_size``).
     block_pool_size: int = 4
+    #: Bytes per KV element: 2 (BF16, vLLM ``--kv-cache-dtype auto`` for a BF16 model) or 1 (``fp8``, E4M3).
     dtype_bytes: int = 2
     weight_bytes: int = 8_900_000_000
     decoder_params: float = 3.4e9
@@ -118,6 +133,21 @@ class ModelFacts:
 
 
 VOXTRAL_REALTIME = ModelFacts()
+
+#: ``voxtral.kv_cache_dtype`` -> bytes per KV element (vLLM ``STR_DTYPE_TO_TORCH_DTYPE``: ``auto`` is the model's
+#: dtype, BF16; ``fp8`` is ``float8_e4m3fn`` on CUDA).
+KV_CACHE_DTYPE_BYTES = {"auto": 2, "fp8": 1}
+
+
+def with_kv_cache_dtype(model: ModelFacts, kv_cache_dtype: str) -> ModelFacts:
+    """``model`` with the KV element size of ``kv_cache_dtype`` (``auto`` or ``fp8``).
+
+    Raises:
+        ValueError: another dtype.
+    """
+    if kv_cache_dtype not in KV_CACHE_DTYPE_BYTES:
+        raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected one of {sorted(KV_CACHE_DTYPE_BYTES)}")
+    return dataclasses.replace(model, dtype_bytes=KV_CACHE_DTYPE_BYTES[kv_cache_dtype])
 
 
 # --- GPU facts ----------------------------------------------------------------------------------------------------
@@ -151,6 +181,67 @@ GPUS: dict[str, GpuFacts] = {
 }
 
 
+#: CUDA compute capability per catalogue ``gpu_model`` (NVIDIA "CUDA GPUs - Compute Capability" table). vLLM picks its
+#: attention backend and checks BF16 by it.
+COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "NVIDIA T4": (7, 5),
+    "NVIDIA A10G": (8, 6),
+    "NVIDIA A100 40GB": (8, 0),
+    "NVIDIA A100 80GB": (8, 0),
+    "NVIDIA L4": (8, 9),
+    "NVIDIA L40S": (8, 9),
+    "NVIDIA H100": (9, 0),
+    "NVIDIA H200": (9, 0),
+    "NVIDIA RTX PRO 4500 Blackwell Server Edition": (12, 0),
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": (12, 0),
+}
+
+#: Why a GPU below compute capability 8.0 does not serve the checkpoint: vLLM refuses BF16 there
+#: (``CudaPlatformBase.check_if_supports_dtype``, vllm/platforms/cuda.py: "Bfloat16 is only supported on GPUs with
+#: compute capability of at least 8.0"), and the checkpoint is BF16.
+BF16_MIN_CAPABILITY = (8, 0)
+
+
+def serving_problem(gpu_model: str) -> str | None:
+    """Why vLLM 0.31.0 cannot serve the BF16 checkpoint on ``gpu_model`` as this project configures it, or None."""
+    capability = COMPUTE_CAPABILITY.get(gpu_model)
+    if capability is not None and capability < BF16_MIN_CAPABILITY:
+        return (f"{gpu_model} (compute capability {capability[0]}.{capability[1]}) has no BF16: vLLM refuses the "
+                "BF16 checkpoint below 8.0 (check_if_supports_dtype, vllm/platforms/cuda.py)")
+    return None
+
+
+#: Where FP8 KV cache is refused, and why (read in vLLM 0.31.0). vLLM chooses one attention backend for all layers
+#: from ``_get_backend_priorities`` (vllm/platforms/cuda.py): on compute capability other than 10.x the order is
+#: FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, taking the first whose ``validate_configuration`` accepts the
+#: KV dtype. FLASH_ATTN accepts FP8 only as FlashAttention 3 on compute capability 9.x (``supports_kv_cache_dtype``,
+#: vllm/v1/attention/backends/flash_attn.py; ``flash_attn_supports_fp8``, vllm/v1/attention/backends/fa_utils.py), so
+#: elsewhere the choice falls to FLASHINFER. The causal audio encoder's block-pooled attention wraps the chosen backend
+#: and raises NotImplementedError for any backend but FlashAttention, Triton, ROCm and AITER
+#: (``create_whisper_attention_backend_with_block_pooling``, vllm/model_executor/models/whisper_causal.py): vLLM
+#: would fail at start-up (unconfirmed on a GPU; an image without FlashInfer would fall through to Triton). (Forcing ``--attention-backend TRITON_ATTN`` might run FP8 there; that is untested and not
+#: offered.)
+FP8_KV_FILES = ("vllm/platforms/cuda.py", "vllm/v1/attention/backends/flash_attn.py",
+                "vllm/v1/attention/backends/fa_utils.py", "vllm/model_executor/models/whisper_causal.py")
+
+
+def fp8_kv_cache_problem(gpu_model: str) -> str | None:
+    """Why vLLM 0.31.0 cannot run this model with ``--kv-cache-dtype fp8`` on ``gpu_model``, or None (Hopper:
+    FlashAttention 3 takes FP8 for the sliding-window decoder layers and, through the block-pooling wrapper, for the
+    causal encoder's cache). See :data:`FP8_KV_FILES`."""
+    capability = COMPUTE_CAPABILITY.get(gpu_model)
+    if capability is None:
+        return f"{gpu_model}: no compute capability on record in constructs_lib/capacity.py, so FP8 KV is not offered"
+    if capability[0] == 9:
+        return None
+    return (f"{gpu_model} (compute capability {capability[0]}.{capability[1]}): vLLM 0.31.0's FlashAttention takes an "
+            "FP8 KV cache only as FlashAttention 3 on compute capability 9.x (flash_attn_supports_fp8, "
+            "vllm/v1/attention/backends/fa_utils.py), so vLLM picks FlashInfer (_get_backend_priorities, "
+            "vllm/platforms/cuda.py), which the causal audio encoder's block-pooled attention refuses "
+            "(create_whisper_attention_backend_with_block_pooling, vllm/model_executor/models/whisper_causal.py): "
+            "vLLM would fail at start-up")
+
+
 # --- vLLM facts and our estimates ----------------------------------------------------------------------------------
 
 #: ``CacheConfig.block_size`` default on CUDA (vllm/config/cache.py): tokens per block before page unification.
@@ -173,6 +264,68 @@ COMPUTE_EFFICIENCY = 0.4
 #: Fraction of the 80 ms between steps the decode step may take: the rest for scheduling, sampling, the mel/conv
 #: front end and jitter. An assumption.
 STEP_BUDGET_FRACTION = 0.75
+
+
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """The estimates and assumptions one capacity figure rests on (see :data:`ASSUMPTIONS`).
+
+    Attributes:
+        bandwidth_efficiency: fraction of peak memory bandwidth a decode step reaches.
+        compute_efficiency: fraction of peak BF16 a decode step reaches.
+        step_budget_fraction: fraction of the 80 ms between steps the decode step may take.
+        overhead_scale: factor on the memory overhead estimates (activations, CUDA graphs, outside torch).
+        stream_tokens_in_flight: tokens one live stream has scheduled and not settled at most.
+    """
+
+    bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
+    compute_efficiency: float = COMPUTE_EFFICIENCY
+    step_budget_fraction: float = STEP_BUDGET_FRACTION
+    overhead_scale: float = 1.0
+    stream_tokens_in_flight: int = STREAM_TOKENS_IN_FLIGHT
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One estimate of the model: its value, a plausible range, and what replaces it.
+
+    Attributes:
+        name: what is assumed. value / low / high: the value used and the pessimistic and optimistic ends (units as
+            the name says). measured_by: the ``bench/capacity_bench.py`` run on a GPU host (or vLLM's own log) whose
+            figure replaces the assumption.
+    """
+
+    name: str
+    value: str
+    low: str
+    high: str
+    measured_by: str
+
+
+#: Every assumption the figures rest on. The ranges are judgement, not measurement: none of them has been measured for
+#: this model, since no GPU was at hand (README "Capacity").
+ASSUMPTIONS: tuple[Assumption, ...] = (
+    Assumption("memory bandwidth a decode step reaches, share of peak", f"{BANDWIDTH_EFFICIENCY:g}", "0.65", "0.9",
+               "capacity_bench.py --streams 1,2,4,8,... on the GPU: the largest N whose real-time factor stays near "
+               "1 is the compute bound that this and the next two set"),
+    Assumption("BF16 throughput a decode step reaches, share of peak", f"{COMPUTE_EFFICIENCY:g}", "0.25", "0.6",
+               "the same capacity_bench.py run (it measures the compute bound the three shares set together)"),
+    Assumption("share of the 80 ms step the decode may take", f"{STEP_BUDGET_FRACTION:g}", "0.65", "0.85",
+               "the same capacity_bench.py run: the first-delta p90 stays under the 2000 ms alarm up to that N"),
+    Assumption("memory overhead: activations of max_num_batched_tokens, CUDA graphs, outside torch, GiB on a 24 GB GPU",
+               "1.5", "3.0 (x2)", "0.75 (x0.5)",
+               "capacity_bench.py's target bridge on the GPU: vLLM's start-up log 'GPU KV cache size: N tokens' and "
+               "the bridge's KvCacheStreams metric give the real pool"),
+    Assumption("tokens one live stream has in flight", str(STREAM_TOKENS_IN_FLIGHT), "128", "16",
+               "capacity_bench.py with SM_VLLM_MAX_NUM_SEQS above the KV fit: the N at which streams start to "
+               "fail or stall (vLLM preempting for want of blocks) is the real KV bound"),
+)
+
+#: The ends of :data:`ASSUMPTIONS`, all at once.
+PESSIMISTIC = Estimates(0.65, 0.25, 0.65, 2.0, 128)
+OPTIMISTIC = Estimates(0.9, 0.6, 0.85, 0.5, 16)
 
 
 def default_max_num_batched_tokens(memory_bytes: int, gpu_name: str = "") -> int:
@@ -264,6 +417,9 @@ class Capacity:
         fit: live streams whose KV fits the pool (``num_blocks // stream_blocks``).
         compute_cap: live streams one GPU decodes in real time (None without bandwidth/FLOPs facts for the GPU).
         streams: ``min(fit, compute_cap)``: what ``voxtral.max_num_seqs = auto`` resolves to.
+        kv_cache_dtype: vLLM's ``--kv-cache-dtype`` the figures are for (``auto`` or ``fp8``).
+        streams_range: ``(low, high)`` streams at the pessimistic and optimistic ends of :data:`ASSUMPTIONS`
+            (None when not asked for).
     """
 
     instance_type: str
@@ -283,6 +439,8 @@ class Capacity:
     vllm_max_concurrency: float
     fit: int
     compute_cap: int | None
+    kv_cache_dtype: str = "auto"
+    streams_range: tuple[int, int] | None = None
 
     @property
     def streams(self) -> int:
@@ -299,21 +457,23 @@ def gpu_facts(spec: InstanceSpec) -> GpuFacts:
     return GPUS.get(spec.gpu_model) or GpuFacts(spec.gpu_model, int(spec.gpu_memory_gib * GiB), 0.0, 0.0)
 
 
-def compute_cap(gpu: GpuFacts, max_model_len: int, model: ModelFacts = VOXTRAL_REALTIME) -> int | None:
+def compute_cap(gpu: GpuFacts, max_model_len: int, model: ModelFacts = VOXTRAL_REALTIME,
+                estimates: Estimates = Estimates()) -> int | None:
     """Live streams one GPU decodes in real time (see the module docstring), or None without speed facts."""
     if not gpu.bandwidth_bytes_per_s or not gpu.bf16_flops:
         return None
-    bandwidth = gpu.bandwidth_bytes_per_s * BANDWIDTH_EFFICIENCY
+    bandwidth = gpu.bandwidth_bytes_per_s * estimates.bandwidth_efficiency
     layout = kv_layout(model)
     window_bytes = (min(model.decoder_sliding_window, max_model_len) * model.decoder_kv_bytes_per_token
                     + min(layout.encoder_window_tokens, max_model_len) * model.encoder_kv_bytes_per_token)
-    per_stream_s = window_bytes / bandwidth + model.flops_per_token / (gpu.bf16_flops * COMPUTE_EFFICIENCY)
-    budget_s = STEP_BUDGET_FRACTION / model.tokens_per_audio_s - model.weight_bytes / bandwidth
+    per_stream_s = window_bytes / bandwidth + model.flops_per_token / (gpu.bf16_flops * estimates.compute_efficiency)
+    budget_s = estimates.step_budget_fraction / model.tokens_per_audio_s - model.weight_bytes / bandwidth
     return max(0, math.floor(budget_s / per_stream_s))
 
 
 def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utilization: float = 0.9, *,
-        max_num_batched_tokens: int | None = None, model: ModelFacts = VOXTRAL_REALTIME) -> Capacity:
+        max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto",
+        model: ModelFacts = VOXTRAL_REALTIME, estimates: Estimates = Estimates(), with_range: bool = True) -> Capacity:
     """How many live Voxtral streams of ``max_model_len`` tokens one GPU of ``instance_type`` serves.
 
     vLLM serves the model on one GPU (tensor parallel size 1), so only one GPU's memory counts, whatever the
@@ -324,7 +484,11 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
         max_model_len: vLLM ``--max-model-len``, tokens (positive).
         gpu_memory_utilization: vLLM ``--gpu-memory-utilization`` (0-1].
         max_num_batched_tokens: vLLM ``--max-num-batched-tokens``; None = vLLM's default for the GPU.
+        kv_cache_dtype: vLLM ``--kv-cache-dtype``: ``auto`` (BF16) or ``fp8`` (whether the GPU can is
+            :func:`fp8_kv_cache_problem`'s question, not this one's).
         model: the checkpoint's facts.
+        estimates: the estimates to use (:data:`ASSUMPTIONS`).
+        with_range: also work out :attr:`Capacity.streams_range` (at :data:`PESSIMISTIC` and :data:`OPTIMISTIC`).
 
     Returns:
         The :class:`Capacity`; ``fit`` is 0 when the weights and overhead leave no room for one stream.
@@ -338,15 +502,23 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
     if max_model_len < 1 or not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"max_model_len={max_model_len} must be >= 1 and "
                          f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")
+    model = with_kv_cache_dtype(model, kv_cache_dtype)
     gpu = gpu_facts(spec)
     batched = max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory_bytes, gpu.name)
     budget = int(gpu.memory_bytes * gpu_memory_utilization)
-    overhead = NON_TORCH_BYTES + CUDA_GRAPH_BYTES + ACTIVATION_BYTES_PER_BATCHED_TOKEN * batched
+    overhead = int(estimates.overhead_scale
+                   * (NON_TORCH_BYTES + CUDA_GRAPH_BYTES + ACTIVATION_BYTES_PER_BATCHED_TOKEN * batched))
     kv = max(0, budget - model.weight_bytes - overhead)
     layout = kv_layout(model)
     num_blocks = kv // layout.block_bytes
-    stream_blocks = request_blocks(max_model_len, STREAM_TOKENS_IN_FLIGHT, model)
+    stream_blocks = request_blocks(max_model_len, estimates.stream_tokens_in_flight, model)
     vllm_blocks = request_blocks(max_model_len, VLLM_MAX_CONCURRENT_BATCHES * batched, model)
+    streams_range = None
+    if with_range:
+        ends = [fit(spec, max_model_len, gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+                    kv_cache_dtype=kv_cache_dtype, estimates=end, with_range=False).streams
+                for end in (PESSIMISTIC, OPTIMISTIC)]
+        streams_range = (ends[0], ends[1])
     return Capacity(
         instance_type=spec.name, gpu=gpu, max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=batched,
@@ -354,5 +526,6 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
         num_blocks=num_blocks, block_bytes=layout.block_bytes,
         stream_blocks=stream_blocks, stream_kv_bytes=stream_blocks * layout.block_bytes,
         vllm_request_blocks=vllm_blocks, vllm_max_concurrency=num_blocks / vllm_blocks,
-        fit=num_blocks // stream_blocks, compute_cap=compute_cap(gpu, max_model_len, model),
+        fit=num_blocks // stream_blocks, compute_cap=compute_cap(gpu, max_model_len, model, estimates),
+        kv_cache_dtype=kv_cache_dtype, streams_range=streams_range,
     )

@@ -1,6 +1,10 @@
 """RealtimeEndpoint: Model, EndpointConfig and Endpoint of one SageMaker real-time endpoint, with its log group and a
 caller policy; metric helpers, grants, autoscaling and alarms as methods. Props: :mod:`constructs_lib.endpoint_props`.
 
+Instance pools that need other container settings (``RealtimeEndpointProps.pool_environment``, e.g. a stream cap
+sized for that GPU) each get a Model of their own, named in the pool's ``ModelNameOverride``: the variant's Model in
+everything but environment variables (same image, data, role, network isolation and VpcConfig).
+
 The Model and the EndpointConfig carry no physical names: CloudFormation replaces them whenever a property that
 requires replacement changes (image, instance type, ...), and a fixed name would collide with the old resource
 ("already exists"). The Endpoint keeps the stable name that callers use.
@@ -15,6 +19,8 @@ a switch to a fixed size would keep the old autoscaled count for ever).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Mapping, Sequence
 
 from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
@@ -221,21 +227,14 @@ class RealtimeEndpoint(EndpointBase):
         self.log_group_name: str = log_group.log_group_name
         self.log_group_arn: str = log_group.log_group_arn
 
-        model = sagemaker.CfnModel(
-            self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            primary_container=_container_definition(props.container),
-            enable_network_isolation=props.network_isolation,
-            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
-                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
-            ) if props.vpc_subnets else None,
-        )
-        # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
-        model.node.add_dependency(self.role)
-        if isinstance(props.container, ImageContainer):
-            for dependency in props.container.depends_on:
-                model.node.add_dependency(dependency)
+        model = self._model("Model", props, props.container)
+        # A pool with an environment of its own runs its own Model (InstancePool ModelNameOverride): the variant's
+        # Model in everything but environment variables (endpoint_props.RealtimeEndpointProps.pool_environment).
+        pool_models = {
+            instance_type: self._model(_pool_model_id(instance_type), props, dataclasses.replace(
+                props.container, environment={**props.container.environment, **environment}))
+            for instance_type, environment in props.pool_environment.items()
+        }
 
         config = sagemaker.CfnEndpointConfig(
             self,
@@ -249,7 +248,10 @@ class RealtimeEndpoint(EndpointBase):
                     # "Deploy to multiple instance types with instance pools").
                     instance_type=None if variant.instance_pools else variant.instance_type,
                     instance_pools=[
-                        sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=instance_type, priority=priority)
+                        sagemaker.CfnEndpointConfig.InstancePoolProperty(
+                            instance_type=instance_type, priority=priority,
+                            model_name_override=pool_models[instance_type].attr_model_name
+                            if instance_type in pool_models else None)
                         for priority, instance_type in enumerate(variant.instance_pools, start=1)
                     ] or None,
                     variant_instance_provision_timeout_in_seconds=variant.instance_provision_timeout_s,
@@ -280,7 +282,29 @@ class RealtimeEndpoint(EndpointBase):
         self.endpoint_arn = self._endpoint.ref
         self.endpoint_config_name: str = config.attr_endpoint_config_name
         self.model_name: str = model.attr_model_name
+        #: ``{instance type: ModelName}`` of the pools that run a Model of their own (ModelNameOverride).
+        self.pool_model_names: dict[str, str] = {name: m.attr_model_name for name, m in pool_models.items()}
         self.invoke_policy_arn: str = self._invoke_policy(props).managed_policy_arn
+
+    def _model(self, construct_id: str, props: RealtimeEndpointProps,
+               container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel:
+        """A Model of this endpoint running ``container``, with the endpoint's role, network isolation and VpcConfig."""
+        model = sagemaker.CfnModel(
+            self,
+            construct_id,
+            execution_role_arn=self.role.role_arn,
+            primary_container=_container_definition(container),
+            enable_network_isolation=props.network_isolation,
+            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
+            ) if props.vpc_subnets else None,
+        )
+        # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
+        model.node.add_dependency(self.role)
+        if isinstance(container, ImageContainer):
+            for dependency in container.depends_on:
+                model.node.add_dependency(dependency)
+        return model
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM (DeploymentConfig AutoRollbackConfiguration). The execution
@@ -390,6 +414,11 @@ class RealtimeEndpoint(EndpointBase):
             # documented in the InvokeEndpointWithBidirectionalStream API reference.
             policy.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         return policy
+
+
+def _pool_model_id(instance_type: str) -> str:
+    """Construct id of an instance pool's own Model: ``PoolModelMlG6eXlarge`` for ``ml.g6e.xlarge``."""
+    return "PoolModel" + "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", instance_type))
 
 
 def _container_definition(container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel.ContainerDefinitionProperty:

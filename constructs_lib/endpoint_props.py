@@ -335,6 +335,13 @@ class RealtimeEndpointProps:
         security_groups: security group ids of the Model's ``VpcConfig``; given exactly when ``vpc_subnets`` is.
         require_source_vpce: VPC endpoint ids (``vpce-...``); the caller policy then allows invoking only through
             one of them (``aws:SourceVpce``). Default: any network path.
+        pool_environment: ``{instance type: environment}`` for instance pools whose instances need other container
+            settings than the variant's Model (e.g. a stream cap sized for that GPU). Each such pool gets a Model of
+            its own, the variant's Model with ``environment`` merged over the container's, named in the pool's
+            ``ModelNameOverride`` ("a SageMaker model to use for this instance pool instead of the model specified
+            for the production variant. Use this to deploy a different model optimized for the instance type in
+            this pool", SageMaker API reference, InstancePool). Keys: instance pools after the first (the first pool
+            runs the variant's Model). Default: every pool runs the variant's Model.
     """
 
     container: ImageContainer | ModelPackageContainer
@@ -351,6 +358,7 @@ class RealtimeEndpointProps:
     vpc_subnets: Sequence[str] = ()
     security_groups: Sequence[str] = ()
     require_source_vpce: Sequence[str] = ()
+    pool_environment: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def network_isolation(self) -> bool:
@@ -388,6 +396,43 @@ class RealtimeEndpointProps:
                 ("require_source_vpce", self.require_source_vpce, VPC_ENDPOINT_ID_RE,
                  "VPC endpoint ids such as 'vpce-0123456789abcdef0'")):
             check_ids(p, prop, values, pattern, form)
+        self._pool_environment_problems(p)
         unknown = [action for action in self.invoke_actions if action not in INVOKE_ACTIONS]
         if unknown or not self.invoke_actions:
             p.add("invoke_actions", list(self.invoke_actions), f"must be one or more of {', '.join(INVOKE_ACTIONS)}")
+
+    def _pool_environment_problems(self, p: Problems) -> None:
+        """The rules of a pool's own Model (InstancePool ``ModelNameOverride``), each with its source.
+
+        - ``ModelNameOverride`` is a member of ``InstancePool`` only (SageMaker API reference, InstancePool;
+          CloudFormation AWS::SageMaker::EndpointConfig InstancePool), so an override needs instance pools and names
+          one of them.
+        - Its value is a Model name (``ModelName``: at most 63 characters, ``[a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])?``):
+          the construct passes the generated name of a Model it creates (``Fn::GetAtt``), so it always is one.
+        - Whether the override Model may differ from the variant's in image, execution role, VpcConfig or network
+          isolation, and whether bidirectional streaming, ``KmsKeyId`` or ``ManagedInstanceScaling`` restrict
+          overrides, the API reference and the developer guide ("Deploy to multiple instance types with instance
+          pools") do not say (unconfirmed). The construct takes the safe reading: the pool's Model is the variant's
+          Model in everything but container environment variables, so whatever holds for the one holds for the other.
+        - Ours: not for a model package (the environment is the seller's; a pool's Model would be another package);
+          not the priority-1 pool (it runs the variant's Model: give its environment in ``container.environment``).
+        """
+        if not self.pool_environment:
+            return
+        pools = list(self.variant.instance_pools)
+        shown = {name: dict(env) for name, env in self.pool_environment.items()}
+        if not pools:
+            p.add("pool_environment", shown, "needs instance pools (variant.instance_pools): ModelNameOverride is a "
+                                             "member of InstancePool only (SageMaker API reference, InstancePool)")
+            return
+        if isinstance(self.container, ModelPackageContainer):
+            p.add("pool_environment", shown, "must be empty for a model package: a pool's Model differs from the "
+                                             "variant's only in environment variables, which a package has not")
+        for name, environment in self.pool_environment.items():
+            if name not in pools:
+                p.add("pool_environment", name, f"is not one of the instance pools {pools}")
+            elif name == pools[0]:
+                p.add("pool_environment", name, "is the priority-1 pool, which runs the variant's Model: give its "
+                                                "environment in container.environment")
+            if not environment or not all(isinstance(k, str) and isinstance(v, str) for k, v in environment.items()):
+                p.add("pool_environment", name, "needs a non-empty map of environment variable names to strings")

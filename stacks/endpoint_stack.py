@@ -40,9 +40,11 @@ class EndpointStack(Stack):
     def add_endpoint(self, name: str, *, container: ImageContainer | ModelPackageContainer, description: str,
                      invoke_actions: Sequence[str], tracking: TargetTracking,
                      rolling_update: RollingUpdate | None = None, bridge: BridgeAlarmThresholds | None = None,
-                     outputs: Mapping[str, tuple[str, str]]) -> MonitoredEndpoint:
+                     outputs: Mapping[str, tuple[str, str]],
+                     pool_environment: Mapping[str, Mapping[str, str]] | None = None) -> MonitoredEndpoint:
         """The endpoint, its alarms (to the alarm topic), its autoscaling (within the section's instance range, by
-        ``tracking`` while it is a range) and its outputs ``<name>...``."""
+        ``tracking`` while it is a range) and its outputs ``<name>...``. ``pool_environment``: the instance pools that
+        run a Model of their own, with the environment variables that differ (RealtimeEndpointProps)."""
         section, foundation = self._section, self._foundation
         if foundation.key_arn and section.volume_kms_key_arn is None:
             # The ML storage volumes under the data key unless the section names a key of its own.
@@ -61,7 +63,8 @@ class EndpointStack(Stack):
                     # gets its weights from S3 through SageMaker and reaches nothing else).
                     enable_network_isolation=True,
                     vpc_subnets=foundation.subnet_ids, security_groups=foundation.security_group_ids,
-                    require_source_vpce=foundation.source_vpce_ids, log_kms_key_arn=foundation.key_arn),
+                    require_source_vpce=foundation.source_vpce_ids, log_kms_key_arn=foundation.key_arn,
+                    pool_environment=dict(pool_environment or {})),
                 thresholds=section.thresholds(),
                 bridge=bridge,
                 alarm_topic=self._alarm_topic,

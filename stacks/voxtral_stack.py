@@ -77,18 +77,15 @@ class VoxtralStack(EndpointStack):
             container=ImageContainer(
                 image_uri=image_uri,
                 model_data_s3_uri=model_data_s3_uri,
-                environment=container_environment(voxtral),
+                environment=container_environment(voxtral, voxtral.variant().instance_types[0]),
                 depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
             ),
             description="Voxtral speech-to-text",
             invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
             rolling_update=voxtral.rolling_update(),
             bridge=voxtral.bridge_thresholds(),
-            tracking=voxtral.props(
-                TargetTracking,
-                metric=BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name).metric_active_streams_per_instance(),
-                target_value=voxtral.streams_target,
-            ),
+            tracking=voxtral_tracking(voxtral),
+            pool_environment=pool_environment(voxtral),
             outputs={
                 "BidirectionalInvokeUrl": (
                     f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"
@@ -149,17 +146,49 @@ def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: Artifac
     return weights, staging.model_s3_uri, staging
 
 
-def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
-    """Environment of the bridge container.
+def voxtral_tracking(voxtral: VoxtralSettings) -> TargetTracking:
+    """Target tracking on live streams per instance at ``scaling_target_fraction`` of the stream cap. With instance
+    pools whose caps differ (each pool type's Model has its own), a count of streams means something else on each
+    GPU, so it tracks the bridge's StreamCapUsed (percent of each instance's own cap) instead: every instance is
+    filled to the same share of what it serves, and no larger GPU idles at a smaller GPU's cap."""
+    metrics = BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name)
+    if voxtral.caps_differ:
+        return voxtral.props(TargetTracking, metric=metrics.metric_stream_cap_used_per_instance(),
+                             target_value=voxtral.stream_cap_used_target)
+    return voxtral.props(TargetTracking, metric=metrics.metric_active_streams_per_instance(),
+                         target_value=voxtral.streams_target)
+
+
+def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
+    """``{instance type: the variables that differ}`` for each instance pool after the first whose container
+    environment differs from the first pool's (its stream cap, :meth:`VoxtralSettings.stream_cap_of`): those pools
+    run a Model of their own (InstancePool ModelNameOverride), so every GPU runs at its own cap."""
+    pools = list(dict.fromkeys(voxtral.instance_pools))
+    if not pools:
+        return {}
+    first = container_environment(voxtral, pools[0])
+    result = {}
+    for instance_type in pools[1:]:
+        env = container_environment(voxtral, instance_type)
+        changed = {key: value for key, value in env.items() if first.get(key) != value}
+        if changed:
+            result[instance_type] = changed
+    return result
+
+
+def container_environment(voxtral: VoxtralSettings, instance_type: str | None = None) -> dict[str, str]:
+    """Environment of the bridge container on ``instance_type`` (default: the first type the service may run).
 
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
-    configures the bridge (container/README.md). Values are strings; no secrets.
+    configures the bridge (container/README.md). Values are strings; no secrets. The stream cap (vLLM
+    ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
+    instance_type = instance_type or voxtral.sizing_instance_types[0]
     env = {
         "SM_VLLM_MODEL": "/opt/ml/model",
         "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
         "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
-        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.streams_per_instance),
+        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.stream_cap_of(instance_type)),
         "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
         "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
         # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
@@ -178,7 +207,10 @@ def container_environment(voxtral: VoxtralSettings) -> dict[str, str]:
         # SageMaker ships to the endpoint's log group.
         **OFFLINE_ENVIRONMENT,
     }
-    fitted = voxtral.capacity()
+    if voxtral.kv_cache_dtype != "auto":
+        # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is unchanged.
+        env["SM_VLLM_KV_CACHE_DTYPE"] = voxtral.kv_cache_dtype
+    fitted = voxtral.capacity_of(instance_type)
     if fitted is not None:
         # KV-cache blocks one live stream holds (constructs_lib/capacity.py): the bridge divides vLLM's reported
         # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.

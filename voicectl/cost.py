@@ -175,12 +175,14 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
                              settings.ecs.max_tasks, v.streams_per_instance))
     elif settings.voxtral.enabled:
         v = settings.voxtral
+        # The priced type's own cap: with instance pools each pool type runs at its own (ModelNameOverride).
+        cap = v.stream_cap_of(v.instance_type)
         costs.append(_priced(lookup, EndpointCost(
             section="voxtral", endpoint_name=v.endpoint_name, instance_type=v.instance_type,
             min_instances=v.min_instances, max_instances=v.max_instances,
-            streams_per_instance=v.streams_per_instance, streams_source=_voxtral_streams_source(v.max_num_seqs),
-            target_streams_per_instance=v.streams_target,
-            target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {v.streams_per_instance}",
+            streams_per_instance=cap, streams_source=_voxtral_streams_source(v.max_num_seqs),
+            target_streams_per_instance=v.scaling_target_fraction * cap,
+            target_source=f"voxtral.scaling_target_fraction {v.scaling_target_fraction:g} x {cap}",
         )))
     if settings.sonic.enabled and settings.sonic.target == "ecs":
         sonic = settings.sonic

@@ -196,13 +196,48 @@ def usd_per_hour(instance_type: str, region: str, *, client: Any) -> float:
     return hosting_price(instance_type, region, client=client).usd_per_hour
 
 
-def _get_products(client: Any, filters: list[dict[str, str]]) -> list[str]:
+#: EC2 On-Demand Linux instance-hours (the ECS target's hosts): service code ``AmazonEC2`` with the TERM_MATCH
+#: filters that single out the plain on-demand product of an instance type (AWS Billing User Guide, "Using the AWS
+#: Price List Query API"; the attribute names of the EC2 offer file): Linux, shared tenancy, no pre-installed
+#: software, no license, and ``capacitystatus`` ``Used`` (the other statuses price Capacity Reservations).
+EC2_SERVICE_CODE = "AmazonEC2"
+EC2_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
+               "licenseModel": "No License required", "capacitystatus": "Used"}
+#: Usage type of an EC2 on-demand instance-hour: ``BoxUsage:g6.xlarge`` in us-east-1, ``EUC1-BoxUsage:...`` elsewhere.
+EC2_USAGE_TYPE = re.compile(r"^(?:[A-Z0-9]+-)?BoxUsage:(?P<instance_type>[a-z0-9-]+\.[a-z0-9]+)$")
+_EC2_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+
+
+def ec2_usd_per_hour(instance_type: str, region: str, *, client: Any) -> float:
+    """USD per instance-hour of the EC2 instance ``instance_type`` (``g6.xlarge``; Linux, on demand) in ``region``.
+
+    Raises:
+        ValueError: ``instance_type`` or ``region`` is malformed (checked before any call).
+        PriceNotFound / PricingAccessDenied / PricingError: as :func:`hosting_price`.
+    """
+    if instance_type.startswith("ml.") or not _EC2_INSTANCE_TYPE.match(instance_type):
+        raise ValueError(f"instance type {instance_type!r} is not an EC2 instance type such as 'g6.xlarge'")
+    if not _REGION.match(region):
+        raise ValueError(f"region {region!r} is not an AWS Region code such as 'us-east-1'")
+    filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in
+               (("regionCode", region), ("instanceType", instance_type), *EC2_FILTERS.items())]
+    products = [json.loads(entry) for entry in _get_products(client, filters, EC2_SERVICE_CODE)]
+    boxes = [p for p in products if (m := EC2_USAGE_TYPE.match(
+        p.get("product", {}).get("attributes", {}).get("usagetype", ""))) and m["instance_type"] == instance_type]
+    where = f"EC2 {instance_type} in {region}"
+    if len(boxes) != 1:
+        raise PriceNotFound(f"the AWS Price List has {len(boxes)} on-demand Linux products for {where}, not one; "
+                            "check the EC2 On-Demand pricing page (https://aws.amazon.com/ec2/pricing/on-demand/)")
+    return _parse_on_demand(boxes[0], instance_type, region).usd_per_hour
+
+
+def _get_products(client: Any, filters: list[dict[str, str]], service_code: str = SERVICE_CODE) -> list[str]:
     """Every ``PriceList`` entry of GetProducts (all pages), with the call's failures turned into PricingError."""
     entries: list[str] = []
     endpoint = getattr(getattr(client, "meta", None), "endpoint_url", "the Price List API")
     try:
         for page in client.get_paginator("get_products").paginate(
-                ServiceCode=SERVICE_CODE, Filters=filters, FormatVersion="aws_v1"):
+                ServiceCode=service_code, Filters=filters, FormatVersion="aws_v1"):
             entries.extend(page.get("PriceList", []))
     except botocore.exceptions.ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
@@ -248,8 +283,8 @@ def _parse_on_demand(product: dict, instance_type: str, region: str) -> HostingP
         raise PriceNotFound(f"the Price List product {sku} for {where} has no USD price (pricePerUnit: "
                             f"{dimensions[0].get('pricePerUnit')})") from None
     if not price > 0:
-        raise PriceNotFound(f"the Price List product {sku} for {where} lists USD {raw} per hour; a real-time "
-                            "inference instance is never free, so this is not the hosting rate")
+        raise PriceNotFound(f"the Price List product {sku} for {where} lists USD {raw} per hour; a GPU instance "
+                            "is never free, so this is not its on-demand rate")
     return HostingPrice(
         instance_type=instance_type, region=region, usd_per_hour=price, sku=sku,
         usage_type=product["product"]["attributes"]["usagetype"],

@@ -25,7 +25,8 @@ on another EndpointConfig or Model than the synth's, for instance after SageMake
 then runs the old instance type, image or environment), or after a deployment that never happened. Instance count:
 with a scalable target the count autoscaling chose must lie within its min and max (and the registered target must
 have them); without one, the count must be the template's InitialInstanceCount. With instance pools, every running
-instance type must be one of the pools'.
+instance type must be one of the pools', and a pool the synth gives a Model of its own (``ModelNameOverride``: its
+own stream cap) must have one deployed, and the other way round.
 
 Exit code: 0 when every check passes, 1 when one fails (or AWS cannot be reached), 2 for bad input.
 """
@@ -562,6 +563,11 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
             override = template_pools.get(int(pool.get("Priority", 0)), {}).get("ModelNameOverride")
             if override is not None and pool.get("ModelNameOverride"):
                 _compare_model(compare, sagemaker, pool["ModelNameOverride"], expected.model_of(override))
+            elif (override is None) != (not pool.get("ModelNameOverride")):
+                # One side runs the pool on a Model of its own (its own stream cap) and the other on the variant's.
+                compare.add(f"EndpointConfig {config_name} {variant_name} pool {pool.get('InstanceType')} "
+                            "ModelNameOverride", "a Model of its own" if override is not None else "(unset)",
+                            pool.get("ModelNameOverride") or "(unset)", ok=False)
         _check_instances(compare, session, expected.region, name, variant_name, variant, running.get(variant_name, {}))
     return compare.checks
 

@@ -196,6 +196,12 @@ def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[Alar
                   5, 3, NOT_BREACHING,
                   f"Callers wait long for the first words: TimeToFirstDelta p90 above "
                   f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
+        AlarmRule("ActiveStreamsNearCap", bm.metric_stream_cap_used_per_instance(), GTE,
+                  round(b.active_streams_fraction * 100, 6), 5, 5, NOT_BREACHING,
+                  f"Live streams per instance at {b.active_streams_fraction:g} of each instance's own stream cap "
+                  "(StreamCapUsed; the instance pools' caps differ) for 5 minutes: autoscaling is at its maximum or "
+                  "cannot keep up.", MISSING_BRIDGE)
+        if b.caps_differ else
         AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
                   5, 5, NOT_BREACHING,
                   f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "

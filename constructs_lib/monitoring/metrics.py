@@ -51,6 +51,7 @@ UNITS: dict[str, str] = {
     "GPUUtilization": "Percent",
     "GPUMemoryUtilization": "Percent",
     "ActiveStreams": "Count",
+    "StreamCapUsed": "Percent",
     "StreamsStarted": "Count",
     "StreamsRejected": "Count",
     "UpstreamErrors": "Count",
@@ -200,6 +201,11 @@ class BridgeMetrics:
         """Live streams per instance: the Average of ActiveStreams (each instance sends its highest count of the
         minute, zeros included, so the average over datapoints is the average over instances); Count."""
         return self._bridge("ActiveStreams", "Average", period)
+
+    def metric_stream_cap_used_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+        """Live streams as a share of each instance's own stream cap, averaged over instances: the Average of
+        StreamCapUsed; Percent. One scale for instances with different caps (instance pools of different GPUs)."""
+        return self._bridge("StreamCapUsed", "Average", period)
 
     def metric_active_streams_busiest_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
         """Live streams on the busiest instance: the Maximum of ActiveStreams; Count."""

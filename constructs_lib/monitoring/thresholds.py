@@ -84,12 +84,17 @@ class BridgeAlarmThresholds:
         time_to_first_delta_p90_ms: p90 from a stream's start to its first transcript delta. Default 2000.
         active_streams_fraction: live streams per instance at or above this fraction of ``stream_cap`` alarm.
             Default 0.9.
+        caps_differ: instances run with different stream caps (instance pools of different GPUs, each with its own
+            Model): the near-cap alarm then watches StreamCapUsed (percent of each instance's own cap) at
+            ``active_streams_fraction`` x 100, and ``stream_cap`` is the smallest cap (for the dashboard). Default
+            False.
     """
 
     namespace: str
     stream_cap: int
     time_to_first_delta_p90_ms: float = 2000.0
     active_streams_fraction: float = 0.9
+    caps_differ: bool = False
 
     @property
     def active_streams_threshold(self) -> float:

@@ -17,6 +17,7 @@ highest count seen in the interval. Dimensions: EndpointName, VariantName.
 | StreamSeconds    | Seconds      | how long each stream lasted                                        |
 | UpstreamErrors   | Count        | vLLM refused a session, or closed/dropped one mid-stream           |
 | KvCacheStreams   | Count        | live streams vLLM's KV cache holds (its num_gpu_blocks // KV_BLOCKS_PER_STREAM), once known |
+| StreamCapUsed    | Percent      | ActiveStreams as a share of this instance's stream cap (MAX_STREAMS, as lowered): instances of different GPUs with different caps report on one scale |
 | Unauthorized     | Count        | stream requests refused 401 for a missing or wrong bearer token (only with BRIDGE_TOKEN) |
 | TaskProtected    | Count        | 1 if ECS task scale-in protection was on at any time in the interval, else 0 (only on ECS) |
 | TaskProtectionErrors | Count    | requests to the ECS agent's task-protection endpoint that failed (only on ECS) |
@@ -41,6 +42,8 @@ class BridgeMetrics:
         self.active_streams = 0
         #: Live streams vLLM's KV cache holds, once read from vLLM (None before, or without KV_BLOCKS_PER_STREAM).
         self.kv_cache_streams: int | None = None
+        #: The stream cap in force (MAX_STREAMS, lowered to what vLLM's KV cache holds); set by the server.
+        self.stream_cap: int | None = None
         #: Whether the bridge checks a bearer token (Unauthorized is written) / manages ECS task scale-in
         #: protection (TaskProtected, TaskProtectionErrors are written); set by the server.
         self.checks_token = False
@@ -106,6 +109,8 @@ class BridgeMetrics:
         logger.set_namespace(self.namespace)
         logger.set_dimensions(self.dimensions, use_default=False)
         logger.put_metric("ActiveStreams", self.max_active, "Count")
+        if self.stream_cap:
+            logger.put_metric("StreamCapUsed", round(100 * self.max_active / self.stream_cap, 1), "Percent")
         logger.put_metric("StreamsStarted", self.started, "Count")
         logger.put_metric("StreamsRejected", self.rejected, "Count")
         logger.put_metric("UpstreamErrors", self.upstream_errors, "Count")

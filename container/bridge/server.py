@@ -282,6 +282,7 @@ class Bridge:
         self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
         #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds (_kv_cache_read).
         self.stream_cap = settings.max_streams
+        self.metrics.stream_cap = self.stream_cap
         #: True once vLLM has been healthy: metrics are written only from then on (_flush_metrics_periodically).
         self._served = False
         self.port = settings.port
@@ -442,6 +443,7 @@ class Bridge:
                         "(the capacity estimate was too high; see voicectl capacity)",
                         streams, "" if streams == 1 else "s", self.settings.max_streams, max(1, streams))
             self.stream_cap = max(1, streams)
+            self.metrics.stream_cap = self.stream_cap
 
     def stream_accepted(self, client: ClientLeg) -> None:
         """The client's WebSocket is open (accepted at once, as SageMaker requires): relay it in a task."""

@@ -41,6 +41,8 @@ def test_a_smaller_kv_cache_lowers_the_stream_cap_with_a_warning(run, caplog, ca
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     kv_streams = [line["KvCacheStreams"] for line in emf if "KvCacheStreams" in line]
     assert kv_streams and set(kv_streams) == {2}  # every interval's line (here ours and the shutdown's) carries it
+    # StreamCapUsed is a share of the cap in force: 2 live streams of the lowered cap of 2.
+    assert 100.0 in [line["StreamCapUsed"] for line in emf if "StreamCapUsed" in line]
 
 
 def test_a_larger_kv_cache_keeps_max_streams_and_no_report_leaves_it_unchecked(run):

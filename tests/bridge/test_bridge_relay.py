@@ -190,9 +190,10 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     units = {metric["Name"]: metric["Unit"] for metric in directive["Metrics"]}
     assert units == {
         "ActiveStreams": "Count", "StreamsStarted": "Count", "StreamsRejected": "Count", "UpstreamErrors": "Count",
-        "TimeToFirstDelta": "Milliseconds", "StreamSeconds": "Seconds",
+        "TimeToFirstDelta": "Milliseconds", "StreamSeconds": "Seconds", "StreamCapUsed": "Percent",
     }
     assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
+    assert record["StreamCapUsed"] == 100.0  # 1 of MAX_STREAMS=1
     assert 0 < record["TimeToFirstDelta"] < 1000
     assert 0 < record["StreamSeconds"] < 5
 

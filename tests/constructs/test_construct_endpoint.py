@@ -366,3 +366,69 @@ def test_a_bare_app_with_the_endpoint_passes_cdk_nag():
     assert [v for plugin in report["pluginReports"] for v in plugin["violations"]] == []
     with pytest.raises(Exception, match=r"AwsSolutions-IAM5\[Resource::\*\]"):
         nagged_endpoint_app(extra_wildcard=True).synth()
+
+
+# --- A Model per instance pool (InstancePool ModelNameOverride) ------------------------------------------------------
+
+
+def test_a_pool_with_an_environment_of_its_own_runs_its_own_model():
+    stack = bare_stack()
+    endpoint = RealtimeEndpoint(stack, "Speech", endpoint_props(
+        container=ImageContainer(IMAGE, environment={"SM_VLLM_MAX_NUM_SEQS": "4", "MODE": "x"}),
+        variant=ProductionVariant("ml.g6.xlarge", instance_pools=("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge")),
+        pool_environment={"ml.g6e.xlarge": {"SM_VLLM_MAX_NUM_SEQS": "23"}}))
+    models = resources(stack, "AWS::SageMaker::Model")
+    (config,) = resources(stack, "AWS::SageMaker::EndpointConfig").values()
+    pools = config["Properties"]["ProductionVariants"][0]["InstancePools"]
+    assert [pool.get("ModelNameOverride") is not None for pool in pools] == [False, True, False]
+    pool_model_id = pools[1]["ModelNameOverride"]["Fn::GetAtt"][0]
+    assert pool_model_id.startswith("SpeechPoolModelMlG6eXlarge")
+    variant_model_id = config["Properties"]["ProductionVariants"][0]["ModelName"]["Fn::GetAtt"][0]
+    assert variant_model_id.startswith("SpeechModel")
+    pool_model, variant_model = models[pool_model_id], models[variant_model_id]
+    assert pool_model["Properties"]["PrimaryContainer"]["Environment"] == {"SM_VLLM_MAX_NUM_SEQS": "23", "MODE": "x"}
+    assert ({k: v for k, v in pool_model["Properties"].items() if k != "PrimaryContainer"}
+            == {k: v for k, v in variant_model["Properties"].items() if k != "PrimaryContainer"})
+    assert pool_model["DependsOn"] == variant_model["DependsOn"]  # the role's policy first, as for the variant's
+    assert list(endpoint.pool_model_names) == ["ml.g6e.xlarge"]
+
+
+def test_pool_environment_rules_are_named_with_their_source():
+    with pytest.raises(PropsError) as caught:
+        RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(pool_environment={"ml.g6e.xlarge": {"A": "1"}}))
+    assert caught.value.problems == [
+        'pool_environment={"ml.g6e.xlarge": {"A": "1"}}: needs instance pools (variant.instance_pools): '
+        "ModelNameOverride is a member of InstancePool only (SageMaker API reference, InstancePool)"]
+    with pytest.raises(PropsError) as caught:
+        RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(
+            variant=ProductionVariant("ml.g6.xlarge", instance_pools=("ml.g6.xlarge", "ml.g6e.xlarge")),
+            pool_environment={"ml.g6.xlarge": {"A": "1"}, "ml.g5.xlarge": {}}))
+    assert caught.value.problems == [
+        "pool_environment='ml.g6.xlarge': is the priority-1 pool, which runs the variant's Model: give its "
+        "environment in container.environment",
+        "pool_environment='ml.g5.xlarge': is not one of the instance pools ['ml.g6.xlarge', 'ml.g6e.xlarge']",
+        "pool_environment='ml.g5.xlarge': needs a non-empty map of environment variable names to strings",
+    ]
+    with pytest.raises(PropsError) as caught:
+        RealtimeEndpoint(bare_stack(), "Tts", endpoint_props(
+            container=ModelPackageContainer(PACKAGE),
+            variant=ProductionVariant("ml.g6e.2xlarge", instance_pools=("ml.g6e.2xlarge", "ml.g6e.4xlarge")),
+            pool_environment={"ml.g6e.4xlarge": {"A": "1"}}))
+    assert any("must be empty for a model package" in problem for problem in caught.value.problems)
+
+
+def test_the_instance_pool_properties_exist_in_the_l1_botocore_and_cfn_lint():
+    """ModelNameOverride is a property of CDK's InstancePoolProperty, of botocore's SageMaker InstancePool shape
+    (a ModelName: at most 63 characters) and of cfn-lint's AWS::SageMaker::EndpointConfig schema."""
+    import inspect
+
+    import botocore.session
+    from aws_cdk import aws_sagemaker
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    assert "model_name_override" in inspect.signature(aws_sagemaker.CfnEndpointConfig.InstancePoolProperty).parameters
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("InstancePool")
+    assert set(shape.members) == {"InstanceType", "ModelNameOverride", "Priority"}
+    assert shape.members["ModelNameOverride"].metadata["max"] == 63
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", "AWS::SageMaker::EndpointConfig").schema
+    assert "ModelNameOverride" in schema["definitions"]["InstancePool"]["properties"]

@@ -118,7 +118,7 @@ def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
     assert t4.streams_per_instance == 3
     # The SageMaker target still sizes by voxtral.instance_type, whatever ecs.instance_type says.
     sagemaker = load_settings({**cdk_json_context(), "ecs.instance_type": "g6e.2xlarge"}).voxtral
-    assert (sagemaker.sizing_instance_types, sagemaker.streams_per_instance) == (["ml.g6.4xlarge"], 4)
+    assert (sagemaker.sizing_instance_types, sagemaker.streams_per_instance) == (["ml.g6.xlarge"], 4)
 
 
 def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error():

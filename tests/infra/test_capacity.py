@@ -94,3 +94,70 @@ def test_more_memory_for_vllm_means_more_streams_and_bad_input_is_refused():
         capacity.fit("ml.g6.huge", 45000)
     with pytest.raises(ValueError, match="max_model_len=0"):
         capacity.fit("ml.g6.4xlarge", 0)
+
+
+# --- FP8 KV cache ---------------------------------------------------------------------------------------------------
+
+
+def test_fp8_halves_the_pages_and_keeps_the_tokens_per_block():
+    auto = capacity.kv_layout()
+    fp8 = capacity.kv_layout(capacity.with_kv_cache_dtype(capacity.VOXTRAL_REALTIME, "fp8"))
+    # Decoder page 8 x 16 x 256 x 1 B = 32 KiB, encoder 256 KiB: unification still gives 128-token decoder blocks.
+    assert (fp8.page_bytes, fp8.block_bytes) == (256 * 1024, 8 * MiB)
+    assert (fp8.decoder_block_tokens, fp8.encoder_block_tokens) == (auto.decoder_block_tokens, auto.encoder_block_tokens)
+
+
+@pytest.mark.parametrize("instance_type,auto_fit,fp8_fit,auto_cap,fp8_cap", [
+    ("ml.p5.4xlarge", 46, 93, 132, 247),
+    ("ml.g6e.xlarge", 23, 47, 28, 55),
+    ("ml.g6.4xlarge", 8, 16, 4, 9),
+])
+def test_fp8_doubles_the_kv_bound_and_raises_the_compute_bound(instance_type, auto_fit, fp8_fit, auto_cap, fp8_cap):
+    auto = capacity.fit(instance_type, 45000, 0.9)
+    fp8 = capacity.fit(instance_type, 45000, 0.9, kv_cache_dtype="fp8")
+    assert fp8.num_blocks == 2 * auto.num_blocks or fp8.num_blocks == 2 * auto.num_blocks + 1
+    assert fp8.stream_blocks == auto.stream_blocks == 83
+    assert fp8.stream_kv_bytes * 2 == auto.stream_kv_bytes
+    assert (auto.fit, fp8.fit) == (auto_fit, fp8_fit) and fp8.fit >= 2 * auto.fit
+    assert (auto.compute_cap, fp8.compute_cap) == (auto_cap, fp8_cap)  # half the KV read per step; same weights
+
+
+def test_fp8_kv_is_refused_off_hopper_with_the_reason_and_the_vllm_files():
+    assert capacity.fp8_kv_cache_problem("NVIDIA H100") is None
+    assert capacity.fp8_kv_cache_problem("NVIDIA H200") is None
+    for gpu in ("NVIDIA L4", "NVIDIA L40S", "NVIDIA A10G", "NVIDIA RTX PRO 6000 Blackwell Server Edition"):
+        reason = capacity.fp8_kv_cache_problem(gpu)
+        assert "FlashAttention 3 on compute capability 9.x" in reason
+        assert "vllm/model_executor/models/whisper_causal.py" in reason and "vllm/platforms/cuda.py" in reason
+    assert "8.9" in capacity.fp8_kv_cache_problem("NVIDIA L4")
+    with pytest.raises(ValueError, match="kv_cache_dtype='int8'"):
+        capacity.fit("ml.p5.4xlarge", 45000, kv_cache_dtype="int8")
+
+
+def test_a_gpu_without_bf16_does_not_serve_the_checkpoint():
+    assert "vLLM refuses the BF16 checkpoint below 8.0" in capacity.serving_problem("NVIDIA T4")
+    assert capacity.serving_problem("NVIDIA L4") is None
+
+
+# --- Uncertainty ---------------------------------------------------------------------------------------------------
+
+
+def test_every_assumption_has_a_range_and_the_measurement_that_replaces_it():
+    assert [(a.value, a.low, a.high) for a in capacity.ASSUMPTIONS] == [
+        ("0.8", "0.65", "0.9"), ("0.4", "0.25", "0.6"), ("0.75", "0.65", "0.85"), ("1.5", "3.0 (x2)", "0.75 (x0.5)"),
+        ("64", "128", "16")]
+    assert all("capacity_bench.py" in a.measured_by for a in capacity.ASSUMPTIONS)
+    # The ends the range is worked out at are the ends of the table.
+    assert capacity.PESSIMISTIC == capacity.Estimates(0.65, 0.25, 0.65, 2.0, 128)
+    assert capacity.OPTIMISTIC == capacity.Estimates(0.9, 0.6, 0.85, 0.5, 16)
+
+
+@pytest.mark.parametrize("instance_type,low,streams,high", [
+    ("ml.g6.4xlarge", 1, 4, 8),    # the L4 is compute bound: at 65 % of its 300 GB/s the weights leave room for 1
+    ("ml.g6e.xlarge", 17, 23, 25),
+    ("ml.g5.xlarge", 6, 8, 8),
+    ("ml.p5.4xlarge", 42, 46, 49),
+])
+def test_the_range_brackets_the_estimate(instance_type, low, streams, high):
+    result = capacity.fit(instance_type, 45000, 0.9)
+    assert result.streams_range == (low, high) and low <= result.streams == streams <= high

@@ -47,7 +47,7 @@ SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-token-AbCdEf"
 NO_STAGING = ["-c", "voxtral.stage_model=false", "-c", "voxtral.model_s3_uri=s3://team-models/voxtral/2602/"]
 PACKAGE = SONIC_MODEL_PACKAGES[REGION]
 PRODUCT = "prod-sonic36example"
-QUOTA_G6 = "ml.g6.4xlarge for endpoint usage"
+QUOTA_G6 = "ml.g6.xlarge for endpoint usage"
 QUOTA_G6E = "ml.g6e.2xlarge for endpoint usage"
 
 
@@ -162,7 +162,7 @@ def test_a_ready_account_passes_every_check(aws):
         "  OK        CDK bootstrap of us-east-1: version 30 (this app needs 6 or later)",
         "  OK        Sonic model package: sonic36-sagemaker-v0 (Completed), supports ml.g6e.2xlarge",
         "  OK        Sonic Marketplace subscription: 'Sonic 3.6 by Cartesia': active agreement agmt-0",
-        "  OK        service quota 'ml.g6.4xlarge for endpoint usage': 10 in us-east-1 (Voxtral up to 4, 5 during a "
+        "  OK        service quota 'ml.g6.xlarge for endpoint usage': 10 in us-east-1 (Voxtral up to 4, 5 during a "
         "rolling update; the quota is shared with every other endpoint of the account in us-east-1)",
         "  OK        service quota 'ml.g6e.2xlarge for endpoint usage': 4 in us-east-1 (Sonic up to 2, 4 during a "
         "blue/green update; the quota is shared with every other endpoint of the account in us-east-1)",
@@ -388,7 +388,7 @@ def test_instance_needs_count_the_update_overlap():
 
     needs = instance_needs(load_settings({**cdk_json_context(), "voxtral.max_instances": "6",
                                           "voxtral.rollout_batch_percent": "10", "sonic.max_instances": "3"}))
-    assert {t: (n.steady, n.peak) for t, n in needs.items()} == {"ml.g6.4xlarge": (6, 7), "ml.g6e.2xlarge": (3, 6)}
+    assert {t: (n.steady, n.peak) for t, n in needs.items()} == {"ml.g6.xlarge": (6, 7), "ml.g6e.2xlarge": (3, 6)}
 
 
 def test_not_bootstrapped_names_the_bootstrap_command(aws):
@@ -434,7 +434,7 @@ def test_bootstrapped_account_prints_what_will_happen(aws):
     lines = check("diff", ["-c", "voxtral.initial_instance_count=2", "-c", f"voxtral.hf_token_secret_arn={SECRET}"],
                   ROOT, aws.session, aws)
     assert lines[0].startswith("diff: account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-1")
-    assert "  RealtimeVoice-Voxtral: endpoint voxtral-realtime on 2 x ml.g6.4xlarge" in lines
+    assert "  RealtimeVoice-Voxtral: endpoint voxtral-realtime on 2 x ml.g6.xlarge" in lines
     assert "  RealtimeVoice-Sonic: endpoint sonic-tts on 1 x ml.g6e.2xlarge" in lines
     assert "  RealtimeVoice-Operations: alarm topic, dashboard" in lines
 

@@ -148,6 +148,22 @@ def test_the_capacity_report_in_the_readme_is_what_the_command_prints():
     assert shown == printed
 
 
+def test_the_capacity_comparison_in_the_readme_is_what_the_command_prints():
+    """The README's table of instance types (issue 28) is the command's output for the defaults, offline: the dated
+    price table's figures, and the line saying they are."""
+    text = readme_text()
+    shown = text.split(".venv/bin/voicectl capacity --compare ", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
+    printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    assert shown == printed
+    assert "the price table shipped with voicectl (voicectl/price_table.py), us-east-1, recorded" in shown
+    # The prose quotes the table: the default's and the production pick's cost per live stream-hour.
+    assert "sagemaker ml.g6.xlarge    L4            4 (1-8)          compute" in shown
+    assert "(USD 0.10 against 0.25 in the table)" in text
+    rows = {line.split()[1]: line.split() for line in shown.splitlines() if line.startswith("sagemaker ")}
+    assert (rows["ml.g6e.xlarge"][-2], rows["ml.g6.xlarge"][-2]) == ("0.1011", "0.2515")
+
+
 def make_help() -> str:
     return subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout

@@ -38,7 +38,7 @@ def test_cdk_json_lists_every_setting_with_its_code_default():
 def test_defaults_parse_into_frozen_typed_settings():
     settings = load_settings(cdk_json_context())
     assert settings.region == "us-east-1"
-    assert settings.voxtral.instance_type == "ml.g6.4xlarge"
+    assert settings.voxtral.instance_type == "ml.g6.xlarge"
     assert settings.voxtral.max_model_len == 45000
     assert settings.sonic.instance_type == "ml.g6e.2xlarge"
     assert settings.sonic_model_package_arn.endswith("sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480")
@@ -118,7 +118,7 @@ def test_sonic_supported_instance_types_are_accepted(instance_type):
 
 def test_gpu_memory_too_small_for_model_len_times_seqs():
     problem = one_problem(**{"voxtral.max_num_seqs": 16})
-    assert problem.startswith("voxtral.instance_type='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
+    assert problem.startswith("voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
     # The figures of the capacity model (constructs_lib/capacity.py) are in the message.
     assert ("one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA "
             "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length (1.30 GiB of KV "
@@ -364,3 +364,44 @@ def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
     assert list(problems) == ["container_startup_timeout_s=5: must be between 60 and 3600 seconds"]
     assert one_problem(**{"sonic.container_startup_timeout_s": 5}) == (
         "sonic.container_startup_timeout_s=5: must be between 60 and 3600 seconds")
+
+
+# --- voxtral.kv_cache_dtype ------------------------------------------------------------------------------------------
+
+
+def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
+    from bridge.entrypoint import vllm_flags
+    from stacks.voxtral_stack import container_environment
+
+    context = {**cdk_json_context(), "voxtral.instance_type": "ml.p5.4xlarge"}
+    auto = load_settings(context).voxtral
+    fp8 = load_settings({**context, "voxtral.kv_cache_dtype": "fp8"}).voxtral
+    assert (auto.streams_per_instance, fp8.streams_per_instance) == (46, 93)  # KV bound, twice the pool blocks
+    flags = vllm_flags(container_environment(fp8))
+    assert flags[flags.index("--kv-cache-dtype") + 1] == "fp8"
+    assert flags[flags.index("--max-num-seqs") + 1] == "93"
+    assert "--kv-cache-dtype" not in vllm_flags(container_environment(auto))  # auto: vLLM's default, left out
+
+
+def test_fp8_kv_cache_is_refused_on_an_l4_with_the_reason():
+    problem = one_problem(voxtral__kv_cache_dtype="fp8")
+    assert problem.startswith(
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 (compute capability 8.9)")
+    assert "vllm/model_executor/models/whisper_causal.py" in problem
+    assert problem.endswith("set voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (ml.p5.*, ml.p5e.*, ml.p5en.*)")
+
+
+def test_fp8_kv_cache_is_refused_for_each_pool_type_that_cannot_run_it():
+    problems = problems_for(voxtral__instance_type="ml.p5.4xlarge", voxtral__instance_pools="ml.p5.4xlarge,ml.g6e.xlarge",
+                            voxtral__kv_cache_dtype="fp8")
+    assert len(problems) == 1 and problems[0].startswith(
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_pools='ml.g6e.xlarge': NVIDIA L40S (compute capability 8.9)")
+
+
+def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
+    problems = problems_for(voxtral__target="ecs", voxtral__kv_cache_dtype="fp8")
+    assert any(p.startswith("voxtral.kv_cache_dtype='fp8' with ecs.instance_type='g6.xlarge': NVIDIA L4") for p in problems)
+
+
+def test_an_unknown_kv_cache_dtype_is_named():
+    assert problems_for(voxtral__kv_cache_dtype="int8") == ["voxtral.kv_cache_dtype='int8': must be one of auto, fp8"]

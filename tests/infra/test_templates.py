@@ -238,7 +238,7 @@ def test_voxtral_endpoint_config(voxtral):
     assert "EndpointConfigName" not in config
     (variant,) = config["ProductionVariants"]
     assert variant["VariantName"] == "AllTraffic"
-    assert variant["InstanceType"] == "ml.g6.4xlarge"
+    assert variant["InstanceType"] == "ml.g6.xlarge"
     assert variant["InitialInstanceCount"] == 1
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 1200
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 1200
@@ -342,3 +342,31 @@ def test_sonic_roles_and_invoke_policy(sonic):
     assert invoke["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
     endpoint_id = next(iter(sonic.find_resources("AWS::SageMaker::Endpoint")))
     assert invoke["Resource"] == {"Ref": endpoint_id}
+
+
+@pytest.fixture(scope="module")
+def fp8_on_hopper(tmp_path_factory):
+    """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off), synthesized once."""
+    from tests.conftest import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("fp8-hopper"), {
+        "voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8", "sonic.enabled": False})
+
+
+def test_fp8_kv_cache_reaches_vllms_arguments_in_the_template_with_twice_the_kv_bound(fp8_on_hopper):
+    """The Model's environment is what the entrypoint turns into vLLM flags: --kv-cache-dtype fp8 and the stream cap
+    of an H100 with half-size KV (93 one-hour streams, 46 in BF16; constructs_lib/capacity.py)."""
+    from bridge.entrypoint import vllm_flags
+
+    template = fp8_on_hopper.template("Voxtral")
+    (model,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Model"]
+    environment = model["Properties"]["PrimaryContainer"]["Environment"]
+    assert (environment["SM_VLLM_KV_CACHE_DTYPE"], environment["SM_VLLM_MAX_NUM_SEQS"]) == ("fp8", "93")
+    flags = vllm_flags(environment)
+    assert flags[flags.index("--kv-cache-dtype") + 1] == "fp8"
+    assert environment["KV_BLOCKS_PER_STREAM"] == "83"  # the same tokens per block: the bridge's check still holds
+
+
+def test_the_default_model_sets_no_kv_cache_dtype(voxtral):
+    (model,) = voxtral.find_resources("AWS::SageMaker::Model").values()
+    assert "SM_VLLM_KV_CACHE_DTYPE" not in model["Properties"]["PrimaryContainer"]["Environment"]

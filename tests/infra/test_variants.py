@@ -48,7 +48,7 @@ def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(s
     before, after = synthesized.template("Voxtral"), changed.template("Voxtral")
     (config_before,) = resources(before, "AWS::SageMaker::EndpointConfig").values()
     (config_after,) = resources(after, "AWS::SageMaker::EndpointConfig").values()
-    assert config_before["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6.4xlarge"
+    assert config_before["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6.xlarge"
     assert config_after["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6e.xlarge"
     # No physical name: CloudFormation creates the new EndpointConfig under a fresh generated name, no collision.
     for config in (config_before, config_after):

@@ -17,7 +17,7 @@ SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoi
 GT, GTE, LT = "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold"
 
 # (namespace, metric, statistic, period s, comparison, threshold, evaluation periods, datapoints, missing data)
-# Defaults of cdk.json. Voxtral on ml.g6.4xlarge: 1 GPU, 16 vCPUs. Sonic on ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
+# Defaults of cdk.json. Voxtral on ml.g6.xlarge: 1 GPU, 4 vCPUs. Sonic on ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
 VOXTRAL = {
     "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
     # The rollback alarm: Average = fraction of requests answered 5xx; 5 % as 0.05, 3 of 5 one-minute periods.
@@ -27,7 +27,7 @@ VOXTRAL = {
     "OverheadLatencyP90": (SM, "OverheadLatency", "p90", 60, GT, 100_000, 5, 3, "notBreaching"),  # 100 ms in µs
     "GPUUtilization": (INSTANCE, "GPUUtilization", "Average", 300, GT, 90, 3, 3, "notBreaching"),  # 90 % x 1 GPU
     "GPUMemoryUtilization": (INSTANCE, "GPUMemoryUtilization", "Maximum", 300, GT, 97, 2, 2, "notBreaching"),
-    "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 1440, 3, 3, "notBreaching"),  # 90 % x 16
+    "CPUUtilization": (INSTANCE, "CPUUtilization", "Average", 300, GT, 360, 3, 3, "notBreaching"),  # 90 % x 4
     "MemoryUtilization": (INSTANCE, "MemoryUtilization", "Maximum", 300, GT, 90, 2, 2, "notBreaching"),
     "DiskUtilization": (INSTANCE, "DiskUtilization", "Maximum", 300, GT, 85, 1, 1, "notBreaching"),
     "EndpointHealth": (INSTANCE, "CPUUtilization", "SampleCount", 60, LT, 1, 10, 10, "breaching"),

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import boto3
@@ -23,7 +24,19 @@ from voicectl import cost, pricing
 from voicectl.cli import UsageError, main
 
 DATA = Path(__file__).parent / "data" / "pricing"
-CDK_JSON = ROOT / "cdk.json"
+
+
+def _cdk_json_on_the_recorded_type() -> Path:
+    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in tests/ops/data/pricing/ are
+    for (the default became ml.g6.xlarge in issue 28; the report's logic does not depend on which type it is)."""
+    data = json.loads((ROOT / "cdk.json").read_text())
+    data["context"]["voxtral.instance_type"] = "ml.g6.4xlarge"
+    path = Path(tempfile.mkdtemp(prefix="cost-cdk-json-")) / "cdk.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+CDK_JSON = _cdk_json_on_the_recorded_type()
 NO_CREDENTIALS = {
     "AWS_CONFIG_FILE": "/nonexistent/config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
     "AWS_EC2_METADATA_DISABLED": "true",

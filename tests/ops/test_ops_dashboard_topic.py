@@ -184,7 +184,7 @@ def test_utilisation_graph_plots_what_the_alarms_evaluate(synthesized):
             ("DiskUtilization", "Maximum", 300)]
     labels = [m[0]["label"] for m in voxtral_usage["properties"]["metrics"] if "expression" in m[0]]
     assert labels == ["GPUUtilization (Average, % of 1 GPU)", "GPUMemoryUtilization (Maximum, % of 1 GPU)",
-                      "CPUUtilization (Average, % of 16 vCPUs)"]
+                      "CPUUtilization (Average, % of 4 vCPUs)"]
     periods = [m[0].get("period", 300) for m in voxtral_usage["properties"]["metrics"] if "expression" in m[0]]
     assert periods == [300, 300, 300]
     assert [label for *_, label in metric_lines(voxtral_usage)][3:] == [

@@ -29,7 +29,7 @@ def variant_of(template: dict) -> dict:
 def test_pools_replace_the_instance_type_in_priority_order_with_a_provisioning_timeout(pools_variant):
     voxtral = variant_of(pools_variant.template("Voxtral"))
     assert "InstanceType" not in voxtral
-    assert voxtral["InstancePools"] == [
+    assert [{k: v for k, v in pool.items() if k != "ModelNameOverride"} for pool in voxtral["InstancePools"]] == [
         {"InstanceType": "ml.g6.4xlarge", "Priority": 1},
         {"InstanceType": "ml.g6e.2xlarge", "Priority": 2},
         {"InstanceType": "ml.g5.4xlarge", "Priority": 3},
@@ -42,11 +42,53 @@ def test_pools_replace_the_instance_type_in_priority_order_with_a_provisioning_t
     assert sonic["VariantInstanceProvisionTimeoutInSeconds"] == 900
 
 
+def model_of(template: dict, ref: dict) -> dict:
+    """The Model a ``{"Fn::GetAtt": [id, "ModelName"]}`` names."""
+    logical_id, attribute = ref["Fn::GetAtt"]
+    assert attribute == "ModelName"
+    return template["Resources"][logical_id]
+
+
+def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
+    """An L4 (ml.g6.4xlarge) decodes 4 one-hour streams, an L40S (ml.g6e.2xlarge) holds 23, an A10G (ml.g5.4xlarge)
+    8 (constructs_lib/capacity.py): each pool after the first names a Model of its own (ModelNameOverride) whose vLLM
+    gets that GPU's cap; the first pool runs the variant's Model at the L4's."""
+    template = pools_variant.template("Voxtral")
+    variant = variant_of(template)
+    pools = {pool["InstanceType"]: pool for pool in variant["InstancePools"]}
+    assert "ModelNameOverride" not in pools["ml.g6.4xlarge"]
+    variant_model = model_of(template, variant["ModelName"])
+    caps = {"ml.g6.4xlarge": variant_model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"]}
+    for instance_type in ("ml.g6e.2xlarge", "ml.g5.4xlarge"):
+        model = model_of(template, pools[instance_type]["ModelNameOverride"])
+        caps[instance_type] = model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"]
+        # The pool's Model is the variant's in everything but the stream cap (role, image, data, isolation, VPC).
+        same = json.loads(json.dumps(model))
+        same["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"] = caps["ml.g6.4xlarge"]
+        assert same == variant_model
+    assert caps == {"ml.g6.4xlarge": "4", "ml.g6e.2xlarge": "23", "ml.g5.4xlarge": "8"}
+    assert pools_variant.settings.voxtral.stream_caps == {"ml.g6.4xlarge": 4, "ml.g6e.2xlarge": 23, "ml.g5.4xlarge": 8}
+
+
+def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
+    from stacks.voxtral_stack import container_environment, pool_environment
+
+    context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6.xlarge",
+               "voxtral.instance_pools": "ml.g6.xlarge,ml.g6e.xlarge"}
+    voxtral = load_settings(context).voxtral
+    assert voxtral.stream_caps == {"ml.g6.xlarge": 4, "ml.g6e.xlarge": 23}
+    assert container_environment(voxtral, "ml.g6.xlarge")["SM_VLLM_MAX_NUM_SEQS"] == "4"
+    assert pool_environment(voxtral) == {"ml.g6e.xlarge": {"SM_VLLM_MAX_NUM_SEQS": "23"}}
+    # An explicit max_num_seqs is one cap for all: no pool needs a Model of its own.
+    context["voxtral.max_num_seqs"] = "4"
+    assert pool_environment(load_settings(context).voxtral) == {}
+
+
 def test_default_settings_synthesize_no_pools(synthesized):
     for stack in ("Voxtral", "Sonic"):
         variant = variant_of(synthesized.template(stack))
         assert "InstancePools" not in variant and "VariantInstanceProvisionTimeoutInSeconds" not in variant
-        assert variant["InstanceType"] in ("ml.g6.4xlarge", "ml.g6e.2xlarge")
+        assert variant["InstanceType"] in ("ml.g6.xlarge", "ml.g6e.2xlarge")
 
 
 def test_the_rolling_update_allows_for_the_provisioning_timeout(pools_variant):
@@ -91,7 +133,7 @@ def test_alarm_capacity_is_the_fewest_of_each():
 
 
 def test_an_unknown_type_in_the_pools_is_named():
-    assert problems_for(voxtral__instance_pools="ml.g6.4xlarge,ml.g9.xlarge") == [
+    assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.g9.xlarge") == [
         "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type (expected one of SageMaker's "
         "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')"]
 
@@ -114,16 +156,19 @@ def test_a_type_that_cannot_hold_max_num_seqs_is_named():
         "(1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length")
 
 
-def test_auto_takes_the_pool_type_that_serves_the_fewest_streams():
+def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
     context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6e.2xlarge",
                "voxtral.instance_pools": "ml.g6e.2xlarge,ml.g6.4xlarge"}
-    assert load_settings(context).voxtral.streams_per_instance == 4  # the L4's compute budget; the L40S alone: 23
+    voxtral = load_settings(context).voxtral
+    assert voxtral.stream_caps == {"ml.g6e.2xlarge": 23, "ml.g6.4xlarge": 4}  # the L4's compute budget
+    assert voxtral.streams_per_instance == 4 and voxtral.caps_differ
     context["voxtral.instance_pools"] = "ml.g6e.2xlarge,ml.g6e.4xlarge"
-    assert load_settings(context).voxtral.streams_per_instance == 23
+    voxtral = load_settings(context).voxtral
+    assert voxtral.streams_per_instance == 23 and not voxtral.caps_differ
 
 
 def test_a_type_without_gpu_is_named():
-    assert problems_for(voxtral__instance_pools="ml.g6.4xlarge,ml.m5.xlarge") == [
+    assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.m5.xlarge") == [
         f"voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})"]
 
 
@@ -136,8 +181,8 @@ def test_a_type_the_sonic_package_does_not_support_is_named():
 def test_the_pools_start_with_the_instance_type_and_count_at_most_five():
     assert problems_for(voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
         'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with voxtral.instance_type='
-        "'ml.g6.4xlarge', the priority-1 pool (set both: the instance type is the one tried first)"]
-    six = "ml.g6.4xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
+        "'ml.g6.xlarge', the priority-1 pool (set both: the instance type is the one tried first)"]
+    six = "ml.g6.xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
     assert problems_for(voxtral__instance_pools=six) == [
         f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance types (InstancePools)"]
 
@@ -190,3 +235,21 @@ def test_cfn_lint_knows_the_pool_properties(pools_variant):
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:3000]
+
+
+def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):
+    """An L4 at 4 streams and an L40S at 23: a count of streams is a different load on each, so the scaling target
+    and the near-cap alarm use the bridge's StreamCapUsed (percent of that instance's own cap): 70 % and 90 %."""
+    from stacks.voxtral_stack import voxtral_tracking
+
+    tracking = voxtral_tracking(pools_variant.settings.voxtral)  # this variant is fixed-size: no policy synthesized
+    assert (tracking.metric.metric_name, tracking.metric.statistic, tracking.target_value) == (
+        "StreamCapUsed", "Average", 70)
+    alarm = next(a for name, a in alarms_by_name(pools_variant.template("Voxtral")).items()
+                 if name.endswith("ActiveStreamsNearCap"))
+    assert (alarm["MetricName"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "StreamCapUsed", 90, "GreaterThanOrEqualToThreshold")
+    # One type, one cap: live streams per instance as before (the default template is unchanged).
+    (policy,) = resources(synthesized.template("Voxtral"), "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert (tracking["CustomizedMetricSpecification"]["MetricName"], tracking["TargetValue"]) == ("ActiveStreams", 2.8)

@@ -87,6 +87,16 @@ def deploy_voxtral(session, outdir: Path, suffix: str = "1", *, container: dict 
     replaced."""
     synth_container, synth_variant = synthesized(outdir, "voxtral-realtime")
     kwargs.setdefault("isolation", synthesized_isolation(outdir, "voxtral-realtime"))
+    (expected,) = [e for e in read_cloud_assembly(outdir) if e.endpoint_name == "voxtral-realtime"]
+    for pool in synth_variant.get("InstancePools", []):
+        if "ModelNameOverride" in pool:
+            # A pool's own Model (its own stream cap), created as CloudFormation would, under a name of its own.
+            name = f"voxtral-pool-model-{suffix}-{pool['Priority']}"
+            template = expected.model_of(pool["ModelNameOverride"])
+            session.client("sagemaker").create_model(ModelName=name, ExecutionRoleArn=ROLE,
+                                                      PrimaryContainer=template["PrimaryContainer"])
+            backend()._models[name].enable_network_isolation = kwargs["isolation"]
+            pool["ModelNameOverride"] = name
     fields = {**synth_variant, **(variant or {})}
     instance_type, count = fields.pop("InstanceType", None), fields.pop("InitialInstanceCount")
     deploy(session, "voxtral-realtime", f"voxtral-config-{suffix}", f"voxtral-model-{suffix}",
@@ -188,6 +198,10 @@ def test_a_deployment_with_instance_pools_as_synthesized_passes_and_a_lost_pool_
         "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic VariantInstanceProvisionTimeoutInSeconds":
             "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic "
             "VariantInstanceProvisionTimeoutInSeconds: expected 1800, found 600",
+        # The old config ran the L40S pool on the variant's Model, at the L4's stream cap.
+        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic pool ml.g6e.2xlarge ModelNameOverride":
+            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic pool ml.g6e.2xlarge "
+            "ModelNameOverride: expected a Model of its own, found (unset)",
     }
 
 
@@ -414,6 +428,9 @@ def test_instance_pools_vpc_and_kms_as_synthesized_pass(tmp_path, aws):
      "[0].InstanceType=ml.g6e.2xlarge; [1].InstanceType=ml.g6.4xlarge"),
     ({"override_env": "2"}, "Model model-b PrimaryContainer.Environment", "SM_VLLM_MAX_NUM_SEQS=8",
      "SM_VLLM_MAX_NUM_SEQS=2"),
+    # The L40S pool deployed on the variant's Model: it would run at the L4's stream cap.
+    ({"pools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]},
+     "EndpointConfig pooled-config AllTraffic pool ml.g6e.2xlarge ModelNameOverride", "a Model of its own", "(unset)"),
     ({"key": OLD_KEY}, "EndpointConfig pooled-config KmsKeyId", "<the stack's key>", OLD_KEY),
     ({"running": [{"InstanceType": "ml.g5.2xlarge", "CurrentInstanceCount": 1}]}, "AllTraffic running instance types",
      "only ml.g6.4xlarge, ml.g6e.2xlarge", "ml.g5.2xlarge x 1"),
