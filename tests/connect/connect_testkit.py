@@ -43,17 +43,15 @@ class MemoryStore:
     async def publish(self, kind: str, detail: dict[str, Any]) -> None:
         self.events.append((kind, detail))
 
-    async def put_segment(self, segment: Any) -> None:
+    async def commit_final(self, segment: Any, state: dict[str, Any]) -> None:
         self.segments.append(segment)
+        self.checkpoints[segment.contact_id] = state
 
     async def set_call(self, contact_id: str, status: str, reason: str = "") -> None:
         self.calls.setdefault(contact_id, []).append(status)
 
     async def load_checkpoint(self, contact_id: str) -> dict[str, Any] | None:
         return self.checkpoints.get(contact_id)
-
-    async def save_checkpoint(self, contact_id: str, state: dict[str, Any]) -> None:
-        self.checkpoints[contact_id] = state
 
     def finals(self, contact_id: str, track: str) -> list[Any]:
         return [s for s in self.segments if s.contact_id == contact_id and s.speaker == track]
@@ -80,9 +78,15 @@ async def servers(max_streams: int = 256, **fake_options: Any):
         await vllm.stop()
 
 
+_MEDIA: dict[str, KvsMedia] = {}
+
+
 def media(kvs: FakeKvs) -> KvsMedia:
-    session = boto3.Session(aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1")
-    return KvsMedia(session, region="us-east-1", endpoint_url=kvs.url)
+    """One KvsMedia (one reader pool) per stand-in, as one consumer task has."""
+    if kvs.url not in _MEDIA:
+        session = boto3.Session(aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1")
+        _MEDIA[kvs.url] = KvsMedia(session, region="us-east-1", endpoint_url=kvs.url)
+    return _MEDIA[kvs.url]
 
 
 def transcriber(call: FakeCall, url: str, kvs: FakeKvs, store: MemoryStore, **options: Any) -> CallTranscriber:

@@ -33,3 +33,114 @@ def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
         assert_tiles(store.finals("contact-1", track), 21.0)
     assert store.kinds("contact-1") == ["Call Started"]
     assert store.checkpoints["contact-1"]["fragment"] == FakeCall("c", "s", b"", b"").number(10)
+
+
+def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_and_repeats_nothing():
+    """20 minutes of both tracks, served as fast as the consumer reads (the client paces itself at 16 x real time
+    after a burst, below the bridge's limit); the consumer is stopped half way and a new one resumes from the
+    checkpoint; streams move every 10 s (the client's rollover before the platform's stream cap)."""
+    duration = 1200.0
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, vllm):
+            call = kvs.add(FakeCall("long", "stream-long", speech_like(duration, 3), speech_like(duration, 4)))
+            first = asyncio.create_task(transcriber(call, url, kvs, store, max_stream_s=10.0).run())
+            while min((s.end_s for s in store.finals("long", track)), default=0.0) < duration / 2 or not all(
+                    store.finals("long", track) for track in mkv.CONNECT_TRACKS):
+                await asyncio.sleep(0.2)
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+            before = len(store.segments)
+            reason = await transcriber(call, url, kvs, store, max_stream_s=10.0).run()
+            sessions = len(vllm.sessions)
+        return store, reason, before, sessions, kvs.get_media_requests
+
+    store, reason, before, sessions, requests = run(main())
+    assert reason == "quiet"
+    assert 0 < before < len(store.segments)
+    for track in mkv.CONNECT_TRACKS:
+        finals = sorted(store.finals("long", track), key=lambda s: s.start_s)
+        assert finals == store.finals("long", track)  # published in call order
+        assert_tiles(finals, duration)
+    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]
+    assert resumed["StartSelector"]["AfterFragmentNumber"] != FakeCall("c", "s", b"", b"").number(0)
+    assert sessions > 2 * duration / 300  # streams moved on many times per track
+
+
+def test_ten_simultaneous_calls_through_one_consumer():
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            calls = [kvs.add(FakeCall(f"c{i}", f"s{i}", speech_like(12, i), speech_like(12, i + 20)))
+                     for i in range(10)]
+            consumer = Consumer(lambda request: transcriber(calls[int(request.contact_id[1:])], url, kvs, store),
+                                store, max_calls=10)
+            from voicectl.connect.consumer import CallRequest
+            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls]
+            reasons = await asyncio.gather(*tasks)
+        return store, reasons
+
+    store, reasons = run(main())
+    assert reasons == ["quiet"] * 10
+    for i in range(10):
+        assert store.kinds(f"c{i}") == ["Call Started", "Call Ended"]
+        for track in mkv.CONNECT_TRACKS:
+            assert_tiles(store.finals(f"c{i}", track), 12.0)
+
+
+def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole():
+    """Two stream slots: the first call's two tracks hold both; the second is refused (server_busy), is marked
+    WAITING, and once the first call ends it is transcribed from its start."""
+    from voicectl.connect.consumer import CallRequest
+
+    async def main():
+        store = MemoryStore()
+        async with servers(max_streams=2) as (url, kvs, _vllm):
+            first = kvs.add(FakeCall("busy-1", "sb1", speech_like(40, 5), speech_like(40, 6), speed=2.0))
+            second = kvs.add(FakeCall("busy-2", "sb2", speech_like(10, 7), speech_like(10, 8)))
+            by_id = {"busy-1": first, "busy-2": second}
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store, quiet_s=3.0), store,
+                                busy_wait_s=(1.0,))
+            a = consumer.start(CallRequest("busy-1", first.stream_arn, first.number(0)))
+            while not store.finals("busy-1", mkv.TRACK_FROM_CUSTOMER):
+                await asyncio.sleep(0.1)
+            b = consumer.start(CallRequest("busy-2", second.stream_arn, second.number(0)))
+            return store, await asyncio.gather(a, b), consumer.waits
+
+    store, reasons, waits = run(main())
+    assert reasons == ["quiet", "quiet"]
+    assert waits.get("busy-2", 0) >= 1
+    assert "Call Waiting" in store.kinds("busy-2")
+    assert store.calls["busy-2"][-1] == "ENDED" and "WAITING" in store.calls["busy-2"]
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("busy-2", track), 10.0)
+        assert_tiles(store.finals("busy-1", track), 40.0)
+
+
+@pytest.mark.parametrize("flaw, expected", [
+    ({"extra_tracks": ("AUDIO_THIRD_PARTY",)}, "track named 'AUDIO_THIRD_PARTY'"),
+    ({"codec_id": "A_OPUS"}, "A_OPUS"),
+    ({"truncate_fragment": 2}, "truncated"),
+])
+def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw, expected):
+    from voicectl.connect.consumer import CallRequest
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            bad = kvs.add(FakeCall("bad", "sbad", speech_like(10, 9), speech_like(10, 10), **flaw))
+            good = kvs.add(FakeCall("good", "sgood", speech_like(10, 11), speech_like(10, 12)))
+            by_id = {"bad": bad, "good": good}
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store), store)
+            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in (bad, good)]
+            return store, await asyncio.gather(*tasks)
+
+    store, (bad_reason, good_reason) = run(main())
+    assert bad_reason.startswith("failed:") and expected in bad_reason
+    failed = [detail for kind, detail in store.events if kind == "Call Failed"]
+    assert [d["contactId"] for d in failed] == ["bad"] and expected in failed[0]["reason"]
+    assert store.calls["bad"][-1] == "FAILED"
+    assert good_reason == "quiet"
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("good", track), 10.0)

@@ -10,8 +10,9 @@ Offsets: a track's audio is counted in samples from the call's first fragment; a
 shorter than the other is padded with silence on that track, so both clocks stay call time (unconfirmed: Connect
 is expected to write both tracks in every fragment).
 
-Checkpoint (exactly once for finals): after each final segment, the last fragment whose audio both tracks have
-finished (every word of it is in a final segment) is saved with how far each track's finals reach. A restarted
+Checkpoint (exactly once for finals in the table): each final segment is written together with the checkpoint
+that covers it, in one DynamoDB transaction: the last fragment whose audio both tracks have finished, and how far
+each track's finals reach. Its event follows (EventBridge delivers at least once: ``segmentId`` names it). A restarted
 consumer asks GetMedia for the fragments after it and, per track, skips the audio its finals already cover, so
 nothing is lost and no final is published twice (partials may repeat: they are partial).
 
@@ -98,10 +99,9 @@ class Store:
     """What the consumer needs from the sink (see :class:`voicectl.connect.sink.AwsSink`)."""
 
     publish: Callable[[str, dict[str, Any]], Awaitable[None]]
-    put_segment: Callable[[Segment], Awaitable[None]]
+    commit_final: Callable[[Segment, dict[str, Any]], Awaitable[None]]
     set_call: Callable[..., Awaitable[None]]
     load_checkpoint: Callable[[str], Awaitable[dict[str, Any] | None]]
-    save_checkpoint: Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 class _TrackDriver(_Driver):
@@ -284,10 +284,10 @@ class CallTranscriber:
             partial.clear()
             segment = Segment(self.call.contact_id, track, action.text, base_s + action.start_s,
                               base_s + action.end_s, final=True)
-            await self.store.put_segment(segment)
-            await self.store.publish(SEGMENT, segment.detail())
-            self.on_segment(segment)
-            await self._advance(track, segment.end_s)
+            state = await self._advance(track, segment.end_s)
+            # The segment and the checkpoint that covers it are written in one transaction, then the event is
+            # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
+            await asyncio.shield(self._commit(segment, state))
 
         machine = TranscriptionMachine(model=self.model, session_limit_s=self.session_limit_s,
                                        max_stream_s=self.max_stream_s)
@@ -301,20 +301,22 @@ class CallTranscriber:
                 raise EndpointBusy(str(error)) from error
             raise CallFailed(f"track {track}: {error}") from error
 
-    async def _advance(self, track: str, done_s: float) -> None:
-        """Move the checkpoint to the last fragment both tracks have finished."""
+    async def _commit(self, segment: Segment, state: dict[str, Any]) -> None:
+        await self.store.commit_final(segment, state)
+        await self.store.publish(SEGMENT, segment.detail())
+        self.on_segment(segment)
+
+    async def _advance(self, track: str, done_s: float) -> dict[str, Any]:
+        """Move the checkpoint to the last fragment both tracks have finished; returns its new state."""
         async with self._checkpoint_lock:
             cp = self.checkpoint
             cp.done_s[track] = max(cp.done_s.get(track, 0.0), done_s)
             reached = min(cp.done_s.get(name, 0.0) for name in mkv.CONNECT_TRACKS)
-            moved = False
             # A resampler's rounding may leave a final a sample short of a fragment's end: allow a millisecond.
             while self._spans and self._spans[0].end_s <= reached + 1e-3:
                 span = self._spans.pop(0)
                 cp.fragment, cp.fragment_end_s = span.number, {name: span.end_s for name in mkv.CONNECT_TRACKS}
-                moved = True
-            LOG.debug("%s: checkpoint %s (fragment moved: %s)", self.call.contact_id, cp, moved)
-            await self.store.save_checkpoint(self.call.contact_id, asdict(cp))
+            return asdict(cp)
 
 
 class Consumer:

@@ -18,12 +18,16 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 FRAGMENT_NUMBER_PATTERN = re.compile(r"^[0-9]{1,128}$")
 CONTINUATION_TOKEN_PATTERN = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 MIN_GET_MEDIA_INTERVAL_S = 1.0
 """Seconds between two GetMedia calls on one stream: well inside the documented five per second."""
+READER_THREADS = 128
+"""Worker threads for GetMedia's blocking reads: one read waits per live call (up to GetMedia's 3 s quiet timeout),
+so the threads must outnumber the calls a task holds (asyncio's default pool, cores + 4, would starve them)."""
 READ_BYTES = 4096
 """Bytes read from GetMedia's payload at a time: botocore's body returns only once it has them (or at the end),
 so this bounds the delay a read adds (4 KiB is 64 ms of a call's two 8 kHz PCM16 tracks)."""
@@ -55,8 +59,10 @@ class KvsMedia:
     (the local stand-in); GetMedia always goes where GetDataEndpoint says.
     """
 
-    def __init__(self, session: Any, *, region: str | None = None, endpoint_url: str | None = None) -> None:
+    def __init__(self, session: Any, *, region: str | None = None, endpoint_url: str | None = None,
+                 executor: ThreadPoolExecutor | None = None) -> None:
         self.session = session
+        self.executor = executor or ThreadPoolExecutor(READER_THREADS, thread_name_prefix="get-media")
         self.region = region
         self.endpoint_url = endpoint_url
         self._media_clients: dict[str, Any] = {}
@@ -70,17 +76,19 @@ class KvsMedia:
         return self._media_clients[stream_arn]
 
     async def get_media(self, stream_arn: str, selector: dict[str, str]) -> AsyncIterator[bytes]:
-        client = await asyncio.to_thread(self._media_client, stream_arn)
-        response = await asyncio.to_thread(client.get_media, StreamARN=stream_arn, StartSelector=selector)
+        loop = asyncio.get_running_loop()
+        client = await loop.run_in_executor(self.executor, self._media_client, stream_arn)
+        response = await loop.run_in_executor(
+            self.executor, lambda: client.get_media(StreamARN=stream_arn, StartSelector=selector))
         body = response["Payload"]
         try:
             while True:
-                piece = await asyncio.to_thread(_read_some, body)
+                piece = await loop.run_in_executor(self.executor, _read_some, body)
                 if not piece:
                     return
                 yield piece
         finally:
-            await asyncio.to_thread(body.close)
+            await loop.run_in_executor(self.executor, body.close)
 
 
 def _read_some(body: Any) -> bytes:

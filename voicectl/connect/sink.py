@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from boto3.dynamodb.types import TypeSerializer
+
 EVENT_SOURCE = "voicectl.connect"
 """EventBridge ``Source`` of every event (rules match on it); "aws." sources are reserved for AWS."""
 SEGMENT = "Transcript Segment"
@@ -64,7 +66,8 @@ class Segment:
     final: bool
 
     def detail(self) -> dict[str, Any]:
-        return {"contactId": self.contact_id, "speaker": self.speaker, "final": self.final, "text": self.text,
+        return {"contactId": self.contact_id, "segmentId": self.item_key, "speaker": self.speaker,
+                "final": self.final, "text": self.text,
                 "startS": round(self.start_s, 3), "endS": round(self.end_s, 3)}
 
     @property
@@ -80,6 +83,8 @@ class AwsSink:
                  clock: Callable[[], float] = time.time) -> None:
         self.events = session.client("events", region_name=region, endpoint_url=endpoint_url)
         self.table = session.resource("dynamodb", region_name=region, endpoint_url=endpoint_url).Table(table_name)
+        self.client = session.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
+        self.table_name = table_name
         self.bus_name = bus_name
         self.ttl_s = ttl_s
         self.clock = clock
@@ -111,11 +116,22 @@ class AwsSink:
     def _expires(self) -> int:
         return int(self.clock()) + self.ttl_s
 
-    async def put_segment(self, segment: Segment) -> None:
-        item = {PARTITION_KEY: segment.contact_id, SORT_KEY: segment.item_key, "Speaker": segment.speaker,
+    def _segment_item(self, segment: Segment) -> dict[str, Any]:
+        return {PARTITION_KEY: segment.contact_id, SORT_KEY: segment.item_key, "Speaker": segment.speaker,
                 "Text": segment.text, "StartS": str(round(segment.start_s, 3)), "EndS": str(round(segment.end_s, 3)),
                 TTL_ATTRIBUTE: self._expires()}
-        await asyncio.to_thread(self.table.put_item, Item=item)
+
+    def _checkpoint_item(self, contact_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        return {PARTITION_KEY: contact_id, SORT_KEY: CHECKPOINT_ITEM, "State": json.dumps(state),
+                TTL_ATTRIBUTE: self._expires()}
+
+    async def commit_final(self, segment: Segment, state: dict[str, Any]) -> None:
+        """The segment and the checkpoint that covers it, in one TransactWriteItems (both or neither)."""
+        serialize = TypeSerializer().serialize
+        items = [self._segment_item(segment), self._checkpoint_item(segment.contact_id, state)]
+        await asyncio.to_thread(self.client.transact_write_items, TransactItems=[
+            {"Put": {"TableName": self.table_name, "Item": {key: serialize(value) for key, value in item.items()}}}
+            for item in items])
 
     async def set_call(self, contact_id: str, status: str, reason: str = "") -> None:
         item = {PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM, "Status": status, "Reason": reason,
@@ -127,11 +143,6 @@ class AwsSink:
                                                                      SORT_KEY: CHECKPOINT_ITEM}, ConsistentRead=True)
         item = response.get("Item")
         return json.loads(item["State"]) if item else None
-
-    async def save_checkpoint(self, contact_id: str, state: dict[str, Any]) -> None:
-        item = {PARTITION_KEY: contact_id, SORT_KEY: CHECKPOINT_ITEM, "State": json.dumps(state),
-                TTL_ATTRIBUTE: self._expires()}
-        await asyncio.to_thread(self.table.put_item, Item=item)
 
     def segments(self, contact_id: str) -> list[dict[str, Any]]:
         """A call's final segments in call order (what an agent-assist app reads; paginated Query)."""
