@@ -90,32 +90,37 @@ def test_ten_simultaneous_calls_through_one_consumer():
 
 
 def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole():
-    """Two stream slots: the first call's two tracks hold both; the second is refused (server_busy), is marked
-    WAITING, and once the first call ends it is transcribed from its start."""
+    """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
+    (server_busy, after the client's own retries), is marked WAITING, and once the first call ends (its stream moves
+    on to another contact) it is transcribed from its start."""
     from voicectl.connect.consumer import CallRequest
 
     async def main():
         store = MemoryStore()
-        async with servers(max_streams=2) as (url, kvs, _vllm):
-            first = kvs.add(FakeCall("busy-1", "sb1", speech_like(40, 5), speech_like(40, 6), speed=2.0))
+        async with servers(max_streams=2) as (url, kvs, vllm):
+            first = kvs.add(FakeCall("busy-1", "sb1", speech_like(20, 5), speech_like(20, 6), limit=4))
             second = kvs.add(FakeCall("busy-2", "sb2", speech_like(10, 7), speech_like(10, 8)))
             by_id = {"busy-1": first, "busy-2": second}
-            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store, quiet_s=3.0), store,
-                                busy_wait_s=(1.0,))
+            quiet = {"busy-1": 600.0, "busy-2": 1.0}  # the first call ends only when its stream moves on
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store, quiet_s=quiet[r.contact_id]),
+                                store, busy_wait_s=(1.0,))
             a = consumer.start(CallRequest("busy-1", first.stream_arn, first.number(0)))
-            while not store.finals("busy-1", mkv.TRACK_FROM_CUSTOMER):
+            while len(vllm.sessions) < 2:  # both tracks of the first call hold a stream
                 await asyncio.sleep(0.1)
             b = consumer.start(CallRequest("busy-2", second.stream_arn, second.number(0)))
+            while "WAITING" not in store.calls.get("busy-2", []):
+                await asyncio.sleep(0.1)
+            first.limit, first.then_contact = None, "the-next-caller"
             return store, await asyncio.gather(a, b), consumer.waits
 
     store, reasons, waits = run(main())
-    assert reasons == ["quiet", "quiet"]
-    assert waits.get("busy-2", 0) >= 1
+    assert reasons[0] == "the stream moved on to contact the-next-caller"
+    assert waits["busy-2"] >= 1
     assert "Call Waiting" in store.kinds("busy-2")
-    assert store.calls["busy-2"][-1] == "ENDED" and "WAITING" in store.calls["busy-2"]
+    assert store.calls["busy-2"][-1] == "ENDED"
     for track in mkv.CONNECT_TRACKS:
         assert_tiles(store.finals("busy-2", track), 10.0)
-        assert_tiles(store.finals("busy-1", track), 40.0)
+        assert_tiles(store.finals("busy-1", track), 20.0)
 
 
 @pytest.mark.parametrize("flaw, expected", [

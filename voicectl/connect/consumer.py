@@ -195,34 +195,28 @@ class CallTranscriber:
             last_open = self.clock()
             selector = start_selector(continuation_token=token) if token else start_selector(after_fragment=after)
             framer = mkv.FragmentFramer()
-            got_any = False
+            seen_before = self._last_number
             try:
                 async for piece in self.media.get_media(self.call.stream_arn, selector):
+                    ended = None
                     for data in framer.feed(piece):
-                        ended = await self._fragment(data, skip_through, resamplers, pending, queues)
-                        got_any = True
-                        fragment_tags = self._last_tags
-                        token = fragment_tags.get(mkv.TAG_CONTINUATION_TOKEN, token)
-                        if self._last_number is not None:
-                            after = self._last_number
-                        if ended:
-                            reason = ended
+                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
                             break
-                    else:
-                        continue
-                    break
+                    if ended:
+                        reason = ended
+                        break
                 else:
                     for data in framer.close():
-                        ended = await self._fragment(data, skip_through, resamplers, pending, queues)
-                        got_any = True
-                        if ended:
+                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
                             reason = ended
             except mkv.FragmentError as error:
-                raise CallFailed(f"a bad fragment after fragment {after}: {error}") from error
+                raise CallFailed(f"a bad fragment after fragment {self._last_number or after}: {error}") from error
+            token = self._last_tags.get(mkv.TAG_CONTINUATION_TOKEN, token)
+            after = self._last_number or after
             if reason != "quiet":
                 break
             now = self.clock()
-            if got_any:
+            if self._last_number != seen_before:  # a new fragment arrived
                 last_fragment_at = now
             elif now - last_fragment_at >= self.quiet_s:
                 break
@@ -237,13 +231,15 @@ class CallTranscriber:
                         pending: dict[str, bytearray], queues: dict[str, asyncio.Queue]) -> str | None:
         """Handle one fragment; returns a reason when the call ends before it."""
         fragment = mkv.parse_fragment(data)
-        self._last_tags, self._last_number = fragment.tags, fragment.number
         if fragment.error:
             raise CallFailed(f"GetMedia reported an error: {fragment.error}")
         if fragment.contact_id and fragment.contact_id != self.call.contact_id:
             return f"the stream moved on to contact {fragment.contact_id}"
-        if fragment.number is None:
-            raise CallFailed("a fragment without AWS_KINESISVIDEO_FRAGMENT_NUMBER")
+        if fragment.number is None or not fragment.number.isdigit():
+            raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER ({fragment.number!r})")
+        if self._last_number is not None and int(fragment.number) <= int(self._last_number):
+            return None  # read already (a reopened GetMedia may start at the fragment it was given)
+        self._last_tags, self._last_number = fragment.tags, fragment.number
         if skip_through is not None and int(fragment.number) <= int(skip_through):
             return None  # finished before the restart
         behind = fragment.tags.get(mkv.TAG_MILLIS_BEHIND_NOW)

@@ -49,6 +49,8 @@ class FakeCall:
     extra_tracks: tuple[str, ...] = ()  # tests: a third track
     codec_id: str = mkv.PCM_CODEC_ID  # tests: an unknown codec
     truncate_fragment: int | None = None  # tests: serve this fragment cut short
+    limit: int | None = None  # tests: only this many fragments exist yet (a call held open)
+    then_contact: str | None = None  # after the last fragment, one of this other contact (Connect reuses streams)
 
     @property
     def stream_arn(self) -> str:
@@ -69,11 +71,14 @@ class FakeCall:
         return (int(number) - FIRST_FRAGMENT_NUMBER + 6) // 7
 
     def available(self) -> int:
-        """Fragments produced so far (all of them when ``speed`` is 0)."""
-        if self.speed <= 0:
-            return self.count
-        elapsed_audio = (time.monotonic() - self.started_at) * self.speed
-        return min(self.count, int(elapsed_audio // self.fragment_s))
+        """Fragments produced so far (all of them when ``speed`` is 0), and the other contact's one after them."""
+        count = self.count
+        if self.speed > 0:
+            elapsed_audio = (time.monotonic() - self.started_at) * self.speed
+            count = min(count, int(elapsed_audio // self.fragment_s))
+        if self.limit is not None:
+            return min(count, self.limit)
+        return count + (1 if self.then_contact and count == self.count else 0)
 
     def fragment(self, index: int) -> bytes:
         size = self.fragment_bytes
@@ -82,7 +87,8 @@ class FakeCall:
         for name in self.extra_tracks:
             audio[name] = audio[mkv.TRACK_FROM_CUSTOMER]
         behind_ms = max(0, int((self.available() - 1 - index) * self.fragment_s * 1000))
-        tags = {mkv.TAG_CONTACT_ID: self.contact_id, "InstanceId": "11111111-2222-3333-4444-555555555555",
+        contact = self.then_contact if index >= self.count else self.contact_id
+        tags = {mkv.TAG_CONTACT_ID: contact, "InstanceId": "11111111-2222-3333-4444-555555555555",
                 mkv.TAG_FRAGMENT_NUMBER: self.number(index),
                 mkv.TAG_SERVER_TIMESTAMP: f"{1700000000 + index * self.fragment_s:.3f}",
                 mkv.TAG_PRODUCER_TIMESTAMP: f"{1700000000 + index * self.fragment_s:.3f}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -66,8 +67,13 @@ class KvsMedia:
         self.region = region
         self.endpoint_url = endpoint_url
         self._media_clients: dict[str, Any] = {}
+        self._lock = threading.Lock()  # boto3 sessions are not safe for creating clients from several threads
 
     def _media_client(self, stream_arn: str) -> Any:
+        with self._lock:
+            return self._media_client_locked(stream_arn)
+
+    def _media_client_locked(self, stream_arn: str) -> Any:
         if stream_arn not in self._media_clients:
             control = self.session.client("kinesisvideo", region_name=self.region, endpoint_url=self.endpoint_url)
             endpoint = control.get_data_endpoint(StreamARN=stream_arn, APIName="GET_MEDIA")["DataEndpoint"]

@@ -14,6 +14,7 @@ each from its checkpoint. Metrics go to CloudWatch as embedded metric format log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -48,37 +49,38 @@ def emit_metric(name: str, value: float, unit: str = "Count", **dimensions: str)
     print(json.dumps(record), flush=True)
 
 
-def opener_from_env(session: Any):
+@contextlib.asynccontextmanager
+async def opener_from_env(session: Any):
+    """The endpoint opener the environment names: ``ENDPOINT_NAME`` (SageMaker; the SDK client closed on exit) or
+    ``ENDPOINT_URL`` with the bearer token from ``TOKEN_SECRET_ARN`` (the ECS target)."""
     from voicectl.realtime import BearerToken, WebSocketTransport
 
     if os.environ.get("ENDPOINT_NAME"):
         from voicectl.sagemaker_stream import open_endpoint
 
-        holder: dict[str, Any] = {}
-
-        async def open_stream():
-            if "open" not in holder:
-                holder["open"] = await open_endpoint(os.environ["ENDPOINT_NAME"], region=session.region_name)
-            return await holder["open"]()
-
-        return open_stream
+        async with open_endpoint(os.environ["ENDPOINT_NAME"], region=session.region_name) as opener:
+            yield opener
+        return
     url = os.environ["ENDPOINT_URL"]
     secret = session.client("secretsmanager").get_secret_value(SecretId=os.environ["TOKEN_SECRET_ARN"])
     token = BearerToken(secret["SecretString"])
-    return lambda: WebSocketTransport.connect(url, token=token)
+
+    async def open_websocket() -> WebSocketTransport:
+        return await WebSocketTransport.connect(url, token=token)
+
+    yield open_websocket
 
 
-async def serve(session: Any, stop: asyncio.Event) -> None:
-    sqs = session.client("sqs")
-    queue = os.environ["CALLS_QUEUE_URL"]
-    sink = AwsSink(session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"])
-    media = KvsMedia(session)
-    opener = opener_from_env(session)
-    max_calls = int(os.environ.get("MAX_CALLS", "50"))
+async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, opener: Any, stop: asyncio.Event,
+                max_calls: int = 50, on_segment: Any = None, on_call_done: Any = None,
+                receive_wait_s: int = RECEIVE_WAIT_S, transcriber_options: dict[str, Any] | None = None) -> None:
+    """Take calls from the queue until ``stop`` is set; each runs on its own (see the module docstring)."""
 
     def factory(call: CallRequest) -> CallTranscriber:
         return CallTranscriber(call, media=media, opener=opener, store=sink,
-                               on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"))
+                               on_segment=on_segment or (lambda segment: None),
+                               on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
+                               **(transcriber_options or {}))
 
     consumer = Consumer(factory, sink, max_calls=max_calls)
     receipts: dict[str, str] = {}
@@ -86,27 +88,31 @@ async def serve(session: Any, stop: asyncio.Event) -> None:
     async def keep_invisible() -> None:
         while True:
             await asyncio.sleep(VISIBILITY_EXTEND_S)
-            for contact, receipt in list(receipts.items()):
-                await asyncio.to_thread(sqs.change_message_visibility, QueueUrl=queue, ReceiptHandle=receipt,
+            for receipt in list(receipts.values()):
+                await asyncio.to_thread(sqs.change_message_visibility, QueueUrl=queue_url, ReceiptHandle=receipt,
                                         VisibilityTimeout=VISIBILITY_TIMEOUT_S)
             emit_metric("ActiveCalls", len(receipts))
 
     async def finish(contact: str, task: asyncio.Task) -> None:
-        reason = await asyncio.gather(task, return_exceptions=True)
-        if isinstance(reason[0], str) and reason[0].startswith("failed:"):
+        (reason,) = await asyncio.gather(task, return_exceptions=True)
+        if isinstance(reason, str) and reason.startswith("failed:"):
             emit_metric("CallsFailed", 1)
         receipt = receipts.pop(contact, None)
-        if receipt is not None:
-            await asyncio.to_thread(sqs.delete_message, QueueUrl=queue, ReceiptHandle=receipt)
+        if receipt is not None and not isinstance(reason, BaseException):
+            await asyncio.to_thread(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=receipt)
+        if on_call_done is not None:
+            on_call_done(contact, reason)
 
     keeper = asyncio.create_task(keep_invisible())
+    finishing: set[asyncio.Task] = set()
     try:
         while not stop.is_set():
             room = max_calls - len(receipts)
             if room <= 0:  # full: leave the calls in the queue (the scaling signal), never refuse them
                 await asyncio.sleep(1)
                 continue
-            response = await asyncio.to_thread(sqs.receive_message, QueueUrl=queue, WaitTimeSeconds=RECEIVE_WAIT_S,
+            response = await asyncio.to_thread(sqs.receive_message, QueueUrl=queue_url,
+                                               WaitTimeSeconds=receive_wait_s,
                                                MaxNumberOfMessages=min(RECEIVE_MAX, room),
                                                VisibilityTimeout=VISIBILITY_TIMEOUT_S)
             for message in response.get("Messages", []):
@@ -117,10 +123,13 @@ async def serve(session: Any, stop: asyncio.Event) -> None:
                     emit_metric("CallsFailed", 1)
                     continue  # left in the queue: after maxReceiveCount it moves to the dead-letter queue
                 receipts[call.contact_id] = message["ReceiptHandle"]
-                asyncio.create_task(finish(call.contact_id, consumer.start(call)))
+                task = asyncio.create_task(finish(call.contact_id, consumer.start(call)))
+                finishing.add(task)
+                task.add_done_callback(finishing.discard)
     finally:
         keeper.cancel()
         await consumer.close()
+        await asyncio.gather(*finishing, return_exceptions=True)
 
 
 def main() -> int:
@@ -132,7 +141,11 @@ def main() -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await serve(session, stop)
+        sink = AwsSink(session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"])
+        async with opener_from_env(session) as opener:
+            await serve(sqs=session.client("sqs"), queue_url=os.environ["CALLS_QUEUE_URL"], sink=sink,
+                        media=KvsMedia(session), opener=opener, stop=stop,
+                        max_calls=int(os.environ.get("MAX_CALLS", "50")))
 
     asyncio.run(run())
     return 0
