@@ -101,6 +101,6 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
             description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)
         if voxtral is not None:
-            connect_stack.add_dependency(voxtral)
+            connect_stack.add_stack_dependency(voxtral)
     Tags.of(app).add("project", "sagemaker-realtime-voice")
     return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack, connect_stack)
