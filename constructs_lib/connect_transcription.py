@@ -52,6 +52,7 @@ from constructs import Construct
 
 from constructs_lib.endpoint_props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
+from constructs_lib.nag import acknowledge_compliance
 from constructs_lib.validation import Problems
 
 FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
@@ -185,6 +186,14 @@ class ConnectTranscription(Construct):
         Validations.of(self.function).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             reason="the managed basic execution policy: logs only (to its own log group)"))
+        acknowledge_compliance(self.function, {
+            "LambdaConcurrency": "Connect invokes the function once per call that starts streaming; a reserved cap would "
+                                 "refuse calls' hand-off in a burst, and the account's concurrency bounds it already.",
+            "LambdaDLQ": "Connect invokes it synchronously (a dead-letter queue applies to asynchronous invocations "
+                         "only); a failure is the flow's error branch, and the function logs every refusal.",
+            "LambdaInsideVPC": "It only sends one SQS message per call and answers Connect within the block's time "
+                               "limit; it reads no call data. The consumers, which do, run in the VPC.",
+        })
         if props.associate_function:
             connect.CfnIntegrationAssociation(
                 self, "FunctionAssociation", instance_id=props.instance_arn,
@@ -242,6 +251,10 @@ class ConnectTranscription(Construct):
             assign_public_ip=props.vpc is None, vpc_subnets=props.subnets,
             security_groups=props.security_groups or None, circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True))
         self._grant(task.task_role, props, stack)
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "Each role's statements are scoped to this construct's own resources (the call "
+                                 "streams' prefix, the queue, bus, table, key and endpoint); managed policies could not "
+                                 "name them."})
         Validations.of(task).acknowledge(Acknowledgment(
             id="AwsSolutions-ECS2",
             reason="the environment holds names and URLs only (queue, bus, table, endpoint); the ECS target's bearer "
