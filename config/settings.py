@@ -679,6 +679,8 @@ class ConnectSettings:
     transcript_ttl_days: int = 7
     #: Alarm when the consumers read this many milliseconds behind the live call (MillisBehindNow, maximum).
     alarm_millis_behind: int = 10000
+    #: A consumer image built elsewhere (voicectl/connect/Dockerfile); None = built from this repository at deploy.
+    image_uri: str | None = None
 
     def problems(self, settings: Settings) -> list[str]:
         from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, ConnectTranscriptionProps
@@ -697,6 +699,8 @@ class ConnectSettings:
             p.note("connect.enabled=true with network.mode=vpc needs network.vpc_id (an existing VPC whose subnets "
                    "route to a NAT gateway): Kinesis Video Streams' GetMedia has no VPC endpoint, so the consumers "
                    "need egress, which the VPC this app makes (isolated subnets) does not have")
+        if self.image_uri is not None:
+            check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
         if self.instance_arn is not None:
             made_key = "the data key this app makes" if settings.makes_key else None
             self.props(settings, image_directory=".",
@@ -716,6 +720,7 @@ class ConnectSettings:
             create_example_flow=self.create_example_flow, calls_per_task=self.calls_per_task,
             min_tasks=self.min_tasks, max_tasks=self.max_tasks, cpu=self.cpu, memory_mib=self.memory_mib,
             transcript_ttl_days=self.transcript_ttl_days, alarm_millis_behind=self.alarm_millis_behind,
+            image_uri=self.image_uri,
             retain_data=settings.retain_data, log_retention_days=settings.log_retention_days,
             kms_key_arn=settings.encryption.kms_key_arn, name_prefix=settings.stack_name_prefix)
         values.update(kwargs)

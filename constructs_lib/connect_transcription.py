@@ -81,6 +81,7 @@ class ConnectTranscriptionProps:
     instance_arn: str
     stream_prefix: str
     image_directory: str
+    image_uri: str | None = None  # a prebuilt consumer image instead of building image_directory
     endpoint_name: str | None = None  # the SageMaker target
     endpoint_url: str | None = None  # the ECS target's bridge URL (with token_secret_arn)
     token_secret_arn: str | None = None
@@ -236,13 +237,13 @@ class ConnectTranscription(Construct):
         else:
             environment["ENDPOINT_URL"] = props.endpoint_url or ""
             environment["TOKEN_SECRET_ARN"] = props.token_secret_arn or ""
+        image = ecs.ContainerImage.from_registry(props.image_uri) if props.image_uri else ecs.ContainerImage.from_asset(
+            props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
+            exclude=["*", "!voicectl", "!voicectl/**", "!constructs_lib/__init__.py",
+                     "!constructs_lib/model_staging_build", "!constructs_lib/model_staging_build/**",
+                     "!config", "!config/**", "!requirements.lock", "!pyproject.toml", "**/__pycache__"])
         task.add_container(
-            "Consumer", image=ecs.ContainerImage.from_asset(
-                props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
-                exclude=["*", "!voicectl", "!voicectl/**", "!constructs_lib/__init__.py",
-                         "!constructs_lib/model_staging_build", "!constructs_lib/model_staging_build/**",
-                         "!config", "!config/**", "!requirements.lock", "!pyproject.toml",
-                         "**/__pycache__"]),
+            "Consumer", image=image,
             logging=ecs.LogDriver.aws_logs(stream_prefix="consumer", log_group=consumer_logs),
             environment=environment, stop_timeout=Duration.seconds(30),
             readonly_root_filesystem=True)
