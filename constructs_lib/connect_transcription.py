@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_connect as connect
@@ -242,11 +242,26 @@ class ConnectTranscription(Construct):
             exclude=["*", "!voicectl", "!voicectl/**", "!constructs_lib/__init__.py",
                      "!constructs_lib/model_staging_build", "!constructs_lib/model_staging_build/**",
                      "!config", "!config/**", "!requirements.lock", "!pyproject.toml", "**/__pycache__"])
-        task.add_container(
+        container = task.add_container(
             "Consumer", image=image,
             logging=ecs.LogDriver.aws_logs(stream_prefix="consumer", log_group=consumer_logs),
             environment=environment, stop_timeout=Duration.seconds(30),
             readonly_root_filesystem=True)
+        if props.image_uri:
+            # A prebuilt image: the execution role may pull from its repository only (<account>.dkr.ecr.<region>
+            # .amazonaws.com/<repository>[:tag|@digest]; settings check the form).
+            registry, _, path = props.image_uri.partition("/")
+            account, region = registry.split(".")[0], registry.split(".")[3]
+            repository = re.split(r"[:@]", path, maxsplit=1)[0]
+            execution = task.obtain_execution_role()
+            execution.add_to_principal_policy(iam.PolicyStatement(
+                sid="PullConsumerImage", actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                resources=[f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}"]))
+            execution.add_to_principal_policy(iam.PolicyStatement(
+                sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+            Annotations.of(container).acknowledge_warning(
+                "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
+                "The execution role may pull from the image's repository (PullConsumerImage).")
         self.service = ecs.FargateService(
             self, "Service", cluster=cluster, task_definition=task, min_healthy_percent=100,
             assign_public_ip=props.vpc is None, vpc_subnets=props.subnets,

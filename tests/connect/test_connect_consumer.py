@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 import pytest
 
 from connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
@@ -152,3 +154,25 @@ def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw,
     assert good_reason == "quiet"
     for track in mkv.CONNECT_TRACKS:
         assert_tiles(store.finals("good", track), 10.0)
+
+
+def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
+    """The clients' machine reports where each generation's audio lies in the source; after a cut the resent
+    audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
+    from voicectl.realtime import (OpenStream, SendEvent, ShowGenerationText, TranscriptionMachine,
+                                   TransportClosed)
+
+    machine = TranscriptionMachine(max_stream_s=600)
+    machine.start(0.0)
+    machine.opened(1, 0.0)
+    loud = (np.full(2048, 8000, dtype="<i2")).tobytes()  # 128 ms
+    for i in range(10):
+        machine.audio(loud, 0.1 * i)
+    actions = machine.closed(1, TransportClosed("reset"), 1.0)  # a cut: resend on stream 2
+    assert any(isinstance(a, OpenStream) and a.stream == 2 for a in actions)
+    machine.opened(2, 1.1)
+    machine.end_of_audio(1.2)
+    done = machine.received(2, '{"type": "transcription.done", "text": "ten chunks"}', 1.3)
+    (final,) = [a for a in done if isinstance(a, ShowGenerationText)]
+    assert (final.text, final.start_s, round(final.end_s, 6)) == ("ten chunks", 0.0, 1.28)
+    assert not any(isinstance(a, SendEvent) for a in done)
