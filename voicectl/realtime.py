@@ -407,11 +407,11 @@ class ShowDelta:
 @dataclass(frozen=True)
 class ShowGenerationText:
     """A generation's final text (``on_session_text``), and the audio it covers: seconds from the start of the
-    source's audio, ``start_s`` to ``end_s``."""
+    source's audio, ``start_s`` to ``end_s`` (not compared: an action is its text)."""
 
     text: str
-    start_s: float = 0.0
-    end_s: float = 0.0
+    start_s: float = field(default=0.0, compare=False)
+    end_s: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
