@@ -52,7 +52,7 @@ from constructs import Construct
 
 from constructs_lib.endpoint_props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
-from constructs_lib.nag import acknowledge_compliance
+from constructs_lib.nag import acknowledge_compliance, nag_render
 from constructs_lib.validation import Problems
 
 FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
@@ -142,16 +142,16 @@ class ConnectTranscription(Construct):
         key = kms.Key.from_key_arn(self, "DataKey", props.kms_key_arn) if props.kms_key_arn else None
 
         # ---- transcripts -----------------------------------------------------------------------------------------
-        self.table = dynamodb.TableV2(
+        self.table = dynamodb.Table(
             self, "Transcripts",
             partition_key=dynamodb.Attribute(name="ContactId", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="Item", type=dynamodb.AttributeType.STRING),
-            billing=dynamodb.Billing.on_demand(), time_to_live_attribute="ExpiresAt",
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST, time_to_live_attribute="ExpiresAt",
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True),
-            encryption=(dynamodb.TableEncryptionV2.customer_managed_key(key) if key is not None
-                        else dynamodb.TableEncryptionV2.aws_managed_key()),
-            removal_policy=removal, deletion_protection=props.retain_data,
+            encryption=(dynamodb.TableEncryption.CUSTOMER_MANAGED if key is not None
+                        else dynamodb.TableEncryption.AWS_MANAGED),
+            encryption_key=key, removal_policy=removal, deletion_protection=props.retain_data,
         )
         self.bus = events.EventBus(self, "Bus", kms_key=key)
         self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
@@ -339,8 +339,7 @@ class ConnectTranscription(Construct):
             sid="ReadCallStreams", actions=["kinesisvideo:GetDataEndpoint", "kinesisvideo:GetMedia"],
             resources=[streams]))
         Validations.of(role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesisvideo:{stack.region}:<AWS::AccountId>:"
-               f"stream/{props.stream_prefix}*/*]",
+            id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, streams)}]",
             reason="Connect creates one stream per live call under the instance's prefix, named at run time: the "
                    "read is limited to that prefix (and to GetDataEndpoint and GetMedia)."))
         stream_key = props.stream_kms_key_arn or props.kms_key_arn

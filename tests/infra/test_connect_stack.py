@@ -85,7 +85,7 @@ def test_the_example_flow_invokes_the_start_function_and_is_within_the_content_l
 
 
 def test_transcripts_expire_and_are_removed_with_the_stack_unless_retained(connect):
-    (table,) = resources(connect, "AWS::DynamoDB::GlobalTable").values()
+    (table,) = resources(connect, "AWS::DynamoDB::Table").values()
     assert table["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
     assert table["DeletionPolicy"] == "Delete" and table["UpdateReplacePolicy"] == "Delete"
     for queue in resources(connect, "AWS::SQS::Queue").values():
