@@ -153,6 +153,9 @@ class ConnectTranscription(Construct):
                         else dynamodb.TableEncryption.AWS_MANAGED),
             encryption_key=key, removal_policy=removal, deletion_protection=props.retain_data,
         )
+        acknowledge_compliance(self.table, {
+            "DynamoDBInBackupPlan": "Transcripts live connect.transcript_ttl_days (TTL) by design; point-in-time "
+                                    "recovery covers mistakes, and a Backup plan would keep copies past the TTL."})
         self.bus = events.EventBus(self, "Bus", kms_key=key)
         self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
         self.dead_letters = sqs.Queue(
