@@ -710,6 +710,83 @@ class EncryptionSettings:
 
 
 @dataclass(frozen=True)
+class ConnectSettings:
+    """Live call transcription for Amazon Connect (README, "Amazon Connect"): the ``<prefix>-Connect`` stack."""
+
+    enabled: bool = False
+    #: The Amazon Connect instance (arn:aws:connect:REGION:ACCOUNT:instance/ID), in this app's region.
+    instance_arn: str | None = None
+    #: The instance's media streams prefix (data storage, "Live media streaming"): the consumers may read only
+    #: streams whose names begin with it (unconfirmed: Connect names streams <prefix>-...).
+    stream_prefix: str = "voice-live"
+    #: Make the instance's MEDIA_STREAMS storage config (an instance has one: leave false if it is set already).
+    create_storage_config: bool = False
+    #: Hours Kinesis Video Streams keeps call audio (the storage config; the consumer needs at least 1 to resume).
+    retention_hours: int = 24
+    #: The key Connect encrypts the streams with (the existing storage config's, or for the one made here); None =
+    #: the data key (encryption.*).
+    stream_kms_key_arn: str | None = None
+    #: Associate the start function with the instance (so flows can invoke it).
+    associate_function: bool = True
+    #: Add an example contact flow (Start media streaming, invoke the function, transfer to queue).
+    create_example_flow: bool = False
+    calls_per_task: int = 50
+    min_tasks: int = 1
+    max_tasks: int = 10
+    cpu: int = 1024
+    memory_mib: int = 2048
+    transcript_ttl_days: int = 7
+    #: Alarm when the consumers read this many milliseconds behind the live call (MillisBehindNow, maximum).
+    alarm_millis_behind: int = 10000
+    #: A consumer image built elsewhere (voicectl/connect/Dockerfile); None = built from this repository at deploy.
+    image_uri: str | None = None
+
+    def problems(self, settings: Settings) -> list[str]:
+        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, ConnectTranscriptionProps
+
+        p = Problems(name=lambda prop: f"connect.{prop}")
+        if not self.enabled:
+            return []
+        if self.instance_arn is None:
+            p.add("instance_arn", None, "must name the Amazon Connect instance when connect.enabled=true")
+        elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(1) != settings.region:
+            p.add("instance_arn", self.instance_arn, f"must be in the app's region {settings.region} (a contact "
+                                                     "flow invokes functions of its own region)")
+        if not settings.voxtral.enabled:
+            p.note("connect.enabled=true needs voxtral.enabled=true (the consumers stream to the Voxtral endpoint)")
+        if settings.network.private and settings.network.vpc_id is None:
+            p.note("connect.enabled=true with network.mode=vpc needs network.vpc_id (an existing VPC whose subnets "
+                   "route to a NAT gateway): Kinesis Video Streams' GetMedia has no VPC endpoint, so the consumers "
+                   "need egress, which the VPC this app makes (isolated subnets) does not have")
+        if self.image_uri is not None:
+            check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
+        if self.instance_arn is not None:
+            made_key = "the data key this app makes" if settings.makes_key else None
+            self.props(settings, image_directory=".",
+                       kms_key_arn=settings.encryption.kms_key_arn or made_key).problems(p)
+        return list(p)
+
+    def props(self, settings: Settings, **kwargs: Any):
+        from constructs_lib.connect_transcription import ConnectTranscriptionProps
+
+        voxtral = settings.voxtral
+        on_ecs = voxtral.target == "ecs"
+        values = dict(
+            instance_arn=self.instance_arn or "", stream_prefix=self.stream_prefix,
+            endpoint_name=None if on_ecs else voxtral.endpoint_name, endpoint_url="wss://ecs" if on_ecs else None,
+            create_storage_config=self.create_storage_config, retention_hours=self.retention_hours,
+            stream_kms_key_arn=self.stream_kms_key_arn, associate_function=self.associate_function,
+            create_example_flow=self.create_example_flow, calls_per_task=self.calls_per_task,
+            min_tasks=self.min_tasks, max_tasks=self.max_tasks, cpu=self.cpu, memory_mib=self.memory_mib,
+            transcript_ttl_days=self.transcript_ttl_days, alarm_millis_behind=self.alarm_millis_behind,
+            image_uri=self.image_uri,
+            retain_data=settings.retain_data, log_retention_days=settings.log_retention_days,
+            kms_key_arn=settings.encryption.kms_key_arn, name_prefix=settings.stack_name_prefix)
+        values.update(kwargs)
+        return ConnectTranscriptionProps(**values)
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings of the app. Built only by :func:`load_settings`."""
 
@@ -726,6 +803,7 @@ class Settings:
     ecs: EcsSettings = field(default_factory=EcsSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
+    connect: ConnectSettings = field(default_factory=ConnectSettings)
 
     @property
     def uses_ecs(self) -> bool:
@@ -790,6 +868,7 @@ class Settings:
             if self.ecs.certificate_arn is not None:
                 check_certificate_arn(p, "certificate_arn", self.ecs.certificate_arn, self.region)
             problems += list(p)
+        problems += self.connect.problems(self)
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, case-insensitively)")
@@ -799,7 +878,8 @@ class Settings:
 # --- Parsing --------------------------------------------------------------------------------------------------------
 
 SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings,
-                             "network.": NetworkSettings, "encryption.": EncryptionSettings}
+                             "network.": NetworkSettings, "encryption.": EncryptionSettings,
+                             "connect.": ConnectSettings}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
 
@@ -844,7 +924,8 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     settings = Settings(**values[""], voxtral=voxtral,
                         sonic=SonicSettings(**values["sonic."]), ecs=ecs,
                         network=NetworkSettings(**values["network."]),
-                        encryption=EncryptionSettings(**values["encryption."]))
+                        encryption=EncryptionSettings(**values["encryption."]),
+                        connect=ConnectSettings(**values["connect."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.
     problems.extend(settings.problems())
     if problems:

@@ -11,6 +11,7 @@ from aws_cdk import App, Environment, Stack, Tags
 from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
+from stacks.connect_stack import ConnectStack
 from stacks.foundation_stack import FoundationStack, foundation_refs
 from stacks.operations_stack import OperationsStack
 from stacks.sonic_ecs_stack import SonicEcsStack
@@ -30,10 +31,12 @@ class VoiceApp:
     sonic: SonicStack | SonicEcsStack | None
     operations: OperationsStack
     foundation: FoundationStack | None = None
+    connect: ConnectStack | None = None
 
     @property
     def stacks(self) -> list[Stack]:
-        return [s for s in (self.foundation, self.operations, self.artifacts, self.voxtral, self.sonic) if s is not None]
+        return [s for s in (self.foundation, self.operations, self.artifacts, self.voxtral, self.sonic, self.connect)
+                if s is not None]
 
 
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
@@ -87,5 +90,17 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
             description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",
         )
+    connect_stack = None
+    if settings.connect.enabled:
+        ecs_refs = {}
+        if isinstance(voxtral, VoxtralEcsStack):
+            secret = voxtral.service.token_secret
+            ecs_refs = {"endpoint_url": voxtral.service.url,
+                        "token_secret_arn": secret.secret_arn if secret is not None else None}
+        connect_stack = ConnectStack(
+            app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
+            description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)
+        if voxtral is not None:
+            connect_stack.add_stack_dependency(voxtral)
     Tags.of(app).add("project", "sagemaker-realtime-voice")
-    return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack)
+    return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack, connect_stack)

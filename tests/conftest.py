@@ -60,3 +60,25 @@ def synthesized_vpc(tmp_path_factory) -> Synthesized:
     """network.mode=vpc with everything else as in cdk.json (a new VPC and a key the app makes), synthesized once
     for the whole session."""
     return synthesize(tmp_path_factory.mktemp("cdk.out.vpc"), {"network.mode": "vpc"})
+
+
+CONNECT_INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+CONNECT = {"connect.enabled": True, "connect.instance_arn": CONNECT_INSTANCE, "connect.create_storage_config": True,
+           "connect.create_example_flow": True, "encryption.create_key": True}
+CONNECT_VPC = {**CONNECT, "network.mode": "vpc", "network.vpc_id": "vpc-0123456789abcdef0",
+               "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+               "network.availability_zones": "us-east-1a,us-east-1b",
+               "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
+               "network.vpc_cidr": "10.20.0.0/16"}
+
+
+@pytest.fixture(scope="session")
+def synthesized_connect(tmp_path_factory) -> Synthesized:
+    """connect.enabled with the storage config, the example flow and a key the app makes (public mode)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.connect"), CONNECT)
+
+
+@pytest.fixture(scope="session")
+def synthesized_connect_vpc(tmp_path_factory) -> Synthesized:
+    """As synthesized_connect, in network.mode=vpc with an existing VPC (its subnets have egress)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out.connect.vpc"), CONNECT_VPC)

@@ -187,6 +187,30 @@ def iter_pcm16(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[b
         yield float_to_pcm16(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
 
 
+class Pcm16Resampler:
+    """A streaming resampler from PCM16 mono at ``source_rate_hz`` to 16 kHz PCM16 (soxr, filter state kept across
+    pieces, so a live source resampled piece by piece equals the whole resampled at once up to soxr's rounding).
+
+    Feed pieces with :meth:`resample` and call :meth:`flush` once at the end for the filter's tail.
+    """
+
+    def __init__(self, source_rate_hz: int) -> None:
+        self._stream = (soxr.ResampleStream(source_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32",
+                                            quality=RESAMPLER_QUALITY)
+                        if source_rate_hz != TARGET_SAMPLE_RATE_HZ else None)
+
+    def resample(self, pcm16: bytes, last: bool = False) -> bytes:
+        if len(pcm16) % PCM16_BYTES_PER_SAMPLE:
+            raise AudioError(f"PCM16 holds whole 2-byte samples; got {len(pcm16)} bytes")
+        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        if self._stream is None:
+            return pcm16
+        return float_to_pcm16(self._stream.resample_chunk(samples, last=last))
+
+    def flush(self) -> bytes:
+        return self.resample(b"", last=True)
+
+
 def iter_pcm16_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES, block_frames: int = BLOCK_FRAMES
                       ) -> Iterator[bytes]:
     """Decode ``path`` lazily to 16 kHz mono PCM16 in chunks of ``chunk_bytes`` (the last may be shorter).

@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.cost",
     "voicectl.capacity",
     "voicectl.local_runtime",
+    "voicectl.connect_replay",
 )
 
 EXIT_UNAVAILABLE = 1

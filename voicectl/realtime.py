@@ -435,9 +435,12 @@ class ShowDelta:
 
 @dataclass(frozen=True)
 class ShowGenerationText:
-    """A generation's final text (``on_session_text``)."""
+    """A generation's final text (``on_session_text``), and the audio it covers: seconds from the start of the
+    source's audio, ``start_s`` to ``end_s`` (not compared: an action is its text)."""
 
     text: str
+    start_s: float = field(default=0.0, compare=False)
+    end_s: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -472,6 +475,7 @@ class _Generation:
     audio_s: float = 0.0
     rms_sum: float = 0.0
     final_at: float | None = None  # when its final commit was sent
+    start_s: float = 0.0  # where its audio starts in the source's audio (seconds)
 
     @property
     def mean_rms(self) -> float:
@@ -781,7 +785,10 @@ class TranscriptionMachine:
 
     def _start_generation(self, now: float, actions: list[Action]) -> _Generation:
         assert self._active is not None
-        generation = _Generation(stream=self._active, segment=self.transcript.open_segment())
+        # The buffer holds the source's audio from the first unsent chunk on (resent audio is put back in front),
+        # so that chunk starts at everything received less what waits.
+        generation = _Generation(stream=self._active, segment=self.transcript.open_segment(),
+                                 start_s=self._audio_s - self._buffered_s)
         self._generations.append(generation)
         self._current = generation
         actions.append(SendEvent(self._active, commit_event()))
@@ -829,7 +836,8 @@ class TranscriptionMachine:
         self._last_done_at = now
         self._reopens_in_a_row = 0
         self._busy_retries = 0
-        actions: list[Action] = [ShowGenerationText(generation.segment.done_text)]
+        actions: list[Action] = [ShowGenerationText(generation.segment.done_text, generation.start_s,
+                                                    generation.start_s + generation.audio_s)]
         state = self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:
             del self._streams[stream]

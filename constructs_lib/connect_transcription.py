@@ -1,0 +1,374 @@
+"""Live call transcription for Amazon Connect: the start function, the calls queue, the consumer service on ECS
+Fargate, the transcript bus and table, and (when asked) the instance's media-streams storage, the function's
+association with the instance and an example contact flow.
+
+Why Fargate for the consumers: a call lasts minutes to hours (Lambda stops at 15 minutes), the work is CPU (Matroska
+parsing, resampling, protocol) with no GPU, and one asyncio task holds many calls; Fargate runs such a long-lived,
+scaled-out process with no hosts to manage, and scales on the queue's calls in flight (one message per live call).
+
+Rules from the CloudFormation and API references this construct keeps (checked in :meth:`ConnectTranscriptionProps
+.problems` and by tests):
+
+- ``AWS::Connect::InstanceStorageConfig`` ``KinesisVideoStreamConfig``: ``Prefix`` 1-128 characters,
+  ``RetentionPeriodHours`` 0-87600 ("0 ... the stream does not persist data": the consumer needs at least 1, to
+  resume and to wait out a full endpoint), ``EncryptionConfig`` required (``KMS`` with a key). An instance has one
+  MEDIA_STREAMS config: creating one where the instance already has one fails, so it is made only when the settings
+  ask for it (``connect.create_storage_config``).
+- ``AWS::Connect::IntegrationAssociation`` ``LAMBDA_FUNCTION`` with the function's ARN (replacement on any change);
+  Connect invokes the function as ``connect.amazonaws.com``, so the function's resource policy allows that principal
+  for this account and instance only (``SourceAccount``, ``SourceArn``).
+- ``AWS::Connect::ContactFlow``: ``Content`` is the flow language JSON (at most 256000 characters), ``Type``
+  ``CONTACT_FLOW``, ``State`` ``ACTIVE``.
+- Kinesis Video Streams has no interface VPC endpoint in the CDK's catalogue (``InterfaceVpcEndpointAwsService``) and
+  none is documented for GetMedia's per-stream data endpoints (unconfirmed that none exists): in a private network
+  the consumers reach GetDataEndpoint and GetMedia through the subnets' egress (a NAT gateway), over TLS with SigV4,
+  so call audio leaves the VPC for the Kinesis Video Streams public endpoint (still on AWS's network within the
+  Region). SQS, EventBridge, DynamoDB (gateway), CloudWatch Logs, ECR and the SageMaker runtime have endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, Annotations, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_connect as connect
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ecr_assets as ecr_assets
+from constructs import Construct
+
+from constructs_lib.endpoint_props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
+from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
+from constructs_lib.nag import acknowledge_compliance, nag_render
+from constructs_lib.validation import Problems
+
+FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
+EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
+INSTANCE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}):instance/[0-9a-f-]{36}$")
+STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+"""InstanceStorageConfig Prefix: 1-128 characters; stream names allow [a-zA-Z0-9_.-] (CreateStream)."""
+MAX_RETENTION_HOURS = 87600
+MAX_FLOW_CHARACTERS = 256000
+METRIC_NAMESPACE = "VoiceConnect"
+"""The consumers' metrics (voicectl/connect/service.py, embedded metric format)."""
+FUNCTION_TIMEOUT_S = 3
+"""The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example flow, at most 8)."""
+QUEUE_VISIBILITY_S = 120
+"""The consumer extends a running call's message every 60 s (voicectl/connect/service.py VISIBILITY_TIMEOUT_S)."""
+SCALING_TARGET_FRACTION = 0.7
+"""Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
+MAX_RECEIVES = 5
+"""A call message received this often without finishing goes to the dead-letter queue (alarmed: calls dropped)."""
+
+
+@dataclass(frozen=True)
+class ConnectTranscriptionProps:
+    """Attributes: see the ``connect.*`` settings (README, "Amazon Connect")."""
+
+    instance_arn: str
+    stream_prefix: str
+    image_directory: str
+    image_uri: str | None = None  # a prebuilt consumer image instead of building image_directory
+    endpoint_name: str | None = None  # the SageMaker target
+    endpoint_url: str | None = None  # the ECS target's bridge URL (with token_secret_arn)
+    token_secret_arn: str | None = None
+    create_storage_config: bool = False
+    retention_hours: int = 24
+    stream_kms_key_arn: str | None = None  # the key Connect encrypts the streams with
+    associate_function: bool = True
+    create_example_flow: bool = False
+    calls_per_task: int = 50
+    min_tasks: int = 1
+    max_tasks: int = 10
+    cpu: int = 1024
+    memory_mib: int = 2048
+    transcript_ttl_days: int = 7
+    alarm_millis_behind: int = 10000
+    retain_data: bool = False
+    log_retention_days: int = 30
+    kms_key_arn: str | None = None  # the data key for the table, queue and logs (None: AWS-owned keys)
+    vpc: ec2.IVpc | None = None  # None: a VPC of public subnets only is made (tasks get public IPs, no NAT)
+    subnets: ec2.SubnetSelection | None = None
+    security_groups: list[ec2.ISecurityGroup] = field(default_factory=list)
+    alarm_topic: sns.ITopic | None = None
+    name_prefix: str = "voice"
+
+    def problems(self, p: Problems) -> None:
+        if not INSTANCE_ARN_PATTERN.match(self.instance_arn):
+            p.add("instance_arn", self.instance_arn, "must be an Amazon Connect instance ARN "
+                                                     "(arn:aws:connect:REGION:ACCOUNT:instance/ID)")
+        if not STREAM_PREFIX_PATTERN.match(self.stream_prefix):
+            p.add("stream_prefix", self.stream_prefix, "must be 1-128 of [a-zA-Z0-9_.-] (InstanceStorageConfig "
+                                                       "Prefix; Kinesis video stream names)")
+        if not 1 <= self.retention_hours <= MAX_RETENTION_HOURS:
+            p.add("retention_hours", self.retention_hours, f"must be 1-{MAX_RETENTION_HOURS}: 0 keeps no data, and "
+                                                           "the consumer reads stored fragments to resume and to wait")
+        if self.create_storage_config and not (self.stream_kms_key_arn or self.kms_key_arn):
+            p.add("stream_kms_key_arn", None, "a media streams storage config needs a KMS key (EncryptionConfig is "
+                                              "required): set it, or use a data key (encryption.*)")
+        if (self.endpoint_name is None) == (self.endpoint_url is None):
+            p.note("exactly one of endpoint_name (SageMaker) and endpoint_url (ECS) is set")
+        if not 1 <= self.calls_per_task <= 100:
+            p.add("calls_per_task", self.calls_per_task, "must be 1-100 (one GetMedia reader thread per call: "
+                                                         "voicectl/connect/kvs.py READER_THREADS)")
+        if not 1 <= self.min_tasks <= self.max_tasks:
+            p.add("min_tasks", self.min_tasks, f"must be at least 1 and at most max_tasks ({self.max_tasks})")
+        if not 1 <= self.transcript_ttl_days <= 3650:
+            p.add("transcript_ttl_days", self.transcript_ttl_days, "must be 1-3650")
+
+
+class ConnectTranscription(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: ConnectTranscriptionProps) -> None:
+        super().__init__(scope, construct_id)
+        p = Problems(name=lambda prop: f"connect.{prop}")
+        props.problems(p)
+        if list(p):
+            raise ValueError("; ".join(p))
+        stack = Stack.of(self)
+        removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
+        key = kms.Key.from_key_arn(self, "DataKey", props.kms_key_arn) if props.kms_key_arn else None
+
+        # ---- transcripts -----------------------------------------------------------------------------------------
+        self.table = dynamodb.Table(
+            self, "Transcripts",
+            partition_key=dynamodb.Attribute(name="ContactId", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="Item", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST, time_to_live_attribute="ExpiresAt",
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True),
+            encryption=(dynamodb.TableEncryption.CUSTOMER_MANAGED if key is not None
+                        else dynamodb.TableEncryption.AWS_MANAGED),
+            encryption_key=key, removal_policy=removal, deletion_protection=props.retain_data,
+        )
+        acknowledge_compliance(self.table, {
+            "DynamoDBInBackupPlan": "Transcripts live connect.transcript_ttl_days (TTL) by design; point-in-time "
+                                    "recovery covers mistakes, and a Backup plan would keep copies past the TTL."})
+        self.bus = events.EventBus(self, "Bus", kms_key=key)
+        self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
+        self.dead_letters = sqs.Queue(
+            self, "CallsDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
+            encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=key, removal_policy=removal)
+        self.queue = sqs.Queue(
+            self, "Calls", visibility_timeout=Duration.seconds(QUEUE_VISIBILITY_S),
+            retention_period=Duration.hours(min(props.retention_hours, 24 * 14)), enforce_ssl=True,
+            encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
+            encryption_master_key=key, removal_policy=removal,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=MAX_RECEIVES))
+
+        # ---- the start function ----------------------------------------------------------------------------------
+        function_logs = logs.LogGroup(self, "StartFunctionLogs", retention=_retention(props.log_retention_days), encryption_key=key, removal_policy=removal)
+        self.function = lambda_.Function(
+            self, "StartFunction", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
+            code=lambda_.Code.from_asset(str(FUNCTION_DIR), exclude=["example_flow.json", "__pycache__"]),
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_S), memory_size=256, log_group=function_logs,
+            environment={"CALLS_QUEUE_URL": self.queue.queue_url, "STREAM_NAME_PREFIX": props.stream_prefix},
+            description="Amazon Connect: hands a streaming call to the transcription consumers")
+        # SendMessage to this queue; with a customer managed key, SQS needs the sender to have kms:GenerateDataKey
+        # and kms:Decrypt on it (SQS developer guide, "Key management"): those two, not CDK's wildcard grant.
+        self.function.add_to_role_policy(iam.PolicyStatement(
+            sid="SendCalls", actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]))
+        if key is not None:
+            self.function.add_to_role_policy(iam.PolicyStatement(
+                sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]))
+        self.function.add_permission(
+            "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
+            source_account=stack.account, source_arn=props.instance_arn)
+        Validations.of(self.function).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="the managed basic execution policy: logs only (to its own log group)"))
+        acknowledge_compliance(self.function, {
+            "LambdaConcurrency": "Connect invokes the function once per call that starts streaming; a reserved cap would "
+                                 "refuse calls' hand-off in a burst, and the account's concurrency bounds it already.",
+            "LambdaDLQ": "Connect invokes it synchronously (a dead-letter queue applies to asynchronous invocations "
+                         "only); a failure is the flow's error branch, and the function logs every refusal.",
+            "LambdaInsideVPC": "It only sends one SQS message per call and answers Connect within the block's time "
+                               "limit; it reads no call data. The consumers, which do, run in the VPC.",
+        })
+        if props.associate_function:
+            connect.CfnIntegrationAssociation(
+                self, "FunctionAssociation", instance_id=props.instance_arn,
+                integration_type="LAMBDA_FUNCTION", integration_arn=self.function.function_arn)
+        if props.create_storage_config:
+            connect.CfnInstanceStorageConfig(
+                self, "MediaStreams", instance_arn=props.instance_arn, resource_type="MEDIA_STREAMS",
+                storage_type="KINESIS_VIDEO_STREAM",
+                kinesis_video_stream_config=connect.CfnInstanceStorageConfig.KinesisVideoStreamConfigProperty(
+                    prefix=props.stream_prefix, retention_period_hours=props.retention_hours,
+                    encryption_config=connect.CfnInstanceStorageConfig.EncryptionConfigProperty(
+                        encryption_type="KMS", key_id=props.stream_kms_key_arn or props.kms_key_arn)))
+        if props.create_example_flow:
+            content = EXAMPLE_FLOW.read_text()
+            assert len(content) <= MAX_FLOW_CHARACTERS, "ContactFlow Content is at most 256000 characters"
+            connect.CfnContactFlow(
+                self, "ExampleFlow", instance_arn=props.instance_arn, type="CONTACT_FLOW", state="ACTIVE",
+                name=f"{props.name_prefix} live transcription (example)",
+                description="Starts media streaming, hands the call to the transcription consumers, then queues it",
+                content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn}))
+
+        # ---- the consumers ---------------------------------------------------------------------------------------
+        vpc = props.vpc or ec2.Vpc(self, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[
+            ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24)])
+        if props.vpc is None:
+            flow_logs = logs.LogGroup(self, "FlowLogsGroup", retention=_retention(props.log_retention_days),
+                                      encryption_key=key, removal_policy=removal)
+            vpc.add_flow_log("FlowLogs", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
+        cluster = ecs.Cluster(self, "Cluster", vpc=vpc,
+                              container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        task = ecs.FargateTaskDefinition(self, "Task", cpu=props.cpu, memory_limit_mib=props.memory_mib,
+                                         runtime_platform=ecs.RuntimePlatform(
+                                             cpu_architecture=ecs.CpuArchitecture.X86_64,
+                                             operating_system_family=ecs.OperatingSystemFamily.LINUX))
+        consumer_logs = logs.LogGroup(self, "ConsumerLogs", retention=_retention(props.log_retention_days), encryption_key=key, removal_policy=removal)
+        environment = {"CALLS_QUEUE_URL": self.queue.queue_url, "BUS_NAME": self.bus.event_bus_name,
+                       "TABLE_NAME": self.table.table_name, "MAX_CALLS": str(props.calls_per_task)}
+        if props.endpoint_name:
+            environment["ENDPOINT_NAME"] = props.endpoint_name
+        else:
+            environment["ENDPOINT_URL"] = props.endpoint_url or ""
+            environment["TOKEN_SECRET_ARN"] = props.token_secret_arn or ""
+        image = ecs.ContainerImage.from_registry(props.image_uri) if props.image_uri else ecs.ContainerImage.from_asset(
+            props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
+            exclude=["*", "!voicectl", "!voicectl/**", "!constructs_lib/__init__.py",
+                     "!constructs_lib/model_staging_build", "!constructs_lib/model_staging_build/**",
+                     "!config", "!config/**", "!requirements.lock", "!pyproject.toml", "**/__pycache__"])
+        container = task.add_container(
+            "Consumer", image=image,
+            logging=ecs.LogDriver.aws_logs(stream_prefix="consumer", log_group=consumer_logs),
+            environment=environment, stop_timeout=Duration.seconds(30),
+            readonly_root_filesystem=True)
+        if props.image_uri:
+            # A prebuilt image: the execution role may pull from its repository only (<account>.dkr.ecr.<region>
+            # .amazonaws.com/<repository>[:tag|@digest]; settings check the form).
+            registry, _, path = props.image_uri.partition("/")
+            account, region = registry.split(".")[0], registry.split(".")[3]
+            repository = re.split(r"[:@]", path, maxsplit=1)[0]
+            execution = task.obtain_execution_role()
+            execution.add_to_principal_policy(iam.PolicyStatement(
+                sid="PullConsumerImage", actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                resources=[f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}"]))
+            execution.add_to_principal_policy(iam.PolicyStatement(
+                sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+            Annotations.of(container).acknowledge_warning(
+                "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
+                "The execution role may pull from the image's repository (PullConsumerImage).")
+        self.service = ecs.FargateService(
+            self, "Service", cluster=cluster, task_definition=task, min_healthy_percent=100,
+            assign_public_ip=props.vpc is None, vpc_subnets=props.subnets,
+            security_groups=props.security_groups or None, circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True))
+        self._grant(task.task_role, props, stack)
+        acknowledge_compliance(self, {
+            "IAMNoInlinePolicy": "Each role's statements are scoped to this construct's own resources (the call "
+                                 "streams' prefix, the queue, bus, table, key and endpoint); managed policies could not "
+                                 "name them."})
+        Validations.of(task).acknowledge(Acknowledgment(
+            id="AwsSolutions-ECS2",
+            reason="the environment holds names and URLs only (queue, bus, table, endpoint); the ECS target's bearer "
+                   "token is read from Secrets Manager at run time, never passed in the environment."))
+        Validations.of(task.obtain_execution_role()).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="ecr:GetAuthorizationToken (added by the CDK for the image asset) supports no resource-level "
+                   "permission; image pulls stay limited to the asset repository."))
+
+        # ---- scaling on live calls: each message in flight is a call a consumer holds ----------------------------
+        in_flight = self.queue.metric_approximate_number_of_messages_not_visible(period=Duration.minutes(1),
+                                                                               statistic="Maximum")
+        waiting = self.queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1),
+                                                                         statistic="Maximum")
+        scaling = self.service.auto_scale_task_count(min_capacity=props.min_tasks, max_capacity=props.max_tasks)
+        # Target tracking needs a metric that falls as tasks are added: the calls each task holds (its ActiveCalls,
+        # averaged over the tasks). A full task takes no more calls (they wait in the queue), so it reports the
+        # maximum and the service scales out.
+        scaling.scale_to_track_custom_metric(
+            "LiveCalls", metric=cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name="ActiveCalls",
+                                                  statistic="Average", period=Duration.minutes(1)),
+            target_value=round(props.calls_per_task * SCALING_TARGET_FRACTION, 1),
+            scale_in_cooldown=Duration.minutes(10), scale_out_cooldown=Duration.minutes(1))
+
+        # ---- alarms on the shared topic --------------------------------------------------------------------------
+        action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
+        emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+        rules = [
+            AlarmRule("calls-dropped", self.dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(1), statistic="Maximum"), cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                0, 1, 1, cloudwatch.TreatMissingData.NOT_BREACHING,
+                "Calls were dropped: their messages reached the dead-letter queue after "
+                f"{MAX_RECEIVES} tries (the consumers could not run them).",
+                "SQS reports every minute; no datapoint means the queue reported nothing to count"),
+            AlarmRule("calls-failed", cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, 1, 1,
+                      cloudwatch.TreatMissingData.NOT_BREACHING,
+                      "Calls failed (a bad fragment, an endpoint error): see Call Failed events and the consumer logs.",
+                      "the consumers report a failure only when one happens"),
+            AlarmRule("behind-real-time", cloudwatch.Metric(metric_name="MillisBehindNow", statistic="Maximum",
+                                                            **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, props.alarm_millis_behind, 5, 3,
+                      cloudwatch.TreatMissingData.NOT_BREACHING,
+                      "The consumers read fragments far behind the live call (the endpoint is slow or full, or the "
+                      "consumers are at capacity).",
+                      "no datapoint means no live call is being read"),
+        ]
+        self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, f"{props.name_prefix}-connect-{rule.name}", action)
+                       for i, rule in enumerate(rules)]
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
+            cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
+            cloudwatch.GraphWidget(title="Behind real time (ms)", left=[rules[2].metric], width=8),
+            cloudwatch.GraphWidget(title="Calls failed / dropped", left=[rules[1].metric, rules[0].metric], width=8),
+        ]])
+        CfnOutput(self, "TranscriptsTable", value=self.table.table_name, description="DynamoDB table of transcripts")
+        CfnOutput(self, "TranscriptsBus", value=self.bus.event_bus_name, description="EventBridge bus of segments")
+        CfnOutput(self, "StartFunctionArn", value=self.function.function_arn,
+                  description="the function a contact flow invokes after Start media streaming")
+
+    def _grant(self, role: iam.IRole, props: ConnectTranscriptionProps, stack: Stack) -> None:
+        """Least privilege: the instance's streams (by prefix), the stream key (through Kinesis Video Streams only),
+        the bus, the table, the queue, the endpoint."""
+        streams = stack.format_arn(service="kinesisvideo", resource="stream",
+                                   resource_name=f"{props.stream_prefix}*/*")
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ReadCallStreams", actions=["kinesisvideo:GetDataEndpoint", "kinesisvideo:GetMedia"],
+            resources=[streams]))
+        Validations.of(role).acknowledge(Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, streams)}]",
+            reason="Connect creates one stream per live call under the instance's prefix, named at run time: the "
+                   "read is limited to that prefix (and to GetDataEndpoint and GetMedia)."))
+        stream_key = props.stream_kms_key_arn or props.kms_key_arn
+        if stream_key:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="DecryptCallStreams", actions=["kms:Decrypt"], resources=[stream_key],
+                conditions={"StringEquals": {"kms:ViaService": f"kinesisvideo.{stack.region}.amazonaws.com"}}))
+        self.bus.grant_put_events_to(role)
+        self.table.grant(role, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="CommitSegments", actions=["dynamodb:ConditionCheckItem"], resources=[self.table.table_arn]))
+        self.queue.grant_consume_messages(role)
+        if props.endpoint_name:
+            invoke = iam.Policy(self, "InvokeVoxtral", statements=[iam.PolicyStatement(
+                sid="InvokeVoxtral", actions=[INVOKE_BIDIRECTIONAL],
+                resources=[stack.format_arn(service="sagemaker", resource="endpoint",
+                                            resource_name=props.endpoint_name.lower())])])
+            invoke.attach_to_role(role)  # type: ignore[arg-type]
+            # cfn-lint's IAM action list predates bidirectional streaming (W3037); the action is documented in the
+            # InvokeEndpointWithBidirectionalStream API reference.
+            invoke.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+        elif props.token_secret_arn:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return getattr(logs.RetentionDays, LOG_RETENTION[days])
+

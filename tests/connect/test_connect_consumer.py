@@ -1,0 +1,178 @@
+"""The consumer end to end on loopback: the KVS stand-in (real Matroska fragments over HTTP, read with boto3) ->
+the consumer -> the real bridge -> the fake vLLM; the store in memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+import pytest
+
+from connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
+from voicectl.connect import mkv
+from voicectl.connect.consumer import CallFailed, Consumer
+from voicectl.connect.fake_kvs import FakeCall
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("contact-1", "stream-1", speech_like(21, 1), speech_like(21, 2)))
+            reason = await transcriber(call, url, kvs, store).run()
+        return store, reason
+
+    store, reason = run(main())
+    assert reason == "quiet"
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("contact-1", track), 21.0)
+    assert store.kinds("contact-1") == ["Call Started"]
+    assert store.checkpoints["contact-1"]["fragment"] == FakeCall("c", "s", b"", b"").number(10)
+
+
+def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_and_repeats_nothing():
+    """20 minutes of both tracks, served as fast as the consumer reads (the client paces itself at 16 x real time
+    after a burst, below the bridge's limit); the consumer is stopped half way and a new one resumes from the
+    checkpoint; streams move every 10 s (the client's rollover before the platform's stream cap)."""
+    duration = 1200.0
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, vllm):
+            call = kvs.add(FakeCall("long", "stream-long", speech_like(duration, 3), speech_like(duration, 4)))
+            first = asyncio.create_task(transcriber(call, url, kvs, store, max_stream_s=10.0).run())
+            def reached() -> float:  # how far both tracks' finals reach
+                return min(max((s.end_s for s in store.finals("long", track)), default=0.0)
+                           for track in mkv.CONNECT_TRACKS)
+
+            while reached() < duration / 2:
+                await asyncio.sleep(0.2)
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+            before = len(store.segments)
+            reason = await transcriber(call, url, kvs, store, max_stream_s=10.0).run()
+            sessions = len(vllm.sessions)
+        return store, reason, before, sessions, kvs.get_media_requests
+
+    store, reason, before, sessions, requests = run(main())
+    assert reason == "quiet"
+    assert 0 < before < len(store.segments)
+    for track in mkv.CONNECT_TRACKS:
+        finals = sorted(store.finals("long", track), key=lambda s: s.start_s)
+        assert finals == store.finals("long", track)  # published in call order
+        assert_tiles(finals, duration)
+    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]
+    assert resumed["StartSelector"]["AfterFragmentNumber"] != FakeCall("c", "s", b"", b"").number(0)
+    assert sessions > 2 * duration / 300  # streams moved on many times per track
+
+
+def test_ten_simultaneous_calls_through_one_consumer():
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            calls = [kvs.add(FakeCall(f"c{i}", f"s{i}", speech_like(12, i), speech_like(12, i + 20)))
+                     for i in range(10)]
+            consumer = Consumer(lambda request: transcriber(calls[int(request.contact_id[1:])], url, kvs, store),
+                                store, max_calls=10)
+            from voicectl.connect.consumer import CallRequest
+            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls]
+            reasons = await asyncio.gather(*tasks)
+        return store, reasons
+
+    store, reasons = run(main())
+    assert reasons == ["quiet"] * 10
+    for i in range(10):
+        assert store.kinds(f"c{i}") == ["Call Started", "Call Ended"]
+        for track in mkv.CONNECT_TRACKS:
+            assert_tiles(store.finals(f"c{i}", track), 12.0)
+
+
+def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole():
+    """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
+    (server_busy, after the client's own retries), is marked WAITING, and once the first call ends (its stream moves
+    on to another contact) it is transcribed from its start."""
+    from voicectl.connect.consumer import CallRequest
+
+    async def main():
+        store = MemoryStore()
+        async with servers(max_streams=2) as (url, kvs, vllm):
+            first = kvs.add(FakeCall("busy-1", "sb1", speech_like(20, 5), speech_like(20, 6), limit=4))
+            second = kvs.add(FakeCall("busy-2", "sb2", speech_like(10, 7), speech_like(10, 8)))
+            by_id = {"busy-1": first, "busy-2": second}
+            quiet = {"busy-1": 600.0, "busy-2": 1.0}  # the first call ends only when its stream moves on
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store, quiet_s=quiet[r.contact_id]),
+                                store, busy_wait_s=(1.0,))
+            a = consumer.start(CallRequest("busy-1", first.stream_arn, first.number(0)))
+            while len(vllm.sessions) < 2:  # both tracks of the first call hold a stream
+                await asyncio.sleep(0.1)
+            b = consumer.start(CallRequest("busy-2", second.stream_arn, second.number(0)))
+            while "WAITING" not in store.calls.get("busy-2", []):
+                await asyncio.sleep(0.1)
+            first.limit, first.then_contact = None, "the-next-caller"
+            return store, await asyncio.gather(a, b), consumer.waits
+
+    store, reasons, waits = run(main())
+    assert reasons[0] == "the stream moved on to contact the-next-caller"
+    assert waits["busy-2"] >= 1
+    assert "Call Waiting" in store.kinds("busy-2")
+    assert store.calls["busy-2"][-1] == "ENDED"
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("busy-2", track), 10.0)
+        assert_tiles(store.finals("busy-1", track), 20.0)
+
+
+@pytest.mark.parametrize("flaw, expected", [
+    ({"extra_tracks": ("AUDIO_THIRD_PARTY",)}, "track named 'AUDIO_THIRD_PARTY'"),
+    ({"codec_id": "A_OPUS"}, "A_OPUS"),
+    ({"truncate_fragment": 2}, "truncated"),
+])
+def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw, expected):
+    from voicectl.connect.consumer import CallRequest
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            bad = kvs.add(FakeCall("bad", "sbad", speech_like(10, 9), speech_like(10, 10), **flaw))
+            good = kvs.add(FakeCall("good", "sgood", speech_like(10, 11), speech_like(10, 12)))
+            by_id = {"bad": bad, "good": good}
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store), store)
+            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in (bad, good)]
+            return store, await asyncio.gather(*tasks)
+
+    store, (bad_reason, good_reason) = run(main())
+    assert bad_reason.startswith("failed:") and expected in bad_reason
+    failed = [detail for kind, detail in store.events if kind == "Call Failed"]
+    assert [d["contactId"] for d in failed] == ["bad"] and expected in failed[0]["reason"]
+    assert store.calls["bad"][-1] == "FAILED"
+    assert good_reason == "quiet"
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("good", track), 10.0)
+
+
+def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
+    """The clients' machine reports where each generation's audio lies in the source; after a cut the resent
+    audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
+    from voicectl.realtime import (OpenStream, SendEvent, ShowGenerationText, TranscriptionMachine,
+                                   TransportClosed)
+
+    machine = TranscriptionMachine(max_stream_s=600)
+    machine.start(0.0)
+    machine.opened(1, 0.0)
+    loud = (np.full(2048, 8000, dtype="<i2")).tobytes()  # 128 ms
+    for i in range(10):
+        machine.audio(loud, 0.1 * i)
+    actions = machine.closed(1, TransportClosed("reset"), 1.0)  # a cut: resend on stream 2
+    assert any(isinstance(a, OpenStream) and a.stream == 2 for a in actions)
+    machine.opened(2, 1.1)
+    machine.end_of_audio(1.2)
+    done = machine.received(2, '{"type": "transcription.done", "text": "ten chunks"}', 1.3)
+    (final,) = [a for a in done if isinstance(a, ShowGenerationText)]
+    assert (final.text, final.start_s, round(final.end_s, 6)) == ("ten chunks", 0.0, 1.28)
+    assert not any(isinstance(a, SendEvent) for a in done)

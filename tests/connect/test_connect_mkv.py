@@ -1,0 +1,59 @@
+"""Kinesis Video Streams' Matroska fragments: framing a live byte stream (known and unknown Segment sizes, any
+piece sizes), parsing both named tracks and the tags, and clear errors for what Connect never sends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voicectl.connect import mkv
+
+PCM = (np.arange(1600) % 200 - 100).astype("<i2").tobytes()  # 0.1 s at 8 kHz
+
+
+def fragment(number: int, unknown_size: bool = False, **options) -> bytes:
+    options.setdefault("audio", {mkv.TRACK_FROM_CUSTOMER: PCM, mkv.TRACK_TO_CUSTOMER: PCM[::-1]})
+    return mkv.encode_fragment(tags={mkv.TAG_CONTACT_ID: "c-1", mkv.TAG_FRAGMENT_NUMBER: str(number)},
+                               timecode_ms=number * 100, unknown_size=unknown_size, **options)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=5), st.integers(min_value=1, max_value=5000))
+def test_any_mix_of_sizes_in_any_pieces_frames_into_the_same_fragments(unknown, piece):
+    fragments = [fragment(i, u) for i, u in enumerate(unknown)]
+    stream = b"".join(fragments)
+    framer = mkv.FragmentFramer()
+    out = [f for at in range(0, len(stream), piece) for f in framer.feed(stream[at:at + piece])] + framer.close()
+    assert out == fragments
+    parsed = [mkv.parse_fragment(f) for f in out]
+    assert [p.number for p in parsed] == [str(i) for i in range(len(unknown))]
+    assert all(p.audio == {mkv.TRACK_FROM_CUSTOMER: PCM, mkv.TRACK_TO_CUSTOMER: PCM[::-1]} for p in parsed)
+    assert all(p.contact_id == "c-1" for p in parsed)
+
+
+def test_getmedia_error_tags_are_reported():
+    data = mkv.encode_fragment(tags={mkv.TAG_ERROR_CODE: "Requested fragment is not found", mkv.TAG_ERROR_ID: "4000"},
+                               audio={}, timecode_ms=0)
+    assert mkv.parse_fragment(data).error == "4000 Requested fragment is not found"
+
+
+@pytest.mark.parametrize("data, expected", [
+    (b"\x1f\x43\xb6\x75\x80" + b"\x00" * 20, "must start with an EBML header"),
+])
+def test_a_stream_that_is_not_fragments_is_refused(data, expected):
+    with pytest.raises(mkv.FragmentError, match=expected):
+        mkv.FragmentFramer().feed(data)
+
+
+def test_a_laced_or_odd_sized_block_is_refused_naming_it():
+    laced = bytearray(fragment(1))
+    header = mkv.encoding.encodeSize(1, 1) + b"\x00\x00\x80"
+    at = bytes(laced).index(header)
+    laced[at + 3] = 0x82  # Xiph lacing
+    with pytest.raises(mkv.FragmentError, match="laced block"):
+        mkv.parse_fragment(bytes(laced))
+    odd = fragment(2, audio={mkv.TRACK_FROM_CUSTOMER: PCM[:-1]})
+    with pytest.raises(mkv.FragmentError, match="not whole 16-bit samples"):
+        mkv.parse_fragment(odd)

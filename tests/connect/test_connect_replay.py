@@ -1,0 +1,57 @@
+"""``voicectl connect-replay``: a stereo recording through the start function, moto (SQS, EventBridge, DynamoDB),
+the KVS stand-in and the consumer to the bridge (the fake vLLM behind it); both speakers' finals on stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+
+import numpy as np
+import soundfile
+
+from connect_testkit import servers, speech_like
+from voicectl.cli import main
+
+
+class Background:
+    """The bridge and the fake vLLM on an event loop in a thread (the CLI runs its own loop)."""
+
+    def __enter__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.context = servers()
+        self.url, _kvs, _vllm = asyncio.run_coroutine_threadsafe(self.context.__aenter__(), self.loop).result(20)
+        return self
+
+    def __exit__(self, *exc):
+        asyncio.run_coroutine_threadsafe(self.context.__aexit__(None, None, None), self.loop).result(20)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
+    customer = np.frombuffer(speech_like(14, 1), dtype="<i2")
+    agent = np.frombuffer(speech_like(14, 2), dtype="<i2")
+    path = tmp_path / "call.wav"
+    soundfile.write(path, np.stack([customer, agent], axis=1), 8000, subtype="PCM_16")
+    with Background() as background:
+        code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    speakers = {re.search(r"\] (\w+)", line).group(1) for line in lines}
+    assert speakers == {"customer", "agent"}
+    for who in ("customer", "agent"):
+        ends = [float(m.group(2)) for line in lines if (m := re.match(r"\[\s*([\d.]+)-\s*([\d.]+) s\] " + who, line))]
+        assert ends == sorted(ends) and abs(ends[-1] - 14.0) < 0.05
+    assert '"transcription": "started"' in err and "ended: quiet" in err
+
+
+def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, capsys):
+    path = tmp_path / "mono.wav"
+    soundfile.write(path, np.frombuffer(speech_like(2, 1), dtype="<i2"), 8000, subtype="PCM_16")
+    code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x"])
+    _out, err = capsys.readouterr()
+    assert code != 0 and "two channels" in err

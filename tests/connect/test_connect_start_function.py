@@ -1,0 +1,101 @@
+"""The start function: Connect's documented event in, a call message on the queue (moto SQS), and the example
+flow's blocks consistent with what the function reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from voicectl.connect.consumer import CallRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOW = ROOT / "voicectl" / "connect" / "example_flow.json"
+STREAM_ARN = "arn:aws:kinesisvideo:us-east-1:123456789012:stream/connect-live-contact-1/1700000000000"
+
+
+def load_function():
+    spec = importlib.util.spec_from_file_location("connect_start", ROOT / "constructs_lib" /
+                                                  "connect_start_function" / "index.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def connect_event(**audio):
+    """The event an "Invoke AWS Lambda function" block sends after "Start media streaming" (Connect admin guide,
+    "Grant Amazon Connect access to your Lambda functions": Details.ContactData with MediaStreams.Customer.Audio)."""
+    return {"Name": "ContactFlowEvent", "Details": {"Parameters": {}, "ContactData": {
+        "ContactId": "0a1b2c3d-1111-2222-3333-444455556666", "Channel": "VOICE", "InitiationMethod": "INBOUND",
+        "InstanceARN": "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555",
+        "Attributes": {}, "MediaStreams": {"Customer": {"Audio": {
+            "StreamARN": STREAM_ARN, "StartFragmentNumber": "91343852333181432392682062607743920146264001",
+            "StartTimestamp": "1700000000000", **audio}}}}}}
+
+
+@mock_aws
+def test_a_connect_event_becomes_a_call_message_the_consumer_accepts(monkeypatch):
+    queue = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="calls")["QueueUrl"]
+    monkeypatch.setenv("CALLS_QUEUE_URL", queue)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("STREAM_NAME_PREFIX", "connect-live")
+    function = load_function()
+    assert function.handler(connect_event(), None) == {"transcription": "started",
+                                                       "contactId": "0a1b2c3d-1111-2222-3333-444455556666"}
+    messages = boto3.client("sqs", region_name="us-east-1").receive_message(QueueUrl=queue)["Messages"]
+    call = CallRequest.from_message(json.loads(messages[0]["Body"]))
+    assert call == CallRequest("0a1b2c3d-1111-2222-3333-444455556666", STREAM_ARN,
+                               "91343852333181432392682062607743920146264001",
+                               "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555")
+
+
+@pytest.mark.parametrize("audio, expected", [
+    ({"StreamARN": "arn:aws:s3:::bucket"}, "is not a Kinesis video stream ARN"),
+    ({"StartFragmentNumber": "12ab"}, "must be 1-128 decimal digits"),
+    ({"StreamARN": STREAM_ARN.replace("connect-live", "other")}, "is not under this instance's prefix"),
+])
+def test_a_bad_event_is_refused_with_a_flat_answer_naming_the_problem(monkeypatch, audio, expected):
+    monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
+    monkeypatch.setenv("STREAM_NAME_PREFIX", "connect-live")
+    answer = load_function().handler(connect_event(**audio), None)
+    assert answer["transcription"] == "refused" and expected in answer["reason"]
+    assert all(isinstance(value, str) for value in answer.values())  # Connect reads a flat string map
+
+
+def test_an_event_without_media_streams_names_the_missing_block(monkeypatch):
+    monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
+    event = connect_event()
+    del event["Details"]["ContactData"]["MediaStreams"]
+    answer = load_function().handler(event, None)
+    assert "Start media streaming" in answer["reason"]
+
+
+def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_reads_its_attributes():
+    flow = json.loads(FLOW.read_text())
+    actions = {action["Identifier"]: action for action in flow["Actions"]}
+    order, current = [], flow["StartAction"]
+    while current and current not in order:
+        order.append(current)
+        current = actions[current]["Transitions"].get("NextAction")
+    types = [actions[name]["Type"] for name in order]
+    assert types.index("StartMediaStreaming") < types.index("InvokeLambdaFunction")
+    start = actions[order[types.index("StartMediaStreaming")]]["Parameters"]
+    assert start["MediaStreamTypes"] == ["Audio"]
+    assert start["Participants"][0]["MediaDirections"] == ["To", "From"]  # both tracks
+    invoke = actions[order[types.index("InvokeLambdaFunction")]]["Parameters"]
+    # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat string map.
+    assert int(invoke["InvocationTimeLimitSeconds"]) <= 8
+    assert invoke["ResponseValidation"]["ResponseType"] == "STRING_MAP"
+    reads = load_function().READS
+    # Every attribute the function reads is Connect's own contact data or the Start media streaming block's
+    # $.MediaStreams.Customer.Audio.* attributes (documented in "Contact attributes for live media streaming").
+    for path in reads:
+        assert path.startswith("Details.ContactData.")
+        attribute = "$." + path.removeprefix("Details.ContactData.")
+        assert attribute in {"$.ContactId", "$.InstanceARN", "$.MediaStreams.Customer.Audio.StreamARN",
+                             "$.MediaStreams.Customer.Audio.StartFragmentNumber",
+                             "$.MediaStreams.Customer.Audio.StartTimestamp"}

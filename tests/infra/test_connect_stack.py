@@ -1,0 +1,138 @@
+"""The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
+policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.settings import SettingsError, load_settings
+from tests.conftest import CONNECT, CONNECT_INSTANCE, ROOT, cdk_json_context
+
+
+def resources(template: dict, kind: str) -> dict[str, dict]:
+    return {name: r for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def all_statements(template: dict) -> list[dict]:
+    return [statement for policy in resources(template, "AWS::IAM::Policy").values()
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def statements(template: dict) -> dict[str, dict]:
+    return {statement["Sid"]: statement for statement in all_statements(template) if "Sid" in statement}
+
+
+@pytest.fixture(scope="module")
+def connect(synthesized_connect):
+    return synthesized_connect.template("Connect")
+
+
+def test_the_consumers_read_only_the_instance_streams_under_its_prefix(connect):
+    read = statements(connect)["ReadCallStreams"]
+    assert sorted(read["Action"]) == ["kinesisvideo:GetDataEndpoint", "kinesisvideo:GetMedia"]
+    assert json.dumps(read["Resource"]).endswith(':stream/voice-live*/*"]]}')
+
+
+def test_the_stream_key_is_usable_only_through_kinesis_video_streams(connect):
+    decrypt = statements(connect)["DecryptCallStreams"]
+    assert decrypt["Action"] == "kms:Decrypt"
+    assert "Fn::ImportValue" in json.dumps(decrypt["Resource"]) or "arn:aws:kms" in json.dumps(decrypt["Resource"])
+    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "kinesisvideo.us-east-1.amazonaws.com"}}
+
+
+def test_events_go_to_this_bus_only_and_the_endpoint_is_the_voxtral_one(connect):
+    put = [s for s in all_statements(connect) if "events:PutEvents" in json.dumps(s["Action"])]
+    (bus,) = resources(connect, "AWS::Events::EventBus")
+    assert [s["Resource"] for s in put] == [{"Fn::GetAtt": [bus, "Arn"]}]
+    invoke = statements(connect)["InvokeVoxtral"]
+    assert invoke["Action"] == "sagemaker:InvokeEndpointWithBidirectionalStream"
+    assert json.dumps(invoke["Resource"]).endswith(':endpoint/voxtral-realtime"]]}')
+
+
+def test_connect_may_invoke_the_start_function_for_this_instance_only(connect):
+    (permission,) = resources(connect, "AWS::Lambda::Permission").values()
+    assert permission["Properties"]["Principal"] == "connect.amazonaws.com"
+    assert permission["Properties"]["SourceArn"] == CONNECT_INSTANCE
+    assert permission["Properties"]["SourceAccount"] == {"Ref": "AWS::AccountId"}
+
+
+def test_the_storage_config_keeps_audio_under_the_prefix_encrypted_and_long_enough_to_resume(connect):
+    (config,) = resources(connect, "AWS::Connect::InstanceStorageConfig").values()
+    props = config["Properties"]
+    assert props["ResourceType"] == "MEDIA_STREAMS" and props["StorageType"] == "KINESIS_VIDEO_STREAM"
+    kvs = props["KinesisVideoStreamConfig"]
+    assert kvs["Prefix"] == "voice-live" and kvs["RetentionPeriodHours"] == 24
+    assert kvs["EncryptionConfig"]["EncryptionType"] == "KMS" and kvs["EncryptionConfig"]["KeyId"]
+
+
+def test_the_example_flow_invokes_the_start_function_and_is_within_the_content_limit(connect):
+    (flow,) = resources(connect, "AWS::Connect::ContactFlow").values()
+    (function,) = [name for name, f in resources(connect, "AWS::Lambda::Function").items()
+                   if f["Properties"].get("Handler") == "index.handler" and "StartFunction" in name]
+    body, variables = flow["Properties"]["Content"]["Fn::Sub"]
+    assert variables == {"StartFunctionArn": {"Fn::GetAtt": [function, "Arn"]}}
+    content = json.loads(body)
+    invoke = [a for a in content["Actions"] if a["Type"] == "InvokeLambdaFunction"]
+    assert invoke[0]["Parameters"]["LambdaFunctionARN"] == "${StartFunctionArn}"
+    assert len(body) <= 256000
+    association = resources(connect, "AWS::Connect::IntegrationAssociation")
+    assert [a["Properties"]["IntegrationType"] for a in association.values()] == ["LAMBDA_FUNCTION"]
+
+
+def test_transcripts_expire_and_are_removed_with_the_stack_unless_retained(connect):
+    (table,) = resources(connect, "AWS::DynamoDB::Table").values()
+    assert table["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}
+    assert table["DeletionPolicy"] == "Delete" and table["UpdateReplacePolicy"] == "Delete"
+    for queue in resources(connect, "AWS::SQS::Queue").values():
+        assert queue["DeletionPolicy"] == "Delete"
+
+
+def test_the_consumers_scale_on_calls_per_task_and_alarm_on_the_shared_topic(connect):
+    (policy,) = resources(connect, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    spec = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert spec["CustomizedMetricSpecification"]["MetricName"] == "ActiveCalls"
+    assert spec["TargetValue"] == 35.0  # 70 % of connect.calls_per_task (50)
+    alarms = {a["Properties"]["AlarmName"]: a for a in resources(connect, "AWS::CloudWatch::Alarm").values()}
+    assert sorted(alarms) == ["RealtimeVoice-connect-behind-real-time", "RealtimeVoice-connect-calls-dropped",
+                              "RealtimeVoice-connect-calls-failed"]
+    for alarm in alarms.values():
+        assert "Fn::ImportValue" in json.dumps(alarm["Properties"]["AlarmActions"])
+
+
+def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_addresses(synthesized_connect_vpc):
+    connect = synthesized_connect_vpc.template("Connect")
+    (service,) = resources(connect, "AWS::ECS::Service").values()
+    network = service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]
+    assert network["AssignPublicIp"] == "DISABLED"
+    assert network["Subnets"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    assert resources(connect, "AWS::EC2::VPC") == {}
+
+
+@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc"])
+def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
+    synthesized = request.getfixturevalue(fixture)
+    template = next(synthesized.outdir.glob("*-Connect.template.json"))
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", str(template)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout or "[]") == [], result.stdout[:3000]
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"connect.instance_arn": None}, "connect.instance_arn=null: must name the Amazon Connect instance"),
+    ({"connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-west-1")}, "must be in the app's region"),
+    ({"connect.instance_arn": "arn:aws:connect:us-east-1:123:instance/x"}, "must be an Amazon Connect instance ARN"),
+    ({"connect.retention_hours": 0}, "0 keeps no data"),
+    ({"connect.stream_prefix": "bad prefix"}, "must be 1-128 of [a-zA-Z0-9_.-]"),
+    ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
+    ({"network.mode": "vpc", "encryption.create_key": None}, "needs network.vpc_id"),
+    ({"voxtral.enabled": False}, "needs voxtral.enabled=true"),
+])
+def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expected):
+    with pytest.raises(SettingsError) as raised:
+        load_settings({**cdk_json_context(), **CONNECT, **overrides})
+    assert expected in str(raised.value)

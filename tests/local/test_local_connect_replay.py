@@ -1,0 +1,30 @@
+"""``voicectl connect-replay`` through the local SageMaker front door (bidirectional streaming over HTTP/2, SigV4)
+and the real bridge: the SageMaker target's path of the Connect consumer, offline."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import soundfile
+
+from tests.local.conftest import VOXTRAL
+from voicectl.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connect"))
+from connect_testkit import speech_like  # noqa: E402
+
+
+def test_connect_replay_through_the_local_front_door(client_env, tmp_path, capsys):
+    path = tmp_path / "call.wav"
+    soundfile.write(path, np.stack([np.frombuffer(speech_like(8, 1), dtype="<i2"),
+                                    np.frombuffer(speech_like(8, 2), dtype="<i2")], axis=1), 8000, subtype="PCM_16")
+    code = main(["connect-replay", str(path), "--endpoint", VOXTRAL, "--endpoint-url", client_env.url,
+                 "--speed", "0", "--quiet-s", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    who = {m.group(1) for m in re.finditer(r"^\[[^\]]+\] (\w+)\s*:", out, flags=re.M)}
+    assert who == {"customer", "agent"}
+    assert "ended: quiet" in err

@@ -1,0 +1,371 @@
+"""One Amazon Connect call's two tracks through the Voxtral endpoint, checkpointed; many calls in one task.
+
+Per call (:class:`CallTranscriber`): GetMedia from the checkpoint (else from Connect's StartFragmentNumber) ->
+:class:`~voicectl.connect.mkv.FragmentFramer` -> :func:`~voicectl.connect.mkv.parse_fragment` -> each track
+resampled 8 -> 16 kHz (:class:`voicectl.audio.Pcm16Resampler`) -> one :class:`voicectl.realtime.TranscriptionMachine`
+per track, driven like ``voicectl transcribe`` (generations, stream moves before the platform's stream cap, resends
+after a cut) -> :class:`~voicectl.connect.sink.Segment` s to EventBridge (partials and finals) and DynamoDB (finals).
+
+Offsets: a track's audio is counted in samples from the call's first fragment; a fragment in which one track is
+shorter than the other is padded with silence on that track, so both clocks stay call time (unconfirmed: Connect
+is expected to write both tracks in every fragment).
+
+Checkpoint (exactly once for finals in the table): each final segment is written together with the checkpoint
+that covers it, in one DynamoDB transaction: the last fragment whose audio both tracks have finished, and how far
+each track's finals reach. Its event follows (EventBridge delivers at least once: ``segmentId`` names it). A restarted
+consumer asks GetMedia for the fragments after it and, per track, skips the audio its finals already cover, so
+nothing is lost and no final is published twice (partials may repeat: they are partial).
+
+The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
+arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
+fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
+(``server_busy`` after the client's own retries) the call is marked WAITING (an event and the table) and resumed
+from its checkpoint once a stream opens: Kinesis Video Streams keeps the audio for the retention the instance sets,
+so waiting loses nothing within it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from voicectl.audio import CHUNK_BYTES, Pcm16Resampler
+from voicectl.connect import mkv
+from voicectl.connect.kvs import MIN_GET_MEDIA_INTERVAL_S, start_selector
+from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, SEGMENT, Segment)
+from voicectl.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
+                               RealtimeError, ShowDelta, ShowGenerationText, TranscriptionMachine, TransportOpener,
+                               _Driver)
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_QUIET_S = 30.0
+"""Seconds without a new fragment after which a call counts as over (Connect stops writing when streaming stops)."""
+BUSY_WAIT_S = (5.0, 10.0, 20.0, 30.0)
+"""Pauses before a WAITING call tries the endpoint again (the last one repeats)."""
+TRACK_QUEUE_CHUNKS = 256
+"""Resampled 128 ms chunks held per track between the reader and the transcription (32 s): a slow endpoint
+slows the reader, which slows GetMedia (TCP backpressure), never drops audio."""
+SAMPLE_BYTES = 2
+
+
+class CallFailed(Exception):
+    """The call cannot be transcribed (a bad fragment, an endpoint error): reported for this call only."""
+
+
+class EndpointBusy(Exception):
+    """Every stream of the endpoint is in use: the call waits and resumes from its checkpoint."""
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """What the start function passes on (from the contact data Connect sends)."""
+
+    contact_id: str
+    stream_arn: str
+    start_fragment: str
+    instance_arn: str = ""
+
+    @classmethod
+    def from_message(cls, body: dict[str, Any]) -> CallRequest:
+        missing = [name for name in ("contactId", "streamArn", "startFragmentNumber") if not body.get(name)]
+        if missing:
+            raise ValueError(f"a call message needs {', '.join(missing)}; got keys {sorted(body)}")
+        return cls(body["contactId"], body["streamArn"], body["startFragmentNumber"], body.get("instanceArn", ""))
+
+
+@dataclass
+class Checkpoint:
+    """The last fragment both tracks finished, and how far each track's finals reach (seconds of call audio)."""
+
+    fragment: str | None = None  # None: nothing finished yet (start from Connect's start fragment)
+    fragment_end_s: dict[str, float] = field(default_factory=dict)  # each track's offset at that fragment's end
+    done_s: dict[str, float] = field(default_factory=dict)  # each track's finals cover [0, done_s)
+
+
+@dataclass
+class _FragmentSpan:
+    number: str
+    end_s: float  # both tracks' offset at its end (they are kept equal)
+
+
+class Store:
+    """What the consumer needs from the sink (see :class:`voicectl.connect.sink.AwsSink`)."""
+
+    publish: Callable[[str, dict[str, Any]], Awaitable[None]]
+    commit_final: Callable[[Segment, dict[str, Any]], Awaitable[None]]
+    set_call: Callable[..., Awaitable[None]]
+    load_checkpoint: Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class _TrackDriver(_Driver):
+    """The clients' driver, with each final's audio offsets and each partial handed on."""
+
+    def __init__(self, *args: Any, on_final: Callable[[ShowGenerationText], Awaitable[None]],
+                 on_partial: Callable[[str], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_final, self.on_partial = on_final, on_partial
+
+    async def _apply(self, actions: list[Any]) -> None:
+        for action in actions:
+            if isinstance(action, ShowGenerationText):
+                await self.on_final(action)
+            elif isinstance(action, ShowDelta) and action.text:
+                await self.on_partial(action.text)
+        await super()._apply(actions)
+
+
+class CallTranscriber:
+    """Transcribes one call from its checkpoint to its end (see the module docstring).
+
+    Args:
+        call: the call.
+        media: ``get_media(stream_arn, selector)`` -> async iterator of payload bytes (:class:`~.kvs.KvsMedia`).
+        opener: opens a stream to the endpoint (SageMaker bidirectional streaming or the bearer-token URL).
+        store: the sink (events, segments, call state, checkpoint).
+        quiet_s: seconds without a fragment that end the call.
+    """
+
+    def __init__(self, call: CallRequest, *, media: Any, opener: TransportOpener, store: Any,
+                 model: str = DEFAULT_MODEL, quiet_s: float = DEFAULT_QUIET_S,
+                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_segment: Callable[[Segment], None] = lambda segment: None,
+                 on_metric: Callable[[str, float], None] = lambda name, value: None) -> None:
+        self.call, self.media, self.opener, self.store = call, media, opener, store
+        self.model, self.quiet_s = model, quiet_s
+        self.session_limit_s, self.max_stream_s = session_limit_s, max_stream_s
+        self.clock = clock
+        self.on_segment, self.on_metric = on_segment, on_metric
+        self.checkpoint = Checkpoint()
+        self._spans: list[_FragmentSpan] = []
+        self._offset_s = 0.0  # both tracks' offset at the end of the last fragment read
+        self._checkpoint_lock = asyncio.Lock()
+        self._last_tags: dict[str, str] = {}
+        self._last_number: str | None = None
+
+    # ---- the run --------------------------------------------------------------------------------------------------
+    async def run(self) -> str:
+        """Transcribe until the call ends; returns why it ended. Raises :class:`CallFailed` or :class:`EndpointBusy`."""
+        saved = await self.store.load_checkpoint(self.call.contact_id)
+        if saved:
+            self.checkpoint = Checkpoint(**saved)
+        else:
+            await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
+                                                    "streamArn": self.call.stream_arn})
+        await self.store.set_call(self.call.contact_id, "ACTIVE")
+        queues = {track: asyncio.Queue(TRACK_QUEUE_CHUNKS) for track in mkv.CONNECT_TRACKS}
+        reader = asyncio.create_task(self._read(queues))
+        tracks = [asyncio.create_task(self._transcribe(track, queues[track])) for track in mkv.CONNECT_TRACKS]
+        try:
+            done, _ = await asyncio.wait([reader, *tracks], return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            await asyncio.gather(*tracks)
+            return reader.result()
+        finally:
+            for task in (reader, *tracks):
+                task.cancel()
+            await asyncio.gather(reader, *tracks, return_exceptions=True)
+
+    # ---- reading --------------------------------------------------------------------------------------------------
+    async def _read(self, queues: dict[str, asyncio.Queue]) -> str:
+        """GetMedia (reopened on quiet reads) -> fragments -> resampled chunks per track. Returns why it ended."""
+        cp = self.checkpoint
+        after = cp.fragment or self.call.start_fragment
+        skip_through = cp.fragment  # GetMedia may return the named fragment itself (unconfirmed either way)
+        self._offset_s = max(cp.fragment_end_s.values(), default=0.0)
+        resamplers = {track: Pcm16Resampler(mkv.CONNECT_SAMPLE_RATE_HZ) for track in mkv.CONNECT_TRACKS}
+        pending = {track: bytearray() for track in mkv.CONNECT_TRACKS}
+        token: str | None = None
+        last_fragment_at = self.clock()
+        last_open = -math.inf
+        reason = "quiet"
+        while True:
+            wait = last_open + MIN_GET_MEDIA_INTERVAL_S - self.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            last_open = self.clock()
+            selector = start_selector(continuation_token=token) if token else start_selector(after_fragment=after)
+            framer = mkv.FragmentFramer()
+            seen_before = self._last_number
+            try:
+                async for piece in self.media.get_media(self.call.stream_arn, selector):
+                    ended = None
+                    for data in framer.feed(piece):
+                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
+                            break
+                    if ended:
+                        reason = ended
+                        break
+                else:
+                    for data in framer.close():
+                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
+                            reason = ended
+            except mkv.FragmentError as error:
+                raise CallFailed(f"a bad fragment after fragment {self._last_number or after}: {error}") from error
+            token = self._last_tags.get(mkv.TAG_CONTINUATION_TOKEN, token)
+            after = self._last_number or after
+            if reason != "quiet":
+                break
+            now = self.clock()
+            if self._last_number != seen_before:  # a new fragment arrived
+                last_fragment_at = now
+            elif now - last_fragment_at >= self.quiet_s:
+                break
+        for track, queue in queues.items():
+            tail = bytes(pending[track]) + resamplers[track].flush()
+            for start in range(0, len(tail), CHUNK_BYTES):
+                await queue.put(tail[start:start + CHUNK_BYTES])
+            await queue.put(None)
+        return reason
+
+    async def _fragment(self, data: bytes, skip_through: str | None, resamplers: dict[str, Pcm16Resampler],
+                        pending: dict[str, bytearray], queues: dict[str, asyncio.Queue]) -> str | None:
+        """Handle one fragment; returns a reason when the call ends before it."""
+        fragment = mkv.parse_fragment(data)
+        if fragment.error:
+            raise CallFailed(f"GetMedia reported an error: {fragment.error}")
+        if fragment.contact_id and fragment.contact_id != self.call.contact_id:
+            return f"the stream moved on to contact {fragment.contact_id}"
+        if fragment.number is None or not fragment.number.isdigit():
+            raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER ({fragment.number!r})")
+        if self._last_number is not None and int(fragment.number) <= int(self._last_number):
+            return None  # read already (a reopened GetMedia may start at the fragment it was given)
+        self._last_tags, self._last_number = fragment.tags, fragment.number
+        if skip_through is not None and int(fragment.number) <= int(skip_through):
+            return None  # finished before the restart
+        behind = fragment.tags.get(mkv.TAG_MILLIS_BEHIND_NOW)
+        if behind is not None and behind.isdigit():
+            self.on_metric("MillisBehindNow", float(behind))
+        seconds = max(fragment.seconds(track) for track in mkv.CONNECT_TRACKS)
+        start_s = self._offset_s
+        for track in mkv.CONNECT_TRACKS:
+            pcm = fragment.audio.get(track, b"")
+            pcm += bytes(round(seconds * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES - len(pcm))  # pad to call time
+            done = self.checkpoint.done_s.get(track, 0.0)
+            skip = min(len(pcm) // SAMPLE_BYTES, max(0, round((done - start_s) * mkv.CONNECT_SAMPLE_RATE_HZ)))
+            pending[track] += resamplers[track].resample(pcm[skip * SAMPLE_BYTES:])
+            whole = len(pending[track]) - len(pending[track]) % CHUNK_BYTES
+            for at in range(0, whole, CHUNK_BYTES):
+                await queues[track].put(bytes(pending[track][at:at + CHUNK_BYTES]))
+            del pending[track][:whole]
+        self._offset_s = start_s + seconds
+        self._spans.append(_FragmentSpan(fragment.number, self._offset_s))
+        return None
+
+    # ---- transcribing ---------------------------------------------------------------------------------------------
+    async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
+        base_s = self.checkpoint.done_s.get(track, 0.0)
+        partial: list[str] = []
+
+        async def chunks():
+            while (chunk := await queue.get()) is not None:
+                yield chunk
+
+        async def on_partial(delta: str) -> None:
+            partial.append(delta)
+            segment = Segment(self.call.contact_id, track, "".join(partial), self.checkpoint.done_s.get(track, base_s),
+                              self.checkpoint.done_s.get(track, base_s), final=False)
+            await self.store.publish(SEGMENT, segment.detail())
+
+        async def on_final(action: ShowGenerationText) -> None:
+            partial.clear()
+            segment = Segment(self.call.contact_id, track, action.text, base_s + action.start_s,
+                              base_s + action.end_s, final=True)
+            state = await self._advance(track, segment.end_s)
+            # The segment and the checkpoint that covers it are written in one transaction, then the event is
+            # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
+            await asyncio.shield(self._commit(segment, state))
+
+        machine = TranscriptionMachine(model=self.model, session_limit_s=self.session_limit_s,
+                                       max_stream_s=self.max_stream_s)
+        driver = _TrackDriver(machine, chunks(), self.opener, lambda delta: None, lambda text: None,
+                              lambda reason: LOG.info("%s %s: %s", self.call.contact_id, track, reason), self.clock,
+                              on_final=on_final, on_partial=on_partial)
+        try:
+            await driver.run()
+        except RealtimeError as error:
+            if error.code == SERVER_BUSY_CODE:
+                raise EndpointBusy(str(error)) from error
+            raise CallFailed(f"track {track}: {error}") from error
+
+    async def _commit(self, segment: Segment, state: dict[str, Any]) -> None:
+        await self.store.commit_final(segment, state)
+        await self.store.publish(SEGMENT, segment.detail())
+        self.on_segment(segment)
+
+    async def _advance(self, track: str, done_s: float) -> dict[str, Any]:
+        """Move the checkpoint to the last fragment both tracks have finished; returns its new state."""
+        async with self._checkpoint_lock:
+            cp = self.checkpoint
+            cp.done_s[track] = max(cp.done_s.get(track, 0.0), done_s)
+            reached = min(cp.done_s.get(name, 0.0) for name in mkv.CONNECT_TRACKS)
+            # A resampler's rounding may leave a final a sample short of a fragment's end: allow a millisecond.
+            while self._spans and self._spans[0].end_s <= reached + 1e-3:
+                span = self._spans.pop(0)
+                cp.fragment, cp.fragment_end_s = span.number, {name: span.end_s for name in mkv.CONNECT_TRACKS}
+            return asdict(cp)
+
+
+class Consumer:
+    """Many calls in one task (asyncio): each call runs until it ends; a busy endpoint makes a call wait, a failing
+    call fails alone.
+
+    ``transcriber_factory(call)`` builds the :class:`CallTranscriber` of a call (a new one each attempt, which
+    resumes from the checkpoint).
+    """
+
+    def __init__(self, transcriber_factory: Callable[[CallRequest], CallTranscriber], store: Any, *,
+                 max_calls: int = 50, busy_wait_s: tuple[float, ...] = BUSY_WAIT_S,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.factory, self.store = transcriber_factory, store
+        self.slots = asyncio.Semaphore(max_calls)
+        self.busy_wait_s, self.sleep = busy_wait_s, sleep
+        self.calls: dict[str, asyncio.Task[str]] = {}
+        self.waits: dict[str, int] = {}
+
+    def start(self, call: CallRequest) -> asyncio.Task[str]:
+        """Start (or keep) the call's task; a second start of a live call is a no-op (messages may repeat)."""
+        task = self.calls.get(call.contact_id)
+        if task is None or task.done():
+            task = asyncio.create_task(self._run(call), name=f"call-{call.contact_id}")
+            self.calls[call.contact_id] = task
+        return task
+
+    async def _run(self, call: CallRequest) -> str:
+        async with self.slots:
+            waits = 0
+            while True:
+                transcriber = self.factory(call)
+                try:
+                    reason = await transcriber.run()
+                except EndpointBusy as error:
+                    delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
+                    waits += 1
+                    self.waits[call.contact_id] = waits
+                    await self.store.set_call(call.contact_id, "WAITING", str(error))
+                    await self.store.publish(CALL_WAITING, {"contactId": call.contact_id, "reason": str(error),
+                                                            "retryInS": delay})
+                    await self.sleep(delay)
+                    continue
+                except CallFailed as error:
+                    await self.store.set_call(call.contact_id, "FAILED", str(error))
+                    await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": str(error)})
+                    return f"failed: {error}"
+                await self.store.set_call(call.contact_id, "ENDED", reason)
+                await self.store.publish(CALL_ENDED, {"contactId": call.contact_id, "reason": reason})
+                return reason
+
+    async def close(self) -> None:
+        for task in self.calls.values():
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self.calls.values(), return_exceptions=True)
