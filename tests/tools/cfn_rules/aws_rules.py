@@ -16,12 +16,18 @@ catalogue (constructs_lib/instance_types.py), a downward import.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from cfnlint.rules import CloudFormationLintRule
 
-import _template as t  # noqa: E402  (cfn-lint imports this file by path; see _template.ROOT)
-from _template import Finding, TemplateRule
+# cfn-lint imports this file by its path (``--append-rules``), not as a package: make its helper importable.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _template as t  # noqa: E402
+from _template import Finding, TemplateRule  # noqa: E402
 
 SAGEMAKER_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference"
 AAS_API = "https://docs.aws.amazon.com/autoscaling/application/APIReference"
