@@ -179,6 +179,110 @@ class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
                     yield (*where, "ResourceId"), f"{resource_id!r} is not service/<cluster>/<service>"
 
 
+class ContainerEnvironmentSize(TemplateRule, CloudFormationLintRule):
+    id = "E9105"
+    shortdesc = ("ContainerDefinition.Environment: each key and value at most 1024 bytes; all keys and values of a "
+                 "model's containers together at most 32 KB")
+    description = ("ContainerDefinition Environment: 'The maximum length of each key and value in the Environment "
+                   "map is 1024 bytes. The maximum length of all keys and values in the map, combined, is 32 KB. If "
+                   "you pass multiple containers to a CreateModel request, then the maximum length of all of their "
+                   "maps, combined, is also 32 KB.' Values CloudFormation computes count as 0 bytes (unknown).")
+    source_url = f"{SAGEMAKER_API}/API_ContainerDefinition.html"
+    tags = ["sagemaker"]
+
+    LIMIT, TOTAL = 1024, 32 * 1024
+
+    def findings(self, template):
+        for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
+            containers = [(("PrimaryContainer",), props.get("PrimaryContainer"))]
+            containers += [(("Containers", i), c) for i, c in enumerate(t.as_list(props.get("Containers")))]
+            total = 0
+            for path, container in containers:
+                env = (container or {}).get("Environment") if isinstance(container, dict) else None
+                if not isinstance(env, dict):
+                    continue
+                for key, value in env.items():
+                    size = [len(str(x).encode()) if not t.is_intrinsic(x) else 0 for x in (key, value)]
+                    total += sum(size)
+                    if max(size) > self.LIMIT:
+                        yield (("Resources", lid, "Properties", *path, "Environment", key),
+                               f"{key}: {max(size)} bytes, over the {self.LIMIT}-byte limit")
+            if total > self.TOTAL:
+                yield ("Resources", lid, "Properties"), f"the environment maps hold {total} bytes, over 32 KB"
+
+
+class InstancePoolPriorities(TemplateRule, CloudFormationLintRule):
+    id = "E9106"
+    shortdesc = ("InstancePool.Priority: valid values 1 to 5 (1 the highest); one pool per priority and per instance "
+                 "type (an ordered list of up to five instance types)")
+    description = ("AWS::SageMaker::EndpointConfig InstancePool, Priority: 'Valid values: 1 to 5, where 1 is the "
+                   "highest priority.' SageMaker developer guide, instance pools: 'an ordered list of up to five "
+                   "instance types'. Distinct priorities and types: implied by that order, unconfirmed as an API "
+                   "check.")
+    source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/"
+                  "aws-properties-sagemaker-endpointconfig-instancepool.html")
+    tags = ["sagemaker"]
+
+    def findings(self, template):
+        for lid, props in t.resources(template, "AWS::SageMaker::EndpointConfig").items():
+            for path, variant in _variants(props):
+                pools = [p for p in t.as_list(variant.get("InstancePools")) if isinstance(p, dict)]
+                where = ("Resources", lid, "Properties", *path, "InstancePools")
+                priorities = [t.literal_int(p.get("Priority")) for p in pools]
+                for i, priority in enumerate(priorities):
+                    if priority is not None and not 1 <= priority <= 5:
+                        yield (*where, i, "Priority"), f"priority {priority} is outside 1-5"
+                known = [p for p in priorities if p is not None]
+                if len(set(known)) != len(known):
+                    yield where, f"priorities {known} repeat"
+                types = [p.get("InstanceType") for p in pools if isinstance(p.get("InstanceType"), str)]
+                if len(set(types)) != len(types):
+                    yield where, f"instance types {types} repeat"
+
+
+class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
+    id = "E9107"
+    shortdesc = ("PutScalingPolicy, target tracking: either a predefined or a customized metric, not both; a "
+                 "customized metric is MetricName, Namespace and Statistic, or Metrics (a metric math query), not "
+                 "both; a predefined metric of the scaled service (SageMaker... for a variant, ECSService... or "
+                 "ALBRequestCountPerTarget for an ECS service); a ResourceLabel with ALBRequestCountPerTarget only")
+    description = ("TargetTrackingScalingPolicyConfiguration: 'You can specify either a predefined metric or a "
+                   "customized metric.' CustomizedMetricSpecification and PredefinedMetricSpecification "
+                   "(PredefinedMetricType: each service's own types; ResourceLabel: 'You can't specify a resource "
+                   "label unless the metric type is ALBRequestCountPerTarget and there is a target group attached'."
+                   ")")
+    source_url = f"{AAS_API}/API_TargetTrackingScalingPolicyConfiguration.html"
+    tags = ["autoscaling"]
+
+    PREFIX = {"sagemaker": ("SageMaker",), "ecs": ("ECSService", "ALBRequestCountPerTarget")}
+
+    def findings(self, template):
+        targets = t.resources(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+        for lid, props in t.resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy").items():
+            config = props.get("TargetTrackingScalingPolicyConfiguration")
+            if not isinstance(config, dict):
+                continue
+            where = ("Resources", lid, "Properties", "TargetTrackingScalingPolicyConfiguration")
+            predefined, custom = config.get("PredefinedMetricSpecification"), config.get("CustomizedMetricSpecification")
+            if (predefined is None) == (custom is None):
+                yield where, "exactly one of PredefinedMetricSpecification and CustomizedMetricSpecification"
+            if isinstance(custom, dict):
+                single = {"MetricName", "Namespace", "Statistic"} & set(custom)
+                if custom.get("Metrics") and single:
+                    yield (*where, "CustomizedMetricSpecification"), f"Metrics cannot be combined with {sorted(single)}"
+                if not custom.get("Metrics") and single != {"MetricName", "Namespace", "Statistic"}:
+                    yield (*where, "CustomizedMetricSpecification"), "needs MetricName, Namespace and Statistic"
+            target = targets.get(t.ref_target(template, props.get("ScalingTargetId")) or "")
+            namespace = (target or {}).get("ServiceNamespace") or props.get("ServiceNamespace")
+            kind = (predefined or {}).get("PredefinedMetricType") if isinstance(predefined, dict) else None
+            if isinstance(kind, str) and namespace in self.PREFIX and not kind.startswith(self.PREFIX[namespace]):
+                yield (*where, "PredefinedMetricSpecification"), f"{kind} is not a metric of {namespace}"
+            label = (predefined or {}).get("ResourceLabel") if isinstance(predefined, dict) else None
+            if isinstance(kind, str) and (kind == "ALBRequestCountPerTarget") != (label is not None):
+                yield (*where, "PredefinedMetricSpecification"), (
+                    "ResourceLabel goes with ALBRequestCountPerTarget, and only with it")
+
+
 # --------------------------------------------------------------------------------------------------- CloudWatch
 class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
     id = "E9201"
