@@ -133,7 +133,8 @@ class ProvisionTimeoutRange(TemplateRule, CloudFormationLintRule):
 class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
     id = "E9104"
     shortdesc = ("RegisterScalableTarget: a SageMaker variant's ResourceId is endpoint/<endpoint name>/variant/"
-                 "<variant name> with ScalableDimension sagemaker:variant:DesiredInstanceCount; an ECS service's is "
+                 "<variant name> with ScalableDimension sagemaker:variant:DesiredInstanceCount (or "
+                 "DesiredProvisionedConcurrency, serverless); an ECS service's is "
                  "service/<cluster>/<service> with ecs:service:DesiredCount; MinCapacity <= MaxCapacity, and a "
                  "variant's MinCapacity is at least 1")
     description = ("RegisterScalableTarget ResourceId and ScalableDimension formats; SageMaker developer guide "
@@ -158,10 +159,12 @@ class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
                 yield (*where, "MinCapacity"), f"MinCapacity {low} exceeds MaxCapacity {high}"
             namespace, dimension = props.get("ServiceNamespace"), props.get("ScalableDimension")
             resource_id = t.joined_text(props.get("ResourceId"))
-            if namespace == "sagemaker" and resource_id is not None and resource_id.startswith("endpoint/"):
-                if dimension != "sagemaker:variant:DesiredInstanceCount":
-                    yield (*where, "ScalableDimension"), f"{dimension} is not sagemaker:variant:DesiredInstanceCount"
-                if low is not None and low < 1:
+            variant_dimensions = ("sagemaker:variant:DesiredInstanceCount", "sagemaker:variant:DesiredProvisionedConcurrency")
+            if namespace == "sagemaker" and resource_id is not None and (
+                    resource_id.startswith("endpoint/") or dimension in variant_dimensions):
+                if dimension not in variant_dimensions:
+                    yield (*where, "ScalableDimension"), f"{dimension} is not a dimension of an endpoint variant"
+                if low is not None and low < 1 and dimension == variant_dimensions[0]:
                     yield (*where, "MinCapacity"), "a SageMaker variant scales between at least 1 instance"
                 match = re.fullmatch(r"endpoint/([^/]+)/variant/([^/]+)", resource_id)
                 if match is None:
