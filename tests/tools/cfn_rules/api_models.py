@@ -57,16 +57,15 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "AWS::ECS::TaskDefinition": ("ecs", "RegisterTaskDefinition"),
 }
 
-#: (resource type, property) -> the operation of the same API whose input has the member.
-OTHER_OPERATIONS: dict[tuple[str, str], str] = {
+#: (resource type, property) -> (operation of the same API, how): "member" when that operation's input has the
+#: property as a member, "items" when the property is a list whose every item is one call of that operation.
+OTHER_OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     # CloudFormation's update of an Endpoint calls UpdateEndpoint with these.
-    ("AWS::SageMaker::Endpoint", "RetainAllVariantProperties"): "UpdateEndpoint",
-    ("AWS::SageMaker::Endpoint", "ExcludeRetainedVariantProperties"): "UpdateEndpoint",
-    ("AWS::SageMaker::Endpoint", "RetainDeploymentConfig"): "UpdateEndpoint",
-    # A scalable target's scheduled actions are PutScheduledAction calls.
-    ("AWS::ApplicationAutoScaling::ScalableTarget", "ScheduledActions"): "PutScheduledAction",
-    # ECS's update of a service.
-    ("AWS::ECS::Service", "ForceNewDeployment"): None,  # type: ignore[dict-item]  (see CFN_ONLY)
+    ("AWS::SageMaker::Endpoint", "RetainAllVariantProperties"): ("UpdateEndpoint", "member"),
+    ("AWS::SageMaker::Endpoint", "ExcludeRetainedVariantProperties"): ("UpdateEndpoint", "member"),
+    ("AWS::SageMaker::Endpoint", "RetainDeploymentConfig"): ("UpdateEndpoint", "member"),
+    # A scalable target's scheduled actions are PutScheduledAction calls, one per item.
+    ("AWS::ApplicationAutoScaling::ScalableTarget", "ScheduledActions"): ("PutScheduledAction", "items"),
 }
 
 #: (resource type, property) -> why it has no API member to be checked against.
@@ -201,8 +200,12 @@ def check_resource(resource_type: str, props: dict, path: tuple) -> Iterator[Fin
     for name, value in props.items():
         if (resource_type, name) in CFN_ONLY:
             continue
-        other = OTHER_OPERATIONS.get((resource_type, name))
+        other, how = OTHER_OPERATIONS.get((resource_type, name), (None, "member"))
         target = _model(service).operation_model(other).input_shape if other else shape
+        if how == "items":
+            for i, item in enumerate(value if isinstance(value, list) else []):
+                yield from check_value(item, target, (*path, name, i), resource_type)
+            continue
         member = _member(target, name, resource_type)
         if member is None:
             yield (*path, name), f"{operation} has no member {name!r} (members: {', '.join(target.members)})"
