@@ -99,6 +99,15 @@ def model(**container) -> dict:
                                                      "PrimaryContainer": {"Image": "i", **container}}))
 
 
+def role_and_model(depends: bool) -> dict:
+    tpl = template(Role=("AWS::IAM::Role", {"AssumeRolePolicyDocument": {}}),
+                   Policy=("AWS::IAM::Policy", {"Roles": [{"Ref": "Role"}], "PolicyDocument": {}}),
+                   Model=("AWS::SageMaker::Model", {"ExecutionRoleArn": {"Fn::GetAtt": ["Role", "Arn"]}}))
+    if depends:
+        tpl["Resources"]["Model"]["DependsOn"] = ["Policy", "Role"]
+    return tpl
+
+
 S3_PREFIX = {"S3DataSource": {"S3DataType": "S3Prefix", "CompressionType": "None", "S3Uri": "s3://b/models/v1/"}}
 
 #: (rule, a template that breaks it, a piece of the finding, the same template mended).
@@ -131,6 +140,14 @@ CASES = [
         {"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 6}])),
      "outside 1-5", template(C=config(None, key=None, InstancePools=[
          {"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]))),
+    (aws_rules.ReplacedSageMakerResourcesHaveNoName,
+     template(C=("AWS::SageMaker::EndpointConfig", {**config(key=None)[1], "EndpointConfigName": "voxtral"})),
+     "EndpointConfigName is fixed", template(C=config(key=None))),
+    (aws_rules.ReplacedSageMakerResourcesHaveNoName,
+     template(M=("AWS::SageMaker::Model", {"ModelName": "voxtral"})), "ModelName is fixed",
+     template(M=("AWS::SageMaker::Model", {}))),
+    (aws_rules.ExecutionRoleOutlivesTheEndpoint, role_and_model(depends=False), "does not depend on it",
+     role_and_model(depends=True)),
     (aws_rules.InstancePoolPriorities, template(C=config(None, key=None, InstancePools=[
         {"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6.4xlarge", "Priority": 2}])),
      "repeat", template(C=config(None, key=None, InstancePools=[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]))),
@@ -184,6 +201,14 @@ def endpoints(hostnames=True, support=True, kind="Interface", **props) -> dict:
     return template(Vpc=("AWS::EC2::VPC", {"CidrBlock": "10.0.0.0/16", "EnableDnsHostnames": hostnames,
                                            "EnableDnsSupport": support}),
                     Endpoint=("AWS::EC2::VPCEndpoint", endpoint))
+
+
+def zoned_endpoint(*zones: str) -> dict:
+    tpl = endpoints(SubnetIds=[{"Ref": f"Subnet{i}"} for i in range(len(zones))])
+    for i, zone in enumerate(zones):
+        tpl["Resources"][f"Subnet{i}"] = {"Type": "AWS::EC2::Subnet", "Properties": {
+            "AvailabilityZone": {"Fn::Select": [ord(zone) - ord("a"), {"Fn::GetAZs": ""}]}}}
+    return tpl
 
 
 def bucket_policy(resource=None, principal=True) -> dict:
@@ -268,6 +293,16 @@ CASES += [
      ecs_app(remover=True)),
     (aws_rules.ServiceLaunchTypeOrStrategy, ecs_app(remover=True, NetworkConfiguration={}), "NetworkConfiguration",
      ecs_app(remover=True)),
+    (aws_rules.ServiceLaunchTypeOrStrategy, ecs_app(remover=True, DeploymentController={"Type": "CODE_DEPLOY"},
+                                                    DeploymentConfiguration={"DeploymentCircuitBreaker": {
+                                                        "Enable": True, "Rollback": True}}),
+     "circuit breaker", ecs_app(remover=True, DeploymentConfiguration={"DeploymentCircuitBreaker": {
+         "Enable": True, "Rollback": True}})),
+    (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "3", "MaxSize": "2"})),
+     "exceeds MaxSize", template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2", "MaxSize": "2"}))),
+    (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {
+        "MinSize": "0", "MaxSize": "2", "DesiredCapacity": "3"})), "outside 0-2",
+     template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "0", "MaxSize": "2", "DesiredCapacity": "2"}))),
     (aws_rules.ContainerDefinitionRules, task(Image="i"), "needs Memory or MemoryReservation",
      task(Image="i", MemoryReservation=512)),
     (aws_rules.ContainerDefinitionRules, task(Memory=512, MemoryReservation=512), "must exceed",
@@ -306,6 +341,7 @@ CASES += [
     (aws_rules.VpcEndpointDns, endpoints(hostnames=False), "EnableDnsHostnames", endpoints()),
     (aws_rules.VpcEndpointDns, endpoints(kind="Gateway", SubnetIds=["s"]), "for interface endpoints",
      endpoints(kind="Gateway")),
+    (aws_rules.VpcEndpointDns, zoned_endpoint("a", "a"), "one subnet per Availability Zone", zoned_endpoint("a", "b")),
     (aws_rules.KeyPolicyKeepsTheKeyManageable, key(window=31), "outside 7-30", key(window=30)),
     (aws_rules.KeyPolicyKeepsTheKeyManageable, key(statements=[{"Effect": "Allow", "Action": "kms:Decrypt",
                                                                 "Principal": ROOT_PRINCIPAL, "Resource": "*"}]),

@@ -286,6 +286,51 @@ class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
                     "ResourceLabel goes with ALBRequestCountPerTarget, and only with it")
 
 
+class ReplacedSageMakerResourcesHaveNoName(TemplateRule, CloudFormationLintRule):
+    id = "E9108"
+    shortdesc = ("To update an endpoint, you must create a new EndpointConfig: every change of an EndpointConfig "
+                 "(or Model) replaces it, so neither takes a fixed EndpointConfigName or ModelName")
+    description = ("CreateEndpoint / UpdateEndpoint: 'To update an endpoint, you must create a new "
+                   "EndpointConfig.' AWS::SageMaker::EndpointConfig and AWS::SageMaker::Model: every property is "
+                   "'Update requires: Replacement'; CloudFormation cannot replace a resource with a custom name "
+                   "(the new one would take the name the old one still holds).")
+    source_url = f"{SAGEMAKER_API}/API_UpdateEndpoint.html"
+    tags = ["sagemaker", "replacement"]
+
+    def findings(self, template):
+        for kind, name in (("AWS::SageMaker::EndpointConfig", "EndpointConfigName"), ("AWS::SageMaker::Model", "ModelName")):
+            for lid, props in t.resources(template, kind).items():
+                if name in props:
+                    yield ("Resources", lid, "Properties", name), f"{name} is fixed: the next change cannot replace {lid}"
+
+
+class ExecutionRoleOutlivesTheEndpoint(TemplateRule, CloudFormationLintRule):
+    id = "E9109"
+    shortdesc = ("DeleteEndpoint: do not delete or revoke the permissions of the model's ExecutionRoleArn, "
+                 "otherwise SageMaker cannot delete the endpoint's resources: every policy of that role in the "
+                 "template is one the Model depends on, so CloudFormation deletes it after the endpoint")
+    description = ("DeleteEndpoint: 'SageMaker retires any custom KMS key grants associated with the endpoint ... "
+                   "Do not delete or revoke the permissions for your ExecutionRoleArn, otherwise SageMaker cannot "
+                   "delete these resources.' CloudFormation deletes a resource only after every resource that "
+                   "depends on it; a policy nothing depends on may go first.")
+    source_url = f"{SAGEMAKER_API}/API_DeleteEndpoint.html"
+    tags = ["sagemaker", "iam", "destroy"]
+
+    def findings(self, template):
+        resources = template.get("Resources") or {}
+        for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
+            role = t.ref_target(template, props.get("ExecutionRoleArn"))
+            if role is None:
+                continue
+            needed = set(t.as_list(resources[lid].get("DependsOn"))) | t.references(props)
+            for kind, key in (("AWS::IAM::Policy", "Roles"), ("AWS::IAM::ManagedPolicy", "Roles")):
+                for pid, policy in t.resources(template, kind).items():
+                    if role in t.references(policy.get(key)) and pid not in needed:
+                        yield ("Resources", lid, "DependsOn"), (
+                            f"{pid} grants {role}'s permissions but {lid} does not depend on it: a stack deletion may "
+                            "remove it while SageMaker still deletes the endpoint")
+
+
 # --------------------------------------------------------------------------------------------------- CloudWatch
 class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
     id = "E9201"
@@ -406,8 +451,11 @@ class ProtectedInstancesBlockDeletion(TemplateRule, CloudFormationLintRule):
 class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
     id = "E9304"
     shortdesc = ("CreateService: if a capacityProviderStrategy is specified, launchType must be omitted; a task "
-                 "definition in awsvpc mode needs the service's networkConfiguration and target groups of type ip")
-    description = ("CreateService launchType / capacityProviderStrategy; RegisterTaskDefinition networkMode: 'If "
+                 "definition in awsvpc mode needs the service's networkConfiguration and target groups of type ip; the "
+                 "deployment circuit breaker only with the rolling update (ECS) deployment controller")
+    description = ("CreateService launchType / capacityProviderStrategy; DeploymentCircuitBreaker: 'can only be "
+                   "used for services using the rolling update (ECS) deployment type'; RegisterTaskDefinition "
+                   "networkMode: 'If "
                    "the network mode is awsvpc ... you must specify a NetworkConfiguration value'; Elastic Load "
                    "Balancing: for awsvpc tasks 'you must choose ip as the target type'.")
     source_url = f"{ECS_API}/API_CreateService.html"
@@ -420,6 +468,9 @@ class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
             where = ("Resources", lid, "Properties")
             if props.get("LaunchType") and props.get("CapacityProviderStrategy"):
                 yield (*where, "LaunchType"), "LaunchType and CapacityProviderStrategy exclude each other"
+            controller = (props.get("DeploymentController") or {}).get("Type", "ECS")
+            if (props.get("DeploymentConfiguration") or {}).get("DeploymentCircuitBreaker") and controller != "ECS":
+                yield (*where, "DeploymentConfiguration"), f"the circuit breaker is for ECS rolling updates, not {controller}"
             task = tasks.get(t.ref_target(template, props.get("TaskDefinition")) or "")
             if task is None or task.get("NetworkMode") != "awsvpc":
                 continue
@@ -503,6 +554,25 @@ class GpusFitTheInstance(TemplateRule, CloudFormationLintRule):
                     yield where, f"{instance_type} is not in the instance catalogue: its GPU count is unknown"
                 elif gpus > spec.gpus:
                     yield where, f"the task reserves {gpus} GPUs; {instance_type} has {spec.gpus}"
+
+
+class AutoScalingGroupSizes(TemplateRule, CloudFormationLintRule):
+    id = "E9308"
+    shortdesc = ("CreateAutoScalingGroup: the desired capacity must be greater than or equal to the minimum size "
+                 "and less than or equal to the maximum size (so MinSize <= MaxSize)")
+    description = "CreateAutoScalingGroup DesiredCapacity."
+    source_url = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html"
+    tags = ["autoscaling"]
+
+    def findings(self, template):
+        for lid, props in t.resources(template, "AWS::AutoScaling::AutoScalingGroup").items():
+            low, high = t.literal_int(props.get("MinSize")), t.literal_int(props.get("MaxSize"))
+            desired = t.literal_int(props.get("DesiredCapacity"))
+            where = ("Resources", lid, "Properties")
+            if low is not None and high is not None and low > high:
+                yield (*where, "MinSize"), f"MinSize {low} exceeds MaxSize {high}"
+            if desired is not None and ((low is not None and desired < low) or (high is not None and desired > high)):
+                yield (*where, "DesiredCapacity"), f"DesiredCapacity {desired} is outside {low}-{high}"
 
 
 class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
@@ -687,15 +757,17 @@ class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
     id = "E9502"
     shortdesc = ("CreateVpcEndpoint: private DNS on an interface endpoint needs the VPC attributes "
                  "enableDnsHostnames and enableDnsSupport true; subnets and security groups are for interface "
-                 "endpoints, route tables for gateway endpoints")
+                 "endpoints (one subnet per Availability Zone), route tables for gateway endpoints")
     description = ("CreateVpcEndpoint PrivateDnsEnabled: 'To use a private hosted zone, you must set the following "
                    "VPC attributes to true: enableDnsHostnames and enableDnsSupport.' RouteTableIds: '(Gateway "
-                   "endpoint)'; SubnetIds, SecurityGroupIds: '(Interface endpoint)'.")
+                   "endpoint)'; SubnetIds, SecurityGroupIds: '(Interface endpoint)'. One subnet per Availability "
+                   "Zone: AWS PrivateLink guide, 'Create an interface endpoint'.")
     source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
     tags = ["ec2"]
 
     def findings(self, template):
         vpcs = t.resources(template, "AWS::EC2::VPC")
+        subnets = t.resources(template, "AWS::EC2::Subnet")
         for lid, props in t.resources(template, "AWS::EC2::VPCEndpoint").items():
             where = ("Resources", lid, "Properties")
             kind = props.get("VpcEndpointType", "Gateway")
@@ -712,6 +784,11 @@ class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
                         yield (*where, key), f"{key} is for interface endpoints, not gateway endpoints"
             elif kind == "Interface" and "RouteTableIds" in props:
                 yield (*where, "RouteTableIds"), "RouteTableIds is for gateway endpoints"
+            if kind == "Interface":
+                zones = [repr(subnets[s].get("AvailabilityZone")) for s in
+                         (t.ref_target(template, x) for x in t.as_list(props.get("SubnetIds"))) if s in subnets]
+                if len(set(zones)) != len(zones):
+                    yield (*where, "SubnetIds"), "an interface endpoint takes one subnet per Availability Zone"
 
 
 # --------------------------------------------------------------------------------------------------------- KMS
