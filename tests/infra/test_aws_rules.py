@@ -130,6 +130,9 @@ CASES = [
      model(ModelDataSource=S3_PREFIX)),
     (aws_rules.ModelDataSourceLimits, model(Mode="MultiModel", ModelDataSource=S3_PREFIX), "multi-model",
      model(Mode="SingleModel", ModelDataSource=S3_PREFIX)),
+    (aws_rules.MarketplacePackageIsIsolated, model(ModelPackageName="arn:aws:sagemaker:us-east-1:1:model-package/p"),
+     "needs EnableNetworkIsolation", template(Model=("AWS::SageMaker::Model", {
+         "EnableNetworkIsolation": True, "PrimaryContainer": {"ModelPackageName": "arn:aws:sagemaker:us-east-1:1:model-package/p"}}))),
     (aws_rules.ProvisionTimeoutRange, template(C=config(VariantInstanceProvisionTimeoutInSeconds=240)), "300-3600",
      template(C=config(VariantInstanceProvisionTimeoutInSeconds=300))),
     (aws_rules.ContainerEnvironmentSize, model(Environment={"BIG": "x" * 1025}), "1024-byte",

@@ -114,6 +114,27 @@ class ModelDataSourceLimits(TemplateRule, CloudFormationLintRule):
                     yield (*where, "S3DataSource", "CompressionType"), "Gzip goes with S3Object, not S3Prefix"
 
 
+class MarketplacePackageIsIsolated(TemplateRule, CloudFormationLintRule):
+    id = "E9110"
+    shortdesc = ("A model from an AWS Marketplace model package runs in an isolated environment without an internet "
+                 "connection: its Model sets EnableNetworkIsolation true")
+    description = ("AWS Marketplace seller guide, 'Packaging your code into images': 'when a buyer subscribes to "
+                   "your containerized product, the Docker containers run in an isolated environment without an "
+                   "internet connection.' That CreateModel refuses such a package without EnableNetworkIsolation "
+                   "is what SageMaker's own SDK assumes (ModelPackage.enable_network_isolation); unconfirmed in the "
+                   "API reference's prose. Any ModelPackageName is taken as a Marketplace package (ours is).")
+    source_url = "https://docs.aws.amazon.com/marketplace/latest/userguide/ml-packaging-your-code-into-images.html"
+    tags = ["sagemaker", "marketplace"]
+
+    def findings(self, template):
+        for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
+            containers = [props.get("PrimaryContainer")] + t.as_list(props.get("Containers"))
+            if any(isinstance(c, dict) and "ModelPackageName" in c for c in containers) and \
+                    t.literal_bool(props.get("EnableNetworkIsolation")) is not True:
+                yield (("Resources", lid, "Properties", "EnableNetworkIsolation"),
+                       "a Marketplace model package needs EnableNetworkIsolation true")
+
+
 class ProvisionTimeoutRange(TemplateRule, CloudFormationLintRule):
     id = "E9103"
     shortdesc = "ProductionVariant.VariantInstanceProvisionTimeoutInSeconds: valid values 300 to 3600"
