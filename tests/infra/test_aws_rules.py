@@ -38,7 +38,7 @@ def config(instance_type="ml.g6.4xlarge", key=KEY, **variant) -> tuple[str, dict
 
 
 def ecs_app(protected=True, termination="ENABLED", scaling="ENABLED", remover=False, gpus="1",
-            instance_type="g6.xlarge", target_type="ip", **service) -> dict:
+            instance_type="g6.xlarge", target_type="ip", ordered=True, **service) -> dict:
     resources = {
         "Template": ("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": {"InstanceType": instance_type}}),
         "Group": ("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "0", "MaxSize": "2",
@@ -54,10 +54,15 @@ def ecs_app(protected=True, termination="ENABLED", scaling="ENABLED", remover=Fa
                                           "NetworkConfiguration": {"AwsvpcConfiguration": {"Subnets": ["s-1"]}},
                                           "LoadBalancers": [{"TargetGroupArn": {"Ref": "Targets"}}], **service}),
     }
+    resources["Association"] = ("AWS::ECS::ClusterCapacityProviderAssociations", {
+        "Cluster": "c", "CapacityProviders": [{"Ref": "Provider"}], "DefaultCapacityProviderStrategy": []})
     if remover:
         resources["Unprotect"] = ("Custom::RemoveInstanceProtection", {"ServiceToken": "arn:x",
                                                                        "GroupName": {"Ref": "Group"}})
-    return template(**resources)
+    tpl = template(**resources)
+    if ordered:
+        tpl["Resources"]["Service"]["DependsOn"] = ["Association"]
+    return tpl
 
 
 def load_balancer(idle="70", logs=True, prefix="alb", sse="AES256", grantee=None, delay="25", subnets=2) -> dict:
@@ -301,6 +306,8 @@ CASES += [
                                                         "Enable": True, "Rollback": True}}),
      "circuit breaker", ecs_app(remover=True, DeploymentConfiguration={"DeploymentCircuitBreaker": {
          "Enable": True, "Rollback": True}})),
+    (aws_rules.ServiceDependsOnItsCapacityProviderAssociation, ecs_app(remover=True, ordered=False),
+     "does not depend on Association", ecs_app(remover=True)),
     (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "3", "MaxSize": "2"})),
      "exceeds MaxSize", template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2", "MaxSize": "2"}))),
     (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {

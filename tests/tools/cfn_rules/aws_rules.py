@@ -596,6 +596,37 @@ class AutoScalingGroupSizes(TemplateRule, CloudFormationLintRule):
                 yield (*where, "DesiredCapacity"), f"DesiredCapacity {desired} is outside {low}-{high}"
 
 
+class ServiceDependsOnItsCapacityProviderAssociation(TemplateRule, CloudFormationLintRule):
+    id = "E9309"
+    shortdesc = ("Only capacity providers already associated with the cluster can be used in a capacity provider "
+                 "strategy, and one can be disassociated only when no task uses it: a service with a capacity "
+                 "provider strategy depends on the ClusterCapacityProviderAssociations that associates it (created "
+                 "after it, deleted before it)")
+    description = ("ECS API reference, CapacityProviderStrategyItem: 'Only capacity providers that are already "
+                   "associated with a cluster ... can be used in a capacity provider strategy.' "
+                   "PutClusterCapacityProviders: 'You can only disassociate an existing capacity provider from a "
+                   "cluster if it's not being used by any existing tasks.' Without the dependency CloudFormation "
+                   "may delete the association first: 'The specified capacity provider is in use and cannot be "
+                   "removed' (pahud/cdk-fargate-patterns#71; the service DependsOn fix: aws/containers-roadmap#631).")
+    source_url = f"{ECS_API}/API_PutClusterCapacityProviders.html"
+    tags = ["ecs", "destroy"]
+
+    def findings(self, template):
+        resources = template.get("Resources") or {}
+        associations = t.resources(template, "AWS::ECS::ClusterCapacityProviderAssociations")
+        for lid, props in t.resources(template, "AWS::ECS::Service").items():
+            providers = {t.ref_target(template, item.get("CapacityProvider"))
+                         for item in t.as_list(props.get("CapacityProviderStrategy")) if isinstance(item, dict)}
+            depends = set(t.as_list(resources[lid].get("DependsOn"))) | t.references(props)
+            for aid, association in associations.items():
+                listed = {t.ref_target(template, p) for p in t.as_list(association.get("CapacityProviders"))}
+                if providers & listed - {None} and aid not in depends:
+                    yield (("Resources", lid, "DependsOn"),
+                           f"{lid} uses a capacity provider that {aid} associates but does not depend on {aid}: "
+                           "CloudFormation may create the service first, or delete the association first "
+                           "(ResourceInUseException)")
+
+
 class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
     id = "E9307"
     shortdesc = ("PlacementStrategy: spread takes instanceId, host or an attribute (attribute:...); binpack takes "
