@@ -117,7 +117,8 @@ def _family(family: str, gpu_model: str, gpu_memory_gib: float, sizes: dict[str,
     """Build the specs of one family from ``{size: (vcpus, gpus)}`` and its :data:`LOCAL_STORAGE` entry."""
     local, source = LOCAL_STORAGE[family]
     return {
-        f"ml.{family}.{size}": InstanceSpec(f"ml.{family}.{size}", vcpus, gpus, gpu_memory_gib, gpu_model, local, source)
+        f"ml.{family}.{size}": InstanceSpec(
+            f"ml.{family}.{size}", vcpus, gpus, gpu_memory_gib, gpu_model, local, source)
         for size, (vcpus, gpus) in sizes.items()
     }
 
@@ -180,6 +181,40 @@ def has_local_storage(instance_type: str) -> bool | None:
     """
     spec = lookup(instance_type)
     return None if spec is None else spec.local_storage
+
+
+#: The rule behind :func:`volume_key_refusal`, with its source.
+KMS_KEY_ID_RULE = (
+    "CreateEndpointConfig API reference, KmsKeyId (https://docs.aws.amazon.com/sagemaker/latest/APIReference/"
+    "API_CreateEndpointConfig.html#sagemaker-CreateEndpointConfig-request-KmsKeyId): local storage volumes are "
+    "encrypted by a hardware module on the instance; \"You can't request a KmsKeyId when using an instance type with "
+    "local storage\", and CreateEndpointConfig fails if one is given"
+)
+
+
+def local_storage_types(instance_types: Sequence[str]) -> list[str]:
+    """The types of ``instance_types`` that have local NVMe instance storage (:func:`has_local_storage`), in order,
+    each once."""
+    return [name for name in dict.fromkeys(instance_types) if has_local_storage(name)]
+
+
+def unknown_storage_types(instance_types: Sequence[str]) -> list[str]:
+    """The types of ``instance_types`` whose storage the catalogue does not know, in order, each once."""
+    return [name for name in dict.fromkeys(instance_types) if has_local_storage(name) is None]
+
+
+def volume_key_refusal(instance_types: Sequence[str]) -> str | None:
+    """Why an EndpointConfig whose variant may run ``instance_types`` (its instance type, or each of its instance
+    pools) must not set ``KmsKeyId``: a sentence naming the types with local storage, the rule
+    (:data:`KMS_KEY_ID_RULE`) and where each type's fact comes from; ``None`` when none of them has local storage
+    (every type EBS-backed, or unknown to the catalogue: see :func:`unknown_storage_types`)."""
+    local = local_storage_types(instance_types)
+    if not local:
+        return None
+    facts = "; ".join(f"{name}: {lookup(name).local_storage_source}" for name in local)
+    return (f"KmsKeyId is left off: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe instance "
+            f"storage, which the instance encrypts with its own hardware key (XTS-AES-256, EC2 User Guide, 'SSD "
+            f"instance store volumes'). {KMS_KEY_ID_RULE}. Instance storage facts: {facts}.")
 
 
 def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
