@@ -229,6 +229,16 @@ def bucket_policy(resource=None, principal=True) -> dict:
                                                       "PolicyDocument": {"Statement": [statement]}}))
 
 
+def stores(emptied=True, empty_on_delete=True, policy="Delete") -> dict:
+    tpl = template(Bucket={"Type": "AWS::S3::Bucket", "DeletionPolicy": policy, "Properties": {}},
+                   Repository={"Type": "AWS::ECR::Repository", "DeletionPolicy": policy,
+                               "Properties": {"EmptyOnDelete": empty_on_delete}})
+    if emptied:
+        tpl["Resources"]["BucketAutoDelete"] = {"Type": "Custom::S3AutoDeleteObjects", "Properties": {
+            "ServiceToken": "arn:x", "BucketName": {"Ref": "Bucket"}}}
+    return tpl
+
+
 def secret(**props) -> dict:
     return template(Secret=("AWS::SecretsManager::Secret", props))
 
@@ -363,6 +373,9 @@ CASES += [
     (aws_rules.BucketPolicyResources, bucket_policy({"Fn::GetAtt": ["Other", "Arn"]}), "is not bucket Bucket",
      bucket_policy()),
     (aws_rules.BucketPolicyResources, bucket_policy(principal=False), "needs a Principal", bucket_policy()),
+    (aws_rules.DeletedStoresAreEmptiedFirst, stores(emptied=False), "nothing empties it", stores()),
+    (aws_rules.DeletedStoresAreEmptiedFirst, stores(empty_on_delete=False), "EmptyOnDelete is not true", stores()),
+    (aws_rules.DeletedStoresAreEmptiedFirst, stores(emptied=False), "Bucket is deleted", stores(emptied=False, policy="Retain")),
     (aws_rules.SecretValueSource, secret(SecretString="x", GenerateSecretString={"PasswordLength": 48}),
      "exclude each other", secret(GenerateSecretString={"PasswordLength": 48})),
     (aws_rules.SecretValueSource, secret(GenerateSecretString={"PasswordLength": 5000}), "outside 1-4096",

@@ -914,6 +914,35 @@ class BucketPolicyResources(TemplateRule, CloudFormationLintRule):
                         yield (*where, "Resource"), f"{text} is not bucket {name} or its objects"
 
 
+class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
+    id = "E9702"
+    shortdesc = ("DeleteBucket: all objects (versions and delete markers included) must be deleted before the bucket; "
+                 "DeleteRepository: a repository that holds images is deleted only with force (EmptyOnDelete): a "
+                 "bucket or repository CloudFormation deletes is emptied first, or the stack deletion fails")
+    description = ("Amazon S3 API reference, DeleteBucket: 'All objects (including all object versions and delete "
+                   "markers) in the bucket must be deleted before the bucket itself can be deleted.' Amazon ECR, "
+                   "DeleteRepository: 'If the repository isn't empty, you must either delete the contents of the "
+                   "repository or use the force option' (CloudFormation's EmptyOnDelete). A bucket is emptied by a "
+                   "custom resource naming it (CDK's Custom::S3AutoDeleteObjects). Retained ones are not checked.")
+    source_url = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteBucket.html"
+    tags = ["s3", "ecr", "destroy"]
+
+    def findings(self, template):
+        resources = template.get("Resources") or {}
+        for lid, resource in resources.items():
+            if not isinstance(resource, dict) or resource.get("DeletionPolicy", "Delete") != "Delete":
+                continue
+            if resource.get("Type") == "AWS::S3::Bucket":
+                emptied = any(str(r.get("Type")).startswith("Custom::") and lid in t.references(r.get("Properties"))
+                              and "AutoDelete" in str(r.get("Type")) for r in resources.values())
+                if not emptied:
+                    yield ("Resources", lid, "DeletionPolicy"), f"{lid} is deleted with the stack but nothing empties it"
+            if resource.get("Type") == "AWS::ECR::Repository":
+                if t.literal_bool((resource.get("Properties") or {}).get("EmptyOnDelete")) is not True:
+                    yield (("Resources", lid, "Properties", "EmptyOnDelete"),
+                           f"{lid} is deleted with the stack but EmptyOnDelete is not true")
+
+
 # -------------------------------------------------------------------------------------------- Secrets Manager
 class SecretValueSource(TemplateRule, CloudFormationLintRule):
     id = "E9801"
