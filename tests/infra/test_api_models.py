@@ -34,8 +34,8 @@ VARIANT = {"VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount"
      "expected an integer"),
     ("AWS::SageMaker::Model", {"EnableNetworkIsolation": "yes"}, "expected a boolean"),
     ("AWS::SageMaker::Model", {"PrimaryContainer": {"Environment": {"K": "x" * 1025}}}, "1025 characters, more than"),
-    ("AWS::SageMaker::Model", {"VpcConfig": {"Subnets": [f"subnet-{i}" for i in range(17)], "SecurityGroupIds": ["sg-1"]}},
-     "17 items, more than the maximum 16"),
+    ("AWS::SageMaker::Model", {"VpcConfig": {"Subnets": [f"subnet-{i}" for i in range(17)],
+                                             "SecurityGroupIds": ["sg-1"]}}, "17 items, more than the maximum 16"),
     ("AWS::SageMaker::Endpoint", {"EndpointName": "voxtral_realtime"}, "does not match EndpointName's pattern"),
     ("AWS::ApplicationAutoScaling::ScalableTarget", {"ScalableDimension": "sagemaker:variant:Count"},
      "is not one of ScalableDimension's values"),
@@ -68,13 +68,14 @@ def test_values_the_api_takes_pass():
         "Tags": [{"Key": "project", "Value": "sagemaker-realtime-voice"}]}) == []
     # ECS's API is camelCase; CloudFormation's names match ignoring case; ClusterSettings is settings.
     assert check("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]}) == []
+    breaker = {"DeploymentCircuitBreaker": {"Enable": True, "Rollback": True}}
     assert check("AWS::ECS::Service", {"PlacementStrategies": [{"Type": "spread", "Field": "instanceId"}],
-                                       "DeploymentConfiguration": {"DeploymentCircuitBreaker": {"Enable": True,
-                                                                                                "Rollback": True}}}) == []
+                                       "DeploymentConfiguration": breaker}) == []
     # CloudFormation's Tags list becomes Application Auto Scaling's tag map.
     assert check("AWS::ApplicationAutoScaling::ScalableTarget", {"Tags": [{"Key": "project", "Value": "x"}]}) == []
     # Members of UpdateEndpoint and CloudFormation-only properties.
-    assert check("AWS::SageMaker::Endpoint", {"EndpointName": "voxtral-realtime", "RetainAllVariantProperties": True}) == []
+    assert check("AWS::SageMaker::Endpoint", {"EndpointName": "voxtral-realtime",
+                                              "RetainAllVariantProperties": True}) == []
     assert check("AWS::ApplicationAutoScaling::ScalingPolicy", {"ScalingTargetId": {"Ref": "T"}}) == []
     # CloudFormation sends numbers in string members as text.
     assert check("AWS::ECS::TaskDefinition", {"Cpu": 1024, "Memory": "2048"}) == []
@@ -84,7 +85,8 @@ def test_intrinsic_values_are_skipped_but_their_neighbours_are_checked():
     props = {"ProductionVariants": [{**VARIANT, "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
                                      "InstanceType": {"Ref": "Type"}, "VariantName": "a b"}],
              "KmsKeyId": {"Fn::ImportValue": "Key"}}
-    assert [f.split(":")[0] for f in check("AWS::SageMaker::EndpointConfig", props)] == ["ProductionVariants/0/VariantName"]
+    found = check("AWS::SageMaker::EndpointConfig", props)
+    assert [f.split(":")[0] for f in found] == ["ProductionVariants/0/VariantName"]
 
 
 def test_every_mapping_names_a_real_operation_and_member():

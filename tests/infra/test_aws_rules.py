@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
@@ -113,20 +112,20 @@ def role_and_model(depends: bool) -> dict:
     return tpl
 
 
+L40S_POOL = [{"InstanceType": "ml.g6e.2xlarge", "Priority": 1}]
+PACKAGE = "arn:aws:sagemaker:us-east-1:123456789012:model-package/sonic"
 S3_PREFIX = {"S3DataSource": {"S3DataType": "S3Prefix", "CompressionType": "None", "S3Uri": "s3://b/models/v1/"}}
 
 #: (rule, a template that breaks it, a piece of the finding, the same template mended).
 CASES = [
     (aws_rules.KmsKeyWithLocalStorage, template(C=config("ml.g6.4xlarge")), "local NVMe storage",
      template(C=config("ml.g6.4xlarge", key=None))),
-    (aws_rules.KmsKeyWithLocalStorage,
-     template(C=config(None, InstancePools=[{"InstanceType": "ml.g6e.2xlarge", "Priority": 1}])),
-     "ml.g6e.2xlarge has local NVMe", template(C=config(None, key=None,
-                                                         InstancePools=[{"InstanceType": "ml.g6e.2xlarge", "Priority": 1}]))),
+    (aws_rules.KmsKeyWithLocalStorage, template(C=config(None, InstancePools=L40S_POOL)),
+     "ml.g6e.2xlarge has local NVMe", template(C=config(None, key=None, InstancePools=L40S_POOL))),
     (aws_rules.KmsKeyWithLocalStorage, template(C=config("ml.zz9.xlarge")), "not in the instance catalogue",
      template(C=config("ml.zz9.xlarge", key=None))),
-    (aws_rules.ModelDataSourceLimits, model(ModelPackageName="arn:aws:sagemaker:us-east-1:1:model-package/p",
-                                            ModelDataSource=S3_PREFIX), "model package", model(ModelDataSource=S3_PREFIX)),
+    (aws_rules.ModelDataSourceLimits, model(ModelPackageName=PACKAGE, ModelDataSource=S3_PREFIX), "model package",
+     model(ModelDataSource=S3_PREFIX)),
     (aws_rules.ModelDataSourceLimits, model(ModelDataSource={"S3DataSource": {
         "S3DataType": "S3Prefix", "CompressionType": "None", "S3Uri": "s3://b/models/v1"}}), "must end with '/'",
      model(ModelDataSource=S3_PREFIX)),
@@ -135,9 +134,9 @@ CASES = [
      model(ModelDataSource=S3_PREFIX)),
     (aws_rules.ModelDataSourceLimits, model(Mode="MultiModel", ModelDataSource=S3_PREFIX), "multi-model",
      model(Mode="SingleModel", ModelDataSource=S3_PREFIX)),
-    (aws_rules.MarketplacePackageIsIsolated, model(ModelPackageName="arn:aws:sagemaker:us-east-1:1:model-package/p"),
-     "needs EnableNetworkIsolation", template(Model=("AWS::SageMaker::Model", {
-         "EnableNetworkIsolation": True, "PrimaryContainer": {"ModelPackageName": "arn:aws:sagemaker:us-east-1:1:model-package/p"}}))),
+    (aws_rules.MarketplacePackageIsIsolated, model(ModelPackageName=PACKAGE), "needs EnableNetworkIsolation",
+     template(Model=("AWS::SageMaker::Model", {"EnableNetworkIsolation": True,
+                                               "PrimaryContainer": {"ModelPackageName": PACKAGE}}))),
     (aws_rules.ProvisionTimeoutRange, template(C=config(VariantInstanceProvisionTimeoutInSeconds=240)), "300-3600",
      template(C=config(VariantInstanceProvisionTimeoutInSeconds=300))),
     (aws_rules.ContainerEnvironmentSize, model(Environment={"BIG": "x" * 1025}), "1024-byte",
@@ -166,8 +165,9 @@ def scaling(resource_id="endpoint/voxtral-realtime/variant/AllTraffic", low=1, h
             dimension="sagemaker:variant:DesiredInstanceCount", namespace="sagemaker", policy=None) -> dict:
     resources = {
         "Config": config(key=None),
-        "Endpoint": ("AWS::SageMaker::Endpoint", {"EndpointName": "voxtral-realtime",
-                                                  "EndpointConfigName": {"Fn::GetAtt": ["Config", "EndpointConfigName"]}}),
+        "Endpoint": ("AWS::SageMaker::Endpoint", {
+            "EndpointName": "voxtral-realtime",
+            "EndpointConfigName": {"Fn::GetAtt": ["Config", "EndpointConfigName"]}}),
         "Target": ("AWS::ApplicationAutoScaling::ScalableTarget", {
             "ResourceId": resource_id, "MinCapacity": low, "MaxCapacity": high, "ScalableDimension": dimension,
             "ServiceNamespace": namespace}),
@@ -179,6 +179,7 @@ def scaling(resource_id="endpoint/voxtral-realtime/variant/AllTraffic", low=1, h
     return template(**resources)
 
 
+INVOCATIONS = {"PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}}
 ACTIVE_STREAMS = {"CustomizedMetricSpecification": {"MetricName": "ActiveStreams", "Namespace": "RealtimeVoice/Bridge",
                                                     "Statistic": "Average"}}
 
@@ -204,7 +205,10 @@ def security_group(description="Tasks of voxtral-realtime", rule_description="Ca
 
 def endpoints(hostnames=True, support=True, kind="Interface", **props) -> dict:
     endpoint = {"VpcId": {"Ref": "Vpc"}, "VpcEndpointType": kind, "ServiceName": "com.amazonaws.us-east-1.ecr.api"}
-    endpoint.update({"PrivateDnsEnabled": True, "SubnetIds": ["s"]} if kind == "Interface" else {"RouteTableIds": ["r"]})
+    if kind == "Interface":
+        endpoint.update({"PrivateDnsEnabled": True, "SubnetIds": ["s"]})
+    else:
+        endpoint["RouteTableIds"] = ["r"]
     endpoint.update(props)
     return template(Vpc=("AWS::EC2::VPC", {"CidrBlock": "10.0.0.0/16", "EnableDnsHostnames": hostnames,
                                            "EnableDnsSupport": support}),
@@ -251,8 +255,12 @@ def project(image="aws/codebuild/standard:7.0", kind="LINUX_CONTAINER", **props)
 
 def target_group(**props) -> dict:
     return template(Targets=("AWS::ElasticLoadBalancingV2::TargetGroup", {
-        "Protocol": "HTTP", "HealthCheckIntervalSeconds": 10, "HealthCheckTimeoutSeconds": 5, "Matcher": {"HttpCode": "200"},
-        **props}))
+        "Protocol": "HTTP", "HealthCheckIntervalSeconds": 10, "HealthCheckTimeoutSeconds": 5,
+        "Matcher": {"HttpCode": "200"}, **props}))
+
+
+def group(**props) -> dict:
+    return template(G=("AWS::AutoScaling::AutoScalingGroup", props))
 
 
 def task(**container) -> dict:
@@ -273,8 +281,8 @@ CASES += [
     (aws_rules.ScalableTargetNamesItsResource, scaling("service/c", namespace="ecs",
                                                       dimension="ecs:service:DesiredCount"), "service/<cluster>",
      scaling("service/c/s", namespace="ecs", dimension="ecs:service:DesiredCount")),
-    (aws_rules.TargetTrackingMetric, scaling(policy={**ACTIVE_STREAMS, "PredefinedMetricSpecification": {
-        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}}), "exactly one", scaling(policy=ACTIVE_STREAMS)),
+    (aws_rules.TargetTrackingMetric, scaling(policy={**ACTIVE_STREAMS, **INVOCATIONS}), "exactly one",
+     scaling(policy=ACTIVE_STREAMS)),
     (aws_rules.TargetTrackingMetric, scaling(policy={"CustomizedMetricSpecification": {
         "MetricName": "ActiveStreams", "Namespace": "n"}}), "needs MetricName, Namespace and Statistic",
      scaling(policy=ACTIVE_STREAMS)),
@@ -283,7 +291,7 @@ CASES += [
      "cannot be combined", scaling(policy=ACTIVE_STREAMS)),
     (aws_rules.TargetTrackingMetric, scaling(policy={"PredefinedMetricSpecification": {
         "PredefinedMetricType": "ECSServiceAverageCPUUtilization"}}), "not a metric of sagemaker",
-     scaling(policy={"PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}})),
+     scaling(policy=INVOCATIONS)),
     (aws_rules.TargetTrackingMetric, scaling(policy={"PredefinedMetricSpecification": {
         "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance", "ResourceLabel": "app/x/y/targetgroup/z/w"}}),
      "ResourceLabel", scaling(policy={"PredefinedMetricSpecification": {
@@ -293,7 +301,8 @@ CASES += [
      alarm(Period=300, EvaluationPeriods=288)),
     (aws_rules.AlarmEvaluationWindow, alarm(Period=3600, EvaluationPeriods=169), "exceeds 604800",
      alarm(Period=3600, EvaluationPeriods=168)),
-    (aws_rules.AlarmEvaluationWindow, alarm(DatapointsToAlarm=4), "exceeds EvaluationPeriods", alarm(DatapointsToAlarm=3)),
+    (aws_rules.AlarmEvaluationWindow, alarm(DatapointsToAlarm=4), "exceeds EvaluationPeriods",
+     alarm(DatapointsToAlarm=3)),
     (aws_rules.AlarmEvaluationWindow, math_alarm(returned=2), "exactly one must", math_alarm()),
     (aws_rules.AlarmEvaluationWindow, math_alarm(Namespace="n"), "cannot be combined", math_alarm()),
     (aws_rules.CapacityProviderName, template(P=("AWS::ECS::CapacityProvider", {"Name": "ecs-gpu"})), "not allowed",
@@ -318,11 +327,10 @@ CASES += [
          "Enable": True, "Rollback": True}})),
     (aws_rules.ServiceDependsOnItsCapacityProviderAssociation, ecs_app(remover=True, ordered=False),
      "does not depend on Association", ecs_app(remover=True)),
-    (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "3", "MaxSize": "2"})),
-     "exceeds MaxSize", template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2", "MaxSize": "2"}))),
-    (aws_rules.AutoScalingGroupSizes, template(G=("AWS::AutoScaling::AutoScalingGroup", {
-        "MinSize": "0", "MaxSize": "2", "DesiredCapacity": "3"})), "outside 0-2",
-     template(G=("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "0", "MaxSize": "2", "DesiredCapacity": "2"}))),
+    (aws_rules.AutoScalingGroupSizes, group(MinSize="3", MaxSize="2"), "exceeds MaxSize",
+     group(MinSize="2", MaxSize="2")),
+    (aws_rules.AutoScalingGroupSizes, group(MinSize="0", MaxSize="2", DesiredCapacity="3"), "outside 0-2",
+     group(MinSize="0", MaxSize="2", DesiredCapacity="2")),
     (aws_rules.ContainerDefinitionRules, task(Image="i"), "needs Memory or MemoryReservation",
      task(Image="i", MemoryReservation=512)),
     (aws_rules.ContainerDefinitionRules, task(Memory=512, MemoryReservation=512), "must exceed",
@@ -351,13 +359,15 @@ CASES += [
     (aws_rules.AccessLogBucket, load_balancer(sse="aws:kms"), "SSE-S3 only", load_balancer()),
     (aws_rules.AccessLogBucket, load_balancer(prefix="AWSLogs"), "must not include AWSLogs", load_balancer()),
     (aws_rules.AccessLogBucket, load_balancer(grantee={"Service": "delivery.logs.amazonaws.com"}),
-     "neither the Region's ELB account", load_balancer(grantee={"Service": "logdelivery.elasticloadbalancing.amazonaws.com"})),
+     "neither the Region's ELB account", load_balancer(grantee={"Service": aws_rules.ELB_LOG_PRINCIPAL})),
     (aws_rules.SecurityGroupText, security_group("Tasks of voxtral-realtime: the bridge port, not 8443 → 8080"),
      "characters EC2 refuses", security_group("Tasks of voxtral-realtime: the bridge port, not 8443 to 8080")),
     (aws_rules.SecurityGroupText, security_group(rule_description="callers’ CIDR"), "characters EC2 refuses",
      security_group(rule_description="callers CIDR")),
-    (aws_rules.SecurityGroupText, security_group(low=8443, high=8080), "exceeds ToPort", security_group(low=8080, high=8443)),
-    (aws_rules.SecurityGroupText, security_group(GroupName="sg-bridge"), "not allowed", security_group(GroupName="bridge")),
+    (aws_rules.SecurityGroupText, security_group(low=8443, high=8080), "exceeds ToPort",
+     security_group(low=8080, high=8443)),
+    (aws_rules.SecurityGroupText, security_group(GroupName="sg-bridge"), "not allowed",
+     security_group(GroupName="bridge")),
     (aws_rules.VpcEndpointDns, endpoints(hostnames=False), "EnableDnsHostnames", endpoints()),
     (aws_rules.VpcEndpointDns, endpoints(kind="Gateway", SubnetIds=["s"]), "for interface endpoints",
      endpoints(kind="Gateway")),
@@ -375,7 +385,8 @@ CASES += [
     (aws_rules.BucketPolicyResources, bucket_policy(principal=False), "needs a Principal", bucket_policy()),
     (aws_rules.DeletedStoresAreEmptiedFirst, stores(emptied=False), "nothing empties it", stores()),
     (aws_rules.DeletedStoresAreEmptiedFirst, stores(empty_on_delete=False), "EmptyOnDelete is not true", stores()),
-    (aws_rules.DeletedStoresAreEmptiedFirst, stores(emptied=False), "Bucket is deleted", stores(emptied=False, policy="Retain")),
+    (aws_rules.DeletedStoresAreEmptiedFirst, stores(emptied=False), "Bucket is deleted",
+     stores(emptied=False, policy="Retain")),
     (aws_rules.SecretValueSource, secret(SecretString="x", GenerateSecretString={"PasswordLength": 48}),
      "exclude each other", secret(GenerateSecretString={"PasswordLength": 48})),
     (aws_rules.SecretValueSource, secret(GenerateSecretString={"PasswordLength": 5000}), "outside 1-4096",

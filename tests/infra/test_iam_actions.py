@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
@@ -59,15 +61,14 @@ def test_every_policy_of_a_template_is_read():
     policies, Lambda permissions: a bad action in each is found."""
     bad = {"Effect": "Allow", "Action": "s3:GetObjcet", "Resource": "*", "Principal": {"AWS": ROLE}}
     doc = {"Version": "2012-10-17", "Statement": [bad]}
-    import json
-
     template = {"Resources": {
         "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {"Statement": [
             {"Effect": "Allow", "Action": "sts:AssumeRol", "Principal": {"Service": "ecs.amazonaws.com"}}]},
             "Policies": [{"PolicyName": "p", "PolicyDocument": doc}]}},
         "Managed": {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"PolicyDocument": doc}},
         "Key": {"Type": "AWS::KMS::Key", "Properties": {"KeyPolicy": doc}},
-        "BucketPolicy": {"Type": "AWS::S3::BucketPolicy", "Properties": {"Bucket": "b", "PolicyDocument": json.dumps(doc)}},
+        "BucketPolicy": {"Type": "AWS::S3::BucketPolicy",
+                         "Properties": {"Bucket": "b", "PolicyDocument": json.dumps(doc)}},
         "Repository": {"Type": "AWS::ECR::Repository", "Properties": {"RepositoryPolicyText": doc}},
         "Permission": {"Type": "AWS::Lambda::Permission", "Properties": {"Action": "lambda:InvokeFuntion"}},
     }}
@@ -82,4 +83,5 @@ def test_newer_actions_are_few_sourced_and_really_missing_from_the_data():
     assert len(iam_actions.NEWER_ACTIONS) <= 5
     for action, source in iam_actions.NEWER_ACTIONS.items():
         assert source.startswith("https://docs.aws.amazon.com/"), action
-        assert iam_actions.expand(action) == [], f"{action} is in the data now ({iam_actions.data_version()}): remove it"
+        version = iam_actions.data_version()
+        assert iam_actions.expand(action) == [], f"{action} is in the data now ({version}): remove it"

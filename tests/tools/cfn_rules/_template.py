@@ -122,4 +122,5 @@ class TemplateRule:
     def match(self, cfn):  # cfn-lint's API: a list of RuleMatch
         from cfnlint.rules import RuleMatch
 
-        return [RuleMatch(list(path), f"{message} [{self.source_url}]") for path, message in self.findings(cfn.template)]
+        return [RuleMatch(list(path), f"{message} [{self.source_url}]")
+                for path, message in self.findings(cfn.template)]

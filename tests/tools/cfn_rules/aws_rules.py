@@ -27,7 +27,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _template as t  # noqa: E402
-from _template import Finding, TemplateRule  # noqa: E402
+from _template import TemplateRule  # noqa: E402
 
 SAGEMAKER_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference"
 AAS_API = "https://docs.aws.amazon.com/autoscaling/application/APIReference"
@@ -180,7 +180,8 @@ class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
                 yield (*where, "MinCapacity"), f"MinCapacity {low} exceeds MaxCapacity {high}"
             namespace, dimension = props.get("ServiceNamespace"), props.get("ScalableDimension")
             resource_id = t.joined_text(props.get("ResourceId"))
-            variant_dimensions = ("sagemaker:variant:DesiredInstanceCount", "sagemaker:variant:DesiredProvisionedConcurrency")
+            variant_dimensions = ("sagemaker:variant:DesiredInstanceCount",
+                                  "sagemaker:variant:DesiredProvisionedConcurrency")
             if namespace == "sagemaker" and resource_id is not None and (
                     resource_id.startswith("endpoint/") or dimension in variant_dimensions):
                 if dimension not in variant_dimensions:
@@ -287,7 +288,8 @@ class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
             if not isinstance(config, dict):
                 continue
             where = ("Resources", lid, "Properties", "TargetTrackingScalingPolicyConfiguration")
-            predefined, custom = config.get("PredefinedMetricSpecification"), config.get("CustomizedMetricSpecification")
+            predefined = config.get("PredefinedMetricSpecification")
+            custom = config.get("CustomizedMetricSpecification")
             if (predefined is None) == (custom is None):
                 yield where, "exactly one of PredefinedMetricSpecification and CustomizedMetricSpecification"
             if isinstance(custom, dict):
@@ -319,10 +321,12 @@ class ReplacedSageMakerResourcesHaveNoName(TemplateRule, CloudFormationLintRule)
     tags = ["sagemaker", "replacement"]
 
     def findings(self, template):
-        for kind, name in (("AWS::SageMaker::EndpointConfig", "EndpointConfigName"), ("AWS::SageMaker::Model", "ModelName")):
+        for kind, name in (("AWS::SageMaker::EndpointConfig", "EndpointConfigName"),
+                           ("AWS::SageMaker::Model", "ModelName")):
             for lid, props in t.resources(template, kind).items():
                 if name in props:
-                    yield ("Resources", lid, "Properties", name), f"{name} is fixed: the next change cannot replace {lid}"
+                    yield (("Resources", lid, "Properties", name),
+                           f"{name} is fixed: the next change cannot replace {lid}")
 
 
 class ExecutionRoleOutlivesTheEndpoint(TemplateRule, CloudFormationLintRule):
@@ -491,7 +495,8 @@ class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
                 yield (*where, "LaunchType"), "LaunchType and CapacityProviderStrategy exclude each other"
             controller = (props.get("DeploymentController") or {}).get("Type", "ECS")
             if (props.get("DeploymentConfiguration") or {}).get("DeploymentCircuitBreaker") and controller != "ECS":
-                yield (*where, "DeploymentConfiguration"), f"the circuit breaker is for ECS rolling updates, not {controller}"
+                yield (*where, "DeploymentConfiguration"), (
+                    f"the circuit breaker is for ECS rolling updates, not {controller}")
             task = tasks.get(t.ref_target(template, props.get("TaskDefinition")) or "")
             if task is None or task.get("NetworkMode") != "awsvpc":
                 continue
@@ -500,7 +505,8 @@ class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
             for i, lb in enumerate(t.as_list(props.get("LoadBalancers"))):
                 group = groups.get(t.ref_target(template, lb.get("TargetGroupArn")) or "")
                 if group is not None and group.get("TargetType", "instance") != "ip":
-                    yield (*where, "LoadBalancers", i), "awsvpc tasks register by IP: the target group needs TargetType ip"
+                    yield (*where, "LoadBalancers", i), (
+                        "awsvpc tasks register by IP: the target group needs TargetType ip")
 
 
 class ContainerDefinitionRules(TemplateRule, CloudFormationLintRule):
@@ -642,7 +648,8 @@ class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
                 ok = {"spread": field in ("instanceId", "host") or str(field).startswith("attribute:"),
                       "binpack": field in ("cpu", "memory"), "random": field is None}.get(kind, True)
                 if not ok:
-                    yield ("Resources", lid, "Properties", "PlacementStrategies", i), f"{kind} cannot use field {field!r}"
+                    yield (("Resources", lid, "Properties", "PlacementStrategies", i),
+                           f"{kind} cannot use field {field!r}")
 
 
 # ------------------------------------------------------------------------------------------------------- ELBv2
@@ -665,9 +672,11 @@ class LoadBalancerAttributes(TemplateRule, CloudFormationLintRule):
             if props.get("Type", "application") == "application" and isinstance(subnets, list) and len(subnets) < 2:
                 yield (*where, "Subnets"), "an Application Load Balancer needs subnets in two Availability Zones"
         for lid, props in t.resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup").items():
-            delay = t.literal_int(t.attributes(props, "TargetGroupAttributes").get("deregistration_delay.timeout_seconds"))
+            attributes = t.attributes(props, "TargetGroupAttributes")
+            delay = t.literal_int(attributes.get("deregistration_delay.timeout_seconds"))
             if delay is not None and not 0 <= delay <= 3600:
-                yield ("Resources", lid, "Properties", "TargetGroupAttributes"), f"deregistration delay {delay} s is outside 0-3600"
+                yield (("Resources", lid, "Properties", "TargetGroupAttributes"),
+                       f"deregistration delay {delay} s is outside 0-3600")
 
 
 class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
@@ -694,7 +703,8 @@ class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
             interval = t.literal_int(props.get("HealthCheckIntervalSeconds"))
             timeout = t.literal_int(props.get("HealthCheckTimeoutSeconds"))
             if interval is not None and timeout is not None and timeout >= interval:
-                yield (*where, "HealthCheckTimeoutSeconds"), f"timeout {timeout} s is not below the interval {interval} s"
+                yield (*where, "HealthCheckTimeoutSeconds"), (
+                    f"timeout {timeout} s is not below the interval {interval} s")
             code = (props.get("Matcher") or {}).get("HttpCode")
             if props.get("Protocol") in ("HTTP", "HTTPS") and isinstance(code, str):
                 for part in re.split(r"[,-]", code):
@@ -869,7 +879,8 @@ class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
             window = t.literal_int(props.get("PendingWindowInDays"))
             if window is not None and not 7 <= window <= 30:
                 yield (*where, "PendingWindowInDays"), f"PendingWindowInDays {window} is outside 7-30"
-            if t.literal_bool(props.get("EnableKeyRotation")) and props.get("KeySpec", "SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
+            spec = props.get("KeySpec", "SYMMETRIC_DEFAULT")
+            if t.literal_bool(props.get("EnableKeyRotation")) and spec != "SYMMETRIC_DEFAULT":
                 yield (*where, "EnableKeyRotation"), f"rotation is for symmetric keys, not {props.get('KeySpec')}"
             policy = props.get("KeyPolicy")
             if not isinstance(policy, dict):
@@ -883,7 +894,8 @@ class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
                              and {"kms:*", "kms:PutKeyPolicy", "*"} & set(t.as_list(s.get("Action")))
                              for s in statements)
             if not manageable and t.literal_bool(props.get("BypassPolicyLockoutSafetyCheck")) is not True:
-                yield (*where, "KeyPolicy"), "no statement lets the account root manage the key (kms:* or kms:PutKeyPolicy)"
+                yield (*where, "KeyPolicy"), (
+                    "no statement lets the account root manage the key (kms:* or kms:PutKeyPolicy)")
 
 
 # ---------------------------------------------------------------------------------------------------------- S3
@@ -936,7 +948,8 @@ class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
                 emptied = any(str(r.get("Type")).startswith("Custom::") and lid in t.references(r.get("Properties"))
                               and "AutoDelete" in str(r.get("Type")) for r in resources.values())
                 if not emptied:
-                    yield ("Resources", lid, "DeletionPolicy"), f"{lid} is deleted with the stack but nothing empties it"
+                    yield (("Resources", lid, "DeletionPolicy"),
+                           f"{lid} is deleted with the stack but nothing empties it")
             if resource.get("Type") == "AWS::ECR::Repository":
                 if t.literal_bool((resource.get("Properties") or {}).get("EmptyOnDelete")) is not True:
                     yield (("Resources", lid, "Properties", "EmptyOnDelete"),
@@ -983,7 +996,8 @@ class CodeBuildEnvironment(TemplateRule, CloudFormationLintRule):
             if isinstance(image, str) and image.startswith("aws/codebuild/standard:") and kind not in (
                     "LINUX_CONTAINER", "LINUX_GPU_CONTAINER"):
                 yield (*where, "Environment", "Type"), f"{image} needs LINUX_CONTAINER, not {kind}"
-            if isinstance(image, str) and image.startswith("aws/codebuild/amazonlinux-aarch64") and kind != "ARM_CONTAINER":
+            arm = isinstance(image, str) and image.startswith("aws/codebuild/amazonlinux-aarch64")
+            if arm and kind != "ARM_CONTAINER":
                 yield (*where, "Environment", "Type"), f"{image} needs ARM_CONTAINER, not {kind}"
             for key, (low, high) in {"TimeoutInMinutes": (5, 2160), "QueuedTimeoutInMinutes": (5, 480)}.items():
                 value = t.literal_int(props.get(key))

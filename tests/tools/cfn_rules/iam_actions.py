@@ -24,7 +24,6 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule
 
@@ -202,7 +201,8 @@ class IamStatements(TemplateRule, CloudFormationLintRule):
     shortdesc = ("IAM statements use actions that exist, grant actions without resource-level permissions on "
                  "'*', and use condition keys of their services or global ones (Service Authorization Reference)")
     description = __doc__.split("\n\n")[0]
-    source_url = "https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html"
+    source_url = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
+                  "reference_policies_actions-resources-contextkeys.html")
     tags = ["iam"]
 
     def findings(self, template):
