@@ -405,7 +405,7 @@ def test_rule_fails_the_template_written_to_break_it_and_passes_it_mended(rule, 
 
 
 def test_every_rule_has_a_case_and_states_its_source():
-    assert {c[0] for c in CASES} == set(aws_rules.RULES)
+    assert {c[0] for c in CASES} | {aws_rules.LogGroupKeyLetsCloudWatchLogsIn} == set(aws_rules.RULES)
     ids = [rule.id for rule in _gate.ALL_RULES]
     assert len(ids) == len(set(ids)) and all(i.startswith("E9") and len(i) == 5 for i in ids)
     for rule in _gate.ALL_RULES:
@@ -420,6 +420,44 @@ def test_intrinsic_values_are_not_guessed():
         "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
         "ResourceId": {"Fn::Join": ["", ["endpoint/", {"Ref": "Name"}, "/variant/AllTraffic"]]}}))
     assert _gate.template_findings({"Probe": tpl}) == []
+
+
+LOGS_STATEMENT = {"Effect": "Allow", "Principal": {"Service": "logs.us-east-1.amazonaws.com"}, "Resource": "*",
+                  "Action": ["kms:Decrypt*", "kms:Describe*", "kms:Encrypt*", "kms:GenerateDataKey*", "kms:ReEncrypt*"],
+                  "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": [
+                      {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":logs:us-east-1:",
+                                         {"Ref": "AWS::AccountId"}, ":log-group:/aws/sagemaker/Endpoints/*"]]},
+                      "arn:aws:logs:us-east-1:123456789012:log-group:RealtimeVoice-*"]}}}
+
+
+def keyed_app(statement: dict | None, name: str | None = "/aws/sagemaker/Endpoints/voxtral-realtime") -> dict:
+    """A Foundation stack exporting its key, and an endpoint stack whose log group imports it."""
+    owner = [{"Effect": "Allow", "Principal": ROOT_PRINCIPAL, "Action": "kms:*", "Resource": "*"}]
+    foundation = key(statements=owner + ([statement] if statement else []))
+    foundation["Outputs"] = {"KeyArn": {"Value": {"Fn::GetAtt": ["Key", "Arn"]},
+                                        "Export": {"Name": "RealtimeVoice-Foundation:KeyArn"}}}
+    group = {"KmsKeyId": {"Fn::ImportValue": "RealtimeVoice-Foundation:KeyArn"}}
+    if name:
+        group["LogGroupName"] = name
+    return {"RealtimeVoice-Foundation": foundation,
+            "RealtimeVoice-Voxtral": template(Logs=("AWS::Logs::LogGroup", group))}
+
+
+@pytest.mark.parametrize(("app", "expected"), [
+    (keyed_app(None), "does not let CloudWatch Logs use it"),
+    (keyed_app({**LOGS_STATEMENT, "Action": ["kms:Decrypt*", "kms:Encrypt*"]}), "does not let CloudWatch Logs use it"),
+    (keyed_app(LOGS_STATEMENT, name="/ecs/voxtral"), "to log groups that '/ecs/voxtral' is not"),
+])
+def test_a_log_group_key_must_let_cloudwatch_logs_in_across_stacks(app, expected):
+    (line,) = _gate.template_findings(app, rules=(aws_rules.LogGroupKeyLetsCloudWatchLogsIn,))
+    assert line.startswith("E9602 RealtimeVoice-Voxtral: Resources/Logs/Properties/KmsKeyId: ") and expected in line
+
+
+@pytest.mark.parametrize("name", ["/aws/sagemaker/Endpoints/voxtral-realtime", None])
+def test_a_log_group_the_key_lets_in_passes(name):
+    """A named group under /aws/sagemaker/Endpoints/, and one CloudFormation names RealtimeVoice-Voxtral-Logs-..."""
+    app = keyed_app(LOGS_STATEMENT, name=name)
+    assert _gate.template_findings(app, rules=(aws_rules.LogGroupKeyLetsCloudWatchLogsIn,)) == []
 
 
 def test_findings_name_rule_stack_path_and_source():

@@ -22,9 +22,12 @@ def template_findings(templates: dict[str, dict], rules=ALL_RULES) -> list[str]:
     """``"<rule id> <stack>: <path>: <message> (<source>)"`` for every finding of ``rules`` in ``templates``
     (``{stack name: template dict}``); empty when every rule holds."""
     instances = [rule() for rule in rules]
-    lines = []
-    for stack, template in templates.items():
-        for rule in instances:
-            for path, message in rule.findings(template):
-                lines.append(f"{rule.id} {stack}: {'/'.join(map(str, path))}: {message} ({rule.source_url})")
-    return lines
+    found = []
+    for rule in instances:
+        if getattr(rule, "app_level", False):  # reads across the stacks (exports and imports)
+            found += [(rule, stack, path, message) for stack, path, message in rule.app_findings(templates)]
+        else:
+            found += [(rule, stack, path, message) for stack, template in templates.items()
+                      for path, message in rule.findings(template)]
+    return [f"{rule.id} {stack}: {'/'.join(map(str, path))}: {message} ({rule.source_url})"
+            for rule, stack, path, message in found]

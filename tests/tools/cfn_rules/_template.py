@@ -65,6 +65,21 @@ def references(value: Any) -> set[str]:
     return found
 
 
+def resolve(templates: dict[str, dict], stack: str, value: Any) -> tuple[str, str] | None:
+    """``(stack, logical id)`` of the resource ``value`` names in the app's ``templates`` (``{stack name:
+    template}``): a Ref or Fn::GetAtt in ``stack``, or an Fn::ImportValue of another stack's export of one."""
+    lid = ref_target(templates.get(stack, {}), value)
+    if lid is not None:
+        return stack, lid
+    if isinstance(value, dict) and list(value) == ["Fn::ImportValue"] and isinstance(value["Fn::ImportValue"], str):
+        for other, tpl in templates.items():
+            for output in (tpl.get("Outputs") or {}).values():
+                if (output.get("Export") or {}).get("Name") == value["Fn::ImportValue"]:
+                    target = ref_target(tpl, output.get("Value"))
+                    return (other, target) if target else None
+    return None
+
+
 def literal_int(value: Any) -> int | None:
     """``value`` as an integer when the template states it (CloudFormation accepts "300" for 300), else None."""
     if isinstance(value, bool):

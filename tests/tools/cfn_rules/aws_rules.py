@@ -898,6 +898,69 @@ class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
                     "no statement lets the account root manage the key (kms:* or kms:PutKeyPolicy)")
 
 
+LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
+
+
+class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
+    id = "E9602"
+    shortdesc = ("A log group encrypted with a KMS key: the key policy must allow the CloudWatch Logs service "
+                 "principal (logs.<region>.amazonaws.com) kms:Encrypt*, kms:Decrypt*, kms:ReEncrypt*, "
+                 "kms:GenerateDataKey* and kms:Describe*, with any kms:EncryptionContext:aws:logs:arn condition "
+                 "covering the group's ARN; else creating the group fails")
+    description = ("CloudWatch Logs user guide, 'Encrypt log data in CloudWatch Logs using AWS KMS': the key "
+                   "policy statement for logs.<region>.amazonaws.com, optionally limited with "
+                   "kms:EncryptionContext:aws:logs:arn; CreateLogGroup or AssociateKmsKey fails when the key does "
+                   "not allow it. Checked across the app's stacks (the key may be another stack's export); a group "
+                   "without LogGroupName has CloudFormation's name <stack>-<logical id>-<suffix>.")
+    source_url = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html"
+    tags = ["logs", "kms"]
+    app_level = True
+
+    def findings(self, template):
+        for _stack, path, message in self.app_findings({"Template": template}):
+            yield path, message
+
+    def app_findings(self, templates: dict[str, dict]):
+        import fnmatch
+
+        keys = {(stack, lid): props for stack, tpl in templates.items()
+                for lid, props in t.resources(tpl, "AWS::KMS::Key").items()}
+        for stack, tpl in templates.items():
+            for lid, props in t.resources(tpl, "AWS::Logs::LogGroup").items():
+                key = t.resolve(templates, stack, props.get("KmsKeyId"))
+                if key is None or key not in keys:
+                    continue
+                name = props.get("LogGroupName")
+                name = name if isinstance(name, str) else f"{stack}-{lid}-*"
+                statements = [s for s in t.as_list((keys[key].get("KeyPolicy") or {}).get("Statement"))
+                              if s.get("Effect") == "Allow"
+                              and "logs." in repr((s.get("Principal") or {}).get("Service"))]
+                granted = [s for s in statements if all(
+                    any(fnmatch.fnmatchcase(want, a) or a in ("kms:*", want) for a in t.as_list(s.get("Action")))
+                    for want in LOGS_KEY_ACTIONS)]
+                where = ("Resources", lid, "Properties", "KmsKeyId")
+                if not granted:
+                    yield stack, where, f"the policy of key {key[1]} ({key[0]}) does not let CloudWatch Logs use it"
+                    continue
+                if not any(self._covers(s, name) for s in granted):
+                    yield stack, where, (f"key {key[1]}'s CloudWatch Logs statement limits "
+                                         f"kms:EncryptionContext:aws:logs:arn to log groups that {name!r} is not")
+
+    @staticmethod
+    def _covers(statement: dict, name: str) -> bool:
+        import fnmatch
+
+        patterns = []
+        for operator, block in (statement.get("Condition") or {}).items():
+            for key, value in (block or {}).items():
+                if key.lower() == "kms:encryptioncontext:aws:logs:arn":
+                    patterns += [t.joined_text(v) or "" for v in t.as_list(value)]
+        if not patterns:
+            return True
+        groups = [p.split(":log-group:", 1)[1] for p in patterns if ":log-group:" in p]
+        return any(fnmatch.fnmatchcase(name.replace("*", "x"), g.replace("{}", "*")) for g in groups)
+
+
 # ---------------------------------------------------------------------------------------------------------- S3
 class BucketPolicyResources(TemplateRule, CloudFormationLintRule):
     id = "E9701"
