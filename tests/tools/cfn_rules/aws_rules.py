@@ -15,6 +15,7 @@ catalogue (constructs_lib/instance_types.py), a downward import.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Iterator
@@ -712,17 +713,16 @@ class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
                         yield (*where, "Matcher"), f"HTTP code {part} is outside 200-499"
 
 
-#: Elastic Load Balancing's account per Region for access logs (Regions available before August 2022; newer
-#: Regions use the log delivery service principal). Source: the page of :class:`AccessLogBucket`.
-ELB_LOG_ACCOUNTS = {
-    "us-east-1": "127311923021", "us-east-2": "033677994240", "us-west-1": "027434742980",
-    "us-west-2": "797873946194", "ca-central-1": "985666609251", "eu-central-1": "054676820928",
-    "eu-west-1": "156460612806", "eu-west-2": "652711504416", "eu-west-3": "009996457667",
-    "eu-north-1": "897822967062", "eu-south-1": "635631232127", "ap-northeast-1": "582318560864",
-    "ap-northeast-2": "600734575887", "ap-northeast-3": "383597477331", "ap-southeast-1": "114774131450",
-    "ap-southeast-2": "783225319266", "ap-south-1": "718504428378", "sa-east-1": "507241528517",
-    "af-south-1": "098369216593", "ap-east-1": "754344448648", "me-south-1": "076674570225",
-}
+@functools.cache
+def elb_log_accounts() -> frozenset[str]:
+    """Elastic Load Balancing's account of each Region that has one (the Regions available before August 2022;
+    newer ones use the log delivery service principal), from the CDK's own region facts (aws_cdk.region_info,
+    ``elbv2_account``), which follow the table on the page of :class:`AccessLogBucket`."""
+    from aws_cdk.region_info import RegionInfo
+
+    return frozenset(r.elbv2_account for r in RegionInfo.regions if r.elbv2_account)
+
+
 ELB_LOG_PRINCIPAL = "logdelivery.elasticloadbalancing.amazonaws.com"
 
 
@@ -768,7 +768,7 @@ class AccessLogBucket(TemplateRule, CloudFormationLintRule):
             return False
         principal = statement.get("Principal") or {}
         text = repr(principal.get("AWS")) + repr(principal.get("Service"))
-        by_account = any(account in text for account in ELB_LOG_ACCOUNTS.values())
+        by_account = any(account in text for account in elb_log_accounts())
         if not (by_account or ELB_LOG_PRINCIPAL in text):
             return False
         resources = [t.joined_text(r) or "" for r in t.as_list(statement.get("Resource"))]
