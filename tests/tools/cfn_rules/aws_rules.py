@@ -1048,7 +1048,7 @@ class CodeBuildEnvironment(TemplateRule, CloudFormationLintRule):
                  "QueuedTimeoutInMinutes 5-480")
     description = ("CodeBuild user guide, 'Docker images provided by CodeBuild' (each image's environment type); "
                    "CreateProject timeoutInMinutes and queuedTimeoutInMinutes.")
-    source_url = "https://docs.aws.amazon.com/codebuild/latest/userguide/ec2-compute-images.html"
+    source_url = "https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-available.html"
     tags = ["codebuild"]
 
     def findings(self, template):
