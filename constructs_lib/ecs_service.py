@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import jsii
@@ -40,13 +39,13 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
+from constructs_lib.cleanup import cleanup_function
 from constructs_lib.encryption import secret_decrypt_statement
 from constructs_lib.ecs_props import (
     GpuCapacity,
@@ -82,9 +81,6 @@ from constructs_lib.nag import (
     stack_singletons,
 )
 from constructs_lib.validation import Problems
-
-#: The handler of ``Custom::ReleaseInstanceProtection`` (lifts the group's scale-in protection before it is deleted).
-RELEASE_PROTECTION_CODE_DIR = Path(__file__).parent / "instance_protection"
 
 #: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
 BRIDGE_PORT = 8080
@@ -792,7 +788,8 @@ class GpuEcsService(Construct):
                    f"condition limits it to {what}."))
 
     def _release_instance_protection(self, key: kms.IKey | None) -> CustomResource:
-        """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group (``constructs_lib/instance_protection``).
+        """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group
+        (``constructs_lib/cleanup_handlers/instance_protection.py``).
 
         Managed termination protection needs the group's ``NewInstancesProtectedFromScaleIn`` and ECS sets
         ``ProtectedFromScaleIn`` on each instance that runs a task (ECS API reference, AutoScalingGroupProvider,
@@ -808,31 +805,20 @@ class GpuEcsService(Construct):
         """
         group = self.auto_scaling_group
         stack = Stack.of(self)
-        log_group = logs.LogGroup(self, "ReleaseProtectionLogs", removal_policy=RemovalPolicy.DESTROY,
-                                  encryption_key=key,
-                                  retention=getattr(logs.RetentionDays, LOG_RETENTION[self._props.log_retention_days]))
-        role = iam.Role(self, "ReleaseProtectionRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        description=f"Lifts scale-in protection of {self._props.service_name}'s group on delete")
         group_arn = stack.format_arn(service="autoscaling", resource="autoScalingGroup",
                                      resource_name=f"*:autoScalingGroupName/{group.auto_scaling_group_name}",
                                      arn_format=ArnFormat.COLON_RESOURCE_NAME)
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["autoscaling:UpdateAutoScalingGroup", "autoscaling:SetInstanceProtection"], resources=[group_arn]))
-        # DescribeAutoScalingGroups supports no resource-level permission (Service Authorization Reference).
-        role.add_to_policy(iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]))
-        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                               resources=[log_group.log_group_arn]))
-        handler = lambda_.Function(
-            self, "ReleaseProtection",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_asset(str(RELEASE_PROTECTION_CODE_DIR), exclude=["__pycache__"]),
-            timeout=Duration.minutes(2),
-            memory_size=128,
-            role=role,
-            log_group=log_group,
-            description="Custom::ReleaseInstanceProtection: lifts the ECS group's scale-in protection on delete",
-        )
+        handler, role = cleanup_function(
+            self, "ReleaseProtection", handler="instance_protection.handler", timeout=Duration.minutes(2), key=key,
+            log_retention_days=self._props.log_retention_days,
+            description=f"Custom::ReleaseInstanceProtection: lifts scale-in protection of {self._props.service_name}'s "
+                        "Auto Scaling group on delete",
+            statements=[
+                iam.PolicyStatement(actions=["autoscaling:UpdateAutoScalingGroup", "autoscaling:SetInstanceProtection"],
+                                    resources=[group_arn]),
+                # DescribeAutoScalingGroups supports no resource-level permission (Service Authorization Reference).
+                iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]),
+            ])
         resource = CustomResource(self, "ReleaseProtectionOnDelete", service_token=handler.function_arn,
                                   resource_type="Custom::ReleaseInstanceProtection",
                                   properties={"AutoScalingGroupName": group.auto_scaling_group_name})
@@ -840,15 +826,6 @@ class GpuEcsService(Construct):
         for capacity_provider in self.capacity_provider.node.find_all():
             if isinstance(capacity_provider, ecs.CfnCapacityProvider):
                 capacity_provider.node.add_dependency(resource)
-        skip_checkov(handler, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
-        acknowledge_compliance(handler, {
-            "LambdaConcurrency": "The handler runs only when CloudFormation creates, updates or deletes its custom "
-                                 "resource; nothing else can invoke it.",
-            "LambdaDLQ": "The handler serves a CloudFormation custom resource: a failure fails the stack operation "
-                         "with its reason, where it must be seen; there is no event to keep for a retry.",
-            "LambdaInsideVPC": "The handler calls only the Auto Scaling API and CloudFormation's response URL and "
-                               "handles no inference data; the service's VPC may have no route to either.",
-        })
         Validations.of(role).acknowledge(
             Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
                            reason="autoscaling:DescribeAutoScalingGroups supports no resource-level permission; it "

@@ -113,7 +113,7 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
     (function_id,) = [ref for ref in depends_on(t, ids["Custom::ReleaseInstanceProtection"])
                       if t["Resources"][ref]["Type"] == "AWS::Lambda::Function"]
     function = t["Resources"][function_id]["Properties"]
-    assert function["Handler"] == "index.handler" and "VpcConfig" not in function
+    assert function["Handler"] == "instance_protection.handler" and "VpcConfig" not in function
     # Its role may change exactly this group's protection, and describe groups (no resource-level permission).
     statements = {json.dumps(s["Action"]): s for p in of_type(t, "AWS::IAM::Policy").values()
                   for s in p["Properties"]["PolicyDocument"]["Statement"]

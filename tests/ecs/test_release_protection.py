@@ -1,4 +1,4 @@
-"""The ``Custom::ReleaseInstanceProtection`` handler (constructs_lib/instance_protection/index.py) against moto's
+"""The ``Custom::ReleaseInstanceProtection`` handler (constructs_lib/cleanup_handlers/instance_protection.py) against moto's
 Auto Scaling: Delete lifts the group's and every instance's scale-in protection (more instances than one
 SetInstanceProtection call takes), Create does nothing, an Update that renames the group releases the old one, a
 missing group is fine, and CloudFormation gets SUCCESS or FAILED at its response URL."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -19,9 +20,14 @@ from tests.conftest import ROOT
 REGION = "us-east-1"
 
 
+HANDLERS = ROOT / "constructs_lib" / "cleanup_handlers"
+
+
 def handler_module():
-    spec = importlib.util.spec_from_file_location(
-        "release_protection_index", ROOT / "constructs_lib" / "instance_protection" / "index.py")
+    """The handler as Lambda loads it: its directory on the path (it imports ``cfn_response`` from there)."""
+    if str(HANDLERS) not in sys.path:
+        sys.path.append(str(HANDLERS))
+    spec = importlib.util.spec_from_file_location("instance_protection", HANDLERS / "instance_protection.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -11,16 +11,17 @@ and before the group (constructs_lib/ecs_service.py spells out the order).
 Properties: ``AutoScalingGroupName``. Create does nothing; Update lifts protection from the previous group when the
 name changed (the old group is replaced and deleted after the update); Delete lifts it from the group. A group that
 no longer exists is fine. Answers CloudFormation at the pre-signed ``ResponseURL`` itself (no Provider framework:
-one function, one role), with the standard library and boto3 of the Lambda runtime only.
+one function, one role; :mod:`cfn_response`), with the standard library and boto3 of the Lambda runtime only.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.request
 from typing import Any
 
 import boto3
+
+from cfn_response import respond
 
 #: SetInstanceProtection takes at most 50 instance ids per call (Amazon EC2 Auto Scaling API reference, InstanceIds).
 MAX_IDS_PER_CALL = 50
@@ -51,21 +52,6 @@ def on_event(event: dict[str, Any], autoscaling: Any) -> dict[str, Any]:
     return {"group": name, "released": []}
 
 
-def respond(event: dict[str, Any], context: Any, status: str, reason: str, data: dict[str, Any]) -> None:
-    """PUT the custom resource response to CloudFormation's pre-signed URL (CloudFormation user guide, custom
-    resources, "Custom resource response objects")."""
-    body = json.dumps({
-        "Status": status, "Reason": reason[:1000],
-        "PhysicalResourceId": event.get("PhysicalResourceId") or f"release-protection-{event['LogicalResourceId']}",
-        "StackId": event["StackId"], "RequestId": event["RequestId"], "LogicalResourceId": event["LogicalResourceId"],
-        "Data": {"Group": str(data.get("group", "")), "Released": str(len(data.get("released", [])))},
-    }).encode()
-    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
-                                     headers={"Content-Type": "", "Content-Length": str(len(body))})
-    with urllib.request.urlopen(request, timeout=30):
-        pass
-
-
 def handler(event: dict[str, Any], context: Any) -> None:
     """Lambda entry point. Any failure is reported as FAILED with its message (CloudFormation then shows it)."""
     try:
@@ -75,4 +61,4 @@ def handler(event: dict[str, Any], context: Any) -> None:
         respond(event, context, "FAILED", f"{type(error).__name__}: {error}", {})
         return
     print(json.dumps({"request": event["RequestType"], **data}))
-    respond(event, context, "SUCCESS", "", data)
+    respond(event, context, "SUCCESS", "", {"Group": data["group"], "Released": len(data["released"])})
