@@ -460,6 +460,18 @@ def test_a_log_group_the_key_lets_in_passes(name):
     assert _gate.template_findings(app, rules=(aws_rules.LogGroupKeyLetsCloudWatchLogsIn,)) == []
 
 
+def test_a_generated_log_group_name_is_not_guessed_in_a_single_template():
+    """cfn-lint reads one template and knows no stack name: a group CloudFormation names is not matched against
+    the condition (the gate, reading the app, does match it)."""
+    foundation = keyed_app(LOGS_STATEMENT)["RealtimeVoice-Foundation"]
+    foundation["Resources"]["Logs"] = {"Type": "AWS::Logs::LogGroup",
+                                       "Properties": {"KmsKeyId": {"Fn::GetAtt": ["Key", "Arn"]}}}
+    assert list(aws_rules.LogGroupKeyLetsCloudWatchLogsIn().findings(foundation)) == []
+    other = {"Other-Stack": foundation}
+    (line,) = _gate.template_findings(other, rules=(aws_rules.LogGroupKeyLetsCloudWatchLogsIn,))
+    assert "'Other-Stack-Logs-*' is not" in line
+
+
 def test_findings_name_rule_stack_path_and_source():
     (line,) = _gate.template_findings({"RealtimeVoice-Voxtral": template(C=config())})
     assert line.startswith("E9101 RealtimeVoice-Voxtral: Resources/C/Properties/ProductionVariants/0/InstanceType: ")

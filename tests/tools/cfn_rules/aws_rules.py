@@ -917,10 +917,12 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
     app_level = True
 
     def findings(self, template):
-        for _stack, path, message in self.app_findings({"Template": template}):
+        """One template alone (cfn-lint's run): its stack name, part of a generated group name, is unknown."""
+        for _stack, path, message in self.app_findings({"Template": template}, stack_names=False):
             yield path, message
 
-    def app_findings(self, templates: dict[str, dict]):
+    def app_findings(self, templates: dict[str, dict], stack_names: bool = True):
+        """Findings over the app's ``templates`` (``{stack name: template}``)."""
         import fnmatch
 
         keys = {(stack, lid): props for stack, tpl in templates.items()
@@ -931,7 +933,7 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
                 if key is None or key not in keys:
                     continue
                 name = props.get("LogGroupName")
-                name = name if isinstance(name, str) else f"{stack}-{lid}-*"
+                name = name if isinstance(name, str) else f"{stack}-{lid}-*" if stack_names else None
                 statements = [s for s in t.as_list((keys[key].get("KeyPolicy") or {}).get("Statement"))
                               if s.get("Effect") == "Allow"
                               and "logs." in repr((s.get("Principal") or {}).get("Service"))]
@@ -942,7 +944,7 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
                 if not granted:
                     yield stack, where, f"the policy of key {key[1]} ({key[0]}) does not let CloudWatch Logs use it"
                     continue
-                if not any(self._covers(s, name) for s in granted):
+                if name is not None and not any(self._covers(s, name) for s in granted):
                     yield stack, where, (f"key {key[1]}'s CloudWatch Logs statement limits "
                                          f"kms:EncryptionContext:aws:logs:arn to log groups that {name!r} is not")
 
