@@ -18,7 +18,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, Stack, Validations
+import jsii
+from aws_cdk import (
+    Acknowledgment,
+    Annotations,
+    ArnFormat,
+    Aspects,
+    CustomResource,
+    Duration,
+    IAspect,
+    RemovalPolicy,
+    Stack,
+    Validations,
+)
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -31,8 +43,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
-from constructs import Construct
+from constructs import Construct, IConstruct
 
+from constructs_lib.cleanup import cleanup_function
 from constructs_lib.encryption import secret_decrypt_statement
 from constructs_lib.ecs_props import (
     GpuCapacity,
@@ -210,6 +223,20 @@ class GpuEcsServiceProps:
             p.add("drain_s", self.drain_s, str(error))
 
 
+@jsii.implements(IAspect)
+class _ServiceAfterAssociation:
+    """Make ``service`` depend on the cluster's capacity provider association (see :class:`GpuEcsService`)."""
+
+    def __init__(self, service: ecs.Ec2Service) -> None:
+        self._service = service
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, ecs.Cluster):
+            for child in node.node.children:
+                if isinstance(child, ecs.CfnClusterCapacityProviderAssociations):
+                    self._service.node.add_dependency(child)
+
+
 class GpuEcsService(Construct):
     """An ECS service of the bridge image on EC2 GPU capacity, one GPU per task, behind an ALB.
 
@@ -217,7 +244,13 @@ class GpuEcsService(Construct):
       encrypted gp3 root volume, the CloudWatch agent for GPU metrics), an Auto Scaling group (On-Demand or Spot; in
       every private subnet, or in one with a cluster placement group) and a capacity provider with managed scaling
       and managed termination protection: ECS grows the group when tasks cannot be placed, and never terminates an
-      instance that runs a task.
+      instance that runs a task (the task's scale-in protection then keeps one with live streams).
+    * Destroy: ``Custom::ReleaseInstanceProtection`` lifts the group's and its instances' scale-in protection after
+      the capacity provider is gone and before CloudFormation deletes the group, which would otherwise wait on
+      protected instances (aws/aws-cdk#18179, #14732; aws/containers-roadmap#2862). Deletion order:
+      service (tasks stop: deregistration delay, then the bridge's drain) -> cluster capacity provider association
+      -> capacity provider -> the release -> Auto Scaling group (scaled to zero, instances terminate) -> launch
+      template -> cluster (it cannot be deleted while container instances are active).
     * Task: one GPU (``resourceRequirements`` GPU), container health check on /ping, stopTimeout = drain + exit time,
       its own log group, a task role that reads the model prefix and writes the metrics namespace, and a host
       directory for the weights' copy. With ``require_token``, a Secrets Manager secret the construct creates,
@@ -316,6 +349,7 @@ class GpuEcsService(Construct):
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        self.release_protection = self._release_instance_protection(key)
         skip_checkov(instance_role, "AWS::IAM::Policy", {
             "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
                            "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* for the agent), and PutMetricData, which supports "
@@ -554,6 +588,10 @@ class GpuEcsService(Construct):
             enable_ecs_managed_tags=True,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
         )
+        # The association of the capacity provider with the cluster goes after the service that uses it: deleted
+        # first, it fails with "The specified capacity provider is in use and cannot be removed". The cluster makes
+        # the association in an aspect at synthesis; this one, added after it, runs after it.
+        Aspects.of(self.cluster).add(_ServiceAfterAssociation(self.service))
         # Also opens the task security group to the load balancer's on the bridge port (and nothing else).
         self.service.attach_to_application_target_group(self.target_group)
 
@@ -748,6 +786,55 @@ class GpuEcsService(Construct):
             id="AwsSolutions-IAM5[Resource::*]",
             reason=f"cloudwatch:PutMetricData supports no resource-level permission; a cloudwatch:namespace "
                    f"condition limits it to {what}."))
+
+    def _release_instance_protection(self, key: kms.IKey | None) -> CustomResource:
+        """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group
+        (``constructs_lib/cleanup_handlers/instance_protection.py``).
+
+        Managed termination protection needs the group's ``NewInstancesProtectedFromScaleIn`` and ECS sets
+        ``ProtectedFromScaleIn`` on each instance that runs a task (ECS API reference, AutoScalingGroupProvider,
+        managedTerminationProtection); nothing lifts them when the capacity provider is deleted
+        (aws/containers-roadmap#2862), and CloudFormation's delete of the group then waits for instances that may
+        not be scaled in, until it times out (aws/aws-cdk#18179, #14732). Kept on, not turned off: without it, a
+        managed scale-in could terminate an instance whose task still carries live streams (a task's scale-in
+        protection guards it against service scale-in, not against its instance's termination).
+
+        Order: the resource refers to the group (CloudFormation deletes it before the group) and the capacity
+        provider depends on it (deleted after the capacity provider, when ECS no longer manages the group), so on
+        delete it runs exactly between the two. Its function and role are referred to by it, so they outlive it.
+        """
+        group = self.auto_scaling_group
+        stack = Stack.of(self)
+        group_arn = stack.format_arn(service="autoscaling", resource="autoScalingGroup",
+                                     resource_name=f"*:autoScalingGroupName/{group.auto_scaling_group_name}",
+                                     arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        handler, role = cleanup_function(
+            self, "ReleaseProtection", handler="instance_protection.handler", timeout=Duration.minutes(2), key=key,
+            log_retention_days=self._props.log_retention_days,
+            description=f"Custom::ReleaseInstanceProtection: lifts scale-in protection of {self._props.service_name}'s "
+                        "Auto Scaling group on delete",
+            statements=[
+                iam.PolicyStatement(actions=["autoscaling:UpdateAutoScalingGroup", "autoscaling:SetInstanceProtection"],
+                                    resources=[group_arn]),
+                # DescribeAutoScalingGroups supports no resource-level permission (Service Authorization Reference).
+                iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]),
+            ])
+        resource = CustomResource(self, "ReleaseProtectionOnDelete", service_token=handler.function_arn,
+                                  resource_type="Custom::ReleaseInstanceProtection",
+                                  properties={"AutoScalingGroupName": group.auto_scaling_group_name})
+        resource.node.add_dependency(role)  # its statements must still exist when the Delete runs
+        for capacity_provider in self.capacity_provider.node.find_all():
+            if isinstance(capacity_provider, ecs.CfnCapacityProvider):
+                capacity_provider.node.add_dependency(resource)
+        Validations.of(role).acknowledge(
+            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
+                           reason="autoscaling:DescribeAutoScalingGroups supports no resource-level permission; it "
+                                  "only reads the group's instances and their protection."),
+            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, group_arn)}]",
+                           reason="An Auto Scaling group ARN holds a generated id; the wildcard is that id, and the "
+                                  "group is named exactly."),
+        )
+        return resource
 
     def _grant_task_protection(self, role: iam.IRole) -> None:
         """ECS task scale-in protection through the agent's endpoint acts with the task role (Amazon ECS developer

@@ -23,7 +23,7 @@ import dataclasses
 import re
 from typing import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -43,12 +43,13 @@ from constructs_lib.endpoint_props import (
     RollingUpdate,
     normalise_s3_prefix,
 )
+from constructs_lib import instance_types as catalogue
 from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
 from constructs_lib.model_staging_build.stage_model.location import S3Prefix
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.metrics import EndpointMetrics
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
-from constructs_lib.nag import nag_render
+from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.names import ECR_IMAGE_RE, is_token, repository_arn_from_image_uri
 from constructs_lib.scaling import ScalableInstanceCount
 from constructs_lib.validation import Problems
@@ -119,6 +120,35 @@ class EndpointBase(Construct, EndpointMetrics):
         """
         return ScalableInstanceCount(self, "InstanceCount", endpoint=self, min_capacity=min_capacity,
                                      max_capacity=max_capacity)
+
+    @staticmethod
+    def _volume_key(config: sagemaker.CfnEndpointConfig, key: str | None, types: Sequence[str],
+                    refusal: str | None) -> None:
+        """Say what became of the ML storage volumes' key, on the EndpointConfig.
+
+        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.instance_types.
+          volume_key_refusal`): KmsKeyId is off, since CreateEndpointConfig fails with it. An info annotation says so
+          when a key was asked for; the compliance packs' "endpoint configuration has a KMS key" rule and checkov's
+          CKV_AWS_98 are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
+          instance's hardware module, which no key setting can change).
+        * A key was asked for and a type's storage is unknown to the catalogue: the key is kept (the request is
+          honoured) and a warning says CreateEndpointConfig fails if that type has local storage, and where to
+          record the fact. Never a silent guess.
+        """
+        if refusal is not None:
+            if key is not None:
+                Annotations.of(config).add_info(f"volume_kms_key_arn is not applied. {refusal}")
+            acknowledge_compliance(config, {"SageMakerEndpointConfigurationKMSKeyConfigured": refusal})
+            skip_checkov(config, "AWS::SageMaker::EndpointConfig", {"CKV_AWS_98": refusal})
+            return
+        unknown = catalogue.unknown_storage_types(types)
+        if key is not None and unknown:
+            Annotations.of(config).add_warning_v2(
+                "realtime-voice:volume-key-unknown-storage",
+                f"KmsKeyId is set, but constructs_lib/instance_types.py does not know whether {', '.join(unknown)} "
+                f"{'has' if len(unknown) == 1 else 'have'} local NVMe instance storage: if so, CreateEndpointConfig "
+                f"fails ({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store table, "
+                "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave volume_kms_key_arn unset.")
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a rolling update.
@@ -236,10 +266,12 @@ class RealtimeEndpoint(EndpointBase):
             for instance_type, environment in props.pool_environment.items()
         }
 
+        refusal = catalogue.volume_key_refusal(variant.instance_types)
         config = sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
-            kms_key_id=props.volume_kms_key_arn,
+            # None on local-NVMe instance types: CreateEndpointConfig refuses KmsKeyId there (_volume_key).
+            kms_key_id=None if refusal else props.volume_kms_key_arn,
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant.variant_name,
@@ -266,6 +298,8 @@ class RealtimeEndpoint(EndpointBase):
                 )
             ],
         )
+
+        self._volume_key(config, props.volume_kms_key_arn, variant.instance_types, refusal)
 
         self._endpoint = sagemaker.CfnEndpoint(
             self,
@@ -305,6 +339,35 @@ class RealtimeEndpoint(EndpointBase):
             for dependency in container.depends_on:
                 model.node.add_dependency(dependency)
         return model
+
+    @staticmethod
+    def _volume_key(config: sagemaker.CfnEndpointConfig, key: str | None, types: Sequence[str],
+                    refusal: str | None) -> None:
+        """Say what became of the ML storage volumes' key, on the EndpointConfig.
+
+        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.instance_types.
+          volume_key_refusal`): KmsKeyId is off, since CreateEndpointConfig fails with it. An info annotation says so
+          when a key was asked for; the compliance packs' "endpoint configuration has a KMS key" rule and checkov's
+          CKV_AWS_98 are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
+          instance's hardware module, which no key setting can change).
+        * A key was asked for and a type's storage is unknown to the catalogue: the key is kept (the request is
+          honoured) and a warning says CreateEndpointConfig fails if that type has local storage, and where to
+          record the fact. Never a silent guess.
+        """
+        if refusal is not None:
+            if key is not None:
+                Annotations.of(config).add_info(f"volume_kms_key_arn is not applied. {refusal}")
+            acknowledge_compliance(config, {"SageMakerEndpointConfigurationKMSKeyConfigured": refusal})
+            skip_checkov(config, "AWS::SageMaker::EndpointConfig", {"CKV_AWS_98": refusal})
+            return
+        unknown = catalogue.unknown_storage_types(types)
+        if key is not None and unknown:
+            Annotations.of(config).add_warning_v2(
+                "realtime-voice:volume-key-unknown-storage",
+                f"KmsKeyId is set, but constructs_lib/instance_types.py does not know whether {', '.join(unknown)} "
+                f"{'has' if len(unknown) == 1 else 'have'} local NVMe instance storage: if so, CreateEndpointConfig "
+                f"fails ({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store table, "
+                "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave volume_kms_key_arn unset.")
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM (DeploymentConfig AutoRollbackConfiguration). The execution

@@ -317,8 +317,11 @@ class RealtimeEndpointProps:
             synth) and put the instance metrics.
         enable_network_isolation: the container gets no network access. Default: True for a model package
             (Marketplace packages require it), False for an image.
-        volume_kms_key_arn: KMS key (or alias) ARN for the instances' ML storage volumes. Default: AWS-managed
-            encryption.
+        volume_kms_key_arn: KMS key (or alias) ARN for the instances' ML storage volumes (EndpointConfig
+            ``KmsKeyId``), applied only when no instance type of the variant (instance pools included) has local NVMe
+            storage: CreateEndpointConfig refuses a key there, and the instance's hardware module encrypts those
+            volumes (:func:`constructs_lib.instance_types.volume_key_refusal`; synth says so in an info
+            annotation). Default: AWS-managed encryption.
         log_retention_days: retention of the endpoint's log group (:data:`LOG_RETENTION_DAYS`). Default 30.
         log_kms_key_arn: KMS key ARN that encrypts the endpoint's log group (its key policy must let CloudWatch Logs
             use it for this log group). Default: CloudWatch Logs' own encryption.

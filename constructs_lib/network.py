@@ -30,15 +30,25 @@ the interface endpoints accept HTTPS from the Models, the runtime endpoint 443 a
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
+from typing import Sequence
+
+from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from constructs_lib.cleanup import cleanup_function
 from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
 from constructs_lib.network_props import ECS_INTERFACE_ENDPOINTS, RUNTIME_PORTS, PrivateNetworkProps
-from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+    stack_singletons,
+)
 from constructs_lib.validation import Problems
 
 HTTPS = 443
@@ -101,6 +111,7 @@ class PrivateNetwork(Construct):
                 self, "ModelSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
                 description="SageMaker Models network interfaces - no inbound - HTTPS out to S3 and the VPC endpoints")
             model_groups = [model_group]
+            self._await_network_interfaces(model_group, subnets, key)
         self.model_security_group_ids: list[str] = [group.security_group_id for group in model_groups]
 
         self.endpoints: dict[str, ec2.IVpcEndpoint] = {}
@@ -158,6 +169,49 @@ class PrivateNetwork(Construct):
             self.endpoints[name] = self.vpc.add_interface_endpoint(
                 name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
                 security_groups=[group], private_dns_enabled=True, open=False)
+
+    def _await_network_interfaces(self, group: ec2.SecurityGroup, subnets: Sequence[ec2.ISubnet],
+                                  key: kms.IKey | None) -> CustomResource:
+        """``Custom::AwaitNetworkInterfaces`` (``constructs_lib/cleanup_handlers/network_interfaces.py``): on delete,
+        wait until SageMaker has released the Models' network interfaces in ``group``, which it does some time after
+        the endpoints are gone (not documented: unconfirmed), so that the group and the subnets can be deleted
+        (aws-cloudformation/cloudformation-coverage-roadmap#1327 reports the DependencyViolation otherwise).
+
+        Order: the resource refers to the group and the subnets, so CloudFormation deletes it before them; the
+        endpoint stacks import from this stack, so ``cdk destroy`` deletes them (and the endpoints) first.
+        """
+        stack = Stack.of(self)
+        interfaces = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        function, role = cleanup_function(
+            self, "AwaitInterfaces", handler="network_interfaces.handler", timeout=Duration.minutes(15), key=key,
+            description="Custom::AwaitNetworkInterfaces: waits on delete for SageMaker to release the Models' network "
+                        "interfaces",
+            statements=[
+                # DescribeNetworkInterfaces supports no resource-level permission (Service Authorization Reference).
+                iam.PolicyStatement(actions=["ec2:DescribeNetworkInterfaces"], resources=["*"]),
+                # Only interfaces of this VPC (condition key ec2:Vpc of the network-interface resource type).
+                iam.PolicyStatement(
+                    actions=["ec2:DeleteNetworkInterface"],
+                    resources=[interfaces],
+                    conditions={"ArnEquals": {"ec2:Vpc": stack.format_arn(
+                        service="ec2", resource="vpc", resource_name=self.vpc.vpc_id)}}),
+            ])
+        resource = CustomResource(
+            self, "AwaitInterfacesOnDelete", service_token=function.function_arn,
+            resource_type="Custom::AwaitNetworkInterfaces",
+            properties={"SecurityGroupIds": [group.security_group_id],
+                        "SubnetIds": [subnet.subnet_id for subnet in subnets]})  # the subnets: for the order only
+        resource.node.add_dependency(role)  # its statements must still exist when the Delete runs
+        Validations.of(role).acknowledge(
+            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
+                           reason="ec2:DescribeNetworkInterfaces supports no resource-level permission; it reads the "
+                                  "interfaces of the Models' security group."),
+            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, interfaces)}]",
+                           reason="Interface ids are SageMaker's; ec2:DeleteNetworkInterface is limited to this VPC "
+                                  "by the ec2:Vpc condition and to detached interfaces no service manages by the "
+                                  "handler."),
+        )
+        return resource
 
     def _new_vpc(self, props: PrivateNetworkProps, key: kms.IKey | None) -> ec2.Vpc:
         flow_logs = logs.LogGroup(

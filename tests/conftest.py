@@ -36,8 +36,15 @@ class Synthesized:
 
 
 def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
-    """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``."""
+    """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``, and hold every template to
+    AWS's rules (tests/tools/cfn_rules: the rule book, botocore's API models, the Service Authorization Reference).
+    Every variant any test synthesizes is checked this way, with no synthesis of its own.
+
+    Raises:
+        AssertionError: a template breaks a rule; the message lists each finding with its source.
+    """
     from app import create_app
+    from tests.tools.cfn_rules._gate import template_findings
 
     context = {**cdk_json_context(), **(overrides or {})}
     app, settings, voice_app = create_app(context, outdir=str(outdir))
@@ -46,6 +53,9 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
         stack.stack_name: json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
         for stack in voice_app.stacks
     }
+    findings = template_findings(templates)
+    if findings:
+        raise AssertionError(f"the app synthesized with {overrides or {}} breaks AWS's rules:\n" + "\n".join(findings))
     return Synthesized(settings, voice_app, outdir, templates)
 
 

@@ -19,6 +19,9 @@ Every field the synth sets is compared, one check per field, naming the field, t
   ``VariantInstanceProvisionTimeoutInSeconds``...). ``EnableNetworkIsolation``, ``VpcConfig``, ``KmsKeyId``,
   ``InferenceAmiVersion`` and ``InstancePools`` are compared even when the synth leaves them out (then they must be
   unset): a rolled-back EndpointConfig may carry a value the synth no longer sets.
+  The synth leaves ``KmsKeyId`` out when an instance type of the variant (an instance pool's included) has local NVMe
+  storage: CreateEndpointConfig refuses a key there (API reference, ``KmsKeyId``), so verify expects none and says
+  why (:func:`constructs_lib.instance_types.volume_key_refusal`).
 
 What it catches: an endpoint that is missing, not InService (Creating, Updating, Failed, RollingBack...), or InService
 on another EndpointConfig or Model than the synth's, for instance after SageMaker rolled an update back (the endpoint
@@ -34,6 +37,7 @@ Exit code: 0 when every check passes, 1 when one fails (or AWS cannot be reached
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +45,7 @@ from typing import Any, Callable, Mapping
 
 import botocore.exceptions
 
+from constructs_lib import instance_types
 from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
 from voicectl.cli import UsageError
 
@@ -546,6 +551,8 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
     config_name = endpoint["EndpointConfigName"]
     config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
     compare.properties(f"EndpointConfig {config_name}", expected.config, config, CONFIG_NOT_COMPARED, CONFIG_DEFAULTS)
+    if "KmsKeyId" not in expected.config:
+        _why_no_volume_key(compare, f"EndpointConfig {config_name} KmsKeyId", expected.variants)
     deployed_variants = {v["VariantName"]: v for v in config["ProductionVariants"]}
     wanted_names = [resolver.resolve(variant.name) for variant in expected.variants]
     compare.add(f"EndpointConfig {config_name} variants", ", ".join(sorted(wanted_names)),
@@ -570,6 +577,21 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
                             pool.get("ModelNameOverride") or "(unset)", ok=False)
         _check_instances(compare, session, expected.region, name, variant_name, variant, running.get(variant_name, {}))
     return compare.checks
+
+
+def _why_no_volume_key(compare: _Comparer, what: str, variants: tuple[ExpectedVariant, ...]) -> None:
+    """Add the reason to the ``KmsKeyId`` check ``what`` when the synth left the key off for local-storage types:
+    the found value of a pass, the expected value of a mismatch ("unset (ml.g6.4xlarge: local NVMe ...)")."""
+    types = [t for v in variants for t in [v.properties.get("InstanceType"),
+                                           *(p.get("InstanceType") for p in v.properties.get("InstancePools") or [])]
+             if isinstance(t, str)]
+    local = instance_types.local_storage_types(types)
+    if not local:
+        return
+    why = (f"unset: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe storage, encrypted by the "
+           "instance; CreateEndpointConfig refuses KmsKeyId there (API reference, KmsKeyId)")
+    compare.checks = [dataclasses.replace(c, **({"actual": why} if c.ok else {"expected": why})) if c.what == what
+                      else c for c in compare.checks]
 
 
 def _check_instances(compare: _Comparer, session: Any, region: str, endpoint_name: str, variant_name: str,

@@ -41,6 +41,28 @@ def test_an_existing_vpc_with_its_own_groups_and_no_endpoints():
     assert network.model_security_group_ids == ["sg-0123456789abcdef0"]
     assert network.runtime_endpoint is None
     assert resources(stack, "AWS::EC2::VPC") == {} and resources(stack, "AWS::EC2::SecurityGroup") == {}
+    # Its own groups: nothing of the stack waits on SageMaker's network interfaces.
+    assert resources(stack, "Custom::AwaitNetworkInterfaces") == {}
+
+
+def test_destroy_waits_for_the_models_network_interfaces_before_the_group_and_subnets_go():
+    """cloudformation-coverage-roadmap#1327: SageMaker releases a VPC endpoint's network interfaces after the endpoint
+    is deleted, and the group's and subnets' deletion fails while they remain. The waiter refers to both (deleted
+    before them), runs outside the VPC, and may delete interfaces of this VPC only."""
+    stack = bare_stack()
+    PrivateNetwork(stack, "Net", PrivateNetworkProps())
+    (wait_id, wait), = resources(stack, "Custom::AwaitNetworkInterfaces").items()
+    (group_id,) = [k for k in resources(stack, "AWS::EC2::SecurityGroup") if k.startswith("NetModelSecurityGroup")]
+    assert wait["Properties"]["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
+    assert sorted(ref["Ref"] for ref in wait["Properties"]["SubnetIds"]) == sorted(resources(stack, "AWS::EC2::Subnet"))
+    function_id = wait["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    function = resources(stack, "AWS::Lambda::Function")[function_id]["Properties"]
+    assert function["Handler"] == "network_interfaces.handler" and "VpcConfig" not in function
+    assert function["Timeout"] == 900
+    (delete,) = [s for p in resources(stack, "AWS::IAM::Policy").values()
+                 for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "ec2:DeleteNetworkInterface"]
+    vpc_id = next(iter(resources(stack, "AWS::EC2::VPC")))
+    assert vpc_id in json.dumps(delete["Condition"]["ArnEquals"]["ec2:Vpc"])
 
 
 def test_bad_network_props_are_reported_together():

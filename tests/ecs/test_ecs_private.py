@@ -131,6 +131,16 @@ def test_task_logs_and_token_are_under_the_data_key(private_ecs):
         "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}
 
 
+@pytest.mark.parametrize("variant", ["private_ecs", "existing_ecs"])
+def test_sonic_on_sagemaker_sets_no_volume_key_on_its_local_storage_type(variant, request):
+    """CreateEndpointConfig, KmsKeyId: with Voxtral on ECS, the one EndpointConfig left (Sonic's, ml.g6e.2xlarge,
+    local NVMe) carries no KmsKeyId and records why."""
+    from tests.infra.test_private import check_volume_keys, key_ref
+
+    app = request.getfixturevalue(variant)
+    assert check_volume_keys(app, key_ref(app)) == ["ml.g6e.2xlarge"]
+
+
 def test_an_existing_vpc_takes_its_subnets_and_caller_cidrs(existing_ecs):
     assert "RealtimeVoice-Foundation" in existing_ecs.templates
     assert suffixes(existing_ecs.template("Foundation")) == set()  # network.create_endpoints=false: the VPC has them

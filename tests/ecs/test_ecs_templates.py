@@ -74,6 +74,55 @@ def test_capacity_provider_manages_scaling_and_termination_protection(ecs_app):
     assert not of_type(t, "AWS::EC2::PlacementGroup")
 
 
+def depends_on(template: dict, logical_id: str) -> set[str]:
+    """What CloudFormation creates before ``logical_id`` (and deletes after it): DependsOn, Ref and Fn::GetAtt."""
+    found = set(template["Resources"][logical_id].get("DependsOn", []))
+
+    def walk(value):
+        if isinstance(value, dict):
+            if "Ref" in value:
+                found.add(value["Ref"])
+            if "Fn::GetAtt" in value:
+                found.add(value["Fn::GetAtt"][0])
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk(template["Resources"][logical_id].get("Properties", {}))
+    return found & set(template["Resources"])
+
+
+@pytest.mark.parametrize("app", ["ecs_app", "ecs_variant"])
+def test_destroy_releases_instance_protection_between_the_capacity_provider_and_the_group(app, request):
+    """aws/aws-cdk#18179, #14732, aws/containers-roadmap#2862: the group's instances stay protected from scale-in
+    after the capacity provider goes, and CloudFormation's delete of the group waits on them. Deletion runs in the
+    reverse of these dependencies: service, association, capacity provider, release, group, launch template,
+    cluster."""
+    t = request.getfixturevalue(app).template("VoxtralEcs")
+    ids = {kind: next(iter(of_type(t, kind))) for kind in (
+        "AWS::ECS::Service", "AWS::ECS::ClusterCapacityProviderAssociations", "AWS::ECS::CapacityProvider",
+        "Custom::ReleaseInstanceProtection", "AWS::AutoScaling::AutoScalingGroup", "AWS::EC2::LaunchTemplate",
+        "AWS::ECS::Cluster")}
+    chain = list(ids.values())
+    for later, earlier in zip(chain, chain[1:]):  # each is deleted before the next
+        assert earlier in depends_on(t, later), (later, earlier)
+    release = t["Resources"][ids["Custom::ReleaseInstanceProtection"]]
+    assert release["Properties"]["AutoScalingGroupName"] == {"Ref": ids["AWS::AutoScaling::AutoScalingGroup"]}
+    (function_id,) = [ref for ref in depends_on(t, ids["Custom::ReleaseInstanceProtection"])
+                      if t["Resources"][ref]["Type"] == "AWS::Lambda::Function"]
+    function = t["Resources"][function_id]["Properties"]
+    assert function["Handler"] == "instance_protection.handler" and "VpcConfig" not in function
+    # Its role may change exactly this group's protection, and describe groups (no resource-level permission).
+    statements = {json.dumps(s["Action"]): s for p in of_type(t, "AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]
+                  if p["Properties"]["Roles"] == [{"Ref": function["Role"]["Fn::GetAtt"][0]}]}
+    change = statements[json.dumps(["autoscaling:SetInstanceProtection", "autoscaling:UpdateAutoScalingGroup"])]
+    assert ids["AWS::AutoScaling::AutoScalingGroup"] in json.dumps(change["Resource"])
+    assert statements['"autoscaling:DescribeAutoScalingGroups"']["Resource"] == "*"
+
+
 def test_task_one_gpu_health_on_ping_stop_timeout_covers_the_drain(ecs_app):
     t = ecs_app.template("VoxtralEcs")
     task = one(t, "AWS::ECS::TaskDefinition")

@@ -184,13 +184,62 @@ def test_every_resource_that_holds_data_is_encrypted_with_the_key(private):
     (repository,) = every_resource(private, "AWS::ECR::Repository").values()
     assert repository["Properties"]["EncryptionConfiguration"]["EncryptionType"] == "KMS"
     assert refers_to_key(repository["Properties"]["EncryptionConfiguration"]["KmsKey"], key)
-    configs = every_resource(private, "AWS::SageMaker::EndpointConfig")
-    assert len(configs) == 2 and all(refers_to_key(c["Properties"]["KmsKeyId"], key) for c in configs.values())
+    # The EndpointConfigs: under the key only on EBS-backed types (test_no_endpoint_config_sets_a_key_on_local_storage)
+    assert len(every_resource(private, "AWS::SageMaker::EndpointConfig")) == 2
     (project,) = every_resource(private, "AWS::CodeBuild::Project").values()
     assert refers_to_key(project["Properties"]["EncryptionKey"], key)
     # The topic keeps a key of its own (CloudWatch must use it), customer managed and rotated.
     (topic,) = every_resource(private, "AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0].startswith("AlarmTopicKey")
+
+
+def endpoint_config_instance_types(config: dict) -> list[str]:
+    """Every instance type an EndpointConfig's variants may run: each InstanceType and each instance pool's."""
+    return [t for v in config["Properties"]["ProductionVariants"]
+            for t in [v.get("InstanceType"), *(p["InstanceType"] for p in v.get("InstancePools", []))] if t]
+
+
+def check_volume_keys(synthesized, key: str) -> list[str]:
+    """CreateEndpointConfig, KmsKeyId: no EndpointConfig sets KmsKeyId on a local-storage instance type (it would
+    fail), each of those records why for checkov, and every EBS-backed one is under ``key``. Returns the local-storage
+    types seen."""
+    from constructs_lib.instance_types import has_local_storage
+
+    seen = []
+    for name, config in every_resource(synthesized, "AWS::SageMaker::EndpointConfig").items():
+        types = endpoint_config_instance_types(config)
+        assert None not in [has_local_storage(t) for t in types], (name, types)  # the app knows every type it runs
+        local = [t for t in types if has_local_storage(t)]
+        if local:
+            assert "KmsKeyId" not in config["Properties"], name
+            skips = {s["id"]: s["comment"] for s in config["Metadata"]["checkov"]["skip"]}
+            assert skips["CKV_AWS_98"].startswith(f"KmsKeyId is left off: {', '.join(local)}"), name
+            assert "CreateEndpointConfig API reference, KmsKeyId" in skips["CKV_AWS_98"]
+        else:
+            assert refers_to_key(config["Properties"]["KmsKeyId"], key), name
+        seen += local
+    return seen
+
+
+def test_no_endpoint_config_sets_a_key_on_local_storage(private):
+    # cdk.json's types, ml.g6.4xlarge (Voxtral) and ml.g6e.2xlarge (Sonic), both carry NVMe instance storage.
+    assert sorted(check_volume_keys(private, key_ref(private))) == ["ml.g6.4xlarge", "ml.g6e.2xlarge"]
+
+
+def test_the_synth_output_says_why_the_endpoint_configs_have_no_key(private):
+    """The info annotation on each EndpointConfig names its type and the rule (CDK prints it at synth, and the
+    validation report lists it as an info, not a finding)."""
+    reports = json.loads((private.outdir / "validation-report.json").read_text())["pluginReports"]
+    assert [v for r in reports if r["pluginName"] == "Construct Annotations" for v in r["violations"]] == []
+    messages = {path: entry["data"] for metadata in private.outdir.glob("*.metadata.json")
+                for path, entries in json.loads(metadata.read_text()).items() for entry in entries
+                if entry["type"] == "aws:cdk:info"}
+    by_stack = {path.split("/")[1]: data for path, data in messages.items() if path.endswith("/EndpointConfig")}
+    assert set(by_stack) == {"RealtimeVoice-Voxtral", "RealtimeVoice-Sonic"}
+    for stack, instance_type in (("RealtimeVoice-Voxtral", "ml.g6.4xlarge"), ("RealtimeVoice-Sonic", "ml.g6e.2xlarge")):
+        assert by_stack[stack].startswith(f"volume_kms_key_arn is not applied. KmsKeyId is left off: {instance_type} "
+                                          "has local NVMe instance storage")
+        assert "You can't request a KmsKeyId when using an instance type with local storage" in by_stack[stack]
 
 
 def test_the_model_bucket_lets_only_the_model_data_roles_use_its_objects(private):
@@ -219,8 +268,8 @@ def test_a_key_given_in_public_mode_encrypts_the_data_but_leaves_the_repository(
     (bucket,) = [b for name, b in every_resource(public_with_key, "AWS::S3::Bucket").items() if "ModelBucketEBB1ADF4" in name]
     (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule["ServerSideEncryptionByDefault"] == {"KMSMasterKeyID": KEY, "SSEAlgorithm": "aws:kms"}
-    for config in every_resource(public_with_key, "AWS::SageMaker::EndpointConfig").values():
-        assert config["Properties"]["KmsKeyId"] == KEY
+    # The EndpointConfigs: the key only on EBS-backed types; cdk.json's both carry NVMe storage, so neither has it.
+    assert sorted(check_volume_keys(public_with_key, KEY)) == ["ml.g6.4xlarge", "ml.g6e.2xlarge"]
     (topic,) = every_resource(public_with_key, "AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"] == KEY
     # The logical ids a deployment keeps stay (the topic's own key is gone: the given key replaces it).
@@ -269,6 +318,17 @@ def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request)
     for violation in suppressed:
         reason = violation["reason"]
         assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), f"{violation['ruleName']}: {reason!r}"
+    # The EndpointConfigs on local-storage types: the packs' KMS-key rule acknowledged there with AWS's reason (a
+    # pack whose findings are all acknowledged may leave no report: the construct metadata holds the acknowledgment).
+    acknowledged = {path: rules for metadata in app.outdir.glob("*.metadata.json")
+                    for path, entries in json.loads(metadata.read_text()).items() if path.endswith("/EndpointConfig")
+                    for rules in [{k: v for e in entries if e["type"] == "aws:cdk:acknowledged-rules"
+                                   for k, v in e["data"].items()}]}
+    assert len(acknowledged) == 2
+    for rules in acknowledged.values():
+        for pack in ("HIPAA.Security", "NIST.800.53.R5"):
+            reason = rules[f"Annotation::{pack}-SageMakerEndpointConfigurationKMSKeyConfigured"]
+            assert reason.startswith("KmsKeyId is left off: ") and "CreateEndpointConfig API reference" in reason
 
 
 def test_vpc_mode_runs_the_compliance_packs(tmp_path):

@@ -97,9 +97,15 @@ def test_no_staging_with_external_weights_or_when_switched_off(changed, tmp_path
     ]]}
 
 
-def test_volume_kms_key_is_set(changed):
+def test_a_volume_kms_key_is_not_applied_on_a_local_storage_type(changed):
+    """voxtral.volume_kms_key_arn on ml.g6e.xlarge (local NVMe storage): CreateEndpointConfig would fail with
+    KmsKeyId, so the synth leaves it off and says so (tests/constructs: an EBS-backed type keeps it)."""
     (config,) = resources(changed.template("Voxtral"), "AWS::SageMaker::EndpointConfig").values()
-    assert config["Properties"]["KmsKeyId"] == KMS_KEY
+    assert "KmsKeyId" not in config["Properties"]
+    metadata = json.loads(next(changed.outdir.glob("*Voxtral.metadata.json")).read_text())
+    (info,) = [e["data"] for path, entries in metadata.items() if path.endswith("/EndpointConfig")
+               for e in entries if e["type"] == "aws:cdk:info"]
+    assert info.startswith("volume_kms_key_arn is not applied. KmsKeyId is left off: ml.g6e.xlarge has local NVMe")
 
 
 def test_retain_data_keeps_buckets_and_repository_but_not_log_groups(changed):

@@ -171,6 +171,10 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     assert entries == 20  # 14 for the bridge and vLLM (KV_BLOCKS_PER_STREAM among them), 6 keep the container offline
     assert (f"OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized ({entries} "
             "entries)" in out)
+    # No key on the local-NVMe types, and the line says why (CreateEndpointConfig refuses one there).
+    assert (f"OK       voxtral-realtime: {config} KmsKeyId: unset: ml.g6.4xlarge has local NVMe storage, encrypted "
+            "by the instance; CreateEndpointConfig refuses KmsKeyId there (API reference, KmsKeyId)" in out)
+    assert "sonic-tts: EndpointConfig sonic-config-1 KmsKeyId: unset: ml.g6e.12xlarge has local NVMe storage" in out
     assert out.rstrip().endswith(f"{len(checks)} of {len(checks)} checks passed")
 
 
@@ -273,7 +277,10 @@ OLD_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/0b8f7c1e-0000-4000-8000-000000000
      "RoutingStrategy=RANDOM"),
     ({"variant": {"InstancePools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]}},
      "EndpointConfig voxtral-config-0 AllTraffic InstancePools", "unset", '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]'),
-    ({"KmsKeyId": OLD_KEY}, "EndpointConfig voxtral-config-0 KmsKeyId", "unset", OLD_KEY),
+    # The synth sets no key on ml.g6.4xlarge (local NVMe storage): a config with one is named, with why.
+    ({"KmsKeyId": OLD_KEY}, "EndpointConfig voxtral-config-0 KmsKeyId",
+     "unset: ml.g6.4xlarge has local NVMe storage, encrypted by the instance; CreateEndpointConfig refuses KmsKeyId "
+     "there (API reference, KmsKeyId)", OLD_KEY),
 ])
 def test_each_field_of_a_rolled_back_deployment_is_named(ops_variant, aws, change, what, expected, found):
     """The endpoint is InService on an older Model and EndpointConfig that differ from the synth in one field."""
