@@ -490,6 +490,10 @@ class GpuEcsService(Construct):
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
+        if not props.retain_data:
+            # Destroy: the access-log bucket is emptied only after the load balancer is gone (before, it would keep
+            # writing: a log file per node every 5 minutes, Elastic Load Balancing user guide, "Access logs").
+            self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(self.load_balancer)
         if not lb.internet_facing:
             for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
                 self.load_balancer.connections.allow_from(

@@ -112,6 +112,11 @@ class ModelBucket(Construct):
         })
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
+        if auto_delete:
+            # Destroy: the log bucket is emptied only after the model bucket is gone (its emptying writes access
+            # logs too). S3 delivers server access logs late ("best effort", most within a few hours: S3 user guide,
+            # "Server access log delivery"), so a record can still arrive after the emptying; README, "Destroy".
+            self.access_log_bucket.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(self.bucket)
         if props.data_principal_arns:
             self._deny_other_principals(props.data_principal_arns, auto_delete)
 

@@ -189,7 +189,8 @@ class PrivateNetwork(Construct):
             statements=[
                 # DescribeNetworkInterfaces supports no resource-level permission (Service Authorization Reference).
                 iam.PolicyStatement(actions=["ec2:DescribeNetworkInterfaces"], resources=["*"]),
-                # Only interfaces of this VPC (condition key ec2:Vpc of the network-interface resource type).
+                # Only interfaces of this VPC: ec2:Vpc is a condition key of DeleteNetworkInterface on the
+                # network-interface resource type (Service Authorization Reference).
                 iam.PolicyStatement(
                     actions=["ec2:DeleteNetworkInterface"],
                     resources=[interfaces],

@@ -123,6 +123,13 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
     assert statements['"autoscaling:DescribeAutoScalingGroups"']["Resource"] == "*"
 
 
+def test_destroy_empties_the_access_log_bucket_after_the_load_balancer_is_gone(ecs_app):
+    t = ecs_app.template("VoxtralEcs")
+    (empty_id,) = of_type(t, "Custom::S3AutoDeleteObjects")
+    (balancer_id,) = of_type(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert balancer_id in depends_on(t, empty_id)
+
+
 def test_task_one_gpu_health_on_ping_stop_timeout_covers_the_drain(ecs_app):
     t = ecs_app.template("VoxtralEcs")
     task = one(t, "AWS::ECS::TaskDefinition")
