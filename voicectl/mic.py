@@ -24,6 +24,10 @@ Messages on the recording WebSocket (text frames are JSON):
   ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
   ``{"type": "error", "message", "text"}`` (the text received so far); then the server closes the WebSocket.
 
+Every request and WebSocket handshake passes :class:`voicectl.mic_guard.PageGuard` first (loopback ``Host``, the
+page's own ``Origin``, only the page's routes; issue 27), and a recording may hold only so much audio
+(:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
+
 A failure ends the recording: the page stops capturing and shows the one error, which is also printed on the
 terminal. When the page goes away (tab closed, reload, browser quit) its WebSocket closes and the transcription is
 cancelled, which closes the stream to the endpoint at once.
@@ -51,6 +55,7 @@ import soxr
 
 from voicectl.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
+from voicectl.mic_guard import PageGuard, page_hosts
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
@@ -87,8 +92,15 @@ START_MESSAGE_TIMEOUT_S = 10.0
 SERVER_START_TIMEOUT_S = 30.0
 """Seconds allowed for Gradio's server to come up before the target is opened on its event loop."""
 
-WS_POLICY_VIOLATION = 1008
-"""WebSocket close code (RFC 6455) for a connection refused because of its Origin."""
+MAX_AHEAD_S = 3.0
+"""Seconds of audio the page may send beyond the time since its recording WebSocket opened. A microphone makes audio
+in real time; the page sends what it captured every 50 ms (and captures only once its socket exists), so only a
+client that is not a microphone gets further ahead, and it is refused rather than queued (issue 27)."""
+
+MAX_QUEUED_AUDIO_S = 60.0
+"""Seconds of 16 kHz audio a recording may hold waiting for the endpoint (1.9 MB of PCM16). The endpoint takes audio
+faster than real time (a replay after a dropped stream catches up at up to 16 x); more waiting means the stream has
+stopped taking audio, and the recording ends with an error instead of growing without bound."""
 
 INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository (pinned, from "
                 "requirements-mic.lock), or pip install '.[mic]' where the project is installed with pip")
@@ -161,6 +173,7 @@ class MicTranscriber:
         self._on_delta = on_delta
         self._on_replay = on_replay
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._queued_bytes = 0
         self._pending = bytearray()
         self._resampler: soxr.ResampleStream | None = None
         self._sample_rate_hz: int | None = None
@@ -207,7 +220,7 @@ class MicTranscriber:
         self._audio_ended = True
         self._flush_resampler()
         if self._pending:
-            self._queue.put_nowait(bytes(self._pending))
+            self._put(bytes(self._pending))
             self._pending.clear()
         self._queue.put_nowait(None)
 
@@ -252,12 +265,26 @@ class MicTranscriber:
     def _queue_pcm(self, pcm16: bytes) -> None:
         self._pending += pcm16
         while len(self._pending) >= CHUNK_BYTES:
-            self._queue.put_nowait(bytes(self._pending[:CHUNK_BYTES]))
+            self._put(bytes(self._pending[:CHUNK_BYTES]))
             del self._pending[:CHUNK_BYTES]
+
+    def _put(self, chunk: bytes) -> None:
+        """Queue a chunk for the endpoint, or raise :class:`AudioOverrun` past :data:`MAX_QUEUED_AUDIO_S`."""
+        waiting_s = (self._queued_bytes + len(chunk)) / (2 * TARGET_SAMPLE_RATE_HZ)
+        if waiting_s > MAX_QUEUED_AUDIO_S:
+            raise AudioOverrun(f"the endpoint stopped taking audio: {waiting_s:.0f} s of it is waiting to be sent "
+                               f"(at most {MAX_QUEUED_AUDIO_S:.0f} s is kept)")
+        self._queued_bytes += len(chunk)
+        self._queue.put_nowait(chunk)
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         while (chunk := await self._queue.get()) is not None:
+            self._queued_bytes -= len(chunk)
             yield chunk
+
+
+class AudioOverrun(Exception):
+    """More audio than a recording may hold (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`); the message says which."""
 
 
 class PageClosed(Exception):
@@ -303,19 +330,6 @@ class PageSocket:
             await self._websocket.close()
 
 
-def same_origin(headers: Any) -> bool:
-    """Whether a WebSocket request comes from this page: its ``Origin`` names the host it was sent to.
-
-    Browsers send ``Origin`` on every WebSocket handshake, and any web site can open a WebSocket to 127.0.0.1, so
-    without this check a site open in another tab could stream audio through the endpoint with your credentials.
-    A request without ``Origin`` is not from a browser page.
-    """
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
-
-
 async def read_start(page: PageSocket) -> int:
     """Read the page's ``start`` message and return its sample rate in Hz.
 
@@ -334,12 +348,18 @@ async def read_start(page: PageSocket) -> int:
     return rate
 
 
-async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int) -> NoReturn:
+async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int,
+                     opened_at: float | None = None) -> NoReturn:
     """Feed the page's audio frames to ``transcriber`` until ``stop``, then watch the socket for the page leaving.
 
-    Never returns: it ends by raising :class:`PageClosed` (the page went away, before or after ``stop``) or
-    :class:`PageProtocolError` (a malformed frame, a sample count that does not match, a message after ``stop``).
+    ``opened_at`` (``time.monotonic()``; default: now) is when the recording WebSocket opened: the page may send at
+    most :data:`MAX_AHEAD_S` more audio than the time since then.
+
+    Never returns: it ends by raising :class:`PageClosed` (the page went away, before or after ``stop``),
+    :class:`PageProtocolError` (a malformed frame, a sample count that does not match, a message after ``stop``) or
+    :class:`AudioOverrun` (audio faster than real time, or more waiting than a recording may hold).
     """
+    opened_at = time.monotonic() if opened_at is None else opened_at
     received = 0
     stopped = False
     while True:
@@ -349,6 +369,11 @@ async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_
         if isinstance(message, bytes):
             if len(message) % 4:
                 raise PageProtocolError(f"an audio frame of {len(message)} bytes is not whole float32 samples")
+            elapsed_s = time.monotonic() - opened_at
+            audio_s = (received + len(message) // 4) / sample_rate_hz
+            if audio_s > elapsed_s + MAX_AHEAD_S:
+                raise AudioOverrun(f"the page sent {audio_s:.1f} s of audio in {elapsed_s:.1f} s, faster than a "
+                                   f"microphone records (at most {MAX_AHEAD_S:.0f} s ahead of real time)")
             samples = np.frombuffer(message, dtype="<f4")
             if not np.isfinite(samples).all():
                 raise PageProtocolError("an audio frame holds samples that are not finite numbers")
@@ -428,6 +453,15 @@ class MicServer:
         self._opener: TransportOpener | None = None
         self._exit_stack = contextlib.AsyncExitStack()
         self._numbers = itertools.count(1)
+        self.guard: PageGuard | None = None
+        """The gate in front of the app (:mod:`voicectl.mic_guard`), once the server started."""
+
+    def allow_share_link(self, share_url: str) -> None:
+        """Accept requests for the ``--share`` link's host (over https), once Gradio made the link."""
+        assert self.guard is not None, "the server has not started"
+        host = urlsplit(share_url).netloc.lower()
+        self.guard.hosts = self.guard.hosts | {host}
+        self.guard.https_hosts = self.guard.https_hosts | {host}
 
     def app_kwargs(self) -> dict[str, Any]:
         """``app_kwargs`` for ``gradio.Blocks.launch``: the recording route and the lifespan."""
@@ -437,7 +471,12 @@ class MicServer:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
-        """Runs on the server's event loop: note the loop, and close the target when the server stops."""
+        """Runs on the server's event loop, before it takes a request: put the :class:`PageGuard` in front of the
+        whole app (outside Gradio's own middleware, whose CORS layer answers preflights without calling the app),
+        note the loop, and close the target when the server stops."""
+        stack = app.middleware_stack if app.middleware_stack is not None else app.build_middleware_stack()
+        self.guard = PageGuard(stack, hosts=page_hosts(self._args.port), websocket_paths=[RECORDING_PATH], log=log)
+        app.middleware_stack = self.guard  # Starlette calls middleware_stack for every request once it is set
         self._loop = asyncio.get_running_loop()
         self._serving.set()
         try:
@@ -464,20 +503,17 @@ class MicServer:
     async def serve_recording(self, websocket: Any) -> None:
         """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an error."""
         number = next(self._numbers)
-        if not same_origin(websocket.headers):
-            log(f"refused a recording from origin {websocket.headers.get('origin')!r}: only this page may record")
-            await websocket.close(code=WS_POLICY_VIOLATION)
-            return
-        await websocket.accept()
+        await websocket.accept()  # Host, Origin and route were checked by the PageGuard in front of the app
+        opened_at = time.monotonic()
         page = PageSocket(websocket)
         try:
-            await self._record(page, number)
+            await self._record(page, number, opened_at)
         except PageClosed:
             pass  # gone before the recording started, or while an error was being reported
         finally:
             await page.close()
 
-    async def _record(self, page: PageSocket, number: int) -> None:
+    async def _record(self, page: PageSocket, number: int, opened_at: float) -> None:
         try:
             sample_rate_hz = await asyncio.wait_for(read_start(page), START_MESSAGE_TIMEOUT_S)
         except PageProtocolError as error:
@@ -495,7 +531,7 @@ class MicServer:
         transcriber = MicTranscriber(self._opener, model=self._args.model, session_limit_s=self._args.session_limit,
                                      on_delta=lambda delta: publisher.update(), on_replay=replayed)
         publisher = TranscriptPublisher(page, transcriber)
-        reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz))
+        reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz, opened_at))
         opening = asyncio.create_task(transcriber.start())
         publishing: asyncio.Task[NoReturn] | None = None
         began = time.monotonic()
@@ -521,7 +557,7 @@ class MicServer:
                 f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
-        except RealtimeError as error:
+        except (RealtimeError, AudioOverrun) as error:
             await self._fail(page, number, str(error), publisher.text())
         finally:
             for task in (opening, reader, publishing):
@@ -581,6 +617,8 @@ def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
         raise UsageError(f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); another "
                          "program (or another voicectl mic) uses the port: pass --port with a free one") from error
     try:
+        if page.share_url:
+            server.allow_share_link(page.share_url)
         server.open_target()
         yield f"http://{MIC_HOST}:{page.server_port}"
     finally:
