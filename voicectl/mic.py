@@ -92,6 +92,25 @@ START_MESSAGE_TIMEOUT_S = 10.0
 SERVER_START_TIMEOUT_S = 30.0
 """Seconds allowed for Gradio's server to come up before the target is opened on its event loop."""
 
+FIRST_ANSWER_TIMEOUT_S = 10.0
+"""Watchdog: seconds from the first audio sent to the first answer (a ``transcription.delta``, empty ones included:
+vLLM sends one per 80 ms of audio once 0.6 s is buffered, ../shared/real-vllm.md) before the recording fails."""
+
+STALL_NOTICE_S = 3.0
+"""Seconds without an answer, while audio is being sent, before the page shows the stall ("no answer for N s;
+still sending")."""
+
+STALL_TIMEOUT_S = 15.0
+"""Watchdog: seconds without an answer, while audio is being sent, before the recording fails."""
+
+STOP_TIMEOUT_S = 15.0
+"""Watchdog: seconds from Stop (the last sample queued) to the final transcript before the recording fails. The
+bridge answers the final commit within about 1.4 s of vLLM work (17 deltas, ../shared/real-vllm.md); a replay
+after a dropped stream adds up to the audio held divided by the 16 x send speed."""
+
+WATCHDOG_TICK_S = 0.25
+"""How often the watchdog looks."""
+
 MAX_AHEAD_S = 3.0
 """Seconds of audio the page may send beyond the time since its recording WebSocket opened. A microphone makes audio
 in real time; the page sends what it captured every 50 ms (and captures only once its socket exists), so only a
@@ -180,6 +199,12 @@ class MicTranscriber:
         self._audio_ended = False
         self._transcript = Transcript()
         self._first_transport: Any = None
+        self.first_sent_at: float | None = None
+        """``time.monotonic()`` of the first chunk handed to the endpoint, for the watchdog."""
+        self.last_sent_at: float | None = None
+        self.last_answer_at: float | None = None
+        """``time.monotonic()`` of the last ``transcription.delta`` (empty ones included) or ``transcription.done``."""
+        self.audio_ended_at: float | None = None
         self.task: asyncio.Task[TranscriptionResult] | None = None
         """The transcription, once :meth:`start` returned; it ends after :meth:`end_audio`, or with the failure."""
 
@@ -191,9 +216,15 @@ class MicTranscriber:
         """
         self._first_transport = await self._opener()
         self.task = asyncio.create_task(transcribe_stream(
-            self._chunks(), self._open, model=self._model, on_delta=self._on_delta, on_replay=self._on_replay,
-            transcript=self._transcript, session_limit_s=self._session_limit_s,
+            self._chunks(), self._open, model=self._model, on_delta=self._answered, on_replay=self._on_replay,
+            on_session_text=lambda text: self._answered(None), transcript=self._transcript,
+            session_limit_s=self._session_limit_s,
         ))
+
+    def _answered(self, delta: str | None) -> None:
+        self.last_answer_at = time.monotonic()
+        if delta is not None:
+            self._on_delta(delta)
 
     @property
     def text(self) -> str:
@@ -218,6 +249,7 @@ class MicTranscriber:
         if self._audio_ended:
             return
         self._audio_ended = True
+        self.audio_ended_at = time.monotonic()
         self._flush_resampler()
         if self._pending:
             self._put(bytes(self._pending))
@@ -280,11 +312,55 @@ class MicTranscriber:
     async def _chunks(self) -> AsyncIterator[bytes]:
         while (chunk := await self._queue.get()) is not None:
             self._queued_bytes -= len(chunk)
+            self.last_sent_at = time.monotonic()
+            if self.first_sent_at is None:
+                self.first_sent_at = self.last_sent_at
             yield chunk
 
 
 class AudioOverrun(Exception):
     """More audio than a recording may hold (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`); the message says which."""
+
+
+class StreamStalled(Exception):
+    """The watchdog gave up on the stream (no first answer, no answer while audio flows, or a Stop that does not
+    finish); the message says which, in the user's words."""
+
+
+async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
+                clock: Callable[[], float] = time.monotonic) -> NoReturn:
+    """The recording's watchdog: tell the page when the endpoint has not answered for :data:`STALL_NOTICE_S` while
+    audio is sent (``{"type": "stall", "silent_s"}``, and ``{"type": "stall", "silent_s": 0}`` once it answers
+    again), and raise :class:`StreamStalled` when there is no first answer within :data:`FIRST_ANSWER_TIMEOUT_S`,
+    no answer for :data:`STALL_TIMEOUT_S`, or no final transcript :data:`STOP_TIMEOUT_S` after Stop. The timeouts
+    are read at each tick (tests shorten them)."""
+    stalled = 0  # the silence last shown, in whole seconds (0: none shown)
+    while True:
+        await asyncio.sleep(WATCHDOG_TICK_S)
+        now = clock()
+        if transcriber.audio_ended_at is not None and now - transcriber.audio_ended_at > STOP_TIMEOUT_S:
+            raise StreamStalled(f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
+                                "stopped answering. Check that the endpoint is in service and its logs, then press "
+                                "Record again.")
+        if transcriber.first_sent_at is None:
+            continue
+        if transcriber.last_answer_at is None:
+            if now - transcriber.first_sent_at > FIRST_ANSWER_TIMEOUT_S:
+                raise StreamStalled(f"{target} accepted the stream but sent nothing back in "
+                                    f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and its "
+                                    "logs, then press Record again.")
+            continue
+        silent_s = now - max(transcriber.last_answer_at, transcriber.first_sent_at)
+        if silent_s > STALL_TIMEOUT_S and transcriber.audio_ended_at is None:
+            raise StreamStalled(f"{target} stopped answering: nothing for {STALL_TIMEOUT_S:.0f} s while audio was "
+                                "sent. Check that the endpoint is in service and its logs, then press Record again.")
+        if silent_s > STALL_NOTICE_S and transcriber.audio_ended_at is None:
+            if (shown := max(1, int(silent_s))) != stalled:  # once per whole second
+                stalled = shown
+                await page.send({"type": "stall", "silent_s": shown})
+        elif stalled and silent_s <= STALL_NOTICE_S:
+            stalled = 0
+            await page.send({"type": "stall", "silent_s": 0})
 
 
 class PageClosed(Exception):
@@ -534,6 +610,7 @@ class MicServer:
         reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz, opened_at))
         opening = asyncio.create_task(transcriber.start())
         publishing: asyncio.Task[NoReturn] | None = None
+        watchdog: asyncio.Task[NoReturn] | None = None
         began = time.monotonic()
         try:
             await asyncio.wait({opening, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -543,8 +620,11 @@ class MicServer:
             log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target}")
             await page.send({"type": "started", "target": self.target})
             publishing = asyncio.create_task(publisher.run())
+            watchdog = asyncio.create_task(watch(transcriber, page, self.target))
             assert transcriber.task is not None
-            await asyncio.wait({reader, transcriber.task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            if watchdog.done():
+                watchdog.result()  # raises StreamStalled
             if not transcriber.task.done():
                 reader.result()  # raises: read_audio never returns
             result = transcriber.task.result()
@@ -557,10 +637,10 @@ class MicServer:
                 f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
-        except (RealtimeError, AudioOverrun) as error:
+        except (RealtimeError, AudioOverrun, StreamStalled) as error:
             await self._fail(page, number, str(error), publisher.text())
         finally:
-            for task in (opening, reader, publishing):
+            for task in (opening, reader, publishing, watchdog):
                 if task is not None:
                     await _stop_task(task)
             await transcriber.cancel()

@@ -636,3 +636,114 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     err = command.stderr.read()
     assert "voicectl mic: stopping\n" in err and "abandoned: the page's WebSocket closed (WebSocket code 1012)" in err
     assert "Traceback" not in err
+
+
+# ---- the watchdog (issue 24) ---------------------------------------------------------------------------------------
+
+
+class QuietBridge:
+    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
+    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything."""
+
+    def __init__(self) -> None:
+        self.answers: int | None = None
+        self.answer_done = True
+        self.streams = 0
+        self.closed = 0
+
+    async def handle(self, connection) -> None:
+        self.streams += 1
+        text, appends = "", 0
+        await connection.send(json.dumps({"type": "session.created"}))
+        try:
+            async for message in connection:
+                event = json.loads(message)
+                if event["type"] == "input_audio_buffer.append":
+                    appends += 1
+                    if self.answers is None or appends <= self.answers:
+                        text += "word "
+                        await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
+                elif event["type"] == "input_audio_buffer.commit" and event.get("final") and self.answer_done:
+                    await connection.send(json.dumps({"type": "transcription.done", "text": text}))
+                    text = ""
+        finally:
+            self.closed += 1
+
+
+@pytest.fixture
+def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
+    """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    import threading
+
+    from websockets.asyncio.server import serve
+
+    from tests.clients.conftest import client_parser
+
+    for name, value in {"FIRST_ANSWER_TIMEOUT_S": 1.0, "STALL_NOTICE_S": 0.5, "STALL_TIMEOUT_S": 1.5,
+                        "STOP_TIMEOUT_S": 1.0, "WATCHDOG_TICK_S": 0.05}.items():
+        monkeypatch.setattr(mic, name, value)
+    bridge = QuietBridge()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    async def start():
+        return await serve(bridge.handle, "127.0.0.1", 0)
+
+    server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
+    port = server.sockets[0].getsockname()[1]
+    args = client_parser().parse_args(["mic", "--url", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
+                                       "--port", str(free_port())])
+    try:
+        with mic.serve(args) as url:
+            yield bridge, recording_url(url)
+    finally:
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[dict]:
+    """Record ``seconds`` of tone in 0.1 s frames at real time, Stop (if ``stop``), and return every message up to
+    the end (done or error)."""
+    client = await PageClient.connect(url)
+    await client.start()
+    await client.until("started")
+    from websockets.exceptions import ConnectionClosed
+
+    audio = tone(seconds)
+    step = RATE_HZ // 10
+    with contextlib.suppress(ConnectionClosed):  # the server ends the recording (and the socket) on an error
+        for start in range(0, len(audio), step):
+            await client.connection.send(audio[start:start + step].tobytes())
+            await asyncio.sleep(0.1)
+        if stop:
+            await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
+    with contextlib.suppress(ConnectionClosed):
+        while (await client.next(10))["type"] not in ("done", "error"):
+            pass
+    return client.messages
+
+
+@pytest.mark.parametrize(("answers", "answer_done", "seconds", "expected"), [
+    (0, True, 2.0, r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream accepted the stream but sent nothing "
+                   r"back in 1 s\. Check that the endpoint is in service and its logs, then press Record again\."),
+    (2, True, 3.0, r"ws://\S+ stopped answering: nothing for 2 s while audio was sent\. Check .*"),
+    (None, False, 0.5, r"The transcript did not finish within 1 s of Stop: ws://\S+ stopped answering\. Check .*"),
+])
+def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_works(quiet_page, answers,
+                                                                                       answer_done, seconds, expected):
+    bridge, url = quiet_page
+    bridge.answers, bridge.answer_done = answers, answer_done
+    messages = asyncio.run(record_until_end(url, seconds))
+    error = messages[-1]
+    assert error["type"] == "error" and re.fullmatch(expected, error["message"]), error
+    if answers == 2:  # the stall showed first, while audio was still sent
+        assert {"type": "stall", "silent_s": 0} not in messages
+        stalls = [message["silent_s"] for message in messages if message["type"] == "stall"]
+        assert stalls and stalls == sorted(set(stalls)) and stalls[0] >= 1, stalls  # each second once, rising
+    streams = bridge.streams
+    bridge.answers, bridge.answer_done = None, True
+    messages = asyncio.run(record_until_end(url, 0.5))
+    assert messages[-1]["type"] == "done" and messages[-1]["text"].startswith("word ")
+    assert bridge.streams == streams + 1

@@ -277,3 +277,67 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
             await receiving
 
     asyncio.run(scenario())
+
+
+def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one():
+    """issue 24: every stream of an SDK client shares one pooled HTTP/2 connection and its flow-control window; a
+    failed call may leave request data that the peer neither read nor reset. Its connection leaves the pool (the next
+    stream connects afresh) and is closed with the client; a stream that ends cleanly keeps it."""
+    from types import SimpleNamespace
+
+    from voicectl import sagemaker_stream
+    from voicectl.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
+
+    class Connection:
+        closed = False
+
+        async def close(self):
+            self.closed = True
+
+    class Output:
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        async def receive(self):
+            if self.fail:
+                raise ValueError("ModelError (424)")
+            return None
+
+        async def close(self):
+            pass
+
+    class Stream:
+        def __init__(self, fail: bool) -> None:
+            self.input_stream = SimpleNamespace(close=self.end)
+            self.output = Output(fail)
+
+        async def end(self):
+            pass
+
+        async def await_output(self):
+            return None, self.output
+
+    failed_connection, healthy_connection = Connection(), Connection()
+    pool = {("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443): failed_connection}
+    client = SimpleNamespace(_config=SimpleNamespace(
+        transport=SimpleNamespace(_connections=pool),
+        endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443"))
+
+    async def scenario():
+        healthy = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
+                                           connection=failed_connection)
+        assert await healthy.receive_text() is None
+        await healthy.close()
+        assert list(pool.values()) == [failed_connection]  # a clean end keeps the connection
+        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
+                                           connection=failed_connection)
+        with pytest.raises(RealtimeError):
+            await failing.receive_text()
+        await failing.close()
+        assert pool == {} and not failed_connection.closed  # out of the pool; closed with the client
+        pool[("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443)] = healthy_connection
+        await close_retired_connections(client)
+        assert failed_connection.closed and not healthy_connection.closed
+        assert id(client) not in sagemaker_stream.RETIRED_CONNECTIONS
+
+    asyncio.run(scenario())

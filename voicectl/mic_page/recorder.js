@@ -169,8 +169,17 @@ class Recording {
   onMessage(message) {
     if (this.finished) return;
     if (message.type === "started") {
-      if (!this.stopRequested) {
-        setState("recording", `Recording: streaming to ${message.target}. Press Stop when done.`);
+      this.recordingStatus = `Recording: streaming to ${message.target}. Press Stop when done.`;
+      if (!this.stopRequested) setState("recording", this.recordingStatus);
+    } else if (message.type === "stall") {
+      if (this.stopRequested) return;
+      if (message.silent_s > 0) {
+        root.dataset.stalled = String(message.silent_s);
+        setState("recording", `No answer from the endpoint for ${message.silent_s} s; still sending. ` +
+          "Press Stop to end, or wait.");
+      } else {
+        delete root.dataset.stalled;
+        setState("recording", this.recordingStatus);
       }
     } else if (message.type === "transcript") {
       ui.transcript.textContent = message.text;
