@@ -419,3 +419,32 @@ def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browse
     assert status == 403
     assert uploaded_files() == files_before
     assert len(servers.vllm.sessions) == sessions_before
+
+
+LONG_RECORD_S = 120.0
+"""A recording long enough for several generations (the client ends one at the first quiet chunk after 30 s)."""
+
+
+def test_a_two_minute_recording_has_each_word_once(stack, browser):
+    """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken, because the fake's
+    ``transcription.done`` carried the whole session and the client joins generation texts. Like the real vLLM, each
+    generation's done text starts from zero: the transcript has exactly one word per word the fake vLLM said."""
+    servers, url = stack
+    sessions_before = len(servers.vllm.sessions)
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").click()
+        wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
+        wait_until(lambda: int((state := recorder_state(page))["samples"]) >= LONG_RECORD_S * int(state["sampleRate"]),
+                   LONG_RECORD_S + 60, step_s=0.5)
+        page.get_by_role("button", name="Stop").click()
+        done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 30)
+    finally:
+        page.close()
+    sessions = servers.vllm.sessions[sessions_before:]
+    said = [event["delta"] for session in sessions for event in session.sent if event["type"] == "transcription.delta"]
+    generations = [event for session in sessions for event in session.sent if event["type"] == "transcription.done"]
+    assert len(generations) >= 3  # two rollovers at least, then the final one
+    assert done["transcript"].split() == "".join(said).split()
+    assert len(done["transcript"].split()) == len(said)
