@@ -645,12 +645,39 @@ class MicServer:
                     await _stop_task(task)
             await transcriber.cancel()
 
-    @staticmethod
-    async def _fail(page: PageSocket, number: int, message: str, text: str = "") -> None:
-        """End the recording with one error: on the terminal and on the page (which stops recording)."""
+    async def _fail(self, page: PageSocket, number: int, message: str, text: str = "") -> None:
+        """End the recording with one error: on the terminal and on the page (which stops recording), there as
+        one line in the user's words (``summary``) with the full ``message`` behind a details toggle."""
         log(f"recording {number} failed: {message}")
         with contextlib.suppress(PageClosed):
-            await page.send({"type": "error", "message": message, "text": text})
+            await page.send({"type": "error", "message": message, "text": text,
+                             "summary": summarize_error(message, self.target)})
+
+
+def summarize_error(message: str, target: str) -> str:
+    """One line for the page: what failed and what to check (the full ``message`` stays behind "Details").
+
+    The patterns are the clients' own messages (voicectl/realtime.py, voicectl/sagemaker_stream.py, this module).
+    """
+    lowered = message.lower()
+    if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
+        return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
+                "that --endpoint-url starts with https://.")
+    if message.startswith("ModelError"):
+        return (f"{target} could not reach its model container. Check that the endpoint is in service and its "
+                "CloudWatch logs, then press Record again.")
+    if message.startswith("cannot open a WebSocket"):
+        return f"{target} is not reachable. Check that the container is running, then press Record again."
+    if "certificate" in lowered or "tls_error" in lowered:
+        return "The endpoint's certificate is not trusted. Check AWS_CA_BUNDLE, then press Record again."
+    if "credentials" in lowered or "signature" in lowered:
+        return "AWS refused the credentials. Check them (aws sts get-caller-identity) and the Region."
+    if "access denied" in lowered:
+        return "Access denied: the caller needs sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint."
+    if message.startswith(("the page sent", "the endpoint stopped taking audio")):
+        return "The recording was stopped: " + message[0].lower() + message[1:].split(". ")[0].rstrip(".") + "."
+    first = message.split(". ")[0].split("; ")[0].rstrip(".")
+    return first[0].upper() + first[1:] + "." if first else message
 
 
 async def _stop_task(task: asyncio.Task[Any]) -> None:

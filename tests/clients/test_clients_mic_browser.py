@@ -119,7 +119,9 @@ def recorder_state(page) -> dict:
     return page.evaluate("""() => {
         const root = document.querySelector(".voicectl-recorder");
         const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("status"), error: text("error"), transcript: text("transcript"),
+        return {...root.dataset, status: text("status"), error: text("error-summary"), errorDetail: text("error-detail"),
+                errorShown: !root.querySelector('[data-part="error"]').hidden, timer: text("timer"),
+                announced: text("announce"), transcript: text("transcript"),
                 figures: text("figures"), recordDisabled: root.querySelector('[data-part="record"]').disabled,
                 stopDisabled: root.querySelector('[data-part="stop"]').disabled};
     }""")
@@ -267,7 +269,9 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
         finally:
             page.close()
     assert all(state == seen[0] for state in seen), seen
-    error = seen[0]["error"]
+    assert seen[0]["error"] == (f"ws://127.0.0.1:{port}/invocations-bidirectional-stream is not reachable. Check that "
+                                "the container is running, then press Record again.")
+    error = seen[0]["errorDetail"]  # behind the details toggle
     assert error.startswith(f"cannot open a WebSocket to ws://127.0.0.1:{port}/invocations-bidirectional-stream (")
     assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in error
     assert "HOST:PORT" not in error and error == error.strip()
