@@ -747,3 +747,24 @@ def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_
     messages = asyncio.run(record_until_end(url, 0.5))
     assert messages[-1]["type"] == "done" and messages[-1]["text"].startswith("word ")
     assert bridge.streams == streams + 1
+
+
+@pytest.mark.parametrize(("message", "summary"), [
+    ("calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
+     "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
+     "--endpoint-url starts with https://."),
+    ("ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
+     "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
+     "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
+     "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
+     "CloudWatch logs, then press Record again."),
+    ("the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
+     "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
+     "samples."),
+    ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
+     "The endpoint reported an error (invalid_audio): bad base64."),
+])
+def test_errors_read_as_one_line_in_the_users_words(message, summary):
+    summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
+    assert summarized == summary
+    assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1

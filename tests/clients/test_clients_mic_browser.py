@@ -452,3 +452,108 @@ def test_a_two_minute_recording_has_each_word_once(stack, browser):
     assert len(generations) >= 3  # two rollovers at least, then the final one
     assert done["transcript"].split() == "".join(said).split()
     assert len(done["transcript"].split()) == len(said)
+
+
+# ---- what a user sees and hears (issue 24 items 3-8) ----------------------------------------------------------------
+
+CONTRAST_SCRIPT = """
+() => {
+  const rgb = (color) => color.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const luminance = (color) => {
+    const [r, g, b] = rgb(color).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const background = (element) => {  // the first opaque background up the tree
+    for (let node = element; node; node = node.parentElement) {
+      const color = getComputedStyle(node).backgroundColor;
+      if (!color.startsWith("rgba(0, 0, 0, 0)") && color !== "transparent") return color;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  const root = document.querySelector(".voicectl-recorder");
+  const result = {};
+  for (const name of ["status", "timer", "transcript", "figures", "record", "stop", "copy"]) {
+    const element = root.querySelector(`[data-part="${name}"]`);
+    result[name] = ratio(getComputedStyle(element).color, background(element));
+  }
+  result.label = ratio(getComputedStyle(root.querySelector(".label")).color, background(root.querySelector(".label")));
+  const record = root.querySelector('[data-part="record"]');
+  result.recordAgainstPage = ratio(background(record), background(record.parentElement));
+  return result;
+}
+"""
+
+
+def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp_path):
+    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the transcript is a
+    labelled log, not live itself, with only the new words in a polite live region; focus stays on a usable
+    control through Record and Stop (pressed from the keyboard); the timer, the level meter and the microphone's
+    name show while recording; the transcript can be copied and downloaded as text and as JSON with timings."""
+    servers, url = stack
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").wait_for()
+        contrast = page.evaluate(CONTRAST_SCRIPT)
+        transcript = page.get_by_role("log", name="Transcript")
+        assert transcript.get_attribute("aria-live") == "off"
+        live = page.locator('[data-part="announce"]')
+        assert live.get_attribute("aria-live") == "polite"
+        page.get_by_role("button", name="Record").focus()
+        page.keyboard.press("Enter")
+        wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
+        focused_while_recording = page.evaluate("document.activeElement.dataset.part")
+        announced = set()
+        while int((state := recorder_state(page))["samples"]) < RECORD_S * int(state["sampleRate"]):
+            if state["announced"]:
+                announced.add((state["announced"], state["transcript"]))
+            time.sleep(0.05)
+        page.keyboard.press("Enter")  # on Stop, which has the focus
+        done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+        focused_when_done = page.evaluate("document.activeElement.dataset.part")
+        page.get_by_role("button", name="Copy text").click()
+        copied = page.evaluate("navigator.clipboard.readText()")
+        with page.expect_download() as text_download:
+            page.get_by_role("button", name="Download text").click()
+        with page.expect_download() as json_download:
+            page.get_by_role("button", name="Download JSON").click()
+        downloaded_text = Path(text_download.value.path()).read_text()
+        downloaded = json.loads(Path(json_download.value.path()).read_text())
+        options = page.locator('[data-part="device"] option').all_text_contents()
+    finally:
+        context.close()
+    assert min(contrast[name] for name in ("status", "timer", "transcript", "figures", "label", "record", "stop",
+                                            "copy")) >= 4.5, contrast
+    assert contrast["recordAgainstPage"] >= 3.0, contrast
+    assert (focused_while_recording, focused_when_done) == ("stop", "record")
+    assert all(transcript.endswith(words) for words, transcript in announced)  # only the new words, at the end
+    assert any(len(words) < len(transcript) for words, transcript in announced)  # not the whole text again
+    assert done["timer"] == f"0:{int(int(done['samples']) / int(done['sampleRate'])):02d}" and done["timer"] >= "0:02"
+    assert float(done["level"]) > 0.01  # the fake microphone's speech moved the meter
+    assert done["device"] and "Default microphone" in options
+    assert copied == done["transcript"] and downloaded_text == done["transcript"] + "\n"
+    assert downloaded["transcript"] == done["transcript"] and downloaded["figures"] == done["figures"]
+    assert downloaded["result"]["time_to_first_delta_s"] > 0 and downloaded["sample_rate_hz"] == int(done["sampleRate"])
+
+
+def test_a_zero_length_recording_opens_no_stream(stack, browser):
+    servers, url = stack
+    sessions_before = len(servers.vllm.sessions)
+    page = browser.new_page()
+    opened = []
+    page.on("websocket", lambda websocket: opened.append(websocket.url))
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").wait_for()
+        page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+                                 root.querySelector('[data-part="record"]').click();
+                                 root.querySelector('[data-part="stop"]').click(); }""")
+        state = wait_until(lambda: (state := recorder_state(page))["state"] == "empty" and state, 10)
+    finally:
+        page.close()
+    assert state["status"] == "Nothing was recorded, so nothing was sent. Press Record and speak."
+    assert opened == [] and len(servers.vllm.sessions) == sessions_before
+    assert (state["recordDisabled"], state["stopDisabled"]) == (False, True)

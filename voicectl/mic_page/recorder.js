@@ -72,10 +72,16 @@ function setState(state, status) {
   const focused = document.activeElement;
   ui.record.disabled = !["idle", "done", "error", "empty"].includes(state);
   ui.stop.disabled = !["connecting", "recording"].includes(state);
-  // Keep focus on a usable control: a disabled button loses focus to <body> otherwise.
-  if (focused === ui.record && ui.record.disabled && !ui.stop.disabled) ui.stop.focus();
-  if (focused === ui.stop && ui.stop.disabled && !ui.record.disabled) ui.record.focus();
+  // Keep focus on a usable control: a disabled button loses focus to <body> otherwise. While both buttons are
+  // disabled (finishing) the transcript holds it, and hands it to Record once Record is usable again.
+  const lost = (focused === ui.record && ui.record.disabled) || (focused === ui.stop && ui.stop.disabled);
+  if (lost || (focused === ui.transcript && focusParked)) {
+    const next = !ui.stop.disabled ? ui.stop : !ui.record.disabled ? ui.record : ui.transcript;
+    focusParked = next === ui.transcript;
+    next.focus();
+  }
 }
+let focusParked = false;
 
 function showTime(samples, rate) {
   const seconds = rate ? Math.floor(samples / rate) : 0;
@@ -184,9 +190,9 @@ class Recording {
       channelInterpretation: "speakers",
     });
     this.tap.port.onmessage = (event) => (event.data === null ? this.onFlushed() : this.onAudio(event.data));
+    if (this.stopRequested) return this.onFlushed(); // stopped before any audio: nothing to capture or send
     this.context.createMediaStreamSource(this.media).connect(this.tap);
-    if (this.stopRequested) this.tap.port.postMessage("flush");
-    else setState("connecting", `Connecting to the endpoint… (listening to ${root.dataset.device})`);
+    setState("connecting", `Connecting to the endpoint… (listening to ${root.dataset.device})`);
   }
 
   // The recording's WebSocket, opened at the first captured audio (a zero-length recording opens none).
