@@ -183,7 +183,7 @@ def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(st
                                                                                tmp_path, request):
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
-    page = browser.new_page(viewport={"width": 960, "height": 430})
+    page = browser.new_page(viewport={"width": 960, "height": 640})
     sent: list[str | bytes] = []  # every WebSocket frame the page sends (Chromium's DevTools protocol reports them)
     page.on("websocket", lambda websocket: websocket.on("framesent", lambda payload: sent.append(payload)))
     try:
