@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import sys
 import threading
 import time
@@ -81,6 +82,14 @@ DEFAULT_PORT = 7860
 
 RECORDING_PATH = "/voicectl/recording"
 """WebSocket route of a recording, next to Gradio's own routes."""
+
+SPEAK_PATH = "/voicectl/speak"
+"""WebSocket route of the Speak panel: ``{"type": "speak", "text"}`` in; ``{"type": "audio", "sample_rate_hz"}``,
+binary frames of PCM16 little-endian mono as Sonic streams it, then ``{"type": "done", "time_to_first_audio_s",
+"audio_s"}`` or ``{"type": "error", "message", "summary"}`` out."""
+
+MAX_SPEAK_CHARS = 2_000
+"""Characters the Speak panel sends in one call (a paragraph; ``voicectl speak`` takes longer texts from a file)."""
 
 MIN_SAMPLE_RATE_HZ = 8_000
 MAX_SAMPLE_RATE_HZ = 384_000
@@ -137,6 +146,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        "pip install '.[mic]' where the project is installed with pip."))
     add_target_arguments(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
+    parser.add_argument("--sonic-endpoint", metavar="NAME",
+                        help="the Sonic endpoint the page's Speak panel calls (InvokeEndpointWithResponseStream; "
+                             "runtime URL from AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME as for `voicectl speak`)")
+    parser.add_argument("--voice", metavar="ID", help="Cartesia voice ID for the Speak panel (with --sonic-endpoint)")
     parser.add_argument("--share", action="store_true",
                         help="also create a public gradio.live link (exposes your AWS credentials' access to anyone "
                              "with the link; off by default)")
@@ -543,7 +556,8 @@ class MicServer:
         """``app_kwargs`` for ``gradio.Blocks.launch``: the recording route and the lifespan."""
         from starlette.routing import WebSocketRoute
 
-        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording)], "lifespan": self.lifespan}
+        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording),
+                           WebSocketRoute(SPEAK_PATH, self.serve_speak)], "lifespan": self.lifespan}
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -551,7 +565,8 @@ class MicServer:
         whole app (outside Gradio's own middleware, whose CORS layer answers preflights without calling the app),
         note the loop, and close the target when the server stops."""
         stack = app.middleware_stack if app.middleware_stack is not None else app.build_middleware_stack()
-        self.guard = PageGuard(stack, hosts=page_hosts(self._args.port), websocket_paths=[RECORDING_PATH], log=log)
+        self.guard = PageGuard(stack, hosts=page_hosts(self._args.port), websocket_paths=[RECORDING_PATH, SPEAK_PATH],
+                                log=log)
         app.middleware_stack = self.guard  # Starlette calls middleware_stack for every request once it is set
         self._loop = asyncio.get_running_loop()
         self._serving.set()
@@ -575,6 +590,73 @@ class MicServer:
 
     async def _open_target(self) -> None:
         self._opener = await self._exit_stack.enter_async_context(open_target(self._args))
+
+    async def serve_speak(self, websocket: Any) -> None:
+        """The :data:`SPEAK_PATH` route: one text spoken by Sonic, its audio relayed to the page as it streams."""
+        from voicectl.sonic import SonicRequest
+
+        await websocket.accept()
+        page = PageSocket(websocket)
+        try:
+            event = _json_object(await asyncio.wait_for(page.receive(), START_MESSAGE_TIMEOUT_S))
+            text = event.get("text")
+            if event.get("type") != "speak" or not isinstance(text, str) or not text.strip():
+                raise PageProtocolError('expected {"type": "speak", "text": "..."} with some text')
+            if len(text) > MAX_SPEAK_CHARS:
+                raise PageProtocolError(f"the text has {len(text)} characters; at most {MAX_SPEAK_CHARS} are spoken "
+                                        "at once (voicectl speak reads longer texts from a file)")
+            if not self._args.sonic_endpoint or not self._args.voice:
+                raise PageProtocolError("Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
+                                        "--voice ID")
+            request = SonicRequest(transcript=text, voice_id=self._args.voice)
+            await page.send({"type": "audio", "sample_rate_hz": request.sample_rate_hz})
+            result = await self._speak(page, request)
+            await page.send({"type": "done", "time_to_first_audio_s": result.time_to_first_audio_s,
+                             "audio_s": len(result.audio.pcm16) / 2 / request.sample_rate_hz})
+            log(f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
+                f"{result.time_to_first_audio_s or 0:.3f} s")
+        except PageClosed:
+            pass
+        except (PageProtocolError, TimeoutError, ValueError) as error:
+            await self._speak_failed(page, str(error) or "the page sent no text in time")
+        except Exception as error:  # SpeakError, SonicStreamError, botocore errors: said on the page and terminal
+            await self._speak_failed(page, str(error))
+        finally:
+            await page.close()
+
+    async def _speak(self, page: PageSocket, request: Any) -> Any:
+        """Call Sonic in a thread (boto3 blocks) and send each chunk of audio to the page as it arrives."""
+        from voicectl.speak import sagemaker_runtime_client, synthesize
+
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def call() -> Any:
+            try:
+                client = sagemaker_runtime_client(self._args.profile, self._args.region)
+                return synthesize(client, self._args.sonic_endpoint, request,
+                                  on_audio=lambda pcm: loop.call_soon_threadsafe(chunks.put_nowait, pcm))
+            finally:
+                loop.call_soon_threadsafe(chunks.put_nowait, None)
+
+        calling = asyncio.ensure_future(asyncio.to_thread(call))
+        calling.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen if the page left
+        while (pcm := await chunks.get()) is not None:
+            await self._send_bytes(page, pcm)
+        return await calling
+
+    @staticmethod
+    async def _send_bytes(page: PageSocket, data: bytes) -> None:
+        try:
+            await page._websocket.send_bytes(data)
+        except Exception as error:
+            raise PageClosed(getattr(error, "code", None)) from error
+
+    async def _speak_failed(self, page: PageSocket, message: str) -> None:
+        log(f"speak failed: {message}")
+        with contextlib.suppress(PageClosed):
+            await page.send({"type": "error", "message": message,
+                             "summary": summarize_error(message, f"Sonic endpoint {self._args.sonic_endpoint}")})
 
     async def serve_recording(self, websocket: Any) -> None:
         """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an error."""
@@ -663,6 +745,9 @@ def summarize_error(message: str, target: str) -> str:
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
         return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
                 "that --endpoint-url starts with https://.")
+    if message.startswith("ModelError") and (refused := re.search(r"\(status (4\d\d)\): ([^.]*)", message)):
+        return (f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
+                "text.")
     if message.startswith("ModelError"):
         return (f"{target} could not reach its model container. Check that the endpoint is in service and its "
                 "CloudWatch logs, then press Record again.")
@@ -694,7 +779,7 @@ def build_page(gr: Any, server: MicServer) -> Any:
         gr.HTML(html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
                 css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
                 js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
-                recording_path=RECORDING_PATH.lstrip("/"))
+                recording_path=RECORDING_PATH.lstrip("/"), speak_path=SPEAK_PATH.lstrip("/"))
     return page
 
 

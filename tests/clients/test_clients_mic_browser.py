@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.clients.conftest import RECORDING, Servers, client_parser
+from tests.clients.conftest import RECORDING, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 
@@ -97,14 +97,30 @@ def browser(speech_wav) -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[Servers, str]]:
+def sonic_runtime() -> Iterator[ResponseStreamServer]:
+    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic replies."""
+    with ResponseStreamServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
     """The fake vLLM, the bridge and the mic page in front of them; yields (servers, page URL)."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     words = tuple(f"{word} " for word in SENTENCE.split())
-    with Servers(deltas=words, delta_per_append=True) as servers:
-        args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
-        with mic.serve(args) as url:
-            yield servers, url
+    runtime_env = {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sonic_runtime.url, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+                   "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {name: os.environ.get(name) for name in runtime_env}
+    os.environ.update(runtime_env)  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
+    try:
+        with Servers(deltas=words, delta_per_append=True) as servers:
+            args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port()),
+                                               "--sonic-endpoint", "sonic-tts", "--voice", "local-voice"])
+            with mic.serve(args) as url:
+                yield servers, url
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
 
 
 def report(request, capsys, figure: str) -> None:
@@ -183,7 +199,7 @@ def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(st
                                                                                tmp_path, request):
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
-    page = browser.new_page(viewport={"width": 960, "height": 640})
+    page = browser.new_page(viewport={"width": 960, "height": 860})
     sent: list[str | bytes] = []  # every WebSocket frame the page sends (Chromium's DevTools protocol reports them)
     page.on("websocket", lambda websocket: websocket.on("framesent", lambda payload: sent.append(payload)))
     try:
@@ -557,3 +573,46 @@ def test_a_zero_length_recording_opens_no_stream(stack, browser):
     assert state["status"] == "Nothing was recorded, so nothing was sent. Press Record and speak."
     assert opened == [] and len(servers.vllm.sessions) == sessions_before
     assert (state["recordDisabled"], state["stopDisabled"]) == (False, True)
+
+
+def sonic_reply(pcm16: bytes, parts: int) -> list[bytes]:
+    """Sonic's newline-delimited JSON events for ``pcm16`` in ``parts`` chunks, then done."""
+    import base64
+
+    size = -(-len(pcm16) // parts)
+    lines = [json.dumps({"type": "chunk", "data": base64.b64encode(pcm16[i:i + size]).decode(), "done": False,
+                         "status_code": 206}).encode() + b"\n" for i in range(0, len(pcm16), size)]
+    return [*lines, json.dumps({"type": "done", "done": True, "status_code": 200}).encode() + b"\n"]
+
+
+def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_audio(stack, browser, sonic_runtime):
+    _, url = stack
+    pcm16 = (np.sin(np.arange(44_100) / 8) * 8000).astype("<i2").tobytes()  # 1 s at 44.1 kHz
+    sonic_runtime.reply_stream(sonic_reply(pcm16, 5))
+    sonic_runtime.reply_raw(424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
+                            json.dumps({"Message": "Received client error (422) from primary", "OriginalStatusCode": 422,
+                                        "OriginalMessage": "voice not found"}).encode())
+    page = browser.new_page()
+    state = lambda: page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+        const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
+        return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
+                detail: text("speak-error-detail")}; }""")
+    try:
+        page.goto(url)
+        page.get_by_role("textbox", name="Text to speak").fill("Hello from SageMaker.")
+        page.get_by_role("button", name="Speak").click()
+        spoken = wait_until(lambda: (now := state()).get("speakState") == "done" and now, 20)
+        page.get_by_role("button", name="Speak").click()
+        refused = wait_until(lambda: (now := state()).get("speakState") == "error" and now, 20)
+    finally:
+        page.close()
+    request = json.loads(sonic_runtime.requests[-2].body)
+    assert sonic_runtime.requests[-2].path == "/endpoints/sonic-tts/invocations-response-stream"
+    assert request["transcript"] == "Hello from SageMaker." and request["voice"]["id"] == "local-voice"
+    assert int(spoken["speakSamples"]) == len(pcm16) // 2  # every sample reached the page's player
+    assert re.fullmatch(r"Spoken: 1\.00 s of audio; first audio after \d+\.\d\d s\.", spoken["status"])
+    assert int(spoken["firstAudioMs"]) >= 0
+    assert refused["status"] == "Not spoken: see the error below."
+    assert "voice not found" in refused["detail"]
+    assert refused["error"] == ("Sonic endpoint sonic-tts refused the request (422: voice not found). Check the voice "
+                                "ID and the text.")

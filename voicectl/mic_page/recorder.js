@@ -173,7 +173,81 @@ class Recording {
     this.media = await navigator.mediaDevices.getUserMedia(constraints);
     const track = this.media.getAudioTracks()[0];
     root.dataset.device = (track && track.label) || "microphone";
-    listDevices().catch(() => {}); // labels are readable once the microphone is granted
+    listDevices().catch(() => {});
+
+// ---- Speak: text in, Sonic's audio played as it streams (SPEAK_PATH in voicectl/mic.py) ----------------------
+const speakUi = {
+  text: part("speak-text"), button: part("speak"), status: part("speak-status"), error: part("speak-error"),
+  errorSummary: part("speak-error-summary"), errorDetail: part("speak-error-detail"),
+};
+
+function speak() {
+  const text = speakUi.text.value.trim();
+  if (!text) {
+    speakUi.status.textContent = "Type a text to speak first.";
+    return;
+  }
+  speakUi.error.hidden = true;
+  speakUi.button.disabled = true;
+  root.dataset.speakState = "speaking";
+  root.dataset.speakSamples = "0";
+  delete root.dataset.firstAudioMs;
+  speakUi.status.textContent = "Asking Sonic…";
+  const clicked = performance.now();
+  const context = new AudioContext();
+  let rate = 0;
+  let next = 0;
+  let ended = false;
+  const url = new URL(props.speak_path, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const socket = new WebSocket(url.href);
+  socket.binaryType = "arraybuffer";
+  const finish = (state, status) => {
+    ended = true;
+    root.dataset.speakState = state;
+    speakUi.status.textContent = status;
+    speakUi.button.disabled = false;
+    if (document.activeElement === document.body) speakUi.button.focus();
+    socket.onclose = null;
+  };
+  socket.onopen = () => socket.send(JSON.stringify({ type: "speak", text }));
+  socket.onmessage = (event) => {
+    if (typeof event.data !== "string") { // PCM16 little-endian mono at `rate`
+      const pcm = new Int16Array(event.data);
+      if (!pcm.length) return;
+      const buffer = context.createBuffer(1, pcm.length, rate);
+      const channel = buffer.getChannelData(0);
+      for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i] / 32768;
+      const source = context.createBufferSource();
+      source.buffer = buffer;
+      source.connect(context.destination);
+      next = Math.max(next, context.currentTime);
+      source.start(next);
+      next += buffer.duration;
+      root.dataset.speakSamples = String(Number(root.dataset.speakSamples) + pcm.length);
+      if (root.dataset.firstAudioMs === undefined) {
+        root.dataset.firstAudioMs = String(Math.round(performance.now() - clicked));
+        speakUi.status.textContent = `Playing; first audio after ${((performance.now() - clicked) / 1000).toFixed(2)} s.`;
+      }
+      return;
+    }
+    const message = JSON.parse(event.data);
+    if (message.type === "audio") rate = message.sample_rate_hz;
+    else if (message.type === "done") {
+      const first = (Number(root.dataset.firstAudioMs) / 1000).toFixed(2);
+      finish("done", `Spoken: ${message.audio_s.toFixed(2)} s of audio; first audio after ${first} s.`);
+    } else if (message.type === "error") {
+      speakUi.errorSummary.textContent = message.summary || message.message;
+      speakUi.errorDetail.textContent = message.message;
+      speakUi.error.hidden = false;
+      finish("error", "Not spoken: see the error below.");
+    }
+  };
+  socket.onclose = (event) => {
+    if (!ended) finish("error", `The connection to voicectl mic closed (code ${event.code}): is it still running?`);
+  };
+}
+speakUi.button.addEventListener("click", speak); // labels are readable once the microphone is granted
     this.context = new AudioContext();
     tapModuleUrl ??= URL.createObjectURL(new Blob([TAP_PROCESSOR], { type: "text/javascript" }));
     await this.context.audioWorklet.addModule(tapModuleUrl);
@@ -366,6 +440,80 @@ ui.downloadText.addEventListener("click", () => lastRecord &&
 ui.downloadJson.addEventListener("click", () => lastRecord &&
   download("transcript.json", "application/json", JSON.stringify(lastRecord, null, 2) + "\n"));
 listDevices().catch(() => {});
+
+// ---- Speak: text in, Sonic's audio played as it streams (SPEAK_PATH in voicectl/mic.py) ----------------------
+const speakUi = {
+  text: part("speak-text"), button: part("speak"), status: part("speak-status"), error: part("speak-error"),
+  errorSummary: part("speak-error-summary"), errorDetail: part("speak-error-detail"),
+};
+
+function speak() {
+  const text = speakUi.text.value.trim();
+  if (!text) {
+    speakUi.status.textContent = "Type a text to speak first.";
+    return;
+  }
+  speakUi.error.hidden = true;
+  speakUi.button.disabled = true;
+  root.dataset.speakState = "speaking";
+  root.dataset.speakSamples = "0";
+  delete root.dataset.firstAudioMs;
+  speakUi.status.textContent = "Asking Sonic…";
+  const clicked = performance.now();
+  const context = new AudioContext();
+  let rate = 0;
+  let next = 0;
+  let ended = false;
+  const url = new URL(props.speak_path, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const socket = new WebSocket(url.href);
+  socket.binaryType = "arraybuffer";
+  const finish = (state, status) => {
+    ended = true;
+    root.dataset.speakState = state;
+    speakUi.status.textContent = status;
+    speakUi.button.disabled = false;
+    if (document.activeElement === document.body) speakUi.button.focus();
+    socket.onclose = null;
+  };
+  socket.onopen = () => socket.send(JSON.stringify({ type: "speak", text }));
+  socket.onmessage = (event) => {
+    if (typeof event.data !== "string") { // PCM16 little-endian mono at `rate`
+      const pcm = new Int16Array(event.data);
+      if (!pcm.length) return;
+      const buffer = context.createBuffer(1, pcm.length, rate);
+      const channel = buffer.getChannelData(0);
+      for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i] / 32768;
+      const source = context.createBufferSource();
+      source.buffer = buffer;
+      source.connect(context.destination);
+      next = Math.max(next, context.currentTime);
+      source.start(next);
+      next += buffer.duration;
+      root.dataset.speakSamples = String(Number(root.dataset.speakSamples) + pcm.length);
+      if (root.dataset.firstAudioMs === undefined) {
+        root.dataset.firstAudioMs = String(Math.round(performance.now() - clicked));
+        speakUi.status.textContent = `Playing; first audio after ${((performance.now() - clicked) / 1000).toFixed(2)} s.`;
+      }
+      return;
+    }
+    const message = JSON.parse(event.data);
+    if (message.type === "audio") rate = message.sample_rate_hz;
+    else if (message.type === "done") {
+      const first = (Number(root.dataset.firstAudioMs) / 1000).toFixed(2);
+      finish("done", `Spoken: ${message.audio_s.toFixed(2)} s of audio; first audio after ${first} s.`);
+    } else if (message.type === "error") {
+      speakUi.errorSummary.textContent = message.summary || message.message;
+      speakUi.errorDetail.textContent = message.message;
+      speakUi.error.hidden = false;
+      finish("error", "Not spoken: see the error below.");
+    }
+  };
+  socket.onclose = (event) => {
+    if (!ended) finish("error", `The connection to voicectl mic closed (code ${event.code}): is it still running?`);
+  };
+}
+speakUi.button.addEventListener("click", speak);
 // Leaving or reloading the page ends the recording as soon as the navigation starts, not when the next page has
 // loaded: the server then closes the stream to the endpoint (closing a tab closes the socket in any case).
 window.addEventListener("beforeunload", () => current && current.release());
