@@ -719,7 +719,9 @@ class MicServer:
                 f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
-        except (RealtimeError, AudioOverrun, StreamStalled) as error:
+        except StreamStalled as error:  # already in the user's words
+            await self._fail(page, number, str(error), publisher.text(), summary=str(error))
+        except (RealtimeError, AudioOverrun) as error:
             await self._fail(page, number, str(error), publisher.text())
         finally:
             for task in (opening, reader, publishing, watchdog):
@@ -727,13 +729,14 @@ class MicServer:
                     await _stop_task(task)
             await transcriber.cancel()
 
-    async def _fail(self, page: PageSocket, number: int, message: str, text: str = "") -> None:
+    async def _fail(self, page: PageSocket, number: int, message: str, text: str = "",
+                    summary: str | None = None) -> None:
         """End the recording with one error: on the terminal and on the page (which stops recording), there as
         one line in the user's words (``summary``) with the full ``message`` behind a details toggle."""
         log(f"recording {number} failed: {message}")
         with contextlib.suppress(PageClosed):
             await page.send({"type": "error", "message": message, "text": text,
-                             "summary": summarize_error(message, self.target)})
+                             "summary": summary or summarize_error(message, self.target)})
 
 
 def summarize_error(message: str, target: str) -> str:

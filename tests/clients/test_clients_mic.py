@@ -641,66 +641,20 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
 # ---- the watchdog (issue 24) ---------------------------------------------------------------------------------------
 
 
-class QuietBridge:
-    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
-    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything."""
-
-    def __init__(self) -> None:
-        self.answers: int | None = None
-        self.answer_done = True
-        self.streams = 0
-        self.closed = 0
-
-    async def handle(self, connection) -> None:
-        self.streams += 1
-        text, appends = "", 0
-        await connection.send(json.dumps({"type": "session.created"}))
-        try:
-            async for message in connection:
-                event = json.loads(message)
-                if event["type"] == "input_audio_buffer.append":
-                    appends += 1
-                    if self.answers is None or appends <= self.answers:
-                        text += "word "
-                        await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
-                elif event["type"] == "input_audio_buffer.commit" and event.get("final") and self.answer_done:
-                    await connection.send(json.dumps({"type": "transcription.done", "text": text}))
-                    text = ""
-        finally:
-            self.closed += 1
-
-
 @pytest.fixture
 def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
     """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    import threading
-
-    from websockets.asyncio.server import serve
-
-    from tests.clients.conftest import client_parser
+    from tests.clients.conftest import QuietBridge, client_parser
 
     for name, value in {"FIRST_ANSWER_TIMEOUT_S": 1.0, "STALL_NOTICE_S": 0.5, "STALL_TIMEOUT_S": 1.5,
                         "STOP_TIMEOUT_S": 1.0, "WATCHDOG_TICK_S": 0.05}.items():
         monkeypatch.setattr(mic, name, value)
     bridge = QuietBridge()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    async def start():
-        return await serve(bridge.handle, "127.0.0.1", 0)
-
-    server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
-    port = server.sockets[0].getsockname()[1]
-    args = client_parser().parse_args(["mic", "--url", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
-                                       "--port", str(free_port())])
-    try:
+    with bridge.serving() as container:
+        args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
         with mic.serve(args) as url:
             yield bridge, recording_url(url)
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
 
 
 async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[dict]:
