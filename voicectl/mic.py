@@ -20,9 +20,14 @@ Messages on the recording WebSocket (text frames are JSON):
 - page -> server: ``{"type": "start", "sample_rate_hz": N}`` first; then binary frames of float32 little-endian mono
   samples at that rate; then ``{"type": "stop", "samples": TOTAL}`` once every sample has been sent.
 - server -> page: ``{"type": "started", "target"}`` once the stream to the endpoint is open (it is opened when the
-  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; at the end either
-  ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
-  ``{"type": "error", "message", "text"}`` (the text received so far); then the server closes the WebSocket.
+  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; ``{"type": "stall",
+  "silent_s"}`` while the endpoint does not answer (``0`` once it answers again; see :func:`watch`); at the end
+  either ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
+  ``{"type": "error", "message", "summary", "text"}`` (``summary``: one line in the user's words; ``message``: the
+  detail; ``text``: the text received so far); then the server closes the WebSocket.
+
+The page opens the recording WebSocket at the first captured audio, so a zero-length recording opens no stream. The
+Speak panel has a WebSocket of its own (:data:`SPEAK_PATH`) when ``--sonic-endpoint`` and ``--voice`` are given.
 
 Every request and WebSocket handshake passes :class:`voicectl.mic_guard.PageGuard` first (loopback ``Host``, the
 page's own ``Origin``, only the page's routes; issue 27), and a recording may hold only so much audio
