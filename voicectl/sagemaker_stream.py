@@ -77,7 +77,10 @@ reads takes the end at once, one that stopped reading never will)."""
 
 RETIRED_CONNECTIONS: dict[int, list[Any]] = {}
 """id(SDK client) -> HTTP/2 connections taken out of its pool after a failed stream (see :func:`_retire`), closed
-when the client is closed (:func:`open_endpoint`)."""
+once none of the client's streams is open any more, or with the client (:func:`open_endpoint`)."""
+
+OPEN_STREAMS: dict[int, int] = {}
+"""id(SDK client) -> streams of it not closed yet (a retired connection may still carry one of them)."""
 
 
 def _pool_of(client: Any) -> dict[Any, Any] | None:
@@ -417,8 +420,9 @@ class SageMakerStreamTransport:
         except Exception as error:
             _retire(client, _connection_for(client))  # a call refused at once may have sent request data too
             raise describe_error(error, endpoint_name, _runtime_url(client)) from error
+        OPEN_STREAMS[id(client)] = OPEN_STREAMS.get(id(client), 0) + 1
         return cls(stream=stream, endpoint_name=endpoint_name, runtime_url=_runtime_url(client), client=client,
-                   connection=_connection_for(client))
+                   connection=_connection_for(client))  # None while the request is not sent yet: see close()
 
     async def send_text(self, text: str) -> None:
         """Send ``text`` as one UTF8 payload part.
@@ -553,9 +557,20 @@ class SageMakerStreamTransport:
             await self._release_connection()
 
     async def _release_connection(self) -> None:
-        """Retire this stream's connection if the stream failed (see :func:`_retire`)."""
+        """Retire this stream's connection if the stream failed (see :func:`_retire`).
+
+        The connection is looked up now if it was not known at open: smithy-core returns the duplex stream before
+        its request is sent, so the pool may still have been empty then. All streams of a client share the pooled
+        connection, so the one in the pool is this stream's (or a fresh one that replaced a closed connection)."""
+        if self.client is None:
+            return
         if self._failed:
-            _retire(self.client, self.connection)
+            _retire(self.client, self.connection or _connection_for(self.client))
+        key = id(self.client)
+        OPEN_STREAMS[key] = OPEN_STREAMS.get(key, 1) - 1
+        if OPEN_STREAMS[key] <= 0:
+            del OPEN_STREAMS[key]
+            await close_retired_connections(self.client)  # no stream of this client can be riding on them now
 
     async def _drain_output(self) -> None:
         while await self._next_event() is not None:
