@@ -20,9 +20,18 @@ Messages on the recording WebSocket (text frames are JSON):
 - page -> server: ``{"type": "start", "sample_rate_hz": N}`` first; then binary frames of float32 little-endian mono
   samples at that rate; then ``{"type": "stop", "samples": TOTAL}`` once every sample has been sent.
 - server -> page: ``{"type": "started", "target"}`` once the stream to the endpoint is open (it is opened when the
-  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; at the end either
-  ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
-  ``{"type": "error", "message", "text"}`` (the text received so far); then the server closes the WebSocket.
+  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; ``{"type": "stall",
+  "silent_s"}`` while the endpoint does not answer (``0`` once it answers again; see :func:`watch`); at the end
+  either ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
+  ``{"type": "error", "message", "summary", "text"}`` (``summary``: one line in the user's words; ``message``: the
+  detail; ``text``: the text received so far); then the server closes the WebSocket.
+
+The page opens the recording WebSocket at the first captured audio, so a zero-length recording opens no stream. The
+Speak panel has a WebSocket of its own (:data:`SPEAK_PATH`) when ``--sonic-endpoint`` and ``--voice`` are given.
+
+Every request and WebSocket handshake passes :class:`voicectl.mic_guard.PageGuard` first (loopback ``Host``, the
+page's own ``Origin``, only the page's routes; issue 27), and a recording may hold only so much audio
+(:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
 
 A failure ends the recording: the page stops capturing and shows the one error, which is also printed on the
 terminal. When the page goes away (tab closed, reload, browser quit) its WebSocket closes and the transcription is
@@ -38,6 +47,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import sys
 import threading
 import time
@@ -51,6 +61,7 @@ import soxr
 
 from voicectl.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
+from voicectl.mic_guard import PageGuard, page_hosts
 from voicectl.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
@@ -77,6 +88,14 @@ DEFAULT_PORT = 7860
 RECORDING_PATH = "/voicectl/recording"
 """WebSocket route of a recording, next to Gradio's own routes."""
 
+SPEAK_PATH = "/voicectl/speak"
+"""WebSocket route of the Speak panel: ``{"type": "speak", "text"}`` in; ``{"type": "audio", "sample_rate_hz"}``,
+binary frames of PCM16 little-endian mono as Sonic streams it, then ``{"type": "done", "time_to_first_audio_s",
+"audio_s"}`` or ``{"type": "error", "message", "summary"}`` out."""
+
+MAX_SPEAK_CHARS = 2_000
+"""Characters the Speak panel sends in one call (a paragraph; ``voicectl speak`` takes longer texts from a file)."""
+
 MIN_SAMPLE_RATE_HZ = 8_000
 MAX_SAMPLE_RATE_HZ = 384_000
 """Microphone sample rates accepted from the page (browsers capture at 44.1 or 48 kHz, some devices at 8-192 kHz)."""
@@ -87,8 +106,34 @@ START_MESSAGE_TIMEOUT_S = 10.0
 SERVER_START_TIMEOUT_S = 30.0
 """Seconds allowed for Gradio's server to come up before the target is opened on its event loop."""
 
-WS_POLICY_VIOLATION = 1008
-"""WebSocket close code (RFC 6455) for a connection refused because of its Origin."""
+FIRST_ANSWER_TIMEOUT_S = 10.0
+"""Watchdog: seconds from the first audio sent to the first answer (a ``transcription.delta``, empty ones included:
+vLLM sends one per 80 ms of audio once 0.6 s is buffered, ../shared/real-vllm.md) before the recording fails."""
+
+STALL_NOTICE_S = 3.0
+"""Seconds without an answer, while audio is being sent, before the page shows the stall ("no answer for N s;
+still sending")."""
+
+STALL_TIMEOUT_S = 15.0
+"""Watchdog: seconds without an answer, while audio is being sent, before the recording fails."""
+
+STOP_TIMEOUT_S = 15.0
+"""Watchdog: seconds from Stop (the last sample queued) to the final transcript before the recording fails. The
+bridge answers the final commit within about 1.4 s of vLLM work (17 deltas, ../shared/real-vllm.md); a replay
+after a dropped stream adds up to the audio held divided by the 16 x send speed."""
+
+WATCHDOG_TICK_S = 0.25
+"""How often the watchdog looks."""
+
+MAX_AHEAD_S = 3.0
+"""Seconds of audio the page may send beyond the time since its recording WebSocket opened. A microphone makes audio
+in real time; the page sends what it captured every 50 ms (and captures only once its socket exists), so only a
+client that is not a microphone gets further ahead, and it is refused rather than queued (issue 27)."""
+
+MAX_QUEUED_AUDIO_S = 60.0
+"""Seconds of 16 kHz audio a recording may hold waiting for the endpoint (1.9 MB of PCM16). The endpoint takes audio
+faster than real time (a replay after a dropped stream catches up at up to 16 x); more waiting means the stream has
+stopped taking audio, and the recording ends with an error instead of growing without bound."""
 
 INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository (pinned, from "
                 "requirements-mic.lock), or pip install '.[mic]' where the project is installed with pip")
@@ -106,6 +151,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        "pip install '.[mic]' where the project is installed with pip."))
     add_target_arguments(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
+    parser.add_argument("--sonic-endpoint", metavar="NAME",
+                        help="the Sonic endpoint the page's Speak panel calls (InvokeEndpointWithResponseStream; "
+                             "runtime URL from AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME as for `voicectl speak`)")
+    parser.add_argument("--voice", metavar="ID", help="Cartesia voice ID for the Speak panel (with --sonic-endpoint)")
     parser.add_argument("--share", action="store_true",
                         help="also create a public gradio.live link (exposes your AWS credentials' access to anyone "
                              "with the link; off by default)")
@@ -161,12 +210,19 @@ class MicTranscriber:
         self._on_delta = on_delta
         self._on_replay = on_replay
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._queued_bytes = 0
         self._pending = bytearray()
         self._resampler: soxr.ResampleStream | None = None
         self._sample_rate_hz: int | None = None
         self._audio_ended = False
         self._transcript = Transcript()
         self._first_transport: Any = None
+        self.first_sent_at: float | None = None
+        """``time.monotonic()`` of the first chunk handed to the endpoint, for the watchdog."""
+        self.last_sent_at: float | None = None
+        self.last_answer_at: float | None = None
+        """``time.monotonic()`` of the last ``transcription.delta`` (empty ones included) or ``transcription.done``."""
+        self.audio_ended_at: float | None = None
         self.task: asyncio.Task[TranscriptionResult] | None = None
         """The transcription, once :meth:`start` returned; it ends after :meth:`end_audio`, or with the failure."""
 
@@ -178,9 +234,15 @@ class MicTranscriber:
         """
         self._first_transport = await self._opener()
         self.task = asyncio.create_task(transcribe_stream(
-            self._chunks(), self._open, model=self._model, on_delta=self._on_delta, on_replay=self._on_replay,
-            transcript=self._transcript, session_limit_s=self._session_limit_s,
+            self._chunks(), self._open, model=self._model, on_delta=self._answered, on_replay=self._on_replay,
+            on_session_text=lambda text: self._answered(None), transcript=self._transcript,
+            session_limit_s=self._session_limit_s,
         ))
+
+    def _answered(self, delta: str | None) -> None:
+        self.last_answer_at = time.monotonic()
+        if delta is not None:
+            self._on_delta(delta)
 
     @property
     def text(self) -> str:
@@ -205,9 +267,10 @@ class MicTranscriber:
         if self._audio_ended:
             return
         self._audio_ended = True
+        self.audio_ended_at = time.monotonic()
         self._flush_resampler()
         if self._pending:
-            self._queue.put_nowait(bytes(self._pending))
+            self._put(bytes(self._pending))
             self._pending.clear()
         self._queue.put_nowait(None)
 
@@ -252,12 +315,70 @@ class MicTranscriber:
     def _queue_pcm(self, pcm16: bytes) -> None:
         self._pending += pcm16
         while len(self._pending) >= CHUNK_BYTES:
-            self._queue.put_nowait(bytes(self._pending[:CHUNK_BYTES]))
+            self._put(bytes(self._pending[:CHUNK_BYTES]))
             del self._pending[:CHUNK_BYTES]
+
+    def _put(self, chunk: bytes) -> None:
+        """Queue a chunk for the endpoint, or raise :class:`AudioOverrun` past :data:`MAX_QUEUED_AUDIO_S`."""
+        waiting_s = (self._queued_bytes + len(chunk)) / (2 * TARGET_SAMPLE_RATE_HZ)
+        if waiting_s > MAX_QUEUED_AUDIO_S:
+            raise AudioOverrun(f"the endpoint stopped taking audio: {waiting_s:.0f} s of it is waiting to be sent "
+                               f"(at most {MAX_QUEUED_AUDIO_S:.0f} s is kept)")
+        self._queued_bytes += len(chunk)
+        self._queue.put_nowait(chunk)
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         while (chunk := await self._queue.get()) is not None:
+            self._queued_bytes -= len(chunk)
+            self.last_sent_at = time.monotonic()
+            if self.first_sent_at is None:
+                self.first_sent_at = self.last_sent_at
             yield chunk
+
+
+class AudioOverrun(Exception):
+    """More audio than a recording may hold (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`); the message says which."""
+
+
+class StreamStalled(Exception):
+    """The watchdog gave up on the stream (no first answer, no answer while audio flows, or a Stop that does not
+    finish); the message says which, in the user's words."""
+
+
+async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
+                clock: Callable[[], float] = time.monotonic) -> NoReturn:
+    """The recording's watchdog: tell the page when the endpoint has not answered for :data:`STALL_NOTICE_S` while
+    audio is sent (``{"type": "stall", "silent_s"}``, and ``{"type": "stall", "silent_s": 0}`` once it answers
+    again), and raise :class:`StreamStalled` when there is no first answer within :data:`FIRST_ANSWER_TIMEOUT_S`,
+    no answer for :data:`STALL_TIMEOUT_S`, or no final transcript :data:`STOP_TIMEOUT_S` after Stop. The timeouts
+    are read at each tick (tests shorten them)."""
+    stalled = 0  # the silence last shown, in whole seconds (0: none shown)
+    while True:
+        await asyncio.sleep(WATCHDOG_TICK_S)
+        now = clock()
+        if transcriber.audio_ended_at is not None and now - transcriber.audio_ended_at > STOP_TIMEOUT_S:
+            raise StreamStalled(f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
+                                "stopped answering. Check that the endpoint is in service and its logs, then press "
+                                "Record again.")
+        if transcriber.first_sent_at is None:
+            continue
+        if transcriber.last_answer_at is None:
+            if now - transcriber.first_sent_at > FIRST_ANSWER_TIMEOUT_S:
+                raise StreamStalled(f"{target} accepted the stream but sent nothing back in "
+                                    f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and its "
+                                    "logs, then press Record again.")
+            continue
+        silent_s = now - max(transcriber.last_answer_at, transcriber.first_sent_at)
+        if silent_s > STALL_TIMEOUT_S and transcriber.audio_ended_at is None:
+            raise StreamStalled(f"{target} stopped answering: nothing for {STALL_TIMEOUT_S:.0f} s while audio was "
+                                "sent. Check that the endpoint is in service and its logs, then press Record again.")
+        if silent_s > STALL_NOTICE_S and transcriber.audio_ended_at is None:
+            if (shown := max(1, int(silent_s))) != stalled:  # once per whole second
+                stalled = shown
+                await page.send({"type": "stall", "silent_s": shown})
+        elif stalled and silent_s <= STALL_NOTICE_S:
+            stalled = 0
+            await page.send({"type": "stall", "silent_s": 0})
 
 
 class PageClosed(Exception):
@@ -303,19 +424,6 @@ class PageSocket:
             await self._websocket.close()
 
 
-def same_origin(headers: Any) -> bool:
-    """Whether a WebSocket request comes from this page: its ``Origin`` names the host it was sent to.
-
-    Browsers send ``Origin`` on every WebSocket handshake, and any web site can open a WebSocket to 127.0.0.1, so
-    without this check a site open in another tab could stream audio through the endpoint with your credentials.
-    A request without ``Origin`` is not from a browser page.
-    """
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
-
-
 async def read_start(page: PageSocket) -> int:
     """Read the page's ``start`` message and return its sample rate in Hz.
 
@@ -334,12 +442,18 @@ async def read_start(page: PageSocket) -> int:
     return rate
 
 
-async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int) -> NoReturn:
+async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int,
+                     opened_at: float | None = None) -> NoReturn:
     """Feed the page's audio frames to ``transcriber`` until ``stop``, then watch the socket for the page leaving.
 
-    Never returns: it ends by raising :class:`PageClosed` (the page went away, before or after ``stop``) or
-    :class:`PageProtocolError` (a malformed frame, a sample count that does not match, a message after ``stop``).
+    ``opened_at`` (``time.monotonic()``; default: now) is when the recording WebSocket opened: the page may send at
+    most :data:`MAX_AHEAD_S` more audio than the time since then.
+
+    Never returns: it ends by raising :class:`PageClosed` (the page went away, before or after ``stop``),
+    :class:`PageProtocolError` (a malformed frame, a sample count that does not match, a message after ``stop``) or
+    :class:`AudioOverrun` (audio faster than real time, or more waiting than a recording may hold).
     """
+    opened_at = time.monotonic() if opened_at is None else opened_at
     received = 0
     stopped = False
     while True:
@@ -349,6 +463,11 @@ async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_
         if isinstance(message, bytes):
             if len(message) % 4:
                 raise PageProtocolError(f"an audio frame of {len(message)} bytes is not whole float32 samples")
+            elapsed_s = time.monotonic() - opened_at
+            audio_s = (received + len(message) // 4) / sample_rate_hz
+            if audio_s > elapsed_s + MAX_AHEAD_S:
+                raise AudioOverrun(f"the page sent {audio_s:.1f} s of audio in {elapsed_s:.1f} s, faster than a "
+                                   f"microphone records (at most {MAX_AHEAD_S:.0f} s ahead of real time)")
             samples = np.frombuffer(message, dtype="<f4")
             if not np.isfinite(samples).all():
                 raise PageProtocolError("an audio frame holds samples that are not finite numbers")
@@ -428,16 +547,32 @@ class MicServer:
         self._opener: TransportOpener | None = None
         self._exit_stack = contextlib.AsyncExitStack()
         self._numbers = itertools.count(1)
+        self.guard: PageGuard | None = None
+        """The gate in front of the app (:mod:`voicectl.mic_guard`), once the server started."""
+
+    def allow_share_link(self, share_url: str) -> None:
+        """Accept requests for the ``--share`` link's host (over https), once Gradio made the link."""
+        assert self.guard is not None, "the server has not started"
+        host = urlsplit(share_url).netloc.lower()
+        self.guard.hosts = self.guard.hosts | {host}
+        self.guard.https_hosts = self.guard.https_hosts | {host}
 
     def app_kwargs(self) -> dict[str, Any]:
         """``app_kwargs`` for ``gradio.Blocks.launch``: the recording route and the lifespan."""
         from starlette.routing import WebSocketRoute
 
-        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording)], "lifespan": self.lifespan}
+        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording),
+                           WebSocketRoute(SPEAK_PATH, self.serve_speak)], "lifespan": self.lifespan}
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
-        """Runs on the server's event loop: note the loop, and close the target when the server stops."""
+        """Runs on the server's event loop, before it takes a request: put the :class:`PageGuard` in front of the
+        whole app (outside Gradio's own middleware, whose CORS layer answers preflights without calling the app),
+        note the loop, and close the target when the server stops."""
+        stack = app.middleware_stack if app.middleware_stack is not None else app.build_middleware_stack()
+        self.guard = PageGuard(stack, hosts=page_hosts(self._args.port), websocket_paths=[RECORDING_PATH, SPEAK_PATH],
+                                log=log)
+        app.middleware_stack = self.guard  # Starlette calls middleware_stack for every request once it is set
         self._loop = asyncio.get_running_loop()
         self._serving.set()
         try:
@@ -461,23 +596,87 @@ class MicServer:
     async def _open_target(self) -> None:
         self._opener = await self._exit_stack.enter_async_context(open_target(self._args))
 
-    async def serve_recording(self, websocket: Any) -> None:
-        """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an error."""
-        number = next(self._numbers)
-        if not same_origin(websocket.headers):
-            log(f"refused a recording from origin {websocket.headers.get('origin')!r}: only this page may record")
-            await websocket.close(code=WS_POLICY_VIOLATION)
-            return
+    async def serve_speak(self, websocket: Any) -> None:
+        """The :data:`SPEAK_PATH` route: one text spoken by Sonic, its audio relayed to the page as it streams."""
+        from voicectl.sonic import SonicRequest
+
         await websocket.accept()
         page = PageSocket(websocket)
         try:
-            await self._record(page, number)
+            event = _json_object(await asyncio.wait_for(page.receive(), START_MESSAGE_TIMEOUT_S))
+            text = event.get("text")
+            if event.get("type") != "speak" or not isinstance(text, str) or not text.strip():
+                raise PageProtocolError('expected {"type": "speak", "text": "..."} with some text')
+            if len(text) > MAX_SPEAK_CHARS:
+                raise PageProtocolError(f"the text has {len(text)} characters; at most {MAX_SPEAK_CHARS} are spoken "
+                                        "at once (voicectl speak reads longer texts from a file)")
+            if not self._args.sonic_endpoint or not self._args.voice:
+                raise PageProtocolError("Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
+                                        "--voice ID")
+            request = SonicRequest(transcript=text, voice_id=self._args.voice)
+            await page.send({"type": "audio", "sample_rate_hz": request.sample_rate_hz})
+            result = await self._speak(page, request)
+            await page.send({"type": "done", "time_to_first_audio_s": result.time_to_first_audio_s,
+                             "audio_s": len(result.audio.pcm16) / 2 / request.sample_rate_hz})
+            log(f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
+                f"{result.time_to_first_audio_s or 0:.3f} s")
+        except PageClosed:
+            pass
+        except (PageProtocolError, TimeoutError, ValueError) as error:
+            await self._speak_failed(page, str(error) or "the page sent no text in time")
+        except Exception as error:  # SpeakError, SonicStreamError, botocore errors: said on the page and terminal
+            await self._speak_failed(page, str(error))
+        finally:
+            await page.close()
+
+    async def _speak(self, page: PageSocket, request: Any) -> Any:
+        """Call Sonic in a thread (boto3 blocks) and send each chunk of audio to the page as it arrives."""
+        from voicectl.speak import sagemaker_runtime_client, synthesize
+
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def call() -> Any:
+            try:
+                client = sagemaker_runtime_client(self._args.profile, self._args.region)
+                return synthesize(client, self._args.sonic_endpoint, request,
+                                  on_audio=lambda pcm: loop.call_soon_threadsafe(chunks.put_nowait, pcm))
+            finally:
+                loop.call_soon_threadsafe(chunks.put_nowait, None)
+
+        calling = asyncio.ensure_future(asyncio.to_thread(call))
+        calling.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen if the page left
+        while (pcm := await chunks.get()) is not None:
+            await self._send_bytes(page, pcm)
+        return await calling
+
+    @staticmethod
+    async def _send_bytes(page: PageSocket, data: bytes) -> None:
+        try:
+            await page._websocket.send_bytes(data)
+        except Exception as error:
+            raise PageClosed(getattr(error, "code", None)) from error
+
+    async def _speak_failed(self, page: PageSocket, message: str) -> None:
+        log(f"speak failed: {message}")
+        with contextlib.suppress(PageClosed):
+            await page.send({"type": "error", "message": message,
+                             "summary": summarize_error(message, f"Sonic endpoint {self._args.sonic_endpoint}")})
+
+    async def serve_recording(self, websocket: Any) -> None:
+        """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an error."""
+        number = next(self._numbers)
+        await websocket.accept()  # Host, Origin and route were checked by the PageGuard in front of the app
+        opened_at = time.monotonic()
+        page = PageSocket(websocket)
+        try:
+            await self._record(page, number, opened_at)
         except PageClosed:
             pass  # gone before the recording started, or while an error was being reported
         finally:
             await page.close()
 
-    async def _record(self, page: PageSocket, number: int) -> None:
+    async def _record(self, page: PageSocket, number: int, opened_at: float) -> None:
         try:
             sample_rate_hz = await asyncio.wait_for(read_start(page), START_MESSAGE_TIMEOUT_S)
         except PageProtocolError as error:
@@ -495,9 +694,10 @@ class MicServer:
         transcriber = MicTranscriber(self._opener, model=self._args.model, session_limit_s=self._args.session_limit,
                                      on_delta=lambda delta: publisher.update(), on_replay=replayed)
         publisher = TranscriptPublisher(page, transcriber)
-        reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz))
+        reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz, opened_at))
         opening = asyncio.create_task(transcriber.start())
         publishing: asyncio.Task[NoReturn] | None = None
+        watchdog: asyncio.Task[NoReturn] | None = None
         began = time.monotonic()
         try:
             await asyncio.wait({opening, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -507,8 +707,11 @@ class MicServer:
             log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target}")
             await page.send({"type": "started", "target": self.target})
             publishing = asyncio.create_task(publisher.run())
+            watchdog = asyncio.create_task(watch(transcriber, page, self.target))
             assert transcriber.task is not None
-            await asyncio.wait({reader, transcriber.task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            if watchdog.done():
+                watchdog.result()  # raises StreamStalled
             if not transcriber.task.done():
                 reader.result()  # raises: read_audio never returns
             result = transcriber.task.result()
@@ -521,20 +724,53 @@ class MicServer:
                 f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to the endpoint is closed")
         except PageProtocolError as error:
             await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
-        except RealtimeError as error:
+        except StreamStalled as error:  # already in the user's words
+            await self._fail(page, number, str(error), publisher.text(), summary=str(error))
+        except (RealtimeError, AudioOverrun) as error:
             await self._fail(page, number, str(error), publisher.text())
         finally:
-            for task in (opening, reader, publishing):
+            for task in (opening, reader, publishing, watchdog):
                 if task is not None:
                     await _stop_task(task)
             await transcriber.cancel()
 
-    @staticmethod
-    async def _fail(page: PageSocket, number: int, message: str, text: str = "") -> None:
-        """End the recording with one error: on the terminal and on the page (which stops recording)."""
+    async def _fail(self, page: PageSocket, number: int, message: str, text: str = "",
+                    summary: str | None = None) -> None:
+        """End the recording with one error: on the terminal and on the page (which stops recording), there as
+        one line in the user's words (``summary``) with the full ``message`` behind a details toggle."""
         log(f"recording {number} failed: {message}")
         with contextlib.suppress(PageClosed):
-            await page.send({"type": "error", "message": message, "text": text})
+            await page.send({"type": "error", "message": message, "text": text,
+                             "summary": summary or summarize_error(message, self.target)})
+
+
+def summarize_error(message: str, target: str) -> str:
+    """One line for the page: what failed and what to check (the full ``message`` stays behind "Details").
+
+    The patterns are the clients' own messages (voicectl/realtime.py, voicectl/sagemaker_stream.py, this module).
+    """
+    lowered = message.lower()
+    if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
+        return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
+                "that --endpoint-url starts with https://.")
+    if message.startswith("ModelError") and (refused := re.search(r"\(status (4\d\d)\): ([^.]*)", message)):
+        return (f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
+                "text.")
+    if message.startswith("ModelError"):
+        return (f"{target} could not reach its model container. Check that the endpoint is in service and its "
+                "CloudWatch logs, then press Record again.")
+    if message.startswith("cannot open a WebSocket"):
+        return f"{target} is not reachable. Check that the container is running, then press Record again."
+    if "certificate" in lowered or "tls_error" in lowered:
+        return "The endpoint's certificate is not trusted. Check AWS_CA_BUNDLE, then press Record again."
+    if "credentials" in lowered or "signature" in lowered:
+        return "AWS refused the credentials. Check them (aws sts get-caller-identity) and the Region."
+    if "access denied" in lowered:
+        return "Access denied: the caller needs sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint."
+    if message.startswith(("the page sent", "the endpoint stopped taking audio")):
+        return "The recording was stopped: " + message[0].lower() + message[1:].split(". ")[0].rstrip(".") + "."
+    first = message.split(". ")[0].split("; ")[0].rstrip(".")
+    return first[0].upper() + first[1:] + "." if first else message
 
 
 async def _stop_task(task: asyncio.Task[Any]) -> None:
@@ -551,7 +787,7 @@ def build_page(gr: Any, server: MicServer) -> Any:
         gr.HTML(html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
                 css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
                 js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
-                recording_path=RECORDING_PATH.lstrip("/"))
+                recording_path=RECORDING_PATH.lstrip("/"), speak_path=SPEAK_PATH.lstrip("/"))
     return page
 
 
@@ -581,6 +817,8 @@ def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
         raise UsageError(f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); another "
                          "program (or another voicectl mic) uses the port: pass --port with a free one") from error
     try:
+        if page.share_url:
+            server.allow_share_link(page.share_url)
         server.open_target()
         yield f"http://{MIC_HOST}:{page.server_port}"
     finally:

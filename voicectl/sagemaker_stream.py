@@ -70,6 +70,37 @@ UNREACHABLE_ERRORS = ("AWS_IO_DNS", "AWS_IO_SOCKET_CONNECTION_REFUSED", "AWS_IO_
 CREDENTIALS_TIMEOUT_S = 60.0
 """Seconds allowed to resolve credentials (the chain may call STS, SSO or the instance metadata service)."""
 
+FAILED_END_TIMEOUT_S = 1.0
+"""Seconds allowed to end the request body of a stream whose call failed (its response is over; a peer that still
+reads takes the end at once, one that stopped reading never will)."""
+
+
+RETIRED_CONNECTIONS: dict[int, list[Any]] = {}
+"""id(SDK client) -> HTTP/2 connections taken out of its pool after a failed stream (see :func:`_retire`), closed
+once none of the client's streams is open any more, or with the client (:func:`open_endpoint`)."""
+
+OPEN_STREAMS: dict[int, int] = {}
+"""id(SDK client) -> streams of it not closed yet (a retired connection may still carry one of them)."""
+
+
+def _pool_of(client: Any) -> dict[Any, Any] | None:
+    """The connection pool of an SDK client's awscrt HTTP client (smithy-http 0.6 private ``_connections``), if any."""
+    http = getattr(getattr(client, "_config", None) or getattr(client, "config", None), "transport", None)
+    pool = getattr(http, "_connections", None)
+    return pool if isinstance(pool, dict) else None
+
+
+def _connection_for(client: Any) -> Any:
+    """The pooled connection of ``client``'s runtime URL (the one a stream just opened rides on), if known."""
+    pool, url = _pool_of(client), _runtime_url(client)
+    if not pool or not url:
+        return None
+    parts = urlsplit(url)
+    for (scheme, host, _port), connection in pool.items():
+        if scheme == parts.scheme and host == parts.hostname:
+            return connection
+    return None
+
 
 
 def bidi_endpoint_uri(region: str) -> str:
@@ -284,6 +315,7 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
     try:
         yield open_stream
     finally:
+        await close_retired_connections(client)
         with contextlib.suppress(Exception):
             await client.close()
 
@@ -363,6 +395,8 @@ class SageMakerStreamTransport:
     _reading: asyncio.Task[Any] | None = None  # the response event being read (survives a cancelled receive_text)
     _sender: asyncio.Task[Any] | None = None  # the task inside send_text, if any
     _send_aborted: bool = False  # _sender was cancelled by _response_failed, not by its owner
+    client: Any = None  # the SDK client, whose pool holds the connection (see _retire)
+    connection: Any = None  # the HTTP/2 connection this stream rides on, if known
 
     @classmethod
     async def open(cls, client: Any, endpoint_name: str, *, target_variant: str | None = None) -> SageMakerStreamTransport:
@@ -384,8 +418,11 @@ class SageMakerStreamTransport:
                 "network, the credentials (`aws sts get-caller-identity`) and the endpoint's status", code="open_timeout"
             ) from None
         except Exception as error:
+            _retire(client, _connection_for(client))  # a call refused at once may have sent request data too
             raise describe_error(error, endpoint_name, _runtime_url(client)) from error
-        return cls(stream=stream, endpoint_name=endpoint_name, runtime_url=_runtime_url(client))
+        OPEN_STREAMS[id(client)] = OPEN_STREAMS.get(id(client), 0) + 1
+        return cls(stream=stream, endpoint_name=endpoint_name, runtime_url=_runtime_url(client), client=client,
+                   connection=_connection_for(client))  # None while the request is not sent yet: see close()
 
     async def send_text(self, text: str) -> None:
         """Send ``text`` as one UTF8 payload part.
@@ -494,20 +531,46 @@ class SageMakerStreamTransport:
         if self._closed:
             return
         self._closed = True
-        if self._failed:
-            if self._output is not None:  # a read left running has failed too (that is how _failed was set)
+        try:
+            if self._failed:
+                # End the request body as well, so that a peer that still reads sees the stream end; a peer that
+                # stopped reading never takes it, and the connection is retired below in any case.
+                if self._sender is None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self.stream.input_stream.close(), FAILED_END_TIMEOUT_S)
+                if self._output is not None:  # a read left running has failed too (that is how _failed was set)
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+                return
+            # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
+            try:
+                await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
+            except Exception:
+                self._failed = True  # the end could not be written: the connection is stuck (retired below)
+            if self._output is not None or self._reading is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+                    await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S if not self._failed else 0.1)
+                if self._output is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+        finally:
+            await self._release_connection()
+
+    async def _release_connection(self) -> None:
+        """Retire this stream's connection if the stream failed (see :func:`_retire`).
+
+        The connection is looked up now if it was not known at open: smithy-core returns the duplex stream before
+        its request is sent, so the pool may still have been empty then. All streams of a client share the pooled
+        connection, so the one in the pool is this stream's (or a fresh one that replaced a closed connection)."""
+        if self.client is None:
             return
-        # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
-        if self._output is not None or self._reading is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S)
-            if self._output is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+        if self._failed:
+            _retire(self.client, self.connection or _connection_for(self.client))
+        key = id(self.client)
+        OPEN_STREAMS[key] = OPEN_STREAMS.get(key, 1) - 1
+        if OPEN_STREAMS[key] <= 0:
+            del OPEN_STREAMS[key]
+            await close_retired_connections(self.client)  # no stream of this client can be riding on them now
 
     async def _drain_output(self) -> None:
         while await self._next_event() is not None:
@@ -518,6 +581,32 @@ def _runtime_url(client: Any) -> str | None:
     """The runtime URL an ``AsyncSageMakerRuntimeHTTP2Client`` calls (its config's ``endpoint_uri``), if known."""
     url = getattr(getattr(client, "config", None) or getattr(client, "_config", None), "endpoint_uri", None)
     return str(url) if url else None
+
+
+def _retire(client: Any, connection: Any) -> None:
+    """Take ``connection`` out of ``client``'s pool after a failed stream, so that the next stream opens a fresh one.
+
+    Every stream of an SDK client shares one pooled HTTP/2 connection (smithy-http 0.6 ``AWSCRTHTTPClient`` keeps one
+    per scheme, host and port) and so its flow-control window (RFC 9113 section 5.2: 65,535 bytes until the peer sends
+    WINDOW_UPDATE). A failed call may leave request data behind that the peer neither read nor reset (a refused call
+    with 2 s of audio queued is 64 KiB): it would keep the window used up, and every later stream on the connection
+    would open but send nothing (issue 24: the page wedged after a bridge restart). The retired connection is closed
+    with the client, not at once: closing it under a stream the peer holds open broke the next stream in our tests.
+    """
+    if connection is None or client is None:
+        return
+    pool = _pool_of(client) or {}
+    for key, pooled in list(pool.items()):
+        if pooled is connection:
+            del pool[key]
+            RETIRED_CONNECTIONS.setdefault(id(client), []).append(connection)
+
+
+async def close_retired_connections(client: Any) -> None:
+    """Close the connections :func:`_retire` took out of ``client``'s pool (bounded)."""
+    for connection in RETIRED_CONNECTIONS.pop(id(client), []):
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(connection.close(), CLOSE_TIMEOUT_S)
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -157,7 +157,8 @@ def describe_client_error(error: Any, endpoint_name: str) -> str:
 
 
 def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
-               clock: Callable[[], float] = time.monotonic) -> SpeakResult:
+               clock: Callable[[], float] = time.monotonic,
+               on_audio: Callable[[bytes], None] | None = None) -> SpeakResult:
     """Call the Sonic endpoint with ``request`` through boto3 ``client`` and assemble the audio.
 
     The public way to call Sonic from your own code (the README's example); ``voicectl speak`` uses it too.
@@ -169,6 +170,7 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
         endpoint_name: the SageMaker EndpointName (the stack output ``SonicEndpointName``).
         request: the text, voice id, language and sample rate (:class:`voicectl.sonic.SonicRequest`).
         clock: monotonic clock in seconds (tests inject their own).
+        on_audio: called with each chunk's PCM16 as it arrives (to play the speech while it streams).
 
     Returns:
         A :class:`SpeakResult` once the stream has ended with Sonic's ``done`` event.
@@ -194,8 +196,12 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
     try:
         for part in payload_parts(response["Body"], endpoint_name):
             for event in parser.feed(part):
-                if audio.add(event) and first_audio_at is None:
-                    first_audio_at = clock()
+                before = len(audio.pcm16)
+                if audio.add(event):
+                    if first_audio_at is None:
+                        first_audio_at = clock()
+                    if on_audio is not None:
+                        on_audio(bytes(audio.pcm16[before:]))
     except SonicStreamError as error:
         raise type(error)(str(error), bytes(audio.pcm16)) from error
     check_complete(parser, audio)

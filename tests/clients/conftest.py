@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -154,6 +155,59 @@ class MemoryServer:
 @pytest.fixture
 def memory_server() -> MemoryServer:
     return MemoryServer()
+
+
+# ---- a container that stops answering (the mic page's watchdog) ------------------------------------------------
+
+
+class QuietBridge:
+    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
+    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything."""
+
+    def __init__(self) -> None:
+        self.answers: int | None = None
+        self.answer_done = True
+        self.streams = 0
+        self.closed = 0
+
+    async def handle(self, connection) -> None:
+        self.streams += 1
+        text, appends = "", 0
+        await connection.send(json.dumps({"type": "session.created"}))
+        try:
+            async for message in connection:
+                event = json.loads(message)
+                if event["type"] == "input_audio_buffer.append":
+                    appends += 1
+                    if self.answers is None or appends <= self.answers:
+                        text += "word "
+                        await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
+                elif event["type"] == "input_audio_buffer.commit" and event.get("final") and self.answer_done:
+                    await connection.send(json.dumps({"type": "transcription.done", "text": text}))
+                    text = ""
+        finally:
+            self.closed += 1
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[str]:
+        """Serve on 127.0.0.1 from a thread of its own; yields the container URL."""
+        from websockets.asyncio.server import serve
+
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+
+        async def start():
+            return await serve(self.handle, "127.0.0.1", 0)
+
+        server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
+        try:
+            yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/invocations-bidirectional-stream"
+        finally:
+            loop.call_soon_threadsafe(server.close)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+
 
 
 # ---- the real bridge and the fake vLLM on a background event loop ------------------------------------------------

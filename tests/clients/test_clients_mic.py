@@ -6,7 +6,9 @@ The page's recorder (JavaScript) in real Chromium: ``test_clients_mic_browser.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import sys
 import time
@@ -19,7 +21,10 @@ from tests.clients.conftest import Servers
 from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 from voicectl.cli import UsageError
+from voicectl.audio import CHUNK_BYTES
 from voicectl.realtime import RealtimeError, WebSocketTransport
+
+CHUNK_SAMPLES = CHUNK_BYTES // 2
 
 RATE_HZ = 48_000
 #: How long a test waits before it calls a stream stuck, seconds: a liveness bound, not a latency target.
@@ -67,16 +72,57 @@ def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
         assert "once `pip install '.[mic]'` is done" not in text, readme
 
 
-@pytest.mark.parametrize(("headers", "allowed"), [
-    ({"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}, True),
-    ({"origin": "https://abc.gradio.live", "host": "abc.gradio.live"}, True),
-    ({"host": "127.0.0.1:7860"}, True),  # not a browser page
-    ({"origin": "http://evil.example", "host": "127.0.0.1:7860"}, False),
-    ({"origin": "http://127.0.0.1:8000", "host": "127.0.0.1:7860"}, False),  # another local page
-    ({"origin": "null", "host": "127.0.0.1:7860"}, False),
+def guard_scope(headers: dict[str, str], path: str = "/", kind: str = "http", method: str = "GET") -> dict:
+    return {"type": kind, "path": path, "method": method,
+            "headers": [(name.encode(), value.encode()) for name, value in headers.items()]}
+
+
+PAGE = "127.0.0.1:7860"
+
+
+@pytest.mark.parametrize(("headers", "path", "kind", "method", "refused"), [
+    ({"host": PAGE}, "/", "http", "GET", None),  # the page, typed into the address bar
+    ({"host": PAGE, "origin": f"http://{PAGE}"}, "/voicectl/recording", "websocket", None, None),
+    ({"host": "localhost:7860", "origin": "http://localhost:7860"}, "/assets/Index-Akn07EZk2.js", "http", "GET", None),
+    ({"host": "[::1]:7860"}, "/theme.css", "http", "HEAD", None),
+    ({"host": PAGE, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}, "/", "http", "GET", None),  # a link
+    # DNS rebinding: the attacker's name, pointed at 127.0.0.1, with a matching Origin (issue 27)
+    ({"host": "evil.example:7860", "origin": "http://evil.example:7860"}, "/voicectl/recording", "websocket", None,
+     "host"),
+    ({"host": "evil.example:7860"}, "/", "http", "GET", "host"),
+    ({"host": "127.0.0.1:7861"}, "/", "http", "GET", "host"),  # another port: not this page
+    ({"host": "127.0.0.1"}, "/", "http", "GET", "host"),
+    ({}, "/", "http", "GET", "host"),
+    ({"host": PAGE, "origin": "https://evil.example"}, "/gradio_api/upload", "http", "POST", "origin"),
+    ({"host": PAGE, "origin": "http://evil.example"}, "/voicectl/recording", "websocket", None, "origin"),
+    ({"host": PAGE, "origin": "http://127.0.0.1:8000"}, "/voicectl/recording", "websocket", None, "origin"),
+    ({"host": PAGE, "origin": "null"}, "/voicectl/recording", "websocket", None, "origin"),
+    ({"host": PAGE, "origin": f"https://{PAGE}"}, "/", "http", "GET", "origin"),  # served over http only
+    ({"host": PAGE, "sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"}, "/", "http", "GET", "origin"),
+    ({"host": PAGE}, "/gradio_api/upload", "http", "POST", "route"),  # Gradio's upload route: never reached
+    ({"host": PAGE, "origin": f"http://{PAGE}"}, "/gradio_api/upload", "http", "POST", "route"),
+    ({"host": PAGE}, "/gradio_api/queue/join", "http", "POST", "route"),
+    ({"host": PAGE}, "/gradio_api/file=/etc/passwd", "http", "GET", "route"),
+    ({"host": PAGE}, "/gradio_api/info", "http", "GET", "route"),
+    ({"host": PAGE}, "/", "http", "POST", "route"),
+    ({"host": PAGE}, "/gradio_api/queue/data", "websocket", None, "route"),
 ])
-def test_only_the_page_itself_may_open_a_recording(headers, allowed):
-    assert mic.same_origin(headers) is allowed
+def test_the_gate_lets_through_only_the_page_itself(headers, path, kind, method, refused):
+    from voicectl.mic_guard import PageGuard, page_hosts
+
+    guard = PageGuard(None, hosts=page_hosts(7860), websocket_paths=[mic.RECORDING_PATH])
+    verdict = guard.refusal(guard_scope(headers, path, kind, method))
+    assert (verdict and verdict[0]) == refused, verdict
+
+
+def test_the_share_link_host_is_accepted_over_https_only():
+    from voicectl.mic_guard import PageGuard, page_hosts
+
+    guard = PageGuard(None, hosts=page_hosts(7860, ["abc.gradio.live"]), https_hosts=frozenset({"abc.gradio.live"}),
+                      websocket_paths=[mic.RECORDING_PATH])
+    share = {"host": "abc.gradio.live", "origin": "https://abc.gradio.live"}
+    assert guard.refusal(guard_scope(share, mic.RECORDING_PATH, "websocket")) is None
+    assert guard.refusal(guard_scope({**share, "origin": "http://abc.gradio.live"}))[0] == "origin"
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "-1"])
@@ -452,13 +498,84 @@ def test_a_bad_page_message_ends_the_recording_with_a_clear_error(page, messages
     assert closed
 
 
-def test_another_origin_cannot_open_a_recording(page, capsys):
-    from websockets.exceptions import InvalidStatus
+def uploaded_files() -> set[str]:
+    """Every file in Gradio's upload folder (its temporary directory), where ``/gradio_api/upload`` stores files."""
+    from pathlib import Path
+
+    from gradio.utils import get_upload_folder
+
+    folder = Path(get_upload_folder())
+    return {str(path) for path in folder.rglob("*") if path.is_file()} if folder.exists() else set()
+
+
+def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
+    """issue 27: ``curl -H "Origin: https://evil.example" -F files=@big.bin .../gradio_api/upload`` answered 200 and
+    stored the file, which any web site can make a browser send (a multipart POST needs no CORS preflight)."""
+    import httpx
 
     _, url = page
-    with pytest.raises(InvalidStatus, match="403"):
-        asyncio.run(PageClient.connect(url, origin="http://evil.example"))
-    assert "refused a recording from origin 'http://evil.example'" in capsys.readouterr().err
+    base = url.replace("ws://", "http://").removesuffix(mic.RECORDING_PATH)
+    before = uploaded_files()
+    big = os.urandom(65536) + b"\x00" * (4 << 20)  # unique: Gradio stores a file under its content's hash
+    cross_site = httpx.post(f"{base}/gradio_api/upload", headers={"Origin": "https://evil.example"},
+                            files={"files": ("big.bin", big)}, timeout=10)
+    same_origin = httpx.post(f"{base}/gradio_api/upload", headers={"Origin": base},
+                             files={"files": ("big.bin", big)}, timeout=10)
+    preflight = httpx.options(f"{base}/gradio_api/upload", headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}, timeout=10)
+    assert (cross_site.status_code, same_origin.status_code, preflight.status_code) == (403, 404, 403)
+    assert "access-control-allow-origin" not in preflight.headers
+    assert uploaded_files() == before
+    err = capsys.readouterr().err
+    assert "refused a request: Origin 'https://evil.example' is not this page" in err
+    assert "refused a request: POST '/gradio_api/upload' is not a route of this page" in err
+
+
+@pytest.mark.parametrize(("name", "origin", "refusal"), [
+    ("evil.example", "http://evil.example:{port}", "Host 'evil.example:{port}' is not"),  # DNS rebinding
+    ("127.0.0.1", "http://evil.example", "Origin 'http://evil.example' is not this page"),
+])
+def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, name, origin, refusal):
+    """issue 27: the old check compared the Origin with the Host, both of which a DNS-rebinding page controls."""
+    from websockets.exceptions import InvalidStatus
+
+    servers, url = page
+    port = int(url.split(":")[2].split("/")[0])
+    sessions_before = len(servers.vllm.sessions)
+    with pytest.raises(InvalidStatus, match="403"):  # the URL names the host; the TCP connection goes to 127.0.0.1
+        asyncio.run(PageClient.connect(url.replace("127.0.0.1", name), origin=origin.format(port=port),
+                                       host="127.0.0.1", port=port))
+    assert len(servers.vllm.sessions) == sessions_before
+    assert refusal.format(port=port) in capsys.readouterr().err
+
+
+def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page):
+    """issue 27: 190 MB sent in 30 s grew the server by 194 MB; now audio ahead of real time is refused, not queued."""
+    servers, url = page
+
+    async def flood():
+        client = await PageClient.connect(url)
+        await client.start()
+        await client.until("started")
+        second = np.zeros(RATE_HZ, "<f4").tobytes()
+        with contextlib.suppress(Exception):  # the server closes the socket once it refused the audio
+            for _ in range(int(mic.MAX_AHEAD_S) + 30):
+                await client.connection.send(second)
+        return await client.until("error"), await client.closed_by_server()
+
+    error, closed = asyncio.run(flood())
+    assert re.fullmatch(r"the page sent \d+\.\d s of audio in \d+\.\d s, faster than a microphone records "
+                        r"\(at most 3 s ahead of real time\)", error["message"]), error
+    assert closed
+
+
+def test_a_stream_that_stops_taking_audio_ends_the_recording_before_holding_more_than_the_bound(monkeypatch):
+    transcriber = mic.MicTranscriber(opener=None)
+    monkeypatch.setattr(mic, "MAX_QUEUED_AUDIO_S", 1.0)
+    transcriber.feed(16_000, np.zeros(16_000, np.float32))  # 1 s: at the bound
+    with pytest.raises(mic.AudioOverrun, match=r"the endpoint stopped taking audio: 1 s of it is waiting to be sent "
+                                               r"\(at most 1 s is kept\)"):
+        transcriber.feed(16_000, np.zeros(CHUNK_SAMPLES, np.float32))
 
 
 def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_path, capsys):
@@ -519,3 +636,89 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     err = command.stderr.read()
     assert "voicectl mic: stopping\n" in err and "abandoned: the page's WebSocket closed (WebSocket code 1012)" in err
     assert "Traceback" not in err
+
+
+# ---- the watchdog (issue 24) ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
+    """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    from tests.clients.conftest import QuietBridge, client_parser
+
+    for name, value in {"FIRST_ANSWER_TIMEOUT_S": 1.0, "STALL_NOTICE_S": 0.5, "STALL_TIMEOUT_S": 1.5,
+                        "STOP_TIMEOUT_S": 1.0, "WATCHDOG_TICK_S": 0.05}.items():
+        monkeypatch.setattr(mic, name, value)
+    bridge = QuietBridge()
+    with bridge.serving() as container:
+        args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
+        with mic.serve(args) as url:
+            yield bridge, recording_url(url)
+
+
+async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[dict]:
+    """Record ``seconds`` of tone in 0.1 s frames at real time, Stop (if ``stop``), and return every message up to
+    the end (done or error)."""
+    client = await PageClient.connect(url)
+    await client.start()
+    await client.until("started")
+    from websockets.exceptions import ConnectionClosed
+
+    audio = tone(seconds)
+    step = RATE_HZ // 10
+    with contextlib.suppress(ConnectionClosed):  # the server ends the recording (and the socket) on an error
+        for start in range(0, len(audio), step):
+            await client.connection.send(audio[start:start + step].tobytes())
+            await asyncio.sleep(0.1)
+        if stop:
+            await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
+    with contextlib.suppress(ConnectionClosed):
+        while (await client.next(10))["type"] not in ("done", "error"):
+            pass
+    return client.messages
+
+
+@pytest.mark.parametrize(("answers", "answer_done", "seconds", "expected"), [
+    (0, True, 2.0, r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream accepted the stream but sent nothing "
+                   r"back in 1 s\. Check that the endpoint is in service and its logs, then press Record again\."),
+    (2, True, 3.0, r"ws://\S+ stopped answering: nothing for 2 s while audio was sent\. Check .*"),
+    (None, False, 0.5, r"The transcript did not finish within 1 s of Stop: ws://\S+ stopped answering\. Check .*"),
+])
+def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_works(quiet_page, answers,
+                                                                                       answer_done, seconds, expected):
+    bridge, url = quiet_page
+    bridge.answers, bridge.answer_done = answers, answer_done
+    messages = asyncio.run(record_until_end(url, seconds))
+    error = messages[-1]
+    assert error["type"] == "error" and re.fullmatch(expected, error["message"]), error
+    if answers == 2:  # the stall showed first, while audio was still sent
+        assert {"type": "stall", "silent_s": 0} not in messages
+        stalls = [message["silent_s"] for message in messages if message["type"] == "stall"]
+        assert stalls and stalls == sorted(set(stalls)) and stalls[0] >= 1, stalls  # each second once, rising
+    streams = bridge.streams
+    bridge.answers, bridge.answer_done = None, True
+    messages = asyncio.run(record_until_end(url, 0.5))
+    assert messages[-1]["type"] == "done" and messages[-1]["text"].startswith("word ")
+    assert bridge.streams == streams + 1
+
+
+@pytest.mark.parametrize(("message", "summary"), [
+    ("calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
+     "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
+     "--endpoint-url starts with https://."),
+    ("ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
+     "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
+     "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
+     "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
+     "CloudWatch logs, then press Record again."),
+    ("the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
+     "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
+     "samples."),
+    ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
+     "The endpoint reported an error (invalid_audio): bad base64."),
+])
+def test_errors_read_as_one_line_in_the_users_words(message, summary):
+    summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
+    assert summarized == summary
+    assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.clients.conftest import RECORDING, Servers, client_parser
+from tests.clients.conftest import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
 from voicectl import mic
 
@@ -35,6 +35,13 @@ SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
 SENTENCE = "Hello from SageMaker. Streaming speech to text."
 """What the fake microphone says; the fake vLLM answers each 128 ms append with its next word."""
 
+EVIL_NAME = "evil.example"
+"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to :data:`ATTACKER_SITE_HOST`."""
+
+ATTACKER_SITE_HOST = "127.0.0.2"
+"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser, and local, so
+Chromium's local-network-access rules (public sites may not call private addresses) do not hide the attack."""
+
 CHROMIUM_FLAGS = (
     "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
     "--disable-gpu",
@@ -44,6 +51,7 @@ CHROMIUM_FLAGS = (
     "--no-first-run",
     "--use-fake-ui-for-media-stream",  # grant the microphone without a prompt
     "--use-fake-device-for-media-stream",
+    f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",  # the attacker's name (see rebinding_proxy)
 )
 
 RECORD_S = 2.0
@@ -88,14 +96,30 @@ def browser(speech_wav) -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[Servers, str]]:
+def sonic_runtime() -> Iterator[ResponseStreamServer]:
+    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic replies."""
+    with ResponseStreamServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
     """The fake vLLM, the bridge and the mic page in front of them; yields (servers, page URL)."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     words = tuple(f"{word} " for word in SENTENCE.split())
-    with Servers(deltas=words, delta_per_append=True) as servers:
-        args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
-        with mic.serve(args) as url:
-            yield servers, url
+    runtime_env = {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sonic_runtime.url, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+                   "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {name: os.environ.get(name) for name in runtime_env}
+    os.environ.update(runtime_env)  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
+    try:
+        with Servers(deltas=words, delta_per_append=True) as servers:
+            args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port()),
+                                               "--sonic-endpoint", "sonic-tts", "--voice", "local-voice"])
+            with mic.serve(args) as url:
+                yield servers, url
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
 
 
 def report(request, capsys, figure: str) -> None:
@@ -110,7 +134,9 @@ def recorder_state(page) -> dict:
     return page.evaluate("""() => {
         const root = document.querySelector(".voicectl-recorder");
         const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("status"), error: text("error"), transcript: text("transcript"),
+        return {...root.dataset, status: text("status"), error: text("error-summary"), errorDetail: text("error-detail"),
+                errorShown: !root.querySelector('[data-part="error"]').hidden, timer: text("timer"),
+                announced: text("announce"), transcript: text("transcript"),
                 figures: text("figures"), recordDisabled: root.querySelector('[data-part="record"]').disabled,
                 stopDisabled: root.querySelector('[data-part="stop"]').disabled};
     }""")
@@ -172,7 +198,7 @@ def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(st
                                                                                tmp_path, request):
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
-    page = browser.new_page(viewport={"width": 960, "height": 430})
+    page = browser.new_page(viewport={"width": 960, "height": 860})
     sent: list[str | bytes] = []  # every WebSocket frame the page sends (Chromium's DevTools protocol reports them)
     page.on("websocket", lambda websocket: websocket.on("framesent", lambda payload: sent.append(payload)))
     try:
@@ -257,7 +283,9 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
         finally:
             page.close()
     assert all(state == seen[0] for state in seen), seen
-    error = seen[0]["error"]
+    assert seen[0]["error"] == (f"ws://127.0.0.1:{port}/invocations-bidirectional-stream is not reachable. Check that "
+                                "the container is running, then press Record again.")
+    error = seen[0]["errorDetail"]  # behind the details toggle
     assert error.startswith(f"cannot open a WebSocket to ws://127.0.0.1:{port}/invocations-bidirectional-stream (")
     assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in error
     assert "HOST:PORT" not in error and error == error.strip()
@@ -265,3 +293,359 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
     assert seen[0]["status"].startswith("Stopped by the error below")
     err = capsys.readouterr().err
     assert err.count("failed:") == 1 and f"voicectl mic: recording 1 failed: {error}\n" in err
+
+
+# ---- hostile pages (issue 27): the browser is the attacker ---------------------------------------------------------
+
+ATTACK_SCRIPT = """
+async (target) => {
+  const result = {};
+  const form = new FormData();
+  const unique = crypto.getRandomValues(new Uint8Array(65536));  // Gradio stores a file under its content's hash
+  form.append("files", new Blob([unique, new Uint8Array(1 << 20)]), "big.bin");
+  try {  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
+    const answer = await fetch(target.http + "/gradio_api/upload", {method: "POST", body: form, mode: target.mode});
+    result.upload = answer.type === "opaque" ? "sent" : answer.status;
+  } catch (error) {
+    result.upload = "failed: " + error;
+  }
+  result.recording = await new Promise((resolve) => {
+    const socket = new WebSocket(target.ws + "/voicectl/recording");
+    socket.onopen = () => socket.send(JSON.stringify({type: "start", sample_rate_hz: 48000}));
+    socket.onmessage = (event) => { resolve(JSON.parse(event.data).type); socket.close(); };
+    socket.onclose = (event) => resolve("closed " + event.code);
+  });
+  return result;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def attacker_site() -> Iterator[str]:
+    """A plain page at http://127.0.0.2:PORT/ (the attacker's site); yields its URL."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            body = b"<!doctype html><title>a site the user visits</title><p>nothing to see"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((ATTACKER_SITE_HOST, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{ATTACKER_SITE_HOST}:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def uploaded_files() -> set[str]:
+    from gradio.utils import get_upload_folder
+
+    folder = Path(get_upload_folder())
+    return {str(path) for path in folder.rglob("*") if path.is_file()} if folder.exists() else set()
+
+
+def test_a_page_on_another_site_can_neither_upload_nor_record(stack, browser, attacker_site):
+    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and opens a recording,
+    as any web site the user visits could: both are refused, no file is stored, no stream is opened."""
+    servers, url = stack
+    sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
+    page = browser.new_page()
+    try:
+        page.goto(attacker_site)
+        result = page.evaluate(ATTACK_SCRIPT, {"http": url, "ws": url.replace("http://", "ws://"),
+                                               "mode": "no-cors"})
+    finally:
+        page.close()
+    assert result == {"upload": "sent", "recording": "closed 1006"}  # 1006: the handshake was refused (HTTP 403)
+    assert uploaded_files() == files_before
+    assert len(servers.vllm.sessions) == sessions_before
+
+
+@pytest.fixture(scope="module")
+def rebinding_proxy(stack) -> Iterator[str]:
+    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy listens on the mic
+    page's port. Its first answer is the attacker's page (``/rebound``, the attacker's server before the rebinding);
+    every other connection goes to the mic page at 127.0.0.1 (the same name and port after the rebinding, so the
+    browser treats the mic page as the attacker's own origin). Yields the attacker's origin."""
+    import asyncio
+    import threading
+
+    _, url = stack
+    port = int(url.rsplit(":", 1)[1])
+    document = b"<!doctype html><title>rebound</title>"
+    loop = asyncio.new_event_loop()
+
+    async def pipe(reader, writer) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def serve(reader, writer) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"GET /rebound "):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(document), document))
+            await writer.drain()
+            writer.close()
+            return
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", port)
+        upstream_writer.write(head)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)  # Playwright's loop runs in this thread
+    thread.start()
+    server = asyncio.run_coroutine_threadsafe(asyncio.start_server(serve, ATTACKER_SITE_HOST, port), loop).result(5)
+    try:
+        yield f"http://{EVIL_NAME}:{port}"
+    finally:
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browser, rebinding_proxy):
+    """The attacker's name re-pointed at this machine with the page's port: its requests are same-origin for the
+    browser (Origin http://evil.example:PORT, Host evil.example:PORT), and refused for naming another host."""
+    servers, url = stack
+    evil = rebinding_proxy
+    sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
+    page = browser.new_page()
+    try:
+        page.goto(f"{evil}/rebound")
+        result = page.evaluate(ATTACK_SCRIPT, {"http": evil, "ws": evil.replace("http://", "ws://"), "mode": "cors"})
+        the_page = page.goto(f"{evil}/")
+        status = the_page.status
+    finally:
+        page.close()
+    assert result == {"upload": 403, "recording": "closed 1006"}
+    assert status == 403
+    assert uploaded_files() == files_before
+    assert len(servers.vllm.sessions) == sessions_before
+
+
+LONG_RECORD_S = 120.0
+"""A recording long enough for several generations (the client ends one at the first quiet chunk after 30 s)."""
+
+
+def test_a_two_minute_recording_has_each_word_once(stack, browser):
+    """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken, because the fake's
+    ``transcription.done`` carried the whole session and the client joins generation texts. Like the real vLLM, each
+    generation's done text starts from zero: the transcript has exactly one word per word the fake vLLM said."""
+    servers, url = stack
+    sessions_before = len(servers.vllm.sessions)
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").click()
+        wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
+        wait_until(lambda: int((state := recorder_state(page))["samples"]) >= LONG_RECORD_S * int(state["sampleRate"]),
+                   LONG_RECORD_S + 60, step_s=0.5)
+        page.get_by_role("button", name="Stop").click()
+        done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 30)
+    finally:
+        page.close()
+    sessions = servers.vllm.sessions[sessions_before:]
+    said = [event["delta"] for session in sessions for event in session.sent if event["type"] == "transcription.delta"]
+    generations = [event for session in sessions for event in session.sent if event["type"] == "transcription.done"]
+    assert len(generations) >= 3  # two rollovers at least, then the final one
+    assert done["transcript"].split() == "".join(said).split()
+    assert len(done["transcript"].split()) == len(said)
+
+
+# ---- what a user sees and hears (issue 24 items 3-8) ----------------------------------------------------------------
+
+CONTRAST_SCRIPT = """
+() => {
+  const rgb = (color) => color.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const luminance = (color) => {
+    const [r, g, b] = rgb(color).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const background = (element) => {  // the first opaque background up the tree
+    for (let node = element; node; node = node.parentElement) {
+      const color = getComputedStyle(node).backgroundColor;
+      if (!color.startsWith("rgba(0, 0, 0, 0)") && color !== "transparent") return color;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  const root = document.querySelector(".voicectl-recorder");
+  const result = {};
+  for (const name of ["status", "timer", "transcript", "figures", "record", "stop", "copy"]) {
+    const element = root.querySelector(`[data-part="${name}"]`);
+    result[name] = ratio(getComputedStyle(element).color, background(element));
+  }
+  result.label = ratio(getComputedStyle(root.querySelector(".label")).color, background(root.querySelector(".label")));
+  const record = root.querySelector('[data-part="record"]');
+  result.recordAgainstPage = ratio(background(record), background(record.parentElement));
+  return result;
+}
+"""
+
+
+def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp_path):
+    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the transcript is a
+    labelled log, not live itself, with only the new words in a polite live region; focus stays on a usable
+    control through Record and Stop (pressed from the keyboard); the timer, the level meter and the microphone's
+    name show while recording; the transcript can be copied and downloaded as text and as JSON with timings."""
+    servers, url = stack
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").wait_for()
+        contrast = page.evaluate(CONTRAST_SCRIPT)
+        transcript = page.get_by_role("log", name="Transcript")
+        assert transcript.get_attribute("aria-live") == "off"
+        live = page.locator('[data-part="announce"]')
+        assert live.get_attribute("aria-live") == "polite"
+        page.get_by_role("button", name="Record").focus()
+        page.keyboard.press("Enter")
+        wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
+        focused_while_recording = page.evaluate("document.activeElement.dataset.part")
+        announced = set()
+        while int((state := recorder_state(page))["samples"]) < RECORD_S * int(state["sampleRate"]):
+            if state["announced"]:
+                announced.add((state["announced"], state["transcript"]))
+            time.sleep(0.05)
+        page.keyboard.press("Enter")  # on Stop, which has the focus
+        done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+        focused_when_done = page.evaluate("document.activeElement.dataset.part")
+        page.get_by_role("button", name="Copy text").click()
+        copied = page.evaluate("navigator.clipboard.readText()")
+        with page.expect_download() as text_download:
+            page.get_by_role("button", name="Download text").click()
+        with page.expect_download() as json_download:
+            page.get_by_role("button", name="Download JSON").click()
+        downloaded_text = Path(text_download.value.path()).read_text()
+        downloaded = json.loads(Path(json_download.value.path()).read_text())
+        options = page.locator('[data-part="device"] option').all_text_contents()
+    finally:
+        context.close()
+    assert min(contrast[name] for name in ("status", "timer", "transcript", "figures", "label", "record", "stop",
+                                            "copy")) >= 4.5, contrast
+    assert contrast["recordAgainstPage"] >= 3.0, contrast
+    assert (focused_while_recording, focused_when_done) == ("stop", "record")
+    assert all(transcript.endswith(words) for words, transcript in announced)  # only the new words, at the end
+    assert any(len(words) < len(transcript) for words, transcript in announced)  # not the whole text again
+    assert done["timer"] == f"0:{int(int(done['samples']) / int(done['sampleRate'])):02d}" and done["timer"] >= "0:02"
+    assert float(done["level"]) > 0.01  # the fake microphone's speech moved the meter
+    assert done["device"] and "Default microphone" in options
+    assert copied == done["transcript"] and downloaded_text == done["transcript"] + "\n"
+    assert downloaded["transcript"] == done["transcript"] and downloaded["figures"] == done["figures"]
+    assert downloaded["result"]["time_to_first_delta_s"] > 0 and downloaded["sample_rate_hz"] == int(done["sampleRate"])
+
+
+def test_a_zero_length_recording_opens_no_stream(stack, browser):
+    servers, url = stack
+    sessions_before = len(servers.vllm.sessions)
+    page = browser.new_page()
+    opened = []
+    page.on("websocket", lambda websocket: opened.append(websocket.url))
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Record").wait_for()
+        page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+                                 root.querySelector('[data-part="record"]').click();
+                                 root.querySelector('[data-part="stop"]').click(); }""")
+        state = wait_until(lambda: (state := recorder_state(page))["state"] == "empty" and state, 10)
+    finally:
+        page.close()
+    assert state["status"] == "Nothing was recorded, so nothing was sent. Press Record and speak."
+    assert opened == [] and len(servers.vllm.sessions) == sessions_before
+    assert (state["recordDisabled"], state["stopDisabled"]) == (False, True)
+
+
+def sonic_reply(pcm16: bytes, parts: int) -> list[bytes]:
+    """Sonic's newline-delimited JSON events for ``pcm16`` in ``parts`` chunks, then done."""
+    import base64
+
+    size = -(-len(pcm16) // parts)
+    lines = [json.dumps({"type": "chunk", "data": base64.b64encode(pcm16[i:i + size]).decode(), "done": False,
+                         "status_code": 206}).encode() + b"\n" for i in range(0, len(pcm16), size)]
+    return [*lines, json.dumps({"type": "done", "done": True, "status_code": 200}).encode() + b"\n"]
+
+
+def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_audio(stack, browser, sonic_runtime):
+    _, url = stack
+    pcm16 = (np.sin(np.arange(44_100) / 8) * 8000).astype("<i2").tobytes()  # 1 s at 44.1 kHz
+    sonic_runtime.reply_stream(sonic_reply(pcm16, 5))
+    sonic_runtime.reply_raw(424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
+                            json.dumps({"Message": "Received client error (422) from primary", "OriginalStatusCode": 422,
+                                        "OriginalMessage": "voice not found"}).encode())
+    page = browser.new_page()
+    state = lambda: page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+        const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
+        return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
+                detail: text("speak-error-detail")}; }""")
+    try:
+        page.goto(url)
+        page.get_by_role("textbox", name="Text to speak").fill("Hello from SageMaker.")
+        page.get_by_role("button", name="Speak").click()
+        spoken = wait_until(lambda: (now := state()).get("speakState") == "done" and now, 20)
+        page.get_by_role("button", name="Speak").click()
+        refused = wait_until(lambda: (now := state()).get("speakState") == "error" and now, 20)
+    finally:
+        page.close()
+    request = json.loads(sonic_runtime.requests[-2].body)
+    assert sonic_runtime.requests[-2].path == "/endpoints/sonic-tts/invocations-response-stream"
+    assert request["transcript"] == "Hello from SageMaker." and request["voice"]["id"] == "local-voice"
+    assert int(spoken["speakSamples"]) == len(pcm16) // 2  # every sample reached the page's player
+    assert re.fullmatch(r"Spoken: 1\.00 s of audio; first audio after \d+\.\d\d s\.", spoken["status"])
+    assert int(spoken["firstAudioMs"]) >= 0
+    assert refused["status"] == "Not spoken: see the error below."
+    assert "voice not found" in refused["detail"]
+    assert refused["error"] == ("Sonic endpoint sonic-tts refused the request (422: voice not found). Check the voice "
+                                "ID and the text.")
+
+
+def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(browser,
+                                                                                                     monkeypatch):
+    """issue 24: a frozen bridge looked exactly like "Recording" with no words, and a wedged stream left "Finishing
+    the transcript..." forever. The watchdog's timeouts are shortened here; the states are asserted, not times."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    for name, value in {"FIRST_ANSWER_TIMEOUT_S": 2.0, "STALL_NOTICE_S": 1.0, "STALL_TIMEOUT_S": 3.0,
+                        "STOP_TIMEOUT_S": 2.0, "WATCHDOG_TICK_S": 0.05}.items():
+        monkeypatch.setattr(mic, name, value)
+    bridge = QuietBridge()
+    bridge.answers = 3  # three words, then nothing
+    with bridge.serving() as container:
+        args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
+        with mic.serve(args) as url:
+            page = browser.new_page()
+            try:
+                page.goto(url)
+                page.get_by_role("button", name="Record").click()
+                stalled = wait_until(lambda: (state := recorder_state(page)).get("stalled") and state, 15)
+                failed = wait_until(lambda: (state := recorder_state(page))["state"] == "error" and state, 15)
+                bridge.answers = None
+                page.get_by_role("button", name="Record").click()
+                wait_until(lambda: recorder_state(page)["transcript"], 10)
+                page.get_by_role("button", name="Stop").click()
+                done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+            finally:
+                page.close()
+    assert stalled["state"] == "recording" and stalled["transcript"] == "word word word "
+    assert re.fullmatch(r"No answer from the endpoint for \d+ s; still sending\. Press Stop to end, or wait\.",
+                        stalled["status"])
+    assert re.fullmatch(r"ws://\S+ stopped answering: nothing for 3 s while audio was sent\. Check that the "
+                        r"endpoint is in service and its logs, then press Record again\.", failed["error"])
+    assert failed["transcript"] == "word word word " and (failed["recordDisabled"], failed["stopDisabled"]) == (False, True)
+    assert done["transcript"].startswith("word ") and done["error"] == "" and bridge.streams == 2

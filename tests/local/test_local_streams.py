@@ -278,3 +278,153 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
             await receiving
 
     asyncio.run(scenario())
+
+
+def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one():
+    """issue 24: every stream of an SDK client shares one pooled HTTP/2 connection and its flow-control window; a
+    failed call may leave request data that the peer neither read nor reset. Its connection leaves the pool (the next
+    stream connects afresh) and is closed once no stream of the client is open; a clean end keeps it."""
+    from types import SimpleNamespace
+
+    from voicectl import sagemaker_stream
+    from voicectl.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
+
+    class Connection:
+        closed = False
+
+        async def close(self):
+            self.closed = True
+
+    class Output:
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        async def receive(self):
+            if self.fail:
+                raise ValueError("ModelError (424)")
+            return None
+
+        async def close(self):
+            pass
+
+    class Stream:
+        def __init__(self, fail: bool) -> None:
+            self.input_stream = SimpleNamespace(close=self.end)
+            self.output = Output(fail)
+
+        async def end(self):
+            pass
+
+        async def await_output(self):
+            return None, self.output
+
+    failed_connection, healthy_connection = Connection(), Connection()
+    pool = {("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443): failed_connection}
+    client = SimpleNamespace(_config=SimpleNamespace(
+        transport=SimpleNamespace(_connections=pool),
+        endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443"))
+
+    async def scenario():
+        healthy = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
+                                           connection=failed_connection)
+        assert await healthy.receive_text() is None
+        await healthy.close()
+        assert list(pool.values()) == [failed_connection]  # a clean end keeps the connection
+        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
+                                           connection=failed_connection)
+        with pytest.raises(RealtimeError):
+            await failing.receive_text()
+        await failing.close()
+        assert pool == {} and failed_connection.closed  # out of the pool, and closed: no stream of ours rides on it
+        assert id(client) not in sagemaker_stream.RETIRED_CONNECTIONS
+        # A connection retired while another stream still rides on it is closed once that stream is closed too.
+        pool[("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443)] = healthy_connection
+        sagemaker_stream.OPEN_STREAMS[id(client)] = 2  # as open() counts them
+        riding = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
+                                          connection=healthy_connection)
+        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
+                                           connection=healthy_connection)
+        with pytest.raises(RealtimeError):
+            await failing.receive_text()
+        await failing.close()
+        assert pool == {} and not healthy_connection.closed
+        await riding.close()
+        assert healthy_connection.closed and id(client) not in sagemaker_stream.OPEN_STREAMS
+        await close_retired_connections(client)  # with the client: nothing left
+
+    asyncio.run(scenario())
+
+
+class SilentRefuser:
+    """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError (424) and then left
+    open: it neither reads the request body nor resets the stream, so what the client sent keeps the connection's
+    flow-control window used up (issue 24). Later calls go to the real front door behind it."""
+
+    def __init__(self, front_door) -> None:
+        self.front_door = front_door
+        self.refused = 0
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and self.refused == 0 and "bidirectional" in scope["path"]:
+            self.refused += 1
+            from voicectl.local.shapes import model_error
+
+            status, headers, body = model_error(REGION, "voxtral", status=None, original="the container is down",
+                                                variant="AllTraffic").response()
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            await self.release.wait()  # never reads, never resets
+            return
+        await self.front_door(scope, receive, send)
+
+
+def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stack, client_env, tmp_path, monkeypatch):
+    """issue 24's wedge: a refused call with ~140 KB of audio sent into it, which the peer neither reads nor resets.
+    The client retires that HTTP/2 connection, so the next transcription through the same SDK client is complete.
+    Before, the next stream rode on the same connection, whose flow-control window the unread data had used up: it
+    reached neither the front door nor vLLM and waited for its transcript (2 of 3 runs here; the race is whether
+    the unread data fills the window before the refusal arrives)."""
+    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
+    from voicectl.realtime import TransportClosed, transcribe_stream
+    from voicectl.sagemaker_stream import open_endpoint
+
+    refuser = SilentRefuser(stack.runtime)
+    tls = make_certificate(tmp_path / "refuser-tls")
+
+    async def serve_refuser():
+        sockets = listen_sockets("127.0.0.1", 0)
+        shutdown = asyncio.Event()
+        server = asyncio.ensure_future(serve_asgi(refuser, sockets, shutdown, tls=tls))
+        return f"https://localhost:{sockets[0].getsockname()[1]}", shutdown, server
+
+    url, shutdown, server = stack.call(serve_refuser())
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(tls.ca_file))
+
+    async def chunks(seconds: float):
+        for _ in range(int(seconds / 0.128)):
+            yield b"\x10\x00" * 2048
+
+    async def scenario():
+        async with open_endpoint("voxtral-realtime", region=REGION, endpoint_url=url) as opener:
+            refused = await opener()
+            with pytest.raises((TransportClosed, RealtimeError)):
+                for _ in range(25):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window
+                    await asyncio.wait_for(refused.send_text(json.dumps({"type": "input_audio_buffer.append",
+                                                                         "audio": "AAAA" * 1400})), 2)
+                await refused.receive_text()
+            with pytest.raises(RealtimeError, match="ModelError"):
+                await refused.receive_text()
+            await refused.close()
+            return await asyncio.wait_for(transcribe_stream(chunks(1.0), opener), 20)
+
+    try:
+        result = asyncio.run(scenario())
+    finally:
+        async def stop():
+            refuser.release.set()
+            shutdown.set()
+            await asyncio.wait({server}, timeout=2)
+        stack.call(stop())
+    assert refuser.refused == 1
+    assert result.transcript.startswith("Hello from the local runtime.") and result.generations == 1

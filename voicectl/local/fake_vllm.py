@@ -119,6 +119,8 @@ class FakeSession:
         self.model: str | None = None
         self.generating = False
         self.text = ""
+        self.generation_text = ""
+        self.generation_audio_bytes = 0
         self.close_code: int | None = None
         self.closed = asyncio.Event()
         self._new_event = asyncio.Event()
@@ -133,19 +135,25 @@ class FakeSession:
     async def send_delta(self, delta: str) -> None:
         """Send `transcription.delta {delta}` and add it to the text `transcription.done` will carry."""
         self.text += delta
+        self.generation_text += delta
         await self.send_event({"type": "transcription.delta", "delta": delta})
 
     async def send_done(self) -> None:
-        """Send `transcription.done {text, usage}` for the deltas sent so far (usage as vLLM's `UsageInfo`)."""
-        audio_tokens = self.audio_bytes // 2 // 1280  # 1280 samples = 80 ms at 16 kHz, one Voxtral token
-        completion = len(self.text.split())
+        """Send `transcription.done {text, usage}` for this generation's deltas (usage as vLLM's `UsageInfo`).
+
+        As the real server does, a generation's text and usage start from zero after each `transcription.done`
+        (../shared/real-vllm.md: "a commit after `transcription.done` starts a fresh generation whose text and usage
+        start from zero"); `text` keeps the whole session's deltas for tests."""
+        audio_tokens = (self.audio_bytes - self.generation_audio_bytes) // 2 // 1280  # 80 ms at 16 kHz per token
+        completion = len(self.generation_text.split())
         usage = {
             "prompt_tokens": audio_tokens,
             "total_tokens": audio_tokens + completion,
             "completion_tokens": completion,
             "prompt_tokens_details": None,
         }
-        await self.send_event({"type": "transcription.done", "text": self.text, "usage": usage})
+        await self.send_event({"type": "transcription.done", "text": self.generation_text, "usage": usage})
+        self.generation_text, self.generation_audio_bytes = "", self.audio_bytes
         self.generating = False
 
     async def send_error(self, message: str, code: str | None) -> None:
