@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, synthesize
+from tests.conftest import ROOT, cdk_json_context, synthesize
+
+#: cdk.json's instance types (Voxtral, Sonic): both carry local NVMe instance storage (ml.g6.*, ml.g6e.*).
+VOXTRAL_TYPE, SONIC_TYPE = (cdk_json_context()[f"{section}.instance_type"] for section in ("voxtral", "sonic"))
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
 EXISTING = {
@@ -222,8 +225,7 @@ def check_volume_keys(synthesized, key: str) -> list[str]:
 
 
 def test_no_endpoint_config_sets_a_key_on_local_storage(private):
-    # cdk.json's types, ml.g6.4xlarge (Voxtral) and ml.g6e.2xlarge (Sonic), both carry NVMe instance storage.
-    assert sorted(check_volume_keys(private, key_ref(private))) == ["ml.g6.4xlarge", "ml.g6e.2xlarge"]
+    assert sorted(check_volume_keys(private, key_ref(private))) == sorted([VOXTRAL_TYPE, SONIC_TYPE])
 
 
 def test_the_synth_output_says_why_the_endpoint_configs_have_no_key(private):
@@ -236,7 +238,7 @@ def test_the_synth_output_says_why_the_endpoint_configs_have_no_key(private):
                 if entry["type"] == "aws:cdk:info"}
     by_stack = {path.split("/")[1]: data for path, data in messages.items() if path.endswith("/EndpointConfig")}
     assert set(by_stack) == {"RealtimeVoice-Voxtral", "RealtimeVoice-Sonic"}
-    for stack, instance_type in (("RealtimeVoice-Voxtral", "ml.g6.4xlarge"), ("RealtimeVoice-Sonic", "ml.g6e.2xlarge")):
+    for stack, instance_type in (("RealtimeVoice-Voxtral", VOXTRAL_TYPE), ("RealtimeVoice-Sonic", SONIC_TYPE)):
         assert by_stack[stack].startswith(f"volume_kms_key_arn is not applied. KmsKeyId is left off: {instance_type} "
                                           "has local NVMe instance storage")
         assert "You can't request a KmsKeyId when using an instance type with local storage" in by_stack[stack]
@@ -269,7 +271,7 @@ def test_a_key_given_in_public_mode_encrypts_the_data_but_leaves_the_repository(
     (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule["ServerSideEncryptionByDefault"] == {"KMSMasterKeyID": KEY, "SSEAlgorithm": "aws:kms"}
     # The EndpointConfigs: the key only on EBS-backed types; cdk.json's both carry NVMe storage, so neither has it.
-    assert sorted(check_volume_keys(public_with_key, KEY)) == ["ml.g6.4xlarge", "ml.g6e.2xlarge"]
+    assert sorted(check_volume_keys(public_with_key, KEY)) == sorted([VOXTRAL_TYPE, SONIC_TYPE])
     (topic,) = every_resource(public_with_key, "AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"] == KEY
     # The logical ids a deployment keeps stay (the topic's own key is gone: the given key replaces it).
