@@ -93,7 +93,7 @@ def stack() -> Iterator[tuple[Servers, str]]:
     """The fake vLLM, the bridge and the mic page in front of them; yields (servers, page URL)."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     words = tuple(f"{word} " for word in SENTENCE.split())
-    with Servers(deltas=words, delta_per_append=True) as servers:
+    with Servers(deltas=words, generate=True) as servers:
         args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
         with mic.serve(args) as url:
             yield servers, url

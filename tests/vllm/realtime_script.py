@@ -195,17 +195,15 @@ ERRORS = [
 async def errors(url: str, model: str) -> Transcript:
     """Each error is answered in-band and the socket stays open; a valid session follows."""
     t = await open_session(url)
-    answered = 0
-    for message, _code in ERRORS:
+    for answered, (message, _code) in enumerate(ERRORS, start=1):
         await t.send(message)
-        await t.mark(message[:40])
-        answered = t.count("error")
+        await t.until(count_is("error", answered))
+        await t.mark(message[:40], settle_s=0.3)
     await t.send(event("session.update", model=model))
     await t.send(event("input_audio_buffer.commit"))
     await t.send(append(2))
     await t.send(event("input_audio_buffer.commit", final=True))
     await t.until(count_is("transcription.done", 1))
-    assert answered == t.count("error")
     await t.ws.close()
     return t
 
