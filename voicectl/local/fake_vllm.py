@@ -52,7 +52,8 @@ Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
 
 HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as vLLM answers them.
 
-Failure switches (knobs the real server has no equivalent of): `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
+Failure switches (knobs the real server has no equivalent of): `silent` (answers nothing after
+`session.created`), `health_status` (HTTP status of
 `GET /health`, 200 by default), `health_hangs` (`/health` never answers), `hang_after_commit` (each
 session stops reading after its first commit, as a stopped process: the benchmark's held-memory phase),
 `FakeSession.close`,
