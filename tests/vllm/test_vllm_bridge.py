@@ -67,7 +67,7 @@ def test_every_in_band_error_reaches_the_client_and_the_stream_goes_on(vllm, run
     async def scenario():
         direct = await script.errors(vllm.url, vllm.model)
         async with running_bridge(vllm.port) as bridge:
-            relayed = await script.errors(bridge_url(bridge), "any-name")
+            relayed = await script.errors(bridge_url(bridge), "any-name", ("invalid_event", "model_not_found"))
         return direct, relayed
 
     direct, relayed = run(scenario())

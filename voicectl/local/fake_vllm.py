@@ -122,8 +122,8 @@ STREAM_LAG_SAMPLES = 8320
 #: Tokens a generation emits beyond its audio's tokens (rounded up): after the final commit the model runs through
 #: its right padding (delay + 1 + 10 tokens) less the lag above, so completion_tokens = ceil(samples / 1280) + 10.
 TAIL_TOKENS = 10
-#: `max_model_len` the real server in tests/vllm runs with (vLLM's own limit of one generation, prompt included).
-DEFAULT_MAX_MODEL_LEN = 2048
+#: vLLM's `--max-model-len` unless told otherwise: the app's default (config/settings.py, voxtral max_model_len).
+DEFAULT_MAX_MODEL_LEN = 45000
 
 # Error messages copied in meaning from vllm `realtime/connection.py`.
 _MSG_INVALID_JSON = "Invalid JSON"
