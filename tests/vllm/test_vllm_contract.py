@@ -130,16 +130,23 @@ def test_sigterm_ends_every_session_as_the_fake_does_and_the_bridge_says_so(vllm
 
     faked, real, relayed = run(scenario())
     assert real.close_code == 1012
-    # Up to the mark, the same; after it no event but deltas (vLLM may still flush one as it stops), then 1012.
+    # Up to the mark, the same. After it (deltas aside: vLLM may flush one as it stops) the running generation's
+    # `processing_error`, then 1012. vLLM sometimes closes before its generation task notices and sends no error
+    # (seen both ways on this machine): the fake sends it, as the table records.
     assert until_mark(faked.entries) == until_mark(real.entries)
-    assert after_mark(faked.entries) == after_mark(real.entries) == [("closed", 1012)]
+    assert after_mark(faked.entries) == [STOPPED, ("closed", 1012)]
+    assert after_mark(real.entries) in ([STOPPED, ("closed", 1012)], [("closed", 1012)])
     assert vllm.process.wait(60) is not None  # vLLM exited
     upstream = [e for e in relayed.events if e.get("code") == "upstream_closed"]
     assert len(upstream) == 1 and upstream[0]["upstream_close_code"] == 1012
     assert relayed.close_code == 1011
     assert until_mark(relayed.entries) == until_mark(real.entries)
     bridge_error = ("error", ("code", "error", "type", "upstream_close_code"), "upstream_closed")
-    assert after_mark(relayed.entries) == [bridge_error, ("closed", 1011)]
+    assert [entry for entry in after_mark(relayed.entries) if entry != STOPPED] == [bridge_error, ("closed", 1011)]
+
+
+#: What a running generation gets when vLLM stops.
+STOPPED = ("error", ("code", "error", "type"), "processing_error")
 
 
 def until_mark(entries: list[tuple]) -> list[tuple]:

@@ -33,8 +33,8 @@ tier `tests/vllm` measures it against that server (the contract test runs the sa
   server exits (`FakeVllm.engine_dies`). The bridge's session limit keeps generations below it.
 - A binary frame drops the TCP connection without a close frame (the peer sees 1006), as uvicorn does when
   Starlette's `receive_text()` fails.
-- `FakeVllm.stop()` is SIGTERM to vLLM's API server (as the image's entrypoint sends it): every open session is
-  closed with 1012, with no event before it.
+- `FakeVllm.stop()` is SIGTERM to vLLM's API server (as the image's entrypoint sends it): a running generation gets
+  `error` (`processing_error`), then every open session is closed with 1012.
 - `GET /metrics` is vLLM's whole Prometheus text (captured from vLLM 0.31.0's CPU build), `num_gpu_blocks` and
   `block_size` as configured (128, the CPU build's block size, by default).
 
@@ -132,6 +132,8 @@ _MSG_INVALID_AUDIO = "Invalid audio data"
 _MSG_NOT_VALIDATED = "Model not validated. Make sure to validate the model by sending a session.update event."
 #: What a running generation gets when vLLM's engine core is gone (EngineDeadError, vllm/v1/engine/exceptions.py).
 _MSG_ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+#: What a running generation gets when vLLM stops (SIGTERM): the engine's output stream ends under it.
+_MSG_ENGINE_STOPPED = "Engine core client shut down (vLLM is stopping)"
 #: pydantic's lax bool parsing (what `InputAudioBufferCommit.final: bool` accepts): strings case-insensitively.
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
@@ -378,7 +380,8 @@ class FakeSession:
         limit = self.vllm.max_model_len - PROMPT_TOKENS
         while self.generating and self.deltas_sent < deltas:
             if self.deltas_sent >= limit:
-                await self.vllm.engine_dies()
+                # Not awaited here: stopping waits for every session's handler, this one included.
+                self.vllm.dying = asyncio.ensure_future(self.vllm.engine_dies())
                 return
             await self.send_delta(self._next_scripted_delta())
 
@@ -445,6 +448,8 @@ class FakeVllm:
         self.health_status = HTTPStatus.OK
         self.health_hangs = False
         self.sessions: list[FakeSession] = []
+        #: The engine's death once a generation passed max_model_len (a task: `engine_dies`).
+        self.dying: asyncio.Future[None] | None = None
         self._server: Server | None = None
         self._new_session = asyncio.Event()
         self._release_hung = asyncio.Event()
@@ -473,22 +478,29 @@ class FakeVllm:
         `processing_error`, then the server shuts down as on SIGTERM."""
         for session in self.open_sessions():
             if session.generating:
+                session.generating = False
                 with contextlib.suppress(ConnectionClosed):
                     await session.send_error(_MSG_ENGINE_DEAD, "processing_error")
-                session.generating = False
         await self.stop()
 
     async def stop(self) -> None:
-        """Stop as vLLM does on SIGTERM: every open session is closed with 1012 (service restart, uvicorn's close
-        code on shutdown); then stop listening."""
+        """Stop as vLLM does on SIGTERM: a session with a generation running gets `error` (`processing_error`: its
+        generation sees the engine stop), then every open session is closed with 1012 (service restart, uvicorn's
+        close code on shutdown); then stop listening. (The real server sometimes closes before the generation
+        notices, and sends no error: seen both ways in tests/vllm.)"""
         self._release_hung.set()
-        if self._server is None:
+        server, self._server = self._server, None
+        if server is None:
             return
-        self._server.close(close_connections=False)
+        server.close(close_connections=False)
+        for session in self.open_sessions():
+            if session.generating:
+                session.generating = False
+                with contextlib.suppress(ConnectionClosed):
+                    await session.send_error(_MSG_ENGINE_STOPPED, "processing_error")
         await asyncio.gather(*(session.close(CloseCode.SERVICE_RESTART) for session in self.open_sessions()),
                              return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        await server.wait_closed()
 
     async def die(self) -> None:
         """Crash: drop every open TCP connection without a close frame and stop listening."""
