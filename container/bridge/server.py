@@ -61,7 +61,7 @@ from .legs import (
     UpstreamLeg,
 )
 from .metrics import BridgeMetrics
-from .settings import Settings
+from .settings import STREAM_OVERHEAD_TOKENS, Settings
 from .task_protection import TaskProtection
 
 __all__ = [
@@ -70,6 +70,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("bridge")
+
+#: KV-cache groups of Voxtral Realtime in vLLM's pool: the decoder's and the causal encoder's sliding-window layers
+#: (constructs_lib/capacity.py, "Page size").
+KV_CACHE_GROUPS = 2
 
 #: The paths of SageMaker's container contract (see the module docstring).
 PING_PATH = "/ping"
@@ -426,14 +430,28 @@ class Bridge:
         seconds = (self._audio_limit or 0) / protocol.PCM_BYTES_PER_SECOND
         return (
             f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
-            f"{self.settings.max_model_len} tokens at {self.settings.tokens_per_audio_second:g} tokens per "
-            "second of audio); end each utterance with a final commit, or start a new session to continue"
+            f"{self.settings.max_model_len} tokens less {STREAM_OVERHEAD_TOKENS} of the stream "
+            f"format, at {self.settings.tokens_per_audio_second:g} tokens per second of audio); end each utterance "
+            "with a final commit, or start a new session to continue"
         )
 
     def _kv_cache_read(self, num_gpu_blocks: int) -> None:
         """vLLM reported its KV cache: log it beside the configured cap, emit it, and lower the cap when vLLM
-        holds fewer live streams (num_gpu_blocks // KV_BLOCKS_PER_STREAM) than MAX_STREAMS."""
+        holds fewer live streams (num_gpu_blocks // KV_BLOCKS_PER_STREAM) than MAX_STREAMS.
+
+        KV_BLOCKS_PER_STREAM counts blocks of KV_BLOCK_SIZE tokens (16, vLLM's GPU default). vLLM's CPU build reports
+        `block_size` 128 (seen in tests/vllm): the same bytes per token in blocks 8 times larger, so the stream's
+        blocks are converted to vLLM's block size (rounded up), plus one block per KV-cache group (decoder and
+        encoder: constructs_lib/capacity.py) that each may round up at the coarser size."""
         per_stream = self.settings.kv_blocks_per_stream or 1
+        block_size = self.health.block_size
+        if block_size and block_size != self.settings.kv_block_size:
+            converted = -(-per_stream * self.settings.kv_block_size // block_size)
+            if block_size > self.settings.kv_block_size:
+                converted += KV_CACHE_GROUPS
+            log.info("vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of %d: %d of "
+                     "vLLM's blocks per stream", block_size, per_stream, self.settings.kv_block_size, converted)
+            per_stream = converted
         streams = num_gpu_blocks // per_stream
         self.metrics.kv_cache_streams = streams
         log.info("vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap MAX_STREAMS=%d",

@@ -32,6 +32,16 @@ DEFAULT_TOKENS_PER_AUDIO_SECOND = 12.5
 #: Fraction of max_model_len a session's audio may use before the bridge ends it (`session_limit`);
 #: the rest is headroom for the prompt and the generated text, which share the context.
 DEFAULT_SESSION_LIMIT_FRACTION = 0.9
+#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's streaming format
+#: (BOS, 32 left-pad and 6 delay tokens: `usage.prompt_tokens` 39) and the 10 tokens the model decodes past the
+#: audio after the final commit (`completion_tokens` = audio tokens + 10). Measured against the real server
+#: (tests/vllm). A generation that reaches max_model_len while audio still streams in kills vLLM's engine
+#: ("Sampled token IDs exceed the max model length", EngineDeadError: every session ends with 1012), so the
+#: session limit counts them.
+STREAM_OVERHEAD_TOKENS = 39 + 10
+#: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU, which
+#: constructs_lib/capacity.py (VLLM_BLOCK_SIZE) computes with. vLLM's CPU build reports 128 (tests/vllm).
+DEFAULT_KV_BLOCK_SIZE = 16
 #: Largest WebSocket frame accepted on either leg, bytes (4 MiB, over two minutes of base64 PCM16 in
 #: one append; the issue asks for at least 4 MiB). Larger frames close the connection with 1009.
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
@@ -102,6 +112,8 @@ class Settings:
             to what vLLM's KV cache holds when that is smaller (kv_blocks_per_stream).
         kv_blocks_per_stream: KV-cache blocks one live stream holds at most (KV_BLOCKS_PER_STREAM; the CDK stack
             sets it from constructs_lib/capacity.py); None: vLLM's KV-cache report is not read.
+        kv_block_size: tokens per block of kv_blocks_per_stream (KV_BLOCK_SIZE, default 16); when vLLM reports
+            another block_size the bridge converts (Bridge._kv_cache_read).
         idle_timeout_s: client silence that ends a session (IDLE_TIMEOUT_S, default 60).
         drain_s: grace period after SIGTERM (DRAIN_S, default 25).
         upstream_stall_s: vLLM silence, with a ping unanswered, that ends a stream as `upstream_closed`
@@ -139,6 +151,7 @@ class Settings:
     upstream_stall_s: float = DEFAULT_UPSTREAM_STALL_S
     served_model: str | None = None
     max_model_len: int | None = None
+    kv_block_size: int = DEFAULT_KV_BLOCK_SIZE
     tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
     session_limit_fraction: float = DEFAULT_SESSION_LIMIT_FRACTION
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
@@ -157,11 +170,13 @@ class Settings:
     def session_audio_limit_bytes(self) -> int | None:
         """PCM16 bytes of audio one session may append before `session_limit`, or None for no limit.
 
-        max_model_len x fraction tokens / tokens per second = seconds of audio; x 16000 samples/s x 2 bytes.
+        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of audio; x 16000
+        samples/s x 2 bytes.
         """
         if self.max_model_len is None:
             return None
-        seconds = self.max_model_len * self.session_limit_fraction / self.tokens_per_audio_second
+        tokens = max(0, self.max_model_len - STREAM_OVERHEAD_TOKENS) * self.session_limit_fraction
+        seconds = tokens / self.tokens_per_audio_second
         return int(seconds * 16_000) * 2
 
     @classmethod
@@ -213,12 +228,14 @@ class Settings:
                 int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
                 if env.get("KV_BLOCKS_PER_STREAM") else None
             ),
+            kv_block_size=int(_number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)),
             idle_timeout_s=_number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01),
             drain_s=_number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0),
             upstream_stall_s=_number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1),
             served_model=served,
             max_model_len=(
-                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=1, integer=True))
+                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=STREAM_OVERHEAD_TOKENS + 1,
+                            integer=True))
                 if max_model_len
                 else None
             ),

@@ -161,10 +161,10 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
 
 # 7. A session whose audio approaches max_model_len.
 def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
-    # max_model_len 25 tokens x 0.8 = 20 tokens = 1.6 s of audio at 12.5 tokens/s = 51200 PCM16 bytes:
-    # 12 appends of 4096 bytes (49152) pass, the 13th would exceed the limit.
+    # max_model_len 74 tokens less the 49 of the stream format, x 0.8 = 20 tokens = 1.6 s of audio at 12.5 tokens/s
+    # = 51200 PCM16 bytes: 12 appends of 4096 bytes (49152) pass, the 13th would exceed the limit.
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=25, session_limit_fraction=0.8) as bridge:
+        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge:
             assert bridge.settings.session_audio_limit_bytes == 51200
             long, long_session = await started_stream(bridge, vllm, 0)
             other, other_session = await started_stream(bridge, vllm, 1)
@@ -172,7 +172,7 @@ def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
                 await long.send(append())
             error = await recv_event(long)
             assert error["code"] == "session_limit"
-            assert "max_model_len 25" in error["error"]
+            assert "max_model_len 74 tokens less 49" in error["error"]
             assert await closed_within(long, ONE_SECOND) == (1000, "session_limit")
             await long_session.wait_closed(timeout=ONE_SECOND)
             assert long_session.audio_bytes == 12 * len(PCM_CHUNK)  # nothing past the limit reached vLLM

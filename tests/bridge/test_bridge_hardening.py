@@ -135,9 +135,9 @@ def test_bridge_answers_with_the_code_vllm_gives(run, case):
 def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
     # vLLM applies max_model_len per generation: after a final commit it sends transcription.done, clears its
     # audio queue, and the next commit starts a fresh request (vllm realtime/connection.py). Limit here:
-    # 25 tokens x 0.8 = 20 tokens = 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
+    # (74 - 49 tokens of the stream format) x 0.8 = 20 tokens = 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=25, session_limit_fraction=0.8) as bridge_:
+        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge_:
             ws, session = await started_stream(bridge_, vllm)
             for _ in range(10):
                 await ws.send(append())

@@ -87,8 +87,8 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
     })
     assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
     assert settings.served_model == "voxtral"
-    # 4000 tokens x 0.9 / 12.5 tokens per s = 288 s of audio = 288 x 16000 x 2 bytes.
-    assert settings.session_audio_limit_bytes == 288 * 16000 * 2
+    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x 16000 x 2 bytes.
+    assert settings.session_audio_limit_bytes == 4_551_552 * 2
     assert Settings.from_env({"MAX_STREAMS": "7", "SM_VLLM_MAX_NUM_SEQS": "32"}).max_streams == 7
     assert Settings.from_env({"SM_VLLM_MODEL": "/opt/ml/model"}).served_model == "/opt/ml/model"
     assert Settings.from_env({}).max_streams == 256

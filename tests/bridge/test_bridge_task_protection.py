@@ -14,7 +14,7 @@ from aiohttp import web
 
 from bridge.settings import Settings, SettingsError
 from bridge.task_protection import STATE_PATH, TaskProtection
-from tests.bridge.bridge_testkit import LIVENESS_S, append, event, open_stream, recv_event, running_bridge
+from tests.bridge.bridge_testkit import LIVENESS_S, PCM_CHUNK, append, event, open_stream, recv_event, running_bridge
 from voicectl.local.fake_vllm import FakeVllm
 
 #: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task id>).
@@ -83,7 +83,7 @@ class FakeAgent:
 async def bridge_on_ecs(agent_uri: str, *, grace_s: float = 0.3, renew_after_s: float | None = None,
                         **overrides: Any) -> AsyncIterator[tuple[Any, FakeVllm]]:
     """A bridge with ECS_AGENT_URI=`agent_uri` in front of a fake vLLM (a delta per append)."""
-    async with FakeVllm(delta_per_append=True) as vllm, running_bridge(
+    async with FakeVllm(generate=True) as vllm, running_bridge(
         vllm.port, ecs_agent_uri=agent_uri, task_protection_grace_s=grace_s, **overrides,
     ) as bridge:
         if renew_after_s is not None:
@@ -97,7 +97,7 @@ async def live_stream(bridge: Any):
     assert (await recv_event(ws))["type"] == "session.created"
     await ws.send(event("session.update", model="anything"))
     await ws.send(event("input_audio_buffer.commit"))
-    await ws.send(append())
+    await ws.send(append(PCM_CHUNK * 5))  # 0.64 s: vLLM's first delta needs ~0.6 s of audio
     assert (await recv_event(ws))["type"] == "transcription.delta"
     return ws
 
@@ -238,7 +238,7 @@ def test_a_failure_without_a_message_is_logged_with_its_type(caplog):
 
 def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_are_written(run):
     async def scenario():
-        async with FakeVllm(delta_per_append=True) as vllm, running_bridge(vllm.port) as bridge:
+        async with FakeVllm(generate=True) as vllm, running_bridge(vllm.port) as bridge:
             assert bridge.protection is None
             ws = await live_stream(bridge)
             await ws.close()

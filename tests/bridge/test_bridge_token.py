@@ -15,7 +15,9 @@ from bridge import auth
 from bridge.auth import BearerToken, Verdict
 from bridge.server import STREAM_PATH, Bridge
 from bridge.settings import Settings, SettingsError
-from tests.bridge.bridge_testkit import append, event, http_exchange, ping_status, recv_event, running_bridge
+from tests.bridge.bridge_testkit import (
+    PCM_CHUNK, append, event, http_exchange, ping_status, recv_event, running_bridge,
+)
 from voicectl.local.fake_vllm import FakeVllm
 
 TOKEN = "s3cr3t-Token-0123456789abcdefXYZ"
@@ -79,7 +81,7 @@ def test_a_stream_without_the_right_token_gets_401_before_any_upstream_work(run,
 
 def test_the_right_token_opens_the_stream_on_every_stream_path_and_ping_stays_open(run, caplog):
     async def scenario():
-        async with FakeVllm(delta_per_append=True) as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
+        async with FakeVllm(generate=True) as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
             calls = watch_upstream(bridge)
             assert await ping_status(bridge) == 200  # health checks carry no token
             for path, scheme in ((STREAM_PATH, "Bearer"), ("/v1/realtime", "bearer")):  # the scheme is case-blind
@@ -88,7 +90,7 @@ def test_the_right_token_opens_the_stream_on_every_stream_path_and_ping_stays_op
                     assert (await recv_event(ws))["type"] == "session.created"
                     await ws.send(event("session.update", model="anything"))
                     await ws.send(event("input_audio_buffer.commit"))
-                    await ws.send(append())
+                    await ws.send(append(PCM_CHUNK * 5))  # 0.64 s: vLLM's first delta needs ~0.6 s of audio
                     assert (await recv_event(ws))["type"] == "transcription.delta"
             assert calls == ["slot", "vllm", "slot", "vllm"]
             for headers in (None, {"Authorization": "Bearer nope"}):  # the alias is checked too

@@ -194,7 +194,7 @@ def test_every_sample_reaches_vllm_as_16k_mono_including_the_last_partial_chunk(
     stereo = (np.stack([tone(seconds)] * 2, axis=1) * 32767).astype(np.int16)
     block = RATE_HZ // 4
 
-    with Servers(deltas=("one ", "two "), delta_per_append=True) as servers:
+    with Servers(deltas=("one ", "two "), generate=True) as servers:
         async def record():
             transcriber = mic.MicTranscriber(websocket_opener(servers.url))
             await transcriber.start()
@@ -252,7 +252,7 @@ def test_a_refused_stream_fails_the_start_naming_the_real_address():
 
 
 def test_cancel_closes_the_stream_to_vllm_at_once():
-    with Servers(delta_per_append=True) as servers:
+    with Servers(generate=True) as servers:
         async def abandon() -> None:
             transcriber = mic.MicTranscriber(websocket_opener(servers.url))
             await transcriber.start()
@@ -279,7 +279,7 @@ def page() -> Iterator[tuple[Servers, str]]:
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     from tests.clients.conftest import client_parser
 
-    with Servers(deltas=("hello ", "world "), delta_per_append=True) as servers:
+    with Servers(deltas=("hello ", "world "), generate=True) as servers:
         args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
         with mic.serve(args) as url:
             yield servers, recording_url(url)
@@ -452,7 +452,7 @@ def test_vllm_dying_mid_recording_ends_it_with_one_error_and_the_partial_text(pa
         client = await PageClient.connect(url)
         await client.start()
         await client.until("started")
-        await client.connection.send(tone(0.6).tobytes())
+        await client.connection.send(tone(1.0).tobytes())  # vLLM's first delta needs ~0.6 s of audio buffered
         await client.until("transcript")
         session = await on_servers(servers, servers.vllm.wait_for_session(sessions_before))
         await on_servers(servers, servers.vllm.die())

@@ -112,7 +112,7 @@ def stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
     saved = {name: os.environ.get(name) for name in runtime_env}
     os.environ.update(runtime_env)  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
     try:
-        with Servers(deltas=words, delta_per_append=True) as servers:
+        with Servers(deltas=words, generate=True) as servers:
             args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port()),
                                                "--sonic-endpoint", "sonic-tts", "--voice", "local-voice"])
             with mic.serve(args) as url:

@@ -15,6 +15,7 @@ import pytest
 
 from voicectl import realtime
 from voicectl.audio import CHUNK_BYTES, iter_chunks
+from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 from voicectl.realtime import (
     CloseStream,
     Failed,
@@ -654,7 +655,7 @@ def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing
 
     speed = 8  # audio and the machine's clock 8 x faster than real time: the test takes ~4 s
     chunks = [QUIET if index % 16 == 15 else chunk for index, chunk in enumerate(pcm_with_index(234))]
-    with Servers(deltas=("w ",), delta_per_append=True) as servers:
+    with Servers(deltas=("w ",), generate=True) as servers:
         async def scenario():
             start = time.monotonic()
             return await transcribe_stream(
@@ -667,7 +668,10 @@ def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing
         assert (len(sessions), result.reopens, replays) == (result.sessions, 0, []), result
         assert result.rollovers >= 2 and len(sessions) == result.rollovers + 1  # every stream after the first is a move
         assert b"".join(bytes(session.audio) for session in sessions) == b"".join(chunks)
-        assert result.transcript == "w " * len(chunks)
+        # Each stream is one generation: one delta per 80 ms of its audio and TAIL_TOKENS more, as vLLM sends them.
+        assert [session.text for session in sessions] == [
+            "w " * (-(-len(session.audio) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS) for session in sessions]
+        assert result.transcript == "".join(session.text for session in sessions)
         # The last stream's close reaches the fake vLLM through the bridge after the client has returned.
         deadline = time.monotonic() + 5
         while not all(session.closed.is_set() for session in sessions) and time.monotonic() < deadline:

@@ -23,7 +23,7 @@ REGION = "eu-west-1"
 
 @pytest.fixture
 def servers() -> Iterator[Servers]:
-    with Servers(bridge_token=TOKEN, deltas=DELTAS, delta_per_append=True) as running:
+    with Servers(bridge_token=TOKEN, deltas=DELTAS, generate=True) as running:
         yield running
 
 

@@ -12,13 +12,14 @@ import soundfile
 from tests.clients.conftest import Servers
 from voicectl import transcribe
 from voicectl.audio import load_pcm16
+from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 
 DELTAS = ("Hello ", "from ", "SageMaker. ", "Streaming ", "speech ", "to ", "text.")
 
 
 @pytest.fixture
 def servers() -> Iterator[Servers]:
-    with Servers(deltas=DELTAS, delta_per_append=True) as running:
+    with Servers(deltas=DELTAS, generate=True) as running:
         yield running
 
 
@@ -120,12 +121,13 @@ def test_ctrl_c_closes_the_stream_cleanly(recording):
     # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
     script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.transcribe',)\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
-    with Servers(deltas=("word ",), delta_per_append=True) as servers:
+    with Servers(deltas=("word ",), generate=True) as servers:
         process = subprocess.Popen([sys.executable, "-c", script, "transcribe", str(recording), "--url", servers.url],
                                    cwd=Path(__file__).parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
         session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
-        servers.call(session.wait_for_event("input_audio_buffer.append", count=3, timeout=10), timeout=15)
+        # 8 appends of 128 ms: past the ~0.6 s vLLM buffers before its first delta
+        servers.call(session.wait_for_event("input_audio_buffer.append", count=8, timeout=10), timeout=15)
         time.sleep(0.2)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=15)
@@ -195,13 +197,13 @@ def test_a_directory_as_file_is_named(parse, tmp_path):
 def test_an_error_still_prints_the_partial_transcript(servers, parse, recording, capsys, as_json):
     import asyncio
 
-    async def fail_after_three_appends() -> None:
+    async def fail_after_eight_appends() -> None:  # 1 s of audio: vLLM's first deltas come after ~0.6 s
         session = await servers.vllm.wait_for_session(timeout=10)
-        await session.wait_for_event("input_audio_buffer.append", count=3, timeout=10)
+        await session.wait_for_event("input_audio_buffer.append", count=8, timeout=10)
         await asyncio.sleep(0.1)
         await session.send_error("CUDA out of memory", "processing_error")
 
-    injected = asyncio.run_coroutine_threadsafe(fail_after_three_appends(), servers.loop)
+    injected = asyncio.run_coroutine_threadsafe(fail_after_eight_appends(), servers.loop)
     args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "2", *(["--json"] if as_json else [])])
     assert transcribe.run(args) == 1
     injected.result(5)
@@ -332,7 +334,7 @@ class ThrottlingProxy:
 def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, reset_after_s):
     """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced: while sending):
     the session is replayed on a new connection, the transcript is complete and the command succeeds."""
-    with Servers(deltas=DELTAS, delta_per_append=True) as servers:
+    with Servers(deltas=DELTAS, generate=True) as servers:
         proxy = servers.call(ThrottlingProxy(servers.bridge.port, reset_after_s).start())
         try:
             url = f"ws://127.0.0.1:{proxy.port}/invocations-bidirectional-stream"
@@ -347,7 +349,9 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
     assert len(first.audio) < len(pcm)  # the reset cut the first connection short
     assert bytes(second.audio) == pcm  # the replay carried the whole session
     assert result["transcript"] == second.text and result["complete"] is True
-    assert second.text.count("Hello ") == -(-len(pcm) // 4096 // len(DELTAS))  # one delta per 128 ms chunk
+    # One delta per 80 ms of the replayed audio and TAIL_TOKENS more, the scripted words round-robin.
+    deltas = -(-len(pcm) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS
+    assert second.text.count("Hello ") == -(-deltas // len(DELTAS))
     assert (result["reopens"], proxy.connections) == (1, 2)
     assert "resending this session's" in err
 

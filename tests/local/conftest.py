@@ -33,7 +33,7 @@ class Stack:
     """The running servers and where they listen."""
 
     loop: asyncio.AbstractEventLoop
-    vllm: FakeVllm
+    vllm: FakeVllm | None  # None: the bridge is in front of a vLLM this stack did not start (tests/vllm)
     sonic: FakeSonic
     bridge: Any
     runtime: LocalRuntime
@@ -51,11 +51,13 @@ class Stack:
 
 
 class StackRunner:
-    """Starts and stops a :class:`Stack` on a background event loop."""
+    """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in front of the
+    vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
-    def __init__(self, tmp_path: Path, settings: StreamSettings) -> None:
+    def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None) -> None:
         self.tmp_path = tmp_path
         self.settings = settings
+        self.vllm_port = vllm_port
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.shutdown: asyncio.Event | None = None
@@ -73,8 +75,9 @@ class StackRunner:
         tls = make_certificate(self.tmp_path / "tls")
 
         async def start() -> Stack:
-            vllm = await FakeVllm(deltas=DELTAS, delta_per_append=True).start()
-            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0)).start()
+            vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
+            vllm_port = self.vllm_port or vllm.port
+            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0)).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(
                 endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
@@ -101,7 +104,8 @@ class StackRunner:
                 await asyncio.gather(self.server, return_exceptions=True)
             await self.stack.sonic.stop()
             await self.stack.bridge.shutdown(drain_s=0)
-            await self.stack.vllm.stop()
+            if self.stack.vllm is not None:
+                await self.stack.vllm.stop()
 
         async def cancel_the_rest() -> None:
             # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers alive: end them
@@ -145,6 +149,11 @@ def stack(stack_factory) -> Stack:
 def client_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
     """The clients' environment for the front door: credentials, Region and CA bundle in the standard variables, no
     profile, no configuration file (the endpoint URL is left to each test: --endpoint-url or the variables)."""
+    return front_door_env(stack, monkeypatch, tmp_path)
+
+
+def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
+    """Set the clients' environment for `stack`'s front door (see `client_env`); return the stack."""
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
                  "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"):
         monkeypatch.delenv(name, raising=False)

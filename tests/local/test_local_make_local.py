@@ -62,3 +62,27 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
     for port in ports.values():
         assert port_free(port), port
 
+
+
+def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_missing(monkeypatch, tmp_path, capsys):
+    from voicectl.local import __main__ as local_main
+    from voicectl.local import real_vllm
+
+    monkeypatch.setattr(real_vllm, "VLLM_VENV", tmp_path / "no-venv-vllm")
+    assert local_main.main(["--vllm", "real", "--state-dir", str(tmp_path / "state")]) == 2
+    err = capsys.readouterr().err
+    assert f"no vLLM environment at {tmp_path / 'no-venv-vllm'}: run `make test-vllm` once" in err
+    assert not (tmp_path / "state").exists()  # nothing started, nothing written
+
+
+def test_the_real_vllm_command_serves_the_mistral_format_checkpoint_on_loopback(tmp_path):
+    from voicectl.local import real_vllm
+
+    command = real_vllm.command(tmp_path / "model", 18081)
+    assert command[:3] == [str(real_vllm.python()), "-m", "vllm.entrypoints.openai.api_server"]
+    flags = dict(zip(command[3::2], command[4::2], strict=False))
+    assert flags["--host"] == "127.0.0.1" and flags["--port"] == "18081" and flags["--model"] == str(tmp_path / "model")
+    assert (flags["--tokenizer-mode"], flags["--config-format"], flags["--load-format"]) == ("mistral",) * 3
+    assert flags["--max-model-len"] == str(real_vllm.MAX_MODEL_LEN)
+    env = real_vllm.environment({"PATH": "/usr/bin", "PYTHONPATH": "/elsewhere"})
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env

@@ -1,6 +1,9 @@
 """Local stand-ins for the parts of the path that run in AWS, so the whole path runs on one machine.
 
-- :mod:`voicectl.local.fake_vllm`: vLLM's realtime WebSocket server, protocol-faithful, scripted deltas (no GPU).
+- :mod:`voicectl.local.fake_vllm`: vLLM's realtime WebSocket server, protocol-faithful, scripted deltas timed as the
+  real server times them (no GPU; `tests/vllm` checks it against the real server).
+- :mod:`voicectl.local.real_vllm` and :mod:`voicectl.local.tiny_voxtral`: vLLM's real server (its CPU build, in
+  `.venv-vllm`) on a tiny random-weight Voxtral Realtime checkpoint, for `make test-vllm` and `make local VLLM=real`.
 - :mod:`voicectl.local.fake_sonic`: the Sonic Marketplace container's ``/invocations`` (newline-delimited JSON audio).
 - :mod:`voicectl.local.runtime`: the SageMaker runtime front door (``voicectl local-runtime``): SigV4, HTTP/2 with
   TLS, AWS event streams, in front of the containers.

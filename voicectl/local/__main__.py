@@ -3,6 +3,10 @@
     fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
     Sonic stand-in (127.0.0.1:8090)                                          <- front door
 
+``--vllm real`` (``make local VLLM=real``, after ``make test-vllm`` built ``.venv-vllm``) puts vLLM's real realtime
+server (its CPU build) in the fake's place, serving a tiny random-weight Voxtral Realtime checkpoint it writes into
+the state directory: real vLLM events through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
+
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
 everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
 The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the project's Python.
@@ -11,6 +15,7 @@ The bridge is run from the repository checkout (``container/``), as ``python -m 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shlex
@@ -20,8 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from voicectl.local import real_vllm
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 """The checkout this package is installed from (``make deps`` installs it in editable mode)."""
@@ -48,13 +56,17 @@ class Part:
     process: subprocess.Popen | None = None
     log: Path | None = None
     ready_file: Path | None = None  # also wait for this file (the front door's env.sh)
+    ready_path: str | None = None  # also wait for a 200 on this HTTP path (vLLM's /health)
+    ready_timeout_s: float = READY_TIMEOUT_S
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m voicectl.local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runtime-port", type=int, default=8443, help="front door port (default: 8443)")
     parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
-    parser.add_argument("--vllm-port", type=int, default=8081, help="fake vLLM port (default: 8081)")
+    parser.add_argument("--vllm", choices=("fake", "real"), default="fake",
+                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm (make test-vllm builds it)")
+    parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
     parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
                         help="one more name the front door's certificate covers, e.g. "
@@ -86,13 +98,23 @@ def wait_listening(part: Part, deadline: float) -> None:
             raise RuntimeError(f"{part.name} exited with code {part.process.returncode}; see {part.log}")
         try:
             with socket.create_connection(("127.0.0.1", part.port), timeout=0.5):
-                if part.ready_file is None or part.ready_file.exists():
+                if (part.ready_file is None or part.ready_file.exists()) and answers(part):
                     return
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"{part.name} did not listen on 127.0.0.1:{part.port} within {READY_TIMEOUT_S:.0f} s; see "
-                       f"{part.log}")
+    raise RuntimeError(f"{part.name} did not listen on 127.0.0.1:{part.port} within {part.ready_timeout_s:.0f} s; "
+                       f"see {part.log}")
+
+
+def answers(part: Part) -> bool:
+    """True when ``part`` has no readiness path, or answers 200 on it."""
+    if part.ready_path is None:
+        return True
+    with contextlib.suppress(OSError):
+        with urllib.request.urlopen(f"http://127.0.0.1:{part.port}{part.ready_path}", timeout=2) as response:
+            return response.status == 200
+    return False
 
 
 def stop(parts: list[Part]) -> None:
@@ -119,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the repository checkout "
               "(make local)", file=sys.stderr)
         return 2
+    if args.vllm == "real" and (reason := real_vllm.missing_reason()):
+        print(f"python -m voicectl.local: {reason}", file=sys.stderr)
+        return 2
     busy = [port for port in (args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port)
             if not port_free(port)]
     if busy:
@@ -134,9 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     runtime_env = {**base_env, "VOICECTL_LOCAL_ACCESS_KEY_ID": key_id, "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret}
     bridge_env = {**base_env, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(args.bridge_port),
                   "VLLM_PORT": str(args.vllm_port), "DRAIN_S": "0"}
+    if args.vllm == "real":
+        print("python -m voicectl.local: writing the tiny Voxtral Realtime checkpoint for vLLM", file=sys.stderr)
+        model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
+        vllm = Part("vLLM", args.vllm_port, real_vllm.command(model_dir, args.vllm_port), REPOSITORY,
+                    real_vllm.environment(base_env), ready_path="/health", ready_timeout_s=real_vllm.START_TIMEOUT_S)
+    else:
+        vllm = Part("fake vLLM", args.vllm_port, [python, "-m", "voicectl.local.fake_vllm", "--port",
+                                                  str(args.vllm_port), "--generate"], REPOSITORY, base_env)
     parts = [
-        Part("fake vLLM", args.vllm_port, [python, "-m", "voicectl.local.fake_vllm", "--port", str(args.vllm_port),
-                                           "--delta-per-append"], REPOSITORY, base_env),
+        vllm,
         Part("bridge", args.bridge_port, [python, "-m", "bridge"], container, bridge_env),
         Part("Sonic stand-in", args.sonic_port, [python, "-m", "voicectl.local.fake_sonic", "--port",
                                                  str(args.sonic_port)], REPOSITORY, base_env),
@@ -167,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                 # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in order.
                 part.process = subprocess.Popen(part.command, cwd=part.cwd, env=part.env, stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True)
-            wait_listening(part, time.monotonic() + READY_TIMEOUT_S)
+            if part.ready_timeout_s > READY_TIMEOUT_S:
+                print(f"python -m voicectl.local: waiting for {part.name} (up to {part.ready_timeout_s:.0f} s)",
+                      file=sys.stderr, flush=True)
+            wait_listening(part, time.monotonic() + part.ready_timeout_s)
         print_banner(parts, state, args)
         while not interrupted:
             for part in parts:
@@ -199,8 +234,10 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
     lines += [
         f"  The front door is https://localhost:{args.runtime_port}: SageMaker runtime with SigV4, HTTP/2 and event "
         "streams.",
-        "  The fake vLLM answers each 128 ms of audio with a scripted word (it recognises nothing); the Sonic "
-        "stand-in speaks a tone.",
+        ("  vLLM's real server (CPU build) serves a tiny random-weight checkpoint: real events, letters for text; "
+         if args.vllm == "real" else
+         "  The fake vLLM answers 80 ms of audio with a scripted word, as vLLM times its deltas (it recognises "
+         "nothing); ") + "the Sonic stand-in speaks a tone.",
         "",
         "Try, in another terminal from the repository root:",
         f"  source {env_file}",

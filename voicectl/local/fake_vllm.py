@@ -17,8 +17,26 @@ vllm-project/vllm `vllm/entrypoints/speech_to_text/realtime/`:
   exception while handling an event (a missing field, a JSON value that is not an object) gets
   `processing_error`. The socket stays open after every in-band error.
 
-Unlike vLLM it generates no text by itself: a test scripts the deltas (`FakeSession.send_delta`,
-or `FakeVllm(deltas=..., delta_per_append=True)` for one delta per append, as the benchmark uses).
+Generation follows vLLM 0.31.0's real server on Voxtral-Mini-4B-Realtime-2602's streaming tokenizer, as the test
+tier `tests/vllm` measures it against that server (the contract test runs the same sessions against both):
+
+- `FakeVllm(generate=True)`: one `transcription.delta` per 80 ms of buffered audio (one token), the first once about
+  0.6 s is buffered, then :data:`TAIL_TOKENS` more after the final commit than the audio's whole tokens, then
+  `transcription.done`; the texts are `deltas` round-robin (empty strings included, as the model's padding tokens
+  give). Without `generate` a test scripts the deltas itself (`FakeSession.send_delta`).
+- After `transcription.done` the next commit starts a generation from zero: its text, usage and audio are its own.
+- `usage`: `prompt_tokens` is the constant :data:`PROMPT_TOKENS` of the stream format, `completion_tokens` the
+  deltas sent, `prompt_tokens_details` and `completion_tokens_details` null.
+- `final` is parsed as pydantic parses a bool (`"no"` is false); a value it refuses gets `processing_error`.
+- A generation that would pass `max_model_len` tokens kills vLLM 0.31.0's engine (seen in tests/vllm, streaming or
+  after the final commit): every running generation gets `processing_error`, every session close 1012, and the
+  server exits (`FakeVllm.engine_dies`). The bridge's session limit keeps generations below it.
+- A binary frame drops the TCP connection without a close frame (the peer sees 1006), as uvicorn does when
+  Starlette's `receive_text()` fails.
+- `FakeVllm.stop()` is SIGTERM to vLLM's API server (as the image's entrypoint sends it): a running generation gets
+  `error` (`processing_error`), then every open session is closed with 1012.
+- `GET /metrics` is vLLM's whole Prometheus text (captured from vLLM 0.31.0's CPU build), `num_gpu_blocks` and
+  `block_size` as configured (128, the CPU build's block size, by default).
 
 Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
 
@@ -34,7 +52,8 @@ Usage from a test (everything on 127.0.0.1, a free port chosen by the OS)::
 
 HTTP: `GET /health` (readiness) and `GET /v1/models` (the served model name) as vLLM answers them.
 
-Failure switches: `silent` (answers nothing after `session.created`), `health_status` (HTTP status of
+Failure switches (knobs the real server has no equivalent of): `silent` (answers nothing after
+`session.created`), `health_status` (HTTP status of
 `GET /health`, 200 by default), `health_hangs` (`/health` never answers), `hang_after_commit` (each
 session stops reading after its first commit, as a stopped process: the benchmark's held-memory phase),
 `FakeSession.close`,
@@ -43,7 +62,8 @@ process), `FakeVllm.die` (every session aborted and the
 port closed: later connections are refused, as when vLLM is down). `free_port()` gives a port on
 which nothing listens.
 
-As a process (the benchmark, `make local`): `python -m voicectl.local.fake_vllm --port 8081 --delta-per-append`.
+As a process (the benchmark, `make local`): `python -m voicectl.local.fake_vllm --port 8081 --generate` (SIGTERM
+closes its sessions as vLLM's does).
 """
 
 from __future__ import annotations
@@ -51,18 +71,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import binascii
+import contextlib
+import functools
 import json
+import math
 import os
+import signal
 import socket
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 #: Served model name the fake accepts in `session.update` unless told otherwise (the Voxtral realtime model).
@@ -78,11 +104,55 @@ METRICS_PATH = "/metrics"
 #: Frame size limit of the fake's WebSocket, bytes: uvicorn's default `--ws-max-size` (16 MiB), which vLLM uses.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
+#: The `vllm:cache_config_info` block size the fake reports by default: vLLM's CPU build (the real server in tests/vllm
+#: reports 128 on a CPU; on a GPU vLLM's default is 16, constructs_lib/capacity.py VLLM_BLOCK_SIZE).
+CPU_BLOCK_SIZE = 128
+#: vLLM's whole `/metrics` text as vLLM 0.31.0's CPU build served it here (tests/vllm), the template of `GET /metrics`.
+METRICS_TEMPLATE = Path(__file__).with_name("vllm_metrics_0.31.0_cpu.txt")
+
+# Generation as the real server does it with Voxtral-Mini-4B-Realtime-2602's streaming tokenizer (tekken.json audio:
+# 16 kHz, 12.5 tokens per second, 480 ms transcription delay, 32 left-pad tokens), measured against vLLM 0.31.0 in
+# tests/vllm (test_vllm_contract.py runs the same sessions against this fake and the real server).
+#: PCM16 samples per audio token: 80 ms at 16 kHz.
+SAMPLES_PER_TOKEN = 1280
+#: `usage.prompt_tokens` of every generation: BOS, 32 left-pad tokens and 6 delay tokens (480 ms / 80 ms).
+PROMPT_TOKENS = 39
+#: Audio buffered before the first delta, in samples: 6.5 tokens (the first delta once 7.5 tokens, 0.6 s, are in).
+STREAM_LAG_SAMPLES = 8320
+#: Tokens a generation emits beyond its audio's tokens (rounded up): after the final commit the model runs through
+#: its right padding (delay + 1 + 10 tokens) less the lag above, so completion_tokens = ceil(samples / 1280) + 10.
+TAIL_TOKENS = 10
+#: vLLM's `--max-model-len` unless told otherwise: the app's default (config/settings.py, voxtral max_model_len).
+DEFAULT_MAX_MODEL_LEN = 45000
+
 # Error messages copied in meaning from vllm `realtime/connection.py`.
 _MSG_INVALID_JSON = "Invalid JSON"
 _MSG_MISSING_MODEL = "Missing required field: model"
 _MSG_INVALID_AUDIO = "Invalid audio data"
 _MSG_NOT_VALIDATED = "Model not validated. Make sure to validate the model by sending a session.update event."
+#: What a running generation gets when vLLM's engine core is gone (EngineDeadError, vllm/v1/engine/exceptions.py).
+_MSG_ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+#: What a running generation gets when vLLM stops (SIGTERM): the engine's output stream ends under it.
+_MSG_ENGINE_STOPPED = "Engine core client shut down (vLLM is stopping)"
+#: pydantic's lax bool parsing (what `InputAudioBufferCommit.final: bool` accepts): strings case-insensitively.
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def parse_final(value: Any) -> bool:
+    """`final` of a commit as pydantic's bool validator reads it (`"no"` is False).
+
+    Raises:
+        ValueError: a value pydantic refuses (vLLM answers `processing_error`).
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean, "
+                     f"unable to interpret input [type=bool_parsing, input_value={value!r}]")
 
 
 def free_port() -> int:
@@ -90,6 +160,11 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@functools.cache
+def _metrics_template() -> str:
+    return METRICS_TEMPLATE.read_text()
 
 
 class FakeSession:
@@ -104,6 +179,8 @@ class FakeSession:
         audio_bytes: total decoded PCM16 bytes accepted, counted even when `record_audio` is off.
         sent: every event this fake sent to the client, parsed.
         model: the model accepted by the last valid `session.update`, or None.
+        text: every delta's text sent in this session, across generations (`transcription.done` carries only its
+            own generation's: `generation_text`).
         close_code: the WebSocket close code once the session ended (1006 for a dropped TCP connection).
         closed: set when the connection has ended, for whatever reason.
     """
@@ -118,9 +195,12 @@ class FakeSession:
         self.sent: list[dict[str, Any]] = []
         self.model: str | None = None
         self.generating = False
+        #: Every delta's text this session sent, across generations.
         self.text = ""
+        #: The current generation: its text, deltas sent and audio samples buffered (all zero after each done).
         self.generation_text = ""
-        self.generation_audio_bytes = 0
+        self.deltas_sent = 0
+        self.generation_samples = 0
         self.close_code: int | None = None
         self.closed = asyncio.Event()
         self._new_event = asyncio.Event()
@@ -133,28 +213,25 @@ class FakeSession:
         await self.connection.send(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
 
     async def send_delta(self, delta: str) -> None:
-        """Send `transcription.delta {delta}` and add it to the text `transcription.done` will carry."""
+        """Send `transcription.delta {delta}` (one token) and add it to the text `transcription.done` will carry."""
         self.text += delta
         self.generation_text += delta
+        self.deltas_sent += 1
         await self.send_event({"type": "transcription.delta", "delta": delta})
 
     async def send_done(self) -> None:
-        """Send `transcription.done {text, usage}` for this generation's deltas (usage as vLLM's `UsageInfo`).
-
-        As the real server does, a generation's text and usage start from zero after each `transcription.done`
-        (../shared/real-vllm.md: "a commit after `transcription.done` starts a fresh generation whose text and usage
-        start from zero"); `text` keeps the whole session's deltas for tests."""
-        audio_tokens = (self.audio_bytes - self.generation_audio_bytes) // 2 // 1280  # 80 ms at 16 kHz per token
-        completion = len(self.generation_text.split())
+        """Send `transcription.done {text, usage}` for this generation's deltas (usage as vLLM's `UsageInfo`: the
+        stream format's constant prompt, one completion token per delta), then start the next from zero."""
         usage = {
-            "prompt_tokens": audio_tokens,
-            "total_tokens": audio_tokens + completion,
-            "completion_tokens": completion,
+            "prompt_tokens": PROMPT_TOKENS,
+            "total_tokens": PROMPT_TOKENS + self.deltas_sent,
+            "completion_tokens": self.deltas_sent,
             "prompt_tokens_details": None,
+            "completion_tokens_details": None,
         }
         await self.send_event({"type": "transcription.done", "text": self.generation_text, "usage": usage})
-        self.generation_text, self.generation_audio_bytes = "", self.audio_bytes
         self.generating = False
+        self.generation_text, self.deltas_sent, self.generation_samples = "", 0, 0
 
     async def send_error(self, message: str, code: str | None) -> None:
         """Send an in-band `error {error, code}` event, vLLM's `ErrorEvent`."""
@@ -212,7 +289,9 @@ class FakeSession:
         try:
             async for message in self.connection:
                 if isinstance(message, bytes):
-                    # Starlette's receive_text() fails on a binary frame; vLLM logs it and ends the session.
+                    # Starlette's receive_text() fails on a binary frame; vLLM logs it and ends the session
+                    # without a close frame: uvicorn drops the TCP connection (the peer sees 1006).
+                    self.abort()
                     break
                 await self._handle_message(message)
         except ConnectionClosed:
@@ -264,22 +343,47 @@ class FakeSession:
                 await self.send_error(_MSG_INVALID_AUDIO, "invalid_audio")
                 return
             self.audio_bytes += len(pcm)
+            self.generation_samples += len(pcm) // 2  # buffered for the generation running or the next one
             if self.vllm.record_audio:
                 self.audio += pcm
-            if self.vllm.delta_per_append and self.generating:
-                await self.send_delta(self._next_scripted_delta())
+            if self.vllm.generate and self.generating:
+                await self._generate(max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN))
         elif event_type == "input_audio_buffer.commit":
             if self.model is None:
                 await self.send_error(_MSG_NOT_VALIDATED, "model_not_validated")
-            elif event.get("final"):
+                return
+            try:
+                final = parse_final(event.get("final", False))
+            except ValueError as error:
+                await self.send_error(str(error), "processing_error")
+                return
+            if final:
                 if self.generating:
-                    await self.send_done()
-            else:
+                    if self.vllm.generate:
+                        await self._generate(math.ceil(self.generation_samples / SAMPLES_PER_TOKEN) + TAIL_TOKENS)
+                    if self.generating:  # not ended at max_model_len on the way
+                        await self.send_done()
+            elif not self.generating:  # vLLM ignores a commit while a generation runs
                 self.generating = True
                 if self.vllm.hang_after_commit:
                     self.hang()
+                elif self.vllm.generate:
+                    await self._generate(max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN))
         else:
             await self.send_error(f"Unknown event type: {event_type}", "unknown_event")
+
+    async def _generate(self, deltas: int) -> None:
+        """Send deltas until this generation has sent `deltas` of them. One more token than `max_model_len` holds
+        kills vLLM 0.31.0's engine (seen in tests/vllm: "Sampled token IDs exceed the max model length",
+        EngineDeadError): every running generation gets `processing_error`, every session close 1012, and the
+        server exits (the fake stops listening)."""
+        limit = self.vllm.max_model_len - PROMPT_TOKENS
+        while self.generating and self.deltas_sent < deltas:
+            if self.deltas_sent >= limit:
+                # Not awaited here: stopping waits for every session's handler, this one included.
+                self.vllm.dying = asyncio.ensure_future(self.vllm.engine_dies())
+                return
+            await self.send_delta(self._next_scripted_delta())
 
     def _next_scripted_delta(self) -> str:
         deltas = self.vllm.deltas
@@ -298,12 +402,17 @@ class FakeVllm:
     Args:
         port: TCP port; 0 (default) lets the OS choose (read `port` after entering).
         model: the served model name `session.update` must carry.
-        deltas: texts sent round-robin as `transcription.delta` when `delta_per_append` is on.
-        delta_per_append: after a non-final commit, answer every append with one delta (benchmark mode).
+        deltas: texts sent round-robin as `transcription.delta` when `generate` is on (one per token; include ""
+            for the tokens the real model decodes to nothing).
+        generate: generate deltas as the real server does (see the module docstring): one per 80 ms of audio once
+            0.6 s is buffered, the rest after the final commit, then `transcription.done`.
+        delta_per_append: the former name of `generate` (kept for callers of the old name; same behaviour).
         record_audio: keep the decoded PCM16 of every session in `FakeSession.audio` (turn off for long runs).
         hang_after_commit: every session stops reading its socket after its first non-final commit.
-        num_gpu_blocks: KV-cache blocks `GET /metrics` reports in `vllm:cache_config_info` (as vLLM 0.31.0 does after
-            its profile run); None = `/metrics` answers 404.
+        max_model_len: tokens one generation may hold, prompt included (vLLM's `--max-model-len`).
+        num_gpu_blocks: KV-cache blocks `GET /metrics` reports in `vllm:cache_config_info` (2048: vLLM's CPU build
+            with 1 GiB of KV cache, as in tests/vllm); None = `/metrics` answers 404 (a fault knob).
+        block_size: the `block_size` label of `vllm:cache_config_info` (128 on a CPU, 16 by default on a GPU).
 
     Attributes:
         sessions: every session accepted, in order (`FakeSession`).
@@ -317,23 +426,30 @@ class FakeVllm:
         *,
         port: int = 0,
         model: str = DEFAULT_MODEL,
-        deltas: Iterable[str] = ("hello ", "world "),
+        deltas: Iterable[str] = ("hello ", "", "world ", ""),
+        generate: bool = False,
         delta_per_append: bool = False,
         record_audio: bool = True,
         hang_after_commit: bool = False,
-        num_gpu_blocks: int | None = None,
+        max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+        num_gpu_blocks: int | None = 2048,
+        block_size: int = CPU_BLOCK_SIZE,
     ) -> None:
         self.port = port
         self.model = model
         self.deltas = tuple(deltas)
-        self.delta_per_append = delta_per_append
+        self.generate = generate or delta_per_append
         self.record_audio = record_audio
         self.hang_after_commit = hang_after_commit
+        self.max_model_len = max_model_len
         self.num_gpu_blocks = num_gpu_blocks
+        self.block_size = block_size
         self.silent = False
         self.health_status = HTTPStatus.OK
         self.health_hangs = False
         self.sessions: list[FakeSession] = []
+        #: The engine's death once a generation passed max_model_len (a task: `engine_dies`).
+        self.dying: asyncio.Future[None] | None = None
         self._server: Server | None = None
         self._new_session = asyncio.Event()
         self._release_hung = asyncio.Event()
@@ -357,13 +473,34 @@ class FakeVllm:
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    async def engine_dies(self) -> None:
+        """vLLM's engine core died (a generation past max_model_len): each running generation gets
+        `processing_error`, then the server shuts down as on SIGTERM."""
+        for session in self.open_sessions():
+            if session.generating:
+                session.generating = False
+                with contextlib.suppress(ConnectionClosed):
+                    await session.send_error(_MSG_ENGINE_DEAD, "processing_error")
+        await self.stop()
+
     async def stop(self) -> None:
-        """Close every session with 1001 and stop listening."""
+        """Stop as vLLM does on SIGTERM: a session with a generation running gets `error` (`processing_error`: its
+        generation sees the engine stop), then every open session is closed with 1012 (service restart, uvicorn's
+        close code on shutdown); then stop listening. (The real server sometimes closes before the generation
+        notices, and sends no error: seen both ways in tests/vllm.)"""
         self._release_hung.set()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close(close_connections=False)
+        for session in self.open_sessions():
+            if session.generating:
+                session.generating = False
+                with contextlib.suppress(ConnectionClosed):
+                    await session.send_error(_MSG_ENGINE_STOPPED, "processing_error")
+        await asyncio.gather(*(session.close(CloseCode.SERVICE_RESTART) for session in self.open_sessions()),
+                             return_exceptions=True)
+        await server.wait_closed()
 
     async def die(self) -> None:
         """Crash: drop every open TCP connection without a close frame and stop listening."""
@@ -398,6 +535,16 @@ class FakeVllm:
         """Sessions whose connection has not ended yet."""
         return [session for session in self.sessions if not session.closed.is_set()]
 
+    def metrics_text(self) -> str:
+        """vLLM's `/metrics` text: the captured exposition with this fake's model, KV cache and live sessions."""
+        values = {"@MODEL@": self.model, "@NUM_GPU_BLOCKS@": str(self.num_gpu_blocks),
+                  "@BLOCK_SIZE@": str(self.block_size), "@WEBSOCKETS_ACTIVE@": f"{len(self.open_sessions()):.1f}",
+                  "@WEBSOCKETS_TOTAL@": f"{len(self.sessions):.1f}"}
+        text = _metrics_template()
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        return text
+
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == HEALTH_PATH:
             if self.health_hangs:
@@ -410,13 +557,10 @@ class FakeVllm:
             headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
             return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
         if request.path == METRICS_PATH and self.num_gpu_blocks is not None:
-            # One sample whose labels are CacheConfig's fields as strings (CacheConfig.metrics_info), trimmed.
-            body = ("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-                    "# TYPE vllm:cache_config_info gauge\n"
-                    f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
-                    f'gpu_memory_utilization="0.9",num_gpu_blocks="{self.num_gpu_blocks}"}} 1.0\n')
-            headers = Headers({"Content-Type": "text/plain; version=0.0.4", "Content-Length": str(len(body))})
-            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
+            body = self.metrics_text().encode()
+            headers = Headers({"Content-Type": "text/plain; version=1.0.0; charset=utf-8",
+                               "Content-Length": str(len(body))})
+            return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
         if request.path != REALTIME_PATH:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
@@ -433,15 +577,24 @@ async def _main() -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("VLLM_PORT", "8081")),
                         help="port (default: VLLM_PORT, as the bridge reads it, else 8081)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--delta-per-append", action="store_true", help="answer each append with one delta")
+    parser.add_argument("--generate", "--delta-per-append", action="store_true",
+                        help="generate deltas as vLLM does (one per 80 ms of audio once 0.6 s is buffered)")
     parser.add_argument("--hang-after-commit", action="store_true", help="stop reading each session after its commit")
-    parser.add_argument("--num-gpu-blocks", type=int, default=None,
-                        help="KV-cache blocks GET /metrics reports (vllm:cache_config_info); default: no /metrics")
+    parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN,
+                        help=f"tokens one generation may hold (default: {DEFAULT_MAX_MODEL_LEN})")
+    parser.add_argument("--num-gpu-blocks", type=int, default=2048,
+                        help="KV-cache blocks GET /metrics reports (vllm:cache_config_info); default: 2048")
+    parser.add_argument("--no-metrics", action="store_true", help="GET /metrics answers 404")
     args = parser.parse_args()
-    async with FakeVllm(port=args.port, model=args.model, delta_per_append=args.delta_per_append, record_audio=False,
-                        hang_after_commit=args.hang_after_commit, num_gpu_blocks=args.num_gpu_blocks):
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    async with FakeVllm(port=args.port, model=args.model, generate=args.generate, record_audio=False,
+                        hang_after_commit=args.hang_after_commit, max_model_len=args.max_model_len,
+                        num_gpu_blocks=None if args.no_metrics else args.num_gpu_blocks):
         print(f"fake vLLM listening on 127.0.0.1:{args.port}", flush=True)
-        await asyncio.Event().wait()
+        await stopping.wait()  # then stop(): processing_error and close 1012 to every session, as vLLM does
 
 
 if __name__ == "__main__":
