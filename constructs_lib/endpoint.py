@@ -121,35 +121,6 @@ class EndpointBase(Construct, EndpointMetrics):
         return ScalableInstanceCount(self, "InstanceCount", endpoint=self, min_capacity=min_capacity,
                                      max_capacity=max_capacity)
 
-    @staticmethod
-    def _volume_key(config: sagemaker.CfnEndpointConfig, key: str | None, types: Sequence[str],
-                    refusal: str | None) -> None:
-        """Say what became of the ML storage volumes' key, on the EndpointConfig.
-
-        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.instance_types.
-          volume_key_refusal`): KmsKeyId is off, since CreateEndpointConfig fails with it. An info annotation says so
-          when a key was asked for; the compliance packs' "endpoint configuration has a KMS key" rule and checkov's
-          CKV_AWS_98 are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
-          instance's hardware module, which no key setting can change).
-        * A key was asked for and a type's storage is unknown to the catalogue: the key is kept (the request is
-          honoured) and a warning says CreateEndpointConfig fails if that type has local storage, and where to
-          record the fact. Never a silent guess.
-        """
-        if refusal is not None:
-            if key is not None:
-                Annotations.of(config).add_info(f"volume_kms_key_arn is not applied. {refusal}")
-            acknowledge_compliance(config, {"SageMakerEndpointConfigurationKMSKeyConfigured": refusal})
-            skip_checkov(config, "AWS::SageMaker::EndpointConfig", {"CKV_AWS_98": refusal})
-            return
-        unknown = catalogue.unknown_storage_types(types)
-        if key is not None and unknown:
-            Annotations.of(config).add_warning_v2(
-                "realtime-voice:volume-key-unknown-storage",
-                f"KmsKeyId is set, but constructs_lib/instance_types.py does not know whether {', '.join(unknown)} "
-                f"{'has' if len(unknown) == 1 else 'have'} local NVMe instance storage: if so, CreateEndpointConfig "
-                f"fails ({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store table, "
-                "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave volume_kms_key_arn unset.")
-
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a rolling update.
 
