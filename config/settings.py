@@ -742,11 +742,13 @@ class ConnectSettings:
     image_uri: str | None = None
 
     def problems(self, settings: Settings) -> list[str]:
-        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, ConnectTranscriptionProps
-
-        p = Problems(name=lambda prop: f"connect.{prop}")
         if not self.enabled:
             return []
+        # Imported here, after the check: the module imports aws_cdk (jsii starts node), which voicectl's commands
+        # must not pay for while Connect is off.
+        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN
+
+        p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
             p.add("instance_arn", None, "must name the Amazon Connect instance when connect.enabled=true")
         elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(1) != settings.region:

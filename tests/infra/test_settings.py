@@ -405,3 +405,14 @@ def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
 
 def test_an_unknown_kv_cache_dtype_is_named():
     assert problems_for(voxtral__kv_cache_dtype="int8") == ["voxtral.kv_cache_dtype='int8': must be one of auto, fp8"]
+
+
+def test_loading_the_default_settings_starts_no_cdk():
+    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false (the default)
+    that must not import aws_cdk, which starts jsii's node process (seconds per command, and its Node banner)."""
+    code = ("import json, sys\n"
+            "from config.settings import load_settings\n"
+            "load_settings(json.load(open('cdk.json'))['context'])\n"
+            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
