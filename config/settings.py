@@ -398,6 +398,16 @@ class VoxtralSettings(EndpointSettings):
         for key, spec in specs:
             if spec.gpus == 0:
                 p.add(key, spec.name, f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+            elif spec.gpus > 1 and self.target != "ecs":
+                # The container starts one vLLM without tensor parallelism: it uses one GPU. The GPU alarms scale by
+                # the instance's GPUs (instance_types.alarm_capacity), so they would also never fire.
+                single = [name for name, other in instance_types.CATALOGUE.items()
+                          if other.gpu_model == spec.gpu_model and other.gpus == 1]
+                choice = f"a one-GPU type ({', '.join(single)})" if single else "a one-GPU type"
+                p.add(key, spec.name, f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
+                                      f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
+                                      f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by "
+                                      "voicectl capacity --compare, or voxtral.target=ecs, which runs one task per GPU")
         check_repository_id(p, "model_id", self.model_id)
         if self.model_s3_uri is not None:
             check_model_data_s3_uri(p, "model_s3_uri", self.model_s3_uri)
@@ -457,7 +467,7 @@ class VoxtralSettings(EndpointSettings):
         reason = capacity.fp8_kv_cache_problem(gpu_model)
         if reason is not None:
             p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, name)}: {reason}; set voxtral.kv_cache_dtype="
-                   "auto, or choose a Hopper GPU (ml.p5.*, ml.p5e.*, ml.p5en.*)")
+                   "auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)")
 
     def _operations_problems(self, p: Problems) -> None:
         """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""
@@ -742,11 +752,13 @@ class ConnectSettings:
     image_uri: str | None = None
 
     def problems(self, settings: Settings) -> list[str]:
-        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, ConnectTranscriptionProps
-
-        p = Problems(name=lambda prop: f"connect.{prop}")
         if not self.enabled:
             return []
+        # Imported here, after the check: the module imports aws_cdk (jsii starts node), which voicectl's commands
+        # must not pay for while Connect is off.
+        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN
+
+        p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
             p.add("instance_arn", None, "must name the Amazon Connect instance when connect.enabled=true")
         elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(1) != settings.region:

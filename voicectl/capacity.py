@@ -312,6 +312,8 @@ def format_compare(result: Comparison, settings: Any, every_size: bool = False) 
     with the same GPUs only the cheapest unless ``every_size`` (:func:`collapse`)."""
     v = settings.voxtral
     minutes = v.max_model_len / model.VOXTRAL_REALTIME.tokens_per_audio_s / 60
+    fleet_title = f"USD/h for {result.wanted}"
+    fleet_width = max(15, len(fleet_title) + 2)  # two spaces from the column before, however many streams
     lines = [
         f"Voxtral Realtime on vLLM 0.31.0: max_model_len {v.max_model_len} ({minutes:g} min of audio), "
         f"gpu_memory_utilization {v.gpu_memory_utilization:g}, kv_cache_dtype {v.kv_cache_dtype}",
@@ -320,7 +322,7 @@ def format_compare(result: Comparison, settings: Any, every_size: bool = False) 
         *textwrap.wrap(f"Prices: USD on demand, {result.prices}", 120),
         "",
         f"{'target':<10}{'instance type':<16}{'GPU':<14}{'streams (range)':<17}{'bound':<9}{'instances':>9}"
-        f"{'USD/instance-h':>16}{'USD/stream-h':>14}{f'USD/h for {result.wanted}':>15}",
+        f"{'USD/instance-h':>16}{'USD/stream-h':>14}{fleet_title:>{fleet_width}}",
     ]
     shown, collapsed = (result.options, []) if every_size else collapse(result)
     for o in shown:
@@ -330,7 +332,7 @@ def format_compare(result: Comparison, settings: Any, every_size: bool = False) 
         gpu = _short_gpu(o.capacity.gpu.name) + (f" x{o.gpus}" if o.gpus > 1 else "")
         lines.append(f"{o.target:<10}{o.instance_type:<16}{gpu[:13]:<14}"
                      f"{f'{o.streams} ({o.streams_range[0]}-{o.streams_range[1]})':<17}{_bound(o.capacity):<9}"
-                     f"{o.instances:>9}{price:>16}{per_stream:>14}{fleet:>15}")
+                     f"{o.instances:>9}{price:>16}{per_stream:>14}{fleet:>{fleet_width}}")
     unpriced = sorted({o.price_error for o in result.options if o.price_error})
     lines += [
         "",

@@ -200,3 +200,17 @@ def test_every_voicectl_subcommand_has_a_description():
         {name for name, _, _ in found}
     missing = [name for name, sub, help_line in found if not (sub.description or "").strip() or not help_line]
     assert missing == [], "subcommands without a description (--help) or a one-line help (the list)"
+
+
+def test_the_instance_pool_examples_load_over_the_defaults():
+    """A reader pastes `-c voxtral.instance_pools=...` alone: the first pool must be the default instance type
+    (the settings refuse pools that do not start with it)."""
+    import json
+
+    from config.settings import load_settings
+
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    examples = re.findall(r"`-c ((?:voxtral|sonic)\.instance_pools)=([^` ]+)`", README.read_text())
+    assert examples
+    for key, value in examples:
+        load_settings({**context, key: value})  # raises SettingsError naming the problem

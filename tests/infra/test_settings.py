@@ -104,6 +104,25 @@ def test_voxtral_needs_a_gpu():
     assert "has no GPU" in one_problem(**{"voxtral.instance_type": "ml.m5.xlarge"})
 
 
+@pytest.mark.parametrize(("key", "value", "shown", "gpus"), [
+    ("voxtral.instance_type", "ml.g6.12xlarge", "'ml.g6.12xlarge'", 4),
+    ("voxtral.instance_pools", "ml.g6.xlarge,ml.g6e.48xlarge", "'ml.g6e.48xlarge'", 8),
+])
+def test_voxtral_on_sagemaker_refuses_a_type_of_several_gpus(key, value, shown, gpus):
+    """The endpoint runs one vLLM on one GPU: the others would be billed idle, and the GPU alarms, scaled by the
+    instance's GPUs, would wait for a level one GPU never reaches (voicectl capacity --compare leaves them out)."""
+    problem = one_problem(**{key: value})
+    assert problem.startswith(f"{key}={shown}: has {gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
+                              f"{gpus - 1} would idle")
+    assert "voxtral.target=ecs" in problem
+
+
+def test_voxtral_on_ecs_keeps_its_own_instance_type_check():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs",
+                              "voxtral.instance_type": "ml.g6.12xlarge"})
+    assert settings.voxtral.target == "ecs"
+
+
 def test_sonic_instance_type_must_be_supported_by_the_package():
     problem = one_problem(**{"sonic.instance_type": "ml.g6.4xlarge"})
     assert problem.startswith("sonic.instance_type='ml.g6.4xlarge': the Sonic 3.6 model package supports")
@@ -388,7 +407,7 @@ def test_fp8_kv_cache_is_refused_on_an_l4_with_the_reason():
     assert problem.startswith(
         "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 (compute capability 8.9)")
     assert "vllm/model_executor/models/whisper_causal.py" in problem
-    assert problem.endswith("set voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (ml.p5.*, ml.p5e.*, ml.p5en.*)")
+    assert problem.endswith("set voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)")
 
 
 def test_fp8_kv_cache_is_refused_for_each_pool_type_that_cannot_run_it():
@@ -405,3 +424,14 @@ def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
 
 def test_an_unknown_kv_cache_dtype_is_named():
     assert problems_for(voxtral__kv_cache_dtype="int8") == ["voxtral.kv_cache_dtype='int8': must be one of auto, fp8"]
+
+
+def test_loading_the_default_settings_starts_no_cdk():
+    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false (the default)
+    that must not import aws_cdk, which starts jsii's node process (seconds per command, and its Node banner)."""
+    code = ("import json, sys\n"
+            "from config.settings import load_settings\n"
+            "load_settings(json.load(open('cdk.json'))['context'])\n"
+            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

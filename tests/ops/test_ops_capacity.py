@@ -131,6 +131,15 @@ def test_compare_works_offline_from_the_dated_table_and_says_so(capsys, monkeypa
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
+def test_compare_keeps_its_columns_apart_for_a_large_number_of_streams(capsys):
+    code, out, _ = run(capsys, "--compare", "--streams", "100000")
+    assert code == 0
+    header, first = [line for line in out.splitlines() if line.startswith(("target ", "ecs "))][:2]
+    assert header.split()[-4:] == ["USD/stream-h", "USD/h", "for", "100000"]
+    assert first.split()[-3:] == ["1.8610", "0.0809", "11560.53"]  # 6212 x g6e.xlarge
+    assert header.index("USD/h for") + len("USD/h for 100000") == len(first)  # right-aligned with its column
+
+
 def test_compare_json_is_cheapest_per_live_stream_hour_first_and_sized_for_the_streams(capsys):
     code, out, _ = run(capsys, "--compare", "--json", "--streams", "40")
     assert code == 0
