@@ -28,6 +28,11 @@ from stacks.foundation_stack import Foundation
 
 #: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA graphs.
 COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
+#: vLLM --mm-processor-cache-gb, GiB. vLLM 0.31.0's default is 4, held once by the API server process and once by the
+#: engine core (vllm/config/multimodal.py: "duplicated for each API process and engine core process"): up to 8 GiB
+#: of host memory on the default ml.g6.xlarge, which has 16 GiB. A live stream's audio is new at every append, so the
+#: cache saves little here; 1 GiB each bounds it. Unconfirmed on a GPU until bench/capacity_bench.py runs there.
+MM_PROCESSOR_CACHE_GB = 1
 #: Environment that keeps the libraries in the image from reaching the internet (see container_environment).
 OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -191,6 +196,7 @@ def container_environment(voxtral: VoxtralSettings, instance_type: str | None = 
         "SM_VLLM_MAX_NUM_SEQS": str(voxtral.stream_cap_of(instance_type)),
         "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
         "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
+        "SM_VLLM_MM_PROCESSOR_CACHE_GB": str(MM_PROCESSOR_CACHE_GB),
         # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
         "SM_VLLM_TOKENIZER_MODE": "mistral",
         "SM_VLLM_CONFIG_FORMAT": "mistral",

@@ -221,6 +221,7 @@ def test_voxtral_container_environment(voxtral):
     assert env["KV_BLOCKS_PER_STREAM"] == "83"  # constructs_lib/capacity.py: one live stream at 45000 tokens
     assert env["SM_VLLM_GPU_MEMORY_UTILIZATION"] == "0.9"
     assert json.loads(env["SM_VLLM_COMPILATION_CONFIG"]) == {"cudagraph_mode": "PIECEWISE"}
+    assert env["SM_VLLM_MM_PROCESSOR_CACHE_GB"] == "1"  # 2 x 1 GiB of vLLM's processor caches, not 2 x 4 GiB
     assert env["METRICS_NAMESPACE"] == "RealtimeVoice/Bridge"
     assert env["ENDPOINT_NAME"] == "voxtral-realtime"
     assert env["VARIANT_NAME"] == "AllTraffic"
