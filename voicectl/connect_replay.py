@@ -11,6 +11,16 @@ given as for ``voicectl transcribe``: ``--endpoint`` (a SageMaker endpoint, or `
 
 from __future__ import annotations
 
+#: What ``--help`` says (the module docstring's second paragraph, in the user's words: no reStructuredText).
+DESCRIPTION = (
+    "What runs, all on 127.0.0.1: a Kinesis Video Streams stand-in (the recording's left channel as "
+    "AUDIO_FROM_CUSTOMER, the right as AUDIO_TO_CUSTOMER, in real Matroska fragments released at --speed x real "
+    "time), moto (SQS, EventBridge, DynamoDB), the start function invoked with the event Connect sends, and the "
+    "consumer, which reads the call with GetDataEndpoint/GetMedia and streams each track to the endpoint given as "
+    "for voicectl transcribe: --endpoint (a SageMaker endpoint, or make local's front door with --endpoint-url) or "
+    "--url (a container's bridge, the ECS target's bearer-token URL)."
+)
+
 import argparse
 import asyncio
 import contextlib
@@ -34,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "connect-replay",
         help="play a stereo recording as a live Amazon Connect call and print both speakers' transcripts",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        description=DESCRIPTION,
     )
     parser.add_argument("file", metavar="CALL.wav", help="a stereo recording: left = the customer, right = the agent")
     add_target_arguments(parser)
