@@ -62,3 +62,13 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
     for port in ports.values():
         assert port_free(port), port
 
+
+
+def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, capsys):
+    from voicectl.local.__main__ import main
+
+    state = tmp_path / "state"
+    assert main(["--state-dir", str(state), "--name", "runtime.sagemaker.us-east-1.amazonaws.com",
+                 "--name", "bad name"]) == 2
+    assert "--name 'bad name': not a host name" in capsys.readouterr().err
+    assert not state.exists()  # no process was started, no log written
