@@ -17,6 +17,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import sys
 import uuid
@@ -140,6 +141,9 @@ def _env(**values: str):
 def run(args: argparse.Namespace) -> int:
     validate_target_arguments(args)
     validate_speed(args.speed) if args.speed else None
+    if not (math.isfinite(args.quiet_s) and args.quiet_s > 0):
+        raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: the call ends "
+                         "after that long without a new fragment (nan or inf would never end it)")
     if not Path(args.file).is_file():
         raise UsageError(f"{args.file}: no such file")
     from moto.server import ThreadedMotoServer
