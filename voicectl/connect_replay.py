@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: the call ends "
                          "after that long without a new fragment (nan or inf would never end it)")
     if not Path(args.file).is_file():
-        raise UsageError(f"{args.file}: no such file")
+        raise UsageError(f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file"))
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every request it serves
