@@ -772,6 +772,10 @@ class ConnectSettings:
                    "need egress, which the VPC this app makes (isolated subnets) does not have")
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
+        if self.stream_kms_key_arn is not None:
+            # Connect's EncryptionConfig KeyId is "the full ARN of the encryption key" and the consumers' kms:Decrypt
+            # grant names it: a key ARN (no alias), in the app's region (where Connect writes the streams).
+            check_kms_key_arn(p, "stream_kms_key_arn", self.stream_kms_key_arn, settings.region, alias=False)
         if self.instance_arn is not None:
             made_key = "the data key this app makes" if settings.makes_key else None
             self.props(settings, image_directory=".",

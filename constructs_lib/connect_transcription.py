@@ -128,6 +128,8 @@ class ConnectTranscriptionProps:
             p.add("min_tasks", self.min_tasks, f"must be at least 1 and at most max_tasks ({self.max_tasks})")
         if not 1 <= self.transcript_ttl_days <= 3650:
             p.add("transcript_ttl_days", self.transcript_ttl_days, "must be 1-3650")
+        if self.alarm_millis_behind < 1:
+            p.add("alarm_millis_behind", self.alarm_millis_behind, "must be at least 1 (milliseconds behind the call)")
 
 
 class ConnectTranscription(Construct):

@@ -26,6 +26,9 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import logging
+import math
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -72,9 +75,10 @@ def connect_event(contact_id: str, stream_arn: str, fragment: str) -> dict:
                                                 "StartTimestamp": "1700000000000"}}}}}}
 
 
-def print_segment(segment) -> None:
+def print_segment(segment, out=None) -> None:
     who = "customer" if segment.speaker == "AUDIO_FROM_CUSTOMER" else "agent"
-    print(f"[{segment.start_s:7.1f}-{segment.end_s:7.1f} s] {who:8}: {segment.text}", flush=True)
+    print(f"[{segment.start_s:7.1f}-{segment.end_s:7.1f} s] {who:8}: {segment.text}", file=out or sys.stdout,
+          flush=True)
 
 
 async def replay(args: argparse.Namespace, moto_url: str) -> int:
@@ -110,13 +114,17 @@ async def replay(args: argparse.Namespace, moto_url: str) -> int:
         outcome["reason"] = reason
         stop.set()
 
+    out = sys.stdout
     try:
         async with open_target(args) as opener:
-            await serve(sqs=sqs, queue_url=queue_url, sink=AwsSink(session, bus_name=BUS, table_name=TABLE,
-                                                                   endpoint_url=moto_url),
-                        media=KvsMedia(session, endpoint_url=kvs.url), opener=opener, stop=stop, max_calls=1,
-                        on_segment=print_segment, on_call_done=done, receive_wait_s=1,
-                        transcriber_options={"quiet_s": args.quiet_s})
+            # The consumer's CloudWatch embedded-metric lines (stdout, for the awslogs driver in ECS) mean nothing
+            # here and would be mixed into the transcript: dropped.
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+                sink = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url)
+                await serve(sqs=sqs, queue_url=queue_url, sink=sink, media=KvsMedia(session, endpoint_url=kvs.url),
+                            opener=opener, stop=stop, max_calls=1,
+                            on_segment=lambda segment: print_segment(segment, out), on_call_done=done,
+                            receive_wait_s=1, transcriber_options={"quiet_s": args.quiet_s})
     finally:
         await kvs.stop()
     reason = outcome.get("reason")
@@ -143,9 +151,14 @@ def _env(**values: str):
 def run(args: argparse.Namespace) -> int:
     validate_target_arguments(args)
     validate_speed(args.speed) if args.speed else None
+    if not (math.isfinite(args.quiet_s) and args.quiet_s > 0):
+        raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: the call ends "
+                         "after that long without a new fragment (nan or inf would never end it)")
     if not Path(args.file).is_file():
-        raise UsageError(f"{args.file}: no such file")
+        raise UsageError(f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file"))
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every request it serves
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

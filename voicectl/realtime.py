@@ -846,8 +846,8 @@ class TranscriptionMachine:
 
     def _error(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
         raw_code = event.get("code")
-        code = raw_code if raw_code is None or (isinstance(raw_code, str) and len(raw_code) <= 64) else (
-            one_line(raw_code, 64))
+        # Escaped and bounded like the message: a short code can hold terminal control sequences too.
+        code = None if raw_code is None else one_line(raw_code, 64)
         # The server's text, on one line of bounded length.
         message = "(no message)" if event.get("error") is None else one_line(event.get("error"))
         if code == SESSION_LIMIT_CODE:
@@ -862,7 +862,8 @@ class TranscriptionMachine:
             self._next = None
             return [CloseStream(stream)]
         hint = ERROR_HINTS.get(str(code), "see the endpoint's CloudWatch logs")
-        return self._fail(RealtimeError(f"the endpoint reported an error ({code}): {message}; {hint}", code=code))
+        return self._fail(RealtimeError(f"the endpoint reported an error ({code or 'no code'}): {message}; {hint}",
+                                        code=code))
 
     def _session_limit(self, event: dict[str, Any], message: Any, now: float) -> list[Action]:
         generation = self._generations[0] if self._generations else None

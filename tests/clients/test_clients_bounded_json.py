@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicectl.bounded_json import JsonBoundError, check_depth, loads_bounded, one_line
+from voicectl.bounded_json import _TOKENS, JsonBoundError, check_depth, loads_bounded, one_line
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
@@ -60,3 +60,17 @@ def test_one_line_escapes_line_breaks_and_bounds_the_length():
     assert one_line({"k": [1]}) == '{"k": [1]}'
     long = one_line("x" * 1000, 50)
     assert len(long) == 50 and long.endswith("…")
+
+
+@pytest.mark.parametrize(("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']),
+                                             ('["\\"{', ["[", '"\\"{'])])
+def test_a_string_left_open_is_one_token_to_the_end_of_the_text(text, tokens):
+    # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in the length.
+    assert [match.group() for match in _TOKENS.finditer(text)] == tokens
+
+
+@pytest.mark.parametrize("tail", ["", "\\"])
+def test_a_hostile_open_string_of_escaped_quotes_is_rejected_by_the_decoder(tail):
+    text = '"' + '\\"' * 50_000 + tail  # 100 KB: before the bound, about 45 s of CPU in one scan
+    with pytest.raises(json.JSONDecodeError):
+        loads_bounded(text, max_bytes=len(text))

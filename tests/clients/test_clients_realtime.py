@@ -1063,3 +1063,13 @@ def test_an_error_code_that_is_not_a_short_string_is_bounded_too():
     actions = machine.received(1, json.dumps({"type": "error", "error": "x", "code": {"a": "b\n" * 100}}), 0.1)
     (failed,) = [action for action in actions if isinstance(action, Failed)]
     assert isinstance(failed.error.code, str) and len(failed.error.code) <= 64 and "\n" not in failed.error.code
+
+
+@pytest.mark.parametrize(("code", "shown"), [("\x1b]0;owned\x07", "(\\x1b]0;owned\\x07)"), (None, "(no code)")])
+def test_a_short_error_code_is_escaped_and_a_missing_one_named(code, shown):
+    machine, _ = started()
+    machine.audio(LOUD, 0.0)
+    actions = machine.received(1, json.dumps({"type": "error", "error": "x", "code": code}), 0.1)
+    (failed,) = [action for action in actions if isinstance(action, Failed)]
+    assert "\x1b" not in str(failed.error) and "\x07" not in str(failed.error)
+    assert f"the endpoint reported an error {shown}: x;" in str(failed.error)

@@ -8,6 +8,7 @@ import re
 import threading
 
 import numpy as np
+import pytest
 import soundfile
 
 from connect_testkit import servers, speech_like
@@ -55,3 +56,21 @@ def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, 
     code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x"])
     _out, err = capsys.readouterr()
     assert code != 0 and "two channels" in err
+
+
+@pytest.mark.parametrize("quiet_s", ["nan", "inf", "0", "-1"])
+def test_connect_replay_refuses_a_quiet_time_that_would_never_or_at_once_end_the_call(tmp_path, capsys, quiet_s):
+    path = tmp_path / "call.wav"
+    soundfile.write(path, np.zeros((800, 2), dtype="<i2"), 8000, subtype="PCM_16")
+    code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x", "--quiet-s", quiet_s])
+    _out, err = capsys.readouterr()
+    assert code == 2 and f"--quiet-s must be a finite number of seconds above 0, got {float(quiet_s):g}" in err
+
+
+def test_connect_replay_refuses_a_recording_without_samples_and_a_directory(tmp_path, capsys):
+    empty = tmp_path / "empty.wav"
+    soundfile.write(empty, np.zeros((0, 2), dtype="<i2"), 8000, subtype="PCM_16")
+    assert main(["connect-replay", str(empty), "--url", "ws://127.0.0.1:9/x"]) == 2
+    assert f"{empty}: the recording holds no audio" in capsys.readouterr().err
+    assert main(["connect-replay", str(tmp_path), "--url", "ws://127.0.0.1:9/x"]) == 2
+    assert f"{tmp_path}: not a file" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from voicectl.connect.consumer import CallRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOW = ROOT / "voicectl" / "connect" / "example_flow.json"
+DEPLOYED_FLOW = ROOT / "constructs_lib" / "connect_start_function" / "example_flow.json"  # the stack's ExampleFlow
 STREAM_ARN = "arn:aws:kinesisvideo:us-east-1:123456789012:stream/connect-live-contact-1/1700000000000"
 
 
@@ -74,6 +75,10 @@ def test_an_event_without_media_streams_names_the_missing_block(monkeypatch):
     assert "Start media streaming" in answer["reason"]
 
 
+def test_the_deployed_example_flow_is_the_one_tested_here():
+    assert FLOW.read_text() == DEPLOYED_FLOW.read_text()
+
+
 def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_reads_its_attributes():
     flow = json.loads(FLOW.read_text())
     actions = {action["Identifier"]: action for action in flow["Actions"]}
@@ -82,10 +87,15 @@ def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_r
         order.append(current)
         current = actions[current]["Transitions"].get("NextAction")
     types = [actions[name]["Type"] for name in order]
-    assert types.index("StartMediaStreaming") < types.index("InvokeLambdaFunction")
-    start = actions[order[types.index("StartMediaStreaming")]]["Parameters"]
-    assert start["MediaStreamTypes"] == ["Audio"]
-    assert start["Participants"][0]["MediaDirections"] == ["To", "From"]  # both tracks
+    # The flow language's action behind the "Start media streaming" block is UpdateContactMediaStreamingBehavior
+    # (Amazon Connect API reference, "Flow language", UpdateContactMediaStreamingBehavior: MediaStreamingState
+    # "Enabled" or "Disabled", MediaStreamType "Audio" only, Participants "Customer" only, MediaDirections "From"
+    # and "To"); there is no StartMediaStreaming action, and CreateContactFlow refuses content naming one.
+    start_type = "UpdateContactMediaStreamingBehavior"
+    assert types.index(start_type) < types.index("InvokeLambdaFunction")
+    start = actions[order[types.index(start_type)]]["Parameters"]
+    assert start["MediaStreamingState"] == "Enabled" and start["MediaStreamType"] == "Audio"
+    assert start["Participants"] == [{"ParticipantType": "Customer", "MediaDirections": ["To", "From"]}]  # both tracks
     invoke = actions[order[types.index("InvokeLambdaFunction")]]["Parameters"]
     # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat string map.
     assert int(invoke["InvocationTimeLimitSeconds"]) <= 8

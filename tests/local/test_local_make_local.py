@@ -86,3 +86,13 @@ def test_the_real_vllm_command_serves_the_mistral_format_checkpoint_on_loopback(
     assert flags["--max-model-len"] == str(real_vllm.MAX_MODEL_LEN)
     env = real_vllm.environment({"PATH": "/usr/bin", "PYTHONPATH": "/elsewhere"})
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
+
+
+def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, capsys):
+    from voicectl.local.__main__ import main
+
+    state = tmp_path / "state"
+    assert main(["--state-dir", str(state), "--name", "runtime.sagemaker.us-east-1.amazonaws.com",
+                 "--name", "bad name"]) == 2
+    assert "--name 'bad name': not a host name" in capsys.readouterr().err
+    assert not state.exists()  # no process was started, no log written

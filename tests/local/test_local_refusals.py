@@ -159,3 +159,19 @@ def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_pa
     secret.chmod(0o644)
     write_private(secret, "export AWS_SECRET_ACCESS_KEY=x\n")
     assert (secret.read_text(), secret.stat().st_mode & 0o777) == ("export AWS_SECRET_ACCESS_KEY=x\n", 0o600)
+
+
+def test_refused_http1_calls_on_one_keep_alive_connection_log_no_traceback(client_env, caplog):
+    # boto3's InvokeEndpoint speaks HTTP/1.1 and keeps the connection for the next call: a refusal answered before
+    # its body was read made hypercorn close the TLS connection under the caller's next request
+    # (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, "Error in ASGI Framework" and client_connected_cb).
+    import boto3
+    from botocore.exceptions import ClientError
+
+    caplog.set_level(logging.DEBUG)
+    client = boto3.client("sagemaker-runtime", endpoint_url=client_env.url)
+    for name in ("no-such-endpoint", VOXTRAL, "another"):
+        with pytest.raises(ClientError, match="UnknownOperationException"):
+            client.invoke_endpoint(EndpointName=name, Body=b"{}" * 5000, ContentType="application/json")
+    client.close()
+    assert not [record.getMessage() for record in caplog.records if record.exc_info or record.levelno >= logging.ERROR]

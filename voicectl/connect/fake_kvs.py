@@ -106,7 +106,7 @@ def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:
     """A stereo recording's two channels as PCM16 at 8 kHz (left: the customer, right: the agent).
 
     Raises:
-        AudioError: not readable, or not two channels.
+        AudioError: not readable, not two channels, or no samples.
     """
     try:
         samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
@@ -115,6 +115,8 @@ def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:
     if samples.shape[1] != 2:
         raise AudioError(f"{path}: a call recording has two channels (left: customer, right: agent); this one has "
                          f"{samples.shape[1]}")
+    if len(samples) == 0:
+        raise AudioError(f"{path}: the recording holds no audio (a header and no samples)")
     if rate != mkv.CONNECT_SAMPLE_RATE_HZ:
         samples = soxr.resample(samples, rate, mkv.CONNECT_SAMPLE_RATE_HZ, quality="HQ")
     return float_to_pcm16(samples[:, 0]), float_to_pcm16(samples[:, 1])

@@ -135,6 +135,14 @@ def stop(parts: list[Part]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from voicectl.errors import UsageError
+    from voicectl.local_runtime import validate_names
+
+    try:
+        validate_names(args.names)  # before anything starts: the error on the terminal, not in the front door's log
+    except UsageError as error:
+        print(f"python -m voicectl.local: {error}", file=sys.stderr)
+        return 2
     python = sys.executable
     container = REPOSITORY / "container"
     if not (container / "bridge" / "__main__.py").is_file():

@@ -220,14 +220,21 @@ class LocalRuntime:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = str(uuid.uuid4())
         started = False
+        body_read = False
 
         async def send_tracked(message: dict[str, Any]) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
 
+        async def receive_tracked() -> dict[str, Any]:
+            nonlocal body_read
+            message = await receive()
+            body_read = body_read or message["type"] == "http.disconnect" or not message.get("more_body", False)
+            return message
+
         try:
-            await self._dispatch(scope, receive, send_tracked, request_id)
+            await self._dispatch(scope, receive_tracked, send_tracked, request_id)
             return
         except SignatureError as signature_error:
             error = ServiceError(signature_error.status, signature_error.code, str(signature_error),
@@ -239,6 +246,13 @@ class LocalRuntime:
             return
         # Over HTTP/2 the stream is then reset at once if the caller is still sending (serving.install_stream_reset):
         # it learns of the refusal now, not when its request stream ends, and later data for it is dropped.
+        # Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive) the unread body is read first, up to
+        # MAX_DRAINED_BODY_BYTES: answered with its body unread, hypercorn closes the TLS connection under the
+        # caller's next request (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
+        if scope.get("http_version") != "2" and not body_read:
+            drained = 0
+            while not body_read and drained <= MAX_DRAINED_BODY_BYTES:
+                drained += len((await receive_tracked()).get("body", b""))
         await _respond(send, error)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
@@ -311,6 +325,11 @@ class LocalRuntime:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+MAX_DRAINED_BODY_BYTES = 8 * 1024 * 1024
+"""Bytes of an HTTP/1.1 request body read (and dropped) before a refusal is answered, so the connection can serve
+the caller's next request; a larger body is answered unread (the connection then closes, as any server may)."""
 
 
 async def _read_body(receive: Receive) -> bytes:
