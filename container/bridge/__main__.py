@@ -76,9 +76,9 @@ def main() -> int:
     return_large_buffers_to_the_os()
     try:
         env = dict(os.environ)
+        env_secrets.make_undumpable()  # before the token is in memory: no window in which another process reads it
         secrets = env_secrets.take_secrets(env)  # the token, from the pipe the entrypoint (or the re-exec) wrote
         os.environ.pop(env_secrets.SECRETS_FD_VARIABLE, None)
-        env_secrets.make_undumpable()
         settings = Settings.from_env({**env, **secrets})
     except (SettingsError, env_secrets.SecretsError) as exc:
         logging.getLogger("bridge").error("bad setting: %s", exc)

@@ -202,12 +202,12 @@ def main() -> int:
     env_secrets.reexec_without_secrets()  # returns once the environment holds no secret (env_secrets)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     env = dict(os.environ)
+    env_secrets.make_undumpable()  # before the secrets are in memory: no window in which another process reads them
     try:
         secrets = env_secrets.take_secrets(env)
     except env_secrets.SecretsError as exc:
         log.error("bad setting: %s", exc)
         return 2
-    env_secrets.make_undumpable()
     try:
         settings = Settings.from_env({**env, **secrets})
     except SettingsError as exc:
