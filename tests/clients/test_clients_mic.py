@@ -728,10 +728,9 @@ def test_errors_read_as_one_line_in_the_users_words(message, summary):
 # ---- "Recording" only once the endpoint accepted the stream (issue 24, item 6) ------------------------------------
 
 
-async def record_held(url: str, bridge, seconds: float) -> tuple[list[dict], int]:
-    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event, then let it go (if it has a gate
-    that is not held forever: ``bridge.gate`` is set by the caller) and return every message up to the end (done or
-    error) and the number of samples sent."""
+async def record_held(url: str, bridge, seconds: float, release: bool) -> tuple[list[dict], int]:
+    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event (``bridge.gate``), then let it go if
+    ``release``, and return every message up to the end (done or error) and the number of samples sent."""
     client = await PageClient.connect(url)
     await client.start()
     audio = tone(seconds)
@@ -743,8 +742,8 @@ async def record_held(url: str, bridge, seconds: float) -> tuple[list[dict], int
     while not bridge.held and time.monotonic() < deadline:  # the stream is open, its first event held back
         await asyncio.sleep(0.01)
     assert bridge.held == 1
-    if release := getattr(bridge, "release", None):
-        release()
+    if release:
+        bridge.gate.set()
     from websockets.exceptions import ConnectionClosed
 
     with contextlib.suppress(ConnectionClosed):
@@ -755,9 +754,8 @@ async def record_held(url: str, bridge, seconds: float) -> tuple[list[dict], int
 
 def test_started_comes_at_the_endpoints_first_event_and_the_audio_sent_before_it_is_all_transcribed(quiet_page):
     bridge, url = quiet_page
-    gate = bridge.gate = threading.Event()
-    bridge.release = gate.set
-    messages, samples = asyncio.run(record_held(url, bridge, 1.0))
+    bridge.gate = threading.Event()
+    messages, samples = asyncio.run(record_held(url, bridge, 1.0, release=True))
     assert messages[0]["type"] == "started" and re.fullmatch(
         r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream", messages[0]["target"]), messages[0]
     assert [message["type"] for message in messages[1:-1]] == ["transcript"] * (len(messages) - 2)
@@ -769,7 +767,7 @@ def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(qu
     bridge, url = quiet_page
     bridge.gate = threading.Event()  # never set: the stream is open but the endpoint never answers
     try:
-        messages, _ = asyncio.run(record_held(url, bridge, 1.0))
+        messages, _ = asyncio.run(record_held(url, bridge, 1.0, release=False))
     finally:
         bridge.gate.set()
     assert [message["type"] for message in messages] == ["error"], messages
@@ -781,10 +779,9 @@ def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(qu
 def test_a_refused_stream_ends_in_one_error_and_never_says_started(quiet_page):
     """The bridge accepts every WebSocket at once and refuses with an error event when vLLM is not reachable."""
     bridge, url = quiet_page
-    gate = bridge.gate = threading.Event()
-    bridge.release = gate.set
+    bridge.gate = threading.Event()
     bridge.refusal = bridge.REFUSAL
-    messages, _ = asyncio.run(record_held(url, bridge, 1.0))
+    messages, _ = asyncio.run(record_held(url, bridge, 1.0, release=True))
     assert [message["type"] for message in messages] == ["error"], messages
     assert messages[0]["message"] == ("the endpoint reported an error (upstream_unavailable): the model server is not "
                                       "reachable (Connect call failed); retry later; the model server is not "
