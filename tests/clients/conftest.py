@@ -224,10 +224,18 @@ class QuietBridge:
             return await serve(self.handle, "127.0.0.1", 0)
 
         server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
+
+        async def stop():
+            server.close()
+            await server.wait_closed()
+
         try:
             yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/invocations-bidirectional-stream"
         finally:
-            loop.call_soon_threadsafe(server.close)
+            if self.gate is not None:
+                self.gate.set()  # a held stream would keep the server from closing
+            with contextlib.suppress(TimeoutError):
+                asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(5)
 
