@@ -721,7 +721,8 @@ class MicServer:
             accepting = asyncio.create_task(transcriber.accepted.wait())
             await asyncio.wait({accepting, reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
             if transcriber.accepted.is_set():
-                log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target} (it accepted the stream)")
+                log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target} (it accepted the "
+                    "stream)")
                 await page.send({"type": "started", "target": self.target})
                 publishing = asyncio.create_task(publisher.run())  # after "started": no text before it
                 await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
