@@ -19,8 +19,10 @@ Messages on the recording WebSocket (text frames are JSON):
 
 - page -> server: ``{"type": "start", "sample_rate_hz": N}`` first; then binary frames of float32 little-endian mono
   samples at that rate; then ``{"type": "stop", "samples": TOTAL}`` once every sample has been sent.
-- server -> page: ``{"type": "started", "target"}`` once the stream to the endpoint is open (it is opened when the
-  recording starts); ``{"type": "transcript", "text"}`` whenever the transcript changed; ``{"type": "stall",
+- server -> page: ``{"type": "started", "target"}`` once the endpoint has accepted the stream (it is opened when
+  the recording starts; accepted at its first server event that is not an ``error``: vLLM's ``session.created``,
+  see :attr:`voicectl.realtime.TranscriptionMachine.accepted_at`; until then the page shows "Connecting to ..."
+  and its audio waits here); ``{"type": "transcript", "text"}`` whenever the transcript changed; ``{"type": "stall",
   "silent_s"}`` while the endpoint does not answer (``0`` once it answers again; see :func:`watch`); at the end
   either ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
   ``{"type": "error", "message", "summary", "text"}`` (``summary``: one line in the user's words; ``message``: the
@@ -223,6 +225,8 @@ class MicTranscriber:
         self.last_answer_at: float | None = None
         """``time.monotonic()`` of the last ``transcription.delta`` (empty ones included) or ``transcription.done``."""
         self.audio_ended_at: float | None = None
+        self.accepted = asyncio.Event()
+        """Set at the endpoint's first event that is not an ``error``: it accepted the stream."""
         self.task: asyncio.Task[TranscriptionResult] | None = None
         """The transcription, once :meth:`start` returned; it ends after :meth:`end_audio`, or with the failure."""
 
@@ -235,7 +239,8 @@ class MicTranscriber:
         self._first_transport = await self._opener()
         self.task = asyncio.create_task(transcribe_stream(
             self._chunks(), self._open, model=self._model, on_delta=self._answered, on_replay=self._on_replay,
-            on_session_text=lambda text: self._answered(None), transcript=self._transcript,
+            on_session_text=lambda text: self._answered(None), on_accepted=self.accepted.set,
+            transcript=self._transcript,
             session_limit_s=self._session_limit_s,
         ))
 
@@ -349,13 +354,18 @@ async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
                 clock: Callable[[], float] = time.monotonic) -> NoReturn:
     """The recording's watchdog: tell the page when the endpoint has not answered for :data:`STALL_NOTICE_S` while
     audio is sent (``{"type": "stall", "silent_s"}``, and ``{"type": "stall", "silent_s": 0}`` once it answers
-    again), and raise :class:`StreamStalled` when there is no first answer within :data:`FIRST_ANSWER_TIMEOUT_S`,
-    no answer for :data:`STALL_TIMEOUT_S`, or no final transcript :data:`STOP_TIMEOUT_S` after Stop. The timeouts
-    are read at each tick (tests shorten them)."""
+    again), and raise :class:`StreamStalled` when the stream is not accepted (no first event) or has sent no first
+    answer within :data:`FIRST_ANSWER_TIMEOUT_S` of the first audio sent, no answer for :data:`STALL_TIMEOUT_S`, or
+    no final transcript :data:`STOP_TIMEOUT_S` after Stop. The timeouts are read at each tick (tests shorten them)."""
     stalled = 0  # the silence last shown, in whole seconds (0: none shown)
     while True:
         await asyncio.sleep(WATCHDOG_TICK_S)
         now = clock()
+        if (not transcriber.accepted.is_set() and transcriber.first_sent_at is not None
+                and now - transcriber.first_sent_at > FIRST_ANSWER_TIMEOUT_S):
+            raise StreamStalled(f"{target} did not accept the stream: nothing came back in "
+                                f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and its "
+                                "logs, then press Record again.")
         if transcriber.audio_ended_at is not None and now - transcriber.audio_ended_at > STOP_TIMEOUT_S:
             raise StreamStalled(f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
                                 "stopped answering. Check that the endpoint is in service and its logs, then press "
@@ -698,24 +708,31 @@ class MicServer:
         opening = asyncio.create_task(transcriber.start())
         publishing: asyncio.Task[NoReturn] | None = None
         watchdog: asyncio.Task[NoReturn] | None = None
+        accepting: asyncio.Task[Any] | None = None
         began = time.monotonic()
         try:
             await asyncio.wait({opening, reader}, return_when=asyncio.FIRST_COMPLETED)
             if not opening.done():
                 reader.result()  # the page left (or misbehaved) while the stream was opening: raises
             opening.result()
-            log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target}")
-            await page.send({"type": "started", "target": self.target})
-            publishing = asyncio.create_task(publisher.run())
-            watchdog = asyncio.create_task(watch(transcriber, page, self.target))
+            watchdog = asyncio.create_task(watch(transcriber, page, self.target))  # also bounds the wait to accept
             assert transcriber.task is not None
-            await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            # "Recording" only once the endpoint accepted: an opened stream may still be refused (module docstring).
+            accepting = asyncio.create_task(transcriber.accepted.wait())
+            await asyncio.wait({accepting, reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            if transcriber.accepted.is_set():
+                log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target} (it accepted the "
+                    "stream)")
+                await page.send({"type": "started", "target": self.target})
+                publishing = asyncio.create_task(publisher.run())  # after "started": no text before it
+                await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
             if watchdog.done():
                 watchdog.result()  # raises StreamStalled
             if not transcriber.task.done():
                 reader.result()  # raises: read_audio never returns
             result = transcriber.task.result()
-            await _stop_task(publishing)
+            if publishing is not None:
+                await _stop_task(publishing)
             await page.send({"type": "done", "text": result.transcript, "figures": format_figures(result),
                              "result": result.as_dict()})
             log(f"recording {number} done: {format_figures(result)}")
@@ -729,7 +746,7 @@ class MicServer:
         except (RealtimeError, AudioOverrun) as error:
             await self._fail(page, number, str(error), publisher.text())
         finally:
-            for task in (opening, reader, publishing, watchdog):
+            for task in (opening, reader, accepting, publishing, watchdog):
                 if task is not None:
                     await _stop_task(task)
             await transcriber.cancel()
@@ -787,7 +804,7 @@ def build_page(gr: Any, server: MicServer) -> Any:
         gr.HTML(html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
                 css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
                 js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
-                recording_path=RECORDING_PATH.lstrip("/"), speak_path=SPEAK_PATH.lstrip("/"))
+                recording_path=RECORDING_PATH.lstrip("/"), speak_path=SPEAK_PATH.lstrip("/"), target=server.target)
     return page
 
 

@@ -522,6 +522,12 @@ class TranscriptionMachine:
         self.max_stream_s = max_stream_s
         self.done_timeout_s = done_timeout_s
         self.finished = False
+        self.accepted_at: float | None = None
+        """``now`` of the first server event that is not an ``error``, on any stream: proof the endpoint accepted a
+        stream (vLLM sends ``session.created`` on accept; through SageMaker and the bridge that is the container's
+        first frame). An opened stream is not proof: SageMaker's HTTP/2 call returns before the container answers, and
+        the bridge accepts every WebSocket at once and may refuse with an ``error`` event (``server_busy``,
+        ``upstream_unavailable``)."""
         self._streams: dict[int, _Stream] = {}
         self._last_stream = 0
         self._active: int | None = None  # the stream new audio goes to
@@ -607,6 +613,8 @@ class TranscriptionMachine:
             return self._fail(RealtimeError(f"the endpoint sent a message that is not JSON: {text[:200]!r}",
                                             code="bad_message"))
         kind = event.get("type") if isinstance(event, dict) else None
+        if self.accepted_at is None and isinstance(kind, str) and kind != ERROR:
+            self.accepted_at = now
         if kind == TRANSCRIPTION_DELTA:
             generation = self._generation_on(stream)
             if generation is None:
@@ -984,8 +992,11 @@ class _Driver:
 
     def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
                  on_delta: Callable[[str], None], on_session_text: Callable[[str], None],
-                 on_replay: Callable[[str], None], clock: Callable[[], float]) -> None:
+                 on_replay: Callable[[str], None], clock: Callable[[], float],
+                 on_accepted: Callable[[], None] = lambda: None) -> None:
         self.machine = machine
+        self.on_accepted = on_accepted
+        self.accepted_told = False
         self.source = aiter(chunks)
         self.opener = opener
         self.on_delta, self.on_session_text, self.on_replay = on_delta, on_session_text, on_replay
@@ -1016,6 +1027,9 @@ class _Driver:
                     kind, stream, value = event_task.result()
                     event_task = None
                     actions = self._dispatch(kind, stream, value, now)
+                    if not self.accepted_told and self.machine.accepted_at is not None:
+                        self.accepted_told = True
+                        self.on_accepted()  # before the event's own actions: a caller shows "accepted" first
                 elif chunk_task is not None and chunk_task in done:
                     chunk = chunk_task.result()
                     chunk_task = None
@@ -1139,6 +1153,7 @@ async def transcribe_stream(
     on_delta: Callable[[str], None] = lambda delta: None,
     on_session_text: Callable[[str], None] = lambda text: None,
     on_replay: Callable[[str], None] = lambda reason: None,
+    on_accepted: Callable[[], None] = lambda: None,
     transcript: Transcript | None = None,
     session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
     max_stream_s: float = DEFAULT_MAX_STREAM_S,
@@ -1159,6 +1174,8 @@ async def transcribe_stream(
         on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats its deltas).
         on_session_text: called with each generation's final text (before joining).
         on_replay: called with a one-line reason each time audio is resent on a new stream.
+        on_accepted: called once, at the first server event that is not an ``error`` (see
+            :attr:`TranscriptionMachine.accepted_at`), before that event's delta or text is passed on.
         transcript: updated as the transcription goes (pass one to read the partial text after a failure).
         session_limit_s: audio seconds one generation may hold (finite, positive).
         max_stream_s: seconds a stream is used before the client moves to a new one (at least
@@ -1173,7 +1190,8 @@ async def transcribe_stream(
     """
     machine = TranscriptionMachine(model=model, transcript=transcript, session_limit_s=session_limit_s,
                                    max_stream_s=max_stream_s, done_timeout_s=done_timeout_s)
-    return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock).run()
+    return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock,
+                         on_accepted=on_accepted).run()
 
 
 HTTP_UNAUTHORIZED = 401

@@ -162,23 +162,46 @@ def memory_server() -> MemoryServer:
 
 class QuietBridge:
     """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
-    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything."""
+    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything.
+
+    ``gate``: when an Event, each stream accepts the WebSocket at once (as the bridge does, SageMaker requires it)
+    but sends its first event only once the test sets it (``held`` counts the streams that reached it).
+    ``refusal``: when set, that first event is the bridge's refusal instead of ``session.created``: its
+    ``upstream_unavailable`` error event, then a 1011 close (container/bridge/server.py, vLLM not reachable).
+    ``audio_bytes``: PCM16 bytes received in appends, over all streams."""
+
+    REFUSAL = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
+               "code": "upstream_unavailable"}
 
     def __init__(self) -> None:
         self.answers: int | None = None
         self.answer_done = True
+        self.gate: threading.Event | None = None
+        self.refusal: dict | None = None
+        self.held = 0
         self.streams = 0
         self.closed = 0
+        self.audio_bytes = 0
 
     async def handle(self, connection) -> None:
         self.streams += 1
         text, appends = "", 0
+        if (gate := self.gate) is not None:
+            self.held += 1
+            while not gate.is_set():  # the client's events wait in the socket meanwhile
+                await asyncio.sleep(0.005)
+        if self.refusal is not None:
+            await connection.send(json.dumps(self.refusal))
+            await connection.close(1011)
+            self.closed += 1
+            return
         await connection.send(json.dumps({"type": "session.created"}))
         try:
             async for message in connection:
                 event = json.loads(message)
                 if event["type"] == "input_audio_buffer.append":
                     appends += 1
+                    self.audio_bytes += len(base64.b64decode(event["audio"]))
                     if self.answers is None or appends <= self.answers:
                         text += "word "
                         await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
@@ -201,10 +224,18 @@ class QuietBridge:
             return await serve(self.handle, "127.0.0.1", 0)
 
         server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
+
+        async def stop():
+            server.close()
+            await server.wait_closed()
+
         try:
             yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/invocations-bidirectional-stream"
         finally:
-            loop.call_soon_threadsafe(server.close)
+            if self.gate is not None:
+                self.gate.set()  # a held stream would keep the server from closing
+            with contextlib.suppress(TimeoutError):
+                asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(5)
 

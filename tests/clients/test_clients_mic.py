@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -722,3 +723,68 @@ def test_errors_read_as_one_line_in_the_users_words(message, summary):
     summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
     assert summarized == summary
     assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1
+
+
+# ---- "Recording" only once the endpoint accepted the stream (issue 24, item 6) ------------------------------------
+
+
+async def record_held(url: str, bridge, seconds: float, release: bool) -> tuple[list[dict], int]:
+    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event (``bridge.gate``), then let it go if
+    ``release``, and return every message up to the end (done or error) and the number of samples sent."""
+    client = await PageClient.connect(url)
+    await client.start()
+    audio = tone(seconds)
+    step = RATE_HZ // 10
+    for start in range(0, len(audio), step):  # 1 s, under MAX_AHEAD_S: sent at once
+        await client.connection.send(audio[start:start + step].tobytes())
+    await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
+    deadline = time.monotonic() + LIVENESS_S
+    while not bridge.held and time.monotonic() < deadline:  # the stream is open, its first event held back
+        await asyncio.sleep(0.01)
+    assert bridge.held == 1
+    if release:
+        bridge.gate.set()
+    from websockets.exceptions import ConnectionClosed
+
+    with contextlib.suppress(ConnectionClosed):
+        while (await client.next(LIVENESS_S))["type"] not in ("done", "error"):
+            pass
+    return client.messages, len(audio)
+
+
+def test_started_comes_at_the_endpoints_first_event_and_the_audio_sent_before_it_is_all_transcribed(quiet_page):
+    bridge, url = quiet_page
+    bridge.gate = threading.Event()
+    messages, samples = asyncio.run(record_held(url, bridge, 1.0, release=True))
+    assert messages[0]["type"] == "started" and re.fullmatch(
+        r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream", messages[0]["target"]), messages[0]
+    assert [message["type"] for message in messages[1:-1]] == ["transcript"] * (len(messages) - 2)
+    assert messages[-1]["type"] == "done" and messages[-1]["text"].startswith("word ")
+    assert abs(bridge.audio_bytes // 2 - expected_16k_samples(samples)) <= 1  # nothing lost while it waited
+
+
+def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(quiet_page):
+    bridge, url = quiet_page
+    bridge.gate = threading.Event()  # never set: the stream is open but the endpoint never answers
+    try:
+        messages, _ = asyncio.run(record_held(url, bridge, 1.0, release=False))
+    finally:
+        bridge.gate.set()
+    assert [message["type"] for message in messages] == ["error"], messages
+    assert re.fullmatch(r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream did not accept the stream: nothing "
+                        r"came back in 1 s\. Check that the endpoint is in service and its logs, then press Record "
+                        r"again\.", messages[0]["summary"]), messages[0]
+
+
+def test_a_refused_stream_ends_in_one_error_and_never_says_started(quiet_page):
+    """The bridge accepts every WebSocket at once and refuses with an error event when vLLM is not reachable."""
+    bridge, url = quiet_page
+    bridge.gate = threading.Event()
+    bridge.refusal = bridge.REFUSAL
+    messages, _ = asyncio.run(record_held(url, bridge, 1.0, release=True))
+    assert [message["type"] for message in messages] == ["error"], messages
+    assert messages[0]["message"] == ("the endpoint reported an error (upstream_unavailable): the model server is not "
+                                      "reachable (Connect call failed); retry later; the model server is not "
+                                      "reachable (still loading, or crashed); retry in a minute")
+    assert messages[0]["summary"] == ("The endpoint reported an error (upstream_unavailable): the model server is not "
+                                      "reachable (Connect call failed).")

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -649,3 +650,71 @@ def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_ne
                         r"endpoint is in service and its logs, then press Record again\.", failed["error"])
     assert failed["transcript"] == "word word word " and (failed["recordDisabled"], failed["stopDisabled"]) == (False, True)
     assert done["transcript"].startswith("word ") and done["error"] == "" and bridge.streams == 2
+
+
+STATE_LOG = """() => {
+    const root = document.querySelector(".voicectl-recorder");
+    window.voicectlStates = [root.dataset.state];
+    new MutationObserver(() => {
+        const states = window.voicectlStates;
+        if (states[states.length - 1] !== root.dataset.state) states.push(root.dataset.state);
+    }).observe(root, {attributes: true, attributeFilter: ["data-state"]});
+}"""
+"""Logs every change of the recorder's state (each state once per run of it), so a state shown for an instant is
+seen too."""
+
+
+def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(browser):
+    """issue 24: "Recording: streaming to ..." showed once the call was opened, before the endpoint accepted it. The
+    fake container holds its first event until the test lets it go: the states are asserted in order, not timed."""
+    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    bridge = QuietBridge()
+    with bridge.serving() as container:
+        args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
+        with mic.serve(args) as url:
+            page = browser.new_page()
+            try:
+                page.goto(url)
+                page.get_by_role("button", name="Record").wait_for()
+                page.evaluate(STATE_LOG)
+                bridge.gate = threading.Event()
+                page.get_by_role("button", name="Record").click()
+                wait_until(lambda: bridge.held == 1, 10)  # the stream is open; its first event is held back
+                held_samples = int(wait_until(lambda: int(recorder_state(page).get("samples") or 0) > 0
+                                              and recorder_state(page)["samples"], 10))
+                connecting = recorder_state(page)  # the first event is still held: no "started" can have come
+                bridge.gate.set()
+                recording = wait_until(lambda: (state := recorder_state(page))["state"] == "recording" and state, 10)
+                wait_until(lambda: recorder_state(page)["transcript"], 10)
+                page.get_by_role("button", name="Stop").click()
+                done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+                accepted_states = page.evaluate("window.voicectlStates")
+
+                page.evaluate("window.voicectlStates = [document.querySelector('.voicectl-recorder').dataset.state]")
+                bridge.gate, bridge.refusal = threading.Event(), bridge.REFUSAL
+                page.get_by_role("button", name="Record").click()
+                wait_until(lambda: bridge.held == 2, 10)
+                refusing = recorder_state(page)
+                bridge.gate.set()
+                refused = wait_until(lambda: (state := recorder_state(page))["state"] == "error" and state, 10)
+                refused_states = page.evaluate("window.voicectlStates")
+            finally:
+                if bridge.gate is not None:
+                    bridge.gate.set()
+                page.close()
+    device = connecting["device"]
+    assert connecting["state"] == "connecting" and connecting["stopDisabled"] is False
+    assert connecting["status"] == (f"Connecting to {container}… Listening to {device}; what you say is kept and "
+                                    "sent once the endpoint accepts.")
+    assert held_samples and connecting["transcript"] == ""
+    assert recording["status"] == f"Recording: streaming to {container}. Press Stop when done."
+    assert accepted_states == ["idle", "connecting", "recording", "finishing", "done"]
+    samples, rate_hz = int(done["samples"]), int(done["sampleRate"])
+    assert abs(bridge.audio_bytes // 2 - samples * 16_000 / rate_hz) <= 1  # the audio captured while held included
+    assert done["transcript"].startswith("word ") and done["error"] == ""
+
+    assert refusing["state"] == "connecting"
+    assert refused_states == ["done", "connecting", "error"]  # from the last recording's end: never "recording"
+    assert refused["error"] == ("The endpoint reported an error (upstream_unavailable): the model server is not "
+                                "reachable (Connect call failed).")
+    assert (refused["recordDisabled"], refused["stopDisabled"]) == (False, True)

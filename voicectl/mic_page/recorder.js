@@ -1,5 +1,5 @@
 // The recorder of `voicectl mic`. Gradio runs this file as the js_on_load of a gr.HTML component (recorder.html),
-// with `element` (the component's root) and `props` (`recording_path`, set by voicectl/mic.py).
+// with `element` (the component's root) and `props` (`recording_path`, `speak_path`, `target`: set by voicectl/mic.py).
 //
 // One recording = one WebSocket to voicectl mic = one transcription. The microphone is captured by an AudioWorklet
 // at the AudioContext's sample rate and every sample is sent, as float32 little-endian mono frames, from the moment
@@ -9,8 +9,10 @@
 // last full chunk when Stop is pressed, and chunks captured while its stream is starting (gradio 6.31 Audio frontend).
 //
 // State for tests and debugging, on the `.voicectl-recorder` element's dataset: `state` (idle, connecting, recording,
-// finishing, done, error, empty), `samples` (samples captured in this recording), `sampleRate` (Hz), `level` (the
-// input's peak of the last 100 ms, 0-1), `device` (the microphone's label), `stalled` (seconds without an answer).
+// finishing, done, error, empty; "connecting" lasts until the endpoint has accepted the stream, i.e. until the
+// server's "started", sent at the endpoint's first event: audio captured meanwhile is kept and sent, none is lost),
+// `samples` (samples captured in this recording), `sampleRate` (Hz), `level` (the input's peak of the last 100 ms,
+// 0-1), `device` (the microphone's label), `stalled` (seconds without an answer).
 //
 // The WebSocket (and so the stream to the endpoint) opens at the first captured audio: a recording stopped before
 // any audio (zero length) opens no stream. Accessibility: the transcript is a labelled log that is not itself live;
@@ -192,7 +194,8 @@ class Recording {
     this.tap.port.onmessage = (event) => (event.data === null ? this.onFlushed() : this.onAudio(event.data));
     if (this.stopRequested) return this.onFlushed(); // stopped before any audio: nothing to capture or send
     this.context.createMediaStreamSource(this.media).connect(this.tap);
-    setState("connecting", `Connecting to the endpoint… (listening to ${root.dataset.device})`);
+    setState("connecting", `Connecting to ${props.target}… Listening to ${root.dataset.device}; what you say is ` +
+      "kept and sent once the endpoint accepts.");
   }
 
   // The recording's WebSocket, opened at the first captured audio (a zero-length recording opens none).
