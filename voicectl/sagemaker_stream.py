@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voicectl.errors import no_credentials_message
-from voicectl.realtime import RealtimeError, TransportClosed, decode_frame
+from voicectl.realtime import MAX_EVENT_BYTES, RealtimeError, TransportClosed, decode_frame
 
 BIDI_PORT = 8443
 """Port of SageMaker's bidirectional streaming runtime endpoint (AWS blog cited in the module docstring)."""
@@ -517,6 +517,11 @@ class SageMakerStreamTransport:
             if not isinstance(event, ResponseStreamEventPayloadPart):
                 continue  # an event type newer than this SDK: nothing to deliver
             frame += event.value.bytes_ or b""
+            if len(frame) > MAX_EVENT_BYTES:  # bounded while the parts are joined, not only once the frame is whole
+                self._response_failed()
+                raise RealtimeError(f"endpoint {self.endpoint_name!r} sent a frame of more than {MAX_EVENT_BYTES:,} "
+                                    "bytes in PARTIAL parts, more than the client accepts (MAX_EVENT_BYTES); check "
+                                    "what answers at that address", code="message_too_large")
             if event.value.completion_state != PARTIAL:
                 return decode_frame(bytes(frame), f"endpoint {self.endpoint_name!r}")
 

@@ -810,6 +810,27 @@ def test_sagemaker_partial_payload_parts_are_joined_into_one_frame():
     assert asyncio.run(scenario()) == '{"type":"transcription.delta","delta":"hé"}'
 
 
+def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame_is_whole():
+    """A server that never ends its PARTIAL parts cannot grow the joined frame past MAX_EVENT_BYTES (issue 27)."""
+    from voicectl.realtime import MAX_EVENT_BYTES
+
+    part = "x" * (256 * 1024)
+    parts = MAX_EVENT_BYTES // len(part) + 2  # past the cap, and never a part that is not PARTIAL
+
+    async def scenario():
+        body = b"".join(response_part(part, "PARTIAL") for _ in range(parts))
+        transport, *_, drain = await open_mock_stream(body)
+        try:
+            return await transport.receive_text()
+        finally:
+            await transport.close()
+            drain.cancel()
+
+    with pytest.raises(RealtimeError, match=r"more than 1,048,576 bytes in PARTIAL parts") as raised:
+        asyncio.run(scenario())
+    assert raised.value.code == "message_too_large"
+
+
 @pytest.mark.parametrize(("event", "pattern", "code"), [
     (exception_event("ModelStreamError", {"Message": "socket closed", "ErrorCode": "ModelStreamError"}),
      r"ModelStreamError from endpoint 'voxtral-ep' \(ModelStreamError\): socket closed.*CloudWatch", "ModelStreamError"),
