@@ -75,6 +75,7 @@ from voicectl.realtime import (
 )
 from voicectl.transcribe import (
     EXIT_FAILED,
+    LIMITS_HELP,
     add_target_arguments,
     format_figures,
     open_target,
@@ -150,7 +151,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        "Serve a local web page (127.0.0.1) that streams your microphone "
                                        "through the Voxtral endpoint and shows the transcript as it grows. "
                                        "Needs the optional Gradio dependency: `make mic-deps` in the repository, or "
-                                       "pip install '.[mic]' where the project is installed with pip."))
+                                       "pip install '.[mic]' where the project is installed with pip. "
+                                       + LIMITS_HELP.replace("the run ends with exit code 1 and one line on stderr",
+                                                             "the recording ends with one error on the page")))
     add_target_arguments(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
     parser.add_argument("--sonic-endpoint", metavar="NAME",

@@ -58,3 +58,18 @@ def test_subcommand_help_from_the_console_script(tmp_path, command):
     assert done.returncode == 0, done.stderr
     assert f"usage: voicectl {command}" in done.stdout
     assert "``" not in done.stdout
+
+
+@pytest.mark.parametrize("command", ["transcribe", "mic"])
+def test_the_commands_that_transcribe_name_their_limits_in_help(command):
+    """Issue 27: the bounds on what a server may send are named, with their values, in --help."""
+    if command == "mic":
+        pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    from voicectl.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
+
+    parser = cli.build_parser()
+    (subparsers,) = [action for action in parser._actions if action.dest == "command"]
+    description = " ".join(subparsers.choices[command].description.split())
+    for name, value in (("MAX_EVENT_BYTES", f"{MAX_EVENT_BYTES:,}"), ("MAX_EVENT_DEPTH", str(MAX_EVENT_DEPTH)),
+                        ("MAX_TRANSCRIPT_CHARS", f"{MAX_TRANSCRIPT_CHARS:,}")):
+        assert f"{value}" in description and f"({name})" in description, (command, name)
