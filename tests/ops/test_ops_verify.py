@@ -168,7 +168,8 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     out = capsys.readouterr().out
     assert "OK       voxtral-realtime: status: InService" in out
     entries = len(synthesized(ops_variant.outdir, "voxtral-realtime")[0]["Environment"])
-    assert entries == 20  # 14 for the bridge and vLLM (KV_BLOCKS_PER_STREAM among them), 6 keep the container offline
+    # 15 for the bridge and vLLM (KV_BLOCKS_PER_STREAM and MM_PROCESSOR_CACHE_GB among them), 6 keep it offline
+    assert entries == 21
     assert (f"OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized ({entries} "
             "entries)" in out)
     # No key on the local-NVMe types, and the line says why (CreateEndpointConfig refuses one there).
