@@ -5,37 +5,21 @@ other handler of the directory: tests/ecs/test_release_protection.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import boto3
 import pytest
 from moto import mock_aws
 
-from tests.conftest import ROOT
-
-HANDLERS = ROOT / "constructs_lib" / "cleanup_handlers"
-REGION = "us-east-1"
+from tests.constructs.cleanup_handlers_kit import REGION, moto_environment, response_url
+from tests.constructs.cleanup_handlers_kit import handler_module as load_handler
 
 
 def handler_module():
-    """The handler as Lambda loads it: its directory on the path (it imports ``cfn_response`` from there)."""
-    if str(HANDLERS) not in sys.path:
-        sys.path.append(str(HANDLERS))
-    spec = importlib.util.spec_from_file_location("network_interfaces", HANDLERS / "network_interfaces.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_handler("network_interfaces")
 
 
 @pytest.fixture
 def ec2(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)
+    moto_environment(monkeypatch)
     with mock_aws():
         client = boto3.client("ec2", region_name=REGION)
         vpc = client.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -79,18 +63,6 @@ def test_no_interface_left_returns_at_once(ec2):
         "remaining": [], "deleted": [], "polls": 1}
 
 
-class _Responses(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
-
-    def do_PUT(self):  # noqa: N802 (http.server's name)
-        _Responses.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 class _Context:
     def get_remaining_time_in_millis(self) -> int:
         return 600_000
@@ -101,16 +73,13 @@ class _Context:
 def test_the_handler_answers_cloudformation(ec2, monkeypatch, request_type, properties, status):
     client, subnet, group, _ = ec2
     detached = interface(client, subnet, group)
-    server = HTTPServer(("127.0.0.1", 0), _Responses)
-    threading.Thread(target=server.handle_request, daemon=True).start()
-    _Responses.bodies = []
     module = handler_module()
     monkeypatch.setattr(module.boto3, "client", lambda service: client)
-    module.handler({"RequestType": request_type, "ResponseURL": f"http://127.0.0.1:{server.server_port}/r",
-                    "ResourceProperties": {"SecurityGroupIds": [group]} if properties else {},
-                    "StackId": "stack", "RequestId": "request", "LogicalResourceId": "Await"}, _Context())
-    server.server_close()
-    (body,) = _Responses.bodies
+    with response_url() as (url, bodies):
+        module.handler({"RequestType": request_type, "ResponseURL": url,
+                        "ResourceProperties": {"SecurityGroupIds": [group]} if properties else {},
+                        "StackId": "stack", "RequestId": "request", "LogicalResourceId": "Await"}, _Context())
+    (body,) = bodies
     assert body["Status"] == status and body["RequestId"] == "request"
     left = [i["NetworkInterfaceId"] for i in client.describe_network_interfaces()["NetworkInterfaces"]]
     if request_type == "Delete" and properties:

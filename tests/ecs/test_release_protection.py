@@ -5,39 +5,21 @@ missing group is fine, and CloudFormation gets SUCCESS or FAILED at its response
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import boto3
 import pytest
 from moto import mock_aws
 
-from tests.conftest import ROOT
-
-REGION = "us-east-1"
-
-
-HANDLERS = ROOT / "constructs_lib" / "cleanup_handlers"
+from tests.constructs.cleanup_handlers_kit import REGION, moto_environment, response_url
+from tests.constructs.cleanup_handlers_kit import handler_module as load_handler
 
 
 def handler_module():
-    """The handler as Lambda loads it: its directory on the path (it imports ``cfn_response`` from there)."""
-    if str(HANDLERS) not in sys.path:
-        sys.path.append(str(HANDLERS))
-    spec = importlib.util.spec_from_file_location("instance_protection", HANDLERS / "instance_protection.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_handler("instance_protection")
 
 
 @pytest.fixture
 def autoscaling(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)
+    moto_environment(monkeypatch)
     with mock_aws():
         client = boto3.client("autoscaling", region_name=REGION)
         ec2 = boto3.client("ec2", region_name=REGION)
@@ -92,33 +74,18 @@ def test_a_group_that_is_gone_releases_nothing(autoscaling):
     assert handler_module().on_event(event("Delete", "gone"), client) == {"group": "gone", "released": []}
 
 
-class _Responses(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
-
-    def do_PUT(self):  # noqa: N802 (http.server's name)
-        _Responses.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.parametrize("group, status", [("gpus", "SUCCESS"), (None, "FAILED")])
 def test_the_handler_answers_cloudformation_at_the_response_url(autoscaling, monkeypatch, group, status):
     client, subnet = autoscaling
     protected_group(client, subnet, "gpus", 1)
-    server = HTTPServer(("127.0.0.1", 0), _Responses)
-    threading.Thread(target=server.handle_request, daemon=True).start()
-    _Responses.bodies = []
     module = handler_module()
     monkeypatch.setattr(module.boto3, "client", lambda service: client)
-    request = event("Delete", group or "gpus", url=f"http://127.0.0.1:{server.server_port}/response")
-    if group is None:  # a request without the property: the handler reports the error instead of hanging
-        del request["ResourceProperties"]["AutoScalingGroupName"]
-    module.handler(request, None)
-    server.server_close()
-    (body,) = _Responses.bodies
+    with response_url() as (url, bodies):
+        request = event("Delete", group or "gpus", url=url)
+        if group is None:  # a request without the property: the handler reports the error instead of hanging
+            del request["ResourceProperties"]["AutoScalingGroupName"]
+        module.handler(request, None)
+    (body,) = bodies
     assert body["Status"] == status and body["LogicalResourceId"] == "Release" and body["RequestId"] == "request"
     if status == "SUCCESS":
         assert body["Data"] == {"Group": "gpus", "Released": "1"} and protection(client, "gpus") == (False, [False])
