@@ -7,7 +7,7 @@ import base64
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -219,3 +219,17 @@ class RawClient:
 
     def abort(self) -> None:
         self.writer.transport.abort()
+
+
+def bounded_runner(timeout_s: float) -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    """A function that runs a coroutine to completion on a new event loop, bounded by ``timeout_s`` seconds (a
+    liveness bound: the ``run`` fixture of tests/bridge and tests/vllm)."""
+
+    def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+        async def bounded() -> Any:
+            async with asyncio.timeout(timeout_s):
+                return await coroutine
+
+        return asyncio.run(bounded())
+
+    return _run

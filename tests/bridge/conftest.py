@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
+
+from tests.bridge.bridge_testkit import bounded_runner
 
 #: Upper bound on one scenario, seconds (each takes well under a second except the 500-cycle test).
 SCENARIO_TIMEOUT_S = 30.0
@@ -16,15 +17,7 @@ SCENARIO_TIMEOUT_S = 30.0
 @pytest.fixture
 def run() -> Callable[[Coroutine[Any, Any, Any]], Any]:
     """Run a coroutine to completion on a new event loop, bounded by SCENARIO_TIMEOUT_S."""
-
-    def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
-        async def bounded() -> Any:
-            async with asyncio.timeout(SCENARIO_TIMEOUT_S):
-                return await coroutine
-
-        return asyncio.run(bounded())
-
-    return _run
+    return bounded_runner(SCENARIO_TIMEOUT_S)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ The test that stops vLLM with SIGTERM runs last (marked `stops_vllm`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.bridge.bridge_testkit import bounded_runner
 from voicectl.local import real_vllm
 from voicectl.local.fake_vllm import free_port
 
@@ -109,12 +109,4 @@ def vllm(vllm_server: RealVllm) -> RealVllm:
 @pytest.fixture
 def run() -> Callable[[Coroutine[Any, Any, Any]], Any]:
     """Run a coroutine to completion on a new event loop, bounded by SCENARIO_TIMEOUT_S."""
-
-    def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
-        async def bounded() -> Any:
-            async with asyncio.timeout(SCENARIO_TIMEOUT_S):
-                return await coroutine
-
-        return asyncio.run(bounded())
-
-    return _run
+    return bounded_runner(SCENARIO_TIMEOUT_S)
