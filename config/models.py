@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from constructs_lib import capacity
-from constructs_lib.cuda_compat import dockerfile_base_image
-from constructs_lib.instance_types import InstanceSpec
-from constructs_lib.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
+from constructs_lib.facts.cuda_compat import dockerfile_base_image
+from constructs_lib.facts.instance_types import InstanceSpec
+from constructs_lib.sagemaker_endpoint.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
 
 # --- Voxtral (speech to text) on vLLM behind the bridge --------------------------------------------------------------
 
@@ -22,7 +22,7 @@ VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
 #: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only InferenceAmiVersion whose
 #: driver runs the CUDA 13.0 (cu130) vLLM deep-learning container the bridge image is built on; the older ones
 #: (driver 535 / 550, CUDA 12.x) would need CUDA forward compatibility, which their container toolkit does not mount
-#: (constructs_lib/cuda_compat.py; the settings check it).
+#: (constructs_lib/facts/cuda_compat.py; the settings check it).
 VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 
 #: The bridge image's build context: ``cdk synth`` builds ``container/`` as an asset unless ``voxtral.image_uri`` is set.
@@ -45,7 +45,7 @@ BRIDGE_DRAIN_S = 25
 
 def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
     """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``: the ``fit`` of
-    the capacity model (:func:`constructs_lib.capacity.fit`, which follows vLLM's own KV-cache accounting)."""
+    the capacity model (:func:`constructs_lib.facts.capacity.fit`, which follows vLLM's own KV-cache accounting)."""
     return capacity.fit(spec, max_model_len, gpu_memory_utilization).fit
 
 

@@ -37,7 +37,7 @@ from config.models import (
     bridge_base_image,
 )
 from constructs_lib import capacity, cuda_compat, instance_types
-from constructs_lib.ecs_props import (
+from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,
     check_certificate_arn,
@@ -46,18 +46,18 @@ from constructs_lib.ecs_props import (
     check_health_path,
     check_root_volume_gib,
 )
-from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
-from constructs_lib.endpoint_props import (
+from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
+from constructs_lib.sagemaker_endpoint.props import (
     INFERENCE_AMI_VERSIONS,
     ProductionVariant,
     RollingUpdate,
     check_log_retention_days,
     check_model_data_s3_uri,
 )
-from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
-from constructs_lib.network_props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
+from constructs_lib.network.props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
-from constructs_lib.names import (
+from constructs_lib.facts.names import (
     ECR_IMAGE_RE,
     REGION_RE,
     check_ecr_image_uri,
@@ -71,7 +71,7 @@ from constructs_lib.names import (
     check_regional_arn,
     check_secret_arn,
 )
-from constructs_lib.scaling_props import check_capacity, check_cooldown_s, check_target_value
+from constructs_lib.sagemaker_endpoint.scaling_props import check_capacity, check_cooldown_s, check_target_value
 from constructs_lib.validation import Problems, show
 
 Props = TypeVar("Props")
@@ -221,13 +221,13 @@ class VoxtralSettings(EndpointSettings):
     image_uri: str | None = None
     max_model_len: int = 45000
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what the capacity
-    #: model says one GPU of the instance type serves at max_model_len (constructs_lib/capacity.py), for each type of
+    #: model says one GPU of the instance type serves at max_model_len (constructs_lib/facts/capacity.py), for each type of
     #: instance_pools its own (each pool type whose cap differs runs a Model of its own: InstancePool
     #: ModelNameOverride).
     max_num_seqs: int | Literal["auto"] = "auto"
     gpu_memory_utilization: float = 0.9
     #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the streams where the KV
-    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, constructs_lib/capacity.py).
+    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, constructs_lib/facts/capacity.py).
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
@@ -343,7 +343,7 @@ class VoxtralSettings(EndpointSettings):
     def stream_cap_warning(self) -> str | None:
         """A warning when an explicit ``max_num_seqs`` is above the compute cap of the GPU that sizes it (the KV
         cache holds the streams, but one GPU likely cannot decode that many in real time: every stream then falls
-        behind), or None. Not an error: the compute cap is an estimate (constructs_lib/capacity.py; measure with
+        behind), or None. Not an error: the compute cap is an estimate (constructs_lib/facts/capacity.py; measure with
         bench/capacity_bench.py). The Voxtral stacks print it as a CDK warning at synth."""
         fitted = self.capacity()
         if self.max_num_seqs == "auto" or fitted is None or fitted.compute_cap is None:
@@ -374,7 +374,7 @@ class VoxtralSettings(EndpointSettings):
         return self.props(BridgeAlarmThresholds, caps_differ=self.caps_differ)
 
     def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
-        """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/cuda_compat.py): the
+        """Whether the image's CUDA runs on ``inference_ami_version``'s driver (constructs_lib/facts/cuda_compat.py): the
         image is ``image_uri`` when set, else the base image of ``container_dir/Dockerfile`` (the asset built at
         synth). INCOMPATIBLE is a settings problem; UNKNOWN (a tag that names no CUDA) and the compatibility modes
         are warnings of the Voxtral stack."""
@@ -458,12 +458,12 @@ class VoxtralSettings(EndpointSettings):
                 f"weights ({fitted.weight_bytes / 2**30:.1f} GiB), activations and CUDA graphs "
                 f"({fitted.overhead_bytes / 2**30:.1f} GiB) and KV cache ({fitted.kv_bytes / 2**30:.1f} GiB) for at "
                 f"most {fitted.fit} live stream(s) of that length ({fitted.stream_kv_bytes / 2**30:.2f} GiB of KV "
-                f"each); {advice} (capacity model: constructs_lib/capacity.py, README 'Capacity')"
+                f"each); {advice} (capacity model: constructs_lib/facts/capacity.py, README 'Capacity')"
             )
 
     def _fp8_problem(self, p: Problems, key: str, name: str, gpu_model: str) -> None:
         """``kv_cache_dtype=fp8`` on a GPU where vLLM 0.31.0 cannot run it for this model (the reason names the vLLM
-        files: constructs_lib/capacity.py ``fp8_kv_cache_problem``)."""
+        files: constructs_lib/facts/capacity.py ``fp8_kv_cache_problem``)."""
         reason = capacity.fp8_kv_cache_problem(gpu_model)
         if reason is not None:
             p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, name)}: {reason}; set voxtral.kv_cache_dtype="

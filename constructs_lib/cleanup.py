@@ -14,7 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from constructs_lib.endpoint_props import LOG_RETENTION
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov
 
 #: The handlers' code: one directory, one module per custom resource, ``cfn_response`` shared.

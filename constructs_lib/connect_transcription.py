@@ -50,7 +50,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
-from constructs_lib.endpoint_props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
+from constructs_lib.sagemaker_endpoint.props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
 from constructs_lib.nag import acknowledge_compliance, nag_render
 from constructs_lib.validation import Problems
@@ -245,7 +245,7 @@ class ConnectTranscription(Construct):
         image = ecs.ContainerImage.from_registry(props.image_uri) if props.image_uri else ecs.ContainerImage.from_asset(
             props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
             exclude=["*", "!voicectl", "!voicectl/**", "!constructs_lib/__init__.py",
-                     "!constructs_lib/model_staging_build", "!constructs_lib/model_staging_build/**",
+                     "!constructs_lib/artifacts/model_staging_build", "!constructs_lib/artifacts/model_staging_build/**",
                      "!config", "!config/**", "!requirements.lock", "!pyproject.toml", "**/__pycache__"])
         container = task.add_container(
             "Consumer", image=image,

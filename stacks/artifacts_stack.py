@@ -10,8 +10,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
 from config.settings import Settings
-from constructs_lib.bridge_image import BridgeImage, BridgeImageProps
-from constructs_lib.model_bucket import ModelBucket, ModelBucketProps
+from constructs_lib.artifacts.bridge_image import BridgeImage, BridgeImageProps
+from constructs_lib.artifacts.model_bucket import ModelBucket, ModelBucketProps
 from stacks.foundation_stack import Foundation
 
 

@@ -12,11 +12,11 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.settings import EndpointSettings, Settings
-from constructs_lib.endpoint_props import ImageContainer, ModelPackageContainer, RealtimeEndpointProps, RollingUpdate
-from constructs_lib.execution_role import SageMakerExecutionRole
-from constructs_lib.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
+from constructs_lib.sagemaker_endpoint.props import ImageContainer, ModelPackageContainer, RealtimeEndpointProps, RollingUpdate
+from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
+from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
-from constructs_lib.scaling_props import InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling, TargetTracking
 from stacks.foundation_stack import Foundation
 
 
@@ -25,7 +25,7 @@ class EndpointStack(Stack):
 
     Attributes:
         role: the endpoint's execution role (subclasses grant what their container reads).
-        endpoint: the :class:`~constructs_lib.monitored_endpoint.MonitoredEndpoint` (set by :meth:`add_endpoint`).
+        endpoint: the :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint` (set by :meth:`add_endpoint`).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, section: EndpointSettings,

@@ -10,10 +10,10 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.encryption import DataKey
-from constructs_lib.endpoint import LOG_GROUP_PREFIX
-from constructs_lib.network import PrivateNetwork
-from constructs_lib.network_props import DataKeyProps
+from constructs_lib.network.encryption import DataKey
+from constructs_lib.sagemaker_endpoint.endpoint import LOG_GROUP_PREFIX
+from constructs_lib.network.private_network import PrivateNetwork
+from constructs_lib.network.props import DataKeyProps
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ class Foundation:
 
 
 class FoundationStack(Stack):
-    """The data key (:class:`~constructs_lib.encryption.DataKey`) and the VPC
-    (:class:`~constructs_lib.network.PrivateNetwork`), each when the settings ask for it.
+    """The data key (:class:`~constructs_lib.network.encryption.DataKey`) and the VPC
+    (:class:`~constructs_lib.network.private_network.PrivateNetwork`), each when the settings ask for it.
 
     Attributes:
         key: the data key, or None (no customer managed key, or one given by ARN: the stacks use the ARN).

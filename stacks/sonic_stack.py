@@ -9,9 +9,9 @@ from constructs import Construct
 
 from config.models import SONIC_SCALING_METRICS
 from config.settings import Settings
-from constructs_lib.endpoint_props import INVOKE, INVOKE_WITH_RESPONSE_STREAM, ModelPackageContainer
-from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
-from constructs_lib.scaling_props import TargetTracking
+from constructs_lib.sagemaker_endpoint.props import INVOKE, INVOKE_WITH_RESPONSE_STREAM, ModelPackageContainer
+from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
+from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from stacks.endpoint_stack import EndpointStack
 from stacks.foundation_stack import Foundation
 

@@ -17,9 +17,9 @@ from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings
-from constructs_lib.ecs_service import GpuEcsService, GpuEcsServiceProps
-from constructs_lib.endpoint_props import LOG_RETENTION
-from constructs_lib.names import repository_arn_from_image_uri
+from constructs_lib.ecs_service.service import GpuEcsService, GpuEcsServiceProps
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
+from constructs_lib.facts.names import repository_arn_from_image_uri
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.foundation_stack import Foundation
 from stacks.voxtral_stack import container_environment, model_weights, stream_cap_warning
@@ -30,7 +30,7 @@ MAX_AZS = 2
 
 class VoxtralEcsStack(Stack):
     """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights staged as for
-    SageMaker, the service (:class:`~constructs_lib.ecs_service.GpuEcsService`), its dashboard and outputs."""
+    SageMaker, the service (:class:`~constructs_lib.ecs_service.service.GpuEcsService`), its dashboard and outputs."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
@@ -91,7 +91,7 @@ class VoxtralEcsStack(Stack):
 def shared_service_props(scope: Construct, settings: Settings, foundation: Foundation,
                          alarm_topic: sns.ITopic) -> dict[str, Any]:
     """The props of :class:`GpuEcsServiceProps` every ECS service of the app takes alike: where it runs (network.mode
-    =vpc: the Foundation stack's private network, whose VPC endpoints include ECS's, constructs_lib/network_props.py
+    =vpc: the Foundation stack's private network, whose VPC endpoints include ECS's, constructs_lib/network/props.py
     ECS_INTERFACE_ENDPOINTS; public: a VPC of the stack's own, :func:`network`), who may call it, its logs' retention
     and key, data retention and the alarm topic."""
     return {"vpc": foundation.vpc or network(scope, settings), "subnets": foundation.private_subnets,

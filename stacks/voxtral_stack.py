@@ -14,14 +14,14 @@ from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings, VoxtralSettings
-from constructs_lib.cuda_compat import Verdict
-from constructs_lib.endpoint_props import INVOKE, INVOKE_BIDIRECTIONAL, VARIANT_NAME, ImageContainer, normalise_s3_prefix
-from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
-from constructs_lib.model_staging import ModelStaging, ModelStagingProps
-from constructs_lib.model_staging_build.stage_model.location import S3Prefix
+from constructs_lib.facts.cuda_compat import Verdict
+from constructs_lib.sagemaker_endpoint.props import INVOKE, INVOKE_BIDIRECTIONAL, VARIANT_NAME, ImageContainer, normalise_s3_prefix
+from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
+from constructs_lib.artifacts.model_staging import ModelStaging, ModelStagingProps
+from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.metrics import BridgeMetrics
-from constructs_lib.names import repository_arn_from_image_uri
-from constructs_lib.scaling_props import TargetTracking
+from constructs_lib.facts.names import repository_arn_from_image_uri
+from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from stacks.artifacts_stack import ArtifactRefs
 from stacks.endpoint_stack import EndpointStack
 from stacks.foundation_stack import Foundation
@@ -218,7 +218,7 @@ def container_environment(voxtral: VoxtralSettings, instance_type: str | None = 
         env["SM_VLLM_KV_CACHE_DTYPE"] = voxtral.kv_cache_dtype
     fitted = voxtral.capacity_of(instance_type)
     if fitted is not None:
-        # KV-cache blocks one live stream holds (constructs_lib/capacity.py): the bridge divides vLLM's reported
+        # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge divides vLLM's reported
         # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.
         env["KV_BLOCKS_PER_STREAM"] = str(fitted.stream_blocks)
     return env

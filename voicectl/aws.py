@@ -10,7 +10,7 @@ missing profile, no Region, no network) or a refused request into ``(exit code, 
 :func:`voicectl.cli.run_command` prints one line and never a traceback for them: 2 when the user's input or
 configuration is wrong (no Region, unknown profile), 1 when AWS could not be asked or refused.
 
-(The staging command, ``constructs_lib/model_staging_build/stage_model``, runs alone in CodeBuild and imports nothing
+(The staging command, ``constructs_lib/artifacts/model_staging_build/stage_model``, runs alone in CodeBuild and imports nothing
 of voicectl; ``voicectl stage-model`` hands it a session from here.)
 """
 

@@ -2,7 +2,7 @@
 
 For the Voxtral endpoint of the settings (cdk.json ``context`` plus ``-c key=value``, read by the same
 ``load_settings`` as ``cdk synth``) and any ``--instance-type`` added for comparison, prints what the capacity model
-(:mod:`constructs_lib.capacity`, which follows vLLM 0.31.0's KV-cache accounting) says one instance serves:
+(:mod:`constructs_lib.facts.capacity`, which follows vLLM 0.31.0's KV-cache accounting) says one instance serves:
 
 - streams per instance: ``voxtral.max_num_seqs`` resolved (``auto``: the smaller of the KV-cache fit and the compute
   budget; a number: that number), and both bounds;
@@ -15,7 +15,7 @@ For the Voxtral endpoint of the settings (cdk.json ``context`` plus ``-c key=val
   the autoscaling target (price / (streams x ``scaling_target_fraction``): the fleet autoscaling holds). A live stream
   transcribes audio as it is spoken, so one stream-hour is one hour of audio.
 
-With ``--compare``: every GPU instance type of the catalogue (constructs_lib/instance_types.py) that serves the
+With ``--compare``: every GPU instance type of the catalogue (constructs_lib/facts/instance_types.py) that serves the
 model, on both targets (SageMaker ``ml.*`` types; the ECS target's EC2 types, one task per GPU), at the settings'
 ``max_model_len``, ``gpu_memory_utilization`` and ``kv_cache_dtype``: streams per instance (``auto``) with the range
 the model's assumptions allow, what bounds it, instances for ``--streams N`` concurrent streams at the autoscaling
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib import capacity as model
-from constructs_lib import instance_types
-from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
+from constructs_lib.facts import instance_types
+from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
 from voicectl import price_table
 from voicectl.cli import UsageError
 from voicectl.cost import settings_from_args
@@ -85,7 +85,7 @@ def rows(settings: Any, extra_types: list[str]) -> list[Row]:
         spec = instance_types.lookup(instance_type)
         if spec is None or not spec.gpus:
             raise UsageError(f"--instance-type {instance_type}: not a GPU instance type of "
-                             f"constructs_lib/instance_types.py (GPU types: {instance_types.gpu_families()})")
+                             f"constructs_lib/facts/instance_types.py (GPU types: {instance_types.gpu_families()})")
         fitted = model.fit(spec, v.max_model_len, v.gpu_memory_utilization, kv_cache_dtype=v.kv_cache_dtype)
         if v.max_num_seqs == "auto" and instance_type in configured and len(configured) > 1:
             # Each pool type runs a Model of its own (InstancePool ModelNameOverride) with its own cap.
@@ -112,7 +112,7 @@ def format_text(table: list[Row], settings: Any) -> str:
     kv = "" if v.kv_cache_dtype == "auto" else f", kv_cache_dtype {v.kv_cache_dtype}"
     lines = [f"Voxtral Realtime on vLLM 0.31.0: max_model_len {v.max_model_len} tokens ({minutes:g} min of audio per "
              "stream),",
-             f"gpu_memory_utilization {v.gpu_memory_utilization:g}{kv} (capacity model: constructs_lib/capacity.py)"]
+             f"gpu_memory_utilization {v.gpu_memory_utilization:g}{kv} (capacity model: constructs_lib/facts/capacity.py)"]
     for row in table:
         c = row.capacity
         compute = "n/a (no speed facts for this GPU)" if c.compute_cap is None else str(c.compute_cap)

@@ -7,7 +7,7 @@ the ``region`` setting (:mod:`voicectl.pricing`), and from it:
 - per month: 730 hours (the AWS Pricing Calculator's month) x the price x ``min_instances`` and ``max_instances``;
 - per live stream-hour: the price / the streams one instance serves at once. Voxtral: ``voxtral.max_num_seqs``
   (vLLM's cap on sequences in flight, which the bridge enforces per instance; ``auto`` resolves it with the
-  capacity model, constructs_lib/capacity.py), and at the autoscaling target (``max_num_seqs x
+  capacity model, constructs_lib/facts/capacity.py), and at the autoscaling target (``max_num_seqs x
   scaling_target_fraction``, where autoscaling holds a busy fleet). A live stream transcribes
   audio as it is spoken, so a stream-hour is also an hour of audio. Sonic: concurrent synthesis requests per
   instance, :data:`SONIC_STREAMS_PER_INSTANCE` (Cartesia's published figure) or ``--sonic-streams-per-instance``.

@@ -17,7 +17,7 @@ Checks, by action:
   SearchAgreements); the SageMaker service quota "<instance type> for endpoint usage" of each instance type against
   the maximum instance count, and against the peak while an update runs old and new instances side by side (Service
   Quotas ListServiceQuotas, ListAWSDefaultServiceQuotas); the bridge image's CUDA against the NVIDIA driver of
-  ``voxtral.inference_ami_version`` (:mod:`constructs_lib.cuda_compat`).
+  ``voxtral.inference_ami_version`` (:mod:`constructs_lib.facts.cuda_compat`).
 """
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ CUDA_STATUS = {
 def check_cuda(settings: Settings, project_dir: Path) -> Finding:
     """The Voxtral image's CUDA (from its tag, or the base image of ``project_dir/container/Dockerfile``) against the
     driver of ``voxtral.inference_ami_version``: the settings' own check
-    (:meth:`config.settings.VoxtralSettings.image_compatibility`, table in :mod:`constructs_lib.cuda_compat`)."""
+    (:meth:`config.settings.VoxtralSettings.image_compatibility`, table in :mod:`constructs_lib.facts.cuda_compat`)."""
     v = settings.voxtral
     try:
         result = v.image_compatibility(project_dir / "container")

@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from constructs_lib.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
 from voicectl.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 from voicectl.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
 

@@ -1,7 +1,7 @@
 """``voicectl stage-model``: put the model's weights under an S3 prefix, pinned, verified and resumable.
 
-The command's code lives in ``constructs_lib/model_staging_build/stage_model/`` (see its :mod:`command` module),
-the folder the in-stack staging (:class:`constructs_lib.model_staging.ModelStaging`) ships to CodeBuild as is, so a
+The command's code lives in ``constructs_lib/artifacts/model_staging_build/stage_model/`` (see its :mod:`command` module),
+the folder the in-stack staging (:class:`constructs_lib.artifacts.model_staging.ModelStaging`) ships to CodeBuild as is, so a
 workstation and the deploy stage with the same code. This module only adds it to ``voicectl``.
 """
 
@@ -11,7 +11,7 @@ import argparse
 
 from typing import Any
 
-from constructs_lib.model_staging_build.stage_model import command
+from constructs_lib.artifacts.model_staging_build.stage_model import command
 from voicectl.aws import aws_session
 from voicectl.cli import UsageError
 

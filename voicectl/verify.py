@@ -21,7 +21,7 @@ Every field the synth sets is compared, one check per field, naming the field, t
   unset): a rolled-back EndpointConfig may carry a value the synth no longer sets.
   The synth leaves ``KmsKeyId`` out when an instance type of the variant (an instance pool's included) has local NVMe
   storage: CreateEndpointConfig refuses a key there (API reference, ``KmsKeyId``), so verify expects none and says
-  why (:func:`constructs_lib.instance_types.volume_key_refusal`).
+  why (:func:`constructs_lib.facts.instance_types.volume_key_refusal`).
 
 What it catches: an endpoint that is missing, not InService (Creating, Updating, Failed, RollingBack...), or InService
 on another EndpointConfig or Model than the synth's, for instance after SageMaker rolled an update back (the endpoint
@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 
 import botocore.exceptions
 
-from constructs_lib import instance_types
+from constructs_lib.facts import instance_types
 from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
 from voicectl.cli import UsageError
 

@@ -9,9 +9,9 @@ Threshold conversions (thresholds are set in milliseconds and in percent of capa
 
 * ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms -> 500000).
 * ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from 0 to 100 x vCPUs
-  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``constructs_lib/instance_types.py``
+  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``constructs_lib/facts/instance_types.py``
   (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360). A variant with instance pools of different GPU or vCPU counts scales by
-  the fewest (:func:`constructs_lib.instance_types.alarm_capacity` says why).
+  the fewest (:func:`constructs_lib.facts.instance_types.alarm_capacity` says why).
 * ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the stream cap.
 """
 
@@ -27,13 +27,13 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from constructs_lib import instance_types
+from constructs_lib.facts import instance_types
 from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
-    from constructs_lib.endpoint_interface import IEndpoint
+    from constructs_lib.sagemaker_endpoint.interface import IEndpoint
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -118,14 +118,14 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
     """The alarms of one endpoint variant, thresholds converted to each metric's unit.
 
     Args:
-        m: the variant's metrics (a :class:`~constructs_lib.endpoint.RealtimeEndpoint` is one).
+        m: the variant's metrics (a :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` is one).
         instance_type: the variant's instance type, or every type of its instance pools: GPU and CPU thresholds scale
-            with the GPUs and vCPUs (the fewest among pools: :func:`constructs_lib.instance_types.alarm_capacity`).
+            with the GPUs and vCPUs (the fewest among pools: :func:`constructs_lib.facts.instance_types.alarm_capacity`).
         t: the SageMaker alarms' thresholds.
         bridge: the thresholds of the bridge's alarms, or None for an endpoint without our bridge.
 
     Raises:
-        ValueError: an instance type is not in ``constructs_lib/instance_types.py``.
+        ValueError: an instance type is not in ``constructs_lib/facts/instance_types.py``.
     """
     types = [instance_type] if isinstance(instance_type, str) else list(instance_type)
     gpus, vcpus = instance_types.alarm_capacity(types)
@@ -253,13 +253,13 @@ class EndpointAlarms(Construct):
     """One CloudWatch alarm per :class:`AlarmRule` of the endpoint.
 
     * Rollback rules (the 5XX error rate, when the thresholds set a rollback percent) become the endpoint's
-      auto-rollback alarms when it has a rolling update (:meth:`~constructs_lib.endpoint.RealtimeEndpoint.add_rollback_alarm`).
+      auto-rollback alarms when it has a rolling update (:meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_rollback_alarm`).
     * Alarms that treat missing data as breaching (EndpointHealth) are created only after the endpoint is InService
       (CloudFormation finishes creating an AWS::SageMaker::Endpoint then), so they start with instance data instead
       of sitting in ALARM, and paging, through the first deployment. Rollback alarms cannot wait (the Endpoint's
       DeploymentConfig names them), and they treat missing data as not breaching.
 
-    Usually made by :meth:`~constructs_lib.endpoint.RealtimeEndpoint.add_alarms`.
+    Usually made by :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_alarms`.
 
     Attributes:
         rules: the rules, in order.

@@ -25,7 +25,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from constructs_lib.endpoint_props import VARIANT_NAME
+from constructs_lib.sagemaker_endpoint.props import VARIANT_NAME
 
 #: Namespace of SageMaker's invocation metrics.
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
@@ -90,7 +90,7 @@ class EndpointMetrics:
     """SageMaker's own metrics of one endpoint variant (``AWS/SageMaker`` and ``/aws/sagemaker/Endpoints``): how to
     read each one, so that alarms, scaling policies and dashboards never spell a namespace or dimension by hand.
 
-    :class:`~constructs_lib.endpoint.RealtimeEndpoint` (and an imported endpoint) inherits these ``metric_*`` methods;
+    :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` (and an imported endpoint) inherits these ``metric_*`` methods;
     use this class directly to read the metrics of an endpoint by name (a dashboard in another stack).
 
     Args:

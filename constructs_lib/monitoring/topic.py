@@ -11,7 +11,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from constructs_lib.names import check_email
+from constructs_lib.facts.names import check_email
 from constructs_lib.validation import Problems
 
 #: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with alarms").

@@ -112,7 +112,7 @@ def test_stage_model_without_region_or_credentials_says_so_in_one_line(tmp_path)
 def test_the_staging_build_command_reports_without_a_traceback(tmp_path):
     """``python -m stage_model`` as the ModelStaging build runs it (from its own folder, no voicectl): no credentials
     is one line too, said before anything is downloaded."""
-    from constructs_lib.model_staging import BUILD_SOURCE_DIR
+    from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "PYTHONPATH"} | BARE_AWS | {
         "PYTHONDONTWRITEBYTECODE": "1", "AWS_REGION": "eu-west-1"}

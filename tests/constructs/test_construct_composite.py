@@ -7,13 +7,13 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from constructs_lib.bridge_image import BridgeImage, BridgeImageProps
-from constructs_lib.endpoint import RealtimeEndpoint
-from constructs_lib.endpoint_props import ProductionVariant
-from constructs_lib.execution_role import SageMakerExecutionRole
-from constructs_lib.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
+from constructs_lib.artifacts.bridge_image import BridgeImage, BridgeImageProps
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
+from constructs_lib.sagemaker_endpoint.props import ProductionVariant
+from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
+from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
 from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
-from constructs_lib.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
 from constructs_lib.validation import PropsError
 from tests.constructs.conftest import ACCOUNT, bare_stack, endpoint_props, only, resources, statements
 

@@ -13,8 +13,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib.endpoint import RealtimeEndpoint
-from constructs_lib.endpoint_props import (
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
+from constructs_lib.sagemaker_endpoint.props import (
     INVOKE,
     INVOKE_WITH_RESPONSE_STREAM,
     ImageContainer,
@@ -24,8 +24,8 @@ from constructs_lib.endpoint_props import (
 )
 from constructs_lib.monitoring.metrics import UNITS
 from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
-from constructs_lib.names import ENDPOINT_NAME_RE
-from constructs_lib.scaling_props import TargetTracking
+from constructs_lib.facts.names import ENDPOINT_NAME_RE
+from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from constructs_lib.validation import PropsError
 from tests.constructs.conftest import (
     ACCOUNT,
@@ -174,7 +174,7 @@ def test_a_type_the_catalogue_does_not_know_keeps_the_key_with_a_warning_never_a
     assert config["Properties"]["KmsKeyId"] == VOLUME_KEY
     infos, (warning,) = infos_and_warnings(stack)
     assert infos == []
-    assert warning.startswith("KmsKeyId is set, but constructs_lib/instance_types.py does not know whether "
+    assert warning.startswith("KmsKeyId is set, but constructs_lib/facts/instance_types.py does not know whether "
                               "ml.r5.large has local NVMe instance storage: if so, CreateEndpointConfig fails")
     assert "[ack: realtime-voice:volume-key-unknown-storage]" in warning
     # Without a key there is nothing to decide: no warning.
@@ -432,7 +432,7 @@ def test_bad_scaling_and_alarm_props_are_reported_by_their_constructs():
         "alarm fires above it, and use never exceeds 100 %)",
     ]
     uncatalogued = RealtimeEndpoint(bare_stack(), "Cpu", endpoint_props(variant=ProductionVariant("ml.inf2.xlarge")))
-    with pytest.raises(PropsError, match="without vCPU and GPU facts in constructs_lib/instance_types.py"):
+    with pytest.raises(PropsError, match="without vCPU and GPU facts in constructs_lib/facts/instance_types.py"):
         uncatalogued.add_alarms()
 
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from constructs_lib.encryption import DataKey
-from constructs_lib.endpoint import RealtimeEndpoint
-from constructs_lib.network import PrivateNetwork
-from constructs_lib.network_props import DataKeyProps, ExistingVpc, PrivateNetworkProps
+from constructs_lib.network.encryption import DataKey
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
+from constructs_lib.network.private_network import PrivateNetwork
+from constructs_lib.network.props import DataKeyProps, ExistingVpc, PrivateNetworkProps
 from constructs_lib.validation import PropsError
 from tests.constructs.conftest import ACCOUNT, bare_stack, endpoint_props, only, resources
 

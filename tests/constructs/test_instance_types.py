@@ -1,11 +1,11 @@
-"""The instance catalogue's local-storage facts (constructs_lib/instance_types.py): every family carries one with
+"""The instance catalogue's local-storage facts (constructs_lib/facts/instance_types.py): every family carries one with
 its source, the families AWS names are recorded the way AWS names them, and an unknown type is reported as unknown."""
 
 from __future__ import annotations
 
 import pytest
 
-from constructs_lib import instance_types
+from constructs_lib.facts import instance_types
 
 # CreateEndpointConfig, KmsKeyId: these families carry NVMe instance storage (SageMaker names ml.g4dn, ml.g5 and
 # ml.p4d; the EC2 instance-store table the rest), so an EndpointConfig on them must not set KmsKeyId.

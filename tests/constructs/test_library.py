@@ -21,9 +21,9 @@ LIBRARY = ROOT / "constructs_lib"
 #: Top-level packages of this repository the library must not import (it is imported by them).
 APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
 #: The library's modules that must load without aws_cdk (the settings layer and voicectl import them).
-CDK_FREE = ("constructs_lib.endpoint_props", "constructs_lib.scaling_props", "constructs_lib.monitoring.thresholds",
-            "constructs_lib.names", "constructs_lib.validation", "constructs_lib.instance_types",
-            "constructs_lib.model_staging_build.stage_model.command", "constructs_lib.network_props")
+CDK_FREE = ("constructs_lib.sagemaker_endpoint.props", "constructs_lib.sagemaker_endpoint.scaling_props", "constructs_lib.monitoring.thresholds",
+            "constructs_lib.facts.names", "constructs_lib.validation", "constructs_lib.facts.instance_types",
+            "constructs_lib.artifacts.model_staging_build.stage_model.command", "constructs_lib.network.props")
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -60,7 +60,7 @@ def test_props_checks_and_facts_load_without_aws_cdk():
 def test_every_public_name_resolves():
     for name in constructs_lib.__all__:
         assert getattr(constructs_lib, name) is not None, name
-    assert constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.endpoint"
+    assert constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.sagemaker_endpoint.endpoint"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         constructs_lib.Nope  # noqa: B018
 

@@ -28,7 +28,7 @@ EXISTING_ECS = {
     "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
     "network.create_endpoints": "false",
 }
-#: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network_props.py).
+#: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network/props.py).
 ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}
 SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.settings import SettingsError, load_settings
-from constructs_lib.ecs_props import (
+from constructs_lib.ecs_service.props import (
     ECS_MAX_STOP_TIMEOUT_S,
     GpuCapacity,
     alb_idle_timeout_s,

@@ -1,4 +1,4 @@
-"""The capacity model (constructs_lib/capacity.py): vLLM 0.31.0's KV-cache accounting for Voxtral Realtime, pinned per
+"""The capacity model (constructs_lib/facts/capacity.py): vLLM 0.31.0's KV-cache accounting for Voxtral Realtime, pinned per
 supported GPU and context length. A change of a fact or an estimate shows here as a changed figure."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from constructs_lib import capacity
-from constructs_lib.instance_types import lookup
+from constructs_lib.facts.instance_types import lookup
 
 MiB = 2**20
 

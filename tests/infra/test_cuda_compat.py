@@ -1,4 +1,4 @@
-"""constructs_lib/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their sources, and the pinned image
+"""constructs_lib/facts/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their sources, and the pinned image
 runs on the default AMI."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from config.models import bridge_base_image
 from config.settings import INFERENCE_AMI_VERSIONS, VOXTRAL_DEFAULT_AMI, SettingsError, load_settings
 from tests.conftest import ROOT, cdk_json_context
-from constructs_lib.cuda_compat import (
+from constructs_lib.facts.cuda_compat import (
     DLC_IMAGES,
     INFERENCE_AMIS,
     CudaVersion,

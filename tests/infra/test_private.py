@@ -206,7 +206,7 @@ def check_volume_keys(synthesized, key: str) -> list[str]:
     """CreateEndpointConfig, KmsKeyId: no EndpointConfig sets KmsKeyId on a local-storage instance type (it would
     fail), each of those records why for checkov, and every EBS-backed one is under ``key``. Returns the local-storage
     types seen."""
-    from constructs_lib.instance_types import has_local_storage
+    from constructs_lib.facts.instance_types import has_local_storage
 
     seen = []
     for name, config in every_resource(synthesized, "AWS::SageMaker::EndpointConfig").items():

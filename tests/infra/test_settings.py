@@ -11,7 +11,7 @@ import pytest
 
 from config.models import max_num_seqs_that_fit
 from config.settings import SettingsError, default_context, load_settings
-from constructs_lib import instance_types
+from constructs_lib.facts import instance_types
 from tests.conftest import ROOT, cdk_json_context
 
 OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic36-abc"
@@ -93,7 +93,7 @@ def test_unknown_instance_family_is_not_a_sagemaker_type():
 
 def test_sagemaker_type_without_catalogue_facts_names_the_catalogue():
     problem = one_problem(**{"voxtral.instance_type": "ml.inf2.xlarge"})
-    assert "constructs_lib/instance_types.py" in problem and "ml.g6.*" in problem
+    assert "constructs_lib/facts/instance_types.py" in problem and "ml.g6.*" in problem
 
 
 def test_catalogue_holds_only_sagemaker_types():
@@ -138,7 +138,7 @@ def test_sonic_supported_instance_types_are_accepted(instance_type):
 def test_gpu_memory_too_small_for_model_len_times_seqs():
     problem = one_problem(**{"voxtral.max_num_seqs": 16})
     assert problem.startswith("voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
-    # The figures of the capacity model (constructs_lib/capacity.py) are in the message.
+    # The figures of the capacity model (constructs_lib/facts/capacity.py) are in the message.
     assert ("one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA "
             "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length (1.30 GiB of KV "
             "each); lower max_num_seqs or max_model_len") in problem
@@ -375,7 +375,7 @@ def test_literal_settings_list_the_values_of_the_facts_they_come_from():
 
 def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
     """One rule, one wording: a prop's check reports the setting's key when the settings run it."""
-    from constructs_lib.endpoint_props import ProductionVariant
+    from constructs_lib.sagemaker_endpoint.props import ProductionVariant
     from constructs_lib.validation import Problems
 
     problems = Problems()

@@ -218,7 +218,7 @@ def test_voxtral_container_environment(voxtral):
     assert env["SM_VLLM_SERVED_MODEL_NAME"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
     assert env["SM_VLLM_MAX_MODEL_LEN"] == "45000"
     assert env["SM_VLLM_MAX_NUM_SEQS"] == "4"  # max_num_seqs=auto on one L4 at 45000 tokens
-    assert env["KV_BLOCKS_PER_STREAM"] == "83"  # constructs_lib/capacity.py: one live stream at 45000 tokens
+    assert env["KV_BLOCKS_PER_STREAM"] == "83"  # constructs_lib/facts/capacity.py: one live stream at 45000 tokens
     assert env["SM_VLLM_GPU_MEMORY_UTILIZATION"] == "0.9"
     assert json.loads(env["SM_VLLM_COMPILATION_CONFIG"]) == {"cudagraph_mode": "PIECEWISE"}
     assert env["SM_VLLM_MM_PROCESSOR_CACHE_GB"] == "1"  # 2 x 1 GiB of vLLM's processor caches, not 2 x 4 GiB
@@ -362,7 +362,7 @@ def fp8_on_hopper(tmp_path_factory):
 
 def test_fp8_kv_cache_reaches_vllms_arguments_in_the_template_with_twice_the_kv_bound(fp8_on_hopper):
     """The Model's environment is what the entrypoint turns into vLLM flags: --kv-cache-dtype fp8 and the stream cap
-    of an H100 with half-size KV (93 one-hour streams, 46 in BF16; constructs_lib/capacity.py)."""
+    of an H100 with half-size KV (93 one-hour streams, 46 in BF16; constructs_lib/facts/capacity.py)."""
     from bridge.entrypoint import vllm_flags
 
     template = fp8_on_hopper.template("Voxtral")

@@ -13,7 +13,7 @@ IPv6 and IPv4).
 moto's gaps, and what the harness does about each (nothing here changes the product):
 
 - SageMaker instance types: moto's ``CreateEndpointConfig`` validation stops at older families (no ml.g6, ml.g6e,
-  ml.g7e). The harness adds every type of ``constructs_lib/instance_types.py`` to the accepted list.
+  ml.g7e). The harness adds every type of ``constructs_lib/facts/instance_types.py`` to the accepted list.
 - ``AWS::SageMaker::Endpoint``: moto ignores ``EndpointName`` and generates a name; CloudFormation uses it. The
   harness makes moto read ``EndpointName`` (``cloudformation_name_type``), so the stable name can be checked.
 - ``AWS::ECR::Repository`` without ``RepositoryName``: moto generates a mixed-case name that its own ECR rejects;
@@ -117,8 +117,8 @@ CUSTOM_RESOURCE_STAND_INS: dict[str, Callable[[dict[str, Any]], dict[str, str]]]
 
 
 def _model_staging_data(properties: dict[str, Any]) -> dict[str, str]:
-    """What ``on_event``/``is_complete`` of ``constructs_lib/model_staging_waiter/index.py`` return."""
-    from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
+    """What ``on_event``/``is_complete`` of ``constructs_lib/artifacts/model_staging_waiter/index.py`` return."""
+    from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 
     uri = properties["S3Uri"]
     return {"S3Uri": uri, "ManifestUri": uri + MANIFEST_NAME, "BuildId": f"{properties['ProjectName']}:lifecycle-test"}
@@ -363,7 +363,7 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
     from moto.cloudformation import custom_model, models as cfn_models, parsing
     from moto.sagemaker import models as sagemaker_models
 
-    from constructs_lib.instance_types import CATALOGUE
+    from constructs_lib.facts.instance_types import CATALOGUE
 
     original_validate = sagemaker_models.FakeEndpointConfig.validate_instance_type
 

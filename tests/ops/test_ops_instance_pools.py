@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from constructs_lib import instance_types
-from constructs_lib.endpoint_props import DEFAULT_POOL_PROVISION_TIMEOUT_S, ProductionVariant, rolling_update_timeout_s
+from constructs_lib.facts import instance_types
+from constructs_lib.sagemaker_endpoint.props import DEFAULT_POOL_PROVISION_TIMEOUT_S, ProductionVariant, rolling_update_timeout_s
 from constructs_lib.validation import Problems
 from config.settings import load_settings
 from tests.conftest import cdk_json_context
@@ -51,7 +51,7 @@ def model_of(template: dict, ref: dict) -> dict:
 
 def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
     """An L4 (ml.g6.4xlarge) decodes 4 one-hour streams, an L40S (ml.g6e.2xlarge) holds 23, an A10G (ml.g5.4xlarge)
-    8 (constructs_lib/capacity.py): each pool after the first names a Model of its own (ModelNameOverride) whose vLLM
+    8 (constructs_lib/facts/capacity.py): each pool after the first names a Model of its own (ModelNameOverride) whose vLLM
     gets that GPU's cap; the first pool runs the variant's Model at the L4's."""
     template = pools_variant.template("Voxtral")
     variant = variant_of(template)
@@ -125,7 +125,7 @@ def test_alarm_capacity_is_the_fewest_of_each():
     assert instance_types.alarm_capacity(["ml.g6e.12xlarge", "ml.g6e.2xlarge"]) == (1, 8)
     assert instance_types.alarm_capacity(["ml.g6e.48xlarge", "ml.g6e.12xlarge"]) == (4, 48)
     assert instance_types.alarm_capacity(["ml.g6.4xlarge"]) == (1, 16)
-    with pytest.raises(ValueError, match=r"\['ml.g9.xlarge'\]: not in constructs_lib/instance_types.py"):
+    with pytest.raises(ValueError, match=r"\['ml.g9.xlarge'\]: not in constructs_lib/facts/instance_types.py"):
         instance_types.alarm_capacity(["ml.g6.4xlarge", "ml.g9.xlarge"])
 
 
@@ -145,7 +145,7 @@ def test_a_duplicate_type_is_named():
 
 
 def test_a_type_that_cannot_hold_max_num_seqs_is_named():
-    # At 45000 tokens (constructs_lib/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live streams; one L4
+    # At 45000 tokens (constructs_lib/facts/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live streams; one L4
     # (ml.g6.4xlarge) 8.
     problems = problems_for(voxtral__instance_type="ml.g6e.2xlarge",
                             voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge", voxtral__max_num_seqs="9")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from config.models import BRIDGE_DRAIN_S
-from constructs_lib.endpoint_props import rolling_update_timeout_s
+from constructs_lib.sagemaker_endpoint.props import rolling_update_timeout_s
 from tests.ops.conftest import resources
 
 

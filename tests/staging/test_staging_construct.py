@@ -16,7 +16,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
+from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
 
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -129,7 +129,7 @@ def asset_dir_of_the_build(synthesized) -> Path:
 
 
 def test_build_source_asset_is_the_build_folder_as_it_is(synthesized):
-    """No copy of files at synth: the asset is constructs_lib/model_staging_build/ itself (CDK stages it), the
+    """No copy of files at synth: the asset is constructs_lib/artifacts/model_staging_build/ itself (CDK stages it), the
     staging package and its pinned requirements, without bytecode."""
     asset_dir = asset_dir_of_the_build(synthesized)
     files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())

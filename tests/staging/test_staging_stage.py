@@ -13,8 +13,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from tests.staging.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
-from constructs_lib.model_staging_build.stage_model import command as stage_model
-from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
+from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 from voicectl import cli
 from voicectl import stage_model as voicectl_stage_model
 
@@ -295,9 +295,9 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
     """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
-    from constructs_lib.model_staging_build.stage_model.files import LocalFile
-    from constructs_lib.model_staging_build.stage_model.location import S3Prefix
-    from constructs_lib.model_staging_build.stage_model.manifest import Source, build_manifest, write_manifest
+    from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
+    from constructs_lib.facts import S3Prefix
+    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import Source, build_manifest, write_manifest
 
     old_key = f"{PREFIX}/tokenizer.model.v3"
     s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
@@ -449,7 +449,7 @@ def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir
 
 
 def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
-    from constructs_lib.model_staging_build.stage_model import hub
+    from constructs_lib.artifacts.model_staging_build.stage_model import hub
 
     monkeypatch.setattr(hub, "download", lambda *a, **k: pytest.fail("must not download without the token"))
     argv = ["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", "no-such-secret"]

@@ -7,10 +7,10 @@ import io
 
 import pytest
 
-from constructs_lib.model_staging_build.stage_model.files import LocalFile
-from constructs_lib.model_staging_build.stage_model.hub import HubFile, compare_with_hub, git_blob_id, token_from_secret
-from constructs_lib.model_staging_build.stage_model.location import S3Prefix
-from constructs_lib.model_staging_build.stage_model.progress import Progress
+from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
+from constructs_lib.artifacts.model_staging_build.stage_model.hub import HubFile, compare_with_hub, git_blob_id, token_from_secret
+from constructs_lib.facts import S3Prefix
+from constructs_lib.artifacts.model_staging_build.stage_model.progress import Progress
 
 
 def test_compare_with_hub_names_each_mismatching_file(tmp_path):

@@ -1,4 +1,4 @@
-"""Write constructs_lib/model_staging_build/requirements.txt: the staging code's dependencies, hash-pinned.
+"""Write constructs_lib/artifacts/model_staging_build/requirements.txt: the staging code's dependencies, hash-pinned.
 
 The ModelStaging build installs only what ``python -m stage_model`` imports (boto3, huggingface_hub and their own
 dependencies), not the whole project lock (CDK, numpy, ...). The pins and hashes are copied from the project's
@@ -27,7 +27,7 @@ TARGET = {**default_environment(), "sys_platform": "linux", "platform_system": "
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
-OUTPUT = ROOT / "constructs_lib" / "model_staging_build" / "requirements.txt"
+OUTPUT = ROOT / "constructs_lib" / "artifacts" / "model_staging_build" / "requirements.txt"
 
 
 def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:

@@ -135,7 +135,7 @@ def test_the_session_limit_ends_a_stream_before_vllms_max_model_len_and_vllm_liv
 
 
 def test_the_kv_cache_cap_is_read_from_the_real_metrics_in_vllms_block_size(vllm, run):
-    # 83 blocks of 16 tokens per stream (one L4 at 45000 tokens, constructs_lib/capacity.py) on vLLM's CPU build:
+    # 83 blocks of 16 tokens per stream (one L4 at 45000 tokens, constructs_lib/facts/capacity.py) on vLLM's CPU build:
     # 2048 blocks of 128 tokens; ceil(83 x 16 / 128) + one per KV-cache group = 13 blocks, 2048 // 13 = 157 streams.
     async def scenario():
         async with running_bridge(vllm.port, max_streams=500, kv_blocks_per_stream=83) as bridge:

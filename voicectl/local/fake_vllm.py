@@ -105,7 +105,7 @@ METRICS_PATH = "/metrics"
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 #: The `vllm:cache_config_info` block size the fake reports by default: vLLM's CPU build (the real server in tests/vllm
-#: reports 128 on a CPU; on a GPU vLLM's default is 16, constructs_lib/capacity.py VLLM_BLOCK_SIZE).
+#: reports 128 on a CPU; on a GPU vLLM's default is 16, constructs_lib/facts/capacity.py VLLM_BLOCK_SIZE).
 CPU_BLOCK_SIZE = 128
 #: vLLM's whole `/metrics` text as vLLM 0.31.0's CPU build served it here (tests/vllm), the template of `GET /metrics`.
 METRICS_TEMPLATE = Path(__file__).with_name("vllm_metrics_0.31.0_cpu.txt")

@@ -10,7 +10,7 @@ Where AWS does not document a value we rely on, the text says "unconfirmed".
 
 Why here (tests/tools): the rules are a quality gate over templates, like cfn-lint and cdk-nag, not part of the
 constructs (constructs_lib imports nothing of ours and must stay usable without them); they read the instance
-catalogue (constructs_lib/instance_types.py), a downward import.
+catalogue (constructs_lib/facts/instance_types.py), a downward import.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
     tags = ["sagemaker", "kms"]
 
     def findings(self, template):
-        from constructs_lib.instance_types import has_local_storage
+        from constructs_lib.facts.instance_types import has_local_storage
 
         for lid, props in t.resources(template, "AWS::SageMaker::EndpointConfig").items():
             if props.get("KmsKeyId") is None:
@@ -75,7 +75,7 @@ class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
                     where = ("Resources", lid, "Properties", *path, *sub)
                     if local is None:
                         yield where, (f"{instance_type} is not in the instance catalogue, so whether KmsKeyId is "
-                                      "allowed with it is unknown: add it to constructs_lib/instance_types.py")
+                                      "allowed with it is unknown: add it to constructs_lib/facts/instance_types.py")
                     elif local:
                         yield where, (f"KmsKeyId is set but {instance_type} has local NVMe storage: "
                                       "CreateEndpointConfig fails")
@@ -563,7 +563,7 @@ class GpusFitTheInstance(TemplateRule, CloudFormationLintRule):
     tags = ["ecs"]
 
     def findings(self, template):
-        from constructs_lib.instance_types import lookup
+        from constructs_lib.facts.instance_types import lookup
 
         types = {lt.get("LaunchTemplateData", {}).get("InstanceType")
                  for lt in t.resources(template, "AWS::EC2::LaunchTemplate").values()}

@@ -1,5 +1,5 @@
 """The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and the checks built
-on them. (S3 URIs: :mod:`constructs_lib.model_staging_build.stage_model.location`, the one parser of the project,
+on them. (S3 URIs: :mod:`constructs_lib.artifacts.model_staging_build.stage_model.location`, the one parser of the project,
 which the self-contained staging build needs too.)
 
 A check records at most one problem per value through :class:`~constructs_lib.validation.Problems`. Values that are
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from constructs_lib.model_staging_build.stage_model.constants import PINNED_REVISION_RE, REPOSITORY_ID_RE
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import PINNED_REVISION_RE, REPOSITORY_ID_RE
 from constructs_lib.validation import Problems
 
 #: An AWS Region code such as ``us-east-1`` or ``us-gov-west-1``.

@@ -1,7 +1,7 @@
-"""Props of :class:`constructs_lib.scaling.ScalableInstanceCount`: the instance-count range and target-tracking
+"""Props of :class:`constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`: the instance-count range and target-tracking
 policies of a SageMaker variant, with the facts and checks that go with them.
 
-Plain values with their own checks, like :mod:`constructs_lib.endpoint_props`; CDK types appear in annotations only,
+Plain values with their own checks, like :mod:`constructs_lib.sagemaker_endpoint.props`; CDK types appear in annotations only,
 so the app's settings layer can run the checks without importing ``aws_cdk``.
 """
 
@@ -104,7 +104,7 @@ class TargetTracking:
 @dataclass(frozen=True)
 class InstanceScaling:
     """The instance-count range of a variant and the policy that moves it (for
-    :class:`~constructs_lib.monitored_endpoint.MonitoredEndpoint`).
+    :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`).
 
     Attributes:
         min_capacity / max_capacity: the range; min = max means a fixed size (no scalable target, and updates reset

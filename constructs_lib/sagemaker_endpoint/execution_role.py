@@ -24,7 +24,7 @@ class SageMakerExecutionRole(Construct):
     AmazonSageMakerFullAccess and no managed policy. Where AWS offers no resource-level permission
     (``ecr:GetAuthorizationToken``, ``cloudwatch:PutMetricData``) the statement uses ``*`` and the cdk-nag finding is
     acknowledged on the spot with the reason. Constructs that take an ``iam.IRole`` (such as
-    :class:`~constructs_lib.endpoint.RealtimeEndpoint`) take :attr:`role` and add their own statements to the same
+    :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`) take :attr:`role` and add their own statements to the same
     policy; the construct itself is an ``IGrantable``, so ``bucket.grant_read(execution_role)`` works too.
 
     The role is confused-deputy safe: the trust policy requires ``aws:SourceAccount`` to be this account.

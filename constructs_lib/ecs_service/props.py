@@ -1,4 +1,4 @@
-"""Props of the self-managed GPU service on Amazon ECS (:mod:`constructs_lib.ecs_service`), with their checks, and
+"""Props of the self-managed GPU service on Amazon ECS (:mod:`constructs_lib.ecs_service.service`), with their checks, and
 the timing rules that tie the load balancer and ECS to the bridge's own timeouts.
 
 Plain values; CDK-free (no ``aws_cdk`` import), so the app's settings layer runs the same checks before any construct
@@ -12,8 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from constructs_lib import instance_types
-from constructs_lib.names import check_regional_arn
+from constructs_lib.facts import instance_types
+from constructs_lib.facts.names import check_regional_arn
 from constructs_lib.validation import Problems
 
 #: An EC2 instance type name, ``<family>.<size>`` (no ``ml.`` prefix: that is SageMaker's spelling).
@@ -84,7 +84,7 @@ def ec2_instance_types() -> frozenset[str]:
 
 
 def gpu_spec(instance_type: str) -> instance_types.InstanceSpec | None:
-    """The GPU facts of an EC2 type from the catalogue of :mod:`constructs_lib.instance_types` (the same hardware as
+    """The GPU facts of an EC2 type from the catalogue of :mod:`constructs_lib.facts.instance_types` (the same hardware as
     SageMaker's ``ml.<type>``), or None when it has none."""
     spec = instance_types.lookup(f"ml.{instance_type}")
     return spec if spec is not None and spec.gpus else None

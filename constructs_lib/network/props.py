@@ -1,4 +1,4 @@
-"""Props of :class:`constructs_lib.network.PrivateNetwork` and :class:`constructs_lib.encryption.DataKey`, with their
+"""Props of :class:`constructs_lib.network.private_network.PrivateNetwork` and :class:`constructs_lib.network.encryption.DataKey`, with their
 checks and the facts they rest on. CDK-free (no ``aws_cdk`` import): the app's settings layer runs the same checks.
 
 Sources:
@@ -7,7 +7,7 @@ Sources:
   (https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html): a Model's ``VpcConfig`` needs subnets in at least
   two Availability Zones ("even if you have only one hosting instance"); without internet access the model containers
   reach S3 only through an S3 VPC endpoint.
-* Resource id forms: :mod:`constructs_lib.names`.
+* Resource id forms: :mod:`constructs_lib.facts.names`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from constructs_lib.names import (
+from constructs_lib.facts.names import (
     ROUTE_TABLE_ID_RE,
     SECURITY_GROUP_ID_RE,
     SUBNET_ID_RE,
@@ -123,7 +123,7 @@ class ExistingVpc:
 
 @dataclass(frozen=True)
 class PrivateNetworkProps:
-    """Props of :class:`~constructs_lib.network.PrivateNetwork`.
+    """Props of :class:`~constructs_lib.network.private_network.PrivateNetwork`.
 
     Attributes:
         existing_vpc: a VPC made elsewhere. Default: a new VPC with private isolated subnets in
@@ -181,7 +181,7 @@ class PrivateNetworkProps:
 
 @dataclass(frozen=True)
 class DataKeyProps:
-    """Props of :class:`~constructs_lib.encryption.DataKey`.
+    """Props of :class:`~constructs_lib.network.encryption.DataKey`.
 
     Attributes:
         kms_key_arn: a key made elsewhere (a key ARN, not an alias: IAM grants must name the key). Default: a new

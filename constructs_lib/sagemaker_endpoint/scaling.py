@@ -1,5 +1,5 @@
 """ScalableInstanceCount: Application Auto Scaling of a SageMaker variant's instance count, and its target-tracking
-policies (props and checks: :mod:`constructs_lib.scaling_props`).
+policies (props and checks: :mod:`constructs_lib.sagemaker_endpoint.scaling_props`).
 
 * Scalable target: service namespace ``sagemaker``, resource id ``endpoint/<name>/variant/<variant>``, dimension
   ``sagemaker:variant:DesiredInstanceCount`` (Application Auto Scaling API reference, RegisterScalableTarget).
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from aws_cdk import aws_applicationautoscaling as appscaling
 from constructs import Construct
 
-from constructs_lib.scaling_props import (
+from constructs_lib.sagemaker_endpoint.scaling_props import (
     CONCURRENT_REQUESTS_PER_MODEL,
     INVOCATIONS_PER_INSTANCE,
     SCALABLE_DIMENSION,
@@ -35,14 +35,14 @@ from constructs_lib.scaling_props import (
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
-    from constructs_lib.endpoint_interface import IEndpoint
+    from constructs_lib.sagemaker_endpoint.interface import IEndpoint
 
 
 class ScalableInstanceCount(Construct):
     """The instance count of one endpoint variant as an Application Auto Scaling scalable target; add policies with
     :meth:`scale_to_track` (or :meth:`scale_on_invocations`, :meth:`scale_on_concurrent_requests`).
 
-    Usually made by :meth:`~constructs_lib.endpoint.RealtimeEndpoint.auto_scale_instance_count`.
+    Usually made by :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.auto_scale_instance_count`.
 
     Args:
         endpoint: the endpoint whose variant scales.

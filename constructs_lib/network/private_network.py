@@ -1,5 +1,5 @@
 """PrivateNetwork: where SageMaker endpoints run privately, a VPC without internet access, the VPC endpoints hosting and
-callers need, and the security groups between them. Props: :class:`constructs_lib.network_props.PrivateNetworkProps`.
+callers need, and the security groups between them. Props: :class:`constructs_lib.network.props.PrivateNetworkProps`.
 
 What goes where (SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon
 VPC", https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html, and "Connect to SageMaker AI Within your VPC",
@@ -18,7 +18,7 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/interface-vpc-endpoint.html):
   network interfaces; with network isolation (which both Models have) the container cannot call any AWS API, so it
   has no use for one. The host-vpc page lists no such endpoint for hosting.
 * ECS (``ecs_endpoints``, the self-managed GPU target): its instances and tasks run in the same subnets and call AWS
-  themselves, so they get the endpoints of :data:`~constructs_lib.network_props.ECS_INTERFACE_ENDPOINTS` (ECS, ECS
+  themselves, so they get the endpoints of :data:`~constructs_lib.network.props.ECS_INTERFACE_ENDPOINTS` (ECS, ECS
   agent and telemetry, CloudWatch Logs and monitoring, Secrets Manager, EC2), open on 443 to the VPC's CIDR block,
   and the ECR endpoints let the VPC's CIDR block in too (the instances pull the image; their security groups are
   made in a later stack, which this one must not depend on).
@@ -40,8 +40,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib.cleanup import cleanup_function
-from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network_props import ECS_INTERFACE_ENDPOINTS, RUNTIME_PORTS, PrivateNetworkProps
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
+from constructs_lib.network.props import ECS_INTERFACE_ENDPOINTS, RUNTIME_PORTS, PrivateNetworkProps
 from constructs_lib.nag import (
     CUSTOM_RESOURCE_HANDLER_SKIPS,
     acknowledge_compliance,

@@ -14,7 +14,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
-from constructs_lib.names import check_ecr_image_uri
+from constructs_lib.facts.names import check_ecr_image_uri
 from constructs_lib.validation import Problems
 
 #: Images kept in the repository; older ones expire (a rollback needs the previous few).

@@ -72,7 +72,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from constructs_lib.instance_types import InstanceSpec, lookup
+from constructs_lib.facts.instance_types import InstanceSpec, lookup
 
 GiB = 2**30
 MiB = 2**20
@@ -169,7 +169,7 @@ class GpuFacts:
     bf16_flops: float
 
 
-#: The GPUs the capacity model is pinned for, keyed by the catalogue's ``gpu_model`` (constructs_lib/instance_types.py).
+#: The GPUs the capacity model is pinned for, keyed by the catalogue's ``gpu_model`` (constructs_lib/facts/instance_types.py).
 #: Memory: nvidia-smi memory.total on the instance (L4 23,034 MiB; A10G 23,028 MiB; L40S 46,068 MiB; H100 80GB HBM3
 #: 81,559 MiB). Bandwidth and BF16: NVIDIA data sheets (L4 300 GB/s, 121 TFLOPS; A10G 600 GB/s, 70 TFLOPS (AWS's
 #: A10G figure); L40S 864 GB/s, 362 TFLOPS; H100 SXM 3.35 TB/s, 989 TFLOPS).
@@ -231,7 +231,7 @@ def fp8_kv_cache_problem(gpu_model: str) -> str | None:
     causal encoder's cache). See :data:`FP8_KV_FILES`."""
     capability = COMPUTE_CAPABILITY.get(gpu_model)
     if capability is None:
-        return f"{gpu_model}: no compute capability on record in constructs_lib/capacity.py, so FP8 KV is not offered"
+        return f"{gpu_model}: no compute capability on record in constructs_lib/facts/capacity.py, so FP8 KV is not offered"
     if capability[0] == 9:
         return None
     return (f"{gpu_model} (compute capability {capability[0]}.{capability[1]}): vLLM 0.31.0's FlashAttention takes an "
@@ -498,7 +498,7 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
     """
     spec = lookup(instance_type) if isinstance(instance_type, str) else instance_type
     if spec is None or not spec.gpus:
-        raise ValueError(f"{instance_type!r}: not a GPU instance type of constructs_lib/instance_types.py")
+        raise ValueError(f"{instance_type!r}: not a GPU instance type of constructs_lib/facts/instance_types.py")
     if max_model_len < 1 or not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"max_model_len={max_model_len} must be >= 1 and "
                          f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")

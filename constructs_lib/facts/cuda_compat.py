@@ -2,8 +2,8 @@
 
 One table in one place: the settings check ``voxtral.inference_ami_version`` against the bridge image's CUDA at synth
 (``config/settings.py``), ``voicectl preflight deploy`` checks it again before a deploy, and
-:data:`constructs_lib.endpoint_props.INFERENCE_AMI_VERSIONS` (the values a ProductionVariant accepts) is its keys. A
-facts module of the construct library, like :mod:`constructs_lib.instance_types`: standard library only (no
+:data:`constructs_lib.sagemaker_endpoint.props.INFERENCE_AMI_VERSIONS` (the values a ProductionVariant accepts) is its keys. A
+facts module of the construct library, like :mod:`constructs_lib.facts.instance_types`: standard library only (no
 ``aws_cdk``), so ``config`` and ``voicectl`` import it, and it imports nothing of this project.
 
 Sources:

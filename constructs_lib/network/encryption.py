@@ -1,8 +1,8 @@
 """DataKey: the one customer managed KMS key for the data of a deployment (model bucket, ML storage volumes, log groups,
-ECR repository, staging build), made here or given by ARN. Props: :class:`constructs_lib.network_props.DataKeyProps`.
+ECR repository, staging build), made here or given by ARN. Props: :class:`constructs_lib.network.props.DataKeyProps`.
 
 Where a service cannot use a customer managed key, its construct says so beside the resource (S3 server access logs:
-:mod:`constructs_lib.model_bucket`).
+:mod:`constructs_lib.artifacts.model_bucket`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from constructs_lib.network_props import DataKeyProps
+from constructs_lib.network.props import DataKeyProps
 from constructs_lib.validation import Problems
 
 #: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.

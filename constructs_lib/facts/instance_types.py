@@ -234,7 +234,7 @@ def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
     specs = [lookup(name) for name in instance_types]
     missing = [name for name, spec in zip(instance_types, specs) if spec is None]
     if not specs or missing:
-        raise ValueError(f"instance types {list(missing or instance_types)!r}: not in constructs_lib/instance_types.py")
+        raise ValueError(f"instance types {list(missing or instance_types)!r}: not in constructs_lib/facts/instance_types.py")
     return min(spec.gpus for spec in specs), min(spec.vcpus for spec in specs)
 
 
@@ -266,6 +266,6 @@ def check_catalogued(p: Problems, prop: str, value: str) -> InstanceSpec | None:
     vCPUs). Meant for a value that passed :func:`check_instance_type`."""
     spec = lookup(value)
     if spec is None:
-        p.add(prop, value, "a SageMaker instance type without vCPU and GPU facts in constructs_lib/instance_types.py; "
+        p.add(prop, value, "a SageMaker instance type without vCPU and GPU facts in constructs_lib/facts/instance_types.py; "
                            f"add it there or choose one of the GPU types {gpu_families()}")
     return spec

@@ -1,6 +1,6 @@
-"""IEndpoint: what alarms and autoscaling need of an endpoint. :class:`~constructs_lib.endpoint.RealtimeEndpoint` and
+"""IEndpoint: what alarms and autoscaling need of an endpoint. :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` and
 the endpoints its ``from_endpoint_*`` methods import provide it; :mod:`constructs_lib.monitoring.alarms` and
-:mod:`constructs_lib.scaling` accept any object that does (so they need not import the endpoint module, which makes
+:mod:`constructs_lib.sagemaker_endpoint.scaling` accept any object that does (so they need not import the endpoint module, which makes
 them through ``add_alarms`` and ``auto_scale_instance_count``).
 
 CDK types appear in annotations only: this module imports no ``aws_cdk``.
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_cloudwatch as cloudwatch
     from constructs import Construct, IDependable, Node
 
-    from constructs_lib.endpoint_props import RollingUpdate
+    from constructs_lib.sagemaker_endpoint.props import RollingUpdate
 
 
 class IEndpoint(Protocol):
@@ -28,7 +28,7 @@ class IEndpoint(Protocol):
         instance_types: every instance type the variant may run (instance pools), empty when unknown.
         rolling_update: its rolling update, or None.
         when_in_service: met once CloudFormation created the endpoint, or None (an imported endpoint).
-        scalable_instance_count: its :class:`~constructs_lib.scaling.ScalableInstanceCount`, once made.
+        scalable_instance_count: its :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`, once made.
     """
 
     node: Node
@@ -46,4 +46,4 @@ class IEndpoint(Protocol):
         """Roll updates back while ``alarm`` is in ALARM."""
 
     def register_scaling(self, scaling: Construct) -> None:
-        """Record the variant's autoscaling (called by :class:`~constructs_lib.scaling.ScalableInstanceCount`)."""
+        """Record the variant's autoscaling (called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`)."""

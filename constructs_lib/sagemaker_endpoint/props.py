@@ -1,4 +1,4 @@
-"""Props of :class:`constructs_lib.endpoint.RealtimeEndpoint`: what the Model runs, the ProductionVariant, the rolling
+"""Props of :class:`constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`: what the Model runs, the ProductionVariant, the rolling
 update, and the facts and checks that go with them.
 
 Plain values, checked by their own ``problems`` methods: the endpoint raises one error listing every problem, and
@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from constructs_lib.cuda_compat import INFERENCE_AMIS
-from constructs_lib.instance_types import check_instance_type
-from constructs_lib.model_staging_build.stage_model.location import S3Prefix
-from constructs_lib.names import (
+from constructs_lib.facts.cuda_compat import INFERENCE_AMIS
+from constructs_lib.facts.instance_types import check_instance_type
+from constructs_lib.facts import S3Prefix
+from constructs_lib.facts.names import (
     ENDPOINT_NAME_RE,
     SECURITY_GROUP_ID_RE,
     SUBNET_ID_RE,
@@ -58,7 +58,7 @@ LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 #: ModelDataDownloadTimeoutInSeconds and ContainerStartupHealthCheckTimeoutInSeconds: 60-3600 s (CreateEndpointConfig).
 TIMEOUT_RANGE_S = (60, 3600)
 #: ProductionVariant.InferenceAmiVersion values (CreateEndpointConfig API reference; botocore's SageMaker model): the
-#: GPU AMIs of :data:`constructs_lib.cuda_compat.INFERENCE_AMIS`, whose driver and CUDA are known.
+#: GPU AMIs of :data:`constructs_lib.facts.cuda_compat.INFERENCE_AMIS`, whose driver and CUDA are known.
 INFERENCE_AMI_VERSIONS = tuple(INFERENCE_AMIS)
 #: ProductionVariant.InstancePools: 1-5 pools, priorities 1 (first tried) to 5 (SageMaker API reference, InstancePool
 #: and ProductionVariant; CloudFormation AWS::SageMaker::EndpointConfig InstancePool). With pools the variant sets no
@@ -264,7 +264,7 @@ class RollingUpdate:
     SageMaker starts a batch of new instances, shifts traffic to them, watches the endpoint's rollback alarms for
     ``wait_s`` (the baking period), then removes a batch of old instances, until all are replaced; an alarm in ALARM
     rolls the whole update back. The rollback alarms are those added with
-    :meth:`~constructs_lib.endpoint.RealtimeEndpoint.add_rollback_alarm` (``add_alarms`` adds the 5XX error-rate
+    :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_rollback_alarm` (``add_alarms`` adds the 5XX error-rate
     alarm when its thresholds set a rollback percent). Marketplace containers are excluded from rolling updates
     (SageMaker developer guide, deployment guardrails "Exclusions").
 
@@ -303,7 +303,7 @@ class RollingUpdate:
 
 @dataclass(frozen=True)
 class RealtimeEndpointProps:
-    """Props of :class:`~constructs_lib.endpoint.RealtimeEndpoint`.
+    """Props of :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`.
 
     Attributes:
         container: what the Model runs (required).
@@ -312,7 +312,7 @@ class RealtimeEndpointProps:
             Default: a name made from the construct path (stable across deployments, unique in the app).
         role: the execution role SageMaker assumes for the Model. The endpoint grants it writes to its log group
             and, once rollback alarms are added, cloudwatch:DescribeAlarms on them; everything else (image, model
-            data, metrics) is the caller's. Default: a new :class:`~constructs_lib.execution_role.SageMakerExecutionRole`
+            data, metrics) is the caller's. Default: a new :class:`~constructs_lib.sagemaker_endpoint.execution_role.SageMakerExecutionRole`
             that may also pull the image, read the model data (when their ECR URI and S3 URI are plain strings at
             synth) and put the instance metrics.
         enable_network_isolation: the container gets no network access. Default: True for a model package
@@ -320,14 +320,14 @@ class RealtimeEndpointProps:
         volume_kms_key_arn: KMS key (or alias) ARN for the instances' ML storage volumes (EndpointConfig
             ``KmsKeyId``), applied only when no instance type of the variant (instance pools included) has local NVMe
             storage: CreateEndpointConfig refuses a key there, and the instance's hardware module encrypts those
-            volumes (:func:`constructs_lib.instance_types.volume_key_refusal`; synth says so in an info
+            volumes (:func:`constructs_lib.facts.instance_types.volume_key_refusal`; synth says so in an info
             annotation). Default: AWS-managed encryption.
         log_retention_days: retention of the endpoint's log group (:data:`LOG_RETENTION_DAYS`). Default 30.
         log_kms_key_arn: KMS key ARN that encrypts the endpoint's log group (its key policy must let CloudWatch Logs
             use it for this log group). Default: CloudWatch Logs' own encryption.
         rolling_update: how EndpointConfig changes roll out. Default: SageMaker's (a new fleet, then all traffic at
             once).
-        invoke_actions: what :meth:`~constructs_lib.endpoint.RealtimeEndpoint.grant_invoke` and the caller policy
+        invoke_actions: what :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.grant_invoke` and the caller policy
             allow (:data:`INVOKE_ACTIONS`). Default: ``sagemaker:InvokeEndpoint`` (which also authorizes response
             streaming).
         description: words for the caller policy's description, e.g. "Voxtral speech-to-text". Default

@@ -1,5 +1,5 @@
 """RealtimeEndpoint: Model, EndpointConfig and Endpoint of one SageMaker real-time endpoint, with its log group and a
-caller policy; metric helpers, grants, autoscaling and alarms as methods. Props: :mod:`constructs_lib.endpoint_props`.
+caller policy; metric helpers, grants, autoscaling and alarms as methods. Props: :mod:`constructs_lib.sagemaker_endpoint.props`.
 
 Instance pools that need other container settings (``RealtimeEndpointProps.pool_environment``, e.g. a stream cap
 sized for that GPU) each get a Model of their own, named in the pool's ``ModelNameOverride``: the variant's Model in
@@ -32,7 +32,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, DependencyGroup, IDependable
 
-from constructs_lib.endpoint_props import (
+from constructs_lib.sagemaker_endpoint.props import (
     INVOKE,
     INVOKE_BIDIRECTIONAL,
     LOG_RETENTION,
@@ -43,15 +43,15 @@ from constructs_lib.endpoint_props import (
     RollingUpdate,
     normalise_s3_prefix,
 )
-from constructs_lib import instance_types as catalogue
-from constructs_lib.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
-from constructs_lib.model_staging_build.stage_model.location import S3Prefix
+from constructs_lib.facts import instance_types as catalogue
+from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
+from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.metrics import EndpointMetrics
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
-from constructs_lib.names import ECR_IMAGE_RE, is_token, repository_arn_from_image_uri
-from constructs_lib.scaling import ScalableInstanceCount
+from constructs_lib.facts.names import ECR_IMAGE_RE, is_token, repository_arn_from_image_uri
+from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
 from constructs_lib.validation import Problems
 
 #: Where SageMaker writes an endpoint's container logs (SageMaker developer guide, "Log Amazon SageMaker AI events
@@ -61,7 +61,7 @@ LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 
 class EndpointBase(Construct, EndpointMetrics):
     """What a :class:`RealtimeEndpoint` and an imported endpoint share (an
-    :class:`~constructs_lib.endpoint_interface.IEndpoint`): names, ARN, the ``metric_*`` helpers
+    :class:`~constructs_lib.sagemaker_endpoint.interface.IEndpoint`): names, ARN, the ``metric_*`` helpers
     (:class:`~constructs_lib.monitoring.metrics.EndpointMetrics`), :meth:`grant_invoke`, :meth:`add_alarms` and
     :meth:`auto_scale_instance_count`.
 
@@ -71,7 +71,7 @@ class EndpointBase(Construct, EndpointMetrics):
         variant_name: the variant the metric helpers and autoscaling address.
         instance_type: the variant's instance type, or None when unknown (an imported endpoint without it).
         instance_types: every instance type the variant may run (its instance pools, else ``instance_type``); empty
-            when unknown. Alarms scale by the smallest of them (:func:`constructs_lib.instance_types.alarm_capacity`).
+            when unknown. Alarms scale by the smallest of them (:func:`constructs_lib.facts.instance_types.alarm_capacity`).
         initial_instance_count: the variant's initial count, or None when unknown.
         invoke_actions: what :meth:`grant_invoke` allows by default.
         rolling_update: the endpoint's rolling update, or None.
@@ -130,7 +130,7 @@ class EndpointBase(Construct, EndpointMetrics):
         raise ValueError(f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update")
 
     def register_scaling(self, scaling: ScalableInstanceCount) -> None:
-        """Called by :class:`~constructs_lib.scaling.ScalableInstanceCount` when it is made for this endpoint.
+        """Called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount` when it is made for this endpoint.
         (An imported endpoint's update settings are not this app's: nothing else to do.)"""
         self.scalable_instance_count = scaling
 
@@ -316,7 +316,7 @@ class RealtimeEndpoint(EndpointBase):
                     refusal: str | None) -> None:
         """Say what became of the ML storage volumes' key, on the EndpointConfig.
 
-        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.instance_types.
+        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.facts.instance_types.
           volume_key_refusal`): KmsKeyId is off, since CreateEndpointConfig fails with it. An info annotation says so
           when a key was asked for; the compliance packs' "endpoint configuration has a KMS key" rule and checkov's
           CKV_AWS_98 are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
@@ -335,7 +335,7 @@ class RealtimeEndpoint(EndpointBase):
         if key is not None and unknown:
             Annotations.of(config).add_warning_v2(
                 "realtime-voice:volume-key-unknown-storage",
-                f"KmsKeyId is set, but constructs_lib/instance_types.py does not know whether {', '.join(unknown)} "
+                f"KmsKeyId is set, but constructs_lib/facts/instance_types.py does not know whether {', '.join(unknown)} "
                 f"{'has' if len(unknown) == 1 else 'have'} local NVMe instance storage: if so, CreateEndpointConfig "
                 f"fails ({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store table, "
                 "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave volume_kms_key_arn unset.")

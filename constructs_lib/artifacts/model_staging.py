@@ -39,10 +39,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from constructs_lib.model_staging_build.stage_model.constants import MANIFEST_NAME
-from constructs_lib.encryption import secret_decrypt_statement
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
+from constructs_lib.network.encryption import secret_decrypt_statement
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
-from constructs_lib.names import check_hub_token_key, check_repository_id, check_revision
+from constructs_lib.facts.names import check_hub_token_key, check_repository_id, check_revision
 from constructs_lib.validation import Problems
 
 _HERE = Path(__file__).resolve().parent

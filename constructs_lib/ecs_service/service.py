@@ -4,7 +4,7 @@ a health path, scaling on requests per task).
 
 Read top to bottom: cluster and GPU capacity (launch template, Auto Scaling group, capacity provider), the task
 definition, the load balancer, the service and its scaling, then alarms and dashboard rows. The numbers that tie the
-pieces to the bridge (stopTimeout, idle timeout, deregistration delay) come from :mod:`constructs_lib.ecs_props`,
+pieces to the bridge (stopTimeout, idle timeout, deregistration delay) come from :mod:`constructs_lib.ecs_service.props`,
 which says how each is derived.
 
 What it is not: it builds no VPC (pass one, e.g. the app's private network) and no image (pass an
@@ -46,8 +46,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 from constructs_lib.cleanup import cleanup_function
-from constructs_lib.encryption import secret_decrypt_statement
-from constructs_lib.ecs_props import (
+from constructs_lib.network.encryption import secret_decrypt_statement
+from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,
     alb_idle_timeout_s,
@@ -56,8 +56,8 @@ from constructs_lib.ecs_props import (
     deregistration_delay_s,
     stop_timeout_s,
 )
-from constructs_lib.endpoint_props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network_props import check_cidr
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
+from constructs_lib.network.props import check_cidr
 from constructs_lib.monitoring.alarms import (
     BREACHING,
     ERROR_WINDOW,
@@ -130,7 +130,7 @@ class GpuEcsServiceProps:
             dashboard header (required).
         vpc: where the instances, tasks and load balancer go; tasks in its private subnets (with a route or VPC
             endpoints to ECR, S3, CloudWatch Logs and monitoring, Secrets Manager, EC2 and ECS:
-            ``constructs_lib.network_props.ECS_INTERFACE_ENDPOINTS``), an internet-facing load balancer in its
+            ``constructs_lib.network.props.ECS_INTERFACE_ENDPOINTS``), an internet-facing load balancer in its
             public subnets (required).
         subnets: the private subnets of instances, tasks and an internal load balancer (e.g. the isolated subnets of
             a network without internet access, or subnets of a VPC described by attributes). Default: the VPC's

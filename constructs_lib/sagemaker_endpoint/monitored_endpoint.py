@@ -1,9 +1,9 @@
 """MonitoredEndpoint: a real-time endpoint with its alarms, its autoscaling and its stack outputs, in one construct.
 
 What the stacks of this app share, and the quickest way for another app to get a production-shaped endpoint: the
-endpoint (:class:`~constructs_lib.endpoint.RealtimeEndpoint`), its alarms
+endpoint (:class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`), its alarms
 (:class:`~constructs_lib.monitoring.alarms.EndpointAlarms`, the rollback alarm wired into the rolling update), a
-scalable target with one target-tracking policy (:class:`~constructs_lib.scaling.ScalableInstanceCount`) unless the
+scalable target with one target-tracking policy (:class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`) unless the
 size is fixed, and outputs callers and ``voicectl`` read. The parts are siblings under this construct (ids: the
 endpoint's ``name``, ``Alarms``, ``Autoscaling``).
 """
@@ -16,12 +16,12 @@ from typing import Mapping
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from constructs_lib.endpoint import RealtimeEndpoint
-from constructs_lib.endpoint_props import RealtimeEndpointProps
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
+from constructs_lib.sagemaker_endpoint.props import RealtimeEndpointProps
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
-from constructs_lib.scaling import ScalableInstanceCount
-from constructs_lib.scaling_props import InstanceScaling
+from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
+from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling
 from constructs_lib.validation import Problems
 
 
@@ -50,7 +50,7 @@ class MonitoredEndpointProps:
 
 
 class MonitoredEndpoint(Construct):
-    """A :class:`~constructs_lib.endpoint.RealtimeEndpoint` with alarms, autoscaling and outputs.
+    """A :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` with alarms, autoscaling and outputs.
 
     Attributes:
         endpoint: the endpoint (names, ARN, metric helpers, ``grant_invoke``).
