@@ -1,4 +1,6 @@
-"""Stacks of the app, one module each; :func:`build_app` composes them from validated settings."""
+"""Stacks of the app, one module each, each a :class:`~aws_cdk.Stack` that composes constructs (no stack inherits
+from another); what they share is in :mod:`stacks.composition`. :func:`build_app` composes them from validated
+settings."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from aws_cdk import App, Environment, Stack, Tags
 from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings
 from stacks.artifacts_stack import ArtifactsStack
+from stacks.composition import foundation_refs
 from stacks.connect_stack import ConnectStack
-from stacks.foundation_stack import FoundationStack, foundation_refs
+from stacks.foundation_stack import FoundationStack
 from stacks.operations_stack import OperationsStack
 from stacks.sonic_ecs_stack import SonicEcsStack
 from stacks.sonic_stack import SonicStack

@@ -1,43 +1,18 @@
-"""ArtifactsStack: where the Voxtral endpoint's image and weights live (ECR repository, model bucket)."""
+"""ArtifactsStack: where the Voxtral endpoint's image and weights live (ECR repository, model bucket); what the Voxtral
+stacks take from it: :class:`stacks.composition.ArtifactRefs`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_kms as kms
-from constructs import Construct, IDependable
+from constructs import Construct
 
 from config.settings import Settings
 from constructs_lib.artifacts.bridge_image import BridgeImage, BridgeImageProps
 from constructs_lib.artifacts.model_bucket import ModelBucket, ModelBucketProps
-from stacks.foundation_stack import Foundation
-
-
-@dataclass(frozen=True)
-class ArtifactRefs:
-    """What the Voxtral stack needs from the Artifacts stack, by explicit export name.
-
-    The exports are made whatever the settings, and their values never change for a deployed stack (a bucket name,
-    a repository ARN and URI): CloudFormation refuses to change or remove an export that another stack imports, so
-    anything that varies (image tag, model prefix) is passed as a literal or computed in the Voxtral stack.
-
-    Attributes:
-        model_bucket_name: export of the model bucket's name.
-        repository_arn: export of the bridge repository's ARN.
-        repository_uri: export of the bridge repository's URI.
-        image_tag: the tag the image copy writes (the asset hash), or None with a prebuilt image.
-        prebuilt_image_uri: ``voxtral.image_uri``, or None.
-        image_copy: the image copy custom resource (the Model depends on it), or None.
-    """
-
-    model_bucket_name: str
-    repository_arn: str
-    repository_uri: str
-    image_tag: str | None
-    prebuilt_image_uri: str | None
-    image_copy: IDependable | None
+from stacks.composition import ArtifactRefs, Foundation
 
 
 class ArtifactsStack(Stack):

@@ -8,7 +8,7 @@ from constructs import Construct
 
 from config.settings import Settings
 from constructs_lib.connect_transcription import ConnectTranscription
-from stacks.foundation_stack import Foundation
+from stacks.composition import Foundation
 
 REPO_DIR = __file__.rsplit("/stacks/", 1)[0]
 

@@ -14,8 +14,7 @@ from constructs import Construct
 from config.settings import Settings
 from constructs_lib.ecs_service.service import GpuEcsService, GpuEcsServiceProps
 from constructs_lib.facts.names import repository_arn_from_image_uri
-from stacks.foundation_stack import Foundation
-from stacks.voxtral_ecs_stack import service_dashboard, shared_service_props
+from stacks.composition import Foundation, service_dashboard, shared_service_props
 
 #: Namespace of the CloudWatch agent's GPU metrics on Sonic's instances.
 SONIC_GPU_NAMESPACE = "RealtimeVoice/Sonic/Gpu"

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -18,14 +15,16 @@ from constructs import Construct
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings
 from constructs_lib.ecs_service.service import GpuEcsService, GpuEcsServiceProps
-from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.facts.names import repository_arn_from_image_uri
-from stacks.artifacts_stack import ArtifactRefs
-from stacks.foundation_stack import Foundation
-from stacks.voxtral_stack import container_environment, model_weights, stream_cap_warning
-
-#: Availability Zones of the network this stack creates (two: the default placement spreads across zones).
-MAX_AZS = 2
+from stacks.composition import (
+    ArtifactRefs,
+    Foundation,
+    container_environment,
+    model_weights,
+    service_dashboard,
+    shared_service_props,
+    stream_cap_warning,
+)
 
 
 class VoxtralEcsStack(Stack):
@@ -86,53 +85,3 @@ class VoxtralEcsStack(Stack):
                     repository_arn_from_image_uri(artifacts.prebuilt_image_uri))
         uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
         return ecs.ContainerImage.from_registry(uri), Fn.import_value(artifacts.repository_arn)
-
-
-def shared_service_props(scope: Construct, settings: Settings, foundation: Foundation,
-                         alarm_topic: sns.ITopic) -> dict[str, Any]:
-    """The props of :class:`GpuEcsServiceProps` every ECS service of the app takes alike: where it runs (network.mode
-    =vpc: the Foundation stack's private network, whose VPC endpoints include ECS's, constructs_lib/network/props.py
-    ECS_INTERFACE_ENDPOINTS; public: a VPC of the stack's own, :func:`network`), who may call it, its logs' retention
-    and key, data retention and the alarm topic."""
-    return {"vpc": foundation.vpc or network(scope, settings), "subnets": foundation.private_subnets,
-            "caller_cidrs": foundation.caller_cidrs, "log_kms_key_arn": foundation.key_arn,
-            "log_retention_days": settings.log_retention_days, "retain_data": settings.retain_data,
-            "alarm_topic": alarm_topic}
-
-
-def service_dashboard(scope: Construct, service: GpuEcsService, settings: Settings, name: str,
-                      title: str) -> cloudwatch.Dashboard:
-    """The service's own dashboard, ``<prefix>-<name>-<region>`` (dashboard names are unique per account)."""
-    dashboard = cloudwatch.Dashboard(scope, "Dashboard",
-                                     dashboard_name=f"{settings.stack_name_prefix}-{name}-{settings.region}")
-    for row in service.dashboard_rows(title):
-        dashboard.add_widgets(*row)
-    return dashboard
-
-
-def network(scope: Construct, settings: Settings) -> ec2.IVpc:
-    """The VPC of the ECS target: public subnets (the load balancer, one NAT gateway) and private subnets with egress
-    (instances and tasks), across :data:`MAX_AZS` zones, with flow logs to a log group.
-
-    Public mode only: with ``network.mode=vpc`` the Foundation stack's private network replaces it (everything else
-    takes an ``ec2.IVpc`` and its private subnets). One NAT gateway, not one per zone: the
-    tasks reach AWS APIs (ECR, S3, Logs, Secrets Manager, ECS) through it, and the S3 gateway endpoint carries the
-    weights and image layers, which are nearly all the bytes.
-    """
-    removal = RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY
-    vpc = ec2.Vpc(
-        scope, "Vpc",
-        max_azs=MAX_AZS,
-        nat_gateways=1,
-        subnet_configuration=[
-            ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-            ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
-        ],
-        gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
-    )
-    flow_logs = logs.LogGroup(scope, "VpcFlowLogs", removal_policy=removal,
-                              retention=getattr(logs.RetentionDays, LOG_RETENTION[settings.log_retention_days]))
-    vpc.add_flow_log("FlowLogs", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
-                     traffic_type=ec2.FlowLogTrafficType.REJECT)
-    return vpc
-

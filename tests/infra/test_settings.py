@@ -390,7 +390,7 @@ def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
 
 def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
     from bridge.entrypoint import vllm_flags
-    from stacks.voxtral_stack import container_environment
+    from stacks.composition import container_environment
 
     context = {**cdk_json_context(), "voxtral.instance_type": "ml.p5.4xlarge"}
     auto = load_settings(context).voxtral

@@ -71,7 +71,7 @@ def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
 
 
 def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
-    from stacks.voxtral_stack import container_environment, pool_environment
+    from stacks.composition import container_environment, pool_environment
 
     context = {**cdk_json_context(), "voxtral.instance_type": "ml.g6.xlarge",
                "voxtral.instance_pools": "ml.g6.xlarge,ml.g6e.xlarge"}
@@ -240,7 +240,7 @@ def test_cfn_lint_knows_the_pool_properties(pools_variant):
 def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):
     """An L4 at 4 streams and an L40S at 23: a count of streams is a different load on each, so the scaling target
     and the near-cap alarm use the bridge's StreamCapUsed (percent of that instance's own cap): 70 % and 90 %."""
-    from stacks.voxtral_stack import voxtral_tracking
+    from stacks.composition import voxtral_tracking
 
     tracking = voxtral_tracking(pools_variant.settings.voxtral)  # this variant is fixed-size: no policy synthesized
     assert (tracking.metric.metric_name, tracking.metric.statistic, tracking.target_value) == (
