@@ -2,8 +2,9 @@
 bridge image (Voxtral; ``bridge`` props), or another model server such as Cartesia's licensed Sonic container (a port,
 a health path, scaling on requests per task).
 
-Read top to bottom: cluster and GPU capacity (launch template, Auto Scaling group, capacity provider), the task
-definition, the load balancer, the service and its scaling, then alarms and dashboard rows. The numbers that tie the
+Read top to bottom: ``GpuEcsService.__init__`` runs one step per part: cluster and GPU capacity (launch template,
+Auto Scaling group, capacity provider), the task definition, the load balancer, the service and its scaling, then
+the alarms; metrics, alarm rules and dashboard rows are in :mod:`constructs_lib.ecs_service.monitoring`. The numbers that tie the
 pieces to the bridge (stopTimeout, idle timeout, deregistration delay) come from :mod:`constructs_lib.ecs_service.props`,
 which says how each is derived.
 
@@ -58,20 +59,14 @@ from constructs_lib.ecs_service.props import (
 )
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
 from constructs_lib.network.props import check_cidr
-from constructs_lib.monitoring.alarms import (
-    BREACHING,
-    ERROR_WINDOW,
-    GT,
-    LT,
-    MISSING_BRIDGE,
-    MISSING_ERRORS,
-    NOT_BREACHING,
-    UTILISATION_WINDOW,
-    AlarmRule,
-    alarm_from_rule,
-    bridge_alarm_rules,
+from constructs_lib.ecs_service.monitoring import (
+    GPU_METRICS_NAMESPACE_SUFFIX,
+    GpuEcsServiceMetrics,
+    service_alarm_rules,
+    service_dashboard_rows,
 )
-from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
+from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
+from constructs_lib.monitoring.metrics import BridgeMetrics
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 from constructs_lib.nag import (
     CUSTOM_RESOURCE_HANDLER_SKIPS,
@@ -92,14 +87,6 @@ HOST_CACHE_DIR = "/var/lib/realtime-voice/weights"
 CONTAINER_CACHE_DIR = "/opt/weights-cache"
 #: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant, AllTraffic).
 ECS_VARIANT_NAME = "ecs"
-#: GPU metrics: the CloudWatch agent on each instance, with its ``nvidia_gpu`` input (CloudWatch agent user guide,
-#: "Collect NVIDIA GPU metrics"), aggregated per Auto Scaling group. Container Insights for ECS reports GPUs
-#: reserved, not used, so it cannot say how busy a GPU is. Metric names are the agent's (``nvidia_smi_<field>``).
-GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
-GPU_UTILIZATION_METRIC = "nvidia_smi_utilization_gpu"
-GPU_MEMORY_USED_METRIC = "nvidia_smi_memory_used"
-GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
-GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health checks are ignored
 #: this long after a task starts (measured order of magnitude on SageMaker's g6: 5-10 minutes, so twice that).
 HEALTH_CHECK_GRACE = Duration.minutes(20)
@@ -113,12 +100,6 @@ ECS_GPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/re
 #: Scale out fast (a new task needs minutes to load the model), scale in slowly (streams last minutes).
 SCALE_OUT_COOLDOWN = Duration.minutes(1)
 SCALE_IN_COOLDOWN = Duration.minutes(10)
-#: An unhealthy target for this many minutes pages (a task restarting once is not an outage).
-UNHEALTHY_MINUTES = 5
-
-MISSING_ALB = "the load balancer reports its metrics only when there is traffic or a target, so no datapoint means nothing happened"
-MISSING_GPU = "no datapoint means no instance reported, which the unhealthy-targets and running-tasks alarms report; this alarm judges only levels"
-MISSING_TASKS = "ECS reports running tasks every minute while the service exists; no datapoint means no task runs"
 
 
 @dataclass(frozen=True)
@@ -275,10 +256,20 @@ class GpuEcsService(Construct):
         problems.raise_if_any(f"GpuEcsService {construct_id}")
         super().__init__(scope, construct_id)
         self._props = props
-        cap, lb = props.capacity, props.load_balancing
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
+        key, subnets = self._cluster_and_capacity(props)
+        self._task_definition(props, key, removal)
+        self._load_balancer(props, subnets, removal)
+        self._service(props, subnets)
+        self._alarms(props)
 
-        # --- Cluster and GPU capacity ---------------------------------------------------------------------------
+    # --- Construction steps, in the order they run --------------------------------------------------------------
+
+    def _cluster_and_capacity(self, props: GpuEcsServiceProps) -> tuple[kms.IKey | None, list[ec2.ISubnet]]:
+        """The cluster and its GPU capacity: instance role, launch template, Auto Scaling group, capacity provider
+        and the release of its instances' protection on destroy. Returns the log key (or None) and the subnets of
+        the instances and tasks."""
+        cap = props.capacity
         acknowledge_compliance(self, {
             "IAMNoInlinePolicy": "The instance, task and execution roles' statements are scoped to this service (its "
                                  "model prefix, metrics namespaces, repository, secret and cluster); an inline policy "
@@ -286,8 +277,7 @@ class GpuEcsService(Construct):
         })
         self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
                                    container_insights_v2=ecs.ContainerInsights.ENHANCED)
-        bridge = props.bridge
-        self.gpu_namespace = props.gpu_namespace or bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
+        self.gpu_namespace = props.gpu_namespace or props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
         instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
                                  description=f"ECS container instances of {props.service_name}")
         self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")
@@ -360,8 +350,11 @@ class GpuEcsService(Construct):
             reason="The statement the CDK gives ECS container instances (the container agent's own calls, as in "
                    "AmazonEC2ContainerServiceforEC2Role); the agent reports task and container state changes.",
         ))
+        return key, subnets
 
-        # --- Task definition ------------------------------------------------------------------------------------
+    def _task_definition(self, props: GpuEcsServiceProps, key: kms.IKey | None, removal: RemovalPolicy) -> None:
+        """The log group, the task definition (one GPU), its grants, the bearer token secret and the container."""
+        bridge, lb = props.bridge, props.load_balancing
         self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal, encryption_key=key,
                                        retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
         self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
@@ -446,7 +439,9 @@ class GpuEcsService(Construct):
             self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR,
                                                            source_volume="weights", read_only=False))
 
-        # --- Load balancer --------------------------------------------------------------------------------------
+    def _load_balancer(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet], removal: RemovalPolicy) -> None:
+        """The Application Load Balancer, its access-log bucket, the listener and the target group."""
+        bridge, lb = props.bridge, props.load_balancing
         self.load_balancer = elbv2.ApplicationLoadBalancer(
             self, "LoadBalancer",
             vpc=props.vpc,
@@ -560,7 +555,9 @@ class GpuEcsService(Construct):
                             conditions=[elbv2.ListenerCondition.path_patterns(paths)],
                             action=elbv2.ListenerAction.forward([self.target_group]))
 
-        # --- Service --------------------------------------------------------------------------------------------
+    def _service(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet]) -> None:
+        """The ECS service, its task scaling, and the URLs callers use."""
+        bridge, cap, lb = props.bridge, props.capacity, props.load_balancing
         self.task_security_group = ec2.SecurityGroup(self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
                                                      description=f"Tasks of {props.service_name}: the "
                                                                  f"{'bridge' if bridge is not None else 'container'} "
@@ -623,7 +620,11 @@ class GpuEcsService(Construct):
                     else f"{scheme}://{dns}")
         self.health_url = f"{scheme}://{dns}{props.health_path}"
 
-        # --- Alarms ---------------------------------------------------------------------------------------------
+    def _alarms(self, props: GpuEcsServiceProps) -> None:
+        """The service's metrics, its alarm rules and an alarm per rule (to the alarm topic when there is one)."""
+        self.metrics = GpuEcsServiceMetrics(
+            gpu_namespace=self.gpu_namespace, auto_scaling_group=self.auto_scaling_group, cluster=self.cluster,
+            service=self.service, load_balancer=self.load_balancer, target_group=self.target_group)
         self.rules = self.alarm_rules()
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -631,128 +632,35 @@ class GpuEcsService(Construct):
             self.alarms[rule.name] = alarm_from_rule(self, f"Alarm{rule.name}", rule,
                                                      f"{props.service_name}-ecs-{rule.name}", action)
 
-    # --- Metrics ------------------------------------------------------------------------------------------------
-
-    def _gpu_metric(self, name: str, statistic: str) -> cloudwatch.Metric:
-        return cloudwatch.Metric(namespace=self.gpu_namespace, metric_name=name, statistic=statistic,
-                                 period=UTILISATION_WINDOW,
-                                 dimensions_map={"AutoScalingGroupName": self.auto_scaling_group.auto_scaling_group_name})
+    # --- Metrics, alarms and dashboard (monitoring.py) ----------------------------------------------------------
 
     def metric_gpu_utilization(self) -> cloudwatch.Metric:
         """Busy time of the instances' GPUs, 0-100 per GPU, averaged over GPUs (CloudWatch agent); Percent."""
-        return self._gpu_metric(GPU_UTILIZATION_METRIC, "Average")
+        return self.metrics.metric_gpu_utilization()
 
     def metric_gpu_memory_used(self) -> cloudwatch.Metric:
         """GPU memory in use on the fullest GPU (CloudWatch agent); MiB (nvidia-smi's unit)."""
-        return self._gpu_metric(GPU_MEMORY_USED_METRIC, "Maximum")
+        return self.metrics.metric_gpu_memory_used()
 
     def metric_gpu_memory_used_percent(self) -> cloudwatch.MathExpression:
-        """GPU memory in use on the fullest GPU as a share of the memory nvidia-smi reports as total; 0-100, Percent.
-
-        A share of the reported total, not of the catalogue's GiB: nvidia-smi's total is below the marketing figure
-        (an L4 sold as 24 GB reports about 23 GiB), so a threshold in MiB from the catalogue could never be reached.
-        """
-        return cloudwatch.MathExpression(
-            expression="100 * used / total", label="GPU memory used (% of total, fullest GPU)",
-            using_metrics={"used": self.metric_gpu_memory_used(),
-                           "total": self._gpu_metric(GPU_MEMORY_TOTAL_METRIC, "Maximum")},
-            period=UTILISATION_WINDOW)
+        """GPU memory in use on the fullest GPU as a share of the reported total; 0-100, Percent."""
+        return self.metrics.metric_gpu_memory_used_percent()
 
     def metric_running_tasks(self) -> cloudwatch.Metric:
-        """Tasks running in the service (Container Insights, ``ECS/ContainerInsights`` RunningTaskCount); Count."""
-        return cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount", statistic="Minimum",
-                                 period=Duration.minutes(1),
-                                 dimensions_map={"ClusterName": self.cluster.cluster_name,
-                                                 "ServiceName": self.service.service_name})
-
-    def alarm_rules(self) -> list[AlarmRule]:
-        """The service's alarms: load balancer and target health, running tasks, GPU use (CloudWatch agent), and the
-        bridge's own alarms (:func:`~constructs_lib.monitoring.alarms.bridge_alarm_rules`, the same rules as on
-        SageMaker)."""
-        props = self._props
-        tg, alb = self.target_group.metrics, self.load_balancer.metrics
-        rules = [
-            AlarmRule("UnhealthyTargets", tg.unhealthy_host_count(period=Duration.minutes(1), statistic="Maximum"),
-                      GT, 0, UNHEALTHY_MINUTES, UNHEALTHY_MINUTES, NOT_BREACHING,
-                      f"A task has failed the load balancer's {props.health_path} check for {UNHEALTHY_MINUTES} "
-                      "minutes.",
-                      MISSING_ALB),
-            AlarmRule("LoadBalancer5XX", alb.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=ERROR_WINDOW,
-                                                           statistic="Sum"),
-                      GT, 0, 1, 1, NOT_BREACHING,
-                      "The load balancer answered 5xx (no healthy task, or a task reset the connection).",
-                      MISSING_ERRORS),
-            AlarmRule("Target5XX", tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=ERROR_WINDOW,
-                                                        statistic="Sum"),
-                      GT, 0, 1, 1, NOT_BREACHING,
-                      f"The {'bridge' if props.bridge is not None else 'container'} answered 5xx (not ready, or "
-                      "draining).", MISSING_ERRORS),
-            AlarmRule("RunningTasks", self.metric_running_tasks(), LT, props.capacity.min_tasks, 10, 10, BREACHING,
-                      f"Fewer than {props.capacity.min_tasks} tasks have run for 10 minutes (no GPU capacity, Spot "
-                      "interruptions, or tasks failing to start).", MISSING_TASKS),
-            AlarmRule("GPUUtilization", self.metric_gpu_utilization(), GT, 90, 3, 3, NOT_BREACHING,
-                      "GPUs above 90 % busy for 15 minutes: the service is saturated.", MISSING_GPU),
-            AlarmRule("GPUMemoryUsed", self.metric_gpu_memory_used_percent(), GT, 97, 2, 2, NOT_BREACHING,
-                      "GPU memory above 97 % of a GPU's total for 10 minutes (vLLM reserves its share at start; "
-                      "more means something else uses the GPU).", MISSING_GPU),
-        ]
-        if props.bridge is not None:
-            protection = AlarmRule(
-                "TaskProtectionErrors", self.bridge_metrics.metric_task_protection_errors(ERROR_WINDOW), GT, 0, 1, 1,
-                NOT_BREACHING, "The bridge could not set its task scale-in protection through the ECS agent: a "
-                               "scale-in or a deployment may stop a task with live streams.", MISSING_BRIDGE)
-            return rules + bridge_alarm_rules(self.bridge_metrics, props.bridge) + [protection]
-        if props.response_time_p90_ms is not None:
-            # TargetResponseTime is in seconds (Elastic Load Balancing user guide, "CloudWatch metrics for your
-            # Application Load Balancer"): from the request leaving the load balancer to the response headers.
-            rules.append(AlarmRule(
-                "ResponseTimeP90", self.metric_response_time_p90(), GT, props.response_time_p90_ms / 1000, 3, 3,
-                NOT_BREACHING, f"The targets' p90 response time has been above {props.response_time_p90_ms:g} ms for "
-                               "15 minutes.", MISSING_ALB))
-        return rules
+        """Tasks running in the service (Container Insights RunningTaskCount); Count."""
+        return self.metrics.metric_running_tasks()
 
     def metric_response_time_p90(self) -> cloudwatch.Metric:
         """p90 of the targets' response time (``AWS/ApplicationELB`` TargetResponseTime); Seconds."""
-        return self.target_group.metrics.target_response_time(period=ERROR_WINDOW, statistic="p90")
+        return self.metrics.metric_response_time_p90()
+
+    def alarm_rules(self) -> list[AlarmRule]:
+        """The service's alarm rules (:func:`~constructs_lib.ecs_service.monitoring.service_alarm_rules`)."""
+        return service_alarm_rules(self._props, self.metrics, self.bridge_metrics)
 
     def dashboard_rows(self, title: str) -> list[list[cloudwatch.IWidget]]:
-        """Dashboard rows of the service: a header, then live streams, errors and health, GPU use, tasks."""
-        def graph(graph_title: str, metrics: list[cloudwatch.IMetric], *rule_names: str,
-                  label: str = "") -> cloudwatch.GraphWidget:
-            lines = [cloudwatch.HorizontalAnnotation(value=by_name[n].threshold, label=f"alarm {n}", color="#d62728")
-                     for n in rule_names]
-            return cloudwatch.GraphWidget(
-                title=graph_title, width=8, height=6, live_data=True, left_annotations=lines,
-                left=[m.with_(label=default_label(m)) if isinstance(m, cloudwatch.Metric) else m for m in metrics],
-                left_y_axis=cloudwatch.YAxisProps(min=0, label=label, show_units=False))
-
-        by_name = {rule.name: rule for rule in self.rules}
-        props, cap = self._props, self._props.capacity
-        header = cloudwatch.TextWidget(
-            markdown=(f"## {title}: ECS service `{props.service_name}`\n{cap.instance_type}, "
-                      f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one GPU each). "
-                      "GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm thresholds."),
-            width=24, height=2)
-        bridge_errors = ([self.bridge_metrics.metric_unauthorized(ERROR_WINDOW), by_name["TaskProtectionErrors"].metric]
-                         if self.bridge_metrics else [])
-        errors = graph("Load balancer and bridge errors" if self.bridge_metrics else "Load balancer and model errors",
-                       [by_name["LoadBalancer5XX"].metric, by_name["Target5XX"].metric,
-                        by_name["UnhealthyTargets"].metric, *bridge_errors], "LoadBalancer5XX", label="count")
-        gpu = graph("GPU use", [self.metric_gpu_utilization()], "GPUUtilization", label="percent")
-        memory = graph("GPU memory used", [self.metric_gpu_memory_used_percent()], "GPUMemoryUsed", label="percent")
-        tasks = graph("Running tasks", [self.metric_running_tasks()], "RunningTasks", label="tasks")
-        if self.bridge_metrics is None:
-            requests = graph("Requests per task", [self.target_group.metrics.request_count_per_target(
-                period=Duration.minutes(1), statistic="Sum")], label="per minute")
-            latency = graph("Response time p90", [self.metric_response_time_p90()],
-                            *(["ResponseTimeP90"] if "ResponseTimeP90" in by_name else []), label="seconds")
-            return [[header], [requests, errors, latency], [gpu, memory, tasks]]
-        streams = graph("Live streams per task", [self.bridge_metrics.metric_active_streams_per_instance(),
-                                                  self.bridge_metrics.metric_active_streams_busiest_instance()],
-                        "ActiveStreamsNearCap", label="streams")
-        first = graph("Time to first delta", [self.bridge_metrics.metric_time_to_first_delta("p90")],
-                      "TimeToFirstDeltaP90", label="ms")
-        return [[header], [streams, errors, first], [gpu, memory, tasks]]
+        """Dashboard rows of the service (:func:`~constructs_lib.ecs_service.monitoring.service_dashboard_rows`)."""
+        return service_dashboard_rows(title, self._props, self.metrics, self.bridge_metrics, self.rules)
 
     # --- Grants and host setup ----------------------------------------------------------------------------------
 
