@@ -99,7 +99,7 @@ def test_no_staging_with_external_weights_or_when_switched_off(changed, tmp_path
 
 def test_a_volume_kms_key_is_not_applied_on_a_local_storage_type(changed):
     """voxtral.volume_kms_key_arn on ml.g6e.xlarge (local NVMe storage): CreateEndpointConfig would fail with
-    KmsKeyId, so the synth leaves it off and says so (tests/constructs: an EBS-backed type keeps it)."""
+    KmsKeyId, so the synth leaves it off and says so (tests/unit/constructs_lib/sagemaker_endpoint/test_endpoint.py: an EBS-backed type keeps it)."""
     (config,) = resources(changed.template("Voxtral"), "AWS::SageMaker::EndpointConfig").values()
     assert "KmsKeyId" not in config["Properties"]
     metadata = json.loads(next(changed.outdir.glob("*Voxtral.metadata.json")).read_text())

@@ -2,7 +2,7 @@
 
 The ModelStaging build installs only what ``python -m stage_model`` imports (boto3, huggingface_hub and their own
 dependencies), not the whole project lock (CDK, numpy, ...). The pins and hashes are copied from the project's
-requirements.lock, so the build runs the exact versions the tests ran; tests/staging checks the file is current.
+requirements.lock, so the build runs the exact versions the tests ran; tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current.
 
 ``make lock`` runs it after re-pinning requirements.lock; by hand: .venv/bin/python tests/tools/staging_requirements.py
 """

@@ -27,7 +27,7 @@ from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
 from constructs_lib.facts.names import ENDPOINT_NAME_RE
 from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from constructs_lib.validation import PropsError
-from tests.constructs.conftest import (
+from tests.unit.constructs_lib.construct_kit import (
     ACCOUNT,
     IMAGE,
     IMAGE_REPOSITORY_ARN,

@@ -1,6 +1,6 @@
 """What the tests of the two cleanup handlers (constructs_lib/cleanup_handlers/) share: the handler module loaded as
 Lambda loads it, moto's credentials in the environment, and a one-request server at the CloudFormation response URL.
-Used by tests/constructs/test_cleanup_handlers.py and tests/ecs/test_release_protection.py."""
+Used by test_network_interfaces.py and test_instance_protection.py beside it."""
 
 from __future__ import annotations
 

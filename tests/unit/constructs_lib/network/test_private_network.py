@@ -1,4 +1,4 @@
-"""PrivateNetwork, DataKey and an endpoint in a VPC, each in a bare stack: defaults, an existing VPC, the props'
+"""PrivateNetwork and an endpoint in a VPC, each in a bare stack: defaults, an existing VPC, the props'
 checks (all problems in one error), and the caller policy bound to a VPC endpoint."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import json
 import pytest
 
 from constructs_lib.network.encryption import DataKey
-from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
 from constructs_lib.network.private_network import PrivateNetwork
-from constructs_lib.network.props import DataKeyProps, ExistingVpc, PrivateNetworkProps
+from constructs_lib.network.props import ExistingVpc, PrivateNetworkProps
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
 from constructs_lib.validation import PropsError
-from tests.constructs.conftest import ACCOUNT, bare_stack, endpoint_props, only, resources
+from tests.unit.constructs_lib.construct_kit import ACCOUNT, bare_stack, endpoint_props, only, resources
+
 
 KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/0f0e0d0c-0b0a-0908-0706-050403020100"
 
@@ -83,26 +84,6 @@ def test_bad_network_props_are_reported_together():
         "flow_log_retention_days=2: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, "
         "1096, 1827, 2192, 2557, 2922, 3288, 3653",
     ]
-
-
-def test_a_new_key_rotates_and_names_cloudwatch_logs_for_its_prefixes_only():
-    stack = bare_stack()
-    key = DataKey(stack, "Key", DataKeyProps(retain=True, log_group_prefixes=["/aws/sagemaker/Endpoints/"]))
-    assert key.created
-    _, resource = only(stack, "AWS::KMS::Key")
-    assert resource["Properties"]["EnableKeyRotation"] is True and resource["DeletionPolicy"] == "Retain"
-    (logs,) = [s for s in resource["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsEncryptLogGroups"]
-    assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
-    (arn,) = logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
-    assert json.dumps(arn).endswith(f':logs:us-east-1:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/*"]]}}')
-
-
-def test_a_given_key_is_used_as_it_is_and_checked():
-    stack = bare_stack()
-    key = DataKey(stack, "Key", DataKeyProps(kms_key_arn=KEY))
-    assert not key.created and key.key_arn == KEY and resources(stack, "AWS::KMS::Key") == {}
-    with pytest.raises(PropsError, match=r"the key is in eu-west-1 but the stack deploys to us-east-1"):
-        DataKey(bare_stack(), "Key", DataKeyProps(kms_key_arn=KEY.replace("us-east-1", "eu-west-1")))
 
 
 def test_an_endpoint_in_a_vpc_bound_to_a_vpc_endpoint():

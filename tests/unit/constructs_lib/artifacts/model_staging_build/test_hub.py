@@ -1,16 +1,13 @@
-"""Small units of the staging code: Hub comparison, secret token, progress line, S3 prefix parsing."""
+"""stage_model.hub: the comparison with the Hub, git blob ids, the token from its secret."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 
 import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
 from constructs_lib.artifacts.model_staging_build.stage_model.hub import HubFile, compare_with_hub, git_blob_id, token_from_secret
-from constructs_lib.facts import S3Prefix
-from constructs_lib.artifacts.model_staging_build.stage_model.progress import Progress
 
 
 def test_compare_with_hub_names_each_mismatching_file(tmp_path):
@@ -53,32 +50,3 @@ def test_token_comes_from_the_secret_string(aws):
     empty = client.create_secret(Name="empty", SecretBinary=b"\x00")["ARN"]
     with pytest.raises(ValueError, match="has no SecretString"):
         token_from_secret(empty, client)
-
-
-def test_progress_line_shows_bytes_rate_and_time_left():
-    now = [0.0]
-    stream = io.StringIO()
-    progress = Progress(total=100 * 1024 * 1024, stream=stream, interval_s=2.0, clock=lambda: now[0])
-    now[0] = 10.0
-    progress.add(25 * 1024 * 1024)
-    assert stream.getvalue() == "  upload: 25.0 MiB / 100.0 MiB (25.0%), 2.5 MiB/s, 30s left\n"
-    now[0] = 11.0
-    progress.add(1024 * 1024)  # within the interval: no new line
-    assert stream.getvalue().count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    ("uri", "bucket", "prefix"),
-    [("s3://models-bucket/models/voxtral", "models-bucket", "models/voxtral/"), ("s3://models-bucket/a/b/", "models-bucket", "a/b/")],
-)
-def test_s3_prefix_parsing(uri, bucket, prefix):
-    parsed = S3Prefix.parse(uri)
-    assert (parsed.bucket, parsed.prefix) == (bucket, prefix)
-    assert parsed.key("params.json") == f"{prefix}params.json"
-
-
-@pytest.mark.parametrize("uri", ["s3://models-bucket", "s3://models-bucket/", "s3://models-bucket//", "s3://models-bucket///"])
-def test_s3_uri_without_a_prefix_is_rejected(uri):
-    """A whole bucket is never a model prefix: SageMaker would copy all of it, and --delete-extra would empty it."""
-    with pytest.raises(ValueError, match="names no prefix"):
-        S3Prefix.parse(uri)

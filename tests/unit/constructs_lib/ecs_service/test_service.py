@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 
 from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing, PropsError
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
-from tests.constructs.conftest import bare_stack, only, resources
+from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources
 
 
 def build(**overrides):
