@@ -17,12 +17,14 @@ from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
+from tests.conftest import ROOT
 
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
 SECRET_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+
+REPO_ROOT = ROOT
 
 
 def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
-HANDLER = Path(__file__).resolve().parents[2] / "constructs_lib/artifacts/model_staging_waiter/index.py"
+from tests.conftest import ROOT
+
+HANDLER = ROOT / "constructs_lib/artifacts/model_staging_waiter/index.py"
 PROJECT = "ModelStagingBuild-abc123"
 BUILD_ID = f"{PROJECT}:4f1c2d3e-0000-4000-8000-000000000001"
 PROPERTIES = {"ProjectName": PROJECT, "RepositoryId": "mistralai/Voxtral-Mini-4B-Realtime-2602", "Revision": "a" * 40, "S3Uri": "s3://models-bucket/models/voxtral/"}

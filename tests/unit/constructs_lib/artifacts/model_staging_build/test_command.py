@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from tests.unit.constructs_lib.artifacts.model_staging_build.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
+from tests.unit.constructs_lib.artifacts.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
 from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 from voicectl import cli
