@@ -36,7 +36,7 @@ from config.models import (
     VOXTRAL_DEFAULT_REVISION,
     bridge_base_image,
 )
-from constructs_lib import capacity, cuda_compat, instance_types
+from constructs_lib.facts import capacity, cuda_compat, instance_types
 from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,

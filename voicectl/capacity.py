@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from constructs_lib import capacity as model
+from constructs_lib.facts import capacity as model
 from constructs_lib.facts import instance_types
 from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
 from voicectl import price_table

@@ -35,7 +35,7 @@ from typing import Any
 import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
-from constructs_lib import cuda_compat
+from constructs_lib.facts import cuda_compat
 from voicectl.aws import aws_session, describe_aws_failure, error_code, is_access_denied
 from voicectl.cli import UsageError
 

@@ -244,7 +244,8 @@ class GpuEcsService(Construct):
 
     Attributes:
         cluster, auto_scaling_group, capacity_provider, task_definition, service, load_balancer, target_group,
-        log_group, token_secret (or None), url (what callers connect to), alarms (``{name: alarm}``), rules.
+        log_group, token_secret (or None), url (what callers connect to), alarms (``{name: alarm}``), rules,
+        metrics (:class:`~constructs_lib.ecs_service.monitoring.GpuEcsServiceMetrics`), bridge_metrics (or None).
 
     Raises:
         constructs_lib.validation.PropsError: listing every invalid prop.

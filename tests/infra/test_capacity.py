@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib import capacity
+from constructs_lib.facts import capacity
 from constructs_lib.facts.instance_types import lookup
 
 MiB = 2**20
