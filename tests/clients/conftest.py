@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from voicectl.local.fake_vllm import FakeVllm
-from voicectl import mic, speak, transcribe
-from voicectl.realtime import TransportClosed
+from voicectl.clients import mic, speak, transcribe
+from voicectl.clients.realtime import TransportClosed
 
 RECORDING = Path(__file__).parent / "data" / "speech_22k_stereo.wav"
 """espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see data/README.md)."""
 
 
 def client_parser() -> argparse.ArgumentParser:
-    """A parser with only the client subcommands (``voicectl.preflight`` belongs to another branch)."""
+    """A parser with only the client subcommands (``voicectl.operations.preflight`` belongs to another branch)."""
     parser = argparse.ArgumentParser(prog="voicectl")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in (transcribe, speak, mic):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from voicectl.audio import (
+from voicectl.clients.audio import (
     CHUNK_BYTES,
     AudioError,
     float_to_pcm16,
@@ -111,7 +111,7 @@ def test_a_directory_is_named_as_such(tmp_path):
 def test_streamed_decoding_matches_whole_file_resampling_and_never_reads_the_whole_file(tmp_path, monkeypatch):
     import soxr
 
-    from voicectl.audio import iter_pcm16_chunks
+    from voicectl.clients.audio import iter_pcm16_chunks
 
     rate = 44100
     t = np.arange(int(rate * 2.3)) / rate

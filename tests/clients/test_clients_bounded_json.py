@@ -1,4 +1,4 @@
-"""voicectl.bounded_json: JSON parsed with a size and depth bound, and server text made one line."""
+"""voicectl.clients.bounded_json: JSON parsed with a size and depth bound, and server text made one line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicectl.bounded_json import _TOKENS, JsonBoundError, check_depth, loads_bounded, one_line
+from voicectl.clients.bounded_json import _TOKENS, JsonBoundError, check_depth, loads_bounded, one_line
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),

@@ -16,7 +16,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
 
 
 def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.transcribe", "voicectl.no_such_module"))
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.clients.transcribe", "voicectl.no_such_module"))
     parser = cli.build_parser()  # must not raise
     help_text = parser.format_help()
     assert "transcribe" in help_text and "no-such-module" in help_text
@@ -65,7 +65,7 @@ def test_the_commands_that_transcribe_name_their_limits_in_help(command):
     """Issue 27: the bounds on what a server may send are named, with their values, in --help."""
     if command == "mic":
         pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    from voicectl.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
+    from voicectl.clients.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
 
     parser = cli.build_parser()
     (subparsers,) = [action for action in parser._actions if action.dest == "command"]

@@ -20,10 +20,10 @@ import pytest
 
 from tests.clients.conftest import Servers
 from voicectl.local.fake_vllm import free_port
-from voicectl import mic
+from voicectl.clients import mic
 from voicectl.cli import UsageError
-from voicectl.audio import CHUNK_BYTES
-from voicectl.realtime import RealtimeError, WebSocketTransport
+from voicectl.clients.audio import CHUNK_BYTES
+from voicectl.clients.realtime import RealtimeError, WebSocketTransport
 
 CHUNK_SAMPLES = CHUNK_BYTES // 2
 
@@ -109,7 +109,7 @@ PAGE = "127.0.0.1:7860"
     ({"host": PAGE}, "/gradio_api/queue/data", "websocket", None, "route"),
 ])
 def test_the_gate_lets_through_only_the_page_itself(headers, path, kind, method, refused):
-    from voicectl.mic_guard import PageGuard, page_hosts
+    from voicectl.clients.mic_guard import PageGuard, page_hosts
 
     guard = PageGuard(None, hosts=page_hosts(7860), websocket_paths=[mic.RECORDING_PATH])
     verdict = guard.refusal(guard_scope(headers, path, kind, method))
@@ -117,7 +117,7 @@ def test_the_gate_lets_through_only_the_page_itself(headers, path, kind, method,
 
 
 def test_the_share_link_host_is_accepted_over_https_only():
-    from voicectl.mic_guard import PageGuard, page_hosts
+    from voicectl.clients.mic_guard import PageGuard, page_hosts
 
     guard = PageGuard(None, hosts=page_hosts(7860, ["abc.gradio.live"]), https_hosts=frozenset({"abc.gradio.live"}),
                       websocket_paths=[mic.RECORDING_PATH])
@@ -372,7 +372,7 @@ def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatc
     import contextlib
 
     from tests.clients.conftest import client_parser
-    from voicectl import transcribe
+    from voicectl.clients import transcribe
 
     servers, _ = page
     entered, exited = [], []

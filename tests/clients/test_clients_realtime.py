@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from voicectl import realtime
-from voicectl.audio import CHUNK_BYTES, iter_chunks
+from voicectl.clients import realtime
+from voicectl.clients.audio import CHUNK_BYTES, iter_chunks
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
-from voicectl.realtime import (
+from voicectl.clients.realtime import (
     CloseStream,
     Failed,
     Finished,
@@ -651,7 +651,7 @@ def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing
     """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each stream used 10 s:
     the audio reaches vLLM exactly once over the streams, and the transcript holds one word per chunk."""
     from tests.clients.conftest import Servers
-    from voicectl.realtime import WebSocketTransport
+    from voicectl.clients.realtime import WebSocketTransport
 
     speed = 8  # audio and the machine's clock 8 x faster than real time: the test takes ~4 s
     chunks = [QUIET if index % 16 == 15 else chunk for index, chunk in enumerate(pcm_with_index(234))]
@@ -738,7 +738,7 @@ def exception_event(name: str, body: dict) -> bytes:
 async def open_mock_stream(response_body: bytes, status: int = 200, headers=None):
     from smithy_http.testing import MockHTTPClient
 
-    from voicectl.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
 
     mock = MockHTTPClient()
     mock.add_response(status, headers or [("content-type", "application/vnd.amazon.eventstream")], response_body)
@@ -812,7 +812,7 @@ def test_sagemaker_partial_payload_parts_are_joined_into_one_frame():
 
 def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame_is_whole():
     """A server that never ends its PARTIAL parts cannot grow the joined frame past MAX_EVENT_BYTES (issue 27)."""
-    from voicectl.realtime import MAX_EVENT_BYTES
+    from voicectl.clients.realtime import MAX_EVENT_BYTES
 
     part = "x" * (256 * 1024)
     parts = MAX_EVENT_BYTES // len(part) + 2  # past the cap, and never a part that is not PARTIAL
@@ -873,7 +873,7 @@ def test_a_full_transcription_through_the_sagemaker_transport():
     """The session logic over the SDK: the response is canned, the request stream is checked event by event."""
     from smithy_http.testing import MockHTTPClient
 
-    from voicectl.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
 
     async def scenario():
         mock = MockHTTPClient()
@@ -912,7 +912,7 @@ def test_a_full_transcription_through_the_sagemaker_transport():
 def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials():
     from smithy_core.exceptions import SmithyIdentityError
 
-    from voicectl.sagemaker_stream import BotocoreCredentialsResolver
+    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver
 
     class Refreshable:
         def __init__(self):
@@ -951,10 +951,10 @@ def test_speak_and_transcribe_word_missing_credentials_the_same_way():
     import botocore.exceptions
     from smithy_core.exceptions import SmithyIdentityError
 
-    from voicectl import speak
-    from voicectl.realtime import RealtimeError
-    from voicectl.sagemaker_stream import resolve_credentials
-    from voicectl.sonic import SonicRequest
+    from voicectl.clients import speak
+    from voicectl.clients.realtime import RealtimeError
+    from voicectl.clients.sagemaker_stream import resolve_credentials
+    from voicectl.clients.sonic import SonicRequest
 
     class NoCredentials:
         async def get_identity(self, *, properties=None):
@@ -978,7 +978,7 @@ def test_speak_and_transcribe_word_missing_credentials_the_same_way():
 
 
 def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_the_machine(parse, recording, monkeypatch):
-    from voicectl import transcribe
+    from voicectl.clients import transcribe
 
     assert parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x"]).max_stream_s == 1500 < 30 * 60
     seen = {}
@@ -995,7 +995,7 @@ def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_
 
 @pytest.mark.parametrize("value", ["5", "nan", "inf", "-1"])
 def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
-    from voicectl import transcribe
+    from voicectl.clients import transcribe
     from voicectl.cli import UsageError
 
     with pytest.raises(UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"):
@@ -1004,7 +1004,7 @@ def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
 
 def test_an_unresolvable_runtime_host_is_named_in_the_error():
     """A DNS failure (awscrt AWS_IO_DNS_*) names the host and URL the client called, and what to check."""
-    from voicectl.sagemaker_stream import describe_error
+    from voicectl.clients.sagemaker_stream import describe_error
 
     error = RuntimeError("AWS_IO_DNS_INVALID_NAME: Host name was invalid for dns resolution")
     message = str(describe_error(error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"))

@@ -12,9 +12,9 @@ import soundfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicectl import speak
+from voicectl.clients import speak
 from voicectl.cli import UsageError
-from voicectl.sonic import (
+from voicectl.clients.sonic import (
     SonicAudio,
     SonicEventParser,
     SonicRequest,
@@ -397,7 +397,7 @@ def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error():
 
 
 def test_an_event_that_never_ends_is_refused_once_past_the_bound():
-    from voicectl import sonic
+    from voicectl.clients import sonic
 
     parser = SonicEventParser()
     part = b'{"type": "chunk", "data": "' + b"A" * (64 * 1024)
@@ -411,7 +411,7 @@ def test_an_event_that_never_ends_is_refused_once_past_the_bound():
 
 
 def test_audio_past_the_bound_fails_with_the_audio_kept(monkeypatch):
-    from voicectl import sonic
+    from voicectl.clients import sonic
 
     monkeypatch.setattr(sonic, "MAX_AUDIO_BYTES", 4)
     chunk = event_line({"type": "chunk", "data": base64.b64encode(b"\x01\x00\x02\x00").decode()})

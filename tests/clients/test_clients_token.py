@@ -12,7 +12,8 @@ import pytest
 from moto import mock_aws
 
 from tests.clients.conftest import Servers
-from voicectl import cli, transcribe
+from voicectl import cli
+from voicectl.clients import transcribe
 from voicectl.cli import UsageError
 
 TOKEN = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPl"
@@ -155,7 +156,7 @@ def test_an_unset_token_env_is_named(parse, recording, monkeypatch):
 
 
 def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, secrets, parse):
-    """``voicectl mic`` opens its target with :func:`voicectl.transcribe.open_target`: with --token-secret its
+    """``voicectl mic`` opens its target with :func:`voicectl.clients.transcribe.open_target`: with --token-secret its
     streams carry the token (a stream opens and gets session.created through the bridge that checks it)."""
     arn = secrets("voxtral-token", TOKEN)
     args = parse(["mic", "--url", servers.url, "--token-secret", arn])

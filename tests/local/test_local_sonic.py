@@ -12,7 +12,7 @@ import soundfile
 
 from tests.clients.conftest import client_parser
 from tests.local.conftest import REGION, SONIC
-from voicectl import speak
+from voicectl.clients import speak
 from voicectl.local.fake_sonic import CHUNK_MS
 
 

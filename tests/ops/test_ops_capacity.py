@@ -13,7 +13,7 @@ import boto3
 from botocore.stub import Stubber
 
 from tests.conftest import ROOT
-from voicectl import capacity, price_table, pricing
+from voicectl.operations import capacity, price_table, pricing
 from voicectl.cli import main
 
 CDK_JSON = str(ROOT / "cdk.json")

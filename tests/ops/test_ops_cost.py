@@ -1,4 +1,4 @@
-"""`voicectl cost` and its price lookup (voicectl/pricing.py) against recorded-format GetProducts responses.
+"""`voicectl cost` and its price lookup (voicectl/operations/pricing.py) against recorded-format GetProducts responses.
 
 moto 5 has no Price List (``pricing``) backend, so botocore's Stubber answers: it checks every request against the
 service model and the exact parameters we expect, and returns the response files in tests/ops/data/pricing/.
@@ -20,7 +20,7 @@ import pytest
 from botocore.stub import Stubber
 
 from tests.conftest import ROOT
-from voicectl import cost, pricing
+from voicectl.operations import cost, pricing
 from voicectl.cli import UsageError, main
 
 DATA = Path(__file__).parent / "data" / "pricing"

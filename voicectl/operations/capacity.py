@@ -11,7 +11,7 @@ For the Voxtral endpoint of the settings (cdk.json ``context`` plus ``-c key=val
 - vLLM's own startup figure ("Maximum concurrency for max_model_len tokens per request"), which charges every
   request a full prefill batch in flight and so is lower;
 - with ``--prices`` (AWS credentials allowed ``pricing:GetProducts``): the on-demand price per instance-hour
-  (:func:`voicectl.pricing.usd_per_hour`), per live stream-hour (price / streams per instance) and per audio hour at
+  (:func:`voicectl.operations.pricing.usd_per_hour`), per live stream-hour (price / streams per instance) and per audio hour at
   the autoscaling target (price / (streams x ``scaling_target_fraction``): the fleet autoscaling holds). A live stream
   transcribes audio as it is spoken, so one stream-hour is one hour of audio.
 
@@ -21,7 +21,7 @@ model, on both targets (SageMaker ``ml.*`` types; the ECS target's EC2 types, on
 the model's assumptions allow, what bounds it, instances for ``--streams N`` concurrent streams at the autoscaling
 target, USD per instance-hour, per live stream-hour and per hour for the N streams, cheapest per live stream-hour
 first. Prices come from the Price List API with ``--prices``, else from the dated table shipped with voicectl
-(:mod:`voicectl.price_table`), and the report says which. Types left out are listed with the reason (no BF16,
+(:mod:`voicectl.operations.price_table`), and the report says which. Types left out are listed with the reason (no BF16,
 nothing fits, idle GPUs, FP8 KV refused there).
 
 Exit codes: 0 done; 1 a price could not be read (``--prices``); 2 bad input. Without ``--prices`` it calls nothing.
@@ -42,9 +42,9 @@ from typing import Any
 from constructs_lib import capacity as model
 from constructs_lib import instance_types
 from constructs_lib.ecs_props import gpu_spec as ecs_gpu_spec
-from voicectl import price_table
+from voicectl.operations import price_table
 from voicectl.cli import UsageError
-from voicectl.cost import settings_from_args
+from voicectl.operations.cost import settings_from_args
 
 GiB = 2**30
 
@@ -376,7 +376,7 @@ def compare_to_json(result: Comparison, settings: Any) -> dict[str, Any]:
 
 
 def _table_price(region: str) -> Any:
-    """``price_of`` from the shipped table (:mod:`voicectl.price_table`)."""
+    """``price_of`` from the shipped table (:mod:`voicectl.operations.price_table`)."""
     def price_of(target: str, instance_type: str) -> tuple[float | None, str | None, str | None]:
         found = price_table.lookup(instance_type, region)
         if found is None:
@@ -388,7 +388,7 @@ def _table_price(region: str) -> Any:
 
 def _price_list_price(client: Any, region: str) -> Any:
     """``price_of`` from the Price List API (SageMaker hosting for ``ml.*``, EC2 Linux on demand otherwise)."""
-    from voicectl import pricing
+    from voicectl.operations import pricing
 
     def price_of(target: str, instance_type: str) -> tuple[float | None, str | None, str | None]:
         try:
@@ -407,7 +407,7 @@ def run_compare(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError(f"--streams {args.streams}: must be a whole number of concurrent streams, at least 1")
     region = settings.region
     if args.prices:
-        from voicectl import pricing
+        from voicectl.operations import pricing
 
         client = _pricing_client(args.profile, region)
         try:
@@ -429,7 +429,7 @@ def _pricing_client(profile: str | None, region: str) -> Any:
     import boto3
     import botocore.exceptions
 
-    from voicectl import pricing
+    from voicectl.operations import pricing
 
     try:
         session = boto3.Session(profile_name=profile)
@@ -511,7 +511,7 @@ def _priced(table: list[Row], region: str, profile: str | None) -> tuple[list[Ro
     import boto3
     import botocore.exceptions
 
-    from voicectl import pricing
+    from voicectl.operations import pricing
 
     try:
         session = boto3.Session(profile_name=profile)

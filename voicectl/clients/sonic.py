@@ -15,7 +15,7 @@ Facts used here come from Cartesia's SageMaker listing documentation (github.com
 - Failures of the request itself arrive as a SageMaker ``ModelError`` whose ``OriginalStatusCode`` is 422 (the
   input is malformed) or 429 (the container has no free generation slot).
 
-This module has no AWS dependency; :mod:`voicectl.speak` does the call.
+This module has no AWS dependency; :mod:`voicectl.clients.speak` does the call.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicectl.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
+from voicectl.clients.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
 
 SONIC_CONTENT_TYPE = "application/json"
 SONIC_ACCEPT = "text/event-stream"

@@ -1,9 +1,9 @@
 // The recorder of `voicectl mic`. Gradio runs this file as the js_on_load of a gr.HTML component (recorder.html),
-// with `element` (the component's root) and `props` (`recording_path`, `speak_path`, `target`: set by voicectl/mic.py).
+// with `element` (the component's root) and `props` (`recording_path`, `speak_path`, `target`: set by voicectl/clients/mic.py).
 //
 // One recording = one WebSocket to voicectl mic = one transcription. The microphone is captured by an AudioWorklet
 // at the AudioContext's sample rate and every sample is sent, as float32 little-endian mono frames, from the moment
-// the microphone opens to the moment Stop is pressed. voicectl/mic.py documents the messages.
+// the microphone opens to the moment Stop is pressed. voicectl/clients/mic.py documents the messages.
 //
 // Gradio's streaming gr.Audio is not used: it sends the audio in fixed chunks and drops what was recorded after the
 // last full chunk when Stop is pressed, and chunks captured while its stream is starting (gradio 6.31 Audio frontend).
@@ -370,7 +370,7 @@ ui.downloadJson.addEventListener("click", () => lastRecord &&
   download("transcript.json", "application/json", JSON.stringify(lastRecord, null, 2) + "\n"));
 listDevices().catch(() => {});
 
-// ---- Speak: text in, Sonic's audio played as it streams (SPEAK_PATH in voicectl/mic.py) ----------------------
+// ---- Speak: text in, Sonic's audio played as it streams (SPEAK_PATH in voicectl/clients/mic.py) ----------------------
 const speakUi = {
   text: part("speak-text"), button: part("speak"), status: part("speak-status"), error: part("speak-error"),
   errorSummary: part("speak-error-summary"), errorDetail: part("speak-error-detail"),

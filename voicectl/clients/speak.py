@@ -3,7 +3,7 @@
     voicectl speak TEXT --endpoint NAME --voice ID [--language en] [--sample-rate 44100] [--endpoint-url URL]
         --out FILE.wav
 
-TEXT ``-`` reads the text from stdin. The request and response formats are described in :mod:`voicectl.sonic`;
+TEXT ``-`` reads the text from stdin. The request and response formats are described in :mod:`voicectl.clients.sonic`;
 the call is boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``, whose response ``Body`` yields
 ``PayloadPart`` events and raises ``ModelStreamError`` / ``InternalStreamFailure`` as ``EventStreamError``
 (botocore ``eventstream.py``), while a ``ModelError`` of the call itself is a ``ClientError`` carrying
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicectl.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
+from voicectl.clients.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.cli import UsageError
 from voicectl.errors import no_credentials_message
-from voicectl.sonic import (
+from voicectl.clients.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
     MAX_AUDIO_BYTES,
     MAX_EVENT_BYTES,
@@ -168,7 +168,7 @@ def synthesize(client: Any, endpoint_name: str, request: SonicRequest,
             ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` and ``AWS_CA_BUNDLE``). :func:`sagemaker_runtime_client` makes
             one with a read timeout suited to long texts.
         endpoint_name: the SageMaker EndpointName (the stack output ``SonicEndpointName``).
-        request: the text, voice id, language and sample rate (:class:`voicectl.sonic.SonicRequest`).
+        request: the text, voice id, language and sample rate (:class:`voicectl.clients.sonic.SonicRequest`).
         clock: monotonic clock in seconds (tests inject their own).
         on_audio: called with each chunk's PCM16 as it arrives (to play the speech while it streams).
 
@@ -277,7 +277,7 @@ def _run(args: argparse.Namespace, client: Any, stack: contextlib.ExitStack) -> 
     check_writable(out)
     endpoint_url = getattr(args, "endpoint_url", None)
     if endpoint_url is not None:
-        from voicectl.transcribe import validate_endpoint_url
+        from voicectl.clients.transcribe import validate_endpoint_url
 
         validate_endpoint_url(endpoint_url)
     if client is None:

@@ -9,7 +9,7 @@ endpoint with *your* AWS credentials). The target is opened once, before the pag
 without them (as ``transcribe`` does), and every recording reuses them.
 
 One recording is one WebSocket from the page to this process (:data:`RECORDING_PATH`) and one transcription
-(:func:`voicectl.realtime.transcribe_stream`, the same code as ``transcribe``). The page's recorder
+(:func:`voicectl.clients.realtime.transcribe_stream`, the same code as ``transcribe``). The page's recorder
 (``mic_page/recorder.js``) captures the microphone with an AudioWorklet and sends every sample. Gradio's streaming
 ``gr.Audio`` is not used: its frontend (gradio 6.31, ``templates/frontend/assets/audio-*.js``) discards a chunk that
 arrives once recording is off, so the audio after the last full chunk is lost at Stop, and a chunk captured while
@@ -21,7 +21,7 @@ Messages on the recording WebSocket (text frames are JSON):
   samples at that rate; then ``{"type": "stop", "samples": TOTAL}`` once every sample has been sent.
 - server -> page: ``{"type": "started", "target"}`` once the endpoint has accepted the stream (it is opened when
   the recording starts; accepted at its first server event that is not an ``error``: vLLM's ``session.created``,
-  see :attr:`voicectl.realtime.TranscriptionMachine.accepted_at`; until then the page shows "Connecting to ..."
+  see :attr:`voicectl.clients.realtime.TranscriptionMachine.accepted_at`; until then the page shows "Connecting to ..."
   and its audio waits here); ``{"type": "transcript", "text"}`` whenever the transcript changed; ``{"type": "stall",
   "silent_s"}`` while the endpoint does not answer (``0`` once it answers again; see :func:`watch`); at the end
   either ``{"type": "done", "text", "figures", "result"}`` (``result`` as ``TranscriptionResult.as_dict()``) or
@@ -31,7 +31,7 @@ Messages on the recording WebSocket (text frames are JSON):
 The page opens the recording WebSocket at the first captured audio, so a zero-length recording opens no stream. The
 Speak panel has a WebSocket of its own (:data:`SPEAK_PATH`) when ``--sonic-endpoint`` and ``--voice`` are given.
 
-Every request and WebSocket handshake passes :class:`voicectl.mic_guard.PageGuard` first (loopback ``Host``, the
+Every request and WebSocket handshake passes :class:`voicectl.clients.mic_guard.PageGuard` first (loopback ``Host``, the
 page's own ``Origin``, only the page's routes; issue 27), and a recording may hold only so much audio
 (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
 
@@ -61,10 +61,10 @@ from urllib.parse import urlsplit
 import numpy as np
 import soxr
 
-from voicectl.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
+from voicectl.clients.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
-from voicectl.mic_guard import PageGuard, page_hosts
-from voicectl.realtime import (
+from voicectl.clients.mic_guard import PageGuard, page_hosts
+from voicectl.clients.realtime import (
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
     RealtimeError,
@@ -73,7 +73,7 @@ from voicectl.realtime import (
     TransportOpener,
     transcribe_stream,
 )
-from voicectl.transcribe import (
+from voicectl.clients.transcribe import (
     EXIT_FAILED,
     LIMITS_HELP,
     add_target_arguments,
@@ -141,7 +141,7 @@ stopped taking audio, and the recording ends with an error instead of growing wi
 INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository (pinned, from "
                 "requirements-mic.lock), or pip install '.[mic]' where the project is installed with pip")
 
-_ASSETS = resources.files("voicectl") / "mic_page"
+_ASSETS = resources.files("voicectl.clients") / "mic_page"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -198,7 +198,7 @@ class MicTranscriber:
     PCM16 chunks; :meth:`end_audio` flushes the resampler and the last partial chunk, so every sample is sent.
 
     Args:
-        opener: opens a stream to the endpoint (from :func:`voicectl.transcribe.open_target`).
+        opener: opens a stream to the endpoint (from :func:`voicectl.clients.transcribe.open_target`).
         model: model name for ``session.update``.
         session_limit_s: audio seconds per session (see :func:`transcribe_stream`).
         on_delta: called with each ``transcription.delta`` text.
@@ -561,7 +561,7 @@ class MicServer:
         self._exit_stack = contextlib.AsyncExitStack()
         self._numbers = itertools.count(1)
         self.guard: PageGuard | None = None
-        """The gate in front of the app (:mod:`voicectl.mic_guard`), once the server started."""
+        """The gate in front of the app (:mod:`voicectl.clients.mic_guard`), once the server started."""
 
     def allow_share_link(self, share_url: str) -> None:
         """Accept requests for the ``--share`` link's host (over https), once Gradio made the link."""
@@ -611,7 +611,7 @@ class MicServer:
 
     async def serve_speak(self, websocket: Any) -> None:
         """The :data:`SPEAK_PATH` route: one text spoken by Sonic, its audio relayed to the page as it streams."""
-        from voicectl.sonic import SonicRequest
+        from voicectl.clients.sonic import SonicRequest
 
         await websocket.accept()
         page = PageSocket(websocket)
@@ -644,7 +644,7 @@ class MicServer:
 
     async def _speak(self, page: PageSocket, request: Any) -> Any:
         """Call Sonic in a thread (boto3 blocks) and send each chunk of audio to the page as it arrives."""
-        from voicectl.speak import sagemaker_runtime_client, synthesize
+        from voicectl.clients.speak import sagemaker_runtime_client, synthesize
 
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -767,7 +767,8 @@ class MicServer:
 def summarize_error(message: str, target: str) -> str:
     """One line for the page: what failed and what to check (the full ``message`` stays behind "Details").
 
-    The patterns are the clients' own messages (voicectl/realtime.py, voicectl/sagemaker_stream.py, this module).
+    The patterns are the clients' own messages (voicectl/clients/realtime/, voicectl/clients/sagemaker_stream.py,
+    this module).
     """
     lowered = message.lower()
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:

@@ -22,9 +22,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from voicectl.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
+from voicectl.clients.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.cli import UsageError
-from voicectl.realtime import (
+from voicectl.clients.realtime import (
     BearerToken,
     DEFAULT_MAX_STREAM_S,
     DEFAULT_MODEL,
@@ -178,7 +178,7 @@ def validate_url(url: str) -> None:
 
 def validate_max_stream_s(max_stream_s: float) -> None:
     """Raise :class:`UsageError` unless ``max_stream_s`` is a finite number of seconds of at least
-    :data:`~voicectl.realtime.MIN_MAX_STREAM_S`."""
+    :data:`~voicectl.clients.realtime.MIN_MAX_STREAM_S`."""
     if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
         raise UsageError(f"--max-stream-s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g} (a stream "
                          f"must live long enough to open the next one), got {max_stream_s}")
@@ -219,7 +219,7 @@ async def open_target(args: argparse.Namespace):
         yield open_websocket
         return
 
-    from voicectl.sagemaker_stream import open_endpoint
+    from voicectl.clients.sagemaker_stream import open_endpoint
 
     async with open_endpoint(args.endpoint, region=args.region, profile=args.profile,
                              endpoint_url=getattr(args, "endpoint_url", None),
@@ -335,7 +335,7 @@ async def transcribe_file(args: argparse.Namespace, transcript: Transcript | Non
 
     Raises:
         UsageError: the file cannot be used.
-        RealtimeError: the transcription failed (see :func:`voicectl.realtime.transcribe_stream`).
+        RealtimeError: the transcription failed (see :func:`voicectl.clients.realtime.transcribe_stream`).
     """
     try:
         audio = open_audio(args.file)

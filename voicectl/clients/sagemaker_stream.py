@@ -22,7 +22,7 @@ https://docs.aws.amazon.com/sdk-for-python/v1/reference/clients/sagemaker-runtim
   until a part that is not ``PARTIAL``.
 - Errors: ``ModelStreamError`` and ``InternalStreamFailure`` arrive as events of the response stream, which the SDK
   raises from ``receive()``; ``ModelError``, ``InputValidationError``, ``ServiceUnavailableError`` and
-  ``InternalServerError`` are raised when the stream opens. Each becomes a :class:`~voicectl.realtime.RealtimeError`
+  ``InternalServerError`` are raised when the stream opens. Each becomes a :class:`~voicectl.clients.realtime.RealtimeError`
   naming what happened and what to try.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voicectl.errors import no_credentials_message
-from voicectl.realtime import MAX_EVENT_BYTES, RealtimeError, TransportClosed, decode_frame
+from voicectl.clients.realtime import MAX_EVENT_BYTES, RealtimeError, TransportClosed, decode_frame
 
 BIDI_PORT = 8443
 """Port of SageMaker's bidirectional streaming runtime endpoint (AWS blog cited in the module docstring)."""
@@ -272,7 +272,7 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
                         endpoint_url: str | None = None, target_variant: str | None = None,
                         ) -> AsyncIterator[Callable[[], Awaitable[SageMakerStreamTransport]]]:
     """Yield an opener of bidirectional streams to the SageMaker endpoint ``endpoint_name``, for
-    :func:`voicectl.realtime.transcribe_stream`; the SDK client is closed on exit.
+    :func:`voicectl.clients.realtime.transcribe_stream`; the SDK client is closed on exit.
 
     The public way to reach a Voxtral endpoint from your own code (the README's example); ``voicectl transcribe`` and
     ``voicectl mic`` use it too. AWS credentials and the Region come from botocore's standard chain (environment,
@@ -384,7 +384,7 @@ def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | 
 
 @dataclass
 class SageMakerStreamTransport:
-    """A :class:`~voicectl.realtime.RealtimeTransport` over one ``InvokeEndpointWithBidirectionalStream`` call."""
+    """A :class:`~voicectl.clients.realtime.RealtimeTransport` over one ``InvokeEndpointWithBidirectionalStream`` call."""
 
     stream: Any
     endpoint_name: str

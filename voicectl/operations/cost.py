@@ -2,7 +2,7 @@
 
 For each enabled endpoint of the settings (cdk.json ``context`` plus ``-c key=value``, read by the same
 ``load_settings`` as ``cdk synth``), prints the on-demand SageMaker real-time inference price of its instance type in
-the ``region`` setting (:mod:`voicectl.pricing`), and from it:
+the ``region`` setting (:mod:`voicectl.operations.pricing`), and from it:
 
 - per month: 730 hours (the AWS Pricing Calculator's month) x the price x ``min_instances`` and ``max_instances``;
 - per live stream-hour: the price / the streams one instance serves at once. Voxtral: ``voxtral.max_num_seqs``
@@ -36,7 +36,7 @@ import boto3
 import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
-from voicectl import pricing
+from voicectl.operations import pricing
 from voicectl.cli import UsageError
 
 #: Hours in the month the AWS Pricing Calculator bills (365 x 24 / 12 = 730).
