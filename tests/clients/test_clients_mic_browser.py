@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.clients.conftest import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
+from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
 from voicectl.clients import mic
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import soundfile
 
-from tests.clients.conftest import Servers
+from tests.unit.voicectl.clients.clients_testkit import Servers
 from voicectl.clients import transcribe
 from voicectl.clients.audio import load_pcm16
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS

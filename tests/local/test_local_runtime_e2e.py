@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import REGION, SONIC, VOXTRAL
 from voicectl.clients import speak, transcribe
 from voicectl.clients.audio import load_pcm16

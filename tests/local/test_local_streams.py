@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import REGION, SECRET_ACCESS_KEY
 from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings

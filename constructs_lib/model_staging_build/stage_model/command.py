@@ -1,6 +1,6 @@
 """The staging command: put the model's weights under an S3 prefix, pinned, verified and resumable.
 
-``voicectl stage-model`` (voicectl/operations/stage_model.py registers these options) and the ModelStaging build
+``voicectl stage-model`` (voicectl/stage_model.py registers these options) and the ModelStaging build
 (``python -m stage_model``) both run :func:`run`.
 
 Source: the Hugging Face Hub at a pinned commit (default repository ``mistralai/Voxtral-Mini-4B-Realtime-2602``), or a

@@ -1,7 +1,7 @@
 """``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's recording
 WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM (loopback only).
 
-The page's recorder (JavaScript) in real Chromium: ``test_clients_mic_browser.py``."""
+The page's recorder (JavaScript) in real Chromium: ``tests/clients/test_clients_mic_browser.py``."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tests.clients.conftest import Servers
+from tests.conftest import ROOT
+from tests.unit.voicectl.clients.clients_testkit import Servers
 from voicectl.local.fake_vllm import free_port
 from voicectl.clients import mic
 from voicectl.cli import UsageError
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime import RealtimeError, WebSocketTransport
+
 
 CHUNK_SAMPLES = CHUNK_BYTES // 2
 
@@ -65,65 +67,12 @@ def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
     """`make mic-deps` (pinned, in a checkout) everywhere; `pip install '.[mic]'` only for a pip-installed project."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     assert "`make mic-deps`" in mic.INSTALL_HINT and "`make mic-deps`" in mic.__doc__
     for readme in (root / "README.md", root / "voicectl" / "README.md"):
         text = readme.read_text()
         assert "make mic-deps" in text, readme
         assert "once `pip install '.[mic]'` is done" not in text, readme
-
-
-def guard_scope(headers: dict[str, str], path: str = "/", kind: str = "http", method: str = "GET") -> dict:
-    return {"type": kind, "path": path, "method": method,
-            "headers": [(name.encode(), value.encode()) for name, value in headers.items()]}
-
-
-PAGE = "127.0.0.1:7860"
-
-
-@pytest.mark.parametrize(("headers", "path", "kind", "method", "refused"), [
-    ({"host": PAGE}, "/", "http", "GET", None),  # the page, typed into the address bar
-    ({"host": PAGE, "origin": f"http://{PAGE}"}, "/voicectl/recording", "websocket", None, None),
-    ({"host": "localhost:7860", "origin": "http://localhost:7860"}, "/assets/Index-Akn07EZk2.js", "http", "GET", None),
-    ({"host": "[::1]:7860"}, "/theme.css", "http", "HEAD", None),
-    ({"host": PAGE, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}, "/", "http", "GET", None),  # a link
-    # DNS rebinding: the attacker's name, pointed at 127.0.0.1, with a matching Origin (issue 27)
-    ({"host": "evil.example:7860", "origin": "http://evil.example:7860"}, "/voicectl/recording", "websocket", None,
-     "host"),
-    ({"host": "evil.example:7860"}, "/", "http", "GET", "host"),
-    ({"host": "127.0.0.1:7861"}, "/", "http", "GET", "host"),  # another port: not this page
-    ({"host": "127.0.0.1"}, "/", "http", "GET", "host"),
-    ({}, "/", "http", "GET", "host"),
-    ({"host": PAGE, "origin": "https://evil.example"}, "/gradio_api/upload", "http", "POST", "origin"),
-    ({"host": PAGE, "origin": "http://evil.example"}, "/voicectl/recording", "websocket", None, "origin"),
-    ({"host": PAGE, "origin": "http://127.0.0.1:8000"}, "/voicectl/recording", "websocket", None, "origin"),
-    ({"host": PAGE, "origin": "null"}, "/voicectl/recording", "websocket", None, "origin"),
-    ({"host": PAGE, "origin": f"https://{PAGE}"}, "/", "http", "GET", "origin"),  # served over http only
-    ({"host": PAGE, "sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"}, "/", "http", "GET", "origin"),
-    ({"host": PAGE}, "/gradio_api/upload", "http", "POST", "route"),  # Gradio's upload route: never reached
-    ({"host": PAGE, "origin": f"http://{PAGE}"}, "/gradio_api/upload", "http", "POST", "route"),
-    ({"host": PAGE}, "/gradio_api/queue/join", "http", "POST", "route"),
-    ({"host": PAGE}, "/gradio_api/file=/etc/passwd", "http", "GET", "route"),
-    ({"host": PAGE}, "/gradio_api/info", "http", "GET", "route"),
-    ({"host": PAGE}, "/", "http", "POST", "route"),
-    ({"host": PAGE}, "/gradio_api/queue/data", "websocket", None, "route"),
-])
-def test_the_gate_lets_through_only_the_page_itself(headers, path, kind, method, refused):
-    from voicectl.clients.mic_guard import PageGuard, page_hosts
-
-    guard = PageGuard(None, hosts=page_hosts(7860), websocket_paths=[mic.RECORDING_PATH])
-    verdict = guard.refusal(guard_scope(headers, path, kind, method))
-    assert (verdict and verdict[0]) == refused, verdict
-
-
-def test_the_share_link_host_is_accepted_over_https_only():
-    from voicectl.clients.mic_guard import PageGuard, page_hosts
-
-    guard = PageGuard(None, hosts=page_hosts(7860, ["abc.gradio.live"]), https_hosts=frozenset({"abc.gradio.live"}),
-                      websocket_paths=[mic.RECORDING_PATH])
-    share = {"host": "abc.gradio.live", "origin": "https://abc.gradio.live"}
-    assert guard.refusal(guard_scope(share, mic.RECORDING_PATH, "websocket")) is None
-    assert guard.refusal(guard_scope({**share, "origin": "http://abc.gradio.live"}))[0] == "origin"
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "-1"])
@@ -278,7 +227,7 @@ def test_cancel_closes_the_stream_to_vllm_at_once():
 def page() -> Iterator[tuple[Servers, str]]:
     """The fake vLLM and the bridge, and the mic page in front of them; yields (servers, recording WebSocket URL)."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    from tests.clients.conftest import client_parser
+    from tests.unit.voicectl.clients.clients_testkit import client_parser
 
     with Servers(deltas=("hello ", "world "), generate=True) as servers:
         args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
@@ -371,7 +320,7 @@ def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatc
     """Credentials and the SDK client (``open_target``) once per command, not per recording or chunk."""
     import contextlib
 
-    from tests.clients.conftest import client_parser
+    from tests.unit.voicectl.clients.clients_testkit import client_parser
     from voicectl.clients import transcribe
 
     servers, _ = page
@@ -422,7 +371,7 @@ def test_closing_the_page_closes_the_stream_to_vllm(page, capsys):
 
 def test_a_down_container_fails_the_recording_once_naming_its_address(capsys):
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    from tests.clients.conftest import client_parser
+    from tests.unit.voicectl.clients.clients_testkit import client_parser
 
     port = free_port()
     args = client_parser().parse_args(["mic", "--url", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
@@ -611,7 +560,7 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     sessions_before = len(servers.vllm.sessions)
     port = free_port()
     command = subprocess.Popen([sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
-                               cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         assert command.stderr.readline() == f"voicectl mic: open http://127.0.0.1:{port} (Ctrl-C to stop)\n"
 
@@ -646,7 +595,7 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
 def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
     """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    from tests.clients.conftest import QuietBridge, client_parser
+    from tests.unit.voicectl.clients.clients_testkit import QuietBridge, client_parser
 
     for name, value in {"FIRST_ANSWER_TIMEOUT_S": 1.0, "STALL_NOTICE_S": 0.5, "STALL_TIMEOUT_S": 1.5,
                         "STOP_TIMEOUT_S": 1.0, "WATCHDOG_TICK_S": 0.05}.items():

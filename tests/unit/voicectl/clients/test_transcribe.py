@@ -1,5 +1,6 @@
-"""``voicectl transcribe|mic --url ... --token-secret ARN`` (the ECS target): the bearer token read from Secrets
-Manager (moto, in process) and sent on the upgrade to the real bridge with BRIDGE_TOKEN set, on 127.0.0.1."""
+"""voicectl.clients.transcribe: its target options as both ``transcribe`` and ``mic`` use them (``--url ...
+--token-secret ARN``, the ECS target: the bearer token read from Secrets Manager, moto in process, and sent on the
+upgrade to the real bridge with BRIDGE_TOKEN set, on 127.0.0.1), and ``--max-stream-s``."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.clients.conftest import Servers
+from tests.unit.voicectl.clients.clients_testkit import Servers
 from voicectl import cli
 from voicectl.clients import transcribe
 from voicectl.cli import UsageError
+from voicectl.clients.realtime import RealtimeError
 
 TOKEN = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPl"
 WRONG = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPX"  # the last character differs
@@ -172,3 +174,31 @@ def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, s
 
     assert asyncio.run(scenario()) == "session.created"
     assert servers.bridge.metrics.unauthorized_count == 0
+
+
+# ---- voicectl transcribe --max-stream-s ------------------------------------------------------------------------
+
+
+def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_the_machine(parse, recording, monkeypatch):
+    from voicectl.clients import transcribe
+
+    assert parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x"]).max_stream_s == 1500 < 30 * 60
+    seen = {}
+
+    async def fake_stream(chunks, opener, **options):
+        seen.update(options)
+        raise RealtimeError("stop here", code="test")
+
+    monkeypatch.setattr(transcribe, "transcribe_stream", fake_stream)
+    args = parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", "600"])
+    assert transcribe.run(args) == 1
+    assert seen["max_stream_s"] == 600
+
+
+@pytest.mark.parametrize("value", ["5", "nan", "inf", "-1"])
+def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
+    from voicectl.clients import transcribe
+    from voicectl.cli import UsageError
+
+    with pytest.raises(UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"):
+        transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", value]))

@@ -1,7 +1,7 @@
 """`voicectl cost` and its price lookup (voicectl/operations/pricing.py) against recorded-format GetProducts responses.
 
 moto 5 has no Price List (``pricing``) backend, so botocore's Stubber answers: it checks every request against the
-service model and the exact parameters we expect, and returns the response files in tests/ops/data/pricing/.
+service model and the exact parameters we expect, and returns the response files in tests/unit/voicectl/operations/data/pricing/.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data" / "pricing"
 
 
 def _cdk_json_on_the_recorded_type() -> Path:
-    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in tests/ops/data/pricing/ are
+    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in tests/unit/voicectl/operations/data/pricing/ are
     for (the default became ml.g6.xlarge in issue 28; the report's logic does not depend on which type it is)."""
     data = json.loads((ROOT / "cdk.json").read_text())
     data["context"]["voxtral.instance_type"] = "ml.g6.4xlarge"
