@@ -6,7 +6,8 @@ Writes a synthetic FLAC (a tone with noise) to a temporary directory, then, in a
 to 16 kHz mono PCM16 chunks and prints the process's peak RSS (``resource.getrusage`` ``ru_maxrss``, KiB on Linux):
 
 - ``streamed``: :func:`voicectl.clients.audio.iter_pcm16_chunks` (soundfile.blocks -> mix down ->
-  soxr.ResampleStream), the path ``transcribe`` uses; chunks are dropped as they are produced, as the sender does once a session is finished.
+  soxr.ResampleStream), the path ``transcribe`` uses; chunks are dropped as they are produced, as the sender does
+  once a session is finished.
 - ``whole-file``: ``soundfile.read`` of the whole file as float32, mix down and ``soxr.resample`` (the old path).
 
 A figure, not a test: the machine and libsndfile version change it.

@@ -96,6 +96,7 @@ BUSY_RETRY_DELAYS_S = (1.0, 2.0, 4.0)
 MAX_BUFFERED_S = 30.0
 """Audio seconds held unsent (a stream opening, a generation finishing) before the client stops reading the source."""
 
+
 def chunk_seconds(pcm16: bytes) -> float:
     """Duration of 16 kHz mono PCM16 bytes in seconds."""
     return len(pcm16) / PCM16_BYTES_PER_SAMPLE / TARGET_SAMPLE_RATE_HZ
@@ -166,7 +167,6 @@ def _text_field(event: dict[str, Any], name: str) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
-
 
 
 # ---- the state machine: inputs are method calls, outputs are these actions ----------------------------------------

@@ -82,6 +82,7 @@ ERROR_HINTS: dict[str, str] = {
 }
 """What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
 
+
 class RealtimeError(Exception):
     """The transcription cannot go on: a server ``error`` event, a stream failure, or a timeout.
 

@@ -10,6 +10,7 @@ MAX_TRANSCRIPT_CHARS = 16 * 1024 * 1024
 """Characters of transcript (deltas and done texts) one run keeps at most (16 Mi, some 290 hours of speech at 150
 words a minute); a server that sends more ends the run (code ``transcript_too_large``) instead of filling memory."""
 
+
 def join_transcripts(parts: Iterable[str]) -> str:
     """Join session transcripts, adding one space where neither side already has whitespace at the seam."""
     joined = ""

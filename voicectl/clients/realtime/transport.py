@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+
 class TransportClosed(Exception):
     """The stream ended unexpectedly (network drop, server went away); the session may be reopened."""
 

@@ -9,6 +9,7 @@ from voicectl.clients.realtime.auth import HTTP_UNAUTHORIZED, BearerToken, unaut
 from voicectl.clients.realtime.protocol import MAX_EVENT_BYTES, RealtimeError, decode_frame
 from voicectl.clients.realtime.transport import TransportClosed
 
+
 class WebSocketTransport:
     """A :class:`RealtimeTransport` over a plain WebSocket (``--url``, a container's bridge on its own).
 
