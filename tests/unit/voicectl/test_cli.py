@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from voicectl import cli
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
@@ -73,3 +74,17 @@ def test_the_commands_that_transcribe_name_their_limits_in_help(command):
     for name, value in (("MAX_EVENT_BYTES", f"{MAX_EVENT_BYTES:,}"), ("MAX_EVENT_DEPTH", str(MAX_EVENT_DEPTH)),
                         ("MAX_TRANSCRIPT_CHARS", f"{MAX_TRANSCRIPT_CHARS:,}")):
         assert f"{value}" in description and f"({name})" in description, (command, name)
+
+
+def test_every_subcommand_loads_without_the_cdk():
+    """Building the parser imports every subcommand module: none may import aws_cdk (jsii starts node, seconds per
+    command) or the stacks, and each registers itself (no stand-in for an import failure)."""
+    code = ("import sys\n"
+            "from voicectl import cli\n"
+            "parser = cli.build_parser()\n"
+            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs', 'stacks') if m in sys.modules))\n"
+            "actions = [a for a in parser._actions if a.dest == 'command']\n"
+            "print(sorted(name for name, sub in actions[0].choices.items() if '(unavailable' in (sub.description or '')"
+            " or 'could not be loaded' in (sub.description or '')))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines() == ["[]", "[]"]
