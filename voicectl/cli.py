@@ -28,15 +28,15 @@ DESCRIPTION = (
 # Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
 # does not break the others.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "voicectl.preflight",
-    "voicectl.stage_model",
-    "voicectl.transcribe",
-    "voicectl.speak",
-    "voicectl.mic",
-    "voicectl.verify",
-    "voicectl.cost",
-    "voicectl.capacity",
-    "voicectl.local_runtime",
+    "voicectl.operations.preflight",
+    "voicectl.operations.stage_model",
+    "voicectl.clients.transcribe",
+    "voicectl.clients.speak",
+    "voicectl.clients.mic",
+    "voicectl.operations.verify",
+    "voicectl.operations.cost",
+    "voicectl.operations.capacity",
+    "voicectl.local.local_runtime",
     "voicectl.connect_replay",
 )
 
@@ -45,7 +45,7 @@ EXIT_UNAVAILABLE = 1
 
 
 def subcommand_name(module_name: str) -> str:
-    """The subcommand a module registers, by convention: ``voicectl.stage_model`` -> ``stage-model``."""
+    """The subcommand a module registers, by convention: ``voicectl.operations.stage_model`` -> ``stage-model``."""
     return module_name.rsplit(".", 1)[-1].replace("_", "-")
 
 

@@ -33,9 +33,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from voicectl.audio import AudioError
+from voicectl.clients.audio import AudioError
 from voicectl.errors import UsageError
-from voicectl.transcribe import add_target_arguments, open_target, validate_speed, validate_target_arguments
+from voicectl.clients.transcribe import add_target_arguments, open_target, validate_speed, validate_target_arguments
 
 START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect_start_function" / "index.py"
 REGION = "us-east-1"

@@ -1,6 +1,6 @@
 """The error every ``voicectl`` subcommand raises for bad input, and the words every client uses for missing AWS
 credentials, in a module of their own so that :mod:`voicectl.cli` (which prints them), :mod:`voicectl.aws`,
-:mod:`voicectl.speak` and :mod:`voicectl.sagemaker_stream` (which raise them) import them without importing each
+:mod:`voicectl.clients.speak` and :mod:`voicectl.clients.sagemaker_stream` (which raise them) import them without importing each
 other."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The contract between the bridge (container/bridge/protocol.py) and the client (voicectl/realtime.py).
+"""The contract between the bridge (container/bridge/protocol.py) and the client
+(voicectl/clients/realtime/protocol.py).
 
 The two packages share no code (the bridge imports nothing of ours; the client cannot import the container), so
 each lists the event names, error codes and fields it relies on, and these tests fail as soon as the lists drift
@@ -12,7 +13,7 @@ import json
 import pytest
 
 from bridge import protocol
-from voicectl import realtime
+from voicectl.clients import realtime
 
 
 def test_event_types_are_the_same_on_both_sides():

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.clients.conftest import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
+from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
-from voicectl import mic
+from voicectl.clients import mic
 
 BROWSER_ENV = "VOICECTL_TEST_CHROMIUM"
 """Path of the Chromium binary to drive; by default the first of :data:`CHROMIUM_NAMES` on PATH."""
@@ -154,10 +154,10 @@ def wait_until(predicate, timeout_s: float, step_s: float = 0.01):
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
     """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the same settings as
-    ``voicectl.mic``) flushed at the end, then PCM16."""
+    ``voicectl.clients.mic``) flushed at the end, then PCM16."""
     import soxr
 
-    from voicectl.audio import RESAMPLER_QUALITY, float_to_pcm16
+    from voicectl.clients.audio import RESAMPLER_QUALITY, float_to_pcm16
 
     resampler = soxr.ResampleStream(rate_hz, 16_000, 1, dtype="float32", quality=RESAMPLER_QUALITY)
     parts = [resampler.resample_chunk(np.frombuffer(frame, dtype="<f4")) for frame in frames]

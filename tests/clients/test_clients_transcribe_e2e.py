@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 import soundfile
 
-from tests.clients.conftest import Servers
-from voicectl import transcribe
-from voicectl.audio import load_pcm16
+from tests.unit.voicectl.clients.clients_testkit import Servers
+from voicectl.clients import transcribe
+from voicectl.clients.audio import load_pcm16
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 
 DELTAS = ("Hello ", "from ", "SageMaker. ", "Streaming ", "speech ", "to ", "text.")
@@ -119,7 +119,7 @@ def test_ctrl_c_closes_the_stream_cleanly(recording):
     from pathlib import Path
 
     # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
-    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.transcribe',)\n"
+    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.clients.transcribe',)\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
     with Servers(deltas=("word ",), generate=True) as servers:
         process = subprocess.Popen([sys.executable, "-c", script, "transcribe", str(recording), "--url", servers.url],
@@ -255,7 +255,7 @@ def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
 
     from websockets.asyncio.server import serve
 
-    from voicectl.realtime import RealtimeError, WebSocketTransport, transcribe_stream
+    from voicectl.clients.realtime import RealtimeError, WebSocketTransport, transcribe_stream
 
     async def scenario():
         async def handler(connection):

@@ -16,7 +16,7 @@ from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 from voicectl.connect.kvs import KvsMedia
 from voicectl.connect.sink import SEGMENT
 from voicectl.local.fake_vllm import FakeVllm
-from voicectl.realtime import WebSocketTransport
+from voicectl.clients.realtime import WebSocketTransport
 
 RATE = mkv.CONNECT_SAMPLE_RATE_HZ
 

@@ -159,7 +159,7 @@ def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw,
 def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
     """The clients' machine reports where each generation's audio lies in the source; after a cut the resent
     audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
-    from voicectl.realtime import (OpenStream, SendEvent, ShowGenerationText, TranscriptionMachine,
+    from voicectl.clients.realtime import (OpenStream, SendEvent, ShowGenerationText, TranscriptionMachine,
                                    TransportClosed)
 
     machine = TranscriptionMachine(max_stream_s=600)

@@ -22,7 +22,7 @@ from moto import mock_aws
 
 from config.settings import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
-from voicectl.preflight import (
+from voicectl.operations.preflight import (
     MIN_BOOTSTRAP_VERSION,
     SONIC_LISTING_ID,
     SONIC_LISTING_URL,

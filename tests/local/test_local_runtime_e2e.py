@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import REGION, SONIC, VOXTRAL
-from voicectl import speak, transcribe
-from voicectl.audio import load_pcm16
+from voicectl.clients import speak, transcribe
+from voicectl.clients.audio import load_pcm16
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import REGION, SONIC
-from voicectl import speak
+from voicectl.clients import speak
 from voicectl.local.fake_sonic import CHUNK_MS
 
 

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import REGION, SECRET_ACCESS_KEY
-from voicectl import transcribe
+from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings
-from voicectl.realtime import RealtimeError
+from voicectl.clients.realtime import RealtimeError
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 
@@ -91,7 +91,7 @@ async def open_stream(stack, endpoint: str, **input_fields):
     import boto3
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
-    from voicectl.sagemaker_stream import BotocoreCredentialsResolver, create_client
+    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
 
     resolver = BotocoreCredentialsResolver(boto3.Session(region_name=REGION))
     client = await create_client(REGION, resolver, endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
@@ -190,11 +190,11 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
         stack.add_endpoint(f"{name}=ws://127.0.0.1:{stack.call(container.start())}")
 
     async def scenario():
-        from voicectl.sagemaker_stream import SageMakerStreamTransport
+        from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
 
         import boto3
 
-        from voicectl.sagemaker_stream import BotocoreCredentialsResolver, create_client
+        from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
 
         client = await create_client(REGION, BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
                                      endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
@@ -256,8 +256,8 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
 def test_a_send_does_not_wait_forever_once_the_call_failed():
     """smithy-core leaves the request writer waiting for a reader when the connection never came up (a TLS handshake
     refused): once the response side has failed, send_text gives up instead of hanging."""
-    from voicectl.realtime import TransportClosed
-    from voicectl.sagemaker_stream import SageMakerStreamTransport
+    from voicectl.clients.realtime import TransportClosed
+    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
 
     class StuckInput:
         async def send(self, event):
@@ -286,8 +286,8 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
     stream connects afresh) and is closed once no stream of the client is open; a clean end keeps it."""
     from types import SimpleNamespace
 
-    from voicectl import sagemaker_stream
-    from voicectl.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
+    from voicectl.clients import sagemaker_stream
+    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
 
     class Connection:
         closed = False
@@ -386,8 +386,8 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     reached neither the front door nor vLLM and waited for its transcript (2 of 3 runs here; the race is whether
     the unread data fills the window before the refusal arrives)."""
     from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
-    from voicectl.realtime import TransportClosed, transcribe_stream
-    from voicectl.sagemaker_stream import open_endpoint
+    from voicectl.clients.realtime import TransportClosed, transcribe_stream
+    from voicectl.clients.sagemaker_stream import open_endpoint
 
     refuser = SilentRefuser(stack.runtime)
     tls = make_certificate(tmp_path / "refuser-tls")

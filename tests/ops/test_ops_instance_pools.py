@@ -14,7 +14,7 @@ from config.settings import load_settings
 from tests.conftest import cdk_json_context
 from tests.infra.test_settings import problems_for
 from tests.ops.conftest import alarms_by_name, resources
-from voicectl.preflight import instance_needs
+from voicectl.operations.preflight import instance_needs
 
 
 def variant_of(template: dict) -> dict:

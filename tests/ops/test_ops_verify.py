@@ -22,7 +22,7 @@ from config.models import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
 from tests.ops.conftest import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
 from voicectl.cli import main
-from voicectl.verify import ExpectedEndpoint, TemplateResolver, Unresolvable, differences, read_cloud_assembly, verify
+from voicectl.operations.verify import ExpectedEndpoint, TemplateResolver, Unresolvable, differences, read_cloud_assembly, verify
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -470,7 +470,7 @@ def test_comparing_values():
 
 
 def _unset():
-    from voicectl.verify import _ABSENT
+    from voicectl.operations.verify import _ABSENT
 
     return _ABSENT
 

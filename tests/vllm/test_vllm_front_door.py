@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.conftest import client_parser
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.local.conftest import VOXTRAL, Stack, StackRunner, front_door_env
 from tests.local.test_local_readme_examples import readme_examples, run_example
-from voicectl import transcribe
+from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings
 from voicectl.local.fake_vllm import free_port
 
@@ -59,8 +59,8 @@ def test_the_readmes_python_example_streams_through_the_front_door(real_stack, m
 
 def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, monkeypatch, capsys):
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test-vllm installs it)")
-    from tests.clients.test_clients_mic import PageClient, recording_url, tone
-    from voicectl import mic
+    from tests.unit.voicectl.clients.test_mic import PageClient, recording_url, tone
+    from voicectl.clients import mic
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", real_stack.url)
     args = client_parser().parse_args(["mic", "--endpoint", VOXTRAL, "--port", str(free_port())])

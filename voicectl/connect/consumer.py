@@ -35,13 +35,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from voicectl.audio import CHUNK_BYTES, Pcm16Resampler
+from voicectl.clients.audio import CHUNK_BYTES, Pcm16Resampler
 from voicectl.connect import mkv
 from voicectl.connect.kvs import MIN_GET_MEDIA_INTERVAL_S, start_selector
 from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, SEGMENT, Segment)
-from voicectl.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
-                               RealtimeError, ShowDelta, ShowGenerationText, TranscriptionMachine, TransportOpener,
-                               _Driver)
+from voicectl.clients.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
+                                      RealtimeError, ShowDelta, ShowGenerationText, TranscriptionMachine,
+                                      TransportOpener)
+from voicectl.clients.realtime.driver import _Driver
 
 LOG = logging.getLogger(__name__)
 

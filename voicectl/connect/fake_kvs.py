@@ -26,7 +26,7 @@ import soundfile
 import soxr
 from aiohttp import web
 
-from voicectl.audio import AudioError, float_to_pcm16
+from voicectl.clients.audio import AudioError, float_to_pcm16
 from voicectl.connect import mkv
 
 FRAGMENT_S = 2.0

@@ -53,10 +53,10 @@ def emit_metric(name: str, value: float, unit: str = "Count", **dimensions: str)
 async def opener_from_env(session: Any):
     """The endpoint opener the environment names: ``ENDPOINT_NAME`` (SageMaker; the SDK client closed on exit) or
     ``ENDPOINT_URL`` with the bearer token from ``TOKEN_SECRET_ARN`` (the ECS target)."""
-    from voicectl.realtime import BearerToken, WebSocketTransport
+    from voicectl.clients.realtime import BearerToken, WebSocketTransport
 
     if os.environ.get("ENDPOINT_NAME"):
-        from voicectl.sagemaker_stream import open_endpoint
+        from voicectl.clients.sagemaker_stream import open_endpoint
 
         async with open_endpoint(os.environ["ENDPOINT_NAME"], region=session.region_name) as opener:
             yield opener

@@ -136,7 +136,7 @@ def stop(parts: list[Part]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from voicectl.errors import UsageError
-    from voicectl.local_runtime import validate_names
+    from voicectl.local.local_runtime import validate_names
 
     try:
         validate_names(args.names)  # before anything starts: the error on the terminal, not in the front door's log
@@ -262,7 +262,7 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
 def other_clients_lines(ca_file: Path, names: list[str]) -> list[str]:
     """For clients not written here: the hosts-file lines of the ``--name`` host names, and how to trust the CA the
     way awscrt reads it (the system's store; it ignores ``AWS_CA_BUNDLE``), and how to remove it again."""
-    from voicectl.local_runtime import hosts_lines, system_trust_commands
+    from voicectl.local.local_runtime import hosts_lines, system_trust_commands
 
     lines = ["", "Other clients (e.g. on awscrt, which ignores AWS_CA_BUNDLE and SSL_CERT_FILE):"]
     if hosted := hosts_lines(names):
