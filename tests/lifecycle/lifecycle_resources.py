@@ -365,7 +365,7 @@ RESOURCE_KINDS: dict[str, ResourceKind] = {
                                  "StateMachineDoesNotExist"),
     ),
     # moto's CloudFormation creates a VPC from CidrBlock, InstanceTenancy and Tags only: the DNS attributes are
-    # asserted at template level (tests/unit/constructs_lib/network/private_network/test_private_network.py).
+    # asserted at template level (tests/unit/constructs_lib/network/test_private_network.py).
     "AWS::EC2::VPC": ResourceKind(
         _vpc, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]),
         moto_drops=("EnableDnsSupport", "EnableDnsHostnames")),
