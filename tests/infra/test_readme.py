@@ -126,6 +126,21 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
     assert broken == [], f"{page_id(page)}: links to files or sections that do not exist"
 
 
+#: Where a repository path named in a page begins (``constructs_lib/capacity.py``, ``tests/local/``).
+TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "container/", "voicectl/", "tests/",
+             "bench/", "docs/", ".ci/")
+#: Paths a page names before they exist: the test tiers CONTRIBUTING.md describes as planned.
+PLANNED = {"tests/app/", "tests/e2e/"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_repository_path_a_page_names_exists(page):
+    """A file moved or renamed leaves the pages that name it wrong: this names them."""
+    named = {path for path in re.findall(r"`([^`\s<>*]+)`", page.read_text())
+             if path.startswith(TOP_LEVEL) and ("/" in path or path.endswith(".py"))}
+    assert {path for path in named - PLANNED if not (ROOT / path.split(":")[0]).exists()} == set()  # path:name
+
+
 @pytest.mark.parametrize("page", PAGES[1:], ids=page_id)
 def test_each_page_has_one_title_and_a_contents_list_if_it_has_one(page):
     text = page.read_text()
