@@ -10,10 +10,10 @@ Convention for their shell blocks (```` ```sh ```` or ```` ```bash ````):
   replacing ``<placeholders>`` (``<bucket>``, ``<40-character commit>``) with a word, since a reader types them.
 
 Also checked, on every page: lines of at most 120 characters, links that resolve (files, and headings of the page
-or of the page linked to), every ``make <target>`` a page names exists in the Makefile and in ``make help``, every
-Python block compiles and is run by the test named in :data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's
-``--help`` has a description. The README is a front page: under :data:`FRONT_PAGE_LINES` lines, with a table that
-leads to every page.
+or of the page linked to), every repository path a page names exists, every ``make <target>`` a page names exists in
+the Makefile and in ``make help``, every Python block compiles and is run by the test named in
+:data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's ``--help`` has a description. The README is a front page:
+under :data:`FRONT_PAGE_LINES` lines, with a table that leads to every page.
 """
 
 from __future__ import annotations
