@@ -117,10 +117,10 @@ class EndpointSettings:
     initial_instance_count: int = 1
     #: ModelDataDownloadTimeoutInSeconds (60-3600).
     model_data_download_timeout_s: int = 1200
-    #: ContainerStartupHealthCheckTimeoutInSeconds (60-3600).
+    #: ContainerStartupHealthCheckTimeoutInSeconds (60-3600); Voxtral's vLLM loads ~9 GB and captures CUDA graphs.
     container_startup_timeout_s: int = 1200
     #: KMS key of the ML storage volume; applied on EBS-backed instance types only (not on local NVMe types, where
-    #: SageMaker refuses a KmsKeyId).
+    #: SageMaker refuses a KmsKeyId: docs/private-deployment.md, ML storage volumes).
     volume_kms_key_arn: str | None = None
     # Operations (docs/operations.md): autoscaling range and alarm thresholds.
     #: Autoscaling minimum (at least 1); min = max means a fixed size, no scalable target.
@@ -243,9 +243,11 @@ class VoxtralSettings(EndpointSettings):
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     #: Served model name (SM_VLLM_SERVED_MODEL_NAME); names the default weights prefix.
     model_id: str = DEFAULT_REPO_ID
-    #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = a prefix in the stack's model bucket.
+    #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = the prefix
+    #: ``s3://<model bucket>/models/<model id>/<revision>/`` in the stack's model bucket.
     model_s3_uri: str | None = None
-    #: A prebuilt bridge image in ECR; None = build ``container/`` as an asset and copy it into the stack's repository.
+    #: A prebuilt bridge image in ECR (same Region); None = build ``container/`` as an asset (needs Docker at deploy)
+    #: and copy it into the stack's repository.
     image_uri: str | None = None
     #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h).
     max_model_len: int = 45000
@@ -257,7 +259,8 @@ class VoxtralSettings(EndpointSettings):
     #: vLLM --gpu-memory-utilization: the share of GPU memory vLLM reserves at start.
     gpu_memory_utilization: float = 0.9
     #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the streams where the KV
-    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, constructs_lib/capacity.py).
+    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, every GPU but Hopper:
+    #: constructs_lib/capacity.py).
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the image's CUDA
     #: (constructs_lib/cuda_compat.py): a driver that cannot run it is a settings error, an image whose tag names no
@@ -272,10 +275,11 @@ class VoxtralSettings(EndpointSettings):
     #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories
     #: (the complete ARN, with its 6-character suffix).
     hf_token_secret_arn: str | None = None
-    #: Customer managed KMS key the hub-token secret is encrypted with (None = the aws/secretsmanager key).
+    #: Customer managed KMS key the hub-token secret is encrypted with (None = the aws/secretsmanager key); the
+    #: staging build may decrypt with it only through Secrets Manager.
     hf_token_secret_kms_key_arn: str | None = None
     max_instances: int = 4
-    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs).
+    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs): 0.7 x 4 = 2.8 on one L4.
     scaling_target_fraction: float = 0.7
     #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50).
     rollout_batch_percent: int = 25
@@ -534,7 +538,8 @@ class SonicSettings(EndpointSettings):
     #: SONIC_MODEL_PACKAGES (us-east-1 only: required in any other Region).
     model_package_arn: str | None = None
     container_startup_timeout_s: int = 900
-    #: What target tracking holds per instance: invocations per minute, or requests in flight.
+    #: What target tracking holds per instance: invocations per minute, or requests in flight (the high-resolution
+    #: ConcurrentRequestsPerModel).
     scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"
     #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
     scaling_target: float = 60.0
