@@ -94,33 +94,58 @@ class EndpointSettings:
     Subclasses add their own keys and may give a field another default by declaring it again.
     """
 
+    #: Deploy this service (voxtral.enabled also deploys the Artifacts stack: repository and model bucket).
     enabled: bool = True
     #: Where the service runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a load
-    #: balancer (README "Self-managed GPUs: the ECS target").
+    #: balancer (docs/ecs.md).
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     # Each endpoint's section gives its own name and instance type; these only complete the base class.
+    #: Stable SageMaker EndpointName.
     endpoint_name: str = "endpoint"
+    #: Instance type of the endpoint's ProductionVariant.
     instance_type: str = "ml.g6.xlarge"
-    #: Capacity fallback: instance types in priority order, the first being instance_type (empty = instance_type only).
+    #: Capacity fallback: up to 5 instance types in priority order, the first being instance_type (empty =
+    #: instance_type only). Synthesized as the variant's InstancePools (no InstanceType then): when a type has no
+    #: capacity (InsufficientCapacity) at creation, update or scale-out, SageMaker tries the next. Each type must pass
+    #: every check of instance_type; GPU and CPU alarms scale by the fewest GPUs and vCPUs among them.
     instance_pools: list[str] = field(default_factory=list)
-    #: With instance_pools: seconds SageMaker may spend getting capacity across them (None = 1800 s with pools).
+    #: VariantInstanceProvisionTimeoutInSeconds (300-3600): with instance_pools, seconds SageMaker may spend getting
+    #: capacity across them (None = 1800 s with pools, SageMaker's default without); a rolling update's time limit
+    #: adds it.
     instance_provision_timeout_s: int | None = None
+    #: Instances at creation; must lie between min_instances and max_instances.
     initial_instance_count: int = 1
+    #: ModelDataDownloadTimeoutInSeconds (60-3600).
     model_data_download_timeout_s: int = 1200
+    #: ContainerStartupHealthCheckTimeoutInSeconds (60-3600); Voxtral's vLLM loads ~9 GB and captures CUDA graphs.
     container_startup_timeout_s: int = 1200
+    #: KMS key of the ML storage volume; applied on EBS-backed instance types only (not on local NVMe types, where
+    #: SageMaker refuses a KmsKeyId: docs/private-deployment.md, ML storage volumes).
     volume_kms_key_arn: str | None = None
-    # Operations (README "Operations"): autoscaling range and alarm thresholds.
+    # Operations (docs/operations.md): autoscaling range and alarm thresholds.
+    #: Autoscaling minimum (at least 1); min = max means a fixed size, no scalable target.
     min_instances: int = 1
+    #: Autoscaling maximum.
     max_instances: int = 2
+    #: Seconds between two scale-ins (Voxtral's must exceed the bridge's drain time, 25 s).
     scale_in_cooldown_s: int = 600
+    #: Alarm (pages) above this many 5xx errors in 5 minutes.
     alarm_5xx_errors: int = 0
+    #: Alarm above this many 4xx errors in 5 minutes.
     alarm_4xx_errors: int = 10
+    #: ModelLatency p90 alarm threshold, ms (the alarm compares microseconds: x 1000).
     alarm_model_latency_p90_ms: float = 500.0
+    #: OverheadLatency p90 alarm threshold, ms (x 1000 in the alarm).
     alarm_overhead_latency_p90_ms: float = 100.0
+    #: GPU utilization alarm, percent of capacity, more than 0 and less than 100 (x GPUs in the alarm).
     alarm_gpu_utilization_percent: float = 90.0
+    #: GPU memory alarm, percent of capacity (x GPUs in the alarm).
     alarm_gpu_memory_percent: float = 95.0
+    #: CPU utilization alarm, percent of capacity, more than 0 and less than 100 (x vCPUs in the alarm).
     alarm_cpu_utilization_percent: float = 90.0
+    #: Memory alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
     alarm_memory_percent: float = 90.0
+    #: Disk alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
     alarm_disk_percent: float = 85.0
 
     #: Prop of ``constructs_lib`` -> the setting that gives it: builds the props (:meth:`props`) and names their
@@ -210,25 +235,36 @@ class VoxtralSettings(EndpointSettings):
     """Speech to text: Voxtral on vLLM behind the bridge, on a SageMaker real-time endpoint."""
 
     endpoint_name: str = "voxtral-realtime"
+    #: GPU instance type (default: one NVIDIA L4, 24 GiB, the cheapest per hour that serves the model); one GPU: a type
+    #: with several fails synth (the endpoint runs one vLLM on one GPU).
     instance_type: str = "ml.g6.xlarge"
     #: Where the bridge image runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances behind a
-    #: load balancer (the ``ecs.*`` settings; README "Choosing a target").
+    #: load balancer (the ``ecs.*`` settings; docs/ecs.md, "Choosing a target").
     target: Literal["sagemaker", "ecs"] = "sagemaker"
+    #: Served model name (SM_VLLM_SERVED_MODEL_NAME); names the default weights prefix.
     model_id: str = DEFAULT_REPO_ID
-    #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = a prefix in the stack's model bucket.
+    #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = the prefix
+    #: ``s3://<model bucket>/models/<model id>/<revision>/`` in the stack's model bucket.
     model_s3_uri: str | None = None
-    #: A prebuilt bridge image in ECR; None = build ``container/`` as an asset and copy it into the stack's repository.
+    #: A prebuilt bridge image in ECR (same Region); None = build ``container/`` as an asset (needs Docker at deploy)
+    #: and copy it into the stack's repository.
     image_uri: str | None = None
+    #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h).
     max_model_len: int = 45000
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what the capacity
     #: model says one GPU of the instance type serves at max_model_len (constructs_lib/facts/capacity.py), for each type of
     #: instance_pools its own (each pool type whose cap differs runs a Model of its own: InstancePool
-    #: ModelNameOverride).
+    #: ModelNameOverride); a number above what fits fails synth.
     max_num_seqs: int | Literal["auto"] = "auto"
+    #: vLLM --gpu-memory-utilization: the share of GPU memory vLLM reserves at start.
     gpu_memory_utilization: float = 0.9
     #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the streams where the KV
-    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, constructs_lib/facts/capacity.py).
+    #: cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for this model, every GPU but Hopper:
+    #: constructs_lib/facts/capacity.py).
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the image's CUDA
+    #: (constructs_lib/facts/cuda_compat.py): a driver that cannot run it is a settings error, an image whose tag names no
+    #: CUDA a synth warning.
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     metrics_namespace: str = "RealtimeVoice/Bridge"
@@ -236,12 +272,14 @@ class VoxtralSettings(EndpointSettings):
     model_revision: str = VOXTRAL_DEFAULT_REVISION
     #: Stage the weights during deploy (CodeBuild); None = on exactly when model_s3_uri is unset.
     stage_model: bool | None = None
-    #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories.
+    #: Secrets Manager secret (plain SecretString) holding the model hub access token, for gated repositories
+    #: (the complete ARN, with its 6-character suffix).
     hf_token_secret_arn: str | None = None
-    #: Customer managed KMS key the hub-token secret is encrypted with (None = the aws/secretsmanager key).
+    #: Customer managed KMS key the hub-token secret is encrypted with (None = the aws/secretsmanager key); the
+    #: staging build may decrypt with it only through Secrets Manager.
     hf_token_secret_kms_key_arn: str | None = None
     max_instances: int = 4
-    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs).
+    #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs): 0.7 x 4 = 2.8 on one L4.
     scaling_target_fraction: float = 0.7
     #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50).
     rollout_batch_percent: int = 25
@@ -251,6 +289,7 @@ class VoxtralSettings(EndpointSettings):
     rollback_5xx_error_percent: float = 5.0
     #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the start.
     alarm_gpu_memory_percent: float = 97.0
+    #: The bridge's TimeToFirstDelta p90 alarm threshold, ms.
     alarm_time_to_first_delta_p90_ms: float = 2000.0
     #: Alarm when live streams per instance reach this fraction of the stream cap.
     alarm_active_streams_fraction: float = 0.9
@@ -492,22 +531,27 @@ class SonicSettings(EndpointSettings):
     containers are excluded from SageMaker's deployment guardrails ("Exclusions" in the SageMaker developer guide)."""
 
     endpoint_name: str = "sonic-tts"
+    #: An instance type the Marketplace package supports: ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger,
+    #: ml.g7.2xlarge or larger, ml.p5.48xlarge, ml.p5en.48xlarge.
     instance_type: str = "ml.g6e.2xlarge"
-    #: None = the package of the stack's region from SONIC_MODEL_PACKAGES.
+    #: The Sonic model package (in the stack's Region); None = the package of the stack's Region from
+    #: SONIC_MODEL_PACKAGES (us-east-1 only: required in any other Region).
     model_package_arn: str | None = None
     container_startup_timeout_s: int = 900
-    #: What target tracking holds per instance: invocations per minute, or requests in flight.
+    #: What target tracking holds per instance: invocations per minute, or requests in flight (the high-resolution
+    #: ConcurrentRequestsPerModel).
     scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"
     #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
     scaling_target: float = 60.0
     alarm_model_latency_p90_ms: float = 3000.0
     #: Where Sonic runs: a SageMaker endpoint from the Marketplace model package, or an ECS service of the container
-    #: a Cartesia licence provides (sonic.image_uri; README "Sonic on ECS").
+    #: a Cartesia licence provides (sonic.image_uri; docs/ecs.md, "Sonic on ECS").
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     #: With target=ecs (required then): the licensed Sonic container in ECR (it is not public).
     image_uri: str | None = None
-    #: With target=ecs: the port the container serves on, and the path that answers 200 when it can serve.
+    #: With target=ecs: the port the container serves on (1-65535).
     container_port: int = 8080
+    #: With target=ecs: the readiness path (200 = can serve): starts with /, no query.
     health_path: str = "/ping"
     #: With target=ecs: EC2 instance type with an NVIDIA GPU (no ``ml.``); one task per GPU. The task range is
     #: min_instances-max_instances; Spot, placement, root volume and certificate are the ecs.* settings.
@@ -570,14 +614,18 @@ class EcsSettings:
 
     #: EC2 instance type with an NVIDIA GPU (no ``ml.``): g6.xlarge ... g6e.*; one task per GPU.
     instance_type: str = "g6.xlarge"
+    #: On-Demand or Spot instances.
     capacity: Literal["on_demand", "spot"] = "on_demand"
     #: Service task range; at least two by default, so one task serves while another is replaced.
     min_tasks: int = 2
+    #: Service task maximum (at least min_tasks).
     max_tasks: int = 4
     #: ``multi_az`` spreads instances over the VPC's zones; ``single_az`` puts them in one zone in a cluster placement
     #: group (shortest network path, no zone redundancy).
     placement: Literal["multi_az", "single_az"] = "multi_az"
+    #: Encrypted gp3 root volume of each instance, GiB (the image and the weights' host copy).
     root_volume_gib: int = 200
+    #: ``internet_facing`` needs certificate_arn and require_token=true, and public network mode.
     load_balancer: Literal["internal", "internet_facing"] = "internal"
     #: ACM certificate for an HTTPS listener; required for an internet-facing load balancer.
     certificate_arn: str | None = None
@@ -632,12 +680,15 @@ class EcsSettings:
 
 @dataclass(frozen=True)
 class NetworkSettings:
-    """Where the endpoints run (README, "Private deployment"): ``public`` is SageMaker-managed networking; ``vpc`` puts
+    """Where the endpoints run (docs/private-deployment.md): ``public`` is SageMaker-managed networking; ``vpc`` puts
     both Models in private subnets with no internet access, a new VPC unless ``vpc_id`` is given."""
 
+    #: ``public`` (SageMaker-managed networking) or ``vpc`` (private subnets, no internet access); the other network.*
+    #: keys are allowed only with ``vpc``.
     mode: Literal["public", "vpc"] = "public"
     #: An existing VPC (with subnet_ids, availability_zones and vpc_cidr); None = the stack makes one.
     vpc_id: str | None = None
+    #: With vpc_id: the VPC's private subnets (at least two Availability Zones).
     subnet_ids: list[str] = field(default_factory=list)
     #: The Availability Zone of each subnet, in the order of subnet_ids (no lookups at synth).
     availability_zones: list[str] = field(default_factory=list)
@@ -647,6 +698,7 @@ class NetworkSettings:
     security_group_ids: list[str] = field(default_factory=list)
     #: CIDR block of the new VPC (None = 10.80.0.0/16), or of the existing one (required with vpc_id).
     vpc_cidr: str | None = None
+    #: Availability Zones of a new VPC.
     max_azs: int = 2
     #: Make the S3, ECR and SageMaker runtime VPC endpoints (off when the VPC has them already).
     create_endpoints: bool = True
@@ -700,10 +752,10 @@ class NetworkSettings:
 
 @dataclass(frozen=True)
 class EncryptionSettings:
-    """The customer managed key of the deployment's data (README, "Private deployment")."""
+    """The customer managed key of the deployment's data (docs/private-deployment.md)."""
 
     #: A key made elsewhere (a key ARN in the stack's Region; its key policy must let CloudWatch Logs and CloudWatch
-    #: use it, README). None = the stack makes one when create_key says so.
+    #: use it, docs/private-deployment.md). None = the stack makes one when create_key says so.
     kms_key_arn: str | None = None
     #: Make a key (rotated yearly). None = yes in network.mode=vpc, no in public mode (today's encryption).
     create_key: bool | None = None
@@ -721,8 +773,9 @@ class EncryptionSettings:
 
 @dataclass(frozen=True)
 class ConnectSettings:
-    """Live call transcription for Amazon Connect (README, "Amazon Connect"): the ``<prefix>-Connect`` stack."""
+    """Live call transcription for Amazon Connect (docs/connect.md): the ``<prefix>-Connect`` stack."""
 
+    #: Deploy the <prefix>-Connect stack (needs voxtral.enabled and instance_arn).
     enabled: bool = False
     #: The Amazon Connect instance (arn:aws:connect:REGION:ACCOUNT:instance/ID), in this app's region.
     instance_arn: str | None = None
@@ -740,11 +793,17 @@ class ConnectSettings:
     associate_function: bool = True
     #: Add an example contact flow (Start media streaming, invoke the function, transfer to queue).
     create_example_flow: bool = False
+    #: Live calls one consumer task transcribes at once.
     calls_per_task: int = 50
+    #: Consumer task minimum (these always run).
     min_tasks: int = 1
+    #: Consumer task maximum.
     max_tasks: int = 10
+    #: CPU units of a consumer task (1024 = 1 vCPU).
     cpu: int = 1024
+    #: Memory of a consumer task, MiB.
     memory_mib: int = 2048
+    #: Days a call's transcript is kept (the table's time to live).
     transcript_ttl_days: int = 7
     #: Alarm when the consumers read this many milliseconds behind the live call (MillisBehindNow, maximum).
     alarm_millis_behind: int = 10000
@@ -806,11 +865,16 @@ class ConnectSettings:
 class Settings:
     """All settings of the app. Built only by :func:`load_settings`."""
 
+    #: Region of every stack.
     region: str = "us-east-1"
-    #: Stack names are ``<stack_name_prefix>-Artifacts``, ``-Voxtral`` and ``-Sonic``.
+    #: Stack names are ``<stack_name_prefix>-Operations``, ``-Artifacts``, ``-Voxtral``, ``-Sonic`` (and the optional
+    #: ``-Foundation``, ``-VoxtralEcs``, ``-SonicEcs``, ``-Connect``).
     stack_name_prefix: str = "RealtimeVoice"
-    #: Keep the model bucket, the ECR repository and the log groups (and their contents) on ``cdk destroy``.
+    #: Keep the buckets (and objects) and the ECR repository (and images) on ``cdk destroy``. The endpoints' log
+    #: groups always go with their stack: they have the fixed names SageMaker writes to, so a retained group would
+    #: make the next deploy fail ("already exists"); export logs you must keep first.
     retain_data: bool = False
+    #: Retention of the endpoints' log groups, days (a CloudWatch Logs value).
     log_retention_days: int = 30
     #: Subscribe this address to the alarm topic (SNS e-mails a confirmation link first); None = no subscription.
     alarm_email: str | None = None
@@ -844,7 +908,7 @@ class Settings:
 
     @property
     def encrypts_repository(self) -> bool:
-        """Whether the ECR repository uses the key (replaces an existing repository: README)."""
+        """Whether the ECR repository uses the key (replaces an existing repository: docs/private-deployment.md)."""
         wanted = self.network.private if self.encryption.repository is None else self.encryption.repository
         return self.uses_key and wanted
 

@@ -1,9 +1,10 @@
 """cdk.json configures every feature flag of the pinned aws-cdk-lib, at its recommended value except the ones kept at
-their old value for a deployed stack's sake; README "CDK feature flags" records each of those with its reason.
+their old value for a deployed stack's sake; docs/reference.md "CDK feature flags" records each of those with its
+reason.
 
 The recommended values come from aws-cdk-lib itself (``recommended-feature-flags.json`` in the jsii bundle of the
 installed ``aws_cdk`` package), so an upgrade that brings new flags fails here until they are set (and the templates
-compared, see the README).
+compared, see docs/reference.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import aws_cdk
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Flags kept at their pre-flag behaviour, the value, and the gist of the reason (the README has it in full).
+#: Flags kept at their pre-flag behaviour, the value, and the gist of the reason (docs/reference.md has it in full).
 KEPT = {
     "@aws-cdk/aws-lambda:useCdkManagedLogGroup": (False, "already exists"),
     "@aws-cdk/aws-ecs:disableExplicitDeploymentControllerForCircuitBreaker": (False, "Replacement"),
@@ -52,7 +53,7 @@ def test_each_flag_is_recommended_unless_kept_for_a_stated_reason():
 
 
 def test_the_readme_records_each_kept_flag_with_its_value_and_reason():
-    section = (ROOT / "README.md").read_text().split("### CDK feature flags\n", 1)[1].split("\n### ", 1)[0]
+    section = (ROOT / "docs" / "reference.md").read_text().split("## CDK feature flags\n", 1)[1].split("\n## ", 1)[0]
     prose = re.sub(r"\s+", " ", section)
     for name, (value, reason) in KEPT.items():
         entry = re.search(rf"`{re.escape(name)}` = `{json.dumps(value)}`: (.*?)(?= - `@|$)", prose)

@@ -1,6 +1,6 @@
-"""README "Call the endpoints from your own code": its two Python blocks run exactly as written, each in a fresh
+"""docs/clients.md "Call the endpoints from your own code" (the README leads there): its two Python blocks run exactly as written, each in a fresh
 interpreter, against the local SageMaker runtime (the real bridge and the fake vLLM behind it; the Sonic stand-in),
-configured only through the standard variables the README names: ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2``
+configured only through the standard variables the page names: ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2``
 (Voxtral), ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` (Sonic), ``AWS_CA_BUNDLE`` and the credentials."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_examples() -> list[str]:
-    """The Python blocks of the README section "Call the endpoints from your own code", in order."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Call the endpoints from your own code\n", 1)[1].split("\n## ", 1)[0].split("\n### ")[0]
+    """The Python blocks of the docs/clients.md section "Call the endpoints from your own code", in order."""
+    text = (ROOT / "docs" / "clients.md").read_text()
+    section = text.split("## Call the endpoints from your own code\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
 
 

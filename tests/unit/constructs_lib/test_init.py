@@ -1,6 +1,6 @@
 """constructs_lib as a library: it imports nothing of the app, its props and checks load without aws_cdk, its
-public names resolve, and the README's example builds and synthesizes in a Python where ``config``, ``stacks`` and
-``voicectl`` cannot be imported."""
+public names resolve, and the docs' example (docs/constructs.md) builds and synthesizes in a Python where ``config``,
+``stacks`` and ``voicectl`` cannot be imported."""
 
 from __future__ import annotations
 
@@ -69,9 +69,9 @@ def test_every_public_name_resolves():
 
 
 def readme_example() -> str:
-    """The first Python block of the README section "Use the constructs in your own CDK app"."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Use the constructs in your own CDK app\n", 1)[1].split("\n## ", 1)[0]
+    """The first Python block of docs/constructs.md, "Use the constructs in your own CDK app"."""
+    text = (ROOT / "docs" / "constructs.md").read_text()
+    section = text.split("# Use the constructs in your own CDK app\n", 1)[1].split("\n## ", 1)[0]
     (block, *_) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     return block
 

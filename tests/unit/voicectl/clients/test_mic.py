@@ -69,7 +69,7 @@ def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
 
     root = ROOT
     assert "`make mic-deps`" in mic.INSTALL_HINT and "`make mic-deps`" in mic.__doc__
-    for readme in (root / "README.md", root / "voicectl" / "README.md"):
+    for readme in (root / "docs" / "clients.md", root / "voicectl" / "README.md"):
         text = readme.read_text()
         assert "make mic-deps" in text, readme
         assert "once `pip install '.[mic]'` is done" not in text, readme
