@@ -38,7 +38,7 @@ FRONT_PAGE_LINES = 400
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
 PYTHON_RUNNERS = {
     "docs/clients.md": ("Call the endpoints from your own code", "tests/local/test_local_readme_examples.py"),
-    "docs/constructs.md": ("Use the constructs in your own CDK app", "tests/constructs/test_library.py"),
+    "docs/constructs.md": ("Use the constructs in your own CDK app", "tests/unit/constructs_lib/test_init.py"),
 }
 
 #: Command lines of offline blocks that the test does not run, and why.
@@ -245,7 +245,7 @@ def test_the_capacity_comparison_in_the_docs_is_what_the_command_prints():
     printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
     assert shown == printed
-    assert "the price table shipped with voicectl (voicectl/price_table.py), us-east-1, recorded" in shown
+    assert "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, recorded\n" in shown
     # The prose quotes the table: the default's and the production pick's cost per live stream-hour.
     assert "sagemaker ml.g6.xlarge    L4            4 (1-8)          compute" in shown
     assert "(USD 0.10 against 0.25 in the table)" in text

@@ -64,4 +64,5 @@ def lookup(instance_type: str, region: str) -> TablePrice | None:
 
 def describe() -> str:
     """One line for reports: the table's date, Region and source."""
-    return f"the price table shipped with voicectl (voicectl/price_table.py), {REGION}, recorded {RECORDED} from {SOURCE}"
+    return (f"the price table shipped with voicectl (voicectl/operations/price_table.py), {REGION}, recorded {RECORDED} "
+            f"from {SOURCE}")

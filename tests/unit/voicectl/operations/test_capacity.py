@@ -119,9 +119,9 @@ def test_compare_works_offline_from_the_dated_table_and_says_so(capsys, monkeypa
     monkeypatch.setattr(pricing, "pricing_client", lambda *a, **k: pytest.fail("no AWS call without --prices"))
     code, out, _ = run(capsys, "--compare")
     assert code == 0
-    assert ("Prices: USD on demand, the price table shipped with voicectl (voicectl/price_table.py), us-east-1, "
-            f"recorded {price_table.RECORDED}") in out
-    assert "not\nread from the Price List API; add --prices for today's" in out
+    assert ("Prices: USD on demand, the price table shipped with voicectl (voicectl/operations/price_table.py), "
+            f"us-east-1, recorded\n{price_table.RECORDED}") in out
+    assert "them; not read from the Price List API; add --prices for today's" in out
     header, first, second = [line for line in out.splitlines() if line.startswith(("target ", "ecs ", "sagemaker "))][:3]
     assert header.split()[:3] == ["target", "instance", "type"]
     # The L40S is the cheapest per live stream-hour on both targets: 23 streams for USD 1.861 (EC2) / 2.3263.
