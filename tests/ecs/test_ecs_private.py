@@ -13,34 +13,25 @@ from pathlib import Path
 import pytest
 
 from config.settings import SettingsError, load_settings
-from tests.conftest import ROOT, cdk_json_context, synthesize
+from tests.app.variants import ECS_VPC as PRIVATE_ECS
+from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
+from tests.conftest import ROOT, cdk_json_context
 from tests.ecs.conftest import nag_violations
 from tests.ecs.test_ecs_templates import of_type, one
 
-PRIVATE_ECS = {"network.mode": "vpc", "voxtral.target": "ecs"}
-EXISTING_ECS = {
-    **PRIVATE_ECS,
-    "network.vpc_id": "vpc-0123456789abcdef0",
-    "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
-    "network.availability_zones": "us-east-1a,us-east-1b",
-    "network.vpc_cidr": "10.20.0.0/16",
-    "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
-    "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
-    "network.create_endpoints": "false",
-}
 #: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network_props.py).
 ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}
 SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
 
 
 @pytest.fixture(scope="module")
-def private_ecs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("vpc-ecs"), PRIVATE_ECS)
+def private_ecs(variant):
+    return variant("ecs_vpc")
 
 
 @pytest.fixture(scope="module")
-def existing_ecs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("vpc-ecs-existing"), EXISTING_ECS)
+def existing_ecs(variant):
+    return variant("ecs_vpc_existing")
 
 
 def suffixes(template: dict) -> set[str]:
