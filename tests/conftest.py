@@ -55,7 +55,8 @@ class Synthesized:
         metadata = artifact.get("metadata", {})
         if "additionalMetadataFile" in artifact:
             metadata = json.loads((self.outdir / artifact["additionalMetadataFile"]).read_text())
-        return [entry["data"] for entries in metadata.values() for entry in entries if entry["type"] == "aws:cdk:warning"]
+        return [entry["data"] for entries in metadata.values() for entry in entries
+                if entry["type"] == "aws:cdk:warning"]
 
 
 def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
@@ -158,3 +159,38 @@ def synthesized_connect(variant) -> Synthesized:
 def synthesized_connect_vpc(variant) -> Synthesized:
     """As synthesized_connect, in network.mode=vpc with an existing VPC (variant ``connect_vpc``)."""
     return variant("connect_vpc")
+
+
+@pytest.fixture(scope="session")
+def ecs_app(variant) -> Synthesized:
+    """Voxtral on ECS with the ECS defaults (variant ``ecs``)."""
+    return variant("ecs")
+
+
+@pytest.fixture(scope="session")
+def ecs_variant(variant) -> Synthesized:
+    """Voxtral on ECS with every ECS option set (variant ``ecs_options``)."""
+    return variant("ecs_options")
+
+
+@pytest.fixture(scope="session")
+def ops_variant(variant) -> Synthesized:
+    """Other operations settings (variant ``ops``: tests/app/variants.py's OPS)."""
+    return variant("ops")
+
+
+@pytest.fixture(scope="session")
+def pools_variant(variant) -> Synthesized:
+    """``ops`` with instance pools on both endpoints (variant ``ops_pools``)."""
+    return variant("ops_pools")
+
+
+#: Folders whose tests run end to end (processes, servers, a browser, moto): they carry the marker ``e2e``.
+E2E = ROOT / "tests" / "e2e"
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark every test under tests/e2e with ``e2e`` (make test-fast leaves them out: -m 'not e2e')."""
+    for item in items:
+        if E2E in Path(item.path).parents:
+            item.add_marker(pytest.mark.e2e)

@@ -1,22 +1,11 @@
-"""The app with voxtral.target=ecs from the registry (tests/app/variants.py): defaults, and one with every option."""
+"""Helpers of the ECS tests; the apps with voxtral.target=ecs are registry variants (tests/app/variants.py) and their
+fixtures (ecs_app, ecs_variant) live in tests/conftest.py."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.app.variants import ECS_CERT as CERT  # noqa: F401 (the tests import it here)
 from tests.app.variants import ECS_OPTIONS as VARIANT  # noqa: F401
 from tests.conftest import Synthesized
-
-
-@pytest.fixture(scope="session")
-def ecs_app(variant) -> Synthesized:
-    return variant("ecs")
-
-
-@pytest.fixture(scope="session")
-def ecs_variant(variant) -> Synthesized:
-    return variant("ecs_options")
 
 
 def nag_violations(app: Synthesized) -> dict[str, list]:

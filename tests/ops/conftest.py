@@ -1,24 +1,11 @@
 """Fixtures of the operations tests: the default app comes from the session fixture ``synthesized``
-(tests/conftest.py); the variants with other operations settings come from the registry (tests/app/variants.py)."""
+(tests/conftest.py); the variants with other operations settings (ops_variant, pools_variant: tests/conftest.py) come
+from the registry (tests/app/variants.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.app.variants import EXTERNAL_WEIGHTS, PREBUILT_IMAGE, POOLS  # noqa: F401 (the tests import them here)
-from tests.app.variants import OPS as VARIANT
-
-
-@pytest.fixture(scope="session")
-def ops_variant(variant):
-    """The app with :data:`VARIANT` over cdk.json's settings (registry variant ``ops``)."""
-    return variant("ops")
-
-
-@pytest.fixture(scope="session")
-def pools_variant(variant):
-    """The app with :data:`VARIANT` and :data:`POOLS` over cdk.json's settings (registry variant ``ops_pools``)."""
-    return variant("ops_pools")
+from tests.app.variants import OPS as VARIANT  # noqa: F401
 
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:

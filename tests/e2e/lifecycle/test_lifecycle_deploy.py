@@ -26,9 +26,9 @@ import pytest
 
 from config.settings import Settings, load_settings
 from tests.conftest import cdk_json_context
-from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
-from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, MotoServer, moto_server, port_is_closed
-from tests.lifecycle.lifecycle_resources import (
+from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, MotoServer, moto_server, port_is_closed
+from tests.e2e.lifecycle.lifecycle_resources import (
     Aws,
     StackView,
     is_intrinsic,

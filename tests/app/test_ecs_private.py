@@ -17,7 +17,7 @@ from tests.app.variants import ECS_VPC as PRIVATE_ECS
 from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
 from tests.conftest import ROOT, cdk_json_context
 from tests.ecs.conftest import nag_violations
-from tests.ecs.test_ecs_templates import of_type, one
+from tests.app.test_ecs_templates import of_type, one
 
 #: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network_props.py).
 ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}
@@ -50,7 +50,7 @@ def imports_from_foundation(value) -> bool:
 
 
 def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs):
-    from tests.infra.test_private import resources
+    from tests.app.test_private import resources
 
     foundation = private_ecs.template("Foundation")
     assert suffixes(foundation) == ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}
@@ -74,7 +74,7 @@ def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vp
 
 
 def test_the_endpoints_let_in_the_vpc_on_443_only(private_ecs):
-    from tests.infra.test_private import ingress, resources
+    from tests.app.test_private import ingress, resources
 
     foundation = private_ecs.template("Foundation")
     (model_group,) = [k for k in resources(foundation, "AWS::EC2::SecurityGroup")
@@ -126,7 +126,7 @@ def test_task_logs_and_token_are_under_the_data_key(private_ecs):
 def test_sonic_on_sagemaker_sets_no_volume_key_on_its_local_storage_type(variant, request):
     """CreateEndpointConfig, KmsKeyId: with Voxtral on ECS, the one EndpointConfig left (Sonic's, ml.g6e.2xlarge,
     local NVMe) carries no KmsKeyId and records why."""
-    from tests.infra.test_private import check_volume_keys, key_ref
+    from tests.app.test_private import check_volume_keys, key_ref
 
     app = request.getfixturevalue(variant)
     assert check_volume_keys(app, key_ref(app)) == ["ml.g6e.2xlarge"]

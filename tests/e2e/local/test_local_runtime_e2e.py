@@ -12,7 +12,7 @@ import pytest
 import soundfile
 
 from tests.clients.conftest import client_parser
-from tests.local.conftest import REGION, SONIC, VOXTRAL
+from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
 from voicectl import speak, transcribe
 from voicectl.audio import load_pcm16
 

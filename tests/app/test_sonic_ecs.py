@@ -15,7 +15,7 @@ from tests.app.variants import SONIC_ECS
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
 from tests.conftest import ROOT, cdk_json_context
 from tests.ecs.conftest import nag_violations
-from tests.ecs.test_ecs_templates import container, of_type, one
+from tests.app.test_ecs_templates import container, of_type, one
 
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import CONNECT_INSTANCE
-from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
-from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server
-from tests.lifecycle.lifecycle_resources import Aws, read_stack
-from tests.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, IMAGE_URI, context_args, load_templates
+from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server
+from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
+from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, IMAGE_URI, context_args, load_templates
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 

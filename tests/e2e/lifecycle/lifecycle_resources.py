@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import boto3
 import botocore.exceptions
 
-from tests.lifecycle.lifecycle_moto import FAKE_CREDENTIALS, REGION
+from tests.e2e.lifecycle.lifecycle_moto import FAKE_CREDENTIALS, REGION
 
 
 class Aws:
