@@ -67,7 +67,7 @@ def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs)
 
 
 def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vpc):
-    """The SageMaker target in vpc mode keeps its four endpoints (tests/infra/test_private.py has the rest)."""
+    """The SageMaker target in vpc mode keeps its four endpoints (tests/app/test_private.py has the rest)."""
     sagemaker = synthesized_vpc
     assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
     assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]
@@ -150,7 +150,7 @@ def test_cdk_nag_packs_and_cfn_lint_are_clean(variant, request):
     app = request.getfixturevalue(variant)
     # No finding of cdk-nag's three packs, and no CDK warning either (route tables given: no noSubnetRouteTableId).
     assert nag_violations(app) == {}
-    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/infra/test_private.py shows they can fail).
+    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/app/test_private.py shows they can fail).
     templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)

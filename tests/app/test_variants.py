@@ -78,7 +78,7 @@ def test_external_weights_uri_is_normalised_and_read_only_there(changed):
 def test_no_staging_with_external_weights_or_when_switched_off(changed, variant):
     for template in changed.templates.values():
         assert not any(v["Type"].startswith("AWS::CodeBuild") for v in template["Resources"].values())
-    off = variant("no_staging")
+    off = variant("hopper_fp8_no_staging")
     artifacts = off.template("Artifacts")
     assert resources(artifacts, "AWS::CodeBuild::Project") == {}
     # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model reads.

@@ -109,10 +109,12 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
         "sonic.enabled": "false",
     }, "Voxtral only, another instance type, a prebuilt image, external weights (no trailing /), retained data"),
     Variant("sonic_only", {"voxtral.enabled": "false"}, "Voxtral switched off"),
-    Variant("no_staging", {"voxtral.stage_model": "false", "sonic.enabled": "false"},
-            "the staging build switched off (weights staged by hand), Sonic off"),
-    Variant("fp8_hopper", {"voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8",
-                           "sonic.enabled": False}, "Voxtral on one H100 with an FP8 KV cache, Sonic off"),
+    # Merged: the test of the switched-off staging build and the FP8 test each synthesized a Voxtral-only app of
+    # their own; one reads the Artifacts stack (no build project, the ModelS3Uri output), the other the Voxtral
+    # Model's environment, which neither the instance type nor the staging switch of the other reaches.
+    Variant("hopper_fp8_no_staging", {"voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8",
+                                      "voxtral.stage_model": "false", "sonic.enabled": False},
+            "Voxtral alone on one H100 with an FP8 KV cache, the staging build switched off (weights staged by hand)"),
     Variant("ecs", {"voxtral.target": "ecs"}, "Voxtral on ECS with the ECS defaults"),
     Variant("ecs_options", ECS_OPTIONS, "Voxtral on ECS with every ECS option set"),
     # Merged: the KMS key test and the stream-cap warning test each synthesized an ECS app of their own; neither

@@ -3,7 +3,7 @@ SageMaker target), update (another consumer image and calls per task), destroy, 
 
 moto creates the queue, table, bus, function, ECS cluster, task definitions and service; what it does not model
 (AWS::Connect::* resources, alarms, dashboards, Application Auto Scaling) is asserted at template level in
-tests/infra/test_connect_stack.py. The consumer image is given by URI (no Docker engine here).
+tests/app/test_connect_stack.py. The consumer image is given by URI (no Docker engine here).
 """
 
 from __future__ import annotations
