@@ -63,7 +63,7 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
     """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``, and hold every template to
     AWS's rules (tests/tools/cfn_rules: the rule book, botocore's API models, the Service Authorization Reference).
     Every variant any test synthesizes is checked this way, with no synthesis of its own. Tests take apps from the
-    registry (tests/app/variants.py) through :func:`variant`, not from here.
+    registry (tests/app/variants.py) through the fixture ``app_variant``, not from here.
 
     Raises:
         AssertionError: a template breaks a rule; the message lists each finding with its source.
@@ -118,8 +118,8 @@ def _synthesize_once(root: Path, name: str) -> Synthesized:
 
 
 @pytest.fixture(scope="session")
-def variant(tmp_path_factory):
-    """``variant(name)``: the app of the registry's variant ``name`` (tests/app/variants.py), synthesized once per
+def app_variant(tmp_path_factory):
+    """``app_variant(name)``: the app of the registry's variant ``name`` (tests/app/variants.py), synthesized once per
     session for every pytest-xdist worker together (the first to ask synthesizes it; the others read its files)."""
     # Under xdist each worker's base temp is a folder of the session's: their parent is shared by the session only.
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -139,50 +139,50 @@ def variant(tmp_path_factory):
 @pytest.fixture(scope="session")
 def synthesized(variant) -> Synthesized:
     """The app with the settings of cdk.json (variant ``default``)."""
-    return variant("default")
+    return app_variant("default")
 
 
 @pytest.fixture(scope="session")
 def synthesized_vpc(variant) -> Synthesized:
     """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes (variant ``vpc``)."""
-    return variant("vpc")
+    return app_variant("vpc")
 
 
 @pytest.fixture(scope="session")
 def synthesized_connect(variant) -> Synthesized:
     """connect.enabled with the storage config, the example flow and a key the app makes, public mode (variant
     ``connect``)."""
-    return variant("connect")
+    return app_variant("connect")
 
 
 @pytest.fixture(scope="session")
 def synthesized_connect_vpc(variant) -> Synthesized:
     """As synthesized_connect, in network.mode=vpc with an existing VPC (variant ``connect_vpc``)."""
-    return variant("connect_vpc")
+    return app_variant("connect_vpc")
 
 
 @pytest.fixture(scope="session")
 def ecs_app(variant) -> Synthesized:
     """Voxtral on ECS with the ECS defaults (variant ``ecs``)."""
-    return variant("ecs")
+    return app_variant("ecs")
 
 
 @pytest.fixture(scope="session")
 def ecs_variant(variant) -> Synthesized:
     """Voxtral on ECS with every ECS option set (variant ``ecs_options``)."""
-    return variant("ecs_options")
+    return app_variant("ecs_options")
 
 
 @pytest.fixture(scope="session")
 def ops_variant(variant) -> Synthesized:
     """Other operations settings (variant ``ops``: tests/app/variants.py's OPS)."""
-    return variant("ops")
+    return app_variant("ops")
 
 
 @pytest.fixture(scope="session")
 def pools_variant(variant) -> Synthesized:
     """``ops`` with instance pools on both endpoints (variant ``ops_pools``)."""
-    return variant("ops_pools")
+    return app_variant("ops_pools")
 
 
 #: Folders whose tests run end to end (processes, servers, a browser, moto): they carry the marker ``e2e``.

@@ -25,13 +25,13 @@ SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
 
 
 @pytest.fixture(scope="module")
-def private_ecs(variant):
-    return variant("ecs_vpc")
+def private_ecs(app_variant):
+    return app_variant("ecs_vpc")
 
 
 @pytest.fixture(scope="module")
-def existing_ecs(variant):
-    return variant("ecs_vpc_existing")
+def existing_ecs(app_variant):
+    return app_variant("ecs_vpc_existing")
 
 
 def suffixes(template: dict) -> set[str]:

@@ -29,14 +29,14 @@ def private(synthesized_vpc):
 
 
 @pytest.fixture(scope="module")
-def existing(variant):
+def existing(app_variant):
     """network.mode=vpc in an existing VPC, described by settings, with the caller policy bound to the endpoint."""
-    return variant("vpc_existing")
+    return app_variant("vpc_existing")
 
 
 @pytest.fixture(scope="module")
-def public_with_key(variant):
-    return variant("public_key")
+def public_with_key(app_variant):
+    return app_variant("public_key")
 
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:

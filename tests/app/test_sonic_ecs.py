@@ -20,14 +20,14 @@ from tests.app.test_ecs_templates import container, of_type, one
 
 
 @pytest.fixture(scope="module")
-def sonic_ecs(variant):
-    return variant("sonic_ecs")
+def sonic_ecs(app_variant):
+    return app_variant("sonic_ecs")
 
 
 @pytest.fixture(scope="module")
-def both_private(variant):
+def both_private(app_variant):
     """Both services on ECS in the private network."""
-    return variant("both_ecs_vpc")
+    return app_variant("both_ecs_vpc")
 
 
 def sonic_problems(**overrides) -> list[str]:

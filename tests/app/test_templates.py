@@ -352,10 +352,10 @@ def test_sonic_roles_and_invoke_policy(sonic):
 
 
 @pytest.fixture(scope="module")
-def fp8_on_hopper(variant):
+def fp8_on_hopper(app_variant):
     """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off): the registry's variant
     hopper_fp8_no_staging."""
-    return variant("hopper_fp8_no_staging")
+    return app_variant("hopper_fp8_no_staging")
 
 
 def test_fp8_kv_cache_reaches_vllms_arguments_in_the_template_with_twice_the_kv_bound(fp8_on_hopper):

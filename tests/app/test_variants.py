@@ -13,14 +13,14 @@ from tests.app.variants import PUBLIC_KMS_KEY as KMS_KEY
 
 
 @pytest.fixture(scope="module")
-def changed(variant):
+def changed(app_variant):
     """Voxtral only, on a different instance type, with a prebuilt image, external weights and retained data."""
-    return variant("changed")
+    return app_variant("changed")
 
 
 @pytest.fixture(scope="module")
-def sonic_only(variant):
-    return variant("sonic_only")
+def sonic_only(app_variant):
+    return app_variant("sonic_only")
 
 
 def resources(template: dict, resource_type: str) -> dict:
@@ -75,10 +75,10 @@ def test_external_weights_uri_is_normalised_and_read_only_there(changed):
     assert by_sid["ListModelPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["voxtral/2602/*"]}}
 
 
-def test_no_staging_with_external_weights_or_when_switched_off(changed, variant):
+def test_no_staging_with_external_weights_or_when_switched_off(changed, app_variant):
     for template in changed.templates.values():
         assert not any(v["Type"].startswith("AWS::CodeBuild") for v in template["Resources"].values())
-    off = variant("hopper_fp8_no_staging")
+    off = app_variant("hopper_fp8_no_staging")
     artifacts = off.template("Artifacts")
     assert resources(artifacts, "AWS::CodeBuild::Project") == {}
     # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model reads.
