@@ -137,50 +137,50 @@ def app_variant(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def synthesized(variant) -> Synthesized:
+def synthesized(app_variant) -> Synthesized:
     """The app with the settings of cdk.json (variant ``default``)."""
     return app_variant("default")
 
 
 @pytest.fixture(scope="session")
-def synthesized_vpc(variant) -> Synthesized:
+def synthesized_vpc(app_variant) -> Synthesized:
     """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes (variant ``vpc``)."""
     return app_variant("vpc")
 
 
 @pytest.fixture(scope="session")
-def synthesized_connect(variant) -> Synthesized:
+def synthesized_connect(app_variant) -> Synthesized:
     """connect.enabled with the storage config, the example flow and a key the app makes, public mode (variant
     ``connect``)."""
     return app_variant("connect")
 
 
 @pytest.fixture(scope="session")
-def synthesized_connect_vpc(variant) -> Synthesized:
+def synthesized_connect_vpc(app_variant) -> Synthesized:
     """As synthesized_connect, in network.mode=vpc with an existing VPC (variant ``connect_vpc``)."""
     return app_variant("connect_vpc")
 
 
 @pytest.fixture(scope="session")
-def ecs_app(variant) -> Synthesized:
+def ecs_app(app_variant) -> Synthesized:
     """Voxtral on ECS with the ECS defaults (variant ``ecs``)."""
     return app_variant("ecs")
 
 
 @pytest.fixture(scope="session")
-def ecs_variant(variant) -> Synthesized:
+def ecs_variant(app_variant) -> Synthesized:
     """Voxtral on ECS with every ECS option set (variant ``ecs_options``)."""
     return app_variant("ecs_options")
 
 
 @pytest.fixture(scope="session")
-def ops_variant(variant) -> Synthesized:
+def ops_variant(app_variant) -> Synthesized:
     """Other operations settings (variant ``ops``: tests/app/variants.py's OPS)."""
     return app_variant("ops")
 
 
 @pytest.fixture(scope="session")
-def pools_variant(variant) -> Synthesized:
+def pools_variant(app_variant) -> Synthesized:
     """``ops`` with instance pools on both endpoints (variant ``ops_pools``)."""
     return app_variant("ops_pools")
 
