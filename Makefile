@@ -35,10 +35,17 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # make local's vLLM: the fake (default) or VLLM=real.
 VLLM ?= fake
 
+# make test and make test-fast run on every core (pytest-xdist; TEST_WORKERS=1 for one process). Each synthesized
+# variant is made once per run by whichever worker asks first and read from its files by the others (tests/conftest.py);
+# worksteal hands a worker left idle the tests still queued on the other, so a long end-to-end test does not leave one
+# core waiting at the end.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist worksteal
+
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+.PHONY: help deps mic-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
 	deploy destroy verify lock clean
 
 help: ## list the targets
@@ -66,8 +73,11 @@ mic-deps: $(MIC_STAMP) ## add the mic page's Gradio and Playwright to .venv (req
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)
 
-test: deps $(MIC_STAMP) ## run the test suite (template assertions, cfn-lint, cdk-nag, bridge, clients, mic page in Chromium)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: deps $(MIC_STAMP) ## run the test suite on every core (template assertions, cfn-lint, cdk-nag, bridge, clients, e2e)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: deps $(MIC_STAMP) ## the suite without tests/e2e (no servers, browser or moto lifecycles): for iterating
+	$(PY) -m pytest $(XDIST) -m 'not vllm and not e2e' $(PYTEST_ARGS)
 
 $(VLLM_STAMP): $(VLLM_LOCK)
 	@test -x $(VLLM_PYTHON) || { echo "no Python 3.11 at $(VLLM_PYTHON) for vLLM's CPU build: set VLLM_PYTHON"; exit 2; }
@@ -97,12 +107,12 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 	$(PY) -m voicectl mic $(MIC_ARGS)
 
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
-	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/clients/test_clients_mic_browser.py -q
+	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
 local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
 	$(PY) -m voicectl.local --vllm $(VLLM) $(LOCAL_ARGS)
 
-# The AWS blog's bidirectional streaming client, run unmodified by tests/local/test_local_public_client.py: its file at
+# The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
 BIDI_CLIENT_VENV := .venv-bidi-client
 BIDI_CLIENT_COMMIT := 147c6fbfad4dc94c83af57ebdadae2dee58c9c4c
@@ -111,7 +121,7 @@ BIDI_CLIENT_URL := https://raw.githubusercontent.com/aws-samples/sagemaker-genai
 BIDI_CLIENT_FILE := .public-clients/sagemaker_bidi_client.py
 
 # The file is public but not ours to commit: where GitHub is out of reach (CI here reaches only package registries)
-# this target says so and succeeds, and tests/local/test_local_public_client.py skips naming the missing file.
+# this target says so and succeeds, and tests/e2e/local/test_local_public_client.py skips naming the missing file.
 bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA-256 checked) and its SDK (.venv-bidi-client)
 	mkdir -p $(dir $(BIDI_CLIENT_FILE))
 	@if [ ! -f $(BIDI_CLIENT_FILE) ] && ! curl -fsSL --max-time 30 $(BIDI_CLIENT_URL) -o $(BIDI_CLIENT_FILE).part; then \
@@ -129,7 +139,7 @@ bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA
 	fi
 
 local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
-	$(PY) -m pytest tests/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)
 	$(PY) -m voicectl preflight bootstrap $(CDK_ARGS)

@@ -1,7 +1,9 @@
-"""Shared fixtures: the app is synthesized once per test session (synthesis takes seconds)."""
+"""Shared fixtures: each variant of the app (tests/app/variants.py) is synthesized once per test session, for all
+of pytest-xdist's workers together (synthesis takes seconds)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -9,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.app.variants import CONNECT, CONNECT_INSTANCE, CONNECT_VPC  # noqa: F401 (tests import them from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -22,10 +26,11 @@ def cdk_json_context() -> dict[str, Any]:
 
 @dataclass
 class Synthesized:
-    """One synthesized app: its settings, stacks, output directory and templates (by stack name)."""
+    """One synthesized app, as its files: the overrides it was synthesized with, its output directory (the cloud
+    assembly: templates, manifest, validation report) and its templates by stack name. No live construct tree: a
+    variant may have been synthesized by another pytest-xdist worker."""
 
-    settings: Any
-    voice_app: Any
+    overrides: dict[str, Any]
     outdir: Path
     templates: dict[str, dict]
 
@@ -34,11 +39,31 @@ class Synthesized:
         (name,) = [n for n in self.templates if n.endswith(f"-{suffix}")]
         return self.templates[name]
 
+    @functools.cached_property
+    def settings(self) -> Any:
+        """The settings the app was built from, derived again from its context (what create_app does first)."""
+        from config.settings import load_settings
+
+        return load_settings({**cdk_json_context(), **self.overrides})
+
+    def warnings(self, suffix: str) -> list[str]:
+        """The text of each warning (``aws:cdk:warning``) on the stack whose name ends with ``-<suffix>``, as the
+        cloud assembly records them (what ``Annotations.from_stack(...).find_warning`` reads)."""
+        manifest = json.loads((self.outdir / "manifest.json").read_text())
+        (artifact,) = [a for artifact_id, a in manifest["artifacts"].items()
+                       if a["type"] == "aws:cloudformation:stack" and artifact_id.endswith(f"-{suffix}")]
+        metadata = artifact.get("metadata", {})
+        if "additionalMetadataFile" in artifact:
+            metadata = json.loads((self.outdir / artifact["additionalMetadataFile"]).read_text())
+        return [entry["data"] for entries in metadata.values() for entry in entries
+                if entry["type"] == "aws:cdk:warning"]
+
 
 def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
     """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``, and hold every template to
     AWS's rules (tests/tools/cfn_rules: the rule book, botocore's API models, the Service Authorization Reference).
-    Every variant any test synthesizes is checked this way, with no synthesis of its own.
+    Every variant any test synthesizes is checked this way, with no synthesis of its own. Tests take apps from the
+    registry (tests/app/variants.py) through the fixture ``app_variant``, not from here.
 
     Raises:
         AssertionError: a template breaks a rule; the message lists each finding with its source.
@@ -47,48 +72,125 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
     from tests.tools.cfn_rules._gate import template_findings
 
     context = {**cdk_json_context(), **(overrides or {})}
-    app, settings, voice_app = create_app(context, outdir=str(outdir))
+    app, _, voice_app = create_app(context, outdir=str(outdir))
     app.synth()
-    templates = {
-        stack.stack_name: json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
-        for stack in voice_app.stacks
-    }
+    files = {stack.stack_name: f"{stack.artifact_id}.template.json" for stack in voice_app.stacks}
+    templates = {name: json.loads((outdir / file).read_text()) for name, file in files.items()}
     findings = template_findings(templates)
     if findings:
         raise AssertionError(f"the app synthesized with {overrides or {}} breaks AWS's rules:\n" + "\n".join(findings))
-    return Synthesized(settings, voice_app, outdir, templates)
+    (outdir / STACKS_FILE).write_text(json.dumps(files))
+    return Synthesized(dict(overrides or {}), outdir, templates)
+
+
+#: Written into a variant's output directory once it is synthesized and checked: ``{stack name: template file}``.
+STACKS_FILE = "variant-stacks.json"
+#: Written instead when a variant fails to synthesize or breaks a rule: the message every worker then raises.
+FAILED_FILE = "variant-failed.txt"
+
+
+def _load(outdir: Path, overrides: dict[str, Any]) -> Synthesized:
+    files = json.loads((outdir / STACKS_FILE).read_text())
+    return Synthesized(dict(overrides), outdir,
+                       {name: json.loads((outdir / file).read_text()) for name, file in files.items()})
+
+
+def _synthesize_once(root: Path, name: str) -> Synthesized:
+    """The variant ``name`` from ``root``: synthesized (and checked) by the first process to ask for it, under a file
+    lock, and read from its files by every other (pytest-xdist's "Making session-scoped fixtures execute only once")."""
+    from filelock import FileLock
+
+    from tests.app.variants import VARIANTS
+
+    overrides = VARIANTS[name].overrides
+    outdir = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        if (outdir / FAILED_FILE).exists():
+            raise AssertionError((outdir / FAILED_FILE).read_text())
+        if (outdir / STACKS_FILE).exists():
+            return _load(outdir, overrides)
+        outdir.mkdir(parents=True, exist_ok=True)
+        try:
+            return synthesize(outdir, overrides)
+        except BaseException as error:
+            (outdir / FAILED_FILE).write_text(f"variant {name!r} ({overrides}): {type(error).__name__}: {error}")
+            raise
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory) -> Synthesized:
-    """The app with the settings of cdk.json, synthesized once for the whole session."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+def app_variant(tmp_path_factory):
+    """``app_variant(name)``: the app of the registry's variant ``name`` (tests/app/variants.py), synthesized once per
+    session for every pytest-xdist worker together (the first to ask synthesizes it; the others read its files)."""
+    # Under xdist each worker's base temp is a folder of the session's: their parent is shared by the session only.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    root = root / "variants"
+    root.mkdir(exist_ok=True)
+    cache: dict[str, Synthesized] = {}
+
+    def get(name: str) -> Synthesized:
+        if name not in cache:
+            cache[name] = _synthesize_once(root, name)
+        return cache[name]
+
+    return get
 
 
 @pytest.fixture(scope="session")
-def synthesized_vpc(tmp_path_factory) -> Synthesized:
-    """network.mode=vpc with everything else as in cdk.json (a new VPC and a key the app makes), synthesized once
-    for the whole session."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out.vpc"), {"network.mode": "vpc"})
-
-
-CONNECT_INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
-CONNECT = {"connect.enabled": True, "connect.instance_arn": CONNECT_INSTANCE, "connect.create_storage_config": True,
-           "connect.create_example_flow": True, "encryption.create_key": True}
-CONNECT_VPC = {**CONNECT, "network.mode": "vpc", "network.vpc_id": "vpc-0123456789abcdef0",
-               "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
-               "network.availability_zones": "us-east-1a,us-east-1b",
-               "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
-               "network.vpc_cidr": "10.20.0.0/16"}
+def synthesized(app_variant) -> Synthesized:
+    """The app with the settings of cdk.json (variant ``default``)."""
+    return app_variant("default")
 
 
 @pytest.fixture(scope="session")
-def synthesized_connect(tmp_path_factory) -> Synthesized:
-    """connect.enabled with the storage config, the example flow and a key the app makes (public mode)."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out.connect"), CONNECT)
+def synthesized_vpc(app_variant) -> Synthesized:
+    """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes (variant ``vpc``)."""
+    return app_variant("vpc")
 
 
 @pytest.fixture(scope="session")
-def synthesized_connect_vpc(tmp_path_factory) -> Synthesized:
-    """As synthesized_connect, in network.mode=vpc with an existing VPC (its subnets have egress)."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out.connect.vpc"), CONNECT_VPC)
+def synthesized_connect(app_variant) -> Synthesized:
+    """connect.enabled with the storage config, the example flow and a key the app makes, public mode (variant
+    ``connect``)."""
+    return app_variant("connect")
+
+
+@pytest.fixture(scope="session")
+def synthesized_connect_vpc(app_variant) -> Synthesized:
+    """As synthesized_connect, in network.mode=vpc with an existing VPC (variant ``connect_vpc``)."""
+    return app_variant("connect_vpc")
+
+
+@pytest.fixture(scope="session")
+def ecs_app(app_variant) -> Synthesized:
+    """Voxtral on ECS with the ECS defaults (variant ``ecs``)."""
+    return app_variant("ecs")
+
+
+@pytest.fixture(scope="session")
+def ecs_variant(app_variant) -> Synthesized:
+    """Voxtral on ECS with every ECS option set (variant ``ecs_options``)."""
+    return app_variant("ecs_options")
+
+
+@pytest.fixture(scope="session")
+def ops_variant(app_variant) -> Synthesized:
+    """Other operations settings (variant ``ops``: tests/app/variants.py's OPS)."""
+    return app_variant("ops")
+
+
+@pytest.fixture(scope="session")
+def pools_variant(app_variant) -> Synthesized:
+    """``ops`` with instance pools on both endpoints (variant ``ops_pools``)."""
+    return app_variant("ops_pools")
+
+
+#: Folders whose tests run end to end (processes, servers, a browser, moto): they carry the marker ``e2e``.
+E2E = ROOT / "tests" / "e2e"
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark every test under tests/e2e with ``e2e`` (make test-fast leaves them out: -m 'not e2e')."""
+    for item in items:
+        if E2E in Path(item.path).parents:
+            item.add_marker(pytest.mark.e2e)

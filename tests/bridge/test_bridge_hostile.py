@@ -275,8 +275,17 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
                 session.hang()  # vLLM stops reading: the bridge's writes to it back up
                 clients.append(client)
             pushers = [asyncio.create_task(push_frames(client, payload, 10)) for client in clients]
+
+            async def every_stream_held() -> None:
+                # However long a loaded machine takes to fill vLLM's socket (the runner's liveness bound ends a hang);
+                # a fixed wait could end before the bridge holds.
+                while len(bridge_._streams) < streams or not all(
+                        stream.client.hold_reasons & legs.HOLD_UPSTREAM_FULL for stream in bridge_._streams):
+                    await asyncio.sleep(0.05)
+
             try:
-                await ping_during(bridge_, asyncio.sleep(2.0))
+                # Held, and the pushers kept pushing for 2 s at least: the bounds below hold while they do.
+                await ping_during(bridge_, every_stream_held(), at_least_s=2.0)
                 assert len(bridge_._streams) == streams
                 for stream in bridge_._streams:
                     client = stream.client
@@ -365,11 +374,15 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
                     await asyncio.sleep(0.05)
 
             dripping = asyncio.create_task(slowloris())
-            loop = asyncio.get_running_loop()
-            started = loop.time()
             for reader, _ in (idle, slow):
-                assert await asyncio.wait_for(reader.read(), 2.0) == b""  # dropped, nothing answered
-            assert loop.time() - started < 1.0
+                # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte still in flight.
+                try:
+                    assert await asyncio.wait_for(reader.read(), 2.0) == b""
+                except ConnectionResetError:
+                    pass
+            # Dropped before the slow client finished its request line and headers (30 bytes, one per 50 ms):
+            # the open timeout, not the client, ended it (an ordering, not a timing: it holds at any machine speed).
+            assert not dripping.done()
             dripping.cancel()
             assert not bridge_.legs
 

@@ -1,26 +1,11 @@
-"""The app with voxtral.target=ecs, synthesized once per session (defaults, and one variant with every option)."""
+"""Helpers of the ECS tests; the apps with voxtral.target=ecs are registry variants (tests/app/variants.py) and their
+fixtures (ecs_app, ecs_variant) live in tests/conftest.py."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.conftest import Synthesized, synthesize
-
-CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
-#: Internet-facing with HTTPS, Spot, one zone in a cluster placement group.
-VARIANT = {"voxtral.target": "ecs", "ecs.load_balancer": "internet_facing", "ecs.certificate_arn": CERT,
-           "ecs.capacity": "spot", "ecs.placement": "single_az", "ecs.instance_type": "g6e.2xlarge",
-           "ecs.min_tasks": 3, "ecs.max_tasks": 6}
-
-
-@pytest.fixture(scope="session")
-def ecs_app(tmp_path_factory) -> Synthesized:
-    return synthesize(tmp_path_factory.mktemp("cdk.out.ecs"), {"voxtral.target": "ecs"})
-
-
-@pytest.fixture(scope="session")
-def ecs_variant(tmp_path_factory) -> Synthesized:
-    return synthesize(tmp_path_factory.mktemp("cdk.out.ecs-variant"), VARIANT)
+from tests.app.variants import ECS_CERT as CERT  # noqa: F401 (the tests import it here)
+from tests.app.variants import ECS_OPTIONS as VARIANT  # noqa: F401
+from tests.conftest import Synthesized
 
 
 def nag_violations(app: Synthesized) -> dict[str, list]:

@@ -37,14 +37,14 @@ FRONT_PAGE_LINES = 400
 
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
 PYTHON_RUNNERS = {
-    "docs/clients.md": ("Call the endpoints from your own code", "tests/local/test_local_readme_examples.py"),
+    "docs/clients.md": ("Call the endpoints from your own code", "tests/e2e/local/test_local_readme_examples.py"),
     "docs/constructs.md": ("Use the constructs in your own CDK app", "tests/unit/constructs_lib/test_init.py"),
 }
 
 #: Command lines of offline blocks that the test does not run, and why.
 NOT_RUN = {
     "make test": "the test suite itself (this test is part of it)",
-    "make local": "runs until Ctrl-C; tests/local/test_local_make_local.py runs it and the commands it prints",
+    "make local": "runs until Ctrl-C; tests/e2e/local/test_local_make_local.py runs it and the commands it prints",
 }
 
 OFFLINE_MARK = "<!-- readme-shell: offline -->"
@@ -126,7 +126,7 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
     assert broken == [], f"{page_id(page)}: links to files or sections that do not exist"
 
 
-#: Where a repository path named in a page begins (``constructs_lib/capacity.py``, ``tests/local/``).
+#: Where a repository path named in a page begins (``constructs_lib/capacity.py``, ``tests/e2e/local/``).
 TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "container/", "voicectl/", "tests/",
              "bench/", "docs/", ".ci/")
 #: Paths a page names before they exist: the test tiers CONTRIBUTING.md describes as planned.

@@ -111,7 +111,7 @@ def deploy_sonic(session, outdir: Path, suffix: str = "1", container: dict | Non
 
 
 def deploy_as_synthesized(session, outdir: Path) -> None:
-    """The variant (tests/ops/conftest.py): Voxtral fixed at 2 instances, Sonic on ml.g6e.12xlarge scaling 1-3."""
+    """The variant (tests/app/variants.py, ops): Voxtral fixed at 2 instances, Sonic on ml.g6e.12xlarge scaling 1-3."""
     deploy_voxtral(session, outdir)
     deploy_sonic(session, outdir)
     session.client("application-autoscaling").register_scalable_target(

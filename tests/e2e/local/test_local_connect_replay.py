@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from tests.local.conftest import VOXTRAL
+from tests.e2e.local.conftest import VOXTRAL
 from voicectl.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connect"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "connect"))
 from connect_testkit import speech_like  # noqa: E402
 
 

@@ -13,34 +13,25 @@ from pathlib import Path
 import pytest
 
 from config.settings import SettingsError, load_settings
-from tests.conftest import ROOT, cdk_json_context, synthesize
+from tests.app.variants import ECS_VPC as PRIVATE_ECS
+from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
+from tests.conftest import ROOT, cdk_json_context
 from tests.ecs.conftest import nag_violations
-from tests.ecs.test_ecs_templates import of_type, one
+from tests.app.test_ecs_templates import of_type, one
 
-PRIVATE_ECS = {"network.mode": "vpc", "voxtral.target": "ecs"}
-EXISTING_ECS = {
-    **PRIVATE_ECS,
-    "network.vpc_id": "vpc-0123456789abcdef0",
-    "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
-    "network.availability_zones": "us-east-1a,us-east-1b",
-    "network.vpc_cidr": "10.20.0.0/16",
-    "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
-    "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
-    "network.create_endpoints": "false",
-}
 #: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network/props.py).
 ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}
 SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
 
 
 @pytest.fixture(scope="module")
-def private_ecs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("vpc-ecs"), PRIVATE_ECS)
+def private_ecs(app_variant):
+    return app_variant("ecs_vpc")
 
 
 @pytest.fixture(scope="module")
-def existing_ecs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("vpc-ecs-existing"), EXISTING_ECS)
+def existing_ecs(app_variant):
+    return app_variant("ecs_vpc_existing")
 
 
 def suffixes(template: dict) -> set[str]:
@@ -59,7 +50,7 @@ def imports_from_foundation(value) -> bool:
 
 
 def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs):
-    from tests.infra.test_private import resources
+    from tests.app.test_private import resources
 
     foundation = private_ecs.template("Foundation")
     assert suffixes(foundation) == ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}
@@ -76,14 +67,14 @@ def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs)
 
 
 def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vpc):
-    """The SageMaker target in vpc mode keeps its four endpoints (tests/infra/test_private.py has the rest)."""
+    """The SageMaker target in vpc mode keeps its four endpoints (tests/app/test_private.py has the rest)."""
     sagemaker = synthesized_vpc
     assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
     assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]
 
 
 def test_the_endpoints_let_in_the_vpc_on_443_only(private_ecs):
-    from tests.infra.test_private import ingress, resources
+    from tests.app.test_private import ingress, resources
 
     foundation = private_ecs.template("Foundation")
     (model_group,) = [k for k in resources(foundation, "AWS::EC2::SecurityGroup")
@@ -135,7 +126,7 @@ def test_task_logs_and_token_are_under_the_data_key(private_ecs):
 def test_sonic_on_sagemaker_sets_no_volume_key_on_its_local_storage_type(variant, request):
     """CreateEndpointConfig, KmsKeyId: with Voxtral on ECS, the one EndpointConfig left (Sonic's, ml.g6e.2xlarge,
     local NVMe) carries no KmsKeyId and records why."""
-    from tests.infra.test_private import check_volume_keys, key_ref
+    from tests.app.test_private import check_volume_keys, key_ref
 
     app = request.getfixturevalue(variant)
     assert check_volume_keys(app, key_ref(app)) == ["ml.g6e.2xlarge"]
@@ -159,7 +150,7 @@ def test_cdk_nag_packs_and_cfn_lint_are_clean(variant, request):
     app = request.getfixturevalue(variant)
     # No finding of cdk-nag's three packs, and no CDK warning either (route tables given: no noSubnetRouteTableId).
     assert nag_violations(app) == {}
-    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/infra/test_private.py shows they can fail).
+    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/app/test_private.py shows they can fail).
     templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
     result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)

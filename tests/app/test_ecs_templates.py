@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, synthesize
+from tests.app.variants import ECS_KMS_KEY
+from tests.conftest import ROOT
 from tests.ecs.conftest import CERT
 
 
@@ -304,12 +305,11 @@ def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
                 assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
 
 
-KEY = "arn:aws:kms:us-east-1:123456789012:key/12345678-1234-1234-1234-123456789012"
+KEY = ECS_KMS_KEY
 
 
-def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_role(tmp_path_factory):
-    keyed = synthesize(tmp_path_factory.mktemp("cdk.out.ecs-key"), {"voxtral.target": "ecs",
-                                                                     "encryption.kms_key_arn": KEY})
+def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_role(app_variant):
+    keyed = app_variant("ecs_key_stream_cap")
     t = keyed.template("VoxtralEcs")
     task_role = one(t, "AWS::ECS::TaskDefinition")["TaskRoleArn"]["Fn::GetAtt"][0]
     decrypt = [s for s in statements(t, task_role) if s.get("Sid") == "DecryptModelData"]
@@ -336,8 +336,8 @@ def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
     assert near_cap["Threshold"] == pytest.approx(0.9 * 23)
 
 
-def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(tmp_path):
-    app = synthesize(tmp_path, {"voxtral.target": "ecs", "voxtral.max_num_seqs": 6})
+def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(app_variant):
+    app = app_variant("ecs_key_stream_cap")
     warnings = [e["data"] for f in app.outdir.glob("*VoxtralEcs.metadata.json")
                 for entries in json.loads(f.read_text()).values() for e in entries if e["type"] == "aws:cdk:warning"]
     assert len(warnings) == 1 and warnings[0].startswith(

@@ -137,7 +137,7 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
 
 
 def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
-    """tests/infra/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
+    """tests/app/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
     reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"]
     # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport) only warn
     assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []

@@ -1,7 +1,7 @@
 """network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
 security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
 AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in
-public mode. Each variant is synthesized once per module."""
+public mode. The variants come from the registry (tests/app/variants.py)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, cdk_json_context, synthesize
+from tests.app.variants import PUBLIC_KMS_KEY, VPC_EXISTING
+from tests.conftest import ROOT, cdk_json_context
 
 #: cdk.json's instance types (Voxtral, Sonic): both carry local NVMe instance storage (ml.g6.*, ml.g6e.*).
 VOXTRAL_TYPE, SONIC_TYPE = (cdk_json_context()[f"{section}.instance_type"] for section in ("voxtral", "sonic"))
 
-KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
-EXISTING = {
-    "network.mode": "vpc",
-    "network.vpc_id": "vpc-0123456789abcdef0",
-    "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
-    "network.availability_zones": "us-east-1a,us-east-1b",
-    "network.route_table_ids": "rtb-0123456789abcdef0,rtb-0123456789abcdef1",
-    "network.vpc_cidr": "10.20.0.0/16",
-    "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
-    "network.require_source_vpce": "true",
-}
+KEY = PUBLIC_KMS_KEY
+EXISTING = VPC_EXISTING
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +29,14 @@ def private(synthesized_vpc):
 
 
 @pytest.fixture(scope="module")
-def existing(tmp_path_factory):
+def existing(app_variant):
     """network.mode=vpc in an existing VPC, described by settings, with the caller policy bound to the endpoint."""
-    return synthesize(tmp_path_factory.mktemp("vpc-existing"), EXISTING)
+    return app_variant("vpc_existing")
 
 
 @pytest.fixture(scope="module")
-def public_with_key(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("public-key"), {"encryption.kms_key_arn": KEY})
+def public_with_key(app_variant):
+    return app_variant("public_key")
 
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:

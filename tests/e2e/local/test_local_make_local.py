@@ -15,7 +15,7 @@ import soundfile
 from voicectl.local.__main__ import port_free
 from voicectl.local.fake_vllm import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import soundfile
 
 from tests.unit.voicectl.clients.clients_testkit import client_parser
-from tests.local.conftest import REGION, SONIC
+from tests.e2e.local.conftest import REGION, SONIC
 from voicectl.clients import speak
 from voicectl.local.fake_sonic import CHUNK_MS
 

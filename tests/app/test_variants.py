@@ -1,5 +1,5 @@
 """The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and
-each endpoint switched off. Each variant is synthesized once per module."""
+each endpoint switched off. The variants come from the registry (tests/app/variants.py)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,19 @@ import json
 import pytest
 from aws_cdk.assertions import Template
 
-from tests.conftest import synthesize
-
-PREBUILT = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01"
-KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+from tests.app.variants import PREBUILT_IMAGE as PREBUILT
+from tests.app.variants import PUBLIC_KMS_KEY as KMS_KEY
 
 
 @pytest.fixture(scope="module")
-def changed(tmp_path_factory):
+def changed(app_variant):
     """Voxtral only, on a different instance type, with a prebuilt image, external weights and retained data."""
-    return synthesize(tmp_path_factory.mktemp("changed"), {
-        "voxtral.instance_type": "ml.g6e.xlarge",
-        "voxtral.image_uri": PREBUILT,
-        "voxtral.model_s3_uri": "s3://team-models/voxtral/2602",
-        "voxtral.volume_kms_key_arn": KMS_KEY,
-        "retain_data": "true",
-        "sonic.enabled": "false",
-    })
+    return app_variant("changed")
 
 
 @pytest.fixture(scope="module")
-def sonic_only(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("sonic-only"), {"voxtral.enabled": "false"})
+def sonic_only(app_variant):
+    return app_variant("sonic_only")
 
 
 def resources(template: dict, resource_type: str) -> dict:
@@ -84,10 +75,10 @@ def test_external_weights_uri_is_normalised_and_read_only_there(changed):
     assert by_sid["ListModelPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["voxtral/2602/*"]}}
 
 
-def test_no_staging_with_external_weights_or_when_switched_off(changed, tmp_path_factory):
+def test_no_staging_with_external_weights_or_when_switched_off(changed, app_variant):
     for template in changed.templates.values():
         assert not any(v["Type"].startswith("AWS::CodeBuild") for v in template["Resources"].values())
-    off = synthesize(tmp_path_factory.mktemp("no-staging"), {"voxtral.stage_model": "false", "sonic.enabled": "false"})
+    off = app_variant("hopper_fp8_no_staging")
     artifacts = off.template("Artifacts")
     assert resources(artifacts, "AWS::CodeBuild::Project") == {}
     # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model reads.

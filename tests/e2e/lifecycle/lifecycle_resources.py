@@ -4,7 +4,7 @@ A row says how to see a deployed resource through boto3 (``describe``: a view sh
 CloudFormation properties, so template values can be compared key by key) and how to tell it is gone after
 ``cdk destroy`` (``exists``). Types moto's CloudFormation does not create, or whose properties it drops, say so in
 ``not_in_moto`` / ``moto_drops``: the test then checks them at template level (the deployed template holds them
-exactly as synthesized; their properties are asserted by ``tests/infra``).
+exactly as synthesized; their properties are asserted by ``tests/app``).
 
 A resource type that appears in a template but has no row fails the test with a message naming this file: adding
 a construct means adding its row here (a describe call and an exists call, usually a few lines).
@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import boto3
 import botocore.exceptions
 
-from tests.lifecycle.lifecycle_moto import FAKE_CREDENTIALS, REGION
+from tests.e2e.lifecycle.lifecycle_moto import FAKE_CREDENTIALS, REGION
 
 
 class Aws:
@@ -408,7 +408,7 @@ def kind_of(resource_type: str) -> ResourceKind:
     if resource_type not in RESOURCE_KINDS:
         raise AssertionError(
             f"the stacks now contain {resource_type}, which the lifecycle test does not know: add a row for it to "
-            "RESOURCE_KINDS in tests/lifecycle/lifecycle_resources.py (describe and exists through boto3, or "
+            "RESOURCE_KINDS in tests/e2e/lifecycle/lifecycle_resources.py (describe and exists through boto3, or "
             "not_in_moto with the reason)"
         )
     return RESOURCE_KINDS[resource_type]

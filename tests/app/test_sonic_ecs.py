@@ -11,25 +11,23 @@ from pathlib import Path
 import pytest
 
 from config.settings import SettingsError, load_settings
-from tests.conftest import ROOT, cdk_json_context, synthesize
+from tests.app.variants import SONIC_ECS
+from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
+from tests.conftest import ROOT, cdk_json_context
 from tests.ecs.conftest import nag_violations
-from tests.ecs.test_ecs_templates import container, of_type, one
+from tests.app.test_ecs_templates import container, of_type, one
 
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cartesia/sonic:3.6"
-SONIC_ECS = {"sonic.target": "ecs", "sonic.image_uri": IMAGE, "sonic.container_port": 8000,
-             "sonic.health_path": "/health", "sonic.min_instances": 2, "sonic.max_instances": 3}
 
 
 @pytest.fixture(scope="module")
-def sonic_ecs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("sonic-ecs"), SONIC_ECS)
+def sonic_ecs(app_variant):
+    return app_variant("sonic_ecs")
 
 
 @pytest.fixture(scope="module")
-def both_private(tmp_path_factory):
+def both_private(app_variant):
     """Both services on ECS in the private network."""
-    return synthesize(tmp_path_factory.mktemp("both-ecs-vpc"),
-                      {**SONIC_ECS, "voxtral.target": "ecs", "network.mode": "vpc"})
+    return app_variant("both_ecs_vpc")
 
 
 def sonic_problems(**overrides) -> list[str]:

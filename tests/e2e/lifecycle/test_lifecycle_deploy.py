@@ -1,10 +1,10 @@
 """Deploy, update and destroy the app with the pinned CDK CLI against moto's server (one bootstrap, two deploys,
 one destroy), and check every resource through boto3.
 
-What moto cannot show is asserted at template level, here and in ``tests/infra``:
+What moto cannot show is asserted at template level, here and in ``tests/app``:
 - bucket policies (TLS only), topic policies, CloudWatch alarms and dashboards, Application Auto Scaling: moto's
   CloudFormation does not create them; this test checks that CloudFormation received them exactly as synthesized,
-  their properties are asserted by ``tests/infra``;
+  their properties are asserted by ``tests/app``;
 - ``EnableNetworkIsolation`` of the Sonic Model: moto drops it; asserted in the synthesized template;
 - Lambda-backed custom resources (auto-delete of buckets, model staging): moto runs no handler; the harness
   completes them with the data the real handler returns (``lifecycle_moto.CUSTOM_RESOURCE_STAND_INS``);
@@ -26,9 +26,9 @@ import pytest
 
 from config.settings import Settings, load_settings
 from tests.conftest import cdk_json_context
-from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
-from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, MotoServer, moto_server, port_is_closed
-from tests.lifecycle.lifecycle_resources import (
+from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, MotoServer, moto_server, port_is_closed
+from tests.e2e.lifecycle.lifecycle_resources import (
     Aws,
     StackView,
     is_intrinsic,
@@ -149,7 +149,7 @@ def aws_template(aws: Aws, stack_name: str) -> dict:
 
 def check_stack_against_template(aws: Aws, server: MotoServer, stack: StackView, template: dict) -> None:
     """Each resource of ``stack``: the live view equals the template's literal properties (types moto creates), or
-    CloudFormation holds it exactly as synthesized (types moto skips, which are then asserted by tests/infra)."""
+    CloudFormation holds it exactly as synthesized (types moto skips, which are then asserted by tests/app)."""
     deployed_template = aws_template(aws, stack.name)
     problems: list[str] = []
     for resource in stack.resources:

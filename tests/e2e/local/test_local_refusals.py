@@ -17,7 +17,7 @@ import pytest
 from h2.errors import ErrorCodes
 from hyperframe.frame import DataFrame
 
-from tests.local.conftest import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, VOXTRAL
+from tests.e2e.local.conftest import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, VOXTRAL
 
 
 class RawH2:

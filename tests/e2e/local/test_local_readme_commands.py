@@ -17,7 +17,7 @@ import pytest
 
 from voicectl.local.fake_vllm import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def fenced_block_after(readme: Path, heading: str) -> list[str]:

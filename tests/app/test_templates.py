@@ -352,12 +352,10 @@ def test_sonic_roles_and_invoke_policy(sonic):
 
 
 @pytest.fixture(scope="module")
-def fp8_on_hopper(tmp_path_factory):
-    """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off), synthesized once."""
-    from tests.conftest import synthesize
-
-    return synthesize(tmp_path_factory.mktemp("fp8-hopper"), {
-        "voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8", "sonic.enabled": False})
+def fp8_on_hopper(app_variant):
+    """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off): the registry's variant
+    hopper_fp8_no_staging."""
+    return app_variant("hopper_fp8_no_staging")
 
 
 def test_fp8_kv_cache_reaches_vllms_arguments_in_the_template_with_twice_the_kv_bound(fp8_on_hopper):

@@ -3,7 +3,7 @@ SageMaker target), update (another consumer image and calls per task), destroy, 
 
 moto creates the queue, table, bus, function, ECS cluster, task definitions and service; what it does not model
 (AWS::Connect::* resources, alarms, dashboards, Application Auto Scaling) is asserted at template level in
-tests/infra/test_connect_stack.py. The consumer image is given by URI (no Docker engine here).
+tests/app/test_connect_stack.py. The consumer image is given by URI (no Docker engine here).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import CONNECT_INSTANCE
-from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
-from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server
-from tests.lifecycle.lifecycle_resources import Aws, read_stack
-from tests.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, IMAGE_URI, context_args, load_templates
+from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server
+from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
+from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, IMAGE_URI, context_args, load_templates
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from tests.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
-from tests.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, port_is_closed
-from tests.lifecycle.lifecycle_resources import Aws, read_stack
-from tests.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, context_args, load_templates
+from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, port_is_closed
+from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
+from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, context_args, load_templates
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.lifecycle.lifecycle_moto import ACCOUNT, FAKE_CREDENTIALS, REGION
+from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, FAKE_CREDENTIALS, REGION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 log = logging.getLogger("lifecycle")
 
 #: Upper bound for one CDK CLI command here (synthesis takes 8-15 s on the 2-core machine; a deploy a few seconds).

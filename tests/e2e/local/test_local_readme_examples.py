@@ -12,9 +12,9 @@ import sys
 import wave
 from pathlib import Path
 
-from tests.local.conftest import DELTAS, Stack
+from tests.e2e.local.conftest import DELTAS, Stack
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def readme_examples() -> list[str]:

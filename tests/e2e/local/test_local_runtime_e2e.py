@@ -12,7 +12,7 @@ import pytest
 import soundfile
 
 from tests.unit.voicectl.clients.clients_testkit import client_parser
-from tests.local.conftest import REGION, SONIC, VOXTRAL
+from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
 from voicectl.clients import speak, transcribe
 from voicectl.clients.audio import load_pcm16
 

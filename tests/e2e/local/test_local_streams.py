@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.unit.voicectl.clients.clients_testkit import client_parser
-from tests.local.conftest import REGION, SECRET_ACCESS_KEY
+from tests.e2e.local.conftest import REGION, SECRET_ACCESS_KEY
 from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings
 from voicectl.clients.realtime import RealtimeError
@@ -178,7 +178,7 @@ def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_
 
 
 def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_path):
-    from tests.local.conftest import ACCESS_KEY_ID
+    from tests.e2e.local.conftest import ACCESS_KEY_ID
 
     interval = 0.1
     stack = stack_factory(StreamSettings(ping_interval_s=interval, close_timeout_s=0.5))

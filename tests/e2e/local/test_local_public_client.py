@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLIENT_COMMIT = "147c6fbfad4dc94c83af57ebdadae2dee58c9c4c"
 """The commit of aws-samples/sagemaker-genai-hosting-examples the client is taken at (also in the Makefile)."""
 CLIENT_SHA256 = "0e16b4950c89d1881702cb4f22bc10c732c9bad0c27c2d1479d777f69919eb17"

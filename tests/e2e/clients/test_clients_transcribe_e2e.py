@@ -123,7 +123,7 @@ def test_ctrl_c_closes_the_stream_cleanly(recording):
               "sys.exit(cli.main(sys.argv[1:]))\n")
     with Servers(deltas=("word ",), generate=True) as servers:
         process = subprocess.Popen([sys.executable, "-c", script, "transcribe", str(recording), "--url", servers.url],
-                                   cwd=Path(__file__).parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   cwd=Path(__file__).parents[3], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
         session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
         # 8 appends of 128 ms: past the ~0.6 s vLLM buffers before its first delta
@@ -146,7 +146,7 @@ def test_python_m_voicectl_transcribe(servers, recording):
     from pathlib import Path
 
     done = subprocess.run([sys.executable, "-m", "voicectl", "transcribe", str(recording), "--url", servers.url,
-                           "--speed", "0"], cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60)
+                           "--speed", "0"], cwd=Path(__file__).parents[3], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     (session,) = servers.vllm.sessions
     assert done.stdout == session.text + "\n"
@@ -242,7 +242,7 @@ def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
     try:
         done = subprocess.run([sys.executable, "-c", script, "transcribe", str(recording), "--endpoint", "voxtral",
                                "--region", "us-east-1"],
-                              cwd=Path(__file__).parents[2], env=env, capture_output=True, text=True, timeout=60)
+                              cwd=Path(__file__).parents[3], env=env, capture_output=True, text=True, timeout=60)
     finally:
         listener.close()
     assert done.returncode == 1, done.stderr
