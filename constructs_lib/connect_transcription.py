@@ -18,12 +18,23 @@ Rules from the CloudFormation and API references this construct keeps (checked i
   Connect invokes the function as ``connect.amazonaws.com``, so the function's resource policy allows that principal
   for this account and instance only (``SourceAccount``, ``SourceArn``).
 - ``AWS::Connect::ContactFlow``: ``Content`` is the flow language JSON (at most 256000 characters), ``Type``
-  ``CONTACT_FLOW``, ``State`` ``ACTIVE``.
-- Kinesis Video Streams has no interface VPC endpoint in the CDK's catalogue (``InterfaceVpcEndpointAwsService``) and
-  none is documented for GetMedia's per-stream data endpoints (unconfirmed that none exists): in a private network
-  the consumers reach GetDataEndpoint and GetMedia through the subnets' egress (a NAT gateway), over TLS with SigV4,
-  so call audio leaves the VPC for the Kinesis Video Streams public endpoint (still on AWS's network within the
-  Region). SQS, EventBridge, DynamoDB (gateway), CloudWatch Logs, ECR and the SageMaker runtime have endpoints.
+  ``CONTACT_FLOW``, ``State`` ``ACTIVE``. Its ``TransferContactToQueue`` "places a contact that is not already in a
+  queue into the contact's TargetQueue", which an inbound call has not until ``UpdateContactTargetQueue`` (the
+  "Set working queue" block) sets it: the example flow sets ``connect.queue_arn`` first (flow language reference).
+- Private networks (``network.mode=vpc``, an existing VPC): Kinesis Video Streams has one interface VPC endpoint,
+  ``com.amazonaws.REGION.kinesisvideo`` (Kinesis Video Streams developer guide, "Access Amazon Kinesis Video Streams
+  using AWS PrivateLink"; not yet in the CDK's ``InterfaceVpcEndpointAwsService`` catalogue), which serves the
+  control plane (GetDataEndpoint) and the media data plane (GetMedia) through the private DNS name
+  ``*.kinesisvideo.REGION.amazonaws.com`` (the per-stream data endpoints GetDataEndpoint returns are under it).
+  Its rules: private DNS must be on (the endpoint's own DNS names are "not served"); the private DNS zone covers the
+  whole VPC, so every Kinesis Video Streams client in the VPC uses it, and WebRTC (signaling, STUN, TURN) fails
+  there; a VPC can hold one endpoint with private DNS per service; 500 requests per second per account and endpoint
+  (GetMedia is one long request per call); only in the Regions the guide lists (:data:`KVS_ENDPOINT_REGIONS`).
+  With it (``connect.kvs_vpc_endpoint``, default true) call audio stays in the VPC; without it (a VPC that has one
+  already, or WebRTC workloads) it goes through the subnets' egress to the public endpoint. The consumers' other
+  calls (SQS, EventBridge, DynamoDB, CloudWatch Logs, ECR, Secrets Manager) use the VPC's own routes (its NAT or
+  its endpoints: they all have endpoints, which this construct does not create in a VPC it does not own); the
+  SageMaker runtime is reached as the VPC resolves it.
 """
 
 from __future__ import annotations
@@ -58,6 +69,8 @@ from constructs_lib.validation import Problems
 FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
 EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
 INSTANCE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}):instance/[0-9a-f-]{36}$")
+QUEUE_ARN_PATTERN = re.compile(r"^(arn:aws[a-z-]*:connect:[a-z0-9-]+:\d{12}:instance/[0-9a-f-]{36})/queue/[0-9a-f-]{36}$")
+"""A queue's ARN: <instance ARN>/queue/<queue id> (Amazon Connect's resource types, "queue")."""
 STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 """InstanceStorageConfig Prefix: 1-128 characters; stream names allow [a-zA-Z0-9_.-] (CreateStream)."""
 MAX_RETENTION_HOURS = 87600
@@ -71,6 +84,27 @@ QUEUE_VISIBILITY_S = 120
 SCALING_TARGET_FRACTION = 0.7
 """Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
 MAX_RECEIVES = 5
+KVS_ENDPOINT_PORT = 443
+KVS_ENDPOINT_REGIONS = frozenset({
+    "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",
+    "eu-central-1", "eu-south-2", "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
+    "ap-southeast-5", "ap-south-1", "ap-east-1", "af-south-1", "il-central-1", "cn-north-1", "us-gov-east-1",
+    "us-gov-west-1"})
+"""Regions with the ``com.amazonaws.REGION.kinesisvideo`` interface endpoint (Kinesis Video Streams developer guide,
+"Access Amazon Kinesis Video Streams using AWS PrivateLink", Availability)."""
+FARGATE_MEMORY_MIB: dict[int, tuple[int, ...]] = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4096 + 1, 1024)),
+    1024: tuple(range(2048, 8192 + 1, 1024)),
+    2048: tuple(range(4096, 16384 + 1, 1024)),
+    4096: tuple(range(8192, 30720 + 1, 1024)),
+    8192: tuple(range(16384, 61440 + 1, 4096)),
+    16384: tuple(range(32768, 122880 + 1, 8192)),
+}
+"""Task CPU units -> the task memory (MiB) Fargate accepts with it, on Linux (ECS RegisterTaskDefinition API
+reference, ``memory``: "If using the Fargate launch type ... you must use one of the following values"; 8192 and
+16384 CPU units need Linux platform version 1.4.0 or later, which LATEST is). Anything else fails at deploy with
+"No Fargate configuration exists for given values"."""
 """A call message received this often without finishing goes to the dead-letter queue (alarmed: calls dropped)."""
 
 
@@ -90,6 +124,7 @@ class ConnectTranscriptionProps:
     stream_kms_key_arn: str | None = None  # the key Connect encrypts the streams with
     associate_function: bool = True
     create_example_flow: bool = False
+    queue_arn: str | None = None  # the queue the example flow transfers calls to (the instance's BasicQueue, say)
     calls_per_task: int = 50
     min_tasks: int = 1
     max_tasks: int = 10
@@ -100,6 +135,8 @@ class ConnectTranscriptionProps:
     retain_data: bool = False
     log_retention_days: int = 30
     kms_key_arn: str | None = None  # the data key for the table, queue and logs (None: AWS-owned keys)
+    kvs_vpc_endpoint: bool = True  # with vpc: the Kinesis Video Streams interface endpoint (see the module docstring)
+    region: str | None = None  # the stack's region, to check the endpoint's availability (None: not checked)
     vpc: ec2.IVpc | None = None  # None: a VPC of public subnets only is made (tasks get public IPs, no NAT)
     subnets: ec2.SubnetSelection | None = None
     security_groups: list[ec2.ISecurityGroup] = field(default_factory=list)
@@ -119,6 +156,21 @@ class ConnectTranscriptionProps:
         if self.create_storage_config and not (self.stream_kms_key_arn or self.kms_key_arn):
             p.add("stream_kms_key_arn", None, "a media streams storage config needs a KMS key (EncryptionConfig is "
                                               "required): set it, or use a data key (encryption.*)")
+        if self.create_example_flow and self.queue_arn is None:
+            p.add("queue_arn", None, "must name the queue the example flow transfers calls to when "
+                                     "create_example_flow=true (TransferContactToQueue uses the contact's target "
+                                     "queue, which UpdateContactTargetQueue sets; an inbound call has none): the "
+                                     "instance's BasicQueue ARN from the Connect console, Routing, Queues")
+        elif self.queue_arn is not None:
+            match = QUEUE_ARN_PATTERN.match(self.queue_arn)
+            if match is None:
+                p.add("queue_arn", self.queue_arn, "must be an Amazon Connect queue ARN "
+                                                   "(arn:aws:connect:REGION:ACCOUNT:instance/ID/queue/QUEUE_ID)")
+            elif match.group(1) != self.instance_arn:
+                p.add("queue_arn", self.queue_arn, f"must be a queue of the instance {self.instance_arn} (a flow "
+                                                   "can route only to its own instance's queues)")
+        if self.kvs_vpc_endpoint and self.vpc is not None and self.region and self.region not in KVS_ENDPOINT_REGIONS:
+            p.add("kvs_vpc_endpoint", True, f"Kinesis Video Streams has no interface VPC endpoint in {self.region}")
         if (self.endpoint_name is None) == (self.endpoint_url is None):
             p.note("exactly one of endpoint_name (SageMaker) and endpoint_url (ECS) is set")
         if not 1 <= self.calls_per_task <= 100:
@@ -128,6 +180,15 @@ class ConnectTranscriptionProps:
             p.add("min_tasks", self.min_tasks, f"must be at least 1 and at most max_tasks ({self.max_tasks})")
         if not 1 <= self.transcript_ttl_days <= 3650:
             p.add("transcript_ttl_days", self.transcript_ttl_days, "must be 1-3650")
+        if self.cpu not in FARGATE_MEMORY_MIB:
+            p.add("cpu", self.cpu, "must be Fargate task CPU units, one of "
+                                   f"{', '.join(map(str, FARGATE_MEMORY_MIB))} (1024 = 1 vCPU)")
+        elif self.memory_mib not in FARGATE_MEMORY_MIB[self.cpu]:
+            allowed = FARGATE_MEMORY_MIB[self.cpu]
+            listed = (", ".join(map(str, allowed)) if len(allowed) <= 8 else
+                      f"{allowed[0]}-{allowed[-1]} in steps of {allowed[1] - allowed[0]}")
+            p.add("memory_mib", self.memory_mib, f"must be a memory Fargate pairs with connect.cpu={self.cpu}: "
+                                                 f"{listed} MiB (ECS task definition, Fargate CPU/memory)")
         if self.alarm_millis_behind < 1:
             p.add("alarm_millis_behind", self.alarm_millis_behind, "must be at least 1 (milliseconds behind the call)")
 
@@ -184,8 +245,11 @@ class ConnectTranscription(Construct):
         self.function.add_to_role_policy(iam.PolicyStatement(
             sid="SendCalls", actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]))
         if key is not None:
+            # Through SQS only: the data key may also be the stream key (connect.stream_kms_key_arn unset), and an
+            # unconditioned kms:Decrypt on it would make the stream key's kms:ViaService condition moot.
             self.function.add_to_role_policy(iam.PolicyStatement(
-                sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]))
+                sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
         self.function.add_permission(
             "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
             source_account=stack.account, source_arn=props.instance_arn)
@@ -219,7 +283,8 @@ class ConnectTranscription(Construct):
                 self, "ExampleFlow", instance_arn=props.instance_arn, type="CONTACT_FLOW", state="ACTIVE",
                 name=f"{props.name_prefix} live transcription (example)",
                 description="Starts media streaming, hands the call to the transcription consumers, then queues it",
-                content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn}))
+                content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn,
+                                         "QueueArn": props.queue_arn or ""}))
 
         # ---- the consumers ---------------------------------------------------------------------------------------
         vpc = props.vpc or ec2.Vpc(self, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[
@@ -272,6 +337,14 @@ class ConnectTranscription(Construct):
             assign_public_ip=props.vpc is None, vpc_subnets=props.subnets,
             security_groups=props.security_groups or None, circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True))
         self._grant(task.task_role, props, stack)
+        if props.vpc is not None and props.kvs_vpc_endpoint:
+            # GetDataEndpoint and GetMedia inside the VPC (module docstring): private DNS on, as the service requires.
+            self.kvs_endpoint = ec2.InterfaceVpcEndpoint(
+                self, "KinesisVideoEndpoint", vpc=vpc, subnets=props.subnets, private_dns_enabled=True, open=False,
+                service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{stack.region}.kinesisvideo",
+                                                        KVS_ENDPOINT_PORT))
+            self.kvs_endpoint.connections.allow_default_port_from(
+                self.service, "the transcription consumers: GetDataEndpoint and GetMedia")
         acknowledge_compliance(self, {
             "IAMNoInlinePolicy": "Each role's statements are scoped to this construct's own resources (the call "
                                  "streams' prefix, the queue, bus, table, key and endpoint); managed policies could not "
@@ -351,12 +424,22 @@ class ConnectTranscription(Construct):
         if stream_key:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="DecryptCallStreams", actions=["kms:Decrypt"], resources=[stream_key],
-                conditions={"StringEquals": {"kms:ViaService": f"kinesisvideo.{stack.region}.amazonaws.com"}}))
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "kinesisvideo")}}))
         self.bus.grant_put_events_to(role)
         self.table.grant(role, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="CommitSegments", actions=["dynamodb:ConditionCheckItem"], resources=[self.table.table_arn]))
-        self.queue.grant_consume_messages(role)
+        # The queue's consume actions as CDK's grant_consume_messages lists them, and its key through SQS only: that
+        # grant would add an unconditioned kms:Decrypt on the data key, which may be the stream key too, and so
+        # void DecryptCallStreams' condition (every decrypt of the stream key goes through a service).
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ConsumeCalls", resources=[self.queue.queue_arn],
+            actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
+                     "sqs:GetQueueAttributes"]))
+        if props.kms_key_arn:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="DecryptCalls", actions=["kms:Decrypt"], resources=[props.kms_key_arn],
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
         if props.endpoint_name:
             invoke = iam.Policy(self, "InvokeVoxtral", statements=[iam.PolicyStatement(
                 sid="InvokeVoxtral", actions=[INVOKE_BIDIRECTIONAL],
@@ -369,6 +452,12 @@ class ConnectTranscription(Construct):
         elif props.token_secret_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))
+
+
+def _via(stack: Stack, service: str) -> str:
+    """The kms:ViaService value of an AWS service in the stack's region (AWS KMS developer guide, "kms:ViaService":
+    ``SERVICE.REGION.amazonaws.com``)."""
+    return f"{service}.{stack.region}.amazonaws.com"
 
 
 def _retention(days: int) -> logs.RetentionDays:

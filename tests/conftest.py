@@ -73,8 +73,9 @@ def synthesized_vpc(tmp_path_factory) -> Synthesized:
 
 
 CONNECT_INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+CONNECT_QUEUE = f"{CONNECT_INSTANCE}/queue/99999999-8888-7777-6666-555555555555"
 CONNECT = {"connect.enabled": True, "connect.instance_arn": CONNECT_INSTANCE, "connect.create_storage_config": True,
-           "connect.create_example_flow": True, "encryption.create_key": True}
+           "connect.create_example_flow": True, "connect.queue_arn": CONNECT_QUEUE, "encryption.create_key": True}
 CONNECT_VPC = {**CONNECT, "network.mode": "vpc", "network.vpc_id": "vpc-0123456789abcdef0",
                "network.subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
                "network.availability_zones": "us-east-1a,us-east-1b",
