@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Annotations, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_connect as connect
@@ -84,6 +84,7 @@ QUEUE_VISIBILITY_S = 120
 SCALING_TARGET_FRACTION = 0.7
 """Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
 MAX_RECEIVES = 5
+ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time")
 KVS_ENDPOINT_PORT = 443
 KVS_ENDPOINT_REGIONS = frozenset({
     "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",
@@ -396,7 +397,8 @@ class ConnectTranscription(Construct):
                       "consumers are at capacity).",
                       "no datapoint means no live call is being read"),
         ]
-        self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, f"{props.name_prefix}-connect-{rule.name}", action)
+        assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
+        self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action)
                        for i, rule in enumerate(rules)]
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
             cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
@@ -452,6 +454,40 @@ class ConnectTranscription(Construct):
         elif props.token_secret_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))
+
+
+def alarm_name(name_prefix: str, rule: str) -> str:
+    """The AlarmName of one of the Connect alarms (fixed, so that the shared dashboard can show them by ARN)."""
+    return f"{name_prefix}-connect-{rule}"
+
+
+def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
+                   calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
+    """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
+    :data:`METRIC_NAMESPACE`, no dimensions, so nothing of the Connect stack is referenced and the Operations stack
+    deploys first) and the state of the three Connect alarms, by name. The Connect stack's own dashboard adds the
+    calls queue's figures, which need the queue's name."""
+    stack = Stack.of(scope)
+    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+    header = cloudwatch.TextWidget(markdown=(
+        f"## Amazon Connect live transcription\nConsumers on Fargate, up to {calls_per_task} calls per task. "
+        "Red lines are alarm thresholds."), width=24, height=2)
+    calls = cloudwatch.GraphWidget(title="Live calls per task", width=6, left=[
+        cloudwatch.Metric(metric_name="ActiveCalls", statistic="Average", label="average", **emf),
+        cloudwatch.Metric(metric_name="ActiveCalls", statistic="Maximum", label="busiest task", **emf)],
+        left_annotations=[cloudwatch.HorizontalAnnotation(value=calls_per_task, label="calls per task")])
+    behind = cloudwatch.GraphWidget(title="Behind the live call (ms)", width=6, left=[
+        cloudwatch.Metric(metric_name="MillisBehindNow", statistic="Maximum", label="MillisBehindNow", **emf)],
+        left_annotations=[cloudwatch.HorizontalAnnotation(
+            value=alarm_millis_behind, label=f"alarm behind-real-time: {alarm_millis_behind} ms", color="#d62728")])
+    failed = cloudwatch.GraphWidget(title="Calls failed", width=6, left=[
+        cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", label="CallsFailed", **emf)])
+    status = cloudwatch.AlarmStatusWidget(title="Connect alarms", width=6, alarms=[
+        cloudwatch.Alarm.from_alarm_arn(scope, f"ConnectAlarm{i}", stack.format_arn(
+            service="cloudwatch", resource="alarm", resource_name=alarm_name(name_prefix, rule),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME))
+        for i, rule in enumerate(ALARM_RULE_NAMES)])
+    return [[header], [calls, behind, failed, status]]
 
 
 def _via(stack: Stack, service: str) -> str:

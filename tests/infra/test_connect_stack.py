@@ -181,3 +181,17 @@ def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expect
     with pytest.raises(SettingsError) as raised:
         load_settings({**cdk_json_context(), **CONNECT, **overrides})
     assert expected in str(raised.value)
+
+
+def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synthesized_connect):
+    operations = synthesized_connect.template("Operations")
+    (dashboard,) = resources(operations, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "## Amazon Connect live transcription" in body
+    for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed"):
+        assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
+    connect = synthesized_connect.template("Connect")
+    names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())
+    for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
+        assert f":alarm:{name}" in body
+    assert "Fn::ImportValue" not in body  # nothing of the Connect stack: Operations deploys first
