@@ -130,7 +130,7 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
 
 @pytest.mark.parametrize("flaw, expected", [
     ({"extra_tracks": ("AUDIO_THIRD_PARTY",)}, "track named 'AUDIO_THIRD_PARTY'"),
-    ({"codec_id": "A_OPUS"}, "A_OPUS"),
+    ({"codec_id": "A_PCM/INT/BIG"}, "A_PCM/INT/BIG"),
     ({"truncate_fragment": 2}, "truncated"),
 ])
 def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw, expected):

@@ -57,3 +57,28 @@ def test_a_laced_or_odd_sized_block_is_refused_naming_it():
     odd = fragment(2, audio={mkv.TRACK_FROM_CUSTOMER: PCM[:-1]})
     with pytest.raises(mkv.FragmentError, match="not whole 16-bit samples"):
         mkv.parse_fragment(odd)
+
+
+def test_the_parser_reads_what_libavformats_muxer_writes_with_the_tags_getmedia_appends():
+    """The stand-in's producer fragments come from libavformat (PyAV), not from ebmlite: CRC-32 elements in the
+    masters, SeekHead, Cues, upper-case tag names (CONTACTID); GetMedia's tags appended to the Segment, of known and
+    unknown size, framed from pieces of any size."""
+    from voicectl.connect.fake_kvs import mux_fragment
+
+    left, right = PCM * 20, PCM[::-1] * 20  # 2 s each
+    documents = []
+    for index in range(4):
+        muxed = mux_fragment({mkv.TAG_CONTACT_ID: "c-1"}, {mkv.TRACK_FROM_CUSTOMER: left, mkv.TRACK_TO_CUSTOMER: right},
+                             mkv.CONNECT_TRACKS, "pcm_s16le", start_sample=index * 16000)
+        assert b"CONTACTID" in muxed and b"Lavf" in muxed  # written by libavformat, its tag convention
+        documents.append(mkv.append_tags(muxed, {mkv.TAG_FRAGMENT_NUMBER: str(100 + index)},
+                                         unknown_size=index % 2 == 1))
+    stream = b"".join(documents)
+    framer = mkv.FragmentFramer()
+    out = [f for at in range(0, len(stream), 777) for f in framer.feed(stream[at:at + 777])] + framer.close()
+    assert out == documents
+    parsed = [mkv.parse_fragment(f) for f in out]
+    assert [(p.number, p.contact_id, p.timecode_ms) for p in parsed] == [
+        (str(100 + i), "c-1", i * 2000.0) for i in range(4)]
+    assert all(p.audio == {mkv.TRACK_FROM_CUSTOMER: left, mkv.TRACK_TO_CUSTOMER: right} for p in parsed)
+    assert {p.tracks[mkv.TRACK_FROM_CUSTOMER].codec_id for p in parsed} == {mkv.PCM_CODEC_ID}

@@ -64,6 +64,7 @@ TOLERANCE = 2 / 32768
 (soxr's streaming output equals the one-shot output up to rounding; a resampler restarted at the checkpoint differs
 only in its filter's start-up, which the ``EDGE_SAMPLES`` after a restart may hold)."""
 EDGE_SAMPLES = 256
+ACCEPT_S = 5.0
 
 
 @dataclass
@@ -140,7 +141,9 @@ def as_float(pcm: bytes | bytearray) -> np.ndarray:
 @pytest.fixture
 def front_door(vllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The front door and a bridge that knows the session's vLLM context (its session_limit), the clients' env."""
-    runner = StackRunner(tmp_path, StreamSettings(), vllm_port=vllm.port,
+    # SageMaker's 250 ms to accept a stream's WebSocket is raised to ACCEPT_S: here vLLM's three processes decode on
+    # the same two cores as the front door, the bridge and the consumer, and a starved event loop missed it.
+    runner = StackRunner(tmp_path, StreamSettings(accept_timeout_s=ACCEPT_S), vllm_port=vllm.port,
                          bridge_options={"max_model_len": real_vllm.MAX_MODEL_LEN})
     stack = runner.start()
     try:

@@ -52,6 +52,12 @@ TAG_CONTINUATION_TOKEN = "AWS_KINESISVIDEO_CONTINUATION_TOKEN"
 TAG_ERROR_CODE = "AWS_KINESISVIDEO_ERROR_CODE"
 TAG_ERROR_ID = "AWS_KINESISVIDEO_ERROR_ID"
 
+_KNOWN_TAGS = {name.upper(): name for name in (
+    TAG_CONTACT_ID, TAG_FRAGMENT_NUMBER, TAG_SERVER_TIMESTAMP, TAG_PRODUCER_TIMESTAMP, TAG_MILLIS_BEHIND_NOW,
+    TAG_CONTINUATION_TOKEN, TAG_ERROR_CODE, TAG_ERROR_ID)}
+"""Tag names read case-insensitively: Matroska's tagging convention is upper case (libavformat writes ``CONTACTID``
+for ``ContactId``), Connect's producer writes ``ContactId`` (unconfirmed which case each producer keeps)."""
+
 DEFAULT_TIMECODE_SCALE_NS = 1_000_000
 """Matroska's default TimecodeScale: timecodes in milliseconds."""
 MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
@@ -212,11 +218,14 @@ def _parse_segment(segment) -> Fragment:
                     tracks_by_number[track.number] = track
         elif element.name == "Tags":
             for tag in element:
+                if tag.name != "Tag":
+                    continue  # CRC-32 and Void may lead any master element (libavformat writes CRC-32s)
                 for simple in tag:
                     if simple.name == "SimpleTag":
                         values = {child.name: child.value for child in simple}
                         if "TagName" in values:
-                            tags[values["TagName"]] = str(values.get("TagString", ""))
+                            name = str(values["TagName"])
+                            tags[_KNOWN_TAGS.get(name.upper(), name)] = str(values.get("TagString", ""))
         elif element.name == "Cluster":
             for child in element:
                 if child.name == "Timecode":
@@ -287,6 +296,30 @@ def _parse_block(raw: bytes) -> tuple[int, float, bytes]:
 
 
 # ---- writing (the local stand-in and the tests) -------------------------------------------------------------------
+def append_tags(document: bytes, tags: dict[str, str], *, unknown_size: bool = False) -> bytes:
+    """``document`` (one Matroska document: EBML header, Segment) with a ``Tags`` element of ``tags`` appended to its
+    Segment, as GetMedia appends its own tags to each fragment a producer wrote. The Segment is rewritten with its
+    new size, or EBML's unknown size with ``unknown_size``; elements before it keep their offsets (SeekHead, Cues).
+
+    Raises:
+        FragmentError: ``document`` is not an EBML header followed by a Segment of known size.
+    """
+    header = _element_header(document, 0)
+    if header is None or header[0] != _EBML_ID or header[1] is None:
+        raise FragmentError("not a Matroska document (no EBML header)")
+    segment_at = header[2] + header[1]
+    segment = _element_header(document, segment_at)
+    if segment is None or segment[0] != _SEGMENT_ID or segment[1] is None:
+        raise FragmentError("the document's Segment is missing or of unknown size")
+    payload = document[segment[2]:segment[2] + segment[1]]
+    payload += bytes(SCHEMA["Tags"].encode({"Tag": [{"Targets": {}, "SimpleTag": [
+        {"TagName": name, "TagString": value} for name, value in tags.items()]}]}))
+    # An unknown size is 8 bytes of all ones after the 0x01 marker; a known one is written in 8 bytes too, so that
+    # the Segment's payload keeps its offset from the document's start either way.
+    size = b"\x01\xff\xff\xff\xff\xff\xff\xff" if unknown_size else encoding.encodeSize(len(payload), 8)
+    return document[:segment_at] + encoding.encodeId(_SEGMENT_ID) + size + payload
+
+
 def track_uid(number: int) -> int:
     return 1000 + number
 
