@@ -176,3 +176,43 @@ def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
     (final,) = [a for a in done if isinstance(a, ShowGenerationText)]
     assert (final.text, final.start_s, round(final.end_s, 6)) == ("ten chunks", 0.0, 1.28)
     assert not any(isinstance(a, SendEvent) for a in done)
+
+
+@pytest.mark.parametrize("failures, expected", [(2, "quiet"), (4, "failed:")])
+def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_then_fail(failures, expected):
+    """SageMaker answers a stream with a ModelError when the container did not accept it within 250 ms (seen with
+    vLLM's real server on a loaded CPU): the call waits and resumes from its checkpoint, whole; a container that
+    keeps failing fails the call after MODEL_ERROR_RETRIES resumes instead of holding it forever."""
+    from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
+    from voicectl.realtime import RealtimeError, WebSocketTransport
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("model-error", "sme", speech_like(8, 13), speech_like(8, 14)))
+            attempts = []
+
+            async def opener():  # every stream of the call's first `failures` attempts is refused
+                if len(attempts) <= failures:
+                    raise RealtimeError("ModelError from endpoint 'voxtral-realtime': the model container did not "
+                                        "accept the WebSocket connection within 250 ms", code="ModelError")
+                return await WebSocketTransport.connect(url)
+
+            def factory(request):
+                attempts.append(request)
+                made = transcriber(call, url, kvs, store)
+                made.opener = opener
+                return made
+
+            consumer = Consumer(factory, store, busy_wait_s=(0.1,))
+            reason = await consumer.start(CallRequest(call.contact_id, call.stream_arn, call.number(0)))
+        return store, reason
+
+    store, reason = run(main())
+    assert reason.startswith(expected)
+    assert store.kinds("model-error").count("Call Waiting") == min(failures, MODEL_ERROR_RETRIES)
+    if expected == "quiet":
+        for track in mkv.CONNECT_TRACKS:
+            assert_tiles(store.finals("model-error", track), 8.0)
+    else:
+        assert store.calls["model-error"][-1] == "FAILED" and "resumed 3 times" in reason

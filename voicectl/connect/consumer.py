@@ -19,9 +19,10 @@ nothing is lost and no final is published twice (partials may repeat: they are p
 The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
 arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
 fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
-(``server_busy`` after the client's own retries) the call is marked WAITING (an event and the table) and resumed
-from its checkpoint once a stream opens: Kinesis Video Streams keeps the audio for the retention the instance sets,
-so waiting loses nothing within it.
+(``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError (a container slow
+to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING (an event and the table) and
+resumed from its checkpoint once a stream opens: Kinesis Video Streams keeps the audio for the retention the
+instance sets, so waiting loses nothing within it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ TRACK_QUEUE_CHUNKS = 256
 """Resampled 128 ms chunks held per track between the reader and the transcription (32 s): a slow endpoint
 slows the reader, which slows GetMedia (TCP backpressure), never drops audio."""
 SAMPLE_BYTES = 2
+MODEL_ERROR_RETRIES = 3
+"""Times a call resumes after a ModelError before it fails: a container slow to accept under load recovers (seen
+with vLLM's real server on a loaded CPU, tests/vllm), a broken one does not, and its call must not wait forever."""
+MODEL_ERROR_CODE = "ModelError"
+"""The code voicectl.sagemaker_stream gives SageMaker's ModelError."""
 
 
 class CallFailed(Exception):
@@ -61,6 +67,11 @@ class CallFailed(Exception):
 
 class EndpointBusy(Exception):
     """Every stream of the endpoint is in use: the call waits and resumes from its checkpoint."""
+
+
+class EndpointUnavailable(Exception):
+    """SageMaker answered a stream with a ModelError (the container did not accept the WebSocket within its 250 ms, or
+    failed): the call waits and resumes from its checkpoint, up to :data:`MODEL_ERROR_RETRIES` times, then fails."""
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,8 @@ class CallTranscriber:
         except RealtimeError as error:
             if error.code == SERVER_BUSY_CODE:
                 raise EndpointBusy(str(error)) from error
+            if error.code == MODEL_ERROR_CODE:
+                raise EndpointUnavailable(f"track {track}: {error}") from error
             raise CallFailed(f"track {track}: {error}") from error
 
     async def _commit(self, segment: Segment, state: dict[str, Any]) -> None:
@@ -342,12 +355,19 @@ class Consumer:
 
     async def _run(self, call: CallRequest) -> str:
         async with self.slots:
-            waits = 0
+            waits = model_errors = 0
             while True:
                 transcriber = self.factory(call)
                 try:
                     reason = await transcriber.run()
-                except EndpointBusy as error:
+                except (EndpointBusy, EndpointUnavailable) as error:
+                    if isinstance(error, EndpointUnavailable):
+                        model_errors += 1
+                        if model_errors > MODEL_ERROR_RETRIES:
+                            reason = f"{error} (resumed {MODEL_ERROR_RETRIES} times)"
+                            await self.store.set_call(call.contact_id, "FAILED", reason)
+                            await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": reason})
+                            return f"failed: {reason}"
                     delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
                     waits += 1
                     self.waits[call.contact_id] = waits
