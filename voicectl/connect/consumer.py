@@ -160,6 +160,7 @@ class CallTranscriber:
         self._checkpoint_lock = asyncio.Lock()
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
+        self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
 
     # ---- the run --------------------------------------------------------------------------------------------------
     async def run(self) -> str:
@@ -167,7 +168,7 @@ class CallTranscriber:
         saved = await self.store.load_checkpoint(self.call.contact_id)
         if saved:
             self.checkpoint = Checkpoint(**saved)
-        else:
+        elif self.announce:
             await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
                                                     "streamArn": self.call.stream_arn})
         await self.store.set_call(self.call.contact_id, "ACTIVE")
@@ -358,6 +359,7 @@ class Consumer:
             waits = model_errors = 0
             while True:
                 transcriber = self.factory(call)
+                transcriber.announce = waits == 0  # one Call Started, however often the call waited before a final
                 try:
                     reason = await transcriber.run()
                 except (EndpointBusy, EndpointUnavailable) as error:
