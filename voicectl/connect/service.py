@@ -82,7 +82,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                                on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
                                **(transcriber_options or {}))
 
-    consumer = Consumer(factory, sink, max_calls=max_calls)
+    consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
     receipts: dict[str, str] = {}
 
     async def keep_invisible() -> None:
@@ -92,6 +92,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 await asyncio.to_thread(sqs.change_message_visibility, QueueUrl=queue_url, ReceiptHandle=receipt,
                                         VisibilityTimeout=VISIBILITY_TIMEOUT_S)
             emit_metric("ActiveCalls", len(receipts))
+            emit_metric("CallsWaiting", len(consumer.waiting))
 
     async def finish(contact: str, task: asyncio.Task) -> None:
         (reason,) = await asyncio.gather(task, return_exceptions=True)
