@@ -84,7 +84,10 @@ QUEUE_VISIBILITY_S = 120
 SCALING_TARGET_FRACTION = 0.7
 """Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
 MAX_RECEIVES = 5
-ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time")
+CALLS_WAITING_ALARM_MINUTES = 5
+"""Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a short wait while
+the endpoint scales out is expected, five minutes of a caller's words not transcribed yet is not."""
+ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time", "calls-waiting", "calls-untranscribed")
 KVS_ENDPOINT_PORT = 443
 KVS_ENDPOINT_REGIONS = frozenset({
     "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",
@@ -396,6 +399,19 @@ class ConnectTranscription(Construct):
                       "The consumers read fragments far behind the live call (the endpoint is slow or full, or the "
                       "consumers are at capacity).",
                       "no datapoint means no live call is being read"),
+            AlarmRule("calls-waiting", cloudwatch.Metric(metric_name="CallsWaiting", statistic="Maximum", **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, CALLS_WAITING_ALARM_MINUTES,
+                      CALLS_WAITING_ALARM_MINUTES, cloudwatch.TreatMissingData.NOT_BREACHING,
+                      f"Calls have waited {CALLS_WAITING_ALARM_MINUTES} minutes for the endpoint (server_busy: every "
+                      "stream in use): raise its capacity; see Call Waiting events.",
+                      "the consumers report the waiting calls every minute while they run"),
+            AlarmRule("calls-untranscribed", cloudwatch.Metric(metric_name="CallsUntranscribed", statistic="Sum",
+                                                               **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, 1, 1,
+                      cloudwatch.TreatMissingData.NOT_BREACHING,
+                      "Calls ended while they waited for the endpoint and were not transcribed: see Call Ended events "
+                      "with transcribed false (each track's untranscribed seconds).",
+                      "the consumers report one only when it happens"),
         ]
         assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
         self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action)
@@ -403,7 +419,8 @@ class ConnectTranscription(Construct):
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
             cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
             cloudwatch.GraphWidget(title="Behind real time (ms)", left=[rules[2].metric], width=8),
-            cloudwatch.GraphWidget(title="Calls failed / dropped", left=[rules[1].metric, rules[0].metric], width=8),
+            cloudwatch.GraphWidget(title="Calls failed / dropped / waiting / untranscribed", width=8,
+                                   left=[rules[1].metric, rules[0].metric, rules[3].metric, rules[4].metric]),
         ]])
         CfnOutput(self, "TranscriptsTable", value=self.table.table_name, description="DynamoDB table of transcripts")
         CfnOutput(self, "TranscriptsBus", value=self.bus.event_bus_name, description="EventBridge bus of segments")
@@ -465,7 +482,7 @@ def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
                    calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
     """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
     :data:`METRIC_NAMESPACE`, no dimensions, so nothing of the Connect stack is referenced and the Operations stack
-    deploys first) and the state of the three Connect alarms, by name. The Connect stack's own dashboard adds the
+    deploys first) and the state of the Connect alarms, by name. The Connect stack's own dashboard adds the
     calls queue's figures, which need the queue's name."""
     stack = Stack.of(scope)
     emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
@@ -480,8 +497,10 @@ def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
         cloudwatch.Metric(metric_name="MillisBehindNow", statistic="Maximum", label="MillisBehindNow", **emf)],
         left_annotations=[cloudwatch.HorizontalAnnotation(
             value=alarm_millis_behind, label=f"alarm behind-real-time: {alarm_millis_behind} ms", color="#d62728")])
-    failed = cloudwatch.GraphWidget(title="Calls failed", width=6, left=[
-        cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", label="CallsFailed", **emf)])
+    failed = cloudwatch.GraphWidget(title="Calls failed, waiting, untranscribed", width=6, left=[
+        cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", label="CallsFailed", **emf),
+        cloudwatch.Metric(metric_name="CallsWaiting", statistic="Maximum", label="CallsWaiting", **emf),
+        cloudwatch.Metric(metric_name="CallsUntranscribed", statistic="Sum", label="CallsUntranscribed", **emf)])
     status = cloudwatch.AlarmStatusWidget(title="Connect alarms", width=6, alarms=[
         cloudwatch.Alarm.from_alarm_arn(scope, f"ConnectAlarm{i}", stack.format_arn(
             service="cloudwatch", resource="alarm", resource_name=alarm_name(name_prefix, rule),

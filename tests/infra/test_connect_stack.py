@@ -119,7 +119,14 @@ def test_the_consumers_scale_on_calls_per_task_and_alarm_on_the_shared_topic(con
     assert spec["TargetValue"] == 35.0  # 70 % of connect.calls_per_task (50)
     alarms = {a["Properties"]["AlarmName"]: a for a in resources(connect, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == ["RealtimeVoice-connect-behind-real-time", "RealtimeVoice-connect-calls-dropped",
-                              "RealtimeVoice-connect-calls-failed"]
+                              "RealtimeVoice-connect-calls-failed", "RealtimeVoice-connect-calls-untranscribed",
+                              "RealtimeVoice-connect-calls-waiting"]
+    waiting = alarms["RealtimeVoice-connect-calls-waiting"]["Properties"]
+    assert (waiting["MetricName"], waiting["Statistic"], waiting["EvaluationPeriods"], waiting["Threshold"]) == (
+        "CallsWaiting", "Maximum", 5, 0)
+    untranscribed = alarms["RealtimeVoice-connect-calls-untranscribed"]["Properties"]
+    assert (untranscribed["MetricName"], untranscribed["Statistic"], untranscribed["Threshold"]) == (
+        "CallsUntranscribed", "Sum", 0)
     for alarm in alarms.values():
         assert "Fn::ImportValue" in json.dumps(alarm["Properties"]["AlarmActions"])
 
@@ -188,7 +195,7 @@ def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synth
     (dashboard,) = resources(operations, "AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "## Amazon Connect live transcription" in body
-    for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed"):
+    for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed", "CallsWaiting", "CallsUntranscribed"):
         assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
     connect = synthesized_connect.template("Connect")
     names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())

@@ -24,9 +24,9 @@ to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITIN
 publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
 transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
-Between tries the consumer reads the call's new fragments (:meth:`CallTranscriber.probe`) to learn whether the call
-is still live; one that ends while it waits (another contact's fragment, or ``quiet_s`` without a new one) is never
-dropped silently: the table says UNTRANSCRIBED, a ``Call Ended`` event carries ``transcribed: false`` and each
+Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
+(:meth:`CallTranscriber.probe`) to learn whether the call is still live; one that ends while it waits (another
+contact's fragment, or ``quiet_s`` without a new one) is never dropped silently: the table says UNTRANSCRIBED, a ``Call Ended`` event carries ``transcribed: false`` and each
 track's untranscribed seconds, and the ``CallsUntranscribed`` metric counts it.
 """
 
@@ -464,6 +464,8 @@ class Consumer:
                         "waitingS": round(self.clock() - wait.since, 3),
                         "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
                     await self.sleep(delay)
+                    if isinstance(error, EndpointUnavailable):
+                        continue  # a few tries at most, then Call Failed: resumed from the checkpoint, live or not
                     try:
                         ended = await self._still_live(transcriber, wait)
                     except CallFailed as failed:

@@ -8,7 +8,8 @@ A message stays invisible while its call runs (the visibility timeout is extende
 :data:`VISIBILITY_EXTEND_S`) and is deleted when the call ends or fails; a task that stops (SIGTERM: scale-in, a
 deployment) cancels its calls, whose messages come back after the visibility timeout to another task, which resumes
 each from its checkpoint. Metrics go to CloudWatch as embedded metric format log lines (namespace
-:data:`METRIC_NAMESPACE`): ``ActiveCalls``, ``MillisBehindNow``, ``CallsFailed``, ``CallsWaiting``.
+:data:`METRIC_NAMESPACE`): ``ActiveCalls``, ``MillisBehindNow``, ``CallsFailed``, ``CallsWaiting`` (calls waiting
+for a full endpoint, every minute), ``CallsUntranscribed`` (a call that ended while it waited).
 """
 
 from __future__ import annotations
