@@ -26,8 +26,9 @@ transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes f
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
 Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
 (:meth:`CallTranscriber.probe`) to learn whether the call is still live; one that ends while it waits (another
-contact's fragment, or ``quiet_s`` without a new one) is never dropped silently: the table says UNTRANSCRIBED, a ``Call Ended`` event carries ``transcribed: false`` and each
-track's untranscribed seconds, and the ``CallsUntranscribed`` metric counts it.
+contact's fragment, or ``quiet_s`` without a new one) is never dropped silently: the table says UNTRANSCRIBED, a
+``Call Ended`` event carries ``transcribed: false`` and each track's untranscribed seconds, and the
+``CallsUntranscribed`` metric counts it.
 """
 
 from __future__ import annotations
