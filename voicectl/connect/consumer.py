@@ -450,6 +450,9 @@ class Consumer:
                             await self.store.set_call(call.contact_id, "FAILED", reason)
                             await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": reason})
                             return f"failed: {reason}"
+                    if wait is not None and transcriber.checkpoint != wait.checkpoint:
+                        self._stop_waiting(call, wait)  # it ran and finished audio since: a new wait begins
+                        wait = None
                     if wait is None:
                         now = self.clock()
                         checkpoint = transcriber.checkpoint
