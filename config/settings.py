@@ -793,6 +793,9 @@ class ConnectSettings:
     associate_function: bool = True
     #: Add an example contact flow (Start media streaming, invoke the function, transfer to queue).
     create_example_flow: bool = False
+    #: The queue the example flow transfers calls to (arn:aws:connect:REGION:ACCOUNT:instance/ID/queue/QUEUE_ID, e.g.
+    #: the instance's BasicQueue); required with create_example_flow.
+    queue_arn: str | None = None
     #: Live calls one consumer task transcribes at once.
     calls_per_task: int = 50
     #: Consumer task minimum (these always run).
@@ -809,13 +812,17 @@ class ConnectSettings:
     alarm_millis_behind: int = 10000
     #: A consumer image built elsewhere (voicectl/connect/Dockerfile); None = built from this repository at deploy.
     image_uri: str | None = None
+    #: With network.mode=vpc: make the Kinesis Video Streams interface endpoint (com.amazonaws.REGION.kinesisvideo,
+    #: private DNS on, which then serves every Kinesis Video Streams client in the VPC, and WebRTC fails there), so
+    #: that call audio stays in the VPC. False: the VPC has one already, or runs WebRTC (audio then leaves by egress).
+    kvs_vpc_endpoint: bool = True
 
     def problems(self, settings: Settings) -> list[str]:
         if not self.enabled:
             return []
         # Imported here, after the check: the module imports aws_cdk (jsii starts node), which voicectl's commands
         # must not pay for while Connect is off.
-        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN
+        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS
 
         p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
@@ -827,8 +834,14 @@ class ConnectSettings:
             p.note("connect.enabled=true needs voxtral.enabled=true (the consumers stream to the Voxtral endpoint)")
         if settings.network.private and settings.network.vpc_id is None:
             p.note("connect.enabled=true with network.mode=vpc needs network.vpc_id (an existing VPC whose subnets "
-                   "route to a NAT gateway): Kinesis Video Streams' GetMedia has no VPC endpoint, so the consumers "
-                   "need egress, which the VPC this app makes (isolated subnets) does not have")
+                   "reach SQS, EventBridge, DynamoDB, CloudWatch Logs and ECR, through a NAT gateway or their "
+                   "endpoints): the VPC this app makes has isolated subnets with the endpoints of the model "
+                   "endpoints only")
+        if settings.network.private and self.kvs_vpc_endpoint and settings.region not in KVS_ENDPOINT_REGIONS:
+            p.add("kvs_vpc_endpoint", True, f"Kinesis Video Streams has no interface VPC endpoint in {settings.region}"
+                                            f" (it has one in {', '.join(sorted(KVS_ENDPOINT_REGIONS))}): set it "
+                                            "false, and call audio reaches Kinesis Video Streams through the "
+                                            "subnets' egress")
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
         if self.stream_kms_key_arn is not None:
@@ -851,10 +864,10 @@ class ConnectSettings:
             endpoint_name=None if on_ecs else voxtral.endpoint_name, endpoint_url="wss://ecs" if on_ecs else None,
             create_storage_config=self.create_storage_config, retention_hours=self.retention_hours,
             stream_kms_key_arn=self.stream_kms_key_arn, associate_function=self.associate_function,
-            create_example_flow=self.create_example_flow, calls_per_task=self.calls_per_task,
+            create_example_flow=self.create_example_flow, queue_arn=self.queue_arn, calls_per_task=self.calls_per_task,
             min_tasks=self.min_tasks, max_tasks=self.max_tasks, cpu=self.cpu, memory_mib=self.memory_mib,
             transcript_ttl_days=self.transcript_ttl_days, alarm_millis_behind=self.alarm_millis_behind,
-            image_uri=self.image_uri,
+            image_uri=self.image_uri, kvs_vpc_endpoint=self.kvs_vpc_endpoint, region=settings.region,
             retain_data=settings.retain_data, log_retention_days=settings.log_retention_days,
             kms_key_arn=settings.encryption.kms_key_arn, name_prefix=settings.stack_name_prefix)
         values.update(kwargs)

@@ -18,12 +18,23 @@ Rules from the CloudFormation and API references this construct keeps (checked i
   Connect invokes the function as ``connect.amazonaws.com``, so the function's resource policy allows that principal
   for this account and instance only (``SourceAccount``, ``SourceArn``).
 - ``AWS::Connect::ContactFlow``: ``Content`` is the flow language JSON (at most 256000 characters), ``Type``
-  ``CONTACT_FLOW``, ``State`` ``ACTIVE``.
-- Kinesis Video Streams has no interface VPC endpoint in the CDK's catalogue (``InterfaceVpcEndpointAwsService``) and
-  none is documented for GetMedia's per-stream data endpoints (unconfirmed that none exists): in a private network
-  the consumers reach GetDataEndpoint and GetMedia through the subnets' egress (a NAT gateway), over TLS with SigV4,
-  so call audio leaves the VPC for the Kinesis Video Streams public endpoint (still on AWS's network within the
-  Region). SQS, EventBridge, DynamoDB (gateway), CloudWatch Logs, ECR and the SageMaker runtime have endpoints.
+  ``CONTACT_FLOW``, ``State`` ``ACTIVE``. Its ``TransferContactToQueue`` "places a contact that is not already in a
+  queue into the contact's TargetQueue", which an inbound call has not until ``UpdateContactTargetQueue`` (the
+  "Set working queue" block) sets it: the example flow sets ``connect.queue_arn`` first (flow language reference).
+- Private networks (``network.mode=vpc``, an existing VPC): Kinesis Video Streams has one interface VPC endpoint,
+  ``com.amazonaws.REGION.kinesisvideo`` (Kinesis Video Streams developer guide, "Access Amazon Kinesis Video Streams
+  using AWS PrivateLink"; not yet in the CDK's ``InterfaceVpcEndpointAwsService`` catalogue), which serves the
+  control plane (GetDataEndpoint) and the media data plane (GetMedia) through the private DNS name
+  ``*.kinesisvideo.REGION.amazonaws.com`` (the per-stream data endpoints GetDataEndpoint returns are under it).
+  Its rules: private DNS must be on (the endpoint's own DNS names are "not served"); the private DNS zone covers the
+  whole VPC, so every Kinesis Video Streams client in the VPC uses it, and WebRTC (signaling, STUN, TURN) fails
+  there; a VPC can hold one endpoint with private DNS per service; 500 requests per second per account and endpoint
+  (GetMedia is one long request per call); only in the Regions the guide lists (:data:`KVS_ENDPOINT_REGIONS`).
+  With it (``connect.kvs_vpc_endpoint``, default true) call audio stays in the VPC; without it (a VPC that has one
+  already, or WebRTC workloads) it goes through the subnets' egress to the public endpoint. The consumers' other
+  calls (SQS, EventBridge, DynamoDB, CloudWatch Logs, ECR, Secrets Manager) use the VPC's own routes (its NAT or
+  its endpoints: they all have endpoints, which this construct does not create in a VPC it does not own); the
+  SageMaker runtime is reached as the VPC resolves it.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Annotations, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_connect as connect
@@ -58,6 +69,8 @@ from constructs_lib.validation import Problems
 FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
 EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
 INSTANCE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}):instance/[0-9a-f-]{36}$")
+QUEUE_ARN_PATTERN = re.compile(r"^(arn:aws[a-z-]*:connect:[a-z0-9-]+:\d{12}:instance/[0-9a-f-]{36})/queue/[0-9a-f-]{36}$")
+"""A queue's ARN: <instance ARN>/queue/<queue id> (Amazon Connect's resource types, "queue")."""
 STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 """InstanceStorageConfig Prefix: 1-128 characters; stream names allow [a-zA-Z0-9_.-] (CreateStream)."""
 MAX_RETENTION_HOURS = 87600
@@ -71,6 +84,31 @@ QUEUE_VISIBILITY_S = 120
 SCALING_TARGET_FRACTION = 0.7
 """Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
 MAX_RECEIVES = 5
+CALLS_WAITING_ALARM_MINUTES = 5
+"""Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a short wait while
+the endpoint scales out is expected, five minutes of a caller's words not transcribed yet is not."""
+ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time", "calls-waiting", "calls-untranscribed")
+KVS_ENDPOINT_PORT = 443
+KVS_ENDPOINT_REGIONS = frozenset({
+    "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",
+    "eu-central-1", "eu-south-2", "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
+    "ap-southeast-5", "ap-south-1", "ap-east-1", "af-south-1", "il-central-1", "cn-north-1", "us-gov-east-1",
+    "us-gov-west-1"})
+"""Regions with the ``com.amazonaws.REGION.kinesisvideo`` interface endpoint (Kinesis Video Streams developer guide,
+"Access Amazon Kinesis Video Streams using AWS PrivateLink", Availability)."""
+FARGATE_MEMORY_MIB: dict[int, tuple[int, ...]] = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4096 + 1, 1024)),
+    1024: tuple(range(2048, 8192 + 1, 1024)),
+    2048: tuple(range(4096, 16384 + 1, 1024)),
+    4096: tuple(range(8192, 30720 + 1, 1024)),
+    8192: tuple(range(16384, 61440 + 1, 4096)),
+    16384: tuple(range(32768, 122880 + 1, 8192)),
+}
+"""Task CPU units -> the task memory (MiB) Fargate accepts with it, on Linux (ECS RegisterTaskDefinition API
+reference, ``memory``: "If using the Fargate launch type ... you must use one of the following values"; 8192 and
+16384 CPU units need Linux platform version 1.4.0 or later, which LATEST is). Anything else fails at deploy with
+"No Fargate configuration exists for given values"."""
 """A call message received this often without finishing goes to the dead-letter queue (alarmed: calls dropped)."""
 
 
@@ -90,6 +128,7 @@ class ConnectTranscriptionProps:
     stream_kms_key_arn: str | None = None  # the key Connect encrypts the streams with
     associate_function: bool = True
     create_example_flow: bool = False
+    queue_arn: str | None = None  # the queue the example flow transfers calls to (the instance's BasicQueue, say)
     calls_per_task: int = 50
     min_tasks: int = 1
     max_tasks: int = 10
@@ -100,6 +139,8 @@ class ConnectTranscriptionProps:
     retain_data: bool = False
     log_retention_days: int = 30
     kms_key_arn: str | None = None  # the data key for the table, queue and logs (None: AWS-owned keys)
+    kvs_vpc_endpoint: bool = True  # with vpc: the Kinesis Video Streams interface endpoint (see the module docstring)
+    region: str | None = None  # the stack's region, to check the endpoint's availability (None: not checked)
     vpc: ec2.IVpc | None = None  # None: a VPC of public subnets only is made (tasks get public IPs, no NAT)
     subnets: ec2.SubnetSelection | None = None
     security_groups: list[ec2.ISecurityGroup] = field(default_factory=list)
@@ -119,6 +160,21 @@ class ConnectTranscriptionProps:
         if self.create_storage_config and not (self.stream_kms_key_arn or self.kms_key_arn):
             p.add("stream_kms_key_arn", None, "a media streams storage config needs a KMS key (EncryptionConfig is "
                                               "required): set it, or use a data key (encryption.*)")
+        if self.create_example_flow and self.queue_arn is None:
+            p.add("queue_arn", None, "must name the queue the example flow transfers calls to when "
+                                     "create_example_flow=true (TransferContactToQueue uses the contact's target "
+                                     "queue, which UpdateContactTargetQueue sets; an inbound call has none): the "
+                                     "instance's BasicQueue ARN from the Connect console, Routing, Queues")
+        elif self.queue_arn is not None:
+            match = QUEUE_ARN_PATTERN.match(self.queue_arn)
+            if match is None:
+                p.add("queue_arn", self.queue_arn, "must be an Amazon Connect queue ARN "
+                                                   "(arn:aws:connect:REGION:ACCOUNT:instance/ID/queue/QUEUE_ID)")
+            elif match.group(1) != self.instance_arn:
+                p.add("queue_arn", self.queue_arn, f"must be a queue of the instance {self.instance_arn} (a flow "
+                                                   "can route only to its own instance's queues)")
+        if self.kvs_vpc_endpoint and self.vpc is not None and self.region and self.region not in KVS_ENDPOINT_REGIONS:
+            p.add("kvs_vpc_endpoint", True, f"Kinesis Video Streams has no interface VPC endpoint in {self.region}")
         if (self.endpoint_name is None) == (self.endpoint_url is None):
             p.note("exactly one of endpoint_name (SageMaker) and endpoint_url (ECS) is set")
         if not 1 <= self.calls_per_task <= 100:
@@ -128,6 +184,15 @@ class ConnectTranscriptionProps:
             p.add("min_tasks", self.min_tasks, f"must be at least 1 and at most max_tasks ({self.max_tasks})")
         if not 1 <= self.transcript_ttl_days <= 3650:
             p.add("transcript_ttl_days", self.transcript_ttl_days, "must be 1-3650")
+        if self.cpu not in FARGATE_MEMORY_MIB:
+            p.add("cpu", self.cpu, "must be Fargate task CPU units, one of "
+                                   f"{', '.join(map(str, FARGATE_MEMORY_MIB))} (1024 = 1 vCPU)")
+        elif self.memory_mib not in FARGATE_MEMORY_MIB[self.cpu]:
+            allowed = FARGATE_MEMORY_MIB[self.cpu]
+            listed = (", ".join(map(str, allowed)) if len(allowed) <= 8 else
+                      f"{allowed[0]}-{allowed[-1]} in steps of {allowed[1] - allowed[0]}")
+            p.add("memory_mib", self.memory_mib, f"must be a memory Fargate pairs with connect.cpu={self.cpu}: "
+                                                 f"{listed} MiB (ECS task definition, Fargate CPU/memory)")
         if self.alarm_millis_behind < 1:
             p.add("alarm_millis_behind", self.alarm_millis_behind, "must be at least 1 (milliseconds behind the call)")
 
@@ -184,8 +249,11 @@ class ConnectTranscription(Construct):
         self.function.add_to_role_policy(iam.PolicyStatement(
             sid="SendCalls", actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]))
         if key is not None:
+            # Through SQS only: the data key may also be the stream key (connect.stream_kms_key_arn unset), and an
+            # unconditioned kms:Decrypt on it would make the stream key's kms:ViaService condition moot.
             self.function.add_to_role_policy(iam.PolicyStatement(
-                sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]))
+                sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
         self.function.add_permission(
             "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
             source_account=stack.account, source_arn=props.instance_arn)
@@ -219,7 +287,8 @@ class ConnectTranscription(Construct):
                 self, "ExampleFlow", instance_arn=props.instance_arn, type="CONTACT_FLOW", state="ACTIVE",
                 name=f"{props.name_prefix} live transcription (example)",
                 description="Starts media streaming, hands the call to the transcription consumers, then queues it",
-                content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn}))
+                content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn,
+                                         "QueueArn": props.queue_arn or ""}))
 
         # ---- the consumers ---------------------------------------------------------------------------------------
         vpc = props.vpc or ec2.Vpc(self, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[
@@ -272,6 +341,14 @@ class ConnectTranscription(Construct):
             assign_public_ip=props.vpc is None, vpc_subnets=props.subnets,
             security_groups=props.security_groups or None, circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True))
         self._grant(task.task_role, props, stack)
+        if props.vpc is not None and props.kvs_vpc_endpoint:
+            # GetDataEndpoint and GetMedia inside the VPC (module docstring): private DNS on, as the service requires.
+            self.kvs_endpoint = ec2.InterfaceVpcEndpoint(
+                self, "KinesisVideoEndpoint", vpc=vpc, subnets=props.subnets, private_dns_enabled=True, open=False,
+                service=ec2.InterfaceVpcEndpointService(f"com.amazonaws.{stack.region}.kinesisvideo",
+                                                        KVS_ENDPOINT_PORT))
+            self.kvs_endpoint.connections.allow_default_port_from(
+                self.service, "the transcription consumers: GetDataEndpoint and GetMedia")
         acknowledge_compliance(self, {
             "IAMNoInlinePolicy": "Each role's statements are scoped to this construct's own resources (the call "
                                  "streams' prefix, the queue, bus, table, key and endpoint); managed policies could not "
@@ -322,13 +399,28 @@ class ConnectTranscription(Construct):
                       "The consumers read fragments far behind the live call (the endpoint is slow or full, or the "
                       "consumers are at capacity).",
                       "no datapoint means no live call is being read"),
+            AlarmRule("calls-waiting", cloudwatch.Metric(metric_name="CallsWaiting", statistic="Maximum", **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, CALLS_WAITING_ALARM_MINUTES,
+                      CALLS_WAITING_ALARM_MINUTES, cloudwatch.TreatMissingData.NOT_BREACHING,
+                      f"Calls have waited {CALLS_WAITING_ALARM_MINUTES} minutes for the endpoint (server_busy: every "
+                      "stream in use): raise its capacity; see Call Waiting events.",
+                      "the consumers report the waiting calls every minute while they run"),
+            AlarmRule("calls-untranscribed", cloudwatch.Metric(metric_name="CallsUntranscribed", statistic="Sum",
+                                                               **emf),
+                      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, 1, 1,
+                      cloudwatch.TreatMissingData.NOT_BREACHING,
+                      "Calls ended while they waited for the endpoint and were not transcribed: see Call Ended events "
+                      "with transcribed false (each track's untranscribed seconds).",
+                      "the consumers report one only when it happens"),
         ]
-        self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, f"{props.name_prefix}-connect-{rule.name}", action)
+        assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
+        self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action)
                        for i, rule in enumerate(rules)]
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
             cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
             cloudwatch.GraphWidget(title="Behind real time (ms)", left=[rules[2].metric], width=8),
-            cloudwatch.GraphWidget(title="Calls failed / dropped", left=[rules[1].metric, rules[0].metric], width=8),
+            cloudwatch.GraphWidget(title="Calls failed / dropped / waiting / untranscribed", width=8,
+                                   left=[rules[1].metric, rules[0].metric, rules[3].metric, rules[4].metric]),
         ]])
         CfnOutput(self, "TranscriptsTable", value=self.table.table_name, description="DynamoDB table of transcripts")
         CfnOutput(self, "TranscriptsBus", value=self.bus.event_bus_name, description="EventBridge bus of segments")
@@ -351,12 +443,22 @@ class ConnectTranscription(Construct):
         if stream_key:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="DecryptCallStreams", actions=["kms:Decrypt"], resources=[stream_key],
-                conditions={"StringEquals": {"kms:ViaService": f"kinesisvideo.{stack.region}.amazonaws.com"}}))
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "kinesisvideo")}}))
         self.bus.grant_put_events_to(role)
         self.table.grant(role, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="CommitSegments", actions=["dynamodb:ConditionCheckItem"], resources=[self.table.table_arn]))
-        self.queue.grant_consume_messages(role)
+        # The queue's consume actions as CDK's grant_consume_messages lists them, and its key through SQS only: that
+        # grant would add an unconditioned kms:Decrypt on the data key, which may be the stream key too, and so
+        # void DecryptCallStreams' condition (every decrypt of the stream key goes through a service).
+        role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ConsumeCalls", resources=[self.queue.queue_arn],
+            actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
+                     "sqs:GetQueueAttributes"]))
+        if props.kms_key_arn:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="DecryptCalls", actions=["kms:Decrypt"], resources=[props.kms_key_arn],
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
         if props.endpoint_name:
             invoke = iam.Policy(self, "InvokeVoxtral", statements=[iam.PolicyStatement(
                 sid="InvokeVoxtral", actions=[INVOKE_BIDIRECTIONAL],
@@ -369,6 +471,48 @@ class ConnectTranscription(Construct):
         elif props.token_secret_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))
+
+
+def alarm_name(name_prefix: str, rule: str) -> str:
+    """The AlarmName of one of the Connect alarms (fixed, so that the shared dashboard can show them by ARN)."""
+    return f"{name_prefix}-connect-{rule}"
+
+
+def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
+                   calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
+    """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
+    :data:`METRIC_NAMESPACE`, no dimensions, so nothing of the Connect stack is referenced and the Operations stack
+    deploys first) and the state of the Connect alarms, by name. The Connect stack's own dashboard adds the
+    calls queue's figures, which need the queue's name."""
+    stack = Stack.of(scope)
+    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+    header = cloudwatch.TextWidget(markdown=(
+        f"## Amazon Connect live transcription\nConsumers on Fargate, up to {calls_per_task} calls per task. "
+        "Red lines are alarm thresholds."), width=24, height=2)
+    calls = cloudwatch.GraphWidget(title="Live calls per task", width=6, left=[
+        cloudwatch.Metric(metric_name="ActiveCalls", statistic="Average", label="average", **emf),
+        cloudwatch.Metric(metric_name="ActiveCalls", statistic="Maximum", label="busiest task", **emf)],
+        left_annotations=[cloudwatch.HorizontalAnnotation(value=calls_per_task, label="calls per task")])
+    behind = cloudwatch.GraphWidget(title="Behind the live call (ms)", width=6, left=[
+        cloudwatch.Metric(metric_name="MillisBehindNow", statistic="Maximum", label="MillisBehindNow", **emf)],
+        left_annotations=[cloudwatch.HorizontalAnnotation(
+            value=alarm_millis_behind, label=f"alarm behind-real-time: {alarm_millis_behind} ms", color="#d62728")])
+    failed = cloudwatch.GraphWidget(title="Calls failed, waiting, untranscribed", width=6, left=[
+        cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", label="CallsFailed", **emf),
+        cloudwatch.Metric(metric_name="CallsWaiting", statistic="Maximum", label="CallsWaiting", **emf),
+        cloudwatch.Metric(metric_name="CallsUntranscribed", statistic="Sum", label="CallsUntranscribed", **emf)])
+    status = cloudwatch.AlarmStatusWidget(title="Connect alarms", width=6, alarms=[
+        cloudwatch.Alarm.from_alarm_arn(scope, f"ConnectAlarm{i}", stack.format_arn(
+            service="cloudwatch", resource="alarm", resource_name=alarm_name(name_prefix, rule),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME))
+        for i, rule in enumerate(ALARM_RULE_NAMES)])
+    return [[header], [calls, behind, failed, status]]
+
+
+def _via(stack: Stack, service: str) -> str:
+    """The kms:ViaService value of an AWS service in the stack's region (AWS KMS developer guide, "kms:ViaService":
+    ``SERVICE.REGION.amazonaws.com``)."""
+    return f"{service}.{stack.region}.amazonaws.com"
 
 
 def _retention(days: int) -> logs.RetentionDays:

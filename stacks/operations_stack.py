@@ -45,6 +45,14 @@ class OperationsStack(Stack):
             OperationsDashboardProps(dashboard_name=f"{settings.stack_name_prefix}-{settings.region}", endpoints=endpoints),
         )
 
+        if settings.connect.enabled:
+            # The Connect row: metrics by namespace and alarms by name, so nothing of the Connect stack is needed.
+            from constructs_lib.connect_transcription import dashboard_rows
+
+            for row in dashboard_rows(self, settings.stack_name_prefix, settings.connect.alarm_millis_behind,
+                                      settings.connect.calls_per_task):
+                self.dashboard.dashboard.add_widgets(*row)
+
         CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic.topic_arn,
                   description="SNS topic of every alarm (subscribe on-call tools here)")
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name,

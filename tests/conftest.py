@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.variants import CONNECT, CONNECT_INSTANCE, CONNECT_VPC  # noqa: F401 (tests import them from here)
+from tests.app.variants import CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC  # noqa: F401 (tests import them from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")

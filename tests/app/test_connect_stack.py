@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import SettingsError, load_settings
-from tests.conftest import CONNECT, CONNECT_INSTANCE, ROOT, cdk_json_context
+from tests.conftest import CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC, ROOT, cdk_json_context
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -45,6 +45,24 @@ def test_the_stream_key_is_usable_only_through_kinesis_video_streams(connect):
     assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "kinesisvideo.us-east-1.amazonaws.com"}}
 
 
+def test_every_decrypt_of_a_key_in_the_connect_stack_goes_through_a_named_service(connect):
+    """The data key is the stream key when connect.stream_kms_key_arn is unset (this variant): one unconditioned
+    kms:Decrypt on it (CDK's queue grants add one) would make DecryptCallStreams' condition moot."""
+    decrypts = [s for s in all_statements(connect) if {"kms:Decrypt", "kms:*"} & set(_actions(s))]
+    assert sorted(s["Sid"] for s in decrypts) == ["DecryptCallStreams", "DecryptCalls", "EncryptCalls"]
+    vias = {s["Sid"]: s["Condition"]["StringEquals"]["kms:ViaService"] for s in decrypts}
+    assert vias == {"DecryptCallStreams": "kinesisvideo.us-east-1.amazonaws.com",
+                    "DecryptCalls": "sqs.us-east-1.amazonaws.com", "EncryptCalls": "sqs.us-east-1.amazonaws.com"}
+    consume = statements(connect)["ConsumeCalls"]
+    (queue,) = [name for name, r in resources(connect, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
+    assert consume["Resource"] == {"Fn::GetAtt": [queue, "Arn"]}
+
+
+def _actions(statement: dict) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else action
+
+
 def test_events_go_to_this_bus_only_and_the_endpoint_is_the_voxtral_one(connect):
     put = [s for s in all_statements(connect) if "events:PutEvents" in json.dumps(s["Action"])]
     (bus,) = resources(connect, "AWS::Events::EventBus")
@@ -75,8 +93,10 @@ def test_the_example_flow_invokes_the_start_function_and_is_within_the_content_l
     (function,) = [name for name, f in resources(connect, "AWS::Lambda::Function").items()
                    if f["Properties"].get("Handler") == "index.handler" and "StartFunction" in name]
     body, variables = flow["Properties"]["Content"]["Fn::Sub"]
-    assert variables == {"StartFunctionArn": {"Fn::GetAtt": [function, "Arn"]}}
+    assert variables == {"StartFunctionArn": {"Fn::GetAtt": [function, "Arn"]}, "QueueArn": CONNECT_QUEUE}
     content = json.loads(body)
+    (target,) = [a for a in content["Actions"] if a["Type"] == "UpdateContactTargetQueue"]
+    assert target["Parameters"] == {"QueueId": "${QueueArn}"}
     invoke = [a for a in content["Actions"] if a["Type"] == "InvokeLambdaFunction"]
     assert invoke[0]["Parameters"]["LambdaFunctionARN"] == "${StartFunctionArn}"
     assert len(body) <= 256000
@@ -99,7 +119,14 @@ def test_the_consumers_scale_on_calls_per_task_and_alarm_on_the_shared_topic(con
     assert spec["TargetValue"] == 35.0  # 70 % of connect.calls_per_task (50)
     alarms = {a["Properties"]["AlarmName"]: a for a in resources(connect, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == ["RealtimeVoice-connect-behind-real-time", "RealtimeVoice-connect-calls-dropped",
-                              "RealtimeVoice-connect-calls-failed"]
+                              "RealtimeVoice-connect-calls-failed", "RealtimeVoice-connect-calls-untranscribed",
+                              "RealtimeVoice-connect-calls-waiting"]
+    waiting = alarms["RealtimeVoice-connect-calls-waiting"]["Properties"]
+    assert (waiting["MetricName"], waiting["Statistic"], waiting["EvaluationPeriods"], waiting["Threshold"]) == (
+        "CallsWaiting", "Maximum", 5, 0)
+    untranscribed = alarms["RealtimeVoice-connect-calls-untranscribed"]["Properties"]
+    assert (untranscribed["MetricName"], untranscribed["Statistic"], untranscribed["Threshold"]) == (
+        "CallsUntranscribed", "Sum", 0)
     for alarm in alarms.values():
         assert "Fn::ImportValue" in json.dumps(alarm["Properties"]["AlarmActions"])
 
@@ -111,6 +138,16 @@ def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_add
     assert network["AssignPublicIp"] == "DISABLED"
     assert network["Subnets"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
     assert resources(connect, "AWS::EC2::VPC") == {}
+    # Kinesis Video Streams' one interface endpoint (control plane and GetMedia), private DNS on as it requires,
+    # in the consumers' subnets and open on 443 to the consumers only.
+    (endpoint,) = resources(connect, "AWS::EC2::VPCEndpoint").values()
+    assert endpoint["Properties"]["ServiceName"] == "com.amazonaws.us-east-1.kinesisvideo"
+    assert endpoint["Properties"]["PrivateDnsEnabled"] is True and endpoint["Properties"]["VpcEndpointType"] == "Interface"
+    assert endpoint["Properties"]["SubnetIds"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    ingress = [r["Properties"] for r in resources(connect, "AWS::EC2::SecurityGroupIngress").values()]
+    assert [(i["FromPort"], i["ToPort"]) for i in ingress] == [(443, 443)]
+    assert ingress[0]["SourceSecurityGroupId"]["Fn::GetAtt"][0] in {
+        g["Fn::GetAtt"][0] for g in network["SecurityGroups"]}
 
 
 @pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc"])
@@ -132,12 +169,36 @@ def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
      "the key is in eu-west-1 but the stack deploys to us-east-1"),
     ({"connect.alarm_millis_behind": -1}, "connect.alarm_millis_behind=-1: must be at least 1"),
     ({"connect.retention_hours": 0}, "0 keeps no data"),
+    ({"connect.queue_arn": None}, "connect.queue_arn=null: must name the queue the example flow transfers calls to"),
+    ({"connect.queue_arn": CONNECT_INSTANCE}, "must be an Amazon Connect queue ARN"),
+    ({"connect.queue_arn": CONNECT_QUEUE.replace("11111111-", "22222222-")}, "must be a queue of the instance"),
+    ({"connect.cpu": 1000}, "connect.cpu=1000: must be Fargate task CPU units, one of 256, 512, 1024, 2048"),
+    ({"connect.memory_mib": 1024}, "connect.memory_mib=1024: must be a memory Fargate pairs with connect.cpu=1024: "
+                                   "2048, 3072, 4096, 5120, 6144, 7168, 8192 MiB"),
+    ({"connect.cpu": 8192, "connect.memory_mib": 18432}, "pairs with connect.cpu=8192: 16384-61440 in steps of 4096 MiB"),
     ({"connect.stream_prefix": "bad prefix"}, "must be 1-128 of [a-zA-Z0-9_.-]"),
     ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
     ({"network.mode": "vpc", "encryption.create_key": None}, "needs network.vpc_id"),
     ({"voxtral.enabled": False}, "needs voxtral.enabled=true"),
+    ({**CONNECT_VPC, "region": "eu-north-1", "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
+      "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},
+     "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in af-south-1"),
 ])
 def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expected):
     with pytest.raises(SettingsError) as raised:
         load_settings({**cdk_json_context(), **CONNECT, **overrides})
     assert expected in str(raised.value)
+
+
+def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synthesized_connect):
+    operations = synthesized_connect.template("Operations")
+    (dashboard,) = resources(operations, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "## Amazon Connect live transcription" in body
+    for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed", "CallsWaiting", "CallsUntranscribed"):
+        assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
+    connect = synthesized_connect.template("Connect")
+    names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())
+    for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
+        assert f":alarm:{name}" in body
+    assert "Fn::ImportValue" not in body  # nothing of the Connect stack: Operations deploys first

@@ -15,6 +15,7 @@ from typing import Any
 # -- values the overrides name (tests assert on them) -----------------------------------------------------------------
 
 CONNECT_INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+CONNECT_QUEUE = f"{CONNECT_INSTANCE}/queue/99999999-8888-7777-6666-555555555555"
 #: An image in another account's registry with a tag that names no CUDA version.
 PREBUILT_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01"
 EXTERNAL_WEIGHTS = "s3://team-models/voxtral/2602/"
@@ -38,7 +39,7 @@ EXISTING_VPC = {
 # -- overrides shared by more than one variant ------------------------------------------------------------------------
 
 CONNECT = {"connect.enabled": True, "connect.instance_arn": CONNECT_INSTANCE, "connect.create_storage_config": True,
-           "connect.create_example_flow": True, "encryption.create_key": True}
+           "connect.create_example_flow": True, "connect.queue_arn": CONNECT_QUEUE, "encryption.create_key": True}
 CONNECT_VPC = {**CONNECT, **EXISTING_VPC}
 
 #: Operations settings that differ from cdk.json: Sonic on a 4-GPU instance scaling on concurrency, Voxtral at a fixed

@@ -12,7 +12,7 @@ import pytest
 from connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
 from voicectl.connect import mkv
 from voicectl.connect.consumer import CallFailed, Consumer
-from voicectl.connect.fake_kvs import FakeCall
+from voicectl.connect.fake_kvs import FRAGMENT_S, FakeCall
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -96,41 +96,95 @@ def test_ten_simultaneous_calls_through_one_consumer():
 
 def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole():
     """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
-    (server_busy, after the client's own retries), is marked WAITING, and once the first call ends (its stream moves
-    on to another contact) it is transcribed from its start."""
+    (server_busy, after the client's own retries), is marked WAITING with an event saying why and for how long, keeps
+    waiting while its stream is live (held open: no new fragment, but its quiet time not reached), and once the first
+    call ends (its stream moves on to another contact) it is transcribed from its start."""
     from voicectl.connect.consumer import CallRequest
 
     async def main():
-        store = MemoryStore()
+        store, metrics = MemoryStore(), []
         async with servers(max_streams=2) as (url, kvs, vllm):
             first = kvs.add(FakeCall("busy-1", "sb1", speech_like(20, 5), speech_like(20, 6), limit=4))
-            second = kvs.add(FakeCall("busy-2", "sb2", speech_like(10, 7), speech_like(10, 8)))
+            second = kvs.add(FakeCall("busy-2", "sb2", speech_like(10, 7), speech_like(10, 8), limit=2))
             by_id = {"busy-1": first, "busy-2": second}
-            quiet = {"busy-1": 600.0, "busy-2": 1.0}  # the first call ends only when its stream moves on
-            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store, quiet_s=quiet[r.contact_id]),
-                                store, busy_wait_s=(1.0,))
+            quiet = {"busy-1": 600.0, "busy-2": 600.0}  # each call ends only when its stream moves on
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store,
+                                                      quiet_s=quiet[r.contact_id]),
+                                store, busy_wait_s=(1.0,), on_metric=lambda name, value: metrics.append((name, value)))
             a = consumer.start(CallRequest("busy-1", first.stream_arn, first.number(0)))
             while len(vllm.sessions) < 2:  # both tracks of the first call hold a stream
                 await asyncio.sleep(0.1)
             b = consumer.start(CallRequest("busy-2", second.stream_arn, second.number(0)))
-            while "WAITING" not in store.calls.get("busy-2", []):
+            while store.kinds("busy-2").count("Call Waiting") < 2:
                 await asyncio.sleep(0.1)
             first.limit, first.then_contact = None, "the-next-caller"
-            return store, await asyncio.gather(a, b), consumer.waits
+            while len(vllm.sessions) < 4:  # both tracks of the second call hold a stream: it waits no more
+                await asyncio.sleep(0.1)
+            second.limit, second.then_contact = None, "the-caller-after"
+            return store, await asyncio.gather(a, b), consumer.waits, metrics
 
-    store, reasons, waits = run(main())
-    assert reasons[0] == "the stream moved on to contact the-next-caller"
-    assert waits["busy-2"] >= 1
-    assert "Call Waiting" in store.kinds("busy-2")
+    store, reasons, waits, metrics = run(main())
+    assert reasons == ["the stream moved on to contact the-next-caller",
+                       "the stream moved on to contact the-caller-after"]
+    assert waits["busy-2"] >= 2
+    waiting = [detail for kind, detail in store.events if kind == "Call Waiting"]
+    assert {detail["contactId"] for detail in waiting} == {"busy-2"}
+    assert all("server_busy" in detail["reason"] and detail["retryInS"] == 1.0 for detail in waiting)
+    assert all(later["waitingS"] - earlier["waitingS"] >= 1.0  # how long it has waited: 1 s between tries at least
+               for earlier, later in zip(waiting, waiting[1:]))
+    assert waiting[-1]["untranscribedToS"] == 2 * FRAGMENT_S  # the two fragments held open, read while waiting
+    assert [m for m in metrics if m[0] == "CallsWaiting"] == [("CallsWaiting", 1.0), ("CallsWaiting", 0.0)]
     assert store.calls["busy-2"][-1] == "ENDED"
+    assert store.kinds("busy-2") == ["Call Started", *["Call Waiting"] * waits["busy-2"], "Call Ended"]
     for track in mkv.CONNECT_TRACKS:
         assert_tiles(store.finals("busy-2", track), 10.0)
         assert_tiles(store.finals("busy-1", track), 20.0)
 
 
+def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribed_with_its_seconds():
+    """The endpoint stays full; the waiting call's stream goes quiet (the caller hung up after three fragments):
+    the call is not dropped silently: its table item says UNTRANSCRIBED, a Call Ended event names the seconds of
+    each track never transcribed, and the CallsUntranscribed metric counts it."""
+    from voicectl.connect.consumer import CallRequest
+
+    async def main():
+        store, metrics = MemoryStore(), []
+        async with servers(max_streams=2) as (url, kvs, vllm):
+            first = kvs.add(FakeCall("full-1", "sf1", speech_like(20, 5), speech_like(20, 6), limit=4))
+            second = kvs.add(FakeCall("gone-2", "sf2", speech_like(10, 7), speech_like(10, 8), limit=3))
+            by_id = {"full-1": first, "gone-2": second}
+            quiet = {"full-1": 600.0, "gone-2": 1.0}
+            consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store,
+                                                      quiet_s=quiet[r.contact_id]),
+                                store, busy_wait_s=(0.5,), on_metric=lambda name, value: metrics.append((name, value)))
+            a = consumer.start(CallRequest("full-1", first.stream_arn, first.number(0)))
+            while len(vllm.sessions) < 2:
+                await asyncio.sleep(0.1)
+            gone = await consumer.start(CallRequest("gone-2", second.stream_arn, second.number(0)))
+            first.limit, first.then_contact = None, "the-next-caller"
+            return store, gone, await a, metrics
+
+    store, gone, first_reason, metrics = run(main())
+    assert first_reason == "the stream moved on to contact the-next-caller"
+    assert gone.startswith("untranscribed: the call ended (quiet) after waiting ")
+    three = 3 * FRAGMENT_S
+    assert f"seconds 0-{three:g} of the call were not transcribed" in gone
+    assert store.calls["gone-2"][-1] == "UNTRANSCRIBED"
+    assert store.kinds("gone-2")[0] == "Call Started" and store.kinds("gone-2")[-1] == "Call Ended"
+    assert set(store.kinds("gone-2")[1:-1]) == {"Call Waiting"}
+    ended = [detail for kind, detail in store.events if kind == "Call Ended" and detail["contactId"] == "gone-2"]
+    assert len(ended) == 1 and ended[0]["transcribed"] is False and ended[0]["waitedS"] >= 1.0
+    assert ended[0]["untranscribed"] == {track: [0.0, three] for track in mkv.CONNECT_TRACKS}
+    assert not store.finals("gone-2", mkv.TRACK_FROM_CUSTOMER)
+    assert ("CallsUntranscribed", 1.0) in metrics
+    assert [m for m in metrics if m[0] == "CallsWaiting"] == [("CallsWaiting", 1.0), ("CallsWaiting", 0.0)]
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("full-1", track), 20.0)
+
+
 @pytest.mark.parametrize("flaw, expected", [
     ({"extra_tracks": ("AUDIO_THIRD_PARTY",)}, "track named 'AUDIO_THIRD_PARTY'"),
-    ({"codec_id": "A_OPUS"}, "A_OPUS"),
+    ({"codec_id": "A_PCM/INT/BIG"}, "A_PCM/INT/BIG"),
     ({"truncate_fragment": 2}, "truncated"),
 ])
 def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw, expected):
@@ -176,3 +230,45 @@ def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
     (final,) = [a for a in done if isinstance(a, ShowGenerationText)]
     assert (final.text, final.start_s, round(final.end_s, 6)) == ("ten chunks", 0.0, 1.28)
     assert not any(isinstance(a, SendEvent) for a in done)
+
+
+@pytest.mark.parametrize("failures, expected", [(2, "quiet"), (4, "failed:")])
+def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_then_fail(failures, expected):
+    """SageMaker answers a stream with a ModelError when the container did not accept it within 250 ms (seen with
+    vLLM's real server on a loaded CPU): the call waits and resumes from its checkpoint, whole; a container that
+    keeps failing fails the call after MODEL_ERROR_RETRIES resumes instead of holding it forever."""
+    from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
+    from voicectl.realtime import RealtimeError, WebSocketTransport
+
+    async def main():
+        store = MemoryStore()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("model-error", "sme", speech_like(8, 13), speech_like(8, 14)))
+            attempts = []
+
+            async def opener():  # every stream of the call's first `failures` attempts is refused
+                if len(attempts) <= failures:
+                    raise RealtimeError("ModelError from endpoint 'voxtral-realtime': the model container did not "
+                                        "accept the WebSocket connection within 250 ms", code="ModelError")
+                return await WebSocketTransport.connect(url)
+
+            def factory(request):
+                attempts.append(request)
+                made = transcriber(call, url, kvs, store)
+                made.opener = opener
+                return made
+
+            consumer = Consumer(factory, store, busy_wait_s=(0.1,))
+            reason = await consumer.start(CallRequest(call.contact_id, call.stream_arn, call.number(0)))
+        return store, reason
+
+    store, reason = run(main())
+    assert reason.startswith(expected)
+    waits = min(failures, MODEL_ERROR_RETRIES)
+    ended = ["Call Ended"] if expected == "quiet" else ["Call Failed"]
+    assert store.kinds("model-error") == ["Call Started"] + ["Call Waiting"] * waits + ended  # one Call Started
+    if expected == "quiet":
+        for track in mkv.CONNECT_TRACKS:
+            assert_tiles(store.finals("model-error", track), 8.0)
+    else:
+        assert store.calls["model-error"][-1] == "FAILED" and "resumed 3 times" in reason

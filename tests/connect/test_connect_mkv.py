@@ -57,3 +57,118 @@ def test_a_laced_or_odd_sized_block_is_refused_naming_it():
     odd = fragment(2, audio={mkv.TRACK_FROM_CUSTOMER: PCM[:-1]})
     with pytest.raises(mkv.FragmentError, match="not whole 16-bit samples"):
         mkv.parse_fragment(odd)
+
+
+def test_the_parser_reads_what_libavformats_muxer_writes_with_the_tags_getmedia_appends():
+    """The stand-in's producer fragments come from libavformat (PyAV), not from ebmlite: CRC-32 elements in the
+    masters, SeekHead, Cues, upper-case tag names (CONTACTID); GetMedia's tags appended to the Segment, of known and
+    unknown size, framed from pieces of any size."""
+    from voicectl.connect.fake_kvs import mux_fragment
+
+    left, right = PCM * 20, PCM[::-1] * 20  # 2 s each
+    documents = []
+    for index in range(4):
+        muxed = mux_fragment({mkv.TAG_CONTACT_ID: "c-1"}, {mkv.TRACK_FROM_CUSTOMER: left, mkv.TRACK_TO_CUSTOMER: right},
+                             mkv.CONNECT_TRACKS, "pcm_s16le", start_sample=index * 16000)
+        assert b"CONTACTID" in muxed and b"Lavf" in muxed  # written by libavformat, its tag convention
+        documents.append(mkv.append_tags(muxed, {mkv.TAG_FRAGMENT_NUMBER: str(100 + index)},
+                                         unknown_size=index % 2 == 1))
+    stream = b"".join(documents)
+    framer = mkv.FragmentFramer()
+    out = [f for at in range(0, len(stream), 777) for f in framer.feed(stream[at:at + 777])] + framer.close()
+    assert out == documents
+    parsed = [mkv.parse_fragment(f) for f in out]
+    assert [(p.number, p.contact_id, p.timecode_ms) for p in parsed] == [
+        (str(100 + i), "c-1", i * 2000.0) for i in range(4)]
+    assert all(p.audio == {mkv.TRACK_FROM_CUSTOMER: left, mkv.TRACK_TO_CUSTOMER: right} for p in parsed)
+    assert {p.tracks[mkv.TRACK_FROM_CUSTOMER].codec_id for p in parsed} == {mkv.PCM_CODEC_ID}
+
+
+EBML_HEADER_ID = mkv.encoding.encodeId(mkv._EBML_ID)  # b"\x1a\x45\xdf\xa3"
+
+
+def _pcm_holding_the_ebml_header_id(seconds: float, at_sample: int) -> bytes:
+    """PCM16 speech-like noise whose bytes hold the EBML header's id at byte ``2 * at_sample`` (samples 0x451a and
+    0xa3df little-endian), as real audio does by chance."""
+    samples = np.random.default_rng(7).integers(-3000, 3000, int(seconds * mkv.CONNECT_SAMPLE_RATE_HZ), dtype="<i2")
+    pcm = bytearray(samples.tobytes())
+    pcm[2 * at_sample:2 * at_sample + 4] = EBML_HEADER_ID
+    return bytes(pcm)
+
+
+@pytest.fixture(scope="module")
+def fragments_with_the_ebml_id_in_their_audio() -> list[bytes]:
+    """Three fragments as the KVS stand-in writes them (libavformat's muxer, GetMedia's tags appended), their Segments
+    of unknown size, each track's SimpleBlock holding the EBML header's id inside its audio."""
+    from voicectl.connect.fake_kvs import mux_fragment
+
+    documents = []
+    for index in range(3):
+        audio = {mkv.TRACK_FROM_CUSTOMER: _pcm_holding_the_ebml_header_id(1.0, 101 + index),
+                 mkv.TRACK_TO_CUSTOMER: _pcm_holding_the_ebml_header_id(1.0, 3001 + index)}
+        muxed = mux_fragment({mkv.TAG_CONTACT_ID: "c-1"}, audio, mkv.CONNECT_TRACKS, "pcm_s16le",
+                             start_sample=index * 8000)
+        document = mkv.append_tags(muxed, {mkv.TAG_FRAGMENT_NUMBER: str(100 + index)}, unknown_size=True)
+        assert document.count(EBML_HEADER_ID) == 3  # the fragment's own header and one inside each track's audio
+        documents.append(document)
+    return documents
+
+
+def test_the_ebml_header_id_inside_pcm_does_not_end_an_unknown_size_segment(fragments_with_the_ebml_id_in_their_audio):
+    documents = fragments_with_the_ebml_id_in_their_audio
+    framer = mkv.FragmentFramer()
+    out = framer.feed(b"".join(documents)) + framer.close()
+    assert out == documents
+    parsed = [mkv.parse_fragment(f) for f in out]
+    assert [p.number for p in parsed] == ["100", "101", "102"]
+    assert [p.audio[mkv.TRACK_FROM_CUSTOMER][202 + 2 * i:206 + 2 * i] for i, p in enumerate(parsed)] == [
+        EBML_HEADER_ID] * 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_chunking_of_the_stream_gives_the_same_fragments(fragments_with_the_ebml_id_in_their_audio, data):
+    """GetMedia's chunks end anywhere: inside an element's id, its size, or its payload. Cut points drawn at will
+    (ones inside the fourteen bytes after each element boundary drawn often) give the same fragments."""
+    documents = fragments_with_the_ebml_id_in_their_audio
+    stream = b"".join(documents)
+    cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(stream) - 1), max_size=40))))
+    framer = mkv.FragmentFramer()
+    out = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        out += framer.feed(stream[start:end])
+    assert out + framer.close() == documents
+
+
+def _with_unknown_size_cluster(document: bytes) -> bytes:
+    """``document`` (an unknown-size Segment) with its Cluster's size rewritten in place as EBML's unknown size of
+    the same length (all value bits set)."""
+    header = mkv._element_header(document, 0)
+    segment = mkv._element_header(document, header[2] + header[1])
+    at = segment[2]
+    while (child := mkv._element_header(document, at))[0] != mkv.SCHEMA["Cluster"].id:
+        at = child[2] + child[1]
+    id_length = len(mkv.encoding.encodeId(child[0]))
+    size_length = child[2] - at - id_length
+    marker = (2 << (8 - size_length)) - 1
+    size_at = at + id_length
+    return document[:size_at] + bytes([marker]) + b"\xff" * (size_length - 1) + document[size_at + size_length:]
+
+
+def test_an_unknown_size_cluster_ends_at_the_next_element_it_cannot_hold(fragments_with_the_ebml_id_in_their_audio):
+    """Producers may write Clusters of unknown size too: the Cluster ends at the Tags GetMedia appends (not a Cluster
+    child), the Segment at the next EBML header; the audio's EBML id still ends neither."""
+    documents = [_with_unknown_size_cluster(d) for d in fragments_with_the_ebml_id_in_their_audio]
+    stream = b"".join(documents)
+    framer = mkv.FragmentFramer()
+    out = [f for at in range(0, len(stream), 501) for f in framer.feed(stream[at:at + 501])] + framer.close()
+    assert out == documents
+
+
+def test_a_stream_cut_inside_an_element_of_an_unknown_size_segment_is_truncated(
+        fragments_with_the_ebml_id_in_their_audio):
+    document = fragments_with_the_ebml_id_in_their_audio[0]
+    framer = mkv.FragmentFramer()
+    assert framer.feed(document[:-3]) == []
+    with pytest.raises(mkv.FragmentError, match="truncated"):
+        framer.close()

@@ -96,6 +96,15 @@ def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_r
     start = actions[order[types.index(start_type)]]["Parameters"]
     assert start["MediaStreamingState"] == "Enabled" and start["MediaStreamType"] == "Audio"
     assert start["Participants"] == [{"ParticipantType": "Customer", "MediaDirections": ["To", "From"]}]  # both tracks
+    # TransferContactToQueue "places a contact that is not already in a queue into the contact's TargetQueue";
+    # an inbound call has none until UpdateContactTargetQueue ("Set working queue") sets it (flow language
+    # reference): without it every call would take the transfer's error branch.
+    assert types.index("UpdateContactTargetQueue") < types.index("TransferContactToQueue")
+    target = actions[order[types.index("UpdateContactTargetQueue")]]
+    assert target["Parameters"] == {"QueueId": "${QueueArn}"}  # connect.queue_arn, substituted by the stack
+    transfer = actions[order[types.index("TransferContactToQueue")]]
+    assert transfer["Parameters"] == {}  # "No parameters are expected"
+    assert {e["ErrorType"] for e in transfer["Transitions"]["Errors"]} == {"QueueAtCapacity", "NoMatchingError"}
     invoke = actions[order[types.index("InvokeLambdaFunction")]]["Parameters"]
     # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat string map.
     assert int(invoke["InvocationTimeLimitSeconds"]) <= 8

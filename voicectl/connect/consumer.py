@@ -19,9 +19,16 @@ nothing is lost and no final is published twice (partials may repeat: they are p
 The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
 arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
 fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
-(``server_busy`` after the client's own retries) the call is marked WAITING (an event and the table) and resumed
-from its checkpoint once a stream opens: Kinesis Video Streams keeps the audio for the retention the instance sets,
-so waiting loses nothing within it.
+(``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError (a container slow
+to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
+publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
+transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
+opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
+Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
+(:meth:`CallTranscriber.probe`) to learn whether the call is still live; one that ends while it waits (another
+contact's fragment, or ``quiet_s`` without a new one) is never dropped silently: the table says UNTRANSCRIBED, a
+``Call Ended`` event carries ``transcribed: false`` and each track's untranscribed seconds, and the
+``CallsUntranscribed`` metric counts it.
 """
 
 from __future__ import annotations
@@ -54,6 +61,14 @@ TRACK_QUEUE_CHUNKS = 256
 """Resampled 128 ms chunks held per track between the reader and the transcription (32 s): a slow endpoint
 slows the reader, which slows GetMedia (TCP backpressure), never drops audio."""
 SAMPLE_BYTES = 2
+MODEL_ERROR_RETRIES = 3
+"""Times a call resumes after a ModelError before it fails: a container slow to accept under load recovers (seen
+with vLLM's real server on a loaded CPU, tests/vllm), a broken one does not, and its call must not wait forever."""
+PROBE_S = 5.0
+"""Seconds a waiting call reads its stream (is the call still live?) before it tries the endpoint again: GetMedia
+on a live stream never ends by itself; the next probe reads on from the last fragment read."""
+MODEL_ERROR_CODE = "ModelError"
+"""The code voicectl.sagemaker_stream gives SageMaker's ModelError."""
 
 
 class CallFailed(Exception):
@@ -62,6 +77,11 @@ class CallFailed(Exception):
 
 class EndpointBusy(Exception):
     """Every stream of the endpoint is in use: the call waits and resumes from its checkpoint."""
+
+
+class EndpointUnavailable(Exception):
+    """SageMaker answered a stream with a ModelError (the container did not accept the WebSocket within its 250 ms, or
+    failed): the call waits and resumes from its checkpoint, up to :data:`MODEL_ERROR_RETRIES` times, then fails."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +170,7 @@ class CallTranscriber:
         self._checkpoint_lock = asyncio.Lock()
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
+        self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
 
     # ---- the run --------------------------------------------------------------------------------------------------
     async def run(self) -> str:
@@ -157,7 +178,7 @@ class CallTranscriber:
         saved = await self.store.load_checkpoint(self.call.contact_id)
         if saved:
             self.checkpoint = Checkpoint(**saved)
-        else:
+        elif self.announce:
             await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
                                                     "streamArn": self.call.stream_arn})
         await self.store.set_call(self.call.contact_id, "ACTIVE")
@@ -262,6 +283,52 @@ class CallTranscriber:
         self._spans.append(_FragmentSpan(fragment.number, self._offset_s))
         return None
 
+    # ---- while the call waits ------------------------------------------------------------------------------------
+    async def probe(self, after: str | None) -> tuple[str | None, float, str | None]:
+        """Read the call's fragments after fragment ``after`` (None: from the checkpoint) without transcribing them,
+        until GetMedia goes quiet: is the call still live while it waits for the endpoint?
+
+        Returns (the last fragment number read, or ``after`` if none; seconds of call audio in the fragments read;
+        why the call ended, or None: another contact's fragment, the end of the stream is not an end by itself).
+        Raises :class:`CallFailed` on a bad fragment, as a transcribed call would.
+        """
+        skip_through = after if after is not None else self.checkpoint.fragment
+        start = skip_through or self.call.start_fragment
+        last, seconds = skip_through, 0.0
+        framer = mkv.FragmentFramer()
+        began = self.clock()
+
+        def read(data: bytes) -> str | None:
+            nonlocal last, seconds
+            fragment = mkv.parse_fragment(data)
+            if fragment.error:
+                raise CallFailed(f"GetMedia reported an error: {fragment.error}")
+            if fragment.contact_id and fragment.contact_id != self.call.contact_id:
+                return f"the stream moved on to contact {fragment.contact_id}"
+            number = fragment.number
+            if number is None or not number.isdigit():
+                raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER ({number!r})")
+            if last is None or int(number) > int(last):  # else read already (GetMedia may start at the given one)
+                last = number
+                seconds += max(fragment.seconds(track) for track in mkv.CONNECT_TRACKS)
+            return None
+
+        pieces = self.media.get_media(self.call.stream_arn, start_selector(after_fragment=start))
+        try:
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    for data in framer.feed(piece):
+                        if ended := read(data):
+                            return last, seconds, ended
+                    if self.clock() - began >= PROBE_S:
+                        return last, seconds, None  # a live stream never ends by itself: the next probe reads on
+            for data in framer.close():
+                if ended := read(data):
+                    return last, seconds, ended
+        except mkv.FragmentError as error:
+            raise CallFailed(f"a bad fragment after fragment {last or start}: {error}") from error
+        return last, seconds, None
+
     # ---- transcribing ---------------------------------------------------------------------------------------------
     async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
         base_s = self.checkpoint.done_s.get(track, 0.0)
@@ -296,6 +363,8 @@ class CallTranscriber:
         except RealtimeError as error:
             if error.code == SERVER_BUSY_CODE:
                 raise EndpointBusy(str(error)) from error
+            if error.code == MODEL_ERROR_CODE:
+                raise EndpointUnavailable(f"track {track}: {error}") from error
             raise CallFailed(f"track {track}: {error}") from error
 
     async def _commit(self, segment: Segment, state: dict[str, Any]) -> None:
@@ -316,6 +385,25 @@ class CallTranscriber:
             return asdict(cp)
 
 
+@dataclass
+class _Wait:
+    """A call waiting for the endpoint: since when, the checkpoint it resumes from, how far the stream was probed."""
+
+    since: float
+    checkpoint: Checkpoint
+    probed: str | None = None  # the last fragment read (the checkpoint's to begin with; None: nothing yet)
+    probed_s: float = 0.0  # seconds of call audio in the fragments after the checkpoint read while waiting
+    last_fragment_at: float = 0.0  # when the last new fragment was read (the Consumer's clock)
+
+    def from_s(self) -> float:
+        """Where the call's untranscribed audio starts: the earliest track's finals end there."""
+        return min((self.checkpoint.done_s.get(track, 0.0) for track in mkv.CONNECT_TRACKS), default=0.0)
+
+    def to_s(self) -> float:
+        """Where the call's audio read so far ends (seconds of call time)."""
+        return round(max(self.checkpoint.fragment_end_s.values(), default=0.0) + self.probed_s, 3)
+
+
 class Consumer:
     """Many calls in one task (asyncio): each call runs until it ends; a busy endpoint makes a call wait, a failing
     call fails alone.
@@ -326,8 +414,12 @@ class Consumer:
 
     def __init__(self, transcriber_factory: Callable[[CallRequest], CallTranscriber], store: Any, *,
                  max_calls: int = 50, busy_wait_s: tuple[float, ...] = BUSY_WAIT_S,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_metric: Callable[[str, float], None] = lambda name, value: None) -> None:
         self.factory, self.store = transcriber_factory, store
+        self.clock, self.on_metric = clock, on_metric
+        self.waiting: set[str] = set()  # calls waiting for the endpoint now (the CallsWaiting metric)
         self.slots = asyncio.Semaphore(max_calls)
         self.busy_wait_s, self.sleep = busy_wait_s, sleep
         self.calls: dict[str, asyncio.Task[str]] = {}
@@ -343,27 +435,92 @@ class Consumer:
 
     async def _run(self, call: CallRequest) -> str:
         async with self.slots:
-            waits = 0
+            waits = model_errors = 0
+            wait: _Wait | None = None
             while True:
                 transcriber = self.factory(call)
+                transcriber.announce = waits == 0  # one Call Started, however often the call waited before a final
                 try:
                     reason = await transcriber.run()
-                except EndpointBusy as error:
+                except (EndpointBusy, EndpointUnavailable) as error:
+                    if isinstance(error, EndpointUnavailable):
+                        model_errors += 1
+                        if model_errors > MODEL_ERROR_RETRIES:
+                            reason = f"{error} (resumed {MODEL_ERROR_RETRIES} times)"
+                            self._stop_waiting(call, wait)
+                            await self.store.set_call(call.contact_id, "FAILED", reason)
+                            await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": reason})
+                            return f"failed: {reason}"
+                    if wait is not None and transcriber.checkpoint != wait.checkpoint:
+                        self._stop_waiting(call, wait)  # it ran and finished audio since: a new wait begins
+                        wait = None
+                    if wait is None:
+                        now = self.clock()
+                        checkpoint = transcriber.checkpoint
+                        wait = _Wait(since=now, checkpoint=checkpoint, probed=checkpoint.fragment, last_fragment_at=now)
+                        self.waiting.add(call.contact_id)
+                        self.on_metric("CallsWaiting", float(len(self.waiting)))
                     delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
                     waits += 1
                     self.waits[call.contact_id] = waits
                     await self.store.set_call(call.contact_id, "WAITING", str(error))
-                    await self.store.publish(CALL_WAITING, {"contactId": call.contact_id, "reason": str(error),
-                                                            "retryInS": delay})
+                    await self.store.publish(CALL_WAITING, {
+                        "contactId": call.contact_id, "reason": str(error), "retryInS": delay,
+                        "waitingS": round(self.clock() - wait.since, 3),
+                        "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
                     await self.sleep(delay)
+                    if isinstance(error, EndpointUnavailable):
+                        continue  # a few tries at most, then Call Failed: resumed from the checkpoint, live or not
+                    try:
+                        ended = await self._still_live(transcriber, wait)
+                    except CallFailed as failed:
+                        self._stop_waiting(call, wait)
+                        await self.store.set_call(call.contact_id, "FAILED", str(failed))
+                        await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": str(failed)})
+                        return f"failed: {failed}"
+                    if ended is not None:
+                        return await self._ended_untranscribed(call, wait, ended)
                     continue
                 except CallFailed as error:
+                    self._stop_waiting(call, wait)
                     await self.store.set_call(call.contact_id, "FAILED", str(error))
                     await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": str(error)})
                     return f"failed: {error}"
+                self._stop_waiting(call, wait)
                 await self.store.set_call(call.contact_id, "ENDED", reason)
                 await self.store.publish(CALL_ENDED, {"contactId": call.contact_id, "reason": reason})
                 return reason
+
+    async def _still_live(self, transcriber: CallTranscriber, wait: _Wait) -> str | None:
+        """Why the waiting call ended (another contact's fragment, or no new fragment for the call's ``quiet_s``),
+        or None while it is live. Reads on from the last fragment probed, so a long wait reads each fragment once."""
+        last, seconds, ended = await transcriber.probe(wait.probed)
+        now = self.clock()
+        if last != wait.probed:
+            wait.probed, wait.last_fragment_at = last, now
+        wait.probed_s += seconds
+        if ended is None and now - wait.last_fragment_at >= transcriber.quiet_s:
+            ended = "quiet"
+        return ended
+
+    async def _ended_untranscribed(self, call: CallRequest, wait: _Wait, ended: str) -> str:
+        """The call ended while it waited: its table item and an event say so, with the seconds never transcribed."""
+        self._stop_waiting(call, wait)
+        waited = round(self.clock() - wait.since, 3)
+        reason = (f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "
+                  f"seconds {wait.from_s():g}-{wait.to_s():g} of the call were not transcribed")
+        self.on_metric("CallsUntranscribed", 1.0)
+        await self.store.set_call(call.contact_id, "UNTRANSCRIBED", reason)
+        await self.store.publish(CALL_ENDED, {
+            "contactId": call.contact_id, "reason": reason, "transcribed": False, "waitedS": waited,
+            "untranscribed": {track: [wait.checkpoint.done_s.get(track, 0.0), wait.to_s()]
+                              for track in mkv.CONNECT_TRACKS}})
+        return f"untranscribed: {reason}"
+
+    def _stop_waiting(self, call: CallRequest, wait: _Wait | None) -> None:
+        if wait is not None and call.contact_id in self.waiting:
+            self.waiting.discard(call.contact_id)
+            self.on_metric("CallsWaiting", float(len(self.waiting)))
 
     async def close(self) -> None:
         for task in self.calls.values():

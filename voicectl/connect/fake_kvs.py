@@ -2,9 +2,12 @@
 
 A :class:`FakeCall` cuts a stereo recording (left: the customer, ``AUDIO_FROM_CUSTOMER``; right: what the customer
 hears, ``AUDIO_TO_CUSTOMER``) into fragments of :data:`FRAGMENT_S`, released as a live call would produce them
-(``speed`` x real time; 0: all at once). Each fragment is written as a Matroska document by ebmlite's writer
-(:func:`voicectl.connect.mkv.encode_fragment`) with Connect's track names and ``ContactId`` tag and the tags GetMedia
-adds (fragment number, timestamps, millis behind now, continuation token).
+(``speed`` x real time; 0: all at once). Each fragment is what the producer writes, a Matroska document from
+libavformat's muxer (PyAV: FFmpeg, independent of the consumer's ebmlite parser) with two PCM16 8 kHz mono tracks named
+as Connect names them and the producer's tags (``ContactId``, ``InstanceId``: libavformat writes them upper case);
+the stand-in then appends what the service adds to each fragment GetMedia returns, a ``Tags`` element with the
+fragment number, server and producer timestamps, millis behind now and the continuation token
+(:func:`voicectl.connect.mkv.append_tags`; odd fragments with a Segment of unknown size, as a live stream has).
 
 :class:`FakeKvs` serves them over HTTP as the REST API boto3 calls: ``POST /getDataEndpoint`` (answers its own
 URL) and ``POST /getMedia`` (chunked transfer of fragments from the StartSelector on; the payload ends once no new
@@ -16,6 +19,8 @@ want the GetMedia API to start returning"; unconfirmed whether AWS includes it: 
 from __future__ import annotations
 
 import asyncio
+import fractions
+import io
 import json
 import time
 from dataclasses import dataclass, field
@@ -51,6 +56,7 @@ class FakeCall:
     truncate_fragment: int | None = None  # tests: serve this fragment cut short
     limit: int | None = None  # tests: only this many fragments exist yet (a call held open)
     then_contact: str | None = None  # after the last fragment, one of this other contact (Connect reuses streams)
+    _muxed: dict[int, bytes] = field(default_factory=dict, repr=False, compare=False)  # the producer's, by index
 
     @property
     def stream_arn(self) -> str:
@@ -84,6 +90,8 @@ class FakeCall:
         size = self.fragment_bytes
         audio = {mkv.TRACK_FROM_CUSTOMER: self.customer[index * size:(index + 1) * size],
                  mkv.TRACK_TO_CUSTOMER: self.agent[index * size:(index + 1) * size]}
+        if index >= self.count:  # the next contact's first fragment: its audio is not this call's
+            audio = {name: bytes(size) for name in audio}
         for name in self.extra_tracks:
             audio[name] = audio[mkv.TRACK_FROM_CUSTOMER]
         behind_ms = max(0, int((self.available() - 1 - index) * self.fragment_s * 1000))
@@ -95,11 +103,45 @@ class FakeCall:
                 mkv.TAG_MILLIS_BEHIND_NOW: str(behind_ms),
                 mkv.TAG_CONTINUATION_TOKEN: self.number(index + 1)}
         tracks = mkv.CONNECT_TRACKS + self.extra_tracks
-        data = mkv.encode_fragment(tags=tags, audio=audio, timecode_ms=int(index * self.fragment_s * 1000),
-                                   tracks=tracks, codec_id=self.codec_id, unknown_size=index % 2 == 1)
+        if index not in self._muxed:
+            producer = {name: tags[name] for name in (mkv.TAG_CONTACT_ID, "InstanceId")}
+            self._muxed[index] = mux_fragment(producer, audio, tracks, CODECS[self.codec_id],
+                                              start_sample=int(index * self.fragment_s * mkv.CONNECT_SAMPLE_RATE_HZ))
+        service = {name: value for name, value in tags.items() if name.startswith("AWS_KINESISVIDEO_")}
+        data = mkv.append_tags(self._muxed[index], service, unknown_size=index % 2 == 1)
         if self.truncate_fragment == index:
             data = data[:len(data) // 2]
         return data
+
+
+CODECS = {mkv.PCM_CODEC_ID: "pcm_s16le", "A_PCM/INT/BIG": "pcm_s16be"}
+"""Matroska codec id -> the libavformat encoder that writes it (tests: a codec Connect does not send)."""
+
+
+def mux_fragment(tags: dict[str, str], audio: dict[str, bytes], tracks: tuple[str, ...], encoder: str,
+                 start_sample: int) -> bytes:
+    """One fragment as a producer writes it, by libavformat's Matroska muxer: a track per name in ``tracks`` (Name =
+    the track name; mono 8 kHz, ``encoder``'s PCM), ``audio``'s PCM16 little-endian samples from ``start_sample`` of
+    the call (the Cluster's timecode), and ``tags`` as global tags."""
+    import av  # PyAV (the dev extra): only the stand-in writes fragments
+
+    out = io.BytesIO()
+    with av.open(out, mode="w", format="matroska") as container:
+        container.metadata.update(tags)
+        streams = []
+        for name in tracks:
+            stream = container.add_stream(encoder, rate=mkv.CONNECT_SAMPLE_RATE_HZ, layout="mono")
+            stream.metadata["title"] = name
+            streams.append(stream)
+        for stream, name in zip(streams, tracks, strict=True):
+            samples = np.frombuffer(audio.get(name, b""), dtype="<i2")
+            if samples.size:
+                frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+                frame.sample_rate, frame.pts = mkv.CONNECT_SAMPLE_RATE_HZ, start_sample
+                frame.time_base = fractions.Fraction(1, mkv.CONNECT_SAMPLE_RATE_HZ)
+                container.mux(stream.encode(frame))
+            container.mux(stream.encode(None))
+    return out.getvalue()
 
 
 def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:

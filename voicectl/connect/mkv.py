@@ -52,6 +52,12 @@ TAG_CONTINUATION_TOKEN = "AWS_KINESISVIDEO_CONTINUATION_TOKEN"
 TAG_ERROR_CODE = "AWS_KINESISVIDEO_ERROR_CODE"
 TAG_ERROR_ID = "AWS_KINESISVIDEO_ERROR_ID"
 
+_KNOWN_TAGS = {name.upper(): name for name in (
+    TAG_CONTACT_ID, TAG_FRAGMENT_NUMBER, TAG_SERVER_TIMESTAMP, TAG_PRODUCER_TIMESTAMP, TAG_MILLIS_BEHIND_NOW,
+    TAG_CONTINUATION_TOKEN, TAG_ERROR_CODE, TAG_ERROR_ID)}
+"""Tag names read case-insensitively: Matroska's tagging convention is upper case (libavformat writes ``CONTACTID``
+for ``ContactId``), Connect's producer writes ``ContactId`` (unconfirmed which case each producer keeps)."""
+
 DEFAULT_TIMECODE_SCALE_NS = 1_000_000
 """Matroska's default TimecodeScale: timecodes in milliseconds."""
 MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
@@ -108,12 +114,19 @@ class Fragment:
 class FragmentFramer:
     """Cuts GetMedia's byte stream into whole fragments (EBML header + Segment), as bytes arrive.
 
-    A Segment of known size ends at its size; one of unknown size (all-ones size, allowed by EBML) ends where the
-    next ``EBML`` header starts, or at the end of the stream (:meth:`close`).
+    A Segment of known size ends at its size. One of unknown size (all-ones size) ends, by EBML's rule for
+    unknown-sized elements (RFC 8794 section 6.2; RFC 9559 allows it for Segment and Cluster only), at the first
+    element that cannot be its child: here the next fragment's ``EBML`` header, or the end of the stream
+    (:meth:`close`). The framer finds it by walking the Segment's elements from header to header (ids and sizes
+    decoded by ebmlite, children from ebmlite's Matroska schema), skipping each known-size element whole and
+    descending only into unknown-size ones (a Cluster), so bytes inside a payload are never read as an id: PCM can hold
+    the EBML header's four bytes by chance (about 1% of 20-minute calls), a byte search would cut a fragment there.
+    An element cut by a read boundary waits for its remaining bytes; the walk resumes where it stopped.
     """
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._walk: _Walk | None = None  # the unknown-size Segment being walked, kept across feeds
 
     def feed(self, data: bytes) -> list[bytes]:
         self._buffer += data
@@ -121,42 +134,88 @@ class FragmentFramer:
         while (end := self._complete_end()) is not None:
             fragments.append(bytes(self._buffer[:end]))
             del self._buffer[:end]
+            self._walk = None
         if len(self._buffer) > MAX_FRAGMENT_BYTES:
             raise FragmentError(f"a fragment is larger than {MAX_FRAGMENT_BYTES} bytes; the stream is not Connect's")
         return fragments
 
     def close(self) -> list[bytes]:
-        """The stream ended: the rest is one last fragment of unknown size, or truncated (raises)."""
-        rest, self._buffer = bytes(self._buffer), bytearray()
+        """The stream ended: the rest is one last fragment of unknown size ending at an element boundary, or
+        truncated (raises)."""
+        rest = bytes(self._buffer)
+        walk, self._buffer, self._walk = self._walk, bytearray(), None
         if not rest:
             return []
-        header = _element_header(rest, 0)
-        if header is not None and header[0] == _EBML_ID:
-            segment = _element_header(rest, header[2] + header[1])
-            if segment is not None and segment[0] == _SEGMENT_ID and segment[1] is None:
-                return [rest]
+        if walk is not None and walk.at == len(rest):
+            return [rest]
         raise FragmentError(f"the stream ended inside a fragment ({len(rest)} bytes of it arrived): truncated")
 
     def _complete_end(self) -> int | None:
         data = self._buffer
-        header = _element_header(data, 0)
-        if header is None:
-            return None
-        eid, size, payload_at = header
-        if eid != _EBML_ID or size is None:
-            raise FragmentError(f"a fragment must start with an EBML header, found element id 0x{eid:x}")
-        segment_at = payload_at + size
-        segment = _element_header(data, segment_at)
-        if segment is None:
-            return None
-        sid, ssize, spayload_at = segment
-        if sid != _SEGMENT_ID:
-            raise FragmentError(f"an EBML header must be followed by a Segment, found element id 0x{sid:x}")
-        if ssize is not None:
-            end = spayload_at + ssize
-            return end if len(data) >= end else None
-        following = data.find(encoding.encodeId(_EBML_ID), spayload_at)
-        return following if following > 0 else None
+        if self._walk is None:
+            header = _element_header(data, 0)
+            if header is None:
+                return None
+            eid, size, payload_at = header
+            if eid != _EBML_ID or size is None:
+                raise FragmentError(f"a fragment must start with an EBML header, found element id 0x{eid:x}")
+            segment_at = payload_at + size
+            segment = _element_header(data, segment_at)
+            if segment is None:
+                return None
+            sid, ssize, spayload_at = segment
+            if sid != _SEGMENT_ID:
+                raise FragmentError(f"an EBML header must be followed by a Segment, found element id 0x{sid:x}")
+            if ssize is not None:
+                end = spayload_at + ssize
+                return end if len(data) >= end else None
+            self._walk = _Walk(at=spayload_at, open=[_SEGMENT_ID])
+        return self._walk.advance(data)
+
+
+@dataclass
+class _Walk:
+    """Element-by-element walk through an unknown-size Segment: ``at`` is the next element's offset, ``open`` the
+    unknown-size masters it may still belong to (Segment, then perhaps a Cluster)."""
+
+    at: int
+    open: list[int]
+
+    def advance(self, data: bytes | bytearray) -> int | None:
+        """The Segment's end (the offset of the element after it), or None until more bytes arrive."""
+        while (header := _element_header(data, self.at)) is not None:
+            eid, size, payload_at = header
+            while self.open and not _may_contain(self.open[-1], eid):
+                self.open.pop()  # an element that cannot be its child ends an unknown-size master (RFC 8794 6.2)
+            if not self.open:
+                if eid != _EBML_ID:
+                    raise FragmentError(f"element id 0x{eid:x} at byte {self.at} follows a Segment of unknown "
+                                        "size; only the next fragment's EBML header may")
+                return self.at
+            if size is None:
+                if eid not in _UNKNOWN_SIZE_ALLOWED:
+                    raise FragmentError(f"element id 0x{eid:x} at byte {self.at} has an unknown size; Matroska "
+                                        "allows that for Segment and Cluster only (RFC 9559)")
+                self.open.append(eid)
+                self.at = payload_at
+            else:
+                self.at = payload_at + size  # skipped whole: its payload is never read as ids
+        return None
+
+
+_UNKNOWN_SIZE_ALLOWED = {_SEGMENT_ID, SCHEMA["Cluster"].id}
+_GLOBAL_IDS = set(SCHEMA.globals)
+"""EBML's global elements (Void, CRC-32, SignatureSlot): valid in any master, so they never end one."""
+
+
+def _may_contain(parent: int, eid: int) -> bool:
+    """Whether ``eid`` can be a child of the master ``parent`` (ebmlite's Matroska schema). An id the schema does not
+    know is kept inside (EBML readers skip unknown elements; only a known element ends an unknown-size master)."""
+    if eid in _GLOBAL_IDS:
+        return True
+    if eid not in SCHEMA.elements:
+        return True
+    return eid in SCHEMA.elements[parent].children
 
 
 def _element_header(data: bytes | bytearray, at: int) -> tuple[int, int | None, int] | None:
@@ -212,11 +271,14 @@ def _parse_segment(segment) -> Fragment:
                     tracks_by_number[track.number] = track
         elif element.name == "Tags":
             for tag in element:
+                if tag.name != "Tag":
+                    continue  # CRC-32 and Void may lead any master element (libavformat writes CRC-32s)
                 for simple in tag:
                     if simple.name == "SimpleTag":
                         values = {child.name: child.value for child in simple}
                         if "TagName" in values:
-                            tags[values["TagName"]] = str(values.get("TagString", ""))
+                            name = str(values["TagName"])
+                            tags[_KNOWN_TAGS.get(name.upper(), name)] = str(values.get("TagString", ""))
         elif element.name == "Cluster":
             for child in element:
                 if child.name == "Timecode":
@@ -287,6 +349,30 @@ def _parse_block(raw: bytes) -> tuple[int, float, bytes]:
 
 
 # ---- writing (the local stand-in and the tests) -------------------------------------------------------------------
+def append_tags(document: bytes, tags: dict[str, str], *, unknown_size: bool = False) -> bytes:
+    """``document`` (one Matroska document: EBML header, Segment) with a ``Tags`` element of ``tags`` appended to its
+    Segment, as GetMedia appends its own tags to each fragment a producer wrote. The Segment is rewritten with its
+    new size, or EBML's unknown size with ``unknown_size``; elements before it keep their offsets (SeekHead, Cues).
+
+    Raises:
+        FragmentError: ``document`` is not an EBML header followed by a Segment of known size.
+    """
+    header = _element_header(document, 0)
+    if header is None or header[0] != _EBML_ID or header[1] is None:
+        raise FragmentError("not a Matroska document (no EBML header)")
+    segment_at = header[2] + header[1]
+    segment = _element_header(document, segment_at)
+    if segment is None or segment[0] != _SEGMENT_ID or segment[1] is None:
+        raise FragmentError("the document's Segment is missing or of unknown size")
+    payload = document[segment[2]:segment[2] + segment[1]]
+    payload += bytes(SCHEMA["Tags"].encode({"Tag": [{"Targets": {}, "SimpleTag": [
+        {"TagName": name, "TagString": value} for name, value in tags.items()]}]}))
+    # An unknown size is 8 bytes of all ones after the 0x01 marker; a known one is written in 8 bytes too, so that
+    # the Segment's payload keeps its offset from the document's start either way.
+    size = b"\x01\xff\xff\xff\xff\xff\xff\xff" if unknown_size else encoding.encodeSize(len(payload), 8)
+    return document[:segment_at] + encoding.encodeId(_SEGMENT_ID) + size + payload
+
+
 def track_uid(number: int) -> int:
     return 1000 + number
 

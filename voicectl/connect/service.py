@@ -8,7 +8,8 @@ A message stays invisible while its call runs (the visibility timeout is extende
 :data:`VISIBILITY_EXTEND_S`) and is deleted when the call ends or fails; a task that stops (SIGTERM: scale-in, a
 deployment) cancels its calls, whose messages come back after the visibility timeout to another task, which resumes
 each from its checkpoint. Metrics go to CloudWatch as embedded metric format log lines (namespace
-:data:`METRIC_NAMESPACE`): ``ActiveCalls``, ``MillisBehindNow``, ``CallsFailed``, ``CallsWaiting``.
+:data:`METRIC_NAMESPACE`): ``ActiveCalls``, ``MillisBehindNow``, ``CallsFailed``, ``CallsWaiting`` (calls waiting
+for a full endpoint, every minute), ``CallsUntranscribed`` (a call that ended while it waited).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                                on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
                                **(transcriber_options or {}))
 
-    consumer = Consumer(factory, sink, max_calls=max_calls)
+    consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
     receipts: dict[str, str] = {}
 
     async def keep_invisible() -> None:
@@ -92,6 +93,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 await asyncio.to_thread(sqs.change_message_visibility, QueueUrl=queue_url, ReceiptHandle=receipt,
                                         VisibilityTimeout=VISIBILITY_TIMEOUT_S)
             emit_metric("ActiveCalls", len(receipts))
+            emit_metric("CallsWaiting", len(consumer.waiting))
 
     async def finish(contact: str, task: asyncio.Task) -> None:
         (reason,) = await asyncio.gather(task, return_exceptions=True)

@@ -54,8 +54,10 @@ class StackRunner:
     """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in front of the
     vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
-    def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None) -> None:
+    def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
+                 bridge_options: dict[str, Any] | None = None) -> None:
         self.tmp_path = tmp_path
+        self.bridge_options = bridge_options or {}  # more bridge Settings (max_model_len for vLLM's real server)
         self.settings = settings
         self.vllm_port = vllm_port
         self.loop = asyncio.new_event_loop()
@@ -77,7 +79,8 @@ class StackRunner:
         async def start() -> Stack:
             vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
             vllm_port = self.vllm_port or vllm.port
-            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0)).start()
+            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0,
+                                            **self.bridge_options)).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(
                 endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
