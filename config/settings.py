@@ -822,7 +822,7 @@ class ConnectSettings:
             return []
         # Imported here, after the check: the module imports aws_cdk (jsii starts node), which voicectl's commands
         # must not pay for while Connect is off.
-        from constructs_lib.connect_transcription import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS
+        from constructs_lib.connect.transcription import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS
 
         p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
@@ -855,7 +855,7 @@ class ConnectSettings:
         return list(p)
 
     def props(self, settings: Settings, **kwargs: Any):
-        from constructs_lib.connect_transcription import ConnectTranscriptionProps
+        from constructs_lib.connect.transcription import ConnectTranscriptionProps
 
         voxtral = settings.voxtral
         on_ecs = voxtral.target == "ecs"

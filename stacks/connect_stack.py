@@ -1,4 +1,4 @@
-"""ConnectStack: live call transcription for Amazon Connect (constructs_lib/connect_transcription.py), when
+"""ConnectStack: live call transcription for Amazon Connect (constructs_lib/connect/transcription.py), when
 ``connect.enabled``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from aws_cdk import Stack, aws_ec2 as ec2, aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.connect_transcription import ConnectTranscription
+from constructs_lib.connect.transcription import ConnectTranscription
 from stacks.composition import Foundation
 
 REPO_DIR = __file__.rsplit("/stacks/", 1)[0]

@@ -47,7 +47,7 @@ class OperationsStack(Stack):
 
         if settings.connect.enabled:
             # The Connect row: metrics by namespace and alarms by name, so nothing of the Connect stack is needed.
-            from constructs_lib.connect_transcription import dashboard_rows
+            from constructs_lib.connect.transcription import dashboard_rows
 
             for row in dashboard_rows(self, settings.stack_name_prefix, settings.connect.alarm_millis_behind,
                                       settings.connect.calls_per_task):

@@ -37,7 +37,7 @@ from voicectl.clients.audio import AudioError
 from voicectl.errors import UsageError
 from voicectl.clients.transcribe import add_target_arguments, open_target, validate_speed, validate_target_arguments
 
-START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect_start_function" / "index.py"
+START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect" / "start_function" / "index.py"
 REGION = "us-east-1"
 BUS = "voice-connect"
 TABLE = "voice-connect-transcripts"

@@ -16,7 +16,7 @@ from config.settings import SettingsError, load_settings
 from tests.app.variants import ECS_VPC as PRIVATE_ECS
 from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
 from tests.conftest import ROOT, cdk_json_context
-from tests.ecs.conftest import nag_violations
+from tests.app.ecs_kit import nag_violations
 from tests.app.test_ecs_templates import of_type, one
 
 #: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network/props.py).

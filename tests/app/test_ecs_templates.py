@@ -11,7 +11,7 @@ import pytest
 
 from tests.app.variants import ECS_KMS_KEY
 from tests.conftest import ROOT
-from tests.ecs.conftest import CERT
+from tests.app.ecs_kit import CERT
 
 
 def of_type(template: dict, resource_type: str) -> dict[str, dict]:

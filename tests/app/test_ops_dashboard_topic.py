@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.ops.conftest import resources
+from tests.app.ops_kit import resources
 
 
 def dashboard_body(template: dict) -> dict:

@@ -1,9 +1,9 @@
 """The image's CUDA at synth: an unknown CUDA is a warning of the Voxtral stack, never a guess (an incompatible one is
-a settings error: tests/infra/test_cuda_compat.py)."""
+a settings error: tests/unit/constructs_lib/facts/test_cuda_compat.py)."""
 
 from __future__ import annotations
 
-from tests.ops.conftest import PREBUILT_IMAGE
+from tests.app.ops_kit import PREBUILT_IMAGE
 
 
 def cuda_warnings(synthesized_app) -> list[str]:

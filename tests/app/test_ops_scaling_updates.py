@@ -9,7 +9,7 @@ import pytest
 
 from config.models import BRIDGE_DRAIN_S
 from constructs_lib.sagemaker_endpoint.props import rolling_update_timeout_s
-from tests.ops.conftest import resources
+from tests.app.ops_kit import resources
 
 
 def only(template: dict, resource_type: str) -> tuple[str, dict]:
@@ -90,7 +90,7 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(syn
             # 4 batches x (1200 s download + 1200 s start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
-        # Only the 5XX error rate (3 of 5 minutes): see tests/ops/test_ops_alarms.py.
+        # Only the 5XX error rate (3 of 5 minutes): see tests/app/test_ops_alarms.py.
         "AutoRollbackConfiguration": {"Alarms": [
             {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrorRate"]}},
         ]},

@@ -14,7 +14,7 @@ from config.settings import SettingsError, load_settings
 from tests.app.variants import SONIC_ECS
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
 from tests.conftest import ROOT, cdk_json_context
-from tests.ecs.conftest import nag_violations
+from tests.app.ecs_kit import nag_violations
 from tests.app.test_ecs_templates import container, of_type, one
 
 

@@ -41,9 +41,9 @@ import numpy as np
 import pytest
 import soxr
 
-from tests.connect.connect_testkit import MemoryStore, speech_like
-from tests.local.conftest import VOXTRAL, StackRunner, front_door_env
-from voicectl.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
+from tests.unit.voicectl.connect.connect_testkit import MemoryStore, speech_like
+from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
+from voicectl.clients.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
 from voicectl.connect import mkv
 from voicectl.connect.consumer import CallRequest, CallTranscriber
 from voicectl.connect.fake_kvs import FakeCall, FakeKvs
@@ -51,7 +51,7 @@ from voicectl.connect.kvs import KvsMedia
 from voicectl.connect.sink import SEGMENT
 from voicectl.local import real_vllm
 from voicectl.local.bidi import StreamSettings
-from voicectl.sagemaker_stream import open_endpoint
+from voicectl.clients.sagemaker_stream import open_endpoint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(3600)]
 

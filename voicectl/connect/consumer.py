@@ -2,7 +2,7 @@
 
 Per call (:class:`CallTranscriber`): GetMedia from the checkpoint (else from Connect's StartFragmentNumber) ->
 :class:`~voicectl.connect.mkv.FragmentFramer` -> :func:`~voicectl.connect.mkv.parse_fragment` -> each track
-resampled 8 -> 16 kHz (:class:`voicectl.audio.Pcm16Resampler`) -> one :class:`voicectl.realtime.TranscriptionMachine`
+resampled 8 -> 16 kHz (:class:`voicectl.clients.audio.Pcm16Resampler`) -> one :class:`voicectl.clients.realtime.TranscriptionMachine`
 per track, driven like ``voicectl transcribe`` (generations, stream moves before the platform's stream cap, resends
 after a cut) -> :class:`~voicectl.connect.sink.Segment` s to EventBridge (partials and finals) and DynamoDB (finals).
 
@@ -68,7 +68,7 @@ PROBE_S = 5.0
 """Seconds a waiting call reads its stream (is the call still live?) before it tries the endpoint again: GetMedia
 on a live stream never ends by itself; the next probe reads on from the last fragment read."""
 MODEL_ERROR_CODE = "ModelError"
-"""The code voicectl.sagemaker_stream gives SageMaker's ModelError."""
+"""The code voicectl.clients.sagemaker_stream gives SageMaker's ModelError."""
 
 
 class CallFailed(Exception):

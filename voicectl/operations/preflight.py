@@ -45,7 +45,7 @@ DEFAULT_QUALIFIER = "hnb659fds"
 #: Context key that overrides the qualifier (CDK bootstrapping guide, "Customizing bootstrapping").
 QUALIFIER_CONTEXT_KEY = "@aws-cdk/core:bootstrapQualifier"
 #: The bootstrap version this app's stacks require: ``requiresBootstrapStackVersion`` of every stack in
-#: ``cdk.out/manifest.json`` (aws-cdk-lib's DefaultStackSynthesizer; tests/infra/test_preflight.py keeps them equal).
+#: ``cdk.out/manifest.json`` (aws-cdk-lib's DefaultStackSynthesizer; tests/app/test_preflight.py keeps them equal).
 MIN_BOOTSTRAP_VERSION = 6
 ACTIONS = ("deploy", "diff", "destroy", "bootstrap")
 

@@ -13,7 +13,8 @@ from config import context as ctx
 from config import settings_doc
 from config.settings import KNOWN_KEYS, SECTIONS, default_context
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
+
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 

@@ -238,7 +238,7 @@ def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_th
     vLLM's real server on a loaded CPU): the call waits and resumes from its checkpoint, whole; a container that
     keeps failing fails the call after MODEL_ERROR_RETRIES resumes instead of holding it forever."""
     from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
-    from voicectl.realtime import RealtimeError, WebSocketTransport
+    from voicectl.clients.realtime import RealtimeError, WebSocketTransport
 
     async def main():
         store = MemoryStore()

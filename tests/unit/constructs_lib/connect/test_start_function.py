@@ -13,15 +13,16 @@ from moto import mock_aws
 
 from voicectl.connect.consumer import CallRequest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
+
 FLOW = ROOT / "voicectl" / "connect" / "example_flow.json"
-DEPLOYED_FLOW = ROOT / "constructs_lib" / "connect_start_function" / "example_flow.json"  # the stack's ExampleFlow
+DEPLOYED_FLOW = ROOT / "constructs_lib" / "connect" / "start_function" / "example_flow.json"  # the stack's ExampleFlow
 STREAM_ARN = "arn:aws:kinesisvideo:us-east-1:123456789012:stream/connect-live-contact-1/1700000000000"
 
 
 def load_function():
-    spec = importlib.util.spec_from_file_location("connect_start", ROOT / "constructs_lib" /
-                                                  "connect_start_function" / "index.py")
+    spec = importlib.util.spec_from_file_location("connect_start", ROOT / "constructs_lib" / "connect" /
+                                                  "start_function" / "index.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

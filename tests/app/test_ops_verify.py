@@ -20,7 +20,7 @@ from moto.sagemaker.models import FakeEndpointConfig, sagemaker_backends
 
 from config.models import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
-from tests.ops.conftest import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
+from tests.app.ops_kit import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
 from voicectl.cli import main
 from voicectl.operations.verify import ExpectedEndpoint, TemplateResolver, Unresolvable, differences, read_cloud_assembly, verify
 

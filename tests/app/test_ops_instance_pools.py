@@ -12,8 +12,8 @@ from constructs_lib.sagemaker_endpoint.props import DEFAULT_POOL_PROVISION_TIMEO
 from constructs_lib.validation import Problems
 from config.settings import load_settings
 from tests.conftest import cdk_json_context
-from tests.infra.test_settings import problems_for
-from tests.ops.conftest import alarms_by_name, resources
+from tests.unit.config.test_settings import problems_for
+from tests.app.ops_kit import alarms_by_name, resources
 from voicectl.operations.preflight import instance_needs
 
 

@@ -66,7 +66,7 @@ from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
 from constructs_lib.nag import acknowledge_compliance, nag_render
 from constructs_lib.validation import Problems
 
-FUNCTION_DIR = Path(__file__).resolve().parent / "connect_start_function"
+FUNCTION_DIR = Path(__file__).resolve().parent / "start_function"
 EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
 INSTANCE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}):instance/[0-9a-f-]{36}$")
 QUEUE_ARN_PATTERN = re.compile(r"^(arn:aws[a-z-]*:connect:[a-z0-9-]+:\d{12}:instance/[0-9a-f-]{36})/queue/[0-9a-f-]{36}$")

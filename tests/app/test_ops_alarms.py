@@ -11,7 +11,7 @@ import pytest
 from constructs_lib.monitoring.alarms import alarm_rules
 from constructs_lib.monitoring.metrics import EndpointMetrics, milliseconds_to_microseconds
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
-from tests.ops.conftest import alarms_by_name, resources
+from tests.app.ops_kit import alarms_by_name, resources
 
 SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"
 GT, GTE, LT = "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold"
