@@ -4,8 +4,6 @@ and the real bridge: the SageMaker target's path of the Connect consumer, offlin
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import soundfile
@@ -13,8 +11,7 @@ import soundfile
 from tests.e2e.local.conftest import VOXTRAL
 from voicectl.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "connect"))
-from connect_testkit import speech_like  # noqa: E402
+from tests.unit.voicectl.connect.connect_testkit import speech_like
 
 
 def test_connect_replay_through_the_local_front_door(client_env, tmp_path, capsys):

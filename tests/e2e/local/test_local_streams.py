@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.unit.voicectl.clients.clients_testkit import client_parser
-from tests.e2e.local.conftest import REGION, SECRET_ACCESS_KEY
+from tests.e2e.local.conftest import E2E_ACCEPT_S, REGION, SECRET_ACCESS_KEY
 from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings
 from voicectl.clients.realtime import RealtimeError
@@ -181,7 +181,7 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     from tests.e2e.local.conftest import ACCESS_KEY_ID
 
     interval = 0.1
-    stack = stack_factory(StreamSettings(ping_interval_s=interval, close_timeout_s=0.5))
+    stack = stack_factory(StreamSettings(ping_interval_s=interval, close_timeout_s=0.5, accept_timeout_s=E2E_ACCEPT_S))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -224,6 +224,7 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     assert 5 * interval <= elapsed
 
 
+@pytest.mark.parametrize("stream_settings", [StreamSettings()], ids=["sagemaker-budget"])
 def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_env, capsys):
     stack = client_env
     accepted: list[float] = []

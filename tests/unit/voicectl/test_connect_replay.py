@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from connect_testkit import servers, speech_like
+from tests.unit.voicectl.connect.connect_testkit import servers, speech_like
 from voicectl.cli import main
 
 

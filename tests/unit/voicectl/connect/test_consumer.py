@@ -9,7 +9,7 @@ import numpy as np
 
 import pytest
 
-from connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
+from tests.unit.voicectl.connect.connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
 from voicectl.connect import mkv
 from voicectl.connect.consumer import CallFailed, Consumer
 from voicectl.connect.fake_kvs import FRAGMENT_S, FakeCall
