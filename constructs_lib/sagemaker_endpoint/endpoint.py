@@ -230,7 +230,7 @@ class RealtimeEndpoint(EndpointBase):
 
         model = self._model("Model", props, props.container)
         # A pool with an environment of its own runs its own Model (InstancePool ModelNameOverride): the variant's
-        # Model in everything but environment variables (endpoint_props.RealtimeEndpointProps.pool_environment).
+        # Model in everything but environment variables (props.RealtimeEndpointProps.pool_environment).
         pool_models = {
             instance_type: self._model(_pool_model_id(instance_type), props, dataclasses.replace(
                 props.container, environment={**props.container.environment, **environment}))

@@ -1,7 +1,7 @@
 """``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's recording
 WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM (loopback only).
 
-The page's recorder (JavaScript) in real Chromium: ``tests/clients/test_clients_mic_browser.py``."""
+The page's recorder (JavaScript) in real Chromium: ``tests/e2e/clients/test_clients_mic_browser.py``."""
 
 from __future__ import annotations
 
