@@ -31,6 +31,9 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 #: The READMEs of the packages, whose shell blocks and make targets are checked too.
 READMES = [*PAGES, ROOT / "voicectl" / "README.md", ROOT / "container" / "README.md"]
+#: The construct library's READMEs (its index and one per family, with the props tables): their links, the paths
+#: they name and their line lengths are checked like the pages'.
+LIBRARY_READMES = sorted((ROOT / "constructs_lib").glob("**/README.md"))
 MAX_LINE = 120
 #: The README stays a front page: what it is, the picture, the quick start, the deploy path, where to go next.
 FRONT_PAGE_LINES = 400
@@ -82,7 +85,7 @@ def page_text(name: str) -> str:
     return (ROOT / name).read_text()
 
 
-@pytest.mark.parametrize("page", PAGES, ids=page_id)
+@pytest.mark.parametrize("page", [*PAGES, *LIBRARY_READMES], ids=page_id)
 def test_every_line_is_at_most_120_characters(page):
     long = [(number, len(line)) for number, line in enumerate(page.read_text().splitlines(), 1) if len(line) > MAX_LINE]
     assert long == [], f"{page_id(page)} lines over {MAX_LINE} characters (line, length): {long}"
@@ -111,7 +114,7 @@ def links(text: str) -> list[str]:
     return re.findall(r"\]\(([^()\s]+)\)", prose)
 
 
-@pytest.mark.parametrize("page", READMES, ids=page_id)
+@pytest.mark.parametrize("page", [*READMES, *LIBRARY_READMES], ids=page_id)
 def test_every_link_resolves_to_a_file_and_a_heading(page):
     broken = []
     for target in links(page.read_text()):
@@ -131,7 +134,7 @@ TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "con
              "bench/", "docs/", ".ci/")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=page_id)
+@pytest.mark.parametrize("page", [*PAGES, *LIBRARY_READMES], ids=page_id)
 def test_every_repository_path_a_page_names_exists(page):
     """A file moved or renamed leaves the pages that name it wrong: this names them."""
     named = {path for path in re.findall(r"`([^`\s<>*]+)`", page.read_text())
