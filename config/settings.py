@@ -700,7 +700,9 @@ class NetworkSettings:
     vpc_cidr: str | None = None
     #: Availability Zones of a new VPC.
     max_azs: int = 2
-    #: Make the S3, ECR and SageMaker runtime VPC endpoints (off when the VPC has them already).
+    #: Make the S3, ECR and SageMaker runtime VPC endpoints, with the ECS target ECS's, with connect.enabled the
+    #: Connect consumers' (SQS, EventBridge, CloudWatch Logs, a DynamoDB gateway); off when the VPC has them already
+    #: (a second interface endpoint with private DNS for one service in a VPC is refused).
     create_endpoints: bool = True
     #: Who may reach the SageMaker runtime endpoint on 443/8443 (None/empty = the VPC's CIDR block).
     caller_cidrs: list[str] = field(default_factory=list)
