@@ -237,6 +237,19 @@ def test_in_the_apps_own_vpc_the_consumers_run_in_its_isolated_subnets(own_vpc):
     assert resources(connect, "AWS::EC2::VPC") == {}
 
 
+def test_in_the_apps_own_vpc_fargate_pulls_through_the_endpoints_and_logs_with_awslogs(own_vpc):
+    """Fargate platform version 1.4.0 or later pulls ECR images through the task's network interface, so through the
+    VPC's ecr.api, ecr.dkr and S3 gateway endpoints (Amazon ECS developer guide, "Migrating to Linux platform version
+    1.4.0"); absent, PlatformVersion is LATEST (1.4.0 and later). The log driver is awslogs, served by ``logs``."""
+    connect = own_vpc.template("Connect")
+    (service,) = resources(connect, "AWS::ECS::Service").values()
+    version = service["Properties"].get("PlatformVersion", "LATEST")
+    assert version == "LATEST" or tuple(map(int, version.split("."))) >= (1, 4, 0)
+    (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+
+
 @pytest.mark.parametrize("variant", ["default", "vpc", "vpc_existing", "ecs_vpc"])
 def test_without_connect_the_network_makes_none_of_the_consumers_endpoints(variant, app_variant):
     services = {service for service, _s, _p in endpoint_services(app_variant(variant))}
