@@ -700,7 +700,9 @@ class NetworkSettings:
     vpc_cidr: str | None = None
     #: Availability Zones of a new VPC.
     max_azs: int = 2
-    #: Make the S3, ECR and SageMaker runtime VPC endpoints (off when the VPC has them already).
+    #: Make the S3, ECR and SageMaker runtime VPC endpoints, with the ECS target ECS's, with connect.enabled the
+    #: Connect consumers' (SQS, EventBridge, CloudWatch Logs, a DynamoDB gateway); off when the VPC has them already
+    #: (a second interface endpoint with private DNS for one service in a VPC is refused).
     create_endpoints: bool = True
     #: Who may reach the SageMaker runtime endpoint on 443/8443 (None/empty = the VPC's CIDR block).
     caller_cidrs: list[str] = field(default_factory=list)
@@ -711,9 +713,11 @@ class NetworkSettings:
     def private(self) -> bool:
         return self.mode == "vpc"
 
-    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False) -> PrivateNetworkProps:
+    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False,
+                      connect: bool = False) -> PrivateNetworkProps:
         """The private network's props; ``ecs``: a service runs on the ECS target, so the network also gets the
-        endpoints ECS instances and tasks need (when it makes endpoints at all)."""
+        endpoints ECS instances and tasks need (when it makes endpoints at all); ``connect``: likewise for the Amazon
+        Connect transcription consumers."""
         existing = None
         if self.vpc_id is not None:
             existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
@@ -722,7 +726,8 @@ class NetworkSettings:
         return PrivateNetworkProps(
             existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
             security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
-            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints)
+            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints,
+            connect_endpoints=connect and self.create_endpoints)
 
     def problems(self, region: str) -> list[str]:
         p = Problems(name=lambda prop: f"network.{prop}")
@@ -814,7 +819,9 @@ class ConnectSettings:
     image_uri: str | None = None
     #: With network.mode=vpc: make the Kinesis Video Streams interface endpoint (com.amazonaws.REGION.kinesisvideo,
     #: private DNS on, which then serves every Kinesis Video Streams client in the VPC, and WebRTC fails there), so
-    #: that call audio stays in the VPC. False: the VPC has one already, or runs WebRTC (audio then leaves by egress).
+    #: that call audio stays in the VPC. False: the VPC has one already, or runs WebRTC (audio then leaves by egress);
+    #: an existing VPC (network.vpc_id) only, as the VPC the app makes has no egress. The consumers' other endpoints
+    #: (SQS, EventBridge, CloudWatch Logs, DynamoDB) come with network.create_endpoints.
     kvs_vpc_endpoint: bool = True
 
     def problems(self, settings: Settings) -> list[str]:
@@ -832,16 +839,24 @@ class ConnectSettings:
                                                      "flow invokes functions of its own region)")
         if not settings.voxtral.enabled:
             p.note("connect.enabled=true needs voxtral.enabled=true (the consumers stream to the Voxtral endpoint)")
-        if settings.network.private and settings.network.vpc_id is None:
-            p.note("connect.enabled=true with network.mode=vpc needs network.vpc_id (an existing VPC whose subnets "
-                   "reach SQS, EventBridge, DynamoDB, CloudWatch Logs and ECR, through a NAT gateway or their "
-                   "endpoints): the VPC this app makes has isolated subnets with the endpoints of the model "
-                   "endpoints only")
+        # network.mode=vpc: the network makes the consumers' endpoints (SQS, EventBridge, CloudWatch Logs, the
+        # DynamoDB gateway; constructs_lib/network/props.py CONNECT_*_ENDPOINTS) when it makes endpoints at all;
+        # with network.create_endpoints=false an existing VPC's own endpoints or NAT serve them.
+        if settings.network.private and settings.network.vpc_id is None and not settings.network.create_endpoints:
+            p.note("connect.enabled=true with network.mode=vpc, no network.vpc_id and network.create_endpoints=false "
+                   "leaves the consumers no way to SQS, EventBridge, DynamoDB, CloudWatch Logs and ECR: the VPC this "
+                   "app makes has no route to the internet; keep network.create_endpoints=true")
+        if settings.network.private and settings.network.vpc_id is None and not self.kvs_vpc_endpoint:
+            p.add("kvs_vpc_endpoint", False, "must be true with network.mode=vpc and no network.vpc_id: the VPC this "
+                                             "app makes has no route to the internet, so the Kinesis Video Streams "
+                                             "interface endpoint is the consumers' only way to the call audio")
         if settings.network.private and self.kvs_vpc_endpoint and settings.region not in KVS_ENDPOINT_REGIONS:
+            remedy = ("set it false, and call audio reaches Kinesis Video Streams through the subnets' egress"
+                      if settings.network.vpc_id is not None else
+                      "name an existing VPC whose subnets have egress (network.vpc_id) and set it false: the VPC "
+                      "this app makes has none")
             p.add("kvs_vpc_endpoint", True, f"Kinesis Video Streams has no interface VPC endpoint in {settings.region}"
-                                            f" (it has one in {', '.join(sorted(KVS_ENDPOINT_REGIONS))}): set it "
-                                            "false, and call audio reaches Kinesis Video Streams through the "
-                                            "subnets' egress")
+                                            f" (it has one in {', '.join(sorted(KVS_ENDPOINT_REGIONS))}): {remedy}")
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
         if self.stream_kms_key_arn is not None:

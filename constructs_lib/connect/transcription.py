@@ -32,9 +32,10 @@ Rules from the CloudFormation and API references this construct keeps (checked i
   (GetMedia is one long request per call); only in the Regions the guide lists (:data:`KVS_ENDPOINT_REGIONS`).
   With it (``connect.kvs_vpc_endpoint``, default true) call audio stays in the VPC; without it (a VPC that has one
   already, or WebRTC workloads) it goes through the subnets' egress to the public endpoint. The consumers' other
-  calls (SQS, EventBridge, DynamoDB, CloudWatch Logs, ECR, Secrets Manager) use the VPC's own routes (its NAT or
-  its endpoints: they all have endpoints, which this construct does not create in a VPC it does not own); the
-  SageMaker runtime is reached as the VPC resolves it.
+  calls (SQS, EventBridge, DynamoDB, CloudWatch Logs, ECR, Secrets Manager, the SageMaker runtime) use the VPC's
+  routes: the endpoints the app's PrivateNetwork makes for them (``connect_endpoints``,
+  ``constructs_lib.network.props.CONNECT_INTERFACE_ENDPOINTS``), or an existing VPC's own endpoints or NAT. This
+  construct makes only the Kinesis Video Streams one (one owner per service).
 """
 
 from __future__ import annotations

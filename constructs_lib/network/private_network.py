@@ -22,6 +22,11 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/interface-vpc-endpoint.html):
   agent and telemetry, CloudWatch Logs and monitoring, Secrets Manager, EC2), open on 443 to the VPC's CIDR block,
   and the ECR endpoints let the VPC's CIDR block in too (the instances pull the image; their security groups are
   made in a later stack, which this one must not depend on).
+* Amazon Connect transcription (``connect_endpoints``): its consumers run as Fargate tasks in the same subnets, so
+  they get :data:`~constructs_lib.network.props.CONNECT_INTERFACE_ENDPOINTS` (SQS, EventBridge, CloudWatch Logs; one
+  endpoint per service, shared with the ECS table) open on 443 to the VPC's CIDR block, the DynamoDB gateway
+  endpoint on the subnets' route tables, and the VPC's CIDR block on the ECR and SageMaker runtime endpoints. The
+  Kinesis Video Streams endpoint is the Connect construct's (``connect.kvs_vpc_endpoint``).
 
 Security groups: the Models' network interfaces accept nothing inbound (SageMaker's runtime reaches the container
 through the platform, not the interface) and send only HTTPS to the S3 prefix list and to the interface endpoints;
@@ -41,7 +46,13 @@ from constructs import Construct
 
 from constructs_lib.cleanup import cleanup_function
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network.props import ECS_INTERFACE_ENDPOINTS, RUNTIME_PORTS, PrivateNetworkProps
+from constructs_lib.network.props import (
+    CONNECT_GATEWAY_ENDPOINTS,
+    CONNECT_INTERFACE_ENDPOINTS,
+    ECS_INTERFACE_ENDPOINTS,
+    RUNTIME_PORTS,
+    PrivateNetworkProps,
+)
 from constructs_lib.nag import (
     CUSTOM_RESOURCE_HANDLER_SKIPS,
     acknowledge_compliance,
@@ -68,7 +79,8 @@ class PrivateNetwork(Construct):
         model_security_group_ids: the security groups for the Models' ``VpcConfig``.
         runtime_endpoint: the SageMaker runtime interface endpoint, or None (``create_endpoints`` off).
         endpoints: ``{name: endpoint}`` of every VPC endpoint made here (``S3``, ``EcrApi``, ``EcrDocker``,
-            ``SageMakerRuntime``, and with ``ecs_endpoints`` the keys of ``ECS_INTERFACE_ENDPOINTS``).
+            ``SageMakerRuntime``, with ``ecs_endpoints`` the keys of ``ECS_INTERFACE_ENDPOINTS``, with
+            ``connect_endpoints`` those of ``CONNECT_INTERFACE_ENDPOINTS`` and ``CONNECT_GATEWAY_ENDPOINTS``).
 
     Raises:
         constructs_lib.validation.PropsError: listing every invalid prop.
@@ -153,6 +165,38 @@ class PrivateNetwork(Construct):
         self.endpoints["SageMakerRuntime"] = self.runtime_endpoint
         if props.ecs_endpoints:
             self._ecs_endpoints(props, selection, registry_group)
+        if props.connect_endpoints:
+            self._connect_endpoints(props, selection, registry_group, runtime_group)
+
+    def _connect_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
+                           registry_group: ec2.SecurityGroup, runtime_group: ec2.SecurityGroup) -> None:
+        """The endpoints the Connect transcription consumers call (``CONNECT_INTERFACE_ENDPOINTS``, in one security
+        group open on 443 to the VPC's CIDR block; ``CONNECT_GATEWAY_ENDPOINTS`` on the subnets' route tables), and
+        the VPC's CIDR block on the ECR endpoints (the image pull) and the runtime endpoint. By CIDR, as the ECS
+        endpoints: the consumers' security group belongs to the Connect stack, which comes after this one. An
+        endpoint the ECS table made already is reused (a second one with private DNS for a service is refused)."""
+        cidr = ec2.Peer.ipv4(props.cidr)
+        if not props.ecs_endpoints:  # the ECS endpoints opened the registry to the VPC already
+            registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS),
+                                            "HTTPS from the VPC (Connect consumer tasks pull their image)")
+        if props.caller_cidrs and props.cidr not in props.caller_cidrs:
+            for port in RUNTIME_PORTS:
+                runtime_group.add_ingress_rule(cidr, ec2.Port.tcp(port),
+                                               f"The Connect consumers in the VPC call the SageMaker runtime on {port}")
+        for name, (service, _caller) in CONNECT_GATEWAY_ENDPOINTS.items():
+            self.endpoints[name] = self.vpc.add_gateway_endpoint(
+                name, service=ec2.GatewayVpcEndpointAwsService(service), subnets=[selection])
+        missing = {name: entry for name, entry in CONNECT_INTERFACE_ENDPOINTS.items() if name not in self.endpoints}
+        if not missing:
+            return
+        group = ec2.SecurityGroup(
+            self, "ConnectEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="SQS, EventBridge and CloudWatch Logs interface endpoints - HTTPS in from the VPC")
+        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the Connect consumer tasks in the VPC")
+        for name, (service, _caller) in missing.items():
+            self.endpoints[name] = self.vpc.add_interface_endpoint(
+                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
+                security_groups=[group], private_dns_enabled=True, open=False)
 
     def _ecs_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
                        registry_group: ec2.SecurityGroup) -> None:

@@ -62,6 +62,31 @@ ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Endpoints the Amazon Connect transcription consumers (ECS Fargate tasks in the private subnets,
+#: ``constructs_lib/connect/transcription.py``; their code in ``voicectl/connect/``) call, beyond the S3 gateway and
+#: ECR endpoints made for SageMaker, which also serve the Fargate image pull: ``{construct id: (service name suffix,
+#: who calls it)}``. A key the ECS table has too (``Logs``) is one endpoint, made by whichever table comes first.
+#: Sources: Amazon ECR user guide, "Amazon ECR interface VPC endpoints (AWS PrivateLink)", considerations for Fargate
+#: (platform version 1.4.0 or later needs ``ecr.dkr``, ``ecr.api`` and the S3 gateway endpoint; tasks with the
+#: awslogs driver need ``logs``); Amazon SQS, EventBridge developer guides (interface endpoints ``sqs``, ``events``).
+#: Not needed: ``monitoring`` (the consumer's metrics are embedded-metric-format log lines, shipped by awslogs), STS
+#: (Fargate tasks get their role's credentials from the ECS agent's endpoint, 169.254.170.2), KMS (SQS, DynamoDB,
+#: CloudWatch Logs and Kinesis Video Streams decrypt on the service side), ``secretsmanager`` (only the ECS target's
+#: bearer token is read from it, and that target makes the ECS table's endpoint), ``sagemaker.runtime`` (made for the
+#: callers already), ``kinesisvideo`` (made by the Connect construct, ``connect.kvs_vpc_endpoint``: one owner).
+CONNECT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
+    "Sqs": ("sqs", "the consumers' ReceiveMessage, ChangeMessageVisibility and DeleteMessage on the calls queue"),
+    "Events": ("events", "the consumers' PutEvents of transcript segments to the transcript bus"),
+    "Logs": ("logs", "the awslogs log driver (the consumers' logs and embedded-format metrics)"),
+}
+#: Gateway endpoints the Connect consumers call: ``{construct id: (service name suffix, who calls it)}``. DynamoDB has
+#: both kinds; the gateway costs nothing and needs only the subnets' route tables (Amazon VPC user guide, "Gateway
+#: endpoints for Amazon DynamoDB").
+CONNECT_GATEWAY_ENDPOINTS: dict[str, tuple[str, str]] = {
+    "DynamoDb": ("dynamodb", "the consumers' checkpoints and transcript segments (PutItem, UpdateItem, GetItem)"),
+}
+
+
 def check_cidr(p: Problems, prop: str, value: str, *, vpc: bool) -> None:
     """An IPv4 CIDR block (``10.0.0.0/16``); ``vpc`` also requires a prefix length a VPC allows."""
     try:
@@ -144,6 +169,11 @@ class PrivateNetworkProps:
             route to the internet (:data:`ECS_INTERFACE_ENDPOINTS`), reachable on 443 from the VPC's CIDR block, and
             let the VPC's CIDR block reach the ECR endpoints (the instances pull the images). With
             ``create_endpoints`` only. Default false (SageMaker needs none of them).
+        connect_endpoints: also make the endpoints the Amazon Connect transcription consumers need without a route
+            to the internet (:data:`CONNECT_INTERFACE_ENDPOINTS`, reachable on 443 from the VPC's CIDR block, and
+            :data:`CONNECT_GATEWAY_ENDPOINTS` on the subnets' route tables), and let the VPC's CIDR block reach the
+            ECR endpoints (Fargate pulls the consumer image) and the SageMaker runtime endpoint (the consumers call
+            it). With ``create_endpoints`` only. Default false.
     """
 
     existing_vpc: ExistingVpc | None = None
@@ -155,6 +185,7 @@ class PrivateNetworkProps:
     flow_log_retention_days: int = 365
     kms_key_arn: str | None = None
     ecs_endpoints: bool = False
+    connect_endpoints: bool = False
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.existing_vpc is not None:
@@ -172,6 +203,8 @@ class PrivateNetworkProps:
             check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
         if self.ecs_endpoints and not self.create_endpoints:
             p.add("ecs_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
+        if self.connect_endpoints and not self.create_endpoints:
+            p.add("connect_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
 
     @property
     def cidr(self) -> str:

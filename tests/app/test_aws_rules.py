@@ -223,6 +223,14 @@ def zoned_endpoint(*zones: str) -> dict:
     return tpl
 
 
+def twice(kind="Interface", **second) -> dict:
+    """Two endpoints of one service in one VPC; ``second``: what the second one has instead."""
+    tpl = endpoints(kind=kind)
+    tpl["Resources"]["Again"] = {"Type": "AWS::EC2::VPCEndpoint",
+                                 "Properties": {**tpl["Resources"]["Endpoint"]["Properties"], **second}}
+    return tpl
+
+
 def bucket_policy(resource=None, principal=True) -> dict:
     statement = {"Effect": "Allow", "Action": "s3:GetObject",
                  "Resource": resource or {"Fn::Join": ["", [{"Fn::GetAtt": ["Bucket", "Arn"]}, "/*"]]}}
@@ -372,6 +380,10 @@ CASES += [
     (aws_rules.VpcEndpointDns, endpoints(kind="Gateway", SubnetIds=["s"]), "for interface endpoints",
      endpoints(kind="Gateway")),
     (aws_rules.VpcEndpointDns, zoned_endpoint("a", "a"), "one subnet per Availability Zone", zoned_endpoint("a", "b")),
+    (aws_rules.OneEndpointPerServiceInAVpc, twice(), "has private DNS for this service in the VPC already",
+     twice(PrivateDnsEnabled=False)),
+    (aws_rules.OneEndpointPerServiceInAVpc, twice(kind="Gateway"), "routes this service on",
+     twice(kind="Gateway", RouteTableIds=["other"])),
     (aws_rules.KeyPolicyKeepsTheKeyManageable, key(window=31), "outside 7-30", key(window=30)),
     (aws_rules.KeyPolicyKeepsTheKeyManageable, key(statements=[{"Effect": "Allow", "Action": "kms:Decrypt",
                                                                 "Principal": ROOT_PRINCIPAL, "Resource": "*"}]),

@@ -4,6 +4,7 @@ policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,112 @@ def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_add
         g["Fn::GetAtt"][0] for g in network["SecurityGroups"]}
 
 
-@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc"])
+# -- Connect in the isolated VPC the app makes (variant connect_own_vpc) ----------------------------------------------
+
+#: boto3 client name -> the VPC endpoint service (``com.amazonaws.REGION.<suffix>``) its calls go to.
+CLIENT_ENDPOINT = {"sqs": "sqs", "events": "events", "dynamodb": "dynamodb", "kinesisvideo": "kinesisvideo",
+                   "kinesis-video-media": "kinesisvideo", "secretsmanager": "secretsmanager"}
+#: What a Fargate task (platform 1.4.0+) calls before the code runs and beside it (Amazon ECR user guide, "Amazon ECR
+#: interface VPC endpoints", considerations for Fargate: ecr.api, ecr.dkr, the S3 gateway; logs for awslogs), and
+#: the SageMaker runtime the consumers stream to (voicectl.clients.sagemaker_stream).
+PLATFORM_ENDPOINTS = {"ecr.api", "ecr.dkr", "s3", "logs", "sagemaker.runtime"}
+
+
+@pytest.fixture(scope="module")
+def own_vpc(app_variant):
+    return app_variant("connect_own_vpc")
+
+
+def endpoint_services(synthesized) -> list[tuple[str, str, dict]]:
+    """``(service suffix, stack, properties)`` of every VPC endpoint of the app (ServiceName is a literal or a join
+    of ``com.amazonaws.``, the region, and the suffix)."""
+    found = []
+    for stack_name, template in synthesized.templates.items():
+        for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
+            name = endpoint["Properties"]["ServiceName"]
+            text = name if isinstance(name, str) else "".join(
+                part if isinstance(part, str) else "REGION" for part in name["Fn::Join"][1])
+            found.append((text.split(".", 3)[3], stack_name.rsplit("-", 1)[1], endpoint["Properties"]))
+    return found
+
+
+def consumer_clients() -> set[str]:
+    """The boto3 clients the consumer's code makes (voicectl/connect/*.py): a new one without an endpoint fails."""
+    source = "".join(path.read_text() for path in (ROOT / "voicectl" / "connect").glob("*.py"))
+    return set(re.findall(r"\.client\(\s*\"([a-z-]+)\"", source))
+
+
+def test_in_the_apps_own_vpc_every_service_the_consumers_call_has_one_endpoint(own_vpc):
+    clients = consumer_clients()
+    assert {"sqs", "events", "dynamodb", "kinesisvideo", "kinesis-video-media"} <= clients
+    # Secrets Manager: the ECS target's token only (service.py); this variant streams to SageMaker.
+    needed = {CLIENT_ENDPOINT[client] for client in clients - {"secretsmanager"}} | PLATFORM_ENDPOINTS
+    services = [service for service, _stack, _props in endpoint_services(own_vpc)]
+    assert needed <= set(services), needed - set(services)
+    assert sorted(services) == sorted(set(services)), "one endpoint per service in the VPC"
+    by_service = {service: (stack, props) for service, stack, props in endpoint_services(own_vpc)}
+    assert by_service["kinesisvideo"][0] == "Connect"  # the Connect construct owns it (connect.kvs_vpc_endpoint)
+    for service in ("dynamodb", "s3"):
+        assert by_service[service][1]["VpcEndpointType"] == "Gateway"
+    for service in needed - {"dynamodb", "s3"}:
+        props = by_service[service][1]
+        assert (props["VpcEndpointType"], props["PrivateDnsEnabled"]) == ("Interface", True), service
+
+
+def test_the_dynamodb_gateway_is_on_the_route_tables_of_the_consumers_subnets(own_vpc):
+    foundation = own_vpc.template("Foundation")
+    (gateway,) = [p for service, _s, p in endpoint_services(own_vpc) if service == "dynamodb"]
+    tables = {r["Properties"]["RouteTableId"]["Ref"]
+              for r in resources(foundation, "AWS::EC2::SubnetRouteTableAssociation").values()}
+    assert {table["Ref"] for table in gateway["RouteTableIds"]} == tables and len(tables) == 2
+
+
+def test_the_consumers_endpoints_accept_https_from_the_vpc_only(own_vpc):
+    foundation = own_vpc.template("Foundation")
+    groups = resources(foundation, "AWS::EC2::SecurityGroup")
+    (connect_group,) = [name for name in groups if name.startswith("NetworkConnectEndpointsSecurityGroup")]
+    props = groups[connect_group]["Properties"]
+    assert [(r["CidrIp"], r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupIngress"]] == [
+        ("10.80.0.0/16", "tcp", 443, 443)]
+    # allow_all_outbound=False: CDK's placeholder rule that matches no traffic.
+    assert [r["CidrIp"] for r in props["SecurityGroupEgress"]] == ["255.255.255.255/32"]
+    users = {service for service, _s, p in endpoint_services(own_vpc)
+             if {"Fn::GetAtt": [connect_group, "GroupId"]} in p.get("SecurityGroupIds", [])}
+    assert users == {"sqs", "events", "logs"}
+    (registry,) = [g["Properties"] for name, g in groups.items() if name.startswith("NetworkRegistryEndpoints")]
+    assert ("10.80.0.0/16", 443) in {(r.get("CidrIp"), r["FromPort"]) for r in registry.get("SecurityGroupIngress", [])}
+
+
+def test_in_the_apps_own_vpc_the_consumers_run_in_its_isolated_subnets(own_vpc):
+    connect = own_vpc.template("Connect")
+    (service,) = resources(connect, "AWS::ECS::Service").values()
+    network = service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]
+    assert network["AssignPublicIp"] == "DISABLED"
+    assert len(network["Subnets"]) == 2
+    assert all("Fn::ImportValue" in json.dumps(subnet) for subnet in network["Subnets"])  # the Foundation's subnets
+    assert resources(connect, "AWS::EC2::VPC") == {}
+
+
+def test_in_the_apps_own_vpc_fargate_pulls_through_the_endpoints_and_logs_with_awslogs(own_vpc):
+    """Fargate platform version 1.4.0 or later pulls ECR images through the task's network interface, so through the
+    VPC's ecr.api, ecr.dkr and S3 gateway endpoints (Amazon ECS developer guide, "Migrating to Linux platform version
+    1.4.0"); absent, PlatformVersion is LATEST (1.4.0 and later). The log driver is awslogs, served by ``logs``."""
+    connect = own_vpc.template("Connect")
+    (service,) = resources(connect, "AWS::ECS::Service").values()
+    version = service["Properties"].get("PlatformVersion", "LATEST")
+    assert version == "LATEST" or tuple(map(int, version.split("."))) >= (1, 4, 0)
+    (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+
+
+@pytest.mark.parametrize("variant", ["default", "vpc", "vpc_existing", "ecs_vpc"])
+def test_without_connect_the_network_makes_none_of_the_consumers_endpoints(variant, app_variant):
+    services = {service for service, _s, _p in endpoint_services(app_variant(variant))}
+    assert not {"sqs", "events", "dynamodb", "kinesisvideo"} & services
+
+
+@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc"])
 def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
     synthesized = request.getfixturevalue(fixture)
     template = next(synthesized.outdir.glob("*-Connect.template.json"))
@@ -178,7 +284,13 @@ def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
     ({"connect.cpu": 8192, "connect.memory_mib": 18432}, "pairs with connect.cpu=8192: 16384-61440 in steps of 4096 MiB"),
     ({"connect.stream_prefix": "bad prefix"}, "must be 1-128 of [a-zA-Z0-9_.-]"),
     ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
-    ({"network.mode": "vpc", "encryption.create_key": None}, "needs network.vpc_id"),
+    ({"network.mode": "vpc", "connect.kvs_vpc_endpoint": False},
+     "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no network.vpc_id"),
+    ({"network.mode": "vpc", "network.create_endpoints": False}, "keep network.create_endpoints=true"),
+    ({"network.mode": "vpc", "region": "eu-north-1",
+      "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
+      "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},
+     "name an existing VPC whose subnets have egress (network.vpc_id)"),
     ({"voxtral.enabled": False}, "needs voxtral.enabled=true"),
     ({**CONNECT_VPC, "region": "eu-north-1", "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
       "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},

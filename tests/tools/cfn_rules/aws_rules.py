@@ -16,6 +16,7 @@ catalogue (constructs_lib/facts/instance_types.py), a downward import.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -852,6 +853,39 @@ class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
                 if len(set(zones)) != len(zones):
                     yield (*where, "SubnetIds"), "an interface endpoint takes one subnet per Availability Zone"
 
+
+
+class OneEndpointPerServiceInAVpc(TemplateRule, CloudFormationLintRule):
+    id = "E9503"
+    shortdesc = ("CreateVpcEndpoint: one interface endpoint with private DNS per service in a VPC (its private "
+                 "hosted zone holds the service's default DNS name); one gateway endpoint per service on a route "
+                 "table")
+    description = ("CreateVpcEndpoint PrivateDnsEnabled associates 'a private hosted zone' holding 'the default "
+                   "public DNS name for the service for the Region' with the VPC: a second endpoint with private DNS "
+                   "for that service in the VPC is refused (EC2 answers that there is already a conflicting DNS "
+                   "domain). Gateway endpoints (Amazon VPC user guide, 'Gateway endpoints'): a route table cannot "
+                   "hold routes to one service through two endpoints. Checked within one template.")
+    source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
+    tags = ["ec2"]
+
+    def findings(self, template):
+        seen: dict[tuple[str, str], str] = {}
+        tables: dict[tuple[str, str], str] = {}
+        for lid, props in t.resources(template, "AWS::EC2::VPCEndpoint").items():
+            where = ("Resources", lid, "Properties")
+            kind = props.get("VpcEndpointType", "Gateway")
+            service = json.dumps(props.get("ServiceName"), sort_keys=True)
+            if kind == "Interface" and t.literal_bool(props.get("PrivateDnsEnabled")) is True:
+                key = (json.dumps(props.get("VpcId"), sort_keys=True), service)
+                if key in seen:
+                    yield (*where, "ServiceName"), f"{seen[key]} has private DNS for this service in the VPC already"
+                seen.setdefault(key, lid)
+            elif kind == "Gateway":
+                for table in t.as_list(props.get("RouteTableIds")):
+                    key = (json.dumps(table, sort_keys=True), service)
+                    if key in tables:
+                        yield (*where, "RouteTableIds"), f"{tables[key]} routes this service on {table} already"
+                    tables.setdefault(key, lid)
 
 # --------------------------------------------------------------------------------------------------------- KMS
 class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):

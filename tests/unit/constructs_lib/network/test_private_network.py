@@ -112,3 +112,71 @@ def test_vpc_props_of_an_endpoint_are_checked():
         "'sg-0123456789abcdef0'",
         "require_source_vpce=[\"vpc-1\"]: must be VPC endpoint ids such as 'vpce-0123456789abcdef0'; not: 'vpc-1'",
     ]
+
+
+def _services(stack) -> dict[str, dict]:
+    """``{service suffix: endpoint properties}`` (ServiceName a literal or a join with the region)."""
+    found = {}
+    for endpoint in resources(stack, "AWS::EC2::VPCEndpoint").values():
+        name = endpoint["Properties"]["ServiceName"]
+        text = name if isinstance(name, str) else "".join(p if isinstance(p, str) else "R" for p in name["Fn::Join"][1])
+        assert text.split(".", 3)[3] not in found, f"two endpoints for {text}"
+        found[text.split(".", 3)[3]] = endpoint["Properties"]
+    return found
+
+
+def test_connect_endpoints_give_the_consumers_sqs_events_logs_and_a_dynamodb_gateway():
+    stack = bare_stack()
+    network = PrivateNetwork(stack, "Net", PrivateNetworkProps(connect_endpoints=True))
+    assert sorted(network.endpoints) == ["DynamoDb", "EcrApi", "EcrDocker", "Events", "Logs", "S3",
+                                         "SageMakerRuntime", "Sqs"]
+    services = _services(stack)
+    assert services["dynamodb"]["VpcEndpointType"] == "Gateway"
+    assert sorted(t["Ref"] for t in services["dynamodb"]["RouteTableIds"]) == sorted(
+        resources(stack, "AWS::EC2::RouteTable"))
+    groups = resources(stack, "AWS::EC2::SecurityGroup")
+    (group,) = [k for k in groups if k.startswith("NetConnectEndpointsSecurityGroup")]
+    for service in ("sqs", "events", "logs"):
+        assert services[service]["PrivateDnsEnabled"] is True
+        assert services[service]["SecurityGroupIds"] == [{"Fn::GetAtt": [group, "GroupId"]}]
+    assert [(r["CidrIp"], r["FromPort"], r["ToPort"]) for r in groups[group]["Properties"]["SecurityGroupIngress"]] == [
+        ("10.80.0.0/16", 443, 443)]
+    (registry,) = [g for k, g in groups.items() if k.startswith("NetRegistryEndpointsSecurityGroup")]
+    assert ("10.80.0.0/16", 443) in {(r.get("CidrIp"), r["FromPort"])
+                                     for r in registry["Properties"].get("SecurityGroupIngress", [])}
+
+
+def test_connect_and_ecs_endpoints_share_one_logs_endpoint_and_one_registry_opening():
+    stack = bare_stack()
+    PrivateNetwork(stack, "Net", PrivateNetworkProps(connect_endpoints=True, ecs_endpoints=True))
+    services = _services(stack)  # fails on a second endpoint for one service
+    groups = resources(stack, "AWS::EC2::SecurityGroup")
+    (ecs_group,) = [k for k in groups if k.startswith("NetEcsEndpointsSecurityGroup")]
+    assert services["logs"]["SecurityGroupIds"] == [{"Fn::GetAtt": [ecs_group, "GroupId"]}]
+    (registry,) = [g for k, g in groups.items() if k.startswith("NetRegistryEndpointsSecurityGroup")]
+    cidr_rules = [r for r in registry["Properties"]["SecurityGroupIngress"] if r.get("CidrIp") == "10.80.0.0/16"]
+    assert len(cidr_rules) == 1
+
+
+def test_connect_consumers_reach_the_runtime_endpoint_when_callers_are_elsewhere():
+    stack = bare_stack()
+    PrivateNetwork(stack, "Net", PrivateNetworkProps(connect_endpoints=True, caller_cidrs=["192.168.0.0/24"]))
+    (runtime,) = [g for k, g in resources(stack, "AWS::EC2::SecurityGroup").items()
+                  if k.startswith("NetRuntimeEndpointSecurityGroup")]
+    assert sorted((r["CidrIp"], r["FromPort"]) for r in runtime["Properties"]["SecurityGroupIngress"]) == [
+        ("10.80.0.0/16", 443), ("10.80.0.0/16", 8443), ("192.168.0.0/24", 443), ("192.168.0.0/24", 8443)]
+
+
+def test_an_existing_vpc_gets_the_dynamodb_gateway_on_its_route_tables():
+    stack = bare_stack()
+    PrivateNetwork(stack, "Net", PrivateNetworkProps(connect_endpoints=True, existing_vpc=ExistingVpc(
+        "vpc-0123456789abcdef0", ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+        ["us-east-1a", "us-east-1b"], "10.1.0.0/16", ["rtb-0123456789abcdef0", "rtb-0123456789abcdef1"])))
+    assert _services(stack)["dynamodb"]["RouteTableIds"] == ["rtb-0123456789abcdef0", "rtb-0123456789abcdef1"]
+
+
+def test_connect_endpoints_need_create_endpoints():
+    with pytest.raises(PropsError) as error:
+        PrivateNetwork(bare_stack(), "Net", PrivateNetworkProps(connect_endpoints=True, create_endpoints=False))
+    assert error.value.problems == [
+        "connect_endpoints=true: needs create_endpoints=true (the endpoints are made here)"]
