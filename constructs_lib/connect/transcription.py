@@ -423,9 +423,11 @@ class ConnectTranscription(Construct):
             cloudwatch.GraphWidget(title="Calls failed / dropped / waiting / untranscribed", width=8,
                                    left=[rules[1].metric, rules[0].metric, rules[3].metric, rules[4].metric]),
         ]])
-        CfnOutput(self, "TranscriptsTable", value=self.table.table_name, description="DynamoDB table of transcripts")
-        CfnOutput(self, "TranscriptsBus", value=self.bus.event_bus_name, description="EventBridge bus of segments")
-        CfnOutput(self, "StartFunctionArn", value=self.function.function_arn,
+        # On the stack, as the endpoint construct does: the outputs keep the names docs/connect.md gives them
+        # (TranscriptsTable, TranscriptsBus, StartFunctionArn), not a construct path and a hash.
+        CfnOutput(stack, "TranscriptsTable", value=self.table.table_name, description="DynamoDB table of transcripts")
+        CfnOutput(stack, "TranscriptsBus", value=self.bus.event_bus_name, description="EventBridge bus of segments")
+        CfnOutput(stack, "StartFunctionArn", value=self.function.function_arn,
                   description="the function a contact flow invokes after Start media streaming")
 
     def _grant(self, role: iam.IRole, props: ConnectTranscriptionProps, stack: Stack) -> None:

@@ -105,6 +105,16 @@ def test_the_example_flow_invokes_the_start_function_and_is_within_the_content_l
     assert [a["Properties"]["IntegrationType"] for a in association.values()] == ["LAMBDA_FUNCTION"]
 
 
+def test_the_outputs_have_the_names_docs_connect_md_gives_them(connect):
+    """docs/connect.md tells a user to read the stack outputs StartFunctionArn, TranscriptsBus and TranscriptsTable."""
+    docs = (ROOT / "docs" / "connect.md").read_text()
+    outputs = connect["Outputs"]
+    for name in ("StartFunctionArn", "TranscriptsBus", "TranscriptsTable"):
+        assert f"`{name}`" in docs and name in outputs, (name, sorted(outputs))
+    assert outputs["TranscriptsTable"]["Value"] == {"Ref": next(iter(resources(connect, "AWS::DynamoDB::Table")))}
+    assert outputs["TranscriptsBus"]["Value"] == {"Ref": next(iter(resources(connect, "AWS::Events::EventBus")))}
+
+
 def test_transcripts_expire_and_are_removed_with_the_stack_unless_retained(connect):
     (table,) = resources(connect, "AWS::DynamoDB::Table").values()
     assert table["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "ExpiresAt", "Enabled": True}

@@ -227,16 +227,19 @@ class FakeKvs:
         response = web.StreamResponse(headers={"Content-Type": "video/webm"})
         await response.prepare(request)
         quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < self.read_timeout_s:
-            if index < call.available():
-                await response.write(call.fragment(index))
-                index += 1
-                quiet_since = time.monotonic()
-                if call.truncate_fragment == index - 1:
-                    break
-            else:
-                await asyncio.sleep(self.poll_s)
-        await response.write_eof()
+        try:
+            while time.monotonic() - quiet_since < self.read_timeout_s:
+                if index < call.available():
+                    await response.write(call.fragment(index))
+                    index += 1
+                    quiet_since = time.monotonic()
+                    if call.truncate_fragment == index - 1:
+                        break
+                else:
+                    await asyncio.sleep(self.poll_s)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the reader hung up (a call that failed or ended): GetMedia's server just stops, no traceback
         return response
 
 

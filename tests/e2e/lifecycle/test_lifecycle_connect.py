@@ -42,7 +42,7 @@ def test_connect_stack_deploy_update_destroy(tmp_path):
         (container,) = task["containerDefinitions"]
         assert container["image"] == CONSUMER_1
         assert {e["name"]: e["value"] for e in container["environment"]}["MAX_CALLS"] == "50"
-        (table_output,) = [v for k, v in stack.outputs.items() if k.startswith("TranscriptionTranscriptsTable")]
+        table_output = stack.outputs["TranscriptsTable"]
         assert table_output == stack.one("AWS::DynamoDB::Table").physical_id
 
         run_cdk(["deploy", "--all", "--require-approval", "never", *context_args(second), "-o", str(assembly_2)],

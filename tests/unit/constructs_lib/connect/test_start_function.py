@@ -106,6 +106,11 @@ def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_r
     transfer = actions[order[types.index("TransferContactToQueue")]]
     assert transfer["Parameters"] == {}  # "No parameters are expected"
     assert {e["ErrorType"] for e in transfer["Transitions"]["Errors"]} == {"QueueAtCapacity", "NoMatchingError"}
+    # Transcription is best effort: a call whose streaming or hand-off fails (live media streaming not enabled on
+    # the instance, the function refusing or timing out) still reaches the queue, never a hang-up.
+    for kind in (start_type, "InvokeLambdaFunction"):
+        errors = actions[order[types.index(kind)]]["Transitions"]["Errors"]
+        assert {e["NextAction"] for e in errors} == {target["Identifier"]}, kind
     invoke = actions[order[types.index("InvokeLambdaFunction")]]["Parameters"]
     # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat string map.
     assert int(invoke["InvocationTimeLimitSeconds"]) <= 8

@@ -79,3 +79,24 @@ def test_entries_put_events_refuses_are_retried_and_a_persistent_refusal_raises(
     sink.events.put_events = lambda **kwargs: {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure"}]}
     with pytest.raises(SinkError, match="refused 1 event"):
         asyncio.run(sink.publish(SEGMENT, {"contactId": "c1"}))
+
+
+def test_the_table_item_is_as_docs_connect_md_describes_it():
+    """docs/connect.md tells an agent-assist app the sort key's form and a final's attributes."""
+    from pathlib import Path
+
+    from voicectl.connect import sink
+
+    docs = " ".join((Path(__file__).resolve().parents[4] / "docs" / "connect.md").read_text().split())
+    segment = Segment("c-1", "AUDIO_TO_CUSTOMER", "hi", 1.5, 2.25, final=True)
+    prefix, millis, track = segment.item_key.split("#")
+    assert (prefix, millis, track) == ("SEG", "000000001500", "AUDIO_TO_CUSTOMER")
+    assert "`SEG#<start ms, 12 digits with leading zeros>#<track>`" in docs and len(millis) == 12
+    assert f"sort key `{sink.SORT_KEY}`" in docs and f"partition `{sink.PARTITION_KEY}`" in docs
+    item = AwsSink.__new__(AwsSink)
+    item.ttl_s, item.clock = 60, lambda: 0.0
+    fields = item._segment_item(segment)
+    assert fields["StartS"] == "1.5" and fields["EndS"] == "2.25"  # strings, as the doc says
+    for name in set(fields) - {sink.PARTITION_KEY, sink.SORT_KEY, sink.TTL_ATTRIBUTE}:
+        assert f"`{name}`" in docs, name
+    assert segment.detail()["segmentId"] == segment.item_key

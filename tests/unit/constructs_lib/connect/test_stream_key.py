@@ -1,0 +1,33 @@
+"""Which key the consumers may decrypt the call streams with, as docs/connect.md tells a user who sets up live media
+streaming in the console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Template
+
+from constructs_lib.connect.transcription import ConnectTranscription, ConnectTranscriptionProps
+
+ROOT = Path(__file__).resolve().parents[4]
+INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+STREAM_KEY = "arn:aws:kms:us-east-1:123456789012:key/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+
+def decrypt_resources(**props) -> list:
+    stack = Stack(App(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
+    ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
+        instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", endpoint_name="voxtral-realtime", **props))
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    return [s["Resource"] for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+            if s.get("Sid") == "DecryptCallStreams"]
+
+
+def test_the_consumers_decrypt_the_streams_with_the_key_named_and_with_none_when_none_is_named():
+    assert decrypt_resources(stream_kms_key_arn=STREAM_KEY) == [STREAM_KEY]
+    assert decrypt_resources() == []  # public mode, no data key: only an AWS managed key's own policy lets them read
+    docs = " ".join((ROOT / "docs" / "connect.md").read_text().split())
+    yourself = docs[docs.index("To click it yourself"):docs.index("In `network.mode=vpc`")]
+    assert "set `connect.stream_kms_key_arn` to that key's ARN" in yourself and "aws/kinesisvideo" in yourself
