@@ -32,6 +32,8 @@ class FoundationStack(Stack):
                 retain=settings.retain_data,
                 # The endpoints' log groups, and the log groups CDK names after the app's stacks (staging, flow logs).
                 log_group_prefixes=(LOG_GROUP_PREFIX, f"{settings.stack_name_prefix}-"),
+                # The Connect stack's transcripts bus is encrypted with this key (EventBridge must be let use it).
+                event_buses=settings.connect.enabled,
             ))
             CfnOutput(self, "DataKeyArn", value=self.key.key_arn, description="KMS key of the deployment's data")
         if settings.network.private:

@@ -449,6 +449,13 @@ class ConnectTranscription(Construct):
                 conditions={"StringEquals": {"kms:ViaService": _via(stack, "kinesisvideo")}}))
         self.bus.grant_put_events_to(role)
         self.table.grant(role, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
+        if props.kms_key_arn:
+            # The table's key, through DynamoDB only (Table.grant names no key actions; grant_read_write_data would
+            # add them unconditioned, which would void DecryptCallStreams' condition when this key is the stream key).
+            role.add_to_principal_policy(iam.PolicyStatement(
+                sid="UseTableKey", resources=[props.kms_key_arn],
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                conditions={"StringEquals": {"kms:ViaService": _via(stack, "dynamodb")}}))
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="CommitSegments", actions=["dynamodb:ConditionCheckItem"], resources=[self.table.table_arn]))
         # The queue's consume actions as CDK's grant_consume_messages lists them, and its key through SQS only: that

@@ -26,6 +26,9 @@ READ_ACTIONS = ["kms:Decrypt", "kms:DescribeKey"]
 #: What a role writing SSE-KMS objects uses (PutObject and multipart uploads need both; S3 user guide,
 #: "Using server-side encryption with AWS KMS keys").
 WRITE_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+#: What EventBridge needs of a customer managed key that encrypts an event bus (EventBridge user guide, "Authorizing
+#: EventBridge to use a customer managed key").
+EVENT_BUS_ACTIONS = ["kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt"]
 
 
 def secret_decrypt_statement(secret: secretsmanager.ISecret, key_arn: str, sid: str | None = None) -> iam.PolicyStatement:
@@ -104,6 +107,18 @@ class DataKey(Construct):
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            ))
+        if props.event_buses:
+            # EventBridge user guide, "Authorizing EventBridge to use a customer managed key": the three actions for
+            # events.amazonaws.com, limited to this account's buses (aws:SourceAccount, aws:SourceArn).
+            key.add_to_resource_policy(iam.PolicyStatement(
+                sid="EventBridgeEncryptBuses",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=EVENT_BUS_ACTIONS,
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account},
+                            "ArnLike": {"aws:SourceArn":
+                                        f"arn:{stack.partition}:events:{stack.region}:{stack.account}:event-bus/*"}},
             ))
         self.key = key
         self.key_arn = key.key_arn

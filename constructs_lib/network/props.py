@@ -225,12 +225,17 @@ class DataKeyProps:
             them). Default: none.
         service_principals: other AWS service principals the key policy lets encrypt with a new key (for example
             SNS's or CloudWatch's). Default: none.
+        event_buses: let EventBridge use a new key for this account's event buses (kms:DescribeKey,
+            kms:GenerateDataKey, kms:Decrypt for ``events.amazonaws.com``, conditioned on the account and on an
+            event-bus source ARN: EventBridge user guide, "Authorizing EventBridge to use a customer managed key";
+            without it an encrypted bus cannot encrypt its events). Default false.
     """
 
     kms_key_arn: str | None = None
     retain: bool = False
     log_group_prefixes: Sequence[str] = field(default_factory=tuple)
     service_principals: Sequence[str] = field(default_factory=tuple)
+    event_buses: bool = False
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.kms_key_arn is not None:

@@ -50,10 +50,11 @@ def test_every_decrypt_of_a_key_in_the_connect_stack_goes_through_a_named_servic
     """The data key is the stream key when connect.stream_kms_key_arn is unset (this variant): one unconditioned
     kms:Decrypt on it (CDK's queue grants add one) would make DecryptCallStreams' condition moot."""
     decrypts = [s for s in all_statements(connect) if {"kms:Decrypt", "kms:*"} & set(_actions(s))]
-    assert sorted(s["Sid"] for s in decrypts) == ["DecryptCallStreams", "DecryptCalls", "EncryptCalls"]
+    assert sorted(s["Sid"] for s in decrypts) == ["DecryptCallStreams", "DecryptCalls", "EncryptCalls", "UseTableKey"]
     vias = {s["Sid"]: s["Condition"]["StringEquals"]["kms:ViaService"] for s in decrypts}
     assert vias == {"DecryptCallStreams": "kinesisvideo.us-east-1.amazonaws.com",
-                    "DecryptCalls": "sqs.us-east-1.amazonaws.com", "EncryptCalls": "sqs.us-east-1.amazonaws.com"}
+                    "DecryptCalls": "sqs.us-east-1.amazonaws.com", "EncryptCalls": "sqs.us-east-1.amazonaws.com",
+                    "UseTableKey": "dynamodb.us-east-1.amazonaws.com"}
     consume = statements(connect)["ConsumeCalls"]
     (queue,) = [name for name, r in resources(connect, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
     assert consume["Resource"] == {"Fn::GetAtt": [queue, "Arn"]}
@@ -324,3 +325,24 @@ def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synth
     for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
         assert f":alarm:{name}" in body
     assert "Fn::ImportValue" not in body  # nothing of the Connect stack: Operations deploys first
+
+
+def _key_policy_sids(app) -> dict[str, dict]:
+    (key,) = [r for r in app.template("Foundation")["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    return {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+
+
+def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_connect, synthesized_vpc):
+    """The bus is encrypted with the data key (KmsKeyIdentifier), and EventBridge needs kms:DescribeKey,
+    kms:GenerateDataKey and kms:Decrypt in the key policy for that (EventBridge user guide, "Authorizing EventBridge
+    to use a customer managed key"), limited to the account's buses; a key without Connect does not name EventBridge."""
+    (bus,) = [r for r in synthesized_connect.template("Connect")["Resources"].values()
+              if r["Type"] == "AWS::Events::EventBus"]
+    assert "KmsKeyIdentifier" in bus["Properties"]
+    statement = _key_policy_sids(synthesized_connect)["EventBridgeEncryptBuses"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+    assert set(statement["Condition"]) == {"StringEquals", "ArnLike"}
+    assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
+    assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+    assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
