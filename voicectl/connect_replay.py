@@ -39,7 +39,7 @@ from voicectl.clients.transcribe import add_target_arguments, open_target, valid
 
 START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect" / "start_function" / "index.py"
 REGION = "us-east-1"
-BUS = "voice-connect"
+BUS = "voice-connect"  # name prefixes: each replay adds its own run id
 TABLE = "voice-connect-transcripts"
 
 
@@ -91,11 +91,16 @@ async def replay(args: argparse.Namespace, moto_url: str) -> int:
 
     customer, agent = load_stereo_call(args.file)
     session = boto3.Session(aws_access_key_id="AKIALOCAL", aws_secret_access_key="local", region_name=REGION)
+    # moto's in-process server keeps its resources in the process's global backends, which outlive the server: a
+    # second replay in the same process (a test run, a notebook) would find the first one's bus and fail to create
+    # it. Each replay names its own.
+    run_id = uuid.uuid4().hex[:8]
+    bus, table = f"{BUS}-{run_id}", f"{TABLE}-{run_id}"
     sqs = session.client("sqs", endpoint_url=moto_url)
-    queue_url = sqs.create_queue(QueueName="voice-connect-calls")["QueueUrl"]
-    session.client("events", endpoint_url=moto_url).create_event_bus(Name=BUS)
+    queue_url = sqs.create_queue(QueueName=f"voice-connect-calls-{run_id}")["QueueUrl"]
+    session.client("events", endpoint_url=moto_url).create_event_bus(Name=bus)
     session.client("dynamodb", endpoint_url=moto_url).create_table(
-        TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+        TableName=table, BillingMode="PAY_PER_REQUEST",
         KeySchema=[{"AttributeName": "ContactId", "KeyType": "HASH"}, {"AttributeName": "Item", "KeyType": "RANGE"}],
         AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
                               {"AttributeName": "Item", "AttributeType": "S"}])
@@ -120,7 +125,7 @@ async def replay(args: argparse.Namespace, moto_url: str) -> int:
             # The consumer's CloudWatch embedded-metric lines (stdout, for the awslogs driver in ECS) mean nothing
             # here and would be mixed into the transcript: dropped.
             with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-                sink = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url)
+                sink = AwsSink(session, bus_name=bus, table_name=table, endpoint_url=moto_url)
                 await serve(sqs=sqs, queue_url=queue_url, sink=sink, media=KvsMedia(session, endpoint_url=kvs.url),
                             opener=opener, stop=stop, max_calls=1,
                             on_segment=lambda segment: print_segment(segment, out), on_call_done=done,

@@ -50,6 +50,19 @@ def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
     assert '"transcription": "started"' in err and "ended: quiet" in err
 
 
+def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
+    """moto's in-process backends outlive its server: the second replay must not find the first one's resources."""
+    path = tmp_path / "call.wav"
+    soundfile.write(path, np.stack([np.frombuffer(speech_like(3, 1), dtype="<i2"),
+                                    np.frombuffer(speech_like(3, 2), dtype="<i2")], axis=1), 8000, subtype="PCM_16")
+    with Background() as background:
+        for _ in range(2):
+            code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", "1"])
+            _out, err = capsys.readouterr()
+            assert code == 0, err
+            assert "ended: quiet" in err
+
+
 def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, capsys):
     path = tmp_path / "mono.wav"
     soundfile.write(path, np.frombuffer(speech_like(2, 1), dtype="<i2"), 8000, subtype="PCM_16")
