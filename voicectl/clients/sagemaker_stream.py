@@ -75,6 +75,45 @@ FAILED_END_TIMEOUT_S = 1.0
 reads takes the end at once, one that stopped reading never will)."""
 
 
+ABANDON_GRACE_S = 0.1
+"""Seconds an SDK operation that timed out gets to end after it is cancelled, before it is left behind (see
+:func:`_bounded`)."""
+
+
+async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
+    """Await an SDK operation for at most ``timeout_s`` seconds, in a task of its own; return its result.
+
+    Not :func:`asyncio.wait_for`: since Python 3.12 it runs the operation in the caller's task and, at the deadline,
+    cancels that task once. An operation that takes the cancellation and awaits again keeps the caller waiting with
+    no timer left: smithy-aws-event-stream 0.3's ``AWSEventPublisher.close`` writes the end frame and, in a
+    ``finally``, awaits the writer's close, which on a connection whose flow-control window a peer that stopped
+    reading has used up never completes (seen: ``SageMakerStreamTransport.close`` of a refused, never-reset stream
+    waited until pytest-timeout ended the test). Here the operation is cancelled at the deadline, given
+    ``ABANDON_GRACE_S`` to end, cancelled once more (which ends a wait inside its ``finally``) and then left
+    behind: its failure is retrieved when it ends (the connection under it is retired and closed). A caller
+    cancelled meanwhile cancels the operation too.
+
+    Raises:
+        TimeoutError: the operation did not finish within ``timeout_s``.
+        Exception: what the operation raised.
+    """
+    task = asyncio.ensure_future(awaitable)
+    task.add_done_callback(_retrieve)
+    try:
+        await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    for _ in range(2):
+        task.cancel()
+        await asyncio.wait({task}, timeout=ABANDON_GRACE_S)
+        if task.done():
+            break
+    raise TimeoutError(f"the operation did not finish within {timeout_s} s")
+
+
 RETIRED_CONNECTIONS: dict[int, list[Any]] = {}
 """id(SDK client) -> HTTP/2 connections taken out of its pool after a failed stream (see :func:`_retire`), closed
 once none of the client's streams is open any more, or with the client (:func:`open_endpoint`)."""
@@ -317,7 +356,7 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
     finally:
         await close_retired_connections(client)
         with contextlib.suppress(Exception):
-            await client.close()
+            await _bounded(client.close(), CLOSE_TIMEOUT_S)
 
 
 def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | None = None) -> RealtimeError:
@@ -411,7 +450,7 @@ class SageMakerStreamTransport:
         try:
             # Bounded: smithy-core waits forever when signing fails before the request is sent (see
             # resolve_credentials), e.g. credentials that cannot be refreshed mid-run.
-            stream = await asyncio.wait_for(client.invoke_endpoint_with_bidirectional_stream(request), OPEN_TIMEOUT_S)
+            stream = await _bounded(client.invoke_endpoint_with_bidirectional_stream(request), OPEN_TIMEOUT_S)
         except TimeoutError:
             raise RealtimeError(
                 f"opening a stream to endpoint {endpoint_name!r} took more than {OPEN_TIMEOUT_S:.0f} s; check the "
@@ -542,14 +581,14 @@ class SageMakerStreamTransport:
                 # stopped reading never takes it, and the connection is retired below in any case.
                 if self._sender is None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self.stream.input_stream.close(), FAILED_END_TIMEOUT_S)
+                        await _bounded(self.stream.input_stream.close(), FAILED_END_TIMEOUT_S)
                 if self._output is not None:  # a read left running has failed too (that is how _failed was set)
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+                        await _bounded(self._output.close(), CLOSE_TIMEOUT_S)
                 return
             # Bounded: closing writes the end frame, which waits on a stuck connection forever otherwise.
             try:
-                await asyncio.wait_for(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
+                await _bounded(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
             except Exception:
                 self._failed = True  # the end could not be written: the connection is stuck (retired below)
             if self._output is not None or self._reading is not None:
@@ -557,7 +596,7 @@ class SageMakerStreamTransport:
                     await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S if not self._failed else 0.1)
                 if self._output is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._output.close(), CLOSE_TIMEOUT_S)
+                        await _bounded(self._output.close(), CLOSE_TIMEOUT_S)
         finally:
             await self._release_connection()
 
@@ -611,7 +650,7 @@ async def close_retired_connections(client: Any) -> None:
     """Close the connections :func:`_retire` took out of ``client``'s pool (bounded)."""
     for connection in RETIRED_CONNECTIONS.pop(id(client), []):
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(connection.close(), CLOSE_TIMEOUT_S)
+            await _bounded(connection.close(), CLOSE_TIMEOUT_S)
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -263,3 +263,83 @@ def test_an_unresolvable_runtime_host_is_named_in_the_error():
     refused = describe_error(RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1")
     assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
     assert "runtime host" not in str(describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e"))  # URL unknown
+
+
+# ---- every wait on a failed stream is bounded -----------------------------------------------------------------
+
+
+class EndThatSwallowsTheCancellation:
+    """A request stream whose close behaves as smithy-aws-event-stream's ``AWSEventPublisher.close`` does on a
+    connection a peer stopped reading: the end frame's write never completes, and when it is cancelled its
+    ``finally`` awaits the writer's close, which never completes either."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def close(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            await asyncio.Event().wait()
+
+
+def test_bounded_gives_up_on_an_operation_that_swallows_its_cancellation():
+    """asyncio.wait_for (Python 3.12+) cancels the caller's own task once and then waits for the operation: this one
+    would keep it waiting forever. The outer wait_for only keeps a regression from hanging the suite."""
+    from voicectl.clients.sagemaker_stream import _bounded
+
+    end = EndThatSwallowsTheCancellation()
+
+    async def scenario():
+        with pytest.raises(TimeoutError):
+            await _bounded(end.close(), 0.05)
+        return end.cancelled
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == 1
+
+
+def test_bounded_returns_the_result_or_raises_the_error_of_an_operation_that_ends_in_time():
+    from voicectl.clients.sagemaker_stream import _bounded
+
+    async def answer():
+        return 42
+
+    async def fail():
+        raise OSError("reset by peer")
+
+    async def scenario():
+        assert await _bounded(answer(), 5) == 42
+        with pytest.raises(OSError, match="reset by peer"):
+            await _bounded(fail(), 5)
+
+    asyncio.run(scenario())
+
+
+def test_closing_a_failed_stream_whose_end_never_completes_returns_and_retires_its_connection():
+    """The hang `tests/e2e/local/test_local_streams.py`'s wedge test met about one run in two: a refused stream, never
+    reset by its peer, whose request end could not be written."""
+    from voicectl.clients import sagemaker_stream
+    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
+
+    class Stream:
+        input_stream = EndThatSwallowsTheCancellation()
+
+    class Connection:
+        closed = False
+
+        async def close(self):
+            Connection.closed = True
+
+    connection = Connection()
+    client = type("Client", (), {})()
+    transport = SageMakerStreamTransport(stream=Stream(), endpoint_name="voxtral", client=client,
+                                         connection=connection)
+    sagemaker_stream.OPEN_STREAMS[id(client)] = 1
+    sagemaker_stream.RETIRED_CONNECTIONS[id(client)] = [connection]  # as _retire leaves it (no pool to take it from)
+    transport._failed = True
+    asyncio.run(asyncio.wait_for(transport.close(), 30))
+    assert Stream.input_stream.cancelled == 1
+    assert Connection.closed and id(client) not in sagemaker_stream.OPEN_STREAMS
