@@ -19,7 +19,8 @@ def test_the_client_events_are_vllms_json():
     assert json.loads(protocol.commit_event()) == {"type": "input_audio_buffer.commit"}
     assert json.loads(protocol.commit_event(final=True)) == {"type": "input_audio_buffer.commit", "final": True}
     appended = json.loads(protocol.append_event(b"\x01\x00\xff\x7f"))
-    assert appended["type"] == "input_audio_buffer.append" and base64.b64decode(appended["audio"]) == b"\x01\x00\xff\x7f"
+    assert appended["type"] == "input_audio_buffer.append"
+    assert base64.b64decode(appended["audio"]) == b"\x01\x00\xff\x7f"
     assert {json.loads(event)["type"] for event in (protocol.session_update_event("m"), protocol.commit_event(),
                                                      protocol.append_event(b""))} == protocol.CLIENT_EVENT_TYPES
 
