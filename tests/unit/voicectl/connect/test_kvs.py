@@ -13,8 +13,9 @@ from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 
 
 def test_a_start_selector_resumes_from_the_token_else_from_the_fragment():
-    assert kvs.start_selector(after_fragment="91343852333181432392682062607743920146264583078") == {
-        "StartSelectorType": "FRAGMENT_NUMBER", "AfterFragmentNumber": "91343852333181432392682062607743920146264583078"}
+    fragment = "91343852333181432392682062607743920146264583078"
+    assert kvs.start_selector(after_fragment=fragment) == {"StartSelectorType": "FRAGMENT_NUMBER",
+                                                           "AfterFragmentNumber": fragment}
     assert kvs.start_selector(after_fragment="1", continuation_token="a_b.c-9") == {
         "StartSelectorType": "CONTINUATION_TOKEN", "ContinuationToken": "a_b.c-9"}
 
