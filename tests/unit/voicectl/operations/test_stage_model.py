@@ -9,8 +9,11 @@ import argparse
 import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model import command
+from voicectl import cli
 from voicectl.errors import UsageError
 from voicectl.operations import stage_model
+
+URI = "s3://voice-models-test/models/voxtral/"  # the staging tests' bucket and prefix (test_command.py)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,3 +54,19 @@ def test_the_session_asks_for_a_region_only_when_a_regional_api_is_called(monkey
     stage_model._session(parser().parse_args(["stage-model", "--stack", "RealtimeVoice-Voxtral",
                                               "--region", "eu-west-1"]))
     assert asked == [(None, False), ("eu-west-1", True)]
+
+
+def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
+    assert "voicectl.operations.stage_model" in cli.SUBCOMMAND_MODULES
+    # Only this module: the other subcommands are other people's work and may not exist in this branch.
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
+    args = cli.build_parser().parse_args(["stage-model", "--s3-uri", URI, "--revision", "a" * 40])
+    assert args.func is stage_model.run
+    assert (args.s3_uri, args.revision, args.part_size_mib) == (URI, "a" * 40, 64)
+
+
+def test_voicectl_reports_bad_input_of_the_staging_code_as_its_own_usage_error(monkeypatch, capsys):
+    """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with its message."""
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
+    assert cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40]) == 2
+    assert capsys.readouterr().err.strip() == "voicectl stage-model: --part-size-mib must be at least 1, got 0"
