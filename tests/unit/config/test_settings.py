@@ -361,6 +361,22 @@ def test_loading_the_default_settings_starts_no_cdk():
     assert result.stdout.strip() == "[]"
 
 
+
+def test_loading_connect_settings_starts_no_cdk_either():
+    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live in the CDK-free
+    constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations commands still start no jsii."""
+    code = ("import json, sys\n"
+            "from config.settings import load_settings\n"
+            "context = json.load(open('cdk.json'))['context']\n"
+            "context.update({'connect.enabled': True, 'connect.instance_arn': "
+            "'arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555'})\n"
+            "settings = load_settings(context)\n"
+            "props = settings.connect.props(settings, image_directory='.')\n"
+            "print(type(props).__module__, props.endpoint_name)\n"
+            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines() == ["constructs_lib.connect.props voxtral-realtime", "[]"]
+
 # ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ----------
 
 CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
