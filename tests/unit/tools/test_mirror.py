@@ -24,7 +24,6 @@ EXEMPT = {
                        "(fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
     "voicectl/operations/preflight.py": "reads a synthesized app: tests/app/test_preflight.py",
     "voicectl/operations/verify.py": "reads a synthesized app: tests/app/test_ops_verify.py",
-    "constructs_lib/monitoring/alarms.py": "its alarms are checked in the whole app: tests/app/test_ops_alarms.py",
 }
 
 
