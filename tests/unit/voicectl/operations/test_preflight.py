@@ -10,20 +10,24 @@ account, not a Marketplace seller's. Every stub is asserted to have been used, w
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
-import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from config.settings import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
+from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fixtures)
+    NO_STAGING,
+    REGION,
+    StubbedAws,
+    aws,
+    bootstrapped,
+    fake_credentials,
+)
 from voicectl.operations.preflight import (
-    MIN_BOOTSTRAP_VERSION,
     SONIC_LISTING_ID,
     SONIC_LISTING_URL,
     Finding,
@@ -41,61 +45,11 @@ NO_CREDENTIALS = {
     "AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "",
 }
 ACCOUNT = "123456789012"
-REGION = "us-east-1"
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-token-AbCdEf"
-#: Settings under which the deploy needs no hub token (the token check is tested on its own).
-NO_STAGING = ["-c", "voxtral.stage_model=false", "-c", "voxtral.model_s3_uri=s3://team-models/voxtral/2602/"]
 PACKAGE = SONIC_MODEL_PACKAGES[REGION]
 PRODUCT = "prod-sonic36example"
 QUOTA_G6 = "ml.g6.xlarge for endpoint usage"
 QUOTA_G6E = "ml.g6e.2xlarge for endpoint usage"
-
-
-@pytest.fixture
-def fake_credentials(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_REGION", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-class StubbedAws:
-    """The ``clients`` factory of the preflight: moto for STS and SSM, a Stubber-backed client for every other
-    service a test stubs; an unstubbed service fails the test."""
-
-    def __init__(self, session: boto3.Session) -> None:
-        self.session = session
-        self.stubbed: dict[str, tuple[object, Stubber]] = {}
-
-    def stub(self, service: str, region: str = REGION) -> Stubber:
-        client = boto3.client(service, region_name=region, aws_access_key_id="testing", aws_secret_access_key="testing")
-        stubber = Stubber(client)
-        stubber.activate()
-        self.stubbed[service] = (client, stubber)
-        return stubber
-
-    def __call__(self, service: str, region: str):
-        if service in ("sts", "ssm"):
-            return self.session.client(service, region_name=region)
-        assert service in self.stubbed, f"the preflight called {service}, which this test does not stub"
-        return self.stubbed[service][0]
-
-    def assert_all_used(self) -> None:
-        for _, stubber in self.stubbed.values():
-            stubber.assert_no_pending_responses()
-
-
-@pytest.fixture
-def aws(fake_credentials):
-    with mock_aws():
-        stubbed = StubbedAws(boto3.Session(region_name=REGION))
-        yield stubbed
-        stubbed.assert_all_used()
-
-
-def bootstrapped(aws: StubbedAws, version: str = "30") -> None:
-    aws.session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String")
 
 
 def quota(name: str, value: float, code: str) -> dict:
@@ -325,17 +279,6 @@ def test_a_prebuilt_image_is_checked_when_its_tag_says_its_cuda(aws, image, stat
                      "-c", "voxtral.inference_ami_version=al2-ami-sagemaker-inference-gpu-3-1")
     finding = found["CUDA of the Voxtral image on al2-ami-sagemaker-inference-gpu-3-1"]
     assert finding.status is status and finding.message.startswith(start), finding.message
-
-
-def test_an_old_bootstrap_stops_and_the_minimum_is_what_the_synth_requires(aws, synthesized):
-    manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
-    required = {a["properties"]["requiresBootstrapStackVersion"] for a in manifest["artifacts"].values()
-                if "requiresBootstrapStackVersion" in a.get("properties", {})}
-    assert required == {MIN_BOOTSTRAP_VERSION}
-    bootstrapped(aws, version="5")
-    with pytest.raises(PreflightError, match="^version 5 is older than the 6 this app needs. Run: make bootstrap "
-                       "CDK_ARGS=aws://123456789012/us-east-1$"):
-        check("diff", NO_STAGING, ROOT, aws.session, aws)
 
 
 def test_make_deploy_without_credentials_stops_with_a_clear_message():
