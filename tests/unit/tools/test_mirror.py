@@ -22,7 +22,6 @@ COLLAPSED = {"constructs_lib/artifacts/model_staging_build/stage_model": "constr
 EXEMPT = {
     "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs them "
                        "(fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
-    "voicectl/operations/verify.py": "reads a synthesized app: tests/app/test_ops_verify.py",
 }
 
 
