@@ -37,6 +37,7 @@ from config.models import (
     bridge_base_image,
 )
 from constructs_lib.facts import capacity, cuda_compat, instance_types
+from constructs_lib.connect.props import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS, ConnectTranscriptionProps
 from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,
@@ -827,10 +828,6 @@ class ConnectSettings:
     def problems(self, settings: Settings) -> list[str]:
         if not self.enabled:
             return []
-        # Imported here, after the check: the module imports aws_cdk (jsii starts node), which voicectl's commands
-        # must not pay for while Connect is off.
-        from constructs_lib.connect.transcription import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS
-
         p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
             p.add("instance_arn", None, "must name the Amazon Connect instance when connect.enabled=true")
@@ -869,9 +866,7 @@ class ConnectSettings:
                        kms_key_arn=settings.encryption.kms_key_arn or made_key).problems(p)
         return list(p)
 
-    def props(self, settings: Settings, **kwargs: Any):
-        from constructs_lib.connect.transcription import ConnectTranscriptionProps
-
+    def props(self, settings: Settings, **kwargs: Any) -> ConnectTranscriptionProps:
         voxtral = settings.voxtral
         on_ecs = voxtral.target == "ecs"
         values = dict(

@@ -1,16 +1,14 @@
 """Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period, comparison,
-threshold after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves."""
+threshold after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves (the
+rules on their own: tests/unit/constructs_lib/monitoring/test_alarms.py)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
-from constructs_lib.monitoring.alarms import alarm_rules
-from constructs_lib.monitoring.metrics import EndpointMetrics, milliseconds_to_microseconds
-from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.monitoring.metrics import milliseconds_to_microseconds
 from tests.app.ops_kit import alarms_by_name, resources
 
 SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"
@@ -108,37 +106,6 @@ def test_gpu_and_cpu_thresholds_scale_with_the_instance(ops_variant):
     assert alarms["sonic-tts-GPUMemoryUtilization"]["Threshold"] == 380  # 95 % x 4
     assert alarms["sonic-tts-CPUUtilization"]["Threshold"] == 4320
     assert alarms["sonic-tts-MemoryUtilization"]["Threshold"] == 90  # not scaled: 0-100 on any instance
-
-
-THRESHOLDS = EndpointAlarmThresholds(errors_5xx=0, errors_4xx=10, model_latency_p90_ms=500, overhead_latency_p90_ms=100,
-                                     gpu_utilization_percent=90, gpu_memory_percent=95, cpu_utilization_percent=90,
-                                     memory_percent=90, disk_percent=85)
-
-
-def test_rules_without_synthesis_cpu_only_instance_has_no_gpu_alarms():
-    names = [rule.name for rule in alarm_rules(EndpointMetrics("e"), "ml.m5.xlarge", THRESHOLDS)]
-    assert "GPUUtilization" not in names and "GPUMemoryUtilization" not in names
-    cpu = next(rule for rule in alarm_rules(EndpointMetrics("e"), "ml.m5.xlarge", THRESHOLDS) if rule.name == "CPUUtilization")
-    assert cpu.threshold == 360  # 90 % x 4 vCPUs
-    with pytest.raises(ValueError, match="ml.zz9.huge"):
-        alarm_rules(EndpointMetrics("e"), "ml.zz9.huge", THRESHOLDS)
-
-
-def test_only_the_5xx_error_rate_alarm_rolls_updates_back():
-    """Not EndpointHealth (missing data breaching: a late metric would roll back; SageMaker already fails an update
-    whose new instances fail /ping), not the 5XX count (a stream cut when an old instance stops may count)."""
-    bridge = BridgeAlarmThresholds("NS", stream_cap=4, time_to_first_delta_p90_ms=1000, active_streams_fraction=0.75)
-    metrics = EndpointMetrics("e")
-    rules = alarm_rules(metrics, "ml.g6.4xlarge", replace(THRESHOLDS, rollback_5xx_error_percent=2.5), bridge)
-    assert [rule.name for rule in rules if rule.rollback] == ["Invocation5XXErrorRate"]
-    (rate,) = [rule for rule in rules if rule.rollback]
-    assert (rate.metric.statistic, rate.threshold, rate.evaluation_periods, rate.datapoints_to_alarm) == (
-        "Average", 0.025, 5, 3)
-    near_cap = next(rule for rule in rules if rule.name == "ActiveStreamsNearCap")
-    assert near_cap.threshold == 3  # 0.75 x 4 streams
-    # Without a rollback percent (Sonic: no rolling update) there is no rate alarm and nothing rolls back.
-    assert not [rule for rule in alarm_rules(metrics, "ml.g6.4xlarge", THRESHOLDS, bridge)
-                if rule.name == "Invocation5XXErrorRate" or rule.rollback]
 
 
 @pytest.mark.parametrize("stack", ["Voxtral", "Sonic"])

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from config.models import BRIDGE_DRAIN_S
-from constructs_lib.sagemaker_endpoint.props import rolling_update_timeout_s
 from tests.app.ops_kit import resources
 
 
@@ -123,16 +122,6 @@ def test_the_container_drains_for_less_than_the_scale_in_cooldown_and_sagemakers
     _, model = only(synthesized.template("Voxtral"), "AWS::SageMaker::Model")
     assert model["Properties"]["PrimaryContainer"]["Environment"]["DRAIN_S"] == "25"
     assert BRIDGE_DRAIN_S < 30  # SageMaker sends SIGKILL 30 s after SIGTERM
-
-
-@pytest.mark.parametrize("percent, start_s, wait_s, expected", [
-    (25, 2400, 600, 12000),   # 4 batches
-    (50, 60, 0, 600),         # 2 x 60 s is below the 600 s minimum
-    (5, 2400, 3600, 28800),   # 20 batches x 6000 s is above the 28800 s maximum
-    (30, 100, 100, 800),      # ceil(100 / 30) = 4 batches
-])
-def test_rolling_update_timeout(percent, start_s, wait_s, expected):
-    assert rolling_update_timeout_s(percent, start_s, wait_s) == expected
 
 
 def test_the_execution_role_may_describe_exactly_the_rollback_alarms(synthesized):

@@ -63,8 +63,9 @@ async def opener_from_env(session: Any):
             yield opener
         return
     url = os.environ["ENDPOINT_URL"]
-    secret = session.client("secretsmanager").get_secret_value(SecretId=os.environ["TOKEN_SECRET_ARN"])
-    token = BearerToken(secret["SecretString"])
+    secret_arn = os.environ["TOKEN_SECRET_ARN"]
+    secret = session.client("secretsmanager").get_secret_value(SecretId=secret_arn)
+    token = BearerToken(secret["SecretString"], source=f"Secrets Manager secret {secret_arn}")
 
     async def open_websocket() -> WebSocketTransport:
         return await WebSocketTransport.connect(url, token=token)

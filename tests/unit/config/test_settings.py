@@ -1,15 +1,14 @@
-"""Settings: parsed once from context, typed, frozen; every bad value gives one clear message."""
+"""config/settings.py: parsed once from context, typed, frozen; every bad value gives one clear message. By section:
+the endpoints and the model first, then the ECS target, then the operations keys."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 
 import pytest
 
-from config.models import max_num_seqs_that_fit
 from config.settings import SettingsError, default_context, load_settings
 from constructs_lib.facts import instance_types
 from tests.conftest import ROOT, cdk_json_context
@@ -149,13 +148,6 @@ def test_gpu_memory_too_small_for_model_len_times_seqs():
 
 
 def test_gpu_memory_estimate_values():
-    l4 = instance_types.lookup("ml.g6.4xlarge")
-    t4 = instance_types.lookup("ml.g4dn.xlarge")
-    l40s = instance_types.lookup("ml.g6e.xlarge")
-    assert max_num_seqs_that_fit(l4, 45000, 0.9) == 8
-    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 3  # the catalogue's 16 GiB: no pinned facts for the T4
-    assert max_num_seqs_that_fit(t4, 45000, 0.6) == 0  # 9.6 GiB: the weights and overhead leave no room
-    assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 23
     problem = one_problem(**{"voxtral.instance_type": "ml.g4dn.xlarge", "voxtral.gpu_memory_utilization": 0.6})
     assert problem.startswith("voxtral.instance_type='ml.g4dn.xlarge' with voxtral.max_model_len=45000 and "
                               "voxtral.max_num_seqs='auto': one NVIDIA T4 (16.0 GiB, 0.6 of it for vLLM: 9.6 GiB) "
@@ -271,21 +263,6 @@ def test_every_problem_is_reported_at_once():
     assert problems[0].startswith("unknown setting 'bogus'")
 
 
-def run_app(context_json: str, outdir) -> subprocess.CompletedProcess:
-    """Run app.py as the CDK CLI does, with the context in CDK_CONTEXT_JSON."""
-    env = {**os.environ, "CDK_CONTEXT_JSON": context_json, "CDK_OUTDIR": str(outdir)}
-    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-
-
-def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
-    import json
-
-    result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr and "jsii" not in result.stderr
-    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type" in result.stderr
-
-
 def test_model_staging_settings():
     defaults = load_settings(cdk_json_context()).voxtral
     assert defaults.stages_model is True and defaults.stage_model is None
@@ -312,59 +289,6 @@ def test_hub_token_secret_kms_key():
     assert "set only together with voxtral.hf_token_secret_arn" in one_problem(**{"voxtral.hf_token_secret_kms_key_arn": key})
     assert "not an alias" in one_problem(**{"voxtral.hf_token_secret_arn": secret,
                                             "voxtral.hf_token_secret_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/x"})
-
-
-@pytest.mark.parametrize("hint, raw, expected", [
-    ("bool | None", "null", None),
-    ("bool | None", "on", True),
-    ("int | None", "", None),
-    ("int", " 7 ", 7),
-    ("float", 3, 3.0),
-    ("str | None", "none", None),
-    ("Literal['a', 'b']", " b ", "b"),
-    ("Literal['a', 'b'] | None", None, None),
-    ("list[int]", "1, 2,3", [1, 2, 3]),
-    ("list[int]", "[4, 5]", [4, 5]),
-    ("list[str]", ["ml.g6.4xlarge", "ml.g6e.xlarge"], ["ml.g6.4xlarge", "ml.g6e.xlarge"]),
-    ("list[str] | None", "null", None),
-    ("int | Literal['auto']", "auto", "auto"),
-    ("int | Literal['auto']", "4", 4),
-])
-def test_values_convert_by_their_type_hints(hint, raw, expected):
-    """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists convert by what they
-    are, whatever the annotation's spelling."""
-    from typing import Literal, get_type_hints  # noqa: F401 (used by the annotation)
-
-    from config.context import convert
-
-    holder = type("Holder", (), {"__annotations__": {"value": hint}})
-    value = convert(raw, get_type_hints(holder, {"Literal": Literal})["value"])
-    assert value == expected and type(value) is type(expected)
-
-
-@pytest.mark.parametrize("hint, raw, message", [
-    ("bool", "maybe", "must be true or false"),
-    ("int", True, "must be a whole number"),
-    ("int", "1.5", "must be a whole number"),
-    ("float", "fast", "must be a number"),
-    ("float", None, "must be a number"),
-    ("Literal['a', 'b']", "c", "must be one of a, b"),
-    ("Literal['a', 'b'] | None", "c", "must be one of a, b or null"),
-    ("list[int]", "1,x", "must be a whole number"),
-    ("list[int]", 5, "must be a list (a JSON array, or comma-separated values)"),
-    ("str", "null", "must be set: this setting has no 'unset' value (null is allowed for optional settings only)"),
-    ("str | None", 5, "must be a string or null"),
-    ("int | Literal['auto']", "many", "must be a whole number, or one of auto"),
-])
-def test_values_that_do_not_convert_say_what_is_allowed(hint, raw, message):
-    from typing import Literal, get_type_hints
-
-    from config.context import convert
-
-    holder = type("Holder", (), {"__annotations__": {"value": hint}})
-    with pytest.raises(ValueError) as caught:
-        convert(raw, get_type_hints(holder, {"Literal": Literal})["value"])
-    assert str(caught.value) == message
 
 
 def test_literal_settings_list_the_values_of_the_facts_they_come_from():
@@ -435,3 +359,248 @@ def test_loading_the_default_settings_starts_no_cdk():
             "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+
+def test_loading_connect_settings_starts_no_cdk_either():
+    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live in the CDK-free
+    constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations commands still start no jsii."""
+    code = ("import json, sys\n"
+            "from config.settings import load_settings\n"
+            "context = json.load(open('cdk.json'))['context']\n"
+            "context.update({'connect.enabled': True, 'connect.instance_arn': "
+            "'arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555'})\n"
+            "settings = load_settings(context)\n"
+            "props = settings.connect.props(settings, image_directory='.')\n"
+            "print(type(props).__module__, props.endpoint_name)\n"
+            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines() == ["constructs_lib.connect.props voxtral-realtime", "[]"]
+
+# ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ----------
+
+CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+
+
+def ecs_problems(**overrides) -> list[str]:
+    context = {**cdk_json_context(), "voxtral.target": "ecs", **{k.replace("__", "."): v for k, v in overrides.items()}}
+    with pytest.raises(SettingsError) as caught:
+        load_settings(context)
+    return caught.value.problems
+
+
+def test_defaults_target_sagemaker_and_an_internal_two_task_service():
+    settings = load_settings(cdk_json_context())
+    assert settings.voxtral.target == "sagemaker"
+    capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
+    assert (capacity.instance_type, capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (
+        "g6.xlarge", False, 2, 4, False)
+    assert (lb.internet_facing, lb.certificate_arn, lb.require_token) == (False, None, True)
+
+
+def test_ecs_settings_are_not_checked_for_the_sagemaker_target():
+    settings = load_settings({**cdk_json_context(), "ecs.instance_type": "m5.large"})
+    assert settings.ecs.instance_type == "m5.large"
+
+
+def test_command_line_values_convert():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "ecs.instance_type": "g6e.2xlarge",
+                              "ecs.capacity": "spot", "ecs.min_tasks": "3", "ecs.max_tasks": "8",
+                              "ecs.placement": "single_az", "ecs.load_balancer": "internet_facing",
+                              "ecs.certificate_arn": CERT})
+    capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
+    assert (capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (True, 3, 8, True)
+    assert (lb.internet_facing, lb.https, lb.require_token) == (True, True, True)
+
+
+@pytest.mark.parametrize("instance_type", ["m5.large", "g4ad.xlarge", "inf2.xlarge"])
+def test_instance_type_without_an_nvidia_gpu_fails(instance_type):
+    (problem,) = ecs_problems(ecs__instance_type=instance_type)
+    assert problem.startswith(f"ecs.instance_type='{instance_type}': has no NVIDIA GPU")
+    assert "g6.*" in problem and "g6e.*" in problem
+
+
+@pytest.mark.parametrize("instance_type", ["g5g.xlarge", "g6f.xlarge"])
+def test_an_nvidia_gpu_this_target_cannot_use_is_named_as_such(instance_type):
+    (problem,) = ecs_problems(ecs__instance_type=instance_type)
+    assert problem.startswith(f"ecs.instance_type='{instance_type}': has an NVIDIA GPU this target cannot use")
+    assert "Arm hosts and fractional GPUs" in problem
+
+
+def test_sagemaker_spelling_and_unknown_types_are_named():
+    assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
+        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"]
+    (problem,) = ecs_problems(ecs__instance_type="g6.huge")
+    assert problem.startswith("ecs.instance_type='g6.huge': not an EC2 instance type")
+
+
+def test_min_above_max_fails():
+    assert ecs_problems(ecs__min_tasks=5) == ["ecs.max_tasks=4: must be at least ecs.min_tasks=5"]
+    assert ecs_problems(ecs__min_tasks=0)[0].startswith("ecs.min_tasks=0: must be at least 1")
+
+
+def test_internet_facing_needs_a_certificate_and_the_token():
+    assert ecs_problems(ecs__load_balancer="internet_facing", ecs__require_token=False) == [
+        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an internet-facing load "
+        "balancer listens on HTTPS only (the token must not cross the internet in clear text)",
+        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without SigV4 the bearer "
+        "token is what keeps strangers off the GPUs",
+    ]
+    (problem,) = ecs_problems(ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False)
+    assert problem.startswith("ecs.require_token=false")
+
+
+def test_certificate_must_be_an_acm_arn_of_the_region():
+    (problem,) = ecs_problems(ecs__certificate_arn=CERT.replace("us-east-1", "eu-west-1"))
+    assert "is in eu-west-1 but the stack deploys to us-east-1" in problem
+    (problem,) = ecs_problems(ecs__certificate_arn="my-cert")
+    assert problem.startswith("ecs.certificate_arn='my-cert': must be an ACM certificate ARN")
+
+
+def test_gpu_memory_of_the_ecs_instance_is_checked():
+    # An explicit stream cap above what one T4 (16 GiB) holds at 45000 tokens (3 streams).
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__max_num_seqs=4)
+    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000 and "
+                              "voxtral.max_num_seqs=4: one NVIDIA T4 (16 GiB) holds the weights and KV cache for at "
+                              "most 3 sequence(s)")
+    # auto on a GPU that holds no stream at all.
+    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__gpu_memory_utilization=0.6,
+                              voxtral__alarm_gpu_memory_percent=70)
+    assert "for at most 0 sequence(s)" in problem
+
+
+def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
+    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs; voxtral.instance_type (a
+    SageMaker type) no longer counts, and the scaling target follows."""
+    base = {**cdk_json_context(), "voxtral.target": "ecs"}
+    l4 = load_settings(base).voxtral
+    assert (l4.sizing_instance_types, l4.streams_per_instance, l4.streams_target) == (["ml.g6.xlarge"], 4, 2.8)
+    l40s = load_settings({**base, "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert l40s.streams_per_instance == 23  # memory-bound on one L40S at 45000 tokens
+    assert l40s.streams_target == pytest.approx(0.7 * 23)
+    t4 = load_settings({**base, "ecs.instance_type": "g4dn.xlarge", "voxtral.instance_type": "ml.g6e.2xlarge"}).voxtral
+    assert t4.streams_per_instance == 3
+    # The SageMaker target still sizes by voxtral.instance_type, whatever ecs.instance_type says.
+    sagemaker = load_settings({**cdk_json_context(), "ecs.instance_type": "g6e.2xlarge"}).voxtral
+    assert (sagemaker.sizing_instance_types, sagemaker.streams_per_instance) == (["ml.g6.xlarge"], 4)
+
+
+def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error():
+    voxtral = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 6}).voxtral
+    assert voxtral.streams_per_instance == 6  # fits the L4's memory (8), above its compute cap (4): allowed
+    assert voxtral.stream_cap_warning() == (
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge'): the "
+        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in real time, so "
+        "streams may fall behind under full load; set voxtral.max_num_seqs=auto, or measure with "
+        "bench/capacity_bench.py (README 'Capacity')")
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 4}
+                         ).voxtral.stream_cap_warning() is None
+    assert load_settings({**cdk_json_context(), "voxtral.target": "ecs"}).voxtral.stream_cap_warning() is None
+
+
+def test_unknown_choice_lists_the_allowed_ones():
+    assert ecs_problems(ecs__capacity="reserved") == ["ecs.capacity='reserved': must be one of on_demand, spot"]
+    assert ecs_problems(voxtral__target="eks") == ["voxtral.target='eks': must be one of sagemaker, ecs"]
+
+
+def test_private_network_mode_is_accepted_and_asks_for_the_ecs_endpoints():
+    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "network.mode": "vpc"})
+    assert settings.uses_ecs and settings.network.network_props(ecs=settings.uses_ecs).ecs_endpoints
+    # The SageMaker target in vpc mode asks for none; nor does an existing VPC that brings its own endpoints.
+    sagemaker = load_settings({**cdk_json_context(), "network.mode": "vpc"})
+    assert not sagemaker.uses_ecs and not sagemaker.network.network_props(ecs=sagemaker.uses_ecs).ecs_endpoints
+    assert not settings.network.__class__(mode="vpc", create_endpoints=False).network_props(ecs=True).ecs_endpoints
+
+
+# ---- the operations keys: types, defaults and one clear message per broken rule -------------------------
+
+def operations_problems(overrides: dict) -> list[str]:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({**cdk_json_context(), **overrides})
+    return caught.value.problems
+
+
+def test_operations_defaults():
+    s = load_settings(cdk_json_context())
+    assert s.alarm_email is None
+    v = s.voxtral
+    assert (v.min_instances, v.max_instances, v.scaling_target_fraction, v.scale_in_cooldown_s) == (1, 4, 0.7, 600)
+    assert (v.rollout_batch_percent, v.rollout_wait_s, v.rollback_5xx_error_percent) == (25, 600, 5.0)
+    assert (v.alarm_model_latency_p90_ms, v.alarm_time_to_first_delta_p90_ms, v.alarm_active_streams_fraction) == (500, 2000, 0.9)
+    assert (s.sonic.scaling_metric, s.sonic.scaling_target, s.sonic.max_instances) == ("invocations_per_instance", 60, 2)
+
+
+def test_operations_command_line_strings_are_converted():
+    s = load_settings({**cdk_json_context(), "alarm_email": "ops@example.com", "voxtral.max_instances": "6",
+                       "voxtral.scaling_target_fraction": "0.5", "sonic.alarm_model_latency_p90_ms": "1500"})
+    assert s.alarm_email == "ops@example.com"
+    assert s.voxtral.max_instances == 6 and s.voxtral.scaling_target_fraction == 0.5
+    assert s.sonic.alarm_model_latency_p90_ms == 1500.0
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"alarm_email": "not-an-address"},
+     "alarm_email='not-an-address': must be one e-mail address such as 'oncall@example.com', or null"),
+    ({"voxtral.min_instances": 0},
+     "voxtral.min_instances=0: must be at least 1 (a real-time endpoint keeps one instance)"),
+    ({"sonic.min_instances": 3, "sonic.max_instances": 2},
+     "sonic.max_instances=2: must be at least sonic.min_instances=3"),
+    ({"voxtral.initial_instance_count": 5},
+     "voxtral.initial_instance_count=5: must be between voxtral.min_instances=1 and voxtral.max_instances=4"),
+    ({"voxtral.scale_in_cooldown_s": 20},
+     "voxtral.scale_in_cooldown_s=20: must be more than 25 and at most 86400 seconds (longer than the bridge's "
+     "drain time, DRAIN_S=25 s)"),
+    ({"sonic.scale_in_cooldown_s": 0}, "sonic.scale_in_cooldown_s=0: must be more than 0 and at most 86400 seconds"),
+    ({"voxtral.scaling_target_fraction": 1.5},
+     "voxtral.scaling_target_fraction=1.5: must be more than 0 and at most 1 (live streams per instance as a "
+     "fraction of voxtral.max_num_seqs)"),
+    ({"voxtral.alarm_active_streams_fraction": 0.6},
+     "voxtral.alarm_active_streams_fraction=0.6: must be more than voxtral.scaling_target_fraction=0.7 and at most "
+     "1, or the alarm fires whenever autoscaling holds its target"),
+    ({"voxtral.rollout_batch_percent": 60},
+     "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
+     "RollingUpdatePolicy MaximumBatchSize)"),
+    ({"voxtral.rollback_5xx_error_percent": 100},
+     "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than 0 and less than 100 (the "
+     "rollback alarm fires above it)"),
+    ({"voxtral.rollout_wait_s": 4000},
+     "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds (RollingUpdatePolicy WaitIntervalInSeconds)"),
+    ({"voxtral.alarm_gpu_memory_percent": 85},
+     "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x 100 = 90: vLLM "
+     "reserves that much GPU memory at start, so the alarm would always fire"),
+    ({"sonic.alarm_cpu_utilization_percent": 150},
+     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    # Exactly 100: "greater than 100" can never happen, so the alarm could never fire.
+    ({"voxtral.alarm_gpu_utilization_percent": 100},
+     "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's capacity, more than 0 and less "
+     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+    ({"voxtral.alarm_gpu_memory_percent": 100},
+     "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_memory_percent": 100},
+     "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"sonic.alarm_disk_percent": 0},
+     "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 and less than 100 "
+     "(the alarm fires above it, and use never exceeds 100 %)"),
+    ({"voxtral.alarm_model_latency_p90_ms": 0},
+     "voxtral.alarm_model_latency_p90_ms=0.0: must be a positive number of milliseconds"),
+    ({"voxtral.alarm_time_to_first_delta_p90_ms": -1},
+     "voxtral.alarm_time_to_first_delta_p90_ms=-1.0: must be a positive number of milliseconds"),
+    ({"sonic.alarm_5xx_errors": -1},
+     "sonic.alarm_5xx_errors=-1: must be 0 or more (errors in 5 minutes above which the alarm fires)"),
+    ({"sonic.scaling_metric": "cpu"},
+     "sonic.scaling_metric='cpu': must be one of invocations_per_instance, concurrent_requests"),
+    ({"sonic.scaling_target": 0},
+     "sonic.scaling_target=0.0: must be a positive number (per instance: invocations per minute, or concurrent "
+     "requests)"),
+    ({"voxtral.rollout_wait_s": "ten"}, "voxtral.rollout_wait_s='ten': must be a whole number"),
+])
+def test_each_rule_gives_one_clear_message(overrides, expected):
+    assert operations_problems(overrides) == [expected]
+
+
+def test_a_disabled_endpoint_is_not_checked():
+    s = load_settings({**cdk_json_context(), "sonic.enabled": "false", "sonic.min_instances": "0"})
+    assert s.sonic.enabled is False

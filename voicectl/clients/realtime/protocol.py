@@ -25,7 +25,7 @@ DEFAULT_MODEL = DEFAULT_REPO_ID
 """Model name sent in ``session.update``; vLLM accepts only its served model name (error ``model_not_found``), which
 the Voxtral stack sets to the model hub repository id (``voxtral.model_id``, by default this one)."""
 
-# ---- the protocol contract (compared with container/bridge/protocol.py by tests/bridge/test_bridge_client_contract.py)
+# ---- the protocol contract (compared with container/bridge/protocol.py by tests/bridge/test_protocol.py)
 SESSION_UPDATE = "session.update"
 APPEND = "input_audio_buffer.append"
 COMMIT = "input_audio_buffer.commit"

@@ -1,7 +1,7 @@
 """``voicectl capacity``: streams per instance, GPU memory split and (with --prices) cost per live stream-hour.
 
 No AWS without --prices; with it, the Price List call is replaced by a stand-in (its own parsing is tested in
-test_cost.py)."""
+test_pricing.py)."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def _product(usage_type: str, attributes: dict, usd: float) -> str:
 
 
 def test_compare_with_prices_reads_the_price_list(capsys, monkeypatch):
-    """The Price List stubbed (botocore Stubber, as test_cost.py does): every candidate is asked for, SageMaker
+    """The Price List stubbed (botocore Stubber, as test_pricing.py does): every candidate is asked for, SageMaker
     hosting for ml.* types and EC2 Linux on demand for the ECS target's hosts, in eu-west-1, where the shipped table
     has no prices, so every figure printed is the stub's."""
     for key in [k for k in __import__("os").environ if k.startswith("AWS_")]:

@@ -16,7 +16,6 @@ from tests.unit.constructs_lib.artifacts.conftest import BUCKET, MIB, PART_SIZE_
 from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 from voicectl import cli
-from voicectl.operations import stage_model as voicectl_stage_model
 
 PREFIX = "models/voxtral"
 URI = f"s3://{BUCKET}/{PREFIX}/"
@@ -54,22 +53,6 @@ def keys_under_prefix(s3) -> list[str]:
 
 def body(s3, name: str) -> bytes:
     return s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{name}")["Body"].read()
-
-
-def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
-    assert "voicectl.operations.stage_model" in cli.SUBCOMMAND_MODULES
-    # Only this module: the other subcommands are other people's work and may not exist in this branch.
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
-    args = cli.build_parser().parse_args(["stage-model", "--s3-uri", URI, "--revision", "a" * 40])
-    assert args.func is voicectl_stage_model.run
-    assert (args.s3_uri, args.revision, args.part_size_mib) == (URI, "a" * 40, 64)
-
-
-def test_voicectl_reports_bad_input_of_the_staging_code_as_its_own_usage_error(monkeypatch, capsys):
-    """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with its message."""
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
-    assert cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40]) == 2
-    assert capsys.readouterr().err.strip() == "voicectl stage-model: --part-size-mib must be at least 1, got 0"
 
 
 def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, model_dir, capsys):

@@ -1,4 +1,5 @@
-"""Client-frame checks (`bridge.protocol.check_client_frame`) and settings parsing."""
+"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the pure accounting
+(`GenerationAudio`, `AudioRate`), and the contract with the client (voicectl/clients/realtime/protocol.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bridge.protocol as bridge_protocol
+from bridge import protocol
 from bridge.protocol import check_client_frame, parse_served_model
 from bridge.settings import Settings, SettingsError
+from voicectl.clients import realtime
 
 MODEL = "/opt/ml/model"
 
@@ -79,36 +82,6 @@ def test_parse_served_model():
     assert parse_served_model(b'{"object":"list","data":[{"id":"/opt/ml/model"}]}') == "/opt/ml/model"
     assert parse_served_model(b'{"data": []}') is None
     assert parse_served_model(b"<html>") is None
-
-
-def test_settings_defaults_and_sm_vllm_fallbacks():
-    settings = Settings.from_env({
-        "SM_VLLM_MAX_NUM_SEQS": "32", "SM_VLLM_MAX_MODEL_LEN": "4000", "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
-    })
-    assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
-    assert settings.served_model == "voxtral"
-    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x 16000 x 2 bytes.
-    assert settings.session_audio_limit_bytes == 4_551_552 * 2
-    assert Settings.from_env({"MAX_STREAMS": "7", "SM_VLLM_MAX_NUM_SEQS": "32"}).max_streams == 7
-    assert Settings.from_env({"SM_VLLM_MODEL": "/opt/ml/model"}).served_model == "/opt/ml/model"
-    assert Settings.from_env({}).max_streams == 256
-    assert Settings.from_env({}).session_audio_limit_bytes is None
-
-
-@pytest.mark.parametrize(
-    ("env", "message"),
-    [
-        ({"MAX_STREAMS": "many"}, "MAX_STREAMS='many' is not an integer"),
-        ({"MAX_STREAMS": "0"}, "MAX_STREAMS='0' must be at least 1"),
-        ({"IDLE_TIMEOUT_S": "soon"}, "IDLE_TIMEOUT_S='soon' is not a number"),
-        ({"MAX_FRAME_BYTES": "1024"}, "MAX_FRAME_BYTES='1024' must be at least 4194304"),
-        ({"SESSION_LIMIT_FRACTION": "1.5"}, "SESSION_LIMIT_FRACTION=1.5 must be at most 1"),
-    ],
-)
-def test_bad_settings_name_the_variable_and_the_rule(env, message):
-    with pytest.raises(SettingsError) as info:
-        Settings.from_env(env)
-    assert str(info.value) == message
 
 
 # ---- large appends, checked a slice at a time ----------------------------------------------------------------
@@ -217,3 +190,53 @@ def test_audio_burst_must_hold_one_largest_append():
         Settings.from_env({"MAX_FRAME_BYTES": str(8 * 1024 * 1024)})
     settings = Settings.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)
+
+# ---- the contract between the bridge and the client ----------------------------------------------------------------
+# The two packages share no code (the bridge imports nothing of ours; the client cannot import the container), so
+# each lists the event names, error codes and fields it relies on, and these tests fail as soon as the lists drift
+# apart, or a field the client reads is not the one the bridge writes.
+
+
+def test_event_types_are_the_same_on_both_sides():
+    assert realtime.CLIENT_EVENT_TYPES == protocol.CLIENT_EVENT_TYPES
+    assert realtime.SERVER_EVENT_TYPES == protocol.SERVER_EVENT_TYPES
+    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA", "TRANSCRIPTION_DONE", "ERROR")
+    assert {name: getattr(realtime, name) for name in names} == {name: getattr(protocol, name) for name in names}
+
+
+def test_error_codes_are_the_same_on_both_sides_and_every_one_has_a_hint():
+    assert realtime.VLLM_ERROR_CODES == protocol.VLLM_ERROR_CODES
+    assert realtime.BRIDGE_ERROR_CODES == protocol.BRIDGE_ERROR_CODES
+    assert set(realtime.ERROR_HINTS) == protocol.VLLM_ERROR_CODES | protocol.BRIDGE_ERROR_CODES
+    assert realtime.SESSION_LIMIT_CODE == protocol.SESSION_LIMIT
+    assert realtime.SERVER_BUSY_CODE == protocol.SERVER_BUSY
+    assert realtime.IDLE_TIMEOUT_CODE == protocol.IDLE_TIMEOUT
+    assert {"upstream_closed", "server_shutdown"} <= realtime.REOPEN_CODES
+    assert realtime.REOPEN_CODES - {"InternalStreamFailure", "ModelStreamError"} <= protocol.BRIDGE_ERROR_CODES
+
+
+def test_every_field_the_client_reads_is_one_the_bridge_writes():
+    for code, fields in realtime.ERROR_FIELDS_READ.items():
+        assert set(fields) <= set(protocol.ERROR_FIELDS[code]), code
+    assert set(protocol.ERROR_FIELDS) <= protocol.VLLM_ERROR_CODES | protocol.BRIDGE_ERROR_CODES
+
+
+@pytest.mark.parametrize("limit_s", [120.0, 2359.296])
+def test_the_client_reads_the_bridges_own_session_limit_event(limit_s):
+    event = protocol.error_event("any words", protocol.SESSION_LIMIT, limit_s=limit_s, audio_s=limit_s - 0.1)
+    machine = realtime.TranscriptionMachine(model="m")
+    machine.start(0.0)
+    machine.opened(1, 0.0)
+    machine.audio(bytes(4096), 0.1)
+    actions = machine.received(1, event.decode(), 0.2)
+    assert machine.session_limit_s == pytest.approx(limit_s * realtime.SESSION_LIMIT_MARGIN)
+    assert any(isinstance(action, realtime.Replaying) for action in actions)
+
+
+def test_the_client_sends_events_the_bridge_accepts():
+    for text in (realtime.session_update_event("m"), realtime.commit_event(), realtime.commit_event(final=True),
+                 realtime.append_event(bytes(4096))):
+        result = protocol.check_client_frame(text.encode(), "served")
+        assert result.forward is not None and result.event_type in protocol.CLIENT_EVENT_TYPES, text
+    assert protocol.check_client_frame(realtime.append_event(bytes(4096)).encode(), None).audio_bytes == 4096
+    assert json.loads(realtime.commit_event(final=True)) == {"type": protocol.COMMIT, "final": True}

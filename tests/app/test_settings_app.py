@@ -1,0 +1,43 @@
+"""app.py with settings it refuses: ``cdk synth`` (the app run as the CDK CLI runs it, a subprocess of the whole app)
+exits with the settings' messages before building anything, and no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT, cdk_json_context
+
+
+def run_app(context_json: str, outdir) -> subprocess.CompletedProcess:
+    """Run app.py as the CDK CLI does, with the context in CDK_CONTEXT_JSON."""
+    env = {**os.environ, "CDK_CONTEXT_JSON": context_json, "CDK_OUTDIR": str(outdir)}
+    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
+    import json
+
+    result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "jsii" not in result.stderr
+    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type" in result.stderr
+
+
+def test_app_exits_with_the_message_before_building_anything():
+    """cdk synth (app.py) fails with the settings' message for an instance type without an NVIDIA GPU."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    context = {"voxtral.target": "ecs", "ecs.instance_type": "m5.large", "ecs.min_tasks": 5}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context)})
+    assert result.returncode == 1
+    assert "ecs.instance_type='m5.large': has no NVIDIA GPU" in result.stderr
+    assert "ecs.max_tasks=4: must be at least ecs.min_tasks=5" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,113 @@
+"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``, ``constructs_lib/`` and
+``voicectl/`` has its own test file at the same path under ``tests/unit/``, unless it is a pure re-export (a
+package's ``__init__`` or a ``__main__`` that only imports and calls) or on the short exemption list below, each
+entry with the reason and the tests that cover it instead. A new module without either fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGES = ("config", "constructs_lib", "voicectl")
+
+#: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is its build
+#: folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py`` mirror it.
+COLLAPSED = {"constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_staging_build"}
+
+#: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}. Keep it short;
+#: CONTRIBUTING.md lists the same entries.
+EXEMPT = {
+    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs them "
+                       "(fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
+}
+
+
+def modules() -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+                  if "__pycache__" not in path.parts)
+
+
+def mirror(module: str) -> str:
+    """The test file of ``module`` (a path relative to the root): ``tests/unit/<folder>/test_<name>.py``, where a
+    package's ``__init__.py`` is ``test_init.py`` and a Lambda handler's ``<function>/index.py`` is its folder's
+    ``test_<function>.py``."""
+    path = Path(module)
+    folder, name = str(path.parent), path.stem
+    if name == "index":
+        folder, name = str(path.parent.parent), path.parent.name
+    folder = COLLAPSED.get(folder, folder)
+    return f"tests/unit/{folder}/test_{'init' if name == '__init__' else name}.py"
+
+
+def is_re_export(module: str) -> bool:
+    """True when the module holds nothing to test: a docstring, imports, ``__all__`` and calls of what it imports
+    (``main()``, ``if __name__ == "__main__": ...``)."""
+    for node in ast.parse((ROOT / module).read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, (ast.Constant, ast.Call)):
+            continue
+        if isinstance(node, ast.Raise) or (isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and ast.unparse(node).startswith("__all__"):
+            continue
+        return False
+    return True
+
+
+def exemption(module: str) -> str | None:
+    return next((key for key in EXEMPT if module == key or (key.endswith("/") and module.startswith(key))), None)
+
+
+def test_the_mirror_path_of_a_module():
+    assert mirror("config/settings.py") == "tests/unit/config/test_settings.py"
+    assert mirror("voicectl/clients/realtime/auth.py") == "tests/unit/voicectl/clients/realtime/test_auth.py"
+    assert mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"
+    assert mirror("constructs_lib/connect/start_function/index.py") == \
+        "tests/unit/constructs_lib/connect/test_start_function.py"
+    assert mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py") == \
+        "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
+
+
+def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
+    assert is_re_export("constructs_lib/network/__init__.py")
+    assert is_re_export("voicectl/__main__.py")
+    assert not is_re_export("constructs_lib/validation.py")
+    assert not is_re_export("voicectl/clients/realtime/auth.py")  # one constant, one class, one function
+
+
+def test_every_module_has_its_mirror_test_file_or_a_reasoned_exemption():
+    missing = [f"{module}: no {mirror(module)}" for module in modules()
+               if not (ROOT / mirror(module)).is_file() and not is_re_export(module) and not exemption(module)]
+    assert missing == []
+
+
+#: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``; the package's
+#: ``__init__`` holds only its docstring.
+BRIDGE = ROOT / "container" / "bridge"
+BRIDGE_EXEMPT: dict[str, str] = {}  # {module: why, and which tests cover it}: none today
+
+
+def bridge_mirror(name: str) -> Path:
+    return ROOT / "tests" / "bridge" / f"test_{name.strip('_')}.py"
+
+
+def test_every_bridge_module_has_its_test_file_or_a_reasoned_exemption():
+    names = sorted(path.stem for path in BRIDGE.glob("*.py") if path.stem != "__init__")
+    assert [name for name in names if not bridge_mirror(name).is_file() and name not in BRIDGE_EXEMPT] == []
+    assert [name for name in BRIDGE_EXEMPT if bridge_mirror(name).is_file() or name not in names] == []
+    assert is_re_export("container/bridge/__init__.py")
+
+
+def test_every_exemption_is_needed_and_listed_in_contributing():
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    for key, reason in EXEMPT.items():
+        covered = [module for module in modules() if exemption(module) == key]
+        assert covered, f"{key} is exempt but no such module exists"
+        assert [module for module in covered if not (ROOT / mirror(module)).is_file()], \
+            f"{key} is exempt but every module it names has a mirror file now: drop the exemption"
+        assert f"`{key}`" in contributing, f"CONTRIBUTING.md does not list the exemption of {key}"
+        assert re.search(r"tests/(app|e2e)/", reason), f"{key}: the reason names no tests that cover it"
