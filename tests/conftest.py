@@ -3,7 +3,9 @@ of pytest-xdist's workers together (synthesis takes seconds)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -183,6 +185,50 @@ def ops_variant(app_variant) -> Synthesized:
 def pools_variant(app_variant) -> Synthesized:
     """``ops`` with instance pools on both endpoints (variant ``ops_pools``)."""
     return app_variant("ops_pools")
+
+
+class _CfnLint:
+    """cfn-lint in this process, with the settings ``cfn-lint`` run from the project root reads: .cfnlintrc.yaml (the
+    ignored rules, the project's rules appended from tests/tools/cfn_rules). Its rules and resource schemas load once
+    per process instead of once per command (a subprocess took 2 s to start and load them, per call)."""
+
+    def __init__(self) -> None:
+        from cfnlint.config import ConfigMixIn
+        from cfnlint.runner.cli import Runner
+
+        with contextlib.chdir(ROOT):  # .cfnlintrc.yaml and its append_rules path are read from the current directory
+            self.runner = Runner(ConfigMixIn(["--format", "json"]))
+        #: Findings by the SHA-256 of a template's bytes: one template reached by several tests or variants is
+        #: linted once (cfn-lint reads nothing but the file and the settings).
+        self.by_content: dict[str, list[dict]] = {}
+
+    def findings(self, path: Path) -> list[dict]:
+        from cfnlint.config import ConfigMixIn
+        from cfnlint.formatters import JsonFormatter
+        from cfnlint.runner.template import run_template_by_file_paths
+
+        content = path.read_bytes()
+        key = hashlib.sha256(content).hexdigest()
+        if key not in self.by_content:
+            with contextlib.chdir(ROOT):
+                config = ConfigMixIn(["--format", "json", str(path)])
+                matches = sorted(run_template_by_file_paths(config, self.runner.rules),
+                                 key=lambda m: (m.filename, m.linenumber, m.rule.id))
+            self.by_content[key] = json.loads(
+                JsonFormatter().print_matches(matches, self.runner.rules, config=config) or "[]")
+        return [{**finding, "Filename": str(path)} for finding in self.by_content[key]]
+
+
+@functools.cache
+def _cfn_lint() -> _CfnLint:
+    return _CfnLint()
+
+
+def cfn_lint(*paths: Path | str) -> list[dict]:
+    """What ``cfn-lint --format json PATH...`` run from the project root prints, as a list: each finding as cfn-lint's
+    JSON formatter writes it (``Rule``, ``Level``, ``Message``, ``Location``, ``Filename``); empty when the templates
+    are clean. Run in this process; a template with the same bytes as one already linted is not linted again."""
+    return [finding for path in paths for finding in _cfn_lint().findings(Path(path))]
 
 
 #: Folders whose tests run end to end (processes, servers, a browser, moto): they carry the marker ``e2e``.

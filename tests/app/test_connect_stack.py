@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from config.settings import SettingsError, load_settings
-from tests.conftest import CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC, ROOT, cdk_json_context
+from tests.conftest import (CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC, ROOT, cdk_json_context,
+                            cfn_lint)
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -271,9 +269,8 @@ def test_without_connect_the_network_makes_none_of_the_consumers_endpoints(varia
 def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
     synthesized = request.getfixturevalue(fixture)
     template = next(synthesized.outdir.glob("*-Connect.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", str(template)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == [], result.stdout[:3000]
+    findings = cfn_lint(template)
+    assert findings == [], json.dumps(findings)[:3000]
 
 
 @pytest.mark.parametrize("overrides, expected", [

@@ -6,16 +6,13 @@ cfn-lint; bad combinations fail with one clear message."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from config.settings import SettingsError, load_settings
 from tests.app.variants import ECS_VPC as PRIVATE_ECS
 from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
-from tests.conftest import ROOT, cdk_json_context
+from tests.conftest import cdk_json_context, cfn_lint
 from tests.app.ecs_kit import nag_violations
 from tests.app.test_ecs_templates import of_type, one
 
@@ -152,9 +149,7 @@ def test_cdk_nag_packs_and_cfn_lint_are_clean(variant, request):
     assert nag_violations(app) == {}
     # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/app/test_private.py shows they can fail).
     templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == []
+    assert cfn_lint(*templates) == []
 
 
 def test_internet_facing_in_vpc_mode_fails_with_a_clear_message():

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tests.app.variants import ECS_KMS_KEY
-from tests.conftest import ROOT
+from tests.conftest import cfn_lint
 from tests.app.ecs_kit import CERT
 
 
@@ -295,9 +292,8 @@ def test_internet_facing_https_spot_single_zone(ecs_variant):
 def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
     for synthesized in (ecs_app, ecs_variant):
         template = str(synthesized.outdir / "RealtimeVoice-VoxtralEcs.template.json")
-        result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", template],
-                                cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert json.loads(result.stdout or "[]") == [], result.stdout[:3000]
+        findings = cfn_lint(template)
+        assert findings == [], json.dumps(findings)[:3000]
         report = json.loads((synthesized.outdir / "validation-report.json").read_text())["pluginReports"]
         for plugin in report:
             assert plugin["violations"] == [] and plugin["conclusion"] == "success"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,15 @@ from aws_cdk import App, Stack, Validations
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cfn_lint
 
 
 def test_cfn_lint_finds_nothing_in_any_template(synthesized):
     templates = sorted(str(p) for p in synthesized.outdir.glob("*.template.json"))
     assert len(templates) == 4  # Operations, Artifacts, Voxtral, Sonic
-    # Run from the project root so that .cfnlintrc.yaml (the ignored rules and their reasons) applies.
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
-    findings = json.loads(result.stdout or "[]")
+    # As run from the project root, so that .cfnlintrc.yaml (the ignored rules and their reasons) applies.
+    findings = cfn_lint(*templates)
     assert findings == [], json.dumps(findings, indent=1)[:3000]
-    assert result.returncode == 0, result.stderr
 
 
 def test_cfn_lint_ignores_are_few_and_explained():

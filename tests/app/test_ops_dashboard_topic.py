@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import cfn_lint
 from tests.app.ops_kit import resources
 
 
@@ -143,9 +140,8 @@ def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []
     assert {v["severity"] for r in reports for v in r["violations"]} <= {"warning"}
     templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:2000]
+    findings = cfn_lint(*templates)
+    assert findings == [], json.dumps(findings)[:2000]
 
 
 def metric_lines(widget: dict) -> list[tuple[str, str, int, str | None]]:

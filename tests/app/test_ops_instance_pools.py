@@ -223,18 +223,13 @@ def test_each_pool_type_needs_the_full_maximum_count(pools_variant):
 def test_cfn_lint_knows_the_pool_properties(pools_variant):
     """cfn-lint's resource schema has InstancePools and VariantInstanceProvisionTimeoutInSeconds (an unknown property
     would be E3002)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from tests.conftest import ROOT
+    from tests.conftest import cfn_lint
 
     templates = [str(p) for p in sorted(pools_variant.outdir.glob("*.template.json"))
                  if p.name.endswith(("-Voxtral.template.json", "-Sonic.template.json"))]
     assert len(templates) == 2
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == [] and result.returncode == 0, result.stdout[:3000]
+    findings = cfn_lint(*templates)
+    assert findings == [], json.dumps(findings)[:3000]
 
 
 def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.app.variants import PUBLIC_KMS_KEY, VPC_EXISTING
-from tests.conftest import ROOT, cdk_json_context
+from tests.conftest import ROOT, cdk_json_context, cfn_lint
 
 #: cdk.json's instance types (Voxtral, Sonic): both carry local NVMe instance storage (ml.g6.*, ml.g6e.*).
 VOXTRAL_TYPE, SONIC_TYPE = (cdk_json_context()[f"{section}.instance_type"] for section in ("voxtral", "sonic"))
@@ -347,10 +346,7 @@ def test_vpc_mode_runs_the_compliance_packs(tmp_path):
 def test_cfn_lint_finds_nothing_in_the_private_templates(variant, request):
     app = request.getfixturevalue(variant)
     templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == []
-    assert result.returncode == 0, result.stderr
+    assert cfn_lint(*templates) == []
 
 
 # --- Bad settings: one clear message each ----------------------------------------------------------------------------

@@ -4,16 +4,13 @@ without the bridge's parts; its settings and their errors; public mode and vpc m
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from config.settings import SettingsError, load_settings
 from tests.app.variants import SONIC_ECS
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
-from tests.conftest import ROOT, cdk_json_context
+from tests.conftest import cdk_json_context, cfn_lint
 from tests.app.ecs_kit import nag_violations
 from tests.app.test_ecs_templates import container, of_type, one
 
@@ -127,17 +124,12 @@ def test_both_services_on_ecs_in_the_private_network(both_private):
         assert "DataKey" in json.dumps(log_group["KmsKeyId"])
     assert nag_violations(both_private) == {}  # cdk-nag's three packs, and no CDK warning
     templates = sorted(str(p) for p in both_private.outdir.glob("*.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == []
+    assert cfn_lint(*templates) == []
 
 
 def test_public_sonic_ecs_is_clean_for_cdk_nag_and_cfn_lint(sonic_ecs):
     assert nag_violations(sonic_ecs) == {}
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--format", "json",
-                             str(sonic_ecs.outdir / "RealtimeVoice-SonicEcs.template.json")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout or "[]") == []
+    assert cfn_lint(sonic_ecs.outdir / "RealtimeVoice-SonicEcs.template.json") == []
 
 
 # --- Settings -------------------------------------------------------------------------------------------------------

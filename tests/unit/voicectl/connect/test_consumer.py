@@ -21,6 +21,16 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+@pytest.fixture
+def quick_busy_retries(monkeypatch):
+    """The client's own pauses before it gives up on ``server_busy`` (1, 2 and 4 s: 7 s of real time per try of a
+    waiting call) shortened to 0.05, 0.1 and 0.2 s: the same three retries, then EndpointBusy. What the tests assert
+    about the wait is the consumer's own ``busy_wait_s`` and its events, which this leaves as they are."""
+    from voicectl.clients.realtime import machine
+
+    monkeypatch.setattr(machine, "BUSY_RETRY_DELAYS_S", (0.05, 0.1, 0.2))
+
+
 def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
     async def main():
         store = MemoryStore()
@@ -94,7 +104,7 @@ def test_ten_simultaneous_calls_through_one_consumer():
             assert_tiles(store.finals(f"c{i}", track), 12.0)
 
 
-def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole():
+def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole(quick_busy_retries):
     """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
     (server_busy, after the client's own retries), is marked WAITING with an event saying why and for how long, keeps
     waiting while its stream is live (held open: no new fragment, but its quiet time not reached), and once the first
@@ -141,7 +151,7 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
         assert_tiles(store.finals("busy-1", track), 20.0)
 
 
-def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribed_with_its_seconds():
+def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribed_with_its_seconds(quick_busy_retries):
     """The endpoint stays full; the waiting call's stream goes quiet (the caller hung up after three fragments):
     the call is not dropped silently: its table item says UNTRANSCRIBED, a Call Ended event names the seconds of
     each track never transcribed, and the CallsUntranscribed metric counts it."""

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,37 @@ def run_cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=60)
 
 
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cost_cli(monkeypatch, capsys):
+    """``voicectl cost ARGS`` in this process, as run_cli runs it (from the project root, no AWS_* variable, no
+    credentials or config file): its exit code (argparse's own exit included) and what it printed. The one test that
+    runs the installed module in a process of its own is test_without_credentials_the_command_stops_in_one_line."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in NO_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> Ran:
+        capsys.readouterr()
+        try:
+            code = main(["cost", *args])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
 def test_without_credentials_the_command_stops_in_one_line():
     result = run_cli()
     assert result.returncode == 1
@@ -314,21 +346,21 @@ def test_without_credentials_the_command_stops_in_one_line():
     (["--profile", "no-such-profile"], "no-such-profile"),
     (["--cdk-json", "/nonexistent/cdk.json"], "--cdk-json /nonexistent/cdk.json: cannot read"),
 ], ids=["bad setting", "bad pair", "china", "unknown profile", "missing cdk.json"])
-def test_bad_input_is_exit_2_before_credentials_are_looked_for(args, message):
-    result = run_cli(*args)  # no credentials either: the input is checked first
+def test_bad_input_is_exit_2_before_credentials_are_looked_for(cost_cli, args, message):
+    result = cost_cli(*args)  # no credentials either: the input is checked first
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "no AWS credentials" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_help_describes_the_command():
-    result = run_cli("--help")
+def test_help_describes_the_command(cost_cli):
+    result = cost_cli("--help")
     assert result.returncode == 0
     assert "AWS Price List API" in result.stdout and "pricing:GetProducts" in result.stdout
     assert "--sonic-streams-per-instance" in result.stdout
 
 
-def test_a_non_positive_stream_count_is_refused():
-    result = run_cli("--sonic-streams-per-instance", "0")
+def test_a_non_positive_stream_count_is_refused(cost_cli):
+    result = cost_cli("--sonic-streams-per-instance", "0")
     assert result.returncode == 2
     assert "must be a whole number of at least 1, got '0'" in result.stderr
