@@ -47,63 +47,6 @@ def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
     assert store.checkpoints["contact-1"]["fragment"] == FakeCall("c", "s", b"", b"").number(10)
 
 
-def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_and_repeats_nothing():
-    """20 minutes of both tracks, served as fast as the consumer reads (the client paces itself at 16 x real time
-    after a burst, below the bridge's limit); the consumer is stopped half way and a new one resumes from the
-    checkpoint; streams move every 10 s (the client's rollover before the platform's stream cap)."""
-    duration = 1200.0
-
-    async def main():
-        store = MemoryStore()
-        async with servers() as (url, kvs, vllm):
-            call = kvs.add(FakeCall("long", "stream-long", speech_like(duration, 3), speech_like(duration, 4)))
-            first = asyncio.create_task(transcriber(call, url, kvs, store, max_stream_s=10.0).run())
-            def reached() -> float:  # how far both tracks' finals reach
-                return min(max((s.end_s for s in store.finals("long", track)), default=0.0)
-                           for track in mkv.CONNECT_TRACKS)
-
-            while reached() < duration / 2:
-                await asyncio.sleep(0.2)
-            first.cancel()
-            await asyncio.gather(first, return_exceptions=True)
-            before = len(store.segments)
-            reason = await transcriber(call, url, kvs, store, max_stream_s=10.0).run()
-            sessions = len(vllm.sessions)
-        return store, reason, before, sessions, kvs.get_media_requests
-
-    store, reason, before, sessions, requests = run(main())
-    assert reason == "quiet"
-    assert 0 < before < len(store.segments)
-    for track in mkv.CONNECT_TRACKS:
-        finals = sorted(store.finals("long", track), key=lambda s: s.start_s)
-        assert finals == store.finals("long", track)  # published in call order
-        assert_tiles(finals, duration)
-    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]
-    assert resumed["StartSelector"]["AfterFragmentNumber"] != FakeCall("c", "s", b"", b"").number(0)
-    assert sessions > 2 * duration / 300  # streams moved on many times per track
-
-
-def test_ten_simultaneous_calls_through_one_consumer():
-    async def main():
-        store = MemoryStore()
-        async with servers() as (url, kvs, _vllm):
-            calls = [kvs.add(FakeCall(f"c{i}", f"s{i}", speech_like(12, i), speech_like(12, i + 20)))
-                     for i in range(10)]
-            consumer = Consumer(lambda request: transcriber(calls[int(request.contact_id[1:])], url, kvs, store),
-                                store, max_calls=10)
-            from voicectl.connect.consumer import CallRequest
-            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls]
-            reasons = await asyncio.gather(*tasks)
-        return store, reasons
-
-    store, reasons = run(main())
-    assert reasons == ["quiet"] * 10
-    for i in range(10):
-        assert store.kinds(f"c{i}") == ["Call Started", "Call Ended"]
-        for track in mkv.CONNECT_TRACKS:
-            assert_tiles(store.finals(f"c{i}", track), 12.0)
-
-
 def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole(quick_busy_retries):
     """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
     (server_busy, after the client's own retries), is marked WAITING with an event saying why and for how long, keeps
