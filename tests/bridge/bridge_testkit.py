@@ -58,13 +58,19 @@ async def handshake_never_answered() -> AsyncIterator[tuple[int, asyncio.Event]]
         server.close()
 
 
+#: How long a test waits for an answer before it calls the bridge stuck, seconds: a liveness bound, not a latency
+#: target (latency targets, such as `/ping` under 100 ms while held, are figures printed by bench/bridge_bench.py).
+LIVENESS_S = 10.0
+
+
 async def open_stream(bridge: Bridge) -> ClientConnection:
     """Connect a client to the bridge's stream path (compression off, as SageMaker's side has no deflate)."""
-    return await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=2)
+    return await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=LIVENESS_S)
 
 
-async def recv_event(ws: ClientConnection, timeout: float = 1.0) -> dict[str, Any]:
-    """Next event from the bridge, parsed; raises TimeoutError after `timeout` seconds."""
+async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[str, Any]:
+    """Next event from the bridge, parsed; raises TimeoutError after `timeout` seconds (a liveness bound: on a loaded
+    2-core machine an answer has taken over 1 s)."""
     async with asyncio.timeout(timeout):
         return json.loads(await ws.recv())
 
@@ -114,11 +120,6 @@ async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) ->
         writer.close()
     head, _, body = response.partition(b"\r\n\r\n")
     return head, body
-
-
-#: How long a test waits for an answer before it calls the bridge stuck, seconds: a liveness bound, not a latency
-#: target (latency targets, such as `/ping` under 100 ms while held, are figures printed by bench/bridge_bench.py).
-LIVENESS_S = 10.0
 
 
 async def ping_during(bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5) -> list[float]:

@@ -23,6 +23,7 @@ from bridge import server
 from bridge.health import FAILURES_BEFORE_UNHEALTHY, MAX_RESPONSE_BYTES, http_get
 from bridge.server import FRAME_BUDGET, STREAM_PATH, WRITE_LIMIT_BYTES
 from tests.bridge.bridge_testkit import (
+    LIVENESS_S,
     PCM_CHUNK,
     append,
     closed_within,
@@ -45,7 +46,7 @@ from voicectl.local.fake_vllm import FakeVllm, free_port
 def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
-            status, body = await http_get("127.0.0.1", bridge.port, "/ping", 1.0)
+            status, body = await http_get("127.0.0.1", bridge.port, "/ping", LIVENESS_S)
             assert (status, json.loads(body)) == (200, {"status": "healthy"})
             vllm.health_status = 503
             for _ in range(FAILURES_BEFORE_UNHEALTHY):
@@ -76,7 +77,7 @@ def test_post_invocations_points_to_the_streaming_path(run):
             answer = json.loads(payload)
             assert answer["code"] == "use_bidirectional_stream"
             assert "/invocations-bidirectional-stream" in answer["error"]
-            status, payload = await http_get("127.0.0.1", bridge.port, "/nothing", 1.0)
+            status, payload = await http_get("127.0.0.1", bridge.port, "/nothing", LIVENESS_S)
             assert status == 404 and "/ping" in json.loads(payload)["error"]
 
     run(scenario())
@@ -526,7 +527,7 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
             flood = frames(b"[", 20_000)  # 120 KB of frames that are not JSON: each gets an error event
             ws.transport.write(flood)
             # Wait (bounded) until the bridge's replies have filled the client's buffers.
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(LIVENESS_S):
                 while stream.client.transport.get_write_buffer_size() < WRITE_LIMIT_BYTES:
                     await asyncio.sleep(0.02)
             for _ in range(3):
@@ -534,12 +535,12 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
                 # The bridge stopped reading the client: its unsent replies stay near the write limit ...
                 assert stream.client.transport.get_write_buffer_size() < 2 * WRITE_LIMIT_BYTES
                 # ... and the event loop is free: /ping answers, with vLLM's health.
-                status, _ = await http_get("127.0.0.1", bridge.port, "/ping", 1.0)
+                status, _ = await http_get("127.0.0.1", bridge.port, "/ping", LIVENESS_S)
                 assert status == 200
             assert session.event_types() == ["session.update"]  # nothing malformed reached vLLM
             ws.transport.resume_reading()
             for _ in range(3):  # the replies are in order and intact
-                error = await recv_event(ws, timeout=2.0)
+                error = await recv_event(ws)
                 assert (error["type"], error["code"]) == ("error", "invalid_json")
             ws.transport.abort()
 
