@@ -62,4 +62,5 @@ def test_only_the_most_recently_used_digests_are_kept(repo, monkeypatch):
     for text in ["1", "2", "3"]:
         (repo / "app.py").write_text(text)
         roots.append(shared._variant_root(repo / "session"))
-    assert sorted(p.name for p in (repo / "cache").iterdir()) == sorted(r.name for r in roots[-shared.VARIANT_CACHE_KEEP:])
+    kept = sorted(r.name for r in roots[-shared.VARIANT_CACHE_KEEP:])
+    assert sorted(p.name for p in (repo / "cache").iterdir()) == kept
