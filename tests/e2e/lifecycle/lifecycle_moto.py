@@ -709,7 +709,8 @@ def moto_server() -> Iterator[MotoServer]:
     stopping = started
     with contextlib.ExitStack() as stack:
         # Figures, not assertions (callbacks run last to first: this one when everything else is undone).
-        stack.callback(lambda: log.info("moto's server on port %d: stopped in %.1f s", port, time.monotonic() - stopping))
+        stack.callback(lambda: log.info("moto's server on port %d: stopped in %.1f s", port,
+                                        time.monotonic() - stopping))
         for patch in _moto_patches(server):
             stack.enter_context(patch)
         cfn_logger.addHandler(recorder)

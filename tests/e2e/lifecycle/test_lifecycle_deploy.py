@@ -17,8 +17,6 @@ Run it alone with ``make local-lifecycle`` or ``pytest -m lifecycle``.
 from __future__ import annotations
 
 import json
-import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +41,6 @@ pytestmark = [
     # moto warns once per resource it cannot parse (bucket policies...); the harness records them itself.
     pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
 ]
-
-log = logging.getLogger("lifecycle")
 
 #: The prebuilt bridge image (no Docker engine here to build the asset); moto's CreateModel does not pull it.
 IMAGE_URI = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:lifecycle-test"

@@ -10,8 +10,6 @@ tests/unit/constructs_lib/ecs_service/test_service.py. See test_lifecycle_deploy
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from tests.e2e.lifecycle.lifecycle_cdk import Phases, bootstrap_target, run_cdk, synthesize_assembly
@@ -21,7 +19,6 @@ from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, load_temp
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 
-log = logging.getLogger("lifecycle")
 
 IMAGE_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-1"
 IMAGE_2 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-2"
