@@ -447,6 +447,7 @@ LONG_RECORD_S = 120.0
 """A recording long enough for several generations (the client ends one at the first quiet chunk after 30 s)."""
 
 
+@pytest.mark.starts_first  # two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
 def test_a_two_minute_recording_has_each_word_once(stack, browser):
     """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken, because the fake's
     ``transcription.done`` carried the whole session and the client joins generation texts. Like the real vLLM, each

@@ -381,9 +381,10 @@ def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[i
     from websockets.asyncio.server import serve
 
     ready = threading.Event()
-    holder: dict = {}
+    holder: dict = {"connections": []}
 
     async def handler(connection):
+        holder["connections"].append(connection)
         await connection.send(json.dumps({"type": "session.created"}))
         async for message in connection:
             if json.loads(message)["type"] == "input_audio_buffer.append":
@@ -398,6 +399,11 @@ def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[i
                 holder["stop"] = asyncio.get_running_loop().create_future()
                 ready.set()
                 await holder["stop"]
+                # The client has finished. A handler that stopped reading has let its connection's buffer fill, so
+                # the connection, its reading paused, never sees the client leave, and closing the server would
+                # wait for it (websockets' close_timeout, 10 s): end it here.
+                for connection in holder["connections"]:
+                    connection.transport.abort()
         holder["loop"] = asyncio.new_event_loop()
         holder["loop"].run_until_complete(main())
 

@@ -1,4 +1,8 @@
-"""Run the project's pinned CDK CLI (``npx --no-install cdk``) against moto's server, and clean up after it.
+"""Run the project's pinned CDK CLI against moto's server, and clean up after it; synthesize the assemblies it
+deploys.
+
+The CLI is ``node_modules/.bin/cdk``, the binary ``npx --no-install cdk`` resolves to (without npx's own start-up,
+about a second per command on the 2-core machine).
 
 How this CDK CLI version (aws-cdk 2.1148, AWS SDK for JavaScript v3) takes a custom endpoint, read in
 ``node_modules/aws-cdk/lib/index.js``: every SDK client honours ``AWS_ENDPOINT_URL`` (and per-service
@@ -10,22 +14,47 @@ How this CDK CLI version (aws-cdk 2.1148, AWS SDK for JavaScript v3) takes a cus
 Each command runs in its own process group with a timeout; the group is killed when the command times out, and
 :func:`run_cdk` checks afterwards that no process of the group is left (the CLI starts ``python3 app.py``, which
 starts a jsii Node.js runtime).
+
+Synthesis: ``cdk synth`` starts Node.js, then ``python3 app.py``, which imports the app and starts a jsii runtime
+before it builds anything (15-20 s on the 2-core machine, most of a lifecycle's time when every step synthesized
+through the CLI). What a lifecycle tests is deploy, update and destroy with the CLI, so the assemblies it deploys are
+synthesized in the test's process by :func:`synthesize_assembly` (3-4 s once the process's jsii runtime is warm),
+with the context and environment the CLI gives ``app.py``; the SageMaker lifecycle keeps one synthesis through the
+CLI (its update, ``cdk deploy -c ...``, the documented way to change a setting), and ``make synth`` runs through the
+CLI in tests/app/test_readme.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, FAKE_CREDENTIALS, REGION
 
 ROOT = Path(__file__).resolve().parents[3]
+#: The pinned CLI (package-lock.json), as ``npx --no-install cdk`` finds it.
+CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
 log = logging.getLogger("lifecycle")
+
+#: The context the CDK CLI adds to the app's own on every synthesis (``contextFromSettings`` in
+#: ``node_modules/aws-cdk/lib/index.js``, with cdk.json's ``versionReporting: false``): path and asset metadata on,
+#: version reporting off, bundling for every stack. Its ``@aws-cdk/core:failSynthOnValidationErrors: false`` is left
+#: out: the CLI then fails on the validation report itself; here the synthesis fails (the same findings).
+CLI_CONTEXT: dict[str, Any] = {
+    "aws:cdk:enable-path-metadata": True,
+    "aws:cdk:enable-asset-metadata": True,
+    "aws:cdk:disable-version-reporting": True,
+    "aws:cdk:bundling-stacks": ["**"],
+}
 
 #: Upper bound for one CDK CLI command here (synthesis takes 8-15 s on the 2-core machine; a deploy a few seconds).
 COMMAND_TIMEOUT_S = 120
@@ -73,7 +102,7 @@ def cdk_environment(endpoint_url: str) -> dict[str, str]:
 
 
 def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float = COMMAND_TIMEOUT_S) -> CdkResult:
-    """Run ``npx --no-install cdk <args>`` in the project directory against ``endpoint_url``.
+    """Run ``cdk <args>`` (:data:`CDK_CLI`) in the project directory against ``endpoint_url``.
 
     The output (stdout and stderr together) is appended to ``log_path``.
 
@@ -81,7 +110,7 @@ def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float
         CdkCommandError: non-zero exit or timeout (the process group is killed), with the last 60 lines of output.
         AssertionError: a process of the command's group is still alive ``WIND_DOWN_S`` after it exited.
     """
-    command = ["npx", "--no-install", "cdk", *args]
+    command = [str(CDK_CLI), *args]
     log.info("$ %s", " ".join(command))
     started = time.monotonic()
     process = subprocess.Popen(
@@ -148,3 +177,77 @@ def _assert_group_gone(pgid: int) -> None:
 def bootstrap_target() -> str:
     """``aws://<account>/<region>`` of moto's default account."""
     return f"aws://{ACCOUNT}/{REGION}"
+
+
+@contextlib.contextmanager
+def _cli_environment() -> Iterator[None]:
+    """``CDK_DEFAULT_ACCOUNT`` and ``CDK_DEFAULT_REGION`` as the CLI sets them for ``app.py`` (moto's account: the
+    CLI asks STS for the caller's), restored afterwards."""
+    names = {"CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": REGION}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def cli_lookups(endpoint_url: str) -> dict[str, Any]:
+    """The context values the CLI's context providers look up for this app at ``endpoint_url``, keyed as the CLI
+    keys them (and writes them to cdk.context.json): the Availability Zones of moto's account and Region, which
+    the Foundation stack's VPC reads (network.mode=vpc). The CLI's provider lists DescribeAvailabilityZones' zones
+    in the ``available`` state (``AZContextProviderPlugin`` in ``node_modules/aws-cdk/lib/index.js``)."""
+    import boto3
+
+    ec2 = boto3.client("ec2", endpoint_url=endpoint_url, region_name=REGION,
+                       aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                       aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"] if z["State"] == "available"]
+    return {f"availability-zones:account={ACCOUNT}:region={REGION}": zones}
+
+
+def synthesize_assembly(outdir: Path, overrides: dict[str, Any], endpoint_url: str) -> Path:
+    """Synthesize the app with cdk.json's context plus ``overrides`` (what ``cdk synth -c KEY=VALUE`` is given) into
+    the cloud assembly ``outdir``, in this process, as the CLI would against ``endpoint_url``: with
+    :data:`CLI_CONTEXT`, the CLI's environment and the values its context providers look up (:func:`cli_lookups`).
+    The templates are held to AWS's rules like every app the tests synthesize (``tests.conftest.synthesize``).
+    Returns ``outdir``, for ``cdk ... --app outdir``.
+
+    Raises:
+        AssertionError: the app asked for a context value :func:`cli_lookups` does not provide (the CLI would have
+            looked it up; here the assembly would hold the lookup's dummy value).
+    """
+    from tests.conftest import synthesize
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    with _cli_environment():
+        synthesize(outdir, {**CLI_CONTEXT, **cli_lookups(endpoint_url), **overrides})
+    missing = json.loads((outdir / "manifest.json").read_text()).get("missing", [])
+    assert not missing, f"the app looks up context that lifecycle_cdk.cli_lookups does not provide: {missing}"
+    return outdir
+
+
+@dataclass
+class Phases:
+    """Wall time of each phase of one lifecycle, in seconds, logged by :meth:`report` (figures, not assertions)."""
+
+    name: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - start
+
+    def report(self) -> None:
+        total = time.monotonic() - self.started
+        log.info("%s figures (s): %s, total %.1f", self.name,
+                 ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()), total)

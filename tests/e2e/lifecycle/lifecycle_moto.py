@@ -87,11 +87,14 @@ import contextlib
 import json
 import logging
 import socket
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import requests
+
+log = logging.getLogger("lifecycle")
 
 #: moto's default account (``moto.core.DEFAULT_ACCOUNT_ID``): every fake access key maps to it.
 ACCOUNT = "123456789012"
@@ -694,6 +697,7 @@ def moto_server() -> Iterator[MotoServer]:
     The backends start empty (reset on entry and on exit: the server shares moto's in-memory state with any
     ``mock_aws`` test in the same process).
     """
+    started = time.monotonic()
     from moto.server import ThreadedMotoServer
 
     port = free_loopback_port()
@@ -702,7 +706,11 @@ def moto_server() -> Iterator[MotoServer]:
     cfn_logger = logging.getLogger("moto")  # moto.cloudformation.parsing logs through it
     werkzeug_logger = logging.getLogger("werkzeug")
     werkzeug_level = werkzeug_logger.level
+    stopping = started
     with contextlib.ExitStack() as stack:
+        # Figures, not assertions (callbacks run last to first: this one when everything else is undone).
+        stack.callback(lambda: log.info("moto's server on port %d: stopped in %.1f s", port,
+                                        time.monotonic() - stopping))
         for patch in _moto_patches(server):
             stack.enter_context(patch)
         cfn_logger.addHandler(recorder)
@@ -715,7 +723,11 @@ def moto_server() -> Iterator[MotoServer]:
         stack.callback(threaded.stop)
         server.reset()
         stack.callback(server.reset)
-        yield server
+        log.info("moto's server on port %d: started in %.1f s", port, time.monotonic() - started)
+        try:
+            yield server
+        finally:
+            stopping = time.monotonic()
 
 
 def port_is_closed(port: int) -> bool:

@@ -10,19 +10,15 @@ tests/unit/constructs_lib/ecs_service/test_service.py. See test_lifecycle_deploy
 
 from __future__ import annotations
 
-import logging
-import time
-
 import pytest
 
-from tests.e2e.lifecycle.lifecycle_cdk import bootstrap_target, run_cdk
+from tests.e2e.lifecycle.lifecycle_cdk import Phases, bootstrap_target, run_cdk, synthesize_assembly
 from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, port_is_closed
 from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
-from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, context_args, load_templates
+from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, load_templates
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 
-log = logging.getLogger("lifecycle")
 
 IMAGE_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-1"
 IMAGE_2 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-2"
@@ -43,16 +39,19 @@ def launch_template_data(aws: Aws, stack) -> dict:
 
 @pytest.mark.parametrize("network", ["public", "vpc"])
 def test_ecs_target_deploy_update_destroy(tmp_path, network):
-    started = time.monotonic()
+    phases = Phases(f"ECS lifecycle ({network})")
     cdk_log = tmp_path / "cdk.log"
     first = {"voxtral.target": "ecs", "voxtral.image_uri": IMAGE_1, "sonic.enabled": "false", "network.mode": network}
     second = {**first, "voxtral.image_uri": IMAGE_2, "ecs.instance_type": "g6e.xlarge"}
     with moto_server() as server:
         aws = Aws(server.url)
         assembly_1, assembly_2 = tmp_path / "cdk.out.1", tmp_path / "cdk.out.2"
-        run_cdk(["synth", "--quiet", *context_args(first), "-o", str(assembly_1)], server.url, cdk_log)
-        run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log)
-        run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)], server.url, cdk_log)
+        with phases("synth"):
+            synthesize_assembly(assembly_1, first, server.url)
+        with phases("bootstrap"):
+            run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log)
+        with phases("deploy"):
+            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)], server.url, cdk_log)
         templates = load_templates(assembly_1)
         foundation = ["RealtimeVoice-Foundation"] if network == "vpc" else []
         assert sorted(templates) == ["RealtimeVoice-Artifacts", *foundation, "RealtimeVoice-Operations", STACK]
@@ -89,8 +88,10 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
 
         # Update: another image (a new task definition revision) and another instance type (a new launch template
         # version the Auto Scaling group follows).
-        run_cdk(["deploy", "--all", "--require-approval", "never", *context_args(second), "-o", str(assembly_2)],
-                server.url, cdk_log)
+        with phases("synth (update)"):
+            synthesize_assembly(assembly_2, second, server.url)
+        with phases("deploy (update)"):
+            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_2)], server.url, cdk_log)
         updated = read_stack(aws, STACK, load_templates(assembly_2)[STACK])
         (container,) = task_definition(aws, updated)["containerDefinitions"]
         assert container["image"] == IMAGE_2
@@ -99,7 +100,8 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
             updated.one("AWS::ECS::Service").physical_id])["services"]
         assert service["taskDefinition"] == updated.one("AWS::ECS::TaskDefinition").physical_id
 
-        run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url, cdk_log)
+        with phases("destroy"):
+            run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url, cdk_log)
         assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] == [BOOTSTRAP_STACK]
         clusters = aws.ecs.list_clusters()["clusterArns"]
         left = {
@@ -123,4 +125,4 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         assert {what: items for what, items in left.items() if items} == {}
         port = server.port
     assert port_is_closed(port)
-    log.info("ECS lifecycle (%s): %.1f s", network, time.monotonic() - started)
+    phases.report()
