@@ -20,6 +20,7 @@ def repo(tmp_path, monkeypatch):
         (tmp_path / path).write_text(text)
     (tmp_path / ".gitignore").write_text("ignored/\n")
     monkeypatch.setattr(shared, "ROOT", tmp_path)
+    monkeypatch.delenv("VARIANT_CACHE", raising=False)  # .ci/run turns the cache off for the suite itself
     return tmp_path
 
 
