@@ -8,7 +8,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,108 +97,42 @@ def _load(outdir: Path, overrides: dict[str, Any]) -> Synthesized:
                        {name: json.loads((outdir / file).read_text()) for name, file in files.items()})
 
 
-def _synthesize_once(root: Path, name: str, failures: Path) -> Synthesized:
+def _synthesize_once(root: Path, name: str) -> Synthesized:
     """The variant ``name`` from ``root``: synthesized (and checked) by the first process to ask for it, under a file
-    lock, and read from its files by every other (pytest-xdist's "Making session-scoped fixtures execute only once").
-    A failure is recorded in ``failures`` (the session's folder, never the cache): every worker of this session then
-    raises it, and the next session tries again."""
+    lock, and read from its files by every other (pytest-xdist's "Making session-scoped fixtures execute only once")."""
     from filelock import FileLock
 
     from tests.app.variants import VARIANTS
 
     overrides = VARIANTS[name].overrides
     outdir = root / name
-    failed = failures / f"{name}.{FAILED_FILE}"
     with FileLock(str(root / f"{name}.lock")):
-        if failed.exists():
-            raise AssertionError(failed.read_text())
+        if (outdir / FAILED_FILE).exists():
+            raise AssertionError((outdir / FAILED_FILE).read_text())
         if (outdir / STACKS_FILE).exists():
             return _load(outdir, overrides)
-        if outdir.exists():  # a synthesis that did not finish (a killed run): start from an empty folder
-            shutil.rmtree(outdir)
-        outdir.mkdir(parents=True)
+        outdir.mkdir(parents=True, exist_ok=True)
         try:
             return synthesize(outdir, overrides)
         except BaseException as error:
-            failed.write_text(f"variant {name!r} ({overrides}): {type(error).__name__}: {error}")
+            (outdir / FAILED_FILE).write_text(f"variant {name!r} ({overrides}): {type(error).__name__}: {error}")
             raise
-
-
-#: Where synthesized variants are kept between test runs, in a folder named by the digest of everything synthesis
-#: reads (:func:`synthesis_inputs_digest`): a run after a change to tests only reads them back; any change to the
-#: app, its assets, its settings, the rule book or an installed package synthesizes afresh. ``VARIANT_CACHE=0``
-#: (what .ci/run sets) synthesizes every variant in the session's temporary folder.
-VARIANT_CACHE_DIR = ROOT / ".pytest_cache" / "variants"
-#: How many digests' variants are kept (the most recently used).
-VARIANT_CACHE_KEEP = 2
-#: Tracked or untracked files synthesis does not read, by path prefix: the tests (except the registry, this file and
-#: the rule book, below), the docs, the benchmarks, CI. container/README.md is not among them: the bridge image's
-#: asset hash covers all of container/.
-NOT_SYNTHESIS_INPUTS = ("tests/", "docs/", "bench/", ".ci/", ".github/", "README.md", "CONTRIBUTING.md")
-SYNTHESIS_TEST_INPUTS = ("tests/conftest.py", "tests/app/variants.py", "tests/tools/cfn_rules/")
-
-
-def synthesis_inputs_digest() -> str | None:
-    """SHA-256 over every file synthesis and the rule check read (git's tracked and untracked, not ignored files,
-    minus :data:`NOT_SYNTHESIS_INPUTS`, plus :data:`SYNTHESIS_TEST_INPUTS`), the installed distributions and their
-    versions, the Python and Node.js versions and the ``CDK_``, ``AWS_`` and ``JSII_`` environment; None when git
-    cannot list the files (no cache then)."""
-    import importlib.metadata
-    import subprocess
-    import sys
-
-    try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, check=True).stdout.decode().split("\0")
-        node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    digest = hashlib.sha256()
-    for path in sorted(set(filter(None, listed))):
-        if path.startswith(NOT_SYNTHESIS_INPUTS) and not path.startswith(SYNTHESIS_TEST_INPUTS):
-            continue
-        file = ROOT / path
-        digest.update(path.encode() + b"\0")
-        digest.update(hashlib.sha256(file.read_bytes()).digest() if file.is_file() else b"missing")
-    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
-        digest.update(dist.encode() + b"\0")
-    digest.update(f"{sys.version}|{node}".encode())
-    for key in sorted(k for k in os.environ if k.startswith(("CDK_", "AWS_", "JSII_"))):
-        digest.update(f"{key}={os.environ[key]}\0".encode())
-    return digest.hexdigest()
-
-
-def _variant_root(session_root: Path) -> Path:
-    """The folder the session's variants live in: the cache's folder for today's inputs, or the session's own."""
-    if os.environ.get("VARIANT_CACHE", "1") == "0" or (digest := synthesis_inputs_digest()) is None:
-        return session_root / "variants"
-    root = VARIANT_CACHE_DIR / digest[:16]
-    root.mkdir(parents=True, exist_ok=True)
-    os.utime(root)  # its time of use, for pruning
-    kept = sorted(VARIANT_CACHE_DIR.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in kept[VARIANT_CACHE_KEEP:]:
-        if stale != root:
-            shutil.rmtree(stale, ignore_errors=True)
-    return root
 
 
 @pytest.fixture(scope="session")
 def app_variant(tmp_path_factory):
-    """``app_variant(name)``: the app of the registry's variant ``name`` (tests/app/variants.py), synthesized once for
-    every pytest-xdist worker together (the first to ask synthesizes it; the others read its files), and kept for the
-    next run while nothing synthesis reads changes (:data:`VARIANT_CACHE_DIR`)."""
+    """``app_variant(name)``: the app of the registry's variant ``name`` (tests/app/variants.py), synthesized once per
+    session for every pytest-xdist worker together (the first to ask synthesizes it; the others read its files)."""
     # Under xdist each worker's base temp is a folder of the session's: their parent is shared by the session only.
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    session_root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
-    failures = session_root / "variant-failures"
-    failures.mkdir(exist_ok=True)
-    root = _variant_root(session_root)
+    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    root = root / "variants"
     root.mkdir(exist_ok=True)
     cache: dict[str, Synthesized] = {}
 
     def get(name: str) -> Synthesized:
         if name not in cache:
-            cache[name] = _synthesize_once(root, name, failures)
+            cache[name] = _synthesize_once(root, name)
         return cache[name]
 
     return get
@@ -307,11 +240,3 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if E2E in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
-
-
-def pytest_report_header(config) -> str:
-    """Say where the synthesized variants come from, so that a run that synthesized nothing says so."""
-    if os.environ.get("VARIANT_CACHE", "1") == "0":
-        return "synthesized variants: afresh in the session's folder (VARIANT_CACHE=0)"
-    return (f"synthesized variants: kept in {VARIANT_CACHE_DIR.relative_to(ROOT)}/ by the digest of what synthesis "
-            "reads (VARIANT_CACHE=0 synthesizes afresh)")
