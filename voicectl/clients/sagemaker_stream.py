@@ -97,7 +97,8 @@ async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
     waited until pytest-timeout ended the test). Here the operation is cancelled at the deadline, given
     ``ABANDON_GRACE_S`` to end, cancelled once more (which ends a wait inside its ``finally``) and then left
     behind, held in ``_OPERATIONS`` until it ends: its failure is retrieved then (the connection under it is retired
-    and closed). A caller cancelled meanwhile cancels the operation too.
+    and closed). An operation that takes a cancellation and still ends with a result (an open stream, say) returns
+    it, late, rather than leave it unclosed. A caller cancelled meanwhile cancels the operation too.
 
     Raises:
         TimeoutError: the operation did not finish within ``timeout_s``.
@@ -118,6 +119,8 @@ async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
         task.cancel()
         await asyncio.wait({task}, timeout=ABANDON_GRACE_S)
         if task.done():
+            if not task.cancelled() and task.exception() is None:
+                return task.result()
             break
     raise TimeoutError(f"the operation did not finish within {timeout_s} s")
 

@@ -380,3 +380,19 @@ def test_bounded_holds_an_operation_it_left_behind_until_it_ends():
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
 
+
+def test_bounded_returns_what_an_operation_made_after_taking_its_cancellation():
+    """An operation that takes the cancellation at its deadline and still ends with a result (an open stream, say)
+    returns it, late: raising TimeoutError would leave it unclosed."""
+    from voicectl.clients.sagemaker_stream import _bounded
+
+    async def opens_anyway():
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "stream"
+
+    async def scenario():
+        return await _bounded(opens_anyway(), 0.05)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == "stream"
