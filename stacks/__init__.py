@@ -98,8 +98,10 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
         ecs_refs = {}
         if isinstance(voxtral, VoxtralEcsStack):
             secret = voxtral.service.token_secret
+            key = secret.encryption_key if secret is not None else None
             ecs_refs = {"endpoint_url": voxtral.service.url,
-                        "token_secret_arn": secret.secret_arn if secret is not None else None}
+                        "token_secret_arn": secret.secret_arn if secret is not None else None,
+                        "token_secret_kms_key_arn": key.key_arn if key is not None else None}
         connect_stack = ConnectStack(
             app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
             description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)

@@ -77,6 +77,7 @@ class ConnectTranscriptionProps:
     endpoint_name: str | None = None  # the SageMaker target
     endpoint_url: str | None = None  # the ECS target's bridge URL (with token_secret_arn)
     token_secret_arn: str | None = None
+    token_secret_kms_key_arn: str | None = None  # the customer managed key token_secret_arn is encrypted with
     create_storage_config: bool = False
     retention_hours: int = 24
     stream_kms_key_arn: str | None = None  # the key Connect encrypts the streams with

@@ -367,6 +367,14 @@ class ConnectTranscription(Construct):
         elif props.token_secret_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))
+            if props.token_secret_kms_key_arn:
+                # GetSecretValue of a secret under a customer managed key needs kms:Decrypt on that key for the
+                # caller (Secrets Manager user guide, "Secret encryption and decryption", "Permissions for the KMS
+                # key"); Secrets Manager calls Decrypt with the secret's ARN as encryption context (SecretARN).
+                role.add_to_principal_policy(iam.PolicyStatement(
+                    sid="DecryptBridgeToken", actions=["kms:Decrypt"], resources=[props.token_secret_kms_key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": _via(stack, "secretsmanager"),
+                                                 "kms:EncryptionContext:SecretARN": props.token_secret_arn}}))
 
 
 def alarm_name(name_prefix: str, rule: str) -> str:

@@ -80,6 +80,12 @@ ABANDON_GRACE_S = 0.1
 :func:`_bounded`)."""
 
 
+_OPERATIONS: set[asyncio.Future[Any]] = set()
+"""The operations :func:`_bounded` runs, held until they end: the event loop keeps only weak references to tasks,
+so one left behind that waits on a future nothing else holds would be collected mid-run ("Task was destroyed but it
+is pending!", its ``finally`` never run)."""
+
+
 async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
     """Await an SDK operation for at most ``timeout_s`` seconds, in a task of its own; return its result.
 
@@ -90,8 +96,9 @@ async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
     reading has used up never completes (seen: ``SageMakerStreamTransport.close`` of a refused, never-reset stream
     waited until pytest-timeout ended the test). Here the operation is cancelled at the deadline, given
     ``ABANDON_GRACE_S`` to end, cancelled once more (which ends a wait inside its ``finally``) and then left
-    behind: its failure is retrieved when it ends (the connection under it is retired and closed). A caller
-    cancelled meanwhile cancels the operation too.
+    behind, held in ``_OPERATIONS`` until it ends: its failure is retrieved then (the connection under it is retired
+    and closed). An operation that takes a cancellation and still ends with a result (an open stream, say) returns
+    it, late, rather than leave it unclosed. A caller cancelled meanwhile cancels the operation too.
 
     Raises:
         TimeoutError: the operation did not finish within ``timeout_s``.
@@ -99,6 +106,8 @@ async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
     """
     task = asyncio.ensure_future(awaitable)
     task.add_done_callback(_retrieve)
+    _OPERATIONS.add(task)
+    task.add_done_callback(_OPERATIONS.discard)
     try:
         await asyncio.wait({task}, timeout=timeout_s)
     except asyncio.CancelledError:
@@ -110,6 +119,8 @@ async def _bounded(awaitable: Awaitable[Any], timeout_s: float) -> Any:
         task.cancel()
         await asyncio.wait({task}, timeout=ABANDON_GRACE_S)
         if task.done():
+            if not task.cancelled() and task.exception() is None:
+                return task.result()
             break
     raise TimeoutError(f"the operation did not finish within {timeout_s} s")
 

@@ -79,10 +79,31 @@ def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
     assert not is_re_export("voicectl/clients/realtime/auth.py")  # one constant, one class, one function
 
 
+def has_tests(test_file: Path) -> bool:
+    """True when ``test_file`` defines a test function (module level or in a ``Test*`` class): an empty file or one
+    of helpers only is no mirror."""
+    tree = ast.parse(test_file.read_text())
+    nodes = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) and c.name.startswith("Test")
+                           for n in c.body)]
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test") for n in nodes)
+
+
 def test_every_module_has_its_mirror_test_file_or_a_reasoned_exemption():
     missing = [f"{module}: no {mirror(module)}" for module in modules()
                if not (ROOT / mirror(module)).is_file() and not is_re_export(module) and not exemption(module)]
     assert missing == []
+    empty = [mirror(module) for module in modules() if (ROOT / mirror(module)).is_file()
+             and not has_tests(ROOT / mirror(module))]
+    assert empty == [], "mirror files without a test function"
+
+
+def test_a_mirror_file_without_a_test_function_is_told(tmp_path):
+    (tmp_path / "test_empty.py").write_text('"""Tests of nothing yet."""\n\nimport pytest\n\n\n'
+                                            "def helper():\n    pass\n")
+    (tmp_path / "test_class.py").write_text("class TestThing:\n    def test_it(self):\n        assert 1\n")
+    assert not has_tests(tmp_path / "test_empty.py")
+    assert has_tests(tmp_path / "test_class.py")
+    assert has_tests(ROOT / "tests/unit/tools/test_mirror.py")
 
 
 #: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``; the package's

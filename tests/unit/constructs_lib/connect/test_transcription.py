@@ -31,3 +31,31 @@ def test_the_consumers_decrypt_the_streams_with_the_key_named_and_with_none_when
     docs = " ".join((ROOT / "docs" / "connect.md").read_text().split())
     yourself = docs[docs.index("To click it yourself"):docs.index("In `network.mode=vpc`")]
     assert "set `connect.stream_kms_key_arn` to that key's ARN" in yourself and "aws/kinesisvideo" in yourself
+
+
+TOKEN_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:voxtral-token-AbCdEf"
+TOKEN_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+
+def consumer_statements(**props) -> dict[str, dict]:
+    stack = Stack(App(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
+    ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
+        instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", **props))
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    return {s["Sid"]: s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+            if s.get("Sid")}
+
+
+def test_the_consumers_of_the_ecs_target_read_its_token_and_decrypt_it_with_its_key_through_secrets_manager():
+    """GetSecretValue of a secret under a customer managed key needs kms:Decrypt on that key (Secrets Manager user
+    guide, "Permissions for the KMS key"): without it the consumer's first call fails with AccessDeniedException."""
+    ecs = {"endpoint_url": "https://voxtral.example.com", "token_secret_arn": TOKEN_SECRET}
+    statements = consumer_statements(**ecs, token_secret_kms_key_arn=TOKEN_KEY)
+    assert statements["ReadBridgeToken"]["Action"] == "secretsmanager:GetSecretValue"
+    assert statements["ReadBridgeToken"]["Resource"] == TOKEN_SECRET
+    assert statements["DecryptBridgeToken"]["Action"] == "kms:Decrypt"
+    assert statements["DecryptBridgeToken"]["Resource"] == TOKEN_KEY
+    assert statements["DecryptBridgeToken"]["Condition"] == {"StringEquals": {
+        "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com", "kms:EncryptionContext:SecretARN": TOKEN_SECRET}}
+    assert "DecryptBridgeToken" not in consumer_statements(**ecs)  # the AWS managed key: its own policy lets them

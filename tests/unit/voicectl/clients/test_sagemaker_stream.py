@@ -343,3 +343,56 @@ def test_closing_a_failed_stream_whose_end_never_completes_returns_and_retires_i
     asyncio.run(asyncio.wait_for(transport.close(), 30))
     assert Stream.input_stream.cancelled == 1
     assert Connection.closed and id(client) not in sagemaker_stream.OPEN_STREAMS
+
+
+def test_bounded_holds_an_operation_it_left_behind_until_it_ends():
+    """The event loop holds tasks weakly: an abandoned operation waiting on a future only it holds would be
+    collected mid-run ("Task was destroyed but it is pending!") without the reference _bounded keeps."""
+    import gc
+    import weakref
+
+    from voicectl.clients.sagemaker_stream import _OPERATIONS, _bounded
+
+    tasks: list[weakref.ref] = []
+    release: list[asyncio.Future] = []
+
+    async def stubborn():
+        tasks.append(weakref.ref(asyncio.current_task()))
+        for _ in range(3):  # takes two cancellations and waits again; ends on its own afterwards
+            future = asyncio.get_running_loop().create_future()
+            release[:] = [weakref.ref(future)]
+            try:
+                await future
+                return "ended"
+            except asyncio.CancelledError:
+                pass
+        return "never"
+
+    async def scenario():
+        with pytest.raises(TimeoutError):
+            await _bounded(stubborn(), 0.05)
+        gc.collect()
+        task = tasks[0]()
+        assert task is not None and not task.done() and task in _OPERATIONS
+        release[0]().set_result(None)
+        assert await task == "ended"
+        assert task not in _OPERATIONS
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_bounded_returns_what_an_operation_made_after_taking_its_cancellation():
+    """An operation that takes the cancellation at its deadline and still ends with a result (an open stream, say)
+    returns it, late: raising TimeoutError would leave it unclosed."""
+    from voicectl.clients.sagemaker_stream import _bounded
+
+    async def opens_anyway():
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "stream"
+
+    async def scenario():
+        return await _bounded(opens_anyway(), 0.05)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == "stream"
