@@ -265,9 +265,10 @@ def test_without_connect_the_network_makes_none_of_the_consumers_endpoints(varia
     assert not {"sqs", "events", "dynamodb", "kinesisvideo"} & services
 
 
-@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc"])
-def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request):
-    synthesized = request.getfixturevalue(fixture)
+@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc",
+                                     "connect_ecs"])
+def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request, app_variant):
+    synthesized = app_variant(fixture) if fixture == "connect_ecs" else request.getfixturevalue(fixture)
     template = next(synthesized.outdir.glob("*-Connect.template.json"))
     findings = cfn_lint(template)
     assert findings == [], json.dumps(findings)[:3000]
@@ -343,3 +344,20 @@ def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_c
     assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
     assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
     assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
+
+
+def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_secrets_manager(app_variant):
+    """The ECS service's token secret is encrypted with the app's key: GetSecretValue needs kms:Decrypt on it for the
+    caller (Secrets Manager user guide, "Permissions for the KMS key"), through Secrets Manager and for that secret
+    only (the encryption context Secrets Manager passes is the secret's ARN)."""
+    template = app_variant("connect_ecs").template("Connect")
+    statements = {statement.get("Sid"): statement for resource in template["Resources"].values()
+                  if resource["Type"] == "AWS::IAM::Policy"
+                  for statement in resource["Properties"]["PolicyDocument"]["Statement"]}
+    read, decrypt = statements["ReadBridgeToken"], statements["DecryptBridgeToken"]
+    assert read["Action"] == "secretsmanager:GetSecretValue"
+    assert decrypt["Action"] == "kms:Decrypt" and decrypt["Effect"] == "Allow"
+    condition = decrypt["Condition"]["StringEquals"]
+    assert condition["kms:EncryptionContext:SecretARN"] == read["Resource"]
+    assert "secretsmanager" in json.dumps(condition["kms:ViaService"])
+    assert decrypt["Resource"] != "*"

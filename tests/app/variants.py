@@ -99,6 +99,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("public_key", {"encryption.kms_key_arn": PUBLIC_KMS_KEY}, "public mode under a customer managed key"),
     Variant("connect", CONNECT, "connect.enabled with the storage config, the example flow and a key (public mode)"),
     Variant("connect_vpc", CONNECT_VPC, "as connect, in an existing VPC (its subnets have egress)"),
+    Variant("connect_ecs", {**CONNECT, "voxtral.target": "ecs"},
+            "as connect, with Voxtral on ECS: the consumers call the service's URL with its token secret"),
     Variant("connect_own_vpc", {**CONNECT, "network.mode": "vpc"},
             "as connect, in the isolated VPC the app makes (the consumers' endpoints made by the network)"),
     Variant("ops", OPS, "other operations settings: alarms, fixed-size Voxtral, prebuilt image, external weights"),
