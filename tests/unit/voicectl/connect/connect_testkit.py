@@ -23,15 +23,13 @@ RATE = mkv.CONNECT_SAMPLE_RATE_HZ
 
 def speech_like(seconds: float, seed: int, talk_s: float = 4.0, pause_s: float = 1.0) -> bytes:
     """PCM16 at 8 kHz: bursts of a noisy tone (``talk_s``) between silences (``pause_s``), so that the client finds
-    quiet points to end generations at, as in speech. One burst and its pause are made and repeated (a whole number of
-    the tone's cycles when ``talk_s + pause_s`` is whole seconds): 20 minutes cost what 5 s do."""
+    quiet points to end generations at, as in speech. Each burst's noise is its own: tests/vllm's 20-minute call
+    tells the generations apart by their audio (a repeated burst made them alike, and that test failed)."""
     rng = np.random.default_rng(seed)
-    period = np.arange(round((talk_s + pause_s) * RATE)) / RATE
-    on = period < talk_s
-    signal = 0.3 * np.sin(2 * np.pi * (300 + 50 * seed) * period) + 0.05 * rng.standard_normal(period.size)
-    one = (np.where(on, signal, 0.0) * 32767).astype("<i2")
-    total = int(seconds * RATE)
-    return np.tile(one, -(-total // one.size))[:total].tobytes()
+    t = np.arange(int(seconds * RATE)) / RATE
+    on = (t % (talk_s + pause_s)) < talk_s
+    signal = 0.3 * np.sin(2 * np.pi * (300 + 50 * seed) * t) + 0.05 * rng.standard_normal(t.size)
+    return (np.where(on, signal, 0.0) * 32767).astype("<i2").tobytes()
 
 
 @dataclass
