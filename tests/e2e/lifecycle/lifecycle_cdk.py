@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, FAKE_CREDENTIALS, REGION
 
@@ -179,21 +180,10 @@ def bootstrap_target() -> str:
     return f"aws://{ACCOUNT}/{REGION}"
 
 
-@contextlib.contextmanager
-def _cli_environment() -> Iterator[None]:
-    """``CDK_DEFAULT_ACCOUNT`` and ``CDK_DEFAULT_REGION`` as the CLI sets them for ``app.py`` (moto's account: the
-    CLI asks STS for the caller's), restored afterwards."""
-    names = {"CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": REGION}
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(names)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+#: ``CDK_DEFAULT_ACCOUNT`` and ``CDK_DEFAULT_REGION`` as the CLI sets them for ``app.py`` (moto's account: the CLI
+#: asks STS for the caller's); set around an in-process synthesis with ``unittest.mock.patch.dict``, which restores
+#: the environment afterwards.
+CLI_ENVIRONMENT = {"CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": REGION}
 
 
 def cli_lookups(endpoint_url: str) -> dict[str, Any]:
@@ -224,7 +214,7 @@ def synthesize_assembly(outdir: Path, overrides: dict[str, Any], endpoint_url: s
     from tests.conftest import synthesize
 
     outdir.mkdir(parents=True, exist_ok=True)
-    with _cli_environment():
+    with mock.patch.dict(os.environ, CLI_ENVIRONMENT):
         synthesize(outdir, {**CLI_CONTEXT, **cli_lookups(endpoint_url), **overrides})
     missing = json.loads((outdir / "manifest.json").read_text()).get("missing", [])
     assert not missing, f"the app looks up context that lifecycle_cdk.cli_lookups does not provide: {missing}"
