@@ -16,7 +16,10 @@ Long audio, in three layers:
   bidirectional stream; unconfirmed: AWS documentation found so far is silent). Before ``max_stream_s`` the client
   opens the next stream in advance and moves to it at the first quiet point (at ``max_stream_s`` at the latest):
   the finishing generation completes on the old stream while new audio already flows on the new one, so a live
-  microphone does not fall behind.
+  microphone does not fall behind. The two streams may answer in either order (a short last generation on the new
+  stream often finishes first): a generation's text is released (:class:`ShowGenerationText`) only once every
+  earlier generation's has been, so texts come out in audio order and a caller that checkpoints on each one (the
+  Connect consumer) never moves past audio whose text has not arrived.
 - Cuts: when a stream drops (network, reset, ``upstream_closed``, ``server_shutdown``, SageMaker's stream
   failures) the client opens a new stream and resends only the audio since the last ``transcription.done``,
   discarding that audio's partial text: the transcript has no gap and no repeated text. ``server_busy`` is retried
@@ -245,6 +248,7 @@ class _Generation:
     rms_sum: float = 0.0
     final_at: float | None = None  # when its final commit was sent
     start_s: float = 0.0  # where its audio starts in the source's audio (seconds)
+    answered: bool = False  # its transcription.done arrived; held until every earlier generation's has
 
     @property
     def mean_rms(self) -> float:
@@ -302,7 +306,7 @@ class TranscriptionMachine:
         self._active: int | None = None  # the stream new audio goes to
         self._next: int | None = None  # opened ahead of a move
         self._next_not_before = 0.0  # no new next stream before this (after it failed)
-        self._generations: list[_Generation] = []  # not done yet, in audio order
+        self._generations: list[_Generation] = []  # not released yet (awaiting their done, or held), in audio order
         self._current: _Generation | None = None  # the generation new audio goes to
         self._buffer: deque[bytes] = deque()  # audio not sent yet (resent audio first)
         self._buffered_s = 0.0
@@ -414,7 +418,7 @@ class TranscriptionMachine:
             return []
         if isinstance(error, RealtimeError) and error.code not in REOPEN_CODES:
             return self._fail(error)
-        if not any(generation.stream == stream for generation in self._generations) and stream != self._active:
+        if self._generation_on(stream) is None and stream != self._active:
             del self._streams[stream]  # a stream opened ahead, or one done with: nothing to resend
             if stream == self._next:
                 self._next = None
@@ -428,7 +432,7 @@ class TranscriptionMachine:
         self._now = max(self._now, now)
         if self.finished:
             return []
-        for generation in self._generations:
+        for generation in self._awaited():
             if generation.final_at is not None and now - generation.final_at >= self.done_timeout_s:
                 return self._fail(RealtimeError(
                     f"no transcription.done arrived within {self.done_timeout_s:.0f} s of the final commit; the "
@@ -442,7 +446,7 @@ class TranscriptionMachine:
     def next_deadline(self) -> float | None:
         """When :meth:`tick` must be called next (None: no timer is running)."""
         deadlines = [generation.final_at + self.done_timeout_s
-                     for generation in self._generations if generation.final_at is not None]
+                     for generation in self._awaited() if generation.final_at is not None]
         if self._reopen_at is not None:
             deadlines.append(self._reopen_at)
         active = self._streams.get(self._active) if self._active is not None else None
@@ -490,9 +494,15 @@ class TranscriptionMachine:
         actions.append(OpenStream(self._last_stream))
         return self._last_stream
 
+    def _awaited(self) -> list[_Generation]:
+        """The generations whose ``transcription.done`` has not arrived, in audio order."""
+        return [generation for generation in self._generations if not generation.answered]
+
     def _generation_on(self, stream: int) -> _Generation | None:
-        """The oldest generation of ``stream`` not done yet (deltas and the done are for it)."""
-        return next((generation for generation in self._generations if generation.stream == stream), None)
+        """The oldest generation of ``stream`` whose ``transcription.done`` has not arrived (deltas and the done are
+        for it)."""
+        return next((generation for generation in self._generations
+                     if generation.stream == stream and not generation.answered), None)
 
     def _pump(self, now: float) -> list[Action]:
         """Send what the buffer holds as far as the streams allow; end generations and move streams on the way."""
@@ -608,13 +618,18 @@ class TranscriptionMachine:
                                  "".join(generation.segment.deltas) if text is None else _text_field(event, "text"))
         if failed := self._check_kept():
             return failed
-        self._generations.remove(generation)
-        self._generations_done += 1
+        generation.answered = True
         self._last_done_at = now
         self._reopens_in_a_row = 0
         self._busy_retries = 0
-        actions: list[Action] = [ShowGenerationText(generation.segment.done_text, generation.start_s,
-                                                    generation.start_s + generation.audio_s)]
+        # Released in audio order: a later generation answered first (on the stream moved to) waits, still resent
+        # if an earlier one's stream drops, so that no text is shown, and no checkpoint moves, past a gap.
+        actions: list[Action] = []
+        while self._generations and self._generations[0].answered:
+            released = self._generations.pop(0)
+            self._generations_done += 1
+            actions.append(ShowGenerationText(released.segment.done_text, released.start_s,
+                                              released.start_s + released.audio_s))
         state = self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:
             del self._streams[stream]

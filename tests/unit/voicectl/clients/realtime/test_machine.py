@@ -115,6 +115,51 @@ def test_stream_rollover_opens_the_next_stream_ahead_and_moves_at_a_quiet_chunk(
     assert machine.result(now).rollovers == 1
 
 
+def _moved_with_a_short_last_generation():
+    """A machine moved from stream 1 (its generation of 61 loud chunks finishing there) to stream 2 at a quiet chunk,
+    where the audio ended 7 loud chunks later: both generations wait for their transcription.done."""
+    machine, _ = started(max_stream_s=10)
+    now = 0.0
+    for _ in range(60):
+        now += CHUNK_S
+        machine.audio(LOUD, now)
+    now = 8.1
+    machine.audio(LOUD, now)
+    machine.opened(2, now)
+    machine.audio(QUIET, now + 0.2)  # the move: stream 1's generation ends here
+    for index in range(7):
+        machine.audio(LOUD, now + 0.3 + index * CHUNK_S)
+    assert sent(machine.end_of_audio(now + 1.3), 2) == ["final"]
+    return machine, now + 1.4
+
+
+def test_a_later_generation_answered_first_waits_for_the_earlier_one():
+    # Seen with vLLM's real server (tests/vllm, a 20-minute Connect call): the short last generation on the new stream
+    # finished before the old stream's, and the consumer stored its final, and moved its checkpoint, past audio
+    # whose text had not arrived.
+    machine, now = _moved_with_a_short_last_generation()
+    assert machine.received(2, done("last."), now) == []  # held: stream 1's generation is still out
+    assert machine.next_deadline() == pytest.approx(now - 1.4 + 0.2 + realtime.DONE_TIMEOUT_S)  # stream 1's only
+    released = machine.received(1, done("old."), now + 0.1)
+    assert released == [ShowGenerationText("old."), ShowGenerationText("last."), CloseStream(1), CloseStream(2),
+                        Finished()]
+    old, last = released[0], released[1]
+    assert (old.start_s, old.end_s) == (0.0, pytest.approx(61 * CHUNK_S))
+    assert (last.start_s, last.end_s) == (pytest.approx(61 * CHUNK_S), pytest.approx(69 * CHUNK_S))  # tiles on
+    assert machine.transcript.text == "old. last."
+    assert machine.result(now).generations == 2
+
+
+def test_a_held_generation_is_resent_with_the_earlier_one_when_its_stream_drops():
+    machine, now = _moved_with_a_short_last_generation()
+    machine.received(2, done("last."), now)
+    actions = machine.closed(1, TransportClosed("reset"), now + 0.1)
+    assert not [a for a in actions if isinstance(a, ShowGenerationText)]
+    replaying = next(a for a in actions if isinstance(a, Replaying))
+    assert f"resending this session's {69 * CHUNK_S:.1f} s" in replaying.reason  # both generations' audio
+    assert machine.transcript.text == ""  # the held text is discarded with its audio: shown once, after the resend
+
+
 def test_stream_rollover_is_forced_at_max_stream_s_without_a_quiet_chunk():
     machine, _ = started(max_stream_s=10)
     now = 0.0
