@@ -1,5 +1,6 @@
-"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``, ``constructs_lib/`` and
-``voicectl/`` has its own test file at the same path under ``tests/unit/``, unless it is a pure re-export (a
+"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``, ``constructs_lib/``,
+``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file at the same path under
+``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``), unless it is a pure re-export (a
 package's ``__init__`` or a ``__main__`` that only imports and calls) or on the short exemption list below, each
 entry with the reason and the tests that cover it instead. A new module without either fails here."""
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-PACKAGES = ("config", "constructs_lib", "voicectl")
+#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/`` (its mirror
+#: drops the leading ``tests/``: ``tests/unit/tools/``).
+PACKAGES = ("config", "constructs_lib", "voicectl", "tests/tools")
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is its build
 #: folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py`` mirror it.
@@ -31,15 +34,17 @@ def modules() -> list[str]:
 
 
 def mirror(module: str) -> str:
-    """The test file of ``module`` (a path relative to the root): ``tests/unit/<folder>/test_<name>.py``, where a
-    package's ``__init__.py`` is ``test_init.py`` and a Lambda handler's ``<function>/index.py`` is its folder's
-    ``test_<function>.py``."""
+    """The test file of ``module`` (a path relative to the root): ``tests/unit/<folder>/test_<name>.py``, where
+    ``<name>`` drops leading and trailing underscores (a package's ``__init__.py`` is ``test_init.py``, a private
+    ``_gate.py`` is ``test_gate.py``, as the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's
+    ``<function>/index.py`` is its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
+    ``tests/unit/tools/<path>``."""
     path = Path(module)
     folder, name = str(path.parent), path.stem
     if name == "index":
         folder, name = str(path.parent.parent), path.parent.name
-    folder = COLLAPSED.get(folder, folder)
-    return f"tests/unit/{folder}/test_{'init' if name == '__init__' else name}.py"
+    folder = COLLAPSED.get(folder, folder).removeprefix("tests/")
+    return f"tests/unit/{folder}/test_{name.strip('_')}.py"
 
 
 def is_re_export(module: str) -> bool:
@@ -70,6 +75,23 @@ def test_the_mirror_path_of_a_module():
         "tests/unit/constructs_lib/connect/test_start_function.py"
     assert mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py") == \
         "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
+    assert mirror("tests/tools/template_diff.py") == "tests/unit/tools/test_template_diff.py"
+    assert mirror("tests/tools/cfn_rules/aws_rules.py") == "tests/unit/tools/cfn_rules/test_aws_rules.py"
+    assert mirror("tests/tools/cfn_rules/_gate.py") == "tests/unit/tools/cfn_rules/test_gate.py"
+
+
+def test_the_tooling_under_tests_is_in_the_mirror():
+    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests themselves)."""
+    assert {"tests/tools/template_diff.py", "tests/tools/staging_requirements.py",
+            "tests/tools/cfn_rules/_gate.py", "tests/tools/cfn_rules/aws_rules.py"} <= set(modules())
+    outside = [module for module in modules() if module.startswith("tests/") and not module.startswith("tests/tools/")]
+    assert outside == []
+
+
+def test_no_two_modules_share_a_mirror_file():
+    """Dropping the underscores could give ``x.py`` and ``_x.py`` one test file: none do."""
+    files = [mirror(module) for module in modules() if not is_re_export(module)]
+    assert sorted({f for f in files if files.count(f) > 1}) == []
 
 
 def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
