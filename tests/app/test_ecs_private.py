@@ -14,7 +14,7 @@ from tests.app.variants import ECS_VPC as PRIVATE_ECS
 from tests.app.variants import ECS_VPC_EXISTING as EXISTING_ECS
 from tests.conftest import cdk_json_context, cfn_lint
 from tests.app.ecs_kit import nag_violations
-from tests.app.test_ecs_templates import of_type, one
+from tests.app.test_voxtral_ecs_stack import of_type, one
 
 #: Interface endpoints of the ECS target, by service name suffix (constructs_lib/network/props.py).
 ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secretsmanager", "ec2"}

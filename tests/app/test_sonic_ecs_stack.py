@@ -12,7 +12,7 @@ from tests.app.variants import SONIC_ECS
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
 from tests.conftest import cdk_json_context, cfn_lint
 from tests.app.ecs_kit import nag_violations
-from tests.app.test_ecs_templates import container, of_type, one
+from tests.app.test_voxtral_ecs_stack import container, of_type, one
 
 
 
