@@ -1,16 +1,21 @@
-"""The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding)."""
+"""The <prefix>-Connect stack's template (connect.enabled): least privilege, the Connect resources as the references
+require, removal policies, the consumers' network in both network modes. Tests that read this stack together with
+another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a
+synth in test_settings_app.py."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from config.settings import SettingsError, load_settings
-from tests.conftest import (CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC, ROOT, cdk_json_context,
-                            cfn_lint)
+from tests.app.kit import own_vpc  # noqa: F401 (fixtures)
+from tests.conftest import CONNECT_INSTANCE, CONNECT_QUEUE, ROOT
+
+
+# --- The Connect stack ------------------------------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
+# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -160,80 +165,7 @@ def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_add
         g["Fn::GetAtt"][0] for g in network["SecurityGroups"]}
 
 
-# -- Connect in the isolated VPC the app makes (variant connect_own_vpc) ----------------------------------------------
-
-#: boto3 client name -> the VPC endpoint service (``com.amazonaws.REGION.<suffix>``) its calls go to.
-CLIENT_ENDPOINT = {"sqs": "sqs", "events": "events", "dynamodb": "dynamodb", "kinesisvideo": "kinesisvideo",
-                   "kinesis-video-media": "kinesisvideo", "secretsmanager": "secretsmanager"}
-#: What a Fargate task (platform 1.4.0+) calls before the code runs and beside it (Amazon ECR user guide, "Amazon ECR
-#: interface VPC endpoints", considerations for Fargate: ecr.api, ecr.dkr, the S3 gateway; logs for awslogs), and
-#: the SageMaker runtime the consumers stream to (voicectl.clients.sagemaker_stream).
-PLATFORM_ENDPOINTS = {"ecr.api", "ecr.dkr", "s3", "logs", "sagemaker.runtime"}
-
-
-@pytest.fixture(scope="module")
-def own_vpc(app_variant):
-    return app_variant("connect_own_vpc")
-
-
-def endpoint_services(synthesized) -> list[tuple[str, str, dict]]:
-    """``(service suffix, stack, properties)`` of every VPC endpoint of the app (ServiceName is a literal or a join
-    of ``com.amazonaws.``, the region, and the suffix)."""
-    found = []
-    for stack_name, template in synthesized.templates.items():
-        for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
-            name = endpoint["Properties"]["ServiceName"]
-            text = name if isinstance(name, str) else "".join(
-                part if isinstance(part, str) else "REGION" for part in name["Fn::Join"][1])
-            found.append((text.split(".", 3)[3], stack_name.rsplit("-", 1)[1], endpoint["Properties"]))
-    return found
-
-
-def consumer_clients() -> set[str]:
-    """The boto3 clients the consumer's code makes (voicectl/connect/*.py): a new one without an endpoint fails."""
-    source = "".join(path.read_text() for path in (ROOT / "voicectl" / "connect").glob("*.py"))
-    return set(re.findall(r"\.client\(\s*\"([a-z-]+)\"", source))
-
-
-def test_in_the_apps_own_vpc_every_service_the_consumers_call_has_one_endpoint(own_vpc):
-    clients = consumer_clients()
-    assert {"sqs", "events", "dynamodb", "kinesisvideo", "kinesis-video-media"} <= clients
-    # Secrets Manager: the ECS target's token only (service.py); this variant streams to SageMaker.
-    needed = {CLIENT_ENDPOINT[client] for client in clients - {"secretsmanager"}} | PLATFORM_ENDPOINTS
-    services = [service for service, _stack, _props in endpoint_services(own_vpc)]
-    assert needed <= set(services), needed - set(services)
-    assert sorted(services) == sorted(set(services)), "one endpoint per service in the VPC"
-    by_service = {service: (stack, props) for service, stack, props in endpoint_services(own_vpc)}
-    assert by_service["kinesisvideo"][0] == "Connect"  # the Connect construct owns it (connect.kvs_vpc_endpoint)
-    for service in ("dynamodb", "s3"):
-        assert by_service[service][1]["VpcEndpointType"] == "Gateway"
-    for service in needed - {"dynamodb", "s3"}:
-        props = by_service[service][1]
-        assert (props["VpcEndpointType"], props["PrivateDnsEnabled"]) == ("Interface", True), service
-
-
-def test_the_dynamodb_gateway_is_on_the_route_tables_of_the_consumers_subnets(own_vpc):
-    foundation = own_vpc.template("Foundation")
-    (gateway,) = [p for service, _s, p in endpoint_services(own_vpc) if service == "dynamodb"]
-    tables = {r["Properties"]["RouteTableId"]["Ref"]
-              for r in resources(foundation, "AWS::EC2::SubnetRouteTableAssociation").values()}
-    assert {table["Ref"] for table in gateway["RouteTableIds"]} == tables and len(tables) == 2
-
-
-def test_the_consumers_endpoints_accept_https_from_the_vpc_only(own_vpc):
-    foundation = own_vpc.template("Foundation")
-    groups = resources(foundation, "AWS::EC2::SecurityGroup")
-    (connect_group,) = [name for name in groups if name.startswith("NetworkConnectEndpointsSecurityGroup")]
-    props = groups[connect_group]["Properties"]
-    assert [(r["CidrIp"], r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupIngress"]] == [
-        ("10.80.0.0/16", "tcp", 443, 443)]
-    # allow_all_outbound=False: CDK's placeholder rule that matches no traffic.
-    assert [r["CidrIp"] for r in props["SecurityGroupEgress"]] == ["255.255.255.255/32"]
-    users = {service for service, _s, p in endpoint_services(own_vpc)
-             if {"Fn::GetAtt": [connect_group, "GroupId"]} in p.get("SecurityGroupIds", [])}
-    assert users == {"sqs", "events", "logs"}
-    (registry,) = [g["Properties"] for name, g in groups.items() if name.startswith("NetworkRegistryEndpoints")]
-    assert ("10.80.0.0/16", 443) in {(r.get("CidrIp"), r["FromPort"]) for r in registry.get("SecurityGroupIngress", [])}
+# -- Connect in the isolated VPC the app makes (variant connect_own_vpc) -----------------------------------------------
 
 
 def test_in_the_apps_own_vpc_the_consumers_run_in_its_isolated_subnets(own_vpc):
@@ -257,93 +189,6 @@ def test_in_the_apps_own_vpc_fargate_pulls_through_the_endpoints_and_logs_with_a
     (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
     (container,) = task["Properties"]["ContainerDefinitions"]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
-
-
-@pytest.mark.parametrize("variant", ["default", "vpc", "vpc_existing", "ecs_vpc"])
-def test_without_connect_the_network_makes_none_of_the_consumers_endpoints(variant, app_variant):
-    services = {service for service, _s, _p in endpoint_services(app_variant(variant))}
-    assert not {"sqs", "events", "dynamodb", "kinesisvideo"} & services
-
-
-@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc",
-                                     "connect_ecs"])
-def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request, app_variant):
-    synthesized = app_variant(fixture) if fixture == "connect_ecs" else request.getfixturevalue(fixture)
-    template = next(synthesized.outdir.glob("*-Connect.template.json"))
-    findings = cfn_lint(template)
-    assert findings == [], json.dumps(findings)[:3000]
-
-
-@pytest.mark.parametrize("overrides, expected", [
-    ({"connect.instance_arn": None}, "connect.instance_arn=null: must name the Amazon Connect instance"),
-    ({"connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-west-1")}, "must be in the app's region"),
-    ({"connect.instance_arn": "arn:aws:connect:us-east-1:123:instance/x"}, "must be an Amazon Connect instance ARN"),
-    ({"connect.stream_kms_key_arn": "alias/connect"},
-     "connect.stream_kms_key_arn='alias/connect': must be a KMS key ARN"),
-    ({"connect.stream_kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"},
-     "the key is in eu-west-1 but the stack deploys to us-east-1"),
-    ({"connect.alarm_millis_behind": -1}, "connect.alarm_millis_behind=-1: must be at least 1"),
-    ({"connect.retention_hours": 0}, "0 keeps no data"),
-    ({"connect.queue_arn": None}, "connect.queue_arn=null: must name the queue the example flow transfers calls to"),
-    ({"connect.queue_arn": CONNECT_INSTANCE}, "must be an Amazon Connect queue ARN"),
-    ({"connect.queue_arn": CONNECT_QUEUE.replace("11111111-", "22222222-")}, "must be a queue of the instance"),
-    ({"connect.cpu": 1000}, "connect.cpu=1000: must be Fargate task CPU units, one of 256, 512, 1024, 2048"),
-    ({"connect.memory_mib": 1024}, "connect.memory_mib=1024: must be a memory Fargate pairs with connect.cpu=1024: "
-                                   "2048, 3072, 4096, 5120, 6144, 7168, 8192 MiB"),
-    ({"connect.cpu": 8192, "connect.memory_mib": 18432}, "pairs with connect.cpu=8192: 16384-61440 in steps of 4096 MiB"),
-    ({"connect.stream_prefix": "bad prefix"}, "must be 1-128 of [a-zA-Z0-9_.-]"),
-    ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
-    ({"network.mode": "vpc", "connect.kvs_vpc_endpoint": False},
-     "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no network.vpc_id"),
-    ({"network.mode": "vpc", "network.create_endpoints": False}, "keep network.create_endpoints=true"),
-    ({"network.mode": "vpc", "region": "eu-north-1",
-      "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
-      "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},
-     "name an existing VPC whose subnets have egress (network.vpc_id)"),
-    ({"voxtral.enabled": False}, "needs voxtral.enabled=true"),
-    ({**CONNECT_VPC, "region": "eu-north-1", "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
-      "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},
-     "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in af-south-1"),
-])
-def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expected):
-    with pytest.raises(SettingsError) as raised:
-        load_settings({**cdk_json_context(), **CONNECT, **overrides})
-    assert expected in str(raised.value)
-
-
-def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synthesized_connect):
-    operations = synthesized_connect.template("Operations")
-    (dashboard,) = resources(operations, "AWS::CloudWatch::Dashboard").values()
-    body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    assert "## Amazon Connect live transcription" in body
-    for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed", "CallsWaiting", "CallsUntranscribed"):
-        assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
-    connect = synthesized_connect.template("Connect")
-    names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())
-    for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
-        assert f":alarm:{name}" in body
-    assert "Fn::ImportValue" not in body  # nothing of the Connect stack: Operations deploys first
-
-
-def _key_policy_sids(app) -> dict[str, dict]:
-    (key,) = [r for r in app.template("Foundation")["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
-    return {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
-
-
-def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_connect, synthesized_vpc):
-    """The bus is encrypted with the data key (KmsKeyIdentifier), and EventBridge needs kms:DescribeKey,
-    kms:GenerateDataKey and kms:Decrypt in the key policy for that (EventBridge user guide, "Authorizing EventBridge
-    to use a customer managed key"), limited to the account's buses; a key without Connect does not name EventBridge."""
-    (bus,) = [r for r in synthesized_connect.template("Connect")["Resources"].values()
-              if r["Type"] == "AWS::Events::EventBus"]
-    assert "KmsKeyIdentifier" in bus["Properties"]
-    statement = _key_policy_sids(synthesized_connect)["EventBridgeEncryptBuses"]
-    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
-    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
-    assert set(statement["Condition"]) == {"StringEquals", "ArnLike"}
-    assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
-    assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
-    assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
 
 
 def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_secrets_manager(app_variant):

@@ -1,5 +1,6 @@
-"""The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and the dashboard
-(widgets per endpoint, alarm thresholds drawn in each graph's unit)."""
+"""The <prefix>-Operations stack's template: the alarm topic and its key, the shared dashboard. Tests that read this
+stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings
+refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import json
 
 import pytest
 
-from tests.conftest import cfn_lint
-from tests.app.ops_kit import resources
+from tests.app.kit import resources
+
+
+# --- The alarm topic and the dashboard --------------------------------------------------------------------------------
+# The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and the dashboard
+# (widgets per endpoint, alarm thresholds drawn in each graph's unit).
 
 
 def dashboard_body(template: dict) -> dict:
@@ -133,17 +138,6 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
     assert annotation_values(sonic_usage)["alarm GPUUtilization: 90 %"] == 90  # the 360 threshold, drawn as 90 %
 
 
-def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
-    """tests/app/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
-    reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"]
-    # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport) only warn
-    assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []
-    assert {v["severity"] for r in reports for v in r["violations"]} <= {"warning"}
-    templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
-    findings = cfn_lint(*templates)
-    assert findings == [], json.dumps(findings)[:2000]
-
-
 def metric_lines(widget: dict) -> list[tuple[str, str, int, str | None]]:
     """``(metric name, statistic, period s, label)`` of each plain metric of a graph (hidden ones of math
     expressions included). The CDK leaves out the widget defaults: statistic Average and period 300 s (CloudWatch
@@ -185,3 +179,15 @@ def test_utilisation_graph_plots_what_the_alarms_evaluate(synthesized):
     assert periods == [300, 300, 300]
     assert [label for *_, label in metric_lines(voxtral_usage)][3:] == [
         "MemoryUtilization (Maximum, Percent)", "DiskUtilization (Maximum, Percent)"]
+
+
+# --- Instance pools ---------------------------------------------------------------------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
+# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+
+
+def test_the_dashboard_draws_the_thresholds_the_alarms_use(pools_variant):
+    (dashboard,) = resources(pools_variant.template("Operations"), "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert ("ml.g6e.12xlarge (4 x NVIDIA L40S, 48 vCPUs), else ml.g6e.2xlarge (1 x NVIDIA L40S, 8 vCPUs)" in body)
+    assert "% of 1 GPU" in body and "% of 8 vCPUs" in body

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from config.models import SONIC_MODEL_PACKAGES
-from tests.app.ops_kit import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
+from tests.app.variants import EXTERNAL_WEIGHTS, PREBUILT_IMAGE
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtures)
     ACCOUNT,

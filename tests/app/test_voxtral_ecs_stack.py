@@ -1,4 +1,7 @@
-"""Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set."""
+"""The <prefix>-VoxtralEcs stack's template (voxtral.target=ecs): the GPU instances and their capacity provider, the
+task, its roles and logs, the load balancer, scaling, alarms and outputs; with the ECS defaults, every ECS option set,
+and in network.mode=vpc. Tests that read this stack together with another are in test_cross_stack.py; cfn-lint and
+cdk-nag over each variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -6,23 +9,13 @@ import json
 
 import pytest
 
+from tests.app.kit import container, of_type, one, private_ecs  # noqa: F401 (fixtures)
+from tests.app.variants import ECS_CERT as CERT
 from tests.app.variants import ECS_KMS_KEY
-from tests.conftest import cfn_lint
-from tests.app.ecs_kit import CERT
 
 
-def of_type(template: dict, resource_type: str) -> dict[str, dict]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
-
-
-def one(template: dict, resource_type: str) -> dict:
-    (resource,) = of_type(template, resource_type).values()
-    return resource["Properties"]
-
-
-def container(template: dict) -> dict:
-    (definition,) = one(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
-    return definition
+# --- The ECS target ---------------------------------------------------------------------------------------------------
+# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set.
 
 
 def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
@@ -32,15 +25,6 @@ def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
         if any(r.startswith(role_logical_id_prefix) for r in roles):
             out += policy["Properties"]["PolicyDocument"]["Statement"]
     return out
-
-
-def test_ecs_target_replaces_the_sagemaker_stack(ecs_app):
-    names = sorted(ecs_app.templates)
-    assert names == ["RealtimeVoice-Artifacts", "RealtimeVoice-Operations", "RealtimeVoice-Sonic",
-                     "RealtimeVoice-VoxtralEcs"]
-    # The operations dashboard leaves Voxtral to the ECS stack's own dashboard.
-    body = json.dumps(ecs_app.template("Operations"))
-    assert "voxtral-realtime" not in body and "sonic-tts" in body
 
 
 def test_instances_gpu_ami_from_ssm_at_deploy_time_imdsv2_encrypted_root(ecs_app):
@@ -289,18 +273,6 @@ def test_internet_facing_https_spot_single_zone(ecs_variant):
     assert ecs_variant.template("VoxtralEcs")["Outputs"]["StreamUrl"]["Value"]["Fn::Join"][1][0] == "wss://"
 
 
-def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
-    for synthesized in (ecs_app, ecs_variant):
-        template = str(synthesized.outdir / "RealtimeVoice-VoxtralEcs.template.json")
-        findings = cfn_lint(template)
-        assert findings == [], json.dumps(findings)[:3000]
-        report = json.loads((synthesized.outdir / "validation-report.json").read_text())["pluginReports"]
-        for plugin in report:
-            assert plugin["violations"] == [] and plugin["conclusion"] == "success"
-            for suppressed in plugin["suppressedViolations"]:
-                assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
-
-
 KEY = ECS_KMS_KEY
 
 
@@ -316,7 +288,6 @@ def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_rol
                                    if logical_id.startswith("ModelStaging")
                                    for s in policy["Properties"]["PolicyDocument"]["Statement"]])
     assert KEY in build_statements and "kms:GenerateDataKey" in build_statements
-    # Without a key the task role has no KMS statement: test_task_role_reads_the_model_prefix_... lists its actions.
 
 
 def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
@@ -339,3 +310,52 @@ def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(app_variant)
     assert len(warnings) == 1 and warnings[0].startswith(
         "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge')")
     assert "realtime-voice:stream-cap-above-compute" in warnings[0]
+
+
+# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
+# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
+# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
+# combinations fail with one clear message.
+
+
+def imports_from_foundation(value) -> bool:
+    return "RealtimeVoice-Foundation:" in json.dumps(value)
+
+
+def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
+    t = private_ecs.template("VoxtralEcs")
+    for kind in ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::InternetGateway", "AWS::EC2::NatGateway",
+                 "AWS::EC2::Route", "AWS::EC2::EIP"):
+        assert of_type(t, kind) == {}, kind
+    group = one(t, "AWS::AutoScaling::AutoScalingGroup")
+    service = one(t, "AWS::ECS::Service")
+    balancer = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    subnets = service["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]
+    assert len(subnets) == 2 and all(imports_from_foundation(s) and "PrivateSubnet" in json.dumps(s) for s in subnets)
+    assert group["VPCZoneIdentifier"] == subnets and balancer["Subnets"] == subnets
+    assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+    assert balancer["Scheme"] == "internal"
+    (lb_group,) = [g["Properties"] for k, g in of_type(t, "AWS::EC2::SecurityGroup").items()
+                   if k.startswith("ServiceLoadBalancerSecurityGroup")]
+    assert [(r["FromPort"], r["CidrIp"]) for r in lb_group["SecurityGroupIngress"]] == [(80, "10.80.0.0/16")]
+    assert imports_from_foundation(lb_group["VpcId"])
+
+
+def test_task_logs_and_token_are_under_the_data_key(private_ecs):
+    t = private_ecs.template("VoxtralEcs")
+    (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items()
+                    if k.startswith("ServiceLogs")]
+    assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
+    secret = one(t, "AWS::SecretsManager::Secret")
+    assert "DataKey" in json.dumps(secret["KmsKeyId"])
+    # ECS reads the secret with the execution role: it needs kms:Decrypt on the data key, via Secrets Manager only.
+    (secret_id,) = of_type(t, "AWS::SecretsManager::Secret")
+    execution_policies = [p["Properties"]["PolicyDocument"]["Statement"] for k, p in of_type(t, "AWS::IAM::Policy").items()
+                          if k.startswith("ServiceTaskExecutionRole")]
+    decrypts = [s for statements in execution_policies for s in statements if s["Action"] == "kms:Decrypt"]
+    assert len(decrypts) == 1
+    assert "DataKey" in json.dumps(decrypts[0]["Resource"]) and imports_from_foundation(decrypts[0]["Resource"])
+    assert decrypts[0]["Condition"] == {"StringEquals": {
+        "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+        "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}

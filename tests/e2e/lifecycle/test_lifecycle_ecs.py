@@ -4,7 +4,7 @@ in network.mode=vpc (the Foundation stack's private network with the ECS endpoin
 
 moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
 load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
-custom resources) is asserted at template level in tests/app/test_ecs_templates.py and
+custom resources) is asserted at template level in tests/app/test_voxtral_ecs_stack.py and
 tests/unit/constructs_lib/ecs_service/test_service.py. See test_lifecycle_deploy.py for the harness.
 """
 
@@ -77,7 +77,7 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         assert container["resourceRequirements"] == [{"value": "1", "type": "GPU"}]
         assert container["stopTimeout"] == 35
         # moto's CloudFormation drops NetworkMode (it reports "bridge"); awsvpc is asserted in
-        # tests/app/test_ecs_templates.py.
+        # tests/app/test_voxtral_ecs_stack.py.
         assert launch_template_data(aws, stack)["InstanceType"] == "g6.xlarge"
         assert launch_template_data(aws, stack)["MetadataOptions"]["HttpTokens"] == "required"
         lb_arn = stack.one("AWS::ElasticLoadBalancingV2::LoadBalancer").physical_id

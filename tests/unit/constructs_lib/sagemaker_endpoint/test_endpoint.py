@@ -198,7 +198,7 @@ def test_the_compliance_packs_kms_rule_is_acknowledged_only_where_aws_refuses_th
     report = json.loads((Path(app.outdir) / "validation-report.json").read_text())
     rules = {f"HIPAA.Security-{KMS_RULE}", f"NIST.800.53.R5-{KMS_RULE}"}
     found = {v["ruleName"] for r in report["pluginReports"] for v in r["violations"]} & rules
-    # (The reasons are checked where the report has no other finding: tests/app/test_private.py.)
+    # (The reasons are checked where the report has no other finding: tests/app/test_lint.py.)
     assert found == (set() if acknowledged else rules)
 
 

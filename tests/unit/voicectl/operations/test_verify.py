@@ -21,7 +21,7 @@ from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtu
     deploy,
     failures,
 )
-from tests.app.ops_kit import PREBUILT_IMAGE
+from tests.app.variants import PREBUILT_IMAGE
 from voicectl.cli import main
 from voicectl.operations.verify import ExpectedEndpoint, TemplateResolver, Unresolvable, differences, verify
 
