@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.voicectl.clients.clients_testkit import Servers
+from tests.unit.voicectl.clients.clients_testkit import Servers, popen_interruptible
 from voicectl.local.fake_vllm import free_port
 from voicectl.clients import mic
 from voicectl.cli import UsageError
@@ -578,8 +578,8 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     servers, _ = page
     sessions_before = len(servers.vllm.sessions)
     port = free_port()
-    command = subprocess.Popen([sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
-                               cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    command = popen_interruptible([sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
+                                  cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         assert command.stderr.readline() == f"voicectl mic: open http://127.0.0.1:{port} (Ctrl-C to stop)\n"
 
