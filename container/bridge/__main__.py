@@ -17,12 +17,12 @@ from .settings import Settings, SettingsError
 
 async def serve_until_signalled(settings: Settings) -> None:
     """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
-    bridge = await Bridge(settings).start()
-    freeze_startup_objects()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before listening: a signal once it listens means a drain
         loop.add_signal_handler(signum, stop.set)
+    bridge = await Bridge(settings).start()
+    freeze_startup_objects()
     await stop.wait()
     logging.getLogger("bridge").info("signal received: draining for up to %.0f s", settings.drain_s)
     await bridge.shutdown()

@@ -168,16 +168,18 @@ async def supervise(
         The exit code for the container: 0 after a signal; vLLM's (or the bridge's) non-zero code, or 1,
         when either exits on its own.
     """
+    # The handlers come first: a SIGTERM once vLLM runs must stop both processes (without them the default action
+    # kills this process and leaves vLLM running, or, as a container's PID 1, ignores the signal).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     log.info("starting vLLM: %s", masked_command(vllm_cmd))
     vllm = await asyncio.create_subprocess_exec(*vllm_cmd, env=dict(env))
     bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env),
                                                   pass_fds=bridge_pass_fds)
     for fd in bridge_pass_fds:
         os.close(fd)  # the bridge holds its own copy (the secrets pipe): ours is no longer needed
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     vllm_exit = asyncio.create_task(vllm.wait())
     bridge_exit = asyncio.create_task(bridge.wait())
     signalled = asyncio.create_task(stop.wait())

@@ -17,18 +17,19 @@ from bridge.settings import SettingsError
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
 
-# A stand-in for vLLM: records its arguments, notes SIGTERM, lives STANDIN_LIFETIME_S then exits STANDIN_EXIT.
-# Its settings are VLLM_ variables: vLLM's process gets only the variables it needs (entrypoint.vllm_environment).
+# A stand-in for vLLM: notes SIGTERM (from before it records anything), records its arguments, lives
+# STANDIN_LIFETIME_S then exits STANDIN_EXIT. Its settings are VLLM_ variables: vLLM's process gets only the variables
+# it needs (entrypoint.vllm_environment).
 STANDIN = """
 import json, os, signal, sys, time
 record = os.environ["VLLM_STANDIN_RECORD"]
-open(record + ".pythonpath", "w").write(os.environ.get("PYTHONPATH", ""))
-open(record + ".env", "w").write(json.dumps(dict(os.environ)))
-open(record, "w").write(json.dumps(sys.argv[1:]))
 def on_term(*_):
     open(record + ".term", "w").write("SIGTERM")
     sys.exit(0)
 signal.signal(signal.SIGTERM, on_term)
+open(record + ".pythonpath", "w").write(os.environ.get("PYTHONPATH", ""))
+open(record + ".env", "w").write(json.dumps(dict(os.environ)))
+open(record, "w").write(json.dumps(sys.argv[1:]))
 time.sleep(float(os.environ.get("VLLM_STANDIN_LIFETIME_S", "60")))
 sys.exit(int(os.environ.get("VLLM_STANDIN_EXIT", "0")))
 """
@@ -112,11 +113,36 @@ def test_vllm_exit_stops_the_container_non_zero(tmp_path, vllm_exit, expected):
     assert code == expected
 
 
+def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Return once the bridge on ``port`` answers ``GET /ping`` (200, or 503 while the stand-in vLLM is mute).
+
+    Raises:
+        AssertionError: ``process`` ended, or no answer within ``timeout_s`` (a liveness bound).
+    """
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            assert process.poll() is None, f"the entrypoint exited with {process.returncode}"
+            assert time.monotonic() < deadline, "the bridge did not listen"
+            time.sleep(0.05)
+
+
 def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
-    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image")
+    from voicectl.local.fake_vllm import free_port
+
+    port = free_port()
+    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image", BRIDGE_PORT=str(port))
     # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
     assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
-    time.sleep(1.0)  # let the bridge start
+    wait_for_ping(port, process)  # both run: the signal comes to a bridge that serves, as SageMaker's would
     process.send_signal(signal.SIGTERM)
     try:
         code = process.wait(timeout=10)

@@ -850,8 +850,8 @@ def run(args: argparse.Namespace, gradio_module: Any = None) -> int:
     """Entry point of ``voicectl mic``: serve the page until Ctrl-C; exit 1 when the target cannot be opened."""
     try:
         with serve(args, gradio_module) as url:
-            log(f"open {url} (Ctrl-C to stop)")
-            try:
+            try:  # from the line on: a Ctrl-C while it is being written stops the page as one afterwards does
+                log(f"open {url} (Ctrl-C to stop)")
                 threading.Event().wait()
             except KeyboardInterrupt:
                 log("stopping")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import Servers
+from tests.unit.voicectl.clients.clients_testkit import Servers, popen_interruptible
 from voicectl.clients import transcribe
 from voicectl.clients.audio import load_pcm16
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
@@ -110,33 +110,75 @@ def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
         parse(["transcribe", str(bad)])  # neither --endpoint nor --url
 
 
-def test_ctrl_c_closes_the_stream_cleanly(recording):
-    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000), not a drop."""
+LONG_RECORDING_S = 300.0
+"""The recording of the Ctrl-C test: paced at real time, it is far longer than any run of the test lasts (each wait
+in it gives up after at most 15 s), so the command is still streaming when the signal comes, at any machine speed."""
+
+
+def read_until(stream, wanted: bytes, timeout_s: float) -> bytes:
+    """Read a child's pipe ``stream`` (unbuffered) until what was read holds ``wanted``; return all of it.
+
+    Raises:
+        AssertionError: the pipe closed, or ``wanted`` did not come within ``timeout_s`` (a liveness bound).
+    """
+    import os
+    import select
+    import time
+
+    read = b""
+    deadline = time.monotonic() + timeout_s
+    while wanted not in read:
+        left_s = deadline - time.monotonic()
+        assert left_s > 0, f"{wanted!r} did not come; read so far: {read!r}"
+        if select.select([stream], [], [], left_s)[0]:
+            chunk = os.read(stream.fileno(), 65536)
+            assert chunk, f"the pipe closed before {wanted!r}; read: {read!r}"
+            read += chunk
+    return read
+
+
+def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
+    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000), not a drop.
+
+    The signal is sent once the command has printed three deltas (it is streaming and has text to keep), with
+    minutes of audio still to send at real time: it cannot have finished first, however slow the machine."""
+    import math
     import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
+    import numpy as np
+
+    speech = np.frombuffer(load_pcm16(recording).data, "<i2")
+    audio = np.tile(speech, math.ceil(LONG_RECORDING_S * 16_000 / len(speech)))
+    long_recording = tmp_path / "long.wav"
+    soundfile.write(long_recording, audio, 16_000, subtype="PCM_16")
     # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
     script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.clients.transcribe',)\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
     with Servers(deltas=("word ",), generate=True) as servers:
-        process = subprocess.Popen([sys.executable, "-c", script, "transcribe", str(recording), "--url", servers.url],
-                                   cwd=Path(__file__).parents[3], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True)
-        session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
-        # 8 appends of 128 ms: past the ~0.6 s vLLM buffers before its first delta
-        servers.call(session.wait_for_event("input_audio_buffer.append", count=8, timeout=10), timeout=15)
-        time.sleep(0.2)
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=15)
+        process = popen_interruptible([sys.executable, "-c", script, "transcribe", str(long_recording), "--url",
+                                       servers.url], cwd=Path(__file__).parents[3], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, bufsize=0)
+        try:
+            session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
+            # The deltas are echoed on stderr as they arrive: three of them, and the command is mid-stream.
+            echoed = read_until(process.stderr, b"word word word", timeout_s=15)
+            process.send_signal(signal.SIGINT)
+            out, rest = process.communicate(timeout=15)
+        finally:
+            process.kill()
+            process.wait()
         close_code = servers.call(session.wait_closed(timeout=10), timeout=15)
-    assert process.returncode == 130
-    assert out == session.text + "\n" and out.startswith("word word word")  # the text received is not lost
-    assert "voicectl transcribe: interrupted" in err
+    out, err = out.decode(), (echoed + rest).decode()
+    assert process.returncode == 130, err
+    # The text received is not lost: stdout holds every delta echoed as it arrived, and they are what vLLM sent up
+    # to the close (a delta still on its way when the stream closed is the only text that may be missing).
+    assert err == out + "voicectl transcribe: interrupted\n"
+    assert out.startswith("word word word") and session.text.startswith(out.removesuffix("\n"))
     assert close_code == 1000
-    assert 0 < len(session.audio) < len(load_pcm16(recording).data)
+    assert 0 < len(session.audio) < audio.nbytes
 
 
 def test_python_m_voicectl_transcribe(servers, recording):

@@ -1,6 +1,7 @@
 """What the client tests share: a parser of the client subcommands, the committed recording, an in-memory realtime
-server, the real bridge in front of the fake vLLM, a container that stops answering, and a loopback HTTP server that
-answers SageMaker's InvokeEndpointWithResponseStream. The fixtures over them: ``conftest.py`` beside this file."""
+server, the real bridge in front of the fake vLLM, a container that stops answering, a loopback HTTP server that
+answers SageMaker's InvokeEndpointWithResponseStream, and a command started to be stopped with Ctrl-C. The fixtures
+over them: ``conftest.py`` beside this file."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import asyncio
 import base64
 import contextlib
 import json
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +22,21 @@ from tests.conftest import ROOT
 from voicectl.local.fake_vllm import FakeVllm
 from voicectl.clients import mic, speak, transcribe
 from voicectl.clients.realtime import TransportClosed
+
+def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
+    """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command, as a terminal
+    starts it, also when this process ignores SIGINT: a test run started in the background by a shell without job
+    control ignores it, the command would inherit that, and the test's Ctrl-C would do nothing (the command then
+    runs to its end: exit 0, or never). A handler, unlike an ignored signal, does not survive ``exec``."""
+    ignoring = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignoring:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, **popen_options)
+    finally:
+        if ignoring:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 
 RECORDING = ROOT / "tests" / "clients" / "data" / "speech_22k_stereo.wav"
 """espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see tests/clients/data/README.md; the README's commands use

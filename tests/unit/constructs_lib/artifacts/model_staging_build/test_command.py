@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from collections import Counter
 
 import pytest
@@ -151,14 +150,28 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
     """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer cancels its
     transfers on KeyboardInterrupt and would abort the multipart upload on its way out; the parts already sent must
     stay for the rerun, which sends only the rest and completes the same upload."""
+    import threading
+
+    from s3transfer.manager import TransferCoordinatorController
+
     previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     parts = Counter()
+    cancelled, held = threading.Event(), []
+    cancel_every_transfer = TransferCoordinatorController.cancel
+
+    def cancel_and_tell(self, *args, **kwargs):  # the transfer manager's exit on the KeyboardInterrupt
+        cancel_every_transfer(self, *args, **kwargs)
+        cancelled.set()
+
+    monkeypatch.setattr(TransferCoordinatorController, "cancel", cancel_and_tell)
 
     def ctrl_c_during_second_part(model, **kwargs):
         parts["UploadPart"] += 1
         if parts["UploadPart"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)  # the main thread takes the KeyboardInterrupt while this part is in flight
+            # This part is in flight until the main thread took the KeyboardInterrupt and s3transfer cancelled every
+            # transfer (the wait is a liveness bound).
+            held.append(cancelled.wait(60))
 
     aws.events.register("before-call.s3.UploadPart", ctrl_c_during_second_part)
     try:
@@ -170,6 +183,7 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
         signal.signal(signal.SIGINT, previous_handler)
         aws.events.unregister("before-call.s3.UploadPart", ctrl_c_during_second_part)
     assert parts["UploadPart"] >= 2  # the interrupt did come in the middle of the multipart upload
+    assert held == [True]  # and was taken while the second part was in flight
     key = f"{PREFIX}/{SHARD_1}"
     unfinished_uploads = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=key).get("Uploads", [])
     assert [upload["Key"] for upload in unfinished_uploads] == [key]  # not aborted
