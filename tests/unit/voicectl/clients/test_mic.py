@@ -418,7 +418,8 @@ def test_vllm_dying_mid_recording_ends_it_with_one_error_and_the_partial_text(pa
         session, error, closed = asyncio.run(record())
     finally:
         servers.call(servers.vllm.start())  # back up on the same port for the other tests
-    assert error["text"] == session.text and error["text"].startswith("hello")
+    # The partial text is what reached the page: a beginning of vLLM's text (deltas in flight when vLLM died are lost).
+    assert session.text.startswith(error["text"]) and error["text"].startswith("hello")
     assert "upstream" in error["message"] and error["message"] == error["message"].strip()
     assert closed
     assert capsys.readouterr().err.count("failed:") == 1
