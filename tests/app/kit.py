@@ -91,12 +91,9 @@ def only(template, resource_type: str):
     return item
 
 
-def of_type(template: dict, resource_type: str) -> dict[str, dict]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
-
-
 def one(template: dict, resource_type: str) -> dict:
-    (resource,) = of_type(template, resource_type).values()
+    """The properties of the one resource of ``resource_type`` in ``template``'s JSON."""
+    (resource,) = resources(template, resource_type).values()
     return resource["Properties"]
 
 
@@ -108,8 +105,6 @@ def container(template: dict) -> dict:
 def nag_violations(app: Synthesized) -> dict[str, list]:
     """``{report name: violations}`` of the validation report: cdk-nag's packs, and the construct annotations that
     @aws-cdk/core:annotationsInValidationReport adds as the report "Construct Annotations" (CDK's warnings)."""
-    import json
-
     reports = json.loads((app.outdir / "validation-report.json").read_text())["pluginReports"]
     return {report["pluginName"]: report["violations"] for report in reports if report["violations"]}
 
@@ -182,7 +177,7 @@ SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
 def suffixes(template: dict) -> set[str]:
     """The service of each VPC endpoint, as the part after ``com.amazonaws.<region>.``."""
     names = set()
-    for endpoint in of_type(template, "AWS::EC2::VPCEndpoint").values():
+    for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
         name = json.dumps(endpoint["Properties"]["ServiceName"])
         for candidate in ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}:
             if f'.{candidate}"' in name:

@@ -23,7 +23,6 @@ from tests.app.kit import (  # noqa: F401 (fixtures)
     ingress,
     key_ref,
     nag_violations,
-    of_type,
     one,
     only,
     own_vpc,
@@ -317,7 +316,7 @@ def test_an_existing_vpc_takes_its_subnets_and_caller_cidrs(existing_ecs):
     t = existing_ecs.template("VoxtralEcs")
     assert one(t, "AWS::AutoScaling::AutoScalingGroup")["VPCZoneIdentifier"] == [
         "subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
-    (lb_group,) = [g["Properties"] for k, g in of_type(t, "AWS::EC2::SecurityGroup").items()
+    (lb_group,) = [g["Properties"] for k, g in resources(t, "AWS::EC2::SecurityGroup").items()
                    if k.startswith("ServiceLoadBalancerSecurityGroup")]
     assert [(r["FromPort"], r["CidrIp"]) for r in lb_group["SecurityGroupIngress"]] == [
         (80, "10.20.0.0/16"), (80, "192.168.0.0/24")]
@@ -340,19 +339,19 @@ def test_sonic_ecs_replaces_the_sagemaker_stack_and_leaves_the_operations_dashbo
                                            "RealtimeVoice-SonicEcs", "RealtimeVoice-Voxtral"]
     body = json.dumps(sonic_ecs.template("Operations"))
     assert "sonic-tts" not in body and "voxtral-realtime" in body
-    assert not of_type(sonic_ecs.template("SonicEcs"), "AWS::SageMaker::Endpoint")
+    assert not resources(sonic_ecs.template("SonicEcs"), "AWS::SageMaker::Endpoint")
 
 
 def test_both_services_on_ecs_in_the_private_network(both_private):
     foundation = both_private.template("Foundation")
-    assert len(of_type(foundation, "AWS::EC2::VPCEndpoint")) == 11
+    assert len(resources(foundation, "AWS::EC2::VPCEndpoint")) == 11
     for stack in ("VoxtralEcs", "SonicEcs"):
         t = both_private.template(stack)
-        assert not of_type(t, "AWS::EC2::VPC") and not of_type(t, "AWS::EC2::NatGateway")
+        assert not resources(t, "AWS::EC2::VPC") and not resources(t, "AWS::EC2::NatGateway")
         balancer = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
         assert balancer["Scheme"] == "internal"
         assert all("RealtimeVoice-Foundation:" in json.dumps(s) for s in balancer["Subnets"])
-        (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items()
+        (log_group,) = [g["Properties"] for k, g in resources(t, "AWS::Logs::LogGroup").items()
                         if k.startswith("ServiceLogs")]
         assert "DataKey" in json.dumps(log_group["KmsKeyId"])
     assert nag_violations(both_private) == {}  # cdk-nag's three packs, and no CDK warning

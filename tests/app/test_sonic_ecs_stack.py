@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.app.kit import container, of_type, one, sonic_ecs  # noqa: F401 (fixtures)
+from tests.app.kit import container, resources, one, sonic_ecs  # noqa: F401 (fixtures)
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
 
 
@@ -24,11 +24,11 @@ def test_the_container_gets_its_image_port_and_one_gpu_and_none_of_the_bridge(so
     env = {e["Name"] for e in c.get("Environment", [])}
     assert not env & {"MODEL_S3_URI", "MODEL_CACHE_DIR", "DRAIN_S", "ENDPOINT_NAME", "IDLE_TIMEOUT_S"}
     assert "HealthCheck" not in c and "MountPoints" not in c and "Secrets" not in c
-    assert not of_type(t, "AWS::SecretsManager::Secret")
+    assert not resources(t, "AWS::SecretsManager::Secret")
     task = one(t, "AWS::ECS::TaskDefinition")
     assert "Volumes" not in task or task["Volumes"] == []
     # The task role reads no model data and protects no task: only the bridge does either.
-    task_statements = json.dumps([p["Properties"]["PolicyDocument"] for p in of_type(t, "AWS::IAM::Policy").values()
+    task_statements = json.dumps([p["Properties"]["PolicyDocument"] for p in resources(t, "AWS::IAM::Policy").values()
                                   if "TaskRole" in json.dumps(p["Properties"]["Roles"])])
     assert "s3:GetObject" not in task_statements and "ecs:UpdateTaskProtection" not in task_statements
     # The execution role pulls from the image's repository only.
@@ -47,7 +47,7 @@ def test_internal_load_balancer_forwards_every_path_and_checks_the_health_path(s
         8000, "/health", {"HttpCode": "200"}, "ip")
     rule = one(t, "AWS::ElasticLoadBalancingV2::ListenerRule")
     assert rule["Conditions"] == [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/*"]}}]
-    (listener,) = of_type(t, "AWS::ElasticLoadBalancingV2::Listener").values()
+    (listener,) = resources(t, "AWS::ElasticLoadBalancingV2::Listener").values()
     assert listener["Properties"]["Port"] == 80
     assert t["Outputs"]["HealthUrl"]["Value"]["Fn::Join"][1][-1] == "/health"
 
@@ -65,7 +65,7 @@ def test_scales_on_requests_per_task_within_the_task_range(sonic_ecs):
 
 def test_alarms_from_the_same_rules_plus_response_time(sonic_ecs):
     t = sonic_ecs.template("SonicEcs")
-    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in of_type(t, "AWS::CloudWatch::Alarm").values()}
+    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources(t, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == [f"sonic-tts-ecs-{n}" for n in (
         "GPUMemoryUsed", "GPUUtilization", "LoadBalancer5XX", "ResponseTimeP90", "RunningTasks", "Target5XX",
         "UnhealthyTargets")]

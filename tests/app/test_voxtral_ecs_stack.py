@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.app.kit import container, of_type, one, private_ecs  # noqa: F401 (fixtures)
+from tests.app.kit import container, resources, one, private_ecs  # noqa: F401 (fixtures)
 from tests.app.variants import ECS_CERT as CERT
 from tests.app.variants import ECS_KMS_KEY
 
@@ -20,7 +20,7 @@ from tests.app.variants import ECS_KMS_KEY
 
 def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
     out = []
-    for logical_id, policy in of_type(template, "AWS::IAM::Policy").items():
+    for logical_id, policy in resources(template, "AWS::IAM::Policy").items():
         roles = [r["Ref"] for r in policy["Properties"]["Roles"]]
         if any(r.startswith(role_logical_id_prefix) for r in roles):
             out += policy["Properties"]["PolicyDocument"]["Statement"]
@@ -53,7 +53,7 @@ def test_capacity_provider_manages_scaling_and_termination_protection(ecs_app):
     group = one(t, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"], group["NewInstancesProtectedFromScaleIn"]) == ("0", "5", True)
     assert len(group["VPCZoneIdentifier"]) == 2  # both zones by default
-    assert not of_type(t, "AWS::EC2::PlacementGroup")
+    assert not resources(t, "AWS::EC2::PlacementGroup")
 
 
 def depends_on(template: dict, logical_id: str) -> set[str]:
@@ -83,7 +83,7 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
     reverse of these dependencies: service, association, capacity provider, release, group, launch template,
     cluster."""
     t = request.getfixturevalue(app).template("VoxtralEcs")
-    ids = {kind: next(iter(of_type(t, kind))) for kind in (
+    ids = {kind: next(iter(resources(t, kind))) for kind in (
         "AWS::ECS::Service", "AWS::ECS::ClusterCapacityProviderAssociations", "AWS::ECS::CapacityProvider",
         "Custom::ReleaseInstanceProtection", "AWS::AutoScaling::AutoScalingGroup", "AWS::EC2::LaunchTemplate",
         "AWS::ECS::Cluster")}
@@ -97,7 +97,7 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
     function = t["Resources"][function_id]["Properties"]
     assert function["Handler"] == "instance_protection.handler" and "VpcConfig" not in function
     # Its role may change exactly this group's protection, and describe groups (no resource-level permission).
-    statements = {json.dumps(s["Action"]): s for p in of_type(t, "AWS::IAM::Policy").values()
+    statements = {json.dumps(s["Action"]): s for p in resources(t, "AWS::IAM::Policy").values()
                   for s in p["Properties"]["PolicyDocument"]["Statement"]
                   if p["Properties"]["Roles"] == [{"Ref": function["Role"]["Fn::GetAtt"][0]}]}
     change = statements[json.dumps(["autoscaling:SetInstanceProtection", "autoscaling:UpdateAutoScalingGroup"])]
@@ -107,8 +107,8 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
 
 def test_destroy_empties_the_access_log_bucket_after_the_load_balancer_is_gone(ecs_app):
     t = ecs_app.template("VoxtralEcs")
-    (empty_id,) = of_type(t, "Custom::S3AutoDeleteObjects")
-    (balancer_id,) = of_type(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    (empty_id,) = resources(t, "Custom::S3AutoDeleteObjects")
+    (balancer_id,) = resources(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
     assert balancer_id in depends_on(t, empty_id)
 
 
@@ -176,12 +176,12 @@ def test_internal_load_balancer_timeouts_follow_the_bridge(ecs_app):
     rule = one(t, "AWS::ElasticLoadBalancingV2::ListenerRule")
     assert rule["Conditions"] == [{"Field": "path-pattern", "PathPatternConfig": {
         "Values": ["/invocations-bidirectional-stream", "/ping"]}}]
-    ingress = [g for g in of_type(t, "AWS::EC2::SecurityGroup").values()
+    ingress = [g for g in resources(t, "AWS::EC2::SecurityGroup").values()
                if "SecurityGroupIngress" in g["Properties"]]
     (alb_group,) = ingress
     (rule,) = alb_group["Properties"]["SecurityGroupIngress"]
     assert rule["FromPort"] == 80 and rule["CidrIp"] == {"Fn::GetAtt": [rule["CidrIp"]["Fn::GetAtt"][0], "CidrBlock"]}
-    (to_tasks,) = [r["Properties"] for r in of_type(t, "AWS::EC2::SecurityGroupIngress").values()]
+    (to_tasks,) = [r["Properties"] for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()]
     assert (to_tasks["FromPort"], to_tasks["ToPort"]) == (8080, 8080)
     assert to_tasks["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("ServiceLoadBalancerSecurityGroup")
 
@@ -209,7 +209,7 @@ def test_service_rolls_with_circuit_breaker_and_scales_on_live_streams(ecs_app):
 
 def test_alarms_of_the_service_and_the_bridge(ecs_app):
     t = ecs_app.template("VoxtralEcs")
-    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in of_type(t, "AWS::CloudWatch::Alarm").values()}
+    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources(t, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == sorted(f"voxtral-realtime-ecs-{name}" for name in [
         "UnhealthyTargets", "LoadBalancer5XX", "Target5XX", "RunningTasks", "GPUUtilization", "GPUMemoryUsed",
         "UpstreamErrors", "StreamsRejected", "TimeToFirstDeltaP90", "ActiveStreamsNearCap", "TaskProtectionErrors"])
@@ -284,7 +284,7 @@ def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_rol
     assert decrypt == [{"Sid": "DecryptModelData", "Action": ["kms:Decrypt", "kms:DescribeKey"], "Effect": "Allow",
                         "Resource": KEY}]
     # The staging build writes the weights with the same key (ModelStaging's encryption_key).
-    build_statements = json.dumps([s for logical_id, policy in of_type(t, "AWS::IAM::Policy").items()
+    build_statements = json.dumps([s for logical_id, policy in resources(t, "AWS::IAM::Policy").items()
                                    if logical_id.startswith("ModelStaging")
                                    for s in policy["Properties"]["PolicyDocument"]["Statement"]])
     assert KEY in build_statements and "kms:GenerateDataKey" in build_statements
@@ -298,7 +298,7 @@ def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
     assert env["SM_VLLM_MAX_NUM_SEQS"] == "23"
     tracking = one(t, "AWS::ApplicationAutoScaling::ScalingPolicy")["TargetTrackingScalingPolicyConfiguration"]
     assert tracking["TargetValue"] == pytest.approx(0.7 * 23)
-    (near_cap,) = [a["Properties"] for k, a in of_type(t, "AWS::CloudWatch::Alarm").items()
+    (near_cap,) = [a["Properties"] for k, a in resources(t, "AWS::CloudWatch::Alarm").items()
                    if "ActiveStreamsNearCap" in k]
     assert near_cap["Threshold"] == pytest.approx(0.9 * 23)
 
@@ -327,7 +327,7 @@ def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
     t = private_ecs.template("VoxtralEcs")
     for kind in ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::InternetGateway", "AWS::EC2::NatGateway",
                  "AWS::EC2::Route", "AWS::EC2::EIP"):
-        assert of_type(t, kind) == {}, kind
+        assert resources(t, kind) == {}, kind
     group = one(t, "AWS::AutoScaling::AutoScalingGroup")
     service = one(t, "AWS::ECS::Service")
     balancer = one(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
@@ -336,7 +336,7 @@ def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
     assert group["VPCZoneIdentifier"] == subnets and balancer["Subnets"] == subnets
     assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
     assert balancer["Scheme"] == "internal"
-    (lb_group,) = [g["Properties"] for k, g in of_type(t, "AWS::EC2::SecurityGroup").items()
+    (lb_group,) = [g["Properties"] for k, g in resources(t, "AWS::EC2::SecurityGroup").items()
                    if k.startswith("ServiceLoadBalancerSecurityGroup")]
     assert [(r["FromPort"], r["CidrIp"]) for r in lb_group["SecurityGroupIngress"]] == [(80, "10.80.0.0/16")]
     assert imports_from_foundation(lb_group["VpcId"])
@@ -344,14 +344,14 @@ def test_the_service_runs_in_the_private_subnets_with_no_route_out(private_ecs):
 
 def test_task_logs_and_token_are_under_the_data_key(private_ecs):
     t = private_ecs.template("VoxtralEcs")
-    (log_group,) = [g["Properties"] for k, g in of_type(t, "AWS::Logs::LogGroup").items()
+    (log_group,) = [g["Properties"] for k, g in resources(t, "AWS::Logs::LogGroup").items()
                     if k.startswith("ServiceLogs")]
     assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
     secret = one(t, "AWS::SecretsManager::Secret")
     assert "DataKey" in json.dumps(secret["KmsKeyId"])
     # ECS reads the secret with the execution role: it needs kms:Decrypt on the data key, via Secrets Manager only.
-    (secret_id,) = of_type(t, "AWS::SecretsManager::Secret")
-    execution_policies = [p["Properties"]["PolicyDocument"]["Statement"] for k, p in of_type(t, "AWS::IAM::Policy").items()
+    (secret_id,) = resources(t, "AWS::SecretsManager::Secret")
+    execution_policies = [p["Properties"]["PolicyDocument"]["Statement"] for k, p in resources(t, "AWS::IAM::Policy").items()
                           if k.startswith("ServiceTaskExecutionRole")]
     decrypts = [s for statements in execution_policies for s in statements if s["Action"] == "kms:Decrypt"]
     assert len(decrypts) == 1
