@@ -23,6 +23,7 @@ from voicectl.local.fake_vllm import FakeVllm
 from voicectl.clients import mic, speak, transcribe
 from voicectl.clients.realtime import TransportClosed
 
+
 def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
     """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command, as a terminal
     starts it, also when this process ignores SIGINT: a test run started in the background by a shell without job
