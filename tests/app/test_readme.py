@@ -224,7 +224,14 @@ def test_the_offline_blocks_are_marked_and_not_empty():
     assert sorted(skipped) == sorted(NOT_RUN)  # a reason for each, and each still in a page
 
 
-@pytest.mark.parametrize("line,command", offline_commands(), ids=lambda value: str(value))
+#: Offline commands that run the CDK CLI end to end (node, a Python of their own, a whole synth: about 11 s of CPU):
+#: the e2e tier runs them (make test), make test-fast leaves them out.
+END_TO_END_COMMANDS = {"make synth"}
+
+
+@pytest.mark.parametrize("line,command", [
+    pytest.param(line, command, marks=[pytest.mark.e2e] if command in END_TO_END_COMMANDS else [])
+    for line, command in offline_commands()], ids=lambda value: str(value))
 def test_offline_commands_run_as_written(line, command):
     done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{line}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

@@ -37,7 +37,15 @@ async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Brid
         await bridge.health.probe_once()
         yield bridge
     finally:
+        for client in _RAW_CLIENTS.pop(bridge, []):
+            client.abort()
         await bridge.shutdown(drain_s=0)
+
+
+#: Raw clients opened on each running bridge, hung up by ``running_bridge`` before it shuts the bridge down: a raw
+#: client answers nothing by itself, so the bridge closing it would wait out websockets' close_timeout for a closing
+#: handshake that never comes (2 s added to every test that left one connected, asserting nothing).
+_RAW_CLIENTS: dict[Bridge, list[RawClient]] = {}
 
 
 @contextlib.asynccontextmanager
@@ -174,6 +182,7 @@ class RawClient:
         reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
         writer.write(b"".join(protocol.data_to_send()))
         client = cls(reader, writer, protocol)
+        _RAW_CLIENTS.setdefault(bridge, []).append(client)
         async with asyncio.timeout(2):
             while protocol.handshake_exc is None and protocol.state is State.CONNECTING:
                 client._feed(await reader.read(65536))
