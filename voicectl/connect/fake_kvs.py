@@ -165,11 +165,14 @@ def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:
 
 
 class FakeKvs:
-    """The HTTP stand-in (aiohttp on 127.0.0.1); ``calls`` by stream ARN."""
+    """The HTTP stand-in (aiohttp on 127.0.0.1); ``calls`` by stream ARN. ``read_timeout_s`` defaults to
+    :data:`READ_TIMEOUT_S` as it is when the stand-in is made (a test of ``voicectl connect-replay``, which makes its
+    own, shortens it there)."""
 
-    def __init__(self, read_timeout_s: float = READ_TIMEOUT_S, poll_s: float = 0.05) -> None:
+    def __init__(self, read_timeout_s: float | None = None, poll_s: float = 0.05) -> None:
         self.calls: dict[str, FakeCall] = {}
-        self.read_timeout_s, self.poll_s = read_timeout_s, poll_s
+        self.read_timeout_s = READ_TIMEOUT_S if read_timeout_s is None else read_timeout_s
+        self.poll_s = poll_s
         self.get_media_requests: list[dict] = []
         self._runner: web.AppRunner | None = None
         self.port = 0

@@ -15,6 +15,13 @@ from tests.unit.voicectl.connect.connect_testkit import servers, speech_like
 from voicectl.cli import main
 
 
+@pytest.fixture(autouse=True)
+def short_kvs_reads(monkeypatch):
+    """The command's KVS stand-in ends a quiet read after 0.5 s instead of GetMedia's 3 s (each call's end waits out
+    one), as the consumer's own tests have theirs (connect_testkit); tests/e2e/local runs the command as shipped."""
+    monkeypatch.setattr("voicectl.connect.fake_kvs.READ_TIMEOUT_S", 0.5)
+
+
 class Background:
     """The bridge and the fake vLLM on an event loop in a thread (the CLI runs its own loop)."""
 
