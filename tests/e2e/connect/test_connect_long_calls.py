@@ -14,7 +14,8 @@ from voicectl.connect import mkv
 from voicectl.connect.consumer import Consumer
 from voicectl.connect.fake_kvs import FakeCall
 
-pytestmark = pytest.mark.timeout(600)
+# A 20-minute call replayed at speed: about a minute however fast the machine (tests/e2e/conftest.py).
+pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 
 
 def run(coroutine):

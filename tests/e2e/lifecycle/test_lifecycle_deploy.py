@@ -38,6 +38,7 @@ from tests.e2e.lifecycle.lifecycle_resources import (
 
 pytestmark = [
     pytest.mark.lifecycle,
+    pytest.mark.starts_first,  # the CDK CLI deploys, updates and destroys: a minute together (tests/e2e/conftest.py)
     # moto warns once per resource it cannot parse (bucket policies...); the harness records them itself.
     pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
 ]
