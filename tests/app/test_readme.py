@@ -41,7 +41,8 @@ FRONT_PAGE_LINES = 400
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
 PYTHON_RUNNERS = {
     "docs/clients.md": ("Call the endpoints from your own code", "tests/e2e/local/test_local_readme_examples.py"),
-    "docs/constructs.md": ("Use the constructs in your own CDK app", "tests/unit/constructs_lib/test_init.py"),
+    "docs/constructs.md": ("Use the constructs in your own CDK app",
+                           "tests/e2e/constructs/test_constructs_docs_example.py"),
 }
 
 #: Command lines of offline blocks that the test does not run, and why.
