@@ -4,19 +4,21 @@ For each stream count N (default 16, 64, 200), each of `--repeats` runs, and eac
 with `--bridge LABEL=DIR` (a `container/` directory; default: this checkout's), back to back in that
 order (A, B, A, B, ...), so that the versions share the machine's load:
 
-1. Start the fake vLLM (voicectl/local/fake_vllm.py of this checkout, one delta back per append) and a
-   fresh bridge (`python -m bridge` run from DIR), each in its own process, on 127.0.0.1.
+1. Start the fake vLLM (voicectl/local/fake_vllm.py of this checkout, generating as vLLM does: a delta per 80 ms
+   of audio once 0.6 s is buffered) and a fresh bridge (`python -m bridge` run from DIR), each in its own process,
+   on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
    `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99), accept latency (connect to
    `session.created`, p99), relayed frames per second (appends + deltas), the bridge's CPU time from
    /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
    memory (VmRSS) with N streams open, minus its resident memory before the streams opened, per stream.
-3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight for
-   `--seconds` seconds; the bridged frames per second as a fraction of the direct figure. This measures the
-   relay's capacity, so the bridge runs with its per-stream audio rate limit (AUDIO_RATE_LIMIT, 32 x real time by
-   default, a policy) set out of the way: at 16 and 64 streams these synthetic streams exceed it. The audio rate
-   per stream is printed (`unpaced_x_real_time`), to compare with that default.
+3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight (beyond the
+   audio the model holds before it answers) for `--unpaced-seconds` seconds, in generations of 30 s of audio; the
+   bridged frames per second as a fraction of the direct figure. This measures the relay's capacity, so the bridge
+   runs with its per-stream audio rate limit (AUDIO_RATE_LIMIT, 32 x real time by default, a policy) set out of the
+   way: at 16 and 64 streams these synthetic streams exceed it. The audio rate per stream is printed
+   (`unpaced_x_real_time`), to compare with that default.
 
 With `--token TOKEN`, every bridge runs with BRIDGE_TOKEN=TOKEN and every bridged client sends `Authorization: Bearer
 TOKEN` on its upgrade (a version without the check ignores both), so the token check is in the figures (accept
@@ -55,11 +57,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
 #: One append: 4096 bytes of PCM16 = 2048 samples = 128 ms at 16 kHz (the issue's pacing).
 APPEND_BYTES = 4096
 APPEND_PERIOD_S = 0.128
+#: PCM16 samples in one append (2 bytes each).
+APPEND_SAMPLES = APPEND_BYTES // 2
+GENERATION_APPENDS = round(30.0 / APPEND_PERIOD_S)
+"""Appends per generation in the unpaced phase, then a final commit and a new generation: 30 s of audio, the client's
+GENERATION_TARGET_S (voicectl/clients/realtime/machine.py). One endless generation, sent unpaced (50 to 80 x real
+time on 2 cores), reaches the bridge's session_limit (0.9 of the 32768 tokens the bench gives it, less 49: 2355 s of
+audio) within a minute and the fake's max_model_len (45000 tokens of 80 ms: 3600 s) soon after, which kills vLLM
+0.31.0's engine and the fake's (voicectl/local/fake_vllm.py): a longer `--unpaced-seconds` would measure a dead stream."""
+TRANSCRIPTION_DONE_MARKER = '"type":"transcription.done"'
+"""How a generation's end reads in vLLM's compact JSON (pydantic's `model_dump_json`; container/bridge/protocol.py
+TRANSCRIPTION_DONE_PREFIX, voicectl/local/fake_vllm.py send_event); the bridge relays it unchanged."""
+TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
+"""How a delta reads in the same JSON (container/bridge/server.py _DELTA_MARKER)."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -220,44 +238,90 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
 
 
 async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float,
-                        headers: dict[str, str] | None = None) -> float:
-    """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding; frames per second
-    (appends sent + deltas received) in the window after every stream has started."""
+                        headers: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding, in generations of
+    GENERATION_APPENDS; frames per second (appends sent + messages received) and appends per second in the window
+    after every stream has started, and how many streams failed to open or were ended by the server before the window
+    closed. Every wait ends with the window."""
     clock = time.perf_counter
     start = clock()
     window = (start + ramp_s + 1.0, start + ramp_s + 1.0 + seconds)
-    counted = 0
+    counted = sent = ended = 0
 
     async def one(index: int) -> None:
-        nonlocal counted
+        nonlocal counted, sent, ended
         await asyncio.sleep(ramp_s * index / streams)
-        ws = await _open(url, model, headers)
-        append = _frames(model)[2]
-        credit = asyncio.Semaphore(inflight)
+        try:
+            ws = await _open(url, model, headers)
+        except Exception:  # counted, not fatal, as in paced_stream
+            ended += 1
+            return
+        _, commit, append = _frames(model)
+        final = json.dumps({"type": "input_audio_buffer.commit", "final": True})
+        # The model answers a delta per SAMPLES_PER_TOKEN of audio once STREAM_LAG_SAMPLES are buffered, so it holds
+        # between STREAM_LAG_SAMPLES and one token more unanswered: `inflight` appends beyond that are in flight.
+        # (Credit per message deadlocked: no delta answers the first 4 appends, so 2 in flight waited for ever.)
+        room = STREAM_LAG_SAMPLES + inflight * APPEND_SAMPLES
+        appends = deltas = 0  # this generation's
+        done = False  # this generation's transcription.done arrived
+        arrived = asyncio.Event()  # a message arrived or the stream ended
 
         async def read() -> None:
-            nonlocal counted
-            with contextlib.suppress(Exception):
-                async for _ in ws:
-                    credit.release()
+            nonlocal counted, deltas, done
+            try:
+                async for message in ws:
+                    if isinstance(message, str) and TRANSCRIPTION_DELTA_MARKER in message:
+                        deltas += 1
+                    elif isinstance(message, str) and TRANSCRIPTION_DONE_MARKER in message:
+                        done = True
                     if window[0] <= clock() < window[1]:
                         counted += 1
+                    arrived.set()
+            except ConnectionClosed:
+                pass
+            finally:
+                arrived.set()
+
+        async def until(condition) -> bool:
+            """Wait until `condition()`; False if the stream ended or the window closed first."""
+            while not condition():
+                if reader.done() or clock() >= window[1]:
+                    return False
+                arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(window[1] - clock()):
+                        await arrived.wait()
+            return True
 
         reader = asyncio.create_task(read())
         try:
             while clock() < window[1]:
-                await credit.acquire()
+                if appends == GENERATION_APPENDS:  # vLLM drops audio sent between a final commit and its done
+                    done = False
+                    await ws.send(final)
+                    if not await until(lambda: done):
+                        break
+                    appends = deltas = 0
+                    await ws.send(commit)
+                if not await until(lambda: appends * APPEND_SAMPLES - deltas * SAMPLES_PER_TOKEN < room):
+                    break
                 await ws.send(append)
+                appends += 1
                 if window[0] <= clock() < window[1]:
                     counted += 1
+                    sent += 1
+        except ConnectionClosed:
+            pass
         finally:
+            if clock() < window[1]:  # the loop left before the window closed: the server ended the stream
+                ended += 1
             await ws.close()
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
 
     await asyncio.gather(*(one(i) for i in range(streams)))
-    return counted / seconds
+    return counted / seconds, sent / seconds, ended
 
 
 async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
@@ -384,9 +448,10 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         bridged_url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
         direct = await paced_phase(direct_url, model, streams, args.ramp, args.seconds, None)
         bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid, headers)
-        unpaced_direct = await unpaced_phase(direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp)
-        unpaced_bridged = await unpaced_phase(bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp,
-                                              headers)
+        unpaced_direct, _, direct_ended = await unpaced_phase(direct_url, model, streams, args.inflight,
+                                                              args.unpaced_seconds, args.ramp)
+        unpaced_bridged, bridged_appends, bridged_ended = await unpaced_phase(bridged_url, model, streams, args.inflight,
+                                                                              args.unpaced_seconds, args.ramp, headers)
     finally:
         _stop(bridge, fake)
     held = await held_phase(args.held, bridge_dir, args.token) if args.held else {}
@@ -403,8 +468,9 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         "unpaced_fraction": unpaced_bridged / unpaced_direct if unpaced_direct else float("nan"),
         "unpaced_direct_fps": unpaced_direct,
         "unpaced_bridged_fps": unpaced_bridged,
-        # Appends are half the frames; each carries 128 ms of audio.
-        "unpaced_x_real_time": unpaced_bridged / 2 / streams * APPEND_PERIOD_S,
+        # Each append carries 128 ms of audio.
+        "unpaced_x_real_time": bridged_appends / streams * APPEND_PERIOD_S,
+        "unpaced_ended": direct_ended + bridged_ended,  # streams not opened or ended early by the server (0 expected)
         "errors": direct["errors"] + bridged["errors"],
         **held,
     }
@@ -462,7 +528,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="paced measuring window, seconds")
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
     parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
-    parser.add_argument("--inflight", type=int, default=2, help="unpaced: appends outstanding per stream")
+    parser.add_argument("--inflight", type=int, default=2,
+                        help="unpaced: appends outstanding per stream (beyond the audio the model holds before a delta)")
     parser.add_argument("--held", type=int, default=0, metavar="N",
                         help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)")
     parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
