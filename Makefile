@@ -35,14 +35,15 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # make local's vLLM: the fake (default) or VLLM=real.
 VLLM ?= fake
 
-# make test and make test-fast run two pytest-xdist workers per core, at most 16 (TEST_WORKERS=1 for one process):
-# about half of the suite's test time is waiting (sockets, subprocesses, a recording played in real time), so one
-# worker per core left the cores idle a quarter of the time (make test-fast on 2 cores: 163 s with 2 workers, 116 s
-# with 4; each worker costs about 8 s of CPU to collect and to start the CDK's node process). Each synthesized variant
-# is made once per run by whichever worker asks first and read from its files by the others (tests/conftest.py);
-# worksteal hands a worker left idle the tests still queued on another, and the long end-to-end modules start the run
-# on workers of their own (tests/e2e/conftest.py), so none is left for the end.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n * 2 > 16 ? 16 : n * 2 )))
+# make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16
+# (TEST_WORKERS=1 for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording
+# played in real time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to
+# collect and to start the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3,
+# 88-92 s with 4; make test: 215 s with 3 and 214 s with 4. Each synthesized variant is made once per run by whichever
+# worker asks first and read from its files by the others (tests/conftest.py); worksteal hands a worker left idle the
+# tests still queued on another, and the long end-to-end modules start the run on workers of their own
+# (tests/e2e/conftest.py), so none is left for the end.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 # Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set: with it off, every
 # worker rewrites the asserts of ~200 test modules and compiles the project's modules again at collection, and every
