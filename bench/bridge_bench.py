@@ -9,9 +9,11 @@ order (A, B, A, B, ...), so that the versions share the machine's load:
    on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
-   `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99), accept latency (connect to
-   `session.created`, p99), relayed frames per second (appends + deltas), the bridge's CPU time from
-   /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
+   `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99: from sending an append to the first delta
+   its audio releases, `answered_append`; a stream's first 4 appends, within the audio the model buffers before
+   its first delta, and appends whose delta has not arrived when the stream closes have none and are not counted),
+   accept latency (connect to `session.created`, p99), relayed frames per second (appends + deltas), the bridge's
+   CPU time from /proc/<pid>/stat (utime + stime) per 1000 relayed frames over the steady window, and its resident
    memory (VmRSS) with N streams open, minus its resident memory before the streams opened, per stream.
 3. Unpaced, directly then through the bridge: N streams each keeping `--inflight` appends in flight (beyond the
    audio the model holds before it answers) for `--unpaced-seconds` seconds, in generations of 30 s of audio; the
@@ -52,7 +54,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,22 @@ TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
 """How a delta reads in the same JSON (container/bridge/server.py _DELTA_MARKER)."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def answered_append(delta: int) -> int:
+    """The append (1-based, counted from the generation's commit) whose arrival releases the generation's delta
+    number `delta` (1-based), with appends of APPEND_SAMPLES.
+
+    The rule is the fake's (voicectl/local/fake_vllm.py, `FakeSession._handle_message` on an append, then
+    `_generate`), which mirrors vLLM 0.31.0: after each append the generation has sent
+    max(0, (samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN) deltas, `samples` being its audio so far. So delta c
+    leaves once the audio reaches STREAM_LAG_SAMPLES + c * SAMPLES_PER_TOKEN samples: on the arrival of append
+    k = ceil((STREAM_LAG_SAMPLES + c * SAMPLES_PER_TOKEN) / APPEND_SAMPLES). The answer to append k, the delta its
+    audio completes, is the first such c; it is not the first c with STREAM_LAG_SAMPLES + c * SAMPLES_PER_TOKEN >=
+    k * APPEND_SAMPLES, which (unless the two are equal) needs audio of append k + 1 and leaves 128 ms later. With
+    2048-sample appends and 1280-sample tokens: appends 1-4 (up to 8192 samples, within the 8320 buffered) release
+    no delta, append 5 releases delta 1, append 6 deltas 2 and 3, and every later append one or two."""
+    return -(-(STREAM_LAG_SAMPLES + delta * SAMPLES_PER_TOKEN) // APPEND_SAMPLES)
 
 
 def _free_port() -> int:
@@ -114,6 +131,7 @@ class Recording:
     """What one paced phase measured; times in seconds."""
 
     window: tuple[float, float]
+    #: Per append sent in the window: send to the first delta it releases (`answered_append`).
     rtts: list[float] = field(default_factory=list)
     accepts: list[float] = field(default_factory=list)
     frames: int = 0
@@ -146,7 +164,13 @@ async def _open(url: str, model: str, headers: dict[str, str] | None = None):
 
 async def paced_stream(url: str, model: str, start_at: float, stop_at: float, rec: Recording, offset: float,
                        headers: dict[str, str] | None = None) -> None:
-    """One stream: connect at `start_at`, an append every 128 ms until `stop_at`, match deltas FIFO."""
+    """One stream: connect at `start_at`, an append every 128 ms until `stop_at`, in one generation.
+
+    Each delta is matched to the append whose audio released it (`answered_append`, counting the generation's
+    deltas); an append's round trip runs from its send to the first of its deltas. An append that released no delta
+    (the first 4: their audio is within the model's buffered lag) or whose delta had not arrived when the stream
+    closed has no round trip and is not counted. Frames: the appends sent in the window and every delta answering
+    one of them. A delta for an append not yet sent (a model whose rule differs from the fake's) counts as an error."""
     clock = time.perf_counter
     await asyncio.sleep(max(0.0, start_at - clock()))
     t0 = clock()
@@ -157,17 +181,26 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
         return
     rec.accepts.append(clock() - t0)
     append = _frames(model)[2]
-    pending: deque[float] = deque()
+    sent_at: list[float] = []  # send time of each append of the generation, in order
 
     async def read() -> None:
+        deltas = answered = 0  # the generation's deltas so far; the append (1-based) the last of them answered
         with contextlib.suppress(Exception):
             async for message in ws:
                 now = clock()
-                if pending and b"transcription.delta" in (message if isinstance(message, bytes) else message.encode()):
-                    sent = pending.popleft()
-                    if rec.in_window(sent):
+                if not (isinstance(message, str) and TRANSCRIPTION_DELTA_MARKER in message):
+                    continue
+                deltas += 1
+                append_index = answered_append(deltas)
+                if append_index > len(sent_at):
+                    rec.errors += 1
+                    return
+                sent = sent_at[append_index - 1]
+                if rec.in_window(sent):
+                    rec.frames += 1
+                    if append_index > answered:
                         rec.rtts.append(now - sent)
-                        rec.frames += 1
+                answered = append_index
 
     reader = asyncio.create_task(read())
     next_at = clock() + offset
@@ -175,7 +208,7 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
         while next_at < stop_at:
             await asyncio.sleep(max(0.0, next_at - clock()))
             sent = clock()
-            pending.append(sent)
+            sent_at.append(sent)
             await ws.send(append)
             if rec.in_window(sent):
                 rec.frames += 1
