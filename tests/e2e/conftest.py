@@ -6,7 +6,7 @@ Why: pytest-xdist's ``--dist worksteal`` (``make test``) hands each of its N wor
 collection, in order (the shares' sizes depend only on the number of tests and N), and later lets an idle worker take
 the second half of the longest queue. A long test collected late starts late, and the suite waits for it alone at
 the end; two long tests in one share run one after the other, however many workers idle. So the hook puts the marked
-modules at the starts of the shares: the k-th marked module (in collection order) begins share k mod N, and the
+modules at the starts of the shares, one per share in collection order and then back again (``share_of``), and the
 other tests fill the shares in their order. Each marked module moves whole (marked tests first), so its fixtures (a
 browser, the servers, moto) are still set up once.
 
@@ -37,6 +37,13 @@ def share_starts(count: int, workers: int) -> list[int]:
     return starts
 
 
+def share_of(index: int, workers: int) -> int:
+    """The share the ``index``-th marked module begins: 0, 1, ..., N-1, then back N-1, ..., 0 (a snake), so a share
+    that got an early module, the first one being the browser's two-minute recording, is the last to get a second."""
+    rank, position = divmod(index, workers)
+    return position if rank % 2 == 0 else workers - 1 - position
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     marked_modules = list(dict.fromkeys(getattr(item, "module", None) for item in items
@@ -53,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     starts = share_starts(len(items), workers) + [len(items)]
     heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
     for index, group in enumerate(groups):
-        heads[index % workers] += group
+        heads[share_of(index, workers)] += group
     ordered: list[pytest.Item] = []
     for share in range(workers):
         ordered += heads[share]
