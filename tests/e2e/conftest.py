@@ -6,7 +6,7 @@ Why: pytest-xdist's ``--dist worksteal`` (``make test``) hands each of its N wor
 collection, in order (the shares' sizes depend only on the number of tests and N), and later lets an idle worker take
 the second half of the longest queue. A long test collected late starts late, and the suite waits for it alone at
 the end; two long tests in one share run one after the other, however many workers idle. So the hook puts the marked
-modules at the starts of the shares, one per share in collection order and then back again (``share_of``), and the
+modules at the starts of the shares, one per share in collection order and then back again (tests/tools/xdist_shares.py), and the
 other tests fill the shares in their order. Each marked module moves whole (marked tests first), so its fixtures (a
 browser, the servers, moto) are still set up once.
 
@@ -19,29 +19,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.tools.xdist_shares import share_of, share_starts
+
 MARKER = "starts_first"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: a test of a minute or more at any machine speed: its module "
                                        "starts the run on a worker of its own (tests/e2e/conftest.py)")
-
-
-def share_starts(count: int, workers: int) -> list[int]:
-    """Where each of ``workers`` shares of ``count`` tests begins, as worksteal cuts them: each idle worker in turn
-    gets the pending tests divided by the workers still to serve (xdist/scheduler/worksteal.py, check_schedule)."""
-    starts, start = [], 0
-    for remaining_workers in range(workers, 0, -1):
-        starts.append(start)
-        start += (count - start) // remaining_workers
-    return starts
-
-
-def share_of(index: int, workers: int) -> int:
-    """The share the ``index``-th marked module begins: 0, 1, ..., N-1, then back N-1, ..., 0 (a snake), so a share
-    that got an early module, the first one being the browser's two-minute recording, is the last to get a second."""
-    rank, position = divmod(index, workers)
-    return position if rank % 2 == 0 else workers - 1 - position
 
 
 @pytest.hookimpl(trylast=True)
