@@ -36,7 +36,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM ?= fake
 
 # make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16
-# (TEST_WORKERS=1 for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording
+# (TEST_WORKERS=0 for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording
 # played in real time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to
 # collect and to start the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3,
 # 88-92 s with 4; make test: 215 s with 3 and 214 s with 4. Each synthesized variant is made once per run by whichever
@@ -98,7 +98,7 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 
 vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
 
-test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~7 min)
+test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
 	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
 
 $(SCAN_STAMP): requirements-scan.lock
