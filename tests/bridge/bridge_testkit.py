@@ -69,6 +69,10 @@ async def handshake_never_answered() -> AsyncIterator[tuple[int, asyncio.Event]]
 #: How long a test waits for an answer before it calls the bridge stuck, seconds: a liveness bound, not a latency
 #: target (latency targets, such as `/ping` under 100 ms while held, are figures printed by bench/bridge_bench.py).
 LIVENESS_S = 10.0
+#: A fallback timer of the bridge set this long in a test (an override of running_bridge, or a monkeypatched module
+#: constant), seconds: past any liveness wait, so that what a wait of LIVENESS_S sees cannot have come from that timer
+#: (e.g. the open timeout ending a stream a test expects the client's leaving to end).
+BEYOND_LIVENESS_S = 3 * LIVENESS_S
 
 
 async def open_stream(bridge: Bridge) -> ClientConnection:
@@ -90,8 +94,8 @@ async def started_stream(bridge: Bridge, vllm: FakeVllm, index: int = 0) -> tupl
     assert created["type"] == "session.created"
     await ws.send(event("session.update", model=vllm.model))
     await ws.send(event("input_audio_buffer.commit"))
-    session = await vllm.wait_for_session(index)
-    await session.wait_for_event("input_audio_buffer.commit")
+    session = await vllm.wait_for_session(index, timeout=LIVENESS_S)  # the fake's default wait is 2 s
+    await session.wait_for_event("input_audio_buffer.commit", timeout=LIVENESS_S)
     return ws, session
 
 
@@ -183,7 +187,7 @@ class RawClient:
         writer.write(b"".join(protocol.data_to_send()))
         client = cls(reader, writer, protocol)
         _RAW_CLIENTS.setdefault(bridge, []).append(client)
-        async with asyncio.timeout(2):
+        async with asyncio.timeout(LIVENESS_S):
             while protocol.handshake_exc is None and protocol.state is State.CONNECTING:
                 client._feed(await reader.read(65536))
         assert protocol.handshake_exc is None, protocol.handshake_exc

@@ -17,10 +17,12 @@ import pytest
 from websockets.frames import Opcode
 
 import bridge.protocol
-from bridge import legs
+from bridge import legs, server
 from bridge.legs import FRAME_BUDGET, HOLD_BYTES, MAX_CONTROL_FRAMES_PER_S, MAX_FRAGMENTS, SMALL_FEED_BYTES, ClientLeg
 from bridge.protocol import MAX_OTHER_EVENT_BYTES
 from tests.bridge.bridge_testkit import (
+    BEYOND_LIVENESS_S,
+    LIVENESS_S,
     PCM_CHUNK,
     RawClient,
     append,
@@ -86,8 +88,8 @@ async def started_raw(bridge_, vllm: FakeVllm, index: int = 0) -> tuple[RawClien
     client = await RawClient.open(bridge_)
     client.write(frame(Opcode.TEXT, event("session.update", model=vllm.model).encode())
                  + frame(Opcode.TEXT, event("input_audio_buffer.commit").encode()))
-    session = await vllm.wait_for_session(index)
-    await session.wait_for_event("input_audio_buffer.commit")
+    session = await vllm.wait_for_session(index, timeout=LIVENESS_S)  # the fake's default wait is 2 s
+    await session.wait_for_event("input_audio_buffer.commit", timeout=LIVENESS_S)
     return client, session
 
 
@@ -95,7 +97,11 @@ async def started_raw(bridge_, vllm: FakeVllm, index: int = 0) -> tuple[RawClien
 
 
 @pytest.mark.parametrize("payload", [b"", b"x"], ids=["empty", "1-byte"])
-def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, payload):
+def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, monkeypatch, payload):
+    # The client never answers the bridge's close: dropping its connection CLIENT_CLOSE_TIMEOUT_S (2 s) later would free
+    # the stream too. Set past the wait, so that the stream is seen to end when the client hangs up.
+    monkeypatch.setattr(legs, "CLIENT_CLOSE_TIMEOUT_S", BEYOND_LIVENESS_S)
+
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             client, session = await started_raw(bridge_, vllm)
@@ -108,10 +114,10 @@ def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, 
             await ping_during(bridge_, task)
             code, reason = task.result()
             assert (code, reason) == (1008, f"more than {MAX_FRAGMENTS} fragments in one message")
-            await session.wait_closed(timeout=1)
+            await session.wait_closed(timeout=LIVENESS_S)
             assert session.event_types() == ["session.update", "input_audio_buffer.commit"]  # nothing relayed
             client.abort()
-            async with asyncio.timeout(1):
+            async with asyncio.timeout(LIVENESS_S):
                 while bridge_.active_streams:
                     await asyncio.sleep(0.02)
 
@@ -135,7 +141,7 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
             ping_bytes = len(frame(Opcode.PING, b"p" * 125))
             assert MAX_CONTROL_FRAMES_PER_S < len(pongs) <= legs.FEED_BYTES // ping_bytes + 1
             assert pongs[0].data == b"p" * 125
-            await session.wait_closed(timeout=1)
+            await session.wait_closed(timeout=LIVENESS_S)
 
     run(scenario())
 
@@ -338,10 +344,14 @@ def test_two_different_content_lengths_get_400(run):
 
 @pytest.mark.parametrize("after", [b"\r\n", b"\r\n\r\n", b"GET /ping HTTP/1.1\r\n\r\n", b"\x00\xff garbage"],
                          ids=["crlf", "two-crlf", "pipelined", "garbage"])
-def test_ping_followed_by_anything_is_answered_once(run, after):
+def test_ping_followed_by_anything_is_answered_once(run, monkeypatch, after):
+    # The read ends within the wait only because the bridge half-closes after its one answer: its fallback, the drop
+    # ANSWERED_LINGER_S after an answer, is set past the wait.
+    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)
+
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            head, body = await http_exchange(bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, 1.0)
+            head, body = await http_exchange(bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, LIVENESS_S)
             assert (head + body).count(b"HTTP/1.1 ") == 1
             assert head.startswith(b"HTTP/1.1 200 ")
             assert json.loads(body) == {"status": "healthy"}
@@ -377,7 +387,7 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
             for reader, _ in (idle, slow):
                 # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte still in flight.
                 try:
-                    assert await asyncio.wait_for(reader.read(), 2.0) == b""
+                    assert await asyncio.wait_for(reader.read(), LIVENESS_S) == b""
                 except ConnectionResetError:
                     pass
             # Dropped before the slow client finished its request line and headers (30 bytes, one per 50 ms):
@@ -429,8 +439,8 @@ def test_frame_violations_close_with_1002(run, raw, code):
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             client, session = await started_raw(bridge_, vllm)
             client.write(raw)
-            assert (await client.close_frame(timeout=2))[0] == code
-            await session.wait_closed(timeout=1)
+            assert (await client.close_frame(timeout=LIVENESS_S))[0] == code
+            await session.wait_closed(timeout=LIVENESS_S)
             assert await ping_status(bridge_) == 200
 
     run(scenario())
@@ -497,7 +507,9 @@ def test_the_v1_realtime_path_is_the_same_stream(run):
     run(scenario())
 
 
-def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
+def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run, monkeypatch):
+    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)  # the read ends at the half-close, not the drop
+
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             with pytest.raises(AssertionError) as refused:
@@ -505,7 +517,7 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
             assert "404" in str(refused.value)
             head, body = await http_exchange(
                 bridge_, b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", 1.0)
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", LIVENESS_S)
             assert head.startswith(b"HTTP/1.1 404 ")
             answer = json.loads(body)
             assert answer["code"] == "unknown_path"
@@ -516,17 +528,21 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
     run(scenario())
 
 
-def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run):
+def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run, monkeypatch):
     """Close frames are handled while the bridge holds the client's messages for vLLM."""
+    # The open timeout (UPSTREAM_OPEN_TIMEOUT_S, 5 s) would end the connect and free the stream too (closing 1011, with
+    # upstream_unavailable): set past the wait, so that only the client's close can.
+    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
 
     async def scenario():
         async with handshake_never_answered() as (port, _), running_bridge(port) as bridge_:
             client = await RawClient.open(bridge_)
             client.write(frame(Opcode.TEXT, append().encode()) + frame(Opcode.CLOSE, b"\x03\xe8"))
-            assert (await client.close_frame(timeout=1.0))[0] == 1000
-            async with asyncio.timeout(1.0):
+            assert (await client.close_frame(timeout=LIVENESS_S))[0] == 1000  # the client's close answered, not 1011
+            async with asyncio.timeout(LIVENESS_S):
                 while bridge_.active_streams:
                     await asyncio.sleep(0.02)
+            assert bridge_.metrics.upstream_errors == 0  # the connect cancelled, not failed
 
     run(scenario())
 

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 
 import pytest
 from websockets.asyncio.client import connect
@@ -19,10 +20,11 @@ from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
 import bridge.protocol
-from bridge import server
+from bridge import legs, server
 from bridge.health import FAILURES_BEFORE_UNHEALTHY, MAX_RESPONSE_BYTES, http_get
 from bridge.server import FRAME_BUDGET, STREAM_PATH, WRITE_LIMIT_BYTES
 from tests.bridge.bridge_testkit import (
+    BEYOND_LIVENESS_S,
     LIVENESS_S,
     PCM_CHUNK,
     append,
@@ -65,13 +67,17 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
     run(scenario())
 
 
-def test_post_invocations_points_to_the_streaming_path(run):
+def test_post_invocations_points_to_the_streaming_path(run, monkeypatch):
+    # The read ends within the liveness wait only because the bridge half-closes after its answer: its fallback, the
+    # drop ANSWERED_LINGER_S after an answer, is set past the wait.
+    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)
+
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             body = b'{"audio": "' + b"A" * 20000 + b'"}'
             head, payload = await http_exchange(
                 bridge, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body, 1.0)
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body, LIVENESS_S)
             assert head.startswith(b"HTTP/1.1 400 ")
             assert b"Content-Type: application/json" in head
             answer = json.loads(payload)
@@ -125,7 +131,7 @@ def test_pings_are_answered_and_fragmented_messages_reassembled(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             ws, session = await started_stream(bridge, vllm)
-            latency = await asyncio.wait_for(await ws.ping(b"sagemaker"), 1.0)
+            latency = await asyncio.wait_for(await ws.ping(b"sagemaker"), LIVENESS_S)
             assert latency >= 0
             text = append()
             await ws.send([text[:100], text[100:3000], text[3000:]])  # one message in three frames
@@ -141,7 +147,7 @@ def test_frames_over_the_size_limit_close_with_1009(run):
             ws = await connect(f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", max_size=None)
             await recv_event(ws)
             await ws.send("x" * (bridge.settings.max_frame_bytes + 1))
-            code, _ = await closed_within(ws, 2.0)
+            code, _ = await closed_within(ws, LIVENESS_S)
             assert code == 1009
 
     run(scenario())
@@ -175,9 +181,9 @@ def test_drain_lets_open_streams_finish_then_ends_the_rest(run):
             await finishing.send(append())  # open streams keep relaying during the drain
             await finishing_session.wait_for_event("input_audio_buffer.append")
             await finishing.close()
-            error = await recv_event(lingering, timeout=1.5)
+            error = await recv_event(lingering)
             assert error["code"] == "server_shutdown"
-            assert await closed_within(lingering, 1.0) == (1001, "server_shutdown")
+            assert await closed_within(lingering, LIVENESS_S) == (1001, "server_shutdown")
             await shutdown
 
     run(scenario())
@@ -190,7 +196,7 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
             capsys.readouterr()
             ws, session = await started_stream(bridge, vllm)
             busy = await open_stream(bridge)
-            await closed_within(busy, 1.0)
+            await closed_within(busy, LIVENESS_S)
             await session.send_delta("a")
             await recv_event(ws)
             await ws.close()
@@ -198,7 +204,9 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
             await asyncio.sleep(0.05)
             bridge.metrics.flush()
 
+    started = time.monotonic()
     run(scenario())
+    scenario_s = time.monotonic() - started
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     record = lines[0]
     directive = record["_aws"]["CloudWatchMetrics"][0]
@@ -212,8 +220,10 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     }
     assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
     assert record["StreamCapUsed"] == 100.0  # 1 of MAX_STREAMS=1
-    assert 0 < record["TimeToFirstDelta"] < 1000
-    assert 0 < record["StreamSeconds"] < 5
+    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that held it (StreamSeconds
+    # in seconds), and its first delta came before it ended (TimeToFirstDelta in milliseconds); 1 ms for the rounding.
+    assert 0 < record["StreamSeconds"] <= scenario_s + 0.001
+    assert 0 < record["TimeToFirstDelta"] <= record["StreamSeconds"] * 1000 + 1
 
 
 def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
@@ -232,8 +242,11 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
             assert emf_lines() == []
             vllm.health_status = 200
             await bridge.health.probe_once()
-            await asyncio.sleep(0.35)
-            assert len(emf_lines()) >= 2
+            written: list[dict] = []
+            async with asyncio.timeout(LIVENESS_S):  # a line every interval from now on, however slow the loop
+                while len(written) < 2:
+                    await asyncio.sleep(0.05)
+                    written += emf_lines()
 
     run(scenario())
 
@@ -243,8 +256,13 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
 # The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for vLLM.
 
 
-#: The issue's bound for every "within 1 s" item, seconds.
-ONE_SECOND = 1.0
+# The issue's "within 1 s" items (1-4 below, and the connect cancelled further down): 1 s is the issue's target for how
+# soon the bridge reacts, not something these tests time (on a loaded 2-core machine one answer has taken over 1 s;
+# issue 25). Each asserts the behaviour instead: what ended the stream and how (error code, close code and reason,
+# `upstream_close_code`, counts, metrics), waiting for it up to LIVENESS_S, a liveness bound. No bridge timer can give
+# the same outcome within that wait: IDLE_TIMEOUT_S (60 s by default) is longer; a stall (UPSTREAM_STALL_S, 5 s) is
+# told as upstream_closed without an upstream_close_code; and where a shorter timer would end the stream the same way
+# (UPSTREAM_OPEN_TIMEOUT_S, 5 s), the test sets it past the wait (BEYOND_LIVENESS_S).
 
 
 # 1. The client's TCP connection drops without a close frame mid-stream.
@@ -255,7 +273,7 @@ def test_client_tcp_drop_closes_vllm_socket_within_1s(run):
             await ws.send(append())
             await session.wait_for_event("input_audio_buffer.append")
             ws.transport.abort()  # no close frame
-            await session.wait_closed(timeout=ONE_SECOND)
+            await session.wait_closed(timeout=LIVENESS_S)
             assert bridge.active_streams == 0
             assert bytes(session.audio) == PCM_CHUNK
 
@@ -266,7 +284,9 @@ def test_client_tcp_drop_closes_vllm_socket_within_1s(run):
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
 def test_client_leaving_while_vllm_silent_closes_vllm_socket_within_1s(run, how):
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
+        # The silent fake still answers pings, so the stall check would not close its socket either; set past the wait
+        # all the same, so that only the client's leaving can have closed it.
+        async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=BEYOND_LIVENESS_S) as bridge:
             ws, session = await started_stream(bridge, vllm)
             vllm.silent = True
             await ws.send(append())
@@ -275,7 +295,7 @@ def test_client_leaving_while_vllm_silent_closes_vllm_socket_within_1s(run, how)
                 await ws.close()
             else:
                 ws.transport.abort()
-            code = await session.wait_closed(timeout=ONE_SECOND)
+            code = await session.wait_closed(timeout=LIVENESS_S)
             assert code == 1000  # the bridge closed vLLM's socket cleanly
             assert bridge.active_streams == 0
 
@@ -290,38 +310,40 @@ def test_vllm_ending_mid_stream_gives_upstream_closed_and_1011_within_1s(run, ho
             ws, session = await started_stream(bridge, vllm)
             await session.send_delta("partial ")
             assert await recv_event(ws) == {"type": "transcription.delta", "delta": "partial "}
-            loop = asyncio.get_running_loop()
-            started = loop.time()
             if how == "close frame":
                 await session.close(1000)
             else:
                 await vllm.die()
-            error = await recv_event(ws, timeout=ONE_SECOND)
+            error = await recv_event(ws)
             assert error["type"] == "error"
             assert error["code"] == "upstream_closed"
-            assert ("1000" if how == "close frame" else "1006") in error["error"]
-            code, _ = await closed_within(ws, ONE_SECOND)
+            # vLLM's close told at once, not the stall check (UPSTREAM_STALL_S, 5 s) that would end the stream with the
+            # same code later: a stall carries no upstream_close_code.
+            vllm_code = 1000 if how == "close frame" else 1006
+            assert error["upstream_close_code"] == vllm_code
+            assert str(vllm_code) in error["error"]
+            code, _ = await closed_within(ws, LIVENESS_S)
             assert code == 1011
-            assert loop.time() - started < ONE_SECOND
             assert bridge.metrics.upstream_errors == 1
 
     run(scenario())
 
 
 # 4. vLLM is down when a client connects.
-def test_vllm_down_gives_error_and_1011_within_1s_and_ping_503(run):
+def test_vllm_down_gives_error_and_1011_within_1s_and_ping_503(run, monkeypatch):
+    # The refused connection is told at once: the open timeout, which gives the same error, is set past the wait.
+    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
+
     async def scenario():
         async with running_bridge(free_port()) as bridge:
             assert await ping_status(bridge) == 503
-            loop = asyncio.get_running_loop()
-            started = loop.time()
             ws = await open_stream(bridge)
-            error = await recv_event(ws, timeout=ONE_SECOND)
+            error = await recv_event(ws)
             assert error["type"] == "error"
             assert error["code"] == "upstream_unavailable"
-            code, _ = await closed_within(ws, ONE_SECOND)
+            assert "TimeoutError" not in error["error"]  # the refusal named, not a timeout
+            code, _ = await closed_within(ws, LIVENESS_S)
             assert code == 1011
-            assert loop.time() - started < ONE_SECOND
             assert await ping_status(bridge) == 503
             assert bridge.active_streams == 0
 
@@ -339,7 +361,7 @@ def test_stream_over_max_streams_gets_server_busy_and_1013_others_untouched(run)
             assert busy["type"] == "error"
             assert busy["code"] == "server_busy"
             assert "2 streams" in busy["error"]
-            code, reason = await closed_within(extra, ONE_SECOND)
+            code, reason = await closed_within(extra, LIVENESS_S)
             assert (code, reason) == (1013, "server_busy")
             assert len(vllm.sessions) == 2  # the extra client never reached vLLM
             # The open streams still relay both ways.
@@ -360,18 +382,29 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
         async with FakeVllm() as vllm, running_bridge(vllm.port, idle_timeout_s=0.4) as bridge:
             talker, talker_session = await started_stream(bridge, vllm, 0)
             silent, silent_session = await started_stream(bridge, vllm, 1)
-            for _ in range(8):  # the talker keeps sending for 0.8 s, twice the idle timeout
-                await talker.send(append())
-                await asyncio.sleep(0.1)
-            error = await recv_event(silent, timeout=ONE_SECOND)
-            assert error["code"] == "idle_timeout"
-            assert "0.4 s" in error["error"]
-            assert await closed_within(silent, ONE_SECOND) == (1000, "idle_timeout")
-            await silent_session.wait_closed(timeout=ONE_SECOND)
-            # The talking client is untouched.
-            assert not talker_session.closed.is_set()
-            await talker_session.send_delta("still here")
-            assert await recv_event(talker) == {"type": "transcription.delta", "delta": "still here"}
+
+            async def keep_talking() -> None:
+                while True:
+                    await talker.send(append())
+                    await asyncio.sleep(0.1)
+
+            # The talker keeps sending, every 0.1 s, until the checks are done: however long they take on a loaded
+            # machine, it is never idle itself (the idle timeout is 0.4 s).
+            talking = asyncio.create_task(keep_talking())
+            try:
+                error = await recv_event(silent)
+                assert error["code"] == "idle_timeout"
+                assert "0.4 s" in error["error"]
+                assert await closed_within(silent, LIVENESS_S) == (1000, "idle_timeout")
+                await silent_session.wait_closed(timeout=LIVENESS_S)
+                # 8 appends, 0.1 s apart: the talker has talked for longer than the idle timeout.
+                await talker_session.wait_for_event("input_audio_buffer.append", count=8, timeout=LIVENESS_S)
+                # The talking client is untouched.
+                assert not talker_session.closed.is_set()
+                await talker_session.send_delta("still here")
+                assert await recv_event(talker) == {"type": "transcription.delta", "delta": "still here"}
+            finally:
+                talking.cancel()
 
     run(scenario())
 
@@ -390,8 +423,8 @@ def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
             error = await recv_event(long)
             assert error["code"] == "session_limit"
             assert "max_model_len 74 tokens less 49" in error["error"]
-            assert await closed_within(long, ONE_SECOND) == (1000, "session_limit")
-            await long_session.wait_closed(timeout=ONE_SECOND)
+            assert await closed_within(long, LIVENESS_S) == (1000, "session_limit")
+            await long_session.wait_closed(timeout=LIVENESS_S)
             assert long_session.audio_bytes == 12 * len(PCM_CHUNK)  # nothing past the limit reached vLLM
             await other.send(append())
             await other_session.wait_for_event("input_audio_buffer.append")
@@ -495,7 +528,7 @@ def test_ordinary_client_close_is_relayed_as_a_clean_close(run):
             done = await recv_event(ws)
             assert done["type"] == "transcription.done"
             await ws.close()
-            assert await session.wait_closed(timeout=ONE_SECOND) == 1000
+            assert await session.wait_closed(timeout=LIVENESS_S) == 1000
             with pytest.raises(ConnectionClosed):
                 await ws.recv()
 
@@ -647,8 +680,8 @@ def test_an_unexpected_exception_ends_only_that_stream_with_1011(run, monkeypatc
             error = await recv_event(broken)
             assert error["code"] == "processing_error"
             assert "RuntimeError" in error["error"]
-            assert await closed_within(broken, ONE_SECOND) == (1011, "processing_error")
-            await broken_session.wait_closed(timeout=ONE_SECOND)
+            assert await closed_within(broken, LIVENESS_S) == (1011, "processing_error")
+            await broken_session.wait_closed(timeout=LIVENESS_S)
             await other.send(append())  # the other stream is untouched
             await other_session.wait_for_event("input_audio_buffer.append")
             await other_session.send_delta("ok")
@@ -730,7 +763,7 @@ def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
                 await ws.send(append())
             error = await recv_event(ws)
             assert error["code"] == "session_limit"
-            assert await closed_within(ws, ONE_SECOND) == (1000, "session_limit")
+            assert await closed_within(ws, LIVENESS_S) == (1000, "session_limit")
             assert session.audio_bytes == 34 * len(PCM_CHUNK)
 
     run(scenario())
@@ -752,7 +785,7 @@ def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(ru
             assert bytes(session.audio) == PCM_CHUNK
             await session.send_delta("early")
             events = []
-            async with asyncio.timeout(ONE_SECOND):
+            async with asyncio.timeout(LIVENESS_S):
                 while len(events) < 2:
                     client.receive_data(await reader.read(65536))
                     events += [json.loads(e.data) for e in client.events_received() if isinstance(e, Frame)]
@@ -780,16 +813,16 @@ def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_no
             session.hang()
             sender = asyncio.create_task(keep_sending(ws))
             try:
-                error = await recv_event(ws, timeout=stall_s + 3)
+                error = await recv_event(ws, timeout=stall_s + LIVENESS_S)
             finally:
                 sender.cancel()
             assert error["code"] == "upstream_closed"
             assert f"{stall_s:g} s" in error["error"]
-            code, _ = await closed_within(ws, ONE_SECOND + 2)  # the client's side is still sending: close handshake
+            code, _ = await closed_within(ws, LIVENESS_S)  # the client's side is still sending: close handshake
             assert code == 1011
             assert bridge_.metrics.upstream_errors == 1
             session.resume()  # SIGCONT: the fake sees that the bridge has dropped the connection
-            await session.wait_closed(timeout=ONE_SECOND)
+            await session.wait_closed(timeout=LIVENESS_S)
             assert bridge_.active_streams == 0
 
     run(scenario())
@@ -814,8 +847,11 @@ def test_quiet_but_alive_vllm_is_not_taken_for_a_hung_one(run):
 
 
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
-def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, how):
-    # A vLLM that accepts TCP but never answers the WebSocket handshake (UPSTREAM_OPEN_TIMEOUT_S is 5 s).
+def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, monkeypatch, how):
+    # A vLLM that accepts TCP but never answers the WebSocket handshake. The open timeout (UPSTREAM_OPEN_TIMEOUT_S,
+    # 5 s) would also end the connect and free the stream: set past the wait, so that only the client's leaving can.
+    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
+
     async def scenario():
         async with handshake_never_answered() as (port, upstream_gone), running_bridge(port) as bridge_:
             ws = await open_stream(bridge_)
@@ -825,10 +861,11 @@ def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1
                 await ws.close()
             else:
                 ws.transport.abort()
-            async with asyncio.timeout(ONE_SECOND):
+            async with asyncio.timeout(LIVENESS_S):
                 await upstream_gone.wait()
                 while bridge_.active_streams:
                     await asyncio.sleep(0.02)
+            assert bridge_.metrics.upstream_errors == 0  # cancelled, not a connect that failed (the timeout's count)
 
     run(scenario())
 
@@ -846,14 +883,16 @@ def test_health_probe_reads_at_most_max_response_bytes(run):
         server_ = await asyncio.start_server(flood, "127.0.0.1", 0)
         try:
             with pytest.raises(ValueError, match="larger than"):
-                await http_get("127.0.0.1", server_.sockets[0].getsockname()[1], "/health", 2.0)
+                await http_get("127.0.0.1", server_.sockets[0].getsockname()[1], "/health", LIVENESS_S)
         finally:
             server_.close()
 
     run(scenario())
 
 
-def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run):
+def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run, monkeypatch):
+    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)  # the read ends at the half-close, not the drop
+
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
@@ -861,7 +900,7 @@ def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_reque
             await writer.drain()
             await asyncio.sleep(0.05)  # the rest of the body comes in another read
             writer.write(b"B" * 19_900)
-            response = await asyncio.wait_for(reader.read(), 2.0)
+            response = await asyncio.wait_for(reader.read(), LIVENESS_S)
             writer.close()
             assert response.count(b"HTTP/1.1 ") == 1  # only the bridge's answer, no second (bogus) one
             assert response.startswith(b"HTTP/1.1 400 ")
