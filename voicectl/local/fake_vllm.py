@@ -125,6 +125,11 @@ TAIL_TOKENS = 10
 #: vLLM's `--max-model-len` unless told otherwise: the app's default (config/settings.py, voxtral max_model_len).
 DEFAULT_MAX_MODEL_LEN = 45000
 
+#: How long the observation waits (``wait_for_event``, ``wait_closed``, ``wait_for_session``) wait by default, seconds: a
+#: liveness bound for the tests and tools that watch the fake, never a speed target (they return as soon as what they
+#: wait for happens; on a loaded 2-core machine an answer has taken over 2 s, the earlier default).
+WAIT_S = 10.0
+
 # Error messages copied in meaning from vllm `realtime/connection.py`.
 _MSG_INVALID_JSON = "Invalid JSON"
 _MSG_MISSING_MODEL = "Missing required field: model"
@@ -259,7 +264,8 @@ class FakeSession:
         """Types of the client events received so far, in order."""
         return [event.get("type") for event in self.events]
 
-    async def wait_for_event(self, event_type: str | None, count: int = 1, timeout: float = 2.0) -> dict[str, Any]:
+    async def wait_for_event(self, event_type: str | None, count: int = 1,
+                             timeout: float = WAIT_S) -> dict[str, Any]:
         """Wait until `count` client events of `event_type` have arrived; return the last of them.
 
         Raises:
@@ -273,7 +279,7 @@ class FakeSession:
                 self._new_event.clear()
                 await self._new_event.wait()
 
-    async def wait_closed(self, timeout: float = 2.0) -> int | None:
+    async def wait_closed(self, timeout: float = WAIT_S) -> int | None:
         """Wait until the connection has ended; return its close code (1006 when the TCP connection dropped).
 
         Raises:
@@ -519,7 +525,7 @@ class FakeVllm:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def wait_for_session(self, index: int = 0, timeout: float = 2.0) -> FakeSession:
+    async def wait_for_session(self, index: int = 0, timeout: float = WAIT_S) -> FakeSession:
         """Wait until session number `index` (0-based, in accept order) exists and return it.
 
         Raises:
