@@ -60,6 +60,7 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from voicectl.clients.realtime.machine import GENERATION_TARGET_S
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,12 +69,13 @@ APPEND_BYTES = 4096
 APPEND_PERIOD_S = 0.128
 #: PCM16 samples in one append (2 bytes each).
 APPEND_SAMPLES = APPEND_BYTES // 2
-GENERATION_APPENDS = round(30.0 / APPEND_PERIOD_S)
-"""Appends per generation in the unpaced phase, then a final commit and a new generation: 30 s of audio, the client's
-GENERATION_TARGET_S (voicectl/clients/realtime/machine.py). One endless generation, sent unpaced (50 to 80 x real
-time on 2 cores), reaches the bridge's session_limit (0.9 of the 32768 tokens the bench gives it, less 49: 2355 s of
-audio) within a minute and the fake's max_model_len (45000 tokens of 80 ms: 3600 s) soon after, which kills vLLM
-0.31.0's engine and the fake's (voicectl/local/fake_vllm.py): a longer `--unpaced-seconds` would measure a dead stream."""
+GENERATION_APPENDS = round(GENERATION_TARGET_S / APPEND_PERIOD_S)
+"""Appends per generation in the unpaced phase, then a final commit and a new generation: the client's
+GENERATION_TARGET_S of audio (30 s, voicectl/clients/realtime/machine.py). One endless generation, sent unpaced (50
+to 80 x real time on 2 cores), reaches the bridge's session_limit (0.9 of the 32768 tokens the bench gives it, less
+49: 2355 s of audio) within a minute and the fake's max_model_len (45000 tokens of 80 ms: 3600 s) soon after, which
+kills vLLM 0.31.0's engine and the fake's (voicectl/local/fake_vllm.py): a longer `--unpaced-seconds` would measure a
+dead stream."""
 TRANSCRIPTION_DONE_MARKER = '"type":"transcription.done"'
 """How a generation's end reads in vLLM's compact JSON (pydantic's `model_dump_json`; container/bridge/protocol.py
 TRANSCRIPTION_DONE_PREFIX, voicectl/local/fake_vllm.py send_event); the bridge relays it unchanged."""

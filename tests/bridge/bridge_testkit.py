@@ -94,8 +94,8 @@ async def started_stream(bridge: Bridge, vllm: FakeVllm, index: int = 0) -> tupl
     assert created["type"] == "session.created"
     await ws.send(event("session.update", model=vllm.model))
     await ws.send(event("input_audio_buffer.commit"))
-    session = await vllm.wait_for_session(index, timeout=LIVENESS_S)  # the fake's default wait is 2 s
-    await session.wait_for_event("input_audio_buffer.commit", timeout=LIVENESS_S)
+    session = await vllm.wait_for_session(index)  # the fake's waits default to a liveness bound (WAIT_S)
+    await session.wait_for_event("input_audio_buffer.commit")
     return ws, session
 
 

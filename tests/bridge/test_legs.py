@@ -17,7 +17,7 @@ import pytest
 from websockets.frames import Opcode
 
 import bridge.protocol
-from bridge import legs, server
+from bridge import legs
 from bridge.legs import FRAME_BUDGET, HOLD_BYTES, MAX_CONTROL_FRAMES_PER_S, MAX_FRAGMENTS, SMALL_FEED_BYTES, ClientLeg
 from bridge.protocol import MAX_OTHER_EVENT_BYTES
 from tests.bridge.bridge_testkit import (
@@ -88,8 +88,8 @@ async def started_raw(bridge_, vllm: FakeVllm, index: int = 0) -> tuple[RawClien
     client = await RawClient.open(bridge_)
     client.write(frame(Opcode.TEXT, event("session.update", model=vllm.model).encode())
                  + frame(Opcode.TEXT, event("input_audio_buffer.commit").encode()))
-    session = await vllm.wait_for_session(index, timeout=LIVENESS_S)  # the fake's default wait is 2 s
-    await session.wait_for_event("input_audio_buffer.commit", timeout=LIVENESS_S)
+    session = await vllm.wait_for_session(index)
+    await session.wait_for_event("input_audio_buffer.commit")
     return client, session
 
 
@@ -344,11 +344,8 @@ def test_two_different_content_lengths_get_400(run):
 
 @pytest.mark.parametrize("after", [b"\r\n", b"\r\n\r\n", b"GET /ping HTTP/1.1\r\n\r\n", b"\x00\xff garbage"],
                          ids=["crlf", "two-crlf", "pipelined", "garbage"])
-def test_ping_followed_by_anything_is_answered_once(run, monkeypatch, after):
-    # The read ends within the wait only because the bridge half-closes after its one answer: its fallback, the drop
-    # ANSWERED_LINGER_S after an answer, is set past the wait.
-    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)
-
+@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+def test_ping_followed_by_anything_is_answered_once(run, after):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             head, body = await http_exchange(bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, LIVENESS_S)
@@ -507,9 +504,8 @@ def test_the_v1_realtime_path_is_the_same_stream(run):
     run(scenario())
 
 
-def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run, monkeypatch):
-    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)  # the read ends at the half-close, not the drop
-
+@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             with pytest.raises(AssertionError) as refused:
@@ -528,11 +524,9 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run, monkeypa
     run(scenario())
 
 
-def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run, monkeypatch):
+@pytest.mark.usefixtures("open_timeout_beyond_wait")  # only the client's close can free the stream
+def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run):
     """Close frames are handled while the bridge holds the client's messages for vLLM."""
-    # The open timeout (UPSTREAM_OPEN_TIMEOUT_S, 5 s) would end the connect and free the stream too (closing 1011, with
-    # upstream_unavailable): set past the wait, so that only the client's close can.
-    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
 
     async def scenario():
         async with handshake_never_answered() as (port, _), running_bridge(port) as bridge_:

@@ -20,7 +20,7 @@ from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
 import bridge.protocol
-from bridge import legs, server
+from bridge import server
 from bridge.health import FAILURES_BEFORE_UNHEALTHY, MAX_RESPONSE_BYTES, http_get
 from bridge.server import FRAME_BUDGET, STREAM_PATH, WRITE_LIMIT_BYTES
 from tests.bridge.bridge_testkit import (
@@ -67,11 +67,8 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
     run(scenario())
 
 
-def test_post_invocations_points_to_the_streaming_path(run, monkeypatch):
-    # The read ends within the liveness wait only because the bridge half-closes after its answer: its fallback, the
-    # drop ANSWERED_LINGER_S after an answer, is set past the wait.
-    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)
-
+@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+def test_post_invocations_points_to_the_streaming_path(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             body = b'{"audio": "' + b"A" * 20000 + b'"}'
@@ -220,8 +217,9 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     }
     assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
     assert record["StreamCapUsed"] == 100.0  # 1 of MAX_STREAMS=1
-    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that held it (StreamSeconds
-    # in seconds), and its first delta came before it ended (TimeToFirstDelta in milliseconds); 1 ms for the rounding.
+    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that held it
+    # (StreamSeconds in seconds), and its first delta came before it ended (TimeToFirstDelta in milliseconds); 1 ms for
+    # the rounding.
     assert 0 < record["StreamSeconds"] <= scenario_s + 0.001
     assert 0 < record["TimeToFirstDelta"] <= record["StreamSeconds"] * 1000 + 1
 
@@ -330,10 +328,8 @@ def test_vllm_ending_mid_stream_gives_upstream_closed_and_1011_within_1s(run, ho
 
 
 # 4. vLLM is down when a client connects.
-def test_vllm_down_gives_error_and_1011_within_1s_and_ping_503(run, monkeypatch):
-    # The refused connection is told at once: the open timeout, which gives the same error, is set past the wait.
-    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
-
+@pytest.mark.usefixtures("open_timeout_beyond_wait")  # the refusal is told, not the open timeout's same error
+def test_vllm_down_gives_error_and_1011_within_1s_and_ping_503(run):
     async def scenario():
         async with running_bridge(free_port()) as bridge:
             assert await ping_status(bridge) == 503
@@ -847,11 +843,9 @@ def test_quiet_but_alive_vllm_is_not_taken_for_a_hung_one(run):
 
 
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
-def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, monkeypatch, how):
-    # A vLLM that accepts TCP but never answers the WebSocket handshake. The open timeout (UPSTREAM_OPEN_TIMEOUT_S,
-    # 5 s) would also end the connect and free the stream: set past the wait, so that only the client's leaving can.
-    monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)
-
+@pytest.mark.usefixtures("open_timeout_beyond_wait")  # only the client's leaving can end the connect
+def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, how):
+    # A vLLM that accepts TCP but never answers the WebSocket handshake.
     async def scenario():
         async with handshake_never_answered() as (port, upstream_gone), running_bridge(port) as bridge_:
             ws = await open_stream(bridge_)
@@ -890,9 +884,8 @@ def test_health_probe_reads_at_most_max_response_bytes(run):
     run(scenario())
 
 
-def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run, monkeypatch):
-    monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)  # the read ends at the half-close, not the drop
-
+@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)

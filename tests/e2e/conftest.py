@@ -6,9 +6,9 @@ Why: pytest-xdist's ``--dist worksteal`` (``make test``) hands each of its N wor
 collection, in order (the shares' sizes depend only on the number of tests and N), and later lets an idle worker take
 the second half of the longest queue. A long test collected late starts late, and the suite waits for it alone at
 the end; two long tests in one share run one after the other, however many workers idle. So the hook puts the marked
-modules at the starts of the shares, one per share in collection order and then back again (tests/tools/xdist_shares.py), and the
-other tests fill the shares in their order. Each marked module moves whole (marked tests first), so its fixtures (a
-browser, the servers, moto) are still set up once.
+modules at the starts of the shares, one per share in collection order and then back again
+(tests/tools/xdist_shares.py), and the other tests fill the shares in their order. Each marked module moves whole
+(marked tests first), so its fixtures (a browser, the servers, moto) are still set up once.
 
 The hook runs last (``trylast``), after any other reordering of the collection, and only reorders: deselection
 (``-m``, ``-k``) is untouched. Every worker computes the same order (xdist requires one collection). Without xdist

@@ -16,7 +16,8 @@ from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server
 from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
 from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, IMAGE_URI, load_templates
 
-pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
+pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first,  # a minute or more (tests/e2e/conftest.py)
+              pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 
 STACK = "RealtimeVoice-Connect"
 CONSUMER_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/voice-connect-consumer:1"

@@ -17,7 +17,8 @@ from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, por
 from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
 from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, load_templates
 
-pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first, pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
+pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first,  # a minute or more (tests/e2e/conftest.py)
+              pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
 
 
 IMAGE_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-1"
