@@ -40,10 +40,10 @@ VLLM ?= fake
 # played in real time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to
 # collect and to start the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3,
 # 88-92 s with 4; make test: 215 s with 3 and 214 s with 4. On another day the same machine type gave 115-116 s with 3
-# and 131 s with 4: the CPU was full (~180 s of the suite's own, ~30 s of the VM's kernel and agent). Each synthesized variant is made once per run by whichever
-# worker asks first and read from its files by the others (tests/conftest.py); worksteal hands a worker left idle the
-# tests still queued on another, and the long end-to-end modules start the run on workers of their own
-# (tests/e2e/conftest.py), so none is left for the end.
+# and 131 s with 4: the CPU was full (~180 s of CPU the suite's own, ~30 s the VM's kernel and agent). Each synthesized
+# variant is made once per run by whichever worker asks first and read from its files by the others (tests/conftest.py);
+# worksteal hands a worker left idle the tests still queued on another, and the long end-to-end modules start the run on
+# workers of their own (tests/e2e/conftest.py), so none is left for the end.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 # Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set: with it off, every

@@ -569,9 +569,10 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
                         await asyncio.sleep(0.02)
             except TimeoutError:  # seen once under load (4 workers on 2 cores), not reproduced: say what was left
                 raise AssertionError(
-                    f"the bridge's write buffer stayed at {stream.client.transport.get_write_buffer_size()} bytes "
-                    f"for {LIVENESS_S} s (limit {WRITE_LIMIT_BYTES}); client transport closing: "
-                    f"{stream.client.transport.is_closing()}, hold reasons {stream.client.hold_reasons}, "
+                    f"the bridge's write buffer to the client held {stream.client.transport.get_write_buffer_size()} "
+                    f"bytes after {LIVENESS_S} s, short of WRITE_LIMIT_BYTES ({WRITE_LIMIT_BYTES}); client transport "
+                    f"closing: {stream.client.transport.is_closing()}, hold reasons (HOLD_* bits) "
+                    f"{stream.client.hold_reasons:#x}, "
                     f"stream ending {stream.ending}, events at vLLM {session.event_types()}"
                 ) from None
             for _ in range(3):
