@@ -252,6 +252,26 @@ def cfn_lint(*paths: Path | str) -> list[dict]:
 E2E = ROOT / "tests" / "e2e"
 
 
+#: The cyclic collector's generation-0 threshold in a test process (Python's default is 700 allocations).
+GC_THRESHOLD_0 = 10_000
+
+
+def pytest_collection_finish(session) -> None:
+    """Collect once, freeze what collection left, and run the cyclic collector less often (``gc`` documentation:
+    ``freeze``, ``set_threshold``), as the bridge does after its start-up (container/bridge/__main__.py).
+
+    A test process holds a large heap that lives as long as it does: the test modules, aws_cdk's generated classes,
+    moto's backends, cfn-lint's schemas. With Python's defaults, every full collection traversed all of it: measured
+    with a gc callback in the three workers of make test-fast on the 2-core machine, 16 s of CPU in the collector
+    (14 s in full collections), 9 s with this. No test depends on when garbage is collected: the ones that count
+    objects or descriptors collect explicitly or wait for their counts."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD_0, *gc.get_threshold()[1:])
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Mark every test under tests/e2e with ``e2e`` (make test-fast leaves them out: -m 'not e2e')."""
     for item in items:

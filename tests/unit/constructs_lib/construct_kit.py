@@ -16,9 +16,21 @@ IMAGE_REPOSITORY_ARN = f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/team/bridge"
 PACKAGE = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/tts-v1"
 
 
+def unit_app(**props) -> App:
+    """An app for a construct test: ``App(**props)`` without the CDK's built-in CloudFormation validation.
+
+    aws-cdk-lib runs that validation (its default rules, in a WebAssembly engine) at every synth unless told not to
+    (``AppProps.builtinCloudFormationValidation``). Without the feature flag
+    ``@aws-cdk/core:validateAgainstDefaultRules`` it only warns, so in a bare app it asserts nothing, while it costs
+    about 3 s of CPU to start in each test process and more at every synth (tests/unit/constructs_lib took 34 s of CPU
+    with it, 23 s without). The gate is where the flag is: cdk.json sets it, so every whole-app variant of tests/app
+    fails its synth on a finding of the default rules."""
+    return App(builtin_cloud_formation_validation=False, **props)
+
+
 def bare_stack(name: str = "Test") -> Stack:
-    """A stack in an app of its own, in a fixed account and Region."""
-    return Stack(App(), name, env=ENV)
+    """A stack in an app of its own (:func:`unit_app`), in a fixed account and Region."""
+    return Stack(unit_app(), name, env=ENV)
 
 
 def endpoint_props(**overrides) -> RealtimeEndpointProps:

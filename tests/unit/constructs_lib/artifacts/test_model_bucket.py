@@ -3,11 +3,11 @@ or the key given, access logs to a log bucket emptied last, and the deny of othe
 
 from __future__ import annotations
 
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_kms as kms
 
 from constructs_lib.artifacts.model_bucket import ModelBucket, ModelBucketProps
-from tests.unit.constructs_lib.construct_kit import ENV, resources
+from tests.unit.constructs_lib.construct_kit import ENV, resources, unit_app
 
 ROLE = "arn:aws:iam::123456789012:role/voxtral-execution"
 #: The access-log bucket is bucket-owner-enforced and takes S3's log delivery through a bucket policy, which the CDK
@@ -17,7 +17,7 @@ ACCESS_LOGS_BY_POLICY = {"@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True
 
 
 def bare_stack() -> Stack:
-    return Stack(App(context=ACCESS_LOGS_BY_POLICY), "Test", env=ENV)
+    return Stack(unit_app(context=ACCESS_LOGS_BY_POLICY), "Test", env=ENV)
 
 
 def buckets(stack) -> tuple[dict, dict]:

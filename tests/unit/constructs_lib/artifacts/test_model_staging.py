@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import Acknowledgment, App, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -18,6 +18,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
 from tests.conftest import ROOT
+from tests.unit.constructs_lib.construct_kit import unit_app
 
 ENV = {"account": "123456789012", "region": "us-east-1"}
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -71,7 +72,7 @@ def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging
 def synthesized(tmp_path_factory):
     """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun tests."""
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(outdir=str(outdir))
+    app = unit_app(outdir=str(outdir))
     stack, staging = staging_stack(app, "StagingTest", hf_token_secret_kms_key_arn=SECRET_KEY_ARN)
     slower, _ = staging_stack(app, "StagingSlowerBuild", build_timeout=Duration.minutes(30))
     other_revision, _ = staging_stack(app, "StagingOtherRevision", revision="f" * 40)
@@ -265,7 +266,7 @@ def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_th
 )
 def test_secret_key_prop_is_checked(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        staging_stack(App(outdir=str(tmp_path)), "BadKey", **overrides)
+        staging_stack(unit_app(outdir=str(tmp_path)), "BadKey", **overrides)
 
 
 def _actions(statement: dict) -> list[str]:
@@ -360,7 +361,7 @@ def test_cfn_lint_is_clean(synthesized):
 
 
 def test_invalid_props_are_reported_together(tmp_path):
-    stack = Stack(App(outdir=str(tmp_path)), "Invalid", env=ENV)
+    stack = Stack(unit_app(outdir=str(tmp_path)), "Invalid", env=ENV)
     bucket = s3.Bucket(stack, "Models")
     with pytest.raises(ValueError) as error:
         ModelStaging(

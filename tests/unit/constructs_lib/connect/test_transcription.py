@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import App, Environment, Stack
+from aws_cdk import Environment, Stack
 from aws_cdk.assertions import Template
 
 from constructs_lib.connect.transcription import ConnectTranscription, ConnectTranscriptionProps
+from tests.unit.constructs_lib.construct_kit import unit_app
 
 ROOT = Path(__file__).resolve().parents[4]
 INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
@@ -16,7 +17,7 @@ STREAM_KEY = "arn:aws:kms:us-east-1:123456789012:key/aaaaaaaa-bbbb-cccc-dddd-eee
 
 
 def decrypt_resources(**props) -> list:
-    stack = Stack(App(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
+    stack = Stack(unit_app(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
     ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
         instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
         image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", endpoint_name="voxtral-realtime", **props))
@@ -38,7 +39,7 @@ TOKEN_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-bbbb-cccc-dddd-eeee
 
 
 def consumer_statements(**props) -> dict[str, dict]:
-    stack = Stack(App(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
+    stack = Stack(unit_app(), "Connect", env=Environment(account="123456789012", region="us-east-1"))
     ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
         instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
         image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", **props))
