@@ -15,6 +15,8 @@ import tarfile
 from pathlib import Path
 
 import aws_cdk
+import pytest
+from aws_cdk import App, CfnResource, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,3 +62,22 @@ def test_the_readme_records_each_kept_flag_with_its_value_and_reason():
         assert entry and reason in entry.group(1), name
     for name, value in EARLIER.items():
         assert f"`{name}` (`{value if isinstance(value, str) else json.dumps(value)}`" in prose, name
+
+
+def test_the_cdks_own_template_validation_fails_the_synth_under_cdk_json(tmp_path):
+    """aws-cdk-lib validates every template at synth (its resource schemas and default rules). cdk.json's
+    ``@aws-cdk/core:validateAgainstDefaultRules`` makes a finding fail the synth, of the app and of every variant the
+    tests synthesize; without the flag it is only printed, which is why the construct tests may switch the
+    validation off (tests/unit/constructs_lib/construct_kit.py ``unit_app``)."""
+    def synth(context: dict, outdir) -> None:
+        app = App(context=context, outdir=str(outdir))
+        CfnResource(Stack(app, "Probe"), "Bucket", type="AWS::S3::Bucket", properties={"NoSuchProperty": 1})
+        app.synth()
+
+    assert context()["@aws-cdk/core:validateAgainstDefaultRules"] is True
+    with pytest.raises(Exception, match="ValidationFailed"):
+        synth(context(), tmp_path / "flagged")
+    report = json.loads((tmp_path / "flagged" / "validation-report.json").read_text())
+    (validation,) = [r for r in report["pluginReports"] if r["pluginName"] == "CloudFormation Validate"]
+    assert [v["ruleName"] for v in validation["violations"]] == ["F3002"]
+    synth({}, tmp_path / "unflagged")  # the same template, only warned about
