@@ -35,18 +35,18 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # make local's vLLM: the fake (default) or VLLM=real.
 VLLM ?= fake
 
-# make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16
-# (TEST_WORKERS=0 for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording
-# played in real time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to
-# collect and to start the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3,
-# 88-92 s with 4; make test: 215 s with 3 and 214 s with 4. On another day the same machine type gave 115-116 s with 3
-# and 131 s with 4: the CPU was full (~180 s of CPU the suite's own, ~30 s the VM's kernel and agent). With less CPU per
-# test process (tests/conftest.py's collector settings, construct tests without the CDK's own validation), test-fast
-# took 80-85 s against 92-93 s before, runs interleaved; 4 workers left 7 s of core time idle instead of 30 s but spent
-# 20-30 s more CPU, for the same or a longer run (88-93 s against 87-89 s). Each synthesized
-# variant is made once per run by whichever worker asks first and read from its files by the others (tests/conftest.py);
-# worksteal hands a worker left idle the tests still queued on another, and the long end-to-end modules start the run on
-# workers of their own (tests/e2e/conftest.py), so none is left for the end.
+# make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16 (TEST_WORKERS=0
+# for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording played in real
+# time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to collect and to start
+# the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3, 88-92 s with 4; make
+# test: 215 s with 3 and 214 s with 4. On another day the same machine type gave 115-116 s with 3 and 131 s with 4: the
+# CPU was full (~180 s of CPU the suite's own, ~30 s the VM's kernel and agent). With less CPU per test process
+# (tests/conftest.py's collector settings, construct tests without the CDK's own validation), test-fast took 80-85 s
+# against 92-93 s before (3 workers, the two versions run alternately). Later the same day, 4 workers against 3,
+# alternately: 88 and 93 s against 87 and 89 s (4 left 7 s of core time idle instead of 30 s, but spent 20-30 s more
+# CPU). Each synthesized variant is made once per run by whichever worker asks first and read from its files by the
+# others (tests/conftest.py); worksteal hands a worker left idle the tests still queued on another, and the long
+# end-to-end modules start the run on workers of their own (tests/e2e/conftest.py), so none is left for the end.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 # Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set: with it off, every

@@ -8,7 +8,7 @@ from bridge.__main__ import freeze_startup_objects
 
 
 def test_startup_objects_leave_the_collectors_generations():
-    gc.unfreeze()
+    gc.unfreeze()  # counted from nothing frozen (tests/conftest.py froze what the test collection left)
     try:
         frozen = freeze_startup_objects()
         assert frozen == gc.get_freeze_count()
@@ -16,7 +16,7 @@ def test_startup_objects_leave_the_collectors_generations():
         assert frozen > 10_000
         assert sum(len(gc.get_objects(generation)) for generation in range(3)) < frozen / 10
     finally:
-        gc.unfreeze()
+        gc.freeze()  # the test process as tests/conftest.py leaves it: what is alive stays out of the collections
 
 
 def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_still_checks_it(tmp_path):

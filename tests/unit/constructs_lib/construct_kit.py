@@ -19,12 +19,13 @@ PACKAGE = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/tts-v1"
 def unit_app(**props) -> App:
     """An app for a construct test: ``App(**props)`` without the CDK's built-in CloudFormation validation.
 
-    aws-cdk-lib runs that validation (its default rules, in a WebAssembly engine) at every synth unless told not to
-    (``AppProps.builtinCloudFormationValidation``). Without the feature flag
-    ``@aws-cdk/core:validateAgainstDefaultRules`` it only warns, so in a bare app it asserts nothing, while it costs
-    about 3 s of CPU to start in each test process and more at every synth (tests/unit/constructs_lib took 34 s of CPU
-    with it, 23 s without). The gate is where the flag is: cdk.json sets it, so every whole-app variant of tests/app
-    fails its synth on a finding of the default rules."""
+    aws-cdk-lib runs that validation (its resource schemas and default rules, in a WebAssembly engine) at every synth
+    unless told not to (``AppProps.builtinCloudFormationValidation``). Without the feature flag
+    ``@aws-cdk/core:validateAgainstDefaultRules`` its findings are warnings: printed and written to
+    validation-report.json, and the synth passes. Its engine cost about 3 s of CPU to start in each test process and
+    more at every synth (tests/unit/constructs_lib took 34 s of CPU with it, 23 s without). It is a gate where the flag
+    is: in cdk.json, so for the app and every variant of tests/app, and in the endpoint's cdk-nag test
+    (sagemaker_endpoint/test_endpoint.py ``nagged_endpoint_app``), which builds a user's app with it."""
     return App(builtin_cloud_formation_validation=False, **props)
 
 

@@ -28,3 +28,18 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
     image = BridgeImage(stack, "Prebuilt", BridgeImageProps(
         prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1"))
     assert (image.image_uri, image.copy, image.tag) == (f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1", None, None)
+
+
+def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_path):
+    """Running the bridge or its tests writes __pycache__ into the build context; the tag (the asset hash) must not
+    follow it, or a deploy after `make test` would build a new image and update the endpoint for nothing."""
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY bridge /bridge\n")
+    (tmp_path / "bridge").mkdir()
+    (tmp_path / "bridge" / "server.py").write_text("ANSWER = 42\n")
+    clean = BridgeImage(bare_stack(), "Image", BridgeImageProps(container_dir=tmp_path)).tag
+    (tmp_path / "bridge" / "__pycache__").mkdir()
+    (tmp_path / "bridge" / "__pycache__" / "server.cpython-312.pyc").write_bytes(b"\x00bytecode")
+    (tmp_path / "bridge" / "stray.pyc").write_bytes(b"\x00bytecode")
+    assert BridgeImage(bare_stack(), "Image", BridgeImageProps(container_dir=tmp_path)).tag == clean
+    (tmp_path / "bridge" / "server.py").write_text("ANSWER = 43\n")  # a source change still makes a new image
+    assert BridgeImage(bare_stack(), "Image", BridgeImageProps(container_dir=tmp_path)).tag != clean

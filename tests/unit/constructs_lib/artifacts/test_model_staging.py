@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, App, Duration, Stack, Validations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from aws_cdk import Duration, Validations
+from aws_cdk import App, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks
@@ -29,6 +29,7 @@ from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import (
     ACCOUNT,
+    ENV,
     IMAGE,
     IMAGE_REPOSITORY_ARN,
     PACKAGE,
@@ -438,8 +439,12 @@ def test_bad_scaling_and_alarm_props_are_reported_by_their_constructs():
 
 def nagged_endpoint_app(extra_wildcard: bool):
     """A bare app with cdk-nag's AwsSolutions checks and a fully used endpoint (optionally plus a role with an
-    unacknowledged wildcard, the control)."""
-    stack = bare_stack()
+    unacknowledged wildcard, the control).
+
+    A plain ``App``, as a user's: the CDK's own template validation runs as well, with the feature flag that
+    ``cdk init`` sets (``@aws-cdk/core:validateAgainstDefaultRules``), so one of its findings would fail the synth and
+    be in the report the test reads. The other construct tests leave it out (construct_kit's ``unit_app``)."""
+    stack = Stack(App(context={"@aws-cdk/core:validateAgainstDefaultRules": True}), "Test", env=ENV)
     endpoint = RealtimeEndpoint(stack, "Speech", endpoint_props(
         container=ImageContainer(IMAGE, model_data_s3_uri="s3://team-models/voxtral/"), rolling_update=RollingUpdate()))
     endpoint.add_alarms(EndpointAlarmThresholds(rollback_5xx_error_percent=5))
