@@ -364,11 +364,14 @@ async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
     while True:
         await asyncio.sleep(WATCHDOG_TICK_S)
         now = clock()
-        if (not transcriber.accepted.is_set() and transcriber.first_sent_at is not None
-                and now - transcriber.first_sent_at > FIRST_ANSWER_TIMEOUT_S):
-            raise StreamStalled(f"{target} did not accept the stream: nothing came back in "
-                                f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and its "
-                                "logs, then press Record again.")
+        if not transcriber.accepted.is_set():
+            # Never accepted: that is the diagnosis, whichever deadline passes first (Stop's, when the stream opens
+            # so late that no audio has been sent yet).
+            for since, limit_s in ((transcriber.first_sent_at, FIRST_ANSWER_TIMEOUT_S),
+                                   (transcriber.audio_ended_at, STOP_TIMEOUT_S)):
+                if since is not None and now - since > limit_s:
+                    raise StreamStalled(f"{target} did not accept the stream: nothing came back in {limit_s:.0f} s. "
+                                        "Check that the endpoint is in service and its logs, then press Record again.")
         if transcriber.audio_ended_at is not None and now - transcriber.audio_ended_at > STOP_TIMEOUT_S:
             raise StreamStalled(f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
                                 "stopped answering. Check that the endpoint is in service and its logs, then press "

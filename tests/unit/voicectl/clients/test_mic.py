@@ -735,6 +735,39 @@ def test_started_comes_at_the_endpoints_first_event_and_the_audio_sent_before_it
     assert abs(bridge.audio_bytes // 2 - expected_16k_samples(samples)) <= 1  # nothing lost while it waited
 
 
+class WatchedStream:
+    """What the watchdog reads of a recording (MicTranscriber's fields), set by hand."""
+
+    def __init__(self, first_sent_at: float | None, audio_ended_at: float | None) -> None:
+        self.accepted = asyncio.Event()
+        self.first_sent_at, self.audio_ended_at, self.last_answer_at = first_sent_at, audio_ended_at, None
+
+
+@pytest.mark.parametrize(("first_sent_at", "audio_ended_at", "limit_s"), [
+    (0.0, None, "10"),  # recording: the first answer's deadline
+    (None, 0.0, "15"),  # Stop pressed before the stream took any audio: Stop's deadline, the same diagnosis
+    (6.0, 0.0, "15"),   # Stop's deadline (15 s) passes before the first answer's (16 s)
+    (0.0, 1.0, "10"),   # the first answer's deadline (10 s) passes before Stop's (16 s)
+])
+def test_a_stream_never_accepted_is_reported_as_not_accepted_whichever_deadline_passes(first_sent_at, audio_ended_at,
+                                                                                        limit_s, monkeypatch):
+    """With production's deadlines (first answer 10 s after the first audio, final 15 s after Stop) and a clock the
+    test moves: a stream that never accepted is reported as such, never as one that "stopped answering" (the page
+    test below got that message once in CI, under load: the stream opened after Stop, so Stop's deadline came
+    first)."""
+    monkeypatch.setattr(mic, "WATCHDOG_TICK_S", 0)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.5
+        return now[0]
+
+    with pytest.raises(mic.StreamStalled) as stalled:
+        asyncio.run(mic.watch(WatchedStream(first_sent_at, audio_ended_at), RecordingPage(), "ws://endpoint", clock))
+    assert str(stalled.value) == (f"ws://endpoint did not accept the stream: nothing came back in {limit_s} s. Check "
+                                  "that the endpoint is in service and its logs, then press Record again.")
+
+
 def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(quiet_page):
     bridge, url = quiet_page
     bridge.gate = threading.Event()  # never set: the stream is open but the endpoint never answers
