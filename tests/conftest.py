@@ -252,7 +252,8 @@ def cfn_lint(*paths: Path | str) -> list[dict]:
 E2E = ROOT / "tests" / "e2e"
 
 
-#: The cyclic collector's generation-0 threshold in a test process (Python's default is 700 allocations).
+#: The cyclic collector's generation-0 threshold in a test process: allocations of tracked objects, less their
+#: deallocations, between two young collections (``gc.set_threshold``; Python's default is 700).
 GC_THRESHOLD_0 = 10_000
 
 
