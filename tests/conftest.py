@@ -273,6 +273,19 @@ def pytest_collection_finish(session) -> None:
     gc.set_threshold(GC_THRESHOLD_0, *gc.get_threshold()[1:])
 
 
+def pytest_unconfigure(config) -> None:
+    """Freeze the heap once the run is over, so that the interpreter's exit does not traverse it.
+
+    At exit CPython runs full collections while it tears down the modules (``Py_FinalizeEx``); over a test process's
+    heap that took 1.7-1.8 s of CPU per process (sampled with py-spy: ``gc_collect_main`` with no Python frame
+    above it), and pytest-xdist waits for every worker to exit before it reports. Frozen objects are left to the
+    operating system instead: nothing the tests wrote depends on them (files are closed, temporary folders removed
+    by then, and the atexit handlers, such as jsii's kernel shutdown, still run)."""
+    import gc
+
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Mark every test under tests/e2e with ``e2e`` (make test-fast leaves them out: -m 'not e2e')."""
     for item in items:
