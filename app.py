@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -46,6 +47,9 @@ def main() -> None:
         print(error, file=sys.stderr)
         sys.exit(1)
     app.synth()
+    # The process ends here. Left to the interpreter's exit, its full collections over the construct tree and the jsii
+    # objects took about 0.4 s of a 2 s app run on the 2-core machine; frozen, the operating system reclaims them.
+    gc.freeze()
 
 
 if __name__ == "__main__":
