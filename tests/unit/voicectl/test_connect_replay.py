@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.connect.connect_testkit import servers, speech_like
+from tests.unit.voicectl.connect.connect_testkit import QUIET_S, READ_TIMEOUT_S, servers, speech_like
 from voicectl.cli import main
 
 
 @pytest.fixture(autouse=True)
 def short_kvs_reads(monkeypatch):
-    """The command's KVS stand-in ends a quiet read after 0.5 s instead of GetMedia's 3 s (each call's end waits out
-    one), as the consumer's own tests have theirs (connect_testkit); tests/e2e/local runs the command as shipped."""
-    monkeypatch.setattr("voicectl.connect.fake_kvs.READ_TIMEOUT_S", 0.5)
+    """The command's KVS stand-in ends a quiet read as the consumer's own tests have theirs (connect_testkit's
+    READ_TIMEOUT_S) instead of after GetMedia's 3 s (each call's end waits out two); tests/e2e/local runs the command
+    as shipped."""
+    monkeypatch.setattr("voicectl.connect.fake_kvs.READ_TIMEOUT_S", READ_TIMEOUT_S)
 
 
 class Background:
@@ -45,7 +46,7 @@ def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
     path = tmp_path / "call.wav"
     soundfile.write(path, np.stack([customer, agent], axis=1), 8000, subtype="PCM_16")
     with Background() as background:
-        code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", "1"])
+        code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", str(QUIET_S)])
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = [line for line in out.splitlines() if line.startswith("[")]
@@ -64,7 +65,7 @@ def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
                                     np.frombuffer(speech_like(3, 2), dtype="<i2")], axis=1), 8000, subtype="PCM_16")
     with Background() as background:
         for _ in range(2):
-            code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", "1"])
+            code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", str(QUIET_S)])
             _out, err = capsys.readouterr()
             assert code == 0, err
             assert "ended: quiet" in err

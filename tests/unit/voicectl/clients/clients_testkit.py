@@ -309,6 +309,10 @@ class RecordedRequest:
     body: bytes
 
 
+#: How often a stand-in HTTP server's loop checks whether it was asked to shut down, seconds (``serve_forever``).
+SHUTDOWN_POLL_S = 0.01
+
+
 class ResponseStreamServer:
     """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status and body."""
 
@@ -340,7 +344,10 @@ class ResponseStreamServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll interval (0.5 s)
+        # every test that used this server waited up to half a second at its end.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
+                                        daemon=True)
 
     def reply_stream(self, parts: list[bytes]) -> None:
         """Queue a 200 reply whose body is these payload parts as event stream messages."""

@@ -19,6 +19,13 @@ from voicectl.local.fake_vllm import FakeVllm
 from voicectl.clients.realtime import WebSocketTransport
 
 RATE = mkv.CONNECT_SAMPLE_RATE_HZ
+#: GetMedia's read timeout in the KVS stand-in, seconds (AWS: 3 s, fake_kvs.READ_TIMEOUT_S). A call served whole
+#: (``speed`` 0) is read by its first GetMedia; what follows is waiting for the quiet that ends the call: this
+#: timeout, the consumer's pause between two GetMedia (1 s, kvs.MIN_GET_MEDIA_INTERVAL_S) and this timeout again.
+READ_TIMEOUT_S = 0.2
+#: The transcriber's ``quiet_s`` unless a test sets its own: below that pause, so a call served whole ends at the first
+#: GetMedia that finds nothing new (at 1 s the end fell on the second one or the third, by a few milliseconds).
+QUIET_S = 0.5
 
 
 def speech_like(seconds: float, seed: int, talk_s: float = 4.0, pause_s: float = 1.0) -> bytes:
@@ -70,7 +77,7 @@ async def servers(max_streams: int = 256, **fake_options: Any):
     vllm = await FakeVllm(deltas=("one ", "two ", "three "), delta_per_append=True, **fake_options).start()
     bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
                                    max_streams=max_streams)).start()
-    kvs = await FakeKvs(read_timeout_s=0.5).start()
+    kvs = await FakeKvs(read_timeout_s=READ_TIMEOUT_S).start()
     try:
         yield f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", kvs, vllm
     finally:
@@ -92,7 +99,7 @@ def media(kvs: FakeKvs) -> KvsMedia:
 
 def transcriber(call: FakeCall, url: str, kvs: FakeKvs, store: MemoryStore, **options: Any) -> CallTranscriber:
     request = CallRequest(call.contact_id, call.stream_arn, call.number(0))
-    options.setdefault("quiet_s", 1.0)
+    options.setdefault("quiet_s", QUIET_S)
     return CallTranscriber(request, media=media(kvs), opener=lambda: WebSocketTransport.connect(url), store=store,
                            **options)
 
