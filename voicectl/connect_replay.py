@@ -81,15 +81,15 @@ def print_segment(segment, out=None) -> None:
           flush=True)
 
 
-async def replay(args: argparse.Namespace, moto_url: str) -> int:
+async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent: bytes) -> int:
+    """Replay the call (``customer`` and ``agent``: PCM16 at 8 kHz, as :func:`load_stereo_call` returns them)."""
     import boto3
 
-    from voicectl.connect.fake_kvs import FakeCall, FakeKvs, load_stereo_call
+    from voicectl.connect.fake_kvs import FakeCall, FakeKvs
     from voicectl.connect.kvs import KvsMedia
     from voicectl.connect.service import serve
     from voicectl.connect.sink import AwsSink
 
-    customer, agent = load_stereo_call(args.file)
     session = boto3.Session(aws_access_key_id="AKIALOCAL", aws_secret_access_key="local", region_name=REGION)
     # moto's in-process server keeps its resources in the process's global backends, which outlive the server: a
     # second replay in the same process (a test run, a notebook) would find the first one's bus and fail to create
@@ -161,6 +161,12 @@ def run(args: argparse.Namespace) -> int:
                          "after that long without a new fragment (nan or inf would never end it)")
     if not Path(args.file).is_file():
         raise UsageError(f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file"))
+    from voicectl.connect.fake_kvs import load_stereo_call
+
+    try:  # read before anything starts: a recording it cannot use is refused at once
+        customer, agent = load_stereo_call(args.file)
+    except AudioError as error:
+        raise UsageError(str(error)) from error
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every request it serves
@@ -169,8 +175,6 @@ def run(args: argparse.Namespace) -> int:
     server.start()
     try:
         host, port = server.get_host_and_port()
-        return asyncio.run(replay(args, f"http://{host}:{port}"))
-    except AudioError as error:
-        raise UsageError(str(error)) from error
+        return asyncio.run(replay(args, f"http://{host}:{port}", customer, agent))
     finally:
         server.stop()

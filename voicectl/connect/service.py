@@ -86,6 +86,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
 
     consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
     receipts: dict[str, str] = {}
+    slot_freed = asyncio.Event()  # set when a call ends: a full task takes the next call from the queue at once
 
     async def keep_invisible() -> None:
         while True:
@@ -105,6 +106,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             await asyncio.to_thread(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=receipt)
         if on_call_done is not None:
             on_call_done(contact, reason)
+        slot_freed.set()  # after on_call_done, which may have set stop (connect-replay: one call, then stop)
 
     keeper = asyncio.create_task(keep_invisible())
     finishing: set[asyncio.Task] = set()
@@ -112,7 +114,8 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         while not stop.is_set():
             room = max_calls - len(receipts)
             if room <= 0:  # full: leave the calls in the queue (the scaling signal), never refuse them
-                await asyncio.sleep(1)
+                slot_freed.clear()
+                await _first_of(stop.wait(), slot_freed.wait())
                 continue
             response = await asyncio.to_thread(sqs.receive_message, QueueUrl=queue_url,
                                                WaitTimeSeconds=receive_wait_s,
@@ -133,6 +136,17 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         keeper.cancel()
         await consumer.close()
         await asyncio.gather(*finishing, return_exceptions=True)
+
+
+async def _first_of(*waits: Any) -> None:
+    """Wait until the first of ``waits`` (coroutines) completes; the others are cancelled."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def main() -> int:

@@ -1,11 +1,13 @@
 """voicectl/connect/service.py: the consumer task's metrics as embedded metric format lines, and the endpoint the
 environment names (the ECS target: its URL with the bearer token from Secrets Manager, against moto and a WebSocket
-server on loopback). Taking calls from the queue: tests/unit/voicectl/test_connect_replay.py runs ``serve``."""
+server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue here, and as voicectl
+connect-replay runs it (tests/unit/voicectl/test_connect_replay.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import boto3
 from moto import mock_aws
@@ -53,3 +55,70 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
         monkeypatch.setenv("TOKEN_SECRET_ARN", arn)
         asyncio.run(asyncio.wait_for(scenario(session), 10))
     assert seen == ["Bearer t0ken"]
+
+
+class FakeQueue:
+    """The SQS calls ``serve`` makes (from threads), over a list of call messages; each receive hands out what is
+    queued, up to MaxNumberOfMessages, and records how many it handed out."""
+
+    def __init__(self, contacts: list[str]) -> None:
+        self.messages = [{"Body": json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:{contact}",
+                                              "startFragmentNumber": "1"}), "ReceiptHandle": f"receipt-{contact}"}
+                         for contact in contacts]
+        self.deleted: list[str] = []
+
+    def receive_message(self, *, QueueUrl, WaitTimeSeconds, MaxNumberOfMessages, VisibilityTimeout):  # noqa: N803
+        batch, self.messages[:MaxNumberOfMessages] = self.messages[:MaxNumberOfMessages], []
+        if not batch:
+            time.sleep(0.01)  # an empty long poll, shortened
+        return {"Messages": batch}
+
+    def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
+        self.deleted.append(ReceiptHandle)
+
+    def change_message_visibility(self, **_kwargs):
+        pass
+
+
+def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_ends_it(monkeypatch):
+    """max_calls=1 and two calls queued: the second is not taken while the first runs (it stays in the queue, the
+    scaling signal); it is taken once the first ends, with nothing but that call's end to wake the task; and a stop
+    while the task is full ends ``serve`` with the running call cancelled (its message left for another task)."""
+    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
+
+    ends: dict[str, asyncio.Event] = {}
+    started: list[str] = []
+
+    class HeldCall:  # a CallTranscriber whose call ends when the test says
+        def __init__(self, call, **_options) -> None:
+            self.contact_id, self.announce = call.contact_id, True
+
+        async def run(self) -> str:
+            started.append(self.contact_id)
+            await ends.setdefault(self.contact_id, asyncio.Event()).wait()
+            return "quiet"
+
+    monkeypatch.setattr(service, "CallTranscriber", HeldCall)
+    monkeypatch.setattr(service, "emit_metric", lambda *args, **kwargs: None)
+    queue = FakeQueue(["first", "second"])
+
+    async def until(condition) -> None:
+        async with asyncio.timeout(10):  # a liveness bound, not a speed target
+            while not condition():
+                await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+                                                    opener=None, stop=stop, max_calls=1, receive_wait_s=1))
+        await until(lambda: started == ["first"])
+        assert [json.loads(m["Body"])["contactId"] for m in queue.messages] == ["second"]  # left in the queue
+        ends.setdefault("first", asyncio.Event()).set()
+        await until(lambda: started == ["first", "second"])
+        assert queue.deleted == ["receipt-first"] and queue.messages == []
+        stop.set()
+        async with asyncio.timeout(10):
+            await serving
+        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task
+
+    asyncio.run(scenario())
