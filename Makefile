@@ -44,7 +44,9 @@ VLLM ?= fake
 # (tests/conftest.py's collector settings, construct tests without the CDK's own validation), test-fast took 80-85 s
 # against 92-93 s before (3 workers, the two versions run alternately). Later the same day, 4 workers against 3,
 # alternately: 88 and 93 s against 87 and 89 s (4 left 7 s of core time idle instead of 30 s, but spent 20-30 s more
-# CPU). Each synthesized variant is made once per run by whichever worker asks first and read from its files by the
+# CPU). With test processes that exit without a last full collection (tests/conftest.py) and stand-ins that stop
+# waiting where no test reads the wait, test-fast took 80, 74 and 78 s against 87, 81 and 82 s (3 workers, alternately);
+# make test 203 s. Each synthesized variant is made once per run by whichever worker asks first and read from its files by the
 # others (tests/conftest.py); worksteal hands a worker left idle the tests still queued on another, and the long
 # end-to-end modules start the run on workers of their own (tests/e2e/conftest.py), so none is left for the end.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
