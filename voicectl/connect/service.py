@@ -99,14 +99,18 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
 
     async def finish(contact: str, task: asyncio.Task) -> None:
         (reason,) = await asyncio.gather(task, return_exceptions=True)
-        if isinstance(reason, str) and reason.startswith("failed:"):
-            emit_metric("CallsFailed", 1)
         receipt = receipts.pop(contact, None)
-        if receipt is not None and not isinstance(reason, BaseException):
-            await asyncio.to_thread(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=receipt)
-        if on_call_done is not None:
-            on_call_done(contact, reason)
-        slot_freed.set()  # after on_call_done, which may have set stop (connect-replay: one call, then stop)
+        try:
+            if isinstance(reason, str) and reason.startswith("failed:"):
+                emit_metric("CallsFailed", 1)
+            if receipt is not None and not isinstance(reason, BaseException):
+                await asyncio.to_thread(sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=receipt)
+            if on_call_done is not None:
+                on_call_done(contact, reason)
+        finally:
+            # The slot is free whatever failed above (a refused DeleteMessage leaves the message to come back after
+            # its visibility timeout); set after on_call_done, which may have set stop (connect-replay: one call).
+            slot_freed.set()
 
     keeper = asyncio.create_task(keep_invisible())
     finishing: set[asyncio.Task] = set()

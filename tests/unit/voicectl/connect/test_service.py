@@ -10,6 +10,7 @@ import json
 import time
 
 import boto3
+import pytest
 from moto import mock_aws
 from websockets.asyncio.server import serve as serve_websocket
 
@@ -58,8 +59,8 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
 
 
 class FakeQueue:
-    """The SQS calls ``serve`` makes (from threads), over a list of call messages; each receive hands out what is
-    queued, up to MaxNumberOfMessages, and records how many it handed out."""
+    """The SQS calls ``serve`` makes (from threads), over a list of call messages: each receive hands out what is
+    queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
 
     def __init__(self, contacts: list[str]) -> None:
         self.messages = [{"Body": json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:{contact}",
@@ -80,14 +81,13 @@ class FakeQueue:
         pass
 
 
-def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_ends_it(monkeypatch):
-    """max_calls=1 and two calls queued: the second is not taken while the first runs (it stays in the queue, the
-    scaling signal); it is taken once the first ends, with nothing but that call's end to wake the task; and a stop
-    while the task is full ends ``serve`` with the running call cancelled (its message left for another task)."""
-    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
-
+@pytest.fixture
+def held_calls(monkeypatch) -> tuple[list[str], dict[str, asyncio.Event], list[int]]:
+    """``serve`` with calls that end when the test says: yields (contacts whose call started, in order; each call's
+    end event; one entry per wait of a full task for a freed slot or the stop)."""
     ends: dict[str, asyncio.Event] = {}
     started: list[str] = []
+    full_waits: list[int] = []
 
     class HeldCall:  # a CallTranscriber whose call ends when the test says
         def __init__(self, call, **_options) -> None:
@@ -98,27 +98,87 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
             await ends.setdefault(self.contact_id, asyncio.Event()).wait()
             return "quiet"
 
-    monkeypatch.setattr(service, "CallTranscriber", HeldCall)
-    monkeypatch.setattr(service, "emit_metric", lambda *args, **kwargs: None)
-    queue = FakeQueue(["first", "second"])
+    first_of = service._first_of
 
-    async def until(condition) -> None:
-        async with asyncio.timeout(10):  # a liveness bound, not a speed target
-            while not condition():
-                await asyncio.sleep(0.01)
+    async def counted_first_of(*waits):
+        full_waits.append(1)
+        await first_of(*waits)
+
+    monkeypatch.setattr(service, "CallTranscriber", HeldCall)
+    monkeypatch.setattr(service, "_first_of", counted_first_of)
+    monkeypatch.setattr(service, "emit_metric", lambda *args, **kwargs: None)
+    return started, ends, full_waits
+
+
+async def until(condition) -> None:
+    async with asyncio.timeout(10):  # a liveness bound, not a speed target
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_ends_it(held_calls):
+    """max_calls=1 and two calls queued: the second is not taken while the first runs (it stays in the queue, the
+    scaling signal), and the full task waits once, for the first call's end (not on a timer, nor spinning); it takes
+    the second call once the first ends; and a stop while the task is full ends ``serve`` with the running call
+    cancelled (its message left for another task)."""
+    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
+
+    started, ends, full_waits = held_calls
+    queue = FakeQueue(["first", "second"])
 
     async def scenario() -> None:
         stop = asyncio.Event()
         serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
                                                     opener=None, stop=stop, max_calls=1, receive_wait_s=1))
-        await until(lambda: started == ["first"])
+        await until(lambda: started == ["first"] and full_waits)
+        for _ in range(20):
+            await asyncio.sleep(0)  # a task that did not wait on the event would loop meanwhile
+        assert len(full_waits) == 1
         assert [json.loads(m["Body"])["contactId"] for m in queue.messages] == ["second"]  # left in the queue
         ends.setdefault("first", asyncio.Event()).set()
-        await until(lambda: started == ["first", "second"])
+        await until(lambda: started == ["first", "second"] and len(full_waits) == 2)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(full_waits) == 2  # full again: one wait, though the event was set by the first call's end
         assert queue.deleted == ["receipt-first"] and queue.messages == []
         stop.set()
         async with asyncio.timeout(10):
             await serving
         assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task
+
+    asyncio.run(scenario())
+
+
+class RefusedDelete(FakeQueue):
+    def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
+        raise RuntimeError("An error occurred (AccessDenied) when calling the DeleteMessage operation")
+
+
+@pytest.mark.parametrize("failing", ["DeleteMessage", "on_call_done"])
+def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(held_calls, failing):
+    """The slot of a call that ended is free even if deleting its message or the caller's callback failed (the
+    message then comes back after its visibility timeout): a full task must not wait for it until it is stopped."""
+    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
+
+    started, ends, _full_waits = held_calls
+    queue = (RefusedDelete if failing == "DeleteMessage" else FakeQueue)(["first", "second"])
+
+    def on_call_done(contact: str, reason: object) -> None:
+        if failing == "on_call_done":
+            raise RuntimeError("the callback failed")
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+                                                    opener=None, stop=stop, max_calls=1, receive_wait_s=1,
+                                                    on_call_done=on_call_done))
+        try:
+            await until(lambda: started == ["first"])
+            ends.setdefault("first", asyncio.Event()).set()
+            await until(lambda: started == ["first", "second"])
+        finally:
+            stop.set()
+            async with asyncio.timeout(10):
+                await serving
 
     asyncio.run(scenario())
