@@ -13,7 +13,6 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IDependable
 
-from constructs_lib.artifacts import BYTECODE_EXCLUDE
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.facts.names import check_ecr_image_uri
 from constructs_lib.validation import Problems
@@ -22,6 +21,8 @@ from constructs_lib.validation import Problems
 KEEP_NEWEST_IMAGES = 10
 #: Memory of cdk-ecr-deployment's copy Lambda in MiB: the vLLM base image is several GB of layers.
 COPY_MEMORY_MIB = 2048
+#: Left out of the image's build context (and so of its asset hash): Python's bytecode caches.
+CONTEXT_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class BridgeImage(Construct):
             platform=ecr_assets.Platform.LINUX_AMD64,
             # Bytecode that running the bridge or its tests leaves beside the sources is not part of the image: left
             # in, it changed the asset hash, so a deploy after `make test` rebuilt the image and updated the endpoint.
-            exclude=BYTECODE_EXCLUDE,
+            exclude=CONTEXT_EXCLUDE,
         )
         self.tag = tag = asset.asset_hash
         self.image_uri = self.repository.repository_uri_for_tag(tag)

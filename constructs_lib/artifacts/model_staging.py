@@ -39,7 +39,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from constructs_lib.artifacts import BYTECODE_EXCLUDE
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 from constructs_lib.network.encryption import secret_decrypt_statement
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
@@ -50,6 +49,9 @@ _HERE = Path(__file__).resolve().parent
 #: The build's source: the staging package (``stage_model/``) and its hash-pinned ``requirements.txt``, nothing
 #: else, so that changes elsewhere in the repository leave the project untouched.
 BUILD_SOURCE_DIR = _HERE / "model_staging_build"
+#: Bytecode Python writes when ``voicectl`` imports the package from the source tree: not part of the asset (it
+#: would change the asset hash from one machine to the next).
+BUILD_SOURCE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
 #: The Lambda handlers of the custom resource (``index.on_event``, ``index.is_complete``).
 WAITER_CODE_DIR = _HERE / "model_staging_waiter"
 
@@ -182,7 +184,7 @@ class ModelStaging(Construct):
             dependent.node.add_dependency(self.resource)
 
     def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
-        source = s3_assets.Asset(self, "Source", path=str(BUILD_SOURCE_DIR), exclude=BYTECODE_EXCLUDE)
+        source = s3_assets.Asset(self, "Source", path=str(BUILD_SOURCE_DIR), exclude=BUILD_SOURCE_EXCLUDE)
         # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
         # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
         # CloudFormation reverts the custom resource before this project, so values kept in the project would
@@ -406,7 +408,7 @@ class ModelStaging(Construct):
             name,
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler=handler,
-            code=lambda_.Code.from_asset(str(WAITER_CODE_DIR), exclude=BYTECODE_EXCLUDE),
+            code=lambda_.Code.from_asset(str(WAITER_CODE_DIR), exclude=BUILD_SOURCE_EXCLUDE),
             timeout=Duration.seconds(30),
             memory_size=128,
             role=role,
