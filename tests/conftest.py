@@ -274,15 +274,18 @@ def pytest_collection_finish(session) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    """Freeze the heap once the run is over, so that the interpreter's exit does not traverse it.
+    """Collect once, then freeze the heap once the run is over, so that the interpreter's exit does not traverse it.
 
     At exit CPython runs full collections while it tears down the modules (``Py_FinalizeEx``); over a test process's
     heap that took 1.7-1.8 s of CPU per process (sampled with py-spy: ``gc_collect_main`` with no Python frame
-    above it), and pytest-xdist waits for every worker to exit before it reports. Frozen objects are left to the
-    operating system instead: nothing the tests wrote depends on them (files are closed, temporary folders removed
-    by then, and the atexit handlers, such as jsii's kernel shutdown, still run)."""
+    above it), and pytest-xdist waits for every worker to exit before it reports. One collection first (about 0.4 s)
+    frees the tests' garbage cycles: frozen with them, soxr's extension (nanobind) reported its objects as leaked on
+    stderr at exit. What is frozen is left to the operating system: nothing the tests wrote depends on it (files are
+    closed, temporary folders removed by then, and the atexit handlers, such as jsii's kernel shutdown, still run).
+    Measured from unconfigure to exit: 0.5 s, 0.16 s without the collection, about 1.9 s without either."""
     import gc
 
+    gc.collect()
     gc.freeze()
 
 
