@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import re
 
-from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import (
+    Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token, Validations,
+)
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_connect as connect
@@ -110,8 +112,28 @@ class ConnectTranscription(Construct):
         acknowledge_compliance(self.table, {
             "DynamoDBInBackupPlan": "Transcripts live connect.transcript_ttl_days (TTL) by design; point-in-time "
                                     "recovery covers mistakes, and a Backup plan would keep copies past the TTL."})
-        self.bus = events.EventBus(self, "Bus", kms_key=key)
+        # Under a customer managed key, events that fail to encrypt or decrypt (the key disabled, deleted or its
+        # policy changed) go to the bus's dead-letter queue: "We strongly recommend specifying a DLQ for event
+        # buses" (EventBridge user guide, "Encrypting EventBridge event buses with AWS KMS keys"). It is a standard
+        # queue (EventBridge DLQs are standard SQS queues, "Using dead-letter queues to process undelivered
+        # events"), encrypted with the same key: the key's EventBridge statement lets EventBridge write to it.
+        self.bus_dead_letters = sqs.Queue(
+            self, "BusDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
+            encryption=sqs.QueueEncryption.KMS, encryption_master_key=key,
+            removal_policy=removal) if key is not None else None
+        self.bus = events.EventBus(self, "Bus", kms_key=key, dead_letter_queue=self.bus_dead_letters)
         self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
+        if self.bus_dead_letters is not None:
+            # EventBridge sends to a DLQ as events.amazonaws.com: the queue policy allows that principal for this
+            # bus only (EventBridge user guide, "Using dead-letter queues to process undelivered events", granting
+            # permissions: aws:SourceArn of the sender; a bus DLQ's sender being the bus: unconfirmed).
+            self.bus_dead_letters.add_to_resource_policy(iam.PolicyStatement(
+                sid="EventBridgeDeadLetters", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sqs:SendMessage"], resources=[self.bus_dead_letters.queue_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": self.bus.event_bus_arn}}))
+            Validations.of(self.bus_dead_letters).acknowledge(Acknowledgment(
+                id="AwsSolutions-SQS3", reason="It is the transcript bus's dead-letter queue (the EventBus's "
+                                               "DeadLetterConfig, which cdk-nag does not read); a DLQ has no DLQ."))
         self.dead_letters = sqs.Queue(
             self, "CallsDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
             encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
@@ -141,9 +163,18 @@ class ConnectTranscription(Construct):
             self.function.add_to_role_policy(iam.PolicyStatement(
                 sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn],
                 conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
+        # Connect invokes the function as connect.amazonaws.com on behalf of the instance: aws:SourceAccount is the
+        # instance's account (Lambda developer guide, "Working with resource-based IAM policies in Lambda"), which
+        # must be this stack's (the association below is made in this account; a cross-account instance is refused).
+        instance_account = INSTANCE_ARN_PATTERN.match(props.instance_arn).group(2)
+        if not Token.is_unresolved(stack.account) and stack.account != instance_account:
+            raise ValueError(
+                f"connect.instance_arn={props.instance_arn!r}: the instance is in account {instance_account}, this "
+                f"deployment in {stack.account}; deploy the app in the instance's account (its function association, "
+                "storage config and flow are made there)")
         self.function.add_permission(
             "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
-            source_account=stack.account, source_arn=props.instance_arn)
+            source_account=instance_account, source_arn=props.instance_arn)
         Validations.of(self.function).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             reason="the managed basic execution policy: logs only (to its own log group)"))
@@ -155,10 +186,10 @@ class ConnectTranscription(Construct):
             "LambdaInsideVPC": "It only sends one SQS message per call and answers Connect within the block's time "
                                "limit; it reads no call data. The consumers, which do, run in the VPC.",
         })
-        if props.associate_function:
-            connect.CfnIntegrationAssociation(
-                self, "FunctionAssociation", instance_id=props.instance_arn,
-                integration_type="LAMBDA_FUNCTION", integration_arn=self.function.function_arn)
+        association = connect.CfnIntegrationAssociation(
+            self, "FunctionAssociation", instance_id=props.instance_arn,
+            integration_type="LAMBDA_FUNCTION",
+            integration_arn=self.function.function_arn) if props.associate_function else None
         if props.create_storage_config:
             connect.CfnInstanceStorageConfig(
                 self, "MediaStreams", instance_arn=props.instance_arn, resource_type="MEDIA_STREAMS",
@@ -170,12 +201,16 @@ class ConnectTranscription(Construct):
         if props.create_example_flow:
             content = EXAMPLE_FLOW.read_text()
             assert len(content) <= MAX_FLOW_CHARACTERS, "ContactFlow Content is at most 256000 characters"
-            connect.CfnContactFlow(
+            flow = connect.CfnContactFlow(
                 self, "ExampleFlow", instance_arn=props.instance_arn, type="CONTACT_FLOW", state="ACTIVE",
                 name=f"{props.name_prefix} live transcription (example)",
                 description="Starts media streaming, hands the call to the transcription consumers, then queues it",
                 content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn,
                                          "QueueArn": props.queue_arn or ""}))
+            if association is not None:
+                # "Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect
+                # instance" (Connect admin guide, "Grant Amazon Connect access to your AWS Lambda functions").
+                flow.add_resource_dependency(association)
 
         # ---- the consumers ---------------------------------------------------------------------------------------
         vpc = props.vpc or ec2.Vpc(self, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[

@@ -44,7 +44,11 @@ from constructs_lib.sagemaker_endpoint.props import (
     normalise_s3_prefix,
 )
 from constructs_lib.facts import instance_types as catalogue
-from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
+from constructs_lib.sagemaker_endpoint.execution_role import (
+    SAGEMAKER_INSTANCE_METRICS_NAMESPACE,
+    SageMakerExecutionRole,
+    grant_vpc_access,
+)
 from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.metrics import EndpointMetrics
@@ -216,6 +220,9 @@ class RealtimeEndpoint(EndpointBase):
         self._describe_alarms: iam.PolicyStatement | None = None
 
         self.role: iam.IRole = props.role or self._default_role(props)
+        if props.vpc_subnets:
+            # SageMaker creates and deletes the endpoint's network interfaces as the execution role.
+            grant_vpc_access(self.role, props.vpc_subnets, props.security_groups)
         log_group = logs.LogGroup(
             self,
             "LogGroup",

@@ -81,7 +81,30 @@ def test_connect_may_invoke_the_start_function_for_this_instance_only(connect):
     (permission,) = resources(connect, "AWS::Lambda::Permission").values()
     assert permission["Properties"]["Principal"] == "connect.amazonaws.com"
     assert permission["Properties"]["SourceArn"] == CONNECT_INSTANCE
-    assert permission["Properties"]["SourceAccount"] == {"Ref": "AWS::AccountId"}
+    # aws:SourceAccount is the instance's account (the source), named by its ARN.
+    assert permission["Properties"]["SourceAccount"] == CONNECT_INSTANCE.split(":")[4]
+
+
+def test_the_example_flow_waits_for_the_function_association(connect):
+    """'Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect instance'."""
+    (flow,) = resources(connect, "AWS::Connect::ContactFlow").values()
+    (association,) = resources(connect, "AWS::Connect::IntegrationAssociation")
+    assert association in flow.get("DependsOn", [])
+
+
+def test_the_encrypted_bus_has_an_encrypted_standard_dead_letter_queue(connect):
+    """EventBridge strongly recommends a DLQ for a bus under a customer managed key; the DLQ is a standard queue
+    under the same key, with a policy that lets EventBridge send to it from this bus only."""
+    (bus,) = resources(connect, "AWS::Events::EventBus").values()
+    target = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    queue = resources(connect, "AWS::SQS::Queue")[target]["Properties"]
+    assert queue["KmsMasterKeyId"] == bus["Properties"]["KmsKeyIdentifier"]
+    assert "FifoQueue" not in queue
+    sends = [s for p in resources(connect, "AWS::SQS::QueuePolicy").values()
+             if target in json.dumps(p["Properties"]["Queues"])
+             for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert [(s["Principal"], s["Action"]) for s in sends] == [({"Service": "events.amazonaws.com"}, "sqs:SendMessage")]
+    assert json.dumps(sends[0]["Condition"]).count(next(iter(resources(connect, "AWS::Events::EventBus")))) == 1
 
 
 def test_the_storage_config_keeps_audio_under_the_prefix_encrypted_and_long_enough_to_resume(connect):

@@ -469,10 +469,15 @@ def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_c
     assert "KmsKeyIdentifier" in bus["Properties"]
     statement = _key_policy_sids(synthesized_connect)["EventBridgeEncryptBuses"]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
-    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+    # The guide's example statement: the data actions, conditioned on the account and the bus.
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert set(statement["Condition"]) == {"StringEquals", "ArnLike"}
     assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
     assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+    # DescribeKey (CreateEventBus checks the key is symmetric) without the example's conditions.
+    describe = _key_policy_sids(synthesized_connect)["EventBridgeDescribeKey"]
+    assert (describe["Principal"], describe["Action"], describe.get("Condition")) == (
+        {"Service": "events.amazonaws.com"}, "kms:DescribeKey", None)
     assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
 
 
