@@ -30,6 +30,11 @@ STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 MAX_RETENTION_HOURS = 87600
 MAX_FLOW_CHARACTERS = 256000
 METRIC_NAMESPACE = "VoiceConnect"
+#: The dimension the consumers' metrics carry (value: the deployment's name prefix; the task definition sets it in
+#: METRIC_DIMENSIONS), so that two deployments in one account and Region write, scale and alarm on separate series:
+#: target tracking needs a metric that falls as the service's own capacity grows (Application Auto Scaling user
+#: guide, "Target tracking scaling policies").
+METRIC_DIMENSION = "Deployment"
 """The consumers' metrics (voicectl/connect/service.py, embedded metric format)."""
 FUNCTION_TIMEOUT_S = 3
 """The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example flow, at most 8)."""

@@ -40,6 +40,7 @@ Rules from the CloudFormation and API references this construct keeps (checked i
 
 from __future__ import annotations
 
+import json
 import re
 
 from aws_cdk import (
@@ -74,6 +75,7 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
     MAX_FLOW_CHARACTERS,
     MAX_RECEIVES,
     MAX_RETENTION_HOURS,
+    METRIC_DIMENSION,
     METRIC_NAMESPACE,
     QUEUE_ARN_PATTERN,
     QUEUE_VISIBILITY_S,
@@ -227,7 +229,8 @@ class ConnectTranscription(Construct):
                                              operating_system_family=ecs.OperatingSystemFamily.LINUX))
         consumer_logs = logs.LogGroup(self, "ConsumerLogs", retention=_retention(props.log_retention_days), encryption_key=key, removal_policy=removal)
         environment = {"CALLS_QUEUE_URL": self.queue.queue_url, "BUS_NAME": self.bus.event_bus_name,
-                       "TABLE_NAME": self.table.table_name, "MAX_CALLS": str(props.calls_per_task)}
+                       "TABLE_NAME": self.table.table_name, "MAX_CALLS": str(props.calls_per_task),
+                       "METRIC_DIMENSIONS": json.dumps(metric_dimensions(props.name_prefix))}
         if props.endpoint_name:
             environment["ENDPOINT_NAME"] = props.endpoint_name
         else:
@@ -295,13 +298,15 @@ class ConnectTranscription(Construct):
         # maximum and the service scales out.
         scaling.scale_to_track_custom_metric(
             "LiveCalls", metric=cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name="ActiveCalls",
+                                                  dimensions_map=metric_dimensions(props.name_prefix),
                                                   statistic="Average", period=Duration.minutes(1)),
             target_value=round(props.calls_per_task * SCALING_TARGET_FRACTION, 1),
             scale_in_cooldown=Duration.minutes(10), scale_out_cooldown=Duration.minutes(1))
 
         # ---- alarms on the shared topic --------------------------------------------------------------------------
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
-        emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+        emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1),
+               "dimensions_map": metric_dimensions(props.name_prefix)}
         rules = [
             AlarmRule("calls-dropped", self.dead_letters.metric_approximate_number_of_messages_visible(
                 period=Duration.minutes(1), statistic="Maximum"), cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -412,6 +417,12 @@ class ConnectTranscription(Construct):
                                                  "kms:EncryptionContext:SecretARN": props.token_secret_arn}}))
 
 
+def metric_dimensions(name_prefix: str) -> dict[str, str]:
+    """The dimensions of the consumers' metrics in a deployment named ``name_prefix``: what the task definition
+    gives them (METRIC_DIMENSIONS) and what its scaling, alarms and dashboards read."""
+    return {METRIC_DIMENSION: name_prefix}
+
+
 def alarm_name(name_prefix: str, rule: str) -> str:
     """The AlarmName of one of the Connect alarms (fixed, so that the shared dashboard can show them by ARN)."""
     return f"{name_prefix}-connect-{rule}"
@@ -420,11 +431,12 @@ def alarm_name(name_prefix: str, rule: str) -> str:
 def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
                    calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
     """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
-    :data:`METRIC_NAMESPACE`, no dimensions, so nothing of the Connect stack is referenced and the Operations stack
-    deploys first) and the state of the Connect alarms, by name. The Connect stack's own dashboard adds the
-    calls queue's figures, which need the queue's name."""
+    :data:`METRIC_NAMESPACE`, the deployment's :func:`metric_dimensions`, a literal: nothing of the Connect stack
+    is referenced and the Operations stack deploys first) and the state of the Connect alarms, by name. The Connect
+    stack's own dashboard adds the calls queue's figures, which need the queue's name."""
     stack = Stack.of(scope)
-    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1),
+           "dimensions_map": metric_dimensions(name_prefix)}
     header = cloudwatch.TextWidget(markdown=(
         f"## Amazon Connect live transcription\nConsumers on Fargate, up to {calls_per_task} calls per task. "
         "Red lines are alarm thresholds."), width=24, height=2)

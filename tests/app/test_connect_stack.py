@@ -229,3 +229,29 @@ def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_se
     assert condition["kms:EncryptionContext:SecretARN"] == read["Resource"]
     assert "secretsmanager" in json.dumps(condition["kms:ViaService"])
     assert decrypt["Resource"] != "*"
+
+
+def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_alarms_read_it(
+        connect, monkeypatch, capsys):
+    """A second deployment in the same account and Region writes its own series: the task definition gives the
+    consumers METRIC_DIMENSIONS, emit_metric puts them on every metric, and the scaling policy and the alarms on
+    VoiceConnect metrics read exactly those dimensions (else they would see the sum of every deployment)."""
+    from voicectl.connect import service
+
+    (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    dimensions = json.loads(environment["METRIC_DIMENSIONS"])
+    assert dimensions == {"Deployment": "RealtimeVoice"}
+    monkeypatch.setenv("METRIC_DIMENSIONS", environment["METRIC_DIMENSIONS"])
+    service.emit_metric("ActiveCalls", 3)
+    record = json.loads(capsys.readouterr().out)
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Deployment"]]
+    assert record["Deployment"] == "RealtimeVoice"
+    expected = [{"Name": "Deployment", "Value": "RealtimeVoice"}]
+    (policy,) = resources(connect, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    custom = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+    assert (custom["Namespace"], custom["Dimensions"]) == ("VoiceConnect", expected)
+    alarms = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"].get("Namespace") == "VoiceConnect"]
+    assert len(alarms) == 4 and all(a["Dimensions"] == expected for a in alarms)

@@ -447,7 +447,8 @@ def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synth
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "## Amazon Connect live transcription" in body
     for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed", "CallsWaiting", "CallsUntranscribed"):
-        assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
+        # With the deployment's dimension, as the consumers write it (METRIC_DIMENSIONS).
+        assert f'\\"VoiceConnect\\",\\"{metric}\\",\\"Deployment\\",\\"RealtimeVoice\\"' in body
     connect = synthesized_connect.template("Connect")
     names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())
     for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
