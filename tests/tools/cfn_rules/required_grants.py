@@ -216,7 +216,7 @@ class SageMakerRollbackAlarmsRole(AppRule, CloudFormationLintRule):
     description = ("SageMaker developer guide, deployment guardrails, 'Auto-Rollback Configuration and Monitoring': "
                    "'Ensure that your IAM execution role has permission to perform the cloudwatch:DescribeAlarms "
                    "action on the auto-rollback alarms you specify.'")
-    source_url = f"{SAGEMAKER_DG}/deployment-guardrails-configuration.html"
+    source_url = f"{SAGEMAKER_DG}/deployment-guardrails.html"
     tags = ["sagemaker", "iam", "cloudwatch"]
 
     def app_findings(self, templates):
