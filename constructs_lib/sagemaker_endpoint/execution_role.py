@@ -211,6 +211,10 @@ def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: S
         policy = role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             skip_checkov(policy, "AWS::IAM::Policy", {
+                "CKV_AWS_109": "ec2:DeleteNetworkInterfacePermission (permissions management) supports no "
+                               "resource-level permission in the requests SageMaker makes (a permission id, not an "
+                               "interface); CreateNetworkInterfacePermission is limited to the Model's subnets. "
+                               f"{VPC_ACCESS_SOURCE}",
                 "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no resource-level permission; the "
                                f"other network-interface writes are limited to the Model's subnets. {VPC_ACCESS_SOURCE}",
                 "CKV_AWS_356": "the ec2:Describe* actions a Model in a VPC needs support no resource-level "
