@@ -191,7 +191,8 @@ def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: S
     subnet_arns = [f"{arn}:subnet/{s}" for s in subnets]
     role.add_to_principal_policy(iam.PolicyStatement(
         sid="CreateEndpointInterfaces", actions=["ec2:CreateNetworkInterface"],
-        resources=[f"{arn}:network-interface/*", *subnet_arns, *(f"{arn}:security-group/{g}" for g in security_groups)]))
+        resources=[f"{arn}:network-interface/*", *subnet_arns,
+                   *(f"{arn}:security-group/{group}" for group in security_groups)]))
     role.add_to_principal_policy(iam.PolicyStatement(
         sid="ManageEndpointInterfaces",
         actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"],
@@ -215,7 +216,8 @@ def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: S
                                "resource-level permission in the requests SageMaker makes (a permission id, not an "
                                "interface); CreateNetworkInterfacePermission is limited to the Model's subnets. "
                                f"{VPC_ACCESS_SOURCE}",
-                "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no resource-level permission; the "
-                               f"other network-interface writes are limited to the Model's subnets. {VPC_ACCESS_SOURCE}",
+                "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no resource-level permission; "
+                               "the other network-interface writes are limited to the Model's subnets. "
+                               f"{VPC_ACCESS_SOURCE}",
                 "CKV_AWS_356": "the ec2:Describe* actions a Model in a VPC needs support no resource-level "
                                f"permission. {VPC_ACCESS_SOURCE}"})

@@ -266,11 +266,11 @@ class InstanceNeed:
 
 
 def instance_needs(settings: Settings) -> dict[str, InstanceNeed]:
-    """``{instance type: need}`` of the enabled endpoints. Voxtral updates roll one batch of new instances in before
-    old ones go (one, or ``voxtral.rollout_batch_percent`` of the count rounded up; RollingUpdatePolicy); Sonic updates are
-    blue/green, all at once (Marketplace containers have no deployment guardrails), so a whole new fleet overlaps the
-    old one. With instance pools, each pool's type needs the full count: SageMaker falls back to a pool when the ones
-    before it have no capacity, and may then run every instance of the variant on it."""
+    """``{instance type: need}`` of the enabled endpoints. Voxtral updates roll one batch of new instances in before old
+    ones go (one, or ``voxtral.rollout_batch_percent`` of the count rounded up; RollingUpdatePolicy); Sonic updates
+    are blue/green, all at once (Marketplace containers have no deployment guardrails), so a whole new fleet
+    overlaps the old one. With instance pools, each pool's type needs the full count: SageMaker falls back to a pool
+    when the ones before it have no capacity, and may then run every instance of the variant on it."""
     needs: dict[str, InstanceNeed] = {}
 
     def add(instance_types: tuple[str, ...], steady: int, peak: int, why: str) -> None:

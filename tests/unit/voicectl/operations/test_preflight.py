@@ -1,11 +1,12 @@
 """`make deploy|diff|destroy|bootstrap` preflight: clear stops without credentials, bootstrap, subscription, quota
 or a driver for the image's CUDA; what it cannot check is said, not failed.
 
-moto stands in for STS, SSM and KMS (DescribeKey, GetKeyPolicy). The other APIs are stubbed at the boto3 client level with botocore's Stubber,
-because moto 5.2.5 cannot answer them: its Service Quotas backend implements only ListAWSDefaultServiceQuotas and
-GetServiceQuota, for service code "vpc" alone (no ListServiceQuotas, no SageMaker quotas); it has no AWS Marketplace
-Discovery or Agreement backend; and its SageMaker DescribeModelPackage finds only packages of the caller's own
-account, not a Marketplace seller's. Every stub is asserted to have been used, with the parameters sent.
+moto stands in for STS, SSM and KMS (DescribeKey, GetKeyPolicy). The other APIs are stubbed at the boto3 client
+level with botocore's Stubber, because moto 5.2.5 cannot answer them: its Service Quotas backend implements only
+ListAWSDefaultServiceQuotas and GetServiceQuota, for service code "vpc" alone (no ListServiceQuotas, no SageMaker
+quotas); it has no AWS Marketplace Discovery or Agreement backend; and its SageMaker DescribeModelPackage finds only
+packages of the caller's own account, not a Marketplace seller's. Every stub is asserted to have been used, with the
+parameters sent.
 """
 
 from __future__ import annotations
