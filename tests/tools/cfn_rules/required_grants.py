@@ -302,6 +302,62 @@ class EcsTaskExecutionRole(AppRule, CloudFormationLintRule):
         return value if t.references(value) else None
 
 
+class FargatePrivateSubnetRoutes(AppRule, CloudFormationLintRule):
+    id = "E9013"
+    shortdesc = ("A Fargate service in subnets the app makes, without a public IP: the subnets route to a NAT "
+                 "gateway, or the VPC has the endpoints its tasks need (ecr.api, ecr.dkr and the S3 gateway to pull "
+                 "from ECR, logs for awslogs)")
+    description = ("Amazon ECS developer guide, 'Amazon ECS interface VPC endpoints (AWS PrivateLink)': tasks on "
+                   "Fargate that pull private images from Amazon ECR need the com.amazonaws.region.ecr.dkr and "
+                   "ecr.api interface endpoints and the Amazon S3 gateway endpoint (image layers), and the logs "
+                   "endpoint to send logs with awslogs, unless a NAT gateway routes them out. Subnets given by id "
+                   "(an existing VPC) are not visible here.")
+    source_url = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/vpc-endpoints.html"
+    tags = ["ecs", "fargate", "ec2"]
+
+    def app_findings(self, templates):
+        endpoints = [(stack, props) for stack, tpl in templates.items()
+                     for props in t.resources(tpl, "AWS::EC2::VPCEndpoint").values()]
+        for stack, template in templates.items():
+            tasks = t.resources(template, "AWS::ECS::TaskDefinition")
+            for lid, props in t.resources(template, "AWS::ECS::Service").items():
+                network = (props.get("NetworkConfiguration") or {}).get("AwsvpcConfiguration") or {}
+                task = tasks.get(t.ref_target(template, props.get("TaskDefinition")) or "", {})
+                fargate = props.get("LaunchType") == "FARGATE" or "FARGATE" in t.as_list(
+                    task.get("RequiresCompatibilities"))
+                if not fargate or network.get("AssignPublicIp") == "ENABLED":
+                    continue
+                subnets = [found for found in (t.resolve(templates, stack, x) for x in t.as_list(network.get("Subnets")))
+                           if found and found[1] in t.resources(templates[found[0]], "AWS::EC2::Subnet")]
+                if not subnets or any(self._has_nat(templates[s], lid_) for s, lid_ in subnets):
+                    continue
+                net_stack, subnet = subnets[0]
+                vpc = t.resolve(templates, net_stack,
+                                t.resources(templates[net_stack], "AWS::EC2::Subnet")[subnet].get("VpcId"))
+                # com.amazonaws.<region>.<service>: the service part ("ecr.api", "s3", "logs").
+                services = {(t.joined_text(e.get("ServiceName")) or "").split(".", 3)[-1]
+                            for e_stack, e in endpoints if t.resolve(templates, e_stack, e.get("VpcId")) == vpc}
+                containers = [c for c in t.as_list(task.get("ContainerDefinitions")) if isinstance(c, dict)]
+                wanted = []
+                if any(".dkr.ecr." in json.dumps(c.get("Image")) for c in containers):
+                    wanted += ["ecr.api", "ecr.dkr", "s3"]
+                if any((c.get("LogConfiguration") or {}).get("LogDriver") == "awslogs" for c in containers):
+                    wanted.append("logs")
+                missing = [w for w in wanted if w not in services]
+                if missing:
+                    yield stack, ("Resources", lid, "Properties", "NetworkConfiguration"), (
+                        f"{lid} runs on Fargate in private subnets with no NAT route, and their VPC has no "
+                        f"{', '.join(missing)} endpoint")
+
+    @staticmethod
+    def _has_nat(template: dict, subnet: str) -> bool:
+        tables = {t.ref_target(template, a.get("RouteTableId"))
+                  for a in t.resources(template, "AWS::EC2::SubnetRouteTableAssociation").values()
+                  if t.ref_target(template, a.get("SubnetId")) == subnet}
+        return any(r.get("NatGatewayId") is not None and t.ref_target(template, r.get("RouteTableId")) in tables
+                   for r in t.resources(template, "AWS::EC2::Route").values())
+
+
 # ------------------------------------------------------------------------------------------------------ Lambda
 class LambdaInVpcRole(AppRule, CloudFormationLintRule):
     id = "E9006"

@@ -283,3 +283,32 @@ def test_every_rule_has_a_source_and_an_id_of_its_own():
     ids = [rule.id for rule in rg.RULES]
     assert len(ids) == len(set(ids)) and all(i.startswith("E90") for i in ids)
     assert all(rule.source_url.startswith("https://docs.aws.amazon.com/") for rule in rg.RULES)
+
+
+# ---------------------------------------------------------------------------------------- Fargate's routes out
+def fargate_in_private_subnets(*services: str, nat=False) -> dict:
+    tpl = task()
+    resources = tpl["Resources"]
+    resources["Vpc"] = {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}
+    resources["Subnet"] = {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}}}
+    resources["Table"] = {"Type": "AWS::EC2::RouteTable", "Properties": {"VpcId": {"Ref": "Vpc"}}}
+    resources["Assoc"] = {"Type": "AWS::EC2::SubnetRouteTableAssociation", "Properties": {
+        "SubnetId": {"Ref": "Subnet"}, "RouteTableId": {"Ref": "Table"}}}
+    if nat:
+        resources["Nat"] = {"Type": "AWS::EC2::Route", "Properties": {
+            "RouteTableId": {"Ref": "Table"}, "NatGatewayId": "nat-1", "DestinationCidrBlock": "0.0.0.0/0"}}
+    for i, service in enumerate(services):
+        resources[f"E{i}"] = {"Type": "AWS::EC2::VPCEndpoint", "Properties": {
+            "VpcId": {"Ref": "Vpc"}, "ServiceName": {"Fn::Join": ["", ["com.amazonaws.", {"Ref": "AWS::Region"},
+                                                                      f".{service}"]]}}}
+    resources["Service"] = {"Type": "AWS::ECS::Service", "Properties": {
+        "TaskDefinition": {"Ref": "Task"}, "LaunchType": "FARGATE", "NetworkConfiguration": {
+            "AwsvpcConfiguration": {"AssignPublicIp": "DISABLED", "Subnets": [{"Ref": "Subnet"}]}}}}
+    return tpl
+
+
+def test_fargate_in_private_subnets_reaches_ecr_s3_and_logs_through_endpoints_or_a_nat():
+    assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets("ecr.api", "ecr.dkr", "s3", "logs")) == []
+    assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets("ecr.api", "s3")) == [
+        "Service runs on Fargate in private subnets with no NAT route, and their VPC has no ecr.dkr, logs endpoint"]
+    assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets(nat=True)) == []
