@@ -48,6 +48,8 @@ CALLS_WAITING_ALARM_MINUTES = 5
 """Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a short wait while
 the endpoint scales out is expected, five minutes of a caller's words not transcribed yet is not."""
 ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time", "calls-waiting", "calls-untranscribed")
+#: The alarm on the transcripts bus's dead-letter queue (a bus under a customer managed key only).
+BUS_DEAD_LETTERS_RULE = "transcripts-undelivered"
 KVS_ENDPOINT_PORT = 443
 KVS_ENDPOINT_REGIONS = frozenset({
     "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",

@@ -63,6 +63,7 @@ from constructs import Construct
 
 from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names stay importable from here)
     ALARM_RULE_NAMES,
+    BUS_DEAD_LETTERS_RULE,
     CALLS_WAITING_ALARM_MINUTES,
     ConnectTranscriptionProps,
     EXAMPLE_FLOW,
@@ -343,6 +344,17 @@ class ConnectTranscription(Construct):
         assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
         self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action)
                        for i, rule in enumerate(rules)]
+        if self.bus_dead_letters is not None:
+            # Events the bus could not encrypt or decrypt wait in its dead-letter queue: transcripts no target got.
+            undelivered = AlarmRule(
+                BUS_DEAD_LETTERS_RULE, self.bus_dead_letters.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(1), statistic="Maximum"),
+                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, 1, 1, cloudwatch.TreatMissingData.NOT_BREACHING,
+                "Transcript events reached the bus's dead-letter queue: EventBridge could not encrypt or decrypt them "
+                "with the data key (disabled, scheduled for deletion, or its policy no longer lets EventBridge use it).",
+                "SQS reports every minute; no datapoint means the queue reported nothing to count")
+            self.alarms.append(alarm_from_rule(self, "AlarmBusDeadLetters", undelivered,
+                                               alarm_name(props.name_prefix, BUS_DEAD_LETTERS_RULE), action))
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
             cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
             cloudwatch.GraphWidget(title="Behind real time (ms)", left=[rules[2].metric], width=8),
@@ -429,11 +441,12 @@ def alarm_name(name_prefix: str, rule: str) -> str:
 
 
 def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
-                   calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
+                   calls_per_task: int, bus_dead_letters: bool = False) -> list[list[cloudwatch.IWidget]]:
     """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
     :data:`METRIC_NAMESPACE`, the deployment's :func:`metric_dimensions`, a literal: nothing of the Connect stack
     is referenced and the Operations stack deploys first) and the state of the Connect alarms, by name. The Connect
-    stack's own dashboard adds the calls queue's figures, which need the queue's name."""
+    stack's own dashboard adds the calls queue's figures, which need the queue's name. ``bus_dead_letters``: the
+    bus is under a customer managed key, so it has a dead-letter queue and its alarm."""
     stack = Stack.of(scope)
     emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1),
            "dimensions_map": metric_dimensions(name_prefix)}
@@ -456,7 +469,7 @@ def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
         cloudwatch.Alarm.from_alarm_arn(scope, f"ConnectAlarm{i}", stack.format_arn(
             service="cloudwatch", resource="alarm", resource_name=alarm_name(name_prefix, rule),
             arn_format=ArnFormat.COLON_RESOURCE_NAME))
-        for i, rule in enumerate(ALARM_RULE_NAMES)])
+        for i, rule in enumerate(ALARM_RULE_NAMES + ((BUS_DEAD_LETTERS_RULE,) if bus_dead_letters else ()))])
     return [[header], [calls, behind, failed, status]]
 
 

@@ -158,7 +158,7 @@ def test_the_consumers_scale_on_calls_per_task_and_alarm_on_the_shared_topic(con
     alarms = {a["Properties"]["AlarmName"]: a for a in resources(connect, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == ["RealtimeVoice-connect-behind-real-time", "RealtimeVoice-connect-calls-dropped",
                               "RealtimeVoice-connect-calls-failed", "RealtimeVoice-connect-calls-untranscribed",
-                              "RealtimeVoice-connect-calls-waiting"]
+                              "RealtimeVoice-connect-calls-waiting", "RealtimeVoice-connect-transcripts-undelivered"]
     waiting = alarms["RealtimeVoice-connect-calls-waiting"]["Properties"]
     assert (waiting["MetricName"], waiting["Statistic"], waiting["EvaluationPeriods"], waiting["Threshold"]) == (
         "CallsWaiting", "Maximum", 5, 0)
@@ -255,3 +255,15 @@ def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_a
     alarms = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()
               if a["Properties"].get("Namespace") == "VoiceConnect"]
     assert len(alarms) == 4 and all(a["Dimensions"] == expected for a in alarms)
+
+
+def test_the_bus_dead_letter_queue_has_an_alarm_on_the_shared_topic(connect):
+    """Events in the bus's dead-letter queue are transcripts no target got: an alarm says so at the first one."""
+    (bus,) = resources(connect, "AWS::Events::EventBus").values()
+    queue = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    (alarm,) = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"]["AlarmName"] == "RealtimeVoice-connect-transcripts-undelivered"]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"]
