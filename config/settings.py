@@ -282,8 +282,10 @@ class VoxtralSettings(EndpointSettings):
     max_instances: int = 4
     #: Target of live streams per instance as a fraction of the stream cap (max_num_seqs): 0.7 x 4 = 2.8 on one L4.
     scaling_target_fraction: float = 0.7
-    #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50).
-    rollout_batch_percent: int = 25
+    #: Rolling update: instances replaced per step, percent of the variant's instance count (5-50); unset: one
+    #: instance per step (RollingUpdatePolicy MaximumBatchSize INSTANCE_COUNT 1; how SageMaker rounds a percent
+    #: below one instance is not documented).
+    rollout_batch_percent: int | None = None
     #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
     rollout_wait_s: int = 600
     #: Rolling update: roll back when more than this percent of requests get a 5xx in 3 of 5 minutes.

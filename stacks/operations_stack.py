@@ -50,7 +50,7 @@ class OperationsStack(Stack):
             from constructs_lib.connect.transcription import dashboard_rows
 
             for row in dashboard_rows(self, settings.stack_name_prefix, settings.connect.alarm_millis_behind,
-                                      settings.connect.calls_per_task):
+                                      settings.connect.calls_per_task, bus_dead_letters=settings.uses_key):
                 self.dashboard.dashboard.add_widgets(*row)
 
         CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic.topic_arn,

@@ -30,6 +30,11 @@ STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 MAX_RETENTION_HOURS = 87600
 MAX_FLOW_CHARACTERS = 256000
 METRIC_NAMESPACE = "VoiceConnect"
+#: The dimension the consumers' metrics carry (value: the deployment's name prefix; the task definition sets it in
+#: METRIC_DIMENSIONS), so that two deployments in one account and Region write, scale and alarm on separate series:
+#: target tracking needs a metric that falls as the service's own capacity grows (Application Auto Scaling user
+#: guide, "Target tracking scaling policies").
+METRIC_DIMENSION = "Deployment"
 """The consumers' metrics (voicectl/connect/service.py, embedded metric format)."""
 FUNCTION_TIMEOUT_S = 3
 """The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example flow, at most 8)."""
@@ -43,6 +48,8 @@ CALLS_WAITING_ALARM_MINUTES = 5
 """Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a short wait while
 the endpoint scales out is expected, five minutes of a caller's words not transcribed yet is not."""
 ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time", "calls-waiting", "calls-untranscribed")
+#: The alarm on the transcripts bus's dead-letter queue (a bus under a customer managed key only).
+BUS_DEAD_LETTERS_RULE = "transcripts-undelivered"
 KVS_ENDPOINT_PORT = 443
 KVS_ENDPOINT_REGIONS = frozenset({
     "us-east-1", "us-east-2", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2", "eu-west-3",

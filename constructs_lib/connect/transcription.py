@@ -40,9 +40,12 @@ Rules from the CloudFormation and API references this construct keeps (checked i
 
 from __future__ import annotations
 
+import json
 import re
 
-from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import (
+    Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token, Validations,
+)
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_connect as connect
@@ -60,6 +63,7 @@ from constructs import Construct
 
 from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names stay importable from here)
     ALARM_RULE_NAMES,
+    BUS_DEAD_LETTERS_RULE,
     CALLS_WAITING_ALARM_MINUTES,
     ConnectTranscriptionProps,
     EXAMPLE_FLOW,
@@ -72,6 +76,7 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
     MAX_FLOW_CHARACTERS,
     MAX_RECEIVES,
     MAX_RETENTION_HOURS,
+    METRIC_DIMENSION,
     METRIC_NAMESPACE,
     QUEUE_ARN_PATTERN,
     QUEUE_VISIBILITY_S,
@@ -110,8 +115,28 @@ class ConnectTranscription(Construct):
         acknowledge_compliance(self.table, {
             "DynamoDBInBackupPlan": "Transcripts live connect.transcript_ttl_days (TTL) by design; point-in-time "
                                     "recovery covers mistakes, and a Backup plan would keep copies past the TTL."})
-        self.bus = events.EventBus(self, "Bus", kms_key=key)
+        # Under a customer managed key, events that fail to encrypt or decrypt (the key disabled, deleted or its
+        # policy changed) go to the bus's dead-letter queue: "We strongly recommend specifying a DLQ for event
+        # buses" (EventBridge user guide, "Encrypting EventBridge event buses with AWS KMS keys"). It is a standard
+        # queue (EventBridge DLQs are standard SQS queues, "Using dead-letter queues to process undelivered
+        # events"), encrypted with the same key: the key's EventBridge statement lets EventBridge write to it.
+        self.bus_dead_letters = sqs.Queue(
+            self, "BusDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
+            encryption=sqs.QueueEncryption.KMS, encryption_master_key=key,
+            removal_policy=removal) if key is not None else None
+        self.bus = events.EventBus(self, "Bus", kms_key=key, dead_letter_queue=self.bus_dead_letters)
         self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
+        if self.bus_dead_letters is not None:
+            # EventBridge sends to a DLQ as events.amazonaws.com: the queue policy allows that principal for this
+            # bus only (EventBridge user guide, "Using dead-letter queues to process undelivered events", granting
+            # permissions: aws:SourceArn of the sender; a bus DLQ's sender being the bus: unconfirmed).
+            self.bus_dead_letters.add_to_resource_policy(iam.PolicyStatement(
+                sid="EventBridgeDeadLetters", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sqs:SendMessage"], resources=[self.bus_dead_letters.queue_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": self.bus.event_bus_arn}}))
+            Validations.of(self.bus_dead_letters).acknowledge(Acknowledgment(
+                id="AwsSolutions-SQS3", reason="It is the transcript bus's dead-letter queue (the EventBus's "
+                                               "DeadLetterConfig, which cdk-nag does not read); a DLQ has no DLQ."))
         self.dead_letters = sqs.Queue(
             self, "CallsDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
             encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,
@@ -141,9 +166,18 @@ class ConnectTranscription(Construct):
             self.function.add_to_role_policy(iam.PolicyStatement(
                 sid="EncryptCalls", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn],
                 conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
+        # Connect invokes the function as connect.amazonaws.com on behalf of the instance: aws:SourceAccount is the
+        # instance's account (Lambda developer guide, "Working with resource-based IAM policies in Lambda"), which
+        # must be this stack's (the association below is made in this account; a cross-account instance is refused).
+        instance_account = INSTANCE_ARN_PATTERN.match(props.instance_arn).group(2)
+        if not Token.is_unresolved(stack.account) and stack.account != instance_account:
+            raise ValueError(
+                f"connect.instance_arn={props.instance_arn!r}: the instance is in account {instance_account}, this "
+                f"deployment in {stack.account}; deploy the app in the instance's account (its function association, "
+                "storage config and flow are made there)")
         self.function.add_permission(
             "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
-            source_account=stack.account, source_arn=props.instance_arn)
+            source_account=instance_account, source_arn=props.instance_arn)
         Validations.of(self.function).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             reason="the managed basic execution policy: logs only (to its own log group)"))
@@ -155,10 +189,10 @@ class ConnectTranscription(Construct):
             "LambdaInsideVPC": "It only sends one SQS message per call and answers Connect within the block's time "
                                "limit; it reads no call data. The consumers, which do, run in the VPC.",
         })
-        if props.associate_function:
-            connect.CfnIntegrationAssociation(
-                self, "FunctionAssociation", instance_id=props.instance_arn,
-                integration_type="LAMBDA_FUNCTION", integration_arn=self.function.function_arn)
+        association = connect.CfnIntegrationAssociation(
+            self, "FunctionAssociation", instance_id=props.instance_arn,
+            integration_type="LAMBDA_FUNCTION",
+            integration_arn=self.function.function_arn) if props.associate_function else None
         if props.create_storage_config:
             connect.CfnInstanceStorageConfig(
                 self, "MediaStreams", instance_arn=props.instance_arn, resource_type="MEDIA_STREAMS",
@@ -170,12 +204,16 @@ class ConnectTranscription(Construct):
         if props.create_example_flow:
             content = EXAMPLE_FLOW.read_text()
             assert len(content) <= MAX_FLOW_CHARACTERS, "ContactFlow Content is at most 256000 characters"
-            connect.CfnContactFlow(
+            flow = connect.CfnContactFlow(
                 self, "ExampleFlow", instance_arn=props.instance_arn, type="CONTACT_FLOW", state="ACTIVE",
                 name=f"{props.name_prefix} live transcription (example)",
                 description="Starts media streaming, hands the call to the transcription consumers, then queues it",
                 content=Fn.sub(content, {"StartFunctionArn": self.function.function_arn,
                                          "QueueArn": props.queue_arn or ""}))
+            if association is not None:
+                # "Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect
+                # instance" (Connect admin guide, "Grant Amazon Connect access to your AWS Lambda functions").
+                flow.add_resource_dependency(association)
 
         # ---- the consumers ---------------------------------------------------------------------------------------
         vpc = props.vpc or ec2.Vpc(self, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[
@@ -192,7 +230,8 @@ class ConnectTranscription(Construct):
                                              operating_system_family=ecs.OperatingSystemFamily.LINUX))
         consumer_logs = logs.LogGroup(self, "ConsumerLogs", retention=_retention(props.log_retention_days), encryption_key=key, removal_policy=removal)
         environment = {"CALLS_QUEUE_URL": self.queue.queue_url, "BUS_NAME": self.bus.event_bus_name,
-                       "TABLE_NAME": self.table.table_name, "MAX_CALLS": str(props.calls_per_task)}
+                       "TABLE_NAME": self.table.table_name, "MAX_CALLS": str(props.calls_per_task),
+                       "METRIC_DIMENSIONS": json.dumps(metric_dimensions(props.name_prefix))}
         if props.endpoint_name:
             environment["ENDPOINT_NAME"] = props.endpoint_name
         else:
@@ -260,13 +299,15 @@ class ConnectTranscription(Construct):
         # maximum and the service scales out.
         scaling.scale_to_track_custom_metric(
             "LiveCalls", metric=cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name="ActiveCalls",
+                                                  dimensions_map=metric_dimensions(props.name_prefix),
                                                   statistic="Average", period=Duration.minutes(1)),
             target_value=round(props.calls_per_task * SCALING_TARGET_FRACTION, 1),
             scale_in_cooldown=Duration.minutes(10), scale_out_cooldown=Duration.minutes(1))
 
         # ---- alarms on the shared topic --------------------------------------------------------------------------
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
-        emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+        emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1),
+               "dimensions_map": metric_dimensions(props.name_prefix)}
         rules = [
             AlarmRule("calls-dropped", self.dead_letters.metric_approximate_number_of_messages_visible(
                 period=Duration.minutes(1), statistic="Maximum"), cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -303,6 +344,17 @@ class ConnectTranscription(Construct):
         assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
         self.alarms = [alarm_from_rule(self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action)
                        for i, rule in enumerate(rules)]
+        if self.bus_dead_letters is not None:
+            # Events the bus could not encrypt or decrypt wait in its dead-letter queue: transcripts no target got.
+            undelivered = AlarmRule(
+                BUS_DEAD_LETTERS_RULE, self.bus_dead_letters.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(1), statistic="Maximum"),
+                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD, 0, 1, 1, cloudwatch.TreatMissingData.NOT_BREACHING,
+                "Transcript events reached the bus's dead-letter queue: EventBridge could not encrypt or decrypt them "
+                "with the data key (disabled, scheduled for deletion, or its policy no longer lets EventBridge use it).",
+                "SQS reports every minute; no datapoint means the queue reported nothing to count")
+            self.alarms.append(alarm_from_rule(self, "AlarmBusDeadLetters", undelivered,
+                                               alarm_name(props.name_prefix, BUS_DEAD_LETTERS_RULE), action))
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[
             cloudwatch.GraphWidget(title="Live calls", left=[in_flight, waiting], width=8),
             cloudwatch.GraphWidget(title="Behind real time (ms)", left=[rules[2].metric], width=8),
@@ -377,19 +429,27 @@ class ConnectTranscription(Construct):
                                                  "kms:EncryptionContext:SecretARN": props.token_secret_arn}}))
 
 
+def metric_dimensions(name_prefix: str) -> dict[str, str]:
+    """The dimensions of the consumers' metrics in a deployment named ``name_prefix``: what the task definition
+    gives them (METRIC_DIMENSIONS) and what its scaling, alarms and dashboards read."""
+    return {METRIC_DIMENSION: name_prefix}
+
+
 def alarm_name(name_prefix: str, rule: str) -> str:
     """The AlarmName of one of the Connect alarms (fixed, so that the shared dashboard can show them by ARN)."""
     return f"{name_prefix}-connect-{rule}"
 
 
 def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
-                   calls_per_task: int) -> list[list[cloudwatch.IWidget]]:
+                   calls_per_task: int, bus_dead_letters: bool = False) -> list[list[cloudwatch.IWidget]]:
     """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
-    :data:`METRIC_NAMESPACE`, no dimensions, so nothing of the Connect stack is referenced and the Operations stack
-    deploys first) and the state of the Connect alarms, by name. The Connect stack's own dashboard adds the
-    calls queue's figures, which need the queue's name."""
+    :data:`METRIC_NAMESPACE`, the deployment's :func:`metric_dimensions`, a literal: nothing of the Connect stack
+    is referenced and the Operations stack deploys first) and the state of the Connect alarms, by name. The Connect
+    stack's own dashboard adds the calls queue's figures, which need the queue's name. ``bus_dead_letters``: the
+    bus is under a customer managed key, so it has a dead-letter queue and its alarm."""
     stack = Stack.of(scope)
-    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1)}
+    emf = {"namespace": METRIC_NAMESPACE, "period": Duration.minutes(1),
+           "dimensions_map": metric_dimensions(name_prefix)}
     header = cloudwatch.TextWidget(markdown=(
         f"## Amazon Connect live transcription\nConsumers on Fargate, up to {calls_per_task} calls per task. "
         "Red lines are alarm thresholds."), width=24, height=2)
@@ -409,7 +469,7 @@ def dashboard_rows(scope: Construct, name_prefix: str, alarm_millis_behind: int,
         cloudwatch.Alarm.from_alarm_arn(scope, f"ConnectAlarm{i}", stack.format_arn(
             service="cloudwatch", resource="alarm", resource_name=alarm_name(name_prefix, rule),
             arn_format=ArnFormat.COLON_RESOURCE_NAME))
-        for i, rule in enumerate(ALARM_RULE_NAMES)])
+        for i, rule in enumerate(ALARM_RULE_NAMES + ((BUS_DEAD_LETTERS_RULE,) if bus_dead_letters else ()))])
     return [[header], [calls, behind, failed, status]]
 
 

@@ -63,7 +63,14 @@ def stop_timeout_s(drain_s: float) -> int:
 def alb_idle_timeout_s(bridge_idle_timeout_s: float) -> int:
     """The load balancer's idle timeout: the bridge's idle timeout plus :data:`IDLE_TIMEOUT_MARGIN_S`, so that the
     bridge, not the load balancer, ends a silent session (a WebSocket stays one connection to the ALB; its idle
-    clock counts seconds without a byte either way; the bridge's counts seconds without a client frame)."""
+    clock counts seconds without a byte either way; the bridge's counts seconds without a client frame).
+
+    This is the reverse of the ALB guide's advice against 502s ("configure the idle timeout of your application to
+    be larger than the idle timeout configured for the load balancer", "Connection idle timeout"), on purpose: that
+    502 is a race on a kept-alive connection the target closes while the load balancer sends it the next request.
+    The bridge keeps no connection for reuse: it answers every plain request with ``Connection: close`` and closes,
+    and an upgraded WebSocket carries one session only (tests/unit/constructs_lib/ecs_service/test_props.py shows
+    it over real sockets), so no request can meet that race."""
     return math.ceil(bridge_idle_timeout_s) + IDLE_TIMEOUT_MARGIN_S
 
 

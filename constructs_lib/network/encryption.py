@@ -29,6 +29,9 @@ WRITE_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
 #: What EventBridge needs of a customer managed key that encrypts an event bus (EventBridge user guide, "Authorizing
 #: EventBridge to use a customer managed key").
 EVENT_BUS_ACTIONS = ["kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt"]
+#: Of :data:`EVENT_BUS_ACTIONS`, the ones the guide's example key statement conditions on the bus.
+EVENT_BUS_DATA_ACTIONS = ["kms:GenerateDataKey", "kms:Decrypt"]
+EVENT_BUS_DESCRIBE_ACTIONS = ["kms:DescribeKey"]
 
 
 def secret_decrypt_statement(secret: secretsmanager.ISecret, key_arn: str, sid: str | None = None) -> iam.PolicyStatement:
@@ -109,12 +112,20 @@ class DataKey(Construct):
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             ))
         if props.event_buses:
-            # EventBridge user guide, "Authorizing EventBridge to use a customer managed key": the three actions for
-            # events.amazonaws.com, limited to this account's buses (aws:SourceAccount, aws:SourceArn).
+            # EventBridge user guide, "Authorizing EventBridge to use a customer managed key": kms:DescribeKey (to
+            # find the key and check it is symmetric, when a bus is created or updated), kms:GenerateDataKey and
+            # kms:Decrypt. The page's example conditions the last two only (aws:SourceAccount, aws:SourceArn of the
+            # bus); DescribeKey, which CreateEventBus calls, is granted without them, as the page lists it.
+            key.add_to_resource_policy(iam.PolicyStatement(
+                sid="EventBridgeDescribeKey",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=EVENT_BUS_DESCRIBE_ACTIONS,
+                resources=["*"],
+            ))
             key.add_to_resource_policy(iam.PolicyStatement(
                 sid="EventBridgeEncryptBuses",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=EVENT_BUS_ACTIONS,
+                actions=EVENT_BUS_DATA_ACTIONS,
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account},
                             "ArnLike": {"aws:SourceArn":

@@ -44,7 +44,11 @@ from constructs_lib.sagemaker_endpoint.props import (
     normalise_s3_prefix,
 )
 from constructs_lib.facts import instance_types as catalogue
-from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE, SageMakerExecutionRole
+from constructs_lib.sagemaker_endpoint.execution_role import (
+    SAGEMAKER_INSTANCE_METRICS_NAMESPACE,
+    SageMakerExecutionRole,
+    grant_vpc_access,
+)
 from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.metrics import EndpointMetrics
@@ -214,8 +218,13 @@ class RealtimeEndpoint(EndpointBase):
         self._props = props
         self._rollback_alarms: list[cloudwatch.IAlarm] = []
         self._describe_alarms: iam.PolicyStatement | None = None
+        #: Largest instance count autoscaling may reach (register_scaling): the number of one-instance batches.
+        self._max_instances: int | None = None
 
         self.role: iam.IRole = props.role or self._default_role(props)
+        if props.vpc_subnets:
+            # SageMaker creates and deletes the endpoint's network interfaces as the execution role.
+            grant_vpc_access(self.role, props.vpc_subnets, props.security_groups)
         log_group = logs.LogGroup(
             self,
             "LogGroup",
@@ -365,6 +374,8 @@ class RealtimeEndpoint(EndpointBase):
         """Endpoint updates keep the instance count autoscaling chose (RetainAllVariantProperties)."""
         super().register_scaling(scaling)
         self._endpoint.retain_all_variant_properties = True
+        self._max_instances = scaling.max_capacity
+        self._endpoint.deployment_config = self._deployment_config()
 
     def add_outputs(self, prefix: str, extra: Mapping[str, tuple[str, str]] | None = None) -> None:
         """Add stack outputs ``<prefix>EndpointName``, ``<prefix>Region``, ``<prefix>InvokePolicyArn``,
@@ -386,12 +397,13 @@ class RealtimeEndpoint(EndpointBase):
         rolling = self.rolling_update
         if rolling is None:
             return None
+        batch_type, batch_value = rolling.maximum_batch_size()
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
                 maximum_batch_size=sagemaker.CfnEndpoint.CapacitySizeProperty(
-                    type="CAPACITY_PERCENT", value=rolling.batch_percent),
+                    type=batch_type, value=batch_value),
                 wait_interval_in_seconds=rolling.wait_s,
-                maximum_execution_timeout_in_seconds=rolling.timeout_for(self._props.variant),
+                maximum_execution_timeout_in_seconds=rolling.timeout_for(self._props.variant, self._max_instances),
                 # No RollbackMaximumBatchSize: a rollback brings the whole old fleet back at once, the fastest recovery.
             ),
             auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jsii
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from constructs_lib.nag import acknowledge_compliance, nag_render
+from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
 
 #: Namespace of SageMaker's per-instance endpoint metrics (CPUUtilization, GPUUtilization, ...; SageMaker
 #: developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").
@@ -141,3 +143,81 @@ class SageMakerExecutionRole(Construct):
         """Decrypt with one KMS key: model data in an SSE-KMS bucket (S3 GetObject needs kms:Decrypt)."""
         self._add(iam.PolicyStatement(sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"],
                                       resources=[key_arn]))
+
+    def grant_vpc_access(self, subnets: Sequence[str], security_groups: Sequence[str]) -> None:
+        """Create, describe and delete the network interfaces of a Model whose ``VpcConfig`` names ``subnets`` and
+        ``security_groups``: see :func:`grant_vpc_access`."""
+        grant_vpc_access(self.role, subnets, security_groups)
+
+
+#: The actions a Model with ``VpcConfig`` needs on its execution role. SageMaker developer guide, "CreateModel API:
+#: Execution Role Permissions" ("If you use your own IAM policy, you must add the following permissions") and "Give
+#: SageMaker Hosted Endpoints Access to Resources in Your Amazon VPC" (which adds ec2:DescribeVpcEndpoints).
+VPC_ACCESS_ACTIONS = (
+    "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcEndpoints",
+)
+#: Of :data:`VPC_ACCESS_ACTIONS`, those the Service Authorization Reference (Amazon EC2) lists with no resource type,
+#: or with an optional one a request need not carry (DeleteNetworkInterfacePermission names a permission id, not an
+#: interface): IAM grants them on "*" only.
+VPC_ACCESS_UNSCOPED_ACTIONS = (
+    "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcEndpoints",
+)
+VPC_ACCESS_SOURCE = ("SageMaker developer guide, 'CreateModel API: Execution Role Permissions' "
+                     "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html#sagemaker-roles-"
+                     "createmodel-perms); Service Authorization Reference, Amazon EC2 "
+                     "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
+                     "list_amazonec2.html)")
+
+
+def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: Sequence[str]) -> None:
+    """Let ``role`` (a Model's execution role) manage the network interfaces SageMaker attaches to the endpoint's
+    instances in ``subnets`` with ``security_groups``; SageMaker creates and deletes them as that role, so without
+    these the endpoint fails to start (or leaves interfaces it cannot delete).
+
+    Scoped as the Service Authorization Reference (Amazon EC2) allows: CreateNetworkInterface on a new
+    network-interface and only these subnets and security groups (ARNs; ``ec2:Vpc`` is not a key of the new
+    interface, so a condition on it would refuse the call); CreateNetworkInterfacePermission and
+    DeleteNetworkInterface on interfaces in these subnets (``ec2:Subnet``, the subnet's ARN). Whom SageMaker
+    authorizes on the interface (``ec2:AuthorizedService``, ``ec2:AuthorizedUser``) is not documented: unconfirmed,
+    so not conditioned. The describe actions and DeleteNetworkInterfacePermission take ``*`` only; the cdk-nag and
+    checkov findings are acknowledged with that source. A role given from outside that CDK cannot change
+    (``iam.Role.from_role_arn(..., mutable=False)``) must hold these already.
+    """
+    stack = Stack.of(role)
+    arn = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}"
+    subnet_arns = [f"{arn}:subnet/{s}" for s in subnets]
+    role.add_to_principal_policy(iam.PolicyStatement(
+        sid="CreateEndpointInterfaces", actions=["ec2:CreateNetworkInterface"],
+        resources=[f"{arn}:network-interface/*", *subnet_arns,
+                   *(f"{arn}:security-group/{group}" for group in security_groups)]))
+    role.add_to_principal_policy(iam.PolicyStatement(
+        sid="ManageEndpointInterfaces",
+        actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"],
+        resources=[f"{arn}:network-interface/*"],
+        conditions={"ArnEquals": {"ec2:Subnet": subnet_arns}}))
+    role.add_to_principal_policy(iam.PolicyStatement(
+        sid="DescribeEndpointNetwork", actions=list(VPC_ACCESS_UNSCOPED_ACTIONS), resources=["*"]))
+    if isinstance(role, iam.Role):
+        interfaces = f"{arn}:network-interface/*"
+        for resource in ("*", interfaces):
+            Validations.of(role).acknowledge(Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, resource)}]",
+                reason="A Model in a VPC: SageMaker creates and deletes the endpoint's network interfaces as the "
+                       "execution role; their ids are not known before, and the describe actions and "
+                       "DeleteNetworkInterfacePermission support no resource-level permission. Creation is limited "
+                       f"to the Model's subnets and security groups. {VPC_ACCESS_SOURCE}"))
+        policy = role.node.try_find_child("DefaultPolicy")
+        if policy is not None:
+            skip_checkov(policy, "AWS::IAM::Policy", {
+                "CKV_AWS_109": "ec2:DeleteNetworkInterfacePermission (permissions management) supports no "
+                               "resource-level permission in the requests SageMaker makes (a permission id, not an "
+                               "interface); CreateNetworkInterfacePermission is limited to the Model's subnets. "
+                               f"{VPC_ACCESS_SOURCE}",
+                "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no resource-level permission; "
+                               "the other network-interface writes are limited to the Model's subnets. "
+                               f"{VPC_ACCESS_SOURCE}",
+                "CKV_AWS_356": "the ec2:Describe* actions a Model in a VPC needs support no resource-level "
+                               f"permission. {VPC_ACCESS_SOURCE}"})

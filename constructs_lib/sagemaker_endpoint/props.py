@@ -249,10 +249,12 @@ class ProductionVariant:
                 + (self.container_startup_timeout_s or high))
 
 
-def rolling_update_timeout_s(batch_percent: int, instance_start_s: int, wait_s: int) -> int:
-    """Time limit of a rolling update, seconds: ``ceil(100 / batch_percent)`` batches, each allowed
-    ``instance_start_s`` (model download plus container start-up timeouts) and ``wait_s``, within 600-28800."""
-    batches = math.ceil(100 / batch_percent)
+def rolling_update_timeout_s(batch_percent: int | None, instance_start_s: int, wait_s: int,
+                             instances: int = 1) -> int:
+    """Time limit of a rolling update, seconds: ``ceil(100 / batch_percent)`` batches (one instance per batch
+    when ``batch_percent`` is None: ``instances`` batches), each allowed ``instance_start_s`` (model download plus
+    container start-up timeouts) and ``wait_s``, within 600-28800."""
+    batches = math.ceil(100 / batch_percent) if batch_percent else max(1, instances)
     low, high = ROLLOUT_TIMEOUT_RANGE_S
     return max(low, min(high, batches * (instance_start_s + wait_s)))
 
@@ -269,20 +271,22 @@ class RollingUpdate:
     (SageMaker developer guide, deployment guardrails "Exclusions").
 
     Attributes:
-        batch_percent: instances per step, percent of the variant's count (``CAPACITY_PERCENT``, 5-50); a percent
-            rather than a count stays valid whatever count autoscaling has reached. Default 25.
+        batch_percent: instances per step as a percent of the variant's count (``CAPACITY_PERCENT``, 5-50). Default
+            None: one instance per step (``INSTANCE_COUNT`` 1). RollingUpdatePolicy allows 5-50 % of the variant's
+            instances and says nothing of how SageMaker rounds a percent below one instance (25 % of one instance:
+            unconfirmed), so the default states the batch as the one instance it means.
         wait_s: baking period per step (WaitIntervalInSeconds, 0-3600). Default 600.
         timeout_s: limit of the whole update (MaximumExecutionTimeoutInSeconds, 600-28800). Default: computed by
             :func:`rolling_update_timeout_s` from the variant's timeouts.
     """
 
-    batch_percent: int = 25
+    batch_percent: int | None = None
     wait_s: int = 600
     timeout_s: int | None = None
 
     def problems(self, p: Problems) -> None:
         low, high = ROLLOUT_BATCH_PERCENT_RANGE
-        if not low <= self.batch_percent <= high:
+        if self.batch_percent is not None and not low <= self.batch_percent <= high:
             p.add("batch_percent", self.batch_percent, f"must be between {low} and {high} (percent of the variant's "
                                                        "instances; RollingUpdatePolicy MaximumBatchSize)")
         low, high = ROLLOUT_WAIT_RANGE_S
@@ -294,11 +298,19 @@ class RollingUpdate:
             p.add("timeout_s", self.timeout_s, f"must be between {low} and {high} seconds (RollingUpdatePolicy "
                                                "MaximumExecutionTimeoutInSeconds)")
 
-    def timeout_for(self, variant: ProductionVariant) -> int:
-        """``timeout_s``, or the limit :func:`rolling_update_timeout_s` gives for ``variant``."""
+    def timeout_for(self, variant: ProductionVariant, max_instances: int | None = None) -> int:
+        """``timeout_s``, or the limit :func:`rolling_update_timeout_s` gives for ``variant`` at up to
+        ``max_instances`` instances (default: its initial count)."""
         if self.timeout_s is not None:
             return self.timeout_s
-        return rolling_update_timeout_s(self.batch_percent, variant.instance_start_s, self.wait_s)
+        return rolling_update_timeout_s(self.batch_percent, variant.instance_start_s, self.wait_s,
+                                        max_instances or variant.initial_instance_count)
+
+    def maximum_batch_size(self) -> tuple[str, int]:
+        """RollingUpdatePolicy ``MaximumBatchSize`` as ``(Type, Value)``."""
+        if self.batch_percent is None:
+            return "INSTANCE_COUNT", 1
+        return "CAPACITY_PERCENT", self.batch_percent
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ class ScalableInstanceCount(Construct):
         problems.raise_if_any(f"ScalableInstanceCount {construct_id}")
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
+        #: The largest instance count this target allows.
+        self.max_capacity = max_capacity
         self._target = appscaling.CfnScalableTarget(
             self,
             "Target",

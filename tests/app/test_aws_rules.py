@@ -45,3 +45,37 @@ def test_every_rule_holds_on_the_session_apps(app_fixture, request):
     says so in the report, by variant."""
     app = request.getfixturevalue(app_fixture)
     assert _gate.template_findings(app.templates) == []
+
+
+#: network.mode=vpc variants: SageMaker targets with and without Connect, ECS targets (Sonic on SageMaker or ECS).
+VPC_VARIANTS = ("vpc", "vpc_existing", "connect_vpc", "connect_own_vpc", "ecs_vpc", "ecs_vpc_existing",
+                "both_ecs_vpc")
+
+
+@pytest.mark.parametrize("name", VPC_VARIANTS)
+def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, app_variant):
+    """SageMaker creates and deletes a private endpoint's network interfaces as the Model's execution role: each
+    Model of a private deployment has VpcConfig and its role allows every action the developer guide lists."""
+    import required_grants as rg  # on sys.path through _gate
+
+    from tests.tools.cfn_rules import _template as t
+
+    app = app_variant(name)
+    checked = []
+    for stack, template in app.templates.items():
+        for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
+            role = t.ref_target(template, props["ExecutionRoleArn"])
+            granted = rg.role_statements(template, role)
+            assert props["VpcConfig"]["Subnets"], (stack, lid)
+            assert [a for a in rg.SAGEMAKER_VPC_ACTIONS if not rg.allows(granted, a)] == [], (stack, lid)
+            checked.append(lid)
+    # Every variant but both_ecs_vpc runs a service on SageMaker.
+    assert bool(checked) == (name != "both_ecs_vpc")
+
+
+@pytest.mark.parametrize("name", VPC_VARIANTS + ("connect", "connect_ecs", "ecs_key_stream_cap"))
+def test_every_required_grant_holds_on_the_variant(name, app_variant):
+    """The required grants (tests/tools/cfn_rules/required_grants.py) over the variant's stacks together."""
+    import required_grants as rg
+
+    assert _gate.template_findings(app_variant(name).templates, rg.RULES) == []

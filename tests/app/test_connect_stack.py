@@ -81,7 +81,30 @@ def test_connect_may_invoke_the_start_function_for_this_instance_only(connect):
     (permission,) = resources(connect, "AWS::Lambda::Permission").values()
     assert permission["Properties"]["Principal"] == "connect.amazonaws.com"
     assert permission["Properties"]["SourceArn"] == CONNECT_INSTANCE
-    assert permission["Properties"]["SourceAccount"] == {"Ref": "AWS::AccountId"}
+    # aws:SourceAccount is the instance's account (the source), named by its ARN.
+    assert permission["Properties"]["SourceAccount"] == CONNECT_INSTANCE.split(":")[4]
+
+
+def test_the_example_flow_waits_for_the_function_association(connect):
+    """'Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect instance'."""
+    (flow,) = resources(connect, "AWS::Connect::ContactFlow").values()
+    (association,) = resources(connect, "AWS::Connect::IntegrationAssociation")
+    assert association in flow.get("DependsOn", [])
+
+
+def test_the_encrypted_bus_has_an_encrypted_standard_dead_letter_queue(connect):
+    """EventBridge strongly recommends a DLQ for a bus under a customer managed key; the DLQ is a standard queue
+    under the same key, with a policy that lets EventBridge send to it from this bus only."""
+    (bus,) = resources(connect, "AWS::Events::EventBus").values()
+    target = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    queue = resources(connect, "AWS::SQS::Queue")[target]["Properties"]
+    assert queue["KmsMasterKeyId"] == bus["Properties"]["KmsKeyIdentifier"]
+    assert "FifoQueue" not in queue
+    sends = [s for p in resources(connect, "AWS::SQS::QueuePolicy").values()
+             if target in json.dumps(p["Properties"]["Queues"])
+             for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert [(s["Principal"], s["Action"]) for s in sends] == [({"Service": "events.amazonaws.com"}, "sqs:SendMessage")]
+    assert json.dumps(sends[0]["Condition"]).count(next(iter(resources(connect, "AWS::Events::EventBus")))) == 1
 
 
 def test_the_storage_config_keeps_audio_under_the_prefix_encrypted_and_long_enough_to_resume(connect):
@@ -135,7 +158,7 @@ def test_the_consumers_scale_on_calls_per_task_and_alarm_on_the_shared_topic(con
     alarms = {a["Properties"]["AlarmName"]: a for a in resources(connect, "AWS::CloudWatch::Alarm").values()}
     assert sorted(alarms) == ["RealtimeVoice-connect-behind-real-time", "RealtimeVoice-connect-calls-dropped",
                               "RealtimeVoice-connect-calls-failed", "RealtimeVoice-connect-calls-untranscribed",
-                              "RealtimeVoice-connect-calls-waiting"]
+                              "RealtimeVoice-connect-calls-waiting", "RealtimeVoice-connect-transcripts-undelivered"]
     waiting = alarms["RealtimeVoice-connect-calls-waiting"]["Properties"]
     assert (waiting["MetricName"], waiting["Statistic"], waiting["EvaluationPeriods"], waiting["Threshold"]) == (
         "CallsWaiting", "Maximum", 5, 0)
@@ -206,3 +229,41 @@ def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_se
     assert condition["kms:EncryptionContext:SecretARN"] == read["Resource"]
     assert "secretsmanager" in json.dumps(condition["kms:ViaService"])
     assert decrypt["Resource"] != "*"
+
+
+def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_alarms_read_it(
+        connect, monkeypatch, capsys):
+    """A second deployment in the same account and Region writes its own series: the task definition gives the
+    consumers METRIC_DIMENSIONS, emit_metric puts them on every metric, and the scaling policy and the alarms on
+    VoiceConnect metrics read exactly those dimensions (else they would see the sum of every deployment)."""
+    from voicectl.connect import service
+
+    (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    dimensions = json.loads(environment["METRIC_DIMENSIONS"])
+    assert dimensions == {"Deployment": "RealtimeVoice"}
+    monkeypatch.setenv("METRIC_DIMENSIONS", environment["METRIC_DIMENSIONS"])
+    service.emit_metric("ActiveCalls", 3)
+    record = json.loads(capsys.readouterr().out)
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Deployment"]]
+    assert record["Deployment"] == "RealtimeVoice"
+    expected = [{"Name": "Deployment", "Value": "RealtimeVoice"}]
+    (policy,) = resources(connect, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    custom = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+    assert (custom["Namespace"], custom["Dimensions"]) == ("VoiceConnect", expected)
+    alarms = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"].get("Namespace") == "VoiceConnect"]
+    assert len(alarms) == 4 and all(a["Dimensions"] == expected for a in alarms)
+
+
+def test_the_bus_dead_letter_queue_has_an_alarm_on_the_shared_topic(connect):
+    """Events in the bus's dead-letter queue are transcripts no target got: an alarm says so at the first one."""
+    (bus,) = resources(connect, "AWS::Events::EventBus").values()
+    queue = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    (alarm,) = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"]["AlarmName"] == "RealtimeVoice-connect-transcripts-undelivered"]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"]

@@ -447,7 +447,8 @@ def test_the_shared_operations_dashboard_has_a_connect_row_with_its_alarms(synth
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "## Amazon Connect live transcription" in body
     for metric in ("ActiveCalls", "MillisBehindNow", "CallsFailed", "CallsWaiting", "CallsUntranscribed"):
-        assert f'\\"VoiceConnect\\",\\"{metric}\\"' in body
+        # With the deployment's dimension, as the consumers write it (METRIC_DIMENSIONS).
+        assert f'\\"VoiceConnect\\",\\"{metric}\\",\\"Deployment\\",\\"RealtimeVoice\\"' in body
     connect = synthesized_connect.template("Connect")
     names = sorted(a["Properties"]["AlarmName"] for a in resources(connect, "AWS::CloudWatch::Alarm").values())
     for name in names:  # the status widget shows every Connect alarm, by the name the Connect stack gives it
@@ -469,10 +470,15 @@ def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_c
     assert "KmsKeyIdentifier" in bus["Properties"]
     statement = _key_policy_sids(synthesized_connect)["EventBridgeEncryptBuses"]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
-    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+    # The guide's example statement: the data actions, conditioned on the account and the bus.
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert set(statement["Condition"]) == {"StringEquals", "ArnLike"}
     assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
     assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+    # DescribeKey (CreateEventBus checks the key is symmetric) without the example's conditions.
+    describe = _key_policy_sids(synthesized_connect)["EventBridgeDescribeKey"]
+    assert (describe["Principal"], describe["Action"], describe.get("Condition")) == (
+        {"Service": "events.amazonaws.com"}, "kms:DescribeKey", None)
     assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
 
 

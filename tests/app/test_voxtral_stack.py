@@ -329,8 +329,11 @@ def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
 def test_the_rolling_update_allows_for_the_provisioning_timeout(pools_variant):
     (endpoint,) = resources(pools_variant.template("Voxtral"), "AWS::SageMaker::Endpoint").values()
     policy = endpoint["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
-    # Per batch: provisioning 1800 + model download 1200 + container start-up 1200 + baking 600 s, 4 batches (25 %).
-    assert policy["MaximumExecutionTimeoutInSeconds"] == rolling_update_timeout_s(25, 1800 + 1200 + 1200, 600) == 19200
+    # Per batch: provisioning 1800 + model download 1200 + container start-up 1200 + baking 600 s; one instance per
+    # batch, 2 batches (Voxtral fixed at 2 instances).
+    assert policy["MaximumBatchSize"] == {"Type": "INSTANCE_COUNT", "Value": 1}
+    assert policy["MaximumExecutionTimeoutInSeconds"] == rolling_update_timeout_s(
+        None, 1800 + 1200 + 1200, 600, 2) == 9600
 
 
 def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):
@@ -404,9 +407,10 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(syn
     alarm_ids = {r["Properties"]["AlarmName"]: k for k, r in resources(template, "AWS::CloudWatch::Alarm").items()}
     assert props["DeploymentConfig"] == {
         "RollingUpdatePolicy": {
-            "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
+            # One instance per step (how a percent below one instance rounds is not documented).
+            "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
             "WaitIntervalInSeconds": 600,
-            # 4 batches x (1200 s download + 1200 s start-up + 600 s baking)
+            # 4 batches (one per instance autoscaling may reach) x (1200 s download + 1200 s start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
         # Only the 5XX error rate (3 of 5 minutes): see tests/app/test_cross_stack.py.

@@ -43,7 +43,10 @@ LOG = logging.getLogger("voicectl.connect")
 
 
 def emit_metric(name: str, value: float, unit: str = "Count", **dimensions: str) -> None:
-    """One CloudWatch embedded-metric-format line on stdout (the awslogs driver ships it)."""
+    """One CloudWatch embedded-metric-format line on stdout (the awslogs driver ships it). The deployment's
+    dimensions come first: ``METRIC_DIMENSIONS``, a JSON object the task definition sets (e.g. ``{"Deployment":
+    "RealtimeVoice"}``), so that two deployments in one account and Region write separate series."""
+    dimensions = {**json.loads(os.environ.get("METRIC_DIMENSIONS") or "{}"), **dimensions}
     record: dict[str, Any] = {"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
         {"Namespace": METRIC_NAMESPACE, "Dimensions": [list(dimensions)] if dimensions else [[]],
          "Metrics": [{"Name": name, "Unit": unit}]}]}, name: value, **dimensions}

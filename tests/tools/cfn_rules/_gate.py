@@ -1,6 +1,6 @@
 """The gate ``tests/conftest.py`` applies to every app a test session synthesizes: the rule book
-(:mod:`aws_rules`), the API model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`) over each
-template, as plain functions (cfn-lint's own run would cost seconds per template; the rules read template dicts)."""
+(:mod:`aws_rules`), the required grants (:mod:`required_grants`), the guides' rules (:mod:`guide_rules`), the
+API model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`) over each template, as plain functions (cfn-lint's own run would cost seconds per template; the rules read template dicts)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aws_rules  # noqa: E402
+import guide_rules  # noqa: E402
+import required_grants  # noqa: E402
 from api_models import ApiModel  # noqa: E402
 from iam_actions import IamStatements  # noqa: E402
 
 #: Every rule the gate runs, in id order.
-ALL_RULES = (*aws_rules.RULES, ApiModel, IamStatements)
+ALL_RULES = (*sorted((*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES), key=lambda rule: rule.id),
+             ApiModel, IamStatements)
 
 
 def template_findings(templates: dict[str, dict], rules=ALL_RULES) -> list[str]:

@@ -528,7 +528,7 @@ def test_operations_defaults():
     assert s.alarm_email is None
     v = s.voxtral
     assert (v.min_instances, v.max_instances, v.scaling_target_fraction, v.scale_in_cooldown_s) == (1, 4, 0.7, 600)
-    assert (v.rollout_batch_percent, v.rollout_wait_s, v.rollback_5xx_error_percent) == (25, 600, 5.0)
+    assert (v.rollout_batch_percent, v.rollout_wait_s, v.rollback_5xx_error_percent) == (None, 600, 5.0)
     assert (v.alarm_model_latency_p90_ms, v.alarm_time_to_first_delta_p90_ms, v.alarm_active_streams_fraction) == (500, 2000, 0.9)
     assert (s.sonic.scaling_metric, s.sonic.scaling_target, s.sonic.max_instances) == ("invocations_per_instance", 60, 2)
 

@@ -60,3 +60,17 @@ def test_the_consumers_of_the_ecs_target_read_its_token_and_decrypt_it_with_its_
     assert statements["DecryptBridgeToken"]["Condition"] == {"StringEquals": {
         "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com", "kms:EncryptionContext:SecretARN": TOKEN_SECRET}}
     assert "DecryptBridgeToken" not in consumer_statements(**ecs)  # the AWS managed key: its own policy lets them
+
+
+def test_an_instance_of_another_account_is_refused_with_the_accounts_named():
+    """Connect invokes the start function for the instance's account (aws:SourceAccount), and the association,
+    storage config and flow are made in the deployment's account: an instance elsewhere is refused at synth."""
+    import pytest
+
+    stack = Stack(unit_app(), "Connect", env=Environment(account="210987654321", region="us-east-1"))
+    with pytest.raises(ValueError, match=(
+            r"connect.instance_arn='arn:aws:connect:us-east-1:123456789012:instance/[0-9a-f-]+': the instance is in "
+            r"account 123456789012, this deployment in 210987654321; deploy the app in the instance's account")):
+        ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
+            instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
+            image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", endpoint_name="voxtral-realtime"))

@@ -32,3 +32,32 @@ def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
     p = Problems()
     GpuCapacity("g6.xlarge", root_volume_gib=20).problems(p)
     assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
+
+
+def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_timeout_meets_no_502():
+    """The ALB guide's 502 (target idle timeout below the load balancer's) is a race on a kept-alive connection:
+    the target closes it at its idle timeout while the load balancer sends the next request on it. Over real
+    sockets: the bridge answers a plain request with ``Connection: close`` and closes the connection, never
+    answering a second request pipelined on it; a WebSocket, once upgraded, is one session and carries no other
+    request. So no connection stays idle for reuse and the load balancer's longer idle timeout (which lets the
+    bridge end a silent stream with its own idle_timeout error) cannot meet that race."""
+    import asyncio
+
+    from tests.bridge.bridge_testkit import bounded_runner, running_bridge
+    from voicectl.local.fake_vllm import FakeVllm
+
+    request = b"GET /ping HTTP/1.1\r\nHost: bridge\r\nConnection: keep-alive\r\n\r\n"
+
+    async def scenario() -> bytes:
+        async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
+            reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
+            try:
+                writer.write(request * 2)  # a second request on the same connection, as a reusing balancer would
+                return await asyncio.wait_for(reader.read(), 5)  # everything until the bridge closes
+            finally:
+                writer.close()
+
+    received = bounded_runner(30)(scenario())
+    assert received.count(b"HTTP/1.1 ") == 1
+    head = received.partition(b"\r\n\r\n")[0].decode().lower()
+    assert head.startswith("http/1.1 200") and "\r\nconnection: close" in head

@@ -337,10 +337,10 @@ def test_alarms_with_a_rollback_percent_roll_back_the_rolling_update_and_the_rol
     endpoint_id, resource = only(stack, "AWS::SageMaker::Endpoint")
     assert resource["Properties"]["DeploymentConfig"] == {
         "RollingUpdatePolicy": {
-            "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
+            "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
             "WaitIntervalInSeconds": 600,
-            # SageMaker's default timeouts counted as 3600 s each: 4 x (7200 + 600) s, capped at 28800 s.
-            "MaximumExecutionTimeoutInSeconds": 28800,
+            # One instance, one batch: SageMaker's default timeouts counted as 3600 s each, 7200 + 600 s.
+            "MaximumExecutionTimeoutInSeconds": 7800,
         },
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": {"Ref": rate_id}}]},
     }

@@ -6,7 +6,11 @@ from aws_cdk import aws_s3 as s3
 
 from constructs_lib.artifacts.bridge_image import BridgeImage
 from constructs_lib.monitoring.topic import AlarmTopic
-from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
+from constructs_lib.sagemaker_endpoint.execution_role import (
+    VPC_ACCESS_ACTIONS,
+    VPC_ACCESS_UNSCOPED_ACTIONS,
+    SageMakerExecutionRole,
+)
 from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
 from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources, statements
@@ -31,3 +35,26 @@ def test_the_execution_role_starts_empty_and_is_grantable():
     assert resource["Properties"]["Description"] == "Runs the model"
     assert "ManagedPolicyArns" not in resource["Properties"]
     assert stack.resolve(role.role_arn) == {"Fn::GetAtt": [only(stack, "AWS::IAM::Role")[0], "Arn"]}
+
+
+def test_vpc_access_lets_the_role_manage_the_models_network_interfaces_in_its_subnets_only():
+    """CreateModel API: Execution Role Permissions (a Model with VpcConfig), scoped as the Service Authorization
+    Reference allows: creation on the Model's subnets and security groups, the interface writes conditioned on the
+    subnets (ec2:Subnet, an ARN), and "*" only for the actions without resource-level permissions."""
+    stack = bare_stack()
+    role = SageMakerExecutionRole(stack, "ExecutionRole")
+    role.grant_vpc_access(["subnet-0a", "subnet-0b"], ["sg-01"])
+    by_sid = statements(stack)
+    assert by_sid["CreateEndpointInterfaces"]["Resource"] == [
+        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":ec2:us-east-1:123456789012:{tail}"]]}
+        for tail in ("network-interface/*", "subnet/subnet-0a", "subnet/subnet-0b", "security-group/sg-01")]
+    manage = by_sid["ManageEndpointInterfaces"]
+    assert sorted(manage["Action"]) == ["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"]
+    assert len(manage["Condition"]["ArnEquals"]["ec2:Subnet"]) == 2
+    describe = by_sid["DescribeEndpointNetwork"]
+    assert describe["Resource"] == "*"
+    assert sorted(describe["Action"]) == sorted(VPC_ACCESS_UNSCOPED_ACTIONS)
+    granted = {a for s in by_sid.values() for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert granted >= set(VPC_ACCESS_ACTIONS)
+    (policy,) = resources(stack, "AWS::IAM::Policy").values()
+    assert {s["id"] for s in policy["Metadata"]["checkov"]["skip"]} == {"CKV_AWS_109", "CKV_AWS_111", "CKV_AWS_356"}

@@ -65,7 +65,10 @@ def test_a_rolling_updates_limits_name_the_policy_field():
 def test_the_update_budget_follows_the_variants_start_time_unless_given():
     variant = ProductionVariant("ml.g6.4xlarge", model_data_download_timeout_s=1200, container_startup_timeout_s=600)
     assert variant.instance_start_s == 1800
-    assert RollingUpdate().timeout_for(variant) == rolling_update_timeout_s(25, 1800, 600) == 9600
+    # One instance per batch by default: one batch per instance the variant may reach.
+    assert RollingUpdate().timeout_for(variant) == rolling_update_timeout_s(None, 1800, 600) == 2400
+    assert RollingUpdate().timeout_for(variant, 3) == rolling_update_timeout_s(None, 1800, 600, 3) == 7200
+    assert RollingUpdate(batch_percent=25).timeout_for(variant) == rolling_update_timeout_s(25, 1800, 600) == 9600
     assert RollingUpdate(timeout_s=700).timeout_for(variant) == 700
     assert ProductionVariant("ml.g6.4xlarge").instance_start_s == 7200  # SageMaker's defaults counted as 3600 s each
 
@@ -73,3 +76,10 @@ def test_the_update_budget_follows_the_variants_start_time_unless_given():
 def test_the_invoke_actions_are_the_three_runtime_calls():
     assert INVOKE_ACTIONS == ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream",
                               "sagemaker:InvokeEndpointWithBidirectionalStream")
+
+
+def test_a_rolling_update_moves_one_instance_per_step_unless_a_percent_is_given():
+    """RollingUpdatePolicy allows 5-50 % of the variant's instances and does not say how a percent below one
+    instance rounds: the default batch is INSTANCE_COUNT 1."""
+    assert RollingUpdate().maximum_batch_size() == ("INSTANCE_COUNT", 1)
+    assert RollingUpdate(batch_percent=25).maximum_batch_size() == ("CAPACITY_PERCENT", 25)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from tests.tools.cfn_rules import _gate
 
 import aws_rules  # noqa: E402  (put on sys.path by _gate, as cfn-lint imports it)
+import guide_rules  # noqa: E402
+import required_grants  # noqa: E402
 from api_models import ApiModel  # noqa: E402
 from iam_actions import IamStatements  # noqa: E402
 
@@ -38,11 +40,13 @@ APP = {"A": {"Resources": {"Logs": BUCKET, "Queue": {"Type": "AWS::SQS::Queue"}}
        "B": {"Resources": {"Data": BUCKET}}}
 
 
-def test_all_rules_are_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():
-    assert _gate.ALL_RULES == (*aws_rules.RULES, ApiModel, IamStatements)
+def test_all_rules_are_the_required_grants_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():
+    assert set(_gate.ALL_RULES) == {*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES, ApiModel,
+                                    IamStatements}
+    assert _gate.ALL_RULES[-2:] == (ApiModel, IamStatements)
     ids = [rule.id for rule in _gate.ALL_RULES]
     assert ids == sorted(ids)
-    assert (ids[0], ids[-2], ids[-1]) == ("E9101", "E9950", "E9960")
+    assert (ids[0], ids[len(required_grants.RULES)], ids[-2], ids[-1]) == ("E9001", "E9101", "E9950", "E9960")
 
 
 def test_each_finding_is_one_line_with_rule_stack_path_message_and_source():

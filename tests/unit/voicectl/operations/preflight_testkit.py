@@ -38,7 +38,7 @@ class StubbedAws:
         return stubber
 
     def __call__(self, service: str, region: str):
-        if service in ("sts", "ssm"):
+        if service in ("sts", "ssm", "kms"):  # moto answers these
             return self.session.client(service, region_name=region)
         assert service in self.stubbed, f"the preflight called {service}, which this test does not stub"
         return self.stubbed[service][0]
