@@ -97,7 +97,8 @@ def check(env: Mapping[str, str]) -> str:
         raise EnvError("no AWS Region: set AWS_DEFAULT_REGION (ECS sets it in every task)")
     asyncio.run(_build_client(kind, region))
     target = f"SageMaker endpoint {where!r}" if kind == "sagemaker" else f"ECS target {where!r}"
-    return f"ready: {target} in {region}, calls from {env['CALLS_QUEUE_URL']}, at most {env.get('MAX_CALLS', '50')}"
+    calls = env.get("MAX_CALLS", "50")
+    return f"ready: {target} in {region}; calls from {env['CALLS_QUEUE_URL']}, {calls} at once"
 
 
 def parser() -> argparse.ArgumentParser:
