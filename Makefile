@@ -12,8 +12,8 @@ VENV_STAMP := $(VENV)/.installed
 MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
 NODE_STAMP := node_modules/.installed
-# The Connect consumer's image installs this lock alone: what its process imports (voicectl/connect/requirements.in),
-# at requirements.lock's versions.
+# The Connect consumer's image installs this lock alone: what its process imports
+# (voicectl/connect/requirements.in), at requirements.lock's versions.
 CONNECT_LOCK := requirements-connect.lock
 # checkov lives in an environment of its own (tests/tools/scan-requirements.in says why).
 SCAN_VENV := .venv-scan
@@ -178,7 +178,7 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements*.lock (also -mic, -connect, -scan, -vllm) and the staging build's requirements.txt
+lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \

@@ -1,11 +1,12 @@
 """The ``voicectl`` command line: one argparse parser, one subcommand per module.
 
-A subcommand module exposes ``register(subparsers) -> None``; it adds its parser and sets ``func`` to a callable
-``func(args) -> int`` (the process exit code). Add new modules to ``SUBCOMMAND_MODULES`` and their one-line help to
-``SUMMARIES``. :func:`main` imports only the module of the subcommand it runs (boto3, numpy and the SDKs load for the
-commands that use them, not for ``voicectl --help``). A module that fails to import (a missing optional dependency, a
-broken install) does not take the other subcommands down: its subcommand is still listed and reports the import
-error when it is used.
+A subcommand module exposes ``register(subparsers) -> None``; it adds its parser and sets ``func``
+to a callable ``func(args) -> int`` (the process exit code). Add new modules to
+``SUBCOMMAND_MODULES`` and their one-line help to ``SUMMARIES``. :func:`main` imports only the
+module of the subcommand it runs: boto3, numpy and the SDKs load for the commands that use them,
+not for ``voicectl --help``. A module that fails to import (a missing optional dependency, a broken
+install) does not take the other subcommands down: its subcommand is still listed and reports the
+import error when it is used.
 
 AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request as one line
 (:func:`voicectl.aws.describe_aws_failure`), never a traceback.
@@ -43,26 +44,31 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 SUMMARIES: dict[str, str] = {
-    "voicectl.operations.preflight": "check credentials, bootstrap, subscription, quotas and CUDA before make "
-                                     "deploy|diff|destroy|bootstrap",
-    "voicectl.operations.stage_model": "stage the model weights from the Hugging Face Hub (or a local copy) to an S3 "
-                                       "prefix",
-    "voicectl.clients.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral endpoint",
+    "voicectl.operations.preflight":
+        "check credentials, bootstrap, subscription, quotas and CUDA before make "
+        "deploy|diff|destroy|bootstrap",
+    "voicectl.operations.stage_model":
+        "stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
+    "voicectl.clients.transcribe":
+        "transcribe a recording (WAV, FLAC, OGG) through the Voxtral endpoint",
     "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
     "voicectl.clients.mic": "transcribe your microphone live in a local web page",
-    "voicectl.operations.verify": "check that each endpoint runs the Model and EndpointConfig this synth describes "
-                                  "(read-only)",
-    "voicectl.operations.cost": "what the configured endpoints cost per hour, month and live stream-hour (AWS Price "
-                                "List API)",
-    "voicectl.operations.capacity": "live Voxtral streams per instance, GPU memory split and cost per live "
-                                    "stream-hour",
-    "voicectl.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local "
-                                    "containers",
-    "voicectl.connect_replay": "play a stereo recording as a live Amazon Connect call and print both speakers' "
-                               "transcripts",
+    "voicectl.operations.verify":
+        "check that each endpoint runs the Model and EndpointConfig this synth describes "
+        "(read-only)",
+    "voicectl.operations.cost":
+        "what the configured endpoints cost per hour, month and live stream-hour "
+        "(AWS Price List API)",
+    "voicectl.operations.capacity":
+        "live Voxtral streams per instance, GPU memory split and cost per live stream-hour",
+    "voicectl.local.local_runtime":
+        "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
+    "voicectl.connect_replay":
+        "play a stereo recording as a live Amazon Connect call and print both speakers' "
+        "transcripts",
 }
-"""The one-line help each module registers, listed by ``voicectl --help`` without importing the modules (a test
-keeps them equal). A module without one is imported whenever the parser is built."""
+"""The one-line help each module registers, which ``voicectl --help`` lists without importing the
+modules (a test keeps them equal). A module without one is imported whenever the parser is built."""
 
 EXIT_UNAVAILABLE = 1
 """Exit code of a subcommand whose module could not be imported."""
@@ -91,14 +97,16 @@ def _register_unavailable(subparsers: argparse._SubParsersAction, module_name: s
 
 
 def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
-    """Return the top-level parser with the subcommands named in ``load`` registered by their modules (None: every
-    one; stand-ins for modules that fail to import) and the others listed with their :data:`SUMMARIES` line."""
+    """Return the top-level parser: the subcommands named in ``load`` registered by their modules
+    (None: every one; a stand-in for a module that fails to import), the others listed with their
+    :data:`SUMMARIES` line only."""
     parser = argparse.ArgumentParser(prog="voicectl", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in SUBCOMMAND_MODULES:
-        if load is not None and subcommand_name(module_name) not in load and module_name in SUMMARIES:
-            # Listed only: main() builds the parser again with this module when its subcommand is asked for.
-            subparsers.add_parser(subcommand_name(module_name), help=SUMMARIES[module_name], add_help=False)
+        name = subcommand_name(module_name)
+        if load is not None and name not in load and module_name in SUMMARIES:
+            # Listed only: main() loads the module of the subcommand it is asked for.
+            subparsers.add_parser(name, help=SUMMARIES[module_name], add_help=False)
             continue
         try:
             module = importlib.import_module(module_name)
@@ -134,7 +142,8 @@ def run_command(name: str, func: Callable[[argparse.Namespace], int | None], arg
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand and return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    # The top-level parser has no option that takes a value: its first other argument is the subcommand's name.
+    # No top-level option takes a value: the first argument that is not an option names the
+    # subcommand.
     command = next((argument for argument in argv if not argument.startswith("-")), None)
     parser = build_parser(load=() if command is None else (command,))
     args = parser.parse_args(argv)

@@ -200,8 +200,9 @@ class ConnectTranscription(Construct):
             environment["TOKEN_SECRET_ARN"] = props.token_secret_arn or ""
         image = ecs.ContainerImage.from_registry(props.image_uri) if props.image_uri else ecs.ContainerImage.from_asset(
             props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=["*", "!voicectl", "!voicectl/**", "!requirements-connect.lock", "!constructs_lib/__init__.py",
-                     "!constructs_lib/artifacts/__init__.py", "!constructs_lib/artifacts/model_staging_build",
+            exclude=["*", "!voicectl", "!voicectl/**", "!requirements-connect.lock",
+                     "!constructs_lib/__init__.py", "!constructs_lib/artifacts/__init__.py",
+                     "!constructs_lib/artifacts/model_staging_build",
                      "!constructs_lib/artifacts/model_staging_build/**", "**/__pycache__"])
         container = task.add_container(
             "Consumer", image=image,

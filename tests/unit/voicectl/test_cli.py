@@ -95,26 +95,32 @@ def test_the_listed_summaries_are_what_each_module_registers_and_help_lists_them
     full = cli.build_parser()
     (subparsers,) = [action for action in full._actions if action.dest == "command"]
     registered = {choice.dest: choice.help for choice in subparsers._choices_actions}
-    assert {cli.subcommand_name(module): line for module, line in cli.SUMMARIES.items()} == registered
+    summaries = {cli.subcommand_name(module): line for module, line in cli.SUMMARIES.items()}
+    assert summaries == registered
     assert cli.build_parser(load=()).format_help() == full.format_help()
 
 
+#: Runs ``voicectl ARGV`` in a fresh interpreter and prints which heavy dependencies and which
+#: subcommand modules it loaded.
+LOADED = """
+import sys
+from voicectl import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = ('boto3', 'botocore', 'numpy', 'soxr', 'awscrt', 'aiohttp', 'websockets')
+print(sorted(name for name in heavy if name in sys.modules),
+      [name for name in cli.SUBCOMMAND_MODULES if name in sys.modules], file=sys.stderr)
+"""
+
+
 def test_help_imports_no_subcommand_module_and_a_subcommand_only_its_own():
-    """``voicectl --help`` lists the subcommands without importing their dependencies (boto3, numpy, awscrt)."""
-    code = ("import sys\n"
-            "from voicectl import cli\n"
-            "try:\n"
-            "    cli.main(sys.argv[1:])\n"
-            "except SystemExit:\n"
-            "    pass\n"
-            "heavy = ('boto3', 'botocore', 'numpy', 'soxr', 'awscrt', 'aiohttp', 'websockets')\n"
-            "loaded = sorted(name for name in sys.modules if name.split('.')[0] == 'voicectl')\n"
-            "print(sorted(name for name in heavy if name in sys.modules), [m for m in loaded if m in "
-            + repr(cli.SUBCOMMAND_MODULES) + "], file=sys.stderr)\n")
+    """``voicectl --help`` lists the subcommands without their dependencies (boto3, numpy)."""
 
     def loaded(*argv: str) -> str:
-        done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run([sys.executable, "-c", LOADED, *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
         return done.stderr.strip().splitlines()[-1]
 
     assert loaded("--help") == "[] []"

@@ -1,16 +1,18 @@
-"""Print, as JSON, what the Connect consumer's process imports: run as a script by the image tests, in the project's
-virtual environment or in one made from requirements-connect.lock alone (the standard library only, here).
+"""Print, as JSON, what the Connect consumer's process imports. The image tests run it as a script
+in the project's environment, or in one made from requirements-connect.lock alone (so: the standard
+library only, here).
 
 Three passes, each adding to ``sys.modules``:
 
-1. the process: ``python -m voicectl.connect --check`` for each target (SageMaker, the ECS target's WebSocket), then
-   the service's clients built as :func:`voicectl.connect.service.main` builds them, and one connection opened per
-   target to a closed loopback port, which runs the connect and error paths (no AWS call: fake credentials);
-2. every import statement of every module of ours loaded so far, in functions too (the lazy ones a run may not
-   reach: a DynamoDB query, an SDK error type), followed through our own modules;
+1. the process: ``python -m voicectl.connect --check`` for each target (SageMaker, the ECS target's
+   WebSocket), the service's clients built as :func:`voicectl.connect.service.main` builds them,
+   and one connection per target to a closed loopback port, which runs the connect and error paths
+   (fake credentials: no AWS call);
+2. every import statement of every module of ours loaded so far, in functions too (the lazy ones a
+   run may not reach: a DynamoDB query, an SDK error type), followed through our own modules;
 3. the distributions that own the modules loaded (``importlib.metadata.packages_distributions``).
 
-Output: ``{"modules": [files of ours, relative to the root], "distributions": [names], "failed": [imports]}``.
+Output: ``{"modules": [our files, relative to the root], "distributions": [...], "failed": [...]}``.
 """
 
 from __future__ import annotations
@@ -29,34 +31,37 @@ from pathlib import Path
 
 #: Our top-level packages (imported from the root, not installed).
 OURS = ("voicectl", "config", "constructs_lib")
-#: A port nothing listens on (the discard service's; loopback only): connections are refused at once.
+#: A port nothing listens on (the discard service's; loopback only): refused at once.
 CLOSED_PORT = 9
-BASE_ENV = {"CALLS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/calls", "BUS_NAME": "transcripts",
-            "TABLE_NAME": "calls", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "fake-secret-for-the-trace",
+BASE_ENV = {"CALLS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/calls",
+            "BUS_NAME": "transcripts", "TABLE_NAME": "calls", "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+            "AWS_SECRET_ACCESS_KEY": "fake-secret-for-the-trace",
             "AWS_EC2_METADATA_DISABLED": "true"}
 TARGETS = {
     "sagemaker": {"ENDPOINT_NAME": "voxtral-realtime",
                   "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": f"https://127.0.0.1:{CLOSED_PORT}"},
     "ecs": {"ENDPOINT_URL": f"ws://127.0.0.1:{CLOSED_PORT}/invocations-bidirectional-stream",
-            "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token-AbCdEf"},
+            "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token"},
 }
 
 
+class _Secrets:
+    """Secrets Manager answering the bearer token (the ECS target's opener reads it at start)."""
+
+    def get_secret_value(self, SecretId: str) -> dict:
+        return {"SecretString": "t" * 32}
+
+
 class _Session:
-    """A boto3 session whose Secrets Manager answers the token (the ECS target's opener reads it at start)."""
+    """A boto3 session whose Secrets Manager is :class:`_Secrets`."""
 
     def __init__(self, session) -> None:
         self._session = session
         self.region_name = session.region_name
 
     def client(self, name: str, **kwargs):
-        if name == "secretsmanager":
-            class Secrets:
-                def get_secret_value(self, SecretId: str) -> dict:
-                    return {"SecretString": "t" * 32}
-            return Secrets()
-        return self._session.client(name, **kwargs)
+        return _Secrets() if name == "secretsmanager" else self._session.client(name, **kwargs)
 
 
 async def _run_target(target: str) -> None:
@@ -82,10 +87,12 @@ async def _run_target(target: str) -> None:
 
 
 def _imports(path: Path, package: str) -> set[str]:
-    """Absolute names of every module ``path`` imports anywhere (outside ``if TYPE_CHECKING:``)."""
+    """Absolute names of every module ``path`` imports anywhere (not under ``TYPE_CHECKING``);
+    ``from x import y`` gives ``x`` and ``x.y``, a submodule or a name (the caller tells)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-               and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
+    skipped = {id(node) for block in ast.walk(tree)
+               if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+               for node in ast.walk(block)}
     names: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -95,34 +102,35 @@ def _imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
             names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule, or a name (ignored below)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
-def _follow_imports(root: Path, failed: list[str]) -> None:
-    """Import every module our loaded modules name, following our own until nothing new loads."""
+def _follow_imports(failed: list[str]) -> None:
+    """Import every module our loaded modules name, following ours until nothing new loads."""
     seen: set[str] = set()
     while True:
-        ours = [name for name, module in list(sys.modules.items()) if name.split(".")[0] in OURS
-                and getattr(module, "__file__", None) and name not in seen]
+        ours = [name for name, module in list(sys.modules.items())
+                if name.split(".")[0] in OURS and getattr(module, "__file__", None)
+                and name not in seen]
         if not ours:
             return
         for name in ours:
             seen.add(name)
-            module = sys.modules[name]
-            package = name if module.__file__.endswith("__init__.py") else name.rpartition(".")[0]
-            for imported in sorted(_imports(Path(module.__file__), package)):
-                if imported in sys.modules or imported == "__future__":
+            path = sys.modules[name].__file__
+            package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+            for imported in sorted(_imports(Path(path), package) - {"__future__"}):
+                if imported in sys.modules:
                     continue
                 try:
                     importlib.import_module(imported)
                 except ModuleNotFoundError as error:
-                    # ``from package import name`` where name is not a module: not an import of its own.
+                    # ``from package import name`` where name is not a module is no import.
                     parent = imported.rpartition(".")[0]
-                    if not (parent and error.name == imported and parent in sys.modules):
+                    if not (parent in sys.modules and error.name == imported):
                         failed.append(f"{imported} (from {name}): {error}")
 
 
@@ -131,17 +139,17 @@ def trace(root: Path) -> dict[str, list[str]]:
     for target in TARGETS:
         asyncio.run(_run_target(target))
     failed: list[str] = []
-    _follow_imports(root, failed)
+    _follow_imports(failed)
     owners = importlib.metadata.packages_distributions()
     modules, distributions = set(), set()
     for name, module in list(sys.modules.items()):
         top = name.split(".")[0]
-        if top in OURS:
-            if getattr(module, "__file__", None):
-                modules.add(str(Path(module.__file__).resolve().relative_to(root)))
-        else:
-            distributions.update(re.sub(r"[-_.]+", "-", owner).lower() for owner in owners.get(top, []))
-    distributions.discard("sagemaker-realtime-voice")  # this project, where it is installed (editable) too
+        if top not in OURS:
+            distributions.update(re.sub(r"[-_.]+", "-", owner).lower()
+                                 for owner in owners.get(top, []))
+        elif getattr(module, "__file__", None):
+            modules.add(str(Path(module.__file__).resolve().relative_to(root)))
+    distributions.discard("sagemaker-realtime-voice")  # this project, installed (editable) too
     return {"modules": sorted(modules), "distributions": sorted(distributions), "failed": failed}
 
 
