@@ -12,6 +12,9 @@ VENV_STAMP := $(VENV)/.installed
 MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
 NODE_STAMP := node_modules/.installed
+# The Connect consumer's image installs this lock alone: what its process imports
+# (voicectl/connect/requirements.in), at requirements.lock's versions.
+CONNECT_LOCK := requirements-connect.lock
 # checkov lives in an environment of its own (tests/tools/scan-requirements.in says why).
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
@@ -175,11 +178,13 @@ destroy: deps ## delete every stack this app made, or STACKS=<name ...> (asks fi
 verify: synth ## check (read-only) that each endpoint is InService on the EndpointConfig this synth expects
 	$(PY) -m voicectl verify --cdk-out cdk.out
 
-lock: $(VENV_STAMP) ## re-pin requirements*.lock (also -mic, -scan, -vllm) and the staging build's requirements.txt
+lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
 		pyproject.toml container/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
+		voicectl/connect/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \

@@ -1,9 +1,12 @@
 """The ``voicectl`` command line: one argparse parser, one subcommand per module.
 
-A subcommand module exposes ``register(subparsers) -> None``; it adds its parser and sets ``func`` to a callable
-``func(args) -> int`` (the process exit code). Add new modules to ``SUBCOMMAND_MODULES``. A module that fails to
-import (a missing optional dependency, a broken install) does not take the other subcommands down: its subcommand
-is still listed and reports the import error when it is used.
+A subcommand module exposes ``register(subparsers) -> None``; it adds its parser and sets ``func``
+to a callable ``func(args) -> int`` (the process exit code). Add new modules to
+``SUBCOMMAND_MODULES`` and their one-line help to ``SUMMARIES``. :func:`main` imports only the
+module of the subcommand it runs: boto3, numpy and the SDKs load for the commands that use them,
+not for ``voicectl --help``. A module that fails to import (a missing optional dependency, a broken
+install) does not take the other subcommands down: its subcommand is still listed and reports the
+import error when it is used.
 
 AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request as one line
 (:func:`voicectl.aws.describe_aws_failure`), never a traceback.
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from voicectl.aws import describe_aws_failure
 from voicectl.errors import UsageError  # subcommands import it from here too
@@ -39,6 +42,33 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.local.local_runtime",
     "voicectl.connect_replay",
 )
+
+SUMMARIES: dict[str, str] = {
+    "voicectl.operations.preflight":
+        "check credentials, bootstrap, subscription, quotas and CUDA before make "
+        "deploy|diff|destroy|bootstrap",
+    "voicectl.operations.stage_model":
+        "stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
+    "voicectl.clients.transcribe":
+        "transcribe a recording (WAV, FLAC, OGG) through the Voxtral endpoint",
+    "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
+    "voicectl.clients.mic": "transcribe your microphone live in a local web page",
+    "voicectl.operations.verify":
+        "check that each endpoint runs the Model and EndpointConfig this synth describes "
+        "(read-only)",
+    "voicectl.operations.cost":
+        "what the configured endpoints cost per hour, month and live stream-hour "
+        "(AWS Price List API)",
+    "voicectl.operations.capacity":
+        "live Voxtral streams per instance, GPU memory split and cost per live stream-hour",
+    "voicectl.local.local_runtime":
+        "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
+    "voicectl.connect_replay":
+        "play a stereo recording as a live Amazon Connect call and print both speakers' "
+        "transcripts",
+}
+"""The one-line help each module registers, which ``voicectl --help`` lists without importing the
+modules (a test keeps them equal). A module without one is imported whenever the parser is built."""
 
 EXIT_UNAVAILABLE = 1
 """Exit code of a subcommand whose module could not be imported."""
@@ -66,15 +96,22 @@ def _register_unavailable(subparsers: argparse._SubParsersAction, module_name: s
     parser.set_defaults(func=unavailable)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the top-level parser with every subcommand registered (stand-ins for modules that fail to import)."""
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """Return the top-level parser: the subcommands named in ``load`` registered by their modules
+    (None: every one; a stand-in for a module that fails to import), the others listed with their
+    :data:`SUMMARIES` line only."""
     parser = argparse.ArgumentParser(prog="voicectl", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
+    for module_name in SUBCOMMAND_MODULES:
+        name = subcommand_name(module_name)
+        if load is not None and name not in load and module_name in SUMMARIES:
+            # Listed only: main() loads the module of the subcommand it is asked for.
+            subparsers.add_parser(name, help=SUMMARIES[module_name], add_help=False)
+            continue
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(module_name)
         except Exception as error:  # any import-time failure: report it only when the subcommand is used
-            _register_unavailable(subparsers, name, error)
+            _register_unavailable(subparsers, module_name, error)
             continue
         module.register(subparsers)
     return parser
@@ -104,6 +141,10 @@ def run_command(name: str, func: Callable[[argparse.Namespace], int | None], arg
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand and return its exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # No top-level option takes a value: the first argument that is not an option names the
+    # subcommand.
+    command = next((argument for argument in argv if not argument.startswith("-")), None)
+    parser = build_parser(load=() if command is None else (command,))
     args = parser.parse_args(argv)
     return run_command(args.command, args.func, args)

@@ -89,3 +89,40 @@ def test_every_subcommand_loads_without_the_cdk():
             " or 'could not be loaded' in (sub.description or '')))\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_the_listed_summaries_are_what_each_module_registers_and_help_lists_them_all():
+    full = cli.build_parser()
+    (subparsers,) = [action for action in full._actions if action.dest == "command"]
+    registered = {choice.dest: choice.help for choice in subparsers._choices_actions}
+    summaries = {cli.subcommand_name(module): line for module, line in cli.SUMMARIES.items()}
+    assert summaries == registered
+    assert cli.build_parser(load=()).format_help() == full.format_help()
+
+
+#: Runs ``voicectl ARGV`` in a fresh interpreter and prints which heavy dependencies and which
+#: subcommand modules it loaded.
+LOADED = """
+import sys
+from voicectl import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = ('boto3', 'botocore', 'numpy', 'soxr', 'awscrt', 'aiohttp', 'websockets')
+print(sorted(name for name in heavy if name in sys.modules),
+      [name for name in cli.SUBCOMMAND_MODULES if name in sys.modules], file=sys.stderr)
+"""
+
+
+def test_help_imports_no_subcommand_module_and_a_subcommand_only_its_own():
+    """``voicectl --help`` lists the subcommands without their dependencies (boto3, numpy)."""
+
+    def loaded(*argv: str) -> str:
+        done = subprocess.run([sys.executable, "-c", LOADED, *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        return done.stderr.strip().splitlines()[-1]
+
+    assert loaded("--help") == "[] []"
+    assert loaded() == "[] []"  # no subcommand: the usage error
+    assert loaded("cost", "--help").endswith("['voicectl.operations.cost']")
