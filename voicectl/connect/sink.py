@@ -59,10 +59,11 @@ PUT_EVENTS_RETRIES = 3
 MAX_REASON_BYTES = 1024
 """UTF-8 bytes of a reason stored (``Reason``) or published (``reason``) at most: a reason can quote what a producer
 or a server sent (strings of any length), and must never make an item or an event too large to write."""
-MAX_TEXT_BYTES = 128 * 1024
-"""UTF-8 bytes of a segment's ``text`` at most (a final of a 50-minute generation is some 50 KB of text): half of
-EventBridge's 256 KB entry and a third of DynamoDB's 400 KB item ("Service quotas in DynamoDB": an item, names and
-values, is at most 400 KB), so the rest of the event or item always fits."""
+MAX_TEXT_BYTES = 200 * 1024
+"""Bytes of a segment's ``text`` at most, counted in its JSON form in UTF-8 as the event carries it (a final of a
+50-minute generation is some 50 KB of text): the rest of the event (some 300 bytes) fits in EventBridge's 256 KB
+entry, and the item in DynamoDB's 400 KB ("Service quotas in DynamoDB": an item, names and values, is at most
+400 KB)."""
 CUT_MARK = "\u2026"
 """Ends (or, for a partial's tail, begins) a string that was cut."""
 CONFLICT_RETRIES = 5
@@ -101,6 +102,18 @@ def cut_utf8(text: str, max_bytes: int, *, keep_tail: bool = False) -> str:
     return data[:room].decode(errors="ignore") + CUT_MARK
 
 
+def cut_json(text: str, max_bytes: int, *, keep_tail: bool = False) -> str:
+    """:func:`cut_utf8`, with the size counted as the string's JSON form in an event (quotes and control characters
+    take up to six bytes there)."""
+    budget = max_bytes
+    while True:
+        cut = cut_utf8(text, budget, keep_tail=keep_tail)
+        size = len(json.dumps(cut, ensure_ascii=False).encode()) - 2
+        if size <= max_bytes:
+            return cut
+        budget = min(budget, len(cut.encode())) * max_bytes // size  # escapes shrink the room in proportion
+
+
 def entry_bytes(entry: dict[str, Any]) -> int:
     """A PutEvents entry's size as EventBridge counts it (see :data:`PUT_EVENTS_MAX_ENTRY_BYTES`)."""
     size = 14 if entry.get("Time") is not None else 0
@@ -132,7 +145,7 @@ class Segment:
     def detail(self) -> dict[str, Any]:
         """The event's fields; ``text`` cut to :data:`MAX_TEXT_BYTES` (a final's head; a partial's tail, the words
         just heard), with ``cut`` true when it was."""
-        text = cut_utf8(self.text, MAX_TEXT_BYTES, keep_tail=not self.final)
+        text = cut_json(self.text, MAX_TEXT_BYTES, keep_tail=not self.final)
         detail = {"contactId": self.contact_id, "segmentId": self.item_key, "speaker": self.speaker,
                   "final": self.final, "text": text,
                   "startS": round(self.start_s, 3), "endS": round(self.end_s, 3)}

@@ -58,6 +58,24 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
     assert seen == ["Bearer t0ken"]
 
 
+class ClaimingStore:
+    """The in-memory store with the sink's claims (one owner; the claims' conditions are tested against moto)."""
+
+    def __new__(cls):
+        from tests.unit.voicectl.connect.connect_testkit import MemoryStore
+
+        store = MemoryStore()
+
+        async def claim_call(contact_id: str) -> str:
+            return "finished" if store.calls.get(contact_id, [""])[-1] in ("ENDED", "FAILED") else "claimed"
+
+        async def release_call(contact_id: str) -> None:
+            pass
+
+        store.claim_call, store.release_call = claim_call, release_call
+        return store
+
+
 class FakeQueue:
     """The SQS calls ``serve`` makes (from threads), over a list of call messages: each receive hands out what is
     queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
@@ -67,6 +85,7 @@ class FakeQueue:
                                               "startFragmentNumber": "1"}), "ReceiptHandle": f"receipt-{contact}"}
                          for contact in contacts]
         self.deleted: list[str] = []
+        self.visibility: list[tuple[str, int]] = []
 
     def receive_message(self, *, QueueUrl, WaitTimeSeconds, MaxNumberOfMessages, VisibilityTimeout):  # noqa: N803
         batch, self.messages[:MaxNumberOfMessages] = self.messages[:MaxNumberOfMessages], []
@@ -77,8 +96,8 @@ class FakeQueue:
     def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
         self.deleted.append(ReceiptHandle)
 
-    def change_message_visibility(self, **_kwargs):
-        pass
+    def change_message_visibility(self, *, QueueUrl, ReceiptHandle, VisibilityTimeout):  # noqa: N803
+        self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
 
 @pytest.fixture
@@ -121,14 +140,12 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
     scaling signal), and the full task waits once, for the first call's end (not on a timer, nor spinning); it takes
     the second call once the first ends; and a stop while the task is full ends ``serve`` with the running call
     cancelled (its message left for another task)."""
-    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
-
     started, ends, full_waits = held_calls
     queue = FakeQueue(["first", "second"])
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
                                                     opener=None, stop=stop, max_calls=1, receive_wait_s=1))
         await until(lambda: started == ["first"] and full_waits)
         for _ in range(20):
@@ -144,7 +161,8 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
         stop.set()
         async with asyncio.timeout(10):
             await serving
-        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task
+        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task ...
+        assert ("receipt-second", 0) in queue.visibility  # ... at once
 
     asyncio.run(scenario())
 
@@ -158,8 +176,6 @@ class RefusedDelete(FakeQueue):
 def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(held_calls, failing):
     """The slot of a call that ended is free even if deleting its message or the caller's callback failed (the
     message then comes back after its visibility timeout): a full task must not wait for it until it is stopped."""
-    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
-
     started, ends, _full_waits = held_calls
     queue = (RefusedDelete if failing == "DeleteMessage" else FakeQueue)(["first", "second"])
 
@@ -169,7 +185,7 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
                                                     opener=None, stop=stop, max_calls=1, receive_wait_s=1,
                                                     on_call_done=on_call_done))
         try:
