@@ -198,3 +198,232 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
                 await serving
 
     asyncio.run(scenario())
+
+
+# ---- against moto: the queue's and the table's real semantics (visibility, receipt handles, conditional claims) ----
+
+BUS, TABLE = "voice-connect", "transcripts"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """moto's SQS queue (120 s visibility, as the stack sets it), the transcripts table and bus; yields (session,
+    queue URL)."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+        url = session.client("sqs").create_queue(QueueName="calls", Attributes={"VisibilityTimeout": "120"})[
+            "QueueUrl"]
+        session.client("dynamodb").create_table(
+            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "ContactId", "KeyType": "HASH"},
+                       {"AttributeName": "Item", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
+                                  {"AttributeName": "Item", "AttributeType": "S"}])
+        session.client("events").create_event_bus(Name=BUS)
+        yield session, url
+
+
+def aws_sink(session, owner: str, **options):
+    from voicectl.connect.sink import AwsSink
+
+    return AwsSink(session, bus_name=BUS, table_name=TABLE, owner=owner, **options)
+
+
+def body(contact: str) -> str:
+    return json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:us-east-1:1:stream/p-{contact}/1",
+                       "startFragmentNumber": "1"})
+
+
+def queue_counts(session, url) -> tuple[int, int]:
+    """(visible, in flight) messages of the queue."""
+    attributes = session.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+class Recording:
+    """The SQS client, with each call recorded as (operation, receipt or body) and faults injected per receipt."""
+
+    def __init__(self, client, fail: dict[str, int] | None = None) -> None:
+        self.client, self.calls, self.fail = client, [], fail or {}
+        self.receipts: dict[str, str] = {}  # receipt handle -> contact
+
+    def receive_message(self, **kwargs):
+        response = self.client.receive_message(**kwargs)
+        for message in response.get("Messages", []):
+            self.receipts[message["ReceiptHandle"]] = json.loads(message["Body"])["contactId"]
+        return response
+
+    def _call(self, operation: str, **kwargs):
+        contact = self.receipts.get(kwargs.get("ReceiptHandle", ""), json.loads(kwargs.get("MessageBody", "{}")).get(
+            "contactId"))
+        self.calls.append((operation, contact, kwargs.get("VisibilityTimeout")))
+        if self.fail.get(f"{operation}:{contact}", 0) != 0:
+            self.fail[f"{operation}:{contact}"] -= 1
+            raise RuntimeError(f"An error occurred (InternalError) when calling the {operation} operation")
+        return getattr(self.client, operation)(**kwargs)
+
+    def change_message_visibility(self, **kwargs):
+        return self._call("change_message_visibility", **kwargs)
+
+    def delete_message(self, **kwargs):
+        return self._call("delete_message", **kwargs)
+
+    def send_message(self, **kwargs):
+        return self._call("send_message", **kwargs)
+
+    def count(self, operation: str, contact: str, visibility: int | None = None) -> int:
+        return sum(1 for call in self.calls if call[:2] == (operation, contact)
+                   and (visibility is None or call[2] == visibility))
+
+
+def serving(sqs, url, sink, stop, **options):
+    return asyncio.create_task(service.serve(sqs=sqs, queue_url=url, sink=sink, media=None, opener=None, stop=stop,
+                                             receive_wait_s=0, **options))
+
+
+def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_never_runs_it_again(aws, held_calls):
+    """SQS standard delivers at least once: two copies of a call's message, the second never in place of the first
+    (it was: the first copy came back after its visibility timeout and ran the finished call again)."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        for _ in range(2):
+            sqs.client.send_message(QueueUrl=url, MessageBody=body("dup"))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop)
+        await until(lambda: started == ["dup"] and queue_counts(session, url) == (0, 2))
+        ends.setdefault("dup", asyncio.Event()).set()
+        await until(lambda: queue_counts(session, url) == (0, 0))  # both copies deleted
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("dup"))  # a copy after the end
+        await until(lambda: queue_counts(session, url) == (0, 0) and sqs.count("delete_message", "dup") == 3)
+        stop.set()
+        await task
+
+    asyncio.run(scenario())
+    assert started == ["dup"]
+
+
+def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws, held_calls, caplog):
+    """A refused ChangeMessageVisibility (and a refused SendMessage) for one call's message no longer stops the loop
+    for every call of the task: the other call's message is still extended every round, each error is logged with
+    its call."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"), fail={"change_message_visibility:bad": -1})  # always refused
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        for contact in ("bad", "good"):
+            sqs.client.send_message(QueueUrl=url, MessageBody=body(contact))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05)
+        await until(lambda: sqs.count("change_message_visibility", "good", 120) >= 3
+                    and sqs.count("change_message_visibility", "bad", 120) >= 3)
+        stop.set()
+        await task
+
+    asyncio.run(scenario())
+    assert sorted(started) == ["bad", "good"]
+    failures = [r.getMessage() for r in caplog.records if "change_message_visibility failed" in r.getMessage()]
+    assert failures and all(message.startswith("call bad: ") for message in failures)
+
+
+def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run_twice(aws, held_calls):
+    """A call longer than 12 hours: its message cannot stay invisible past 12 h from its receipt (SQS refuses the
+    extension), so it is handed on: a new copy sent, the old one deleted. The copy, received by another task, waits
+    on standby (the call's claim holds) and is deleted when the call ends; no task runs the call twice."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+    now = [0.0]
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("long"))
+        a = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        await until(lambda: started == ["long"])
+        b = serving(sqs, url, aws_sink(session, "task-b"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        await asyncio.sleep(0.2)
+        assert sqs.count("send_message", "long") == 0
+        now[0] = service.MAX_VISIBILITY_S - service.HAND_ON_MARGIN_S - service.VISIBILITY_TIMEOUT_S + 1
+        await until(lambda: sqs.count("send_message", "long") == 1 and queue_counts(session, url) == (0, 1)
+                    and sqs.count("delete_message", "long") == 1)
+        await asyncio.sleep(0.2)  # rounds in which the copy is held (task a: joins its call; task b: standby)
+        assert started == ["long"]
+        ends.setdefault("long", asyncio.Event()).set()
+        await until(lambda: queue_counts(session, url) == (0, 0))
+        stop.set()
+        await asyncio.gather(a, b)
+
+    asyncio.run(scenario())
+    assert started == ["long"]
+    assert sqs.count("send_message", "long") == 1 and sqs.count("delete_message", "long") == 2
+
+
+def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(aws, held_calls):
+    """SIGTERM during a long poll: the messages that poll returns are not started but made visible at once
+    (ChangeMessageVisibility 0), as is the cancelled call's message, whose claim is given up: another task takes
+    both calls at once, the cancelled one from its checkpoint."""
+    session, url = aws
+    started, _ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+    polled, release = asyncio.Event(), None
+    stop_seen = __import__("threading").Event()
+    real_receive = sqs.receive_message
+
+    def slow_receive(**kwargs):  # the second poll is in flight when the stop comes, and returns a call after it
+        if started:
+            loop.call_soon_threadsafe(polled.set)
+            stop_seen.wait(10)
+        return real_receive(**kwargs)
+
+    sqs.receive_message = slow_receive
+
+    async def scenario() -> None:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("running"))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop)
+        await until(lambda: started == ["running"])
+        await polled.wait()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("late"))
+        stop.set()
+        stop_seen.set()
+        await task
+
+    loop = None
+    asyncio.run(scenario())
+    assert started == ["running"]
+    assert sqs.count("change_message_visibility", "late", 0) == 1
+    assert sqs.count("change_message_visibility", "running", 0) == 1
+    assert queue_counts(session, url) == (2, 0)
+    assert asyncio.run(aws_sink(session, "task-b").claim_call("running")) == "claimed"  # released: no wait
+    assert asyncio.run(aws_sink(session, "task-b").claim_call("late")) == "claimed"
+
+
+def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_that_task_stops(aws, held_calls):
+    session, url = aws
+    started, _ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+
+    async def scenario() -> None:
+        stop_a, stop_b = asyncio.Event(), asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("call"))
+        a = serving(sqs, url, aws_sink(session, "task-a"), stop_a, extend_every_s=0.05)
+        await until(lambda: started == ["call"])
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("call"))  # a duplicate, for task b
+        b = serving(sqs, url, aws_sink(session, "task-b"), stop_b, extend_every_s=0.05)
+        await until(lambda: queue_counts(session, url) == (0, 2))
+        await asyncio.sleep(0.3)  # rounds of task b's standby checks
+        assert started == ["call"]
+        stop_a.set()  # task a stops: its claim released, its message back at once
+        await a
+        await until(lambda: started == ["call", "call"])  # task b resumes the call
+        stop_b.set()
+        await b
+
+    asyncio.run(scenario())
