@@ -332,7 +332,9 @@ class CallTranscriber:
     # ---- transcribing ---------------------------------------------------------------------------------------------
     async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
         base_s = self.checkpoint.done_s.get(track, 0.0)
-        partial = ""  # the generation's text so far: its tail of MAX_TEXT_BYTES at most, however long it runs
+        # The generation's text so far, its tail only however long it runs: a partial event carries its last
+        # MAX_TEXT_BYTES (Segment.detail cuts it and says so; more characters than that many bytes are kept here).
+        partial = ""
 
         async def chunks():
             while (chunk := await queue.get()) is not None:
@@ -340,7 +342,9 @@ class CallTranscriber:
 
         async def on_partial(delta: str) -> None:
             nonlocal partial
-            partial = cut_utf8(partial + delta, MAX_TEXT_BYTES, keep_tail=True)
+            partial += delta
+            if len(partial) > 2 * MAX_TEXT_BYTES:
+                partial = partial[-(MAX_TEXT_BYTES + 1):]
             segment = Segment(self.call.contact_id, track, partial, self.checkpoint.done_s.get(track, base_s),
                               self.checkpoint.done_s.get(track, base_s), final=False)
             await self.store.publish(SEGMENT, segment.detail())
