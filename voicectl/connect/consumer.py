@@ -168,6 +168,7 @@ class CallTranscriber:
         # One final written at a time: the two tracks' transactions both write the CHECKPOINT item (two at once
         # conflict), and a later checkpoint must never be overwritten by an earlier one finishing last.
         self._commit_lock = asyncio.Lock()
+        self._committing: set[asyncio.Future] = set()  # a final's commit and event, finished even when stopped
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
         self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
@@ -196,6 +197,10 @@ class CallTranscriber:
             for task in (reader, *tracks):
                 task.cancel()
             await asyncio.gather(reader, *tracks, return_exceptions=True)
+            # A final being written when the call was stopped is written whole, event included, before the call
+            # counts as stopped: the task that resumes it reads a checkpoint that covers it, and never publishes the
+            # final again.
+            await asyncio.gather(*self._committing, return_exceptions=True)
 
     # ---- reading --------------------------------------------------------------------------------------------------
     async def _read(self, queues: dict[str, asyncio.Queue]) -> str:
@@ -358,7 +363,10 @@ class CallTranscriber:
                 state = await self._advance(track, segment.end_s)
                 # The segment and the checkpoint that covers it are written in one transaction, then the event is
                 # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
-                await asyncio.shield(self._commit(segment, state))
+                commit = asyncio.ensure_future(self._commit(segment, state))
+                self._committing.add(commit)
+                commit.add_done_callback(self._committing.discard)
+                await asyncio.shield(commit)
 
         async def on_action(action: Any) -> None:
             if isinstance(action, ShowGenerationText):

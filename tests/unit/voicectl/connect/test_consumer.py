@@ -393,3 +393,38 @@ def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_
         assert detail["text"].endswith(f"<{number}>" + "ü" * 100_000)  # the latest words, whole
         assert len(detail["text"].encode()) <= MAX_TEXT_BYTES and detail.get("cut", False) == (number > 1)
     assert [s.text for s in store.segments] == ["the end"]
+
+
+def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_stopped():
+    """SIGTERM cancels the calls; a final whose transaction is in flight is written and published before the call's
+    task ends (it used to go on unseen after it: the task resuming the call from the checkpoint could read the
+    checkpoint before that final's and publish the final a second time)."""
+
+    class Slow(MemoryStore):
+        def __init__(self):
+            super().__init__()
+            self.in_commit, self.release = asyncio.Event(), asyncio.Event()
+
+        async def commit_final(self, segment, state):
+            self.in_commit.set()
+            await self.release.wait()
+            await super().commit_final(segment, state)
+
+    async def main():
+        store = Slow()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("stopped", "s-stop", speech_like(21, 1), speech_like(21, 2)))
+            task = asyncio.create_task(transcriber(call, url, kvs, store).run())
+            await store.in_commit.wait()
+            task.cancel()
+            for _ in range(50):
+                await asyncio.sleep(0)
+            stopped_early = task.done()
+            store.release.set()
+            await asyncio.gather(task, return_exceptions=True)
+        return store, stopped_early
+
+    store, stopped_early = run(main())
+    assert not stopped_early
+    finals = [detail for kind, detail in store.events if kind == "Transcript Segment" and detail["final"]]
+    assert store.segments and [d["segmentId"] for d in finals] == [s.item_key for s in store.segments]
