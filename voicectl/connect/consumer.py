@@ -18,10 +18,13 @@ nothing is lost and no final is published twice (partials may repeat: they are p
 
 The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
 arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
-fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
-(``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError (a container slow
-to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
-publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
+fails this call only, with a ``Call Failed`` event naming what was wrong. Every other way out of a call (a raw SDK
+error, a refused write, anything unexpected) fails it too, with the error's type and text: no call is left ACTIVE;
+an outcome that cannot be written is logged and counted (:meth:`Consumer._record`). Reasons and texts are cut in
+UTF-8 bytes (:data:`~voicectl.connect.sink.MAX_REASON_BYTES`, :data:`~voicectl.connect.sink.MAX_TEXT_BYTES`).
+When the endpoint is at its stream cap (``server_busy`` after the client's own retries), or SageMaker answers a
+stream with a ModelError (a container slow to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is
+marked WAITING in the table and each try publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
 transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
 Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
@@ -172,6 +175,7 @@ class CallTranscriber:
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
         self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
+        self.partials_dropped = 0  # partial events the bus refused after the sink's retries (logged, not fatal)
 
     # ---- the run --------------------------------------------------------------------------------------------------
     async def run(self) -> str:
@@ -352,7 +356,12 @@ class CallTranscriber:
                 partial = partial[-(MAX_TEXT_BYTES + 1):]
             segment = Segment(self.call.contact_id, track, partial, self.checkpoint.done_s.get(track, base_s),
                               self.checkpoint.done_s.get(track, base_s), final=False)
-            await self.store.publish(SEGMENT, segment.detail())
+            try:
+                await self.store.publish(SEGMENT, segment.detail())
+            except Exception as error:  # a partial is superseded by the next and by the final: never fatal
+                self.partials_dropped += 1
+                LOG.warning("call %s %s: a partial event was dropped: %s", self.call.contact_id, track,
+                            cut_utf8(str(error), MAX_REASON_BYTES))
 
         async def on_final(action: ShowGenerationText) -> None:
             nonlocal partial

@@ -45,8 +45,8 @@ FRAGMENT_NUMBER_PATTERN = re.compile(r"[0-9]{1,128}")
 """GetMedia StartSelector.AfterFragmentNumber: 1-128 digits, matched whole."""
 ANSWER_VALUE_PATTERN = re.compile(r"[A-Za-z0-9_-]*")
 """What a STRING_MAP answer's values may hold (Connect admin guide, see the module docstring)."""
-REFUSALS = ("missing-field", "no-media-streaming", "bad-contact-id", "bad-stream-arn", "bad-fragment-number", "bad-instance-arn",
-            "other-instance", "other-account-region-or-partition", "other-stream-prefix")
+REFUSALS = ("missing-field", "no-media-streaming", "bad-contact-id", "bad-stream-arn", "bad-fragment-number",
+            "bad-instance-arn", "other-instance", "other-account-region-or-partition", "other-stream-prefix")
 """The codes of a refusal's ``reason``."""
 READS = ("Details.ContactData.ContactId", "Details.ContactData.InstanceARN",
          "Details.ContactData.MediaStreams.Customer.Audio.StreamARN",

@@ -428,3 +428,28 @@ def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_st
     assert not stopped_early
     finals = [detail for kind, detail in store.events if kind == "Transcript Segment" and detail["final"]]
     assert store.segments and [d["segmentId"] for d in finals] == [s.item_key for s in store.segments]
+
+
+def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
+    """A partial is superseded by the next one and by the final: one that EventBridge still refuses after the sink's
+    retries is logged and dropped (it failed the call: found by the fault soak, with throttled entries)."""
+    from voicectl.connect.sink import SinkError
+
+    class RefusesPartials(MemoryStore):
+        async def publish(self, kind, detail):
+            if kind == "Transcript Segment" and not detail["final"]:
+                raise SinkError("EventBridge refused 1 event(s) after 3 retries")
+            await super().publish(kind, detail)
+
+    async def main():
+        store = RefusesPartials()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("partials", "s-partials", speech_like(6, 1), speech_like(6, 2)))
+            made = transcriber(call, url, kvs, store)
+            reason = await made.run()
+        return store, reason, made.partials_dropped
+
+    store, reason, dropped = run(main())
+    assert reason == "quiet" and dropped > 0
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("partials", track), 6.0)
