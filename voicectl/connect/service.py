@@ -123,7 +123,11 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 max_calls: int = 50, on_segment: Any = None, on_call_done: Any = None,
                 receive_wait_s: int = RECEIVE_WAIT_S, transcriber_options: dict[str, Any] | None = None,
                 clock: Any = time.monotonic, extend_every_s: float = VISIBILITY_EXTEND_S) -> None:
-    """Take calls from the queue until ``stop`` is set; each runs on its own (see the module docstring)."""
+    """Take calls from the queue until ``stop`` is set; each runs on its own (see the module docstring).
+
+    ``sink`` needs :meth:`~voicectl.connect.sink.AwsSink.claim_call` and ``release_call`` besides the consumer's
+    store methods. ``clock`` (monotonic seconds) dates each message's receipt for SQS's 12-hour ceiling;
+    ``extend_every_s`` is the visibility loop's period (tests shorten both)."""
 
     def factory(call: CallRequest) -> CallTranscriber:
         return CallTranscriber(call, media=media, opener=opener, store=sink,
