@@ -32,6 +32,13 @@ def test_a_metric_is_one_embedded_metric_format_line(capsys):
 def test_sqs_limits_are_kept():
     assert service.RECEIVE_WAIT_S <= 20 and service.RECEIVE_MAX <= 10  # ReceiveMessage's maximums
     assert service.VISIBILITY_EXTEND_S < service.VISIBILITY_TIMEOUT_S <= 12 * 3600
+    # A message is handed on before SQS refuses its extension (12 h from its receipt), a round late at worst.
+    assert service.MAX_VISIBILITY_S == 12 * 3600
+    assert service.VISIBILITY_TIMEOUT_S + service.VISIBILITY_EXTEND_S < service.HAND_ON_MARGIN_S
+    # A live task's claim never runs out between two renewals, nor before its message's visibility does.
+    from voicectl.connect.sink import LEASE_S
+
+    assert LEASE_S >= 2 * service.VISIBILITY_EXTEND_S and LEASE_S >= service.VISIBILITY_TIMEOUT_S
 
 
 def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatch):
