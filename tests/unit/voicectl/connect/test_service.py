@@ -434,3 +434,35 @@ def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_t
         await b
 
     asyncio.run(scenario())
+
+
+def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its_claim(held_calls):
+    """The table refuses the call's ENDED status: the message is not deleted (it comes back after its visibility
+    timeout, and the task that takes it records the outcome) and the claim is released so that task may run it."""
+    started, ends, _ = held_calls
+    queue = FakeQueue(["unwritten"])
+    store = ClaimingStore()
+    released: list[str] = []
+
+    async def refused(contact_id, status, reason=""):
+        raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+
+    async def release(contact_id):
+        released.append(contact_id)
+
+    store.set_call, store.release_call = refused, release
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        done: list[str] = []
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=store, media=None, opener=None,
+                                                    stop=stop, receive_wait_s=1,
+                                                    on_call_done=lambda contact, reason: done.append(contact)))
+        await until(lambda: started == ["unwritten"])
+        ends.setdefault("unwritten", asyncio.Event()).set()
+        await until(lambda: done == ["unwritten"])
+        stop.set()
+        await serving
+
+    asyncio.run(scenario())
+    assert queue.deleted == [] and released == ["unwritten"]
