@@ -109,14 +109,67 @@ class _Message:
 
 class _Messages:
     """The call messages a task holds, by contact: ``running`` (its calls), ``standby`` (calls another task's claim
-    holds: kept invisible and checked every round, run here if that claim runs out, dropped when the call is over)."""
+    holds: kept invisible and checked every round, run here if that claim runs out, dropped when the call is over),
+    and the SQS calls made on them, each message's error logged and counted alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, sqs: Any, queue_url: str, clock: Any) -> None:
+        self.sqs, self.queue_url, self.clock = sqs, queue_url, clock
         self.running: dict[str, list[_Message]] = {}
         self.standby: dict[str, list[_Message]] = {}
 
     def all(self) -> list[tuple[str, list[_Message]]]:
         return [*self.running.items(), *self.standby.items()]
+
+    async def call(self, operation: str, contact: str, **kwargs: Any) -> bool:
+        """One SQS call about one message; an error is logged and counted for that message alone."""
+        try:
+            await asyncio.to_thread(getattr(self.sqs, operation), QueueUrl=self.queue_url, **kwargs)
+            return True
+        except Exception as error:  # noqa: BLE001 (any SDK or network error: reported, the others go on)
+            LOG.warning("call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES))
+            emit_metric("MessageErrors", 1)
+            return False
+
+    async def keep(self, contact: str, messages: list[_Message]) -> None:
+        """Each message invisible for :data:`VISIBILITY_TIMEOUT_S` more, or handed on near SQS's ceiling: a new copy
+        sent, then this one deleted (the copy starts its own 12 hours; the call's claim keeps the call where it
+        runs, so whichever task receives the copy does not run it again)."""
+        for message in list(messages):
+            if self.clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S >= MAX_VISIBILITY_S:
+                if await self.call("send_message", contact, MessageBody=message.body):
+                    emit_metric("MessagesHandedOn", 1)
+                    await self.call("delete_message", contact, ReceiptHandle=message.receipt)
+                    messages.remove(message)
+                continue
+            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt,
+                            VisibilityTimeout=VISIBILITY_TIMEOUT_S)
+
+    async def give_back(self, contact: str, messages: list[_Message]) -> None:
+        """Visible again at once (ChangeMessageVisibility 0): another task takes the call without waiting."""
+        for message in messages:
+            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt, VisibilityTimeout=0)
+
+    async def delete(self, contact: str, messages: list[_Message]) -> None:
+        for message in messages:
+            await self.call("delete_message", contact, ReceiptHandle=message.receipt)
+
+    async def receive(self, room: int, wait_s: int, stop: asyncio.Event) -> list[dict[str, Any]]:
+        """One long poll; a stop meanwhile does not lose what it returns (the poll cannot be cancelled)."""
+        poll = asyncio.ensure_future(asyncio.to_thread(
+            self.sqs.receive_message, QueueUrl=self.queue_url, WaitTimeSeconds=wait_s,
+            MaxNumberOfMessages=min(RECEIVE_MAX, room), VisibilityTimeout=VISIBILITY_TIMEOUT_S))
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        try:
+            return (await poll).get("Messages", [])
+        except Exception as error:  # noqa: BLE001 (a failed poll: logged, the next one follows)
+            LOG.warning("ReceiveMessage failed: %s", cut_utf8(str(error), MAX_REASON_BYTES))
+            emit_metric("MessageErrors", 1)
+            await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
+            return []
 
 
 async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, opener: Any, stop: asyncio.Event,
@@ -136,36 +189,8 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                                **(transcriber_options or {}))
 
     consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
-    held = _Messages()
+    held = _Messages(sqs, queue_url, clock)
     slot_freed = asyncio.Event()  # set when a call ends: a full task takes the next call from the queue at once
-
-    async def sqs_call(operation: str, contact: str, **kwargs: Any) -> bool:
-        """One SQS call about one message; an error is logged and counted for that message alone."""
-        try:
-            await asyncio.to_thread(getattr(sqs, operation), QueueUrl=queue_url, **kwargs)
-            return True
-        except Exception as error:  # noqa: BLE001 (any SDK or network error: reported, the others go on)
-            LOG.warning("call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES))
-            emit_metric("MessageErrors", 1)
-            return False
-
-    async def hand_on(contact: str, message: _Message) -> bool:
-        """Send a new copy of the message, then delete this one (its 12-hour ceiling is near): the copy starts its
-        own 12 hours; the claim keeps the call here, so whichever task receives the copy does not run it again."""
-        if not await sqs_call("send_message", contact, MessageBody=message.body):
-            return False
-        emit_metric("MessagesHandedOn", 1)
-        await sqs_call("delete_message", contact, ReceiptHandle=message.receipt)
-        return True
-
-    async def keep_one(contact: str, messages: list[_Message]) -> None:
-        for message in list(messages):
-            if clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S >= MAX_VISIBILITY_S:
-                if await hand_on(contact, message):
-                    messages.remove(message)
-                continue
-            await sqs_call("change_message_visibility", contact, ReceiptHandle=message.receipt,
-                           VisibilityTimeout=VISIBILITY_TIMEOUT_S)
 
     async def check_claim(contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
@@ -185,8 +210,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 held.running[contact] = held.standby.pop(contact)
                 start(contact, held.running[contact][0])
             elif claim == "finished":
-                for message in held.standby.pop(contact):
-                    await sqs_call("delete_message", contact, ReceiptHandle=message.receipt)
+                await held.delete(contact, held.standby.pop(contact))
 
     async def keep_invisible() -> None:
         """Every ``extend_every_s``: each held message kept invisible (or handed on before SQS's ceiling), each claim
@@ -194,15 +218,10 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         while True:
             await asyncio.sleep(extend_every_s)
             for contact, messages in held.all():
-                await keep_one(contact, messages)
+                await held.keep(contact, messages)
                 await check_claim(contact)
             emit_metric("ActiveCalls", len(held.running))
             emit_metric("CallsWaiting", len(consumer.waiting))
-
-    async def return_messages(contact: str, messages: list[_Message]) -> None:
-        """Visible again at once (ChangeMessageVisibility 0): another task takes the call without waiting."""
-        for message in messages:
-            await sqs_call("change_message_visibility", contact, ReceiptHandle=message.receipt, VisibilityTimeout=0)
 
     async def finish(contact: str, task: asyncio.Task) -> None:
         (reason,) = await asyncio.gather(task, return_exceptions=True)
@@ -216,10 +235,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 with contextlib.suppress(Exception):
                     await sink.release_call(contact)
                 if isinstance(reason, asyncio.CancelledError):
-                    await return_messages(contact, messages)
+                    await held.give_back(contact, messages)
             else:
-                for message in messages:  # every copy this task held (duplicates, a handed-on copy)
-                    await sqs_call("delete_message", contact, ReceiptHandle=message.receipt)
+                await held.delete(contact, messages)  # every copy this task held (duplicates, a handed-on copy)
             if on_call_done is not None:
                 on_call_done(contact, reason)
         finally:
@@ -252,7 +270,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 emit_metric("DuplicateMessages", 1)
                 return
         if stop.is_set():
-            await return_messages(contact, [copy])
+            await held.give_back(contact, [copy])
             return
         try:
             claim = await sink.claim_call(contact)
@@ -266,27 +284,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         elif claim == "finished":
             LOG.info("call %s is over: a copy of its message is deleted", contact)
             emit_metric("DuplicateMessages", 1)
-            await sqs_call("delete_message", contact, ReceiptHandle=receipt)
+            await held.delete(contact, [copy])
         else:
             held.standby[contact] = [copy]
-
-    async def receive(room: int) -> list[dict[str, Any]]:
-        """One long poll; a stop meanwhile does not lose what it returns (the poll cannot be cancelled)."""
-        poll = asyncio.ensure_future(asyncio.to_thread(
-            sqs.receive_message, QueueUrl=queue_url, WaitTimeSeconds=receive_wait_s,
-            MaxNumberOfMessages=min(RECEIVE_MAX, room), VisibilityTimeout=VISIBILITY_TIMEOUT_S))
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-        try:
-            return (await poll).get("Messages", [])
-        except Exception as error:  # noqa: BLE001 (a failed poll: logged, the next one follows)
-            LOG.warning("ReceiveMessage failed: %s", cut_utf8(str(error), MAX_REASON_BYTES))
-            emit_metric("MessageErrors", 1)
-            await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
-            return []
 
     keeper = asyncio.create_task(keep_invisible())
     try:
@@ -296,14 +296,14 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 slot_freed.clear()
                 await _first_of(stop.wait(), slot_freed.wait())
                 continue
-            for message in await receive(room):
+            for message in await held.receive(room, receive_wait_s, stop):
                 await take(message)  # after a stop: each returned at once, none started
     finally:
         keeper.cancel()
         await consumer.close()
         await asyncio.gather(*finishing, return_exceptions=True)
         for contact, messages in list(held.standby.items()):
-            await return_messages(contact, messages)
+            await held.give_back(contact, messages)
 
 
 async def _first_of(*waits: Any) -> None:
