@@ -67,8 +67,9 @@ entry, and the item in DynamoDB's 400 KB ("Service quotas in DynamoDB": an item,
 CUT_MARK = "\u2026"
 """Ends (or, for a partial's tail, begins) a string that was cut."""
 CONFLICT_RETRIES = 5
-"""Times a transaction cancelled with ``TransactionConflict`` is tried again (another write held an item; DynamoDB
-developer guide, "Transaction conflict handling": "retry the request")."""
+"""Times a transaction cancelled with ``TransactionConflict`` is tried again: DynamoDB cancels a TransactWriteItems
+that "conflicts with a concurrent TransactWriteItems request" (TransactionCanceledException, API reference); the
+conflict is transient, the write is the same (idempotent puts), so it is tried again after a pause."""
 CONFLICT_BACKOFF_S = 0.05
 """First pause before such a retry, doubled each time with full jitter (0.05-0.8 s: well within a generation)."""
 LEASE_S = 180
@@ -111,6 +112,8 @@ def cut_json(text: str, max_bytes: int, *, keep_tail: bool = False) -> str:
         size = len(json.dumps(cut, ensure_ascii=False).encode()) - 2
         if size <= max_bytes:
             return cut
+        if budget <= 0:
+            return ""
         budget = min(budget, len(cut.encode())) * max_bytes // size  # escapes shrink the room in proportion
 
 

@@ -1,7 +1,9 @@
 """voicectl/connect/service.py: the consumer task's metrics as embedded metric format lines, and the endpoint the
 environment names (the ECS target: its URL with the bearer token from Secrets Manager, against moto and a WebSocket
-server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue here, and as voicectl
-connect-replay runs it (tests/unit/voicectl/test_connect_replay.py)."""
+server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue, and against moto's SQS and
+DynamoDB (duplicate deliveries, the visibility loop's errors, SQS's 12-hour ceiling, a SIGTERM during a poll, a
+call taken over from a stopped task), and as voicectl connect-replay runs it
+(tests/unit/voicectl/test_connect_replay.py)."""
 
 from __future__ import annotations
 
