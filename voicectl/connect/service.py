@@ -9,9 +9,10 @@ call in the table (:meth:`voicectl.connect.sink.AwsSink.claim_call`, a condition
 every :data:`VISIBILITY_EXTEND_S`). A copy of a call this task runs joins it (every copy is kept invisible, then
 deleted); a copy of a call another task's claim holds is kept on standby (invisible, checked every round: run here
 if that claim runs out, deleted once the call is over); a copy of a finished call is deleted. A conditional claim
-rather than a FIFO queue: deduplication by contact id on a FIFO queue holds for 5 minutes only, so a copy that comes
-back later (after a visibility timeout, a task's stop) would still run a finished call again; and the standard queue
-stays as it is deployed (a FIFO queue is a new resource).
+rather than a FIFO queue: deduplication by contact id on a FIFO queue holds for its 5-minute deduplication interval
+only (SQS developer guide, "Exactly-once processing in Amazon SQS"), so a copy that comes back later (after a
+visibility timeout, a task's stop) would still run a finished call again; and the standard queue stays as it is
+deployed (a FIFO queue is a new resource).
 
 A message stays invisible while its call runs (extended every :data:`VISIBILITY_EXTEND_S`; SQS's ceiling of 12 hours
 from receipt is met by handing the message on, :data:`MAX_VISIBILITY_S`) and is deleted when the call's outcome is
