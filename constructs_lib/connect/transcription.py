@@ -154,7 +154,8 @@ class ConnectTranscription(Construct):
             self, "StartFunction", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=lambda_.Code.from_asset(str(FUNCTION_DIR), exclude=["example_flow.json", "__pycache__"]),
             timeout=Duration.seconds(FUNCTION_TIMEOUT_S), memory_size=256, log_group=function_logs,
-            environment={"CALLS_QUEUE_URL": self.queue.queue_url, "STREAM_NAME_PREFIX": props.stream_prefix},
+            environment={"CALLS_QUEUE_URL": self.queue.queue_url, "STREAM_NAME_PREFIX": props.stream_prefix,
+                         "INSTANCE_ARN": props.instance_arn},
             description="Amazon Connect: hands a streaming call to the transcription consumers")
         # SendMessage to this queue; with a customer managed key, SQS needs the sender to have kms:GenerateDataKey
         # and kms:Decrypt on it (SQS developer guide, "Key management"): those two, not CDK's wildcard grant.
@@ -387,7 +388,8 @@ class ConnectTranscription(Construct):
                 sid="DecryptCallStreams", actions=["kms:Decrypt"], resources=[stream_key],
                 conditions={"StringEquals": {"kms:ViaService": _via(stack, "kinesisvideo")}}))
         self.bus.grant_put_events_to(role)
-        self.table.grant(role, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
+        # UpdateItem: a call's claim and status (conditional writes that keep the item's other attributes).
+        self.table.grant(role, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query")
         if props.kms_key_arn:
             # The table's key, through DynamoDB only (Table.grant names no key actions; grant_read_write_data would
             # add them unconditioned, which would void DecryptCallStreams' condition when this key is the stream key).
@@ -403,10 +405,10 @@ class ConnectTranscription(Construct):
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="ConsumeCalls", resources=[self.queue.queue_arn],
             actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
-                     "sqs:GetQueueAttributes"]))
+                     "sqs:GetQueueAttributes", "sqs:SendMessage"]))  # SendMessage: a message handed on at 12 h
         if props.kms_key_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
-                sid="DecryptCalls", actions=["kms:Decrypt"], resources=[props.kms_key_arn],
+                sid="DecryptCalls", actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[props.kms_key_arn],
                 conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}}))
         if props.endpoint_name:
             invoke = iam.Policy(self, "InvokeVoxtral", statements=[iam.PolicyStatement(

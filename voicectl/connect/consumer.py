@@ -18,10 +18,13 @@ nothing is lost and no final is published twice (partials may repeat: they are p
 
 The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
 arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
-fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
-(``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError (a container slow
-to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
-publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
+fails this call only, with a ``Call Failed`` event naming what was wrong. Every other way out of a call (a raw SDK
+error, a refused write, anything unexpected) fails it too, with the error's type and text: no call is left ACTIVE;
+an outcome that cannot be written is logged and counted (:meth:`Consumer._record`). Reasons and texts are cut in
+UTF-8 bytes (:data:`~voicectl.connect.sink.MAX_REASON_BYTES`, :data:`~voicectl.connect.sink.MAX_TEXT_BYTES`).
+When the endpoint is at its stream cap (``server_busy`` after the client's own retries), or SageMaker answers a
+stream with a ModelError (a container slow to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is
+marked WAITING in the table and each try publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
 transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
 Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
@@ -45,11 +48,13 @@ from typing import Any
 from voicectl.clients.audio import CHUNK_BYTES, Pcm16Resampler
 from voicectl.connect import mkv
 from voicectl.connect.kvs import MIN_GET_MEDIA_INTERVAL_S, start_selector
-from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, SEGMENT, Segment)
+from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, MAX_REASON_BYTES,
+                                   MAX_TEXT_BYTES, SEGMENT, Segment, cut_utf8)
 from voicectl.clients.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
                                       RealtimeError, ShowDelta, ShowGenerationText, TranscriptionMachine,
                                       TransportOpener)
-from voicectl.clients.realtime.driver import _Driver
+from voicectl.clients.realtime.driver import drive_machine
+from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
 
 LOG = logging.getLogger(__name__)
 
@@ -67,6 +72,9 @@ with vLLM's real server on a loaded CPU, tests/vllm), a broken one does not, and
 PROBE_S = 5.0
 """Seconds a waiting call reads its stream (is the call still live?) before it tries the endpoint again: GetMedia
 on a live stream never ends by itself; the next probe reads on from the last fragment read."""
+MAX_FIELD_CHARS = 2048
+"""Characters of a call message's field at most (the stream ARN, 1-1024 characters in the Kinesis Video Streams API
+reference, is the longest): a field goes into reasons, events and items."""
 MODEL_ERROR_CODE = "ModelError"
 """The code voicectl.clients.sagemaker_stream gives SageMaker's ModelError."""
 
@@ -94,10 +102,19 @@ class CallRequest:
     instance_arn: str = ""
 
     @classmethod
-    def from_message(cls, body: dict[str, Any]) -> CallRequest:
-        missing = [name for name in ("contactId", "streamArn", "startFragmentNumber") if not body.get(name)]
+    def from_message(cls, body: Any) -> CallRequest:
+        """Raises ValueError naming what is missing, not a string, or longer than :data:`MAX_FIELD_CHARS`."""
+        if not isinstance(body, dict):
+            raise ValueError(f"a call message is a JSON object, got {type(body).__name__}")
+        names = ("contactId", "streamArn", "startFragmentNumber")
+        missing = [name for name in names if not body.get(name)]
         if missing:
-            raise ValueError(f"a call message needs {', '.join(missing)}; got keys {sorted(body)}")
+            raise ValueError(f"a call message needs {', '.join(missing)}; got keys {sorted(body)[:20]}")
+        bad = [name for name in (*names, "instanceArn")
+               if name in body and (not isinstance(body[name], str) or len(body[name]) > MAX_FIELD_CHARS)]
+        if bad:
+            raise ValueError(f"a call message's {', '.join(bad)} must be strings of at most {MAX_FIELD_CHARS} "
+                             "characters")
         return cls(body["contactId"], body["streamArn"], body["startFragmentNumber"], body.get("instanceArn", ""))
 
 
@@ -123,23 +140,6 @@ class Store:
     commit_final: Callable[[Segment, dict[str, Any]], Awaitable[None]]
     set_call: Callable[..., Awaitable[None]]
     load_checkpoint: Callable[[str], Awaitable[dict[str, Any] | None]]
-
-
-class _TrackDriver(_Driver):
-    """The clients' driver, with each final's audio offsets and each partial handed on."""
-
-    def __init__(self, *args: Any, on_final: Callable[[ShowGenerationText], Awaitable[None]],
-                 on_partial: Callable[[str], Awaitable[None]], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.on_final, self.on_partial = on_final, on_partial
-
-    async def _apply(self, actions: list[Any]) -> None:
-        for action in actions:
-            if isinstance(action, ShowGenerationText):
-                await self.on_final(action)
-            elif isinstance(action, ShowDelta) and action.text:
-                await self.on_partial(action.text)
-        await super()._apply(actions)
 
 
 class CallTranscriber:
@@ -168,9 +168,14 @@ class CallTranscriber:
         self._spans: list[_FragmentSpan] = []
         self._offset_s = 0.0  # both tracks' offset at the end of the last fragment read
         self._checkpoint_lock = asyncio.Lock()
+        # One final written at a time: the two tracks' transactions both write the CHECKPOINT item (two at once
+        # conflict), and a later checkpoint must never be overwritten by an earlier one finishing last.
+        self._commit_lock = asyncio.Lock()
+        self._committing: set[asyncio.Future] = set()  # a final's commit and event, finished even when stopped
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
         self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
+        self.partials_dropped = 0  # partial events the bus refused after the sink's retries (logged, not fatal)
 
     # ---- the run --------------------------------------------------------------------------------------------------
     async def run(self) -> str:
@@ -196,6 +201,10 @@ class CallTranscriber:
             for task in (reader, *tracks):
                 task.cancel()
             await asyncio.gather(reader, *tracks, return_exceptions=True)
+            # A final being written when the call was stopped is written whole, event included, before the call
+            # counts as stopped: the task that resumes it reads a checkpoint that covers it, and never publishes the
+            # final again.
+            await asyncio.gather(*self._committing, return_exceptions=True)
 
     # ---- reading --------------------------------------------------------------------------------------------------
     async def _read(self, queues: dict[str, asyncio.Queue]) -> str:
@@ -332,34 +341,53 @@ class CallTranscriber:
     # ---- transcribing ---------------------------------------------------------------------------------------------
     async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
         base_s = self.checkpoint.done_s.get(track, 0.0)
-        partial: list[str] = []
+        # The generation's text so far, its tail only however long it runs: a partial event carries its last
+        # MAX_TEXT_BYTES (Segment.detail cuts it and says so; more characters than that many bytes are kept here).
+        partial = ""
 
         async def chunks():
             while (chunk := await queue.get()) is not None:
                 yield chunk
 
         async def on_partial(delta: str) -> None:
-            partial.append(delta)
-            segment = Segment(self.call.contact_id, track, "".join(partial), self.checkpoint.done_s.get(track, base_s),
+            nonlocal partial
+            partial += delta
+            if len(partial) > 2 * MAX_TEXT_BYTES:
+                partial = partial[-(MAX_TEXT_BYTES + 1):]
+            segment = Segment(self.call.contact_id, track, partial, self.checkpoint.done_s.get(track, base_s),
                               self.checkpoint.done_s.get(track, base_s), final=False)
-            await self.store.publish(SEGMENT, segment.detail())
+            try:
+                await self.store.publish(SEGMENT, segment.detail())
+            except Exception as error:  # a partial is superseded by the next and by the final: never fatal
+                self.partials_dropped += 1
+                LOG.warning("call %s %s: a partial event was dropped: %s", self.call.contact_id, track,
+                            cut_utf8(str(error), MAX_REASON_BYTES))
 
         async def on_final(action: ShowGenerationText) -> None:
-            partial.clear()
+            nonlocal partial
+            partial = ""
             segment = Segment(self.call.contact_id, track, action.text, base_s + action.start_s,
                               base_s + action.end_s, final=True)
-            state = await self._advance(track, segment.end_s)
-            # The segment and the checkpoint that covers it are written in one transaction, then the event is
-            # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
-            await asyncio.shield(self._commit(segment, state))
+            async with self._commit_lock:
+                state = await self._advance(track, segment.end_s)
+                # The segment and the checkpoint that covers it are written in one transaction, then the event is
+                # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
+                commit = asyncio.ensure_future(self._commit(segment, state))
+                self._committing.add(commit)
+                commit.add_done_callback(self._committing.discard)
+                await asyncio.shield(commit)
+
+        async def on_action(action: Any) -> None:
+            if isinstance(action, ShowGenerationText):
+                await on_final(action)
+            elif isinstance(action, ShowDelta) and action.text:
+                await on_partial(action.text)
 
         machine = TranscriptionMachine(model=self.model, session_limit_s=self.session_limit_s,
-                                       max_stream_s=self.max_stream_s)
-        driver = _TrackDriver(machine, chunks(), self.opener, lambda delta: None, lambda text: None,
-                              lambda reason: LOG.info("%s %s: %s", self.call.contact_id, track, reason), self.clock,
-                              on_final=on_final, on_partial=on_partial)
+                                       max_stream_s=self.max_stream_s, on_done_timeout=DONE_TIMEOUT_GO_ON)
         try:
-            await driver.run()
+            await drive_machine(machine, chunks(), self.opener, on_action=on_action, clock=self.clock,
+                                on_replay=lambda reason: LOG.info("%s %s: %s", self.call.contact_id, track, reason))
         except RealtimeError as error:
             if error.code == SERVER_BUSY_CODE:
                 raise EndpointBusy(str(error)) from error
@@ -424,72 +452,104 @@ class Consumer:
         self.busy_wait_s, self.sleep = busy_wait_s, sleep
         self.calls: dict[str, asyncio.Task[str]] = {}
         self.waits: dict[str, int] = {}
+        self.unrecorded: set[str] = set()  # calls whose outcome could not be written (their message is kept)
 
     def start(self, call: CallRequest) -> asyncio.Task[str]:
         """Start (or keep) the call's task; a second start of a live call is a no-op (messages may repeat)."""
         task = self.calls.get(call.contact_id)
         if task is None or task.done():
+            self.unrecorded.discard(call.contact_id)
             task = asyncio.create_task(self._run(call), name=f"call-{call.contact_id}")
             self.calls[call.contact_id] = task
         return task
 
     async def _run(self, call: CallRequest) -> str:
+        """The call until its recorded end: every way out is ``Call Ended`` or ``Call Failed`` with the reason (an
+        error no branch expects, a refused write, a raw SDK error, fails the call with its type and text), and an
+        outcome that cannot be recorded is logged and counted (``OutcomesNotRecorded``), never passed over."""
         async with self.slots:
-            waits = model_errors = 0
-            wait: _Wait | None = None
-            while True:
-                transcriber = self.factory(call)
-                transcriber.announce = waits == 0  # one Call Started, however often the call waited before a final
-                try:
-                    reason = await transcriber.run()
-                except (EndpointBusy, EndpointUnavailable) as error:
-                    if isinstance(error, EndpointUnavailable):
-                        model_errors += 1
-                        if model_errors > MODEL_ERROR_RETRIES:
-                            reason = f"{error} (resumed {MODEL_ERROR_RETRIES} times)"
-                            self._stop_waiting(call, wait)
-                            await self.store.set_call(call.contact_id, "FAILED", reason)
-                            await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": reason})
-                            return f"failed: {reason}"
-                    if wait is not None and transcriber.checkpoint != wait.checkpoint:
-                        self._stop_waiting(call, wait)  # it ran and finished audio since: a new wait begins
-                        wait = None
-                    if wait is None:
-                        now = self.clock()
-                        checkpoint = transcriber.checkpoint
-                        wait = _Wait(since=now, checkpoint=checkpoint, probed=checkpoint.fragment, last_fragment_at=now)
-                        self.waiting.add(call.contact_id)
-                        self.on_metric("CallsWaiting", float(len(self.waiting)))
-                    delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
-                    waits += 1
-                    self.waits[call.contact_id] = waits
-                    await self.store.set_call(call.contact_id, "WAITING", str(error))
-                    await self.store.publish(CALL_WAITING, {
-                        "contactId": call.contact_id, "reason": str(error), "retryInS": delay,
-                        "waitingS": round(self.clock() - wait.since, 3),
-                        "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
-                    await self.sleep(delay)
-                    if isinstance(error, EndpointUnavailable):
-                        continue  # a few tries at most, then Call Failed: resumed from the checkpoint, live or not
-                    try:
-                        ended = await self._still_live(transcriber, wait)
-                    except CallFailed as failed:
+            try:
+                return await self._attempts(call)
+            except Exception as error:  # every exit ends in an outcome; a stop (CancelledError) is not an exit
+                LOG.exception("call %s failed unexpectedly", call.contact_id)
+                if call.contact_id in self.waiting:
+                    self.waiting.discard(call.contact_id)
+                    self.on_metric("CallsWaiting", float(len(self.waiting)))
+                return await self._failed(call, f"an unexpected error: {type(error).__name__}: {error}")
+
+    async def _record(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
+        """The call's status in the table and its event, each tried on its own; a failure is logged and counted and
+        the contact kept in :attr:`unrecorded` (the service then leaves its message to come back). Never raises."""
+        reason = cut_utf8(str(detail.get("reason", "")), MAX_REASON_BYTES)
+        recorded = True
+        for what, write in (("status", lambda: self.store.set_call(call.contact_id, status, reason)),
+                            ("event", lambda: self.store.publish(kind, {"contactId": call.contact_id, **detail,
+                                                                        "reason": reason}))):
+            try:
+                await write()
+            except Exception:
+                recorded = False
+                LOG.exception("call %s: its %s %s could not be recorded", call.contact_id, status, what)
+                self.on_metric("OutcomesNotRecorded", 1.0)
+        if not recorded:
+            self.unrecorded.add(call.contact_id)
+        return recorded
+
+    async def _failed(self, call: CallRequest, reason: str) -> str:
+        reason = cut_utf8(reason, MAX_REASON_BYTES)
+        await self._record(call, "FAILED", CALL_FAILED, {"reason": reason})
+        return f"failed: {reason}"
+
+    async def _attempts(self, call: CallRequest) -> str:
+        waits = model_errors = 0
+        wait: _Wait | None = None
+        while True:
+            transcriber = self.factory(call)
+            transcriber.announce = waits == 0  # one Call Started, however often the call waited before a final
+            try:
+                reason = await transcriber.run()
+            except (EndpointBusy, EndpointUnavailable) as error:
+                if isinstance(error, EndpointUnavailable):
+                    model_errors += 1
+                    if model_errors > MODEL_ERROR_RETRIES:
                         self._stop_waiting(call, wait)
-                        await self.store.set_call(call.contact_id, "FAILED", str(failed))
-                        await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": str(failed)})
-                        return f"failed: {failed}"
-                    if ended is not None:
-                        return await self._ended_untranscribed(call, wait, ended)
-                    continue
-                except CallFailed as error:
+                        return await self._failed(call, f"{error} (resumed {MODEL_ERROR_RETRIES} times)")
+                if wait is not None and transcriber.checkpoint != wait.checkpoint:
+                    self._stop_waiting(call, wait)  # it ran and finished audio since: a new wait begins
+                    wait = None
+                if wait is None:
+                    now = self.clock()
+                    checkpoint = transcriber.checkpoint
+                    wait = _Wait(since=now, checkpoint=checkpoint, probed=checkpoint.fragment, last_fragment_at=now)
+                    self.waiting.add(call.contact_id)
+                    self.on_metric("CallsWaiting", float(len(self.waiting)))
+                delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
+                waits += 1
+                self.waits[call.contact_id] = waits
+                reason = cut_utf8(str(error), MAX_REASON_BYTES)
+                await self.store.set_call(call.contact_id, "WAITING", reason)
+                await self.store.publish(CALL_WAITING, {
+                    "contactId": call.contact_id, "reason": reason, "retryInS": delay,
+                    "waitingS": round(self.clock() - wait.since, 3),
+                    "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
+                await self.sleep(delay)
+                if isinstance(error, EndpointUnavailable):
+                    continue  # a few tries at most, then Call Failed: resumed from the checkpoint, live or not
+                try:
+                    ended = await self._still_live(transcriber, wait)
+                except CallFailed as failed:
                     self._stop_waiting(call, wait)
-                    await self.store.set_call(call.contact_id, "FAILED", str(error))
-                    await self.store.publish(CALL_FAILED, {"contactId": call.contact_id, "reason": str(error)})
-                    return f"failed: {error}"
+                    return await self._failed(call, str(failed))
+                if ended is not None:
+                    return await self._ended_untranscribed(call, wait, ended)
+                continue
+            except CallFailed as error:
                 self._stop_waiting(call, wait)
-                await self.store.set_call(call.contact_id, "ENDED", reason)
-                await self.store.publish(CALL_ENDED, {"contactId": call.contact_id, "reason": reason})
-                return reason
+                return await self._failed(call, str(error))
+            self._stop_waiting(call, wait)
+            reason = cut_utf8(reason, MAX_REASON_BYTES)
+            await self._record(call, "ENDED", CALL_ENDED, {"reason": reason})
+            return reason
 
     async def _still_live(self, transcriber: CallTranscriber, wait: _Wait) -> str | None:
         """Why the waiting call ended (another contact's fragment, or no new fragment for the call's ``quiet_s``),
@@ -507,12 +567,12 @@ class Consumer:
         """The call ended while it waited: its table item and an event say so, with the seconds never transcribed."""
         self._stop_waiting(call, wait)
         waited = round(self.clock() - wait.since, 3)
-        reason = (f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "
-                  f"seconds {wait.from_s():g}-{wait.to_s():g} of the call were not transcribed")
+        reason = cut_utf8(f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "
+                          f"seconds {wait.from_s():g}-{wait.to_s():g} of the call were not transcribed",
+                          MAX_REASON_BYTES)
         self.on_metric("CallsUntranscribed", 1.0)
-        await self.store.set_call(call.contact_id, "UNTRANSCRIBED", reason)
-        await self.store.publish(CALL_ENDED, {
-            "contactId": call.contact_id, "reason": reason, "transcribed": False, "waitedS": waited,
+        await self._record(call, "UNTRANSCRIBED", CALL_ENDED, {
+            "reason": reason, "transcribed": False, "waitedS": waited,
             "untranscribed": {track: [wait.checkpoint.done_s.get(track, 0.0), wait.to_s()]
                               for track in mkv.CONNECT_TRACKS}})
         return f"untranscribed: {reason}"

@@ -85,8 +85,10 @@ class _Driver:
     def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
                  on_delta: Callable[[str], None], on_session_text: Callable[[str], None],
                  on_replay: Callable[[str], None], clock: Callable[[], float],
-                 on_accepted: Callable[[], None] = lambda: None) -> None:
+                 on_accepted: Callable[[], None] = lambda: None,
+                 on_action: Callable[[Action], Awaitable[None]] | None = None) -> None:
         self.machine = machine
+        self.on_action = on_action
         self.on_accepted = on_accepted
         self.accepted_told = False
         self.source = aiter(chunks)
@@ -156,6 +158,8 @@ class _Driver:
 
     async def _apply(self, actions: list[Action]) -> None:
         for action in actions:
+            if self.on_action is not None:
+                await self.on_action(action)  # before it is carried out: a caller may checkpoint on a text
             if isinstance(action, SendEvent):
                 await self._send(action)
             elif isinstance(action, OpenStream):
@@ -235,6 +239,17 @@ class _Driver:
             self._close(stream)
         if self.closing:
             await asyncio.gather(*list(self.closing), return_exceptions=True)
+
+
+async def drive_machine(machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener, *,
+                       on_action: Callable[[Action], Awaitable[None]],
+                       on_replay: Callable[[str], None] = lambda reason: None,
+                       clock: Callable[[], float] = time.monotonic) -> TranscriptionResult:
+    """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)`` for each action
+    before it is carried out (the Connect consumer writes each :class:`ShowGenerationText` with its checkpoint, and
+    publishes each :class:`ShowDelta`, there). Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
+    return await _Driver(machine, chunks, opener, lambda delta: None, lambda text: None, on_replay, clock,
+                         on_action=on_action).run()
 
 
 async def transcribe_stream(

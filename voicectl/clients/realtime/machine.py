@@ -81,6 +81,14 @@ QUIET_FRACTION = 0.25
 DONE_TIMEOUT_S = 60.0
 """Seconds to wait for ``transcription.done`` after a final commit before giving up."""
 
+DONE_TIMEOUT_FAIL = "fail"
+"""``on_done_timeout``: a missing ``transcription.done`` fails the transcription (a file: the caller retries)."""
+
+DONE_TIMEOUT_GO_ON = "go_on"
+"""``on_done_timeout``: a missing ``transcription.done`` gives up on that stream only. vLLM's realtime server can
+leave a final commit unanswered while every delta was sent (vllm-project/vllm#33962: the generator waits for audio
+forever), so the deltas are the generation's text; resending the audio would hang the same way."""
+
 MAX_REOPENS = 1
 """Streams reopened after a cut with no ``transcription.done`` in between before the client gives up."""
 
@@ -276,6 +284,10 @@ class TranscriptionMachine:
         max_stream_s: seconds a stream is used before moving to a new one (finite, at least
             :data:`MIN_MAX_STREAM_S`).
         done_timeout_s: seconds to wait for ``transcription.done`` after a final commit.
+        on_done_timeout: what a ``transcription.done`` that does not come within ``done_timeout_s`` does:
+            :data:`DONE_TIMEOUT_FAIL` (the transcription fails, code ``timeout``) or :data:`DONE_TIMEOUT_GO_ON` (the
+            generation's deltas become its text, its stream is closed and the audio after it goes on on a new stream:
+            a live call never ends for a server that stopped answering one generation, vLLM #33962).
 
     Raises:
         ValueError: a limit is not a positive finite number, or ``max_stream_s`` is below :data:`MIN_MAX_STREAM_S`.
@@ -283,7 +295,10 @@ class TranscriptionMachine:
 
     def __init__(self, *, model: str = DEFAULT_MODEL, transcript: Transcript | None = None,
                  session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
-                 done_timeout_s: float = DONE_TIMEOUT_S) -> None:
+                 done_timeout_s: float = DONE_TIMEOUT_S, on_done_timeout: str = "fail") -> None:
+        if on_done_timeout not in (DONE_TIMEOUT_FAIL, DONE_TIMEOUT_GO_ON):
+            raise ValueError(f"on_done_timeout must be {DONE_TIMEOUT_FAIL!r} or {DONE_TIMEOUT_GO_ON!r}, "
+                             f"got {on_done_timeout!r}")
         if not math.isfinite(session_limit_s) or session_limit_s <= 0:
             raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
         if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
@@ -294,6 +309,7 @@ class TranscriptionMachine:
         self.session_limit_s = session_limit_s
         self.max_stream_s = max_stream_s
         self.done_timeout_s = done_timeout_s
+        self.on_done_timeout = on_done_timeout
         self.finished = False
         self.accepted_at: float | None = None
         """``now`` of the first server event that is not an ``error``, on any stream: proof the endpoint accepted a
@@ -434,6 +450,8 @@ class TranscriptionMachine:
             return []
         for generation in self._awaited():
             if generation.final_at is not None and now - generation.final_at >= self.done_timeout_s:
+                if self.on_done_timeout == DONE_TIMEOUT_GO_ON:
+                    return self._done_without_done(generation, now)
                 return self._fail(RealtimeError(
                     f"no transcription.done arrived within {self.done_timeout_s:.0f} s of the final commit; the "
                     "endpoint may be overloaded or stuck: check its CloudWatch logs and metrics", code="timeout"))
@@ -606,7 +624,7 @@ class TranscriptionMachine:
         else:
             self._active = self._open(actions)
 
-    def _done(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
+    def _done(self, stream: int, event: dict[str, Any], now: float, *, closed: bool = False) -> list[Action]:
         generation = self._generation_on(stream)
         if generation is None:
             return []
@@ -630,11 +648,26 @@ class TranscriptionMachine:
             self._generations_done += 1
             actions.append(ShowGenerationText(released.segment.done_text, released.start_s,
                                               released.start_s + released.audio_s))
-        state = self._streams.get(stream)
+        state = None if closed else self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:
             del self._streams[stream]
             actions.append(CloseStream(stream))
         return actions + self._pump(now)
+
+    def _done_without_done(self, generation: _Generation, now: float) -> list[Action]:
+        """``generation``'s done never came (:data:`DONE_TIMEOUT_GO_ON`): its deltas are its text, its stream is
+        closed (nothing else is awaited on it: vLLM holds a stream's audio while a generation finishes) and new audio
+        goes to a new stream."""
+        stream = generation.stream
+        actions: list[Action] = [Replaying(
+            f"no transcription.done within {self.done_timeout_s:.0f} s of the final commit; the generation's deltas "
+            "are its text and the audio after it goes on on a new stream")]
+        self._streams.pop(stream, None)
+        actions.append(CloseStream(stream))
+        if stream == self._active:
+            self._active = self._next if self._next is not None else self._open(actions)
+            self._next = None
+        return actions + self._done(stream, {"text": None}, now, closed=True)
 
     def _error(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
         raw_code = event.get("code")

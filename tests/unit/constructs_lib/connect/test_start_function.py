@@ -46,7 +46,7 @@ def test_a_connect_event_becomes_a_call_message_the_consumer_accepts(monkeypatch
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("STREAM_NAME_PREFIX", "connect-live")
     function = load_function()
-    assert function.handler(connect_event(), None) == {"transcription": "started",
+    assert function.handler(connect_event(), Context()) == {"transcription": "started",
                                                        "contactId": "0a1b2c3d-1111-2222-3333-444455556666"}
     messages = boto3.client("sqs", region_name="us-east-1").receive_message(QueueUrl=queue)["Messages"]
     call = CallRequest.from_message(json.loads(messages[0]["Body"]))
@@ -55,25 +55,75 @@ def test_a_connect_event_becomes_a_call_message_the_consumer_accepts(monkeypatch
                                "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555")
 
 
-@pytest.mark.parametrize("audio, expected", [
-    ({"StreamARN": "arn:aws:s3:::bucket"}, "is not a Kinesis video stream ARN"),
-    ({"StartFragmentNumber": "12ab"}, "must be 1-128 decimal digits"),
-    ({"StreamARN": STREAM_ARN.replace("connect-live", "other")}, "is not under this instance's prefix"),
+INSTANCE_ARN = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+
+
+def with_contact(contact_id: str) -> dict:
+    event = connect_event()
+    event["Details"]["ContactData"]["ContactId"] = contact_id
+    return event
+
+
+def with_instance(instance_arn: str) -> dict:
+    event = connect_event()
+    event["Details"]["ContactData"]["InstanceARN"] = instance_arn
+    return event
+
+
+class Context:
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:start-transcription"
+
+
+@pytest.mark.parametrize("event, expected", [
+    (connect_event(StreamARN="arn:aws:s3:::bucket"), "bad-stream-arn"),
+    (connect_event(StreamARN=STREAM_ARN + "\n"), "bad-stream-arn"),  # `$` let a trailing newline through
+    (connect_event(StartFragmentNumber="12ab"), "bad-fragment-number"),
+    (connect_event(StartFragmentNumber="91343852333181432392682062607743920146264001\n"), "bad-fragment-number"),
+    (connect_event(StreamARN=STREAM_ARN.replace("connect-live", "other")), "other-stream-prefix"),
+    (connect_event(StreamARN=STREAM_ARN.replace("123456789012", "210987654321")),
+     "other-account-region-or-partition"),  # another account's stream
+    (connect_event(StreamARN=STREAM_ARN.replace("us-east-1", "eu-west-1")), "other-account-region-or-partition"),
+    (connect_event(StreamARN=STREAM_ARN.replace("arn:aws:", "arn:aws-cn:")), "other-account-region-or-partition"),
+    (with_contact("not-a-contact"), "bad-contact-id"),
+    (with_contact("0a1b2c3d-1111-2222-3333-444455556666\n"), "bad-contact-id"),
+    (with_contact("x" * 300_000), "bad-contact-id"),
+    (with_instance("arn:aws:connect:us-east-1:123456789012:instance/bad"), "bad-instance-arn"),
+    (with_instance(INSTANCE_ARN.replace("123456789012", "210987654321")), "other-account-region-or-partition"),
 ])
-def test_a_bad_event_is_refused_with_a_flat_answer_naming_the_problem(monkeypatch, audio, expected):
+def test_a_bad_event_is_refused_with_a_flat_answer_naming_the_problem(monkeypatch, capsys, event, expected):
+    """Refused calls: Connect is told why in characters a STRING_MAP answer allows; the log says what was wrong."""
     monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
     monkeypatch.setenv("STREAM_NAME_PREFIX", "connect-live")
-    answer = load_function().handler(connect_event(**audio), None)
-    assert answer["transcription"] == "refused" and expected in answer["reason"]
-    assert all(isinstance(value, str) for value in answer.values())  # Connect reads a flat string map
+    function = load_function()
+    answer = function.handler(event, Context())
+    assert answer == {"transcription": "refused", "reason": expected} and expected in function.REFUSALS
+    assert all(function.ANSWER_VALUE_PATTERN.fullmatch(value) for value in answer.values())
+    (logged,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert logged["refused"] == expected and len(logged["message"]) < 1000  # a huge value is shown cut
 
 
-def test_an_event_without_media_streams_names_the_missing_block(monkeypatch):
+def test_the_configured_instance_is_the_only_one_accepted(monkeypatch):
+    monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
+    monkeypatch.setenv("INSTANCE_ARN", INSTANCE_ARN.replace("-555555555555", "-000000000000"))
+    answer = load_function().handler(connect_event(), Context())
+    assert answer == {"transcription": "refused", "reason": "other-instance"}
+
+
+def test_an_answer_holds_only_characters_connect_allows_in_a_string_map(monkeypatch):
+    function = load_function()
+    for reason in function.REFUSALS:
+        assert function.ANSWER_VALUE_PATTERN.fullmatch(reason)
+    assert function.CONTACT_ID_PATTERN.fullmatch("0a1b2c3d-1111-2222-3333-444455556666")
+    assert function.ANSWER_VALUE_PATTERN.fullmatch("0a1b2c3d-1111-2222-3333-444455556666")  # "started" carries it
+
+
+def test_an_event_without_media_streams_names_the_missing_block(monkeypatch, capsys):
     monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
     event = connect_event()
     del event["Details"]["ContactData"]["MediaStreams"]
     answer = load_function().handler(event, None)
-    assert "Start media streaming" in answer["reason"]
+    assert answer == {"transcription": "refused", "reason": "no-media-streaming"}
+    assert 'is "Start media streaming" before this block?' in json.loads(capsys.readouterr().out)["message"]
 
 
 def test_the_deployed_example_flow_is_the_one_tested_here():

@@ -225,3 +225,231 @@ def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_th
             assert_tiles(store.finals("model-error", track), 8.0)
     else:
         assert store.calls["model-error"][-1] == "FAILED" and "resumed 3 times" in reason
+
+
+# ---- every exit path ends in a recorded outcome ---------------------------------------------------------------------
+
+
+def raw_errors():
+    """Errors no branch of the consumer expects, as the SDKs raise them."""
+    from botocore.exceptions import ClientError, ResponseStreamingError
+
+    return [
+        ResponseStreamingError(error=ConnectionResetError(104, "Connection reset by peer")),  # GetMedia, mid-fragment
+        ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "x" * 1_000_000}},
+                    "TransactWriteItems"),  # a DynamoDB error with a huge message
+        ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform: "
+                               "events:PutEvents"}}, "PutEvents"),  # an EventBridge refusal
+    ]
+
+
+@pytest.mark.parametrize("error", raw_errors(), ids=["getmedia-reset", "dynamodb", "eventbridge"])
+def test_an_unexpected_error_fails_the_call_with_a_bounded_reason_never_leaving_it_active(error):
+    """A raw SDK error out of a call (GetMedia reset mid-fragment, a DynamoDB or EventBridge error) used to escape
+    the consumer: no Call Failed event, the call ACTIVE for ever. It ends FAILED with the error's type and text, cut
+    to MAX_REASON_BYTES."""
+    from voicectl.connect.consumer import CallRequest
+    from voicectl.connect.sink import MAX_REASON_BYTES
+
+    class Raising:
+        announce, checkpoint = True, None
+
+        async def run(self):
+            await store.set_call("c-raw", "ACTIVE")
+            raise error
+
+    store = MemoryStore()
+
+    async def main():
+        return await Consumer(lambda request: Raising(), store).start(CallRequest("c-raw", "arn", "1"))
+
+    reason = run(main())
+    assert store.calls["c-raw"] == ["ACTIVE", "FAILED"]
+    (failed,) = [detail for kind, detail in store.events if kind == "Call Failed"]
+    assert reason == f"failed: {failed['reason']}" and failed["contactId"] == "c-raw"
+    assert failed["reason"].startswith(f"an unexpected error: {type(error).__name__}: ")
+    assert len(failed["reason"].encode()) <= MAX_REASON_BYTES
+
+
+def test_an_outcome_that_cannot_be_written_is_logged_and_counted_not_passed_over(caplog):
+    """The table and the bus both refuse the call's outcome: the consumer does not raise, says so in the log,
+    counts it (OutcomesNotRecorded) and keeps the contact in ``unrecorded`` (its message is then left to come back,
+    so that another try records it)."""
+    from voicectl.connect.consumer import CallRequest
+
+    class Ending:
+        announce, checkpoint = True, None
+
+        async def run(self):
+            return "quiet"
+
+    class Refusing(MemoryStore):
+        async def set_call(self, contact_id, status, reason=""):
+            raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+
+        async def publish(self, kind, detail):
+            raise RuntimeError("An error occurred (InternalException) when calling the PutEvents operation")
+
+    metrics = []
+
+    async def main():
+        consumer = Consumer(lambda request: Ending(), Refusing(), on_metric=lambda *metric: metrics.append(metric))
+        reason = await consumer.start(CallRequest("c-lost", "arn", "1"))
+        return consumer, reason
+
+    consumer, reason = run(main())
+    assert reason == "quiet" and consumer.unrecorded == {"c-lost"}
+    assert metrics == [("OutcomesNotRecorded", 1.0), ("OutcomesNotRecorded", 1.0)]
+    logged = [record.getMessage() for record in caplog.records]
+    assert "call c-lost: its ENDED status could not be recorded" in logged
+    assert "call c-lost: its ENDED event could not be recorded" in logged
+
+
+def test_the_two_tracks_finals_are_committed_one_at_a_time_and_the_checkpoint_never_goes_back():
+    """Both tracks write the CHECKPOINT item; two transactions at once conflict in DynamoDB (the call ended there),
+    and an earlier checkpoint finishing last would overwrite a later one. The store below fails a commit that
+    overlaps another, as DynamoDB does, and each commit takes a while: both tracks end generations at the same
+    quiet points, so they finish together."""
+    from voicectl.connect.sink import SinkError
+
+    class Conflicting(MemoryStore):
+        writing = 0
+
+        async def commit_final(self, segment, state):
+            self.writing += 1
+            try:
+                if self.writing > 1:
+                    raise SinkError("TransactionConflict")
+                await asyncio.sleep(0.05)
+                await super().commit_final(segment, state)
+            finally:
+                self.writing -= 1
+
+    async def main():
+        store = Conflicting()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("both", "s-both", speech_like(21, 1), speech_like(21, 2)))
+            reason = await transcriber(call, url, kvs, store).run()
+        return store, reason
+
+    store, reason = run(main())
+    assert reason == "quiet"
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("both", track), 21.0)
+
+
+def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_runs():
+    """130 deltas of 200 KB each in one generation: each partial event carries the generation's latest text, cut to
+    MAX_TEXT_BYTES from its start (it carried the whole generation so far: 30 MB published, then a refused event)."""
+    import json as json_module
+
+    from voicectl.connect.consumer import CallRequest, CallTranscriber
+    from voicectl.connect.sink import MAX_TEXT_BYTES, PUT_EVENTS_MAX_ENTRY_BYTES, entry_bytes
+    from voicectl.clients.audio import CHUNK_BYTES
+
+    class LongDeltas:  # answers each append with a 200 KB delta, the final commit with its done
+        def __init__(self):
+            self.inbox = asyncio.Queue()
+            self.inbox.put_nowait(json_module.dumps({"type": "session.created"}))
+            self.count = 0
+
+        async def send_text(self, text):
+            event = json_module.loads(text)
+            if event["type"] == "input_audio_buffer.append":
+                self.count += 1
+                delta = f"<{self.count}>" + "ü" * 100_000
+                self.inbox.put_nowait(json_module.dumps({"type": "transcription.delta", "delta": delta}))
+            elif event.get("final"):
+                self.inbox.put_nowait(json_module.dumps({"type": "transcription.done", "text": "the end"}))
+
+        async def receive_text(self):
+            return await self.inbox.get()
+
+        async def close(self):
+            pass
+
+    async def opener():
+        return LongDeltas()
+
+    loud = (np.full(CHUNK_BYTES // 2, 8000, dtype="<i2")).tobytes()
+
+    async def main():
+        store = MemoryStore()
+        made = CallTranscriber(CallRequest("long", "arn", "1"), media=None, opener=opener, store=store)
+        queue = asyncio.Queue()
+        for _ in range(130):
+            queue.put_nowait(loud)
+        queue.put_nowait(None)
+        await made._transcribe(mkv.TRACK_FROM_CUSTOMER, queue)
+        return store
+
+    store = run(main())
+    partials = [detail for kind, detail in store.events if kind == "Transcript Segment" and not detail["final"]]
+    assert len(partials) == 130
+    for number, detail in enumerate(partials, 1):
+        entry = {"Source": "voicectl.connect", "DetailType": "Transcript Segment",
+                 "Detail": json_module.dumps(detail, ensure_ascii=False)}
+        assert entry_bytes(entry) < PUT_EVENTS_MAX_ENTRY_BYTES
+        assert detail["text"].endswith(f"<{number}>" + "ü" * 100_000)  # the latest words, whole
+        assert len(detail["text"].encode()) <= MAX_TEXT_BYTES and detail.get("cut", False) == (number > 1)
+    assert [s.text for s in store.segments] == ["the end"]
+
+
+def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_stopped():
+    """SIGTERM cancels the calls; a final whose transaction is in flight is written and published before the call's
+    task ends (it used to go on unseen after it: the task resuming the call from the checkpoint could read the
+    checkpoint before that final's and publish the final a second time)."""
+
+    class Slow(MemoryStore):
+        def __init__(self):
+            super().__init__()
+            self.in_commit, self.release = asyncio.Event(), asyncio.Event()
+
+        async def commit_final(self, segment, state):
+            self.in_commit.set()
+            await self.release.wait()
+            await super().commit_final(segment, state)
+
+    async def main():
+        store = Slow()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("stopped", "s-stop", speech_like(21, 1), speech_like(21, 2)))
+            task = asyncio.create_task(transcriber(call, url, kvs, store).run())
+            await store.in_commit.wait()
+            task.cancel()
+            for _ in range(50):
+                await asyncio.sleep(0)
+            stopped_early = task.done()
+            store.release.set()
+            await asyncio.gather(task, return_exceptions=True)
+        return store, stopped_early
+
+    store, stopped_early = run(main())
+    assert not stopped_early
+    finals = [detail for kind, detail in store.events if kind == "Transcript Segment" and detail["final"]]
+    assert store.segments and [d["segmentId"] for d in finals] == [s.item_key for s in store.segments]
+
+
+def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
+    """A partial is superseded by the next one and by the final: one that EventBridge still refuses after the sink's
+    retries is logged and dropped (it failed the call: found by the fault soak, with throttled entries)."""
+    from voicectl.connect.sink import SinkError
+
+    class RefusesPartials(MemoryStore):
+        async def publish(self, kind, detail):
+            if kind == "Transcript Segment" and not detail["final"]:
+                raise SinkError("EventBridge refused 1 event(s) after 3 retries")
+            await super().publish(kind, detail)
+
+    async def main():
+        store = RefusesPartials()
+        async with servers() as (url, kvs, _vllm):
+            call = kvs.add(FakeCall("partials", "s-partials", speech_like(6, 1), speech_like(6, 2)))
+            made = transcriber(call, url, kvs, store)
+            reason = await made.run()
+        return store, reason, made.partials_dropped
+
+    store, reason, dropped = run(main())
+    assert reason == "quiet" and dropped > 0
+    for track in mkv.CONNECT_TRACKS:
+        assert_tiles(store.finals("partials", track), 6.0)

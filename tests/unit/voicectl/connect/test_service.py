@@ -1,7 +1,9 @@
 """voicectl/connect/service.py: the consumer task's metrics as embedded metric format lines, and the endpoint the
 environment names (the ECS target: its URL with the bearer token from Secrets Manager, against moto and a WebSocket
-server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue here, and as voicectl
-connect-replay runs it (tests/unit/voicectl/test_connect_replay.py)."""
+server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue, and against moto's SQS and
+DynamoDB (duplicate deliveries, the visibility loop's errors, SQS's 12-hour ceiling, a SIGTERM during a poll, a
+call taken over from a stopped task), and as voicectl connect-replay runs it
+(tests/unit/voicectl/test_connect_replay.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,13 @@ def test_a_metric_is_one_embedded_metric_format_line(capsys):
 def test_sqs_limits_are_kept():
     assert service.RECEIVE_WAIT_S <= 20 and service.RECEIVE_MAX <= 10  # ReceiveMessage's maximums
     assert service.VISIBILITY_EXTEND_S < service.VISIBILITY_TIMEOUT_S <= 12 * 3600
+    # A message is handed on before SQS refuses its extension (12 h from its receipt), a round late at worst.
+    assert service.MAX_VISIBILITY_S == 12 * 3600
+    assert service.VISIBILITY_TIMEOUT_S + service.VISIBILITY_EXTEND_S < service.HAND_ON_MARGIN_S
+    # A live task's claim never runs out between two renewals, nor before its message's visibility does.
+    from voicectl.connect.sink import LEASE_S
+
+    assert LEASE_S >= 2 * service.VISIBILITY_EXTEND_S and LEASE_S >= service.VISIBILITY_TIMEOUT_S
 
 
 def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatch):
@@ -58,6 +67,24 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
     assert seen == ["Bearer t0ken"]
 
 
+class ClaimingStore:
+    """The in-memory store with the sink's claims (one owner; the claims' conditions are tested against moto)."""
+
+    def __new__(cls):
+        from tests.unit.voicectl.connect.connect_testkit import MemoryStore
+
+        store = MemoryStore()
+
+        async def claim_call(contact_id: str) -> str:
+            return "finished" if store.calls.get(contact_id, [""])[-1] in ("ENDED", "FAILED") else "claimed"
+
+        async def release_call(contact_id: str) -> None:
+            pass
+
+        store.claim_call, store.release_call = claim_call, release_call
+        return store
+
+
 class FakeQueue:
     """The SQS calls ``serve`` makes (from threads), over a list of call messages: each receive hands out what is
     queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
@@ -67,6 +94,7 @@ class FakeQueue:
                                               "startFragmentNumber": "1"}), "ReceiptHandle": f"receipt-{contact}"}
                          for contact in contacts]
         self.deleted: list[str] = []
+        self.visibility: list[tuple[str, int]] = []
 
     def receive_message(self, *, QueueUrl, WaitTimeSeconds, MaxNumberOfMessages, VisibilityTimeout):  # noqa: N803
         batch, self.messages[:MaxNumberOfMessages] = self.messages[:MaxNumberOfMessages], []
@@ -77,8 +105,8 @@ class FakeQueue:
     def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
         self.deleted.append(ReceiptHandle)
 
-    def change_message_visibility(self, **_kwargs):
-        pass
+    def change_message_visibility(self, *, QueueUrl, ReceiptHandle, VisibilityTimeout):  # noqa: N803
+        self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
 
 @pytest.fixture
@@ -121,14 +149,12 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
     scaling signal), and the full task waits once, for the first call's end (not on a timer, nor spinning); it takes
     the second call once the first ends; and a stop while the task is full ends ``serve`` with the running call
     cancelled (its message left for another task)."""
-    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
-
     started, ends, full_waits = held_calls
     queue = FakeQueue(["first", "second"])
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
                                                     opener=None, stop=stop, max_calls=1, receive_wait_s=1))
         await until(lambda: started == ["first"] and full_waits)
         for _ in range(20):
@@ -144,7 +170,8 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
         stop.set()
         async with asyncio.timeout(10):
             await serving
-        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task
+        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task ...
+        assert ("receipt-second", 0) in queue.visibility  # ... at once
 
     asyncio.run(scenario())
 
@@ -158,8 +185,6 @@ class RefusedDelete(FakeQueue):
 def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(held_calls, failing):
     """The slot of a call that ended is free even if deleting its message or the caller's callback failed (the
     message then comes back after its visibility timeout): a full task must not wait for it until it is stopped."""
-    from tests.unit.voicectl.connect.connect_testkit import MemoryStore
-
     started, ends, _full_waits = held_calls
     queue = (RefusedDelete if failing == "DeleteMessage" else FakeQueue)(["first", "second"])
 
@@ -169,7 +194,7 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=MemoryStore(), media=None,
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
                                                     opener=None, stop=stop, max_calls=1, receive_wait_s=1,
                                                     on_call_done=on_call_done))
         try:
@@ -182,3 +207,264 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
                 await serving
 
     asyncio.run(scenario())
+
+
+# ---- against moto: the queue's and the table's real semantics (visibility, receipt handles, conditional claims) ----
+
+BUS, TABLE = "voice-connect", "transcripts"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """moto's SQS queue (120 s visibility, as the stack sets it), the transcripts table and bus; yields (session,
+    queue URL)."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+        url = session.client("sqs").create_queue(QueueName="calls", Attributes={"VisibilityTimeout": "120"})[
+            "QueueUrl"]
+        session.client("dynamodb").create_table(
+            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "ContactId", "KeyType": "HASH"},
+                       {"AttributeName": "Item", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
+                                  {"AttributeName": "Item", "AttributeType": "S"}])
+        session.client("events").create_event_bus(Name=BUS)
+        yield session, url
+
+
+def aws_sink(session, owner: str, **options):
+    from voicectl.connect.sink import AwsSink
+
+    return AwsSink(session, bus_name=BUS, table_name=TABLE, owner=owner, **options)
+
+
+def body(contact: str) -> str:
+    return json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:us-east-1:1:stream/p-{contact}/1",
+                       "startFragmentNumber": "1"})
+
+
+def queue_counts(session, url) -> tuple[int, int]:
+    """(visible, in flight) messages of the queue."""
+    attributes = session.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+class Recording:
+    """The SQS client, with each call recorded as (operation, receipt or body) and faults injected per receipt."""
+
+    def __init__(self, client, fail: dict[str, int] | None = None) -> None:
+        self.client, self.calls, self.fail = client, [], fail or {}
+        self.receipts: dict[str, str] = {}  # receipt handle -> contact
+
+    def receive_message(self, **kwargs):
+        response = self.client.receive_message(**kwargs)
+        for message in response.get("Messages", []):
+            self.receipts[message["ReceiptHandle"]] = json.loads(message["Body"])["contactId"]
+        return response
+
+    def _call(self, operation: str, **kwargs):
+        contact = self.receipts.get(kwargs.get("ReceiptHandle", ""), json.loads(kwargs.get("MessageBody", "{}")).get(
+            "contactId"))
+        self.calls.append((operation, contact, kwargs.get("VisibilityTimeout")))
+        if self.fail.get(f"{operation}:{contact}", 0) != 0:
+            self.fail[f"{operation}:{contact}"] -= 1
+            raise RuntimeError(f"An error occurred (InternalError) when calling the {operation} operation")
+        return getattr(self.client, operation)(**kwargs)
+
+    def change_message_visibility(self, **kwargs):
+        return self._call("change_message_visibility", **kwargs)
+
+    def delete_message(self, **kwargs):
+        return self._call("delete_message", **kwargs)
+
+    def send_message(self, **kwargs):
+        return self._call("send_message", **kwargs)
+
+    def count(self, operation: str, contact: str, visibility: int | None = None) -> int:
+        return sum(1 for call in self.calls if call[:2] == (operation, contact)
+                   and (visibility is None or call[2] == visibility))
+
+
+def serving(sqs, url, sink, stop, **options):
+    return asyncio.create_task(service.serve(sqs=sqs, queue_url=url, sink=sink, media=None, opener=None, stop=stop,
+                                             receive_wait_s=0, **options))
+
+
+def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_never_runs_it_again(aws, held_calls):
+    """SQS standard delivers at least once: two copies of a call's message, the second never in place of the first
+    (it was: the first copy came back after its visibility timeout and ran the finished call again)."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        for _ in range(2):
+            sqs.client.send_message(QueueUrl=url, MessageBody=body("dup"))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop)
+        await until(lambda: started == ["dup"] and queue_counts(session, url) == (0, 2))
+        ends.setdefault("dup", asyncio.Event()).set()
+        await until(lambda: queue_counts(session, url) == (0, 0))  # both copies deleted
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("dup"))  # a copy after the end
+        await until(lambda: queue_counts(session, url) == (0, 0) and sqs.count("delete_message", "dup") == 3)
+        stop.set()
+        await task
+
+    asyncio.run(scenario())
+    assert started == ["dup"]
+
+
+def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws, held_calls, caplog):
+    """A refused ChangeMessageVisibility (and a refused SendMessage) for one call's message no longer stops the loop
+    for every call of the task: the other call's message is still extended every round, each error is logged with
+    its call."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"), fail={"change_message_visibility:bad": -1})  # always refused
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        for contact in ("bad", "good"):
+            sqs.client.send_message(QueueUrl=url, MessageBody=body(contact))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05)
+        await until(lambda: sqs.count("change_message_visibility", "good", 120) >= 3
+                    and sqs.count("change_message_visibility", "bad", 120) >= 3)
+        stop.set()
+        await task
+
+    asyncio.run(scenario())
+    assert sorted(started) == ["bad", "good"]
+    failures = [r.getMessage() for r in caplog.records if "change_message_visibility failed" in r.getMessage()]
+    assert failures and all(message.startswith("call bad: ") for message in failures)
+
+
+def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run_twice(aws, held_calls):
+    """A call longer than 12 hours: its message cannot stay invisible past 12 h from its receipt (SQS refuses the
+    extension), so it is handed on: a new copy sent, the old one deleted. The copy, received by another task, waits
+    on standby (the call's claim holds) and is deleted when the call ends; no task runs the call twice."""
+    session, url = aws
+    started, ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+    now = [0.0]
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("long"))
+        a = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        await until(lambda: started == ["long"])
+        b = serving(sqs, url, aws_sink(session, "task-b"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        await asyncio.sleep(0.2)
+        assert sqs.count("send_message", "long") == 0
+        now[0] = service.MAX_VISIBILITY_S - service.HAND_ON_MARGIN_S - service.VISIBILITY_TIMEOUT_S + 1
+        await until(lambda: sqs.count("send_message", "long") == 1 and queue_counts(session, url) == (0, 1)
+                    and sqs.count("delete_message", "long") == 1)
+        await asyncio.sleep(0.2)  # rounds in which the copy is held (task a: joins its call; task b: standby)
+        assert started == ["long"]
+        ends.setdefault("long", asyncio.Event()).set()
+        await until(lambda: queue_counts(session, url) == (0, 0))
+        stop.set()
+        await asyncio.gather(a, b)
+
+    asyncio.run(scenario())
+    assert started == ["long"]
+    assert sqs.count("send_message", "long") == 1 and sqs.count("delete_message", "long") == 2
+
+
+def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(aws, held_calls):
+    """SIGTERM during a long poll: the messages that poll returns are not started but made visible at once
+    (ChangeMessageVisibility 0), as is the cancelled call's message, whose claim is given up: another task takes
+    both calls at once, the cancelled one from its checkpoint."""
+    session, url = aws
+    started, _ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+    polled, release = asyncio.Event(), None
+    stop_seen = __import__("threading").Event()
+    real_receive = sqs.receive_message
+
+    def slow_receive(**kwargs):  # the second poll is in flight when the stop comes, and returns a call after it
+        if started:
+            loop.call_soon_threadsafe(polled.set)
+            stop_seen.wait(10)
+        return real_receive(**kwargs)
+
+    sqs.receive_message = slow_receive
+
+    async def scenario() -> None:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("running"))
+        task = serving(sqs, url, aws_sink(session, "task-a"), stop)
+        await until(lambda: started == ["running"])
+        await polled.wait()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("late"))
+        stop.set()
+        stop_seen.set()
+        await task
+
+    loop = None
+    asyncio.run(scenario())
+    assert started == ["running"]
+    assert sqs.count("change_message_visibility", "late", 0) == 1
+    assert sqs.count("change_message_visibility", "running", 0) == 1
+    assert queue_counts(session, url) == (2, 0)
+    assert asyncio.run(aws_sink(session, "task-b").claim_call("running")) == "claimed"  # released: no wait
+    assert asyncio.run(aws_sink(session, "task-b").claim_call("late")) == "claimed"
+
+
+def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_that_task_stops(aws, held_calls):
+    session, url = aws
+    started, _ends, _ = held_calls
+    sqs = Recording(session.client("sqs"))
+
+    async def scenario() -> None:
+        stop_a, stop_b = asyncio.Event(), asyncio.Event()
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("call"))
+        a = serving(sqs, url, aws_sink(session, "task-a"), stop_a, extend_every_s=0.05)
+        await until(lambda: started == ["call"])
+        sqs.client.send_message(QueueUrl=url, MessageBody=body("call"))  # a duplicate, for task b
+        b = serving(sqs, url, aws_sink(session, "task-b"), stop_b, extend_every_s=0.05)
+        await until(lambda: queue_counts(session, url) == (0, 2))
+        await asyncio.sleep(0.3)  # rounds of task b's standby checks
+        assert started == ["call"]
+        stop_a.set()  # task a stops: its claim released, its message back at once
+        await a
+        await until(lambda: started == ["call", "call"])  # task b resumes the call
+        stop_b.set()
+        await b
+
+    asyncio.run(scenario())
+
+
+def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its_claim(held_calls):
+    """The table refuses the call's ENDED status: the message is not deleted (it comes back after its visibility
+    timeout, and the task that takes it records the outcome) and the claim is released so that task may run it."""
+    started, ends, _ = held_calls
+    queue = FakeQueue(["unwritten"])
+    store = ClaimingStore()
+    released: list[str] = []
+
+    async def refused(contact_id, status, reason=""):
+        raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+
+    async def release(contact_id):
+        released.append(contact_id)
+
+    store.set_call, store.release_call = refused, release
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        done: list[str] = []
+        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=store, media=None, opener=None,
+                                                    stop=stop, receive_wait_s=1,
+                                                    on_call_done=lambda contact, reason: done.append(contact)))
+        await until(lambda: started == ["unwritten"])
+        ends.setdefault("unwritten", asyncio.Event()).set()
+        await until(lambda: done == ["unwritten"])
+        stop.set()
+        await serving
+
+    asyncio.run(scenario())
+    assert queue.deleted == [] and released == ["unwritten"]

@@ -380,3 +380,26 @@ def test_pacing_follows_an_absolute_schedule():
     for bad in (-1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="speed must be 0"):
             asyncio.run(collect(bad))
+
+
+def test_drive_machine_awaits_each_action_first_and_a_missing_done_goes_on(memory_server):
+    """The public hook the Connect consumer drives the machine with: ``on_action`` is awaited before each action is
+    carried out. A server that never sends ``transcription.done`` (vLLM #33962), with ``on_done_timeout="go_on"``:
+    each generation's deltas are its text and the transcription ends normally, never failing."""
+    from voicectl.clients.realtime.driver import drive_machine
+    from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
+
+    memory_server.never_done = True
+    seen: list[object] = []
+
+    async def on_action(action) -> None:
+        await asyncio.sleep(0)
+        seen.append(action)
+
+    machine_ = realtime.TranscriptionMachine(model="m", done_timeout_s=0.2, on_done_timeout=DONE_TIMEOUT_GO_ON)
+    result = asyncio.run(drive_machine(machine_, chunks_of(*pcm_with_index(3)), memory_server.open,
+                                       on_action=on_action))
+    texts = [action.text for action in seen if isinstance(action, realtime.ShowGenerationText)]
+    assert texts == ["w1.0 w1.1 w1.2 "] and result.transcript == "w1.0 w1.1 w1.2 "
+    assert isinstance(seen[-1], realtime.Finished) and isinstance(seen[0], realtime.OpenStream)
+    assert memory_server.sessions[0].closed  # given up: closed by the client

@@ -433,3 +433,29 @@ def test_a_short_error_code_is_escaped_and_a_missing_one_named(code, shown):
     (failed,) = [action for action in actions if isinstance(action, Failed)]
     assert "\x1b" not in str(failed.error) and "\x07" not in str(failed.error)
     assert f"the endpoint reported an error {shown}: x;" in str(failed.error)
+
+
+def test_a_done_that_never_comes_can_go_on_on_a_new_stream_with_the_deltas_as_the_text():
+    """vLLM #33962: a final commit left unanswered while every delta was sent. With ``on_done_timeout="go_on"``
+    (the Connect consumer's live calls) the generation's deltas become its text, its stream is closed, and the
+    audio after it goes on a new stream: the transcription does not end."""
+    from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
+
+    machine, _ = started(done_timeout_s=5, session_limit_s=0.5, on_done_timeout=DONE_TIMEOUT_GO_ON)
+    for index, chunk in enumerate(pcm_with_index(4)):  # the fourth chunk is past the 0.5 s limit: the generation
+        machine.audio(chunk, 0.1 * index)  # ends before it, which waits for the generation's done
+    assert machine.received(1, delta("hello "), 0.4) == [ShowDelta("hello ")]
+    assert machine.next_deadline() == pytest.approx(5.3)
+    actions = machine.tick(5.3)
+    assert isinstance(actions[0], Replaying) and "no transcription.done within 5 s" in actions[0].reason
+    assert actions[1:3] == [CloseStream(1), OpenStream(2)]
+    (text,) = [action for action in actions if isinstance(action, ShowGenerationText)]
+    assert (text.text, text.start_s, round(text.end_s, 6)) == ("hello ", 0.0, round(3 * CHUNK_S, 6))
+    assert not machine.finished and not any(isinstance(action, Failed) for action in actions)
+    assert sent(machine.opened(2, 5.4)) == ["update", "commit", "append 3"]  # the held chunk, on the new stream
+    assert machine.received(1, done("late"), 5.5) == []  # the closed stream is no longer heard
+
+
+def test_on_done_timeout_is_checked():
+    with pytest.raises(ValueError, match="on_done_timeout must be 'fail' or 'go_on'"):
+        TranscriptionMachine(on_done_timeout="retry")
