@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ ENVIRONMENT: dict[str, str] = {
     "ENDPOINT_NAME": "target: the SageMaker endpoint (bidirectional streaming)",
     "ENDPOINT_URL": "target: the ECS target's wss:// URL, with TOKEN_SECRET_ARN",
     "TOKEN_SECRET_ARN": "the Secrets Manager secret of the ECS target's bearer token",
+    "METRIC_DIMENSIONS": "a JSON object of the deployment's metric dimensions (the task sets it)",
     "AWS_DEFAULT_REGION": "the Region of the queue, bus, table, streams and endpoint (ECS sets it)",
 }
 REQUIRED = ("CALLS_QUEUE_URL", "BUS_NAME", "TABLE_NAME")
@@ -56,6 +58,7 @@ def target_of(env: Mapping[str, str]) -> tuple[str, str]:
     max_calls = env.get("MAX_CALLS", DEFAULT_MAX_CALLS)
     if not (max_calls.isascii() and max_calls.isdigit() and int(max_calls) >= 1):
         raise EnvError(f"MAX_CALLS={max_calls!r} is not a whole number of calls of at least 1")
+    _check_dimensions(env.get("METRIC_DIMENSIONS") or "{}")
     name, url = env.get("ENDPOINT_NAME"), env.get("ENDPOINT_URL")
     targets = "ENDPOINT_NAME (SageMaker) or ENDPOINT_URL with TOKEN_SECRET_ARN (the ECS target)"
     if name and url:
@@ -69,6 +72,18 @@ def target_of(env: Mapping[str, str]) -> tuple[str, str]:
     if not env.get("TOKEN_SECRET_ARN"):
         raise EnvError("ENDPOINT_URL is set without TOKEN_SECRET_ARN, its bearer token's secret")
     return "ecs", url
+
+
+def _check_dimensions(text: str) -> None:
+    """``METRIC_DIMENSIONS`` must be a JSON object of strings: every metric line carries it."""
+    try:
+        dimensions = json.loads(text)
+    except ValueError:
+        dimensions = None
+    if not (isinstance(dimensions, dict)
+            and all(isinstance(value, str) for value in dimensions.values())):
+        raise EnvError(f"METRIC_DIMENSIONS={text[:200]!r} is not a JSON object of strings "
+                       '(e.g. {"Deployment": "RealtimeVoice"})')
 
 
 async def _build_client(kind: str, region: str) -> None:

@@ -30,6 +30,8 @@ TRACER = Path(__file__).with_name("consumer_imports.py")
 OPTIONAL_IMPORTS = {
     "certifi": "botocore.httpsession loads certifi's CA file when it is installed, else uses "
                "botocore's own cacert.pem, as any boto3 installed without certifi does",
+    "brotli": "urllib3 and aiohttp decode brotli responses when it is installed (the mic page's "
+              "lock brings it); neither AWS endpoint the consumer calls sends brotli",
 }
 #: What the image installed with the whole development lock, and must not.
 DEVELOPMENT_ONLY = ("aws-cdk-lib", "cdk-nag", "cfn-lint", "moto", "pytest", "gradio", "jsii",

@@ -45,6 +45,12 @@ def test_the_target_is_the_endpoint_name_or_the_ecs_url_with_its_token():
     # An Arabic-Indic three: a digit to isdigit() and int(); refused (the construct writes ASCII).
     ({**BASE, "MAX_CALLS": "٣", "ENDPOINT_NAME": "e"},
      "MAX_CALLS='٣' is not a whole number of calls of at least 1"),
+    ({**BASE, "METRIC_DIMENSIONS": '["Deployment"]', "ENDPOINT_NAME": "e"},
+     "METRIC_DIMENSIONS='[\"Deployment\"]' is not a JSON object of strings "
+     '(e.g. {"Deployment": "RealtimeVoice"})'),
+    ({**BASE, "METRIC_DIMENSIONS": "{Deployment: x}", "ENDPOINT_NAME": "e"},
+     "METRIC_DIMENSIONS='{Deployment: x}' is not a JSON object of strings "
+     '(e.g. {"Deployment": "RealtimeVoice"})'),
     (BASE, f"no target: set {TARGETS}"),
     ({**BASE, **ECS, "ENDPOINT_NAME": "e"},
      f"both ENDPOINT_NAME and ENDPOINT_URL are set; set {TARGETS}, not both"),
