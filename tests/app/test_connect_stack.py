@@ -267,3 +267,20 @@ def test_the_bus_dead_letter_queue_has_an_alarm_on_the_shared_topic(connect):
     assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert alarm["AlarmActions"]
+
+
+def test_an_instance_of_another_account_is_a_settings_error_before_any_construct(monkeypatch, tmp_path):
+    """With the CLI's credentials (CDK_DEFAULT_ACCOUNT) naming another account than connect.instance_arn, the app
+    stops with one settings message (app.main prints it without a jsii stack trace), not a construct's ValueError."""
+    from app import create_app
+    from config.settings import SettingsError
+    from tests.app.variants import CONNECT
+    from tests.conftest import cdk_json_context
+
+    monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "210987654321")
+    with pytest.raises(SettingsError, match=(
+            r"connect\.instance_arn=arn:aws:connect:us-east-1:123456789012:instance/\S+: the instance is in account "
+            r"123456789012, this deployment in 210987654321; deploy the app in the instance's account")):
+        create_app({**cdk_json_context(), **CONNECT}, outdir=str(tmp_path))
+    monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "123456789012")  # the instance's own account is accepted
+    create_app({**cdk_json_context(), **CONNECT}, outdir=str(tmp_path))
