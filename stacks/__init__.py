@@ -44,20 +44,22 @@ class VoiceApp:
 
 
 def _refuse_another_accounts_instance(settings: Settings, account: str | None) -> None:
-    """The Connect instance must be in the deploying account (known when the CDK CLI has credentials): the start
-    function's permission names the instance's account as ``aws:SourceAccount``, and the association, storage config
-    and flow are made in the deploying account. Refused here, before any construct, as a settings error (one
-    message, no stack trace); the construct refuses it too.
+    """The Connect instance must be in the deploying account (known when the CDK CLI has
+    credentials): the start function's permission names the instance's account as
+    ``aws:SourceAccount``, and the association, storage config and flow are made in the deploying
+    account. Refused here, before any construct, as a settings error (one message, no stack trace);
+    the construct refuses it too.
 
     Raises:
         SettingsError: the instance ARN names another account.
     """
-    match = INSTANCE_ARN_PATTERN.match(settings.connect.instance_arn or "") if settings.connect.enabled else None
+    arn = settings.connect.instance_arn if settings.connect.enabled else None
+    match = INSTANCE_ARN_PATTERN.match(arn or "")
     if match is not None and account and match.group(2) != account:
         raise SettingsError([
-            f"connect.instance_arn={settings.connect.instance_arn}: the instance is in account {match.group(2)}, "
-            f"this deployment in {account}; deploy the app in the instance's account (its function association, "
-            "storage config and flow are made there)"])
+            f"connect.instance_arn={arn}: the instance is in account {match.group(2)}, this "
+            f"deployment in {account}; deploy the app in the instance's account (its function "
+            "association, storage config and flow are made there)"])
 
 
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
