@@ -165,16 +165,24 @@ EVENTS = {"Service": "events.amazonaws.com"}
 SOURCE = {"ArnLike": {"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:event-bus/*"}}
 
 
+DLQ_KEY_REF = {"Fn::GetAtt": ["DlqKey", "Arn"]}
+
+
 def bus(describe_condition=None) -> dict:
+    """An encrypted bus whose DLQ is under a key of its own (the bus's key would refuse it the same
+    errors)."""
     describe = allow("kms:DescribeKey", Principal=EVENTS)
     if describe_condition:
         describe["Condition"] = describe_condition
     return template(
         **key_with(allow("kms:*", Principal=ROOT), describe,
                    allow("kms:GenerateDataKey", "kms:Decrypt", Principal=EVENTS, Condition=SOURCE)),
+        DlqKey=res("AWS::KMS::Key", KeyPolicy={"Statement": [
+            allow("kms:*", Principal=ROOT),
+            allow("kms:GenerateDataKey", "kms:Decrypt", Principal=EVENTS)]}),
         Bus=res("AWS::Events::EventBus", Name="b", KmsKeyIdentifier=KEY_REF,
                 DeadLetterConfig={"Arn": {"Fn::GetAtt": ["Dlq", "Arn"]}}),
-        Dlq=res("AWS::SQS::Queue", KmsMasterKeyId=KEY_REF),
+        Dlq=res("AWS::SQS::Queue", KmsMasterKeyId=DLQ_KEY_REF),
         DlqPolicy=res("AWS::SQS::QueuePolicy", Queues=[{"Ref": "Dlq"}], PolicyDocument={"Statement": [
             allow("sqs:SendMessage", Principal=EVENTS, resource={"Fn::GetAtt": ["Dlq", "Arn"]})]}))
 
@@ -203,8 +211,28 @@ def test_an_encrypted_bus_has_a_standard_dead_letter_queue_eventbridge_may_use()
         "Dlq is a FIFO queue; EventBridge DLQs are standard queues"]
     assert found(rg.EncryptedEventBusDeadLetters, without(bus(), "DlqPolicy", "sqs:SendMessage")) == [
         "the policy of Dlq does not let events.amazonaws.com send to it"]
-    assert found(rg.EncryptedEventBusDeadLetters, without(bus(), "Key", "kms:GenerateDataKey")) == [
-        "Dlq's key Key does not allow events.amazonaws.com kms:GenerateDataKey"]
+    no_generate = without(bus(), "DlqKey", "kms:GenerateDataKey")
+    assert found(rg.EncryptedEventBusDeadLetters, no_generate) == [
+        "Dlq's key DlqKey does not allow events.amazonaws.com kms:GenerateDataKey"]
+
+
+def test_a_bus_dead_letter_queue_is_not_under_the_bus_key_nor_an_aws_managed_key():
+    """The bus's DLQ takes events on 'the specified customer managed key being disabled or
+    missing': under the same key it would be refused too. An AWS managed key's policy cannot let
+    EventBridge use it. SQS-managed encryption (no key) holds."""
+    same = bus()
+    same["Resources"]["Dlq"]["Properties"]["KmsMasterKeyId"] = KEY_REF
+    assert found(rg.EncryptedEventBusDeadLetters, same) == [
+        "Dlq is under the bus's own key Key: the key disabled or missing, the errors it is for, "
+        "would refuse its messages too"]
+    managed = bus()
+    managed["Resources"]["Dlq"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sqs"
+    assert found(rg.EncryptedEventBusDeadLetters, managed) == [
+        "Dlq is under the AWS managed key alias/aws/sqs, whose policy cannot let "
+        "events.amazonaws.com use it"]
+    sse_sqs = bus()
+    sse_sqs["Resources"]["Dlq"]["Properties"] = {"SqsManagedSseEnabled": True}
+    assert found(rg.EncryptedEventBusDeadLetters, sse_sqs) == []
 
 
 # ------------------------------------------------------------------------------------------- SQS and DynamoDB
