@@ -560,12 +560,27 @@ class KinesisVideoStreamKeyForConsumers(AppRule, CloudFormationLintRule):
                     yield stack, ("Resources", lid), f"the policy of stream key {key[1]} does not delegate to IAM"
                 for role in t.resources(template, "AWS::IAM::Role"):
                     statements = role_statements(template, role)
-                    if not any(allows([s], "kinesisvideo:GetMedia") and s.get("Resource") != "*"
-                               for s in statements):
-                        continue
+                    if not allows(statements, "kinesisvideo:GetMedia"):
+                        continue  # a grant on "*" reads the streams too
                     if not allows(statements, "kms:Decrypt", key_value):
                         yield stack, ("Resources", role), (
                             f"{role} reads Connect's streams ({prefix}) but may not kms:Decrypt with their key")
+
+
+def _sub_names(value) -> set[str]:
+    """The logical ids an Fn::Sub template string names (``${Name}``, ``${Name.Attribute}``), at
+    any depth."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, arg in value.items():
+            text = arg[0] if key == "Fn::Sub" and isinstance(arg, list) and arg else arg
+            if key == "Fn::Sub" and isinstance(text, str):
+                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
+            found |= _sub_names(arg)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _sub_names(item)
+    return found
 
 
 class ConnectFunctionAssociation(AppRule, CloudFormationLintRule):
@@ -602,8 +617,9 @@ class ConnectFunctionAssociation(AppRule, CloudFormationLintRule):
                     yield stack, where, (f"{function}'s permission for {instance} names another SourceAccount "
                                          f"than the instance's {account}")
                 for flow_id, flow in t.resources(template, "AWS::Connect::ContactFlow").items():
-                    if function in t.references(flow.get("Content")) and \
-                            lid not in t.as_list(resources[flow_id].get("DependsOn")):
+                    named = t.references(flow.get("Content")) | _sub_names(flow.get("Content"))
+                    waits_for = t.as_list(resources[flow_id].get("DependsOn"))
+                    if function in named and lid not in waits_for:
                         yield stack, ("Resources", flow_id, "DependsOn"), (
                             f"{flow_id} invokes {function} but is not created after its association {lid}")
 

@@ -291,6 +291,23 @@ def test_stream_readers_may_decrypt_with_the_stream_key():
         "the policy of stream key Key does not delegate to IAM"]
 
 
+def test_a_stream_reader_on_every_resource_may_decrypt_too():
+    """A GetMedia grant on "*" reads Connect's streams as well as one on their ARNs."""
+    broad = without(connect(), "Policy", "kms:Decrypt")
+    broad["Resources"]["Policy"]["Properties"]["PolicyDocument"]["Statement"][0]["Resource"] = "*"
+    assert found(rg.KinesisVideoStreamKeyForConsumers, broad) == [
+        "Role reads Connect's streams (voice) but may not kms:Decrypt with their key"]
+
+
+def test_a_flow_naming_the_function_in_its_fn_sub_text_waits_for_the_association():
+    """``${Function.Arn}`` in the Fn::Sub text names the function as a GetAtt would."""
+    early = connect()
+    del early["Resources"]["Flow"]["DependsOn"]
+    early["Resources"]["Flow"]["Properties"]["Content"] = {"Fn::Sub": '{"Arn": "${Function.Arn}"}'}
+    assert found(rg.ConnectFunctionAssociation, early) == [
+        "Flow invokes Function but is not created after its association Association"]
+
+
 def test_an_associated_function_lets_connect_invoke_it_and_flows_wait_for_the_association():
     assert found(rg.ConnectFunctionAssociation, connect()) == []
     other = connect()
