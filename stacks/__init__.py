@@ -11,7 +11,8 @@ from pathlib import Path
 from aws_cdk import App, Environment, Stack, Tags
 
 from config.models import BRIDGE_CONTAINER_DIR
-from config.settings import Settings
+from config.settings import Settings, SettingsError
+from constructs_lib.connect.props import INSTANCE_ARN_PATTERN
 from stacks.artifacts_stack import ArtifactsStack
 from stacks.composition import foundation_refs
 from stacks.connect_stack import ConnectStack
@@ -42,6 +43,25 @@ class VoiceApp:
                 if s is not None]
 
 
+def _refuse_another_accounts_instance(settings: Settings, account: str | None) -> None:
+    """The Connect instance must be in the deploying account (known when the CDK CLI has
+    credentials): the start function's permission names the instance's account as
+    ``aws:SourceAccount``, and the association, storage config and flow are made in the deploying
+    account. Refused here, before any construct, as a settings error (one message, no stack trace);
+    the construct refuses it too.
+
+    Raises:
+        SettingsError: the instance ARN names another account.
+    """
+    arn = settings.connect.instance_arn if settings.connect.enabled else None
+    match = INSTANCE_ARN_PATTERN.match(arn or "")
+    if match is not None and account and match.group(2) != account:
+        raise SettingsError([
+            f"connect.instance_arn={arn}: the instance is in account {match.group(2)}, this "
+            f"deployment in {account}; deploy the app in the instance's account (its function "
+            "association, storage config and flow are made there)"])
+
+
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
     """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic``
     (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic), and ``-Foundation``
@@ -50,8 +70,12 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
 
     The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
     the region is the ``region`` setting.
+
+    Raises:
+        SettingsError: ``connect.instance_arn`` names another account than ``CDK_DEFAULT_ACCOUNT``.
     """
     env = Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=settings.region)
+    _refuse_another_accounts_instance(settings, env.account)
     prefix = settings.stack_name_prefix
     artifacts = voxtral = sonic = foundation_stack = None
     if settings.makes_key or settings.network.private:

@@ -85,7 +85,7 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
 )
 from constructs_lib.sagemaker_endpoint.props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
-from constructs_lib.nag import acknowledge_compliance, nag_render
+from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.validation import Problems
 
 
@@ -119,10 +119,13 @@ class ConnectTranscription(Construct):
         # policy changed) go to the bus's dead-letter queue: "We strongly recommend specifying a DLQ for event
         # buses" (EventBridge user guide, "Encrypting EventBridge event buses with AWS KMS keys"). It is a standard
         # queue (EventBridge DLQs are standard SQS queues, "Using dead-letter queues to process undelivered
-        # events"), encrypted with the same key: the key's EventBridge statement lets EventBridge write to it.
+        # events"). Not under the bus's key: the errors it is for ("the specified customer
+        # managed key being disabled or missing", "Using dead-letter queues to capture encrypted
+        # event errors") would refuse its SendMessage's KMS calls too; SQS-managed encryption
+        # (SSE-SQS) needs no KMS permission of the sender.
         self.bus_dead_letters = sqs.Queue(
             self, "BusDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
-            encryption=sqs.QueueEncryption.KMS, encryption_master_key=key,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
             removal_policy=removal) if key is not None else None
         self.bus = events.EventBus(self, "Bus", kms_key=key, dead_letter_queue=self.bus_dead_letters)
         self.bus.apply_removal_policy(RemovalPolicy.DESTROY)  # holds no data: events are delivered, not kept
@@ -137,6 +140,12 @@ class ConnectTranscription(Construct):
             Validations.of(self.bus_dead_letters).acknowledge(Acknowledgment(
                 id="AwsSolutions-SQS3", reason="It is the transcript bus's dead-letter queue (the EventBus's "
                                                "DeadLetterConfig, which cdk-nag does not read); a DLQ has no DLQ."))
+            skip_checkov(self.bus_dead_letters, "AWS::SQS::Queue", {
+                "CKV_AWS_27": "Encrypted at rest by SQS (SqsManagedSseEnabled), not with the data "
+                              "key: it takes the bus's events on 'the specified customer managed "
+                              "key being disabled or missing' (EventBridge user guide, 'Using "
+                              "dead-letter queues to capture encrypted event errors'), which would "
+                              "refuse a queue under that key too."})
         self.dead_letters = sqs.Queue(
             self, "CallsDeadLetters", retention_period=Duration.days(14), enforce_ssl=True,
             encryption=sqs.QueueEncryption.KMS if key is not None else sqs.QueueEncryption.SQS_MANAGED,

