@@ -27,7 +27,11 @@ class RollingUpdateBatchSize(TemplateRule, CloudFormationLintRule):
                  "unconfirmed: state INSTANCE_COUNT 1 instead); INSTANCE_COUNT at least 1")
     description = ("RollingUpdatePolicy MaximumBatchSize: 'Value must be between 5% to 50% of the variant's total "
                    "instance count.' CapacitySize Value: minimum 1. The rounding of a percent below one instance "
-                   "is not documented (SageMaker developer guide, 'Use rolling deployments': unconfirmed).")
+                   "is not documented (SageMaker developer guide, 'Use rolling deployments': unconfirmed). "
+                   "The same sentence read for INSTANCE_COUNT would refuse a batch of 1 on a one-instance "
+                   "variant (100 %); whether SageMaker applies it to INSTANCE_COUNT, or accepts a rolling "
+                   "update of a single instance, is unconfirmed: the rule checks the range for "
+                   "CAPACITY_PERCENT only.")
     source_url = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RollingUpdatePolicy.html"
     tags = ["sagemaker"]
 
