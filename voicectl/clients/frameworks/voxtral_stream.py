@@ -114,7 +114,8 @@ class VoxtralUtteranceStream:
         self.done_wait_s = done_wait_s
         self.session_limit_s = session_limit_s
         self.clock = clock
-        self.events: asyncio.Queue[SttEvent] = asyncio.Queue()
+        self.events: asyncio.Queue[SttEvent | None] = asyncio.Queue()
+        """What the stream gives, in order (None is never put by the stream: a reader may put it to stop itself)."""
         self.failed: RealtimeError | None = None
         self.accepted = False
         self._current: _Utterance | None = None

@@ -1,0 +1,171 @@
+"""Pipecat's own pipelines (``pipecat.tests.utils.run_test``) with the Voxtral and Sonic services against the local
+runtime: SigV4, HTTP/2 bidirectional streams and ``InvokeEndpointWithResponseStream`` through the front door, the real
+bridge, the fake vLLM and the Sonic stand-in, all on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
+
+from pipecat.frames.frames import (  # noqa: E402
+    ErrorFrame, InputAudioRawFrame, STTMetadataFrame, InterimTranscriptionFrame, InterruptionFrame, TranscriptionFrame,
+    TTSAudioRawFrame, TTSSpeakFrame, VADUserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams  # noqa: E402
+from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
+from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
+
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
+from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
+from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
+from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
+from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
+from voicectl.clients.frameworks.voxtral_stream import VOXTRAL_TTFS_P99_S  # noqa: E402
+from voicectl.clients.realtime.auth import BearerToken  # noqa: E402
+
+SPEECH = (b"\x10\x27\xf0\xd8" * 160)  # 20 ms of a loud square wave at 16 kHz (320 samples): one Pipecat input frame
+UTTERANCE_FRAMES = 75  # 1.5 s of audio: enough for the fake vLLM's first deltas (after 0.6 s) before the commit
+PARAMS = PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000)
+
+
+def utterance_frames() -> list:
+    """An utterance as a Pipecat transport gives it: 20 ms input frames, then VAD's end of speech."""
+    frames: list = [InputAudioRawFrame(SPEECH, 16000, 1) for _ in range(UTTERANCE_FRAMES)]
+    # The VAD frame is a system frame (it overtakes queued audio): let the audio through first, as VAD's own
+    # stop_secs of silence does in a live pipeline.
+    return [*frames, SleepFrame(0.5), VADUserStoppedSpeakingFrame(stop_secs=0.2, timestamp=time.time())]
+
+
+def errors(frames) -> list[str]:
+    return [frame.error for frame in frames if isinstance(frame, ErrorFrame)]
+
+
+def transcription_frames(frames) -> list:
+    return [frame for frame in frames if isinstance(frame, (InterimTranscriptionFrame, TranscriptionFrame))]
+
+
+def test_an_utterance_gives_interim_then_final_transcription_frames(client_env):
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=client_env.url))
+    down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
+    texts = transcription_frames(down)
+    assert [type(frame) for frame in texts[:-1]] == [InterimTranscriptionFrame] * (len(texts) - 1)
+    assert len(texts) >= 2 and isinstance(texts[-1], TranscriptionFrame)
+    final = texts[-1].text
+    assert final.startswith("".join(DELTAS).strip())  # the fake vLLM's scripted words, in order
+    assert texts[-2].text and final.startswith(texts[-2].text.strip())  # the last interim is a prefix of the final
+    assert texts[-1].finalized  # confirmed by transcription.done
+    assert errors(up) == []
+    metadata = [frame for frame in up if isinstance(frame, STTMetadataFrame)]
+    assert [frame.ttfs_p99_latency for frame in metadata] == [VOXTRAL_TTFS_P99_S]
+    audio = bytes(client_env.vllm.sessions[0].audio)
+    assert audio == SPEECH * UTTERANCE_FRAMES  # every sample reached vLLM, in order, once
+
+
+def test_the_ecs_target_url_and_token(client_env):
+    """The ECS target's path: a plain WebSocket to the bridge with a bearer token (the local bridge takes any)."""
+    url = f"ws://127.0.0.1:{client_env.bridge.port}/invocations-bidirectional-stream"
+    stt = VoxtralSTTService(target=VoxtralTarget(url=url, token=BearerToken("local-token", "a test")))
+    down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
+    finals = [frame.text for frame in down if isinstance(frame, TranscriptionFrame)]
+    assert finals and finals[0].startswith("Hello from the local runtime.")
+    assert errors(up) == []
+
+
+class SilenceOnEndOfSpeech(FrameProcessor):
+    """Makes the fake vLLM answer nothing from the end of speech on (no ``transcription.done``)."""
+
+    def __init__(self, vllm) -> None:
+        super().__init__()
+        self.vllm = vllm
+
+    async def process_frame(self, frame, direction) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, VADUserStoppedSpeakingFrame):
+            self.vllm.silent = True
+        await self.push_frame(frame, direction)
+
+
+def test_a_done_that_never_comes_ends_the_utterance_with_its_deltas(client_env, caplog):
+    stack = client_env
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=stack.url), done_wait_s=1.0)
+    pipeline = Pipeline([SilenceOnEndOfSpeech(stack.vllm), stt])
+    down, up = asyncio.run(run_test(pipeline, frames_to_send=[*utterance_frames(), SleepFrame(1.5)],
+                                    pipeline_params=PARAMS))
+    finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
+    interims = [frame for frame in down if isinstance(frame, InterimTranscriptionFrame)]
+    assert stack.vllm.sessions[0].event_types()[-1] == "input_audio_buffer.commit"  # the final commit went out
+    assert len(finals) == 1 and interims and finals[0].text == interims[-1].text  # the deltas that arrived
+    assert not finals[0].finalized  # not confirmed by a transcription.done
+    assert "no transcription.done within 1.0 s" in caplog.text
+    assert errors(up) == []
+
+
+@pytest.mark.parametrize("endpoint, expected", [
+    ("no-such-endpoint", "Endpoint no-such-endpoint"),
+])
+def test_a_refused_stream_is_one_error_frame_naming_the_cause(client_env, endpoint, expected):
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=endpoint, endpoint_url=client_env.url))
+    down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
+    assert len(errors(up)) == 1 and expected in errors(up)[0]
+    assert transcription_frames(down) == []
+
+
+def test_a_sentence_gives_audio_frames_at_the_pipeline_rate(client_env):
+    tts = SonicTTSService(target=SonicTarget(SONIC, endpoint_url=client_env.url), voice_id="voice-1")
+    down, up = asyncio.run(run_test(tts, frames_to_send=[TTSSpeakFrame("Hello there, this is Sonic.")],
+                                    pipeline_params=PARAMS))
+    audio = [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
+    assert audio and {frame.sample_rate for frame in audio} == {24000}
+    call = client_env.sonic.calls[-1]
+    assert call.request["output_format"]["sample_rate"] == 24000
+    assert call.request["transcript"].strip() == "Hello there, this is Sonic."
+    assert b"".join(frame.audio for frame in audio) == bytes(call.audio)  # every sample Sonic sent, in order
+    assert tts.synthesizer.last_time_to_first_audio_s is not None
+    assert errors(up) == []
+
+
+def test_an_interruption_closes_the_sonic_request_and_no_audio_of_it_follows(client_env):
+    stack = client_env
+    stack.sonic.pace = 1.0  # real time: the sentence is still streaming when the interruption comes
+    tts = SonicTTSService(target=SonicTarget(SONIC, endpoint_url=stack.url), voice_id="voice-1")
+    sentence = "A long sentence that takes a few seconds to speak, so that it can be interrupted halfway through."
+    down, up = asyncio.run(run_test(tts, frames_to_send=[TTSSpeakFrame(sentence), SleepFrame(0.8),
+                                                         InterruptionFrame(), SleepFrame(0.5)],
+                                    pipeline_params=PARAMS))
+    assert tts.synthesizer.closed_early == 1  # the request's connection was closed before Sonic's done
+    kinds = [type(frame) for frame in down]
+    assert InterruptionFrame in kinds
+    after = kinds[kinds.index(InterruptionFrame):]
+    assert TTSAudioRawFrame in kinds and TTSAudioRawFrame not in after
+    assert errors(up) == []
+
+
+def test_a_sonic_429_is_an_error_frame_naming_the_cause(client_env):
+    """Every generation slot of the stand-in busy (4, as Cartesia's container): Sonic answers 429, which SageMaker
+    turns into a ModelError carrying it."""
+    stack = client_env
+    stack.sonic.pace = 1.0
+    target = SonicTarget(SONIC, endpoint_url=stack.url)
+    tts = SonicTTSService(target=target, voice_id="voice-1")
+
+    async def run():
+        holder = SonicSynthesizer(target, voice_id="voice-1")
+        held = [holder.stream("A sentence that holds a generation slot for a while.", 24000) for _ in range(4)]
+        for stream in held:
+            await anext(stream)  # each holds one of the container's four slots
+        try:
+            return await run_test(tts, frames_to_send=[TTSSpeakFrame("Hello.")], pipeline_params=PARAMS)
+        finally:
+            for stream in held:
+                await stream.aclose()
+            await holder.aclose()
+
+    down, up = asyncio.run(run())
+    ours = [error for error in errors(up) if "Sonic endpoint" in error]
+    assert len(ours) == 1 and "ModelError (status 429)" in ours[0] and "no free generation slot" in ours[0]
+    assert not [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
