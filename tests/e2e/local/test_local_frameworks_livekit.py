@@ -16,6 +16,7 @@ from livekit import rtc  # noqa: E402
 from livekit.agents import APIConnectionError, APIStatusError, stt  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
+from tests.e2e.local.frameworks_testkit import wait_until  # noqa: E402
 from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
 from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
 from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
@@ -106,6 +107,9 @@ def test_an_interruption_closes_the_sonic_request(client_env):
     first, after = asyncio.run(run())
     assert first.frame.samples_per_channel > 0 and after == []
     assert plugin.synthesizer.closed_early == 1
+    call = stack.sonic.calls[-1]
+    assert wait_until(lambda: call.client_closed)  # the stand-in saw the request closed and stopped generating
+    assert not any(event["type"] == "done" for event in call.events)
 
 
 def test_a_sonic_429_is_a_retryable_status_error(client_env):

@@ -21,6 +21,7 @@ from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
 from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
+from tests.e2e.local.frameworks_testkit import wait_until  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
 from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
@@ -138,6 +139,9 @@ def test_an_interruption_closes_the_sonic_request_and_no_audio_of_it_follows(cli
                                                          InterruptionFrame(), SleepFrame(0.5)],
                                     pipeline_params=PARAMS))
     assert tts.synthesizer.closed_early == 1  # the request's connection was closed before Sonic's done
+    call = stack.sonic.calls[-1]
+    assert wait_until(lambda: call.client_closed)  # the stand-in saw the request closed and stopped generating
+    assert not any(event["type"] == "done" for event in call.events)
     kinds = [type(frame) for frame in down]
     assert InterruptionFrame in kinds
     after = kinds[kinds.index(InterruptionFrame):]
