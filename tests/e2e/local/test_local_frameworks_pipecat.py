@@ -173,3 +173,109 @@ def test_a_sonic_429_is_an_error_frame_naming_the_cause(client_env):
     ours = [error for error in errors(up) if "Sonic endpoint" in error]
     assert len(ours) == 1 and "ModelError (status 429)" in ours[0] and "no free generation slot" in ours[0]
     assert not [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
+
+
+def test_refused_credentials_are_one_error_frame_naming_the_cause(client_env, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=client_env.url))
+    down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
+    assert len(errors(up)) == 1 and "signature" in errors(up)[0].lower()
+    assert transcription_frames(down) == []
+
+
+def test_server_busy_is_retried_then_one_error_frame(tmp_path, monkeypatch):
+    """Every stream slot of the bridge taken (MAX_STREAMS 1, held by another client): the machine retries
+    server_busy (BUSY_RETRY_DELAYS_S) and then gives up with one error frame naming it."""
+    from websockets.sync.client import connect
+
+    from tests.e2e.local.conftest import E2E_ACCEPT_S, StackRunner, front_door_env
+    from voicectl.local.bidi import StreamSettings
+
+    runner = StackRunner(tmp_path, StreamSettings(accept_timeout_s=E2E_ACCEPT_S), bridge_options={"max_streams": 1})
+    stack = runner.start()
+    try:
+        front_door_env(stack, monkeypatch, tmp_path)
+        with connect(f"ws://127.0.0.1:{stack.bridge.port}/invocations-bidirectional-stream") as holder:
+            holder.recv()  # session.created: the one slot is taken
+            stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=stack.url))
+            down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance_frames(), SleepFrame(9.0)],
+                                            pipeline_params=PARAMS))
+        assert len(errors(up)) == 1 and "server_busy" in errors(up)[0] and "retries" in errors(up)[0]
+        assert transcription_frames(down) == []
+    finally:
+        runner.stop()
+
+
+def test_credentials_from_the_container_credential_provider(client_env, monkeypatch):
+    """As in an ECS task: no access key in the environment, AWS_CONTAINER_CREDENTIALS_FULL_URI and
+    AWS_CONTAINER_AUTHORIZATION_TOKEN name a credential endpoint (here a stand-in on loopback answering as ECS's
+    does: AccessKeyId, SecretAccessKey, Token, Expiration; botocore ContainerProvider)."""
+    from aiohttp import web
+
+    from tests.e2e.local.conftest import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+
+    stack = client_env
+    seen: list[str | None] = []
+
+    async def credentials(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.json_response({"AccessKeyId": ACCESS_KEY_ID, "SecretAccessKey": SECRET_ACCESS_KEY,
+                                  "Token": "task-session-token", "Expiration": "2099-01-01T00:00:00Z"})
+
+    async def start():
+        app = web.Application()
+        app.router.add_get("/v2/credentials/task", credentials)
+        app_runner = web.AppRunner(app)
+        await app_runner.setup()
+        site = web.TCPSite(app_runner, "127.0.0.1", 0)
+        await site.start()
+        return app_runner, site._server.sockets[0].getsockname()[1]
+
+    app_runner, port = stack.call(start())
+    try:
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{port}/v2/credentials/task")
+        monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token")
+        stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=stack.url))
+        tts = SonicTTSService(target=SonicTarget(SONIC, endpoint_url=stack.url), voice_id="voice-1")
+        down, up = asyncio.run(run_test(Pipeline([stt, tts]), frames_to_send=[
+            *utterance_frames(), SleepFrame(0.5), TTSSpeakFrame("Hello from a task role.")], pipeline_params=PARAMS))
+    finally:
+        stack.call(app_runner.cleanup())
+    assert errors(up) == []
+    assert [frame for frame in down if isinstance(frame, TranscriptionFrame)]
+    assert [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
+    assert seen and set(seen) == {"container-auth-token"}
+
+
+BOT_WITH_A_REFUSED_STREAM = """
+import asyncio, sys
+from pipecat.frames.frames import InputAudioRawFrame, VADUserStoppedSpeakingFrame
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test
+from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
+from voicectl.clients.frameworks.targets import VoxtralTarget
+
+stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=sys.argv[1]))
+frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in range(50)]
+down, up = asyncio.run(run_test(stt, frames_to_send=[*frames, SleepFrame(0.5), VADUserStoppedSpeakingFrame(0.2)],
+                                pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+print("ERRORS", [frame.error for frame in up if type(frame).__name__ == "ErrorFrame"])
+"""
+
+
+def test_a_refused_stream_leaves_no_traceback_at_exit(client_env, tmp_path):
+    """A refused stream's awscrt body writer fails with AWS_ERROR_HTTP_STREAM_HAS_COMPLETED, which asyncio would print
+    as "Task exception was never retrieved" when the interpreter exits."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "bot.py"
+    script.write_text(BOT_WITH_A_REFUSED_STREAM)
+    done = subprocess.run([sys.executable, str(script), client_env.url], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("Voxtral endpoint no-such-endpoint: SageMaker rejected") == 1
+    assert "Traceback" not in done.stderr and "AWS_ERROR" not in done.stderr, done.stderr[-2000:]

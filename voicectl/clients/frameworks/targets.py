@@ -68,9 +68,13 @@ class VoxtralTarget:
 
             yield open_websocket
             return
-        from voicectl.clients.sagemaker_stream import open_endpoint
+        import asyncio
+
+        from voicectl.clients.sagemaker_stream import ignore_completed_stream_writes, open_endpoint
 
         assert self.endpoint_name is not None
+        # A refused stream would otherwise leave awscrt's AWS_ERROR_HTTP_STREAM_HAS_COMPLETED traceback at exit.
+        ignore_completed_stream_writes(asyncio.get_running_loop())
         async with open_endpoint(self.endpoint_name, region=self.region, profile=self.profile,
                                  endpoint_url=self.endpoint_url) as open_stream:
             yield open_stream
