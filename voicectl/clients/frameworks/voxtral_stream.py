@@ -16,11 +16,10 @@ commit without ``transcription.done`` (vllm-project/vllm#33962): the utterance t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime.driver import transcribe_stream
@@ -48,7 +47,7 @@ TIMEOUT_CODE = "timeout"
 
 @dataclass(frozen=True)
 class Interim:
-    """The utterance's text so far (every delta since its start; replaced text after a resend is dropped)."""
+    """The utterance's text so far, stripped (every delta since its start; text replaced after a resend is dropped)."""
 
     text: str
 
@@ -84,9 +83,10 @@ SttEvent = Interim | Final | Failure
 
 @dataclass
 class _Utterance:
-    queue: asyncio.Queue[bytes | None]
+    queue: asyncio.Queue[bytes | None]  # its audio; None ends it
     transcript: Transcript
     pending: bytearray
+    out: asyncio.Queue[SttEvent | None] = field(default_factory=asyncio.Queue)  # its events; None ends them
     task: asyncio.Task[None] | None = None
     speech_end_at: float | None = None
 
@@ -119,7 +119,8 @@ class VoxtralUtteranceStream:
         self.failed: RealtimeError | None = None
         self.accepted = False
         self._current: _Utterance | None = None
-        self._last_task: asyncio.Task[None] | None = None
+        self._order: asyncio.Queue[_Utterance] = asyncio.Queue()  # utterances, in order, for the forwarder
+        self._forwarder: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def push_audio(self, pcm16: bytes) -> None:
@@ -154,6 +155,11 @@ class VoxtralUtteranceStream:
         tasks = list(self._tasks)
         if tasks and wait_s > 0:
             await asyncio.wait(tasks, timeout=wait_s)
+        if self._forwarder is not None:
+            self._order.put_nowait(None)  # type: ignore[arg-type]  # the forwarder ends after what is done
+            tasks.append(self._forwarder)
+            if wait_s > 0:
+                await asyncio.wait({self._forwarder}, timeout=wait_s)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -161,17 +167,28 @@ class VoxtralUtteranceStream:
 
     def _start(self) -> _Utterance:
         utterance = _Utterance(asyncio.Queue(), Transcript(), bytearray())
-        previous = self._last_task
-        utterance.task = asyncio.create_task(self._run(utterance, previous))
+        utterance.task = asyncio.create_task(self._run(utterance))
         self._tasks.add(utterance.task)
         utterance.task.add_done_callback(self._tasks.discard)
-        self._current, self._last_task = utterance, utterance.task
+        if self._forwarder is None:
+            self._forwarder = asyncio.create_task(self._forward())
+        self._order.put_nowait(utterance)
+        self._current = utterance
         return utterance
 
-    async def _run(self, utterance: _Utterance, previous: asyncio.Task[None] | None) -> None:
+    async def _forward(self) -> None:
+        """Pass on each utterance's events, one utterance after the other: a later utterance's interims wait for
+        the earlier one's final."""
+        while (utterance := await self._order.get()) is not None:
+            while (event := await utterance.out.get()) is not None:
+                self.events.put_nowait(event)
+                if not isinstance(event, Interim):
+                    break
+
+    async def _run(self, utterance: _Utterance) -> None:
         def on_delta(delta: str) -> None:
             if delta:
-                self.events.put_nowait(Interim(utterance.transcript.text))
+                utterance.out.put_nowait(Interim(utterance.transcript.text.strip()))
 
         def on_accepted() -> None:
             self.accepted = True
@@ -182,24 +199,22 @@ class VoxtralUtteranceStream:
                 _audio_of(utterance.queue), self.opener, model=self.model, on_delta=on_delta,
                 on_accepted=on_accepted, transcript=utterance.transcript, session_limit_s=self.session_limit_s,
                 done_timeout_s=self.done_wait_s, clock=self.clock)
-            event = Final(result.transcript, True, utterance.speech_end_at, self.clock())
+            event = Final(result.transcript.strip(), True, utterance.speech_end_at, self.clock())
         except RealtimeError as error:
             if error.code == TIMEOUT_CODE and utterance.speech_end_at is not None:
                 logger.warning("no transcription.done within %.1f s of the final commit (vllm-project/vllm#33962): "
                                "the utterance ends with the deltas received: %r", self.done_wait_s,
                                utterance.transcript.text)
-                event = Final(utterance.transcript.text, False, utterance.speech_end_at, self.clock())
+                event = Final(utterance.transcript.text.strip(), False, utterance.speech_end_at, self.clock())
             else:
                 fatal = not self.accepted
                 if fatal and self.failed is not None:
-                    return  # an earlier utterance already reported why the endpoint refuses the streams
+                    utterance.out.put_nowait(None)  # an earlier utterance already reported why
+                    return
                 if fatal:
                     self.failed = error
                 event = Failure(error, fatal)
-        if previous is not None:  # finals in utterance order
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(previous)
-        self.events.put_nowait(event)
+        utterance.out.put_nowait(event)
 
 
 async def _audio_of(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
