@@ -118,7 +118,7 @@ class FakeRuntime:
     async def handle(self, request: Any) -> Any:
         from aiohttp import web
 
-        self.requests.append((request.path, json.loads(await request.read())))
+        self.requests.append((request.raw_path, json.loads(await request.read())))
         if self.refusal is not None:
             status, code, body = self.refusal
             return web.json_response(body, status=status, headers={"X-Amzn-ErrorType": code})
