@@ -26,11 +26,13 @@ class ScriptedServer:
     Attributes:
         refuse: raise this from every open (a refused stream).
         drop_done: never send ``transcription.done`` (vllm-project/vllm#33962).
+        cut_after_appends: the first stream drops (TransportClosed) after this many appends.
         streams: every stream opened, in order.
     """
 
     refuse: RealtimeError | None = None
     drop_done: bool = False
+    cut_after_appends: int | None = None
     streams: list[ScriptedStream] = field(default_factory=list)
 
     async def open(self) -> ScriptedStream:
@@ -49,7 +51,7 @@ class ScriptedServer:
 class ScriptedStream:
     def __init__(self, server: ScriptedServer) -> None:
         self.server = server
-        self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.inbox: asyncio.Queue[str | TransportClosed | None] = asyncio.Queue()
         self.inbox.put_nowait(json.dumps({"type": "session.created", "id": "sess-1"}))
         self.received: list[dict[str, Any]] = []
         self.audio = bytearray()
@@ -63,6 +65,11 @@ class ScriptedStream:
         event = json.loads(text)
         self.received.append(event)
         if event["type"] == "input_audio_buffer.append":
+            cut = self.server.cut_after_appends
+            if cut is not None and self is self.server.streams[0] and len(self.audio) >= cut * 4096:
+                self.closed = True
+                self.inbox.put_nowait(TransportClosed("the network dropped the stream"))
+                raise TransportClosed("the network dropped the stream")
             self.audio += base64.b64decode(event["audio"])
             if self.generating:
                 delta = f"word{len(self.text.split()) + 1} "
@@ -76,7 +83,10 @@ class ScriptedStream:
                 self.generating, self.text = False, ""
 
     async def receive_text(self) -> str | None:
-        return await self.inbox.get()
+        message = await self.inbox.get()
+        if isinstance(message, TransportClosed):
+            raise message
+        return message
 
     async def close(self) -> None:
         self.closed = True

@@ -90,3 +90,15 @@ def test_end_of_speech_without_audio_does_nothing(pieces):
         return stream.events.qsize()
 
     assert asyncio.run(run()) == 0
+
+
+def test_a_stream_cut_mid_utterance_is_answered_by_a_new_stream_without_losing_audio():
+    """The machine reopens and resends the utterance's audio since the last transcription.done: the final text
+    covers all of it once (the first stream's partial text is replaced)."""
+    server = ScriptedServer(cut_after_appends=2)
+    events = asyncio.run(utterances(server, 1, chunks=4))
+    final = events[-1]
+    assert isinstance(final, Final) and final.complete
+    assert final.text == "word1 word2 word3 word4 word5"  # five appends on the new stream, none twice
+    assert len(server.streams) == 2
+    assert bytes(server.streams[1].audio) == LOUD * 4 + b"\x01\x00" * 100  # all of it, on the new stream
