@@ -1,15 +1,17 @@
 """LiveKit Agents text-to-speech plugin for the Sonic endpoint on SageMaker: :class:`SonicTTS`.
 
-A thin adapter over :class:`~voicectl.clients.frameworks.sonic_stream.SonicSynthesizer`, as the Pipecat service is:
-a chunked TTS (``TTSCapabilities(streaming=False)``; LiveKit's ``tts.StreamAdapter`` cuts an LLM's text into
-sentences for it), one ``InvokeEndpointWithResponseStream`` request per ``synthesize`` call, audio pushed as Sonic
-sends it. When LiveKit interrupts the speech it closes the chunked stream, which cancels the request's task: the
-request's connection is closed. Sonic's 422 and 429 end the stream with an ``APIStatusError`` carrying that status
-and its cause (429 retryable, 422 not).
+A thin adapter over :class:`~voicectl.clients.frameworks.sonic_stream.SonicSynthesizer`, as the
+Pipecat service is: a chunked TTS (``TTSCapabilities(streaming=False)``; LiveKit's
+``tts.StreamAdapter`` cuts an LLM's text into sentences for it), one
+``InvokeEndpointWithResponseStream`` request per ``synthesize`` call, audio pushed as Sonic sends
+it. When LiveKit interrupts the speech it closes the chunked stream, which cancels the request's
+task: the request's connection is closed. Sonic's 422 and 429 end the stream with an
+``APIStatusError`` carrying that status and its cause (429 retryable, 422 not).
 
 Usage::
 
-    session = AgentSession(tts=SonicTTS(target=SonicTarget("sonic-tts"), voice_id="<Cartesia voice id>"), ...)
+    tts = SonicTTS(target=SonicTarget("sonic-tts"), voice_id="<Cartesia voice id>")
+    session = AgentSession(tts=tts, ...)
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import uuid
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
-from voicectl.clients.frameworks.sonic_stream import DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer
+from voicectl.clients.frameworks.sonic_stream import (
+    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+)
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ
 
@@ -27,7 +31,8 @@ DEFAULT_SAMPLE_RATE_HZ = 24000
 """LiveKit's usual output rate (its plugins' default), one Sonic offers."""
 
 RETRYABLE_STATUSES = frozenset({429})
-"""Container statuses worth a retry: 429, no free generation slot (Cartesia's listing, "Error Handling")."""
+"""Container statuses worth a retry: 429, no free generation slot (Cartesia's listing, "Error
+Handling")."""
 
 
 class SonicTTS(tts.TTS):
@@ -43,7 +48,8 @@ class SonicTTS(tts.TTS):
         ValueError: the rate, voice or language is not one Sonic accepts.
     """
 
-    def __init__(self, *, target: SonicTarget, voice_id: str, language: str = DEFAULT_VOICE_LANGUAGE,
+    def __init__(self, *, target: SonicTarget, voice_id: str,
+                 language: str = DEFAULT_VOICE_LANGUAGE,
                  sample_rate: int = DEFAULT_SAMPLE_RATE_HZ) -> None:
         if sample_rate not in SONIC_SAMPLE_RATES_HZ:
             raise ValueError(f"Sonic cannot speak at {sample_rate} Hz; use one of "
@@ -60,8 +66,9 @@ class SonicTTS(tts.TTS):
     def provider(self) -> str:
         return "Amazon SageMaker"
 
-    def synthesize(self, text: str, *,
-                   conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS) -> SonicChunkedStream:
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+    ) -> SonicChunkedStream:
         return SonicChunkedStream(tts=self, input_text=text, conn_options=conn_options)
 
     async def aclose(self) -> None:
@@ -86,7 +93,9 @@ class SonicChunkedStream(tts.ChunkedStream):
             if error.status is not None:
                 raise APIStatusError(str(error), status_code=error.status,
                                      retryable=error.status in RETRYABLE_STATUSES) from None
-            raise APIConnectionError(str(error), retryable=error.code == "InternalStreamFailure") from None
+            retryable = error.code == "InternalStreamFailure"
+            raise APIConnectionError(str(error), retryable=retryable) from None
         finally:
-            await audio.aclose()  # a cancelled stream (an interruption) closes the request's connection here
+            # A cancelled stream (an interruption) closes the request's connection here.
+            await audio.aclose()
         output_emitter.flush()

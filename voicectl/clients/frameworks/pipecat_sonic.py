@@ -1,15 +1,17 @@
 """Pipecat text-to-speech service for the Sonic endpoint on SageMaker: :class:`SonicTTSService`.
 
 A thin adapter over :class:`~voicectl.clients.frameworks.sonic_stream.SonicSynthesizer`: one
-``InvokeEndpointWithResponseStream`` request per sentence Pipecat aggregates, audio frames at the pipeline's output
-rate as Sonic sends them (Sonic is asked for that rate: no resampling), Pipecat's TTFB metric at the first audio. On
-an interruption Pipecat cancels the task running :meth:`run_tts`; the generator's exit closes the request's
-connection, so no more of its audio is read. A refused request (Sonic's 422 and 429, an unknown endpoint, refused
-credentials) is one ``ErrorFrame`` naming the cause.
+``InvokeEndpointWithResponseStream`` request per sentence Pipecat aggregates, audio frames at the
+pipeline's output rate as Sonic sends them (Sonic is asked for that rate: no resampling), Pipecat's
+TTFB metric at the first audio. On an interruption Pipecat cancels the task running :meth:`run_tts`;
+the generator's exit closes the request's connection, so no more of its audio is read. A refused
+request (Sonic's 422 and 429, an unknown endpoint, refused credentials) is one ``ErrorFrame`` naming
+the cause.
 
 Usage::
 
-    tts = SonicTTSService(target=SonicTarget("sonic-tts", region="us-east-1"), voice_id="<Cartesia voice id>")
+    tts = SonicTTSService(target=SonicTarget("sonic-tts", region="us-east-1"),
+                          voice_id="<Cartesia voice id>")
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from pipecat.frames.frames import CancelFrame, EndFrame, ErrorFrame, Frame, StartFrame, TTSAudioRawFrame
+from pipecat.frames.frames import (
+    CancelFrame, EndFrame, ErrorFrame, Frame, StartFrame, TTSAudioRawFrame,
+)
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 
-from voicectl.clients.frameworks.sonic_stream import DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer
+from voicectl.clients.frameworks.sonic_stream import (
+    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+)
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ
 from voicectl.errors import UsageError
@@ -39,10 +45,12 @@ class SonicTTSService(TTSService):
         **kwargs: passed to Pipecat's ``TTSService``.
     """
 
-    def __init__(self, *, target: SonicTarget, voice_id: str, language: str = DEFAULT_VOICE_LANGUAGE,
-                 sample_rate: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, target: SonicTarget, voice_id: str,
+                 language: str = DEFAULT_VOICE_LANGUAGE, sample_rate: int | None = None,
+                 **kwargs: Any) -> None:
+        settings = TTSSettings(model=None, voice=voice_id, language=language)
         super().__init__(sample_rate=sample_rate, push_start_frame=True, push_stop_frames=True,
-                         settings=TTSSettings(model=None, voice=voice_id, language=language), **kwargs)
+                         settings=settings, **kwargs)
         self._synthesizer = SonicSynthesizer(target, voice_id=voice_id, language=language)
         self._target = target
 
@@ -58,9 +66,9 @@ class SonicTTSService(TTSService):
         await super().start(frame)
         if self.sample_rate not in SONIC_SAMPLE_RATES_HZ:
             allowed = ", ".join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)
-            await self.push_error(f"Sonic cannot speak at {self.sample_rate} Hz; set the pipeline's "
-                                  f"audio_out_sample_rate (or sample_rate=) to one of {allowed}",
-                                  force_treat_as_permanent=True)
+            await self.push_error(f"Sonic cannot speak at {self.sample_rate} Hz; set the "
+                                  "pipeline's audio_out_sample_rate (or sample_rate=) to one of "
+                                  f"{allowed}", force_treat_as_permanent=True)
             return
         try:
             await self._synthesizer.start()

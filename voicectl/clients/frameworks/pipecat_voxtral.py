@@ -1,15 +1,17 @@
 """Pipecat speech-to-text service for the Voxtral endpoint: :class:`VoxtralSTTService`.
 
-A thin adapter over :class:`~voicectl.clients.frameworks.voxtral_stream.VoxtralUtteranceStream`: the pipeline's audio
-goes in (resampled to 16 kHz mono when the pipeline runs at another rate), Pipecat's ``VADUserStoppedSpeakingFrame``
-is the end of the utterance (its final commit), deltas come out as ``InterimTranscriptionFrame`` (the utterance's
-text so far) and ``transcription.done`` as one finalized ``TranscriptionFrame``. A refused stream is one
-``ErrorFrame`` naming the cause.
+A thin adapter over :class:`~voicectl.clients.frameworks.voxtral_stream.VoxtralUtteranceStream`: the
+pipeline's audio goes in (resampled to 16 kHz mono when the pipeline runs at another rate),
+Pipecat's ``VADUserStoppedSpeakingFrame`` is the end of the utterance (its final commit), deltas
+come out as ``InterimTranscriptionFrame`` (the utterance's text so far) and ``transcription.done``
+as one finalized ``TranscriptionFrame``. A refused stream is one ``ErrorFrame`` naming the cause.
 
 Usage::
 
-    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral-realtime", region="us-east-1"))
-    # or, the ECS target: VoxtralTarget(url="wss://.../invocations-bidirectional-stream", token=BearerToken(...))
+    target = VoxtralTarget(endpoint_name="voxtral-realtime", region="us-east-1")
+    # or the ECS target:
+    # VoxtralTarget(url="wss://.../invocations-bidirectional-stream", token=BearerToken(...))
+    stt = VoxtralSTTService(target=target)
 """
 
 from __future__ import annotations
@@ -40,23 +42,26 @@ from voicectl.errors import UsageError
 
 
 class VoxtralSTTService(STTService):
-    """Voxtral Realtime on SageMaker (bidirectional streaming) or ECS (WebSocket), as a Pipecat STT service.
+    """Voxtral Realtime on SageMaker (bidirectional streaming) or ECS (WebSocket), as a Pipecat STT
+    service.
 
     Args:
         target: where the endpoint is (:class:`VoxtralTarget`).
         model: the served model name for ``session.update``.
         done_wait_s: the bounded wait for ``transcription.done`` after the end of speech.
         session_limit_s: audio seconds per generation.
-        ttfs_p99_latency: p99 seconds from the end of speech to the final transcript, for Pipecat's turn logic
-            (default :data:`VOXTRAL_TTFS_P99_S`; measure yours with ``bench/agent_latency_bench.py``).
+        ttfs_p99_latency: p99 seconds from the end of speech to the final transcript, for Pipecat's
+            turn logic (default :data:`VOXTRAL_TTFS_P99_S`; measure yours with
+            ``bench/agent_latency_bench.py``).
         **kwargs: passed to Pipecat's ``STTService``.
     """
 
-    def __init__(self, *, target: VoxtralTarget, model: str = DEFAULT_MODEL, done_wait_s: float = DONE_WAIT_S,
+    def __init__(self, *, target: VoxtralTarget, model: str = DEFAULT_MODEL,
+                 done_wait_s: float = DONE_WAIT_S,
                  session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
                  ttfs_p99_latency: float | None = VOXTRAL_TTFS_P99_S, **kwargs: Any) -> None:
-        super().__init__(ttfs_p99_latency=ttfs_p99_latency, settings=STTSettings(model=model, language=None),
-                         **kwargs)
+        super().__init__(ttfs_p99_latency=ttfs_p99_latency,
+                         settings=STTSettings(model=model, language=None), **kwargs)
         self._target = target
         self._model = model
         self._done_wait_s = done_wait_s
@@ -74,9 +79,11 @@ class VoxtralSTTService(STTService):
         try:
             opener = await self._exit.enter_async_context(self._target.opener())
         except (RealtimeError, UsageError) as error:
-            await self.push_error(f"Voxtral endpoint {self._target.name}: {error}", force_treat_as_permanent=True)
+            await self.push_error(f"Voxtral endpoint {self._target.name}: {error}",
+                                  force_treat_as_permanent=True)
             return
-        self._stream = VoxtralUtteranceStream(opener, model=self._model, done_wait_s=self._done_wait_s,
+        self._stream = VoxtralUtteranceStream(opener, model=self._model,
+                                              done_wait_s=self._done_wait_s,
                                               session_limit_s=self._session_limit_s)
         self._reader = self.create_task(self._read_events(self._stream), name="voxtral_events")
 
@@ -95,7 +102,8 @@ class VoxtralSTTService(STTService):
             await stream.aclose(wait_s=wait_s)
         if reader is not None:
             if stream is not None and wait_s > 0:
-                stream.events.put_nowait(None)  # the reader passes on what is queued (the last final), then ends
+                # The reader passes on what is queued (the last final), then ends.
+                stream.events.put_nowait(None)
                 await asyncio.wait({reader}, timeout=wait_s)
             await self.cancel_task(reader)
         await self._exit.aclose()
@@ -103,7 +111,8 @@ class VoxtralSTTService(STTService):
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame | None, None]:
         if self._stream is not None:
             if self.sample_rate != TARGET_SAMPLE_RATE_HZ:
-                audio = await self._resampler.resample(audio, self.sample_rate, TARGET_SAMPLE_RATE_HZ)
+                audio = await self._resampler.resample(audio, self.sample_rate,
+                                                       TARGET_SAMPLE_RATE_HZ)
             self._stream.push_audio(audio)
         yield None
 
@@ -116,16 +125,16 @@ class VoxtralSTTService(STTService):
     async def _read_events(self, stream: VoxtralUtteranceStream) -> None:
         while (event := await stream.events.get()) is not None:
             if isinstance(event, Interim):
-                if event.text.strip():
-                    await self.push_frame(InterimTranscriptionFrame(event.text.strip(), self._user_id,
-                                                                    time_now_iso8601(), result=event))
+                if event.text:
+                    await self.push_frame(InterimTranscriptionFrame(
+                        event.text, self._user_id, time_now_iso8601(), result=event))
             elif isinstance(event, Final):
                 if event.complete:
                     self.confirm_finalize()
-                if event.text.strip():
+                if event.text:
                     await self.emit_stt_usage_metrics()
-                    await self.push_frame(TranscriptionFrame(event.text.strip(), self._user_id,
-                                                             time_now_iso8601(), result=event))
+                    await self.push_frame(TranscriptionFrame(
+                        event.text, self._user_id, time_now_iso8601(), result=event))
             elif isinstance(event, Failure):
                 await self.push_error(f"Voxtral endpoint {self._target.name}: {event.error}",
                                       force_treat_as_permanent=event.fatal)

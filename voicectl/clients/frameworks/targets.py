@@ -1,9 +1,10 @@
-"""Where the endpoints are: :class:`VoxtralTarget` (SageMaker bidirectional streaming or the ECS target's WebSocket)
-and :class:`SonicTarget` (SageMaker ``InvokeEndpointWithResponseStream``).
+"""Where the endpoints are: :class:`VoxtralTarget` (SageMaker bidirectional streaming or the ECS
+target's WebSocket) and :class:`SonicTarget` (SageMaker ``InvokeEndpointWithResponseStream``).
 
-Credentials come from botocore's standard chain (environment, profiles, SSO, the ECS container credential provider
-``AWS_CONTAINER_CREDENTIALS_FULL_URI``/``_RELATIVE_URI``, the instance profile), not from ``AWS_ACCESS_KEY_ID`` only;
-``endpoint_url`` reaches a VPC interface endpoint or a local runtime.
+Credentials come from botocore's standard chain (environment, profiles, SSO, the ECS container
+credential provider ``AWS_CONTAINER_CREDENTIALS_FULL_URI``/``_RELATIVE_URI``, the instance profile),
+not from ``AWS_ACCESS_KEY_ID`` only; ``endpoint_url`` reaches a VPC interface endpoint or a local
+runtime.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ from voicectl.clients.realtime.transport import TransportOpener
 
 @dataclass(frozen=True)
 class VoxtralTarget:
-    """A Voxtral endpoint: ``endpoint_name`` (SageMaker) or ``url`` (the ECS target's bridge), exactly one.
+    """A Voxtral endpoint: ``endpoint_name`` (SageMaker) or ``url`` (the ECS target's bridge),
+    exactly one.
 
     Attributes:
         endpoint_name: the SageMaker EndpointName (stack output ``VoxtralEndpointName``).
         region: AWS Region; None = ``AWS_REGION``/``AWS_DEFAULT_REGION`` or the profile's.
         profile: AWS profile; None = the default chain.
-        endpoint_url: the bidirectional runtime's URL (``https://HOST:8443``: a VPC interface endpoint, a local
-            runtime); None = ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`` or the Region's.
-        url: the ECS target's WebSocket URL (``wss://<load balancer>/invocations-bidirectional-stream``).
-        token: the bearer token the ECS target requires (:class:`BearerToken`; its value is never printed).
+        endpoint_url: the bidirectional runtime's URL (``https://HOST:8443``: a VPC interface
+            endpoint, a local runtime); None = ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`` or the
+            Region's.
+        url: the ECS target's WebSocket URL (``wss://<load
+            balancer>/invocations-bidirectional-stream``).
+        token: the bearer token the ECS target requires (:class:`BearerToken`; its value is never
+            printed).
     """
 
     endpoint_name: str | None = None
@@ -39,8 +44,9 @@ class VoxtralTarget:
 
     def __post_init__(self) -> None:
         if (self.endpoint_name is None) == (self.url is None):
-            raise ValueError("a Voxtral target is either a SageMaker endpoint (endpoint_name=...) or the ECS target's "
-                             "WebSocket (url=..., token=...), exactly one of them")
+            raise ValueError("a Voxtral target is either a SageMaker endpoint (endpoint_name=...) "
+                             "or the ECS target's WebSocket (url=..., token=...), exactly one of "
+                             "them")
         if self.url is not None and not self.url.startswith(("ws://", "wss://")):
             raise ValueError(f"url {self.url!r} is not a WebSocket URL; use "
                              "wss://HOST/invocations-bidirectional-stream (the ECS stack's output)")
@@ -52,11 +58,13 @@ class VoxtralTarget:
 
     @contextlib.asynccontextmanager
     async def opener(self) -> AsyncIterator[TransportOpener]:
-        """Yield a :data:`TransportOpener` of new streams to the target; its clients are closed on exit.
+        """Yield a :data:`TransportOpener` of new streams to the target; its clients are closed on
+        exit.
 
         Raises:
             RealtimeError: no usable AWS credentials (code ``credentials``).
-            voicectl.errors.UsageError: no Region, an unknown profile, or a CA bundle that is not a file.
+            voicectl.errors.UsageError: no Region, an unknown profile, or a CA bundle that is not a
+                file.
         """
         if self.url is not None:
             from voicectl.clients.realtime.websocket import WebSocketTransport
@@ -73,7 +81,8 @@ class VoxtralTarget:
         from voicectl.clients.sagemaker_stream import ignore_completed_stream_writes, open_endpoint
 
         assert self.endpoint_name is not None
-        # A refused stream would otherwise leave awscrt's AWS_ERROR_HTTP_STREAM_HAS_COMPLETED traceback at exit.
+        # A refused stream would otherwise leave awscrt's AWS_ERROR_HTTP_STREAM_HAS_COMPLETED
+        # traceback at exit.
         ignore_completed_stream_writes(asyncio.get_running_loop())
         async with open_endpoint(self.endpoint_name, region=self.region, profile=self.profile,
                                  endpoint_url=self.endpoint_url) as open_stream:
@@ -99,4 +108,5 @@ class SonicTarget:
 
     def __post_init__(self) -> None:
         if not self.endpoint_name.strip():
-            raise ValueError("the Sonic endpoint name is empty; pass the stack output SonicEndpointName")
+            raise ValueError("the Sonic endpoint name is empty; pass the stack output "
+                             "SonicEndpointName")
