@@ -1,14 +1,17 @@
-"""The latency figures voice-agent builders compare, through a real Pipecat pipeline with the project's services:
+"""The latency figures voice-agent builders compare, through a real Pipecat pipeline with the
+project's services:
 
-- time to final transcript: from the end of speech to the final ``TranscriptionFrame`` (Pipecat's convention, as in
-  its stt-benchmark and ``STTService``: the end of speech is Silero VAD's stop time minus its ``stop_secs``);
+- time to final transcript: from the end of speech to the final ``TranscriptionFrame`` (Pipecat's
+  convention, as in its stt-benchmark and ``STTService``: the end of speech is Silero VAD's stop
+  time minus its ``stop_secs``);
 - Sonic's time to first audio: from sending a sentence's request to its first audio;
 - voice to voice: from the end of speech to the agent's first audio frame, through
   VAD -> Voxtral STT -> an LLM stand-in with a fixed first-token time -> Sonic TTS.
 
-Each is printed as p50 / p95 / p99 in ms over the utterances (``--repeats`` passes over recorded utterances with
-their reference text; ``espeak-ng`` makes them, else the one recording in tests/clients/data is used), with the word
-error rate of the final transcripts. It is a benchmark, never a test: it prints, it asserts nothing.
+Each is printed as p50 / p95 / p99 in ms over the utterances (``--repeats`` passes over recorded
+utterances with their reference text; ``espeak-ng`` makes them, else the one recording in
+tests/clients/data is used), with the word error rate of the final transcripts. It is a benchmark,
+never a test: it prints, it asserts nothing.
 
 Against ``make local`` (source the env.sh it prints; the fake vLLM, or ``VLLM=real``)::
 
@@ -40,8 +43,9 @@ sys.path[:0] = [str(ROOT)]
 from pipecat.audio.vad.silero import SileroVADAnalyzer  # noqa: E402
 from pipecat.audio.vad.vad_analyzer import VADParams  # noqa: E402
 from pipecat.frames.frames import (  # noqa: E402
-    EndFrame, ErrorFrame, Frame, InputAudioRawFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame,
-    LLMTextFrame, TranscriptionFrame, TTSAudioRawFrame, VADUserStoppedSpeakingFrame,
+    EndFrame, ErrorFrame, Frame, InputAudioRawFrame, LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame, LLMTextFrame, TranscriptionFrame, TTSAudioRawFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
@@ -69,16 +73,19 @@ REFERENCES = (
 
 RECORDING = ROOT / "tests/clients/data/speech_22k_stereo.wav"
 RECORDING_TEXT = REFERENCES[0]
-"""The fallback recording and its text (tests/clients/data/README.md) when espeak-ng is not installed."""
+"""The fallback recording and its text (tests/clients/data/README.md) when espeak-ng is not
+installed."""
 
 FRAME_S = 0.02
 """Seconds of audio per input frame (20 ms, a transport's usual frame)."""
 
 VAD_STOP_S = 0.2
-"""Silero VAD's stop_secs: Pipecat's recommended default (``VAD_STOP_SECS``; its stt_latency figures use it)."""
+"""Silero VAD's stop_secs: Pipecat's recommended default (``VAD_STOP_SECS``; its stt_latency figures
+use it)."""
 
 LLM_FIRST_TOKEN_S = 0.35
-"""The LLM stand-in's time to first token (a fast hosted model's order of magnitude; pass yours with --llm-ttft-ms)."""
+"""The LLM stand-in's time to first token (a fast hosted model's order of magnitude; pass yours with
+--llm-ttft-ms)."""
 
 REPLY = "Sure. Here is what I found for you."
 """What the LLM stand-in answers (its first sentence is what Sonic speaks first)."""
@@ -100,7 +107,8 @@ class Turn:
 
 
 class Probe(FrameProcessor):
-    """Records, for the current turn, VAD's end of speech and the final transcript (after the STT)."""
+    """Records, for the current turn, VAD's end of speech and the final transcript (after the
+    STT)."""
 
     def __init__(self, bench: Bench) -> None:
         super().__init__()
@@ -109,7 +117,8 @@ class Probe(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         turn = self.bench.turn
-        if turn is not None and isinstance(frame, VADUserStoppedSpeakingFrame) and turn.speech_end is None:
+        stopped = isinstance(frame, VADUserStoppedSpeakingFrame)
+        if turn is not None and stopped and turn.speech_end is None:
             turn.speech_end = frame.timestamp - frame.stop_secs
         if turn is not None and isinstance(frame, TranscriptionFrame) and turn.final_at is None:
             turn.final_at, turn.final_text = time.time(), frame.text
@@ -119,7 +128,8 @@ class Probe(FrameProcessor):
 
 
 class LlmStandIn(FrameProcessor):
-    """An LLM with a fixed time to first token: each final transcript is answered with :data:`REPLY`."""
+    """An LLM with a fixed time to first token: each final transcript is answered with
+    :data:`REPLY`."""
 
     def __init__(self, first_token_s: float) -> None:
         super().__init__()
@@ -187,7 +197,8 @@ async def feed(worker: PipelineWorker, pcm16: bytes) -> None:
     step = int(FRAME_S * TARGET_SAMPLE_RATE_HZ) * 2
     start = time.monotonic()
     for index, offset in enumerate(range(0, len(pcm16), step)):
-        await worker.queue_frame(InputAudioRawFrame(pcm16[offset:offset + step], TARGET_SAMPLE_RATE_HZ, 1))
+        frame = InputAudioRawFrame(pcm16[offset:offset + step], TARGET_SAMPLE_RATE_HZ, 1)
+        await worker.queue_frame(frame)
         delay = start + (index + 1) * FRAME_S - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -195,7 +206,8 @@ async def feed(worker: PipelineWorker, pcm16: bytes) -> None:
 
 async def voice_turns(args: argparse.Namespace, utterances: list[tuple[str, bytes]]) -> list[Turn]:
     bench = Bench()
-    voxtral = VoxtralTarget(endpoint_name=args.voxtral_endpoint, region=args.region, endpoint_url=args.voxtral_url)
+    voxtral = VoxtralTarget(endpoint_name=args.voxtral_endpoint, region=args.region,
+                            endpoint_url=args.voxtral_url)
     sonic = SonicTarget(args.sonic_endpoint, region=args.region, endpoint_url=args.sonic_url)
     pipeline = Pipeline([
         VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=VAD_STOP_S))),
@@ -216,7 +228,7 @@ async def voice_turns(args: argparse.Namespace, utterances: list[tuple[str, byte
             await feed(worker, pcm16)
             deadline = time.monotonic() + TURN_TIMEOUT_S
             while not turn.done.is_set() and time.monotonic() < deadline:
-                await feed(worker, silence * 5)  # silence while the agent thinks and starts to speak
+                await feed(worker, silence * 5)  # while the agent thinks and starts to speak
             await feed(worker, silence * 50)  # the reply plays; the next turn starts in silence
             turns.append(turn)
     await worker.queue_frame(EndFrame())
@@ -225,8 +237,8 @@ async def voice_turns(args: argparse.Namespace, utterances: list[tuple[str, byte
 
 
 async def sonic_first_audio(args: argparse.Namespace) -> list[float]:
-    synthesizer = SonicSynthesizer(SonicTarget(args.sonic_endpoint, region=args.region, endpoint_url=args.sonic_url),
-                                   voice_id=args.voice)
+    target = SonicTarget(args.sonic_endpoint, region=args.region, endpoint_url=args.sonic_url)
+    synthesizer = SonicSynthesizer(target, voice_id=args.voice)
     figures = []
     try:
         for _ in range(args.repeats):
@@ -246,7 +258,8 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Word-level Levenshtein distance over the reference's word count (case and punctuation ignored)."""
+    """Word-level Levenshtein distance over the reference's word count (case and punctuation
+    ignored)."""
     def words(text: str) -> list[str]:
         return "".join(c.lower() if c.isalnum() or c.isspace() else " " for c in text).split()
 
@@ -275,18 +288,21 @@ async def main(args: argparse.Namespace) -> None:
         utterances = recordings(Path(directory))
     turns = await voice_turns(args, utterances)
     ttfa = await sonic_first_audio(args)
-    ttfs = [t.final_at - t.speech_end for t in turns if t.final_at and t.speech_end and t.final_at >= t.speech_end]
+    ttfs = [t.final_at - t.speech_end for t in turns
+            if t.final_at and t.speech_end and t.final_at >= t.speech_end]
     v2v = [t.first_audio_at - t.speech_end for t in turns if t.first_audio_at and t.speech_end]
     missing = sum(1 for t in turns if t.first_audio_at is None or t.speech_end is None)
     wer = [word_error_rate(t.reference, t.final_text) for t in turns if t.final_at]
-    print(f"{len(turns)} turns ({len(utterances)} utterances x {args.repeats}); Voxtral {args.voxtral_endpoint}, "
-          f"Sonic {args.sonic_endpoint}; VAD stop_secs {VAD_STOP_S}, LLM stand-in first token {args.llm_ttft_ms} ms")
+    print(f"{len(turns)} turns ({len(utterances)} utterances x {args.repeats}); Voxtral "
+          f"{args.voxtral_endpoint}, Sonic {args.sonic_endpoint}; VAD stop_secs {VAD_STOP_S},")
+    print(f"LLM stand-in first token {args.llm_ttft_ms:.0f} ms")
     print(table([("time to final transcript (after end of speech)", ttfs),
                  ("Sonic time to first audio (per sentence)", ttfa),
                  ("voice to voice (end of speech to first audio)", v2v)]))
     if wer:
-        print(f"word error rate of the final transcripts: {sum(wer) / len(wer):.1%} (mean over {len(wer)}; "
-              "meaningless with make local's fake vLLM, which sends scripted words)")
+        print(f"word error rate of the final transcripts: {sum(wer) / len(wer):.1%} (mean over "
+              f"{len(wer)})")
+        print("(with make local's fake vLLM, which sends scripted words, it means nothing)")
     if missing:
         print(f"{missing} turns without an end of speech or a reply within {TURN_TIMEOUT_S:.0f} s")
 
@@ -297,14 +313,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Voxtral SageMaker endpoint (default: make local's voxtral-realtime)")
     parser.add_argument("--sonic-endpoint", default="sonic-tts",
                         help="Sonic SageMaker endpoint (default: make local's sonic-tts)")
-    parser.add_argument("--voice", default="local-voice", help="Cartesia voice ID (default: make local's)")
+    parser.add_argument("--voice", default="local-voice",
+                        help="Cartesia voice ID (default: make local's)")
     parser.add_argument("--region", help="AWS Region (default: the standard chain's)")
     parser.add_argument("--voxtral-url", help="bidirectional runtime URL (default: "
                         "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2 or the Region's)")
-    parser.add_argument("--sonic-url", help="runtime URL (default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME or the Region's)")
-    parser.add_argument("--repeats", type=int, default=3, help="passes over the utterances (default: 3)")
+    parser.add_argument("--sonic-url", help="runtime URL (default: "
+                        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME or the Region's)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="passes over the utterances (default: 3)")
     parser.add_argument("--llm-ttft-ms", type=float, default=LLM_FIRST_TOKEN_S * 1000,
-                        help=f"the LLM stand-in's time to first token (default: {LLM_FIRST_TOKEN_S * 1000:.0f})")
+                        help="the LLM stand-in's time to first token, ms (default: "
+                        f"{LLM_FIRST_TOKEN_S * 1000:.0f})")
     return parser.parse_args(argv)
 
 
