@@ -1,13 +1,16 @@
-"""docs/frameworks.md "Example bots": its Python blocks run exactly as written, each in a fresh interpreter, against
-the local runtime (the real bridge, the fake vLLM, the Sonic stand-in), configured only through the standard
-variables. What the test cannot reach is replaced before the block runs (a ``sitecustomize`` on ``PYTHONPATH``):
+"""docs/frameworks.md "Example bots": its Python blocks run exactly as written, each in a fresh
+interpreter, against the local runtime (the real bridge, the fake vLLM, the Sonic stand-in),
+configured only through the standard variables. What the test cannot reach is replaced before the
+block runs (a ``sitecustomize`` on ``PYTHONPATH``):
 
-- Pipecat's ``LocalAudioTransport`` (a microphone and a speaker, PortAudio): an input that speaks a recording in
-  20 ms frames, then silence, and an output that ends the bot at the first audio frame it is given;
-- Pipecat's ``AWSBedrockLLMService`` (Bedrock): an LLM that prints what it heard and answers one sentence;
-- LiveKit's ``cli.run_app`` (a LiveKit server and a room) and its ``aws`` and ``silero`` plugins: the entrypoint runs
-  with a stand-in room, and the session's STT and TTS (the block's own objects) transcribe the recording and speak a
-  sentence through the local runtime.
+- Pipecat's ``LocalAudioTransport`` (a microphone and a speaker, PortAudio): an input that speaks a
+  recording in 20 ms frames, then silence, and an output that ends the bot at the first audio frame
+  it is given;
+- Pipecat's ``AWSBedrockLLMService`` (Bedrock): an LLM that prints what it heard and answers one
+  sentence;
+- LiveKit's ``cli.run_app`` (a LiveKit server and a room) and its ``aws`` and ``silero`` plugins:
+  the entrypoint runs with a stand-in room, and the session's STT and TTS (the block's own objects)
+  transcribe the recording and speak a sentence through the local runtime.
 """
 
 from __future__ import annotations

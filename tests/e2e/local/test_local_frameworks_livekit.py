@@ -1,7 +1,7 @@
-"""LiveKit Agents' own STT and TTS stream machinery (``RecognizeStream``: resampling, flush, events, retries;
-``ChunkedStream``: the audio emitter, errors, close) with the Voxtral and Sonic plugins against the local runtime,
-as an ``AgentSession`` drives them: frames pushed and a flush at VAD's end of speech; a chunked synthesis closed when
-the speech is interrupted."""
+"""LiveKit Agents' own STT and TTS stream machinery (``RecognizeStream``: resampling, flush, events,
+retries; ``ChunkedStream``: the audio emitter, errors, close) with the Voxtral and Sonic plugins
+against the local runtime, as an ``AgentSession`` drives them: frames pushed and a flush at VAD's
+end of speech; a chunked synthesis closed when the speech is interrupted."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Pipecat's own pipelines (``pipecat.tests.utils.run_test``) with the Voxtral and Sonic services against the local
-runtime: SigV4, HTTP/2 bidirectional streams and ``InvokeEndpointWithResponseStream`` through the front door, the real
-bridge, the fake vLLM and the Sonic stand-in, all on loopback."""
+"""Pipecat's own pipelines (``pipecat.tests.utils.run_test``) with the Voxtral and Sonic services
+against the local
+runtime: SigV4, HTTP/2 bidirectional streams and ``InvokeEndpointWithResponseStream`` through the
+front door, the real bridge, the fake vLLM and the Sonic stand-in, all on loopback."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ PARAMS = PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000)
 def utterance_frames() -> list:
     """An utterance as a Pipecat transport gives it: 20 ms input frames, then VAD's end of speech."""
     frames: list = [InputAudioRawFrame(SPEECH, 16000, 1) for _ in range(UTTERANCE_FRAMES)]
-    # The VAD frame is a system frame (it overtakes queued audio): let the audio through first, as VAD's own
-    # stop_secs of silence does in a live pipeline.
+    # The VAD frame is a system frame (it overtakes queued audio): let the audio through first, as
+    # VAD's own stop_secs of silence does in a live pipeline.
     return [*frames, SleepFrame(0.5), VADUserStoppedSpeakingFrame(stop_secs=0.2, timestamp=time.time())]
 
 
@@ -150,8 +151,8 @@ def test_an_interruption_closes_the_sonic_request_and_no_audio_of_it_follows(cli
 
 
 def test_a_sonic_429_is_an_error_frame_naming_the_cause(client_env):
-    """Every generation slot of the stand-in busy (4, as Cartesia's container): Sonic answers 429, which SageMaker
-    turns into a ModelError carrying it."""
+    """Every generation slot of the stand-in busy (4, as Cartesia's container): Sonic answers 429,
+    which SageMaker turns into a ModelError carrying it."""
     stack = client_env
     stack.sonic.pace = 1.0
     target = SonicTarget(SONIC, endpoint_url=stack.url)
@@ -184,8 +185,8 @@ def test_refused_credentials_are_one_error_frame_naming_the_cause(client_env, mo
 
 
 def test_server_busy_is_retried_then_one_error_frame(tmp_path, monkeypatch):
-    """Every stream slot of the bridge taken (MAX_STREAMS 1, held by another client): the machine retries
-    server_busy (BUSY_RETRY_DELAYS_S) and then gives up with one error frame naming it."""
+    """Every stream slot of the bridge taken (MAX_STREAMS 1, held by another client): the machine
+    retries server_busy (BUSY_RETRY_DELAYS_S) and then gives up with one error frame naming it."""
     from websockets.sync.client import connect
 
     from tests.e2e.local.conftest import E2E_ACCEPT_S, StackRunner, front_door_env
@@ -208,7 +209,8 @@ def test_server_busy_is_retried_then_one_error_frame(tmp_path, monkeypatch):
 
 def test_credentials_from_the_container_credential_provider(client_env, monkeypatch):
     """As in an ECS task: no access key in the environment, AWS_CONTAINER_CREDENTIALS_FULL_URI and
-    AWS_CONTAINER_AUTHORIZATION_TOKEN name a credential endpoint (here a stand-in on loopback answering as ECS's
+    AWS_CONTAINER_AUTHORIZATION_TOKEN name a credential endpoint (here a stand-in on loopback
+    answering as ECS's
     does: AccessKeyId, SecretAccessKey, Token, Expiration; botocore ContainerProvider)."""
     from aiohttp import web
 
@@ -257,17 +259,18 @@ from pipecat.tests.utils import SleepFrame, run_test
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
 from voicectl.clients.frameworks.targets import VoxtralTarget
 
-stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=sys.argv[1]))
-frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in range(50)]
-down, up = asyncio.run(run_test(stt, frames_to_send=[*frames, SleepFrame(0.5), VADUserStoppedSpeakingFrame(0.2)],
+stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="no-such-endpoint",
+endpoint_url=sys.argv[1])) frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in
+range(50)] down, up = asyncio.run(run_test(stt, frames_to_send=[*frames, SleepFrame(0.5),
+VADUserStoppedSpeakingFrame(0.2)],
                                 pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
 print("ERRORS", [frame.error for frame in up if type(frame).__name__ == "ErrorFrame"])
 """
 
 
 def test_a_refused_stream_leaves_no_traceback_at_exit(client_env, tmp_path):
-    """A refused stream's awscrt body writer fails with AWS_ERROR_HTTP_STREAM_HAS_COMPLETED, which asyncio would print
-    as "Task exception was never retrieved" when the interpreter exits."""
+    """A refused stream's awscrt body writer fails with AWS_ERROR_HTTP_STREAM_HAS_COMPLETED, which
+    asyncio would print as "Task exception was never retrieved" when the interpreter exits."""
     import os
     import subprocess
     import sys

@@ -1,7 +1,8 @@
 """In-process stand-ins for the framework services' unit tests: a realtime server behind a
-:class:`~voicectl.clients.realtime.transport.RealtimeTransport` (vLLM's protocol as ``voicectl.local.fake_vllm``
-describes it, reduced to one delta per append), and a SageMaker runtime on loopback answering
-``InvokeEndpointWithResponseStream`` with AWS event stream ``PayloadPart`` events (no signature check)."""
+:class:`~voicectl.clients.realtime.transport.RealtimeTransport` (vLLM's protocol as
+``voicectl.local.fake_vllm`` describes it, reduced to one delta per append), and a SageMaker runtime
+on loopback answering ``InvokeEndpointWithResponseStream`` with AWS event stream ``PayloadPart``
+events (no signature check)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from voicectl.local.shapes import exception_event, payload_part
 
 @dataclass
 class ScriptedServer:
-    """Streams that answer as vLLM does: ``session.created``; one ``transcription.delta`` (``word<n> ``) per append
-    during a generation; ``transcription.done`` with the deltas' text at the final commit (unless ``drop_done``).
+    """Streams that answer as vLLM does: ``session.created``; one ``transcription.delta`` (``word<n>
+    ``) per append during a generation; ``transcription.done`` with the deltas' text at the final
+    commit (unless ``drop_done``).
 
     Attributes:
         refuse: raise this from every open (a refused stream).

@@ -1,5 +1,5 @@
-"""SonicTTS through LiveKit's ChunkedStream against a loopback SageMaker runtime: audio frames, Sonic's 422 and 429
-as status errors (429 retryable), a rate Sonic does not offer refused."""
+"""SonicTTS through LiveKit's ChunkedStream against a loopback SageMaker runtime: audio frames,
+Sonic's 422 and 429 as status errors (429 retryable), a rate Sonic does not offer refused."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""VoxtralSTT through LiveKit's RecognizeStream over in-process streams: 48 kHz frames resampled to 16 kHz, interim
-events, a final event at each flush (VAD's end of speech), a refusal ending the stream once."""
+"""VoxtralSTT through LiveKit's RecognizeStream over in-process streams: 48 kHz frames resampled to
+16 kHz, interim events, a final event at each flush (VAD's end of speech), a refusal ending the
+stream once."""
 
 from __future__ import annotations
 

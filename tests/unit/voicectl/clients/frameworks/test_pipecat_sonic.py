@@ -1,5 +1,6 @@
-"""SonicTTSService in Pipecat's own test pipeline (``run_test``) against a loopback SageMaker runtime: audio frames
-at the pipeline's rate, Sonic's refusals as error frames naming the cause, a rate Sonic does not offer refused."""
+"""SonicTTSService in Pipecat's own test pipeline (``run_test``) against a loopback SageMaker
+runtime: audio frames at the pipeline's rate, Sonic's refusals as error frames naming the cause, a
+rate Sonic does not offer refused."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""VoxtralSTTService in Pipecat's own test pipeline (``run_test``) over in-process streams: the pipeline's audio
-resampled to 16 kHz, interim frames, a finalized frame after VAD's end of speech, one error frame for a refusal."""
+"""VoxtralSTTService in Pipecat's own test pipeline (``run_test``) over in-process streams: the
+pipeline's audio resampled to 16 kHz, interim frames, a finalized frame after VAD's end of speech,
+one error frame for a refusal."""
 
 from __future__ import annotations
 

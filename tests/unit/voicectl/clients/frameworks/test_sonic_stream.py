@@ -1,5 +1,6 @@
-"""SonicSynthesizer against a loopback SageMaker runtime: audio as it arrives whatever the framing, refusals named
-with their cause, stream errors, and the request's connection closed when the caller stops reading."""
+"""SonicSynthesizer against a loopback SageMaker runtime: audio as it arrives whatever the framing,
+refusals named with their cause, stream errors, and the request's connection closed when the caller
+stops reading."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""VoxtralUtteranceStream over in-process streams: interim texts then one final per utterance, in order; the
-bounded wait for a ``transcription.done`` that never comes; a refused stream reported once."""
+"""VoxtralUtteranceStream over in-process streams: interim texts then one final per utterance, in
+order; the bounded wait for a ``transcription.done`` that never comes; a refused stream reported
+once."""
 
 from __future__ import annotations
 
@@ -93,8 +94,8 @@ def test_end_of_speech_without_audio_does_nothing(pieces):
 
 
 def test_a_stream_cut_mid_utterance_is_answered_by_a_new_stream_without_losing_audio():
-    """The machine reopens and resends the utterance's audio since the last transcription.done: the final text
-    covers all of it once (the first stream's partial text is replaced)."""
+    """The machine reopens and resends the utterance's audio since the last transcription.done: the
+    final text covers all of it once (the first stream's partial text is replaced)."""
     server = ScriptedServer(cut_after_appends=2)
     events = asyncio.run(utterances(server, 1, chunks=4))
     final = events[-1]
