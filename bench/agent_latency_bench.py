@@ -302,7 +302,8 @@ async def main(args: argparse.Namespace) -> None:
     if wer:
         print(f"word error rate of the final transcripts: {sum(wer) / len(wer):.1%} (mean over "
               f"{len(wer)})")
-        print("(with make local's fake vLLM, which sends scripted words, it means nothing)")
+        print("(meaningful only against a real Voxtral: make local's fake vLLM sends scripted words, "
+              "its real-vLLM tier a random-weight model's letters)")
     if missing:
         print(f"{missing} turns without an end of speech or a reply within {TURN_TIMEOUT_S:.0f} s")
 
