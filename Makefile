@@ -115,7 +115,7 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 
 vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
 
-test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
+test-vllm: deps $(MIC_STAMP) $(AGENTS_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
 	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
 
 $(SCAN_STAMP): requirements-scan.lock
