@@ -1,5 +1,6 @@
-"""The Pipecat Voxtral service with vLLM's real realtime server at the end of the local path (front door, bridge):
-one utterance in Pipecat's own test pipeline gives interim frames, then the finalized transcript."""
+"""The Pipecat Voxtral service with vLLM's real realtime server at the end of the local path (front
+door, bridge): one utterance in Pipecat's own test pipeline gives interim frames, then the finalized
+transcript."""
 
 from __future__ import annotations
 
@@ -34,14 +35,17 @@ def test_an_utterance_through_the_real_server_gives_interims_then_the_final(real
     from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
     from voicectl.clients.frameworks.targets import VoxtralTarget
 
-    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=real_stack.url),
-                            done_wait_s=30.0)  # a CPU decodes some 17 tokens after the final commit
+    target = VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=real_stack.url)
+    # A CPU decodes some 17 tokens after the final commit.
+    stt = VoxtralSTTService(target=target, done_wait_s=30.0)
     down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
-    texts = [frame for frame in down if isinstance(frame, (InterimTranscriptionFrame, TranscriptionFrame))]
+    kinds = (InterimTranscriptionFrame, TranscriptionFrame)
+    texts = [frame for frame in down if isinstance(frame, kinds)]
     assert errors(up) == []
     assert texts and isinstance(texts[-1], TranscriptionFrame) and texts[-1].finalized
     assert all(isinstance(frame, InterimTranscriptionFrame) for frame in texts[:-1])
     final = texts[-1].text
-    assert final and set(final) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")  # the tiny model's
+    letters = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+    assert final and set(final) <= letters  # the tiny model's letters
     if len(texts) > 1:
         assert final.startswith(texts[-2].text)  # the last interim is a prefix of the final
