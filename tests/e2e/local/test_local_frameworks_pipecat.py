@@ -199,7 +199,7 @@ def test_server_busy_is_retried_then_one_error_frame(tmp_path, monkeypatch):
         with connect(f"ws://127.0.0.1:{stack.bridge.port}/invocations-bidirectional-stream") as holder:
             holder.recv()  # session.created: the one slot is taken
             stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=stack.url))
-            down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance_frames(), SleepFrame(9.0)],
+            down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance_frames(), SleepFrame(12.0)],
                                             pipeline_params=PARAMS))
         assert len(errors(up)) == 1 and "server_busy" in errors(up)[0] and "retries" in errors(up)[0]
         assert transcription_frames(down) == []
