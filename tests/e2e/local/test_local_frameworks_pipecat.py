@@ -259,11 +259,12 @@ from pipecat.tests.utils import SleepFrame, run_test
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
 from voicectl.clients.frameworks.targets import VoxtralTarget
 
-stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="no-such-endpoint",
-endpoint_url=sys.argv[1])) frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in
-range(50)] down, up = asyncio.run(run_test(stt, frames_to_send=[*frames, SleepFrame(0.5),
-VADUserStoppedSpeakingFrame(0.2)],
-                                pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+target = VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=sys.argv[1])
+stt = VoxtralSTTService(target=target)
+frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in range(50)]
+frames += [SleepFrame(0.5), VADUserStoppedSpeakingFrame(0.2)]
+params = PipelineParams(audio_in_sample_rate=16000)
+down, up = asyncio.run(run_test(stt, frames_to_send=frames, pipeline_params=params))
 print("ERRORS", [frame.error for frame in up if type(frame).__name__ == "ErrorFrame"])
 """
 
