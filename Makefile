@@ -11,6 +11,11 @@ VENV_STAMP := $(VENV)/.installed
 # requirements.lock, at the same versions for every package they share, so `make deps` and `make synth` stay lean.
 MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
+# The Pipecat and LiveKit Agents services (voicectl.clients.frameworks): pinned apart too, at requirements.lock's and
+# requirements-mic.lock's versions for every shared package. --no-deps: pipecat-ai caps soxr and soundfile below
+# requirements.lock's (tests/tools/agents-overrides.txt says why those are kept), so pip's resolver would refuse it.
+AGENTS_LOCK := requirements-agents.lock
+AGENTS_STAMP := $(VENV)/.installed-agents
 NODE_STAMP := node_modules/.installed
 # The Connect consumer's image installs this lock alone: what its process imports
 # (voicectl/connect/requirements.in), at requirements.lock's versions.
@@ -63,7 +68,7 @@ test test-fast test-vllm: export PYTHONDONTWRITEBYTECODE :=
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
 	deploy destroy verify lock clean
 
 help: ## list the targets
@@ -84,17 +89,23 @@ $(MIC_STAMP): $(MIC_LOCK) $(VENV_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(MIC_LOCK)
 	@touch $@
 
+$(AGENTS_STAMP): $(AGENTS_LOCK) $(VENV_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r $(AGENTS_LOCK)
+	@touch $@
+
 deps: $(VENV_STAMP) $(NODE_STAMP) ## create or refresh .venv (requirements.lock, hashed) and node_modules (the pinned CDK CLI)
 
 mic-deps: $(MIC_STAMP) ## add the mic page's Gradio and Playwright to .venv (requirements-mic.lock, hashed)
 
+agents-deps: $(AGENTS_STAMP) ## add Pipecat and LiveKit Agents to .venv (requirements-agents.lock, hashed)
+
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)
 
-test: deps $(MIC_STAMP) ## run the test suite on every core (template assertions, cfn-lint, cdk-nag, bridge, clients, e2e)
+test: deps $(MIC_STAMP) $(AGENTS_STAMP) ## run the test suite on every core (template assertions, cfn-lint, cdk-nag, bridge, clients, e2e)
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: deps $(MIC_STAMP) ## the suite without tests/e2e (no servers, browser or moto lifecycles): for iterating
+test-fast: deps $(MIC_STAMP) $(AGENTS_STAMP) ## the suite without tests/e2e (no servers, browser or moto lifecycles): for iterating
 	$(PY) -m pytest $(XDIST) -m 'not vllm and not e2e' $(PYTEST_ARGS)
 
 $(VLLM_STAMP): $(VLLM_LOCK)
@@ -107,7 +118,7 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 
 vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
 
-test-vllm: deps $(MIC_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
+test-vllm: deps $(MIC_STAMP) $(AGENTS_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
 	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
 
 $(SCAN_STAMP): requirements-scan.lock
@@ -183,6 +194,9 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 		pyproject.toml container/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra pipecat \
+		--extra livekit pyproject.toml -c requirements.lock -c $(MIC_LOCK) --override tests/tools/agents-overrides.txt \
+		-o $(AGENTS_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		voicectl/connect/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \

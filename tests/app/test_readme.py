@@ -41,6 +41,7 @@ FRONT_PAGE_LINES = 400
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
 PYTHON_RUNNERS = {
     "docs/clients.md": ("Call the endpoints from your own code", "tests/e2e/local/test_local_readme_examples.py"),
+    "docs/frameworks.md": ("Example bots", "tests/e2e/local/test_local_frameworks_docs.py"),
     "docs/constructs.md": ("Use the constructs in your own CDK app",
                            "tests/e2e/constructs/test_constructs_docs_example.py"),
 }

@@ -127,11 +127,13 @@ class SonicCall:
         request: the parsed request body.
         audio: the raw audio bytes sent in ``chunk`` events, in order (what the client should write).
         events: every event sent, parsed.
+        client_closed: the caller closed the connection before the response ended (the generation stopped then).
     """
 
     request: dict[str, Any]
     audio: bytearray = field(default_factory=bytearray)
     events: list[dict[str, Any]] = field(default_factory=list)
+    client_closed: bool = False
 
 
 class FakeSonic:
@@ -212,9 +214,30 @@ class FakeSonic:
             return
         self._generations += 1
         try:
-            await self._generate(request, send)
+            await self._generate_until_closed(request, receive, send)
         finally:
             self._generations -= 1
+
+    async def _generate_until_closed(self, request: dict[str, Any], receive: Receive, send: Send) -> None:
+        """Generate, stopping when the caller closes the connection (``http.disconnect``): its slot is free then."""
+        generation = asyncio.ensure_future(self._generate(request, send))
+        call_index = len(self.calls)  # the call _generate appends
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        watch = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({generation, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if watch.done() and not generation.done() and len(self.calls) > call_index:
+                self.calls[call_index].client_closed = True
+            for task in (generation, watch):
+                task.cancel()
+            await asyncio.gather(generation, watch, return_exceptions=True)
+        if not generation.cancelled() and generation.exception() is not None:
+            raise generation.exception()  # type: ignore[misc]
 
     async def _generate(self, request: dict[str, Any], send: Send) -> None:
         call = SonicCall(request)

@@ -8,17 +8,21 @@ carrying that status and body; the response is ``application/vnd.amazon.eventstr
 type in ``X-Amzn-SageMaker-Content-Type``; SageMaker may split or pack the container's bytes into parts any way (here:
 one part per read from the container connection); a connection to the model broken mid-response ends the stream with
 ``ModelStreamError`` ``StreamBroken`` (the API reference lists ``StreamBroken`` and ``ModelInvocationTimeExceeded``).
+A caller that closes its response stream ends the call to the container too (unconfirmed for SageMaker: its
+documentation is silent; a voice agent interrupted mid-sentence relies on it to free the container's slot).
 """
 
 from __future__ import annotations
 
 import contextlib
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from voicectl.local.shapes import EVENT_STREAM_CONTENT_TYPE, exception_event, model_error, payload_part
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 INVOCATIONS_PATH = "/invocations"
 """The container's inference path (SageMaker's container contract)."""
@@ -32,7 +36,8 @@ MAX_ERROR_BODY_BYTES = 4096
 
 
 async def relay_response_stream(*, session: Any, container: str, body: bytes, headers: dict[str, str], send: Send,
-                                region: str, endpoint: str, variant: str, request_id: str) -> None:
+                                region: str, endpoint: str, variant: str, request_id: str,
+                                receive: Receive | None = None) -> None:
     """Call the container and stream its answer to the caller as event stream ``PayloadPart`` events.
 
     Args:
@@ -42,6 +47,8 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
         headers: the caller's request headers (lower-case names).
         send: the ASGI send channel of the caller's request (nothing sent yet).
         region, endpoint, variant, request_id: for the response headers and error messages.
+        receive: the ASGI receive channel of the caller's request (its body read): its ``http.disconnect`` ends
+            the relay and closes the container's connection.
 
     Raises:
         ServiceError: ``ModelError`` when the container cannot be reached or answers with a status other than 200
@@ -73,11 +80,33 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
             (b"x-amzn-sagemaker-content-type", response.headers.get("Content-Type", "").encode()),
             (b"x-amzn-requestid", request_id.encode()),
         ]})
-        trailer = b""
+        relay = asyncio.ensure_future(_relay(response, send))
+        watch = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
         try:
-            async for data in response.content.iter_any():
-                await send({"type": "http.response.body", "body": payload_part(data), "more_body": True})
-        except (aiohttp.ClientError, TimeoutError) as error:
-            trailer = exception_event("ModelStreamError", f"The connection to the model container broke while it "
-                                      f"was streaming its response ({type(error).__name__}).", "StreamBroken")
-        await send({"type": "http.response.body", "body": trailer, "more_body": False})
+            await asyncio.wait({relay} if watch is None else {relay, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (relay, watch):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(relay, *([watch] if watch is not None else []), return_exceptions=True)
+        if not relay.cancelled() and relay.exception() is not None:
+            raise relay.exception()  # type: ignore[misc]
+
+
+async def _relay(response: Any, send: Send) -> None:
+    import aiohttp
+
+    trailer = b""
+    try:
+        async for data in response.content.iter_any():
+            await send({"type": "http.response.body", "body": payload_part(data), "more_body": True})
+    except (aiohttp.ClientError, TimeoutError) as error:
+        trailer = exception_event("ModelStreamError", f"The connection to the model container broke while it "
+                                  f"was streaming its response ({type(error).__name__}).", "StreamBroken")
+    await send({"type": "http.response.body", "body": trailer, "more_body": False})
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the caller has gone (``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

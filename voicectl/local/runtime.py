@@ -279,7 +279,7 @@ class LocalRuntime:
             assert body is not None
             await relay_response_stream(session=await self._http_session(), container=endpoint.http_base, body=body,
                                         headers=lower, send=send, region=self.region, endpoint=endpoint.name,
-                                        variant=endpoint.variant, request_id=request_id)
+                                        variant=endpoint.variant, request_id=request_id, receive=receive)
 
     async def _bidirectional(self, endpoint: LocalEndpoint, headers: dict[str, str], receive: Receive, send: Send,
                              chain: EventSignatureChain, request_id: str) -> None:

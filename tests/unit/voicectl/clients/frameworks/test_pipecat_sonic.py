@@ -1,0 +1,63 @@
+"""SonicTTSService in Pipecat's own test pipeline (``run_test``) against a loopback SageMaker
+runtime: audio frames at the pipeline's rate, Sonic's refusals as error frames naming the cause, a
+rate Sonic does not offer refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
+
+from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams  # noqa: E402
+from pipecat.tests.utils import run_test  # noqa: E402
+
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (  # noqa: E402
+    SONIC_DONE, FakeRuntime, aws_env, fake_runtime, sonic_chunk,
+)
+from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
+from voicectl.clients.frameworks.targets import SonicTarget  # noqa: E402
+
+PCM = bytes(range(200)) * 4
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch, tmp_path):
+    aws_env(monkeypatch, tmp_path)
+
+
+def speak(runtime: FakeRuntime, rate: int = 24000) -> tuple[list, list]:
+    async def run():
+        async with fake_runtime(runtime):
+            tts = SonicTTSService(target=SonicTarget("sonic", endpoint_url=runtime.url), voice_id="voice-1")
+            return await run_test(tts, frames_to_send=[TTSSpeakFrame("Hello.")],
+                                  pipeline_params=PipelineParams(audio_out_sample_rate=rate))
+
+    return asyncio.run(run())
+
+
+def test_audio_frames_at_the_pipelines_rate():
+    runtime = FakeRuntime(parts=[sonic_chunk(PCM[:400]), sonic_chunk(PCM[400:]), SONIC_DONE])
+    down, up = speak(runtime, rate=16000)
+    audio = [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
+    assert b"".join(frame.audio for frame in audio) == PCM and {frame.sample_rate for frame in audio} == {16000}
+    assert runtime.requests[0][1]["output_format"]["sample_rate"] == 16000
+    assert not [frame for frame in up if isinstance(frame, ErrorFrame)]
+
+
+@pytest.mark.parametrize("status, words", [(422, "malformed (HTTP 422)"), (429, "no free generation slot")])
+def test_sonic_refusals_are_error_frames_naming_the_cause(status, words):
+    runtime = FakeRuntime(refusal=(424, "ModelError", {"message": "x", "OriginalStatusCode": status,
+                                                       "OriginalMessage": "refused"}))
+    down, up = speak(runtime)
+    ours = [frame.error for frame in up if isinstance(frame, ErrorFrame) and "Sonic endpoint" in frame.error]
+    assert len(ours) == 1 and f"ModelError (status {status}): refused" in ours[0] and words in ours[0]
+    assert not [frame for frame in down if isinstance(frame, TTSAudioRawFrame)]
+
+
+def test_a_rate_sonic_does_not_offer_is_refused_at_start():
+    down, up = speak(FakeRuntime(), rate=11025)
+    errors = [frame.error for frame in up if isinstance(frame, ErrorFrame)]
+    assert errors[0].startswith("Sonic cannot speak at 11025 Hz; set the pipeline's audio_out_sample_rate")
