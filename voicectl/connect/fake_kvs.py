@@ -81,7 +81,9 @@ FRAGMENT_S = BLOCKS_PER_TRACK * BLOCK_BYTES / 2 / 8000
 
 
 def _sized(element_id: str, payload: bytes, width: int) -> bytes:
-    return bytes.fromhex(element_id) + encoding.encodeSize(len(payload), width) + payload
+    """An element with its size in ``width`` bytes (wider when the payload needs it: tests' hostile strings)."""
+    fits = len(payload) < (1 << (7 * width)) - 1
+    return bytes.fromhex(element_id) + encoding.encodeSize(len(payload), width if fits else None) + payload
 
 
 def _unsigned(element_id: str, value: int, width: int) -> bytes:
@@ -156,7 +158,7 @@ class FakeCall:
     codec_id: str | None = None  # tests: another codec (default: the layout's own)
     mime_type: str = mkv.CONNECT_MIME_TYPE
     truncate_fragment: int | None = None  # tests: serve this fragment cut short
-    limit: int | None = None  # tests: only this many fragments exist yet (a call held open)
+    limit: int | None = None  # tests: only this many fragments exist yet (a live call held open)
     then_contact: str | None = None  # after the last fragment, one of this other contact (Connect reuses streams)
     errors: dict[int, tuple[int, str]] = field(default_factory=dict)  # index -> a GetMedia error served once there
     resets: set[int] = field(default_factory=set)  # indexes whose first serving is cut mid-fragment
@@ -348,7 +350,9 @@ class FakeKvs:
         await response.prepare(request)
         quiet_since = time.monotonic()
         try:
-            while time.monotonic() - quiet_since < self.read_timeout_s:
+            # A call held at ``limit`` is a live producer whose next fragment is not written yet: its payload stays
+            # open, as a real one does while a live call's fragments keep coming (one every 1.024 s, inside 3 s).
+            while call.limit is not None or time.monotonic() - quiet_since < self.read_timeout_s:
                 if index < call.available():
                     if index in call.errors:
                         await response.write(error_chunk(*call.errors.pop(index)))
