@@ -352,11 +352,11 @@ class FakeKvs:
         try:
             # A call held at ``limit`` is a live producer whose next fragment is not written yet: its payload stays
             # open, as a real one does while a live call's fragments keep coming (one every 1.024 s, inside 3 s).
-            while call.limit is not None or time.monotonic() - quiet_since < self.read_timeout_s:
+            while time.monotonic() - quiet_since < self.read_timeout_s:
+                if index in call.errors:  # also one past the last fragment: 4000, nothing after it
+                    await response.write(error_chunk(*call.errors.pop(index)))
+                    break  # "an error that caused GetMedia to stop"
                 if index < call.available():
-                    if index in call.errors:
-                        await response.write(error_chunk(*call.errors.pop(index)))
-                        break  # "an error that caused GetMedia to stop"
                     data = call.fragment(index)
                     if index in call.resets:
                         call.resets.discard(index)
@@ -370,6 +370,8 @@ class FakeKvs:
                     if call.truncate_fragment == index - 1:
                         break
                 else:
+                    if call.limit is not None:
+                        quiet_since = time.monotonic()  # held: the producer is live, its next fragment due
                     await asyncio.sleep(self.poll_s)
             await response.write_eof()
         except ConnectionResetError:
