@@ -50,8 +50,8 @@ def inputs() -> dict[str, bytes]:
         "real layout (1.024 s, 2 tracks)": real,
         "1,000,000 one-sample blocks": fragment(bytes.fromhex("a3868100008000 00".replace(" ", "")) * 1_000_000),
         "4,000,000 Void elements": fragment(bytes.fromhex("ec80") * 4_000_000),
-        "8 MB of audio (under 8 MiB)": fragment(b"".join(bytes.fromhex("a3") + bytes([0x40 | 0x04, 0x04]) + b"\x81\x00\x00\x80"
-                                            + bytes(1024) for _ in range(8000))),
+        "8 MB of audio (under 8 MiB)": fragment(b"".join(
+            bytes.fromhex("a3440481000080") + bytes(1024) for _ in range(8000))),
     }
 
 

@@ -20,9 +20,9 @@ The call ends cleanly when GetMedia's payload ends after the call's last fragmen
 fragment of another contact arrives (Connect reuses a stream for later calls); a reset or stalled GetMedia is reopened
 after the last whole fragment a few times (:data:`GET_MEDIA_RETRIES`); a track is transcribed from its first audio
 (a flow streaming one side opens one endpoint stream); a bad fragment (truncated, real AAC, video, over a bound) or
-a lasting GetMedia error fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is at its stream cap
-(``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError (a container slow
-to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
+a lasting GetMedia error fails this call only, with a ``Call Failed`` event naming what was wrong. When the endpoint is
+at its stream cap (``server_busy`` after the client's own retries), or SageMaker answers a stream with a ModelError
+(a container slow to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
 publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
 transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
@@ -314,9 +314,11 @@ class CallTranscriber:
                 # Framing and parsing run in a worker thread: a large or hostile fragment cannot stall other calls.
                 fragments = await asyncio.to_thread(_frame_and_parse, framer, piece)
                 for fragment in fragments:
-                    last_fragment_at = self.clock()
                     if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
                         return ended
+                    # From here (not from its arrival): a transcription slower than the call holds the reader in
+                    # its queues, which is backpressure, not a stall.
+                    last_fragment_at = self.clock()
         for fragment in await asyncio.to_thread(_close_and_parse, framer):
             if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
                 return ended

@@ -497,7 +497,8 @@ class _FragmentReader:
 
 
 def _describe(track: Track) -> str:
-    kind = {_TRACK_TYPE_VIDEO: "video", _TRACK_TYPE_AUDIO: "audio"}.get(track.track_type, "type " + str(track.track_type))
+    kinds = {_TRACK_TYPE_VIDEO: "video", _TRACK_TYPE_AUDIO: "audio"}
+    kind = kinds.get(track.track_type, f"type {track.track_type}")
     return f"track {track.number} {cut(track.name, 40) or '(unnamed)'}: {kind}, {cut(track.codec_id, 40)}"
 
 

@@ -107,7 +107,8 @@ def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribe
         async with servers(max_streams=2) as (url, kvs, vllm):
             first = kvs.add(FakeCall("full-1", "sf1", speech_like(20, 5), speech_like(20, 6), limit=4))
             three_fragments = 3 * FRAGMENT_S  # the caller hangs up after three fragments: the stream ends there
-            second = kvs.add(FakeCall("gone-2", "sf2", speech_like(three_fragments, 7), speech_like(three_fragments, 8)))
+            second = kvs.add(FakeCall("gone-2", "sf2", speech_like(three_fragments, 7),
+                                      speech_like(three_fragments, 8)))
             by_id = {"full-1": first, "gone-2": second}
             quiet = {"full-1": 600.0, "gone-2": 1.0}
             consumer = Consumer(lambda r: transcriber(by_id[r.contact_id], url, kvs, store,

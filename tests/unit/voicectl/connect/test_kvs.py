@@ -131,7 +131,8 @@ def test_resets_without_progress_fail_the_call_after_the_bounded_retries():
             return str(failed.value), stand_in.get_media_requests
 
     message, requests = asyncio.run(asyncio.wait_for(main(), 60))
-    assert message.startswith(f"GetMedia failed 3 times in a row after fragment {FakeCall('c', 's', b'', b'').number(1)}")
+    last_whole = FakeCall("c", "s", b"", b"").number(1)
+    assert message.startswith(f"GetMedia failed 3 times in a row after fragment {last_whole}")
     assert len(requests) == 4  # the first, then three reopenings that got nowhere
 
 
