@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="release the call's fragments at this multiple of real time; 0: all at once "
                              "(default: 1.0, a live call)")
     parser.add_argument("--quiet-s", type=float, default=5.0, metavar="SECONDS",
-                        help="end the call after this long without a new fragment (default: 5)")
+                        help="reopen GetMedia after this long without a new fragment on an open stream (a stall; "
+                             "the call itself ends when its stream ends; default: 5)")
     parser.set_defaults(func=run)
 
 
@@ -157,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     validate_target_arguments(args)
     validate_speed(args.speed) if args.speed else None
     if not (math.isfinite(args.quiet_s) and args.quiet_s > 0):
-        raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: the call ends "
-                         "after that long without a new fragment (nan or inf would never end it)")
+        raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: GetMedia is "
+                         "reopened after that long without a new fragment (nan or inf would never do it)")
     if not Path(args.file).is_file():
         raise UsageError(f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file"))
     from voicectl.connect.fake_kvs import load_stereo_call

@@ -45,7 +45,7 @@ from tests.unit.voicectl.connect.connect_testkit import MemoryStore, speech_like
 from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
 from voicectl.clients.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
 from voicectl.connect import mkv
-from voicectl.connect.consumer import CallRequest, CallTranscriber
+from voicectl.connect.consumer import END_OF_STREAM, CallRequest, CallTranscriber
 from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 from voicectl.connect.kvs import KvsMedia
 from voicectl.connect.sink import SEGMENT
@@ -193,7 +193,7 @@ def test_a_20_minute_call_through_the_real_server_across_a_restart_loses_and_rep
     started = time.monotonic()
     reason, recording, (streams_before, finals_before), requests = asyncio.run(main())
     wall_s = time.monotonic() - started
-    assert reason == "quiet"
+    assert reason == END_OF_STREAM
     per_track, undone = check_call(recording.streams, store, finals_before, tracks)
     assert 0 < sum(finals_before.values()) < len(store.segments)
     resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]

@@ -16,20 +16,23 @@ each track's finals reach. Its event follows (EventBridge delivers at least once
 consumer asks GetMedia for the fragments after it and, per track, skips the audio its finals already cover, so
 nothing is lost and no final is published twice (partials may repeat: they are partial).
 
-The call ends cleanly when GetMedia has returned no fragment for ``quiet_s``, or a fragment of another contact
-arrives (Connect reuses a stream for later calls); a bad fragment (truncated, an unknown codec, a third track)
-fails this call only, with a ``Call Failed`` event naming what was wrong. Every other way out of a call (a raw SDK
-error, a refused write, anything unexpected) fails it too, with the error's type and text: no call is left ACTIVE;
-an outcome that cannot be written is logged and counted (:meth:`Consumer._record`). Reasons and texts are cut in
-UTF-8 bytes (:data:`~voicectl.connect.sink.MAX_REASON_BYTES`, :data:`~voicectl.connect.sink.MAX_TEXT_BYTES`).
-When the endpoint is at its stream cap (``server_busy`` after the client's own retries), or SageMaker answers a
-stream with a ModelError (a container slow to accept; at most :data:`MODEL_ERROR_RETRIES` times), the call is
-marked WAITING in the table and each try publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
+The call ends cleanly when GetMedia's payload ends after the call's last fragment (the producer stopped), or a
+fragment of another contact arrives (Connect reuses a stream for later calls); a reset or stalled GetMedia is reopened
+after the last whole fragment a few times (:data:`GET_MEDIA_RETRIES`); a track is transcribed from its first audio
+(a flow streaming one side opens one endpoint stream); a bad fragment (truncated, real AAC, video, over a bound) or
+a lasting GetMedia error fails this call only, with a ``Call Failed`` event naming what was wrong. Every other way out
+of a call (a raw SDK error, a refused write, anything unexpected) fails it too, with the error's type and text: no
+call is left ACTIVE; an outcome that cannot be written is logged and counted (:meth:`Consumer._record`). Reasons and
+texts are cut in UTF-8 bytes (:data:`~voicectl.connect.sink.MAX_REASON_BYTES`,
+:data:`~voicectl.connect.sink.MAX_TEXT_BYTES`). When the endpoint is at its stream cap (``server_busy`` after the
+client's own retries), or SageMaker answers a stream with a ModelError (a container slow to accept; at most
+:data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
+publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
 transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
 opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
 Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
 (:meth:`CallTranscriber.probe`) to learn whether the call is still live; one that ends while it waits (another
-contact's fragment, or ``quiet_s`` without a new one) is never dropped silently: the table says UNTRANSCRIBED, a
+contact's fragment, or the end of its stream) is never dropped silently: the table says UNTRANSCRIBED, a
 ``Call Ended`` event carries ``transcribed: false`` and each track's untranscribed seconds, and the
 ``CallsUntranscribed`` metric counts it.
 """
@@ -47,7 +50,8 @@ from typing import Any
 
 from voicectl.clients.audio import CHUNK_BYTES, Pcm16Resampler
 from voicectl.connect import mkv
-from voicectl.connect.kvs import MIN_GET_MEDIA_INTERVAL_S, start_selector
+from voicectl.connect.kvs import (CONTINUATION_TOKEN_PATTERN, FRAGMENT_NUMBER_PATTERN, MIN_GET_MEDIA_INTERVAL_S,
+                                  MediaError, start_selector)
 from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, MAX_REASON_BYTES,
                                    MAX_TEXT_BYTES, SEGMENT, Segment, cut_utf8)
 from voicectl.clients.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
@@ -58,8 +62,18 @@ from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
 
 LOG = logging.getLogger(__name__)
 
-DEFAULT_QUIET_S = 30.0
-"""Seconds without a new fragment after which a call counts as over (Connect stops writing when streaming stops)."""
+DEFAULT_QUIET_S = 10.0
+"""Seconds an open GetMedia may go without a new fragment before the reader takes it for stalled and reopens it: a
+safety only. GetMedia ends its payload 3 s after the last ingested fragment (API reference), and Connect writes a
+fragment every 1.024 s while a call streams (real dumps), so a live stream never gets near it."""
+END_OF_STREAM = "the stream ended"
+"""Why a call ended when GetMedia's payload ended after its last fragment (the producer stopped)."""
+END_STOP_STREAMING = "the producer marked its last fragment (STOP_STREAMING)"
+GET_MEDIA_RETRIES = 3
+"""GetMedia failures in a row (a reset, a transient error chunk, a stall; none with a new fragment between them)
+after which a call fails, its reason naming the last one."""
+RETRY_PAUSE_S = 1.0
+"""Pause before reopening GetMedia after a failure, times the failures in a row."""
 BUSY_WAIT_S = (5.0, 10.0, 20.0, 30.0)
 """Pauses before a WAITING call tries the endpoint again (the last one repeats)."""
 TRACK_QUEUE_CHUNKS = 256
@@ -142,6 +156,18 @@ class Store:
     load_checkpoint: Callable[[str], Awaitable[dict[str, Any] | None]]
 
 
+class _Resume(Exception):
+    """A transient GetMedia failure: reopen after the last whole fragment."""
+
+
+def _frame_and_parse(framer: mkv.FragmentFramer, piece: bytes) -> list[mkv.Fragment]:
+    return [mkv.parse_fragment(data) for data in framer.feed(piece)]
+
+
+def _close_and_parse(framer: mkv.FragmentFramer) -> list[mkv.Fragment]:
+    return [mkv.parse_fragment(data) for data in framer.close()]
+
+
 class CallTranscriber:
     """Transcribes one call from its checkpoint to its end (see the module docstring).
 
@@ -174,6 +200,10 @@ class CallTranscriber:
         self._committing: set[asyncio.Future] = set()  # a final's commit and event, finished even when stopped
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
+        self._tracks: dict[str, asyncio.Task] = {}  # each track's transcription, from its first audio
+        self._track_added = asyncio.Event()
+        self._warned: set[str] = set()  # skipped track names already logged
+        self._probe_failures = 0
         self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
         self.partials_dropped = 0  # partial events the bus refused after the sink's retries (logged, not fatal)
 
@@ -187,70 +217,81 @@ class CallTranscriber:
             await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
                                                     "streamArn": self.call.stream_arn})
         await self.store.set_call(self.call.contact_id, "ACTIVE")
-        queues = {track: asyncio.Queue(TRACK_QUEUE_CHUNKS) for track in mkv.CONNECT_TRACKS}
+        # A track's transcription starts when its audio first appears: a flow that streams only the customer's side
+        # opens one endpoint stream, not a second one of silence.
+        queues: dict[str, asyncio.Queue] = {}
+        self._track_added = asyncio.Event()
         reader = asyncio.create_task(self._read(queues))
-        tracks = [asyncio.create_task(self._transcribe(track, queues[track])) for track in mkv.CONNECT_TRACKS]
         try:
-            done, _ = await asyncio.wait([reader, *tracks], return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                if task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-            await asyncio.gather(*tracks)
+            while not reader.done():
+                self._track_added.clear()
+                added = asyncio.create_task(self._track_added.wait())
+                running = [task for task in (reader, *self._tracks.values()) if not task.done()]
+                await asyncio.wait([*running, added], return_when=asyncio.FIRST_COMPLETED)
+                added.cancel()
+                for task in (reader, *self._tracks.values()):
+                    if task.done() and not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+            await asyncio.gather(*self._tracks.values())
             return reader.result()
         finally:
-            for task in (reader, *tracks):
+            for task in (reader, *self._tracks.values()):
                 task.cancel()
-            await asyncio.gather(reader, *tracks, return_exceptions=True)
+            await asyncio.gather(reader, *self._tracks.values(), return_exceptions=True)
             # A final being written when the call was stopped is written whole, event included, before the call
             # counts as stopped: the task that resumes it reads a checkpoint that covers it, and never publishes the
             # final again.
             await asyncio.gather(*self._committing, return_exceptions=True)
 
+    def _start_track(self, track: str, queues: dict[str, asyncio.Queue]) -> None:
+        queues[track] = asyncio.Queue(TRACK_QUEUE_CHUNKS)
+        self._tracks[track] = asyncio.create_task(self._transcribe(track, queues[track]))
+        self._track_added.set()
+
     # ---- reading --------------------------------------------------------------------------------------------------
     async def _read(self, queues: dict[str, asyncio.Queue]) -> str:
-        """GetMedia (reopened on quiet reads) -> fragments -> resampled chunks per track. Returns why it ended."""
+        """GetMedia -> fragments -> resampled chunks per track. Returns why the call ended.
+
+        The call ends when GetMedia's payload ends after the last fragment (the producer stopped: the reference
+        consumers, amazon-connect-realtime-transcription and the Python consumer library, end there), at GetMedia's
+        4000 "fragment not found" after it, or at a fragment of another contact. A transport failure or a transient
+        error chunk reopens GetMedia after the last whole fragment read, :data:`GET_MEDIA_RETRIES` times in a row at
+        most, then fails the call; so does a stream open without a new fragment for ``quiet_s`` (a stall: GetMedia
+        itself ends a payload 3 s after the last ingested fragment).
+        """
         cp = self.checkpoint
         after = cp.fragment or self.call.start_fragment
         skip_through = cp.fragment  # GetMedia may return the named fragment itself (unconfirmed either way)
         self._offset_s = max(cp.fragment_end_s.values(), default=0.0)
-        resamplers = {track: Pcm16Resampler(mkv.CONNECT_SAMPLE_RATE_HZ) for track in mkv.CONNECT_TRACKS}
-        pending = {track: bytearray() for track in mkv.CONNECT_TRACKS}
+        resamplers: dict[str, Pcm16Resampler] = {}
+        pending: dict[str, bytearray] = {}
         token: str | None = None
-        last_fragment_at = self.clock()
         last_open = -math.inf
-        reason = "quiet"
+        failures = 0
         while True:
             wait = last_open + MIN_GET_MEDIA_INTERVAL_S - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
             last_open = self.clock()
             selector = start_selector(continuation_token=token) if token else start_selector(after_fragment=after)
-            framer = mkv.FragmentFramer()
             seen_before = self._last_number
             try:
-                async for piece in self.media.get_media(self.call.stream_arn, selector):
-                    ended = None
-                    for data in framer.feed(piece):
-                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
-                            break
-                    if ended:
-                        reason = ended
-                        break
-                else:
-                    for data in framer.close():
-                        if ended := await self._fragment(data, skip_through, resamplers, pending, queues):
-                            reason = ended
+                reason = await self._read_stream(selector, skip_through, resamplers, pending, queues)
+                break
+            except _Resume as error:
+                failures = 0 if self._last_number != seen_before else failures + 1
+                if failures >= GET_MEDIA_RETRIES:
+                    raise CallFailed(f"GetMedia failed {failures} times in a row after fragment "
+                                     f"{self._last_number or after}: {error}") from error
+                LOG.warning("%s: GetMedia reopened after fragment %s: %s", self.call.contact_id,
+                            self._last_number or after, error)
+                await asyncio.sleep(RETRY_PAUSE_S * failures)
             except mkv.FragmentError as error:
                 raise CallFailed(f"a bad fragment after fragment {self._last_number or after}: {error}") from error
             token = self._last_tags.get(mkv.TAG_CONTINUATION_TOKEN, token)
+            if token is not None and not CONTINUATION_TOKEN_PATTERN.fullmatch(token):
+                token = None  # a producer's tag cannot make the reader build a request the API refuses
             after = self._last_number or after
-            if reason != "quiet":
-                break
-            now = self.clock()
-            if self._last_number != seen_before:  # a new fragment arrived
-                last_fragment_at = now
-            elif now - last_fragment_at >= self.quiet_s:
-                break
         for track, queue in queues.items():
             tail = bytes(pending[track]) + resamplers[track].flush()
             for start in range(0, len(tail), CHUNK_BYTES):
@@ -258,27 +299,73 @@ class CallTranscriber:
             await queue.put(None)
         return reason
 
-    async def _fragment(self, data: bytes, skip_through: str | None, resamplers: dict[str, Pcm16Resampler],
-                        pending: dict[str, bytearray], queues: dict[str, asyncio.Queue]) -> str | None:
-        """Handle one fragment; returns a reason when the call ends before it."""
-        fragment = mkv.parse_fragment(data)
-        if fragment.error:
-            raise CallFailed(f"GetMedia reported an error: {fragment.error}")
-        if fragment.contact_id and fragment.contact_id != self.call.contact_id:
-            return f"the stream moved on to contact {fragment.contact_id}"
-        if fragment.number is None or not fragment.number.isdigit():
-            raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER ({fragment.number!r})")
-        if self._last_number is not None and int(fragment.number) <= int(self._last_number):
+    async def _read_stream(self, selector: dict[str, str], skip_through: str | None,
+                           resamplers: dict[str, Pcm16Resampler], pending: dict[str, bytearray],
+                           queues: dict[str, asyncio.Queue]) -> str:
+        """One GetMedia payload; returns why the call ended, or raises :class:`_Resume` to reopen it."""
+        framer = mkv.FragmentFramer()
+        pieces = self.media.get_media(self.call.stream_arn, selector)
+        last_fragment_at = self.clock()
+        async with contextlib.aclosing(pieces):
+            while True:
+                timeout = max(0.0, last_fragment_at + self.quiet_s - self.clock())
+                try:
+                    piece = await asyncio.wait_for(anext(pieces), timeout)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise _Resume(f"no fragment for {self.quiet_s:g} s on an open GetMedia: stalled") from None
+                except MediaError as error:
+                    if not error.transient:
+                        raise CallFailed(f"GetMedia: {error}") from error
+                    raise _Resume(str(error)) from error
+                except OSError as error:  # a media object other than KvsMedia: a reset socket
+                    raise _Resume(f"{type(error).__name__}: {error}") from error
+                # Framing and parsing run in a worker thread: a large or hostile fragment cannot stall other calls.
+                fragments = await asyncio.to_thread(_frame_and_parse, framer, piece)
+                for fragment in fragments:
+                    if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
+                        return ended
+                    # From here (not from its arrival): a transcription slower than the call holds the reader in
+                    # its queues, which is backpressure, not a stall.
+                    last_fragment_at = self.clock()
+        for fragment in await asyncio.to_thread(_close_and_parse, framer):
+            if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
+                return ended
+        return END_OF_STREAM
+
+    async def _fragment(self, fragment: mkv.Fragment, skip_through: str | None,
+                        resamplers: dict[str, Pcm16Resampler], pending: dict[str, bytearray],
+                        queues: dict[str, asyncio.Queue]) -> str | None:
+        """Handle one fragment; returns a reason when the call ends at it."""
+        if ended := self._check(fragment):
+            return ended
+        number = fragment.number
+        assert number is not None
+        if self._last_number is not None and int(number) <= int(self._last_number):
             return None  # read already (a reopened GetMedia may start at the fragment it was given)
-        self._last_tags, self._last_number = fragment.tags, fragment.number
-        if skip_through is not None and int(fragment.number) <= int(skip_through):
+        self._last_tags, self._last_number = fragment.tags, number
+        for name in fragment.skipped:
+            if name not in self._warned:
+                self._warned.add(name)
+                LOG.warning("%s: track %s skipped: not one of Connect's (%s)", self.call.contact_id, name,
+                            ", ".join(mkv.CONNECT_TRACKS))
+        if skip_through is not None and int(number) <= int(skip_through):
             return None  # finished before the restart
         behind = fragment.tags.get(mkv.TAG_MILLIS_BEHIND_NOW)
         if behind is not None and behind.isdigit():
             self.on_metric("MillisBehindNow", float(behind))
-        seconds = max(fragment.seconds(track) for track in mkv.CONNECT_TRACKS)
+        seconds = max((fragment.seconds(track) for track in fragment.audio), default=0.0)
         start_s = self._offset_s
-        for track in mkv.CONNECT_TRACKS:
+        for track in fragment.audio:
+            if track not in queues:
+                self._start_track(track, queues)
+                resamplers[track] = Pcm16Resampler(mkv.CONNECT_SAMPLE_RATE_HZ)
+                # A track first seen after the call's start begins with silence up to there (call time).
+                lead = max(0.0, start_s - self.checkpoint.done_s.get(track, 0.0))
+                pending[track] = bytearray(resamplers[track].resample(
+                    bytes(round(lead * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES)))
+        for track in queues:
             pcm = fragment.audio.get(track, b"")
             pcm += bytes(round(seconds * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES - len(pcm))  # pad to call time
             done = self.checkpoint.done_s.get(track, 0.0)
@@ -289,17 +376,43 @@ class CallTranscriber:
                 await queues[track].put(bytes(pending[track][at:at + CHUNK_BYTES]))
             del pending[track][:whole]
         self._offset_s = start_s + seconds
-        self._spans.append(_FragmentSpan(fragment.number, self._offset_s))
+        self._spans.append(_FragmentSpan(number, self._offset_s))
+        if fragment.stop_streaming:
+            return END_STOP_STREAMING
+        return None
+
+    def _check(self, fragment: mkv.Fragment) -> str | None:
+        """Why the call ends at ``fragment`` (an error chunk, another contact), or None; raises :class:`CallFailed`
+        for an error that ends it badly, :class:`_Resume` for a transient one."""
+        code = fragment.error_code
+        if code is not None:
+            error = mkv.cut(fragment.error or "")
+            if code == mkv.ERROR_FRAGMENT_NOT_FOUND and self._last_number is not None:
+                return END_OF_STREAM  # nothing after the last fragment read
+            if code == mkv.ERROR_FRAGMENT_NOT_FOUND:
+                raise CallFailed(f"GetMedia: {error}: the call's start fragment {self.call.start_fragment[:128]} is "
+                                 "not in the stream (past its retention, or another stream's)")
+            if code in mkv.TRANSIENT_ERROR_CODES:
+                raise _Resume(f"GetMedia reported error {error}")
+            raise CallFailed(f"GetMedia stopped with error {error}")
+        if fragment.contact_id and fragment.contact_id != self.call.contact_id:
+            return f"the stream moved on to contact {mkv.cut(fragment.contact_id, 64)}"
+        number = fragment.number
+        if number is None or not FRAGMENT_NUMBER_PATTERN.fullmatch(number):
+            raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER "
+                             f"({mkv.cut(number or '', 64)!r}; 1-128 digits)")
         return None
 
     # ---- while the call waits ------------------------------------------------------------------------------------
     async def probe(self, after: str | None) -> tuple[str | None, float, str | None]:
         """Read the call's fragments after fragment ``after`` (None: from the checkpoint) without transcribing them,
-        until GetMedia goes quiet: is the call still live while it waits for the endpoint?
+        for up to :data:`PROBE_S`: is the call still live while it waits for the endpoint?
 
         Returns (the last fragment number read, or ``after`` if none; seconds of call audio in the fragments read;
-        why the call ended, or None: another contact's fragment, the end of the stream is not an end by itself).
-        Raises :class:`CallFailed` on a bad fragment, as a transcribed call would.
+        why the call ended, or None while it is live). The call ended when GetMedia's payload ends (after the last
+        fragment, or at 4000 "fragment not found") or another contact's fragment arrives. A transient failure counts
+        as live; :data:`GET_MEDIA_RETRIES` of them in a row fail the call. Raises :class:`CallFailed` on a bad
+        fragment or a lasting error, as a transcribed call would.
         """
         skip_through = after if after is not None else self.checkpoint.fragment
         start = skip_through or self.call.start_fragment
@@ -307,36 +420,46 @@ class CallTranscriber:
         framer = mkv.FragmentFramer()
         began = self.clock()
 
-        def read(data: bytes) -> str | None:
+        def read(fragment: mkv.Fragment) -> str | None:
             nonlocal last, seconds
-            fragment = mkv.parse_fragment(data)
-            if fragment.error:
-                raise CallFailed(f"GetMedia reported an error: {fragment.error}")
-            if fragment.contact_id and fragment.contact_id != self.call.contact_id:
-                return f"the stream moved on to contact {fragment.contact_id}"
+            if ended := self._check(fragment):
+                return ended
             number = fragment.number
-            if number is None or not number.isdigit():
-                raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER ({number!r})")
+            assert number is not None
             if last is None or int(number) > int(last):  # else read already (GetMedia may start at the given one)
                 last = number
-                seconds += max(fragment.seconds(track) for track in mkv.CONNECT_TRACKS)
+                seconds += max((fragment.seconds(track) for track in fragment.audio), default=0.0)
             return None
 
-        pieces = self.media.get_media(self.call.stream_arn, start_selector(after_fragment=start))
         try:
+            pieces = self.media.get_media(self.call.stream_arn, start_selector(after_fragment=start))
             async with contextlib.aclosing(pieces):
-                async for piece in pieces:
-                    for data in framer.feed(piece):
-                        if ended := read(data):
-                            return last, seconds, ended
-                    if self.clock() - began >= PROBE_S:
+                while True:
+                    try:
+                        piece = await asyncio.wait_for(anext(pieces), max(0.0, began + PROBE_S - self.clock()))
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError:
+                        self._probe_failures = 0
                         return last, seconds, None  # a live stream never ends by itself: the next probe reads on
-            for data in framer.close():
-                if ended := read(data):
+                    for fragment in await asyncio.to_thread(_frame_and_parse, framer, piece):
+                        if ended := read(fragment):
+                            return last, seconds, ended
+            for fragment in await asyncio.to_thread(_close_and_parse, framer):
+                if ended := read(fragment):
                     return last, seconds, ended
         except mkv.FragmentError as error:
             raise CallFailed(f"a bad fragment after fragment {last or start}: {error}") from error
-        return last, seconds, None
+        except (_Resume, MediaError, OSError) as error:
+            if isinstance(error, MediaError) and not error.transient:
+                raise CallFailed(f"GetMedia: {error}") from error
+            self._probe_failures = 0 if last != skip_through else self._probe_failures + 1
+            if self._probe_failures >= GET_MEDIA_RETRIES:
+                raise CallFailed(f"GetMedia failed {self._probe_failures} times in a row after fragment "
+                                 f"{last or start}: {error}") from error
+            return last, seconds, None
+        self._probe_failures = 0
+        return last, seconds, END_OF_STREAM
 
     # ---- transcribing ---------------------------------------------------------------------------------------------
     async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
@@ -405,7 +528,7 @@ class CallTranscriber:
         async with self._checkpoint_lock:
             cp = self.checkpoint
             cp.done_s[track] = max(cp.done_s.get(track, 0.0), done_s)
-            reached = min(cp.done_s.get(name, 0.0) for name in mkv.CONNECT_TRACKS)
+            reached = min(cp.done_s.get(name, 0.0) for name in (self._tracks or mkv.CONNECT_TRACKS))
             # A resampler's rounding may leave a final a sample short of a fragment's end: allow a millisecond.
             while self._spans and self._spans[0].end_s <= reached + 1e-3:
                 span = self._spans.pop(0)

@@ -1,33 +1,39 @@
-"""Kinesis Video Streams' Matroska fragments as Amazon Connect writes them: framing, parsing and (for the local
-stand-in and the tests) writing, with ebmlite.
+"""Kinesis Video Streams' Matroska fragments as Amazon Connect writes them: framing, parsing and (for the tests)
+writing, with ebmlite.
 
-Layout (AWS documentation): GetMedia's payload is a sequence of chunks, one per fragment, each a complete Matroska
-document: an ``EBML`` header, then a ``Segment`` holding ``Info`` (``TimecodeScale``), ``Tracks``, ``Tags`` and a
-``Cluster`` (``Timecode``, ``SimpleBlock`` s). GetMedia adds the tags ``AWS_KINESISVIDEO_FRAGMENT_NUMBER``,
-``AWS_KINESISVIDEO_SERVER_TIMESTAMP``, ``AWS_KINESISVIDEO_PRODUCER_TIMESTAMP``, ``AWS_KINESISVIDEO_MILLIS_BEHIND_NOW``
-and ``AWS_KINESISVIDEO_CONTINUATION_TOKEN``, and on a failure ``AWS_KINESISVIDEO_ERROR_CODE`` /
-``AWS_KINESISVIDEO_ERROR_ID`` (GetMedia API reference, "payload"). Amazon Connect ("Plan for live media streaming")
-writes 8 kHz audio with what the customer says and what the customer hears on separate tracks, named
-``AUDIO_FROM_CUSTOMER`` and ``AUDIO_TO_CUSTOMER`` (the Connect KVS consumer demo reads those names), and tags each
-fragment with ``ContactId`` (the stream is reused by later calls: a fragment of another contact ends this call).
-The codec is 16-bit little-endian PCM (``A_PCM/INT/LIT``, Matroska codec specs), one channel per track
-(unconfirmed: AWS documents the rate and the tracks, not the codec id; the consumer refuses anything else with a
-clear error rather than guess).
+GetMedia's payload (API reference, "payload") is a sequence of chunks, one per fragment, each a whole Matroska
+document (``EBML`` header, ``Segment``), to which the service adds the tags ``AWS_KINESISVIDEO_FRAGMENT_NUMBER``,
+``_SERVER_TIMESTAMP``, ``_PRODUCER_TIMESTAMP`` (before the Cluster), ``_MILLIS_BEHIND_NOW`` and
+``_CONTINUATION_TOKEN`` (after it), and on a failure ``AWS_KINESISVIDEO_ERROR_CODE`` (text) and ``_ERROR_ID``
+(an integer code, :data:`ERROR_FRAGMENT_NOT_FOUND` ...).
 
-Why ebmlite: a maintained (Mide Technology, 3.4 in 2025), pure-Python EBML reader and writer that ships the
-Matroska schema, so element ids and types come from the schema, not from us. The two things it leaves to the caller
-are ours here, and small: cutting a live byte stream into whole documents (:class:`FragmentFramer`, from element
-headers decoded by ebmlite) and the ``SimpleBlock`` header (track number, timecode, flags: Matroska spec, "Block
-structure").
+What Amazon Connect's producer writes (public dumps of real calls; sources named in
+tests/unit/voicectl/connect/fixtures/README.md): two tracks named ``AUDIO_FROM_CUSTOMER`` and ``AUDIO_TO_CUSTOMER``
+(either may be track 1), each with ``CodecID`` ``A_AAC``, a 2-byte ``CodecPrivate`` and *no* ``Audio`` element, while
+the blocks hold 8 kHz 16-bit mono PCM, as the per-call tag ``MimeType`` = ``audio/L16;rate=8000;channels=1;`` says;
+per-call tags (``ContactId``, ``InstanceId``, ``MimeType``, one per track name) each in its own ``Tags`` element,
+before and after the Cluster; an unknown-size Cluster whose ``Timecode`` is epoch milliseconds, holding 16
+SimpleBlocks of 1024 bytes per track. An older producer names its one track ``Track_audio/L16``: the reference
+consumer (amazon-connect-realtime-transcription, KVSUtils) reads it as ``AUDIO_FROM_CUSTOMER``, and so does this one.
+
+Why ebmlite: a maintained, pure-Python EBML library that ships the Matroska schema, so element ids and types come
+from the schema, not from us. Its document reader builds an object per element, without a bound on their number (a
+fragment of four million Voids stalled a task for seconds) and without ``Block`` in its schema (a BlockGroup's audio
+was lost); so the parser here walks element headers with ebmlite's decoder, under the bounds below, and reads the
+few elements it needs itself.
 """
 
 from __future__ import annotations
 
 import io
+import logging
+import struct
 from dataclasses import dataclass, field
 
 import ebmlite
 from ebmlite import decoding, encoding
+
+LOG = logging.getLogger(__name__)
 
 SCHEMA = ebmlite.loadSchema("matroska.xml")
 
@@ -36,14 +42,24 @@ TRACK_FROM_CUSTOMER = "AUDIO_FROM_CUSTOMER"
 TRACK_TO_CUSTOMER = "AUDIO_TO_CUSTOMER"
 """What the customer hears: the agent, prompts, hold music (Amazon Connect's track name)."""
 CONNECT_TRACKS = (TRACK_FROM_CUSTOMER, TRACK_TO_CUSTOMER)
+LEGACY_TRACK_NAMES = {"Track_audio/L16": TRACK_FROM_CUSTOMER}
+"""Track names of an older Connect producer -> the track they are (the reference consumer,
+amazon-connect-realtime-transcription KVSUtils.getByteBufferFromStream, "backwards compatibility")."""
 
 CONNECT_SAMPLE_RATE_HZ = 8000
-"""Amazon Connect's media streams are 8 kHz ("Plan for live media streaming")."""
+"""Amazon Connect's media streams are 8 kHz ("Live media streaming", admin guide; the MimeType tag of real calls)."""
 PCM_CODEC_ID = "A_PCM/INT/LIT"
-"""Matroska's codec id for little-endian integer PCM."""
+"""Matroska's codec id for little-endian integer PCM (what other producers write for PCM)."""
+CONNECT_CODEC_ID = "A_AAC"
+"""The codec id Connect's producer writes on its PCM tracks (real dumps), with no Audio element: a label only."""
+CONNECT_MIME_TYPE = "audio/L16;rate=8000;channels=1;"
+"""The MimeType tag of real Connect calls. RFC 3551 makes L16 big-endian, but Connect's bytes are little-endian: the
+reference consumers pass them unchanged to Amazon Transcribe, which takes signed 16-bit little-endian PCM only."""
 PCM_BIT_DEPTH = 16
 
 TAG_CONTACT_ID = "ContactId"
+TAG_INSTANCE_ID = "InstanceId"
+TAG_MIME_TYPE = "MimeType"
 TAG_FRAGMENT_NUMBER = "AWS_KINESISVIDEO_FRAGMENT_NUMBER"
 TAG_SERVER_TIMESTAMP = "AWS_KINESISVIDEO_SERVER_TIMESTAMP"
 TAG_PRODUCER_TIMESTAMP = "AWS_KINESISVIDEO_PRODUCER_TIMESTAMP"
@@ -51,46 +67,87 @@ TAG_MILLIS_BEHIND_NOW = "AWS_KINESISVIDEO_MILLIS_BEHIND_NOW"
 TAG_CONTINUATION_TOKEN = "AWS_KINESISVIDEO_CONTINUATION_TOKEN"
 TAG_ERROR_CODE = "AWS_KINESISVIDEO_ERROR_CODE"
 TAG_ERROR_ID = "AWS_KINESISVIDEO_ERROR_ID"
+TAG_STOP_STREAMING = "STOP_STREAMING"
+"""``true`` on a producer's last fragment (a public Connect consumer stops there; unconfirmed which producer writes
+it: the real dumps do not have it)."""
 
 _KNOWN_TAGS = {name.upper(): name for name in (
-    TAG_CONTACT_ID, TAG_FRAGMENT_NUMBER, TAG_SERVER_TIMESTAMP, TAG_PRODUCER_TIMESTAMP, TAG_MILLIS_BEHIND_NOW,
-    TAG_CONTINUATION_TOKEN, TAG_ERROR_CODE, TAG_ERROR_ID)}
+    TAG_CONTACT_ID, TAG_INSTANCE_ID, TAG_MIME_TYPE, TAG_FRAGMENT_NUMBER, TAG_SERVER_TIMESTAMP,
+    TAG_PRODUCER_TIMESTAMP, TAG_MILLIS_BEHIND_NOW, TAG_CONTINUATION_TOKEN, TAG_ERROR_CODE, TAG_ERROR_ID,
+    TAG_STOP_STREAMING)}
 """Tag names read case-insensitively: Matroska's tagging convention is upper case (libavformat writes ``CONTACTID``
-for ``ContactId``), Connect's producer writes ``ContactId`` (unconfirmed which case each producer keeps)."""
+for ``ContactId``), Connect's producer writes ``ContactId`` (real dumps)."""
+
+# GetMedia's AWS_KINESISVIDEO_ERROR_ID codes (GetMedia API reference, "payload").
+ERROR_WRITING_TO_STREAM = 3002
+ERROR_FRAGMENT_NOT_FOUND = 4000
+"""At the end of a stream's fragments: what follows the last one, the end of the call."""
+ERROR_KMS_CODES = range(4500, 4507)
+"""4500-4506: the stream's KMS key is denied, disabled, invalid, unavailable, misused, in a bad state, not found."""
+ERROR_INTERNAL = 5000
+TRANSIENT_ERROR_CODES = frozenset({ERROR_WRITING_TO_STREAM, ERROR_INTERNAL})
+"""Codes a reader resumes after (from its last whole fragment, a bounded number of times); the others end the call."""
 
 DEFAULT_TIMECODE_SCALE_NS = 1_000_000
 """Matroska's default TimecodeScale: timecodes in milliseconds."""
-MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
-"""Largest fragment the framer buffers: far above Connect's (a few seconds of two 8 kHz PCM16 tracks is ~100 KB);
-a larger one is a broken stream, reported, not buffered without bound."""
+
+# Bounds on what one fragment may hold. A real Connect fragment is ~35 KB: 1.024 s, 32 SimpleBlocks, ~150 elements,
+# ~12 tags, strings of at most 47 characters (fragment numbers). Each bound is far above that and far below what
+# stalls a task: a fragment over one is refused with an error naming the bound.
+MAX_FRAGMENT_BYTES = 1024 * 1024
+"""Largest fragment read (30 x a real one, ~30 s of two 8 kHz PCM16 tracks); the framer buffers no more."""
+MAX_ELEMENTS = 10_000
+"""Elements walked in a fragment (a real one has ~150)."""
+MAX_BLOCKS = 2_048
+"""Blocks in a fragment (a real one has 32: 16 per track)."""
+MAX_TAGS = 256
+"""SimpleTags in a fragment (a real one has ~12)."""
+MAX_TRACKS = 16
+"""TrackEntries in a fragment (Connect writes one or two)."""
+MAX_TEXT_CHARS = 128
+"""Characters kept of any string from a fragment (tag names and values, track names, codec ids) before it reaches a
+reason, an event or a table item: fragment numbers and continuation tokens are at most 128 (GetMedia
+StartSelector), ContactIds 256 (Connect's StartContactStreaming), real ones 36."""
 
 _EBML_ID = SCHEMA["EBML"].id
 _SEGMENT_ID = SCHEMA["Segment"].id
+_CLUSTER_ID = SCHEMA["Cluster"].id
+_BLOCK_ID = 0xA1
+"""BlockGroup's ``Block`` (RFC 9559, "Block element"; ebmlite's schema lacks it)."""
 _LACING_MASK = 0x06
+_TRACK_TYPE_AUDIO, _TRACK_TYPE_VIDEO = 2, 1
+
+
+def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (marked with an ellipsis): a producer's string in our own messages."""
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
 class FragmentError(ValueError):
-    """A fragment that cannot be used (truncated, an unknown codec or track, a malformed element)."""
+    """A fragment that cannot be used (truncated, a codec other than Connect's PCM, over a bound, malformed)."""
 
 
 @dataclass(frozen=True)
 class Track:
     number: int
-    name: str
+    name: str  # as written (cut); ``Fragment.tracks`` is keyed by the Connect track it is read as
     codec_id: str
-    sample_rate_hz: float
-    channels: int
-    bit_depth: int
+    track_type: int
+    sample_rate_hz: float | None  # None: no Audio element (Connect's producer)
+    channels: int | None
+    bit_depth: int | None
+    has_audio_element: bool
 
 
 @dataclass
 class Fragment:
-    """One fragment: its tags (name -> value, fragment-level and track-level merged) and each track's PCM16."""
+    """One fragment: its tags (name -> value, cut to :data:`MAX_TEXT_CHARS`) and each Connect track's PCM16."""
 
     tags: dict[str, str]
     tracks: dict[str, Track]
-    audio: dict[str, bytes] = field(default_factory=dict)  # track name -> PCM16 little-endian mono
-    timecode_ms: float = 0.0  # the cluster's timecode, in milliseconds
+    audio: dict[str, bytes] = field(default_factory=dict)  # Connect track name -> PCM16 little-endian mono 8 kHz
+    timecode_ms: float = 0.0  # the cluster's timecode, in milliseconds (Connect: epoch milliseconds)
+    skipped: tuple[str, ...] = ()  # tracks not read (names other than Connect's, cut), for a warning
 
     @property
     def number(self) -> str | None:
@@ -101,11 +158,23 @@ class Fragment:
         return self.tags.get(TAG_CONTACT_ID)
 
     @property
+    def error_code(self) -> int | None:
+        """GetMedia's in-band error id (``AWS_KINESISVIDEO_ERROR_ID``), or None; -1 if it is not an integer."""
+        if TAG_ERROR_ID not in self.tags and TAG_ERROR_CODE not in self.tags:
+            return None
+        value = self.tags.get(TAG_ERROR_ID, "")
+        return int(value) if value.isdigit() and len(value) < 10 else -1
+
+    @property
     def error(self) -> str | None:
-        """GetMedia's in-band error (``AWS_KINESISVIDEO_ERROR_CODE`` and ``_ID``), if this chunk carries one."""
-        if TAG_ERROR_CODE not in self.tags and TAG_ERROR_ID not in self.tags:
+        """GetMedia's in-band error as text (id and description), if this chunk carries one."""
+        if self.error_code is None:
             return None
         return f"{self.tags.get(TAG_ERROR_ID, '?')} {self.tags.get(TAG_ERROR_CODE, '')}".strip()
+
+    @property
+    def stop_streaming(self) -> bool:
+        return self.tags.get(TAG_STOP_STREAMING, "").lower() == "true"
 
     def seconds(self, track: str) -> float:
         return len(self.audio.get(track, b"")) / 2 / CONNECT_SAMPLE_RATE_HZ
@@ -136,7 +205,7 @@ class FragmentFramer:
             del self._buffer[:end]
             self._walk = None
         if len(self._buffer) > MAX_FRAGMENT_BYTES:
-            raise FragmentError(f"a fragment is larger than {MAX_FRAGMENT_BYTES} bytes; the stream is not Connect's")
+            raise FragmentError(f"a fragment is larger than {MAX_FRAGMENT_BYTES} bytes (a real one is ~35 KB)")
         return fragments
 
     def close(self) -> list[bytes]:
@@ -168,6 +237,8 @@ class FragmentFramer:
                 raise FragmentError(f"an EBML header must be followed by a Segment, found element id 0x{sid:x}")
             if ssize is not None:
                 end = spayload_at + ssize
+                if end > MAX_FRAGMENT_BYTES:
+                    raise FragmentError(f"a fragment of {end} bytes; at most {MAX_FRAGMENT_BYTES} are read")
                 return end if len(data) >= end else None
             self._walk = _Walk(at=spayload_at, open=[_SEGMENT_ID])
         return self._walk.advance(data)
@@ -180,11 +251,15 @@ class _Walk:
 
     at: int
     open: list[int]
+    elements: int = 0
 
     def advance(self, data: bytes | bytearray) -> int | None:
         """The Segment's end (the offset of the element after it), or None until more bytes arrive."""
         while (header := _element_header(data, self.at)) is not None:
             eid, size, payload_at = header
+            self.elements += 1
+            if self.elements > MAX_ELEMENTS:
+                raise FragmentError(f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)")
             while self.open and not _may_contain(self.open[-1], eid):
                 self.open.pop()  # an element that cannot be its child ends an unknown-size master (RFC 8794 6.2)
             if not self.open:
@@ -236,116 +311,249 @@ def _element_header(data: bytes | bytearray, at: int) -> tuple[int, int | None, 
 
 
 def parse_fragment(data: bytes) -> Fragment:
-    """Parse one fragment (bytes from :class:`FragmentFramer`).
+    """Parse one fragment (bytes from :class:`FragmentFramer`), within the bounds above.
+
+    Tracks are chosen by name (:data:`CONNECT_TRACKS`, :data:`LEGACY_TRACK_NAMES`); others are skipped and named in
+    ``Fragment.skipped``. A Connect track must hold 8 kHz mono PCM16: the ``MimeType`` tag says so when present;
+    without it, Connect's producer default (``A_AAC`` and no Audio element) is read as that, and ``A_PCM/INT/LIT``
+    with its Audio element.
 
     Raises:
-        FragmentError: malformed, or a track that is not one of Connect's two 8 kHz 16-bit mono PCM tracks.
+        FragmentError: malformed or truncated; over a bound; a Connect track in another encoding (real AAC, video,
+            another codec or rate); audio but no Connect track.
     """
+    if len(data) > MAX_FRAGMENT_BYTES:
+        raise FragmentError(f"a fragment of {len(data)} bytes; at most {MAX_FRAGMENT_BYTES} are read")
+    reader = _FragmentReader(data)
     try:
-        document = SCHEMA.loads(data)
-        segment = next((element for element in document if element.name == "Segment"), None)
-        if segment is None:
-            raise FragmentError("the fragment holds no Segment")
-        return _parse_segment(segment)
+        reader.read()
     except FragmentError:
         raise
-    except Exception as error:  # ebmlite raises IOError/TypeError/ValueError/KeyError on broken input
-        raise FragmentError(f"the fragment could not be parsed ({type(error).__name__}: {error})") from error
+    except (IOError, ValueError, TypeError, IndexError, struct.error) as error:  # ebmlite's decoder on broken bytes
+        raise FragmentError(f"the fragment could not be parsed ({type(error).__name__}: {cut(str(error))})") from error
+    return reader.fragment()
 
 
-def _parse_segment(segment) -> Fragment:
-    tags: dict[str, str] = {}
-    tracks_by_number: dict[int, Track] = {}
-    timecode_scale = DEFAULT_TIMECODE_SCALE_NS
-    blocks: list[tuple[int, float, bytes]] = []
-    cluster_timecode = 0
-    for element in segment:
-        if element.name == "Info":
-            for child in element:
-                if child.name == "TimecodeScale":
-                    timecode_scale = child.value
-        elif element.name == "Tracks":
-            for entry in element:
-                if entry.name == "TrackEntry":
-                    track = _parse_track(entry)
-                    tracks_by_number[track.number] = track
-        elif element.name == "Tags":
-            for tag in element:
-                if tag.name != "Tag":
-                    continue  # CRC-32 and Void may lead any master element (libavformat writes CRC-32s)
-                for simple in tag:
-                    if simple.name == "SimpleTag":
-                        values = {child.name: child.value for child in simple}
-                        if "TagName" in values:
-                            name = str(values["TagName"])
-                            tags[_KNOWN_TAGS.get(name.upper(), name)] = str(values.get("TagString", ""))
-        elif element.name == "Cluster":
-            for child in element:
-                if child.name == "Timecode":
-                    cluster_timecode = child.value
-                elif child.name == "SimpleBlock":
-                    blocks.append(_parse_block(child.value))
-                elif child.name == "BlockGroup":
-                    for part in child:
-                        if part.name == "Block":
-                            blocks.append(_parse_block(part.value))
-    fragment = Fragment(tags=tags, tracks={}, timecode_ms=cluster_timecode * timecode_scale / 1e6)
-    if not blocks:
+_DESCEND = {SCHEMA[name].id for name in (
+    "Info", "Tracks", "TrackEntry", "Audio", "Tags", "Tag", "SimpleTag", "Cluster", "BlockGroup")}
+"""Masters the parser reads into; any other element (SeekHead, Cues, Void, CRC-32, Video ...) is skipped whole."""
+_ID = {name: SCHEMA[name].id for name in (
+    "TimecodeScale", "TrackNumber", "TrackType", "Name", "CodecID", "SamplingFrequency", "Channels", "BitDepth",
+    "TagName", "TagString", "Timecode", "SimpleBlock", "TrackEntry", "SimpleTag", "Audio")}
+
+
+class _FragmentReader:
+    """One walk over a fragment's element headers (ebmlite's decoder), reading only what the parser needs."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.elements = 0
+        self.timecode_scale = DEFAULT_TIMECODE_SCALE_NS
+        self.cluster_timecode = 0
+        self.tags: dict[str, str] = {}
+        self.tracks: list[Track] = []
+        self.blocks: list[tuple[int, int, int]] = []  # (track number, payload start, payload end) in data
+        self._entry: dict[int, object] = {}
+        self._simple_tag: dict[int, str] = {}
+
+    def read(self) -> None:
+        data = self.data
+        header = _element_header(data, 0)
+        if header is None or header[0] != _EBML_ID or header[1] is None:
+            raise FragmentError("a fragment must start with an EBML header")
+        segment = _element_header(data, header[2] + header[1])
+        if segment is None or segment[0] != _SEGMENT_ID:
+            raise FragmentError("an EBML header must be followed by a Segment")
+        end = len(data) if segment[1] is None else segment[2] + segment[1]
+        if end > len(data):
+            raise FragmentError(f"the Segment needs {end} bytes, the fragment has {len(data)}: truncated")
+        # (id, end, unknown size) of the masters the walk is in: an unknown-size one (a Cluster) ends at the first
+        # element it cannot hold (RFC 8794 section 6.2), a known-size one at its end.
+        stack: list[tuple[int, int, bool]] = [(_SEGMENT_ID, end, segment[1] is None)]
+        at = segment[2]
+        while True:
+            while len(stack) > 1 and at >= stack[-1][1]:
+                self._leave(stack.pop()[0])
+            if at >= end:
+                break
+            header = _element_header(data, at)
+            if header is None:
+                raise FragmentError(f"the fragment ends inside an element header at byte {at}: truncated")
+            eid, size, payload = header
+            while len(stack) > 1 and stack[-1][2] and not _may_contain(stack[-1][0], eid):
+                self._leave(stack.pop()[0])
+            self.elements += 1
+            if self.elements > MAX_ELEMENTS:
+                raise FragmentError(f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)")
+            if size is None:
+                if eid != _CLUSTER_ID:
+                    raise FragmentError(f"element id 0x{eid:x} at byte {at} has an unknown size; Matroska allows "
+                                        "that for Segment and Cluster only (RFC 9559)")
+                stack.append((eid, stack[-1][1], True))
+                at = payload
+                continue
+            element_end = payload + size
+            if element_end > stack[-1][1]:
+                raise FragmentError(f"element id 0x{eid:x} at byte {at} runs past its parent's end: truncated")
+            if eid in _DESCEND:
+                self._enter(eid)
+                stack.append((eid, element_end, False))
+                at = payload
+            else:
+                self._leaf(stack[-1][0], eid, payload, element_end)
+                at = element_end
+        while len(stack) > 1:
+            self._leave(stack.pop()[0])
+
+    def _enter(self, eid: int) -> None:
+        if eid == _ID["TrackEntry"]:
+            self._entry = {}
+        elif eid == _ID["SimpleTag"]:
+            self._simple_tag = {}
+        elif eid == _ID["Audio"]:
+            self._entry[_ID["Audio"]] = True
+
+    def _leave(self, eid: int) -> None:
+        if eid == _ID["TrackEntry"]:
+            self._add_track(self._entry)
+        elif eid == _ID["SimpleTag"] and _ID["TagName"] in self._simple_tag:
+            if len(self.tags) >= MAX_TAGS:
+                raise FragmentError(f"a fragment of more than {MAX_TAGS} tags (a real one has ~12)")
+            name = self._simple_tag[_ID["TagName"]]
+            self.tags[_KNOWN_TAGS.get(name.upper(), name)] = self._simple_tag.get(_ID["TagString"], "")
+
+    def _leaf(self, parent: int, eid: int, start: int, end: int) -> None:
+        data = self.data
+        if eid in (_ID["SimpleBlock"], _BLOCK_ID) and parent in (_CLUSTER_ID, SCHEMA["BlockGroup"].id):
+            if eid == _BLOCK_ID and parent == _CLUSTER_ID:
+                return  # a Block belongs in a BlockGroup: not audio of a track (skipped, as any unknown element)
+            if len(self.blocks) >= MAX_BLOCKS:
+                raise FragmentError(f"a fragment of more than {MAX_BLOCKS} blocks (a real one has 32)")
+            self.blocks.append(_block(data, start, end))
+        elif parent == _CLUSTER_ID and eid == _ID["Timecode"]:
+            self.cluster_timecode = _uint(data, start, end)
+        elif parent == SCHEMA["Info"].id and eid == _ID["TimecodeScale"]:
+            self.timecode_scale = _uint(data, start, end) or DEFAULT_TIMECODE_SCALE_NS
+        elif parent == _ID["TrackEntry"] and eid in (_ID["TrackNumber"], _ID["TrackType"]):
+            self._entry[eid] = _uint(data, start, end)
+        elif parent == _ID["TrackEntry"] and eid in (_ID["Name"], _ID["CodecID"]):
+            self._entry[eid] = _text(data, start, end)
+        elif parent == _ID["Audio"] and eid == _ID["SamplingFrequency"]:
+            if end - start not in (0, 4, 8):
+                raise FragmentError(f"a SamplingFrequency of {end - start} bytes; EBML floats are 4 or 8")
+            self._entry[eid] = struct.unpack(">f" if end - start == 4 else ">d", data[start:end])[0] \
+                if end > start else 0.0
+        elif parent == _ID["Audio"] and eid in (_ID["Channels"], _ID["BitDepth"]):
+            self._entry[eid] = _uint(data, start, end)
+        elif parent == _ID["SimpleTag"] and eid in (_ID["TagName"], _ID["TagString"]):
+            self._simple_tag[eid] = _text(data, start, end)
+
+    def _add_track(self, entry: dict[int, object]) -> None:
+        if _ID["TrackNumber"] not in entry:
+            raise FragmentError("a TrackEntry has no TrackNumber")
+        if len(self.tracks) >= MAX_TRACKS:
+            raise FragmentError(f"a fragment of more than {MAX_TRACKS} tracks (Connect writes one or two)")
+        self.tracks.append(Track(
+            number=int(entry[_ID["TrackNumber"]]), name=str(entry.get(_ID["Name"], "")),
+            codec_id=str(entry.get(_ID["CodecID"], "")), track_type=int(entry.get(_ID["TrackType"], 0)),
+            sample_rate_hz=entry.get(_ID["SamplingFrequency"], 8000.0) if _ID["Audio"] in entry else None,
+            channels=int(entry.get(_ID["Channels"], 1)) if _ID["Audio"] in entry else None,
+            bit_depth=int(entry[_ID["BitDepth"]]) if _ID["BitDepth"] in entry else None,
+            has_audio_element=_ID["Audio"] in entry))
+
+    def fragment(self) -> Fragment:
+        fragment = Fragment(tags=self.tags, tracks={},
+                            timecode_ms=self.cluster_timecode * self.timecode_scale / 1e6)
+        names: dict[int, str] = {}
+        skipped = []
+        for track in self.tracks:
+            connect = track.name if track.name in CONNECT_TRACKS else LEGACY_TRACK_NAMES.get(track.name)
+            if connect is None:
+                skipped.append(f"{track.name or '(unnamed)'} (track {track.number}, {track.codec_id or 'no codec'})")
+                continue
+            if connect in fragment.tracks or track.number in names:
+                raise FragmentError(f"two tracks are read as {connect} (or share number {track.number})")
+            _check_format(track, self.tags.get(TAG_MIME_TYPE))
+            names[track.number] = connect
+            fragment.tracks[connect] = track
+        fragment.skipped = tuple(skipped)
+        if self.blocks and not names:
+            found = "; ".join(_describe(track) for track in self.tracks) or "no TrackEntry"
+            raise FragmentError(f"the fragment has no track named {' or '.join(CONNECT_TRACKS)} ({cut(found, 300)});"
+                                " Connect's streams carry those audio tracks")
+        declared = {track.number for track in self.tracks}
+        audio: dict[str, list[bytes]] = {name: [] for name in names.values()}
+        for number, start, end in self.blocks:
+            if number not in declared:
+                raise FragmentError(f"a block is on track {number}, which the fragment's Tracks do not declare")
+            if number not in names:
+                continue  # a skipped track's audio
+            if (end - start) % 2:
+                raise FragmentError(f"a block on track {names[number]} holds {end - start} bytes, not whole 16-bit "
+                                    "samples: truncated")
+            audio[names[number]].append(self.data[start:end])
+        fragment.audio = {name: b"".join(pieces) for name, pieces in audio.items()}
         return fragment
-    names = {}
-    for number, track in tracks_by_number.items():
-        if track.name not in CONNECT_TRACKS:
-            raise FragmentError(f"the fragment has a track named {track.name!r}; Connect's tracks are "
-                                f"{' and '.join(CONNECT_TRACKS)}")
-        if (track.codec_id != PCM_CODEC_ID or track.bit_depth != PCM_BIT_DEPTH or track.channels != 1
-                or track.sample_rate_hz != CONNECT_SAMPLE_RATE_HZ):
-            raise FragmentError(
-                f"track {track.name} is {track.codec_id} {track.bit_depth}-bit {track.channels} channel(s) at "
-                f"{track.sample_rate_hz:g} Hz; Connect sends {PCM_CODEC_ID} {PCM_BIT_DEPTH}-bit mono at "
-                f"{CONNECT_SAMPLE_RATE_HZ} Hz")
-        names[number] = track.name
-        fragment.tracks[track.name] = track
-    audio: dict[str, bytearray] = {name: bytearray() for name in names.values()}
-    for number, _timecode, payload in blocks:
-        if number not in names:
-            raise FragmentError(f"a block is on track {number}, which the fragment's Tracks do not declare")
-        if len(payload) % 2:
-            raise FragmentError(f"a block on track {names[number]} holds {len(payload)} bytes, not whole 16-bit "
-                                "samples: truncated")
-        audio[names[number]] += payload
-    fragment.audio = {name: bytes(pcm) for name, pcm in audio.items()}
-    return fragment
 
 
-def _parse_track(entry) -> Track:
-    values = {child.name: child for child in entry}
-    audio = {child.name: child.value for child in values["Audio"]} if "Audio" in values else {}
-    if "TrackNumber" not in values:
-        raise FragmentError("a TrackEntry has no TrackNumber")
-    return Track(
-        number=values["TrackNumber"].value,
-        name=str(values["Name"].value) if "Name" in values else "",
-        codec_id=str(values["CodecID"].value) if "CodecID" in values else "",
-        sample_rate_hz=float(audio.get("SamplingFrequency", 8000.0)),
-        channels=int(audio.get("Channels", 1)),
-        bit_depth=int(audio.get("BitDepth", 0)),
-    )
+def _describe(track: Track) -> str:
+    kinds = {_TRACK_TYPE_VIDEO: "video", _TRACK_TYPE_AUDIO: "audio"}
+    kind = kinds.get(track.track_type, f"type {track.track_type}")
+    return f"track {track.number} {cut(track.name, 40) or '(unnamed)'}: {kind}, {cut(track.codec_id, 40)}"
 
 
-def _parse_block(raw: bytes) -> tuple[int, float, bytes]:
-    """(track number, relative timecode, payload) of a SimpleBlock/Block (Matroska spec, "Block structure")."""
-    raw = bytes(raw)
-    if not raw:
+def _check_format(track: Track, mime_type: str | None) -> None:
+    """Raises FragmentError unless ``track`` (one of Connect's by name) holds 8 kHz mono PCM16."""
+    what = f"track {track.name}"
+    if track.track_type == _TRACK_TYPE_VIDEO:
+        raise FragmentError(f"{what} is a video track ({cut(track.codec_id, 40)}); Connect's tracks are audio")
+    if mime_type is not None:
+        kind, _, rest = mime_type.partition(";")
+        params = dict(part.strip().partition("=")[::2] for part in rest.split(";") if part.strip())
+        if (kind.strip().lower() != "audio/l16" or params.get("rate", "").strip() != str(CONNECT_SAMPLE_RATE_HZ)
+                or params.get("channels", "1").strip() != "1"):
+            raise FragmentError(f"{what}: MimeType {cut(mime_type, 60)!r}; the consumer reads Connect's "
+                                f"{CONNECT_MIME_TYPE!r} only")
+        if track.codec_id in (CONNECT_CODEC_ID, PCM_CODEC_ID):
+            return  # the tag says what the label does not (Connect's A_AAC)
+    elif track.codec_id == CONNECT_CODEC_ID and not track.has_audio_element:
+        return  # Connect's producer default without its MimeType tag: the same PCM (real dumps)
+    elif (track.codec_id == PCM_CODEC_ID and track.bit_depth == PCM_BIT_DEPTH and track.channels == 1
+          and track.sample_rate_hz == CONNECT_SAMPLE_RATE_HZ):
+        return
+    if track.codec_id == CONNECT_CODEC_ID:
+        raise FragmentError(f"{what} is AAC (A_AAC with an Audio element: {track.sample_rate_hz or 0:g} Hz, "
+                            f"{track.channels} channel(s)); Connect writes PCM16 labelled A_AAC without one, "
+                            "and real AAC is not read")
+    raise FragmentError(
+        f"{what} is {cut(track.codec_id, 40) or 'without a CodecID'} {track.bit_depth or 0}-bit "
+        f"{track.channels or 0} channel(s) at {track.sample_rate_hz or 0:g} Hz; Connect sends 8 kHz 16-bit mono "
+        f"PCM ({CONNECT_CODEC_ID} without an Audio element, or {PCM_CODEC_ID})")
+
+
+def _uint(data: bytes, start: int, end: int) -> int:
+    if end - start > 8:
+        raise FragmentError(f"an integer of {end - start} bytes at byte {start}; EBML integers are at most 8")
+    return int.from_bytes(data[start:end], "big")
+
+
+def _text(data: bytes, start: int, end: int) -> str:
+    """A string element, NUL padding dropped (RFC 8794 section 7.3), cut to :data:`MAX_TEXT_CHARS`."""
+    raw = data[start:min(end, start + 4 * MAX_TEXT_CHARS)].split(b"\0", 1)[0]
+    return cut(raw.decode("utf-8", "replace"))
+
+
+def _block(data: bytes, start: int, end: int) -> tuple[int, int, int]:
+    """(track number, payload start, payload end) of a SimpleBlock/Block (RFC 9559, "Block structure")."""
+    if end <= start:
         raise FragmentError("an empty block")
-    length, _mask = decoding.decodeIntLength(raw[0])
-    if len(raw) < length + 3:
+    length, _mask = decoding.decodeIntLength(data[start])
+    if end - start < length + 3:
         raise FragmentError("a block shorter than its header: truncated")
-    number = int.from_bytes(raw[:length], "big") & ((1 << (7 * length)) - 1)
-    timecode = int.from_bytes(raw[length:length + 2], "big", signed=True)
-    flags = raw[length + 2]
-    if flags & _LACING_MASK:
+    number = int.from_bytes(data[start:start + length], "big") & ((1 << (7 * length)) - 1)
+    if data[start + length + 2] & _LACING_MASK:
         raise FragmentError("a laced block; Connect's PCM blocks are not laced")
-    return number, timecode, raw[length + 3:]
+    return number, start + length + 3, end
 
 
 # ---- writing (the local stand-in and the tests) -------------------------------------------------------------------

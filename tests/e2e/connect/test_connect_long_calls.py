@@ -11,7 +11,7 @@ import pytest
 
 from tests.unit.voicectl.connect.connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
 from voicectl.connect import mkv
-from voicectl.connect.consumer import Consumer
+from voicectl.connect.consumer import END_OF_STREAM, Consumer
 from voicectl.connect.fake_kvs import FakeCall
 
 # A 20-minute call replayed at speed: about a minute however fast the machine (tests/e2e/conftest.py).
@@ -47,7 +47,7 @@ def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_a
         return store, reason, before, sessions, kvs.get_media_requests
 
     store, reason, before, sessions, requests = run(main())
-    assert reason == "quiet"
+    assert reason == END_OF_STREAM
     assert 0 < before < len(store.segments)
     for track in mkv.CONNECT_TRACKS:
         finals = sorted(store.finals("long", track), key=lambda s: s.start_s)
@@ -72,7 +72,7 @@ def test_ten_simultaneous_calls_through_one_consumer():
         return store, reasons
 
     store, reasons = run(main())
-    assert reasons == ["quiet"] * 10
+    assert reasons == [END_OF_STREAM] * 10
     for i in range(10):
         assert store.kinds(f"c{i}") == ["Call Started", "Call Ended"]
         for track in mkv.CONNECT_TRACKS:

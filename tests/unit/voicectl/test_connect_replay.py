@@ -55,7 +55,7 @@ def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
     for who in ("customer", "agent"):
         ends = [float(m.group(2)) for line in lines if (m := re.match(r"\[\s*([\d.]+)-\s*([\d.]+) s\] " + who, line))]
         assert ends == sorted(ends) and abs(ends[-1] - 14.0) < 0.05
-    assert '"transcription": "started"' in err and "ended: quiet" in err
+    assert '"transcription": "started"' in err and "ended: the stream ended" in err
 
 
 def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
@@ -68,7 +68,7 @@ def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
             code = main(["connect-replay", str(path), "--url", background.url, "--speed", "0", "--quiet-s", str(QUIET_S)])
             _out, err = capsys.readouterr()
             assert code == 0, err
-            assert "ended: quiet" in err
+            assert "ended: the stream ended" in err
 
 
 def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -114,3 +115,77 @@ def assert_tiles(segments: list[Any], duration_s: float) -> None:
         assert segment.text
         position = segment.end_s
     assert abs(position - duration_s) < 0.01, (position, duration_s)
+
+
+# ---- fixtures: fragments in every real layout found, written byte for byte -----------------------------------------
+FIXTURES_DIR = Path(__file__).parent / "fixtures"
+FIXTURE_CONTACT = "87718f4a-d2ed-476a-ad11-f496ab09b3f8"
+"""The ContactId of the dump (citizensadvice, sample-matroska.txt)."""
+FIXTURE_FRAGMENTS = 3
+
+
+def fixture_audio(seconds: float = FIXTURE_FRAGMENTS * 1.024) -> tuple[bytes, bytes]:
+    """The fixtures' PCM: distinct ramps per side, so that a track read as the other shows."""
+    n = round(seconds * RATE)
+    customer = (np.arange(n) % 1000 - 500).astype("<i2").tobytes()
+    agent = (-(np.arange(n) % 777) * 7 + 2000).astype("<i2").tobytes()
+    return customer, agent
+
+
+def _call(**options: Any) -> FakeCall:
+    customer, agent = fixture_audio()
+    return FakeCall(FIXTURE_CONTACT, "fixture", customer, agent, **options)
+
+
+def _payload(call: FakeCall) -> bytes:
+    return b"".join(call.fragment(index) for index in range(call.count))
+
+
+def _video_fragment(number: str) -> bytes:
+    """A fragment in the layout of the parser library's real GetMedia payload (output_get_media.mkv): an EBML header
+    and Segment with 8-byte sizes, a libavformat-written H.264 track (unnamed, TrackType 1), GetMedia's tags around
+    a Cluster of known size. Video: the consumer must refuse it clearly."""
+    from ebmlite import encoding as enc
+
+    from voicectl.connect.fake_kvs import getmedia_tags
+
+    def sized(element_id: str, payload: bytes, width: int = 1) -> bytes:
+        return bytes.fromhex(element_id) + enc.encodeSize(len(payload), width) + payload
+
+    header = sized("1a45dfa3", bytes.fromhex("42868101" "42f78101" "42f28104" "42f38108"
+                                              "4282886d6174726f736b61" "42878104" "42858102"), 8)
+    info = sized("1549a966", sized("2ad7b1", (1_000_000).to_bytes(3, "big")) + sized("4d80", b"Lavf57.71.100"), 8)
+    video = sized("e0", sized("b0", (640).to_bytes(2, "big")) + sized("ba", (360).to_bytes(2, "big")), 8)
+    entry = sized("ae", sized("d7", b"\x01") + sized("73c5", b"\x01") + sized("86", b"V_MPEG4/ISO/AVC")
+                  + sized("83", b"\x01") + video, 8)
+    blocks = b"".join(sized("a3", b"\x81" + (i * 33).to_bytes(2, "big") + b"\x80" + bytes(64)) for i in range(3))
+    cluster = sized("1f43b675", sized("e7", b"\x00") + blocks, 8)
+    body = (info + sized("1654ae6b", entry, 8) + getmedia_tags({mkv.TAG_FRAGMENT_NUMBER: number})
+            + cluster + getmedia_tags({mkv.TAG_CONTINUATION_TOKEN: number}))
+    return header + bytes.fromhex("18538067") + b"\x01" + b"\xff" * 7 + body
+
+
+def fixtures() -> dict[str, bytes]:
+    """Each fixture's bytes, by file name (README.md in the fixtures directory names each one's source)."""
+    from voicectl.connect.fake_kvs import error_chunk
+
+    first = _call()
+    return {
+        "connect_to_customer_first.mkv": _payload(first),
+        "connect_from_customer_first.mkv": _payload(_call(order=mkv.CONNECT_TRACKS)),
+        "connect_customer_only.mkv": _payload(_call(tracks=(mkv.TRACK_FROM_CUSTOMER,))),
+        "connect_then_fragment_not_found.mkv": _payload(first) + error_chunk(
+            mkv.ERROR_FRAGMENT_NOT_FOUND, "Requested fragment is not found"),
+        "getmedia_video.mkv": b"".join(_video_fragment(first.number(index)) for index in range(2)),
+    }
+
+
+def write_fixtures() -> None:
+    """Rewrite the fixture files (``python -m tests.unit.voicectl.connect.connect_testkit``)."""
+    FIXTURES_DIR.mkdir(exist_ok=True)
+    for name, data in fixtures().items():
+        (FIXTURES_DIR / name).write_bytes(data)
+
+
+if __name__ == "__main__":
+    write_fixtures()
