@@ -126,11 +126,29 @@ $(SCAN_STAMP): requirements-scan.lock
 	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-scan.lock
 	@touch $@
 
-scan: deps $(SCAN_STAMP) ## checkov over the templates of a private deployment (network.mode=vpc), as an auditor would
+# The private deployments make scan synthesizes, one directory each under $(SCAN_OUT): vpc mode as it is, and vpc mode
+# with Amazon Connect (placeholder instance and queue ARNs, as tests/app/variants.py's) and Voxtral on ECS, so that
+# the Connect stack and the ECS target are scanned too (one synth more, about 20 s).
+SCAN_CONNECT_INSTANCE := arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555
+SCAN_VARIANTS := vpc vpc-connect-ecs
+SCAN_CONTEXT_vpc := -c network.mode=vpc
+SCAN_CONTEXT_vpc-connect-ecs := -c network.mode=vpc -c voxtral.target=ecs -c connect.enabled=true \
+	-c connect.instance_arn=$(SCAN_CONNECT_INSTANCE) -c connect.create_storage_config=true \
+	-c connect.create_example_flow=true \
+	-c connect.queue_arn=$(SCAN_CONNECT_INSTANCE)/queue/99999999-8888-7777-6666-555555555555
+
+# Every variant is synthesized and scanned even when another fails; each run ends with checkov's summary line.
+define SCAN_ONE
+echo "== scan $(1): cdk synth $(SCAN_CONTEXT_$(1))"; \
+if $(CDK) synth --quiet $(SCAN_CONTEXT_$(1)) -o $(SCAN_OUT)/$(1) $(CDK_ARGS); then \
+	$(SCAN_VENV)/bin/checkov --directory $(SCAN_OUT)/$(1) --framework cloudformation --compact --quiet \
+		--skip-download --output cli || status=1; \
+else status=1; fi;
+endef
+
+scan: deps $(SCAN_STAMP) ## checkov over the templates of private deployments (vpc; vpc with Connect on ECS), as an auditor would
 	rm -rf $(SCAN_OUT)
-	$(CDK) synth --quiet -c network.mode=vpc -o $(SCAN_OUT) $(CDK_ARGS)
-	$(SCAN_VENV)/bin/checkov --directory $(SCAN_OUT) --framework cloudformation --compact --quiet --skip-download \
-		--output cli
+	@status=0; $(foreach variant,$(SCAN_VARIANTS),$(call SCAN_ONE,$(variant))) exit $$status
 
 mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoint voxtral-realtime" (or --url ws://...)
 	$(PY) -m voicectl mic $(MIC_ARGS)

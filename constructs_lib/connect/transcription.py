@@ -89,6 +89,31 @@ from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.validation import Problems
 
 
+#: checkov's Lambda checks the start function does not follow, each with its source. Its environment
+#: is under the data key whenever there is one (so CKV_AWS_173 passes in network.mode=vpc).
+START_FUNCTION_CHECKOV_SKIPS = {
+    "CKV_AWS_115": (
+        "No reserved concurrency: it reserves and caps at once, so a cap refuses hand-offs in a"
+        " burst of call starts (Connect takes the block's error branch), and 'You can reserve "
+        "up to the Unreserved account concurrency value ... minus 100', which fails the "
+        "deployment in accounts with a low concurrency quota (Lambda developer guide, "
+        "'Configuring reserved concurrency for a function'). An invocation is one SQS send per "
+        "call start, well under a second."),
+    "CKV_AWS_116": (
+        "Connect invokes it synchronously (the example flow's InvocationType SYNCHRONOUS; "
+        "Amazon Connect admin guide, 'Flow block: AWS Lambda function'); DeadLetterConfig is "
+        "'the dead-letter queue for failed asynchronous invocations' (Lambda API reference). A "
+        "failure takes the flow's error branch, and the function logs every refusal."),
+    "CKV_AWS_117": (
+        "Not in the VPC: it reads no call data and reaches nothing in the VPC; it sends one SQS"
+        " message (the call's contact and stream identifiers) per call, over TLS (the queue "
+        "denies other transport), to a queue under the data key. In a VPC it would need an sqs "
+        "endpoint and network-interface permissions (Lambda developer guide, 'Giving Lambda "
+        "functions access to resources in an Amazon VPC'), and it would still send the "
+        "same message to the same queue. See docs/private-deployment.md."),
+}
+
+
 class ConnectTranscription(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: ConnectTranscriptionProps) -> None:
         super().__init__(scope, construct_id)
@@ -165,6 +190,10 @@ class ConnectTranscription(Construct):
             timeout=Duration.seconds(FUNCTION_TIMEOUT_S), memory_size=256, log_group=function_logs,
             environment={"CALLS_QUEUE_URL": self.queue.queue_url, "STREAM_NAME_PREFIX": props.stream_prefix,
                          "INSTANCE_ARN": props.instance_arn},
+            # Under the data key when there is one (always in network.mode=vpc), as the queue it names: "only users
+            # in your account with access to the KMS key can view or manage environment variables on the function"
+            # (Lambda developer guide, "Securing Lambda environment variables"). The values name resources, no secret.
+            environment_encryption=key,
             description="Amazon Connect: hands a streaming call to the transcription consumers")
         # SendMessage to this queue; with a customer managed key, SQS needs the sender to have kms:GenerateDataKey
         # and kms:Decrypt on it (SQS developer guide, "Key management"): those two, not CDK's wildcard grant.
@@ -199,6 +228,7 @@ class ConnectTranscription(Construct):
             "LambdaInsideVPC": "It only sends one SQS message per call and answers Connect within the block's time "
                                "limit; it reads no call data. The consumers, which do, run in the VPC.",
         })
+        skip_checkov(self.function, "AWS::Lambda::Function", START_FUNCTION_CHECKOV_SKIPS)
         association = connect.CfnIntegrationAssociation(
             self, "FunctionAssociation", instance_id=props.instance_arn,
             integration_type="LAMBDA_FUNCTION",

@@ -184,7 +184,8 @@ def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: S
     authorizes on the interface (``ec2:AuthorizedService``, ``ec2:AuthorizedUser``) is not documented: unconfirmed,
     so not conditioned. The describe actions and DeleteNetworkInterfacePermission take ``*`` only; the cdk-nag and
     checkov findings are acknowledged with that source. A role given from outside that CDK cannot change
-    (``iam.Role.from_role_arn(..., mutable=False)``) must hold these already.
+    (``iam.Role.from_role_arn(..., mutable=False)``) must hold these already. Subnet ARNs name this account: a
+    subnet another account shares (AWS RAM) is named by its owner's, so it is not covered (docs/private-deployment.md).
     """
     stack = Stack.of(role)
     arn = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}"

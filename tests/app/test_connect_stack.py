@@ -218,6 +218,37 @@ def test_in_the_apps_own_vpc_fargate_pulls_through_the_endpoints_and_logs_with_a
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
 
 
+def _start_function(template: dict) -> dict:
+    (function,) = [f for name, f in resources(template, "AWS::Lambda::Function").items()
+                   if f["Properties"].get("Handler") == "index.handler" and "StartFunction" in name]
+    return function
+
+
+def test_in_the_apps_own_vpc_the_start_function_environment_is_under_the_data_key(own_vpc):
+    """network.mode=vpc puts the app's data under the data key (docs/private-deployment.md): the
+    start function's environment (the calls queue's URL, the instance's ARN) too, the key of the
+    queue it names."""
+    connect = own_vpc.template("Connect")
+    (calls,) = [queue for queue in resources(connect, "AWS::SQS::Queue").values()
+                if "RedrivePolicy" in queue["Properties"]]
+    key = calls["Properties"]["KmsMasterKeyId"]
+    assert "DataKey" in json.dumps(key)  # the Foundation stack's key, imported
+    assert _start_function(connect)["Properties"]["KmsKeyArn"] == key
+
+
+def test_the_start_function_skips_three_checkov_checks_with_sources_and_meets_the_key_one(own_vpc):
+    """checkov's reserved concurrency, dead-letter queue and VPC checks are skipped beside the
+    function, each with its reason and source; the environment key check (CKV_AWS_173) is met,
+    not skipped."""
+    function = _start_function(own_vpc.template("Connect"))
+    skips = {skip["id"]: skip["comment"] for skip in function["Metadata"]["checkov"]["skip"]}
+    assert sorted(skips) == ["CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117"]
+    assert "Configuring reserved concurrency for a function" in skips["CKV_AWS_115"]
+    assert "SYNCHRONOUS" in skips["CKV_AWS_116"]
+    assert "asynchronous invocations" in skips["CKV_AWS_116"]
+    assert "resources in an Amazon VPC" in skips["CKV_AWS_117"]
+
+
 def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_secrets_manager(app_variant):
     """The ECS service's token secret is encrypted with the app's key: GetSecretValue needs kms:Decrypt on it for the
     caller (Secrets Manager user guide, "Permissions for the KMS key"), through Secrets Manager and for that secret

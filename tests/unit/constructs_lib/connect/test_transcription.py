@@ -74,3 +74,25 @@ def test_an_instance_of_another_account_is_refused_with_the_accounts_named():
         ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
             instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
             image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", endpoint_name="voxtral-realtime"))
+
+
+def start_function_key(**props) -> object:
+    stack = Stack(unit_app(), "Connect",
+                  env=Environment(account="123456789012", region="us-east-1"))
+    ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
+        instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1",
+        endpoint_name="voxtral-realtime", **props))
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function", {"Properties": {
+        "Handler": "index.handler",
+        "Description": "Amazon Connect: hands a streaming call to the transcription consumers"}})
+    (function,) = functions.values()
+    return function["Properties"].get("KmsKeyArn")
+
+
+def test_the_start_function_environment_is_under_the_data_key_when_there_is_one():
+    """Under the key that encrypts the queue it names; with no data key (public mode without
+    encryption.*), Lambda's own AWS managed key ("Lambda always provides server-side encryption at
+    rest", Lambda developer guide, "Securing Lambda environment variables")."""
+    assert start_function_key(kms_key_arn=STREAM_KEY) == STREAM_KEY
+    assert start_function_key() is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from aws_cdk import aws_s3 as s3
 
 from constructs_lib.artifacts.bridge_image import BridgeImage
@@ -14,6 +16,8 @@ from constructs_lib.sagemaker_endpoint.execution_role import (
 from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
 from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources, statements
+
+ROOT = Path(__file__).resolve().parents[4]
 
 
 SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
@@ -85,3 +89,16 @@ def test_each_scoped_vpc_grant_names_every_resource_type_its_action_requires():
             named = json.dumps(statement["Resource"])
             missing = [r for r in required if f":{r}/" not in named]
             assert not missing, f"{action}'s statement names no {missing} ARN"
+
+
+def test_the_docs_say_shared_subnets_are_refused_while_subnet_arns_name_the_deploying_account():
+    """docs/private-deployment.md says subnets shared from another account (AWS RAM) are not
+    supported: a shared subnet's ARN names its owner, and the grant names this account. Widening the
+    grant must change the docs."""
+    stack = bare_stack()
+    SageMakerExecutionRole(stack, "ExecutionRole").grant_vpc_access(["subnet-0a"], ["sg-01"])
+    create = statements(stack)["CreateEndpointInterfaces"]["Resource"]
+    subnet = [r["Fn::Join"][1][-1] for r in create if "subnet/" in r["Fn::Join"][1][-1]]
+    assert subnet == [":ec2:us-east-1:123456789012:subnet/subnet-0a"]
+    docs = " ".join((ROOT / "docs" / "private-deployment.md").read_text().split())
+    assert "**Shared subnets** (a VPC another account shares through AWS RAM) are not supported" in docs
