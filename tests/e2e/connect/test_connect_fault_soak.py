@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import logging
 import random
 import time
@@ -41,8 +42,8 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 
 SEED = 7
 CALLS = 10
-FRAGMENTS = 40  # 80 s of audio a call
-HELD = 20  # fragments that exist until the first task is stopped (the calls are live): a live call's generation
+CALL_S = 80.0  # seconds of audio a call
+HELD_S = 40.0  # seconds of audio that exist until the first task is stopped (the calls are live): a generation
 # ends at a quiet point after 30 s (machine.GENERATION_TARGET_S), so its first finals come after 30 s
 DUPLICATES = 4
 CONFLICT_RATE = 0.15
@@ -178,7 +179,8 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
         AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
                               {"AttributeName": "Item", "AttributeType": "S"}])
     reader = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url, owner="reader")
-    duration = FRAGMENTS * FRAGMENT_S
+    fragments, held = math.ceil(CALL_S / FRAGMENT_S), math.ceil(HELD_S / FRAGMENT_S)  # Connect's ~1.024 s each
+    duration = fragments * FRAGMENT_S
 
     def status(contact: str) -> str:
         item = reader.table.get_item(Key={"ContactId": contact, "Item": "CALL"}, ConsistentRead=True).get("Item")
@@ -192,7 +194,7 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
     async def main() -> float:
         async with servers() as (url, kvs, _vllm):
             calls = [kvs.add(FakeCall(f"soak-{i}", f"soak-stream-{i}", speech_like(duration, i),
-                                      speech_like(duration, i + 20), limit=HELD)) for i in range(CALLS)]
+                                      speech_like(duration, i + 20), limit=held)) for i in range(CALLS)]
 
             async def opener():
                 return ResettingTransport(await WebSocketTransport.connect(url), faults)
