@@ -119,7 +119,6 @@ class VoxtralSTTService(STTService):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, VADUserStoppedSpeakingFrame) and self._stream is not None:
-            self.request_finalize()  # the final text is confirmed by transcription.done
             self._stream.end_of_speech()
 
     async def _read_events(self, stream: VoxtralUtteranceStream) -> None:
@@ -129,12 +128,13 @@ class VoxtralSTTService(STTService):
                     await self.push_frame(InterimTranscriptionFrame(
                         event.text, self._user_id, time_now_iso8601(), result=event))
             elif isinstance(event, Final):
-                if event.complete:
-                    self.confirm_finalize()
                 if event.text:
                     await self.emit_stt_usage_metrics()
+                    # Each final says itself whether transcription.done confirmed it: Pipecat's
+                    # request/confirm_finalize is one flag, wrong when utterances overlap.
                     await self.push_frame(TranscriptionFrame(
-                        event.text, self._user_id, time_now_iso8601(), result=event))
+                        event.text, self._user_id, time_now_iso8601(), result=event,
+                        finalized=event.complete))
             elif isinstance(event, Failure):
                 await self.push_error(f"Voxtral endpoint {self._target.name}: {event.error}",
                                       force_treat_as_permanent=event.fatal)
