@@ -82,3 +82,13 @@ def test_back_to_back_utterances_are_each_finalized(server):
     assert [frame.finalized for frame in finals] == [True, True]
     assert len(server.streams) == 2
 
+
+def test_stereo_audio_is_mixed_down_to_mono(server):
+    """A transport with audio_in_channels=2 gives interleaved stereo frames: vLLM gets their mono
+    mix at 16 kHz (the left and right samples averaged), not the interleaved samples."""
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral"))
+    stereo = b"\x10\x27\x00\x00" * 320  # 20 ms: left 10000, right 0
+    audio = [InputAudioRawFrame(stereo, 16000, 2) for _ in range(40)]
+    asyncio.run(run_test(stt, frames_to_send=[*audio, SleepFrame(0.3), VADUserStoppedSpeakingFrame(0.2)],
+                         pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+    assert server.audio == b"\x88\x13" * 320 * 40  # 5000 per sample, 0.8 s of mono
