@@ -22,7 +22,6 @@ from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
 from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from tests.e2e.local.frameworks_testkit import wait_until  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
 from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
