@@ -6,6 +6,7 @@ end of speech; a chunked synthesis closed when the speech is interrupted."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -16,7 +17,6 @@ from livekit import rtc  # noqa: E402
 from livekit.agents import APIConnectionError, APIStatusError, stt  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from tests.e2e.local.frameworks_testkit import wait_until  # noqa: E402
 from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
 from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
 from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
@@ -101,14 +101,20 @@ def test_an_interruption_closes_the_sonic_request(client_env):
         first = await anext(chunked)
         await chunked.aclose()  # what AgentSession does when the user interrupts
         after = [audio async for audio in chunked]
+        # Before the plugin's HTTP session closes (which would close the request too): a bound on
+        # waiting, not a measured time.
+        deadline = time.monotonic() + 3.0
+        while not stack.sonic.calls[-1].client_closed and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        closed = stack.sonic.calls[-1].client_closed
         await plugin.aclose()
-        return first, after
+        return first, after, closed
 
-    first, after = asyncio.run(run())
+    first, after, closed = asyncio.run(run())
     assert first.frame.samples_per_channel > 0 and after == []
     assert plugin.synthesizer.closed_early == 1
     call = stack.sonic.calls[-1]
-    assert wait_until(lambda: call.client_closed)  # the stand-in saw the request closed and stopped generating
+    assert closed  # the stand-in saw the request closed (it stopped generating) by the interruption
     assert not any(event["type"] == "done" for event in call.events)
 
 

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
 from pipecat.frames.frames import (  # noqa: E402
-    ErrorFrame, InputAudioRawFrame, STTMetadataFrame, InterimTranscriptionFrame, InterruptionFrame, TranscriptionFrame,
-    TTSAudioRawFrame, TTSSpeakFrame, VADUserStoppedSpeakingFrame,
+    DataFrame, ErrorFrame, InputAudioRawFrame, STTMetadataFrame, InterimTranscriptionFrame, InterruptionFrame,
+    TranscriptionFrame, TTSAudioRawFrame, TTSSpeakFrame, VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
@@ -22,7 +22,6 @@ from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
 from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from tests.e2e.local.frameworks_testkit import wait_until  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
 from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
@@ -131,17 +130,42 @@ def test_a_sentence_gives_audio_frames_at_the_pipeline_rate(client_env):
     assert errors(up) == []
 
 
+class ProbeFrame(DataFrame):
+    """Asks :class:`ClosedProbe` to look (a data frame: it keeps its place after the interruption)."""
+
+
+class ClosedProbe(FrameProcessor):
+    """At a :class:`ProbeFrame`, records whether the Sonic stand-in has seen the last request closed
+    (waiting up to ``limit_s``, a bound, not a measured time): the pipeline still runs then, so its
+    end (which closes the service's HTTP session) is not what closed the request."""
+
+    def __init__(self, sonic, limit_s: float = 3.0) -> None:
+        super().__init__()
+        self.sonic, self.limit_s, self.closed = sonic, limit_s, None
+
+    async def process_frame(self, frame, direction) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, ProbeFrame):
+            deadline = time.monotonic() + self.limit_s
+            while not self.sonic.calls[-1].client_closed and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            self.closed = self.sonic.calls[-1].client_closed
+            return
+        await self.push_frame(frame, direction)
+
+
 def test_an_interruption_closes_the_sonic_request_and_no_audio_of_it_follows(client_env):
     stack = client_env
     stack.sonic.pace = 1.0  # real time: the sentence is still streaming when the interruption comes
     tts = SonicTTSService(target=SonicTarget(SONIC, endpoint_url=stack.url), voice_id="voice-1")
+    probe = ClosedProbe(stack.sonic)
     sentence = "A long sentence that takes a few seconds to speak, so that it can be interrupted halfway through."
-    down, up = asyncio.run(run_test(tts, frames_to_send=[TTSSpeakFrame(sentence), SleepFrame(0.8),
-                                                         InterruptionFrame(), SleepFrame(0.5)],
-                                    pipeline_params=PARAMS))
+    down, up = asyncio.run(run_test(Pipeline([tts, probe]), frames_to_send=[
+        TTSSpeakFrame(sentence), SleepFrame(0.8), InterruptionFrame(), SleepFrame(0.2), ProbeFrame(),
+        SleepFrame(0.3)], pipeline_params=PARAMS))
     assert tts.synthesizer.closed_early == 1  # the request's connection was closed before Sonic's done
     call = stack.sonic.calls[-1]
-    assert wait_until(lambda: call.client_closed)  # the stand-in saw the request closed and stopped generating
+    assert probe.closed  # the stand-in saw the request closed (it stopped generating) mid-pipeline
     assert not any(event["type"] == "done" for event in call.events)
     kinds = [type(frame) for frame in down]
     assert InterruptionFrame in kinds

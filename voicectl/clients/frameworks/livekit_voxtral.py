@@ -26,7 +26,7 @@ from livekit.agents.utils import AudioBuffer
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, Failure, Final, Interim, VoxtralUtteranceStream,
+    DONE_WAIT_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
 )
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voicectl.errors import UsageError
@@ -97,7 +97,7 @@ class VoxtralSpeechStream(stt.RecognizeStream):
                     if isinstance(item, self._FlushSentinel):
                         stream.end_of_speech()
                     else:
-                        stream.push_audio(item.data.tobytes())
+                        stream.push_audio(mono_pcm16(item.data.tobytes(), item.num_channels))
                     if events.done():
                         break
                 await stream.aclose(wait_s=self._voxtral.done_wait_s)

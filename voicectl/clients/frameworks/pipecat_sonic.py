@@ -92,7 +92,10 @@ class SonicTTSService(TTSService):
                 await self.stop_ttfb_metrics()
                 yield TTSAudioRawFrame(pcm16, self.sample_rate, 1, context_id=context_id)
         except SonicError as error:
-            yield ErrorFrame(error=str(error))
+            if error.permanent:  # Pipecat then gives the service no more sentences
+                await self.push_error(str(error), force_treat_as_permanent=True)
+            else:
+                yield ErrorFrame(error=str(error))
         except ValueError as error:  # an empty sentence, or a rate Sonic does not offer
             yield ErrorFrame(error=f"Sonic request not sent: {error}")
         finally:

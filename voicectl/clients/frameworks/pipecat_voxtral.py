@@ -23,8 +23,8 @@ from typing import Any
 
 from pipecat.audio.utils import create_stream_resampler
 from pipecat.frames.frames import (
-    CancelFrame, EndFrame, Frame, InterimTranscriptionFrame, StartFrame, TranscriptionFrame,
-    VADUserStoppedSpeakingFrame,
+    CancelFrame, EndFrame, Frame, InputAudioRawFrame, InterimTranscriptionFrame, StartFrame,
+    TranscriptionFrame, VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import STTSettings
@@ -34,7 +34,7 @@ from pipecat.utils.time import time_now_iso8601
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, VOXTRAL_TTFS_P99_S, Failure, Final, Interim, VoxtralUtteranceStream,
+    DONE_WAIT_S, VOXTRAL_TTFS_P99_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
 )
 from voicectl.clients.realtime.machine import DEFAULT_SESSION_LIMIT_S
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
@@ -70,6 +70,7 @@ class VoxtralSTTService(STTService):
         self._exit = contextlib.AsyncExitStack()
         self._reader: asyncio.Task[None] | None = None
         self._resampler = create_stream_resampler()
+        self._channels = 1  # of the audio frame being processed (run_stt gets its bytes only)
 
     def can_generate_metrics(self) -> bool:
         return True
@@ -108,8 +109,14 @@ class VoxtralSTTService(STTService):
             await self.cancel_task(reader)
         await self._exit.aclose()
 
+    async def process_audio_frame(self, frame: InputAudioRawFrame,
+                                  direction: FrameDirection) -> None:
+        self._channels = frame.num_channels
+        await super().process_audio_frame(frame, direction)
+
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame | None, None]:
         if self._stream is not None:
+            audio = mono_pcm16(audio, self._channels)  # a transport's audio_in_channels=2
             if self.sample_rate != TARGET_SAMPLE_RATE_HZ:
                 audio = await self._resampler.resample(audio, self.sample_rate,
                                                        TARGET_SAMPLE_RATE_HZ)
@@ -119,7 +126,6 @@ class VoxtralSTTService(STTService):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, VADUserStoppedSpeakingFrame) and self._stream is not None:
-            self.request_finalize()  # the final text is confirmed by transcription.done
             self._stream.end_of_speech()
 
     async def _read_events(self, stream: VoxtralUtteranceStream) -> None:
@@ -129,12 +135,13 @@ class VoxtralSTTService(STTService):
                     await self.push_frame(InterimTranscriptionFrame(
                         event.text, self._user_id, time_now_iso8601(), result=event))
             elif isinstance(event, Final):
-                if event.complete:
-                    self.confirm_finalize()
                 if event.text:
                     await self.emit_stt_usage_metrics()
+                    # Each final says itself whether transcription.done confirmed it: Pipecat's
+                    # request/confirm_finalize is one flag, wrong when utterances overlap.
                     await self.push_frame(TranscriptionFrame(
-                        event.text, self._user_id, time_now_iso8601(), result=event))
+                        event.text, self._user_id, time_now_iso8601(), result=event,
+                        finalized=event.complete))
             elif isinstance(event, Failure):
                 await self.push_error(f"Voxtral endpoint {self._target.name}: {event.error}",
                                       force_treat_as_permanent=event.fatal)

@@ -49,6 +49,17 @@ MAX_ERROR_BODY_BYTES = 16 * 1024
 
 DEFAULT_VOICE_LANGUAGE = "en"
 
+CREDENTIAL_REFUSALS = ("UnrecognizedClientException", "InvalidSignatureException",
+                       "IncompleteSignatureException", "MissingAuthenticationTokenException",
+                       "ExpiredTokenException")
+"""SageMaker's error names for credentials it refused."""
+
+PERMANENT_CODES = frozenset({"ValidationError", "AccessDeniedException", "AccessDenied",
+                             "credentials", *CREDENTIAL_REFUSALS}) - {"ExpiredTokenException"}
+"""Refusals every later request would get too (an unknown endpoint, credentials or a permission
+refused): the caller stops sending. Not an expired token (the credential chain renews it), nor
+Sonic's 422 (that sentence) or 429 (a busy moment)."""
+
 
 class SonicError(Exception):
     """A Sonic request failed; the message names the cause and what to try.
@@ -64,6 +75,11 @@ class SonicError(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+
+    @property
+    def permanent(self) -> bool:
+        """Whether every later request would be refused alike (:data:`PERMANENT_CODES`)."""
+        return self.code in PERMANENT_CODES
 
 
 class SonicSynthesizer:
@@ -224,9 +240,7 @@ class SonicSynthesizer:
                               status=status if isinstance(status, int) else None, code=code)
         if code == "ValidationError":
             hint = "check the endpoint name and Region (`aws sagemaker list-endpoints`)"
-        elif code in ("UnrecognizedClientException", "InvalidSignatureException",
-                      "IncompleteSignatureException", "MissingAuthenticationTokenException",
-                      "ExpiredTokenException"):
+        elif code in CREDENTIAL_REFUSALS:
             hint = ("the AWS credentials were refused: check the identity "
                     "(`aws sts get-caller-identity`)")
         elif code in ("AccessDeniedException", "AccessDenied"):

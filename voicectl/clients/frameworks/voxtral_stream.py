@@ -25,6 +25,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime.driver import transcribe_stream
 from voicectl.clients.realtime.machine import DEFAULT_SESSION_LIMIT_S
@@ -232,6 +234,15 @@ class VoxtralUtteranceStream:
                     self.failed = error
                 event = Failure(error, fatal)
         utterance.out.put_nowait(event)
+
+
+def mono_pcm16(pcm16: bytes, channels: int) -> bytes:
+    """The mono mix (channels averaged) of interleaved PCM16 with ``channels`` channels."""
+    if channels <= 1:
+        return pcm16
+    samples = np.frombuffer(pcm16, dtype="<i2")
+    samples = samples[:len(samples) - len(samples) % channels]
+    return samples.reshape(-1, channels).mean(axis=1).astype("<i2").tobytes()
 
 
 async def _audio_of(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:

@@ -61,3 +61,17 @@ def test_a_refusal_ends_the_stream_with_one_error(server):
     with pytest.raises(APIConnectionError, match="HTTP 401"):
         asyncio.run(recognize(plugin))
     assert len(errors) == 1 and not errors[0].recoverable
+
+
+def test_stereo_frames_are_mixed_down_to_mono(server):
+    async def run() -> None:
+        stream = VoxtralSTT(target=VoxtralTarget(endpoint_name="voxtral")).stream()
+        for _ in range(40):  # 10 ms stereo frames at 16 kHz: left 10000, right 0
+            stream.push_frame(rtc.AudioFrame(b"\x10\x27\x00\x00" * 160, 16000, 2, 160))
+        stream.flush()
+        stream.end_input()
+        [event async for event in stream]
+        await stream.aclose()
+
+    asyncio.run(run())
+    assert server.audio == b"\x88\x13" * 160 * 40  # 5000 per sample, 0.4 s of mono

@@ -61,3 +61,29 @@ def test_a_rate_sonic_does_not_offer_is_refused_at_start():
     down, up = speak(FakeRuntime(), rate=11025)
     errors = [frame.error for frame in up if isinstance(frame, ErrorFrame)]
     assert errors[0].startswith("Sonic cannot speak at 11025 Hz; set the pipeline's audio_out_sample_rate")
+
+
+@pytest.mark.parametrize("status, code, words", [
+    (400, "ValidationError", "Endpoint sonic of account 123456789012 not found"),
+    (403, "UnrecognizedClientException", "The security token included in the request is invalid"),
+    (403, "AccessDeniedException", "not authorized to perform: sagemaker:InvokeEndpoint"),
+])
+def test_an_endpoint_that_cannot_answer_is_one_permanent_error(status, code, words):
+    """An unknown endpoint, refused credentials or a missing permission fail every sentence alike:
+    one error frame naming the cause, the service unusable (Pipecat gives it no more sentences and
+    adds no "completed with no audio" error of its own per sentence)."""
+    runtime = FakeRuntime(refusal=(status, code, {"message": words}))
+
+    async def run():
+        async with fake_runtime(runtime):
+            tts = SonicTTSService(target=SonicTarget("sonic", endpoint_url=runtime.url),
+                                  voice_id="voice-1")
+            return await run_test(tts, frames_to_send=[TTSSpeakFrame("Hello."),
+                                                       TTSSpeakFrame("Again.")],
+                                  pipeline_params=PipelineParams(audio_out_sample_rate=24000))
+
+    down, up = asyncio.run(run())
+    errors = [frame for frame in up if isinstance(frame, ErrorFrame)]
+    assert [frame.error for frame in errors] == [
+        errors[0].error] and f"{code}: {words}" in errors[0].error
+    assert len(runtime.requests) == 1  # the second sentence was not sent

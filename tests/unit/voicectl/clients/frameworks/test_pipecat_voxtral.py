@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
 from pipecat.frames.frames import (  # noqa: E402
-    ErrorFrame, InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame, VADUserStoppedSpeakingFrame,
+    ErrorFrame, InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame,
+    VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
 from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
@@ -66,3 +67,31 @@ def test_a_refused_stream_is_one_error_frame(server):
     errors = [frame.error for frame in up if isinstance(frame, ErrorFrame)]
     assert errors == ["Voxtral endpoint voxtral: SageMaker rejected the request: Endpoint voxtral not found"]
     assert not [frame for frame in down if isinstance(frame, TranscriptionFrame)]
+
+
+def test_back_to_back_utterances_are_each_finalized(server):
+    """Two utterances with no pause, as Pipecat's VAD frames them (started, stopped, started,
+    stopped): each utterance's transcription.done marks its own frame finalized, although the
+    second end of speech comes before the first done (Pipecat's single finalize flag would mark
+    only one)."""
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral"))
+    speech = [InputAudioRawFrame(b"\x10\x27\xf0\xd8" * 160, 16000, 1) for _ in range(20)]
+    utterance = [VADUserStartedSpeakingFrame(), *speech, SleepFrame(0.2),
+                 VADUserStoppedSpeakingFrame(0.2)]
+    down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance, *utterance, SleepFrame(0.5)],
+                                    pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+    finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
+    assert [frame.finalized for frame in finals] == [True, True]
+    assert len(server.streams) == 2
+
+
+def test_stereo_audio_is_mixed_down_to_mono(server):
+    """A transport with audio_in_channels=2 gives interleaved stereo frames: vLLM gets their mono
+    mix at 16 kHz (the left and right samples averaged), not the interleaved samples."""
+    stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral"))
+    stereo = b"\x10\x27\x00\x00" * 320  # 20 ms: left 10000, right 0
+    audio = [InputAudioRawFrame(stereo, 16000, 2) for _ in range(40)]
+    frames = [*audio, SleepFrame(0.3), VADUserStoppedSpeakingFrame(0.2)]
+    asyncio.run(run_test(stt, frames_to_send=frames,
+                         pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+    assert server.audio == b"\x88\x13" * 320 * 40  # 5000 per sample, 0.8 s of mono

@@ -64,21 +64,44 @@ def test_a_refused_stream_is_one_fatal_failure_and_later_audio_is_dropped():
     server = ScriptedServer(refuse=RealtimeError("SageMaker rejected the request: Endpoint x not found",
                                                  code="ValidationError"))
 
+    opens = []
+
+    async def opener():
+        opens.append(1)
+        return await server.open()
+
     async def run():
-        stream = VoxtralUtteranceStream(server.open)
+        stream = VoxtralUtteranceStream(opener)
         stream.push_audio(LOUD)
         stream.end_of_speech()
         first = await asyncio.wait_for(stream.events.get(), 10)
         stream.push_audio(LOUD)  # dropped: the endpoint refuses streams
         stream.end_of_speech()
-        await asyncio.sleep(0.05)
+        await stream.aclose(wait_s=5.0)  # whatever the second utterance would do is done
         rest = [stream.events.get_nowait() for _ in range(stream.events.qsize())]
-        await stream.aclose()
         return first, rest
 
     first, rest = asyncio.run(run())
     assert isinstance(first, Failure) and first.fatal and "Endpoint x not found" in str(first.error)
     assert rest == []
+    assert len(opens) == 1  # the later audio opened no stream
+
+
+def test_utterances_refused_together_are_reported_once():
+    """Two utterances started before the endpoint's refusal is known: one failure, not two."""
+    server = ScriptedServer(refuse=RealtimeError("SageMaker rejected the request: Endpoint x",
+                                                 code="ValidationError"))
+
+    async def run():
+        stream = VoxtralUtteranceStream(server.open)
+        for _ in range(2):
+            stream.push_audio(LOUD)
+            stream.end_of_speech()
+        await stream.aclose(wait_s=5.0)
+        return [stream.events.get_nowait() for _ in range(stream.events.qsize())]
+
+    events = asyncio.run(run())
+    assert [type(event) for event in events] == [Failure] and events[0].fatal
 
 
 @pytest.mark.parametrize("pieces", [1, 7])
