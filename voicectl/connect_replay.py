@@ -160,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.quiet_s) and args.quiet_s > 0):
         raise UsageError(f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: GetMedia is "
                          "reopened after that long without a new fragment (nan or inf would never do it)")
+    from voicectl.connect import fake_kvs
+
+    if args.quiet_s <= fake_kvs.READ_TIMEOUT_S:
+        # GetMedia ends an idle payload after its own timeout, which is how a call's end is seen: a shorter stall
+        # guard takes every call's end for a stalled stream and fails the call after its retries.
+        raise UsageError(f"--quiet-s must be above GetMedia's {fake_kvs.READ_TIMEOUT_S:g} s idle timeout, got "
+                         f"{args.quiet_s:g}: a call's end would be taken for a stalled stream")
     if not Path(args.file).is_file():
         raise UsageError(f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file"))
     from voicectl.connect.fake_kvs import load_stereo_call

@@ -79,6 +79,15 @@ def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, 
     assert code != 0 and "two channels" in err
 
 
+def test_connect_replay_refuses_a_quiet_time_within_get_medias_idle_timeout(tmp_path, capsys):
+    path = tmp_path / "call.wav"
+    soundfile.write(path, np.zeros((8000, 2), dtype="<i2"), 8000, subtype="PCM_16")
+    code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x", "--quiet-s", str(READ_TIMEOUT_S)])
+    err = capsys.readouterr().err
+    assert code == 2 and (f"--quiet-s must be above GetMedia's {READ_TIMEOUT_S:g} s idle timeout, "
+                          f"got {READ_TIMEOUT_S:g}") in err
+
+
 @pytest.mark.parametrize("quiet_s", ["nan", "inf", "0", "-1"])
 def test_connect_replay_refuses_a_quiet_time_that_would_never_or_at_once_end_the_call(tmp_path, capsys, quiet_s):
     path = tmp_path / "call.wav"
