@@ -206,7 +206,14 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             emit_metric("ClaimErrors", 1)
             return
         if contact in held.running:
-            if claim != "claimed":
+            if claim == "elsewhere":
+                # The lease ran out (renewals failed, a stalled loop) and another task claimed the call: it runs
+                # there from the checkpoint, so it stops here (its messages given back), never runs in both.
+                LOG.error("call %s: this task's claim was lost to another task; the call stops here", contact)
+                emit_metric("ClaimsLost", 1)
+                if (task := consumer.calls.get(contact)) is not None:
+                    task.cancel()
+            elif claim != "claimed":
                 LOG.error("call %s: this task's claim was lost (%s)", contact, claim)
                 emit_metric("ClaimsLost", 1)
         elif contact in held.standby:

@@ -468,3 +468,33 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
 
     asyncio.run(scenario())
     assert queue.deleted == [] and released == ["unwritten"]
+
+
+def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_message_back(held_calls):
+    """This task's lease ran out (its renewals failed) and another task claimed the call: the call stops here (it
+    runs there from the checkpoint; never in two tasks at once) and its message is made visible, not deleted."""
+    started, _ends, _ = held_calls
+    queue = FakeQueue(["taken"])
+    store = ClaimingStore()
+    claims = iter(["claimed"])
+
+    async def claim_call(contact_id):
+        return next(claims, "elsewhere")
+
+    store.claim_call = claim_call
+
+    async def scenario() -> list:
+        stop = asyncio.Event()
+        done: list = []
+        serving = asyncio.create_task(service.serve(
+            sqs=queue, queue_url="q", sink=store, media=None, opener=None, stop=stop, receive_wait_s=1,
+            extend_every_s=0.02, on_call_done=lambda contact, reason: done.append((contact, type(reason)))))
+        await until(lambda: started == ["taken"])
+        await until(lambda: done != [])
+        stop.set()
+        await serving
+        return done
+
+    done = asyncio.run(scenario())
+    assert done == [("taken", asyncio.CancelledError)]
+    assert queue.deleted == [] and ("receipt-taken", 0) in queue.visibility
