@@ -198,6 +198,8 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
 
     async def check_claim(contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
+        if contact not in held.running and contact not in held.standby:
+            return  # it ended while this round ran: a claim given up (release_call) must not be taken back
         try:
             claim = await sink.claim_call(contact)
         except Exception as error:  # noqa: BLE001 (DynamoDB unreachable: tried again next round)
