@@ -607,7 +607,16 @@ class Consumer:
         The event goes first and the status only after it: a final status makes every later copy of the call's
         message be deleted unrun (:meth:`voicectl.connect.sink.AwsSink.claim_call`), so a status written before an
         event that then failed (or a stop between the two) would lose the event for good; this way a lost write
-        leaves the call unfinished, and the copy that comes back records both (the event at least once)."""
+        leaves the call unfinished, and the copy that comes back records both (the event at least once). A stop
+        (cancellation) while recording lets both writes finish first, then goes on as a stop."""
+        writing = asyncio.ensure_future(self._write_outcome(call, status, kind, detail))
+        try:
+            return await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await writing  # the outcome written whole (the stop waits a write's time), then the stop goes on
+            raise
+
+    async def _write_outcome(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
         reason = cut_utf8(str(detail.get("reason", "")), MAX_REASON_BYTES)
         for what, write in (("event", lambda: self.store.publish(kind, {"contactId": call.contact_id, **detail,
                                                                         "reason": reason})),

@@ -492,3 +492,39 @@ def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
     assert reason == END_OF_STREAM and dropped > 0
     for track in mkv.CONNECT_TRACKS:
         assert_tiles(store.finals("partials", track), 6.0)
+
+
+def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both_be_written():
+    """SIGTERM cancels the call tasks; one that is publishing its Call Ended event finishes the event and writes
+    ENDED before the stop goes on (no event lost, none published twice by the task that resumes the call)."""
+    from voicectl.connect.consumer import CallRequest
+
+    class Ending:
+        announce, checkpoint = True, None
+
+        async def run(self):
+            return "the call's stream ended"
+
+    publishing = asyncio.Event()
+    go_on = asyncio.Event()
+
+    class SlowBus(MemoryStore):
+        async def publish(self, kind, detail):
+            publishing.set()
+            await go_on.wait()
+            await super().publish(kind, detail)
+
+    store = SlowBus()
+
+    async def main():
+        consumer = Consumer(lambda request: Ending(), store)
+        task = consumer.start(CallRequest("c-stop", "arn", "1"))
+        await publishing.wait()
+        task.cancel()
+        await asyncio.sleep(0)
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    assert [kind for kind, _ in store.events] == ["Call Ended"] and store.calls["c-stop"] == ["ENDED"]
