@@ -584,7 +584,13 @@ class Consumer:
             self.unrecorded.discard(call.contact_id)
             task = asyncio.create_task(self._run(call), name=f"call-{call.contact_id}")
             self.calls[call.contact_id] = task
+            # A consumer task runs calls for weeks: an ended call's task is not kept.
+            task.add_done_callback(lambda done, contact=call.contact_id: self._forget(contact, done))
         return task
+
+    def _forget(self, contact: str, task: asyncio.Task[str]) -> None:
+        if self.calls.get(contact) is task:
+            del self.calls[contact]
 
     async def _run(self, call: CallRequest) -> str:
         """The call until its recorded end: every way out is ``Call Ended`` or ``Call Failed`` with the reason (an

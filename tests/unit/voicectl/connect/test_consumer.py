@@ -528,3 +528,28 @@ def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both
 
     run(main())
     assert [kind for kind, _ in store.events] == ["Call Ended"] and store.calls["c-stop"] == ["ENDED"]
+
+
+def test_an_ended_call_is_not_kept_by_the_consumer():
+    """A consumer task runs calls for weeks: each call's task is dropped once it ended (not one Task per call ever
+    taken kept in memory), and the same contact can start again."""
+    from voicectl.connect.consumer import CallRequest
+
+    class Ending:
+        announce, checkpoint = True, None
+
+        async def run(self):
+            return "the call's stream ended"
+
+    async def main():
+        consumer = Consumer(lambda request: Ending(), MemoryStore())
+        for number in range(3):
+            await consumer.start(CallRequest(f"c-{number}", "arn", "1"))
+        await asyncio.sleep(0)
+        kept = dict(consumer.calls)
+        again = await consumer.start(CallRequest("c-0", "arn", "1"))
+        await asyncio.sleep(0)
+        return kept, again, dict(consumer.calls)
+
+    kept, again, after = run(main())
+    assert kept == {} and again == "the call's stream ended" and after == {}
