@@ -584,7 +584,13 @@ class Consumer:
             self.unrecorded.discard(call.contact_id)
             task = asyncio.create_task(self._run(call), name=f"call-{call.contact_id}")
             self.calls[call.contact_id] = task
+            # A consumer task runs calls for weeks: an ended call's task is not kept.
+            task.add_done_callback(lambda done, contact=call.contact_id: self._forget(contact, done))
         return task
+
+    def _forget(self, contact: str, task: asyncio.Task[str]) -> None:
+        if self.calls.get(contact) is task:
+            del self.calls[contact]
 
     async def _run(self, call: CallRequest) -> str:
         """The call until its recorded end: every way out is ``Call Ended`` or ``Call Failed`` with the reason (an
@@ -601,22 +607,34 @@ class Consumer:
                 return await self._failed(call, f"an unexpected error: {type(error).__name__}: {error}")
 
     async def _record(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
-        """The call's status in the table and its event, each tried on its own; a failure is logged and counted and
-        the contact kept in :attr:`unrecorded` (the service then leaves its message to come back). Never raises."""
+        """The call's event, then its final status in the table; a failure is logged and counted and the contact
+        kept in :attr:`unrecorded` (the service then leaves its message to come back). Never raises.
+
+        The event goes first and the status only after it: a final status makes every later copy of the call's
+        message be deleted unrun (:meth:`voicectl.connect.sink.AwsSink.claim_call`), so a status written before an
+        event that then failed (or a stop between the two) would lose the event for good; this way a lost write
+        leaves the call unfinished, and the copy that comes back records both (the event at least once). A stop
+        (cancellation) while recording lets both writes finish first, then goes on as a stop."""
+        writing = asyncio.ensure_future(self._write_outcome(call, status, kind, detail))
+        try:
+            return await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await writing  # the outcome written whole (the stop waits a write's time), then the stop goes on
+            raise
+
+    async def _write_outcome(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
         reason = cut_utf8(str(detail.get("reason", "")), MAX_REASON_BYTES)
-        recorded = True
-        for what, write in (("status", lambda: self.store.set_call(call.contact_id, status, reason)),
-                            ("event", lambda: self.store.publish(kind, {"contactId": call.contact_id, **detail,
-                                                                        "reason": reason}))):
+        for what, write in (("event", lambda: self.store.publish(kind, {"contactId": call.contact_id, **detail,
+                                                                        "reason": reason})),
+                            ("status", lambda: self.store.set_call(call.contact_id, status, reason))):
             try:
                 await write()
             except Exception:
-                recorded = False
                 LOG.exception("call %s: its %s %s could not be recorded", call.contact_id, status, what)
                 self.on_metric("OutcomesNotRecorded", 1.0)
-        if not recorded:
-            self.unrecorded.add(call.contact_id)
-        return recorded
+                self.unrecorded.add(call.contact_id)
+                return False
+        return True
 
     async def _failed(self, call: CallRequest, reason: str) -> str:
         reason = cut_utf8(reason, MAX_REASON_BYTES)

@@ -198,6 +198,8 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
 
     async def check_claim(contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
+        if contact not in held.running and contact not in held.standby:
+            return  # it ended while this round ran: a claim given up (release_call) must not be taken back
         try:
             claim = await sink.claim_call(contact)
         except Exception as error:  # noqa: BLE001 (DynamoDB unreachable: tried again next round)
@@ -206,7 +208,14 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             emit_metric("ClaimErrors", 1)
             return
         if contact in held.running:
-            if claim != "claimed":
+            if claim == "elsewhere":
+                # The lease ran out (renewals failed, a stalled loop) and another task claimed the call: it runs
+                # there from the checkpoint, so it stops here (its messages given back), never runs in both.
+                LOG.error("call %s: this task's claim was lost to another task; the call stops here", contact)
+                emit_metric("ClaimsLost", 1)
+                if (task := consumer.calls.get(contact)) is not None:
+                    task.cancel()
+            elif claim != "claimed":
                 LOG.error("call %s: this task's claim was lost (%s)", contact, claim)
                 emit_metric("ClaimsLost", 1)
         elif contact in held.standby:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 
 import boto3
@@ -468,3 +469,78 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
 
     asyncio.run(scenario())
     assert queue.deleted == [] and released == ["unwritten"]
+
+
+def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_message_back(held_calls):
+    """This task's lease ran out (its renewals failed) and another task claimed the call: the call stops here (it
+    runs there from the checkpoint; never in two tasks at once) and its message is made visible, not deleted."""
+    started, _ends, _ = held_calls
+    queue = FakeQueue(["taken"])
+    store = ClaimingStore()
+    claims = iter(["claimed"])
+
+    async def claim_call(contact_id):
+        return next(claims, "elsewhere")
+
+    store.claim_call = claim_call
+
+    async def scenario() -> list:
+        stop = asyncio.Event()
+        done: list = []
+        serving = asyncio.create_task(service.serve(
+            sqs=queue, queue_url="q", sink=store, media=None, opener=None, stop=stop, receive_wait_s=1,
+            extend_every_s=0.02, on_call_done=lambda contact, reason: done.append((contact, type(reason)))))
+        await until(lambda: started == ["taken"])
+        await until(lambda: done != [])
+        stop.set()
+        await serving
+        return done
+
+    done = asyncio.run(scenario())
+    assert done == [("taken", asyncio.CancelledError)]
+    assert queue.deleted == [] and ("receipt-taken", 0) in queue.visibility
+
+
+def test_a_claim_given_up_while_a_visibility_round_runs_is_not_taken_back(held_calls):
+    """The call ends (its outcome not written: the claim is released so another task may resume it) while the
+    visibility loop is extending its message: that round does not renew the claim it just gave up."""
+    started, ends, _ = held_calls
+    queue = FakeQueue(["released"])
+    store = ClaimingStore()
+    claims: list[str] = []
+    extending = threading.Event()
+    release = threading.Event()
+
+    def change_message_visibility(*, QueueUrl, ReceiptHandle, VisibilityTimeout):  # noqa: N803
+        extending.set()
+        release.wait(10)  # the loop's SQS call in flight while the call ends
+
+    async def claim_call(contact_id):
+        claims.append("claim")
+        return "claimed"
+
+    async def refused(contact_id, status, reason=""):
+        raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+
+    async def release_call(contact_id):
+        claims.append("release")
+
+    queue.change_message_visibility = change_message_visibility
+    store.claim_call, store.set_call, store.release_call = claim_call, refused, release_call
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        done: list[str] = []
+        serving = asyncio.create_task(service.serve(
+            sqs=queue, queue_url="q", sink=store, media=None, opener=None, stop=stop, receive_wait_s=1,
+            extend_every_s=0.02, on_call_done=lambda contact, reason: done.append(contact)))
+        await until(lambda: started == ["released"] and extending.is_set())
+        ends.setdefault("released", asyncio.Event()).set()
+        await until(lambda: done == ["released"])
+        release.set()
+        await asyncio.sleep(0.1)  # the round goes on, and the next ones
+        stop.set()
+        await serving
+
+    asyncio.run(scenario())
+    assert claims == ["claim", "release"]
