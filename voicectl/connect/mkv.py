@@ -509,7 +509,9 @@ def _check_format(track: Track, mime_type: str | None) -> None:
         raise FragmentError(f"{what} is a video track ({cut(track.codec_id, 40)}); Connect's tracks are audio")
     if mime_type is not None:
         kind, _, rest = mime_type.partition(";")
-        params = dict(part.strip().partition("=")[::2] for part in rest.split(";") if part.strip())
+        # Parameter names are case-insensitive (RFC 2045, section 5.1): Rate=8000 is rate=8000.
+        params = {name.strip().lower(): value
+                  for name, _, value in (part.strip().partition("=") for part in rest.split(";") if part.strip())}
         if (kind.strip().lower() != "audio/l16" or params.get("rate", "").strip() != str(CONNECT_SAMPLE_RATE_HZ)
                 or params.get("channels", "1").strip() != "1"):
             raise FragmentError(f"{what}: MimeType {cut(mime_type, 60)!r}; the consumer reads Connect's "

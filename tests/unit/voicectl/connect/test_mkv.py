@@ -273,6 +273,11 @@ def test_a_real_aac_or_other_encoding_is_refused_saying_what_connect_sends(data,
         mkv.parse_fragment(data())
 
 
+def test_mime_type_parameter_names_are_case_insensitive():
+    data = one((mkv.TRACK_FROM_CUSTOMER,), {mkv.TRACK_FROM_CUSTOMER: PCM}, mime="audio/L16; Rate=8000; CHANNELS=1")
+    assert mkv.parse_fragment(data).audio == {mkv.TRACK_FROM_CUSTOMER: PCM}
+
+
 def test_connects_a_aac_label_without_a_mime_type_tag_is_read_as_its_pcm():
     data = fake_kvs.connect_fragment(tags={"ContactId": "c-1"}, service_before={}, service_after={},
                                      audio={mkv.TRACK_TO_CUSTOMER: PCM}, order=(mkv.TRACK_TO_CUSTOMER,), timecode_ms=0)
