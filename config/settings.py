@@ -985,6 +985,12 @@ class AgentSettings:
         if self.internet_facing and settings.network.private:
             p.add("internet_facing", True, "must be false with network.mode='vpc': the private "
                                            "network has no internet gateway")
+        network = settings.network
+        if network.private and network.vpc_id is None and not network.create_endpoints:
+            p.note("agent.enabled=true with network.mode=vpc, no network.vpc_id and "
+                   "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
+                   "Logs and ECR: the VPC this app makes has no route to the internet; keep "
+                   "network.create_endpoints=true")
         if not self.alarm_voice_to_voice_p95_ms > 0:
             p.add("alarm_voice_to_voice_p95_ms", self.alarm_voice_to_voice_p95_ms,
                   "must be a positive number of milliseconds")

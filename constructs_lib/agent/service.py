@@ -387,7 +387,7 @@ class VoiceAgentService(Construct):
         if props.voxtral_url_port is not None and props.voxtral_url_port != HTTPS:
             group.add_egress_rule(ec2.Peer.ipv4(props.vpc_cidr or props.vpc.vpc_cidr_block),
                                   ec2.Port.tcp(props.voxtral_url_port),
-                                  "The Voxtral service's internal load balancer")
+                                  "The Voxtral service internal load balancer")
         if props.env.llm_url is not None:
             parts = urlsplit(props.env.llm_url)
             port = parts.port or (HTTPS if parts.scheme == "https" else 80)
