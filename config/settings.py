@@ -82,8 +82,7 @@ Props = TypeVar("Props")
 #: guide, "Supported foundation models": anthropic.claude-haiku-4-5-20251001-v1:0, streaming; it is
 #: served through inference profiles). Another geography: agent.llm_model_id=eu.<model id> etc.
 DEFAULT_LLM_MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
-DEFAULT_SYSTEM_PROMPT = ("You are a helpful voice assistant. Your answers are spoken aloud: keep them "
-                         "short, in plain sentences, without lists, markup or emoji.")
+DEFAULT_SYSTEM_PROMPT = "You are a helpful voice assistant. Answer in short, plain spoken sentences."
 #: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
 DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
 #: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
