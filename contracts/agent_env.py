@@ -53,7 +53,8 @@ class AgentEnv:
 
     def __post_init__(self) -> None:
         if (self.voxtral_endpoint is None) == (self.voxtral_url is None):
-            raise ValueError("exactly one of AGENT_VOXTRAL_ENDPOINT and AGENT_VOXTRAL_URL is needed")
+            raise ValueError(
+                "exactly one of AGENT_VOXTRAL_ENDPOINT and AGENT_VOXTRAL_URL is needed")
         if (self.llm_model_id is None) == (self.llm_url is None):
             raise ValueError("exactly one of AGENT_LLM_MODEL_ID and AGENT_LLM_URL is needed")
 

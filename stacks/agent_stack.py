@@ -12,7 +12,11 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.agent.service import VoiceAgentService, VoiceAgentServiceProps, metric_dimensions
+from constructs_lib.agent.service import (
+    VoiceAgentService,
+    VoiceAgentServiceProps,
+    metric_dimensions,
+)
 from contracts.agent_env import AgentEnv
 from stacks.composition import Foundation, ecs_vpc
 
@@ -37,7 +41,8 @@ class AgentStack(Stack):
         sizing = agent.sizing()
         env = AgentEnv(
             voxtral_endpoint=None if voxtral_url else voxtral.endpoint_name,
-            voxtral_url=voxtral_url, voxtral_token_secret_arn=token_secret_arn if voxtral_url else None,
+            voxtral_url=voxtral_url,
+            voxtral_token_secret_arn=token_secret_arn if voxtral_url else None,
             sonic_endpoint=settings.sonic.endpoint_name, sonic_voice=agent.voice,
             language=agent.language, llm_model_id=agent.llm_model_id, llm_url=agent.llm_url,
             system_prompt=agent.system_prompt, greeting=agent.greeting,
@@ -46,7 +51,8 @@ class AgentStack(Stack):
         private = foundation.vpc is not None
         self.service = VoiceAgentService(self, "Service", VoiceAgentServiceProps(
             env=env, sizing=sizing, image_directory=REPO_DIR,
-            vpc=foundation.vpc or vpc or ecs_vpc(self, settings), subnets=foundation.private_subnets,
+            vpc=foundation.vpc or vpc or ecs_vpc(self, settings),
+            subnets=foundation.private_subnets,
             private=private,
             vpc_cidr=settings.network.network_props().cidr if private else None,
             caller_cidrs=foundation.caller_cidrs, internet_facing=agent.internet_facing,
@@ -62,4 +68,5 @@ class AgentStack(Stack):
                   description="WebSocket URL of the voice agent (one session per connection)")
         CfnOutput(self, "HealthUrl", value=self.service.health_url,
                   description="GET returns 200 when a task can take a session")
-        CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster")
+        CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name,
+                  description="ECS cluster")

@@ -98,7 +98,8 @@ def check_llm_model_id(p: Problems, prop: str, value: str, region: str | None) -
     geography, model = split_profile(value)
     if not MODEL_ID_RE.fullmatch(model):
         p.add(prop, value, "must be a Bedrock model id such as 'amazon.nova-lite-v1:0', or an "
-                           "inference profile id such as 'us.anthropic.claude-haiku-4-5-20251001-v1:0' "
+                           "inference profile id such as "
+                           "'us.anthropic.claude-haiku-4-5-20251001-v1:0' "
                            "(Bedrock user guide, 'Supported foundation models')")
         return
     sources = PROFILE_GEOGRAPHIES.get(geography or "", ())
@@ -163,21 +164,25 @@ class AgentSizing:
                   f"must be a memory Fargate pairs with {p.ref('cpu', self.cpu)}: "
                   f"{allowed[0]}-{allowed[-1]} MiB in steps of {allowed[1] - allowed[0]}")
         if self.min_tasks < 1:
-            p.add("min_tasks", self.min_tasks, "must be at least 1 (a session needs a running task)")
+            p.add("min_tasks", self.min_tasks,
+                  "must be at least 1 (a session needs a running task)")
         elif self.max_tasks < self.min_tasks:
-            p.add("max_tasks", self.max_tasks, f"must be at least {p.ref('min_tasks', self.min_tasks)}")
+            p.add("max_tasks", self.max_tasks,
+                  f"must be at least {p.ref('min_tasks', self.min_tasks)}")
         if self.max_sessions_per_task < 1:
             p.add("max_sessions_per_task", self.max_sessions_per_task, "must be at least 1")
         if not 60 <= self.max_session_s <= MAX_SESSION_S:
             p.add("max_session_s", self.max_session_s,
-                  f"must be 60-{MAX_SESSION_S} seconds (task scale-in protection covers one session)")
+                  f"must be 60-{MAX_SESSION_S} seconds (task scale-in protection covers one "
+                  "session)")
         low, high = ALB_IDLE_TIMEOUT_RANGE_S
         if not 1 <= self.idle_s <= high - IDLE_TIMEOUT_MARGIN_S:
-            p.add("idle_s", self.idle_s, f"must be 1-{high - IDLE_TIMEOUT_MARGIN_S} seconds (the load "
-                                         f"balancer's idle timeout, at most {high} s, is "
-                                         f"{IDLE_TIMEOUT_MARGIN_S} s longer)")
+            p.add("idle_s", self.idle_s,
+                  f"must be 1-{high - IDLE_TIMEOUT_MARGIN_S} seconds (the load balancer's idle "
+                  f"timeout, at most {high} s, is {IDLE_TIMEOUT_MARGIN_S} s longer)")
         elif self.idle_s >= self.max_session_s:
-            p.add("idle_s", self.idle_s, f"must be less than {p.ref('max_session_s', self.max_session_s)}")
+            p.add("idle_s", self.idle_s,
+                  f"must be less than {p.ref('max_session_s', self.max_session_s)}")
 
     @property
     def scaling_target(self) -> float:

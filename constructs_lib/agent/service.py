@@ -90,7 +90,8 @@ SCALE_IN_COOLDOWN = Duration.minutes(10)
 BIDI_PORT = 8443
 HTTPS = 443
 #: Alarm names, in the order :meth:`VoiceAgentService.alarm_rules` builds them.
-ALARM_RULE_NAMES = ("sessions-failed", "voice-to-voice-p95", *(f"{stage}-errors" for stage in STAGE_ERRORS))
+ALARM_RULE_NAMES = ("sessions-failed", "voice-to-voice-p95",
+                    *(f"{stage}-errors" for stage in STAGE_ERRORS))
 #: What each stage calls (the alarms' descriptions point to its own alarms).
 STAGE_SERVICES = {"stt": "Voxtral", "llm": "LLM", "tts": "Sonic"}
 #: Minutes of the voice-to-voice alarm: 3 breaching of 5 (a sustained slowness, not one slow turn).
@@ -179,7 +180,8 @@ class VoiceAgentService(Construct):
         super().__init__(scope, construct_id)
         self._props = props
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
-        key = kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None
+        key = (kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
+               if props.log_kms_key_arn else None)
         subnets = (list(props.subnets) if props.subnets else
                    props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
         acknowledge_compliance(self, {
@@ -196,11 +198,13 @@ class VoiceAgentService(Construct):
 
     def _load_balancer(self, props: VoiceAgentServiceProps, subnets: list[ec2.ISubnet],
                        removal: RemovalPolicy) -> None:
-        """The ALB (WebSocket idle timeout), its access-log bucket, the listener, the target group."""
+        """The ALB (WebSocket idle timeout), its access-log bucket, the listener, the target
+        group."""
         https = props.certificate_arn is not None
         self.load_balancer = elbv2.ApplicationLoadBalancer(
             self, "LoadBalancer", vpc=props.vpc, internet_facing=props.internet_facing,
-            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC) if props.internet_facing
+            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+                         if props.internet_facing
                          else ec2.SubnetSelection(subnets=subnets)),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.sizing.idle_s)),
             drop_invalid_header_fields=True, deletion_protection=False)
@@ -213,7 +217,8 @@ class VoiceAgentService(Construct):
         self._acknowledge_access_logs()
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
         if not props.retain_data:
-            # Emptied only once the load balancer is gone (it writes a file per node every 5 minutes).
+            # Emptied only once the load balancer is gone (it writes a file per node every 5
+            # minutes).
             self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(
                 self.load_balancer)
         port = HTTPS if https else 80
@@ -240,7 +245,8 @@ class VoiceAgentService(Construct):
                 "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC).",
             })
         self.target_group = elbv2.ApplicationTargetGroup(
-            self, "Targets", vpc=props.vpc, port=AGENT_PORT, protocol=elbv2.ApplicationProtocol.HTTP,
+            self, "Targets", vpc=props.vpc, port=AGENT_PORT,
+            protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(
                 min(props.sizing.max_session_s, MAX_DEREGISTRATION_DELAY_S)),
@@ -255,7 +261,8 @@ class VoiceAgentService(Construct):
         self.url = f"{'wss' if https else 'ws'}://{dns}"
         self.health_url = f"{'https' if https else 'http'}://{dns}{HEALTH_PATH}"
 
-    def _task(self, props: VoiceAgentServiceProps, key: kms.IKey | None, removal: RemovalPolicy) -> None:
+    def _task(self, props: VoiceAgentServiceProps, key: kms.IKey | None,
+              removal: RemovalPolicy) -> None:
         """The log group, the Fargate task definition, its container and the task role's grants."""
         self.log_group = logs.LogGroup(
             self, "Logs", removal_policy=removal, encryption_key=key,
@@ -267,7 +274,8 @@ class VoiceAgentService(Construct):
                 cpu_architecture=ecs.CpuArchitecture.X86_64,
                 operating_system_family=ecs.OperatingSystemFamily.LINUX))
         image = ecs.ContainerImage.from_asset(
-            props.image_directory, file="agent/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
+            props.image_directory, file="agent/Dockerfile",
+            platform=ecr_assets.Platform.LINUX_AMD64,
             exclude=["*", "!agent", "!agent/**", "!contracts", "!contracts/**", "**/__pycache__"])
         environment = {
             **props.env.to_env(),
@@ -310,14 +318,16 @@ class VoiceAgentService(Construct):
         if env.voxtral_endpoint is not None:
             # cfn-lint's IAM action list predates bidirectional streaming (W3037); the action is
             # documented in the InvokeEndpointWithBidirectionalStream API reference.
-            policy.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+            policy.node.default_child.add_metadata(
+                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         if env.llm_model_id is not None:
             for statement in bedrock_statements(stack, env.llm_model_id):
                 role.add_to_principal_policy(statement)
             geography, model = split_profile(env.llm_model_id)
             if geography is not None:
                 Validations.of(role).acknowledge(Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{model}]",
+                    id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::"
+                       f"foundation-model/{model}]",
                     reason="An inference profile routes to the model in Regions Bedrock chooses (they "
                            "depend on the source Region and grow; a global profile reaches every "
                            "commercial Region): the grant names the one model, in any Region "
@@ -348,7 +358,8 @@ class VoiceAgentService(Construct):
         self._egress(props)
         self.service = ecs.FargateService(
             self, "Service", cluster=self.cluster, task_definition=self.task_definition,
-            security_groups=[self.task_security_group], vpc_subnets=ec2.SubnetSelection(subnets=subnets),
+            security_groups=[self.task_security_group],
+            vpc_subnets=ec2.SubnetSelection(subnets=subnets),
             assign_public_ip=False, min_healthy_percent=100, max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             health_check_grace_period=HEALTH_CHECK_GRACE, enable_ecs_managed_tags=True,
@@ -359,7 +370,8 @@ class VoiceAgentService(Construct):
         tasks = stack.format_arn(service="ecs", resource="task",
                                  resource_name=f"{self.cluster.cluster_name}/*")
         self.task_definition.task_role.add_to_principal_policy(iam.PolicyStatement(
-            sid="ProtectLiveSessions", actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
+            sid="ProtectLiveSessions",
+            actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
             resources=[tasks]))
         Validations.of(self.task_definition.task_role).acknowledge(Acknowledgment(
             id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
@@ -392,7 +404,8 @@ class VoiceAgentService(Construct):
             parts = urlsplit(props.env.llm_url)
             port = parts.port or (HTTPS if parts.scheme == "https" else 80)
             if port != HTTPS:
-                group.add_egress_rule(inside, ec2.Port.tcp(port), "The OpenAI-compatible LLM server")
+                group.add_egress_rule(inside, ec2.Port.tcp(port),
+                                      "The OpenAI-compatible LLM server")
         skip_checkov(group, "AWS::EC2::SecurityGroup", {
             "CKV_AWS_382": "Egress is HTTPS and named ports only; in network.mode=vpc the subnets "
                            "route nothing but the VPC and S3's gateway endpoint."})
@@ -408,7 +421,7 @@ class VoiceAgentService(Construct):
             self.alarms[rule.name] = alarm_from_rule(
                 self, f"Alarm{rule.name}", rule, alarm_name(props.deployment, rule.name), action)
 
-    # --- Metrics and alarms -------------------------------------------------------------------------
+    # --- Metrics and alarms ---------------------------------------------------------------------
 
     def metric(self, name: str, statistic: str) -> cloudwatch.Metric:
         """One of the bot's metrics (:data:`METRIC_NAMESPACE`, this deployment), per minute."""
@@ -417,7 +430,7 @@ class VoiceAgentService(Construct):
     def alarm_rules(self) -> list[AlarmRule]:
         return agent_alarm_rules(self._props.deployment, self._props.alarm_voice_to_voice_p95_ms)
 
-    # --- nag acknowledgements -----------------------------------------------------------------------
+    # --- nag acknowledgements -------------------------------------------------------------------
 
     def _acknowledge_access_logs(self) -> None:
         Validations.of(self.access_logs).acknowledge(Acknowledgment(
@@ -458,7 +471,8 @@ class VoiceAgentService(Construct):
 
     def _endpoint_arn(self, name: str) -> str:
         # SageMaker endpoint ARNs hold the name in lower case.
-        return Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=name.lower())
+        return Stack.of(self).format_arn(service="sagemaker", resource="endpoint",
+                                         resource_name=name.lower())
 
 
 def bedrock_statements(stack: Stack, model_id: str) -> list[iam.PolicyStatement]:
@@ -471,18 +485,22 @@ def bedrock_statements(stack: Stack, model_id: str) -> list[iam.PolicyStatement]
         return [iam.PolicyStatement(sid="Converse", actions=[BEDROCK_STREAM], resources=[
             stack.format_arn(service="bedrock", resource="foundation-model", resource_name=model,
                              account="")])]
-    profile = stack.format_arn(service="bedrock", resource="inference-profile", resource_name=model_id)
+    profile = stack.format_arn(service="bedrock", resource="inference-profile",
+                               resource_name=model_id)
     return [
-        iam.PolicyStatement(sid="ConverseThroughProfile", actions=[BEDROCK_STREAM], resources=[profile]),
+        iam.PolicyStatement(sid="ConverseThroughProfile", actions=[BEDROCK_STREAM],
+                            resources=[profile]),
         iam.PolicyStatement(sid="ConverseProfileModel", actions=[BEDROCK_STREAM], resources=[
             stack.format_arn(service="bedrock", resource="foundation-model", resource_name=model,
                              region="*", account="")]),
     ]
 
 
-def agent_metric(deployment: str, name: str, statistic: str, label: str | None = None) -> cloudwatch.Metric:
+def agent_metric(deployment: str, name: str, statistic: str,
+                 label: str | None = None) -> cloudwatch.Metric:
     return cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=name, statistic=statistic,
-                             dimensions_map={METRIC_DIMENSION: deployment}, period=Duration.minutes(1),
+                             dimensions_map={METRIC_DIMENSION: deployment},
+                             period=Duration.minutes(1),
                              label=label)
 
 
@@ -507,7 +525,8 @@ def agent_alarm_rules(deployment: str, voice_to_voice_p95_ms: float) -> list[Ala
     ]
     for stage, metric_name in STAGE_ERRORS.items():
         rules.append(AlarmRule(
-            f"{stage}-errors", agent_metric(deployment, metric_name, "Sum"), gt, 0, 1, 1, not_breaching,
+            f"{stage}-errors", agent_metric(deployment, metric_name, "Sum"), gt, 0, 1, 1,
+            not_breaching,
             f"The voice agent's {stage.upper()} stage failed: see the agent's logs and the "
             f"{STAGE_SERVICES[stage]} alarms.",
             "the bot reports an error only when one happens"))
