@@ -209,6 +209,15 @@ def test_every_metric_the_stack_reads_is_one_the_bot_writes(public_with_key):
     assert agent_metrics.METRICS["ActiveSessions"] == "Count"
 
 
+def test_the_image_context_holds_what_the_dockerfile_copies_and_nothing_else(public_with_key):
+    from tests.agent.test_agent_image import copied_files
+
+    (context,) = [path for path in public_with_key.outdir.glob("asset.*")
+                  if (path / "agent" / "Dockerfile").is_file()]
+    staged = {str(path.relative_to(context)) for path in context.rglob("*") if path.is_file()}
+    assert staged == {*copied_files(), "agent/Dockerfile"}
+
+
 def test_destroy_removes_the_logs_and_the_access_log_bucket(public_with_key):
     t = public_with_key.template("Agent")
     for kind in ("AWS::Logs::LogGroup", "AWS::S3::Bucket"):
