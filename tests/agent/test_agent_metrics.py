@@ -84,9 +84,9 @@ def test_the_bot_writes_every_metric_the_stack_reads():
     ActiveSessionsReporter(metrics, 60.0).report()
     metrics.count(agent_metrics.SESSIONS_FAILED, "s1")
     stt, llm, tts = object(), object(), object()
-    session = AgentSession(object(), Services(stt=stt, llm=llm, tts_kwargs={},  # type: ignore[arg-type]
-                                              system_prompt="p"), metrics,
-                           max_session_s=60, idle_s=10)
+    services = Services(stt=stt, llm=llm,  # type: ignore[arg-type]
+                        tts_kwargs={}, system_prompt="p")
+    session = AgentSession(object(), services, metrics, max_session_s=60, idle_s=10)
     session.tts = tts  # type: ignore[assignment]
     for processor in (stt, llm, tts, object()):
         session.stage_error(ErrorFrame(error="boom", processor=processor))  # type: ignore[arg-type]

@@ -173,8 +173,9 @@ class TalkRelay:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "talk", help="talk with the voice agent in a local web page",
-        description="Serve a local page (http://127.0.0.1:PORT/) that records your microphone, plays "
-                    "the voice agent's answers and shows both sides and each turn's latency; the "
+        description="Serve a local page (http://127.0.0.1:PORT/) that records your microphone, "
+                    "plays the voice agent's answers and shows both sides and each turn's "
+                    "latency; the "
                     "page's WebSocket is relayed to the bot by this process.")
     parser.add_argument("--url", required=True, metavar="WS_URL",
                         help="the bot's WebSocket: ws://127.0.0.1:8100/ (make local AGENT=1) or a "
