@@ -202,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.vllm == "real":
         print("python -m voicectl.local: writing the tiny Voxtral Realtime checkpoint for vLLM", file=sys.stderr)
         model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
+        # The bridge's session limit, as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a
+        # generation that outgrows vLLM's max_model_len while audio streams in kills its engine.
+        bridge_env["MAX_MODEL_LEN"] = str(real_vllm.MAX_MODEL_LEN)
         tokenizer, delay = None, args.transcription_delay_ms
         if delay is not None:
             # As the image's entrypoint does: vLLM reads the delay from tekken.json, so it gets a
