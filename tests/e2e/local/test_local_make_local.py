@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import soundfile
 
 from voicectl.local.__main__ import port_free
@@ -96,3 +98,38 @@ def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, 
                  "--name", "bad name"]) == 2
     assert "--name 'bad name': not a host name" in capsys.readouterr().err
     assert not state.exists()  # no process was started, no log written
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--transcription-delay-ms", "160"],
+     "--transcription-delay-ms 160 needs --vllm real (make local VLLM=real): the fake vLLM scripts "
+     "its deltas (the first after 0.6 s of audio whatever the delay); the delay is a setting of the "
+     "real server's tokenizer"),
+    (["--vllm", "real", "--transcription-delay-ms", "100"],
+     "--transcription-delay-ms 100: must be a multiple of 80 from 80 to 1200, or 2400 (ms: the "
+     "delays the Voxtral Realtime model card allows)"),
+])
+def test_a_transcription_delay_is_refused_before_anything_starts(tmp_path, capsys, argv, message):
+    from voicectl.local.__main__ import main
+
+    state = tmp_path / "state"
+    assert main([*argv, "--state-dir", str(state)]) == 2
+    assert capsys.readouterr().err == f"python -m voicectl.local: {message}\n"
+    assert not state.exists()
+
+
+def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_path):
+    from voicectl.local import real_vllm, tiny_voxtral
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tekken.json").write_text(json.dumps(tiny_voxtral.tekken()))
+    tokenizer = real_vllm.write_tokenizer(model, 160, tmp_path / "tokenizer-160ms")
+    patched = json.loads((tokenizer / "tekken.json").read_text())
+    assert patched["audio"]["transcription_delay_ms"] == 160
+    original = tiny_voxtral.tekken()
+    assert {**patched, "audio": {**patched["audio"], "transcription_delay_ms": 480}} == original
+    command = real_vllm.command(model, 18081, tokenizer=tokenizer)
+    flags = dict(zip(command[3::2], command[4::2], strict=False))
+    assert flags["--tokenizer"] == str(tokenizer) and flags["--model"] == str(model)
+    assert "--tokenizer" not in real_vllm.command(model, 18081)
