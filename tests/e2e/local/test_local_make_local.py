@@ -58,6 +58,12 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         mic = re.search(r"^  (\.venv/bin/voicectl mic .*?)\s+# needs: make mic-deps$", text,
                         re.MULTILINE).group(1)
         assert_the_mic_page_speaks(source, mic)
+        # Each call is one line in the front door's log: operation, endpoint, status, duration.
+        log = (state / "front-door.log").read_text()
+        bidi = r"InvokeEndpointWithBidirectionalStream voxtral-realtime/AllTraffic 200 \d+\.\d+ s "
+        sonic = r"InvokeEndpointWithResponseStream sonic-tts/AllTraffic 200 \d+\.\d+ s "
+        assert len(re.findall(bidi, log)) == 1 and len(re.findall(sonic, log)) == 2
+        assert "Traceback" not in log
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
