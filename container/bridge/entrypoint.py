@@ -313,6 +313,8 @@ def main() -> int:
     try:
         command = vllm_command(env)
     except SettingsError as exc:
+        if tokenizer_dir is not None:
+            shutil.rmtree(tokenizer_dir, ignore_errors=True)
         log.error("bad setting: %s", exc)
         return 2
     env["VLLM_HOST"] = VLLM_HOST

@@ -368,3 +368,13 @@ def test_the_entrypoint_refuses_a_delay_the_model_card_does_not_allow(tmp_path, 
             "1200, or 2400 (ms: the delays the Voxtral Realtime model card allows), or unset for "
             "the checkpoint's own") in done.stderr
     assert not (tmp_path / "standin.json").exists()
+
+
+def test_a_refusal_after_the_tokenizer_was_written_leaves_no_temporary_directory(tmp_path):
+    model = checkpoint(tmp_path / "model")
+    (tmp_path / "tmp").mkdir()
+    done = run_entrypoint(tmp_path, SM_VLLM_MODEL=str(model), SM_VLLM_TOKENIZER_MODE="mistral",
+                          TRANSCRIPTION_DELAY_MS="160", VLLM_COMMAND="vllm serve",
+                          TMPDIR=str(tmp_path / "tmp"))
+    assert done.returncode == 2 and "bad setting: VLLM_COMMAND='vllm serve'" in done.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
