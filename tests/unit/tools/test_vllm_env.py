@@ -102,16 +102,18 @@ def test_a_folder_without_the_pinned_torch_wheel_is_refused_with_where_to_get_it
 
 def dry_run(*arguments: str, env: dict[str, str]) -> str:
     """What ``make -n`` would run, one line per command (continuations joined)."""
-    done = subprocess.run(["make", "-n", *arguments], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(["make", "-n", "--no-print-directory", *arguments], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return re.sub(r"\\\n\s*", " ", done.stdout)
 
 
 @pytest.fixture
 def make_env() -> dict[str, str]:
-    """The environment without the variables the Makefile's vLLM settings read."""
-    names = ("PIP_FIND_LINKS", "VLLM_PYTHON", "TORCH_WHEELS", "PYTHON", "MAKEFLAGS")
+    """The environment without the variables the Makefile's vLLM settings read, nor those an
+    outer make (``make test``) passes down, which make a nested make print its directory."""
+    names = ("PIP_FIND_LINKS", "VLLM_PYTHON", "TORCH_WHEELS", "PYTHON", "MAKEFLAGS", "MFLAGS",
+             "MAKELEVEL")
     return {name: value for name, value in os.environ.items() if name not in names}
 
 
@@ -119,11 +121,11 @@ def test_make_local_with_the_real_vllm_builds_its_environment_first(tmp_path, ma
     venv = tmp_path / ".venv-vllm"
     real = dry_run("local", "VLLM=real", f"VLLM_VENV={venv}", env=make_env)
     steps = [line for line in real.splitlines()
-             if "vllm_env.py" in line or "--require-hashes" in line or "voicectl.local" in line]
+             if "vllm_env.py" in line or "requirements-vllm.lock" in line or "voicectl.local" in line]
     assert steps[0] == f"python3 tests/tools/vllm_env.py wheels {vllm_env.TORCH_CPU_PAGE}"
     assert "vllm_env.py python" in steps[1] and f"-m venv {venv}" in steps[1]
     assert f"--find-links={vllm_env.TORCH_CPU_PAGE} -r requirements-vllm.lock" in steps[2]
-    assert steps[-1].endswith("-m voicectl.local --vllm real ")
+    assert steps[-1].split()[-4:] == ["-m", "voicectl.local", "--vllm", "real"]
     fake = dry_run("local", f"VLLM_VENV={venv}", env=make_env)
     assert "vllm_env.py" not in fake and "-m voicectl.local --vllm fake" in fake
 
