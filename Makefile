@@ -127,14 +127,14 @@ $(SCAN_STAMP): requirements-scan.lock
 	@touch $@
 
 # The private deployments make scan synthesizes, one directory each under $(SCAN_OUT): vpc mode as it is, and vpc mode
-# with Amazon Connect (placeholder instance and queue ARNs, as tests/app/variants.py's) and Voxtral on ECS, so that
-# the Connect stack and the ECS target are scanned too (one synth more, about 20 s).
+# with Amazon Connect (placeholder instance and queue ARNs, as tests/app/variants.py's), Voxtral on ECS and the voice
+# agent, so that the Connect stack, the ECS target and the Agent stack are scanned too (one synth more, about 20 s).
 SCAN_CONNECT_INSTANCE := arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555
 SCAN_VARIANTS := vpc vpc-connect-ecs
 SCAN_CONTEXT_vpc := -c network.mode=vpc
 SCAN_CONTEXT_vpc-connect-ecs := -c network.mode=vpc -c voxtral.target=ecs -c connect.enabled=true \
 	-c connect.instance_arn=$(SCAN_CONNECT_INSTANCE) -c connect.create_storage_config=true \
-	-c connect.create_example_flow=true \
+	-c connect.create_example_flow=true -c agent.enabled=true \
 	-c connect.queue_arn=$(SCAN_CONNECT_INSTANCE)/queue/99999999-8888-7777-6666-555555555555
 
 # Every variant is synthesized and scanned even when another fails; each run ends with checkov's summary line.
