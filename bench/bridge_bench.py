@@ -375,31 +375,34 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
 
 
 def bridge_process_env(bridge_dir: Path, **settings: object) -> dict[str, str]:
-    """The environment of a bridge run as `python -m bridge` from `bridge_dir` (a checkout's container/): this
-    process's, that checkout's root on PYTHONPATH (the bridge imports the contracts/ beside it) and `settings`
-    (fields of contracts.bridge_env.BridgeEnvironment)."""
-    return {**os.environ, "PYTHONPATH": str(bridge_dir.resolve().parent), **BridgeEnvironment(**settings).to_env()}
+    """The environment of a bridge run as `python -m bridge` from `bridge_dir` (a checkout's
+    container/): this process's, that checkout's root on PYTHONPATH (the bridge imports the
+    contracts/ beside it) and `settings` (fields of contracts.bridge_env.BridgeEnvironment)."""
+    return {**os.environ, "PYTHONPATH": str(bridge_dir.resolve().parent),
+            **BridgeEnvironment(**settings).to_env()}
 
 
-def _start(bridge_dir: Path, vllm_args: list[str], extra: dict[str, object]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
-    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir` (with the BridgeEnvironment fields
-    `extra`); return (fake, bridge, vLLM port, bridge port)."""
+def _start(bridge_dir: Path, vllm_args: list[str],
+           extra: dict[str, object]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir` (with the
+    BridgeEnvironment fields `extra`); return (fake, bridge, vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     fake = subprocess.Popen([sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     bridge_env = bridge_process_env(bridge_dir, **{
-        "host": "127.0.0.1", "port": bridge_port, "vllm_port": vllm_port, "max_streams": 1000, "served_model": model,
-        "idle_timeout_s": 60, "metrics_interval_s": 3600, "log_level": "WARNING", "vllm_max_model_len": 32768,
-        **extra,
+        "host": "127.0.0.1", "port": bridge_port, "vllm_port": vllm_port, "max_streams": 1000,
+        "served_model": model, "idle_timeout_s": 60, "metrics_interval_s": 3600,
+        "log_level": "WARNING", "vllm_max_model_len": 32768, **extra,
     })
     bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
     return fake, bridge, vllm_port, bridge_port
 
 
 def token_env(token: str | None) -> dict[str, object]:
-    """The bridge's setting for `--token`: its bearer token (a version without the check ignores it)."""
+    """The bridge's setting for `--token`: its bearer token (a version without the check ignores
+    it)."""
     return {} if token is None else {"bridge_token": token}
 
 
@@ -437,8 +440,8 @@ print(slowest)
 async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -> dict[str, float]:
     """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
     fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
-        "upstream_stall_s": 600, "idle_timeout_s": 600, "audio_rate_limit": 1_000_000, "audio_burst_s": 1_000_000,
-        **token_env(token)})
+        "upstream_stall_s": 600, "idle_timeout_s": 600, "audio_rate_limit": 1_000_000,
+        "audio_burst_s": 1_000_000, **token_env(token)})
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
     big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))

@@ -187,8 +187,9 @@ async def local_bridge(max_streams: int):
     fake = subprocess.Popen(
         [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    bridge_env = bridge_process_env(REPO / "container", host="127.0.0.1", port=bridge_port, vllm_port=vllm_port,
-                                    max_streams=max_streams, served_model=MODEL, metrics_interval_s=3600,
+    bridge_env = bridge_process_env(REPO / "container", host="127.0.0.1", port=bridge_port,
+                                    vllm_port=vllm_port, max_streams=max_streams,
+                                    served_model=MODEL, metrics_interval_s=3600,
                                     log_level="WARNING")
     bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env,
                               stdout=subprocess.DEVNULL)

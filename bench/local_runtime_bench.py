@@ -66,8 +66,9 @@ async def main(appends: int, repeats: int) -> None:
     from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
 
     vllm = await FakeVllm(generate=True, record_audio=False).start()
-    bridge = await Bridge(BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                                     metrics_interval_s=3600)).start()
+    settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
+                                          metrics_interval_s=3600)
+    bridge = await Bridge(settings).start()
     tls = make_certificate(Path(tempfile.mkdtemp(prefix="local-runtime-bench-")))
     runtime = LocalRuntime(endpoints=[LocalEndpoint.parse(f"voxtral=ws://127.0.0.1:{bridge.port}")],
                            credentials=LocalCredentials(KEY_ID, SECRET), region=REGION)

@@ -1,14 +1,16 @@
-"""The bridge container's environment: every variable its entrypoint and bridge read, with its type, default and
-check, in one place (container/README.md describes each for operators).
+"""The bridge container's environment: every variable its entrypoint and bridge read, with its
+type, default and check, in one place (container/README.md describes each for operators).
 
-The stacks build a :class:`BridgeEnvironment` and write it into the SageMaker Model or the ECS task definition
-(:meth:`BridgeEnvironment.to_env`); the container reads it back (:meth:`BridgeEnvironment.from_env`), refusing a bad
-value with a message that names the variable and what is allowed. ``make local`` and the benches start the bridge
-with theirs the same way. Adding a bridge setting: a field here (with its variable, and its default and check in
-:meth:`~BridgeEnvironment.from_env`), the stack or construct that sets it, and the bridge code that reads it.
+The stacks build a :class:`BridgeEnvironment` and write it into the SageMaker Model or the ECS task
+definition (:meth:`BridgeEnvironment.to_env`); the container reads it back
+(:meth:`BridgeEnvironment.from_env`), refusing a bad value with a message that names the variable
+and what is allowed. ``make local`` and the benches start the bridge with theirs the same way.
+Adding a bridge setting: a field here (with its variable, and its default and check in
+:meth:`~BridgeEnvironment.from_env`), the stack or construct that sets it, and the bridge code that
+reads it.
 
-Not here: the entrypoint's own test hook (``VLLM_COMMAND``) and the descriptor of the pipe that hands the bridge its
-secrets; both stay inside the container.
+Not here: the entrypoint's own test hook (``VLLM_COMMAND``) and the descriptor of the pipe that
+hands the bridge its secrets; both stay inside the container.
 """
 
 from __future__ import annotations
@@ -21,71 +23,75 @@ from typing import Any, Final
 
 from . import realtime
 
-#: Prefix of the variables the entrypoint turns into vLLM flags: ``SM_VLLM_MAX_MODEL_LEN=32768`` becomes
-#: ``--max-model-len 32768`` (the convention of AWS's vLLM SageMaker containers).
+#: Prefix of the variables the entrypoint turns into vLLM flags: ``SM_VLLM_MAX_MODEL_LEN=32768``
+#: becomes ``--max-model-len 32768`` (the convention of AWS's vLLM SageMaker containers).
 VLLM_ENV_PREFIX: Final = "SM_VLLM_"
 
 #: Port of ``/ping`` and the stream (BRIDGE_PORT).
 DEFAULT_BRIDGE_PORT: Final = realtime.CONTAINER_PORT
 #: Port vLLM listens on, on 127.0.0.1 only (the entrypoint always binds it there).
 DEFAULT_VLLM_PORT: Final = 8081
-#: vLLM's default ``--max-num-seqs`` on GPUs other than the largest (vllm ``engine/arg_utils.py``), used for MAX_STREAMS
-#: when neither MAX_STREAMS nor SM_VLLM_MAX_NUM_SEQS is set.
+#: vLLM's default ``--max-num-seqs`` on GPUs other than the largest (vllm ``engine/arg_utils.py``),
+#: used for MAX_STREAMS when neither MAX_STREAMS nor SM_VLLM_MAX_NUM_SEQS is set.
 DEFAULT_MAX_NUM_SEQS: Final = 256
 #: Seconds a client may stay silent before its session is ended (IDLE_TIMEOUT_S).
 DEFAULT_IDLE_TIMEOUT_S: Final = realtime.IDLE_TIMEOUT_S
-#: Seconds vLLM may stay silent on a stream, with a WebSocket ping unanswered for the second half of them, before the
-#: bridge takes it for stalled (a stopped or hung process) and ends the stream.
+#: Seconds vLLM may stay silent on a stream, with a WebSocket ping unanswered for the second half of
+#: them, before the bridge takes it for stalled (a stopped or hung process) and ends the stream.
 DEFAULT_UPSTREAM_STALL_S: Final = 5.0
 #: Seconds open streams may keep running after SIGTERM. SageMaker sends SIGKILL 30 s after SIGTERM
-#: (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html), so 25 s leaves time to close
-#: the rest and stop vLLM.
+#: (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html), so 25 s
+#: leaves time to close the rest and stop vLLM.
 DEFAULT_DRAIN_S: Final = 25.0
 #: Voxtral Realtime turns 80 ms of audio into one token: 12.5 tokens per second of audio
 #: (mistralai/Voxtral-Mini-4B-Realtime-2602 model card; the session limit).
 DEFAULT_TOKENS_PER_AUDIO_SECOND: Final = 12.5
-#: Fraction of max_model_len a session's audio may use before the bridge ends it (``session_limit``); the rest is
-#: headroom for the prompt and the generated text, which share the context.
+#: Fraction of max_model_len a session's audio may use before the bridge ends it
+#: (``session_limit``); the rest is headroom for the prompt and the generated text, which share the
+#: context.
 DEFAULT_SESSION_LIMIT_FRACTION: Final = 0.9
-#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's streaming format
-#: (BOS, 32 left-pad and 6 delay tokens: ``usage.prompt_tokens`` 39) and the 10 tokens the model decodes past the
-#: audio after the final commit (``completion_tokens`` = audio tokens + 10). Measured against the real server
-#: (tests/vllm). A generation that reaches max_model_len while audio still streams in kills vLLM's engine
-#: ("Sampled token IDs exceed the max model length", EngineDeadError: every session ends with 1012), so the session
-#: limit counts them.
+#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's
+#: streaming format (BOS, 32 left-pad and 6 delay tokens: ``usage.prompt_tokens`` 39) and the 10
+#: tokens the model decodes past the audio after the final commit (``completion_tokens`` = audio
+#: tokens + 10). Measured against the real server (tests/vllm). A generation that reaches
+#: max_model_len while audio still streams in kills vLLM's engine ("Sampled token IDs exceed the max
+#: model length", EngineDeadError: every session ends with 1012), so the session limit counts them.
 STREAM_OVERHEAD_TOKENS: Final = 39 + 10
-#: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU, which the
-#: capacity model (constructs_lib/facts/capacity.py) computes with. vLLM's CPU build reports 128 (tests/vllm).
+#: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU,
+#: which the capacity model (constructs_lib/facts/capacity.py) computes with. vLLM's CPU build
+#: reports 128 (tests/vllm).
 DEFAULT_KV_BLOCK_SIZE: Final = 16
 #: Largest WebSocket frame accepted on either leg, bytes (MAX_FRAME_BYTES; at least this).
 DEFAULT_MAX_FRAME_BYTES: Final = realtime.MAX_FRAME_BYTES
 #: Audio a stream may send, as a multiple of real time averaged over time (AUDIO_RATE_LIMIT).
 DEFAULT_AUDIO_RATE_LIMIT: Final = realtime.AUDIO_RATE_LIMIT_X
-#: Audio seconds a stream may send at once above the rate limit (AUDIO_BURST_S), at least the audio one append of
-#: MAX_FRAME_BYTES holds.
+#: Audio seconds a stream may send at once above the rate limit (AUDIO_BURST_S), at least the audio
+#: one append of MAX_FRAME_BYTES holds.
 DEFAULT_AUDIO_BURST_S: Final = realtime.AUDIO_BURST_S
 #: CloudWatch namespace of the bridge's metrics unless METRICS_NAMESPACE says otherwise.
 DEFAULT_METRICS_NAMESPACE: Final = "RealtimeVoice/Bridge"
 #: Seconds between two EMF metric lines.
 DEFAULT_METRICS_INTERVAL_S: Final = 60.0
-#: Minutes one ECS task scale-in protection request lasts (ExpiresInMinutes). The bridge renews it while streams are
-#: live, so this bounds only how long a task whose bridge hung stays protected.
+#: Minutes one ECS task scale-in protection request lasts (ExpiresInMinutes). The bridge renews it
+#: while streams are live, so this bounds only how long a task whose bridge hung stays protected.
 DEFAULT_TASK_PROTECTION_MINUTES: Final = 10
-#: Seconds without a live stream before the bridge turns protection off, so that a caller moving to a new stream
-#: (voicectl's rollover, a reconnect) does not make it flap.
+#: Seconds without a live stream before the bridge turns protection off, so that a caller moving to
+#: a new stream (voicectl's rollover, a reconnect) does not make it flap.
 DEFAULT_TASK_PROTECTION_GRACE_S: Final = 10.0
-#: The agent's limits on ExpiresInMinutes (Amazon ECS developer guide, "Amazon ECS task scale-in protection endpoint").
+#: The agent's limits on ExpiresInMinutes (Amazon ECS developer guide, "Amazon ECS task scale-in
+#: protection endpoint").
 TASK_PROTECTION_MINUTES_RANGE: Final = (1, 2880)
 #: Where the weights' host copy goes when MODEL_S3_URI is set and MODEL_CACHE_DIR is not.
 DEFAULT_MODEL_CACHE_DIR: Final = "/opt/weights-cache"
 #: The bridge's log level unless LOG_LEVEL says otherwise (a name of Python's logging levels).
 DEFAULT_LOG_LEVEL: Final = "INFO"
-#: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the ECS service's secret has 48).
+#: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the ECS
+#: service's secret has 48).
 MIN_TOKEN_CHARS: Final = 16
 
-#: What keeps the libraries in the image from reaching the internet (``offline``): the Hugging Face libraries stay
-#: offline (huggingface_hub and transformers environment variables) and vLLM's usage statistics are off (vLLM "Usage
-#: Stats Collection": VLLM_NO_USAGE_STATS, DO_NOT_TRACK).
+#: What keeps the libraries in the image from reaching the internet (``offline``): the Hugging Face
+#: libraries stay offline (huggingface_hub and transformers environment variables) and vLLM's usage
+#: statistics are off (vLLM "Usage Stats Collection": VLLM_NO_USAGE_STATS, DO_NOT_TRACK).
 OFFLINE_ENVIRONMENT: Final[Mapping[str, str]] = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -103,18 +109,22 @@ class BridgeEnvError(ValueError):
 
 
 def token_problem(token: str) -> str | None:
-    """Why ``token`` cannot be the bridge's bearer token (a sentence naming what is allowed), or None if it can.
+    """Why ``token`` cannot be the bridge's bearer token (a sentence naming what is allowed), or
+    None if it can.
 
-    Allowed: at least :data:`MIN_TOKEN_CHARS` visible ASCII characters (0x21-0x7E) and nothing else, since a header
-    value loses leading and trailing whitespace in transit and carries no other characters reliably.
+    Allowed: at least :data:`MIN_TOKEN_CHARS` visible ASCII characters (0x21-0x7E) and nothing else,
+    since a header value loses leading and trailing whitespace in transit and carries no other
+    characters reliably.
     """
     if not token.strip():
-        return "is empty or only whitespace; set it to the token callers send, or unset it (no token check)"
+        return ("is empty or only whitespace; set it to the token callers send, or unset it (no "
+                "token check)")
     if any(not 0x21 <= ord(char) <= 0x7E for char in token):
-        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP header cannot carry "
-                "unchanged; use letters, digits and punctuation only")
+        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP "
+                "header cannot carry unchanged; use letters, digits and punctuation only")
     if len(token) < MIN_TOKEN_CHARS:
-        return f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer random token"
+        return (f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer "
+                "random token")
     return None
 
 
@@ -125,66 +135,78 @@ def _variable(name: str, **options: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class BridgeEnvironment:
-    """The bridge container's environment, one field per variable (the offline switch stands for six). Times are
-    seconds, sizes bytes.
+    """The bridge container's environment, one field per variable (the offline switch stands for
+    six). Times are seconds, sizes bytes.
 
-    Built by hand (the stacks, ``make local``), a field left None is unset: :meth:`to_env` leaves its variable out and
-    the container uses its default. :meth:`from_env` returns what the container runs with: every setting that has a
-    default filled in, so the bridge reads values, never None, except where None means something (below);
-    :meth:`defaults` is that for a bridge run in-process.
+    Built by hand (the stacks, ``make local``), a field left None is unset: :meth:`to_env` leaves
+    its variable out and the container uses its default. :meth:`from_env` returns what the
+    container runs with: every setting that has a default filled in, so the bridge reads values,
+    never None, except where None means something (below); :meth:`defaults` is that for a bridge
+    run in-process.
 
     vLLM's command line (``SM_VLLM_<NAME>``, passed to vLLM as its flags by the entrypoint):
-        vllm_model: SM_VLLM_MODEL, the weights' directory (SageMaker copies them to /opt/ml/model).
+        vllm_model: SM_VLLM_MODEL, the weights' directory (SageMaker copies them to
+            /opt/ml/model).
         vllm_served_model_name: SM_VLLM_SERVED_MODEL_NAME, the name ``session.update`` must carry.
-        vllm_max_model_len / vllm_max_num_seqs: SM_VLLM_MAX_MODEL_LEN (context, tokens) / SM_VLLM_MAX_NUM_SEQS
-            (the stream cap); the bridge's MAX_MODEL_LEN and MAX_STREAMS default to them.
-        vllm_gpu_memory_utilization, vllm_compilation_config (JSON), vllm_mm_processor_cache_gb (GiB),
-        vllm_tokenizer_mode, vllm_config_format, vllm_load_format, vllm_kv_cache_dtype: the flags of the same names.
+        vllm_max_model_len / vllm_max_num_seqs: SM_VLLM_MAX_MODEL_LEN (context, tokens) /
+            SM_VLLM_MAX_NUM_SEQS (the stream cap); the bridge's MAX_MODEL_LEN and MAX_STREAMS
+            default to them.
+        vllm_gpu_memory_utilization, vllm_compilation_config (JSON), vllm_mm_processor_cache_gb
+        (GiB), vllm_tokenizer_mode, vllm_config_format, vllm_load_format, vllm_kv_cache_dtype: the
+            flags of the same names.
 
     Set by the deployment:
-        metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE (default RealtimeVoice/Bridge),
-            ENDPOINT_NAME, VARIANT_NAME (default ``local``): the dimensions of every metric.
-        model_s3_uri / model_cache_dir: MODEL_S3_URI, the staged weights the entrypoint copies to the host first
-            (off SageMaker; None: vLLM reads SM_VLLM_MODEL as it is), into MODEL_CACHE_DIR (default
-            /opt/weights-cache).
+        metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE (default
+            RealtimeVoice/Bridge), ENDPOINT_NAME, VARIANT_NAME (default ``local``): the dimensions
+            of every metric.
+        model_s3_uri / model_cache_dir: MODEL_S3_URI, the staged weights the entrypoint copies to
+            the host first (off SageMaker; None: vLLM reads SM_VLLM_MODEL as it is), into
+            MODEL_CACHE_DIR (default /opt/weights-cache).
         drain_s: DRAIN_S, grace period after SIGTERM (default 25).
         idle_timeout_s: IDLE_TIMEOUT_S, client silence that ends a session (default 60).
         offline: the six variables of :data:`OFFLINE_ENVIRONMENT`, all "1" (True), or not set.
-        kv_blocks_per_stream: KV_BLOCKS_PER_STREAM, KV-cache blocks one live stream holds at most (from the
-            capacity model); None: vLLM's KV-cache report is not read.
+        kv_blocks_per_stream: KV_BLOCKS_PER_STREAM, KV-cache blocks one live stream holds at most
+            (from the capacity model); None: vLLM's KV-cache report is not read.
 
     The bridge's other settings:
-        host / port: BRIDGE_HOST (default 0.0.0.0) / BRIDGE_PORT (default 8080), where ``/ping`` and the stream are.
+        host / port: BRIDGE_HOST (default 0.0.0.0) / BRIDGE_PORT (default 8080), where ``/ping``
+            and the stream are.
         vllm_host / vllm_port: VLLM_HOST (127.0.0.1) / VLLM_PORT (8081), where vLLM listens.
-        max_streams: MAX_STREAMS, concurrent streams (default SM_VLLM_MAX_NUM_SEQS, else 256); lowered at run time to
-            what vLLM's KV cache holds when that is smaller (kv_blocks_per_stream).
-        served_model: SERVED_MODEL_NAME, the model name put into ``session.update`` (default the first of
-            SM_VLLM_SERVED_MODEL_NAME, else SM_VLLM_MODEL; None: learnt from vLLM's ``/v1/models``).
-        max_model_len: MAX_MODEL_LEN, vLLM's context in tokens (default SM_VLLM_MAX_MODEL_LEN; None: no session
-            limit).
-        kv_block_size: KV_BLOCK_SIZE, tokens per block of kv_blocks_per_stream (default 16); when vLLM reports
-            another block size the bridge converts.
-        upstream_stall_s: UPSTREAM_STALL_S, vLLM silence, with a ping unanswered, that ends a stream as
-            ``upstream_closed`` (default 5).
-        tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80 ms).
+        max_streams: MAX_STREAMS, concurrent streams (default SM_VLLM_MAX_NUM_SEQS, else 256);
+            lowered at run time to what vLLM's KV cache holds when that is smaller
+            (kv_blocks_per_stream).
+        served_model: SERVED_MODEL_NAME, the model name put into ``session.update`` (default the
+            first of SM_VLLM_SERVED_MODEL_NAME, else SM_VLLM_MODEL; None: learnt from vLLM's
+            ``/v1/models``).
+        max_model_len: MAX_MODEL_LEN, vLLM's context in tokens (default SM_VLLM_MAX_MODEL_LEN;
+            None: no session limit).
+        kv_block_size: KV_BLOCK_SIZE, tokens per block of kv_blocks_per_stream (default 16); when
+            vLLM reports another block size the bridge converts.
+        upstream_stall_s: UPSTREAM_STALL_S, vLLM silence, with a ping unanswered, that ends a
+            stream as ``upstream_closed`` (default 5).
+        tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per
+            80 ms).
         session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
         max_frame_bytes: MAX_FRAME_BYTES, default 4 MiB, on both legs.
         audio_rate_limit: AUDIO_RATE_LIMIT, default 32 (x real time) per stream.
-        audio_burst_s: AUDIO_BURST_S, default 120 (seconds of audio), at least the audio one MAX_FRAME_BYTES
-            append can hold.
+        audio_burst_s: AUDIO_BURST_S, default 120 (seconds of audio), at least the audio one
+            MAX_FRAME_BYTES append can hold.
         metrics_interval_s: METRICS_INTERVAL_S, default 60.
-        bridge_token: BRIDGE_TOKEN, the bearer token the stream's upgrade must carry (None: no check, as on
-            SageMaker, where SigV4 authenticates callers); never in the repr. On ECS a secret, not environment.
-        ecs_agent_uri: ECS_AGENT_URI, which the ECS agent sets in every task's containers (None: not on ECS, no task
-            scale-in protection).
-        task_protection_minutes: TASK_PROTECTION_MINUTES, default 10 (1 to 2880): ExpiresInMinutes of each request.
-        task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live stream before
-            protection is turned off.
+        bridge_token: BRIDGE_TOKEN, the bearer token the stream's upgrade must carry (None: no
+            check, as on SageMaker, where SigV4 authenticates callers); never in the repr. On ECS
+            a secret, not environment.
+        ecs_agent_uri: ECS_AGENT_URI, which the ECS agent sets in every task's containers (None:
+            not on ECS, no task scale-in protection).
+        task_protection_minutes: TASK_PROTECTION_MINUTES, default 10 (1 to 2880):
+            ExpiresInMinutes of each request.
+        task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live
+            stream before protection is turned off.
         log_level: LOG_LEVEL, default INFO.
     """
 
-    # The order of the fields is the order :meth:`to_env` writes the variables in: the order the templates have
-    # always had (a reordered environment list in an ECS task definition is a new revision, and a deployment).
+    # The order of the fields is the order :meth:`to_env` writes the variables in: the order the
+    # templates have always had (a reordered environment list in an ECS task definition is a new
+    # revision, and a deployment).
     vllm_model: str | None = _variable("SM_VLLM_MODEL")
     vllm_served_model_name: str | None = _variable("SM_VLLM_SERVED_MODEL_NAME")
     vllm_max_model_len: int | None = _variable("SM_VLLM_MAX_MODEL_LEN")
@@ -236,12 +258,15 @@ class BridgeEnvironment:
         return _VARIABLES[name]
 
     def to_env(self) -> dict[str, str]:
-        """The variables of the fields that are set, as strings, in field order: the container's environment.
+        """The variables of the fields that are set, as strings, in field order: the container's
+        environment.
 
-        Numbers are written as Python writes them, a float without a fraction as an integer (``25.0`` -> ``"25"``).
+        Numbers are written as Python writes them, a float without a fraction as an integer
+        (``25.0`` -> ``"25"``).
 
         Raises:
-            BridgeEnvError: the container would refuse the result (:meth:`from_env`), named as it would name it.
+            BridgeEnvError: the container would refuse the result (:meth:`from_env`), named as it
+                would name it.
         """
         env: dict[str, str] = {}
         for item in dataclasses.fields(self):
@@ -252,22 +277,23 @@ class BridgeEnvironment:
                 env.update(OFFLINE_ENVIRONMENT if value else {})
             else:
                 env[item.metadata["variable"]] = _text(value)
-        self.from_env(env)  # what the container would refuse is refused here, before a deployment carries it
+        self.from_env(env)  # what the container would refuse is refused here, before a deployment
         return env
 
     @classmethod
     def defaults(cls, **fields: Any) -> BridgeEnvironment:
-        """What the container reads from an empty environment, with ``fields`` in place of the defaults, unchecked:
-        for a bridge run in-process (tests, benches) with values its environment would refuse (a burst of 1 s)."""
+        """What the container reads from an empty environment, with ``fields`` in place of the
+        defaults, unchecked: for a bridge run in-process (tests, benches) with values its
+        environment would refuse (a burst of 1 s)."""
         return dataclasses.replace(cls.from_env({}), **fields)
 
     @property
     def session_audio_limit_bytes(self) -> int | None:
-        """PCM16 bytes of audio one session may append before ``session_limit``, or None for no limit (of an
-        environment as the container reads it: :meth:`from_env`).
+        """PCM16 bytes of audio one session may append before ``session_limit``, or None for no
+        limit (of an environment as the container reads it: :meth:`from_env`).
 
-        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of audio; x 16000
-        samples/s x 2 bytes.
+        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of
+        audio; x 16000 samples/s x 2 bytes.
         """
         if self.max_model_len is None:
             return None
@@ -277,13 +303,15 @@ class BridgeEnvironment:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BridgeEnvironment:
-        """Read the environment ``env`` (the container passes ``os.environ``), with every default filled in.
+        """Read the environment ``env`` (the container passes ``os.environ``), with every default
+        filled in.
 
         Raises:
-            BridgeEnvError: a variable is not a number where one is needed, or is out of range (the message names
-                it and the rule).
+            BridgeEnvError: a variable is not a number where one is needed, or is out of range (the
+                message names it and the rule).
         """
-        max_num_seqs = _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True)
+        max_num_seqs = _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1,
+                               integer=True)
         max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
         served = (
             env.get("SERVED_MODEL_NAME", "").strip()
@@ -291,7 +319,8 @@ class BridgeEnvironment:
             or env.get("SM_VLLM_MODEL", "").strip()
             or None
         )
-        fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
+        fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION,
+                           minimum=0.01)
         if fraction > 1:
             raise BridgeEnvError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
         max_frame_bytes = int(_number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES,
@@ -301,48 +330,59 @@ class BridgeEnvironment:
         largest_append_s = max_frame_bytes * 3 / 4 / realtime.PCM_BYTES_PER_SECOND
         if burst_s < largest_append_s:
             raise BridgeEnvError(
-                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio one append of "
-                f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused"
+                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
+                f"one append of MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would "
+                "always be refused"
             )
         token = env.get("BRIDGE_TOKEN")
         if token is not None and (problem := token_problem(token)):
             raise BridgeEnvError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
         agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
         if agent_uri is not None and not agent_uri.startswith("http://"):
-            raise BridgeEnvError(f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)")
+            raise BridgeEnvError(f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS "
+                                 "agent sets it)")
         low, high = TASK_PROTECTION_MINUTES_RANGE
-        protection_minutes = int(_number(env, "TASK_PROTECTION_MINUTES", DEFAULT_TASK_PROTECTION_MINUTES,
-                                         minimum=low, integer=True))
+        protection_minutes = int(_number(env, "TASK_PROTECTION_MINUTES",
+                                         DEFAULT_TASK_PROTECTION_MINUTES, minimum=low,
+                                         integer=True))
         if protection_minutes > high:
-            raise BridgeEnvError(f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most {high} (the ECS "
-                                 "agent's limit on ExpiresInMinutes)")
-        # The bridge's own settings, read in the order they always were (the first bad one is the one named).
+            raise BridgeEnvError(f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
+                                 f"{high} (the ECS agent's limit on ExpiresInMinutes)")
+        # The bridge's own settings, read in the order they always were (the first bad one is the
+        # one named).
         port = int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True))
         vllm_port = int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True))
         max_streams = int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True))
-        kv_blocks_per_stream = (int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
-                                if env.get("KV_BLOCKS_PER_STREAM") else None)
-        kv_block_size = int(_number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True))
+        kv_blocks_per_stream = (
+            int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
+            if env.get("KV_BLOCKS_PER_STREAM") else None
+        )
+        kv_block_size = int(_number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1,
+                                    integer=True))
         idle_timeout_s = _number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01)
         drain_s = _number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0)
         upstream_stall_s = _number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1)
         context_tokens = (
-            int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=STREAM_OVERHEAD_TOKENS + 1,
-                        integer=True))
+            int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0,
+                        minimum=STREAM_OVERHEAD_TOKENS + 1, integer=True))
             if max_model_len
             else None
         )
-        tokens_per_audio_second = _number(env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND,
-                                          minimum=0.01)
+        tokens_per_audio_second = _number(env, "TOKENS_PER_AUDIO_SECOND",
+                                          DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01)
         audio_rate_limit = _number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1)
-        metrics_interval_s = _number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1)
-        protection_grace_s = _number(env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0)
+        metrics_interval_s = _number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S,
+                                     minimum=0.1)
+        protection_grace_s = _number(env, "TASK_PROTECTION_GRACE_S",
+                                     DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0)
         return cls(
-            # vLLM's flags: numbers checked as numbers (vLLM would refuse anything else at its start).
+            # vLLM's flags: numbers checked as numbers (vLLM would refuse anything else at its
+            # start).
             vllm_model=env.get("SM_VLLM_MODEL"),
             vllm_served_model_name=env.get("SM_VLLM_SERVED_MODEL_NAME"),
             vllm_max_model_len=_optional(env, "SM_VLLM_MAX_MODEL_LEN", minimum=1, integer=True),
-            vllm_max_num_seqs=int(max_num_seqs) if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip() else None,
+            vllm_max_num_seqs=(int(max_num_seqs) if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip()
+                               else None),
             vllm_gpu_memory_utilization=_optional(env, "SM_VLLM_GPU_MEMORY_UTILIZATION", minimum=0),
             vllm_compilation_config=env.get("SM_VLLM_COMPILATION_CONFIG"),
             vllm_mm_processor_cache_gb=_optional(env, "SM_VLLM_MM_PROCESSOR_CACHE_GB", minimum=0),
@@ -384,20 +424,22 @@ class BridgeEnvironment:
 
 #: ``{field: variable}`` of every field but the offline switch.
 _VARIABLES: Final[Mapping[str, str]] = {
-    item.name: item.metadata["variable"] for item in dataclasses.fields(BridgeEnvironment) if item.metadata
+    item.name: item.metadata["variable"]
+    for item in dataclasses.fields(BridgeEnvironment) if item.metadata
 }
 
 
 def _text(value: Any) -> str:
-    """A field's value as its variable holds it: a float without a fraction as an integer, else as Python writes it
-    (shortest round trip)."""
+    """A field's value as its variable holds it: a float without a fraction as an integer, else as
+    Python writes it (shortest round trip)."""
     if isinstance(value, float):
         short = f"{value:g}"
         return short if float(short) == value else repr(value)
     return str(value)
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False) -> float:
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float,
+            integer: bool = False) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default

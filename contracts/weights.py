@@ -1,11 +1,12 @@
-"""The manifest of staged weights and the hash it lists: written by the staging build last, once every file is in
-S3, and read by the bridge before it copies the weights to a host (ECS) and checks each file against it.
+"""The manifest of staged weights and the hash it lists: written by the staging build last, once
+every file is in S3, and read by the bridge before it copies the weights to a host (ECS) and checks
+each file against it.
 
 Manifest (``model-manifest.json`` under the weights' prefix; JSON, keys sorted)::
 
     {"format": "voicectl/model-manifest/v1",
-     "source": {"kind": "huggingface" | "local-directory", "repository": str | null, "revision": str | null,
-                "path": str (local-directory only)},
+     "source": {"kind": "huggingface" | "local-directory", "repository": str | null,
+                "revision": str | null, "path": str (local-directory only)},
      "files": [{"name": str, "size": int (bytes), "sha256": str (hex)}, ...]   (sorted by name)
      "total_size": int (bytes)}
 
@@ -24,7 +25,8 @@ from typing import Any, Final
 MANIFEST_NAME: Final = "model-manifest.json"
 #: The manifest's format tag (its "format" field).
 MANIFEST_FORMAT: Final = "voicectl/model-manifest/v1"
-#: Read size when hashing, bytes: 8 MiB reads keep hashing at disk speed without holding much memory.
+#: Read size when hashing, bytes: 8 MiB reads keep hashing at disk speed without holding much
+#: memory.
 HASH_READ_BYTES: Final = 8 * 1024 * 1024
 
 
@@ -33,7 +35,8 @@ class UnsafeNameError(ValueError):
 
 
 def sha256_of(path: Path) -> str:
-    """The hex SHA-256 of the whole file at ``path``, the hash a manifest lists. Raises OSError when unreadable."""
+    """The hex SHA-256 of the whole file at ``path``, the hash a manifest lists. Raises OSError
+    when unreadable."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(HASH_READ_BYTES):
@@ -41,9 +44,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_manifest(source: Mapping[str, Any], files: Iterable[tuple[str, int, str]]) -> dict[str, Any]:
-    """The manifest document: ``source`` as given, ``files`` as ``(name, size, sha256)``, sorted by name."""
-    entries = [{"name": name, "size": size, "sha256": sha256} for name, size, sha256 in sorted(files)]
+def build_manifest(source: Mapping[str, Any],
+                   files: Iterable[tuple[str, int, str]]) -> dict[str, Any]:
+    """The manifest document: ``source`` as given, ``files`` as ``(name, size, sha256)``, sorted by
+    name."""
+    entries = [{"name": name, "size": size, "sha256": sha256}
+               for name, size, sha256 in sorted(files)]
     return {
         "format": MANIFEST_FORMAT,
         "source": dict(source),
@@ -70,8 +76,8 @@ def check_format(manifest: Any) -> dict[str, Any]:
 
 
 def check_manifest(manifest: Any) -> dict[str, Any]:
-    """:func:`check_format`, and every entry a relative path inside the prefix with an integer size and a sha256:
-    what a reader that writes the files where the manifest says must check first.
+    """:func:`check_format`, and every entry a relative path inside the prefix with an integer size
+    and a sha256: what a reader that writes the files where the manifest says must check first.
 
     Raises:
         UnsafeNameError: an entry names a path outside the prefix.
@@ -94,5 +100,6 @@ def safe_name(name: Any) -> str:
     """
     path = PurePosixPath(str(name))
     if not isinstance(name, str) or not name or path.is_absolute() or ".." in path.parts:
-        raise UnsafeNameError(f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside the prefix")
+        raise UnsafeNameError(f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside "
+                              "the prefix")
     return name

@@ -4,8 +4,9 @@ these functions, and no stack inherits from another or imports a sibling stack m
 - Foundation and artifacts: :class:`Foundation` (what the other stacks take from the settings and the Foundation
   stack), :func:`foundation_refs`, :func:`model_data_role_path`, :class:`ArtifactRefs`.
 - SageMaker endpoints (Voxtral and Sonic): :func:`execution_role`, :func:`monitored_endpoint`.
-- Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`, :func:`bridge_environment` (and the
-  SageMaker Model's :func:`container_environment`), :func:`pool_environment`, :func:`voxtral_tracking`.
+- Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`,
+  :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
+  :func:`pool_environment`, :func:`voxtral_tracking`.
 - ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`, :func:`ecs_vpc`.
 
 Construct ids are those the stacks used before they shared this module, so the logical ids are unchanged.
@@ -268,14 +269,16 @@ def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
     return result
 
 
-def bridge_environment(voxtral: VoxtralSettings, instance_type: str | None = None) -> BridgeEnvironment:
-    """The bridge container's environment on ``instance_type`` (default: the first type the service may run), on
-    either target: vLLM's flags, the metrics' namespace, the offline switch and the KV-cache check. Where the
-    container runs adds the rest (:func:`container_environment` on SageMaker; on ECS the service construct).
+def bridge_environment(voxtral: VoxtralSettings,
+                       instance_type: str | None = None) -> BridgeEnvironment:
+    """The bridge container's environment on ``instance_type`` (default: the first type the
+    service may run), on either target: vLLM's flags, the metrics' namespace, the offline switch
+    and the KV-cache check. Where the container runs adds the rest (:func:`container_environment`
+    on SageMaker; on ECS the service construct).
 
-    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
-    configures the bridge (container/README.md). No secrets. The stream cap (vLLM ``--max-num-seqs``, the bridge's
-    MAX_STREAMS by default) is that instance type's own.
+    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's
+    entrypoint); the rest configures the bridge (container/README.md). No secrets. The stream cap
+    (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
     instance_type = instance_type or voxtral.sizing_instance_types[0]
     fitted = voxtral.capacity_of(instance_type)
@@ -292,10 +295,10 @@ def bridge_environment(voxtral: VoxtralSettings, instance_type: str | None = Non
         vllm_config_format="mistral",
         vllm_load_format="mistral",
         metrics_namespace=voxtral.metrics_namespace,
-        # The Model runs with network isolation: nothing in the image may try the internet. The weights are local
-        # (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's usage statistics are off
-        # (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics need no network: EMF lines on stdout,
-        # which SageMaker ships to the endpoint's log group.
+        # The Model runs with network isolation: nothing in the image may try the internet. The
+        # weights are local (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's
+        # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
+        # need no network: EMF lines on stdout, which SageMaker ships to the endpoint's log group.
         offline=True,
         # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is unchanged.
         vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
@@ -305,11 +308,14 @@ def bridge_environment(voxtral: VoxtralSettings, instance_type: str | None = Non
     )
 
 
-def container_environment(voxtral: VoxtralSettings, instance_type: str | None = None) -> dict[str, str]:
-    """Environment of the SageMaker Model's bridge container on ``instance_type``: :func:`bridge_environment`, the
-    endpoint and variant its metrics are named by, and its drain after SIGTERM (the scale-in cooldown is longer)."""
-    return dataclasses.replace(bridge_environment(voxtral, instance_type), endpoint_name=voxtral.endpoint_name,
-                               variant_name=VARIANT_NAME, drain_s=BRIDGE_DRAIN_S).to_env()
+def container_environment(voxtral: VoxtralSettings,
+                          instance_type: str | None = None) -> dict[str, str]:
+    """Environment of the SageMaker Model's bridge container on ``instance_type``:
+    :func:`bridge_environment`, the endpoint and variant its metrics are named by, and its drain
+    after SIGTERM (the scale-in cooldown is longer)."""
+    return dataclasses.replace(bridge_environment(voxtral, instance_type),
+                               endpoint_name=voxtral.endpoint_name, variant_name=VARIANT_NAME,
+                               drain_s=BRIDGE_DRAIN_S).to_env()
 
 
 # --- ECS services ------------------------------------------------------------------------------------------------

@@ -86,19 +86,22 @@ from constructs_lib.nag import (
 )
 from constructs_lib.validation import Problems
 
-#: The bridge's port and paths (the SageMaker container contract the bridge implements: contracts.realtime).
+#: The bridge's port and paths (the SageMaker container contract the bridge implements:
+#: contracts.realtime).
 BRIDGE_PORT = realtime.CONTAINER_PORT
 WEBSOCKET_PATH = realtime.STREAM_PATH
 HEALTH_PATH = realtime.PING_PATH
-#: Where each instance keeps its copy of the weights; the container sees it at :data:`CONTAINER_CACHE_DIR` (the
-#: bridge's default MODEL_CACHE_DIR). A host directory (a bind mount), so a second task on the same instance reuses
-#: the copy (container/bridge/weights.py).
+#: Where each instance keeps its copy of the weights; the container sees it at
+#: :data:`CONTAINER_CACHE_DIR` (the bridge's default MODEL_CACHE_DIR). A host directory (a bind
+#: mount), so a second task on the same instance reuses the copy (container/bridge/weights.py).
 HOST_CACHE_DIR = "/var/lib/realtime-voice/weights"
 CONTAINER_CACHE_DIR = DEFAULT_MODEL_CACHE_DIR
-#: The bridge's variables the construct sets itself, from its own props (and refuses in ``environment``): where the
-#: weights are and their host copy, the service's name and variant (metric dimensions), and the drain and idle
-#: timeout, which its stop timeout, load balancer and deregistration delay are derived from.
-OWN_BRIDGE_FIELDS = ("model_s3_uri", "model_cache_dir", "endpoint_name", "variant_name", "drain_s", "idle_timeout_s")
+#: The bridge's variables the construct sets itself, from its own props (and refuses in
+#: ``environment``): where the weights are and their host copy, the service's name and variant
+#: (metric dimensions), and the drain and idle timeout, which its stop timeout, load balancer and
+#: deregistration delay are derived from.
+OWN_BRIDGE_FIELDS = ("model_s3_uri", "model_cache_dir", "endpoint_name", "variant_name", "drain_s",
+                     "idle_timeout_s")
 #: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant, AllTraffic).
 ECS_VARIANT_NAME = "ecs"
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health checks are ignored
@@ -150,10 +153,11 @@ class GpuEcsServiceProps:
         health_path: the load balancer's health check path (200 = can serve). Default ``/ping`` (the bridge's).
         gpu_namespace: namespace of the CloudWatch agent's GPU metrics. Default: the bridge's namespace + ``/Gpu``
             (required without ``bridge``).
-        environment: the bridge container's environment (:class:`contracts.bridge_env.BridgeEnvironment`: vLLM
-            flags and bridge settings), with ``bridge`` only; the construct sets the fields of
-            :data:`OWN_BRIDGE_FIELDS` from its props (MODEL_S3_URI, MODEL_CACHE_DIR, ENDPOINT_NAME, VARIANT_NAME,
-            DRAIN_S, IDLE_TIMEOUT_S), which ``environment`` must leave unset. Default: none of the rest set.
+        environment: the bridge container's environment
+            (:class:`contracts.bridge_env.BridgeEnvironment`: vLLM flags and bridge settings), with
+            ``bridge`` only; the construct sets the fields of :data:`OWN_BRIDGE_FIELDS` from its
+            props (MODEL_S3_URI, MODEL_CACHE_DIR, ENDPOINT_NAME, VARIANT_NAME, DRAIN_S,
+            IDLE_TIMEOUT_S), which ``environment`` must leave unset. Default: none of the rest set.
         load_balancing: scheme, certificate and token. Default: internal, HTTP, token required.
         drain_s: the bridge's drain after SIGTERM (its DRAIN_S). Default 25.
         bridge_idle_timeout_s: the bridge's idle timeout (its IDLE_TIMEOUT_S). Default 60.
@@ -207,15 +211,19 @@ class GpuEcsServiceProps:
             environment = self.environment or BridgeEnvironment()
             for name in OWN_BRIDGE_FIELDS:
                 if getattr(environment, name) is not None:
+                    variable = BridgeEnvironment.variable(name)
                     p.add(f"environment.{name}", getattr(environment, name),
-                          f"must be left unset: the construct sets {BridgeEnvironment.variable(name)} from its props")
+                          f"must be left unset: the construct sets {variable} from its props")
             try:  # what the tasks would start with, refused here rather than by every task's bridge
-                dataclasses.replace(environment, drain_s=self.drain_s, idle_timeout_s=self.bridge_idle_timeout_s).to_env()
+                dataclasses.replace(environment, drain_s=self.drain_s,
+                                    idle_timeout_s=self.bridge_idle_timeout_s).to_env()
             except BridgeEnvError as error:
-                p.add("environment", "BridgeEnvironment(...)", f"the bridge would refuse it: {error}")
+                p.add("environment", "BridgeEnvironment(...)",
+                      f"the bridge would refuse it: {error}")
         else:
             if self.environment is not None:
-                p.add("environment", "BridgeEnvironment(...)", "needs bridge: it is the bridge container's environment")
+                p.add("environment", "BridgeEnvironment(...)",
+                      "needs bridge: it is the bridge container's environment")
             if self.requests_per_target is None or not self.requests_per_target > 0:
                 p.add("requests_per_target", self.requests_per_target, "must be a positive number of requests per "
                                                                        "task per minute without bridge")
@@ -413,7 +421,8 @@ class GpuEcsService(Construct):
                 reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
                        "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
             ))
-            secrets[BridgeEnvironment.variable("bridge_token")] = ecs.Secret.from_secrets_manager(self.token_secret)
+            token = ecs.Secret.from_secrets_manager(self.token_secret)
+            secrets[BridgeEnvironment.variable("bridge_token")] = token
             if key is not None:  # ECS reads the secret with the execution role when a task starts
                 self.task_definition.obtain_execution_role().add_to_principal_policy(
                     secret_decrypt_statement(self.token_secret, key.key_arn))
@@ -428,7 +437,8 @@ class GpuEcsService(Construct):
                 drain_s=props.drain_s,
                 idle_timeout_s=props.bridge_idle_timeout_s,
             )
-            # The given environment's variables, then the construct's own (disjoint: problems() holds to it).
+            # The given environment's variables, then the construct's own (disjoint: problems()
+            # holds to it).
             environment = {**(props.environment or BridgeEnvironment()).to_env(), **own.to_env()}
             health_check = ecs.HealthCheck(
                 # The image has Python (vLLM's); curl is not guaranteed.

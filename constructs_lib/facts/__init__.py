@@ -5,8 +5,9 @@ this package to that), so that ``config`` and ``voicectl`` load them without the
 - :mod:`.cuda_compat`: which image CUDA runs on which SageMaker inference AMI's driver.
 - :mod:`.instance_types`: the instance catalogue (vCPUs, GPUs, memory, local storage).
 - :mod:`.names`: the naming rules and ARN/URI shapes of the AWS names the props take.
-- :class:`S3Prefix`: an S3 "folder" (``s3://bucket/prefix/``), the one parser of such URIs in the project, the
-  contracts' (:mod:`contracts.model`; the staging build and the bridge read it too), and a public name of the library.
+- :class:`S3Prefix`: an S3 "folder" (``s3://bucket/prefix/``), the one parser of such URIs in the
+  project, the contracts' (:mod:`contracts.model`; the staging build and the bridge read it too),
+  and a public name of the library.
 """
 
 from __future__ import annotations

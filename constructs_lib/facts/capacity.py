@@ -245,8 +245,9 @@ def fp8_kv_cache_problem(gpu_model: str) -> str | None:
 
 # --- vLLM facts and our estimates ----------------------------------------------------------------------------------
 
-#: ``CacheConfig.block_size`` default on CUDA (vllm/config/cache.py): tokens per block before page unification; the
-#: blocks the bridge's KV_BLOCKS_PER_STREAM counts in, so the contract's (contracts.bridge_env).
+#: ``CacheConfig.block_size`` default on CUDA (vllm/config/cache.py): tokens per block before page
+#: unification; the blocks the bridge's KV_BLOCKS_PER_STREAM counts in, so the contract's
+#: (contracts.bridge_env).
 VLLM_BLOCK_SIZE = DEFAULT_KV_BLOCK_SIZE
 #: ``VllmConfig.max_concurrent_batches`` with async scheduling (on by default for this model), pipeline size 1.
 VLLM_MAX_CONCURRENT_BATCHES = 2

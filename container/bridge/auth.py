@@ -14,8 +14,9 @@ then depends neither on where the first differing byte is nor on the presented t
 tokens with `compare_digest` would leak the length, which its documentation says it does not hide); hashing costs
 the same per byte for every input. This runs once per upgrade request, never per frame.
 
-The token is never logged, and never part of the settings' repr (`contracts.bridge_env.BridgeEnvironment`'s
-`bridge_token`). What a token may be is the contract's rule (`contracts.bridge_env.token_problem`).
+The token is never logged, and never part of the settings' repr
+(`contracts.bridge_env.BridgeEnvironment`'s `bridge_token`). What a token may be is the contract's
+rule (`contracts.bridge_env.token_problem`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class BearerToken:
     """Checks the `Authorization` header of an upgrade request against one expected token.
 
     Args:
-        token: the expected token (visible ASCII; `contracts.bridge_env.token_problem` says what is allowed).
+        token: the expected token (visible ASCII; `contracts.bridge_env.token_problem` says what
+            is allowed).
 
     The expected token is kept only as its HMAC under a per-process random key (see the module docstring).
     """

@@ -31,7 +31,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import contracts
-from contracts.bridge_env import DEFAULT_VLLM_PORT, VLLM_ENV_PREFIX, BridgeEnvError, BridgeEnvironment
+from contracts.bridge_env import (
+    DEFAULT_VLLM_PORT,
+    VLLM_ENV_PREFIX,
+    BridgeEnvError,
+    BridgeEnvironment,
+)
 
 from . import env_secrets
 
@@ -124,7 +129,8 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
         except ValueError:
             base = []
         if not base or not isinstance(base, list) or not all(isinstance(part, str) for part in base):
-            raise BridgeEnvError(f'VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. ["vllm", "serve"]')
+            raise BridgeEnvError(f"VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. "
+                                 '["vllm", "serve"]')
     return base + vllm_flags(env)
 
 
@@ -230,17 +236,19 @@ def main() -> int:
         return 2
     env["VLLM_HOST"] = VLLM_HOST
     env["VLLM_PORT"] = str(VLLM_PORT)
-    # The bridge's process must import this package and the contracts wherever they live (in the image both sit in
-    # /opt/bridge/app, which a .pth file in the bridge's venv names; from a source tree, PYTHONPATH). vLLM keeps the
-    # environment it was given.
-    parents = dict.fromkeys(str(Path(file).resolve().parent.parent) for file in (__file__, contracts.__file__))
-    bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [*parents, env.get("PYTHONPATH")]))}
+    # The bridge's process must import this package and the contracts wherever they live (in the
+    # image both sit in /opt/bridge/app, which a .pth file in the bridge's venv names; from a source
+    # tree, PYTHONPATH). vLLM keeps the environment it was given.
+    parents = dict.fromkeys(str(Path(file).resolve().parent.parent)
+                            for file in (__file__, contracts.__file__))
+    python_path = os.pathsep.join(filter(None, [*parents, env.get("PYTHONPATH")]))
+    bridge_env = {**env, "PYTHONPATH": python_path}
     bridge_fds: tuple[int, ...] = ()
     if token := {name: value for name, value in secrets.items() if name in BRIDGE_SECRETS}:
         bridge_fds = (env_secrets.secrets_pipe(token),)  # the bridge reads it once (bridge/__main__.py)
         bridge_env[env_secrets.SECRETS_FD_VARIABLE] = str(bridge_fds[0])
-    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), settings.drain_s, bridge_env,
-                                 bridge_fds))
+    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), settings.drain_s,
+                                 bridge_env, bridge_fds))
 
 
 #: The secrets the bridge's process receives (through a pipe, never its environment): the callers' bearer token

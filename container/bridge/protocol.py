@@ -1,9 +1,10 @@
 """The checks the bridge makes on client frames, and the accounting of a stream.
 
-The vocabulary is the contract's (contracts/realtime.py: event names, error codes and the fields each of the
-bridge's error events carries); the source of every event name, field and error code is vLLM's realtime protocol
-(vllm-project/vllm `vllm/entrypoints/speech_to_text/realtime/protocol.py` and `.../realtime/connection.py`). Where
-the bridge answers a client frame in vLLM's place, it uses the code vLLM would give (`check_client_frame`).
+The vocabulary is the contract's (contracts/realtime.py: event names, error codes and the fields
+each of the bridge's error events carries); the source of every event name, field and error code is
+vLLM's realtime protocol (vllm-project/vllm `vllm/entrypoints/speech_to_text/realtime/protocol.py`
+and `.../realtime/connection.py`). Where the bridge answers a client frame in vLLM's place, it uses
+the code vLLM would give (`check_client_frame`).
 
 The accounting of a stream is pure code here, apart from the sockets: `GenerationAudio` (the audio of
 the current generation against vLLM's `max_model_len`) and `AudioRate` (the stream's audio rate limit).
@@ -47,7 +48,8 @@ from contracts.realtime import (
     UNKNOWN_EVENT,
 )
 
-# ---- vLLM's server, as the bridge reaches it (vllm realtime/api_router.py) -------------------------------------
+# ---- vLLM's server, as the bridge reaches it (vllm realtime/api_router.py)
+# -------------------------------------
 #: Path of vLLM's realtime WebSocket endpoint (vllm `realtime/api_router.py`).
 VLLM_REALTIME_PATH = "/v1/realtime"
 #: vLLM's readiness endpoint: 200 once the engine can serve.

@@ -158,7 +158,8 @@ class _Stream:
                 f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst of "
                 f"{rate.burst_s:g} s of audio; every event counts as at least {rate.min_event_s * 1000:g} ms): "
                 "pace the audio (AUDIO_RATE_LIMIT)",
-                realtime.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x, burst_s=rate.burst_s,
+                realtime.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x,
+                burst_s=rate.burst_s,
             )
             return None
         if result.forward is None:
@@ -167,7 +168,8 @@ class _Stream:
         if result.audio_bytes:
             if not self.audio.append(result.audio_bytes):
                 self.end(
-                    self.bridge.session_limit_message(), realtime.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE,
+                    self.bridge.session_limit_message(), realtime.SESSION_LIMIT,
+                    CloseCode.NORMAL_CLOSURE,
                     limit_s=round(self.audio.limit_s or 0.0, 3), audio_s=round(self.audio.audio_s, 3),
                 )
                 return None
@@ -204,8 +206,8 @@ class _Stream:
             pass
         except Exception as exc:  # as in `guarded`: this stream only
             log.warning("ending a stream after an unexpected error in a large append: %r", exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", realtime.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
+                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
         self.slices = None
         self.client.release(HOLD_SLICES)
 
@@ -234,13 +236,14 @@ class _Stream:
             handler(message)
         except Exception as exc:
             log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", realtime.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
+                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
 
     # -- ending -----------------------------------------------------------------------------------------
     def end(self, message: str, code: str, close_code: CloseCode, **fields: float | int | None) -> None:
         """End the stream from the bridge's side: send the error event (with `fields`, see
-        `realtime.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's socket."""
+        `realtime.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's
+        socket."""
         if self.ending:
             return
         self.ending = True
@@ -351,7 +354,8 @@ class Bridge:
                 async with asyncio.timeout(drain_s):
                     await self._no_streams.wait()
         for stream in list(self._streams):
-            stream.end("the server is shutting down", realtime.SERVER_SHUTDOWN, CloseCode.GOING_AWAY)
+            stream.end("the server is shutting down", realtime.SERVER_SHUTDOWN,
+                       CloseCode.GOING_AWAY)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT_S + 1):
                 await self._no_streams.wait()
@@ -604,8 +608,8 @@ class Bridge:
                         self._check_stream(stream, now, idle_s, stall_s)
                     except Exception as exc:  # a bug must not stop the sweep of every other stream
                         log.warning("ending a stream after an unexpected error in the sweep: %r", exc)
-                        stream.end(f"the bridge failed ({type(exc).__name__})", realtime.PROCESSING_ERROR,
-                                   CloseCode.INTERNAL_ERROR)
+                        stream.end(f"the bridge failed ({type(exc).__name__})",
+                                   realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
 
     def _check_stream(self, stream: _Stream, now: float, idle_s: float, stall_s: float) -> None:
         """End `stream` if its client is idle or its vLLM has stalled (see `_sweep_streams`)."""

@@ -17,9 +17,9 @@ task), keyed by bucket and prefix, so:
 - **refused**: a file whose size or SHA-256 differs from the manifest is deleted and the copy fails with
   :class:`WeightsError` naming it; vLLM never starts on it.
 
-The manifest (``model-manifest.json`` under the prefix) is the one the staging step writes last; its format, the
-check of what it lists and the hash of each file are the contract's (contracts/weights.py), which the staging build
-writes with.
+The manifest (``model-manifest.json`` under the prefix) is the one the staging step writes last;
+its format, the check of what it lists and the hash of each file are the contract's
+(contracts/weights.py), which the staging build writes with.
 
 The transfer is boto3's managed download (``download_file`` with a :class:`boto3.s3.transfer.TransferConfig`):
 parallel ranged GETs, retries; progress goes to the log every :data:`PROGRESS_EVERY_S` seconds.

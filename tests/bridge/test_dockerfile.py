@@ -1,5 +1,5 @@
-"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check, what it copies
-(the bridge and the contracts it imports), no secrets."""
+"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check,
+what it copies (the bridge and the contracts it imports), no secrets."""
 
 from __future__ import annotations
 
@@ -62,10 +62,11 @@ APP_DIR = "/opt/bridge/app"
 
 
 def test_the_image_copies_the_bridge_and_the_contracts_it_imports_and_nothing_else(tmp_path):
-    """The build context is the repository root, of which the image gets the bridge's folder and the contracts only
-    (constructs_lib/artifacts/bridge_image.py stages no more: tests/unit/constructs_lib/artifacts/test_bridge_image.py).
-    The app folder, laid out as the COPY instructions lay it out, holds every module the bridge imports: each of its
-    modules imports with that folder and the bridge's dependencies alone (no project install, no repository)."""
+    """The build context is the repository root, of which the image gets the bridge's folder and
+    the contracts only (constructs_lib/artifacts/bridge_image.py stages no more:
+    tests/unit/constructs_lib/artifacts/test_bridge_image.py). The app folder, laid out as the COPY
+    instructions lay it out, holds every module the bridge imports: each of its modules imports
+    with that folder and the bridge's dependencies alone (no project install, no repository)."""
     root = CONTAINER.parent
     copies = [copy.split() for copy in instructions("COPY")]
     assert [[*sources, destination] for *sources, destination in copies] == [
@@ -81,14 +82,17 @@ def test_the_image_copies_the_bridge_and_the_contracts_it_imports_and_nothing_el
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     app = tmp_path / APP_DIR.lstrip("/")
     modules = sorted(f"bridge.{path.stem}" for path in (app / "bridge").glob("*.py"))
-    code = ("import importlib, sys\n" + "".join(f"importlib.import_module({name!r})\n" for name in modules)
-            + "print(sorted({m.__file__.split('/app/')[1].split('/')[0] for m in list(sys.modules.values())"
+    code = ("import importlib, sys\n"
+            + "".join(f"importlib.import_module({name!r})\n" for name in modules)
+            + "print(sorted({m.__file__.split('/app/')[1].split('/')[0]"
+              " for m in list(sys.modules.values())"
               " if (getattr(m, '__file__', None) or '').startswith(sys.argv[1])}))")
-    # -S: no site-packages .pth files, so no editable install of the project can supply what the image lacks.
+    # -S: no site-packages .pth files, so no editable install of the project can supply what the
+    # image lacks.
     env = {"PATH": os.environ.get("PATH", ""),
            "PYTHONPATH": os.pathsep.join([str(app), sysconfig.get_paths()["purelib"]])}
-    done = subprocess.run([sys.executable, "-S", "-c", code, str(app)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-S", "-c", code, str(app)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['bridge', 'contracts']"
 

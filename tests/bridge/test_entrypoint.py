@@ -16,7 +16,8 @@ from bridge.entrypoint import vllm_command, vllm_flags
 from contracts.bridge_env import BridgeEnvError
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
-#: What a source tree's entrypoint needs on its path besides its own folder: the checkout's root (contracts/).
+#: What a source tree's entrypoint needs on its path besides its own folder: the checkout's root
+#: (contracts/).
 SOURCE_PATH = str(CONTAINER.parent)
 
 # A stand-in for vLLM: notes SIGTERM (from before it records anything), records its arguments, lives

@@ -95,7 +95,8 @@ def test_parse_num_gpu_blocks_and_the_setting():
     assert parse_num_gpu_blocks(b"vllm:num_requests_running 0\n") is None
     assert BridgeEnvironment.from_env({"KV_BLOCKS_PER_STREAM": "83"}).kv_blocks_per_stream == 83
     assert BridgeEnvironment.from_env({}).kv_blocks_per_stream is None
-    assert (BridgeEnvironment.from_env({}).kv_block_size, BridgeEnvironment.from_env({"KV_BLOCK_SIZE": "128"}).kv_block_size) == (16, 128)
+    assert (BridgeEnvironment.from_env({}).kv_block_size,
+            BridgeEnvironment.from_env({"KV_BLOCK_SIZE": "128"}).kv_block_size) == (16, 128)
 
 
 class HostileMetricsVllm:

@@ -1,5 +1,6 @@
-"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the pure accounting
-(`GenerationAudio`, `AudioRate`), and the contract with the client (contracts/realtime.py, which both speak)."""
+"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the
+pure accounting (`GenerationAudio`, `AudioRate`), and the contract with the client
+(contracts/realtime.py, which both speak)."""
 
 from __future__ import annotations
 
@@ -193,18 +194,20 @@ def test_audio_burst_must_hold_one_largest_append():
     settings = BridgeEnvironment.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)
 
-# ---- the contract between the bridge and the client ----------------------------------------------------------------
-# Both take the event names, error codes and fields from contracts/realtime.py; these tests fail as soon as either
-# side spells one of its own, or a field the client reads is not one the bridge writes.
+# ---- the contract between the bridge and the client
+# ---------------------------------------------------------------- Both take the event names, error
+# codes and fields from contracts/realtime.py; these tests fail as soon as either side spells one of
+# its own, or a field the client reads is not one the bridge writes.
 
 
 def test_event_types_are_the_contracts_on_both_sides():
-    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA", "TRANSCRIPTION_DONE",
-             "ERROR", "CLIENT_EVENT_TYPES", "SERVER_EVENT_TYPES")
+    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA",
+             "TRANSCRIPTION_DONE", "ERROR", "CLIENT_EVENT_TYPES", "SERVER_EVENT_TYPES")
     assert all(getattr(realtime, name) is getattr(contract, name) for name in names)
-    assert all(getattr(protocol, name) is getattr(contract, name) for name in ("APPEND", "COMMIT", "ERROR",
-                                                                              "SESSION_UPDATE"))
-    assert (bridge.server.STREAM_PATH, bridge.server.PING_PATH) == (contract.STREAM_PATH, contract.PING_PATH)
+    assert all(getattr(protocol, name) is getattr(contract, name)
+               for name in ("APPEND", "COMMIT", "ERROR", "SESSION_UPDATE"))
+    assert (bridge.server.STREAM_PATH, bridge.server.PING_PATH) == (contract.STREAM_PATH,
+                                                                    contract.PING_PATH)
 
 
 def test_error_codes_are_the_contracts_on_both_sides_and_every_one_has_a_hint():
@@ -216,7 +219,8 @@ def test_error_codes_are_the_contracts_on_both_sides_and_every_one_has_a_hint():
     assert realtime.SERVER_BUSY_CODE == contract.SERVER_BUSY
     assert realtime.IDLE_TIMEOUT_CODE == contract.IDLE_TIMEOUT
     assert {"upstream_closed", "server_shutdown"} <= realtime.REOPEN_CODES
-    assert realtime.REOPEN_CODES - {"InternalStreamFailure", "ModelStreamError"} <= contract.BRIDGE_ERROR_CODES
+    sagemaker_codes = {"InternalStreamFailure", "ModelStreamError"}
+    assert realtime.REOPEN_CODES - sagemaker_codes <= contract.BRIDGE_ERROR_CODES
 
 
 def test_every_field_the_client_reads_is_one_the_bridge_writes():
@@ -229,12 +233,14 @@ def test_the_client_paces_within_the_bridges_default_limits():
     settings = BridgeEnvironment.from_env({})
     assert realtime.MAX_SEND_SPEED == settings.audio_rate_limit / 2
     assert realtime.SEND_BURST_S == settings.audio_burst_s / 2
-    assert realtime.STREAM_WINDOW_S < settings.idle_timeout_s  # a stream opened in advance waits idle meanwhile
+    # A stream opened in advance waits idle meanwhile.
+    assert realtime.STREAM_WINDOW_S < settings.idle_timeout_s
 
 
 @pytest.mark.parametrize("limit_s", [120.0, 2359.296])
 def test_the_client_reads_the_bridges_own_session_limit_event(limit_s):
-    event = protocol.error_event("any words", contract.SESSION_LIMIT, limit_s=limit_s, audio_s=limit_s - 0.1)
+    event = protocol.error_event("any words", contract.SESSION_LIMIT, limit_s=limit_s,
+                                 audio_s=limit_s - 0.1)
     machine = realtime.TranscriptionMachine(model="m")
     machine.start(0.0)
     machine.opened(1, 0.0)

@@ -249,8 +249,9 @@ def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_ar
 
 
 def test_protection_settings_are_read_and_checked():
-    settings = BridgeEnvironment.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc", "TASK_PROTECTION_MINUTES": "30",
-                                  "TASK_PROTECTION_GRACE_S": "5"})
+    settings = BridgeEnvironment.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc",
+                                           "TASK_PROTECTION_MINUTES": "30",
+                                           "TASK_PROTECTION_GRACE_S": "5"})
     assert (settings.ecs_agent_uri, settings.task_protection_minutes, settings.task_protection_grace_s) == (
         "http://169.254.170.2/api/abc", 30, 5.0)
     assert BridgeEnvironment.from_env({}).ecs_agent_uri is None

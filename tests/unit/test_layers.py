@@ -1,12 +1,14 @@
-"""The layers of the house (CONTRIBUTING.md, "Layout"), held over every module with ast: imports point down only.
+"""The layers of the house (CONTRIBUTING.md, "Layout"), held over every module with ast: imports
+point down only.
 
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
-    contracts  <  container/bridge          (the bridge image ships the contracts beside it)
-    contracts  <  voicectl                  (voicectl/operations/ also read the settings and the constructs' facts)
+    contracts  <  container/bridge    (the bridge image ships the contracts beside it)
+    contracts  <  voicectl            (voicectl/operations/ also: settings, the constructs' facts)
 
-contracts imports nothing of the project and no third-party package (the standard library only), so every other
-part, the bridge's image and the staging build included, can carry it. No module imports another that imports it
-back (at module level; a package's own ``__init__`` aside, which Python runs first anyway)."""
+contracts imports nothing of the project and no third-party package (the standard library only), so
+every other part, the bridge's image and the staging build included, can carry it. No module
+imports another that imports it back (at module level; a package's own ``__init__`` aside, which
+Python runs first anyway)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-#: Each part of the project: its files, and the parts below it that it may import (its own modules aside).
+#: Each part of the project: its files, and the parts below it that it may import (its own
+#: modules aside).
 PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "contracts": ("contracts", frozenset()),
     "constructs_lib": ("constructs_lib", frozenset({"contracts"})),
@@ -33,8 +36,9 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
 #: Folders allowed more than their part, and why.
 EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
     "voicectl/operations/": (frozenset({"config", "constructs_lib"}),
-                             "preflight, cost and verify read the app's settings; capacity and verify the "
-                             "constructs' CDK-free facts; stage-model runs the staging build's own code"),
+                             "preflight, cost and verify read the app's settings; capacity and "
+                             "verify the constructs' CDK-free facts; stage-model runs the staging "
+                             "build's own code"),
 }
 #: How each part is imported (the bridge's package is ``bridge``, on the path from container/).
 IMPORT_NAMES = {"bridge": "bridge", "app": "app"}
@@ -42,7 +46,9 @@ IMPORT_NAMES = {"bridge": "bridge", "app": "app"}
 
 def part_files(part: str) -> list[Path]:
     where = ROOT / PARTS[part][0]
-    return [where] if where.suffix == ".py" else sorted(p for p in where.rglob("*.py") if "__pycache__" not in p.parts)
+    if where.suffix == ".py":
+        return [where]
+    return sorted(p for p in where.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def import_name(part: str) -> str:
@@ -50,13 +56,16 @@ def import_name(part: str) -> str:
 
 
 def imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
-    """Every absolute import statement of ``path``, in functions too (a lazy import is an import)."""
+    """Every absolute import statement of ``path``, in functions too (a lazy import is one)."""
     return [node for node in ast.walk(ast.parse(path.read_text(), str(path)))
-            if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0)]
+            if isinstance(node, ast.Import)
+            or (isinstance(node, ast.ImportFrom) and node.level == 0)]
 
 
 def imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
-    return [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return [node.module or ""]
 
 
 def test_contracts_import_the_standard_library_only_and_nothing_of_the_project():
@@ -67,8 +76,8 @@ def test_contracts_import_the_standard_library_only_and_nothing_of_the_project()
         if roots - allowed:
             found[str(path.relative_to(ROOT))] = sorted(roots - allowed)
     assert found == {}
-    assert [path.name for path in part_files("contracts")] == ["__init__.py", "agent_env.py", "bridge_env.py",
-                                                               "model.py", "realtime.py", "weights.py"]
+    assert [path.name for path in part_files("contracts")] == [
+        "__init__.py", "agent_env.py", "bridge_env.py", "model.py", "realtime.py", "weights.py"]
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
@@ -99,11 +108,13 @@ def test_every_exception_is_needed():
 
 
 def module_graph() -> dict[str, set[str]]:
-    """``{module: the project's modules it imports at module level}``, a package's own ancestors left out."""
+    """``{module: the project's modules it imports at module level}``, a package's own ancestors
+    left out."""
     modules: dict[str, Path] = {}
     for part in PARTS:
         for path in part_files(part):
-            relative = path.relative_to(ROOT / "container" if part == "bridge" else ROOT).with_suffix("")
+            base = ROOT / "container" if part == "bridge" else ROOT
+            relative = path.relative_to(base).with_suffix("")
             name = ".".join(relative.parts).removesuffix(".__init__")
             modules[name] = path
     graph = {}
@@ -119,14 +130,14 @@ def module_graph() -> dict[str, set[str]]:
                 found |= {alias.name for alias in node.names}
             else:
                 found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-        graph[name] = {module for module in found
-                       if module in modules and module != name and not name.startswith(module + ".")}
+        graph[name] = {module for module in found if module in modules and module != name
+                       and not name.startswith(module + ".")}
     return graph
 
 
 def _module_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
-    """Imports run when the module loads: at its top level, and in its ``if``/``try`` blocks, not under
-    ``TYPE_CHECKING``."""
+    """Imports run when the module loads: at its top level, and in its ``if``/``try`` blocks, not
+    under ``TYPE_CHECKING``."""
     found: list[ast.Import | ast.ImportFrom] = []
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -141,7 +152,8 @@ def _module_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportF
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    """The strongly connected components of more than one module (Tarjan's algorithm), each
+    sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -179,6 +191,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycles():
     graph = module_graph()
-    assert {"contracts.bridge_env", "bridge.server", "voicectl.clients.realtime.protocol", "app"} <= set(graph)
+    assert {"contracts.bridge_env", "bridge.server", "voicectl.clients.realtime.protocol",
+            "app"} <= set(graph)
     assert "contracts.realtime" in graph["bridge.protocol"]  # the graph sees the imports it must
     assert cycles(graph) == []

@@ -22,7 +22,8 @@ import soxr
 from contracts import realtime
 
 TARGET_SAMPLE_RATE_HZ = realtime.SAMPLE_RATE_HZ
-"""Sample rate the Voxtral realtime model takes (vLLM realtime protocol: :mod:`contracts.realtime`)."""
+"""Sample rate the Voxtral realtime model takes (vLLM realtime protocol:
+:mod:`contracts.realtime`)."""
 
 PCM16_BYTES_PER_SAMPLE = realtime.BYTES_PER_SAMPLE
 """Bytes per sample of signed 16-bit PCM."""

@@ -9,8 +9,8 @@ the state directory: real vLLM events through the whole path, on a machine witho
 
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
 everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
-The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the project's Python and
-the checkout's root on its path (the bridge imports ``contracts/``).
+The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the
+project's Python and the checkout's root on its path (the bridge imports ``contracts/``).
 """
 
 from __future__ import annotations
@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     base_env["PYTHONUNBUFFERED"] = "1"
     runtime_env = {**base_env, "VOICECTL_LOCAL_ACCESS_KEY_ID": key_id, "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret}
     bridge_path = os.pathsep.join(filter(None, [str(REPOSITORY), base_env.get("PYTHONPATH")]))
-    bridge_env = {**base_env, "PYTHONPATH": bridge_path,
-                  **BridgeEnvironment(host="127.0.0.1", port=args.bridge_port, vllm_port=args.vllm_port,
-                                      drain_s=0).to_env()}
+    bridge_settings = BridgeEnvironment(host="127.0.0.1", port=args.bridge_port,
+                                        vllm_port=args.vllm_port, drain_s=0)
+    bridge_env = {**base_env, "PYTHONPATH": bridge_path, **bridge_settings.to_env()}
     if args.vllm == "real":
         print("python -m voicectl.local: writing the tiny Voxtral Realtime checkpoint for vLLM", file=sys.stderr)
         model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")

@@ -80,8 +80,8 @@ class StackRunner:
         async def start() -> Stack:
             vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
             vllm_port = self.vllm_port or vllm.port
-            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0,
-                                                  **self.bridge_options)
+            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm_port,
+                                                  drain_s=0, **self.bridge_options)
             bridge = await Bridge(settings).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(

@@ -1,4 +1,5 @@
-"""contracts/agent_env.py: the voice agent's environment, written by the Agent stack and read by the bot."""
+"""contracts/agent_env.py: the voice agent's environment, written by the Agent stack and read by the
+bot."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import pytest
 
 from contracts.agent_env import VARIABLES, AgentEnv
 
-BASE = {"sonic_endpoint": "sonic-tts", "sonic_voice": "v", "language": "en", "system_prompt": "Be brief.",
-        "greeting": "Hello.", "max_sessions": 4, "max_session_s": 900, "idle_s": 30}
+BASE = {"sonic_endpoint": "sonic-tts", "sonic_voice": "v", "language": "en",
+        "system_prompt": "Be brief.", "greeting": "Hello.", "max_sessions": 4,
+        "max_session_s": 900, "idle_s": 30}
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:t"
 
 
 def test_what_is_written_reads_back_and_unset_fields_are_left_out():
     env = AgentEnv(**BASE, voxtral_url="wss://stt/invocations-bidirectional-stream",
-                   voxtral_token_secret_arn="arn:aws:secretsmanager:us-east-1:123456789012:secret:t",
-                   llm_model_id="amazon.nova-lite-v1:0", metric_dimensions={"Service": "agent"})
+                   voxtral_token_secret_arn=SECRET, llm_model_id="amazon.nova-lite-v1:0",
+                   metric_dimensions={"Service": "agent"})
     written = env.to_env()
-    assert written["AGENT_MAX_SESSIONS"] == "4" and json.loads(written["METRIC_DIMENSIONS"]) == {"Service": "agent"}
+    assert written["AGENT_MAX_SESSIONS"] == "4"
+    assert json.loads(written["METRIC_DIMENSIONS"]) == {"Service": "agent"}
     assert "AGENT_VOXTRAL_ENDPOINT" not in written and "AGENT_LLM_URL" not in written
     assert set(written) <= set(VARIABLES.values())
     assert AgentEnv.from_env(written) == env

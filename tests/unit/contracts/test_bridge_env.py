@@ -1,7 +1,7 @@
-"""contracts/bridge_env.py: the bridge container's environment, read (SM_VLLM_* fallbacks, defaults, a bad value named
-with its variable and rule) and written (the variables that are set, as strings, in the templates' order). (The
-settings of one feature sit with its tests: the token in tests/bridge/test_auth.py, task protection in
-tests/bridge/test_task_protection.py.)"""
+"""contracts/bridge_env.py: the bridge container's environment, read (SM_VLLM_* fallbacks, defaults,
+a bad value named with its variable and rule) and written (the variables that are set, as strings,
+in the templates' order). (The settings of one feature sit with its tests: the token in
+tests/bridge/test_auth.py, task protection in tests/bridge/test_task_protection.py.)"""
 
 from __future__ import annotations
 
@@ -14,16 +14,19 @@ from contracts.bridge_env import OFFLINE_ENVIRONMENT, BridgeEnvError, BridgeEnvi
 
 def test_settings_defaults_and_sm_vllm_fallbacks():
     settings = BridgeEnvironment.from_env({
-        "SM_VLLM_MAX_NUM_SEQS": "32", "SM_VLLM_MAX_MODEL_LEN": "4000", "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
+        "SM_VLLM_MAX_NUM_SEQS": "32", "SM_VLLM_MAX_MODEL_LEN": "4000",
+        "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
     })
     assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
     assert settings.served_model == "voxtral"
-    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x 16000 x 2 bytes.
+    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio,
+    # x 16000 x 2 bytes.
     assert settings.session_audio_limit_bytes == 4_551_552 * 2
-    assert BridgeEnvironment.from_env({"MAX_STREAMS": "7", "SM_VLLM_MAX_NUM_SEQS": "32"}).max_streams == 7
-    assert BridgeEnvironment.from_env({"SM_VLLM_MODEL": "/opt/ml/model"}).served_model == "/opt/ml/model"
-    assert BridgeEnvironment.from_env({}).max_streams == 256
-    assert BridgeEnvironment.from_env({}).session_audio_limit_bytes is None
+    read = BridgeEnvironment.from_env
+    assert read({"MAX_STREAMS": "7", "SM_VLLM_MAX_NUM_SEQS": "32"}).max_streams == 7
+    assert read({"SM_VLLM_MODEL": "/opt/ml/model"}).served_model == "/opt/ml/model"
+    assert read({}).max_streams == 256
+    assert read({}).session_audio_limit_bytes is None
 
 
 @pytest.mark.parametrize(
@@ -34,10 +37,11 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
         ({"IDLE_TIMEOUT_S": "soon"}, "IDLE_TIMEOUT_S='soon' is not a number"),
         ({"MAX_FRAME_BYTES": "1024"}, "MAX_FRAME_BYTES='1024' must be at least 4194304"),
         ({"SESSION_LIMIT_FRACTION": "1.5"}, "SESSION_LIMIT_FRACTION=1.5 must be at most 1"),
-        # The context falls back to vLLM's flag and is named as the bridge's setting, as it always was.
+        # The context falls back to vLLM's flag and is named as the bridge's setting, as it was.
         ({"SM_VLLM_MAX_MODEL_LEN": "32k"}, "MAX_MODEL_LEN='32k' is not an integer"),
-        # vLLM's numeric flags are numbers: refused at the start, not by vLLM's argument parser later.
-        ({"SM_VLLM_GPU_MEMORY_UTILIZATION": "most"}, "SM_VLLM_GPU_MEMORY_UTILIZATION='most' is not a number"),
+        # vLLM's numeric flags are numbers: refused at the start, not by vLLM's parser later.
+        ({"SM_VLLM_GPU_MEMORY_UTILIZATION": "most"},
+         "SM_VLLM_GPU_MEMORY_UTILIZATION='most' is not a number"),
     ],
 )
 def test_bad_settings_name_the_variable_and_the_rule(env, message):
@@ -47,40 +51,45 @@ def test_bad_settings_name_the_variable_and_the_rule(env, message):
 
 
 def test_an_environment_is_written_in_field_order_with_only_what_is_set():
-    """The order of the variables is the templates' (a reordered ECS environment list is a new task definition
-    revision); numbers are written as Python writes them, a float without a fraction as an integer."""
-    env = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_max_num_seqs=4, vllm_gpu_memory_utilization=0.9,
-                            metrics_namespace="NS", endpoint_name="e", variant_name="AllTraffic", drain_s=25,
+    """The order of the variables is the templates' (a reordered ECS environment list is a new
+    task definition revision); numbers are written as Python writes them, a float without a
+    fraction as an integer."""
+    env = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_max_num_seqs=4,
+                            vllm_gpu_memory_utilization=0.9, metrics_namespace="NS",
+                            endpoint_name="e", variant_name="AllTraffic", drain_s=25,
                             idle_timeout_s=60.0, offline=True, kv_blocks_per_stream=83).to_env()
     assert env == {"SM_VLLM_MODEL": "/opt/ml/model", "SM_VLLM_MAX_NUM_SEQS": "4",
-                   "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9", "METRICS_NAMESPACE": "NS", "ENDPOINT_NAME": "e",
-                   "VARIANT_NAME": "AllTraffic", "DRAIN_S": "25", "IDLE_TIMEOUT_S": "60", **OFFLINE_ENVIRONMENT,
-                   "KV_BLOCKS_PER_STREAM": "83"}
+                   "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9", "METRICS_NAMESPACE": "NS",
+                   "ENDPOINT_NAME": "e", "VARIANT_NAME": "AllTraffic", "DRAIN_S": "25",
+                   "IDLE_TIMEOUT_S": "60", **OFFLINE_ENVIRONMENT, "KV_BLOCKS_PER_STREAM": "83"}
     assert list(env) == ["SM_VLLM_MODEL", "SM_VLLM_MAX_NUM_SEQS", "SM_VLLM_GPU_MEMORY_UTILIZATION",
-                         "METRICS_NAMESPACE", "ENDPOINT_NAME", "VARIANT_NAME", "DRAIN_S", "IDLE_TIMEOUT_S",
-                         *OFFLINE_ENVIRONMENT, "KV_BLOCKS_PER_STREAM"]
+                         "METRICS_NAMESPACE", "ENDPOINT_NAME", "VARIANT_NAME", "DRAIN_S",
+                         "IDLE_TIMEOUT_S", *OFFLINE_ENVIRONMENT, "KV_BLOCKS_PER_STREAM"]
     assert BridgeEnvironment().to_env() == {}
     assert BridgeEnvironment(offline=False, drain_s=0.5, upstream_stall_s=0.123456789).to_env() == {
         "DRAIN_S": "0.5", "UPSTREAM_STALL_S": "0.123456789"}  # no digit lost
 
 
 def test_what_is_written_reads_back_as_it_was_meant():
-    written = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_served_model_name="mistralai/Voxtral",
-                                vllm_max_model_len=45000, vllm_max_num_seqs=4, drain_s=25, offline=True,
-                                kv_blocks_per_stream=83, bridge_token="t" * 16)
+    written = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_served_model_name="mistralai/V",
+                                vllm_max_model_len=45000, vllm_max_num_seqs=4, drain_s=25,
+                                offline=True, kv_blocks_per_stream=83, bridge_token="t" * 16)
     read = BridgeEnvironment.from_env(written.to_env())
-    assert (read.max_streams, read.max_model_len, read.served_model, read.drain_s) == (4, 45000,
-                                                                                       "mistralai/Voxtral", 25)
+    assert (read.max_streams, read.max_model_len, read.served_model, read.drain_s) == (
+        4, 45000, "mistralai/V", 25)
     assert (read.kv_blocks_per_stream, read.offline, read.bridge_token) == (83, True, "t" * 16)
-    given = [field.name for field in dataclasses.fields(written) if getattr(written, field.name) is not None]
-    assert {name: getattr(read, name) for name in given} == {name: getattr(written, name) for name in given}
+    given = [item.name for item in dataclasses.fields(written)
+             if getattr(written, item.name) is not None]
+    assert {name: getattr(read, name) for name in given} == {
+        name: getattr(written, name) for name in given}
     assert "t" * 16 not in repr(read)  # the token is never in the repr
 
 
 def test_what_the_container_would_refuse_is_refused_when_written():
     with pytest.raises(BridgeEnvError, match="MAX_STREAMS='0' must be at least 1"):
         BridgeEnvironment(max_streams=0).to_env()
-    with pytest.raises(BridgeEnvError, match=r"BRIDGE_TOKEN \(its value is not shown\) is shorter than 16"):
+    with pytest.raises(BridgeEnvError,
+                       match=r"BRIDGE_TOKEN \(its value is not shown\) is shorter than 16"):
         BridgeEnvironment(bridge_token="short").to_env()
 
 
@@ -93,6 +102,7 @@ def test_each_field_names_its_variable():
 
 
 def test_the_defaults_of_a_bridge_run_in_process_are_the_containers_with_any_value_unchecked():
-    settings = BridgeEnvironment.defaults(port=0, audio_burst_s=1)  # a burst the environment would refuse
+    settings = BridgeEnvironment.defaults(port=0, audio_burst_s=1)  # the environment refuses 1 s
     assert (settings.port, settings.audio_burst_s) == (0, 1)
-    assert dataclasses.replace(settings, port=8080, audio_burst_s=120.0) == BridgeEnvironment.from_env({})
+    restored = dataclasses.replace(settings, port=8080, audio_burst_s=120.0)
+    assert restored == BridgeEnvironment.from_env({})

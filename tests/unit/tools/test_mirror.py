@@ -1,8 +1,9 @@
-"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``contracts/``, ``config/``, ``constructs_lib/``,
-``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file at the same path under
-``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``), unless it is a pure re-export (a
-package's ``__init__`` or a ``__main__`` that only imports and calls) or on the short exemption list below, each
-entry with the reason and the tests that cover it instead. A new module without either fails here."""
+"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``contracts/``, ``config/``,
+``constructs_lib/``, ``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file
+at the same path under ``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``),
+unless it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and
+calls) or on the short exemption list below, each entry with the reason and the tests that cover it
+instead. A new module without either fails here."""
 
 from __future__ import annotations
 

@@ -110,8 +110,8 @@ def test_stage_model_without_region_or_credentials_says_so_in_one_line(tmp_path)
 
 
 def test_the_staging_build_command_reports_without_a_traceback(tmp_path):
-    """``python -m stage_model`` as the ModelStaging build runs it (from its staged source, no voicectl): no
-    credentials is one line too, said before anything is downloaded."""
+    """``python -m stage_model`` as the ModelStaging build runs it (from its staged source, no
+    voicectl): no credentials is one line too, said before anything is downloaded."""
     from constructs_lib.artifacts.model_staging import stage_build_source
 
     source = stage_build_source(tmp_path / "build")

@@ -1,8 +1,9 @@
 """Facts about the model files and the staging defaults, each with its source.
 
-Pure constants (no AWS or CDK imports): the staging build runs them alone, and ``voicectl`` imports them from here, so
-each fact is written once. The model's identity and revision rules, and the manifest's name, are the contracts'
-(:mod:`contracts.model`, :mod:`contracts.weights`): the settings, the bridge and the clients share them.
+Pure constants (no AWS or CDK imports): the staging build runs them alone, and ``voicectl``
+imports them from here, so each fact is written once. The model's identity and revision rules, and
+the manifest's name, are the contracts' (:mod:`contracts.model`, :mod:`contracts.weights`): the
+settings, the bridge and the clients share them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The manifest written next to the weights, and the verification of a staged prefix.
 
-The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists every file with
-its size and SHA-256; its format is the contract's (:mod:`contracts.weights`), which the bridge reads it with. It is
-written last, only after every file was found in S3 with the right size and checksum, and deleted first whenever a
-run is about to change the prefix; so a prefix with a manifest is complete, and a prefix without one is not to be
-served.
+The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists
+every file with its size and SHA-256; its format is the contract's (:mod:`contracts.weights`),
+which the bridge reads it with. It is written last, only after every file was found in S3 with the
+right size and checksum, and deleted first whenever a run is about to change the prefix; so a
+prefix with a manifest is complete, and a prefix without one is not to be served.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Source:
 
 
 def build_manifest(source: Source, files: Sequence[LocalFile]) -> dict[str, Any]:
-    """The manifest document for ``files`` from ``source`` (:func:`contracts.weights.build_manifest`)."""
+    """The manifest document for ``files`` from ``source``
+    (:func:`contracts.weights.build_manifest`)."""
     return weights.build_manifest(source.as_json(), ((f.name, f.size, f.sha256) for f in files))
 
 

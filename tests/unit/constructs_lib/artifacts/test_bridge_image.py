@@ -25,8 +25,9 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
         BridgeImage(stack, "Empty", BridgeImageProps(container_dir=tmp_path))
     (tmp_path / "container").mkdir()
     (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
-    with pytest.raises(PropsError, match=r"container_dir='.*/container': must sit beside contracts/, which the bridge "
-                                         r"imports \(the build context is their parent\)"):
+    with pytest.raises(PropsError, match=r"container_dir='.*/container': must sit beside "
+                                         r"contracts/, which the bridge imports \(the build "
+                                         r"context is their parent\)"):
         BridgeImage(stack, "NoContracts", BridgeImageProps(container_dir=tmp_path / "container"))
     with pytest.raises(PropsError, match="the image is in eu-west-1 but the stack deploys to us-east-1"):
         BridgeImage(stack, "Elsewhere", BridgeImageProps(
@@ -37,14 +38,15 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
 
 
 def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_path):
-    """Running the bridge or its tests writes __pycache__ into the build context; the tag (the asset hash) must not
-    follow it, or a deploy after `make test` would build a new image and update the endpoint for nothing. Nor may
-    anything else of the repository beside the bridge's folder and the contracts; a change in either makes a new
-    image."""
+    """Running the bridge or its tests writes __pycache__ into the build context; the tag (the asset
+    hash) must not follow it, or a deploy after `make test` would build a new image and update the
+    endpoint for nothing. Nor may anything else of the repository beside the bridge's folder and
+    the contracts; a change in either makes a new image."""
     container, contracts = tmp_path / "container", tmp_path / "contracts"
     (container / "bridge").mkdir(parents=True)
     contracts.mkdir()
-    (container / "Dockerfile").write_text("FROM scratch\nCOPY container/bridge /bridge\nCOPY contracts /contracts\n")
+    (container / "Dockerfile").write_text(
+        "FROM scratch\nCOPY container/bridge /bridge\nCOPY contracts /contracts\n")
     (container / "bridge" / "server.py").write_text("ANSWER = 42\n")
     (contracts / "realtime.py").write_text("PORT = 8080\n")
 
@@ -60,25 +62,28 @@ def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_
     (tmp_path / "tests" / "test_other.py").write_text("ANSWER = 1\n")  # the rest of the repository
     (tmp_path / "README.md").write_text("words\n")
     assert tag() == clean
-    (contracts / "realtime.py").write_text("PORT = 8081\n")  # a change in the contracts makes a new image
+    (contracts / "realtime.py").write_text("PORT = 8081\n")  # a change in the contracts: new image
     assert tag() not in (clean, None)
     changed = tag()
-    (container / "bridge" / "server.py").write_text("ANSWER = 43\n")  # and one in the bridge's sources
+    (container / "bridge" / "server.py").write_text("ANSWER = 43\n")  # and in the bridge's sources
     assert tag() not in (clean, changed)
 
 
 def test_the_build_context_is_the_bridge_and_the_contracts(tmp_path):
-    """The staged context of the project's own image (what `docker build` receives, staged when the construct is
-    made) holds container/ and contracts/ and nothing else, without bytecode (tests/bridge/test_dockerfile.py: the
-    Dockerfile copies both)."""
+    """The staged context of the project's own image (what `docker build` receives, staged when the
+    construct is made) holds container/ and contracts/ and nothing else, without bytecode
+    (tests/bridge/test_dockerfile.py: the Dockerfile copies both)."""
     from tests.conftest import ROOT
     from tests.unit.constructs_lib.construct_kit import unit_app
 
-    stack = Stack(unit_app(outdir=str(tmp_path)), "Image", env={"account": ACCOUNT, "region": "us-east-1"})
+    stack = Stack(unit_app(outdir=str(tmp_path)), "Image",
+                  env={"account": ACCOUNT, "region": "us-east-1"})
     image = BridgeImage(stack, "Bridge", BridgeImageProps(container_dir=ROOT / "container"))
     staged = tmp_path / f"asset.{image.tag}"
     files = {str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file()}
-    expected = {str(p.relative_to(ROOT)) for folder in ("container", "contracts") for p in (ROOT / folder).rglob("*")
+    expected = {str(p.relative_to(ROOT)) for folder in ("container", "contracts")
+                for p in (ROOT / folder).rglob("*")
                 if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
     assert files == expected
-    assert {"container/Dockerfile", "container/bridge/server.py", "contracts/bridge_env.py"} <= files
+    assert {"container/Dockerfile", "container/bridge/server.py",
+            "contracts/bridge_env.py"} <= files

@@ -267,7 +267,8 @@ class Servers:
 
         async def start() -> None:
             await self.vllm.start()
-            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0,
+            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0,
+                                                  vllm_port=self.vllm.port, drain_s=0,
                                                   bridge_token=self.bridge_token)
             self.bridge = await Bridge(settings).start()
 

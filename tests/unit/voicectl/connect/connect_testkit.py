@@ -76,8 +76,9 @@ async def servers(max_streams: int = 256, **fake_options: Any):
     from contracts.bridge_env import BridgeEnvironment
 
     vllm = await FakeVllm(deltas=("one ", "two ", "three "), delta_per_append=True, **fake_options).start()
-    bridge = await Bridge(BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                                     max_streams=max_streams)).start()
+    settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
+                                          max_streams=max_streams)
+    bridge = await Bridge(settings).start()
     kvs = await FakeKvs(read_timeout_s=READ_TIMEOUT_S).start()
     try:
         yield f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", kvs, vllm

@@ -118,7 +118,7 @@ def test_the_trace_reaches_both_targets_and_the_model_id_facts():
     assert {"voicectl/clients/sagemaker_stream.py", "voicectl/clients/realtime/websocket.py",
             "contracts/model.py", "contracts/realtime.py"} <= set(modules)
     assert [path for path in modules if path.startswith("config/")] == []  # not the settings
-    assert [path for path in modules if path.startswith("constructs_lib/")] == []  # nor the constructs
+    assert [path for path in modules if path.startswith("constructs_lib/")] == []  # nor those
     assert {"aws-sdk-sagemaker-runtime-http2", "awscrt", "websockets", "ebmlite",
             "boto3"} <= set(trace()["distributions"])
 

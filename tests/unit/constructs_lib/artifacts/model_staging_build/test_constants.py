@@ -1,5 +1,5 @@
-"""stage_model/constants.py: the facts the staging build and voicectl share, held to what they say (the model's
-identity and revision rules are the contracts': tests/unit/contracts/test_model.py)."""
+"""stage_model/constants.py: the facts the staging build and voicectl share, held to what they say
+(the model's identity and revision rules are the contracts': tests/unit/contracts/test_model.py)."""
 
 from __future__ import annotations
 
