@@ -156,8 +156,8 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
-local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
-	$(PY) -m voicectl.local --vllm $(VLLM) $(LOCAL_ARGS)
+local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
+	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) $(LOCAL_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
@@ -217,6 +217,9 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 		-o $(AGENTS_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		voicectl/connect/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
+		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tests/tools/agents-overrides.txt \
+		-o requirements-agent.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \

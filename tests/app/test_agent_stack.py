@@ -97,7 +97,8 @@ def test_the_environment_is_the_agent_contract(public_with_key, private_ecs):
         "AGENT_LLM_MODEL_ID": AGENT_MODEL, "AGENT_SYSTEM_PROMPT": cdk_json_context()["agent.system_prompt"],
         "AGENT_GREETING": "Hello! How can I help you today?", "AGENT_MAX_SESSIONS": "10",
         "AGENT_MAX_SESSION_S": "1800", "AGENT_IDLE_S": "60",
-        "METRIC_DIMENSIONS": '{"Deployment": "RealtimeVoice"}', "TASK_PROTECTION_MINUTES": "31"}
+        "METRIC_DIMENSIONS": '{"Deployment": "RealtimeVoice"}', "TASK_PROTECTION_MINUTES": "31",
+        "AGENT_HOST": "0.0.0.0", "AGENT_PORT": "8080"}
     parsed = AgentEnv.from_env(env)
     assert (parsed.voxtral_endpoint, parsed.max_sessions, parsed.metric_dimensions) == (
         "voxtral-realtime", 10, {"Deployment": "RealtimeVoice"})
