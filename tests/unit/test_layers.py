@@ -4,6 +4,7 @@ point down only.
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
     contracts  <  container/bridge    (the bridge image ships the contracts beside it)
     contracts  <  voicectl            (voicectl/operations/ also: settings, the constructs' facts)
+    contracts, voicectl  <  agent     (the voice agent's bot, on voicectl's framework services)
 
 contracts imports nothing of the project and no third-party package (the standard library only), so
 every other part, the bridge's image and the staging build included, can carry it. No module
@@ -30,6 +31,7 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "app": ("app.py", frozenset({"contracts", "constructs_lib", "config", "stacks"})),
     "bridge": ("container/bridge", frozenset({"contracts"})),
     "voicectl": ("voicectl", frozenset({"contracts"})),
+    "agent": ("agent", frozenset({"contracts", "voicectl"})),
     # Scripts that run the bridge and the clients on loopback and print figures.
     "bench": ("bench", frozenset({"contracts", "bridge", "voicectl"})),
 }
