@@ -15,9 +15,11 @@ from contracts.agent_env import AgentEnv, AgentEnvError
 
 async def serve(env: AgentEnv) -> None:
     from agent.metrics import MetricsSink
-    from agent.server import AgentServer, services_factory
+    from agent.server import AgentServer, services_factory, task_protection
 
-    server = await AgentServer(env, services_factory(env), MetricsSink(env.metric_dimensions)).start()
+    metrics = MetricsSink(env.metric_dimensions)
+    server = await AgentServer(env, services_factory(env), metrics,
+                               protection=task_protection(env, metrics)).start()
     logging.getLogger("agent").info("listening on %s:%d (health: GET /health; at most %d sessions)",
                                     env.host, server.port, env.max_sessions)
     stop = asyncio.Event()

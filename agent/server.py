@@ -10,15 +10,18 @@ import http
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agent.metrics import MetricsSink
+from agent.metrics import ActiveSessionsReporter, MetricsSink
 from agent.protocol import HEALTH_PATH, MAX_MESSAGE_BYTES, OUTPUT_SAMPLE_RATE_HZ
 from agent.session import AgentSession, Services
 from contracts.agent_env import AgentEnv
+from contracts.agent_metrics import (
+    ACTIVE_SESSIONS_INTERVAL_S, SESSIONS, SESSIONS_FAILED, SESSIONS_REFUSED,
+)
 
 logger = logging.getLogger("agent")
 
@@ -33,6 +36,14 @@ TRY_AGAIN_LATER = 1013
 """WebSocket close code for a bot that is full (RFC 6455 registry: "Try Again Later")."""
 
 
+class LiveSessionsWatcher(Protocol):
+    """What follows the number of live sessions (the bridge's TaskProtection has this method)."""
+
+    def streams_changed(self, live: int) -> None: ...
+
+    async def run(self) -> None: ...
+
+
 class AgentServer:
     """Serves conversations.
 
@@ -40,20 +51,33 @@ class AgentServer:
         env: the configuration.
         make_services: builds one session's services (:func:`services_factory`).
         metrics: the EMF sink.
+        protection: ECS task scale-in protection (:func:`task_protection`), on while any session
+            is live; None off ECS.
+        active_interval_s: seconds between two ``ActiveSessions`` values.
     """
 
     def __init__(self, env: AgentEnv, make_services: Callable[[], Awaitable[Services]],
-                 metrics: MetricsSink) -> None:
+                 metrics: MetricsSink, *, protection: LiveSessionsWatcher | None = None,
+                 active_interval_s: float = ACTIVE_SESSIONS_INTERVAL_S) -> None:
         self.env = env
         self.make_services = make_services
         self.metrics = metrics
+        self.protection = protection
+        self.active = ActiveSessionsReporter(metrics, active_interval_s)
         self.sessions: set[AgentSession] = set()
         self._starting = 0
         self.server: Server | None = None
+        self._background: list[asyncio.Task[None]] = []
 
     @property
     def busy(self) -> int:
         return len(self.sessions) + self._starting
+
+    def _changed(self) -> None:
+        """The number of live sessions (starting ones included) changed."""
+        self.active.changed(self.busy)
+        if self.protection is not None:
+            self.protection.streams_changed(self.busy)
 
     async def process_request(self, connection: ServerConnection, request: Request
                               ) -> Response | None:
@@ -65,7 +89,7 @@ class AgentServer:
             return _json(connection, http.HTTPStatus.NOT_FOUND, {
                 "error": f"no route {path}; open a WebSocket at / (GET {HEALTH_PATH} for health)"})
         if self.busy >= self.env.max_sessions:
-            self.metrics.count("RefusedSessions", "")
+            self.metrics.count(SESSIONS_REFUSED, "")
             return _json(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, {
                 "error": f"all {self.env.max_sessions} conversations of this bot are in use; try "
                          "again in a moment"})
@@ -76,6 +100,7 @@ class AgentServer:
             await websocket.close(TRY_AGAIN_LATER, "the bot is full")
             return
         self._starting += 1
+        self._changed()
         session: AgentSession | None = None
         try:
             services = await self.make_services()
@@ -83,7 +108,7 @@ class AgentServer:
                                    max_session_s=self.env.max_session_s, idle_s=self.env.idle_s)
             self._starting -= 1
             self.sessions.add(session)
-            self.metrics.count("Sessions", session.session_id)
+            self.metrics.count(SESSIONS, session.session_id)
             logger.info("session %s started (%d of %d)", session.session_id, self.busy,
                         self.env.max_sessions)
             await session.run()
@@ -91,7 +116,7 @@ class AgentServer:
                         session.end_reason, session.state.interruptions)
         except Exception as error:
             logger.exception("session failed")
-            self.metrics.count("FailedSessions", session.session_id if session else "")
+            self.metrics.count(SESSIONS_FAILED, session.session_id if session else "")
             with contextlib.suppress(Exception):
                 await websocket.send(json.dumps({"type": "error", "message": str(error)}))
         finally:
@@ -99,12 +124,16 @@ class AgentServer:
                 self._starting -= 1
             else:
                 self.sessions.discard(session)
+            self._changed()
             await websocket.close()
 
     async def start(self) -> AgentServer:
         self.server = await serve(self.handle, self.env.host, self.env.port,
                                   process_request=self.process_request,
                                   max_size=MAX_MESSAGE_BYTES, compression=None)
+        self._background = [asyncio.ensure_future(self.active.run())]
+        if self.protection is not None:
+            self._background.append(asyncio.ensure_future(self.protection.run()))
         return self
 
     @property
@@ -122,6 +151,11 @@ class AgentServer:
             await asyncio.sleep(0.1)
         self.server.close(close_connections=True)
         await self.server.wait_closed()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _json(connection: ServerConnection, status: http.HTTPStatus, body: dict[str, Any]
@@ -173,3 +207,20 @@ def services_factory(env: AgentEnv) -> Callable[[], Awaitable[Services]]:
             greeting=env.greeting)
 
     return make
+
+
+#: Seconds without a live session before protection is released: a page reconnecting does not
+#: make it flap (the bridge's default TASK_PROTECTION_GRACE_S).
+TASK_PROTECTION_GRACE_S = 10.0
+
+
+def task_protection(env: AgentEnv, metrics: MetricsSink) -> LiveSessionsWatcher | None:
+    """ECS task scale-in protection while any session is live, released when none is: the bridge's
+    :class:`bridge.task_protection.TaskProtection` (the image copies that module), on
+    ``ECS_AGENT_URI`` with ``TASK_PROTECTION_MINUTES``; None off ECS (no agent URI)."""
+    if env.ecs_agent_uri is None:
+        return None
+    from bridge.task_protection import TaskProtection
+
+    return TaskProtection(env.ecs_agent_uri, metrics, expires_minutes=env.protection_minutes,
+                          grace_s=TASK_PROTECTION_GRACE_S)

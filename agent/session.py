@@ -64,6 +64,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from agent.metrics import MetricsSink
+from contracts.agent_metrics import INTERRUPTIONS
 from agent.protocol import (
     INPUT_SAMPLE_RATE_HZ, MAX_AUDIO_MESSAGE_BYTES, OUTPUT_SAMPLE_RATE_HZ,
 )
@@ -297,7 +298,7 @@ class PageOutput(FrameProcessor):
         if isinstance(frame, InterruptionFrame):
             if state.speaking():
                 state.interruptions += 1
-                state.metrics.count("Interruptions", state.session_id)
+                state.metrics.count(INTERRUPTIONS, state.session_id)
                 await state.page.event("interrupt")
             state.cancelled_contexts |= state.seen_contexts
             state.answering, state.llm_done, state.playback_until = None, True, 0.0
@@ -391,9 +392,30 @@ class AgentSession:
             vad, SpeechGate(), services.stt, TranscriptTap(self.state), aggregators.user(), services.llm,
             AnswerTap(self.state), self.tts, PageOutput(self.state), aggregators.assistant(),
         ])
-        return PipelineWorker(pipeline, cancel_on_idle_timeout=False, params=PipelineParams(
+        worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False, params=PipelineParams(
             audio_in_sample_rate=INPUT_SAMPLE_RATE_HZ,
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE_HZ))
+
+        @worker.event_handler("on_pipeline_error")
+        async def on_pipeline_error(_worker: PipelineWorker, frame: ErrorFrame) -> None:
+            self.stage_error(frame)
+
+        return worker
+
+    def stage_of(self, processor: object) -> str | None:
+        """The stage (``stt``, ``llm``, ``tts``) a processor is, None for the others."""
+        stages = {"stt": self.services.stt, "llm": self.services.llm, "tts": self.tts}
+        return next((stage for stage, service in stages.items()
+                     if service is not None and processor is service), None)
+
+    def stage_error(self, frame: ErrorFrame) -> None:
+        """Count an error of the STT, the LLM or Sonic (``SttErrors``, ``LlmErrors``,
+        ``TtsErrors``); errors of other processors are only logged."""
+        stage = self.stage_of(frame.processor)
+        logger.warning("session %s: %s error: %s", self.session_id, stage or "pipeline",
+                       frame.error)
+        if stage is not None:
+            self.state.metrics.stage_error(stage, self.session_id, str(frame.error))
 
     async def run(self) -> None:
         """Converse until the end; the pipeline is cancelled (every stream closed) on return."""

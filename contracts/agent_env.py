@@ -43,6 +43,11 @@ MAX_TEXT_CHARS: Final = 8000
 ENDPOINT_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: A Secrets Manager secret ARN (arn:<partition>:secretsmanager:<region>:<account>:secret:<name>).
 SECRET_ARN_PATTERN: Final = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$")
+#: ExpiresInMinutes of each ECS task scale-in protection request when TASK_PROTECTION_MINUTES is
+#: unset (the bridge's default); the agent's stack sets one whole session plus a minute.
+DEFAULT_TASK_PROTECTION_MINUTES: Final = 10
+#: ExpiresInMinutes range (ECS developer guide, "Amazon ECS task scale-in protection endpoint").
+TASK_PROTECTION_MINUTES_RANGE: Final = (1, 2880)
 #: CloudWatch embedded metric format: at most 30 dimensions per dimension set (CloudWatch User Guide, "Specification:
 #: Embedded metric format", DimensionSet); names and values are non-empty strings of at most 255 characters.
 MAX_DIMENSIONS: Final = 30
@@ -92,6 +97,10 @@ class AgentEnv:
         bedrock_runtime_url: AWS_ENDPOINT_URL_BEDROCK_RUNTIME, Bedrock's runtime URL (the local stand-in).
         host: AGENT_HOST, the address to bind.
         port: AGENT_PORT, the port to listen on.
+        ecs_agent_uri: ECS_AGENT_URI, set by ECS in every container of a task: the bot protects
+            its task from scale-in while a session is live; None off ECS.
+        task_protection_minutes: TASK_PROTECTION_MINUTES, ExpiresInMinutes of each protection
+            request (None: :data:`DEFAULT_TASK_PROTECTION_MINUTES`).
     """
 
     sonic_endpoint: str
@@ -114,6 +123,13 @@ class AgentEnv:
     bedrock_runtime_url: str | None = None
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    ecs_agent_uri: str | None = None
+    task_protection_minutes: int | None = None
+
+    @property
+    def protection_minutes(self) -> int:
+        """ExpiresInMinutes of each task protection request."""
+        return self.task_protection_minutes or DEFAULT_TASK_PROTECTION_MINUTES
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -162,6 +178,14 @@ class AgentEnv:
             if not math.isfinite(seconds) or seconds <= 0:
                 problems.append(f"{variable}={seconds} must be a number of seconds above 0")
         problems += _dimension_problems(self.metric_dimensions)
+        low, high = TASK_PROTECTION_MINUTES_RANGE
+        if self.task_protection_minutes is not None and not (
+                low <= self.task_protection_minutes <= high):
+            problems.append(f"TASK_PROTECTION_MINUTES={self.task_protection_minutes} must be "
+                            f"{low} to {high} (ECS task scale-in protection)")
+        if self.ecs_agent_uri is not None and not self.ecs_agent_uri.startswith(
+                ("http://", "https://")):
+            problems.append(f"ECS_AGENT_URI={self.ecs_agent_uri!r} is not an http(s) URL")
         if not 0 <= self.port <= 65535:
             problems.append(f"AGENT_PORT={self.port} must be 0 to 65535")
         for variable, url in (("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", self.sagemaker_runtime_url),
@@ -187,6 +211,7 @@ class AgentEnv:
             "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": self.sagemaker_runtime_http2_url,
             "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.bedrock_runtime_url,
             "AGENT_HOST": self.host, "AGENT_PORT": self.port,
+            "TASK_PROTECTION_MINUTES": self.task_protection_minutes,
         }
         return {name: _text(value) for name, value in values.items() if value is not None}
 
@@ -245,7 +270,10 @@ class AgentEnv:
             sagemaker_runtime_url=get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"),
             sagemaker_runtime_http2_url=get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"),
             bedrock_runtime_url=get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"),
-            host=get("AGENT_HOST") or DEFAULT_HOST, port=int(number("AGENT_PORT", int, DEFAULT_PORT)))
+            host=get("AGENT_HOST") or DEFAULT_HOST, port=int(number("AGENT_PORT", int, DEFAULT_PORT)),
+            ecs_agent_uri=get("ECS_AGENT_URI"),
+            task_protection_minutes=(int(number("TASK_PROTECTION_MINUTES", int, 0))
+                                     if get("TASK_PROTECTION_MINUTES") else None))
         sonic_endpoint, sonic_voice = get("AGENT_SONIC_ENDPOINT") or "", get("AGENT_SONIC_VOICE") or ""
         try:
             env = cls(sonic_endpoint=sonic_endpoint or "missing", sonic_voice=sonic_voice or "missing",

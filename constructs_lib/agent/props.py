@@ -28,25 +28,25 @@ from urllib.parse import urlsplit
 
 from constructs_lib.connect.props import FARGATE_MEMORY_MIB
 from constructs_lib.validation import Problems
+from contracts import agent_env, agent_metrics
 
 #: Port the bot listens on (GET /health and one WebSocket session per connection).
 AGENT_PORT = 8080
 #: The bot's health path: 200 when it can take a session.
 HEALTH_PATH = "/health"
 
-#: CloudWatch namespace of the bot's embedded-metric-format metrics.
-METRIC_NAMESPACE = "VoiceAgent"
-#: Dimension of every metric of the bot; its value is the deployment (stack name prefix).
-METRIC_DIMENSION = "Deployment"
-#: The metrics the bot publishes (EMF, one line a minute): what scaling, alarms and dashboard read.
-#: ActiveSessions: Count, most sessions live at once in the interval, per task.
-#: SessionsFailed: Count, sessions that ended on an error. VoiceToVoiceMs: Milliseconds, from the
-#: end of the caller's speech to the first audio of the answer, one value per turn.
-#: SttErrors / LlmErrors / TtsErrors: Count, errors of each stage.
-ACTIVE_SESSIONS = "ActiveSessions"
-SESSIONS_FAILED = "SessionsFailed"
-VOICE_TO_VOICE_MS = "VoiceToVoiceMs"
-STAGE_ERRORS = {"stt": "SttErrors", "llm": "LlmErrors", "tts": "TtsErrors"}
+#: The bot's metrics (namespace, dimension, names, units) are defined once, in the contract the bot
+#: imports too: scaling, alarms and the dashboard read these names.
+#: ActiveSessions: Count, most sessions live at once in the minute, one value per task per minute
+#: (target tracking reads its Average: sessions per task). SessionsFailed: Count, sessions that
+#: ended on an error. VoiceToVoiceMs: Milliseconds, from the end of the caller's speech to the
+#: first audio of the answer, one value per turn. SttErrors / LlmErrors / TtsErrors: Count.
+METRIC_NAMESPACE = agent_metrics.NAMESPACE
+METRIC_DIMENSION = agent_metrics.DIMENSION
+ACTIVE_SESSIONS = agent_metrics.ACTIVE_SESSIONS
+SESSIONS_FAILED = agent_metrics.SESSIONS_FAILED
+VOICE_TO_VOICE_MS = agent_metrics.VOICE_TO_VOICE_MS
+STAGE_ERRORS = agent_metrics.STAGE_ERRORS
 
 #: The action a bidirectional stream to Voxtral needs (InvokeEndpointWithBidirectionalStream API
 #: reference; the same constant as constructs_lib.sagemaker_endpoint.props.INVOKE_BIDIRECTIONAL).
@@ -78,8 +78,8 @@ ALB_IDLE_TIMEOUT_RANGE_S = (1, 4000)
 #: Longest stopTimeout on Fargate (ECS API reference, ContainerDefinition stopTimeout: 120 s).
 FARGATE_MAX_STOP_TIMEOUT_S = 120
 #: ECS task scale-in protection lasts 1-2880 minutes per request (ECS developer guide, "Amazon ECS
-#: task scale-in protection endpoint").
-TASK_PROTECTION_MINUTES_RANGE = (1, 2880)
+#: task scale-in protection endpoint"); the bot checks it again (contracts.agent_env).
+TASK_PROTECTION_MINUTES_RANGE = agent_env.TASK_PROTECTION_MINUTES_RANGE
 #: Longest session the settings allow, seconds: protection must outlast one (2880 min = 48 h).
 MAX_SESSION_S = 4 * 3600
 

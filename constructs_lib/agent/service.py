@@ -89,6 +89,29 @@ SCALE_IN_COOLDOWN = Duration.minutes(10)
 #: reported by third parties, not AWS documentation: unconfirmed).
 BIDI_PORT = 8443
 HTTPS = 443
+#: The image's build context (the repository root): only what agent/Dockerfile copies, i.e. the
+#: lock and the modules the bot imports (tests/agent/test_agent_image.py checks both).
+IMAGE_FILES = (
+    "agent/Dockerfile", "requirements-agent.lock",
+    *(f"agent/{name}.py" for name in ("__init__", "__main__", "llm", "metrics", "protocol",
+                                      "server", "session")),
+    "contracts/__init__.py", "contracts/agent_env.py", "contracts/agent_metrics.py",
+    "voicectl/__init__.py", "voicectl/aws.py", "voicectl/errors.py",
+    *(f"voicectl/clients/{name}.py" for name in ("__init__", "audio", "bounded_json",
+                                                 "sagemaker_stream", "sonic")),
+    *(f"voicectl/clients/frameworks/{name}.py" for name in (
+        "__init__", "pipecat_sonic", "pipecat_voxtral", "sonic_stream", "targets",
+        "voxtral_stream")),
+    *(f"voicectl/clients/realtime/{name}.py" for name in (
+        "__init__", "auth", "driver", "machine", "protocol", "transcript", "transport",
+        "websocket")),
+    "constructs_lib/__init__.py", "constructs_lib/artifacts/__init__.py",
+    "constructs_lib/artifacts/model_staging_build/__init__.py",
+    "constructs_lib/artifacts/model_staging_build/stage_model/__init__.py",
+    "constructs_lib/artifacts/model_staging_build/stage_model/constants.py",
+    "container/bridge/__init__.py", "container/bridge/task_protection.py",
+)
+IMAGE_CONTEXT = ["*", *(f"!{path}" for path in IMAGE_FILES), "**/__pycache__"]
 #: Alarm names, in the order :meth:`VoiceAgentService.alarm_rules` builds them.
 ALARM_RULE_NAMES = ("sessions-failed", "voice-to-voice-p95",
                     *(f"{stage}-errors" for stage in STAGE_ERRORS))
@@ -107,7 +130,7 @@ class VoiceAgentServiceProps:
             dimensions); its limits must equal ``sizing``'s.
         sizing: task size, task range and session limits.
         image_directory: the Docker build context (the repository root); the image is built from
-            ``agent/Dockerfile`` with only ``agent/`` and ``contracts/`` in the context.
+            ``agent/Dockerfile`` with only what it copies in the context (:data:`IMAGE_CONTEXT`).
         vpc: where the tasks and the load balancer go. subnets: the tasks' subnets (and an internal
             load balancer's); empty = the VPC's private subnets with egress.
         private: the subnets have no route to the internet (network.mode=vpc): the tasks' egress is
@@ -276,7 +299,7 @@ class VoiceAgentService(Construct):
         image = ecs.ContainerImage.from_asset(
             props.image_directory, file="agent/Dockerfile",
             platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=["*", "!agent", "!agent/**", "!contracts", "!contracts/**", "**/__pycache__"])
+            exclude=IMAGE_CONTEXT)
         environment = {
             **props.env.to_env(),
             # ExpiresInMinutes of the bot's task protection requests: one whole session.

@@ -191,6 +191,33 @@ def test_alarms_watch_failures_latency_and_each_stage_on_the_shared_topic(public
         assert "RealtimeVoice-Operations:ExportsOutputRefAlarmTopic" in json.dumps(alarm["AlarmActions"])
 
 
+def test_every_metric_the_stack_reads_is_one_the_bot_writes(public_with_key):
+    """Scaling and alarms read names of contracts.agent_metrics, which the bot's sink writes (and
+    refuses any other: tests/agent/test_agent_metrics.py): the two halves cannot drift apart."""
+    from contracts import agent_metrics
+
+    t = public_with_key.template("Agent")
+    _, policy = only(t, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    scaling = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+    read = {(scaling["Namespace"], scaling["MetricName"])}
+    read |= {(alarm["Namespace"], alarm["MetricName"]) for alarm in alarms_by_name(t).values()}
+    assert read == {("VoiceAgent", name) for name in (
+        "ActiveSessions", "SessionsFailed", "VoiceToVoiceMs", "SttErrors", "LlmErrors", "TtsErrors")}
+    assert {name for _, name in read} <= set(agent_metrics.METRICS)
+    assert {namespace for namespace, _ in read} == {agent_metrics.NAMESPACE}
+    assert agent_metrics.METRICS["VoiceToVoiceMs"] == "Milliseconds"
+    assert agent_metrics.METRICS["ActiveSessions"] == "Count"
+
+
+def test_the_image_context_holds_what_the_dockerfile_copies_and_nothing_else(public_with_key):
+    from tests.agent.test_agent_image import copied_files
+
+    (context,) = [path for path in public_with_key.outdir.glob("asset.*")
+                  if (path / "agent" / "Dockerfile").is_file()]
+    staged = {str(path.relative_to(context)) for path in context.rglob("*") if path.is_file()}
+    assert staged == {*copied_files(), "agent/Dockerfile"}
+
+
 def test_destroy_removes_the_logs_and_the_access_log_bucket(public_with_key):
     t = public_with_key.template("Agent")
     for kind in ("AWS::Logs::LogGroup", "AWS::S3::Bucket"):

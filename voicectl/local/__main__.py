@@ -293,8 +293,8 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         "",
     ]
     if args.agent:
-        lines += [f"  {voicectl} talk --url ws://127.0.0.1:{args.agent_port}/    # the voice agent (not built "
-                  "yet: see docs/agent.md for its WebSocket protocol)", ""]
+        lines += [f"  {voicectl} talk --url ws://127.0.0.1:{args.agent_port}/    # talk with the voice "
+                  "agent: open http://127.0.0.1:7870/", ""]
     lines += other_clients_lines(state / "ca.pem", args.names)
     lines += ["", "Ctrl-C stops everything."]
     print("\n".join(lines), flush=True)

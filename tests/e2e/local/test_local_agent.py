@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -183,10 +184,11 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     assert agent.bedrock.calls[0].model_id == "local.test-model"
     user = agent.bedrock.calls[0].request["messages"][-1]
     assert user == {"role": "user", "content": [{"text": finals[0]}]}
-    turns = [json.loads(line) for line in agent.metrics if "VoiceToVoice" in line]
+    turns = [json.loads(line) for line in agent.metrics if "VoiceToVoiceMs" in line]
     assert turns[0]["Deployment"] == "e2e"
     assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "VoiceAgent"
-    assert round(turns[0]["VoiceToVoice"]) == latency["VoiceToVoice"]
+    assert round(turns[0]["VoiceToVoiceMs"]) == latency["VoiceToVoice"]
+    assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Milliseconds"
 
 
 def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(agent, utterance,
@@ -287,3 +289,59 @@ def test_a_full_bot_refuses_with_503(agent):
                 await page.websocket.close()
 
     assert asyncio.run(converse()) == 503
+
+
+def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
+    """voicectl talk's server between a page and the bot: its page at GET /, its WebSocket relayed
+    (the user's words, the agent's text and audio, the latency event), foreign Host/Origin refused."""
+    from voicectl.clients.talk import TalkRelay
+
+    relay = agent.call(TalkRelay(agent.url, port=0, log=lambda line: None).start())
+    origin = f"http://127.0.0.1:{relay.port}"
+
+    async def converse() -> Page:
+        page = Page(await websockets.connect(f"ws://127.0.0.1:{relay.port}/relay", max_size=None,
+                                             origin=origin))
+        page.reader = asyncio.create_task(page.read())
+        await page.wait_for("ready")
+        await page.speak(SILENCE * 10 + utterance)
+        spoken = asyncio.Event()
+        silence = asyncio.create_task(keep_silent(page, spoken))
+        await page.wait_for("latency")
+        while not [e for e in page.events("agent_text") if e["final"]]:
+            await asyncio.sleep(0.05)
+        spoken.set()
+        await silence
+        await page.websocket.close()
+        await page.reader
+        return page
+
+    async def refused(**kwargs: Any) -> int:
+        with pytest.raises(websockets.InvalidStatus) as refusal:
+            await websockets.connect(f"ws://127.0.0.1:{relay.port}/relay", **kwargs)
+        return refusal.value.response.status_code
+
+    try:
+        with urllib.request.urlopen(origin + "/", timeout=5) as response:
+            html = response.read().decode()
+            assert response.headers["Content-Type"] == "text/html; charset=utf-8"
+        assert '"/relay"' in html and "interrupt" in html
+        page = asyncio.run(converse())
+        assert asyncio.run(refused(origin="http://evil.example")) == 403
+        rebound = urllib.request.Request(origin + "/", headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as foreign:
+            urllib.request.urlopen(rebound, timeout=5)  # a DNS-rebinding page's request
+        assert foreign.value.code == 403
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(origin + "/upload", timeout=5)
+        assert missing.value.code == 404
+    finally:
+        agent.call(relay.stop())
+    finals = [event["text"] for event in page.events("user_transcript") if event["final"]]
+    assert finals[0].startswith("".join(DELTAS).strip())
+    answer = [event["text"] for event in page.events("agent_text") if event["final"]][0]
+    assert answer.startswith("You said: ")
+    assert page.audio_bytes() > 0
+    assert page.events("latency")[0]["VoiceToVoice"] > 0
+    assert relay.relayed == 1
+    assert relay.guard.refused == {"origin": 1, "host": 1, "route": 1}
