@@ -60,6 +60,7 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from contracts.bridge_env import BridgeEnvironment
 from voicectl.clients.realtime.machine import GENERATION_TARGET_S
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
@@ -373,25 +374,36 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
 
 
-def _start(bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
-    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir`; return (fake, bridge, vLLM port, bridge port)."""
+def bridge_process_env(bridge_dir: Path, **settings: object) -> dict[str, str]:
+    """The environment of a bridge run as `python -m bridge` from `bridge_dir` (a checkout's
+    container/): this process's, that checkout's root on PYTHONPATH (the bridge imports the
+    contracts/ beside it) and `settings` (fields of contracts.bridge_env.BridgeEnvironment)."""
+    return {**os.environ, "PYTHONPATH": str(bridge_dir.resolve().parent),
+            **BridgeEnvironment(**settings).to_env()}
+
+
+def _start(bridge_dir: Path, vllm_args: list[str],
+           extra: dict[str, object]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+    """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir` (with the
+    BridgeEnvironment fields `extra`); return (fake, bridge, vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     fake = subprocess.Popen([sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    bridge_env = {
-        **os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port), "VLLM_PORT": str(vllm_port),
-        "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
-        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768", **extra_env,
-    }
+    bridge_env = bridge_process_env(bridge_dir, **{
+        "host": "127.0.0.1", "port": bridge_port, "vllm_port": vllm_port, "max_streams": 1000,
+        "served_model": model, "idle_timeout_s": 60, "metrics_interval_s": 3600,
+        "log_level": "WARNING", "vllm_max_model_len": 32768, **extra,
+    })
     bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
     return fake, bridge, vllm_port, bridge_port
 
 
-def token_env(token: str | None) -> dict[str, str]:
-    """The bridge's environment for `--token`: BRIDGE_TOKEN (a version without the check ignores it)."""
-    return {} if token is None else {"BRIDGE_TOKEN": token}
+def token_env(token: str | None) -> dict[str, object]:
+    """The bridge's setting for `--token`: its bearer token (a version without the check ignores
+    it)."""
+    return {} if token is None else {"bridge_token": token}
 
 
 def auth_headers(token: str | None) -> dict[str, str] | None:
@@ -428,8 +440,8 @@ print(slowest)
 async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -> dict[str, float]:
     """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
     fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
-        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000",
-        **token_env(token)})
+        "upstream_stall_s": 600, "idle_timeout_s": 600, "audio_rate_limit": 1_000_000,
+        "audio_burst_s": 1_000_000, **token_env(token)})
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
     big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))
@@ -474,7 +486,7 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
     direct and bridged (and held, with `--held`)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"], {
-        "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000", **token_env(args.token)})
+        "audio_rate_limit": 1_000_000, "audio_burst_s": 1_000_000, **token_env(args.token)})
     headers = auth_headers(args.token)
     try:
         await wait_ready(vllm_port, "/health")

@@ -48,7 +48,13 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bridge_bench import REPO, _free_port, percentile, wait_ready  # noqa: E402  (the bridge bench's helpers)
+from bridge_bench import (  # noqa: E402  (the bridge bench's helpers)
+    REPO,
+    _free_port,
+    bridge_process_env,
+    percentile,
+    wait_ready,
+)
 
 MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 APPEND_BYTES = 4096  # 128 ms of PCM16 at 16 kHz mono
@@ -191,9 +197,10 @@ async def local_bridge(max_streams: int):
     fake = subprocess.Popen(
         [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    bridge_env = {**os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port),
-                  "VLLM_PORT": str(vllm_port), "MAX_STREAMS": str(max_streams), "SERVED_MODEL_NAME": MODEL,
-                  "METRICS_INTERVAL_S": "3600", "LOG_LEVEL": "WARNING"}
+    bridge_env = bridge_process_env(REPO / "container", host="127.0.0.1", port=bridge_port,
+                                    vllm_port=vllm_port, max_streams=max_streams,
+                                    served_model=MODEL, metrics_interval_s=3600,
+                                    log_level="WARNING")
     bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env,
                               stdout=subprocess.DEVNULL)
     try:

@@ -61,13 +61,14 @@ def percentile(values: list[float], fraction: float) -> float:
 async def main(appends: int, repeats: int) -> None:
     import boto3
     from bridge.server import Bridge
-    from bridge.settings import Settings
+    from contracts.bridge_env import BridgeEnvironment
 
     from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
 
     vllm = await FakeVllm(generate=True, record_audio=False).start()
-    bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                   metrics_interval_s=3600)).start()
+    settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
+                                          metrics_interval_s=3600)
+    bridge = await Bridge(settings).start()
     tls = make_certificate(Path(tempfile.mkdtemp(prefix="local-runtime-bench-")))
     runtime = LocalRuntime(endpoints=[LocalEndpoint.parse(f"voxtral=ws://127.0.0.1:{bridge.port}")],
                            credentials=LocalCredentials(KEY_ID, SECRET), region=REGION)

@@ -58,7 +58,6 @@ from constructs_lib.sagemaker_endpoint.props import (
     check_log_retention_days,
     check_model_data_s3_uri,
 )
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
 from constructs_lib.network.props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.facts.names import (
@@ -77,6 +76,8 @@ from constructs_lib.facts.names import (
 )
 from constructs_lib.sagemaker_endpoint.scaling_props import check_capacity, check_cooldown_s, check_target_value
 from constructs_lib.validation import Problems, show
+from contracts.bridge_env import DEFAULT_METRICS_NAMESPACE
+from contracts.model import DEFAULT_REPO_ID
 
 Props = TypeVar("Props")
 
@@ -290,7 +291,7 @@ class VoxtralSettings(EndpointSettings):
     #: CUDA a synth warning.
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
-    metrics_namespace: str = "RealtimeVoice/Bridge"
+    metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
     #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).
     model_revision: str = VOXTRAL_DEFAULT_REVISION
     #: Stage the weights during deploy (CodeBuild); None = on exactly when model_s3_uri is unset.

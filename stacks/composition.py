@@ -4,7 +4,8 @@ these functions, and no stack inherits from another or imports a sibling stack m
 - Foundation and artifacts: :class:`Foundation` (what the other stacks take from the settings and the Foundation
   stack), :func:`foundation_refs`, :func:`model_data_role_path`, :class:`ArtifactRefs`.
 - SageMaker endpoints (Voxtral and Sonic): :func:`execution_role`, :func:`monitored_endpoint`.
-- Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`, :func:`container_environment`,
+- Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`,
+  :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
   :func:`pool_environment`, :func:`voxtral_tracking`.
 - ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`, :func:`ecs_vpc`.
 
@@ -32,7 +33,6 @@ from config.models import BRIDGE_DRAIN_S
 from config.settings import EndpointSettings, Settings, VoxtralSettings
 from constructs_lib.artifacts.model_staging import ModelStaging, ModelStagingProps
 from constructs_lib.ecs_service.service import GpuEcsService
-from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.metrics import BridgeMetrics
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
@@ -47,6 +47,8 @@ from constructs_lib.sagemaker_endpoint.props import (
     normalise_s3_prefix,
 )
 from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling, TargetTracking
+from contracts.bridge_env import BridgeEnvironment
+from contracts.model import S3Prefix
 
 if TYPE_CHECKING:
     from stacks.foundation_stack import FoundationStack
@@ -190,15 +192,6 @@ COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
 #: of host memory on the default ml.g6.xlarge, which has 16 GiB. A live stream's audio is new at every append, so the
 #: cache saves little here; 1 GiB each bounds it. Unconfirmed on a GPU until bench/capacity_bench.py runs there.
 MM_PROCESSOR_CACHE_GB = 1
-#: Environment that keeps the libraries in the image from reaching the internet (see container_environment).
-OFFLINE_ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-    "DO_NOT_TRACK": "1",
-}
 
 
 def stream_cap_warning(stack: Stack, voxtral: VoxtralSettings) -> None:
@@ -276,51 +269,56 @@ def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
     return result
 
 
-def container_environment(voxtral: VoxtralSettings, instance_type: str | None = None) -> dict[str, str]:
-    """Environment of the bridge container on ``instance_type`` (default: the first type the service may run).
+def bridge_environment(voxtral: VoxtralSettings,
+                       instance_type: str | None = None) -> BridgeEnvironment:
+    """The bridge container's environment on ``instance_type`` (default: the first type the
+    service may run), on either target: vLLM's flags, the metrics' namespace, the offline switch
+    and the KV-cache check. Where the container runs adds the rest (:func:`container_environment`
+    on SageMaker; on ECS the service construct).
 
-    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's entrypoint); the rest
-    configures the bridge (container/README.md). Values are strings; no secrets. The stream cap (vLLM
-    ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
+    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's
+    entrypoint); the rest configures the bridge (container/README.md). No secrets. The stream cap
+    (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
     instance_type = instance_type or voxtral.sizing_instance_types[0]
-    env = {
-        "SM_VLLM_MODEL": "/opt/ml/model",
-        "SM_VLLM_SERVED_MODEL_NAME": voxtral.model_id,
-        "SM_VLLM_MAX_MODEL_LEN": str(voxtral.max_model_len),
-        "SM_VLLM_MAX_NUM_SEQS": str(voxtral.stream_cap_of(instance_type)),
-        "SM_VLLM_GPU_MEMORY_UTILIZATION": str(voxtral.gpu_memory_utilization),
-        "SM_VLLM_COMPILATION_CONFIG": json.dumps(COMPILATION_CONFIG),
-        "SM_VLLM_MM_PROCESSOR_CACHE_GB": str(MM_PROCESSOR_CACHE_GB),
+    fitted = voxtral.capacity_of(instance_type)
+    return BridgeEnvironment(
+        vllm_model="/opt/ml/model",
+        vllm_served_model_name=voxtral.model_id,
+        vllm_max_model_len=voxtral.max_model_len,
+        vllm_max_num_seqs=voxtral.stream_cap_of(instance_type),
+        vllm_gpu_memory_utilization=voxtral.gpu_memory_utilization,
+        vllm_compilation_config=json.dumps(COMPILATION_CONFIG),
+        vllm_mm_processor_cache_gb=MM_PROCESSOR_CACHE_GB,
         # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
-        "SM_VLLM_TOKENIZER_MODE": "mistral",
-        "SM_VLLM_CONFIG_FORMAT": "mistral",
-        "SM_VLLM_LOAD_FORMAT": "mistral",
-        "METRICS_NAMESPACE": voxtral.metrics_namespace,
-        "ENDPOINT_NAME": voxtral.endpoint_name,
-        "VARIANT_NAME": VARIANT_NAME,
-        # Grace period for open streams after SIGTERM (scale-in, rolling update); the scale-in cooldown is longer.
-        "DRAIN_S": str(BRIDGE_DRAIN_S),
-        # The Model runs with network isolation: nothing in the image may try the internet. The weights are local
-        # (/opt/ml/model), so the Hugging Face libraries stay offline (huggingface_hub and transformers
-        # environment variables), and vLLM's usage statistics are off (vLLM "Usage Stats Collection":
-        # VLLM_NO_USAGE_STATS, DO_NOT_TRACK). The bridge's metrics need no network: EMF lines on stdout, which
-        # SageMaker ships to the endpoint's log group.
-        **OFFLINE_ENVIRONMENT,
-    }
-    if voxtral.kv_cache_dtype != "auto":
+        vllm_tokenizer_mode="mistral",
+        vllm_config_format="mistral",
+        vllm_load_format="mistral",
+        metrics_namespace=voxtral.metrics_namespace,
+        # The Model runs with network isolation: nothing in the image may try the internet. The
+        # weights are local (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's
+        # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
+        # need no network: EMF lines on stdout, which SageMaker ships to the endpoint's log group.
+        offline=True,
         # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is unchanged.
-        env["SM_VLLM_KV_CACHE_DTYPE"] = voxtral.kv_cache_dtype
-    if voxtral.transcription_delay_ms is not None:
+        vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
         # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
         # patched copy (container/bridge/entrypoint.py). Left out when unset: no Model changes.
-        env["TRANSCRIPTION_DELAY_MS"] = str(voxtral.transcription_delay_ms)
-    fitted = voxtral.capacity_of(instance_type)
-    if fitted is not None:
+        transcription_delay_ms=voxtral.transcription_delay_ms,
         # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge divides vLLM's reported
         # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.
-        env["KV_BLOCKS_PER_STREAM"] = str(fitted.stream_blocks)
-    return env
+        kv_blocks_per_stream=fitted.stream_blocks if fitted is not None else None,
+    )
+
+
+def container_environment(voxtral: VoxtralSettings,
+                          instance_type: str | None = None) -> dict[str, str]:
+    """Environment of the SageMaker Model's bridge container on ``instance_type``:
+    :func:`bridge_environment`, the endpoint and variant its metrics are named by, and its drain
+    after SIGTERM (the scale-in cooldown is longer)."""
+    return dataclasses.replace(bridge_environment(voxtral, instance_type),
+                               endpoint_name=voxtral.endpoint_name, variant_name=VARIANT_NAME,
+                               drain_s=BRIDGE_DRAIN_S).to_env()
 
 
 # --- ECS services ------------------------------------------------------------------------------------------------

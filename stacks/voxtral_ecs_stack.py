@@ -19,7 +19,7 @@ from constructs_lib.facts.names import repository_arn_from_image_uri
 from stacks.composition import (
     ArtifactRefs,
     Foundation,
-    container_environment,
+    bridge_environment,
     model_weights,
     service_dashboard,
     shared_service_props,
@@ -39,8 +39,6 @@ class VoxtralEcsStack(Stack):
         shared = shared_service_props(self, settings, foundation, alarm_topic)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
-        environment = {key: value for key, value in container_environment(voxtral).items()
-                       if key not in ("ENDPOINT_NAME", "VARIANT_NAME", "DRAIN_S")}
         self.service = GpuEcsService(
             self, "Service",
             GpuEcsServiceProps(
@@ -53,7 +51,7 @@ class VoxtralEcsStack(Stack):
                 model_prefix=weights.prefix,
                 bridge=voxtral.bridge_thresholds(),
                 streams_target=voxtral.streams_target,
-                environment=environment,
+                environment=bridge_environment(voxtral),
                 drain_s=BRIDGE_DRAIN_S,
                 **shared,
             ),

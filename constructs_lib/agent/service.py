@@ -96,6 +96,7 @@ IMAGE_FILES = (
     *(f"agent/{name}.py" for name in ("__init__", "__main__", "llm", "metrics", "protocol",
                                       "server", "session")),
     "contracts/__init__.py", "contracts/agent_env.py", "contracts/agent_metrics.py",
+    "contracts/model.py", "contracts/realtime.py",
     "voicectl/__init__.py", "voicectl/aws.py", "voicectl/errors.py",
     *(f"voicectl/clients/{name}.py" for name in ("__init__", "audio", "bounded_json",
                                                  "sagemaker_stream", "sonic")),
@@ -105,10 +106,6 @@ IMAGE_FILES = (
     *(f"voicectl/clients/realtime/{name}.py" for name in (
         "__init__", "auth", "driver", "machine", "protocol", "transcript", "transport",
         "websocket")),
-    "constructs_lib/__init__.py", "constructs_lib/artifacts/__init__.py",
-    "constructs_lib/artifacts/model_staging_build/__init__.py",
-    "constructs_lib/artifacts/model_staging_build/stage_model/__init__.py",
-    "constructs_lib/artifacts/model_staging_build/stage_model/constants.py",
     "container/bridge/__init__.py", "container/bridge/task_protection.py",
 )
 IMAGE_CONTEXT = ["*", *(f"!{path}" for path in IMAGE_FILES), "**/__pycache__"]

@@ -21,8 +21,21 @@ from constructs_lib.validation import Problems
 KEEP_NEWEST_IMAGES = 10
 #: Memory of cdk-ecr-deployment's copy Lambda in MiB: the vLLM base image is several GB of layers.
 COPY_MEMORY_MIB = 2048
-#: Left out of the image's build context (and so of its asset hash): Python's bytecode caches.
-CONTEXT_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
+#: The folder beside the bridge's that its image needs too: the contracts the bridge imports
+#: (contracts/).
+CONTRACTS_DIR_NAME = "contracts"
+#: Left out of the image's build context (and so of its asset hash) wherever they are: Python's
+#: bytecode caches.
+BYTECODE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
+
+
+def context_exclude(container_dir_name: str) -> list[str]:
+    """The build context's exclusions (.dockerignore rules, the last match wins): everything in the
+    context (the bridge folder's parent) but the bridge folder and :data:`CONTRACTS_DIR_NAME`, then
+    bytecode within those."""
+    kept = [f"!{name}{suffix}" for name in (container_dir_name, CONTRACTS_DIR_NAME)
+            for suffix in ("", "/**")]
+    return ["*", *kept, *BYTECODE_EXCLUDE]
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,10 @@ class BridgeImageProps:
     """Props of :class:`BridgeImage`.
 
     Attributes:
-        container_dir: the Docker build context (this project's ``container/``), with its ``Dockerfile``.
+        container_dir: the bridge's folder (this project's ``container/``), with its
+            ``Dockerfile``, beside the contracts it imports (``contracts/``). The build context is
+            their parent, of which only these two folders go in (:func:`context_exclude`); the
+            Dockerfile copies from both.
         prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
             One of ``container_dir`` and ``prebuilt_image_uri`` is required.
         retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
@@ -51,16 +67,22 @@ class BridgeImageProps:
             p.note("container_dir or prebuilt_image_uri: give one (a build context or an image already in ECR)")
         elif not (Path(self.container_dir) / "Dockerfile").is_file():
             p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
+        elif not (Path(self.container_dir).parent / CONTRACTS_DIR_NAME).is_dir():
+            p.add("container_dir", str(self.container_dir),
+                  f"must sit beside {CONTRACTS_DIR_NAME}/, which the bridge imports (the build "
+                  "context is their parent)")
 
 
 class BridgeImage(Construct):
     """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in it.
 
-    Without ``prebuilt_image_uri`` the build context becomes a ``DockerImageAsset`` for ``linux/amd64`` and
-    cdk-ecr-deployment copies it from the CDK assets repository into this repository under the asset hash as tag,
-    so every change of ``container/`` yields a new, immutable tag. The copy takes only the amd64 image manifest
-    (``copy_image_index`` off), never an OCI image index: SageMaker rejects an index, which is what a build with
-    provenance attestations produces (the Makefile also sets ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
+    Without ``prebuilt_image_uri`` the build context (``container_dir`` and ``contracts/`` of their
+    parent) becomes a ``DockerImageAsset`` for ``linux/amd64`` and cdk-ecr-deployment copies it
+    from the CDK assets repository into this repository under the asset hash as tag, so every
+    change of ``container/`` or ``contracts/`` yields a new, immutable tag. The copy takes only the
+    amd64 image manifest (``copy_image_index`` off), never an OCI image index: SageMaker rejects an
+    index, which is what a build with provenance attestations produces (the Makefile also sets
+    ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
 
     Attributes:
         repository: the bridge repository.
@@ -102,14 +124,18 @@ class BridgeImage(Construct):
             self.image_uri = props.prebuilt_image_uri
             return
 
+        container_dir = Path(props.container_dir)
         asset = ecr_assets.DockerImageAsset(
             self,
             "Asset",
-            directory=str(props.container_dir),
+            directory=str(container_dir.parent),
+            file=f"{container_dir.name}/Dockerfile",
             platform=ecr_assets.Platform.LINUX_AMD64,
-            # Bytecode that running the bridge or its tests leaves beside the sources is not part of the image: left
-            # in, it changed the asset hash, so a deploy after `make test` rebuilt the image and updated the endpoint.
-            exclude=CONTEXT_EXCLUDE,
+            # Only the bridge's folder and the contracts, without bytecode: bytecode that running
+            # the bridge or its tests leaves beside the sources changed the asset hash, so a deploy
+            # after `make test` rebuilt the image and updated the endpoint; anything else of the
+            # repository would do the same.
+            exclude=context_exclude(container_dir.name),
         )
         self.tag = tag = asset.asset_hash
         self.image_uri = self.repository.repository_uri_for_tag(tag)

@@ -1,8 +1,9 @@
 """ModelStaging: stage the model's weights into S3 during ``cdk deploy``, before the endpoint reads them.
 
-A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m stage_model``, from the folder
-``model_staging_build/`` shipped as one asset exactly as it is: the staging package and its hash-pinned
-requirements) to download a pinned revision from the Hugging Face Hub and upload it under the model prefix. A custom
+A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m stage_model``, from
+the folder ``model_staging_build/`` shipped as one asset as it is, the staging package and its
+hash-pinned requirements, with the ``contracts`` package it imports copied beside it at synth) to
+download a pinned revision from the Hugging Face Hub and upload it under the model prefix. A custom
 resource on the CDK Provider framework starts the build and polls it until it ends; its properties are the repository
 id, revision and S3 URI only, so CloudFormation runs it again only when one of those changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or by using
 :attr:`ModelStaging.model_s3_uri`), so its weights are in place before SageMaker copies them.
@@ -23,10 +24,25 @@ calls of the polling (one per minute).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
+import jsii
+from aws_cdk import (
+    Acknowledgment,
+    AssetHashType,
+    BundlingOptions,
+    CustomResource,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+)
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -39,19 +55,29 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
+import contracts
 from constructs_lib.network.encryption import secret_decrypt_statement
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.facts.names import check_hub_token_key, check_repository_id, check_revision
 from constructs_lib.validation import Problems
+from contracts.weights import MANIFEST_NAME
 
 _HERE = Path(__file__).resolve().parent
-#: The build's source: the staging package (``stage_model/``) and its hash-pinned ``requirements.txt``, nothing
-#: else, so that changes elsewhere in the repository leave the project untouched.
+#: The build's source: the staging package (``stage_model/``) and its hash-pinned
+#: ``requirements.txt``, and the contracts it imports (:data:`CONTRACTS_DIR`) beside them, nothing
+#: else, so that changes elsewhere in the repository leave the project untouched
+#: (:func:`stage_build_source`).
 BUILD_SOURCE_DIR = _HERE / "model_staging_build"
+#: The ``contracts`` package: the staging code imports the model's identity, its S3 prefix and the
+#: manifest's format from it, so the build's source carries it (``python -m stage_model`` finds it
+#: beside ``stage_model/``).
+CONTRACTS_DIR = Path(contracts.__file__).resolve().parent
 #: Bytecode Python writes when ``voicectl`` imports the package from the source tree: not part of the asset (it
 #: would change the asset hash from one machine to the next).
 BUILD_SOURCE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
+#: The container image CDK's bundling requires to be named; never pulled or run (the source is
+#: staged locally, :class:`_LocalBuildSource`).
+_UNUSED_BUNDLING_IMAGE = DockerImage.from_registry("public.ecr.aws/docker/library/python:3.12-slim")
 #: The Lambda handlers of the custom resource (``index.on_event``, ``index.is_complete``).
 WAITER_CODE_DIR = _HERE / "model_staging_waiter"
 
@@ -75,6 +101,27 @@ DEFAULT_BUILD_TIMEOUT = Duration.minutes(45)
 BUILD_DOWNLOAD_DIR = "/codebuild/output/model"
 #: Lambda and build log retention.
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+def stage_build_source(destination: Path) -> Path:
+    """Write the build's source into ``destination`` (made when missing): the build folder as it is
+    and the contracts beside it, without bytecode. What CodeBuild runs ``python -m stage_model``
+    in; returns ``destination``."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(BUILD_SOURCE_DIR, destination, ignore=ignore, dirs_exist_ok=True)
+    shutil.copytree(CONTRACTS_DIR, destination / CONTRACTS_DIR.name, ignore=ignore,
+                    dirs_exist_ok=True)
+    return destination
+
+
+@jsii.implements(ILocalBundling)
+class _LocalBuildSource:
+    """CDK's bundling of the build's source asset, done here (:func:`stage_build_source`) with no
+    container."""
+
+    def try_bundle(self, output_dir: str, options: Any = None) -> bool:  # options: unused
+        stage_build_source(Path(output_dir))
+        return True
 
 
 @dataclass(frozen=True)
@@ -184,7 +231,11 @@ class ModelStaging(Construct):
             dependent.node.add_dependency(self.resource)
 
     def _build_project(self, props: ModelStagingProps, prefix: str, s3_uri: str) -> codebuild.Project:
-        source = s3_assets.Asset(self, "Source", path=str(BUILD_SOURCE_DIR), exclude=BUILD_SOURCE_EXCLUDE)
+        # The asset is the staged source (the hash of what CodeBuild receives), made at synth in the
+        # cloud assembly.
+        source = s3_assets.Asset(
+            self, "Source", path=str(BUILD_SOURCE_DIR), asset_hash_type=AssetHashType.OUTPUT,
+            bundling=BundlingOptions(image=_UNUSED_BUNDLING_IMAGE, local=_LocalBuildSource()))
         # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
         # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
         # CloudFormation reverts the custom resource before this project, so values kept in the project would

@@ -279,10 +279,8 @@ class ConnectTranscription(Construct):
             environment["TOKEN_SECRET_ARN"] = props.token_secret_arn or ""
         image = ecs.ContainerImage.from_registry(props.image_uri) if props.image_uri else ecs.ContainerImage.from_asset(
             props.image_directory, file="voicectl/connect/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=["*", "!voicectl", "!voicectl/**", "!requirements-connect.lock",
-                     "!constructs_lib/__init__.py", "!constructs_lib/artifacts/__init__.py",
-                     "!constructs_lib/artifacts/model_staging_build",
-                     "!constructs_lib/artifacts/model_staging_build/**", "**/__pycache__"])
+            exclude=["*", "!voicectl", "!voicectl/**", "!requirements-connect.lock", "!contracts",
+                     "!contracts/**", "**/__pycache__"])
         container = task.add_container(
             "Consumer", image=image,
             logging=ecs.LogDriver.aws_logs(stream_prefix="consumer", log_group=consumer_logs),

@@ -14,10 +14,11 @@ What it is not: it builds no VPC (pass one, e.g. the app's private network) and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import jsii
 from aws_cdk import (
@@ -47,6 +48,14 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 from constructs_lib.cleanup import cleanup_function
+from contracts import realtime
+from contracts.bridge_env import (
+    DEFAULT_DRAIN_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MODEL_CACHE_DIR,
+    BridgeEnvError,
+    BridgeEnvironment,
+)
 from constructs_lib.network.encryption import secret_decrypt_statement
 from constructs_lib.ecs_service.props import (
     GpuCapacity,
@@ -77,14 +86,22 @@ from constructs_lib.nag import (
 )
 from constructs_lib.validation import Problems
 
-#: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).
-BRIDGE_PORT = 8080
-WEBSOCKET_PATH = "/invocations-bidirectional-stream"
-HEALTH_PATH = "/ping"
-#: Where each instance keeps its copy of the weights; the container sees it at :data:`CONTAINER_CACHE_DIR`. A host
-#: directory (a bind mount), so a second task on the same instance reuses the copy (container/bridge/weights.py).
+#: The bridge's port and paths (the SageMaker container contract the bridge implements:
+#: contracts.realtime).
+BRIDGE_PORT = realtime.CONTAINER_PORT
+WEBSOCKET_PATH = realtime.STREAM_PATH
+HEALTH_PATH = realtime.PING_PATH
+#: Where each instance keeps its copy of the weights; the container sees it at
+#: :data:`CONTAINER_CACHE_DIR` (the bridge's default MODEL_CACHE_DIR). A host directory (a bind
+#: mount), so a second task on the same instance reuses the copy (container/bridge/weights.py).
 HOST_CACHE_DIR = "/var/lib/realtime-voice/weights"
-CONTAINER_CACHE_DIR = "/opt/weights-cache"
+CONTAINER_CACHE_DIR = DEFAULT_MODEL_CACHE_DIR
+#: The bridge's variables the construct sets itself, from its own props (and refuses in
+#: ``environment``): where the weights are and their host copy, the service's name and variant
+#: (metric dimensions), and the drain and idle timeout, which its stop timeout, load balancer and
+#: deregistration delay are derived from.
+OWN_BRIDGE_FIELDS = ("model_s3_uri", "model_cache_dir", "endpoint_name", "variant_name", "drain_s",
+                     "idle_timeout_s")
 #: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant, AllTraffic).
 ECS_VARIANT_NAME = "ecs"
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health checks are ignored
@@ -136,8 +153,11 @@ class GpuEcsServiceProps:
         health_path: the load balancer's health check path (200 = can serve). Default ``/ping`` (the bridge's).
         gpu_namespace: namespace of the CloudWatch agent's GPU metrics. Default: the bridge's namespace + ``/Gpu``
             (required without ``bridge``).
-        environment: the container's environment (vLLM flags and bridge settings); with ``bridge`` the construct
-            adds ``MODEL_S3_URI``, ``MODEL_CACHE_DIR``, ``ENDPOINT_NAME``, ``VARIANT_NAME`` and ``DRAIN_S``.
+        environment: the bridge container's environment
+            (:class:`contracts.bridge_env.BridgeEnvironment`: vLLM flags and bridge settings), with
+            ``bridge`` only; the construct sets the fields of :data:`OWN_BRIDGE_FIELDS` from its
+            props (MODEL_S3_URI, MODEL_CACHE_DIR, ENDPOINT_NAME, VARIANT_NAME, DRAIN_S,
+            IDLE_TIMEOUT_S), which ``environment`` must leave unset. Default: none of the rest set.
         load_balancing: scheme, certificate and token. Default: internal, HTTP, token required.
         drain_s: the bridge's drain after SIGTERM (its DRAIN_S). Default 25.
         bridge_idle_timeout_s: the bridge's idle timeout (its IDLE_TIMEOUT_S). Default 60.
@@ -160,10 +180,10 @@ class GpuEcsServiceProps:
     health_path: str = HEALTH_PATH
     gpu_namespace: str | None = None
     image_repository_arn: str | None = None
-    environment: Mapping[str, str] = field(default_factory=dict)
+    environment: BridgeEnvironment | None = None
     load_balancing: LoadBalancing = field(default_factory=LoadBalancing)
-    drain_s: float = 25.0
-    bridge_idle_timeout_s: float = 60.0
+    drain_s: float = DEFAULT_DRAIN_S
+    bridge_idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     log_retention_days: int = 30
     retain_data: bool = False
     alarm_topic: sns.ITopic | None = None
@@ -188,7 +208,22 @@ class GpuEcsServiceProps:
                 p.add("model_prefix", prefix, "must be a key prefix ending with '/' and not starting with '/'")
             if self.streams_target is None or not self.streams_target > 0:
                 p.add("streams_target", self.streams_target, "must be a positive number of live streams per task")
+            environment = self.environment or BridgeEnvironment()
+            for name in OWN_BRIDGE_FIELDS:
+                if getattr(environment, name) is not None:
+                    variable = BridgeEnvironment.variable(name)
+                    p.add(f"environment.{name}", getattr(environment, name),
+                          f"must be left unset: the construct sets {variable} from its props")
+            try:  # what the tasks would start with, refused here rather than by every task's bridge
+                dataclasses.replace(environment, drain_s=self.drain_s,
+                                    idle_timeout_s=self.bridge_idle_timeout_s).to_env()
+            except BridgeEnvError as error:
+                p.add("environment", "BridgeEnvironment(...)",
+                      f"the bridge would refuse it: {error}")
         else:
+            if self.environment is not None:
+                p.add("environment", "BridgeEnvironment(...)",
+                      "needs bridge: it is the bridge container's environment")
             if self.requests_per_target is None or not self.requests_per_target > 0:
                 p.add("requests_per_target", self.requests_per_target, "must be a positive number of requests per "
                                                                        "task per minute without bridge")
@@ -386,21 +421,25 @@ class GpuEcsService(Construct):
                 reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
                        "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
             ))
-            secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)
+            token = ecs.Secret.from_secrets_manager(self.token_secret)
+            secrets[BridgeEnvironment.variable("bridge_token")] = token
             if key is not None:  # ECS reads the secret with the execution role when a task starts
                 self.task_definition.obtain_execution_role().add_to_principal_policy(
                     secret_decrypt_statement(self.token_secret, key.key_arn))
-        environment = dict(props.environment)
+        environment: dict[str, str] = {}
         health_check = None
         if bridge is not None:
-            environment.update({
-                "MODEL_S3_URI": f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
-                "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
-                "ENDPOINT_NAME": props.service_name,
-                "VARIANT_NAME": ECS_VARIANT_NAME,
-                "DRAIN_S": f"{props.drain_s:g}",
-                "IDLE_TIMEOUT_S": f"{props.bridge_idle_timeout_s:g}",
-            })
+            own = BridgeEnvironment(
+                model_s3_uri=f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
+                model_cache_dir=CONTAINER_CACHE_DIR,
+                endpoint_name=props.service_name,
+                variant_name=ECS_VARIANT_NAME,
+                drain_s=props.drain_s,
+                idle_timeout_s=props.bridge_idle_timeout_s,
+            )
+            # The given environment's variables, then the construct's own (disjoint: problems()
+            # holds to it).
+            environment = {**(props.environment or BridgeEnvironment()).to_env(), **own.to_env()}
             health_check = ecs.HealthCheck(
                 # The image has Python (vLLM's); curl is not guaranteed.
                 command=["CMD-SHELL", f"python3 -c \"import urllib.request; urllib.request.urlopen("

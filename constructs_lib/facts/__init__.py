@@ -5,13 +5,13 @@ this package to that), so that ``config`` and ``voicectl`` load them without the
 - :mod:`.cuda_compat`: which image CUDA runs on which SageMaker inference AMI's driver.
 - :mod:`.instance_types`: the instance catalogue (vCPUs, GPUs, memory, local storage).
 - :mod:`.names`: the naming rules and ARN/URI shapes of the AWS names the props take.
-- :class:`S3Prefix`: an S3 "folder" (``s3://bucket/prefix/``), the one parser of such URIs in the project. It is
-  defined in the model staging build (``constructs_lib/artifacts/model_staging_build/stage_model/location.py``),
-  which CodeBuild runs alone from that folder and so must carry it; everything else imports it from here.
+- :class:`S3Prefix`: an S3 "folder" (``s3://bucket/prefix/``), the one parser of such URIs in the
+  project, the contracts' (:mod:`contracts.model`; the staging build and the bridge read it too),
+  and a public name of the library.
 """
 
 from __future__ import annotations
 
-from constructs_lib.artifacts.model_staging_build.stage_model.location import S3Prefix
+from contracts.model import S3Prefix
 
 __all__ = ["S3Prefix"]

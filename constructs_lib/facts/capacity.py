@@ -73,6 +73,7 @@ import math
 from dataclasses import dataclass
 
 from constructs_lib.facts.instance_types import InstanceSpec, lookup
+from contracts.bridge_env import DEFAULT_KV_BLOCK_SIZE
 
 GiB = 2**30
 MiB = 2**20
@@ -244,8 +245,10 @@ def fp8_kv_cache_problem(gpu_model: str) -> str | None:
 
 # --- vLLM facts and our estimates ----------------------------------------------------------------------------------
 
-#: ``CacheConfig.block_size`` default on CUDA (vllm/config/cache.py): tokens per block before page unification.
-VLLM_BLOCK_SIZE = 16
+#: ``CacheConfig.block_size`` default on CUDA (vllm/config/cache.py): tokens per block before page
+#: unification; the blocks the bridge's KV_BLOCKS_PER_STREAM counts in, so the contract's
+#: (contracts.bridge_env).
+VLLM_BLOCK_SIZE = DEFAULT_KV_BLOCK_SIZE
 #: ``VllmConfig.max_concurrent_batches`` with async scheduling (on by default for this model), pipeline size 1.
 VLLM_MAX_CONCURRENT_BATCHES = 2
 #: Tokens one real-time stream has scheduled and not yet settled at most: the streaming prefix of its first step

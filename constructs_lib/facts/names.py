@@ -1,6 +1,6 @@
 """The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and the checks built
-on them. (S3 URIs: :mod:`constructs_lib.artifacts.model_staging_build.stage_model.location`, the one parser of the project,
-which the self-contained staging build needs too.)
+on them. (S3 URIs: :class:`contracts.model.S3Prefix`, the one parser of the project; the model
+hub's repository ids and revisions: :mod:`contracts.model`.)
 
 A check records at most one problem per value through :class:`~constructs_lib.validation.Problems`. Values that are
 CDK tokens (resolved at deploy time) are not checked: their producer guarantees the form.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import PINNED_REVISION_RE, REPOSITORY_ID_RE
+from contracts.model import PINNED_REVISION_RE, REPOSITORY_ID_RE
 from constructs_lib.validation import Problems
 
 #: An AWS Region code such as ``us-east-1`` or ``us-gov-west-1``.

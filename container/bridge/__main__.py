@@ -10,12 +10,13 @@ import os
 import signal
 import sys
 
+from contracts.bridge_env import DEFAULT_LOG_LEVEL, BridgeEnvError, BridgeEnvironment
+
 from . import env_secrets
 from .server import Bridge
-from .settings import Settings, SettingsError
 
 
-async def serve_until_signalled(settings: Settings) -> None:
+async def serve_until_signalled(settings: BridgeEnvironment) -> None:
     """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -67,7 +68,7 @@ def main() -> int:
     """Entry point; returns the process exit code (2 for a bad setting)."""
     env_secrets.reexec_without_secrets()  # started with BRIDGE_TOKEN in its environment: run again without it
     logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+        level=os.environ.get(BridgeEnvironment.variable("log_level"), DEFAULT_LOG_LEVEL).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -79,8 +80,8 @@ def main() -> int:
         env_secrets.make_undumpable()  # before the token is in memory: no window in which another process reads it
         secrets = env_secrets.take_secrets(env)  # the token, from the pipe the entrypoint (or the re-exec) wrote
         os.environ.pop(env_secrets.SECRETS_FD_VARIABLE, None)
-        settings = Settings.from_env({**env, **secrets})
-    except (SettingsError, env_secrets.SecretsError) as exc:
+        settings = BridgeEnvironment.from_env({**env, **secrets})
+    except (BridgeEnvError, env_secrets.SecretsError) as exc:
         logging.getLogger("bridge").error("bad setting: %s", exc)
         return 2
     try:

@@ -14,7 +14,9 @@ then depends neither on where the first differing byte is nor on the presented t
 tokens with `compare_digest` would leak the length, which its documentation says it does not hide); hashing costs
 the same per byte for every input. This runs once per upgrade request, never per frame.
 
-The token is never logged, and never part of `repr(Settings)` (`settings.Settings.bridge_token`).
+The token is never logged, and never part of the settings' repr
+(`contracts.bridge_env.BridgeEnvironment`'s `bridge_token`). What a token may be is the contract's
+rule (`contracts.bridge_env.token_problem`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ from websockets.datastructures import Headers
 
 #: The scheme of RFC 6750 (case-insensitive, RFC 7235 section 2.1).
 SCHEME = "bearer"
-#: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the stack's secret has 48).
-MIN_TOKEN_CHARS = 16
 
 
 class Verdict(enum.Enum):
@@ -45,27 +45,12 @@ class Verdict(enum.Enum):
     WRONG = "wrong"  # a bearer token, not the expected one
 
 
-def token_problem(token: str) -> str | None:
-    """Why `token` cannot be the bridge's bearer token (a sentence naming what is allowed), or None if it can.
-
-    Allowed: at least `MIN_TOKEN_CHARS` visible ASCII characters (0x21-0x7E) and nothing else, since a header value
-    loses leading and trailing whitespace in transit and carries no other characters reliably.
-    """
-    if not token.strip():
-        return "is empty or only whitespace; set it to the token callers send, or unset it (no token check)"
-    if any(not 0x21 <= ord(char) <= 0x7E for char in token):
-        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP header cannot carry "
-                "unchanged; use letters, digits and punctuation only")
-    if len(token) < MIN_TOKEN_CHARS:
-        return f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer random token"
-    return None
-
-
 class BearerToken:
     """Checks the `Authorization` header of an upgrade request against one expected token.
 
     Args:
-        token: the expected token (visible ASCII; `token_problem` says what is allowed).
+        token: the expected token (visible ASCII; `contracts.bridge_env.token_problem` says what
+            is allowed).
 
     The expected token is kept only as its HMAC under a per-process random key (see the module docstring).
     """

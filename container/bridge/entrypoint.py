@@ -37,13 +37,18 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import contracts
+from contracts.bridge_env import (
+    DEFAULT_VLLM_PORT,
+    VLLM_ENV_PREFIX,
+    BridgeEnvError,
+    BridgeEnvironment,
+)
+
 from . import env_secrets
-from .settings import DEFAULT_DRAIN_S, DEFAULT_VLLM_PORT, Settings, SettingsError
 
 log = logging.getLogger("bridge.entrypoint")
 
-#: Prefix of the environment variables turned into vLLM flags.
-VLLM_ENV_PREFIX = "SM_VLLM_"
 #: vLLM's address: loopback only, so nothing but the bridge reaches it.
 VLLM_HOST = "127.0.0.1"
 VLLM_PORT = DEFAULT_VLLM_PORT
@@ -58,8 +63,6 @@ DEFAULT_VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 BRIDGE_STOP_AFTER_VLLM_DEATH_S = 2.0
 #: After SIGTERM, how long past DRAIN_S the bridge may take to exit before SIGKILL, seconds.
 BRIDGE_EXIT_GRACE_S = 3.0
-#: Where the weights' host copy goes when MODEL_S3_URI is set and MODEL_CACHE_DIR is not.
-DEFAULT_MODEL_CACHE_DIR = "/opt/weights-cache"
 #: How long vLLM gets to exit after SIGTERM before SIGKILL, seconds.
 VLLM_STOP_TIMEOUT_S = 5.0
 
@@ -124,7 +127,7 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
     """The full vLLM command line: VLLM_COMMAND (JSON list) or the default, then `vllm_flags(env)`.
 
     Raises:
-        SettingsError: VLLM_COMMAND is not a non-empty JSON list of strings.
+        BridgeEnvError: VLLM_COMMAND is not a non-empty JSON list of strings.
     """
     base: list[str] = list(DEFAULT_VLLM_COMMAND)
     if raw := env.get("VLLM_COMMAND", "").strip():
@@ -133,7 +136,8 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
         except ValueError:
             base = []
         if not base or not isinstance(base, list) or not all(isinstance(part, str) for part in base):
-            raise SettingsError(f'VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. ["vllm", "serve"]')
+            raise BridgeEnvError(f"VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. "
+                                 '["vllm", "serve"]')
     return base + vllm_flags(env)
 
 
@@ -287,16 +291,17 @@ def main() -> int:
         log.error("bad setting: %s", exc)
         return 2
     try:
-        settings = Settings.from_env({**env, **secrets})
-    except SettingsError as exc:
+        settings = BridgeEnvironment.from_env({**env, **secrets})
+    except BridgeEnvError as exc:
         log.error("bad setting: %s", exc)
         return 2
-    if model_s3_uri := env.get("MODEL_S3_URI", "").strip():
+    if settings.model_s3_uri is not None:
         from .weights import WeightsError, ensure_local_copy
 
         try:
-            cache_dir = Path(env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR))
-            env["SM_VLLM_MODEL"] = str(ensure_local_copy(model_s3_uri, cache_dir, s3=_s3_client(secrets)))
+            local_copy = ensure_local_copy(settings.model_s3_uri, Path(settings.model_cache_dir),
+                                           s3=_s3_client(secrets))
+            env[BridgeEnvironment.variable("vllm_model")] = str(local_copy)
         except WeightsError as exc:
             log.error("weights: %s", exc)
             return 3
@@ -312,25 +317,27 @@ def main() -> int:
             return 2
     try:
         command = vllm_command(env)
-    except SettingsError as exc:
+    except BridgeEnvError as exc:
         if tokenizer_dir is not None:
             shutil.rmtree(tokenizer_dir, ignore_errors=True)
         log.error("bad setting: %s", exc)
         return 2
     env["VLLM_HOST"] = VLLM_HOST
     env["VLLM_PORT"] = str(VLLM_PORT)
-    # The bridge's process must import this package wherever it lives (in the image a .pth file in the
-    # bridge's venv does it; from a source tree, PYTHONPATH). vLLM keeps the environment it was given.
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
+    # The bridge's process must import this package and the contracts wherever they live (in the
+    # image both sit in /opt/bridge/app, which a .pth file in the bridge's venv names; from a source
+    # tree, PYTHONPATH). vLLM keeps the environment it was given.
+    parents = dict.fromkeys(str(Path(file).resolve().parent.parent)
+                            for file in (__file__, contracts.__file__))
+    python_path = os.pathsep.join(filter(None, [*parents, env.get("PYTHONPATH")]))
+    bridge_env = {**env, "PYTHONPATH": python_path}
     bridge_fds: tuple[int, ...] = ()
     if token := {name: value for name, value in secrets.items() if name in BRIDGE_SECRETS}:
         bridge_fds = (env_secrets.secrets_pipe(token),)  # the bridge reads it once (bridge/__main__.py)
         bridge_env[env_secrets.SECRETS_FD_VARIABLE] = str(bridge_fds[0])
-    drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
     try:
-        return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s,
-                                     bridge_env, bridge_fds))
+        return asyncio.run(supervise(command, bridge_command(), vllm_environment(env),
+                                     settings.drain_s, bridge_env, bridge_fds))
     finally:
         if tokenizer_dir is not None:
             shutil.rmtree(tokenizer_dir, ignore_errors=True)

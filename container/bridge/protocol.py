@@ -1,14 +1,10 @@
-"""vLLM realtime protocol facts the bridge relies on, and the checks it makes on client frames.
+"""The checks the bridge makes on client frames, and the accounting of a stream.
 
-Source of every event name, field and error code: vllm-project/vllm
-`vllm/entrypoints/speech_to_text/realtime/protocol.py` (event models) and `.../realtime/connection.py`
-(`RealtimeConnection.handle_event`: which error code answers which mistake). Errors are in-band
-events `{"type": "error", "error": <message>, "code": <code>}` and the socket stays open after them.
-
-The bridge adds its own codes in the same shape (`BRIDGE_ERROR_CODES`), and gives each event the
-machine-readable fields a client acts on (`ERROR_FIELDS`: e.g. `session_limit` carries `limit_s` and
-`audio_s`), so that no client has to read the English message. Where it answers a client frame in
-vLLM's place, it uses the code vLLM would give (`check_client_frame`).
+The vocabulary is the contract's (contracts/realtime.py: event names, error codes and the fields
+each of the bridge's error events carries); the source of every event name, field and error code is
+vLLM's realtime protocol (vllm-project/vllm `vllm/entrypoints/speech_to_text/realtime/protocol.py`
+and `.../realtime/connection.py`). Where the bridge answers a client frame in vLLM's place, it uses
+the code vLLM would give (`check_client_frame`).
 
 The accounting of a stream is pure code here, apart from the sockets: `GenerationAudio` (the audio of
 the current generation against vLLM's `max_model_len`) and `AudioRate` (the stream's audio rate limit).
@@ -37,82 +33,32 @@ from typing import Any
 
 import pybase64
 
-# ---- vLLM realtime protocol (vllm realtime/protocol.py, realtime/api_router.py) -------------------------
+from contracts.realtime import (
+    APPEND,
+    BYTES_PER_SAMPLE,
+    COMMIT,
+    ERROR,
+    ERROR_FIELDS,
+    EVENT_TOO_LARGE,
+    INVALID_AUDIO,
+    INVALID_JSON,
+    PCM_BYTES_PER_SECOND,
+    PROCESSING_ERROR,
+    SESSION_UPDATE,
+    UNKNOWN_EVENT,
+)
+
+# ---- vLLM's server, as the bridge reaches it (vllm realtime/api_router.py)
+# -------------------------------------
 #: Path of vLLM's realtime WebSocket endpoint (vllm `realtime/api_router.py`).
 VLLM_REALTIME_PATH = "/v1/realtime"
 #: vLLM's readiness endpoint: 200 once the engine can serve.
 VLLM_HEALTH_PATH = "/health"
 #: vLLM's model list (OpenAI-compatible), used to learn the served model name when no setting gives it.
 VLLM_MODELS_PATH = "/v1/models"
-
-# Event types. Client to server:
-SESSION_UPDATE = "session.update"
-APPEND = "input_audio_buffer.append"
-COMMIT = "input_audio_buffer.commit"
-# Server to client:
-SESSION_CREATED = "session.created"
-TRANSCRIPTION_DELTA = "transcription.delta"
-TRANSCRIPTION_DONE = "transcription.done"
-ERROR = "error"
-#: Every event type a client sends (vllm realtime/protocol.py).
-CLIENT_EVENT_TYPES = frozenset({SESSION_UPDATE, APPEND, COMMIT})
-#: Every event type the server sends, vLLM's and the bridge's (the bridge sends only `error`).
-SERVER_EVENT_TYPES = frozenset({SESSION_CREATED, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, ERROR})
 #: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first field,
 #: first and compact (realtime/protocol.py `TranscriptionDone`).
 TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
-
-#: Audio format of `input_audio_buffer.append` (vllm realtime/protocol.py: "base64-encoded PCM16 @ 16kHz").
-SAMPLE_RATE_HZ = 16_000
-BYTES_PER_SAMPLE = 2  # PCM16, mono
-#: PCM16 bytes in one second of audio.
-PCM_BYTES_PER_SECOND = SAMPLE_RATE_HZ * BYTES_PER_SAMPLE
-
-# ---- error codes --------------------------------------------------------------------------------------
-# vLLM's own (realtime/connection.py); the bridge answers some of these itself for frames it rejects,
-# with the code vLLM would give for the same frame.
-INVALID_JSON = "invalid_json"
-INVALID_EVENT = "invalid_event"
-MODEL_NOT_FOUND = "model_not_found"
-INVALID_AUDIO = "invalid_audio"
-MODEL_NOT_VALIDATED = "model_not_validated"
-UNKNOWN_EVENT = "unknown_event"
-PROCESSING_ERROR = "processing_error"
-#: Every code vLLM's realtime endpoint sends (vllm `realtime/connection.py`).
-VLLM_ERROR_CODES = frozenset(
-    {INVALID_JSON, INVALID_EVENT, MODEL_NOT_FOUND, INVALID_AUDIO, MODEL_NOT_VALIDATED, UNKNOWN_EVENT, PROCESSING_ERROR}
-)
-# The bridge's, same event shape.
-UPSTREAM_CLOSED = "upstream_closed"  # vLLM closed or dropped the session mid-stream
-UPSTREAM_UNAVAILABLE = "upstream_unavailable"  # vLLM refused or did not answer the connection
-SERVER_BUSY = "server_busy"  # MAX_STREAMS sessions are already open
-IDLE_TIMEOUT = "idle_timeout"  # the client sent nothing for IDLE_TIMEOUT_S
-SESSION_LIMIT = "session_limit"  # the generation's audio approaches vLLM's max_model_len
-SERVER_SHUTDOWN = "server_shutdown"  # the container is stopping and DRAIN_S has run out
-RATE_LIMITED = "rate_limited"  # the stream sent audio faster than AUDIO_RATE_LIMIT x real time
-EVENT_TOO_LARGE = "event_too_large"  # an event other than a canonical append above MAX_OTHER_EVENT_BYTES
-#: Every code the bridge itself adds.
-BRIDGE_ERROR_CODES = frozenset(
-    {UPSTREAM_CLOSED, UPSTREAM_UNAVAILABLE, SERVER_BUSY, IDLE_TIMEOUT, SESSION_LIMIT, SERVER_SHUTDOWN,
-     RATE_LIMITED, EVENT_TOO_LARGE}
-)
-#: The machine-readable fields each of the bridge's error events carries besides `error` and `code`
-#: (numbers; seconds are audio seconds for `limit_s`/`audio_s`, wall seconds for `idle_timeout_s`).
-#: `error_event` refuses any other set, so this table is the contract clients read.
-ERROR_FIELDS: dict[str, tuple[str, ...]] = {
-    UPSTREAM_CLOSED: ("upstream_close_code",),
-    UPSTREAM_UNAVAILABLE: (),
-    SERVER_BUSY: ("max_streams",),
-    IDLE_TIMEOUT: ("idle_timeout_s",),
-    SESSION_LIMIT: ("limit_s", "audio_s"),
-    SERVER_SHUTDOWN: (),
-    RATE_LIMITED: ("limit_x", "burst_s"),
-    EVENT_TOO_LARGE: ("max_bytes", "bytes"),
-    INVALID_JSON: (),
-    INVALID_AUDIO: (),
-    UNKNOWN_EVENT: (),
-    PROCESSING_ERROR: (),
-}
 
 #: Largest frame, in bytes, the bridge parses as JSON. Appends in the canonical layout (below) are
 #: checked without a parser at any size up to MAX_FRAME_BYTES; every other event is tiny in practice

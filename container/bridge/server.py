@@ -46,6 +46,10 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
+from contracts.bridge_env import BridgeEnvironment
+from contracts import realtime
+from contracts.realtime import PING_PATH, STREAM_PATH
+
 from . import plain_http, protocol
 from .auth import BearerToken, RefusalLog, Verdict
 from .health import HealthProbe
@@ -61,7 +65,6 @@ from .legs import (
     UpstreamLeg,
 )
 from .metrics import BridgeMetrics
-from .settings import Settings
 from .task_protection import TaskProtection
 
 __all__ = [
@@ -75,9 +78,8 @@ log = logging.getLogger("bridge")
 #: (constructs_lib/capacity.py, "Page size").
 KV_CACHE_GROUPS = 2
 
-#: The paths of SageMaker's container contract (see the module docstring).
-PING_PATH = "/ping"
-STREAM_PATH = "/invocations-bidirectional-stream"
+#: The paths of SageMaker's container contract (see the module docstring): PING_PATH and STREAM_PATH
+#: (contracts.realtime), and the request-response path, which the bridge does not serve.
 INVOCATIONS_PATH = "/invocations"
 #: Other paths accepted as the stream: where SageMaker opens the WebSocket when a caller passes
 #: `ModelInvocationPath=v1/realtime` (vLLM's own path; see the module docstring).
@@ -151,12 +153,13 @@ class _Stream:
         """Apply the rate limit, the answer to a rejected frame and the generation's audio limit to `result`;
         return the bytes to forward to vLLM, or None (the client has been answered, or the stream ended)."""
         rate = self.rate
-        if not rate.charge(result.audio_bytes / protocol.PCM_BYTES_PER_SECOND, now):
+        if not rate.charge(result.audio_bytes / realtime.PCM_BYTES_PER_SECOND, now):
             self.end(
                 f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst of "
                 f"{rate.burst_s:g} s of audio; every event counts as at least {rate.min_event_s * 1000:g} ms): "
                 "pace the audio (AUDIO_RATE_LIMIT)",
-                protocol.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x, burst_s=rate.burst_s,
+                realtime.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x,
+                burst_s=rate.burst_s,
             )
             return None
         if result.forward is None:
@@ -165,7 +168,8 @@ class _Stream:
         if result.audio_bytes:
             if not self.audio.append(result.audio_bytes):
                 self.end(
-                    self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE,
+                    self.bridge.session_limit_message(), realtime.SESSION_LIMIT,
+                    CloseCode.NORMAL_CLOSURE,
                     limit_s=round(self.audio.limit_s or 0.0, 3), audio_s=round(self.audio.audio_s, 3),
                 )
                 return None
@@ -202,8 +206,8 @@ class _Stream:
             pass
         except Exception as exc:  # as in `guarded`: this stream only
             log.warning("ending a stream after an unexpected error in a large append: %r", exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
+                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
         self.slices = None
         self.client.release(HOLD_SLICES)
 
@@ -232,13 +236,14 @@ class _Stream:
             handler(message)
         except Exception as exc:
             log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
+                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
 
     # -- ending -----------------------------------------------------------------------------------------
     def end(self, message: str, code: str, close_code: CloseCode, **fields: float | int | None) -> None:
         """End the stream from the bridge's side: send the error event (with `fields`, see
-        `protocol.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's socket."""
+        `realtime.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's
+        socket."""
         if self.ending:
             return
         self.ending = True
@@ -263,7 +268,7 @@ class _Stream:
         log.warning("vLLM ended a session mid-stream (close code %s)", code)
         self.end(
             f"the model server ended the session (WebSocket close code {code})",
-            protocol.UPSTREAM_CLOSED,
+            realtime.UPSTREAM_CLOSED,
             CloseCode.INTERNAL_ERROR,
             upstream_close_code=code,
         )
@@ -273,13 +278,13 @@ class Bridge:
     """The bridge: `GET /ping`, `POST /invocations` (an error), `WS /invocations-bidirectional-stream`.
 
     Args:
-        settings: see `Settings`.
+        settings: see `BridgeEnvironment` (contracts.bridge_env), as `from_env` returns it.
 
     Use `await bridge.start()`, then `await bridge.shutdown()` (drains for `settings.drain_s`), or
     `async with Bridge(settings) as bridge:` (no drain on exit). `port` is the bound port (useful with 0).
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: BridgeEnvironment) -> None:
         self.settings = settings
         self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model,
                                   self._kv_cache_read if settings.kv_blocks_per_stream else None)
@@ -349,7 +354,8 @@ class Bridge:
                 async with asyncio.timeout(drain_s):
                     await self._no_streams.wait()
         for stream in list(self._streams):
-            stream.end("the server is shutting down", protocol.SERVER_SHUTDOWN, CloseCode.GOING_AWAY)
+            stream.end("the server is shutting down", realtime.SERVER_SHUTDOWN,
+                       CloseCode.GOING_AWAY)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT_S + 1):
                 await self._no_streams.wait()
@@ -422,12 +428,12 @@ class Bridge:
     # ---- the stream ---------------------------------------------------------------------------------
     @property
     def audio_limit(self) -> int | None:
-        """PCM16 bytes one generation may append (`Settings.session_audio_limit_bytes`)."""
+        """PCM16 bytes one generation may append (`BridgeEnvironment.session_audio_limit_bytes`)."""
         return self._audio_limit
 
     def session_limit_message(self) -> str:
         """The `session_limit` error text: the limit in seconds and where it comes from."""
-        seconds = (self._audio_limit or 0) / protocol.PCM_BYTES_PER_SECOND
+        seconds = (self._audio_limit or 0) / realtime.PCM_BYTES_PER_SECOND
         return (
             f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
             f"{self.settings.max_model_len} tokens less {self.settings.stream_overhead_tokens} of "
@@ -474,7 +480,7 @@ class Bridge:
             await self._refuse(
                 client,
                 f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); retry later",
-                protocol.SERVER_BUSY,
+                realtime.SERVER_BUSY,
                 CloseCode.TRY_AGAIN_LATER,
                 max_streams=self.stream_cap,
             )
@@ -506,7 +512,7 @@ class Bridge:
                 await self._refuse(
                     client,
                     f"the model server is not reachable ({exc or type(exc).__name__}); retry later",
-                    protocol.UPSTREAM_UNAVAILABLE,
+                    realtime.UPSTREAM_UNAVAILABLE,
                     CloseCode.INTERNAL_ERROR,
                 )
                 return
@@ -602,8 +608,8 @@ class Bridge:
                         self._check_stream(stream, now, idle_s, stall_s)
                     except Exception as exc:  # a bug must not stop the sweep of every other stream
                         log.warning("ending a stream after an unexpected error in the sweep: %r", exc)
-                        stream.end(f"the bridge failed ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                                   CloseCode.INTERNAL_ERROR)
+                        stream.end(f"the bridge failed ({type(exc).__name__})",
+                                   realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
 
     def _check_stream(self, stream: _Stream, now: float, idle_s: float, stall_s: float) -> None:
         """End `stream` if its client is idle or its vLLM has stalled (see `_sweep_streams`)."""
@@ -615,7 +621,7 @@ class Bridge:
                 f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S)"
                 + (" while it read none of its events" if full else "")
                 + "; the session was ended",
-                protocol.IDLE_TIMEOUT,
+                realtime.IDLE_TIMEOUT,
                 CloseCode.NORMAL_CLOSURE,
                 idle_timeout_s=idle_s,
             )
@@ -641,7 +647,7 @@ class Bridge:
             stream.end(
                 f"the model server did not answer for {stall_s:g} s (no data, no reply to a WebSocket ping); "
                 "the session was ended",
-                protocol.UPSTREAM_CLOSED,
+                realtime.UPSTREAM_CLOSED,
                 CloseCode.INTERNAL_ERROR,
                 upstream_close_code=None,
             )

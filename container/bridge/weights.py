@@ -17,10 +17,9 @@ task), keyed by bucket and prefix, so:
 - **refused**: a file whose size or SHA-256 differs from the manifest is deleted and the copy fails with
   :class:`WeightsError` naming it; vLLM never starts on it.
 
-The manifest (``model-manifest.json`` under the prefix) is the one the staging step writes last
-(constructs_lib/model_staging_build/stage_model/manifest.py: ``{"format": "voicectl/model-manifest/v1", "files":
-[{"name", "size", "sha256"}], "total_size"}``); this module repeats its name and format (the container imports
-nothing of the project).
+The manifest (``model-manifest.json`` under the prefix) is the one the staging step writes last;
+its format, the check of what it lists and the hash of each file are the contract's
+(contracts/weights.py), which the staging build writes with.
 
 The transfer is boto3's managed download (``download_file`` with a :class:`boto3.s3.transfer.TransferConfig`):
 parallel ranged GETs, retries; progress goes to the log every :data:`PROGRESS_EVERY_S` seconds.
@@ -36,14 +35,14 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterator
+
+from contracts.model import S3Prefix
+from contracts.weights import MANIFEST_NAME, UnsafeNameError, check_manifest, sha256_of
 
 log = logging.getLogger("bridge.weights")
 
-#: The staging step's manifest: name under the prefix and format tag (stage_model/constants.py, manifest.py).
-MANIFEST_NAME = "model-manifest.json"
-MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 #: Written last into the copy: the SHA-256 of the manifest the copy was checked against.
 COMPLETE_MARKER = ".complete"
 PART_SUFFIX = ".part"
@@ -52,8 +51,6 @@ PART_SUFFIX = ".part"
 VERIFIED_FILE = ".verified.json"
 #: Seconds between two progress lines in the log.
 PROGRESS_EVERY_S = 10.0
-#: Read size when hashing a downloaded file, bytes.
-HASH_CHUNK_BYTES = 8 * 2**20
 
 
 class WeightsError(Exception):
@@ -64,30 +61,13 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/prefix/`` -> ``("bucket", "prefix/")`` (the prefix gets one trailing ``/``).
 
     Raises:
-        WeightsError: not an ``s3://<bucket>/<prefix>`` URI.
+        WeightsError: not an ``s3://<bucket>/<prefix>`` URI (:class:`contracts.model.S3Prefix`).
     """
-    if not uri.startswith("s3://") or "/" not in uri[5:] or not uri[5:].split("/", 1)[1].strip("/"):
-        raise WeightsError(f"MODEL_S3_URI={uri!r} must be 's3://<bucket>/<prefix>/'")
-    bucket, prefix = uri[5:].split("/", 1)
-    return bucket, prefix.strip("/") + "/"
-
-
-def _safe_name(name: Any) -> str:
-    """A manifest file name as a relative path inside the copy (no absolute path, no ``..``)."""
-    path = PurePosixPath(str(name))
-    if not isinstance(name, str) or not name or path.is_absolute() or ".." in path.parts:
-        raise WeightsError(f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside the prefix")
-    return name
-
-
-def _sha256(path: Path) -> str:
-    # The staging code hashes the same way (stage_model/files.py); the container cannot import it (it imports
-    # nothing of the project), so these five lines exist twice.
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+    try:
+        weights = S3Prefix.parse(uri)
+    except ValueError:
+        raise WeightsError(f"MODEL_S3_URI={uri!r} must be 's3://<bucket>/<prefix>/'") from None
+    return weights.bucket, weights.prefix
 
 
 @contextlib.contextmanager
@@ -137,13 +117,9 @@ def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[dict[str, Any], s
     except s3.exceptions.NoSuchKey as error:
         raise WeightsError(f"s3://{bucket}/{key} does not exist: the prefix is not staged (or not completely)") from error
     try:
-        manifest = json.loads(body)
-        if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), list):
-            raise ValueError(f"format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-        for entry in manifest["files"]:
-            _safe_name(entry.get("name"))
-            if not isinstance(entry.get("size"), int) or not isinstance(entry.get("sha256"), str):
-                raise ValueError(f"entry {entry!r} lacks an integer size or a sha256")
+        manifest = check_manifest(json.loads(body))
+    except UnsafeNameError as error:
+        raise WeightsError(str(error)) from None
     except (ValueError, AttributeError, TypeError) as error:
         raise WeightsError(f"s3://{bucket}/{key} is not a model manifest: {error}") from error
     return manifest, hashlib.sha256(body).hexdigest()
@@ -221,7 +197,7 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
             except ClientError as error:
                 part.unlink(missing_ok=True)
                 raise WeightsError(f"{name}: cannot download s3://{bucket}/{prefix}{name}: {error}") from error
-            size, digest = part.stat().st_size, _sha256(part)
+            size, digest = part.stat().st_size, sha256_of(part)
             if size != entry["size"] or digest != entry["sha256"]:
                 part.unlink()
                 raise WeightsError(

@@ -78,9 +78,9 @@ def test_the_trace_reaches_both_targets_protection_and_the_pipeline():
     traced = trace()
     assert {"container/bridge/task_protection.py", "contracts/agent_metrics.py",
             "voicectl/clients/sagemaker_stream.py", "voicectl/clients/realtime/websocket.py",
-            "constructs_lib/artifacts/model_staging_build/stage_model/constants.py"
-            } <= set(traced["modules"])
-    assert [path for path in traced["modules"] if path.startswith(("config/", "stacks/"))] == []
+            "contracts/model.py", "contracts/realtime.py"} <= set(traced["modules"])
+    assert [path for path in traced["modules"]
+            if path.startswith(("config/", "stacks/", "constructs_lib/"))] == []
     assert {"pipecat-ai", "onnxruntime", "awscrt", "aws-sdk-sagemaker-runtime-http2", "aiohttp",
             "boto3", "websockets"} <= set(traced["distributions"])
 

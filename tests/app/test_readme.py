@@ -132,8 +132,8 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
 
 
 #: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``, ``tests/e2e/local/``).
-TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "container/", "voicectl/", "tests/",
-             "bench/", "docs/", ".ci/")
+TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "contracts/",
+             "container/", "voicectl/", "tests/", "bench/", "docs/", ".ci/")
 
 
 @pytest.mark.parametrize("page", [*PAGES, *LIBRARY_READMES], ids=page_id)

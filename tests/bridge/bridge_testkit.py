@@ -18,7 +18,7 @@ from websockets.uri import parse_uri
 
 from bridge.health import http_get
 from bridge.server import STREAM_PATH, Bridge
-from bridge.settings import Settings
+from contracts.bridge_env import BridgeEnvironment
 from voicectl.local.fake_vllm import FakeVllm
 
 #: 4096 bytes of PCM16 (2048 samples, 128 ms at 16 kHz), a recognisable ramp.
@@ -31,7 +31,8 @@ async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Brid
 
     The health cache is filled once before yielding, so `/ping` reflects vLLM at once.
     """
-    settings = Settings(**{"host": "127.0.0.1", "port": 0, "vllm_port": vllm_port, "metrics_interval_s": 3600, **overrides})
+    settings = BridgeEnvironment.defaults(**{"host": "127.0.0.1", "port": 0, "vllm_port": vllm_port,
+                                              "metrics_interval_s": 3600, **overrides})
     bridge = await Bridge(settings).start()
     try:
         await bridge.health.probe_once()

@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidStatus
 from bridge import auth
 from bridge.auth import BearerToken, Verdict
 from bridge.server import STREAM_PATH, Bridge
-from bridge.settings import Settings, SettingsError
+from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
 from tests.bridge.bridge_testkit import (
     PCM_CHUNK, append, event, http_exchange, ping_status, recv_event, running_bridge,
 )
@@ -208,18 +208,18 @@ def test_the_checker_keeps_no_plain_token_and_hides_it_in_repr():
     ("short-token", "is shorter than 16 characters"),
 ])
 def test_an_unusable_token_is_a_clear_startup_error_that_does_not_show_it(value, message):
-    with pytest.raises(SettingsError) as info:
-        Settings.from_env({"BRIDGE_TOKEN": value})
+    with pytest.raises(BridgeEnvError) as info:
+        BridgeEnvironment.from_env({"BRIDGE_TOKEN": value})
     assert str(info.value).startswith("BRIDGE_TOKEN (its value is not shown) " + message)
     if value.strip():
         assert value.strip() not in str(info.value)
 
 
 def test_the_token_setting_is_read_and_kept_out_of_repr():
-    settings = Settings.from_env({"BRIDGE_TOKEN": TOKEN})
+    settings = BridgeEnvironment.from_env({"BRIDGE_TOKEN": TOKEN})
     assert settings.bridge_token == TOKEN
     assert TOKEN not in repr(settings)
-    assert Settings.from_env({}).bridge_token is None
+    assert BridgeEnvironment.from_env({}).bridge_token is None
 
 
 def test_the_bridge_logs_whether_it_checks_a_token_never_the_token(run, caplog):

@@ -1,9 +1,15 @@
-"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check, no secrets."""
+"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check,
+what it copies (the bridge and the contracts it imports), no secrets."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
@@ -49,6 +55,46 @@ def test_bridge_dependencies_go_into_their_own_venv_not_vllms_environment():
     assert installs and all(part.strip().startswith(f"{BRIDGE_VENV}/bin/python -m pip install") for part in installs)
     # The bridge package is importable by the venv's Python only: no image-wide PYTHONPATH that vLLM would see.
     assert not any("PYTHONPATH" in env for env in instructions("ENV"))
+
+
+#: Where the bridge's venv imports from (its .pth file names it).
+APP_DIR = "/opt/bridge/app"
+
+
+def test_the_image_copies_the_bridge_and_the_contracts_it_imports_and_nothing_else(tmp_path):
+    """The build context is the repository root, of which the image gets the bridge's folder and
+    the contracts only (constructs_lib/artifacts/bridge_image.py stages no more:
+    tests/unit/constructs_lib/artifacts/test_bridge_image.py). The app folder, laid out as the COPY
+    instructions lay it out, holds every module the bridge imports: each of its modules imports
+    with that folder and the bridge's dependencies alone (no project install, no repository)."""
+    root = CONTAINER.parent
+    copies = [copy.split() for copy in instructions("COPY")]
+    assert [[*sources, destination] for *sources, destination in copies] == [
+        ["container/requirements.txt", "/opt/bridge/requirements.txt"],
+        ["container/bridge", f"{APP_DIR}/bridge"],
+        ["contracts", f"{APP_DIR}/contracts"],
+    ]
+    assert any(f"'bridge.pth').write_text('{APP_DIR}\\n')" in run for run in instructions("RUN"))
+    for *sources, destination in copies:
+        (source,) = sources
+        if destination.startswith(APP_DIR):
+            shutil.copytree(root / source, tmp_path / destination.lstrip("/"),
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    app = tmp_path / APP_DIR.lstrip("/")
+    modules = sorted(f"bridge.{path.stem}" for path in (app / "bridge").glob("*.py"))
+    code = ("import importlib, sys\n"
+            + "".join(f"importlib.import_module({name!r})\n" for name in modules)
+            + "print(sorted({m.__file__.split('/app/')[1].split('/')[0]"
+              " for m in list(sys.modules.values())"
+              " if (getattr(m, '__file__', None) or '').startswith(sys.argv[1])}))")
+    # -S: no site-packages .pth files, so no editable install of the project can supply what the
+    # image lacks.
+    env = {"PATH": os.environ.get("PATH", ""),
+           "PYTHONPATH": os.pathsep.join([str(app), sysconfig.get_paths()["purelib"]])}
+    done = subprocess.run([sys.executable, "-S", "-c", code, str(app)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['bridge', 'contracts']"
 
 
 def test_health_check_asks_ping_on_port_8080():

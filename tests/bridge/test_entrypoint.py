@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from bridge.entrypoint import vllm_command, vllm_flags
-from bridge.settings import SettingsError
+from contracts.bridge_env import BridgeEnvError
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
+#: What a source tree's entrypoint needs on its path besides its own folder: the checkout's root
+#: (contracts/).
+SOURCE_PATH = str(CONTAINER.parent)
 
 # A stand-in for vLLM: notes SIGTERM (from before it records anything), records its arguments, lives
 # STANDIN_LIFETIME_S then exits STANDIN_EXIT. Its settings are VLLM_ variables: vLLM's process gets only the variables
@@ -73,7 +76,7 @@ def test_true_is_a_bare_flag_in_any_case():
 def test_vllm_command_default_and_override():
     assert vllm_command({})[:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     assert vllm_command({"VLLM_COMMAND": '["vllm", "serve"]'})[:3] == ["vllm", "serve", "--host"]
-    with pytest.raises(SettingsError, match="VLLM_COMMAND"):
+    with pytest.raises(BridgeEnvError, match="VLLM_COMMAND"):
         vllm_command({"VLLM_COMMAND": "vllm serve"})
 
 
@@ -88,6 +91,7 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
         "DRAIN_S": "1",
         "SM_VLLM_MAX_MODEL_LEN": "4096",
         "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": SOURCE_PATH,
         **env,
     }
     process = subprocess.Popen([sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER, env=full_env)
@@ -139,9 +143,10 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
     from voicectl.local.fake_vllm import free_port
 
     port = free_port()
-    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image", BRIDGE_PORT=str(port))
+    given = os.pathsep.join([SOURCE_PATH, "/from/the/image"])
+    process, record = start_entrypoint(tmp_path, PYTHONPATH=given, BRIDGE_PORT=str(port))
     # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
-    assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
+    assert (tmp_path / "standin.json.pythonpath").read_text() == given
     wait_for_ping(port, process)  # both run: the signal comes to a bridge that serves, as SageMaker's would
     process.send_signal(signal.SIGTERM)
     try:
@@ -200,7 +205,7 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
                     "VLLM_STANDIN_RECORD": str(record), "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(port),
                     "DRAIN_S": "1", "BRIDGE_TOKEN": token, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
                     "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_SESSION_TOKEN": "session-token-xyz",
-                    "SM_VLLM_API_KEY": api_key}
+                    "SM_VLLM_API_KEY": api_key, "PYTHONPATH": SOURCE_PATH}
         process = subprocess.Popen([sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER, env=full_env,
                                    stderr=log_file)
         try:

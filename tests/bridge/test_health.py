@@ -15,7 +15,7 @@ from tests.bridge.bridge_testkit import (
     started_stream,
 )
 from bridge.health import parse_block_size, parse_num_gpu_blocks
-from bridge.settings import Settings
+from contracts.bridge_env import BridgeEnvironment
 from voicectl.local.fake_vllm import FakeVllm
 
 
@@ -93,9 +93,10 @@ def test_parse_num_gpu_blocks_and_the_setting():
     assert parse_num_gpu_blocks(b'vllm:cache_config_info{num_gpu_blocks="None"} 1.0\n') is None
     assert parse_num_gpu_blocks(b'vllm:cache_config_info{num_gpu_blocks_override="5"} 1.0\n') is None
     assert parse_num_gpu_blocks(b"vllm:num_requests_running 0\n") is None
-    assert Settings.from_env({"KV_BLOCKS_PER_STREAM": "83"}).kv_blocks_per_stream == 83
-    assert Settings.from_env({}).kv_blocks_per_stream is None
-    assert (Settings.from_env({}).kv_block_size, Settings.from_env({"KV_BLOCK_SIZE": "128"}).kv_block_size) == (16, 128)
+    assert BridgeEnvironment.from_env({"KV_BLOCKS_PER_STREAM": "83"}).kv_blocks_per_stream == 83
+    assert BridgeEnvironment.from_env({}).kv_blocks_per_stream is None
+    assert (BridgeEnvironment.from_env({}).kv_block_size,
+            BridgeEnvironment.from_env({"KV_BLOCK_SIZE": "128"}).kv_block_size) == (16, 128)
 
 
 class HostileMetricsVllm:

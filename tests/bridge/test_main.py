@@ -40,7 +40,9 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
     token, port = "bridge-token-0123456789abcdef", free_port()
     container = Path(__file__).resolve().parents[2] / "container"
     process = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=container, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "BRIDGE_TOKEN": token, "BRIDGE_HOST": "127.0.0.1",
+                               env={**os.environ,
+                                    "PYTHONPATH": str(container.parent),  # for the contracts
+                                    "BRIDGE_TOKEN": token, "BRIDGE_HOST": "127.0.0.1",
                                     "BRIDGE_PORT": str(port), "VLLM_PORT": str(free_port()), "LOG_LEVEL": "WARNING"})
     try:
         deadline = time.monotonic() + 20

@@ -18,7 +18,8 @@ def isolated(monkeypatch):
     """The Voxtral container's environment as the stack sets it, and every outbound connection refused, as network
     isolation does (any attempt fails the test through the recorded list)."""
     from config.settings import VoxtralSettings
-    from stacks.composition import OFFLINE_ENVIRONMENT, container_environment
+    from contracts.bridge_env import OFFLINE_ENVIRONMENT
+    from stacks.composition import container_environment
 
     environment = container_environment(VoxtralSettings())
     assert {k: environment[k] for k in OFFLINE_ENVIRONMENT} == OFFLINE_ENVIRONMENT

@@ -1,5 +1,6 @@
-"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the pure accounting
-(`GenerationAudio`, `AudioRate`), and the contract with the client (voicectl/clients/realtime/protocol.py)."""
+"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the
+pure accounting (`GenerationAudio`, `AudioRate`), and the contract with the client
+(contracts/realtime.py, which both speak)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import bridge.protocol as bridge_protocol
+import bridge.server
 from bridge import protocol
 from bridge.protocol import check_client_frame, parse_served_model
-from bridge.settings import Settings, SettingsError
+from contracts import realtime as contract
+from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
 from voicectl.clients import realtime
 
 MODEL = "/opt/ml/model"
@@ -184,46 +187,60 @@ def test_error_events_carry_exactly_their_fields():
 
 
 def test_audio_burst_must_hold_one_largest_append():
-    with pytest.raises(SettingsError, match=r"AUDIO_BURST_S=60 must be at least 98"):
-        Settings.from_env({"AUDIO_BURST_S": "60"})
-    with pytest.raises(SettingsError, match=r"at least 197"):
-        Settings.from_env({"MAX_FRAME_BYTES": str(8 * 1024 * 1024)})
-    settings = Settings.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
+    with pytest.raises(BridgeEnvError, match=r"AUDIO_BURST_S=60 must be at least 98"):
+        BridgeEnvironment.from_env({"AUDIO_BURST_S": "60"})
+    with pytest.raises(BridgeEnvError, match=r"at least 197"):
+        BridgeEnvironment.from_env({"MAX_FRAME_BYTES": str(8 * 1024 * 1024)})
+    settings = BridgeEnvironment.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)
 
-# ---- the contract between the bridge and the client ----------------------------------------------------------------
-# The two packages share no code (the bridge imports nothing of ours; the client cannot import the container), so
-# each lists the event names, error codes and fields it relies on, and these tests fail as soon as the lists drift
-# apart, or a field the client reads is not the one the bridge writes.
+# ---- the contract between the bridge and the client
+# ---------------------------------------------------------------- Both take the event names, error
+# codes and fields from contracts/realtime.py; these tests fail as soon as either side spells one of
+# its own, or a field the client reads is not one the bridge writes.
 
 
-def test_event_types_are_the_same_on_both_sides():
-    assert realtime.CLIENT_EVENT_TYPES == protocol.CLIENT_EVENT_TYPES
-    assert realtime.SERVER_EVENT_TYPES == protocol.SERVER_EVENT_TYPES
-    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA", "TRANSCRIPTION_DONE", "ERROR")
-    assert {name: getattr(realtime, name) for name in names} == {name: getattr(protocol, name) for name in names}
+def test_event_types_are_the_contracts_on_both_sides():
+    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA",
+             "TRANSCRIPTION_DONE", "ERROR", "CLIENT_EVENT_TYPES", "SERVER_EVENT_TYPES")
+    assert all(getattr(realtime, name) is getattr(contract, name) for name in names)
+    assert all(getattr(protocol, name) is getattr(contract, name)
+               for name in ("APPEND", "COMMIT", "ERROR", "SESSION_UPDATE"))
+    assert (bridge.server.STREAM_PATH, bridge.server.PING_PATH) == (contract.STREAM_PATH,
+                                                                    contract.PING_PATH)
 
 
-def test_error_codes_are_the_same_on_both_sides_and_every_one_has_a_hint():
-    assert realtime.VLLM_ERROR_CODES == protocol.VLLM_ERROR_CODES
-    assert realtime.BRIDGE_ERROR_CODES == protocol.BRIDGE_ERROR_CODES
-    assert set(realtime.ERROR_HINTS) == protocol.VLLM_ERROR_CODES | protocol.BRIDGE_ERROR_CODES
-    assert realtime.SESSION_LIMIT_CODE == protocol.SESSION_LIMIT
-    assert realtime.SERVER_BUSY_CODE == protocol.SERVER_BUSY
-    assert realtime.IDLE_TIMEOUT_CODE == protocol.IDLE_TIMEOUT
+def test_error_codes_are_the_contracts_on_both_sides_and_every_one_has_a_hint():
+    assert realtime.VLLM_ERROR_CODES is contract.VLLM_ERROR_CODES
+    assert realtime.BRIDGE_ERROR_CODES is contract.BRIDGE_ERROR_CODES
+    assert protocol.ERROR_FIELDS is contract.ERROR_FIELDS
+    assert set(realtime.ERROR_HINTS) == contract.VLLM_ERROR_CODES | contract.BRIDGE_ERROR_CODES
+    assert realtime.SESSION_LIMIT_CODE == contract.SESSION_LIMIT
+    assert realtime.SERVER_BUSY_CODE == contract.SERVER_BUSY
+    assert realtime.IDLE_TIMEOUT_CODE == contract.IDLE_TIMEOUT
     assert {"upstream_closed", "server_shutdown"} <= realtime.REOPEN_CODES
-    assert realtime.REOPEN_CODES - {"InternalStreamFailure", "ModelStreamError"} <= protocol.BRIDGE_ERROR_CODES
+    sagemaker_codes = {"InternalStreamFailure", "ModelStreamError"}
+    assert realtime.REOPEN_CODES - sagemaker_codes <= contract.BRIDGE_ERROR_CODES
 
 
 def test_every_field_the_client_reads_is_one_the_bridge_writes():
     for code, fields in realtime.ERROR_FIELDS_READ.items():
         assert set(fields) <= set(protocol.ERROR_FIELDS[code]), code
-    assert set(protocol.ERROR_FIELDS) <= protocol.VLLM_ERROR_CODES | protocol.BRIDGE_ERROR_CODES
+    assert set(protocol.ERROR_FIELDS) <= contract.VLLM_ERROR_CODES | contract.BRIDGE_ERROR_CODES
+
+
+def test_the_client_paces_within_the_bridges_default_limits():
+    settings = BridgeEnvironment.from_env({})
+    assert realtime.MAX_SEND_SPEED == settings.audio_rate_limit / 2
+    assert realtime.SEND_BURST_S == settings.audio_burst_s / 2
+    # A stream opened in advance waits idle meanwhile.
+    assert realtime.STREAM_WINDOW_S < settings.idle_timeout_s
 
 
 @pytest.mark.parametrize("limit_s", [120.0, 2359.296])
 def test_the_client_reads_the_bridges_own_session_limit_event(limit_s):
-    event = protocol.error_event("any words", protocol.SESSION_LIMIT, limit_s=limit_s, audio_s=limit_s - 0.1)
+    event = protocol.error_event("any words", contract.SESSION_LIMIT, limit_s=limit_s,
+                                 audio_s=limit_s - 0.1)
     machine = realtime.TranscriptionMachine(model="m")
     machine.start(0.0)
     machine.opened(1, 0.0)
@@ -237,6 +254,6 @@ def test_the_client_sends_events_the_bridge_accepts():
     for text in (realtime.session_update_event("m"), realtime.commit_event(), realtime.commit_event(final=True),
                  realtime.append_event(bytes(4096))):
         result = protocol.check_client_frame(text.encode(), "served")
-        assert result.forward is not None and result.event_type in protocol.CLIENT_EVENT_TYPES, text
+        assert result.forward is not None and result.event_type in contract.CLIENT_EVENT_TYPES, text
     assert protocol.check_client_frame(realtime.append_event(bytes(4096)).encode(), None).audio_bytes == 4096
-    assert json.loads(realtime.commit_event(final=True)) == {"type": protocol.COMMIT, "final": True}
+    assert json.loads(realtime.commit_event(final=True)) == {"type": contract.COMMIT, "final": True}

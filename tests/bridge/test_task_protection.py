@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bridge.settings import Settings, SettingsError
+from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
 from bridge.task_protection import STATE_PATH, TaskProtection
 from tests.bridge.bridge_testkit import LIVENESS_S, PCM_CHUNK, append, event, open_stream, recv_event, running_bridge
 from voicectl.local.fake_vllm import FakeVllm
@@ -249,11 +249,12 @@ def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_ar
 
 
 def test_protection_settings_are_read_and_checked():
-    settings = Settings.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc", "TASK_PROTECTION_MINUTES": "30",
-                                  "TASK_PROTECTION_GRACE_S": "5"})
+    settings = BridgeEnvironment.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc",
+                                           "TASK_PROTECTION_MINUTES": "30",
+                                           "TASK_PROTECTION_GRACE_S": "5"})
     assert (settings.ecs_agent_uri, settings.task_protection_minutes, settings.task_protection_grace_s) == (
         "http://169.254.170.2/api/abc", 30, 5.0)
-    assert Settings.from_env({}).ecs_agent_uri is None
+    assert BridgeEnvironment.from_env({}).ecs_agent_uri is None
     assert TaskProtection("http://169.254.170.2/api/abc/", _Recorder(), expires_minutes=10, grace_s=1).url == \
         "http://169.254.170.2/api/abc/task-protection/v1/state"
     for env, message in (
@@ -261,8 +262,8 @@ def test_protection_settings_are_read_and_checked():
         ({"TASK_PROTECTION_MINUTES": "2881"}, "TASK_PROTECTION_MINUTES=2881 must be at most 2880"),
         ({"ECS_AGENT_URI": "169.254.170.2/api"}, "ECS_AGENT_URI='169.254.170.2/api' must be an http:// URL"),
     ):
-        with pytest.raises(SettingsError) as info:
-            Settings.from_env(env)
+        with pytest.raises(BridgeEnvError) as info:
+            BridgeEnvironment.from_env(env)
         assert str(info.value).startswith(message)
 
 

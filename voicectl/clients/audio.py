@@ -19,10 +19,13 @@ import numpy as np
 import soundfile
 import soxr
 
-TARGET_SAMPLE_RATE_HZ = 16_000
-"""Sample rate the Voxtral realtime model takes (vLLM realtime protocol)."""
+from contracts import realtime
 
-PCM16_BYTES_PER_SAMPLE = 2
+TARGET_SAMPLE_RATE_HZ = realtime.SAMPLE_RATE_HZ
+"""Sample rate the Voxtral realtime model takes (vLLM realtime protocol:
+:mod:`contracts.realtime`)."""
+
+PCM16_BYTES_PER_SAMPLE = realtime.BYTES_PER_SAMPLE
 """Bytes per sample of signed 16-bit PCM."""
 
 CHUNK_BYTES = 4096

@@ -10,7 +10,8 @@ checkpoint it writes into the state directory: real vLLM events through the whol
 
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
 everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
-The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the project's Python.
+The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the
+project's Python and the checkout's root on its path (the bridge imports ``contracts/``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.bridge_env import BridgeEnvironment
 from voicectl.local import real_vllm
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -206,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
     base_env["PYTHONUNBUFFERED"] = "1"
     runtime_env = {**base_env, "VOICECTL_LOCAL_ACCESS_KEY_ID": key_id, "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret}
-    bridge_env = {**base_env, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(args.bridge_port),
-                  "VLLM_PORT": str(args.vllm_port), "DRAIN_S": "0"}
+    bridge_path = os.pathsep.join(filter(None, [str(REPOSITORY), base_env.get("PYTHONPATH")]))
+    bridge_settings = BridgeEnvironment(host="127.0.0.1", port=args.bridge_port,
+                                        vllm_port=args.vllm_port, drain_s=0)
+    bridge_env = {**base_env, "PYTHONPATH": bridge_path, **bridge_settings.to_env()}
     if args.vllm == "real":
         print("python -m voicectl.local: writing the tiny Voxtral Realtime checkpoint for vLLM", file=sys.stderr)
         model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")

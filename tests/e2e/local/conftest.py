@@ -72,7 +72,7 @@ class StackRunner:
 
     def start(self) -> Stack:
         from bridge.server import Bridge
-        from bridge.settings import Settings
+        from contracts.bridge_env import BridgeEnvironment
 
         self.thread.start()
         tls = make_certificate(self.tmp_path / "tls")
@@ -80,8 +80,9 @@ class StackRunner:
         async def start() -> Stack:
             vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
             vllm_port = self.vllm_port or vllm.port
-            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0,
-                                            **self.bridge_options)).start()
+            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm_port,
+                                                  drain_s=0, **self.bridge_options)
+            bridge = await Bridge(settings).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(
                 endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),

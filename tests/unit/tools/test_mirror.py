@@ -1,8 +1,9 @@
-"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``, ``constructs_lib/``,
-``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file at the same path under
-``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``), unless it is a pure re-export (a
-package's ``__init__`` or a ``__main__`` that only imports and calls) or on the short exemption list below, each
-entry with the reason and the tests that cover it instead. A new module without either fails here."""
+"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``contracts/``, ``config/``,
+``constructs_lib/``, ``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file
+at the same path under ``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``),
+unless it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and
+calls) or on the short exemption list below, each entry with the reason and the tests that cover it
+instead. A new module without either fails here."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.conftest import ROOT
 
 #: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/`` (its mirror
 #: drops the leading ``tests/``: ``tests/unit/tools/``).
-PACKAGES = ("config", "constructs_lib", "voicectl", "tests/tools")
+PACKAGES = ("contracts", "config", "constructs_lib", "voicectl", "tests/tools")
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is its build
 #: folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py`` mirror it.
@@ -68,6 +69,7 @@ def exemption(module: str) -> str | None:
 
 
 def test_the_mirror_path_of_a_module():
+    assert mirror("contracts/bridge_env.py") == "tests/unit/contracts/test_bridge_env.py"
     assert mirror("config/settings.py") == "tests/unit/config/test_settings.py"
     assert mirror("voicectl/clients/realtime/auth.py") == "tests/unit/voicectl/clients/realtime/test_auth.py"
     assert mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"

@@ -110,14 +110,16 @@ def test_stage_model_without_region_or_credentials_says_so_in_one_line(tmp_path)
 
 
 def test_the_staging_build_command_reports_without_a_traceback(tmp_path):
-    """``python -m stage_model`` as the ModelStaging build runs it (from its own folder, no voicectl): no credentials
-    is one line too, said before anything is downloaded."""
-    from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR
+    """``python -m stage_model`` as the ModelStaging build runs it (from its staged source, no
+    voicectl): no credentials is one line too, said before anything is downloaded."""
+    from constructs_lib.artifacts.model_staging import stage_build_source
+
+    source = stage_build_source(tmp_path / "build")
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "PYTHONPATH"} | BARE_AWS | {
         "PYTHONDONTWRITEBYTECODE": "1", "AWS_REGION": "eu-west-1"}
     result = subprocess.run([sys.executable, "-m", "stage_model", "--stack", "S", "--from-dir", str(tmp_path)],
-                            cwd=BUILD_SOURCE_DIR, env=environment, capture_output=True, text=True, timeout=60)
+                            cwd=source, env=environment, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr.strip()) == (1, "voicectl stage-model: Unable to locate credentials"), result.stderr
 
 

@@ -1,8 +1,9 @@
 """Runs a :class:`~voicectl.clients.realtime.machine.TranscriptionMachine` with real transports:
 :func:`transcribe_stream`, and the pacing of the audio it sends.
 
-Sending is paced below the bridge's audio rate limit (:data:`MAX_SEND_SPEED` x real time after a burst of
-:data:`SEND_BURST_S`), so that unpaced files and replays are never refused.
+Sending is paced below the stream's audio rate limit (:data:`MAX_SEND_SPEED` x real time after a
+burst of :data:`SEND_BURST_S`, the contract's pacing: :mod:`contracts.realtime`), so that unpaced
+files and replays are never refused.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+from contracts.realtime import CLIENT_BURST_S, CLIENT_SEND_SPEED_X
 from voicectl.clients.realtime.machine import (
     DEFAULT_MAX_STREAM_S, DEFAULT_SESSION_LIMIT_S, DONE_TIMEOUT_S, Action, CloseStream, Failed, OpenStream,
     Replaying, SendEvent, ShowDelta, ShowGenerationText, TranscriptionMachine, TranscriptionResult, chunk_seconds,
@@ -25,12 +27,14 @@ from voicectl.clients.realtime.transport import RealtimeTransport, TransportClos
 SETTLE_AFTER_CLOSE_S = 1.0
 """Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that explains it."""
 
-MAX_SEND_SPEED = 16.0
-"""Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the bridge's default
-AUDIO_RATE_LIMIT (32), which refuses faster streams (``rate_limited``)."""
+MAX_SEND_SPEED = CLIENT_SEND_SPEED_X
+"""Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the
+stream's rate limit (:data:`contracts.realtime.AUDIO_RATE_LIMIT_X`), beyond which the bridge ends a
+stream (``rate_limited``)."""
 
-SEND_BURST_S = 60.0
-"""Audio seconds a stream may send at once before :data:`MAX_SEND_SPEED` applies (the bridge allows 120)."""
+SEND_BURST_S = CLIENT_BURST_S
+"""Audio seconds a stream may send at once before :data:`MAX_SEND_SPEED` applies: half the stream's
+burst (:data:`contracts.realtime.AUDIO_BURST_S`)."""
 
 
 async def paced_chunks(chunks: Iterable[bytes], speed: float,

@@ -60,8 +60,9 @@ MIN_MAX_STREAM_S = 10.0
 """Shortest ``max_stream_s``: a stream must live long enough to open the next one."""
 
 STREAM_WINDOW_S = 30.0
-"""Seconds before ``max_stream_s`` from which the next stream is open and the move waits for a quiet chunk (kept well
-below the bridge's 60 s IDLE_TIMEOUT_S, as the next stream waits idle meanwhile)."""
+"""Seconds before ``max_stream_s`` from which the next stream is open and the move waits for a quiet
+chunk (kept well below the stream's idle timeout, :data:`contracts.realtime.IDLE_TIMEOUT_S`, 60 s,
+as the next stream waits idle meanwhile)."""
 
 GENERATION_TARGET_S = 30.0
 """Audio seconds after which a generation ends at the first quiet chunk: the most audio a cut usually resends."""

@@ -27,18 +27,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contracts.model import DEFAULT_REPO_ID, S3Prefix
+from contracts.weights import MANIFEST_NAME
+
 from .constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_PART_SIZE,
-    DEFAULT_REPO_ID,
-    MANIFEST_NAME,
     MIB,
     MODEL_FILE_PATTERNS,
     OUTPUT_MODEL_REPOSITORY_ID,
     OUTPUT_MODEL_REVISION,
     OUTPUT_MODEL_S3_URI,
 )
-from .location import S3Prefix
 
 #: What the options' --help says about the command.
 DESCRIPTION = (

@@ -1,16 +1,14 @@
 """Facts about the model files and the staging defaults, each with its source.
 
-Pure constants (no AWS or CDK imports): the staging build runs them alone, and ``constructs_lib`` (ModelStaging's
-props), ``config`` (the settings' checks) and ``voicectl`` import them from here, so each fact is written once.
+Pure constants (no AWS or CDK imports): the staging build runs them alone, and ``voicectl``
+imports them from here, so each fact is written once. The model's identity and revision rules, and
+the manifest's name, are the contracts' (:mod:`contracts.model`, :mod:`contracts.weights`): the
+settings, the bridge and the clients share them.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final
-
-#: Hugging Face Hub repository of the speech-to-text model (https://huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602).
-DEFAULT_REPO_ID: Final = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 
 # The files vLLM needs to serve the model, and nothing else (README, .gitattributes and any Transformers-format
 # copies stay out of the prefix, because SageMaker copies the whole prefix to /opt/ml/model).
@@ -60,17 +58,9 @@ DELETABLE_EXTRA_PATTERNS: Final[tuple[str, ...]] = (
     "special_tokens_map.json",
 )
 
-#: The manifest written next to the weights once the prefix is verified (see :mod:`.manifest`).
-MANIFEST_NAME: Final = "model-manifest.json"
-
 #: Environment variable huggingface_hub reads the access token from
 #: (https://huggingface.co/docs/huggingface_hub/package_reference/environment_variables#hftoken).
 HF_TOKEN_ENV: Final = "HF_TOKEN"
-
-#: A pinned revision is a full git commit hash (40 lowercase hex digits); branches and tags can move.
-PINNED_REVISION_RE: Final = re.compile(r"[0-9a-f]{40}")
-#: A model hub repository id, ``<owner>/<name>`` (Hugging Face Hub repository naming: letters, digits, '.', '_', '-').
-REPOSITORY_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 #: Object metadata key (x-amz-meta-sha256) holding the hex SHA-256 of the whole file, set when it is uploaded.
 SHA256_METADATA_KEY: Final = "sha256"

@@ -7,10 +7,11 @@ uploaded: both required files, at least one weight file, and every shard the wei
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from contracts.weights import sha256_of
 
 from .constants import (
     MODEL_FILE_PATTERNS,
@@ -18,9 +19,6 @@ from .constants import (
     WEIGHTS_INDEX_FILE,
     WEIGHTS_PATTERN,
 )
-
-#: Read size when hashing, bytes. 8 MiB reads keep hashing at disk speed without holding much memory.
-HASH_READ_SIZE = 8 * 1024 * 1024
 
 
 class IncompleteModelError(Exception):
@@ -42,15 +40,6 @@ class LocalFile:
     path: Path
     size: int
     sha256: str
-
-
-def sha256_of(path: Path) -> str:
-    """Return the hex SHA-256 of the file at ``path``. Raises OSError when it cannot be read."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(HASH_READ_SIZE):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def matches_allow_list(name: str, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> bool:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .constants import MODEL_FILE_PATTERNS, PINNED_REVISION_RE
+from contracts.model import PINNED_REVISION_RE
+
+from .constants import MODEL_FILE_PATTERNS
 from .files import LocalFile, matches_allow_list
 
 

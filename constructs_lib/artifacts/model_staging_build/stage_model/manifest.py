@@ -1,19 +1,10 @@
 """The manifest written next to the weights, and the verification of a staged prefix.
 
-The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists every file with
-its size and SHA-256. It is written last, only after every file was found in S3 with the right size and checksum,
-and deleted first whenever a run is about to change the prefix; so a prefix with a manifest is complete, and a
-prefix without one is not to be served.
-
-Manifest format (JSON, keys sorted)::
-
-    {"format": "voicectl/model-manifest/v1",
-     "source": {"kind": "huggingface" | "local-directory", "repository": str | null, "revision": str | null,
-                "path": str (local-directory only)},
-     "files": [{"name": str, "size": int (bytes), "sha256": str (hex)}, ...]   (sorted by name)
-     "total_size": int (bytes)}
-
-It carries no timestamp, so restaging the same files rewrites nothing.
+The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists
+every file with its size and SHA-256; its format is the contract's (:mod:`contracts.weights`),
+which the bridge reads it with. It is written last, only after every file was found in S3 with the
+right size and checksum, and deleted first whenever a run is about to change the prefix; so a
+prefix with a manifest is complete, and a prefix without one is not to be served.
 """
 
 from __future__ import annotations
@@ -23,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .constants import DELETABLE_EXTRA_PATTERNS, MANIFEST_NAME, SHA256_METADATA_KEY
-from .files import LocalFile, matches_allow_list
-from .location import S3Prefix
-from .upload import head_listed, list_objects
+from contracts import weights
+from contracts.model import S3Prefix
+from contracts.weights import MANIFEST_NAME, check_format, manifest_bytes
 
-MANIFEST_FORMAT = "voicectl/model-manifest/v1"
+from .constants import DELETABLE_EXTRA_PATTERNS, SHA256_METADATA_KEY
+from .files import LocalFile, matches_allow_list
+from .upload import head_listed, list_objects
 
 
 class VerificationError(Exception):
@@ -66,19 +58,9 @@ class Source:
 
 
 def build_manifest(source: Source, files: Sequence[LocalFile]) -> dict[str, Any]:
-    """The manifest document for ``files`` from ``source`` (see the module docstring for the format)."""
-    entries = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in sorted(files, key=lambda f: f.name)]
-    return {
-        "format": MANIFEST_FORMAT,
-        "source": source.as_json(),
-        "files": entries,
-        "total_size": sum(entry["size"] for entry in entries),
-    }
-
-
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """Canonical serialization (sorted keys, 2-space indent, trailing newline), UTF-8."""
-    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    """The manifest document for ``files`` from ``source``
+    (:func:`contracts.weights.build_manifest`)."""
+    return weights.build_manifest(source.as_json(), ((f.name, f.size, f.sha256) for f in files))
 
 
 def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
@@ -92,9 +74,7 @@ def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
         return None
     body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))["Body"].read()
     try:
-        manifest = json.loads(body)
-        if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), list):
-            raise ValueError(f"format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+        manifest = check_format(json.loads(body))
     except (ValueError, AttributeError) as error:
         raise VerificationError(destination, [f"{MANIFEST_NAME} is not a model manifest: {error}"]) from error
     return manifest

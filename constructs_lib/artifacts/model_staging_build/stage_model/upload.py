@@ -43,6 +43,8 @@ from botocore.exceptions import ClientError
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from s3transfer.utils import ChunksizeAdjuster
 
+from contracts.model import S3Prefix
+
 from .constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -50,7 +52,6 @@ from .constants import (
     SHA256_METADATA_KEY,
 )
 from .files import LocalFile
-from .location import S3Prefix
 from .progress import Progress
 
 #: Checksum S3 computes and checks for every part and small object we send.

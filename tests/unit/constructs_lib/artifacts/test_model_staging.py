@@ -16,7 +16,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib.artifacts.model_staging import BUILD_SOURCE_DIR, ModelStaging, ModelStagingProps
+from constructs_lib.artifacts.model_staging import (
+    BUILD_SOURCE_DIR,
+    CONTRACTS_DIR,
+    ModelStaging,
+    ModelStagingProps,
+    stage_build_source,
+)
 from tests.conftest import ROOT
 from tests.unit.constructs_lib.construct_kit import unit_app
 
@@ -131,32 +137,44 @@ def asset_dir_of_the_build(synthesized) -> Path:
     return synthesized["outdir"] / f"asset.{asset_hash}"
 
 
-def test_build_source_asset_is_the_build_folder_as_it_is(synthesized):
-    """No copy of files at synth: the asset is constructs_lib/artifacts/model_staging_build/ itself (CDK stages it), the
-    staging package and its pinned requirements, without bytecode."""
+def source_files(folder: Path) -> list[str]:
+    """The files under ``folder`` without bytecode, relative, sorted."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+
+
+def test_build_source_asset_is_the_build_folder_as_it_is_with_the_contracts_beside_it(synthesized):
+    """The asset is constructs_lib/artifacts/model_staging_build/ as it is (the staging package and
+    its pinned requirements) and contracts/ beside it (the package the staging code imports),
+    without bytecode."""
     asset_dir = asset_dir_of_the_build(synthesized)
-    files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
-    expected = sorted(str(p.relative_to(BUILD_SOURCE_DIR)) for p in BUILD_SOURCE_DIR.rglob("*")
-                      if p.is_file() and "__pycache__" not in p.parts)
-    assert files == expected
-    assert {"requirements.txt", "stage_model/command.py", "stage_model/upload.py", "stage_model/__main__.py"} <= set(files)
+    files = source_files(asset_dir)
+    contracts = [f"contracts/{name}" for name in source_files(CONTRACTS_DIR)]
+    assert files == sorted(source_files(BUILD_SOURCE_DIR) + contracts)
+    assert {"requirements.txt", "stage_model/command.py", "stage_model/upload.py",
+            "stage_model/__main__.py", "contracts/model.py", "contracts/weights.py"} <= set(files)
     for name in files:
-        assert (asset_dir / name).read_bytes() == (BUILD_SOURCE_DIR / name).read_bytes(), name
+        folder = CONTRACTS_DIR.parent if name.startswith("contracts/") else BUILD_SOURCE_DIR
+        origin = folder / name
+        assert (asset_dir / name).read_bytes() == origin.read_bytes(), name
 
 
-def test_the_build_code_imports_nothing_of_the_project(tmp_path):
-    """The build installs only requirements.txt: the staging package must not import voicectl, config, stacks or
-    the constructs (checked in a copy of the folder, where nothing else of the repository is importable)."""
-    import shutil
-
-    copy = tmp_path / "build"
-    shutil.copytree(BUILD_SOURCE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    modules = sorted(p.stem for p in (copy / "stage_model").glob("*.py") if p.stem not in ("__main__", "__init__"))
-    code = "import importlib, sys\n" + "".join(f"importlib.import_module('stage_model.{m}')\n" for m in modules) + (
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('voicectl', 'config', 'stacks', 'constructs_lib', 'aws_cdk')))")
+def test_the_build_code_imports_nothing_of_the_project_but_the_contracts(tmp_path):
+    """The build installs only requirements.txt: the staging package must not import voicectl,
+    config, stacks or the constructs, and finds the contracts it imports in its own source (checked
+    in a staged copy, where nothing else of the repository is importable)."""
+    copy = stage_build_source(tmp_path / "build")
+    modules = sorted(p.stem for p in (copy / "stage_model").glob("*.py")
+                     if p.stem not in ("__main__", "__init__"))
+    project = ("voicectl", "config", "stacks", "constructs_lib", "aws_cdk")
+    code = ("import importlib, sys\n"
+            + "".join(f"importlib.import_module('stage_model.{m}')\n" for m in modules)
+            + f"print(sorted(m for m in sys.modules if m.split('.')[0] in {project!r}))\n"
+            + "import contracts; print(contracts.__file__)")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]"
+    result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.splitlines() == ["[]", str(copy / "contracts" / "__init__.py")]
 
 
 def test_asset_code_runs_as_the_codebuild_command_does(synthesized):

@@ -9,6 +9,7 @@ from aws_cdk import aws_s3 as s3
 
 from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing, PropsError
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
+from contracts.bridge_env import OFFLINE_ENVIRONMENT, BridgeEnvironment
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources
 
 
@@ -86,3 +87,41 @@ def test_another_model_server_in_given_subnets():
     tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
     assert tracking["TargetValue"] == 30
     assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+
+
+def test_the_bridges_environment_is_the_given_one_then_what_the_construct_sets_in_that_order():
+    """The stack's typed environment first, then the construct's own variables (the weights' S3 URI
+    and host copy, the service's name and variant, its drain and idle timeout), as the task
+    definition has always listed them."""
+    given = BridgeEnvironment(vllm_max_num_seqs=4, metrics_namespace="Team/Bridge", offline=True)
+    stack = build(environment=given, drain_s=20, bridge_idle_timeout_s=90,
+                  load_balancing=LoadBalancing(require_token=False))
+    _, task = only(stack, "AWS::ECS::TaskDefinition")
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    env = {item["Name"]: item["Value"] for item in container["Environment"]}
+    assert list(env)[:-1] == ["SM_VLLM_MAX_NUM_SEQS", "METRICS_NAMESPACE", *OFFLINE_ENVIRONMENT,
+                              "MODEL_S3_URI", "MODEL_CACHE_DIR", "ENDPOINT_NAME", "VARIANT_NAME",
+                              "DRAIN_S", "IDLE_TIMEOUT_S"]
+    assert list(env)[-1] == "AWS_REGION"  # CDK's own, last
+    assert (env["MODEL_CACHE_DIR"], env["ENDPOINT_NAME"], env["VARIANT_NAME"], env["DRAIN_S"],
+            env["IDLE_TIMEOUT_S"]) == ("/opt/weights-cache", "stt", "ecs", "20", "90")
+    read = BridgeEnvironment.from_env(env)  # what the bridge in the task reads
+    assert (read.max_streams, read.drain_s, read.idle_timeout_s, read.offline) == (4, 20, 90, True)
+
+
+def test_the_environment_leaves_the_constructs_variables_to_it_and_is_one_the_bridge_takes():
+    with pytest.raises(PropsError) as caught:
+        build(environment=BridgeEnvironment(endpoint_name="other", drain_s=5, max_streams=0))
+    assert caught.value.problems == [
+        "environment.endpoint_name='other': must be left unset: the construct sets ENDPOINT_NAME "
+        "from its props",
+        "environment.drain_s=5: must be left unset: the construct sets DRAIN_S from its props",
+        "environment='BridgeEnvironment(...)': the bridge would refuse it: MAX_STREAMS='0' must be "
+        "at least 1",
+    ]
+    with pytest.raises(PropsError, match=r"environment='BridgeEnvironment\(\.\.\.\)': needs "
+                                         r"bridge: it is the bridge container's environment"):
+        build(bridge=None, model_bucket=None, model_prefix=None, streams_target=None,
+              requests_per_target=30, gpu_namespace="Team/Tts/Gpu",
+              load_balancing=LoadBalancing(require_token=False),
+              environment=BridgeEnvironment(max_streams=2))

@@ -1,5 +1,6 @@
 """constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them), and the package
-exports the shared value type S3Prefix."""
+exports the shared value type S3Prefix (the contracts', which the staging build and the bridge parse
+with)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ast
 import subprocess
 import sys
 
-from constructs_lib.artifacts.model_staging_build.stage_model.location import S3Prefix as BuildS3Prefix
+from contracts.model import S3Prefix as ContractS3Prefix
 from tests.conftest import ROOT
 
 FACTS = ROOT / "constructs_lib" / "facts"
@@ -43,7 +44,8 @@ def test_importing_every_facts_module_loads_no_cdk_module():
 
 def test_s3_prefix_is_the_one_the_staging_build_parses_with():
     from constructs_lib import S3Prefix
+    from constructs_lib.artifacts.model_staging_build.stage_model import command
     from constructs_lib.facts import S3Prefix as FactsS3Prefix
 
-    assert S3Prefix is FactsS3Prefix is BuildS3Prefix
+    assert S3Prefix is FactsS3Prefix is command.S3Prefix is ContractS3Prefix
     assert str(S3Prefix.parse("s3://models-bucket/voxtral")) == "s3://models-bucket/voxtral/"

@@ -263,12 +263,14 @@ class Servers:
         self.thread.start()
 
         from bridge.server import Bridge
-        from bridge.settings import Settings
+        from contracts.bridge_env import BridgeEnvironment
 
         async def start() -> None:
             await self.vllm.start()
-            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0,
-                                                bridge_token=self.bridge_token)).start()
+            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0,
+                                                  vllm_port=self.vllm.port, drain_s=0,
+                                                  bridge_token=self.bridge_token)
+            self.bridge = await Bridge(settings).start()
 
         self.call(start())
         return self

@@ -73,11 +73,12 @@ class MemoryStore:
 async def servers(max_streams: int = 256, **fake_options: Any):
     """Fake vLLM -> the real bridge, and the KVS stand-in; yields (bridge URL, FakeKvs, FakeVllm)."""
     from bridge.server import Bridge
-    from bridge.settings import Settings
+    from contracts.bridge_env import BridgeEnvironment
 
     vllm = await FakeVllm(deltas=("one ", "two ", "three "), delta_per_append=True, **fake_options).start()
-    bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                   max_streams=max_streams)).start()
+    settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
+                                          max_streams=max_streams)
+    bridge = await Bridge(settings).start()
     kvs = await FakeKvs(read_timeout_s=READ_TIMEOUT_S).start()
     try:
         yield f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", kvs, vllm

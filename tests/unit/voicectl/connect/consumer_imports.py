@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 #: Our top-level packages (imported from the root, not installed).
-OURS = ("voicectl", "config", "constructs_lib")
+OURS = ("voicectl", "config", "constructs_lib", "contracts")
 #: A port nothing listens on (the discard service's; loopback only): refused at once.
 CLOSED_PORT = 9
 BASE_ENV = {"CALLS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/calls",

@@ -116,8 +116,9 @@ def test_the_image_copies_exactly_the_modules_the_process_imports():
 def test_the_trace_reaches_both_targets_and_the_model_id_facts():
     modules = trace()["modules"]
     assert {"voicectl/clients/sagemaker_stream.py", "voicectl/clients/realtime/websocket.py",
-            "constructs_lib/artifacts/model_staging_build/stage_model/constants.py"} <= set(modules)
+            "contracts/model.py", "contracts/realtime.py"} <= set(modules)
     assert [path for path in modules if path.startswith("config/")] == []  # not the settings
+    assert [path for path in modules if path.startswith("constructs_lib/")] == []  # nor those
     assert {"aws-sdk-sagemaker-runtime-http2", "awscrt", "websockets", "ebmlite",
             "boto3"} <= set(trace()["distributions"])
 

@@ -13,7 +13,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from tests.unit.constructs_lib.artifacts.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
 from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
+from contracts.weights import MANIFEST_NAME
 from voicectl import cli
 
 PREFIX = "models/voxtral"

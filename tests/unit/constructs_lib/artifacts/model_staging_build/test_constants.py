@@ -1,10 +1,12 @@
-"""stage_model/constants.py: the facts the staging build, the settings and voicectl share, held to what they say."""
+"""stage_model/constants.py: the facts the staging build and voicectl share, held to what they say
+(the model's identity and revision rules are the contracts': tests/unit/contracts/test_model.py)."""
 
 from __future__ import annotations
 
 import fnmatch
 
 from constructs_lib.artifacts.model_staging_build.stage_model import constants
+from contracts.weights import MANIFEST_NAME
 
 
 def test_the_allow_list_is_what_vllm_loads_in_mistral_format_and_nothing_else():
@@ -17,16 +19,8 @@ def test_the_allow_list_is_what_vllm_loads_in_mistral_format_and_nothing_else():
 
 def test_every_model_file_is_also_deletable_as_an_extra_but_the_manifest_is_not():
     assert set(constants.MODEL_FILE_PATTERNS) <= set(constants.DELETABLE_EXTRA_PATTERNS)
-    assert not any(fnmatch.fnmatchcase(constants.MANIFEST_NAME, pattern)
+    assert not any(fnmatch.fnmatchcase(MANIFEST_NAME, pattern)
                    for pattern in constants.DELETABLE_EXTRA_PATTERNS)
-
-
-def test_ids_and_revisions():
-    assert constants.REPOSITORY_ID_RE.fullmatch(constants.DEFAULT_REPO_ID)
-    assert not constants.REPOSITORY_ID_RE.fullmatch("Voxtral-Mini")
-    assert constants.PINNED_REVISION_RE.fullmatch("b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf")
-    assert not constants.PINNED_REVISION_RE.fullmatch("B45B4DC60CAF4AD824163AAA0A72ADC0AD7BEEAF")  # lowercase only
-    assert not constants.PINNED_REVISION_RE.fullmatch("main")
 
 
 def test_part_sizes_are_within_s3s_limits():

@@ -28,12 +28,6 @@ def test_only_the_allow_listed_top_level_files_are_staged_sorted_and_hashed(tmp_
                                           1, hashlib.sha256(b"x").hexdigest())
 
 
-def test_the_hash_reads_the_whole_file_in_pieces(tmp_path):
-    data = bytes(range(256)) * (files.HASH_READ_SIZE // 256 + 3)  # more than one read
-    (tmp_path / "w").write_bytes(data)
-    assert files.sha256_of(tmp_path / "w") == hashlib.sha256(data).hexdigest()
-
-
 def test_every_missing_file_is_named(tmp_path):
     write(tmp_path, ["tekken.json"])
     with pytest.raises(files.IncompleteModelError) as caught:

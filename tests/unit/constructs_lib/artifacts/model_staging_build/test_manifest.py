@@ -10,7 +10,7 @@ import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model import manifest
 from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
-from constructs_lib.artifacts.model_staging_build.stage_model.location import S3Prefix
+from contracts.model import S3Prefix
 from tests.unit.constructs_lib.artifacts.conftest import BUCKET
 
 PREFIX = S3Prefix(BUCKET, "models/voxtral/")

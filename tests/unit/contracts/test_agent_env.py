@@ -1,4 +1,5 @@
-"""contracts.agent_env: the bot's environment read, written back, and refused with every bad variable named."""
+"""contracts/agent_env.py: the bot's environment read, written back, and refused with every bad
+variable named."""
 
 from __future__ import annotations
 
