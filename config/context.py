@@ -1,7 +1,9 @@
 """Flat CDK context keys <-> the fields of the settings sections, and the conversion of a context value to a field's
 type.
 
-Every setting is a flat dotted key (``voxtral.instance_type``): the section's prefix and the field's name. In
+Every setting is a flat dotted key (``voxtral.instance_type``): the section's prefix and the field's key. A field is
+named after the props field it gives; where users write another key (``voxtral.min_instances`` for
+``min_capacity``) or other words for its values, the field says so itself (:func:`setting`). In
 ``cdk.json`` a value has its JSON type; with ``-c key=value`` it arrives as a string. :func:`convert` turns either into
 the type the field declares, read with :func:`typing.get_type_hints` (so ``int | None``, ``Literal[...]`` and
 ``list[str]`` convert by what they are, not by the spelling of the annotation), and raises ValueError with the
@@ -102,32 +104,104 @@ def convert(raw: Any, hint: Any) -> Any:
     raise TypeError(f"no conversion for settings of type {hint!r}")
 
 
+# --- Declaring a setting -------------------------------------------------------------------------------------------
+
 #: Field metadata of a value the app derives from other settings (no context key; ``load_settings`` fills it in).
 DERIVED = {"derived": True}
+#: Field metadata: the context key after the section's prefix, when it differs from the field's name.
+KEY = "key"
+#: Field metadata: ``{spelling: value}``, the words a user writes for the field's values (a choice the props hold as a
+#: bool, such as ``ecs.capacity``: ``on_demand`` or ``spot`` for ``spot``).
+CHOICES = "choices"
+#: Field metadata: the props class whose default for the same field name is the setting's default.
+DEFAULT_FROM = "default_from"
 
 
-def section_fields(section: type) -> dict[str, Any]:
-    """``{field name: type}`` of a settings section's own settings (nested sections and :data:`DERIVED` values left
-    out)."""
+def setting(default: Any = dataclasses.MISSING, *, key: str | None = None, choices: Mapping[str, Any] | None = None,
+            default_from: type | None = None, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A field of a settings section, named after the props field it gives (``min_capacity``).
+
+    Args:
+        default / default_factory: the setting's default, when the app's differs from the props' (or no props
+            class declares the field).
+        key: the context key after the section's prefix (``min_instances``), when it is not the field's name.
+        choices: ``{spelling: value}`` when users write words for the field's values.
+        default_from: the props class that declares the default (resolved by :class:`config.section.Section`).
+    """
+    metadata: dict[str, Any] = {}
+    if key is not None:
+        metadata[KEY] = key
+    if choices is not None:
+        metadata[CHOICES] = dict(choices)
+    if default_from is not None:
+        metadata[DEFAULT_FROM] = default_from
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingKey:
+    """One context key and the section field it sets.
+
+    Attributes:
+        prefix: the section's prefix (``voxtral.``; empty for the keys of the whole app).
+        key: the key after the prefix, as users write it.
+        field: the section's field (the props' name).
+        hint: the type :func:`convert` reads: the field's, or with choices ``Literal`` of their spellings.
+        choices: ``{spelling: value}``, or None.
+    """
+
+    prefix: str
+    key: str
+    field: str
+    hint: Any
+    choices: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The whole context key (``voxtral.min_instances``)."""
+        return self.prefix + self.key
+
+    def convert(self, raw: Any) -> Any:
+        """The field's value for the context value ``raw`` (:func:`convert`, then the choice's value)."""
+        value = convert(raw, self.hint)
+        return self.choices[value] if self.choices is not None else value
+
+    def spell(self, value: Any) -> Any:
+        """``value`` as users write it: the choice's spelling, else the value itself."""
+        for spelling, choice in (self.choices or {}).items():
+            if type(choice) is type(value) and choice == value:
+                return spelling
+        return value
+
+
+def section_keys(section: type, prefix: str = "") -> list[SettingKey]:
+    """The keys of a settings section, in field order (nested sections and fields without a key left out)."""
     hints = get_type_hints(section)
-    return {f.name: hints[f.name] for f in dataclasses.fields(section)
-            if not dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")}
+    keys = []
+    for f in dataclasses.fields(section):
+        if dataclasses.is_dataclass(hints[f.name]) or f.metadata.get("derived"):
+            continue
+        choices = f.metadata.get(CHOICES)
+        hint = Literal[tuple(choices)] if choices is not None else hints[f.name]
+        keys.append(SettingKey(prefix, f.metadata.get(KEY, f.name), f.name, hint, choices))
+    return keys
 
 
-def known_keys(sections: Mapping[str, type]) -> dict[str, tuple[str, str, Any]]:
-    """``{"voxtral.instance_type": ("voxtral.", "instance_type", type), ...}`` for ``{prefix: section}``."""
-    return {prefix + name: (prefix, name, hint) for prefix, section in sections.items()
-            for name, hint in section_fields(section).items()}
+def known_keys(sections: Mapping[str, type]) -> dict[str, SettingKey]:
+    """``{"voxtral.min_instances": SettingKey(...), ...}`` for ``{prefix: section}``."""
+    return {k.name: k for prefix, section in sections.items() for k in section_keys(section, prefix)}
+
+
+def field_default(section: type, name: str) -> Any:
+    """The default of field ``name`` of ``section``."""
+    f = next(f for f in dataclasses.fields(section) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def defaults(sections: Mapping[str, type]) -> dict[str, Any]:
-    """Every setting with its default, as flat dotted keys (what ``cdk.json`` lists)."""
-    out: dict[str, Any] = {}
-    for prefix, section in sections.items():
-        instance = section()
-        for name in section_fields(section):
-            out[prefix + name] = getattr(instance, name)
-    return out
+    """Every setting with its default as users write it, by its flat dotted key (what ``cdk.json`` lists)."""
+    return {k.name: k.spell(field_default(section, k.field))
+            for prefix, section in sections.items() for k in section_keys(section, prefix)}
 
 
 def is_cdk_key(key: str) -> bool:

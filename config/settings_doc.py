@@ -119,12 +119,12 @@ def generated() -> str:
         out += ["", f"## {TITLES[prefix]}", "", *textwrap.wrap(doc, MAX_LINE, break_on_hyphens=False), "",
                 "| Key | Type | Default |", "| --- | --- | --- |"]
         items: list[str] = []
-        instance = section()
-        for name, hint in ctx.section_fields(section).items():
-            key, kind = prefix + name, type_text(hint)
+        for setting in ctx.section_keys(section, prefix):
+            key, kind = setting.name, type_text(setting.hint)
             cell = kind if len(kind) <= MAX_TYPE_CELL else "one of the values below"
-            out.append(f"| `{key}` | {cell} | {default_text(getattr(instance, name))} |")
-            text = user_text(description(section, name))
+            default = setting.spell(ctx.field_default(section, setting.field))
+            out.append(f"| `{key}` | {cell} | {default_text(default)} |")
+            text = user_text(description(section, setting.field))
             if cell != kind:
                 text = f"{text} Allowed: {kind}." if text else f"Allowed: {kind}."
             items += _item(f"`{key}`: {text}" if text else f"`{key}`")

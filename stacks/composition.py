@@ -6,7 +6,8 @@ these functions, and no stack inherits from another or imports a sibling stack m
 - SageMaker endpoints (Voxtral and Sonic): :func:`execution_role`, :func:`monitored_endpoint`.
 - Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`,
   :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
-  :func:`pool_environment`, :func:`voxtral_tracking`.
+  :func:`pool_environment`, :func:`voxtral_tracking`; each reads the settings' capacity plan
+  (:attr:`~config.settings.Settings.capacity_plan`), worked out once when they loaded.
 - ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`, :func:`ecs_vpc`.
 
 Construct ids are those the stacks used before they shared this module, so the logical ids are unchanged.
@@ -30,6 +31,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct, IDependable
 
 from config.models import BRIDGE_DRAIN_S
+from config.capacity_plan import CapacityPlan
 from config.settings import EndpointSettings, Settings, VoxtralSettings
 from constructs_lib.artifacts.model_staging import ModelStaging, ModelStagingProps
 from constructs_lib.ecs_service.service import GpuEcsService
@@ -194,10 +196,10 @@ COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
 MM_PROCESSOR_CACHE_GB = 1
 
 
-def stream_cap_warning(stack: Stack, voxtral: VoxtralSettings) -> None:
+def stream_cap_warning(stack: Stack, plan: CapacityPlan) -> None:
     """Print (cdk synth) a warning when an explicit max_num_seqs is above the GPU's estimated compute cap
-    (:meth:`~config.settings.VoxtralSettings.stream_cap_warning`): allowed, since the cap is an estimate, but said."""
-    warning = voxtral.stream_cap_warning()
+    (:attr:`~config.capacity_plan.CapacityPlan.warning`): allowed, since the cap is an estimate, but said."""
+    warning = plan.warning
     if warning is not None:
         Annotations.of(stack).add_warning_v2("realtime-voice:stream-cap-above-compute", warning)
 
@@ -239,38 +241,38 @@ def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: Artifac
     return weights, staging.model_s3_uri, staging
 
 
-def voxtral_tracking(voxtral: VoxtralSettings) -> TargetTracking:
+def voxtral_tracking(settings: Settings) -> TargetTracking:
     """Target tracking on live streams per instance at ``scaling_target_fraction`` of the stream cap. With instance
     pools whose caps differ (each pool type's Model has its own), a count of streams means something else on each
     GPU, so it tracks the bridge's StreamCapUsed (percent of each instance's own cap) instead: every instance is
     filled to the same share of what it serves, and no larger GPU idles at a smaller GPU's cap."""
-    metrics = BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name)
-    if voxtral.caps_differ:
+    voxtral, plan = settings.voxtral, settings.capacity_plan
+    metrics = BridgeMetrics(voxtral.namespace, voxtral.endpoint_name)
+    if plan.caps_differ:
         return voxtral.props(TargetTracking, metric=metrics.metric_stream_cap_used_per_instance(),
-                             target_value=voxtral.stream_cap_used_target)
+                             target_value=plan.stream_cap_used_target)
     return voxtral.props(TargetTracking, metric=metrics.metric_active_streams_per_instance(),
-                         target_value=voxtral.streams_target)
+                         target_value=plan.streams_target)
 
 
-def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
+def pool_environment(settings: Settings) -> dict[str, dict[str, str]]:
     """``{instance type: the variables that differ}`` for each instance pool after the first whose container
-    environment differs from the first pool's (its stream cap, :meth:`VoxtralSettings.stream_cap_of`): those pools
-    run a Model of their own (InstancePool ModelNameOverride), so every GPU runs at its own cap."""
-    pools = list(dict.fromkeys(voxtral.instance_pools))
+    environment differs from the first pool's (its stream cap in the capacity plan): those pools run a Model of
+    their own (InstancePool ModelNameOverride), so every GPU runs at its own cap."""
+    pools = list(dict.fromkeys(settings.voxtral.instance_pools))
     if not pools:
         return {}
-    first = container_environment(voxtral, pools[0])
+    first = container_environment(settings, pools[0])
     result = {}
     for instance_type in pools[1:]:
-        env = container_environment(voxtral, instance_type)
+        env = container_environment(settings, instance_type)
         changed = {key: value for key, value in env.items() if first.get(key) != value}
         if changed:
             result[instance_type] = changed
     return result
 
 
-def bridge_environment(voxtral: VoxtralSettings,
-                       instance_type: str | None = None) -> BridgeEnvironment:
+def bridge_environment(settings: Settings, instance_type: str | None = None) -> BridgeEnvironment:
     """The bridge container's environment on ``instance_type`` (default: the first type the
     service may run), on either target: vLLM's flags, the metrics' namespace, the offline switch
     and the KV-cache check. Where the container runs adds the rest (:func:`container_environment`
@@ -280,13 +282,15 @@ def bridge_environment(voxtral: VoxtralSettings,
     entrypoint); the rest configures the bridge (container/README.md). No secrets. The stream cap
     (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
-    instance_type = instance_type or voxtral.sizing_instance_types[0]
-    fitted = voxtral.capacity_of(instance_type)
+    voxtral = settings.voxtral
+    planned = (settings.capacity_plan.of(instance_type) if instance_type is not None
+               else settings.capacity_plan.first)
+    fitted = planned.capacity
     return BridgeEnvironment(
         vllm_model="/opt/ml/model",
         vllm_served_model_name=voxtral.model_id,
         vllm_max_model_len=voxtral.max_model_len,
-        vllm_max_num_seqs=voxtral.stream_cap_of(instance_type),
+        vllm_max_num_seqs=planned.stream_cap,
         vllm_gpu_memory_utilization=voxtral.gpu_memory_utilization,
         vllm_compilation_config=json.dumps(COMPILATION_CONFIG),
         vllm_mm_processor_cache_gb=MM_PROCESSOR_CACHE_GB,
@@ -294,7 +298,7 @@ def bridge_environment(voxtral: VoxtralSettings,
         vllm_tokenizer_mode="mistral",
         vllm_config_format="mistral",
         vllm_load_format="mistral",
-        metrics_namespace=voxtral.metrics_namespace,
+        metrics_namespace=voxtral.namespace,
         # The Model runs with network isolation: nothing in the image may try the internet. The
         # weights are local (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's
         # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
@@ -311,13 +315,12 @@ def bridge_environment(voxtral: VoxtralSettings,
     )
 
 
-def container_environment(voxtral: VoxtralSettings,
-                          instance_type: str | None = None) -> dict[str, str]:
+def container_environment(settings: Settings, instance_type: str | None = None) -> dict[str, str]:
     """Environment of the SageMaker Model's bridge container on ``instance_type``:
     :func:`bridge_environment`, the endpoint and variant its metrics are named by, and its drain
     after SIGTERM (the scale-in cooldown is longer)."""
-    return dataclasses.replace(bridge_environment(voxtral, instance_type),
-                               endpoint_name=voxtral.endpoint_name, variant_name=VARIANT_NAME,
+    return dataclasses.replace(bridge_environment(settings, instance_type),
+                               endpoint_name=settings.voxtral.endpoint_name, variant_name=VARIANT_NAME,
                                drain_s=BRIDGE_DRAIN_S).to_env()
 
 

@@ -36,7 +36,8 @@ class OperationsStack(Stack):
         if voxtral.enabled and voxtral.target == "sagemaker":
             endpoints.append(voxtral.props(
                 DashboardEndpoint, title="Voxtral speech to text", thresholds=voxtral.thresholds(),
-                bridge=voxtral.bridge_thresholds(), scaling_target=voxtral.streams_target))
+                bridge=voxtral.bridge_thresholds(settings.capacity_plan),
+                scaling_target=settings.capacity_plan.streams_target))
         if sonic.enabled and sonic.target == "sagemaker":
             endpoints.append(sonic.props(DashboardEndpoint, title="Sonic text to speech", thresholds=sonic.thresholds()))
         # Dashboard names are unique per account across regions: the region is part of the name.

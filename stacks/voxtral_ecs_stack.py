@@ -35,7 +35,7 @@ class VoxtralEcsStack(Stack):
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
-        stream_cap_warning(self, voxtral)
+        stream_cap_warning(self, settings.capacity_plan)
         shared = shared_service_props(self, settings, foundation, alarm_topic)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
@@ -49,9 +49,9 @@ class VoxtralEcsStack(Stack):
                 load_balancing=ecs_settings.load_balancing(),
                 model_bucket=s3.Bucket.from_bucket_name(self, "WeightsBucket", weights.bucket),
                 model_prefix=weights.prefix,
-                bridge=voxtral.bridge_thresholds(),
-                streams_target=voxtral.streams_target,
-                environment=bridge_environment(voxtral),
+                bridge=voxtral.bridge_thresholds(settings.capacity_plan),
+                streams_target=settings.capacity_plan.streams_target,
+                environment=bridge_environment(settings),
                 drain_s=BRIDGE_DRAIN_S,
                 **shared,
             ),

@@ -49,29 +49,29 @@ class VoxtralStack(Stack):
         compatibility = voxtral.image_compatibility()
         if compatibility.verdict is not Verdict.COMPATIBLE:
             Annotations.of(self).add_warning_v2("realtime-voice:image-cuda", compatibility.reason)
-        stream_cap_warning(self, voxtral)
+        stream_cap_warning(self, settings.capacity_plan)
         image_uri, repository_arn = self._image(artifacts)
         weights, model_data_s3_uri, _ = model_weights(self, voxtral, artifacts, foundation)
         self.role.grant_model_data_read(weights.bucket, weights.prefix)
         if foundation.key_arn and not voxtral.model_s3_uri:
             self.role.grant_key_read(foundation.key_arn)
         self.role.grant_image_pull(repository_arn)
-        self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
+        self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.namespace)
         self.endpoint = monitored_endpoint(
             self, "Voxtral", settings=settings, section=voxtral, foundation=foundation, role=self.role,
             alarm_topic=alarm_topic,
             container=ImageContainer(
                 image_uri=image_uri,
                 model_data_s3_uri=model_data_s3_uri,
-                environment=container_environment(voxtral, voxtral.variant().instance_types[0]),
+                environment=container_environment(settings, voxtral.variant().instance_types[0]),
                 depends_on=[artifacts.image_copy] if artifacts.image_copy else [],
             ),
             description="Voxtral speech-to-text",
             invoke_actions=[INVOKE, INVOKE_BIDIRECTIONAL],
             rolling_update=voxtral.rolling_update(),
-            bridge=voxtral.bridge_thresholds(),
-            tracking=voxtral_tracking(voxtral),
-            pool_environment=pool_environment(voxtral),
+            bridge=voxtral.bridge_thresholds(settings.capacity_plan),
+            tracking=voxtral_tracking(settings),
+            pool_environment=pool_environment(settings),
             outputs={
                 "BidirectionalInvokeUrl": (
                     f"https://runtime.sagemaker.{self.region}.{self.url_suffix}:{BIDIRECTIONAL_PORT}"

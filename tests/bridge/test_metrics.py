@@ -17,11 +17,11 @@ from bridge.metrics import BridgeMetrics
 def isolated(monkeypatch):
     """The Voxtral container's environment as the stack sets it, and every outbound connection refused, as network
     isolation does (any attempt fails the test through the recorded list)."""
-    from config.settings import VoxtralSettings
+    from config.settings import default_context, load_settings
     from contracts.bridge_env import OFFLINE_ENVIRONMENT
     from stacks.composition import container_environment
 
-    environment = container_environment(VoxtralSettings())
+    environment = container_environment(load_settings(default_context()))
     assert {k: environment[k] for k in OFFLINE_ENVIRONMENT} == OFFLINE_ENVIRONMENT
     for name, value in environment.items():
         monkeypatch.setenv(name, value)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.capacity_plan import size
 from constructs_lib.facts import capacity as model
 from constructs_lib.facts import instance_types
 from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
@@ -78,25 +79,28 @@ def rows(settings: Any, extra_types: list[str]) -> list[Row]:
     Raises:
         UsageError: an extra type is not a GPU type of the catalogue.
     """
-    v = settings.voxtral
+    v, plan = settings.voxtral, settings.capacity_plan
     configured = list(dict.fromkeys(v.instance_pools or [v.instance_type]))
+    planned = {t.instance_type: t for t in plan.types}
     result = []
     for instance_type in [*configured, *[t for t in extra_types if t not in configured]]:
         spec = instance_types.lookup(instance_type)
         if spec is None or not spec.gpus:
             raise UsageError(f"--instance-type {instance_type}: not a GPU instance type of "
                              f"constructs_lib/facts/instance_types.py (GPU types: {instance_types.gpu_families()})")
-        fitted = model.fit(spec, v.max_model_len, v.gpu_memory_utilization, kv_cache_dtype=v.kv_cache_dtype)
-        if v.max_num_seqs == "auto" and instance_type in configured and len(configured) > 1:
+        # The plan's figures for the types the service runs; the same sizing for the others.
+        sized = planned.get(instance_type) or size(v, instance_type)
+        fitted = sized.capacity
+        assert fitted is not None, "valid settings size every GPU type"
+        if v.stream_cap == "auto" and instance_type in configured and len(configured) > 1:
             # Each pool type runs a Model of its own (InstancePool ModelNameOverride) with its own cap.
-            streams = max(1, fitted.streams)
             source = (f"auto: {fitted.limited_by} bound; the variant's Model" if instance_type == configured[0]
                       else f"auto: {fitted.limited_by} bound; this pool's own Model")
-        elif v.max_num_seqs == "auto":
-            streams, source = max(1, fitted.streams), f"auto: {fitted.limited_by} bound"
+        elif v.stream_cap == "auto":
+            source = f"auto: {fitted.limited_by} bound"
         else:
-            streams, source = v.max_num_seqs, "voxtral.max_num_seqs"
-        result.append(Row(fitted, streams, source, v.scaling_target_fraction))
+            source = "voxtral.max_num_seqs"
+        result.append(Row(fitted, sized.stream_cap, source, plan.target_fraction))
     return result
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from config import context as ctx
 from config import settings_doc
 from config.settings import KNOWN_KEYS, SECTIONS, default_context
-
 from tests.conftest import ROOT
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -42,8 +40,8 @@ def test_every_setting_is_in_the_table_with_its_default_and_nothing_else_is():
 
 def test_every_setting_has_a_description():
     """A new field needs its ``#:`` comment: the page would list it with nothing to say."""
-    missing = [prefix + name for prefix, section in SECTIONS.items() for name in ctx.section_fields(section)
-               if not settings_doc.description(section, name)]
+    missing = [key.name for prefix, section in SECTIONS.items() for key in ctx.section_keys(section, prefix)
+               if not settings_doc.description(section, key.field)]
     assert missing == []
 
 
@@ -60,7 +58,8 @@ def test_the_type_column_says_what_the_conversion_accepts(key, shown):
 def test_each_value_the_page_allows_converts_and_others_are_refused():
     """The values listed for a choice ("one of ...", in the table or the description) are exactly the field's."""
     page = settings_doc.PAGE.read_text()
-    for key, (_, _, hint) in KNOWN_KEYS.items():
+    for key, setting in KNOWN_KEYS.items():
+        hint = setting.hint
         kind = settings_doc.type_text(hint)
         if "one of " not in kind:
             continue
