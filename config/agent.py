@@ -1,6 +1,6 @@
-"""``agent.*``: the voice agent (docs/agent.md), the ``<prefix>-Agent`` stack: a Pipecat bot on ECS Fargate, from
-Voxtral speech to text through an LLM to Sonic speech. Its sizing fields are those of :class:`AgentSizing`, whose
-defaults they take."""
+"""``agent.*``: the voice agent (docs/agent.md), the ``<prefix>-Agent`` stack: a Pipecat bot on
+ECS Fargate, from Voxtral speech to text through an LLM to Sonic speech. Its sizing fields are
+those of :class:`AgentSizing`, whose defaults they take."""
 
 from __future__ import annotations
 
@@ -20,13 +20,15 @@ if TYPE_CHECKING:
 #: guide, "Supported foundation models": anthropic.claude-haiku-4-5-20251001-v1:0, streaming; it is
 #: served through inference profiles). Another geography: agent.llm_model_id=eu.<model id> etc.
 DEFAULT_LLM_MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
-DEFAULT_SYSTEM_PROMPT = "You are a helpful voice assistant. Answer in short, plain spoken sentences."
+DEFAULT_SYSTEM_PROMPT = ("You are a helpful voice assistant. Answer in short, plain spoken "
+                         "sentences.")
 #: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
 DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
 #: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
 SONIC_LANGUAGE_CODES = frozenset(
-    "ar bg bn cs da de el en es fi fr gu he hi hr hu id it ja ka kn ko ml mr ms nl no pa pl pt ro ru "
-    "sk sv ta te th tl tr uk vi zh en-US de-DE es-MX fr-FR hi-IN it-IT ja-JP nl-NL pt-BR".split())
+    "ar bg bn cs da de el en es fi fr gu he hi hr hu id it ja ka kn ko ml mr ms nl no pa pl pt ro "
+    "ru sk sv ta te th tl tr uk vi zh en-US de-DE es-MX fr-FR hi-IN it-IT ja-JP nl-NL "
+    "pt-BR".split())
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class AgentSettings(Section):
     """The voice agent (docs/agent.md): a Pipecat bot on ECS Fargate behind a load balancer, from
     Voxtral speech to text through an LLM to Sonic speech: the ``<prefix>-Agent`` stack."""
 
-    #: Deploy the <prefix>-Agent stack (needs voxtral.enabled and sonic.enabled, Sonic on SageMaker).
+    #: Deploy the <prefix>-Agent stack (needs voxtral.enabled and sonic.enabled, Sonic on
+    #: SageMaker).
     enabled: bool = False
     #: Bedrock model id or system inference profile id the bot calls with ConverseStream (Bedrock
     #: user guide, "Supported foundation models"; a 'us.' profile from us-* regions only, 'eu.' from
@@ -81,16 +84,18 @@ class AgentSettings(Section):
             return []
         p = self.problems_named("agent.")
         if not settings.voxtral.enabled or not settings.sonic.enabled:
-            off = [f"{name}.enabled=false" for name, section in
-                   (("voxtral", settings.voxtral), ("sonic", settings.sonic)) if not section.enabled]
+            endpoints = (("voxtral", settings.voxtral), ("sonic", settings.sonic))
+            off = [f"{name}.enabled=false" for name, section in endpoints if not section.enabled]
             p.note(f"agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
                    f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}")
         if settings.sonic.enabled and settings.sonic.target != "sagemaker":
-            p.note("agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from the "
-                   "Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not supported yet")
+            p.note("agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
+                   "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
+                   "supported yet")
         if (self.llm_model_id is None) == (self.llm_url is None):
-            p.add("llm_url", self.llm_url, "set exactly one of agent.llm_model_id (Bedrock) and "
-                                           "agent.llm_url (OpenAI-compatible; then agent.llm_model_id=null)")
+            p.add("llm_url", self.llm_url,
+                  "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
+                  "(OpenAI-compatible; then agent.llm_model_id=null)")
         if self.llm_model_id is not None:
             check_llm_model_id(p, "llm_model_id", self.llm_model_id, settings.region)
         if self.llm_url is not None:

@@ -1,10 +1,12 @@
-"""The capacity plan of the Voxtral service: for each instance type it may run, what the capacity model
-(:mod:`constructs_lib.facts.capacity`) says one GPU serves at the settings, and the stream cap that type runs with.
+"""The capacity plan of the Voxtral service: for each instance type it may run, what the capacity
+model (:mod:`constructs_lib.facts.capacity`) says one GPU serves at the settings, and the stream cap
+that type runs with.
 
-:func:`load_settings <config.settings.load_settings>` computes it once, as :attr:`Settings.capacity_plan
-<config.settings.Settings.capacity_plan>`; the settings' checks, the stacks (vLLM's ``--max-num-seqs``, the bridge's
-cap and KV-cache check, scaling, alarms, the dashboard, the synth warning) and ``voicectl`` (``cost``,
-``capacity``) read it, so no two of them size the service apart.
+:func:`load_settings <config.settings.load_settings>` computes it once, as
+:attr:`Settings.capacity_plan <config.settings.Settings.capacity_plan>`; the settings' checks, the
+stacks (vLLM's ``--max-num-seqs``, the bridge's cap and KV-cache check, scaling, alarms, the
+dashboard, the synth warning) and ``voicectl`` (``cost``, ``capacity``) read it, so no two of them
+size the service apart.
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ class TypePlan:
     """One instance type the service may run.
 
     Attributes:
-        instance_type: SageMaker's spelling (``ml.g6.xlarge``); on the ECS target ``ml.`` and the EC2
-            type (the same hardware).
-        capacity: the capacity model's answer for one GPU of the type, or None when the model cannot
-            answer (not a GPU type of the catalogue, or ``max_model_len``, ``gpu_memory_utilization``
-            or ``kv_cache_dtype`` out of its range: their own problems say why).
-        stream_cap: the type's live streams per instance: ``voxtral.max_num_seqs``, or what ``auto``
-            resolves to for its GPU (at least 1; a GPU that holds no stream is a problem of its own).
+        instance_type: SageMaker's spelling (``ml.g6.xlarge``); on the ECS target ``ml.`` and the
+            EC2 type (the same hardware).
+        capacity: the capacity model's answer for one GPU of the type, or None when the model
+            cannot answer (not a GPU type of the catalogue, or ``max_model_len``,
+            ``gpu_memory_utilization`` or ``kv_cache_dtype`` out of its range: their own problems
+            say why).
+        stream_cap: the type's live streams per instance: ``voxtral.max_num_seqs``, or what
+            ``auto`` resolves to for its GPU (at least 1; a GPU that holds no stream is a problem
+            of its own).
     """
 
     instance_type: str
@@ -125,8 +129,8 @@ class CapacityPlan:
 
 def sizing_types(voxtral: VoxtralSettings, ecs_instance_type: str) -> list[str]:
     """The instance types (SageMaker spelling) whose GPU sizes the stream cap, once each: with
-    ``target=ecs`` the ECS instance type (``ecs.instance_type`` as ``ml.<type>``: the same hardware),
-    else ``instance_type`` or each of ``instance_pools``."""
+    ``target=ecs`` the ECS instance type (``ecs.instance_type`` as ``ml.<type>``: the same
+    hardware), else ``instance_type`` or each of ``instance_pools``."""
     if voxtral.target == "ecs":
         return [f"ml.{ecs_instance_type}"]
     return list(dict.fromkeys(voxtral.instance_pools or [voxtral.instance_type]))
@@ -137,7 +141,8 @@ def plan_capacity(voxtral: VoxtralSettings, ecs_instance_type: str) -> CapacityP
     the service with ``target=ecs``)."""
     types = tuple(size(voxtral, name) for name in sizing_types(voxtral, ecs_instance_type))
     plan = CapacityPlan(types, voxtral.scaling_target_fraction)
-    return dataclasses.replace(plan, warning=_stream_cap_warning(voxtral, plan.smallest, ecs_instance_type))
+    warning = _stream_cap_warning(voxtral, plan.smallest, ecs_instance_type)
+    return dataclasses.replace(plan, warning=warning)
 
 
 def _stream_cap_warning(voxtral: VoxtralSettings, fitted: capacity.Capacity | None,
@@ -148,7 +153,9 @@ def _stream_cap_warning(voxtral: VoxtralSettings, fitted: capacity.Capacity | No
     (constructs_lib/facts/capacity.py; measure with bench/capacity_bench.py). The Voxtral stacks
     print it as a CDK warning at synth."""
     asked = voxtral.stream_cap
-    if asked == "auto" or fitted is None or fitted.compute_cap is None or asked <= fitted.compute_cap:
+    if asked == "auto" or fitted is None or fitted.compute_cap is None:
+        return None
+    if asked <= fitted.compute_cap:
         return None
     where = (f"ecs.instance_type={show(ecs_instance_type)}" if voxtral.target == "ecs"
              else f"instance type {show(fitted.instance_type)}")

@@ -1,13 +1,13 @@
-"""Flat CDK context keys <-> the fields of the settings sections, and the conversion of a context value to a field's
-type.
+"""Flat CDK context keys <-> the fields of the settings sections, and the conversion of a context
+value to a field's type.
 
-Every setting is a flat dotted key (``voxtral.instance_type``): the section's prefix and the field's key. A field is
-named after the props field it gives; where users write another key (``voxtral.min_instances`` for
-``min_capacity``) or other words for its values, the field says so itself (:func:`setting`). In
-``cdk.json`` a value has its JSON type; with ``-c key=value`` it arrives as a string. :func:`convert` turns either into
-the type the field declares, read with :func:`typing.get_type_hints` (so ``int | None``, ``Literal[...]`` and
-``list[str]`` convert by what they are, not by the spelling of the annotation), and raises ValueError with the
-allowed form.
+Every setting is a flat dotted key (``voxtral.instance_type``): the section's prefix and the field's
+key. A field is named after the props field it gives; where users write another key
+(``voxtral.min_instances`` for ``min_capacity``) or other words for its values, the field says so
+itself (:func:`setting`). In ``cdk.json`` a value has its JSON type; with ``-c key=value`` it
+arrives as a string. :func:`convert` turns either into the type the field declares, read with
+:func:`typing.get_type_hints` (so ``int | None``, ``Literal[...]`` and ``list[str]`` convert by what
+they are, not by the spelling of the annotation), and raises ValueError with the allowed form.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ def _is_union(hint: Any) -> bool:
 def convert(raw: Any, hint: Any) -> Any:
     """Convert one context value to the type ``hint``.
 
-    Accepted: ``bool`` (true/false, yes/no, on/off, 1/0), ``int`` (whole numbers, not booleans), ``float``, ``str``,
-    ``Literal[...]`` (one of its values), ``list[T]`` (a JSON list, or a string holding one or comma-separated items),
-    a union of these (the first that converts, e.g. ``int | Literal["auto"]``), and any of them ``| None`` (null,
-    none or an empty string).
+    Accepted: ``bool`` (true/false, yes/no, on/off, 1/0), ``int`` (whole numbers, not booleans),
+    ``float``, ``str``, ``Literal[...]`` (one of its values), ``list[T]`` (a JSON list, or a string
+    holding one or comma-separated items), a union of these (the first that converts, e.g. ``int |
+    Literal["auto"]``), and any of them ``| None`` (null, none or an empty string).
 
     Raises:
         ValueError: the value cannot be converted; the message says what is allowed ("must be ...").
@@ -91,7 +91,8 @@ def convert(raw: Any, hint: Any) -> Any:
         items = raw
         if isinstance(raw, str):
             text = raw.strip()
-            items = json.loads(text) if text.startswith("[") else [part for part in text.split(",") if part.strip()]
+            items = (json.loads(text) if text.startswith("[")
+                     else [part for part in text.split(",") if part.strip()])
         if not isinstance(items, list):
             raise ValueError("must be a list (a JSON array, or comma-separated values)" + or_null)
         return [convert(element, item) for element in items]
@@ -99,34 +100,40 @@ def convert(raw: Any, hint: Any) -> Any:
         if not isinstance(raw, str):
             raise ValueError("must be a string" + or_null)
         if raw.strip().lower() in _NONE:
-            raise ValueError("must be set: this setting has no 'unset' value (null is allowed for optional settings only)")
+            raise ValueError("must be set: this setting has no 'unset' value (null is allowed for "
+                             "optional settings only)")
         return raw.strip()
     raise TypeError(f"no conversion for settings of type {hint!r}")
 
 
-# --- Declaring a setting -------------------------------------------------------------------------------------------
+# --- Declaring a setting --------------------------------------------------------------------------
 
-#: Field metadata of a value the app derives from other settings (no context key; ``load_settings`` fills it in).
+#: Field metadata of a value the app derives from other settings (no context key; ``load_settings``
+#: fills it in).
 DERIVED = {"derived": True}
-#: Field metadata: the context key after the section's prefix, when it differs from the field's name.
+#: Field metadata: the context key after the section's prefix, when it differs from the field's
+#: name.
 KEY = "key"
-#: Field metadata: ``{spelling: value}``, the words a user writes for the field's values (a choice the props hold as a
-#: bool, such as ``ecs.capacity``: ``on_demand`` or ``spot`` for ``spot``).
+#: Field metadata: ``{spelling: value}``, the words a user writes for the field's values (a choice
+#: the props hold as a bool, such as ``ecs.capacity``: ``on_demand`` or ``spot`` for ``spot``).
 CHOICES = "choices"
 #: Field metadata: the props class whose default for the same field name is the setting's default.
 DEFAULT_FROM = "default_from"
 
 
-def setting(default: Any = dataclasses.MISSING, *, key: str | None = None, choices: Mapping[str, Any] | None = None,
-            default_from: type | None = None, default_factory: Any = dataclasses.MISSING) -> Any:
+def setting(default: Any = dataclasses.MISSING, *, key: str | None = None,
+            choices: Mapping[str, Any] | None = None, default_from: type | None = None,
+            default_factory: Any = dataclasses.MISSING) -> Any:
     """A field of a settings section, named after the props field it gives (``min_capacity``).
 
     Args:
-        default / default_factory: the setting's default, when the app's differs from the props' (or no props
-            class declares the field).
-        key: the context key after the section's prefix (``min_instances``), when it is not the field's name.
+        default / default_factory: the setting's default, when the app's differs from the props'
+            (or no props class declares the field).
+        key: the context key after the section's prefix (``min_instances``), when it is not the
+            field's name.
         choices: ``{spelling: value}`` when users write words for the field's values.
-        default_from: the props class that declares the default (resolved by :class:`config.section.Section`).
+        default_from: the props class that declares the default (resolved by
+            :class:`config.section.Section`).
     """
     metadata: dict[str, Any] = {}
     if key is not None:
@@ -146,7 +153,8 @@ class SettingKey:
         prefix: the section's prefix (``voxtral.``; empty for the keys of the whole app).
         key: the key after the prefix, as users write it.
         field: the section's field (the props' name).
-        hint: the type :func:`convert` reads: the field's, or with choices ``Literal`` of their spellings.
+        hint: the type :func:`convert` reads: the field's, or with choices ``Literal`` of their
+            spellings.
         choices: ``{spelling: value}``, or None.
     """
 
@@ -162,7 +170,8 @@ class SettingKey:
         return self.prefix + self.key
 
     def convert(self, raw: Any) -> Any:
-        """The field's value for the context value ``raw`` (:func:`convert`, then the choice's value)."""
+        """The field's value for the context value ``raw`` (:func:`convert`, then the choice's
+        value)."""
         value = convert(raw, self.hint)
         return self.choices[value] if self.choices is not None else value
 
@@ -175,7 +184,8 @@ class SettingKey:
 
 
 def section_keys(section: type, prefix: str = "") -> list[SettingKey]:
-    """The keys of a settings section, in field order (nested sections and fields without a key left out)."""
+    """The keys of a settings section, in field order (nested sections and fields without a key
+    left out)."""
     hints = get_type_hints(section)
     keys = []
     for f in dataclasses.fields(section):
@@ -189,7 +199,8 @@ def section_keys(section: type, prefix: str = "") -> list[SettingKey]:
 
 def known_keys(sections: Mapping[str, type]) -> dict[str, SettingKey]:
     """``{"voxtral.min_instances": SettingKey(...), ...}`` for ``{prefix: section}``."""
-    return {k.name: k for prefix, section in sections.items() for k in section_keys(section, prefix)}
+    return {k.name: k for prefix, section in sections.items()
+            for k in section_keys(section, prefix)}
 
 
 def field_default(section: type, name: str) -> Any:
@@ -199,11 +210,14 @@ def field_default(section: type, name: str) -> Any:
 
 
 def defaults(sections: Mapping[str, type]) -> dict[str, Any]:
-    """Every setting with its default as users write it, by its flat dotted key (what ``cdk.json`` lists)."""
+    """Every setting with its default as users write it, by its flat dotted key (what
+    ``cdk.json`` lists)."""
     return {k.name: k.spell(field_default(section, k.field))
             for prefix, section in sections.items() for k in section_keys(section, prefix)}
 
 
 def is_cdk_key(key: str) -> bool:
-    """CDK's own context keys (feature flags ``@aws-cdk/...``, ``aws:cdk:...``, lookups ``x:y``) are not settings."""
-    return key.startswith("@") or ":" in key or key in {"acknowledged-issue-numbers", "cli-telemetry"}
+    """CDK's own context keys (feature flags ``@aws-cdk/...``, ``aws:cdk:...``, lookups ``x:y``)
+    are not settings."""
+    return (key.startswith("@") or ":" in key
+            or key in {"acknowledged-issue-numbers", "cli-telemetry"})

@@ -1,6 +1,7 @@
-"""``ecs.*``: the self-managed GPU target (``voxtral.target=ecs``; Sonic on ECS shares part of it). Its fields are
-those of the props :class:`GpuCapacity` and :class:`LoadBalancing`; where users write a choice for a boolean of the
-props (``ecs.capacity``: ``on_demand`` or ``spot`` for ``spot``), the field lists the spellings.
+"""``ecs.*``: the self-managed GPU target (``voxtral.target=ecs``; Sonic on ECS shares part of it).
+Its fields are those of the props :class:`GpuCapacity` and :class:`LoadBalancing`; where users write
+a choice for a boolean of the props (``ecs.capacity``: ``on_demand`` or ``spot`` for ``spot``), the
+field lists the spellings.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EcsSettings(Section):
-    """The self-managed GPU target (``voxtral.target=ecs``): an ECS service on EC2 GPU instances behind an
-    Application Load Balancer. Used only by a section whose target is ``ecs``."""
+    """The self-managed GPU target (``voxtral.target=ecs``): an ECS service on EC2 GPU instances
+    behind an Application Load Balancer. Used only by a section whose target is ``ecs``."""
 
     #: EC2 instance type with an NVIDIA GPU (no ``ml.``): g6.xlarge ... g6e.*; one task per GPU.
     instance_type: str = "g6.xlarge"
@@ -61,32 +62,34 @@ class EcsSettings(Section):
         return self.props(LoadBalancing)
 
     def problems(self, settings: Settings) -> list[str]:
-        """Every problem of the ECS settings with Voxtral on ECS, named ``ecs.<key>``; choices are shown as
-        the settings spell them."""
+        """Every problem of the ECS settings with Voxtral on ECS, named ``ecs.<key>``; choices
+        are shown as the settings spell them."""
         voxtral = settings.voxtral
         p = self.problems_named("ecs.")
         self.capacity_props().problems(p)
         self.load_balancing().problems(p, settings.region)
         spec = ecs_gpu_spec(self.instance_type)
+        shown = f"ecs.instance_type={show(self.instance_type)}"
         if spec is not None and voxtral.kv_cache_dtype == "fp8":
             reason = capacity.fp8_kv_cache_problem(spec.gpu_model)
             if reason is not None:
-                p.note(f"voxtral.kv_cache_dtype='fp8' with ecs.instance_type={show(self.instance_type)}: "
-                       f"{reason}; set voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (p5.*)")
+                p.note(f"voxtral.kv_cache_dtype='fp8' with {shown}: {reason}; set "
+                       "voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (p5.*)")
+        # The capacity model's answer for the ECS type (the plan's only type with target=ecs), when
+        # the values it depends on are valid (else their own problems say why).
         plan = settings.capacity_plan
-        fitted = plan.first.capacity
-        if spec is not None and len(p) == 0 and fitted is not None:
-            if fitted.fit < plan.streams_per_instance:
-                p.note(f"ecs.instance_type={show(self.instance_type)} with voxtral.max_model_len="
-                       f"{voxtral.max_model_len} and voxtral.max_num_seqs={plan.streams_per_instance}: "
-                       f"one {spec.gpu_model} ({spec.gpu_memory_gib:g} GiB) holds the weights and KV cache "
-                       f"for at most {fitted.fit} sequence(s) of that length; lower max_num_seqs or "
-                       "max_model_len, or choose a GPU with more memory")
+        fitted, streams = plan.first.capacity, plan.streams_per_instance
+        if spec is not None and len(p) == 0 and fitted is not None and fitted.fit < streams:
+            p.note(f"{shown} with voxtral.max_model_len={voxtral.max_model_len} and "
+                   f"voxtral.max_num_seqs={streams}: one {spec.gpu_model} ({spec.gpu_memory_gib:g} "
+                   f"GiB) holds the weights and KV cache for at most {fitted.fit} sequence(s) of "
+                   "that length; lower max_num_seqs or max_model_len, or choose a GPU with more "
+                   "memory")
         return list(p)
 
     def shared_problems(self, settings: Settings) -> list[str]:
-        """The ecs.* settings Sonic on ECS shares (root volume, certificate), when Voxtral does not run on
-        ECS (else :meth:`problems` checks them)."""
+        """The ecs.* settings Sonic on ECS shares (root volume, certificate), when Voxtral does
+        not run on ECS (else :meth:`problems` checks them)."""
         p = self.problems_named("ecs.")
         check_root_volume_gib(p, "root_volume_gib", self.root_volume_gib)
         if self.certificate_arn is not None:

@@ -1,8 +1,10 @@
-"""What every endpoint of the app has (``voxtral.*`` and ``sonic.*``): switch, target, instance type and pools, counts
-and timeouts, scaling range, alarm thresholds. :class:`EndpointSettings` is the base of both sections.
+"""What every endpoint of the app has (``voxtral.*`` and ``sonic.*``): switch, target, instance type
+and pools, counts and timeouts, scaling range, alarm thresholds. :class:`EndpointSettings` is the
+base of both sections.
 
-Each field is named after the props field it gives (:class:`ProductionVariant`, :class:`InstanceScaling`,
-:class:`EndpointAlarmThresholds`...); the key users write is the field's own ``key`` where it differs.
+Each field is named after the props field it gives (:class:`ProductionVariant`,
+:class:`InstanceScaling`, :class:`EndpointAlarmThresholds`...); the key users write is the field's
+own ``key`` where it differs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from constructs_lib.facts import instance_types
 from constructs_lib.facts.names import check_endpoint_name, check_kms_key_arn
 from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
 from constructs_lib.sagemaker_endpoint.props import ProductionVariant
-from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling, check_capacity, check_cooldown_s
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    InstanceScaling,
+    check_capacity,
+    check_cooldown_s,
+)
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
@@ -28,41 +34,45 @@ THRESHOLDS = EndpointAlarmThresholds
 
 @dataclass(frozen=True)
 class EndpointSettings(Section):
-    """What every endpoint of the app has: switch, instance counts and timeouts, scaling range, alarm thresholds.
+    """What every endpoint of the app has: switch, instance counts and timeouts, scaling range,
+    alarm thresholds.
 
     Subclasses add their own keys and may give a field another default by declaring it again.
     """
 
-    #: Deploy this service (voxtral.enabled also deploys the Artifacts stack: repository and model bucket).
+    #: Deploy this service (voxtral.enabled also deploys the Artifacts stack: repository and model
+    #: bucket).
     enabled: bool = True
-    #: Where the service runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU instances
-    #: behind a load balancer (docs/ecs.md).
+    #: Where the service runs: a SageMaker real-time endpoint, or an ECS service on EC2 GPU
+    #: instances behind a load balancer (docs/ecs.md).
     target: Literal["sagemaker", "ecs"] = "sagemaker"
-    # Each endpoint's section gives its own name and instance type; these only complete the base class.
+    # Each endpoint's section gives its own name and instance type; these only complete the base
+    # class.
     #: Stable SageMaker EndpointName.
     endpoint_name: str = "endpoint"
     #: Instance type of the endpoint's ProductionVariant.
     instance_type: str = "ml.g6.xlarge"
     #: Capacity fallback: up to 5 instance types in priority order, the first being instance_type
-    #: (empty = instance_type only). Synthesized as the variant's InstancePools (no InstanceType then):
-    #: when a type has no capacity (InsufficientCapacity) at creation, update or scale-out, SageMaker
-    #: tries the next. Each type must pass every check of instance_type; GPU and CPU alarms scale by
-    #: the fewest GPUs and vCPUs among them.
+    #: (empty = instance_type only). Synthesized as the variant's InstancePools (no InstanceType
+    #: then): when a type has no capacity (InsufficientCapacity) at creation, update or scale-out,
+    #: SageMaker tries the next. Each type must pass every check of instance_type; GPU and CPU
+    #: alarms scale by the fewest GPUs and vCPUs among them.
     instance_pools: list[str] = setting(default_factory=list)
-    #: VariantInstanceProvisionTimeoutInSeconds (300-3600): with instance_pools, seconds SageMaker may
-    #: spend getting capacity across them (None = 1800 s with pools, SageMaker's default without); a
-    #: rolling update's time limit adds it.
+    #: VariantInstanceProvisionTimeoutInSeconds (300-3600): with instance_pools, seconds SageMaker
+    #: may spend getting capacity across them (None = 1800 s with pools, SageMaker's default
+    #: without); a rolling update's time limit adds it.
     provision_timeout_s: int | None = setting(key="instance_provision_timeout_s",
                                               default_from=ProductionVariant)
     #: Instances at creation; must lie between min_instances and max_instances.
     initial_instance_count: int = setting(default_from=ProductionVariant)
     #: ModelDataDownloadTimeoutInSeconds (60-3600).
     model_data_download_timeout_s: int = 1200
-    #: ContainerStartupHealthCheckTimeoutInSeconds (60-3600); Voxtral's vLLM loads ~9 GB and captures
-    #: CUDA graphs.
+    #: ContainerStartupHealthCheckTimeoutInSeconds (60-3600); Voxtral's vLLM loads ~9 GB and
+    #: captures CUDA graphs.
     container_startup_timeout_s: int = 1200
-    #: KMS key of the ML storage volume; applied on EBS-backed instance types only (not on local NVMe
-    #: types, where SageMaker refuses a KmsKeyId: docs/private-deployment.md, ML storage volumes).
+    #: KMS key of the ML storage volume; applied on EBS-backed instance types only (not on local
+    #: NVMe types, where SageMaker refuses a KmsKeyId: docs/private-deployment.md, ML storage
+    #: volumes).
     volume_kms_key_arn: str | None = None
     # Operations (docs/operations.md): autoscaling range and alarm thresholds.
     #: Autoscaling minimum (at least 1); min = max means a fixed size, no scalable target.
@@ -80,7 +90,8 @@ class EndpointSettings(Section):
     #: OverheadLatency p90 alarm threshold, ms (x 1000 in the alarm).
     overhead_latency_p90_ms: float = setting(key="alarm_overhead_latency_p90_ms",
                                              default_from=THRESHOLDS)
-    #: GPU utilization alarm, percent of capacity, more than 0 and less than 100 (x GPUs in the alarm).
+    #: GPU utilization alarm, percent of capacity, more than 0 and less than 100 (x GPUs in the
+    #: alarm).
     gpu_utilization_percent: float = setting(key="alarm_gpu_utilization_percent",
                                              default_from=THRESHOLDS)
     #: GPU memory alarm, percent of capacity (x GPUs in the alarm).
@@ -105,7 +116,8 @@ class EndpointSettings(Section):
 
     @property
     def autoscaled(self) -> bool:
-        """min < max instances; min = max means a fixed size (also the way to change the instance type)."""
+        """min < max instances; min = max means a fixed size (also the way to change the instance
+        type)."""
         return self.min_capacity < self.max_capacity
 
     def problems(self, section: str, settings: Settings) -> list[str]:
@@ -114,7 +126,8 @@ class EndpointSettings(Section):
         check_endpoint_name(p, "endpoint_name", self.endpoint_name)
         self.variant().problems(p)
         if self.volume_kms_key_arn is not None:
-            check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, settings.region, alias=True)
+            check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, settings.region,
+                              alias=True)
         # initial_instance_count is SageMaker's; an ECS service starts with its minimum task count.
         initial = self.initial_instance_count if self.target == "sagemaker" else None
         check_capacity(p, self.min_capacity, self.max_capacity, initial)
@@ -125,10 +138,10 @@ class EndpointSettings(Section):
         return list(p)
 
     def instance_specs(self, p: Problems) -> list[tuple[str, instance_types.InstanceSpec]]:
-        """``(key, facts)`` of every instance type the endpoint may run: ``instance_type``, or each of
-        ``instance_pools`` (named after that key in problems), so every rule sized by the instance
-        holds for each. A type the catalogue lacks is left out with a problem recorded; one that is
-        not a SageMaker type is left out silently (the variant's check reports it)."""
+        """``(key, facts)`` of every instance type the endpoint may run: ``instance_type``, or
+        each of ``instance_pools`` (named after that key in problems), so every rule sized by the
+        instance holds for each. A type the catalogue lacks is left out with a problem recorded;
+        one that is not a SageMaker type is left out silently (the variant's check reports it)."""
         key = "instance_pools" if self.instance_pools else "instance_type"
         specs = []
         # A duplicate is the variant's problem, reported once.

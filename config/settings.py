@@ -1,20 +1,23 @@
 """Typed, validated settings of the app, parsed once from CDK context.
 
-Every setting is a flat dotted key in ``cdk.json`` ``context`` (``voxtral.instance_type``) and can be overridden on
-the command line with ``-c key=value``. :func:`load_settings` reads them all, converts each to its field's type
-(:mod:`config.context`), works out the capacity plan of the Voxtral service once (:mod:`config.capacity_plan`),
-checks every rule and raises one :class:`SettingsError` that lists every problem (key, value, what is allowed) before
-any construct is built. Constructs receive props built from these sections, never raw context.
+Every setting is a flat dotted key in ``cdk.json`` ``context`` (``voxtral.instance_type``) and can
+be overridden on the command line with ``-c key=value``. :func:`load_settings` reads them all,
+converts each to its field's type (:mod:`config.context`), works out the capacity plan of the
+Voxtral service once (:mod:`config.capacity_plan`), checks every rule and raises one
+:class:`SettingsError` that lists every problem (key, value, what is allowed) before any construct
+is built. Constructs receive props built from these sections, never raw context.
 
-One module per section (:mod:`config.voxtral`, :mod:`config.sonic`, :mod:`config.ecs`, :mod:`config.network`,
-:mod:`config.connect`, :mod:`config.agent`), each field named after the props field it gives (:mod:`config.section`).
-The rules that concern a construct's props are the construct's own checks, run there with the problems named after
-the settings' keys; the sections add only the rules of this app (Voxtral's GPU memory, Sonic's Marketplace package,
-the bridge's drain time).
+One module per section (:mod:`config.voxtral`, :mod:`config.sonic`, :mod:`config.ecs`,
+:mod:`config.network`, :mod:`config.connect`, :mod:`config.agent`), each field named after the props
+field it gives (:mod:`config.section`). The rules that concern a construct's props are the
+construct's own checks, run there with the problems named after the settings' keys; the sections add
+only the rules of this app (Voxtral's GPU memory, Sonic's Marketplace package, the bridge's drain
+time).
 
-Each default is declared once: in the props class when the app's is the library's (``setting(default_from=...)``),
-else on the section's field. ``cdk.json`` lists every key with its default so users can see every setting in one
-place (a test keeps it equal to :func:`default_context`).
+Each default is declared once: in the props class when the app's is the library's
+(``setting(default_from=...)``), else on the section's field. ``cdk.json`` lists every key with its
+default so users can see every setting in one place (a test keeps it equal to
+:func:`default_context`).
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ from constructs_lib.sagemaker_endpoint.props import RealtimeEndpointProps, check
 from constructs_lib.validation import Problems, show
 
 __all__ = [
-    "DEFAULT_LLM_MODEL_ID", "KNOWN_KEYS", "SECTIONS", "AgentSettings", "CapacityPlan", "ConnectSettings",
-    "EcsSettings", "EncryptionSettings", "EndpointSettings", "NetworkSettings", "Settings", "SettingsError",
-    "SonicSettings", "VoxtralSettings", "default_context", "load_settings",
+    "DEFAULT_LLM_MODEL_ID", "KNOWN_KEYS", "SECTIONS", "AgentSettings", "CapacityPlan",
+    "ConnectSettings", "EcsSettings", "EncryptionSettings", "EndpointSettings", "NetworkSettings",
+    "Settings", "SettingsError", "SonicSettings", "VoxtralSettings", "default_context",
+    "load_settings",
 ]
 
 
@@ -53,12 +57,12 @@ class SettingsError(ValueError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__(
-            "Invalid settings (cdk.json context or -c key=value):\n" + "\n".join(f"  - {p}" for p in problems)
-        )
+        super().__init__("Invalid settings (cdk.json context or -c key=value):\n"
+                         + "\n".join(f"  - {p}" for p in problems))
 
 
-#: The capacity plan of :class:`Settings` before :func:`load_settings` works it out (no instance type).
+#: The capacity plan of :class:`Settings` before :func:`load_settings` works it out (no instance
+#: type).
 NO_PLAN = CapacityPlan(types=(), target_fraction=0.0)
 
 
@@ -94,7 +98,8 @@ class Settings(Section):
 
     @property
     def uses_ecs(self) -> bool:
-        """Whether an enabled service runs on the ECS target (``voxtral.target`` or ``sonic.target``)."""
+        """Whether an enabled service runs on the ECS target (``voxtral.target`` or
+        ``sonic.target``)."""
         return (self.voxtral.enabled and self.voxtral.target == "ecs") or self.sonic_on_ecs
 
     @property
@@ -103,10 +108,12 @@ class Settings(Section):
 
     @property
     def makes_key(self) -> bool:
-        """Whether the stacks make the data key (encryption.create_key, defaulting to network.mode=vpc)."""
-        if self.encryption.kms_key_arn is not None:
+        """Whether the stacks make the data key (encryption.create_key, defaulting to
+        network.mode=vpc)."""
+        encryption = self.encryption
+        if encryption.kms_key_arn is not None:
             return False
-        return self.network.private if self.encryption.create_key is None else self.encryption.create_key
+        return self.network.private if encryption.create_key is None else encryption.create_key
 
     @property
     def uses_key(self) -> bool:
@@ -117,7 +124,8 @@ class Settings(Section):
     def encrypts_repository(self) -> bool:
         """Whether the ECR repository uses the key (replaces an existing repository:
         docs/private-deployment.md)."""
-        wanted = self.network.private if self.encryption.repository is None else self.encryption.repository
+        repository = self.encryption.repository
+        wanted = self.network.private if repository is None else repository
         return self.uses_key and wanted
 
     @property
@@ -137,8 +145,9 @@ class Settings(Section):
         if self.alarm_email is not None:
             check_email(p, "alarm_email", self.alarm_email)
         if not self.voxtral.enabled and not self.sonic.enabled:
-            p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be enabled")
-        problems = list(p) + self.network.problems(self.region) + self.encryption.problems(self.region)
+            p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be "
+                   "enabled")
+        problems = [*p, *self.network.problems(self.region), *self.encryption.problems(self.region)]
         if self.encryption.repository and not self.uses_key:
             problems.append("encryption.repository=true: needs a key (encryption.kms_key_arn or "
                             "encryption.create_key)")
@@ -148,28 +157,31 @@ class Settings(Section):
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self)
             if self.network.private and self.ecs.internet_facing:
-                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the private "
-                                "network has no internet gateway; use ecs.load_balancer='internal' (callers "
-                                "reach it from the VPC, peered networks or on premises), or "
-                                "network.mode='public'")
+                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the "
+                                "private network has no internet gateway; use "
+                                "ecs.load_balancer='internal' (callers reach it from the VPC, "
+                                "peered networks or on premises), or network.mode='public'")
         elif self.sonic_on_ecs:
             problems += self.ecs.shared_problems(self)
         problems += self.connect.problems(self)
         problems += self.agent.problems(self)
         if (self.voxtral.enabled and self.sonic.enabled
                 and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower()):
-            problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
-                            "voxtral.endpoint_name (endpoint names are unique per account and region, "
-                            "case-insensitively)")
+            problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ "
+                            "from voxtral.endpoint_name (endpoint names are unique per account and "
+                            "region, case-insensitively)")
         return problems
 
 
-# --- Parsing --------------------------------------------------------------------------------------------------------
+# --- Parsing --------------------------------------------------------------------------------------
 
 def _sections() -> dict[str, type]:
+    """``{"": Settings, "voxtral.": VoxtralSettings, ...}``: the sections are the fields of
+    :class:`Settings` whose type is a dataclass (the capacity plan aside: it is no section)."""
     hints = get_type_hints(Settings)
     return {"": Settings, **{f"{f.name}.": hints[f.name] for f in dataclasses.fields(Settings)
-                             if dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")}}
+                             if dataclasses.is_dataclass(hints[f.name])
+                             and not f.metadata.get("derived")}}
 
 
 #: Each section by the prefix of its keys (the keys of :class:`Settings` itself have none).
@@ -183,18 +195,20 @@ def default_context() -> dict[str, Any]:
 
 
 def load_settings(context: Mapping[str, Any]) -> Settings:
-    """Parse and validate ``context`` (CDK context: cdk.json plus ``-c`` overrides) into :class:`Settings`.
+    """Parse and validate ``context`` (CDK context: cdk.json plus ``-c`` overrides) into
+    :class:`Settings`.
 
     Args:
-        context: flat mapping of context keys to values; ``-c`` values are strings, cdk.json values JSON
-            types. Keys owned by the CDK itself (``@aws-cdk/...`` feature flags, keys containing ``:``) are
-            ignored.
+        context: flat mapping of context keys to values; ``-c`` values are strings, cdk.json
+            values JSON types. Keys owned by the CDK itself (``@aws-cdk/...`` feature flags, keys
+            containing ``:``) are ignored.
 
     Returns:
         The frozen settings, with their capacity plan.
 
     Raises:
-        SettingsError: listing every invalid or unknown key, with the value given and what is allowed.
+        SettingsError: listing every invalid or unknown key, with the value given and what is
+            allowed.
     """
     problems: list[str] = []
     values: dict[str, dict[str, Any]] = {prefix: {} for prefix in SECTIONS}
@@ -204,7 +218,8 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         key = KNOWN_KEYS.get(name)
         if key is None:
             close = difflib.get_close_matches(name, KNOWN_KEYS, n=1, cutoff=0.6)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
+            hint = (f"; did you mean '{close[0]}'?" if close
+                    else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}")
             problems.append(f"unknown setting '{name}'{hint}")
             continue
         try:
@@ -212,10 +227,12 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         except ValueError as error:
             problems.append(f"{name}={show(raw)}: {error}")
 
-    sections = {prefix[:-1]: section(**values[prefix]) for prefix, section in SECTIONS.items() if prefix}
+    sections = {prefix[:-1]: section(**values[prefix])
+                for prefix, section in SECTIONS.items() if prefix}
     plan = plan_capacity(sections["voxtral"], sections["ecs"].instance_type)
     settings = Settings(**values[""], **sections, capacity_plan=plan)
-    # Validate even when some keys failed to convert (they keep their defaults), so one run reports every problem.
+    # Validate even when some keys failed to convert (they keep their defaults), so one run reports
+    # every problem.
     problems.extend(settings.problems())
     if problems:
         raise SettingsError(problems)

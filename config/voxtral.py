@@ -1,6 +1,7 @@
-"""``voxtral.*``: speech to text, Voxtral on vLLM behind the bridge. The keys, and the rules of this app for them: the
-model, its weights and image, whether one GPU holds the streams asked for (the capacity plan,
-:mod:`config.capacity_plan`), the transcription delay, and the operations keys that depend on vLLM's settings.
+"""``voxtral.*``: speech to text, Voxtral on vLLM behind the bridge. The keys, and the rules of this
+app for them: the model, its weights and image, whether one GPU holds the streams asked for (the
+capacity plan, :mod:`config.capacity_plan`), the transcription delay, and the operations keys that
+depend on vLLM's settings.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ from contracts.model import DEFAULT_REPO_ID
 
 if TYPE_CHECKING:
     from config.settings import Settings
+
+#: ``(key, facts)`` of each instance type the endpoint may run
+#: (:meth:`EndpointSettings.instance_specs`).
+Specs = list[tuple[str, instance_types.InstanceSpec]]
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ class VoxtralSettings(EndpointSettings):
     batch_percent: int | None = setting(key="rollout_batch_percent", default_from=RollingUpdate)
     #: Rolling update: baking period per step during which the rollback alarms are watched, seconds.
     wait_s: int = setting(key="rollout_wait_s", default_from=RollingUpdate)
-    #: Rolling update: roll back when more than this percent of requests get a 5xx in 3 of 5 minutes.
+    #: Rolling update: roll back when more than this percent of requests get a 5xx in 3 of 5
+    #: minutes.
     rollback_5xx_error_percent: float = 5.0
     #: Above vLLM's up-front reservation (gpu_memory_utilization): vLLM holds that much from the
     #: start.
@@ -127,9 +133,9 @@ class VoxtralSettings(EndpointSettings):
         BRIDGE_DRAIN_S, f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)")
 
     def model_prefix_key(self) -> str:
-        """Key prefix of the weights inside the stack's model bucket (no leading, one trailing ``/``).
-        The revision is part of it, so a new revision is staged beside the old one and a running
-        endpoint keeps its files."""
+        """Key prefix of the weights inside the stack's model bucket (no leading, one trailing
+        ``/``). The revision is part of it, so a new revision is staged beside the old one and a
+        running endpoint keeps its files."""
         return f"models/{self.model_id}/{self.model_revision}/"
 
     @property
@@ -143,7 +149,8 @@ class VoxtralSettings(EndpointSettings):
         return self.props(BridgeAlarmThresholds, stream_cap=plan.streams_per_instance,
                           caps_differ=plan.caps_differ)
 
-    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
+    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR
+                            ) -> cuda_compat.Compatibility:
         """Whether the image's CUDA runs on ``inference_ami_version``'s driver
         (constructs_lib/facts/cuda_compat.py): the image is ``image_uri`` when set, else the base
         image of ``container_dir/Dockerfile`` (the asset built at synth). INCOMPATIBLE is a settings
@@ -154,7 +161,8 @@ class VoxtralSettings(EndpointSettings):
         else:
             image = bridge_base_image(container_dir)
             source = f"the base image of {container_dir.name}/Dockerfile"
-        return cuda_compat.check_image(image, source, self.inference_ami_version, self.instance_type)
+        return cuda_compat.check_image(image, source, self.inference_ami_version,
+                                       self.instance_type)
 
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
@@ -173,12 +181,13 @@ class VoxtralSettings(EndpointSettings):
             self._fit_problems(p, specs, settings.capacity_plan)
         self._operations_problems(p)
 
-    def _gpu_problems(self, p: Problems, specs: list[tuple[str, instance_types.InstanceSpec]]) -> None:
+    def _gpu_problems(self, p: Problems, specs: Specs) -> None:
         """Each instance type the endpoint may run has one GPU (several with target=ecs, one task
         each)."""
         for key, spec in specs:
             if spec.gpus == 0:
-                p.add(key, spec.name, f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+                p.add(key, spec.name,
+                      f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
             elif spec.gpus > 1 and self.target != "ecs":
                 # The container starts one vLLM without tensor parallelism: it uses one GPU. The GPU
                 # alarms scale by the instance's GPUs (instance_types.alarm_capacity), so they would
@@ -186,11 +195,12 @@ class VoxtralSettings(EndpointSettings):
                 single = [name for name, other in instance_types.CATALOGUE.items()
                           if other.gpu_model == spec.gpu_model and other.gpus == 1]
                 choice = f"a one-GPU type ({', '.join(single)})" if single else "a one-GPU type"
-                p.add(key, spec.name, f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
-                                      f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
-                                      f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by "
-                                      "voicectl capacity --compare, or voxtral.target=ecs, which runs one "
-                                      "task per GPU")
+                p.add(key, spec.name,
+                      f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
+                      f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
+                      f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by "
+                      "voicectl capacity --compare, or voxtral.target=ecs, which runs one task per "
+                      "GPU")
 
     def _model_problems(self, p: Problems, region: str) -> None:
         """The model, its weights and image, vLLM's sizes, the hub token."""
@@ -206,33 +216,34 @@ class VoxtralSettings(EndpointSettings):
             p.add("max_model_len", self.max_model_len,
                   "must be a positive whole number (tokens; 12.5 per second of audio)")
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
-            p.add("gpu_memory_utilization", self.gpu_memory_utilization, "must be between 0.1 and 0.98")
+            p.add("gpu_memory_utilization", self.gpu_memory_utilization,
+                  "must be between 0.1 and 0.98")
         check_revision(p, "model_revision", self.model_revision)
         if self.stage_model and self.model_s3_uri is not None:
             p.note(f"{p.ref('stage_model', True)} with {p.ref('model_s3_uri', self.model_s3_uri)}: "
-                   "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or set "
-                   "voxtral.stage_model=false")
+                   "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or "
+                   "set voxtral.stage_model=false")
         if self.hf_token_secret_arn is not None:
             check_secret_arn(p, "hf_token_secret_arn", self.hf_token_secret_arn, region)
         if self.hf_token_secret_kms_key_arn is not None:
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
 
-    def _kv_cache_problems(self, p: Problems, specs: list[tuple[str, instance_types.InstanceSpec]]) -> None:
-        """An unknown KV-cache type; FP8 on a GPU that cannot run it (each type the endpoint may run:
-        with target=ecs the ECS type, which EcsSettings names)."""
+    def _kv_cache_problems(self, p: Problems, specs: Specs) -> None:
+        """An unknown KV-cache type; FP8 on a GPU that cannot run it (each type the endpoint may
+        run: with target=ecs the ECS type, which EcsSettings names)."""
         if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
-            p.add("kv_cache_dtype", self.kv_cache_dtype, "must be 'auto' (the model's BF16) or 'fp8' (vLLM "
-                  "--kv-cache-dtype)")
+            p.add("kv_cache_dtype", self.kv_cache_dtype,
+                  "must be 'auto' (the model's BF16) or 'fp8' (vLLM --kv-cache-dtype)")
         elif self.kv_cache_dtype == "fp8" and self.target != "ecs":
             for key, spec in specs:
                 reason = capacity.fp8_kv_cache_problem(spec.gpu_model)
                 if reason is not None:
-                    p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, spec.name)}: {reason}; set "
-                           "voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)")
+                    p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, spec.name)}: "
+                           f"{reason}; set voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper "
+                           "type (ml.p5.4xlarge)")
 
-    def _fit_problems(self, p: Problems, specs: list[tuple[str, instance_types.InstanceSpec]],
-                      plan: CapacityPlan) -> None:
+    def _fit_problems(self, p: Problems, specs: Specs, plan: CapacityPlan) -> None:
         """For each type the endpoint may run, at that type's own stream cap (with pools, each pool
         type's Model has its own): one GPU holds the weights and that many streams' KV cache."""
         for key, spec in specs:
@@ -243,18 +254,19 @@ class VoxtralSettings(EndpointSettings):
             asked = self.stream_cap
             advice = ("lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
                       "voxtral.max_num_seqs=auto" if asked != "auto" else
-                      "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with more memory")
+                      "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with "
+                      "more memory")
             gib = 2**30
             p.note(
                 f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
                 f"and {p.ref('stream_cap', asked)}: one {spec.gpu_model} "
-                f"({fitted.gpu.memory_bytes / gib:.1f} GiB, {self.gpu_memory_utilization:g} of it for "
-                f"vLLM: {fitted.budget_bytes / gib:.1f} GiB) holds the weights "
+                f"({fitted.gpu.memory_bytes / gib:.1f} GiB, {self.gpu_memory_utilization:g} of it "
+                f"for vLLM: {fitted.budget_bytes / gib:.1f} GiB) holds the weights "
                 f"({fitted.weight_bytes / gib:.1f} GiB), activations and CUDA graphs "
-                f"({fitted.overhead_bytes / gib:.1f} GiB) and KV cache ({fitted.kv_bytes / gib:.1f} GiB) "
-                f"for at most {fitted.fit} live stream(s) of that length "
-                f"({fitted.stream_kv_bytes / gib:.2f} GiB of KV each); {advice} (capacity model: "
-                "constructs_lib/facts/capacity.py, README 'Capacity')"
+                f"({fitted.overhead_bytes / gib:.1f} GiB) and KV cache "
+                f"({fitted.kv_bytes / gib:.1f} GiB) for at most {fitted.fit} live stream(s) of "
+                f"that length ({fitted.stream_kv_bytes / gib:.2f} GiB of KV each); {advice} "
+                "(capacity model: constructs_lib/facts/capacity.py, README 'Capacity')"
             )
 
     def _delay_problems(self, p: Problems) -> None:
@@ -283,8 +295,8 @@ class VoxtralSettings(EndpointSettings):
         self.rolling_update().problems(p)
         fraction, alarm = self.scaling_target_fraction, self.active_streams_fraction
         if not 0 < fraction <= 1:
-            p.add("scaling_target_fraction", fraction, "must be more than 0 and at most 1 (live streams per "
-                  f"instance as a fraction of {p.name('stream_cap')})")
+            p.add("scaling_target_fraction", fraction, "must be more than 0 and at most 1 (live "
+                  f"streams per instance as a fraction of {p.name('stream_cap')})")
         elif 0 < alarm <= 1 and alarm <= fraction:
             p.add("active_streams_fraction", alarm,
                   f"must be more than {p.ref('scaling_target_fraction', fraction)} and at most 1, "
@@ -292,5 +304,5 @@ class VoxtralSettings(EndpointSettings):
         reserved = self.gpu_memory_utilization * 100
         if 0 < self.gpu_memory_percent < 100 and self.gpu_memory_percent <= reserved:
             p.add("gpu_memory_percent", self.gpu_memory_percent,
-                  f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM reserves "
-                  "that much GPU memory at start, so the alarm would always fire")
+                  f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM "
+                  "reserves that much GPU memory at start, so the alarm would always fire")

@@ -107,6 +107,19 @@ def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
 # --- The plan on its own -----------------------------------------------------------------------------------------------
 
 
+def test_gpu_memory_estimate_values():
+    """The streams whose KV cache fits one GPU (the capacity model's ``fit``) at 45000 tokens."""
+    def fit(instance_type: str, gpu_memory_utilization: float) -> int:
+        planned = size(VoxtralSettings(gpu_memory_utilization=gpu_memory_utilization), instance_type)
+        assert planned.capacity is not None
+        return planned.capacity.fit
+
+    assert fit("ml.g6.4xlarge", 0.9) == 8
+    assert fit("ml.g4dn.xlarge", 0.9) == 3  # the catalogue's 16 GiB: no pinned facts for the T4
+    assert fit("ml.g4dn.xlarge", 0.6) == 0  # 9.6 GiB: the weights and overhead leave no room
+    assert fit("ml.g6e.xlarge", 0.9) == 23
+
+
 def test_a_type_is_planned_once_in_priority_order_and_looked_up_by_name():
     voxtral = VoxtralSettings(instance_type="ml.g6e.2xlarge",
                               instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge", "ml.g6e.2xlarge"])

@@ -1,5 +1,5 @@
-"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model package) and the
-streams that fit a GPU's KV cache."""
+"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model package). The
+streams that fit a GPU's KV cache: test_capacity_plan.py."""
 
 from __future__ import annotations
 
@@ -7,19 +7,7 @@ from config.models import (
     VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS,
     VOXTRAL_TRANSCRIPTION_DELAYS_MS,
     first_delta_floor_ms,
-    max_num_seqs_that_fit,
 )
-from constructs_lib.facts import instance_types
-
-
-def test_gpu_memory_estimate_values():
-    l4 = instance_types.lookup("ml.g6.4xlarge")
-    t4 = instance_types.lookup("ml.g4dn.xlarge")
-    l40s = instance_types.lookup("ml.g6e.xlarge")
-    assert max_num_seqs_that_fit(l4, 45000, 0.9) == 8
-    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 3  # the catalogue's 16 GiB: no pinned facts for the T4
-    assert max_num_seqs_that_fit(t4, 45000, 0.6) == 0  # 9.6 GiB: the weights and overhead leave no room
-    assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 23
 
 
 def test_the_transcription_delays_are_the_model_cards():
