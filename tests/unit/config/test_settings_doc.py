@@ -1,5 +1,5 @@
-"""docs/settings.md is what the settings dataclasses say (``config/settings_doc.py`` writes it), and the other pages'
-tables of settings give the dataclasses' defaults."""
+"""docs/settings.md and cdk.json's settings are what the settings dataclasses say (``config/settings_doc.py`` writes
+both), and the other pages' tables of settings give the dataclasses' defaults."""
 
 from __future__ import annotations
 
@@ -80,6 +80,28 @@ def test_a_stale_page_is_reported_and_rewritten(tmp_path, monkeypatch, capsys):
     assert settings_doc.main(["--check"]) == 1
     assert "is out of date: run python -m config.settings_doc" in capsys.readouterr().err
     assert settings_doc.main([]) == 0 and stale.read_text() == page
+
+
+def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(tmp_path, monkeypatch, capsys):
+    """cdk.json's context: every setting with its default, in the page's order, then the CDK's feature flags as
+    they are; a stale one is reported and rewritten, with the rest of the file kept."""
+    text = settings_doc.CDK_JSON.read_text()
+    assert settings_doc.render_cdk_json(text) == text
+    document = json.loads(text)
+    keys = [key for key in document["context"] if not ctx.is_cdk_key(key)]
+    assert keys == list(default_context())
+    stale = dict(document, context={"voxtral.max_num_seqs": 4, "region": "eu-west-1",
+                                    "@aws-cdk/core:newStyleStackSynthesis": True})
+    path = tmp_path / "cdk.json"
+    path.write_text(json.dumps(stale, indent=2) + "\n")
+    monkeypatch.setattr(settings_doc, "CDK_JSON", path)
+    assert settings_doc.main(["--check"]) == 1
+    assert f"{path} is out of date: run python -m config.settings_doc" in capsys.readouterr().err
+    assert settings_doc.main([]) == 0
+    rewritten = json.loads(path.read_text())
+    assert rewritten["context"] == {**default_context(), "@aws-cdk/core:newStyleStackSynthesis": True}
+    assert {k: v for k, v in rewritten.items() if k != "context"} == {
+        k: v for k, v in document.items() if k != "context"}
 
 
 def test_a_page_without_the_markers_is_refused():
