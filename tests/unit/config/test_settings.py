@@ -10,10 +10,7 @@ import sys
 import pytest
 
 from config.settings import default_context, load_settings
-from tests.conftest import (
-    ROOT,
-    cdk_json_context,
-)
+from tests.conftest import ROOT, cdk_json_context
 from tests.unit.config.conftest import one_problem, problems_for
 
 
@@ -112,3 +109,18 @@ def test_loading_connect_settings_starts_no_cdk_either():
             "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines() == ["constructs_lib.connect.props voxtral-realtime", "[]"]
+
+
+def test_the_settings_modules_stay_small():
+    """One module per section: none over 800 lines, no function over 150 (the house's limits)."""
+    import ast
+
+    too_long = []
+    for path in sorted((ROOT / "config").glob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 800:
+            too_long.append(f"{path.name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 150:
+                too_long.append(f"{path.name}: {node.name} {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []
