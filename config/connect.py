@@ -19,10 +19,6 @@ from constructs_lib.facts.names import check_ecr_image_uri, check_kms_key_arn
 if TYPE_CHECKING:
     from config.settings import Settings
 
-#: The props whose defaults the consumers' settings take.
-PROPS = ConnectTranscriptionProps
-
-
 @dataclass(frozen=True)
 class ConnectSettings(Section):
     """Live call transcription for Amazon Connect (docs/connect.md): the ``<prefix>-Connect``
@@ -39,46 +35,46 @@ class ConnectSettings(Section):
     stream_prefix: str = "voice-live"
     #: Make the instance's MEDIA_STREAMS storage config (an instance has one: leave false if it is
     #: set already).
-    create_storage_config: bool = setting(default_from=PROPS)
+    create_storage_config: bool = setting(default_from=ConnectTranscriptionProps)
     #: Hours Kinesis Video Streams keeps call audio (the storage config; the consumer needs at least
     #: 1 to resume).
-    retention_hours: int = setting(default_from=PROPS)
+    retention_hours: int = setting(default_from=ConnectTranscriptionProps)
     #: The key Connect encrypts the streams with (the existing storage config's, or for the one made
     #: here); None = the data key (encryption.*).
-    stream_kms_key_arn: str | None = setting(default_from=PROPS)
+    stream_kms_key_arn: str | None = setting(default_from=ConnectTranscriptionProps)
     #: Associate the start function with the instance (so flows can invoke it).
-    associate_function: bool = setting(default_from=PROPS)
+    associate_function: bool = setting(default_from=ConnectTranscriptionProps)
     #: Add an example contact flow (Start media streaming, invoke the function, transfer to queue).
-    create_example_flow: bool = setting(default_from=PROPS)
+    create_example_flow: bool = setting(default_from=ConnectTranscriptionProps)
     #: The queue the example flow transfers calls to
     #: (arn:aws:connect:REGION:ACCOUNT:instance/ID/queue/QUEUE_ID, e.g. the instance's BasicQueue);
     #: required with create_example_flow.
-    queue_arn: str | None = setting(default_from=PROPS)
+    queue_arn: str | None = setting(default_from=ConnectTranscriptionProps)
     #: Live calls one consumer task transcribes at once.
-    calls_per_task: int = setting(default_from=PROPS)
+    calls_per_task: int = setting(default_from=ConnectTranscriptionProps)
     #: Consumer task minimum (these always run).
-    min_tasks: int = setting(default_from=PROPS)
+    min_tasks: int = setting(default_from=ConnectTranscriptionProps)
     #: Consumer task maximum.
-    max_tasks: int = setting(default_from=PROPS)
+    max_tasks: int = setting(default_from=ConnectTranscriptionProps)
     #: CPU units of a consumer task (1024 = 1 vCPU).
-    cpu: int = setting(default_from=PROPS)
+    cpu: int = setting(default_from=ConnectTranscriptionProps)
     #: Memory of a consumer task, MiB.
-    memory_mib: int = setting(default_from=PROPS)
+    memory_mib: int = setting(default_from=ConnectTranscriptionProps)
     #: Days a call's transcript is kept (the table's time to live).
-    transcript_ttl_days: int = setting(default_from=PROPS)
+    transcript_ttl_days: int = setting(default_from=ConnectTranscriptionProps)
     #: Alarm when the consumers read this many milliseconds behind the live call (MillisBehindNow,
     #: maximum).
-    alarm_millis_behind: int = setting(default_from=PROPS)
+    alarm_millis_behind: int = setting(default_from=ConnectTranscriptionProps)
     #: A consumer image built elsewhere (voicectl/connect/Dockerfile); None = built from this
     #: repository at deploy.
-    image_uri: str | None = setting(default_from=PROPS)
+    image_uri: str | None = setting(default_from=ConnectTranscriptionProps)
     #: With network.mode=vpc: make the Kinesis Video Streams interface endpoint
     #: (com.amazonaws.REGION.kinesisvideo, private DNS on, which then serves every Kinesis Video
     #: Streams client in the VPC, and WebRTC fails there), so that call audio stays in the VPC.
     #: False: the VPC has one already, or runs WebRTC (audio then leaves by egress); an existing VPC
     #: (network.vpc_id) only, as the VPC the app makes has no egress. The consumers' other endpoints
     #: (SQS, EventBridge, CloudWatch Logs, DynamoDB) come with network.create_endpoints.
-    kvs_vpc_endpoint: bool = setting(default_from=PROPS)
+    kvs_vpc_endpoint: bool = setting(default_from=ConnectTranscriptionProps)
 
     def problems(self, settings: Settings) -> list[str]:
         if not self.enabled:

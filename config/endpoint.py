@@ -28,10 +28,6 @@ from constructs_lib.validation import Problems
 if TYPE_CHECKING:
     from config.settings import Settings
 
-#: The alarm thresholds whose defaults are the props' (EndpointAlarmThresholds).
-THRESHOLDS = EndpointAlarmThresholds
-
-
 @dataclass(frozen=True)
 class EndpointSettings(Section):
     """What every endpoint of the app has: switch, instance counts and timeouts, scaling range,
@@ -82,28 +78,34 @@ class EndpointSettings(Section):
     #: Seconds between two scale-ins (Voxtral's must exceed the bridge's drain time, 25 s).
     scale_in_cooldown_s: int = 600
     #: Alarm (pages) above this many 5xx errors in 5 minutes.
-    errors_5xx: int = setting(key="alarm_5xx_errors", default_from=THRESHOLDS)
+    errors_5xx: int = setting(key="alarm_5xx_errors",
+                              default_from=EndpointAlarmThresholds)
     #: Alarm above this many 4xx errors in 5 minutes.
-    errors_4xx: int = setting(key="alarm_4xx_errors", default_from=THRESHOLDS)
+    errors_4xx: int = setting(key="alarm_4xx_errors",
+                              default_from=EndpointAlarmThresholds)
     #: ModelLatency p90 alarm threshold, ms (the alarm compares microseconds: x 1000).
-    model_latency_p90_ms: float = setting(key="alarm_model_latency_p90_ms", default_from=THRESHOLDS)
+    model_latency_p90_ms: float = setting(key="alarm_model_latency_p90_ms",
+                                          default_from=EndpointAlarmThresholds)
     #: OverheadLatency p90 alarm threshold, ms (x 1000 in the alarm).
     overhead_latency_p90_ms: float = setting(key="alarm_overhead_latency_p90_ms",
-                                             default_from=THRESHOLDS)
+                                             default_from=EndpointAlarmThresholds)
     #: GPU utilization alarm, percent of capacity, more than 0 and less than 100 (x GPUs in the
     #: alarm).
     gpu_utilization_percent: float = setting(key="alarm_gpu_utilization_percent",
-                                             default_from=THRESHOLDS)
+                                             default_from=EndpointAlarmThresholds)
     #: GPU memory alarm, percent of capacity (x GPUs in the alarm).
-    gpu_memory_percent: float = setting(key="alarm_gpu_memory_percent", default_from=THRESHOLDS)
+    gpu_memory_percent: float = setting(key="alarm_gpu_memory_percent",
+                                        default_from=EndpointAlarmThresholds)
     #: CPU utilization alarm, percent of capacity, more than 0 and less than 100 (x vCPUs in the
     #: alarm).
     cpu_utilization_percent: float = setting(key="alarm_cpu_utilization_percent",
-                                             default_from=THRESHOLDS)
+                                             default_from=EndpointAlarmThresholds)
     #: Memory alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
-    memory_percent: float = setting(key="alarm_memory_percent", default_from=THRESHOLDS)
+    memory_percent: float = setting(key="alarm_memory_percent",
+                                    default_from=EndpointAlarmThresholds)
     #: Disk alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
-    disk_percent: float = setting(key="alarm_disk_percent", default_from=THRESHOLDS)
+    disk_percent: float = setting(key="alarm_disk_percent",
+                                  default_from=EndpointAlarmThresholds)
 
     #: The scale-in cooldown must be longer than this many seconds, and why (see VoxtralSettings).
     SCALE_IN_FLOOR: ClassVar[tuple[int, str]] = (0, "")

@@ -1,5 +1,5 @@
-"""The settings reference of ``docs/settings.md`` and the settings of ``cdk.json``, generated from the settings
-dataclasses.
+"""The settings reference of ``docs/settings.md`` and the settings of ``cdk.json``, generated from
+the settings dataclasses.
 
 Each section of :data:`config.settings.SECTIONS` becomes a heading, the first paragraph of its
 docstring, a table of its keys (key, the values allowed, the default) and a list of what each key
