@@ -59,7 +59,7 @@ from pipecat.processors.audio.vad_processor import VADProcessor  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
-from config.models import VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS  # noqa: E402
+from contracts.bridge_env import DEFAULT_TRANSCRIPTION_DELAY_MS  # noqa: E402
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ, load_pcm16  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
@@ -320,7 +320,7 @@ def delay_label(delay_ms: int | None) -> str:
     """The transcription delay the header names: as given, or what not giving it means."""
     if delay_ms is not None:
         return f"{delay_ms} ms"
-    return (f"not given (the checkpoint's {VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS} ms unless the "
+    return (f"not given (the checkpoint's {DEFAULT_TRANSCRIPTION_DELAY_MS} ms unless the "
             "server sets another)")
 
 

@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contracts.bridge_env import (
+    AUDIO_TOKEN_MS,
+    DEFAULT_TRANSCRIPTION_DELAY_MS,
+    TRANSCRIPTION_DELAYS_MS,
+)
+
 from constructs_lib.facts import capacity
 from constructs_lib.facts.cuda_compat import dockerfile_base_image
 from constructs_lib.facts.instance_types import InstanceSpec
@@ -44,19 +50,13 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
 BRIDGE_DRAIN_S = 25
 
 
-#: Milliseconds of audio in one Voxtral Realtime token: 12.5 frames per second (the checkpoint's
-#: tekken.json ``audio.frame_rate``; mistral_common ``AudioConfig.frame_duration_ms``).
-VOXTRAL_TOKEN_MS = 80
-#: The transcription delays the model card allows: "any multiple of 80ms between 80 and 1200, as
-#: well as 2400 as a standalone value" (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602,
-#: README, recommended settings). mistral_common 1.13.1 itself checks less:
-#: ``AudioConfig.__post_init__`` (tokens/tokenizers/audio.py) asserts only a positive multiple of 80
-#: ms (vLLM 0.31.0 stops at start on another value, a ModelConfig ValidationError: seen with 100),
+#: Milliseconds of audio in one Voxtral Realtime token, the transcription delays the model card
+#: allows and the checkpoint's own: the bridge's contract holds them (contracts/bridge_env.py, with
+#: their sources). mistral_common 1.13.1 checks less than the card (a positive multiple of 80 ms),
 #: so other multiples would start and run at delays the model was not trained for.
-VOXTRAL_TRANSCRIPTION_DELAYS_MS = (*range(VOXTRAL_TOKEN_MS, 1200 + 1, VOXTRAL_TOKEN_MS), 2400)
-#: The delay the checkpoint's tekken.json holds (``audio.transcription_delay_ms``), which the model
-#: card recommends.
-VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS = 480
+VOXTRAL_TOKEN_MS = AUDIO_TOKEN_MS
+VOXTRAL_TRANSCRIPTION_DELAYS_MS = TRANSCRIPTION_DELAYS_MS
+VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS = DEFAULT_TRANSCRIPTION_DELAY_MS
 #: Audio past the delay before vLLM 0.31.0 answers with its first delta, ms: one token more than the
 #: delay, plus the streaming look-ahead of 2.5 ms (tekken.json ``streaming_look_ahead_ms``; vLLM's
 #: ``VoxtralRealtimeBuffer`` waits for the prompt's BOS and delay tokens of audio and the

@@ -54,8 +54,7 @@ DEFAULT_SESSION_LIMIT_FRACTION: Final = 0.9
 AUDIO_TOKEN_MS: Final = 80
 #: The transcription delays TRANSCRIPTION_DELAY_MS may name, ms: the model card's "any multiple of
 #: 80ms between 80 and 1200, as well as 2400 as a standalone value"
-#: (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602). The app's settings hold the same list
-#: (config/models.py).
+#: (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602); the app's settings check against it.
 TRANSCRIPTION_DELAYS_MS: Final = (*range(AUDIO_TOKEN_MS, 1200 + 1, AUDIO_TOKEN_MS), 2400)
 #: The delay when TRANSCRIPTION_DELAY_MS is unset: the one in the real checkpoint's tekken.json.
 DEFAULT_TRANSCRIPTION_DELAY_MS: Final = 480

@@ -99,7 +99,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def delay_problem(args: argparse.Namespace) -> str | None:
     """Why ``--transcription-delay-ms`` cannot be used as given (None: it can, or is not given)."""
-    from config.models import VOXTRAL_TRANSCRIPTION_DELAYS_MS
+    from contracts.bridge_env import TRANSCRIPTION_DELAYS_MS
 
     delay = args.transcription_delay_ms
     if delay is None:
@@ -108,7 +108,7 @@ def delay_problem(args: argparse.Namespace) -> str | None:
         return (f"--transcription-delay-ms {delay} needs --vllm real (make local VLLM=real): "
                 "the fake vLLM scripts its deltas (the first after 0.6 s of audio whatever the "
                 "delay); the delay is a setting of the real server's tokenizer")
-    if delay not in VOXTRAL_TRANSCRIPTION_DELAYS_MS:
+    if delay not in TRANSCRIPTION_DELAYS_MS:
         return (f"--transcription-delay-ms {delay}: must be a multiple of 80 from 80 to 1200, or "
                 "2400 (ms: the delays the Voxtral Realtime model card allows)")
     return None
@@ -349,10 +349,10 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
 
 def delay_text(delay_ms: int | None) -> str:
     """The transcription delay the real server runs at, for the banner."""
-    from config.models import VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS
+    from contracts.bridge_env import DEFAULT_TRANSCRIPTION_DELAY_MS
 
     if delay_ms is None:
-        return f"{VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS} ms (the checkpoint's)"
+        return f"{DEFAULT_TRANSCRIPTION_DELAY_MS} ms (the checkpoint's)"
     return f"{delay_ms} ms (--transcription-delay-ms)"
 
 
