@@ -54,8 +54,9 @@ BRIDGE_DRAIN_S = 25
 
 
 #: Milliseconds of audio in one Voxtral Realtime token, the transcription delays the model card
-#: allows and the checkpoint's own: the bridge's contract defines them (contracts/bridge_env.py,
-#: with their sources), the settings check against them.
+#: allows and the checkpoint's own: the bridge's contract holds them (contracts/bridge_env.py, with
+#: their sources). mistral_common 1.13.1 checks less than the card (a positive multiple of 80 ms),
+#: so other multiples would start and run at delays the model was not trained for.
 VOXTRAL_TOKEN_MS = AUDIO_TOKEN_MS
 VOXTRAL_TRANSCRIPTION_DELAYS_MS = TRANSCRIPTION_DELAYS_MS
 VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS = DEFAULT_TRANSCRIPTION_DELAY_MS

@@ -50,19 +50,13 @@ DEFAULT_TOKENS_PER_AUDIO_SECOND: Final = 12.5
 #: (``session_limit``); the rest is headroom for the prompt and the generated text, which share the
 #: context.
 DEFAULT_SESSION_LIMIT_FRACTION: Final = 0.9
-#: Milliseconds of audio in one Voxtral Realtime token: 12.5 frames per second (the checkpoint's
-#: tekken.json ``audio.frame_rate``; mistral_common ``AudioConfig.frame_duration_ms``).
+#: Milliseconds of audio in one Voxtral Realtime token (12.5 per second).
 AUDIO_TOKEN_MS: Final = 80
 #: The transcription delays TRANSCRIPTION_DELAY_MS may name, ms: the model card's "any multiple of
 #: 80ms between 80 and 1200, as well as 2400 as a standalone value"
-#: (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602, README, recommended settings).
-#: mistral_common 1.13.1 itself checks less: ``AudioConfig.__post_init__``
-#: (tokens/tokenizers/audio.py) asserts only a positive multiple of 80 ms (vLLM 0.31.0 stops at
-#: start on another value, a ModelConfig ValidationError: seen with 100), so other multiples would
-#: start and run at delays the model was not trained for. The app's settings check the same list.
+#: (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602); the app's settings check against it.
 TRANSCRIPTION_DELAYS_MS: Final = (*range(AUDIO_TOKEN_MS, 1200 + 1, AUDIO_TOKEN_MS), 2400)
-#: The delay when TRANSCRIPTION_DELAY_MS is unset: the one in the real checkpoint's tekken.json
-#: (``audio.transcription_delay_ms``), which the model card recommends.
+#: The delay when TRANSCRIPTION_DELAY_MS is unset: the one in the real checkpoint's tekken.json.
 DEFAULT_TRANSCRIPTION_DELAY_MS: Final = 480
 #: Tokens of one generation that are neither audio nor delay: vLLM 0.31.0's prompt for Voxtral
 #: Realtime's streaming format holds BOS, 32 left-pad tokens (tekken.json

@@ -5,6 +5,7 @@ front door, the real bridge, the fake vLLM and the Sonic stand-in, all on loopba
 
 from __future__ import annotations
 
+import functools
 import asyncio
 import time
 
@@ -19,7 +20,7 @@ from pipecat.frames.frames import (  # noqa: E402
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
 from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
+from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test  # noqa: E402
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
@@ -32,6 +33,9 @@ from voicectl.clients.realtime.auth import BearerToken  # noqa: E402
 SPEECH = (b"\x10\x27\xf0\xd8" * 160)  # 20 ms of a loud square wave at 16 kHz (320 samples): one Pipecat input frame
 UTTERANCE_FRAMES = 75  # 1.5 s of audio: enough for the fake vLLM's first deltas (after 0.6 s) before the commit
 PARAMS = PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000)
+#: pipecat's run_test gives a pipeline 1 s to start, less than a loaded machine needs; a start
+#: timeout cancels the pipeline mid-start, which the tests here are not about.
+run_test = functools.partial(pipecat_run_test, start_timeout=60.0)
 
 
 def utterance_frames() -> list:
@@ -288,7 +292,8 @@ stt = VoxtralSTTService(target=target)
 frames = [InputAudioRawFrame(b"\\x10\\x27" * 320, 16000, 1) for _ in range(50)]
 frames += [SleepFrame(0.5), VADUserStoppedSpeakingFrame(0.2)]
 params = PipelineParams(audio_in_sample_rate=16000)
-down, up = asyncio.run(run_test(stt, frames_to_send=frames, pipeline_params=params))
+down, up = asyncio.run(run_test(stt, frames_to_send=frames, pipeline_params=params,
+                                start_timeout=60.0))
 print("ERRORS", [frame.error for frame in up if type(frame).__name__ == "ErrorFrame"])
 """
 

@@ -4,6 +4,7 @@ rate Sonic does not offer refused."""
 
 from __future__ import annotations
 
+import functools
 import asyncio
 
 import pytest
@@ -12,13 +13,17 @@ pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make 
 
 from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import run_test  # noqa: E402
+from pipecat.tests.utils import run_test as pipecat_run_test  # noqa: E402
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (  # noqa: E402
     SONIC_DONE, FakeRuntime, aws_env, fake_runtime, sonic_chunk,
 )
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.targets import SonicTarget  # noqa: E402
+
+#: pipecat's run_test gives a pipeline 1 s to start, less than a loaded machine needs; a start
+#: timeout cancels the pipeline mid-start, which the tests here are not about.
+run_test = functools.partial(pipecat_run_test, start_timeout=60.0)
 
 PCM = bytes(range(200)) * 4
 

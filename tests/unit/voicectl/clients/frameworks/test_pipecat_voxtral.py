@@ -4,6 +4,7 @@ one error frame for a refusal."""
 
 from __future__ import annotations
 
+import functools
 import asyncio
 import contextlib
 
@@ -16,12 +17,16 @@ from pipecat.frames.frames import (  # noqa: E402
     VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
+from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test  # noqa: E402
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
 from voicectl.clients.frameworks.targets import VoxtralTarget  # noqa: E402
 from voicectl.clients.realtime.protocol import RealtimeError  # noqa: E402
+
+#: pipecat's run_test gives a pipeline 1 s to start, less than a loaded machine needs; a start
+#: timeout cancels the pipeline mid-start, which the tests here are not about.
+run_test = functools.partial(pipecat_run_test, start_timeout=60.0)
 
 
 @pytest.fixture
