@@ -1,6 +1,6 @@
-"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain and idle
-timeout, the size of its GPU capacity, and the service's and its bridge add-on's props, checked without a
-construct."""
+"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain
+and idle timeout, the size of its GPU capacity, and the service's and its bridge add-on's props,
+checked without a construct."""
 
 from __future__ import annotations
 
