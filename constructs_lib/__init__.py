@@ -6,7 +6,8 @@ One folder per family, each with a README (what it is, its props and their defau
 
 - :mod:`constructs_lib.sagemaker_endpoint`: the real-time endpoint, its props and interface, execution role,
   instance scaling and the monitored endpoint (endpoint + alarms + scaling + outputs).
-- :mod:`constructs_lib.ecs_service`: the GPU ECS service, its props and its monitoring.
+- :mod:`constructs_lib.ecs_service`: the GPU ECS service, its bridge add-on, their props and their
+  monitoring.
 - :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with the CodeBuild
   source and the waiter Lambda it ships as assets).
 - :mod:`constructs_lib.network`: the private network, its props, and the data key.
@@ -48,8 +49,10 @@ _MODULES = {
     "artifacts.bridge_image": ("BridgeImage", "BridgeImageProps"),
     "artifacts.model_bucket": ("ModelBucket", "ModelBucketProps"),
     "artifacts.model_staging": ("ModelStaging", "ModelStagingProps"),
-    "ecs_service.service": ("GpuEcsService", "GpuEcsServiceProps"),
-    "ecs_service.props": ("GpuCapacity", "LoadBalancing"),
+    "ecs_service.service": ("GpuEcsService",),
+    "ecs_service.bridge_service": ("GpuEcsServiceWithBridge",),
+    "ecs_service.props": ("GpuEcsServiceProps", "GpuEcsServiceWithBridgeProps", "GpuCapacity",
+                          "LoadBalancing"),
     "network.private_network": ("PrivateNetwork",),
     "network.props": ("PrivateNetworkProps", "ExistingVpc", "DataKeyProps"),
     "network.encryption": ("DataKey",),

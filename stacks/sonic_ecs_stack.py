@@ -12,7 +12,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.ecs_service.service import GpuEcsService, GpuEcsServiceProps
+from constructs_lib.ecs_service.props import GpuEcsServiceProps
+from constructs_lib.ecs_service.service import GpuEcsService
 from constructs_lib.facts.names import repository_arn_from_image_uri
 from stacks.composition import Foundation, service_dashboard, shared_service_props
 
@@ -21,9 +22,10 @@ SONIC_GPU_NAMESPACE = "RealtimeVoice/Sonic/Gpu"
 
 
 class SonicEcsStack(Stack):
-    """Sonic on ECS (:class:`~constructs_lib.ecs_service.service.GpuEcsService` without the bridge): one GPU per task, the
-    container's port and health path, scaling on the load balancer's requests per task (``sonic.scaling_target`` per
-    minute), the shared alarms plus a p90 response-time alarm at ``sonic.alarm_model_latency_p90_ms``. The load
+    """Sonic on ECS (:class:`~constructs_lib.ecs_service.service.GpuEcsService`, the service
+    without the bridge's add-on): one GPU per task, the container's port and health path, scaling
+    on the load balancer's requests per task (``sonic.scaling_target`` per minute), the shared
+    alarms plus a p90 response-time alarm at ``sonic.alarm_model_latency_p90_ms``. The load
     balancer is internal: Sonic's container does not check the bridge's bearer token."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,

@@ -14,7 +14,8 @@ from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings
-from constructs_lib.ecs_service.service import GpuEcsService, GpuEcsServiceProps
+from constructs_lib.ecs_service.bridge_service import GpuEcsServiceWithBridge
+from constructs_lib.ecs_service.props import GpuEcsServiceWithBridgeProps
 from constructs_lib.facts.names import repository_arn_from_image_uri
 from stacks.composition import (
     ArtifactRefs,
@@ -28,8 +29,10 @@ from stacks.composition import (
 
 
 class VoxtralEcsStack(Stack):
-    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights staged as for
-    SageMaker, the service (:class:`~constructs_lib.ecs_service.service.GpuEcsService`), its dashboard and outputs."""
+    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one),
+    weights staged as for SageMaker, the service
+    (:class:`~constructs_lib.ecs_service.bridge_service.GpuEcsServiceWithBridge`), its dashboard
+    and outputs."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
@@ -39,9 +42,9 @@ class VoxtralEcsStack(Stack):
         shared = shared_service_props(self, settings, foundation, alarm_topic)
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
-        self.service = GpuEcsService(
+        self.service = GpuEcsServiceWithBridge(
             self, "Service",
-            GpuEcsServiceProps(
+            GpuEcsServiceWithBridgeProps(
                 service_name=voxtral.endpoint_name,
                 image=image,
                 image_repository_arn=repository_arn,

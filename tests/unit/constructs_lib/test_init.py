@@ -20,7 +20,7 @@ APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
 CDK_FREE = ("constructs_lib.sagemaker_endpoint.props", "constructs_lib.sagemaker_endpoint.scaling_props",
             "constructs_lib.monitoring.thresholds", "constructs_lib.facts.names", "constructs_lib.validation",
             "constructs_lib.facts.instance_types", "constructs_lib.artifacts.model_staging_build.stage_model.command",
-            "constructs_lib.network.props")
+            "constructs_lib.network.props", "constructs_lib.ecs_service.props")
 
 
 def imported_roots(path: Path) -> set[str]:

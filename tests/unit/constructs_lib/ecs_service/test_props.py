@@ -1,5 +1,6 @@
-"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain and idle
-timeout, and the size of its GPU capacity."""
+"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain
+and idle timeout, the size of its GPU capacity, and the service's and its bridge add-on's props,
+checked without a construct."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import pytest
 from constructs_lib.ecs_service.props import (
     ECS_MAX_STOP_TIMEOUT_S,
     GpuCapacity,
+    GpuEcsServiceProps,
+    GpuEcsServiceWithBridgeProps,
+    LoadBalancing,
     alb_idle_timeout_s,
     deregistration_delay_s,
     stop_timeout_s,
 )
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 from constructs_lib.validation import Problems
 
 
@@ -61,3 +66,42 @@ def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_time
     assert received.count(b"HTTP/1.1 ") == 1
     head = received.partition(b"\r\n\r\n")[0].decode().lower()
     assert head.startswith("http/1.1 200") and "\r\nconnection: close" in head
+
+
+def problems_of(props: GpuEcsServiceProps) -> list[str]:
+    p = Problems()
+    props.problems(p)
+    return list(p)
+
+
+def test_the_service_props_are_checked_without_a_construct():
+    """Plain values (no VPC or image needed): what the settings layer runs before any construct."""
+    props = GpuEcsServiceProps(service_name="tts", vpc=None, image=None,
+                               capacity=GpuCapacity("g6e.xlarge"), requests_per_target=0,
+                               gpu_namespace="Team/Gpu", response_time_p90_ms=-1,
+                               load_balancing=LoadBalancing(require_token=False), drain_s=111)
+    assert problems_of(props) == [
+        "requests_per_target=0: must be a positive number of requests per task per minute "
+        "without bridge",
+        "response_time_p90_ms=-1: must be a positive number of ms, or None",
+        "drain_s=111: a drain of 111 s needs a stopTimeout of 121 s; ECS allows at most 120 s",
+    ]
+    assert props.gpu_metrics_namespace() == "Team/Gpu"
+
+
+def test_the_bridge_add_ons_props_extend_the_services_with_keyword_only_fields():
+    bridge = BridgeAlarmThresholds(namespace="Team/Bridge", stream_cap=4)
+    props = GpuEcsServiceWithBridgeProps(
+        "stt", None, None, GpuCapacity("g6.xlarge"), bridge=bridge, model_bucket=object(),
+        model_prefix="w/v1/", streams_target=2.1)
+    assert isinstance(props, GpuEcsServiceProps)
+    assert problems_of(props) == []
+    assert props.gpu_metrics_namespace() == "Team/Bridge/Gpu"  # the bridge's namespace + /Gpu
+    given = GpuEcsServiceWithBridgeProps(
+        service_name="stt", vpc=None, image=None, capacity=GpuCapacity("g6.xlarge"), bridge=bridge,
+        model_bucket=object(), model_prefix="w/v1/", streams_target=2.1, gpu_namespace="Team/Gpu")
+    assert given.gpu_metrics_namespace() == "Team/Gpu"
+    with pytest.raises(TypeError, match="positional"):
+        GpuEcsServiceWithBridgeProps("stt", None, None, GpuCapacity("g6.xlarge"), None, None, 8080,
+                                     "/ping", None, None, LoadBalancing(), 25.0, 60.0, 30, False,
+                                     None, (), (), None, bridge)
