@@ -8,8 +8,9 @@ import re
 import botocore.session
 import pytest
 
-from config.models import bridge_base_image
-from config.settings import INFERENCE_AMI_VERSIONS, VOXTRAL_DEFAULT_AMI, SettingsError, load_settings
+from config.models import VOXTRAL_DEFAULT_AMI, bridge_base_image
+from config.settings import SettingsError, load_settings
+from constructs_lib.sagemaker_endpoint.props import INFERENCE_AMI_VERSIONS
 from tests.conftest import ROOT, cdk_json_context
 from constructs_lib.facts.cuda_compat import (
     DLC_IMAGES,

@@ -18,7 +18,7 @@ import sys
 import pytest
 from botocore.stub import Stubber
 
-from config.settings import SONIC_MODEL_PACKAGES
+from config.models import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fixtures)
     NO_STAGING,
