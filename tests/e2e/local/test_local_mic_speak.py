@@ -1,13 +1,15 @@
-"""``voicectl mic``'s Speak panel in a real browser (tests/e2e/browser_testkit.py), through the
-local front door to the Sonic stand-in: closing the page while Sonic speaks cancels the request
-at once, so pages closed mid-speech do not hold the container's generation slots until their
-audio would have ended.
+"""``voicectl mic``'s Speak panel, through the local front door to the Sonic stand-in: closing the
+page (in a real browser, tests/e2e/browser_testkit.py) or its WebSocket while Sonic speaks
+cancels the request at once, so pages closed mid-speech do not hold the container's generation
+slots until their audio would have ended.
 
 Every wait is on a condition, with a generous timeout; nothing is timed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,8 +22,6 @@ from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import mic
 from voicectl.local.fake_sonic import MAX_GENERATIONS
 from voicectl.local.fake_vllm import free_port
-
-pytestmark = requires_chromium
 
 LONG_TEXT = "This sentence is spoken again and again, longer than anyone listens. " * 8
 """Enough text for the stand-in's longest audio (``fake_sonic.MAX_AUDIO_S``, 30 s)."""
@@ -66,6 +66,27 @@ def speak(browser: Any, url: str, text: str) -> Any:
     return page
 
 
+def test_closing_the_speak_socket_mid_speech_cancels_sonic(client_env, mic_page, capsys):
+    import websockets
+
+    async def speak_then_leave() -> tuple[Any, Any]:
+        url = mic_page.replace("http://", "ws://") + mic.SPEAK_PATH
+        async with websockets.connect(url, origin=mic_page) as socket:
+            await socket.send(json.dumps({"type": "speak", "text": LONG_TEXT}))
+            return json.loads(await socket.recv()), await socket.recv()
+
+    sonic = client_env.sonic
+    sonic.pace = 1.0  # real time: the request would stream for 30 s
+    first, audio = asyncio.run(speak_then_leave())
+    wait_until(lambda: sonic.generations == 0, WAIT_S)
+    (call,) = sonic.calls
+    assert first == {"type": "audio", "sample_rate_hz": mic.SPEAK_SAMPLE_RATE_HZ}
+    assert isinstance(audio, bytes) and audio == bytes(call.audio[:len(audio)])
+    assert call.cancelled and len(call.audio) < call.full_audio_bytes / 2, len(call.audio)
+    assert "voicectl mic: speak abandoned: the page's WebSocket closed" in capsys.readouterr().err
+
+
+@requires_chromium
 def test_closing_pages_mid_speech_cancels_sonic_and_frees_every_slot(client_env, mic_page,
                                                                      browser, capsys):
     sonic = client_env.sonic
