@@ -1,7 +1,6 @@
 """The voice agent (``agent/``) on loopback for the e2e tests: the bot and the Bedrock stand-in
 on an event loop of their own, in front of the local stack (tests/e2e/local/conftest.py: the
-front door, the real bridge, the fake vLLM, the Sonic stand-in); a page's WebSocket side;
-espeak-ng's speech.
+front door, the real bridge, the fake vLLM, the Sonic stand-in); a page's WebSocket side.
 
 Import it after ``pytest.importorskip("pipecat")``. The fixtures (``utterance``, ``agent_factory``,
 ``agent``) are tests/e2e/local/conftest.py's.
@@ -11,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import subprocess
 import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import websockets
@@ -25,27 +21,11 @@ import websockets
 from agent.metrics import MetricsSink
 from agent.server import AgentServer, services_factory
 from contracts.agent_env import AgentEnv
-from voicectl.clients.audio import load_pcm16
 from voicectl.local.fake_bedrock import FakeBedrock
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
 SILENCE = bytes(FRAME_BYTES)
 EVENT_TIMEOUT_S = 30.0
-
-RECORDED_SPEECH = Path("tests/clients/data/speech_22k_stereo.wav")
-"""Speech when espeak-ng is missing (an espeak-ng recording)."""
-
-
-def spoken_pcm16(text: str, directory: Path) -> bytes:
-    """16 kHz PCM16 of ``text`` spoken by espeak-ng (else the committed recording, whatever
-    ``text``)."""
-    espeak = shutil.which("espeak-ng")
-    if espeak is None:
-        return load_pcm16(RECORDED_SPEECH).data
-    path = directory / "spoken.wav"
-    subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path), text], check=True,
-                   timeout=30)
-    return load_pcm16(path).data
 
 
 class AgentRunner:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -190,11 +192,27 @@ def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     return stack
 
 
+RECORDED_SPEECH = Path("tests/clients/data/speech_22k_stereo.wav")
+"""Speech when espeak-ng is missing (an espeak-ng recording)."""
+
+
+def spoken_pcm16(text: str, directory: Path) -> bytes:
+    """16 kHz PCM16 of ``text`` spoken by espeak-ng (else the committed recording, whatever
+    ``text``)."""
+    from voicectl.clients.audio import load_pcm16
+
+    espeak = shutil.which("espeak-ng")
+    if espeak is None:
+        return load_pcm16(RECORDED_SPEECH).data
+    path = directory / "spoken.wav"
+    subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path), text], check=True,
+                   timeout=30)
+    return load_pcm16(path).data
+
+
 @pytest.fixture(scope="module")
 def utterance(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """16 kHz PCM16 of a spoken sentence (espeak-ng; else the committed recording)."""
-    from tests.e2e.local.agent_testkit import spoken_pcm16
-
     return spoken_pcm16("Hello from SageMaker streaming speech to text",
                         tmp_path_factory.mktemp("speech"))
 

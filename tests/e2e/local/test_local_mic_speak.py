@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
-from tests.e2e.local.agent_testkit import RECORDED_SPEECH
-from tests.e2e.local.conftest import SONIC
+from tests.e2e.local.conftest import RECORDED_SPEECH, SONIC
 from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import mic
 from voicectl.local.fake_sonic import MAX_GENERATIONS

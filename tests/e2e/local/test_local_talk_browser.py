@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
-from tests.e2e.local.conftest import DELTAS
+from tests.e2e.local.conftest import DELTAS, spoken_pcm16
 from voicectl.clients.audio import pcm16_to_wav_bytes
 from voicectl.local.fake_bedrock import reply_words
 from voicectl.local.fake_sonic import TONE_AMPLITUDE
@@ -92,9 +92,14 @@ OUTPUT_TAP = """() => {
   tap.connect(context.destination);
 }"""
 
-TAP_LAG_S = 3 * 1024 / 24000
+TAP_LAG_S = 2 * 1024 / 24000
 """How far before its playbackTime a tap block's audio may begin, at the player's 24 kHz: two
-blocks (ScriptProcessorNode double-buffers), and one more for the block the stop falls in."""
+blocks (ScriptProcessorNode double-buffers)."""
+
+STOP_APPLIED_S = 0.2
+"""Player-clock seconds a stop may take to reach the audio thread (one 128-frame render quantum,
+5 ms, on an idle machine; more when the page's thread is late on a loaded one). A page that did
+not stop would play on for the seconds of the answer it has queued (:data:`FAST_PACE`)."""
 
 STATE = """() => ({
   status: document.getElementById("status").textContent,
@@ -117,7 +122,7 @@ with a Sonic that generates faster than it speaks."""
 
 SLOW_PACE = 20.0
 """Its pace when the page closes: the request then streaming cannot end before the close reaches
-it (it has half of a sentence left, a second at least), so the close is what ends it."""
+it (half of its sentence is left, seconds at this pace), so the close is what ends it."""
 
 STAND_IN_RMS = TONE_AMPLITUDE / 2 ** 0.5
 """The Sonic stand-in's tone's RMS: what the page plays while an answer is heard."""
@@ -125,8 +130,6 @@ STAND_IN_RMS = TONE_AMPLITUDE / 2 ** 0.5
 
 @pytest.fixture(scope="module")
 def question_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.e2e.local.agent_testkit import spoken_pcm16
-
     directory = tmp_path_factory.mktemp("question")
     pcm16 = spoken_pcm16(QUESTION, directory) + bytes(2 * round(16000 * QUESTION_GAP_S))
     path = directory / "question.wav"
@@ -217,9 +220,9 @@ def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory
         levels = page.evaluate("window.outputLevels")
 
         # Leaving during the second answer: its Sonic request is cancelled, the slot freed.
+        sonic.pace = SLOW_PACE
         speaking = wait_until(lambda: next((call for call in reversed(sonic.calls)
                                             if streaming(call)), None), WAIT_S)
-        sonic.pace = SLOW_PACE
         page.close()
         health = wait_until(lambda: (now := agent.health())["sessions"] == 0 and now, WAIT_S)
         wait_until(lambda: sonic.generations == 0, WAIT_S)
@@ -244,7 +247,7 @@ def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory
     # The first answer was received and played: frames of answer 1, heard at the tone's level.
     stats = heard["stats"]
     assert stats["audioBytes"] >= MIN_PLAYED * 2 * 24000 // 50 and stats["late"] == 0
-    assert {frame["answer"] for frame in stats["frames"]} == {1}
+    assert {frame["answer"] for frame in stats["frames"]} == {1}, stats["events"]
     assert max(level for _, level in levels) == pytest.approx(STAND_IN_RMS, rel=0.05)
 
     # The second page was refused (the bot's 503) and never got a session.
@@ -255,16 +258,18 @@ def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory
     # past the stop, and silence at the output from the stop to answer 2's first frame.
     stats = barged["stats"]
     (stop,) = stats["stops"]
-    assert stop["answer"] == 1 and stats["late"] == 0 and stats["events"].count("interrupt") == 1
+    assert (stop["answer"], stats["late"], stats["events"].count("interrupt")) == (1, 0, 1), stats
     frames = stats["frames"]
     first = [frame for frame in frames if frame["answer"] == 1]
     assert all(frame["end"] <= stop["at"] or frame["stoppedAt"] == stop["at"] for frame in first)
-    assert sum(frame["start"] >= stop["at"] for frame in first) >= 2  # queued ahead: never played
+    queued = sum(frame["start"] >= stop["at"] for frame in first)
+    assert queued >= 2, (stop, first[-3:])  # frames queued ahead: stopped before they played
     assert [frame["answer"] for frame in frames] == sorted(frame["answer"] for frame in frames)
     next_start = min(frame["start"] for frame in frames if frame["answer"] == 2)
-    between = [level for at, level in levels if stop["at"] + TAP_LAG_S < at <= next_start]
+    after_stop = stop["at"] + STOP_APPLIED_S + TAP_LAG_S
+    between = [level for at, level in levels if after_stop < at <= next_start]
     assert len(between) >= 10 and max(between) < 1e-4, between  # the user's speech is >= 0.5 s
-    assert len(lines(barged, "user")) == 2 and lines(barged, "user")[1] != ""
+    assert len(lines(barged, "user")) == 2, barged["lines"]
     assert_is_the_fakes_transcript(lines(barged, "user")[1])
     assert lines(barged, "agent")[1] == agent.bedrock.calls[1].text
 
