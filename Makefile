@@ -66,7 +66,7 @@ test test-fast test-vllm: export PYTHONDONTWRITEBYTECODE :=
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bench-agent bidi-client bootstrap diff \
 	deploy destroy verify lock clean
 
 help: ## list the targets
@@ -158,6 +158,16 @@ mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser t
 local: deps $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
 	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) \
 		$(if $(TRANSCRIPTION_DELAY_MS),--transcription-delay-ms $(TRANSCRIPTION_DELAY_MS)) $(LOCAL_ARGS)
+
+# make bench-agent: bench/agent_turns_bench.py starts make local AGENT=1 (VLLM=fake or real), talks
+# TURNS turns to the bot as the talk page does and prints each turn's figures and their p50/p95;
+# BEDROCK_FIRST_TOKEN_MS sets the Bedrock stand-in's first-token time (unset: its 350 ms).
+TURNS ?= 20
+BEDROCK_FIRST_TOKEN_MS ?=
+
+bench-agent: deps $(AGENTS_STAMP) $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole voice agent's turn latency and barge-in time against make local AGENT=1 (TURNS=20, VLLM=real)
+	$(PY) bench/agent_turns_bench.py --local --vllm $(VLLM) --turns $(TURNS) \
+		$(if $(BEDROCK_FIRST_TOKEN_MS),--bedrock-first-token-ms $(BEDROCK_FIRST_TOKEN_MS)) $(BENCH_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
