@@ -195,7 +195,7 @@ bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA
 			-r requirements-bidi-client.lock; \
 	fi
 
-local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
+local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server: SageMaker and ECS targets, Connect, the voice agent (5-8 min)
 	$(PY) -m pytest tests/e2e/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)

@@ -418,13 +418,26 @@ def local_stack(args: argparse.Namespace):
             process.wait()
 
 
-def header(args: argparse.Namespace, source: str, url: str) -> list[str]:
-    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages (the machine's other work competes with the bot)."""
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else the architecture."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def header(args: argparse.Namespace, source: str, url: str, load: str) -> list[str]:
     lines = [
         (f"Whole voice agent at {url}: {args.turns} turn{'s' if args.turns > 1 else ''}, each "
          f"answer interrupted {args.barge_in_after_s:g} s after its first audio"),
-        (f"machine: {os.cpu_count()} CPUs, {platform.machine()}, load average {load} at the "
-         f"start; Python {platform.python_version()}"),
+        (f"machine: {os.cpu_count()} CPUs ({cpu_model()}), load average {load} at the start; "
+         f"Python {platform.python_version()}"),
         f"speech: {source}; the page sends {CHUNK_SAMPLES}-sample chunks in real time",
     ]
     if args.local:
@@ -439,10 +452,10 @@ def header(args: argparse.Namespace, source: str, url: str) -> list[str]:
 
 
 def report(args: argparse.Namespace, source: str, url: str, results: list[TurnFigures],
-           seen: dict[str, Any]) -> str:
+           seen: dict[str, Any], load: str) -> str:
     names = ", ".join(f"{key} = {TURN_LATENCY_METRICS[key]}" for key in BOT_FIGURES)
     lines = [
-        *header(args, source, url), "",
+        *header(args, source, url, load), "",
         f"ms; the first four are the bot's latency event (its EMF metrics: {names});",
         ("PageVoiceToVoice: end of the user's speech to the answer's first audio, at the page; "
          "BargeIn: start of the user's speech over an answer to the agent's silence (interrupt, "
@@ -457,7 +470,7 @@ def report(args: argparse.Namespace, source: str, url: str, results: list[TurnFi
     if parts:
         lines.append(f"at the page, p50 ms after the end of speech: {', '.join(parts)}, first "
                      "audio = PageVoiceToVoice")
-    lines.append(f"load average at the end {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+    lines.append(f"load average at the end {load_average()}; "
                  f"session {seen['session']}: answered turns {seen['latency events']}, "
                  f"interrupts {seen['interrupts']}, audio messages of a cancelled answer after "
                  f"its interrupt {seen['audio after an interrupt']}")
@@ -499,9 +512,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         source, utterances = recordings(Path(directory))
     with local_stack(args) if args.local else contextlib.nullcontext():
+        load = load_average()
         results, seen = asyncio.run(converse(args.url, utterances, args.turns,
                                              args.barge_in_after_s))
-    print(report(args, source, args.url, results, seen), flush=True)
+    print(report(args, source, args.url, results, seen, load), flush=True)
     return 0
 
 
