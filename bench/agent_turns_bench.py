@@ -276,7 +276,8 @@ class TurnFigures:
 async def converse(url: str, utterances: list[bytes], turns: int,
                    barge_in_after_s: float) -> tuple[list[TurnFigures], dict[str, Any]]:
     """Run ``turns`` turns (and one utterance more, over the last answer); the figures of each,
-    and what else was seen (session id, interrupts, extra turns, audio after an interrupt)."""
+    and what else was seen (session id, answered turns, interrupts, error events, audio after an
+    interrupt)."""
     async with websockets.connect(url, max_size=None, compression=None) as websocket:
         speaker = Speaker()
         reading = asyncio.ensure_future(speaker.read(websocket))
