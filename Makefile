@@ -66,7 +66,7 @@ test test-fast test-vllm: export PYTHONDONTWRITEBYTECODE :=
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bench-agent bidi-client bootstrap diff \
 	deploy destroy verify lock clean
 
 help: ## list the targets
@@ -159,6 +159,16 @@ local: deps $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole path on this
 	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) \
 		$(if $(TRANSCRIPTION_DELAY_MS),--transcription-delay-ms $(TRANSCRIPTION_DELAY_MS)) $(LOCAL_ARGS)
 
+# make bench-agent: bench/agent_turns_bench.py starts make local AGENT=1 (VLLM=fake or real), talks
+# TURNS turns to the bot as the talk page does and prints each turn's figures and their p50/p95;
+# BEDROCK_FIRST_TOKEN_MS sets the Bedrock stand-in's first-token time (unset: its 350 ms).
+TURNS ?= 20
+BEDROCK_FIRST_TOKEN_MS ?=
+
+bench-agent: deps $(AGENTS_STAMP) $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole voice agent's turn latency and barge-in time against make local AGENT=1 (TURNS=20, VLLM=real)
+	$(PY) bench/agent_turns_bench.py --local --vllm $(VLLM) --turns $(TURNS) \
+		$(if $(BEDROCK_FIRST_TOKEN_MS),--bedrock-first-token-ms $(BEDROCK_FIRST_TOKEN_MS)) $(BENCH_ARGS)
+
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
 BIDI_CLIENT_VENV := .venv-bidi-client
@@ -185,7 +195,7 @@ bidi-client: ## fetch the AWS blog's bidirectional streaming client (pinned, SHA
 			-r requirements-bidi-client.lock; \
 	fi
 
-local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server, SageMaker and ECS targets (3-4 min)
+local-lifecycle: deps ## bootstrap, deploy, update and destroy with the CDK CLI against moto's server: SageMaker and ECS targets, Connect, the voice agent (5-8 min)
 	$(PY) -m pytest tests/e2e/lifecycle -m lifecycle -p no:cacheprovider -o log_cli=true --log-cli-level=INFO $(PYTEST_ARGS)
 
 bootstrap: deps ## prepare the account and region for the CDK once (needs AWS credentials)

@@ -54,6 +54,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -94,7 +95,11 @@ RECORDING_PATH = "/voicectl/recording"
 SPEAK_PATH = "/voicectl/speak"
 """WebSocket route of the Speak panel: ``{"type": "speak", "text"}`` in; ``{"type": "audio", "sample_rate_hz"}``,
 binary frames of PCM16 little-endian mono as Sonic streams it, then ``{"type": "done", "time_to_first_audio_s",
-"audio_s"}`` or ``{"type": "error", "message", "summary"}`` out."""
+"audio_s"}`` or ``{"type": "error", "message", "summary"}`` out. Closing it cancels the Sonic
+request."""
+
+SPEAK_SAMPLE_RATE_HZ = 44_100
+"""The Speak panel's audio rate: Sonic's default output rate (``voicectl speak``'s too)."""
 
 MAX_SPEAK_CHARS = 2_000
 """Characters the Speak panel sends in one call (a paragraph; ``voicectl speak`` takes longer texts from a file)."""
@@ -342,6 +347,14 @@ class MicTranscriber:
             if self.first_sent_at is None:
                 self.first_sent_at = self.last_sent_at
             yield chunk
+
+
+@dataclass
+class SpokenAudio:
+    """What one Speak request has sent to the page so far."""
+
+    audio_s: float = 0.0
+    time_to_first_audio_s: float | None = None
 
 
 class AudioOverrun(Exception):
@@ -613,11 +626,16 @@ class MicServer:
         self._opener = await self._exit_stack.enter_async_context(open_target(self._args))
 
     async def serve_speak(self, websocket: Any) -> None:
-        """The :data:`SPEAK_PATH` route: one text spoken by Sonic, its audio relayed to the page as it streams."""
-        from voicectl.clients.sonic import SonicRequest
+        """The :data:`SPEAK_PATH` route: one text spoken by Sonic, its audio relayed to the page as
+        it streams.
 
+        The page leaving (tab closed, reload, its WebSocket closed) cancels the Sonic request at
+        once (see :meth:`_speak`): it does not hold one of the endpoint's generation slots until
+        its audio ends.
+        """
         await websocket.accept()
         page = PageSocket(websocket)
+        began = time.monotonic()
         try:
             event = _json_object(await asyncio.wait_for(page.receive(), START_MESSAGE_TIMEOUT_S))
             text = event.get("text")
@@ -629,42 +647,72 @@ class MicServer:
             if not self._args.sonic_endpoint or not self._args.voice:
                 raise PageProtocolError("Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
                                         "--voice ID")
-            request = SonicRequest(transcript=text, voice_id=self._args.voice)
-            await page.send({"type": "audio", "sample_rate_hz": request.sample_rate_hz})
-            result = await self._speak(page, request)
-            await page.send({"type": "done", "time_to_first_audio_s": result.time_to_first_audio_s,
-                             "audio_s": len(result.audio.pcm16) / 2 / request.sample_rate_hz})
+            await page.send({"type": "audio", "sample_rate_hz": SPEAK_SAMPLE_RATE_HZ})
+            spoken = SpokenAudio()
+            try:
+                await self._speak(page, text, spoken)
+            except PageClosed as closed:
+                log(f"speak abandoned: the page's WebSocket closed ({closed}) "
+                    f"{time.monotonic() - began:.1f} s after the request, after "
+                    f"{spoken.audio_s:.2f} s of audio; its Sonic request is cancelled")
+                raise
+            await page.send({"type": "done", "time_to_first_audio_s": spoken.time_to_first_audio_s,
+                             "audio_s": spoken.audio_s})
             log(f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
-                f"{result.time_to_first_audio_s or 0:.3f} s")
+                f"{spoken.time_to_first_audio_s or 0:.3f} s")
         except PageClosed:
             pass
         except (PageProtocolError, TimeoutError, ValueError) as error:
             await self._speak_failed(page, str(error) or "the page sent no text in time")
-        except Exception as error:  # SpeakError, SonicStreamError, botocore errors: said on the page and terminal
+        except Exception as error:  # SonicError, UsageError (no Region): on the page and terminal
             await self._speak_failed(page, str(error))
         finally:
             await page.close()
 
-    async def _speak(self, page: PageSocket, request: Any) -> Any:
-        """Call Sonic in a thread (boto3 blocks) and send each chunk of audio to the page as it arrives."""
-        from voicectl.clients.speak import sagemaker_runtime_client, synthesize
+    async def _speak(self, page: PageSocket, text: str, spoken: SpokenAudio) -> None:
+        """Speak ``text`` with Sonic and send each chunk of audio to the page as it arrives, until
+        Sonic's end or the page's. The page's socket is read meanwhile, so its close is noticed
+        even while Sonic sends nothing; the request is then cancelled, which closes its connection
+        (:class:`~voicectl.clients.frameworks.sonic_stream.SonicSynthesizer`: boto3's stream, read
+        by a blocking thread, could not be stopped and ran to its end).
 
-        loop = asyncio.get_running_loop()
-        chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        Raises:
+            PageClosed: the page went away (the request is cancelled).
+            PageProtocolError: the page sent another message (one text per connection).
+            SonicError: the request was refused or its stream failed.
+        """
+        from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
+        from voicectl.clients.frameworks.targets import SonicTarget
 
-        def call() -> Any:
+        target = SonicTarget(self._args.sonic_endpoint, region=self._args.region,
+                             profile=self._args.profile)
+        synthesizer = SonicSynthesizer(target, voice_id=self._args.voice)
+
+        async def relay() -> None:
+            audio = synthesizer.stream(text, SPEAK_SAMPLE_RATE_HZ)
             try:
-                client = sagemaker_runtime_client(self._args.profile, self._args.region)
-                return synthesize(client, self._args.sonic_endpoint, request,
-                                  on_audio=lambda pcm: loop.call_soon_threadsafe(chunks.put_nowait, pcm))
+                async for pcm16 in audio:
+                    spoken.time_to_first_audio_s = synthesizer.last_time_to_first_audio_s
+                    await self._send_bytes(page, pcm16)
+                    spoken.audio_s += len(pcm16) / 2 / SPEAK_SAMPLE_RATE_HZ
             finally:
-                loop.call_soon_threadsafe(chunks.put_nowait, None)
+                await audio.aclose()  # closes the request's connection unless Sonic had ended it
 
-        calling = asyncio.ensure_future(asyncio.to_thread(call))
-        calling.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen if the page left
-        while (pcm := await chunks.get()) is not None:
-            await self._send_bytes(page, pcm)
-        return await calling
+        async def watch_page() -> NoReturn:
+            message = await page.receive()  # raises PageClosed when the page goes away
+            raise PageProtocolError("one text per Speak connection; got another message: "
+                                    f"{message!r:.200}")
+
+        speaking, watching = asyncio.ensure_future(relay()), asyncio.ensure_future(watch_page())
+        try:
+            await asyncio.wait({speaking, watching}, return_when=asyncio.FIRST_COMPLETED)
+            if not speaking.done():
+                watching.result()  # raises
+            speaking.result()
+        finally:
+            for task in (speaking, watching):
+                await _stop_task(task)
+            await synthesizer.aclose()
 
     @staticmethod
     async def _send_bytes(page: PageSocket, data: bytes) -> None:
@@ -771,13 +819,13 @@ def summarize_error(message: str, target: str) -> str:
     """One line for the page: what failed and what to check (the full ``message`` stays behind "Details").
 
     The patterns are the clients' own messages (voicectl/clients/realtime/, voicectl/clients/sagemaker_stream.py,
-    this module).
+    voicectl/clients/frameworks/sonic_stream.py, this module).
     """
     lowered = message.lower()
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
         return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
                 "that --endpoint-url starts with https://.")
-    if message.startswith("ModelError") and (refused := re.search(r"\(status (4\d\d)\): ([^.]*)", message)):
+    if refused := re.search(r"ModelError[^(]*\(status (4\d\d)\): ([^.]*)", message):
         return (f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
                 "text.")
     if message.startswith("ModelError"):

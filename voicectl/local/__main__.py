@@ -33,6 +33,7 @@ from pathlib import Path
 
 from contracts.bridge_env import BridgeEnvironment
 from voicectl.local import real_vllm
+from voicectl.local.fake_bedrock import FIRST_TOKEN_S
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 """The checkout this package is installed from (``make deps`` installs it in editable mode)."""
@@ -48,6 +49,10 @@ SAMPLE = "tests/clients/data/speech_22k_stereo.wav"
 
 LOCAL_VOICE = "local-voice"
 """The voice id of the printed ``speak`` and ``mic`` commands: the Sonic stand-in takes any id."""
+
+MAX_FIRST_TOKEN_MS = 30_000
+"""Longest first-token time of the Bedrock stand-in, ms: half the bot's Bedrock read timeout
+(agent.llm.READ_TIMEOUT_S, 60 s), so a slow stand-in is never mistaken for a dead one."""
 
 SPOKEN_FILE = "hello.wav"
 """What the printed ``speak`` command writes, in the state directory (never in the checkout)."""
@@ -88,6 +93,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--agent-port", type=int, default=8100, help="voice agent port (default: 8100)")
     parser.add_argument("--bedrock-port", type=int, default=8095,
                         help="Bedrock stand-in port (default: 8095)")
+    parser.add_argument("--bedrock-first-token-ms", type=float, metavar="MS",
+                        help="with --agent: the Bedrock stand-in's time to its first token "
+                             f"(default: {FIRST_TOKEN_S * 1000:.0f})")
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
                         help="one more name the front door's certificate covers, e.g. "
                              "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
@@ -111,6 +119,20 @@ def delay_problem(args: argparse.Namespace) -> str | None:
     if delay not in TRANSCRIPTION_DELAYS_MS:
         return (f"--transcription-delay-ms {delay}: must be a multiple of 80 from 80 to 1200, or "
                 "2400 (ms: the delays the Voxtral Realtime model card allows)")
+    return None
+
+
+def first_token_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--bedrock-first-token-ms`` cannot be used as given (None: it can, or is not given)."""
+    first_token_ms = args.bedrock_first_token_ms
+    if first_token_ms is None:
+        return None
+    if not args.agent:
+        return (f"--bedrock-first-token-ms {first_token_ms:g} needs --agent (make local AGENT=1): "
+                "the Bedrock stand-in runs only with the voice agent")
+    if not 0 <= first_token_ms <= MAX_FIRST_TOKEN_MS:
+        return (f"--bedrock-first-token-ms {first_token_ms:g}: must be 0-{MAX_FIRST_TOKEN_MS} ms "
+                "(the bot's Bedrock client gives up on a silent stream after 60 s)")
     return None
 
 
@@ -187,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the repository checkout "
               "(make local)", file=sys.stderr)
         return 2
-    if (problem := delay_problem(args)) is not None:
-        print(f"python -m voicectl.local: {problem}", file=sys.stderr)
-        return 2
+    for problem in (delay_problem(args), first_token_problem(args)):
+        if problem is not None:
+            print(f"python -m voicectl.local: {problem}", file=sys.stderr)
+            return 2
     if args.vllm == "real" and (reason := real_vllm.missing_reason()):
         print(f"python -m voicectl.local: {reason}", file=sys.stderr)
         return 2
@@ -302,9 +325,12 @@ def agent_parts(args: argparse.Namespace, state: Path, base_env: dict[str, str],
                  "AWS_CA_BUNDLE": str(state / "ca.pem"), "AWS_DEFAULT_REGION": "us-east-1",
                  "PYTHONPATH": str(REPOSITORY)}
     python = sys.executable
+    first_token = ([] if args.bedrock_first_token_ms is None
+                   else ["--first-token-ms", f"{args.bedrock_first_token_ms:g}"])
     return [
-        Part("Bedrock stand-in", args.bedrock_port, [python, "-m", "voicectl.local.fake_bedrock", "--port",
-                                                     str(args.bedrock_port)], REPOSITORY, base_env),
+        Part("Bedrock stand-in", args.bedrock_port,
+             [python, "-m", "voicectl.local.fake_bedrock", "--port", str(args.bedrock_port),
+              *first_token], REPOSITORY, base_env),
         Part("voice agent", args.agent_port, [python, "-m", "agent"], REPOSITORY, agent_env,
              ready_path="/health"),
     ]

@@ -128,12 +128,21 @@ class SonicCall:
         audio: the raw audio bytes sent in ``chunk`` events, in order (what the client should write).
         events: every event sent, parsed.
         client_closed: the caller closed the connection before the response ended (the generation stopped then).
+        full_audio_bytes: the raw audio bytes of the whole response (``audio`` has fewer when
+            it was cut).
     """
 
     request: dict[str, Any]
     audio: bytearray = field(default_factory=bytearray)
     events: list[dict[str, Any]] = field(default_factory=list)
     client_closed: bool = False
+    full_audio_bytes: int = 0
+
+    @property
+    def cancelled(self) -> bool:
+        """The caller closed the connection before all of the audio was sent: the request was
+        cancelled."""
+        return self.client_closed and len(self.audio) < self.full_audio_bytes
 
 
 class FakeSonic:
@@ -160,6 +169,11 @@ class FakeSonic:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def generations(self) -> int:
+        """Generations running now, each holding one of the :data:`MAX_GENERATIONS` slots."""
+        return self._generations
 
     async def start(self) -> FakeSonic:
         sockets = listen_sockets(self.host, self.port)
@@ -245,6 +259,7 @@ class FakeSonic:
         output = request["output_format"]
         rate, encoding = output["sample_rate"], output["encoding"]
         audio = stand_in_audio(request["transcript"], rate)
+        call.full_audio_bytes = len(encode_audio(audio, encoding))
         step = rate * CHUNK_MS // 1000
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/jsonlines")]})

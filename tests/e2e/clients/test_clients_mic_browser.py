@@ -22,14 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
 from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
 from voicectl.clients import mic
-
-BROWSER_ENV = "VOICECTL_TEST_CHROMIUM"
-"""Path of the Chromium binary to drive; by default the first of :data:`CHROMIUM_NAMES` on PATH."""
-
-CHROMIUM_NAMES = ("chromium", "chromium-browser")
 
 SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
 
@@ -43,17 +39,8 @@ ATTACKER_SITE_HOST = "127.0.0.2"
 """Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser, and local, so
 Chromium's local-network-access rules (public sites may not call private addresses) do not hide the attack."""
 
-CHROMIUM_FLAGS = (
-    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
-    "--disable-gpu",
-    "--disable-background-networking",  # no update checks, field trials or safe-browsing lists: loopback only
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--use-fake-ui-for-media-stream",  # grant the microphone without a prompt
-    "--use-fake-device-for-media-stream",
-    f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",  # the attacker's name (see rebinding_proxy)
-)
+ATTACKER_FLAGS = (f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",)
+"""The attacker's name resolves to its address (see rebinding_proxy)."""
 
 RECORD_S = 2.0
 """Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does not loop)."""
@@ -61,14 +48,7 @@ RECORD_S = 2.0
 """The stream to vLLM must be closed this soon after the page goes away (issue 15)."""
 
 
-def chromium_path() -> str | None:
-    return os.environ.get(BROWSER_ENV) or next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
-
-
-pytestmark = pytest.mark.skipif(
-    chromium_path() is None,
-    reason="Chromium is not installed (apt-get install chromium, as .ci/run does; or set VOICECTL_TEST_CHROMIUM)",
-)
+pytestmark = requires_chromium
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +65,8 @@ def speech_wav(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(speech_wav) -> Iterator[object]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (make test installs "
-                                   "requirements-mic.lock)")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=chromium_path(), headless=True,
-            args=[*CHROMIUM_FLAGS, f"--use-file-for-fake-audio-capture={speech_wav}"],
-        )
-        yield chromium
-        chromium.close()
+    with chromium(speech_wav, ATTACKER_FLAGS) as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +114,6 @@ def recorder_state(page) -> dict:
                 figures: text("figures"), recordDisabled: root.querySelector('[data-part="record"]').disabled,
                 stopDisabled: root.querySelector('[data-part="stop"]').disabled};
     }""")
-
-
-def wait_until(predicate, timeout_s: float, step_s: float = 0.01):
-    """Poll ``predicate`` until it returns a true value (returned) or ``timeout_s`` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"not true within {timeout_s} s"
-        time.sleep(step_s)
-    return value
 
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:

@@ -241,3 +241,43 @@ class Phases:
         total = time.monotonic() - self.started
         log.info("%s figures (s): %s, total %.1f", self.name,
                  ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()), total)
+
+
+#: The image manifest :func:`publish_image_assets` puts under an asset's tag: Docker's image
+#: manifest, version 2, schema 2 (a config blob and no layer; digests of empty content).
+IMAGE_MANIFEST = {
+    "schemaVersion": 2,
+    "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+    "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 0,
+               "digest": "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+    "layers": [],
+}
+
+
+def publish_image_assets(aws: Any, assembly: Path) -> dict[str, str]:
+    """Put an image under the tag of every Docker image asset of ``assembly`` in its bootstrap
+    repository, as a previous ``cdk deploy`` would have published it; {stack name: image URI}.
+
+    Why: there is no Docker engine here, and the CLI builds and pushes an image asset only when
+    DescribeImages finds no image under its tag in the destination repository (cdk-assets'
+    ``ContainerImageAssetHandler``, ``destinationAlreadyExists``, in
+    ``node_modules/aws-cdk/lib/index.js``); with the tag there it goes on to deploy. The image
+    itself is not built here: the tests of its Dockerfile and build context are its check.
+    """
+    images: dict[str, str] = {}
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    for artifact_id, artifact in manifest["artifacts"].items():
+        if artifact["type"] != "cdk:asset-manifest":
+            continue
+        assets = json.loads((assembly / artifact["properties"]["file"]).read_text())
+        for image in assets.get("dockerImages", {}).values():
+            for destination in image["destinations"].values():
+                repository, tag = destination["repositoryName"], destination["imageTag"]
+                found = aws.ecr.list_images(repositoryName=repository)["imageIds"]
+                if not any(i.get("imageTag") == tag for i in found):
+                    aws.ecr.put_image(repositoryName=repository, imageTag=tag,
+                                      imageManifest=json.dumps(IMAGE_MANIFEST))
+                (described,) = aws.ecr.describe_repositories(repositoryNames=[repository])[
+                    "repositories"]
+                images[artifact_id.removesuffix(".assets")] = f"{described['repositoryUri']}:{tag}"
+    return images

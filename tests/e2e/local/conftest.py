@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -188,3 +190,62 @@ def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_CA_BUNDLE", str(stack.ca_file))
     return stack
+
+
+RECORDED_SPEECH = Path("tests/clients/data/speech_22k_stereo.wav")
+"""Speech when espeak-ng is missing (an espeak-ng recording)."""
+
+
+def spoken_pcm16(text: str, directory: Path) -> bytes:
+    """16 kHz PCM16 of ``text`` spoken by espeak-ng (else the committed recording, whatever
+    ``text``)."""
+    from voicectl.clients.audio import load_pcm16
+
+    espeak = shutil.which("espeak-ng")
+    if espeak is None:
+        return load_pcm16(RECORDED_SPEECH).data
+    path = directory / "spoken.wav"
+    subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path), text], check=True,
+                   timeout=30)
+    return load_pcm16(path).data
+
+
+@pytest.fixture(scope="module")
+def utterance(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """16 kHz PCM16 of a spoken sentence (espeak-ng; else the committed recording)."""
+    return spoken_pcm16("Hello from SageMaker streaming speech to text",
+                        tmp_path_factory.mktemp("speech"))
+
+
+@pytest.fixture
+def agent_factory(client_env: Stack) -> Iterator[Callable[..., Any]]:
+    """Start the voice agent's bot (``agent_testkit.AgentRunner``) with the Bedrock stand-in in
+    front of this stack, at most one per test: ``start(max_sessions=2)``. Sonic speaks in real
+    time, so that a long answer is still streaming when a test interrupts it or leaves. Skipped
+    without the pipecat extra."""
+    pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
+    from contracts.agent_env import AgentEnv
+    from tests.e2e.local.agent_testkit import AgentRunner
+    from voicectl.local.fake_bedrock import FakeBedrock
+
+    runners: list[AgentRunner] = []
+
+    def start(max_sessions: int = 2) -> AgentRunner:
+        client_env.sonic.pace = 1.0
+        env = AgentEnv(sonic_endpoint=SONIC, sonic_voice="local-voice", voxtral_endpoint=VOXTRAL,
+                       llm_model_id="local.test-model", region=REGION,
+                       max_sessions=max_sessions, sagemaker_runtime_url=client_env.url,
+                       sagemaker_runtime_http2_url=client_env.url, host="127.0.0.1", port=0,
+                       metric_dimensions={"Deployment": "e2e"})
+        runners.append(AgentRunner(env, FakeBedrock(first_token_s=0.05, token_interval_s=0.02)))
+        return runners[-1]
+
+    yield start
+    for runner in runners:
+        runner.stop()
+
+
+@pytest.fixture
+def agent(agent_factory: Callable[..., Any]) -> Any:
+    """The bot, at most two sessions at a time."""
+    return agent_factory()

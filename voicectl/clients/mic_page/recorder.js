@@ -376,6 +376,8 @@ const speakUi = {
   errorSummary: part("speak-error-summary"), errorDetail: part("speak-error-detail"),
 };
 
+let speaking = null; // the Speak panel's WebSocket while Sonic speaks
+
 function speak() {
   const text = speakUi.text.value.trim();
   if (!text) {
@@ -396,9 +398,11 @@ function speak() {
   const url = new URL(props.speak_path, window.location.href);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   const socket = new WebSocket(url.href);
+  speaking = socket;
   socket.binaryType = "arraybuffer";
   const finish = (state, status) => {
     ended = true;
+    speaking = null;
     root.dataset.speakState = state;
     speakUi.status.textContent = status;
     speakUi.button.disabled = false;
@@ -443,7 +447,11 @@ function speak() {
   };
 }
 speakUi.button.addEventListener("click", speak);
-// Leaving or reloading the page ends the recording as soon as the navigation starts, not when the next page has
-// loaded: the server then closes the stream to the endpoint (closing a tab closes the socket in any case).
-window.addEventListener("beforeunload", () => current && current.release());
+// Leaving or reloading the page ends the recording and the speech as soon as the navigation
+// starts, not when the next page has loaded: the server then closes the stream to the endpoint
+// and cancels the Sonic request (closing a tab closes the sockets in any case).
+window.addEventListener("beforeunload", () => {
+  if (current) current.release();
+  if (speaking) speaking.close();
+});
 setState("idle", "Press Record and speak.");

@@ -690,6 +690,10 @@ def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_
      "samples."),
     ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
      "The endpoint reported an error (invalid_audio): bad base64."),
+    ("Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not found. "
+     "Sonic rejected the request as malformed (HTTP 422): check the voice ID",  # SonicError's
+     "SageMaker endpoint voxtral refused the request (422: voice not found). Check the voice ID "
+     "and the text."),
 ])
 def test_errors_read_as_one_line_in_the_users_words(message, summary):
     summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
