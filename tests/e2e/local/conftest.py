@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from voicectl.local.bidi import StreamSettings
+from voicectl.local.bounds import ServerBounds
 from voicectl.local.fake_sonic import FakeSonic
 from voicectl.local.fake_vllm import FakeVllm
 from voicectl.local.runtime import LocalEndpoint, LocalRuntime
@@ -40,6 +41,7 @@ class Stack:
     runtime: LocalRuntime
     url: str
     ca_file: Path
+    bounds: ServerBounds  # the front door's limits and what it holds
 
     def call(self, coroutine: Any, timeout: float = 15.0) -> Any:
         """Run ``coroutine`` on the servers' loop and return its result."""
@@ -56,8 +58,10 @@ class StackRunner:
     vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
     def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
-                 bridge_options: dict[str, Any] | None = None) -> None:
+                 bridge_options: dict[str, Any] | None = None,
+                 bounds: ServerBounds | None = None) -> None:
         self.tmp_path = tmp_path
+        self.bounds = bounds or ServerBounds()
         self.bridge_options = bridge_options or {}  # more bridge Settings (max_model_len for vLLM's real server)
         self.settings = settings
         self.vllm_port = vllm_port
@@ -91,8 +95,10 @@ class StackRunner:
             sockets = listen_sockets("127.0.0.1", 0)
             port = sockets[0].getsockname()[1]
             self.shutdown = asyncio.Event()
-            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls))
-            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}", tls.ca_file)
+            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls,
+                                                           bounds=self.bounds))
+            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}",
+                         tls.ca_file, self.bounds)
 
         self.stack = self.call(start())
         return self.stack
@@ -137,11 +143,11 @@ class StackRunner:
 
 @pytest.fixture
 def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
-    """Start a stack with the given StreamSettings (at most one per test)."""
+    """Start a stack with the given StreamSettings and front door bounds (at most one per test)."""
     runners: list[StackRunner] = []
 
-    def start(settings: StreamSettings | None = None) -> Stack:
-        runner = StackRunner(tmp_path, settings or StreamSettings())
+    def start(settings: StreamSettings | None = None, bounds: ServerBounds | None = None) -> Stack:
+        runner = StackRunner(tmp_path, settings or StreamSettings(), bounds=bounds)
         runners.append(runner)
         return runner.start()
 
