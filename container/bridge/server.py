@@ -87,7 +87,7 @@ STREAM_PATH_ALIASES = frozenset({protocol.VLLM_REALTIME_PATH})
 
 #: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
 #: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
-#: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+#: in bench/bridge_bench.py, a burst of 200 simultaneous sessions on a loaded machine took longer.
 #: A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest time between two looks at every stream's idle and stall clocks, seconds.
@@ -111,8 +111,8 @@ class _Stream:
     """
 
     __slots__ = (
-        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "outcome", "rate",
-        "slices", "started", "upstream",
+        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "outcome",
+        "rate", "slices", "started", "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: ClientLeg) -> None:

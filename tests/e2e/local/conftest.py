@@ -156,10 +156,11 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
         runner.stop()
 
 
-#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms to accept a
-#: stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a shared 2-core machine running the suite on both
-#: cores the bridge sometimes takes longer, which is a fact about the machine, not about the path under test. The
-#: tests of that budget ask for it (``stream_settings`` parametrized with ``StreamSettings()``).
+#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms
+#: to accept a stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a machine whose cores
+#: all run the suite the bridge sometimes takes longer, which is a fact about the machine, not about
+#: the path under test. The tests of that budget ask for it (``stream_settings`` parametrized with
+#: ``StreamSettings()``).
 E2E_ACCEPT_S = 5.0
 
 
