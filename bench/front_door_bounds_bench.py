@@ -179,14 +179,17 @@ async def window_zero_round(port: int, context: ssl.SSLContext, connections: int
 
 
 def header_block(port: int) -> bytes:
-    """HEADERS and CONTINUATION frames carrying one request with a 1 MiB header (a literal,
-    not Huffman-coded, so that building it takes no time)."""
+    """HEADERS and CONTINUATION frames carrying one request with a 1 MiB header value, Huffman-coded
+    as h2's encoder codes it (RFC 7541 appendix B: "a" is the 5 bits 00011, so 8 of them are these
+    5 bytes): 640 KiB, 40 frames, built without encoding a megabyte in Python."""
     encoder = h2.connection.H2Connection().encoder
     block = bytes(encoder.encode([(":method", "POST"), (":path", PATH), (":scheme", "https"),
                                   (":authority", f"localhost:{port}")]))
-    name, value = b"x-large", b"a" * HEADER_VALUE_BYTES
-    block += (b"\x00" + bytes(encode_integer(len(name), 7)) + name
-              + bytes(encode_integer(len(value), 7)) + value)
+    name = b"x-large"
+    value = bytes([0x18, 0xC6, 0x31, 0x8C, 0x63]) * (HEADER_VALUE_BYTES // 8)
+    length = encode_integer(len(value), 7)
+    length[0] |= 0x80  # Huffman-coded (RFC 7541 section 5.2)
+    block += b"\x00" + bytes(encode_integer(len(name), 7)) + name + bytes(length) + value
     frames = []
     for offset in range(0, len(block), FRAME_BYTES):
         frame = HeadersFrame(1) if offset == 0 else ContinuationFrame(1)
