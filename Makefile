@@ -57,10 +57,10 @@ TRANSCRIPTION_DELAY_MS ?=
 # has the measurements).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
 XDIST := -n $(TEST_WORKERS) --dist worksteal
-# Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set: with it off, every
-# worker rewrites the asserts of ~200 test modules and compiles the project's modules again at collection, and every
-# subprocess a test starts compiles what it imports (about 10 s per worker on the 2-core machine). __pycache__ is
-# ignored by git.
+# Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set:
+# with it off, every worker rewrites the asserts of ~200 test modules and compiles the project's
+# modules again at collection, and every subprocess a test starts compiles what it imports (about
+# 10 s per worker; bench/README.md, Test workers). __pycache__ is ignored by git.
 test test-fast test-vllm: export PYTHONDONTWRITEBYTECODE :=
 
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).

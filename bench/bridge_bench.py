@@ -31,15 +31,16 @@ after each session's commit, N streams pushing 4 MiB appends without pause (rate
 out of the way), the bridge's resident memory per stream after 2 s, what stays resident 3 s after the clients
 left, and the slowest `/ping` answer meanwhile.
 
-Prints one line per run, a table of medians per version, and, with two versions, the second against the
-first next to the issue's targets (CPU per 1000 frames and memory per stream at most 10 % above the
-first version's, added p99 at most 1.5 ms, accept p99 under 15 ms, unpaced at least 0.5 of direct).
-Every phase is bounded in time; the script stops by itself and kills the processes it started. The
-machine's cores are shared: compare versions only within one run, and run it more than once.
+Prints one line per run, a table of medians per version, and, with two versions, the second against
+the first next to the targets it must keep (CPU per 1000 frames and memory per stream at most 10 %
+above the first version's, added p99 at most 1.5 ms, accept p99 under 15 ms, unpaced at least 0.5 of
+direct). Every phase is bounded in time; the script stops by itself and kills the processes it
+started. The machine's cores are shared: compare versions only within one run, and run it more than
+once.
 
-    git worktree add /tmp/bridge-base <commit>     # the previous version, checked out beside this one
+    git worktree add ../bridge-base <commit>     # the previous version, checked out beside this one
     .venv/bin/python bench/bridge_bench.py --streams 200 --repeats 3 \
-        --bridge old=/tmp/bridge-base/container --bridge new=container
+        --bridge old=../bridge-base/container --bridge new=container
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ from voicectl.clients.realtime.machine import GENERATION_TARGET_S
 from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
-#: One append: 4096 bytes of PCM16 = 2048 samples = 128 ms at 16 kHz (the issue's pacing).
+#: One append: 4096 bytes of PCM16 = 2048 samples = 128 ms at 16 kHz (the clients' pacing,
+#: voicectl.clients.audio.CHUNK_BYTES).
 APPEND_BYTES = 4096
 APPEND_PERIOD_S = 0.128
 #: PCM16 samples in one append (2 bytes each).
@@ -542,7 +544,8 @@ HELD_COLUMNS = [
 
 
 def targets(new: dict[str, float], old: dict[str, float] | None) -> list[tuple[str, str, bool]]:
-    """The issue's figures to keep, as (what, measured, met) for the medians `new` (against `old`, if given)."""
+    """The figures to keep, as (what, measured, met) for the medians `new` (against `old`, if
+    given)."""
     rows = []
     if old is not None:
         for key, what in (("cpu_ms_per_1000_frames", "CPU per 1000 frames"), ("rss_kib_per_stream", "memory per stream")):
@@ -560,7 +563,8 @@ def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
     for value in values:
         label, sep, directory = value.partition("=")
         if not sep or not label:
-            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, e.g. old=/tmp/bridge-base/container")
+            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, "
+                             "e.g. old=../bridge-base/container")
         path = Path(directory).resolve()
         if not (path / "bridge" / "__main__.py").is_file():
             raise SystemExit(f"--bridge {value!r}: {path} holds no bridge package (bridge/__main__.py)")

@@ -261,11 +261,12 @@ def pytest_collection_finish(session) -> None:
     """Collect once, freeze what collection left, and run the cyclic collector less often (``gc`` documentation:
     ``freeze``, ``set_threshold``), as the bridge does after its start-up (container/bridge/__main__.py).
 
-    A test process holds a large heap that lives as long as it does: the test modules, aws_cdk's generated classes,
-    moto's backends, cfn-lint's schemas. With Python's defaults, every full collection traversed all of it: measured
-    with a gc callback in the three workers of make test-fast on the 2-core machine, 16 s of CPU in the collector
-    (14 s in full collections), 9 s with this. No test depends on when garbage is collected: the ones that count
-    objects or descriptors collect explicitly or wait for their counts."""
+    A test process holds a large heap that lives as long as it does: the test modules, aws_cdk's
+    generated classes, moto's backends, cfn-lint's schemas. With Python's defaults, every full
+    collection traversed all of it: measured with a gc callback in the three workers of make
+    test-fast on two cores, 16 s of CPU in the collector (14 s in full collections), 9 s with this.
+    No test depends on when garbage is collected: the ones that count objects or descriptors collect
+    explicitly or wait for their counts."""
     import gc
 
     gc.collect()

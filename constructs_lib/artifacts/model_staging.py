@@ -84,9 +84,9 @@ WAITER_CODE_DIR = _HERE / "model_staging_waiter"
 #: CloudFormation gives a custom resource operation at most 3600 s (ServiceTimeout, range 1-3600:
 #: https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html).
 CUSTOM_RESOURCE_TIMEOUT = Duration.seconds(3600)
-#: Total time the Provider framework polls the build. Below CloudFormation's 3600 s so that the failure CloudFormation
-#: shows is the build's own (status, phase, log link), not a bare timeout. The issue allows up to 2 hours; one
-#: custom resource cannot wait longer than 1 hour.
+#: Total time the Provider framework polls the build. Below CloudFormation's 3600 s so that the
+#: failure CloudFormation shows is the build's own (status, phase, log link), not a bare timeout. A
+#: staging may take up to 2 hours; one custom resource cannot wait longer than 1 hour.
 TOTAL_TIMEOUT = Duration.minutes(55)
 #: Time between two BatchGetBuilds polls.
 QUERY_INTERVAL = Duration.minutes(1)

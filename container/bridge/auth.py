@@ -97,22 +97,29 @@ REFUSED_LOG_INTERVAL_S = 60.0
 
 
 class RefusalLog:
-    """Refused upgrades, logged at most once per `interval_s` with how many of each verdict came since the last line.
+    """Refused streams, logged at most once per `interval_s` with how many of each kind came since
+    the last line.
 
-    `refused` is called once per refused upgrade (a dictionary increment, no I/O unless a line is due);
-    `flush_due` is called by the bridge's periodic metrics task, so that refusals after the last line are reported
-    within an interval even when no further one arrives. `logger` receives INFO lines; `clock` is monotonic seconds.
+    `refused` is called once per refused stream (a dictionary increment, no I/O unless a line is
+    due); `flush_due` is called by the bridge's periodic metrics task, so that refusals after the
+    last line are reported within an interval even when no further one arrives. `logger` receives
+    INFO lines; `clock` is monotonic seconds. `subject` follows each kind in a line and `status`
+    says how the refusal was answered (by default: the bearer token's verdicts, answered 401).
     """
 
     def __init__(self, logger: logging.Logger, interval_s: float = REFUSED_LOG_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, subject: str = "bearer token",
+                 status: str = "401") -> None:
         self._log, self._interval_s, self._clock = logger, interval_s, clock
+        self._subject, self._status = subject, status
         self._pending: dict[str, int] = {}
         self._last_line_at = -math.inf
 
-    def refused(self, verdict: Verdict) -> None:
-        """Count one refusal; write a line if none was written in the last interval."""
-        self._pending[verdict.value] = self._pending.get(verdict.value, 0) + 1
+    def refused(self, kind: Verdict | str) -> None:
+        """Count one refusal of `kind` (a verdict, or a short text); write a line if none was
+        written in the last interval."""
+        name = kind.value if isinstance(kind, Verdict) else kind
+        self._pending[name] = self._pending.get(name, 0) + 1
         self.flush_due()
 
     def flush_due(self) -> None:
@@ -121,11 +128,14 @@ class RefusalLog:
         if not self._pending or now - self._last_line_at < self._interval_s:
             return
         total = sum(self._pending.values())
-        kinds = ", ".join(f"{count} {verdict}" for verdict, count in sorted(self._pending.items()))
+        kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(self._pending.items()))
+        subject = f" {self._subject}" if self._subject else ""
         if total == 1:
-            self._log.info("refused a stream: %s bearer token (401)", next(iter(self._pending)))
+            self._log.info("refused a stream: %s%s (%s)", next(iter(self._pending)), subject,
+                           self._status)
         else:
-            self._log.info("refused %d streams since the last such line (401): %s bearer token; at most one line "
-                           "every %.0f s", total, kinds, self._interval_s)
+            self._log.info("refused %d streams since the last such line (%s): %s%s; at most one "
+                           "line every %.0f s", total, self._status, kinds, subject,
+                           self._interval_s)
         self._pending.clear()
         self._last_line_at = now

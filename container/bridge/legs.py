@@ -69,8 +69,9 @@ WRITE_LIMIT_BYTES = 16 * 1024
 #: Frames (of any kind) the bridge parses from one client in one turn of the event loop; then it pauses
 #: that client until the next turn. One read can carry thousands of small frames.
 FRAME_BUDGET = 32
-#: Client bytes the bridge parses in one turn of the event loop (one 4 MiB frame takes 64 turns): with
-#: 8 clients pushing 4 MiB frames at once, a turn of every stream takes a few ms on a loaded 2-core machine.
+#: Client bytes the bridge parses in one turn of the event loop (one 4 MiB frame takes 64 turns):
+#: with 8 clients pushing 4 MiB frames at once, a turn of every stream takes a few ms on a loaded
+#: machine.
 BYTE_BUDGET = 64 * 1024
 #: Client bytes fed to the protocol at a time: one 4096-byte PCM16 append is about 5.5 KiB as a frame.
 FEED_BYTES = 8 * 1024

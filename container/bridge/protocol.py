@@ -68,7 +68,7 @@ MAX_OTHER_EVENT_BYTES = 128 * 1024
 
 #: Frames larger than this are checked a slice at a time (`check_large_append`), so that one 4 MiB append
 #: costs the event loop well under 1 ms per turn instead of 20-50 ms at once (strict base64 decoding of 4 MiB
-#: takes 10-20 ms on a loaded 2-core machine).
+#: takes 10-20 ms on a loaded machine).
 SLICE_BYTES = 64 * 1024
 
 # Byte patterns of the hot-path append (compact and json.dumps-default separators).

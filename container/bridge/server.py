@@ -87,7 +87,7 @@ STREAM_PATH_ALIASES = frozenset({protocol.VLLM_REALTIME_PATH})
 
 #: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
 #: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
-#: in the benchmark, a burst of 200 simultaneous sessions on the loaded 2-core machine took longer.
+#: in bench/bridge_bench.py, a burst of 200 simultaneous sessions on a loaded machine took longer.
 #: A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest time between two looks at every stream's idle and stall clocks, seconds.
@@ -111,7 +111,8 @@ class _Stream:
     """
 
     __slots__ = (
-        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "rate", "slices", "started", "upstream",
+        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "outcome",
+        "rate", "slices", "started", "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: ClientLeg) -> None:
@@ -125,6 +126,8 @@ class _Stream:
         self.rate = protocol.AudioRate(settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S)
         self.ending = False  # set once the bridge or the client has started ending the stream
         self.slices: Generator[None] | None = None  # a large append being checked and forwarded
+        #: How the stream ended, for its log line: the code the bridge sent, or how the client left.
+        self.outcome: str | None = None
         # Resolves when the stream must end: True when the bridge ended it (the client is told and
         # closed), False when the client went away.
         self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -247,6 +250,7 @@ class _Stream:
         if self.ending:
             return
         self.ending = True
+        self.outcome = self.outcome or f"{code} (close {int(close_code)})"
         self.client.send_text(protocol.error_event(message, code, **fields))
         self.client.close(close_code, code)
         if not self.done.done():
@@ -255,6 +259,7 @@ class _Stream:
     def client_lost(self) -> None:
         """The client is gone (its TCP connection, or a close frame from it)."""
         self.ending = True
+        self.outcome = self.outcome or _client_left(self.client)
         if not self.done.done():
             self.done.set_result(False)
 
@@ -313,6 +318,9 @@ class Bridge:
         self._token = BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
         #: Refused upgrades, logged at most once a minute with a count (every one is counted in the metric).
         self.refusals = RefusalLog(log)
+        #: Streams refused at the stream cap, likewise (a caller retrying at once must not flood
+        #: the log).
+        self.busy_refusals = RefusalLog(log, subject="", status="close 1013")
         #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on ECS).
         self.protection: TaskProtection | None = (
             TaskProtection(settings.ecs_agent_uri, self.metrics, expires_minutes=settings.task_protection_minutes,
@@ -477,6 +485,7 @@ class Bridge:
         """Relay one stream; never raises for an ordinary disconnect."""
         if self.active_streams >= self.stream_cap:
             self.metrics.stream_rejected()
+            self.busy_refusals.refused(f"{realtime.SERVER_BUSY}, MAX_STREAMS={self.stream_cap}")
             await self._refuse(
                 client,
                 f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); retry later",
@@ -499,6 +508,7 @@ class Bridge:
             if not connecting.done():
                 connecting.cancel()
                 await asyncio.wait((connecting,))
+                stream.outcome = stream.outcome or "the client left before vLLM accepted"
                 return
             try:
                 upstream = connecting.result()
@@ -509,6 +519,8 @@ class Bridge:
                 self.metrics.upstream_error()
                 self.health.mark_unhealthy()
                 log.warning("vLLM did not accept a session: %s", exc or type(exc).__name__)
+                stream.outcome = (f"{realtime.UPSTREAM_UNAVAILABLE} "
+                                  f"(close {int(CloseCode.INTERNAL_ERROR)})")
                 await self._refuse(
                     client,
                     f"the model server is not reachable ({exc or type(exc).__name__}); retry later",
@@ -519,6 +531,8 @@ class Bridge:
             await self._relay(stream, upstream)
         finally:
             client.stream = None
+            log.info("stream from %s ended after %.3f s: %s", _peer(client),
+                     time.monotonic() - stream.started, stream.outcome or "ended")
             self.active_streams -= 1
             if not self.active_streams:
                 self._no_streams.set()
@@ -663,7 +677,26 @@ class Bridge:
         while True:
             await asyncio.sleep(self.settings.metrics_interval_s)
             self.refusals.flush_due()  # refusals since the last line, once its interval has passed
+            self.busy_refusals.flush_due()
             if self.health.healthy:
                 self._served = True
             if self._served:
                 self.metrics.flush()
+
+
+def _peer(leg: ClientLeg) -> str:
+    """The client's address as ``host:port`` (SageMaker's sidecar on SageMaker, the load balancer
+    on ECS)."""
+    peer = leg.transport.get_extra_info("peername") if leg.transport is not None else None
+    return f"{peer[0]}:{peer[1]}" if peer else "-"
+
+
+def _client_left(leg: ClientLeg) -> str:
+    """How the client's side of a stream ended: its close frame's code, the bridge's (a policy
+    violation), or the connection lost without either."""
+    ws = leg.ws
+    if ws is not None and ws.close_rcvd is not None:
+        return f"client closed ({ws.close_rcvd.code})"
+    if ws is not None and ws.close_sent is not None:
+        return f"closed by the bridge ({ws.close_sent.code})"
+    return "client connection lost"

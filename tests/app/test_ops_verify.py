@@ -169,9 +169,10 @@ def test_a_deployment_with_instance_pools_as_synthesized_passes_and_a_lost_pool_
 
 
 def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant, aws, capsys):
-    """The issue's case: `-c voxtral.max_model_len=7500 -c voxtral.max_num_seqs=12` was synthesized, SageMaker rolled
-    the update back, and the endpoint is InService on the previous Model, whose only difference is its environment
-    (max_num_seqs 4: what `auto` resolves to on ml.g6.4xlarge at 45000 tokens)."""
+    """The case: `-c voxtral.max_model_len=7500 -c voxtral.max_num_seqs=12` was synthesized,
+    SageMaker rolled the update back, and the endpoint is InService on the previous Model, whose
+    only difference is its environment (max_num_seqs 4: what `auto` resolves to on ml.g6.4xlarge at
+    45000 tokens)."""
     outdir = ops_variant.outdir
     deploy_as_synthesized(aws, outdir)
     template = json.loads((outdir / "RealtimeVoice-Voxtral.template.json").read_text())

@@ -248,8 +248,8 @@ def test_the_capacity_report_in_the_docs_is_what_the_command_prints():
 
 
 def test_the_capacity_comparison_in_the_docs_is_what_the_command_prints():
-    """The docs' table of instance types (issue 28) is the command's output for the defaults, offline: the dated
-    price table's figures, and the line saying they are."""
+    """The docs' table of instance types is the command's output for the defaults, offline: the
+    dated price table's figures, and the line saying they are."""
     text = page_text("docs/capacity-and-cost.md")
     shown = text.split(".venv/bin/voicectl capacity --compare ", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
     printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"], cwd=ROOT,

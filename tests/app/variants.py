@@ -47,7 +47,7 @@ CONNECT_VPC = {**CONNECT, **EXISTING_VPC}
 #: `voicectl verify` can be tested against moto without CloudFormation exports).
 OPS = {
     "alarm_email": "oncall@example.com",
-    # The default before issue 28 (one L4 and 16 vCPUs): the alarm and verify figures are pinned to it.
+    # The earlier default (one L4 and 16 vCPUs): the alarm and verify figures are pinned to it.
     "voxtral.instance_type": "ml.g6.4xlarge",
     "sonic.instance_type": "ml.g6e.12xlarge",
     "sonic.scaling_metric": "concurrent_requests",

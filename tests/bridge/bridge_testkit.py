@@ -83,7 +83,7 @@ async def open_stream(bridge: Bridge) -> ClientConnection:
 
 async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[str, Any]:
     """Next event from the bridge, parsed; raises TimeoutError after `timeout` seconds (a liveness bound: on a loaded
-    2-core machine an answer has taken over 1 s)."""
+    machine an answer has taken over 1 s)."""
     async with asyncio.timeout(timeout):
         return json.loads(await ws.recv())
 

@@ -24,7 +24,7 @@ restarts happen at whatever audio position they fall on. The session's vLLM keep
 new generation every 7.2 s at most on every track (187 finals per track when measured) and the first stream of each
 track, in each consumer, meets the bridge's limit (which the client then learns): the rollover path runs at every
 generation instead of once. The wall time is printed, not asserted: 1034 s for the call (about 1.2 x real time),
-plus vLLM's start, on the shared 2-core machine (2026-12-02).
+plus vLLM's start, on two shared cores.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from voicectl.clients.sagemaker_stream import open_endpoint
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(3600)]
 
 CALL_S = 1200.0
-"""The issue's floor: a 20-minute call."""
+"""The floor: a 20-minute call."""
 MAX_STREAM_S = 120.0
 """Wall seconds a stream is used before the client moves to a new one (SageMaker's reported 30-minute cap, shortened
 so that the call moves streams several times per track)."""

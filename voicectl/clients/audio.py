@@ -29,7 +29,8 @@ PCM16_BYTES_PER_SAMPLE = realtime.BYTES_PER_SAMPLE
 """Bytes per sample of signed 16-bit PCM."""
 
 CHUNK_BYTES = 4096
-"""Bytes of PCM16 per ``input_audio_buffer.append``: 2048 samples = 128 ms at 16 kHz (design.md)."""
+"""Bytes of PCM16 per ``input_audio_buffer.append``: 2048 samples = 128 ms at 16 kHz
+(docs/clients.md)."""
 
 CHUNK_SECONDS = CHUNK_BYTES / PCM16_BYTES_PER_SAMPLE / TARGET_SAMPLE_RATE_HZ
 """Audio seconds in one full chunk (0.128 s)."""

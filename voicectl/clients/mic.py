@@ -32,7 +32,7 @@ The page opens the recording WebSocket at the first captured audio, so a zero-le
 Speak panel has a WebSocket of its own (:data:`SPEAK_PATH`) when ``--sonic-endpoint`` and ``--voice`` are given.
 
 Every request and WebSocket handshake passes :class:`voicectl.clients.mic_guard.PageGuard` first (loopback ``Host``, the
-page's own ``Origin``, only the page's routes; issue 27), and a recording may hold only so much audio
+page's own ``Origin``, only the page's routes), and a recording may hold only so much audio
 (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
 
 A failure ends the recording: the page stops capturing and shows the one error, which is also printed on the
@@ -115,8 +115,9 @@ SERVER_START_TIMEOUT_S = 30.0
 """Seconds allowed for Gradio's server to come up before the target is opened on its event loop."""
 
 FIRST_ANSWER_TIMEOUT_S = 10.0
-"""Watchdog: seconds from the first audio sent to the first answer (a ``transcription.delta``, empty ones included:
-vLLM sends one per 80 ms of audio once 0.6 s is buffered, ../shared/real-vllm.md) before the recording fails."""
+"""Watchdog: seconds from the first audio sent to the first answer (a ``transcription.delta``, empty
+ones included: vLLM sends one per 80 ms of audio once 0.6 s is buffered:
+tests/vllm/test_vllm_contract.py) before the recording fails."""
 
 STALL_NOTICE_S = 3.0
 """Seconds without an answer, while audio is being sent, before the page shows the stall ("no answer for N s;
@@ -126,17 +127,19 @@ STALL_TIMEOUT_S = 15.0
 """Watchdog: seconds without an answer, while audio is being sent, before the recording fails."""
 
 STOP_TIMEOUT_S = 15.0
-"""Watchdog: seconds from Stop (the last sample queued) to the final transcript before the recording fails. The
-bridge answers the final commit within about 1.4 s of vLLM work (17 deltas, ../shared/real-vllm.md); a replay
-after a dropped stream adds up to the audio held divided by the 16 x send speed."""
+"""Watchdog: seconds from Stop (the last sample queued) to the final transcript before the recording
+fails. The bridge answers the final commit within about 1.4 s of vLLM work (17 deltas at the default
+480 ms delay; what the final commit decodes: docs/settings.md, transcription delay); a replay after
+a dropped stream adds up to the audio held divided by the 16 x send speed."""
 
 WATCHDOG_TICK_S = 0.25
 """How often the watchdog looks."""
 
 MAX_AHEAD_S = 3.0
-"""Seconds of audio the page may send beyond the time since its recording WebSocket opened. A microphone makes audio
-in real time; the page sends what it captured every 50 ms (and captures only once its socket exists), so only a
-client that is not a microphone gets further ahead, and it is refused rather than queued (issue 27)."""
+"""Seconds of audio the page may send beyond the time since its recording WebSocket opened. A
+microphone makes audio in real time; the page sends what it captured every 50 ms (and captures only
+once its socket exists), so only a client that is not a microphone gets further ahead, and it is
+refused rather than queued (queued, 190 MB sent in 30 s grew the page's server by 194 MB)."""
 
 MAX_QUEUED_AUDIO_S = 60.0
 """Seconds of 16 kHz audio a recording may hold waiting for the endpoint (1.9 MB of PCM16). The endpoint takes audio

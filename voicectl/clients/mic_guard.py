@@ -1,8 +1,9 @@
 """The mic page's front gate: every HTTP request and WebSocket handshake is checked before Gradio sees it.
 
-Whoever can make the browser talk to the page's port can stream audio through the endpoint with the user's AWS
-credentials, so the gate holds three rules (issue 27), each refusing with 403 (a WebSocket handshake: HTTP 403 too,
-ASGI's close before accept) and one terminal line per distinct refusal (at most :data:`MAX_LOGGED_REFUSALS`):
+Whoever can make the browser talk to the page's port can stream audio through the endpoint with the
+user's AWS credentials, so the gate holds three rules, each refusing with 403 (a WebSocket
+handshake: HTTP 403 too, ASGI's close before accept) and one terminal line per distinct refusal (at
+most :data:`MAX_LOGGED_REFUSALS`):
 
 1. **Host**: the request's ``Host`` is one of the names the page is served at (:func:`page_hosts`: ``127.0.0.1``,
    ``localhost`` and ``[::1]`` with the page's port, plus the ``--share`` link's host). A DNS-rebinding page

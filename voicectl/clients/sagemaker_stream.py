@@ -641,12 +641,14 @@ def _runtime_url(client: Any) -> str | None:
 def _retire(client: Any, connection: Any) -> None:
     """Take ``connection`` out of ``client``'s pool after a failed stream, so that the next stream opens a fresh one.
 
-    Every stream of an SDK client shares one pooled HTTP/2 connection (smithy-http 0.6 ``AWSCRTHTTPClient`` keeps one
-    per scheme, host and port) and so its flow-control window (RFC 9113 section 5.2: 65,535 bytes until the peer sends
-    WINDOW_UPDATE). A failed call may leave request data behind that the peer neither read nor reset (a refused call
-    with 2 s of audio queued is 64 KiB): it would keep the window used up, and every later stream on the connection
-    would open but send nothing (issue 24: the page wedged after a bridge restart). The retired connection is closed
-    with the client, not at once: closing it under a stream the peer holds open broke the next stream in our tests.
+    Every stream of an SDK client shares one pooled HTTP/2 connection (smithy-http 0.6
+    ``AWSCRTHTTPClient`` keeps one per scheme, host and port) and so its flow-control window
+    (RFC 9113 section 5.2: 65,535 bytes until the peer sends WINDOW_UPDATE). A failed call may leave
+    request data behind that the peer neither read nor reset (a refused call with 2 s of audio
+    queued is 64 KiB): it would keep the window used up, and every later stream on the connection
+    would open but send nothing (the mic page wedged so after a bridge restart). The retired
+    connection is closed with the client, not at once: closing it under a stream the peer holds open
+    broke the next stream in our tests.
     """
     if connection is None or client is None:
         return

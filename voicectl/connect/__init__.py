@@ -4,5 +4,5 @@ Modules: :mod:`.mkv` (Kinesis Video Streams' Matroska fragments, read and writte
 (one call's two tracks through the endpoint, checkpointed; many calls per task), :mod:`.sink` (transcript segments
 to EventBridge and DynamoDB), :mod:`.kvs` (GetDataEndpoint/GetMedia), :mod:`.fake_kvs` (the local stand-in),
 :mod:`.service` (the ECS task's process); ``voicectl connect-replay`` is :mod:`voicectl.connect_replay`.
-design.md, "Amazon Connect", draws the data flow.
+docs/connect.md draws the data flow.
 """

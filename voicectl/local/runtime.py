@@ -39,6 +39,7 @@ from voicectl.local.bidi import (
     connect_container,
     container_url,
 )
+from voicectl.local.bounds import STREAM_RESET_EXTENSION
 from voicectl.local.response_stream import relay_response_stream
 from voicectl.local.shapes import (
     ACCOUNT_ID,
@@ -74,6 +75,17 @@ QUERY_STRING_MAX = 2048
 """Constraints SageMaker's API contract gives ``X-Amzn-SageMaker-Model-Invocation-Path`` (at most 100 characters,
 path segments of letters, digits, ``-._``) and ``X-Amzn-SageMaker-Model-Query-String`` (at most 2048 characters,
 ``key=value`` pairs joined by ``&``, values URL-encoded)."""
+
+MAX_REQUEST_BODY_BYTES = 6 * 1024 * 1024
+"""Bytes of an InvokeEndpointWithResponseStream request body: the service model's ``BodyBlob``
+maximum (6291456, botocore's data for sagemaker-runtime 2017-05-13). A longer body is refused
+(ValidationError) as soon as it passes the limit, before it is checked or kept whole."""
+
+REQUEST_BODY_TIMEOUT_S = 60.0
+"""Seconds the front door waits for the next piece of a request body it must read before the
+signature can be checked; then the call is answered 408. nginx's client_body_timeout (between
+two reads, 408)."""
+
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
                     r"invocations-response-stream)$")
@@ -217,12 +229,15 @@ class LocalRuntime:
         credentials: the access key requests must be signed with.
         region: the Region the signatures must be scoped to.
         settings: timings of the bidirectional streams' container connections.
+        body_timeout_s: seconds to wait for each piece of a request body
+            (:data:`REQUEST_BODY_TIMEOUT_S`).
     """
 
     endpoints: list[LocalEndpoint]
     credentials: LocalCredentials
     region: str = "us-east-1"
     settings: StreamSettings = field(default_factory=StreamSettings)
+    body_timeout_s: float = REQUEST_BODY_TIMEOUT_S
     _session: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -278,6 +293,9 @@ class LocalRuntime:
             call.outcome = f"failed: {error!r}"[:MAX_LOGGED_TEXT]
             raise
         finally:
+            reset = scope.get("extensions", {}).get(STREAM_RESET_EXTENSION)
+            if reset:  # the server reset the stream (voicectl.local.bounds)
+                call.outcome = "; ".join(filter(None, (call.outcome, reset["reason"])))
             access_logger.info("%s", call.line(time.monotonic() - began, scope.get("client")))
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
@@ -308,16 +326,20 @@ class LocalRuntime:
         if started:  # cannot happen: the relays raise only before they answer
             logger.warning("error after the response started: %s", error)
             return
-        # Over HTTP/2 the stream is then reset at once if the caller is still sending (serving.install_stream_reset):
-        # it learns of the refusal now, not when its request stream ends, and later data for it is dropped.
+        # Over HTTP/2 the stream is then reset at once if the caller is still sending
+        # (voicectl.local.bounds): it learns of the refusal now, not when its request stream
+        # ends, and later data for it is dropped.
         # Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive) the unread body is read first, up to
         # MAX_DRAINED_BODY_BYTES: answered with its body unread, hypercorn closes the TLS connection under the
         # caller's next request (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
         if scope.get("http_version") != "2" and not body_read:
             drained = 0
-            while not body_read and drained <= MAX_DRAINED_BODY_BYTES:
-                drained += len((await receive_tracked()).get("body", b""))
+            with contextlib.suppress(TimeoutError):  # a caller that stops sending is answered now
+                while not body_read and drained <= MAX_DRAINED_BODY_BYTES:
+                    async with asyncio.timeout(self.body_timeout_s):
+                        drained += len((await receive_tracked()).get("body", b""))
         await _respond(send_tracked, error)
+
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
         route = _ROUTE.match(scope["path"])
@@ -329,7 +351,7 @@ class LocalRuntime:
         bidirectional = route["operation"] == _BIDIRECTIONAL
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
         lower = {name.lower(): value for name, value in headers}
-        body = None if bidirectional else await _read_body(receive)
+        body = None if bidirectional else await _read_body(receive, self.body_timeout_s)
         host = lower.get("host") or "{}:{}".format(*scope["server"])
         signed = verify_request(method="POST", host=host, raw_path=scope["raw_path"].decode("latin-1"),
                                 query=scope["query_string"].decode("latin-1"), headers=headers, body=body,
@@ -403,13 +425,31 @@ MAX_DRAINED_BODY_BYTES = 8 * 1024 * 1024
 the caller's next request; a larger body is answered unread (the connection then closes, as any server may)."""
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
+async def _read_body(receive: Receive, timeout_s: float) -> bytes:
+    """The whole request body (what came before a disconnect).
+
+    Raises:
+        ServiceError: 400 past :data:`MAX_REQUEST_BODY_BYTES`; 408 when no piece arrives for
+            ``timeout_s``.
+    """
+    chunks: list[bytes] = []
+    size = 0
     while True:
-        message = await receive()
+        try:
+            async with asyncio.timeout(timeout_s):
+                message = await receive()
+        except TimeoutError:
+            raise ServiceError(408, "RequestTimeoutException", f"No request body data arrived "
+                               f"for {timeout_s:g} s; the call was ended.",
+                               message_key="message") from None
         if message["type"] == "http.disconnect":
             break
         chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_REQUEST_BODY_BYTES:
+            raise validation_error(f"1 validation error detected: Value at 'body' failed to "
+                                   f"satisfy constraint: Member must have length less than or "
+                                   f"equal to {MAX_REQUEST_BODY_BYTES}", bidirectional=False)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)

@@ -8,7 +8,10 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from voicectl.local.bounds import ServerBounds
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 """Names the local certificate is valid for."""
@@ -90,78 +93,29 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
 
 
 async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.Event, *,
-                     tls: TlsFiles | None = None, graceful_timeout_s: float = 1.0) -> None:
+                     tls: TlsFiles | None = None, graceful_timeout_s: float = 1.0,
+                     bounds: ServerBounds | None = None) -> None:
     """Serve the ASGI ``app`` with hypercorn on ``sockets`` until ``shutdown`` is set.
 
-    With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c). Open requests get
-    ``graceful_timeout_s`` to finish after ``shutdown``. The sockets are handed to hypercorn, which closes them.
+    With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c).
+    Open requests get ``graceful_timeout_s`` to finish after ``shutdown``. What a peer can hold
+    is bounded by ``bounds`` (default: :class:`voicectl.local.bounds.ServerLimits`'s defaults;
+    pass one to read what the server holds). The sockets are handed to hypercorn, which closes
+    them.
     """
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    install_stream_reset()
+    from voicectl.local import bounds as server_bounds
+
+    server_bounds.install()
     config = Config()
-    # hypercorn wraps each descriptor in its own socket object and closes it when it stops: hand them over.
+    # hypercorn wraps each descriptor in its own socket object and closes it when it stops.
     config.bind = [f"fd://{sock.detach()}" for sock in sockets]
     if tls is not None:
         config.certfile = config.keyfile = str(tls.server_file)
         config.alpn_protocols = ["h2", "http/1.1"]
     config.accesslog = None
     config.graceful_timeout = graceful_timeout_s
-    config.keep_alive_timeout = 75  # seconds an idle connection is kept for the next request (the clients pool them)
+    (bounds or server_bounds.ServerBounds()).apply(config)
     await serve(app, config, shutdown_trigger=shutdown.wait)
-
-
-def install_stream_reset() -> None:
-    """Make hypercorn's HTTP/2 end a stream at once when the response is complete before the request is, as
-    RFC 9113 section 8.1 provides ("A server can send a complete response prior to the client sending an entire
-    request [...]; the server MAY request that the client abort transmission of a request without error by sending
-    a RST_STREAM with an error code of NO_ERROR after sending a complete response"), and ignore request data that
-    arrives for a stream it is done with.
-
-    hypercorn 0.18 does neither: after a refused event stream call (404, 403, 400) the client's request stream stays
-    open until it gives up (15.8 s for awscrt, issue 27), and the next DATA frame for the finished stream raises
-    ``KeyError`` in its connection handler (``client_connected_cb``), which ends the connection for every other
-    request on it. This subclass is installed once, in this process only, where ``hypercorn.protocol`` looks its
-    HTTP/2 protocol up (``ProtocolWrapper``); it relies on hypercorn's ``H2Protocol._send_data`` and
-    ``_handle_events``, as pinned in the lock files (tests/local cover both behaviours).
-    """
-    import hypercorn.protocol
-
-    if getattr(hypercorn.protocol.H2Protocol, "resets_finished_streams", False):
-        return
-    hypercorn.protocol.H2Protocol = _stream_resetting_h2_protocol()
-
-
-def _stream_resetting_h2_protocol() -> type:
-    from h2.errors import ErrorCodes
-    from h2.events import DataReceived
-    from h2.stream import StreamState
-    from hypercorn.protocol.h2 import H2Protocol
-
-    class StreamResettingH2Protocol(H2Protocol):
-        """hypercorn's HTTP/2 protocol, resetting a stream (NO_ERROR) whose response ended before its request."""
-
-        resets_finished_streams = True
-
-        async def _handle_events(self, events: list[Any]) -> None:
-            # One event at a time: a stream opened earlier in the same batch exists by the time its data is handled,
-            # and one the application finished meanwhile is known to be gone.
-            for event in events:
-                if isinstance(event, DataReceived) and event.stream_id not in self.streams:
-                    # The application is done with this stream: give the flow-control credit back, drop the data.
-                    self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                    await self._flush()
-                    continue
-                await super()._handle_events([event])
-
-        async def _send_data(self, stream_id: int) -> None:
-            await super()._send_data(stream_id)
-            if stream_id in self.stream_buffers:
-                return  # the response goes on
-            stream = self.connection.streams.get(stream_id)
-            if stream is not None and stream.state_machine.state is StreamState.HALF_CLOSED_LOCAL:
-                self.connection.reset_stream(stream_id, ErrorCodes.NO_ERROR)
-                await self._flush()
-
-    return StreamResettingH2Protocol

@@ -45,7 +45,8 @@ ATTACKER_FLAGS = (f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",
 RECORD_S = 2.0
 """Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does not loop)."""
 
-"""The stream to vLLM must be closed this soon after the page goes away (issue 15)."""
+"""The stream to vLLM must be closed this soon after the page goes away (a closed tab must not hold
+a stream)."""
 
 
 pytestmark = requires_chromium
@@ -260,7 +261,7 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
     assert err.count("failed:") == 1 and f"voicectl mic: recording 1 failed: {error}\n" in err
 
 
-# ---- hostile pages (issue 27): the browser is the attacker ---------------------------------------------------------
+# ---- hostile pages: the browser is the attacker --------------------------------------------------
 
 ATTACK_SCRIPT = """
 async (target) => {
@@ -413,9 +414,10 @@ LONG_RECORD_S = 120.0
 
 @pytest.mark.starts_first  # two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
 def test_a_two_minute_recording_has_each_word_once(stack, browser):
-    """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken, because the fake's
-    ``transcription.done`` carried the whole session and the client joins generation texts. Like the real vLLM, each
-    generation's done text starts from zero: the transcript has exactly one word per word the fake vLLM said."""
+    """After the first generation rollover the page once showed 2,364 words for ~949 spoken, because
+    the fake's ``transcription.done`` carried the whole session and the client joins generation
+    texts. Like the real vLLM, each generation's done text starts from zero: the transcript has
+    exactly one word per word the fake vLLM said."""
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
     page = browser.new_page()
@@ -437,7 +439,7 @@ def test_a_two_minute_recording_has_each_word_once(stack, browser):
     assert len(done["transcript"].split()) == len(said)
 
 
-# ---- what a user sees and hears (issue 24 items 3-8) ----------------------------------------------------------------
+# ---- what a user sees and hears ------------------------------------------------------------------
 
 CONTRAST_SCRIPT = """
 () => {
@@ -587,8 +589,9 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
 
 def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(browser,
                                                                                                      monkeypatch):
-    """issue 24: a frozen bridge looked exactly like "Recording" with no words, and a wedged stream left "Finishing
-    the transcript..." forever. The watchdog's timeouts are shortened here; the states are asserted, not times."""
+    """A frozen bridge looked exactly like "Recording" with no words, and a wedged stream left
+    "Finishing the transcript..." forever. The watchdog's timeouts are shortened here; the states
+    are asserted, not times."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     for name, value in {"FIRST_ANSWER_TIMEOUT_S": 2.0, "STALL_NOTICE_S": 1.0, "STALL_TIMEOUT_S": 3.0,
                         "STOP_TIMEOUT_S": 2.0, "WATCHDOG_TICK_S": 0.05}.items():
@@ -633,8 +636,9 @@ seen too."""
 
 
 def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(browser):
-    """issue 24: "Recording: streaming to ..." showed once the call was opened, before the endpoint accepted it. The
-    fake container holds its first event until the test lets it go: the states are asserted in order, not timed."""
+    """"Recording: streaming to ..." must not show before the endpoint accepted the call, only once
+    it has. The fake container holds its first event until the test lets it go: the states are
+    asserted in order, not timed."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     bridge = QuietBridge()
     with bridge.serving() as container:

@@ -41,12 +41,13 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     assert bytes(session.audio) == pcm
     assert session.event_types()[:2] == ["session.update", "input_audio_buffer.commit"]
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
-    # Paced at --speed 1: paced_chunks (voicectl/clients/realtime/driver.py) yields each 128 ms chunk no earlier than
-    # the audio before it after the pacing began, so the last chunk (the recording's remainder) left no earlier than the
-    # audio less that chunk after the command started: a lower bound that holds at any machine speed (less 1 ms of
-    # margin for the timers' rounding). No upper bound: a loaded machine only makes a run slower (issue 25). Nor a lower
-    # bound on elapsed_s: it counts from the first append, which waits for the stream to open while the pacing clock
-    # already runs.
+    # Paced at --speed 1: paced_chunks (voicectl/clients/realtime/driver.py) yields each 128 ms
+    # chunk no earlier than the audio before it after the pacing began, so the last chunk (the
+    # recording's remainder) left no earlier than the audio less that chunk after the command
+    # started: a lower bound that holds at any machine speed (less 1 ms of margin for the timers'
+    # rounding). No upper bound: a loaded machine only makes a run slower. Nor a lower bound on
+    # elapsed_s: it counts from the first append, which waits for the stream to open while the
+    # pacing clock already runs.
     before_last_chunk_s = (len(pcm) - (len(pcm) % CHUNK_BYTES or CHUNK_BYTES)) / 2 / 16000
     assert command_s >= before_last_chunk_s - 0.001
     # Not a time limit: elapsed_s (first append to the done, on time.monotonic) is a part of the command's own run,

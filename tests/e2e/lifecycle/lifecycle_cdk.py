@@ -2,7 +2,7 @@
 deploys.
 
 The CLI is ``node_modules/.bin/cdk``, the binary ``npx --no-install cdk`` resolves to (without npx's own start-up,
-about a second per command on the 2-core machine).
+about a second per command).
 
 How this CDK CLI version (aws-cdk 2.1148, AWS SDK for JavaScript v3) takes a custom endpoint, read in
 ``node_modules/aws-cdk/lib/index.js``: every SDK client honours ``AWS_ENDPOINT_URL`` (and per-service
@@ -15,13 +15,14 @@ Each command runs in its own process group with a timeout; the group is killed w
 :func:`run_cdk` checks afterwards that no process of the group is left (the CLI starts ``python3 app.py``, which
 starts a jsii Node.js runtime).
 
-Synthesis: ``cdk synth`` starts Node.js, then ``python3 app.py``, which imports the app and starts a jsii runtime
-before it builds anything (15-20 s on the 2-core machine, most of a lifecycle's time when every step synthesized
-through the CLI). What a lifecycle tests is deploy, update and destroy with the CLI, so the assemblies it deploys are
-synthesized in the test's process by :func:`synthesize_assembly` (3-4 s once the process's jsii runtime is warm),
-with the context and environment the CLI gives ``app.py``; the SageMaker lifecycle keeps one synthesis through the
-CLI (its update, ``cdk deploy -c ...``, the documented way to change a setting), and ``make synth`` runs through the
-CLI in tests/app/test_readme.py.
+Synthesis: ``cdk synth`` starts Node.js, then ``python3 app.py``, which imports the app and starts a
+jsii runtime before it builds anything (15-20 s on two cores, most of a lifecycle's time when every
+step synthesized through the CLI). What a lifecycle tests is deploy, update and destroy with the
+CLI, so the assemblies it deploys are synthesized in the test's process by
+:func:`synthesize_assembly` (3-4 s once the process's jsii runtime is warm), with the context and
+environment the CLI gives ``app.py``; the SageMaker lifecycle keeps one synthesis through the CLI
+(its update, ``cdk deploy -c ...``, the documented way to change a setting), and ``make synth`` runs
+through the CLI in tests/app/test_readme.py.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ CLI_CONTEXT: dict[str, Any] = {
     "aws:cdk:bundling-stacks": ["**"],
 }
 
-#: Upper bound for one CDK CLI command here (synthesis takes 8-15 s on the 2-core machine; a deploy a few seconds).
+#: Upper bound for one CDK CLI command here (synthesis takes 8-15 s on two cores; a deploy a few
+#: seconds).
 COMMAND_TIMEOUT_S = 120
 #: Time a finished command's process group gets to wind down before leftovers count as leaked.
 WIND_DOWN_S = 5.0

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from voicectl.local.bidi import StreamSettings
+from voicectl.local.bounds import ServerBounds
 from voicectl.local.fake_sonic import FakeSonic
 from voicectl.local.fake_vllm import FakeVllm
 from voicectl.local.runtime import LocalEndpoint, LocalRuntime
@@ -42,6 +43,7 @@ class Stack:
     runtime: LocalRuntime
     url: str
     ca_file: Path
+    bounds: ServerBounds  # the front door's limits and what it holds
 
     def call(self, coroutine: Any, timeout: float = 15.0) -> Any:
         """Run ``coroutine`` on the servers' loop and return its result."""
@@ -58,8 +60,10 @@ class StackRunner:
     vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
     def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
-                 bridge_options: dict[str, Any] | None = None) -> None:
+                 bridge_options: dict[str, Any] | None = None,
+                 bounds: ServerBounds | None = None) -> None:
         self.tmp_path = tmp_path
+        self.bounds = bounds or ServerBounds()
         self.bridge_options = bridge_options or {}  # more bridge Settings (max_model_len for vLLM's real server)
         self.settings = settings
         self.vllm_port = vllm_port
@@ -93,8 +97,10 @@ class StackRunner:
             sockets = listen_sockets("127.0.0.1", 0)
             port = sockets[0].getsockname()[1]
             self.shutdown = asyncio.Event()
-            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls))
-            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}", tls.ca_file)
+            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls,
+                                                           bounds=self.bounds))
+            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}",
+                         tls.ca_file, self.bounds)
 
         self.stack = self.call(start())
         return self.stack
@@ -139,11 +145,11 @@ class StackRunner:
 
 @pytest.fixture
 def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
-    """Start a stack with the given StreamSettings (at most one per test)."""
+    """Start a stack with the given StreamSettings and front door bounds (at most one per test)."""
     runners: list[StackRunner] = []
 
-    def start(settings: StreamSettings | None = None) -> Stack:
-        runner = StackRunner(tmp_path, settings or StreamSettings())
+    def start(settings: StreamSettings | None = None, bounds: ServerBounds | None = None) -> Stack:
+        runner = StackRunner(tmp_path, settings or StreamSettings(), bounds=bounds)
         runners.append(runner)
         return runner.start()
 
@@ -152,10 +158,11 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
         runner.stop()
 
 
-#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms to accept a
-#: stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a shared 2-core machine running the suite on both
-#: cores the bridge sometimes takes longer, which is a fact about the machine, not about the path under test. The
-#: tests of that budget ask for it (``stream_settings`` parametrized with ``StreamSettings()``).
+#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms
+#: to accept a stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a machine whose cores
+#: all run the suite the bridge sometimes takes longer, which is a fact about the machine, not about
+#: the path under test. The tests of that budget ask for it (``stream_settings`` parametrized with
+#: ``StreamSettings()``).
 E2E_ACCEPT_S = 5.0
 
 

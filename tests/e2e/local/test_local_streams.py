@@ -283,9 +283,10 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
 
 
 def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one():
-    """issue 24: every stream of an SDK client shares one pooled HTTP/2 connection and its flow-control window; a
-    failed call may leave request data that the peer neither read nor reset. Its connection leaves the pool (the next
-    stream connects afresh) and is closed once no stream of the client is open; a clean end keeps it."""
+    """Every stream of an SDK client shares one pooled HTTP/2 connection and its flow-control
+    window; a failed call may leave request data that the peer neither read nor reset. Its
+    connection leaves the pool (the next stream connects afresh) and is closed once no stream of the
+    client is open; a clean end keeps it."""
     from types import SimpleNamespace
 
     from voicectl.clients import sagemaker_stream
@@ -360,7 +361,7 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
 class SilentRefuser:
     """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError (424) and then left
     open: it neither reads the request body nor resets the stream, so what the client sent keeps the connection's
-    flow-control window used up (issue 24). Later calls go to the real front door behind it."""
+    flow-control window used up. Later calls go to the real front door behind it."""
 
     def __init__(self, front_door) -> None:
         self.front_door = front_door
@@ -382,15 +383,16 @@ class SilentRefuser:
 
 
 def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stack, client_env, tmp_path, monkeypatch):
-    """issue 24's wedge: a refused call with ~140 KB of audio sent into it, which the peer neither reads nor resets.
-    The client retires that HTTP/2 connection, so the next transcription through the same SDK client is complete.
-    Before, the next stream rode on the same connection, whose flow-control window the unread data had used up: it
-    reached neither the front door nor vLLM and waited for its transcript (2 of 3 runs here; the race is whether
-    the unread data fills the window before the refusal arrives). Measured since (2026-12-02): with `_retire` switched
-    off this test passed 8 of 8 runs, in this form and the sequential one before it, so the retirement itself is held
-    by `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this one holds that
-    the refused call ends (it hung in `close` before `_bounded`) and that the next transcription through the same
-    SDK client is whole."""
+    """A refused call with ~140 KB of audio sent into it, which the peer neither reads nor resets:
+    the client retires that HTTP/2 connection, so the next transcription through the same SDK client
+    is complete. Without the retirement the next stream rode on the same connection, whose
+    flow-control window the unread data had used up: it reached neither the front door nor vLLM and
+    waited for its transcript (2 of 3 runs; the race is whether the unread data fills the window
+    before the refusal arrives). With `_retire` switched off this test passed 8 of 8 runs, in this
+    form and the sequential one before it, so the retirement itself is held by
+    `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this
+    one holds that the refused call ends (without `_bounded` it hung in `close`) and that the next
+    transcription through the same SDK client is whole."""
     from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
     from voicectl.clients.realtime import TransportClosed, transcribe_stream
     from voicectl.clients.sagemaker_stream import open_endpoint

@@ -1,16 +1,17 @@
 """vLLM's realtime protocol as the client speaks it: the events the client sends, what to try for
 each error code, and the bounds on what it accepts.
 
-Protocol (vLLM ``vllm/entrypoints/speech_to_text/realtime/connection.py`` and ``protocol.py``; see design.md):
-the server sends ``session.created`` on accept; the client sends ``session.update {model}`` (required before any
-commit), an ``input_audio_buffer.commit`` that starts a generation, ``input_audio_buffer.append {audio}`` events
-carrying base64 PCM16 at 16 kHz mono, and a final ``input_audio_buffer.commit {final: true}`` that ends the
-generation's audio. The server answers with ``transcription.delta {delta}`` events and one ``transcription.done
-{text, usage}`` per generation. Errors arrive in-band as ``error {error, code}`` with, from the container's bridge,
-machine-readable fields (``session_limit``: ``limit_s``, ``audio_s``); the client reads those fields, never the
-English message. The event names, error codes and fields are the contract's
-(:mod:`contracts.realtime`), which the bridge uses too; the names below are bound to it
-(``SESSION_LIMIT_CODE`` is its ``SESSION_LIMIT``, and so on).
+Protocol (vLLM ``vllm/entrypoints/speech_to_text/realtime/connection.py`` and ``protocol.py``; held
+against the real server by tests/vllm/test_vllm_contract.py): the server sends ``session.created``
+on accept; the client sends ``session.update {model}`` (required before any commit), an
+``input_audio_buffer.commit`` that starts a generation, ``input_audio_buffer.append {audio}`` events
+carrying base64 PCM16 at 16 kHz mono, and a final ``input_audio_buffer.commit {final: true}`` that
+ends the generation's audio. The server answers with ``transcription.delta {delta}`` events and one
+``transcription.done {text, usage}`` per generation. Errors arrive in-band as ``error {error,
+code}`` with, from the container's bridge, machine-readable fields (``session_limit``: ``limit_s``,
+``audio_s``); the client reads those fields, never the English message. The event names, error codes
+and fields are the contract's (:mod:`contracts.realtime`), which the bridge uses too; the names
+below are bound to it (``SESSION_LIMIT_CODE`` is its ``SESSION_LIMIT``, and so on).
 """
 
 from __future__ import annotations

@@ -25,9 +25,6 @@ def problems(check, *args) -> list[str]:
     return list(p)
 
 
-''' + open('/tmp/s6m/rut.txt').read() + '''
-
-
 @pytest.mark.parametrize("uri, expected", [
     ("s3://team-models/voxtral/", []),
     ("s3://Team_Models/voxtral/", ["m='s3://Team_Models/voxtral/': must be 's3://<bucket>/<prefix>' with a valid bucket "

@@ -460,8 +460,9 @@ def uploaded_files() -> set[str]:
 
 
 def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
-    """issue 27: ``curl -H "Origin: https://evil.example" -F files=@big.bin .../gradio_api/upload`` answered 200 and
-    stored the file, which any web site can make a browser send (a multipart POST needs no CORS preflight)."""
+    """``curl -H "Origin: https://evil.example" -F files=@big.bin .../gradio_api/upload`` once
+    answered 200 and stored the file, which any web site can make a browser send (a multipart POST
+    needs no CORS preflight)."""
     import httpx
 
     _, url = page
@@ -487,7 +488,7 @@ def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
     ("127.0.0.1", "http://evil.example", "Origin 'http://evil.example' is not this page"),
 ])
 def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, name, origin, refusal):
-    """issue 27: the old check compared the Origin with the Host, both of which a DNS-rebinding page controls."""
+    """Comparing the Origin with the Host is not enough: a DNS-rebinding page controls both."""
     from websockets.exceptions import InvalidStatus
 
     servers, url = page
@@ -501,7 +502,8 @@ def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, na
 
 
 def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page):
-    """issue 27: 190 MB sent in 30 s grew the server by 194 MB; now audio ahead of real time is refused, not queued."""
+    """Audio ahead of real time is refused, not queued (queued, 190 MB sent in 30 s grew the server
+    by 194 MB)."""
     servers, url = page
 
     async def flood():
@@ -551,7 +553,7 @@ def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_
 
 #: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit, after SIGINT,
 #: seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's imports, seconds on a loaded
-#: 2-core machine.
+#: machine.
 STOP_LIVENESS_S = 60.0
 
 
@@ -611,7 +613,7 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     assert "Traceback" not in err
 
 
-# ---- the watchdog (issue 24) ---------------------------------------------------------------------------------------
+# ---- the watchdog --------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -701,7 +703,7 @@ def test_errors_read_as_one_line_in_the_users_words(message, summary):
     assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1
 
 
-# ---- "Recording" only once the endpoint accepted the stream (issue 24, item 6) ------------------------------------
+# ---- "Recording" only once the endpoint accepted the stream --------------------------------------
 
 
 async def record_held(url: str, bridge, seconds: float, release: bool) -> tuple[list[dict], int]:

@@ -117,7 +117,8 @@ def test_sagemaker_partial_payload_parts_are_joined_into_one_frame():
 
 
 def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame_is_whole():
-    """A server that never ends its PARTIAL parts cannot grow the joined frame past MAX_EVENT_BYTES (issue 27)."""
+    """A server that never ends its PARTIAL parts cannot grow the joined frame past
+    MAX_EVENT_BYTES."""
     from voicectl.clients.realtime import MAX_EVENT_BYTES
 
     part = "x" * (256 * 1024)

@@ -30,8 +30,9 @@ from voicectl.cli import UsageError, main
 
 
 def _cdk_json_on_the_recorded_type() -> Path:
-    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in tests/unit/voicectl/operations/data/pricing/ are
-    for (the default became ml.g6.xlarge in issue 28; the report's logic does not depend on which type it is)."""
+    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in
+    tests/unit/voicectl/operations/data/pricing/ are for (the default is now ml.g6.xlarge; the
+    report's logic does not depend on which type it is)."""
     data = json.loads((ROOT / "cdk.json").read_text())
     data["context"]["voxtral.instance_type"] = "ml.g6.4xlarge"
     path = Path(tempfile.mkdtemp(prefix="cost-cdk-json-")) / "cdk.json"
