@@ -47,7 +47,7 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bridge_bench import REPO, _free_port, percentile, wait_ready  # noqa: E402  (the bridge bench's helpers)
+from bridge_bench import REPO, _free_port, percentile, wait_ready  # the bridge bench's helpers
 
 MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 APPEND_BYTES = 4096  # 128 ms of PCM16 at 16 kHz mono

@@ -24,11 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "container")]
 
+from voicectl.clients.realtime import (  # noqa: E402
+    WebSocketTransport,
+    append_event,
+    commit_event,
+    session_update_event,
+)
 from voicectl.local.fake_vllm import FakeVllm  # noqa: E402
 from voicectl.local.runtime import LocalEndpoint, LocalRuntime  # noqa: E402
 from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi  # noqa: E402
 from voicectl.local.sigv4 import LocalCredentials  # noqa: E402
-from voicectl.clients.realtime import WebSocketTransport, append_event, commit_event, session_update_event  # noqa: E402
 
 KEY_ID, SECRET, REGION = "AKIABENCH000000000", "bench-secret", "us-east-1"
 CHUNK = bytes(4096)  # 128 ms of PCM16 at 16 kHz
@@ -60,10 +65,14 @@ def percentile(values: list[float], fraction: float) -> float:
 
 async def main(appends: int, repeats: int) -> None:
     import boto3
+
     from bridge.server import Bridge
     from bridge.settings import Settings
-
-    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.clients.sagemaker_stream import (
+        BotocoreCredentialsResolver,
+        SageMakerStreamTransport,
+        create_client,
+    )
 
     vllm = await FakeVllm(generate=True, record_audio=False).start()
     bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,

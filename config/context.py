@@ -14,7 +14,8 @@ import dataclasses
 import json
 import re
 import types
-from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -10,7 +10,10 @@ from pathlib import Path
 from constructs_lib.facts import capacity
 from constructs_lib.facts.cuda_compat import dockerfile_base_image
 from constructs_lib.facts.instance_types import InstanceSpec
-from constructs_lib.sagemaker_endpoint.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    INVOCATIONS_PER_INSTANCE,
+)
 
 # --- Voxtral (speech to text) on vLLM behind the bridge --------------------------------------------------------------
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from config import context as ctx
 from config.models import (
@@ -36,8 +37,12 @@ from config.models import (
     VOXTRAL_DEFAULT_REVISION,
     bridge_base_image,
 )
-from constructs_lib.facts import capacity, cuda_compat, instance_types
-from constructs_lib.connect.props import INSTANCE_ARN_PATTERN, KVS_ENDPOINT_REGIONS, ConnectTranscriptionProps
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
+from constructs_lib.connect.props import (
+    INSTANCE_ARN_PATTERN,
+    KVS_ENDPOINT_REGIONS,
+    ConnectTranscriptionProps,
+)
 from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,
@@ -46,18 +51,9 @@ from constructs_lib.ecs_service.props import (
     check_gpu_instance_type,
     check_health_path,
     check_root_volume_gib,
+    gpu_spec as ecs_gpu_spec,
 )
-from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
-from constructs_lib.sagemaker_endpoint.props import (
-    INFERENCE_AMI_VERSIONS,
-    ProductionVariant,
-    RollingUpdate,
-    check_log_retention_days,
-    check_model_data_s3_uri,
-)
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
-from constructs_lib.network.props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
-from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.facts import capacity, cuda_compat, instance_types
 from constructs_lib.facts.names import (
     ECR_IMAGE_RE,
     REGION_RE,
@@ -67,12 +63,25 @@ from constructs_lib.facts.names import (
     check_hub_token_key,
     check_kms_key_arn,
     check_model_package_arn,
+    check_regional_arn,
     check_repository_id,
     check_revision,
-    check_regional_arn,
     check_secret_arn,
 )
-from constructs_lib.sagemaker_endpoint.scaling_props import check_capacity, check_cooldown_s, check_target_value
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.network.props import DEFAULT_VPC_CIDR, ExistingVpc, PrivateNetworkProps
+from constructs_lib.sagemaker_endpoint.props import (
+    INFERENCE_AMI_VERSIONS,
+    ProductionVariant,
+    RollingUpdate,
+    check_log_retention_days,
+    check_model_data_s3_uri,
+)
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    check_capacity,
+    check_cooldown_s,
+    check_target_value,
+)
 from constructs_lib.validation import Problems, show
 
 Props = TypeVar("Props")

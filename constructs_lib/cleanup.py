@@ -4,18 +4,21 @@ findings a CloudFormation custom resource handler raises in cdk-nag's and checko
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from aws_cdk import Duration, RemovalPolicy
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
+from aws_cdk import (
+    Duration,
+    RemovalPolicy,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_lambda as lambda_,
+    aws_logs as logs,
+)
 from constructs import Construct
 
-from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 
 #: The handlers' code: one directory, one module per custom resource, ``cfn_response`` shared.
 CLEANUP_HANDLERS_DIR = Path(__file__).parent / "cleanup_handlers"

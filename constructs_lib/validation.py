@@ -11,7 +11,8 @@ CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 
 class PropsError(ValueError):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_kms as kms
+from aws_cdk import CfnOutput, Stack, aws_kms as kms
 from constructs import Construct
 
 from config.settings import Settings

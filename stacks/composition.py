@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Annotations, Fn, RemovalPolicy, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sns as sns
+from aws_cdk import (
+    Annotations,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    aws_cloudwatch as cloudwatch,
+    aws_ec2 as ec2,
+    aws_kms as kms,
+    aws_logs as logs,
+    aws_s3 as s3,
+    aws_secretsmanager as secretsmanager,
+    aws_sns as sns,
+)
 from constructs import Construct, IDependable
 
 from config.models import BRIDGE_DRAIN_S
@@ -36,7 +42,10 @@ from constructs_lib.facts import S3Prefix
 from constructs_lib.monitoring.metrics import BridgeMetrics
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint, MonitoredEndpointProps
+from constructs_lib.sagemaker_endpoint.monitored_endpoint import (
+    MonitoredEndpoint,
+    MonitoredEndpointProps,
+)
 from constructs_lib.sagemaker_endpoint.props import (
     LOG_RETENTION,
     VARIANT_NAME,

@@ -12,7 +12,11 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from config.settings import Settings
-from constructs_lib.monitoring.dashboard import DashboardEndpoint, OperationsDashboard, OperationsDashboardProps
+from constructs_lib.monitoring.dashboard import (
+    DashboardEndpoint,
+    OperationsDashboard,
+    OperationsDashboardProps,
+)
 from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_sns as sns
+from aws_cdk import CfnOutput, Stack, aws_ecs as ecs, aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
-from aws_cdk import aws_sns as sns
+from aws_cdk import Stack, aws_sns as sns
 from constructs import Construct
 
 from config.models import SONIC_SCALING_METRICS
 from config.settings import Settings
-from constructs_lib.sagemaker_endpoint.props import INVOKE, INVOKE_WITH_RESPONSE_STREAM, ModelPackageContainer
 from constructs_lib.sagemaker_endpoint.execution_role import SAGEMAKER_INSTANCE_METRICS_NAMESPACE
+from constructs_lib.sagemaker_endpoint.props import (
+    INVOKE,
+    INVOKE_WITH_RESPONSE_STREAM,
+    ModelPackageContainer,
+)
 from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from stacks.composition import Foundation, execution_role, monitored_endpoint
 

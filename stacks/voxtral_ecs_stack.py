@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn, Stack
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
+from aws_cdk import (
+    CfnOutput,
+    Fn,
+    Stack,
+    aws_ecs as ecs,
+    aws_iam as iam,
+    aws_s3 as s3,
+    aws_sns as sns,
+)
 from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, Fn, Stack
-from aws_cdk import aws_sns as sns
+from aws_cdk import Annotations, Fn, Stack, aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings

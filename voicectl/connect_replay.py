@@ -34,8 +34,13 @@ import uuid
 from pathlib import Path
 
 from voicectl.clients.audio import AudioError
+from voicectl.clients.transcribe import (
+    add_target_arguments,
+    open_target,
+    validate_speed,
+    validate_target_arguments,
+)
 from voicectl.errors import UsageError
-from voicectl.clients.transcribe import add_target_arguments, open_target, validate_speed, validate_target_arguments
 
 START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect" / "start_function" / "index.py"
 REGION = "us-east-1"

@@ -6,15 +6,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cdk_ecr_deployment as ecr_deployment
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_kms as kms
+from aws_cdk import (
+    Acknowledgment,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_ecr as ecr,
+    aws_ecr_assets as ecr_assets,
+    aws_iam as iam,
+    aws_kms as kms,
+)
 from constructs import Construct, IDependable
 
-from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.facts.names import check_ecr_image_uri
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+)
 from constructs_lib.validation import Problems
 
 #: Images kept in the repository; older ones expire (a rollback needs the previous few).

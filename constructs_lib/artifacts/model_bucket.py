@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from aws_cdk import Acknowledgment, Duration, Fn, RemovalPolicy, Stack, Validations
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_s3 as s3
+from aws_cdk import (
+    Acknowledgment,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    Validations,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_s3 as s3,
+)
 from constructs import Construct
 
-from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov, stack_singletons
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    skip_checkov,
+    stack_singletons,
+)
 
 #: Days after which noncurrent versions of weights are removed; staging overwrites files only on a revision change.
 NONCURRENT_VERSION_EXPIRATION_DAYS = 30

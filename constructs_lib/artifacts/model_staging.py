@@ -26,23 +26,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_codebuild as codebuild
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import custom_resources as cr
+from aws_cdk import (
+    Acknowledgment,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_codebuild as codebuild,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_lambda as lambda_,
+    aws_logs as logs,
+    aws_s3 as s3,
+    aws_s3_assets as s3_assets,
+    aws_secretsmanager as secretsmanager,
+    aws_stepfunctions as sfn,
+    custom_resources as cr,
+)
 from constructs import Construct, IConstruct
 
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
-from constructs_lib.network.encryption import secret_decrypt_statement
-from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.facts.names import check_hub_token_key, check_repository_id, check_revision
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+)
+from constructs_lib.network.encryption import secret_decrypt_statement
 from constructs_lib.validation import Problems
 
 _HERE = Path(__file__).resolve().parent

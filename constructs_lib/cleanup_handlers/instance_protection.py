@@ -20,7 +20,6 @@ import json
 from typing import Any
 
 import boto3
-
 from cfn_response import respond
 
 #: SetInstanceProtection takes at most 50 instance ids per call (Amazon EC2 Auto Scaling API reference, InstanceIds).

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
-
 from cfn_response import respond
 
 #: Seconds between two DescribeNetworkInterfaces calls.

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 from constructs_lib.validation import Problems
 
 if TYPE_CHECKING:
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_ec2 as ec2, aws_sns as sns
 
 FUNCTION_DIR = Path(__file__).resolve().parent / "start_function"
 EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"

@@ -44,28 +44,36 @@ import json
 import re
 
 from aws_cdk import (
-    Acknowledgment, Annotations, ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token, Validations,
+    Acknowledgment,
+    Annotations,
+    ArnFormat,
+    CfnOutput,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_connect as connect,
+    aws_dynamodb as dynamodb,
+    aws_ec2 as ec2,
+    aws_ecr_assets as ecr_assets,
+    aws_ecs as ecs,
+    aws_events as events,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_lambda as lambda_,
+    aws_logs as logs,
+    aws_sqs as sqs,
 )
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_connect as connect
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
-from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
 from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names stay importable from here)
     ALARM_RULE_NAMES,
     BUS_DEAD_LETTERS_RULE,
     CALLS_WAITING_ALARM_MINUTES,
-    ConnectTranscriptionProps,
     EXAMPLE_FLOW,
     FARGATE_MEMORY_MIB,
     FUNCTION_DIR,
@@ -82,12 +90,12 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
     QUEUE_VISIBILITY_S,
     SCALING_TARGET_FRACTION,
     STREAM_PREFIX_PATTERN,
+    ConnectTranscriptionProps,
 )
-from constructs_lib.sagemaker_endpoint.props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
 from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
+from constructs_lib.sagemaker_endpoint.props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
 from constructs_lib.validation import Problems
-
 
 #: checkov's Lambda checks the start function does not follow, each with its source. Its environment
 #: is under the data key whenever there is one (so CKV_AWS_173 passes in network.mode=vpc).

@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aws_cdk import Duration
-from aws_cdk import aws_autoscaling as autoscaling
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import (
+    Duration,
+    aws_autoscaling as autoscaling,
+    aws_cloudwatch as cloudwatch,
+    aws_ecs as ecs,
+    aws_elasticloadbalancingv2 as elbv2,
+)
 
 from constructs_lib.monitoring.alarms import (
     BREACHING,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import jsii
 from aws_cdk import (
@@ -31,23 +31,28 @@ from aws_cdk import (
     RemovalPolicy,
     Stack,
     Validations,
+    aws_autoscaling as autoscaling,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_ec2 as ec2,
+    aws_ecs as ecs,
+    aws_elasticloadbalancingv2 as elbv2,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_logs as logs,
+    aws_s3 as s3,
+    aws_secretsmanager as secretsmanager,
+    aws_sns as sns,
 )
-from aws_cdk import aws_autoscaling as autoscaling
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 from constructs_lib.cleanup import cleanup_function
-from constructs_lib.network.encryption import secret_decrypt_statement
+from constructs_lib.ecs_service.monitoring import (
+    GPU_METRICS_NAMESPACE_SUFFIX,
+    GpuEcsServiceMetrics,
+    service_alarm_rules,
+    service_dashboard_rows,
+)
 from constructs_lib.ecs_service.props import (
     GpuCapacity,
     LoadBalancing,
@@ -56,14 +61,6 @@ from constructs_lib.ecs_service.props import (
     check_health_path,
     deregistration_delay_s,
     stop_timeout_s,
-)
-from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network.props import check_cidr
-from constructs_lib.ecs_service.monitoring import (
-    GPU_METRICS_NAMESPACE_SUFFIX,
-    GpuEcsServiceMetrics,
-    service_alarm_rules,
-    service_dashboard_rows,
 )
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
 from constructs_lib.monitoring.metrics import BridgeMetrics
@@ -75,6 +72,9 @@ from constructs_lib.nag import (
     skip_checkov,
     stack_singletons,
 )
+from constructs_lib.network.encryption import secret_decrypt_statement
+from constructs_lib.network.props import check_cidr
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
 from constructs_lib.validation import Problems
 
 #: The bridge's port and paths (container/README.md; the SageMaker container contract the bridge implements).

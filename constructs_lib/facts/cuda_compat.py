@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "DEFAULT_DRIVER_BY_FAMILY",
+    "DLC_IMAGES",
+    "INFERENCE_AMIS",
     "Compatibility",
     "CudaVersion",
     "DlcImage",
-    "DLC_IMAGES",
-    "DEFAULT_DRIVER_BY_FAMILY",
-    "INFERENCE_AMIS",
     "InferenceAmi",
     "Verdict",
     "check_compatibility",

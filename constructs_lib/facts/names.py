@@ -11,9 +11,12 @@ CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
-from constructs_lib.artifacts.model_staging_build.stage_model.constants import PINNED_REVISION_RE, REPOSITORY_ID_RE
+from constructs_lib.artifacts.model_staging_build.stage_model.constants import (
+    PINNED_REVISION_RE,
+    REPOSITORY_ID_RE,
+)
 from constructs_lib.validation import Problems
 
 #: An AWS Region code such as ``us-east-1`` or ``us-gov-west-1``.

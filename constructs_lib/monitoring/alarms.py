@@ -17,18 +17,24 @@ Threshold conversions (thresholds are set in milliseconds and in percent of capa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aws_cdk import Duration
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_sns as sns
+from aws_cdk import (
+    Duration,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_sns as sns,
+)
 from constructs import Construct
 
 from constructs_lib.facts import instance_types
-from constructs_lib.monitoring.metrics import BridgeMetrics, EndpointMetrics, milliseconds_to_microseconds
+from constructs_lib.monitoring.metrics import (
+    BridgeMetrics,
+    EndpointMetrics,
+    milliseconds_to_microseconds,
+)
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.validation import Problems
 

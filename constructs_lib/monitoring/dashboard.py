@@ -9,19 +9,23 @@ to the graph's unit (latency in ms, utilisation in percent of capacity).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from aws_cdk import Duration
-from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import Duration, aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from constructs_lib.facts import instance_types
-from constructs_lib.sagemaker_endpoint.props import VARIANT_NAME
-from constructs_lib.monitoring.alarms import AlarmRule, alarm_rules
-from constructs_lib.monitoring.metrics import MICROSECONDS_PER_MILLISECOND, BridgeMetrics, EndpointMetrics, default_label
-from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
 from constructs_lib.facts.names import is_token
+from constructs_lib.monitoring.alarms import AlarmRule, alarm_rules
+from constructs_lib.monitoring.metrics import (
+    MICROSECONDS_PER_MILLISECOND,
+    BridgeMetrics,
+    EndpointMetrics,
+    default_label,
+)
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.sagemaker_endpoint.props import VARIANT_NAME
 from constructs_lib.validation import Problems
 
 #: Dashboard grid: 24 columns; three graphs per row.

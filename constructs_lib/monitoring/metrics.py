@@ -22,8 +22,7 @@ reference, ``Unit``).
 
 from __future__ import annotations
 
-from aws_cdk import Duration
-from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import Duration, aws_cloudwatch as cloudwatch
 
 from constructs_lib.sagemaker_endpoint.props import VARIANT_NAME
 

@@ -7,10 +7,15 @@ Where a service cannot use a customer managed key, its construct says so beside 
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack, Token
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import (
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Token,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_secretsmanager as secretsmanager,
+)
 from constructs import Construct
 
 from constructs_lib.network.props import DataKeyProps

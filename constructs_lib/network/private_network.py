@@ -35,24 +35,24 @@ the interface endpoints accept HTTPS from the Models, the runtime endpoint 443 a
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
+from aws_cdk import (
+    Acknowledgment,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_ec2 as ec2,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_logs as logs,
+)
 from constructs import Construct
 
 from constructs_lib.cleanup import cleanup_function
-from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
-from constructs_lib.network.props import (
-    CONNECT_GATEWAY_ENDPOINTS,
-    CONNECT_INTERFACE_ENDPOINTS,
-    ECS_INTERFACE_ENDPOINTS,
-    RUNTIME_PORTS,
-    PrivateNetworkProps,
-)
 from constructs_lib.nag import (
     CUSTOM_RESOURCE_HANDLER_SKIPS,
     acknowledge_compliance,
@@ -60,6 +60,14 @@ from constructs_lib.nag import (
     skip_checkov,
     stack_singletons,
 )
+from constructs_lib.network.props import (
+    CONNECT_GATEWAY_ENDPOINTS,
+    CONNECT_INTERFACE_ENDPOINTS,
+    ECS_INTERFACE_ENDPOINTS,
+    RUNTIME_PORTS,
+    PrivateNetworkProps,
+)
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION, check_log_retention_days
 from constructs_lib.validation import Problems
 
 HTTPS = 443

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from constructs_lib.facts.names import (
     ROUTE_TABLE_ID_RE,

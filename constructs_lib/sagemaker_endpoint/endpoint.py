@@ -21,17 +21,38 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, Annotations, ArnFormat, CfnOutput, Names, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sagemaker as sagemaker
-from aws_cdk import aws_sns as sns
+from aws_cdk import (
+    Acknowledgment,
+    Annotations,
+    ArnFormat,
+    CfnOutput,
+    Names,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_cloudwatch as cloudwatch,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_logs as logs,
+    aws_sagemaker as sagemaker,
+    aws_sns as sns,
+)
 from constructs import Construct, DependencyGroup, IDependable
 
+from constructs_lib.facts import S3Prefix, instance_types as catalogue
+from constructs_lib.facts.names import ECR_IMAGE_RE, is_token, repository_arn_from_image_uri
+from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
+from constructs_lib.monitoring.metrics import EndpointMetrics
+from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
+from constructs_lib.sagemaker_endpoint.execution_role import (
+    SAGEMAKER_INSTANCE_METRICS_NAMESPACE,
+    SageMakerExecutionRole,
+    grant_vpc_access,
+)
 from constructs_lib.sagemaker_endpoint.props import (
     INVOKE,
     INVOKE_BIDIRECTIONAL,
@@ -43,18 +64,6 @@ from constructs_lib.sagemaker_endpoint.props import (
     RollingUpdate,
     normalise_s3_prefix,
 )
-from constructs_lib.facts import instance_types as catalogue
-from constructs_lib.sagemaker_endpoint.execution_role import (
-    SAGEMAKER_INSTANCE_METRICS_NAMESPACE,
-    SageMakerExecutionRole,
-    grant_vpc_access,
-)
-from constructs_lib.facts import S3Prefix
-from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
-from constructs_lib.monitoring.metrics import EndpointMetrics
-from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
-from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
-from constructs_lib.facts.names import ECR_IMAGE_RE, is_token, repository_arn_from_image_uri
 from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
 from constructs_lib.validation import Problems
 

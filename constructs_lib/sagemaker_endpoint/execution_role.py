@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jsii
-from aws_cdk import Acknowledgment, Stack, Validations
-from aws_cdk import aws_iam as iam
+from aws_cdk import Acknowledgment, Stack, Validations, aws_iam as iam
 from constructs import Construct
 
 from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov

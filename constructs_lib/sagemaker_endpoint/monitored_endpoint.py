@@ -10,16 +10,16 @@ endpoint's ``name``, ``Alarms``, ``Autoscaling``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
-from constructs_lib.sagemaker_endpoint.props import RealtimeEndpointProps
 from constructs_lib.monitoring.alarms import EndpointAlarms, EndpointAlarmsProps
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
+from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
+from constructs_lib.sagemaker_endpoint.props import RealtimeEndpointProps
 from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
 from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling
 from constructs_lib.validation import Problems

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from constructs_lib.facts import S3Prefix
 from constructs_lib.facts.cuda_compat import INFERENCE_AMIS
 from constructs_lib.facts.instance_types import check_instance_type
-from constructs_lib.facts import S3Prefix
 from constructs_lib.facts.names import (
     ENDPOINT_NAME_RE,
     SECURITY_GROUP_ID_RE,
     SUBNET_ID_RE,
     VPC_ENDPOINT_ID_RE,
     check_ecr_image_uri,
-    check_ids,
     check_endpoint_name,
+    check_ids,
     check_kms_key_arn,
     check_model_package_arn,
     is_token,

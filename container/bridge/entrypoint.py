@@ -249,7 +249,7 @@ def main() -> int:
 BRIDGE_SECRETS = frozenset({"BRIDGE_TOKEN"})
 
 
-def _s3_client(secrets: Mapping[str, str]):  # noqa: ANN202 (a boto3 client)
+def _s3_client(secrets: Mapping[str, str]):  # a boto3 client
     """The S3 client for the weights' copy: the static credentials taken out of the environment when there were
     some, else None (boto3's default chain: on ECS and SageMaker, the role's container credentials)."""
     if "AWS_ACCESS_KEY_ID" not in secrets or "AWS_SECRET_ACCESS_KEY" not in secrets:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from aws_embedded_metrics.environment.local_environment import LocalEnvironment
 from aws_embedded_metrics.logger.metrics_logger import MetricsLogger
 
+
 class BridgeMetrics:
     """In-memory counters flushed as EMF lines by `flush()`.
 

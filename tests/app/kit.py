@@ -1,7 +1,8 @@
 """What the files of tests/app share: the fixtures of the registry's variants under the names their tests use
 (each is ``app_variant(name)``, synthesized once per session by tests/conftest.py; the variants are named in
 tests/app/variants.py), and the readers of a synthesized template. A test file imports the fixtures it uses from here,
-and pytest offers them to its tests."""
+and pytest offers them to its tests under their ``name``: each function is ``fixture_<name>``, so that a test's
+parameter does not shadow the imported function (pytest's documented way; Pyflakes' F811 otherwise)."""
 
 from __future__ import annotations
 
@@ -12,55 +13,54 @@ from aws_cdk.assertions import Template
 
 from tests.conftest import Synthesized
 
-
 # --- Fixtures: variants of the registry -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def private(synthesized_vpc):
+@pytest.fixture(scope="module", name="private")
+def fixture_private(synthesized_vpc):
     """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes."""
     return synthesized_vpc
 
 
-@pytest.fixture(scope="module")
-def existing(app_variant):
+@pytest.fixture(scope="module", name="existing")
+def fixture_existing(app_variant):
     """network.mode=vpc in an existing VPC, described by settings, with the caller policy bound to the endpoint."""
     return app_variant("vpc_existing")
 
 
-@pytest.fixture(scope="module")
-def public_with_key(app_variant):
+@pytest.fixture(scope="module", name="public_with_key")
+def fixture_public_with_key(app_variant):
     return app_variant("public_key")
 
 
-@pytest.fixture(scope="module")
-def private_ecs(app_variant):
+@pytest.fixture(scope="module", name="private_ecs")
+def fixture_private_ecs(app_variant):
     return app_variant("ecs_vpc")
 
 
-@pytest.fixture(scope="module")
-def existing_ecs(app_variant):
+@pytest.fixture(scope="module", name="existing_ecs")
+def fixture_existing_ecs(app_variant):
     return app_variant("ecs_vpc_existing")
 
 
-@pytest.fixture(scope="module")
-def sonic_ecs(app_variant):
+@pytest.fixture(scope="module", name="sonic_ecs")
+def fixture_sonic_ecs(app_variant):
     return app_variant("sonic_ecs")
 
 
-@pytest.fixture(scope="module")
-def changed(app_variant):
+@pytest.fixture(scope="module", name="changed")
+def fixture_changed(app_variant):
     """Voxtral only, on a different instance type, with a prebuilt image, external weights and retained data."""
     return app_variant("changed")
 
 
-@pytest.fixture(scope="module")
-def sonic_only(app_variant):
+@pytest.fixture(scope="module", name="sonic_only")
+def fixture_sonic_only(app_variant):
     return app_variant("sonic_only")
 
 
-@pytest.fixture(scope="module")
-def own_vpc(app_variant):
+@pytest.fixture(scope="module", name="own_vpc")
+def fixture_own_vpc(app_variant):
     return app_variant("connect_own_vpc")
 
 

@@ -10,8 +10,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from tests.app.kit import changed, only  # noqa: F401 (fixtures)
-
+from tests.app.kit import fixture_changed, only  # noqa: F401 (fixtures)
 
 # --- cdk.json's settings ----------------------------------------------------------------------------------------------
 # Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.

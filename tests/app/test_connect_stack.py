@@ -9,9 +9,8 @@ import json
 
 import pytest
 
-from tests.app.kit import own_vpc  # noqa: F401 (fixtures)
+from tests.app.kit import fixture_own_vpc  # noqa: F401 (fixtures)
 from tests.conftest import CONNECT_INSTANCE, CONNECT_QUEUE, ROOT
-
 
 # --- The Connect stack ------------------------------------------------------------------------------------------------
 # The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal

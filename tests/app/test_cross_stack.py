@@ -15,31 +15,29 @@ from constructs_lib.sagemaker_endpoint.props import DEFAULT_POOL_PROVISION_TIMEO
 from tests.app.kit import (  # noqa: F401 (fixtures)
     PREFIX,
     alarms_by_name,
-    changed,
     check_volume_keys,
     every_resource,
-    existing,
-    existing_ecs,
+    fixture_changed,
+    fixture_existing,
+    fixture_existing_ecs,
+    fixture_own_vpc,
+    fixture_private,
+    fixture_private_ecs,
+    fixture_public_with_key,
+    fixture_sonic_ecs,
+    fixture_sonic_only,
     ingress,
     key_ref,
     nag_violations,
     one,
     only,
-    own_vpc,
-    private,
-    private_ecs,
-    public_with_key,
     refers_to_key,
     resources,
-    sonic_ecs,
-    sonic_only,
     suffixes,
     variant_of,
 )
-from tests.app.variants import PREBUILT_IMAGE as PREBUILT
-from tests.app.variants import PUBLIC_KMS_KEY
+from tests.app.variants import PREBUILT_IMAGE as PREBUILT, PUBLIC_KMS_KEY
 from tests.conftest import ROOT, cdk_json_context, cfn_lint
-
 
 # --- cdk.json's settings ----------------------------------------------------------------------------------------------
 # Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.

@@ -10,15 +10,14 @@ import json
 from tests.app.kit import (  # noqa: F401 (fixtures)
     ECS_SERVICES,
     SAGEMAKER_SERVICES,
+    fixture_private,
+    fixture_private_ecs,
     ingress,
     key_ref,
-    private,
-    private_ecs,
     refers_to_key,
     resources,
     suffixes,
 )
-
 
 # --- Private mode -----------------------------------------------------------------------------------------------------
 # network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and

@@ -9,24 +9,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack, Validations
-from aws_cdk import aws_iam as iam
+from aws_cdk import App, Stack, Validations, aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
 from tests.app.kit import (  # noqa: F401 (fixtures)
-    changed,
-    existing,
-    existing_ecs,
+    fixture_changed,
+    fixture_existing,
+    fixture_existing_ecs,
+    fixture_own_vpc,
+    fixture_private,
+    fixture_private_ecs,
+    fixture_public_with_key,
+    fixture_sonic_ecs,
+    fixture_sonic_only,
     nag_violations,
-    own_vpc,
-    private,
-    private_ecs,
-    public_with_key,
-    sonic_ecs,
-    sonic_only,
 )
 from tests.conftest import ROOT, cfn_lint
-
 
 # --- The default app --------------------------------------------------------------------------------------------------
 # Quality gates on the synthesized app: cfn-lint (no errors, no warnings) and cdk-nag AwsSolutions (no unacknowledged
@@ -173,8 +171,7 @@ def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request)
 def test_vpc_mode_runs_the_compliance_packs(tmp_path):
     """app.py registers HIPAA Security and NIST 800-53 rev 5 in vpc mode: an unencrypted, unlogged bucket added to
     the app fails the synth with findings of both packs (the gate can fail)."""
-    from aws_cdk import Stack
-    from aws_cdk import aws_s3 as s3
+    from aws_cdk import Stack, aws_s3 as s3
 
     from app import create_app
     from tests.conftest import cdk_json_context

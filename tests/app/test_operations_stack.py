@@ -10,7 +10,6 @@ import pytest
 
 from tests.app.kit import resources
 
-
 # --- The alarm topic and the dashboard --------------------------------------------------------------------------------
 # The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and the dashboard
 # (widgets per endpoint, alarm thresholds drawn in each graph's unit).

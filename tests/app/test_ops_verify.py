@@ -22,11 +22,11 @@ from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtu
     OLD_KEY,
     REGION,
     ROLE,
-    aws,
     backend,
     by_what,
     deploy,
     failures,
+    fixture_aws,
 )
 from voicectl.cli import main
 from voicectl.operations.verify import read_cloud_assembly, verify

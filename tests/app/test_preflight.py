@@ -11,12 +11,16 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fixtures)
     NO_STAGING,
-    aws,
     bootstrapped,
-    fake_credentials,
+    fixture_aws,
+    fixture_fake_credentials,
 )
-from voicectl.operations.preflight import MIN_BOOTSTRAP_VERSION, PreflightError, check, instance_needs
-
+from voicectl.operations.preflight import (
+    MIN_BOOTSTRAP_VERSION,
+    PreflightError,
+    check,
+    instance_needs,
+)
 
 # --- The bootstrap version --------------------------------------------------------------------------------------------
 # ``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one the cloud assembly

@@ -11,7 +11,6 @@ import sys
 
 from tests.conftest import ROOT, cdk_json_context
 
-
 # --- app.py -----------------------------------------------------------------------------------------------------------
 # app.py with settings it refuses: ``cdk synth`` (the app run as the CDK CLI runs it, a subprocess of the whole app)
 # exits with the settings' messages before building anything, and no traceback.

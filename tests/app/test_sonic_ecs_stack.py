@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.app.kit import container, resources, one, sonic_ecs  # noqa: F401 (fixtures)
+from tests.app.kit import container, fixture_sonic_ecs, one, resources  # noqa: F401 (fixtures)
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
-
 
 # --- Sonic on ECS -----------------------------------------------------------------------------------------------------
 # Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,

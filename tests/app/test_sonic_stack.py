@@ -11,7 +11,6 @@ from aws_cdk.assertions import Template
 from config.models import SONIC_MODEL_PACKAGES
 from tests.app.kit import alarms_by_name, only
 
-
 # --- cdk.json's settings ----------------------------------------------------------------------------------------------
 # Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
 

@@ -9,10 +9,8 @@ import json
 
 import pytest
 
-from tests.app.kit import container, resources, one, private_ecs  # noqa: F401 (fixtures)
-from tests.app.variants import ECS_CERT as CERT
-from tests.app.variants import ECS_KMS_KEY
-
+from tests.app.kit import container, fixture_private_ecs, one, resources  # noqa: F401 (fixtures)
+from tests.app.variants import ECS_CERT as CERT, ECS_KMS_KEY
 
 # --- The ECS target ---------------------------------------------------------------------------------------------------
 # Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set.

@@ -16,15 +16,14 @@ from constructs_lib.sagemaker_endpoint.props import rolling_update_timeout_s
 from tests.app.kit import (  # noqa: F401 (fixtures)
     PREFIX,
     alarms_by_name,
-    changed,
-    existing,
+    fixture_changed,
+    fixture_existing,
+    fixture_private,
     only,
-    private,
     resources,
     variant_of,
 )
 from tests.app.variants import PREBUILT_IMAGE
-
 
 # --- cdk.json's settings ----------------------------------------------------------------------------------------------
 # Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.

@@ -16,7 +16,13 @@ from bridge.auth import BearerToken, Verdict
 from bridge.server import STREAM_PATH, Bridge
 from bridge.settings import Settings, SettingsError
 from tests.bridge.bridge_testkit import (
-    PCM_CHUNK, append, event, http_exchange, ping_status, recv_event, running_bridge,
+    PCM_CHUNK,
+    append,
+    event,
+    http_exchange,
+    ping_status,
+    recv_event,
+    running_bridge,
 )
 from voicectl.local.fake_vllm import FakeVllm
 

@@ -224,8 +224,8 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
             vllm_env = json.loads((tmp_path / "standin.json.env").read_text())
             assert not any(name.startswith("AWS_") or name in ("BRIDGE_TOKEN", "VLLM_PORT") for name in vllm_env)
             # The bridge has its token (read from the entrypoint's pipe): a wrong one is refused, the right one not.
-            from websockets.sync.client import connect
             from websockets.exceptions import InvalidStatus
+            from websockets.sync.client import connect
 
             url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
             with pytest.raises(InvalidStatus) as refused:

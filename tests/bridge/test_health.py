@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
+from bridge.health import parse_block_size, parse_num_gpu_blocks
+from bridge.settings import Settings
 from tests.bridge.bridge_testkit import (
     LIVENESS_S,
     closed_within,
@@ -14,8 +16,6 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from bridge.health import parse_block_size, parse_num_gpu_blocks
-from bridge.settings import Settings
 from voicectl.local.fake_vllm import FakeVllm
 
 

@@ -18,7 +18,14 @@ from websockets.frames import Opcode
 
 import bridge.protocol
 from bridge import legs
-from bridge.legs import FRAME_BUDGET, HOLD_BYTES, MAX_CONTROL_FRAMES_PER_S, MAX_FRAGMENTS, SMALL_FEED_BYTES, ClientLeg
+from bridge.legs import (
+    FRAME_BUDGET,
+    HOLD_BYTES,
+    MAX_CONTROL_FRAMES_PER_S,
+    MAX_FRAGMENTS,
+    SMALL_FEED_BYTES,
+    ClientLeg,
+)
 from bridge.protocol import MAX_OTHER_EVENT_BYTES
 from tests.bridge.bridge_testkit import (
     BEYOND_LIVENESS_S,

@@ -7,8 +7,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import bridge.protocol as bridge_protocol
 from bridge import protocol

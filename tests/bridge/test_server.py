@@ -40,7 +40,6 @@ from tests.bridge.bridge_testkit import (
 )
 from voicectl.local.fake_vllm import FakeVllm, free_port
 
-
 # ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations, frames, pings, drain,
 # metrics.
 

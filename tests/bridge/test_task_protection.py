@@ -14,7 +14,15 @@ from aiohttp import web
 
 from bridge.settings import Settings, SettingsError
 from bridge.task_protection import STATE_PATH, TaskProtection
-from tests.bridge.bridge_testkit import LIVENESS_S, PCM_CHUNK, append, event, open_stream, recv_event, running_bridge
+from tests.bridge.bridge_testkit import (
+    LIVENESS_S,
+    PCM_CHUNK,
+    append,
+    event,
+    open_stream,
+    recv_event,
+    running_bridge,
+)
 from voicectl.local.fake_vllm import FakeVllm
 
 #: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task id>).

@@ -13,7 +13,13 @@ import pytest
 from moto import mock_aws
 
 from bridge import weights
-from bridge.weights import COMPLETE_MARKER, MANIFEST_NAME, WeightsError, ensure_local_copy, local_dir
+from bridge.weights import (
+    COMPLETE_MARKER,
+    MANIFEST_NAME,
+    WeightsError,
+    ensure_local_copy,
+    local_dir,
+)
 
 BUCKET, PREFIX = "models", "voxtral/rev1/"
 URI = f"s3://{BUCKET}/{PREFIX}"
@@ -134,7 +140,7 @@ def test_two_tasks_on_one_host_copy_once(s3, tmp_path, caplog):
     def start():
         try:
             results.append(ensure_local_copy(URI, tmp_path, client))
-        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+        except Exception as error:  # reported by the assertion below
             errors.append(error)
 
     threads = [threading.Thread(target=start) for _ in range(2)]

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 #: Resource types whose logical id must never change for a deployed stack: they hold data, or carry a fixed name
 #: that a new resource would collide with, or are referenced from outside the stack by name or ARN.

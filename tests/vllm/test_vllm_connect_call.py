@@ -41,9 +41,10 @@ import numpy as np
 import pytest
 import soxr
 
-from tests.unit.voicectl.connect.connect_testkit import MemoryStore, speech_like
 from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
+from tests.unit.voicectl.connect.connect_testkit import MemoryStore, speech_like
 from voicectl.clients.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
+from voicectl.clients.sagemaker_stream import open_endpoint
 from voicectl.connect import mkv
 from voicectl.connect.consumer import END_OF_STREAM, CallRequest, CallTranscriber
 from voicectl.connect.fake_kvs import FakeCall, FakeKvs
@@ -51,7 +52,6 @@ from voicectl.connect.kvs import KvsMedia
 from voicectl.connect.sink import SEGMENT
 from voicectl.local import real_vllm
 from voicectl.local.bidi import StreamSettings
-from voicectl.clients.sagemaker_stream import open_endpoint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(3600)]
 
@@ -213,7 +213,7 @@ def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before:
     # Each generation vLLM finished, attributed to its track by its audio.
     refs = {track: reference(pcm) for track, pcm in tracks.items()}
     done_by_track: dict[str, list[Generation]] = {track: [] for track in tracks}
-    undone = {track: 0 for track in tracks}
+    undone = dict.fromkeys(tracks, 0)
     stream_tracks: list[str] = []
     for stream in streams:
         audio = [g for g in stream.generations if g.audio]

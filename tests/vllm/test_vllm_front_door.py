@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import VOXTRAL, Stack, StackRunner, front_door_env
 from tests.e2e.local.test_local_readme_examples import readme_examples, run_example
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import transcribe
 from voicectl.local.bidi import StreamSettings
 from voicectl.local.fake_vllm import free_port

@@ -61,8 +61,13 @@ from urllib.parse import urlsplit
 import numpy as np
 import soxr
 
-from voicectl.clients.audio import CHUNK_BYTES, RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ, float_to_pcm16
 from voicectl.cli import UsageError
+from voicectl.clients.audio import (
+    CHUNK_BYTES,
+    RESAMPLER_QUALITY,
+    TARGET_SAMPLE_RATE_HZ,
+    float_to_pcm16,
+)
 from voicectl.clients.mic_guard import PageGuard, page_hosts
 from voicectl.clients.realtime import (
     DEFAULT_MODEL,

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from voicectl.errors import no_credentials_message
 from voicectl.clients.realtime import MAX_EVENT_BYTES, RealtimeError, TransportClosed, decode_frame
+from voicectl.errors import no_credentials_message
 
 BIDI_PORT = 8443
 """Port of SageMaker's bidirectional streaming runtime endpoint (AWS blog cited in the module docstring)."""
@@ -455,7 +455,9 @@ class SageMakerStreamTransport:
         Raises:
             RealtimeError: the call could not start (see :func:`describe_error`).
         """
-        from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            InvokeEndpointWithBidirectionalStreamInput,
+        )
 
         request = InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint_name, target_variant=target_variant)
         try:
@@ -481,7 +483,10 @@ class SageMakerStreamTransport:
             TransportClosed: the request stream can no longer be written (network drop, closed stream, or the call
                 failed on the response side).
         """
-        from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            RequestPayloadPart,
+            RequestStreamEventPayloadPart,
+        )
 
         event = RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE))
         if self._failed:

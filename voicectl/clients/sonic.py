@@ -43,8 +43,7 @@ SONIC_SAMPLE_RATES_HZ = (8000, 16000, 22050, 24000, 44100, 48000)
 DEFAULT_SAMPLE_RATE_HZ = 44100
 
 SONIC_LANGUAGES = frozenset(
-    "ar bg bn cs da de el en es fi fr gu he hi hr hu id it ja ka kn ko ml mr ms nl no pa pl pt ro ru sk sv ta te th "
-    "tl tr uk vi zh en-US de-DE es-MX fr-FR hi-IN it-IT ja-JP nl-NL pt-BR".split()
+    ["ar", "bg", "bn", "cs", "da", "de", "el", "en", "es", "fi", "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "ka", "kn", "ko", "ml", "mr", "ms", "nl", "no", "pa", "pl", "pt", "ro", "ru", "sk", "sv", "ta", "te", "th", "tl", "tr", "uk", "vi", "zh", "en-US", "de-DE", "es-MX", "fr-FR", "hi-IN", "it-IT", "ja-JP", "nl-NL", "pt-BR"]
 )
 """Language codes listed for Sonic 3.6 on SageMaker (cartesia-aws ``sonic-3-6-jumpstart/README.md``)."""
 

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicectl.clients.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.cli import UsageError
-from voicectl.errors import no_credentials_message
+from voicectl.clients.audio import PCM16_BYTES_PER_SAMPLE, pcm16_to_wav_bytes
 from voicectl.clients.sonic import (
     DEFAULT_SAMPLE_RATE_HZ,
     MAX_AUDIO_BYTES,
@@ -40,6 +39,7 @@ from voicectl.clients.sonic import (
     TruncatedStreamError,
     check_complete,
 )
+from voicectl.errors import no_credentials_message
 
 EXIT_FAILED = 1
 

@@ -22,10 +22,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from voicectl.clients.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.cli import UsageError
+from voicectl.clients.audio import CHUNK_SECONDS, AudioError, iter_pcm16_chunks, open_audio
 from voicectl.clients.realtime import (
-    BearerToken,
     DEFAULT_MAX_STREAM_S,
     DEFAULT_MODEL,
     DEFAULT_SESSION_LIMIT_S,
@@ -35,6 +34,7 @@ from voicectl.clients.realtime import (
     MAX_TRANSCRIPT_CHARS,
     MIN_MAX_STREAM_S,
     MIN_SESSION_LIMIT_S,
+    BearerToken,
     RealtimeError,
     Transcript,
     TranscriptionResult,

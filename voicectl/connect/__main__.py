@@ -96,7 +96,7 @@ async def _build_client(kind: str, region: str) -> None:
         await client.close()
     else:
         # What WebSocketTransport.connect imports when it connects.
-        import websockets.asyncio.client  # noqa: F401
+        import websockets.asyncio.client
         import websockets.exceptions  # noqa: F401
 
 

@@ -49,16 +49,38 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from voicectl.clients.audio import CHUNK_BYTES, Pcm16Resampler
-from voicectl.connect import mkv
-from voicectl.connect.kvs import (CONTINUATION_TOKEN_PATTERN, FRAGMENT_NUMBER_PATTERN, MIN_GET_MEDIA_INTERVAL_S,
-                                  MediaError, start_selector)
-from voicectl.connect.sink import (CALL_ENDED, CALL_FAILED, CALL_STARTED, CALL_WAITING, MAX_REASON_BYTES,
-                                   MAX_TEXT_BYTES, SEGMENT, Segment, cut_utf8)
-from voicectl.clients.realtime import (DEFAULT_MAX_STREAM_S, DEFAULT_MODEL, DEFAULT_SESSION_LIMIT_S, SERVER_BUSY_CODE,
-                                      RealtimeError, ShowDelta, ShowGenerationText, TranscriptionMachine,
-                                      TransportOpener)
+from voicectl.clients.realtime import (
+    DEFAULT_MAX_STREAM_S,
+    DEFAULT_MODEL,
+    DEFAULT_SESSION_LIMIT_S,
+    SERVER_BUSY_CODE,
+    RealtimeError,
+    ShowDelta,
+    ShowGenerationText,
+    TranscriptionMachine,
+    TransportOpener,
+)
 from voicectl.clients.realtime.driver import drive_machine
 from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
+from voicectl.connect import mkv
+from voicectl.connect.kvs import (
+    CONTINUATION_TOKEN_PATTERN,
+    FRAGMENT_NUMBER_PATTERN,
+    MIN_GET_MEDIA_INTERVAL_S,
+    MediaError,
+    start_selector,
+)
+from voicectl.connect.sink import (
+    CALL_ENDED,
+    CALL_FAILED,
+    CALL_STARTED,
+    CALL_WAITING,
+    MAX_REASON_BYTES,
+    MAX_TEXT_BYTES,
+    SEGMENT,
+    Segment,
+    cut_utf8,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -532,7 +554,7 @@ class CallTranscriber:
             # A resampler's rounding may leave a final a sample short of a fragment's end: allow a millisecond.
             while self._spans and self._spans[0].end_s <= reached + 1e-3:
                 span = self._spans.pop(0)
-                cp.fragment, cp.fragment_end_s = span.number, {name: span.end_s for name in mkv.CONNECT_TRACKS}
+                cp.fragment, cp.fragment_end_s = span.number, dict.fromkeys(mkv.CONNECT_TRACKS, span.end_s)
             return asdict(cp)
 
 

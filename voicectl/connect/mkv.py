@@ -301,7 +301,7 @@ def _element_header(data: bytes | bytearray, at: int) -> tuple[int, int | None, 
     try:
         eid, id_length = decoding.readElementID(stream)
         size, size_length = decoding.readElementSize(stream)
-    except (IOError, TypeError, IndexError, ValueError):
+    except (OSError, TypeError, IndexError, ValueError):
         if len(data) - at >= 12:
             raise FragmentError(f"a malformed element header at byte {at}") from None
         return None
@@ -329,7 +329,7 @@ def parse_fragment(data: bytes) -> Fragment:
         reader.read()
     except FragmentError:
         raise
-    except (IOError, ValueError, TypeError, IndexError, struct.error) as error:  # ebmlite's decoder on broken bytes
+    except (OSError, ValueError, TypeError, IndexError, struct.error) as error:  # ebmlite's decoder on broken bytes
         raise FragmentError(f"the fragment could not be parsed ({type(error).__name__}: {cut(str(error))})") from error
     return reader.fragment()
 

@@ -129,7 +129,7 @@ class _Messages:
         try:
             await asyncio.to_thread(getattr(self.sqs, operation), QueueUrl=self.queue_url, **kwargs)
             return True
-        except Exception as error:  # noqa: BLE001 (any SDK or network error: reported, the others go on)
+        except Exception as error:  # any SDK or network error: reported, the others go on
             LOG.warning("call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES))
             emit_metric("MessageErrors", 1)
             return False
@@ -169,7 +169,7 @@ class _Messages:
             stopped.cancel()
         try:
             return (await poll).get("Messages", [])
-        except Exception as error:  # noqa: BLE001 (a failed poll: logged, the next one follows)
+        except Exception as error:  # a failed poll: logged, the next one follows
             LOG.warning("ReceiveMessage failed: %s", cut_utf8(str(error), MAX_REASON_BYTES))
             emit_metric("MessageErrors", 1)
             await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
@@ -202,7 +202,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             return  # it ended while this round ran: a claim given up (release_call) must not be taken back
         try:
             claim = await sink.claim_call(contact)
-        except Exception as error:  # noqa: BLE001 (DynamoDB unreachable: tried again next round)
+        except Exception as error:  # DynamoDB unreachable: tried again next round
             LOG.warning("call %s: its claim could not be renewed or checked: %s", contact,
                         cut_utf8(str(error), MAX_REASON_BYTES))
             emit_metric("ClaimErrors", 1)
@@ -287,7 +287,7 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             return
         try:
             claim = await sink.claim_call(contact)
-        except Exception as error:  # noqa: BLE001 (left invisible: it comes back after its visibility timeout)
+        except Exception as error:  # left invisible: it comes back after its visibility timeout
             LOG.warning("call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES))
             emit_metric("ClaimErrors", 1)
             return

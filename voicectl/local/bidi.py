@@ -43,7 +43,6 @@ from voicectl.local.shapes import (
     COMPLETE,
     PARTIAL,
     UTF8,
-    ServiceError,
     error_event,
     exception_event,
     model_error,

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from voicectl.local.serving import listen_sockets, serve_asgi
 from voicectl.clients.sonic import SONIC_LANGUAGES, SONIC_SAMPLE_RATES_HZ
+from voicectl.local.serving import listen_sockets, serve_asgi
 
 CHUNK_MS = 20
 """Largest audio chunk per ``chunk`` event, in milliseconds (the container's documented maximum)."""

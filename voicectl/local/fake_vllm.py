@@ -81,8 +81,8 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {args.port}")
     names = validate_names(list(getattr(args, "names", [])))
-    if args.host not in ("localhost", "0.0.0.0", "::"):  # noqa: S104 (what the caller asked to listen on)
+    if args.host not in ("localhost", "0.0.0.0", "::"):  # what the caller asked to listen on
         names.append(args.host)  # env.sh's URL names it: the certificate must cover it
     # Never the caller's own AWS credentials: they would be printed and written to env.sh.
     key_id = os.environ.get(ACCESS_KEY_VARIABLE) or "AKIALOCAL" + secrets.token_hex(6).upper()

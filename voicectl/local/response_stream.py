@@ -14,12 +14,17 @@ documentation is silent; a voice agent interrupted mid-sentence relies on it to 
 
 from __future__ import annotations
 
-import contextlib
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from voicectl.local.shapes import EVENT_STREAM_CONTENT_TYPE, exception_event, model_error, payload_part
+from voicectl.local.shapes import (
+    EVENT_STREAM_CONTENT_TYPE,
+    exception_event,
+    model_error,
+    payload_part,
+)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

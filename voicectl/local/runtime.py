@@ -22,8 +22,6 @@ call without ``X-Amzn-SageMaker-Target-Variant`` goes to the endpoint's first va
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
 import uuid
@@ -46,7 +44,12 @@ from voicectl.local.shapes import (
     endpoint_not_found,
     validation_error,
 )
-from voicectl.local.sigv4 import EventSignatureChain, LocalCredentials, SignatureError, verify_request
+from voicectl.local.sigv4 import (
+    EventSignatureChain,
+    LocalCredentials,
+    SignatureError,
+    verify_request,
+)
 
 logger = logging.getLogger(__name__)
 

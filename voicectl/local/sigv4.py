@@ -114,7 +114,7 @@ def _botocore_signer(credentials: LocalCredentials, region: str, signed_headers:
     from botocore.credentials import Credentials
 
     class _Verifier(SigV4Auth):
-        def headers_to_sign(self, request):  # noqa: ANN001, ANN202 (botocore API)
+        def headers_to_sign(self, request):  # botocore API
             selected = HTTPHeaders()
             for name in signed_headers:
                 for value in request.headers.get_all(name) or []:

@@ -39,11 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.facts import capacity as model
-from constructs_lib.facts import instance_types
 from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
-from voicectl.operations import price_table
+from constructs_lib.facts import capacity as model, instance_types
 from voicectl.cli import UsageError
+from voicectl.operations import price_table
 from voicectl.operations.cost import settings_from_args
 
 GiB = 2**30

@@ -28,16 +28,17 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import boto3
 import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
-from voicectl.operations import pricing
 from voicectl.cli import UsageError
+from voicectl.operations import pricing
 
 #: Hours in the month the AWS Pricing Calculator bills (365 x 24 / 12 = 730).
 HOURS_PER_MONTH = 730

@@ -8,7 +8,6 @@ workstation and the deploy stage with the same code. This module only adds it to
 from __future__ import annotations
 
 import argparse
-
 from typing import Any
 
 from constructs_lib.artifacts.model_staging_build.stage_model import command

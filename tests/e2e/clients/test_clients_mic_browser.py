@@ -22,9 +22,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
-from voicectl.local.fake_vllm import free_port
+from tests.unit.voicectl.clients.clients_testkit import (
+    RECORDING,
+    QuietBridge,
+    ResponseStreamServer,
+    Servers,
+    client_parser,
+)
 from voicectl.clients import mic
+from voicectl.local.fake_vllm import free_port
 
 BROWSER_ENV = "VOICECTL_TEST_CHROMIUM"
 """Path of the Chromium binary to drive; by default the first of :data:`CHROMIUM_NAMES` on PATH."""
@@ -328,7 +334,7 @@ def attacker_site() -> Iterator[str]:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        def do_GET(self) -> None:  # http.server API
             body = b"<!doctype html><title>a site the user visits</title><p>nothing to see"
             self.send_response(200)
             self.send_header("Content-Type", "text/html")

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import logging
+import math
 import random
 import time
 from collections import Counter
@@ -188,8 +188,8 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
 
     def reached(contact: str) -> float:
         items = reader.segments(contact)
-        return min((max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
-                    for track in mkv.CONNECT_TRACKS))
+        return min(max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
+                    for track in mkv.CONNECT_TRACKS)
 
     async def main() -> float:
         async with servers() as (url, kvs, _vllm):

@@ -9,7 +9,13 @@ import asyncio
 
 import pytest
 
-from tests.unit.voicectl.connect.connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
+from tests.unit.voicectl.connect.connect_testkit import (
+    MemoryStore,
+    assert_tiles,
+    servers,
+    speech_like,
+    transcriber,
+)
 from voicectl.connect import mkv
 from voicectl.connect.consumer import END_OF_STREAM, Consumer
 from voicectl.connect.fake_kvs import FakeCall

@@ -89,8 +89,9 @@ import logging
 import socket
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 
@@ -162,9 +163,9 @@ class _StandIn:
         return self.arn
 
     @classmethod
-    def update_from_cloudformation_json(cls, original_resource: "_StandIn", new_resource_name: str,
+    def update_from_cloudformation_json(cls, original_resource: _StandIn, new_resource_name: str,
                                         cloudformation_json: dict[str, Any], account_id: str,
-                                        region_name: str) -> "_StandIn":
+                                        region_name: str) -> _StandIn:
         cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
         return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
 
@@ -183,7 +184,7 @@ class CodeBuildProjectStandIn(_StandIn):
 
     @classmethod
     def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> "CodeBuildProjectStandIn":
+                                        account_id: str, region_name: str, **kwargs: Any) -> CodeBuildProjectStandIn:
         from moto.codebuild.models import codebuild_backends
 
         p = cloudformation_json["Properties"]
@@ -221,7 +222,7 @@ class AlarmStandIn(_StandIn):
 
     @classmethod
     def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> "AlarmStandIn":
+                                        account_id: str, region_name: str, **kwargs: Any) -> AlarmStandIn:
         name = cloudformation_json.get("Properties", {}).get("AlarmName", resource_name)
         return cls(name, f"arn:aws:cloudwatch:{region_name}:{account_id}:alarm:{name}")
 
@@ -247,7 +248,7 @@ class SecretStandIn(_StandIn):
 
     @classmethod
     def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> "SecretStandIn":
+                                        account_id: str, region_name: str, **kwargs: Any) -> SecretStandIn:
         import secrets
 
         from moto.secretsmanager.models import secretsmanager_backends
@@ -602,8 +603,16 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
 
     from moto.ec2 import models as ec2_models
-    from moto.ec2.models import elastic_ip_addresses, flow_logs, internet_gateways, nat_gateways, route_tables, subnets
-    from moto.ec2.models import vpcs, vpn_gateway
+    from moto.ec2.models import (
+        elastic_ip_addresses,
+        flow_logs,
+        internet_gateways,
+        nat_gateways,
+        route_tables,
+        subnets,
+        vpcs,
+        vpn_gateway,
+    )
 
     # moto's CloudFormation cannot delete these VPC parts (the Foundation stack's private network in network.mode=vpc,
     # the ECS target's own VPC), so deleting the stack fails on the VPC ("has dependencies"). CloudFormation deletes

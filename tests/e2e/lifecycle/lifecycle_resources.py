@@ -16,8 +16,9 @@ resources, managed policies, topics and state machines; a name for the rest.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote
 
 import boto3

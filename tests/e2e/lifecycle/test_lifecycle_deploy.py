@@ -25,7 +25,13 @@ import pytest
 from config.settings import Settings, load_settings
 from tests.conftest import cdk_json_context
 from tests.e2e.lifecycle.lifecycle_cdk import Phases, bootstrap_target, run_cdk, synthesize_assembly
-from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, MotoServer, moto_server, port_is_closed
+from tests.e2e.lifecycle.lifecycle_moto import (
+    ACCOUNT,
+    REGION,
+    MotoServer,
+    moto_server,
+    port_is_closed,
+)
 from tests.e2e.lifecycle.lifecycle_resources import (
     Aws,
     StackView,

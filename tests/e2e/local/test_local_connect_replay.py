@@ -9,9 +9,8 @@ import numpy as np
 import soundfile
 
 from tests.e2e.local.conftest import VOXTRAL
-from voicectl.cli import main
-
 from tests.unit.voicectl.connect.connect_testkit import speech_like
+from voicectl.cli import main
 
 
 def test_connect_replay_through_the_local_front_door(client_env, tmp_path, capsys):

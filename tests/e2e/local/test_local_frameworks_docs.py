@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
 
-from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDING = ROOT / "tests/clients/data/speech_22k_stereo.wav"

@@ -13,14 +13,14 @@ import pytest
 
 pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
 
-from livekit import rtc  # noqa: E402
-from livekit.agents import APIConnectionError, APIStatusError, stt  # noqa: E402
+from livekit import rtc
+from livekit.agents import APIConnectionError, APIStatusError, stt
 
-from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
-from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
+from voicectl.clients.frameworks.livekit_sonic import SonicTTS
+from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT
+from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
+from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
 
 ROOM_RATE_HZ = 48000  # a LiveKit room's audio rate: the stream resamples it to 16 kHz
 FRAME_SAMPLES = ROOM_RATE_HZ // 100  # 10 ms frames, as rtc.AudioStream gives them

@@ -12,22 +12,30 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-from pipecat.frames.frames import (  # noqa: E402
-    DataFrame, ErrorFrame, InputAudioRawFrame, STTMetadataFrame, InterimTranscriptionFrame, InterruptionFrame,
-    TranscriptionFrame, TTSAudioRawFrame, TTSSpeakFrame, VADUserStoppedSpeakingFrame,
+from pipecat.frames.frames import (
+    DataFrame,
+    ErrorFrame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    InterruptionFrame,
+    STTMetadataFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.tests.utils import SleepFrame, run_test
 
-from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
-from voicectl.clients.frameworks.voxtral_stream import VOXTRAL_TTFS_P99_S  # noqa: E402
-from voicectl.clients.realtime.auth import BearerToken  # noqa: E402
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
+from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService
+from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
+from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
+from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
+from voicectl.clients.frameworks.voxtral_stream import VOXTRAL_TTFS_P99_S
+from voicectl.clients.realtime.auth import BearerToken
 
 SPEECH = (b"\x10\x27\xf0\xd8" * 160)  # 20 ms of a loud square wave at 16 kHz (320 samples): one Pipecat input frame
 UTTERANCE_FRAMES = 75  # 1.5 s of audio: enough for the fake vLLM's first deltas (after 0.6 s) before the commit

@@ -65,8 +65,7 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
 
 
 def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_missing(monkeypatch, tmp_path, capsys):
-    from voicectl.local import __main__ as local_main
-    from voicectl.local import real_vllm
+    from voicectl.local import __main__ as local_main, real_vllm
 
     monkeypatch.setattr(real_vllm, "VLLM_VENV", tmp_path / "no-venv-vllm")
     assert local_main.main(["--vllm", "real", "--state-dir", str(tmp_path / "state")]) == 2

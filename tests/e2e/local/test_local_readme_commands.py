@@ -85,8 +85,8 @@ def test_local_runtime_reports_a_port_in_use(capsys):
                                           ("https://localhost:8443/endpoints", "with no path")])
 def test_endpoint_url_is_checked_before_anything_is_called(url, message, tmp_path):
     from tests.unit.voicectl.clients.clients_testkit import client_parser
-    from voicectl.clients import speak, transcribe
     from voicectl.cli import UsageError
+    from voicectl.clients import speak, transcribe
 
     with pytest.raises(UsageError, match=re.escape(message)):
         transcribe.run(client_parser().parse_args(["transcribe", "tests/clients/data/speech_22k_stereo.wav",

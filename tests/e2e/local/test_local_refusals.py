@@ -142,7 +142,12 @@ def test_the_certificate_covers_every_name_given_and_a_client_verifies_it(tmp_pa
 
 def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_path):
     from voicectl.cli import UsageError
-    from voicectl.local.local_runtime import hosts_lines, system_trust_commands, validate_names, write_private
+    from voicectl.local.local_runtime import (
+        hosts_lines,
+        system_trust_commands,
+        validate_names,
+        write_private,
+    )
 
     assert validate_names(["runtime.sagemaker.us-east-1.amazonaws.com", "::1"]) == [
         "runtime.sagemaker.us-east-1.amazonaws.com", "::1"]

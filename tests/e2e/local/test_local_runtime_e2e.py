@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import speak, transcribe
 from voicectl.clients.audio import load_pcm16
 

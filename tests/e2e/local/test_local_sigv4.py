@@ -8,7 +8,12 @@ import datetime
 
 import pytest
 
-from voicectl.local.sigv4 import EventSignatureChain, LocalCredentials, SignatureError, verify_request
+from voicectl.local.sigv4 import (
+    EventSignatureChain,
+    LocalCredentials,
+    SignatureError,
+    verify_request,
+)
 
 CREDENTIALS = LocalCredentials("AKIALOCALTEST0001", "local-test-secret")
 HOST = "localhost:8443"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import REGION, SONIC
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import speak
 from voicectl.local.fake_sonic import CHUNK_MS
 

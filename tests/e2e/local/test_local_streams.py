@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import E2E_ACCEPT_S, REGION, SECRET_ACCESS_KEY
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import transcribe
-from voicectl.local.bidi import StreamSettings
 from voicectl.clients.realtime import RealtimeError
+from voicectl.local.bidi import StreamSettings
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 
@@ -102,7 +102,10 @@ async def open_stream(stack, endpoint: str, **input_fields):
 
 
 def part(data: bytes, data_type: str | None = "UTF8", completion_state: str | None = None):
-    from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
+    from aws_sdk_sagemaker_runtime_http2.models import (
+        RequestPayloadPart,
+        RequestStreamEventPayloadPart,
+    )
 
     return RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=data, data_type=data_type,
                                                                   completion_state=completion_state))
@@ -191,11 +194,13 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
         stack.add_endpoint(f"{name}=ws://127.0.0.1:{stack.call(container.start())}")
 
     async def scenario():
-        from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
-
         import boto3
 
-        from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
+        from voicectl.clients.sagemaker_stream import (
+            BotocoreCredentialsResolver,
+            SageMakerStreamTransport,
+            create_client,
+        )
 
         client = await create_client(REGION, BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
                                      endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
@@ -289,7 +294,10 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
     from types import SimpleNamespace
 
     from voicectl.clients import sagemaker_stream
-    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
+    from voicectl.clients.sagemaker_stream import (
+        SageMakerStreamTransport,
+        close_retired_connections,
+    )
 
     class Connection:
         closed = False
@@ -391,9 +399,9 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     by `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this one holds that
     the refused call ends (it hung in `close` before `_bounded`) and that the next transcription through the same
     SDK client is whole."""
-    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
     from voicectl.clients.realtime import TransportClosed, transcribe_stream
     from voicectl.clients.sagemaker_stream import open_endpoint
+    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
 
     refuser = SilentRefuser(stack.runtime)
     tls = make_certificate(tmp_path / "refuser-tls")

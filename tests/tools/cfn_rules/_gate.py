@@ -10,11 +10,11 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import aws_rules  # noqa: E402
-import guide_rules  # noqa: E402
-import required_grants  # noqa: E402
-from api_models import ApiModel  # noqa: E402
-from iam_actions import IamStatements  # noqa: E402
+import aws_rules
+import guide_rules
+import required_grants
+from api_models import ApiModel
+from iam_actions import IamStatements
 
 #: Every rule the gate runs, in id order.
 ALL_RULES = (*sorted((*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES), key=lambda rule: rule.id),

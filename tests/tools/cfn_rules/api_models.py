@@ -37,8 +37,8 @@ from cfnlint.rules import CloudFormationLintRule
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _template as t  # noqa: E402
-from _template import Finding, TemplateRule  # noqa: E402
+import _template as t
+from _template import Finding, TemplateRule
 
 #: CloudFormation resource type -> (botocore service, the operation its create handler calls).
 OPERATIONS: dict[str, tuple[str, str]] = {

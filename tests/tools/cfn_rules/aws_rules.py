@@ -28,8 +28,8 @@ from cfnlint.rules import CloudFormationLintRule
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _template as t  # noqa: E402
-from _template import TemplateRule  # noqa: E402
+import _template as t
+from _template import TemplateRule
 
 SAGEMAKER_API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference"
 AAS_API = "https://docs.aws.amazon.com/autoscaling/application/APIReference"

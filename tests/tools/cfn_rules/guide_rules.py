@@ -13,8 +13,8 @@ from cfnlint.rules import CloudFormationLintRule
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _template as t  # noqa: E402
-from _template import TemplateRule  # noqa: E402
+import _template as t
+from _template import TemplateRule
 
 #: RollingUpdatePolicy MaximumBatchSize: "Value must be between 5% to 50% of the variant's total instance count."
 BATCH_PERCENT_RANGE = (5, 50)

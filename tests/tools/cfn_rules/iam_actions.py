@@ -31,8 +31,8 @@ from cfnlint.rules import CloudFormationLintRule
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _template as t  # noqa: E402
-from _template import Finding, TemplateRule  # noqa: E402
+import _template as t
+from _template import Finding, TemplateRule
 
 #: Actions that AWS documents but the bundled Service Authorization Reference data does not list yet, with the
 #: document that names them. Keep it short: remove an entry when the data catches up (a test says when).

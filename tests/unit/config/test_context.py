@@ -25,7 +25,7 @@ import pytest
 def test_values_convert_by_their_type_hints(hint, raw, expected):
     """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists convert by what they
     are, whatever the annotation's spelling."""
-    from typing import Literal, get_type_hints  # noqa: F401 (used by the annotation)
+    from typing import Literal, get_type_hints  # used by the annotation
 
     from config.context import convert
 

@@ -14,9 +14,15 @@ from config.settings import SettingsError, default_context, load_settings
 from constructs_lib.facts import instance_types
 from constructs_lib.sagemaker_endpoint.props import ProductionVariant
 from constructs_lib.validation import Problems
-from tests.app.variants import ECS_VPC as PRIVATE_ECS
-from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
-from tests.conftest import CONNECT, CONNECT_INSTANCE, CONNECT_QUEUE, CONNECT_VPC, ROOT, cdk_json_context
+from tests.app.variants import ECS_VPC as PRIVATE_ECS, SONIC_ECS_IMAGE as IMAGE
+from tests.conftest import (
+    CONNECT,
+    CONNECT_INSTANCE,
+    CONNECT_QUEUE,
+    CONNECT_VPC,
+    ROOT,
+    cdk_json_context,
+)
 
 OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic36-abc"
 
@@ -204,7 +210,7 @@ def test_endpoint_name_at_most_63_characters():
 
 def test_null_for_a_required_setting_is_refused():
     assert one_problem(**{"voxtral.endpoint_name": "null"}).startswith("voxtral.endpoint_name='null': must be set")
-    assert one_problem(**{"region": ""}).startswith("region='': must be set")
+    assert one_problem(region="").startswith("region='': must be set")
 
 
 @pytest.mark.parametrize("arn,ok", [

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from config import context as ctx
-from config import settings_doc
+from config import context as ctx, settings_doc
 from config.settings import KNOWN_KEYS, SECTIONS, default_context
-
 from tests.conftest import ROOT
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))

@@ -6,7 +6,11 @@ from __future__ import annotations
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Template
 
-from constructs_lib.sagemaker_endpoint.props import ImageContainer, ProductionVariant, RealtimeEndpointProps
+from constructs_lib.sagemaker_endpoint.props import (
+    ImageContainer,
+    ProductionVariant,
+    RealtimeEndpointProps,
+)
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

@@ -3,8 +3,7 @@ writing its own log group), its log group, outside any VPC, and the reasons for 
 
 from __future__ import annotations
 
-from aws_cdk import Duration
-from aws_cdk import aws_iam as iam
+from aws_cdk import Duration, aws_iam as iam
 
 from constructs_lib.cleanup import CLEANUP_HANDLERS_DIR, cleanup_function
 from tests.unit.constructs_lib.construct_kit import bare_stack, only

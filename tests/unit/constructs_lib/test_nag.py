@@ -4,9 +4,7 @@ pack, and checkov skips written into the resource's metadata."""
 from __future__ import annotations
 
 import pytest
-from aws_cdk import RemovalPolicy
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sqs as sqs
+from aws_cdk import RemovalPolicy, aws_s3 as s3, aws_sqs as sqs
 
 from constructs_lib import nag
 from tests.unit.constructs_lib.construct_kit import bare_stack, only

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-import staging_requirements  # noqa: E402
+import staging_requirements
 
 #: A stand-in for installed metadata: {name: Requires-Dist lines}.
 METADATA = {

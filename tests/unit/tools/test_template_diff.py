@@ -9,7 +9,7 @@ import sys
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-import template_diff  # noqa: E402
+import template_diff
 
 BUCKET = {"Type": "AWS::S3::Bucket", "Properties": {"Versioning": {"Status": "Enabled"}},
           "Metadata": {"aws:cdk:path": "App/Models/Bucket/Resource"}}

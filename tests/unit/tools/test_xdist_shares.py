@@ -19,7 +19,7 @@ def test_shares_start_where_worksteal_cuts_them(count, workers, starts):
 
 
 def test_every_test_is_in_exactly_one_share():
-    for count in range(0, 40):
+    for count in range(40):
         for workers in range(1, 6):
             starts = share_starts(count, workers) + [count]
             sizes = [end - start for start, end in zip(starts, starts[1:])]

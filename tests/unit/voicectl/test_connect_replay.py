@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.connect.connect_testkit import QUIET_S, READ_TIMEOUT_S, servers, speech_like
+from tests.unit.voicectl.connect.connect_testkit import (
+    QUIET_S,
+    READ_TIMEOUT_S,
+    servers,
+    speech_like,
+)
 from voicectl.cli import main
 
 

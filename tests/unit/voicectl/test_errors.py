@@ -15,7 +15,6 @@ def test_speak_and_transcribe_word_missing_credentials_the_same_way():
     from smithy_core.exceptions import SmithyIdentityError
 
     from voicectl.clients import speak
-    from voicectl.clients.realtime import RealtimeError
     from voicectl.clients.sagemaker_stream import resolve_credentials
     from voicectl.clients.sonic import SonicRequest
 

@@ -22,7 +22,9 @@ from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from voicectl.clients.frameworks.sonic_stream import (
-    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+    DEFAULT_VOICE_LANGUAGE,
+    SonicError,
+    SonicSynthesizer,
 )
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ

@@ -26,7 +26,12 @@ from livekit.agents.utils import AudioBuffer
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
+    DONE_WAIT_S,
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+    mono_pcm16,
 )
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voicectl.errors import UsageError

@@ -20,13 +20,20 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from pipecat.frames.frames import (
-    CancelFrame, EndFrame, ErrorFrame, Frame, StartFrame, TTSAudioRawFrame,
+    CancelFrame,
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    StartFrame,
+    TTSAudioRawFrame,
 )
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 
 from voicectl.clients.frameworks.sonic_stream import (
-    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+    DEFAULT_VOICE_LANGUAGE,
+    SonicError,
+    SonicSynthesizer,
 )
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ

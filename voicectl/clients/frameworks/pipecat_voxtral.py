@@ -23,8 +23,14 @@ from typing import Any
 
 from pipecat.audio.utils import create_stream_resampler
 from pipecat.frames.frames import (
-    CancelFrame, EndFrame, Frame, InputAudioRawFrame, InterimTranscriptionFrame, StartFrame,
-    TranscriptionFrame, VADUserStoppedSpeakingFrame,
+    CancelFrame,
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    StartFrame,
+    TranscriptionFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import STTSettings
@@ -34,7 +40,13 @@ from pipecat.utils.time import time_now_iso8601
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, VOXTRAL_TTFS_P99_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
+    DONE_WAIT_S,
+    VOXTRAL_TTFS_P99_S,
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+    mono_pcm16,
 )
 from voicectl.clients.realtime.machine import DEFAULT_SESSION_LIMIT_S
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError

@@ -30,7 +30,12 @@ from urllib.parse import quote
 
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import (
-    MODEL_ERROR_HINTS, SonicAudio, SonicEventParser, SonicRequest, SonicStreamError, check_complete,
+    MODEL_ERROR_HINTS,
+    SonicAudio,
+    SonicEventParser,
+    SonicRequest,
+    SonicStreamError,
+    check_complete,
 )
 
 SIGNING_NAME = "sagemaker"

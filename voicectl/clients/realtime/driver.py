@@ -15,8 +15,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from voicectl.clients.realtime.machine import (
-    DEFAULT_MAX_STREAM_S, DEFAULT_SESSION_LIMIT_S, DONE_TIMEOUT_S, Action, CloseStream, Failed, OpenStream,
-    Replaying, SendEvent, ShowDelta, ShowGenerationText, TranscriptionMachine, TranscriptionResult, chunk_seconds,
+    DEFAULT_MAX_STREAM_S,
+    DEFAULT_SESSION_LIMIT_S,
+    DONE_TIMEOUT_S,
+    Action,
+    CloseStream,
+    Failed,
+    OpenStream,
+    Replaying,
+    SendEvent,
+    ShowDelta,
+    ShowGenerationText,
+    TranscriptionMachine,
+    TranscriptionResult,
+    chunk_seconds,
 )
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voicectl.clients.realtime.transcript import Transcript

@@ -40,9 +40,21 @@ import numpy as np
 from voicectl.clients.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.bounded_json import JsonBoundError, loads_bounded, one_line
 from voicectl.clients.realtime.protocol import (
-    DEFAULT_MODEL, ERROR, ERROR_HINTS, IDLE_TIMEOUT_CODE, MAX_EVENT_BYTES, MAX_EVENT_DEPTH, REOPEN_CODES,
-    SERVER_BUSY_CODE, SESSION_LIMIT_CODE, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, RealtimeError, append_event,
-    commit_event, session_update_event,
+    DEFAULT_MODEL,
+    ERROR,
+    ERROR_HINTS,
+    IDLE_TIMEOUT_CODE,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_DEPTH,
+    REOPEN_CODES,
+    SERVER_BUSY_CODE,
+    SESSION_LIMIT_CODE,
+    TRANSCRIPTION_DELTA,
+    TRANSCRIPTION_DONE,
+    RealtimeError,
+    append_event,
+    commit_event,
+    session_update_event,
 )
 from voicectl.clients.realtime.transcript import MAX_TRANSCRIPT_CHARS, Transcript, _Segment
 from voicectl.clients.realtime.transport import TransportClosed

@@ -233,8 +233,11 @@ def resume_hint(error: BaseException) -> str | None:
     errors (HTTP 5xx) and throttling (TRANSIENT_ERROR_CODES); expired credentials get "renew, then rerun". Anything
     else (NoSuchBucket, AccessDenied, a missing secret, an unreadable local file) fails again the same way.
     """
-    from botocore.exceptions import ClientError, HTTPClientError
-    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError as BotoConnectionError,
+        HTTPClientError,
+    )
 
     retry = f"Run the same command again to resume: {RESUME_DETAIL}"
     if isinstance(error, (BotoConnectionError, HTTPClientError, ConnectionError, TimeoutError)):

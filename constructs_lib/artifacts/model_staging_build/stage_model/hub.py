@@ -75,7 +75,9 @@ def download(repo_id: str, revision: str, token: str | None, local_dir: Path | N
     Raises:
         huggingface_hub.errors.HfHubHTTPError and subclasses (GatedRepoError, RevisionNotFoundError, ...).
     """
-    from huggingface_hub import snapshot_download  # imported here: the hub client is only needed for downloads
+    from huggingface_hub import (
+        snapshot_download,  # imported here: the hub client is only needed for downloads
+    )
 
     path = snapshot_download(
         repo_id=repo_id,

@@ -39,8 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
+from botocore.exceptions import ClientError
 from s3transfer.utils import ChunksizeAdjuster
 
 from .constants import (

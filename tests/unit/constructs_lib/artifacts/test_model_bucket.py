@@ -3,8 +3,7 @@ or the key given, access logs to a log bucket emptied last, and the deny of othe
 
 from __future__ import annotations
 
-from aws_cdk import Stack
-from aws_cdk import aws_kms as kms
+from aws_cdk import Stack, aws_kms as kms
 
 from constructs_lib.artifacts.model_bucket import ModelBucket, ModelBucketProps
 from tests.unit.constructs_lib.construct_kit import ENV, resources, unit_app

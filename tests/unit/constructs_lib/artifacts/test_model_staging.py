@@ -9,10 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import Acknowledgment, App, Duration, Stack, Validations
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sagemaker as sagemaker
-from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import (
+    Acknowledgment,
+    App,
+    Duration,
+    Stack,
+    Validations,
+    aws_s3 as s3,
+    aws_sagemaker as sagemaker,
+    aws_secretsmanager as secretsmanager,
+)
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
@@ -111,7 +117,7 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     # properties), never from the project, which an update rollback reverts only after the custom resource.
     assert sorted(variables) == ["MODEL_HF_TOKEN_SECRET_ARN", "PYTHONUNBUFFERED"]
     assert variables["MODEL_HF_TOKEN_SECRET_ARN"] == {"Name": "MODEL_HF_TOKEN_SECRET_ARN", "Type": "PLAINTEXT", "Value": SECRET_ARN}
-    assert all(v["Type"] == "PLAINTEXT" and "HF_TOKEN" != v["Name"] for v in variables.values())  # never the token
+    assert all(v["Type"] == "PLAINTEXT" and v["Name"] != "HF_TOKEN" for v in variables.values())  # never the token
     build_spec = json.loads(props["Source"]["BuildSpec"])
     install = build_spec["phases"]["install"]
     assert install["runtime-versions"] == {"python": "3.12"}

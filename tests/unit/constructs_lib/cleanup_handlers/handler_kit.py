@@ -40,7 +40,7 @@ def moto_environment(monkeypatch) -> None:
 class _Responses(BaseHTTPRequestHandler):
     bodies: list[dict] = []
 
-    def do_PUT(self):  # noqa: N802 (http.server's name)
+    def do_PUT(self):  # http.server's name
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         self.send_response(200)
         self.end_headers()

@@ -9,8 +9,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.unit.constructs_lib.cleanup_handlers.handler_kit import REGION, moto_environment, response_url
-from tests.unit.constructs_lib.cleanup_handlers.handler_kit import handler_module as load_handler
+from tests.unit.constructs_lib.cleanup_handlers.handler_kit import (
+    REGION,
+    handler_module as load_handler,
+    moto_environment,
+    response_url,
+)
 
 
 def handler_module():

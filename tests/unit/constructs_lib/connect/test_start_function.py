@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from voicectl.connect.consumer import CallRequest
-
 from tests.conftest import ROOT
+from voicectl.connect.consumer import CallRequest
 
 FLOW = ROOT / "voicectl" / "connect" / "example_flow.json"
 DEPLOYED_FLOW = ROOT / "constructs_lib" / "connect" / "start_function" / "example_flow.json"  # the stack's ExampleFlow

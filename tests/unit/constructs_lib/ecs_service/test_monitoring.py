@@ -4,10 +4,7 @@ bridge, a response-time rule in seconds without it."""
 
 from __future__ import annotations
 
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_cloudwatch as cloudwatch, aws_ec2 as ec2, aws_ecs as ecs, aws_s3 as s3
 
 from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_ec2 as ec2, aws_ecs as ecs, aws_s3 as s3
 
 from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing, PropsError
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds

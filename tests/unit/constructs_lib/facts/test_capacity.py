@@ -148,8 +148,8 @@ def test_every_assumption_has_a_range_and_the_measurement_that_replaces_it():
         ("64", "128", "16")]
     assert all("capacity_bench.py" in a.measured_by for a in capacity.ASSUMPTIONS)
     # The ends the range is worked out at are the ends of the table.
-    assert capacity.PESSIMISTIC == capacity.Estimates(0.65, 0.25, 0.65, 2.0, 128)
-    assert capacity.OPTIMISTIC == capacity.Estimates(0.9, 0.6, 0.85, 0.5, 16)
+    assert capacity.Estimates(0.65, 0.25, 0.65, 2.0, 128) == capacity.PESSIMISTIC
+    assert capacity.Estimates(0.9, 0.6, 0.85, 0.5, 16) == capacity.OPTIMISTIC
 
 
 @pytest.mark.parametrize("instance_type,low,streams,high", [

@@ -9,8 +9,12 @@ import botocore.session
 import pytest
 
 from config.models import bridge_base_image
-from config.settings import INFERENCE_AMI_VERSIONS, VOXTRAL_DEFAULT_AMI, SettingsError, load_settings
-from tests.conftest import ROOT, cdk_json_context
+from config.settings import (
+    INFERENCE_AMI_VERSIONS,
+    VOXTRAL_DEFAULT_AMI,
+    SettingsError,
+    load_settings,
+)
 from constructs_lib.facts.cuda_compat import (
     DLC_IMAGES,
     INFERENCE_AMIS,
@@ -21,6 +25,7 @@ from constructs_lib.facts.cuda_compat import (
     dockerfile_base_image,
     image_cuda,
 )
+from tests.conftest import ROOT, cdk_json_context
 
 
 def ami_documentation() -> dict[str, tuple[int, str]]:

@@ -7,7 +7,9 @@ import ast
 import subprocess
 import sys
 
-from constructs_lib.artifacts.model_staging_build.stage_model.location import S3Prefix as BuildS3Prefix
+from constructs_lib.artifacts.model_staging_build.stage_model.location import (
+    S3Prefix as BuildS3Prefix,
+)
 from tests.conftest import ROOT
 
 FACTS = ROOT / "constructs_lib" / "facts"

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib.artifacts.bridge_image import BridgeImage
-from constructs_lib.monitoring.topic import AlarmTopic
-from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
-from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    INVOCATIONS_PER_INSTANCE,
+    InstanceScaling,
+    TargetTracking,
+)
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import bare_stack, only
-
 
 SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
 
 
 def test_the_dashboard_checks_its_name_and_each_endpoint():
-    from constructs_lib.monitoring.dashboard import DashboardEndpoint, OperationsDashboard, OperationsDashboardProps
+    from constructs_lib.monitoring.dashboard import (
+        DashboardEndpoint,
+        OperationsDashboard,
+        OperationsDashboardProps,
+    )
     from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
 
     with pytest.raises(PropsError) as caught:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib.artifacts.bridge_image import BridgeImage
 from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
-from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
-from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    INVOCATIONS_PER_INSTANCE,
+    InstanceScaling,
+    TargetTracking,
+)
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources
-
 
 SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
 

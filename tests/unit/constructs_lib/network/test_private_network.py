@@ -7,13 +7,17 @@ import json
 
 import pytest
 
-from constructs_lib.network.encryption import DataKey
 from constructs_lib.network.private_network import PrivateNetwork
 from constructs_lib.network.props import ExistingVpc, PrivateNetworkProps
 from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
 from constructs_lib.validation import PropsError
-from tests.unit.constructs_lib.construct_kit import ACCOUNT, bare_stack, endpoint_props, only, resources
-
+from tests.unit.constructs_lib.construct_kit import (
+    ACCOUNT,
+    bare_stack,
+    endpoint_props,
+    only,
+    resources,
+)
 
 KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/0f0e0d0c-0b0a-0908-0706-050403020100"
 

@@ -8,11 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Duration, Stack, Validations
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_sns as sns
+from aws_cdk import App, Duration, Stack, Validations, aws_iam as iam, aws_sns as sns
 from cdk_nag import AwsSolutionsChecks
 
+from constructs_lib.facts.names import ENDPOINT_NAME_RE
+from constructs_lib.monitoring.metrics import UNITS
+from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
 from constructs_lib.sagemaker_endpoint.endpoint import RealtimeEndpoint
 from constructs_lib.sagemaker_endpoint.props import (
     INVOKE,
@@ -22,9 +23,6 @@ from constructs_lib.sagemaker_endpoint.props import (
     ProductionVariant,
     RollingUpdate,
 )
-from constructs_lib.monitoring.metrics import UNITS
-from constructs_lib.monitoring.thresholds import EndpointAlarmThresholds
-from constructs_lib.facts.names import ENDPOINT_NAME_RE
 from constructs_lib.sagemaker_endpoint.scaling_props import TargetTracking
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import (

@@ -6,15 +6,16 @@ from pathlib import Path
 
 from aws_cdk import aws_s3 as s3
 
-from constructs_lib.artifacts.bridge_image import BridgeImage
-from constructs_lib.monitoring.topic import AlarmTopic
 from constructs_lib.sagemaker_endpoint.execution_role import (
     VPC_ACCESS_ACTIONS,
     VPC_ACCESS_UNSCOPED_ACTIONS,
     SageMakerExecutionRole,
 )
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
-from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    INVOCATIONS_PER_INSTANCE,
+    InstanceScaling,
+    TargetTracking,
+)
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources, statements
 
 ROOT = Path(__file__).resolve().parents[4]

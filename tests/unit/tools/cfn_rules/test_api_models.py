@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import api_models
 import botocore.session
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
-
-import api_models  # noqa: E402
 
 
 def check(resource_type: str, props: dict) -> list[str]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 
+import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
 import pytest
 
 from tests.conftest import ROOT
 from tests.tools.cfn_rules import _gate
-
-import aws_rules  # noqa: E402  (put on sys.path by _gate, as cfn-lint imports it)
 
 RULES_DIR = ROOT / "tests" / "tools" / "cfn_rules"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"

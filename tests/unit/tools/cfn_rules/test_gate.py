@@ -3,13 +3,13 @@ every template, app-level rules over the app at once, each finding one line nami
 
 from __future__ import annotations
 
-from tests.tools.cfn_rules import _gate
+import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
+import guide_rules
+import required_grants
+from api_models import ApiModel
+from iam_actions import IamStatements
 
-import aws_rules  # noqa: E402  (put on sys.path by _gate, as cfn-lint imports it)
-import guide_rules  # noqa: E402
-import required_grants  # noqa: E402
-from api_models import ApiModel  # noqa: E402
-from iam_actions import IamStatements  # noqa: E402
+from tests.tools.cfn_rules import _gate
 
 
 class EveryBucket:

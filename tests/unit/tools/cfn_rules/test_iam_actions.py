@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
+import iam_actions
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
-
-import iam_actions  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 

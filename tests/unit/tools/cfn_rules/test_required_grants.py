@@ -7,10 +7,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+import required_grants as rg
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
-
-import required_grants as rg  # noqa: E402
 
 ROLE_ARN = {"Fn::GetAtt": ["Role", "Arn"]}
 KEY_REF = {"Fn::GetAtt": ["Key", "Arn"]}

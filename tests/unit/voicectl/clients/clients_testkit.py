@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.conftest import ROOT
-from voicectl.local.fake_vllm import FakeVllm
 from voicectl.clients import mic, speak, transcribe
 from voicectl.clients.realtime import TransportClosed
+from voicectl.local.fake_vllm import FakeVllm
 
 
 def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
@@ -324,7 +324,7 @@ class ResponseStreamServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:  # http.server API
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 server.requests.append(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 status, headers, reply = server.replies.pop(0)

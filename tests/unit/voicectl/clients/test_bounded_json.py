@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from voicectl.clients.bounded_json import _TOKENS, JsonBoundError, check_depth, loads_bounded, one_line
+from voicectl.clients.bounded_json import (
+    _TOKENS,
+    JsonBoundError,
+    check_depth,
+    loads_bounded,
+    one_line,
+)
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),

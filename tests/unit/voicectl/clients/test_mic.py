@@ -20,12 +20,11 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.unit.voicectl.clients.clients_testkit import Servers, popen_interruptible
-from voicectl.local.fake_vllm import free_port
-from voicectl.clients import mic
 from voicectl.cli import UsageError
+from voicectl.clients import mic
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime import RealtimeError, WebSocketTransport
-
+from voicectl.local.fake_vllm import free_port
 
 CHUNK_SAMPLES = CHUNK_BYTES // 2
 
@@ -65,7 +64,6 @@ def test_missing_gradio_tells_how_to_install(parse, monkeypatch):
 
 def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
     """`make mic-deps` (pinned, in a checkout) everywhere; `pip install '.[mic]'` only for a pip-installed project."""
-    from pathlib import Path
 
     root = ROOT
     assert "`make mic-deps`" in mic.INSTALL_HINT and "`make mic-deps`" in mic.__doc__

@@ -9,10 +9,8 @@ import json
 
 import pytest
 
-from voicectl.clients.realtime import RealtimeError, transcribe_stream
-
 from tests.unit.voicectl.clients.realtime.realtime_testkit import LOUD, chunks_of
-
+from voicectl.clients.realtime import RealtimeError, transcribe_stream
 
 # ---- the SageMaker transport through the real SDK -------------------------------------------------------------
 
@@ -44,7 +42,11 @@ def exception_event(name: str, body: dict) -> bytes:
 async def open_mock_stream(response_body: bytes, status: int = 200, headers=None):
     from smithy_http.testing import MockHTTPClient
 
-    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.clients.sagemaker_stream import (
+        BotocoreCredentialsResolver,
+        SageMakerStreamTransport,
+        create_client,
+    )
 
     mock = MockHTTPClient()
     mock.add_response(status, headers or [("content-type", "application/vnd.amazon.eventstream")], response_body)
@@ -179,7 +181,11 @@ def test_a_full_transcription_through_the_sagemaker_transport():
     """The session logic over the SDK: the response is canned, the request stream is checked event by event."""
     from smithy_http.testing import MockHTTPClient
 
-    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, SageMakerStreamTransport, create_client
+    from voicectl.clients.sagemaker_stream import (
+        BotocoreCredentialsResolver,
+        SageMakerStreamTransport,
+        create_client,
+    )
 
     async def scenario():
         mock = MockHTTPClient()

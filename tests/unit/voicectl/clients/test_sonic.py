@@ -6,8 +6,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from voicectl.clients.sonic import (
     SonicAudio,

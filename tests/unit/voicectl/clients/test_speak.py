@@ -11,9 +11,8 @@ import pytest
 import soundfile
 
 from tests.unit.voicectl.clients.test_sonic import event_line, stream_of
-from voicectl.clients import speak
 from voicectl.cli import UsageError
-
+from voicectl.clients import speak
 
 # ---- voicectl speak through botocore against a loopback server ---------------------------------------------------
 
@@ -102,7 +101,7 @@ def test_speak_network_failure_mid_body_writes_the_partial_audio(parse, tmp_path
     assert "truncated stream" in err and expected in err and "Traceback" not in err
     samples, _ = soundfile.read(tmp_path / "out.wav", dtype="int16")
     written = samples.tobytes()
-    assert 0 < len(written) and b"".join(chunks).startswith(written)
+    assert len(written) > 0 and b"".join(chunks).startswith(written)
 
 
 def test_speak_checks_out_before_calling_the_endpoint(parse, tmp_path):

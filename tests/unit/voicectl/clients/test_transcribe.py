@@ -14,8 +14,8 @@ from moto import mock_aws
 
 from tests.unit.voicectl.clients.clients_testkit import Servers
 from voicectl import cli
-from voicectl.clients import transcribe
 from voicectl.cli import UsageError
+from voicectl.clients import transcribe
 from voicectl.clients.realtime import RealtimeError
 
 TOKEN = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPl"
@@ -197,8 +197,8 @@ def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_
 
 @pytest.mark.parametrize("value", ["5", "nan", "inf", "-1"])
 def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
-    from voicectl.clients import transcribe
     from voicectl.cli import UsageError
+    from voicectl.clients import transcribe
 
     with pytest.raises(UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"):
         transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", value]))

@@ -11,13 +11,13 @@ from typing import Any
 import boto3
 import numpy as np
 
+from voicectl.clients.realtime import WebSocketTransport
 from voicectl.connect import mkv
 from voicectl.connect.consumer import CallRequest, CallTranscriber
 from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 from voicectl.connect.kvs import KvsMedia
 from voicectl.connect.sink import SEGMENT
 from voicectl.local.fake_vllm import FakeVllm
-from voicectl.clients.realtime import WebSocketTransport
 
 RATE = mkv.CONNECT_SAMPLE_RATE_HZ
 #: GetMedia's read timeout in the KVS stand-in, seconds (AWS: 3 s, fake_kvs.READ_TIMEOUT_S). A call served whole

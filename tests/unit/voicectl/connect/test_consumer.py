@@ -6,12 +6,17 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-
 import pytest
 
-from tests.unit.voicectl.connect.connect_testkit import MemoryStore, assert_tiles, servers, speech_like, transcriber
+from tests.unit.voicectl.connect.connect_testkit import (
+    MemoryStore,
+    assert_tiles,
+    servers,
+    speech_like,
+    transcriber,
+)
 from voicectl.connect import mkv
-from voicectl.connect.consumer import END_OF_STREAM, CallFailed, Consumer
+from voicectl.connect.consumer import END_OF_STREAM, Consumer
 from voicectl.connect.fake_kvs import FRAGMENT_S, FakeCall
 
 pytestmark = pytest.mark.timeout(600)
@@ -170,8 +175,13 @@ def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw,
 def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
     """The clients' machine reports where each generation's audio lies in the source; after a cut the resent
     audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
-    from voicectl.clients.realtime import (OpenStream, SendEvent, ShowGenerationText, TranscriptionMachine,
-                                   TransportClosed)
+    from voicectl.clients.realtime import (
+        OpenStream,
+        SendEvent,
+        ShowGenerationText,
+        TranscriptionMachine,
+        TransportClosed,
+    )
 
     machine = TranscriptionMachine(max_stream_s=600)
     machine.start(0.0)
@@ -194,8 +204,8 @@ def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_th
     """SageMaker answers a stream with a ModelError when the container did not accept it within 250 ms (seen with
     vLLM's real server on a loaded CPU): the call waits and resumes from its checkpoint, whole; a container that
     keeps failing fails the call after MODEL_ERROR_RETRIES resumes instead of holding it forever."""
-    from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
     from voicectl.clients.realtime import RealtimeError, WebSocketTransport
+    from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
 
     async def main():
         store = MemoryStore()
@@ -382,9 +392,9 @@ def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_
     MAX_TEXT_BYTES from its start (it carried the whole generation so far: 30 MB published, then a refused event)."""
     import json as json_module
 
+    from voicectl.clients.audio import CHUNK_BYTES
     from voicectl.connect.consumer import CallRequest, CallTranscriber
     from voicectl.connect.sink import MAX_TEXT_BYTES, PUT_EVENTS_MAX_ENTRY_BYTES, entry_bytes
-    from voicectl.clients.audio import CHUNK_BYTES
 
     class LongDeltas:  # answers each append with a 200 KB delta, the final commit with its done
         def __init__(self):

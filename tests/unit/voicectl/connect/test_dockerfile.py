@@ -154,8 +154,7 @@ def test_the_lock_inputs_are_the_projects_dependencies_and_make_lock_writes_it()
 def test_the_construct_stages_every_file_the_dockerfile_copies(tmp_path):
     from aws_cdk import App, Environment, Stack
 
-    from constructs_lib.connect.transcription import ConnectTranscription
-    from constructs_lib.connect.transcription import ConnectTranscriptionProps
+    from constructs_lib.connect.transcription import ConnectTranscription, ConnectTranscriptionProps
 
     app = App(outdir=str(tmp_path), builtin_cloud_formation_validation=False)
     stack = Stack(app, "Connect", env=Environment(account="123456789012", region="us-east-1"))

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.unit.voicectl.connect.consumer_imports import BASE_ENV
-from tests.unit.voicectl.connect.test_dockerfile import LOCK, ROOT, TRACER, copied_files
-from tests.unit.voicectl.connect.test_dockerfile import instructions, lock_versions
+from tests.unit.voicectl.connect.test_dockerfile import (
+    LOCK,
+    ROOT,
+    TRACER,
+    copied_files,
+    instructions,
+    lock_versions,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

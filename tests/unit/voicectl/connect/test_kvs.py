@@ -56,8 +56,13 @@ def test_the_payload_of_a_call_is_read_from_where_get_data_endpoint_points():
 
 
 # ---- the reader over the stand-in: how a call's stream ends, and what it survives -----------------------------------
-from tests.unit.voicectl.connect.connect_testkit import (MemoryStore, assert_tiles, servers,  # noqa: E402
-                                                         speech_like, transcriber)
+from tests.unit.voicectl.connect.connect_testkit import (  # noqa: E402
+    MemoryStore,
+    assert_tiles,
+    servers,
+    speech_like,
+    transcriber,
+)
 from voicectl.connect import mkv  # noqa: E402
 from voicectl.connect.consumer import END_OF_STREAM, CallFailed  # noqa: E402
 

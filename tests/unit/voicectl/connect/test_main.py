@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from voicectl.connect import __main__ as entry
-from voicectl.connect import service
+from voicectl.connect import __main__ as entry, service
 
 ROOT = Path(__file__).resolve().parents[4]
 BASE = {

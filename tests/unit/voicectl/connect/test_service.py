@@ -97,16 +97,16 @@ class FakeQueue:
         self.deleted: list[str] = []
         self.visibility: list[tuple[str, int]] = []
 
-    def receive_message(self, *, QueueUrl, WaitTimeSeconds, MaxNumberOfMessages, VisibilityTimeout):  # noqa: N803
+    def receive_message(self, *, QueueUrl, WaitTimeSeconds, MaxNumberOfMessages, VisibilityTimeout):
         batch, self.messages[:MaxNumberOfMessages] = self.messages[:MaxNumberOfMessages], []
         if not batch:
             time.sleep(0.01)  # an empty long poll, shortened
         return {"Messages": batch}
 
-    def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
+    def delete_message(self, *, QueueUrl, ReceiptHandle):
         self.deleted.append(ReceiptHandle)
 
-    def change_message_visibility(self, *, QueueUrl, ReceiptHandle, VisibilityTimeout):  # noqa: N803
+    def change_message_visibility(self, *, QueueUrl, ReceiptHandle, VisibilityTimeout):
         self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
 
@@ -178,7 +178,7 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
 
 
 class RefusedDelete(FakeQueue):
-    def delete_message(self, *, QueueUrl, ReceiptHandle):  # noqa: N803
+    def delete_message(self, *, QueueUrl, ReceiptHandle):
         raise RuntimeError("An error occurred (AccessDenied) when calling the DeleteMessage operation")
 
 
@@ -511,7 +511,7 @@ def test_a_claim_given_up_while_a_visibility_round_runs_is_not_taken_back(held_c
     extending = threading.Event()
     release = threading.Event()
 
-    def change_message_visibility(*, QueueUrl, ReceiptHandle, VisibilityTimeout):  # noqa: N803
+    def change_message_visibility(*, QueueUrl, ReceiptHandle, VisibilityTimeout):
         extending.set()
         release.wait(10)  # the loop's SQS call in flight while the call ends
 

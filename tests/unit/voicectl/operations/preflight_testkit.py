@@ -13,8 +13,8 @@ REGION = "us-east-1"
 NO_STAGING = ["-c", "voxtral.stage_model=false", "-c", "voxtral.model_s3_uri=s3://team-models/voxtral/2602/"]
 
 
-@pytest.fixture
-def fake_credentials(monkeypatch):
+@pytest.fixture(name="fake_credentials")
+def fixture_fake_credentials(monkeypatch):
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
@@ -48,8 +48,8 @@ class StubbedAws:
             stubber.assert_no_pending_responses()
 
 
-@pytest.fixture
-def aws(fake_credentials):
+@pytest.fixture(name="aws")
+def fixture_aws(fake_credentials):
     with mock_aws():
         stubbed = StubbedAws(boto3.Session(region_name=REGION))
         yield stubbed

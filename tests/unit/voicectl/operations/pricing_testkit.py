@@ -38,8 +38,8 @@ def params(instance_type: str, region: str, **extra) -> dict:
     }
 
 
-@pytest.fixture
-def fake_credentials(monkeypatch):
+@pytest.fixture(name="fake_credentials")
+def fixture_fake_credentials(monkeypatch):
     for key in list(os.environ):
         if key.startswith("AWS_"):
             monkeypatch.delenv(key)
@@ -47,8 +47,8 @@ def fake_credentials(monkeypatch):
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture
-def client(fake_credentials):
+@pytest.fixture(name="client")
+def fixture_client(fake_credentials):
     """A pricing client on the us-east-1 endpoint, stubbed; the test queues responses on ``client.stub``."""
     real = boto3.Session().client("pricing", region_name="us-east-1")
     stub = Stubber(real)

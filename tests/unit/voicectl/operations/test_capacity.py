@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from tests.conftest import ROOT
-from voicectl.operations import capacity, price_table, pricing
 from voicectl.cli import main
+from voicectl.operations import capacity, price_table, pricing
 
 CDK_JSON = str(ROOT / "cdk.json")
 

@@ -21,12 +21,12 @@ from botocore.stub import Stubber
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.pricing_testkit import (  # noqa: F401 (fixtures)
     NO_CREDENTIALS,
-    fake_credentials,
+    fixture_fake_credentials,
     params,
     response,
 )
-from voicectl.operations import cost, pricing
 from voicectl.cli import UsageError, main
+from voicectl.operations import cost, pricing
 
 
 def _cdk_json_on_the_recorded_type() -> Path:

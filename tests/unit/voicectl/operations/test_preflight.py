@@ -24,9 +24,9 @@ from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fi
     NO_STAGING,
     REGION,
     StubbedAws,
-    aws,
     bootstrapped,
-    fake_credentials,
+    fixture_aws,
+    fixture_fake_credentials,
 )
 from voicectl.operations.preflight import (
     SONIC_LISTING_ID,

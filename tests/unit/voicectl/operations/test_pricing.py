@@ -13,8 +13,8 @@ import pytest
 
 from tests.unit.voicectl.operations.pricing_testkit import (  # noqa: F401 (fixtures)
     NO_CREDENTIALS,
-    client,
-    fake_credentials,
+    fixture_client,
+    fixture_fake_credentials,
     params,
     response,
 )

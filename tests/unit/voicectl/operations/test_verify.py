@@ -9,22 +9,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.variants import PREBUILT_IMAGE
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtures)
     ACCOUNT,
     OLD_KEY,
     REGION,
     ROLE,
-    aws,
     backend,
     by_what,
     deploy,
     failures,
+    fixture_aws,
 )
-from tests.app.variants import PREBUILT_IMAGE
 from voicectl.cli import main
-from voicectl.operations.verify import ExpectedEndpoint, TemplateResolver, Unresolvable, differences, verify
-
+from voicectl.operations.verify import (
+    ExpectedEndpoint,
+    TemplateResolver,
+    Unresolvable,
+    differences,
+    verify,
+)
 
 # ---- fields the synth does not set yet: a hand-written cloud assembly ---------------------------------------------
 
@@ -178,7 +183,7 @@ def test_resolves_the_intrinsics_the_cdk_emits_for_an_asset_image():
         resolver.resolve({"Fn::ImportValue": "Missing"})
     with pytest.raises(Unresolvable, match="Ref Model"):
         resolver.resolve({"Ref": "Model"})
-    physical = TemplateResolver(ACCOUNT, "eu-west-1", lambda: {}, resource_types={"Key": "AWS::KMS::Key", "R": "AWS::IAM::Role"},
+    physical = TemplateResolver(ACCOUNT, "eu-west-1", dict, resource_types={"Key": "AWS::KMS::Key", "R": "AWS::IAM::Role"},
                                 physical_ids=lambda: {"Key": "k-1", "R": "role-name"})
     assert physical.resolve({"Fn::GetAtt": ["Key", "Arn"]}) == f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/k-1"
     assert physical.resolve({"Ref": "R"}) == "role-name"

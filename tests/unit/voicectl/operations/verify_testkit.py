@@ -16,8 +16,8 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/execution"
 OLD_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/0b8f7c1e-0000-4000-8000-000000000001"
 
 
-@pytest.fixture
-def aws(monkeypatch):
+@pytest.fixture(name="aws")
+def fixture_aws(monkeypatch):
     """moto in-process, with fake credentials; moto's instance-type list predates G6 and G6e, so it is not checked."""
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": REGION}.items():

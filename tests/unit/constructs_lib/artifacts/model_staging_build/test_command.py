@@ -11,9 +11,15 @@ from collections import Counter
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from tests.unit.constructs_lib.artifacts.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
 from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
+from tests.unit.constructs_lib.artifacts.conftest import (
+    BUCKET,
+    MIB,
+    PART_SIZE_MIB,
+    SHARD_1,
+    SHARD_2,
+)
 from voicectl import cli
 
 PREFIX = "models/voxtral"
@@ -293,8 +299,12 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
     """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
     from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
+    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import (
+        Source,
+        build_manifest,
+        write_manifest,
+    )
     from constructs_lib.facts import S3Prefix
-    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import Source, build_manifest, write_manifest
 
     old_key = f"{PREFIX}/tokenizer.model.v3"
     s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")

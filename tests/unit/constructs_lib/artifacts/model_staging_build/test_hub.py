@@ -7,7 +7,12 @@ import hashlib
 import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
-from constructs_lib.artifacts.model_staging_build.stage_model.hub import HubFile, compare_with_hub, git_blob_id, token_from_secret
+from constructs_lib.artifacts.model_staging_build.stage_model.hub import (
+    HubFile,
+    compare_with_hub,
+    git_blob_id,
+    token_from_secret,
+)
 
 
 def test_compare_with_hub_names_each_mismatching_file(tmp_path):

@@ -181,5 +181,13 @@ def aws_env(monkeypatch: Any, tmp_path: Any) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
-__all__ = ["FakeRuntime", "SONIC_DONE", "ScriptedServer", "aws_env", "exception_event", "fake_runtime",
-           "sonic_chunk", "sonic_line"]
+__all__ = [
+    "SONIC_DONE",
+    "FakeRuntime",
+    "ScriptedServer",
+    "aws_env",
+    "exception_event",
+    "fake_runtime",
+    "sonic_chunk",
+    "sonic_line",
+]

@@ -9,13 +9,17 @@ import pytest
 
 pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
 
-from livekit.agents import APIConnectOptions, APIStatusError  # noqa: E402
+from livekit.agents import APIConnectOptions, APIStatusError
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (  # noqa: E402
-    SONIC_DONE, FakeRuntime, aws_env, fake_runtime, sonic_chunk,
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (
+    SONIC_DONE,
+    FakeRuntime,
+    aws_env,
+    fake_runtime,
+    sonic_chunk,
 )
-from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget  # noqa: E402
+from voicectl.clients.frameworks.livekit_sonic import SonicTTS
+from voicectl.clients.frameworks.targets import SonicTarget
 
 PCM = bytes(range(1, 201)) * 24  # 100 ms at 24 kHz
 

@@ -11,13 +11,13 @@ import pytest
 
 pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
 
-from livekit import rtc  # noqa: E402
-from livekit.agents import APIConnectionError, stt  # noqa: E402
+from livekit import rtc
+from livekit.agents import APIConnectionError, stt
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer  # noqa: E402
-from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
-from voicectl.clients.frameworks.targets import VoxtralTarget  # noqa: E402
-from voicectl.clients.realtime.protocol import RealtimeError  # noqa: E402
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
+from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT
+from voicectl.clients.frameworks.targets import VoxtralTarget
+from voicectl.clients.realtime.protocol import RealtimeError
 
 
 @pytest.fixture

@@ -10,15 +10,19 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame  # noqa: E402
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import run_test  # noqa: E402
+from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import run_test
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (  # noqa: E402
-    SONIC_DONE, FakeRuntime, aws_env, fake_runtime, sonic_chunk,
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (
+    SONIC_DONE,
+    FakeRuntime,
+    aws_env,
+    fake_runtime,
+    sonic_chunk,
 )
-from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget  # noqa: E402
+from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService
+from voicectl.clients.frameworks.targets import SonicTarget
 
 PCM = bytes(range(200)) * 4
 

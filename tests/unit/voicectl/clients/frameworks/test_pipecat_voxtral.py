@@ -11,17 +11,21 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-from pipecat.frames.frames import (  # noqa: E402
-    ErrorFrame, InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame,
-    VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame,
+from pipecat.frames.frames import (
+    ErrorFrame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer  # noqa: E402
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
-from voicectl.clients.frameworks.targets import VoxtralTarget  # noqa: E402
-from voicectl.clients.realtime.protocol import RealtimeError  # noqa: E402
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
+from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
+from voicectl.clients.frameworks.targets import VoxtralTarget
+from voicectl.clients.realtime.protocol import RealtimeError
 
 
 @pytest.fixture

@@ -9,7 +9,13 @@ import asyncio
 import pytest
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (
-    SONIC_DONE, FakeRuntime, aws_env, exception_event, fake_runtime, sonic_chunk, sonic_line,
+    SONIC_DONE,
+    FakeRuntime,
+    aws_env,
+    exception_event,
+    fake_runtime,
+    sonic_chunk,
+    sonic_line,
 )
 from voicectl.clients.frameworks.sonic_stream import SonicError, SonicSynthesizer
 from voicectl.clients.frameworks.targets import SonicTarget

@@ -11,7 +11,12 @@ import pytest
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
 from voicectl.clients.audio import CHUNK_BYTES
-from voicectl.clients.frameworks.voxtral_stream import Failure, Final, Interim, VoxtralUtteranceStream
+from voicectl.clients.frameworks.voxtral_stream import (
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+)
 from voicectl.clients.realtime.protocol import RealtimeError
 
 LOUD = b"\x10\x27\xf0\xd8" * (CHUNK_BYTES // 4)  # one 128 ms chunk of a loud square wave

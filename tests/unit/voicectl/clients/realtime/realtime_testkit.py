@@ -10,7 +10,6 @@ import numpy as np
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime import SendEvent, TranscriptionMachine
 
-
 LOUD = (np.full(CHUNK_BYTES // 2, 8000, dtype="<i2")).tobytes()  # RMS 0.24: never a quiet seam
 QUIET = bytes(CHUNK_BYTES)
 CHUNK_S = 0.128

@@ -11,12 +11,6 @@ import time
 import numpy as np
 import pytest
 
-from voicectl.clients import realtime
-from voicectl.clients.realtime import machine  # the module that reads BUSY_RETRY_DELAYS_S
-from voicectl.clients.audio import CHUNK_BYTES, iter_chunks
-from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
-from voicectl.clients.realtime import RealtimeError, Transcript, paced_chunks, send_delay_s, transcribe_stream
-
 from tests.unit.voicectl.clients.realtime.realtime_testkit import (
     CHUNK_S,
     LOUD,
@@ -25,6 +19,17 @@ from tests.unit.voicectl.clients.realtime.realtime_testkit import (
     error,
     pcm_with_index,
 )
+from voicectl.clients import realtime
+from voicectl.clients.audio import CHUNK_BYTES, iter_chunks
+from voicectl.clients.realtime import (
+    RealtimeError,
+    Transcript,
+    machine,  # the module that reads BUSY_RETRY_DELAYS_S
+    paced_chunks,
+    send_delay_s,
+    transcribe_stream,
+)
+from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 
 
 def test_send_pacing_allows_a_burst_then_the_speed():

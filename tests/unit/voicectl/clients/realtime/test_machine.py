@@ -8,6 +8,17 @@ import json
 import numpy as np
 import pytest
 
+from tests.unit.voicectl.clients.realtime.realtime_testkit import (
+    CHUNK_S,
+    LOUD,
+    QUIET,
+    delta,
+    done,
+    error,
+    pcm_with_index,
+    sent,
+    started,
+)
 from voicectl.clients import realtime
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime import (
@@ -23,19 +34,6 @@ from voicectl.clients.realtime import (
     TranscriptionMachine,
     TransportClosed,
 )
-
-from tests.unit.voicectl.clients.realtime.realtime_testkit import (
-    CHUNK_S,
-    LOUD,
-    QUIET,
-    delta,
-    done,
-    error,
-    pcm_with_index,
-    sent,
-    started,
-)
-
 
 # ---- the state machine, one transition at a time -------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 from websockets.asyncio.server import serve
-from websockets.http11 import Response
 from websockets.datastructures import Headers
+from websockets.http11 import Response
 
 from voicectl.clients.realtime.auth import BearerToken
 from voicectl.clients.realtime.protocol import RealtimeError
