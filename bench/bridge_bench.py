@@ -334,11 +334,12 @@ async def unpaced_phase(url: str, model: str, streams: int, inflight: int, secon
                 if appends == GENERATION_APPENDS:  # vLLM drops audio sent between a final commit and its done
                     done = False
                     await ws.send(final)
-                    if not await until(lambda: done):
+                    if not await until(lambda: done):  # noqa: B023 (read() updates it meanwhile)
                         break
                     appends = deltas = 0
                     await ws.send(commit)
-                if not await until(lambda: appends * APPEND_SAMPLES - deltas * SAMPLES_PER_TOKEN < room):
+                # B023 is expected: read() updates appends and deltas while until() polls the condition.
+                if not await until(lambda: appends * APPEND_SAMPLES - deltas * SAMPLES_PER_TOKEN < room):  # noqa: B023
                     break
                 await ws.send(append)
                 appends += 1

@@ -27,7 +27,7 @@ def _optional(hint: Any) -> tuple[bool, Any]:
     if _is_union(hint):
         args = [arg for arg in get_args(hint) if arg is not type(None)]
         if len(args) < len(get_args(hint)):
-            return True, (args[0] if len(args) == 1 else Union[tuple(args)])
+            return True, (args[0] if len(args) == 1 else Union[tuple(args)])  # noqa: UP007 (built at run time)
     return False, hint
 
 

@@ -484,11 +484,10 @@ class VoxtralSettings(EndpointSettings):
         if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
             p.add("kv_cache_dtype", self.kv_cache_dtype, "must be 'auto' (the model's BF16) or 'fp8' (vLLM "
                   "--kv-cache-dtype)")
-        elif self.kv_cache_dtype == "fp8":
+        elif self.kv_cache_dtype == "fp8" and self.target != "ecs":
             # Every type the service may run: the ECS type with target=ecs (EcsSettings names it), else each pool.
-            if self.target != "ecs":
-                for key, spec in specs:
-                    self._fp8_problem(p, key, spec.name, spec.gpu_model)
+            for key, spec in specs:
+                self._fp8_problem(p, key, spec.name, spec.gpu_model)
         # The capacity model only when every value it depends on passed its checks; for each type the endpoint may
         # run, at that type's own stream cap (with pools, each pool type's Model has its own).
         # With target=ecs the ECS instance type is what the tasks run on; EcsSettings checks it instead.
@@ -880,17 +879,17 @@ class ConnectSettings:
     def props(self, settings: Settings, **kwargs: Any) -> ConnectTranscriptionProps:
         voxtral = settings.voxtral
         on_ecs = voxtral.target == "ecs"
-        values = dict(
-            instance_arn=self.instance_arn or "", stream_prefix=self.stream_prefix,
-            endpoint_name=None if on_ecs else voxtral.endpoint_name, endpoint_url="wss://ecs" if on_ecs else None,
-            create_storage_config=self.create_storage_config, retention_hours=self.retention_hours,
-            stream_kms_key_arn=self.stream_kms_key_arn, associate_function=self.associate_function,
-            create_example_flow=self.create_example_flow, queue_arn=self.queue_arn, calls_per_task=self.calls_per_task,
-            min_tasks=self.min_tasks, max_tasks=self.max_tasks, cpu=self.cpu, memory_mib=self.memory_mib,
-            transcript_ttl_days=self.transcript_ttl_days, alarm_millis_behind=self.alarm_millis_behind,
-            image_uri=self.image_uri, kvs_vpc_endpoint=self.kvs_vpc_endpoint, region=settings.region,
-            retain_data=settings.retain_data, log_retention_days=settings.log_retention_days,
-            kms_key_arn=settings.encryption.kms_key_arn, name_prefix=settings.stack_name_prefix)
+        values = {
+            "instance_arn": self.instance_arn or "", "stream_prefix": self.stream_prefix,
+            "endpoint_name": None if on_ecs else voxtral.endpoint_name, "endpoint_url": "wss://ecs" if on_ecs else None,
+            "create_storage_config": self.create_storage_config, "retention_hours": self.retention_hours,
+            "stream_kms_key_arn": self.stream_kms_key_arn, "associate_function": self.associate_function,
+            "create_example_flow": self.create_example_flow, "queue_arn": self.queue_arn, "calls_per_task": self.calls_per_task,
+            "min_tasks": self.min_tasks, "max_tasks": self.max_tasks, "cpu": self.cpu, "memory_mib": self.memory_mib,
+            "transcript_ttl_days": self.transcript_ttl_days, "alarm_millis_behind": self.alarm_millis_behind,
+            "image_uri": self.image_uri, "kvs_vpc_endpoint": self.kvs_vpc_endpoint, "region": settings.region,
+            "retain_data": settings.retain_data, "log_retention_days": settings.log_retention_days,
+            "kms_key_arn": settings.encryption.kms_key_arn, "name_prefix": settings.stack_name_prefix}
         values.update(kwargs)
         return ConnectTranscriptionProps(**values)
 

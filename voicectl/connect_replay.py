@@ -11,16 +11,6 @@ given as for ``voicectl transcribe``: ``--endpoint`` (a SageMaker endpoint, or `
 
 from __future__ import annotations
 
-#: What ``--help`` says (the module docstring's second paragraph, in the user's words: no reStructuredText).
-DESCRIPTION = (
-    "What runs, all on 127.0.0.1: a Kinesis Video Streams stand-in (the recording's left channel as "
-    "AUDIO_FROM_CUSTOMER, the right as AUDIO_TO_CUSTOMER, in real Matroska fragments released at --speed x real "
-    "time), moto (SQS, EventBridge, DynamoDB), the start function invoked with the event Connect sends, and the "
-    "consumer, which reads the call with GetDataEndpoint/GetMedia and streams each track to the endpoint given as "
-    "for voicectl transcribe: --endpoint (a SageMaker endpoint, or make local's front door with --endpoint-url) or "
-    "--url (a container's bridge, the ECS target's bearer-token URL)."
-)
-
 import argparse
 import asyncio
 import contextlib
@@ -41,6 +31,16 @@ from voicectl.clients.transcribe import (
     validate_target_arguments,
 )
 from voicectl.errors import UsageError
+
+#: What ``--help`` says (the module docstring's second paragraph, in the user's words: no reStructuredText).
+DESCRIPTION = (
+    "What runs, all on 127.0.0.1: a Kinesis Video Streams stand-in (the recording's left channel as "
+    "AUDIO_FROM_CUSTOMER, the right as AUDIO_TO_CUSTOMER, in real Matroska fragments released at --speed x real "
+    "time), moto (SQS, EventBridge, DynamoDB), the start function invoked with the event Connect sends, and the "
+    "consumer, which reads the call with GetDataEndpoint/GetMedia and streams each track to the endpoint given as "
+    "for voicectl transcribe: --endpoint (a SageMaker endpoint, or make local's front door with --endpoint-url) or "
+    "--url (a container's bridge, the ECS target's bearer-token URL)."
+)
 
 START_FUNCTION = Path(__file__).resolve().parents[1] / "constructs_lib" / "connect" / "start_function" / "index.py"
 REGION = "us-east-1"
@@ -130,7 +130,7 @@ async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent
         async with open_target(args) as opener:
             # The consumer's CloudWatch embedded-metric lines (stdout, for the awslogs driver in ECS) mean nothing
             # here and would be mixed into the transcript: dropped.
-            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # noqa: ASYNC230 (devnull)
                 sink = AwsSink(session, bus_name=bus, table_name=table, endpoint_url=moto_url)
                 await serve(sqs=sqs, queue_url=queue_url, sink=sink, media=KvsMedia(session, endpoint_url=kvs.url),
                             opener=opener, stop=stop, max_calls=1,

@@ -232,7 +232,7 @@ def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
         ValueError: ``instance_types`` is empty, or one of them is not in the catalogue.
     """
     specs = [lookup(name) for name in instance_types]
-    missing = [name for name, spec in zip(instance_types, specs) if spec is None]
+    missing = [name for name, spec in zip(instance_types, specs, strict=True) if spec is None]
     if not specs or missing:
         raise ValueError(f"instance types {list(missing or instance_types)!r}: not in constructs_lib/facts/instance_types.py")
     return min(spec.gpus for spec in specs), min(spec.vcpus for spec in specs)

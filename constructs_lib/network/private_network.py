@@ -117,7 +117,7 @@ class PrivateNetwork(Construct):
                 ec2.Subnet.from_subnet_attributes(
                     self, f"Subnet{index}", subnet_id=subnet_id, availability_zone=zone,
                     route_table_id=existing.route_table_ids[index] if existing.route_table_ids else None)
-                for index, (subnet_id, zone) in enumerate(zip(existing.subnet_ids, existing.availability_zones))
+                for index, (subnet_id, zone) in enumerate(zip(existing.subnet_ids, existing.availability_zones, strict=True))
             ]
         self.subnets: list[ec2.ISubnet] = list(subnets)
         self.subnet_ids: list[str] = [subnet.subnet_id for subnet in subnets]

@@ -79,7 +79,7 @@ def vllm_flags(env: Mapping[str, str]) -> list[str]:
             flags.append(flag)
         elif value.strip().lower() != "false":
             flags += [flag, value]
-    return flags + ["--host", VLLM_HOST, "--port", str(VLLM_PORT)]
+    return [*flags, "--host", VLLM_HOST, "--port", str(VLLM_PORT)]
 
 
 #: `SM_VLLM_<NAME>` flags whose value is a secret (matched on NAME's end): vLLM's `--api-key` (the bearer key its

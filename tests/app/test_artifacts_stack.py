@@ -47,7 +47,7 @@ def test_repository_scans_on_push_is_immutable_and_keeps_newest_images(artifacts
 
 def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(synthesized, artifacts):
     copies = artifacts.find_resources("Custom::CDKECRDeployment")
-    ((logical_id, copy),) = copies.items()
+    ((_logical_id, copy),) = copies.items()
     repo_id = next(iter(artifacts.find_resources("AWS::ECR::Repository")))
     assert repo_id in copy["DependsOn"]
     assert copy["Properties"]["ImageArch"] == "amd64"

@@ -62,10 +62,10 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
 
     app = app_variant(name)
     checked = []
-    for stack, template in app.templates.items():
-        for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
-            role = t.ref_target(template, props["ExecutionRoleArn"])
-            granted = rg.role_statements(template, role)
+    for stack, stack_template in app.templates.items():
+        for lid, props in t.resources(stack_template, "AWS::SageMaker::Model").items():
+            role = t.ref_target(stack_template, props["ExecutionRoleArn"])
+            granted = rg.role_statements(stack_template, role)
             assert props["VpcConfig"]["Subnets"], (stack, lid)
             assert [a for a in rg.SAGEMAKER_VPC_ACTIONS if not rg.allows(granted, a)] == [], (stack, lid)
             checked.append(lid)
@@ -73,7 +73,7 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
     assert bool(checked) == (name != "both_ecs_vpc")
 
 
-@pytest.mark.parametrize("name", VPC_VARIANTS + ("connect", "connect_ecs", "ecs_key_stream_cap"))
+@pytest.mark.parametrize("name", (*VPC_VARIANTS, "connect", "connect_ecs", "ecs_key_stream_cap"))
 def test_every_required_grant_holds_on_the_variant(name, app_variant):
     """The required grants (tests/tools/cfn_rules/required_grants.py) over the variant's stacks together."""
     import required_grants as rg

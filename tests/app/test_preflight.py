@@ -33,8 +33,8 @@ def test_an_old_bootstrap_stops_and_the_minimum_is_what_the_synth_requires(aws, 
                 if "requiresBootstrapStackVersion" in a.get("properties", {})}
     assert required == {MIN_BOOTSTRAP_VERSION}
     bootstrapped(aws, version="5")
-    with pytest.raises(PreflightError, match="^version 5 is older than the 6 this app needs. Run: make bootstrap "
-                       "CDK_ARGS=aws://123456789012/us-east-1$"):
+    with pytest.raises(PreflightError, match=r"^version 5 is older than the 6 this app needs. Run: make bootstrap "
+                       r"CDK_ARGS=aws://123456789012/us-east-1$"):
         check("diff", NO_STAGING, ROOT, aws.session, aws)
 
 

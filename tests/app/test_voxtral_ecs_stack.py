@@ -5,6 +5,7 @@ cdk-nag over each variant in test_lint.py; settings refused before a synth in te
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -18,7 +19,7 @@ from tests.app.variants import ECS_CERT as CERT, ECS_KMS_KEY
 
 def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
     out = []
-    for logical_id, policy in resources(template, "AWS::IAM::Policy").items():
+    for _logical_id, policy in resources(template, "AWS::IAM::Policy").items():
         roles = [r["Ref"] for r in policy["Properties"]["Roles"]]
         if any(r.startswith(role_logical_id_prefix) for r in roles):
             out += policy["Properties"]["PolicyDocument"]["Statement"]
@@ -86,7 +87,7 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
         "Custom::ReleaseInstanceProtection", "AWS::AutoScaling::AutoScalingGroup", "AWS::EC2::LaunchTemplate",
         "AWS::ECS::Cluster")}
     chain = list(ids.values())
-    for later, earlier in zip(chain, chain[1:]):  # each is deleted before the next
+    for later, earlier in itertools.pairwise(chain):  # each is deleted before the next
         assert earlier in depends_on(t, later), (later, earlier)
     release = t["Resources"][ids["Custom::ReleaseInstanceProtection"]]
     assert release["Properties"]["AutoScalingGroupName"] == {"Ref": ids["AWS::AutoScaling::AutoScalingGroup"]}

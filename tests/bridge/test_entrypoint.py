@@ -139,7 +139,7 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
     from voicectl.local.fake_vllm import free_port
 
     port = free_port()
-    process, record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image", BRIDGE_PORT=str(port))
+    process, _record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image", BRIDGE_PORT=str(port))
     # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
     assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
     wait_for_ping(port, process)  # both run: the signal comes to a bridge that serves, as SageMaker's would

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 import types
@@ -114,7 +115,8 @@ def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, 
             client, session = await started_raw(bridge_, vllm)
             async def attack():
                 client.write(frame(Opcode.TEXT, payload, fin=False))
-                asyncio.ensure_future(flood(client, frame(Opcode.CONT, payload, fin=False), 200_000))  # 1.2 MB
+                # 1.2 MB; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
+                asyncio.ensure_future(flood(client, frame(Opcode.CONT, payload, fin=False), 200_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -137,7 +139,8 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
             client, session = await started_raw(bridge_, vllm)
 
             async def attack():
-                asyncio.ensure_future(flood(client, frame(Opcode.PING, b"p" * 125), 100_000))  # 13 MB of pings
+                # 13 MB of pings; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
+                asyncio.ensure_future(flood(client, frame(Opcode.PING, b"p" * 125), 100_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -208,7 +211,7 @@ def test_every_frame_and_fragment_counts_against_the_turn_budget(run, monkeypatc
 
     run(scenario())
     per_tick = {t: frames_at_tick.count(t) for t in set(frames_at_tick)}
-    first, *rest = sorted(per_tick)
+    _first, *rest = sorted(per_tick)
     # After the first read (parsed in large pieces until the flood is recognised), each turn parses at most
     # the budget plus one small piece of the smallest frames; messages handled per turn stay within the budget.
     assert max(per_tick[t] for t in rest) <= FRAME_BUDGET + SMALL_FEED_BYTES // SMALLEST_FRAME_BYTES
@@ -390,10 +393,8 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
             dripping = asyncio.create_task(slowloris())
             for reader, _ in (idle, slow):
                 # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte still in flight.
-                try:
+                with contextlib.suppress(ConnectionResetError):
                     assert await asyncio.wait_for(reader.read(), LIVENESS_S) == b""
-                except ConnectionResetError:
-                    pass
             # Dropped before the slow client finished its request line and headers (30 bytes, one per 50 ms):
             # the open timeout, not the client, ended it (an ordering, not a timing: it holds at any machine speed).
             assert not dripping.done()
@@ -463,7 +464,8 @@ def test_a_stream_sending_faster_than_the_rate_limit_is_ended_with_rate_limited(
             one = frame(Opcode.TEXT, append(append_pcm).encode())
 
             async def attack():
-                asyncio.ensure_future(flood(client, one, 20_000))  # unthrottled
+                # Unthrottled; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
+                asyncio.ensure_future(flood(client, one, 20_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -558,7 +560,7 @@ def test_a_stall_of_the_bridges_own_event_loop_is_not_blamed_on_vllm_or_the_clie
             await ws.send(append())
             await session.wait_for_event("input_audio_buffer.append")
             await asyncio.sleep(0.15)
-            time.sleep(1.5)  # the event loop stalls: longer than both limits
+            time.sleep(1.5)  # noqa: ASYNC251 (the event loop stalls on purpose: longer than both limits)
             await asyncio.sleep(0.3)  # the sweep runs (late) before the client sends again
             await ws.send(append())
             await session.wait_for_event("input_audio_buffer.append", count=2)

@@ -162,7 +162,7 @@ def test_protection_is_renewed_while_a_stream_stays_live(run):
             ws = await live_stream(bridge)
             puts = await agent.wait_for(4, timeout=3)
             assert puts[:4] == [ON, ON, ON, ON]
-            gaps = [later - earlier for earlier, later in zip(agent.times, agent.times[1:4])]
+            gaps = [later - earlier for earlier, later in zip(agent.times, agent.times[1:4], strict=False)]
             assert all(0.15 <= gap < 1.0 for gap in gaps), gaps
             await ws.send(append())  # the stream is unaffected
             assert (await recv_event(ws))["type"] == "transcription.delta"

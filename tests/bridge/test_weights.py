@@ -126,7 +126,7 @@ def test_missing_or_malformed_manifest_and_unsafe_names(s3, tmp_path):
     with pytest.raises(WeightsError, match="is not a model manifest: format is 'v0'"):
         ensure_local_copy(URI, tmp_path, s3)
     s3.put_object(Bucket=BUCKET, Key=PREFIX + MANIFEST_NAME, Body=manifest_for({"../escape": b"x"}))
-    with pytest.raises(WeightsError, match="'../escape' is not a relative path"):
+    with pytest.raises(WeightsError, match=r"'../escape' is not a relative path"):
         ensure_local_copy(URI, tmp_path, s3)
     with pytest.raises(WeightsError, match="must be 's3://<bucket>/<prefix>/'"):
         ensure_local_copy("s3://models", tmp_path, s3)

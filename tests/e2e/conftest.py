@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups.append(group)
     rest = [item for item in items if getattr(item, "module", None) not in marked_modules]
     workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
-    starts = share_starts(len(items), workers) + [len(items)]
+    starts = [*share_starts(len(items), workers), len(items)]
     heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
     for index, group in enumerate(groups):
         heads[share_of(index, workers)] += group

@@ -71,7 +71,7 @@ def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
         if len(old) == len(new) and sorted(map(_key, old)) == sorted(map(_key, new)):
             yield f"{path}: order only"
         elif len(old) == len(new):
-            for index, (a, b) in enumerate(zip(old, new)):
+            for index, (a, b) in enumerate(zip(old, new, strict=True)):
                 yield from _walk(a, b, f"{path}[{index}]")
         else:
             yield f"{path}: {_short(old)} -> {_short(new)}"

@@ -354,7 +354,7 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
     resolver = BotocoreCredentialsResolver(session)
     await resolve_credentials(resolver)
     ca_bundle = ca_bundle_of(session)
-    if ca_bundle and not os.path.isfile(ca_bundle):
+    if ca_bundle and not os.path.isfile(ca_bundle):  # noqa: ASYNC240 (one stat, before any stream)
         raise UsageError(f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file")
     client = await create_client(session.region_name, resolver, endpoint_uri=endpoint_url, ca_bundle=ca_bundle,
                                  profile=profile)

@@ -250,9 +250,8 @@ class SonicEventParser:
         elif field == b"id":
             if b"\0" not in value:
                 self.last_event_id = value.decode("utf-8", "replace")
-        elif field == b"retry":
-            if value.isdigit():
-                self.retry_ms = int(value)
+        elif field == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
         # Other field names are ignored, as the standard says.
 
 

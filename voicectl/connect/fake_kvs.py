@@ -174,7 +174,7 @@ class FakeCall:
 
     @property
     def fragment_bytes(self) -> int:
-        return int(round(self.fragment_s * mkv.CONNECT_SAMPLE_RATE_HZ)) * 2
+        return round(self.fragment_s * mkv.CONNECT_SAMPLE_RATE_HZ) * 2
 
     @property
     def count(self) -> int:

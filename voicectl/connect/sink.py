@@ -198,7 +198,7 @@ class AwsSink:
                 batch = pending[start:start + PUT_EVENTS_MAX_ENTRIES]
                 response = self.events.put_events(Entries=batch)
                 if response.get("FailedEntryCount"):
-                    failed += [entry for entry, result in zip(batch, response["Entries"]) if result.get("ErrorCode")]
+                    failed += [entry for entry, result in zip(batch, response["Entries"], strict=True) if result.get("ErrorCode")]
             if not failed:
                 return
             pending = failed

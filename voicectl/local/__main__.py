@@ -111,9 +111,9 @@ def answers(part: Part) -> bool:
     """True when ``part`` has no readiness path, or answers 200 on it."""
     if part.ready_path is None:
         return True
-    with contextlib.suppress(OSError):
-        with urllib.request.urlopen(f"http://127.0.0.1:{part.port}{part.ready_path}", timeout=2) as response:
-            return response.status == 200
+    url = f"http://127.0.0.1:{part.port}{part.ready_path}"
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
+        return response.status == 200
     return False
 
 

@@ -132,7 +132,8 @@ def load_cost_settings(cdk_json: Path | None, overrides: dict[str, str]) -> Sett
         try:
             context = dict(json.loads(cdk_json.read_text())["context"])
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UsageError(f"--cdk-json {cdk_json}: cannot read its 'context' ({type(error).__name__}: {error})")
+            raise UsageError(
+                f"--cdk-json {cdk_json}: cannot read its 'context' ({type(error).__name__}: {error})") from error
     context.update(overrides)
     try:
         return load_settings(context)

@@ -448,7 +448,7 @@ def differences(expected: Any, actual: Any, path: str = "") -> list[tuple[str, A
             return [] if sorted(map(str, expected)) == sorted(map(str, actual)) else [(path, expected, actual)]
         if len(expected) != len(actual):
             return [(path, expected, actual)]
-        return [item for index, (e, a) in enumerate(zip(expected, actual))
+        return [item for index, (e, a) in enumerate(zip(expected, actual, strict=True))
                 for item in differences(e, a, f"{path}[{index}]")]
     if isinstance(expected, (dict, list)) or isinstance(actual, (dict, list)):
         return [] if not expected and not actual else [(path, expected, actual)]
@@ -559,7 +559,7 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
     compare.add(f"EndpointConfig {config_name} variants", ", ".join(sorted(wanted_names)),
                 ", ".join(sorted(deployed_variants)), ok=sorted(wanted_names) == sorted(deployed_variants))
     running = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
-    for variant, variant_name in zip(expected.variants, wanted_names):
+    for variant, variant_name in zip(expected.variants, wanted_names, strict=True):
         if variant_name not in deployed_variants:
             continue
         deployed = deployed_variants[variant_name]

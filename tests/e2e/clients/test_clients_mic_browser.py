@@ -429,7 +429,7 @@ def rebinding_proxy(stack) -> Iterator[str]:
 def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browser, rebinding_proxy):
     """The attacker's name re-pointed at this machine with the page's port: its requests are same-origin for the
     browser (Origin http://evil.example:PORT, Host evil.example:PORT), and refused for naming another host."""
-    servers, url = stack
+    servers, _url = stack
     evil = rebinding_proxy
     sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
     page = browser.new_page()
@@ -515,7 +515,7 @@ def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp
     labelled log, not live itself, with only the new words in a polite live region; focus stays on a usable
     control through Record and Stop (pressed from the keyboard); the timer, the level meter and the microphone's
     name show while recording; the transcript can be copied and downloaded as text and as JSON with timings."""
-    servers, url = stack
+    _servers, url = stack
     context = browser.new_context()
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
     page = context.new_page()
@@ -602,10 +602,11 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
                             json.dumps({"Message": "Received client error (422) from primary", "OriginalStatusCode": 422,
                                         "OriginalMessage": "voice not found"}).encode())
     page = browser.new_page()
-    state = lambda: page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
-        const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
-                detail: text("speak-error-detail")}; }""")
+    def state():
+        return page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+            const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
+            return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
+                    detail: text("speak-error-detail")}; }""")
     try:
         page.goto(url)
         page.get_by_role("textbox", name="Text to speak").fill("Hello from SageMaker.")

@@ -460,7 +460,7 @@ def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list
         if not isinstance(actual, list) or len(actual) != len(expected):
             return [f"{path}: template {expected!r}, live {actual!r}"], 1
         mismatches, compared = [], 0
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             more, count = literal_mismatches(e, a, f"{path}[{i}]")
             mismatches += more
             compared += count

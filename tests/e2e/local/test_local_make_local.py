@@ -55,7 +55,7 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         assert rate == 44100 and len(samples) == round(len("Hello from SageMaker.") * 0.06 * 44100)
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        _out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert "stopped" in err
     # Every part is gone: each port can be bound again.

@@ -155,7 +155,7 @@ def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_pa
         validate_names(["bad name", "-x.example", "ok.example"])
     assert hosts_lines(["runtime.sagemaker.us-east-1.amazonaws.com", "127.0.0.2"]) == [
         "127.0.0.1 runtime.sagemaker.us-east-1.amazonaws.com", "::1 runtime.sagemaker.us-east-1.amazonaws.com"]
-    (debian, rhel, macos) = system_trust_commands(tmp_path / "ca.pem")
+    (debian, rhel, _macos) = system_trust_commands(tmp_path / "ca.pem")
     assert debian[1] == [f"sudo cp {tmp_path / 'ca.pem'} /usr/local/share/ca-certificates/voicectl-local-runtime.crt",
                          "sudo update-ca-certificates"]
     assert debian[2][-1] == "sudo update-ca-certificates --fresh" and rhel[1][-1] == "sudo update-ca-trust"

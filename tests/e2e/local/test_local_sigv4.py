@@ -34,8 +34,8 @@ def signed(body: bytes = b'{"a": 1}', *, secret: str = CREDENTIALS.secret_access
 
 
 def check(headers, body: bytes = b'{"a": 1}', **overrides):
-    arguments = dict(method="POST", host=HOST, raw_path=PATH, query="", headers=headers, body=body,
-                     credentials=CREDENTIALS, region="us-east-1")
+    arguments = {"method": "POST", "host": HOST, "raw_path": PATH, "query": "", "headers": headers, "body": body,
+                     "credentials": CREDENTIALS, "region": "us-east-1"}
     arguments.update(overrides)
     return verify_request(**arguments)
 
@@ -49,19 +49,19 @@ def test_a_request_signed_by_botocore_passes():
 
 
 @pytest.mark.parametrize("change, code, message", [
-    (dict(headers_fn=lambda h: [(k, v) for k, v in h if k.lower() != "authorization"]),
+    ({"headers_fn": lambda h: [(k, v) for k, v in h if k.lower() != "authorization"]},
      "MissingAuthenticationTokenException", "Missing Authentication Token"),
-    (dict(secret="another-secret"), "InvalidSignatureException", "does not match the signature you provided"),
-    (dict(body=b'{"a": 2}'), "InvalidSignatureException", "does not match the signature you provided"),
-    (dict(region="eu-west-1"), "InvalidSignatureException", "Credential should be scoped to a valid region"),
-    (dict(service="s3"), "InvalidSignatureException", "Credential should be scoped to correct service: 'sagemaker'"),
-    (dict(now=datetime.timedelta(minutes=6)), "InvalidSignatureException", "Signature expired"),
-    (dict(now=-datetime.timedelta(minutes=6)), "InvalidSignatureException", "Signature not yet current"),
-    (dict(headers_fn=lambda h: [(k, v.replace("AKIALOCALTEST0001", "AKIAOTHER00000000")) for k, v in h]),
+    ({"secret": "another-secret"}, "InvalidSignatureException", "does not match the signature you provided"),
+    ({"body": b'{"a": 2}'}, "InvalidSignatureException", "does not match the signature you provided"),
+    ({"region": "eu-west-1"}, "InvalidSignatureException", "Credential should be scoped to a valid region"),
+    ({"service": "s3"}, "InvalidSignatureException", "Credential should be scoped to correct service: 'sagemaker'"),
+    ({"now": datetime.timedelta(minutes=6)}, "InvalidSignatureException", "Signature expired"),
+    ({"now": -datetime.timedelta(minutes=6)}, "InvalidSignatureException", "Signature not yet current"),
+    ({"headers_fn": lambda h: [(k, v.replace("AKIALOCALTEST0001", "AKIAOTHER00000000")) for k, v in h]},
      "UnrecognizedClientException", "The security token included in the request is invalid"),
-    (dict(headers_fn=lambda h: [(k, "AWS4-HMAC-SHA256 garbage" if k.lower() == "authorization" else v)
-                                for k, v in h]), "IncompleteSignatureException", "requires 'Credential'"),
-    (dict(headers_fn=lambda h: [(k, "application/x-other" if k.lower() == "content-type" else v) for k, v in h]),
+    ({"headers_fn": lambda h: [(k, "AWS4-HMAC-SHA256 garbage" if k.lower() == "authorization" else v)
+                                for k, v in h]}, "IncompleteSignatureException", "requires 'Credential'"),
+    ({"headers_fn": lambda h: [(k, "application/x-other" if k.lower() == "content-type" else v) for k, v in h]},
      "InvalidSignatureException", "does not match the signature you provided"),
 ])
 def test_anything_changed_or_missing_is_refused_with_aws_error(change, code, message):

@@ -28,7 +28,7 @@ import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import regex  # cfn-lint's own dependency; unlike re it knows Java's \p{...} classes the models use
 from cfnlint.rules import CloudFormationLintRule
@@ -219,7 +219,7 @@ class ApiModel(TemplateRule, CloudFormationLintRule):
                  "model of the API call they become (members, types, enums, patterns, lengths, ranges)")
     description = __doc__.split("\n\n")[0]
     source_url = "https://github.com/boto/botocore/tree/develop/botocore/data"
-    tags = ["api-model"]
+    tags: ClassVar[list[str]] = ["api-model"]
 
     def findings(self, template):
         for lid, resource in (template.get("Resources") or {}).items():

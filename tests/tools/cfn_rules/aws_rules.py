@@ -21,6 +21,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
@@ -57,7 +58,7 @@ class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
                    "instance type with local storage ... the call to CreateEndpointConfig fails.' Public reports: "
                    "aws/sagemaker-python-sdk#3677, aws-samples/aws-enterprise-mlops-framework#11.")
     source_url = f"{SAGEMAKER_API}/API_CreateEndpointConfig.html"
-    tags = ["sagemaker", "kms"]
+    tags: ClassVar[list[str]] = ["sagemaker", "kms"]
 
     def findings(self, template):
         from constructs_lib.facts.instance_types import has_local_storage
@@ -93,7 +94,7 @@ class ModelDataSourceLimits(TemplateRule, CloudFormationLintRule):
                    "Gzip with S3Object, None with S3Object or S3Prefix (Gzip with S3Prefix: not a documented "
                    "combination).")
     source_url = f"{SAGEMAKER_API}/API_ContainerDefinition.html"
-    tags = ["sagemaker"]
+    tags: ClassVar[list[str]] = ["sagemaker"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
@@ -126,11 +127,11 @@ class MarketplacePackageIsIsolated(TemplateRule, CloudFormationLintRule):
                    "is what SageMaker's own SDK assumes (ModelPackage.enable_network_isolation); unconfirmed in the "
                    "API reference's prose. Any ModelPackageName is taken as a Marketplace package (ours is).")
     source_url = "https://docs.aws.amazon.com/marketplace/latest/userguide/ml-packaging-your-code-into-images.html"
-    tags = ["sagemaker", "marketplace"]
+    tags: ClassVar[list[str]] = ["sagemaker", "marketplace"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::SageMaker::Model").items():
-            containers = [props.get("PrimaryContainer")] + t.as_list(props.get("Containers"))
+            containers = [props.get("PrimaryContainer"), *t.as_list(props.get("Containers"))]
             if any(isinstance(c, dict) and "ModelPackageName" in c for c in containers) and \
                     t.literal_bool(props.get("EnableNetworkIsolation")) is not True:
                 yield (("Resources", lid, "Properties", "EnableNetworkIsolation"),
@@ -142,7 +143,7 @@ class ProvisionTimeoutRange(TemplateRule, CloudFormationLintRule):
     shortdesc = "ProductionVariant.VariantInstanceProvisionTimeoutInSeconds: valid values 300 to 3600"
     description = "ProductionVariant: 'VariantInstanceProvisionTimeoutInSeconds ... Valid values: 300 to 3600.'"
     source_url = f"{SAGEMAKER_API}/API_ProductionVariant.html"
-    tags = ["sagemaker"]
+    tags: ClassVar[list[str]] = ["sagemaker"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::SageMaker::EndpointConfig").items():
@@ -165,7 +166,7 @@ class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
                    "the value specified for max-capacity'. A ResourceId naming an endpoint or variant the template "
                    "does not make registers nothing the policies can scale.")
     source_url = f"{AAS_API}/API_RegisterScalableTarget.html"
-    tags = ["autoscaling", "sagemaker", "ecs"]
+    tags: ClassVar[list[str]] = ["autoscaling", "sagemaker", "ecs"]
 
     def findings(self, template):
         endpoints = {}
@@ -215,7 +216,7 @@ class ContainerEnvironmentSize(TemplateRule, CloudFormationLintRule):
                    "you pass multiple containers to a CreateModel request, then the maximum length of all of their "
                    "maps, combined, is also 32 KB.' Values CloudFormation computes count as 0 bytes (unknown).")
     source_url = f"{SAGEMAKER_API}/API_ContainerDefinition.html"
-    tags = ["sagemaker"]
+    tags: ClassVar[list[str]] = ["sagemaker"]
 
     LIMIT, TOTAL = 1024, 32 * 1024
 
@@ -248,7 +249,7 @@ class InstancePoolPriorities(TemplateRule, CloudFormationLintRule):
                    "check.")
     source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/"
                   "aws-properties-sagemaker-endpointconfig-instancepool.html")
-    tags = ["sagemaker"]
+    tags: ClassVar[list[str]] = ["sagemaker"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::SageMaker::EndpointConfig").items():
@@ -279,9 +280,9 @@ class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
                    "label unless the metric type is ALBRequestCountPerTarget and there is a target group attached'."
                    ")")
     source_url = f"{AAS_API}/API_TargetTrackingScalingPolicyConfiguration.html"
-    tags = ["autoscaling"]
+    tags: ClassVar[list[str]] = ["autoscaling"]
 
-    PREFIX = {"sagemaker": ("SageMaker",), "ecs": ("ECSService", "ALBRequestCountPerTarget")}
+    PREFIX: ClassVar[dict[str, tuple[str, ...]]] = {"sagemaker": ("SageMaker",), "ecs": ("ECSService", "ALBRequestCountPerTarget")}
 
     def findings(self, template):
         targets = t.resources(template, "AWS::ApplicationAutoScaling::ScalableTarget")
@@ -320,7 +321,7 @@ class ReplacedSageMakerResourcesHaveNoName(TemplateRule, CloudFormationLintRule)
                    "'Update requires: Replacement'; CloudFormation cannot replace a resource with a custom name "
                    "(the new one would take the name the old one still holds).")
     source_url = f"{SAGEMAKER_API}/API_UpdateEndpoint.html"
-    tags = ["sagemaker", "replacement"]
+    tags: ClassVar[list[str]] = ["sagemaker", "replacement"]
 
     def findings(self, template):
         for kind, name in (("AWS::SageMaker::EndpointConfig", "EndpointConfigName"),
@@ -341,7 +342,7 @@ class ExecutionRoleOutlivesTheEndpoint(TemplateRule, CloudFormationLintRule):
                    "delete these resources.' CloudFormation deletes a resource only after every resource that "
                    "depends on it; a policy nothing depends on may go first.")
     source_url = f"{SAGEMAKER_API}/API_DeleteEndpoint.html"
-    tags = ["sagemaker", "iam", "destroy"]
+    tags: ClassVar[list[str]] = ["sagemaker", "iam", "destroy"]
 
     def findings(self, template):
         resources = template.get("Resources") or {}
@@ -367,7 +368,7 @@ class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
                  "Namespace, Dimensions, Period, Unit, Statistic or ExtendedStatistic beside it")
     description = "PutMetricAlarm, Period, DatapointsToAlarm ('M out of N') and Metrics."
     source_url = f"{CW_API}/API_PutMetricAlarm.html"
-    tags = ["cloudwatch"]
+    tags: ClassVar[list[str]] = ["cloudwatch"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::CloudWatch::Alarm").items():
@@ -404,7 +405,7 @@ class CapacityProviderName(TemplateRule, CloudFormationLintRule):
     description = ("CreateCapacityProvider, name: up to 255 letters, numbers, underscores and hyphens; 'The name "
                    "can't be prefixed with \"aws\", \"ecs\", or \"fargate\".'")
     source_url = f"{ECS_API}/API_CreateCapacityProvider.html"
-    tags = ["ecs"]
+    tags: ClassVar[list[str]] = ["ecs"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ECS::CapacityProvider").items():
@@ -429,7 +430,7 @@ class ManagedTerminationProtection(TemplateRule, CloudFormationLintRule):
                    "work ... The Auto Scaling group and each instance in the Auto Scaling group must have instance "
                    "protection from scale-in actions on as well.'")
     source_url = f"{ECS_API}/API_AutoScalingGroupProvider.html"
-    tags = ["ecs"]
+    tags: ClassVar[list[str]] = ["ecs"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ECS::CapacityProvider").items():
@@ -457,7 +458,7 @@ class ProtectedInstancesBlockDeletion(TemplateRule, CloudFormationLintRule):
                    "it is deleted (any Custom:: resource naming the group, or a resource with Metadata "
                    "'RemovesInstanceProtection').")
     source_url = "https://github.com/aws/aws-cdk/issues/18179"
-    tags = ["ecs", "autoscaling", "destroy"]
+    tags: ClassVar[list[str]] = ["ecs", "autoscaling", "destroy"]
 
     def findings(self, template):
         groups = t.resources(template, "AWS::AutoScaling::AutoScalingGroup")
@@ -486,7 +487,7 @@ class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
                    "the network mode is awsvpc ... you must specify a NetworkConfiguration value'; Elastic Load "
                    "Balancing: for awsvpc tasks 'you must choose ip as the target type'.")
     source_url = f"{ECS_API}/API_CreateService.html"
-    tags = ["ecs", "elbv2"]
+    tags: ClassVar[list[str]] = ["ecs", "elbv2"]
 
     def findings(self, template):
         tasks = t.resources(template, "AWS::ECS::TaskDefinition")
@@ -519,9 +520,9 @@ class ContainerDefinitionRules(TemplateRule, CloudFormationLintRule):
                  "CMD or CMD-SHELL; stopTimeout at most 120 s on Fargate")
     description = "ContainerDefinition memory, memoryReservation, essential, stopTimeout; HealthCheck."
     source_url = f"{ECS_API}/API_ContainerDefinition.html"
-    tags = ["ecs"]
+    tags: ClassVar[list[str]] = ["ecs"]
 
-    HEALTH = {"Interval": (5, 300), "Timeout": (2, 60), "Retries": (1, 10), "StartPeriod": (0, 300)}
+    HEALTH: ClassVar[dict[str, tuple[int, int]]] = {"Interval": (5, 300), "Timeout": (2, 60), "Retries": (1, 10), "StartPeriod": (0, 300)}
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ECS::TaskDefinition").items():
@@ -561,7 +562,7 @@ class GpusFitTheInstance(TemplateRule, CloudFormationLintRule):
                    "come from the instance catalogue (an EC2 type g6.xlarge is looked up as ml.g6.xlarge, the same "
                    "hardware).")
     source_url = f"{ECS_API}/API_ResourceRequirement.html"
-    tags = ["ecs"]
+    tags: ClassVar[list[str]] = ["ecs"]
 
     def findings(self, template):
         from constructs_lib.facts.instance_types import lookup
@@ -591,7 +592,7 @@ class AutoScalingGroupSizes(TemplateRule, CloudFormationLintRule):
                  "and less than or equal to the maximum size (so MinSize <= MaxSize)")
     description = "CreateAutoScalingGroup DesiredCapacity."
     source_url = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html"
-    tags = ["autoscaling"]
+    tags: ClassVar[list[str]] = ["autoscaling"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::AutoScaling::AutoScalingGroup").items():
@@ -617,7 +618,7 @@ class ServiceDependsOnItsCapacityProviderAssociation(TemplateRule, CloudFormatio
                    "may delete the association first: 'The specified capacity provider is in use and cannot be "
                    "removed' (pahud/cdk-fargate-patterns#71; the service DependsOn fix: aws/containers-roadmap#631).")
     source_url = f"{ECS_API}/API_PutClusterCapacityProviders.html"
-    tags = ["ecs", "destroy"]
+    tags: ClassVar[list[str]] = ["ecs", "destroy"]
 
     def findings(self, template):
         resources = template.get("Resources") or {}
@@ -641,7 +642,7 @@ class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
                  "cpu or memory; random takes no field")
     description = "PlacementStrategy.field."
     source_url = f"{ECS_API}/API_PlacementStrategy.html"
-    tags = ["ecs"]
+    tags: ClassVar[list[str]] = ["ecs"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ECS::Service").items():
@@ -662,7 +663,7 @@ class LoadBalancerAttributes(TemplateRule, CloudFormationLintRule):
     description = ("LoadBalancerAttribute / TargetGroupAttribute keys and ranges; CreateLoadBalancer Subnets: "
                    "'[Application Load Balancers] You must specify subnets from at least two Availability Zones.'")
     source_url = f"{ELB_API}/API_LoadBalancerAttribute.html"
-    tags = ["elbv2"]
+    tags: ClassVar[list[str]] = ["elbv2"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").items():
@@ -690,9 +691,9 @@ class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
                    "(ValidationError 'Health check interval must be greater than the timeout'; unconfirmed in the "
                    "reference's prose).")
     source_url = f"{ELB_API}/API_CreateTargetGroup.html"
-    tags = ["elbv2"]
+    tags: ClassVar[list[str]] = ["elbv2"]
 
-    RANGES = {"HealthCheckIntervalSeconds": (5, 300), "HealthCheckTimeoutSeconds": (2, 120),
+    RANGES: ClassVar[dict[str, tuple[int, int]]] = {"HealthCheckIntervalSeconds": (5, 300), "HealthCheckTimeoutSeconds": (2, 120),
               "HealthyThresholdCount": (2, 10), "UnhealthyThresholdCount": (2, 10)}
 
     def findings(self, template):
@@ -735,7 +736,7 @@ class AccessLogBucket(TemplateRule, CloudFormationLintRule):
                  "logdelivery.elasticloadbalancing.amazonaws.com")
     description = "Elastic Load Balancing user guide, 'Enable access logs for your Application Load Balancer'."
     source_url = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/enable-access-logging.html"
-    tags = ["elbv2", "s3"]
+    tags: ClassVar[list[str]] = ["elbv2", "s3"]
 
     def findings(self, template):
         buckets = t.resources(template, "AWS::S3::Bucket")
@@ -788,7 +789,7 @@ class SecurityGroupText(TemplateRule, CloudFormationLintRule):
                  "ToPort")
     description = "CreateSecurityGroup Description and GroupName; IpRange.Description; IpPermission."
     source_url = f"{EC2_API}/API_CreateSecurityGroup.html"
-    tags = ["ec2"]
+    tags: ClassVar[list[str]] = ["ec2"]
 
     def findings(self, template):
         def rule_findings(where, rule):
@@ -826,7 +827,7 @@ class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
                    "endpoint)'; SubnetIds, SecurityGroupIds: '(Interface endpoint)'. One subnet per Availability "
                    "Zone: AWS PrivateLink guide, 'Create an interface endpoint'.")
     source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
-    tags = ["ec2"]
+    tags: ClassVar[list[str]] = ["ec2"]
 
     def findings(self, template):
         vpcs = t.resources(template, "AWS::EC2::VPC")
@@ -866,7 +867,7 @@ class OneEndpointPerServiceInAVpc(TemplateRule, CloudFormationLintRule):
                    "domain). Gateway endpoints (Amazon VPC user guide, 'Gateway endpoints'): a route table cannot "
                    "hold routes to one service through two endpoints. Checked within one template.")
     source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
-    tags = ["ec2"]
+    tags: ClassVar[list[str]] = ["ec2"]
 
     def findings(self, template):
         seen: dict[tuple[str, str], str] = {}
@@ -899,7 +900,7 @@ class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
                    "statements missing Resource or Action have no effect. ScheduleKeyDeletion: 'it must be between "
                    "7 and 30, inclusive.' EnableKeyRotation: symmetric encryption KMS keys only.")
     source_url = f"{KMS_API}/API_CreateKey.html"
-    tags = ["kms"]
+    tags: ClassVar[list[str]] = ["kms"]
 
     @staticmethod
     def _is_root(principal) -> bool:
@@ -947,7 +948,7 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
                    "not allow it. Checked across the app's stacks (the key may be another stack's export); a group "
                    "without LogGroupName has CloudFormation's name <stack>-<logical id>-<suffix>.")
     source_url = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html"
-    tags = ["logs", "kms"]
+    tags: ClassVar[list[str]] = ["logs", "kms"]
     app_level = True
 
     def findings(self, template):
@@ -987,7 +988,7 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
         import fnmatch
 
         patterns = []
-        for operator, block in (statement.get("Condition") or {}).items():
+        for _operator, block in (statement.get("Condition") or {}).items():
             for key, value in (block or {}).items():
                 if key.lower() == "kms:encryptioncontext:aws:logs:arn":
                     patterns += [t.joined_text(v) or "" for v in t.as_list(value)]
@@ -1005,7 +1006,7 @@ class BucketPolicyResources(TemplateRule, CloudFormationLintRule):
     description = ("Amazon S3 user guide, bucket policies: a bucket policy's resources are the bucket and its "
                    "objects; PutBucketPolicy refuses others (MalformedPolicy 'Policy has invalid resource').")
     source_url = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html"
-    tags = ["s3"]
+    tags: ClassVar[list[str]] = ["s3"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::S3::BucketPolicy").items():
@@ -1036,7 +1037,7 @@ class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
                    "repository or use the force option' (CloudFormation's EmptyOnDelete). A bucket is emptied by a "
                    "custom resource naming it (CDK's Custom::S3AutoDeleteObjects). Retained ones are not checked.")
     source_url = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteBucket.html"
-    tags = ["s3", "ecr", "destroy"]
+    tags: ClassVar[list[str]] = ["s3", "ecr", "destroy"]
 
     def findings(self, template):
         resources = template.get("Resources") or {}
@@ -1049,10 +1050,10 @@ class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
                 if not emptied:
                     yield (("Resources", lid, "DeletionPolicy"),
                            f"{lid} is deleted with the stack but nothing empties it")
-            if resource.get("Type") == "AWS::ECR::Repository":
-                if t.literal_bool((resource.get("Properties") or {}).get("EmptyOnDelete")) is not True:
-                    yield (("Resources", lid, "Properties", "EmptyOnDelete"),
-                           f"{lid} is deleted with the stack but EmptyOnDelete is not true")
+            if resource.get("Type") == "AWS::ECR::Repository" and t.literal_bool(
+                    (resource.get("Properties") or {}).get("EmptyOnDelete")) is not True:
+                yield (("Resources", lid, "Properties", "EmptyOnDelete"),
+                       f"{lid} is deleted with the stack but EmptyOnDelete is not true")
 
 
 # -------------------------------------------------------------------------------------------- Secrets Manager
@@ -1064,7 +1065,7 @@ class SecretValueSource(TemplateRule, CloudFormationLintRule):
                    "have a value, but not both'); GetRandomPassword PasswordLength 1-4096.")
     source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
                   "aws-resource-secretsmanager-secret.html")
-    tags = ["secretsmanager"]
+    tags: ClassVar[list[str]] = ["secretsmanager"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::SecretsManager::Secret").items():
@@ -1085,7 +1086,7 @@ class CodeBuildEnvironment(TemplateRule, CloudFormationLintRule):
     description = ("CodeBuild user guide, 'Docker images provided by CodeBuild' (each image's environment type); "
                    "CreateProject timeoutInMinutes and queuedTimeoutInMinutes.")
     source_url = "https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-available.html"
-    tags = ["codebuild"]
+    tags: ClassVar[list[str]] = ["codebuild"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::CodeBuild::Project").items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
@@ -33,7 +34,7 @@ class RollingUpdateBatchSize(TemplateRule, CloudFormationLintRule):
                    "update of a single instance, is unconfirmed: the rule checks the range for "
                    "CAPACITY_PERCENT only.")
     source_url = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RollingUpdatePolicy.html"
-    tags = ["sagemaker"]
+    tags: ClassVar[list[str]] = ["sagemaker"]
 
     def findings(self, template):
         configs = t.resources(template, "AWS::SageMaker::EndpointConfig")
@@ -70,7 +71,7 @@ class TargetTrackingMetricIsTheTargets(TemplateRule, CloudFormationLintRule):
                    "the namespace: the dimension requirement is this rule's reading of that sentence.")
     source_url = ("https://docs.aws.amazon.com/autoscaling/application/userguide/"
                   "application-auto-scaling-target-tracking.html")
-    tags = ["autoscaling"]
+    tags: ClassVar[list[str]] = ["autoscaling"]
 
     def findings(self, template):
         for lid, props in t.resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy").items():
@@ -93,7 +94,7 @@ class FargateTaskDefinition(TemplateRule, CloudFormationLintRule):
                    "FARGATE_MEMORY_MIB); GPUs are not supported on Fargate ('Amazon ECS task definitions for GPU "
                    "workloads').")
     source_url = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-tasks-services.html"
-    tags = ["ecs", "fargate"]
+    tags: ClassVar[list[str]] = ["ecs", "fargate"]
 
     def findings(self, template):
         from constructs_lib.connect.props import FARGATE_MEMORY_MIB
@@ -123,7 +124,7 @@ class QueueRedrive(TemplateRule, CloudFormationLintRule):
                    "enqueue timestamp ... always set the retention period of a dead-letter queue to be longer than "
                    "the retention period of the original queue.' RedrivePolicy maxReceiveCount: 1 to 1,000.")
     source_url = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html"
-    tags = ["sqs"]
+    tags: ClassVar[list[str]] = ["sqs"]
 
     #: SQS's default MessageRetentionPeriod, seconds (4 days; CreateQueue).
     DEFAULT_RETENTION_S = 345_600
@@ -157,7 +158,7 @@ class KeyPolicySize(TemplateRule, CloudFormationLintRule):
     description = ("AWS KMS developer guide, 'Quotas', resource quotas: 'Key policy document size: 32 KB (32,768 "
                    "bytes)'. Measured on the template's JSON (intrinsics count as written).")
     source_url = "https://docs.aws.amazon.com/kms/latest/developerguide/resource-limits.html"
-    tags = ["kms"]
+    tags: ClassVar[list[str]] = ["kms"]
 
     LIMIT = 32_768
 
@@ -177,7 +178,7 @@ class ContactFlowContent(TemplateRule, CloudFormationLintRule):
                    "256000.' Measured on the literal text (an Fn::Sub template's text, its variables unexpanded).")
     source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
                   "aws-resource-connect-contactflow.html")
-    tags = ["connect"]
+    tags: ClassVar[list[str]] = ["connect"]
 
     LIMIT = 256_000
 

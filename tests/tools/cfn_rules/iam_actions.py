@@ -24,6 +24,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
@@ -166,10 +167,10 @@ def statement_findings(statement: dict, path: tuple) -> Iterator[Finding]:
                                       f"{data_version()}); if AWS added it since, list it in NEWER_ACTIONS with "
                                       "its source")
             continue
-        if statement.get("Effect") == "Allow" and "Action" in statement and not on_everything and resources:
-            if all(not e.get("resourceTypes") for e in entries):
-                yield (*path, "Resource"), (f"{action} has no resource-level permissions: granted on {resources} "
-                                            "instead of \"*\" it grants nothing")
+        if (statement.get("Effect") == "Allow" and "Action" in statement and not on_everything and resources
+                and all(not e.get("resourceTypes") for e in entries)):
+            yield (*path, "Resource"), (f"{action} has no resource-level permissions: granted on {resources} "
+                                        "instead of \"*\" it grants nothing")
     for operator, block in (statement.get("Condition") or {}).items():
         if not isinstance(block, dict):
             continue
@@ -203,7 +204,7 @@ class IamStatements(TemplateRule, CloudFormationLintRule):
     description = __doc__.split("\n\n")[0]
     source_url = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
                   "reference_policies_actions-resources-contextkeys.html")
-    tags = ["iam"]
+    tags: ClassVar[list[str]] = ["iam"]
 
     def findings(self, template):
         for path, document, _kind in _documents(template):

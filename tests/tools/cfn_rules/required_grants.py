@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
@@ -171,7 +172,7 @@ class SageMakerModelInVpcRole(AppRule, CloudFormationLintRule):
                    "Endpoints Access to Resources in Your Amazon VPC' lists ec2:DescribeVpcEndpoints too. SageMaker "
                    "creates and deletes the endpoint's network interfaces as that role.")
     source_url = f"{SAGEMAKER_DG}/sagemaker-roles.html#sagemaker-roles-createmodel-perms"
-    tags = ["sagemaker", "iam", "ec2"]
+    tags: ClassVar[list[str]] = ["sagemaker", "iam", "ec2"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -193,13 +194,13 @@ class SageMakerModelRoleBasics(AppRule, CloudFormationLintRule):
                    "cloudwatch, logs and ecr actions). A model package (Marketplace) image is pulled by SageMaker, "
                    "not checked. logs:CreateLogGroup is not required here: the app makes the endpoint's group.")
     source_url = f"{SAGEMAKER_DG}/sagemaker-roles.html#sagemaker-roles-createmodel-perms"
-    tags = ["sagemaker", "iam"]
+    tags: ClassVar[list[str]] = ["sagemaker", "iam"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
             for lid, props, role, statements in _model_roles(templates, stack, template):
                 wanted = ["cloudwatch:PutMetricData", *LOG_WRITE_ACTIONS]
-                images = [c.get("Image") for c in [props.get("PrimaryContainer")] + t.as_list(props.get("Containers"))
+                images = [c.get("Image") for c in [props.get("PrimaryContainer"), *t.as_list(props.get("Containers"))]
                           if isinstance(c, dict)]
                 if any(".dkr.ecr." in json.dumps(i) for i in images):
                     wanted += ECR_PULL_ACTIONS
@@ -217,7 +218,7 @@ class SageMakerRollbackAlarmsRole(AppRule, CloudFormationLintRule):
                    "'Ensure that your IAM execution role has permission to perform the cloudwatch:DescribeAlarms "
                    "action on the auto-rollback alarms you specify.'")
     source_url = f"{SAGEMAKER_DG}/deployment-guardrails.html"
-    tags = ["sagemaker", "iam", "cloudwatch"]
+    tags: ClassVar[list[str]] = ["sagemaker", "iam", "cloudwatch"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -242,7 +243,7 @@ class SageMakerVolumeKeyPolicy(AppRule, CloudFormationLintRule):
                    "you specify in your CreateEndpoint, UpdateEndpoint requests.' Checked as the key policy giving "
                    "the account root kms:* (IAM policies then decide), for a key the app makes.")
     source_url = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateEndpointConfig.html"
-    tags = ["sagemaker", "kms"]
+    tags: ClassVar[list[str]] = ["sagemaker", "kms"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -265,7 +266,7 @@ class EcsTaskExecutionRole(AppRule, CloudFormationLintRule):
                    "data in Secrets Manager (secretsmanager:GetSecretValue on the secret); the managed "
                    "AmazonECSTaskExecutionRolePolicy covers the first two.")
     source_url = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task_execution_IAM_role.html"
-    tags = ["ecs", "iam"]
+    tags: ClassVar[list[str]] = ["ecs", "iam"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -313,7 +314,7 @@ class FargatePrivateSubnetRoutes(AppRule, CloudFormationLintRule):
                    "endpoint to send logs with awslogs, unless a NAT gateway routes them out. Subnets given by id "
                    "(an existing VPC) are not visible here.")
     source_url = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/vpc-endpoints.html"
-    tags = ["ecs", "fargate", "ec2"]
+    tags: ClassVar[list[str]] = ["ecs", "fargate", "ec2"]
 
     def app_findings(self, templates):
         endpoints = [(stack, props) for stack, tpl in templates.items()
@@ -368,7 +369,7 @@ class LambdaInVpcRole(AppRule, CloudFormationLintRule):
                    "'Lambda uses your function's permissions to create and manage network interfaces'; "
                    "DescribeNetworkInterfaces 'only works if it's allowed on all resources'.")
     source_url = "https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc.html"
-    tags = ["lambda", "iam", "ec2"]
+    tags: ClassVar[list[str]] = ["lambda", "iam", "ec2"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -396,7 +397,7 @@ class EventBusKeyPolicy(AppRule, CloudFormationLintRule):
                    "aws:SourceAccount, aws:SourceArn and the bus's encryption context. Whether DescribeKey "
                    "requests carry aws:SourceArn: unconfirmed, so it must not depend on it.")
     source_url = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-key-policy.html"
-    tags = ["events", "kms"]
+    tags: ClassVar[list[str]] = ["events", "kms"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -432,7 +433,7 @@ class EncryptedEventBusDeadLetters(AppRule, CloudFormationLintRule):
                    "developer guide, 'Key management': an AWS managed key's policy cannot be "
                    "changed, so services sending to a queue need a customer managed key.")
     source_url = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-event-bus-cmkey.html"
-    tags = ["events", "sqs", "kms"]
+    tags: ClassVar[list[str]] = ["events", "sqs", "kms"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -483,7 +484,7 @@ class SqsKeyForProducersAndConsumers(AppRule, CloudFormationLintRule):
                    "kms:GenerateDataKey and kms:Decrypt; for consumers: kms:Decrypt). Checked for the roles of "
                    "the app's templates whose statements name the queue.")
     source_url = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html"
-    tags = ["sqs", "kms", "iam"]
+    tags: ClassVar[list[str]] = ["sqs", "kms", "iam"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -517,7 +518,7 @@ class DynamoDbTableKey(AppRule, CloudFormationLintRule):
                    "kms:Decrypt, kms:ReEncrypt* and kms:GenerateDataKey* (directly, or by delegating to IAM "
                    "through the account root). Checked as that delegation or an explicit kms:CreateGrant.")
     source_url = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.usagenotes.html"
-    tags = ["dynamodb", "kms"]
+    tags: ClassVar[list[str]] = ["dynamodb", "kms"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -550,7 +551,7 @@ class KinesisVideoStreamKeyForConsumers(AppRule, CloudFormationLintRule):
                    "which Connect holds through its service-linked role). Connect admin guide, 'Enable live media "
                    "streaming': the streams use the key of the instance's storage config.")
     source_url = "https://docs.aws.amazon.com/kinesisvideostreams/latest/dg/how-kms.html"
-    tags = ["kinesisvideo", "connect", "kms"]
+    tags: ClassVar[list[str]] = ["kinesisvideo", "connect", "kms"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():
@@ -594,7 +595,7 @@ class ConnectFunctionAssociation(AppRule, CloudFormationLintRule):
                    "instance ARN's account is the request's source account (Lambda developer guide, resource-based "
                    "policies).")
     source_url = "https://docs.aws.amazon.com/connect/latest/adminguide/connect-lambda-functions.html"
-    tags = ["connect", "lambda"]
+    tags: ClassVar[list[str]] = ["connect", "lambda"]
 
     def app_findings(self, templates):
         for stack, template in templates.items():

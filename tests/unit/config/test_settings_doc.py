@@ -93,7 +93,7 @@ def settings_rows(text: str) -> list[tuple[str, str]]:
         names = re.findall(r"`([a-z_.]+)`", keys)
         values = [value.strip().strip("`") for value in shown.split(" / ")]
         if all(name in defaults for name in names) and len(values) == len(names):
-            found += zip(names, values)
+            found += zip(names, values, strict=True)
     return found
 
 

@@ -19,7 +19,7 @@ def build():
 
 
 def test_the_function_runs_its_handler_outside_any_vpc_with_its_own_log_group():
-    stack, function, _ = build()
+    stack, _function, _ = build()
     _, resource = only(stack, "AWS::Lambda::Function")
     properties = resource["Properties"]
     assert (properties["Handler"], properties["Runtime"], properties["Timeout"], properties["MemorySize"]) == (

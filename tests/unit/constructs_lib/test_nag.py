@@ -21,7 +21,7 @@ def test_tokens_render_as_cdk_nag_writes_them():
 
 
 def test_an_intrinsic_it_does_not_know_is_refused():
-    with pytest.raises(ValueError, match="cannot render .*Fn::Select.* as cdk-nag does"):
+    with pytest.raises(ValueError, match=r"cannot render .*Fn::Select.* as cdk-nag does"):
         nag._render({"Fn::Select": [0, ["a"]]})
 
 

@@ -60,7 +60,7 @@ def rows(readme: Path):
         if len(defaults) != len(names):
             defaults = [match["default"]] * len(names)
         owner = None
-        for name, default in zip(names, defaults):
+        for name, default in zip(names, defaults, strict=True):
             if "." in name:
                 owner, name = name.split(".", 1)
             yield section, owner, name, default

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from tests.tools.xdist_shares import share_of, share_starts
@@ -21,8 +23,8 @@ def test_shares_start_where_worksteal_cuts_them(count, workers, starts):
 def test_every_test_is_in_exactly_one_share():
     for count in range(40):
         for workers in range(1, 6):
-            starts = share_starts(count, workers) + [count]
-            sizes = [end - start for start, end in zip(starts, starts[1:])]
+            starts = [*share_starts(count, workers), count]
+            sizes = [end - start for start, end in itertools.pairwise(starts)]
             assert sum(sizes) == count and min(sizes) >= 0 and max(sizes) - min(sizes) <= 1, (count, workers, sizes)
 
 

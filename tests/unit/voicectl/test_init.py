@@ -38,7 +38,7 @@ def test_the_readmes_imports_resolve_in_a_fresh_interpreter_without_loading_what
 
 
 def test_a_path_that_never_existed_is_still_not_found():
-    with pytest.raises(ModuleNotFoundError, match="voicectl.no_such_module"):
+    with pytest.raises(ModuleNotFoundError, match=r"voicectl.no_such_module"):
         importlib.import_module("voicectl.no_such_module")
 
 

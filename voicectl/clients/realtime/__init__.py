@@ -90,7 +90,7 @@ from voicectl.clients.realtime.transcript import MAX_TRANSCRIPT_CHARS, Transcrip
 from voicectl.clients.realtime.transport import RealtimeTransport, TransportClosed, TransportOpener
 from voicectl.clients.realtime.websocket import WebSocketTransport
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped by module, as the imports)
     # protocol
     "APPEND", "BRIDGE_ERROR_CODES", "CLIENT_EVENT_TYPES", "COMMIT", "DEFAULT_MODEL", "ERROR", "ERROR_FIELDS_READ",
     "ERROR_HINTS", "IDLE_TIMEOUT_CODE", "MAX_EVENT_BYTES", "MAX_EVENT_DEPTH", "REOPEN_CODES", "SERVER_BUSY_CODE",

@@ -29,7 +29,7 @@ def human_bytes(count: float) -> str:
 
 def human_duration(seconds: float) -> str:
     """``3725`` -> ``"1h02m05s"``; ``65`` -> ``"1m05s"``."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:

@@ -56,7 +56,7 @@ def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging
         **overrides,
     }
     staging = ModelStaging(stack, "ModelStaging", ModelStagingProps(**props))
-    model = sagemaker.CfnModel(
+    sagemaker.CfnModel(
         stack,
         "VoxtralModel",
         execution_role_arn=f"arn:aws:iam::{ENV['account']}:role/voxtral-execution",
@@ -208,7 +208,7 @@ def test_build_role_writes_only_the_model_prefix_and_reads_only_its_secret(synth
     # No statement anywhere in the template grants a write on the model bucket outside the prefix.
     for policy in policies.values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            if any(a.startswith("s3:Put") or a.startswith("s3:Delete") or a == "s3:*" for a in _actions(statement)):
+            if any(a.startswith(("s3:Put", "s3:Delete")) or a == "s3:*" for a in _actions(statement)):
                 assert statement["Resource"] == {"Fn::Join": ["", [bucket_arn, "/models/voxtral/*"]]}
     secret_statements = [
         (policy["Properties"]["Roles"], statement)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import ModuleType
+from typing import ClassVar
 
 from tests.conftest import ROOT
 
@@ -38,7 +39,7 @@ def moto_environment(monkeypatch) -> None:
 
 
 class _Responses(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
+    bodies: ClassVar[list[dict]] = []
 
     def do_PUT(self):  # http.server's name
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))

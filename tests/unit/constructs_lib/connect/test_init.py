@@ -22,7 +22,7 @@ def test_each_name_comes_from_its_module():
 
 
 def test_an_unknown_name_is_an_attribute_error():
-    with pytest.raises(AttributeError, match="module 'constructs_lib.connect' has no attribute 'Nope'"):
+    with pytest.raises(AttributeError, match=r"module 'constructs_lib.connect' has no attribute 'Nope'"):
         package.Nope  # noqa: B018
 
 

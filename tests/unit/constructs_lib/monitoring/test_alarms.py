@@ -21,7 +21,7 @@ def test_rules_without_synthesis_cpu_only_instance_has_no_gpu_alarms():
     assert "GPUUtilization" not in names and "GPUMemoryUtilization" not in names
     cpu = next(rule for rule in alarm_rules(EndpointMetrics("e"), "ml.m5.xlarge", THRESHOLDS) if rule.name == "CPUUtilization")
     assert cpu.threshold == 360  # 90 % x 4 vCPUs
-    with pytest.raises(ValueError, match="ml.zz9.huge"):
+    with pytest.raises(ValueError, match=r"ml.zz9.huge"):
         alarm_rules(EndpointMetrics("e"), "ml.zz9.huge", THRESHOLDS)
 
 

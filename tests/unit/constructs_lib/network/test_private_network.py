@@ -56,7 +56,7 @@ def test_destroy_waits_for_the_models_network_interfaces_before_the_group_and_su
     before them), runs outside the VPC, and may delete interfaces of this VPC only."""
     stack = bare_stack()
     PrivateNetwork(stack, "Net", PrivateNetworkProps())
-    (wait_id, wait), = resources(stack, "Custom::AwaitNetworkInterfaces").items()
+    (_wait_id, wait), = resources(stack, "Custom::AwaitNetworkInterfaces").items()
     (group_id,) = [k for k in resources(stack, "AWS::EC2::SecurityGroup") if k.startswith("NetModelSecurityGroup")]
     assert wait["Properties"]["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
     assert sorted(ref["Ref"] for ref in wait["Properties"]["SubnetIds"]) == sorted(resources(stack, "AWS::EC2::Subnet"))

@@ -431,7 +431,7 @@ def test_bad_scaling_and_alarm_props_are_reported_by_their_constructs():
         "alarm fires above it, and use never exceeds 100 %)",
     ]
     uncatalogued = RealtimeEndpoint(bare_stack(), "Cpu", endpoint_props(variant=ProductionVariant("ml.inf2.xlarge")))
-    with pytest.raises(PropsError, match="without vCPU and GPU facts in constructs_lib/facts/instance_types.py"):
+    with pytest.raises(PropsError, match=r"without vCPU and GPU facts in constructs_lib/facts/instance_types.py"):
         uncatalogued.add_alarms()
 
 

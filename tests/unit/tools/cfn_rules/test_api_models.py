@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import api_models
 import botocore.session
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
+
+# isort: split
+
+import api_models
 
 
 def check(resource_type: str, props: dict) -> list[str]:
@@ -96,7 +99,7 @@ def test_every_mapping_names_a_real_operation_and_member():
         service = api_models.OPERATIONS[resource_type][0]
         shape = session.get_service_model(service).operation_model(operation).input_shape
         assert how == "items" or prop.lower() in {m.lower() for m in shape.members}, (resource_type, prop)
-    for (owner, prop), member in api_models.RENAMES.items():
+    for (owner, _prop), member in api_models.RENAMES.items():
         resource_type = owner if owner in api_models.OPERATIONS else "AWS::ECS::Cluster"
         service, operation = api_models.OPERATIONS[resource_type]
         assert member in session.get_service_model(service).operation_model(operation).input_shape.members

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
-import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
 import pytest
 
 from tests.conftest import ROOT
 from tests.tools.cfn_rules import _gate
+
+# isort: split
+
+import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
 
 RULES_DIR = ROOT / "tests" / "tools" / "cfn_rules"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
@@ -368,7 +371,7 @@ CASES += [
      "neither the Region's ELB account", load_balancer(grantee={"Service": aws_rules.ELB_LOG_PRINCIPAL})),
     (aws_rules.SecurityGroupText, security_group("Tasks of voxtral-realtime: the bridge port, not 8443 → 8080"),
      "characters EC2 refuses", security_group("Tasks of voxtral-realtime: the bridge port, not 8443 to 8080")),
-    (aws_rules.SecurityGroupText, security_group(rule_description="callers’ CIDR"), "characters EC2 refuses",
+    (aws_rules.SecurityGroupText, security_group(rule_description="callers’ CIDR"), "characters EC2 refuses",  # noqa: RUF001 (the quote is the point)
      security_group(rule_description="callers CIDR")),
     (aws_rules.SecurityGroupText, security_group(low=8443, high=8080), "exceeds ToPort",
      security_group(low=8080, high=8443)),

@@ -3,13 +3,15 @@ every template, app-level rules over the app at once, each finding one line nami
 
 from __future__ import annotations
 
+from tests.tools.cfn_rules import _gate
+
+# isort: split
+
 import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
 import guide_rules
 import required_grants
 from api_models import ApiModel
 from iam_actions import IamStatements
-
-from tests.tools.cfn_rules import _gate
 
 
 class EveryBucket:

@@ -3,10 +3,13 @@ it and holds on the same template mended."""
 
 from __future__ import annotations
 
-import guide_rules as gr
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
+
+# isort: split
+
+import guide_rules as gr
 
 
 def endpoint(kind: str, value, count=1) -> dict:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
-import iam_actions
 import pytest
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
+
+# isort: split
+
+import iam_actions
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 

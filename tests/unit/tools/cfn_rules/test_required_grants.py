@@ -7,9 +7,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-import required_grants as rg
 
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
+
+# isort: split
+
+import required_grants as rg
 
 ROLE_ARN = {"Fn::GetAtt": ["Role", "Arn"]}
 KEY_REF = {"Fn::GetAtt": ["Key", "Arn"]}

@@ -6,11 +6,14 @@ from __future__ import annotations
 import sys
 import types
 
-import _template  # the module the rules import, not a copy under another name
 import pytest
 
 from tests.conftest import ROOT
 from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path, as cfn-lint does)
+
+# isort: split
+
+import _template  # the module the rules import, not a copy under another name
 
 TEMPLATE = {"Resources": {
     "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "b"}},

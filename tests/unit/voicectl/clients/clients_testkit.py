@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 from tests.conftest import ROOT
 from voicectl.clients import mic, speak, transcribe
@@ -173,7 +174,7 @@ class QuietBridge:
     ``upstream_unavailable`` error event, then a 1011 close (container/bridge/server.py, vLLM not reachable).
     ``audio_bytes``: PCM16 bytes received in appends, over all streams."""
 
-    REFUSAL = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
+    REFUSAL: ClassVar[dict[str, str]] = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
                "code": "upstream_unavailable"}
 
     def __init__(self) -> None:

@@ -62,7 +62,7 @@ def test_empty_file_is_a_clear_error(tmp_path):
 def test_unreadable_and_missing_files_are_clear_errors(tmp_path):
     text = tmp_path / "notes.wav"
     text.write_text("not audio")
-    with pytest.raises(AudioError, match="cannot read it as audio.*WAV, FLAC, OGG"):
+    with pytest.raises(AudioError, match=r"cannot read it as audio.*WAV, FLAC, OGG"):
         load_pcm16(text)
     with pytest.raises(AudioError, match="no such file"):
         load_pcm16(tmp_path / "absent.flac")
@@ -72,7 +72,7 @@ def test_a_wav_cut_short_is_named_with_what_its_header_declares(tmp_path, record
     whole = open_audio(recording)
     assert whole.declared_frames is None
     cut = tmp_path / "cut.wav"
-    cut.write_bytes(open(recording, "rb").read()[:1000])  # 44-byte header + 956 bytes: 239 stereo PCM16 frames
+    cut.write_bytes(recording.read_bytes()[:1000])  # 44-byte header + 956 bytes: 239 stereo PCM16 frames
     info = open_audio(cut)
     assert (info.frames, info.declared_frames) == (239, whole.frames)
     flac = tmp_path / "whole.flac"

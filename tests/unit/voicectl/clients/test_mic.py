@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.voicectl.clients.clients_testkit import Servers, popen_interruptible
+from tests.unit.voicectl.clients.clients_testkit import QuietBridge, Servers, popen_interruptible
 from voicectl.cli import UsageError
 from voicectl.clients import mic
 from voicectl.clients.audio import CHUNK_BYTES
@@ -36,7 +36,7 @@ LIVENESS_S = 10.0
 
 def tone(seconds: float, rate_hz: int = RATE_HZ, frequency_hz: float = 300.0) -> np.ndarray:
     """A float32 sine at half scale."""
-    t = np.arange(int(round(rate_hz * seconds))) / rate_hz
+    t = np.arange(round(rate_hz * seconds)) / rate_hz
     return (0.5 * np.sin(2 * np.pi * frequency_hz * t)).astype(np.float32)
 
 
@@ -500,7 +500,7 @@ def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, na
 
 def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page):
     """issue 27: 190 MB sent in 30 s grew the server by 194 MB; now audio ahead of real time is refused, not queued."""
-    servers, url = page
+    _servers, url = page
 
     async def flood():
         client = await PageClient.connect(url)
@@ -616,7 +616,7 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
 def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
     """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    from tests.unit.voicectl.clients.clients_testkit import QuietBridge, client_parser
+    from tests.unit.voicectl.clients.clients_testkit import client_parser
 
     for name, value in {"FIRST_ANSWER_TIMEOUT_S": 1.0, "STALL_NOTICE_S": 0.5, "STALL_TIMEOUT_S": 1.5,
                         "STOP_TIMEOUT_S": 1.0, "WATCHDOG_TICK_S": 0.05}.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 
 import pytest
@@ -39,7 +40,7 @@ def stream_of(chunks: list[bytes], extra_events: bool = True) -> bytes:
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(max(cut, 0), len(data)) for cut in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 audio_chunks = st.lists(st.binary(min_size=0, max_size=64).map(lambda b: b[: len(b) // 2 * 2]), min_size=0, max_size=12)
@@ -206,7 +207,7 @@ def test_an_sse_event_without_its_closing_empty_line_is_truncated():
 
 def test_error_event_and_malformed_events_are_reported():
     ok = event_line({"type": "chunk", "data": base64.b64encode(b"\x07\x00").decode()})
-    with pytest.raises(SonicStreamError, match="status 500.*out of memory") as raised:
+    with pytest.raises(SonicStreamError, match=r"status 500.*out of memory") as raised:
         assemble_audio([ok + event_line({"type": "error", "status_code": 500, "error": "out of memory"})])
     assert raised.value.audio == b"\x07\x00"
     with pytest.raises(SonicStreamError, match="not valid JSON"):

@@ -4,6 +4,7 @@ the consumer -> the real bridge -> the fake vLLM; the store in memory."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
     assert {detail["contactId"] for detail in waiting} == {"busy-2"}
     assert all("server_busy" in detail["reason"] and detail["retryInS"] == 1.0 for detail in waiting)
     assert all(later["waitingS"] - earlier["waitingS"] >= 1.0  # how long it has waited: 1 s between tries at least
-               for earlier, later in zip(waiting, waiting[1:]))
+               for earlier, later in itertools.pairwise(waiting))
     # Of the two fragments held open, the first is read while waiting: the second's Segment has an unknown size (the
     # real layout), so its end shows only when the next fragment begins.
     assert waiting[-1]["untranscribedToS"] == FRAGMENT_S

@@ -322,7 +322,7 @@ def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws,
     for every call of the task: the other call's message is still extended every round, each error is logged with
     its call."""
     session, url = aws
-    started, ends, _ = held_calls
+    started, _ends, _ = held_calls
     sqs = Recording(session.client("sqs"), fail={"change_message_visibility:bad": -1})  # always refused
 
     async def scenario() -> None:
@@ -380,7 +380,7 @@ def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(
     session, url = aws
     started, _ends, _ = held_calls
     sqs = Recording(session.client("sqs"))
-    polled, release = asyncio.Event(), None
+    polled = asyncio.Event()
     stop_seen = __import__("threading").Event()
     real_receive = sqs.receive_message
 

@@ -311,8 +311,8 @@ def test_bootstrap_checks_the_target_account_and_reports_what_is_there(aws):
     bootstrapped(aws)
     assert check("bootstrap", [], ROOT, aws.session, aws)[-1] == (
         "  OK        CDK bootstrap of us-east-1: bootstrapped at version 30; cdk bootstrap updates it to the CLI's version")
-    with pytest.raises(PreflightError, match="^the credentials are for account 123456789012, not 999999999999: use "
-                       "the profile of 999999999999 or bootstrap aws://123456789012/us-east-1$"):
+    with pytest.raises(PreflightError, match=r"^the credentials are for account 123456789012, not 999999999999: use "
+                       r"the profile of 999999999999 or bootstrap aws://123456789012/us-east-1$"):
         check("bootstrap", ["aws://999999999999/us-east-1"], ROOT, aws.session, aws)
     with pytest.raises(PreflightError, match="'aws://12345/us-east-1' is not an environment of the form"):
         check("bootstrap", ["aws://12345/us-east-1"], ROOT, aws.session, aws)
@@ -362,7 +362,7 @@ def test_several_stops_are_listed_together(aws):
 def test_a_missing_profile_stops_with_a_message_not_a_traceback(monkeypatch):
     monkeypatch.setenv("AWS_PROFILE", "does-not-exist")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
-    with pytest.raises(PreflightError, match="^The config profile \\(does-not-exist\\) could not be found; list "):
+    with pytest.raises(PreflightError, match=r"^The config profile \(does-not-exist\) could not be found; list "):
         check("deploy", [], ROOT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
         "AWS_PROFILE": "does-not-exist", "AWS_CONFIG_FILE": "/nonexistent/config"}
@@ -385,7 +385,7 @@ def test_bootstrapped_account_prints_what_will_happen(aws):
 
 def test_destroy_needs_no_bootstrap_and_bad_settings_stop_it(aws):
     assert check("destroy", [], ROOT, aws.session, aws)[0].startswith("destroy: account 123456789012")
-    with pytest.raises(PreflightError, match="voxtral.instance_type='x'"):
+    with pytest.raises(PreflightError, match=r"voxtral.instance_type='x'"):
         check("destroy", ["-c", "voxtral.instance_type=x"], ROOT, aws.session, aws)
 
 

@@ -187,7 +187,7 @@ def test_resolves_the_intrinsics_the_cdk_emits_for_an_asset_image():
                                 physical_ids=lambda: {"Key": "k-1", "R": "role-name"})
     assert physical.resolve({"Fn::GetAtt": ["Key", "Arn"]}) == f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/k-1"
     assert physical.resolve({"Ref": "R"}) == "role-name"
-    with pytest.raises(Unresolvable, match="Fn::GetAtt R.Arn"):
+    with pytest.raises(Unresolvable, match=r"Fn::GetAtt R.Arn"):
         physical.resolve({"Fn::GetAtt": ["R", "Arn"]})  # a role's ARN holds its path, which the id does not
 
 

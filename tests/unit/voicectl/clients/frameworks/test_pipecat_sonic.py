@@ -62,7 +62,7 @@ def test_sonic_refusals_are_error_frames_naming_the_cause(status, words):
 
 
 def test_a_rate_sonic_does_not_offer_is_refused_at_start():
-    down, up = speak(FakeRuntime(), rate=11025)
+    _down, up = speak(FakeRuntime(), rate=11025)
     errors = [frame.error for frame in up if isinstance(frame, ErrorFrame)]
     assert errors[0].startswith("Sonic cannot speak at 11025 Hz; set the pipeline's audio_out_sample_rate")
 
@@ -86,7 +86,7 @@ def test_an_endpoint_that_cannot_answer_is_one_permanent_error(status, code, wor
                                                        TTSSpeakFrame("Again.")],
                                   pipeline_params=PipelineParams(audio_out_sample_rate=24000))
 
-    down, up = asyncio.run(run())
+    _down, up = asyncio.run(run())
     errors = [frame for frame in up if isinstance(frame, ErrorFrame)]
     assert [frame.error for frame in errors] == [
         errors[0].error] and f"{code}: {words}" in errors[0].error

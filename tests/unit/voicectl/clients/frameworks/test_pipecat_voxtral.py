@@ -58,7 +58,7 @@ def test_interims_then_a_finalized_transcription(server):
 
 
 def test_audio_at_another_rate_is_resampled_to_16_khz(server):
-    down, up = run(8000)
+    down, _up = run(8000)
     finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
     assert len(finals) == 1 and finals[0].finalized
     # 0.8 s at 8 kHz is 12800 bytes; at 16 kHz 25600, less the resampler's look-ahead (a few ms)
@@ -82,7 +82,7 @@ def test_back_to_back_utterances_are_each_finalized(server):
     speech = [InputAudioRawFrame(b"\x10\x27\xf0\xd8" * 160, 16000, 1) for _ in range(20)]
     utterance = [VADUserStartedSpeakingFrame(), *speech, SleepFrame(0.2),
                  VADUserStoppedSpeakingFrame(0.2)]
-    down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance, *utterance, SleepFrame(0.5)],
+    down, _up = asyncio.run(run_test(stt, frames_to_send=[*utterance, *utterance, SleepFrame(0.5)],
                                     pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
     finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
     assert [frame.finalized for frame in finals] == [True, True]

@@ -17,7 +17,7 @@ def test_a_voxtral_target_is_an_endpoint_or_a_url(kwargs):
 
 
 def test_a_url_must_be_a_websocket_url():
-    with pytest.raises(ValueError, match="'https://example.com' is not a WebSocket URL"):
+    with pytest.raises(ValueError, match=r"'https://example.com' is not a WebSocket URL"):
         VoxtralTarget(url="https://example.com")
 
 

@@ -202,7 +202,7 @@ def test_a_transport_that_raises_something_unexpected_is_reported_not_waited_for
     async def broken_open():
         raise KeyError("a bug in a transport")
 
-    with pytest.raises(RealtimeError, match="the transport failed unexpectedly .KeyError") as raised:
+    with pytest.raises(RealtimeError, match=r"the transport failed unexpectedly .KeyError") as raised:
         asyncio.run(asyncio.wait_for(transcribe_stream(chunks_of(LOUD), broken_open), 5))
     assert raised.value.code == "transport_error"
 
@@ -251,7 +251,7 @@ def test_a_second_drop_ends_with_an_error(memory_server):
                 yield chunk
         await transcribe_stream(chunks(), memory_server.open)
 
-    with pytest.raises(RealtimeError, match="dropped again after a reopen.*may be missing") as raised:
+    with pytest.raises(RealtimeError, match=r"dropped again after a reopen.*may be missing") as raised:
         asyncio.run(scenario())
     assert raised.value.code == "stream_dropped"
 
@@ -266,7 +266,7 @@ def test_an_error_event_ends_the_transcription_with_its_hint(memory_server):
 
 def test_no_done_after_the_final_commit_times_out(memory_server):
     memory_server.never_done = True
-    with pytest.raises(RealtimeError, match="no transcription.done arrived within 0 s"):
+    with pytest.raises(RealtimeError, match=r"no transcription.done arrived within 0 s"):
         asyncio.run(transcribe_stream(chunks_of(LOUD), memory_server.open, done_timeout_s=0.2))
 
 
