@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from config import context as ctx
 from config.models import (
@@ -84,7 +84,10 @@ from constructs_lib.sagemaker_endpoint.scaling_props import (
 )
 from constructs_lib.validation import Problems, show
 
-Props = TypeVar("Props")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Props = TypeVar("Props", bound="DataclassInstance")
 
 
 class SettingsError(ValueError):
@@ -275,7 +278,7 @@ class VoxtralSettings(EndpointSettings):
     #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the image's CUDA
     #: (constructs_lib/facts/cuda_compat.py): a driver that cannot run it is a settings error, an image whose tag names no
     #: CUDA a synth warning.
-    inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
+    inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI  # pyright: ignore[reportInvalidTypeForm] (built at run time for get_type_hints)
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     metrics_namespace: str = "RealtimeVoice/Bridge"
     #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).
@@ -551,7 +554,7 @@ class SonicSettings(EndpointSettings):
     container_startup_timeout_s: int = 900
     #: What target tracking holds per instance: invocations per minute, or requests in flight (the high-resolution
     #: ConcurrentRequestsPerModel).
-    scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"
+    scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"  # pyright: ignore[reportInvalidTypeForm] (built at run time for get_type_hints)
     #: Target per instance: invocations per minute, or concurrent requests, depending on scaling_metric.
     scaling_target: float = 60.0
     alarm_model_latency_p90_ms: float = 3000.0
@@ -879,7 +882,7 @@ class ConnectSettings:
     def props(self, settings: Settings, **kwargs: Any) -> ConnectTranscriptionProps:
         voxtral = settings.voxtral
         on_ecs = voxtral.target == "ecs"
-        values = {
+        values: dict[str, Any] = {
             "instance_arn": self.instance_arn or "", "stream_prefix": self.stream_prefix,
             "endpoint_name": None if on_ecs else voxtral.endpoint_name, "endpoint_url": "wss://ecs" if on_ecs else None,
             "create_storage_config": self.create_storage_config, "retention_hours": self.retention_hours,

@@ -75,7 +75,9 @@ def _class_comments(cls: type) -> dict[str, str]:
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     found = {}
-    for node in ast.parse(source).body[0].body:
+    (class_def,) = ast.parse(source).body
+    assert isinstance(class_def, ast.ClassDef), cls
+    for node in class_def.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             index, comment = node.lineno - 2, []
             while index >= 0 and lines[index].strip().startswith("#:"):
@@ -145,7 +147,7 @@ def render(page: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m config.settings_doc", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m config.settings_doc", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/settings.md is out of date")
     args = parser.parse_args(argv)
     page = PAGE.read_text()

@@ -58,7 +58,7 @@ _MODULES = {
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # pyright: ignore[reportUnsupportedDunderAll] (names imported on first use, PEP 562)
 
 
 def __getattr__(name: str) -> Any:

@@ -31,7 +31,7 @@ def cleanup_function(scope: Construct, construct_id: str, *, handler: str, state
     outside any VPC (it calls AWS APIs and CloudFormation's response URL, which a private VPC may not reach)."""
     log_group = logs.LogGroup(scope, f"{construct_id}Logs", removal_policy=RemovalPolicy.DESTROY, encryption_key=key,
                               retention=getattr(logs.RetentionDays, LOG_RETENTION[log_retention_days]))
-    role = iam.Role(scope, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+    role = iam.Role(scope, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                     description=description[:1000])
     for statement in statements:
         role.add_to_policy(statement)
@@ -44,7 +44,7 @@ def cleanup_function(scope: Construct, construct_id: str, *, handler: str, state
         code=lambda_.Code.from_asset(str(CLEANUP_HANDLERS_DIR), exclude=["__pycache__"]),
         timeout=timeout,
         memory_size=128,
-        role=role,
+        role=role,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         log_group=log_group,
         description=description[:256],
     )

@@ -97,24 +97,24 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
         if settings.voxtral.target == "ecs":
             voxtral = VoxtralEcsStack(
                 app, f"{prefix}-VoxtralEcs", settings=settings, foundation=foundation, artifacts=artifacts.refs,
-                alarm_topic=topic, env=env,
+                alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 description="Real-time voice: Voxtral speech-to-text on ECS GPU instances behind a load balancer",
             )
         else:
             voxtral = VoxtralStack(
                 app, f"{prefix}-Voxtral", settings=settings, foundation=foundation, artifacts=artifacts.refs,
-                alarm_topic=topic, env=env,
+                alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
             )
         voxtral.add_stack_dependency(artifacts)
     if settings.sonic_on_ecs:
         sonic = SonicEcsStack(
-            app, f"{prefix}-SonicEcs", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
+            app, f"{prefix}-SonicEcs", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description="Real-time voice: Cartesia Sonic text-to-speech on ECS GPU instances behind a load balancer",
         )
     elif settings.sonic.enabled:
         sonic = SonicStack(
-            app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
+            app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",
         )
     connect_stack = None
@@ -127,7 +127,7 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
                         "token_secret_arn": secret.secret_arn if secret is not None else None,
                         "token_secret_kms_key_arn": key.key_arn if key is not None else None}
         connect_stack = ConnectStack(
-            app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,
+            app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)
         if voxtral is not None:
             connect_stack.add_stack_dependency(voxtral)

@@ -28,6 +28,7 @@ class SonicEcsStack(Stack):
                  alarm_topic: sns.ITopic, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
+        assert sonic.image_uri is not None  # the settings require it with target=ecs
         self.service = GpuEcsService(
             self, "Service",
             GpuEcsServiceProps(

@@ -162,14 +162,14 @@ class BridgeImage(Construct):
             self,
             "CopyRole",
             description="cdk-ecr-deployment: copy the bridge image asset into the bridge repository",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         )
         stack = Stack.of(self)
         log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"
         policy = iam.Policy(
             self,
             "CopyPolicy",
-            roles=[role],
+            roles=[role],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             statements=[
                 iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
                 iam.PolicyStatement(

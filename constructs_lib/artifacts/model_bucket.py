@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from aws_cdk import (
     Acknowledgment,
+    CfnResource,
     Duration,
     Fn,
     RemovalPolicy,
@@ -137,16 +139,17 @@ class ModelBucket(Construct):
         function's role, which empties the bucket on destroy)."""
         allowed = list(principal_arns)
         if auto_delete:
-            provider = self.node.try_find_child("Bucket").node.try_find_child("AutoDeleteObjectsCustomResource")
+            provider = self.bucket.node.try_find_child("AutoDeleteObjectsCustomResource")
             if provider is not None:
                 # CDK's auto-delete provider is one per stack; its role is "Custom::S3AutoDeleteObjects...Role".
                 stack = Stack.of(self)
-                role = stack.node.try_find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
-                allowed.append(Fn.get_att(role.node.find_child("Role").logical_id, "Arn").to_string())
+                role = stack.node.find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
+                role_resource = cast(CfnResource, role.node.find_child("Role"))
+                allowed.append(Fn.get_att(role_resource.logical_id, "Arn").to_string())
         self.bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="OnlyModelRolesUseObjects",
             effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()],
+            principals=[iam.AnyPrincipal()],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             actions=["s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*"],
             resources=[self.bucket.arn_for_objects("*")],
             conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}},

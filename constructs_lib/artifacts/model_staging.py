@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from aws_cdk import (
     Acknowledgment,
@@ -259,13 +260,16 @@ class ModelStaging(Construct):
             # The AWS managed key for S3 encrypts the build's artifacts (it has none) and satisfies CodeBuild's
             # default explicitly, without a customer managed key to pay for.
             encryption_key=props.encryption_key or kms.Alias.from_alias_name(self, "S3ManagedKey", "alias/aws/s3"),
-            role=iam.Role(self, "BuildRole", assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
-                          path=props.role_path) if props.role_path else None,
+            role=iam.Role(  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                self, "BuildRole",
+                assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                path=props.role_path) if props.role_path else None,
             logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=log_group)),
         )
         if props.role_path:
             # With a path, CodeBuild's ServiceRole must be the role's ARN, not its name (cfn-lint E3050).
-            project.node.default_child.add_property_override("ServiceRole", project.role.role_arn)
+            build = cast(codebuild.CfnProject, project.node.default_child)
+            build.add_property_override("ServiceRole", cast(iam.IRole, project.role).role_arn)
             # CDK's template validation reads the property before the override; the template has the ARN.
             Validations.of(project).acknowledge(Acknowledgment(
                 id="CloudFormation-Validate::E3050",
@@ -327,7 +331,7 @@ class ModelStaging(Construct):
         account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
         name = nag_render(stack, project.project_name)
         source_read = "CDK's grant for the CodeBuild source: read the staging-code asset object only."
-        _acknowledge(project.role, {
+        _acknowledge(cast(Construct, project.role), {
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's grant on the build's encryption key (the data "
                 "key): data keys for the build's artifacts and logs, on that one key.",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's grant on the build's encryption key (the data key): "
@@ -355,8 +359,8 @@ class ModelStaging(Construct):
         provider = cr.Provider(
             self,
             "Provider",
-            on_event_handler=on_event,
-            is_complete_handler=is_complete,
+            on_event_handler=on_event,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+            is_complete_handler=is_complete,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             provider_function_env_encryption=props.encryption_key,
             query_interval=QUERY_INTERVAL,
             total_timeout=TOTAL_TIMEOUT,
@@ -410,7 +414,7 @@ class ModelStaging(Construct):
         """A Python Lambda function of the waiter code with its own log group and a role limited to ``actions``."""
         log_group = logs.LogGroup(self, f"{name}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY,
                                   encryption_key=key)
-        role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[project_arn]))
         # A log group's Arn attribute already ends in ":*" (its log streams).
         role.add_to_policy(
@@ -424,7 +428,7 @@ class ModelStaging(Construct):
             code=lambda_.Code.from_asset(str(WAITER_CODE_DIR), exclude=BUILD_SOURCE_EXCLUDE),
             timeout=Duration.seconds(30),
             memory_size=128,
-            role=role,
+            role=role,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             log_group=log_group,
             environment={"MANIFEST_NAME": MANIFEST_NAME},
             environment_encryption=key,

@@ -10,7 +10,11 @@ keeps working.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from constructs_lib.connect.props import ConnectTranscriptionProps
+    from constructs_lib.connect.transcription import ConnectTranscription, dashboard_rows
 
 _EXPORTS = {"ConnectTranscription": "transcription", "dashboard_rows": "transcription",
             "ConnectTranscriptionProps": "props"}

@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import json
 import re
+from typing import cast
 
 from aws_cdk import (
     Acknowledgment,
     Annotations,
     ArnFormat,
     CfnOutput,
+    CfnResource,
     Duration,
     Fn,
     RemovalPolicy,
@@ -167,7 +169,7 @@ class ConnectTranscription(Construct):
             # bus only (EventBridge user guide, "Using dead-letter queues to process undelivered events", granting
             # permissions: aws:SourceArn of the sender; a bus DLQ's sender being the bus: unconfirmed).
             self.bus_dead_letters.add_to_resource_policy(iam.PolicyStatement(
-                sid="EventBridgeDeadLetters", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                sid="EventBridgeDeadLetters", principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["sqs:SendMessage"], resources=[self.bus_dead_letters.queue_arn],
                 conditions={"ArnEquals": {"aws:SourceArn": self.bus.event_bus_arn}}))
             Validations.of(self.bus_dead_letters).acknowledge(Acknowledgment(
@@ -216,14 +218,16 @@ class ConnectTranscription(Construct):
         # Connect invokes the function as connect.amazonaws.com on behalf of the instance: aws:SourceAccount is the
         # instance's account (Lambda developer guide, "Working with resource-based IAM policies in Lambda"), which
         # must be this stack's (the association below is made in this account; a cross-account instance is refused).
-        instance_account = INSTANCE_ARN_PATTERN.match(props.instance_arn).group(2)
+        instance_match = INSTANCE_ARN_PATTERN.match(props.instance_arn)
+        assert instance_match is not None, props.instance_arn  # the props' check refuses any other
+        instance_account = instance_match.group(2)
         if not Token.is_unresolved(stack.account) and stack.account != instance_account:
             raise ValueError(
                 f"connect.instance_arn={props.instance_arn!r}: the instance is in account {instance_account}, this "
                 f"deployment in {stack.account}; deploy the app in the instance's account (its function association, "
                 "storage config and flow are made there)")
         self.function.add_permission(
-            "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),
+            "ConnectInvoke", principal=iam.ServicePrincipal("connect.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             source_account=instance_account, source_arn=props.instance_arn)
         Validations.of(self.function).acknowledge(Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
@@ -242,13 +246,15 @@ class ConnectTranscription(Construct):
             integration_type="LAMBDA_FUNCTION",
             integration_arn=self.function.function_arn) if props.associate_function else None
         if props.create_storage_config:
+            stream_key = props.stream_kms_key_arn or props.kms_key_arn
+            assert stream_key is not None  # the props' check requires one with create_storage_config
             connect.CfnInstanceStorageConfig(
                 self, "MediaStreams", instance_arn=props.instance_arn, resource_type="MEDIA_STREAMS",
                 storage_type="KINESIS_VIDEO_STREAM",
                 kinesis_video_stream_config=connect.CfnInstanceStorageConfig.KinesisVideoStreamConfigProperty(
                     prefix=props.stream_prefix, retention_period_hours=props.retention_hours,
                     encryption_config=connect.CfnInstanceStorageConfig.EncryptionConfigProperty(
-                        encryption_type="KMS", key_id=props.stream_kms_key_arn or props.kms_key_arn)))
+                        encryption_type="KMS", key_id=stream_key)))
         if props.create_example_flow:
             content = EXAMPLE_FLOW.read_text()
             assert len(content) <= MAX_FLOW_CHARACTERS, "ContactFlow Content is at most 256000 characters"
@@ -465,7 +471,8 @@ class ConnectTranscription(Construct):
             invoke.attach_to_role(role)  # type: ignore[arg-type]
             # cfn-lint's IAM action list predates bidirectional streaming (W3037); the action is documented in the
             # InvokeEndpointWithBidirectionalStream API reference.
-            invoke.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+            cast(CfnResource, invoke.node.default_child).add_metadata(
+                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         elif props.token_secret_arn:
             role.add_to_principal_policy(iam.PolicyStatement(
                 sid="ReadBridgeToken", actions=["secretsmanager:GetSecretValue"], resources=[props.token_secret_arn]))

@@ -134,6 +134,7 @@ def service_alarm_rules(props: GpuEcsServiceProps, metrics: GpuEcsServiceMetrics
                   "more means something else uses the GPU).", MISSING_GPU),
     ]
     if props.bridge is not None:
+        assert bridge_metrics is not None  # GpuEcsService reads the bridge's metrics whenever it has one
         protection = AlarmRule(
             "TaskProtectionErrors", bridge_metrics.metric_task_protection_errors(ERROR_WINDOW), GT, 0, 1, 1,
             NOT_BREACHING, "The bridge could not set its task scale-in protection through the ECS agent: a "

@@ -278,10 +278,14 @@ class GpuEcsService(Construct):
         })
         self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
                                    container_insights_v2=ecs.ContainerInsights.ENHANCED)
-        self.gpu_namespace = props.gpu_namespace or props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
-        instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+        if props.gpu_namespace:
+            self.gpu_namespace = props.gpu_namespace
+        else:
+            assert props.bridge is not None  # the props' check requires gpu_namespace without bridge
+            self.gpu_namespace = props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
+        instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                                  description=f"ECS container instances of {props.service_name}")
-        self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")
+        self._grant_put_metrics(instance_role, self.gpu_namespace, "the CloudWatch agent's GPU metrics")  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags (ec2:DescribeTags, as in
         # CloudWatchAgentServerPolicy; CloudWatch agent user guide, "append_dimensions").
         instance_role.add_to_principal_policy(iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"]))
@@ -301,7 +305,7 @@ class GpuEcsService(Construct):
             instance_type=ec2.InstanceType(cap.instance_type),
             require_imdsv2=True,
             http_put_response_hop_limit=1,  # tasks (awsvpc) cannot reach the instance's credentials
-            role=instance_role,
+            role=instance_role,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             user_data=user_data,
             security_group=self.instance_security_group,
             block_devices=[ec2.BlockDevice(
@@ -360,6 +364,8 @@ class GpuEcsService(Construct):
                                        retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
         self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
         if bridge is not None:
+            # The props' check requires the model's bucket and prefix with bridge.
+            assert props.model_bucket is not None and props.model_prefix is not None
             self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
             self._grant_model_read(self.task_definition.task_role, props.model_bucket, props.model_prefix)
             self._grant_put_metrics(self.task_definition.task_role, bridge.namespace, "the bridge's metrics")
@@ -386,13 +392,14 @@ class GpuEcsService(Construct):
                 reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
                        "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
             ))
-            secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)
+            secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             if key is not None:  # ECS reads the secret with the execution role when a task starts
                 self.task_definition.obtain_execution_role().add_to_principal_policy(
-                    secret_decrypt_statement(self.token_secret, key.key_arn))
+                    secret_decrypt_statement(self.token_secret, key.key_arn))  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         environment = dict(props.environment)
         health_check = None
         if bridge is not None:
+            assert props.model_bucket is not None  # as above
             environment.update({
                 "MODEL_S3_URI": f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
                 "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
@@ -517,6 +524,7 @@ class GpuEcsService(Construct):
                                                "internet-facing needs one (the settings refuse otherwise).",
             })
         if lb.https:
+            assert lb.certificate_arn is not None  # what https means
             listener = self.load_balancer.add_listener(
                 "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[elbv2.ListenerCertificate.from_arn(lb.certificate_arn)],
@@ -600,6 +608,7 @@ class GpuEcsService(Construct):
         self.scaling = self.service.auto_scale_task_count(min_capacity=cap.min_tasks, max_capacity=cap.max_tasks)
         self.bridge_metrics: BridgeMetrics | None = None
         if bridge is not None:
+            assert props.streams_target is not None  # the props' check requires it with bridge
             self.bridge_metrics = BridgeMetrics(bridge.namespace, props.service_name, ECS_VARIANT_NAME)
             self.scaling.scale_to_track_custom_metric(
                 "ActiveStreams",
@@ -611,6 +620,7 @@ class GpuEcsService(Construct):
         else:
             # Requests per task per minute (AWS/ApplicationELB RequestCountPerTarget, the ALBRequestCountPerTarget
             # predefined metric of Application Auto Scaling).
+            assert props.requests_per_target is not None  # the props' check requires it without bridge
             self.scaling.scale_on_request_count(
                 "Requests", requests_per_target=math.ceil(props.requests_per_target), target_group=self.target_group,
                 scale_in_cooldown=SCALE_IN_COOLDOWN, scale_out_cooldown=SCALE_OUT_COOLDOWN)

@@ -211,7 +211,7 @@ def volume_key_refusal(instance_types: Sequence[str]) -> str | None:
     local = local_storage_types(instance_types)
     if not local:
         return None
-    facts = "; ".join(f"{name}: {lookup(name).local_storage_source}" for name in local)
+    facts = "; ".join(f"{name}: {CATALOGUE[name].local_storage_source}" for name in local)
     return (f"KmsKeyId is left off: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe instance "
             f"storage, which the instance encrypts with its own hardware key (XTS-AES-256, EC2 User Guide, 'SSD "
             f"instance store volumes'). {KMS_KEY_ID_RULE}. Instance storage facts: {facts}.")
@@ -235,7 +235,8 @@ def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
     missing = [name for name, spec in zip(instance_types, specs, strict=True) if spec is None]
     if not specs or missing:
         raise ValueError(f"instance types {list(missing or instance_types)!r}: not in constructs_lib/facts/instance_types.py")
-    return min(spec.gpus for spec in specs), min(spec.vcpus for spec in specs)
+    known = [spec for spec in specs if spec is not None]  # every one, past the check above
+    return min(spec.gpus for spec in known), min(spec.vcpus for spec in known)
 
 
 def gpu_families() -> str:

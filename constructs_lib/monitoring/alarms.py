@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from aws_cdk import (
     Duration,
@@ -107,8 +107,13 @@ class AlarmRule:
     def description(self) -> str:
         """AlarmDescription: the meaning, the rule in words and the missing-data choice with its reason."""
         minutes = self.metric.period.to_minutes()
-        what = (f"{self.metric.metric_name} ({self.metric.statistic})" if isinstance(self.metric, cloudwatch.Metric)
-                else f"{self.metric.expression} ({', '.join(f'{name} = {m.metric_name} {m.statistic}' for name, m in sorted(self.metric.using_metrics.items()))})")
+        if isinstance(self.metric, cloudwatch.Metric):
+            what = f"{self.metric.metric_name} ({self.metric.statistic})"
+        else:
+            # The rules' math expressions combine plain metrics.
+            used = cast("dict[str, cloudwatch.Metric]", self.metric.using_metrics)
+            terms = ", ".join(f"{name} = {m.metric_name} {m.statistic}" for name, m in sorted(used.items()))
+            what = f"{self.metric.expression} ({terms})"
         return (f"{self.meaning} Fires when {what} is "
                 f"{_WORDS[self.comparison]} {self.threshold:g} in {self.datapoints_to_alarm} of "
                 f"{self.evaluation_periods} {minutes}-minute periods. Missing data: "
@@ -231,8 +236,8 @@ def alarm_from_rule(scope: Construct, construct_id: str, rule: AlarmRule, alarm_
         treat_missing_data=rule.treat_missing_data,
     )
     if action is not None:
-        alarm.add_alarm_action(action)
-        alarm.add_ok_action(action)
+        alarm.add_alarm_action(action)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+        alarm.add_ok_action(action)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
     return alarm
 
 
@@ -290,7 +295,9 @@ class EndpointAlarms(Construct):
         problems.raise_if_any(f"EndpointAlarms {construct_id}")
         super().__init__(scope, construct_id)
 
-        self.rules = alarm_rules(endpoint, endpoint.instance_types, props.thresholds, props.bridge)
+        # An IEndpoint has EndpointMetrics' metric_* methods (interface.py).
+        metrics = cast(EndpointMetrics, endpoint)
+        self.rules = alarm_rules(metrics, endpoint.instance_types, props.thresholds, props.bridge)
         action = actions.SnsAction(props.topic) if props.topic is not None else None
         prefix = props.alarm_name_prefix or endpoint.endpoint_name
         self.alarms: dict[str, cloudwatch.Alarm] = {}

@@ -249,10 +249,10 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     if gpus:
         for name, metric_id in (("GPUUtilization", "gpu"), ("GPUMemoryUtilization", "gpumem")):
             rule = rules[name]
-            usage.append(_scaled(metric_id, rule, gpus, f"{name} ({rule.metric.statistic}, % of {gpus} GPU)"))
+            usage.append(_scaled(metric_id, rule, gpus, f"{name} ({_statistic(rule)}, % of {gpus} GPU)"))
             usage_lines.append(_alarm_line(rule, rule.threshold / gpus, "%"))
     cpu = rules["CPUUtilization"]
-    usage.append(_scaled("cpu", cpu, vcpus, f"CPUUtilization ({cpu.metric.statistic}, % of {vcpus} vCPUs)"))
+    usage.append(_scaled("cpu", cpu, vcpus, f"CPUUtilization ({_statistic(cpu)}, % of {vcpus} vCPUs)"))
     usage += [rules["MemoryUtilization"].metric, rules["DiskUtilization"].metric]
     usage_lines += [
         _alarm_line(rules["CPUUtilization"], rules["CPUUtilization"].threshold / vcpus, "%"),
@@ -273,4 +273,11 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
         label="instances",
     ))
 
-    return [[header]] + [graphs[i:i + 3] for i in range(0, len(graphs), 3)]
+    rows: list[list[cloudwatch.IWidget]] = [[header]]
+    return rows + [graphs[i:i + 3] for i in range(0, len(graphs), 3)]
+
+
+def _statistic(rule: AlarmRule) -> str:
+    """The statistic of a rule on one metric (the usage graph's GPU and CPU rules)."""
+    assert isinstance(rule.metric, cloudwatch.Metric), rule.name
+    return rule.metric.statistic

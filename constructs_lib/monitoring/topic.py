@@ -72,7 +72,7 @@ class AlarmTopic(Construct):
         if props.kms_key_arn is not None:
             self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", props.kms_key_arn)
         else:
-            self.key = self._own_key(stack)
+            self.key = self._own_key(stack)  # pyright: ignore[reportAttributeAccessIssue] (jsii binding: parameter names differ from the interface's)
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -83,14 +83,14 @@ class AlarmTopic(Construct):
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsPublish",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["sns:Publish"],
                 resources=[self.topic.topic_arn],
                 conditions={"ArnLike": {"aws:SourceArn": alarm_arns}},
             )
         )
         if props.email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         self.topic_arn: str = self.topic.topic_arn
 
     def _own_key(self, stack: Stack) -> kms.Key:
@@ -107,7 +107,7 @@ class AlarmTopic(Construct):
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsEncryptNotifications",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
                 # service publishers has none, and the topic policy below already limits publishing to this

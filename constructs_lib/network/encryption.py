@@ -85,7 +85,7 @@ class DataKey(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.created = props.kms_key_arn is None
-        if not self.created:
+        if props.kms_key_arn is not None:  # not created
             self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", props.kms_key_arn)
             self.key_arn: str = props.kms_key_arn
             return
@@ -100,7 +100,7 @@ class DataKey(Construct):
         if props.log_group_prefixes:
             key.add_to_resource_policy(iam.PolicyStatement(
                 sid="CloudWatchLogsEncryptLogGroups",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=DATA_ACTIONS,
                 # In a key policy "*" means this key.
                 resources=["*"],
@@ -111,7 +111,7 @@ class DataKey(Construct):
         if props.service_principals:
             key.add_to_resource_policy(iam.PolicyStatement(
                 sid="ServicesEncrypt",
-                principals=[iam.ServicePrincipal(principal) for principal in props.service_principals],
+                principals=[iam.ServicePrincipal(principal) for principal in props.service_principals],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
@@ -123,20 +123,20 @@ class DataKey(Construct):
             # bus); DescribeKey, which CreateEventBus calls, is granted without them, as the page lists it.
             key.add_to_resource_policy(iam.PolicyStatement(
                 sid="EventBridgeDescribeKey",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=EVENT_BUS_DESCRIBE_ACTIONS,
                 resources=["*"],
             ))
             key.add_to_resource_policy(iam.PolicyStatement(
                 sid="EventBridgeEncryptBuses",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=EVENT_BUS_DATA_ACTIONS,
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account},
                             "ArnLike": {"aws:SourceArn":
                                         f"arn:{stack.partition}:events:{stack.region}:{stack.account}:event-bus/*"}},
             ))
-        self.key = key
+        self.key = key  # pyright: ignore[reportAttributeAccessIssue] (jsii binding: parameter names differ from the interface's)
         self.key_arn = key.key_arn
 
     def grant_read(self, role: iam.IRole) -> None:

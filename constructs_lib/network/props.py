@@ -123,8 +123,8 @@ class ExistingVpc:
             p.add("vpc_id", self.vpc_id, "must be a VPC id such as 'vpc-0123456789abcdef0'")
         check_ids(p, "subnet_ids", self.subnet_ids, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'")
         zones = list(self.availability_zones)
-        bad = [zone for zone in zones if not AVAILABILITY_ZONE_RE.fullmatch(zone)
-               or (region is not None and AVAILABILITY_ZONE_RE.fullmatch(zone)["region"] != region)]
+        bad = [zone for zone in zones if not (match := AVAILABILITY_ZONE_RE.fullmatch(zone))
+               or (region is not None and match["region"] != region)]
         if bad:
             p.add("availability_zones", zones, f"must be Availability Zones of {region or 'the stack Region'} such as "
                                                f"'{region or 'us-east-1'}a'; not: {', '.join(map(repr, bad))}")

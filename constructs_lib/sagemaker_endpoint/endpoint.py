@@ -22,12 +22,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from aws_cdk import (
     Acknowledgment,
     Annotations,
     ArnFormat,
     CfnOutput,
+    CfnResource,
     Names,
     RemovalPolicy,
     Stack,
@@ -121,7 +123,8 @@ class EndpointBase(Construct, EndpointMetrics):
         when ``bridge`` is given; each sends ALARM and OK to ``topic``. See
         :class:`~constructs_lib.monitoring.alarms.EndpointAlarms`."""
         return EndpointAlarms(self, "Alarms", EndpointAlarmsProps(
-            endpoint=self, thresholds=thresholds or EndpointAlarmThresholds(), bridge=bridge, topic=topic))
+            endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
+            thresholds=thresholds or EndpointAlarmThresholds(), bridge=bridge, topic=topic))
 
     def auto_scale_instance_count(self, *, min_capacity: int, max_capacity: int) -> ScalableInstanceCount:
         """Let Application Auto Scaling set the variant's instance count within ``min_capacity``-``max_capacity``
@@ -131,7 +134,10 @@ class EndpointBase(Construct, EndpointMetrics):
             constructs_lib.validation.PropsError: a bad range, or the count already scales (one scalable target per
                 variant).
         """
-        return ScalableInstanceCount(self, "InstanceCount", endpoint=self, min_capacity=min_capacity,
+        return ScalableInstanceCount(
+            self, "InstanceCount",
+            endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
+            min_capacity=min_capacity,
                                      max_capacity=max_capacity)
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
@@ -201,10 +207,13 @@ class RealtimeEndpoint(EndpointBase):
             raise ValueError("from_endpoint_attributes: give exactly one of endpoint_name and endpoint_arn")
         stack = Stack.of(scope)
         if endpoint_arn is None:
+            assert endpoint_name is not None  # exactly one of the two, checked above
             name = endpoint_name if is_token(endpoint_name) else endpoint_name.lower()
             endpoint_arn = stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
         else:
             endpoint_name = stack.split_arn(endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME).resource_name
+            if endpoint_name is None:
+                raise ValueError(f"from_endpoint_attributes: {endpoint_arn} names no endpoint")
         return _ImportedEndpoint(scope, construct_id, endpoint_name=endpoint_name, endpoint_arn=endpoint_arn,
                                  variant_name=variant_name, instance_type=instance_type,
                                  initial_instance_count=initial_instance_count, invoke_actions=invoke_actions)
@@ -249,11 +258,15 @@ class RealtimeEndpoint(EndpointBase):
         model = self._model("Model", props, props.container)
         # A pool with an environment of its own runs its own Model (InstancePool ModelNameOverride): the variant's
         # Model in everything but environment variables (props.RealtimeEndpointProps.pool_environment).
-        pool_models = {
-            instance_type: self._model(_pool_model_id(instance_type), props, dataclasses.replace(
-                props.container, environment={**props.container.environment, **environment}))
-            for instance_type, environment in props.pool_environment.items()
-        }
+        pool_models: dict[str, sagemaker.CfnModel] = {}
+        if props.pool_environment:
+            image = props.container
+            assert isinstance(image, ImageContainer)  # the props' check refuses a model package here
+            pool_models = {
+                instance_type: self._model(_pool_model_id(instance_type), props, dataclasses.replace(
+                    image, environment={**image.environment, **environment}))
+                for instance_type, environment in props.pool_environment.items()
+            }
 
         refusal = catalogue.volume_key_refusal(variant.instance_types)
         config = sagemaker.CfnEndpointConfig(
@@ -432,8 +445,7 @@ class RealtimeEndpoint(EndpointBase):
             if container.model_data_s3_uri is not None and not is_token(container.model_data_s3_uri):
                 data = S3Prefix.parse(container.model_data_s3_uri)
                 role.grant_model_data_read(data.bucket, data.prefix)
-        return role.role
-
+        return role.role  # pyright: ignore[reportReturnType] (jsii binding: parameter names differ from the interface's)
     def _grant_log_write(self, log_group: logs.ILogGroup) -> None:
         """Create streams in and write events to the endpoint's log group, as the execution role."""
         streams = f"{log_group.log_group_arn}:log-stream:*"
@@ -467,7 +479,8 @@ class RealtimeEndpoint(EndpointBase):
         if INVOKE_BIDIRECTIONAL in props.invoke_actions:
             # cfn-lint's IAM action list predates bidirectional streaming (W3037 "not one of ..."); the action is
             # documented in the InvokeEndpointWithBidirectionalStream API reference.
-            policy.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+            cast(CfnResource, policy.node.default_child).add_metadata(
+                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         return policy
 
 

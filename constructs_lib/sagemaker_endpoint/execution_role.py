@@ -48,7 +48,7 @@ class SageMakerExecutionRole(Construct):
             "Role",
             description=description,
             path=path,
-            assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL).with_conditions(
+            assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL).with_conditions(  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 {"StringEquals": {"aws:SourceAccount": account}}
             ),
         )
@@ -146,7 +146,7 @@ class SageMakerExecutionRole(Construct):
     def grant_vpc_access(self, subnets: Sequence[str], security_groups: Sequence[str]) -> None:
         """Create, describe and delete the network interfaces of a Model whose ``VpcConfig`` names ``subnets`` and
         ``security_groups``: see :func:`grant_vpc_access`."""
-        grant_vpc_access(self.role, subnets, security_groups)
+        grant_vpc_access(self.role, subnets, security_groups)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
 
 
 #: The actions a Model with ``VpcConfig`` needs on its execution role. SageMaker developer guide, "CreateModel API:

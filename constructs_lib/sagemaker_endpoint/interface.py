@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from aws_cdk import aws_cloudwatch as cloudwatch
-    from constructs import Construct, IDependable, Node
+    from constructs import IDependable, Node
 
     from constructs_lib.sagemaker_endpoint.props import RollingUpdate
+    from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
 
 
 class IEndpoint(Protocol):
@@ -40,10 +41,10 @@ class IEndpoint(Protocol):
     initial_instance_count: int | None
     rolling_update: RollingUpdate | None
     when_in_service: IDependable | None
-    scalable_instance_count: Construct | None
+    scalable_instance_count: ScalableInstanceCount | None
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM."""
 
-    def register_scaling(self, scaling: Construct) -> None:
+    def register_scaling(self, scaling: ScalableInstanceCount) -> None:
         """Record the variant's autoscaling (called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`)."""

@@ -72,10 +72,14 @@ class MonitoredEndpoint(Construct):
 
         self.endpoint = RealtimeEndpoint(self, props.name, props.endpoint)
         self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(
-            endpoint=self.endpoint, thresholds=props.thresholds, bridge=props.bridge, topic=props.alarm_topic))
+            endpoint=self.endpoint,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
+            thresholds=props.thresholds, bridge=props.bridge, topic=props.alarm_topic))
         self.scaling: ScalableInstanceCount | None = None
         if scaling.scales:
-            self.scaling = ScalableInstanceCount(self, "Autoscaling", endpoint=self.endpoint,
+            self.scaling = ScalableInstanceCount(
+                self, "Autoscaling",
+                endpoint=self.endpoint,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
                                                  min_capacity=scaling.min_capacity, max_capacity=scaling.max_capacity)
+            assert scaling.tracking is not None  # required while min < max (checked above)
             self.scaling.scale_to_track("Policy", scaling.tracking)
         self.endpoint.add_outputs(props.name, props.outputs)

@@ -18,7 +18,7 @@ deployment that changes the instance type, then restore them (README, "Scaling")
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from aws_cdk import aws_applicationautoscaling as appscaling
 from constructs import Construct
@@ -33,6 +33,14 @@ from constructs_lib.sagemaker_endpoint.scaling_props import (
     variant_resource_id,
 )
 from constructs_lib.validation import Problems
+
+
+class Cooldowns(TypedDict, total=False):
+    """The cooldowns :class:`TargetTracking` takes, in seconds."""
+
+    scale_in_cooldown_s: int
+    scale_out_cooldown_s: int
+
 
 if TYPE_CHECKING:
     from constructs_lib.sagemaker_endpoint.interface import IEndpoint
@@ -109,6 +117,7 @@ class ScalableInstanceCount(Construct):
                 scale_out_cooldown=tracking.scale_out_cooldown_s,
             )
         else:
+            assert tracking.predefined_metric is not None  # exactly one of the two (TargetTracking's check)
             configuration = policy(
                 target_value=tracking.target_value,
                 predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
@@ -127,12 +136,14 @@ class ScalableInstanceCount(Construct):
         )
         return resource.ref  # Ref of a scaling policy is its ARN
 
-    def scale_on_invocations(self, construct_id: str, *, invocations_per_minute: float, **cooldowns: int) -> str:
+    def scale_on_invocations(self, construct_id: str, *, invocations_per_minute: float,
+                             **cooldowns: Unpack[Cooldowns]) -> str:
         """Track SageMaker's predefined invocations per instance (requests per instance per minute)."""
         return self.scale_to_track(construct_id, TargetTracking(
             target_value=invocations_per_minute, predefined_metric=INVOCATIONS_PER_INSTANCE, **cooldowns))
 
-    def scale_on_concurrent_requests(self, construct_id: str, *, requests_per_instance: float, **cooldowns: int) -> str:
+    def scale_on_concurrent_requests(self, construct_id: str, *, requests_per_instance: float,
+                                     **cooldowns: Unpack[Cooldowns]) -> str:
         """Track SageMaker's predefined concurrent requests per model (high resolution: requests in flight)."""
         return self.scale_to_track(construct_id, TargetTracking(
             target_value=requests_per_instance, predefined_metric=CONCURRENT_REQUESTS_PER_MODEL, **cooldowns))

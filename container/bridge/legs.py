@@ -351,7 +351,7 @@ class ClientLeg(asyncio.Protocol):
         opcode = frame.opcode
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if frame.fin:
-                self._deliver(frame.data)
+                self._deliver(bytes(frame.data))  # bytes already: the protocol parses into bytes
             else:
                 self._fragments = bytearray(frame.data)
                 self._fragment_count = 1
@@ -532,7 +532,7 @@ class UpstreamLeg(asyncio.Protocol):
         opcode = frame.opcode
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if frame.fin:
-                self.stream.guarded(self.stream.from_upstream, frame.data)
+                self.stream.guarded(self.stream.from_upstream, bytes(frame.data))  # as above
             else:
                 self._fragments = bytearray(frame.data)
         elif opcode is Opcode.CONT and self._fragments is not None:

@@ -239,14 +239,18 @@ def _append_pcm16_length(frame: bytes, start: int, end: int, slice_bytes: int) -
         stop = min(end, position + slice_bytes)
         if escaped and stop < end and frame[stop - 1] == 0x5C:  # never split an escape
             stop += 1
-        chunk = bytes(view[position:stop]) if escaped or carry or stop < end else view[position:stop]
+        chunk: bytes | memoryview
         if escaped:
-            chunk = chunk.replace(b"\\/", b"/").replace(b"\\r", b"").replace(b"\\n", b"")
+            chunk = bytes(view[position:stop]).replace(b"\\/", b"/").replace(b"\\r", b"").replace(b"\\n", b"")
+        elif carry or stop < end:
+            chunk = bytes(view[position:stop])
+        else:
+            chunk = view[position:stop]
         chunk = carry + chunk if carry else chunk
         position = stop
         if position < end:
             whole = len(chunk) - len(chunk) % 4
-            chunk, carry = chunk[:whole], chunk[whole:]
+            chunk, carry = chunk[:whole], bytes(chunk[whole:])  # bytes already: position < end
             if b"=" in chunk:
                 return _NOT_BASE64
         try:

@@ -463,9 +463,9 @@ class Bridge:
             self.stream_cap = max(1, streams)
             self.metrics.stream_cap = self.stream_cap
 
-    def stream_accepted(self, client: ClientLeg) -> None:
+    def stream_accepted(self, leg: ClientLeg) -> None:
         """The client's WebSocket is open (accepted at once, as SageMaker requires): relay it in a task."""
-        self._spawn(self._handle_stream(client))
+        self._spawn(self._handle_stream(leg))
 
     async def _handle_stream(self, client: ClientLeg) -> None:
         """Relay one stream; never raises for an ordinary disconnect."""

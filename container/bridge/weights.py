@@ -189,7 +189,8 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
     from botocore.exceptions import ClientError
 
     bucket, prefix = parse_s3_uri(s3_uri)
-    s3 = s3 or boto3.client("s3")
+    if s3 is None:
+        s3 = boto3.client("s3")
     config = transfer_config or TransferConfig()
     target = local_dir(cache_dir, bucket, prefix)
     with _host_lock(target.parent / f"{target.name}.lock"):

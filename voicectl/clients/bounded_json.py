@@ -39,10 +39,10 @@ def check_depth(text: str | bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
 
     Brackets inside string literals do not count; an unbalanced text is left to the decoder to reject.
     """
-    pattern = _TOKENS if isinstance(text, str) else _BYTE_TOKENS
+    matches = _TOKENS.finditer(text) if isinstance(text, str) else _BYTE_TOKENS.finditer(text)
     opening = ("[", "{") if isinstance(text, str) else (b"[", b"{")
     depth = 0
-    for match in pattern.finditer(text):
+    for match in matches:
         token = match.group()
         if len(token) != 1:
             continue  # a string literal

@@ -657,11 +657,13 @@ class MicServer:
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
 
+        def on_audio(pcm: bytes) -> None:
+            loop.call_soon_threadsafe(chunks.put_nowait, pcm)
+
         def call() -> Any:
             try:
                 client = sagemaker_runtime_client(self._args.profile, self._args.region)
-                return synthesize(client, self._args.sonic_endpoint, request,
-                                  on_audio=lambda pcm: loop.call_soon_threadsafe(chunks.put_nowait, pcm))
+                return synthesize(client, self._args.sonic_endpoint, request, on_audio=on_audio)
             finally:
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
 

@@ -120,11 +120,11 @@ class VoxtralSpeechStream(stt.RecognizeStream):
             if isinstance(event, Interim) and event.text:
                 self._event_ch.send_nowait(stt.SpeechEvent(
                     type=stt.SpeechEventType.INTERIM_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text)]))
+                    alternatives=[stt.SpeechData(language=language, text=event.text)]))  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
             elif isinstance(event, Final) and event.text:
                 self._event_ch.send_nowait(stt.SpeechEvent(
                     type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text,
+                    alternatives=[stt.SpeechData(language=language, text=event.text,  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
                                                  metadata={"complete": event.complete})]))
             elif isinstance(event, Failure):
                 error = APIConnectionError(

@@ -24,7 +24,7 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -154,7 +154,7 @@ class SonicSynthesizer:
         if http is not None:
             await http.close()
 
-    async def stream(self, text: str, sample_rate_hz: int) -> AsyncIterator[bytes]:
+    async def stream(self, text: str, sample_rate_hz: int) -> AsyncGenerator[bytes, None]:
         """Speak ``text``: yield its PCM16 mono audio at ``sample_rate_hz`` as Sonic sends it.
 
         Closing the generator (``aclose``, or cancelling the task reading it) closes the request's
@@ -239,7 +239,8 @@ class SonicSynthesizer:
         if code == "ModelError":
             status = body.get("OriginalStatusCode")
             original = body.get("OriginalMessage") or message
-            hint = MODEL_ERROR_HINTS.get(status, "see the endpoint's CloudWatch logs")
+            default_hint = "see the endpoint's CloudWatch logs"
+            hint = MODEL_ERROR_HINTS.get(status, default_hint) if isinstance(status, int) else default_hint
             return SonicError(f"Sonic endpoint {name!r} refused the request: ModelError (status "
                               f"{status}): {original}. {hint}",
                               status=status if isinstance(status, int) else None, code=code)

@@ -658,7 +658,7 @@ class TranscriptionMachine:
         while self._generations and self._generations[0].answered:
             released = self._generations.pop(0)
             self._generations_done += 1
-            actions.append(ShowGenerationText(released.segment.done_text, released.start_s,
+            actions.append(ShowGenerationText(released.segment.text, released.start_s,
                                               released.start_s + released.audio_s))
         state = None if closed else self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:

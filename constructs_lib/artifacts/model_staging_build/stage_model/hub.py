@@ -99,10 +99,13 @@ def hub_files(repo_id: str, revision: str, token: str | None) -> list[HubFile]:
         if not matches_allow_list(sibling.rfilename):
             continue
         lfs = sibling.lfs
+        size = lfs.size if lfs is not None else sibling.size
+        if size is None:  # files_metadata=True asks the Hub for every file's size
+            raise ValueError(f"{repo_id}@{revision}: the Hub gave no size for {sibling.rfilename}")
         files.append(
             HubFile(
                 name=sibling.rfilename,
-                size=lfs.size if lfs is not None else sibling.size,
+                size=size,
                 sha256=lfs.sha256 if lfs is not None else None,
                 blob_id=sibling.blob_id,
             )
