@@ -1,30 +1,36 @@
-"""Streams per GPU, measured: N concurrent real-time streams through the bridge, per N the first-delta latency and
-the real-time factor.
+"""Streams per GPU, measured: N concurrent real-time streams through the bridge, per N the
+first-delta latency and the real-time factor.
 
-For each stream count N (default 1, 2, 4, 8), N streams start evenly over `--ramp` seconds. Each opens the bridge's
-WebSocket, sends `session.update` and a (non-final) commit, then appends `--seconds` seconds of audio in real time
-(4096 bytes of PCM16 = 128 ms of 16 kHz mono per append, every 128 ms), then commits with `{"final": true}` and
-waits for `transcription.done`. Recorded per stream:
+For each stream count N (default 1, 2, 4, 8), N streams start evenly over `--ramp` seconds. Each
+opens the bridge's WebSocket, sends `session.update` and a (non-final) commit, then appends
+`--seconds` seconds of audio in real time (4096 bytes of PCM16 = 128 ms of 16 kHz mono per append,
+every 128 ms), then commits with `{"final": true}` and waits for `transcription.done`. Recorded per
+stream:
 
 - first-delta latency: first append sent -> first `transcription.delta` received, ms;
-- real-time factor: (transcription.done received - start of the audio) / audio seconds, where the audio started
-  128 ms before the first append was sent (an append leaves once its 128 ms is captured). Just above 1.0 is keeping
-  up; well above 1 the GPU falls behind the speaker (the lag grows with the session);
+- real-time factor: (transcription.done received - start of the audio) / audio seconds, where the
+  audio started 128 ms before the first append was sent (an append leaves once its 128 ms is
+  captured). Just above 1.0 is keeping up; well above 1 the GPU falls behind the speaker (the lag
+  grows with the session);
 - tail: last append sent -> transcription.done, ms (how far behind the transcript ends).
 
-Prints one line per stream count: p50/p90 first-delta latency, p50/max real-time factor, p90 tail, streams that
-failed (refused with server_busy, cut, or no transcription.done within `--done-timeout`).
+Prints one line per stream count: p50/p90 first-delta latency, p50/max real-time factor, p90 tail,
+streams that failed (refused with server_busy, cut, or no transcription.done within
+`--done-timeout`).
 
-Against a real vLLM on a GPU host (the image running with its GPU, e.g. `docker run --gpus all -p 8080:8080
--v $PWD/model:/opt/ml/model -e SM_VLLM_MAX_NUM_SEQS=16 <image> serve`), with real speech so the deltas are real:
+Against a real vLLM on a GPU host (the image running with its GPU, e.g. `docker run --gpus all -p
+8080:8080 -v $PWD/model:/opt/ml/model -e SM_VLLM_MAX_NUM_SEQS=16 <image> serve`), with real speech
+so the deltas are real:
 
-    .venv/bin/python bench/capacity_bench.py --url ws://127.0.0.1:8080/invocations-bidirectional-stream \\
+    .venv/bin/python bench/capacity_bench.py \\
+        --url ws://127.0.0.1:8080/invocations-bidirectional-stream \\
         --audio speech-16k-mono.wav --streams 1,2,4,8,12,16 --seconds 120
 
-The largest N whose real-time factor stays at about 1 and whose first-delta latency stays within the alarm
-(`voxtral.alarm_time_to_first_delta_p90_ms`, 2000 ms) is the GPU's compute bound; compare it with `voicectl
-capacity`. Without `--url` the script starts the fake vLLM (voicectl/local/fake_vllm.py, one delta per append)
-and the bridge on 127.0.0.1, which proves the harness, not the GPU:
+The largest N whose real-time factor stays at about 1 and whose first-delta latency stays within the
+alarm (`voxtral.alarm_time_to_first_delta_p90_ms`, 2000 ms) is the GPU's compute bound; compare it
+with `voicectl capacity`. Without `--url` the script starts the fake vLLM
+(voicectl/local/fake_vllm.py, one delta per append) and the bridge on 127.0.0.1, which proves the
+harness, not the GPU:
 
     .venv/bin/python bench/capacity_bench.py --streams 1,2,4,8 --seconds 5
 """
@@ -65,8 +71,8 @@ class StreamResult:
 
 
 def load_audio(path: Path | None, seconds: float) -> list[bytes]:
-    """`seconds` of audio cut into 4096-byte PCM16 appends: the WAV file (16 kHz, mono, 16-bit) looped, or a
-    synthetic tone when no file is given.
+    """`seconds` of audio cut into 4096-byte PCM16 appends: the WAV file (16 kHz, mono, 16-bit)
+    looped, or a synthetic tone when no file is given.
 
     Raises:
         ValueError: the file is not 16 kHz mono 16-bit PCM.
@@ -138,7 +144,8 @@ async def one_stream(url: str, model: str, appends: list[bytes], start_at: float
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await reader
             audio_s = len(appends) * APPEND_PERIOD_S
-            # The speaker began one append before the first was sent (an append is sent once its 128 ms is captured).
+            # The speaker began one append before the first was sent (an append is sent once its 128
+            # ms is captured).
             result.rtf = (finished - first_sent[0] + APPEND_PERIOD_S) / audio_s
             result.tail_s = finished - last_sent[0]
     except Exception as error:  # recorded: the figures say how many streams failed and why
@@ -163,8 +170,9 @@ def summary(streams: int, results: list[StreamResult]) -> str:
     def fmt(values: list[float], fraction: float, spec: str) -> str:
         return format(percentile(values, fraction), spec) if values else "n/a"
 
-    line = (f"{streams:>7} | {fmt(first, 0.5, '18.0f')} | {fmt(first, 0.9, '6.0f')} | {fmt(rtf, 0.5, '7.3f')} | "
-            f"{(format(max(rtf), '7.3f') if rtf else 'n/a'):>7} | {fmt(tail, 0.9, '11.0f')} | {len(errors):>6}")
+    line = (f"{streams:>7} | {fmt(first, 0.5, '18.0f')} | {fmt(first, 0.9, '6.0f')} | "
+            f"{fmt(rtf, 0.5, '7.3f')} | {(format(max(rtf), '7.3f') if rtf else 'n/a'):>7} | "
+            f"{fmt(tail, 0.9, '11.0f')} | {len(errors):>6}")
     if errors:
         line += f"  ({errors[0]})"
     return line
@@ -175,7 +183,8 @@ HEADER = "streams | first-delta p50 ms | p90 ms | RTF p50 | RTF max | tail p90 m
 
 @contextlib.asynccontextmanager
 async def local_bridge(max_streams: int):
-    """The fake vLLM and a bridge on 127.0.0.1 (their own processes); yields the bridge's WebSocket URL."""
+    """The fake vLLM and a bridge on 127.0.0.1 (their own processes); yields the bridge's WebSocket
+    URL."""
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # ASYNC220: Popen returns once the process starts; the bench waits for readiness itself.
@@ -203,8 +212,10 @@ async def local_bridge(max_streams: int):
 async def main_async(args: argparse.Namespace) -> None:
     levels = [int(n) for n in args.streams.split(",")]
     appends = load_audio(args.audio, args.seconds)
-    print(f"{len(appends)} appends of 128 ms ({len(appends) * APPEND_PERIOD_S:.1f} s of audio) per stream; "
-          f"{'against ' + args.url if args.url else 'against the fake vLLM behind a local bridge (harness check)'}")
+    target = (f"against {args.url}" if args.url
+              else "against the fake vLLM behind a local bridge (harness check)")
+    print(f"{len(appends)} appends of 128 ms ({len(appends) * APPEND_PERIOD_S:.1f} s of audio) per "
+          f"stream; {target}")
     print(HEADER)
     for streams in levels:
         if args.url:

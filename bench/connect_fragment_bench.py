@@ -1,12 +1,14 @@
-"""Parse time and memory of one fragment through the Connect consumer's framer and parser, for a real-layout fragment
-and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB audio fragment).
+"""Parse time and memory of one fragment through the Connect consumer's framer and parser, for a
+real-layout fragment and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB
+audio fragment).
 
-    .venv/bin/python bench/connect_fragment_bench.py                 # the tree's voicectl/connect/mkv.py
-    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py    # another version of it (git show REV:...)
+    .venv/bin/python bench/connect_fragment_bench.py  # the tree's voicectl/connect/mkv.py
+    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # another version (git show REV:)
 
-Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is refused with), the
-seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then parsing: the time one call's reading
-holds a thread) and the peak of memory allocated meanwhile (tracemalloc).
+Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is
+refused with), the seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then
+parsing: the time one call's reading holds a thread) and the peak of memory allocated meanwhile
+(tracemalloc).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def run(mkv, data: bytes) -> tuple[str, float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mkv", help="another voicectl/connect/mkv.py to measure")
     args = parser.parse_args()
     mkv = load(args.mkv)

@@ -1,12 +1,13 @@
-"""What the local SageMaker runtime adds to a realtime round trip: the same appends, one at a time, each waiting for its
-delta, straight to the bridge (WebSocket, ``--url``) and through the front door with the client's SageMaker transport
-(awscrt HTTP/2, TLS, SigV4-signed events), in the same run.
+"""What the local SageMaker runtime adds to a realtime round trip: the same appends, one at a time,
+each waiting for its delta, straight to the bridge (WebSocket, ``--url``) and through the front door
+with the client's SageMaker transport (awscrt HTTP/2, TLS, SigV4-signed events), in the same run.
 
     .venv/bin/python bench/local_runtime_bench.py [--appends 200] [--repeats 3]
 
-Everything runs in this process's event loop except awscrt's own I/O thread: the fake vLLM (one delta per append),
-the bridge (container/bridge) and the front door. Printed per path: append-to-delta round trip p50 / p99 in ms
-(medians over the repeats), and the time to open a stream (first ``session.created``) in ms.
+Everything runs in this process's event loop except awscrt's own I/O thread: the fake vLLM (one
+delta per append), the bridge (container/bridge) and the front door. Printed per path:
+append-to-delta round trip p50 / p99 in ms (medians over the repeats), and the time to open a stream
+(first ``session.created``) in ms.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ CHUNK = bytes(4096)  # 128 ms of PCM16 at 16 kHz
 
 
 async def round_trips(opener, appends: int) -> tuple[float, list[float]]:
-    """Open a stream, then send ``appends`` appends one at a time, each after the previous one's delta."""
+    """Open a stream, then send ``appends`` appends one at a time, each after the previous one's
+    delta."""
     start = time.perf_counter()
     transport = await opener()
     assert json.loads(await transport.receive_text())["type"] == "session.created"

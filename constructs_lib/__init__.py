@@ -1,26 +1,32 @@
-"""Constructs for real-time voice on Amazon SageMaker, with typed props; another CDK app can use them as they are.
+"""Constructs for real-time voice on Amazon SageMaker, with typed props; another CDK app can use
+them as they are.
 
-    from constructs_lib import ProductionVariant, RealtimeEndpoint, RealtimeEndpointProps, ImageContainer
+    from constructs_lib import (
+        ImageContainer, ProductionVariant, RealtimeEndpoint, RealtimeEndpointProps,
+    )
 
 One folder per family, each with a README (what it is, its props and their defaults):
 
-- :mod:`constructs_lib.sagemaker_endpoint`: the real-time endpoint, its props and interface, execution role,
-  instance scaling and the monitored endpoint (endpoint + alarms + scaling + outputs).
+- :mod:`constructs_lib.sagemaker_endpoint`: the real-time endpoint, its props and interface,
+  execution role, instance scaling and the monitored endpoint (endpoint + alarms + scaling +
+  outputs).
 - :mod:`constructs_lib.ecs_service`: the GPU ECS service, its props and its monitoring.
-- :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with the CodeBuild
-  source and the waiter Lambda it ships as assets).
+- :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with
+  the CodeBuild source and the waiter Lambda it ships as assets).
 - :mod:`constructs_lib.network`: the private network, its props, and the data key.
-- :mod:`constructs_lib.monitoring`: metrics, thresholds and alarm rules both families use, the alarm topic and the
-  operations dashboard.
-- :mod:`constructs_lib.facts`: what the constructs and the settings reason with, with no ``aws_cdk`` import: GPU
-  capacity, CUDA compatibility, the instance catalogue, names and ARNs, :class:`~constructs_lib.facts.S3Prefix`.
-- ``validation.py`` (props checks, :class:`PropsError`), ``nag.py`` (cdk-nag acknowledgements), ``cleanup.py``
-  (the custom resources that let ``cdk destroy`` finish), shared by the families.
+- :mod:`constructs_lib.monitoring`: metrics, thresholds and alarm rules both families use, the alarm
+  topic and the operations dashboard.
+- :mod:`constructs_lib.facts`: what the constructs and the settings reason with, with no ``aws_cdk``
+  import: GPU capacity, CUDA compatibility, the instance catalogue, names and ARNs,
+  :class:`~constructs_lib.facts.S3Prefix`.
+- ``validation.py`` (props checks, :class:`PropsError`), ``nag.py`` (cdk-nag acknowledgements),
+  ``cleanup.py`` (the custom resources that let ``cdk destroy`` finish), shared by the families.
 
-The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``, ``container``), and
-each name below is imported on first use: the CDK-free modules (props, checks, :mod:`constructs_lib.facts`, and the
-model staging code in ``artifacts/model_staging_build``) load without ``aws_cdk``, which the settings layer and
-``voicectl`` rely on. The package folders import nothing on their own for the same reason.
+The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``,
+``container``), and each name below is imported on first use: the CDK-free modules (props, checks,
+:mod:`constructs_lib.facts`, and the model staging code in ``artifacts/model_staging_build``) load
+without ``aws_cdk``, which the settings layer and ``voicectl`` rely on. The package folders import
+nothing on their own for the same reason.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Stacks of the app, one module each, each a :class:`~aws_cdk.Stack` that composes constructs (no stack inherits
-from another); what they share is in :mod:`stacks.composition`. :func:`build_app` composes them from validated
-settings."""
+"""Stacks of the app, one module each, each a :class:`~aws_cdk.Stack` that composes constructs (no
+stack inherits from another); what they share is in :mod:`stacks.composition`. :func:`build_app`
+composes them from validated settings."""
 
 from __future__ import annotations
 
@@ -63,13 +63,14 @@ def _refuse_another_accounts_instance(settings: Settings, account: str | None) -
 
 
 def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
-    """Add the enabled stacks to ``app``. Stack names: ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic``
-    (Operations, the alarm topic and dashboard, always; the endpoint stacks import its topic), and ``-Foundation``
-    (data key and VPC) when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
+    """Add the enabled stacks to ``app``. Stack names:
+    ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic`` (Operations, the alarm topic and
+    dashboard, always; the endpoint stacks import its topic), and ``-Foundation`` (data key and VPC)
+    when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
     instead of ``-Voxtral``, and with ``sonic.target=ecs``, ``-SonicEcs`` instead of ``-Sonic``.
 
-    The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved at synth time;
-    the region is the ``region`` setting.
+    The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved
+    at synth time; the region is the ``region`` setting.
 
     Raises:
         SettingsError: ``connect.instance_arn`` names another account than ``CDK_DEFAULT_ACCOUNT``.
@@ -97,24 +98,31 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
         if settings.voxtral.target == "ecs":
             voxtral = VoxtralEcsStack(
                 app, f"{prefix}-VoxtralEcs", settings=settings, foundation=foundation, artifacts=artifacts.refs,
-                alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                description="Real-time voice: Voxtral speech-to-text on ECS GPU instances behind a load balancer",
+                env=env,
+                alarm_topic=topic,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                description="Real-time voice: Voxtral speech-to-text on ECS GPU instances behind "
+                            "a load balancer",
             )
         else:
             voxtral = VoxtralStack(
                 app, f"{prefix}-Voxtral", settings=settings, foundation=foundation, artifacts=artifacts.refs,
-                alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM realtime)",
+                env=env,
+                alarm_topic=topic,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                description="Real-time voice on SageMaker: Voxtral speech-to-text endpoint (vLLM "
+                            "realtime)",
             )
         voxtral.add_stack_dependency(artifacts)
     if settings.sonic_on_ecs:
         sonic = SonicEcsStack(
-            app, f"{prefix}-SonicEcs", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-            description="Real-time voice: Cartesia Sonic text-to-speech on ECS GPU instances behind a load balancer",
+            app, f"{prefix}-SonicEcs", settings=settings, foundation=foundation, env=env,
+            alarm_topic=topic,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+            description="Real-time voice: Cartesia Sonic text-to-speech on ECS GPU instances "
+                        "behind a load balancer",
         )
     elif settings.sonic.enabled:
         sonic = SonicStack(
-            app, f"{prefix}-Sonic", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+            app, f"{prefix}-Sonic", settings=settings, foundation=foundation, env=env,
+            alarm_topic=topic,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description="Real-time voice on SageMaker: Cartesia Sonic text-to-speech endpoint",
         )
     connect_stack = None
@@ -127,7 +135,8 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
                         "token_secret_arn": secret.secret_arn if secret is not None else None,
                         "token_secret_kms_key_arn": key.key_arn if key is not None else None}
         connect_stack = ConnectStack(
-            app, f"{prefix}-Connect", settings=settings, foundation=foundation, alarm_topic=topic, env=env,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+            app, f"{prefix}-Connect", settings=settings, foundation=foundation, env=env,
+            alarm_topic=topic,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)
         if voxtral is not None:
             connect_stack.add_stack_dependency(voxtral)

@@ -1,5 +1,5 @@
-"""ArtifactsStack: where the Voxtral endpoint's image and weights live (ECR repository, model bucket); what the Voxtral
-stacks take from it: :class:`stacks.composition.ArtifactRefs`."""
+"""ArtifactsStack: where the Voxtral endpoint's image and weights live (ECR repository, model
+bucket); what the Voxtral stacks take from it: :class:`stacks.composition.ArtifactRefs`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from stacks.composition import ArtifactRefs, Foundation
 
 
 class ArtifactsStack(Stack):
-    """Bridge image repository (plus the image, unless ``voxtral.image_uri`` is set) and the model bucket."""
+    """Bridge image repository (plus the image, unless ``voxtral.image_uri`` is set) and the model
+    bucket."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  container_dir: Path, **kwargs) -> None:
@@ -55,7 +56,8 @@ class ArtifactsStack(Stack):
             image_copy=self.image.copy,
         )
 
-        # Not exported (free to change): what `voicectl stage-model --stack <this stack>` reads to stage by hand.
+        # Not exported (free to change): what `voicectl stage-model --stack <this stack>` reads to
+        # stage by hand.
         CfnOutput(self, "ModelS3Uri", value=f"s3://{self.models.bucket.bucket_name}/{voxtral.model_prefix_key()}",
                   description="S3 prefix the Voxtral Model reads, unless voxtral.model_s3_uri is set")
         CfnOutput(self, "ModelRepositoryId", value=voxtral.model_id, description="Model hub repository of the weights")

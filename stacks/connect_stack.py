@@ -1,5 +1,5 @@
-"""ConnectStack: live call transcription for Amazon Connect (constructs_lib/connect/transcription.py), when
-``connect.enabled``."""
+"""ConnectStack: live call transcription for Amazon Connect
+(constructs_lib/connect/transcription.py), when ``connect.enabled``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""SonicEcsStack: text to speech on the self-managed GPU target (``sonic.target=ecs``): the Sonic container a Cartesia
-licence provides (``sonic.image_uri``) as an ECS service on EC2 GPU instances behind an internal Application Load
-Balancer, with its alarms and dashboard."""
+"""SonicEcsStack: text to speech on the self-managed GPU target (``sonic.target=ecs``): the Sonic
+container a Cartesia licence provides (``sonic.image_uri``) as an ECS service on EC2 GPU instances
+behind an internal Application Load Balancer, with its alarms and dashboard."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ SONIC_GPU_NAMESPACE = "RealtimeVoice/Sonic/Gpu"
 
 
 class SonicEcsStack(Stack):
-    """Sonic on ECS (:class:`~constructs_lib.ecs_service.service.GpuEcsService` without the bridge): one GPU per task, the
-    container's port and health path, scaling on the load balancer's requests per task (``sonic.scaling_target`` per
-    minute), the shared alarms plus a p90 response-time alarm at ``sonic.alarm_model_latency_p90_ms``. The load
-    balancer is internal: Sonic's container does not check the bridge's bearer token."""
+    """Sonic on ECS (:class:`~constructs_lib.ecs_service.service.GpuEcsService` without the bridge):
+    one GPU per task, the container's port and health path, scaling on the load balancer's requests
+    per task (``sonic.scaling_target`` per minute), the shared alarms plus a p90 response-time alarm
+    at ``sonic.alarm_model_latency_p90_ms``. The load balancer is internal: Sonic's container does
+    not check the bridge's bearer token."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  alarm_topic: sns.ITopic, **kwargs: Any) -> None:

@@ -20,14 +20,15 @@ from stacks.composition import Foundation, execution_role, monitored_endpoint
 
 
 class SonicStack(Stack):
-    """The Sonic endpoint: a Model from the model package (network isolation), no rolling update (Marketplace
-    containers are excluded from deployment guardrails; SageMaker updates them blue/green, all at once: "Exclusions",
-    SageMaker developer guide), scaling on a predefined SageMaker metric. Needs a one-time Marketplace subscription
-    (README).
+    """The Sonic endpoint: a Model from the model package (network isolation), no rolling update
+    (Marketplace containers are excluded from deployment guardrails; SageMaker updates them
+    blue/green, all at once: "Exclusions", SageMaker developer guide), scaling on a predefined
+    SageMaker metric. Needs a one-time Marketplace subscription (README).
 
     Attributes:
         role: the endpoint's execution role.
-        endpoint: the :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
+        endpoint: the
+            :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,

@@ -1,5 +1,6 @@
-"""VoxtralEcsStack: speech to text on the self-managed GPU target (``voxtral.target=ecs``): the bridge image as an ECS
-service on EC2 GPU instances behind an Application Load Balancer, with its network, alarms and dashboard."""
+"""VoxtralEcsStack: speech to text on the self-managed GPU target (``voxtral.target=ecs``): the
+bridge image as an ECS service on EC2 GPU instances behind an Application Load Balancer, with its
+network, alarms and dashboard."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ from stacks.composition import (
 
 
 class VoxtralEcsStack(Stack):
-    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights staged as for
-    SageMaker, the service (:class:`~constructs_lib.ecs_service.service.GpuEcsService`), its dashboard and outputs."""
+    """The Voxtral service on ECS: network (its own, or the Foundation stack's private one), weights
+    staged as for SageMaker, the service
+    (:class:`~constructs_lib.ecs_service.service.GpuEcsService`), its dashboard and outputs."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
                  artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
@@ -63,7 +65,8 @@ class VoxtralEcsStack(Stack):
             ),
         )
         if foundation.key_arn and not voxtral.model_s3_uri:
-            # The model bucket is under the data key (encryption.*): S3 GetObject needs kms:Decrypt on it.
+            # The model bucket is under the data key (encryption.*): S3 GetObject needs kms:Decrypt
+            # on it.
             self.service.task_definition.task_role.add_to_principal_policy(iam.PolicyStatement(
                 sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[foundation.key_arn]))
         for dependency in [staging, artifacts.image_copy]:
@@ -77,13 +80,15 @@ class VoxtralEcsStack(Stack):
         CfnOutput(self, "HealthUrl", value=self.service.health_url, description="GET returns 200 when a task can serve")
         if self.service.token_secret is not None:
             CfnOutput(self, "TokenSecretArn", value=self.service.token_secret.secret_arn,
-                      description="Secrets Manager secret holding the bearer token (voicectl --token-secret ...)")
+                      description="Secrets Manager secret holding the bearer token (voicectl "
+                                  "--token-secret ...)")
         CfnOutput(self, "ModelS3Uri", value=weights.uri(), description="S3 prefix the tasks copy to their host")
         CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster")
 
     def _image(self, artifacts: ArtifactRefs) -> tuple[ecs.ContainerImage, str]:
-        """(image, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the bridge repository
-        of the Artifacts stack. The construct grants the execution role a pull from that repository only."""
+        """(image, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the
+        bridge repository of the Artifacts stack. The construct grants the execution role a pull
+        from that repository only."""
         if artifacts.prebuilt_image_uri:
             return (ecs.ContainerImage.from_registry(artifacts.prebuilt_image_uri),
                     repository_arn_from_image_uri(artifacts.prebuilt_image_uri))

@@ -1,4 +1,5 @@
-"""BridgeImage: the ECR repository of the bridge image, and the image itself (built asset or prebuilt URI)."""
+"""BridgeImage: the ECR repository of the bridge image, and the image itself (built asset or
+prebuilt URI)."""
 
 from __future__ import annotations
 
@@ -41,13 +42,16 @@ class BridgeImageProps:
     """Props of :class:`BridgeImage`.
 
     Attributes:
-        container_dir: the Docker build context (this project's ``container/``), with its ``Dockerfile``.
-        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
-            One of ``container_dir`` and ``prebuilt_image_uri`` is required.
-        retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
-        encryption_key: a customer managed key for the repository (KMS encryption). Changing a repository's
-            encryption replaces it (AWS::ECR::Repository EncryptionConfiguration: "Update requires: Replacement"), so an
-            existing deployment should opt in knowingly. Default: AES-256 (SSE-S3).
+        container_dir: the Docker build context (this project's ``container/``), with its
+            ``Dockerfile``.
+        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is
+            built or copied. One of ``container_dir`` and ``prebuilt_image_uri`` is required.
+        retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied
+            and deleted).
+        encryption_key: a customer managed key for the repository (KMS encryption). Changing a
+            repository's encryption replaces it (AWS::ECR::Repository EncryptionConfiguration:
+            "Update requires: Replacement"), so an existing deployment should opt in knowingly.
+            Default: AES-256 (SSE-S3).
     """
 
     container_dir: Path | None = None
@@ -59,25 +63,29 @@ class BridgeImageProps:
         if self.prebuilt_image_uri is not None:
             check_ecr_image_uri(p, "prebuilt_image_uri", self.prebuilt_image_uri, region)
         elif self.container_dir is None:
-            p.note("container_dir or prebuilt_image_uri: give one (a build context or an image already in ECR)")
+            p.note("container_dir or prebuilt_image_uri: give one (a build context or an image "
+                   "already in ECR)")
         elif not (Path(self.container_dir) / "Dockerfile").is_file():
             p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
 
 
 class BridgeImage(Construct):
-    """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in it.
+    """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in
+    it.
 
-    Without ``prebuilt_image_uri`` the build context becomes a ``DockerImageAsset`` for ``linux/amd64`` and
-    cdk-ecr-deployment copies it from the CDK assets repository into this repository under the asset hash as tag,
-    so every change of ``container/`` yields a new, immutable tag. The copy takes only the amd64 image manifest
-    (``copy_image_index`` off), never an OCI image index: SageMaker rejects an index, which is what a build with
-    provenance attestations produces (the Makefile also sets ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
+    Without ``prebuilt_image_uri`` the build context becomes a ``DockerImageAsset`` for
+    ``linux/amd64`` and cdk-ecr-deployment copies it from the CDK assets repository into this
+    repository under the asset hash as tag, so every change of ``container/`` yields a new,
+    immutable tag. The copy takes only the amd64 image manifest (``copy_image_index`` off), never an
+    OCI image index: SageMaker rejects an index, which is what a build with provenance attestations
+    produces (the Makefile also sets ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
 
     Attributes:
         repository: the bridge repository.
         image_uri: what SageMaker's Model should run.
         tag: the image's tag in the repository (the asset hash), or None with a prebuilt image.
-        copy: the image copy custom resource, or None with a prebuilt image; Models must depend on it.
+        copy: the image copy custom resource, or None with a prebuilt image; Models must depend on
+            it.
 
     Raises:
         constructs_lib.validation.PropsError: listing every invalid prop.
@@ -118,8 +126,9 @@ class BridgeImage(Construct):
             "Asset",
             directory=str(props.container_dir),
             platform=ecr_assets.Platform.LINUX_AMD64,
-            # Bytecode that running the bridge or its tests leaves beside the sources is not part of the image: left
-            # in, it changed the asset hash, so a deploy after `make test` rebuilt the image and updated the endpoint.
+            # Bytecode that running the bridge or its tests leaves beside the sources is not part of
+            # the image: left in, it changed the asset hash, so a deploy after `make test` rebuilt
+            # the image and updated the endpoint.
             exclude=CONTEXT_EXCLUDE,
         )
         self.tag = tag = asset.asset_hash
@@ -132,36 +141,40 @@ class BridgeImage(Construct):
             copy_image_index=False,
             image_arch=["amd64"],
             memory_limit=COPY_MEMORY_MIB,
-            # cdk-ecr-deployment adds ecr:* and s3:GetObject on "*" to its role; an immutable view of our own role
-            # drops those statements, and _copy_role grants only what the copy uses.
+            # cdk-ecr-deployment adds ecr:* and s3:GetObject on "*" to its role; an immutable view
+            # of our own role drops those statements, and _copy_role grants only what the copy uses.
             role=self._copy_role(asset).without_policy_updates(),
         )
         copy.node.add_dependency(self.repository)
         acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls from and pushes to; an "
-                                 "inline policy belongs to that one role and goes with it.",
+            "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls "
+                                 "from and pushes to; an inline policy belongs to that one role and goes with it.",
         })
-        # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this construct.
+        # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this
+        # construct.
         for function in Stack.of(self).node.children:
             if function.node.id.startswith("Custom::CDKECRDeployment"):
                 skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
                 acknowledge_compliance(function, {
-                    "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per deployment, called by "
-                                         "CloudFormation; nothing else can invoke it.",
-                    "LambdaDLQ": "The copy function is a CloudFormation custom resource: a failure fails (and rolls "
-                                 "back) the deployment, which is where it must be seen; there is no event to keep.",
-                    "LambdaInsideVPC": "The copy function moves the image between two ECR repositories at deploy "
-                                       "time; it handles no inference data and does not run in the endpoints' VPC.",
+                    "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per "
+                                         "deployment, called by CloudFormation; nothing else can invoke it.",
+                    "LambdaDLQ": "The copy function is a CloudFormation custom resource: a "
+                                 "failure fails (and rolls back) the deployment, which is where it must "
+                                 "be seen; there is no event to keep.",
+                    "LambdaInsideVPC": "The copy function moves the image between two ECR "
+                                       "repositories at deploy time; it handles no inference data and does not "
+                                       "run in the endpoints' VPC.",
                 })
         self.copy = copy
 
     def _copy_role(self, asset: ecr_assets.DockerImageAsset) -> iam.Role:
-        """Role of the image copy Lambda: pull from the CDK assets repository, push to the bridge repository, and
-        write its own logs. Nothing else."""
+        """Role of the image copy Lambda: pull from the CDK assets repository, push to the bridge
+        repository, and write its own logs. Nothing else."""
         role = iam.Role(
             self,
             "CopyRole",
-            description="cdk-ecr-deployment: copy the bridge image asset into the bridge repository",
+            description="cdk-ecr-deployment: copy the bridge image asset into the bridge "
+                        "repository",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         )
         stack = Stack.of(self)
@@ -195,13 +208,15 @@ class BridgeImage(Construct):
         Validations.of(policy).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only issues a registry "
-                "login token, pulls and pushes stay limited to two repositories.",
+                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
+                       "issues a registry login token, pulls and pushes stay limited to two "
+                       "repositories.",
             ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, log_groups)}]",
-                reason="The copy function's name is generated by CloudFormation after this policy is written; "
-                "the wildcard is limited to Lambda log groups of this account and region.",
+                reason="The copy function's name is generated by CloudFormation after this "
+                       "policy is written; the wildcard is limited to Lambda log groups of this account "
+                       "and region.",
             ),
         )
         return role

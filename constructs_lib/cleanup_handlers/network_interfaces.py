@@ -1,14 +1,17 @@
-"""Custom resource handler ``Custom::AwaitNetworkInterfaces``: on Delete, wait until no network interface uses the
-Models' security group any more, so that CloudFormation can then delete that group and the subnets.
+"""Custom resource handler ``Custom::AwaitNetworkInterfaces``: on Delete, wait until no network
+interface uses the Models' security group any more, so that CloudFormation can then delete that
+group and the subnets.
 
-Why: SageMaker creates the network interfaces of a VPC-connected endpoint outside the stack and releases them some
-time after the endpoint is deleted; CloudFormation does not wait for them, so deleting the security group and the
-subnets fails with DependencyViolation ("has a dependent object", "has dependencies and cannot be deleted") once its
-retries run out (aws-cloudformation/cloudformation-coverage-roadmap#1327; hashicorp/terraform-provider-aws#34397).
-How long SageMaker takes is not documented (unconfirmed): the handler polls every :data:`POLL_S` seconds until the
-Lambda function is about to time out, deletes an interface that is left ``available`` (detached) and is not managed
-by a service, and then answers SUCCESS either way (a group that still has interfaces fails its own delete, with
-EC2's message, which is where the user must look).
+Why: SageMaker creates the network interfaces of a VPC-connected endpoint outside the stack and
+releases them some time after the endpoint is deleted; CloudFormation does not wait for them, so
+deleting the security group and the subnets fails with DependencyViolation ("has a dependent
+object", "has dependencies and cannot be deleted") once its retries run out
+(aws-cloudformation/cloudformation-coverage-roadmap#1327; hashicorp/terraform-provider-aws#34397).
+How long SageMaker takes is not documented (unconfirmed): the handler polls every :data:`POLL_S`
+seconds until the Lambda function is about to time out, deletes an interface that is left
+``available`` (detached) and is not managed by a service, and then answers SUCCESS either way (a
+group that still has interfaces fails its own delete, with EC2's message, which is where the user
+must look).
 
 Properties: ``SecurityGroupIds`` (the groups to watch). Create and Update do nothing.
 """
@@ -38,8 +41,9 @@ def interfaces(ec2: Any, groups: list[str]) -> list[dict[str, Any]]:
 
 def await_release(ec2: Any, groups: list[str], seconds_left: Callable[[], float],
                   sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """Wait while ``seconds_left()`` allows for the interfaces of ``groups`` to go, deleting detached ones that no
-    service manages. Returns ``{"remaining": [ids], "deleted": [ids], "polls": n}``."""
+    """Wait while ``seconds_left()`` allows for the interfaces of ``groups`` to go, deleting
+    detached ones that no service manages. Returns ``{"remaining": [ids], "deleted": [ids], "polls":
+    n}``."""
     deleted: list[str] = []
     polls = 0
     while True:
@@ -56,7 +60,8 @@ def await_release(ec2: Any, groups: list[str], seconds_left: Callable[[], float]
 
 
 def handler(event: dict[str, Any], context: Any) -> None:
-    """Lambda entry point: waits on Delete, answers SUCCESS (with what remains) or FAILED on an error."""
+    """Lambda entry point: waits on Delete, answers SUCCESS (with what remains) or FAILED on an
+    error."""
     data: dict[str, Any] = {"remaining": [], "deleted": [], "polls": 0}
     try:
         if event["RequestType"] == "Delete":

@@ -1,10 +1,10 @@
-"""Props of :class:`~constructs_lib.connect.transcription.ConnectTranscription` and the facts they are checked
-against (Amazon Connect, Kinesis Video Streams and Fargate rules; the construct's module docstring gives each rule
-its source).
+"""Props of :class:`~constructs_lib.connect.transcription.ConnectTranscription` and the facts they
+are checked against (Amazon Connect, Kinesis Video Streams and Fargate rules; the construct's module
+docstring gives each rule its source).
 
-CDK-free (no ``aws_cdk`` import; CDK types appear in annotations only), like the other families' props: the app's
-settings layer, which ``voicectl`` imports, builds and checks these props with ``connect.enabled=true`` without
-starting jsii.
+CDK-free (no ``aws_cdk`` import; CDK types appear in annotations only), like the other families'
+props: the app's settings layer, which ``voicectl`` imports, builds and checks these props with
+``connect.enabled=true`` without starting jsii.
 """
 
 from __future__ import annotations
@@ -25,27 +25,34 @@ INSTANCE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}
 QUEUE_ARN_PATTERN = re.compile(r"^(arn:aws[a-z-]*:connect:[a-z0-9-]+:\d{12}:instance/[0-9a-f-]{36})/queue/[0-9a-f-]{36}$")
 """A queue's ARN: <instance ARN>/queue/<queue id> (Amazon Connect's resource types, "queue")."""
 STREAM_PREFIX_PATTERN = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
-"""InstanceStorageConfig Prefix: 1-128 characters; stream names allow [a-zA-Z0-9_.-] (CreateStream)."""
+"""InstanceStorageConfig Prefix: 1-128 characters; stream names allow [a-zA-Z0-9_.-]
+(CreateStream)."""
 MAX_RETENTION_HOURS = 87600
 MAX_FLOW_CHARACTERS = 256000
 METRIC_NAMESPACE = "VoiceConnect"
-#: The dimension the consumers' metrics carry (value: the deployment's name prefix; the task definition sets it in
-#: METRIC_DIMENSIONS), so that two deployments in one account and Region write, scale and alarm on separate series:
-#: target tracking needs a metric that falls as the service's own capacity grows (Application Auto Scaling user
-#: guide, "Target tracking scaling policies").
+#: The dimension the consumers' metrics carry (value: the deployment's name prefix; the task
+#: definition sets it in METRIC_DIMENSIONS), so that two deployments in one account and Region
+#: write, scale and alarm on separate series: target tracking needs a metric that falls as the
+#: service's own capacity grows (Application Auto Scaling user guide, "Target tracking scaling
+#: policies").
 METRIC_DIMENSION = "Deployment"
 """The consumers' metrics (voicectl/connect/service.py, embedded metric format)."""
 FUNCTION_TIMEOUT_S = 3
-"""The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example flow, at most 8)."""
+"""The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example
+flow, at most 8)."""
 QUEUE_VISIBILITY_S = 120
-"""The consumer extends a running call's message every 60 s (voicectl/connect/service.py VISIBILITY_TIMEOUT_S)."""
+"""The consumer extends a running call's message every 60 s (voicectl/connect/service.py
+VISIBILITY_TIMEOUT_S)."""
 SCALING_TARGET_FRACTION = 0.7
-"""Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new calls)."""
+"""Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new
+calls)."""
 MAX_RECEIVES = 5
-"""A call message received this often without finishing goes to the dead-letter queue (alarmed: calls dropped)."""
+"""A call message received this often without finishing goes to the dead-letter queue (alarmed:
+calls dropped)."""
 CALLS_WAITING_ALARM_MINUTES = 5
-"""Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a short wait while
-the endpoint scales out is expected, five minutes of a caller's words not transcribed yet is not."""
+"""Minutes in a row with a call waiting for a full endpoint before the calls-waiting alarm fires: a
+short wait while the endpoint scales out is expected, five minutes of a caller's words not
+transcribed yet is not."""
 ALARM_RULE_NAMES = ("calls-dropped", "calls-failed", "behind-real-time", "calls-waiting", "calls-untranscribed")
 #: The alarm on the transcripts bus's dead-letter queue (a bus under a customer managed key only).
 BUS_DEAD_LETTERS_RULE = "transcripts-undelivered"
@@ -55,8 +62,8 @@ KVS_ENDPOINT_REGIONS = frozenset({
     "eu-central-1", "eu-south-2", "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
     "ap-southeast-5", "ap-south-1", "ap-east-1", "af-south-1", "il-central-1", "cn-north-1", "us-gov-east-1",
     "us-gov-west-1"})
-"""Regions with the ``com.amazonaws.REGION.kinesisvideo`` interface endpoint (Kinesis Video Streams developer guide,
-"Access Amazon Kinesis Video Streams using AWS PrivateLink", Availability)."""
+"""Regions with the ``com.amazonaws.REGION.kinesisvideo`` interface endpoint (Kinesis Video Streams
+developer guide, "Access Amazon Kinesis Video Streams using AWS PrivateLink", Availability)."""
 FARGATE_MEMORY_MIB: dict[int, tuple[int, ...]] = {
     256: (512, 1024, 2048),
     512: tuple(range(1024, 4096 + 1, 1024)),
@@ -66,10 +73,11 @@ FARGATE_MEMORY_MIB: dict[int, tuple[int, ...]] = {
     8192: tuple(range(16384, 61440 + 1, 4096)),
     16384: tuple(range(32768, 122880 + 1, 8192)),
 }
-"""Task CPU units -> the task memory (MiB) Fargate accepts with it, on Linux (ECS RegisterTaskDefinition API
-reference, ``memory``: "If using the Fargate launch type ... you must use one of the following values"; 8192 and
-16384 CPU units need Linux platform version 1.4.0 or later, which LATEST is). Anything else fails at deploy with
-"No Fargate configuration exists for given values"."""
+"""Task CPU units -> the task memory (MiB) Fargate accepts with it, on Linux (ECS
+RegisterTaskDefinition API reference, ``memory``: "If using the Fargate launch type ... you must use
+one of the following values"; 8192 and 16384 CPU units need Linux platform version 1.4.0 or later,
+which LATEST is). Anything else fails at deploy with "No Fargate configuration exists for given
+values"."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""Monitoring of :class:`~constructs_lib.ecs_service.service.GpuEcsService`: its metrics (GPU use from the CloudWatch
-agent, the load balancer's and target group's, Container Insights' running tasks), its alarm rules and its dashboard
-rows. The bridge's own metrics and alarm rules are shared with SageMaker (:mod:`constructs_lib.monitoring`).
+"""Monitoring of :class:`~constructs_lib.ecs_service.service.GpuEcsService`: its metrics (GPU use
+from the CloudWatch agent, the load balancer's and target group's, Container Insights' running
+tasks), its alarm rules and its dashboard rows. The bridge's own metrics and alarm rules are shared
+with SageMaker (:mod:`constructs_lib.monitoring`).
 
 Read in this order: the constants, :class:`GpuEcsServiceMetrics`, :func:`service_alarm_rules`,
 :func:`service_dashboard_rows`.
@@ -36,9 +37,10 @@ from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
 if TYPE_CHECKING:
     from constructs_lib.ecs_service.service import GpuEcsServiceProps
 
-#: GPU metrics: the CloudWatch agent on each instance, with its ``nvidia_gpu`` input (CloudWatch agent user guide,
-#: "Collect NVIDIA GPU metrics"), aggregated per Auto Scaling group. Container Insights for ECS reports GPUs
-#: reserved, not used, so it cannot say how busy a GPU is. Metric names are the agent's (``nvidia_smi_<field>``).
+#: GPU metrics: the CloudWatch agent on each instance, with its ``nvidia_gpu`` input (CloudWatch
+#: agent user guide, "Collect NVIDIA GPU metrics"), aggregated per Auto Scaling group. Container
+#: Insights for ECS reports GPUs reserved, not used, so it cannot say how busy a GPU is. Metric
+#: names are the agent's (``nvidia_smi_<field>``).
 GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
 GPU_UTILIZATION_METRIC = "nvidia_smi_utilization_gpu"
 GPU_MEMORY_USED_METRIC = "nvidia_smi_memory_used"
@@ -47,15 +49,19 @@ GPU_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
 #: An unhealthy target for this many minutes pages (a task restarting once is not an outage).
 UNHEALTHY_MINUTES = 5
 
-MISSING_ALB = "the load balancer reports its metrics only when there is traffic or a target, so no datapoint means nothing happened"
-MISSING_GPU = "no datapoint means no instance reported, which the unhealthy-targets and running-tasks alarms report; this alarm judges only levels"
-MISSING_TASKS = "ECS reports running tasks every minute while the service exists; no datapoint means no task runs"
+MISSING_ALB = ("the load balancer reports its metrics only when there is traffic or a target, so no "
+               "datapoint means nothing happened")
+MISSING_GPU = ("no datapoint means no instance reported, which the unhealthy-targets and running-tasks "
+               "alarms report; this alarm judges only levels")
+MISSING_TASKS = ("ECS reports running tasks every minute while the service exists; no datapoint means no task "
+                 "runs")
 
 
 @dataclass(frozen=True)
 class GpuEcsServiceMetrics:
-    """Metric factories of one service (as :class:`~constructs_lib.monitoring.metrics.BridgeMetrics` is of the
-    bridge): GPU metrics by Auto Scaling group, running tasks by cluster and service, response time by target group.
+    """Metric factories of one service (as :class:`~constructs_lib.monitoring.metrics.BridgeMetrics`
+    is of the bridge): GPU metrics by Auto Scaling group, running tasks by cluster and service,
+    response time by target group.
     """
 
     gpu_namespace: str
@@ -71,7 +77,8 @@ class GpuEcsServiceMetrics:
                                  dimensions_map={"AutoScalingGroupName": self.auto_scaling_group.auto_scaling_group_name})
 
     def metric_gpu_utilization(self) -> cloudwatch.Metric:
-        """Busy time of the instances' GPUs, 0-100 per GPU, averaged over GPUs (CloudWatch agent); Percent."""
+        """Busy time of the instances' GPUs, 0-100 per GPU, averaged over GPUs (CloudWatch agent);
+        Percent."""
         return self._gpu_metric(GPU_UTILIZATION_METRIC, "Average")
 
     def metric_gpu_memory_used(self) -> cloudwatch.Metric:
@@ -79,10 +86,12 @@ class GpuEcsServiceMetrics:
         return self._gpu_metric(GPU_MEMORY_USED_METRIC, "Maximum")
 
     def metric_gpu_memory_used_percent(self) -> cloudwatch.MathExpression:
-        """GPU memory in use on the fullest GPU as a share of the memory nvidia-smi reports as total; 0-100, Percent.
+        """GPU memory in use on the fullest GPU as a share of the memory nvidia-smi reports as
+        total; 0-100, Percent.
 
-        A share of the reported total, not of the catalogue's GiB: nvidia-smi's total is below the marketing figure
-        (an L4 sold as 24 GB reports about 23 GiB), so a threshold in MiB from the catalogue could never be reached.
+        A share of the reported total, not of the catalogue's GiB: nvidia-smi's total is below the
+        marketing figure (an L4 sold as 24 GB reports about 23 GiB), so a threshold in MiB from the
+        catalogue could never be reached.
         """
         return cloudwatch.MathExpression(
             expression="100 * used / total", label="GPU memory used (% of total, fullest GPU)",
@@ -91,28 +100,32 @@ class GpuEcsServiceMetrics:
             period=UTILISATION_WINDOW)
 
     def metric_running_tasks(self) -> cloudwatch.Metric:
-        """Tasks running in the service (Container Insights, ``ECS/ContainerInsights`` RunningTaskCount); Count."""
+        """Tasks running in the service (Container Insights, ``ECS/ContainerInsights``
+        RunningTaskCount); Count."""
         return cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount", statistic="Minimum",
                                  period=Duration.minutes(1),
                                  dimensions_map={"ClusterName": self.cluster.cluster_name,
                                                  "ServiceName": self.service.service_name})
 
     def metric_response_time_p90(self) -> cloudwatch.Metric:
-        """p90 of the targets' response time (``AWS/ApplicationELB`` TargetResponseTime); Seconds."""
+        """p90 of the targets' response time (``AWS/ApplicationELB`` TargetResponseTime);
+        Seconds."""
         return self.target_group.metrics.target_response_time(period=ERROR_WINDOW, statistic="p90")
 
 
 def service_alarm_rules(props: GpuEcsServiceProps, metrics: GpuEcsServiceMetrics,
                         bridge_metrics: BridgeMetrics | None) -> list[AlarmRule]:
-    """The service's alarms: load balancer and target health, running tasks, GPU use (CloudWatch agent), and the
-    bridge's own alarms (:func:`~constructs_lib.monitoring.alarms.bridge_alarm_rules`, the same rules as on
-    SageMaker) when ``props.bridge`` is set, else the p90 response time when ``props.response_time_p90_ms`` is."""
+    """The service's alarms: load balancer and target health, running tasks, GPU use (CloudWatch
+    agent), and the bridge's own alarms
+    (:func:`~constructs_lib.monitoring.alarms.bridge_alarm_rules`, the same rules as on SageMaker)
+    when ``props.bridge`` is set, else the p90 response time when ``props.response_time_p90_ms``
+    is."""
     tg, alb = metrics.target_group.metrics, metrics.load_balancer.metrics
     rules = [
         AlarmRule("UnhealthyTargets", tg.unhealthy_host_count(period=Duration.minutes(1), statistic="Maximum"),
                   GT, 0, UNHEALTHY_MINUTES, UNHEALTHY_MINUTES, NOT_BREACHING,
-                  f"A task has failed the load balancer's {props.health_path} check for {UNHEALTHY_MINUTES} "
-                  "minutes.",
+                  f"A task has failed the load balancer's {props.health_path} check for "
+                  f"{UNHEALTHY_MINUTES} minutes.",
                   MISSING_ALB),
         AlarmRule("LoadBalancer5XX", alb.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=ERROR_WINDOW,
                                                        statistic="Sum"),
@@ -122,16 +135,16 @@ def service_alarm_rules(props: GpuEcsServiceProps, metrics: GpuEcsServiceMetrics
         AlarmRule("Target5XX", tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=ERROR_WINDOW,
                                                     statistic="Sum"),
                   GT, 0, 1, 1, NOT_BREACHING,
-                  f"The {'bridge' if props.bridge is not None else 'container'} answered 5xx (not ready, or "
-                  "draining).", MISSING_ERRORS),
+                  f"The {'bridge' if props.bridge is not None else 'container'} answered 5xx (not "
+                  "ready, or draining).", MISSING_ERRORS),
         AlarmRule("RunningTasks", metrics.metric_running_tasks(), LT, props.capacity.min_tasks, 10, 10, BREACHING,
-                  f"Fewer than {props.capacity.min_tasks} tasks have run for 10 minutes (no GPU capacity, Spot "
-                  "interruptions, or tasks failing to start).", MISSING_TASKS),
+                  f"Fewer than {props.capacity.min_tasks} tasks have run for 10 minutes (no GPU "
+                  "capacity, Spot interruptions, or tasks failing to start).", MISSING_TASKS),
         AlarmRule("GPUUtilization", metrics.metric_gpu_utilization(), GT, 90, 3, 3, NOT_BREACHING,
                   "GPUs above 90 % busy for 15 minutes: the service is saturated.", MISSING_GPU),
         AlarmRule("GPUMemoryUsed", metrics.metric_gpu_memory_used_percent(), GT, 97, 2, 2, NOT_BREACHING,
-                  "GPU memory above 97 % of a GPU's total for 10 minutes (vLLM reserves its share at start; "
-                  "more means something else uses the GPU).", MISSING_GPU),
+                  "GPU memory above 97 % of a GPU's total for 10 minutes (vLLM reserves its share at "
+                  "start; more means something else uses the GPU).", MISSING_GPU),
     ]
     if props.bridge is not None:
         assert bridge_metrics is not None  # GpuEcsService reads the bridge's metrics whenever it has one
@@ -141,20 +154,21 @@ def service_alarm_rules(props: GpuEcsServiceProps, metrics: GpuEcsServiceMetrics
                            "scale-in or a deployment may stop a task with live streams.", MISSING_BRIDGE)
         return rules + bridge_alarm_rules(bridge_metrics, props.bridge) + [protection]
     if props.response_time_p90_ms is not None:
-        # TargetResponseTime is in seconds (Elastic Load Balancing user guide, "CloudWatch metrics for your
-        # Application Load Balancer"): from the request leaving the load balancer to the response headers.
+        # TargetResponseTime is in seconds (Elastic Load Balancing user guide, "CloudWatch metrics
+        # for your Application Load Balancer"): from the request leaving the load balancer to the
+        # response headers.
         rules.append(AlarmRule(
             "ResponseTimeP90", metrics.metric_response_time_p90(), GT, props.response_time_p90_ms / 1000, 3, 3,
-            NOT_BREACHING, f"The targets' p90 response time has been above {props.response_time_p90_ms:g} ms for "
-                           "15 minutes.", MISSING_ALB))
+            NOT_BREACHING, f"The targets' p90 response time has been above {props.response_time_p90_ms:g} "
+                           "ms for 15 minutes.", MISSING_ALB))
     return rules
 
 
 def service_dashboard_rows(title: str, props: GpuEcsServiceProps, metrics: GpuEcsServiceMetrics,
                            bridge_metrics: BridgeMetrics | None,
                            rules: list[AlarmRule]) -> list[list[cloudwatch.IWidget]]:
-    """Dashboard rows of the service: a header, then live streams (or requests), errors and health, GPU use, tasks;
-    red lines at the thresholds of ``rules``."""
+    """Dashboard rows of the service: a header, then live streams (or requests), errors and health,
+    GPU use, tasks; red lines at the thresholds of ``rules``."""
     def graph(graph_title: str, series: list[cloudwatch.IMetric], *rule_names: str,
               label: str = "") -> cloudwatch.GraphWidget:
         lines = [cloudwatch.HorizontalAnnotation(value=by_name[n].threshold, label=f"alarm {n}", color="#d62728")
@@ -168,8 +182,9 @@ def service_dashboard_rows(title: str, props: GpuEcsServiceProps, metrics: GpuEc
     cap = props.capacity
     header = cloudwatch.TextWidget(
         markdown=(f"## {title}: ECS service `{props.service_name}`\n{cap.instance_type}, "
-                  f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one GPU each). "
-                  "GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm thresholds."),
+                  f"{'Spot' if cap.spot else 'On-Demand'}, {cap.min_tasks}-{cap.max_tasks} tasks (one "
+                  "GPU each). GPU metrics: CloudWatch agent (nvidia_gpu). Red lines are alarm "
+                  "thresholds."),
         width=24, height=2)
     bridge_errors = ([bridge_metrics.metric_unauthorized(ERROR_WINDOW), by_name["TaskProtectionErrors"].metric]
                      if bridge_metrics else [])

@@ -1,26 +1,30 @@
-"""Which CUDA a GPU image needs, which NVIDIA driver a SageMaker inference AMI has, and whether the two fit.
+"""Which CUDA a GPU image needs, which NVIDIA driver a SageMaker inference AMI has, and whether the
+two fit.
 
-One table in one place: the settings check ``voxtral.inference_ami_version`` against the bridge image's CUDA at synth
-(``config/settings.py``), ``voicectl preflight deploy`` checks it again before a deploy, and
-:data:`constructs_lib.sagemaker_endpoint.props.INFERENCE_AMI_VERSIONS` (the values a ProductionVariant accepts) is its keys. A
-facts module of the construct library, like :mod:`constructs_lib.facts.instance_types`: standard library only (no
-``aws_cdk``), so ``config`` and ``voicectl`` import it, and it imports nothing of this project.
+One table in one place: the settings check ``voxtral.inference_ami_version`` against the bridge
+image's CUDA at synth (``config/settings.py``), ``voicectl preflight deploy`` checks it again before
+a deploy, and :data:`constructs_lib.sagemaker_endpoint.props.INFERENCE_AMI_VERSIONS` (the values a
+ProductionVariant accepts) is its keys. A facts module of the construct library, like
+:mod:`constructs_lib.facts.instance_types`: standard library only (no ``aws_cdk``), so ``config``
+and ``voicectl`` import it, and it imports nothing of this project.
 
 Sources:
 
-- SageMaker vLLM deep-learning containers (DLC): aws/deep-learning-containers ``docs/src/data/vllm/<version>-gpu-
-  sagemaker.yml`` (the ``cuda`` and ``os`` of each release; the tag spells the CUDA as ``-cuNNN-``) and
-  ``.github/config/image/vllm/sagemaker-ubuntu.yml`` (the exact CUDA of the build, e.g. 13.0.2 for 0.27.1).
-- InferenceAmiVersion -> NVIDIA driver and CUDA: the SageMaker API reference, ``ProductionVariant.InferenceAmiVersion``
-  (the same text ships in botocore's SageMaker service model), and the SageMaker developer guide page
-  "Best practices to minimize interruptions during GPU driver upgrades" (``inference-gpu-drivers``), whose table also
-  gives the driver of an endpoint that sets no AMI version, per instance family.
-- Compatibility rules: NVIDIA "CUDA Compatibility" (docs.nvidia.com/deploy/cuda-compatibility): a driver runs
-  applications built with its own CUDA version or older; within one CUDA major version, *minor version
-  compatibility* also runs newer minor versions (except features that need the newer driver, such as JIT of newer
-  PTX); a newer *major* version needs the forward-compatibility package (``cuda-compat``) mounted into the
-  container, which the AMIs whose description says "NVIDIA Container Toolkit with disabled CUDA-compat mounting" do
-  not do.
+- SageMaker vLLM deep-learning containers (DLC): aws/deep-learning-containers
+  ``docs/src/data/vllm/<version>-gpu- sagemaker.yml`` (the ``cuda`` and ``os`` of each release; the
+  tag spells the CUDA as ``-cuNNN-``) and ``.github/config/image/vllm/sagemaker-ubuntu.yml`` (the
+  exact CUDA of the build, e.g. 13.0.2 for 0.27.1).
+- InferenceAmiVersion -> NVIDIA driver and CUDA: the SageMaker API reference,
+  ``ProductionVariant.InferenceAmiVersion`` (the same text ships in botocore's SageMaker service
+  model), and the SageMaker developer guide page "Best practices to minimize interruptions during
+  GPU driver upgrades" (``inference-gpu-drivers``), whose table also gives the driver of an endpoint
+  that sets no AMI version, per instance family.
+- Compatibility rules: NVIDIA "CUDA Compatibility" (docs.nvidia.com/deploy/cuda-compatibility): a
+  driver runs applications built with its own CUDA version or older; within one CUDA major version,
+  *minor version compatibility* also runs newer minor versions (except features that need the newer
+  driver, such as JIT of newer PTX); a newer *major* version needs the forward-compatibility package
+  (``cuda-compat``) mounted into the container, which the AMIs whose description says "NVIDIA
+  Container Toolkit with disabled CUDA-compat mounting" do not do.
 """
 
 from __future__ import annotations
@@ -92,8 +96,10 @@ class DlcImage:
 
 _DLC_SOURCE = "aws/deep-learning-containers docs/src/data/vllm/{version}-gpu-sagemaker.yml"
 
-#: SageMaker vLLM DLCs this project has used or considered, by tag (``public.ecr.aws/deep-learning-containers/vllm``
-#: and ``763104351884.dkr.ecr.<region>.amazonaws.com/vllm``). Other DLC tags are read from their ``-cuNNN-`` part.
+#: SageMaker vLLM DLCs this project has used or considered, by tag
+#: (``public.ecr.aws/deep-learning-containers/vllm`` and
+#: ``763104351884.dkr.ecr.<region>.amazonaws.com/vllm``). Other DLC tags are read from their
+#: ``-cuNNN-`` part.
 DLC_IMAGES: dict[str, DlcImage] = {
     image.tag: image
     for image in (
@@ -115,8 +121,9 @@ class InferenceAmi:
         name: the InferenceAmiVersion value.
         driver_branch: NVIDIA driver branch (535, 550, 580).
         cuda: the newest CUDA version the driver runs natively.
-        cuda_compat_mounting: whether the NVIDIA Container Toolkit mounts a container's forward-compatibility
-            libraries (False for the AMIs documented with "disabled CUDA-compat mounting").
+        cuda_compat_mounting: whether the NVIDIA Container Toolkit mounts a container's
+            forward-compatibility libraries (False for the AMIs documented with "disabled
+            CUDA-compat mounting").
     """
 
     name: str
@@ -125,7 +132,8 @@ class InferenceAmi:
     cuda_compat_mounting: bool
 
 
-#: Source: SageMaker API reference, ProductionVariant.InferenceAmiVersion (botocore's SageMaker model carries it).
+#: Source: SageMaker API reference, ProductionVariant.InferenceAmiVersion (botocore's SageMaker
+#: model carries it).
 INFERENCE_AMIS: dict[str, InferenceAmi] = {
     ami.name: ami
     for ami in (
@@ -136,9 +144,10 @@ INFERENCE_AMIS: dict[str, InferenceAmi] = {
     )
 }
 
-#: Driver of a real-time endpoint that sets no InferenceAmiVersion, by instance family: (driver branch, CUDA).
-#: Source: SageMaker developer guide, inference-gpu-drivers, "Current versions and supported instance families",
-#: Real-time rows. Families it does not list (g6e, g7, g7e, ...) are unknown: set an InferenceAmiVersion for them.
+#: Driver of a real-time endpoint that sets no InferenceAmiVersion, by instance family: (driver
+#: branch, CUDA). Source: SageMaker developer guide, inference-gpu-drivers, "Current versions and
+#: supported instance families", Real-time rows. Families it does not list (g6e, g7, g7e, ...) are
+#: unknown: set an InferenceAmiVersion for them.
 DEFAULT_DRIVER_BY_FAMILY: dict[str, tuple[int, CudaVersion]] = {
     **{family: (470, CudaVersion(11, 4)) for family in ("p2", "p3", "p4d", "p4de", "g4dn", "g5")},
     **{family: (535, CudaVersion(12, 2)) for family in ("p5", "g6")},
@@ -150,10 +159,11 @@ class Verdict(Enum):
     """How an image's CUDA fits a driver."""
 
     COMPATIBLE = "compatible"
-    #: Same major version, newer minor: runs through CUDA minor version compatibility (NVIDIA), with its limits.
+    #: Same major version, newer minor: runs through CUDA minor version compatibility (NVIDIA), with
+    #: its limits.
     MINOR_VERSION_COMPATIBILITY = "minor version compatibility"
-    #: Newer major version and the forward-compatibility libraries are mounted: runs only if the image ships them
-    #: and the GPU is a data-centre GPU (NVIDIA forward compatibility).
+    #: Newer major version and the forward-compatibility libraries are mounted: runs only if the
+    #: image ships them and the GPU is a data-centre GPU (NVIDIA forward compatibility).
     FORWARD_COMPATIBILITY = "forward compatibility"
     INCOMPATIBLE = "incompatible"
     UNKNOWN = "unknown"
@@ -168,21 +178,25 @@ class Compatibility:
 
     @property
     def ok(self) -> bool:
-        """True unless the image cannot start (INCOMPATIBLE); the middle verdicts deserve a warning."""
+        """True unless the image cannot start (INCOMPATIBLE); the middle verdicts deserve a
+        warning."""
         return self.verdict is not Verdict.INCOMPATIBLE
 
 
 def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | None, instance_type: str) -> Compatibility:
-    """Whether a container built with CUDA ``image_cuda`` starts on ``instance_type`` with that InferenceAmiVersion.
+    """Whether a container built with CUDA ``image_cuda`` starts on ``instance_type`` with that
+    InferenceAmiVersion.
 
     Args:
         image_cuda: the image's CUDA version.
-        inference_ami_version: the variant's InferenceAmiVersion, or None for SageMaker's default driver.
-        instance_type: e.g. ``ml.g6.4xlarge`` (only its family matters, and only without an AMI version).
+        inference_ami_version: the variant's InferenceAmiVersion, or None for SageMaker's default
+            driver.
+        instance_type: e.g. ``ml.g6.4xlarge`` (only its family matters, and only without an AMI
+            version).
 
     Raises:
-        ValueError: ``inference_ami_version`` is not in :data:`INFERENCE_AMIS` (a Neuron AMI, or a newer one this
-            table does not know yet).
+        ValueError: ``inference_ami_version`` is not in :data:`INFERENCE_AMIS` (a Neuron AMI, or a
+            newer one this table does not know yet).
     """
     if inference_ami_version is None:
         family = instance_type.split(".")[1] if instance_type.count(".") == 2 else instance_type
@@ -211,16 +225,18 @@ def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | No
                              "image ships NVIDIA's forward-compatibility libraries (cuda-compat)")
     return Compatibility(Verdict.INCOMPATIBLE,
                          f"CUDA {image_cuda} needs a newer driver than {driver}, and this AMI does not mount "
-                         "forward-compatibility libraries: the container would fail to start (CannotStartContainerError)")
+                         "forward-compatibility libraries: the container would fail to start "
+                         "(CannotStartContainerError)")
 
 
 def check_image(image: str | None, source: str, inference_ami_version: str | None,
                 instance_type: str) -> Compatibility:
-    """Whether the image ``image`` (named ``source`` in messages, e.g. ``voxtral.image_uri``) starts with that
-    InferenceAmiVersion: :func:`check_compatibility` on the CUDA its tag names (:func:`image_cuda`).
+    """Whether the image ``image`` (named ``source`` in messages, e.g. ``voxtral.image_uri``) starts
+    with that InferenceAmiVersion: :func:`check_compatibility` on the CUDA its tag names
+    (:func:`image_cuda`).
 
-    UNKNOWN, saying so, when ``image`` is None or its tag does not name a CUDA version (nothing is guessed); an
-    INCOMPATIBLE reason ends with the AMI versions whose driver runs it.
+    UNKNOWN, saying so, when ``image`` is None or its tag does not name a CUDA version (nothing is
+    guessed); an INCOMPATIBLE reason ends with the AMI versions whose driver runs it.
 
     Raises:
         ValueError: ``inference_ami_version`` is not in :data:`INFERENCE_AMIS`.
@@ -236,7 +252,8 @@ def check_image(image: str | None, source: str, inference_ami_version: str | Non
     if result.verdict is Verdict.INCOMPATIBLE:
         fitting = [name for name, ami in INFERENCE_AMIS.items() if ami.cuda >= cuda]
         reason += (f"; use an InferenceAmiVersion whose driver runs CUDA {cuda} ({', '.join(fitting)})" if fitting
-                   else f"; no known InferenceAmiVersion runs CUDA {cuda}: use an image built with an older CUDA")
+                   else f"; no known InferenceAmiVersion runs CUDA {cuda}: use an image built with an "
+                        "older CUDA")
     return Compatibility(result.verdict, reason)
 
 
@@ -244,8 +261,9 @@ _IMAGE_CUDA_TAG = re.compile(r"-(cu\d{3})-")
 
 
 def image_cuda(image_uri: str) -> CudaVersion | None:
-    """The CUDA version of an image, from :data:`DLC_IMAGES` or the ``-cuNNN-`` part of a DLC-style tag; None
-    when the URI does not say (an image of our own tagged by a build hash, or a digest)."""
+    """The CUDA version of an image, from :data:`DLC_IMAGES` or the ``-cuNNN-`` part of a DLC-style
+    tag; None when the URI does not say (an image of our own tagged by a build hash, or a
+    digest)."""
     tail = image_uri.rsplit("/", 1)[-1]
     if "@" in tail or ":" not in tail:
         return None
@@ -260,7 +278,8 @@ _BASE_IMAGE_ARG = re.compile(r"^ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
 def dockerfile_base_image(dockerfile_text: str) -> str:
-    """The default of ``ARG BASE_IMAGE=...`` in a Dockerfile (container/Dockerfile builds ``FROM ${BASE_IMAGE}``).
+    """The default of ``ARG BASE_IMAGE=...`` in a Dockerfile (container/Dockerfile builds ``FROM
+    ${BASE_IMAGE}``).
 
     Raises:
         ValueError: the Dockerfile has no such line.

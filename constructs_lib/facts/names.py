@@ -1,9 +1,11 @@
-"""The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and the checks built
-on them. (S3 URIs: :mod:`constructs_lib.artifacts.model_staging_build.stage_model.location`, the one parser of the project,
-which the self-contained staging build needs too.)
+"""The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and
+the checks built on them. (S3 URIs:
+:mod:`constructs_lib.artifacts.model_staging_build.stage_model.location`, the one parser of the
+project, which the self-contained staging build needs too.)
 
-A check records at most one problem per value through :class:`~constructs_lib.validation.Problems`. Values that are
-CDK tokens (resolved at deploy time) are not checked: their producer guarantees the form.
+A check records at most one problem per value through :class:`~constructs_lib.validation.Problems`.
+Values that are CDK tokens (resolved at deploy time) are not checked: their producer guarantees the
+form.
 
 CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports, uses this module.
 """
@@ -38,17 +40,20 @@ MODEL_PACKAGE_ARN_RE = re.compile(
 )
 #: A KMS key ARN, single- or multi-Region (KMS developer guide, "Key identifiers": key ARN).
 KMS_KEY_ARN_RE = re.compile(r"arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):\d{12}:key/(mrk-[0-9a-f]{32}|[0-9a-f-]{36})")
-#: A KMS key or alias ARN: what an EndpointConfig's KmsKeyId accepts as an ARN (CreateEndpointConfig API reference).
+#: A KMS key or alias ARN: what an EndpointConfig's KmsKeyId accepts as an ARN (CreateEndpointConfig
+#: API reference).
 KMS_KEY_OR_ALIAS_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):\d{12}:(key/(mrk-[0-9a-f]{32}|[0-9a-f-]{36})|alias/[A-Za-z0-9/_-]+)"
 )
-#: A complete Secrets Manager secret ARN: the service appends "-" and 6 random characters to the name, and an IAM
-#: grant on exactly one secret needs them (Secrets Manager user guide, "ARN of a secret").
+#: A complete Secrets Manager secret ARN: the service appends "-" and 6 random characters to the
+#: name, and an IAM grant on exactly one secret needs them (Secrets Manager user guide, "ARN of a
+#: secret").
 SECRET_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}"
 )
 
-#: EC2 resource ids: a prefix and 8 (older) or 17 hexadecimal characters (Amazon EC2 API reference, resource ids).
+#: EC2 resource ids: a prefix and 8 (older) or 17 hexadecimal characters (Amazon EC2 API reference,
+#: resource ids).
 VPC_ID_RE = re.compile(r"vpc-([0-9a-f]{8}|[0-9a-f]{17})")
 SUBNET_ID_RE = re.compile(r"subnet-([0-9a-f]{8}|[0-9a-f]{17})")
 SECURITY_GROUP_ID_RE = re.compile(r"sg-([0-9a-f]{8}|[0-9a-f]{17})")
@@ -64,16 +69,19 @@ _TOKEN_MARKERS = ("${Token[", "#{Token[")
 
 
 def is_token(value: object) -> bool:
-    """Whether ``value`` is a string holding a CDK token (a value CloudFormation resolves at deploy time)."""
+    """Whether ``value`` is a string holding a CDK token (a value CloudFormation resolves at deploy
+    time)."""
     return isinstance(value, str) and any(marker in value for marker in _TOKEN_MARKERS)
 
 
 def check_regional_arn(p: Problems, prop: str, value: str, pattern: re.Pattern, form: str, region: str | None,
                        noun: str, hint: str = "") -> re.Match | None:
-    """Check that ``value`` has the form of ``pattern`` (which captures ``region``) and is in ``region``.
+    """Check that ``value`` has the form of ``pattern`` (which captures ``region``) and is in
+    ``region``.
 
-    Records "must be <form>", or "the <noun> is in X but the stack deploys to Y<hint>". ``region`` None (or a
-    token) skips the Region comparison. Returns the match when both hold (None for a token, which is not checked).
+    Records "must be <form>", or "the <noun> is in X but the stack deploys to Y<hint>". ``region``
+    None (or a token) skips the Region comparison. Returns the match when both hold (None for a
+    token, which is not checked).
     """
     if is_token(value):
         return None
@@ -88,8 +96,8 @@ def check_regional_arn(p: Problems, prop: str, value: str, pattern: re.Pattern, 
 
 
 def check_ids(p: Problems, prop: str, values: Sequence[str], pattern: re.Pattern, example: str) -> None:
-    """A list of EC2 resource ids of one kind (:data:`SUBNET_ID_RE`, ...); ``example`` shows the form ("subnet ids
-    such as 'subnet-0123456789abcdef0'"). One problem naming every bad id."""
+    """A list of EC2 resource ids of one kind (:data:`SUBNET_ID_RE`, ...); ``example`` shows the
+    form ("subnet ids such as 'subnet-0123456789abcdef0'"). One problem naming every bad id."""
     bad = [value for value in values if not is_token(value) and not pattern.fullmatch(value)]
     if bad:
         p.add(prop, list(values), f"must be {example}; not: {', '.join(map(repr, bad))}")
@@ -102,8 +110,9 @@ def check_endpoint_name(p: Problems, prop: str, value: str) -> None:
 
 
 def check_kms_key_arn(p: Problems, prop: str, value: str, region: str | None, *, alias: bool) -> None:
-    """A KMS key ARN in ``region``; ``alias`` also allows an alias ARN (fine where the service resolves it, such as
-    an EndpointConfig's KmsKeyId; not in IAM statements, which must name the key)."""
+    """A KMS key ARN in ``region``; ``alias`` also allows an alias ARN (fine where the service
+    resolves it, such as an EndpointConfig's KmsKeyId; not in IAM statements, which must name the
+    key)."""
     if alias:
         check_regional_arn(p, prop, value, KMS_KEY_OR_ALIAS_ARN_RE,
                            "a KMS key or alias ARN (arn:aws:kms:<region>:<account>:key/<key id> or :alias/<name>)",
@@ -122,16 +131,16 @@ def check_secret_arn(p: Problems, prop: str, value: str, region: str | None) -> 
 
 
 def check_model_package_arn(p: Problems, prop: str, value: str, region: str | None) -> None:
-    """A SageMaker model package ARN (:data:`MODEL_PACKAGE_ARN_RE`) in ``region``: a Model runs a package of its own
-    Region only."""
+    """A SageMaker model package ARN (:data:`MODEL_PACKAGE_ARN_RE`) in ``region``: a Model runs a
+    package of its own Region only."""
     check_regional_arn(p, prop, value, MODEL_PACKAGE_ARN_RE,
                        "'arn:aws:sagemaker:<region>:<account>:model-package/<name>'", region, "package",
                        f"; use the package ARN for {region}")
 
 
 def check_ecr_image_uri(p: Problems, prop: str, value: str, region: str | None) -> None:
-    """A private ECR image URI (:data:`ECR_IMAGE_RE`) in ``region``: SageMaker pulls images from the endpoint's
-    Region."""
+    """A private ECR image URI (:data:`ECR_IMAGE_RE`) in ``region``: SageMaker pulls images from the
+    endpoint's Region."""
     check_regional_arn(p, prop, value, ECR_IMAGE_RE,
                        "a private ECR image '<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
                        "'...@sha256:<digest>'", region, "image", "; SageMaker pulls images from the endpoint's region")
@@ -152,14 +161,14 @@ def check_repository_id(p: Problems, prop: str, value: str) -> None:
 def check_revision(p: Problems, prop: str, value: str) -> None:
     """A pinned model hub revision: a full commit hash."""
     if not PINNED_REVISION_RE.fullmatch(value):
-        p.add(prop, value, "must be a full 40-character commit hash of the model hub repository (a branch or tag such "
-                           "as 'main' can move)")
+        p.add(prop, value, "must be a full 40-character commit hash of the model hub repository (a branch or "
+                           "tag such as 'main' can move)")
 
 
 def check_hub_token_key(p: Problems, key_prop: str, key_arn: str, secret_prop: str, secret_given: bool,
                         region: str | None) -> None:
-    """The customer managed KMS key of the hub-token secret: a key ARN (IAM grants name the key, not an alias), given
-    only together with the secret."""
+    """The customer managed KMS key of the hub-token secret: a key ARN (IAM grants name the key, not
+    an alias), given only together with the secret."""
     if not secret_given:
         p.add(key_prop, key_arn, f"set only together with {p.name(secret_prop)} (the key encrypts that secret)")
     else:

@@ -1,18 +1,23 @@
-"""What we alarm on, per endpoint: one :class:`AlarmRule` per alarm, built by :func:`alarm_rules` from the endpoint's
-metric helpers, created as CloudWatch alarms by :class:`EndpointAlarms` (every state change goes to one SNS topic).
+"""What we alarm on, per endpoint: one :class:`AlarmRule` per alarm, built by :func:`alarm_rules`
+from the endpoint's metric helpers, created as CloudWatch alarms by :class:`EndpointAlarms` (every
+state change goes to one SNS topic).
 
-The rules are plain values (metric, comparison, threshold after unit conversion, periods, missing-data treatment and
-the reason for it), so the dashboard draws exactly the thresholds the alarms use and tests can read them.
+The rules are plain values (metric, comparison, threshold after unit conversion, periods,
+missing-data treatment and the reason for it), so the dashboard draws exactly the thresholds the
+alarms use and tests can read them.
 
 Threshold conversions (thresholds are set in milliseconds and in percent of capacity,
 :mod:`constructs_lib.monitoring.thresholds`):
 
-* ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms -> 500000).
-* ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from 0 to 100 x vCPUs
-  (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from ``constructs_lib/facts/instance_types.py``
-  (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360). A variant with instance pools of different GPU or vCPU counts scales by
-  the fewest (:func:`constructs_lib.facts.instance_types.alarm_capacity` says why).
-* ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the stream cap.
+* ``ModelLatency`` and ``OverheadLatency`` are reported in microseconds: ms x 1000 (500 ms ->
+  500000).
+* ``GPUUtilization`` and ``GPUMemoryUtilization`` run from 0 to 100 x GPUs, ``CPUUtilization`` from
+  0 to 100 x vCPUs (SageMaker endpoint instance metrics): percent x GPUs or vCPUs from
+  ``constructs_lib/facts/instance_types.py`` (90 % on ml.g6e.12xlarge, 4 GPUs, -> 360). A variant
+  with instance pools of different GPU or vCPU counts scales by the fewest
+  (:func:`constructs_lib.facts.instance_types.alarm_capacity` says why).
+* ``TimeToFirstDelta`` is already in milliseconds; ActiveStreams thresholds are a fraction of the
+  stream cap.
 """
 
 from __future__ import annotations
@@ -47,43 +52,50 @@ LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
 NOT_BREACHING = cloudwatch.TreatMissingData.NOT_BREACHING
 BREACHING = cloudwatch.TreatMissingData.BREACHING
 
-#: Error counts are judged over 5 minutes: long enough to sum a burst, short enough for a rollout's baking period.
+#: Error counts are judged over 5 minutes: long enough to sum a burst, short enough for a rollout's
+#: baking period.
 ERROR_WINDOW = Duration.minutes(5)
 #: Utilisation is judged on 5-minute averages, for 15 minutes: a sustained level, not a spike.
 UTILISATION_WINDOW = Duration.minutes(5)
-#: Consecutive minutes without any instance datapoint before the endpoint is reported down. Instance metrics arrive
-#: once a minute, but CloudWatch delivery can leave gaps of a few minutes; ten consecutive empty minutes is an outage,
-#: not a delivery hiccup. The alarm pages only: it is not a rollback alarm (see ROLLBACK_ERROR_MINUTES).
+#: Consecutive minutes without any instance datapoint before the endpoint is reported down. Instance
+#: metrics arrive once a minute, but CloudWatch delivery can leave gaps of a few minutes; ten
+#: consecutive empty minutes is an outage, not a delivery hiccup. The alarm pages only: it is not a
+#: rollback alarm (see ROLLBACK_ERROR_MINUTES).
 HEALTH_MINUTES = 10
-#: The rollback alarm on the 5XX error rate judges 1-minute periods and fires when ROLLBACK_ERROR_BREACHING of the
-#: last ROLLBACK_ERROR_MINUTES breach. Why not "any 5XX" in a 5-minute sum: a rolling update stops old instances,
-#: and a stream that outlives the bridge's drain (DRAIN_S=25 s; SageMaker kills the container 30 s after SIGTERM)
-#: is cut, which may count as a 5XX. One batch's cuts fall within one drain window, so in at most two adjacent
-#: minutes; requiring three breaching minutes out of five keeps that burst from rolling back the very update that
-#: caused it, while a new image that fails requests minute after minute still rolls back within five minutes. A
-#: rate rather than a count makes one threshold fit any traffic.
+#: The rollback alarm on the 5XX error rate judges 1-minute periods and fires when
+#: ROLLBACK_ERROR_BREACHING of the last ROLLBACK_ERROR_MINUTES breach. Why not "any 5XX" in a
+#: 5-minute sum: a rolling update stops old instances, and a stream that outlives the bridge's drain
+#: (DRAIN_S=25 s; SageMaker kills the container 30 s after SIGTERM) is cut, which may count as a
+#: 5XX. One batch's cuts fall within one drain window, so in at most two adjacent minutes; requiring
+#: three breaching minutes out of five keeps that burst from rolling back the very update that
+#: caused it, while a new image that fails requests minute after minute still rolls back within five
+#: minutes. A rate rather than a count makes one threshold fit any traffic.
 ROLLBACK_ERROR_MINUTES = 5
 ROLLBACK_ERROR_BREACHING = 3
 
 # Why each missing-data treatment is right (stated in every alarm's description).
 MISSING_ERRORS = "no datapoint means no request, so nothing failed"
-MISSING_LATENCY = "no datapoint means no request, so there is no latency to judge; the health alarm reports an endpoint without instances"
-MISSING_UTILISATION = "no datapoint means no instance reported, which the health alarm reports; this alarm judges only levels"
+MISSING_LATENCY = ("no datapoint means no request, so there is no latency to judge; the health alarm reports an "
+                   "endpoint without instances")
+MISSING_UTILISATION = ("no datapoint means no instance reported, which the health alarm reports; this alarm judges "
+                       "only levels")
 MISSING_HEALTH = "no utilisation data means no running instance"
-MISSING_BRIDGE = "the bridge sends a datapoint every minute, zeros included; a gap means the container is down, which the health alarm reports"
+MISSING_BRIDGE = ("the bridge sends a datapoint every minute, zeros included; a gap means the container is "
+                  "down, which the health alarm reports")
 MISSING_FIRST_DELTA = "no datapoint means no stream started, so there is no first delta to time"
 
 
 @dataclass(frozen=True)
 class AlarmRule:
-    """One alarm: what metric, what comparison against which threshold, over how many periods, and what missing
-    data means.
+    """One alarm: what metric, what comparison against which threshold, over how many periods, and
+    what missing data means.
 
     Attributes:
         name: short name, unique per endpoint; the alarm is named ``<endpoint name>-<name>``.
         metric: the metric (its statistic and period are the alarm's).
         comparison: how the metric is compared with ``threshold``.
-        threshold: in the metric's own unit (µs for ModelLatency, percent x GPUs for GPUUtilization, ...).
+        threshold: in the metric's own unit (µs for ModelLatency, percent x GPUs for GPUUtilization,
+            ...).
         evaluation_periods: periods looked at.
         datapoints_to_alarm: of those, how many must breach.
         treat_missing_data: what a period without a datapoint counts as.
@@ -105,7 +117,8 @@ class AlarmRule:
 
     @property
     def description(self) -> str:
-        """AlarmDescription: the meaning, the rule in words and the missing-data choice with its reason."""
+        """AlarmDescription: the meaning, the rule in words and the missing-data choice with its
+        reason."""
         minutes = self.metric.period.to_minutes()
         if isinstance(self.metric, cloudwatch.Metric):
             what = f"{self.metric.metric_name} ({self.metric.statistic})"
@@ -129,9 +142,11 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
     """The alarms of one endpoint variant, thresholds converted to each metric's unit.
 
     Args:
-        m: the variant's metrics (a :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` is one).
-        instance_type: the variant's instance type, or every type of its instance pools: GPU and CPU thresholds scale
-            with the GPUs and vCPUs (the fewest among pools: :func:`constructs_lib.facts.instance_types.alarm_capacity`).
+        m: the variant's metrics (a
+            :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` is one).
+        instance_type: the variant's instance type, or every type of its instance pools: GPU and CPU
+            thresholds scale with the GPUs and vCPUs (the fewest among pools:
+            :func:`constructs_lib.facts.instance_types.alarm_capacity`).
         t: the SageMaker alarms' thresholds.
         bridge: the thresholds of the bridge's alarms, or None for an endpoint without our bridge.
 
@@ -149,11 +164,13 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
                   "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).", MISSING_ERRORS),
         AlarmRule("ModelLatencyP90", m.metric_model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
                   5, 3, NOT_BREACHING,
-                  f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms (reported in µs).",
+                  f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms "
+                  "(reported in µs).",
                   MISSING_LATENCY),
         AlarmRule("OverheadLatencyP90", m.metric_overhead_latency("p90"), GT,
                   milliseconds_to_microseconds(t.overhead_latency_p90_ms), 5, 3, NOT_BREACHING,
-                  f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms (reported in µs).",
+                  f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms "
+                  "(reported in µs).",
                   MISSING_LATENCY),
         AlarmRule("CPUUtilization", m.metric_cpu_utilization("Average", UTILISATION_WINDOW), GT,
                   t.cpu_utilization_percent * vcpus, 3, 3, NOT_BREACHING,
@@ -165,31 +182,34 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
         AlarmRule("DiskUtilization", m.metric_disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
                   1, 1, NOT_BREACHING,
                   f"Disk above {t.disk_percent:g} % on an instance.", MISSING_UTILISATION),
-        # Pages only, never rolls back: SageMaker itself fails an update whose new instances do not pass /ping, and
-        # this alarm (missing data breaching) would be in ALARM whenever the metric is late. It is created after the
-        # endpoint is InService (EndpointAlarms waits for it), so it does not page through the first deployment.
+        # Pages only, never rolls back: SageMaker itself fails an update whose new instances do not
+        # pass /ping, and this alarm (missing data breaching) would be in ALARM whenever the metric
+        # is late. It is created after the endpoint is InService (EndpointAlarms waits for it), so
+        # it does not page through the first deployment.
         AlarmRule("EndpointHealth", m.metric_instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
-                  f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot serve.",
+                  f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot "
+                  "serve.",
                   MISSING_HEALTH),
     ]
     if t.rollback_5xx_error_percent is not None:
         rules.insert(1, AlarmRule(
             "Invocation5XXErrorRate", m.metric_invocation_5xx_error_rate(), GT, t.rollback_5xx_error_percent / 100,
             ROLLBACK_ERROR_MINUTES, ROLLBACK_ERROR_BREACHING, NOT_BREACHING,
-            f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in {ROLLBACK_ERROR_BREACHING} of "
-            f"{ROLLBACK_ERROR_MINUTES} minutes: a rolling update rolls back (a burst of streams cut when old "
-            "instances stop lasts at most two minutes).",
+            f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in "
+            f"{ROLLBACK_ERROR_BREACHING} of {ROLLBACK_ERROR_MINUTES} minutes: a rolling "
+            "update rolls back (a burst of streams cut when old instances stop lasts at "
+            "most two minutes).",
             MISSING_ERRORS, rollback=True))
     if gpus:
         rules[4:4] = [
             AlarmRule("GPUUtilization", m.metric_gpu_utilization("Average", UTILISATION_WINDOW), GT,
                       t.gpu_utilization_percent * gpus, 3, 3, NOT_BREACHING,
-                      f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 minutes: the "
-                      "endpoint is saturated.", MISSING_UTILISATION),
+                      f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 "
+                      "minutes: the endpoint is saturated.", MISSING_UTILISATION),
             AlarmRule("GPUMemoryUtilization", m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
                       t.gpu_memory_percent * gpus, 2, 2, NOT_BREACHING,
-                      f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an instance for 10 "
-                      "minutes.", MISSING_UTILISATION),
+                      f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an "
+                      "instance for 10 minutes.", MISSING_UTILISATION),
         ]
     if bridge is not None:
         rules += bridge_alarm_rules(BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge)
@@ -197,7 +217,8 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
 
 
 def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[AlarmRule]:
-    """The alarms on the bridge's own metrics, wherever the bridge runs (they read only its metrics)."""
+    """The alarms on the bridge's own metrics, wherever the bridge runs (they read only its
+    metrics)."""
     return [
         AlarmRule("UpstreamErrors", bm.metric_upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
                   "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
@@ -209,14 +230,14 @@ def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[Alar
                   f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
         AlarmRule("ActiveStreamsNearCap", bm.metric_stream_cap_used_per_instance(), GTE,
                   round(b.active_streams_fraction * 100, 6), 5, 5, NOT_BREACHING,
-                  f"Live streams per instance at {b.active_streams_fraction:g} of each instance's own stream cap "
-                  "(StreamCapUsed; the instance pools' caps differ) for 5 minutes: autoscaling is at its maximum or "
-                  "cannot keep up.", MISSING_BRIDGE)
+                  f"Live streams per instance at {b.active_streams_fraction:g} of each instance's own "
+                  "stream cap (StreamCapUsed; the instance pools' caps differ) for 5 minutes: "
+                  "autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE)
         if b.caps_differ else
         AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
                   5, 5, NOT_BREACHING,
-                  f"Live streams per instance at {b.active_streams_fraction:g} of the cap of {b.stream_cap} for 5 "
-                  "minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
+                  f"Live streams per instance at {b.active_streams_fraction:g} of the cap of "
+                  f"{b.stream_cap} for 5 minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
     ]
 
 
@@ -247,8 +268,10 @@ class EndpointAlarmsProps:
 
     Attributes:
         endpoint: the endpoint (its metric helpers and instance type) (required).
-        thresholds: the SageMaker alarms' thresholds. Default: :class:`EndpointAlarmThresholds` defaults.
-        bridge: thresholds of the bridge's alarms, for an endpoint running the bridge image. Default: none.
+        thresholds: the SageMaker alarms' thresholds. Default: :class:`EndpointAlarmThresholds`
+            defaults.
+        bridge: thresholds of the bridge's alarms, for an endpoint running the bridge image.
+            Default: none.
         topic: where every alarm sends ALARM and OK. Default: no action.
         alarm_name_prefix: alarms are named ``<prefix>-<rule name>``. Default: the endpoint's name.
     """
@@ -263,12 +286,14 @@ class EndpointAlarmsProps:
 class EndpointAlarms(Construct):
     """One CloudWatch alarm per :class:`AlarmRule` of the endpoint.
 
-    * Rollback rules (the 5XX error rate, when the thresholds set a rollback percent) become the endpoint's
-      auto-rollback alarms when it has a rolling update (:meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_rollback_alarm`).
-    * Alarms that treat missing data as breaching (EndpointHealth) are created only after the endpoint is InService
-      (CloudFormation finishes creating an AWS::SageMaker::Endpoint then), so they start with instance data instead
-      of sitting in ALARM, and paging, through the first deployment. Rollback alarms cannot wait (the Endpoint's
-      DeploymentConfig names them), and they treat missing data as not breaching.
+    * Rollback rules (the 5XX error rate, when the thresholds set a rollback percent) become the
+      endpoint's auto-rollback alarms when it has a rolling update
+      (:meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_rollback_alarm`).
+    * Alarms that treat missing data as breaching (EndpointHealth) are created only after the
+      endpoint is InService (CloudFormation finishes creating an AWS::SageMaker::Endpoint then), so
+      they start with instance data instead of sitting in ALARM, and paging, through the first
+      deployment. Rollback alarms cannot wait (the Endpoint's DeploymentConfig names them), and they
+      treat missing data as not breaching.
 
     Usually made by :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.add_alarms`.
 
@@ -277,8 +302,8 @@ class EndpointAlarms(Construct):
         alarms: ``{rule name: alarm}``.
 
     Raises:
-        constructs_lib.validation.PropsError: listing every invalid threshold, or an instance type the catalogue
-            lacks.
+        constructs_lib.validation.PropsError: listing every invalid threshold, or an instance type
+            the catalogue lacks.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: EndpointAlarmsProps) -> None:
@@ -288,8 +313,9 @@ class EndpointAlarms(Construct):
         if props.bridge is not None:
             props.bridge.problems(problems)
         if not endpoint.instance_types:
-            problems.note("endpoint: its instance type is unknown (an imported endpoint: pass instance_type to "
-                          "RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU alarms scale with it")
+            problems.note("endpoint: its instance type is unknown (an imported endpoint: pass "
+                          "instance_type to RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU "
+                          "alarms scale with it")
         for instance_type in endpoint.instance_types:
             instance_types.check_catalogued(problems, "instance_type", instance_type)
         problems.raise_if_any(f"EndpointAlarms {construct_id}")

@@ -1,9 +1,10 @@
 """OperationsDashboard: one CloudWatch dashboard for every endpoint of the deployment.
 
-Per endpoint, one row of graphs: live streams (Voxtral) or invocations (Sonic), time to first delta (Voxtral),
-latency, errors, GPU and memory use, and instance count. Each alarm's threshold is drawn on its graph as a
-horizontal annotation, from the same :class:`~constructs_lib.monitoring.alarms.AlarmRule` the alarm uses, converted
-to the graph's unit (latency in ms, utilisation in percent of capacity).
+Per endpoint, one row of graphs: live streams (Voxtral) or invocations (Sonic), time to first delta
+(Voxtral), latency, errors, GPU and memory use, and instance count. Each alarm's threshold is drawn
+on its graph as a horizontal annotation, from the same
+:class:`~constructs_lib.monitoring.alarms.AlarmRule` the alarm uses, converted to the graph's unit
+(latency in ms, utilisation in percent of capacity).
 """
 
 from __future__ import annotations
@@ -38,18 +39,23 @@ TARGET_COLOR = "#2ca02c"
 
 @dataclass(frozen=True)
 class DashboardEndpoint:
-    """One endpoint on the dashboard, by name (the dashboard may live in another stack than the endpoint).
+    """One endpoint on the dashboard, by name (the dashboard may live in another stack than the
+    endpoint).
 
     Attributes:
         title: human name, e.g. ``Voxtral speech to text``.
         endpoint_name: the EndpointName.
-        instance_type: the variant's instance type (graphs show GPU and CPU use in percent of its capacity).
-        instance_pools: the variant's instance pools, when it has them (capacity then counts as the alarms count it:
-            the fewest GPUs and vCPUs among the pools). Default: none.
+        instance_type: the variant's instance type (graphs show GPU and CPU use in percent of its
+            capacity).
+        instance_pools: the variant's instance pools, when it has them (capacity then counts as the
+            alarms count it: the fewest GPUs and vCPUs among the pools). Default: none.
         thresholds: the same thresholds as the endpoint's alarms, drawn on the graphs.
-        bridge: the bridge's alarm thresholds, for an endpoint running the bridge image. Default: none.
-        min_capacity / max_capacity: the instance-count range, drawn on the instance-count graph. Default 1 and 1.
-        scaling_target: the target-tracking value, drawn on the live-streams graph (live streams per instance).
+        bridge: the bridge's alarm thresholds, for an endpoint running the bridge image. Default:
+            none.
+        min_capacity / max_capacity: the instance-count range, drawn on the instance-count graph.
+            Default 1 and 1.
+        scaling_target: the target-tracking value, drawn on the live-streams graph (live streams per
+            instance).
             Default: none.
         variant_name: default ``AllTraffic``.
     """
@@ -81,7 +87,8 @@ class DashboardEndpoint:
             self.bridge.problems(p)
 
 
-#: CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 (PutDashboard API reference).
+#: CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 (PutDashboard API
+#: reference).
 DASHBOARD_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
@@ -90,7 +97,8 @@ class OperationsDashboardProps:
     """Props of :class:`OperationsDashboard`.
 
     Attributes:
-        dashboard_name: CloudWatch dashboard names are unique per account across regions; include the region.
+        dashboard_name: CloudWatch dashboard names are unique per account across regions; include
+            the region.
         endpoints: the endpoints, one row each, in this order.
     """
 
@@ -136,15 +144,17 @@ def _alarm_line(rule: AlarmRule, value: float, unit: str) -> cloudwatch.Horizont
 
 
 def _labelled(metric: cloudwatch.IMetric, label: str | None = None) -> cloudwatch.IMetric:
-    """``metric`` with a graph label: ``label``, else the one it already has, else :func:`default_label` (math
-    expressions carry their own). A label set earlier is never replaced by the default."""
+    """``metric`` with a graph label: ``label``, else the one it already has, else
+    :func:`default_label` (math expressions carry their own). A label set earlier is never replaced
+    by the default."""
     if isinstance(metric, cloudwatch.Metric):
         return metric.with_(label=label or metric.label or default_label(metric))
     return metric
 
 
 def _scaled(metric_id: str, rule: AlarmRule, divisor: int, label: str) -> cloudwatch.MathExpression:
-    """The alarm's own metric (statistic and period) divided by ``divisor`` GPUs or vCPUs: percent of capacity."""
+    """The alarm's own metric (statistic and period) divided by ``divisor`` GPUs or vCPUs: percent
+    of capacity."""
     return cloudwatch.MathExpression(period=rule.metric.period, expression=f"{metric_id} / {divisor}",
                                      using_metrics={metric_id: rule.metric}, label=label)
 
@@ -178,8 +188,8 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
         described.append(f"{instance_type} ({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs)")
 
     header = cloudwatch.TextWidget(
-        markdown=(f"## {item.title}: `{item.endpoint_name}`\n{', else '.join(described)}, {item.min_capacity}-"
-                  f"{item.max_capacity} instances. Red lines are alarm thresholds."),
+        markdown=(f"## {item.title}: `{item.endpoint_name}`\n{', else '.join(described)}, "
+                  f"{item.min_capacity}-{item.max_capacity} instances. Red lines are alarm thresholds."),
         width=24,
         height=2,
     )
@@ -206,7 +216,8 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     else:
         graphs.append(_graph("Invocations", [m.metric_invocations(), m.metric_invocations_per_instance()], [], label="requests / minute"))
 
-    # Latency: SageMaker reports µs; the graph shows ms, and the alarm lines are converted back to ms.
+    # Latency: SageMaker reports µs; the graph shows ms, and the alarm lines are converted back to
+    # ms.
     model, overhead = rules["ModelLatencyP90"], rules["OverheadLatencyP90"]
     graphs.append(_graph(
         "Latency p90 (ms)",
@@ -229,7 +240,8 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     error_lines = [_alarm_line(errors_5xx, errors_5xx.threshold, ""), _alarm_line(errors_4xx, errors_4xx.threshold, "")]
     if bm is not None:
         error_metrics += [rules["UpstreamErrors"].metric, rules["StreamsRejected"].metric]
-    # The rollback alarm's 5XX error rate (a fraction per minute), drawn in percent on the right axis.
+    # The rollback alarm's 5XX error rate (a fraction per minute), drawn in percent on the right
+    # axis.
     rate_metrics: list[cloudwatch.IMetric] = []
     rate_lines: list[cloudwatch.HorizontalAnnotation] = []
     rate = rules.get("Invocation5XXErrorRate")
@@ -241,9 +253,9 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
     graphs.append(_graph("Errors (per 5 minutes)", error_metrics, error_lines, right=rate_metrics, label="count",
                          right_annotations=rate_lines, right_label="% of requests" if rate_metrics else ""))
 
-    # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the settings' percents.
-    # Each line is the alarm's own metric (statistic and period: Maximum for GPU memory, memory and disk), so the
-    # graph shows what the alarm evaluates.
+    # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the
+    # settings' percents. Each line is the alarm's own metric (statistic and period: Maximum for GPU
+    # memory, memory and disk), so the graph shows what the alarm evaluates.
     usage: list[cloudwatch.IMetric] = []
     usage_lines: list[cloudwatch.HorizontalAnnotation] = []
     if gpus:

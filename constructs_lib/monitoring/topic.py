@@ -18,9 +18,11 @@ from constructs import Construct
 from constructs_lib.facts.names import check_email
 from constructs_lib.validation import Problems
 
-#: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with alarms").
+#: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with
+#: alarms").
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
-#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.
+#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No
+#: charge while pending.
 KEY_DELETION_WINDOW = Duration.days(7)
 
 
@@ -30,9 +32,11 @@ class AlarmTopicProps:
 
     Attributes:
         display_name: the "From" name of notifications. Default: "<stack name> alarms".
-        email: an address to subscribe (SNS sends it a confirmation link first). Default: no subscription.
+        email: an address to subscribe (SNS sends it a confirmation link first). Default: no
+            subscription.
         kms_key_arn: a customer managed key made elsewhere for the topic; its key policy must let
-            ``cloudwatch.amazonaws.com`` use kms:Decrypt and kms:GenerateDataKey*. Default: a key of the topic's own.
+            ``cloudwatch.amazonaws.com`` use kms:Decrypt and kms:GenerateDataKey*. Default: a key of
+            the topic's own.
     """
 
     display_name: str | None = None
@@ -41,14 +45,16 @@ class AlarmTopicProps:
 
 
 class AlarmTopic(Construct):
-    """An SNS topic for CloudWatch alarms: encrypted with its own KMS key, TLS-only, optionally with an e-mail
-    subscription.
+    """An SNS topic for CloudWatch alarms: encrypted with its own KMS key, TLS-only, optionally with
+    an e-mail subscription.
 
-    * Encryption: a customer managed key (rotated yearly), because the AWS managed key ``alias/aws/sns`` cannot
-      grant CloudWatch the use of it, and CloudWatch must encrypt what it publishes (CloudWatch user guide, alarms
-      and encrypted topics). The key policy lets CloudWatch use it.
-    * Topic policy: denies any request not made over TLS (``aws:SecureTransport``), and allows CloudWatch to
-      publish only for alarms of this account and region (``aws:SourceArn``), which a custom policy must state.
+    * Encryption: a customer managed key (rotated yearly), because the AWS managed key
+      ``alias/aws/sns`` cannot grant CloudWatch the use of it, and CloudWatch must encrypt what it
+      publishes (CloudWatch user guide, alarms and encrypted topics). The key policy lets CloudWatch
+      use it.
+    * Topic policy: denies any request not made over TLS (``aws:SecureTransport``), and allows
+      CloudWatch to publish only for alarms of this account and region (``aws:SourceArn``), which a
+      custom policy must state.
 
     Attributes:
         topic: the SNS topic (pass it to ``EndpointAlarmsProps.topic``).
@@ -101,7 +107,8 @@ class AlarmTopic(Construct):
             description=f"Encrypts the alarm topic of {stack.stack_name}",
             enable_key_rotation=True,
             pending_window=KEY_DELETION_WINDOW,
-            # The key protects notifications in flight only; nothing stored needs it once the topic is gone.
+            # The key protects notifications in flight only; nothing stored needs it once the topic
+            # is gone.
             removal_policy=RemovalPolicy.DESTROY,
         )
         key.add_to_resource_policy(
@@ -109,9 +116,10 @@ class AlarmTopic(Construct):
                 sid="CloudWatchAlarmsEncryptNotifications",
                 principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
-                # service publishers has none, and the topic policy below already limits publishing to this
-                # account's alarms; a condition CloudWatch does not send would silently drop every notification.
+                # In a key policy "*" means this key. No source condition: the SNS documentation's
+                # statement for AWS service publishers has none, and the topic policy below already
+                # limits publishing to this account's alarms; a condition CloudWatch does not send
+                # would silently drop every notification.
                 resources=["*"],
             )
         )

@@ -1,12 +1,13 @@
-"""Props of :class:`constructs_lib.network.private_network.PrivateNetwork` and :class:`constructs_lib.network.encryption.DataKey`, with their
-checks and the facts they rest on. CDK-free (no ``aws_cdk`` import): the app's settings layer runs the same checks.
+"""Props of :class:`constructs_lib.network.private_network.PrivateNetwork` and
+:class:`constructs_lib.network.encryption.DataKey`, with their checks and the facts they rest on.
+CDK-free (no ``aws_cdk`` import): the app's settings layer runs the same checks.
 
 Sources:
 
-* SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC"
-  (https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html): a Model's ``VpcConfig`` needs subnets in at least
-  two Availability Zones ("even if you have only one hosting instance"); without internet access the model containers
-  reach S3 only through an S3 VPC endpoint.
+* SageMaker developer guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon
+  VPC" (https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html): a Model's ``VpcConfig``
+  needs subnets in at least two Availability Zones ("even if you have only one hosting instance");
+  without internet access the model containers reach S3 only through an S3 VPC endpoint.
 * Resource id forms: :mod:`constructs_lib.facts.names`.
 """
 
@@ -30,27 +31,32 @@ from constructs_lib.validation import Problems
 
 #: An Availability Zone name: the Region code plus one letter (``us-east-1a``).
 AVAILABILITY_ZONE_RE = re.compile(r"(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)[a-z]")
-#: SageMaker hosting in a VPC: subnets in at least this many Availability Zones (host-vpc page, see module docstring).
+#: SageMaker hosting in a VPC: subnets in at least this many Availability Zones (host-vpc page, see
+#: module docstring).
 MIN_AVAILABILITY_ZONES = 2
-#: Prefix lengths a VPC's CIDR block may have (Amazon VPC user guide, "VPC CIDR blocks": /16 to /28).
+#: Prefix lengths a VPC's CIDR block may have (Amazon VPC user guide, "VPC CIDR blocks": /16 to
+#: /28).
 VPC_PREFIX_RANGE = (16, 28)
 #: The address range of a VPC the stack creates, unless given: a /16 from RFC 1918 space.
 DEFAULT_VPC_CIDR = "10.80.0.0/16"
 
-#: Ports a caller of the SageMaker runtime VPC endpoint uses: 443 (InvokeEndpoint, response streaming) and 8443
-#: (bidirectional streaming over HTTP/2). 8443 is reported by third parties, not by AWS documentation: unconfirmed.
+#: Ports a caller of the SageMaker runtime VPC endpoint uses: 443 (InvokeEndpoint, response
+#: streaming) and 8443 (bidirectional streaming over HTTP/2). 8443 is reported by third parties, not
+#: by AWS documentation: unconfirmed.
 RUNTIME_PORTS = (443, 8443)
 
-#: Interface endpoints ECS container instances and tasks need in subnets with no route to the internet, beyond the
-#: S3 gateway and ECR endpoints SageMaker uses too: ``{construct id: (service name suffix, who calls it)}``. Sources:
-#: Amazon ECS developer guide, "Amazon ECS interface VPC endpoints (AWS PrivateLink)" (``ecs-agent``, ``ecs-telemetry``
-#: and ``ecs`` for the container agent; ``secretsmanager`` to inject secrets; ``logs`` for the awslogs driver);
-#: CloudWatch agent user guide (``monitoring`` for PutMetricData; ``ec2`` for DescribeTags, which resolves the
-#: ``${aws:AutoScalingGroupName}`` dimension). Not needed: SSM (CloudFormation resolves the GPU AMI's public parameter
-#: at deploy time; the agent reads no parameter and ECS Exec is off), STS (instances get credentials from IMDS,
-#: tasks from the agent), KMS (S3, Logs and Secrets Manager decrypt on the service side), ``ecr.api``/``ecr.dkr``
-#: and S3 (made for SageMaker already). The AL2023 package repositories the user data installs the CloudWatch agent
-#: from are S3 buckets, reached through the S3 gateway endpoint.
+#: Interface endpoints ECS container instances and tasks need in subnets with no route to the
+#: internet, beyond the S3 gateway and ECR endpoints SageMaker uses too: ``{construct id: (service
+#: name suffix, who calls it)}``. Sources: Amazon ECS developer guide, "Amazon ECS interface VPC
+#: endpoints (AWS PrivateLink)" (``ecs-agent``, ``ecs-telemetry`` and ``ecs`` for the container
+#: agent; ``secretsmanager`` to inject secrets; ``logs`` for the awslogs driver); CloudWatch agent
+#: user guide (``monitoring`` for PutMetricData; ``ec2`` for DescribeTags, which resolves the
+#: ``${aws:AutoScalingGroupName}`` dimension). Not needed: SSM (CloudFormation resolves the GPU
+#: AMI's public parameter at deploy time; the agent reads no parameter and ECS Exec is off), STS
+#: (instances get credentials from IMDS, tasks from the agent), KMS (S3, Logs and Secrets Manager
+#: decrypt on the service side), ``ecr.api``/``ecr.dkr`` and S3 (made for SageMaker already). The
+#: AL2023 package repositories the user data installs the CloudWatch agent from are S3 buckets,
+#: reached through the S3 gateway endpoint.
 ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
     "Ecs": ("ecs", "the container agent (registration, task state, task scale-in protection)"),
     "EcsAgent": ("ecs-agent", "the container agent's connection for tasks and credentials"),
@@ -63,25 +69,29 @@ ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
 
 
 #: Endpoints the Amazon Connect transcription consumers (ECS Fargate tasks in the private subnets,
-#: ``constructs_lib/connect/transcription.py``; their code in ``voicectl/connect/``) call, beyond the S3 gateway and
-#: ECR endpoints made for SageMaker, which also serve the Fargate image pull: ``{construct id: (service name suffix,
-#: who calls it)}``. A key the ECS table has too (``Logs``) is one endpoint, made by whichever table comes first.
-#: Sources: Amazon ECR user guide, "Amazon ECR interface VPC endpoints (AWS PrivateLink)", considerations for Fargate
-#: (platform version 1.4.0 or later needs ``ecr.dkr``, ``ecr.api`` and the S3 gateway endpoint; tasks with the
-#: awslogs driver need ``logs``); Amazon SQS, EventBridge developer guides (interface endpoints ``sqs``, ``events``).
-#: Not needed: ``monitoring`` (the consumer's metrics are embedded-metric-format log lines, shipped by awslogs), STS
-#: (Fargate tasks get their role's credentials from the ECS agent's endpoint, 169.254.170.2), KMS (SQS, DynamoDB,
-#: CloudWatch Logs and Kinesis Video Streams decrypt on the service side), ``secretsmanager`` (only the ECS target's
-#: bearer token is read from it, and that target makes the ECS table's endpoint), ``sagemaker.runtime`` (made for the
-#: callers already), ``kinesisvideo`` (made by the Connect construct, ``connect.kvs_vpc_endpoint``: one owner).
+#: ``constructs_lib/connect/transcription.py``; their code in ``voicectl/connect/``) call, beyond
+#: the S3 gateway and ECR endpoints made for SageMaker, which also serve the Fargate image pull:
+#: ``{construct id: (service name suffix, who calls it)}``. A key the ECS table has too (``Logs``)
+#: is one endpoint, made by whichever table comes first. Sources: Amazon ECR user guide, "Amazon ECR
+#: interface VPC endpoints (AWS PrivateLink)", considerations for Fargate (platform version 1.4.0 or
+#: later needs ``ecr.dkr``, ``ecr.api`` and the S3 gateway endpoint; tasks with the awslogs driver
+#: need ``logs``); Amazon SQS, EventBridge developer guides (interface endpoints ``sqs``,
+#: ``events``). Not needed: ``monitoring`` (the consumer's metrics are embedded-metric-format log
+#: lines, shipped by awslogs), STS (Fargate tasks get their role's credentials from the ECS agent's
+#: endpoint, 169.254.170.2), KMS (SQS, DynamoDB, CloudWatch Logs and Kinesis Video Streams decrypt
+#: on the service side), ``secretsmanager`` (only the ECS target's bearer token is read from it, and
+#: that target makes the ECS table's endpoint), ``sagemaker.runtime`` (made for the callers
+#: already), ``kinesisvideo`` (made by the Connect construct, ``connect.kvs_vpc_endpoint``: one
+#: owner).
 CONNECT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
-    "Sqs": ("sqs", "the consumers' ReceiveMessage, ChangeMessageVisibility and DeleteMessage on the calls queue"),
+    "Sqs": ("sqs", "the consumers' ReceiveMessage, ChangeMessageVisibility and DeleteMessage on the calls "
+                   "queue"),
     "Events": ("events", "the consumers' PutEvents of transcript segments to the transcript bus"),
     "Logs": ("logs", "the awslogs log driver (the consumers' logs and embedded-format metrics)"),
 }
-#: Gateway endpoints the Connect consumers call: ``{construct id: (service name suffix, who calls it)}``. DynamoDB has
-#: both kinds; the gateway costs nothing and needs only the subnets' route tables (Amazon VPC user guide, "Gateway
-#: endpoints for Amazon DynamoDB").
+#: Gateway endpoints the Connect consumers call: ``{construct id: (service name suffix, who calls
+#: it)}``. DynamoDB has both kinds; the gateway costs nothing and needs only the subnets' route
+#: tables (Amazon VPC user guide, "Gateway endpoints for Amazon DynamoDB").
 CONNECT_GATEWAY_ENDPOINTS: dict[str, tuple[str, str]] = {
     "DynamoDb": ("dynamodb", "the consumers' checkpoints and transcript segments (PutItem, UpdateItem, GetItem)"),
 }
@@ -105,11 +115,14 @@ class ExistingVpc:
 
     Attributes:
         vpc_id: ``vpc-...``.
-        subnet_ids: the private subnets the Models' network interfaces (and the interface endpoints) use.
-        availability_zones: the Availability Zone of each subnet, in the same order; at least two different ones.
-        route_table_ids: the route table of each subnet, in the same order; needed only when the S3 gateway endpoint
-            is made here (``PrivateNetworkProps.create_endpoints``).
-        cidr: the VPC's CIDR block (what the endpoints' security group lets in when no caller CIDRs are given).
+        subnet_ids: the private subnets the Models' network interfaces (and the interface endpoints)
+            use.
+        availability_zones: the Availability Zone of each subnet, in the same order; at least two
+            different ones.
+        route_table_ids: the route table of each subnet, in the same order; needed only when the S3
+            gateway endpoint is made here (``PrivateNetworkProps.create_endpoints``).
+        cidr: the VPC's CIDR block (what the endpoints' security group lets in when no caller CIDRs
+            are given).
     """
 
     vpc_id: str
@@ -132,14 +145,14 @@ class ExistingVpc:
             p.add("availability_zones", zones, f"must name the zone of each of the {len(self.subnet_ids)} subnet(s), "
                                                f"in the order of {p.name('subnet_ids')}")
         elif len(set(zones)) < MIN_AVAILABILITY_ZONES:
-            p.add("subnet_ids", list(self.subnet_ids), f"must be in at least {MIN_AVAILABILITY_ZONES} Availability "
-                  f"Zones (SageMaker hosting in a VPC); all are in {', '.join(sorted(set(zones))) or 'none'}")
+            p.add("subnet_ids", list(self.subnet_ids), f"must be in at least {MIN_AVAILABILITY_ZONES} Availability Zones (SageMaker "
+                                                       f"hosting in a VPC); all are in {', '.join(sorted(set(zones))) or 'none'}")
         if needs_route_tables or self.route_table_ids:
             if len(self.route_table_ids) != len(self.subnet_ids):
                 p.add("route_table_ids", list(self.route_table_ids),
-                      f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) (the S3 gateway "
-                      f"endpoint is added to them), or set {p.name('create_endpoints')}=false if the VPC has "
-                      "its endpoints")
+                      f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) "
+                      "(the S3 gateway endpoint is added to them), or set "
+                      f"{p.name('create_endpoints')}=false if the VPC has its endpoints")
             else:
                 check_ids(p, "route_table_ids", self.route_table_ids, ROUTE_TABLE_ID_RE,
                            "route table ids such as 'rtb-0123456789abcdef0'")
@@ -155,25 +168,30 @@ class PrivateNetworkProps:
             ``max_azs`` Availability Zones, no internet or NAT gateway, and flow logs.
         vpc_cidr: CIDR block of a new VPC. Default :data:`DEFAULT_VPC_CIDR`.
         max_azs: Availability Zones of a new VPC (at least 2). Default 2.
-        security_group_ids: security groups for the Models' network interfaces, instead of the one made here (the
-            endpoints' security group then lets them in on 443). Default: one made here, with no inbound rule and
-            outbound 443 only to the S3 prefix list and the interface endpoints.
-        create_endpoints: make the VPC endpoints (S3 gateway; ECR api and dkr, SageMaker runtime interfaces). Turn
-            off for a VPC that has them already (a second interface endpoint with private DNS for the same service
-            in one VPC is refused). Default true.
-        caller_cidrs: who may reach the SageMaker runtime endpoint on 443 and 8443 (peered VPCs, on premises over
-            VPN or Direct Connect). Default: the VPC's own CIDR block.
-        flow_log_retention_days: retention of the flow log group (a CloudWatch Logs retention). Default 365.
-        kms_key_arn: the key that encrypts the flow log group. Default: CloudWatch Logs' own encryption.
-        ecs_endpoints: also make the interface endpoints that ECS container instances and their tasks need without a
-            route to the internet (:data:`ECS_INTERFACE_ENDPOINTS`), reachable on 443 from the VPC's CIDR block, and
-            let the VPC's CIDR block reach the ECR endpoints (the instances pull the images). With
-            ``create_endpoints`` only. Default false (SageMaker needs none of them).
-        connect_endpoints: also make the endpoints the Amazon Connect transcription consumers need without a route
-            to the internet (:data:`CONNECT_INTERFACE_ENDPOINTS`, reachable on 443 from the VPC's CIDR block, and
-            :data:`CONNECT_GATEWAY_ENDPOINTS` on the subnets' route tables), and let the VPC's CIDR block reach the
-            ECR endpoints (Fargate pulls the consumer image) and the SageMaker runtime endpoint (the consumers call
-            it). With ``create_endpoints`` only. Default false.
+        security_group_ids: security groups for the Models' network interfaces, instead of the one
+            made here (the endpoints' security group then lets them in on 443). Default: one made
+            here, with no inbound rule and outbound 443 only to the S3 prefix list and the interface
+            endpoints.
+        create_endpoints: make the VPC endpoints (S3 gateway; ECR api and dkr, SageMaker runtime
+            interfaces). Turn off for a VPC that has them already (a second interface endpoint with
+            private DNS for the same service in one VPC is refused). Default true.
+        caller_cidrs: who may reach the SageMaker runtime endpoint on 443 and 8443 (peered VPCs, on
+            premises over VPN or Direct Connect). Default: the VPC's own CIDR block.
+        flow_log_retention_days: retention of the flow log group (a CloudWatch Logs retention).
+            Default 365.
+        kms_key_arn: the key that encrypts the flow log group. Default: CloudWatch Logs' own
+            encryption.
+        ecs_endpoints: also make the interface endpoints that ECS container instances and their
+            tasks need without a route to the internet (:data:`ECS_INTERFACE_ENDPOINTS`), reachable
+            on 443 from the VPC's CIDR block, and let the VPC's CIDR block reach the ECR endpoints
+            (the instances pull the images). With ``create_endpoints`` only. Default false
+            (SageMaker needs none of them).
+        connect_endpoints: also make the endpoints the Amazon Connect transcription consumers need
+            without a route to the internet (:data:`CONNECT_INTERFACE_ENDPOINTS`, reachable on 443
+            from the VPC's CIDR block, and :data:`CONNECT_GATEWAY_ENDPOINTS` on the subnets' route
+            tables), and let the VPC's CIDR block reach the ECR endpoints (Fargate pulls the
+            consumer image) and the SageMaker runtime endpoint (the consumers call it). With
+            ``create_endpoints`` only. Default false.
     """
 
     existing_vpc: ExistingVpc | None = None
@@ -217,18 +235,19 @@ class DataKeyProps:
     """Props of :class:`~constructs_lib.network.encryption.DataKey`.
 
     Attributes:
-        kms_key_arn: a key made elsewhere (a key ARN, not an alias: IAM grants must name the key). Default: a new
-            key, rotated yearly.
-        retain: keep a new key on ``cdk destroy`` (it decrypts retained data). Default false (scheduled for deletion
-            after 7 days).
-        log_group_prefixes: log group name prefixes CloudWatch Logs may encrypt with a new key (the key policy names
-            them). Default: none.
-        service_principals: other AWS service principals the key policy lets encrypt with a new key (for example
-            SNS's or CloudWatch's). Default: none.
+        kms_key_arn: a key made elsewhere (a key ARN, not an alias: IAM grants must name the key).
+            Default: a new key, rotated yearly.
+        retain: keep a new key on ``cdk destroy`` (it decrypts retained data). Default false
+            (scheduled for deletion after 7 days).
+        log_group_prefixes: log group name prefixes CloudWatch Logs may encrypt with a new key (the
+            key policy names them). Default: none.
+        service_principals: other AWS service principals the key policy lets encrypt with a new key
+            (for example SNS's or CloudWatch's). Default: none.
         event_buses: let EventBridge use a new key for this account's event buses (kms:DescribeKey,
-            kms:GenerateDataKey, kms:Decrypt for ``events.amazonaws.com``, conditioned on the account and on an
-            event-bus source ARN: EventBridge user guide, "Authorizing EventBridge to use a customer managed key";
-            without it an encrypted bus cannot encrypt its events). Default false.
+            kms:GenerateDataKey, kms:Decrypt for ``events.amazonaws.com``, conditioned on the
+            account and on an event-bus source ARN: EventBridge user guide, "Authorizing EventBridge
+            to use a customer managed key"; without it an encrypted bus cannot encrypt its events).
+            Default false.
     """
 
     kms_key_arn: str | None = None

@@ -1,20 +1,25 @@
-"""RealtimeEndpoint: Model, EndpointConfig and Endpoint of one SageMaker real-time endpoint, with its log group and a
-caller policy; metric helpers, grants, autoscaling and alarms as methods. Props: :mod:`constructs_lib.sagemaker_endpoint.props`.
+"""RealtimeEndpoint: Model, EndpointConfig and Endpoint of one SageMaker real-time endpoint, with
+its log group and a caller policy; metric helpers, grants, autoscaling and alarms as methods. Props:
+:mod:`constructs_lib.sagemaker_endpoint.props`.
 
-Instance pools that need other container settings (``RealtimeEndpointProps.pool_environment``, e.g. a stream cap
-sized for that GPU) each get a Model of their own, named in the pool's ``ModelNameOverride``: the variant's Model in
-everything but environment variables (same image, data, role, network isolation and VpcConfig).
+Instance pools that need other container settings (``RealtimeEndpointProps.pool_environment``, e.g.
+a stream cap sized for that GPU) each get a Model of their own, named in the pool's
+``ModelNameOverride``: the variant's Model in everything but environment variables (same image,
+data, role, network isolation and VpcConfig).
 
-The Model and the EndpointConfig carry no physical names: CloudFormation replaces them whenever a property that
-requires replacement changes (image, instance type, ...), and a fixed name would collide with the old resource
-("already exists"). The Endpoint keeps the stable name that callers use.
+The Model and the EndpointConfig carry no physical names: CloudFormation replaces them whenever a
+property that requires replacement changes (image, instance type, ...), and a fixed name would
+collide with the old resource ("already exists"). The Endpoint keeps the stable name that callers
+use.
 
-Updates: when the EndpointConfig changes, the Endpoint's DeploymentConfig (optional ``RollingUpdate``) replaces
-instances in batches, bakes each batch while watching the rollback alarms and rolls back if one fires. A variant
-with autoscaling (:meth:`RealtimeEndpoint.auto_scale_instance_count`) sets ``RetainAllVariantProperties``, so an update
-keeps the instance count autoscaling chose instead of resetting it to ``InitialInstanceCount`` (UpdateEndpoint API
-reference); a fixed-size variant does not, so an update brings the count back to ``InitialInstanceCount`` (otherwise
-a switch to a fixed size would keep the old autoscaled count for ever).
+Updates: when the EndpointConfig changes, the Endpoint's DeploymentConfig (optional
+``RollingUpdate``) replaces instances in batches, bakes each batch while watching the rollback
+alarms and rolls back if one fires. A variant with autoscaling
+(:meth:`RealtimeEndpoint.auto_scale_instance_count`) sets ``RetainAllVariantProperties``, so an
+update keeps the instance count autoscaling chose instead of resetting it to
+``InitialInstanceCount`` (UpdateEndpoint API reference); a fixed-size variant does not, so an update
+brings the count back to ``InitialInstanceCount`` (otherwise a switch to a fixed size would keep the
+old autoscaled count for ever).
 """
 
 from __future__ import annotations
@@ -69,30 +74,33 @@ from constructs_lib.sagemaker_endpoint.props import (
 from constructs_lib.sagemaker_endpoint.scaling import ScalableInstanceCount
 from constructs_lib.validation import Problems
 
-#: Where SageMaker writes an endpoint's container logs (SageMaker developer guide, "Log Amazon SageMaker AI events
-#: with Amazon CloudWatch").
+#: Where SageMaker writes an endpoint's container logs (SageMaker developer guide, "Log Amazon
+#: SageMaker AI events with Amazon CloudWatch").
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 
 
 class EndpointBase(Construct, EndpointMetrics):
     """What a :class:`RealtimeEndpoint` and an imported endpoint share (an
-    :class:`~constructs_lib.sagemaker_endpoint.interface.IEndpoint`): names, ARN, the ``metric_*`` helpers
-    (:class:`~constructs_lib.monitoring.metrics.EndpointMetrics`), :meth:`grant_invoke`, :meth:`add_alarms` and
-    :meth:`auto_scale_instance_count`.
+    :class:`~constructs_lib.sagemaker_endpoint.interface.IEndpoint`): names, ARN, the ``metric_*``
+    helpers (:class:`~constructs_lib.monitoring.metrics.EndpointMetrics`), :meth:`grant_invoke`,
+    :meth:`add_alarms` and :meth:`auto_scale_instance_count`.
 
     Attributes:
         endpoint_name: the EndpointName.
         endpoint_arn: the endpoint's ARN.
         variant_name: the variant the metric helpers and autoscaling address.
-        instance_type: the variant's instance type, or None when unknown (an imported endpoint without it).
-        instance_types: every instance type the variant may run (its instance pools, else ``instance_type``); empty
-            when unknown. Alarms scale by the smallest of them (:func:`constructs_lib.facts.instance_types.alarm_capacity`).
+        instance_type: the variant's instance type, or None when unknown (an imported endpoint
+            without it).
+        instance_types: every instance type the variant may run (its instance pools, else
+            ``instance_type``); empty when unknown. Alarms scale by the smallest of them
+            (:func:`constructs_lib.facts.instance_types.alarm_capacity`).
         initial_instance_count: the variant's initial count, or None when unknown.
         invoke_actions: what :meth:`grant_invoke` allows by default.
         rolling_update: the endpoint's rolling update, or None.
-        when_in_service: a dependable met once CloudFormation created the Endpoint (it waits for InService), or None
-            for an imported endpoint.
-        scalable_instance_count: the variant's autoscaling, once made (:meth:`auto_scale_instance_count`).
+        when_in_service: a dependable met once CloudFormation created the Endpoint (it waits for
+            InService), or None for an imported endpoint.
+        scalable_instance_count: the variant's autoscaling, once made
+            (:meth:`auto_scale_instance_count`).
     """
 
     endpoint_name: str
@@ -113,26 +121,28 @@ class EndpointBase(Construct, EndpointMetrics):
         self.scalable_instance_count: ScalableInstanceCount | None = None
 
     def grant_invoke(self, grantee: iam.IGrantable, *actions: str) -> iam.Grant:
-        """Allow ``grantee`` to invoke this endpoint only: ``actions`` (default: :attr:`invoke_actions`) on its ARN."""
+        """Allow ``grantee`` to invoke this endpoint only: ``actions`` (default:
+        :attr:`invoke_actions`) on its ARN."""
         return iam.Grant.add_to_principal(grantee=grantee, actions=list(actions or self.invoke_actions),
                                           resource_arns=[self.endpoint_arn])
 
     def add_alarms(self, thresholds: EndpointAlarmThresholds | None = None, *, topic: sns.ITopic | None = None,
                    bridge: BridgeAlarmThresholds | None = None) -> EndpointAlarms:
-        """Add the endpoint's alarms (construct id ``Alarms``): errors, latency, utilisation, health, and the bridge's
-        when ``bridge`` is given; each sends ALARM and OK to ``topic``. See
+        """Add the endpoint's alarms (construct id ``Alarms``): errors, latency, utilisation,
+        health, and the bridge's when ``bridge`` is given; each sends ALARM and OK to ``topic``. See
         :class:`~constructs_lib.monitoring.alarms.EndpointAlarms`."""
         return EndpointAlarms(self, "Alarms", EndpointAlarmsProps(
             endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
             thresholds=thresholds or EndpointAlarmThresholds(), bridge=bridge, topic=topic))
 
     def auto_scale_instance_count(self, *, min_capacity: int, max_capacity: int) -> ScalableInstanceCount:
-        """Let Application Auto Scaling set the variant's instance count within ``min_capacity``-``max_capacity``
-        (construct id ``InstanceCount``); add target-tracking policies to what it returns.
+        """Let Application Auto Scaling set the variant's instance count within
+        ``min_capacity``-``max_capacity`` (construct id ``InstanceCount``); add target-tracking
+        policies to what it returns.
 
         Raises:
-            constructs_lib.validation.PropsError: a bad range, or the count already scales (one scalable target per
-                variant).
+            constructs_lib.validation.PropsError: a bad range, or the count already scales (one
+                scalable target per variant).
         """
         return ScalableInstanceCount(
             self, "InstanceCount",
@@ -141,7 +151,8 @@ class EndpointBase(Construct, EndpointMetrics):
                                      max_capacity=max_capacity)
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
-        """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a rolling update.
+        """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a
+        rolling update.
 
         Raises:
             ValueError: the endpoint has no rolling update (or is imported).
@@ -149,8 +160,9 @@ class EndpointBase(Construct, EndpointMetrics):
         raise ValueError(f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update")
 
     def register_scaling(self, scaling: ScalableInstanceCount) -> None:
-        """Called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount` when it is made for this endpoint.
-        (An imported endpoint's update settings are not this app's: nothing else to do.)"""
+        """Called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount` when
+        it is made for this endpoint. (An imported endpoint's update settings are not this app's:
+        nothing else to do.)"""
         self.scalable_instance_count = scaling
 
 
@@ -167,14 +179,16 @@ class _ImportedEndpoint(EndpointBase):
 class RealtimeEndpoint(EndpointBase):
     """One SageMaker real-time endpoint with one ProductionVariant.
 
-    Resources: ``AWS::Logs::LogGroup`` ``/aws/sagemaker/Endpoints/<name>`` (created here so that destroy removes it
-    and retention is ours; always deleted with the stack: it has the fixed name SageMaker writes to, so a retained
-    group would make the next deployment of the endpoint fail with "already exists"), ``AWS::SageMaker::Model``,
-    ``AWS::SageMaker::EndpointConfig``, ``AWS::SageMaker::Endpoint``, an ``AWS::IAM::ManagedPolicy`` that callers
-    attach to invoke this endpoint only, and an execution role unless ``props.role`` is given.
+    Resources: ``AWS::Logs::LogGroup`` ``/aws/sagemaker/Endpoints/<name>`` (created here so that
+    destroy removes it and retention is ours; always deleted with the stack: it has the fixed name
+    SageMaker writes to, so a retained group would make the next deployment of the endpoint fail
+    with "already exists"), ``AWS::SageMaker::Model``, ``AWS::SageMaker::EndpointConfig``,
+    ``AWS::SageMaker::Endpoint``, an ``AWS::IAM::ManagedPolicy`` that callers attach to invoke this
+    endpoint only, and an execution role unless ``props.role`` is given.
 
     Attributes (besides :class:`EndpointBase`'s):
-        endpoint_config_name: the current EndpointConfig's name (it changes when the config is replaced).
+        endpoint_config_name: the current EndpointConfig's name (it changes when the config is
+            replaced).
         model_name: the current Model's name.
         log_group_name / log_group_arn: the endpoint's log group.
         invoke_policy_arn: the managed policy for callers.
@@ -187,8 +201,8 @@ class RealtimeEndpoint(EndpointBase):
     @classmethod
     def from_endpoint_name(cls, scope: Construct, construct_id: str, endpoint_name: str, *,
                            variant_name: str = VARIANT_NAME, instance_type: str | None = None) -> EndpointBase:
-        """An endpoint defined elsewhere, by name, in this stack's account and Region: metric helpers, alarms,
-        :meth:`grant_invoke` and autoscaling work on it."""
+        """An endpoint defined elsewhere, by name, in this stack's account and Region: metric
+        helpers, alarms, :meth:`grant_invoke` and autoscaling work on it."""
         return cls.from_endpoint_attributes(scope, construct_id, endpoint_name=endpoint_name,
                                             variant_name=variant_name, instance_type=instance_type)
 
@@ -197,8 +211,9 @@ class RealtimeEndpoint(EndpointBase):
                                  endpoint_arn: str | None = None, variant_name: str = VARIANT_NAME,
                                  instance_type: str | None = None, initial_instance_count: int | None = None,
                                  invoke_actions: Sequence[str] = (INVOKE,)) -> EndpointBase:
-        """An endpoint defined elsewhere, from its name or ARN (one of them; the other is derived; SageMaker writes
-        the name in lower case in ARNs). ``instance_type`` lets :meth:`add_alarms` scale GPU and CPU thresholds.
+        """An endpoint defined elsewhere, from its name or ARN (one of them; the other is derived;
+        SageMaker writes the name in lower case in ARNs). ``instance_type`` lets :meth:`add_alarms`
+        scale GPU and CPU thresholds.
 
         Raises:
             ValueError: neither (or both) of ``endpoint_name`` and ``endpoint_arn``.
@@ -227,8 +242,9 @@ class RealtimeEndpoint(EndpointBase):
         super().__init__(scope, construct_id, instance_type=variant.instance_type,
                          initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions,
                          instance_types=variant.instance_types)
-        # The name is needed at synth (it names the log group, which must exist before the endpoint): a default one
-        # is made from the construct path, unique in the app and stable across deployments.
+        # The name is needed at synth (it names the log group, which must exist before the
+        # endpoint): a default one is made from the construct path, unique in the app and stable
+        # across deployments.
         EndpointMetrics.__init__(
             self, props.endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-"),
             variant.variant_name)
@@ -236,7 +252,8 @@ class RealtimeEndpoint(EndpointBase):
         self._props = props
         self._rollback_alarms: list[cloudwatch.IAlarm] = []
         self._describe_alarms: iam.PolicyStatement | None = None
-        #: Largest instance count autoscaling may reach (register_scaling): the number of one-instance batches.
+        #: Largest instance count autoscaling may reach (register_scaling): the number of
+        #: one-instance batches.
         self._max_instances: int | None = None
 
         self.role: iam.IRole = props.role or self._default_role(props)
@@ -256,8 +273,9 @@ class RealtimeEndpoint(EndpointBase):
         self.log_group_arn: str = log_group.log_group_arn
 
         model = self._model("Model", props, props.container)
-        # A pool with an environment of its own runs its own Model (InstancePool ModelNameOverride): the variant's
-        # Model in everything but environment variables (props.RealtimeEndpointProps.pool_environment).
+        # A pool with an environment of its own runs its own Model (InstancePool ModelNameOverride):
+        # the variant's Model in everything but environment variables
+        # (props.RealtimeEndpointProps.pool_environment).
         pool_models: dict[str, sagemaker.CfnModel] = {}
         if props.pool_environment:
             image = props.container
@@ -272,14 +290,15 @@ class RealtimeEndpoint(EndpointBase):
         config = sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
-            # None on local-NVMe instance types: CreateEndpointConfig refuses KmsKeyId there (_volume_key).
+            # None on local-NVMe instance types: CreateEndpointConfig refuses KmsKeyId there
+            # (_volume_key).
             kms_key_id=None if refusal else props.volume_kms_key_arn,
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant.variant_name,
                     model_name=model.attr_model_name,
-                    # With instance pools the variant names its types there only (SageMaker developer guide,
-                    # "Deploy to multiple instance types with instance pools").
+                    # With instance pools the variant names its types there only (SageMaker
+                    # developer guide, "Deploy to multiple instance types with instance pools").
                     instance_type=None if variant.instance_pools else variant.instance_type,
                     instance_pools=[
                         sagemaker.CfnEndpointConfig.InstancePoolProperty(
@@ -311,20 +330,23 @@ class RealtimeEndpoint(EndpointBase):
             deployment_config=self._deployment_config(),
             retain_all_variant_properties=False,
         )
-        # SageMaker starts writing logs as soon as instances boot: the group (and its retention) must exist first.
+        # SageMaker starts writing logs as soon as instances boot: the group (and its retention)
+        # must exist first.
         self._endpoint.node.add_dependency(log_group)
         self.when_in_service = DependencyGroup(self._endpoint)
         # Ref of AWS::SageMaker::Endpoint is its ARN (SageMaker lower-cases the name in ARNs).
         self.endpoint_arn = self._endpoint.ref
         self.endpoint_config_name: str = config.attr_endpoint_config_name
         self.model_name: str = model.attr_model_name
-        #: ``{instance type: ModelName}`` of the pools that run a Model of their own (ModelNameOverride).
+        #: ``{instance type: ModelName}`` of the pools that run a Model of their own
+        #: (ModelNameOverride).
         self.pool_model_names: dict[str, str] = {name: m.attr_model_name for name, m in pool_models.items()}
         self.invoke_policy_arn: str = self._invoke_policy(props).managed_policy_arn
 
     def _model(self, construct_id: str, props: RealtimeEndpointProps,
                container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel:
-        """A Model of this endpoint running ``container``, with the endpoint's role, network isolation and VpcConfig."""
+        """A Model of this endpoint running ``container``, with the endpoint's role, network
+        isolation and VpcConfig."""
         model = sagemaker.CfnModel(
             self,
             construct_id,
@@ -335,7 +357,8 @@ class RealtimeEndpoint(EndpointBase):
                 subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
             ) if props.vpc_subnets else None,
         )
-        # The role's policy must exist before SageMaker creates the Model (it checks image and data access).
+        # The role's policy must exist before SageMaker creates the Model (it checks image and data
+        # access).
         model.node.add_dependency(self.role)
         if isinstance(container, ImageContainer):
             for dependency in container.depends_on:
@@ -347,14 +370,15 @@ class RealtimeEndpoint(EndpointBase):
                     refusal: str | None) -> None:
         """Say what became of the ML storage volumes' key, on the EndpointConfig.
 
-        * A type of the variant has local NVMe storage (``refusal``, :func:`constructs_lib.facts.instance_types.
-          volume_key_refusal`): KmsKeyId is off, since CreateEndpointConfig fails with it. An info annotation says so
-          when a key was asked for; the compliance packs' "endpoint configuration has a KMS key" rule and checkov's
-          CKV_AWS_98 are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
+        * A type of the variant has local NVMe storage (``refusal``,
+          :func:`constructs_lib.facts.instance_types. volume_key_refusal`): KmsKeyId is off, since
+          CreateEndpointConfig fails with it. An info annotation says so when a key was asked for;
+          the compliance packs' "endpoint configuration has a KMS key" rule and checkov's CKV_AWS_98
+          are acknowledged on the EndpointConfig with the reason (the volumes are encrypted by the
           instance's hardware module, which no key setting can change).
-        * A key was asked for and a type's storage is unknown to the catalogue: the key is kept (the request is
-          honoured) and a warning says CreateEndpointConfig fails if that type has local storage, and where to
-          record the fact. Never a silent guess.
+        * A key was asked for and a type's storage is unknown to the catalogue: the key is kept (the
+          request is honoured) and a warning says CreateEndpointConfig fails if that type has local
+          storage, and where to record the fact. Never a silent guess.
         """
         if refusal is not None:
             if key is not None:
@@ -366,17 +390,20 @@ class RealtimeEndpoint(EndpointBase):
         if key is not None and unknown:
             Annotations.of(config).add_warning_v2(
                 "realtime-voice:volume-key-unknown-storage",
-                f"KmsKeyId is set, but constructs_lib/facts/instance_types.py does not know whether {', '.join(unknown)} "
-                f"{'has' if len(unknown) == 1 else 'have'} local NVMe instance storage: if so, CreateEndpointConfig "
-                f"fails ({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store table, "
-                "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave volume_kms_key_arn unset.")
+                "KmsKeyId is set, but constructs_lib/facts/instance_types.py does not know "
+                f"whether {', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} local "
+                "NVMe instance storage: if so, CreateEndpointConfig fails "
+                f"({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store "
+                "table, https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave "
+                "volume_kms_key_arn unset.")
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
-        """Roll updates back while ``alarm`` is in ALARM (DeploymentConfig AutoRollbackConfiguration). The execution
-        role may then describe it: SageMaker reads the rollback alarms' state as that role ("Ensure that your IAM
-        execution role has permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you
-        specify", SageMaker developer guide, deployment guardrails, "Auto-Rollback Configuration and Monitoring").
-        DescribeAlarms supports the ``alarm`` resource type, so no wildcard.
+        """Roll updates back while ``alarm`` is in ALARM (DeploymentConfig
+        AutoRollbackConfiguration). The execution role may then describe it: SageMaker reads the
+        rollback alarms' state as that role ("Ensure that your IAM execution role has permission to
+        perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify",
+        SageMaker developer guide, deployment guardrails, "Auto-Rollback Configuration and
+        Monitoring"). DescribeAlarms supports the ``alarm`` resource type, so no wildcard.
 
         Raises:
             ValueError: the endpoint has no rolling update.
@@ -393,16 +420,17 @@ class RealtimeEndpoint(EndpointBase):
             self._describe_alarms.add_resources(alarm.alarm_arn)
 
     def register_scaling(self, scaling: ScalableInstanceCount) -> None:
-        """Endpoint updates keep the instance count autoscaling chose (RetainAllVariantProperties)."""
+        """Endpoint updates keep the instance count autoscaling chose
+        (RetainAllVariantProperties)."""
         super().register_scaling(scaling)
         self._endpoint.retain_all_variant_properties = True
         self._max_instances = scaling.max_capacity
         self._endpoint.deployment_config = self._deployment_config()
 
     def add_outputs(self, prefix: str, extra: Mapping[str, tuple[str, str]] | None = None) -> None:
-        """Add stack outputs ``<prefix>EndpointName``, ``<prefix>Region``, ``<prefix>InvokePolicyArn``,
-        ``<prefix>LogGroupName`` and ``extra`` (``{name: (value, description)}``), at the stack's top level so that
-        their keys are exactly these names."""
+        """Add stack outputs ``<prefix>EndpointName``, ``<prefix>Region``,
+        ``<prefix>InvokePolicyArn``, ``<prefix>LogGroupName`` and ``extra`` (``{name: (value,
+        description)}``), at the stack's top level so that their keys are exactly these names."""
         stack = Stack.of(self)
         outputs = {
             "EndpointName": (self._endpoint.attr_endpoint_name, "SageMaker EndpointName"),
@@ -415,7 +443,8 @@ class RealtimeEndpoint(EndpointBase):
             CfnOutput(stack, f"{prefix}{name}", value=value, description=description)
 
     def _deployment_config(self) -> sagemaker.CfnEndpoint.DeploymentConfigProperty | None:
-        """The Endpoint's DeploymentConfig for the rolling update and the rollback alarms added so far."""
+        """The Endpoint's DeploymentConfig for the rolling update and the rollback alarms added so
+        far."""
         rolling = self.rolling_update
         if rolling is None:
             return None
@@ -426,7 +455,8 @@ class RealtimeEndpoint(EndpointBase):
                     type=batch_type, value=batch_value),
                 wait_interval_in_seconds=rolling.wait_s,
                 maximum_execution_timeout_in_seconds=rolling.timeout_for(self._props.variant, self._max_instances),
-                # No RollbackMaximumBatchSize: a rollback brings the whole old fleet back at once, the fastest recovery.
+                # No RollbackMaximumBatchSize: a rollback brings the whole old fleet back at once,
+                # the fastest recovery.
             ),
             auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
                 alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=alarm.alarm_name)
@@ -435,7 +465,8 @@ class RealtimeEndpoint(EndpointBase):
         )
 
     def _default_role(self, props: RealtimeEndpointProps) -> iam.IRole:
-        """A new execution role with what this endpoint's container needs, where that is known at synth."""
+        """A new execution role with what this endpoint's container needs, where that is known at
+        synth."""
         role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {self.endpoint_name}")
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         container = props.container
@@ -458,39 +489,43 @@ class RealtimeEndpoint(EndpointBase):
         )
         Validations.of(self.role).acknowledge(Acknowledgment(
             id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), streams)}]",
-            reason="Log stream names are chosen by SageMaker per instance; the wildcard is confined to this "
-                   "endpoint's log group.",
+            reason="Log stream names are chosen by SageMaker per instance; the wildcard is "
+                   "confined to this endpoint's log group.",
         ))
 
     def _invoke_policy(self, props: RealtimeEndpointProps) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(
             self,
             "InvokePolicy",
-            description=f"Invoke the {props.description} endpoint {self.endpoint_name} (and nothing else)",
+            description=f"Invoke the {props.description} endpoint {self.endpoint_name} (and "
+                        "nothing else)",
             statements=[
                 iam.PolicyStatement(
                     sid="InvokeEndpoint", actions=list(props.invoke_actions), resources=[self.endpoint_arn],
-                    # Only through the given VPC endpoints: aws:SourceVpce is set on requests that arrive through a
-                    # VPC endpoint (IAM user guide, "AWS global condition context keys").
+                    # Only through the given VPC endpoints: aws:SourceVpce is set on requests that
+                    # arrive through a VPC endpoint (IAM user guide, "AWS global condition context
+                    # keys").
                     conditions={"StringEquals": {"aws:SourceVpce": list(props.require_source_vpce)}}
                     if props.require_source_vpce else None)
             ],
         )
         if INVOKE_BIDIRECTIONAL in props.invoke_actions:
-            # cfn-lint's IAM action list predates bidirectional streaming (W3037 "not one of ..."); the action is
-            # documented in the InvokeEndpointWithBidirectionalStream API reference.
+            # cfn-lint's IAM action list predates bidirectional streaming (W3037 "not one of ...");
+            # the action is documented in the InvokeEndpointWithBidirectionalStream API reference.
             cast(CfnResource, policy.node.default_child).add_metadata(
                 "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
         return policy
 
 
 def _pool_model_id(instance_type: str) -> str:
-    """Construct id of an instance pool's own Model: ``PoolModelMlG6eXlarge`` for ``ml.g6e.xlarge``."""
+    """Construct id of an instance pool's own Model: ``PoolModelMlG6eXlarge`` for
+    ``ml.g6e.xlarge``."""
     return "PoolModel" + "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", instance_type))
 
 
 def _container_definition(container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel.ContainerDefinitionProperty:
-    """The Model's PrimaryContainer: an image with uncompressed model data from an S3 prefix, or a model package."""
+    """The Model's PrimaryContainer: an image with uncompressed model data from an S3 prefix, or a
+    model package."""
     if not isinstance(container, ImageContainer):
         return sagemaker.CfnModel.ContainerDefinitionProperty(model_package_name=container.model_package_arn)
     data_source = None

@@ -1,11 +1,13 @@
-"""MonitoredEndpoint: a real-time endpoint with its alarms, its autoscaling and its stack outputs, in one construct.
+"""MonitoredEndpoint: a real-time endpoint with its alarms, its autoscaling and its stack outputs,
+in one construct.
 
-What the stacks of this app share, and the quickest way for another app to get a production-shaped endpoint: the
-endpoint (:class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`), its alarms
-(:class:`~constructs_lib.monitoring.alarms.EndpointAlarms`, the rollback alarm wired into the rolling update), a
-scalable target with one target-tracking policy (:class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`) unless the
-size is fixed, and outputs callers and ``voicectl`` read. The parts are siblings under this construct (ids: the
-endpoint's ``name``, ``Alarms``, ``Autoscaling``).
+What the stacks of this app share, and the quickest way for another app to get a production-shaped
+endpoint: the endpoint (:class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint`), its
+alarms (:class:`~constructs_lib.monitoring.alarms.EndpointAlarms`, the rollback alarm wired into the
+rolling update), a scalable target with one target-tracking policy
+(:class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount`) unless the size is
+fixed, and outputs callers and ``voicectl`` read. The parts are siblings under this construct (ids:
+the endpoint's ``name``, ``Alarms``, ``Autoscaling``).
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ class MonitoredEndpointProps:
     """Props of :class:`MonitoredEndpoint`.
 
     Attributes:
-        name: the construct id of the endpoint and the prefix of the outputs (``Voxtral`` gives the outputs
-            ``VoxtralEndpointName``, ``VoxtralRegion``, ...) (required).
+        name: the construct id of the endpoint and the prefix of the outputs (``Voxtral`` gives the
+            outputs ``VoxtralEndpointName``, ``VoxtralRegion``, ...) (required).
         endpoint: the endpoint (required).
         thresholds: the alarms' thresholds. Default: :class:`EndpointAlarmThresholds` defaults.
-        bridge: thresholds of the bridge's alarms, for an endpoint running the bridge image. Default: none.
+        bridge: thresholds of the bridge's alarms, for an endpoint running the bridge image.
+            Default: none.
         alarm_topic: where the alarms send ALARM and OK. Default: no action.
-        scaling: instance-count range and target-tracking policy. Default: fixed size (initial instance count).
-        outputs: extra stack outputs ``{name: (value, description)}``, named ``<name><key>``. Default: none.
+        scaling: instance-count range and target-tracking policy. Default: fixed size (initial
+            instance count).
+        outputs: extra stack outputs ``{name: (value, description)}``, named ``<name><key>``.
+            Default: none.
     """
 
     name: str
@@ -50,7 +55,8 @@ class MonitoredEndpointProps:
 
 
 class MonitoredEndpoint(Construct):
-    """A :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` with alarms, autoscaling and outputs.
+    """A :class:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint` with alarms,
+    autoscaling and outputs.
 
     Attributes:
         endpoint: the endpoint (names, ARN, metric helpers, ``grant_invoke``).
@@ -58,8 +64,8 @@ class MonitoredEndpoint(Construct):
         scaling: its scalable instance count, or None at a fixed size.
 
     Raises:
-        constructs_lib.validation.PropsError: listing every invalid prop (the endpoint's, the alarms' and the
-            scaling's are checked by their constructs).
+        constructs_lib.validation.PropsError: listing every invalid prop (the endpoint's, the
+            alarms' and the scaling's are checked by their constructs).
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: MonitoredEndpointProps) -> None:

@@ -17,7 +17,8 @@ DEFAULT_VLLM_PORT = 8081
 #: vLLM's default `--max-num-seqs` on GPUs other than the largest (vllm `engine/arg_utils.py`), used
 #: for MAX_STREAMS when neither MAX_STREAMS nor SM_VLLM_MAX_NUM_SEQS is set.
 DEFAULT_MAX_NUM_SEQS = 256
-#: Seconds a client may stay silent before its session is ended (SageMaker's own idle limit is longer).
+#: Seconds a client may stay silent before its session is ended (SageMaker's own idle limit is
+#: longer).
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 #: Seconds vLLM may stay silent on a stream, with a WebSocket ping unanswered for the second half of
 #: them, before the bridge takes it for stalled (a stopped or hung process) and ends the stream.
@@ -32,44 +33,49 @@ DEFAULT_TOKENS_PER_AUDIO_SECOND = 12.5
 #: Fraction of max_model_len a session's audio may use before the bridge ends it (`session_limit`);
 #: the rest is headroom for the prompt and the generated text, which share the context.
 DEFAULT_SESSION_LIMIT_FRACTION = 0.9
-#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's streaming format
-#: (BOS, 32 left-pad and 6 delay tokens: `usage.prompt_tokens` 39) and the 10 tokens the model decodes past the
-#: audio after the final commit (`completion_tokens` = audio tokens + 10). Measured against the real server
-#: (tests/vllm). A generation that reaches max_model_len while audio still streams in kills vLLM's engine
-#: ("Sampled token IDs exceed the max model length", EngineDeadError: every session ends with 1012), so the
-#: session limit counts them.
+#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's
+#: streaming format (BOS, 32 left-pad and 6 delay tokens: `usage.prompt_tokens` 39) and the 10
+#: tokens the model decodes past the audio after the final commit (`completion_tokens` = audio
+#: tokens + 10). Measured against the real server (tests/vllm). A generation that reaches
+#: max_model_len while audio still streams in kills vLLM's engine ("Sampled token IDs exceed the max
+#: model length", EngineDeadError: every session ends with 1012), so the session limit counts them.
 STREAM_OVERHEAD_TOKENS = 39 + 10
-#: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU, which
-#: constructs_lib/capacity.py (VLLM_BLOCK_SIZE) computes with. vLLM's CPU build reports 128 (tests/vllm).
+#: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU,
+#: which constructs_lib/capacity.py (VLLM_BLOCK_SIZE) computes with. vLLM's CPU build reports 128
+#: (tests/vllm).
 DEFAULT_KV_BLOCK_SIZE = 16
 #: Largest WebSocket frame accepted on either leg, bytes (4 MiB, over two minutes of base64 PCM16 in
 #: one append; the issue asks for at least 4 MiB). Larger frames close the connection with 1009.
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
-#: Audio a stream may send, as a multiple of real time averaged over time (AUDIO_RATE_LIMIT). Unpaced
-#: clients are welcome below it (voicectl sends at most 16 x real time); above it a stream is ended with
-#: `rate_limited`, so that one client cannot make vLLM queue audio faster than any model transcribes it
-#: (a hostile client on loopback relayed ~26,000 appends per second before this limit).
+#: Audio a stream may send, as a multiple of real time averaged over time (AUDIO_RATE_LIMIT).
+#: Unpaced clients are welcome below it (voicectl sends at most 16 x real time); above it a stream
+#: is ended with `rate_limited`, so that one client cannot make vLLM queue audio faster than any
+#: model transcribes it (a hostile client on loopback relayed ~26,000 appends per second before this
+#: limit).
 DEFAULT_AUDIO_RATE_LIMIT = 32.0
 #: Audio seconds a stream may send at once above the rate limit (AUDIO_BURST_S): a short file sent
-#: unpaced, the replay of a cut generation, and one append of the largest frame (4 MiB of base64 holds
-#: 3 MiB of PCM16: 98 s) fit in it.
+#: unpaced, the replay of a cut generation, and one append of the largest frame (4 MiB of base64
+#: holds 3 MiB of PCM16: 98 s) fit in it.
 DEFAULT_AUDIO_BURST_S = 120.0
 #: CloudWatch namespace of the bridge's metrics unless METRICS_NAMESPACE says otherwise.
 DEFAULT_METRICS_NAMESPACE = "RealtimeVoice/Bridge"
 #: Seconds between two EMF metric lines.
 DEFAULT_METRICS_INTERVAL_S = 60.0
-#: Minutes one ECS task scale-in protection request lasts (ExpiresInMinutes; the agent accepts 1 to 2880). The bridge
-#: renews it while streams are live, so this bounds only how long a task whose bridge hung stays protected.
+#: Minutes one ECS task scale-in protection request lasts (ExpiresInMinutes; the agent accepts 1 to
+#: 2880). The bridge renews it while streams are live, so this bounds only how long a task whose
+#: bridge hung stays protected.
 DEFAULT_TASK_PROTECTION_MINUTES = 10
-#: Seconds without a live stream before the bridge turns protection off, so that a caller moving to a new stream
-#: (voicectl's rollover, a reconnect) does not make it flap (see `task_protection`).
+#: Seconds without a live stream before the bridge turns protection off, so that a caller moving to
+#: a new stream (voicectl's rollover, a reconnect) does not make it flap (see `task_protection`).
 DEFAULT_TASK_PROTECTION_GRACE_S = 10.0
-#: The agent's limits on ExpiresInMinutes (Amazon ECS developer guide, "Amazon ECS task scale-in protection endpoint").
+#: The agent's limits on ExpiresInMinutes (Amazon ECS developer guide, "Amazon ECS task scale-in
+#: protection endpoint").
 TASK_PROTECTION_MINUTES_RANGE = (1, 2880)
 
 
 class SettingsError(ValueError):
-    """An environment variable holds a value the bridge cannot use; the message names it and what is allowed."""
+    """An environment variable holds a value the bridge cannot use; the message names it and what is
+    allowed."""
 
 
 def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False) -> float:
@@ -108,21 +114,25 @@ class Settings:
         host: address the bridge listens on (BRIDGE_HOST, default 0.0.0.0).
         port: port of `/ping` and the stream (BRIDGE_PORT, default 8080).
         vllm_host / vllm_port: where vLLM listens (VLLM_HOST 127.0.0.1, VLLM_PORT 8081).
-        max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256); lowered at run time
-            to what vLLM's KV cache holds when that is smaller (kv_blocks_per_stream).
-        kv_blocks_per_stream: KV-cache blocks one live stream holds at most (KV_BLOCKS_PER_STREAM; the CDK stack
-            sets it from constructs_lib/capacity.py); None: vLLM's KV-cache report is not read.
-        kv_block_size: tokens per block of kv_blocks_per_stream (KV_BLOCK_SIZE, default 16); when vLLM reports
-            another block_size the bridge converts (Bridge._kv_cache_read).
+        max_streams: concurrent streams (MAX_STREAMS, default SM_VLLM_MAX_NUM_SEQS, else 256);
+            lowered at run time to what vLLM's KV cache holds when that is smaller
+            (kv_blocks_per_stream).
+        kv_blocks_per_stream: KV-cache blocks one live stream holds at most (KV_BLOCKS_PER_STREAM;
+            the CDK stack sets it from constructs_lib/capacity.py); None: vLLM's KV-cache report is
+            not read.
+        kv_block_size: tokens per block of kv_blocks_per_stream (KV_BLOCK_SIZE, default 16); when
+            vLLM reports another block_size the bridge converts (Bridge._kv_cache_read).
         idle_timeout_s: client silence that ends a session (IDLE_TIMEOUT_S, default 60).
         drain_s: grace period after SIGTERM (DRAIN_S, default 25).
-        upstream_stall_s: vLLM silence, with a ping unanswered, that ends a stream as `upstream_closed`
-            (UPSTREAM_STALL_S, default 5).
+        upstream_stall_s: vLLM silence, with a ping unanswered, that ends a stream as
+            `upstream_closed` (UPSTREAM_STALL_S, default 5).
         served_model: model name put into `session.update` (SERVED_MODEL_NAME, default the first of
             SM_VLLM_SERVED_MODEL_NAME, else SM_VLLM_MODEL; None: learnt from vLLM's `/v1/models`).
-        max_model_len: vLLM's context length in tokens (MAX_MODEL_LEN, default SM_VLLM_MAX_MODEL_LEN;
+        max_model_len: vLLM's context length in tokens (MAX_MODEL_LEN, default
+            SM_VLLM_MAX_MODEL_LEN;
             None: no session limit).
-        tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80 ms).
+        tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80
+            ms).
         session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
         max_frame_bytes: MAX_FRAME_BYTES, default 4 MiB, on both legs.
         audio_rate_limit: AUDIO_RATE_LIMIT, default 32 (x real time) per stream.
@@ -131,13 +141,15 @@ class Settings:
         metrics_namespace / endpoint_name / variant_name: METRICS_NAMESPACE, ENDPOINT_NAME,
             VARIANT_NAME (the CDK stack sets them; dimensions of every metric).
         metrics_interval_s: METRICS_INTERVAL_S, default 60.
-        bridge_token: BRIDGE_TOKEN, the bearer token the stream's upgrade must carry (None: no check, as on
-            SageMaker, where SigV4 authenticates callers); never in the repr (see `auth`).
-        ecs_agent_uri: ECS_AGENT_URI, which the ECS agent sets in every task's containers (None: not on ECS, no
-            task scale-in protection; see `task_protection`).
-        task_protection_minutes: TASK_PROTECTION_MINUTES, default 10 (1 to 2880): ExpiresInMinutes of each request.
-        task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live stream before
-            protection is turned off.
+        bridge_token: BRIDGE_TOKEN, the bearer token the stream's upgrade must carry (None: no
+            check, as on SageMaker, where SigV4 authenticates callers); never in the repr (see
+            `auth`).
+        ecs_agent_uri: ECS_AGENT_URI, which the ECS agent sets in every task's containers (None: not
+            on ECS, no task scale-in protection; see `task_protection`).
+        task_protection_minutes: TASK_PROTECTION_MINUTES, default 10 (1 to 2880): ExpiresInMinutes
+            of each request.
+        task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live stream
+            before protection is turned off.
     """
 
     host: str = "0.0.0.0"
@@ -170,8 +182,8 @@ class Settings:
     def session_audio_limit_bytes(self) -> int | None:
         """PCM16 bytes of audio one session may append before `session_limit`, or None for no limit.
 
-        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of audio; x 16000
-        samples/s x 2 bytes.
+        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of
+        audio; x 16000 samples/s x 2 bytes.
         """
         if self.max_model_len is None:
             return None
@@ -203,8 +215,9 @@ class Settings:
         largest_append_s = max_frame_bytes * 3 / 4 / 32_000  # base64 is 4 characters per 3 bytes of PCM16
         if burst_s < largest_append_s:
             raise SettingsError(
-                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio one append of "
-                f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused"
+                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
+                f"one append of MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends "
+                "would always be refused"
             )
         token = env.get("BRIDGE_TOKEN")
         if token is not None and (problem := token_problem(token)):

@@ -1,29 +1,31 @@
-"""Off SageMaker (ECS, EKS, a plain GPU host): copy the staged weights from S3 to the host's disk once per host, check
-them against the staging manifest, and hand vLLM the local directory.
+"""Off SageMaker (ECS, EKS, a plain GPU host): copy the staged weights from S3 to the host's disk
+once per host, check them against the staging manifest, and hand vLLM the local directory.
 
-SageMaker copies ``ModelDataSource`` to /opt/ml/model itself; elsewhere the entrypoint calls :func:`ensure_local_copy`
-when ``MODEL_S3_URI`` is set. The copy lives under ``MODEL_CACHE_DIR`` (on ECS a host directory bind-mounted into the
-task), keyed by bucket and prefix, so:
+SageMaker copies ``ModelDataSource`` to /opt/ml/model itself; elsewhere the entrypoint calls
+:func:`ensure_local_copy` when ``MODEL_S3_URI`` is set. The copy lives under ``MODEL_CACHE_DIR`` (on
+ECS a host directory bind-mounted into the task), keyed by bucket and prefix, so:
 
-- **reused**: a second task on the same host (or a restarted one) finds the copy complete (a ``.complete`` marker
-  holding the SHA-256 of the manifest it was checked against) and downloads nothing;
-- **one copy at a time**: an exclusive ``flock`` on a lock file beside the copy; a second task waits for the first
-  to finish, then reuses its copy;
-- **resumed**: each file is downloaded to ``<name>.part``, its SHA-256 checked against the manifest, then renamed
-  and recorded in ``.verified.json``; after an interruption the files recorded with the SHA-256 the manifest asks
-  for are kept, and the copy goes on with the rest. The
-  unit of resumption is the file: a file cut off mid-way is fetched again from its start (boto3's transfer manager
+- **reused**: a second task on the same host (or a restarted one) finds the copy complete (a
+  ``.complete`` marker holding the SHA-256 of the manifest it was checked against) and downloads
+  nothing;
+- **one copy at a time**: an exclusive ``flock`` on a lock file beside the copy; a second task waits
+  for the first to finish, then reuses its copy;
+- **resumed**: each file is downloaded to ``<name>.part``, its SHA-256 checked against the manifest,
+  then renamed and recorded in ``.verified.json``; after an interruption the files recorded with the
+  SHA-256 the manifest asks for are kept, and the copy goes on with the rest. The unit of resumption
+  is the file: a file cut off mid-way is fetched again from its start (boto3's transfer manager
   downloads a file in parallel ranged parts but does not resume one).
-- **refused**: a file whose size or SHA-256 differs from the manifest is deleted and the copy fails with
-  :class:`WeightsError` naming it; vLLM never starts on it.
+- **refused**: a file whose size or SHA-256 differs from the manifest is deleted and the copy fails
+  with :class:`WeightsError` naming it; vLLM never starts on it.
 
 The manifest (``model-manifest.json`` under the prefix) is the one the staging step writes last
-(constructs_lib/model_staging_build/stage_model/manifest.py: ``{"format": "voicectl/model-manifest/v1", "files":
-[{"name", "size", "sha256"}], "total_size"}``); this module repeats its name and format (the container imports
-nothing of the project).
+(constructs_lib/model_staging_build/stage_model/manifest.py: ``{"format":
+"voicectl/model-manifest/v1", "files": [{"name", "size", "sha256"}], "total_size"}``); this module
+repeats its name and format (the container imports nothing of the project).
 
-The transfer is boto3's managed download (``download_file`` with a :class:`boto3.s3.transfer.TransferConfig`):
-parallel ranged GETs, retries; progress goes to the log every :data:`PROGRESS_EVERY_S` seconds.
+The transfer is boto3's managed download (``download_file`` with a
+:class:`boto3.s3.transfer.TransferConfig`): parallel ranged GETs, retries; progress goes to the log
+every :data:`PROGRESS_EVERY_S` seconds.
 """
 
 from __future__ import annotations
@@ -42,14 +44,16 @@ from typing import Any
 
 log = logging.getLogger("bridge.weights")
 
-#: The staging step's manifest: name under the prefix and format tag (stage_model/constants.py, manifest.py).
+#: The staging step's manifest: name under the prefix and format tag (stage_model/constants.py,
+#: manifest.py).
 MANIFEST_NAME = "model-manifest.json"
 MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 #: Written last into the copy: the SHA-256 of the manifest the copy was checked against.
 COMPLETE_MARKER = ".complete"
 PART_SUFFIX = ".part"
-#: ``{name: sha256}`` of every file whose SHA-256 was checked after its download: what a resumed copy keeps. A file
-#: is kept only when the manifest asks for that very SHA-256 (a same-sized file of another revision is fetched again).
+#: ``{name: sha256}`` of every file whose SHA-256 was checked after its download: what a resumed
+#: copy keeps. A file is kept only when the manifest asks for that very SHA-256 (a same-sized file
+#: of another revision is fetched again).
 VERIFIED_FILE = ".verified.json"
 #: Seconds between two progress lines in the log.
 PROGRESS_EVERY_S = 10.0
@@ -58,7 +62,8 @@ HASH_CHUNK_BYTES = 8 * 2**20
 
 
 class WeightsError(Exception):
-    """The weights cannot be copied or do not match the manifest; the message names the file or the S3 URI."""
+    """The weights cannot be copied or do not match the manifest; the message names the file or the
+    S3 URI."""
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -82,8 +87,8 @@ def _safe_name(name: Any) -> str:
 
 
 def _sha256(path: Path) -> str:
-    # The staging code hashes the same way (stage_model/files.py); the container cannot import it (it imports
-    # nothing of the project), so these five lines exist twice.
+    # The staging code hashes the same way (stage_model/files.py); the container cannot import it
+    # (it imports nothing of the project), so these five lines exist twice.
     digest = hashlib.sha256()
     with path.open("rb") as file:
         while chunk := file.read(HASH_CHUNK_BYTES):
@@ -93,8 +98,9 @@ def _sha256(path: Path) -> str:
 
 @contextlib.contextmanager
 def _host_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock shared by every task on the host (``flock`` on a file in the bind-mounted directory); the
-    kernel releases it when the process dies, so a killed task never leaves it held."""
+    """An exclusive lock shared by every task on the host (``flock`` on a file in the bind-mounted
+    directory); the kernel releases it when the process dies, so a killed task never leaves it
+    held."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         started = time.monotonic()
@@ -111,7 +117,8 @@ def _host_lock(path: Path) -> Iterator[None]:
 
 
 class _Progress:
-    """boto3 transfer callback: counts bytes across the whole copy and logs at most every PROGRESS_EVERY_S."""
+    """boto3 transfer callback: counts bytes across the whole copy and logs at most every
+    PROGRESS_EVERY_S."""
 
     def __init__(self, total: int, done: int) -> None:
         self.total, self.done, self._lock = total, done, threading.Lock()
@@ -130,8 +137,8 @@ class _Progress:
 
 
 def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[dict[str, Any], str]:
-    """(manifest, SHA-256 of its bytes). Raises WeightsError when it is missing or malformed (a prefix without a
-    manifest is not complete: the staging step writes it last)."""
+    """(manifest, SHA-256 of its bytes). Raises WeightsError when it is missing or malformed (a
+    prefix without a manifest is not complete: the staging step writes it last)."""
     key = prefix + MANIFEST_NAME
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
@@ -159,7 +166,8 @@ def _read_verified(target: Path) -> dict[str, str]:
 
 
 def _write_verified(target: Path, verified: dict[str, str]) -> None:
-    """Replace the record atomically, so an interruption leaves the old record or the new one, never half of one."""
+    """Replace the record atomically, so an interruption leaves the old record or the new one, never
+    half of one."""
     temporary = target / (VERIFIED_FILE + PART_SUFFIX)
     temporary.write_text(json.dumps(verified, sort_keys=True))
     os.replace(temporary, target / VERIFIED_FILE)
@@ -171,18 +179,20 @@ def local_dir(cache_dir: Path, bucket: str, prefix: str) -> Path:
 
 
 def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, transfer_config: Any | None = None) -> Path:
-    """Copy the staged weights at ``s3_uri`` under ``cache_dir`` once per host, checked against the manifest, and
-    return the directory to give vLLM (``--model``).
+    """Copy the staged weights at ``s3_uri`` under ``cache_dir`` once per host, checked against the
+    manifest, and return the directory to give vLLM (``--model``).
 
     Args:
         s3_uri: ``s3://bucket/prefix/`` holding the files and ``model-manifest.json``.
         cache_dir: host directory shared by the tasks of the host (MODEL_CACHE_DIR).
-        s3: a boto3 S3 client (default: a new one from the environment's credentials, i.e. the task role).
+        s3: a boto3 S3 client (default: a new one from the environment's credentials, i.e. the task
+            role).
         transfer_config: a :class:`boto3.s3.transfer.TransferConfig` (default: boto3's).
 
     Raises:
-        WeightsError: the manifest is missing or malformed, a file is missing in S3, or a file's size or SHA-256
-            differs from the manifest (that file is deleted; the files verified before it are kept for a resume).
+        WeightsError: the manifest is missing or malformed, a file is missing in S3, or a file's
+            size or SHA-256 differs from the manifest (that file is deleted; the files verified
+            before it are kept for a resume).
     """
     import boto3
     from boto3.s3.transfer import TransferConfig
@@ -201,7 +211,8 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
         if marker.is_file() and marker.read_text().strip() == manifest_sha and all(
                 (target / entry["name"]).is_file() and (target / entry["name"]).stat().st_size == entry["size"]
                 for entry in files):
-            log.info("weights: reusing the copy in %s (%d files, %.2f GB, checked against this manifest)",
+            log.info("weights: reusing the copy in %s (%d files, %.2f GB, checked against this "
+                     "manifest)",
                      target, len(files), total / 1e9)
             return target
         marker.unlink(missing_ok=True)
@@ -227,8 +238,9 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
             if size != entry["size"] or digest != entry["sha256"]:
                 part.unlink()
                 raise WeightsError(
-                    f"{name}: refused, it does not match {MANIFEST_NAME} (size {size} bytes, sha256 {digest}; the "
-                    f"manifest says {entry['size']} bytes, sha256 {entry['sha256']}); restage the prefix")
+                    f"{name}: refused, it does not match {MANIFEST_NAME} (size {size} bytes, "
+                    f"sha256 {digest}; the manifest says {entry['size']} bytes, sha256 "
+                    f"{entry['sha256']}); restage the prefix")
             os.replace(part, path)
             verified[name] = digest
             _write_verified(target, verified)

@@ -1,7 +1,7 @@
-"""The <prefix>-Artifacts stack's template: the bridge image's repository and its copy, the model bucket and its access
-logs, the exports the endpoint stacks import. Tests that read this stack together with another are in
-test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a synth in
-test_settings_app.py."""
+"""The <prefix>-Artifacts stack's template: the bridge image's repository and its copy, the model
+bucket and its access logs, the exports the endpoint stacks import. Tests that read this stack
+together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in
+test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from aws_cdk.assertions import Match, Template
 
 from tests.app.kit import fixture_changed, only  # noqa: F401 (fixtures)
 
-# --- cdk.json's settings ----------------------------------------------------------------------------------------------
-# Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
+# --- cdk.json's settings -------------------------------------------------------------------------
+# Template assertions on the app synthesized with cdk.json's settings: every property the synth
+# issue names.
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,8 @@ def test_copy_role_can_push_only_to_the_bridge_repository(artifacts):
     assert by_sid["RegistryLogin"] == {
         "Sid": "RegistryLogin", "Action": "ecr:GetAuthorizationToken", "Effect": "Allow", "Resource": "*",
     }
-    # The only "*" of the copy role is the registry login; no statement anywhere pushes images with "*".
+    # The only "*" of the copy role is the registry login; no statement anywhere pushes images with
+    # "*".
     assert [s["Sid"] for s in by_sid.values() if s["Resource"] == "*"] == ["RegistryLogin"]
     for statement in statements_of(artifacts):
         if statement["Resource"] == "*":
@@ -104,8 +106,8 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
                 })])},
             },
         )
-    # Objects go with the buckets on destroy (retain_data=false); the log bucket is emptied after the model bucket is
-    # deleted (the model bucket's own emptying writes access logs into it).
+    # Objects go with the buckets on destroy (retain_data=false); the log bucket is emptied after
+    # the model bucket is deleted (the model bucket's own emptying writes access logs into it).
     empties = artifacts.find_resources("Custom::S3AutoDeleteObjects")
     assert len(empties) == 2
     buckets = artifacts.find_resources("AWS::S3::Bucket")
@@ -114,14 +116,16 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
     assert model_id in log_empty.get("DependsOn", [])
 
 
-# --- Other settings ---------------------------------------------------------------------------------------------------
-# The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and each
-# endpoint switched off. The variants come from the registry (tests/app/variants.py).
+# --- Other settings -----------------------------------------------------------------------------
+# The app under other settings: a prebuilt image, external weights, retained data, a changed
+# instance type, and each endpoint switched off. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_changed_settings_keep_every_export_the_deployed_stacks_import(synthesized, changed):
-    """A prebuilt image, external weights or another revision must not drop or change an export: CloudFormation
-    would refuse to update the Artifacts stack while the deployed Voxtral stack imports it."""
+    """A prebuilt image, external weights or another revision must not drop or change an export:
+    CloudFormation would refuse to update the Artifacts stack while the deployed Voxtral stack
+    imports it."""
     before = {o["Export"]["Name"]: o["Value"] for o in synthesized.template("Artifacts")["Outputs"].values() if "Export" in o}
     after = {o["Export"]["Name"]: o["Value"] for o in changed.template("Artifacts")["Outputs"].values() if "Export" in o}
     assert before == after

@@ -1,7 +1,7 @@
-"""The <prefix>-Connect stack's template (connect.enabled): least privilege, the Connect resources as the references
-require, removal policies, the consumers' network in both network modes. Tests that read this stack together with
-another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a
-synth in test_settings_app.py."""
+"""The <prefix>-Connect stack's template (connect.enabled): least privilege, the Connect resources
+as the references require, removal policies, the consumers' network in both network modes. Tests
+that read this stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over
+each variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from tests.app.kit import fixture_own_vpc  # noqa: F401 (fixtures)
 from tests.conftest import CONNECT_INSTANCE, CONNECT_QUEUE, ROOT
 
-# --- The Connect stack ------------------------------------------------------------------------------------------------
-# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
+# --- The Connect stack ---------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references
+# require, removal policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth
+# and fails it on any finding).
 
 
 def resources(template: dict, kind: str) -> dict[str, dict]:
@@ -49,8 +50,9 @@ def test_the_stream_key_is_usable_only_through_kinesis_video_streams(connect):
 
 
 def test_every_decrypt_of_a_key_in_the_connect_stack_goes_through_a_named_service(connect):
-    """The data key is the stream key when connect.stream_kms_key_arn is unset (this variant): one unconditioned
-    kms:Decrypt on it (CDK's queue grants add one) would make DecryptCallStreams' condition moot."""
+    """The data key is the stream key when connect.stream_kms_key_arn is unset (this variant): one
+    unconditioned kms:Decrypt on it (CDK's queue grants add one) would make DecryptCallStreams'
+    condition moot."""
     decrypts = [s for s in all_statements(connect) if {"kms:Decrypt", "kms:*"} & set(_actions(s))]
     assert sorted(s["Sid"] for s in decrypts) == ["DecryptCallStreams", "DecryptCalls", "EncryptCalls", "UseTableKey"]
     vias = {s["Sid"]: s["Condition"]["StringEquals"]["kms:ViaService"] for s in decrypts}
@@ -85,7 +87,8 @@ def test_connect_may_invoke_the_start_function_for_this_instance_only(connect):
 
 
 def test_the_example_flow_waits_for_the_function_association(connect):
-    """'Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect instance'."""
+    """'Before you can use an AWS Lambda function in a flow, you must add it to your Amazon Connect
+    instance'."""
     (flow,) = resources(connect, "AWS::Connect::ContactFlow").values()
     (association,) = resources(connect, "AWS::Connect::IntegrationAssociation")
     assert association in flow.get("DependsOn", [])
@@ -136,7 +139,8 @@ def test_the_example_flow_invokes_the_start_function_and_is_within_the_content_l
 
 
 def test_the_outputs_have_the_names_docs_connect_md_gives_them(connect):
-    """docs/connect.md tells a user to read the stack outputs StartFunctionArn, TranscriptsBus and TranscriptsTable."""
+    """docs/connect.md tells a user to read the stack outputs StartFunctionArn, TranscriptsBus and
+    TranscriptsTable."""
     docs = (ROOT / "docs" / "connect.md").read_text()
     outputs = connect["Outputs"]
     for name in ("StartFunctionArn", "TranscriptsBus", "TranscriptsTable"):
@@ -179,8 +183,8 @@ def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_add
     assert network["AssignPublicIp"] == "DISABLED"
     assert network["Subnets"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
     assert resources(connect, "AWS::EC2::VPC") == {}
-    # Kinesis Video Streams' one interface endpoint (control plane and GetMedia), private DNS on as it requires,
-    # in the consumers' subnets and open on 443 to the consumers only.
+    # Kinesis Video Streams' one interface endpoint (control plane and GetMedia), private DNS on as
+    # it requires, in the consumers' subnets and open on 443 to the consumers only.
     (endpoint,) = resources(connect, "AWS::EC2::VPCEndpoint").values()
     assert endpoint["Properties"]["ServiceName"] == "com.amazonaws.us-east-1.kinesisvideo"
     assert endpoint["Properties"]["PrivateDnsEnabled"] is True and endpoint["Properties"]["VpcEndpointType"] == "Interface"
@@ -191,7 +195,7 @@ def test_in_vpc_mode_the_consumers_run_in_the_private_subnets_without_public_add
         g["Fn::GetAtt"][0] for g in network["SecurityGroups"]}
 
 
-# -- Connect in the isolated VPC the app makes (variant connect_own_vpc) -----------------------------------------------
+# -- Connect in the isolated VPC the app makes (variant connect_own_vpc) -------------------------
 
 
 def test_in_the_apps_own_vpc_the_consumers_run_in_its_isolated_subnets(own_vpc):
@@ -205,9 +209,10 @@ def test_in_the_apps_own_vpc_the_consumers_run_in_its_isolated_subnets(own_vpc):
 
 
 def test_in_the_apps_own_vpc_fargate_pulls_through_the_endpoints_and_logs_with_awslogs(own_vpc):
-    """Fargate platform version 1.4.0 or later pulls ECR images through the task's network interface, so through the
-    VPC's ecr.api, ecr.dkr and S3 gateway endpoints (Amazon ECS developer guide, "Migrating to Linux platform version
-    1.4.0"); absent, PlatformVersion is LATEST (1.4.0 and later). The log driver is awslogs, served by ``logs``."""
+    """Fargate platform version 1.4.0 or later pulls ECR images through the task's network
+    interface, so through the VPC's ecr.api, ecr.dkr and S3 gateway endpoints (Amazon ECS developer
+    guide, "Migrating to Linux platform version 1.4.0"); absent, PlatformVersion is LATEST (1.4.0
+    and later). The log driver is awslogs, served by ``logs``."""
     connect = own_vpc.template("Connect")
     (service,) = resources(connect, "AWS::ECS::Service").values()
     version = service["Properties"].get("PlatformVersion", "LATEST")
@@ -249,9 +254,10 @@ def test_the_start_function_skips_three_checkov_checks_with_sources_and_meets_th
 
 
 def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_secrets_manager(app_variant):
-    """The ECS service's token secret is encrypted with the app's key: GetSecretValue needs kms:Decrypt on it for the
-    caller (Secrets Manager user guide, "Permissions for the KMS key"), through Secrets Manager and for that secret
-    only (the encryption context Secrets Manager passes is the secret's ARN)."""
+    """The ECS service's token secret is encrypted with the app's key: GetSecretValue needs
+    kms:Decrypt on it for the caller (Secrets Manager user guide, "Permissions for the KMS key"),
+    through Secrets Manager and for that secret only (the encryption context Secrets Manager passes
+    is the secret's ARN)."""
     template = app_variant("connect_ecs").template("Connect")
     statements = {statement.get("Sid"): statement for resource in template["Resources"].values()
                   if resource["Type"] == "AWS::IAM::Policy"
@@ -267,9 +273,10 @@ def test_on_ecs_the_consumers_read_the_token_and_decrypt_its_key_only_through_se
 
 def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_alarms_read_it(
         connect, monkeypatch, capsys):
-    """A second deployment in the same account and Region writes its own series: the task definition gives the
-    consumers METRIC_DIMENSIONS, emit_metric puts them on every metric, and the scaling policy and the alarms on
-    VoiceConnect metrics read exactly those dimensions (else they would see the sum of every deployment)."""
+    """A second deployment in the same account and Region writes its own series: the task definition
+    gives the consumers METRIC_DIMENSIONS, emit_metric puts them on every metric, and the scaling
+    policy and the alarms on VoiceConnect metrics read exactly those dimensions (else they would see
+    the sum of every deployment)."""
     from voicectl.connect import service
 
     (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
@@ -292,7 +299,8 @@ def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_a
 
 
 def test_the_bus_dead_letter_queue_has_an_alarm_on_the_shared_topic(connect):
-    """Events in the bus's dead-letter queue are transcripts no target got: an alarm says so at the first one."""
+    """Events in the bus's dead-letter queue are transcripts no target got: an alarm says so at the
+    first one."""
     (bus,) = resources(connect, "AWS::Events::EventBus").values()
     queue = bus["Properties"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
     (alarm,) = [a["Properties"] for a in resources(connect, "AWS::CloudWatch::Alarm").values()

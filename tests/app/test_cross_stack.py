@@ -1,7 +1,8 @@
-"""Assertions that read more than one stack of an app, or which stacks an app has: the exports one stack makes
-and another imports, the order the stacks deploy in, what holds in every stack (isolation, encryption, the alarms of
-both endpoints, the VPC endpoints the Connect consumers call, whichever stack makes them). A test that reads one stack
-is in that stack's file (test_<stack>_stack.py); cfn-lint and cdk-nag over each variant in test_lint.py."""
+"""Assertions that read more than one stack of an app, or which stacks an app has: the exports one
+stack makes and another imports, the order the stacks deploy in, what holds in every stack
+(isolation, encryption, the alarms of both endpoints, the VPC endpoints the Connect consumers call,
+whichever stack makes them). A test that reads one stack is in that stack's file
+(test_<stack>_stack.py); cfn-lint and cdk-nag over each variant in test_lint.py."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ from tests.app.kit import (  # noqa: F401 (fixtures)
 from tests.app.variants import PREBUILT_IMAGE as PREBUILT, PUBLIC_KMS_KEY
 from tests.conftest import ROOT, cdk_json_context, cfn_lint
 
-# --- cdk.json's settings ----------------------------------------------------------------------------------------------
-# Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
+# --- cdk.json's settings -------------------------------------------------------------------------
+# Template assertions on the app synthesized with cdk.json's settings: every property the synth
+# issue names.
 
 
 EXPLICIT_EXPORTS = {
@@ -71,16 +73,17 @@ def imports_of(template: dict) -> set[str]:
 
 
 def test_artifacts_exports_are_explicit_and_constant(synthesized):
-    """Only explicit exports whose values never change cross from the Artifacts stack (CloudFormation refuses to
-    change or drop an export that is imported, so a generated or variable export would block updates)."""
+    """Only explicit exports whose values never change cross from the Artifacts stack
+    (CloudFormation refuses to change or drop an export that is imported, so a generated or variable
+    export would block updates)."""
     assert exports_of(synthesized.template("Artifacts")) == EXPLICIT_EXPORTS
     assert imports_of(synthesized.template("Voxtral")) <= EXPLICIT_EXPORTS | {
         name for name in imports_of(synthesized.template("Voxtral")) if name.startswith("RealtimeVoice-Operations")}
 
 
 def test_weights_are_staged_before_the_model_reads_them(synthesized):
-    """The Model's S3Uri is the staging custom resource's attribute in the same stack: the Model cannot be created
-    before the staging finished."""
+    """The Model's S3Uri is the staging custom resource's attribute in the same stack: the Model
+    cannot be created before the staging finished."""
     resources = synthesized.template("Voxtral")["Resources"]
     ((staging_id, staging),) = [
         (k, v) for k, v in resources.items() if v["Type"].startswith("Custom::") and "Revision" in v["Properties"]
@@ -92,16 +95,18 @@ def test_weights_are_staged_before_the_model_reads_them(synthesized):
         "s3://", {"Fn::ImportValue": "RealtimeVoice-Artifacts-ModelBucketName"}, f"/{PREFIX}"]]}
     outputs = synthesized.template("Voxtral")["Outputs"]
     assert outputs["VoxtralModelS3Uri"]["Value"] == {"Fn::GetAtt": [staging_id, "S3Uri"]}
-    # For staging by hand: the Artifacts stack names the default prefix, repository and revision (not exported).
+    # For staging by hand: the Artifacts stack names the default prefix, repository and revision
+    # (not exported).
     artifacts_outputs = synthesized.template("Artifacts")["Outputs"]
     assert "Export" not in artifacts_outputs["ModelS3Uri"]
     assert artifacts_outputs["ModelRevision"]["Value"] == "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
     assert artifacts_outputs["ModelRepositoryId"]["Value"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
 
 
-# --- Other settings ---------------------------------------------------------------------------------------------------
-# The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and each
-# endpoint switched off. The variants come from the registry (tests/app/variants.py).
+# --- Other settings -----------------------------------------------------------------------------
+# The app under other settings: a prebuilt image, external weights, retained data, a changed
+# instance type, and each endpoint switched off. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_prebuilt_image_builds_and_copies_nothing(changed):
@@ -122,7 +127,8 @@ def test_no_staging_with_external_weights_or_when_switched_off(changed, app_vari
     off = app_variant("hopper_fp8_no_staging")
     artifacts = off.template("Artifacts")
     assert resources(artifacts, "AWS::CodeBuild::Project") == {}
-    # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model reads.
+    # Weights staged by hand (voicectl stage-model --stack ...) go to the same prefix the Model
+    # reads.
     assert artifacts["Outputs"]["ModelS3Uri"]["Value"] == {"Fn::Join": ["", [
         "s3://", {"Ref": next(k for k, v in resources(artifacts, "AWS::S3::Bucket").items() if "LoggingConfiguration" in v["Properties"])},
         "/models/mistralai/Voxtral-Mini-4B-Realtime-2602/b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf/",
@@ -137,8 +143,8 @@ def test_retain_data_keeps_buckets_and_repository_but_not_log_groups(changed):
     assert resources(artifacts, "Custom::S3AutoDeleteObjects") == {}
     (repo,) = resources(artifacts, "AWS::ECR::Repository").values()
     assert "EmptyOnDelete" not in repo["Properties"] or repo["Properties"]["EmptyOnDelete"] is False
-    # The endpoint's log group has the fixed name SageMaker writes to: retaining it would make the next deploy
-    # collide ("already exists"), so it always goes with the stack.
+    # The endpoint's log group has the fixed name SageMaker writes to: retaining it would make the
+    # next deploy collide ("already exists"), so it always goes with the stack.
     log_group = next(v for v in resources(changed.template("Voxtral"), "AWS::Logs::LogGroup").values()
                      if v["Properties"].get("LogGroupName") == "/aws/sagemaker/Endpoints/voxtral-realtime")
     assert log_group["DeletionPolicy"] == "Delete"
@@ -150,14 +156,16 @@ def test_each_endpoint_can_be_switched_off(changed, sonic_only):
     Template.from_json(sonic_only.template("Sonic")).resource_count_is("AWS::SageMaker::Endpoint", 1)
 
 
-# --- Private mode -----------------------------------------------------------------------------------------------------
-# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
-# security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
-# AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in public
-# mode. The variants come from the registry (tests/app/variants.py).
+# --- Private mode -------------------------------------------------------------------------------
+# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its
+# endpoints and security groups, both Models isolated in it, every data-holding resource under the
+# key), its checks (cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint),
+# an existing VPC, and a key given by ARN in public mode. The variants come from the registry
+# (tests/app/variants.py).
 
 
-#: cdk.json's instance types (Voxtral, Sonic): both carry local NVMe instance storage (ml.g6.*, ml.g6e.*).
+#: cdk.json's instance types (Voxtral, Sonic): both carry local NVMe instance storage (ml.g6.*,
+#: ml.g6e.*).
 VOXTRAL_TYPE, SONIC_TYPE = (cdk_json_context()[f"{section}.instance_type"] for section in ("voxtral", "sonic"))
 
 
@@ -199,7 +207,8 @@ def test_every_resource_that_holds_data_is_encrypted_with_the_key(private):
     (repository,) = every_resource(private, "AWS::ECR::Repository").values()
     assert repository["Properties"]["EncryptionConfiguration"]["EncryptionType"] == "KMS"
     assert refers_to_key(repository["Properties"]["EncryptionConfiguration"]["KmsKey"], key)
-    # The EndpointConfigs: under the key only on EBS-backed types (test_no_endpoint_config_sets_a_key_on_local_storage)
+    # The EndpointConfigs: under the key only on EBS-backed types
+    # (test_no_endpoint_config_sets_a_key_on_local_storage)
     assert len(every_resource(private, "AWS::SageMaker::EndpointConfig")) == 2
     (project,) = every_resource(private, "AWS::CodeBuild::Project").values()
     assert refers_to_key(project["Properties"]["EncryptionKey"], key)
@@ -213,8 +222,8 @@ def test_no_endpoint_config_sets_a_key_on_local_storage(private):
 
 
 def test_the_synth_output_says_why_the_endpoint_configs_have_no_key(private):
-    """The info annotation on each EndpointConfig names its type and the rule (CDK prints it at synth, and the
-    validation report lists it as an info, not a finding)."""
+    """The info annotation on each EndpointConfig names its type and the rule (CDK prints it at
+    synth, and the validation report lists it as an info, not a finding)."""
     reports = json.loads((private.outdir / "validation-report.json").read_text())["pluginReports"]
     assert [v for r in reports if r["pluginName"] == "Construct Annotations" for v in r["violations"]] == []
     messages = {path: entry["data"] for metadata in private.outdir.glob("*.metadata.json")
@@ -246,7 +255,8 @@ def test_the_model_bucket_lets_only_the_model_data_roles_use_its_objects(private
 
 
 def test_a_key_given_in_public_mode_encrypts_the_data_but_leaves_the_repository(public_with_key, synthesized):
-    """Changing a repository's encryption replaces it: in public mode that needs encryption.repository=true."""
+    """Changing a repository's encryption replaces it: in public mode that needs
+    encryption.repository=true."""
     assert not any(name.endswith("-Foundation") for name in public_with_key.templates)
     (repository,) = every_resource(public_with_key, "AWS::ECR::Repository").values()
     (before,) = every_resource(synthesized, "AWS::ECR::Repository").values()
@@ -254,11 +264,13 @@ def test_a_key_given_in_public_mode_encrypts_the_data_but_leaves_the_repository(
     (bucket,) = [b for name, b in every_resource(public_with_key, "AWS::S3::Bucket").items() if "ModelBucketEBB1ADF4" in name]
     (rule,) = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert rule["ServerSideEncryptionByDefault"] == {"KMSMasterKeyID": KEY, "SSEAlgorithm": "aws:kms"}
-    # The EndpointConfigs: the key only on EBS-backed types; cdk.json's both carry NVMe storage, so neither has it.
+    # The EndpointConfigs: the key only on EBS-backed types; cdk.json's both carry NVMe storage, so
+    # neither has it.
     assert sorted(check_volume_keys(public_with_key, KEY)) == sorted([VOXTRAL_TYPE, SONIC_TYPE])
     (topic,) = every_resource(public_with_key, "AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"] == KEY
-    # The logical ids a deployment keeps stay (the topic's own key is gone: the given key replaces it).
+    # The logical ids a deployment keeps stay (the topic's own key is gone: the given key replaces
+    # it).
     assert set(resources(synthesized.template("Artifacts"), "AWS::S3::Bucket")) == \
         set(resources(public_with_key.template("Artifacts"), "AWS::S3::Bucket"))
 
@@ -278,8 +290,9 @@ def test_an_existing_vpc_is_described_not_looked_up(existing):
     assert not (existing.outdir / "manifest.json").read_text().count("missing")
 
 
-# --- The ECS target ---------------------------------------------------------------------------------------------------
-# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set.
+# --- The ECS target -----------------------------------------------------------------------------
+# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every
+# option set.
 
 
 def test_ecs_target_replaces_the_sagemaker_stack(ecs_app):
@@ -291,17 +304,18 @@ def test_ecs_target_replaces_the_sagemaker_stack(ecs_app):
     assert "voxtral-realtime" not in body and "sonic-tts" in body
 
 
-# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
-# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
-# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
-# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
-# combinations fail with one clear message.
+# --- ECS in vpc mode ----------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no
+# route to the internet), the interface endpoints ECS needs made there only when a service runs on
+# ECS, an internal load balancer for the caller CIDRs, and the data key on the task logs and the
+# token. Checked with cdk-nag's three packs and cfn-lint; bad combinations fail with one clear
+# message.
 
 
 @pytest.mark.parametrize("variant", ["private_ecs", "existing_ecs"])
 def test_sonic_on_sagemaker_sets_no_volume_key_on_its_local_storage_type(variant, request):
-    """CreateEndpointConfig, KmsKeyId: with Voxtral on ECS, the one EndpointConfig left (Sonic's, ml.g6e.2xlarge,
-    local NVMe) carries no KmsKeyId and records why."""
+    """CreateEndpointConfig, KmsKeyId: with Voxtral on ECS, the one EndpointConfig left (Sonic's,
+    ml.g6e.2xlarge, local NVMe) carries no KmsKeyId and records why."""
     from tests.app.kit import check_volume_keys, key_ref
 
     app = request.getfixturevalue(variant)
@@ -321,9 +335,10 @@ def test_an_existing_vpc_takes_its_subnets_and_caller_cidrs(existing_ecs):
     assert lb_group["VpcId"] == "vpc-0123456789abcdef0"
 
 
-# --- Sonic on ECS -----------------------------------------------------------------------------------------------------
-# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,
-# without the bridge's parts; its settings and their errors; public mode and vpc mode with both services on ECS.
+# --- Sonic on ECS -------------------------------------------------------------------------------
+# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct
+# as Voxtral's, without the bridge's parts; its settings and their errors; public mode and vpc mode
+# with both services on ECS.
 
 
 @pytest.fixture(scope="module")
@@ -357,25 +372,28 @@ def test_both_services_on_ecs_in_the_private_network(both_private):
     assert cfn_lint(*templates) == []
 
 
-# --- Connect ----------------------------------------------------------------------------------------------------------
-# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
+# --- Connect ------------------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references
+# require, removal policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth
+# and fails it on any finding).
 
 
-#: boto3 client name -> the VPC endpoint service (``com.amazonaws.REGION.<suffix>``) its calls go to.
+#: boto3 client name -> the VPC endpoint service (``com.amazonaws.REGION.<suffix>``) its calls go
+#: to.
 CLIENT_ENDPOINT = {"sqs": "sqs", "events": "events", "dynamodb": "dynamodb", "kinesisvideo": "kinesisvideo",
                    "kinesis-video-media": "kinesisvideo", "secretsmanager": "secretsmanager"}
 
 
-#: What a Fargate task (platform 1.4.0+) calls before the code runs and beside it (Amazon ECR user guide, "Amazon ECR
-#: interface VPC endpoints", considerations for Fargate: ecr.api, ecr.dkr, the S3 gateway; logs for awslogs), and
-#: the SageMaker runtime the consumers stream to (voicectl.clients.sagemaker_stream).
+#: What a Fargate task (platform 1.4.0+) calls before the code runs and beside it (Amazon ECR user
+#: guide, "Amazon ECR interface VPC endpoints", considerations for Fargate: ecr.api, ecr.dkr, the S3
+#: gateway; logs for awslogs), and the SageMaker runtime the consumers stream to
+#: (voicectl.clients.sagemaker_stream).
 PLATFORM_ENDPOINTS = {"ecr.api", "ecr.dkr", "s3", "logs", "sagemaker.runtime"}
 
 
 def endpoint_services(synthesized) -> list[tuple[str, str, dict]]:
-    """``(service suffix, stack, properties)`` of every VPC endpoint of the app (ServiceName is a literal or a join
-    of ``com.amazonaws.``, the region, and the suffix)."""
+    """``(service suffix, stack, properties)`` of every VPC endpoint of the app (ServiceName is a
+    literal or a join of ``com.amazonaws.``, the region, and the suffix)."""
     found = []
     for stack_name, template in synthesized.templates.items():
         for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
@@ -387,7 +405,8 @@ def endpoint_services(synthesized) -> list[tuple[str, str, dict]]:
 
 
 def consumer_clients() -> set[str]:
-    """The boto3 clients the consumer's code makes (voicectl/connect/*.py): a new one without an endpoint fails."""
+    """The boto3 clients the consumer's code makes (voicectl/connect/*.py): a new one without an
+    endpoint fails."""
     source = "".join(path.read_text() for path in (ROOT / "voicectl" / "connect").glob("*.py"))
     return set(re.findall(r"\.client\(\s*\"([a-z-]+)\"", source))
 
@@ -460,9 +479,10 @@ def _key_policy_sids(app) -> dict[str, dict]:
 
 
 def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_connect, synthesized_vpc):
-    """The bus is encrypted with the data key (KmsKeyIdentifier), and EventBridge needs kms:DescribeKey,
-    kms:GenerateDataKey and kms:Decrypt in the key policy for that (EventBridge user guide, "Authorizing EventBridge
-    to use a customer managed key"), limited to the account's buses; a key without Connect does not name EventBridge."""
+    """The bus is encrypted with the data key (KmsKeyIdentifier), and EventBridge needs
+    kms:DescribeKey, kms:GenerateDataKey and kms:Decrypt in the key policy for that (EventBridge
+    user guide, "Authorizing EventBridge to use a customer managed key"), limited to the account's
+    buses; a key without Connect does not name EventBridge."""
     (bus,) = [r for r in synthesized_connect.template("Connect")["Resources"].values()
               if r["Type"] == "AWS::Events::EventBus"]
     assert "KmsKeyIdentifier" in bus["Properties"]
@@ -480,10 +500,11 @@ def test_the_data_key_lets_eventbridge_encrypt_the_transcripts_bus(synthesized_c
     assert "EventBridgeEncryptBuses" not in _key_policy_sids(synthesized_vpc)
 
 
-# --- Alarms -----------------------------------------------------------------------------------------------------------
-# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period, comparison, threshold
-# after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves (the rules on their
-# own: tests/unit/constructs_lib/monitoring/test_alarms.py).
+# --- Alarms -------------------------------------------------------------------------------------
+# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period,
+# comparison, threshold after unit conversion, periods, missing-data treatment, actions; plus the
+# conversions themselves (the rules on their own:
+# tests/unit/constructs_lib/monitoring/test_alarms.py).
 
 
 SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoice/Bridge"
@@ -492,11 +513,13 @@ SM, INSTANCE, BRIDGE = "AWS/SageMaker", "/aws/sagemaker/Endpoints", "RealtimeVoi
 GT, GTE, LT = "GreaterThanThreshold", "GreaterThanOrEqualToThreshold", "LessThanThreshold"
 
 
-# (namespace, metric, statistic, period s, comparison, threshold, evaluation periods, datapoints, missing data)
-# Defaults of cdk.json. Voxtral on ml.g6.xlarge: 1 GPU, 4 vCPUs. Sonic on ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
+# (namespace, metric, statistic, period s, comparison, threshold, evaluation periods, datapoints,
+# missing data) Defaults of cdk.json. Voxtral on ml.g6.xlarge: 1 GPU, 4 vCPUs. Sonic on
+# ml.g6e.2xlarge: 1 GPU, 8 vCPUs.
 VOXTRAL = {
     "Invocation5XXErrors": (SM, "Invocation5XXErrors", "Sum", 300, GT, 0, 1, 1, "notBreaching"),
-    # The rollback alarm: Average = fraction of requests answered 5xx; 5 % as 0.05, 3 of 5 one-minute periods.
+    # The rollback alarm: Average = fraction of requests answered 5xx; 5 % as 0.05, 3 of 5
+    # one-minute periods.
     "Invocation5XXErrorRate": (SM, "Invocation5XXErrors", "Average", 60, GT, 0.05, 5, 3, "notBreaching"),
     "Invocation4XXErrors": (SM, "Invocation4XXErrors", "Sum", 300, GT, 10, 1, 1, "notBreaching"),
     "ModelLatencyP90": (SM, "ModelLatency", "p90", 60, GT, 500_000, 5, 3, "notBreaching"),  # 500 ms in µs
@@ -575,7 +598,8 @@ def test_each_alarm_states_its_missing_data_choice_and_reason(synthesized, stack
 
 @pytest.mark.parametrize("stack", ["Voxtral", "Sonic"])
 def test_the_health_alarm_is_created_after_the_endpoint_is_in_service(synthesized, stack):
-    """Missing data is breaching: created before the endpoint, it would page through the whole first deployment."""
+    """Missing data is breaching: created before the endpoint, it would page through the whole first
+    deployment."""
     template = synthesized.template(stack)
     (endpoint_id,) = resources(template, "AWS::SageMaker::Endpoint")
     by_name = {r["Properties"]["AlarmName"]: r for r in resources(template, "AWS::CloudWatch::Alarm").values()}
@@ -594,9 +618,10 @@ def test_endpoint_stacks_depend_on_the_operations_stack(synthesized):
     assert resources(synthesized.template("Operations"), "AWS::SNS::Topic")
 
 
-# --- Instance pools ---------------------------------------------------------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools -----------------------------------------------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def test_pools_replace_the_instance_type_in_priority_order_with_a_provisioning_timeout(pools_variant):
@@ -623,8 +648,9 @@ def test_default_settings_synthesize_no_pools(synthesized):
 
 
 def test_alarm_thresholds_scale_by_the_fewest_gpus_and_vcpus_among_the_pools(pools_variant, ops_variant):
-    """Sonic may run on ml.g6e.12xlarge (4 GPUs, 48 vCPUs) or ml.g6e.2xlarge (1 GPU, 8 vCPUs): 90 % of 1 GPU and of
-    8 vCPUs, which the small type can reach; without the pool the 4-GPU type alone gives 360."""
+    """Sonic may run on ml.g6e.12xlarge (4 GPUs, 48 vCPUs) or ml.g6e.2xlarge (1 GPU, 8 vCPUs): 90 %
+    of 1 GPU and of 8 vCPUs, which the small type can reach; without the pool the 4-GPU type alone
+    gives 360."""
     pooled = alarms_by_name(pools_variant.template("Sonic"))
     single = alarms_by_name(ops_variant.template("Sonic"))
     assert (single["sonic-tts-GPUUtilization"]["Threshold"], pooled["sonic-tts-GPUUtilization"]["Threshold"]) == (360, 90)
@@ -638,15 +664,17 @@ def test_alarm_thresholds_scale_by_the_fewest_gpus_and_vcpus_among_the_pools(poo
     assert voxtral["voxtral-realtime-CPUUtilization"]["Threshold"] == 720
 
 
-# --- Scaling and updates ----------------------------------------------------------------------------------------------
-# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates (rolling
-# DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain time).
+# --- Scaling and updates ------------------------------------------------------------------------
+# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates
+# (rolling DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain
+# time).
 
 
 def test_a_fixed_size_endpoint_resets_its_count_on_update(ops_variant):
-    """Voxtral at min = max = 2 (the README's way to change the instance type): no RetainAllVariantProperties, so
-    the update sets the count to InitialInstanceCount instead of keeping what autoscaling chose before, which
-    `make verify` would report as a mismatch for ever."""
+    """Voxtral at min = max = 2 (the README's way to change the instance type): no
+    RetainAllVariantProperties, so the update sets the count to InitialInstanceCount instead of
+    keeping what autoscaling chose before, which `make verify` would report as a mismatch for
+    ever."""
     _, endpoint = only(ops_variant.template("Voxtral"), "AWS::SageMaker::Endpoint")
     assert endpoint["Properties"]["RetainAllVariantProperties"] is False
     assert "ExcludeRetainedVariantProperties" not in endpoint["Properties"]

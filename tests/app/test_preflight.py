@@ -1,5 +1,5 @@
-"""``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one the cloud assembly
-asks for, and the instances each pool type needs (the preflight itself:
+"""``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one
+the cloud assembly asks for, and the instances each pool type needs (the preflight itself:
 tests/unit/voicectl/operations/test_preflight.py)."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from voicectl.operations.preflight import (
     instance_needs,
 )
 
-# --- The bootstrap version --------------------------------------------------------------------------------------------
-# ``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one the cloud assembly
-# asks for (the preflight itself: tests/unit/voicectl/operations/test_preflight.py).
+# --- The bootstrap version -----------------------------------------------------------------------
+# ``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one
+# the cloud assembly asks for (the preflight itself:
+# tests/unit/voicectl/operations/test_preflight.py).
 
 
 def test_an_old_bootstrap_stops_and_the_minimum_is_what_the_synth_requires(aws, synthesized):
@@ -38,14 +39,16 @@ def test_an_old_bootstrap_stops_and_the_minimum_is_what_the_synth_requires(aws, 
         check("diff", NO_STAGING, ROOT, aws.session, aws)
 
 
-# --- Instance pools: each pool type needs the full count --------------------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools: each pool type needs the full count ----------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def test_each_pool_type_needs_the_full_maximum_count(pools_variant):
     needs = instance_needs(pools_variant.settings)
-    # Voxtral: 2 instances at most, 3 during a rolling update (25 % batch, rounded up); Sonic: 3, 6 blue/green.
+    # Voxtral: 2 instances at most, 3 during a rolling update (25 % batch, rounded up); Sonic: 3, 6
+    # blue/green.
     assert {t: (n.steady, n.peak) for t, n in needs.items()} == {
         "ml.g6.4xlarge": (2, 3), "ml.g5.4xlarge": (2, 3),
         "ml.g6e.2xlarge": (2 + 3, 3 + 6),  # Voxtral's second pool and Sonic's second pool

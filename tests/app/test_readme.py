@@ -1,19 +1,21 @@
-"""The README and the pages it leads to (``docs/*.md``, ``CONTRIBUTING.md``) work as written from a fresh clone
-(after ``make deps``).
+"""The README and the pages it leads to (``docs/*.md``, ``CONTRIBUTING.md``) work as written from a
+fresh clone (after ``make deps``).
 
 Convention for their shell blocks (```` ```sh ```` or ```` ```bash ````):
 
-- A block preceded by the line ``<!-- readme-shell: offline -->`` needs no AWS account, credentials or Docker: this
-  test runs each of its command lines from the repository root, as written, and expects exit code 0. Lines of
-  :data:`NOT_RUN` are left out, with the reason given there.
-- Every other shell block needs AWS (or a running ``make local``) and is only syntax-checked with ``bash -n``, after
-  replacing ``<placeholders>`` (``<bucket>``, ``<40-character commit>``) with a word, since a reader types them.
+- A block preceded by the line ``<!-- readme-shell: offline -->`` needs no AWS account, credentials
+  or Docker: this test runs each of its command lines from the repository root, as written, and
+  expects exit code 0. Lines of :data:`NOT_RUN` are left out, with the reason given there.
+- Every other shell block needs AWS (or a running ``make local``) and is only syntax-checked with
+  ``bash -n``, after replacing ``<placeholders>`` (``<bucket>``, ``<40-character commit>``) with a
+  word, since a reader types them.
 
-Also checked, on every page: lines of at most 120 characters, links that resolve (files, and headings of the page
-or of the page linked to), every repository path a page names exists, every ``make <target>`` a page names exists in
-the Makefile and in ``make help``, every Python block compiles and is run by the test named in
-:data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's ``--help`` has a description. The README is a front page:
-under :data:`FRONT_PAGE_LINES` lines, with a table that leads to every page.
+Also checked, on every page: lines of at most 120 characters, links that resolve (files, and
+headings of the page or of the page linked to), every repository path a page names exists, every
+``make <target>`` a page names exists in the Makefile and in ``make help``, every Python block
+compiles and is run by the test named in :data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's
+``--help`` has a description. The README is a front page: under :data:`FRONT_PAGE_LINES` lines, with
+a table that leads to every page.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 #: The READMEs of the packages, whose shell blocks and make targets are checked too.
 READMES = [*PAGES, ROOT / "voicectl" / "README.md", ROOT / "container" / "README.md"]
-#: The construct library's READMEs (its index and one per family, with the props tables): their links, the paths
-#: they name and their line lengths are checked like the pages'.
+#: The construct library's READMEs (its index and one per family, with the props tables): their
+#: links, the paths they name and their line lengths are checked like the pages'.
 LIBRARY_READMES = sorted((ROOT / "constructs_lib").glob("**/README.md"))
 MAX_LINE = 120
-#: The README stays a front page: what it is, the picture, the quick start, the deploy path, where to go next.
+#: The README stays a front page: what it is, the picture, the quick start, the deploy path, where
+#: to go next.
 FRONT_PAGE_LINES = 400
 
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
@@ -49,7 +52,8 @@ PYTHON_RUNNERS = {
 #: Command lines of offline blocks that the test does not run, and why.
 NOT_RUN = {
     "make test": "the test suite itself (this test is part of it)",
-    "make local": "runs until Ctrl-C; tests/e2e/local/test_local_make_local.py runs it and the commands it prints",
+    "make local": "runs until Ctrl-C; tests/e2e/local/test_local_make_local.py runs it and the "
+                  "commands it prints",
 }
 
 OFFLINE_MARK = "<!-- readme-shell: offline -->"
@@ -94,12 +98,14 @@ def test_every_line_is_at_most_120_characters(page):
 
 
 def _anchor(title: str) -> str:
-    """GitHub's heading anchor: lower case, punctuation other than '-' and '_' dropped, spaces to '-'."""
+    """GitHub's heading anchor: lower case, punctuation other than '-' and '_' dropped, spaces to
+    '-'."""
     return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
 
 
 def headings(text: str) -> list[tuple[int, str, str]]:
-    """``(level, title, anchor)`` of the headings outside code blocks, anchors made unique as GitHub does."""
+    """``(level, title, anchor)`` of the headings outside code blocks, anchors made unique as GitHub
+    does."""
     found, seen = [], {}
     prose = re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
     for match in re.finditer(r"^(#{1,6}) (.+)$", prose, flags=re.M):
@@ -129,7 +135,8 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
     assert broken == [], f"{page_id(page)}: links to files or sections that do not exist"
 
 
-#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``, ``tests/e2e/local/``).
+#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``,
+#: ``tests/e2e/local/``).
 TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "container/", "voicectl/", "tests/",
              "bench/", "docs/", ".ci/")
 
@@ -224,8 +231,8 @@ def test_the_offline_blocks_are_marked_and_not_empty():
     assert sorted(skipped) == sorted(NOT_RUN)  # a reason for each, and each still in a page
 
 
-#: Offline commands that run the CDK CLI end to end (node, a Python of their own, a whole synth: about 11 s of CPU):
-#: the e2e tier runs them (make test), make test-fast leaves them out.
+#: Offline commands that run the CDK CLI end to end (node, a Python of their own, a whole synth:
+#: about 11 s of CPU): the e2e tier runs them (make test), make test-fast leaves them out.
 END_TO_END_COMMANDS = {"make synth"}
 
 
@@ -246,14 +253,15 @@ def test_the_capacity_report_in_the_docs_is_what_the_command_prints():
 
 
 def test_the_capacity_comparison_in_the_docs_is_what_the_command_prints():
-    """The docs' table of instance types (issue 28) is the command's output for the defaults, offline: the dated
-    price table's figures, and the line saying they are."""
+    """The docs' table of instance types (issue 28) is the command's output for the defaults,
+    offline: the dated price table's figures, and the line saying they are."""
     text = page_text("docs/capacity-and-cost.md")
     shown = text.split(".venv/bin/voicectl capacity --compare ", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
     printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
     assert shown == printed
-    assert "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, recorded\n" in shown
+    assert ("the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, "
+            "recorded\n") in shown
     # The prose quotes the table: the default's and the production pick's cost per live stream-hour.
     assert "sagemaker ml.g6.xlarge    L4            4 (1-8)          compute" in shown
     assert "(USD 0.10 against 0.25 in the table)" in text
@@ -300,8 +308,8 @@ def test_every_voicectl_subcommand_has_a_description():
 
 
 def test_the_instance_pool_examples_load_over_the_defaults():
-    """A reader pastes `-c voxtral.instance_pools=...` alone: the first pool must be the default instance type
-    (the settings refuse pools that do not start with it)."""
+    """A reader pastes `-c voxtral.instance_pools=...` alone: the first pool must be the default
+    instance type (the settings refuse pools that do not start with it)."""
     import json
 
     from config.settings import load_settings

@@ -1,6 +1,7 @@
-"""The <prefix>-SonicEcs stack's template (sonic.target=ecs): the licensed container's task, its load balancer, scaling
-and alarms. Tests that read this stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each
-variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
+"""The <prefix>-SonicEcs stack's template (sonic.target=ecs): the licensed container's task, its
+load balancer, scaling and alarms. Tests that read this stack together with another are in
+test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before
+a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import json
 from tests.app.kit import container, fixture_sonic_ecs, one, resources  # noqa: F401 (fixtures)
 from tests.app.variants import SONIC_ECS_IMAGE as IMAGE
 
-# --- Sonic on ECS -----------------------------------------------------------------------------------------------------
-# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,
-# without the bridge's parts; its settings and their errors; public mode and vpc mode with both services on ECS.
+# --- Sonic on ECS --------------------------------------------------------------------------------
+# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct
+# as Voxtral's, without the bridge's parts; its settings and their errors; public mode and vpc mode
+# with both services on ECS.
 
 
 def test_the_container_gets_its_image_port_and_one_gpu_and_none_of_the_bridge(sonic_ecs):

@@ -1,7 +1,7 @@
-"""The <prefix>-Sonic stack's template (Sonic on SageMaker): the Marketplace model package, the endpoint and its
-configuration, the roles and invoke policy, alarms, scaling and updates. Tests that read this stack together with
-another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a
-synth in test_settings_app.py."""
+"""The <prefix>-Sonic stack's template (Sonic on SageMaker): the Marketplace model package, the
+endpoint and its configuration, the roles and invoke policy, alarms, scaling and updates. Tests that
+read this stack together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each
+variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from aws_cdk.assertions import Template
 from config.models import SONIC_MODEL_PACKAGES
 from tests.app.kit import alarms_by_name, only
 
-# --- cdk.json's settings ----------------------------------------------------------------------------------------------
-# Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
+# --- cdk.json's settings -------------------------------------------------------------------------
+# Template assertions on the app synthesized with cdk.json's settings: every property the synth
+# issue names.
 
 
 SONIC_US_EAST_1 = SONIC_MODEL_PACKAGES["us-east-1"]
@@ -54,14 +55,16 @@ def test_sonic_roles_and_invoke_policy(sonic):
     assert invoke["Resource"] == {"Ref": endpoint_id}
 
 
-# --- Alarms -----------------------------------------------------------------------------------------------------------
-# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period, comparison, threshold
-# after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves (the rules on their
-# own: tests/unit/constructs_lib/monitoring/test_alarms.py).
+# --- Alarms -------------------------------------------------------------------------------------
+# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period,
+# comparison, threshold after unit conversion, periods, missing-data treatment, actions; plus the
+# conversions themselves (the rules on their own:
+# tests/unit/constructs_lib/monitoring/test_alarms.py).
 
 
 def test_gpu_and_cpu_thresholds_scale_with_the_instance(ops_variant):
-    """Sonic on ml.g6e.12xlarge: 4 GPUs and 48 vCPUs, so 90 % of capacity is 360 (GPU) and 4320 (CPU)."""
+    """Sonic on ml.g6e.12xlarge: 4 GPUs and 48 vCPUs, so 90 % of capacity is 360 (GPU) and 4320
+    (CPU)."""
     alarms = alarms_by_name(ops_variant.template("Sonic"))
     assert alarms["sonic-tts-GPUUtilization"]["Threshold"] == 360
     assert alarms["sonic-tts-GPUMemoryUtilization"]["Threshold"] == 380  # 95 % x 4
@@ -69,9 +72,10 @@ def test_gpu_and_cpu_thresholds_scale_with_the_instance(ops_variant):
     assert alarms["sonic-tts-MemoryUtilization"]["Threshold"] == 90  # not scaled: 0-100 on any instance
 
 
-# --- Scaling and updates ----------------------------------------------------------------------------------------------
-# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates (rolling
-# DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain time).
+# --- Scaling and updates ------------------------------------------------------------------------
+# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates
+# (rolling DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain
+# time).
 
 
 def test_sonic_scales_on_invocations_per_instance_by_default(synthesized):
@@ -95,7 +99,8 @@ def test_sonic_can_scale_on_concurrent_requests(ops_variant):
 
 
 def test_sonic_keeps_its_instance_count_but_has_no_rolling_update(synthesized):
-    """Marketplace containers are excluded from deployment guardrails (rolling or baked blue/green)."""
+    """Marketplace containers are excluded from deployment guardrails (rolling or baked
+    blue/green)."""
     _, endpoint = only(synthesized.template("Sonic"), "AWS::SageMaker::Endpoint")
     assert endpoint["Properties"]["RetainAllVariantProperties"] is True
     assert "DeploymentConfig" not in endpoint["Properties"]

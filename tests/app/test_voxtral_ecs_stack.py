@@ -1,7 +1,8 @@
-"""The <prefix>-VoxtralEcs stack's template (voxtral.target=ecs): the GPU instances and their capacity provider, the
-task, its roles and logs, the load balancer, scaling, alarms and outputs; with the ECS defaults, every ECS option set,
-and in network.mode=vpc. Tests that read this stack together with another are in test_cross_stack.py; cfn-lint and
-cdk-nag over each variant in test_lint.py; settings refused before a synth in test_settings_app.py."""
+"""The <prefix>-VoxtralEcs stack's template (voxtral.target=ecs): the GPU instances and their
+capacity provider, the task, its roles and logs, the load balancer, scaling, alarms and outputs;
+with the ECS defaults, every ECS option set, and in network.mode=vpc. Tests that read this stack
+together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in
+test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 from tests.app.kit import container, fixture_private_ecs, one, resources  # noqa: F401 (fixtures)
 from tests.app.variants import ECS_CERT as CERT, ECS_KMS_KEY
 
-# --- The ECS target ---------------------------------------------------------------------------------------------------
-# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every option set.
+# --- The ECS target ------------------------------------------------------------------------------
+# Template assertions of the ECS target: the VoxtralEcs stack with default settings, and with every
+# option set.
 
 
 def statements(template: dict, role_logical_id_prefix: str) -> list[dict]:
@@ -56,7 +58,8 @@ def test_capacity_provider_manages_scaling_and_termination_protection(ecs_app):
 
 
 def depends_on(template: dict, logical_id: str) -> set[str]:
-    """What CloudFormation creates before ``logical_id`` (and deletes after it): DependsOn, Ref and Fn::GetAtt."""
+    """What CloudFormation creates before ``logical_id`` (and deletes after it): DependsOn, Ref and
+    Fn::GetAtt."""
     found = set(template["Resources"][logical_id].get("DependsOn", []))
 
     def walk(value):
@@ -77,10 +80,10 @@ def depends_on(template: dict, logical_id: str) -> set[str]:
 
 @pytest.mark.parametrize("app", ["ecs_app", "ecs_variant"])
 def test_destroy_releases_instance_protection_between_the_capacity_provider_and_the_group(app, request):
-    """aws/aws-cdk#18179, #14732, aws/containers-roadmap#2862: the group's instances stay protected from scale-in
-    after the capacity provider goes, and CloudFormation's delete of the group waits on them. Deletion runs in the
-    reverse of these dependencies: service, association, capacity provider, release, group, launch template,
-    cluster."""
+    """aws/aws-cdk#18179, #14732, aws/containers-roadmap#2862: the group's instances stay protected
+    from scale-in after the capacity provider goes, and CloudFormation's delete of the group waits
+    on them. Deletion runs in the reverse of these dependencies: service, association, capacity
+    provider, release, group, launch template, cluster."""
     t = request.getfixturevalue(app).template("VoxtralEcs")
     ids = {kind: next(iter(resources(t, kind))) for kind in (
         "AWS::ECS::Service", "AWS::ECS::ClusterCapacityProviderAssociations", "AWS::ECS::CapacityProvider",
@@ -95,7 +98,8 @@ def test_destroy_releases_instance_protection_between_the_capacity_provider_and_
                       if t["Resources"][ref]["Type"] == "AWS::Lambda::Function"]
     function = t["Resources"][function_id]["Properties"]
     assert function["Handler"] == "instance_protection.handler" and "VpcConfig" not in function
-    # Its role may change exactly this group's protection, and describe groups (no resource-level permission).
+    # Its role may change exactly this group's protection, and describe groups (no resource-level
+    # permission).
     statements = {json.dumps(s["Action"]): s for p in resources(t, "AWS::IAM::Policy").values()
                   for s in p["Properties"]["PolicyDocument"]["Statement"]
                   if p["Properties"]["Roles"] == [{"Ref": function["Role"]["Fn::GetAtt"][0]}]}
@@ -217,7 +221,8 @@ def test_alarms_of_the_service_and_the_bridge(ecs_app):
             protection["Threshold"], protection["ComparisonOperator"]) == (
         "RealtimeVoice/Bridge", "TaskProtectionErrors", "Sum", 300, 0, "GreaterThanThreshold")
     gpu = alarms["voxtral-realtime-ecs-GPUMemoryUsed"]
-    # A share of the total nvidia-smi reports (an L4 reports about 23 GiB, below the catalogue's 24).
+    # A share of the total nvidia-smi reports (an L4 reports about 23 GiB, below the catalogue's
+    # 24).
     assert gpu["Threshold"] == 97
     (expression,) = [m for m in gpu["Metrics"] if "Expression" in m]
     assert expression["Expression"] == "100 * used / total" and expression["ReturnData"] is True
@@ -265,7 +270,8 @@ def test_internet_facing_https_spot_single_zone(ecs_variant):
     assert service["PlacementStrategies"] == [{"Field": "instanceId", "Type": "spread"}]
     assert "DesiredCount" not in service
     assert one(t, "AWS::ApplicationAutoScaling::ScalableTarget")["MinCapacity"] == 3
-    # Spot: the agent drains a host's tasks (SIGTERM, the bridge's drain) when EC2 sends the interruption notice.
+    # Spot: the agent drains a host's tasks (SIGTERM, the bridge's drain) when EC2 sends the
+    # interruption notice.
     assert "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true" in json.dumps(data["UserData"])
     assert len(service["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 1
     assert one(t, "AWS::ECS::Service")["DeploymentConfiguration"]["DeploymentCircuitBreaker"]["Rollback"] is True
@@ -290,8 +296,9 @@ def test_weights_under_the_data_key_staged_with_it_and_decrypted_by_the_task_rol
 
 
 def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
-    """ecs.instance_type=g6e.2xlarge (one L40S, 48 GiB): max_num_seqs=auto resolves to 23 streams at 45000 tokens,
-    not the 4 of voxtral.instance_type's L4; vLLM, the bridge's alarm and the scaling target all get it."""
+    """ecs.instance_type=g6e.2xlarge (one L40S, 48 GiB): max_num_seqs=auto resolves to 23 streams at
+    45000 tokens, not the 4 of voxtral.instance_type's L4; vLLM, the bridge's alarm and the scaling
+    target all get it."""
     t = ecs_variant.template("VoxtralEcs")
     env = {e["Name"]: e["Value"] for e in container(t)["Environment"]}
     assert env["SM_VLLM_MAX_NUM_SEQS"] == "23"
@@ -307,15 +314,17 @@ def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(app_variant)
     warnings = [e["data"] for f in app.outdir.glob("*VoxtralEcs.metadata.json")
                 for entries in json.loads(f.read_text()).values() for e in entries if e["type"] == "aws:cdk:warning"]
     assert len(warnings) == 1 and warnings[0].startswith(
-        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge')")
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 "
+        "(ecs.instance_type='g6.xlarge')")
     assert "realtime-voice:stream-cap-above-compute" in warnings[0]
 
 
-# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
-# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
-# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
-# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
-# combinations fail with one clear message.
+# --- ECS in vpc mode ----------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no
+# route to the internet), the interface endpoints ECS needs made there only when a service runs on
+# ECS, an internal load balancer for the caller CIDRs, and the data key on the task logs and the
+# token. Checked with cdk-nag's three packs and cfn-lint; bad combinations fail with one clear
+# message.
 
 
 def imports_from_foundation(value) -> bool:
@@ -348,7 +357,8 @@ def test_task_logs_and_token_are_under_the_data_key(private_ecs):
     assert "DataKey" in json.dumps(log_group["KmsKeyId"]) and imports_from_foundation(log_group["KmsKeyId"])
     secret = one(t, "AWS::SecretsManager::Secret")
     assert "DataKey" in json.dumps(secret["KmsKeyId"])
-    # ECS reads the secret with the execution role: it needs kms:Decrypt on the data key, via Secrets Manager only.
+    # ECS reads the secret with the execution role: it needs kms:Decrypt on the data key, via
+    # Secrets Manager only.
     (secret_id,) = resources(t, "AWS::SecretsManager::Secret")
     execution_policies = [p["Properties"]["PolicyDocument"]["Statement"] for k, p in resources(t, "AWS::IAM::Policy").items()
                           if k.startswith("ServiceTaskExecutionRole")]

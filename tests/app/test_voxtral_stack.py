@@ -1,7 +1,8 @@
-"""The <prefix>-Voxtral stack's template (Voxtral on SageMaker): the Model, its weights and environment, the endpoint
-and its configuration, the roles, outputs and alarms, instance pools, scaling and updates. Tests that read this stack
-together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings
-refused before a synth in test_settings_app.py."""
+"""The <prefix>-Voxtral stack's template (Voxtral on SageMaker): the Model, its weights and
+environment, the endpoint and its configuration, the roles, outputs and alarms, instance pools,
+scaling and updates. Tests that read this stack together with another are in test_cross_stack.py;
+cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a synth in
+test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from tests.app.kit import (  # noqa: F401 (fixtures)
 )
 from tests.app.variants import PREBUILT_IMAGE
 
-# --- cdk.json's settings ----------------------------------------------------------------------------------------------
-# Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
+# --- cdk.json's settings -------------------------------------------------------------------------
+# Template assertions on the app synthesized with cdk.json's settings: every property the synth
+# issue names.
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,8 @@ def voxtral(synthesized):
 
 
 def named(template: Template, resource_type: str, logical_id_prefix: str) -> tuple[str, dict]:
-    """The one resource of ``resource_type`` whose logical id starts with ``logical_id_prefix``: (id, resource)."""
+    """The one resource of ``resource_type`` whose logical id starts with ``logical_id_prefix``:
+    (id, resource)."""
     matches = [(k, v) for k, v in template.find_resources(resource_type).items() if k.startswith(logical_id_prefix)]
     assert len(matches) == 1, f"expected one {resource_type} {logical_id_prefix}*, found {[k for k, _ in matches]}"
     return matches[0]
@@ -148,7 +151,8 @@ def test_voxtral_invoke_policy_covers_bidirectional_streaming_on_this_endpoint_o
 
 def test_voxtral_outputs(synthesized):
     outputs = synthesized.template("Voxtral")["Outputs"]
-    # https://runtime.sagemaker.us-east-1.amazonaws.com:8443/... in the aws partition (amazonaws.com.cn in China).
+    # https://runtime.sagemaker.us-east-1.amazonaws.com:8443/... in the aws partition
+    # (amazonaws.com.cn in China).
     assert outputs["VoxtralBidirectionalInvokeUrl"]["Value"] == {"Fn::Join": ["", [
         "https://runtime.sagemaker.us-east-1.", {"Ref": "AWS::URLSuffix"},
         ":8443/endpoints/voxtral-realtime/invocations-bidirectional-stream",
@@ -161,14 +165,15 @@ def test_voxtral_outputs(synthesized):
 
 @pytest.fixture(scope="module")
 def fp8_on_hopper(app_variant):
-    """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off): the registry's variant
-    hopper_fp8_no_staging."""
+    """Voxtral on one H100 (ml.p5.4xlarge) with voxtral.kv_cache_dtype=fp8 (Sonic off): the
+    registry's variant hopper_fp8_no_staging."""
     return app_variant("hopper_fp8_no_staging")
 
 
 def test_fp8_kv_cache_reaches_vllms_arguments_in_the_template_with_twice_the_kv_bound(fp8_on_hopper):
-    """The Model's environment is what the entrypoint turns into vLLM flags: --kv-cache-dtype fp8 and the stream cap
-    of an H100 with half-size KV (93 one-hour streams, 46 in BF16; constructs_lib/facts/capacity.py)."""
+    """The Model's environment is what the entrypoint turns into vLLM flags: --kv-cache-dtype fp8
+    and the stream cap of an H100 with half-size KV (93 one-hour streams, 46 in BF16;
+    constructs_lib/facts/capacity.py)."""
     from bridge.entrypoint import vllm_flags
 
     template = fp8_on_hopper.template("Voxtral")
@@ -185,9 +190,10 @@ def test_the_default_model_sets_no_kv_cache_dtype(voxtral):
     assert "SM_VLLM_KV_CACHE_DTYPE" not in model["Properties"]["PrimaryContainer"]["Environment"]
 
 
-# --- Other settings ---------------------------------------------------------------------------------------------------
-# The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and each
-# endpoint switched off. The variants come from the registry (tests/app/variants.py).
+# --- Other settings -----------------------------------------------------------------------------
+# The app under other settings: a prebuilt image, external weights, retained data, a changed
+# instance type, and each endpoint switched off. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(synthesized, changed):
@@ -196,7 +202,8 @@ def test_instance_type_change_replaces_endpoint_config_and_keeps_endpoint_name(s
     (config_after,) = resources(after, "AWS::SageMaker::EndpointConfig").values()
     assert config_before["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6.xlarge"
     assert config_after["Properties"]["ProductionVariants"][0]["InstanceType"] == "ml.g6e.xlarge"
-    # No physical name: CloudFormation creates the new EndpointConfig under a fresh generated name, no collision.
+    # No physical name: CloudFormation creates the new EndpointConfig under a fresh generated name,
+    # no collision.
     for config in (config_before, config_after):
         assert "EndpointConfigName" not in config["Properties"]
     for template in (before, after):
@@ -219,8 +226,9 @@ def test_external_weights_uri_is_normalised_and_read_only_there(changed):
 
 
 def test_a_volume_kms_key_is_not_applied_on_a_local_storage_type(changed):
-    """voxtral.volume_kms_key_arn on ml.g6e.xlarge (local NVMe storage): CreateEndpointConfig would fail with
-    KmsKeyId, so the synth leaves it off and says so (tests/unit/constructs_lib/sagemaker_endpoint/test_endpoint.py: an EBS-backed type keeps it)."""
+    """voxtral.volume_kms_key_arn on ml.g6e.xlarge (local NVMe storage): CreateEndpointConfig would
+    fail with KmsKeyId, so the synth leaves it off and says so
+    (tests/unit/constructs_lib/sagemaker_endpoint/test_endpoint.py: an EBS-backed type keeps it)."""
     (config,) = resources(changed.template("Voxtral"), "AWS::SageMaker::EndpointConfig").values()
     assert "KmsKeyId" not in config["Properties"]
     metadata = json.loads(next(changed.outdir.glob("*Voxtral.metadata.json")).read_text())
@@ -229,11 +237,12 @@ def test_a_volume_kms_key_is_not_applied_on_a_local_storage_type(changed):
     assert info.startswith("volume_kms_key_arn is not applied. KmsKeyId is left off: ml.g6e.xlarge has local NVMe")
 
 
-# --- Private mode -----------------------------------------------------------------------------------------------------
-# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
-# security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
-# AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in public
-# mode. The variants come from the registry (tests/app/variants.py).
+# --- Private mode -------------------------------------------------------------------------------
+# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its
+# endpoints and security groups, both Models isolated in it, every data-holding resource under the
+# key), its checks (cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint),
+# an existing VPC, and a key given by ARN in public mode. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_voxtral_model_environment_keeps_the_image_offline(private, synthesized):
@@ -256,10 +265,11 @@ def test_the_caller_policy_can_require_the_runtime_vpc_endpoint(existing, privat
     assert "Condition" not in policy["Properties"]["PolicyDocument"]["Statement"][0]
 
 
-# --- Alarms -----------------------------------------------------------------------------------------------------------
-# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period, comparison, threshold
-# after unit conversion, periods, missing-data treatment, actions; plus the conversions themselves (the rules on their
-# own: tests/unit/constructs_lib/monitoring/test_alarms.py).
+# --- Alarms -------------------------------------------------------------------------------------
+# Every alarm of both endpoints, as synthesized: namespace, metric, dimensions, statistic, period,
+# comparison, threshold after unit conversion, periods, missing-data treatment, actions; plus the
+# conversions themselves (the rules on their own:
+# tests/unit/constructs_lib/monitoring/test_alarms.py).
 
 
 def test_latency_thresholds_are_converted_from_ms_to_microseconds(synthesized, ops_variant):
@@ -270,9 +280,9 @@ def test_latency_thresholds_are_converted_from_ms_to_microseconds(synthesized, o
     assert alarms_by_name(ops_variant.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"]["Threshold"] == 250_000
 
 
-# --- The image's CUDA -------------------------------------------------------------------------------------------------
-# The image's CUDA at synth: an unknown CUDA is a warning of the Voxtral stack, never a guess (an incompatible one is a
-# settings error: tests/unit/constructs_lib/facts/test_cuda_compat.py).
+# --- The image's CUDA ---------------------------------------------------------------------------
+# The image's CUDA at synth: an unknown CUDA is a warning of the Voxtral stack, never a guess (an
+# incompatible one is a settings error: tests/unit/constructs_lib/facts/test_cuda_compat.py).
 
 
 def cuda_warnings(synthesized_app) -> list[str]:
@@ -283,18 +293,19 @@ def cuda_warnings(synthesized_app) -> list[str]:
 def test_a_prebuilt_image_whose_tag_names_no_cuda_gets_a_warning(ops_variant):
     (warning,) = cuda_warnings(ops_variant)
     assert warning == (
-        f"the CUDA version of voxtral.image_uri {PREBUILT_IMAGE} is unknown (its tag names none, as '-cu130-' in a "
-        "SageMaker DLC tag does), so it was not checked against al2023-ami-sagemaker-inference-gpu-4-1 "
-        "[ack: realtime-voice:image-cuda]")
+        f"the CUDA version of voxtral.image_uri {PREBUILT_IMAGE} is unknown (its tag names none, "
+        "as '-cu130-' in a SageMaker DLC tag does), so it was not checked against "
+        "al2023-ami-sagemaker-inference-gpu-4-1 [ack: realtime-voice:image-cuda]")
 
 
 def test_the_image_built_from_container_gets_none(synthesized):
     assert cuda_warnings(synthesized) == []
 
 
-# --- Instance pools ---------------------------------------------------------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools -----------------------------------------------------------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def model_of(template: dict, ref: dict) -> dict:
@@ -305,9 +316,10 @@ def model_of(template: dict, ref: dict) -> dict:
 
 
 def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
-    """An L4 (ml.g6.4xlarge) decodes 4 one-hour streams, an L40S (ml.g6e.2xlarge) holds 23, an A10G (ml.g5.4xlarge)
-    8 (constructs_lib/facts/capacity.py): each pool after the first names a Model of its own (ModelNameOverride) whose vLLM
-    gets that GPU's cap; the first pool runs the variant's Model at the L4's."""
+    """An L4 (ml.g6.4xlarge) decodes 4 one-hour streams, an L40S (ml.g6e.2xlarge) holds 23, an A10G
+    (ml.g5.4xlarge) 8 (constructs_lib/facts/capacity.py): each pool after the first names a Model of
+    its own (ModelNameOverride) whose vLLM gets that GPU's cap; the first pool runs the variant's
+    Model at the L4's."""
     template = pools_variant.template("Voxtral")
     variant = variant_of(template)
     pools = {pool["InstanceType"]: pool for pool in variant["InstancePools"]}
@@ -317,7 +329,8 @@ def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
     for instance_type in ("ml.g6e.2xlarge", "ml.g5.4xlarge"):
         model = model_of(template, pools[instance_type]["ModelNameOverride"])
         caps[instance_type] = model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"]
-        # The pool's Model is the variant's in everything but the stream cap (role, image, data, isolation, VPC).
+        # The pool's Model is the variant's in everything but the stream cap (role, image, data,
+        # isolation, VPC).
         same = json.loads(json.dumps(model))
         same["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_NUM_SEQS"] = caps["ml.g6.4xlarge"]
         assert same == variant_model
@@ -328,16 +341,17 @@ def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
 def test_the_rolling_update_allows_for_the_provisioning_timeout(pools_variant):
     (endpoint,) = resources(pools_variant.template("Voxtral"), "AWS::SageMaker::Endpoint").values()
     policy = endpoint["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
-    # Per batch: provisioning 1800 + model download 1200 + container start-up 1200 + baking 600 s; one instance per
-    # batch, 2 batches (Voxtral fixed at 2 instances).
+    # Per batch: provisioning 1800 + model download 1200 + container start-up 1200 + baking 600 s;
+    # one instance per batch, 2 batches (Voxtral fixed at 2 instances).
     assert policy["MaximumBatchSize"] == {"Type": "INSTANCE_COUNT", "Value": 1}
     assert policy["MaximumExecutionTimeoutInSeconds"] == rolling_update_timeout_s(
         None, 1800 + 1200 + 1200, 600, 2) == 9600
 
 
 def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_instances_own_cap(pools_variant, synthesized):
-    """An L4 at 4 streams and an L40S at 23: a count of streams is a different load on each, so the scaling target
-    and the near-cap alarm use the bridge's StreamCapUsed (percent of that instance's own cap): 70 % and 90 %."""
+    """An L4 at 4 streams and an L40S at 23: a count of streams is a different load on each, so the
+    scaling target and the near-cap alarm use the bridge's StreamCapUsed (percent of that instance's
+    own cap): 70 % and 90 %."""
     from stacks.composition import voxtral_tracking
 
     tracking = voxtral_tracking(pools_variant.settings.voxtral)  # this variant is fixed-size: no policy synthesized
@@ -353,9 +367,10 @@ def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_insta
     assert (tracking["CustomizedMetricSpecification"]["MetricName"], tracking["TargetValue"]) == ("ActiveStreams", 2.8)
 
 
-# --- Scaling and updates ----------------------------------------------------------------------------------------------
-# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates (rolling
-# DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain time).
+# --- Scaling and updates ------------------------------------------------------------------------
+# Autoscaling (scalable target, target-tracking policy, cooldowns, clean removal) and safe updates
+# (rolling DeploymentConfig with auto-rollback, RetainAllVariantProperties, the container's drain
+# time).
 
 
 def test_voxtral_scales_on_live_streams_per_instance(synthesized):
@@ -370,7 +385,8 @@ def test_voxtral_scales_on_live_streams_per_instance(synthesized):
         "MaxCapacity": 4,
         "Tags": [{"Key": "project", "Value": "sagemaker-realtime-voice"}],
     }
-    # No RoleARN: Application Auto Scaling uses SageMaker's service-linked role; no extra IAM role in the stack.
+    # No RoleARN: Application Auto Scaling uses SageMaker's service-linked role; no extra IAM role
+    # in the stack.
     assert "RoleARN" not in target["Properties"]
     # Registered after the endpoint exists; on destroy, deregistered before the endpoint is deleted.
     assert target["DependsOn"] == [endpoint_id]
@@ -409,7 +425,8 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(syn
             # One instance per step (how a percent below one instance rounds is not documented).
             "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
             "WaitIntervalInSeconds": 600,
-            # 4 batches (one per instance autoscaling may reach) x (1200 s download + 1200 s start-up + 600 s baking)
+            # 4 batches (one per instance autoscaling may reach) x (1200 s download + 1200 s
+            # start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
         # Only the 5XX error rate (3 of 5 minutes): see tests/app/test_cross_stack.py.
@@ -429,8 +446,9 @@ def test_the_container_drains_for_less_than_the_scale_in_cooldown_and_sagemakers
 
 
 def test_the_execution_role_may_describe_exactly_the_rollback_alarms(synthesized):
-    """SageMaker reads the auto-rollback alarms as the execution role (cloudwatch:DescribeAlarms; deployment
-    guardrails, "Auto-Rollback Configuration and Monitoring"); without it, rollback on alarm cannot work."""
+    """SageMaker reads the auto-rollback alarms as the execution role (cloudwatch:DescribeAlarms;
+    deployment guardrails, "Auto-Rollback Configuration and Monitoring"); without it, rollback on
+    alarm cannot work."""
     template = synthesized.template("Voxtral")
     _, endpoint = only(template, "AWS::SageMaker::Endpoint")
     rollback_ids = [a["AlarmName"]["Ref"] for a in

@@ -1,10 +1,10 @@
-"""The registry of synthesized variants: every app any test synthesizes from cdk.json's context, each named once with
-its overrides. tests/conftest.py synthesizes each variant once per test session (shared by pytest-xdist's workers)
-and holds it to the rule book (tests/tools/cfn_rules) then; tests take a variant through the ``app_variant`` fixture or
-the named fixtures of tests/conftest.py.
+"""The registry of synthesized variants: every app any test synthesizes from cdk.json's context,
+each named once with its overrides. tests/conftest.py synthesizes each variant once per test session
+(shared by pytest-xdist's workers) and holds it to the rule book (tests/tools/cfn_rules) then; tests
+take a variant through the ``app_variant`` fixture or the named fixtures of tests/conftest.py.
 
-A test that needs an app the registry lacks adds a variant here (a name, its overrides, one line saying what it is
-for), never a synthesis of its own.
+A test that needs an app the registry lacks adds a variant here (a name, its overrides, one line
+saying what it is for), never a synthesis of its own.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# -- values the overrides name (tests assert on them) -----------------------------------------------------------------
+# -- values the overrides name (tests assert on them) ---------------------------------------------
 
 CONNECT_INSTANCE = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
 CONNECT_QUEUE = f"{CONNECT_INSTANCE}/queue/99999999-8888-7777-6666-555555555555"
@@ -36,18 +36,20 @@ EXISTING_VPC = {
     "network.vpc_cidr": "10.20.0.0/16",
 }
 
-# -- overrides shared by more than one variant ------------------------------------------------------------------------
+# -- overrides shared by more than one variant ----------------------------------------------------
 
 CONNECT = {"connect.enabled": True, "connect.instance_arn": CONNECT_INSTANCE, "connect.create_storage_config": True,
            "connect.create_example_flow": True, "connect.queue_arn": CONNECT_QUEUE, "encryption.create_key": True}
 CONNECT_VPC = {**CONNECT, **EXISTING_VPC}
 
-#: Operations settings that differ from cdk.json: Sonic on a 4-GPU instance scaling on concurrency, Voxtral at a fixed
-#: size (no scalable target) with a lower latency threshold, an alarm e-mail, and literal image and weights URIs (so
-#: `voicectl verify` can be tested against moto without CloudFormation exports).
+#: Operations settings that differ from cdk.json: Sonic on a 4-GPU instance scaling on concurrency,
+#: Voxtral at a fixed size (no scalable target) with a lower latency threshold, an alarm e-mail, and
+#: literal image and weights URIs (so `voicectl verify` can be tested against moto without
+#: CloudFormation exports).
 OPS = {
     "alarm_email": "oncall@example.com",
-    # The default before issue 28 (one L4 and 16 vCPUs): the alarm and verify figures are pinned to it.
+    # The default before issue 28 (one L4 and 16 vCPUs): the alarm and verify figures are pinned to
+    # it.
     "voxtral.instance_type": "ml.g6.4xlarge",
     "sonic.instance_type": "ml.g6e.12xlarge",
     "sonic.scaling_metric": "concurrent_requests",
@@ -60,8 +62,9 @@ OPS = {
     "voxtral.image_uri": PREBUILT_IMAGE,
     "voxtral.model_s3_uri": EXTERNAL_WEIGHTS,
 }
-#: Capacity fallback over :data:`OPS`: Voxtral on L4, else L40S, else A10G (one GPU each, 16 then 8 vCPUs); Sonic on a
-#: 4-GPU ml.g6e.12xlarge, else a 1-GPU ml.g6e.2xlarge, with its own provisioning timeout.
+#: Capacity fallback over :data:`OPS`: Voxtral on L4, else L40S, else A10G (one GPU each, 16 then 8
+#: vCPUs); Sonic on a 4-GPU ml.g6e.12xlarge, else a 1-GPU ml.g6e.2xlarge, with its own provisioning
+#: timeout.
 POOLS = {
     "voxtral.instance_pools": "ml.g6.4xlarge,ml.g6e.2xlarge,ml.g5.4xlarge",
     "sonic.instance_pools": "ml.g6e.12xlarge,ml.g6e.2xlarge",
@@ -100,10 +103,13 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("connect", CONNECT, "connect.enabled with the storage config, the example flow and a key (public mode)"),
     Variant("connect_vpc", CONNECT_VPC, "as connect, in an existing VPC (its subnets have egress)"),
     Variant("connect_ecs", {**CONNECT, "voxtral.target": "ecs"},
-            "as connect, with Voxtral on ECS: the consumers call the service's URL with its token secret"),
+            "as connect, with Voxtral on ECS: the consumers call the service's URL with its "
+            "token secret"),
     Variant("connect_own_vpc", {**CONNECT, "network.mode": "vpc"},
-            "as connect, in the isolated VPC the app makes (the consumers' endpoints made by the network)"),
-    Variant("ops", OPS, "other operations settings: alarms, fixed-size Voxtral, prebuilt image, external weights"),
+            "as connect, in the isolated VPC the app makes (the consumers' endpoints made by the "
+            "network)"),
+    Variant("ops", OPS, "other operations settings: alarms, fixed-size Voxtral, prebuilt image, external "
+                        "weights"),
     Variant("ops_pools", {**OPS, **POOLS}, "ops with instance pools (capacity fallback) on both endpoints"),
     Variant("changed", {
         "voxtral.instance_type": "ml.g6e.xlarge",
@@ -112,22 +118,27 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
         "voxtral.volume_kms_key_arn": PUBLIC_KMS_KEY,
         "retain_data": "true",
         "sonic.enabled": "false",
-    }, "Voxtral only, another instance type, a prebuilt image, external weights (no trailing /), retained data"),
+    }, "Voxtral only, another instance type, a prebuilt image, external weights (no "
+       "trailing /), retained data"),
     Variant("sonic_only", {"voxtral.enabled": "false"}, "Voxtral switched off"),
-    # Merged: the test of the switched-off staging build and the FP8 test each synthesized a Voxtral-only app of
-    # their own; one reads the Artifacts stack (no build project, the ModelS3Uri output), the other the Voxtral
-    # Model's environment, which neither the instance type nor the staging switch of the other reaches.
+    # Merged: the test of the switched-off staging build and the FP8 test each synthesized a
+    # Voxtral-only app of their own; one reads the Artifacts stack (no build project, the
+    # ModelS3Uri output), the other the Voxtral Model's environment, which neither the instance
+    # type nor the staging switch of the other reaches.
     Variant("hopper_fp8_no_staging", {"voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8",
                                       "voxtral.stage_model": "false", "sonic.enabled": False},
-            "Voxtral alone on one H100 with an FP8 KV cache, the staging build switched off (weights staged by hand)"),
+            "Voxtral alone on one H100 with an FP8 KV cache, the staging build switched off "
+            "(weights staged by hand)"),
     Variant("ecs", {"voxtral.target": "ecs"}, "Voxtral on ECS with the ECS defaults"),
     Variant("ecs_options", ECS_OPTIONS, "Voxtral on ECS with every ECS option set"),
-    # Merged: the KMS key test and the stream-cap warning test each synthesized an ECS app of their own; neither
-    # assertion touches what the other override changes (the key reaches IAM and the staging build, the stream cap
-    # the container environment and one warning), so one app serves both.
+    # Merged: the KMS key test and the stream-cap warning test each synthesized an ECS app of
+    # their own; neither assertion touches what the other override changes (the key reaches IAM
+    # and the staging build, the stream cap the container environment and one warning), so one
+    # app serves both.
     Variant("ecs_key_stream_cap", {"voxtral.target": "ecs", "encryption.kms_key_arn": ECS_KMS_KEY,
                                    "voxtral.max_num_seqs": 6},
-            "Voxtral on ECS under a customer managed key, with a stream cap above the L4's compute cap"),
+            "Voxtral on ECS under a customer managed key, with a stream cap above the L4's "
+            "compute cap"),
     Variant("ecs_vpc", ECS_VPC, "Voxtral on ECS in network.mode=vpc (a new VPC)"),
     Variant("ecs_vpc_existing", ECS_VPC_EXISTING, "Voxtral on ECS in an existing VPC, no interface endpoints made"),
     Variant("sonic_ecs", SONIC_ECS, "Sonic on ECS (public mode)"),

@@ -1,4 +1,5 @@
-"""The bearer token on the stream's upgrade (BRIDGE_TOKEN, `bridge.auth`), over real sockets on loopback."""
+"""The bearer token on the stream's upgrade (BRIDGE_TOKEN, `bridge.auth`), over real sockets on
+loopback."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def watch_upstream(bridge: Bridge) -> list[object]:
 
 
 async def refused(bridge: Bridge, headers: dict[str, str] | None, path: str = STREAM_PATH) -> tuple[int, Headers, dict]:
-    """Try to open the stream with `headers`; return the HTTP status, headers and JSON body of the refusal."""
+    """Try to open the stream with `headers`; return the HTTP status, headers and JSON body of the
+    refusal."""
     with pytest.raises(InvalidStatus) as info:
         await connect(f"ws://127.0.0.1:{bridge.port}{path}", additional_headers=headers, compression=None,
                       open_timeout=2)
@@ -113,9 +115,10 @@ def test_two_authorization_headers_are_refused(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
             head, body = await http_exchange(bridge, (
-                f"GET {STREAM_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                f"Authorization: Bearer {TOKEN}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n").encode())
+                f"GET {STREAM_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: "
+                "Upgrade\r\nSec-WebSocket-Key: "
+                "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: "
+                f"Bearer {TOKEN}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n").encode())
             assert head.startswith(b"HTTP/1.1 401 ")
             assert json.loads(body)["error"].startswith("malformed bearer token")
             assert vllm.sessions == []
@@ -133,8 +136,9 @@ def test_an_authorization_value_outside_visible_ascii_is_a_malformed_401_not_an_
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, bridge_token=TOKEN) as bridge:
             head, body = await http_exchange(bridge, (
-                f"GET {STREAM_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n").encode()
+                f"GET {STREAM_PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: "
+                "Upgrade\r\nSec-WebSocket-Key: "
+                "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n").encode()
                 + b"Authorization: " + value + b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 401 ")
             assert b'\r\nWWW-Authenticate: Bearer error="invalid_token"\r\n' in head + b"\r\n"
@@ -159,11 +163,12 @@ def test_without_a_token_the_stream_opens_as_before_even_with_an_authorization_h
     run(scenario())
 
 
-# ---- the comparison: constant time -------------------------------------------------------------------------------
+# ---- the comparison: constant time -------------------------------------------------------------
 
 @pytest.fixture
 def compare_calls(monkeypatch) -> list[tuple[bytes, bytes]]:
-    """Every call of `hmac.compare_digest` made by `bridge.auth`, with its arguments (the real result is returned)."""
+    """Every call of `hmac.compare_digest` made by `bridge.auth`, with its arguments (the real
+    result is returned)."""
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
 
@@ -180,9 +185,9 @@ def compare_calls(monkeypatch) -> list[tuple[bytes, bytes]]:
 ], ids=["right", "first-byte", "last-byte", "prefix", "long", "empty", "one-char"])
 @pytest.mark.parametrize("scheme", ["Bearer ", "Basic ", None])
 def test_every_verdict_is_one_compare_digest_of_two_32_byte_digests(compare_calls, presented, scheme):
-    """Where the first wrong byte is, and how long the presented token is, changes neither what is compared
-    (two HMAC-SHA256 digests, 32 bytes each) nor how (`hmac.compare_digest`, once); no shortcut comparison
-    decides a verdict first (it would skip the spy for some inputs)."""
+    """Where the first wrong byte is, and how long the presented token is, changes neither what is
+    compared (two HMAC-SHA256 digests, 32 bytes each) nor how (`hmac.compare_digest`, once); no
+    shortcut comparison decides a verdict first (it would skip the spy for some inputs)."""
     checker = BearerToken(TOKEN)
     headers = Headers() if scheme is None else Headers({"Authorization": scheme + presented})
     verdict = checker.check(headers)
@@ -203,7 +208,7 @@ def test_the_checker_keeps_no_plain_token_and_hides_it_in_repr():
     assert BearerToken(TOKEN).check(Headers({"Authorization": f"Bearer {TOKEN}x"})) is Verdict.WRONG
 
 
-# ---- settings ------------------------------------------------------------------------------------------------------
+# ---- settings ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("value", "message"), [
     ("", "is empty or only whitespace"),
@@ -275,6 +280,6 @@ def test_guessing_tokens_is_counted_every_time_but_logged_once_per_interval_with
         refusals.flush_due()
     assert [record.getMessage() for record in caplog.records] == [
         "refused a stream: wrong bearer token (401)",
-        "refused 5 streams since the last such line (401): 1 missing, 4 wrong bearer token; at most one line every "
-        "60 s",
+        "refused 5 streams since the last such line (401): 1 missing, 4 wrong bearer token; at "
+        "most one line every 60 s",
     ]

@@ -1,5 +1,6 @@
-"""bench/capacity_bench.py's harness: streams through a real bridge to the fake vLLM get their first delta and
-their transcription.done, and a refused stream is counted as failed (figures are the bench's business, not asserted)."""
+"""bench/capacity_bench.py's harness: streams through a real bridge to the fake vLLM get their first
+delta and their transcription.done, and a refused stream is counted as failed (figures are the
+bench's business, not asserted)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check, no secrets."""
+"""The Dockerfile: base image argument, the bidirectional-streaming label, entrypoint, health check,
+no secrets."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_bidirectional_streaming_label():
     assert instructions("LABEL") == ["com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true"]
 
 
-#: The bridge's own Python environment in the image, apart from vLLM's (its pinned websockets, uvloop and
-#: aiohttp must not replace the versions vLLM runs with).
+#: The bridge's own Python environment in the image, apart from vLLM's (its pinned websockets,
+#: uvloop and aiohttp must not replace the versions vLLM runs with).
 BRIDGE_VENV = "/opt/bridge/venv"
 
 
@@ -47,7 +48,8 @@ def test_bridge_dependencies_go_into_their_own_venv_not_vllms_environment():
     assert any(f"python3 -m venv {BRIDGE_VENV}" in run for run in runs)
     installs = [part for run in runs for part in run.split("&&") if "pip install" in part]
     assert installs and all(part.strip().startswith(f"{BRIDGE_VENV}/bin/python -m pip install") for part in installs)
-    # The bridge package is importable by the venv's Python only: no image-wide PYTHONPATH that vLLM would see.
+    # The bridge package is importable by the venv's Python only: no image-wide PYTHONPATH that vLLM
+    # would see.
     assert not any("PYTHONPATH" in env for env in instructions("ENV"))
 
 
@@ -65,7 +67,8 @@ def test_dependencies_are_pinned_or_ranged_and_installed():
     requirements = requirement_lines()
     assert {re.split(r"[=<>]", line)[0] for line in requirements} == {
         "websockets", "aws-embedded-metrics", "uvloop", "pybase64", "boto3", "aiohttp"}
-    # Pinned, except websockets: one range, the project's (the bridge relies on its documented Sans-I/O API only).
+    # Pinned, except websockets: one range, the project's (the bridge relies on its documented
+    # Sans-I/O API only).
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in requirements
                if not line.startswith("websockets"))
     assert any("pip install" in run and "requirements.txt" in run for run in instructions("RUN"))
@@ -73,7 +76,8 @@ def test_dependencies_are_pinned_or_ranged_and_installed():
 
 
 def test_aiohttp_is_the_version_the_lock_pins():
-    """The bridge's aiohttp (task protection) is the one aws-embedded-metrics brings and the tests ran with."""
+    """The bridge's aiohttp (task protection) is the one aws-embedded-metrics brings and the tests
+    ran with."""
     (pinned,) = [line for line in requirement_lines() if line.startswith("aiohttp")]
     locked = re.search(r"^aiohttp==([0-9.]+)", (CONTAINER.parent / "requirements.lock").read_text(), re.MULTILINE)
     assert pinned == f"aiohttp=={locked.group(1)}"

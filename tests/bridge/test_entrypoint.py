@@ -1,4 +1,5 @@
-"""The container entrypoint: SM_VLLM_* to vLLM flags, and its exit paths with a stand-in vLLM process."""
+"""The container entrypoint: SM_VLLM_* to vLLM flags, and its exit paths with a stand-in vLLM
+process."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from bridge.settings import SettingsError
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
 
 # A stand-in for vLLM: notes SIGTERM (from before it records anything), records its arguments, lives
-# STANDIN_LIFETIME_S then exits STANDIN_EXIT. Its settings are VLLM_ variables: vLLM's process gets only the variables
-# it needs (entrypoint.vllm_environment).
+# STANDIN_LIFETIME_S then exits STANDIN_EXIT. Its settings are VLLM_ variables: vLLM's process gets
+# only the variables it needs (entrypoint.vllm_environment).
 STANDIN = """
 import json, os, signal, sys, time
 record = os.environ["VLLM_STANDIN_RECORD"]
@@ -60,7 +61,8 @@ def test_flags_from_sm_vllm_variables():
 
 
 def test_an_empty_value_is_a_bare_flag():
-    # As vLLM's examples/online_serving/sagemaker-entrypoint.sh does: `SM_VLLM_ENFORCE_EAGER=` means the flag.
+    # As vLLM's examples/online_serving/sagemaker-entrypoint.sh does: `SM_VLLM_ENFORCE_EAGER=` means
+    # the flag.
     assert vllm_flags({"SM_VLLM_ENFORCE_EAGER": "", "SM_VLLM_TRUST_REMOTE_CODE": "  "})[:2] == [
         "--enforce-eager", "--trust-remote-code",
     ]
@@ -114,7 +116,8 @@ def test_vllm_exit_stops_the_container_non_zero(tmp_path, vllm_exit, expected):
 
 
 def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    """Return once the bridge on ``port`` answers ``GET /ping`` (200, or 503 while the stand-in vLLM is mute).
+    """Return once the bridge on ``port`` answers ``GET /ping`` (200, or 503 while the stand-in vLLM
+    is mute).
 
     Raises:
         AssertionError: ``process`` ended, or no answer within ``timeout_s`` (a liveness bound).
@@ -140,7 +143,8 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
 
     port = free_port()
     process, _record = start_entrypoint(tmp_path, PYTHONPATH="/from/the/image", BRIDGE_PORT=str(port))
-    # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
+    # vLLM gets the environment it was given; only the bridge's own process gets the bridge
+    # package's path.
     assert (tmp_path / "standin.json.pythonpath").read_text() == "/from/the/image"
     wait_for_ping(port, process)  # both run: the signal comes to a bridge that serves, as SageMaker's would
     process.send_signal(signal.SIGTERM)
@@ -223,7 +227,8 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
             assert leaks == {name: [] for name in environments}
             vllm_env = json.loads((tmp_path / "standin.json.env").read_text())
             assert not any(name.startswith("AWS_") or name in ("BRIDGE_TOKEN", "VLLM_PORT") for name in vllm_env)
-            # The bridge has its token (read from the entrypoint's pipe): a wrong one is refused, the right one not.
+            # The bridge has its token (read from the entrypoint's pipe): a wrong one is refused,
+            # the right one not.
             from websockets.exceptions import InvalidStatus
             from websockets.sync.client import connect
 

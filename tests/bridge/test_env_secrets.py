@@ -1,5 +1,6 @@
-"""container/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the re-exec and the
-environment of the processes it starts, end to end: test_entrypoint.py and test_main.py)."""
+"""container/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the
+re-exec and the environment of the processes it starts, end to end: test_entrypoint.py and
+test_main.py)."""
 
 from __future__ import annotations
 

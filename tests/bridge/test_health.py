@@ -1,5 +1,6 @@
-"""The bridge reads vLLM's own report of its KV cache (`vllm:cache_config_info` num_gpu_blocks on `/metrics`), logs it
-beside MAX_STREAMS, emits it as KvCacheStreams and lowers its stream cap when vLLM holds fewer live streams."""
+"""The bridge reads vLLM's own report of its KV cache (`vllm:cache_config_info` num_gpu_blocks on
+`/metrics`), logs it beside MAX_STREAMS, emits it as KvCacheStreams and lowers its stream cap when
+vLLM holds fewer live streams."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_a_smaller_kv_cache_lowers_the_stream_cap_with_a_warning(run, caplog, ca
     caplog.set_level(logging.INFO, logger="bridge")
 
     async def scenario():
-        # 83 blocks per live stream (one L4 at 45000 tokens); vLLM reports 200 blocks: 2 streams, below MAX_STREAMS=4.
+        # 83 blocks per live stream (one L4 at 45000 tokens); vLLM reports 200 blocks: 2 streams,
+        # below MAX_STREAMS=4.
         async with FakeVllm(num_gpu_blocks=200, block_size=16) as vllm, \
                 running_bridge(vllm.port, max_streams=4, kv_blocks_per_stream=83) as bridge:
             assert (bridge.health.num_gpu_blocks, bridge.stream_cap) == (200, 2)
@@ -39,7 +41,8 @@ def test_a_smaller_kv_cache_lowers_the_stream_cap_with_a_warning(run, caplog, ca
 
     run(scenario())
     messages = [(r.levelname, r.getMessage()) for r in caplog.records]
-    assert ("INFO", "vLLM KV cache: 200 blocks, 2 live streams at KV_BLOCKS_PER_STREAM=83; stream cap MAX_STREAMS=4") \
+    assert ("INFO", "vLLM KV cache: 200 blocks, 2 live streams at KV_BLOCKS_PER_STREAM=83; stream cap "
+                    "MAX_STREAMS=4") \
         in messages
     assert any(level == "WARNING" and "fewer than MAX_STREAMS=4: the stream cap is now 2" in text
                for level, text in messages)
@@ -68,19 +71,21 @@ def test_blocks_of_another_size_are_converted_to_vllms_before_dividing(run, capl
     caplog.set_level(logging.INFO, logger="bridge")
 
     async def scenario():
-        # vLLM's CPU build: 2048 blocks of 128 tokens. 83 blocks of 16 tokens per stream = 1328 tokens = 10.4 blocks
-        # of 128, rounded up to 11, plus one per KV-cache group (2): 13 per stream, 2048 // 13 = 157 streams.
+        # vLLM's CPU build: 2048 blocks of 128 tokens. 83 blocks of 16 tokens per stream = 1328
+        # tokens = 10.4 blocks of 128, rounded up to 11, plus one per KV-cache group (2): 13 per
+        # stream, 2048 // 13 = 157 streams.
         async with FakeVllm(num_gpu_blocks=2048, block_size=128) as vllm, \
                 running_bridge(vllm.port, max_streams=200, kv_blocks_per_stream=83) as bridge:
             assert (bridge.health.block_size, bridge.metrics.kv_cache_streams, bridge.stream_cap) == (128, 157, 157)
-        # A finer block than KV_BLOCK_SIZE: 83 blocks of 16 tokens are 166 blocks of 8 (no rounding to add).
+        # A finer block than KV_BLOCK_SIZE: 83 blocks of 16 tokens are 166 blocks of 8 (no rounding
+        # to add).
         async with FakeVllm(num_gpu_blocks=1000, block_size=8) as vllm, \
                 running_bridge(vllm.port, max_streams=200, kv_blocks_per_stream=83) as bridge:
             assert bridge.metrics.kv_cache_streams == 1000 // 166
 
     run(scenario())
-    assert ("INFO", "vLLM's KV-cache blocks hold 128 tokens, KV_BLOCKS_PER_STREAM=83 counts blocks of 16: 13 of "
-            "vLLM's blocks per stream") in [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("INFO", "vLLM's KV-cache blocks hold 128 tokens, KV_BLOCKS_PER_STREAM=83 counts blocks of 16: 13 "
+                    "of vLLM's blocks per stream") in [(r.levelname, r.getMessage()) for r in caplog.records]
 
 
 def test_parse_num_gpu_blocks_and_the_setting():
@@ -99,8 +104,9 @@ def test_parse_num_gpu_blocks_and_the_setting():
 
 
 class HostileMetricsVllm:
-    """A "vLLM" on 127.0.0.1 whose `/health` answers 200 at once and whose `/metrics` is `metrics_bytes` long
-    (larger than the bridge reads) or arrives after `metrics_delay_s`; counts the requests per path."""
+    """A "vLLM" on 127.0.0.1 whose `/health` answers 200 at once and whose `/metrics` is
+    `metrics_bytes` long (larger than the bridge reads) or arrives after `metrics_delay_s`; counts
+    the requests per path."""
 
     def __init__(self, metrics_bytes: int = 0, metrics_delay_s: float = 0.0) -> None:
         self.metrics_bytes, self.metrics_delay_s = metrics_bytes, metrics_delay_s
@@ -150,7 +156,8 @@ def test_a_huge_or_slow_metrics_is_retried_backed_off_then_given_up_with_one_war
 
     delays = (0.01, 0.02, 0.04)
     monkeypatch.setattr(health, "METRICS_RETRY_DELAYS_S", delays)
-    # The size bound must be what stops the 9 MiB answer, whatever the machine's speed: a long timeout there.
+    # The size bound must be what stops the 9 MiB answer, whatever the machine's speed: a long
+    # timeout there.
     monkeypatch.setattr(health, "METRICS_TIMEOUT_S", 30.0 if "metrics_bytes" in hostile else 0.5)
     monkeypatch.setattr(health, "PROBE_INTERVAL_S", 0.01)
     caplog.set_level(logging.INFO, logger="bridge")

@@ -1,8 +1,10 @@
-"""What a hostile client tried against the bridge (a review on loopback), one test per case, each a whole kind.
+"""What a hostile client tried against the bridge (a review on loopback), one test per case, each a
+whole kind.
 
-Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and `/ping`
-must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not an assertion:
-bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms, container/README.md).
+Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and
+`/ping` must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not
+an assertion: bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms,
+container/README.md).
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ SMALLEST_FRAME_BYTES = 6
 
 
 def spy_on_bridge_json(monkeypatch) -> list[int]:
-    """Record the size of every text the bridge's protocol module parses with json.loads (the fake vLLM,
-    in the same process, parses with its own import)."""
+    """Record the size of every text the bridge's protocol module parses with json.loads (the fake
+    vLLM, in the same process, parses with its own import)."""
     sizes: list[int] = []
 
     def loads(text, *args, **kwargs):
@@ -65,8 +67,9 @@ def spy_on_bridge_json(monkeypatch) -> list[int]:
 
 
 async def flood(client: RawClient, unit: bytes, count: int) -> None:
-    """Write `unit` (one or more frames) `count` times, in blocks of about 64 KiB as the socket drains: the
-    attacker sends without pause, yet its own work stays small, as the test's event loop is the bridge's."""
+    """Write `unit` (one or more frames) `count` times, in blocks of about 64 KiB as the socket
+    drains: the attacker sends without pause, yet its own work stays small, as the test's event loop
+    is the bridge's."""
     block = unit * max(1, 64 * 1024 // len(unit))
     per_block = len(block) // len(unit)
     transport = client.writer.transport
@@ -80,8 +83,8 @@ async def flood(client: RawClient, unit: bytes, count: int) -> None:
 
 
 async def push_frames(client: RawClient, payload: bytes, count: int) -> None:
-    """Write `count` copies of one pre-serialised frame, 64 KiB at a time as the socket drains, so that the
-    attacker's own work stays small: the test's event loop is also the bridge's."""
+    """Write `count` copies of one pre-serialised frame, 64 KiB at a time as the socket drains, so
+    that the attacker's own work stays small: the test's event loop is also the bridge's."""
     view = memoryview(payload)
     transport = client.writer.transport
     for _ in range(count):
@@ -101,13 +104,14 @@ async def started_raw(bridge_, vllm: FakeVllm, index: int = 0) -> tuple[RawClien
     return client, session
 
 
-# ---- frames the per-turn budget did not count ----------------------------------------------------------------
+# ---- frames the per-turn budget did not count --------------------------------------------------
 
 
 @pytest.mark.parametrize("payload", [b"", b"x"], ids=["empty", "1-byte"])
 def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, monkeypatch, payload):
-    # The client never answers the bridge's close: dropping its connection CLIENT_CLOSE_TIMEOUT_S (2 s) later would free
-    # the stream too. Set past the wait, so that the stream is seen to end when the client hangs up.
+    # The client never answers the bridge's close: dropping its connection CLIENT_CLOSE_TIMEOUT_S (2
+    # s) later would free the stream too. Set past the wait, so that the stream is seen to end when
+    # the client hangs up.
     monkeypatch.setattr(legs, "CLIENT_CLOSE_TIMEOUT_S", BEYOND_LIVENESS_S)
 
     async def scenario():
@@ -115,8 +119,10 @@ def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, 
             client, session = await started_raw(bridge_, vllm)
             async def attack():
                 client.write(frame(Opcode.TEXT, payload, fin=False))
-                # 1.2 MB; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
-                asyncio.ensure_future(flood(client, frame(Opcode.CONT, payload, fin=False), 200_000))  # noqa: RUF006
+                # 1.2 MB; RUF006: the flood ends when the transport closes (its sleep timer holds it
+                # till then).
+                unit = frame(Opcode.CONT, payload, fin=False)
+                asyncio.ensure_future(flood(client, unit, 200_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -139,7 +145,8 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
             client, session = await started_raw(bridge_, vllm)
 
             async def attack():
-                # 13 MB of pings; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
+                # 13 MB of pings; RUF006: the flood ends when the transport closes (its sleep timer
+                # holds it till then).
                 asyncio.ensure_future(flood(client, frame(Opcode.PING, b"p" * 125), 100_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
@@ -147,7 +154,8 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
             await ping_during(bridge_, task)
             assert task.result() == (1008, f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
             pongs = [received for received in client.frames if received.opcode is Opcode.PONG]
-            # The protocol answers a ping as it parses it: those in the piece that passed the limit too.
+            # The protocol answers a ping as it parses it: those in the piece that passed the limit
+            # too.
             ping_bytes = len(frame(Opcode.PING, b"p" * 125))
             assert MAX_CONTROL_FRAMES_PER_S < len(pongs) <= legs.FEED_BYTES // ping_bytes + 1
             assert pongs[0].data == b"p" * 125
@@ -212,14 +220,15 @@ def test_every_frame_and_fragment_counts_against_the_turn_budget(run, monkeypatc
     run(scenario())
     per_tick = {t: frames_at_tick.count(t) for t in set(frames_at_tick)}
     _first, *rest = sorted(per_tick)
-    # After the first read (parsed in large pieces until the flood is recognised), each turn parses at most
-    # the budget plus one small piece of the smallest frames; messages handled per turn stay within the budget.
+    # After the first read (parsed in large pieces until the flood is recognised), each turn parses
+    # at most the budget plus one small piece of the smallest frames; messages handled per turn stay
+    # within the budget.
     assert max(per_tick[t] for t in rest) <= FRAME_BUDGET + SMALL_FEED_BYTES // SMALLEST_FRAME_BYTES
     assert max(messages_at_tick.count(t) for t in set(messages_at_tick)) <= FRAME_BUDGET
     assert len(rest) >= 2 * count // (FRAME_BUDGET + SMALL_FEED_BYTES // SMALLEST_FRAME_BYTES)
 
 
-# ---- large frames that are not canonical appends ----------------------------------------------------------------
+# ---- large frames that are not canonical appends -----------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["json-object", "append-keys-reordered"])
@@ -271,7 +280,7 @@ def test_a_4_mib_canonical_append_with_line_breaks_is_accepted_without_a_parser(
     run(scenario())
 
 
-# ---- held messages are weighed, not counted ---------------------------------------------------------------------
+# ---- held messages are weighed, not counted ----------------------------------------------------
 
 
 def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
@@ -293,22 +302,25 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
             pushers = [asyncio.create_task(push_frames(client, payload, 10)) for client in clients]
 
             async def every_stream_held() -> None:
-                # However long a loaded machine takes to fill vLLM's socket (the runner's liveness bound ends a hang);
-                # a fixed wait could end before the bridge holds.
+                # However long a loaded machine takes to fill vLLM's socket (the runner's liveness
+                # bound ends a hang); a fixed wait could end before the bridge holds.
                 while len(bridge_._streams) < streams or not all(
                         stream.client.hold_reasons & legs.HOLD_UPSTREAM_FULL for stream in bridge_._streams):
                     await asyncio.sleep(0.05)
 
             try:
-                # Held, and the pushers kept pushing for 2 s at least: the bounds below hold while they do.
+                # Held, and the pushers kept pushing for 2 s at least: the bounds below hold while
+                # they do.
                 await ping_during(bridge_, every_stream_held(), at_least_s=2.0)
                 assert len(bridge_._streams) == streams
                 for stream in bridge_._streams:
                     client = stream.client
                     assert client.hold_reasons & legs.HOLD_UPSTREAM_FULL
-                    # At most HOLD_BYTES of messages, plus the one that completed last, wait in order ...
+                    # At most HOLD_BYTES of messages, plus the one that completed last, wait in
+                    # order ...
                     assert client._held_bytes <= HOLD_BYTES + len(big)
-                    # ... the rest is unparsed: at most what two reads bring (asyncio reads 256 KiB at most) ...
+                    # ... the rest is unparsed: at most what two reads bring (asyncio reads 256 KiB
+                    # at most) ...
                     assert len(client._unparsed) <= 2 * 256 * 1024
                     # ... and vLLM's socket holds its write buffer, one frame at most past the mark.
                     assert stream.upstream.transport.get_write_buffer_size() <= legs.WRITE_LIMIT_BYTES + len(big) + 64
@@ -321,7 +333,7 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
     run(scenario())
 
 
-# ---- the hand-written parts of the HTTP layer --------------------------------------------------------------------
+# ---- the hand-written parts of the HTTP layer --------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -392,11 +404,13 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
 
             dripping = asyncio.create_task(slowloris())
             for reader, _ in (idle, slow):
-                # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte still in flight.
+                # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte
+                # still in flight.
                 with contextlib.suppress(ConnectionResetError):
                     assert await asyncio.wait_for(reader.read(), LIVENESS_S) == b""
-            # Dropped before the slow client finished its request line and headers (30 bytes, one per 50 ms):
-            # the open timeout, not the client, ended it (an ordering, not a timing: it holds at any machine speed).
+            # Dropped before the slow client finished its request line and headers (30 bytes, one
+            # per 50 ms): the open timeout, not the client, ended it (an ordering, not a timing: it
+            # holds at any machine speed).
             assert not dripping.done()
             dripping.cancel()
             assert not bridge_.legs
@@ -407,10 +421,11 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
 def test_smuggled_second_request_in_a_post_body_is_never_parsed(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            smuggled = b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"
+            smuggled = (b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: "
+                        b"websocket\r\n\r\n")
             head, body = await http_exchange(
-                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"0\r\n\r\n" + smuggled, 3.0)
+                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                         b"4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, 3.0)
             assert (head + body).count(b"HTTP/1.1 ") == 1 and head.startswith(b"HTTP/1.1 400 ")
             assert bridge_.active_streams == 0 and not vllm.sessions
 
@@ -451,7 +466,7 @@ def test_frame_violations_close_with_1002(run, raw, code):
     run(scenario())
 
 
-# ---- the audio rate limit ---------------------------------------------------------------------------------------
+# ---- the audio rate limit ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("append_pcm", [PCM_CHUNK, b"\x00\x00"], ids=["128-ms-appends", "2-byte-appends"])
@@ -464,7 +479,8 @@ def test_a_stream_sending_faster_than_the_rate_limit_is_ended_with_rate_limited(
             one = frame(Opcode.TEXT, append(append_pcm).encode())
 
             async def attack():
-                # Unthrottled; RUF006: the flood ends when the transport closes (its sleep timer holds it till then).
+                # Unthrottled; RUF006: the flood ends when the transport closes (its sleep timer
+                # holds it till then).
                 asyncio.ensure_future(flood(client, one, 20_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
@@ -495,7 +511,7 @@ def test_a_stream_paced_below_the_rate_limit_is_never_limited(run):
     run(scenario())
 
 
-# ---- ModelInvocationPath -----------------------------------------------------------------------------------------
+# ---- ModelInvocationPath -----------------------------------------------------------------------
 
 
 def test_the_v1_realtime_path_is_the_same_stream(run):
@@ -521,8 +537,9 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
                 await RawClient.open(bridge_, path="/v1/audio/speech/stream")
             assert "404" in str(refused.value)
             head, body = await http_exchange(
-                bridge_, b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", LIVENESS_S)
+                bridge_, b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: "
+                         b"Upgrade\r\nSec-WebSocket-Key: "
+                         b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", LIVENESS_S)
             assert head.startswith(b"HTTP/1.1 404 ")
             answer = json.loads(body)
             assert answer["code"] == "unknown_path"
@@ -551,8 +568,8 @@ def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run
 
 
 def test_a_stall_of_the_bridges_own_event_loop_is_not_blamed_on_vllm_or_the_client(run):
-    """When the bridge's event loop is held up (here: a blocking 1.5 s inside it), vLLM's and the client's data sit
-    unread in the sockets; neither may be taken for silent."""
+    """When the bridge's event loop is held up (here: a blocking 1.5 s inside it), vLLM's and the
+    client's data sit unread in the sockets; neither may be taken for silent."""
 
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=0.4, idle_timeout_s=0.8) as bridge_:

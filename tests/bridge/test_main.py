@@ -8,21 +8,25 @@ from bridge.__main__ import freeze_startup_objects
 
 
 def test_startup_objects_leave_the_collectors_generations():
-    gc.unfreeze()  # counted from nothing frozen (tests/conftest.py froze what the test collection left)
+    # counted from nothing frozen (tests/conftest.py froze what the test collection left)
+    gc.unfreeze()
     try:
         frozen = freeze_startup_objects()
         assert frozen == gc.get_freeze_count()
-        # The interpreter and the bridge's imported modules: tens of thousands of objects, none left to traverse.
+        # The interpreter and the bridge's imported modules: tens of thousands of objects, none left
+        # to traverse.
         assert frozen > 10_000
         assert sum(len(gc.get_objects(generation)) for generation in range(3)) < frozen / 10
     finally:
-        gc.freeze()  # the test process as tests/conftest.py leaves it: what is alive stays out of the collections
+        # the test process as tests/conftest.py leaves it: what is alive stays out of the
+        # collections
+        gc.freeze()
 
 
 def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_still_checks_it(tmp_path):
-    """`python -m bridge` started as make local and the benchmark start it (BRIDGE_TOKEN in its environment)
-    re-executes itself without the token: /proc/<pid>/environ no longer shows it, the same PID serves, and the
-    token it read (from the pipe) is the one it checks."""
+    """`python -m bridge` started as make local and the benchmark start it (BRIDGE_TOKEN in its
+    environment) re-executes itself without the token: /proc/<pid>/environ no longer shows it, the
+    same PID serves, and the token it read (from the pipe) is the one it checks."""
     import os
     import subprocess
     import sys

@@ -1,6 +1,7 @@
-"""The bridge under network isolation: its metrics need no network. SageMaker ships a container's stdout to the
-endpoint's log group, and CloudWatch turns the embedded-metric-format lines there into metrics, so a Model with
-EnableNetworkIsolation (no route anywhere) still reports ActiveStreams and the rest."""
+"""The bridge under network isolation: its metrics need no network. SageMaker ships a container's
+stdout to the endpoint's log group, and CloudWatch turns the embedded-metric-format lines there into
+metrics, so a Model with EnableNetworkIsolation (no route anywhere) still reports ActiveStreams and
+the rest."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from bridge.metrics import BridgeMetrics
 
 @pytest.fixture
 def isolated(monkeypatch):
-    """The Voxtral container's environment as the stack sets it, and every outbound connection refused, as network
-    isolation does (any attempt fails the test through the recorded list)."""
+    """The Voxtral container's environment as the stack sets it, and every outbound connection
+    refused, as network isolation does (any attempt fails the test through the recorded list)."""
     from config.settings import VoxtralSettings
     from stacks.composition import OFFLINE_ENVIRONMENT, container_environment
 

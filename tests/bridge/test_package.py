@@ -1,7 +1,8 @@
-"""The bridge uses websockets through its documented Sans-I/O API only: no subclass of a websockets class, no name
-that starts with an underscore on anything but the bridge's own objects, and imports from the documented modules.
-(websockets documents these under "Sans-I/O" and "Data structures": https://websockets.readthedocs.io/en/stable/
-reference/sansio/server.html, .../client.html, .../datastructures.html, .../exceptions.html.)"""
+"""The bridge uses websockets through its documented Sans-I/O API only: no subclass of a websockets
+class, no name that starts with an underscore on anything but the bridge's own objects, and imports
+from the documented modules. (websockets documents these under "Sans-I/O" and "Data structures":
+https://websockets.readthedocs.io/en/stable/ reference/sansio/server.html, .../client.html,
+.../datastructures.html, .../exceptions.html.)"""
 
 from __future__ import annotations
 

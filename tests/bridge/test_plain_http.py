@@ -1,5 +1,5 @@
-"""container/bridge/plain_http.py: what a request other than GET is answered, from its head alone (the same answers
-over a socket: test_server.py)."""
+"""container/bridge/plain_http.py: what a request other than GET is answered, from its head alone
+(the same answers over a socket: test_server.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def test_another_method_is_told_what_the_bridge_answers():
 
 
 @pytest.mark.parametrize("head", [
-    "POST /invocations HTTP/1.1\r\nContent-Length: ²",  # str.isdigit() accepts it, int() does not
+    # str.isdigit() accepts it, int() does not
+    "POST /invocations HTTP/1.1\r\nContent-Length: ²",
     "POST /invocations HTTP/1.1\r\nContent-Length: " + "9" * 11,
     "POST /invocations HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2",
 ])

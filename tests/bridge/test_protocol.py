@@ -1,5 +1,6 @@
-"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the pure accounting
-(`GenerationAudio`, `AudioRate`), and the contract with the client (voicectl/clients/realtime/protocol.py)."""
+"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the
+pure accounting (`GenerationAudio`, `AudioRate`), and the contract with the client
+(voicectl/clients/realtime/protocol.py)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_parse_served_model():
     assert parse_served_model(b"<html>") is None
 
 
-# ---- large appends, checked a slice at a time ----------------------------------------------------------------
+# ---- large appends, checked a slice at a time --------------------------------------------------
 
 
 def run_steps(steps):
@@ -145,7 +146,7 @@ def test_a_large_frame_that_is_not_a_canonical_append_is_refused_unparsed_at_onc
     }
 
 
-# ---- the stream's audio accounting: pure code -----------------------------------------------------------------
+# ---- the stream's audio accounting: pure code --------------------------------------------------
 
 
 def test_generation_audio_counts_per_generation_and_refuses_past_the_limit():
@@ -190,10 +191,11 @@ def test_audio_burst_must_hold_one_largest_append():
     settings = Settings.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)
 
-# ---- the contract between the bridge and the client ----------------------------------------------------------------
-# The two packages share no code (the bridge imports nothing of ours; the client cannot import the container), so
-# each lists the event names, error codes and fields it relies on, and these tests fail as soon as the lists drift
-# apart, or a field the client reads is not the one the bridge writes.
+# ---- the contract between the bridge and the client ---------------------------------------------
+# The two packages share no code (the bridge imports nothing of ours; the client cannot import the
+# container), so each lists the event names, error codes and fields it relies on, and these tests
+# fail as soon as the lists drift apart, or a field the client reads is not the one the bridge
+# writes.
 
 
 def test_event_types_are_the_same_on_both_sides():

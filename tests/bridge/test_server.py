@@ -1,6 +1,7 @@
-"""container/bridge/server.py: the bridge over real sockets on 127.0.0.1, in front of the fake vLLM: its HTTP paths
-and relay (/ping, POST /invocations, frames, pings, drain, metrics), its failure semantics, a flooding client, and
-frames and peers that tried to break it. (A hostile client's frames against each leg: test_legs.py.)"""
+"""container/bridge/server.py: the bridge over real sockets on 127.0.0.1, in front of the fake vLLM:
+its HTTP paths and relay (/ping, POST /invocations, frames, pings, drain, metrics), its failure
+semantics, a flooding client, and frames and peers that tried to break it. (A hostile client's
+frames against each leg: test_legs.py.)"""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ from tests.bridge.bridge_testkit import (
 )
 from voicectl.local.fake_vllm import FakeVllm, free_port
 
-# ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations, frames, pings, drain,
-# metrics.
+# ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations,
+# frames, pings, drain, metrics.
 
 
 def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(run):
@@ -152,8 +153,9 @@ def test_frames_over_the_size_limit_close_with_1009(run):
 def test_the_start_up_and_drain_logs_name_vllm_s_address_and_count_in_the_singular(run, caplog):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, max_streams=1) as bridge:
-            assert (f"bridge listening on 127.0.0.1:{bridge.port}, vLLM at ws://127.0.0.1:{vllm.port}/v1/realtime, "
-                    "max 1 stream, bearer token not checked, ECS task scale-in protection off") in caplog.messages
+            assert (f"bridge listening on 127.0.0.1:{bridge.port}, vLLM at "
+                    f"ws://127.0.0.1:{vllm.port}/v1/realtime, max 1 stream, bearer token not "
+                    "checked, ECS task scale-in protection off") in caplog.messages
             await started_stream(bridge, vllm, 0)
             await bridge.shutdown(drain_s=0.1)
             assert "draining 1 open stream for up to 0 s" in caplog.messages
@@ -216,15 +218,16 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     }
     assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
     assert record["StreamCapUsed"] == 100.0  # 1 of MAX_STREAMS=1
-    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that held it
-    # (StreamSeconds in seconds), and its first delta came before it ended (TimeToFirstDelta in milliseconds); 1 ms for
-    # the rounding.
+    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that
+    # held it (StreamSeconds in seconds), and its first delta came before it ended (TimeToFirstDelta
+    # in milliseconds); 1 ms for the rounding.
     assert 0 < record["StreamSeconds"] <= scenario_s + 0.001
     assert 0 < record["TimeToFirstDelta"] <= record["StreamSeconds"] * 1000 + 1
 
 
 def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
-    """An instance still loading the model must not report ActiveStreams=0 (autoscaling averages over instances)."""
+    """An instance still loading the model must not report ActiveStreams=0 (autoscaling averages
+    over instances)."""
 
     def emf_lines() -> list[dict]:
         return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
@@ -248,18 +251,22 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
     run(scenario())
 
 
-# ---- Failure semantics of the bridge (the issue's items 1-10), each over real sockets on 127.0.0.1.
+# ---- Failure semantics of the bridge (the issue's items 1-10), each over real sockets on
+# 127.0.0.1.
 #
-# The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for vLLM.
+# The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for
+# vLLM.
 
 
-# The issue's "within 1 s" items (1-4 below, and the connect cancelled further down): 1 s is the issue's target for how
-# soon the bridge reacts, not something these tests time (on a loaded 2-core machine one answer has taken over 1 s;
-# issue 25). Each asserts the behaviour instead: what ended the stream and how (error code, close code and reason,
-# `upstream_close_code`, counts, metrics), waiting for it up to LIVENESS_S, a liveness bound. No bridge timer can give
-# the same outcome within that wait: IDLE_TIMEOUT_S (60 s by default) is longer; a stall (UPSTREAM_STALL_S, 5 s) is
-# told as upstream_closed without an upstream_close_code; and where a shorter timer would end the stream the same way
-# (UPSTREAM_OPEN_TIMEOUT_S, 5 s), the test sets it past the wait (BEYOND_LIVENESS_S).
+# The issue's "within 1 s" items (1-4 below, and the connect cancelled further down): 1 s is the
+# issue's target for how soon the bridge reacts, not something these tests time (on a loaded 2-core
+# machine one answer has taken over 1 s; issue 25). Each asserts the behaviour instead: what ended
+# the stream and how (error code, close code and reason, `upstream_close_code`, counts, metrics),
+# waiting for it up to LIVENESS_S, a liveness bound. No bridge timer can give the same outcome
+# within that wait: IDLE_TIMEOUT_S (60 s by default) is longer; a stall (UPSTREAM_STALL_S, 5 s) is
+# told as upstream_closed without an upstream_close_code; and where a shorter timer would end the
+# stream the same way (UPSTREAM_OPEN_TIMEOUT_S, 5 s), the test sets it past the wait
+# (BEYOND_LIVENESS_S).
 
 
 # 1. The client's TCP connection drops without a close frame mid-stream.
@@ -281,8 +288,8 @@ def test_client_tcp_drop_closes_vllm_socket_within_1s(run):
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
 def test_client_leaving_while_vllm_silent_closes_vllm_socket_within_1s(run, how):
     async def scenario():
-        # The silent fake still answers pings, so the stall check would not close its socket either; set past the wait
-        # all the same, so that only the client's leaving can have closed it.
+        # The silent fake still answers pings, so the stall check would not close its socket either;
+        # set past the wait all the same, so that only the client's leaving can have closed it.
         async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=BEYOND_LIVENESS_S) as bridge:
             ws, session = await started_stream(bridge, vllm)
             vllm.silent = True
@@ -314,8 +321,8 @@ def test_vllm_ending_mid_stream_gives_upstream_closed_and_1011_within_1s(run, ho
             error = await recv_event(ws)
             assert error["type"] == "error"
             assert error["code"] == "upstream_closed"
-            # vLLM's close told at once, not the stall check (UPSTREAM_STALL_S, 5 s) that would end the stream with the
-            # same code later: a stall carries no upstream_close_code.
+            # vLLM's close told at once, not the stall check (UPSTREAM_STALL_S, 5 s) that would end
+            # the stream with the same code later: a stall carries no upstream_close_code.
             vllm_code = 1000 if how == "close frame" else 1006
             assert error["upstream_close_code"] == vllm_code
             assert str(vllm_code) in error["error"]
@@ -383,8 +390,8 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
                     await talker.send(append())
                     await asyncio.sleep(0.1)
 
-            # The talker keeps sending, every 0.1 s, until the checks are done: however long they take on a loaded
-            # machine, it is never idle itself (the idle timeout is 0.4 s).
+            # The talker keeps sending, every 0.1 s, until the checks are done: however long they
+            # take on a loaded machine, it is never idle itself (the idle timeout is 0.4 s).
             talking = asyncio.create_task(keep_talking())
             try:
                 error = await recv_event(silent)
@@ -406,8 +413,9 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
 
 # 7. A session whose audio approaches max_model_len.
 def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
-    # max_model_len 74 tokens less the 49 of the stream format, x 0.8 = 20 tokens = 1.6 s of audio at 12.5 tokens/s
-    # = 51200 PCM16 bytes: 12 appends of 4096 bytes (49152) pass, the 13th would exceed the limit.
+    # max_model_len 74 tokens less the 49 of the stream format, x 0.8 = 20 tokens = 1.6 s of audio
+    # at 12.5 tokens/s = 51200 PCM16 bytes: 12 appends of 4096 bytes (49152) pass, the 13th would
+    # exceed the limit.
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge:
             assert bridge.settings.session_audio_limit_bytes == 51200
@@ -482,8 +490,9 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
         async with FakeVllm(record_audio=False) as vllm, running_bridge(vllm.port) as bridge:
             ws, _ = await started_stream(bridge, vllm)  # warm up imports and caches
             await ws.close()
-            # The baseline is taken once the warm-up stream is gone on both sides and the descriptor count holds
-            # still: under load its sockets can close after a fixed pause, which left three extra in the baseline.
+            # The baseline is taken once the warm-up stream is gone on both sides and the descriptor
+            # count holds still: under load its sockets can close after a fixed pause, which left
+            # three extra in the baseline.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(20):
                     while bridge.active_streams or vllm.open_sessions():
@@ -504,10 +513,11 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
                     ws.transport.abort()
                 else:
                     await ws.close()
-            # Everything returns to the baseline, however slowly: wait for all of it at once (the bound is on waiting,
-            # not a speed target: on a loaded 2-core machine the last closes take seconds, and a connect the bridge
-            # gave up on can reach the fake vLLM's listener after the bridge's stream is gone, a handshake task that
-            # ends at its EOF), then assert each, so a leak is named.
+            # Everything returns to the baseline, however slowly: wait for all of it at once (the
+            # bound is on waiting, not a speed target: on a loaded 2-core machine the last closes
+            # take seconds, and a connect the bridge gave up on can reach the fake vLLM's listener
+            # after the bridge's stream is gone, a handshake task that ends at its EOF), then assert
+            # each, so a leak is named.
             def settled() -> bool:
                 return (not bridge.active_streams and not vllm.open_sessions()
                         and len(asyncio.all_tasks()) == tasks and open_fds() == fds)
@@ -541,9 +551,11 @@ def test_ordinary_client_close_is_relayed_as_a_clean_close(run):
     run(scenario())
 
 
-# ---- A client that floods the bridge must not take the event loop, memory or `/ping` from everyone else.
+# ---- A client that floods the bridge must not take the event loop, memory or `/ping` from everyone
+# else.
 #
-# Real sockets on 127.0.0.1; the flooding client writes raw masked WebSocket frames to its transport.
+# Real sockets on 127.0.0.1; the flooding client writes raw masked WebSocket frames to its
+# transport.
 
 
 def frames(payload: bytes, count: int) -> bytes:
@@ -554,7 +566,8 @@ def frames(payload: bytes, count: int) -> bytes:
 def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_still_answers(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
-            # A small receive buffer on the client's socket, so that the bridge's replies back up quickly.
+            # A small receive buffer on the client's socket, so that the bridge's replies back up
+            # quickly.
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", bridge.port))
@@ -565,8 +578,8 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
             session = await vllm.wait_for_session()
             await session.wait_for_event("session.update")
             (stream,) = bridge._streams
-            # And a small send buffer on the bridge's side (as over a slow network): kernel buffers hold
-            # little, so what the bridge does with its own replies shows.
+            # And a small send buffer on the bridge's side (as over a slow network): kernel buffers
+            # hold little, so what the bridge does with its own replies shows.
             bridge_socket = stream.client.transport.get_extra_info("socket")
             bridge_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
             ws.transport.pause_reading()  # the client reads nothing from now on
@@ -579,15 +592,17 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
                         await asyncio.sleep(0.02)
             except TimeoutError:  # seen once under load (4 workers on 2 cores), not reproduced: say what was left
                 raise AssertionError(
-                    f"the bridge's write buffer to the client held {stream.client.transport.get_write_buffer_size()} "
-                    f"bytes after {LIVENESS_S} s, short of WRITE_LIMIT_BYTES ({WRITE_LIMIT_BYTES}); client transport "
-                    f"closing: {stream.client.transport.is_closing()}, hold reasons (HOLD_* bits) "
-                    f"{stream.client.hold_reasons:#x}, "
-                    f"stream ending {stream.ending}, events at vLLM {session.event_types()}"
+                    "the bridge's write buffer to the client held "
+                    f"{stream.client.transport.get_write_buffer_size()} bytes after {LIVENESS_S} "
+                    f"s, short of WRITE_LIMIT_BYTES ({WRITE_LIMIT_BYTES}); client transport "
+                    f"closing: {stream.client.transport.is_closing()}, hold reasons (HOLD_* "
+                    f"bits) {stream.client.hold_reasons:#x}, stream ending {stream.ending}, "
+                    f"events at vLLM {session.event_types()}"
                 ) from None
             for _ in range(3):
                 await asyncio.sleep(0.1)
-                # The bridge stopped reading the client: its unsent replies stay near the write limit ...
+                # The bridge stopped reading the client: its unsent replies stay near the write
+                # limit ...
                 assert stream.client.transport.get_write_buffer_size() < 2 * WRITE_LIMIT_BYTES
                 # ... and the event loop is free: /ping answers, with vLLM's health.
                 status, _ = await http_get("127.0.0.1", bridge.port, "/ping", LIVENESS_S)
@@ -653,7 +668,8 @@ def test_ping_has_hysteresis_one_failed_probe_does_not_flip_it(run):
     run(scenario())
 
 
-# ---- Frames and peers that tried to break the bridge (a review's findings), each over real sockets on 127.0.0.1.
+# ---- Frames and peers that tried to break the bridge (a review's findings), each over real sockets
+# on 127.0.0.1.
 
 
 @pytest.mark.parametrize(
@@ -708,8 +724,8 @@ def test_an_unexpected_exception_ends_only_that_stream_with_1011(run, monkeypatc
     assert any("RuntimeError" in r.getMessage() for r in warnings)
 
 
-# Frames the bridge answers in vLLM's place: the code must be the one vLLM itself gives (the fake mirrors
-# vllm realtime/connection.py), and a frame vLLM accepts must not be rejected.
+# Frames the bridge answers in vLLM's place: the code must be the one vLLM itself gives (the fake
+# mirrors vllm realtime/connection.py), and a frame vLLM accepts must not be rejected.
 SAME_AS_VLLM = {
     "json-array": ("[1, 2]", "processing_error"),
     "json-string": ('"hello"', "processing_error"),
@@ -757,9 +773,10 @@ def test_bridge_answers_with_the_code_vllm_gives(run, case):
 
 
 def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
-    # vLLM applies max_model_len per generation: after a final commit it sends transcription.done, clears its
-    # audio queue, and the next commit starts a fresh request (vllm realtime/connection.py). Limit here:
-    # (74 - 49 tokens of the stream format) x 0.8 = 20 tokens = 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
+    # vLLM applies max_model_len per generation: after a final commit it sends transcription.done,
+    # clears its audio queue, and the next commit starts a fresh request (vllm
+    # realtime/connection.py). Limit here: (74 - 49 tokens of the stream format) x 0.8 = 20 tokens =
+    # 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge_:
             ws, session = await started_stream(bridge_, vllm)
@@ -812,8 +829,9 @@ def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(ru
 
 
 def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_not_idle_timeout(run):
-    # vLLM stops (SIGSTOP) while a client streams: the bridge's writes to vLLM back up, so the bridge stops
-    # reading the client. The client is not idle; vLLM is stalled, and the client must be told so.
+    # vLLM stops (SIGSTOP) while a client streams: the bridge's writes to vLLM back up, so the
+    # bridge stops reading the client. The client is not idle; vLLM is stalled, and the client must
+    # be told so.
     idle_s, stall_s = 0.5, 1.5
 
     async def keep_sending(ws) -> None:
@@ -884,7 +902,8 @@ def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1
 
 
 def test_health_probe_reads_at_most_max_response_bytes(run):
-    # A misbehaving server behind VLLM_PORT sending an endless answer must not fill the bridge's memory.
+    # A misbehaving server behind VLLM_PORT sending an endless answer must not fill the bridge's
+    # memory.
     async def scenario():
         async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")

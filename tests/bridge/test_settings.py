@@ -1,6 +1,6 @@
-"""container/bridge/settings.py: the bridge's settings from its environment (SM_VLLM_* fallbacks, defaults), and a
-bad value named with its variable and rule. (The settings of one feature sit with its tests: the token in
-test_auth.py, task protection in test_task_protection.py.)"""
+"""container/bridge/settings.py: the bridge's settings from its environment (SM_VLLM_* fallbacks,
+defaults), and a bad value named with its variable and rule. (The settings of one feature sit with
+its tests: the token in test_auth.py, task protection in test_task_protection.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
     })
     assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
     assert settings.served_model == "voxtral"
-    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x 16000 x 2 bytes.
+    # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x
+    # 16000 x 2 bytes.
     assert settings.session_audio_limit_bytes == 4_551_552 * 2
     assert Settings.from_env({"MAX_STREAMS": "7", "SM_VLLM_MAX_NUM_SEQS": "32"}).max_streams == 7
     assert Settings.from_env({"SM_VLLM_MODEL": "/opt/ml/model"}).served_model == "/opt/ml/model"

@@ -1,4 +1,5 @@
-"""ECS task scale-in protection (`bridge.task_protection`) against a stand-in of the ECS agent's endpoint on loopback."""
+"""ECS task scale-in protection (`bridge.task_protection`) against a stand-in of the ECS agent's
+endpoint on loopback."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ from tests.bridge.bridge_testkit import (
 )
 from voicectl.local.fake_vllm import FakeVllm
 
-#: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task id>).
+#: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task
+#: id>).
 AGENT_PREFIX = "/api/task-0123"
 ON = {"ProtectionEnabled": True, "ExpiresInMinutes": 10}
 OFF = {"ProtectionEnabled": False}
 
 
 class FakeAgent:
-    """The ECS agent's task-protection endpoint on 127.0.0.1: records each PUT's JSON body and when it came.
+    """The ECS agent's task-protection endpoint on 127.0.0.1: records each PUT's JSON body and when
+    it came.
 
     `status` (and a `{"error": ...}` body when not 200) and `hang` (never answer) shape the answers.
     """
@@ -100,7 +103,8 @@ async def bridge_on_ecs(agent_uri: str, *, grace_s: float = 0.3, renew_after_s: 
 
 
 async def live_stream(bridge: Any):
-    """A client past session.created, session.update and a commit, with one append relayed (delta back)."""
+    """A client past session.created, session.update and a commit, with one append relayed (delta
+    back)."""
     ws = await open_stream(bridge)
     assert (await recv_event(ws))["type"] == "session.created"
     await ws.send(event("session.update", model="anything"))
@@ -111,7 +115,8 @@ async def live_stream(bridge: Any):
 
 
 async def until(condition: Any, timeout: float = 2.0) -> None:
-    """Wait until `condition()` is true (the agent's answer reaches the bridge after the PUT is recorded)."""
+    """Wait until `condition()` is true (the agent's answer reaches the bridge after the PUT is
+    recorded)."""
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)

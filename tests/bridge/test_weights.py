@@ -1,5 +1,6 @@
-"""The weights' host copy off SageMaker (bridge/weights.py) against moto's S3: copied and checked, reused on a second
-start, resumed after an interruption, refused when a file does not match the manifest, one copy per host."""
+"""The weights' host copy off SageMaker (bridge/weights.py) against moto's S3: copied and checked,
+reused on a second start, resumed after an interruption, refused when a file does not match the
+manifest, one copy per host."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def manifest_for(files: dict[str, bytes]) -> bytes:
 
 
 class CountingClient:
-    """A boto3 S3 client that counts download_file calls per key and can fail once on a chosen key."""
+    """A boto3 S3 client that counts download_file calls per key and can fail once on a chosen
+    key."""
 
     def __init__(self, client, fail_on: str | None = None):
         self._client, self.fail_on, self.downloads = client, fail_on, []
@@ -72,7 +74,8 @@ def test_copies_checks_and_reuses_on_a_second_start(s3, tmp_path, caplog):
             and not p.name.startswith(".")} == FILES
     assert sorted(first.downloads) == sorted(FILES)
     assert "copying s3://models/voxtral/rev1/" in caplog.text and "checked against the manifest" in caplog.text
-    # A second task on the same host (or a restart) downloads nothing, even with the objects gone from S3.
+    # A second task on the same host (or a restart) downloads nothing, even with the objects gone
+    # from S3.
     for name in FILES:
         s3.delete_object(Bucket=BUCKET, Key=PREFIX + name)
     second = CountingClient(s3)
@@ -169,7 +172,8 @@ def test_entrypoint_starts_vllm_on_the_host_copy(monkeypatch, s3, tmp_path):
         started["command"] = command
         return 0
 
-    # moto's fake AWS credentials are in this process's environment: no re-exec of pytest (env_secrets).
+    # moto's fake AWS credentials are in this process's environment: no re-exec of pytest
+    # (env_secrets).
     monkeypatch.setattr(entrypoint.env_secrets, "reexec_without_secrets", lambda: None)
     monkeypatch.setattr(entrypoint.env_secrets, "make_undumpable", lambda: True)
 

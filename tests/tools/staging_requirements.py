@@ -1,10 +1,13 @@
-"""Write constructs_lib/artifacts/model_staging_build/requirements.txt: the staging code's dependencies, hash-pinned.
+"""Write constructs_lib/artifacts/model_staging_build/requirements.txt: the staging code's
+dependencies, hash-pinned.
 
-The ModelStaging build installs only what ``python -m stage_model`` imports (boto3, huggingface_hub and their own
-dependencies), not the whole project lock (CDK, numpy, ...). The pins and hashes are copied from the project's
-requirements.lock, so the build runs the exact versions the tests ran; tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current.
+The ModelStaging build installs only what ``python -m stage_model`` imports (boto3, huggingface_hub
+and their own dependencies), not the whole project lock (CDK, numpy, ...). The pins and hashes are
+copied from the project's requirements.lock, so the build runs the exact versions the tests ran;
+tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current.
 
-``make lock`` runs it after re-pinning requirements.lock; by hand: .venv/bin/python tests/tools/staging_requirements.py
+``make lock`` runs it after re-pinning requirements.lock; by hand: .venv/bin/python
+tests/tools/staging_requirements.py
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ OUTPUT = ROOT / "constructs_lib" / "artifacts" / "model_staging_build" / "requir
 
 
 def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
-    """Canonical names of ``roots`` and everything they require on the target (installed metadata), sorted."""
+    """Canonical names of ``roots`` and everything they require on the target (installed metadata),
+    sorted."""
     seen: set[str] = set()
     todo = [canonicalize_name(root) for root in roots]
     while todo:
@@ -47,7 +51,8 @@ def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
 
 
 def lock_blocks(lock_text: str) -> dict[str, str]:
-    """``{canonical name: "name==version ... --hash=... lines"}`` from a ``uv pip compile --generate-hashes`` lock."""
+    """``{canonical name: "name==version ... --hash=... lines"}`` from a ``uv pip compile
+    --generate-hashes`` lock."""
     blocks: dict[str, str] = {}
     for block in re.split(r"\n(?=[A-Za-z0-9])", lock_text):
         lines = [line for line in block.splitlines() if not line.lstrip().startswith("#")]

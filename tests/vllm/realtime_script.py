@@ -1,9 +1,11 @@
-"""Scripted realtime sessions, run the same way against vLLM's real server and against the fake (`FakeVllm`).
+"""Scripted realtime sessions, run the same way against vLLM's real server and against the fake
+(`FakeVllm`).
 
-A session is a coroutine that drives one WebSocket through a :class:`Transcript`: it sends client events, waits for
-what the server must send, and marks points where the server has had time to answer. The transcript keeps each
-server event's *shape* (type, field names, error code, which usage fields are null, prompt tokens) and the marks, in
-order, so two servers are compared on event types, fields and order, with ids, times and texts aside.
+A session is a coroutine that drives one WebSocket through a :class:`Transcript`: it sends client
+events, waits for what the server must send, and marks points where the server has had time to
+answer. The transcript keeps each server event's *shape* (type, field names, error code, which usage
+fields are null, prompt tokens) and the marks, in order, so two servers are compared on event types,
+fields and order, with ids, times and texts aside.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from websockets.exceptions import ConnectionClosed
 
 #: PCM16 samples of one audio token (80 ms at 16 kHz).
 TOKEN_SAMPLES = 1280
-#: How long a mark waits for what the server may still send, seconds: the CPU server takes 30-300 ms per token here.
+#: How long a mark waits for what the server may still send, seconds: the CPU server takes 30-300 ms
+#: per token here.
 SETTLE_S = 3.0
-#: Longest wait for an event the server must send, seconds (a whole generation on a slow, shared CPU).
+#: Longest wait for an event the server must send, seconds (a whole generation on a slow, shared
+#: CPU).
 EVENT_TIMEOUT_S = 120.0
 
 
@@ -50,7 +54,8 @@ def shape(received: dict[str, Any]) -> tuple:
 
 
 class Transcript:
-    """One session's record: server event shapes and marks, in order; the events themselves in `events`."""
+    """One session's record: server event shapes and marks, in order; the events themselves in
+    `events`."""
 
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
@@ -85,7 +90,8 @@ class Transcript:
         self.entries.append(("mark", label))
 
     async def closed(self, timeout: float = EVENT_TIMEOUT_S) -> None:
-        """Read until the connection ends; record its close code (1006: dropped without a close frame)."""
+        """Read until the connection ends; record its close code (1006: dropped without a close
+        frame)."""
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -120,11 +126,12 @@ async def open_session(url: str) -> Transcript:
     return transcript
 
 
-# ---- the sessions ---------------------------------------------------------------------------------------------
+# ---- the sessions ------------------------------------------------------------------------------
 
 
 async def lifecycle(url: str, model: str) -> Transcript:
-    """No delta before ~0.6 s of audio is buffered, then one per 80 ms, the rest after the final commit."""
+    """No delta before ~0.6 s of audio is buffered, then one per 80 ms, the rest after the final
+    commit."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     await t.send(event("input_audio_buffer.commit"))
@@ -146,7 +153,8 @@ async def lifecycle(url: str, model: str) -> Transcript:
 
 
 async def second_utterance(url: str, model: str) -> Transcript:
-    """A commit after `transcription.done` starts a generation whose text and usage start from zero."""
+    """A commit after `transcription.done` starts a generation whose text and usage start from
+    zero."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     for utterance in (1, 2):
@@ -160,7 +168,8 @@ async def second_utterance(url: str, model: str) -> Transcript:
 
 
 async def final_values(url: str, model: str) -> Transcript:
-    """`"final": "no"` is false (pydantic's bool); a value pydantic refuses is `processing_error`."""
+    """`"final": "no"` is false (pydantic's bool); a value pydantic refuses is
+    `processing_error`."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     await t.send(event("input_audio_buffer.commit"))
@@ -193,8 +202,9 @@ ERRORS = [
 
 
 async def errors(url: str, model: str, unanswered: tuple[str, ...] = ()) -> Transcript:
-    """Each error is answered in-band and the socket stays open; a valid session follows. `unanswered`: codes that
-    cannot arise on this path (behind the bridge, which names the served model in every `session.update`)."""
+    """Each error is answered in-band and the socket stays open; a valid session follows.
+    `unanswered`: codes that cannot arise on this path (behind the bridge, which names the served
+    model in every `session.update`)."""
     t = await open_session(url)
     answered = 0
     for message, code in ERRORS:

@@ -1,6 +1,7 @@
-"""The bridge (container/bridge) in front of vLLM's real realtime server: its protocol and fault handling that need no
-fault knobs. What the client gets through the bridge is what vLLM sends (the same scripted sessions as the contract
-test), the bridge's own errors and limits come before vLLM's, and vLLM frees a session the client dropped."""
+"""The bridge (container/bridge) in front of vLLM's real realtime server: its protocol and fault
+handling that need no fault knobs. What the client gets through the bridge is what vLLM sends (the
+same scripted sessions as the contract test), the bridge's own errors and limits come before vLLM's,
+and vLLM frees a session the client dropped."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def test_every_in_band_error_reaches_the_client_and_the_stream_goes_on(vllm, run
     codes = [e["code"] for e in direct.events if e["type"] == "error"]
     assert codes == [code for _, code in script.ERRORS]  # vLLM's own codes, in order
     relayed_codes = [e["code"] for e in relayed.events if e["type"] == "error"]
-    # The bridge names the served model in every session.update, so the two model errors cannot happen behind it;
-    # every other code is vLLM's (the bridge answers some of them itself, with the same code, before vLLM).
+    # The bridge names the served model in every session.update, so the two model errors cannot
+    # happen behind it; every other code is vLLM's (the bridge answers some of them itself, with the
+    # same code, before vLLM).
     assert relayed_codes == [code for code in codes if code not in ("invalid_event", "model_not_found")]
     assert relayed.count("transcription.done") == 1  # the stream went on after every error
 
@@ -114,7 +116,8 @@ def test_a_client_that_closes_mid_generation_frees_vllms_session(vllm, run):
 
 
 def test_the_session_limit_ends_a_stream_before_vllms_max_model_len_and_vllm_lives_on(vllm, run):
-    # (160 - 49) tokens x 0.9 = 99.9 tokens = 7.99 s of audio: nine appends of 10 tokens pass, the tenth is refused.
+    # (160 - 49) tokens x 0.9 = 99.9 tokens = 7.99 s of audio: nine appends of 10 tokens pass, the
+    # tenth is refused.
     async def scenario():
         async with running_bridge(vllm.port, max_model_len=real_vllm.MAX_MODEL_LEN) as bridge:
             t = await script.open_session(bridge_url(bridge))
@@ -135,8 +138,9 @@ def test_the_session_limit_ends_a_stream_before_vllms_max_model_len_and_vllm_liv
 
 
 def test_the_kv_cache_cap_is_read_from_the_real_metrics_in_vllms_block_size(vllm, run):
-    # 83 blocks of 16 tokens per stream (one L4 at 45000 tokens, constructs_lib/facts/capacity.py) on vLLM's CPU build:
-    # 2048 blocks of 128 tokens; ceil(83 x 16 / 128) + one per KV-cache group = 13 blocks, 2048 // 13 = 157 streams.
+    # 83 blocks of 16 tokens per stream (one L4 at 45000 tokens, constructs_lib/facts/capacity.py)
+    # on vLLM's CPU build: 2048 blocks of 128 tokens; ceil(83 x 16 / 128) + one per KV-cache group =
+    # 13 blocks, 2048 // 13 = 157 streams.
     async def scenario():
         async with running_bridge(vllm.port, max_streams=500, kv_blocks_per_stream=83) as bridge:
             return (bridge.health.num_gpu_blocks, bridge.health.block_size, bridge.metrics.kv_cache_streams,

@@ -1,6 +1,7 @@
-"""The whole local path with vLLM's real server at its end: the clients -> `make local`'s front door (HTTPS, HTTP/2,
-SigV4, event streams) -> the bridge -> vLLM. `voicectl transcribe`, the mic page's server side and the README's
-Python example run as users run them, configured only through the standard AWS variables."""
+"""The whole local path with vLLM's real server at its end: the clients -> `make local`'s front door
+(HTTPS, HTTP/2, SigV4, event streams) -> the bridge -> vLLM. `voicectl transcribe`, the mic page's
+server side and the README's Python example run as users run them, configured only through the
+standard AWS variables."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 
 @pytest.fixture
 def real_stack(vllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
-    """The front door and the bridge in front of the session's vLLM, and the clients' environment for them."""
+    """The front door and the bridge in front of the session's vLLM, and the clients' environment
+    for them."""
     runner = StackRunner(tmp_path, StreamSettings(), vllm_port=vllm.port)
     stack = runner.start()
     try:

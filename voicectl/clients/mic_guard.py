@@ -1,24 +1,29 @@
-"""The mic page's front gate: every HTTP request and WebSocket handshake is checked before Gradio sees it.
+"""The mic page's front gate: every HTTP request and WebSocket handshake is checked before Gradio
+sees it.
 
-Whoever can make the browser talk to the page's port can stream audio through the endpoint with the user's AWS
-credentials, so the gate holds three rules (issue 27), each refusing with 403 (a WebSocket handshake: HTTP 403 too,
-ASGI's close before accept) and one terminal line per distinct refusal (at most :data:`MAX_LOGGED_REFUSALS`):
+Whoever can make the browser talk to the page's port can stream audio through the endpoint with the
+user's AWS credentials, so the gate holds three rules (issue 27), each refusing with 403 (a
+WebSocket handshake: HTTP 403 too, ASGI's close before accept) and one terminal line per distinct
+refusal (at most :data:`MAX_LOGGED_REFUSALS`):
 
-1. **Host**: the request's ``Host`` is one of the names the page is served at (:func:`page_hosts`: ``127.0.0.1``,
-   ``localhost`` and ``[::1]`` with the page's port, plus the ``--share`` link's host). A DNS-rebinding page
-   (``evil.example`` re-pointed at 127.0.0.1) sends ``Host: evil.example:PORT``, so it is refused even though its
-   ``Origin`` matches its ``Host``.
-2. **Origin**: a request with an ``Origin`` comes from the page itself: the Origin is ``http://`` (``https://`` for
-   the share link) plus that accepted Host. A cross-site form post or ``fetch(..., {mode: "no-cors"})`` needs no CORS
-   preflight but always carries its site's Origin. ``Sec-Fetch-Site: cross-site`` is refused as well, except for a
-   top-level navigation (a link to the page), which Chromium and Firefox send without an Origin.
-3. **Route**: only what the page needs (:data:`PAGE_ROUTES`, seen in Chromium loading the page and recording): the
-   page, its assets, its theme and the recording WebSocket. Gradio's other routes (``/gradio_api/upload``, which
-   stores any file in Gradio's temporary directory; ``/gradio_api/queue/join``; ``/gradio_api/file=``; its API
-   information) answer 404 without reaching Gradio, so nothing a request sends is written to disk.
+1. **Host**: the request's ``Host`` is one of the names the page is served at (:func:`page_hosts`:
+   ``127.0.0.1``, ``localhost`` and ``[::1]`` with the page's port, plus the ``--share`` link's
+   host). A DNS-rebinding page (``evil.example`` re-pointed at 127.0.0.1) sends ``Host:
+   evil.example:PORT``, so it is refused even though its ``Origin`` matches its ``Host``.
+2. **Origin**: a request with an ``Origin`` comes from the page itself: the Origin is ``http://``
+   (``https://`` for the share link) plus that accepted Host. A cross-site form post or ``fetch(...,
+   {mode: "no-cors"})`` needs no CORS preflight but always carries its site's Origin.
+   ``Sec-Fetch-Site: cross-site`` is refused as well, except for a top-level navigation (a link to
+   the page), which Chromium and Firefox send without an Origin.
+3. **Route**: only what the page needs (:data:`PAGE_ROUTES`, seen in Chromium loading the page and
+   recording): the page, its assets, its theme and the recording WebSocket. Gradio's other routes
+   (``/gradio_api/upload``, which stores any file in Gradio's temporary directory;
+   ``/gradio_api/queue/join``; ``/gradio_api/file=``; its API information) answer 404 without
+   reaching Gradio, so nothing a request sends is written to disk.
 
-Refs: the Fetch standard (``Origin`` on every CORS-mode and POST request, ``Sec-Fetch-*`` metadata); RFC 6455 section
-10.2 (servers check ``Origin``); freenet/freenet-core#3034 (the same rebinding pattern).
+Refs: the Fetch standard (``Origin`` on every CORS-mode and POST request, ``Sec-Fetch-*`` metadata);
+RFC 6455 section 10.2 (servers check ``Origin``); freenet/freenet-core#3034 (the same rebinding
+pattern).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-"""Names of this machine's loopback interface as a browser puts them in ``Host`` (IPv6 in brackets, RFC 3986)."""
+"""Names of this machine's loopback interface as a browser puts them in ``Host`` (IPv6 in brackets,
+RFC 3986)."""
 
 PAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("http", re.compile(r"/")),
@@ -41,21 +47,23 @@ PAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("http", re.compile(r"/gradio_api/startup-events")),  # called by Gradio's launch() itself, from this process
 )
 """(ASGI scope type, path) of every request the page makes besides its recording WebSocket (added by
-:class:`PageGuard`), as Chromium loading the page and recording showed them (gradio 6.31, ``ssr_mode=False``: the
-page's config is inlined in ``/``); HTTP routes take only GET and HEAD (:data:`SAFE_METHODS`)."""
+:class:`PageGuard`), as Chromium loading the page and recording showed them (gradio 6.31,
+``ssr_mode=False``: the page's config is inlined in ``/``); HTTP routes take only GET and HEAD
+(:data:`SAFE_METHODS`)."""
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 MAX_LOGGED_REFUSALS = 20
-"""Distinct refusals printed on the terminal; after that they are only counted (a hostile page may send thousands,
-each with another name)."""
+"""Distinct refusals printed on the terminal; after that they are only counted (a hostile page may
+send thousands, each with another name)."""
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 
 def page_hosts(port: int, extra: Iterable[str] = ()) -> frozenset[str]:
-    """The ``Host`` values the page accepts: each loopback name with ``port``, plus ``extra`` as given (lower case)."""
+    """The ``Host`` values the page accepts: each loopback name with ``port``, plus ``extra`` as
+    given (lower case)."""
     return frozenset({f"{name}:{port}" for name in LOOPBACK_NAMES} | {host.lower() for host in extra})
 
 
@@ -71,8 +79,8 @@ class PageGuard:
 
     Args:
         app: the ASGI application behind the gate.
-        hosts: accepted ``Host`` values (:func:`page_hosts`); :attr:`hosts` may be replaced later (the share link's
-            host is known only once Gradio made it).
+        hosts: accepted ``Host`` values (:func:`page_hosts`); :attr:`hosts` may be replaced later
+            (the share link's host is known only once Gradio made it).
         websocket_paths: the WebSocket routes the page opens.
         https_hosts: hosts reached over https (the share link), whose Origin is ``https://HOST``.
         log: prints one line for the terminal.
@@ -94,8 +102,8 @@ class PageGuard:
         """``(rule, reason)`` when ``scope`` is refused, else None."""
         host = (_header(scope, b"host") or "").lower()
         if host not in self.hosts:
-            return "host", (f"Host {host!r} is not a name of this page ({', '.join(sorted(self.hosts))}): a page on "
-                            "another site pointed its own name at this machine (DNS rebinding)")
+            return "host", (f"Host {host!r} is not a name of this page ({', '.join(sorted(self.hosts))}): a "
+                            "page on another site pointed its own name at this machine (DNS rebinding)")
         origin = _header(scope, b"origin")
         if origin is not None:
             scheme = "https" if host in self.https_hosts else "http"
@@ -103,7 +111,8 @@ class PageGuard:
             if origin == "null" or (parts.scheme, parts.netloc.lower()) != (scheme, host):
                 return "origin", f"Origin {origin!r} is not this page ({scheme}://{host})"
         if (_header(scope, b"sec-fetch-site") == "cross-site" and _header(scope, b"sec-fetch-mode") != "navigate"):
-            return "origin", "the browser marked the request as coming from another site (Sec-Fetch-Site: cross-site)"
+            return "origin", ("the browser marked the request as coming from another site (Sec-Fetch-Site: "
+                              "cross-site)")
         path = scope.get("path", "")
         if scope["type"] == "websocket":
             allowed = path in self._websocket_paths

@@ -1,19 +1,21 @@
 """Cartesia Sonic on SageMaker: build the request and parse the streamed response.
 
-Facts used here come from Cartesia's SageMaker listing documentation (github.com/cartesia-ai/cartesia-aws,
-``sonic-3-6-jumpstart/README.md``):
+Facts used here come from Cartesia's SageMaker listing documentation
+(github.com/cartesia-ai/cartesia-aws, ``sonic-3-6-jumpstart/README.md``):
 
-- The request is one JSON object: ``context_id``, ``transcript``, ``voice`` (``{"mode": "id", "id": ...}``, only
-  ``id`` mode), ``output_format`` (only ``container: raw``), optional ``language``. It is sent with
-  ``InvokeEndpointWithResponseStream``, ``ContentType: application/json``, ``Accept: text/event-stream``.
-- The response is a stream of JSON events, each ending with a line break. SageMaker may cut one event into several
-  payload parts or pack several events into one part, so the client must reassemble lines. The request asks for
-  ``text/event-stream``, so :class:`SonicEventParser` also reads full Server-Sent Events framing (WHATWG HTML,
-  "Server-sent events", section "Interpreting an event stream").
-- Event types: ``chunk`` (base64 audio in ``data``, at most 20 ms), ``timestamps``, ``phoneme_timestamps``,
-  ``done`` (``done: true``) and ``error``.
-- Failures of the request itself arrive as a SageMaker ``ModelError`` whose ``OriginalStatusCode`` is 422 (the
-  input is malformed) or 429 (the container has no free generation slot).
+- The request is one JSON object: ``context_id``, ``transcript``, ``voice`` (``{"mode": "id", "id":
+  ...}``, only ``id`` mode), ``output_format`` (only ``container: raw``), optional ``language``. It
+  is sent with ``InvokeEndpointWithResponseStream``, ``ContentType: application/json``, ``Accept:
+  text/event-stream``.
+- The response is a stream of JSON events, each ending with a line break. SageMaker may cut one
+  event into several payload parts or pack several events into one part, so the client must
+  reassemble lines. The request asks for ``text/event-stream``, so :class:`SonicEventParser` also
+  reads full Server-Sent Events framing (WHATWG HTML, "Server-sent events", section "Interpreting an
+  event stream").
+- Event types: ``chunk`` (base64 audio in ``data``, at most 20 ms), ``timestamps``,
+  ``phoneme_timestamps``, ``done`` (``done: true``) and ``error``.
+- Failures of the request itself arrive as a SageMaker ``ModelError`` whose ``OriginalStatusCode``
+  is 422 (the input is malformed) or 429 (the container has no free generation slot).
 
 This module has no AWS dependency; :mod:`voicectl.clients.speak` does the call.
 """
@@ -35,45 +37,55 @@ SONIC_CONTENT_TYPE = "application/json"
 SONIC_ACCEPT = "text/event-stream"
 
 SONIC_ENCODING = "pcm_s16le"
-"""Output encoding we ask for: signed 16-bit little-endian PCM, written unchanged into a 16-bit WAV."""
+"""Output encoding we ask for: signed 16-bit little-endian PCM, written unchanged into a 16-bit
+WAV."""
 
 SONIC_SAMPLE_RATES_HZ = (8000, 16000, 22050, 24000, 44100, 48000)
-"""Sample rates Cartesia's raw output format accepts (docs.cartesia.ai, TTS API ``output_format.sample_rate``)."""
+"""Sample rates Cartesia's raw output format accepts (docs.cartesia.ai, TTS API
+``output_format.sample_rate``)."""
 
 DEFAULT_SAMPLE_RATE_HZ = 44100
 
 SONIC_LANGUAGES = frozenset(
     ["ar", "bg", "bn", "cs", "da", "de", "el", "en", "es", "fi", "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "ka", "kn", "ko", "ml", "mr", "ms", "nl", "no", "pa", "pl", "pt", "ro", "ru", "sk", "sv", "ta", "te", "th", "tl", "tr", "uk", "vi", "zh", "en-US", "de-DE", "es-MX", "fr-FR", "hi-IN", "it-IT", "ja-JP", "nl-NL", "pt-BR"]
 )
-"""Language codes listed for Sonic 3.6 on SageMaker (cartesia-aws ``sonic-3-6-jumpstart/README.md``)."""
+"""Language codes listed for Sonic 3.6 on SageMaker (cartesia-aws
+``sonic-3-6-jumpstart/README.md``)."""
 
 MODEL_ERROR_HINTS: dict[int, str] = {
-    422: "Sonic rejected the request as malformed (HTTP 422): check the voice ID, the language code and the text",
+    422: "Sonic rejected the request as malformed (HTTP 422): check the voice ID, the language "
+         "code and the text",
     429: (
-        "Sonic has no free generation slot (HTTP 429): every slot on the endpoint's instances is busy; "
-        "retry in a moment, or scale the endpoint out (more instances) and use LEAST_OUTSTANDING_REQUESTS routing"
+        "Sonic has no free generation slot (HTTP 429): every slot on the endpoint's instances is "
+        "busy; retry in a moment, or scale the endpoint out (more instances) and use "
+        "LEAST_OUTSTANDING_REQUESTS routing"
     ),
 }
-"""What to tell the user for a ModelError's ``OriginalStatusCode`` (cartesia-aws README, "Error Handling")."""
+"""What to tell the user for a ModelError's ``OriginalStatusCode`` (cartesia-aws README, "Error
+Handling")."""
 
 
 MAX_EVENT_BYTES = 1024 * 1024
-"""Largest Sonic event accepted, in bytes (1 MiB; a ``chunk`` of 20 ms at 48 kHz is some 2.6 KB of base64): a line,
-or an SSE event's data lines together, that grows past it fails the request before it is parsed."""
+"""Largest Sonic event accepted, in bytes (1 MiB; a ``chunk`` of 20 ms at 48 kHz is some 2.6 KB of
+base64): a line, or an SSE event's data lines together, that grows past it fails the request before
+it is parsed."""
 
 MAX_EVENT_DEPTH = DEFAULT_MAX_DEPTH
 """Deepest JSON nesting accepted in a Sonic event (its events nest 2 levels)."""
 
 MAX_AUDIO_BYTES = 128 * 1024 * 1024
-"""PCM16 bytes one request keeps at most (128 MiB: 23 min at 48 kHz, 70 min at 16 kHz); an endpoint that sends more
-fails the request, the audio received so far written out, instead of filling memory."""
+"""PCM16 bytes one request keeps at most (128 MiB: 23 min at 48 kHz, 70 min at 16 kHz); an endpoint
+that sends more fails the request, the audio received so far written out, instead of filling
+memory."""
 
 
 class SonicStreamError(Exception):
-    """The response stream cannot be used: a malformed event, an ``error`` event, or a truncated stream.
+    """The response stream cannot be used: a malformed event, an ``error`` event, or a truncated
+    stream.
 
     Attributes:
-        audio: the PCM16 audio decoded before the failure (bytes; possibly empty), so that nothing received is lost.
+        audio: the PCM16 audio decoded before the failure (bytes; possibly empty), so that nothing
+            received is lost.
     """
 
     def __init__(self, message: str, audio: bytes = b"") -> None:
@@ -94,7 +106,8 @@ class SonicRequest:
         voice_id: a Cartesia voice ID.
         language: a code from :data:`SONIC_LANGUAGES`.
         sample_rate_hz: output sample rate, one of :data:`SONIC_SAMPLE_RATES_HZ`.
-        context_id: request identifier echoed in the events and the container logs (a UUID4 by default).
+        context_id: request identifier echoed in the events and the container logs (a UUID4 by
+            default).
     """
 
     transcript: str
@@ -110,7 +123,8 @@ class SonicRequest:
         if not self.voice_id.strip():
             problems.append("the voice ID is empty (pass --voice with a Cartesia voice ID)")
         if self.language not in SONIC_LANGUAGES:
-            problems.append(f"language {self.language!r} is not supported; use one of {', '.join(sorted(SONIC_LANGUAGES))}")
+            problems.append(f"language {self.language!r} is not supported; use one of "
+                            f"{', '.join(sorted(SONIC_LANGUAGES))}")
         if self.sample_rate_hz not in SONIC_SAMPLE_RATES_HZ:
             allowed = ", ".join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)
             problems.append(f"sample rate {self.sample_rate_hz} Hz is not supported; use one of {allowed}")
@@ -128,7 +142,8 @@ class SonicRequest:
         }
 
     def invoke_kwargs(self, endpoint_name: str) -> dict[str, Any]:
-        """Keyword arguments for boto3 ``sagemaker-runtime`` ``invoke_endpoint_with_response_stream``."""
+        """Keyword arguments for boto3 ``sagemaker-runtime``
+        ``invoke_endpoint_with_response_stream``."""
         return {
             "EndpointName": endpoint_name,
             "Body": json.dumps(self.body()).encode(),
@@ -137,7 +152,8 @@ class SonicRequest:
         }
 
 
-#: Line terminators of an event stream: CRLF, LF or a lone CR (WHATWG HTML, event stream grammar, "end-of-line").
+#: Line terminators of an event stream: CRLF, LF or a lone CR (WHATWG HTML, event stream grammar,
+#: "end-of-line").
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -145,20 +161,22 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 class SonicEventParser:
     """Reassemble Sonic's events from payload parts split or packed at arbitrary byte positions.
 
-    Two framings are read, line by line (a line ends with LF, CRLF or a lone CR, and a CRLF cut between two parts
-    is still one line end):
+    Two framings are read, line by line (a line ends with LF, CRLF or a lone CR, and a CRLF cut
+    between two parts is still one line end):
 
-    - newline-delimited JSON: a line that starts with ``{`` is one event (Cartesia's SageMaker container sends
+    - newline-delimited JSON: a line that starts with ``{`` is one event (Cartesia's SageMaker
+      container sends
       this: "a linebreak to the end of each complete event");
-    - Server-Sent Events, as the WHATWG HTML standard interprets an event stream: ``data:`` lines (one space after
-      the colon dropped) accumulate, joined by LF, until an empty line dispatches them as one event; ``event:``
-      names the event (it becomes the ``type`` when the JSON has none; an ``error`` event whose data is not JSON
-      becomes ``{"type": "error", "error": <text>}``); ``id:`` and ``retry:`` are recorded
-      (:attr:`last_event_id`, :attr:`retry_ms`); lines starting with ``:`` are comments; other fields are ignored;
-      an empty line with no data dispatches nothing; a UTF-8 byte-order mark at the start is skipped.
+    - Server-Sent Events, as the WHATWG HTML standard interprets an event stream: ``data:`` lines
+      (one space after the colon dropped) accumulate, joined by LF, until an empty line dispatches
+      them as one event; ``event:`` names the event (it becomes the ``type`` when the JSON has none;
+      an ``error`` event whose data is not JSON becomes ``{"type": "error", "error": <text>}``);
+      ``id:`` and ``retry:`` are recorded (:attr:`last_event_id`, :attr:`retry_ms`); lines starting
+      with ``:`` are comments; other fields are ignored; an empty line with no data dispatches
+      nothing; a UTF-8 byte-order mark at the start is skipped.
 
-    Feed each payload part's bytes to :meth:`feed`; it returns the complete events so far. Call :meth:`finish` at
-    the end of the stream.
+    Feed each payload part's bytes to :meth:`feed`; it returns the complete events so far. Call
+    :meth:`finish` at the end of the stream.
 
     Attributes:
         last_event_id: the value of the last ``id:`` line ("" before any).
@@ -200,8 +218,8 @@ class SonicEventParser:
         """Declare the end of the stream; return the events a final CR line end completed.
 
         Raises:
-            TruncatedStreamError: bytes of a line without its line end remain, or an SSE event's data arrived
-                without the empty line that dispatches it.
+            TruncatedStreamError: bytes of a line without its line end remain, or an SSE event's
+                data arrived without the empty line that dispatches it.
             SonicStreamError: the last event is not a JSON object.
         """
         events: list[dict[str, Any]] = []
@@ -212,13 +230,13 @@ class SonicEventParser:
         if self._pending.strip():
             preview = bytes(self._pending[:80])
             raise TruncatedStreamError(
-                f"the response stream ended inside an event ({len(self._pending)} bytes without the closing line "
-                f"break, starting {preview!r})"
+                f"the response stream ended inside an event ({len(self._pending)} bytes without "
+                f"the closing line break, starting {preview!r})"
             )
         if self._data:
             raise TruncatedStreamError(
-                f"the response stream ended inside a server-sent event ({len(self._data)} data lines without the "
-                "empty line that ends the event)"
+                f"the response stream ended inside a server-sent event ({len(self._data)} data "
+                "lines without the empty line that ends the event)"
             )
         return events
 
@@ -285,7 +303,8 @@ class SonicAudio:
         pcm16: concatenated PCM16 little-endian audio.
         chunks: number of ``chunk`` events.
         done: whether the ``done`` event (or a chunk with ``done: true``) arrived.
-        late_events: events that arrived after ``done`` (accepted: their audio is kept, see :attr:`warnings`).
+        late_events: events that arrived after ``done`` (accepted: their audio is kept, see
+            :attr:`warnings`).
         late_bytes: audio bytes those events carried.
     """
 
@@ -300,14 +319,15 @@ class SonicAudio:
         """Oddities that did not stop the audio from being written, one line each."""
         if not self.late_events:
             return []
-        return [f"{self.late_events} events arrived after the done event; their audio ({self.late_bytes} bytes) "
-                "was kept"]
+        return [f"{self.late_events} events arrived after the done event; their audio "
+                f"({self.late_bytes} bytes) was kept"]
 
     def add(self, event: dict[str, Any]) -> bool:
         """Apply one event. Return True when it carried audio.
 
-        Lenient where nothing is lost: a ``chunk`` with ``done: true`` ends the stream after its audio, and events
-        after ``done`` are applied and counted (:attr:`warnings`) rather than failing the request.
+        Lenient where nothing is lost: a ``chunk`` with ``done: true`` ends the stream after its
+        audio, and events after ``done`` are applied and counted (:attr:`warnings`) rather than
+        failing the request.
 
         Raises:
             SonicStreamError: an ``error`` event, or a ``chunk`` without valid base64 audio.
@@ -347,7 +367,8 @@ class SonicAudio:
             raise SonicStreamError(f"{message}. {hint}" if hint else message, bytes(self.pcm16))
         if kind == "done" or event.get("done") is True:
             self.done = True
-        # timestamps / phoneme_timestamps and unknown types carry no audio; ignoring them loses nothing we write.
+        # timestamps / phoneme_timestamps and unknown types carry no audio; ignoring them loses
+        # nothing we write.
         return False
 
 
@@ -355,8 +376,10 @@ def assemble_audio(parts: Iterable[bytes]) -> SonicAudio:
     """Parse every payload part of a Sonic response and return the assembled audio.
 
     Raises:
-        SonicStreamError: a malformed event or an ``error`` event (``.audio`` holds what was decoded before).
-        TruncatedStreamError: the stream ended inside an event or before ``done`` (``.audio`` as above).
+        SonicStreamError: a malformed event or an ``error`` event (``.audio`` holds what was decoded
+            before).
+        TruncatedStreamError: the stream ended inside an event or before ``done`` (``.audio`` as
+            above).
     """
     parser = SonicEventParser()
     audio = SonicAudio()

@@ -1,40 +1,47 @@
-"""One Amazon Connect call's two tracks through the Voxtral endpoint, checkpointed; many calls in one task.
+"""One Amazon Connect call's two tracks through the Voxtral endpoint, checkpointed; many calls in
+one task.
 
-Per call (:class:`CallTranscriber`): GetMedia from the checkpoint (else from Connect's StartFragmentNumber) ->
-:class:`~voicectl.connect.mkv.FragmentFramer` -> :func:`~voicectl.connect.mkv.parse_fragment` -> each track
-resampled 8 -> 16 kHz (:class:`voicectl.clients.audio.Pcm16Resampler`) -> one :class:`voicectl.clients.realtime.TranscriptionMachine`
-per track, driven like ``voicectl transcribe`` (generations, stream moves before the platform's stream cap, resends
-after a cut) -> :class:`~voicectl.connect.sink.Segment` s to EventBridge (partials and finals) and DynamoDB (finals).
+Per call (:class:`CallTranscriber`): GetMedia from the checkpoint (else from Connect's
+StartFragmentNumber) -> :class:`~voicectl.connect.mkv.FragmentFramer` ->
+:func:`~voicectl.connect.mkv.parse_fragment` -> each track resampled 8 -> 16 kHz
+(:class:`voicectl.clients.audio.Pcm16Resampler`) -> one
+:class:`voicectl.clients.realtime.TranscriptionMachine` per track, driven like ``voicectl
+transcribe`` (generations, stream moves before the platform's stream cap, resends after a cut) ->
+:class:`~voicectl.connect.sink.Segment` s to EventBridge (partials and finals) and DynamoDB
+(finals).
 
-Offsets: a track's audio is counted in samples from the call's first fragment; a fragment in which one track is
-shorter than the other is padded with silence on that track, so both clocks stay call time (unconfirmed: Connect
-is expected to write both tracks in every fragment).
+Offsets: a track's audio is counted in samples from the call's first fragment; a fragment in which
+one track is shorter than the other is padded with silence on that track, so both clocks stay call
+time (unconfirmed: Connect is expected to write both tracks in every fragment).
 
-Checkpoint (exactly once for finals in the table): each final segment is written together with the checkpoint
-that covers it, in one DynamoDB transaction: the last fragment whose audio both tracks have finished, and how far
-each track's finals reach. Its event follows (EventBridge delivers at least once: ``segmentId`` names it). A restarted
-consumer asks GetMedia for the fragments after it and, per track, skips the audio its finals already cover, so
-nothing is lost and no final is published twice (partials may repeat: they are partial).
+Checkpoint (exactly once for finals in the table): each final segment is written together with the
+checkpoint that covers it, in one DynamoDB transaction: the last fragment whose audio both tracks
+have finished, and how far each track's finals reach. Its event follows (EventBridge delivers at
+least once: ``segmentId`` names it). A restarted consumer asks GetMedia for the fragments after it
+and, per track, skips the audio its finals already cover, so nothing is lost and no final is
+published twice (partials may repeat: they are partial).
 
-The call ends cleanly when GetMedia's payload ends after the call's last fragment (the producer stopped), or a
-fragment of another contact arrives (Connect reuses a stream for later calls); a reset or stalled GetMedia is reopened
-after the last whole fragment a few times (:data:`GET_MEDIA_RETRIES`); a track is transcribed from its first audio
-(a flow streaming one side opens one endpoint stream); a bad fragment (truncated, real AAC, video, over a bound) or
-a lasting GetMedia error fails this call only, with a ``Call Failed`` event naming what was wrong. Every other way out
-of a call (a raw SDK error, a refused write, anything unexpected) fails it too, with the error's type and text: no
-call is left ACTIVE; an outcome that cannot be written is logged and counted (:meth:`Consumer._record`). Reasons and
-texts are cut in UTF-8 bytes (:data:`~voicectl.connect.sink.MAX_REASON_BYTES`,
-:data:`~voicectl.connect.sink.MAX_TEXT_BYTES`). When the endpoint is at its stream cap (``server_busy`` after the
-client's own retries), or SageMaker answers a stream with a ModelError (a container slow to accept; at most
-:data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try
-publishes a ``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
-transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint once a stream
-opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so waiting loses nothing within it.
-Between server_busy tries (a wait without a bound) the consumer reads the call's new fragments
-(:meth:`CallTranscriber.probe`) to learn whether the call is still live; one that ends while it waits (another
-contact's fragment, or the end of its stream) is never dropped silently: the table says UNTRANSCRIBED, a
-``Call Ended`` event carries ``transcribed: false`` and each track's untranscribed seconds, and the
-``CallsUntranscribed`` metric counts it.
+The call ends cleanly when GetMedia's payload ends after the call's last fragment (the producer
+stopped), or a fragment of another contact arrives (Connect reuses a stream for later calls); a
+reset or stalled GetMedia is reopened after the last whole fragment a few times
+(:data:`GET_MEDIA_RETRIES`); a track is transcribed from its first audio (a flow streaming one side
+opens one endpoint stream); a bad fragment (truncated, real AAC, video, over a bound) or a lasting
+GetMedia error fails this call only, with a ``Call Failed`` event naming what was wrong. Every other
+way out of a call (a raw SDK error, a refused write, anything unexpected) fails it too, with the
+error's type and text: no call is left ACTIVE; an outcome that cannot be written is logged and
+counted (:meth:`Consumer._record`). Reasons and texts are cut in UTF-8 bytes
+(:data:`~voicectl.connect.sink.MAX_REASON_BYTES`, :data:`~voicectl.connect.sink.MAX_TEXT_BYTES`).
+When the endpoint is at its stream cap (``server_busy`` after the client's own retries), or
+SageMaker answers a stream with a ModelError (a container slow to accept; at most
+:data:`MODEL_ERROR_RETRIES` times), the call is marked WAITING in the table and each try publishes a
+``Call Waiting`` event (the reason, ``waitingS`` so far, ``retryInS``, and the call seconds not yet
+transcribed); the ``CallsWaiting`` metric counts the calls waiting. It resumes from its checkpoint
+once a stream opens: Kinesis Video Streams keeps the audio for the retention the instance sets, so
+waiting loses nothing within it. Between server_busy tries (a wait without a bound) the consumer
+reads the call's new fragments (:meth:`CallTranscriber.probe`) to learn whether the call is still
+live; one that ends while it waits (another contact's fragment, or the end of its stream) is never
+dropped silently: the table says UNTRANSCRIBED, a ``Call Ended`` event carries ``transcribed:
+false`` and each track's untranscribed seconds, and the ``CallsUntranscribed`` metric counts it.
 """
 
 from __future__ import annotations
@@ -85,38 +92,42 @@ from voicectl.connect.sink import (
 LOG = logging.getLogger(__name__)
 
 DEFAULT_QUIET_S = 10.0
-"""Seconds an open GetMedia may go without a new fragment before the reader takes it for stalled and reopens it: a
-safety only. GetMedia ends its payload 3 s after the last ingested fragment (API reference), and Connect writes a
-fragment every 1.024 s while a call streams (real dumps), so a live stream never gets near it."""
+"""Seconds an open GetMedia may go without a new fragment before the reader takes it for stalled and
+reopens it: a safety only. GetMedia ends its payload 3 s after the last ingested fragment (API
+reference), and Connect writes a fragment every 1.024 s while a call streams (real dumps), so a live
+stream never gets near it."""
 END_OF_STREAM = "the stream ended"
 """Why a call ended when GetMedia's payload ended after its last fragment (the producer stopped)."""
 END_STOP_STREAMING = "the producer marked its last fragment (STOP_STREAMING)"
 GET_MEDIA_RETRIES = 3
-"""GetMedia failures in a row (a reset, a transient error chunk, a stall; none with a new fragment between them)
-after which a call fails, its reason naming the last one."""
+"""GetMedia failures in a row (a reset, a transient error chunk, a stall; none with a new fragment
+between them) after which a call fails, its reason naming the last one."""
 RETRY_PAUSE_S = 1.0
 """Pause before reopening GetMedia after a failure, times the failures in a row."""
 BUSY_WAIT_S = (5.0, 10.0, 20.0, 30.0)
 """Pauses before a WAITING call tries the endpoint again (the last one repeats)."""
 TRACK_QUEUE_CHUNKS = 256
-"""Resampled 128 ms chunks held per track between the reader and the transcription (32 s): a slow endpoint
-slows the reader, which slows GetMedia (TCP backpressure), never drops audio."""
+"""Resampled 128 ms chunks held per track between the reader and the transcription (32 s): a slow
+endpoint slows the reader, which slows GetMedia (TCP backpressure), never drops audio."""
 SAMPLE_BYTES = 2
 MODEL_ERROR_RETRIES = 3
-"""Times a call resumes after a ModelError before it fails: a container slow to accept under load recovers (seen
-with vLLM's real server on a loaded CPU, tests/vllm), a broken one does not, and its call must not wait forever."""
+"""Times a call resumes after a ModelError before it fails: a container slow to accept under load
+recovers (seen with vLLM's real server on a loaded CPU, tests/vllm), a broken one does not, and its
+call must not wait forever."""
 PROBE_S = 5.0
-"""Seconds a waiting call reads its stream (is the call still live?) before it tries the endpoint again: GetMedia
-on a live stream never ends by itself; the next probe reads on from the last fragment read."""
+"""Seconds a waiting call reads its stream (is the call still live?) before it tries the endpoint
+again: GetMedia on a live stream never ends by itself; the next probe reads on from the last
+fragment read."""
 MAX_FIELD_CHARS = 2048
-"""Characters of a call message's field at most (the stream ARN, 1-1024 characters in the Kinesis Video Streams API
-reference, is the longest): a field goes into reasons, events and items."""
+"""Characters of a call message's field at most (the stream ARN, 1-1024 characters in the Kinesis
+Video Streams API reference, is the longest): a field goes into reasons, events and items."""
 MODEL_ERROR_CODE = "ModelError"
 """The code voicectl.clients.sagemaker_stream gives SageMaker's ModelError."""
 
 
 class CallFailed(Exception):
-    """The call cannot be transcribed (a bad fragment, an endpoint error): reported for this call only."""
+    """The call cannot be transcribed (a bad fragment, an endpoint error): reported for this call
+    only."""
 
 
 class EndpointBusy(Exception):
@@ -124,8 +135,9 @@ class EndpointBusy(Exception):
 
 
 class EndpointUnavailable(Exception):
-    """SageMaker answered a stream with a ModelError (the container did not accept the WebSocket within its 250 ms, or
-    failed): the call waits and resumes from its checkpoint, up to :data:`MODEL_ERROR_RETRIES` times, then fails."""
+    """SageMaker answered a stream with a ModelError (the container did not accept the WebSocket
+    within its 250 ms, or failed): the call waits and resumes from its checkpoint, up to
+    :data:`MODEL_ERROR_RETRIES` times, then fails."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +151,8 @@ class CallRequest:
 
     @classmethod
     def from_message(cls, body: Any) -> CallRequest:
-        """Raises ValueError naming what is missing, not a string, or longer than :data:`MAX_FIELD_CHARS`."""
+        """Raises ValueError naming what is missing, not a string, or longer than
+        :data:`MAX_FIELD_CHARS`."""
         if not isinstance(body, dict):
             raise ValueError(f"a call message is a JSON object, got {type(body).__name__}")
         names = ("contactId", "streamArn", "startFragmentNumber")
@@ -156,7 +169,8 @@ class CallRequest:
 
 @dataclass
 class Checkpoint:
-    """The last fragment both tracks finished, and how far each track's finals reach (seconds of call audio)."""
+    """The last fragment both tracks finished, and how far each track's finals reach (seconds of
+    call audio)."""
 
     fragment: str | None = None  # None: nothing finished yet (start from Connect's start fragment)
     fragment_end_s: dict[str, float] = field(default_factory=dict)  # each track's offset at that fragment's end
@@ -195,8 +209,10 @@ class CallTranscriber:
 
     Args:
         call: the call.
-        media: ``get_media(stream_arn, selector)`` -> async iterator of payload bytes (:class:`~.kvs.KvsMedia`).
-        opener: opens a stream to the endpoint (SageMaker bidirectional streaming or the bearer-token URL).
+        media: ``get_media(stream_arn, selector)`` -> async iterator of payload bytes
+            (:class:`~.kvs.KvsMedia`).
+        opener: opens a stream to the endpoint (SageMaker bidirectional streaming or the
+            bearer-token URL).
         store: the sink (events, segments, call state, checkpoint).
         quiet_s: seconds without a fragment that end the call.
     """
@@ -216,8 +232,9 @@ class CallTranscriber:
         self._spans: list[_FragmentSpan] = []
         self._offset_s = 0.0  # both tracks' offset at the end of the last fragment read
         self._checkpoint_lock = asyncio.Lock()
-        # One final written at a time: the two tracks' transactions both write the CHECKPOINT item (two at once
-        # conflict), and a later checkpoint must never be overwritten by an earlier one finishing last.
+        # One final written at a time: the two tracks' transactions both write the CHECKPOINT item
+        # (two at once conflict), and a later checkpoint must never be overwritten by an earlier one
+        # finishing last.
         self._commit_lock = asyncio.Lock()
         self._committing: set[asyncio.Future] = set()  # a final's commit and event, finished even when stopped
         self._last_tags: dict[str, str] = {}
@@ -229,9 +246,10 @@ class CallTranscriber:
         self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
         self.partials_dropped = 0  # partial events the bus refused after the sink's retries (logged, not fatal)
 
-    # ---- the run --------------------------------------------------------------------------------------------------
+    # ---- the run --------------------------------------------------------------------------------
     async def run(self) -> str:
-        """Transcribe until the call ends; returns why it ended. Raises :class:`CallFailed` or :class:`EndpointBusy`."""
+        """Transcribe until the call ends; returns why it ended. Raises :class:`CallFailed` or
+        :class:`EndpointBusy`."""
         saved = await self.store.load_checkpoint(self.call.contact_id)
         if saved:
             self.checkpoint = Checkpoint(**saved)
@@ -239,8 +257,8 @@ class CallTranscriber:
             await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
                                                     "streamArn": self.call.stream_arn})
         await self.store.set_call(self.call.contact_id, "ACTIVE")
-        # A track's transcription starts when its audio first appears: a flow that streams only the customer's side
-        # opens one endpoint stream, not a second one of silence.
+        # A track's transcription starts when its audio first appears: a flow that streams only the
+        # customer's side opens one endpoint stream, not a second one of silence.
         queues: dict[str, asyncio.Queue] = {}
         self._track_added = asyncio.Event()
         reader = asyncio.create_task(self._read(queues))
@@ -260,9 +278,9 @@ class CallTranscriber:
             for task in (reader, *self._tracks.values()):
                 task.cancel()
             await asyncio.gather(reader, *self._tracks.values(), return_exceptions=True)
-            # A final being written when the call was stopped is written whole, event included, before the call
-            # counts as stopped: the task that resumes it reads a checkpoint that covers it, and never publishes the
-            # final again.
+            # A final being written when the call was stopped is written whole, event included,
+            # before the call counts as stopped: the task that resumes it reads a checkpoint that
+            # covers it, and never publishes the final again.
             await asyncio.gather(*self._committing, return_exceptions=True)
 
     def _start_track(self, track: str, queues: dict[str, asyncio.Queue]) -> None:
@@ -270,16 +288,17 @@ class CallTranscriber:
         self._tracks[track] = asyncio.create_task(self._transcribe(track, queues[track]))
         self._track_added.set()
 
-    # ---- reading --------------------------------------------------------------------------------------------------
+    # ---- reading --------------------------------------------------------------------------------
     async def _read(self, queues: dict[str, asyncio.Queue]) -> str:
         """GetMedia -> fragments -> resampled chunks per track. Returns why the call ended.
 
-        The call ends when GetMedia's payload ends after the last fragment (the producer stopped: the reference
-        consumers, amazon-connect-realtime-transcription and the Python consumer library, end there), at GetMedia's
-        4000 "fragment not found" after it, or at a fragment of another contact. A transport failure or a transient
-        error chunk reopens GetMedia after the last whole fragment read, :data:`GET_MEDIA_RETRIES` times in a row at
-        most, then fails the call; so does a stream open without a new fragment for ``quiet_s`` (a stall: GetMedia
-        itself ends a payload 3 s after the last ingested fragment).
+        The call ends when GetMedia's payload ends after the last fragment (the producer stopped:
+        the reference consumers, amazon-connect-realtime-transcription and the Python consumer
+        library, end there), at GetMedia's 4000 "fragment not found" after it, or at a fragment of
+        another contact. A transport failure or a transient error chunk reopens GetMedia after the
+        last whole fragment read, :data:`GET_MEDIA_RETRIES` times in a row at most, then fails the
+        call; so does a stream open without a new fragment for ``quiet_s`` (a stall: GetMedia itself
+        ends a payload 3 s after the last ingested fragment).
         """
         cp = self.checkpoint
         after = cp.fragment or self.call.start_fragment
@@ -324,7 +343,8 @@ class CallTranscriber:
     async def _read_stream(self, selector: dict[str, str], skip_through: str | None,
                            resamplers: dict[str, Pcm16Resampler], pending: dict[str, bytearray],
                            queues: dict[str, asyncio.Queue]) -> str:
-        """One GetMedia payload; returns why the call ended, or raises :class:`_Resume` to reopen it."""
+        """One GetMedia payload; returns why the call ended, or raises :class:`_Resume` to reopen
+        it."""
         framer = mkv.FragmentFramer()
         pieces = self.media.get_media(self.call.stream_arn, selector)
         last_fragment_at = self.clock()
@@ -343,13 +363,14 @@ class CallTranscriber:
                     raise _Resume(str(error)) from error
                 except OSError as error:  # a media object other than KvsMedia: a reset socket
                     raise _Resume(f"{type(error).__name__}: {error}") from error
-                # Framing and parsing run in a worker thread: a large or hostile fragment cannot stall other calls.
+                # Framing and parsing run in a worker thread: a large or hostile fragment cannot
+                # stall other calls.
                 fragments = await asyncio.to_thread(_frame_and_parse, framer, piece)
                 for fragment in fragments:
                     if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
                         return ended
-                    # From here (not from its arrival): a transcription slower than the call holds the reader in
-                    # its queues, which is backpressure, not a stall.
+                    # From here (not from its arrival): a transcription slower than the call holds
+                    # the reader in its queues, which is backpressure, not a stall.
                     last_fragment_at = self.clock()
         for fragment in await asyncio.to_thread(_close_and_parse, framer):
             if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
@@ -383,7 +404,8 @@ class CallTranscriber:
             if track not in queues:
                 self._start_track(track, queues)
                 resamplers[track] = Pcm16Resampler(mkv.CONNECT_SAMPLE_RATE_HZ)
-                # A track first seen after the call's start begins with silence up to there (call time).
+                # A track first seen after the call's start begins with silence up to there (call
+                # time).
                 lead = max(0.0, start_s - self.checkpoint.done_s.get(track, 0.0))
                 pending[track] = bytearray(resamplers[track].resample(
                     bytes(round(lead * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES)))
@@ -404,16 +426,18 @@ class CallTranscriber:
         return None
 
     def _check(self, fragment: mkv.Fragment) -> str | None:
-        """Why the call ends at ``fragment`` (an error chunk, another contact), or None; raises :class:`CallFailed`
-        for an error that ends it badly, :class:`_Resume` for a transient one."""
+        """Why the call ends at ``fragment`` (an error chunk, another contact), or None; raises
+        :class:`CallFailed` for an error that ends it badly, :class:`_Resume` for a transient
+        one."""
         code = fragment.error_code
         if code is not None:
             error = mkv.cut(fragment.error or "")
             if code == mkv.ERROR_FRAGMENT_NOT_FOUND and self._last_number is not None:
                 return END_OF_STREAM  # nothing after the last fragment read
             if code == mkv.ERROR_FRAGMENT_NOT_FOUND:
-                raise CallFailed(f"GetMedia: {error}: the call's start fragment {self.call.start_fragment[:128]} is "
-                                 "not in the stream (past its retention, or another stream's)")
+                raise CallFailed(f"GetMedia: {error}: the call's start fragment "
+                                 f"{self.call.start_fragment[:128]} is not in the stream (past its retention, "
+                                 "or another stream's)")
             if code in mkv.TRANSIENT_ERROR_CODES:
                 raise _Resume(f"GetMedia reported error {error}")
             raise CallFailed(f"GetMedia stopped with error {error}")
@@ -425,16 +449,18 @@ class CallTranscriber:
                              f"({mkv.cut(number or '', 64)!r}; 1-128 digits)")
         return None
 
-    # ---- while the call waits ------------------------------------------------------------------------------------
+    # ---- while the call waits -------------------------------------------------------------------
     async def probe(self, after: str | None) -> tuple[str | None, float, str | None]:
-        """Read the call's fragments after fragment ``after`` (None: from the checkpoint) without transcribing them,
-        for up to :data:`PROBE_S`: is the call still live while it waits for the endpoint?
+        """Read the call's fragments after fragment ``after`` (None: from the checkpoint) without
+        transcribing them, for up to :data:`PROBE_S`: is the call still live while it waits for the
+        endpoint?
 
-        Returns (the last fragment number read, or ``after`` if none; seconds of call audio in the fragments read;
-        why the call ended, or None while it is live). The call ended when GetMedia's payload ends (after the last
-        fragment, or at 4000 "fragment not found") or another contact's fragment arrives. A transient failure counts
-        as live; :data:`GET_MEDIA_RETRIES` of them in a row fail the call. Raises :class:`CallFailed` on a bad
-        fragment or a lasting error, as a transcribed call would.
+        Returns (the last fragment number read, or ``after`` if none; seconds of call audio in the
+        fragments read; why the call ended, or None while it is live). The call ended when
+        GetMedia's payload ends (after the last fragment, or at 4000 "fragment not found") or
+        another contact's fragment arrives. A transient failure counts as live;
+        :data:`GET_MEDIA_RETRIES` of them in a row fail the call. Raises :class:`CallFailed` on a
+        bad fragment or a lasting error, as a transcribed call would.
         """
         skip_through = after if after is not None else self.checkpoint.fragment
         start = skip_through or self.call.start_fragment
@@ -483,11 +509,12 @@ class CallTranscriber:
         self._probe_failures = 0
         return last, seconds, END_OF_STREAM
 
-    # ---- transcribing ---------------------------------------------------------------------------------------------
+    # ---- transcribing ---------------------------------------------------------------------------
     async def _transcribe(self, track: str, queue: asyncio.Queue) -> None:
         base_s = self.checkpoint.done_s.get(track, 0.0)
-        # The generation's text so far, its tail only however long it runs: a partial event carries its last
-        # MAX_TEXT_BYTES (Segment.detail cuts it and says so; more characters than that many bytes are kept here).
+        # The generation's text so far, its tail only however long it runs: a partial event carries
+        # its last MAX_TEXT_BYTES (Segment.detail cuts it and says so; more characters than that
+        # many bytes are kept here).
         partial = ""
 
         async def chunks():
@@ -515,8 +542,9 @@ class CallTranscriber:
                               base_s + action.end_s, final=True)
             async with self._commit_lock:
                 state = await self._advance(track, segment.end_s)
-                # The segment and the checkpoint that covers it are written in one transaction, then the event is
-                # published; shielded, so that a stop (SIGTERM cancels the call tasks) never lands between them.
+                # The segment and the checkpoint that covers it are written in one transaction, then
+                # the event is published; shielded, so that a stop (SIGTERM cancels the call tasks)
+                # never lands between them.
                 commit = asyncio.ensure_future(self._commit(segment, state))
                 self._committing.add(commit)
                 commit.add_done_callback(self._committing.discard)
@@ -546,12 +574,14 @@ class CallTranscriber:
         self.on_segment(segment)
 
     async def _advance(self, track: str, done_s: float) -> dict[str, Any]:
-        """Move the checkpoint to the last fragment both tracks have finished; returns its new state."""
+        """Move the checkpoint to the last fragment both tracks have finished; returns its new
+        state."""
         async with self._checkpoint_lock:
             cp = self.checkpoint
             cp.done_s[track] = max(cp.done_s.get(track, 0.0), done_s)
             reached = min(cp.done_s.get(name, 0.0) for name in (self._tracks or mkv.CONNECT_TRACKS))
-            # A resampler's rounding may leave a final a sample short of a fragment's end: allow a millisecond.
+            # A resampler's rounding may leave a final a sample short of a fragment's end: allow a
+            # millisecond.
             while self._spans and self._spans[0].end_s <= reached + 1e-3:
                 span = self._spans.pop(0)
                 cp.fragment, cp.fragment_end_s = span.number, dict.fromkeys(mkv.CONNECT_TRACKS, span.end_s)
@@ -560,7 +590,8 @@ class CallTranscriber:
 
 @dataclass
 class _Wait:
-    """A call waiting for the endpoint: since when, the checkpoint it resumes from, how far the stream was probed."""
+    """A call waiting for the endpoint: since when, the checkpoint it resumes from, how far the
+    stream was probed."""
 
     since: float
     checkpoint: Checkpoint
@@ -578,11 +609,11 @@ class _Wait:
 
 
 class Consumer:
-    """Many calls in one task (asyncio): each call runs until it ends; a busy endpoint makes a call wait, a failing
-    call fails alone.
+    """Many calls in one task (asyncio): each call runs until it ends; a busy endpoint makes a call
+    wait, a failing call fails alone.
 
-    ``transcriber_factory(call)`` builds the :class:`CallTranscriber` of a call (a new one each attempt, which
-    resumes from the checkpoint).
+    ``transcriber_factory(call)`` builds the :class:`CallTranscriber` of a call (a new one each
+    attempt, which resumes from the checkpoint).
     """
 
     def __init__(self, transcriber_factory: Callable[[CallRequest], CallTranscriber], store: Any, *,
@@ -600,7 +631,8 @@ class Consumer:
         self.unrecorded: set[str] = set()  # calls whose outcome could not be written (their message is kept)
 
     def start(self, call: CallRequest) -> asyncio.Task[str]:
-        """Start (or keep) the call's task; a second start of a live call is a no-op (messages may repeat)."""
+        """Start (or keep) the call's task; a second start of a live call is a no-op (messages may
+        repeat)."""
         task = self.calls.get(call.contact_id)
         if task is None or task.done():
             self.unrecorded.discard(call.contact_id)
@@ -615,9 +647,10 @@ class Consumer:
             del self.calls[contact]
 
     async def _run(self, call: CallRequest) -> str:
-        """The call until its recorded end: every way out is ``Call Ended`` or ``Call Failed`` with the reason (an
-        error no branch expects, a refused write, a raw SDK error, fails the call with its type and text), and an
-        outcome that cannot be recorded is logged and counted (``OutcomesNotRecorded``), never passed over."""
+        """The call until its recorded end: every way out is ``Call Ended`` or ``Call Failed`` with
+        the reason (an error no branch expects, a refused write, a raw SDK error, fails the call
+        with its type and text), and an outcome that cannot be recorded is logged and counted
+        (``OutcomesNotRecorded``), never passed over."""
         async with self.slots:
             try:
                 return await self._attempts(call)
@@ -629,14 +662,16 @@ class Consumer:
                 return await self._failed(call, f"an unexpected error: {type(error).__name__}: {error}")
 
     async def _record(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
-        """The call's event, then its final status in the table; a failure is logged and counted and the contact
-        kept in :attr:`unrecorded` (the service then leaves its message to come back). Never raises.
+        """The call's event, then its final status in the table; a failure is logged and counted and
+        the contact kept in :attr:`unrecorded` (the service then leaves its message to come back).
+        Never raises.
 
-        The event goes first and the status only after it: a final status makes every later copy of the call's
-        message be deleted unrun (:meth:`voicectl.connect.sink.AwsSink.claim_call`), so a status written before an
-        event that then failed (or a stop between the two) would lose the event for good; this way a lost write
-        leaves the call unfinished, and the copy that comes back records both (the event at least once). A stop
-        (cancellation) while recording lets both writes finish first, then goes on as a stop."""
+        The event goes first and the status only after it: a final status makes every later copy of
+        the call's message be deleted unrun (:meth:`voicectl.connect.sink.AwsSink.claim_call`), so a
+        status written before an event that then failed (or a stop between the two) would lose the
+        event for good; this way a lost write leaves the call unfinished, and the copy that comes
+        back records both (the event at least once). A stop (cancellation) while recording lets both
+        writes finish first, then goes on as a stop."""
         writing = asyncio.ensure_future(self._write_outcome(call, status, kind, detail))
         try:
             return await asyncio.shield(writing)
@@ -697,7 +732,9 @@ class Consumer:
                     "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
                 await self.sleep(delay)
                 if isinstance(error, EndpointUnavailable):
-                    continue  # a few tries at most, then Call Failed: resumed from the checkpoint, live or not
+                    # a few tries at most, then Call Failed: resumed from the checkpoint, live or
+                    # not
+                    continue
                 try:
                     ended = await self._still_live(transcriber, wait)
                 except CallFailed as failed:
@@ -715,8 +752,9 @@ class Consumer:
             return reason
 
     async def _still_live(self, transcriber: CallTranscriber, wait: _Wait) -> str | None:
-        """Why the waiting call ended (another contact's fragment, or no new fragment for the call's ``quiet_s``),
-        or None while it is live. Reads on from the last fragment probed, so a long wait reads each fragment once."""
+        """Why the waiting call ended (another contact's fragment, or no new fragment for the call's
+        ``quiet_s``), or None while it is live. Reads on from the last fragment probed, so a long
+        wait reads each fragment once."""
         last, seconds, ended = await transcriber.probe(wait.probed)
         now = self.clock()
         if last != wait.probed:
@@ -727,7 +765,8 @@ class Consumer:
         return ended
 
     async def _ended_untranscribed(self, call: CallRequest, wait: _Wait, ended: str) -> str:
-        """The call ended while it waited: its table item and an event say so, with the seconds never transcribed."""
+        """The call ended while it waited: its table item and an event say so, with the seconds
+        never transcribed."""
         self._stop_waiting(call, wait)
         waited = round(self.clock() - wait.since, 3)
         reason = cut_utf8(f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "

@@ -1,27 +1,32 @@
-"""A local stand-in for Kinesis Video Streams' GetDataEndpoint and GetMedia, serving a call as Connect writes it.
+"""A local stand-in for Kinesis Video Streams' GetDataEndpoint and GetMedia, serving a call as
+Connect writes it.
 
-A :class:`FakeCall` cuts a stereo recording (left: the customer, ``AUDIO_FROM_CUSTOMER``; right: what the customer
-hears, ``AUDIO_TO_CUSTOMER``) into fragments, released as a live call would produce them (``speed`` x real time;
-0: all at once). By default each fragment is the real layout byte for byte (:func:`connect_fragment`; what each
-property rests on is said where it is written): 1.024 s of 16 SimpleBlocks of 1024 bytes per track, interleaved;
-``A_AAC`` labels and no Audio element, the ``MimeType`` tag saying PCM; the per-call tags each in their own Tags
-element before and after the Cluster; epoch-millisecond Cluster timecodes; GetMedia's tags around the Cluster, with
-the continuation token equal to the fragment's own number (the dump). ``order`` numbers the tracks either way (the
-dump has AUDIO_TO_CUSTOMER as track 1); ``tracks`` may hold only the customer's (a flow that streams one side).
-``layout="lavf"`` writes the fragments with libavformat's muxer instead (PCM tracks, an independent writer).
+A :class:`FakeCall` cuts a stereo recording (left: the customer, ``AUDIO_FROM_CUSTOMER``; right:
+what the customer hears, ``AUDIO_TO_CUSTOMER``) into fragments, released as a live call would
+produce them (``speed`` x real time; 0: all at once). By default each fragment is the real layout
+byte for byte (:func:`connect_fragment`; what each property rests on is said where it is written):
+1.024 s of 16 SimpleBlocks of 1024 bytes per track, interleaved; ``A_AAC`` labels and no Audio
+element, the ``MimeType`` tag saying PCM; the per-call tags each in their own Tags element before
+and after the Cluster; epoch-millisecond Cluster timecodes; GetMedia's tags around the Cluster, with
+the continuation token equal to the fragment's own number (the dump). ``order`` numbers the tracks
+either way (the dump has AUDIO_TO_CUSTOMER as track 1); ``tracks`` may hold only the customer's (a
+flow that streams one side). ``layout="lavf"`` writes the fragments with libavformat's muxer instead
+(PCM tracks, an independent writer).
 
-:class:`FakeKvs` serves them over HTTP as the REST API boto3 calls: ``POST /getDataEndpoint`` (answers its own
-URL) and ``POST /getMedia``: chunked transfer of fragments from the StartSelector on; the payload ends once no new
-fragment arrives for :data:`READ_TIMEOUT_S` (GetMedia's read "will time out after 3 seconds if there are no ingested
-fragments"), so a call whose producer stopped ends its stream after its last fragment. StartSelector as the API
-reference states it: ``CONTINUATION_TOKEN`` resumes after the fragment the token names ("starts returning chunks
-starting where the last API ended"); ``FRAGMENT_NUMBER`` starts at ``AfterFragmentNumber`` itself (the API reference
-has said both "the chunk containing" and "the chunk after" it; unconfirmed which AWS does: the consumer skips what it
-has read either way, and Connect's StartFragmentNumber is the call's first fragment, which must not be skipped);
-``EARLIEST``. Faults, once each: ``errors`` (a GetMedia error chunk, then the payload stops, as its
-``AWS_KINESISVIDEO_ERROR_CODE`` says "an error that caused GetMedia to stop"), ``resets`` (the connection cut in the
-middle of a fragment). What nobody outside AWS knows, and the stand-in therefore does not model: what a transfer or a
-conference does to the ContactId tag of the fragments (``then_contact`` only puts another contact's fragment after
+:class:`FakeKvs` serves them over HTTP as the REST API boto3 calls: ``POST /getDataEndpoint``
+(answers its own URL) and ``POST /getMedia``: chunked transfer of fragments from the StartSelector
+on; the payload ends once no new fragment arrives for :data:`READ_TIMEOUT_S` (GetMedia's read "will
+time out after 3 seconds if there are no ingested fragments"), so a call whose producer stopped ends
+its stream after its last fragment. StartSelector as the API reference states it:
+``CONTINUATION_TOKEN`` resumes after the fragment the token names ("starts returning chunks starting
+where the last API ended"); ``FRAGMENT_NUMBER`` starts at ``AfterFragmentNumber`` itself (the API
+reference has said both "the chunk containing" and "the chunk after" it; unconfirmed which AWS does:
+the consumer skips what it has read either way, and Connect's StartFragmentNumber is the call's
+first fragment, which must not be skipped); ``EARLIEST``. Faults, once each: ``errors`` (a GetMedia
+error chunk, then the payload stops, as its ``AWS_KINESISVIDEO_ERROR_CODE`` says "an error that
+caused GetMedia to stop"), ``resets`` (the connection cut in the middle of a fragment). What nobody
+outside AWS knows, and the stand-in therefore does not model: what a transfer or a conference does
+to the ContactId tag of the fragments (``then_contact`` only puts another contact's fragment after
 the call's last, as a stream reused by a later call has).
 """
 
@@ -45,43 +50,51 @@ from voicectl.clients.audio import AudioError, float_to_pcm16
 from voicectl.connect import mkv
 
 READ_TIMEOUT_S = 3.0
-"""GetMedia: "reading the HTTP response payload will time out after 3 seconds if there are no ingested fragments"."""
+"""GetMedia: "reading the HTTP response payload will time out after 3 seconds if there are no
+ingested fragments"."""
 FIRST_FRAGMENT_NUMBER = 91343852333181551234925834077012571618243808844
 """Fragment numbers are 47-digit decimal strings (this one is the dump's)."""
 FIRST_TIMECODE_MS = 1782912654536
-"""The Cluster timecode of the dump's fragment: epoch milliseconds (equal to its producer timestamp)."""
+"""The Cluster timecode of the dump's fragment: epoch milliseconds (equal to its producer
+timestamp)."""
 SERVER_LAG_MS = 170
 """Server timestamp minus producer timestamp in the dump (1782912654.706 - .536)."""
 INSTANCE_ID = "3087be6e-771a-48a8-90da-93b5326a43a1"
 
 
-# ---- the real layout, byte for byte ------------------------------------------------------------------------------
-# Element widths as Connect's fragments have them through GetMedia (the dump in citizensadvice's consumer library,
-# sample-matroska.txt, offsets checked by tests/unit/voicectl/connect/test_fixtures.py) and as the producer's
-# templates write them (amazon-kinesis-video-streams-pic, MkvStatics.c): the producer's elements with the templates'
-# fixed size widths, GetMedia's own tags with 4-byte sizes (also in the parser library's output_get_media.mkv).
+# ---- the real layout, byte for byte ------------------------------------------------------------
+# Element widths as Connect's fragments have them through GetMedia (the dump in citizensadvice's
+# consumer library, sample-matroska.txt, offsets checked by
+# tests/unit/voicectl/connect/test_fixtures.py) and as the producer's templates write them
+# (amazon-kinesis-video-streams-pic, MkvStatics.c): the producer's elements with the templates'
+# fixed size widths, GetMedia's own tags with 4-byte sizes (also in the parser library's
+# output_get_media.mkv).
 _EBML_HEADER = bytes.fromhex(
     "1a45dfa3a3" "42868101" "42f78101" "42f28104" "42f38108" "4282886d6174726f736b61" "42878102" "42858102")
 """MkvStatics.c gMkvHeaderBits: 1-byte sizes, DocType matroska, DocTypeVersion 2."""
 _SEGMENT = bytes.fromhex("18538067") + b"\x01" + b"\xff" * 7
 """GetMedia's Segment: unknown size in 8 bytes (both dumps; the producer writes the 1-byte 0xFF)."""
 _CLUSTER = bytes.fromhex("1f43b675ff")
-"""MkvStatics.c gMkvClusterInfoBits: an unknown-size Cluster, then Timecode (8 bytes) and Position 0."""
+"""MkvStatics.c gMkvClusterInfoBits: an unknown-size Cluster, then Timecode (8 bytes) and Position
+0."""
 TITLE, MUXING_APP = "Kinesis Video SDK", "Kinesis Video SDK 1.1.0 JNI 2.0"
 """Info's Title and MuxingApp/WritingApp in the real dump."""
 AAC_CODEC_PRIVATE = bytes.fromhex("1588")
-"""The 2-byte CodecPrivate (the dump gives its length, not its bytes: this is AAC-LC's AudioSpecificConfig for 8 kHz
-mono, what an A_AAC label would carry; unconfirmed)."""
+"""The 2-byte CodecPrivate (the dump gives its length, not its bytes: this is AAC-LC's
+AudioSpecificConfig for 8 kHz mono, what an A_AAC label would carry; unconfirmed)."""
 BLOCK_BYTES = 1024
-"""Bytes of PCM per SimpleBlock (the dump: 32 SimpleBlocks of 1028 bytes, a 4-byte block header each)."""
+"""Bytes of PCM per SimpleBlock (the dump: 32 SimpleBlocks of 1028 bytes, a 4-byte block header
+each)."""
 BLOCKS_PER_TRACK = 16
-"""SimpleBlocks per track in a fragment: 16 x 512 samples = 1.024 s (the dump's 32 blocks over two tracks)."""
+"""SimpleBlocks per track in a fragment: 16 x 512 samples = 1.024 s (the dump's 32 blocks over two
+tracks)."""
 FRAGMENT_S = BLOCKS_PER_TRACK * BLOCK_BYTES / 2 / 8000
 """1.024 s of audio per fragment."""
 
 
 def _sized(element_id: str, payload: bytes, width: int) -> bytes:
-    """An element with its size in ``width`` bytes (wider when the payload needs it: tests' hostile strings)."""
+    """An element with its size in ``width`` bytes (wider when the payload needs it: tests' hostile
+    strings)."""
     fits = len(payload) < (1 << (7 * width)) - 1
     return bytes.fromhex(element_id) + encoding.encodeSize(len(payload), width if fits else None) + payload
 
@@ -95,25 +108,27 @@ def _simple_tag(name: str, value: str, width: int) -> bytes:
 
 
 def producer_tags(tags: dict[str, str]) -> bytes:
-    """The producer's per-call tags: each in its own Tags > Tag > SimpleTag, all sizes 8 bytes (MkvStatics.c
-    gMkvTagsBits; the dump's five Tags elements before and after the Cluster)."""
+    """The producer's per-call tags: each in its own Tags > Tag > SimpleTag, all sizes 8 bytes
+    (MkvStatics.c gMkvTagsBits; the dump's five Tags elements before and after the Cluster)."""
     return b"".join(_sized("1254c367", _sized("7373", _simple_tag(name, value, 8), 8), 8)
                     for name, value in tags.items())
 
 
 def getmedia_tags(tags: dict[str, str]) -> bytes:
-    """GetMedia's tags: one Tags > Tag holding a SimpleTag each, sizes 4 bytes (the dump; output_get_media.mkv)."""
+    """GetMedia's tags: one Tags > Tag holding a SimpleTag each, sizes 4 bytes (the dump;
+    output_get_media.mkv)."""
     return _sized("1254c367", _sized("7373", b"".join(_simple_tag(n, v, 4) for n, v in tags.items()), 4), 4)
 
 
 def connect_fragment(*, tags: dict[str, str], service_before: dict[str, str], service_after: dict[str, str],
                      audio: dict[str, bytes], order: tuple[str, ...], timecode_ms: int,
                      codec_id: str = mkv.CONNECT_CODEC_ID, segment_uid: bytes = bytes(16)) -> bytes:
-    """One fragment as GetMedia returns Connect's: EBML header; Segment (unknown size) of Info, Tracks (``order``:
-    track 1 first, TrackUIDs counted the other way round as in the dump), the producer's ``tags`` (own Tags each),
-    GetMedia's ``service_before`` tags, the Cluster (epoch-millisecond ``timecode_ms``; per 64 ms a SimpleBlock of
-    each track in turn, relative timecodes 0, 64, ... (unconfirmed: the dump shows sizes, not the order)), the
-    producer's tags again, GetMedia's ``service_after`` tags."""
+    """One fragment as GetMedia returns Connect's: EBML header; Segment (unknown size) of Info,
+    Tracks (``order``: track 1 first, TrackUIDs counted the other way round as in the dump), the
+    producer's ``tags`` (own Tags each), GetMedia's ``service_before`` tags, the Cluster
+    (epoch-millisecond ``timecode_ms``; per 64 ms a SimpleBlock of each track in turn, relative
+    timecodes 0, 64, ... (unconfirmed: the dump shows sizes, not the order)), the producer's tags
+    again, GetMedia's ``service_after`` tags."""
     info = (_sized("73a4", segment_uid, 1) + _sized("2ad7b1", mkv.DEFAULT_TIMECODE_SCALE_NS.to_bytes(8, "big"), 1)
             + _sized("7ba9", TITLE.encode(), 1) + _sized("4d80", MUXING_APP.encode(), 1)
             + _sized("5741", MUXING_APP.encode(), 1))
@@ -138,8 +153,8 @@ def connect_fragment(*, tags: dict[str, str], service_before: dict[str, str], se
 
 
 def error_chunk(error_id: int, message: str) -> bytes:
-    """GetMedia's error chunk: its two tags (API reference); the layout around them is unconfirmed (no public dump):
-    an EBML header and a Segment holding only GetMedia's Tags."""
+    """GetMedia's error chunk: its two tags (API reference); the layout around them is unconfirmed
+    (no public dump): an EBML header and a Segment holding only GetMedia's Tags."""
     return _EBML_HEADER + _SEGMENT + getmedia_tags({mkv.TAG_ERROR_CODE: message, mkv.TAG_ERROR_ID: str(error_id)})
 
 
@@ -187,7 +202,8 @@ class FakeCall:
         return (int(number) - FIRST_FRAGMENT_NUMBER + 6) // 7
 
     def available(self) -> int:
-        """Fragments produced so far (all of them when ``speed`` is 0), and the other contact's one after them."""
+        """Fragments produced so far (all of them when ``speed`` is 0), and the other contact's one
+        after them."""
         count = self.count
         if self.speed > 0:
             elapsed_audio = (time.monotonic() - self.started_at) * self.speed
@@ -211,12 +227,14 @@ class FakeCall:
         service_before = {mkv.TAG_FRAGMENT_NUMBER: number,
                           mkv.TAG_SERVER_TIMESTAMP: f"{(timecode_ms + SERVER_LAG_MS) / 1000:.3f}",
                           mkv.TAG_PRODUCER_TIMESTAMP: f"{timecode_ms / 1000:.3f}"}
-        # The continuation token is the fragment's own number (the dump): resuming with it starts after it.
+        # The continuation token is the fragment's own number (the dump): resuming with it starts
+        # after it.
         service_after = {mkv.TAG_MILLIS_BEHIND_NOW: str(behind_ms), mkv.TAG_CONTINUATION_TOKEN: number}
         order = tuple(name for name in self.order if name in audio) + tuple(
             name for name in audio if name not in self.order)
         if self.layout == "connect":
-            # Per-call tags as the dump has them: ids, MimeType, then each track's name -> its TrackUID.
+            # Per-call tags as the dump has them: ids, MimeType, then each track's name -> its
+            # TrackUID.
             tags = {mkv.TAG_CONTACT_ID: contact, mkv.TAG_INSTANCE_ID: INSTANCE_ID, mkv.TAG_MIME_TYPE: self.mime_type}
             tags.update({name: str(len(order) - position) for position, name in enumerate(order)})
             data = connect_fragment(tags=tags, service_before=service_before, service_after=service_after,
@@ -234,14 +252,16 @@ class FakeCall:
 
 
 CODECS = {mkv.PCM_CODEC_ID: "pcm_s16le", "A_PCM/INT/BIG": "pcm_s16be"}
-"""Matroska codec id -> the libavformat encoder that writes it (tests: a codec Connect does not send)."""
+"""Matroska codec id -> the libavformat encoder that writes it (tests: a codec Connect does not
+send)."""
 
 
 def mux_fragment(tags: dict[str, str], audio: dict[str, bytes], tracks: tuple[str, ...], encoder: str,
                  start_sample: int) -> bytes:
-    """One fragment as a producer writes it, by libavformat's Matroska muxer: a track per name in ``tracks`` (Name =
-    the track name; mono 8 kHz, ``encoder``'s PCM), ``audio``'s PCM16 little-endian samples from ``start_sample`` of
-    the call (the Cluster's timecode), and ``tags`` as global tags."""
+    """One fragment as a producer writes it, by libavformat's Matroska muxer: a track per name in
+    ``tracks`` (Name = the track name; mono 8 kHz, ``encoder``'s PCM), ``audio``'s PCM16
+    little-endian samples from ``start_sample`` of the call (the Cluster's timecode), and ``tags``
+    as global tags."""
     import av  # PyAV (the dev extra): only the stand-in writes fragments
 
     out = io.BytesIO()
@@ -274,8 +294,8 @@ def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
         raise AudioError(f"{path}: cannot read it as audio ({error})") from error
     if samples.shape[1] != 2:
-        raise AudioError(f"{path}: a call recording has two channels (left: customer, right: agent); this one has "
-                         f"{samples.shape[1]}")
+        raise AudioError(f"{path}: a call recording has two channels (left: customer, right: agent); this one "
+                         f"has {samples.shape[1]}")
     if len(samples) == 0:
         raise AudioError(f"{path}: the recording holds no audio (a header and no samples)")
     if rate != mkv.CONNECT_SAMPLE_RATE_HZ:
@@ -284,9 +304,9 @@ def load_stereo_call(path: str | Path) -> tuple[bytes, bytes]:
 
 
 class FakeKvs:
-    """The HTTP stand-in (aiohttp on 127.0.0.1); ``calls`` by stream ARN. ``read_timeout_s`` defaults to
-    :data:`READ_TIMEOUT_S` as it is when the stand-in is made (a test of ``voicectl connect-replay``, which makes its
-    own, shortens it there)."""
+    """The HTTP stand-in (aiohttp on 127.0.0.1); ``calls`` by stream ARN. ``read_timeout_s``
+    defaults to :data:`READ_TIMEOUT_S` as it is when the stand-in is made (a test of ``voicectl
+    connect-replay``, which makes its own, shortens it there)."""
 
     def __init__(self, read_timeout_s: float | None = None, poll_s: float = 0.05) -> None:
         self.calls: dict[str, FakeCall] = {}
@@ -350,8 +370,9 @@ class FakeKvs:
         await response.prepare(request)
         quiet_since = time.monotonic()
         try:
-            # A call held at ``limit`` is a live producer whose next fragment is not written yet: its payload stays
-            # open, as a real one does while a live call's fragments keep coming (one every 1.024 s, inside 3 s).
+            # A call held at ``limit`` is a live producer whose next fragment is not written yet:
+            # its payload stays open, as a real one does while a live call's fragments keep coming
+            # (one every 1.024 s, inside 3 s).
             while time.monotonic() - quiet_since < self.read_timeout_s:
                 if index in call.errors:  # also one past the last fragment: 4000, nothing after it
                     await response.write(error_chunk(*call.errors.pop(index)))
@@ -362,7 +383,8 @@ class FakeKvs:
                         call.resets.discard(index)
                         await response.write(data[:len(data) // 2])
                         assert request.transport is not None
-                        request.transport.abort()  # the connection reset in the middle of a fragment
+                        # the connection reset in the middle of a fragment
+                        request.transport.abort()
                         return response
                     await response.write(data)
                     index += 1
@@ -375,7 +397,9 @@ class FakeKvs:
                     await asyncio.sleep(self.poll_s)
             await response.write_eof()
         except ConnectionResetError:
-            pass  # the reader hung up (a call that failed or ended): GetMedia's server just stops, no traceback
+            # the reader hung up (a call that failed or ended): GetMedia's server just stops, no
+            # traceback
+            pass
         return response
 
 

@@ -1,15 +1,18 @@
-"""``python -m voicectl.local`` (``make local``): the whole path on loopback, one process per part, as deployed:
+"""``python -m voicectl.local`` (``make local``): the whole path on loopback, one process per part,
+as deployed:
 
     fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
     Sonic stand-in (127.0.0.1:8090)                                          <- front door
 
-``--vllm real`` (``make local VLLM=real``, after ``make test-vllm`` built ``.venv-vllm``) puts vLLM's real realtime
-server (its CPU build) in the fake's place, serving a tiny random-weight Voxtral Realtime checkpoint it writes into
-the state directory: real vLLM events through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
+``--vllm real`` (``make local VLLM=real``, after ``make test-vllm`` built ``.venv-vllm``) puts
+vLLM's real realtime server (its CPU build) in the fake's place, serving a tiny random-weight
+Voxtral Realtime checkpoint it writes into the state directory: real vLLM events through the whole
+path, on a machine without a GPU (it starts in 1-3 minutes).
 
-It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
-everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
-The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the project's Python.
+It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they
+need, and stops everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to
+a log file in the state directory. The bridge is run from the repository checkout (``container/``),
+as ``python -m bridge`` with the project's Python.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runtime-port", type=int, default=8443, help="front door port (default: 8443)")
     parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
     parser.add_argument("--vllm", choices=("fake", "real"), default="fake",
-                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm (make test-vllm builds it)")
+                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm (make test-vllm "
+                             "builds it)")
     parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
     parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
@@ -118,7 +122,8 @@ def answers(part: Part) -> bool:
 
 
 def stop(parts: list[Part]) -> None:
-    """SIGTERM every running part (its process group), then SIGKILL what is left after :data:`STOP_TIMEOUT_S`."""
+    """SIGTERM every running part (its process group), then SIGKILL what is left after
+    :data:`STOP_TIMEOUT_S`."""
     for part in reversed(parts):
         if part.process is not None and part.process.poll() is None:
             os.killpg(part.process.pid, signal.SIGTERM)
@@ -146,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     python = sys.executable
     container = REPOSITORY / "container"
     if not (container / "bridge" / "__main__.py").is_file():
-        print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the repository checkout "
-              "(make local)", file=sys.stderr)
+        print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the "
+              "repository checkout (make local)", file=sys.stderr)
         return 2
     if args.vllm == "real" and (reason := real_vllm.missing_reason()):
         print(f"python -m voicectl.local: {reason}", file=sys.stderr)
@@ -155,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     busy = [port for port in (args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port)
             if not port_free(port)]
     if busy:
-        print(f"python -m voicectl.local: port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1 (another "
-              "make local?); stop it or choose others, e.g. make local LOCAL_ARGS='--runtime-port 9443'",
+        print(f"python -m voicectl.local: port(s) {', '.join(map(str, busy))} already in use on "
+              "127.0.0.1 (another make local?); stop it or choose others, e.g. make local "
+              "LOCAL_ARGS='--runtime-port 9443'",
               file=sys.stderr)
         return 2
     state = Path(args.state_dir or tempfile.mkdtemp(prefix="voicectl-local-")).resolve()
@@ -200,15 +206,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for part in parts:
             part.log = state / (part.name.replace(" ", "-").lower() + ".log")
-            # Owner only: the front door's log shows the local secret key (the environment it prints).
+            # Owner only: the front door's log shows the local secret key (the environment it
+            # prints).
             descriptor = os.open(part.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.fchmod(descriptor, 0o600)
             with os.fdopen(descriptor, "wb") as log:
-                # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in order.
+                # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in
+                # order.
                 part.process = subprocess.Popen(part.command, cwd=part.cwd, env=part.env, stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True)
             if part.ready_timeout_s > READY_TIMEOUT_S:
-                print(f"python -m voicectl.local: waiting for {part.name} (up to {part.ready_timeout_s:.0f} s)",
+                print(f"python -m voicectl.local: waiting for {part.name} (up to "
+                      f"{part.ready_timeout_s:.0f} s)",
                       file=sys.stderr, flush=True)
             wait_listening(part, time.monotonic() + part.ready_timeout_s)
         print_banner(parts, state, args)
@@ -216,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             for part in parts:
                 assert part.process is not None
                 if part.process.poll() is not None:
-                    print(f"python -m voicectl.local: {part.name} exited with code {part.process.returncode}; "
-                          f"see {part.log}. Stopping everything.", file=sys.stderr)
+                    print(f"python -m voicectl.local: {part.name} exited with code "
+                          f"{part.process.returncode}; see {part.log}. Stopping everything.", file=sys.stderr)
                     return 1
             time.sleep(0.2)
         return 0
@@ -240,17 +249,19 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
     for part in parts:
         lines.append(f"  {part.name:<15} 127.0.0.1:{part.port:<6} (log: {part.log})")
     lines += [
-        f"  The front door is https://localhost:{args.runtime_port}: SageMaker runtime with SigV4, HTTP/2 and event "
-        "streams.",
-        ("  vLLM's real server (CPU build) serves a tiny random-weight checkpoint: real events, letters for text; "
+        f"  The front door is https://localhost:{args.runtime_port}: SageMaker runtime with "
+        "SigV4, HTTP/2 and event streams.",
+        ("  vLLM's real server (CPU build) serves a tiny random-weight checkpoint: real "
+         "events, letters for text; "
          if args.vllm == "real" else
-         "  The fake vLLM answers 80 ms of audio with a scripted word, as vLLM times its deltas (it recognises "
-         "nothing); ") + "the Sonic stand-in speaks a tone.",
+         "  The fake vLLM answers 80 ms of audio with a scripted word, as vLLM times its "
+         "deltas (it recognises nothing); ") + "the Sonic stand-in speaks a tone.",
         "",
         "Try, in another terminal from the repository root:",
         f"  source {env_file}",
         f"  {voicectl} transcribe {SAMPLE} --endpoint voxtral-realtime",
-        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice --out hello.wav",
+        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice "
+        "--out hello.wav",
         f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
         "",
     ]
@@ -260,8 +271,9 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
 
 
 def other_clients_lines(ca_file: Path, names: list[str]) -> list[str]:
-    """For clients not written here: the hosts-file lines of the ``--name`` host names, and how to trust the CA the
-    way awscrt reads it (the system's store; it ignores ``AWS_CA_BUNDLE``), and how to remove it again."""
+    """For clients not written here: the hosts-file lines of the ``--name`` host names, and how to
+    trust the CA the way awscrt reads it (the system's store; it ignores ``AWS_CA_BUNDLE``), and how
+    to remove it again."""
     from voicectl.local.local_runtime import hosts_lines, system_trust_commands
 
     lines = ["", "Other clients (e.g. on awscrt, which ignores AWS_CA_BUNDLE and SSL_CERT_FILE):"]
@@ -269,8 +281,8 @@ def other_clients_lines(ca_file: Path, names: list[str]) -> list[str]:
         lines.append("  resolve the --name host names to this machine, in /etc/hosts:")
         lines += [f"    {line}" for line in hosted]
     else:
-        lines.append("  a client that hard-codes SageMaker's hostname needs it in the certificate: make local "
-                     "LOCAL_ARGS='--name runtime.sagemaker.us-east-1.amazonaws.com'")
+        lines.append("  a client that hard-codes SageMaker's hostname needs it in the certificate: make "
+                     "local LOCAL_ARGS='--name runtime.sagemaker.us-east-1.amazonaws.com'")
     lines.append("  trust the local CA system-wide (a new CA at each start: add it again after a restart):")
     for system, add, remove in system_trust_commands(ca_file):
         lines += [f"    {system}: {' && '.join(add)}", f"      remove: {' && '.join(remove)}"]

@@ -1,31 +1,34 @@
-"""``InvokeEndpointWithBidirectionalStream`` for the local front door: an AWS event stream each way over one HTTP/2
-request, relayed to the container's WebSocket as SageMaker's sidecar does.
+"""``InvokeEndpointWithBidirectionalStream`` for the local front door: an AWS event stream each way
+over one HTTP/2 request, relayed to the container's WebSocket as SageMaker's sidecar does.
 
-SageMaker's side of the contract (SageMaker Developer Guide, "Custom Inference Code with Hosting Services",
-section "Container Contract to Support Bidirectional Streaming Capabilities"):
+SageMaker's side of the contract (SageMaker Developer Guide, "Custom Inference Code with Hosting
+Services", section "Container Contract to Support Bidirectional Streaming Capabilities"):
 
-- The container is reached at ``ws://<container>/invocations-bidirectional-stream``; the caller may replace the path
-  with ``X-Amzn-SageMaker-Model-Invocation-Path`` and append a query string with
-  ``X-Amzn-SageMaker-Model-Query-String``.
-  The container must accept the WebSocket within 250 ms (design.md; the container contract).
-- Each request ``PayloadPart`` becomes exactly one WebSocket data frame, its bytes unchanged: a text frame for
-  ``DataType`` ``UTF8``, a binary frame for ``BINARY`` or no ``DataType``. Parts with ``CompletionState`` ``PARTIAL``
-  followed by a ``COMPLETE`` part become one fragmented message.
-- Each data frame from the container becomes one response ``PayloadPart`` with ``DataType`` ``UTF8`` (text) or
-  ``BINARY`` and ``CompletionState`` ``PARTIAL`` for a fragment that is not the last of its message.
-- A close frame from the container becomes a ``ModelStreamError`` carrying its status code (``ErrorCode``) and reason
-  (``Message``). SageMaker pings the container every 60 s and closes the connection after 5 pings in a row go
-  unanswered; it answers the container's pings.
+- The container is reached at ``ws://<container>/invocations-bidirectional-stream``; the caller may
+  replace the path with ``X-Amzn-SageMaker-Model-Invocation-Path`` and append a query string with
+  ``X-Amzn-SageMaker-Model-Query-String``. The container must accept the WebSocket within 250 ms
+  (design.md; the container contract).
+- Each request ``PayloadPart`` becomes exactly one WebSocket data frame, its bytes unchanged: a text
+  frame for ``DataType`` ``UTF8``, a binary frame for ``BINARY`` or no ``DataType``. Parts with
+  ``CompletionState`` ``PARTIAL`` followed by a ``COMPLETE`` part become one fragmented message.
+- Each data frame from the container becomes one response ``PayloadPart`` with ``DataType`` ``UTF8``
+  (text) or ``BINARY`` and ``CompletionState`` ``PARTIAL`` for a fragment that is not the last of
+  its message.
+- A close frame from the container becomes a ``ModelStreamError`` carrying its status code
+  (``ErrorCode``) and reason (``Message``). SageMaker pings the container every 60 s and closes the
+  connection after 5 pings in a row go unanswered; it answers the container's pings.
 
-Choices where the documentation is silent (marked "local choice" in the code): a container connection that drops
-without a close frame, or that stops answering pings, ends the stream with ``ModelStreamError`` ``StreamBroken`` (the
-code InvokeEndpointWithResponseStream documents for a broken connection to the model); a container that refuses or
-does not accept the WebSocket in time is a ``ModelError`` (424) before the stream starts; an event whose signature does
-not verify, or whose ``DataType`` or ``CompletionState`` is not an allowed value, ends the stream with an event stream
-``error`` message naming the problem. The end of the request stream (the signed empty envelope, or the end of the
-HTTP/2 request body) closes the WebSocket with 1000; frames the container sends before its close reply are still
-relayed. websockets ends a fragmented message it sends with an empty final frame, so a fragmented message reaches the
-container with one more (empty) frame than it had parts; the message itself is unchanged.
+Choices where the documentation is silent (marked "local choice" in the code): a container
+connection that drops without a close frame, or that stops answering pings, ends the stream with
+``ModelStreamError`` ``StreamBroken`` (the code InvokeEndpointWithResponseStream documents for a
+broken connection to the model); a container that refuses or does not accept the WebSocket in time
+is a ``ModelError`` (424) before the stream starts; an event whose signature does not verify, or
+whose ``DataType`` or ``CompletionState`` is not an allowed value, ends the stream with an event
+stream ``error`` message naming the problem. The end of the request stream (the signed empty
+envelope, or the end of the HTTP/2 request body) closes the WebSocket with 1000; frames the
+container sends before its close reply are still relayed. websockets ends a fragmented message it
+sends with an empty final frame, so a fragmented message reaches the container with one more (empty)
+frame than it had parts; the message itself is unchanged.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ from voicectl.local.sigv4 import EventSignatureChain, SignatureError
 logger = logging.getLogger(__name__)
 
 DEFAULT_INVOCATION_PATH = "/invocations-bidirectional-stream"
-"""Container path of the WebSocket when the caller gives no ``X-Amzn-SageMaker-Model-Invocation-Path``."""
+"""Container path of the WebSocket when the caller gives no
+``X-Amzn-SageMaker-Model-Invocation-Path``."""
 
 ACCEPT_TIMEOUT_S = 0.25
 """The container must accept the WebSocket within 250 ms (TCP connect and upgrade)."""
@@ -65,15 +69,16 @@ MAX_UNANSWERED_PINGS = 5
 """SageMaker closes the connection when 5 pings in a row get no pong."""
 
 CLOSE_TIMEOUT_S = 2.0
-"""Seconds the front door waits for the container's close reply before dropping the connection (local choice)."""
+"""Seconds the front door waits for the container's close reply before dropping the connection
+(local choice)."""
 
 REQUEST_DRAIN_TIMEOUT_S = 5.0
-"""Seconds the front door waits for the caller to end its request stream before it ends the response anyway (local
-choice)."""
+"""Seconds the front door waits for the caller to end its request stream before it ends the response
+anyway (local choice)."""
 
 STREAM_BROKEN = "StreamBroken"
-"""``ModelStreamError.ErrorCode`` for a connection to the container lost without a close frame (local choice, see the
-module docstring)."""
+"""``ModelStreamError.ErrorCode`` for a connection to the container lost without a close frame
+(local choice, see the module docstring)."""
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -104,7 +109,8 @@ class ClientGone(Exception):
 
 
 class BadRequestStream(Exception):
-    """The request stream broke the protocol; ``code`` and the message go into an event stream ``error`` message."""
+    """The request stream broke the protocol; ``code`` and the message go into an event stream
+    ``error`` message."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -112,7 +118,8 @@ class BadRequestStream(Exception):
 
 
 def container_url(base: str, invocation_path: str | None, query_string: str | None) -> str:
-    """The container's WebSocket URL: ``base`` (``ws://host:port``) plus the invocation path and query string."""
+    """The container's WebSocket URL: ``base`` (``ws://host:port``) plus the invocation path and
+    query string."""
     path = "/" + invocation_path.lstrip("/") if invocation_path else DEFAULT_INVOCATION_PATH
     return f"{base.rstrip('/')}{path}" + (f"?{query_string}" if query_string else "")
 
@@ -121,8 +128,8 @@ async def connect_container(url: str, settings: StreamSettings, *, region: str, 
     """Open the WebSocket to the container, as SageMaker does before it answers the call.
 
     Raises:
-        ServiceError: ``ModelError`` (424) when the container refuses the connection, answers the upgrade with another
-            status, or does not accept within ``settings.accept_timeout_s``.
+        ServiceError: ``ModelError`` (424) when the container refuses the connection, answers the
+            upgrade with another status, or does not accept within ``settings.accept_timeout_s``.
     """
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidHandshake, InvalidStatus
@@ -140,16 +147,19 @@ async def connect_container(url: str, settings: StreamSettings, *, region: str, 
                           original=body or f"the container answered the WebSocket upgrade to {url} with "
                                            f"HTTP {error.response.status_code}") from None
     except (OSError, InvalidHandshake) as error:
-        original = f"Could not open a WebSocket to the model container at {url}: {error or type(error).__name__}."
+        original = (f"Could not open a WebSocket to the model container at {url}: "
+                    f"{error or type(error).__name__}.")
         raise model_error(region, endpoint, status=None, original=original, variant=variant) from None
 
 
 class BidirectionalStream:
-    """One ``InvokeEndpointWithBidirectionalStream`` call, from an open container WebSocket to the end of the response.
+    """One ``InvokeEndpointWithBidirectionalStream`` call, from an open container WebSocket to the
+    end of the response.
 
     Args:
         websocket: the container connection (from :func:`connect_container`).
-        receive, send: the ASGI channel of the HTTP/2 request (the response has been started by the caller).
+        receive, send: the ASGI channel of the HTTP/2 request (the response has been started by the
+            caller).
         chain: checks each request envelope's signature.
         settings: ping interval and limits.
     """
@@ -168,8 +178,8 @@ class BidirectionalStream:
         self._fragmented_send: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
-        """Relay both ways until the stream ends, then end the response (with a ``ModelStreamError`` if the container
-        ended it)."""
+        """Relay both ways until the stream ends, then end the response (with a ``ModelStreamError``
+        if the container ended it)."""
         from websockets.exceptions import ConnectionClosed
 
         inbound = asyncio.create_task(self._client_to_container(), name="bidi-inbound")
@@ -184,7 +194,8 @@ class BidirectionalStream:
                     await self._close_container(1001, "the caller went away")
                     return
                 if isinstance(error, ConnectionClosed):
-                    # The container went away while a part was being forwarded: the outbound side says how.
+                    # The container went away while a part was being forwarded: the outbound side
+                    # says how.
                     await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s)
                 elif error is not None:
                     code, message = ((error.code, str(error)) if isinstance(error, SignatureError | BadRequestStream)
@@ -192,14 +203,14 @@ class BidirectionalStream:
                     trailer = error_event(code, message)
                     await self._close_container(1008, message[:100])
                 else:
-                    # The end of the request stream: the close handshake has started; relay what the container sends
-                    # until its close reply.
+                    # The end of the request stream: the close handshake has started; relay what the
+                    # container sends until its close reply.
                     await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s * 2)
             elif keepalive.done() and keepalive.exception() is None:
                 unanswered = self._settings.max_unanswered_pings
-                self._failure = (STREAM_BROKEN, f"The model container answered none of {unanswered} consecutive "
-                                 f"WebSocket pings (one every {self._settings.ping_interval_s:g} s); the connection "
-                                 "to it was closed.")
+                self._failure = (STREAM_BROKEN, f"The model container answered none of {unanswered} consecutive WebSocket "
+                                                f"pings (one every {self._settings.ping_interval_s:g} s); the connection to "
+                                                "it was closed.")
                 self._closing = True
                 self._ws.transport.abort()
                 await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s)
@@ -213,8 +224,8 @@ class BidirectionalStream:
             if trailer is not None:
                 with contextlib.suppress(Exception):  # the caller may be gone already
                     await self._emit(trailer)
-            # The response ends only after the request stream: the SDK's HTTP/2 client (awscrt) cannot end its
-            # request once the response has ended, and would report a failed write.
+            # The response ends only after the request stream: the SDK's HTTP/2 client (awscrt)
+            # cannot end its request once the response has ended, and would report a failed write.
             await self._finish_request(inbound)
             await self._end_response()
         finally:
@@ -227,7 +238,7 @@ class BidirectionalStream:
                         await task
             await self._close_container(1000, "")
 
-    # ---- caller -> container ------------------------------------------------------------------------------------
+    # ---- caller -> container --------------------------------------------------------------------
     async def _body(self) -> AsyncIterator[bytes]:
         while True:
             message = await self._receive()
@@ -241,9 +252,9 @@ class BidirectionalStream:
                 return
 
     async def _finish_request(self, inbound: asyncio.Task[None]) -> None:
-        """Stop forwarding and wait for the caller to end its half of the HTTP/2 stream (after the final envelope,
-        or once it has read a ``ModelStreamError``), reading and dropping what it still sends; give up after
-        :data:`REQUEST_DRAIN_TIMEOUT_S`."""
+        """Stop forwarding and wait for the caller to end its half of the HTTP/2 stream (after the
+        final envelope, or once it has read a ``ModelStreamError``), reading and dropping what it
+        still sends; give up after :data:`REQUEST_DRAIN_TIMEOUT_S`."""
         if not inbound.done():
             inbound.cancel()
             with contextlib.suppress(BaseException):
@@ -256,7 +267,8 @@ class BidirectionalStream:
                     pass
 
     async def _client_to_container(self) -> None:
-        """Verify and forward each request event; at the end of the request stream start the close handshake."""
+        """Verify and forward each request event; at the end of the request stream start the close
+        handshake."""
         from smithy_aws_event_stream.events import Event
         from smithy_aws_event_stream.exceptions import EventError
         from smithy_core.aio.types import AsyncBytesReader
@@ -270,7 +282,9 @@ class BidirectionalStream:
                 raise BadRequestStream("SerializationException", f"the request stream is not a valid AWS event "
                                        f"stream ({type(error).__name__}: {error})") from error
             if envelope is None:
-                break  # the HTTP/2 request body ended without the final empty envelope: also the end of input
+                # the HTTP/2 request body ended without the final empty envelope: also the end of
+                # input
+                break
             self._chain.verify(envelope.message.headers, envelope.message.payload)
             if not envelope.message.payload:
                 break  # the signed empty envelope: the end of the request stream
@@ -299,7 +313,8 @@ class BidirectionalStream:
             pass
 
     async def _forward(self, data: bytes, *, text: bool, last: bool) -> None:
-        """Send one part to the container: a whole message, or a fragment of one (the first part's type counts)."""
+        """Send one part to the container: a whole message, or a fragment of one (the first part's
+        type counts)."""
         if self._fragments is None:
             if last:
                 await self._ws.send(data, text=text)
@@ -322,9 +337,10 @@ class BidirectionalStream:
             if last:
                 return
 
-    # ---- container -> caller ------------------------------------------------------------------------------------
+    # ---- container -> caller --------------------------------------------------------------------
     async def _container_to_client(self) -> None:
-        """Relay each frame (fragment) from the container as a PayloadPart until the container connection ends."""
+        """Relay each frame (fragment) from the container as a PayloadPart until the container
+        connection ends."""
         from websockets.exceptions import ConnectionClosed
 
         try:
@@ -355,10 +371,10 @@ class BidirectionalStream:
         with contextlib.suppress(Exception):  # the caller may be gone already
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    # ---- keepalive ----------------------------------------------------------------------------------------------
+    # ---- keepalive ------------------------------------------------------------------------------
     async def _keepalive(self) -> None:
-        """Return once ``max_unanswered_pings`` pings in a row got no pong (a ping is answered if its pong, or a later
-        one, arrives before the next ping is due)."""
+        """Return once ``max_unanswered_pings`` pings in a row got no pong (a ping is answered if
+        its pong, or a later one, arrives before the next ping is due)."""
         unanswered = 0
         pong: Awaitable[float] | None = None
         interval = self._settings.ping_interval_s

@@ -1,22 +1,24 @@
-"""A stand-in for Cartesia Sonic's Marketplace container, for ``make local`` and the tests: ``GET /ping`` and
-``POST /invocations`` answering with newline-delimited JSON audio events, as the container does.
+"""A stand-in for Cartesia Sonic's Marketplace container, for ``make local`` and the tests: ``GET
+/ping`` and ``POST /invocations`` answering with newline-delimited JSON audio events, as the
+container does.
 
 Facts from Cartesia's SageMaker listing documentation (github.com/cartesia-ai/cartesia-aws,
 ``sonic-3-6-jumpstart/README.md``):
 
-- The request is one JSON object: ``context_id``, ``transcript``, ``voice`` (``{"mode": "id", "id": ...}``, only
-  ``id`` mode), ``output_format`` (only ``container: raw``; ``encoding``, ``sample_rate``), optional ``language``,
-  ``add_timestamps``.
-- The response is a stream of JSON events, each ending with a line break: ``chunk`` (``status_code`` 206, ``done``
-  false, base64 audio in ``data`` of at most 20 ms, ``sampling_rate``, ``step_time``), ``timestamps``
-  (``word_timestamps``) when asked for, then ``done`` (``done`` true, ``status_code`` 200).
-- A malformed request is answered with HTTP 422, a container with no free generation slot with 429 (at most 4
-  generations at a time); SageMaker turns both into a ModelError carrying that status.
+- The request is one JSON object: ``context_id``, ``transcript``, ``voice`` (``{"mode": "id", "id":
+  ...}``, only ``id`` mode), ``output_format`` (only ``container: raw``; ``encoding``,
+  ``sample_rate``), optional ``language``, ``add_timestamps``.
+- The response is a stream of JSON events, each ending with a line break: ``chunk`` (``status_code``
+  206, ``done`` false, base64 audio in ``data`` of at most 20 ms, ``sampling_rate``, ``step_time``),
+  ``timestamps`` (``word_timestamps``) when asked for, then ``done`` (``done`` true, ``status_code``
+  200).
+- A malformed request is answered with HTTP 422, a container with no free generation slot with 429
+  (at most 4 generations at a time); SageMaker turns both into a ModelError carrying that status.
 
-The audio is not speech: a tone whose length follows the text (:func:`stand_in_audio`), the same for the same request,
-so that a test can compare what the client wrote sample for sample. Failure switches for tests: ``fail_after_chunks``
-(an ``error`` event, ``status_code`` 500, after N chunks) and ``drop_after_chunks`` (the connection is cut after N
-chunks, without the end of the response).
+The audio is not speech: a tone whose length follows the text (:func:`stand_in_audio`), the same for
+the same request, so that a test can compare what the client wrote sample for sample. Failure
+switches for tests: ``fail_after_chunks`` (an ``error`` event, ``status_code`` 500, after N chunks)
+and ``drop_after_chunks`` (the connection is cut after N chunks, without the end of the response).
 
 As a process: ``python -m voicectl.local.fake_sonic --port 8090``.
 """
@@ -42,10 +44,12 @@ CHUNK_MS = 20
 """Largest audio chunk per ``chunk`` event, in milliseconds (the container's documented maximum)."""
 
 MAX_GENERATIONS = 4
-"""Generations one container runs at once; one more is answered 429 ("at most 4 concurrent generation requests")."""
+"""Generations one container runs at once; one more is answered 429 ("at most 4 concurrent
+generation requests")."""
 
 ENCODINGS = ("pcm_s16le", "pcm_f32le")
-"""Raw encodings the stand-in produces (Cartesia's raw output also offers mu-law and A-law, which it does not)."""
+"""Raw encodings the stand-in produces (Cartesia's raw output also offers mu-law and A-law, which it
+does not)."""
 
 SECONDS_PER_CHARACTER = 0.06
 """Length of the stand-in audio per character of the transcript (about the pace of speech)."""
@@ -67,9 +71,11 @@ class RequestError(Exception):
 
 
 def stand_in_audio(transcript: str, sample_rate_hz: int) -> np.ndarray:
-    """The stand-in's audio for ``transcript``: float32 samples in [-1, 1], mono, at ``sample_rate_hz``.
+    """The stand-in's audio for ``transcript``: float32 samples in [-1, 1], mono, at
+    ``sample_rate_hz``.
 
-    Length: :data:`SECONDS_PER_CHARACTER` per character, at most :data:`MAX_AUDIO_S`, at least one chunk.
+    Length: :data:`SECONDS_PER_CHARACTER` per character, at most :data:`MAX_AUDIO_S`, at least one
+    chunk.
     """
     seconds = min(MAX_AUDIO_S, max(CHUNK_MS / 1000, len(transcript) * SECONDS_PER_CHARACTER))
     samples = np.arange(round(seconds * sample_rate_hz), dtype=np.float64)
@@ -109,7 +115,8 @@ def parse_request(body: bytes) -> dict[str, Any]:
         problems.append('output_format must be {"container": "raw", "encoding": ..., "sample_rate": ...}')
     else:
         if output.get("encoding") not in ENCODINGS:
-            problems.append(f"output_format.encoding {output.get('encoding')!r} is not one of {', '.join(ENCODINGS)}")
+            problems.append(f"output_format.encoding {output.get('encoding')!r} is not one of "
+                            f"{', '.join(ENCODINGS)}")
         if output.get("sample_rate") not in SONIC_SAMPLE_RATES_HZ:
             problems.append(f"output_format.sample_rate {output.get('sample_rate')!r} is not one of "
                             f"{', '.join(map(str, SONIC_SAMPLE_RATES_HZ))}")
@@ -126,9 +133,11 @@ class SonicCall:
 
     Attributes:
         request: the parsed request body.
-        audio: the raw audio bytes sent in ``chunk`` events, in order (what the client should write).
+        audio: the raw audio bytes sent in ``chunk`` events, in order (what the client should
+            write).
         events: every event sent, parsed.
-        client_closed: the caller closed the connection before the response ended (the generation stopped then).
+        client_closed: the caller closed the connection before the response ended (the generation
+            stopped then).
     """
 
     request: dict[str, Any]
@@ -138,11 +147,13 @@ class SonicCall:
 
 
 class FakeSonic:
-    """The stand-in container on ``127.0.0.1`` (an async context manager; ``port`` 0 lets the OS choose).
+    """The stand-in container on ``127.0.0.1`` (an async context manager; ``port`` 0 lets the OS
+    choose).
 
     Attributes:
         calls: every accepted call, in order (:class:`SonicCall`).
-        fail_after_chunks: when set, an ``error`` event (status 500) follows that many chunks, then the response ends.
+        fail_after_chunks: when set, an ``error`` event (status 500) follows that many chunks, then
+            the response ends.
         drop_after_chunks: when set, the connection is cut after that many chunks.
         pace: wall-clock seconds per second of audio (0: as fast as the events can be written).
     """
@@ -180,7 +191,7 @@ class FakeSonic:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    # ---- ASGI ---------------------------------------------------------------------------------------------------
+    # ---- ASGI -----------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -220,7 +231,8 @@ class FakeSonic:
             self._generations -= 1
 
     async def _generate_until_closed(self, request: dict[str, Any], receive: Receive, send: Send) -> None:
-        """Generate, stopping when the caller closes the connection (``http.disconnect``): its slot is free then."""
+        """Generate, stopping when the caller closes the connection (``http.disconnect``): its slot
+        is free then."""
         generation = asyncio.ensure_future(self._generate(request, send))
         call_index = len(self.calls)  # the call _generate appends
 

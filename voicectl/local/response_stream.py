@@ -1,15 +1,18 @@
-"""``InvokeEndpointWithResponseStream`` for the local front door: the request body goes to the container's
-``POST /invocations``; each piece of the container's streamed response comes back as one ``PayloadPart`` event.
+"""``InvokeEndpointWithResponseStream`` for the local front door: the request body goes to the
+container's ``POST /invocations``; each piece of the container's streamed response comes back as one
+``PayloadPart`` event.
 
-SageMaker's side (SageMaker API Reference, InvokeEndpointWithResponseStream; Developer Guide, "How Containers Serve
-Requests"): ``Content-Type`` and ``X-Amzn-SageMaker-Accept`` reach the container as ``Content-Type`` and ``Accept``,
-and ``X-Amzn-SageMaker-Custom-Attributes`` as is; a container status other than 200 is a ``ModelError`` (424)
-carrying that status and body; the response is ``application/vnd.amazon.eventstream`` with the container's content
-type in ``X-Amzn-SageMaker-Content-Type``; SageMaker may split or pack the container's bytes into parts any way (here:
-one part per read from the container connection); a connection to the model broken mid-response ends the stream with
-``ModelStreamError`` ``StreamBroken`` (the API reference lists ``StreamBroken`` and ``ModelInvocationTimeExceeded``).
-A caller that closes its response stream ends the call to the container too (unconfirmed for SageMaker: its
-documentation is silent; a voice agent interrupted mid-sentence relies on it to free the container's slot).
+SageMaker's side (SageMaker API Reference, InvokeEndpointWithResponseStream; Developer Guide, "How
+Containers Serve Requests"): ``Content-Type`` and ``X-Amzn-SageMaker-Accept`` reach the container as
+``Content-Type`` and ``Accept``, and ``X-Amzn-SageMaker-Custom-Attributes`` as is; a container
+status other than 200 is a ``ModelError`` (424) carrying that status and body; the response is
+``application/vnd.amazon.eventstream`` with the container's content type in
+``X-Amzn-SageMaker-Content-Type``; SageMaker may split or pack the container's bytes into parts any
+way (here: one part per read from the container connection); a connection to the model broken
+mid-response ends the stream with ``ModelStreamError`` ``StreamBroken`` (the API reference lists
+``StreamBroken`` and ``ModelInvocationTimeExceeded``). A caller that closes its response stream ends
+the call to the container too (unconfirmed for SageMaker: its documentation is silent; a voice agent
+interrupted mid-sentence relies on it to free the container's slot).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ INVOCATIONS_PATH = "/invocations"
 """The container's inference path (SageMaker's container contract)."""
 
 SILENCE_TIMEOUT_S = 60.0
-"""Seconds the container may stay silent, before its first byte or between two reads (InvokeEndpoint: "A customer's
-model containers must respond to requests within 60 seconds"); then the call fails."""
+"""Seconds the container may stay silent, before its first byte or between two reads
+(InvokeEndpoint: "A customer's model containers must respond to requests within 60 seconds"); then
+the call fails."""
 
 MAX_ERROR_BODY_BYTES = 4096
 """Bytes of a container's error body kept as ``OriginalMessage``."""
@@ -43,7 +47,8 @@ MAX_ERROR_BODY_BYTES = 4096
 async def relay_response_stream(*, session: Any, container: str, body: bytes, headers: dict[str, str], send: Send,
                                 region: str, endpoint: str, variant: str, request_id: str,
                                 receive: Receive | None = None) -> None:
-    """Call the container and stream its answer to the caller as event stream ``PayloadPart`` events.
+    """Call the container and stream its answer to the caller as event stream ``PayloadPart``
+    events.
 
     Args:
         session: an ``aiohttp.ClientSession``.
@@ -52,12 +57,12 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
         headers: the caller's request headers (lower-case names).
         send: the ASGI send channel of the caller's request (nothing sent yet).
         region, endpoint, variant, request_id: for the response headers and error messages.
-        receive: the ASGI receive channel of the caller's request (its body read): its ``http.disconnect`` ends
-            the relay and closes the container's connection.
+        receive: the ASGI receive channel of the caller's request (its body read): its
+            ``http.disconnect`` ends the relay and closes the container's connection.
 
     Raises:
-        ServiceError: ``ModelError`` when the container cannot be reached or answers with a status other than 200
-            (nothing has been sent to the caller then).
+        ServiceError: ``ModelError`` when the container cannot be reached or answers with a status
+            other than 200 (nothing has been sent to the caller then).
     """
     import aiohttp
 

@@ -1,23 +1,26 @@
-"""A local SageMaker runtime: the front door the clients call, on ``https://localhost:<port>``, in front of local
-containers (the bridge for Voxtral, the Sonic stand-in).
+"""A local SageMaker runtime: the front door the clients call, on ``https://localhost:<port>``, in
+front of local containers (the bridge for Voxtral, the Sonic stand-in).
 
-It serves, over HTTP/2 (and HTTP/1.1, which botocore uses) with TLS, the two runtime operations the clients use:
+It serves, over HTTP/2 (and HTTP/1.1, which botocore uses) with TLS, the two runtime operations the
+clients use:
 
-- ``POST /endpoints/<name>/invocations-bidirectional-stream`` (InvokeEndpointWithBidirectionalStream): see
-  :mod:`voicectl.local.bidi`.
+- ``POST /endpoints/<name>/invocations-bidirectional-stream``
+  (InvokeEndpointWithBidirectionalStream): see :mod:`voicectl.local.bidi`.
 - ``POST /endpoints/<name>/invocations-response-stream`` (InvokeEndpointWithResponseStream): see
   :mod:`voicectl.local.response_stream`.
 
 Every request must be SigV4-signed for the ``sagemaker`` signing name with the local credentials
-(:mod:`voicectl.local.sigv4`); an unsigned request, a wrong signature, an unknown endpoint or target variant, or a bad
-``X-Amzn-SageMaker-Model-Invocation-Path`` / ``-Query-String`` gets the error SageMaker returns
-(:mod:`voicectl.local.shapes`). HTTP/2 and TLS come from hypercorn (h2 underneath); the certificate is made at start
-with trustme, under a local certificate authority whose file the clients trust (``AWS_CA_BUNDLE``).
+(:mod:`voicectl.local.sigv4`); an unsigned request, a wrong signature, an unknown endpoint or target
+variant, or a bad ``X-Amzn-SageMaker-Model-Invocation-Path`` / ``-Query-String`` gets the error
+SageMaker returns (:mod:`voicectl.local.shapes`). HTTP/2 and TLS come from hypercorn (h2
+underneath); the certificate is made at start with trustme, under a local certificate authority
+whose file the clients trust (``AWS_CA_BUNDLE``).
 
-Each endpoint has one container per ProductionVariant, given as ``NAME[/VARIANT]=URL``: ``ws://host:port`` for a
-container with bidirectional streaming (the label ``com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true``;
-its ``POST /invocations`` is at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-in). A
-call without ``X-Amzn-SageMaker-Target-Variant`` goes to the endpoint's first variant.
+Each endpoint has one container per ProductionVariant, given as ``NAME[/VARIANT]=URL``:
+``ws://host:port`` for a container with bidirectional streaming (the label
+``com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true``; its ``POST /invocations`` is
+at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-in). A call without
+``X-Amzn-SageMaker-Target-Variant`` goes to the endpoint's first variant.
 """
 
 from __future__ import annotations
@@ -60,8 +63,8 @@ DEFAULT_VARIANT = "AllTraffic"
 """The ProductionVariant name the stacks give each endpoint."""
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-"""EndpointName and VariantName: at most 63 characters, letters, digits and single or repeated hyphens inside
-(SageMaker API Reference, CreateEndpoint / ProductionVariant)."""
+"""EndpointName and VariantName: at most 63 characters, letters, digits and single or repeated
+hyphens inside (SageMaker API Reference, CreateEndpoint / ProductionVariant)."""
 
 INVOCATION_PATH_PATTERN = re.compile(r"^[A-Za-z0-9\-._]+(?:/[A-Za-z0-9\-._]+)*$")
 INVOCATION_PATH_MAX = 100
@@ -69,9 +72,10 @@ QUERY_STRING_PATTERN = re.compile(
     r"^[a-zA-Z0-9][A-Za-z0-9_-]*=(?:[A-Za-z0-9._~\-]|%[0-9A-Fa-f]{2})+"
     r"(?:&[a-zA-Z0-9][A-Za-z0-9_-]*=(?:[A-Za-z0-9._~\-]|%[0-9A-Fa-f]{2})+)*$")
 QUERY_STRING_MAX = 2048
-"""Constraints SageMaker's API contract gives ``X-Amzn-SageMaker-Model-Invocation-Path`` (at most 100 characters,
-path segments of letters, digits, ``-._``) and ``X-Amzn-SageMaker-Model-Query-String`` (at most 2048 characters,
-``key=value`` pairs joined by ``&``, values URL-encoded)."""
+"""Constraints SageMaker's API contract gives ``X-Amzn-SageMaker-Model-Invocation-Path`` (at most
+100 characters, path segments of letters, digits, ``-._``) and
+``X-Amzn-SageMaker-Model-Query-String`` (at most 2048 characters, ``key=value`` pairs joined by
+``&``, values URL-encoded)."""
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
                     r"invocations-response-stream)$")
@@ -111,8 +115,8 @@ class LocalEndpoint:
         variant = variant or DEFAULT_VARIANT
         for label, value in (("endpoint name", name), ("variant name", variant)):
             if not NAME_PATTERN.match(value):
-                raise ValueError(f"{label} {value!r} in {spec!r} is not valid: 1 to 63 letters, digits and hyphens, "
-                                 "starting and ending with a letter or digit")
+                raise ValueError(f"{label} {value!r} in {spec!r} is not valid: 1 to 63 letters, digits and "
+                                 "hyphens, starting and ending with a letter or digit")
         parts = urlsplit(url)
         try:
             port = parts.port
@@ -201,8 +205,8 @@ class LocalRuntime:
         """The variant a call goes to.
 
         Raises:
-            ServiceError: the endpoint name is malformed or unknown, or it has no such variant (the message names the
-                ones it has; its wording is ours, SageMaker's is not documented).
+            ServiceError: the endpoint name is malformed or unknown, or it has no such variant (the
+                message names the ones it has; its wording is ours, SageMaker's is not documented).
         """
         if not NAME_PATTERN.match(name):
             raise validation_error(f"1 validation error detected: Value '{name}' at 'endpointName' failed to satisfy "
@@ -247,11 +251,12 @@ class LocalRuntime:
         if started:  # cannot happen: the relays raise only before they answer
             logger.warning("error after the response started: %s", error)
             return
-        # Over HTTP/2 the stream is then reset at once if the caller is still sending (serving.install_stream_reset):
-        # it learns of the refusal now, not when its request stream ends, and later data for it is dropped.
-        # Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive) the unread body is read first, up to
-        # MAX_DRAINED_BODY_BYTES: answered with its body unread, hypercorn closes the TLS connection under the
-        # caller's next request (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
+        # Over HTTP/2 the stream is then reset at once if the caller is still sending
+        # (serving.install_stream_reset): it learns of the refusal now, not when its request stream
+        # ends, and later data for it is dropped. Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive)
+        # the unread body is read first, up to MAX_DRAINED_BODY_BYTES: answered with its body
+        # unread, hypercorn closes the TLS connection under the caller's next request (ssl.SSLError
+        # APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
         if scope.get("http_version") != "2" and not body_read:
             drained = 0
             while not body_read and drained <= MAX_DRAINED_BODY_BYTES:
@@ -288,10 +293,10 @@ class LocalRuntime:
                              chain: EventSignatureChain, request_id: str) -> None:
         if not endpoint.bidirectional:
             raise validation_error(
-                f"Endpoint {endpoint.name} of account {ACCOUNT_ID} does not support bidirectional streaming: the "
-                f"container of variant {endpoint.variant} lacks the image label "
-                "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true (locally: it was given as "
-                "http://, not ws://).", bidirectional=True)
+                f"Endpoint {endpoint.name} of account {ACCOUNT_ID} does not support "
+                f"bidirectional streaming: the container of variant {endpoint.variant} lacks the "
+                "image label com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true "
+                "(locally: it was given as http://, not ws://).", bidirectional=True)
         path = headers.get("x-amzn-sagemaker-model-invocation-path")
         query = headers.get("x-amzn-sagemaker-model-query-string")
         if path is not None and (len(path) > INVOCATION_PATH_MAX or not INVOCATION_PATH_PATTERN.match(path)):
@@ -331,8 +336,9 @@ class LocalRuntime:
 
 
 MAX_DRAINED_BODY_BYTES = 8 * 1024 * 1024
-"""Bytes of an HTTP/1.1 request body read (and dropped) before a refusal is answered, so the connection can serve
-the caller's next request; a larger body is answered unread (the connection then closes, as any server may)."""
+"""Bytes of an HTTP/1.1 request body read (and dropped) before a refusal is answered, so the
+connection can serve the caller's next request; a larger body is answered unread (the connection
+then closes, as any server may)."""
 
 
 async def _read_body(receive: Receive) -> bytes:

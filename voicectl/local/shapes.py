@@ -1,18 +1,21 @@
-"""What SageMaker runtime puts on the wire, for the local front door: error responses and event stream messages.
+"""What SageMaker runtime puts on the wire, for the local front door: error responses and event
+stream messages.
 
-Error responses follow the restJson1 protocol both runtime APIs use (the SDKs read the error name from the
-``X-Amzn-ErrorType`` header): ``ValidationError`` (InvokeEndpointWithResponseStream) and ``InputValidationError``
-(InvokeEndpointWithBidirectionalStream) with HTTP 400, ``ModelError`` with 424 and the container's status and message
-(``OriginalStatusCode``, ``OriginalMessage``, ``LogStreamArn``, ``ErrorCode`` ``CLIENT_ERROR_FROM_MODEL`` /
-``SERVER_ERROR_FROM_MODEL``), and the front end's own authentication errors (403). Sources: the SageMaker API
-Reference pages of both operations (errors and their status codes) and the error bodies SageMaker returns
-(``Endpoint <name> of account <id> not found.``; ``Received client error (<status>) from primary with message
-"<body>". See <log URL> in account <id> for more information.``).
+Error responses follow the restJson1 protocol both runtime APIs use (the SDKs read the error name
+from the ``X-Amzn-ErrorType`` header): ``ValidationError`` (InvokeEndpointWithResponseStream) and
+``InputValidationError`` (InvokeEndpointWithBidirectionalStream) with HTTP 400, ``ModelError`` with
+424 and the container's status and message (``OriginalStatusCode``, ``OriginalMessage``,
+``LogStreamArn``, ``ErrorCode`` ``CLIENT_ERROR_FROM_MODEL`` / ``SERVER_ERROR_FROM_MODEL``), and the
+front end's own authentication errors (403). Sources: the SageMaker API Reference pages of both
+operations (errors and their status codes) and the error bodies SageMaker returns (``Endpoint <name>
+of account <id> not found.``; ``Received client error (<status>) from primary with message "<body>".
+See <log URL> in account <id> for more information.``).
 
-Event stream messages use the AWS event stream encoding (``application/vnd.amazon.eventstream``) through
-``smithy_aws_event_stream``, the codec the bidirectional SDK itself uses: a ``PayloadPart`` event carries the bytes as
-its payload and ``DataType`` / ``CompletionState`` as headers; ``ModelStreamError`` and ``InternalStreamFailure`` are
-exception messages with a JSON payload (``{"Message", "ErrorCode"}``).
+Event stream messages use the AWS event stream encoding (``application/vnd.amazon.eventstream``)
+through ``smithy_aws_event_stream``, the codec the bidirectional SDK itself uses: a ``PayloadPart``
+event carries the bytes as its payload and ``DataType`` / ``CompletionState`` as headers;
+``ModelStreamError`` and ``InternalStreamFailure`` are exception messages with a JSON payload
+(``{"Message", "ErrorCode"}``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ class ServiceError(Exception):
         code: error name, sent as ``X-Amzn-ErrorType``.
         message: human-readable message.
         members: other members of the error shape (``ErrorCode``, ``OriginalStatusCode``, ...).
-        message_key: ``Message`` for SageMaker's modeled errors, ``message`` for the AWS front end's own errors.
+        message_key: ``Message`` for SageMaker's modeled errors, ``message`` for the AWS front end's
+            own errors.
     """
 
     status: int
@@ -63,7 +67,8 @@ class ServiceError(Exception):
 
 
 def validation_error(message: str, *, bidirectional: bool) -> ServiceError:
-    """A bad request: ``InputValidationError`` on the bidirectional API, ``ValidationError`` on the others (400)."""
+    """A bad request: ``InputValidationError`` on the bidirectional API, ``ValidationError`` on the
+    others (400)."""
     code = "InputValidationError" if bidirectional else "ValidationError"
     return ServiceError(400, code, message, message_key="Message" if bidirectional else "message")
 
@@ -79,7 +84,8 @@ def log_stream_arn(region: str, endpoint: str) -> str:
 
 
 def model_error(region: str, endpoint: str, *, status: int | None, original: str, variant: str) -> ServiceError:
-    """``ModelError`` (424): the container refused the request or failed; ``status`` is its HTTP status, if any."""
+    """``ModelError`` (424): the container refused the request or failed; ``status`` is its HTTP
+    status, if any."""
     kind = "client" if status is not None and status < 500 else "server"
     members: dict[str, Any] = {"ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL", "OriginalMessage": original,
                                "LogStreamArn": log_stream_arn(region, endpoint)}
@@ -111,7 +117,8 @@ def payload_part(data: bytes, *, data_type: str | None = None, completion_state:
 
 
 def exception_event(name: str, message: str, error_code: str | None = None) -> bytes:
-    """A modeled exception of the response stream (``ModelStreamError``, ``InternalStreamFailure``)."""
+    """A modeled exception of the response stream (``ModelStreamError``,
+    ``InternalStreamFailure``)."""
     body: dict[str, str] = {"Message": message}
     if error_code is not None:
         body["ErrorCode"] = error_code
@@ -120,5 +127,6 @@ def exception_event(name: str, message: str, error_code: str | None = None) -> b
 
 
 def error_event(code: str, message: str) -> bytes:
-    """An unmodeled error message of the response stream (``:message-type`` ``error``), e.g. a bad event signature."""
+    """An unmodeled error message of the response stream (``:message-type`` ``error``), e.g. a bad
+    event signature."""
     return encode_event({":message-type": "error", ":error-code": code, ":error-message": message}, b"")

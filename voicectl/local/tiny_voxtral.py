@@ -1,23 +1,29 @@
-"""A tiny random-weight checkpoint in the format of mistralai/Voxtral-Mini-4B-Realtime-2602, for vLLM's real server.
+"""A tiny random-weight checkpoint in the format of mistralai/Voxtral-Mini-4B-Realtime-2602, for
+vLLM's real server.
 
-vLLM's realtime endpoint (`/v1/realtime`) needs a Voxtral Realtime model. The real one is 4B parameters and cannot
-be fetched here; this writes the same three files the model repository ships, with the architecture flags of the
-real `params.json` kept (so vLLM takes the same code paths: the causal Whisper encoder with block pooling, AdaRMSNorm
-time conditioning, sliding-window attention in both towers, tied embeddings, the streaming tokenizer) and only the
-sizes shrunk (dim 128, 2 layers each side: about 1.7 MB of bf16):
+vLLM's realtime endpoint (`/v1/realtime`) needs a Voxtral Realtime model. The real one is 4B
+parameters and cannot be fetched here; this writes the same three files the model repository ships,
+with the architecture flags of the real `params.json` kept (so vLLM takes the same code paths: the
+causal Whisper encoder with block pooling, AdaRMSNorm time conditioning, sliding-window attention in
+both towers, tied embeddings, the streaming tokenizer) and only the sizes shrunk (dim 128, 2 layers
+each side: about 1.7 MB of bf16):
 
 - `params.json`: the model arguments vLLM reads with `--config-format mistral`
   (vllm/transformers_utils/configs/mistral.py).
-- `tekken.json`: a byte-level vocabulary of 256 tokens, the special tokens mistral_common knows, and the `audio`
-  section of the streaming tokenizer (mistral_common `Tekkenizer.from_file`, `AudioConfig`).
-- `consolidated.safetensors`: bf16 weights under the Mistral names vLLM maps with `--load-format mistral`
-  (vllm/model_executor/models/voxtral.py `load_weights`, `VoxtralEncoderModel.mistral_remapping`).
+- `tekken.json`: a byte-level vocabulary of 256 tokens, the special tokens mistral_common knows, and
+  the `audio` section of the streaming tokenizer (mistral_common `Tekkenizer.from_file`,
+  `AudioConfig`).
+- `consolidated.safetensors`: bf16 weights under the Mistral names vLLM maps with `--load-format
+  mistral` (vllm/model_executor/models/voxtral.py `load_weights`,
+  `VoxtralEncoderModel.mistral_remapping`).
 
-Random weights make greedy decoding pick special tokens only (every delta an empty string). Every token embedding
-therefore gets one shared positive direction, largest for the letters: the embeddings are tied, so the residual
-stream carries that direction and the letters win the logits, and `transcription.delta` carries visible text.
+Random weights make greedy decoding pick special tokens only (every delta an empty string). Every
+token embedding therefore gets one shared positive direction, largest for the letters: the
+embeddings are tied, so the residual stream carries that direction and the letters win the logits,
+and `transcription.delta` carries visible text.
 
-Run it with the vLLM environment's Python (it needs torch and safetensors, which that environment has)::
+Run it with the vLLM environment's Python (it needs torch and safetensors, which that environment
+has)::
 
     .venv-vllm/bin/python -m voicectl.local.tiny_voxtral DIR
 
@@ -62,7 +68,8 @@ VOCAB_SIZE = NUM_SPECIAL_TOKENS + BYTE_VOCAB
 TEKKEN_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
                   r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
-#: mistral_common's SpecialTokens, in the order of their ranks (mistral_common/tokens/tokenizers/base.py).
+#: mistral_common's SpecialTokens, in the order of their ranks
+#: (mistral_common/tokens/tokenizers/base.py).
 SPECIAL_TOKENS = (
     "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
     "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
@@ -70,7 +77,8 @@ SPECIAL_TOKENS = (
     "[BEGIN_AUDIO]", "[TRANSCRIBE]", "[THINK]", "[/THINK]", "[STREAMING_PAD]", "[STREAMING_WORD]",
     "[NEXT_AUDIO_TEXT]", "[REPEAT_AUDIO_TEXT]", "[MODEL_SETTINGS]", "[/MODEL_SETTINGS]",
 )
-#: Weight of the shared embedding direction: every token, and the letters more (so greedy decoding picks them).
+#: Weight of the shared embedding direction: every token, and the letters more (so greedy decoding
+#: picks them).
 SHARED_DIRECTION = 0.5
 LETTER_DIRECTION = 2.0
 SEED = 20260223
@@ -83,8 +91,8 @@ def params() -> dict:
         "n_kv_heads": N_KV_HEADS, "use_biases": False, "causal": True, "rope_theta": 1000000.0, "norm_eps": 1e-05,
         "vocab_size": VOCAB_SIZE, "model_parallel": 1, "tied_embeddings": True,
         "sliding_window": DECODER_SLIDING_WINDOW, "model_max_length": MAX_POSITION_EMBEDDINGS,
-        # Without it vLLM looks the model up on the hub for ~28 s before falling back (unconfirmed: seen, not
-        # documented); the value is the real model_max_length.
+        # Without it vLLM looks the model up on the hub for ~28 s before falling back (unconfirmed:
+        # seen, not documented); the value is the real model_max_length.
         "max_position_embeddings": MAX_POSITION_EMBEDDINGS,
         "multimodal": {"whisper_model_args": {
             "encoder_args": {
@@ -106,7 +114,8 @@ def params() -> dict:
 
 
 def tekken() -> dict:
-    """`tekken.json`: byte-level vocabulary, special tokens (fillers up to NUM_SPECIAL_TOKENS), streaming audio."""
+    """`tekken.json`: byte-level vocabulary, special tokens (fillers up to NUM_SPECIAL_TOKENS),
+    streaming audio."""
     specials = [{"rank": rank, "token_str": token, "is_control": True} for rank, token in enumerate(SPECIAL_TOKENS)]
     specials += [{"rank": rank, "token_str": f"<SPECIAL_{rank}>", "is_control": True}
                  for rank in range(len(SPECIAL_TOKENS), NUM_SPECIAL_TOKENS)]
@@ -175,7 +184,8 @@ def weight_shapes() -> dict[str, tuple[int, ...]]:
 
 
 def write(directory: Path) -> Path:
-    """Write params.json, tekken.json and consolidated.safetensors into `directory` (created); return it."""
+    """Write params.json, tekken.json and consolidated.safetensors into `directory` (created);
+    return it."""
     import torch  # the vLLM environment's
     from safetensors.torch import save_file
 
@@ -205,7 +215,7 @@ def write(directory: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m voicectl.local.tiny_voxtral", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m voicectl.local.tiny_voxtral", description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", type=Path, help="where to write the three files (created if missing)")
     args = parser.parse_args(argv)
     print(write(args.directory))

@@ -1,15 +1,16 @@
-"""On-demand prices shipped with the project: what ``voicectl capacity --compare`` prices with when the Price List API
-cannot be asked (no ``--prices``, no credentials, no network).
+"""On-demand prices shipped with the project: what ``voicectl capacity --compare`` prices with when
+the Price List API cannot be asked (no ``--prices``, no credentials, no network).
 
-Dated, with its source and Region, and printed as such. The figures are list prices in USD per instance-hour in
-us-east-1, before tax, without Savings Plans, Spot or private pricing, for the instance only (no storage volume,
-data transfer or Marketplace software fee).
+Dated, with its source and Region, and printed as such. The figures are list prices in USD per
+instance-hour in us-east-1, before tax, without Savings Plans, Spot or private pricing, for the
+instance only (no storage volume, data transfer or Marketplace software fee).
 
-Source (unconfirmed): transcribed from the on-demand rates AWS's public pricing pages list (Amazon SageMaker AI
-pricing, real-time inference; Amazon EC2 On-Demand pricing, Linux), as third-party price trackers reproduce them;
-this project has no AWS account, so none of them was read from the Price List API. The SageMaker rates of these
-families are the EC2 rate x 1.25 (ml.g5.xlarge excepted); ``voicectl capacity --prices`` reads today's figures.
-Other Regions are not in the table: ask the Price List API (``--prices``) there.
+Source (unconfirmed): transcribed from the on-demand rates AWS's public pricing pages list (Amazon
+SageMaker AI pricing, real-time inference; Amazon EC2 On-Demand pricing, Linux), as third-party
+price trackers reproduce them; this project has no AWS account, so none of them was read from the
+Price List API. The SageMaker rates of these families are the EC2 rate x 1.25 (ml.g5.xlarge
+excepted); ``voicectl capacity --prices`` reads today's figures. Other Regions are not in the table:
+ask the Price List API (``--prices``) there.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from dataclasses import dataclass
 #: When the table was written, its Region and its source, as the report prints them.
 RECORDED = "2026-12-01"
 REGION = "us-east-1"
-SOURCE = ("AWS's public on-demand pricing pages (SageMaker AI real-time inference, EC2 Linux) as third parties list "
-          "them; not read from the Price List API")
+SOURCE = ("AWS's public on-demand pricing pages (SageMaker AI real-time inference, EC2 Linux) as third "
+          "parties list them; not read from the Price List API")
 
-#: SageMaker real-time inference, USD per instance-hour, us-east-1 (single-GPU sizes and the multi-GPU ones of the
-#: same families).
+#: SageMaker real-time inference, USD per instance-hour, us-east-1 (single-GPU sizes and the
+#: multi-GPU ones of the same families).
 SAGEMAKER_USD_PER_HOUR: dict[str, float] = {
     "ml.g5.xlarge": 1.408, "ml.g5.2xlarge": 1.515, "ml.g5.4xlarge": 2.03, "ml.g5.8xlarge": 3.06,
     "ml.g5.16xlarge": 5.12, "ml.g5.12xlarge": 7.09, "ml.g5.24xlarge": 10.18, "ml.g5.48xlarge": 20.36,
@@ -53,8 +54,8 @@ class TablePrice:
 
 
 def lookup(instance_type: str, region: str) -> TablePrice | None:
-    """The table's price of ``instance_type`` (``ml.*``: SageMaker hosting; otherwise EC2) in ``region``, or None
-    (another Region, or a type the table lacks)."""
+    """The table's price of ``instance_type`` (``ml.*``: SageMaker hosting; otherwise EC2) in
+    ``region``, or None (another Region, or a type the table lacks)."""
     if region != REGION:
         return None
     table = SAGEMAKER_USD_PER_HOUR if instance_type.startswith("ml.") else EC2_USD_PER_HOUR
@@ -64,5 +65,5 @@ def lookup(instance_type: str, region: str) -> TablePrice | None:
 
 def describe() -> str:
     """One line for reports: the table's date, Region and source."""
-    return (f"the price table shipped with voicectl (voicectl/operations/price_table.py), {REGION}, recorded {RECORDED} "
-            f"from {SOURCE}")
+    return (f"the price table shipped with voicectl (voicectl/operations/price_table.py), {REGION}, "
+            f"recorded {RECORDED} from {SOURCE}")

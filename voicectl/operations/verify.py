@@ -1,35 +1,41 @@
-"""``voicectl verify``: is every endpoint of this synth InService, running the Model and EndpointConfig the synth describes?
+"""``voicectl verify``: is every endpoint of this synth InService, running the Model and
+EndpointConfig the synth describes?
 
 Reads the synthesized app (``cdk.out``: ``manifest.json`` and the stack templates), takes each
-``AWS::SageMaker::Endpoint`` with its EndpointConfig, Models and scalable targets, and compares them with what
-SageMaker reports. Read-only: STS GetCallerIdentity, SageMaker DescribeEndpoint, DescribeEndpointConfig and
-DescribeModel, Application Auto Scaling DescribeScalableTargets, CloudFormation ListExports (``Fn::ImportValue``),
-DescribeStacks (a value only CloudFormation knows, such as the S3 URI the model-staging custom resource returns, is
-read from the stack output whose template value is the same expression) and ListStackResources (the physical id of a
-resource ``Ref``, e.g. a security group or KMS key of the same stack).
+``AWS::SageMaker::Endpoint`` with its EndpointConfig, Models and scalable targets, and compares them
+with what SageMaker reports. Read-only: STS GetCallerIdentity, SageMaker DescribeEndpoint,
+DescribeEndpointConfig and DescribeModel, Application Auto Scaling DescribeScalableTargets,
+CloudFormation ListExports (``Fn::ImportValue``), DescribeStacks (a value only CloudFormation knows,
+such as the S3 URI the model-staging custom resource returns, is read from the stack output whose
+template value is the same expression) and ListStackResources (the physical id of a resource
+``Ref``, e.g. a security group or KMS key of the same stack).
 
-Every field the synth sets is compared, one check per field, naming the field, the expected and the found value:
+Every field the synth sets is compared, one check per field, naming the field, the expected and the
+found value:
 
-- Model (the variant's, and each instance pool's ``ModelNameOverride``): every ``PrimaryContainer`` field (image,
-  mode, environment variable by variable, ``ModelDataSource``, model package), ``EnableNetworkIsolation``, ``VpcConfig``
-  (subnets and security groups as sets). Not compared: ``ExecutionRoleArn`` (the role is not replaced by an update)
-  and tags.
-- EndpointConfig: ``KmsKeyId`` and every other property but tags; the set of variant names; per variant every field
-  (instance type, counts, weight, timeouts, ``InferenceAmiVersion``, routing, ``InstancePools`` by priority,
-  ``VariantInstanceProvisionTimeoutInSeconds``...). ``EnableNetworkIsolation``, ``VpcConfig``, ``KmsKeyId``,
-  ``InferenceAmiVersion`` and ``InstancePools`` are compared even when the synth leaves them out (then they must be
-  unset): a rolled-back EndpointConfig may carry a value the synth no longer sets.
-  The synth leaves ``KmsKeyId`` out when an instance type of the variant (an instance pool's included) has local NVMe
-  storage: CreateEndpointConfig refuses a key there (API reference, ``KmsKeyId``), so verify expects none and says
+- Model (the variant's, and each instance pool's ``ModelNameOverride``): every ``PrimaryContainer``
+  field (image, mode, environment variable by variable, ``ModelDataSource``, model package),
+  ``EnableNetworkIsolation``, ``VpcConfig`` (subnets and security groups as sets). Not compared:
+  ``ExecutionRoleArn`` (the role is not replaced by an update) and tags.
+- EndpointConfig: ``KmsKeyId`` and every other property but tags; the set of variant names; per
+  variant every field (instance type, counts, weight, timeouts, ``InferenceAmiVersion``, routing,
+  ``InstancePools`` by priority, ``VariantInstanceProvisionTimeoutInSeconds``...).
+  ``EnableNetworkIsolation``, ``VpcConfig``, ``KmsKeyId``, ``InferenceAmiVersion`` and
+  ``InstancePools`` are compared even when the synth leaves them out (then they must be unset): a
+  rolled-back EndpointConfig may carry a value the synth no longer sets. The synth leaves
+  ``KmsKeyId`` out when an instance type of the variant (an instance pool's included) has local NVMe
+  storage: CreateEndpointConfig refuses a key there (API reference, ``KmsKeyId``), so verify expects
+      none and says
   why (:func:`constructs_lib.facts.instance_types.volume_key_refusal`).
 
-What it catches: an endpoint that is missing, not InService (Creating, Updating, Failed, RollingBack...), or InService
-on another EndpointConfig or Model than the synth's, for instance after SageMaker rolled an update back (the endpoint
-then runs the old instance type, image or environment), or after a deployment that never happened. Instance count:
-with a scalable target the count autoscaling chose must lie within its min and max (and the registered target must
-have them); without one, the count must be the template's InitialInstanceCount. With instance pools, every running
-instance type must be one of the pools', and a pool the synth gives a Model of its own (``ModelNameOverride``: its
-own stream cap) must have one deployed, and the other way round.
+What it catches: an endpoint that is missing, not InService (Creating, Updating, Failed,
+RollingBack...), or InService on another EndpointConfig or Model than the synth's, for instance
+after SageMaker rolled an update back (the endpoint then runs the old instance type, image or
+environment), or after a deployment that never happened. Instance count: with a scalable target the
+count autoscaling chose must lie within its min and max (and the registered target must have them);
+without one, the count must be the template's InitialInstanceCount. With instance pools, every
+running instance type must be one of the pools', and a pool the synth gives a Model of its own
+(``ModelNameOverride``: its own stream cap) must have one deployed, and the other way round.
 
 Exit code: 0 when every check passes, 1 when one fails (or AWS cannot be reached), 2 for bad input.
 """
@@ -57,8 +63,9 @@ MODEL = "AWS::SageMaker::Model"
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
 IN_SERVICE = "InService"
 
-#: Template properties not compared: names are generated, tags are not deployment state, the execution role is not
-#: replaced by an update, and variants and models are compared field by field on their own.
+#: Template properties not compared: names are generated, tags are not deployment state, the
+#: execution role is not replaced by an update, and variants and models are compared field by field
+#: on their own.
 MODEL_NOT_COMPARED = frozenset({"ModelName", "Tags", "ExecutionRoleArn", "PrimaryContainer"})
 CONFIG_NOT_COMPARED = frozenset({"EndpointConfigName", "Tags", "ProductionVariants"})
 VARIANT_NOT_COMPARED = frozenset({"VariantName", "ModelName"})
@@ -67,13 +74,15 @@ MODEL_DEFAULTS: Mapping[str, Any] = {"EnableNetworkIsolation": False, "VpcConfig
 CONFIG_DEFAULTS: Mapping[str, Any] = {"KmsKeyId": None}
 VARIANT_DEFAULTS: Mapping[str, Any] = {"InferenceAmiVersion": None, "InstancePools": None,
                                        "VariantInstanceProvisionTimeoutInSeconds": None}
-#: Maps whose keys must match exactly (an extra environment variable changes the container's behaviour); in other
-#: maps SageMaker may add keys of its own, so only the template's keys are compared.
+#: Maps whose keys must match exactly (an extra environment variable changes the container's
+#: behaviour); in other maps SageMaker may add keys of its own, so only the template's keys are
+#: compared.
 EXACT_KEYS = frozenset({"Environment"})
 #: Lists whose order means nothing.
 UNORDERED = frozenset({"Subnets", "SecurityGroupIds"})
-#: ``Fn::GetAtt`` attributes computed from a resource's physical id (CloudFormation resource reference, "Return
-#: values" of each type): ``{type: {attribute: template with {id}, {partition}, {region}, {account}}}``.
+#: ``Fn::GetAtt`` attributes computed from a resource's physical id (CloudFormation resource
+#: reference, "Return values" of each type): ``{type: {attribute: template with {id}, {partition},
+#: {region}, {account}}}``.
 GETATT_FROM_PHYSICAL_ID: Mapping[str, Mapping[str, str]] = {
     "AWS::KMS::Key": {"Arn": "arn:{partition}:kms:{region}:{account}:key/{id}", "KeyId": "{id}"},
     "AWS::EC2::SecurityGroup": {"GroupId": "{id}"},
@@ -82,7 +91,8 @@ GETATT_FROM_PHYSICAL_ID: Mapping[str, Mapping[str, str]] = {
 
 
 class Unresolvable(Exception):
-    """A template value depends on something only CloudFormation knows (``Fn::GetAtt``, a resource ``Ref``)."""
+    """A template value depends on something only CloudFormation knows (``Fn::GetAtt``, a resource
+    ``Ref``)."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +112,8 @@ class ExpectedVariant:
 
 @dataclass(frozen=True)
 class ExpectedEndpoint:
-    """One endpoint as the synthesized template describes it. Values are template expressions (plain values, or
-    intrinsic functions that :class:`TemplateResolver` resolves).
+    """One endpoint as the synthesized template describes it. Values are template expressions (plain
+    values, or intrinsic functions that :class:`TemplateResolver` resolves).
 
     Attributes:
         stack_name: the stack that holds it.
@@ -111,11 +121,13 @@ class ExpectedEndpoint:
         endpoint_name: the EndpointName.
         config: the EndpointConfig's template properties.
         variants: its ProductionVariants.
-        models: ``{logical id: template properties}`` of every AWS::SageMaker::Model of the stack (a variant's
-            ``ModelName`` and a pool's ``ModelNameOverride`` refer to them with ``Fn::GetAtt``).
-        outputs: the stack's template outputs, ``{output key: template value}``; a ``Fn::GetAtt`` or resource
-            ``Ref`` that one of them holds is resolved from the deployed stack's output.
-        resource_types: ``{logical id: type}`` of the stack's resources (for ``Ref`` and ``Fn::GetAtt``).
+        models: ``{logical id: template properties}`` of every AWS::SageMaker::Model of the stack (a
+            variant's ``ModelName`` and a pool's ``ModelNameOverride`` refer to them with
+            ``Fn::GetAtt``).
+        outputs: the stack's template outputs, ``{output key: template value}``; a ``Fn::GetAtt`` or
+            resource ``Ref`` that one of them holds is resolved from the deployed stack's output.
+        resource_types: ``{logical id: type}`` of the stack's resources (for ``Ref`` and
+            ``Fn::GetAtt``).
     """
 
     stack_name: str
@@ -128,13 +140,15 @@ class ExpectedEndpoint:
     resource_types: Mapping[str, str] = field(default_factory=dict)
 
     def model_of(self, reference: Any) -> Mapping[str, Any] | None:
-        """The template properties of the Model ``reference`` (``Fn::GetAtt``/``Ref``) points at, or None."""
+        """The template properties of the Model ``reference`` (``Fn::GetAtt``/``Ref``) points at, or
+        None."""
         return self.models.get(_resource_ref(reference) or "")
 
 
 @dataclass(frozen=True)
 class Check:
-    """One comparison: ``ok`` when ``actual`` is what the synth expects; ``skipped`` when it could not be judged."""
+    """One comparison: ``ok`` when ``actual`` is what the synth expects; ``skipped`` when it could
+    not be judged."""
 
     endpoint: str
     what: str
@@ -163,8 +177,8 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
     """Every endpoint in the stacks of the cloud assembly at ``cdk_out``.
 
     Raises:
-        UsageError: ``cdk_out`` holds no cloud assembly (run ``make synth``), or a template is not what this app
-            synthesizes.
+        UsageError: ``cdk_out`` holds no cloud assembly (run ``make synth``), or a template is not
+            what this app synthesizes.
     """
     manifest_file = cdk_out / "manifest.json"
     if not manifest_file.is_file():
@@ -184,14 +198,16 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
         for endpoint in (r["Properties"] for r in resources.values() if r["Type"] == ENDPOINT):
             config_id = _resource_ref(endpoint["EndpointConfigName"])
             if config_id not in resources:
-                raise UsageError(f"{stack_name}: the endpoint's EndpointConfigName does not refer to an EndpointConfig")
+                raise UsageError(f"{stack_name}: the endpoint's EndpointConfigName does not refer to an "
+                                 "EndpointConfig")
             config = resources[config_id]["Properties"]
             variants = tuple(
                 ExpectedVariant(
                     name=variant["VariantName"],
                     properties=variant,
                     scaling=next(((t["MinCapacity"], t["MaxCapacity"]) for t in targets
-                                  if t["ResourceId"] == f"endpoint/{endpoint['EndpointName']}/variant/{variant['VariantName']}"),
+                                  if t["ResourceId"] == f"endpoint/{endpoint['EndpointName']}/variant/"
+                                                        f"{variant['VariantName']}"),
                                  None),
                 )
                 for variant in config["ProductionVariants"]
@@ -210,21 +226,21 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
 
 
 class TemplateResolver:
-    """Evaluates the intrinsic functions the CDK emits for names and URIs: ``Ref`` of pseudo parameters,
-    ``Fn::Join``, ``Fn::Select``, ``Fn::Split``, ``Fn::Sub`` (pseudo parameters only) and ``Fn::ImportValue``; a
-    ``Fn::GetAtt`` or resource ``Ref`` that a stack output holds, from the deployed stack's output; otherwise a
-    resource ``Ref`` (and the ``Fn::GetAtt`` attributes of :data:`GETATT_FROM_PHYSICAL_ID`) from the resource's
-    physical id in the deployed stack.
+    """Evaluates the intrinsic functions the CDK emits for names and URIs: ``Ref`` of pseudo
+    parameters, ``Fn::Join``, ``Fn::Select``, ``Fn::Split``, ``Fn::Sub`` (pseudo parameters only)
+    and ``Fn::ImportValue``; a ``Fn::GetAtt`` or resource ``Ref`` that a stack output holds, from
+    the deployed stack's output; otherwise a resource ``Ref`` (and the ``Fn::GetAtt`` attributes of
+    :data:`GETATT_FROM_PHYSICAL_ID`) from the resource's physical id in the deployed stack.
 
     Args:
         account / region: of the deployment (STS, the stack's environment).
         exports: loads ``{export name: value}`` on first use (CloudFormation ListExports).
         template_outputs: ``{output key: template value}`` of the stack the values come from.
-        stack_outputs: loads the deployed stack's ``{output key: value}`` on first use (CloudFormation
-            DescribeStacks), or returns None when the stack is not deployed.
+        stack_outputs: loads the deployed stack's ``{output key: value}`` on first use
+            (CloudFormation DescribeStacks), or returns None when the stack is not deployed.
         resource_types: ``{logical id: type}`` of the stack's template resources.
-        physical_ids: loads the deployed stack's ``{logical id: physical id}`` on first use (CloudFormation
-            ListStackResources), or returns None when the stack is not deployed.
+        physical_ids: loads the deployed stack's ``{logical id: physical id}`` on first use
+            (CloudFormation ListStackResources), or returns None when the stack is not deployed.
     """
 
     def __init__(self, account: str, region: str, exports: Callable[[], Mapping[str, str]],
@@ -254,7 +270,8 @@ class TemplateResolver:
         """The deployed value of the stack output whose template value is ``value``.
 
         Raises:
-            Unresolvable: no output holds ``value``, the stack is not deployed, or it lacks that output.
+            Unresolvable: no output holds ``value``, the stack is not deployed, or it lacks that
+                output.
         """
         keys = [key for key, template_value in self._template_outputs.items() if template_value == value]
         if not keys or self._load_stack_outputs is None:
@@ -270,7 +287,8 @@ class TemplateResolver:
         raise Unresolvable(f"{what}: the deployed stack has no output {keys[0]} (deployed from another version?)")
 
     def _from_physical_id(self, value: dict, what: str) -> Any:
-        """A resource ``Ref`` (or a :data:`GETATT_FROM_PHYSICAL_ID` attribute) from the deployed physical id.
+        """A resource ``Ref`` (or a :data:`GETATT_FROM_PHYSICAL_ID` attribute) from the deployed
+        physical id.
 
         Raises:
             Unresolvable: another attribute, or the stack or resource is not deployed.
@@ -295,7 +313,8 @@ class TemplateResolver:
         """The value of ``value``.
 
         Raises:
-            Unresolvable: it needs ``Fn::GetAtt``, a resource ``Ref`` or an export that does not exist.
+            Unresolvable: it needs ``Fn::GetAtt``, a resource ``Ref`` or an export that does not
+                exist.
         """
         if not isinstance(value, dict):
             return value
@@ -333,7 +352,8 @@ class TemplateResolver:
         raise Unresolvable(function)
 
     def resolve_deep(self, value: Any) -> Any:
-        """``value`` with every intrinsic function inside it (in maps and lists, at any depth) resolved.
+        """``value`` with every intrinsic function inside it (in maps and lists, at any depth)
+        resolved.
 
         Raises:
             Unresolvable: as :meth:`resolve`.
@@ -383,7 +403,7 @@ def _physical_ids_loader(session: Any, region: str, stack_name: str) -> Callable
     return load
 
 
-# --- Comparing values -------------------------------------------------------------------------------------------
+# --- Comparing values ---------------------------------------------------------------------------
 
 class _Absent:
     """A value the template or SageMaker leaves out (falsy, like an empty map or list)."""
@@ -396,7 +416,8 @@ class _Absent:
 
 
 _ABSENT = _Absent()
-#: OK lines show a map or list in full up to this many characters, else only how many entries it has.
+#: OK lines show a map or list in full up to this many characters, else only how many entries it
+#: has.
 SUMMARY_CHARS = 100
 
 
@@ -418,8 +439,8 @@ def _summary(value: Any) -> str:
 
 
 def _same_scalar(expected: Any, actual: Any) -> bool:
-    """Equal leaves: numbers by value (the template says 1, the API 1.0), unset equals None (and False for a
-    flag, SageMaker's default)."""
+    """Equal leaves: numbers by value (the template says 1, the API 1.0), unset equals None (and
+    False for a flag, SageMaker's default)."""
     if isinstance(expected, bool) or isinstance(actual, bool):
         return (expected or False) is (actual or False)
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
@@ -432,9 +453,9 @@ def _same_scalar(expected: Any, actual: Any) -> bool:
 def differences(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, Any]]:
     """``[(path, expected, found)]`` for every leaf where ``actual`` differs from ``expected``.
 
-    Maps compare the template's keys (and, for :data:`EXACT_KEYS`, report the deployed map's extra keys too); lists
-    compare item by item (:data:`UNORDERED` ones as sets of strings); numbers compare by value; a missing value
-    equals None.
+    Maps compare the template's keys (and, for :data:`EXACT_KEYS`, report the deployed map's extra
+    keys too); lists compare item by item (:data:`UNORDERED` ones as sets of strings); numbers
+    compare by value; a missing value equals None.
     """
     name = path.rsplit(".", 1)[-1]
     if isinstance(expected, dict) and isinstance(actual, dict):
@@ -456,7 +477,8 @@ def differences(expected: Any, actual: Any, path: str = "") -> list[tuple[str, A
 
 
 def _pools_by_priority(pools: Any, drop: tuple[str, ...] = ("ModelNameOverride",)) -> Any:
-    """InstancePools sorted by Priority, without ``drop`` keys (each pool's Model is verified on its own)."""
+    """InstancePools sorted by Priority, without ``drop`` keys (each pool's Model is verified on its
+    own)."""
     if not isinstance(pools, list):
         return pools
     return [{k: v for k, v in pool.items() if k not in drop}
@@ -476,10 +498,12 @@ class _Comparer:
 
     def field(self, what: str, key: str, template_value: Any, actual: Any,
               normalise: Callable[[Any], Any] = lambda v: v) -> None:
-        """One check named ``what``: the deployed ``actual`` of property ``key`` against the template's value,
-        resolved. A mismatch inside a map or list names each differing entry (``SM_VLLM_MAX_MODEL_LEN=7500``)."""
+        """One check named ``what``: the deployed ``actual`` of property ``key`` against the
+        template's value, resolved. A mismatch inside a map or list names each differing entry
+        (``SM_VLLM_MAX_MODEL_LEN=7500``)."""
         try:
-            # Normalised before resolving too: what normalising drops (a pool's ModelNameOverride) need not resolve.
+            # Normalised before resolving too: what normalising drops (a pool's ModelNameOverride)
+            # need not resolve.
             wanted = normalise(self.resolver.resolve_deep(normalise(template_value)))
         except Unresolvable as error:
             self.add(what, "?", f"cannot resolve the template's value ({error})", ok=False, skipped=True)
@@ -497,7 +521,8 @@ class _Comparer:
 
     def properties(self, prefix: str, template: Mapping[str, Any], deployed: Mapping[str, Any],
                    not_compared: frozenset[str], defaults: Mapping[str, Any]) -> None:
-        """One :meth:`field` per template property (but ``not_compared``) and per ``defaults`` key it leaves out."""
+        """One :meth:`field` per template property (but ``not_compared``) and per ``defaults`` key
+        it leaves out."""
         for name, value in template.items():
             if name not in not_compared:
                 self.field(f"{prefix} {name}", name, value, deployed.get(name, _ABSENT),
@@ -572,7 +597,8 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
             if override is not None and pool.get("ModelNameOverride"):
                 _compare_model(compare, sagemaker, pool["ModelNameOverride"], expected.model_of(override))
             elif (override is None) != (not pool.get("ModelNameOverride")):
-                # One side runs the pool on a Model of its own (its own stream cap) and the other on the variant's.
+                # One side runs the pool on a Model of its own (its own stream cap) and the other on
+                # the variant's.
                 compare.add(f"EndpointConfig {config_name} {variant_name} pool {pool.get('InstanceType')} "
                             "ModelNameOverride", "a Model of its own" if override is not None else "(unset)",
                             pool.get("ModelNameOverride") or "(unset)", ok=False)
@@ -581,24 +607,26 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
 
 
 def _why_no_volume_key(compare: _Comparer, what: str, variants: tuple[ExpectedVariant, ...]) -> None:
-    """Add the reason to the ``KmsKeyId`` check ``what`` when the synth left the key off for local-storage types:
-    the found value of a pass, the expected value of a mismatch ("unset (ml.g6.4xlarge: local NVMe ...)")."""
+    """Add the reason to the ``KmsKeyId`` check ``what`` when the synth left the key off for
+    local-storage types: the found value of a pass, the expected value of a mismatch ("unset
+    (ml.g6.4xlarge: local NVMe ...)")."""
     types = [t for v in variants for t in [v.properties.get("InstanceType"),
                                            *(p.get("InstanceType") for p in v.properties.get("InstancePools") or [])]
              if isinstance(t, str)]
     local = instance_types.local_storage_types(types)
     if not local:
         return
-    why = (f"unset: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe storage, encrypted by the "
-           "instance; CreateEndpointConfig refuses KmsKeyId there (API reference, KmsKeyId)")
+    why = (f"unset: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe storage, "
+           "encrypted by the instance; CreateEndpointConfig refuses KmsKeyId there (API reference, "
+           "KmsKeyId)")
     compare.checks = [dataclasses.replace(c, **({"actual": why} if c.ok else {"expected": why})) if c.what == what
                       else c for c in compare.checks]
 
 
 def _check_instances(compare: _Comparer, session: Any, region: str, endpoint_name: str, variant_name: str,
                      variant: ExpectedVariant, running: Mapping[str, Any]) -> None:
-    """The running instance count against the scaling range (or the initial count), the registered scalable target,
-    and with instance pools the running instance types."""
+    """The running instance count against the scaling range (or the initial count), the registered
+    scalable target, and with instance pools the running instance types."""
     count = running.get("CurrentInstanceCount")
     initial = variant.properties.get("InitialInstanceCount")
     if variant.scaling is None:
@@ -649,12 +677,14 @@ def verify(cdk_out: Path, session: Any = None) -> list[Check]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``verify`` to the voicectl parser."""
     parser = subparsers.add_parser(
-        "verify", help="check that each endpoint runs the Model and EndpointConfig this synth describes (read-only)",
+        "verify", help="check that each endpoint runs the Model and EndpointConfig this synth describes "
+                       "(read-only)",
         description=(
-            "Check, read-only, that each endpoint of the synthesized app is InService and that its EndpointConfig "
-            "and Model carry every value the synth sets (instance type and pools, counts, timeouts, AMI version, "
-            "KMS key, image, environment, model data, network isolation, VPC), naming the field, the expected and "
-            "the found value. Exit code 1 when one differs, e.g. after SageMaker rolled an update back."))
+            "Check, read-only, that each endpoint of the synthesized app is InService and that "
+            "its EndpointConfig and Model carry every value the synth sets (instance type and "
+            "pools, counts, timeouts, AMI version, KMS key, image, environment, model data, "
+            "network isolation, VPC), naming the field, the expected and the found value. Exit "
+            "code 1 when one differs, e.g. after SageMaker rolled an update back."))
     parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"),
                         help="the synthesized app (default: cdk.out; `make verify` synthesizes it first)")
     parser.set_defaults(func=_run)

@@ -1,10 +1,12 @@
-"""``voicectl mic`` in a real browser: Debian's Chromium, headless, driven by Playwright for Python with the system
-browser (never a downloaded build). Chromium's fake microphone plays a speech WAV made at test time (espeak-ng, else
-the committed recording) into the page, which streams it through the real bridge to the fake vLLM, all on loopback.
+"""``voicectl mic`` in a real browser: Debian's Chromium, headless, driven by Playwright for Python
+with the system browser (never a downloaded build). Chromium's fake microphone plays a speech WAV
+made at test time (espeak-ng, else the committed recording) into the page, which streams it through
+the real bridge to the fake vLLM, all on loopback.
 
-Skipped, with the reason, when Chromium, Playwright or Gradio is missing; ``.ci/run`` installs them. Set
-``VOICECTL_MIC_SCREENSHOT=PATH`` to also save the page after a recording there (``make mic-screenshot`` retakes
-``docs/mic-page.png``). The figures the run saw (time to the first transcript text) print with ``pytest -s``.
+Skipped, with the reason, when Chromium, Playwright or Gradio is missing; ``.ci/run`` installs them.
+Set ``VOICECTL_MIC_SCREENSHOT=PATH`` to also save the page after a recording there (``make
+mic-screenshot`` retakes ``docs/mic-page.png``). The figures the run saw (time to the first
+transcript text) print with ``pytest -s``.
 """
 
 from __future__ import annotations
@@ -43,26 +45,31 @@ SENTENCE = "Hello from SageMaker. Streaming speech to text."
 """What the fake microphone says; the fake vLLM answers each 128 ms append with its next word."""
 
 EVIL_NAME = "evil.example"
-"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to :data:`ATTACKER_SITE_HOST`."""
+"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to
+:data:`ATTACKER_SITE_HOST`."""
 
 ATTACKER_SITE_HOST = "127.0.0.2"
-"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser, and local, so
-Chromium's local-network-access rules (public sites may not call private addresses) do not hide the attack."""
+"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser,
+and local, so Chromium's local-network-access rules (public sites may not call private addresses) do
+not hide the attack."""
 
 CHROMIUM_FLAGS = (
     "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
     "--disable-gpu",
-    "--disable-background-networking",  # no update checks, field trials or safe-browsing lists: loopback only
+    # no update checks, field trials or safe-browsing lists: loopback only
+    "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
     "--use-fake-ui-for-media-stream",  # grant the microphone without a prompt
     "--use-fake-device-for-media-stream",
-    f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",  # the attacker's name (see rebinding_proxy)
+    # the attacker's name (see rebinding_proxy)
+    f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",
 )
 
 RECORD_S = 2.0
-"""Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does not loop)."""
+"""Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does
+not loop)."""
 
 """The stream to vLLM must be closed this soon after the page goes away (issue 15)."""
 
@@ -73,13 +80,15 @@ def chromium_path() -> str | None:
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None,
-    reason="Chromium is not installed (apt-get install chromium, as .ci/run does; or set VOICECTL_TEST_CHROMIUM)",
+    reason="Chromium is not installed (apt-get install chromium, as .ci/run does; or set "
+           "VOICECTL_TEST_CHROMIUM)",
 )
 
 
 @pytest.fixture(scope="module")
 def speech_wav(tmp_path_factory) -> Path:
-    """The fake microphone's WAV: :data:`SENTENCE` spoken by espeak-ng now, else the committed espeak-ng recording."""
+    """The fake microphone's WAV: :data:`SENTENCE` spoken by espeak-ng now, else the committed
+    espeak-ng recording."""
     path = tmp_path_factory.mktemp("microphone") / "speech.wav"
     espeak = shutil.which("espeak-ng")
     if espeak is None:
@@ -104,7 +113,8 @@ def browser(speech_wav) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def sonic_runtime() -> Iterator[ResponseStreamServer]:
-    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic replies."""
+    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic
+    replies."""
     with ResponseStreamServer() as server:
         yield server
 
@@ -141,16 +151,19 @@ def recorder_state(page) -> dict:
     return page.evaluate("""() => {
         const root = document.querySelector(".voicectl-recorder");
         const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("status"), error: text("error-summary"), errorDetail: text("error-detail"),
+        return {...root.dataset, status: text("status"), error: text("error-summary"),
+                errorDetail: text("error-detail"),
                 errorShown: !root.querySelector('[data-part="error"]').hidden, timer: text("timer"),
                 announced: text("announce"), transcript: text("transcript"),
-                figures: text("figures"), recordDisabled: root.querySelector('[data-part="record"]').disabled,
+                figures: text("figures"),
+                recordDisabled: root.querySelector('[data-part="record"]').disabled,
                 stopDisabled: root.querySelector('[data-part="stop"]').disabled};
     }""")
 
 
 def wait_until(predicate, timeout_s: float, step_s: float = 0.01):
-    """Poll ``predicate`` until it returns a true value (returned) or ``timeout_s`` passes (AssertionError)."""
+    """Poll ``predicate`` until it returns a true value (returned) or ``timeout_s`` passes
+    (AssertionError)."""
     deadline = time.monotonic() + timeout_s
     while not (value := predicate()):
         assert time.monotonic() < deadline, f"not true within {timeout_s} s"
@@ -159,8 +172,8 @@ def wait_until(predicate, timeout_s: float, step_s: float = 0.01):
 
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
-    """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the same settings as
-    ``voicectl.clients.mic``) flushed at the end, then PCM16."""
+    """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the
+    same settings as ``voicectl.clients.mic``) flushed at the end, then PCM16."""
     import soxr
 
     from voicectl.clients.audio import RESAMPLER_QUALITY, float_to_pcm16
@@ -172,10 +185,11 @@ def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
 
 
 def assert_is_the_speech(pcm16: bytes, wav: Path, window_s: float = 0.25) -> None:
-    """Most stretches of ``pcm16`` (16 kHz) that are not silence are found in ``wav`` (looped): it is the fake
-    microphone's speech, not silence or noise. Each window is aligned on its own, because a loaded machine can make
-    Chromium's fake capture skip or repeat a few milliseconds (the page's and the server's own integrity is checked
-    sample for sample against the frames the page sent)."""
+    """Most stretches of ``pcm16`` (16 kHz) that are not silence are found in ``wav`` (looped): it
+    is the fake microphone's speech, not silence or noise. Each window is aligned on its own,
+    because a loaded machine can make Chromium's fake capture skip or repeat a few milliseconds (the
+    page's and the server's own integrity is checked sample for sample against the frames the page
+    sent)."""
     import soundfile
     import soxr
 
@@ -302,16 +316,19 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
     assert err.count("failed:") == 1 and f"voicectl mic: recording 1 failed: {error}\n" in err
 
 
-# ---- hostile pages (issue 27): the browser is the attacker ---------------------------------------------------------
+# ---- hostile pages (issue 27): the browser is the attacker -------------------------------------
 
 ATTACK_SCRIPT = """
 async (target) => {
   const result = {};
   const form = new FormData();
-  const unique = crypto.getRandomValues(new Uint8Array(65536));  // Gradio stores a file under its content's hash
+  // Gradio stores a file under its content's hash
+  const unique = crypto.getRandomValues(new Uint8Array(65536));
   form.append("files", new Blob([unique, new Uint8Array(1 << 20)]), "big.bin");
-  try {  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
-    const answer = await fetch(target.http + "/gradio_api/upload", {method: "POST", body: form, mode: target.mode});
+  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
+  try {
+    const answer = await fetch(target.http + "/gradio_api/upload",
+                               {method: "POST", body: form, mode: target.mode});
     result.upload = answer.type === "opaque" ? "sent" : answer.status;
   } catch (error) {
     result.upload = "failed: " + error;
@@ -363,8 +380,9 @@ def uploaded_files() -> set[str]:
 
 
 def test_a_page_on_another_site_can_neither_upload_nor_record(stack, browser, attacker_site):
-    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and opens a recording,
-    as any web site the user visits could: both are refused, no file is stored, no stream is opened."""
+    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and
+    opens a recording, as any web site the user visits could: both are refused, no file is stored,
+    no stream is opened."""
     servers, url = stack
     sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
     page = browser.new_page()
@@ -381,10 +399,11 @@ def test_a_page_on_another_site_can_neither_upload_nor_record(stack, browser, at
 
 @pytest.fixture(scope="module")
 def rebinding_proxy(stack) -> Iterator[str]:
-    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy listens on the mic
-    page's port. Its first answer is the attacker's page (``/rebound``, the attacker's server before the rebinding);
-    every other connection goes to the mic page at 127.0.0.1 (the same name and port after the rebinding, so the
-    browser treats the mic page as the attacker's own origin). Yields the attacker's origin."""
+    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy
+    listens on the mic page's port. Its first answer is the attacker's page (``/rebound``, the
+    attacker's server before the rebinding); every other connection goes to the mic page at
+    127.0.0.1 (the same name and port after the rebinding, so the browser treats the mic page as the
+    attacker's own origin). Yields the attacker's origin."""
     import asyncio
     import threading
 
@@ -427,8 +446,9 @@ def rebinding_proxy(stack) -> Iterator[str]:
 
 
 def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browser, rebinding_proxy):
-    """The attacker's name re-pointed at this machine with the page's port: its requests are same-origin for the
-    browser (Origin http://evil.example:PORT, Host evil.example:PORT), and refused for naming another host."""
+    """The attacker's name re-pointed at this machine with the page's port: its requests are
+    same-origin for the browser (Origin http://evil.example:PORT, Host evil.example:PORT), and
+    refused for naming another host."""
     servers, _url = stack
     evil = rebinding_proxy
     sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
@@ -440,8 +460,9 @@ def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browse
         status = the_page.status
     finally:
         page.close()
-    # The gate answers 403 without reading the upload's body and closes: the browser sees either the 403 or, when it
-    # was still sending the body through the proxy, a failed fetch. Either way nothing was taken (files below).
+    # The gate answers 403 without reading the upload's body and closes: the browser sees either the
+    # 403 or, when it was still sending the body through the proxy, a failed fetch. Either way
+    # nothing was taken (files below).
     assert result["upload"] == 403 or result["upload"] == "failed: TypeError: Failed to fetch", result
     assert result["recording"] == "closed 1006"
     assert status == 403
@@ -450,14 +471,17 @@ def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browse
 
 
 LONG_RECORD_S = 120.0
-"""A recording long enough for several generations (the client ends one at the first quiet chunk after 30 s)."""
+"""A recording long enough for several generations (the client ends one at the first quiet chunk
+after 30 s)."""
 
 
-@pytest.mark.starts_first  # two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
+# two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
+@pytest.mark.starts_first
 def test_a_two_minute_recording_has_each_word_once(stack, browser):
-    """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken, because the fake's
-    ``transcription.done`` carried the whole session and the client joins generation texts. Like the real vLLM, each
-    generation's done text starts from zero: the transcript has exactly one word per word the fake vLLM said."""
+    """issue 24: after the first generation rollover the page showed 2,364 words for ~949 spoken,
+    because the fake's ``transcription.done`` carried the whole session and the client joins
+    generation texts. Like the real vLLM, each generation's done text starts from zero: the
+    transcript has exactly one word per word the fake vLLM said."""
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
     page = browser.new_page()
@@ -479,16 +503,19 @@ def test_a_two_minute_recording_has_each_word_once(stack, browser):
     assert len(done["transcript"].split()) == len(said)
 
 
-# ---- what a user sees and hears (issue 24 items 3-8) ----------------------------------------------------------------
+# ---- what a user sees and hears (issue 24 items 3-8) -------------------------------------------
 
 CONTRAST_SCRIPT = """
 () => {
   const rgb = (color) => color.match(/[\\d.]+/g).slice(0, 3).map(Number);
   const luminance = (color) => {
-    const [r, g, b] = rgb(color).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    const [r, g, b] = rgb(color).map((v) => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
-  const ratio = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const ratio = (a, b) => {
+    const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05); };
   const background = (element) => {  // the first opaque background up the tree
     for (let node = element; node; node = node.parentElement) {
       const color = getComputedStyle(node).backgroundColor;
@@ -502,7 +529,8 @@ CONTRAST_SCRIPT = """
     const element = root.querySelector(`[data-part="${name}"]`);
     result[name] = ratio(getComputedStyle(element).color, background(element));
   }
-  result.label = ratio(getComputedStyle(root.querySelector(".label")).color, background(root.querySelector(".label")));
+  result.label = ratio(getComputedStyle(root.querySelector(".label")).color,
+                       background(root.querySelector(".label")));
   const record = root.querySelector('[data-part="record"]');
   result.recordAgainstPage = ratio(background(record), background(record.parentElement));
   return result;
@@ -511,10 +539,11 @@ CONTRAST_SCRIPT = """
 
 
 def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp_path):
-    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the transcript is a
-    labelled log, not live itself, with only the new words in a polite live region; focus stays on a usable
-    control through Record and Stop (pressed from the keyboard); the timer, the level meter and the microphone's
-    name show while recording; the transcript can be copied and downloaded as text and as JSON with timings."""
+    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the
+    transcript is a labelled log, not live itself, with only the new words in a polite live region;
+    focus stays on a usable control through Record and Stop (pressed from the keyboard); the timer,
+    the level meter and the microphone's name show while recording; the transcript can be copied and
+    downloaded as text and as JSON with timings."""
     _servers, url = stack
     context = browser.new_context()
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
@@ -605,8 +634,8 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
     def state():
         return page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
             const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-            return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
-                    detail: text("speak-error-detail")}; }""")
+            return {...root.dataset, status: text("speak-status"),
+                    error: text("speak-error-summary"), detail: text("speak-error-detail")}; }""")
     try:
         page.goto(url)
         page.get_by_role("textbox", name="Text to speak").fill("Hello from SageMaker.")
@@ -630,8 +659,9 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
 
 def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(browser,
                                                                                                      monkeypatch):
-    """issue 24: a frozen bridge looked exactly like "Recording" with no words, and a wedged stream left "Finishing
-    the transcript..." forever. The watchdog's timeouts are shortened here; the states are asserted, not times."""
+    """issue 24: a frozen bridge looked exactly like "Recording" with no words, and a wedged stream
+    left "Finishing the transcript..." forever. The watchdog's timeouts are shortened here; the
+    states are asserted, not times."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     for name, value in {"FIRST_ANSWER_TIMEOUT_S": 2.0, "STALL_NOTICE_S": 1.0, "STALL_TIMEOUT_S": 3.0,
                         "STOP_TIMEOUT_S": 2.0, "WATCHDOG_TICK_S": 0.05}.items():
@@ -671,13 +701,16 @@ STATE_LOG = """() => {
         if (states[states.length - 1] !== root.dataset.state) states.push(root.dataset.state);
     }).observe(root, {attributes: true, attributeFilter: ["data-state"]});
 }"""
-"""Logs every change of the recorder's state (each state once per run of it), so a state shown for an instant is
-seen too."""
+"""Logs every change of the recorder's state (each state once per run of it), so a state shown for
+an instant is seen too."""
 
 
-def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(browser):
-    """issue 24: "Recording: streaming to ..." showed once the call was opened, before the endpoint accepted it. The
-    fake container holds its first event until the test lets it go: the states are asserted in order, not timed."""
+def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(  # noqa: E501 (a test's name says what it checks)
+    browser,
+):
+    """issue 24: "Recording: streaming to ..." showed once the call was opened, before the endpoint
+    accepted it. The fake container holds its first event until the test lets it go: the states are
+    asserted in order, not timed."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     bridge = QuietBridge()
     with bridge.serving() as container:
@@ -701,7 +734,8 @@ def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stre
                 done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
                 accepted_states = page.evaluate("window.voicectlStates")
 
-                page.evaluate("window.voicectlStates = [document.querySelector('.voicectl-recorder').dataset.state]")
+                page.evaluate("window.voicectlStates = "
+                              "[document.querySelector('.voicectl-recorder').dataset.state]")
                 bridge.gate, bridge.refusal = threading.Event(), bridge.REFUSAL
                 page.get_by_role("button", name="Record").click()
                 wait_until(lambda: bridge.held == 2, 10)

@@ -1,5 +1,6 @@
-"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the fake vLLM,
-all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs as users run it."""
+"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the
+fake vLLM, all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs
+as users run it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     result = json.loads(out)
 
     (session,) = servers.vllm.sessions
-    # The fake received 16 kHz mono PCM16 of the recording's duration (within 1 %), exactly what the client converted.
+    # The fake received 16 kHz mono PCM16 of the recording's duration (within 1 %), exactly what the
+    # client converted.
     duration_s = soundfile.info(recording).duration
     received_s = len(session.audio) / 2 / 16000
     assert received_s == pytest.approx(duration_s, rel=0.01)
@@ -41,17 +43,19 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     assert bytes(session.audio) == pcm
     assert session.event_types()[:2] == ["session.update", "input_audio_buffer.commit"]
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
-    # Paced at --speed 1: paced_chunks (voicectl/clients/realtime/driver.py) yields each 128 ms chunk no earlier than
-    # the audio before it after the pacing began, so the last chunk (the recording's remainder) left no earlier than the
-    # audio less that chunk after the command started: a lower bound that holds at any machine speed (less 1 ms of
-    # margin for the timers' rounding). No upper bound: a loaded machine only makes a run slower (issue 25). Nor a lower
-    # bound on elapsed_s: it counts from the first append, which waits for the stream to open while the pacing clock
-    # already runs.
+    # Paced at --speed 1: paced_chunks (voicectl/clients/realtime/driver.py) yields each 128 ms
+    # chunk no earlier than the audio before it after the pacing began, so the last chunk (the
+    # recording's remainder) left no earlier than the audio less that chunk after the command
+    # started: a lower bound that holds at any machine speed (less 1 ms of margin for the timers'
+    # rounding). No upper bound: a loaded machine only makes a run slower (issue 25). Nor a lower
+    # bound on elapsed_s: it counts from the first append, which waits for the stream to open while
+    # the pacing clock already runs.
     before_last_chunk_s = (len(pcm) - (len(pcm) % CHUNK_BYTES or CHUNK_BYTES)) / 2 / 16000
     assert command_s >= before_last_chunk_s - 0.001
-    # Not a time limit: elapsed_s (first append to the done, on time.monotonic) is a part of the command's own run,
-    # measured around it on the same clock, so this holds at any speed and checks the figure's unit and span (a
-    # figure in milliseconds, or counted from before the command, would exceed it).
+    # Not a time limit: elapsed_s (first append to the done, on time.monotonic) is a part of the
+    # command's own run, measured around it on the same clock, so this holds at any speed and checks
+    # the figure's unit and span (a figure in milliseconds, or counted from before the command,
+    # would exceed it).
     assert 0 < result["elapsed_s"] <= command_s
     assert result["real_time_factor"] == pytest.approx(result["elapsed_s"] / result["audio_seconds_sent"], abs=0.002)
     assert result["audio_seconds_sent"] == pytest.approx(duration_s, rel=0.01)
@@ -125,15 +129,18 @@ def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
 
 
 LONG_RECORDING_S = 300.0
-"""The recording of the Ctrl-C test: paced at real time, it is far longer than any run of the test lasts (each wait
-in it gives up after at most 15 s), so the command is still streaming when the signal comes, at any machine speed."""
+"""The recording of the Ctrl-C test: paced at real time, it is far longer than any run of the test
+lasts (each wait in it gives up after at most 15 s), so the command is still streaming when the
+signal comes, at any machine speed."""
 
 
 def read_until(stream, wanted: bytes, timeout_s: float) -> bytes:
-    """Read a child's pipe ``stream`` (unbuffered) until what was read holds ``wanted``; return all of it.
+    """Read a child's pipe ``stream`` (unbuffered) until what was read holds ``wanted``; return all
+    of it.
 
     Raises:
-        AssertionError: the pipe closed, or ``wanted`` did not come within ``timeout_s`` (a liveness bound).
+        AssertionError: the pipe closed, or ``wanted`` did not come within ``timeout_s`` (a liveness
+            bound).
     """
     import os
     import select
@@ -152,10 +159,12 @@ def read_until(stream, wanted: bytes, timeout_s: float) -> bytes:
 
 
 def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
-    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000), not a drop.
+    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000),
+    not a drop.
 
-    The signal is sent once the command has printed three deltas (it is streaming and has text to keep), with
-    minutes of audio still to send at real time: it cannot have finished first, however slow the machine."""
+    The signal is sent once the command has printed three deltas (it is streaming and has text to
+    keep), with minutes of audio still to send at real time: it cannot have finished first, however
+    slow the machine."""
     import math
     import signal
     import subprocess
@@ -168,16 +177,18 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
     audio = np.tile(speech, math.ceil(LONG_RECORDING_S * 16_000 / len(speech)))
     long_recording = tmp_path / "long.wav"
     soundfile.write(long_recording, audio, 16_000, subtype="PCM_16")
-    # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
-    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.clients.transcribe',)\n"
-              "sys.exit(cli.main(sys.argv[1:]))\n")
+    # Only the transcribe module is registered: the test must not depend on the other subcommands'
+    # modules.
+    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = "
+              "('voicectl.clients.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n")
     with Servers(deltas=("word ",), generate=True) as servers:
         process = popen_interruptible([sys.executable, "-c", script, "transcribe", str(long_recording), "--url",
                                        servers.url], cwd=Path(__file__).parents[3], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, bufsize=0)
         try:
             session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
-            # The deltas are echoed on stderr as they arrive: three of them, and the command is mid-stream.
+            # The deltas are echoed on stderr as they arrive: three of them, and the command is
+            # mid-stream.
             echoed = read_until(process.stderr, b"word word word", timeout_s=15)
             process.send_signal(signal.SIGINT)
             out, rest = process.communicate(timeout=15)
@@ -187,8 +198,9 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
         close_code = servers.call(session.wait_closed(timeout=10), timeout=15)
     out, err = out.decode(), (echoed + rest).decode()
     assert process.returncode == 130, err
-    # The text received is not lost: stdout holds every delta echoed as it arrived, and they are what vLLM sent up
-    # to the close (a delta still on its way when the stream closed is the only text that may be missing).
+    # The text received is not lost: stdout holds every delta echoed as it arrived, and they are
+    # what vLLM sent up to the close (a delta still on its way when the stream closed is the only
+    # text that may be missing).
     assert err == out + "voicectl transcribe: interrupted\n"
     assert out.startswith("word word word") and session.text.startswith(out.removesuffix("\n"))
     assert close_code == 1000
@@ -196,7 +208,8 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
 
 
 def test_python_m_voicectl_transcribe(servers, recording):
-    """The installed entry point (`python -m voicectl`) runs the subcommand; stdout holds only the transcript."""
+    """The installed entry point (`python -m voicectl`) runs the subcommand; stdout holds only the
+    transcript."""
     import subprocess
     import sys
     from pathlib import Path
@@ -208,7 +221,7 @@ def test_python_m_voicectl_transcribe(servers, recording):
     assert done.stdout == session.text + "\n"
 
 
-# ---- argument checks ------------------------------------------------------------------------------------------
+# ---- argument checks ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("url", "message"), [
@@ -246,7 +259,7 @@ def test_a_directory_as_file_is_named(parse, tmp_path):
         transcribe.run(parse(["transcribe", str(tmp_path), "--url", "ws://127.0.0.1:1/x"]))
 
 
-# ---- failures keep the text received ---------------------------------------------------------------------------
+# ---- failures keep the text received -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("as_json", [False, True])
@@ -278,7 +291,8 @@ def test_an_error_still_prints_the_partial_transcript(servers, parse, recording,
 
 
 def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
-    """An empty credential chain: exit 1 with the credentials message (smithy-core would wait forever)."""
+    """An empty credential chain: exit 1 with the credentials message (smithy-core would wait
+    forever)."""
     import os
     import socket
     import subprocess
@@ -332,8 +346,9 @@ def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
 
 
 class ThrottlingProxy:
-    """TCP proxy on 127.0.0.1 in front of the bridge. The first connection forwards client bytes slowly (4 KB per
-    ``delay_s``) and is reset (both sides aborted, no close frame) after ``reset_after_s``; later ones pass through."""
+    """TCP proxy on 127.0.0.1 in front of the bridge. The first connection forwards client bytes
+    slowly (4 KB per ``delay_s``) and is reset (both sides aborted, no close frame) after
+    ``reset_after_s``; later ones pass through."""
 
     def __init__(self, target_port: int, reset_after_s: float, delay_s: float = 0.02) -> None:
         self.target_port, self.reset_after_s, self.delay_s = target_port, reset_after_s, delay_s
@@ -388,8 +403,9 @@ class ThrottlingProxy:
 
 @pytest.mark.parametrize(("speed", "reset_after_s"), [("0", 0.5), ("2", 1.0)])
 def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, reset_after_s):
-    """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced: while sending):
-    the session is replayed on a new connection, the transcript is complete and the command succeeds."""
+    """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced:
+    while sending): the session is replayed on a new connection, the transcript is complete and the
+    command succeeds."""
     with Servers(deltas=DELTAS, generate=True) as servers:
         proxy = servers.call(ThrottlingProxy(servers.bridge.port, reset_after_s).start())
         try:
@@ -405,7 +421,8 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
     assert len(first.audio) < len(pcm)  # the reset cut the first connection short
     assert bytes(second.audio) == pcm  # the replay carried the whole session
     assert result["transcript"] == second.text and result["complete"] is True
-    # One delta per 80 ms of the replayed audio and TAIL_TOKENS more, the scripted words round-robin.
+    # One delta per 80 ms of the replayed audio and TAIL_TOKENS more, the scripted words
+    # round-robin.
     deltas = -(-len(pcm) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS
     assert second.text.count("Hello ") == -(-deltas // len(DELTAS))
     assert (result["reopens"], proxy.connections) == (1, 2)
@@ -413,7 +430,8 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
 
 
 def test_deltas_share_one_line_ended_only_when_open(capsys):
-    """The deltas' line is finished once before what follows; with no delta written, nothing is (no blank line)."""
+    """The deltas' line is finished once before what follows; with no delta written, nothing is (no
+    blank line)."""
     echo = transcribe.DeltaEcho()
     echo.end_line()
     echo.replay("the stream dropped; resending 1.0 s of audio")
@@ -429,8 +447,8 @@ def test_deltas_share_one_line_ended_only_when_open(capsys):
 
 
 def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[int, str]:
-    """``voicectl transcribe --url`` against a loopback WebSocket server that answers the first append with
-    ``send_events(connection)``; returns the exit code and stderr."""
+    """``voicectl transcribe --url`` against a loopback WebSocket server that answers the first
+    append with ``send_events(connection)``; returns the exit code and stderr."""
     import asyncio
     import threading
 
@@ -455,9 +473,10 @@ def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[i
                 holder["stop"] = asyncio.get_running_loop().create_future()
                 ready.set()
                 await holder["stop"]
-                # The client has finished. A handler that stopped reading has let its connection's buffer fill, so
-                # the connection, its reading paused, never sees the client leave, and closing the server would
-                # wait for it (websockets' close_timeout, 10 s): end it here.
+                # The client has finished. A handler that stopped reading has let its connection's
+                # buffer fill, so the connection, its reading paused, never sees the client leave,
+                # and closing the server would wait for it (websockets' close_timeout, 10 s): end it
+                # here.
                 for connection in holder["connections"]:
                     connection.transport.abort()
         holder["loop"] = asyncio.new_event_loop()

@@ -1,21 +1,25 @@
-"""A fault soak of the Connect consumer service: ten calls through one consumer task (``service.serve``) with the
-ordinary faults injected at random, then a SIGTERM and a new task that resumes them.
+"""A fault soak of the Connect consumer service: ten calls through one consumer task
+(``service.serve``) with the ordinary faults injected at random, then a SIGTERM and a new task that
+resumes them.
 
-Everything on loopback: SQS, DynamoDB and EventBridge in moto's server (their real conditions, visibility and
-receipt handles), the KVS stand-in (GetMedia), the real bridge and the fake vLLM. Faults, from a seeded generator,
-at the boundaries the service owns:
+Everything on loopback: SQS, DynamoDB and EventBridge in moto's server (their real conditions,
+visibility and receipt handles), the KVS stand-in (GetMedia), the real bridge and the fake vLLM.
+Faults, from a seeded generator, at the boundaries the service owns:
 
 - SQS: duplicate deliveries (copies of call messages), refused ChangeMessageVisibility calls;
 - DynamoDB: ``TransactionConflict`` on the final + checkpoint transactions;
-- EventBridge: throttled entries (``FailedEntryCount`` with ``ThrottlingException``, as PutEvents answers them);
-- the endpoint: streams reset mid-call (a send fails as on a dropped connection, after the stream's first done);
+- EventBridge: throttled entries (``FailedEntryCount`` with ``ThrottlingException``, as PutEvents
+  answers them);
+- the endpoint: streams reset mid-call (a send fails as on a dropped connection, after the stream's
+  first done);
 - a SIGTERM to the task half way through the calls, and a new task that takes them over.
 
-Checked: every call ended (``ENDED`` in the table, one ``Call Ended`` event), every final stored and published
-exactly once, no segment missing (each track's finals tile the call), nothing left in the queue. The figures (faults
-injected, time taken) are printed; the generator is seeded, but which fault lands where depends on the tasks'
-interleaving, so the counts vary a little from run to run (two runs: 163 s and 163 s, 9-15 stream resets, 6-12
-conflicts, about 2,350 throttled entries, 92-103 refused visibility changes).
+Checked: every call ended (``ENDED`` in the table, one ``Call Ended`` event), every final stored and
+published exactly once, no segment missing (each track's finals tile the call), nothing left in the
+queue. The figures (faults injected, time taken) are printed; the generator is seeded, but which
+fault lands where depends on the tasks' interleaving, so the counts vary a little from run to run
+(two runs: 163 s and 163 s, 9-15 stream resets, 6-12 conflicts, about 2,350 throttled entries,
+92-103 refused visibility changes).
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 SEED = 7
 CALLS = 10
 CALL_S = 80.0  # seconds of audio a call
-HELD_S = 40.0  # seconds of audio that exist until the first task is stopped (the calls are live): a generation
-# ends at a quiet point after 30 s (machine.GENERATION_TARGET_S), so its first finals come after 30 s
+# seconds of audio that exist until the first task is stopped (the calls are live): a generation
+HELD_S = 40.0
+# ends at a quiet point after 30 s (machine.GENERATION_TARGET_S), so its first finals come after 30
+# s
 DUPLICATES = 4
 CONFLICT_RATE = 0.15
 THROTTLE_RATE = 0.1
@@ -82,8 +88,8 @@ class Faults:
 
 
 class FaultySqs:
-    """The SQS client with refused ChangeMessageVisibility calls (never a stop's return to visibility 0: the soak
-    checks that the new task takes the calls at once)."""
+    """The SQS client with refused ChangeMessageVisibility calls (never a stop's return to
+    visibility 0: the soak checks that the new task takes the calls at once)."""
 
     def __init__(self, client, faults: Faults) -> None:
         self.client, self.faults = client, faults
@@ -104,8 +110,8 @@ class FaultySqs:
 
 
 def faulty_sink(session, moto_url: str, owner: str, faults: Faults, published: list[dict]) -> AwsSink:
-    """An AwsSink whose transactions meet conflicts and whose PutEvents entries are throttled; ``published`` gets
-    every entry EventBridge accepted."""
+    """An AwsSink whose transactions meet conflicts and whose PutEvents entries are throttled;
+    ``published`` gets every entry EventBridge accepted."""
     sink = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url, owner=owner,
                    sleep=lambda seconds: time.sleep(min(seconds, 0.01)))
     transact, put_events = sink.client.transact_write_items, sink.events.put_events
@@ -135,8 +141,9 @@ def faulty_sink(session, moto_url: str, owner: str, faults: Faults, published: l
 
 
 class ResettingTransport:
-    """A stream that, if chosen, resets once after its first ``transcription.done`` (a later send fails as on a
-    dropped connection): never twice before a done, which the client would rightly give up on."""
+    """A stream that, if chosen, resets once after its first ``transcription.done`` (a later send
+    fails as on a dropped connection): never twice before a done, which the client would rightly
+    give up on."""
 
     def __init__(self, inner, faults: Faults) -> None:
         self.inner, self.faults = inner, faults
@@ -220,7 +227,8 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
 
             stop_first = asyncio.Event()
             first = asyncio.create_task(task("task-1", stop_first))
-            # Every call has finals on both tracks for its first fragments: the calls are live and half done.
+            # Every call has finals on both tracks for its first fragments: the calls are live and
+            # half done.
             await until(lambda: all(reached(c.contact_id) >= FRAGMENT_S for c in calls))
             stop_first.set()  # SIGTERM
             faults.injected["sigterm"] += 1

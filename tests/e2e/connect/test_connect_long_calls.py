@@ -1,7 +1,8 @@
-"""The Connect consumer's long runs end to end on loopback: the KVS stand-in (real Matroska fragments over HTTP, read
-with boto3) -> the consumer -> the real bridge -> the fake vLLM; the store in memory. A 20-minute call across a
-consumer restart and ten calls at once: minutes of audio through every layer, so they run with the e2e tier
-(`make test`), not the fast one; the consumer's other behaviour is tested in tests/unit/voicectl/connect/."""
+"""The Connect consumer's long runs end to end on loopback: the KVS stand-in (real Matroska
+fragments over HTTP, read with boto3) -> the consumer -> the real bridge -> the fake vLLM; the store
+in memory. A 20-minute call across a consumer restart and ten calls at once: minutes of audio
+through every layer, so they run with the e2e tier (`make test`), not the fast one; the consumer's
+other behaviour is tested in tests/unit/voicectl/connect/."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from voicectl.connect import mkv
 from voicectl.connect.consumer import END_OF_STREAM, Consumer
 from voicectl.connect.fake_kvs import FakeCall
 
-# A 20-minute call replayed at speed: about a minute however fast the machine (tests/e2e/conftest.py).
+# A 20-minute call replayed at speed: about a minute however fast the machine
+# (tests/e2e/conftest.py).
 pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 
 
@@ -28,10 +30,11 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
-def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_and_repeats_nothing():
-    """20 minutes of both tracks, served as fast as the consumer reads (the client paces itself at 16 x real time
-    after a burst, below the bridge's limit); the consumer is stopped half way and a new one resumes from the
-    checkpoint; streams move every 10 s (the client's rollover before the platform's stream cap)."""
+def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_and_repeats_nothing():  # noqa: E501 (a test's name says what it checks)
+    """20 minutes of both tracks, served as fast as the consumer reads (the client paces itself at
+    16 x real time after a burst, below the bridge's limit); the consumer is stopped half way and a
+    new one resumes from the checkpoint; streams move every 10 s (the client's rollover before the
+    platform's stream cap)."""
     duration = 1200.0
 
     async def main():

@@ -1,6 +1,7 @@
-"""The docs' example app (docs/constructs.md, "Use the constructs in your own CDK app") as a user runs it: in a
-Python of its own where ``config``, ``stacks`` and ``voicectl`` cannot be imported and the repository is not on the
-path, synthesizing the whole example (a fresh CDK process: about 8 s of CPU, so here rather than tests/unit)."""
+"""The docs' example app (docs/constructs.md, "Use the constructs in your own CDK app") as a user
+runs it: in a Python of its own where ``config``, ``stacks`` and ``voicectl`` cannot be imported and
+the repository is not on the path, synthesizing the whole example (a fresh CDK process: about 8 s of
+CPU, so here rather than tests/unit)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def readme_example() -> str:
     return block
 
 
-#: Run before the example: the app's packages cannot be imported, and the repository is not on sys.path.
+#: Run before the example: the app's packages cannot be imported, and the repository is not on
+#: sys.path.
 BLOCKER = f"""
 import importlib.abc, sys
 from pathlib import Path
@@ -32,7 +34,8 @@ BLOCKED = {sorted(APP_PACKAGES - {"tests"})!r}
 class Blocked(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{{name}} cannot be imported here: the construct library must not need it")
+            raise ImportError(
+                f"{{name}} cannot be imported here: the construct library must not need it")
         return None
 
 sys.meta_path.insert(0, Blocked())
@@ -49,7 +52,8 @@ for name in BLOCKED:
 
 def test_the_readme_example_builds_in_an_app_without_config_stacks_or_voicectl(tmp_path):
     example = readme_example()
-    check = "\nimport sys\nprint('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in BLOCKED))\n"
+    check = ("\nimport sys\nprint('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
+             "BLOCKED))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"CDK_OUTDIR": str(tmp_path / "cdk.out")}
     result = subprocess.run([sys.executable, "-c", BLOCKER + example + check], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=180)
@@ -66,7 +70,8 @@ def test_the_readme_example_builds_in_an_app_without_config_stacks_or_voicectl(t
     rollback = endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
     alarm_names = {k: r["Properties"]["AlarmName"] for k, r in by_type["AWS::CloudWatch::Alarm"].items()}
     assert [alarm_names[a["AlarmName"]["Ref"]] for a in rollback] == ["transcriber-Invocation5XXErrorRate"]
-    # 11 alarms on the new endpoint (a GPU instance, with the rollback rate), 10 on the imported one.
+    # 11 alarms on the new endpoint (a GPU instance, with the rollback rate), 10 on the imported
+    # one.
     assert sum(n.startswith("transcriber-") for n in alarm_names.values()) == 11
     assert sum(n.startswith("sonic-tts-") for n in alarm_names.values()) == 10
     latency = next(r["Properties"] for k, r in by_type["AWS::CloudWatch::Alarm"].items()

@@ -1,16 +1,19 @@
-"""What the lifecycle test checks per CloudFormation resource type: one row of :data:`RESOURCE_KINDS` per type.
+"""What the lifecycle test checks per CloudFormation resource type: one row of
+:data:`RESOURCE_KINDS` per type.
 
-A row says how to see a deployed resource through boto3 (``describe``: a view shaped like the resource's
-CloudFormation properties, so template values can be compared key by key) and how to tell it is gone after
-``cdk destroy`` (``exists``). Types moto's CloudFormation does not create, or whose properties it drops, say so in
-``not_in_moto`` / ``moto_drops``: the test then checks them at template level (the deployed template holds them
-exactly as synthesized; their properties are asserted by ``tests/app``).
+A row says how to see a deployed resource through boto3 (``describe``: a view shaped like the
+resource's CloudFormation properties, so template values can be compared key by key) and how to tell
+it is gone after ``cdk destroy`` (``exists``). Types moto's CloudFormation does not create, or whose
+properties it drops, say so in ``not_in_moto`` / ``moto_drops``: the test then checks them at
+template level (the deployed template holds them exactly as synthesized; their properties are
+asserted by ``tests/app``).
 
-A resource type that appears in a template but has no row fails the test with a message naming this file: adding
-a construct means adding its row here (a describe call and an exists call, usually a few lines).
+A resource type that appears in a template but has no row fails the test with a message naming this
+file: adding a construct means adding its row here (a describe call and an exists call, usually a
+few lines).
 
-Physical resource ids are those moto's CloudFormation reports (ListStackResources): an ARN for SageMaker
-resources, managed policies, topics and state machines; a name for the rest.
+Physical resource ids are those moto's CloudFormation reports (ListStackResources): an ARN for
+SageMaker resources, managed policies, topics and state machines; a name for the rest.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class Aws:
         self._clients: dict[str, Any] = {}
 
     def __getattr__(self, service: str) -> Any:
-        """``aws.sagemaker``, ``aws.s3``, ``aws.lambda_`` (``lambda`` is a keyword), ...: a cached client."""
+        """``aws.sagemaker``, ``aws.s3``, ``aws.lambda_`` (``lambda`` is a keyword), ...: a cached
+        client."""
         if service.startswith("_"):
             raise AttributeError(service)
         if service not in self._clients:
@@ -50,8 +54,8 @@ class Aws:
 
 @dataclass(frozen=True)
 class Deployed:
-    """One resource of a deployed stack: type, logical and physical id, its template properties, and the
-    physical ids of its stack's resources by logical id (to follow ``Ref``)."""
+    """One resource of a deployed stack: type, logical and physical id, its template properties, and
+    the physical ids of its stack's resources by logical id (to follow ``Ref``)."""
 
     type: str
     logical_id: str
@@ -65,11 +69,13 @@ class ResourceKind:
     """How the test sees one resource type.
 
     Attributes:
-        describe: ``(aws, resource) -> view``: the live resource as a dict shaped like its CloudFormation
-            properties (only the keys the service returns); raises when the resource does not exist.
+        describe: ``(aws, resource) -> view``: the live resource as a dict shaped like its
+            CloudFormation properties (only the keys the service returns); raises when the resource
+            does not exist.
         exists: ``(aws, resource) -> bool``.
         not_in_moto: why moto cannot show this type (then ``describe`` and ``exists`` are None).
-        moto_drops: properties moto accepts but does not keep; left out of the comparison, checked at template level.
+        moto_drops: properties moto accepts but does not keep; left out of the comparison, checked
+            at template level.
     """
 
     describe: Callable[[Aws, Deployed], dict[str, Any]] | None = None
@@ -84,7 +90,8 @@ def name_of(arn_or_name: str) -> str:
 
 
 def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
-    """True when ``call`` succeeds; False when it fails with one of ``missing_codes`` (or a validation error)."""
+    """True when ``call`` succeeds; False when it fails with one of ``missing_codes`` (or a
+    validation error)."""
     try:
         call()
     except botocore.exceptions.ClientError as error:
@@ -104,7 +111,7 @@ def _policy_document(document: Any) -> Any:
     return json.loads(unquote(document)) if isinstance(document, str) else document
 
 
-# --- SageMaker ------------------------------------------------------------------------------------------------------
+# --- SageMaker ----------------------------------------------------------------------------------
 
 def _sagemaker_model(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.sagemaker.describe_model(ModelName=name_of(r.physical_id))
@@ -122,13 +129,14 @@ def _sagemaker_endpoint(aws: Aws, r: Deployed) -> dict[str, Any]:
             "EndpointStatus": live["EndpointStatus"]}
 
 
-# --- S3, ECR --------------------------------------------------------------------------------------------------------
+# --- S3, ECR ------------------------------------------------------------------------------------
 
 def _s3_bucket(aws: Aws, r: Deployed) -> dict[str, Any]:
     s3, name = aws.s3, r.physical_id
     view: dict[str, Any] = {"BucketName": name}
     rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
-    # The API says ApplyServerSideEncryptionByDefault where CloudFormation says ServerSideEncryptionByDefault.
+    # The API says ApplyServerSideEncryptionByDefault where CloudFormation says
+    # ServerSideEncryptionByDefault.
     view["BucketEncryption"] = {"ServerSideEncryptionConfiguration": [
         {("ServerSideEncryptionByDefault" if k == "ApplyServerSideEncryptionByDefault" else k): v
          for k, v in rule.items()} for rule in rules]}
@@ -153,7 +161,7 @@ def _ecr_repository(aws: Aws, r: Deployed) -> dict[str, Any]:
     return view
 
 
-# --- IAM, Logs, SNS -------------------------------------------------------------------------------------------------
+# --- IAM, Logs, SNS -----------------------------------------------------------------------------
 
 def _iam_role(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.iam.get_role(RoleName=r.physical_id)["Role"]
@@ -222,7 +230,7 @@ def _sns_topic_exists(aws: Aws, r: Deployed) -> bool:
     return any(t["TopicArn"] == r.physical_id for t in aws.sns.list_topics()["Topics"])
 
 
-# --- Lambda, CodeBuild, Step Functions (the model staging's machinery) -------------------------------------------
+# --- Lambda, CodeBuild, Step Functions (the model staging's machinery) --------------------------
 
 def _lambda_function(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.lambda_.get_function_configuration(FunctionName=r.physical_id)
@@ -261,7 +269,8 @@ def _kms_key(aws: Aws, r: Deployed) -> dict[str, Any]:
 
 
 def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
-    """True while the key is usable; a key scheduled for deletion (what CloudFormation does) counts as gone."""
+    """True while the key is usable; a key scheduled for deletion (what CloudFormation does) counts
+    as gone."""
     try:
         state = aws.kms.describe_key(KeyId=r.physical_id)["KeyMetadata"]["KeyState"]
     except aws.kms.exceptions.NotFoundException:
@@ -269,10 +278,11 @@ def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
     return state != "PendingDeletion"
 
 
-# --- EC2 (network.mode=vpc) -------------------------------------------------------------------------------------------
+# --- EC2 (network.mode=vpc) ---------------------------------------------------------------------
 
 def _ec2_missing(call: Callable[[], Any]) -> bool:
-    """True while ``call`` (a Describe* filtered to one id) finds it; moto answers InvalidXxx.NotFound when it is gone."""
+    """True while ``call`` (a Describe* filtered to one id) finds it; moto answers
+    InvalidXxx.NotFound when it is gone."""
     try:
         return bool(call())
     except botocore.exceptions.ClientError as error:
@@ -318,11 +328,11 @@ def _flow_log(aws: Aws, r: Deployed) -> dict[str, Any]:
 
 
 NOT_IN_MOTO_CFN = "moto's CloudFormation does not create this type (it logs 'No Moto CloudFormation support')"
-CUSTOM = ("moto runs no custom-resource handler: the harness completes the resource with its stand-in data "
-          "(lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests")
+CUSTOM = ("moto runs no custom-resource handler: the harness completes the resource with its stand-in "
+          "data (lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests")
 
-#: One row per CloudFormation resource type the stacks may contain. Custom resources (``Custom::*`` and
-#: ``AWS::CloudFormation::CustomResource``) are covered by :func:`kind_of`.
+#: One row per CloudFormation resource type the stacks may contain. Custom resources (``Custom::*``
+#: and ``AWS::CloudFormation::CustomResource``) are covered by :func:`kind_of`.
 RESOURCE_KINDS: dict[str, ResourceKind] = {
     "AWS::SageMaker::Model": ResourceKind(
         _sagemaker_model,
@@ -365,8 +375,9 @@ RESOURCE_KINDS: dict[str, ResourceKind] = {
         lambda aws, r: _exists(lambda: aws.stepfunctions.describe_state_machine(stateMachineArn=r.physical_id),
                                  "StateMachineDoesNotExist"),
     ),
-    # moto's CloudFormation creates a VPC from CidrBlock, InstanceTenancy and Tags only: the DNS attributes are
-    # asserted at template level (tests/unit/constructs_lib/network/test_private_network.py).
+    # moto's CloudFormation creates a VPC from CidrBlock, InstanceTenancy and Tags only: the DNS
+    # attributes are asserted at template level
+    # (tests/unit/constructs_lib/network/test_private_network.py).
     "AWS::EC2::VPC": ResourceKind(
         _vpc, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]),
         moto_drops=("EnableDnsSupport", "EnableDnsHostnames")),
@@ -408,9 +419,9 @@ def kind_of(resource_type: str) -> ResourceKind:
         return ResourceKind(not_in_moto=CUSTOM)
     if resource_type not in RESOURCE_KINDS:
         raise AssertionError(
-            f"the stacks now contain {resource_type}, which the lifecycle test does not know: add a row for it to "
-            "RESOURCE_KINDS in tests/e2e/lifecycle/lifecycle_resources.py (describe and exists through boto3, or "
-            "not_in_moto with the reason)"
+            f"the stacks now contain {resource_type}, which the lifecycle test does not know: "
+            "add a row for it to RESOURCE_KINDS in tests/e2e/lifecycle/lifecycle_resources.py "
+            "(describe and exists through boto3, or not_in_moto with the reason)"
         )
     return RESOURCE_KINDS[resource_type]
 
@@ -423,12 +434,13 @@ def is_intrinsic(value: Any) -> bool:
 def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list[str], int]:
     """Compare the literal parts of template value ``expected`` with the live ``actual``.
 
-    Intrinsic functions are skipped (the test checks resolved references explicitly). Dict keys present in
-    ``expected`` must be present in ``actual``; lists must have the same length. JSON documents given as strings
-    on one side are parsed.
+    Intrinsic functions are skipped (the test checks resolved references explicitly). Dict keys
+    present in ``expected`` must be present in ``actual``; lists must have the same length. JSON
+    documents given as strings on one side are parsed.
 
     Returns:
-        ``(mismatches, compared)``: one message per difference, and how many scalar values were compared.
+        ``(mismatches, compared)``: one message per difference, and how many scalar values were
+        compared.
     """
     if is_intrinsic(expected):
         return [], 0
@@ -465,8 +477,9 @@ def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list
             mismatches += more
             compared += count
         return mismatches, compared
-    # Exact, but for the encodings a JSON template and an API answer legitimately differ in: numbers given as
-    # strings ("1200" vs 1200) and booleans as "true"/"false". Case is never ignored (names are case-sensitive).
+    # Exact, but for the encodings a JSON template and an API answer legitimately differ in: numbers
+    # given as strings ("1200" vs 1200) and booleans as "true"/"false". Case is never ignored (names
+    # are case-sensitive).
     same = expected == actual or (
         not isinstance(expected, (dict, list)) and not isinstance(actual, (dict, list))
         and str(expected).lower() in ("true", "false") and str(expected).lower() == str(actual).lower()
@@ -487,24 +500,28 @@ def _as_number(value: int | float | str) -> float | None:
 
 @dataclass
 class StackView:
-    """A deployed stack: its resources (``Deployed``) and outputs, as CloudFormation reports them."""
+    """A deployed stack: its resources (``Deployed``) and outputs, as CloudFormation reports
+    them."""
 
     name: str
     resources: list[Deployed] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
 
     def one(self, resource_type: str) -> Deployed:
-        """The only resource of ``resource_type`` (AssertionError when there are none or several)."""
+        """The only resource of ``resource_type`` (AssertionError when there are none or
+        several)."""
         found = [r for r in self.resources if r.type == resource_type]
         assert len(found) == 1, f"{self.name}: expected one {resource_type}, found {[r.logical_id for r in found]}"
         return found[0]
 
 
 def read_stack(aws: Aws, stack_name: str, template: dict[str, Any] | None = None) -> StackView:
-    """The stack's resources from ListStackResources, with their properties from the synthesized ``template``.
+    """The stack's resources from ListStackResources, with their properties from the synthesized
+    ``template``.
 
-    Resources moto did not create have no entry in moto's list; they are returned with an empty physical id.
-    Without ``template`` (the bootstrap stack, whose template is YAML) only what moto lists is returned.
+    Resources moto did not create have no entry in moto's list; they are returned with an empty
+    physical id. Without ``template`` (the bootstrap stack, whose template is YAML) only what moto
+    lists is returned.
     """
     summaries = aws.cloudformation.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]
     listed = [s for s in summaries if s.get("LogicalResourceId")]

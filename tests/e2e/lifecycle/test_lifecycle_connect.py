@@ -1,9 +1,11 @@
-"""The Connect stack's lifecycle with the pinned CDK CLI against moto's server: deploy (connect.enabled with the
-SageMaker target), update (another consumer image and calls per task), destroy, leaving nothing behind.
+"""The Connect stack's lifecycle with the pinned CDK CLI against moto's server: deploy
+(connect.enabled with the SageMaker target), update (another consumer image and calls per task),
+destroy, leaving nothing behind.
 
-moto creates the queue, table, bus, function, ECS cluster, task definitions and service; what it does not model
-(AWS::Connect::* resources, alarms, dashboards, Application Auto Scaling) is asserted at template level in
-tests/app/test_connect_stack.py. The consumer image is given by URI (no Docker engine here).
+moto creates the queue, table, bus, function, ECS cluster, task definitions and service; what it
+does not model (AWS::Connect::* resources, alarms, dashboards, Application Auto Scaling) is asserted
+at template level in tests/app/test_connect_stack.py. The consumer image is given by URI (no Docker
+engine here).
 """
 
 from __future__ import annotations

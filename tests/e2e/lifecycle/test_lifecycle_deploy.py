@@ -1,15 +1,18 @@
-"""Deploy, update and destroy the app with the pinned CDK CLI against moto's server (one bootstrap, two deploys,
-one destroy), and check every resource through boto3.
+"""Deploy, update and destroy the app with the pinned CDK CLI against moto's server (one bootstrap,
+two deploys, one destroy), and check every resource through boto3.
 
 What moto cannot show is asserted at template level, here and in ``tests/app``:
-- bucket policies (TLS only), topic policies, CloudWatch alarms and dashboards, Application Auto Scaling: moto's
-  CloudFormation does not create them; this test checks that CloudFormation received them exactly as synthesized,
-  their properties are asserted by ``tests/app``;
-- ``EnableNetworkIsolation`` of the Sonic Model: moto drops it; asserted in the synthesized template;
-- Lambda-backed custom resources (auto-delete of buckets, model staging): moto runs no handler; the harness
-  completes them with the data the real handler returns (``lifecycle_moto.CUSTOM_RESOURCE_STAND_INS``);
+- bucket policies (TLS only), topic policies, CloudWatch alarms and dashboards, Application Auto
+  Scaling: moto's CloudFormation does not create them; this test checks that CloudFormation received
+  them exactly as synthesized, their properties are asserted by ``tests/app``;
+- ``EnableNetworkIsolation`` of the Sonic Model: moto drops it; asserted in the synthesized
+  template;
+- Lambda-backed custom resources (auto-delete of buckets, model staging): moto runs no handler; the
+  harness completes them with the data the real handler returns
+  (``lifecycle_moto.CUSTOM_RESOURCE_STAND_INS``);
 - an endpoint's instances, health checks and the container itself: moto starts nothing.
-The harness's fixes for moto's gaps are listed in ``lifecycle_moto.py``; none of them touches the product.
+The harness's fixes for moto's gaps are listed in ``lifecycle_moto.py``; none of them touches the
+product.
 
 Run it alone with ``make local-lifecycle`` or ``pytest -m lifecycle``.
 """
@@ -44,12 +47,15 @@ from tests.e2e.lifecycle.lifecycle_resources import (
 
 pytestmark = [
     pytest.mark.lifecycle,
-    pytest.mark.starts_first,  # the CDK CLI deploys, updates and destroys: a minute together (tests/e2e/conftest.py)
-    # moto warns once per resource it cannot parse (bucket policies...); the harness records them itself.
+    # the CDK CLI deploys, updates and destroys: a minute together (tests/e2e/conftest.py)
+    pytest.mark.starts_first,
+    # moto warns once per resource it cannot parse (bucket policies...); the harness records them
+    # itself.
     pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
 ]
 
-#: The prebuilt bridge image (no Docker engine here to build the asset); moto's CreateModel does not pull it.
+#: The prebuilt bridge image (no Docker engine here to build the asset); moto's CreateModel does not
+#: pull it.
 IMAGE_URI = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:lifecycle-test"
 #: The update: another Voxtral instance type, which replaces the EndpointConfig (and nothing else).
 UPDATED_INSTANCE_TYPE = "ml.g6e.2xlarge"
@@ -77,24 +83,25 @@ def load_templates(assembly: Path) -> dict[str, dict]:
 
 
 def test_deploy_update_destroy_with_the_cdk_cli(tmp_path):
-    """The update goes through the CLI's own synthesis (``cdk deploy -c KEY=VALUE``, the documented way to change a
-    setting): the lifecycle tier's one synthesis by the CLI."""
+    """The update goes through the CLI's own synthesis (``cdk deploy -c KEY=VALUE``, the documented
+    way to change a setting): the lifecycle tier's one synthesis by the CLI."""
     deploy_update_destroy(tmp_path, {}, update_through_the_cli=True)
 
 
 def test_deploy_update_destroy_a_private_deployment(tmp_path):
-    """network.mode=vpc: the Foundation stack (VPC, endpoints, security groups, data key) deploys first, the Models
-    run in its subnets, and destroy removes the network as well."""
+    """network.mode=vpc: the Foundation stack (VPC, endpoints, security groups, data key) deploys
+    first, the Models run in its subnets, and destroy removes the network as well."""
     deploy_update_destroy(tmp_path, {"network.mode": "vpc"}, update_through_the_cli=False)
 
 
 def deploy_update_destroy(tmp_path: Path, mode: dict[str, str], update_through_the_cli: bool) -> None:
     phases = Phases(f"lifecycle {mode or 'public'}")
     cdk_log = tmp_path / "cdk.log"
-    # A fixed-size Voxtral endpoint (min = max: no scalable target): SageMaker rejects an instance-type change of
-    # an autoscaled variant, which moto would not; this is the README's procedure for changing the instance type.
-    # The stream cap is pinned: with `auto` it follows the instance type (4 on an L4, 23 on an L40S), which changes
-    # the Model's environment and so replaces the Model too; this update checks the EndpointConfig alone is replaced.
+    # A fixed-size Voxtral endpoint (min = max: no scalable target): SageMaker rejects an
+    # instance-type change of an autoscaled variant, which moto would not; this is the README's
+    # procedure for changing the instance type. The stream cap is pinned: with `auto` it follows the
+    # instance type (4 on an L4, 23 on an L40S), which changes the Model's environment and so
+    # replaces the Model too; this update checks the EndpointConfig alone is replaced.
     first = {**mode, "voxtral.image_uri": IMAGE_URI, "voxtral.min_instances": 1, "voxtral.max_instances": 1,
              "voxtral.max_num_seqs": 4}
     second = {**first, "voxtral.instance_type": UPDATED_INSTANCE_TYPE}
@@ -126,7 +133,8 @@ def deploy_update_destroy(tmp_path: Path, mode: dict[str, str], update_through_t
                 check_stack_against_template(aws, server, stack, templates_1[stack.name])
             check_settings(aws, settings, stacks_1)
 
-        # 4. Update: another Voxtral instance type -> a new EndpointConfig under a new name, the old one deleted.
+        # 4. Update: another Voxtral instance type -> a new EndpointConfig under a new name, the old
+        #    one deleted.
         if update_through_the_cli:
             cdk("deploy (update, CLI synth)", ["deploy", "--all", "--require-approval", "never",
                                                *context_args(second), "-o", str(assembly_2)])
@@ -161,8 +169,9 @@ def aws_template(aws: Aws, stack_name: str) -> dict:
 
 
 def check_stack_against_template(aws: Aws, server: MotoServer, stack: StackView, template: dict) -> None:
-    """Each resource of ``stack``: the live view equals the template's literal properties (types moto creates), or
-    CloudFormation holds it exactly as synthesized (types moto skips, which are then asserted by tests/app)."""
+    """Each resource of ``stack``: the live view equals the template's literal properties (types
+    moto creates), or CloudFormation holds it exactly as synthesized (types moto skips, which are
+    then asserted by tests/app)."""
     deployed_template = aws_template(aws, stack.name)
     problems: list[str] = []
     for resource in stack.resources:
@@ -174,11 +183,13 @@ def check_stack_against_template(aws: Aws, server: MotoServer, stack: StackView,
             continue
         assert resource.physical_id, f"{stack.name}: moto did not create {resource.logical_id} ({resource.type})"
         view = kind.describe(aws, resource)
-        # The view holds the properties boto3 can show; each of them is compared with the template, in full.
+        # The view holds the properties boto3 can show; each of them is compared with the template,
+        # in full.
         expected = {k: v for k, v in resource.properties.items() if k in view and k not in kind.moto_drops}
         mismatches, compared = literal_mismatches(expected, view, f"{stack.name}.{resource.logical_id}")
         problems += mismatches
-        # A view that shares literal properties with the template must have compared some (the check can fail).
+        # A view that shares literal properties with the template must have compared some (the check
+        # can fail).
         assert compared or not _literal_keys(expected, view), f"{resource.logical_id}: nothing compared"
     assert not problems, "live resources differ from their templates:\n" + "\n".join(problems)
     skipped = {t for t in server.unsupported_types if t in {r.type for r in stack.resources}}
@@ -191,12 +202,14 @@ def _literal_keys(expected: dict, view: dict) -> list[str]:
 
 
 def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -> None:
-    """The values the settings asked for, read back through boto3 (independently of the templates)."""
+    """The values the settings asked for, read back through boto3 (independently of the
+    templates)."""
     prefix = settings.stack_name_prefix
     artifacts, voxtral, sonic = (stacks[f"{prefix}-{s}"] for s in ("Artifacts", "Voxtral", "Sonic"))
 
-    # Voxtral: Model (image, uncompressed weights under the staged prefix, served model name), EndpointConfig,
-    # Endpoint under its stable name, log group with the retention asked for, role and its policies.
+    # Voxtral: Model (image, uncompressed weights under the staged prefix, served model name),
+    # EndpointConfig, Endpoint under its stable name, log group with the retention asked for, role
+    # and its policies.
     v = settings.voxtral
     model = aws.sagemaker.describe_model(ModelName=name_of(voxtral.one("AWS::SageMaker::Model").physical_id))
     container = model["PrimaryContainer"]
@@ -226,7 +239,8 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
     assert model["PrimaryContainer"]["ModelPackageName"] == settings.sonic_model_package_arn
     role = aws.iam.get_role(RoleName=execution_role(sonic).physical_id)["Role"]
     assert model["ExecutionRoleArn"] == role["Arn"]
-    # moto drops EnableNetworkIsolation (its Model always says False): asserted in the template instead.
+    # moto drops EnableNetworkIsolation (its Model always says False): asserted in the template
+    # instead.
     (sonic_model,) = [r for r in sonic.resources if r.type == "AWS::SageMaker::Model"]
     assert sonic_model.properties["EnableNetworkIsolation"] is True
     check_endpoint(aws, sonic, model["ModelName"], s.endpoint_name, s.instance_type, s.initial_instance_count,
@@ -235,8 +249,8 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
                forbidden_prefixes=("s3:", "ecr:"))
     check_log_group(aws, s.endpoint_name, settings.log_retention_days)
 
-    # Artifacts: both buckets encrypted (SSE-S3; the model bucket SSE-KMS under the data key in a private
-    # deployment) and fully private; the repository scans on push and keeps tags immutable.
+    # Artifacts: both buckets encrypted (SSE-S3; the model bucket SSE-KMS under the data key in a
+    # private deployment) and fully private; the repository scans on push and keeps tags immutable.
     model_bucket = artifacts.outputs["ModelBucketName"]
     for bucket in [r for r in artifacts.resources if r.type == "AWS::S3::Bucket"]:
         rules = aws.s3.get_bucket_encryption(Bucket=bucket.physical_id)["ServerSideEncryptionConfiguration"]["Rules"]
@@ -262,8 +276,9 @@ def check_settings(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -
 
 
 def check_private(aws: Aws, settings: Settings, stacks: dict[str, StackView]) -> None:
-    """A private deployment, read back: both Models in the Foundation stack's subnets and security group, the subnets
-    in two Availability Zones of a VPC with no internet gateway, the four VPC endpoints, the data key."""
+    """A private deployment, read back: both Models in the Foundation stack's subnets and security
+    group, the subnets in two Availability Zones of a VPC with no internet gateway, the four VPC
+    endpoints, the data key."""
     foundation = stacks[f"{settings.stack_name_prefix}-Foundation"]
     vpc_id = foundation.outputs["VpcId"]
     subnets = aws.ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Subnets"]
@@ -301,8 +316,9 @@ def check_endpoint(aws: Aws, stack: StackView, model_name: str, endpoint_name: s
 
 
 def check_role(aws: Aws, stack: StackView, required: dict[str, str], forbidden_prefixes: tuple[str, ...] = ()) -> None:
-    """The execution role trusts SageMaker only, for this account, has no managed policies, and its inline
-    policy allows each ``required`` action on a resource containing the given text, and no forbidden action."""
+    """The execution role trusts SageMaker only, for this account, has no managed policies, and its
+    inline policy allows each ``required`` action on a resource containing the given text, and no
+    forbidden action."""
     role = aws.iam.get_role(RoleName=execution_role(stack).physical_id)["Role"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
@@ -335,8 +351,9 @@ def check_log_group(aws: Aws, endpoint_name: str, retention_days: int) -> None:
 
 
 def check_update(aws: Aws, settings: Settings, before: dict[str, StackView], after: dict[str, StackView]) -> None:
-    """The Voxtral endpoint kept its name and ARN and now uses a new EndpointConfig; the old config is gone; the
-    Model and every other resource kept their physical ids; no two resources of one type share a name."""
+    """The Voxtral endpoint kept its name and ARN and now uses a new EndpointConfig; the old config
+    is gone; the Model and every other resource kept their physical ids; no two resources of one
+    type share a name."""
     voxtral = f"{settings.stack_name_prefix}-Voxtral"
     old_config = before[voxtral].one("AWS::SageMaker::EndpointConfig").physical_id
     new_config = after[voxtral].one("AWS::SageMaker::EndpointConfig").physical_id
@@ -363,7 +380,8 @@ def check_update(aws: Aws, settings: Settings, before: dict[str, StackView], aft
 
 
 def check_destroyed(aws: Aws, bootstrap: StackView, stacks: list[StackView]) -> None:
-    """Every resource either deploy made is gone, and no service holds anything outside the bootstrap stack."""
+    """Every resource either deploy made is gone, and no service holds anything outside the
+    bootstrap stack."""
     remaining_stacks = [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]]
     assert remaining_stacks == [BOOTSTRAP_STACK]
 
@@ -375,7 +393,8 @@ def check_destroyed(aws: Aws, bootstrap: StackView, stacks: list[StackView]) -> 
                 left.append(f"{stack.name}/{resource.logical_id} ({resource.type}) {resource.physical_id}")
     assert not left, "cdk destroy left:\n" + "\n".join(left)
 
-    # Sweeps: whatever exists now must belong to the bootstrap stack (catches resources made outside the templates).
+    # Sweeps: whatever exists now must belong to the bootstrap stack (catches resources made outside
+    # the templates).
     kept = {r.physical_id for r in bootstrap.resources}
     sweeps = {
         "SageMaker models": [m["ModelName"] for m in aws.sagemaker.list_models()["Models"]],

@@ -1,11 +1,13 @@
-"""The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy (voxtral.target=ecs), update
-(another instance type and another image), destroy, leaving nothing behind; in public mode (the stack's own VPC) and
-in network.mode=vpc (the Foundation stack's private network with the ECS endpoints).
+"""The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy
+(voxtral.target=ecs), update (another instance type and another image), destroy, leaving nothing
+behind; in public mode (the stack's own VPC) and in network.mode=vpc (the Foundation stack's private
+network with the ECS endpoints).
 
-moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
-load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
-custom resources) is asserted at template level in tests/app/test_voxtral_ecs_stack.py and
-tests/unit/constructs_lib/ecs_service/test_service.py. See test_lifecycle_deploy.py for the harness.
+moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto
+Scaling groups and load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the
+capacity provider association, custom resources) is asserted at template level in
+tests/app/test_voxtral_ecs_stack.py and tests/unit/constructs_lib/ecs_service/test_service.py. See
+test_lifecycle_deploy.py for the harness.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         assert sorted(templates) == ["RealtimeVoice-Artifacts", *foundation, "RealtimeVoice-Operations", STACK]
         stack = read_stack(aws, STACK, templates[STACK])
         if network == "vpc":
-            # The service runs in the Foundation stack's subnets, which have the ECS endpoints; no VPC of its own.
+            # The service runs in the Foundation stack's subnets, which have the ECS endpoints; no
+            # VPC of its own.
             endpoints = aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
             services = sorted(e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints)
             assert services == ["ec2", "ecr.api", "ecr.dkr", "ecs", "ecs-agent", "ecs-telemetry", "logs",
@@ -87,8 +90,8 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         assert stack.outputs["StreamUrl"] == f"ws://{lb['DNSName']}/invocations-bidirectional-stream"
         assert stack.outputs["TokenSecretArn"].startswith(f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:")
 
-        # Update: another image (a new task definition revision) and another instance type (a new launch template
-        # version the Auto Scaling group follows).
+        # Update: another image (a new task definition revision) and another instance type (a new
+        # launch template version the Auto Scaling group follows).
         with phases("synth (update)"):
             synthesize_assembly(assembly_2, second, server.url)
         with phases("deploy (update)"):

@@ -1,6 +1,7 @@
-"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over HTTP/2 with TLS, the
-real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an event loop of their own in a thread, and
-the environment under which the clients call the front door (the standard AWS variables, nothing faked inside)."""
+"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over
+HTTP/2 with TLS, the real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an
+event loop of their own in a thread, and the environment under which the clients call the front door
+(the standard AWS variables, nothing faked inside)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ class Stack:
 
 
 class StackRunner:
-    """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in front of the
-    vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
+    """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in
+    front of the vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
     def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
                  bridge_options: dict[str, Any] | None = None) -> None:
@@ -100,8 +101,9 @@ class StackRunner:
         async def stop() -> None:
             assert self.shutdown is not None and self.server is not None and self.stack is not None
             self.shutdown.set()
-            # hypercorn waits for open connections to close; a client connection left in a pool (awscrt keeps one
-            # per client) would hold it: cancel the server after the graceful period.
+            # hypercorn waits for open connections to close; a client connection left in a pool
+            # (awscrt keeps one per client) would hold it: cancel the server after the graceful
+            # period.
             done, _ = await asyncio.wait({self.server}, timeout=2)
             if not done:
                 self.server.cancel()
@@ -112,18 +114,19 @@ class StackRunner:
                 await self.stack.vllm.stop()
 
         async def cancel_the_rest() -> None:
-            # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers alive: end them
-            # here, so that nothing is left pending when the loop stops.
+            # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers
+            # alive: end them here, so that nothing is left pending when the loop stops.
             rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
             for task in rest:
                 task.cancel()
             if rest:
                 await asyncio.wait(rest, timeout=1)
 
-        # A client connection to the front door that the test dropped without closing (a client or a streamed
-        # response it no longer holds) is garbage in a reference cycle, its socket open until the collector runs:
-        # the front door's TLS close then waits for the peer's close_notify, which never comes, and the 2 s above and
-        # the 1 s below ran out in each such test. Collected first, those sockets close and each close ends at once.
+        # A client connection to the front door that the test dropped without closing (a client or a
+        # streamed response it no longer holds) is garbage in a reference cycle, its socket open
+        # until the collector runs: the front door's TLS close then waits for the peer's
+        # close_notify, which never comes, and the 2 s above and the 1 s below ran out in each such
+        # test. Collected first, those sockets close and each close ends at once.
         gc.collect()
         try:
             self.call(stop(), timeout=30)
@@ -149,16 +152,18 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
         runner.stop()
 
 
-#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms to accept a
-#: stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a shared 2-core machine running the suite on both
-#: cores the bridge sometimes takes longer, which is a fact about the machine, not about the path under test. The
-#: tests of that budget ask for it (``stream_settings`` parametrized with ``StreamSettings()``).
+#: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms
+#: to accept a stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a shared 2-core machine
+#: running the suite on both cores the bridge sometimes takes longer, which is a fact about the
+#: machine, not about the path under test. The tests of that budget ask for it (``stream_settings``
+#: parametrized with ``StreamSettings()``).
 E2E_ACCEPT_S = 5.0
 
 
 @pytest.fixture
 def stream_settings() -> StreamSettings:
-    """The front door's settings of the ``stack`` fixture: SageMaker's, with the accept budget E2E_ACCEPT_S."""
+    """The front door's settings of the ``stack`` fixture: SageMaker's, with the accept budget
+    E2E_ACCEPT_S."""
     return StreamSettings(accept_timeout_s=E2E_ACCEPT_S)
 
 
@@ -169,13 +174,15 @@ def stack(stack_factory, stream_settings: StreamSettings) -> Stack:
 
 @pytest.fixture
 def client_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
-    """The clients' environment for the front door: credentials, Region and CA bundle in the standard variables, no
-    profile, no configuration file (the endpoint URL is left to each test: --endpoint-url or the variables)."""
+    """The clients' environment for the front door: credentials, Region and CA bundle in the
+    standard variables, no profile, no configuration file (the endpoint URL is left to each test:
+    --endpoint-url or the variables)."""
     return front_door_env(stack, monkeypatch, tmp_path)
 
 
 def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
-    """Set the clients' environment for `stack`'s front door (see `client_env`); return the stack."""
+    """Set the clients' environment for `stack`'s front door (see `client_env`); return the
+    stack."""
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
                  "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"):
         monkeypatch.delenv(name, raising=False)

@@ -1,5 +1,5 @@
-"""``voicectl connect-replay`` through the local SageMaker front door (bidirectional streaming over HTTP/2, SigV4)
-and the real bridge: the SageMaker target's path of the Connect consumer, offline."""
+"""``voicectl connect-replay`` through the local SageMaker front door (bidirectional streaming over
+HTTP/2, SigV4) and the real bridge: the SageMaker target's path of the Connect consumer, offline."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_connect_replay_through_the_local_front_door(client_env, tmp_path, capsy
     assert code == 0, err
     who = {m.group(1) for m in re.finditer(r"^\[[^\]]+\] (\w+)\s*:", out, flags=re.M)}
     assert who == {"customer", "agent"}
-    # stdout is the transcript only (no embedded-metric JSON), stderr has no access log of the local moto server.
+    # stdout is the transcript only (no embedded-metric JSON), stderr has no access log of the local
+    # moto server.
     assert all(re.match(r"^\[[^\]]+\] (customer|agent)\s*:", line) for line in out.splitlines()), out[:2000]
     assert "HTTP/1.1\" 200" not in err
     assert "ended: the stream ended" in err

@@ -1,5 +1,5 @@
-"""The fake vLLM's generation, as measured against vLLM 0.31.0's real server (tests/vllm runs the same sessions against
-both; these fast checks keep each row true without starting vLLM)."""
+"""The fake vLLM's generation, as measured against vLLM 0.31.0's real server (tests/vllm runs the
+same sessions against both; these fast checks keep each row true without starting vLLM)."""
 
 from __future__ import annotations
 

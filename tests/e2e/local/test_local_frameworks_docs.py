@@ -35,8 +35,8 @@ STAND_INS = '''
 import asyncio, os, sys, types
 
 from pipecat.frames.frames import (
-    EndWorkerFrame, InputAudioRawFrame, LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame,
-    LLMTextFrame, StartFrame, TTSAudioRawFrame,
+    EndWorkerFrame, InputAudioRawFrame, LLMContextFrame, LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame, LLMTextFrame, StartFrame, TTSAudioRawFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from voicectl.clients.audio import load_pcm16
@@ -106,7 +106,8 @@ class AWSBedrockLLMService(FrameProcessor):
 
 
 audio_module = types.ModuleType("pipecat.transports.local.audio")
-audio_module.LocalAudioTransport, audio_module.LocalAudioTransportParams = LocalAudioTransport, LocalAudioTransportParams
+audio_module.LocalAudioTransport = LocalAudioTransport
+audio_module.LocalAudioTransportParams = LocalAudioTransportParams
 sys.modules["pipecat.transports.local.audio"] = audio_module
 llm_module = types.ModuleType("pipecat.services.aws.llm")
 llm_module.AWSBedrockLLMService = AWSBedrockLLMService
@@ -121,10 +122,12 @@ aws = types.ModuleType("livekit.plugins.aws")
 aws.LLM = lambda **kwargs: None
 silero = types.ModuleType("livekit.plugins.silero")
 silero.VAD = types.SimpleNamespace(load=lambda: None)
-plugins = types.ModuleType("livekit.plugins")  # the plugins' namespace package (none is installed here)
+# The plugins' namespace package (none is installed here).
+plugins = types.ModuleType("livekit.plugins")
 plugins.__path__ = []
 plugins.aws, plugins.silero = aws, silero
-sys.modules.update({"livekit.plugins": plugins, "livekit.plugins.aws": aws, "livekit.plugins.silero": silero})
+sys.modules.update(
+    {"livekit.plugins": plugins, "livekit.plugins.aws": aws, "livekit.plugins.silero": silero})
 livekit.plugins = plugins
 
 
@@ -176,7 +179,8 @@ def run_block(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def local_env(client_env, monkeypatch):
-    """The standard variables for the front door (the blocks name no URL): Voxtral's and Sonic's runtime URL."""
+    """The standard variables for the front door (the blocks name no URL): Voxtral's and Sonic's
+    runtime URL."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", client_env.url)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", client_env.url)
     return client_env

@@ -43,7 +43,8 @@ PARAMS = PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000)
 
 
 def utterance_frames() -> list:
-    """An utterance as a Pipecat transport gives it: 20 ms input frames, then VAD's end of speech."""
+    """An utterance as a Pipecat transport gives it: 20 ms input frames, then VAD's end of
+    speech."""
     frames: list = [InputAudioRawFrame(SPEECH, 16000, 1) for _ in range(UTTERANCE_FRAMES)]
     # The VAD frame is a system frame (it overtakes queued audio): let the audio through first, as
     # VAD's own stop_secs of silence does in a live pipeline.
@@ -76,7 +77,8 @@ def test_an_utterance_gives_interim_then_final_transcription_frames(client_env):
 
 
 def test_the_ecs_target_url_and_token(client_env):
-    """The ECS target's path: a plain WebSocket to the bridge with a bearer token (the local bridge takes any)."""
+    """The ECS target's path: a plain WebSocket to the bridge with a bearer token (the local bridge
+    takes any)."""
     url = f"ws://127.0.0.1:{client_env.bridge.port}/invocations-bidirectional-stream"
     stt = VoxtralSTTService(target=VoxtralTarget(url=url, token=BearerToken("local-token", "a test")))
     down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS))
@@ -139,7 +141,8 @@ def test_a_sentence_gives_audio_frames_at_the_pipeline_rate(client_env):
 
 
 class ProbeFrame(DataFrame):
-    """Asks :class:`ClosedProbe` to look (a data frame: it keeps its place after the interruption)."""
+    """Asks :class:`ClosedProbe` to look (a data frame: it keeps its place after the
+    interruption)."""
 
 
 class ClosedProbe(FrameProcessor):
@@ -167,7 +170,8 @@ def test_an_interruption_closes_the_sonic_request_and_no_audio_of_it_follows(cli
     stack.sonic.pace = 1.0  # real time: the sentence is still streaming when the interruption comes
     tts = SonicTTSService(target=SonicTarget(SONIC, endpoint_url=stack.url), voice_id="voice-1")
     probe = ClosedProbe(stack.sonic)
-    sentence = "A long sentence that takes a few seconds to speak, so that it can be interrupted halfway through."
+    sentence = ("A long sentence that takes a few seconds to speak, so that it can be interrupted "
+                "halfway through.")
     down, up = asyncio.run(run_test(Pipeline([tts, probe]), frames_to_send=[
         TTSSpeakFrame(sentence), SleepFrame(0.8), InterruptionFrame(), SleepFrame(0.2), ProbeFrame(),
         SleepFrame(0.3)], pipeline_params=PARAMS))

@@ -1,5 +1,6 @@
-"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints work as printed
-(from the repository root, after sourcing the environment file it names), and Ctrl-C stops every process."""
+"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints
+work as printed (from the repository root, after sourcing the environment file it names), and Ctrl-C
+stops every process."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         commands = re.findall(r"^  (\.venv/bin/voicectl (?:transcribe|speak) .*)$", text, re.MULTILINE)
         assert len(commands) == 2 and re.search(r"^  \.venv/bin/voicectl mic ", text, re.MULTILINE)
         for command in commands:
-            # Run as printed, from the repository root; the WAV goes to a scratch directory, not the checkout.
+            # Run as printed, from the repository root; the WAV goes to a scratch directory, not the
+            # checkout.
             command = command.replace("--out hello.wav", f"--out {tmp_path / 'hello.wav'}")
             done = subprocess.run(["bash", "-c", f"{source} && {command}"], cwd=ROOT, capture_output=True, text=True,
                                   timeout=60)

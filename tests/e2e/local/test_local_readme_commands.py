@@ -1,6 +1,6 @@
-"""The commands the READMEs give for running things locally work as written (the ports moved through the variables
-the READMEs name, so that the test does not collide with a running ``make local``), and ``voicectl local-runtime``
-refuses bad arguments with a usage error."""
+"""The commands the READMEs give for running things locally work as written (the ports moved through
+the variables the READMEs name, so that the test does not collide with a running ``make local``),
+and ``voicectl local-runtime`` refuses bad arguments with a usage error."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""docs/clients.md "Call the endpoints from your own code" (the README leads there): its two Python blocks run exactly as written, each in a fresh
-interpreter, against the local SageMaker runtime (the real bridge and the fake vLLM behind it; the Sonic stand-in),
-configured only through the standard variables the page names: ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2``
-(Voxtral), ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` (Sonic), ``AWS_CA_BUNDLE`` and the credentials."""
+"""docs/clients.md "Call the endpoints from your own code" (the README leads there): its two Python
+blocks run exactly as written, each in a fresh interpreter, against the local SageMaker runtime (the
+real bridge and the fake vLLM behind it; the Sonic stand-in), configured only through the standard
+variables the page names: ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`` (Voxtral),
+``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` (Sonic), ``AWS_CA_BUNDLE`` and the credentials."""
 
 from __future__ import annotations
 
@@ -18,15 +19,16 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def readme_examples() -> list[str]:
-    """The Python blocks of the docs/clients.md section "Call the endpoints from your own code", in order."""
+    """The Python blocks of the docs/clients.md section "Call the endpoints from your own code", in
+    order."""
     text = (ROOT / "docs" / "clients.md").read_text()
     section = text.split("## Call the endpoints from your own code\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
 
 
 def run_example(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # The examples use paths of the checkout (tests/clients/data/...): run them from a directory that has them, so
-    # that what they write (hello.wav) lands in the test's own directory.
+    # The examples use paths of the checkout (tests/clients/data/...): run them from a directory
+    # that has them, so that what they write (hello.wav) lands in the test's own directory.
     (cwd / "tests").symlink_to(ROOT / "tests")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "container")])}
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)

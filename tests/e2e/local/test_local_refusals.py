@@ -1,7 +1,8 @@
-"""The front door's answers to refused calls over HTTP/2 with a raw h2 client on loopback: the complete answer, then
-the stream reset at once (RST_STREAM NO_ERROR) while the caller is still sending; data the caller sends afterwards
-is dropped, the connection serves the next request, and the log holds no traceback. Also the certificate's extra
-names (``--name``), ``UNSIGNED-PAYLOAD`` and the mode of the files holding the local secret."""
+"""The front door's answers to refused calls over HTTP/2 with a raw h2 client on loopback: the
+complete answer, then the stream reset at once (RST_STREAM NO_ERROR) while the caller is still
+sending; data the caller sends afterwards is dropped, the connection serves the next request, and
+the log holds no traceback. Also the certificate's extra names (``--name``), ``UNSIGNED-PAYLOAD``
+and the mode of the files holding the local secret."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ class RawH2:
         self.sock.sendall(self.conn.data_to_send())
 
     def request(self, path: str, headers: list[tuple[str, str]] = (), body: bytes | None = None) -> int:
-        """Open a POST stream (left open for more data unless ``body`` is given) and return its id."""
+        """Open a POST stream (left open for more data unless ``body`` is given) and return its
+        id."""
         stream_id = self.conn.get_next_available_stream_id()
         self.conn.send_headers(stream_id, [(":method", "POST"), (":path", path), (":scheme", "https"),
                                            (":authority", self.host), *headers], end_stream=False)
@@ -49,7 +51,8 @@ class RawH2:
         return stream_id
 
     def events_until(self, stream_id: int, kinds: tuple[type, ...]) -> list:
-        """Read frames until an event of one of ``kinds`` arrives for ``stream_id``; return every event read."""
+        """Read frames until an event of one of ``kinds`` arrives for ``stream_id``; return every
+        event read."""
         seen = []
         while True:
             data = self.sock.recv(65536)
@@ -156,7 +159,8 @@ def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_pa
     assert hosts_lines(["runtime.sagemaker.us-east-1.amazonaws.com", "127.0.0.2"]) == [
         "127.0.0.1 runtime.sagemaker.us-east-1.amazonaws.com", "::1 runtime.sagemaker.us-east-1.amazonaws.com"]
     (debian, rhel, _macos) = system_trust_commands(tmp_path / "ca.pem")
-    assert debian[1] == [f"sudo cp {tmp_path / 'ca.pem'} /usr/local/share/ca-certificates/voicectl-local-runtime.crt",
+    assert debian[1] == [f"sudo cp {tmp_path / 'ca.pem'} "
+                         "/usr/local/share/ca-certificates/voicectl-local-runtime.crt",
                          "sudo update-ca-certificates"]
     assert debian[2][-1] == "sudo update-ca-certificates --fresh" and rhel[1][-1] == "sudo update-ca-trust"
     secret = tmp_path / "env.sh"
@@ -167,9 +171,10 @@ def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_pa
 
 
 def test_refused_http1_calls_on_one_keep_alive_connection_log_no_traceback(client_env, caplog):
-    # boto3's InvokeEndpoint speaks HTTP/1.1 and keeps the connection for the next call: a refusal answered before
-    # its body was read made hypercorn close the TLS connection under the caller's next request
-    # (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, "Error in ASGI Framework" and client_connected_cb).
+    # boto3's InvokeEndpoint speaks HTTP/1.1 and keeps the connection for the next call: a refusal
+    # answered before its body was read made hypercorn close the TLS connection under the caller's
+    # next request (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, "Error in ASGI Framework" and
+    # client_connected_cb).
     import boto3
     from botocore.exceptions import ClientError
 

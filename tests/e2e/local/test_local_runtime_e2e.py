@@ -1,7 +1,7 @@
-"""The whole path without AWS: the clients' real SageMaker code (aws-sdk-sagemaker-runtime-http2 over awscrt, and
-botocore) -> the local front door (HTTPS, HTTP/2, SigV4, event streams) -> the bridge -> the fake vLLM, and -> the
-Sonic stand-in. The commands run as users run them; only --endpoint-url or the standard AWS variables point them at
-the front door."""
+"""The whole path without AWS: the clients' real SageMaker code (aws-sdk-sagemaker-runtime-http2
+over awscrt, and botocore) -> the local front door (HTTPS, HTTP/2, SigV4, event streams) -> the
+bridge -> the fake vLLM, and -> the Sonic stand-in. The commands run as users run them; only
+--endpoint-url or the standard AWS variables point them at the front door."""
 
 from __future__ import annotations
 
@@ -170,9 +170,9 @@ def raw_post(stack, path: str, body: bytes, headers: dict[str, str] | None = Non
 
 
 def test_the_certificate_is_only_trusted_through_the_ca_bundle(client_env, monkeypatch, tmp_path, capsys):
-    """Without AWS_CA_BUNDLE the TLS handshake fails: the front door's certificate is not a public one. (botocore
-    here: awscrt takes over 10 s to report a refused handshake; the transport's handling of that failure is tested
-    in test_local_transport.py.)"""
+    """Without AWS_CA_BUNDLE the TLS handshake fails: the front door's certificate is not a public
+    one. (botocore here: awscrt takes over 10 s to report a refused handshake; the transport's
+    handling of that failure is tested in test_local_transport.py.)"""
     stack = client_env
     monkeypatch.delenv("AWS_CA_BUNDLE")
     assert run_speak("hi", "--endpoint", SONIC, "--voice", "v", "--endpoint-url", stack.url,

@@ -1,5 +1,6 @@
-"""The front door's SigV4 checks against requests and events signed by the AWS SDKs' own signers (botocore for the
-request, aws_sdk_signers for the event chain): what they sign passes, any change to it fails with AWS's error."""
+"""The front door's SigV4 checks against requests and events signed by the AWS SDKs' own signers
+(botocore for the request, aws_sdk_signers for the event chain): what they sign passes, any change
+to it fails with AWS's error."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ PATH = "/endpoints/voxtral-realtime/invocations-response-stream"
 
 def signed(body: bytes = b'{"a": 1}', *, secret: str = CREDENTIALS.secret_access_key, region: str = "us-east-1",
            service: str = "sagemaker") -> list[tuple[str, str]]:
-    """Headers of a POST signed now by botocore's SigV4Auth, as boto3 signs InvokeEndpointWithResponseStream."""
+    """Headers of a POST signed now by botocore's SigV4Auth, as boto3 signs
+    InvokeEndpointWithResponseStream."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -78,8 +80,8 @@ def test_anything_changed_or_missing_is_refused_with_aws_error(change, code, mes
 
 
 def test_the_event_chain_follows_the_sdks_event_signer():
-    """Envelopes signed by aws_sdk_signers.AsyncEventSigner (what the bidirectional SDK uses) pass in order; a changed
-    payload, a replayed envelope or a wrong key fails."""
+    """Envelopes signed by aws_sdk_signers.AsyncEventSigner (what the bidirectional SDK uses) pass
+    in order; a changed payload, a replayed envelope or a wrong key fails."""
     from aws_sdk_signers import AsyncEventSigner
     from smithy_aws_core.identity import AWSCredentialsIdentity
     from smithy_aws_event_stream.events import EventHeaderEncoder, EventMessage
@@ -116,8 +118,8 @@ def test_the_event_chain_follows_the_sdks_event_signer():
 
 
 def signed_with_content_hash(content_hash: str, body: bytes) -> list[tuple[str, str]]:
-    """Headers of a POST signed by botocore with ``X-Amz-Content-SHA256: content_hash`` (which botocore then signs
-    as the payload hash, whatever the body)."""
+    """Headers of a POST signed by botocore with ``X-Amz-Content-SHA256: content_hash`` (which
+    botocore then signs as the payload hash, whatever the body)."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials

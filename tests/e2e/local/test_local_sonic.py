@@ -1,6 +1,7 @@
-"""The Sonic path's failures through the front door, as botocore and ``voicectl speak`` see them: the stand-in's 422
-becomes a ModelError with the container's status and message, an ``error`` event mid-stream keeps the audio received
-before it, and a connection cut mid-response becomes a ModelStreamError."""
+"""The Sonic path's failures through the front door, as botocore and ``voicectl speak`` see them:
+the stand-in's 422 becomes a ModelError with the container's status and message, an ``error`` event
+mid-stream keeps the audio received before it, and a connection cut mid-response becomes a
+ModelStreamError."""
 
 from __future__ import annotations
 
@@ -60,5 +61,5 @@ def test_a_connection_cut_mid_response_is_a_model_stream_error(client_env, tmp_p
     stack.sonic.drop_after_chunks = 2
     assert run_speak(stack, tmp_path / "cut.wav") == 1
     err = capsys.readouterr().err
-    assert ("ModelStreamError from endpoint 'sonic-tts': The connection to the model container broke while it was "
-            "streaming its response") in err
+    assert ("ModelStreamError from endpoint 'sonic-tts': The connection to the model container broke "
+            "while it was streaming its response") in err

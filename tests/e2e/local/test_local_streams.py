@@ -1,7 +1,7 @@
-"""SageMaker's side of bidirectional streaming, as the front door plays it, against scripted containers: the SDK's
-request events become WebSocket frames (text, binary, fragmented) at the invocation path, container frames come back
-as PayloadParts, and a container that closes, stops answering pings or does not accept in time ends the call the way
-SageMaker does."""
+"""SageMaker's side of bidirectional streaming, as the front door plays it, against scripted
+containers: the SDK's request events become WebSocket frames (text, binary, fragmented) at the
+invocation path, container frames come back as PayloadParts, and a container that closes, stops
+answering pings or does not accept in time ends the call the way SageMaker does."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 class ScriptedContainer:
     """A WebSocket container on 127.0.0.1 that records what it receives.
 
-    Modes: ``echo`` (answers each text message "echo:<text>"; "fragment" is answered by a message in two
-    fragments), ``crash_after`` N messages (close 1011 "the model crashed"), ``hang`` (stops reading at once, so
-    pings go unanswered).
+    Modes: ``echo`` (answers each text message "echo:<text>"; "fragment" is answered by a message in
+    two fragments), ``crash_after`` N messages (close 1011 "the model crashed"), ``hang`` (stops
+    reading at once, so pings go unanswered).
     """
 
     def __init__(self, mode: str = "echo", crash_after: int = 3) -> None:
@@ -71,7 +71,8 @@ class ScriptedContainer:
 
 @pytest.fixture
 def scripted(client_env):
-    """Start a ScriptedContainer on the stack's loop and register it as an endpoint of the front door."""
+    """Start a ScriptedContainer on the stack's loop and register it as an endpoint of the front
+    door."""
     stack = client_env
     started: list[ScriptedContainer] = []
 
@@ -88,7 +89,8 @@ def scripted(client_env):
 
 
 async def open_stream(stack, endpoint: str, **input_fields):
-    """An SDK client (awscrt, the CA bundle, SigV4) and an open bidirectional stream to ``endpoint``."""
+    """An SDK client (awscrt, the CA bundle, SigV4) and an open bidirectional stream to
+    ``endpoint``."""
     import boto3
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
@@ -141,11 +143,13 @@ def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
 
     received = asyncio.run(scenario())
     assert container.paths == ["/v1/realtime?model=voxtral&rate=16000"]
-    # Two PARTIAL/COMPLETE parts reached the container as one text message; BINARY parts as binary frames.
+    # Two PARTIAL/COMPLETE parts reached the container as one text message; BINARY parts as binary
+    # frames.
     assert container.messages == ["abcd", b"\x00\x01\xff", b"\x02", "fragment"]
     assert received[0] == (b'{"type": "session.created"}', "UTF8", "COMPLETE")
     assert received[1] == (b"echo:abcd", "UTF8", "COMPLETE")
-    # A fragmented message comes back as PARTIAL parts ending with a COMPLETE one (websockets' empty final frame).
+    # A fragmented message comes back as PARTIAL parts ending with a COMPLETE one (websockets' empty
+    # final frame).
     assert received[2:] == [(b"Hel", "UTF8", "PARTIAL"), (b"lo", "UTF8", "PARTIAL"), (b"", "UTF8", "COMPLETE")]
 
 
@@ -173,8 +177,8 @@ def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_
                                        "--speed", "0"])
     assert transcribe.run(args) == 1
     err = capsys.readouterr().err
-    # SageMaker wraps the container's close frame (code and reason) into ModelStreamError; the client reopens once,
-    # the container crashes again, and the command fails with that message.
+    # SageMaker wraps the container's close frame (code and reason) into ModelStreamError; the
+    # client reopens once, the container crashes again, and the command fails with that message.
     assert "ModelStreamError from endpoint 'crashy' (1011): the model crashed" in err
     assert "the stream dropped again after a reopen" in err
     assert container.connections == 2
@@ -226,7 +230,8 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
             stack.call(container.stop())
     assert error.code == "ModelStreamError"
     assert "(StreamBroken): The model container answered none of 5 consecutive WebSocket pings" in str(error)
-    # Pings at 1..5 intervals, the 5th found unanswered at the 6th: never before 5 intervals (at any machine speed).
+    # Pings at 1..5 intervals, the 5th found unanswered at the 6th: never before 5 intervals (at any
+    # machine speed).
     assert 5 * interval <= elapsed
 
 
@@ -251,7 +256,8 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
     try:
         args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", "slow", "--endpoint-url", stack.url])
         assert transcribe.run(args) == 1
-        # The client gave up on its own accept timeout, not because the container let go (ordering, any speed).
+        # The client gave up on its own accept timeout, not because the container let go (ordering,
+        # any speed).
         assert len(accepted) == 1 and not released
     finally:
         server.close()
@@ -261,8 +267,9 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
 
 
 def test_a_send_does_not_wait_forever_once_the_call_failed():
-    """smithy-core leaves the request writer waiting for a reader when the connection never came up (a TLS handshake
-    refused): once the response side has failed, send_text gives up instead of hanging."""
+    """smithy-core leaves the request writer waiting for a reader when the connection never came up
+    (a TLS handshake refused): once the response side has failed, send_text gives up instead of
+    hanging."""
     from voicectl.clients.realtime import TransportClosed
     from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
 
@@ -288,9 +295,10 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
 
 
 def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one():
-    """issue 24: every stream of an SDK client shares one pooled HTTP/2 connection and its flow-control window; a
-    failed call may leave request data that the peer neither read nor reset. Its connection leaves the pool (the next
-    stream connects afresh) and is closed once no stream of the client is open; a clean end keeps it."""
+    """issue 24: every stream of an SDK client shares one pooled HTTP/2 connection and its
+    flow-control window; a failed call may leave request data that the peer neither read nor reset.
+    Its connection leaves the pool (the next stream connects afresh) and is closed once no stream of
+    the client is open; a clean end keeps it."""
     from types import SimpleNamespace
 
     from voicectl.clients import sagemaker_stream
@@ -347,7 +355,8 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
         await failing.close()
         assert pool == {} and failed_connection.closed  # out of the pool, and closed: no stream of ours rides on it
         assert id(client) not in sagemaker_stream.RETIRED_CONNECTIONS
-        # A connection retired while another stream still rides on it is closed once that stream is closed too.
+        # A connection retired while another stream still rides on it is closed once that stream is
+        # closed too.
         pool[("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443)] = healthy_connection
         sagemaker_stream.OPEN_STREAMS[id(client)] = 2  # as open() counts them
         riding = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
@@ -366,9 +375,10 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
 
 
 class SilentRefuser:
-    """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError (424) and then left
-    open: it neither reads the request body nor resets the stream, so what the client sent keeps the connection's
-    flow-control window used up (issue 24). Later calls go to the real front door behind it."""
+    """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError
+    (424) and then left open: it neither reads the request body nor resets the stream, so what the
+    client sent keeps the connection's flow-control window used up (issue 24). Later calls go to the
+    real front door behind it."""
 
     def __init__(self, front_door) -> None:
         self.front_door = front_door
@@ -390,15 +400,17 @@ class SilentRefuser:
 
 
 def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stack, client_env, tmp_path, monkeypatch):
-    """issue 24's wedge: a refused call with ~140 KB of audio sent into it, which the peer neither reads nor resets.
-    The client retires that HTTP/2 connection, so the next transcription through the same SDK client is complete.
-    Before, the next stream rode on the same connection, whose flow-control window the unread data had used up: it
-    reached neither the front door nor vLLM and waited for its transcript (2 of 3 runs here; the race is whether
-    the unread data fills the window before the refusal arrives). Measured since (2026-12-02): with `_retire` switched
-    off this test passed 8 of 8 runs, in this form and the sequential one before it, so the retirement itself is held
-    by `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this one holds that
-    the refused call ends (it hung in `close` before `_bounded`) and that the next transcription through the same
-    SDK client is whole."""
+    """issue 24's wedge: a refused call with ~140 KB of audio sent into it, which the peer neither
+    reads nor resets. The client retires that HTTP/2 connection, so the next transcription through
+    the same SDK client is complete. Before, the next stream rode on the same connection, whose
+    flow-control window the unread data had used up: it reached neither the front door nor vLLM and
+    waited for its transcript (2 of 3 runs here; the race is whether the unread data fills the
+    window before the refusal arrives). Measured since (2026-12-02): with `_retire` switched off
+    this test passed 8 of 8 runs, in this form and the sequential one before it, so the retirement
+    itself is held by
+    `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this
+    one holds that the refused call ends (it hung in `close` before `_bounded`) and that the next
+    transcription through the same SDK client is whole."""
     from voicectl.clients.realtime import TransportClosed, transcribe_stream
     from voicectl.clients.sagemaker_stream import open_endpoint
     from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
@@ -422,8 +434,9 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     async def scenario():
         async with open_endpoint("voxtral-realtime", region=REGION, endpoint_url=url) as opener:
             refused = await opener()
-            # Read while sending, as a transcription does: when the unread data fills the window before the refusal
-            # arrives, a send waits until the read sees the refusal, which ends that send (TransportClosed).
+            # Read while sending, as a transcription does: when the unread data fills the window
+            # before the refusal arrives, a send waits until the read sees the refusal, which ends
+            # that send (TransportClosed).
             receiving = asyncio.ensure_future(refused.receive_text())
             with contextlib.suppress(TransportClosed, RealtimeError):
                 for _ in range(25):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window

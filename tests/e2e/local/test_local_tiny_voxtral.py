@@ -1,5 +1,5 @@
-"""The tiny checkpoint keeps the architecture flags of Voxtral-Mini-4B-Realtime-2602 (the real params.json's values
-below) and shrinks only sizes; tests/vllm proves vLLM loads and serves it."""
+"""The tiny checkpoint keeps the architecture flags of Voxtral-Mini-4B-Realtime-2602 (the real
+params.json's values below) and shrinks only sizes; tests/vllm proves vLLM loads and serves it."""
 
 from __future__ import annotations
 

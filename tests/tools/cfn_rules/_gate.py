@@ -1,6 +1,8 @@
 """The gate ``tests/conftest.py`` applies to every app a test session synthesizes: the rule book
-(:mod:`aws_rules`), the required grants (:mod:`required_grants`), the guides' rules (:mod:`guide_rules`), the
-API model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`) over each template, as plain functions (cfn-lint's own run would cost seconds per template; the rules read template dicts)."""
+(:mod:`aws_rules`), the required grants (:mod:`required_grants`), the guides' rules
+(:mod:`guide_rules`), the API model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`)
+over each template, as plain functions (cfn-lint's own run would cost seconds per template; the
+rules read template dicts)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ ALL_RULES = (*sorted((*required_grants.RULES, *aws_rules.RULES, *guide_rules.RUL
 
 
 def template_findings(templates: dict[str, dict], rules=ALL_RULES) -> list[str]:
-    """``"<rule id> <stack>: <path>: <message> (<source>)"`` for every finding of ``rules`` in ``templates``
-    (``{stack name: template dict}``); empty when every rule holds."""
+    """``"<rule id> <stack>: <path>: <message> (<source>)"`` for every finding of ``rules`` in
+    ``templates`` (``{stack name: template dict}``); empty when every rule holds."""
     instances = [rule() for rule in rules]
     found = []
     for rule in instances:

@@ -1,16 +1,18 @@
-"""The rule book: rules AWS states in prose in its API references (and failures users report) that no schema
-carries, each checked over a synthesized template dict. cfn-lint's schemas and cdk-nag do not know them; a template
-that breaks one synthesizes, lints clean and then fails at deploy (or at destroy) on real AWS.
+"""The rule book: rules AWS states in prose in its API references (and failures users report) that
+no schema carries, each checked over a synthesized template dict. cfn-lint's schemas and cdk-nag do
+not know them; a template that breaks one synthesizes, lints clean and then fails at deploy (or at
+destroy) on real AWS.
 
-Every rule is a cfn-lint custom rule (``cfn-lint --append-rules tests/tools/cfn_rules``; .cfnlintrc.yaml does this
-for the project's own lint run) and a pure function over a template dict (:meth:`TemplateRule.findings`), which
-``tests/conftest.py`` applies to every app the test session synthesizes. Its ``shortdesc`` is the rule as AWS
-states it; ``source_url`` is where. The ids are in cfn-lint's range for custom rules (E9xxx: none of its own).
-Where AWS does not document a value we rely on, the text says "unconfirmed".
+Every rule is a cfn-lint custom rule (``cfn-lint --append-rules tests/tools/cfn_rules``;
+.cfnlintrc.yaml does this for the project's own lint run) and a pure function over a template dict
+(:meth:`TemplateRule.findings`), which ``tests/conftest.py`` applies to every app the test session
+synthesizes. Its ``shortdesc`` is the rule as AWS states it; ``source_url`` is where. The ids are in
+cfn-lint's range for custom rules (E9xxx: none of its own). Where AWS does not document a value we
+rely on, the text says "unconfirmed".
 
-Why here (tests/tools): the rules are a quality gate over templates, like cfn-lint and cdk-nag, not part of the
-constructs (constructs_lib imports nothing of ours and must stay usable without them); they read the instance
-catalogue (constructs_lib/facts/instance_types.py), a downward import.
+Why here (tests/tools): the rules are a quality gate over templates, like cfn-lint and cdk-nag, not
+part of the constructs (constructs_lib imports nothing of ours and must stay usable without them);
+they read the instance catalogue (constructs_lib/facts/instance_types.py), a downward import.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
-# cfn-lint imports this file by its path (``--append-rules``), not as a package: make its helper importable.
+# cfn-lint imports this file by its path (``--append-rules``), not as a package: make its helper
+# importable.
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,15 +51,17 @@ def _variants(props: dict) -> Iterator[tuple[tuple, dict]]:
                 yield (key, i), variant
 
 
-# ---------------------------------------------------------------------------------------------------- SageMaker
+# ---------------------------------------------------------------------------------------- SageMaker
 class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
     id = "E9101"
-    shortdesc = ("CreateEndpointConfig: you can't request a KmsKeyId when using an instance type with local storage "
-                 "(the call fails); every instance type, instance pools included, must be one the catalogue knows")
-    description = ("KmsKeyId: 'Certain Nitro-based instances include local storage ... Local storage volumes are "
-                   "encrypted using a hardware module on the instance. You can't request a KmsKeyId when using an "
-                   "instance type with local storage ... the call to CreateEndpointConfig fails.' Public reports: "
-                   "aws/sagemaker-python-sdk#3677, aws-samples/aws-enterprise-mlops-framework#11.")
+    shortdesc = ("CreateEndpointConfig: you can't request a KmsKeyId when using an instance type with "
+                 "local storage (the call fails); every instance type, instance pools included, must be "
+                 "one the catalogue knows")
+    description = ("KmsKeyId: 'Certain Nitro-based instances include local storage ... Local storage "
+                   "volumes are encrypted using a hardware module on the instance. You can't request a "
+                   "KmsKeyId when using an instance type with local storage ... the call to "
+                   "CreateEndpointConfig fails.' Public reports: aws/sagemaker-python-sdk#3677, "
+                   "aws-samples/aws-enterprise-mlops-framework#11.")
     source_url = f"{SAGEMAKER_API}/API_CreateEndpointConfig.html"
     tags: ClassVar[list[str]] = ["sagemaker", "kms"]
 
@@ -76,8 +81,9 @@ class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
                     local = has_local_storage(instance_type)
                     where = ("Resources", lid, "Properties", *path, *sub)
                     if local is None:
-                        yield where, (f"{instance_type} is not in the instance catalogue, so whether KmsKeyId is "
-                                      "allowed with it is unknown: add it to constructs_lib/facts/instance_types.py")
+                        yield where, (f"{instance_type} is not in the instance catalogue, so whether "
+                                      "KmsKeyId is allowed with it is unknown: add it to "
+                                      "constructs_lib/facts/instance_types.py")
                     elif local:
                         yield where, (f"KmsKeyId is set but {instance_type} has local NVMe storage: "
                                       "CreateEndpointConfig fails")
@@ -85,14 +91,14 @@ class KmsKeyWithLocalStorage(TemplateRule, CloudFormationLintRule):
 
 class ModelDataSourceLimits(TemplateRule, CloudFormationLintRule):
     id = "E9102"
-    shortdesc = ("ContainerDefinition: you cannot use ModelDataSource with SageMaker Marketplace (a model package) "
-                 "or multi-model endpoints; S3Prefix data is a key prefix that always ends with '/', and Gzip goes "
-                 "with S3Object only")
-    description = ("ModelDataSource: 'Currently you cannot use ModelDataSource in conjunction with ... SageMaker "
-                   "multi-model endpoints, and SageMaker Marketplace.' S3ModelDataSource.S3DataType: 'A valid key "
-                   "name prefix identified by S3Uri always ends with a forward slash (/).' CompressionType documents "
-                   "Gzip with S3Object, None with S3Object or S3Prefix (Gzip with S3Prefix: not a documented "
-                   "combination).")
+    shortdesc = ("ContainerDefinition: you cannot use ModelDataSource with SageMaker Marketplace (a model "
+                 "package) or multi-model endpoints; S3Prefix data is a key prefix that always ends with "
+                 "'/', and Gzip goes with S3Object only")
+    description = ("ModelDataSource: 'Currently you cannot use ModelDataSource in conjunction with ... "
+                   "SageMaker multi-model endpoints, and SageMaker Marketplace.' "
+                   "S3ModelDataSource.S3DataType: 'A valid key name prefix identified by S3Uri always ends "
+                   "with a forward slash (/).' CompressionType documents Gzip with S3Object, None with "
+                   "S3Object or S3Prefix (Gzip with S3Prefix: not a documented combination).")
     source_url = f"{SAGEMAKER_API}/API_ContainerDefinition.html"
     tags: ClassVar[list[str]] = ["sagemaker"]
 
@@ -105,9 +111,11 @@ class ModelDataSourceLimits(TemplateRule, CloudFormationLintRule):
                     continue
                 where = ("Resources", lid, "Properties", *path, "ModelDataSource")
                 if "ModelPackageName" in container:
-                    yield where, "ModelDataSource cannot be used with a model package (SageMaker Marketplace)"
+                    yield where, ("ModelDataSource cannot be used with a model package (SageMaker "
+                                  "Marketplace)")
                 if container.get("Mode") == "MultiModel":
-                    yield where, "ModelDataSource cannot be used with a multi-model endpoint (Mode MultiModel)"
+                    yield where, ("ModelDataSource cannot be used with a multi-model endpoint (Mode "
+                                  "MultiModel)")
                 source = (container["ModelDataSource"] or {}).get("S3DataSource") or {}
                 data_type, compression = source.get("S3DataType"), source.get("CompressionType")
                 uri = t.joined_text(source.get("S3Uri"))
@@ -119,13 +127,14 @@ class ModelDataSourceLimits(TemplateRule, CloudFormationLintRule):
 
 class MarketplacePackageIsIsolated(TemplateRule, CloudFormationLintRule):
     id = "E9110"
-    shortdesc = ("A model from an AWS Marketplace model package runs in an isolated environment without an internet "
-                 "connection: its Model sets EnableNetworkIsolation true")
-    description = ("AWS Marketplace seller guide, 'Packaging your code into images': 'when a buyer subscribes to "
-                   "your containerized product, the Docker containers run in an isolated environment without an "
-                   "internet connection.' That CreateModel refuses such a package without EnableNetworkIsolation "
-                   "is what SageMaker's own SDK assumes (ModelPackage.enable_network_isolation); unconfirmed in the "
-                   "API reference's prose. Any ModelPackageName is taken as a Marketplace package (ours is).")
+    shortdesc = ("A model from an AWS Marketplace model package runs in an isolated environment without "
+                 "an internet connection: its Model sets EnableNetworkIsolation true")
+    description = ("AWS Marketplace seller guide, 'Packaging your code into images': 'when a buyer "
+                   "subscribes to your containerized product, the Docker containers run in an isolated "
+                   "environment without an internet connection.' That CreateModel refuses such a package "
+                   "without EnableNetworkIsolation is what SageMaker's own SDK assumes "
+                   "(ModelPackage.enable_network_isolation); unconfirmed in the API reference's prose. Any "
+                   "ModelPackageName is taken as a Marketplace package (ours is).")
     source_url = "https://docs.aws.amazon.com/marketplace/latest/userguide/ml-packaging-your-code-into-images.html"
     tags: ClassVar[list[str]] = ["sagemaker", "marketplace"]
 
@@ -141,7 +150,8 @@ class MarketplacePackageIsIsolated(TemplateRule, CloudFormationLintRule):
 class ProvisionTimeoutRange(TemplateRule, CloudFormationLintRule):
     id = "E9103"
     shortdesc = "ProductionVariant.VariantInstanceProvisionTimeoutInSeconds: valid values 300 to 3600"
-    description = "ProductionVariant: 'VariantInstanceProvisionTimeoutInSeconds ... Valid values: 300 to 3600.'"
+    description = ("ProductionVariant: 'VariantInstanceProvisionTimeoutInSeconds ... Valid values: 300 to "
+                   "3600.'")
     source_url = f"{SAGEMAKER_API}/API_ProductionVariant.html"
     tags: ClassVar[list[str]] = ["sagemaker"]
 
@@ -156,15 +166,15 @@ class ProvisionTimeoutRange(TemplateRule, CloudFormationLintRule):
 
 class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
     id = "E9104"
-    shortdesc = ("RegisterScalableTarget: a SageMaker variant's ResourceId is endpoint/<endpoint name>/variant/"
-                 "<variant name> with ScalableDimension sagemaker:variant:DesiredInstanceCount (or "
-                 "DesiredProvisionedConcurrency, serverless); an ECS service's is "
-                 "service/<cluster>/<service> with ecs:service:DesiredCount; MinCapacity <= MaxCapacity, and a "
-                 "variant's MinCapacity is at least 1")
-    description = ("RegisterScalableTarget ResourceId and ScalableDimension formats; SageMaker developer guide "
-                   "'Register a model': min capacity 'must be set to at least 1 and must be equal to or less than "
-                   "the value specified for max-capacity'. A ResourceId naming an endpoint or variant the template "
-                   "does not make registers nothing the policies can scale.")
+    shortdesc = ("RegisterScalableTarget: a SageMaker variant's ResourceId is endpoint/<endpoint "
+                 "name>/variant/<variant name> with ScalableDimension "
+                 "sagemaker:variant:DesiredInstanceCount (or DesiredProvisionedConcurrency, serverless); "
+                 "an ECS service's is service/<cluster>/<service> with ecs:service:DesiredCount; "
+                 "MinCapacity <= MaxCapacity, and a variant's MinCapacity is at least 1")
+    description = ("RegisterScalableTarget ResourceId and ScalableDimension formats; SageMaker developer "
+                   "guide 'Register a model': min capacity 'must be set to at least 1 and must be equal to "
+                   "or less than the value specified for max-capacity'. A ResourceId naming an endpoint or "
+                   "variant the template does not make registers nothing the policies can scale.")
     source_url = f"{AAS_API}/API_RegisterScalableTarget.html"
     tags: ClassVar[list[str]] = ["autoscaling", "sagemaker", "ecs"]
 
@@ -209,12 +219,13 @@ class ScalableTargetNamesItsResource(TemplateRule, CloudFormationLintRule):
 
 class ContainerEnvironmentSize(TemplateRule, CloudFormationLintRule):
     id = "E9105"
-    shortdesc = ("ContainerDefinition.Environment: each key and value at most 1024 bytes; all keys and values of a "
-                 "model's containers together at most 32 KB")
-    description = ("ContainerDefinition Environment: 'The maximum length of each key and value in the Environment "
-                   "map is 1024 bytes. The maximum length of all keys and values in the map, combined, is 32 KB. If "
-                   "you pass multiple containers to a CreateModel request, then the maximum length of all of their "
-                   "maps, combined, is also 32 KB.' Values CloudFormation computes count as 0 bytes (unknown).")
+    shortdesc = ("ContainerDefinition.Environment: each key and value at most 1024 bytes; all keys and "
+                 "values of a model's containers together at most 32 KB")
+    description = ("ContainerDefinition Environment: 'The maximum length of each key and value in the "
+                   "Environment map is 1024 bytes. The maximum length of all keys and values in the map, "
+                   "combined, is 32 KB. If you pass multiple containers to a CreateModel request, then the "
+                   "maximum length of all of their maps, combined, is also 32 KB.' Values CloudFormation "
+                   "computes count as 0 bytes (unknown).")
     source_url = f"{SAGEMAKER_API}/API_ContainerDefinition.html"
     tags: ClassVar[list[str]] = ["sagemaker"]
 
@@ -241,12 +252,12 @@ class ContainerEnvironmentSize(TemplateRule, CloudFormationLintRule):
 
 class InstancePoolPriorities(TemplateRule, CloudFormationLintRule):
     id = "E9106"
-    shortdesc = ("InstancePool.Priority: valid values 1 to 5 (1 the highest); one pool per priority and per instance "
-                 "type (an ordered list of up to five instance types)")
-    description = ("AWS::SageMaker::EndpointConfig InstancePool, Priority: 'Valid values: 1 to 5, where 1 is the "
-                   "highest priority.' SageMaker developer guide, instance pools: 'an ordered list of up to five "
-                   "instance types'. Distinct priorities and types: implied by that order, unconfirmed as an API "
-                   "check.")
+    shortdesc = ("InstancePool.Priority: valid values 1 to 5 (1 the highest); one pool per priority and "
+                 "per instance type (an ordered list of up to five instance types)")
+    description = ("AWS::SageMaker::EndpointConfig InstancePool, Priority: 'Valid values: 1 to 5, where 1 "
+                   "is the highest priority.' SageMaker developer guide, instance pools: 'an ordered list "
+                   "of up to five instance types'. Distinct priorities and types: implied by that order, "
+                   "unconfirmed as an API check.")
     source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/"
                   "aws-properties-sagemaker-endpointconfig-instancepool.html")
     tags: ClassVar[list[str]] = ["sagemaker"]
@@ -270,15 +281,16 @@ class InstancePoolPriorities(TemplateRule, CloudFormationLintRule):
 
 class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
     id = "E9107"
-    shortdesc = ("PutScalingPolicy, target tracking: either a predefined or a customized metric, not both; a "
-                 "customized metric is MetricName, Namespace and Statistic, or Metrics (a metric math query), not "
-                 "both; a predefined metric of the scaled service (SageMaker... for a variant, ECSService... or "
-                 "ALBRequestCountPerTarget for an ECS service); a ResourceLabel with ALBRequestCountPerTarget only")
-    description = ("TargetTrackingScalingPolicyConfiguration: 'You can specify either a predefined metric or a "
-                   "customized metric.' CustomizedMetricSpecification and PredefinedMetricSpecification "
-                   "(PredefinedMetricType: each service's own types; ResourceLabel: 'You can't specify a resource "
-                   "label unless the metric type is ALBRequestCountPerTarget and there is a target group attached'."
-                   ")")
+    shortdesc = ("PutScalingPolicy, target tracking: either a predefined or a customized metric, not "
+                 "both; a customized metric is MetricName, Namespace and Statistic, or Metrics (a metric "
+                 "math query), not both; a predefined metric of the scaled service (SageMaker... for a "
+                 "variant, ECSService... or ALBRequestCountPerTarget for an ECS service); a ResourceLabel "
+                 "with ALBRequestCountPerTarget only")
+    description = ("TargetTrackingScalingPolicyConfiguration: 'You can specify either a predefined metric "
+                   "or a customized metric.' CustomizedMetricSpecification and "
+                   "PredefinedMetricSpecification (PredefinedMetricType: each service's own types; "
+                   "ResourceLabel: 'You can't specify a resource label unless the metric type is "
+                   "ALBRequestCountPerTarget and there is a target group attached'.)")
     source_url = f"{AAS_API}/API_TargetTrackingScalingPolicyConfiguration.html"
     tags: ClassVar[list[str]] = ["autoscaling"]
 
@@ -294,7 +306,8 @@ class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
             predefined = config.get("PredefinedMetricSpecification")
             custom = config.get("CustomizedMetricSpecification")
             if (predefined is None) == (custom is None):
-                yield where, "exactly one of PredefinedMetricSpecification and CustomizedMetricSpecification"
+                yield where, ("exactly one of PredefinedMetricSpecification and "
+                              "CustomizedMetricSpecification")
             if isinstance(custom, dict):
                 single = {"MetricName", "Namespace", "Statistic"} & set(custom)
                 if custom.get("Metrics") and single:
@@ -314,12 +327,13 @@ class TargetTrackingMetric(TemplateRule, CloudFormationLintRule):
 
 class ReplacedSageMakerResourcesHaveNoName(TemplateRule, CloudFormationLintRule):
     id = "E9108"
-    shortdesc = ("To update an endpoint, you must create a new EndpointConfig: every change of an EndpointConfig "
-                 "(or Model) replaces it, so neither takes a fixed EndpointConfigName or ModelName")
+    shortdesc = ("To update an endpoint, you must create a new EndpointConfig: every change of an "
+                 "EndpointConfig (or Model) replaces it, so neither takes a fixed EndpointConfigName or "
+                 "ModelName")
     description = ("CreateEndpoint / UpdateEndpoint: 'To update an endpoint, you must create a new "
-                   "EndpointConfig.' AWS::SageMaker::EndpointConfig and AWS::SageMaker::Model: every property is "
-                   "'Update requires: Replacement'; CloudFormation cannot replace a resource with a custom name "
-                   "(the new one would take the name the old one still holds).")
+                   "EndpointConfig.' AWS::SageMaker::EndpointConfig and AWS::SageMaker::Model: every "
+                   "property is 'Update requires: Replacement'; CloudFormation cannot replace a resource "
+                   "with a custom name (the new one would take the name the old one still holds).")
     source_url = f"{SAGEMAKER_API}/API_UpdateEndpoint.html"
     tags: ClassVar[list[str]] = ["sagemaker", "replacement"]
 
@@ -334,13 +348,14 @@ class ReplacedSageMakerResourcesHaveNoName(TemplateRule, CloudFormationLintRule)
 
 class ExecutionRoleOutlivesTheEndpoint(TemplateRule, CloudFormationLintRule):
     id = "E9109"
-    shortdesc = ("DeleteEndpoint: do not delete or revoke the permissions of the model's ExecutionRoleArn, "
-                 "otherwise SageMaker cannot delete the endpoint's resources: every policy of that role in the "
-                 "template is one the Model depends on, so CloudFormation deletes it after the endpoint")
-    description = ("DeleteEndpoint: 'SageMaker retires any custom KMS key grants associated with the endpoint ... "
-                   "Do not delete or revoke the permissions for your ExecutionRoleArn, otherwise SageMaker cannot "
-                   "delete these resources.' CloudFormation deletes a resource only after every resource that "
-                   "depends on it; a policy nothing depends on may go first.")
+    shortdesc = ("DeleteEndpoint: do not delete or revoke the permissions of the model's "
+                 "ExecutionRoleArn, otherwise SageMaker cannot delete the endpoint's resources: every "
+                 "policy of that role in the template is one the Model depends on, so CloudFormation "
+                 "deletes it after the endpoint")
+    description = ("DeleteEndpoint: 'SageMaker retires any custom KMS key grants associated with the "
+                   "endpoint ... Do not delete or revoke the permissions for your ExecutionRoleArn, "
+                   "otherwise SageMaker cannot delete these resources.' CloudFormation deletes a resource "
+                   "only after every resource that depends on it; a policy nothing depends on may go first.")
     source_url = f"{SAGEMAKER_API}/API_DeleteEndpoint.html"
     tags: ClassVar[list[str]] = ["sagemaker", "iam", "destroy"]
 
@@ -355,17 +370,19 @@ class ExecutionRoleOutlivesTheEndpoint(TemplateRule, CloudFormationLintRule):
                 for pid, policy in t.resources(template, kind).items():
                     if role in t.references(policy.get(key)) and pid not in needed:
                         yield ("Resources", lid, "DependsOn"), (
-                            f"{pid} grants {role}'s permissions but {lid} does not depend on it: a stack deletion may "
-                            "remove it while SageMaker still deletes the endpoint")
+                            f"{pid} grants {role}'s permissions but {lid} does not depend on "
+                            "it: a stack deletion may remove it while SageMaker still "
+                            "deletes the endpoint")
 
 
-# --------------------------------------------------------------------------------------------------- CloudWatch
+# --------------------------------------------------------------------------------------- CloudWatch
 class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
     id = "E9201"
-    shortdesc = ("PutMetricAlarm: Period is 10, 20, 30 or a multiple of 60; Period x EvaluationPeriods is at most "
-                 "604,800 s, and at most 86,400 s when Period is under an hour; DatapointsToAlarm <= "
-                 "EvaluationPeriods; a Metrics array has exactly one ReturnData expression and no MetricName, "
-                 "Namespace, Dimensions, Period, Unit, Statistic or ExtendedStatistic beside it")
+    shortdesc = ("PutMetricAlarm: Period is 10, 20, 30 or a multiple of 60; Period x EvaluationPeriods is "
+                 "at most 604,800 s, and at most 86,400 s when Period is under an hour; DatapointsToAlarm "
+                 "<= EvaluationPeriods; a Metrics array has exactly one ReturnData expression and no "
+                 "MetricName, Namespace, Dimensions, Period, Unit, Statistic or ExtendedStatistic beside "
+                 "it")
     description = "PutMetricAlarm, Period, DatapointsToAlarm ('M out of N') and Metrics."
     source_url = f"{CW_API}/API_PutMetricAlarm.html"
     tags: ClassVar[list[str]] = ["cloudwatch"]
@@ -384,7 +401,8 @@ class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
                     limit = 86_400 if period < 3600 else 604_800
                     if period * evaluations > limit:
                         yield (*where, "EvaluationPeriods"), (
-                            f"{evaluations} x {period} s = {period * evaluations} s exceeds {limit} s")
+                            f"{evaluations} x {period} s = {period * evaluations} s exceeds "
+                            f"{limit} s")
             datapoints = t.literal_int(props.get("DatapointsToAlarm"))
             if datapoints is not None and evaluations is not None and datapoints > evaluations:
                 yield (*where, "DatapointsToAlarm"), f"{datapoints} exceeds EvaluationPeriods {evaluations}"
@@ -398,11 +416,12 @@ class AlarmEvaluationWindow(TemplateRule, CloudFormationLintRule):
                     yield (*where, "Metrics"), f"Metrics cannot be combined with {clash}"
 
 
-# ---------------------------------------------------------------------------------------------------------- ECS
+# ---------------------------------------------------------------------------------------------- ECS
 class CapacityProviderName(TemplateRule, CloudFormationLintRule):
     id = "E9301"
     shortdesc = "CreateCapacityProvider: the name can't be prefixed with 'aws', 'ecs' or 'fargate'"
-    description = ("CreateCapacityProvider, name: up to 255 letters, numbers, underscores and hyphens; 'The name "
+    description = ("CreateCapacityProvider, name: up to 255 letters, numbers, underscores and hyphens; "
+                   "'The name "
                    "can't be prefixed with \"aws\", \"ecs\", or \"fargate\".'")
     source_url = f"{ECS_API}/API_CreateCapacityProvider.html"
     tags: ClassVar[list[str]] = ["ecs"]
@@ -423,12 +442,12 @@ def _asg_of(template: dict, provider: dict) -> tuple[str | None, dict]:
 
 class ManagedTerminationProtection(TemplateRule, CloudFormationLintRule):
     id = "E9302"
-    shortdesc = ("CreateCapacityProvider: with managed termination protection, managed scaling must also be used "
-                 "and the Auto Scaling group must have instance protection from scale-in on")
+    shortdesc = ("CreateCapacityProvider: with managed termination protection, managed scaling must also "
+                 "be used and the Auto Scaling group must have instance protection from scale-in on")
     description = ("AutoScalingGroupProvider.managedTerminationProtection: 'When using managed termination "
-                   "protection, managed scaling must also be used otherwise managed termination protection doesn't "
-                   "work ... The Auto Scaling group and each instance in the Auto Scaling group must have instance "
-                   "protection from scale-in actions on as well.'")
+                   "protection, managed scaling must also be used otherwise managed termination protection "
+                   "doesn't work ... The Auto Scaling group and each instance in the Auto Scaling group "
+                   "must have instance protection from scale-in actions on as well.'")
     source_url = f"{ECS_API}/API_AutoScalingGroupProvider.html"
     tags: ClassVar[list[str]] = ["ecs"]
 
@@ -448,15 +467,16 @@ class ManagedTerminationProtection(TemplateRule, CloudFormationLintRule):
 
 class ProtectedInstancesBlockDeletion(TemplateRule, CloudFormationLintRule):
     id = "E9303"
-    shortdesc = ("An Auto Scaling group whose instances are protected from scale-in (as managed termination "
-                 "protection requires) cannot be deleted while they are: something must remove the protection "
-                 "before CloudFormation deletes the group, or the stack deletion hangs")
-    description = ("Reported: aws/aws-cdk#18179, aws/aws-cdk#14732, aws/containers-roadmap#2862 (stack deletion "
-                   "stuck on the capacity provider's group). Accepted remedies: ManagedTerminationProtection off "
-                   "and no scale-in protection on new instances, or a custom resource in the same template that "
-                   "refers to the group (so CloudFormation deletes it first) and removes instance protection when "
-                   "it is deleted (any Custom:: resource naming the group, or a resource with Metadata "
-                   "'RemovesInstanceProtection').")
+    shortdesc = ("An Auto Scaling group whose instances are protected from scale-in (as managed "
+                 "termination protection requires) cannot be deleted while they are: something must "
+                 "remove the protection before CloudFormation deletes the group, or the stack deletion "
+                 "hangs")
+    description = ("Reported: aws/aws-cdk#18179, aws/aws-cdk#14732, aws/containers-roadmap#2862 (stack "
+                   "deletion stuck on the capacity provider's group). Accepted remedies: "
+                   "ManagedTerminationProtection off and no scale-in protection on new instances, or a "
+                   "custom resource in the same template that refers to the group (so CloudFormation "
+                   "deletes it first) and removes instance protection when it is deleted (any Custom:: "
+                   "resource naming the group, or a resource with Metadata 'RemovesInstanceProtection').")
     source_url = "https://github.com/aws/aws-cdk/issues/18179"
     tags: ClassVar[list[str]] = ["ecs", "autoscaling", "destroy"]
 
@@ -472,20 +492,21 @@ class ProtectedInstancesBlockDeletion(TemplateRule, CloudFormationLintRule):
                         and lid in t.references(r.get("Properties")) | set(t.as_list(r.get("DependsOn")))]
             if not removers:
                 yield (("Resources", lid, "Properties", "NewInstancesProtectedFromScaleIn"),
-                       f"{lid} protects its instances from scale-in and nothing in the template removes that "
-                       "protection before the group is deleted: cdk destroy can hang")
+                       f"{lid} protects its instances from scale-in and nothing in the template "
+                       "removes that protection before the group is deleted: cdk destroy can hang")
 
 
 class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
     id = "E9304"
-    shortdesc = ("CreateService: if a capacityProviderStrategy is specified, launchType must be omitted; a task "
-                 "definition in awsvpc mode needs the service's networkConfiguration and target groups of type ip; the "
-                 "deployment circuit breaker only with the rolling update (ECS) deployment controller")
-    description = ("CreateService launchType / capacityProviderStrategy; DeploymentCircuitBreaker: 'can only be "
-                   "used for services using the rolling update (ECS) deployment type'; RegisterTaskDefinition "
-                   "networkMode: 'If "
-                   "the network mode is awsvpc ... you must specify a NetworkConfiguration value'; Elastic Load "
-                   "Balancing: for awsvpc tasks 'you must choose ip as the target type'.")
+    shortdesc = ("CreateService: if a capacityProviderStrategy is specified, launchType must be omitted; "
+                 "a task definition in awsvpc mode needs the service's networkConfiguration and target "
+                 "groups of type ip; the deployment circuit breaker only with the rolling update (ECS) "
+                 "deployment controller")
+    description = ("CreateService launchType / capacityProviderStrategy; DeploymentCircuitBreaker: 'can "
+                   "only be used for services using the rolling update (ECS) deployment type'; "
+                   "RegisterTaskDefinition networkMode: 'If the network mode is awsvpc ... you must specify "
+                   "a NetworkConfiguration value'; Elastic Load Balancing: for awsvpc tasks 'you must "
+                   "choose ip as the target type'.")
     source_url = f"{ECS_API}/API_CreateService.html"
     tags: ClassVar[list[str]] = ["ecs", "elbv2"]
 
@@ -515,9 +536,9 @@ class ServiceLaunchTypeOrStrategy(TemplateRule, CloudFormationLintRule):
 class ContainerDefinitionRules(TemplateRule, CloudFormationLintRule):
     id = "E9305"
     shortdesc = ("RegisterTaskDefinition: without task-level memory each container sets memory or "
-                 "memoryReservation (memory > memoryReservation when both); at least one container is essential; "
-                 "health check interval 5-300 s, timeout 2-60 s, retries 1-10, startPeriod 0-300 s, command starting "
-                 "CMD or CMD-SHELL; stopTimeout at most 120 s on Fargate")
+                 "memoryReservation (memory > memoryReservation when both); at least one container is "
+                 "essential; health check interval 5-300 s, timeout 2-60 s, retries 1-10, startPeriod "
+                 "0-300 s, command starting CMD or CMD-SHELL; stopTimeout at most 120 s on Fargate")
     description = "ContainerDefinition memory, memoryReservation, essential, stopTimeout; HealthCheck."
     source_url = f"{ECS_API}/API_ContainerDefinition.html"
     tags: ClassVar[list[str]] = ["ecs"]
@@ -554,13 +575,14 @@ class ContainerDefinitionRules(TemplateRule, CloudFormationLintRule):
 
 class GpusFitTheInstance(TemplateRule, CloudFormationLintRule):
     id = "E9306"
-    shortdesc = ("ResourceRequirement GPU: the GPUs reserved for all containers of a task can't exceed the GPUs of "
-                 "the container instance (the launch template's instance type), and GPUs are not on Fargate")
-    description = ("ResourceRequirement.value: 'The number of GPUs that's reserved for all containers in a task "
-                   "can't exceed the number of available GPUs on the container instance that the task is launched "
-                   "on.' A task that cannot fit stays PROVISIONING and the service never becomes stable. GPU counts "
-                   "come from the instance catalogue (an EC2 type g6.xlarge is looked up as ml.g6.xlarge, the same "
-                   "hardware).")
+    shortdesc = ("ResourceRequirement GPU: the GPUs reserved for all containers of a task can't exceed "
+                 "the GPUs of the container instance (the launch template's instance type), and GPUs are "
+                 "not on Fargate")
+    description = ("ResourceRequirement.value: 'The number of GPUs that's reserved for all containers in a "
+                   "task can't exceed the number of available GPUs on the container instance that the task "
+                   "is launched on.' A task that cannot fit stays PROVISIONING and the service never "
+                   "becomes stable. GPU counts come from the instance catalogue (an EC2 type g6.xlarge is "
+                   "looked up as ml.g6.xlarge, the same hardware).")
     source_url = f"{ECS_API}/API_ResourceRequirement.html"
     tags: ClassVar[list[str]] = ["ecs"]
 
@@ -581,15 +603,16 @@ class GpusFitTheInstance(TemplateRule, CloudFormationLintRule):
             for instance_type in sorted(types):
                 spec = lookup(instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}")
                 if spec is None:
-                    yield where, f"{instance_type} is not in the instance catalogue: its GPU count is unknown"
+                    yield where, (f"{instance_type} is not in the instance catalogue: its GPU count is "
+                                  "unknown")
                 elif gpus > spec.gpus:
                     yield where, f"the task reserves {gpus} GPUs; {instance_type} has {spec.gpus}"
 
 
 class AutoScalingGroupSizes(TemplateRule, CloudFormationLintRule):
     id = "E9308"
-    shortdesc = ("CreateAutoScalingGroup: the desired capacity must be greater than or equal to the minimum size "
-                 "and less than or equal to the maximum size (so MinSize <= MaxSize)")
+    shortdesc = ("CreateAutoScalingGroup: the desired capacity must be greater than or equal to the "
+                 "minimum size and less than or equal to the maximum size (so MinSize <= MaxSize)")
     description = "CreateAutoScalingGroup DesiredCapacity."
     source_url = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html"
     tags: ClassVar[list[str]] = ["autoscaling"]
@@ -607,16 +630,17 @@ class AutoScalingGroupSizes(TemplateRule, CloudFormationLintRule):
 
 class ServiceDependsOnItsCapacityProviderAssociation(TemplateRule, CloudFormationLintRule):
     id = "E9309"
-    shortdesc = ("Only capacity providers already associated with the cluster can be used in a capacity provider "
-                 "strategy, and one can be disassociated only when no task uses it: a service with a capacity "
-                 "provider strategy depends on the ClusterCapacityProviderAssociations that associates it (created "
-                 "after it, deleted before it)")
-    description = ("ECS API reference, CapacityProviderStrategyItem: 'Only capacity providers that are already "
-                   "associated with a cluster ... can be used in a capacity provider strategy.' "
-                   "PutClusterCapacityProviders: 'You can only disassociate an existing capacity provider from a "
-                   "cluster if it's not being used by any existing tasks.' Without the dependency CloudFormation "
-                   "may delete the association first: 'The specified capacity provider is in use and cannot be "
-                   "removed' (pahud/cdk-fargate-patterns#71; the service DependsOn fix: aws/containers-roadmap#631).")
+    shortdesc = ("Only capacity providers already associated with the cluster can be used in a capacity "
+                 "provider strategy, and one can be disassociated only when no task uses it: a service "
+                 "with a capacity provider strategy depends on the ClusterCapacityProviderAssociations "
+                 "that associates it (created after it, deleted before it)")
+    description = ("ECS API reference, CapacityProviderStrategyItem: 'Only capacity providers that are "
+                   "already associated with a cluster ... can be used in a capacity provider strategy.' "
+                   "PutClusterCapacityProviders: 'You can only disassociate an existing capacity provider "
+                   "from a cluster if it's not being used by any existing tasks.' Without the dependency "
+                   "CloudFormation may delete the association first: 'The specified capacity provider is in "
+                   "use and cannot be removed' (pahud/cdk-fargate-patterns#71; the service DependsOn fix: "
+                   "aws/containers-roadmap#631).")
     source_url = f"{ECS_API}/API_PutClusterCapacityProviders.html"
     tags: ClassVar[list[str]] = ["ecs", "destroy"]
 
@@ -631,15 +655,15 @@ class ServiceDependsOnItsCapacityProviderAssociation(TemplateRule, CloudFormatio
                 listed = {t.ref_target(template, p) for p in t.as_list(association.get("CapacityProviders"))}
                 if providers & listed - {None} and aid not in depends:
                     yield (("Resources", lid, "DependsOn"),
-                           f"{lid} uses a capacity provider that {aid} associates but does not depend on {aid}: "
-                           "CloudFormation may create the service first, or delete the association first "
-                           "(ResourceInUseException)")
+                           f"{lid} uses a capacity provider that {aid} associates but does not "
+                           f"depend on {aid}: CloudFormation may create the service first, or "
+                           "delete the association first (ResourceInUseException)")
 
 
 class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
     id = "E9307"
-    shortdesc = ("PlacementStrategy: spread takes instanceId, host or an attribute (attribute:...); binpack takes "
-                 "cpu or memory; random takes no field")
+    shortdesc = ("PlacementStrategy: spread takes instanceId, host or an attribute (attribute:...); "
+                 "binpack takes cpu or memory; random takes no field")
     description = "PlacementStrategy.field."
     source_url = f"{ECS_API}/API_PlacementStrategy.html"
     tags: ClassVar[list[str]] = ["ecs"]
@@ -655,13 +679,15 @@ class PlacementStrategyFields(TemplateRule, CloudFormationLintRule):
                            f"{kind} cannot use field {field!r}")
 
 
-# ------------------------------------------------------------------------------------------------------- ELBv2
+# -------------------------------------------------------------------------------------------- ELBv2
 class LoadBalancerAttributes(TemplateRule, CloudFormationLintRule):
     id = "E9401"
-    shortdesc = ("ELBv2 attributes: idle_timeout.timeout_seconds 1-4000; deregistration_delay.timeout_seconds "
-                 "0-3600; an Application Load Balancer needs subnets in at least two Availability Zones")
-    description = ("LoadBalancerAttribute / TargetGroupAttribute keys and ranges; CreateLoadBalancer Subnets: "
-                   "'[Application Load Balancers] You must specify subnets from at least two Availability Zones.'")
+    shortdesc = ("ELBv2 attributes: idle_timeout.timeout_seconds 1-4000; "
+                 "deregistration_delay.timeout_seconds 0-3600; an Application Load Balancer needs subnets "
+                 "in at least two Availability Zones")
+    description = ("LoadBalancerAttribute / TargetGroupAttribute keys and ranges; CreateLoadBalancer "
+                   "Subnets: '[Application Load Balancers] You must specify subnets from at least two "
+                   "Availability Zones.'")
     source_url = f"{ELB_API}/API_LoadBalancerAttribute.html"
     tags: ClassVar[list[str]] = ["elbv2"]
 
@@ -684,12 +710,12 @@ class LoadBalancerAttributes(TemplateRule, CloudFormationLintRule):
 
 class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
     id = "E9402"
-    shortdesc = ("CreateTargetGroup: health check interval 5-300 s, timeout 2-120 s and shorter than the interval, "
-                 "healthy and unhealthy thresholds 2-10, HTTP/HTTPS matcher codes 200-499")
-    description = ("CreateTargetGroup HealthCheckIntervalSeconds, HealthCheckTimeoutSeconds, HealthyThresholdCount, "
-                   "UnhealthyThresholdCount, Matcher. Timeout shorter than interval: the API refuses otherwise "
-                   "(ValidationError 'Health check interval must be greater than the timeout'; unconfirmed in the "
-                   "reference's prose).")
+    shortdesc = ("CreateTargetGroup: health check interval 5-300 s, timeout 2-120 s and shorter than the "
+                 "interval, healthy and unhealthy thresholds 2-10, HTTP/HTTPS matcher codes 200-499")
+    description = ("CreateTargetGroup HealthCheckIntervalSeconds, HealthCheckTimeoutSeconds, "
+                   "HealthyThresholdCount, UnhealthyThresholdCount, Matcher. Timeout shorter than interval: "
+                   "the API refuses otherwise (ValidationError 'Health check interval must be greater than "
+                   "the timeout'; unconfirmed in the reference's prose).")
     source_url = f"{ELB_API}/API_CreateTargetGroup.html"
     tags: ClassVar[list[str]] = ["elbv2"]
 
@@ -717,9 +743,10 @@ class TargetGroupHealthCheck(TemplateRule, CloudFormationLintRule):
 
 @functools.cache
 def elb_log_accounts() -> frozenset[str]:
-    """Elastic Load Balancing's account of each Region that has one (the Regions available before August 2022;
-    newer ones use the log delivery service principal), from the CDK's own region facts (aws_cdk.region_info,
-    ``elbv2_account``), which follow the table on the page of :class:`AccessLogBucket`."""
+    """Elastic Load Balancing's account of each Region that has one (the Regions available before
+    August 2022; newer ones use the log delivery service principal), from the CDK's own region facts
+    (aws_cdk.region_info, ``elbv2_account``), which follow the table on the page of
+    :class:`AccessLogBucket`."""
     from aws_cdk.region_info import RegionInfo
 
     return frozenset(r.elbv2_account for r in RegionInfo.regions if r.elbv2_account)
@@ -730,11 +757,12 @@ ELB_LOG_PRINCIPAL = "logdelivery.elasticloadbalancing.amazonaws.com"
 
 class AccessLogBucket(TemplateRule, CloudFormationLintRule):
     id = "E9403"
-    shortdesc = ("ALB access logs: the bucket's only supported server-side encryption is SSE-S3 (not SSE-KMS), the "
-                 "prefix must not include AWSLogs, and the bucket policy grants s3:PutObject on "
-                 "<prefix>/AWSLogs/<account>/* to the Region's Elastic Load Balancing account or to "
-                 "logdelivery.elasticloadbalancing.amazonaws.com")
-    description = "Elastic Load Balancing user guide, 'Enable access logs for your Application Load Balancer'."
+    shortdesc = ("ALB access logs: the bucket's only supported server-side encryption is SSE-S3 (not "
+                 "SSE-KMS), the prefix must not include AWSLogs, and the bucket policy grants "
+                 "s3:PutObject on <prefix>/AWSLogs/<account>/* to the Region's Elastic Load Balancing "
+                 "account or to logdelivery.elasticloadbalancing.amazonaws.com")
+    description = ("Elastic Load Balancing user guide, 'Enable access logs for your Application Load "
+                   "Balancer'.")
     source_url = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/enable-access-logging.html"
     tags: ClassVar[list[str]] = ["elbv2", "s3"]
 
@@ -757,12 +785,14 @@ class AccessLogBucket(TemplateRule, CloudFormationLintRule):
                 algorithm = (rule.get("ServerSideEncryptionByDefault") or {}).get("SSEAlgorithm")
                 if algorithm not in (None, "AES256"):
                     yield ("Resources", bucket_id, "Properties", "BucketEncryption"), (
-                        f"access-log bucket encrypted with {algorithm}: ALB access logs support SSE-S3 only")
+                        f"access-log bucket encrypted with {algorithm}: ALB access logs "
+                        "support SSE-S3 only")
             statements = [s for p in policies.values() if t.ref_target(template, p.get("Bucket")) == bucket_id
                           for s in t.as_list((p.get("PolicyDocument") or {}).get("Statement"))]
             if not any(self._grants_delivery(s, prefix) for s in statements):
-                yield where, (f"the policy of {bucket_id} grants s3:PutObject on {prefix or ''}/AWSLogs/<account>/* "
-                              "to neither the Region's ELB account nor " + ELB_LOG_PRINCIPAL)
+                yield where, (f"the policy of {bucket_id} grants s3:PutObject on "
+                              f"{prefix or ''}/AWSLogs/<account>/* to neither the Region's ELB account "
+                              "nor " + ELB_LOG_PRINCIPAL)
 
     @staticmethod
     def _grants_delivery(statement: dict, prefix: str) -> bool:
@@ -778,15 +808,15 @@ class AccessLogBucket(TemplateRule, CloudFormationLintRule):
         return any(wanted in r for r in resources)
 
 
-# --------------------------------------------------------------------------------------------------------- EC2
+# ---------------------------------------------------------------------------------------------- EC2
 SG_TEXT = re.compile(r"[a-zA-Z0-9 ._\-:/()#,@\[\]+=&;{}!$*]{0,255}")
 
 
 class SecurityGroupText(TemplateRule, CloudFormationLintRule):
     id = "E9501"
-    shortdesc = ("Security groups: descriptions (of the group and of each rule) are up to 255 characters of "
-                 "a-z, A-Z, 0-9, spaces and ._-:/()#,@[]+=&;{}!$*; a group name can't start with sg-; FromPort <= "
-                 "ToPort")
+    shortdesc = ("Security groups: descriptions (of the group and of each rule) are up to 255 characters "
+                 "of a-z, A-Z, 0-9, spaces and ._-:/()#,@[]+=&;{}!$*; a group name can't start with sg-; "
+                 "FromPort <= ToPort")
     description = "CreateSecurityGroup Description and GroupName; IpRange.Description; IpPermission."
     source_url = f"{EC2_API}/API_CreateSecurityGroup.html"
     tags: ClassVar[list[str]] = ["ec2"]
@@ -820,12 +850,14 @@ class SecurityGroupText(TemplateRule, CloudFormationLintRule):
 class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
     id = "E9502"
     shortdesc = ("CreateVpcEndpoint: private DNS on an interface endpoint needs the VPC attributes "
-                 "enableDnsHostnames and enableDnsSupport true; subnets and security groups are for interface "
-                 "endpoints (one subnet per Availability Zone), route tables for gateway endpoints")
-    description = ("CreateVpcEndpoint PrivateDnsEnabled: 'To use a private hosted zone, you must set the following "
-                   "VPC attributes to true: enableDnsHostnames and enableDnsSupport.' RouteTableIds: '(Gateway "
-                   "endpoint)'; SubnetIds, SecurityGroupIds: '(Interface endpoint)'. One subnet per Availability "
-                   "Zone: AWS PrivateLink guide, 'Create an interface endpoint'.")
+                 "enableDnsHostnames and enableDnsSupport true; subnets and security groups are for "
+                 "interface endpoints (one subnet per Availability Zone), route tables for gateway "
+                 "endpoints")
+    description = ("CreateVpcEndpoint PrivateDnsEnabled: 'To use a private hosted zone, you must set the "
+                   "following VPC attributes to true: enableDnsHostnames and enableDnsSupport.' "
+                   "RouteTableIds: '(Gateway endpoint)'; SubnetIds, SecurityGroupIds: '(Interface "
+                   "endpoint)'. One subnet per Availability Zone: AWS PrivateLink guide, 'Create an "
+                   "interface endpoint'.")
     source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
     tags: ClassVar[list[str]] = ["ec2"]
 
@@ -858,14 +890,15 @@ class VpcEndpointDns(TemplateRule, CloudFormationLintRule):
 
 class OneEndpointPerServiceInAVpc(TemplateRule, CloudFormationLintRule):
     id = "E9503"
-    shortdesc = ("CreateVpcEndpoint: one interface endpoint with private DNS per service in a VPC (its private "
-                 "hosted zone holds the service's default DNS name); one gateway endpoint per service on a route "
-                 "table")
-    description = ("CreateVpcEndpoint PrivateDnsEnabled associates 'a private hosted zone' holding 'the default "
-                   "public DNS name for the service for the Region' with the VPC: a second endpoint with private DNS "
-                   "for that service in the VPC is refused (EC2 answers that there is already a conflicting DNS "
-                   "domain). Gateway endpoints (Amazon VPC user guide, 'Gateway endpoints'): a route table cannot "
-                   "hold routes to one service through two endpoints. Checked within one template.")
+    shortdesc = ("CreateVpcEndpoint: one interface endpoint with private DNS per service in a VPC (its "
+                 "private hosted zone holds the service's default DNS name); one gateway endpoint per "
+                 "service on a route table")
+    description = ("CreateVpcEndpoint PrivateDnsEnabled associates 'a private hosted zone' holding 'the "
+                   "default public DNS name for the service for the Region' with the VPC: a second endpoint "
+                   "with private DNS for that service in the VPC is refused (EC2 answers that there is "
+                   "already a conflicting DNS domain). Gateway endpoints (Amazon VPC user guide, 'Gateway "
+                   "endpoints'): a route table cannot hold routes to one service through two endpoints. "
+                   "Checked within one template.")
     source_url = f"{EC2_API}/API_CreateVpcEndpoint.html"
     tags: ClassVar[list[str]] = ["ec2"]
 
@@ -888,17 +921,19 @@ class OneEndpointPerServiceInAVpc(TemplateRule, CloudFormationLintRule):
                         yield (*where, "RouteTableIds"), f"{tables[key]} routes this service on {table} already"
                     tables.setdefault(key, lid)
 
-# --------------------------------------------------------------------------------------------------------- KMS
+# ---------------------------------------------------------------------------------------------- KMS
 class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
     id = "E9601"
-    shortdesc = ("CreateKey: the key policy must allow the account (its root principal) to manage the key, "
-                 "PutKeyPolicy included, and every statement must have a principal, an action and a resource; "
-                 "PendingWindowInDays is 7-30; automatic rotation only for symmetric encryption keys")
+    shortdesc = ("CreateKey: the key policy must allow the account (its root principal) to manage the "
+                 "key, PutKeyPolicy included, and every statement must have a principal, an action and a "
+                 "resource; PendingWindowInDays is 7-30; automatic rotation only for symmetric encryption "
+                 "keys")
     description = ("CreateKey Policy: 'The key policy must allow the calling principal to make a subsequent "
-                   "PutKeyPolicy request on the KMS key' (lockout safety check; the default key policy gives the "
-                   "account root kms:*); 'Each statement in the key policy must contain one or more principals'; "
-                   "statements missing Resource or Action have no effect. ScheduleKeyDeletion: 'it must be between "
-                   "7 and 30, inclusive.' EnableKeyRotation: symmetric encryption KMS keys only.")
+                   "PutKeyPolicy request on the KMS key' (lockout safety check; the default key policy "
+                   "gives the account root kms:*); 'Each statement in the key policy must contain one or "
+                   "more principals'; statements missing Resource or Action have no effect. "
+                   "ScheduleKeyDeletion: 'it must be between 7 and 30, inclusive.' EnableKeyRotation: "
+                   "symmetric encryption KMS keys only.")
     source_url = f"{KMS_API}/API_CreateKey.html"
     tags: ClassVar[list[str]] = ["kms"]
 
@@ -930,7 +965,8 @@ class KeyPolicyKeepsTheKeyManageable(TemplateRule, CloudFormationLintRule):
                              for s in statements)
             if not manageable and t.literal_bool(props.get("BypassPolicyLockoutSafetyCheck")) is not True:
                 yield (*where, "KeyPolicy"), (
-                    "no statement lets the account root manage the key (kms:* or kms:PutKeyPolicy)")
+                    "no statement lets the account root manage the key (kms:* or "
+                    "kms:PutKeyPolicy)")
 
 
 LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
@@ -938,21 +974,24 @@ LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:Gener
 
 class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
     id = "E9602"
-    shortdesc = ("A log group encrypted with a KMS key: the key policy must allow the CloudWatch Logs service "
-                 "principal (logs.<region>.amazonaws.com) kms:Encrypt*, kms:Decrypt*, kms:ReEncrypt*, "
-                 "kms:GenerateDataKey* and kms:Describe*, with any kms:EncryptionContext:aws:logs:arn condition "
-                 "covering the group's ARN; else creating the group fails")
-    description = ("CloudWatch Logs user guide, 'Encrypt log data in CloudWatch Logs using AWS KMS': the key "
-                   "policy statement for logs.<region>.amazonaws.com, optionally limited with "
-                   "kms:EncryptionContext:aws:logs:arn; CreateLogGroup or AssociateKmsKey fails when the key does "
-                   "not allow it. Checked across the app's stacks (the key may be another stack's export); a group "
-                   "without LogGroupName has CloudFormation's name <stack>-<logical id>-<suffix>.")
+    shortdesc = ("A log group encrypted with a KMS key: the key policy must allow the CloudWatch Logs "
+                 "service principal (logs.<region>.amazonaws.com) kms:Encrypt*, kms:Decrypt*, "
+                 "kms:ReEncrypt*, kms:GenerateDataKey* and kms:Describe*, with any "
+                 "kms:EncryptionContext:aws:logs:arn condition covering the group's ARN; else creating "
+                 "the group fails")
+    description = ("CloudWatch Logs user guide, 'Encrypt log data in CloudWatch Logs using AWS KMS': the "
+                   "key policy statement for logs.<region>.amazonaws.com, optionally limited with "
+                   "kms:EncryptionContext:aws:logs:arn; CreateLogGroup or AssociateKmsKey fails when the "
+                   "key does not allow it. Checked across the app's stacks (the key may be another stack's "
+                   "export); a group without LogGroupName has CloudFormation's name <stack>-<logical "
+                   "id>-<suffix>.")
     source_url = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html"
     tags: ClassVar[list[str]] = ["logs", "kms"]
     app_level = True
 
     def findings(self, template):
-        """One template alone (cfn-lint's run): its stack name, part of a generated group name, is unknown."""
+        """One template alone (cfn-lint's run): its stack name, part of a generated group name, is
+        unknown."""
         for _stack, path, message in self.app_findings({"Template": template}, stack_names=False):
             yield path, message
 
@@ -977,7 +1016,8 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
                     for want in LOGS_KEY_ACTIONS)]
                 where = ("Resources", lid, "Properties", "KmsKeyId")
                 if not granted:
-                    yield stack, where, f"the policy of key {key[1]} ({key[0]}) does not let CloudWatch Logs use it"
+                    yield stack, where, (f"the policy of key {key[1]} ({key[0]}) does not let CloudWatch Logs "
+                                         "use it")
                     continue
                 if name is not None and not any(self._covers(s, name) for s in granted):
                     yield stack, where, (f"key {key[1]}'s CloudWatch Logs statement limits "
@@ -998,11 +1038,11 @@ class LogGroupKeyLetsCloudWatchLogsIn(TemplateRule, CloudFormationLintRule):
         return any(fnmatch.fnmatchcase(name.replace("*", "x"), g.replace("{}", "*")) for g in groups)
 
 
-# ---------------------------------------------------------------------------------------------------------- S3
+# ----------------------------------------------------------------------------------------------- S3
 class BucketPolicyResources(TemplateRule, CloudFormationLintRule):
     id = "E9701"
-    shortdesc = ("PutBucketPolicy: every statement has a principal, and every resource is the bucket the policy is "
-                 "attached to or its objects (else 'Policy has invalid resource')")
+    shortdesc = ("PutBucketPolicy: every statement has a principal, and every resource is the bucket the "
+                 "policy is attached to or its objects (else 'Policy has invalid resource')")
     description = ("Amazon S3 user guide, bucket policies: a bucket policy's resources are the bucket and its "
                    "objects; PutBucketPolicy refuses others (MalformedPolicy 'Policy has invalid resource').")
     source_url = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html"
@@ -1028,14 +1068,16 @@ class BucketPolicyResources(TemplateRule, CloudFormationLintRule):
 
 class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
     id = "E9702"
-    shortdesc = ("DeleteBucket: all objects (versions and delete markers included) must be deleted before the bucket; "
-                 "DeleteRepository: a repository that holds images is deleted only with force (EmptyOnDelete): a "
-                 "bucket or repository CloudFormation deletes is emptied first, or the stack deletion fails")
-    description = ("Amazon S3 API reference, DeleteBucket: 'All objects (including all object versions and delete "
-                   "markers) in the bucket must be deleted before the bucket itself can be deleted.' Amazon ECR, "
-                   "DeleteRepository: 'If the repository isn't empty, you must either delete the contents of the "
-                   "repository or use the force option' (CloudFormation's EmptyOnDelete). A bucket is emptied by a "
-                   "custom resource naming it (CDK's Custom::S3AutoDeleteObjects). Retained ones are not checked.")
+    shortdesc = ("DeleteBucket: all objects (versions and delete markers included) must be deleted before "
+                 "the bucket; DeleteRepository: a repository that holds images is deleted only with force "
+                 "(EmptyOnDelete): a bucket or repository CloudFormation deletes is emptied first, or the "
+                 "stack deletion fails")
+    description = ("Amazon S3 API reference, DeleteBucket: 'All objects (including all object versions and "
+                   "delete markers) in the bucket must be deleted before the bucket itself can be deleted.' "
+                   "Amazon ECR, DeleteRepository: 'If the repository isn't empty, you must either delete "
+                   "the contents of the repository or use the force option' (CloudFormation's "
+                   "EmptyOnDelete). A bucket is emptied by a custom resource naming it (CDK's "
+                   "Custom::S3AutoDeleteObjects). Retained ones are not checked.")
     source_url = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteBucket.html"
     tags: ClassVar[list[str]] = ["s3", "ecr", "destroy"]
 
@@ -1056,13 +1098,14 @@ class DeletedStoresAreEmptiedFirst(TemplateRule, CloudFormationLintRule):
                        f"{lid} is deleted with the stack but EmptyOnDelete is not true")
 
 
-# -------------------------------------------------------------------------------------------- Secrets Manager
+# ---------------------------------------------------------------------------------- Secrets Manager
 class SecretValueSource(TemplateRule, CloudFormationLintRule):
     id = "E9801"
     shortdesc = ("AWS::SecretsManager::Secret: SecretString or GenerateSecretString, not both; a generated "
                  "password is 1-4096 characters long")
-    description = ("CloudFormation AWS::SecretsManager::Secret ('Either SecretString or GenerateSecretString must "
-                   "have a value, but not both'); GetRandomPassword PasswordLength 1-4096.")
+    description = ("CloudFormation AWS::SecretsManager::Secret ('Either SecretString or "
+                   "GenerateSecretString must have a value, but not both'); GetRandomPassword "
+                   "PasswordLength 1-4096.")
     source_url = ("https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
                   "aws-resource-secretsmanager-secret.html")
     tags: ClassVar[list[str]] = ["secretsmanager"]
@@ -1077,14 +1120,14 @@ class SecretValueSource(TemplateRule, CloudFormationLintRule):
                 yield (*where, "GenerateSecretString", "PasswordLength"), f"PasswordLength {length} is outside 1-4096"
 
 
-# --------------------------------------------------------------------------------------------------- CodeBuild
+# ---------------------------------------------------------------------------------------- CodeBuild
 class CodeBuildEnvironment(TemplateRule, CloudFormationLintRule):
     id = "E9901"
-    shortdesc = ("CodeBuild: an aws/codebuild/standard image runs in a LINUX_CONTAINER (or LINUX_GPU_CONTAINER) "
-                 "environment, an amazonlinux-aarch64 image in an ARM_CONTAINER; TimeoutInMinutes is 5-2160 and "
-                 "QueuedTimeoutInMinutes 5-480")
-    description = ("CodeBuild user guide, 'Docker images provided by CodeBuild' (each image's environment type); "
-                   "CreateProject timeoutInMinutes and queuedTimeoutInMinutes.")
+    shortdesc = ("CodeBuild: an aws/codebuild/standard image runs in a LINUX_CONTAINER (or "
+                 "LINUX_GPU_CONTAINER) environment, an amazonlinux-aarch64 image in an ARM_CONTAINER; "
+                 "TimeoutInMinutes is 5-2160 and QueuedTimeoutInMinutes 5-480")
+    description = ("CodeBuild user guide, 'Docker images provided by CodeBuild' (each image's environment "
+                   "type); CreateProject timeoutInMinutes and queuedTimeoutInMinutes.")
     source_url = "https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-available.html"
     tags: ClassVar[list[str]] = ["codebuild"]
 

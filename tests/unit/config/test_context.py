@@ -1,5 +1,5 @@
-"""config/context.py: a context value (JSON from cdk.json, or a string from ``-c``) converted to the type a settings
-field declares, and what a value that does not convert is told."""
+"""config/context.py: a context value (JSON from cdk.json, or a string from ``-c``) converted to the
+type a settings field declares, and what a value that does not convert is told."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import pytest
     ("int | Literal['auto']", "4", 4),
 ])
 def test_values_convert_by_their_type_hints(hint, raw, expected):
-    """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists convert by what they
-    are, whatever the annotation's spelling."""
+    """Conversion reads the field's type with typing.get_type_hints: Optional, Literal and lists
+    convert by what they are, whatever the annotation's spelling."""
     from typing import Literal, get_type_hints  # used by the annotation
 
     from config.context import convert
@@ -44,7 +44,8 @@ def test_values_convert_by_their_type_hints(hint, raw, expected):
     ("Literal['a', 'b'] | None", "c", "must be one of a, b or null"),
     ("list[int]", "1,x", "must be a whole number"),
     ("list[int]", 5, "must be a list (a JSON array, or comma-separated values)"),
-    ("str", "null", "must be set: this setting has no 'unset' value (null is allowed for optional settings only)"),
+    ("str", "null", "must be set: this setting has no 'unset' value (null is allowed for optional "
+                    "settings only)"),
     ("str | None", 5, "must be a string or null"),
     ("int | Literal['auto']", "many", "must be a whole number, or one of auto"),
 ])

@@ -1,5 +1,5 @@
-"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model package) and the
-streams that fit a GPU's KV cache."""
+"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model
+package) and the streams that fit a GPU's KV cache."""
 
 from __future__ import annotations
 

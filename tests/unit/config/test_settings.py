@@ -1,5 +1,6 @@
-"""config/settings.py: parsed once from context, typed, frozen; every bad value gives one clear message. By section:
-the endpoints and the model first, then the ECS target, then the operations keys."""
+"""config/settings.py: parsed once from context, typed, frozen; every bad value gives one clear
+message. By section: the endpoints and the model first, then the ECS target, then the operations
+keys."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ OTHER_REGION_ARN = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/sonic
 
 
 def problems_for(**overrides) -> list[str]:
-    """The problems load_settings reports for cdk.json's context plus ``overrides`` (dots as in the keys)."""
+    """The problems load_settings reports for cdk.json's context plus ``overrides`` (dots as in the
+    keys)."""
     context = {**cdk_json_context(), **{k.replace("__", "."): v for k, v in overrides.items()}}
     with pytest.raises(SettingsError) as caught:
         load_settings(context)
@@ -119,8 +121,9 @@ def test_voxtral_needs_a_gpu():
     ("voxtral.instance_pools", "ml.g6.xlarge,ml.g6e.48xlarge", "'ml.g6e.48xlarge'", 8),
 ])
 def test_voxtral_on_sagemaker_refuses_a_type_of_several_gpus(key, value, shown, gpus):
-    """The endpoint runs one vLLM on one GPU: the others would be billed idle, and the GPU alarms, scaled by the
-    instance's GPUs, would wait for a level one GPU never reaches (voicectl capacity --compare leaves them out)."""
+    """The endpoint runs one vLLM on one GPU: the others would be billed idle, and the GPU alarms,
+    scaled by the instance's GPUs, would wait for a level one GPU never reaches (voicectl capacity
+    --compare leaves them out)."""
     problem = one_problem(**{key: value})
     assert problem.startswith(f"{key}={shown}: has {gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
                               f"{gpus - 1} would idle")
@@ -147,12 +150,14 @@ def test_sonic_supported_instance_types_are_accepted(instance_type):
 
 def test_gpu_memory_too_small_for_model_len_times_seqs():
     problem = one_problem(**{"voxtral.max_num_seqs": 16})
-    assert problem.startswith("voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16")
+    assert problem.startswith("voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and "
+                              "voxtral.max_num_seqs=16")
     # The figures of the capacity model (constructs_lib/facts/capacity.py) are in the message.
-    assert ("one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA "
-            "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length (1.30 GiB of KV "
-            "each); lower max_num_seqs or max_model_len") in problem
-    # The blog's configuration (4 one-hour sessions on one L4) is accepted; a smaller model length makes room for more.
+    assert ("one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), "
+            "activations and CUDA graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live "
+            "stream(s) of that length (1.30 GiB of KV each); lower max_num_seqs or max_model_len") in problem
+    # The blog's configuration (4 one-hour sessions on one L4) is accepted; a smaller model length
+    # makes room for more.
     assert load_settings({**cdk_json_context(), "voxtral.max_num_seqs": 4}).voxtral.streams_per_instance == 4
     settings = load_settings({**cdk_json_context(), "voxtral.max_model_len": 3000, "voxtral.max_num_seqs": 12})
     assert settings.voxtral.max_num_seqs == 12
@@ -217,7 +222,8 @@ def test_null_for_a_required_setting_is_refused():
     ("arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100", True),
     ("arn:aws:kms:us-east-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab", True),
     ("arn:aws:kms:us-east-1:123456789012:alias/sagemaker-volumes", True),
-    ("arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100", False),
+    ("arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-"
+     "0908-0706-050403020100", False),
     ("0f0e0d0c-0b0a-0908-0706-050403020100", False),
 ])
 def test_volume_kms_key(arn, ok):
@@ -241,8 +247,8 @@ def test_region_without_a_known_sonic_package_needs_an_arn():
 def test_model_package_arn_region_must_match_the_stack():
     problem = one_problem(**{"sonic.model_package_arn": OTHER_REGION_ARN})
     assert problem == (
-        f"sonic.model_package_arn='{OTHER_REGION_ARN}': the package is in eu-west-1 but the stack deploys to "
-        "us-east-1; use the package ARN for us-east-1"
+        f"sonic.model_package_arn='{OTHER_REGION_ARN}': the package is in eu-west-1 but the "
+        "stack deploys to us-east-1; use the package ARN for us-east-1"
     )
 
 
@@ -282,13 +288,16 @@ def test_model_staging_settings():
     assert one_problem(**{"voxtral.model_revision": "main"}).startswith(
         "voxtral.model_revision='main': must be a full 40-character commit hash")
     assert one_problem(**{"voxtral.stage_model": "true", "voxtral.model_s3_uri": "s3://team-models/p"}).startswith(
-        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes into the stack's model bucket")
+        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes "
+        "into the stack's model bucket")
     assert "must be a Secrets Manager secret ARN" in one_problem(**{"voxtral.hf_token_secret_arn": "hf_abc"})
     assert "the secret is in eu-west-1" in one_problem(
-        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"})
+        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+                                          "hub-AbCdEf"})
     # The complete ARN (with Secrets Manager's 6-character suffix) is needed for an exact IAM grant.
     assert "must be a Secrets Manager secret ARN" in one_problem(
-        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub"})
+        **{"voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+                                          "hub"})
 
 
 def test_hub_token_secret_kms_key():
@@ -304,8 +313,9 @@ def test_hub_token_secret_kms_key():
 
 def test_literal_settings_list_the_values_of_the_facts_they_come_from():
     assert one_problem(**{"voxtral.inference_ami_version": "latest"}) == (
-        "voxtral.inference_ami_version='latest': must be one of al2-ami-sagemaker-inference-gpu-2, "
-        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, al2023-ami-sagemaker-inference-gpu-4-1")
+        "voxtral.inference_ami_version='latest': must be one of "
+        "al2-ami-sagemaker-inference-gpu-2, al2-ami-sagemaker-inference-gpu-2-1, "
+        "al2-ami-sagemaker-inference-gpu-3-1, al2023-ami-sagemaker-inference-gpu-4-1")
 
 
 def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
@@ -320,7 +330,7 @@ def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
         "sonic.container_startup_timeout_s=5: must be between 60 and 3600 seconds")
 
 
-# --- voxtral.kv_cache_dtype ------------------------------------------------------------------------------------------
+# --- voxtral.kv_cache_dtype ---------------------------------------------------------------------
 
 
 def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
@@ -340,7 +350,8 @@ def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
 def test_fp8_kv_cache_is_refused_on_an_l4_with_the_reason():
     problem = one_problem(voxtral__kv_cache_dtype="fp8")
     assert problem.startswith(
-        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 (compute capability 8.9)")
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 "
+        "(compute capability 8.9)")
     assert "vllm/model_executor/models/whisper_causal.py" in problem
     assert problem.endswith("set voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)")
 
@@ -349,7 +360,8 @@ def test_fp8_kv_cache_is_refused_for_each_pool_type_that_cannot_run_it():
     problems = problems_for(voxtral__instance_type="ml.p5.4xlarge", voxtral__instance_pools="ml.p5.4xlarge,ml.g6e.xlarge",
                             voxtral__kv_cache_dtype="fp8")
     assert len(problems) == 1 and problems[0].startswith(
-        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_pools='ml.g6e.xlarge': NVIDIA L40S (compute capability 8.9)")
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_pools='ml.g6e.xlarge': NVIDIA L40S "
+        "(compute capability 8.9)")
 
 
 def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
@@ -362,8 +374,9 @@ def test_an_unknown_kv_cache_dtype_is_named():
 
 
 def test_loading_the_default_settings_starts_no_cdk():
-    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false (the default)
-    that must not import aws_cdk, which starts jsii's node process (seconds per command, and its Node banner)."""
+    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false
+    (the default) that must not import aws_cdk, which starts jsii's node process (seconds per
+    command, and its Node banner)."""
     code = ("import json, sys\n"
             "from config.settings import load_settings\n"
             "load_settings(json.load(open('cdk.json'))['context'])\n"
@@ -374,8 +387,9 @@ def test_loading_the_default_settings_starts_no_cdk():
 
 
 def test_loading_connect_settings_starts_no_cdk_either():
-    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live in the CDK-free
-    constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations commands still start no jsii."""
+    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live
+    in the CDK-free constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations
+    commands still start no jsii."""
     code = ("import json, sys\n"
             "from config.settings import load_settings\n"
             "context = json.load(open('cdk.json'))['context']\n"
@@ -388,7 +402,8 @@ def test_loading_connect_settings_starts_no_cdk_either():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines() == ["constructs_lib.connect.props voxtral-realtime", "[]"]
 
-# ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ----------
+# ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named
+# ----------
 
 CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
 
@@ -438,7 +453,8 @@ def test_an_nvidia_gpu_this_target_cannot_use_is_named_as_such(instance_type):
 
 def test_sagemaker_spelling_and_unknown_types_are_named():
     assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
-        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"]
+        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. "
+        "'g6.xlarge')"]
     (problem,) = ecs_problems(ecs__instance_type="g6.huge")
     assert problem.startswith("ecs.instance_type='g6.huge': not an EC2 instance type")
 
@@ -450,10 +466,11 @@ def test_min_above_max_fails():
 
 def test_internet_facing_needs_a_certificate_and_the_token():
     assert ecs_problems(ecs__load_balancer="internet_facing", ecs__require_token=False) == [
-        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an internet-facing load "
-        "balancer listens on HTTPS only (the token must not cross the internet in clear text)",
-        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without SigV4 the bearer "
-        "token is what keeps strangers off the GPUs",
+        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an "
+        "internet-facing load balancer listens on HTTPS only (the token must not cross the "
+        "internet in clear text)",
+        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without "
+        "SigV4 the bearer token is what keeps strangers off the GPUs",
     ]
     (problem,) = ecs_problems(ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False)
     assert problem.startswith("ecs.require_token=false")
@@ -479,8 +496,8 @@ def test_gpu_memory_of_the_ecs_instance_is_checked():
 
 
 def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
-    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs; voxtral.instance_type (a
-    SageMaker type) no longer counts, and the scaling target follows."""
+    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs;
+    voxtral.instance_type (a SageMaker type) no longer counts, and the scaling target follows."""
     base = {**cdk_json_context(), "voxtral.target": "ecs"}
     l4 = load_settings(base).voxtral
     assert (l4.sizing_instance_types, l4.streams_per_instance, l4.streams_target) == (["ml.g6.xlarge"], 4, 2.8)
@@ -498,10 +515,11 @@ def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error(
     voxtral = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 6}).voxtral
     assert voxtral.streams_per_instance == 6  # fits the L4's memory (8), above its compute cap (4): allowed
     assert voxtral.stream_cap_warning() == (
-        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge'): the "
-        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in real time, so "
-        "streams may fall behind under full load; set voxtral.max_num_seqs=auto, or measure with "
-        "bench/capacity_bench.py (README 'Capacity')")
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 "
+        "(ecs.instance_type='g6.xlarge'): the capacity model estimates it decodes at most 4 live "
+        "stream(s) of max_model_len=45000 in real time, so streams may fall behind under full "
+        "load; set voxtral.max_num_seqs=auto, or measure with bench/capacity_bench.py (README "
+        "'Capacity')")
     assert load_settings({**cdk_json_context(), "voxtral.target": "ecs", "voxtral.max_num_seqs": 4}
                          ).voxtral.stream_cap_warning() is None
     assert load_settings({**cdk_json_context(), "voxtral.target": "ecs"}).voxtral.stream_cap_warning() is None
@@ -515,13 +533,14 @@ def test_unknown_choice_lists_the_allowed_ones():
 def test_private_network_mode_is_accepted_and_asks_for_the_ecs_endpoints():
     settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "network.mode": "vpc"})
     assert settings.uses_ecs and settings.network.network_props(ecs=settings.uses_ecs).ecs_endpoints
-    # The SageMaker target in vpc mode asks for none; nor does an existing VPC that brings its own endpoints.
+    # The SageMaker target in vpc mode asks for none; nor does an existing VPC that brings its own
+    # endpoints.
     sagemaker = load_settings({**cdk_json_context(), "network.mode": "vpc"})
     assert not sagemaker.uses_ecs and not sagemaker.network.network_props(ecs=sagemaker.uses_ecs).ecs_endpoints
     assert not settings.network.__class__(mode="vpc", create_endpoints=False).network_props(ecs=True).ecs_endpoints
 
 
-# ---- the operations keys: types, defaults and one clear message per broken rule -------------------------
+# ---- the operations keys: types, defaults and one clear message per broken rule ----------------
 
 def operations_problems(overrides: dict) -> list[str]:
     with pytest.raises(SettingsError) as caught:
@@ -549,61 +568,72 @@ def test_operations_command_line_strings_are_converted():
 
 @pytest.mark.parametrize("overrides, expected", [
     ({"alarm_email": "not-an-address"},
-     "alarm_email='not-an-address': must be one e-mail address such as 'oncall@example.com', or null"),
+     "alarm_email='not-an-address': must be one e-mail address such as "
+     "'oncall@example.com', or null"),
     ({"voxtral.min_instances": 0},
      "voxtral.min_instances=0: must be at least 1 (a real-time endpoint keeps one instance)"),
     ({"sonic.min_instances": 3, "sonic.max_instances": 2},
      "sonic.max_instances=2: must be at least sonic.min_instances=3"),
     ({"voxtral.initial_instance_count": 5},
-     "voxtral.initial_instance_count=5: must be between voxtral.min_instances=1 and voxtral.max_instances=4"),
+     "voxtral.initial_instance_count=5: must be between voxtral.min_instances=1 and "
+     "voxtral.max_instances=4"),
     ({"voxtral.scale_in_cooldown_s": 20},
-     "voxtral.scale_in_cooldown_s=20: must be more than 25 and at most 86400 seconds (longer than the bridge's "
-     "drain time, DRAIN_S=25 s)"),
+     "voxtral.scale_in_cooldown_s=20: must be more than 25 and at most 86400 seconds "
+     "(longer than the bridge's drain time, DRAIN_S=25 s)"),
     ({"sonic.scale_in_cooldown_s": 0}, "sonic.scale_in_cooldown_s=0: must be more than 0 and at most 86400 seconds"),
     ({"voxtral.scaling_target_fraction": 1.5},
-     "voxtral.scaling_target_fraction=1.5: must be more than 0 and at most 1 (live streams per instance as a "
-     "fraction of voxtral.max_num_seqs)"),
+     "voxtral.scaling_target_fraction=1.5: must be more than 0 and at most 1 (live "
+     "streams per instance as a fraction of voxtral.max_num_seqs)"),
     ({"voxtral.alarm_active_streams_fraction": 0.6},
-     "voxtral.alarm_active_streams_fraction=0.6: must be more than voxtral.scaling_target_fraction=0.7 and at most "
-     "1, or the alarm fires whenever autoscaling holds its target"),
+     "voxtral.alarm_active_streams_fraction=0.6: must be more than "
+     "voxtral.scaling_target_fraction=0.7 and at most 1, or the alarm fires whenever "
+     "autoscaling holds its target"),
     ({"voxtral.rollout_batch_percent": 60},
-     "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
-     "RollingUpdatePolicy MaximumBatchSize)"),
+     "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the "
+     "variant's instances; RollingUpdatePolicy MaximumBatchSize)"),
     ({"voxtral.rollback_5xx_error_percent": 100},
-     "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than 0 and less than 100 (the "
-     "rollback alarm fires above it)"),
+     "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than "
+     "0 and less than 100 (the rollback alarm fires above it)"),
     ({"voxtral.rollout_wait_s": 4000},
-     "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds (RollingUpdatePolicy WaitIntervalInSeconds)"),
+     "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds "
+     "(RollingUpdatePolicy WaitIntervalInSeconds)"),
     ({"voxtral.alarm_gpu_memory_percent": 85},
-     "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x 100 = 90: vLLM "
-     "reserves that much GPU memory at start, so the alarm would always fire"),
+     "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization "
+     "x 100 = 90: vLLM reserves that much GPU memory at start, so the alarm would always "
+     "fire"),
     ({"sonic.alarm_cpu_utilization_percent": 150},
-     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, more than 0 and less "
-     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+     "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's "
+     "capacity, more than 0 and less than 100 (the alarm fires above it, and use never "
+     "exceeds 100 %)"),
     # Exactly 100: "greater than 100" can never happen, so the alarm could never fire.
     ({"voxtral.alarm_gpu_utilization_percent": 100},
-     "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's capacity, more than 0 and less "
-     "than 100 (the alarm fires above it, and use never exceeds 100 %)"),
+     "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's "
+     "capacity, more than 0 and less than 100 (the alarm fires above it, and use never "
+     "exceeds 100 %)"),
     ({"voxtral.alarm_gpu_memory_percent": 100},
-     "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more than 0 and less than 100 "
-     "(the alarm fires above it, and use never exceeds 100 %)"),
+     "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, "
+     "more than 0 and less than 100 (the alarm fires above it, and use never exceeds 100 "
+     "%)"),
     ({"sonic.alarm_memory_percent": 100},
-     "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more than 0 and less than 100 "
-     "(the alarm fires above it, and use never exceeds 100 %)"),
+     "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more "
+     "than 0 and less than 100 (the alarm fires above it, and use never exceeds 100 %)"),
     ({"sonic.alarm_disk_percent": 0},
-     "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 and less than 100 "
-     "(the alarm fires above it, and use never exceeds 100 %)"),
+     "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 "
+     "and less than 100 (the alarm fires above it, and use never exceeds 100 %)"),
     ({"voxtral.alarm_model_latency_p90_ms": 0},
      "voxtral.alarm_model_latency_p90_ms=0.0: must be a positive number of milliseconds"),
     ({"voxtral.alarm_time_to_first_delta_p90_ms": -1},
-     "voxtral.alarm_time_to_first_delta_p90_ms=-1.0: must be a positive number of milliseconds"),
+     "voxtral.alarm_time_to_first_delta_p90_ms=-1.0: must be a positive number of "
+     "milliseconds"),
     ({"sonic.alarm_5xx_errors": -1},
-     "sonic.alarm_5xx_errors=-1: must be 0 or more (errors in 5 minutes above which the alarm fires)"),
+     "sonic.alarm_5xx_errors=-1: must be 0 or more (errors in 5 minutes above which the "
+     "alarm fires)"),
     ({"sonic.scaling_metric": "cpu"},
-     "sonic.scaling_metric='cpu': must be one of invocations_per_instance, concurrent_requests"),
+     "sonic.scaling_metric='cpu': must be one of invocations_per_instance, "
+     "concurrent_requests"),
     ({"sonic.scaling_target": 0},
-     "sonic.scaling_target=0.0: must be a positive number (per instance: invocations per minute, or concurrent "
-     "requests)"),
+     "sonic.scaling_target=0.0: must be a positive number (per instance: invocations per "
+     "minute, or concurrent requests)"),
     ({"voxtral.rollout_wait_s": "ten"}, "voxtral.rollout_wait_s='ten': must be a whole number"),
 ])
 def test_each_rule_gives_one_clear_message(overrides, expected):
@@ -615,11 +645,12 @@ def test_a_disabled_endpoint_is_not_checked():
     assert s.sonic.enabled is False
 
 
-# --- Private mode: bad settings, one clear message each ---------------------------------------------------------------
-# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its endpoints and
-# security groups, both Models isolated in it, every data-holding resource under the key), its checks (cdk-nag's
-# AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint), an existing VPC, and a key given by ARN in public
-# mode. The variants come from the registry (tests/app/variants.py).
+# --- Private mode: bad settings, one clear message each -----------------------------------------
+# network.mode=vpc and encryption.*: the private deployment's templates (a VPC without internet, its
+# endpoints and security groups, both Models isolated in it, every data-holding resource under the
+# key), its checks (cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs, cfn-lint),
+# an existing VPC, and a key given by ARN in public mode. The variants come from the registry
+# (tests/app/variants.py).
 
 
 EXISTING_TWO_ZONES = {"network.mode": "vpc", "network.vpc_id": "vpc-0123456789abcdef0",
@@ -630,35 +661,46 @@ EXISTING_TWO_ZONES = {"network.mode": "vpc", "network.vpc_id": "vpc-0123456789ab
 
 @pytest.mark.parametrize("overrides, message", [
     ({**EXISTING_TWO_ZONES, "network.availability_zones": "us-east-1a,us-east-1a"},
-     'network.subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]: must be in at least 2 '
+     'network.subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]: '
+     'must be in at least 2 '
      "Availability Zones (SageMaker hosting in a VPC); all are in us-east-1a"),
     ({"network.mode": "vpc", "network.max_azs": "1"},
-     "network.max_azs=1: must be at least 2 (SageMaker hosting in a VPC needs subnets in two Availability Zones)"),
+     "network.max_azs=1: must be at least 2 (SageMaker hosting in a VPC needs subnets in "
+     "two Availability Zones)"),
     ({**EXISTING_TWO_ZONES, "network.vpc_id": "vpc-xyz"},
      "network.vpc_id='vpc-xyz': must be a VPC id such as 'vpc-0123456789abcdef0'"),
     ({**EXISTING_TWO_ZONES, "network.subnet_ids": "sg-0123456789abcdef0,subnet-0123456789abcdef1"},
-     'network.subnet_ids=["sg-0123456789abcdef0", "subnet-0123456789abcdef1"]: must be subnet ids such as '
+     'network.subnet_ids=["sg-0123456789abcdef0", "subnet-0123456789abcdef1"]: must '
+     'be subnet ids such as '
      "'subnet-0123456789abcdef0'; not: 'sg-0123456789abcdef0'"),
     ({**EXISTING_TWO_ZONES, "network.security_group_ids": "subnet-0123456789abcdef0"},
-     'network.security_group_ids=["subnet-0123456789abcdef0"]: must be security group ids such as '
+     'network.security_group_ids=["subnet-0123456789abcdef0"]: must be security group '
+     'ids such as '
      "'sg-0123456789abcdef0'; not: 'subnet-0123456789abcdef0'"),
-    ({"encryption.kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"},
-     "encryption.kms_key_arn='arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100': the key "
-     "is in eu-west-1 but the stack deploys to us-east-1"),
+    ({"encryption.kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-"
+                                "0908-0706-050403020100"},
+     "encryption.kms_key_arn='arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-"
+     "0706-050403020100': the key is in eu-west-1 but the stack deploys to us-east-1"),
     ({"encryption.kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/data"},
-     "encryption.kms_key_arn='arn:aws:kms:us-east-1:123456789012:alias/data': must be a KMS key ARN "
-     "(arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants need the key)"),
-    ({"encryption.kms_key_arn": "arn:aws:kms:us-east-1:12345:key/0f0e0d0c-0b0a-0908-0706-050403020100"},
-     "encryption.kms_key_arn='arn:aws:kms:us-east-1:12345:key/0f0e0d0c-0b0a-0908-0706-050403020100': must be a KMS "
-     "key ARN (arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants need the key)"),
+     "encryption.kms_key_arn='arn:aws:kms:us-east-1:123456789012:alias/data': must be a "
+     "KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>; not an alias, IAM grants "
+     "need the key)"),
+    ({"encryption.kms_key_arn": "arn:aws:kms:us-east-1:12345:key/0f0e0d0c-0b0a-0908-"
+                                "0706-050403020100"},
+     "encryption.kms_key_arn='arn:aws:kms:us-east-1:12345:key/0f0e0d0c-0b0a-0908-0706-"
+     "050403020100': must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>; "
+     "not an alias, IAM grants need the key)"),
     ({"network.subnet_ids": "subnet-0123456789abcdef0"},
-     'network.subnet_ids=["subnet-0123456789abcdef0"]: set only with network.mode=vpc (public mode uses '
+     'network.subnet_ids=["subnet-0123456789abcdef0"]: set only with network.mode=vpc '
+     '(public mode uses '
      "SageMaker-managed networking)"),
     ({"network.mode": "vpc", "network.vpc_id": "vpc-0123456789abcdef0"},
-     "network.vpc_cidr=null: must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)"),
+     "network.vpc_cidr=null: must be the CIDR block of the VPC network.vpc_id (what its "
+     "endpoints let in)"),
     ({**EXISTING_TWO_ZONES, "network.create_endpoints": "true"},
-     "network.route_table_ids=[]: must name the route table of each of the 2 subnet(s) (the S3 gateway endpoint is "
-     "added to them), or set network.create_endpoints=false if the VPC has its endpoints"),
+     "network.route_table_ids=[]: must name the route table of each of the 2 subnet(s) "
+     "(the S3 gateway endpoint is added to them), or set network.create_endpoints=false "
+     "if the VPC has its endpoints"),
 ])
 def test_bad_private_settings_fail_with_one_clear_message(overrides, message):
     from config.settings import SettingsError, load_settings
@@ -669,11 +711,12 @@ def test_bad_private_settings_fail_with_one_clear_message(overrides, message):
     assert error.value.problems == [message]
 
 
-# --- ECS in vpc mode --------------------------------------------------------------------------------------------------
-# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no route to the internet),
-# the interface endpoints ECS needs made there only when a service runs on ECS, an internal load balancer for the caller
-# CIDRs, and the data key on the task logs and the token. Checked with cdk-nag's three packs and cfn-lint; bad
-# combinations fail with one clear message.
+# --- ECS in vpc mode ----------------------------------------------------------------------------
+# The ECS target in network.mode=vpc: the service in the Foundation stack's private network (no
+# route to the internet), the interface endpoints ECS needs made there only when a service runs on
+# ECS, an internal load balancer for the caller CIDRs, and the data key on the task logs and the
+# token. Checked with cdk-nag's three packs and cfn-lint; bad combinations fail with one clear
+# message.
 
 
 def test_internet_facing_in_vpc_mode_fails_with_a_clear_message():
@@ -682,14 +725,15 @@ def test_internet_facing_in_vpc_mode_fails_with_a_clear_message():
         load_settings({**cdk_json_context(), **PRIVATE_ECS, "ecs.load_balancer": "internet_facing",
                        "ecs.certificate_arn": cert})
     assert caught.value.problems == [
-        "ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has no internet gateway; "
-        "use ecs.load_balancer='internal' (callers reach it from the VPC, peered networks or on premises), or "
-        "network.mode='public'"]
+        "ecs.load_balancer='internet_facing' with network.mode='vpc': the private network has no "
+        "internet gateway; use ecs.load_balancer='internal' (callers reach it from the VPC, "
+        "peered networks or on premises), or network.mode='public'"]
 
 
-# --- Sonic on ECS -----------------------------------------------------------------------------------------------------
-# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,
-# without the bridge's parts; its settings and their errors; public mode and vpc mode with both services on ECS.
+# --- Sonic on ECS -------------------------------------------------------------------------------
+# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct
+# as Voxtral's, without the bridge's parts; its settings and their errors; public mode and vpc mode
+# with both services on ECS.
 
 
 def sonic_problems(**overrides) -> list[str]:
@@ -699,8 +743,8 @@ def sonic_problems(**overrides) -> list[str]:
 
 def test_the_image_is_required_and_must_be_in_ecr_of_the_region():
     assert sonic_problems() == [
-        "sonic.image_uri=null: must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
-        "provides, in ECR (it is not public; README 'Sonic on ECS')"]
+        "sonic.image_uri=null: must be set with sonic.target='ecs': the Sonic container your "
+        "Cartesia licence provides, in ECR (it is not public; README 'Sonic on ECS')"]
     (problem,) = sonic_problems(sonic__image_uri="cartesia/sonic:3.6")
     assert problem.startswith("sonic.image_uri='cartesia/sonic:3.6': must be a private ECR image")
     (problem,) = sonic_problems(sonic__image_uri=IMAGE.replace("us-east-1", "eu-west-1"))
@@ -710,8 +754,8 @@ def test_the_image_is_required_and_must_be_in_ecr_of_the_region():
 @pytest.mark.parametrize("port", [0, 65536, -1])
 def test_a_port_outside_1_to_65535_fails(port):
     assert sonic_problems(sonic__image_uri=IMAGE, sonic__container_port=port) == [
-        f"sonic.container_port={port}: must be a TCP port 1-65535 (the port the container listens on; with awsvpc "
-        "networking every port of the task's own interface is free)"]
+        f"sonic.container_port={port}: must be a TCP port 1-65535 (the port the container "
+        "listens on; with awsvpc networking every port of the task's own interface is free)"]
 
 
 @pytest.mark.parametrize("path", ["ping", "/ping?deep=1", "/my path", "", "/" + "a" * 1024])
@@ -744,7 +788,8 @@ def test_instance_type_scaling_metric_and_task_range_are_checked():
 
 
 def test_sagemaker_only_checks_do_not_apply_on_ecs():
-    # No Marketplace package in eu-west-1: a problem for SageMaker, none for the licensed container on ECS.
+    # No Marketplace package in eu-west-1: a problem for SageMaker, none for the licensed container
+    # on ECS.
     image = IMAGE.replace("us-east-1", "eu-west-1")
     settings = load_settings({**cdk_json_context(), "region": "eu-west-1", "voxtral.enabled": False,
                               "sonic.target": "ecs", "sonic.image_uri": image})
@@ -754,9 +799,10 @@ def test_sagemaker_only_checks_do_not_apply_on_ecs():
     assert settings.sonic.ecs_load_balancing(settings.ecs).internet_facing is False
 
 
-# --- Connect ----------------------------------------------------------------------------------------------------------
-# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
+# --- Connect ------------------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references
+# require, removal policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth
+# and fails it on any finding).
 
 
 @pytest.mark.parametrize("overrides, expected", [
@@ -765,7 +811,8 @@ def test_sagemaker_only_checks_do_not_apply_on_ecs():
     ({"connect.instance_arn": "arn:aws:connect:us-east-1:123:instance/x"}, "must be an Amazon Connect instance ARN"),
     ({"connect.stream_kms_key_arn": "alias/connect"},
      "connect.stream_kms_key_arn='alias/connect': must be a KMS key ARN"),
-    ({"connect.stream_kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"},
+    ({"connect.stream_kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/11111111-"
+                                    "2222-3333-4444-555555555555"},
      "the key is in eu-west-1 but the stack deploys to us-east-1"),
     ({"connect.alarm_millis_behind": -1}, "connect.alarm_millis_behind=-1: must be at least 1"),
     ({"connect.retention_hours": 0}, "0 keeps no data"),
@@ -779,7 +826,8 @@ def test_sagemaker_only_checks_do_not_apply_on_ecs():
     ({"connect.stream_prefix": "bad prefix"}, "must be 1-128 of [a-zA-Z0-9_.-]"),
     ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
     ({"network.mode": "vpc", "connect.kvs_vpc_endpoint": False},
-     "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no network.vpc_id"),
+     "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no "
+     "network.vpc_id"),
     ({"network.mode": "vpc", "network.create_endpoints": False}, "keep network.create_endpoints=true"),
     ({"network.mode": "vpc", "region": "eu-north-1",
       "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
@@ -788,7 +836,8 @@ def test_sagemaker_only_checks_do_not_apply_on_ecs():
     ({"voxtral.enabled": False}, "needs voxtral.enabled=true"),
     ({**CONNECT_VPC, "region": "eu-north-1", "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
       "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1")},
-     "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in af-south-1"),
+     "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in "
+     "af-south-1"),
 ])
 def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expected):
     with pytest.raises(SettingsError) as raised:
@@ -796,9 +845,10 @@ def test_connect_settings_are_refused_with_the_rule_they_break(overrides, expect
     assert expected in str(raised.value)
 
 
-# --- Instance pools: every pool type is checked like the instance type ------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools: every pool type is checked like the instance type --------------------------
+# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the
+# ProductionVariant's InstancePools, with every rule sized by the instance holding for each pool's
+# type (settings, alarms, dashboard, quotas).
 
 
 def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
@@ -825,26 +875,29 @@ def test_alarm_capacity_is_the_fewest_of_each():
 
 def test_an_unknown_type_in_the_pools_is_named():
     assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.g9.xlarge") == [
-        "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type (expected one of SageMaker's "
-        "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')"]
+        "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type "
+        "(expected one of SageMaker's ProductionVariant types of the form 'ml.<family>.<size>', "
+        "e.g. 'ml.g6.4xlarge')"]
 
 
 def test_a_duplicate_type_is_named():
     assert problems_for(sonic__instance_pools="ml.g6e.2xlarge,ml.g6e.4xlarge,ml.g6e.2xlarge") == [
-        'sonic.instance_pools=["ml.g6e.2xlarge", "ml.g6e.4xlarge", "ml.g6e.2xlarge"]: lists ml.g6e.2xlarge more than '
+        'sonic.instance_pools=["ml.g6e.2xlarge", "ml.g6e.4xlarge", "ml.g6e.2xlarge"]: lists '
+        'ml.g6e.2xlarge more than '
         "once; each instance type is one pool"]
 
 
 def test_a_type_that_cannot_hold_max_num_seqs_is_named():
-    # At 45000 tokens (constructs_lib/facts/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live streams; one L4
-    # (ml.g6.4xlarge) 8.
+    # At 45000 tokens (constructs_lib/facts/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live
+    # streams; one L4 (ml.g6.4xlarge) 8.
     problems = problems_for(voxtral__instance_type="ml.g6e.2xlarge",
                             voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge", voxtral__max_num_seqs="9")
     assert len(problems) == 1
     assert problems[0].startswith(
-        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=9: one "
-        "NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA graphs "
-        "(1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length")
+        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and "
+        "voxtral.max_num_seqs=9: one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds "
+        "the weights (8.3 GiB), activations and CUDA graphs (1.5 GiB) and KV cache (10.5 GiB) "
+        "for at most 8 live stream(s) of that length")
 
 
 def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
@@ -860,22 +913,26 @@ def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
 
 def test_a_type_without_gpu_is_named():
     assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.m5.xlarge") == [
-        f"voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})"]
+        "voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: "
+        f"{instance_types.gpu_families()})"]
 
 
 def test_a_type_the_sonic_package_does_not_support_is_named():
     assert problems_for(sonic__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
-        "sonic.instance_pools='ml.g6.4xlarge': the Sonic 3.6 model package supports ml.g6e.xlarge or larger, "
-        "ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge"]
+        "sonic.instance_pools='ml.g6.4xlarge': the Sonic 3.6 model package supports "
+        "ml.g6e.xlarge or larger, ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, "
+        "ml.p5.48xlarge and ml.p5en.48xlarge"]
 
 
 def test_the_pools_start_with_the_instance_type_and_count_at_most_five():
     assert problems_for(voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
-        'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with voxtral.instance_type='
+        'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with '
+        'voxtral.instance_type='
         "'ml.g6.xlarge', the priority-1 pool (set both: the instance type is the one tried first)"]
     six = "ml.g6.xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
     assert problems_for(voxtral__instance_pools=six) == [
-        f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance types (InstancePools)"]
+        f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance "
+        "types (InstancePools)"]
 
 
 def test_the_provisioning_timeout_is_300_to_3600_seconds():
@@ -888,8 +945,10 @@ def test_the_variant_props_check_the_same_rules_by_prop_name():
     p = Problems()
     ProductionVariant("ml.g6.4xlarge", instance_pools=("ml.g6.4xlarge", "ml.g6.4xlarge"), provision_timeout_s=4000).problems(p)
     assert list(p) == [
-        "provision_timeout_s=4000: must be between 300 and 3600 seconds (VariantInstanceProvisionTimeoutInSeconds)",
-        'instance_pools=["ml.g6.4xlarge", "ml.g6.4xlarge"]: lists ml.g6.4xlarge more than once; each instance type is '
+        "provision_timeout_s=4000: must be between 300 and 3600 seconds "
+        "(VariantInstanceProvisionTimeoutInSeconds)",
+        'instance_pools=["ml.g6.4xlarge", "ml.g6.4xlarge"]: lists ml.g6.4xlarge more than '
+        'once; each instance type is '
         "one pool"]
     assert ProductionVariant("ml.g6.4xlarge").instance_types == ("ml.g6.4xlarge",)
     assert ProductionVariant("ml.g6.4xlarge").instance_provision_timeout_s is None

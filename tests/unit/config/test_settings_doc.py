@@ -1,5 +1,5 @@
-"""docs/settings.md is what the settings dataclasses say (``config/settings_doc.py`` writes it), and the other pages'
-tables of settings give the dataclasses' defaults."""
+"""docs/settings.md is what the settings dataclasses say (``config/settings_doc.py`` writes it), and
+the other pages' tables of settings give the dataclasses' defaults."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_the_type_column_says_what_the_conversion_accepts(key, shown):
 
 
 def test_each_value_the_page_allows_converts_and_others_are_refused():
-    """The values listed for a choice ("one of ...", in the table or the description) are exactly the field's."""
+    """The values listed for a choice ("one of ...", in the table or the description) are exactly
+    the field's."""
     page = settings_doc.PAGE.read_text()
     for key, (_, _, hint) in KNOWN_KEYS.items():
         kind = settings_doc.type_text(hint)
@@ -86,8 +87,8 @@ def test_a_page_without_the_markers_is_refused():
 
 
 def settings_rows(text: str) -> list[tuple[str, str]]:
-    """``(key, default shown)`` of table rows such as ``| `ecs.capacity` | `on_demand` | ... |`` (one key, or
-    ``a` / `b`` with ``x / y``), for keys that are settings."""
+    """``(key, default shown)`` of table rows such as ``| `ecs.capacity` | `on_demand` | ... |``
+    (one key, or ``a` / `b`` with ``x / y``), for keys that are settings."""
     defaults, found = default_context(), []
     for keys, shown in re.findall(r"^\| (`[a-z_.]+`(?: / `[a-z_.]+`)*) \| ([^|]+) \|", text, flags=re.M):
         names = re.findall(r"`([a-z_.]+)`", keys)

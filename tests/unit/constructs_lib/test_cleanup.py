@@ -1,5 +1,6 @@
-"""constructs_lib/cleanup.py: a cleanup handler's function in a bare stack: its own role (the statements given plus
-writing its own log group), its log group, outside any VPC, and the reasons for the custom-resource findings."""
+"""constructs_lib/cleanup.py: a cleanup handler's function in a bare stack: its own role (the
+statements given plus writing its own log group), its log group, outside any VPC, and the reasons
+for the custom-resource findings."""
 
 from __future__ import annotations
 

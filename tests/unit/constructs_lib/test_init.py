@@ -1,5 +1,6 @@
-"""constructs_lib as a library: it imports nothing of the app, its props and checks load without aws_cdk, and its
-public names resolve. The docs' example app, run in a Python of its own, is tests/e2e/constructs."""
+"""constructs_lib as a library: it imports nothing of the app, its props and checks load without
+aws_cdk, and its public names resolve. The docs' example app, run in a Python of its own, is
+tests/e2e/constructs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tests.conftest import ROOT
 LIBRARY = ROOT / "constructs_lib"
 #: Top-level packages of this repository the library must not import (it is imported by them).
 APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
-#: The library's modules that must load without aws_cdk (the settings layer and voicectl import them).
+#: The library's modules that must load without aws_cdk (the settings layer and voicectl import
+#: them).
 CDK_FREE = ("constructs_lib.sagemaker_endpoint.props", "constructs_lib.sagemaker_endpoint.scaling_props",
             "constructs_lib.monitoring.thresholds", "constructs_lib.facts.names", "constructs_lib.validation",
             "constructs_lib.facts.instance_types", "constructs_lib.artifacts.model_staging_build.stage_model.command",

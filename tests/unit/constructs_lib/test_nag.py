@@ -1,5 +1,5 @@
-"""constructs_lib/nag.py: values rendered as cdk-nag writes them in finding ids, compliance acknowledgments in every
-pack, and checkov skips written into the resource's metadata."""
+"""constructs_lib/nag.py: values rendered as cdk-nag writes them in finding ids, compliance
+acknowledgments in every pack, and checkov skips written into the resource's metadata."""
 
 from __future__ import annotations
 

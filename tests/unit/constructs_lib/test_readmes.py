@@ -1,6 +1,7 @@
-"""The props tables of the family READMEs (constructs_lib/<family>/README.md) say what the dataclasses say: every
-field of a documented props class has a row, every row names a field, ``required`` exactly where the field has no
-default, ``none`` where the default is None or empty, and a default written as one Python literal equals it."""
+"""The props tables of the family READMEs (constructs_lib/<family>/README.md) say what the
+dataclasses say: every field of a documented props class has a row, every row names a field,
+``required`` exactly where the field has no default, ``none`` where the default is None or empty,
+and a default written as one Python literal equals it."""
 
 from __future__ import annotations
 

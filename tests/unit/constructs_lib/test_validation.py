@@ -1,5 +1,5 @@
-"""constructs_lib/validation.py: problems of a set of props collected, each naming the prop (or the setting's key)
-and its value, and raised all at once."""
+"""constructs_lib/validation.py: problems of a set of props collected, each naming the prop (or the
+setting's key) and its value, and raised all at once."""
 
 from __future__ import annotations
 

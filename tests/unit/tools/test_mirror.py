@@ -1,8 +1,9 @@
-"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``, ``constructs_lib/``,
-``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file at the same path under
-``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``), unless it is a pure re-export (a
-package's ``__init__`` or a ``__main__`` that only imports and calls) or on the short exemption list below, each
-entry with the reason and the tests that cover it instead. A new module without either fails here."""
+"""Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``config/``,
+``constructs_lib/``, ``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file
+at the same path under ``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``),
+unless it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and
+calls) or on the short exemption list below, each entry with the reason and the tests that cover it
+instead. A new module without either fails here."""
 
 from __future__ import annotations
 
@@ -12,19 +13,21 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/`` (its mirror
-#: drops the leading ``tests/``: ``tests/unit/tools/``).
+#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/``
+#: (its mirror drops the leading ``tests/``: ``tests/unit/tools/``).
 PACKAGES = ("config", "constructs_lib", "voicectl", "tests/tools")
 
-#: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is its build
-#: folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py`` mirror it.
-COLLAPSED = {"constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_staging_build"}
+#: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is
+#: its build folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py``
+#: mirror it.
+COLLAPSED = {"constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_"
+                                                                         "staging_build"}
 
-#: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}. Keep it short;
-#: CONTRIBUTING.md lists the same entries.
+#: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}.
+#: Keep it short; CONTRIBUTING.md lists the same entries.
 EXEMPT = {
-    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs them "
-                       "(fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
+    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs "
+                       "them (fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
 }
 
 
@@ -34,10 +37,11 @@ def modules() -> list[str]:
 
 
 def mirror(module: str) -> str:
-    """The test file of ``module`` (a path relative to the root): ``tests/unit/<folder>/test_<name>.py``, where
-    ``<name>`` drops leading and trailing underscores (a package's ``__init__.py`` is ``test_init.py``, a private
-    ``_gate.py`` is ``test_gate.py``, as the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's
-    ``<function>/index.py`` is its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
+    """The test file of ``module`` (a path relative to the root):
+    ``tests/unit/<folder>/test_<name>.py``, where ``<name>`` drops leading and trailing underscores
+    (a package's ``__init__.py`` is ``test_init.py``, a private ``_gate.py`` is ``test_gate.py``, as
+    the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's ``<function>/index.py`` is
+    its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
     ``tests/unit/tools/<path>``."""
     path = Path(module)
     folder, name = str(path.parent), path.stem
@@ -48,8 +52,8 @@ def mirror(module: str) -> str:
 
 
 def is_re_export(module: str) -> bool:
-    """True when the module holds nothing to test: a docstring, imports, ``__all__`` and calls of what it imports
-    (``main()``, ``if __name__ == "__main__": ...``)."""
+    """True when the module holds nothing to test: a docstring, imports, ``__all__`` and calls of
+    what it imports (``main()``, ``if __name__ == "__main__": ...``)."""
     for node in ast.parse((ROOT / module).read_text()).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
@@ -81,7 +85,8 @@ def test_the_mirror_path_of_a_module():
 
 
 def test_the_tooling_under_tests_is_in_the_mirror():
-    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests themselves)."""
+    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests
+    themselves)."""
     assert {"tests/tools/template_diff.py", "tests/tools/staging_requirements.py",
             "tests/tools/cfn_rules/_gate.py", "tests/tools/cfn_rules/aws_rules.py"} <= set(modules())
     outside = [module for module in modules() if module.startswith("tests/") and not module.startswith("tests/tools/")]
@@ -102,8 +107,8 @@ def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
 
 
 def has_tests(test_file: Path) -> bool:
-    """True when ``test_file`` defines a test function (module level or in a ``Test*`` class): an empty file or one
-    of helpers only is no mirror."""
+    """True when ``test_file`` defines a test function (module level or in a ``Test*`` class): an
+    empty file or one of helpers only is no mirror."""
     tree = ast.parse(test_file.read_text())
     nodes = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) and c.name.startswith("Test")
                            for n in c.body)]
@@ -128,8 +133,8 @@ def test_a_mirror_file_without_a_test_function_is_told(tmp_path):
     assert has_tests(ROOT / "tests/unit/tools/test_mirror.py")
 
 
-#: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``; the package's
-#: ``__init__`` holds only its docstring.
+#: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``;
+#: the package's ``__init__`` holds only its docstring.
 BRIDGE = ROOT / "container" / "bridge"
 BRIDGE_EXEMPT: dict[str, str] = {}  # {module: why, and which tests cover it}: none today
 

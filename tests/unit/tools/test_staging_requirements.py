@@ -1,6 +1,7 @@
-"""tests/tools/staging_requirements.py, the ModelStaging build's requirements.txt: the staging code's dependency
-closure on the build's platform, with the pins and hashes copied from requirements.lock. Only its pure functions run
-here (nothing is written; tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current)."""
+"""tests/tools/staging_requirements.py, the ModelStaging build's requirements.txt: the staging
+code's dependency closure on the build's platform, with the pins and hashes copied from
+requirements.lock. Only its pure functions run here (nothing is written;
+tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current)."""
 
 from __future__ import annotations
 
@@ -68,12 +69,13 @@ Typing_Extensions==4.15.0 \\
 six==1.17.0 \\
     --hash=sha256:ee \\
     # via python-dateutil (a continuation left open before the comment)
-"""
+"""  # noqa: E501 (uv's header line, verbatim)
 
 
 def test_lock_blocks_are_the_pins_and_hashes_without_the_comments():
     assert staging_requirements.lock_blocks(LOCK) == {
-        "anyio": "anyio==4.16.0 ; sys_platform != 'emscripten' \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb",
+        "anyio": "anyio==4.16.0 ; sys_platform != 'emscripten' \\\n    --hash=sha256:aa \\\n    "
+                 "--hash=sha256:bb",
         "attrs": "attrs==26.1.0 \\\n    --hash=sha256:cc",
         "typing-extensions": "Typing_Extensions==4.15.0 \\\n    --hash=sha256:dd",
         "six": "six==1.17.0 \\\n    --hash=sha256:ee",

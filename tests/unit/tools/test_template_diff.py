@@ -1,5 +1,5 @@
-"""tests/tools/template_diff.py, the comparison of two synthesized apps: it lists every difference and fails on a
-changed logical id of a resource that must keep it."""
+"""tests/tools/template_diff.py, the comparison of two synthesized apps: it lists every difference
+and fails on a changed logical id of a resource that must keep it."""
 
 from __future__ import annotations
 

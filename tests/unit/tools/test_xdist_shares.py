@@ -1,4 +1,5 @@
-"""tests/tools/xdist_shares.py: the shares worksteal hands its workers first, and the snake of long modules."""
+"""tests/tools/xdist_shares.py: the shares worksteal hands its workers first, and the snake of long
+modules."""
 
 from __future__ import annotations
 

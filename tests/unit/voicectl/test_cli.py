@@ -1,5 +1,5 @@
-"""The ``voicectl`` parser: user-facing help, the installed console script, and a subcommand module that fails to
-import (reported only when that subcommand is used)."""
+"""The ``voicectl`` parser: user-facing help, the installed console script, and a subcommand module
+that fails to import (reported only when that subcommand is used)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from tests.conftest import ROOT
 from voicectl import cli
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
-"""The console script `make deps` installs next to the interpreter (pyproject ``[project.scripts]``)."""
+"""The console script `make deps` installs next to the interpreter (pyproject
+``[project.scripts]``)."""
 
 
 def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(monkeypatch, capsys):
@@ -22,7 +23,8 @@ def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(mo
     parser = cli.build_parser()  # must not raise
     help_text = parser.format_help()
     assert "transcribe" in help_text and "no-such-module" in help_text
-    # The healthy subcommand still parses; the broken one exits 1 with the import error and what to do.
+    # The healthy subcommand still parses; the broken one exits 1 with the import error and what to
+    # do.
     assert parser.parse_args(["transcribe", "a.wav", "--url", "ws://h:1/x"]).command == "transcribe"
     assert cli.main(["no-such-module", "--any", "value"]) == cli.EXIT_UNAVAILABLE
     err = capsys.readouterr().err
@@ -78,15 +80,14 @@ def test_the_commands_that_transcribe_name_their_limits_in_help(command):
 
 
 def test_every_subcommand_loads_without_the_cdk():
-    """Building the parser imports every subcommand module: none may import aws_cdk (jsii starts node, seconds per
-    command) or the stacks, and each registers itself (no stand-in for an import failure)."""
-    code = ("import sys\n"
-            "from voicectl import cli\n"
-            "parser = cli.build_parser()\n"
-            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs', 'stacks') if m in sys.modules))\n"
-            "actions = [a for a in parser._actions if a.dest == 'command']\n"
-            "print(sorted(name for name, sub in actions[0].choices.items() if '(unavailable' in (sub.description or '')"
-            " or 'could not be loaded' in (sub.description or '')))\n")
+    """Building the parser imports every subcommand module: none may import aws_cdk (jsii starts
+    node, seconds per command) or the stacks, and each registers itself (no stand-in for an import
+    failure)."""
+    code = ("import sys\nfrom voicectl import cli\nparser = cli.build_parser()\nprint(sorted(m for m "
+            "in ('aws_cdk', 'jsii', 'constructs', 'stacks') if m in sys.modules))\nactions = [a for "
+            "a in parser._actions if a.dest == 'command']\nprint(sorted(name for name, sub in "
+            "actions[0].choices.items() if '(unavailable' in (sub.description or '') or 'could not "
+            "be loaded' in (sub.description or '')))\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.splitlines() == ["[]", "[]"]
 

@@ -1,5 +1,6 @@
-"""``voicectl connect-replay``: a stereo recording through the start function, moto (SQS, EventBridge, DynamoDB),
-the KVS stand-in and the consumer to the bridge (the fake vLLM behind it); both speakers' finals on stdout."""
+"""``voicectl connect-replay``: a stereo recording through the start function, moto (SQS,
+EventBridge, DynamoDB), the KVS stand-in and the consumer to the bridge (the fake vLLM behind it);
+both speakers' finals on stdout."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from voicectl.cli import main
 
 @pytest.fixture(autouse=True)
 def short_kvs_reads(monkeypatch):
-    """The command's KVS stand-in ends a quiet read as the consumer's own tests have theirs (connect_testkit's
-    READ_TIMEOUT_S) instead of after GetMedia's 3 s (each call's end waits out two); tests/e2e/local runs the command
-    as shipped."""
+    """The command's KVS stand-in ends a quiet read as the consumer's own tests have theirs
+    (connect_testkit's READ_TIMEOUT_S) instead of after GetMedia's 3 s (each call's end waits out
+    two); tests/e2e/local runs the command as shipped."""
     monkeypatch.setattr("voicectl.connect.fake_kvs.READ_TIMEOUT_S", READ_TIMEOUT_S)
 
 
@@ -64,7 +65,8 @@ def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
 
 
 def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
-    """moto's in-process backends outlive its server: the second replay must not find the first one's resources."""
+    """moto's in-process backends outlive its server: the second replay must not find the first
+    one's resources."""
     path = tmp_path / "call.wav"
     soundfile.write(path, np.stack([np.frombuffer(speech_like(3, 1), dtype="<i2"),
                                     np.frombuffer(speech_like(3, 2), dtype="<i2")], axis=1), 8000, subtype="PCM_16")

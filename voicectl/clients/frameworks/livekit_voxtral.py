@@ -118,14 +118,14 @@ class VoxtralSpeechStream(stt.RecognizeStream):
         language = self._voxtral.language
         while (event := await stream.events.get()) is not None:
             if isinstance(event, Interim) and event.text:
+                speech = stt.SpeechData(language=language, text=event.text)  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
                 self._event_ch.send_nowait(stt.SpeechEvent(
-                    type=stt.SpeechEventType.INTERIM_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text)]))  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
+                    type=stt.SpeechEventType.INTERIM_TRANSCRIPT, alternatives=[speech]))
             elif isinstance(event, Final) and event.text:
+                complete = {"complete": event.complete}
+                speech = stt.SpeechData(language=language, text=event.text, metadata=complete)  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
                 self._event_ch.send_nowait(stt.SpeechEvent(
-                    type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text,  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
-                                                 metadata={"complete": event.complete})]))
+                    type=stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[speech]))
             elif isinstance(event, Failure):
                 error = APIConnectionError(
                     f"Voxtral endpoint {self._voxtral.target.name}: {event.error}", retryable=False)

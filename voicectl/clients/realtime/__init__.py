@@ -1,22 +1,25 @@
-"""The transcription shared by ``transcribe``, ``mic`` and the Connect consumer: vLLM's realtime protocol over any
-text transport, with long audio, stream moves and cuts handled inside.
+"""The transcription shared by ``transcribe``, ``mic`` and the Connect consumer: vLLM's realtime
+protocol over any text transport, with long audio, stream moves and cuts handled inside.
 
 One concern per module:
 
-- :mod:`~voicectl.clients.realtime.protocol`: the wire vocabulary (event names, error codes and the fields read,
-  the events the client sends, :class:`RealtimeError`, the bounds on what the client accepts).
-- :mod:`~voicectl.clients.realtime.transport`: what a stream must offer (:class:`RealtimeTransport`).
+- :mod:`~voicectl.clients.realtime.protocol`: the wire vocabulary (event names, error codes and the
+  fields read, the events the client sends, :class:`RealtimeError`, the bounds on what the client
+  accepts).
+- :mod:`~voicectl.clients.realtime.transport`: what a stream must offer
+  (:class:`RealtimeTransport`).
 - :mod:`~voicectl.clients.realtime.transcript`: the transcript as it grows (:class:`Transcript`).
 - :mod:`~voicectl.clients.realtime.machine`: the policy as a state machine with no I/O
-  (:class:`TranscriptionMachine`: generations, moves to a new stream, recovery from cuts, and its numbers).
-- :mod:`~voicectl.clients.realtime.driver`: :func:`transcribe_stream`, which runs the machine with real transports
-  and paces the audio it sends.
-- :mod:`~voicectl.clients.realtime.websocket` and :mod:`~voicectl.clients.realtime.auth`: the plain WebSocket
-  transport (``--url``) and the bearer token a bridge on ECS requires. The SageMaker transport is
-  :mod:`voicectl.clients.sagemaker_stream`.
+  (:class:`TranscriptionMachine`: generations, moves to a new stream, recovery from cuts, and its
+  numbers).
+- :mod:`~voicectl.clients.realtime.driver`: :func:`transcribe_stream`, which runs the machine with
+  real transports and paces the audio it sends.
+- :mod:`~voicectl.clients.realtime.websocket` and :mod:`~voicectl.clients.realtime.auth`: the plain
+  WebSocket transport (``--url``) and the bearer token a bridge on ECS requires. The SageMaker
+  transport is :mod:`voicectl.clients.sagemaker_stream`.
 
-The names below are the package's public API (also importable as ``voicectl.realtime``, the path documented before
-the package was split; see :mod:`voicectl`).
+The names below are the package's public API (also importable as ``voicectl.realtime``, the path
+documented before the package was split; see :mod:`voicectl`).
 """
 
 from voicectl.clients.realtime.auth import HTTP_UNAUTHORIZED, BearerToken, unauthorized_message

@@ -1,8 +1,8 @@
 """Runs a :class:`~voicectl.clients.realtime.machine.TranscriptionMachine` with real transports:
 :func:`transcribe_stream`, and the pacing of the audio it sends.
 
-Sending is paced below the bridge's audio rate limit (:data:`MAX_SEND_SPEED` x real time after a burst of
-:data:`SEND_BURST_S`), so that unpaced files and replays are never refused.
+Sending is paced below the bridge's audio rate limit (:data:`MAX_SEND_SPEED` x real time after a
+burst of :data:`SEND_BURST_S`), so that unpaced files and replays are never refused.
 """
 
 from __future__ import annotations
@@ -35,24 +35,28 @@ from voicectl.clients.realtime.transcript import Transcript
 from voicectl.clients.realtime.transport import RealtimeTransport, TransportClosed, TransportOpener
 
 SETTLE_AFTER_CLOSE_S = 1.0
-"""Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that explains it."""
+"""Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that
+explains it."""
 
 MAX_SEND_SPEED = 16.0
-"""Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the bridge's default
-AUDIO_RATE_LIMIT (32), which refuses faster streams (``rate_limited``)."""
+"""Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the
+bridge's default AUDIO_RATE_LIMIT (32), which refuses faster streams (``rate_limited``)."""
 
 SEND_BURST_S = 60.0
-"""Audio seconds a stream may send at once before :data:`MAX_SEND_SPEED` applies (the bridge allows 120)."""
+"""Audio seconds a stream may send at once before :data:`MAX_SEND_SPEED` applies (the bridge allows
+120)."""
 
 
 async def paced_chunks(chunks: Iterable[bytes], speed: float,
                        clock: Callable[[], float] = time.monotonic,
                        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> AsyncIterator[bytes]:
-    """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed`` seconds.
+    """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed``
+    seconds.
 
-    The schedule is absolute (measured from the first chunk), so sleep overshoot does not accumulate, and a consumer
-    that fell behind (a replay after a drop) catches up without waiting. ``speed`` 0 means unpaced. ``chunks`` may
-    be a lazy iterator (a file decoded as it is read); it is consumed one chunk at a time.
+    The schedule is absolute (measured from the first chunk), so sleep overshoot does not
+    accumulate, and a consumer that fell behind (a replay after a drop) catches up without waiting.
+    ``speed`` 0 means unpaced. ``chunks`` may be a lazy iterator (a file decoded as it is read); it
+    is consumed one chunk at a time.
 
     Raises:
         ValueError: ``speed`` is negative or not finite.
@@ -74,8 +78,9 @@ async def paced_chunks(chunks: Iterable[bytes], speed: float,
 
 def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: float = MAX_SEND_SPEED,
                  burst_s: float = SEND_BURST_S) -> float:
-    """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in ``elapsed_s``,
-    so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's AUDIO_RATE_LIMIT, with room to spare)."""
+    """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in
+    ``elapsed_s``, so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's
+    AUDIO_RATE_LIMIT, with room to spare)."""
     return max(0.0, (sent_audio_s + audio_s - burst_s) / speed - elapsed_s)
 
 
@@ -85,13 +90,15 @@ def _unexpected(error: Exception) -> RealtimeError:
 
 
 class _Driver:
-    """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what happens.
+    """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what
+    happens.
 
-    One task per stream opens it and reads its events into ``inbox``; the main loop waits for the next of: an event,
-    an audio chunk (read only while the machine wants audio), or the machine's next deadline. Sends are awaited in
-    order, paced by :func:`send_delay_s`; a failed send marks its stream broken (later sends to it are skipped,
-    their audio is kept by the machine) and the stream's reader reports the end, preferring the event that
-    explains it (the bridge sends ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
+    One task per stream opens it and reads its events into ``inbox``; the main loop waits for the
+    next of: an event, an audio chunk (read only while the machine wants audio), or the machine's
+    next deadline. Sends are awaited in order, paced by :func:`send_delay_s`; a failed send marks
+    its stream broken (later sends to it are skipped, their audio is kept by the machine) and the
+    stream's reader reports the end, preferring the event that explains it (the bridge sends
+    ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
     """
 
     def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
@@ -135,7 +142,8 @@ class _Driver:
                     actions = self._dispatch(kind, stream, value, now)
                     if not self.accepted_told and self.machine.accepted_at is not None:
                         self.accepted_told = True
-                        self.on_accepted()  # before the event's own actions: a caller shows "accepted" first
+                        # before the event's own actions: a caller shows "accepted" first
+                        self.on_accepted()
                 elif chunk_task is not None and chunk_task in done:
                     chunk = chunk_task.result()
                     chunk_task = None
@@ -190,7 +198,8 @@ class _Driver:
     async def _send(self, action: SendEvent) -> None:
         transport = self.transports.get(action.stream)
         if transport is None or action.stream in self.broken:
-            return  # the stream is gone: its end is on the way to the machine, which keeps the audio
+            # the stream is gone: its end is on the way to the machine, which keeps the audio
+            return
         if action.audio_s:
             started, sent_s = self.sent.setdefault(action.stream, (self.clock(), 0.0))
             delay = send_delay_s(sent_s, action.audio_s, self.clock() - started)
@@ -257,9 +266,10 @@ async def drive_machine(machine: TranscriptionMachine, chunks: AsyncIterator[byt
                        on_action: Callable[[Action], Awaitable[None]],
                        on_replay: Callable[[str], None] = lambda reason: None,
                        clock: Callable[[], float] = time.monotonic) -> TranscriptionResult:
-    """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)`` for each action
-    before it is carried out (the Connect consumer writes each :class:`ShowGenerationText` with its checkpoint, and
-    publishes each :class:`ShowDelta`, there). Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
+    """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)``
+    for each action before it is carried out (the Connect consumer writes each
+    :class:`ShowGenerationText` with its checkpoint, and publishes each :class:`ShowDelta`, there).
+    Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
     return await _Driver(machine, chunks, opener, lambda delta: None, lambda text: None, on_replay, clock,
                          on_action=on_action).run()
 
@@ -279,23 +289,28 @@ async def transcribe_stream(
     done_timeout_s: float = DONE_TIMEOUT_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> TranscriptionResult:
-    """Stream 16 kHz mono PCM16 ``chunks`` through streams opened with ``opener`` and return the transcript.
+    """Stream 16 kHz mono PCM16 ``chunks`` through streams opened with ``opener`` and return the
+    transcript.
 
     Generations, moves to a new stream before ``max_stream_s``, and recovery from cuts follow
-    :class:`TranscriptionMachine` (see the module docstring): after a cut only the audio since the last
-    ``transcription.done`` is resent, on a new stream, and its partial text is replaced.
+    :class:`TranscriptionMachine` (see the module docstring): after a cut only the audio since the
+    last ``transcription.done`` is resent, on a new stream, and its partial text is replaced.
 
     Args:
-        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business; the client sends
-            at most :data:`MAX_SEND_SPEED` x real time after :data:`SEND_BURST_S`).
-        opener: opens a new stream; called for the first stream, each move, each reopen and each retry.
+        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business; the
+            client sends at most :data:`MAX_SEND_SPEED` x real time after :data:`SEND_BURST_S`).
+        opener: opens a new stream; called for the first stream, each move, each reopen and each
+            retry.
         model: model name for ``session.update``.
-        on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats its deltas).
+        on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats
+            its deltas).
         on_session_text: called with each generation's final text (before joining).
         on_replay: called with a one-line reason each time audio is resent on a new stream.
         on_accepted: called once, at the first server event that is not an ``error`` (see
-            :attr:`TranscriptionMachine.accepted_at`), before that event's delta or text is passed on.
-        transcript: updated as the transcription goes (pass one to read the partial text after a failure).
+            :attr:`TranscriptionMachine.accepted_at`), before that event's delta or text is passed
+            on.
+        transcript: updated as the transcription goes (pass one to read the partial text after a
+            failure).
         session_limit_s: audio seconds one generation may hold (finite, positive).
         max_stream_s: seconds a stream is used before the client moves to a new one (at least
             :data:`MIN_MAX_STREAM_S`; default :data:`DEFAULT_MAX_STREAM_S`).
@@ -303,9 +318,11 @@ async def transcribe_stream(
         clock: monotonic clock in seconds (tests inject their own).
 
     Raises:
-        RealtimeError: the endpoint reported an error or a stream failure, or streams dropped again after a reopen
-            with no ``transcription.done`` between; ``transcript`` then holds the text received so far.
-        ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too small.
+        RealtimeError: the endpoint reported an error or a stream failure, or streams dropped again
+            after a reopen with no ``transcription.done`` between; ``transcript`` then holds the
+            text received so far.
+        ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too
+            small.
     """
     machine = TranscriptionMachine(model=model, transcript=transcript, session_limit_s=session_limit_s,
                                    max_stream_s=max_stream_s, done_timeout_s=done_timeout_s)

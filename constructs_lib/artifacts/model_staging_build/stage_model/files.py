@@ -19,7 +19,8 @@ from .constants import (
     WEIGHTS_PATTERN,
 )
 
-#: Read size when hashing, bytes. 8 MiB reads keep hashing at disk speed without holding much memory.
+#: Read size when hashing, bytes. 8 MiB reads keep hashing at disk speed without holding much
+#: memory.
 HASH_READ_SIZE = 8 * 1024 * 1024
 
 
@@ -32,7 +33,8 @@ class LocalFile:
     """One file to stage.
 
     Attributes:
-        name: path relative to the model directory, with "/" separators (also the key suffix under the prefix).
+        name: path relative to the model directory, with "/" separators (also the key suffix under
+            the prefix).
         path: absolute path on disk.
         size: bytes.
         sha256: hex SHA-256 of the whole file.
@@ -54,19 +56,22 @@ def sha256_of(path: Path) -> str:
 
 
 def matches_allow_list(name: str, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> bool:
-    """True when the relative ``name`` matches one of the allow-list ``patterns`` (fnmatch, whole name)."""
+    """True when the relative ``name`` matches one of the allow-list ``patterns`` (fnmatch, whole
+    name)."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> list[LocalFile]:
-    """Return the allow-listed files of ``directory`` (sorted by name, hashed), after checking completeness.
+    """Return the allow-listed files of ``directory`` (sorted by name, hashed), after checking
+    completeness.
 
     Only top-level files are considered: the Mistral-format files all sit at the repository root.
 
     Raises:
         NotADirectoryError: ``directory`` is not a directory.
-        IncompleteModelError: a required file, every weight file, or a shard named by the weights index is missing;
-            or the index is not valid JSON with a ``weight_map`` object. The message names the files.
+        IncompleteModelError: a required file, every weight file, or a shard named by the weights
+            index is missing; or the index is not valid JSON with a ``weight_map`` object. The
+            message names the files.
     """
     if not directory.is_dir():
         raise NotADirectoryError(f"model directory {directory} does not exist or is not a directory")
@@ -88,7 +93,8 @@ def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_P
 
 
 def _shards_named_by_index(index_path: Path) -> list[str]:
-    """Return the sorted shard file names of a safetensors index (``{"weight_map": {tensor: file}}``)."""
+    """Return the sorted shard file names of a safetensors index (``{"weight_map": {tensor:
+    file}}``)."""
     try:
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
         return sorted(set(weight_map.values()))

@@ -13,8 +13,9 @@ _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 class S3Prefix:
     """An S3 "folder": ``bucket`` and a non-empty ``prefix`` ending with "/".
 
-    A whole bucket is never a model prefix: SageMaker copies everything under the prefix to /opt/ml/model, and
-    ``stage-model --delete-extra`` removes objects under it that are not part of the model.
+    A whole bucket is never a model prefix: SageMaker copies everything under the prefix to
+    /opt/ml/model, and ``stage-model --delete-extra`` removes objects under it that are not part of
+    the model.
     """
 
     bucket: str
@@ -25,8 +26,8 @@ class S3Prefix:
         """Parse ``s3://bucket/some/prefix`` (trailing "/" optional) into an :class:`S3Prefix`.
 
         Raises:
-            ValueError: not an ``s3://`` URI, the bucket name breaks S3's naming rules, or there is no prefix
-                (``s3://bucket``, ``s3://bucket/``). The message shows the expected form.
+            ValueError: not an ``s3://`` URI, the bucket name breaks S3's naming rules, or there is
+                no prefix (``s3://bucket``, ``s3://bucket/``). The message shows the expected form.
         """
         if not uri.startswith("s3://"):
             raise ValueError(f"expected an S3 URI like s3://my-bucket/models/voxtral/, got {uri!r}")

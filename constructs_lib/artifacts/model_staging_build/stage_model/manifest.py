@@ -1,14 +1,15 @@
 """The manifest written next to the weights, and the verification of a staged prefix.
 
-The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists every file with
-its size and SHA-256. It is written last, only after every file was found in S3 with the right size and checksum,
-and deleted first whenever a run is about to change the prefix; so a prefix with a manifest is complete, and a
-prefix without one is not to be served.
+The manifest (``model-manifest.json`` under the prefix) names the source and revision and lists
+every file with its size and SHA-256. It is written last, only after every file was found in S3 with
+the right size and checksum, and deleted first whenever a run is about to change the prefix; so a
+prefix with a manifest is complete, and a prefix without one is not to be served.
 
 Manifest format (JSON, keys sorted)::
 
     {"format": "voicectl/model-manifest/v1",
-     "source": {"kind": "huggingface" | "local-directory", "repository": str | null, "revision": str | null,
+     "source": {"kind": "huggingface" | "local-directory",
+                "repository": str | null, "revision": str | null,
                 "path": str (local-directory only)},
      "files": [{"name": str, "size": int (bytes), "sha256": str (hex)}, ...]   (sorted by name)
      "total_size": int (bytes)}
@@ -32,7 +33,8 @@ MANIFEST_FORMAT = "voicectl/model-manifest/v1"
 
 
 class VerificationError(Exception):
-    """The prefix does not hold the complete model. ``problems`` lists one sentence per file, naming it."""
+    """The prefix does not hold the complete model. ``problems`` lists one sentence per file, naming
+    it."""
 
     def __init__(self, destination: S3Prefix, problems: Sequence[str]) -> None:
         self.problems = list(problems)
@@ -49,7 +51,8 @@ class Source:
     Attributes:
         kind: "huggingface" (downloaded at a pinned revision) or "local-directory" (--from-dir).
         repository: Hub repository id, when known.
-        revision: commit hash, when known (for a local directory: as declared by the user, not checked).
+        revision: commit hash, when known (for a local directory: as declared by the user, not
+            checked).
         path: the local directory, for kind "local-directory".
     """
 
@@ -66,7 +69,8 @@ class Source:
 
 
 def build_manifest(source: Source, files: Sequence[LocalFile]) -> dict[str, Any]:
-    """The manifest document for ``files`` from ``source`` (see the module docstring for the format)."""
+    """The manifest document for ``files`` from ``source`` (see the module docstring for the
+    format)."""
     entries = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in sorted(files, key=lambda f: f.name)]
     return {
         "format": MANIFEST_FORMAT,
@@ -82,8 +86,9 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
-    """The manifest under ``destination``; None when there is none (found by listing the prefix, not by a request
-    for the key, which a role with prefix-conditioned s3:ListBucket gets as 403 when the key is missing).
+    """The manifest under ``destination``; None when there is none (found by listing the prefix, not
+    by a request for the key, which a role with prefix-conditioned s3:ListBucket gets as 403 when
+    the key is missing).
 
     Raises:
         VerificationError: the object exists but is not a manifest of this format.
@@ -122,11 +127,13 @@ def list_keys(s3: Any, destination: S3Prefix) -> list[str]:
 
 
 def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: dict[str, int] | None = None) -> list[str]:
-    """Keys under the prefix that are neither one of ``names`` nor the manifest, sorted. ``listing``: the result
-    of :func:`list_objects` when the caller has one (listed afresh otherwise).
+    """Keys under the prefix that are neither one of ``names`` nor the manifest, sorted.
+    ``listing``: the result of :func:`list_objects` when the caller has one (listed afresh
+    otherwise).
 
-    They matter because SageMaker copies the whole prefix into /opt/ml/model: a stale ``consolidated-*.safetensors``
-    from another revision would be loaded by vLLM with the new weights.
+    They matter because SageMaker copies the whole prefix into /opt/ml/model: a stale
+    ``consolidated-*.safetensors`` from another revision would be loaded by vLLM with the new
+    weights.
     """
     listing = list_objects(s3, destination) if listing is None else listing
     expected = {destination.key(name) for name in names} | {destination.key(MANIFEST_NAME)}
@@ -135,12 +142,14 @@ def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: di
 
 @dataclass(frozen=True)
 class ExtraKeys:
-    """Keys under a prefix that are not part of the model, sorted into what ``--delete-extra`` may delete.
+    """Keys under a prefix that are not part of the model, sorted into what ``--delete-extra`` may
+    delete.
 
     Attributes:
-        deletable: directly in the prefix, and a model file by name (DELETABLE_EXTRA_PATTERNS) or listed by the
-            prefix's previous manifest.
-        nested: in a sub-"directory" of the prefix (never deleted: another model or data may live there).
+        deletable: directly in the prefix, and a model file by name (DELETABLE_EXTRA_PATTERNS) or
+            listed by the prefix's previous manifest.
+        nested: in a sub-"directory" of the prefix (never deleted: another model or data may live
+            there).
         other: directly in the prefix but not a model file (never deleted).
     """
 
@@ -149,15 +158,16 @@ class ExtraKeys:
     other: list[str]
 
     def refusals(self, destination: S3Prefix) -> list[str]:
-        """One sentence per key ``--delete-extra`` will not delete, naming it (relative to the prefix)."""
+        """One sentence per key ``--delete-extra`` will not delete, naming it (relative to the
+        prefix)."""
         start = len(destination.prefix)
         return [
-            f"{key[start:]}: in a sub-directory of the prefix; --delete-extra deletes only model files directly "
-            "in the prefix, remove it yourself or stage into another prefix"
+            f"{key[start:]}: in a sub-directory of the prefix; --delete-extra deletes only model "
+            "files directly in the prefix, remove it yourself or stage into another prefix"
             for key in self.nested
         ] + [
-            f"{key[start:]}: not a model file; --delete-extra deletes only model files directly in the prefix, "
-            "remove it yourself or stage into another prefix"
+            f"{key[start:]}: not a model file; --delete-extra deletes only model files directly "
+            "in the prefix, remove it yourself or stage into another prefix"
             for key in self.other
         ]
 
@@ -165,7 +175,8 @@ class ExtraKeys:
 def classify_extra_keys(
     destination: S3Prefix, keys: Sequence[str], previous_manifest: dict[str, Any] | None
 ) -> ExtraKeys:
-    """Sort ``keys`` (extra keys under ``destination``, see :func:`extra_keys`) into :class:`ExtraKeys`."""
+    """Sort ``keys`` (extra keys under ``destination``, see :func:`extra_keys`) into
+    :class:`ExtraKeys`."""
     known = {entry.get("name") for entry in (previous_manifest or {}).get("files", []) if isinstance(entry, dict)}
     deletable, nested, other = [], [], []
     for key in sorted(keys):
@@ -196,14 +207,16 @@ def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
 
 
 def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> None:
-    """Check that every file of ``manifest`` is under ``destination`` with its size and SHA-256, and nothing else.
+    """Check that every file of ``manifest`` is under ``destination`` with its size and SHA-256, and
+    nothing else.
 
-    The SHA-256 is compared with the object's ``x-amz-meta-sha256``, which the upload set from the local file and
-    S3 stored with the object; S3 itself checked each part's SHA-256 on receipt. Missing objects are found by
-    listing the prefix; only listed keys are HEADed.
+    The SHA-256 is compared with the object's ``x-amz-meta-sha256``, which the upload set from the
+    local file and S3 stored with the object; S3 itself checked each part's SHA-256 on receipt.
+    Missing objects are found by listing the prefix; only listed keys are HEADed.
 
     Raises:
-        VerificationError: one problem per missing, wrong-sized, wrong-checksum or unexpected object, each naming it.
+        VerificationError: one problem per missing, wrong-sized, wrong-checksum or unexpected
+            object, each naming it.
     """
     problems = []
     listing = list_objects(s3, destination)
@@ -213,11 +226,12 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
         if found is None:
             problems.append(f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})")
         elif found.get("ContentLength") != entry["size"]:
-            problems.append(f"{entry['name']}: {found.get('ContentLength')} bytes in S3, expected {entry['size']}")
+            problems.append(f"{entry['name']}: {found.get('ContentLength')} bytes in S3, expected "
+                            f"{entry['size']}")
         elif found.get("Metadata", {}).get(SHA256_METADATA_KEY) != entry["sha256"]:
             problems.append(
-                f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} in S3, "
-                f"expected {entry['sha256']}"
+                f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} "
+                f"in S3, expected {entry['sha256']}"
             )
     for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]], listing):
         problems.append(f"{key[len(destination.prefix):]}: not part of the model (SageMaker would copy it too)")

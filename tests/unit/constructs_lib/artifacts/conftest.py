@@ -1,4 +1,5 @@
-"""Fixtures for the staging tests: fake AWS credentials, moto's in-process S3, and a small model directory.
+"""Fixtures for the staging tests: fake AWS credentials, moto's in-process S3, and a small model
+directory.
 
 No test reaches the Hugging Face Hub: the model directory is made here and staged with --from-dir.
 """
@@ -47,8 +48,9 @@ def s3(aws):
 
 @pytest.fixture
 def model_dir(tmp_path) -> Path:
-    """A Mistral-format model directory: params.json, tekken.json, two weight shards with their index, and a
-    README.md that is not on the allow-list. Contents are random, so every test uploads distinct bytes."""
+    """A Mistral-format model directory: params.json, tekken.json, two weight shards with their
+    index, and a README.md that is not on the allow-list. Contents are random, so every test uploads
+    distinct bytes."""
     directory = tmp_path / "model"
     directory.mkdir()
     (directory / "params.json").write_text(json.dumps({"dim": 3072, "n_layers": 26}), encoding="utf-8")
@@ -63,12 +65,14 @@ def model_dir(tmp_path) -> Path:
 
 @pytest.fixture
 def head_needs_list_permission(aws, s3):
-    """Make HeadObject behave as it does for the CodeBuild role, whose s3:ListBucket is conditioned on s3:prefix.
+    """Make HeadObject behave as it does for the CodeBuild role, whose s3:ListBucket is conditioned
+    on s3:prefix.
 
-    moto does not enforce IAM. S3 answers HeadObject of a missing key with 404 only when the caller may list the
-    bucket, otherwise with 403 (HeadObject API reference, "Permissions"); a HeadObject request carries no s3:prefix,
-    so the role's conditional s3:ListBucket does not apply. This fixture fails every HeadObject of a key that does
-    not exist with 403, as S3 would for that role, and records the key. Yields the list of such keys.
+    moto does not enforce IAM. S3 answers HeadObject of a missing key with 404 only when the caller
+    may list the bucket, otherwise with 403 (HeadObject API reference, "Permissions"); a HeadObject
+    request carries no s3:prefix, so the role's conditional s3:ListBucket does not apply. This
+    fixture fails every HeadObject of a key that does not exist with 403, as S3 would for that role,
+    and records the key. Yields the list of such keys.
     """
     from botocore.exceptions import ClientError
 

@@ -31,8 +31,9 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
 
 
 def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_path):
-    """Running the bridge or its tests writes __pycache__ into the build context; the tag (the asset hash) must not
-    follow it, or a deploy after `make test` would build a new image and update the endpoint for nothing."""
+    """Running the bridge or its tests writes __pycache__ into the build context; the tag (the asset
+    hash) must not follow it, or a deploy after `make test` would build a new image and update the
+    endpoint for nothing."""
     (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY bridge /bridge\n")
     (tmp_path / "bridge").mkdir()
     (tmp_path / "bridge" / "server.py").write_text("ANSWER = 42\n")

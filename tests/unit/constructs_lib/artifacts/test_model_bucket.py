@@ -1,5 +1,6 @@
-"""constructs_lib/artifacts/model_bucket.py: the model bucket in a bare stack: private, TLS-only, versioned, SSE-S3
-or the key given, access logs to a log bucket emptied last, and the deny of other principals when asked."""
+"""constructs_lib/artifacts/model_bucket.py: the model bucket in a bare stack: private, TLS-only,
+versioned, SSE-S3 or the key given, access logs to a log bucket emptied last, and the deny of other
+principals when asked."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from constructs_lib.artifacts.model_bucket import ModelBucket, ModelBucketProps
 from tests.unit.constructs_lib.construct_kit import ENV, resources, unit_app
 
 ROLE = "arn:aws:iam::123456789012:role/voxtral-execution"
-#: The access-log bucket is bucket-owner-enforced and takes S3's log delivery through a bucket policy, which the CDK
-#: does only with this feature flag (``cdk init`` sets it; so does this app's cdk.json). Without it the CDK gives
-#: the log bucket the LogDeliveryWrite ACL and refuses the synth ("objectOwnership must be set to ObjectWriter").
+#: The access-log bucket is bucket-owner-enforced and takes S3's log delivery through a bucket
+#: policy, which the CDK does only with this feature flag (``cdk init`` sets it; so does this app's
+#: cdk.json). Without it the CDK gives the log bucket the LogDeliveryWrite ACL and refuses the synth
+#: ("objectOwnership must be set to ObjectWriter").
 ACCESS_LOGS_BY_POLICY = {"@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True}
 
 
@@ -27,7 +29,7 @@ def buckets(stack) -> tuple[dict, dict]:
     return model, logs
 
 
-def test_the_defaults_give_a_versioned_sse_s3_bucket_logging_to_its_log_bucket_both_deleted_on_destroy():
+def test_the_defaults_give_a_versioned_sse_s3_bucket_logging_to_its_log_bucket_both_deleted_on_destroy():  # noqa: E501 (a test's name says what it checks)
     stack = bare_stack()
     ModelBucket(stack, "Models", ModelBucketProps())
     model, logs = buckets(stack)

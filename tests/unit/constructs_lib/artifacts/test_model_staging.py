@@ -35,7 +35,8 @@ REPO_ROOT = ROOT
 
 
 def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging]:
-    """A stack with a model bucket, the staging construct and a stand-in Voxtral Model and Endpoint."""
+    """A stack with a model bucket, the staging construct and a stand-in Voxtral Model and
+    Endpoint."""
     stack = Stack(app, name, env=ENV)
     bucket = s3.Bucket(
         stack,
@@ -76,7 +77,8 @@ def staging_stack(app: App, name: str, **overrides) -> tuple[Stack, ModelStaging
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
-    """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun tests."""
+    """One app: the stack under test (checked by cdk-nag at synth) and two variants for the rerun
+    tests."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = unit_app(outdir=str(outdir))
     stack, staging = staging_stack(app, "StagingTest", hf_token_secret_kms_key_arn=SECRET_KEY_ARN)
@@ -113,8 +115,9 @@ def test_build_project_runs_the_stage_model_module_with_pinned_dependencies(synt
     assert props["Environment"]["PrivilegedMode"] is False
     assert (props["TimeoutInMinutes"], props["QueuedTimeoutInMinutes"]) == (45, 5)
     variables = {v["Name"]: v for v in props["Environment"]["EnvironmentVariables"]}
-    # What to stage comes with each StartBuild (environmentVariablesOverride from the custom resource's
-    # properties), never from the project, which an update rollback reverts only after the custom resource.
+    # What to stage comes with each StartBuild (environmentVariablesOverride from the custom
+    # resource's properties), never from the project, which an update rollback reverts only after
+    # the custom resource.
     assert sorted(variables) == ["MODEL_HF_TOKEN_SECRET_ARN", "PYTHONUNBUFFERED"]
     assert variables["MODEL_HF_TOKEN_SECRET_ARN"] == {"Name": "MODEL_HF_TOKEN_SECRET_ARN", "Type": "PLAINTEXT", "Value": SECRET_ARN}
     assert all(v["Type"] == "PLAINTEXT" and v["Name"] != "HF_TOKEN" for v in variables.values())  # never the token
@@ -138,8 +141,8 @@ def asset_dir_of_the_build(synthesized) -> Path:
 
 
 def test_build_source_asset_is_the_build_folder_as_it_is(synthesized):
-    """No copy of files at synth: the asset is constructs_lib/artifacts/model_staging_build/ itself (CDK stages it), the
-    staging package and its pinned requirements, without bytecode."""
+    """No copy of files at synth: the asset is constructs_lib/artifacts/model_staging_build/ itself
+    (CDK stages it), the staging package and its pinned requirements, without bytecode."""
     asset_dir = asset_dir_of_the_build(synthesized)
     files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
     expected = sorted(str(p.relative_to(BUILD_SOURCE_DIR)) for p in BUILD_SOURCE_DIR.rglob("*")
@@ -151,15 +154,17 @@ def test_build_source_asset_is_the_build_folder_as_it_is(synthesized):
 
 
 def test_the_build_code_imports_nothing_of_the_project(tmp_path):
-    """The build installs only requirements.txt: the staging package must not import voicectl, config, stacks or
-    the constructs (checked in a copy of the folder, where nothing else of the repository is importable)."""
+    """The build installs only requirements.txt: the staging package must not import voicectl,
+    config, stacks or the constructs (checked in a copy of the folder, where nothing else of the
+    repository is importable)."""
     import shutil
 
     copy = tmp_path / "build"
     shutil.copytree(BUILD_SOURCE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     modules = sorted(p.stem for p in (copy / "stage_model").glob("*.py") if p.stem not in ("__main__", "__init__"))
     code = "import importlib, sys\n" + "".join(f"importlib.import_module('stage_model.{m}')\n" for m in modules) + (
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('voicectl', 'config', 'stacks', 'constructs_lib', 'aws_cdk')))")
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('voicectl', 'config', "
+        "'stacks', 'constructs_lib', 'aws_cdk')))")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
@@ -237,9 +242,12 @@ def kms_statements(template: Template) -> list[tuple[list, dict]]:
     ]
 
 
-def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_through_secrets_manager(synthesized):
-    """A secret encrypted with a customer managed key needs kms:Decrypt besides GetSecretValue (grant_read of an
-    imported secret adds none); the grant holds only for Secrets Manager decrypting this secret."""
+def test_build_role_may_decrypt_the_secret_with_its_customer_managed_key_only_through_secrets_manager(  # noqa: E501 (a test's name says what it checks)
+    synthesized,
+):
+    """A secret encrypted with a customer managed key needs kms:Decrypt besides GetSecretValue
+    (grant_read of an imported secret adds none); the grant holds only for Secrets Manager
+    decrypting this secret."""
     role_id = synthesized["stack"].resolve(synthesized["staging"].project.role.node.default_child.logical_id)
     assert kms_statements(synthesized["template"]) == [
         (
@@ -298,7 +306,8 @@ def test_custom_resource_polls_the_build_for_at_most_55_minutes(synthesized):
 
 
 def test_on_event_may_read_only_its_own_stack(synthesized):
-    """DescribeStacks tells a rollback from an update; the OnEvent role may call it on its own stack only."""
+    """DescribeStacks tells a rollback from an update; the OnEvent role may call it on its own stack
+    only."""
     template = synthesized["template"]
     (on_event,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "index.on_event"}}).values()
     role_id = on_event["Properties"]["Role"]["Fn::GetAtt"][0]
@@ -324,7 +333,8 @@ def test_custom_resource_reruns_only_when_repository_revision_or_prefix_change(s
     assert only(synthesized["slower"], "AWS::CodeBuild::Project")[1]["Properties"]["TimeoutInMinutes"] == 30
     assert slower == base  # a build setting changed: CloudFormation sends no Update, no new build
     assert {k for k in base if base[k] != other[k]} == {"Revision"}
-    # A new revision leaves the project as it is: the target travels with the StartBuild of the custom resource.
+    # A new revision leaves the project as it is: the target travels with the StartBuild of the
+    # custom resource.
     project = only(synthesized["template"], "AWS::CodeBuild::Project")[1]
     assert only(synthesized["other_revision"], "AWS::CodeBuild::Project")[1] == project
 
@@ -348,8 +358,9 @@ def test_cdk_nag_aws_solutions_is_clean_with_reasoned_acknowledgements(synthesiz
         assert len(finding["reason"]) > 30, finding["ruleName"]
 
 
-#: cfn-lint rules not applied: W3005 "dependency already enforced" fires on the DependsOn CDK itself writes for
-#: every Lambda function (role and policy); informational rules (I*) are style suggestions (Fn::Sub over Fn::Join).
+#: cfn-lint rules not applied: W3005 "dependency already enforced" fires on the DependsOn CDK itself
+#: writes for every Lambda function (role and policy); informational rules (I*) are style
+#: suggestions (Fn::Sub over Fn::Join).
 CFN_LINT_IGNORED = ("W3005",)
 
 
@@ -380,9 +391,10 @@ def test_invalid_props_are_reported_together(tmp_path):
         "ModelStaging Staging: invalid props:",
         "  - prefix='/': must be a non-empty key prefix without a leading '/'",
         "  - repository_id='voxtral': must be a model hub repository id '<owner>/<name>'",
-        "  - revision='main': must be a full 40-character commit hash of the model hub repository (a branch or tag "
-        "such as 'main' can move)",
-        "  - build_timeout='55 minutes': must be 5 to 50 minutes (the custom resource waits at most 55 minutes)",
+        "  - revision='main': must be a full 40-character commit hash of the model hub "
+        "repository (a branch or tag such as 'main' can move)",
+        "  - build_timeout='55 minutes': must be 5 to 50 minutes (the custom resource waits at "
+        "most 55 minutes)",
     ]
 
 

@@ -16,13 +16,15 @@ BUILD_ID = f"{PROJECT}:4f1c2d3e-0000-4000-8000-000000000001"
 PROPERTIES = {"ProjectName": PROJECT, "RepositoryId": "mistralai/Voxtral-Mini-4B-Realtime-2602", "Revision": "a" * 40, "S3Uri": "s3://models-bucket/models/voxtral/"}
 
 
-STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/RealtimeVoice-Voxtral/0a1b2c3d-0000-4000-8000-000000000002"
+STACK_ID = ("arn:aws:cloudformation:us-east-1:123456789012:stack/RealtimeVoice-Voxtral/0a1b2c3d-0000-"
+            "4000-8000-000000000002")
 
 
 @pytest.fixture
 def waiter(monkeypatch):
-    """The handler module with stubbed CodeBuild and CloudFormation clients; yields (module, codebuild stubber);
-    the CloudFormation stubber is ``module.cloudformation_stubber``. Unexpected calls fail the test."""
+    """The handler module with stubbed CodeBuild and CloudFormation clients; yields (module,
+    codebuild stubber); the CloudFormation stubber is ``module.cloudformation_stubber``. Unexpected
+    calls fail the test."""
     monkeypatch.setenv("MANIFEST_NAME", "model-manifest.json")
     spec = importlib.util.spec_from_file_location("staging_waiter_index", HANDLER)
     module = importlib.util.module_from_spec(spec)
@@ -50,7 +52,8 @@ def build(status: str, **extra) -> dict:
     return {"id": BUILD_ID, "buildStatus": status, **extra}
 
 
-#: What every StartBuild must carry: the staging target of the event's own properties, not the project's.
+#: What every StartBuild must carry: the staging target of the event's own properties, not the
+#: project's.
 OVERRIDES = [
     {"name": "MODEL_REPOSITORY_ID", "value": PROPERTIES["RepositoryId"], "type": "PLAINTEXT"},
     {"name": "MODEL_REVISION", "value": PROPERTIES["Revision"], "type": "PLAINTEXT"},
@@ -74,8 +77,8 @@ def test_create_and_update_start_one_build(waiter, request_type):
 
 
 def test_update_builds_the_properties_of_the_event_not_the_projects_environment(waiter):
-    """On an update rollback CloudFormation sends the old properties before it reverts the project: the build must
-    stage what the event asks for, whatever the project's environment says."""
+    """On an update rollback CloudFormation sends the old properties before it reverts the project:
+    the build must stage what the event asks for, whatever the project's environment says."""
     module, stubber = waiter
     old = {**PROPERTIES, "Revision": "b" * 40, "S3Uri": "s3://models-bucket/models/voxtral/" + "b" * 40 + "/"}
     expected = [
@@ -99,8 +102,9 @@ NEW = {**PROPERTIES, "Revision": "c" * 40, "S3Uri": "s3://models-bucket/models/v
 
 
 def test_rollback_to_another_prefix_starts_no_build_and_completes(waiter):
-    """The build role's policy still names the failed update's prefix while the custom resource rolls back: a
-    build of the old prefix would be denied. The old prefix was staged when the stack was last in that state."""
+    """The build role's policy still names the failed update's prefix while the custom resource
+    rolls back: a build of the old prefix would be denied. The old prefix was staged when the stack
+    was last in that state."""
     module, _ = waiter  # no CodeBuild response stubbed: any StartBuild or BatchGetBuilds fails the test
     stack_status(module, "UPDATE_ROLLBACK_IN_PROGRESS")
     event = {"RequestType": "Update", "StackId": STACK_ID, "ResourceProperties": PROPERTIES,
@@ -118,7 +122,8 @@ def test_rollback_to_another_prefix_starts_no_build_and_completes(waiter):
 
 
 def test_forward_update_back_to_an_earlier_prefix_builds_it_again(waiter):
-    """Going back to an earlier revision on purpose is no rollback: its prefix may have been removed since."""
+    """Going back to an earlier revision on purpose is no rollback: its prefix may have been removed
+    since."""
     module, stubber = waiter
     stack_status(module, "UPDATE_IN_PROGRESS")
     stubber.add_response(
@@ -150,7 +155,8 @@ def test_failed_build_fails_the_resource_with_phase_reason_and_log_link(waiter):
         "FAILED",
         phases=[
             {"phaseType": "INSTALL", "phaseStatus": "SUCCEEDED"},
-            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m stage_model. Reason: exit status 1"}]},
+            {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: python -m stage_model. "
+                                                                                                                              "Reason: exit status 1"}]},
         ],
         logs={"deepLink": "https://console.aws.amazon.com/cloudwatch/home#logsV2:log-groups"},
     )

@@ -1,5 +1,6 @@
-"""constructs_lib/cleanup_handlers/cfn_response.py: the answer a cleanup handler PUTs at CloudFormation's response
-URL (a one-request server on loopback), in the shape of a custom resource response object."""
+"""constructs_lib/cleanup_handlers/cfn_response.py: the answer a cleanup handler PUTs at
+CloudFormation's response URL (a one-request server on loopback), in the shape of a custom resource
+response object."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The ``Custom::ReleaseInstanceProtection`` handler (constructs_lib/cleanup_handlers/instance_protection.py) against moto's
-Auto Scaling: Delete lifts the group's and every instance's scale-in protection (more instances than one
-SetInstanceProtection call takes), Create does nothing, an Update that renames the group releases the old one, a
-missing group is fine, and CloudFormation gets SUCCESS or FAILED at its response URL."""
+"""The ``Custom::ReleaseInstanceProtection`` handler
+(constructs_lib/cleanup_handlers/instance_protection.py) against moto's Auto Scaling: Delete lifts
+the group's and every instance's scale-in protection (more instances than one SetInstanceProtection
+call takes), Create does nothing, an Update that renames the group releases the old one, a missing
+group is fine, and CloudFormation gets SUCCESS or FAILED at its response URL."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""constructs_lib/connect/__init__.py: the package's names import their module on first use, so the props load
-without aws_cdk and ``from constructs_lib.connect import ConnectTranscription`` still works."""
+"""constructs_lib/connect/__init__.py: the package's names import their module on first use, so the
+props load without aws_cdk and ``from constructs_lib.connect import ConnectTranscription`` still
+works."""
 
 from __future__ import annotations
 

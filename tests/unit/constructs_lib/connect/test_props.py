@@ -1,5 +1,5 @@
-"""constructs_lib/connect/props.py: ConnectTranscriptionProps and the Connect, Kinesis Video Streams and Fargate rules
-it is checked against, without aws_cdk."""
+"""constructs_lib/connect/props.py: ConnectTranscriptionProps and the Connect, Kinesis Video Streams
+and Fargate rules it is checked against, without aws_cdk."""
 
 from __future__ import annotations
 
@@ -33,14 +33,14 @@ def test_each_rule_names_the_prop_the_value_and_what_is_allowed():
     assert problems(instance_arn="arn:aws:connect:us-east-1:123456789012:instance/x", stream_prefix="has space",
                     retention_hours=0, calls_per_task=101, min_tasks=3, max_tasks=2, transcript_ttl_days=0,
                     alarm_millis_behind=0) == [
-        "instance_arn='arn:aws:connect:us-east-1:123456789012:instance/x': must be an Amazon Connect instance ARN "
-        "(arn:aws:connect:REGION:ACCOUNT:instance/ID)",
-        "stream_prefix='has space': must be 1-128 of [a-zA-Z0-9_.-] (InstanceStorageConfig Prefix; Kinesis video "
-        "stream names)",
-        "retention_hours=0: must be 1-87600: 0 keeps no data, and the consumer reads stored fragments to resume and "
-        "to wait",
-        "calls_per_task=101: must be 1-100 (one GetMedia reader thread per call: voicectl/connect/kvs.py "
-        "READER_THREADS)",
+        "instance_arn='arn:aws:connect:us-east-1:123456789012:instance/x': must be an Amazon "
+        "Connect instance ARN (arn:aws:connect:REGION:ACCOUNT:instance/ID)",
+        "stream_prefix='has space': must be 1-128 of [a-zA-Z0-9_.-] (InstanceStorageConfig "
+        "Prefix; Kinesis video stream names)",
+        "retention_hours=0: must be 1-87600: 0 keeps no data, and the consumer reads stored "
+        "fragments to resume and to wait",
+        "calls_per_task=101: must be 1-100 (one GetMedia reader thread per call: "
+        "voicectl/connect/kvs.py READER_THREADS)",
         "min_tasks=3: must be at least 1 and at most max_tasks (2)",
         "transcript_ttl_days=0: must be 1-3650",
         "alarm_millis_behind=0: must be at least 1 (milliseconds behind the call)"]
@@ -77,11 +77,11 @@ def test_a_cpu_fargate_does_not_offer_lists_the_ones_it_does():
     assert problems(cpu=3000) == ["cpu=3000: must be Fargate task CPU units, one of 256, 512, 1024, 2048, 4096, "
                                   "8192, 16384 (1024 = 1 vCPU)"]
     assert problems(cpu=1024, memory_mib=1024) == [
-        "memory_mib=1024: must be a memory Fargate pairs with connect.cpu=1024: 2048, 3072, 4096, 5120, 6144, 7168, "
-        "8192 MiB (ECS task definition, Fargate CPU/memory)"]
+        "memory_mib=1024: must be a memory Fargate pairs with connect.cpu=1024: 2048, 3072, "
+        "4096, 5120, 6144, 7168, 8192 MiB (ECS task definition, Fargate CPU/memory)"]
     assert problems(cpu=4096, memory_mib=4096) == [
-        "memory_mib=4096: must be a memory Fargate pairs with connect.cpu=4096: 8192-30720 in steps of 1024 MiB (ECS "
-        "task definition, Fargate CPU/memory)"]
+        "memory_mib=4096: must be a memory Fargate pairs with connect.cpu=4096: 8192-30720 in "
+        "steps of 1024 MiB (ECS task definition, Fargate CPU/memory)"]
 
 
 def test_the_kvs_endpoint_is_checked_against_its_regions_only_in_a_vpc():

@@ -1,5 +1,5 @@
-"""The start function: Connect's documented event in, a call message on the queue (moto SQS), and the example
-flow's blocks consistent with what the function reads."""
+"""The start function: Connect's documented event in, a call message on the queue (moto SQS), and
+the example flow's blocks consistent with what the function reads."""
 
 from __future__ import annotations
 
@@ -27,11 +27,13 @@ def load_function():
 
 
 def connect_event(**audio):
-    """The event an "Invoke AWS Lambda function" block sends after "Start media streaming" (Connect admin guide,
-    "Grant Amazon Connect access to your Lambda functions": Details.ContactData with MediaStreams.Customer.Audio)."""
+    """The event an "Invoke AWS Lambda function" block sends after "Start media streaming" (Connect
+    admin guide, "Grant Amazon Connect access to your Lambda functions": Details.ContactData with
+    MediaStreams.Customer.Audio)."""
     return {"Name": "ContactFlowEvent", "Details": {"Parameters": {}, "ContactData": {
         "ContactId": "0a1b2c3d-1111-2222-3333-444455556666", "Channel": "VOICE", "InitiationMethod": "INBOUND",
-        "InstanceARN": "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555",
+        "InstanceARN": "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-"
+                       "3333-4444-555555555555",
         "Attributes": {}, "MediaStreams": {"Customer": {"Audio": {
             "StreamARN": STREAM_ARN, "StartFragmentNumber": "91343852333181432392682062607743920146264001",
             "StartTimestamp": "1700000000000", **audio}}}}}}
@@ -50,10 +52,12 @@ def test_a_connect_event_becomes_a_call_message_the_consumer_accepts(monkeypatch
     call = CallRequest.from_message(json.loads(messages[0]["Body"]))
     assert call == CallRequest("0a1b2c3d-1111-2222-3333-444455556666", STREAM_ARN,
                                "91343852333181432392682062607743920146264001",
-                               "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555")
+                               "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-"
+                               "3333-4444-555555555555")
 
 
-INSTANCE_ARN = "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+INSTANCE_ARN = ("arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-"
+                "3333-4444-555555555555")
 
 
 def with_contact(contact_id: str) -> dict:
@@ -89,7 +93,8 @@ class Context:
     (with_instance(INSTANCE_ARN.replace("123456789012", "210987654321")), "other-account-region-or-partition"),
 ])
 def test_a_bad_event_is_refused_with_a_flat_answer_naming_the_problem(monkeypatch, capsys, event, expected):
-    """Refused calls: Connect is told why in characters a STRING_MAP answer allows; the log says what was wrong."""
+    """Refused calls: Connect is told why in characters a STRING_MAP answer allows; the log says
+    what was wrong."""
     monkeypatch.setenv("CALLS_QUEUE_URL", "unused")
     monkeypatch.setenv("STREAM_NAME_PREFIX", "connect-live")
     function = load_function()
@@ -128,7 +133,7 @@ def test_the_deployed_example_flow_is_the_one_tested_here():
     assert FLOW.read_text() == DEPLOYED_FLOW.read_text()
 
 
-def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_reads_its_attributes():
+def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_reads_its_attributes():  # noqa: E501 (a test's name says what it checks)
     flow = json.loads(FLOW.read_text())
     actions = {action["Identifier"]: action for action in flow["Actions"]}
     order, current = [], flow["StartAction"]
@@ -136,36 +141,41 @@ def test_the_example_flow_starts_streaming_before_it_invokes_the_function_that_r
         order.append(current)
         current = actions[current]["Transitions"].get("NextAction")
     types = [actions[name]["Type"] for name in order]
-    # The flow language's action behind the "Start media streaming" block is UpdateContactMediaStreamingBehavior
-    # (Amazon Connect API reference, "Flow language", UpdateContactMediaStreamingBehavior: MediaStreamingState
-    # "Enabled" or "Disabled", MediaStreamType "Audio" only, Participants "Customer" only, MediaDirections "From"
-    # and "To"); there is no StartMediaStreaming action, and CreateContactFlow refuses content naming one.
+    # The flow language's action behind the "Start media streaming" block is
+    # UpdateContactMediaStreamingBehavior (Amazon Connect API reference, "Flow language",
+    # UpdateContactMediaStreamingBehavior: MediaStreamingState "Enabled" or "Disabled",
+    # MediaStreamType "Audio" only, Participants "Customer" only, MediaDirections "From" and "To");
+    # there is no StartMediaStreaming action, and CreateContactFlow refuses content naming one.
     start_type = "UpdateContactMediaStreamingBehavior"
     assert types.index(start_type) < types.index("InvokeLambdaFunction")
     start = actions[order[types.index(start_type)]]["Parameters"]
     assert start["MediaStreamingState"] == "Enabled" and start["MediaStreamType"] == "Audio"
     assert start["Participants"] == [{"ParticipantType": "Customer", "MediaDirections": ["To", "From"]}]  # both tracks
-    # TransferContactToQueue "places a contact that is not already in a queue into the contact's TargetQueue";
-    # an inbound call has none until UpdateContactTargetQueue ("Set working queue") sets it (flow language
-    # reference): without it every call would take the transfer's error branch.
+    # TransferContactToQueue "places a contact that is not already in a queue into the contact's
+    # TargetQueue"; an inbound call has none until UpdateContactTargetQueue ("Set working queue")
+    # sets it (flow language reference): without it every call would take the transfer's error
+    # branch.
     assert types.index("UpdateContactTargetQueue") < types.index("TransferContactToQueue")
     target = actions[order[types.index("UpdateContactTargetQueue")]]
     assert target["Parameters"] == {"QueueId": "${QueueArn}"}  # connect.queue_arn, substituted by the stack
     transfer = actions[order[types.index("TransferContactToQueue")]]
     assert transfer["Parameters"] == {}  # "No parameters are expected"
     assert {e["ErrorType"] for e in transfer["Transitions"]["Errors"]} == {"QueueAtCapacity", "NoMatchingError"}
-    # Transcription is best effort: a call whose streaming or hand-off fails (live media streaming not enabled on
-    # the instance, the function refusing or timing out) still reaches the queue, never a hang-up.
+    # Transcription is best effort: a call whose streaming or hand-off fails (live media streaming
+    # not enabled on the instance, the function refusing or timing out) still reaches the queue,
+    # never a hang-up.
     for kind in (start_type, "InvokeLambdaFunction"):
         errors = actions[order[types.index(kind)]]["Transitions"]["Errors"]
         assert {e["NextAction"] for e in errors} == {target["Identifier"]}, kind
     invoke = actions[order[types.index("InvokeLambdaFunction")]]["Parameters"]
-    # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat string map.
+    # Connect gives an "Invoke AWS Lambda function" block at most 8 s; the function answers a flat
+    # string map.
     assert int(invoke["InvocationTimeLimitSeconds"]) <= 8
     assert invoke["ResponseValidation"]["ResponseType"] == "STRING_MAP"
     reads = load_function().READS
-    # Every attribute the function reads is Connect's own contact data or the Start media streaming block's
-    # $.MediaStreams.Customer.Audio.* attributes (documented in "Contact attributes for live media streaming").
+    # Every attribute the function reads is Connect's own contact data or the Start media streaming
+    # block's $.MediaStreams.Customer.Audio.* attributes (documented in "Contact attributes for live
+    # media streaming").
     for path in reads:
         assert path.startswith("Details.ContactData.")
         attribute = "$." + path.removeprefix("Details.ContactData.")

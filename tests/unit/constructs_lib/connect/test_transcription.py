@@ -1,5 +1,5 @@
-"""Which key the consumers may decrypt the call streams with, as docs/connect.md tells a user who sets up live media
-streaming in the console."""
+"""Which key the consumers may decrypt the call streams with, as docs/connect.md tells a user who
+sets up live media streaming in the console."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def consumer_statements(**props) -> dict[str, dict]:
             if s.get("Sid")}
 
 
-def test_the_consumers_of_the_ecs_target_read_its_token_and_decrypt_it_with_its_key_through_secrets_manager():
-    """GetSecretValue of a secret under a customer managed key needs kms:Decrypt on that key (Secrets Manager user
-    guide, "Permissions for the KMS key"): without it the consumer's first call fails with AccessDeniedException."""
+def test_the_consumers_of_the_ecs_target_read_its_token_and_decrypt_it_with_its_key_through_secrets_manager():  # noqa: E501 (a test's name says what it checks)
+    """GetSecretValue of a secret under a customer managed key needs kms:Decrypt on that key
+    (Secrets Manager user guide, "Permissions for the KMS key"): without it the consumer's first
+    call fails with AccessDeniedException."""
     ecs = {"endpoint_url": "https://voxtral.example.com", "token_secret_arn": TOKEN_SECRET}
     statements = consumer_statements(**ecs, token_secret_kms_key_arn=TOKEN_KEY)
     assert statements["ReadBridgeToken"]["Action"] == "secretsmanager:GetSecretValue"
@@ -63,14 +64,16 @@ def test_the_consumers_of_the_ecs_target_read_its_token_and_decrypt_it_with_its_
 
 
 def test_an_instance_of_another_account_is_refused_with_the_accounts_named():
-    """Connect invokes the start function for the instance's account (aws:SourceAccount), and the association,
-    storage config and flow are made in the deployment's account: an instance elsewhere is refused at synth."""
+    """Connect invokes the start function for the instance's account (aws:SourceAccount), and the
+    association, storage config and flow are made in the deployment's account: an instance elsewhere
+    is refused at synth."""
     import pytest
 
     stack = Stack(unit_app(), "Connect", env=Environment(account="210987654321", region="us-east-1"))
     with pytest.raises(ValueError, match=(
-            r"connect.instance_arn='arn:aws:connect:us-east-1:123456789012:instance/[0-9a-f-]+': the instance is in "
-            r"account 123456789012, this deployment in 210987654321; deploy the app in the instance's account")):
+            r"connect.instance_arn='arn:aws:connect:us-east-1:123456789012:instance/[0-9a-f-]+': "
+            r"the instance is in account 123456789012, this deployment in 210987654321; deploy "
+            r"the app in the instance's account")):
         ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
             instance_arn=INSTANCE, stream_prefix="voice-live", image_directory=str(ROOT),
             image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/consumer:1", endpoint_name="voxtral-realtime"))
@@ -85,7 +88,8 @@ def start_function_key(**props) -> object:
         endpoint_name="voxtral-realtime", **props))
     functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function", {"Properties": {
         "Handler": "index.handler",
-        "Description": "Amazon Connect: hands a streaming call to the transcription consumers"}})
+        "Description": "Amazon Connect: hands a streaming call to the transcription "
+                       "consumers"}})
     (function,) = functions.values()
     return function["Properties"].get("KmsKeyArn")
 

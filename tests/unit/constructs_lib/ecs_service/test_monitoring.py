@@ -1,6 +1,6 @@
-"""constructs_lib/ecs_service/monitoring.py: the ECS service's metrics and alarm rules (a GpuEcsService in a bare
-stack): which alarms, on what, at which threshold, and what missing data means; the bridge's own rules with the
-bridge, a response-time rule in seconds without it."""
+"""constructs_lib/ecs_service/monitoring.py: the ECS service's metrics and alarm rules (a
+GpuEcsService in a bare stack): which alarms, on what, at which threshold, and what missing data
+means; the bridge's own rules with the bridge, a response-time rule in seconds without it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain and idle
-timeout, and the size of its GPU capacity."""
+"""constructs_lib/ecs_service/props.py: the timings the ECS service derives from the bridge's drain
+and idle timeout, and the size of its GPU capacity."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def test_timing_rules_follow_the_bridge():
     assert stop_timeout_s(110) == ECS_MAX_STOP_TIMEOUT_S
     with pytest.raises(ValueError, match="at most 120 s"):
         stop_timeout_s(111)
-    # The load balancer waits longer than the bridge, so the bridge ends an idle session with its own error.
+    # The load balancer waits longer than the bridge, so the bridge ends an idle session with its
+    # own error.
     assert alb_idle_timeout_s(60) == 70
     assert deregistration_delay_s(24.5) == 25
 
@@ -35,12 +36,13 @@ def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
 
 
 def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_timeout_meets_no_502():
-    """The ALB guide's 502 (target idle timeout below the load balancer's) is a race on a kept-alive connection:
-    the target closes it at its idle timeout while the load balancer sends the next request on it. Over real
-    sockets: the bridge answers a plain request with ``Connection: close`` and closes the connection, never
-    answering a second request pipelined on it; a WebSocket, once upgraded, is one session and carries no other
-    request. So no connection stays idle for reuse and the load balancer's longer idle timeout (which lets the
-    bridge end a silent stream with its own idle_timeout error) cannot meet that race."""
+    """The ALB guide's 502 (target idle timeout below the load balancer's) is a race on a kept-alive
+    connection: the target closes it at its idle timeout while the load balancer sends the next
+    request on it. Over real sockets: the bridge answers a plain request with ``Connection: close``
+    and closes the connection, never answering a second request pipelined on it; a WebSocket, once
+    upgraded, is one session and carries no other request. So no connection stays idle for reuse and
+    the load balancer's longer idle timeout (which lets the bridge end a silent stream with its own
+    idle_timeout error) cannot meet that race."""
     import asyncio
 
     from tests.bridge.bridge_testkit import bounded_runner, running_bridge

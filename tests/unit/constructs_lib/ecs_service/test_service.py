@@ -55,14 +55,17 @@ def test_another_model_server_needs_its_scaling_and_namespace_and_no_token():
         build(bridge=None, model_bucket=None, model_prefix=None, streams_target=None, container_port=70000,
               health_path="health", caller_cidrs=["10.0.0.0/33"])
     assert caught.value.problems == [
-        "container_port=70000: must be a TCP port 1-65535 (the port the container listens on; with awsvpc networking "
-        "every port of the task's own interface is free)",
-        "health_path='health': must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
-        "spaces or a query string ('?')",
-        "caller_cidrs='10.0.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
-        "requests_per_target=null: must be a positive number of requests per task per minute without bridge",
+        "container_port=70000: must be a TCP port 1-65535 (the port the container listens on; "
+        "with awsvpc networking every port of the task's own interface is free)",
+        "health_path='health': must be a URL path starting with '/' (e.g. '/ping'), at most 1024 "
+        "characters, without spaces or a query string ('?')",
+        "caller_cidrs='10.0.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host "
+        "bits zero)",
+        "requests_per_target=null: must be a positive number of requests per task per minute "
+        "without bridge",
         "gpu_namespace=null: must name the GPU metrics' namespace without bridge",
-        "load_balancing='require_token=True': needs bridge: only the bridge checks the bearer token",
+        "load_balancing='require_token=True': needs bridge: only the bridge checks the bearer "
+        "token",
     ]
 
 

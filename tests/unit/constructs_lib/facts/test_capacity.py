@@ -1,5 +1,6 @@
-"""The capacity model (constructs_lib/facts/capacity.py): vLLM 0.31.0's KV-cache accounting for Voxtral Realtime, pinned per
-supported GPU and context length. A change of a fact or an estimate shows here as a changed figure."""
+"""The capacity model (constructs_lib/facts/capacity.py): vLLM 0.31.0's KV-cache accounting for
+Voxtral Realtime, pinned per supported GPU and context length. A change of a fact or an estimate
+shows here as a changed figure."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ MiB = 2**20
 
 def test_layout_follows_vllm_page_unification_and_grouping():
     layout = capacity.kv_layout()
-    # Decoder page 8 heads x 16 tokens x (128 + 128) x 2 B = 64 KiB; encoder 32 heads x 64 states x 128 x 2 B = 512 KiB.
+    # Decoder page 8 heads x 16 tokens x (128 + 128) x 2 B = 64 KiB; encoder 32 heads x 64 states x
+    # 128 x 2 B = 512 KiB.
     assert layout.page_bytes == 512 * 1024
     assert layout.decoder_block_tokens == 128  # 16 x 512 KiB / 64 KiB
     assert layout.encoder_block_tokens == 16
@@ -46,8 +48,9 @@ def test_vllm_default_max_num_batched_tokens_by_gpu_memory():
     assert capacity.default_max_num_batched_tokens(180 * 2**30) == 16384
 
 
-# instance type, max_model_len (tokens; 3750 = 5 min, 7500 = 10 min, 45000 = 60 min of audio), pool blocks, blocks
-# per live stream, vLLM's logged maximum concurrency, streams that fit, compute cap, auto.
+# instance type, max_model_len (tokens; 3750 = 5 min, 7500 = 10 min, 45000 = 60 min of audio), pool
+# blocks, blocks per live stream, vLLM's logged maximum concurrency, streams that fit, compute cap,
+# auto.
 TABLE = [
     ("ml.g6.4xlarge", 3750, 669, 48, 2.51, 13, 8, 8),
     ("ml.g6.4xlarge", 7500, 669, 77, 2.03, 8, 5, 5),
@@ -96,13 +99,14 @@ def test_more_memory_for_vllm_means_more_streams_and_bad_input_is_refused():
         capacity.fit("ml.g6.4xlarge", 0)
 
 
-# --- FP8 KV cache ---------------------------------------------------------------------------------------------------
+# --- FP8 KV cache -------------------------------------------------------------------------------
 
 
 def test_fp8_halves_the_pages_and_keeps_the_tokens_per_block():
     auto = capacity.kv_layout()
     fp8 = capacity.kv_layout(capacity.with_kv_cache_dtype(capacity.VOXTRAL_REALTIME, "fp8"))
-    # Decoder page 8 x 16 x 256 x 1 B = 32 KiB, encoder 256 KiB: unification still gives 128-token decoder blocks.
+    # Decoder page 8 x 16 x 256 x 1 B = 32 KiB, encoder 256 KiB: unification still gives 128-token
+    # decoder blocks.
     assert (fp8.page_bytes, fp8.block_bytes) == (256 * 1024, 8 * MiB)
     assert (fp8.decoder_block_tokens, fp8.encoder_block_tokens) == (auto.decoder_block_tokens, auto.encoder_block_tokens)
 
@@ -139,7 +143,7 @@ def test_a_gpu_without_bf16_does_not_serve_the_checkpoint():
     assert capacity.serving_problem("NVIDIA L4") is None
 
 
-# --- Uncertainty ---------------------------------------------------------------------------------------------------
+# --- Uncertainty --------------------------------------------------------------------------------
 
 
 def test_every_assumption_has_a_range_and_the_measurement_that_replaces_it():

@@ -1,5 +1,5 @@
-"""constructs_lib/facts/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their sources, and the pinned image
-runs on the default AMI."""
+"""constructs_lib/facts/cuda_compat.py: the DLC and InferenceAmiVersion tables agree with their
+sources, and the pinned image runs on the default AMI."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from tests.conftest import ROOT, cdk_json_context
 
 
 def ami_documentation() -> dict[str, tuple[int, str]]:
-    """``{AMI: (driver branch, CUDA)}`` as the SageMaker API reference text in botocore's service model states it."""
+    """``{AMI: (driver branch, CUDA)}`` as the SageMaker API reference text in botocore's service
+    model states it."""
     model = botocore.session.get_session().get_service_model("sagemaker")
     text = re.sub(r"<[^>]+>", " ", model.shape_for("ProductionVariant").members["InferenceAmiVersion"].documentation)
     text = re.sub(r"\s+", " ", text)
@@ -78,9 +79,9 @@ def test_an_incompatible_pair_says_why_and_what_happens():
     result = check_compatibility(CudaVersion(13, 0), "al2-ami-sagemaker-inference-gpu-3-1", "ml.g6.4xlarge")
     assert not result.ok
     assert result.reason == (
-        "CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 (NVIDIA driver 550, CUDA 12.4), and "
-        "this AMI does not mount forward-compatibility libraries: the container would fail to start "
-        "(CannotStartContainerError)")
+        "CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 (NVIDIA driver "
+        "550, CUDA 12.4), and this AMI does not mount forward-compatibility libraries: the "
+        "container would fail to start (CannotStartContainerError)")
     with pytest.raises(ValueError, match="'al2-ami-sagemaker-inference-neuron-2' is not a known GPU AMI"):
         check_compatibility(CudaVersion(13, 0), "al2-ami-sagemaker-inference-neuron-2", "ml.inf2.xlarge")
 
@@ -106,9 +107,10 @@ def test_cuda_versions_parse_and_order():
         dockerfile_base_image("FROM scratch\n")
 
 
-# --- The synth-time check of voxtral.inference_ami_version (config/settings.py) -------------------------------------
+# --- The synth-time check of voxtral.inference_ami_version (config/settings.py) -----------------
 
-CU129_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0"
+CU129_IMAGE = ("123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22.04-"
+               "sagemaker-v1.0")
 HASH_TAGGED_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01"
 
 
@@ -120,18 +122,21 @@ def test_an_ami_whose_driver_cannot_run_the_built_image_is_one_settings_error():
     with pytest.raises(SettingsError) as caught:
         settings_with(voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-2-1")
     assert caught.value.problems == [
-        "voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-2-1': the base image of container/Dockerfile "
-        f"{bridge_base_image()}: CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-2-1 (NVIDIA "
-        "driver 535, CUDA 12.2), and this AMI does not mount forward-compatibility libraries: the container would fail "
-        "to start (CannotStartContainerError); use an InferenceAmiVersion whose driver runs CUDA 13.0 "
+        "voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-2-1': the base image of "
+        f"container/Dockerfile {bridge_base_image()}: CUDA 13.0 needs a newer driver than "
+        "al2-ami-sagemaker-inference-gpu-2-1 (NVIDIA driver 535, CUDA 12.2), and this AMI does "
+        "not mount forward-compatibility libraries: the container would fail to start "
+        "(CannotStartContainerError); use an InferenceAmiVersion whose driver runs CUDA 13.0 "
         "(al2023-ami-sagemaker-inference-gpu-4-1)"]
 
 
 def test_a_prebuilt_image_is_judged_by_the_cuda_its_tag_names():
-    # CUDA 12.9 on driver 550 / CUDA 12.4: minor version compatibility, a warning of the stack, not an error.
+    # CUDA 12.9 on driver 550 / CUDA 12.4: minor version compatibility, a warning of the stack, not
+    # an error.
     minor = settings_with(voxtral__image_uri=CU129_IMAGE, voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1")
     assert minor.voxtral.image_compatibility().verdict is Verdict.MINOR_VERSION_COMPATIBILITY
-    # The prebuilt image, not the Dockerfile, is what is judged: a CUDA 13.0 tag on driver 550 is refused.
+    # The prebuilt image, not the Dockerfile, is what is judged: a CUDA 13.0 tag on driver 550 is
+    # refused.
     cu130 = CU129_IMAGE.replace("0.17.1-gpu-py312-cu129-ubuntu22.04", "0.31.0-gpu-py312-cu130-ubuntu24.04")
     with pytest.raises(SettingsError, match=r"^Invalid settings .*\n  - voxtral.inference_ami_version='al2-ami-sagemaker-"
                                             r"inference-gpu-3-1': voxtral.image_uri 123456789012.dkr.ecr.us-east-1."
@@ -145,12 +150,14 @@ def test_an_image_whose_cuda_is_unknown_is_said_so_not_guessed(tmp_path):
                             voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-2-1")
     result = unknown.voxtral.image_compatibility()
     assert (result.verdict, result.reason) == (Verdict.UNKNOWN, (
-        f"the CUDA version of voxtral.image_uri {HASH_TAGGED_IMAGE} is unknown (its tag names none, as '-cu130-' in a "
-        "SageMaker DLC tag does), so it was not checked against al2-ami-sagemaker-inference-gpu-2-1"))
+        f"the CUDA version of voxtral.image_uri {HASH_TAGGED_IMAGE} is unknown (its tag "
+        "names none, as '-cu130-' in a SageMaker DLC tag does), so it was not checked "
+        "against al2-ami-sagemaker-inference-gpu-2-1"))
     # A build context whose Dockerfile names no base image: unknown too.
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     default = settings_with()
     assert default.voxtral.image_compatibility(tmp_path).verdict is Verdict.UNKNOWN
     assert check_image(None, "the image", "al2023-ami-sagemaker-inference-gpu-4-1", "ml.g6.4xlarge").reason == (
-        "the CUDA version of the image is unknown (its tag names none, as '-cu130-' in a SageMaker DLC tag does), so "
-        "it was not checked against al2023-ami-sagemaker-inference-gpu-4-1")
+        "the CUDA version of the image is unknown (its tag names none, as '-cu130-' in a "
+        "SageMaker DLC tag does), so it was not checked against "
+        "al2023-ami-sagemaker-inference-gpu-4-1")

@@ -1,5 +1,5 @@
-"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them), and the package
-exports the shared value type S3Prefix."""
+"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them),
+and the package exports the shared value type S3Prefix."""
 
 from __future__ import annotations
 

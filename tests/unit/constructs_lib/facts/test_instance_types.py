@@ -1,5 +1,6 @@
-"""The instance catalogue's local-storage facts (constructs_lib/facts/instance_types.py): every family carries one with
-its source, the families AWS names are recorded the way AWS names them, and an unknown type is reported as unknown."""
+"""The instance catalogue's local-storage facts (constructs_lib/facts/instance_types.py): every
+family carries one with its source, the families AWS names are recorded the way AWS names them, and
+an unknown type is reported as unknown."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import pytest
 
 from constructs_lib.facts import instance_types
 
-# CreateEndpointConfig, KmsKeyId: these families carry NVMe instance storage (SageMaker names ml.g4dn, ml.g5 and
-# ml.p4d; the EC2 instance-store table the rest), so an EndpointConfig on them must not set KmsKeyId.
+# CreateEndpointConfig, KmsKeyId: these families carry NVMe instance storage (SageMaker names
+# ml.g4dn, ml.g5 and ml.p4d; the EC2 instance-store table the rest), so an EndpointConfig on them
+# must not set KmsKeyId.
 NVME_TYPES = [
     "ml.g4dn.xlarge", "ml.g5.2xlarge", "ml.g5.48xlarge", "ml.g6.4xlarge", "ml.g6.48xlarge", "ml.g6e.2xlarge",
     "ml.g7e.2xlarge", "ml.g7.2xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5.48xlarge",

@@ -1,5 +1,5 @@
-"""constructs_lib/facts/names.py: the forms of AWS names, ARNs and image URIs, and the checks that name a bad value,
-its prop and the form allowed."""
+"""constructs_lib/facts/names.py: the forms of AWS names, ARNs and image URIs, and the checks that
+name a bad value, its prop and the form allowed."""
 
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def test_a_model_package_and_an_image_are_named_in_the_endpoints_region_with_wha
         f"image={image!r}: the image is in eu-west-1 but the stack deploys to us-east-1; "
         "SageMaker pulls images from the endpoint's region"]
     assert problems(names.check_ecr_image_uri, "image", "public.ecr.aws/team/bridge:v1", "us-east-1")[0].endswith(
-        "must be a private ECR image '<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
-        "'...@sha256:<digest>'")
+        "must be a private ECR image "
+        "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or '...@sha256:<digest>'")
     digest = "123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge@sha256:" + "a" * 64
     assert problems(names.check_ecr_image_uri, "image", digest, "us-east-1") == []
 
@@ -73,7 +73,8 @@ def test_a_model_package_and_an_image_are_named_in_the_endpoints_region_with_wha
 def test_one_problem_names_every_bad_id_of_a_list():
     assert problems(names.check_ids, "subnets", ["subnet-0123456789abcdef0", "subnet-1", "subnet-abcdef01", TOKEN],
                     names.SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'") == [
-        f"subnets=[\"subnet-0123456789abcdef0\", \"subnet-1\", \"subnet-abcdef01\", \"{TOKEN}\"]: must be subnet ids "
+        f"subnets=[\"subnet-0123456789abcdef0\", \"subnet-1\", \"subnet-abcdef01\", \"{TOKEN}\"]: "
+        "must be subnet ids "
         "such as 'subnet-0123456789abcdef0'; not: 'subnet-1'"]
 
 

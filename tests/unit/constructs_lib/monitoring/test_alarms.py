@@ -1,5 +1,5 @@
-"""constructs_lib/monitoring/alarms.py: the alarm rules of an endpoint on their own, without an app (every alarm as
-synthesized in the whole app: tests/app/test_cross_stack.py)."""
+"""constructs_lib/monitoring/alarms.py: the alarm rules of an endpoint on their own, without an app
+(every alarm as synthesized in the whole app: tests/app/test_cross_stack.py)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def test_rules_without_synthesis_cpu_only_instance_has_no_gpu_alarms():
 
 
 def test_only_the_5xx_error_rate_alarm_rolls_updates_back():
-    """Not EndpointHealth (missing data breaching: a late metric would roll back; SageMaker already fails an update
-    whose new instances fail /ping), not the 5XX count (a stream cut when an old instance stops may count)."""
+    """Not EndpointHealth (missing data breaching: a late metric would roll back; SageMaker already
+    fails an update whose new instances fail /ping), not the 5XX count (a stream cut when an old
+    instance stops may count)."""
     bridge = BridgeAlarmThresholds("NS", stream_cap=4, time_to_first_delta_p90_ms=1000, active_streams_fraction=0.75)
     metrics = EndpointMetrics("e")
     rules = alarm_rules(metrics, "ml.g6.4xlarge", replace(THRESHOLDS, rollback_5xx_error_percent=2.5), bridge)
@@ -37,6 +38,7 @@ def test_only_the_5xx_error_rate_alarm_rolls_updates_back():
         "Average", 0.025, 5, 3)
     near_cap = next(rule for rule in rules if rule.name == "ActiveStreamsNearCap")
     assert near_cap.threshold == 3  # 0.75 x 4 streams
-    # Without a rollback percent (Sonic: no rolling update) there is no rate alarm and nothing rolls back.
+    # Without a rollback percent (Sonic: no rolling update) there is no rate alarm and nothing rolls
+    # back.
     assert not [rule for rule in alarm_rules(metrics, "ml.g6.4xlarge", THRESHOLDS, bridge)
                 if rule.name == "Invocation5XXErrorRate" or rule.rollback]

@@ -1,5 +1,6 @@
-"""constructs_lib/monitoring/metrics.py: how each metric is read (namespace, name, dimensions, statistic, period),
-its unit, and the bridge's metrics against the names and units the bridge writes (container/bridge/metrics.py)."""
+"""constructs_lib/monitoring/metrics.py: how each metric is read (namespace, name, dimensions,
+statistic, period), its unit, and the bridge's metrics against the names and units the bridge writes
+(container/bridge/metrics.py)."""
 
 from __future__ import annotations
 

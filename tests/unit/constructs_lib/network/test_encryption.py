@@ -1,4 +1,5 @@
-"""DataKey in a bare stack: a new key rotates and names CloudWatch Logs for its prefixes only; a given key is used as it is."""
+"""DataKey in a bare stack: a new key rotates and names CloudWatch Logs for its prefixes only; a
+given key is used as it is."""
 
 from __future__ import annotations
 

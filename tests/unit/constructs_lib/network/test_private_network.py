@@ -1,5 +1,5 @@
-"""PrivateNetwork and an endpoint in a VPC, each in a bare stack: defaults, an existing VPC, the props'
-checks (all problems in one error), and the caller policy bound to a VPC endpoint."""
+"""PrivateNetwork and an endpoint in a VPC, each in a bare stack: defaults, an existing VPC, the
+props' checks (all problems in one error), and the caller policy bound to a VPC endpoint."""
 
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ def test_an_existing_vpc_with_its_own_groups_and_no_endpoints():
 
 
 def test_destroy_waits_for_the_models_network_interfaces_before_the_group_and_subnets_go():
-    """cloudformation-coverage-roadmap#1327: SageMaker releases a VPC endpoint's network interfaces after the endpoint
-    is deleted, and the group's and subnets' deletion fails while they remain. The waiter refers to both (deleted
-    before them), runs outside the VPC, and may delete interfaces of this VPC only."""
+    """cloudformation-coverage-roadmap#1327: SageMaker releases a VPC endpoint's network interfaces
+    after the endpoint is deleted, and the group's and subnets' deletion fails while they remain.
+    The waiter refers to both (deleted before them), runs outside the VPC, and may delete interfaces
+    of this VPC only."""
     stack = bare_stack()
     PrivateNetwork(stack, "Net", PrivateNetworkProps())
     (_wait_id, wait), = resources(stack, "Custom::AwaitNetworkInterfaces").items()
@@ -77,16 +78,21 @@ def test_bad_network_props_are_reported_together():
             caller_cidrs=["10.0.0.1/16"], flow_log_retention_days=2))
     assert error.value.problems == [
         "vpc_id='vpc-1': must be a VPC id such as 'vpc-0123456789abcdef0'",
-        "availability_zones=[\"us-west-2a\"]: must be Availability Zones of us-east-1 such as 'us-east-1a'; not: "
+        "availability_zones=[\"us-west-2a\"]: must be Availability Zones of us-east-1 such "
+        "as 'us-east-1a'; not: "
         "'us-west-2a'",
-        "subnet_ids=[\"subnet-0123456789abcdef0\"]: must be in at least 2 Availability Zones (SageMaker hosting in a "
+        "subnet_ids=[\"subnet-0123456789abcdef0\"]: must be in at least 2 Availability Zones "
+        "(SageMaker hosting in a "
         "VPC); all are in us-west-2a",
-        "route_table_ids=[]: must name the route table of each of the 1 subnet(s) (the S3 gateway endpoint is added to "
-        "them), or set create_endpoints=false if the VPC has its endpoints",
-        "vpc_cidr='10.1.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
-        "caller_cidrs='10.0.0.1/16': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits zero)",
-        "flow_log_retention_days=2: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, "
-        "1096, 1827, 2192, 2557, 2922, 3288, 3653",
+        "route_table_ids=[]: must name the route table of each of the 1 subnet(s) (the S3 "
+        "gateway endpoint is added to them), or set create_endpoints=false if the VPC has its "
+        "endpoints",
+        "vpc_cidr='10.1.0.0/33': must be an IPv4 CIDR block such as '10.80.0.0/16' (host bits "
+        "zero)",
+        "caller_cidrs='10.0.0.1/16': must be an IPv4 CIDR block such as '10.80.0.0/16' (host "
+        "bits zero)",
+        "flow_log_retention_days=2: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, "
+        "365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653",
     ]
 
 
@@ -111,15 +117,19 @@ def test_vpc_props_of_an_endpoint_are_checked():
         RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(vpc_subnets=["sg-0123456789abcdef0"],
                                                                 require_source_vpce=["vpc-1"]))
     assert error.value.problems == [
-        'vpc_subnets=["sg-0123456789abcdef0"] and security_groups=[]: give both (a VpcConfig) or neither',
-        "vpc_subnets=[\"sg-0123456789abcdef0\"]: must be subnet ids such as 'subnet-0123456789abcdef0'; not: "
+        'vpc_subnets=["sg-0123456789abcdef0"] and security_groups=[]: give both (a '
+        'VpcConfig) or neither',
+        "vpc_subnets=[\"sg-0123456789abcdef0\"]: must be subnet ids such as "
+        "'subnet-0123456789abcdef0'; not: "
         "'sg-0123456789abcdef0'",
-        "require_source_vpce=[\"vpc-1\"]: must be VPC endpoint ids such as 'vpce-0123456789abcdef0'; not: 'vpc-1'",
+        "require_source_vpce=[\"vpc-1\"]: must be VPC endpoint ids such as "
+        "'vpce-0123456789abcdef0'; not: 'vpc-1'",
     ]
 
 
 def _services(stack) -> dict[str, dict]:
-    """``{service suffix: endpoint properties}`` (ServiceName a literal or a join with the region)."""
+    """``{service suffix: endpoint properties}`` (ServiceName a literal or a join with the
+    region)."""
     found = {}
     for endpoint in resources(stack, "AWS::EC2::VPCEndpoint").values():
         name = endpoint["Properties"]["ServiceName"]

@@ -1,5 +1,5 @@
-"""constructs_lib/network/props.py: the private network's and the data key's props checked without aws_cdk (the
-rules the PrivateNetwork construct reports together: test_private_network.py)."""
+"""constructs_lib/network/props.py: the private network's and the data key's props checked without
+aws_cdk (the rules the PrivateNetwork construct reports together: test_private_network.py)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def test_a_cidr_block(value, vpc, expected):
 
 def test_a_new_vpc_needs_two_zones_and_groups_must_be_ids():
     assert problems(PrivateNetworkProps(max_azs=1, security_group_ids=["sg-1", "sg-0123456789abcdef0"])) == [
-        "max_azs=1: must be at least 2 (SageMaker hosting in a VPC needs subnets in two Availability Zones)",
+        "max_azs=1: must be at least 2 (SageMaker hosting in a VPC needs subnets in two "
+        "Availability Zones)",
         "security_group_ids=[\"sg-1\", \"sg-0123456789abcdef0\"]: must be security group ids such as "
         "'sg-0123456789abcdef0'; not: 'sg-1'"]
 
@@ -57,9 +58,11 @@ def test_a_new_vpc_needs_two_zones_and_groups_must_be_ids():
 def test_each_subnet_needs_its_zone_and_route_table():
     vpc = ExistingVpc("vpc-0123456789abcdef0", SUBNETS, ["us-east-1a"], "10.1.0.0/16", ["rtb-1", "rtb-2"])
     assert problems(PrivateNetworkProps(existing_vpc=vpc)) == [
-        "availability_zones=[\"us-east-1a\"]: must name the zone of each of the 2 subnet(s), in the order of "
+        "availability_zones=[\"us-east-1a\"]: must name the zone of each of the 2 subnet(s), "
+        "in the order of "
         "subnet_ids",
-        "route_table_ids=[\"rtb-1\", \"rtb-2\"]: must be route table ids such as 'rtb-0123456789abcdef0'; not: "
+        "route_table_ids=[\"rtb-1\", \"rtb-2\"]: must be route table ids such as "
+        "'rtb-0123456789abcdef0'; not: "
         "'rtb-1', 'rtb-2'"]
 
 

@@ -1,5 +1,5 @@
-"""RealtimeEndpoint in a bare stack: documented defaults, containers, roles, grants, importers, metric helpers,
-autoscaling, alarms, rolling updates, and bad props (all reported in one error)."""
+"""RealtimeEndpoint in a bare stack: documented defaults, containers, roles, grants, importers,
+metric helpers, autoscaling, alarms, rolling updates, and bad props (all reported in one error)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_uncompressed_model_data_is_read_from_a_normalised_prefix_the_default_ro
     assert only(stack, "AWS::Logs::LogGroup")[1]["Properties"]["RetentionInDays"] == 90
 
 
-# --- The ML storage volumes' key (CreateEndpointConfig, KmsKeyId) ------------------------------------------------------
+# --- The ML storage volumes' key (CreateEndpointConfig, KmsKeyId) -------------------------------
 
 VOLUME_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:alias/volumes"
 KMS_RULE = "SageMakerEndpointConfigurationKMSKeyConfigured"
@@ -139,7 +139,8 @@ def test_an_ebs_backed_variant_keeps_the_volume_key(variant):
 @pytest.mark.parametrize("variant, local", [
     (ProductionVariant("ml.g6.4xlarge"), "ml.g6.4xlarge"),
     (ProductionVariant("ml.g6e.2xlarge"), "ml.g6e.2xlarge"),
-    # One local-storage pool is enough: CreateEndpointConfig fails if any variant's type has local storage.
+    # One local-storage pool is enough: CreateEndpointConfig fails if any variant's type has
+    # local storage.
     (ProductionVariant("ml.m5.4xlarge", instance_pools=["ml.m5.4xlarge", "ml.g5.4xlarge"]), "ml.g5.4xlarge"),
     (ProductionVariant("ml.p5.4xlarge"), "ml.p5.4xlarge"),
 ])
@@ -184,8 +185,9 @@ def test_a_type_the_catalogue_does_not_know_keeps_the_key_with_a_warning_never_a
 
 @pytest.mark.parametrize("instance_type, acknowledged", [("ml.g6.4xlarge", True), ("ml.m5.xlarge", False)])
 def test_the_compliance_packs_kms_rule_is_acknowledged_only_where_aws_refuses_the_key(instance_type, acknowledged):
-    """HIPAA Security and NIST 800-53 rev 5 flag an EndpointConfig without KmsKeyId: on a local-storage type that is
-    acknowledged; on an EBS-backed type without a key it stays a finding (the gate can fail)."""
+    """HIPAA Security and NIST 800-53 rev 5 flag an EndpointConfig without KmsKeyId: on a
+    local-storage type that is acknowledged; on an EBS-backed type without a key it stays a finding
+    (the gate can fail)."""
     from cdk_nag import HIPAASecurityChecks, NIST80053R5Checks
 
     stack = bare_stack()
@@ -337,7 +339,8 @@ def test_alarms_with_a_rollback_percent_roll_back_the_rolling_update_and_the_rol
         "RollingUpdatePolicy": {
             "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
             "WaitIntervalInSeconds": 600,
-            # One instance, one batch: SageMaker's default timeouts counted as 3600 s each, 7200 + 600 s.
+            # One instance, one batch: SageMaker's default timeouts counted as 3600 s each, 7200 +
+            # 600 s.
             "MaximumExecutionTimeoutInSeconds": 7800,
         },
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": {"Ref": rate_id}}]},
@@ -373,26 +376,29 @@ def test_every_bad_prop_is_reported_in_one_error():
             invoke_actions=["sagemaker:*"],
         ))
     assert caught.value.problems == [
-        "endpoint_name='bad_name': must be 1-63 letters, digits or '-', starting and ending with a letter or digit "
-        "(SageMaker EndpointName)",
+        "endpoint_name='bad_name': must be 1-63 letters, digits or '-', starting and ending with "
+        "a letter or digit (SageMaker EndpointName)",
         "image_uri='docker.io/library/bridge:1': must be a private ECR image "
         "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or '...@sha256:<digest>'",
-        "model_data_s3_uri='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid bucket name (3-63 "
-        "lower-case letters, digits, '.' or '-') and a non-empty prefix",
-        "instance_type='g6.4xlarge': not a SageMaker real-time instance type (expected one of SageMaker's "
-        "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')",
+        "model_data_s3_uri='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid "
+        "bucket name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix",
+        "instance_type='g6.4xlarge': not a SageMaker real-time instance type (expected one of "
+        "SageMaker's ProductionVariant types of the form 'ml.<family>.<size>', e.g. "
+        "'ml.g6.4xlarge')",
         "initial_instance_count=0: must be a positive whole number",
         "container_startup_timeout_s=5: must be between 60 and 3600 seconds",
         "inference_ami_version='latest': must be one of al2-ami-sagemaker-inference-gpu-2, "
-        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, al2023-ami-sagemaker-inference-gpu-4-1",
-        "volume_kms_key_arn='arn:aws:kms:eu-west-1:123456789012:alias/volumes': the key is in eu-west-1 but the stack "
-        "deploys to us-east-1",
-        "log_retention_days=31: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, "
-        "1827, 2192, 2557, 2922, 3288, 3653",
-        "batch_percent=60: must be between 5 and 50 (percent of the variant's instances; RollingUpdatePolicy "
-        "MaximumBatchSize)",
+        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, "
+        "al2023-ami-sagemaker-inference-gpu-4-1",
+        "volume_kms_key_arn='arn:aws:kms:eu-west-1:123456789012:alias/volumes': the key is in "
+        "eu-west-1 but the stack deploys to us-east-1",
+        "log_retention_days=31: must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, "
+        "400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653",
+        "batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
+        "RollingUpdatePolicy MaximumBatchSize)",
         "invoke_actions=[\"sagemaker:*\"]: must be one or more of sagemaker:InvokeEndpoint, "
-        "sagemaker:InvokeEndpointWithResponseStream, sagemaker:InvokeEndpointWithBidirectionalStream",
+        "sagemaker:InvokeEndpointWithResponseStream, "
+        "sagemaker:InvokeEndpointWithBidirectionalStream",
     ]
     assert str(caught.value).startswith("RealtimeEndpoint Speech: invalid props:\n  - endpoint_name='bad_name'")
 
@@ -427,8 +433,8 @@ def test_bad_scaling_and_alarm_props_are_reported_by_their_constructs():
         endpoint.add_alarms(EndpointAlarmThresholds(gpu_utilization_percent=100, model_latency_p90_ms=0))
     assert caught.value.problems == [
         "model_latency_p90_ms=0: must be a positive number of milliseconds",
-        "gpu_utilization_percent=100: must be a percent of each GPU's capacity, more than 0 and less than 100 (the "
-        "alarm fires above it, and use never exceeds 100 %)",
+        "gpu_utilization_percent=100: must be a percent of each GPU's capacity, more than 0 and "
+        "less than 100 (the alarm fires above it, and use never exceeds 100 %)",
     ]
     uncatalogued = RealtimeEndpoint(bare_stack(), "Cpu", endpoint_props(variant=ProductionVariant("ml.inf2.xlarge")))
     with pytest.raises(PropsError, match=r"without vCPU and GPU facts in constructs_lib/facts/instance_types.py"):
@@ -436,12 +442,13 @@ def test_bad_scaling_and_alarm_props_are_reported_by_their_constructs():
 
 
 def nagged_endpoint_app(extra_wildcard: bool):
-    """A bare app with cdk-nag's AwsSolutions checks and a fully used endpoint (optionally plus a role with an
-    unacknowledged wildcard, the control).
+    """A bare app with cdk-nag's AwsSolutions checks and a fully used endpoint (optionally plus a
+    role with an unacknowledged wildcard, the control).
 
-    A plain ``App``, as a user's: the CDK's own template validation runs as well, with the feature flag that
-    ``cdk init`` sets (``@aws-cdk/core:validateAgainstDefaultRules``), so one of its findings would fail the synth and
-    be in the report the test reads. The other construct tests leave it out (construct_kit's ``unit_app``)."""
+    A plain ``App``, as a user's: the CDK's own template validation runs as well, with the feature
+    flag that ``cdk init`` sets (``@aws-cdk/core:validateAgainstDefaultRules``), so one of its
+    findings would fail the synth and be in the report the test reads. The other construct tests
+    leave it out (construct_kit's ``unit_app``)."""
     stack = Stack(App(context={"@aws-cdk/core:validateAgainstDefaultRules": True}), "Test", env=ENV)
     endpoint = RealtimeEndpoint(stack, "Speech", endpoint_props(
         container=ImageContainer(IMAGE, model_data_s3_uri="s3://team-models/voxtral/"), rolling_update=RollingUpdate()))
@@ -458,8 +465,9 @@ def nagged_endpoint_app(extra_wildcard: bool):
 
 
 def test_a_bare_app_with_the_endpoint_passes_cdk_nag():
-    """What the constructs acknowledge themselves (ECR login and PutMetricData "*", the model-prefix and log-stream
-    wildcards) is enough: no finding is left for the user. The control shows the checks run in such an app."""
+    """What the constructs acknowledge themselves (ECR login and PutMetricData "*", the model-prefix
+    and log-stream wildcards) is enough: no finding is left for the user. The control shows the
+    checks run in such an app."""
     assembly = nagged_endpoint_app(extra_wildcard=False).synth()  # an unacknowledged finding would raise here
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
     assert [v for plugin in report["pluginReports"] for v in plugin["violations"]] == []
@@ -467,7 +475,7 @@ def test_a_bare_app_with_the_endpoint_passes_cdk_nag():
         nagged_endpoint_app(extra_wildcard=True).synth()
 
 
-# --- A Model per instance pool (InstancePool ModelNameOverride) ------------------------------------------------------
+# --- A Model per instance pool (InstancePool ModelNameOverride) ---------------------------------
 
 
 def test_a_pool_with_an_environment_of_its_own_runs_its_own_model():
@@ -496,17 +504,20 @@ def test_pool_environment_rules_are_named_with_their_source():
     with pytest.raises(PropsError) as caught:
         RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(pool_environment={"ml.g6e.xlarge": {"A": "1"}}))
     assert caught.value.problems == [
-        'pool_environment={"ml.g6e.xlarge": {"A": "1"}}: needs instance pools (variant.instance_pools): '
+        'pool_environment={"ml.g6e.xlarge": {"A": "1"}}: needs instance pools '
+        '(variant.instance_pools): '
         "ModelNameOverride is a member of InstancePool only (SageMaker API reference, InstancePool)"]
     with pytest.raises(PropsError) as caught:
         RealtimeEndpoint(bare_stack(), "Speech", endpoint_props(
             variant=ProductionVariant("ml.g6.xlarge", instance_pools=("ml.g6.xlarge", "ml.g6e.xlarge")),
             pool_environment={"ml.g6.xlarge": {"A": "1"}, "ml.g5.xlarge": {}}))
     assert caught.value.problems == [
-        "pool_environment='ml.g6.xlarge': is the priority-1 pool, which runs the variant's Model: give its "
-        "environment in container.environment",
-        "pool_environment='ml.g5.xlarge': is not one of the instance pools ['ml.g6.xlarge', 'ml.g6e.xlarge']",
-        "pool_environment='ml.g5.xlarge': needs a non-empty map of environment variable names to strings",
+        "pool_environment='ml.g6.xlarge': is the priority-1 pool, which runs the variant's "
+        "Model: give its environment in container.environment",
+        "pool_environment='ml.g5.xlarge': is not one of the instance pools ['ml.g6.xlarge', "
+        "'ml.g6e.xlarge']",
+        "pool_environment='ml.g5.xlarge': needs a non-empty map of environment variable names to "
+        "strings",
     ]
     with pytest.raises(PropsError) as caught:
         RealtimeEndpoint(bare_stack(), "Tts", endpoint_props(
@@ -517,8 +528,9 @@ def test_pool_environment_rules_are_named_with_their_source():
 
 
 def test_the_instance_pool_properties_exist_in_the_l1_botocore_and_cfn_lint():
-    """ModelNameOverride is a property of CDK's InstancePoolProperty, of botocore's SageMaker InstancePool shape
-    (a ModelName: at most 63 characters) and of cfn-lint's AWS::SageMaker::EndpointConfig schema."""
+    """ModelNameOverride is a property of CDK's InstancePoolProperty, of botocore's SageMaker
+    InstancePool shape (a ModelName: at most 63 characters) and of cfn-lint's
+    AWS::SageMaker::EndpointConfig schema."""
     import inspect
 
     import botocore.session

@@ -43,9 +43,10 @@ def test_the_execution_role_starts_empty_and_is_grantable():
 
 
 def test_vpc_access_lets_the_role_manage_the_models_network_interfaces_in_its_subnets_only():
-    """CreateModel API: Execution Role Permissions (a Model with VpcConfig), scoped as the Service Authorization
-    Reference allows: creation on the Model's subnets and security groups, the interface writes conditioned on the
-    subnets (ec2:Subnet, an ARN), and "*" only for the actions without resource-level permissions."""
+    """CreateModel API: Execution Role Permissions (a Model with VpcConfig), scoped as the Service
+    Authorization Reference allows: creation on the Model's subnets and security groups, the
+    interface writes conditioned on the subnets (ec2:Subnet, an ARN), and "*" only for the actions
+    without resource-level permissions."""
     stack = bare_stack()
     role = SageMakerExecutionRole(stack, "ExecutionRole")
     role.grant_vpc_access(["subnet-0a", "subnet-0b"], ["sg-01"])

@@ -1,5 +1,6 @@
-"""constructs_lib/sagemaker_endpoint/interface.py: IEndpoint, what alarms and scaling need of an endpoint. A
-RealtimeEndpoint and an imported one provide every member it declares; the module itself loads no aws_cdk."""
+"""constructs_lib/sagemaker_endpoint/interface.py: IEndpoint, what alarms and scaling need of an
+endpoint. A RealtimeEndpoint and an imported one provide every member it declares; the module itself
+loads no aws_cdk."""
 
 from __future__ import annotations
 

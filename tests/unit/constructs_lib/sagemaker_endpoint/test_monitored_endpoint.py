@@ -1,4 +1,5 @@
-"""MonitoredEndpoint (endpoint, alarms, autoscaling and outputs) in a bare stack, bad props included."""
+"""MonitoredEndpoint (endpoint, alarms, autoscaling and outputs) in a bare stack, bad props
+included."""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ def test_a_fixed_size_has_no_scalable_target_and_resets_the_count_on_update():
 
 
 def test_the_id_default_keeps_the_logical_ids_of_an_endpoint_built_at_the_stack_root():
-    """What the app's stacks rely on: under a MonitoredEndpoint with the id "Default", the resources have the logical
-    ids they had when the stack built the endpoint, its alarms and its scaling itself (CDK leaves "Default" out)."""
+    """What the app's stacks rely on: under a MonitoredEndpoint with the id "Default", the resources
+    have the logical ids they had when the stack built the endpoint, its alarms and its scaling
+    itself (CDK leaves "Default" out)."""
     direct = bare_stack()
     RealtimeEndpoint(direct, "Asr", endpoint_props(endpoint_name="asr"))
     grouped = bare_stack()

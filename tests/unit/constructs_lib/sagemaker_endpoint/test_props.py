@@ -1,6 +1,6 @@
-"""constructs_lib/sagemaker_endpoint/props.py: the endpoint's props and their checks without aws_cdk: the model data
-prefix, timeouts and log retention, and a rolling update's limits and time budget (the construct reporting them
-together: test_endpoint.py)."""
+"""constructs_lib/sagemaker_endpoint/props.py: the endpoint's props and their checks without
+aws_cdk: the model data prefix, timeouts and log retention, and a rolling update's limits and time
+budget (the construct reporting them together: test_endpoint.py)."""
 
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ def problems(check, *args) -> list[str]:
 
 @pytest.mark.parametrize("uri, expected", [
     ("s3://team-models/voxtral/", []),
-    ("s3://Team_Models/voxtral/", ["m='s3://Team_Models/voxtral/': must be 's3://<bucket>/<prefix>' with a valid bucket "
-                                   "name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"]),
-    ("s3://team-models", ["m='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid bucket name (3-63 "
-                          "lower-case letters, digits, '.' or '-') and a non-empty prefix"]),
-    ("s3://team-models/v*/", ["m='s3://team-models/v*/': the prefix must be a plain key prefix, without wildcards "
-                              "('*', '?'), whitespace or '//'; SageMaker copies every object under it"]),
-    ("s3://team-models/a//b/", ["m='s3://team-models/a//b/': the prefix must be a plain key prefix, without wildcards "
-                                "('*', '?'), whitespace or '//'; SageMaker copies every object under it"]),
+    ("s3://Team_Models/voxtral/", ["m='s3://Team_Models/voxtral/': must be 's3://<bucket>/<prefix>' with a valid "
+                                   "bucket name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"]),
+    ("s3://team-models", ["m='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid bucket name "
+                          "(3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"]),
+    ("s3://team-models/v*/", ["m='s3://team-models/v*/': the prefix must be a plain key prefix, without "
+                              "wildcards ('*', '?'), whitespace or '//'; SageMaker copies every object under it"]),
+    ("s3://team-models/a//b/", ["m='s3://team-models/a//b/': the prefix must be a plain key prefix, without "
+                                "wildcards ('*', '?'), whitespace or '//'; SageMaker copies every object under it"]),
 ])
 def test_the_model_data_is_a_plain_prefix(uri, expected):
     assert problems(check_model_data_s3_uri, "m", uri) == expected
@@ -56,10 +56,11 @@ def test_timeouts_and_retention_are_values_sagemaker_and_cloudwatch_accept():
 
 def test_a_rolling_updates_limits_name_the_policy_field():
     assert problems(RollingUpdate(batch_percent=60, wait_s=-1, timeout_s=100).problems) == [
-        "batch_percent=60: must be between 5 and 50 (percent of the variant's instances; RollingUpdatePolicy "
-        "MaximumBatchSize)",
+        "batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
+        "RollingUpdatePolicy MaximumBatchSize)",
         "wait_s=-1: must be between 0 and 3600 seconds (RollingUpdatePolicy WaitIntervalInSeconds)",
-        "timeout_s=100: must be between 600 and 28800 seconds (RollingUpdatePolicy MaximumExecutionTimeoutInSeconds)"]
+        "timeout_s=100: must be between 600 and 28800 seconds (RollingUpdatePolicy "
+        "MaximumExecutionTimeoutInSeconds)"]
 
 
 def test_the_update_budget_follows_the_variants_start_time_unless_given():
@@ -79,7 +80,7 @@ def test_the_invoke_actions_are_the_three_runtime_calls():
 
 
 def test_a_rolling_update_moves_one_instance_per_step_unless_a_percent_is_given():
-    """RollingUpdatePolicy allows 5-50 % of the variant's instances and does not say how a percent below one
-    instance rounds: the default batch is INSTANCE_COUNT 1."""
+    """RollingUpdatePolicy allows 5-50 % of the variant's instances and does not say how a percent
+    below one instance rounds: the default batch is INSTANCE_COUNT 1."""
     assert RollingUpdate().maximum_batch_size() == ("INSTANCE_COUNT", 1)
     assert RollingUpdate(batch_percent=25).maximum_batch_size() == ("CAPACITY_PERCENT", 25)

@@ -1,5 +1,6 @@
-"""constructs_lib/sagemaker_endpoint/scaling.py: a variant's instance count as a scalable target in a bare stack,
-one per variant, with target-tracking policies on a predefined or a CloudWatch metric."""
+"""constructs_lib/sagemaker_endpoint/scaling.py: a variant's instance count as a scalable target in
+a bare stack, one per variant, with target-tracking policies on a predefined or a CloudWatch
+metric."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def test_one_scalable_target_per_variant_and_bad_ranges_or_policies_are_refused(
         ScalableInstanceCount(stack, "Again", endpoint=endpoint, min_capacity=0, max_capacity=3)
     assert caught.value.problems == [
         "min_capacity=0: must be at least 1 (a real-time endpoint keeps one instance)",
-        "endpoint: its instance count already scales (Test/Scaling); add policies to that ScalableInstanceCount (one "
-        "scalable target per variant)"]
+        "endpoint: its instance count already scales (Test/Scaling); add policies to that "
+        "ScalableInstanceCount (one scalable target per variant)"]
     _, _, scaling = scaled()
     with pytest.raises(PropsError, match="ScalableInstanceCount policy Bad: invalid props"):
         scaling.scale_to_track("Bad", TargetTracking(0, predefined_metric="SageMakerVariantInvocationsPerInstance"))

@@ -1,5 +1,5 @@
-"""constructs_lib/sagemaker_endpoint/scaling_props.py: the instance-count range and target-tracking policy of a
-SageMaker variant, and their checks (CDK-free)."""
+"""constructs_lib/sagemaker_endpoint/scaling_props.py: the instance-count range and target-tracking
+policy of a SageMaker variant, and their checks (CDK-free)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def test_the_capacity_range_holds_the_initial_count(low, high, initial, expected
 def test_a_cooldown_must_exceed_its_floor_and_stay_within_a_day():
     assert problems(check_cooldown_s, "scale_in_cooldown_s", 26, 25) == []
     assert problems(check_cooldown_s, "scale_in_cooldown_s", 25, 25, " (longer than the drain)") == [
-        "scale_in_cooldown_s=25: must be more than 25 and at most 86400 seconds (longer than the drain)"]
+        "scale_in_cooldown_s=25: must be more than 25 and at most 86400 seconds (longer than the "
+        "drain)"]
     assert problems(check_cooldown_s, "scale_out_cooldown_s", 86401) == [
         "scale_out_cooldown_s=86401: must be more than 0 and at most 86400 seconds"]
 
@@ -54,7 +55,8 @@ def test_a_policy_tracks_exactly_one_known_metric():
         "target_value=0: must be a positive number (the metric's value per instance to hold)",
         "TargetTracking: give exactly one of metric and predefined_metric"]
     assert problems(TargetTracking(1, predefined_metric="CPU").problems) == [
-        f"predefined_metric='CPU': must be one of {INVOCATIONS_PER_INSTANCE}, {CONCURRENT_REQUESTS_PER_MODEL}"]
+        f"predefined_metric='CPU': must be one of {INVOCATIONS_PER_INSTANCE}, "
+        f"{CONCURRENT_REQUESTS_PER_MODEL}"]
 
 
 def test_a_scaling_range_needs_a_policy_and_a_fixed_size_none():

@@ -1,4 +1,5 @@
-"""The API model check (tests/tools/cfn_rules/api_models.py): properties against botocore's input shapes."""
+"""The API model check (tests/tools/cfn_rules/api_models.py): properties against botocore's input
+shapes."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def test_values_the_api_takes_pass():
     assert check("AWS::SageMaker::EndpointConfig", {
         "ProductionVariants": [{**VARIANT, "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}}],
         "Tags": [{"Key": "project", "Value": "sagemaker-realtime-voice"}]}) == []
-    # ECS's API is camelCase; CloudFormation's names match ignoring case; ClusterSettings is settings.
+    # ECS's API is camelCase; CloudFormation's names match ignoring case; ClusterSettings is
+    # settings.
     assert check("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]}) == []
     breaker = {"DeploymentCircuitBreaker": {"Enable": True, "Rollback": True}}
     assert check("AWS::ECS::Service", {"PlacementStrategies": [{"Type": "spread", "Field": "instanceId"}],

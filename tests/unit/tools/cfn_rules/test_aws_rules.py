@@ -1,6 +1,7 @@
-"""The rule book (tests/tools/cfn_rules/aws_rules.py): each rule fails on a template written to break it and holds
-on the same template mended; the rules load into cfn-lint with --append-rules. That every app a session
-synthesizes is held to them (tests/conftest.py synthesize) is tested in tests/app/test_aws_rules.py."""
+"""The rule book (tests/tools/cfn_rules/aws_rules.py): each rule fails on a template written to
+break it and holds on the same template mended; the rules load into cfn-lint with --append-rules.
+That every app a session synthesizes is held to them (tests/conftest.py synthesize) is tested in
+tests/app/test_aws_rules.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-0504030201
 
 
 def template(**resources: tuple[str, dict] | dict) -> dict:
-    """``template(Lid=("AWS::X::Y", {props}))``: a template dict; a dict value is a whole resource."""
+    """``template(Lid=("AWS::X::Y", {props}))``: a template dict; a dict value is a whole
+    resource."""
     return {"Resources": {lid: r if isinstance(r, dict) else {"Type": r[0], "Properties": r[1]}
                           for lid, r in resources.items()}}
 
@@ -371,8 +373,9 @@ CASES += [
      "neither the Region's ELB account", load_balancer(grantee={"Service": aws_rules.ELB_LOG_PRINCIPAL})),
     (aws_rules.SecurityGroupText, security_group("Tasks of voxtral-realtime: the bridge port, not 8443 → 8080"),
      "characters EC2 refuses", security_group("Tasks of voxtral-realtime: the bridge port, not 8443 to 8080")),
-    (aws_rules.SecurityGroupText, security_group(rule_description="callers’ CIDR"), "characters EC2 refuses",  # noqa: RUF001 (the quote is the point)
-     security_group(rule_description="callers CIDR")),
+    (aws_rules.SecurityGroupText,
+     security_group(rule_description="callers’ CIDR"),  # noqa: RUF001 (the quote is the point)
+     "characters EC2 refuses", security_group(rule_description="callers CIDR")),
     (aws_rules.SecurityGroupText, security_group(low=8443, high=8080), "exceeds ToPort",
      security_group(low=8080, high=8443)),
     (aws_rules.SecurityGroupText, security_group(GroupName="sg-bridge"), "not allowed",
@@ -468,14 +471,15 @@ def test_a_log_group_key_must_let_cloudwatch_logs_in_across_stacks(app, expected
 
 @pytest.mark.parametrize("name", ["/aws/sagemaker/Endpoints/voxtral-realtime", None])
 def test_a_log_group_the_key_lets_in_passes(name):
-    """A named group under /aws/sagemaker/Endpoints/, and one CloudFormation names RealtimeVoice-Voxtral-Logs-..."""
+    """A named group under /aws/sagemaker/Endpoints/, and one CloudFormation names
+    RealtimeVoice-Voxtral-Logs-..."""
     app = keyed_app(LOGS_STATEMENT, name=name)
     assert _gate.template_findings(app, rules=(aws_rules.LogGroupKeyLetsCloudWatchLogsIn,)) == []
 
 
 def test_a_generated_log_group_name_is_not_guessed_in_a_single_template():
-    """cfn-lint reads one template and knows no stack name: a group CloudFormation names is not matched against
-    the condition (the gate, reading the app, does match it)."""
+    """cfn-lint reads one template and knows no stack name: a group CloudFormation names is not
+    matched against the condition (the gate, reading the app, does match it)."""
     foundation = keyed_app(LOGS_STATEMENT)["RealtimeVoice-Foundation"]
     foundation["Resources"]["Logs"] = {"Type": "AWS::Logs::LogGroup",
                                        "Properties": {"KmsKeyId": {"Fn::GetAtt": ["Key", "Arn"]}}}
@@ -492,7 +496,8 @@ def test_findings_name_rule_stack_path_and_source():
 
 
 def test_cfn_lint_loads_the_rules_with_append_rules(tmp_path):
-    """The same folder .cfnlintrc.yaml appends: cfn-lint finds the broken EndpointConfig (in-process, one template)."""
+    """The same folder .cfnlintrc.yaml appends: cfn-lint finds the broken EndpointConfig
+    (in-process, one template)."""
     import cfnlint.api
     from cfnlint.rules import RulesCollection
 

@@ -1,5 +1,6 @@
-"""The gate tests/conftest.py applies to every synthesized app (tests/tools/cfn_rules/_gate.py): every rule over
-every template, app-level rules over the app at once, each finding one line naming rule, stack, path and source."""
+"""The gate tests/conftest.py applies to every synthesized app (tests/tools/cfn_rules/_gate.py):
+every rule over every template, app-level rules over the app at once, each finding one line naming
+rule, stack, path and source."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class EveryBucket:
 
 
 class StackCount:
-    """A stand-in app-level rule: reads every stack at once; its per-template findings must not run."""
+    """A stand-in app-level rule: reads every stack at once; its per-template findings must not
+    run."""
 
     id, source_url, app_level = "E9999", "https://example.com/app", True
 
@@ -42,7 +44,7 @@ APP = {"A": {"Resources": {"Logs": BUCKET, "Queue": {"Type": "AWS::SQS::Queue"}}
        "B": {"Resources": {"Data": BUCKET}}}
 
 
-def test_all_rules_are_the_required_grants_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():
+def test_all_rules_are_the_required_grants_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():  # noqa: E501 (a test's name says what it checks)
     assert set(_gate.ALL_RULES) == {*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES, ApiModel,
                                     IamStatements}
     assert _gate.ALL_RULES[-2:] == (ApiModel, IamStatements)
@@ -73,7 +75,8 @@ def test_no_findings_when_every_rule_holds():
 
 
 def test_the_default_rules_are_every_rule():
-    """A KMS key on local-NVMe storage (the rule book) and an unknown member (the API models): both found."""
+    """A KMS key on local-NVMe storage (the rule book) and an unknown member (the API models): both
+    found."""
     config = {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {
         "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k", "ProductionVariants": [{
             "VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1,

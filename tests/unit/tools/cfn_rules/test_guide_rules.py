@@ -1,5 +1,5 @@
-"""The developer guides' rules (tests/tools/cfn_rules/guide_rules.py): each fails on a template written to break
-it and holds on the same template mended."""
+"""The developer guides' rules (tests/tools/cfn_rules/guide_rules.py): each fails on a template
+written to break it and holds on the same template mended."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def test_a_batch_of_at_least_one_instance_holds(kind, value, count):
 
 def test_a_percent_below_one_instance_asks_for_an_instance_count():
     assert found(endpoint("CAPACITY_PERCENT", 25, 1)) == [
-        "25 % of 1 instance(s) is less than one instance (rounding unconfirmed): use INSTANCE_COUNT 1"]
+        "25 % of 1 instance(s) is less than one instance (rounding unconfirmed): use "
+        "INSTANCE_COUNT 1"]
 
 
 def test_a_percent_outside_5_to_50_and_a_count_below_1_fail():
@@ -59,7 +60,8 @@ def test_a_custom_target_tracking_metric_names_its_dimensions():
     assert rule_found(gr.TargetTrackingMetricIsTheTargets, tpl) == []
     del custom["Dimensions"]
     assert rule_found(gr.TargetTrackingMetricIsTheTargets, tpl) == [
-        "VoiceConnect/ActiveCalls has no dimensions: every writer of it counts, not only this target's capacity"]
+        "VoiceConnect/ActiveCalls has no dimensions: every writer of it counts, not only this "
+        "target's capacity"]
 
 
 def fargate(**props) -> dict:
@@ -90,7 +92,8 @@ def test_a_dead_letter_queue_is_of_the_same_kind_and_keeps_messages_longer():
                                               {"MessageRetentionPeriod": 1209600})) == []
     assert rule_found(gr.QueueRedrive, queues({"MessageRetentionPeriod": 1209600},
                                               {"MessageRetentionPeriod": 86400})) == [
-        "Dlq keeps messages 86400 s, not longer than Q's 1209600 s: a message moved late expires there at once"]
+        "Dlq keeps messages 86400 s, not longer than Q's 1209600 s: a message moved late expires "
+        "there at once"]
     assert rule_found(gr.QueueRedrive, queues({"FifoQueue": True, "MessageRetentionPeriod": 60}, {})) == [
         "Q and its dead-letter queue Dlq are not both standard or both FIFO"]
     assert rule_found(gr.QueueRedrive, queues({"MessageRetentionPeriod": 60}, {}, count=0)) == [

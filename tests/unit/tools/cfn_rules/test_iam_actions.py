@@ -1,4 +1,5 @@
-"""The IAM check (tests/tools/cfn_rules/iam_actions.py): statements against the Service Authorization Reference."""
+"""The IAM check (tests/tools/cfn_rules/iam_actions.py): statements against the Service
+Authorization Reference."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def test_statements_iam_honours_pass(statement):
 
 
 def test_every_policy_of_a_template_is_read():
-    """Role inline and trust policies, managed policies, key, bucket (as a JSON string too) and repository
-    policies, Lambda permissions: a bad action in each is found."""
+    """Role inline and trust policies, managed policies, key, bucket (as a JSON string too) and
+    repository policies, Lambda permissions: a bad action in each is found."""
     bad = {"Effect": "Allow", "Action": "s3:GetObjcet", "Resource": "*", "Principal": {"AWS": ROLE}}
     doc = {"Version": "2012-10-17", "Statement": [bad]}
     template = {"Resources": {
@@ -81,7 +82,8 @@ def test_every_policy_of_a_template_is_read():
 
 
 def test_newer_actions_are_few_sourced_and_really_missing_from_the_data():
-    """The list of actions newer than the data stays short: an entry the data has caught up with must go."""
+    """The list of actions newer than the data stays short: an entry the data has caught up with
+    must go."""
     assert len(iam_actions.NEWER_ACTIONS) <= 5
     for action, source in iam_actions.NEWER_ACTIONS.items():
         assert source.startswith("https://docs.aws.amazon.com/"), action

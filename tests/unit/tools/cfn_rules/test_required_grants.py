@@ -1,6 +1,7 @@
-"""The required grants (tests/tools/cfn_rules/required_grants.py): each rule holds on a template that grants what
-AWS documents and fails, naming what is missing, on the same template with the grant taken out. That every
-synthesized variant holds them is tested in tests/app/test_aws_rules.py."""
+"""The required grants (tests/tools/cfn_rules/required_grants.py): each rule holds on a template
+that grants what AWS documents and fails, naming what is missing, on the same template with the
+grant taken out. That every synthesized variant holds them is tested in
+tests/app/test_aws_rules.py."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def found(rule, tpl) -> list[str]:
 
 
 def without(tpl: dict, lid: str, action: str) -> dict:
-    """``tpl`` with ``action`` taken out of every statement of ``lid``'s policy document or key policy."""
+    """``tpl`` with ``action`` taken out of every statement of ``lid``'s policy document or key
+    policy."""
     broken = copy.deepcopy(tpl)
     props = broken["Resources"][lid]["Properties"]
     for s in (props.get("PolicyDocument") or props.get("KeyPolicy"))["Statement"]:
@@ -56,7 +58,7 @@ def without(tpl: dict, lid: str, action: str) -> dict:
     return broken
 
 
-# --------------------------------------------------------------------------------------------------- SageMaker
+# ---------------------------------------------------------------------------------------- SageMaker
 def vpc_model(**model) -> dict:
     return template(
         **role_with(allow(*rg.SAGEMAKER_VPC_ACTIONS), allow("cloudwatch:PutMetricData", *rg.LOG_WRITE_ACTIONS),
@@ -116,7 +118,7 @@ def test_a_volume_key_delegates_to_the_account():
         "the policy of key Key does not let the account's IAM roles use it"]
 
 
-# --------------------------------------------------------------------------------------------------------- ECS
+# ---------------------------------------------------------------------------------------------- ECS
 def task(**props) -> dict:
     return template(
         **role_with(allow(*rg.ECR_PULL_ACTIONS), allow(*rg.LOG_WRITE_ACTIONS),
@@ -153,7 +155,7 @@ def test_the_managed_task_execution_policy_counts():
     assert found(rg.EcsTaskExecutionRole, tpl) == []
 
 
-# ------------------------------------------------------------------------------------------------------ Lambda
+# ------------------------------------------------------------------------------------------- Lambda
 def test_a_function_in_a_vpc_manages_its_network_interfaces():
     tpl = template(**role_with(allow(*rg.LAMBDA_VPC_ACTIONS)),
                    Function=res("AWS::Lambda::Function", Role=ROLE_ARN, VpcConfig={"SubnetIds": ["s"]}))
@@ -162,7 +164,7 @@ def test_a_function_in_a_vpc_manages_its_network_interfaces():
         "Function runs in a VPC but its role Role does not allow ec2:DeleteNetworkInterface"]
 
 
-# ------------------------------------------------------------------------------------------------- EventBridge
+# -------------------------------------------------------------------------------------- EventBridge
 EVENTS = {"Service": "events.amazonaws.com"}
 SOURCE = {"ArnLike": {"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:event-bus/*"}}
 
@@ -237,7 +239,8 @@ def test_a_bus_dead_letter_queue_is_not_under_the_bus_key_nor_an_aws_managed_key
     assert found(rg.EncryptedEventBusDeadLetters, sse_sqs) == []
 
 
-# ------------------------------------------------------------------------------------------- SQS and DynamoDB
+# ------------------------------------------------------------------------------------------- SQS
+# and DynamoDB
 def queue_users() -> dict:
     arn = {"Fn::GetAtt": ["Queue", "Arn"]}
     return template(
@@ -268,7 +271,7 @@ def test_a_table_key_lets_dynamodb_create_grants():
         "the policy of key Key lets no principal use it for DynamoDB"]
 
 
-# --------------------------------------------------------------------------------------------------- Connect
+# ------------------------------------------------------------------------------------------ Connect
 def connect(**extra) -> dict:
     return template(
         **key_with(allow("kms:*", Principal=ROOT)),
@@ -315,7 +318,8 @@ def test_an_associated_function_lets_connect_invoke_it_and_flows_wait_for_the_as
     other = connect()
     other["Resources"]["Invoke"]["Properties"]["SourceAccount"] = "210987654321"
     assert found(rg.ConnectFunctionAssociation, other) == [
-        f"Function's permission for {INSTANCE} names another SourceAccount than the instance's 123456789012"]
+        f"Function's permission for {INSTANCE} names another SourceAccount than the instance's "
+        "123456789012"]
     none = connect()
     del none["Resources"]["Invoke"]
     assert found(rg.ConnectFunctionAssociation, none) == [
@@ -332,7 +336,8 @@ def test_every_rule_has_a_source_and_an_id_of_its_own():
     assert all(rule.source_url.startswith("https://docs.aws.amazon.com/") for rule in rg.RULES)
 
 
-# ---------------------------------------------------------------------------------------- Fargate's routes out
+# ---------------------------------------------------------------------------------------- Fargate's
+# routes out
 def fargate_in_private_subnets(*services: str, nat=False) -> dict:
     tpl = task()
     resources = tpl["Resources"]
@@ -357,5 +362,6 @@ def fargate_in_private_subnets(*services: str, nat=False) -> dict:
 def test_fargate_in_private_subnets_reaches_ecr_s3_and_logs_through_endpoints_or_a_nat():
     assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets("ecr.api", "ecr.dkr", "s3", "logs")) == []
     assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets("ecr.api", "s3")) == [
-        "Service runs on Fargate in private subnets with no NAT route, and their VPC has no ecr.dkr, logs endpoint"]
+        "Service runs on Fargate in private subnets with no NAT route, and their VPC has no "
+        "ecr.dkr, logs endpoint"]
     assert found(rg.FargatePrivateSubnetRoutes, fargate_in_private_subnets(nat=True)) == []

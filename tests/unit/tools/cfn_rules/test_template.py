@@ -1,5 +1,6 @@
-"""The rules' shared helpers (tests/tools/cfn_rules/_template.py): reading template dicts (resources by type,
-references across stacks, literal values) and the rule base that wraps a pure check as a cfn-lint rule."""
+"""The rules' shared helpers (tests/tools/cfn_rules/_template.py): reading template dicts (resources
+by type, references across stacks, literal values) and the rule base that wraps a pure check as a
+cfn-lint rule."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""What the client tests share: a parser of the client subcommands, the committed recording, an in-memory realtime
-server, the real bridge in front of the fake vLLM, a container that stops answering, a loopback HTTP server that
-answers SageMaker's InvokeEndpointWithResponseStream, and a command started to be stopped with Ctrl-C. The fixtures
-over them: ``conftest.py`` beside this file."""
+"""What the client tests share: a parser of the client subcommands, the committed recording, an
+in-memory realtime server, the real bridge in front of the fake vLLM, a container that stops
+answering, a loopback HTTP server that answers SageMaker's InvokeEndpointWithResponseStream, and a
+command started to be stopped with Ctrl-C. The fixtures over them: ``conftest.py`` beside this
+file."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from voicectl.local.fake_vllm import FakeVllm
 
 
 def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
-    """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command, as a terminal
-    starts it, also when this process ignores SIGINT: a test run started in the background by a shell without job
-    control ignores it, the command would inherit that, and the test's Ctrl-C would do nothing (the command then
-    runs to its end: exit 0, or never). A handler, unlike an ignored signal, does not survive ``exec``."""
+    """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command,
+    as a terminal starts it, also when this process ignores SIGINT: a test run started in the
+    background by a shell without job control ignores it, the command would inherit that, and the
+    test's Ctrl-C would do nothing (the command then runs to its end: exit 0, or never). A handler,
+    unlike an ignored signal, does not survive ``exec``."""
     ignoring = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if ignoring:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -41,12 +43,13 @@ def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
 
 
 RECORDING = ROOT / "tests" / "clients" / "data" / "speech_22k_stereo.wav"
-"""espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see tests/clients/data/README.md; the README's commands use
-this path)."""
+"""espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see tests/clients/data/README.md; the
+README's commands use this path)."""
 
 
 def client_parser() -> argparse.ArgumentParser:
-    """A parser with only the client subcommands (``voicectl.operations.preflight`` belongs to another branch)."""
+    """A parser with only the client subcommands (``voicectl.operations.preflight`` belongs to
+    another branch)."""
     parser = argparse.ArgumentParser(prog="voicectl")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in (transcribe, speak, mic):
@@ -54,7 +57,7 @@ def client_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ---- an in-memory realtime server ------------------------------------------------------------------------------
+# ---- an in-memory realtime server --------------------------------------------------------------
 
 
 @dataclass
@@ -70,8 +73,8 @@ class MemorySession:
 
 
 class MemoryTransport:
-    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on final commit;
-    a later commit starts the next generation on the same stream."""
+    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on
+    final commit; a later commit starts the next generation on the same stream."""
 
     def __init__(self, server: MemoryServer, session: MemorySession) -> None:
         self.server = server
@@ -139,10 +142,11 @@ class MemoryTransport:
 
 
 class MemoryServer:
-    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send fails),
-    ``error_at=(session number, append index, code, message)`` (an error event, then the stream ends),
-    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` per
-    generation, with the bridge's fields), ``error_on_append``, ``never_done``, ``null_done_text``."""
+    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send
+    fails), ``error_at=(session number, append index, code, message)`` (an error event, then the
+    stream ends), ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes``
+    (``session_limit`` per generation, with the bridge's fields), ``error_on_append``,
+    ``never_done``, ``null_done_text``."""
 
     def __init__(self) -> None:
         self.sessions: list[MemorySession] = []
@@ -161,18 +165,20 @@ class MemoryServer:
         return MemoryTransport(self, session)
 
 
-# ---- a container that stops answering (the mic page's watchdog) ------------------------------------------------
+# ---- a container that stops answering (the mic page's watchdog) --------------------------------
 
 
 class QuietBridge:
-    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
-    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything.
+    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then
+    nothing more), and the final commit with ``transcription.done`` only while ``answer_done``;
+    ``answers=None`` answers everything.
 
-    ``gate``: when an Event, each stream accepts the WebSocket at once (as the bridge does, SageMaker requires it)
-    but sends its first event only once the test sets it (``held`` counts the streams that reached it).
-    ``refusal``: when set, that first event is the bridge's refusal instead of ``session.created``: its
-    ``upstream_unavailable`` error event, then a 1011 close (container/bridge/server.py, vLLM not reachable).
-    ``audio_bytes``: PCM16 bytes received in appends, over all streams."""
+    ``gate``: when an Event, each stream accepts the WebSocket at once (as the bridge does,
+    SageMaker requires it) but sends its first event only once the test sets it (``held`` counts the
+    streams that reached it). ``refusal``: when set, that first event is the bridge's refusal
+    instead of ``session.created``: its ``upstream_unavailable`` error event, then a 1011 close
+    (container/bridge/server.py, vLLM not reachable). ``audio_bytes``: PCM16 bytes received in
+    appends, over all streams."""
 
     REFUSAL: ClassVar[dict[str, str]] = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
                "code": "upstream_unavailable"}
@@ -244,7 +250,7 @@ class QuietBridge:
             thread.join(5)
 
 
-# ---- the real bridge and the fake vLLM on a background event loop ------------------------------------------------
+# ---- the real bridge and the fake vLLM on a background event loop ------------------------------
 
 
 class Servers:
@@ -288,7 +294,7 @@ class Servers:
         self.thread.join(5)
 
 
-# ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream -----------------------------------------
+# ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream ----------------------
 
 
 def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
@@ -310,12 +316,14 @@ class RecordedRequest:
     body: bytes
 
 
-#: How often a stand-in HTTP server's loop checks whether it was asked to shut down, seconds (``serve_forever``).
+#: How often a stand-in HTTP server's loop checks whether it was asked to shut down, seconds
+#: (``serve_forever``).
 SHUTDOWN_POLL_S = 0.01
 
 
 class ResponseStreamServer:
-    """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status and body."""
+    """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status
+    and body."""
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
@@ -345,8 +353,8 @@ class ResponseStreamServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll interval (0.5 s)
-        # every test that used this server waited up to half a second at its end.
+        # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll
+        # interval (0.5 s) every test that used this server waited up to half a second at its end.
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
                                         daemon=True)
 
@@ -360,7 +368,8 @@ class ResponseStreamServer:
         self.replies.append((status, headers, body))
 
     def client(self, read_timeout: float = 60):
-        """A boto3 sagemaker-runtime client pointed at this server, with dummy static credentials."""
+        """A boto3 sagemaker-runtime client pointed at this server, with dummy static
+        credentials."""
         import boto3
         from botocore.config import Config
 

@@ -1,4 +1,5 @@
-"""voicectl.clients.bounded_json: JSON parsed with a size and depth bound, and server text made one line."""
+"""voicectl.clients.bounded_json: JSON parsed with a size and depth bound, and server text made one
+line."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_one_line_escapes_line_breaks_and_bounds_the_length():
 @pytest.mark.parametrize(("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']),
                                              ('["\\"{', ["[", '"\\"{'])])
 def test_a_string_left_open_is_one_token_to_the_end_of_the_text(text, tokens):
-    # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in the length.
+    # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in
+    # the length.
     assert [match.group() for match in _TOKENS.finditer(text)] == tokens
 
 

@@ -1,7 +1,9 @@
-"""``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's recording
-WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM (loopback only).
+"""``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's
+recording WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM
+(loopback only).
 
-The page's recorder (JavaScript) in real Chromium: ``tests/e2e/clients/test_clients_mic_browser.py``."""
+The page's recorder (JavaScript) in real Chromium:
+``tests/e2e/clients/test_clients_mic_browser.py``."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from voicectl.local.fake_vllm import free_port
 CHUNK_SAMPLES = CHUNK_BYTES // 2
 
 RATE_HZ = 48_000
-#: How long a test waits before it calls a stream stuck, seconds: a liveness bound, not a latency target.
+#: How long a test waits before it calls a stream stuck, seconds: a liveness bound, not a latency
+#: target.
 LIVENESS_S = 10.0
 """Sample rate of the synthetic microphone (a browser's usual)."""
 
@@ -44,7 +47,7 @@ def expected_16k_samples(samples: int, rate_hz: int = RATE_HZ) -> float:
     return samples * 16_000 / rate_hz
 
 
-# ---- settings and the optional dependency -------------------------------------------------------------------------
+# ---- settings and the optional dependency ------------------------------------------------------
 
 
 def test_launch_binds_loopback_and_shares_only_with_share(parse):
@@ -63,7 +66,8 @@ def test_missing_gradio_tells_how_to_install(parse, monkeypatch):
 
 
 def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
-    """`make mic-deps` (pinned, in a checkout) everywhere; `pip install '.[mic]'` only for a pip-installed project."""
+    """`make mic-deps` (pinned, in a checkout) everywhere; `pip install '.[mic]'` only for a
+    pip-installed project."""
 
     root = ROOT
     assert "`make mic-deps`" in mic.INSTALL_HINT and "`make mic-deps`" in mic.__doc__
@@ -127,7 +131,7 @@ def test_the_page_is_sent_the_transcript_without_taking_back_words_a_replay_disc
     assert publisher.text() == "uno dos "
 
 
-# ---- the microphone transcriber against the bridge and the fake vLLM ----------------------------------------------
+# ---- the microphone transcriber against the bridge and the fake vLLM ---------------------------
 
 
 def websocket_opener(url: str):
@@ -175,7 +179,8 @@ def test_the_stream_opens_when_the_recording_starts_and_serves_the_whole_recordi
             await transcriber.start()
             session = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 servers.vllm.wait_for_session(timeout=LIVENESS_S), servers.loop))
-            # The session may already carry session.update and a first commit; no audio has been fed yet.
+            # The session may already carry session.update and a first commit; no audio has been fed
+            # yet.
             opened_before_audio = "input_audio_buffer.append" not in session.event_types()
             transcriber.feed(RATE_HZ, tone(0.5))
             return opened_before_audio, await transcriber.stop()
@@ -210,7 +215,8 @@ def test_cancel_closes_the_stream_to_vllm_at_once():
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 session.wait_for_event("input_audio_buffer.append"), servers.loop))
             await transcriber.cancel()
-            # Closed by the cancel itself, not by an idle timeout (the fake vLLM has none); the wait is a liveness bound.
+            # Closed by the cancel itself, not by an idle timeout (the fake vLLM has none); the wait
+            # is a liveness bound.
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 session.wait_closed(timeout=LIVENESS_S), servers.loop))
 
@@ -218,12 +224,13 @@ def test_cancel_closes_the_stream_to_vllm_at_once():
         assert not any(event.get("final") for event in servers.vllm.sessions[0].events)  # abandoned, not finished
 
 
-# ---- the page's recording WebSocket, served by the real Gradio app ----------------------------------------------
+# ---- the page's recording WebSocket, served by the real Gradio app -----------------------------
 
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[tuple[Servers, str]]:
-    """The fake vLLM and the bridge, and the mic page in front of them; yields (servers, recording WebSocket URL)."""
+    """The fake vLLM and the bridge, and the mic page in front of them; yields (servers, recording
+    WebSocket URL)."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     from tests.unit.voicectl.clients.clients_testkit import client_parser
 
@@ -315,7 +322,8 @@ def test_a_recording_streams_every_sample_and_ends_with_the_figures(page, capsys
 
 
 def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatch):
-    """Credentials and the SDK client (``open_target``) once per command, not per recording or chunk."""
+    """Credentials and the SDK client (``open_target``) once per command, not per recording or
+    chunk."""
     import contextlib
 
     from tests.unit.voicectl.clients.clients_testkit import client_parser
@@ -416,7 +424,8 @@ def test_vllm_dying_mid_recording_ends_it_with_one_error_and_the_partial_text(pa
         session, error, closed = asyncio.run(record())
     finally:
         servers.call(servers.vllm.start())  # back up on the same port for the other tests
-    # The partial text is what reached the page: a beginning of vLLM's text (deltas in flight when vLLM died are lost).
+    # The partial text is what reached the page: a beginning of vLLM's text (deltas in flight when
+    # vLLM died are lost).
     assert session.text.startswith(error["text"]) and error["text"].startswith("hello")
     assert "upstream" in error["message"] and error["message"] == error["message"].strip()
     assert closed
@@ -448,7 +457,8 @@ def test_a_bad_page_message_ends_the_recording_with_a_clear_error(page, messages
 
 
 def uploaded_files() -> set[str]:
-    """Every file in Gradio's upload folder (its temporary directory), where ``/gradio_api/upload`` stores files."""
+    """Every file in Gradio's upload folder (its temporary directory), where ``/gradio_api/upload``
+    stores files."""
     from pathlib import Path
 
     from gradio.utils import get_upload_folder
@@ -458,8 +468,9 @@ def uploaded_files() -> set[str]:
 
 
 def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
-    """issue 27: ``curl -H "Origin: https://evil.example" -F files=@big.bin .../gradio_api/upload`` answered 200 and
-    stored the file, which any web site can make a browser send (a multipart POST needs no CORS preflight)."""
+    """issue 27: ``curl -H "Origin: https://evil.example" -F files=@big.bin .../gradio_api/upload``
+    answered 200 and stored the file, which any web site can make a browser send (a multipart POST
+    needs no CORS preflight)."""
     import httpx
 
     _, url = page
@@ -485,7 +496,8 @@ def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
     ("127.0.0.1", "http://evil.example", "Origin 'http://evil.example' is not this page"),
 ])
 def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, name, origin, refusal):
-    """issue 27: the old check compared the Origin with the Host, both of which a DNS-rebinding page controls."""
+    """issue 27: the old check compared the Origin with the Host, both of which a DNS-rebinding page
+    controls."""
     from websockets.exceptions import InvalidStatus
 
     servers, url = page
@@ -499,7 +511,8 @@ def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, na
 
 
 def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page):
-    """issue 27: 190 MB sent in 30 s grew the server by 194 MB; now audio ahead of real time is refused, not queued."""
+    """issue 27: 190 MB sent in 30 s grew the server by 194 MB; now audio ahead of real time is
+    refused, not queued."""
     _servers, url = page
 
     async def flood():
@@ -528,7 +541,8 @@ def test_a_stream_that_stops_taking_audio_ends_the_recording_before_holding_more
 
 
 def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_path, capsys):
-    """An empty credential chain: exit 1 with the credentials message before the page's address is printed."""
+    """An empty credential chain: exit 1 with the credentials message before the page's address is
+    printed."""
     pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
     import socket
 
@@ -547,14 +561,15 @@ def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_
         probe.connect(("127.0.0.1", port))
 
 
-#: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit, after SIGINT,
-#: seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's imports, seconds on a loaded
-#: 2-core machine.
+#: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit,
+#: after SIGINT, seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's
+#: imports, seconds on a loaded 2-core machine.
 STOP_LIVENESS_S = 60.0
 
 
 async def record_until_closed(client: PageClient) -> None:
-    """Send tone in 0.1 s frames at real time, never Stop, until the server closes the page's WebSocket."""
+    """Send tone in 0.1 s frames at real time, never Stop, until the server closes the page's
+    WebSocket."""
     from websockets.exceptions import ConnectionClosed
 
     frame = tone(0.1).tobytes()
@@ -565,10 +580,12 @@ async def record_until_closed(client: PageClient) -> None:
 
 
 def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
-    """``python -m voicectl mic``: prints the address, serves a recording, and on SIGINT closes it and exits 0.
+    """``python -m voicectl mic``: prints the address, serves a recording, and on SIGINT closes it
+    and exits 0.
 
-    The page records without end (tone at real time, no Stop) and the signal is sent once the transcript has come
-    back to it: the recording is streaming both ways when the signal arrives, at any machine speed."""
+    The page records without end (tone at real time, no Stop) and the signal is sent once the
+    transcript has come back to it: the recording is streaming both ways when the signal arrives, at
+    any machine speed."""
     import signal
     import subprocess
 
@@ -609,7 +626,7 @@ def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
     assert "Traceback" not in err
 
 
-# ---- the watchdog (issue 24) ---------------------------------------------------------------------------------------
+# ---- the watchdog (issue 24) -------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -629,8 +646,8 @@ def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
 
 
 async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[dict]:
-    """Record ``seconds`` of tone in 0.1 s frames at real time, Stop (if ``stop``), and return every message up to
-    the end (done or error)."""
+    """Record ``seconds`` of tone in 0.1 s frames at real time, Stop (if ``stop``), and return every
+    message up to the end (done or error)."""
     client = await PageClient.connect(url)
     await client.start()
     await client.until("started")
@@ -651,10 +668,12 @@ async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[
 
 
 @pytest.mark.parametrize(("answers", "answer_done", "seconds", "expected"), [
-    (0, True, 2.0, r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream accepted the stream but sent nothing "
-                   r"back in 1 s\. Check that the endpoint is in service and its logs, then press Record again\."),
+    (0, True, 2.0, r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream accepted the stream but "
+                   r"sent nothing back in 1 s\. Check that the endpoint is in service and its logs, "
+                   r"then press Record again\."),
     (2, True, 3.0, r"ws://\S+ stopped answering: nothing for 2 s while audio was sent\. Check .*"),
-    (None, False, 0.5, r"The transcript did not finish within 1 s of Stop: ws://\S+ stopped answering\. Check .*"),
+    (None, False, 0.5, r"The transcript did not finish within 1 s of Stop: ws://\S+ stopped answering\. "
+                       r"Check .*"),
 ])
 def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_works(quiet_page, answers,
                                                                                        answer_done, seconds, expected):
@@ -675,18 +694,22 @@ def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_
 
 
 @pytest.mark.parametrize(("message", "summary"), [
-    ("calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
-     "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
-     "--endpoint-url starts with https://."),
-    ("ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
-     "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
-     "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
-     "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
-     "CloudWatch logs, then press Record again."),
+    ("calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: "
+     "Http1_1)",
+     "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
+     "https://, so check that --endpoint-url starts with https://."),
+    ("ModelError from endpoint 'voxtral' (container status None): Could not open a "
+     "WebSocket to the model container at "
+     "ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call "
+     "failed ('127.0.0.1', 9080).. Is the container healthy? See "
+     "arn:aws:logs:us-east-1:123456789012:log-group:x",
+     "SageMaker endpoint voxtral could not reach its model container. Check that the "
+     "endpoint is in service and its CloudWatch logs, then press Record again."),
     ("the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
-     "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
-     "samples."),
-    ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
+     "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes "
+     "is not whole float32 samples."),
+    ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's "
+     "CloudWatch logs",
      "The endpoint reported an error (invalid_audio): bad base64."),
 ])
 def test_errors_read_as_one_line_in_the_users_words(message, summary):
@@ -695,12 +718,13 @@ def test_errors_read_as_one_line_in_the_users_words(message, summary):
     assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1
 
 
-# ---- "Recording" only once the endpoint accepted the stream (issue 24, item 6) ------------------------------------
+# ---- "Recording" only once the endpoint accepted the stream (issue 24, item 6) -----------------
 
 
 async def record_held(url: str, bridge, seconds: float, release: bool) -> tuple[list[dict], int]:
-    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event (``bridge.gate``), then let it go if
-    ``release``, and return every message up to the end (done or error) and the number of samples sent."""
+    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event (``bridge.gate``),
+    then let it go if ``release``, and return every message up to the end (done or error) and the
+    number of samples sent."""
     client = await PageClient.connect(url)
     await client.start()
     audio = tone(seconds)
@@ -749,10 +773,10 @@ class WatchedStream:
 ])
 def test_a_stream_never_accepted_is_reported_as_not_accepted_whichever_deadline_passes(first_sent_at, audio_ended_at,
                                                                                         limit_s, monkeypatch):
-    """With production's deadlines (first answer 10 s after the first audio, final 15 s after Stop) and a clock the
-    test moves: a stream that never accepted is reported as such, never as one that "stopped answering" (the page
-    test below got that message once in CI, under load: the stream opened after Stop, so Stop's deadline came
-    first)."""
+    """With production's deadlines (first answer 10 s after the first audio, final 15 s after Stop)
+    and a clock the test moves: a stream that never accepted is reported as such, never as one that
+    "stopped answering" (the page test below got that message once in CI, under load: the stream
+    opened after Stop, so Stop's deadline came first)."""
     monkeypatch.setattr(mic, "WATCHDOG_TICK_S", 0)
     now = [0.0]
 
@@ -774,13 +798,14 @@ def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(qu
     finally:
         bridge.gate.set()
     assert [message["type"] for message in messages] == ["error"], messages
-    assert re.fullmatch(r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream did not accept the stream: nothing "
-                        r"came back in 1 s\. Check that the endpoint is in service and its logs, then press Record "
-                        r"again\.", messages[0]["summary"]), messages[0]
+    assert re.fullmatch(r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream did not accept the stream: "
+                        r"nothing came back in 1 s\. Check that the endpoint is in service and its logs, then "
+                        r"press Record again\.", messages[0]["summary"]), messages[0]
 
 
 def test_a_refused_stream_ends_in_one_error_and_never_says_started(quiet_page):
-    """The bridge accepts every WebSocket at once and refuses with an error event when vLLM is not reachable."""
+    """The bridge accepts every WebSocket at once and refuses with an error event when vLLM is not
+    reachable."""
     bridge, url = quiet_page
     bridge.gate = threading.Event()
     bridge.refusal = bridge.REFUSAL

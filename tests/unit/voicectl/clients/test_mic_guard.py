@@ -1,4 +1,5 @@
-"""voicectl.clients.mic_guard: the gate in front of the mic page lets through only the page itself."""
+"""voicectl.clients.mic_guard: the gate in front of the mic page lets through only the page
+itself."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ PAGE = "127.0.0.1:7860"
     ({"host": "localhost:7860", "origin": "http://localhost:7860"}, "/assets/Index-Akn07EZk2.js", "http", "GET", None),
     ({"host": "[::1]:7860"}, "/theme.css", "http", "HEAD", None),
     ({"host": PAGE, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}, "/", "http", "GET", None),  # a link
-    # DNS rebinding: the attacker's name, pointed at 127.0.0.1, with a matching Origin (issue 27)
+    # DNS rebinding: the attacker's name, pointed at 127.0.0.1, with a matching Origin (issue
+    # 27)
     ({"host": "evil.example:7860", "origin": "http://evil.example:7860"}, "/voicectl/recording", "websocket", None,
      "host"),
     ({"host": "evil.example:7860"}, "/", "http", "GET", "host"),

@@ -1,5 +1,5 @@
-"""voicectl.clients.sagemaker_stream: the SageMaker transport through the real SDK with smithy's MockHTTPClient
-(no network), its credentials and its errors."""
+"""voicectl.clients.sagemaker_stream: the SageMaker transport through the real SDK with smithy's
+MockHTTPClient (no network), its credentials and its errors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.unit.voicectl.clients.realtime.realtime_testkit import LOUD, chunks_of
 from voicectl.clients.realtime import RealtimeError, transcribe_stream
 
-# ---- the SageMaker transport through the real SDK -------------------------------------------------------------
+# ---- the SageMaker transport through the real SDK -----------------------------------------------
 
 
 class StaticCredentialsSession:
@@ -63,7 +63,8 @@ async def open_mock_stream(response_body: bytes, status: int = 200, headers=None
 
 
 def decode_sent_events(raw: bytes) -> list:
-    """Unwrap the signed envelopes of the request stream into (headers, payload) of the inner messages."""
+    """Unwrap the signed envelopes of the request stream into (headers, payload) of the inner
+    messages."""
     from smithy_aws_event_stream.events import Event
 
     source, inner = io.BytesIO(raw), []
@@ -119,7 +120,8 @@ def test_sagemaker_partial_payload_parts_are_joined_into_one_frame():
 
 
 def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame_is_whole():
-    """A server that never ends its PARTIAL parts cannot grow the joined frame past MAX_EVENT_BYTES (issue 27)."""
+    """A server that never ends its PARTIAL parts cannot grow the joined frame past MAX_EVENT_BYTES
+    (issue 27)."""
     from voicectl.clients.realtime import MAX_EVENT_BYTES
 
     part = "x" * (256 * 1024)
@@ -141,9 +143,11 @@ def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame
 
 @pytest.mark.parametrize(("event", "pattern", "code"), [
     (exception_event("ModelStreamError", {"Message": "socket closed", "ErrorCode": "ModelStreamError"}),
-     r"ModelStreamError from endpoint 'voxtral-ep' \(ModelStreamError\): socket closed.*CloudWatch", "ModelStreamError"),
+     r"ModelStreamError from endpoint 'voxtral-ep' \(ModelStreamError\): socket "
+     r"closed.*CloudWatch", "ModelStreamError"),
     (exception_event("InternalStreamFailure", {"Message": "lost"}),
-     r"InternalStreamFailure on endpoint 'voxtral-ep': lost\. SageMaker lost the stream; retry", "InternalStreamFailure"),
+     r"InternalStreamFailure on endpoint 'voxtral-ep': lost\. SageMaker lost the stream; "
+     r"retry", "InternalStreamFailure"),
 ])
 def test_sagemaker_stream_errors_become_realtime_errors(event, pattern, code):
     async def scenario():
@@ -178,7 +182,8 @@ def test_sagemaker_model_error_when_the_stream_opens():
 
 
 def test_a_full_transcription_through_the_sagemaker_transport():
-    """The session logic over the SDK: the response is canned, the request stream is checked event by event."""
+    """The session logic over the SDK: the response is canned, the request stream is checked event
+    by event."""
     from smithy_http.testing import MockHTTPClient
 
     from voicectl.clients.sagemaker_stream import (
@@ -259,25 +264,27 @@ def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials
 
 
 def test_an_unresolvable_runtime_host_is_named_in_the_error():
-    """A DNS failure (awscrt AWS_IO_DNS_*) names the host and URL the client called, and what to check."""
+    """A DNS failure (awscrt AWS_IO_DNS_*) names the host and URL the client called, and what to
+    check."""
     from voicectl.clients.sagemaker_stream import describe_error
 
     error = RuntimeError("AWS_IO_DNS_INVALID_NAME: Host name was invalid for dns resolution")
     message = str(describe_error(error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"))
     assert "runtime host runtime.sagemaker.xx-east-1.amazonaws.com" in message
-    assert "does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, --region" in message
+    assert ("does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
+            "--region") in message
     refused = describe_error(RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1")
     assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
     assert "runtime host" not in str(describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e"))  # URL unknown
 
 
-# ---- every wait on a failed stream is bounded -----------------------------------------------------------------
+# ---- every wait on a failed stream is bounded --------------------------------------------------
 
 
 class EndThatSwallowsTheCancellation:
-    """A request stream whose close behaves as smithy-aws-event-stream's ``AWSEventPublisher.close`` does on a
-    connection a peer stopped reading: the end frame's write never completes, and when it is cancelled its
-    ``finally`` awaits the writer's close, which never completes either."""
+    """A request stream whose close behaves as smithy-aws-event-stream's ``AWSEventPublisher.close``
+    does on a connection a peer stopped reading: the end frame's write never completes, and when it
+    is cancelled its ``finally`` awaits the writer's close, which never completes either."""
 
     def __init__(self) -> None:
         self.cancelled = 0
@@ -293,8 +300,9 @@ class EndThatSwallowsTheCancellation:
 
 
 def test_bounded_gives_up_on_an_operation_that_swallows_its_cancellation():
-    """asyncio.wait_for (Python 3.12+) cancels the caller's own task once and then waits for the operation: this one
-    would keep it waiting forever. The outer wait_for only keeps a regression from hanging the suite."""
+    """asyncio.wait_for (Python 3.12+) cancels the caller's own task once and then waits for the
+    operation: this one would keep it waiting forever. The outer wait_for only keeps a regression
+    from hanging the suite."""
     from voicectl.clients.sagemaker_stream import _bounded
 
     end = EndThatSwallowsTheCancellation()
@@ -325,8 +333,8 @@ def test_bounded_returns_the_result_or_raises_the_error_of_an_operation_that_end
 
 
 def test_closing_a_failed_stream_whose_end_never_completes_returns_and_retires_its_connection():
-    """The hang `tests/e2e/local/test_local_streams.py`'s wedge test met about one run in two: a refused stream, never
-    reset by its peer, whose request end could not be written."""
+    """The hang `tests/e2e/local/test_local_streams.py`'s wedge test met about one run in two: a
+    refused stream, never reset by its peer, whose request end could not be written."""
     from voicectl.clients import sagemaker_stream
     from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
 
@@ -352,8 +360,9 @@ def test_closing_a_failed_stream_whose_end_never_completes_returns_and_retires_i
 
 
 def test_bounded_holds_an_operation_it_left_behind_until_it_ends():
-    """The event loop holds tasks weakly: an abandoned operation waiting on a future only it holds would be
-    collected mid-run ("Task was destroyed but it is pending!") without the reference _bounded keeps."""
+    """The event loop holds tasks weakly: an abandoned operation waiting on a future only it holds
+    would be collected mid-run ("Task was destroyed but it is pending!") without the reference
+    _bounded keeps."""
     import gc
     import weakref
 
@@ -388,8 +397,8 @@ def test_bounded_holds_an_operation_it_left_behind_until_it_ends():
 
 
 def test_bounded_returns_what_an_operation_made_after_taking_its_cancellation():
-    """An operation that takes the cancellation at its deadline and still ends with a result (an open stream, say)
-    returns it, late: raising TimeoutError would leave it unclosed."""
+    """An operation that takes the cancellation at its deadline and still ends with a result (an
+    open stream, say) returns it, late: raising TimeoutError would leave it unclosed."""
     from voicectl.clients.sagemaker_stream import _bounded
 
     async def opens_anyway():

@@ -1,4 +1,5 @@
-"""voicectl.clients.sonic: request building and the event-stream parser (property-based), with its bounds."""
+"""voicectl.clients.sonic: request building and the event-stream parser (property-based), with its
+bounds."""
 
 from __future__ import annotations
 
@@ -82,24 +83,27 @@ def test_several_events_packed_in_one_part_and_one_event_across_parts():
 
 def test_sse_data_prefix_and_blank_lines_are_accepted():
     chunk = base64.b64encode(b"\x05\x00").decode()
-    stream = f'data: {{"type":"chunk","data":"{chunk}"}}\n\ndata: {{"type":"done","done":true}}\n\n'.encode()
+    stream = (f'data: {{"type":"chunk","data":"{chunk}"}}\n\n'
+              'data: {"type":"done","done":true}\n\n').encode()
     assert bytes(assemble_audio([stream]).pcm16) == b"\x05\x00"
 
 
-# ---- Server-Sent Events framing ---------------------------------------------------------------------------------
+# ---- Server-Sent Events framing ----------------------------------------------------------------
 
 
 def sonic_events(chunks: list[bytes]) -> list[dict]:
-    """The events of a valid Sonic response (as stream_of writes them, one timestamps event), as dicts."""
+    """The events of a valid Sonic response (as stream_of writes them, one timestamps event), as
+    dicts."""
     return [json.loads(line) for line in stream_of(chunks).splitlines()]
 
 
 @st.composite
 def sse_framing(draw, events: list[dict]) -> tuple[bytes, str, int | None]:
-    """``events`` written as a Server-Sent Events stream with framing choices drawn by hypothesis: one line end for
-    the stream (LF, CRLF or a lone CR), an optional byte-order mark, comments, ``event:`` lines (sometimes instead
-    of the JSON's ``type``), ``id:`` and ``retry:`` lines, unknown fields, and each event's JSON spread over several
-    ``data:`` lines. Returns (stream, last id written, last retry written)."""
+    """``events`` written as a Server-Sent Events stream with framing choices drawn by hypothesis:
+    one line end for the stream (LF, CRLF or a lone CR), an optional byte-order mark, comments,
+    ``event:`` lines (sometimes instead of the JSON's ``type``), ``id:`` and ``retry:`` lines,
+    unknown fields, and each event's JSON spread over several ``data:`` lines. Returns (stream, last
+    id written, last retry written)."""
     end = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]), label="line end")
     lines: list[bytes] = [b"\xef\xbb\xbf: stream start"] if draw(st.booleans(), label="BOM") else []
     last_id, last_retry = "", None
@@ -147,7 +151,8 @@ def test_a_truncated_server_sent_events_stream_is_reported_with_the_audio_receiv
     cut = data.draw(st.integers(min_value=0, max_value=len(stream) - 1), label="cut")
     parts = split_at(stream[:cut], data.draw(st.lists(st.integers(0, cut), max_size=10), label="cuts"))
     if stream.endswith(b"\r\n") and cut == len(stream) - 1:
-        # Only the LF of the final CRLF is missing: the lone CR left is a complete line end of its own.
+        # Only the LF of the final CRLF is missing: the lone CR left is a complete line end of its
+        # own.
         assert bytes(assemble_audio(parts).pcm16) == b"".join(chunks)
         return
     with pytest.raises(TruncatedStreamError) as raised:
@@ -180,7 +185,8 @@ def test_server_sent_events_fields_each_parse():
 
 def test_server_sent_events_edge_cases():
     parser = SonicEventParser()
-    # An empty line without data dispatches nothing; a retry that is not a number is ignored; an id with NUL too.
+    # An empty line without data dispatches nothing; a retry that is not a number is ignored; an id
+    # with NUL too.
     assert parser.feed(b"event: ping\n\nretry: soon\nid: a\x00b\n\n") == []
     assert (parser.retry_ms, parser.last_event_id) == (None, "")
     # The type inside the JSON wins over the event name.
@@ -254,7 +260,7 @@ def test_events_after_done_and_done_on_a_chunk_are_accepted_with_a_warning():
     assert audio.warnings == ["2 events arrived after the done event; their audio (2 bytes) was kept"]
 
 
-# ---- a hostile endpoint: deep JSON, endless events, too much audio, a many-line error ------------------------------
+# ---- a hostile endpoint: deep JSON, endless events, too much audio, a many-line error ----------
 
 
 def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error():

@@ -1,5 +1,5 @@
-"""``voicectl speak`` against a loopback stand-in for SageMaker Runtime (real boto3/botocore parsing, no AWS
-call)."""
+"""``voicectl speak`` against a loopback stand-in for SageMaker Runtime (real boto3/botocore
+parsing, no AWS call)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.unit.voicectl.clients.test_sonic import event_line, stream_of
 from voicectl.cli import UsageError
 from voicectl.clients import speak
 
-# ---- voicectl speak through botocore against a loopback server ---------------------------------------------------
+# ---- voicectl speak through botocore against a loopback server ----------------------------------
 
 
 def speak_args(parse, tmp_path, *extra: str):

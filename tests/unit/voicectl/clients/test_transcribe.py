@@ -1,6 +1,7 @@
-"""voicectl.clients.transcribe: its target options as both ``transcribe`` and ``mic`` use them (``--url ...
---token-secret ARN``, the ECS target: the bearer token read from Secrets Manager, moto in process, and sent on the
-upgrade to the real bridge with BRIDGE_TOKEN set, on 127.0.0.1), and ``--max-stream-s``."""
+"""voicectl.clients.transcribe: its target options as both ``transcribe`` and ``mic`` use them
+(``--url ... --token-secret ARN``, the ECS target: the bearer token read from Secrets Manager, moto
+in process, and sent on the upgrade to the real bridge with BRIDGE_TOKEN set, on 127.0.0.1), and
+``--max-stream-s``."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def servers() -> Iterator[Servers]:
 
 @pytest.fixture
 def secrets(monkeypatch):
-    """moto's Secrets Manager with fake credentials; AWS_REGION names another Region than the secrets' ARNs."""
+    """moto's Secrets Manager with fake credentials; AWS_REGION names another Region than the
+    secrets' ARNs."""
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_REGION": "us-east-2"}.items():
         monkeypatch.setenv(key, value)
@@ -75,14 +77,16 @@ def test_a_wrong_or_missing_token_is_one_clear_line(servers, secrets, parse, rec
     assert err.splitlines()[0].startswith("voicectl transcribe: ")  # no blank line before it (no delta came)
     (line,) = [text for text in err.splitlines() if text.startswith("voicectl transcribe: ")]
     if how == "secret":
-        assert line == (f"voicectl transcribe: the bridge at {servers.url} refused the bearer token from Secrets "
-                        f"Manager secret {arn} (HTTP 401): check that it is the service's token secret (stack output "
-                        "TokenSecretArn) and that tasks started after its last rotation.")
+        assert line == (f"voicectl transcribe: the bridge at {servers.url} refused the bearer token from "
+                        f"Secrets Manager secret {arn} (HTTP 401): check that it is the service's token "
+                        "secret (stack output TokenSecretArn) and that tasks started after its last "
+                        "rotation.")
     elif how == "env":
         assert "refused the bearer token from environment variable VOICE_BRIDGE_TOKEN (HTTP 401)" in line
     else:
-        assert line == (f"voicectl transcribe: the bridge at {servers.url} requires a bearer token (HTTP 401): pass "
-                        "--token-secret with the ARN of the stack's token secret (output TokenSecretArn).")
+        assert line == (f"voicectl transcribe: the bridge at {servers.url} requires a bearer token (HTTP "
+                        "401): pass --token-secret with the ARN of the stack's token secret (output "
+                        "TokenSecretArn).")
     assert WRONG not in out + err and TOKEN not in out + err
     assert servers.bridge.metrics.started == 0 and servers.bridge.metrics.unauthorized_count == 1  # no retries
 
@@ -158,8 +162,9 @@ def test_an_unset_token_env_is_named(parse, recording, monkeypatch):
 
 
 def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, secrets, parse):
-    """``voicectl mic`` opens its target with :func:`voicectl.clients.transcribe.open_target`: with --token-secret its
-    streams carry the token (a stream opens and gets session.created through the bridge that checks it)."""
+    """``voicectl mic`` opens its target with :func:`voicectl.clients.transcribe.open_target`: with
+    --token-secret its streams carry the token (a stream opens and gets session.created through the
+    bridge that checks it)."""
     arn = secrets("voxtral-token", TOKEN)
     args = parse(["mic", "--url", servers.url, "--token-secret", arn])
     transcribe.validate_target_arguments(args)
@@ -176,7 +181,7 @@ def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, s
     assert servers.bridge.metrics.unauthorized_count == 0
 
 
-# ---- voicectl transcribe --max-stream-s ------------------------------------------------------------------------
+# ---- voicectl transcribe --max-stream-s --------------------------------------------------------
 
 
 def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_the_machine(parse, recording, monkeypatch):

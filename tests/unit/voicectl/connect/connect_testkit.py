@@ -1,5 +1,5 @@
-"""Shared pieces of the Connect tests: a call recording, the servers (fake vLLM, the real bridge, the KVS
-stand-in) in one event loop, and an in-memory store with the sink's interface."""
+"""Shared pieces of the Connect tests: a call recording, the servers (fake vLLM, the real bridge,
+the KVS stand-in) in one event loop, and an in-memory store with the sink's interface."""
 
 from __future__ import annotations
 
@@ -20,19 +20,22 @@ from voicectl.connect.sink import SEGMENT
 from voicectl.local.fake_vllm import FakeVllm
 
 RATE = mkv.CONNECT_SAMPLE_RATE_HZ
-#: GetMedia's read timeout in the KVS stand-in, seconds (AWS: 3 s, fake_kvs.READ_TIMEOUT_S). A call served whole
-#: (``speed`` 0) is read by its first GetMedia; what follows is waiting for the quiet that ends the call: this
-#: timeout, the consumer's pause between two GetMedia (1 s, kvs.MIN_GET_MEDIA_INTERVAL_S) and this timeout again.
+#: GetMedia's read timeout in the KVS stand-in, seconds (AWS: 3 s, fake_kvs.READ_TIMEOUT_S). A call
+#: served whole (``speed`` 0) is read by its first GetMedia; what follows is waiting for the quiet
+#: that ends the call: this timeout, the consumer's pause between two GetMedia (1 s,
+#: kvs.MIN_GET_MEDIA_INTERVAL_S) and this timeout again.
 READ_TIMEOUT_S = 0.2
-#: The transcriber's ``quiet_s`` unless a test sets its own: below that pause, so a call served whole ends at the first
-#: GetMedia that finds nothing new (at 1 s the end fell on the second one or the third, by a few milliseconds).
+#: The transcriber's ``quiet_s`` unless a test sets its own: below that pause, so a call served
+#: whole ends at the first GetMedia that finds nothing new (at 1 s the end fell on the second one or
+#: the third, by a few milliseconds).
 QUIET_S = 0.5
 
 
 def speech_like(seconds: float, seed: int, talk_s: float = 4.0, pause_s: float = 1.0) -> bytes:
-    """PCM16 at 8 kHz: bursts of a noisy tone (``talk_s``) between silences (``pause_s``), so that the client finds
-    quiet points to end generations at, as in speech. Each burst's noise is its own: tests/vllm's 20-minute call
-    tells the generations apart by their audio (a repeated burst made them alike, and that test failed)."""
+    """PCM16 at 8 kHz: bursts of a noisy tone (``talk_s``) between silences (``pause_s``), so that
+    the client finds quiet points to end generations at, as in speech. Each burst's noise is its
+    own: tests/vllm's 20-minute call tells the generations apart by their audio (a repeated burst
+    made them alike, and that test failed)."""
     rng = np.random.default_rng(seed)
     t = np.arange(int(seconds * RATE)) / RATE
     on = (t % (talk_s + pause_s)) < talk_s
@@ -71,7 +74,8 @@ class MemoryStore:
 
 @contextlib.asynccontextmanager
 async def servers(max_streams: int = 256, **fake_options: Any):
-    """Fake vLLM -> the real bridge, and the KVS stand-in; yields (bridge URL, FakeKvs, FakeVllm)."""
+    """Fake vLLM -> the real bridge, and the KVS stand-in; yields (bridge URL, FakeKvs,
+    FakeVllm)."""
     from bridge.server import Bridge
     from bridge.settings import Settings
 
@@ -106,7 +110,8 @@ def transcriber(call: FakeCall, url: str, kvs: FakeKvs, store: MemoryStore, **op
 
 
 def assert_tiles(segments: list[Any], duration_s: float) -> None:
-    """Final segments cover [0, duration) in order, each starting where the last ended: nothing missing or twice."""
+    """Final segments cover [0, duration) in order, each starting where the last ended: nothing
+    missing or twice."""
     assert segments, "no final segment"
     position = 0.0
     for segment in segments:
@@ -117,7 +122,7 @@ def assert_tiles(segments: list[Any], duration_s: float) -> None:
     assert abs(position - duration_s) < 0.01, (position, duration_s)
 
 
-# ---- fixtures: fragments in every real layout found, written byte for byte -----------------------------------------
+# ---- fixtures: fragments in every real layout found, written byte for byte ---------------------
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 FIXTURE_CONTACT = "87718f4a-d2ed-476a-ad11-f496ab09b3f8"
 """The ContactId of the dump (citizensadvice, sample-matroska.txt)."""
@@ -142,9 +147,10 @@ def _payload(call: FakeCall) -> bytes:
 
 
 def _video_fragment(number: str) -> bytes:
-    """A fragment in the layout of the parser library's real GetMedia payload (output_get_media.mkv): an EBML header
-    and Segment with 8-byte sizes, a libavformat-written H.264 track (unnamed, TrackType 1), GetMedia's tags around
-    a Cluster of known size. Video: the consumer must refuse it clearly."""
+    """A fragment in the layout of the parser library's real GetMedia payload
+    (output_get_media.mkv): an EBML header and Segment with 8-byte sizes, a libavformat-written
+    H.264 track (unnamed, TrackType 1), GetMedia's tags around a Cluster of known size. Video: the
+    consumer must refuse it clearly."""
     from ebmlite import encoding as enc
 
     from voicectl.connect.fake_kvs import getmedia_tags
@@ -166,7 +172,8 @@ def _video_fragment(number: str) -> bytes:
 
 
 def fixtures() -> dict[str, bytes]:
-    """Each fixture's bytes, by file name (README.md in the fixtures directory names each one's source)."""
+    """Each fixture's bytes, by file name (README.md in the fixtures directory names each one's
+    source)."""
     from voicectl.connect.fake_kvs import error_chunk
 
     first = _call()

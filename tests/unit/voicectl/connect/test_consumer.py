@@ -1,5 +1,5 @@
-"""The consumer end to end on loopback: the KVS stand-in (real Matroska fragments over HTTP, read with boto3) ->
-the consumer -> the real bridge -> the fake vLLM; the store in memory."""
+"""The consumer end to end on loopback: the KVS stand-in (real Matroska fragments over HTTP, read
+with boto3) -> the consumer -> the real bridge -> the fake vLLM; the store in memory."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ def run(coroutine):
 
 @pytest.fixture
 def quick_busy_retries(monkeypatch):
-    """The client's own pauses before it gives up on ``server_busy`` (1, 2 and 4 s: 7 s of real time per try of a
-    waiting call) shortened to 0.05, 0.1 and 0.2 s: the same three retries, then EndpointBusy. What the tests assert
-    about the wait is the consumer's own ``busy_wait_s`` and its events, which this leaves as they are."""
+    """The client's own pauses before it gives up on ``server_busy`` (1, 2 and 4 s: 7 s of real time
+    per try of a waiting call) shortened to 0.05, 0.1 and 0.2 s: the same three retries, then
+    EndpointBusy. What the tests assert about the wait is the consumer's own ``busy_wait_s`` and its
+    events, which this leaves as they are."""
     from voicectl.clients.realtime import machine
 
     monkeypatch.setattr(machine, "BUSY_RETRY_DELAYS_S", (0.05, 0.1, 0.2))
@@ -54,10 +55,11 @@ def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
 
 
 def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole(quick_busy_retries):
-    """Two stream slots: the first call's two tracks hold both (the call is held open); the second is refused
-    (server_busy, after the client's own retries), is marked WAITING with an event saying why and for how long, keeps
-    waiting while its stream is live (held open: no new fragment, but its quiet time not reached), and once the first
-    call ends (its stream moves on to another contact) it is transcribed from its start."""
+    """Two stream slots: the first call's two tracks hold both (the call is held open); the second
+    is refused (server_busy, after the client's own retries), is marked WAITING with an event saying
+    why and for how long, keeps waiting while its stream is live (held open: no new fragment, but
+    its quiet time not reached), and once the first call ends (its stream moves on to another
+    contact) it is transcribed from its start."""
     from voicectl.connect.consumer import CallRequest
 
     async def main():
@@ -91,8 +93,8 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
     assert all("server_busy" in detail["reason"] and detail["retryInS"] == 1.0 for detail in waiting)
     assert all(later["waitingS"] - earlier["waitingS"] >= 1.0  # how long it has waited: 1 s between tries at least
                for earlier, later in itertools.pairwise(waiting))
-    # Of the two fragments held open, the first is read while waiting: the second's Segment has an unknown size (the
-    # real layout), so its end shows only when the next fragment begins.
+    # Of the two fragments held open, the first is read while waiting: the second's Segment has an
+    # unknown size (the real layout), so its end shows only when the next fragment begins.
     assert waiting[-1]["untranscribedToS"] == FRAGMENT_S
     assert [m for m in metrics if m[0] == "CallsWaiting"] == [("CallsWaiting", 1.0), ("CallsWaiting", 0.0)]
     assert store.calls["busy-2"][-1] == "ENDED"
@@ -103,9 +105,10 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
 
 
 def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribed_with_its_seconds(quick_busy_retries):
-    """The endpoint stays full; the waiting call's stream ends (the caller hung up after three fragments):
-    the call is not dropped silently: its table item says UNTRANSCRIBED, a Call Ended event names the seconds of
-    each track never transcribed, and the CallsUntranscribed metric counts it."""
+    """The endpoint stays full; the waiting call's stream ends (the caller hung up after three
+    fragments): the call is not dropped silently: its table item says UNTRANSCRIBED, a Call Ended
+    event names the seconds of each track never transcribed, and the CallsUntranscribed metric
+    counts it."""
     from voicectl.connect.consumer import CallRequest
 
     async def main():
@@ -174,8 +177,8 @@ def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw,
 
 
 def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
-    """The clients' machine reports where each generation's audio lies in the source; after a cut the resent
-    audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
+    """The clients' machine reports where each generation's audio lies in the source; after a cut
+    the resent audio keeps its offsets (the consumer's exactly-once checkpoint relies on it)."""
     from voicectl.clients.realtime import (
         OpenStream,
         SendEvent,
@@ -202,9 +205,10 @@ def test_finals_carry_the_audio_offsets_they_cover_across_a_resend():
 
 @pytest.mark.parametrize("failures, expected", [(2, END_OF_STREAM), (4, "failed:")])
 def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_then_fail(failures, expected):
-    """SageMaker answers a stream with a ModelError when the container did not accept it within 250 ms (seen with
-    vLLM's real server on a loaded CPU): the call waits and resumes from its checkpoint, whole; a container that
-    keeps failing fails the call after MODEL_ERROR_RETRIES resumes instead of holding it forever."""
+    """SageMaker answers a stream with a ModelError when the container did not accept it within 250
+    ms (seen with vLLM's real server on a loaded CPU): the call waits and resumes from its
+    checkpoint, whole; a container that keeps failing fails the call after MODEL_ERROR_RETRIES
+    resumes instead of holding it forever."""
     from voicectl.clients.realtime import RealtimeError, WebSocketTransport
     from voicectl.connect.consumer import MODEL_ERROR_RETRIES, CallRequest
 
@@ -242,7 +246,7 @@ def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_th
         assert store.calls["model-error"][-1] == "FAILED" and "resumed 3 times" in reason
 
 
-# ---- every exit path ends in a recorded outcome ---------------------------------------------------------------------
+# ---- every exit path ends in a recorded outcome ------------------------------------------------
 
 
 def raw_errors():
@@ -260,9 +264,9 @@ def raw_errors():
 
 @pytest.mark.parametrize("error", raw_errors(), ids=["getmedia-reset", "dynamodb", "eventbridge"])
 def test_an_unexpected_error_fails_the_call_with_a_bounded_reason_never_leaving_it_active(error):
-    """A raw SDK error out of a call (GetMedia reset mid-fragment, a DynamoDB or EventBridge error) used to escape
-    the consumer: no Call Failed event, the call ACTIVE for ever. It ends FAILED with the error's type and text, cut
-    to MAX_REASON_BYTES."""
+    """A raw SDK error out of a call (GetMedia reset mid-fragment, a DynamoDB or EventBridge error)
+    used to escape the consumer: no Call Failed event, the call ACTIVE for ever. It ends FAILED with
+    the error's type and text, cut to MAX_REASON_BYTES."""
     from voicectl.connect.consumer import CallRequest
     from voicectl.connect.sink import MAX_REASON_BYTES
 
@@ -287,9 +291,9 @@ def test_an_unexpected_error_fails_the_call_with_a_bounded_reason_never_leaving_
 
 
 def test_an_outcome_that_cannot_be_written_is_logged_and_counted_not_passed_over(caplog):
-    """The table and the bus both refuse the call's outcome: the consumer does not raise, says so in the log,
-    counts it (OutcomesNotRecorded) and keeps the contact in ``unrecorded`` (its message is then left to come back,
-    so that another try records it)."""
+    """The table and the bus both refuse the call's outcome: the consumer does not raise, says so in
+    the log, counts it (OutcomesNotRecorded) and keeps the contact in ``unrecorded`` (its message is
+    then left to come back, so that another try records it)."""
     from voicectl.connect.consumer import CallRequest
 
     class Ending:
@@ -320,9 +324,9 @@ def test_an_outcome_that_cannot_be_written_is_logged_and_counted_not_passed_over
 
 
 def test_a_final_status_is_written_only_after_the_event_so_a_lost_event_is_published_again():
-    """The bus refuses the Call Ended event: the table keeps the call unfinished (a final status would make the
-    copy of its message that comes back be deleted unrun, and the event would be lost for good); once the bus
-    takes it, the next try publishes the event and then writes ENDED."""
+    """The bus refuses the Call Ended event: the table keeps the call unfinished (a final status
+    would make the copy of its message that comes back be deleted unrun, and the event would be lost
+    for good); once the bus takes it, the next try publishes the event and then writes ENDED."""
     from voicectl.connect.consumer import CallRequest
 
     class Ending:
@@ -356,10 +360,10 @@ def test_a_final_status_is_written_only_after_the_event_so_a_lost_event_is_publi
 
 
 def test_the_two_tracks_finals_are_committed_one_at_a_time_and_the_checkpoint_never_goes_back():
-    """Both tracks write the CHECKPOINT item; two transactions at once conflict in DynamoDB (the call ended there),
-    and an earlier checkpoint finishing last would overwrite a later one. The store below fails a commit that
-    overlaps another, as DynamoDB does, and each commit takes a while: both tracks end generations at the same
-    quiet points, so they finish together."""
+    """Both tracks write the CHECKPOINT item; two transactions at once conflict in DynamoDB (the
+    call ended there), and an earlier checkpoint finishing last would overwrite a later one. The
+    store below fails a commit that overlaps another, as DynamoDB does, and each commit takes a
+    while: both tracks end generations at the same quiet points, so they finish together."""
     from voicectl.connect.sink import SinkError
 
     class Conflicting(MemoryStore):
@@ -389,8 +393,9 @@ def test_the_two_tracks_finals_are_committed_one_at_a_time_and_the_checkpoint_ne
 
 
 def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_runs():
-    """130 deltas of 200 KB each in one generation: each partial event carries the generation's latest text, cut to
-    MAX_TEXT_BYTES from its start (it carried the whole generation so far: 30 MB published, then a refused event)."""
+    """130 deltas of 200 KB each in one generation: each partial event carries the generation's
+    latest text, cut to MAX_TEXT_BYTES from its start (it carried the whole generation so far: 30 MB
+    published, then a refused event)."""
     import json as json_module
 
     from voicectl.clients.audio import CHUNK_BYTES
@@ -446,9 +451,10 @@ def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_
 
 
 def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_stopped():
-    """SIGTERM cancels the calls; a final whose transaction is in flight is written and published before the call's
-    task ends (it used to go on unseen after it: the task resuming the call from the checkpoint could read the
-    checkpoint before that final's and publish the final a second time)."""
+    """SIGTERM cancels the calls; a final whose transaction is in flight is written and published
+    before the call's task ends (it used to go on unseen after it: the task resuming the call from
+    the checkpoint could read the checkpoint before that final's and publish the final a second
+    time)."""
 
     class Slow(MemoryStore):
         def __init__(self):
@@ -481,8 +487,9 @@ def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_st
 
 
 def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
-    """A partial is superseded by the next one and by the final: one that EventBridge still refuses after the sink's
-    retries is logged and dropped (it failed the call: found by the fault soak, with throttled entries)."""
+    """A partial is superseded by the next one and by the final: one that EventBridge still refuses
+    after the sink's retries is logged and dropped (it failed the call: found by the fault soak,
+    with throttled entries)."""
     from voicectl.connect.sink import SinkError
 
     class RefusesPartials(MemoryStore):
@@ -506,8 +513,9 @@ def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
 
 
 def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both_be_written():
-    """SIGTERM cancels the call tasks; one that is publishing its Call Ended event finishes the event and writes
-    ENDED before the stop goes on (no event lost, none published twice by the task that resumes the call)."""
+    """SIGTERM cancels the call tasks; one that is publishing its Call Ended event finishes the
+    event and writes ENDED before the stop goes on (no event lost, none published twice by the task
+    that resumes the call)."""
     from voicectl.connect.consumer import CallRequest
 
     class Ending:
@@ -542,8 +550,8 @@ def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both
 
 
 def test_an_ended_call_is_not_kept_by_the_consumer():
-    """A consumer task runs calls for weeks: each call's task is dropped once it ended (not one Task per call ever
-    taken kept in memory), and the same contact can start again."""
+    """A consumer task runs calls for weeks: each call's task is dropped once it ended (not one Task
+    per call ever taken kept in memory), and the same contact can start again."""
     from voicectl.connect.consumer import CallRequest
 
     class Ending:

@@ -11,8 +11,9 @@ from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 
 
 def test_a_reader_that_hangs_up_mid_call_ends_its_get_media_quietly(caplog):
-    """A consumer whose call fails closes GetMedia while fragments are still being written; the stand-in used to log
-    aiohttp's "Error handling request" and a traceback under the replay's real error line."""
+    """A consumer whose call fails closes GetMedia while fragments are still being written; the
+    stand-in used to log aiohttp's "Error handling request" and a traceback under the replay's real
+    error line."""
 
     async def scenario() -> None:
         kvs = await FakeKvs(read_timeout_s=5).start()

@@ -1,5 +1,6 @@
-"""voicectl/connect/kvs.py: GetMedia's StartSelector as the Kinesis Video Streams API accepts it, and a payload read
-through the local stand-in (GetDataEndpoint first, then GetMedia where it points)."""
+"""voicectl/connect/kvs.py: GetMedia's StartSelector as the Kinesis Video Streams API accepts it,
+and a payload read through the local stand-in (GetDataEndpoint first, then GetMedia where it
+points)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_the_payload_of_a_call_is_read_from_where_get_data_endpoint_points():
     assert len(payload) > 8000 * 2 * 2  # both tracks' second of PCM16, and the container around them
 
 
-# ---- the reader over the stand-in: how a call's stream ends, and what it survives -----------------------------------
+# ---- the reader over the stand-in: how a call's stream ends, and what it survives --------------
 from tests.unit.voicectl.connect.connect_testkit import (  # noqa: E402
     MemoryStore,
     assert_tiles,
@@ -68,8 +69,8 @@ from voicectl.connect.consumer import END_OF_STREAM, CallFailed  # noqa: E402
 
 
 def read_call(quiet_s: float = 5.0, **options):
-    """One call (8 fragments) through a transcriber; returns (reason or the CallFailed, store, GetMedia requests,
-    the endpoint's sessions)."""
+    """One call (8 fragments) through a transcriber; returns (reason or the CallFailed, store,
+    GetMedia requests, the endpoint's sessions)."""
     async def main():
         store = MemoryStore()
         async with servers() as (url, stand_in, vllm):
@@ -85,8 +86,9 @@ def read_call(quiet_s: float = 5.0, **options):
 
 
 def test_a_call_ends_when_its_stream_ends_with_one_get_media():
-    """The producer stopped: GetMedia's payload ends after the last fragment, and so does the call (before, the
-    reader reopened GetMedia and waited out its quiet time: several requests and quiet_s late)."""
+    """The producer stopped: GetMedia's payload ends after the last fragment, and so does the call
+    (before, the reader reopened GetMedia and waited out its quiet time: several requests and
+    quiet_s late)."""
     reason, store, requests, _ = read_call(quiet_s=600.0)
     assert reason == END_OF_STREAM
     assert len(requests) == 1

@@ -41,7 +41,8 @@ def test_the_target_is_the_endpoint_name_or_the_ecs_url_with_its_token():
     ({**BASE, "BUS_NAME": "", "ENDPOINT_NAME": "e"}, f"BUS_NAME is not set; {REQUIRED}"),
     ({**BASE, "MAX_CALLS": "0", "ENDPOINT_NAME": "e"},
      "MAX_CALLS='0' is not a whole number of calls of at least 1"),
-    # An Arabic-Indic three: a digit to isdigit() and int(); refused (the construct writes ASCII).
+    # An Arabic-Indic three: a digit to isdigit() and int(); refused (the construct writes
+    # ASCII).
     ({**BASE, "MAX_CALLS": "٣", "ENDPOINT_NAME": "e"},
      "MAX_CALLS='٣' is not a whole number of calls of at least 1"),
     ({**BASE, "METRIC_DIMENSIONS": '["Deployment"]', "ENDPOINT_NAME": "e"},

@@ -1,5 +1,6 @@
-"""Kinesis Video Streams' Matroska fragments: framing a live byte stream (known and unknown Segment sizes, any
-piece sizes), parsing both named tracks and the tags, and clear errors for what Connect never sends."""
+"""Kinesis Video Streams' Matroska fragments: framing a live byte stream (known and unknown Segment
+sizes, any piece sizes), parsing both named tracks and the tags, and clear errors for what Connect
+never sends."""
 
 from __future__ import annotations
 
@@ -59,9 +60,9 @@ def test_a_laced_or_odd_sized_block_is_refused_naming_it():
 
 
 def test_the_parser_reads_what_libavformats_muxer_writes_with_the_tags_getmedia_appends():
-    """The stand-in's producer fragments come from libavformat (PyAV), not from ebmlite: CRC-32 elements in the
-    masters, SeekHead, Cues, upper-case tag names (CONTACTID); GetMedia's tags appended to the Segment, of known and
-    unknown size, framed from pieces of any size."""
+    """The stand-in's producer fragments come from libavformat (PyAV), not from ebmlite: CRC-32
+    elements in the masters, SeekHead, Cues, upper-case tag names (CONTACTID); GetMedia's tags
+    appended to the Segment, of known and unknown size, framed from pieces of any size."""
     from voicectl.connect.fake_kvs import mux_fragment
 
     left, right = PCM * 20, PCM[::-1] * 20  # 2 s each
@@ -87,8 +88,8 @@ EBML_HEADER_ID = mkv.encoding.encodeId(mkv._EBML_ID)  # b"\x1a\x45\xdf\xa3"
 
 
 def _pcm_holding_the_ebml_header_id(seconds: float, at_sample: int) -> bytes:
-    """PCM16 speech-like noise whose bytes hold the EBML header's id at byte ``2 * at_sample`` (samples 0x451a and
-    0xa3df little-endian), as real audio does by chance."""
+    """PCM16 speech-like noise whose bytes hold the EBML header's id at byte ``2 * at_sample``
+    (samples 0x451a and 0xa3df little-endian), as real audio does by chance."""
     samples = np.random.default_rng(7).integers(-3000, 3000, int(seconds * mkv.CONNECT_SAMPLE_RATE_HZ), dtype="<i2")
     pcm = bytearray(samples.tobytes())
     pcm[2 * at_sample:2 * at_sample + 4] = EBML_HEADER_ID
@@ -97,8 +98,9 @@ def _pcm_holding_the_ebml_header_id(seconds: float, at_sample: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def fragments_with_the_ebml_id_in_their_audio() -> list[bytes]:
-    """Three fragments as the KVS stand-in writes them (libavformat's muxer, GetMedia's tags appended), their Segments
-    of unknown size, each track's SimpleBlock holding the EBML header's id inside its audio."""
+    """Three fragments as the KVS stand-in writes them (libavformat's muxer, GetMedia's tags
+    appended), their Segments of unknown size, each track's SimpleBlock holding the EBML header's id
+    inside its audio."""
     from voicectl.connect.fake_kvs import mux_fragment
 
     documents = []
@@ -127,8 +129,9 @@ def test_the_ebml_header_id_inside_pcm_does_not_end_an_unknown_size_segment(frag
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_any_chunking_of_the_stream_gives_the_same_fragments(fragments_with_the_ebml_id_in_their_audio, data):
-    """GetMedia's chunks end anywhere: inside an element's id, its size, or its payload. Cut points drawn at will
-    (ones inside the fourteen bytes after each element boundary drawn often) give the same fragments."""
+    """GetMedia's chunks end anywhere: inside an element's id, its size, or its payload. Cut points
+    drawn at will (ones inside the fourteen bytes after each element boundary drawn often) give the
+    same fragments."""
     documents = fragments_with_the_ebml_id_in_their_audio
     stream = b"".join(documents)
     cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(stream) - 1), max_size=40))))
@@ -140,8 +143,8 @@ def test_any_chunking_of_the_stream_gives_the_same_fragments(fragments_with_the_
 
 
 def _with_unknown_size_cluster(document: bytes) -> bytes:
-    """``document`` (an unknown-size Segment) with its Cluster's size rewritten in place as EBML's unknown size of
-    the same length (all value bits set)."""
+    """``document`` (an unknown-size Segment) with its Cluster's size rewritten in place as EBML's
+    unknown size of the same length (all value bits set)."""
     header = mkv._element_header(document, 0)
     segment = mkv._element_header(document, header[2] + header[1])
     at = segment[2]
@@ -155,8 +158,9 @@ def _with_unknown_size_cluster(document: bytes) -> bytes:
 
 
 def test_an_unknown_size_cluster_ends_at_the_next_element_it_cannot_hold(fragments_with_the_ebml_id_in_their_audio):
-    """Producers may write Clusters of unknown size too: the Cluster ends at the Tags GetMedia appends (not a Cluster
-    child), the Segment at the next EBML header; the audio's EBML id still ends neither."""
+    """Producers may write Clusters of unknown size too: the Cluster ends at the Tags GetMedia
+    appends (not a Cluster child), the Segment at the next EBML header; the audio's EBML id still
+    ends neither."""
     documents = [_with_unknown_size_cluster(d) for d in fragments_with_the_ebml_id_in_their_audio]
     stream = b"".join(documents)
     framer = mkv.FragmentFramer()
@@ -173,7 +177,7 @@ def test_a_stream_cut_inside_an_element_of_an_unknown_size_segment_is_truncated(
         framer.close()
 
 
-# ---- the real layouts (fixtures/README.md names the sources) ------------------------------------------------------
+# ---- the real layouts (fixtures/README.md names the sources) -----------------------------------
 from tests.unit.voicectl.connect import connect_testkit as kit  # noqa: E402
 from voicectl.connect import fake_kvs  # noqa: E402
 
@@ -189,7 +193,8 @@ def test_each_fixture_file_is_what_the_stand_in_writes_byte_for_byte(name):
 
 
 def test_the_stand_in_lays_a_fragment_out_at_the_offsets_of_the_real_dump():
-    """sample-matroska.txt (citizensadvice): the same strings give the same offsets, element by element."""
+    """sample-matroska.txt (citizensadvice): the same strings give the same offsets, element by
+    element."""
     pcm = bytes(16 * fake_kvs.BLOCK_BYTES)
     data = fake_kvs.connect_fragment(
         tags={"ContactId": kit.FIXTURE_CONTACT, "InstanceId": fake_kvs.INSTANCE_ID, "MimeType": mkv.CONNECT_MIME_TYPE,
@@ -259,7 +264,8 @@ def test_the_older_producers_track_is_the_customers_and_an_unknown_track_is_skip
 
 @pytest.mark.parametrize("data, message", [
     (lambda: one((mkv.TRACK_FROM_CUSTOMER,), {mkv.TRACK_FROM_CUSTOMER: PCM}, mime="audio/aac"),
-     "MimeType 'audio/aac'; the consumer reads Connect's 'audio/L16;rate=8000;channels=1;' only"),
+     "MimeType 'audio/aac'; the consumer reads Connect's "
+     "'audio/L16;rate=8000;channels=1;' only"),
     (lambda: one((mkv.TRACK_FROM_CUSTOMER,), {mkv.TRACK_FROM_CUSTOMER: PCM}, mime="audio/L16;rate=16000;channels=1"),
      "MimeType 'audio/L16;rate=16000;channels=1'"),
     (lambda: mkv.encode_fragment(tags={}, audio={mkv.TRACK_FROM_CUSTOMER: PCM}, timecode_ms=0, codec_id="A_AAC"),

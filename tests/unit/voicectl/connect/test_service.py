@@ -1,9 +1,9 @@
-"""voicectl/connect/service.py: the consumer task's metrics as embedded metric format lines, and the endpoint the
-environment names (the ECS target: its URL with the bearer token from Secrets Manager, against moto and a WebSocket
-server on loopback). Taking calls from the queue: ``serve`` with a stand-in queue, and against moto's SQS and
-DynamoDB (duplicate deliveries, the visibility loop's errors, SQS's 12-hour ceiling, a SIGTERM during a poll, a
-call taken over from a stopped task), and as voicectl connect-replay runs it
-(tests/unit/voicectl/test_connect_replay.py)."""
+"""voicectl/connect/service.py: the consumer task's metrics as embedded metric format lines, and the
+endpoint the environment names (the ECS target: its URL with the bearer token from Secrets Manager,
+against moto and a WebSocket server on loopback). Taking calls from the queue: ``serve`` with a
+stand-in queue, and against moto's SQS and DynamoDB (duplicate deliveries, the visibility loop's
+errors, SQS's 12-hour ceiling, a SIGTERM during a poll, a call taken over from a stopped task), and
+as voicectl connect-replay runs it (tests/unit/voicectl/test_connect_replay.py)."""
 
 from __future__ import annotations
 
@@ -35,10 +35,12 @@ def test_a_metric_is_one_embedded_metric_format_line(capsys):
 def test_sqs_limits_are_kept():
     assert service.RECEIVE_WAIT_S <= 20 and service.RECEIVE_MAX <= 10  # ReceiveMessage's maximums
     assert service.VISIBILITY_EXTEND_S < service.VISIBILITY_TIMEOUT_S <= 12 * 3600
-    # A message is handed on before SQS refuses its extension (12 h from its receipt), a round late at worst.
+    # A message is handed on before SQS refuses its extension (12 h from its receipt), a round late
+    # at worst.
     assert service.MAX_VISIBILITY_S == 12 * 3600
     assert service.VISIBILITY_TIMEOUT_S + service.VISIBILITY_EXTEND_S < service.HAND_ON_MARGIN_S
-    # A live task's claim never runs out between two renewals, nor before its message's visibility does.
+    # A live task's claim never runs out between two renewals, nor before its message's visibility
+    # does.
     from voicectl.connect.sink import LEASE_S
 
     assert LEASE_S >= 2 * service.VISIBILITY_EXTEND_S and LEASE_S >= service.VISIBILITY_TIMEOUT_S
@@ -69,7 +71,8 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
 
 
 class ClaimingStore:
-    """The in-memory store with the sink's claims (one owner; the claims' conditions are tested against moto)."""
+    """The in-memory store with the sink's claims (one owner; the claims' conditions are tested
+    against moto)."""
 
     def __new__(cls):
         from tests.unit.voicectl.connect.connect_testkit import MemoryStore
@@ -87,8 +90,8 @@ class ClaimingStore:
 
 
 class FakeQueue:
-    """The SQS calls ``serve`` makes (from threads), over a list of call messages: each receive hands out what is
-    queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
+    """The SQS calls ``serve`` makes (from threads), over a list of call messages: each receive
+    hands out what is queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
 
     def __init__(self, contacts: list[str]) -> None:
         self.messages = [{"Body": json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:{contact}",
@@ -112,8 +115,9 @@ class FakeQueue:
 
 @pytest.fixture
 def held_calls(monkeypatch) -> tuple[list[str], dict[str, asyncio.Event], list[int]]:
-    """``serve`` with calls that end when the test says: yields (contacts whose call started, in order; each call's
-    end event; one entry per wait of a full task for a freed slot or the stop)."""
+    """``serve`` with calls that end when the test says: yields (contacts whose call started, in
+    order; each call's end event; one entry per wait of a full task for a freed slot or the
+    stop)."""
     ends: dict[str, asyncio.Event] = {}
     started: list[str] = []
     full_waits: list[int] = []
@@ -146,10 +150,10 @@ async def until(condition) -> None:
 
 
 def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_ends_it(held_calls):
-    """max_calls=1 and two calls queued: the second is not taken while the first runs (it stays in the queue, the
-    scaling signal), and the full task waits once, for the first call's end (not on a timer, nor spinning); it takes
-    the second call once the first ends; and a stop while the task is full ends ``serve`` with the running call
-    cancelled (its message left for another task)."""
+    """max_calls=1 and two calls queued: the second is not taken while the first runs (it stays in
+    the queue, the scaling signal), and the full task waits once, for the first call's end (not on a
+    timer, nor spinning); it takes the second call once the first ends; and a stop while the task is
+    full ends ``serve`` with the running call cancelled (its message left for another task)."""
     started, ends, full_waits = held_calls
     queue = FakeQueue(["first", "second"])
 
@@ -184,8 +188,9 @@ class RefusedDelete(FakeQueue):
 
 @pytest.mark.parametrize("failing", ["DeleteMessage", "on_call_done"])
 def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(held_calls, failing):
-    """The slot of a call that ended is free even if deleting its message or the caller's callback failed (the
-    message then comes back after its visibility timeout): a full task must not wait for it until it is stopped."""
+    """The slot of a call that ended is free even if deleting its message or the caller's callback
+    failed (the message then comes back after its visibility timeout): a full task must not wait for
+    it until it is stopped."""
     started, ends, _full_waits = held_calls
     queue = (RefusedDelete if failing == "DeleteMessage" else FakeQueue)(["first", "second"])
 
@@ -210,15 +215,16 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
     asyncio.run(scenario())
 
 
-# ---- against moto: the queue's and the table's real semantics (visibility, receipt handles, conditional claims) ----
+# ---- against moto: the queue's and the table's real semantics (visibility, receipt handles,
+# conditional claims) ----
 
 BUS, TABLE = "voice-connect", "transcripts"
 
 
 @pytest.fixture
 def aws(monkeypatch):
-    """moto's SQS queue (120 s visibility, as the stack sets it), the transcripts table and bus; yields (session,
-    queue URL)."""
+    """moto's SQS queue (120 s visibility, as the stack sets it), the transcripts table and bus;
+    yields (session, queue URL)."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with mock_aws():
         session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
@@ -253,7 +259,8 @@ def queue_counts(session, url) -> tuple[int, int]:
 
 
 class Recording:
-    """The SQS client, with each call recorded as (operation, receipt or body) and faults injected per receipt."""
+    """The SQS client, with each call recorded as (operation, receipt or body) and faults injected
+    per receipt."""
 
     def __init__(self, client, fail: dict[str, int] | None = None) -> None:
         self.client, self.calls, self.fail = client, [], fail or {}
@@ -294,8 +301,9 @@ def serving(sqs, url, sink, stop, **options):
 
 
 def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_never_runs_it_again(aws, held_calls):
-    """SQS standard delivers at least once: two copies of a call's message, the second never in place of the first
-    (it was: the first copy came back after its visibility timeout and ran the finished call again)."""
+    """SQS standard delivers at least once: two copies of a call's message, the second never in
+    place of the first (it was: the first copy came back after its visibility timeout and ran the
+    finished call again)."""
     session, url = aws
     started, ends, _ = held_calls
     sqs = Recording(session.client("sqs"))
@@ -318,9 +326,9 @@ def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_ne
 
 
 def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws, held_calls, caplog):
-    """A refused ChangeMessageVisibility (and a refused SendMessage) for one call's message no longer stops the loop
-    for every call of the task: the other call's message is still extended every round, each error is logged with
-    its call."""
+    """A refused ChangeMessageVisibility (and a refused SendMessage) for one call's message no
+    longer stops the loop for every call of the task: the other call's message is still extended
+    every round, each error is logged with its call."""
     session, url = aws
     started, _ends, _ = held_calls
     sqs = Recording(session.client("sqs"), fail={"change_message_visibility:bad": -1})  # always refused
@@ -342,9 +350,10 @@ def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws,
 
 
 def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run_twice(aws, held_calls):
-    """A call longer than 12 hours: its message cannot stay invisible past 12 h from its receipt (SQS refuses the
-    extension), so it is handed on: a new copy sent, the old one deleted. The copy, received by another task, waits
-    on standby (the call's claim holds) and is deleted when the call ends; no task runs the call twice."""
+    """A call longer than 12 hours: its message cannot stay invisible past 12 h from its receipt
+    (SQS refuses the extension), so it is handed on: a new copy sent, the old one deleted. The copy,
+    received by another task, waits on standby (the call's claim holds) and is deleted when the call
+    ends; no task runs the call twice."""
     session, url = aws
     started, ends, _ = held_calls
     sqs = Recording(session.client("sqs"))
@@ -374,9 +383,9 @@ def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run
 
 
 def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(aws, held_calls):
-    """SIGTERM during a long poll: the messages that poll returns are not started but made visible at once
-    (ChangeMessageVisibility 0), as is the cancelled call's message, whose claim is given up: another task takes
-    both calls at once, the cancelled one from its checkpoint."""
+    """SIGTERM during a long poll: the messages that poll returns are not started but made visible
+    at once (ChangeMessageVisibility 0), as is the cancelled call's message, whose claim is given
+    up: another task takes both calls at once, the cancelled one from its checkpoint."""
     session, url = aws
     started, _ends, _ = held_calls
     sqs = Recording(session.client("sqs"))
@@ -440,8 +449,9 @@ def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_t
 
 
 def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its_claim(held_calls):
-    """The table refuses the call's ENDED status: the message is not deleted (it comes back after its visibility
-    timeout, and the task that takes it records the outcome) and the claim is released so that task may run it."""
+    """The table refuses the call's ENDED status: the message is not deleted (it comes back after
+    its visibility timeout, and the task that takes it records the outcome) and the claim is
+    released so that task may run it."""
     started, ends, _ = held_calls
     queue = FakeQueue(["unwritten"])
     store = ClaimingStore()
@@ -472,8 +482,9 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
 
 
 def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_message_back(held_calls):
-    """This task's lease ran out (its renewals failed) and another task claimed the call: the call stops here (it
-    runs there from the checkpoint; never in two tasks at once) and its message is made visible, not deleted."""
+    """This task's lease ran out (its renewals failed) and another task claimed the call: the call
+    stops here (it runs there from the checkpoint; never in two tasks at once) and its message is
+    made visible, not deleted."""
     started, _ends, _ = held_calls
     queue = FakeQueue(["taken"])
     store = ClaimingStore()
@@ -502,8 +513,9 @@ def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_mess
 
 
 def test_a_claim_given_up_while_a_visibility_round_runs_is_not_taken_back(held_calls):
-    """The call ends (its outcome not written: the claim is released so another task may resume it) while the
-    visibility loop is extending its message: that round does not renew the claim it just gave up."""
+    """The call ends (its outcome not written: the claim is released so another task may resume it)
+    while the visibility loop is extending its message: that round does not renew the claim it just
+    gave up."""
     started, ends, _ = held_calls
     queue = FakeQueue(["released"])
     store = ClaimingStore()

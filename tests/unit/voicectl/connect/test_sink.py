@@ -1,5 +1,5 @@
-"""The sink against moto: a final and its checkpoint in one transaction, segments read back in call order, events
-on the bus, and a PutEvents that half fails is retried, not dropped."""
+"""The sink against moto: a final and its checkpoint in one transaction, segments read back in call
+order, events on the bus, and a PutEvents that half fails is retried, not dropped."""
 
 from __future__ import annotations
 
@@ -111,8 +111,9 @@ def conflict(*codes: str):
 
 
 def test_a_transaction_conflict_is_retried_with_backoff_and_the_final_is_written(sink):
-    """Two writers of the CHECKPOINT item at once: DynamoDB cancels one with TransactionConflict (the call used to
-    end there). It is tried again after a jittered pause, and the final and its checkpoint are stored."""
+    """Two writers of the CHECKPOINT item at once: DynamoDB cancels one with TransactionConflict
+    (the call used to end there). It is tried again after a jittered pause, and the final and its
+    checkpoint are stored."""
     pauses: list[float] = []
     sink.sleep = pauses.append
     real = sink.client.transact_write_items
@@ -154,8 +155,8 @@ def sink_module():
 
 
 def test_event_sizes_are_utf8_bytes_as_eventbridge_counts_them(sink):
-    """A 180 KB final in a non-ASCII script is within PutEvents' 256 KB (it was refused: its Detail was ASCII
-    escapes, six bytes a character); the size is the user guide's sum of UTF-8 bytes."""
+    """A 180 KB final in a non-ASCII script is within PutEvents' 256 KB (it was refused: its Detail
+    was ASCII escapes, six bytes a character); the size is the user guide's sum of UTF-8 bytes."""
     from voicectl.connect.sink import PUT_EVENTS_MAX_ENTRY_BYTES, entry_bytes
 
     captured = []
@@ -195,9 +196,9 @@ def test_texts_and_reasons_are_cut_in_bytes_on_a_character_boundary(sink):
 
 
 def test_a_call_is_claimed_by_one_task_until_its_lease_runs_out_and_never_after_it_ended(monkeypatch):
-    """The claim is a conditional write (moto evaluates the condition): one owner at a time; a claim that is not
-    renewed runs out (a task that died); a released claim is free at once (a stopping task); an ended call is never
-    claimed again (a copy of its message is a duplicate)."""
+    """The claim is a conditional write (moto evaluates the condition): one owner at a time; a claim
+    that is not renewed runs out (a task that died); a released claim is free at once (a stopping
+    task); an ended call is never claimed again (a copy of its message is a duplicate)."""
     from voicectl.connect.sink import LEASE_S
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

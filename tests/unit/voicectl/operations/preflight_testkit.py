@@ -1,5 +1,6 @@
-"""What the preflight tests share: moto for STS and SSM, botocore's Stubber for every other service a test stubs,
-an account bootstrapped at a version, and the settings under which a deploy needs no hub token."""
+"""What the preflight tests share: moto for STS and SSM, botocore's Stubber for every other service
+a test stubs, an account bootstrapped at a version, and the settings under which a deploy needs no
+hub token."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def fixture_fake_credentials(monkeypatch):
 
 
 class StubbedAws:
-    """The ``clients`` factory of the preflight: moto for STS and SSM, a Stubber-backed client for every other
-    service a test stubs; an unstubbed service fails the test."""
+    """The ``clients`` factory of the preflight: moto for STS and SSM, a Stubber-backed client for
+    every other service a test stubs; an unstubbed service fails the test."""
 
     def __init__(self, session: boto3.Session) -> None:
         self.session = session

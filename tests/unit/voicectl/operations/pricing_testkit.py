@@ -1,6 +1,6 @@
 """The Price List API as the pricing and cost tests see it: recorded-format GetProducts responses
-(``data/pricing/``), the request the lookup must send, and a botocore Stubber in place of the service (moto 5 has no
-``pricing`` backend)."""
+(``data/pricing/``), the request the lookup must send, and a botocore Stubber in place of the
+service (moto 5 has no ``pricing`` backend)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def fixture_fake_credentials(monkeypatch):
 
 @pytest.fixture(name="client")
 def fixture_client(fake_credentials):
-    """A pricing client on the us-east-1 endpoint, stubbed; the test queues responses on ``client.stub``."""
+    """A pricing client on the us-east-1 endpoint, stubbed; the test queues responses on
+    ``client.stub``."""
     real = boto3.Session().client("pricing", region_name="us-east-1")
     stub = Stubber(real)
     stub.activate()

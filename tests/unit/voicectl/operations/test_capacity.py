@@ -1,7 +1,8 @@
-"""``voicectl capacity``: streams per instance, GPU memory split and (with --prices) cost per live stream-hour.
+"""``voicectl capacity``: streams per instance, GPU memory split and (with --prices) cost per live
+stream-hour.
 
-No AWS without --prices; with it, the Price List call is replaced by a stand-in (its own parsing is tested in
-test_pricing.py)."""
+No AWS without --prices; with it, the Price List call is replaced by a stand-in (its own parsing is
+tested in test_pricing.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_prices_give_cost_per_live_stream_hour_and_per_audio_hour(capsys, monkey
     code, out, _ = run(capsys, "--prices")
     assert code == 0 and asked == [("ml.g6.xlarge", "us-east-1")]
     assert "per live stream-hour  USD 0.2012 at 4 streams per instance" in out  # 0.8048 / 4
-    assert "per audio hour        USD 0.2874 at the autoscaling target (0.7 x 4 = 2.8 streams per instance)" in out
+    assert ("per audio hour        USD 0.2874 at the autoscaling target (0.7 x 4 = 2.8 streams per "
+            "instance)") in out
 
 
 def test_a_price_that_cannot_be_read_is_said_and_exits_1(capsys, monkeypatch):
@@ -111,19 +113,20 @@ def test_instance_pools_show_every_type_at_the_one_cap_vllm_gets(capsys):
     assert rows[1]["streams_source"] == "auto: compute bound; this pool's own Model"
 
 
-# --- --compare -------------------------------------------------------------------------------------------------------
+# --- --compare ----------------------------------------------------------------------------------
 
 
 def test_compare_works_offline_from_the_dated_table_and_says_so(capsys, monkeypatch):
     monkeypatch.setattr(pricing, "pricing_client", lambda *a, **k: pytest.fail("no AWS call without --prices"))
     code, out, _ = run(capsys, "--compare")
     assert code == 0
-    assert ("Prices: USD on demand, the price table shipped with voicectl (voicectl/operations/price_table.py), "
-            f"us-east-1, recorded\n{price_table.RECORDED}") in out
+    assert ("Prices: USD on demand, the price table shipped with voicectl "
+            f"(voicectl/operations/price_table.py), us-east-1, recorded\n{price_table.RECORDED}") in out
     assert "them; not read from the Price List API; add --prices for today's" in out
     header, first, second = [line for line in out.splitlines() if line.startswith(("target ", "ecs ", "sagemaker "))][:3]
     assert header.split()[:3] == ["target", "instance", "type"]
-    # The L40S is the cheapest per live stream-hour on both targets: 23 streams for USD 1.861 (EC2) / 2.3263.
+    # The L40S is the cheapest per live stream-hour on both targets: 23 streams for USD 1.861 (EC2)
+    # / 2.3263.
     assert first.split() == ["ecs", "g6e.xlarge", "L40S", "23", "(17-25)", "memory", "7", "1.8610", "0.0809", "13.03"]
     assert second.split() == ["sagemaker", "ml.g6e.xlarge", "L40S", "23", "(17-25)", "memory", "7", "2.3263", "0.1011",
                               "16.28"]
@@ -182,9 +185,9 @@ def _product(usage_type: str, attributes: dict, usd: float) -> str:
 
 
 def test_compare_with_prices_reads_the_price_list(capsys, monkeypatch):
-    """The Price List stubbed (botocore Stubber, as test_pricing.py does): every candidate is asked for, SageMaker
-    hosting for ml.* types and EC2 Linux on demand for the ECS target's hosts, in eu-west-1, where the shipped table
-    has no prices, so every figure printed is the stub's."""
+    """The Price List stubbed (botocore Stubber, as test_pricing.py does): every candidate is asked
+    for, SageMaker hosting for ml.* types and EC2 Linux on demand for the ECS target's hosts, in
+    eu-west-1, where the shipped table has no prices, so every figure printed is the stub's."""
     for key in [k for k in __import__("os").environ if k.startswith("AWS_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

@@ -1,8 +1,9 @@
-"""`voicectl cost` against recorded-format GetProducts responses (the price lookup itself: test_pricing.py).
+"""`voicectl cost` against recorded-format GetProducts responses (the price lookup itself:
+test_pricing.py).
 
-moto 5 has no Price List (``pricing``) backend, so botocore's Stubber answers: it checks every request against the
-service model and the exact parameters we expect, and returns the response files in
-tests/unit/voicectl/operations/data/pricing/ (pricing_testkit.py).
+moto 5 has no Price List (``pricing``) backend, so botocore's Stubber answers: it checks every
+request against the service model and the exact parameters we expect, and returns the response files
+in tests/unit/voicectl/operations/data/pricing/ (pricing_testkit.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from voicectl.operations import cost, pricing
 
 
 def _cdk_json_on_the_recorded_type() -> Path:
-    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in tests/unit/voicectl/operations/data/pricing/ are
-    for (the default became ml.g6.xlarge in issue 28; the report's logic does not depend on which type it is)."""
+    """cdk.json with Voxtral on ml.g6.4xlarge, the type the recorded-format responses in
+    tests/unit/voicectl/operations/data/pricing/ are for (the default became ml.g6.xlarge in issue
+    28; the report's logic does not depend on which type it is)."""
     data = json.loads((ROOT / "cdk.json").read_text())
     data["context"]["voxtral.instance_type"] = "ml.g6.4xlarge"
     path = Path(tempfile.mkdtemp(prefix="cost-cdk-json-")) / "cdk.json"
@@ -42,7 +44,7 @@ def _cdk_json_on_the_recorded_type() -> Path:
 CDK_JSON = _cdk_json_on_the_recorded_type()
 
 
-# --- The report ----------------------------------------------------------------------------------------------------
+# --- The report ---------------------------------------------------------------------------------
 
 PRICES = {
     "ml.g6.4xlarge": pricing.HostingPrice("ml.g6.4xlarge", "us-east-1", 2.264, "7QXH2ZK9M4TRB6VE",
@@ -55,7 +57,8 @@ PRICES = {
 def test_the_figures_follow_from_the_price_and_the_settings():
     settings = cost.load_cost_settings(CDK_JSON, {})
     voxtral, sonic = cost.endpoint_costs(settings, PRICES.__getitem__)
-    # cdk.json: Voxtral 1-4 instances, max_num_seqs auto (4 on one L4), scaling target 0.7; Sonic 1-2 instances on ml.g6e.2xlarge.
+    # cdk.json: Voxtral 1-4 instances, max_num_seqs auto (4 on one L4), scaling target 0.7; Sonic
+    # 1-2 instances on ml.g6e.2xlarge.
     assert (voxtral.min_instances, voxtral.max_instances, voxtral.streams_per_instance) == (1, 4, 4)
     assert voxtral.usd_per_month(1) == pytest.approx(2.264 * 730) == pytest.approx(1652.72)
     assert voxtral.usd_per_month(4) == pytest.approx(6610.88)
@@ -113,7 +116,8 @@ def test_an_endpoint_on_the_ecs_target_is_named_not_priced_as_sagemaker_hosting(
     assert looked_up == ["ml.g6e.2xlarge"]  # Sonic only: the ECS tasks run on EC2, which this command does not price
     assert (voxtral.price, voxtral.instance_type, voxtral.min_instances) == (None, "g6e.xlarge", 3)
     assert voxtral.error == ("voxtral.target=ecs: ECS tasks on EC2 g6e.xlarge (On-Demand or Spot) behind a load "
-                             "balancer; this command prices SageMaker hosting only (see Amazon EC2 pricing for that type)")
+                             "balancer; this command prices SageMaker hosting only (see Amazon EC2 pricing for that "
+                             "type)")
     assert sonic.price == PRICES["ml.g6e.2xlarge"]
     text = cost.format_text([voxtral, sonic], settings.region)
     assert all(len(line) <= cost.WIDTH for line in text.splitlines())
@@ -138,11 +142,12 @@ def test_context_pairs_and_region_are_read_like_the_cdk_cli():
         cost.parse_overrides(["region=us-west-2"], "eu-west-1")
 
 
-# --- The command, end to end (Stubber in place of the Price List API) ---------------------------------------------
+# --- The command, end to end (Stubber in place of the Price List API) ---------------------------
 
 @pytest.fixture
 def stubbed_api(fake_credentials, monkeypatch):
-    """Route `voicectl cost` to a stubbed client (the real pricing_client runs first: credentials, endpoint)."""
+    """Route `voicectl cost` to a stubbed client (the real pricing_client runs first: credentials,
+    endpoint)."""
     made = {}
     real_factory = pricing.pricing_client
 
@@ -180,20 +185,24 @@ def test_the_report_for_the_default_settings(stubbed_api, capsys):
     block = out.split("\n\n")[1].splitlines()
     assert block == [
         "voxtral-realtime (voxtral): ml.g6.4xlarge",
-        "  per instance-hour     USD 2.2640  (SKU 7QXH2ZK9M4TRB6VE, USE1-Host:ml.g6.4xlarge, effective 2026-11-01)",
-        "  per month (730 h)     USD 1,652.72 at voxtral.min_instances=1; USD 6,610.88 at voxtral.max_instances=4",
-        "  per live stream-hour  USD 0.5660 at 4 live streams per instance (voxtral.max_num_seqs=auto, the capacity "
-        "model)",
+        "  per instance-hour     USD 2.2640  (SKU 7QXH2ZK9M4TRB6VE, USE1-Host:ml.g6.4xlarge, "
+        "effective 2026-11-01)",
+        "  per month (730 h)     USD 1,652.72 at voxtral.min_instances=1; USD 6,610.88 at "
+        "voxtral.max_instances=4",
+        "  per live stream-hour  USD 0.5660 at 4 live streams per instance "
+        "(voxtral.max_num_seqs=auto, the capacity model)",
         "                        USD 0.8086 at the autoscaling target, 2.8 per instance "
         "(voxtral.scaling_target_fraction 0.7 x 4)",
     ]
     block = out.split("\n\n")[2].splitlines()
     assert block[:4] == [
         "sonic-tts (sonic): ml.g6e.2xlarge",
-        "  per instance-hour     USD 2.8026  (SKU 3KD8WJ5NPV2YHQ7C, USE1-Host:ml.g6e.2xlarge, effective 2026-11-01)",
-        "  per month (730 h)     USD 2,045.90 at sonic.min_instances=1; USD 4,091.80 at sonic.max_instances=2",
-        "  per live stream-hour  USD 0.3503 at 8 concurrent requests per instance (Cartesia's figure for one "
-        "NVIDIA L40S)",
+        "  per instance-hour     USD 2.8026  (SKU 3KD8WJ5NPV2YHQ7C, USE1-Host:ml.g6e.2xlarge, "
+        "effective 2026-11-01)",
+        "  per month (730 h)     USD 2,045.90 at sonic.min_instances=1; USD 4,091.80 at "
+        "sonic.max_instances=2",
+        "  per live stream-hour  USD 0.3503 at 8 concurrent requests per instance (Cartesia's "
+        "figure for one NVIDIA L40S)",
     ]
     assert block[4].startswith("  software fee          not in the AWS Price List API")
     assert all(line.startswith(" " * 24) for line in block[5:])
@@ -248,9 +257,9 @@ def test_aws_region_naming_another_region_is_pointed_out(stubbed_api, capsys, mo
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     assert main(["cost", "--cdk-json", str(CDK_JSON)]) == 0
     out, err = capsys.readouterr()
-    assert err == ("voicectl cost: note: AWS_REGION=eu-west-1, but the 'region' setting is us-east-1 and make deploy "
-                   "deploys there, so these are us-east-1 prices; pass --region eu-west-1 (or -c region=eu-west-1) "
-                   "to price eu-west-1\n")
+    assert err == ("voicectl cost: note: AWS_REGION=eu-west-1, but the 'region' setting is us-east-1 and "
+                   "make deploy deploys there, so these are us-east-1 prices; pass --region eu-west-1 (or "
+                   "-c region=eu-west-1) to price eu-west-1\n")
     assert "prices in us-east-1" in out
 
 
@@ -309,9 +318,10 @@ class Ran:
 
 @pytest.fixture
 def cost_cli(monkeypatch, capsys):
-    """``voicectl cost ARGS`` in this process, as run_cli runs it (from the project root, no AWS_* variable, no
-    credentials or config file): its exit code (argparse's own exit included) and what it printed. The one test that
-    runs the installed module in a process of its own is test_without_credentials_the_command_stops_in_one_line."""
+    """``voicectl cost ARGS`` in this process, as run_cli runs it (from the project root, no AWS_*
+    variable, no credentials or config file): its exit code (argparse's own exit included) and what
+    it printed. The one test that runs the installed module in a process of its own is
+    test_without_credentials_the_command_stops_in_one_line."""
     for key in list(os.environ):
         if key.startswith("AWS_"):
             monkeypatch.delenv(key)

@@ -1,12 +1,13 @@
-"""`make deploy|diff|destroy|bootstrap` preflight: clear stops without credentials, bootstrap, subscription, quota
-or a driver for the image's CUDA; what it cannot check is said, not failed.
+"""`make deploy|diff|destroy|bootstrap` preflight: clear stops without credentials, bootstrap,
+subscription, quota or a driver for the image's CUDA; what it cannot check is said, not failed.
 
-moto stands in for STS, SSM and KMS (DescribeKey, GetKeyPolicy). The other APIs are stubbed at the boto3 client
-level with botocore's Stubber, because moto 5.2.5 cannot answer them: its Service Quotas backend implements only
-ListAWSDefaultServiceQuotas and GetServiceQuota, for service code "vpc" alone (no ListServiceQuotas, no SageMaker
-quotas); it has no AWS Marketplace Discovery or Agreement backend; and its SageMaker DescribeModelPackage finds only
-packages of the caller's own account, not a Marketplace seller's. Every stub is asserted to have been used, with the
-parameters sent.
+moto stands in for STS, SSM and KMS (DescribeKey, GetKeyPolicy). The other APIs are stubbed at the
+boto3 client level with botocore's Stubber, because moto 5.2.5 cannot answer them: its Service
+Quotas backend implements only ListAWSDefaultServiceQuotas and GetServiceQuota, for service code
+"vpc" alone (no ListServiceQuotas, no SageMaker quotas); it has no AWS Marketplace Discovery or
+Agreement backend; and its SageMaker DescribeModelPackage finds only packages of the caller's own
+account, not a Marketplace seller's. Every stub is asserted to have been used, with the parameters
+sent.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def stub_sonic(aws: StubbedAws, *, supported=("ml.g6e.xlarge", "ml.g6e.2xlarge")
 
 
 def listing() -> dict:
-    """A GetListing answer with every member the API model requires; only the name and the product matter here."""
+    """A GetListing answer with every member the API model requires; only the name and the product
+    matter here."""
     cartesia = {"sellerProfileId": "seller-example", "displayName": "Cartesia"}
     return {
         "listingId": SONIC_LISTING_ID, "listingName": "Sonic 3.6 by Cartesia", "catalog": "AWSMarketplace",
@@ -115,15 +117,21 @@ def test_a_ready_account_passes_every_check(aws):
     assert lines[0] == f"deploy: account {ACCOUNT} (arn:aws:sts::{ACCOUNT}:user/moto), region us-east-1"
     assert lines[-6:] == [
         "  OK        CDK bootstrap of us-east-1: version 30 (this app needs 6 or later)",
-        "  OK        Sonic model package: sonic36-sagemaker-v0 (Completed), supports ml.g6e.2xlarge",
-        "  OK        Sonic Marketplace subscription: 'Sonic 3.6 by Cartesia': active agreement agmt-0",
-        "  OK        service quota 'ml.g6.xlarge for endpoint usage': 10 in us-east-1 (Voxtral up to 4, 5 during a "
-        "rolling update; the quota is shared with every other endpoint of the account in us-east-1)",
-        "  OK        service quota 'ml.g6e.2xlarge for endpoint usage': 4 in us-east-1 (Sonic up to 2, 4 during a "
-        "blue/green update; the quota is shared with every other endpoint of the account in us-east-1)",
-        "  OK        CUDA of the Voxtral image on al2023-ami-sagemaker-inference-gpu-4-1: the base image of "
-        "container/Dockerfile public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
-        "sagemaker-v1.0: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver 580, CUDA 13.0)",
+        "  OK        Sonic model package: sonic36-sagemaker-v0 (Completed), supports "
+        "ml.g6e.2xlarge",
+        "  OK        Sonic Marketplace subscription: 'Sonic 3.6 by Cartesia': active agreement "
+        "agmt-0",
+        "  OK        service quota 'ml.g6.xlarge for endpoint usage': 10 in us-east-1 (Voxtral "
+        "up to 4, 5 during a rolling update; the quota is shared with every other endpoint of "
+        "the account in us-east-1)",
+        "  OK        service quota 'ml.g6e.2xlarge for endpoint usage': 4 in us-east-1 (Sonic up "
+        "to 2, 4 during a blue/green update; the quota is shared with every other endpoint of "
+        "the account in us-east-1)",
+        "  OK        CUDA of the Voxtral image on al2023-ami-sagemaker-inference-gpu-4-1: the "
+        "base image of container/Dockerfile "
+        "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
+        "sagemaker-v1.0: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver "
+        "580, CUDA 13.0)",
     ]
 
 
@@ -134,10 +142,14 @@ def test_an_account_without_the_sonic_subscription_stops_with_how_to_subscribe(a
     with pytest.raises(PreflightError) as raised:
         check("deploy", NO_STAGING, ROOT, aws.session, aws)
     assert str(raised.value) == (
-        f"account {ACCOUNT} is not subscribed to the AWS Marketplace listing 'Sonic 3.6 by Cartesia' (product "
-        f"{PRODUCT}), so creating the Sonic Model would fail with \"Caller is not subscribed to the marketplace "
-        f"offering\". To subscribe, open {SONIC_LISTING_URL}, choose 'Continue to Subscribe' and accept the offer "
-        "(needs aws-marketplace:Subscribe; the AWS managed policy AWSMarketplaceManageSubscriptions has it), or "
+        f"account {ACCOUNT} is not subscribed to the AWS Marketplace listing 'Sonic 3.6 by "
+        "Cartesia' (product "
+        f"{PRODUCT}), so creating the Sonic Model would fail with "
+        "\"Caller is not subscribed to the marketplace "
+        f"offering\". To subscribe, open {SONIC_LISTING_URL}, choose 'Continue to Subscribe' "
+        "and accept the offer "
+        "(needs aws-marketplace:Subscribe; the AWS managed policy "
+        "AWSMarketplaceManageSubscriptions has it), or "
         "deploy without Sonic: -c sonic.enabled=false")
     # The report printed before the stop has every check, the stop among them.
     assert any(line.startswith("  STOP      Sonic Marketplace subscription: account") for line in raised.value.lines)
@@ -161,12 +173,13 @@ def test_a_quota_below_the_maximum_count_stops_and_names_the_quota_and_the_reque
     g6 = found[f"service quota '{QUOTA_G6}'"]
     assert g6.status is Status.STOP
     assert g6.message == (
-        "0 in us-east-1, below the 4 this deploy may run (Voxtral up to 4, 5 during a rolling update; the quota is "
-        "shared with every other endpoint of the account in us-east-1); SageMaker would fail the endpoint after the "
-        "stack waited for it. Lower the max instances, choose another instance type, or request an increase at "
-        "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/L-G6X4 or with `aws "
-        "service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-G6X4 --desired-value 5 "
-        "--region us-east-1`")
+        "0 in us-east-1, below the 4 this deploy may run (Voxtral up to 4, 5 during a rolling "
+        "update; the quota is shared with every other endpoint of the account in us-east-1); "
+        "SageMaker would fail the endpoint after the stack waited for it. Lower the max "
+        "instances, choose another instance type, or request an increase at "
+        "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/L-"
+        "G6X4 or with `aws service-quotas request-service-quota-increase --service-code "
+        "sagemaker --quota-code L-G6X4 --desired-value 5 --region us-east-1`")
     # Enough for Sonic's maximum of 2, not for a blue/green update at that count.
     g6e = found[f"service quota '{QUOTA_G6E}'"]
     assert g6e.status is Status.WARN
@@ -224,17 +237,22 @@ def test_missing_permissions_are_reported_as_unchecked_and_do_not_stop(aws):
     lines = check("deploy", NO_STAGING, ROOT, aws.session, aws)
     unchecked = [line for line in lines if line.startswith("  UNCHECKED")]
     assert unchecked == [
-        "  UNCHECKED Sonic model package: could not check (missing permission sagemaker:DescribeModelPackage: "
-        "AccessDeniedException: User: arn:aws:iam::123456789012:user/ci is not authorized to perform this action)",
-        "  UNCHECKED Sonic Marketplace subscription: could not check (missing permission aws-marketplace:GetListing: "
-        "AccessDeniedException: User: arn:aws:iam::123456789012:user/ci is not authorized to perform this action); "
-        f"without a subscription creating the Sonic Model fails; to subscribe, open {SONIC_LISTING_URL}, choose "
-        "'Continue to Subscribe' and accept the offer (needs aws-marketplace:Subscribe; the AWS managed policy "
-        "AWSMarketplaceManageSubscriptions has it), or deploy without Sonic: -c sonic.enabled=false",
-        *(f"  UNCHECKED service quota '{name}': could not check (missing permission servicequotas:ListServiceQuotas: "
-          "AccessDeniedException: User: arn:aws:iam::123456789012:user/ci is not authorized to perform this action); "
+        "  UNCHECKED Sonic model package: could not check (missing permission "
+        "sagemaker:DescribeModelPackage: AccessDeniedException: User: "
+        "arn:aws:iam::123456789012:user/ci is not authorized to perform this action)",
+        "  UNCHECKED Sonic Marketplace subscription: could not check (missing permission "
+        "aws-marketplace:GetListing: AccessDeniedException: User: "
+        "arn:aws:iam::123456789012:user/ci is not authorized to perform this action); without a "
+        f"subscription creating the Sonic Model fails; to subscribe, open {SONIC_LISTING_URL}, "
+        "choose 'Continue to Subscribe' and accept the offer (needs aws-marketplace:Subscribe; "
+        "the AWS managed policy AWSMarketplaceManageSubscriptions has it), or deploy without "
+        "Sonic: -c sonic.enabled=false",
+        *(f"  UNCHECKED service quota '{name}': could not check (missing permission "
+          "servicequotas:ListServiceQuotas: AccessDeniedException: User: "
+          "arn:aws:iam::123456789012:user/ci is not authorized to perform this action); "
           f"{name.split()[0]} needs {need}; look it up in "
-          "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas"
+          "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/"
+          "quotas"
           for name, need in ((QUOTA_G6, 4), (QUOTA_G6E, 2))),
     ]
 
@@ -258,20 +276,24 @@ def test_an_image_cuda_the_ami_driver_cannot_run_stops_as_a_settings_error(aws):
     with pytest.raises(PreflightError) as raised:
         findings(aws, "-c", "sonic.enabled=false", "-c", "voxtral.inference_ami_version=al2-ami-sagemaker-inference-gpu-3-1")
     assert str(raised.value).splitlines()[1:] == [
-        "  - voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-3-1': the base image of container/Dockerfile "
-        "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0: CUDA 13.0 "
-        "needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 (NVIDIA driver 550, CUDA 12.4), and this AMI "
-        "does not mount forward-compatibility libraries: the container would fail to start (CannotStartContainerError); "
-        "use an InferenceAmiVersion whose driver runs CUDA 13.0 (al2023-ami-sagemaker-inference-gpu-4-1)"]
+        "  - voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-3-1': the base image "
+        "of container/Dockerfile "
+        "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
+        "sagemaker-v1.0: CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 "
+        "(NVIDIA driver 550, CUDA 12.4), and this AMI does not mount forward-compatibility "
+        "libraries: the container would fail to start (CannotStartContainerError); use an "
+        "InferenceAmiVersion whose driver runs CUDA 13.0 (al2023-ami-sagemaker-inference-gpu-4-1)"]
 
 
 @pytest.mark.parametrize(("image", "status", "start"), [
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01", Status.UNCHECKED,
-     "the CUDA version of voxtral.image_uri 123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01 "
-     "is unknown (its tag names none"),
+     "the CUDA version of voxtral.image_uri "
+     "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/voxtral-bridge:2026-11-01 is "
+     "unknown (its tag names none"),
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0-b1",
-     Status.WARN, "voxtral.image_uri 123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-"
-     "ubuntu22.04-sagemaker-v1.0-b1: CUDA 12.9 is newer than al2-ami-sagemaker-inference-gpu-3-1"),
+     Status.WARN, "voxtral.image_uri "
+                  "123456789012.dkr.ecr.us-east-1.amazonaws.com/bridge:0.17.1-gpu-py312-cu129-ubuntu22."
+                  "04-sagemaker-v1.0-b1: CUDA 12.9 is newer than al2-ami-sagemaker-inference-gpu-3-1"),
 ])
 def test_a_prebuilt_image_is_checked_when_its_tag_says_its_cuda(aws, image, status, start):
     bootstrapped(aws)
@@ -307,10 +329,12 @@ def test_make_bootstrap_has_a_preflight_that_stops_without_credentials():
 def test_bootstrap_checks_the_target_account_and_reports_what_is_there(aws):
     lines = check("bootstrap", ["aws://123456789012/eu-west-1"], ROOT, aws.session, aws)
     assert lines == [f"bootstrap: account {ACCOUNT} (arn:aws:sts::{ACCOUNT}:user/moto), region us-east-1",
-                     "  OK        CDK bootstrap of eu-west-1: not bootstrapped yet; cdk bootstrap creates the CDKToolkit stack"]
+                     "  OK        CDK bootstrap of eu-west-1: not bootstrapped yet; cdk bootstrap creates the "
+                     "CDKToolkit stack"]
     bootstrapped(aws)
     assert check("bootstrap", [], ROOT, aws.session, aws)[-1] == (
-        "  OK        CDK bootstrap of us-east-1: bootstrapped at version 30; cdk bootstrap updates it to the CLI's version")
+        "  OK        CDK bootstrap of us-east-1: bootstrapped at version 30; cdk bootstrap "
+        "updates it to the CLI's version")
     with pytest.raises(PreflightError, match=r"^the credentials are for account 123456789012, not 999999999999: use "
                        r"the profile of 999999999999 or bootstrap aws://123456789012/us-east-1$"):
         check("bootstrap", ["aws://999999999999/us-east-1"], ROOT, aws.session, aws)
@@ -389,7 +413,7 @@ def test_destroy_needs_no_bootstrap_and_bad_settings_stop_it(aws):
         check("destroy", ["-c", "voxtral.instance_type=x"], ROOT, aws.session, aws)
 
 
-# --- keys the user brings (KMS DescribeKey and GetKeyPolicy, against moto) --------------------------------------------
+# --- keys the user brings (KMS DescribeKey and GetKeyPolicy, against moto) ----------------------
 
 ROOT_STATEMENT = {"Sid": "Account", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
                   "Action": "kms:*", "Resource": "*"}
@@ -413,7 +437,8 @@ def user_key(aws: StubbedAws, *statements: dict, spec: str = "SYMMETRIC_DEFAULT"
 
 
 def key_findings(aws: StubbedAws, key: str, *cdk_args: str) -> Finding:
-    """The key's finding of one deploy preflight (a test may run several: the bootstrap version is overwritten)."""
+    """The key's finding of one deploy preflight (a test may run several: the bootstrap version is
+    overwritten)."""
     aws.session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String",
                                             Overwrite=True)
     stub_sonic(aws)
@@ -442,7 +467,8 @@ def test_a_users_key_without_the_logs_or_account_statements_names_both(aws):
     found = key_findings(aws, key)
     assert found.status == Status.STOP
     assert f"allow the account ({ACCOUNT}:root) kms:Decrypt, kms:GenerateDataKey, kms:CreateGrant: " in found.message
-    assert f"allow logs.{REGION}.amazonaws.com kms:Encrypt*, kms:Decrypt*, kms:ReEncrypt*, kms:GenerateDataKey*" \
+    assert (f"allow logs.{REGION}.amazonaws.com kms:Encrypt*, kms:Decrypt*, kms:ReEncrypt*, "
+            "kms:GenerateDataKey*") \
         in found.message
 
 

@@ -1,4 +1,5 @@
-"""voicectl/operations/price_table.py: the dated on-demand prices shipped with voicectl, for its Region only."""
+"""voicectl/operations/price_table.py: the dated on-demand prices shipped with voicectl, for its
+Region only."""
 
 from __future__ import annotations
 
@@ -31,5 +32,5 @@ def test_sagemaker_hosting_is_the_ec2_rate_times_1_25_as_the_docstring_says(name
 
 def test_the_report_line_names_the_date_region_and_source():
     assert price_table.describe() == (
-        "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, recorded 2026-12-01 "
-        f"from {price_table.SOURCE}")
+        "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, "
+        f"recorded 2026-12-01 from {price_table.SOURCE}")

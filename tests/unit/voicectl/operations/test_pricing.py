@@ -1,5 +1,6 @@
-"""voicectl/operations/pricing.py: the on-demand price of a SageMaker hosting instance from the Price List API
-(GetProducts), against recorded-format responses through botocore's Stubber (pricing_testkit.py)."""
+"""voicectl/operations/pricing.py: the on-demand price of a SageMaker hosting instance from the
+Price List API (GetProducts), against recorded-format responses through botocore's Stubber
+(pricing_testkit.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""voicectl/operations/stage_model.py: ``voicectl stage-model`` is the staging build's own command (the same code
-the in-stack staging runs), with voicectl's session and voicectl's usage errors. (Its messages without a Region or
-credentials, from the command line: tests/unit/voicectl/test_aws.py.)"""
+"""voicectl/operations/stage_model.py: ``voicectl stage-model`` is the staging build's own command
+(the same code the in-stack staging runs), with voicectl's session and voicectl's usage errors. (Its
+messages without a Region or credentials, from the command line:
+tests/unit/voicectl/test_aws.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from voicectl import cli
 from voicectl.errors import UsageError
 from voicectl.operations import stage_model
 
-URI = "s3://voice-models-test/models/voxtral/"  # the staging tests' bucket and prefix (test_command.py)
+# the staging tests' bucket and prefix (test_command.py)
+URI = "s3://voice-models-test/models/voxtral/"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,7 +60,8 @@ def test_the_session_asks_for_a_region_only_when_a_regional_api_is_called(monkey
 
 def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
     assert "voicectl.operations.stage_model" in cli.SUBCOMMAND_MODULES
-    # Only this module: the other subcommands are other people's work and may not exist in this branch.
+    # Only this module: the other subcommands are other people's work and may not exist in this
+    # branch.
     monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
     args = cli.build_parser().parse_args(["stage-model", "--s3-uri", URI, "--revision", "a" * 40])
     assert args.func is stage_model.run
@@ -66,7 +69,8 @@ def test_stage_model_is_a_voicectl_subcommand(monkeypatch):
 
 
 def test_voicectl_reports_bad_input_of_the_staging_code_as_its_own_usage_error(monkeypatch, capsys):
-    """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with its message."""
+    """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with
+    its message."""
     monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
     assert cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40]) == 2
     assert capsys.readouterr().err.strip() == "voicectl stage-model: --part-size-mib must be at least 1, got 0"

@@ -1,6 +1,7 @@
-"""voicectl/operations/verify.py against moto with hand-written cloud assemblies: the fields the synth does not set
-yet (VPC, KMS key, a pool running its own Model), value comparison, the intrinsics it resolves, and its usage errors
-(a synthesized variant's deployment, changed one field at a time: tests/app/test_ops_verify.py)."""
+"""voicectl/operations/verify.py against moto with hand-written cloud assemblies: the fields the
+synth does not set yet (VPC, KMS key, a pool running its own Model), value comparison, the
+intrinsics it resolves, and its usage errors (a synthesized variant's deployment, changed one field
+at a time: tests/app/test_ops_verify.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from voicectl.operations.verify import (
     verify,
 )
 
-# ---- fields the synth does not set yet: a hand-written cloud assembly ---------------------------------------------
+# ---- fields the synth does not set yet: a hand-written cloud assembly ---------------------------
 
 
 def write_assembly(outdir: Path, resources: dict, outputs: dict | None = None, stack: str = "Voice-Pools") -> Path:
@@ -46,7 +47,8 @@ def write_assembly(outdir: Path, resources: dict, outputs: dict | None = None, s
 
 
 def pools_assembly(outdir: Path) -> Path:
-    """An endpoint with instance pools (the second pool runs its own Model), a VPC, and a KMS key of its stack."""
+    """An endpoint with instance pools (the second pool runs its own Model), a VPC, and a KMS key of
+    its stack."""
     container = {"Image": PREBUILT_IMAGE, "Environment": {"SM_VLLM_MAX_NUM_SEQS": "2"}}
     vpc = {"SecurityGroupIds": [{"Ref": "EndpointSecurityGroup"}], "Subnets": ["subnet-0b", "subnet-0a"]}
     return write_assembly(outdir, {
@@ -73,8 +75,8 @@ def pools_assembly(outdir: Path) -> Path:
 
 def deploy_pools(session, *, override_env: str = "8", pools: list | None = None, key: str | None = None,
                  running: list | None = None) -> str:
-    """The stack's KMS key and security group through CloudFormation, then the pooled endpoint's SageMaker
-    resources as CloudFormation would create them; returns the key's ARN."""
+    """The stack's KMS key and security group through CloudFormation, then the pooled endpoint's
+    SageMaker resources as CloudFormation would create them; returns the key's ARN."""
     stack = {"Resources": {"DataKey": {"Type": "AWS::KMS::Key", "Properties": {"KeyPolicy": {}}},
                            "EndpointSecurityGroup": {"Type": "AWS::EC2::SecurityGroup",
                                                      "Properties": {"GroupDescription": "endpoint"}}}}
@@ -96,7 +98,8 @@ def deploy_pools(session, *, override_env: str = "8", pools: list | None = None,
                "InstancePools": pools or [
                    {"InstanceType": "ml.g6e.2xlarge", "Priority": 2, "ModelNameOverride": "model-b"},
                    {"InstanceType": "ml.g6.4xlarge", "Priority": 1}]})
-    # moto's DescribeEndpoint has no per-pool instance counts; SageMaker's does (ProductionVariantSummary).
+    # moto's DescribeEndpoint has no per-pool instance counts; SageMaker's does
+    # (ProductionVariantSummary).
     backend().endpoints["pooled"].production_variants[0]["InstancePools"] = running or [
         {"InstanceType": "ml.g6.4xlarge", "CurrentInstanceCount": 0},
         {"InstanceType": "ml.g6e.2xlarge", "CurrentInstanceCount": 1}]
@@ -120,7 +123,8 @@ def test_instance_pools_vpc_and_kms_as_synthesized_pass(tmp_path, aws):
 @pytest.mark.parametrize(("deployed", "what", "expected", "found"), [
     ({"pools": [{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]},
      "EndpointConfig pooled-config AllTraffic InstancePools",
-     '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.2xlarge", "Priority": 2}]',
+     '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}, {"InstanceType": '
+     '"ml.g6e.2xlarge", "Priority": 2}]',
      '[{"InstanceType": "ml.g6.4xlarge", "Priority": 1}]'),
     ({"pools": [{"InstanceType": "ml.g6e.2xlarge", "Priority": 1}, {"InstanceType": "ml.g6.4xlarge", "Priority": 2,
                                                                       "ModelNameOverride": "model-b"}]},

@@ -32,7 +32,8 @@ SENDING_OPERATIONS = ("PutObject", "UploadPart", "CreateMultipartUpload")
 
 
 def stage(session, model_dir, *extra: str) -> int:
-    """Run stage-model --from-dir model_dir --s3-uri URI with the tests' part size, on ``session``."""
+    """Run stage-model --from-dir model_dir --s3-uri URI with the tests' part size, on
+    ``session``."""
     parser = stage_model.argparse.ArgumentParser()
     stage_model.add_arguments(parser)
     args = parser.parse_args(
@@ -79,7 +80,8 @@ def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, m
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
         assert entry["size"] == len(data)
     assert manifest["total_size"] == sum(len((model_dir / n).read_bytes()) for n in MODEL_FILES)
-    # The 12 MiB shard went up in parts with per-part SHA-256 checksums (composite checksum "...-3").
+    # The 12 MiB shard went up in parts with per-part SHA-256 checksums (composite checksum
+    # "...-3").
     head = s3.head_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", ChecksumMode="ENABLED")
     assert head["ETag"].endswith('-3"')
     assert head["Metadata"]["sha256"] == hashlib.sha256((model_dir / SHARD_1).read_bytes()).hexdigest()
@@ -115,9 +117,10 @@ def test_changed_file_is_the_only_one_uploaded_again(aws, s3, model_dir, capsys)
 
 
 def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_dir, capsys):
-    """The network goes away after the first part of the 12 MiB shard: UploadPart and the AbortMultipartUpload that
-    s3transfer tries on failure both fail, as they would with a lost connection or a killed process. The rerun
-    sends only the two missing parts (7 MiB) and completes the same multipart upload."""
+    """The network goes away after the first part of the 12 MiB shard: UploadPart and the
+    AbortMultipartUpload that s3transfer tries on failure both fail, as they would with a lost
+    connection or a killed process. The rerun sends only the two missing parts (7 MiB) and completes
+    the same multipart upload."""
     parts_sent = Counter()
 
     def network_lost_after_first_part(model, **kwargs):
@@ -153,9 +156,10 @@ def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_d
 
 
 def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws, s3, model_dir, capsys, monkeypatch):
-    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer cancels its
-    transfers on KeyboardInterrupt and would abort the multipart upload on its way out; the parts already sent must
-    stay for the rerun, which sends only the rest and completes the same upload."""
+    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer
+    cancels its transfers on KeyboardInterrupt and would abort the multipart upload on its way out;
+    the parts already sent must stay for the rerun, which sends only the rest and completes the same
+    upload."""
     import threading
 
     from s3transfer.manager import TransferCoordinatorController
@@ -175,8 +179,8 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
         parts["UploadPart"] += 1
         if parts["UploadPart"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
-            # This part is in flight until the main thread took the KeyboardInterrupt and s3transfer cancelled every
-            # transfer (the wait is a liveness bound).
+            # This part is in flight until the main thread took the KeyboardInterrupt and s3transfer
+            # cancelled every transfer (the wait is a liveness bound).
             held.append(cancelled.wait(60))
 
     aws.events.register("before-call.s3.UploadPart", ctrl_c_during_second_part)
@@ -281,7 +285,8 @@ def test_delete_extra_lists_what_it_would_delete_and_needs_yes(aws, s3, model_di
 
 
 def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, model_dir, capsys):
-    """Only model files directly in the prefix are deleted; anything else stops the run, named, deleting nothing."""
+    """Only model files directly in the prefix are deleted; anything else stops the run, named,
+    deleting nothing."""
     kept = [f"{PREFIX}/important/data.csv", f"{PREFIX}/other-model/consolidated.safetensors", f"{PREFIX}/notes.txt"]
     stale_key = f"{PREFIX}/consolidated-old.safetensors"
     for key in [*kept, stale_key]:
@@ -297,7 +302,8 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 
 
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
-    """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
+    """A file the previous manifest of this prefix listed is a model file of an earlier staging,
+    whatever its name."""
     from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
     from constructs_lib.artifacts.model_staging_build.stage_model.manifest import (
         Source,
@@ -362,8 +368,9 @@ def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir
 
 
 def test_staging_heads_only_keys_the_listing_shows(aws, s3, model_dir, capsys, head_needs_list_permission):
-    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first run into an
-    empty prefix, a rerun and --verify-only must find missing keys by listing the prefix, never by HEAD."""
+    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first
+    run into an empty prefix, a rerun and --verify-only must find missing keys by listing the
+    prefix, never by HEAD."""
     assert stage(aws, model_dir) == 0, capsys.readouterr().err
     assert stage(aws, model_dir) == 0, capsys.readouterr().err
     s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_2}")
@@ -391,7 +398,8 @@ def voicectl_parse(monkeypatch, argv):
 
 @pytest.mark.parametrize("option", ["--hf-token", "--hf-token=", "--token"])
 def test_a_token_on_the_command_line_is_refused_without_echoing_it(monkeypatch, capsys, option):
-    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a SecretId."""
+    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a
+    SecretId."""
     argv = ["--s3-uri", URI, "--revision", "a" * 40, *([option + TOKEN] if option.endswith("=") else [option, TOKEN])]
     for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
         with pytest.raises(SystemExit) as exit_:
@@ -434,7 +442,8 @@ def test_a_secret_named_like_hf_token_is_still_a_secret_id():
 
 @pytest.mark.parametrize("revision", ["main", "v1.0", "0123abc"])
 def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir, revision):
-    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a download."""
+    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a
+    download."""
     with pytest.raises(stage_model.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
         stage(aws, model_dir, "--revision", revision)
     assert keys_under_prefix(s3) == []

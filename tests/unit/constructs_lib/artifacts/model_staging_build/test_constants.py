@@ -1,4 +1,5 @@
-"""stage_model/constants.py: the facts the staging build, the settings and voicectl share, held to what they say."""
+"""stage_model/constants.py: the facts the staging build, the settings and voicectl share, held to
+what they say."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""stage_model/files.py: the allow-listed files of a local model copy, hashed, and a copy that lacks what vLLM needs
-named file by file."""
+"""stage_model/files.py: the allow-listed files of a local model copy, hashed, and a copy that lacks
+what vLLM needs named file by file."""
 
 from __future__ import annotations
 

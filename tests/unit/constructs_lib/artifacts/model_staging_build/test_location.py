@@ -1,4 +1,5 @@
-"""stage_model.location (S3Prefix, exported as constructs_lib.facts.S3Prefix): parsing and refusals."""
+"""stage_model.location (S3Prefix, exported as constructs_lib.facts.S3Prefix): parsing and
+refusals."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def test_s3_prefix_parsing(uri, bucket, prefix):
 
 @pytest.mark.parametrize("uri", ["s3://models-bucket", "s3://models-bucket/", "s3://models-bucket//", "s3://models-bucket///"])
 def test_s3_uri_without_a_prefix_is_rejected(uri):
-    """A whole bucket is never a model prefix: SageMaker would copy all of it, and --delete-extra would empty it."""
+    """A whole bucket is never a model prefix: SageMaker would copy all of it, and --delete-extra
+    would empty it."""
     with pytest.raises(ValueError, match="names no prefix"):
         S3Prefix.parse(uri)

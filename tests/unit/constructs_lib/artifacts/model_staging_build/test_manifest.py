@@ -1,5 +1,5 @@
-"""stage_model/manifest.py: the manifest of a staged prefix, the objects ``--delete-extra`` may delete, and the
-verification of a prefix against its manifest (moto's S3)."""
+"""stage_model/manifest.py: the manifest of a staged prefix, the objects ``--delete-extra`` may
+delete, and the verification of a prefix against its manifest (moto's S3)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def test_extra_keys_are_sorted_into_deletable_nested_and_other():
     assert extra.nested == [PREFIX.key("other-model/params.json")]
     assert extra.other == [PREFIX.key("notes.txt")]
     assert extra.refusals(PREFIX) == [
-        "other-model/params.json: in a sub-directory of the prefix; --delete-extra deletes only model files directly "
-        "in the prefix, remove it yourself or stage into another prefix",
-        "notes.txt: not a model file; --delete-extra deletes only model files directly in the prefix, remove it "
-        "yourself or stage into another prefix"]
+        "other-model/params.json: in a sub-directory of the prefix; --delete-extra deletes only "
+        "model files directly in the prefix, remove it yourself or stage into another prefix",
+        "notes.txt: not a model file; --delete-extra deletes only model files directly in the "
+        "prefix, remove it yourself or stage into another prefix"]
 
 
 def put(s3, name: str, body: bytes, sha256: str) -> None:

@@ -1,5 +1,6 @@
-"""stage_model/upload.py: how files go to S3 (part sizes, S3's limits), which objects already hold a file, and an
-unfinished multipart upload that is kept (the uploads themselves, against moto: test_command.py)."""
+"""stage_model/upload.py: how files go to S3 (part sizes, S3's limits), which objects already hold a
+file, and an unfinished multipart upload that is kept (the uploads themselves, against moto:
+test_command.py)."""
 
 from __future__ import annotations
 

@@ -169,7 +169,8 @@ async def fake_runtime(runtime: FakeRuntime) -> AsyncIterator[FakeRuntime]:
 
 
 def aws_env(monkeypatch: Any, tmp_path: Any) -> None:
-    """Static credentials and a Region in the standard variables; no profile or configuration file."""
+    """Static credentials and a Region in the standard variables; no profile or configuration
+    file."""
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
                  "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_CA_BUNDLE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
         monkeypatch.delenv(name, raising=False)

@@ -1,4 +1,5 @@
-"""VoxtralTarget and SonicTarget: exactly one kind of Voxtral target, checked URLs, and the WebSocket opener."""
+"""VoxtralTarget and SonicTarget: exactly one kind of Voxtral target, checked URLs, and the
+WebSocket opener."""
 
 from __future__ import annotations
 

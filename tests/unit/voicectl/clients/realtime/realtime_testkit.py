@@ -39,7 +39,8 @@ def append(chunk: bytes) -> SendEvent:
 
 
 def sent(actions, stream: int | None = None) -> list[str]:
-    """The events the actions send (on ``stream``, if given), as 'update', 'commit', 'final' or 'append <index>'."""
+    """The events the actions send (on ``stream``, if given), as 'update', 'commit', 'final' or
+    'append <index>'."""
     names = []
     for action in actions:
         if isinstance(action, SendEvent) and (stream is None or action.stream == stream):

@@ -1,5 +1,5 @@
-"""voicectl.clients.realtime.driver: transcribe_stream over an in-memory server (event order, pacing,
-generations, moves to a new stream, cuts, errors) and through the real bridge."""
+"""voicectl.clients.realtime.driver: transcribe_stream over an in-memory server (event order,
+pacing, generations, moves to a new stream, cuts, errors) and through the real bridge."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_send_pacing_allows_a_burst_then_the_speed():
     assert send_delay_s(sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0.1) == pytest.approx(0)
 
 
-# ---- the driver over an in-memory server ---------------------------------------------------------------------------
+# ---- the driver over an in-memory server -------------------------------------------------------
 
 
 def generations(session) -> list[bytes]:
@@ -81,7 +81,8 @@ def test_generations_end_at_the_session_limit_on_one_stream_and_their_texts_join
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4,
                                            on_session_text=texts.append))
     (session,) = memory_server.sessions
-    # 0.4 s holds three 128 ms chunks: generations of 3, 3 and 1 chunks, each ended by a final commit.
+    # 0.4 s holds three 128 ms chunks: generations of 3, 3 and 1 chunks, each ended by a final
+    # commit.
     assert generations(session) == [b"".join(chunks[:3]), b"".join(chunks[3:6]), chunks[6]]
     assert texts == ["w1.0 w1.1 w1.2 ", "w1.3 w1.4 w1.5 ", "w1.6 "]
     assert result.transcript == "w1.0 w1.1 w1.2 w1.3 w1.4 w1.5 w1.6 "
@@ -91,7 +92,8 @@ def test_generations_end_at_the_session_limit_on_one_stream_and_their_texts_join
 def test_a_generation_prefers_a_quiet_chunk_near_the_limit(memory_server):
     chunks = [LOUD] * 8 + [QUIET] + [LOUD] * 3
     asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=1.28))
-    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9 opens generation 2.
+    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9
+    # opens generation 2.
     (session,) = memory_server.sessions
     assert [len(audio) // CHUNK_BYTES for audio in generations(session)] == [8, 4]
     assert generations(session)[1].startswith(QUIET)
@@ -106,7 +108,8 @@ def test_a_dropped_stream_is_reopened_and_the_generation_resent_from_its_start(m
                                            transcript=transcript))
     first, second = memory_server.sessions
     assert bytes(first.audio) == b"".join(chunks[:2])
-    # The new stream gets the whole generation again (what was in flight may never have been transcribed).
+    # The new stream gets the whole generation again (what was in flight may never have been
+    # transcribed).
     assert bytes(second.audio) == b"".join(chunks)
     assert second.types()[:2] == ["session.update", "input_audio_buffer.commit"]
     # The dropped generation's partial text is replaced by the resent one's, not joined to it.
@@ -120,7 +123,8 @@ def test_a_drop_after_a_done_resends_only_the_audio_since(memory_server):
     chunks = pcm_with_index(7)
     memory_server.drop_at = (1, 4)  # the second append of the second generation
 
-    async def paced():  # one chunk per turn, so that the first generation's done arrives before the drop
+    # one chunk per turn, so that the first generation's done arrives before the drop
+    async def paced():
         for chunk in chunks:
             await asyncio.sleep(0.01)
             yield chunk
@@ -173,7 +177,8 @@ def test_the_endpoints_session_limit_lowers_the_limit_and_resends_the_generation
     result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append))
     first, second = memory_server.sessions
     assert len(first.audio) > 4 * 32000 and first.events[-1]["type"] == "input_audio_buffer.append"
-    # Every later generation fits the learned limit (0.9 x 4 s), and together they carry the audio once, in order.
+    # Every later generation fits the learned limit (0.9 x 4 s), and together they carry the audio
+    # once, in order.
     assert all(len(audio) <= 3.6 * 32000 for audio in generations(second))
     assert b"".join(generations(second)) == b"".join(chunks)
     assert result.session_limit_s == pytest.approx(3.6)
@@ -272,20 +277,23 @@ def test_no_done_after_the_final_commit_times_out(memory_server):
 
 #: How long a test waits for what must happen, seconds: a bound on waiting, not a speed target.
 LIVENESS_S = 10.0
-#: Appends a later stream's open waits for before it completes (1 s of microphone audio, half of the 2 s rollover
-#: window that a 10 s stream limit gives: machine.ROLLOVER_WINDOW_MAX_FRACTION).
+#: Appends a later stream's open waits for before it completes (1 s of microphone audio, half of the
+#: 2 s rollover window that a 10 s stream limit gives: machine.ROLLOVER_WINDOW_MAX_FRACTION).
 OPEN_TAKES_APPENDS = 8
-#: The most chunks that may have arrived and not been sent (2 s of microphone audio, the bound this test names).
+#: The most chunks that may have arrived and not been sent (2 s of microphone audio, the bound this
+#: test names).
 MAX_BEHIND_CHUNKS = round(2.0 / CHUNK_S)
 
 
 def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(memory_server):
-    """Chunks arrive as from a microphone; each stream is used 10 s; a new stream's open takes as long as the audio of
-    OPEN_TAKES_APPENDS appends. Time is counted in chunks, not read from a clock, so the test holds at any machine
-    speed: the machine's clock is the audio that has arrived, and each later open completes only once that many
-    appends have been sent meanwhile. A client that held audio back while a stream opens (no stream opened ahead of
-    the move) would send nothing during the open, which then never completes: the test fails at its liveness bound.
-    No chunk is sent more than 2 s of audio after it arrived, and the transcript holds every chunk once."""
+    """Chunks arrive as from a microphone; each stream is used 10 s; a new stream's open takes as
+    long as the audio of OPEN_TAKES_APPENDS appends. Time is counted in chunks, not read from a
+    clock, so the test holds at any machine speed: the machine's clock is the audio that has
+    arrived, and each later open completes only once that many appends have been sent meanwhile. A
+    client that held audio back while a stream opens (no stream opened ahead of the move) would send
+    nothing during the open, which then never completes: the test fails at its liveness bound. No
+    chunk is sent more than 2 s of audio after it arrived, and the transcript holds every chunk
+    once."""
     chunk_count = 180  # 23 s of audio: two moves to a new stream
     arrived = 0
     behind: list[int] = []
@@ -319,7 +327,8 @@ def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(m
         transport.send_text = counted_send
         return transport
 
-    async def live():  # like the microphone page: chunks 128 ms of audio apart (8 ms of wall time here)
+    # like the microphone page: chunks 128 ms of audio apart (8 ms of wall time here)
+    async def live():
         nonlocal arrived
         for chunk in pcm_with_index(chunk_count):
             await asyncio.sleep(CHUNK_S / 16)
@@ -333,8 +342,9 @@ def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(m
 
 
 def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing_lost_or_repeated():
-    """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each stream used 10 s:
-    the audio reaches vLLM exactly once over the streams, and the transcript holds one word per chunk."""
+    """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each
+    stream used 10 s: the audio reaches vLLM exactly once over the streams, and the transcript holds
+    one word per chunk."""
     from tests.unit.voicectl.clients.clients_testkit import Servers
     from voicectl.clients.realtime import WebSocketTransport
 
@@ -353,11 +363,13 @@ def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing
         assert (len(sessions), result.reopens, replays) == (result.sessions, 0, []), result
         assert result.rollovers >= 2 and len(sessions) == result.rollovers + 1  # every stream after the first is a move
         assert b"".join(bytes(session.audio) for session in sessions) == b"".join(chunks)
-        # Each stream is one generation: one delta per 80 ms of its audio and TAIL_TOKENS more, as vLLM sends them.
+        # Each stream is one generation: one delta per 80 ms of its audio and TAIL_TOKENS more, as
+        # vLLM sends them.
         assert [session.text for session in sessions] == [
             "w " * (-(-len(session.audio) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS) for session in sessions]
         assert result.transcript == "".join(session.text for session in sessions)
-        # The last stream's close reaches the fake vLLM through the bridge after the client has returned.
+        # The last stream's close reaches the fake vLLM through the bridge after the client has
+        # returned.
         deadline = time.monotonic() + 5
         while not all(session.closed.is_set() for session in sessions) and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -388,9 +400,10 @@ def test_pacing_follows_an_absolute_schedule():
 
 
 def test_drive_machine_awaits_each_action_first_and_a_missing_done_goes_on(memory_server):
-    """The public hook the Connect consumer drives the machine with: ``on_action`` is awaited before each action is
-    carried out. A server that never sends ``transcription.done`` (vLLM #33962), with ``on_done_timeout="go_on"``:
-    each generation's deltas are its text and the transcription ends normally, never failing."""
+    """The public hook the Connect consumer drives the machine with: ``on_action`` is awaited before
+    each action is carried out. A server that never sends ``transcription.done`` (vLLM #33962), with
+    ``on_done_timeout="go_on"``: each generation's deltas are its text and the transcription ends
+    normally, never failing."""
     from voicectl.clients.realtime.driver import drive_machine
     from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
 

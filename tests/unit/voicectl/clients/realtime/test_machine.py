@@ -1,5 +1,6 @@
-"""voicectl.clients.realtime.machine: the state machine transition by transition (no sockets, no clock), and
-its bounds against a hostile server (deep JSON, huge events, an endless transcript, a many-line error)."""
+"""voicectl.clients.realtime.machine: the state machine transition by transition (no sockets, no
+clock), and its bounds against a hostile server (deep JSON, huge events, an endless transcript, a
+many-line error)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from voicectl.clients.realtime import (
     TransportClosed,
 )
 
-# ---- the state machine, one transition at a time -------------------------------------------------------------------
+# ---- the state machine, one transition at a time ------------------------------------------------
 
 
 def test_session_start_opens_a_stream_selects_the_model_and_starts_a_generation():
@@ -114,8 +115,9 @@ def test_stream_rollover_opens_the_next_stream_ahead_and_moves_at_a_quiet_chunk(
 
 
 def _moved_with_a_short_last_generation():
-    """A machine moved from stream 1 (its generation of 61 loud chunks finishing there) to stream 2 at a quiet chunk,
-    where the audio ended 7 loud chunks later: both generations wait for their transcription.done."""
+    """A machine moved from stream 1 (its generation of 61 loud chunks finishing there) to stream 2
+    at a quiet chunk, where the audio ended 7 loud chunks later: both generations wait for their
+    transcription.done."""
     machine, _ = started(max_stream_s=10)
     now = 0.0
     for _ in range(60):
@@ -132,9 +134,9 @@ def _moved_with_a_short_last_generation():
 
 
 def test_a_later_generation_answered_first_waits_for_the_earlier_one():
-    # Seen with vLLM's real server (tests/vllm, a 20-minute Connect call): the short last generation on the new stream
-    # finished before the old stream's, and the consumer stored its final, and moved its checkpoint, past audio
-    # whose text had not arrived.
+    # Seen with vLLM's real server (tests/vllm, a 20-minute Connect call): the short last generation
+    # on the new stream finished before the old stream's, and the consumer stored its final, and
+    # moved its checkpoint, past audio whose text had not arrived.
     machine, now = _moved_with_a_short_last_generation()
     assert machine.received(2, done("last."), now) == []  # held: stream 1's generation is still out
     assert machine.next_deadline() == pytest.approx(now - 1.4 + 0.2 + realtime.DONE_TIMEOUT_S)  # stream 1's only
@@ -352,7 +354,7 @@ def test_the_source_is_not_read_while_much_audio_waits():
     assert count == int(realtime.MAX_BUFFERED_S / CHUNK_S) + 1
 
 
-# ---- a hostile server: deep JSON, huge events, an endless transcript, a many-line error ----------------------------
+# ---- a hostile server: deep JSON, huge events, an endless transcript, a many-line error --------
 
 
 def test_deeply_nested_json_fails_cleanly_instead_of_raising_recursion_error():
@@ -434,9 +436,10 @@ def test_a_short_error_code_is_escaped_and_a_missing_one_named(code, shown):
 
 
 def test_a_done_that_never_comes_can_go_on_on_a_new_stream_with_the_deltas_as_the_text():
-    """vLLM #33962: a final commit left unanswered while every delta was sent. With ``on_done_timeout="go_on"``
-    (the Connect consumer's live calls) the generation's deltas become its text, its stream is closed, and the
-    audio after it goes on a new stream: the transcription does not end."""
+    """vLLM #33962: a final commit left unanswered while every delta was sent. With
+    ``on_done_timeout="go_on"`` (the Connect consumer's live calls) the generation's deltas become
+    its text, its stream is closed, and the audio after it goes on a new stream: the transcription
+    does not end."""
     from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
 
     machine, _ = started(done_timeout_s=5, session_limit_s=0.5, on_done_timeout=DONE_TIMEOUT_GO_ON)

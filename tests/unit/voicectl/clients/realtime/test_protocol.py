@@ -1,6 +1,6 @@
-"""voicectl/clients/realtime/protocol.py: the events the client sends, as vLLM's realtime server reads them, the
-hints for every error code, and binary frames that are not text. (Its lists against the bridge's:
-tests/bridge/test_protocol.py.)"""
+"""voicectl/clients/realtime/protocol.py: the events the client sends, as vLLM's realtime server
+reads them, the hints for every error code, and binary frames that are not text. (Its lists against
+the bridge's: tests/bridge/test_protocol.py.)"""
 
 from __future__ import annotations
 

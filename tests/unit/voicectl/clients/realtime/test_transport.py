@@ -1,5 +1,5 @@
-"""voicectl/clients/realtime/transport.py: the channel the transcription needs. Both transports the client has
-provide every coroutine of it, with its signature."""
+"""voicectl/clients/realtime/transport.py: the channel the transcription needs. Both transports the
+client has provide every coroutine of it, with its signature."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""voicectl/clients/realtime/websocket.py: the plain-WebSocket transport against a websockets server on loopback:
-text both ways, the bearer token on the upgrade, and each way a connection fails named with what to check."""
+"""voicectl/clients/realtime/websocket.py: the plain-WebSocket transport against a websockets server
+on loopback: text both ways, the bearer token on the upgrade, and each way a connection fails named
+with what to check."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ PATH = "/invocations-bidirectional-stream"
 
 @asynccontextmanager
 async def server(handler, token: str | None = None):
-    """A websockets server on 127.0.0.1; with ``token`` it answers 401 to an upgrade without that bearer token.
-    Yields its URL and the Authorization headers it saw."""
+    """A websockets server on 127.0.0.1; with ``token`` it answers 401 to an upgrade without that
+    bearer token. Yields its URL and the Authorization headers it saw."""
     seen: list[str | None] = []
 
     def check(connection, request):
