@@ -137,14 +137,14 @@ $(SCAN_STAMP): requirements-scan.lock
 	@touch $@
 
 # The private deployments make scan synthesizes, one directory each under $(SCAN_OUT): vpc mode as it is, and vpc mode
-# with Amazon Connect (placeholder instance and queue ARNs, as tests/app/variants.py's) and Voxtral on ECS, so that
-# the Connect stack and the ECS target are scanned too (one synth more, about 20 s).
+# with Amazon Connect (placeholder instance and queue ARNs, as tests/app/variants.py's), Voxtral on ECS and the voice
+# agent, so that the Connect stack, the ECS target and the Agent stack are scanned too (one synth more, about 20 s).
 SCAN_CONNECT_INSTANCE := arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555
 SCAN_VARIANTS := vpc vpc-connect-ecs
 SCAN_CONTEXT_vpc := -c network.mode=vpc
 SCAN_CONTEXT_vpc-connect-ecs := -c network.mode=vpc -c voxtral.target=ecs -c connect.enabled=true \
 	-c connect.instance_arn=$(SCAN_CONNECT_INSTANCE) -c connect.create_storage_config=true \
-	-c connect.create_example_flow=true \
+	-c connect.create_example_flow=true -c agent.enabled=true \
 	-c connect.queue_arn=$(SCAN_CONNECT_INSTANCE)/queue/99999999-8888-7777-6666-555555555555
 
 # Every variant is synthesized and scanned even when another fails; each run ends with checkov's summary line.
@@ -166,8 +166,8 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
-local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door); Ctrl-C stops
-	$(PY) -m voicectl.local --vllm $(VLLM) $(LOCAL_ARGS)
+local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
+	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) $(LOCAL_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
@@ -227,6 +227,9 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 		-o $(AGENTS_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		voicectl/connect/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
+	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
+		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tests/tools/agents-overrides.txt \
+		-o requirements-agent.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \

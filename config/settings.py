@@ -38,6 +38,7 @@ from config.models import (
     VOXTRAL_DEFAULT_REVISION,
     bridge_base_image,
 )
+from constructs_lib.agent.props import AgentSizing, check_llm_model_id, check_llm_url
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
 from constructs_lib.connect.props import (
     INSTANCE_ARN_PATTERN,
@@ -89,6 +90,17 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 Props = TypeVar("Props", bound="DataclassInstance")
+
+#: The agent's default LLM: Claude Haiku 4.5 through the US system inference profile (Bedrock user
+#: guide, "Supported foundation models": anthropic.claude-haiku-4-5-20251001-v1:0, streaming; it is
+#: served through inference profiles). Another geography: agent.llm_model_id=eu.<model id> etc.
+DEFAULT_LLM_MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
+DEFAULT_SYSTEM_PROMPT = "You are a helpful voice assistant. Answer in short, plain spoken sentences."
+#: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
+DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
+#: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
+SONIC_LANGUAGE_CODES = frozenset(
+    ["ar", "bg", "bn", "cs", "da", "de", "el", "en", "es", "fi", "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "ka", "kn", "ko", "ml", "mr", "ms", "nl", "no", "pa", "pl", "pt", "ro", "ru", "sk", "sv", "ta", "te", "th", "tl", "tr", "uk", "vi", "zh", "en-US", "de-DE", "es-MX", "fr-FR", "hi-IN", "it-IT", "ja-JP", "nl-NL", "pt-BR"])
 
 
 class SettingsError(ValueError):
@@ -783,7 +795,7 @@ class NetworkSettings:
         return self.mode == "vpc"
 
     def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False,
-                      connect: bool = False) -> PrivateNetworkProps:
+                      connect: bool = False, agent: bool = False) -> PrivateNetworkProps:
         """The private network's props; ``ecs``: a service runs on the ECS target, so the network
         also gets the endpoints ECS instances and tasks need (when it makes endpoints at all);
         ``connect``: likewise for the Amazon Connect transcription consumers."""
@@ -796,7 +808,8 @@ class NetworkSettings:
             existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
             security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
             caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints,
-            connect_endpoints=connect and self.create_endpoints)
+            connect_endpoints=connect and self.create_endpoints,
+            agent_endpoints=agent and self.create_endpoints)
 
     def problems(self, region: str) -> list[str]:
         p = Problems(name=lambda prop: f"network.{prop}")
@@ -970,6 +983,104 @@ class ConnectSettings:
 
 
 @dataclass(frozen=True)
+class AgentSettings:
+    """The voice agent (docs/agent.md): a Pipecat bot on ECS Fargate behind a load balancer, from
+    Voxtral speech to text through an LLM to Sonic speech: the ``<prefix>-Agent`` stack."""
+
+    #: Deploy the <prefix>-Agent stack (needs voxtral.enabled and sonic.enabled, Sonic on
+    #: SageMaker).
+    enabled: bool = False
+    #: Bedrock model id or system inference profile id the bot calls with ConverseStream (Bedrock
+    #: user guide, "Supported foundation models"; a 'us.' profile from us-* regions only, 'eu.' from
+    #: eu-*, 'global.' from any); null with llm_url.
+    llm_model_id: str | None = DEFAULT_LLM_MODEL_ID
+    #: An OpenAI-compatible server's base URL instead of Bedrock (then llm_model_id must be null).
+    llm_url: str | None = None
+    #: The LLM's system prompt.
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    #: Cartesia voice id Sonic speaks with (docs/deploy.md, "Cartesia voice id").
+    voice: str = DEFAULT_VOICE
+    #: Language of the conversation (a Sonic language code such as en, de, fr-FR).
+    language: str = "en"
+    #: What the bot says when a session starts; empty = it waits for the caller.
+    greeting: str = "Hello! How can I help you today?"
+    #: Sessions one task takes at once; scaling holds 70 % of it per task.
+    max_sessions_per_task: int = 10
+    #: Longest session, seconds (60-14400); the task is protected from scale-in while one is live.
+    max_session_s: int = 1800
+    #: A session with no speech either way for this many seconds ends (the load balancer's idle
+    #: timeout is 10 s longer).
+    idle_s: int = 60
+    #: ACM certificate for an HTTPS listener (wss://); required with internet_facing.
+    certificate_arn: str | None = None
+    #: An internet-facing load balancer (public mode only, needs certificate_arn); default internal.
+    internet_facing: bool = False
+    #: Fargate task CPU units (1024 = 1 vCPU).
+    cpu: int = 1024
+    #: Fargate task memory, MiB (a value Fargate pairs with cpu).
+    memory_mib: int = 2048
+    #: Task minimum (these always run).
+    min_tasks: int = 1
+    #: Task maximum.
+    max_tasks: int = 4
+    #: Alarm when the p95 of voice-to-voice latency (end of speech to first answer audio) is above
+    #: this many milliseconds for 3 of 5 minutes.
+    alarm_voice_to_voice_p95_ms: float = 1500.0
+
+    SIZING: ClassVar[tuple[str, ...]] = ("cpu", "memory_mib", "min_tasks", "max_tasks",
+                                         "max_sessions_per_task", "max_session_s", "idle_s")
+
+    def sizing(self) -> AgentSizing:
+        return AgentSizing(**{name: getattr(self, name) for name in self.SIZING})
+
+    def problems(self, settings: Settings) -> list[str]:
+        if not self.enabled:
+            return []
+        p = Problems(name=lambda prop: f"agent.{prop}")
+        if not settings.voxtral.enabled or not settings.sonic.enabled:
+            off = [f"{name}.enabled=false" for name, section in
+                   (("voxtral", settings.voxtral), ("sonic", settings.sonic)) if not section.enabled]
+            p.note("agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
+                   f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}")
+        if settings.sonic.enabled and settings.sonic.target != "sagemaker":
+            p.note("agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
+                   "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
+                   "supported yet")
+        if (self.llm_model_id is None) == (self.llm_url is None):
+            p.add("llm_url", self.llm_url, "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
+                                           "(OpenAI-compatible; then agent.llm_model_id=null)")
+        if self.llm_model_id is not None:
+            check_llm_model_id(p, "llm_model_id", self.llm_model_id, settings.region)
+        if self.llm_url is not None:
+            check_llm_url(p, "llm_url", self.llm_url)
+        for name in ("system_prompt", "voice", "language"):
+            if not getattr(self, name).strip():
+                p.add(name, getattr(self, name), "must not be empty")
+        if self.language.strip() and self.language not in SONIC_LANGUAGE_CODES:
+            p.add("language", self.language, "must be a language Sonic speaks: "
+                                             f"{', '.join(sorted(SONIC_LANGUAGE_CODES))}")
+        self.sizing().problems(p)
+        if self.certificate_arn is not None:
+            check_certificate_arn(p, "certificate_arn", self.certificate_arn, settings.region)
+        if self.internet_facing and self.certificate_arn is None:
+            p.add("certificate_arn", None, "must be set with agent.internet_facing=true: an internet-facing load balancer "
+                                           "listens on HTTPS only")
+        if self.internet_facing and settings.network.private:
+            p.add("internet_facing", True, "must be false with network.mode='vpc': the private network has no internet "
+                                           "gateway")
+        network = settings.network
+        if network.private and network.vpc_id is None and not network.create_endpoints:
+            p.note("agent.enabled=true with network.mode=vpc, no network.vpc_id and "
+                   "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
+                   "Logs and ECR: the VPC this app makes has no route to the internet; keep "
+                   "network.create_endpoints=true")
+        if not self.alarm_voice_to_voice_p95_ms > 0:
+            p.add("alarm_voice_to_voice_p95_ms", self.alarm_voice_to_voice_p95_ms,
+                  "must be a positive number of milliseconds")
+        return list(p)
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings of the app. Built only by :func:`load_settings`."""
 
@@ -994,6 +1105,7 @@ class Settings:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
     connect: ConnectSettings = field(default_factory=ConnectSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
 
     @property
     def uses_ecs(self) -> bool:
@@ -1066,6 +1178,7 @@ class Settings:
                 check_certificate_arn(p, "certificate_arn", self.ecs.certificate_arn, self.region)
             problems += list(p)
         problems += self.connect.problems(self)
+        problems += self.agent.problems(self)
         if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
             problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
                             "voxtral.endpoint_name (endpoint names are unique per account and region, "
@@ -1077,7 +1190,7 @@ class Settings:
 
 SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings,
                              "network.": NetworkSettings, "encryption.": EncryptionSettings,
-                             "connect.": ConnectSettings}
+                             "connect.": ConnectSettings, "agent.": AgentSettings}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
 
@@ -1126,7 +1239,8 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
                         sonic=SonicSettings(**values["sonic."]), ecs=ecs,
                         network=NetworkSettings(**values["network."]),
                         encryption=EncryptionSettings(**values["encryption."]),
-                        connect=ConnectSettings(**values["connect."]))
+                        connect=ConnectSettings(**values["connect."]),
+                        agent=AgentSettings(**values["agent."]))
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports
     # every problem.
     problems.extend(settings.problems())

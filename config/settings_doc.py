@@ -49,7 +49,8 @@ INTROS = {"": "Keys without a prefix: the whole app's."}
 #: Heading of each section, by its key prefix.
 TITLES = {"": "General", "voxtral.": "`voxtral.*`: speech to text", "sonic.": "`sonic.*`: text to speech",
           "ecs.": "`ecs.*`: the self-managed GPU target", "network.": "`network.*`: where the endpoints run",
-          "encryption.": "`encryption.*`: the data key", "connect.": "`connect.*`: Amazon Connect"}
+          "encryption.": "`encryption.*`: the data key", "connect.": "`connect.*`: Amazon Connect",
+          "agent.": "`agent.*`: the voice agent"}
 
 
 def type_text(hint: Any) -> str:

@@ -13,6 +13,7 @@ from aws_cdk import App, Environment, Stack, Tags
 from config.models import BRIDGE_CONTAINER_DIR
 from config.settings import Settings, SettingsError
 from constructs_lib.connect.props import INSTANCE_ARN_PATTERN
+from stacks.agent_stack import AgentStack
 from stacks.artifacts_stack import ArtifactsStack
 from stacks.composition import foundation_refs
 from stacks.connect_stack import ConnectStack
@@ -36,11 +37,12 @@ class VoiceApp:
     operations: OperationsStack
     foundation: FoundationStack | None = None
     connect: ConnectStack | None = None
+    agent: AgentStack | None = None
 
     @property
     def stacks(self) -> list[Stack]:
-        return [s for s in (self.foundation, self.operations, self.artifacts, self.voxtral, self.sonic, self.connect)
-                if s is not None]
+        return [s for s in (self.foundation, self.operations, self.artifacts, self.voxtral, self.sonic, self.connect,
+                            self.agent) if s is not None]
 
 
 def _refuse_another_accounts_instance(settings: Settings, account: str | None) -> None:
@@ -67,7 +69,8 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
     ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic`` (Operations, the alarm topic and
     dashboard, always; the endpoint stacks import its topic), and ``-Foundation`` (data key and VPC)
     when the deployment is private or makes a key; with ``voxtral.target=ecs``, ``-VoxtralEcs``
-    instead of ``-Voxtral``, and with ``sonic.target=ecs``, ``-SonicEcs`` instead of ``-Sonic``.
+    instead of ``-Voxtral``, and with ``sonic.target=ecs``, ``-SonicEcs`` instead of ``-Sonic``;
+    with ``agent.enabled``, ``-Agent``.
 
     The account comes from the CDK CLI's credentials (``CDK_DEFAULT_ACCOUNT``) and may be unresolved
     at synth time; the region is the ``region`` setting.
@@ -140,5 +143,27 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             description="Real-time voice: live call transcription for Amazon Connect", **ecs_refs)
         if voxtral is not None:
             connect_stack.add_stack_dependency(voxtral)
+    agent = _agent_stack(app, settings, foundation, topic, voxtral, sonic, env) if settings.agent.enabled else None
     Tags.of(app).add("project", "sagemaker-realtime-voice")
-    return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack, connect_stack)
+    return VoiceApp(artifacts, voxtral, sonic, operations, foundation_stack, connect_stack, agent)
+
+
+def _agent_stack(app: App, settings: Settings, foundation, topic, voxtral, sonic, env: Environment) -> AgentStack:
+    """``<prefix>-Agent``: the voice agent, after the Voxtral and Sonic stacks it calls. With
+    Voxtral on ECS it takes the service's URL and token secret, and in public mode runs in the
+    service's VPC (its load balancer is internal)."""
+    refs = {}
+    if isinstance(voxtral, VoxtralEcsStack):
+        secret = voxtral.service.token_secret
+        key = secret.encryption_key if secret is not None else None
+        refs = {"voxtral_url": voxtral.service.url,
+                "token_secret_arn": secret.secret_arn if secret is not None else None,
+                "token_secret_kms_key_arn": key.key_arn if key is not None else None,
+                "vpc": None if foundation.vpc is not None else voxtral.service.cluster.vpc}
+    agent = AgentStack(app, f"{settings.stack_name_prefix}-Agent", settings=settings, foundation=foundation,
+                       alarm_topic=topic, env=env, **refs,
+                       description="Real-time voice: the voice agent (Voxtral, an LLM, Sonic) on ECS Fargate")
+    for stack in (voxtral, sonic):
+        if stack is not None:
+            agent.add_stack_dependency(stack)
+    return agent

@@ -45,7 +45,8 @@ class FoundationStack(Stack):
             key_arn = self.key.key_arn if self.key else settings.encryption.kms_key_arn
             self.network = PrivateNetwork(self, "Network",
                                           settings.network.network_props(key_arn, ecs=settings.uses_ecs,
-                                                                         connect=settings.connect.enabled))
+                                                                         connect=settings.connect.enabled,
+                                                                         agent=settings.agent.enabled))
             CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id, description="VPC of the endpoints")
             if self.network.runtime_endpoint is not None:
                 CfnOutput(self, "RuntimeVpcEndpointId", value=self.network.runtime_endpoint.vpc_endpoint_id,

@@ -62,6 +62,14 @@ class OperationsStack(Stack):
                                       settings.connect.calls_per_task, bus_dead_letters=settings.uses_key):
                 self.dashboard.dashboard.add_widgets(*row)
 
+        if settings.agent.enabled:
+            # The voice agent's row: metrics by namespace and alarms by name, as the Connect row.
+            from constructs_lib.agent.service import dashboard_rows as agent_rows
+
+            for row in agent_rows(self, settings.stack_name_prefix, settings.agent.max_sessions_per_task,
+                                  settings.agent.alarm_voice_to_voice_p95_ms):
+                self.dashboard.dashboard.add_widgets(*row)
+
         CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic.topic_arn,
                   description="SNS topic of every alarm (subscribe on-call tools here)")
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name,

@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.clients.transcribe",
     "voicectl.clients.speak",
     "voicectl.clients.mic",
+    "voicectl.clients.talk",
     "voicectl.operations.verify",
     "voicectl.operations.cost",
     "voicectl.operations.capacity",
@@ -56,6 +57,7 @@ SUMMARIES: dict[str, str] = {
         "endpoint",
     "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
     "voicectl.clients.mic": "transcribe your microphone live in a local web page",
+    "voicectl.clients.talk": "talk with the voice agent in a local web page",
     "voicectl.operations.verify":
         "check that each endpoint runs the Model and EndpointConfig "
         "this synth describes (read-only)",

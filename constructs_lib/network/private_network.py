@@ -68,6 +68,7 @@ from constructs_lib.nag import (
     stack_singletons,
 )
 from constructs_lib.network.props import (
+    AGENT_INTERFACE_ENDPOINTS,
     CONNECT_GATEWAY_ENDPOINTS,
     CONNECT_INTERFACE_ENDPOINTS,
     ECS_INTERFACE_ENDPOINTS,
@@ -190,6 +191,36 @@ class PrivateNetwork(Construct):
             self._ecs_endpoints(props, selection, registry_group)
         if props.connect_endpoints:
             self._connect_endpoints(props, selection, registry_group, runtime_group)
+        if props.agent_endpoints:
+            self._agent_endpoints(props, selection, registry_group, runtime_group)
+
+    def _agent_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
+                         registry_group: ec2.SecurityGroup, runtime_group: ec2.SecurityGroup) -> None:
+        """The endpoints the voice agent's tasks call (``AGENT_INTERFACE_ENDPOINTS``, one security
+        group open on 443 to the VPC's CIDR block), and the VPC's CIDR block on the ECR endpoints
+        (the image pull) and the SageMaker runtime endpoint (Voxtral's bidirectional stream on 8443,
+        Sonic's response stream on 443). By CIDR: the tasks' group belongs to the Agent stack,
+        which comes after this one. An endpoint another table made already is reused."""
+        cidr = ec2.Peer.ipv4(props.cidr)
+        if not props.ecs_endpoints and not props.connect_endpoints:
+            registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS),
+                                            "HTTPS from the VPC (voice agent tasks pull their image)")
+        if props.caller_cidrs and props.cidr not in props.caller_cidrs and not props.connect_endpoints:
+            for port in RUNTIME_PORTS:
+                runtime_group.add_ingress_rule(
+                    cidr, ec2.Port.tcp(port), f"The voice agent in the VPC calls the SageMaker runtime on {port}")
+        missing = {name: entry for name, entry in AGENT_INTERFACE_ENDPOINTS.items() if name not in self.endpoints}
+        if not missing:
+            return
+        group = ec2.SecurityGroup(
+            self, "AgentEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="Bedrock runtime, CloudWatch Logs and ECS interface endpoints - HTTPS in "
+                        "from the VPC")
+        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the voice agent tasks in the VPC")
+        for name, (service, _caller) in missing.items():
+            self.endpoints[name] = self.vpc.add_interface_endpoint(
+                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
+                security_groups=[group], private_dns_enabled=True, open=False)
 
     def _connect_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
                            registry_group: ec2.SecurityGroup, runtime_group: ec2.SecurityGroup) -> None:

@@ -89,6 +89,22 @@ CONNECT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
     "Events": ("events", "the consumers' PutEvents of transcript segments to the transcript bus"),
     "Logs": ("logs", "the awslogs log driver (the consumers' logs and embedded-format metrics)"),
 }
+#: Interface endpoints the voice agent's Fargate tasks (``constructs_lib/agent/service.py``) call,
+#: beyond the S3 gateway, ECR and SageMaker runtime endpoints made for SageMaker (the image pull and
+#: the Voxtral and Sonic streams): ``{construct id: (service name suffix, who calls it)}``. A key
+#: another table has too (``Logs``, ``Ecs``) is one endpoint, made by whichever table comes first.
+#: Sources: Amazon Bedrock user guide, "Use interface VPC endpoints (AWS PrivateLink)"
+#: (``bedrock-runtime`` serves Converse and ConverseStream); Amazon ECR user guide (Fargate's image
+#: pull: ``ecr.api``, ``ecr.dkr``, the S3 gateway; ``logs`` for the awslogs driver). ``ecs``: the
+#: task scale-in protection the bot asks the ECS agent for is an UpdateTaskProtection call made with
+#: the task role; whether Fargate's agent sends it through the task's network is not documented
+#: (unconfirmed), so the endpoint is made. Not needed: ``monitoring`` (the bot's metrics are
+#: embedded-metric-format log lines), STS (the agent's credentials endpoint), KMS.
+AGENT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
+    "BedrockRuntime": ("bedrock-runtime", "the voice agent's ConverseStream to the LLM"),
+    "Logs": ("logs", "the awslogs log driver (the agent's logs and embedded-format metrics)"),
+    "Ecs": ("ecs", "the container agent (task scale-in protection while a session is live)"),
+}
 #: Gateway endpoints the Connect consumers call: ``{construct id: (service name suffix, who calls
 #: it)}``. DynamoDB has both kinds; the gateway costs nothing and needs only the subnets' route
 #: tables (Amazon VPC user guide, "Gateway endpoints for Amazon DynamoDB").
@@ -192,6 +208,11 @@ class PrivateNetworkProps:
             tables), and let the VPC's CIDR block reach the ECR endpoints (Fargate pulls the
             consumer image) and the SageMaker runtime endpoint (the consumers call it). With
             ``create_endpoints`` only. Default false.
+        agent_endpoints: also make the endpoints the voice agent's Fargate tasks need without a
+            route to the internet (:data:`AGENT_INTERFACE_ENDPOINTS`, reachable on 443 from the
+            VPC's CIDR block), and let the VPC's CIDR block reach the ECR endpoints (the image pull)
+            and the SageMaker runtime endpoint (Voxtral and Sonic). With ``create_endpoints`` only.
+            Default false.
     """
 
     existing_vpc: ExistingVpc | None = None
@@ -204,6 +225,7 @@ class PrivateNetworkProps:
     kms_key_arn: str | None = None
     ecs_endpoints: bool = False
     connect_endpoints: bool = False
+    agent_endpoints: bool = False
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.existing_vpc is not None:
@@ -223,6 +245,8 @@ class PrivateNetworkProps:
             p.add("ecs_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
         if self.connect_endpoints and not self.create_endpoints:
             p.add("connect_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
+        if self.agent_endpoints and not self.create_endpoints:
+            p.add("agent_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
 
     @property
     def cidr(self) -> str:

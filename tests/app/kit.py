@@ -178,6 +178,8 @@ ECS_SERVICES = {"ecs", "ecs-agent", "ecs-telemetry", "logs", "monitoring", "secr
 
 
 SAGEMAKER_SERVICES = {"ecr.api", "ecr.dkr", "sagemaker.runtime"}
+#: The interface endpoint only the voice agent adds (its logs and ecs are the ECS table's).
+AGENT_SERVICES = {"bedrock-runtime"}
 
 
 def suffixes(template: dict) -> set[str]:
@@ -185,7 +187,7 @@ def suffixes(template: dict) -> set[str]:
     names = set()
     for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
         name = json.dumps(endpoint["Properties"]["ServiceName"])
-        for candidate in ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}:
+        for candidate in ECS_SERVICES | SAGEMAKER_SERVICES | AGENT_SERVICES | {"s3"}:
             if f'.{candidate}"' in name:
                 names.add(candidate)
     return names

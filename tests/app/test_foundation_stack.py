@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from tests.app.kit import (  # noqa: F401 (fixtures)
+    AGENT_SERVICES,
     ECS_SERVICES,
     SAGEMAKER_SERVICES,
     fixture_private,
@@ -96,8 +97,10 @@ def test_the_ecs_endpoints_are_made_only_when_a_service_runs_on_ecs(private_ecs)
     from tests.app.kit import resources
 
     foundation = private_ecs.template("Foundation")
-    assert suffixes(foundation) == ECS_SERVICES | SAGEMAKER_SERVICES | {"s3"}
-    assert len(resources(foundation, "AWS::EC2::VPCEndpoint")) == 11
+    # The voice agent (agent.enabled in this variant) adds Bedrock's runtime; logs and ecs are the
+    # ECS table's.
+    assert suffixes(foundation) == ECS_SERVICES | SAGEMAKER_SERVICES | AGENT_SERVICES | {"s3"}
+    assert len(resources(foundation, "AWS::EC2::VPCEndpoint")) == 12
     groups = resources(foundation, "AWS::EC2::SecurityGroup")
     (ecs_group,) = [k for k in groups if k.startswith("NetworkEcsEndpointsSecurityGroup")]
     for endpoint in resources(foundation, "AWS::EC2::VPCEndpoint").values():

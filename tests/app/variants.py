@@ -82,6 +82,11 @@ ECS_VPC_EXISTING = {
     "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
     "network.create_endpoints": "false",
 }
+#: The voice agent in public mode: a Bedrock model id (no inference profile), internet-facing on
+#: HTTPS.
+AGENT_MODEL = "amazon.nova-lite-v1:0"
+AGENT_PUBLIC = {"agent.enabled": True, "agent.llm_model_id": AGENT_MODEL, "agent.internet_facing": True,
+                "agent.certificate_arn": ECS_CERT}
 VPC_EXISTING = {**EXISTING_VPC, "network.caller_cidrs": "10.20.0.0/16,192.168.0.0/24",
                 "network.require_source_vpce": "true"}
 
@@ -99,7 +104,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("default", {}, "cdk.json as it is: public mode, both endpoints on SageMaker"),
     Variant("vpc", {"network.mode": "vpc"}, "network.mode=vpc: a new VPC and a key the app makes"),
     Variant("vpc_existing", VPC_EXISTING, "an existing VPC, the caller policy bound to the sagemaker.runtime endpoint"),
-    Variant("public_key", {"encryption.kms_key_arn": PUBLIC_KMS_KEY}, "public mode under a customer managed key"),
+    Variant("public_key", {"encryption.kms_key_arn": PUBLIC_KMS_KEY, **AGENT_PUBLIC},
+            "public mode under a customer managed key, with the voice agent (Bedrock model id, "
+            "internet-facing)"),
     Variant("connect", CONNECT, "connect.enabled with the storage config, the example flow and a key (public mode)"),
     Variant("connect_vpc", CONNECT_VPC, "as connect, in an existing VPC (its subnets have egress)"),
     Variant("connect_ecs", {**CONNECT, "voxtral.target": "ecs"},
@@ -139,7 +146,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
                                    "voxtral.max_num_seqs": 6},
             "Voxtral on ECS under a customer managed key, with a stream cap above the L4's "
             "compute cap"),
-    Variant("ecs_vpc", ECS_VPC, "Voxtral on ECS in network.mode=vpc (a new VPC)"),
+    Variant("ecs_vpc", {**ECS_VPC, "agent.enabled": True},
+            "Voxtral on ECS in network.mode=vpc (a new VPC), with the voice agent (default "
+            "inference profile)"),
     Variant("ecs_vpc_existing", ECS_VPC_EXISTING, "Voxtral on ECS in an existing VPC, no interface endpoints made"),
     Variant("sonic_ecs", SONIC_ECS, "Sonic on ECS (public mode)"),
     Variant("both_ecs_vpc", {**SONIC_ECS, "voxtral.target": "ecs", "network.mode": "vpc"},

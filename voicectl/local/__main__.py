@@ -72,6 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "builds it)")
     parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
     parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
+    parser.add_argument("--agent", action="store_true",
+                        help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
+                             "(port --bedrock-port) against the local endpoints (make local AGENT=1)")
+    parser.add_argument("--agent-port", type=int, default=8100, help="voice agent port (default: 8100)")
+    parser.add_argument("--bedrock-port", type=int, default=8095,
+                        help="Bedrock stand-in port (default: 8095)")
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
                         help="one more name the front door's certificate covers, e.g. "
                              "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
@@ -157,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.vllm == "real" and (reason := real_vllm.missing_reason()):
         print(f"python -m voicectl.local: {reason}", file=sys.stderr)
         return 2
-    busy = [port for port in (args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port)
-            if not port_free(port)]
+    ports = [args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port]
+    if args.agent:
+        ports += [args.agent_port, args.bedrock_port]
+    busy = [port for port in ports if not port_free(port)]
     if busy:
         print(f"python -m voicectl.local: port(s) {', '.join(map(str, busy))} already in use on "
               "127.0.0.1 (another make local?); stop it or choose others, e.g. make local "
@@ -194,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             *[argument for name in args.names for argument in ("--name", name)]], REPOSITORY, runtime_env,
              ready_file=state / "env.sh"),
     ]
+    if args.agent:
+        parts += agent_parts(args, state, base_env, key_id, secret)
     (state / "env.sh").unlink(missing_ok=True)
     interrupted = False
 
@@ -238,6 +248,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m voicectl.local: stopped (logs in {state})", file=sys.stderr)
 
 
+def agent_parts(args: argparse.Namespace, state: Path, base_env: dict[str, str], key_id: str,
+                secret: str) -> list[Part]:
+    """The Bedrock stand-in and the bot, configured (contracts.agent_env) for the local
+    endpoints."""
+    sys.path.insert(0, str(REPOSITORY))
+    from contracts.agent_env import AgentEnv
+
+    runtime = f"https://localhost:{args.runtime_port}"
+    env = AgentEnv(sonic_endpoint="sonic-tts", sonic_voice="local-voice", voxtral_endpoint="voxtral-realtime",
+                   llm_model_id="local.stand-in", region="us-east-1", sagemaker_runtime_url=runtime,
+                   sagemaker_runtime_http2_url=runtime, bedrock_runtime_url=f"http://127.0.0.1:{args.bedrock_port}",
+                   host="127.0.0.1", port=args.agent_port, greeting="Hello! I am the local voice agent.",
+                   metric_dimensions={"Deployment": "local"})
+    agent_env = {**base_env, **env.to_env(), "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret,
+                 "AWS_CA_BUNDLE": str(state / "ca.pem"), "AWS_DEFAULT_REGION": "us-east-1",
+                 "PYTHONPATH": str(REPOSITORY)}
+    python = sys.executable
+    return [
+        Part("Bedrock stand-in", args.bedrock_port, [python, "-m", "voicectl.local.fake_bedrock", "--port",
+                                                     str(args.bedrock_port)], REPOSITORY, base_env),
+        Part("voice agent", args.agent_port, [python, "-m", "agent"], REPOSITORY, agent_env,
+             ready_path="/health"),
+    ]
+
+
 def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> None:
     """What runs where, and the commands to try from another terminal."""
     voicectl_path = Path(sys.executable).parent / "voicectl"
@@ -265,6 +300,9 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
         "",
     ]
+    if args.agent:
+        lines += [f"  {voicectl} talk --url ws://127.0.0.1:{args.agent_port}/    # talk with the voice "
+                  "agent: open http://127.0.0.1:7870/", ""]
     lines += other_clients_lines(state / "ca.pem", args.names)
     lines += ["", "Ctrl-C stops everything."]
     print("\n".join(lines), flush=True)

@@ -156,8 +156,8 @@ def test_a_token_a_header_cannot_carry_is_refused_without_showing_it(parse, reco
 def test_an_unset_token_env_is_named(parse, recording, monkeypatch):
     monkeypatch.delenv("NO_SUCH_TOKEN_VAR", raising=False)
     args = parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--token-env", "NO_SUCH_TOKEN_VAR"])
-    with pytest.raises(UsageError, match=r"^--token-env NO_SUCH_TOKEN_VAR: the environment variable NO_SUCH_TOKEN_VAR "
-                                         r"is not set$"):
+    with pytest.raises(UsageError, match=r"^--token-env NO_SUCH_TOKEN_VAR: the environment variable NO_SUCH_TOKEN_VAR is "
+                                         r"not set$"):
         transcribe.read_token(args)
 
 

@@ -335,8 +335,8 @@ def test_bootstrap_checks_the_target_account_and_reports_what_is_there(aws):
     assert check("bootstrap", [], ROOT, aws.session, aws)[-1] == (
         "  OK        CDK bootstrap of us-east-1: bootstrapped at version 30; cdk bootstrap "
         "updates it to the CLI's version")
-    with pytest.raises(PreflightError, match=r"^the credentials are for account 123456789012, not 999999999999: use "
-                       r"the profile of 999999999999 or bootstrap aws://123456789012/us-east-1$"):
+    with pytest.raises(PreflightError, match=r"^the credentials are for account 123456789012, not 999999999999: use the profile "
+                                             r"of 999999999999 or bootstrap aws://123456789012/us-east-1$"):
         check("bootstrap", ["aws://999999999999/us-east-1"], ROOT, aws.session, aws)
     with pytest.raises(PreflightError, match="'aws://12345/us-east-1' is not an environment of the form"):
         check("bootstrap", ["aws://12345/us-east-1"], ROOT, aws.session, aws)

@@ -81,8 +81,8 @@ def test_the_manifest_is_written_read_back_and_a_foreign_one_refused(s3):
     manifest.write_manifest(s3, PREFIX, document)
     assert manifest.read_manifest(s3, PREFIX) == document
     s3.put_object(Bucket=BUCKET, Key=PREFIX.key("model-manifest.json"), Body=b'{"format": "other"}')
-    with pytest.raises(manifest.VerificationError, match=r"model-manifest.json is not a model manifest: format is "
-                                                         r"'other', expected 'voicectl/model-manifest/v1'"):
+    with pytest.raises(manifest.VerificationError, match=r"model-manifest.json is not a model manifest: format is 'other', expected "
+                                                         r"'voicectl/model-manifest/v1'"):
         manifest.read_manifest(s3, PREFIX)
     manifest.delete_manifest(s3, PREFIX)
     assert manifest.read_manifest(s3, PREFIX) is None
