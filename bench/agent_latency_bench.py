@@ -22,6 +22,12 @@ Against deployed endpoints (credentials and Region from the standard chain; a GP
     .venv/bin/python bench/agent_latency_bench.py --voxtral-endpoint <VoxtralEndpointName> \\
         --sonic-endpoint <SonicEndpointName> --voice <Cartesia voice id> --region us-east-1
 
+The transcription delay the Voxtral endpoint runs at sets a floor under the time to final
+transcript; the bench cannot ask the endpoint for it, so ``--transcription-delay-ms`` names it for
+the header (a deployment's ``voxtral.transcription_delay_ms``, ``make local VLLM=real
+TRANSCRIPTION_DELAY_MS=...``; not given: the checkpoint's 480 ms unless the server was set
+otherwise).
+
 Needs the agents extra (``make agents-deps``).
 """
 
@@ -60,6 +66,7 @@ from pipecat.processors.audio.vad_processor import VADProcessor  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
+from config.models import VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS  # noqa: E402
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ, load_pcm16  # noqa: E402
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
@@ -302,7 +309,8 @@ async def main(args: argparse.Namespace) -> None:
     wer = [word_error_rate(t.reference, t.final_text) for t in turns if t.final_at]
     print(f"{len(turns)} turns ({len(utterances)} utterances x {args.repeats}); Voxtral "
           f"{args.voxtral_endpoint}, Sonic {args.sonic_endpoint}; VAD stop_secs {VAD_STOP_S},")
-    print(f"LLM stand-in first token {args.llm_ttft_ms:.0f} ms")
+    print(f"LLM stand-in first token {args.llm_ttft_ms:.0f} ms; Voxtral transcription delay "
+          f"{delay_label(args.transcription_delay_ms)}")
     print(table([("time to final transcript (after end of speech)", ttfs),
                  ("Sonic time to first audio (per sentence)", ttfa),
                  ("voice to voice (end of speech to first audio)", v2v)]))
@@ -313,6 +321,14 @@ async def main(args: argparse.Namespace) -> None:
               "its real-vLLM tier a random-weight model's letters)")
     if missing:
         print(f"{missing} turns without an end of speech or a reply within {TURN_TIMEOUT_S:.0f} s")
+
+
+def delay_label(delay_ms: int | None) -> str:
+    """The transcription delay the header names: as given, or what not giving it means."""
+    if delay_ms is not None:
+        return f"{delay_ms} ms"
+    return (f"not given (the checkpoint's {VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS} ms unless the "
+            "server sets another)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -333,6 +349,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-ttft-ms", type=float, default=LLM_FIRST_TOKEN_S * 1000,
                         help="the LLM stand-in's time to first token, ms (default: "
                         f"{LLM_FIRST_TOKEN_S * 1000:.0f})")
+    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
+                        help="the transcription delay the Voxtral endpoint runs at, for the header "
+                        "(voxtral.transcription_delay_ms; make local's TRANSCRIPTION_DELAY_MS)")
     return parser.parse_args(argv)
 
 

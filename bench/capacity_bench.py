@@ -28,7 +28,9 @@ so the deltas are real:
 
 The largest N whose real-time factor stays at about 1 and whose first-delta latency stays within the
 alarm (`voxtral.alarm_time_to_first_delta_p90_ms`, 2000 ms) is the GPU's compute bound; compare it
-with `voicectl capacity`. Without `--url` the script starts the fake vLLM
+with `voicectl capacity`. The first delta waits for the transcription delay's audio (delay + 82.5
+ms: config/models.py), so `--transcription-delay-ms` names the server's delay in the header (the
+bench cannot ask for it). Without `--url` the script starts the fake vLLM
 (voicectl/local/fake_vllm.py, one delta per append) and the bridge on 127.0.0.1, which proves the
 harness, not the GPU:
 
@@ -178,6 +180,15 @@ def summary(streams: int, results: list[StreamResult]) -> str:
     return line
 
 
+def delay_label(delay_ms: int | None, real: bool) -> str:
+    """The server's transcription delay for the header: as given, or what not giving it means."""
+    if not real:
+        return "n/a (the fake vLLM scripts its deltas, whatever the delay)"
+    if delay_ms is not None:
+        return f"{delay_ms} ms"
+    return "not given (the checkpoint's 480 ms unless the server sets another)"
+
+
 HEADER = "streams | first-delta p50 ms | p90 ms | RTF p50 | RTF max | tail p90 ms | failed"
 
 
@@ -216,6 +227,7 @@ async def main_async(args: argparse.Namespace) -> None:
               else "against the fake vLLM behind a local bridge (harness check)")
     print(f"{len(appends)} appends of 128 ms ({len(appends) * APPEND_PERIOD_S:.1f} s of audio) per "
           f"stream; {target}")
+    print(f"transcription delay: {delay_label(args.transcription_delay_ms, bool(args.url))}")
     print(HEADER)
     for streams in levels:
         if args.url:
@@ -236,6 +248,8 @@ def main() -> None:
     parser.add_argument("--done-timeout", type=float, default=30.0,
                         help="seconds to wait for transcription.done after the final commit")
     parser.add_argument("--model", default=MODEL, help="the served model name (session.update)")
+    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
+                        help="the transcription delay the server runs at, for the header")
     args = parser.parse_args()
     asyncio.run(main_async(args))
 

@@ -50,6 +50,33 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
 BRIDGE_DRAIN_S = 25
 
 
+#: Milliseconds of audio in one Voxtral Realtime token: 12.5 frames per second (the checkpoint's
+#: tekken.json ``audio.frame_rate``; mistral_common ``AudioConfig.frame_duration_ms``).
+VOXTRAL_TOKEN_MS = 80
+#: The transcription delays the model card allows: "any multiple of 80ms between 80 and 1200, as
+#: well as 2400 as a standalone value" (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602,
+#: README, recommended settings). mistral_common 1.13.1 itself checks less:
+#: ``AudioConfig.__post_init__`` (tokens/tokenizers/audio.py) asserts only a positive multiple of 80
+#: ms (vLLM 0.31.0 stops at start on another value, a ModelConfig ValidationError: seen with 100),
+#: so other multiples would start and run at delays the model was not trained for.
+VOXTRAL_TRANSCRIPTION_DELAYS_MS = (*range(VOXTRAL_TOKEN_MS, 1200 + 1, VOXTRAL_TOKEN_MS), 2400)
+#: The delay the checkpoint's tekken.json holds (``audio.transcription_delay_ms``), which the model
+#: card recommends.
+VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS = 480
+#: Audio past the delay before vLLM 0.31.0 answers with its first delta, ms: one token more than the
+#: delay, plus the streaming look-ahead of 2.5 ms (tekken.json ``streaming_look_ahead_ms``; vLLM's
+#: ``VoxtralRealtimeBuffer`` waits for the prompt's BOS and delay tokens of audio and the
+#: look-ahead). Seen on the real server (tests/vllm): the first delta after 4, 8 and 32 tokens of
+#: audio at 160, 480 and 2400 ms.
+VOXTRAL_FIRST_DELTA_EXTRA_MS = VOXTRAL_TOKEN_MS + 2.5
+
+
+def first_delta_floor_ms(transcription_delay_ms: int) -> float:
+    """The audio a stream must have sent before its first ``transcription.delta`` can come, ms: a
+    floor under the bridge's TimeToFirstDelta for a caller that streams at real time."""
+    return transcription_delay_ms + VOXTRAL_FIRST_DELTA_EXTRA_MS
+
+
 def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
     """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``:
     the ``fit`` of the capacity model (:func:`constructs_lib.facts.capacity.fit`, which follows

@@ -36,7 +36,9 @@ from config.models import (
     SONIC_SCALING_METRICS,
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
+    VOXTRAL_TRANSCRIPTION_DELAYS_MS,
     bridge_base_image,
+    first_delta_floor_ms,
 )
 from constructs_lib.agent.props import AgentSizing, check_llm_model_id, check_llm_url
 from constructs_lib.artifacts.model_staging_build.stage_model.constants import DEFAULT_REPO_ID
@@ -299,6 +301,13 @@ class VoxtralSettings(EndpointSettings):
     #: streams where the KV cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for
     #: this model, every GPU but Hopper: constructs_lib/facts/capacity.py).
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    #: Transcription delay, ms: how far the text runs behind the audio, a floor under the time to
+    #: final transcript (longer is more accurate). A multiple of 80 from 80 to 1200, or 2400 (the
+    #: model card's values; 480 recommended); None = the checkpoint's own (its tekken.json: 480).
+    #: alarm_time_to_first_delta_p90_ms must be above it plus 82.5 ms. vLLM takes no flag for it:
+    #: the bridge serves vLLM a copy of tekken.json with ``audio.transcription_delay_ms`` replaced
+    #: (TRANSCRIPTION_DELAY_MS; docs/settings.md, "Transcription delay").
+    transcription_delay_ms: int | None = None
     #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the
     #: image's CUDA (constructs_lib/facts/cuda_compat.py): a driver that cannot run it is a settings
     #: error, an image whose tag names no CUDA a synth warning.
@@ -526,6 +535,7 @@ class VoxtralSettings(EndpointSettings):
             check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
                                 "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
         self.bridge_thresholds().problems(p)
+        self._delay_problems(p)
         if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
             p.add("kv_cache_dtype", self.kv_cache_dtype, "must be 'auto' (the model's BF16) or 'fp8' (vLLM "
                   "--kv-cache-dtype)")
@@ -560,6 +570,27 @@ class VoxtralSettings(EndpointSettings):
                 f"that length ({fitted.stream_kv_bytes / 2**30:.2f} GiB of KV each); {advice} "
                 "(capacity model: constructs_lib/facts/capacity.py, README 'Capacity')"
             )
+
+    def _delay_problems(self, p: Problems) -> None:
+        """A transcription delay the model was not trained for, or one whose first delta comes
+        later than the TimeToFirstDelta alarm allows (the alarm would fire on every stream)."""
+        delay = self.transcription_delay_ms
+        if delay is None:
+            return
+        if delay not in VOXTRAL_TRANSCRIPTION_DELAYS_MS:
+            p.add("transcription_delay_ms", delay,
+                  "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
+                  "Realtime model card allows, 480 recommended), or null for the checkpoint's own")
+            return
+        floor_ms = first_delta_floor_ms(delay)
+        threshold = self.alarm_time_to_first_delta_p90_ms
+        if threshold <= floor_ms:
+            p.note(f"{p.ref('time_to_first_delta_p90_ms', threshold)} with "
+                   f"{p.ref('transcription_delay_ms', delay)}: vLLM sends a stream's first "
+                   f"delta only after {floor_ms:g} ms of audio (the delay, one 80 ms token and "
+                   "the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
+                   f"threshold above {floor_ms:g} ms, leaving room for the prefill and the "
+                   "callers' chunks, or choose a shorter delay")
 
     def _fp8_problem(self, p: Problems, key: str, name: str, gpu_model: str) -> None:
         """``kv_cache_dtype=fp8`` on a GPU where vLLM 0.31.0 cannot run it for this model (the

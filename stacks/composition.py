@@ -348,6 +348,10 @@ def container_environment(voxtral: VoxtralSettings, instance_type: str | None = 
         # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is
         # unchanged.
         env["SM_VLLM_KV_CACHE_DTYPE"] = voxtral.kv_cache_dtype
+    if voxtral.transcription_delay_ms is not None:
+        # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
+        # patched copy (container/bridge/entrypoint.py). Left out when unset: no Model changes.
+        env["TRANSCRIPTION_DELAY_MS"] = str(voxtral.transcription_delay_ms)
     fitted = voxtral.capacity_of(instance_type)
     if fitted is not None:
         # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge

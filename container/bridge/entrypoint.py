@@ -16,6 +16,11 @@ later (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference
 - Off SageMaker (`MODEL_S3_URI` set, e.g. on ECS): the weights are first copied from S3 to
   `MODEL_CACHE_DIR` once per host and checked against the staging manifest (bridge/weights.py);
   vLLM's `--model` is that copy.
+- `TRANSCRIPTION_DELAY_MS` set: vLLM takes no flag for Voxtral Realtime's transcription delay;
+  it reads it from the tokenizer's `tekken.json` (`audio.transcription_delay_ms`). The entrypoint
+  writes a copy of the checkpoint's `tekken.json` with that value replaced into a temporary
+  directory and starts vLLM with `--tokenizer <that directory>`; the weights are untouched
+  (`delayed_tokenizer`). A checkpoint without the field is refused (exit 2).
 - SIGTERM (or SIGINT): the bridge drains (stops accepting streams, lets open ones run for up to
   DRAIN_S seconds), then vLLM is stopped, and the entrypoint exits 0.
 """
@@ -27,8 +32,10 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -134,6 +141,75 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
     return base + vllm_flags(env)
 
 
+#: The Mistral tokenizer's file, in the checkpoint's directory (beside params.json, as the model
+#: repository ships it).
+TEKKEN_FILE = "tekken.json"
+#: The variables of the tokenizer vLLM loads (`--tokenizer`, `--tokenizer-mode`).
+TOKENIZER_VARIABLE = VLLM_ENV_PREFIX + "TOKENIZER"
+TOKENIZER_MODE_VARIABLE = VLLM_ENV_PREFIX + "TOKENIZER_MODE"
+
+
+class TokenizerError(ValueError):
+    """The transcription delay cannot be applied to this checkpoint; the message says why."""
+
+
+def delayed_tokenizer(env: Mapping[str, str], delay_ms: int, directory: Path) -> Path:
+    """Write the checkpoint's `tekken.json` into `directory` with `audio.transcription_delay_ms`
+    set to `delay_ms`, and return `directory`: vLLM's `--tokenizer`.
+
+    Where vLLM 0.31.0 reads the delay: `vllm/model_executor/models/voxtral_realtime.py`,
+    `VoxtralRealtimeGeneration.__init__` (`audio_config.get_num_delay_tokens()`: the time
+    conditioning of every step) and `buffer_realtime_audio` (`encode_streaming_tokens()` and
+    `get_padding_audio()`: the prompt's delay tokens and the right padding). All three read
+    mistral_common's `AudioConfig` (`tokens/tokenizers/audio.py`), which `Tekkenizer.from_file`
+    (`tokens/tokenizers/tekken.py`) builds from tekken.json's `audio` section, of the tokenizer
+    `--tokenizer` names (`cached_tokenizer_from_config(model_config)`): the weights stay where they
+    are. A directory holding only `tekken.json` is enough: transformers'
+    `MistralCommonBackend.from_pretrained` picks the tokenizer file from the directory's listing
+    (seen with vLLM 0.31.0's CPU build: tests/vllm/test_vllm_transcription_delay.py).
+
+    The tekken.json read is `SM_VLLM_TOKENIZER`'s when set, else the checkpoint's (`SM_VLLM_MODEL`).
+
+    Raises:
+        TokenizerError: vLLM would not load a Mistral tokenizer (`SM_VLLM_TOKENIZER_MODE` is not
+            `mistral`), there is no readable `tekken.json`, or its `audio` section has no
+            `transcription_delay_ms` (not a streaming Voxtral Realtime checkpoint).
+    """
+    mode = env.get(TOKENIZER_MODE_VARIABLE, "").strip()
+    if mode != "mistral":
+        raise TokenizerError(
+            f"TRANSCRIPTION_DELAY_MS={delay_ms} needs {TOKENIZER_MODE_VARIABLE}=mistral (got "
+            f"{mode!r}): the delay lives in the Mistral tokenizer's tekken.json, which vLLM reads "
+            "only in that mode"
+        )
+    tokenizer_set = env.get(TOKENIZER_VARIABLE, "").strip()
+    source_name = TOKENIZER_VARIABLE if tokenizer_set else VLLM_ENV_PREFIX + "MODEL"
+    tekken = Path(env.get(source_name, "").strip() or ".") / TEKKEN_FILE
+    try:
+        config = json.loads(tekken.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(
+            f"TRANSCRIPTION_DELAY_MS={delay_ms}: cannot read {tekken} ({exc.strerror or exc}); "
+            f"{source_name} must name a local directory holding the checkpoint's tekken.json"
+        ) from None
+    except ValueError as exc:
+        raise TokenizerError(
+            f"TRANSCRIPTION_DELAY_MS={delay_ms}: {tekken} is not JSON ({exc})") from None
+    audio = config.get("audio") if isinstance(config, dict) else None
+    if not isinstance(audio, dict) or "transcription_delay_ms" not in audio:
+        raise TokenizerError(
+            f"TRANSCRIPTION_DELAY_MS={delay_ms}: {tekken} has no audio.transcription_delay_ms, so "
+            "this checkpoint is not a streaming Voxtral Realtime one and has no delay to set; "
+            "unset TRANSCRIPTION_DELAY_MS (voxtral.transcription_delay_ms)"
+        )
+    log.info("transcription delay: %s ms in %s, %d ms in the tokenizer vLLM serves (%s)",
+             audio["transcription_delay_ms"], tekken, delay_ms, directory)
+    audio["transcription_delay_ms"] = delay_ms
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / TEKKEN_FILE).write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    return directory
+
+
 def bridge_command() -> list[str]:
     """The bridge's command line: this Python (in the image, the bridge's own venv) running `-m
     bridge`."""
@@ -233,9 +309,21 @@ def main() -> int:
         except WeightsError as exc:
             log.error("weights: %s", exc)
             return 3
+    tokenizer_dir: Path | None = None
+    if settings.transcription_delay_ms is not None:
+        tokenizer_dir = Path(tempfile.mkdtemp(prefix="tokenizer-"))
+        try:
+            delay_ms = settings.transcription_delay_ms
+            env[TOKENIZER_VARIABLE] = str(delayed_tokenizer(env, delay_ms, tokenizer_dir))
+        except TokenizerError as exc:
+            shutil.rmtree(tokenizer_dir, ignore_errors=True)
+            log.error("bad setting: %s", exc)
+            return 2
     try:
         command = vllm_command(env)
     except SettingsError as exc:
+        if tokenizer_dir is not None:
+            shutil.rmtree(tokenizer_dir, ignore_errors=True)
         log.error("bad setting: %s", exc)
         return 2
     env["VLLM_HOST"] = VLLM_HOST
@@ -250,7 +338,12 @@ def main() -> int:
         bridge_fds = (env_secrets.secrets_pipe(token),)  # the bridge reads it once (bridge/__main__.py)
         bridge_env[env_secrets.SECRETS_FD_VARIABLE] = str(bridge_fds[0])
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
-    return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s, bridge_env, bridge_fds))
+    try:
+        return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s,
+                                     bridge_env, bridge_fds))
+    finally:
+        if tokenizer_dir is not None:
+            shutil.rmtree(tokenizer_dir, ignore_errors=True)
 
 
 #: The secrets the bridge's process receives (through a pipe, never its environment): the callers'

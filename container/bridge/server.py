@@ -67,7 +67,7 @@ from .legs import (
     UpstreamLeg,
 )
 from .metrics import BridgeMetrics
-from .settings import STREAM_OVERHEAD_TOKENS, Settings
+from .settings import Settings
 from .task_protection import TaskProtection
 
 __all__ = [
@@ -460,7 +460,7 @@ class Bridge:
         return (
             f"the session reached its audio limit of {seconds:.0f} s in one generation (the "
             f"model's max_model_len {self.settings.max_model_len} tokens less "
-            f"{STREAM_OVERHEAD_TOKENS} of the stream format, at "
+            f"{self.settings.stream_overhead_tokens} of the stream format, at "
             f"{self.settings.tokens_per_audio_second:g} tokens per second of audio); end each "
             "utterance with a final commit, or start a new session to continue"
         )

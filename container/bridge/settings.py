@@ -33,13 +33,33 @@ DEFAULT_TOKENS_PER_AUDIO_SECOND = 12.5
 #: Fraction of max_model_len a session's audio may use before the bridge ends it (`session_limit`);
 #: the rest is headroom for the prompt and the generated text, which share the context.
 DEFAULT_SESSION_LIMIT_FRACTION = 0.9
-#: Tokens of one generation that are not the audio's: vLLM 0.31.0's prompt for Voxtral Realtime's
-#: streaming format (BOS, 32 left-pad and 6 delay tokens: `usage.prompt_tokens` 39) and the 10
-#: tokens the model decodes past the audio after the final commit (`completion_tokens` = audio
-#: tokens + 10). Measured against the real server (tests/vllm). A generation that reaches
-#: max_model_len while audio still streams in kills vLLM's engine ("Sampled token IDs exceed the max
-#: model length", EngineDeadError: every session ends with 1012), so the session limit counts them.
-STREAM_OVERHEAD_TOKENS = 39 + 10
+#: Milliseconds of audio in one Voxtral Realtime token (12.5 per second).
+AUDIO_TOKEN_MS = 80
+#: The transcription delays TRANSCRIPTION_DELAY_MS may name, ms: the model card's "any multiple of
+#: 80ms between 80 and 1200, as well as 2400 as a standalone value"
+#: (huggingface.co/mistralai/Voxtral-Mini-4B-Realtime-2602). The app's settings hold the same list
+#: (config/models.py); this package imports nothing of the app's.
+TRANSCRIPTION_DELAYS_MS = (*range(AUDIO_TOKEN_MS, 1200 + 1, AUDIO_TOKEN_MS), 2400)
+#: The delay when TRANSCRIPTION_DELAY_MS is unset: the one in the real checkpoint's tekken.json.
+DEFAULT_TRANSCRIPTION_DELAY_MS = 480
+#: Tokens of one generation that are neither audio nor delay: vLLM 0.31.0's prompt for Voxtral
+#: Realtime's streaming format holds BOS, 32 left-pad tokens (tekken.json
+#: `streaming_n_left_pad_tokens`) and one token per 80 ms of delay (`usage.prompt_tokens` 35, 39 and
+#: 63 at 160, 480 and 2400 ms), and the model decodes 10 tokens past the audio after the final
+#: commit (`completion_tokens` = audio tokens + 10 at every delay; mistral_common's
+#: OFFLINE_STREAMING_BUFFER_TOKENS). Measured against the real server (tests/vllm). A generation
+#: that reaches max_model_len while audio still streams in, the final commit's padding of delay +
+#: 11 tokens included (seen at 2400 ms counted as 480), kills vLLM's engine ("Sampled token IDs
+#: exceed the max model length", EngineDeadError: every session ends with 1012), so the session
+#: limit counts them.
+STREAM_FORMAT_TOKENS = 1 + 32 + 10
+
+
+def stream_overhead_tokens(transcription_delay_ms: int) -> int:
+    """Tokens of one generation that are not the audio's, at a transcription delay: 49 at 480 ms."""
+    return STREAM_FORMAT_TOKENS + transcription_delay_ms // AUDIO_TOKEN_MS
+
+
 #: Tokens per block KV_BLOCKS_PER_STREAM counts in: vLLM's default CacheConfig.block_size on a GPU,
 #: which constructs_lib/capacity.py (VLLM_BLOCK_SIZE) computes with. vLLM's CPU build reports 128
 #: (tests/vllm).
@@ -106,6 +126,24 @@ def _first_model_name(raw: str) -> str | None:
     return raw.split()[0]
 
 
+def _transcription_delay(env: Mapping[str, str]) -> int | None:
+    """TRANSCRIPTION_DELAY_MS: one of TRANSCRIPTION_DELAYS_MS, or None when unset or empty."""
+    raw = env.get("TRANSCRIPTION_DELAY_MS", "").strip()
+    if not raw:
+        return None
+    try:
+        delay = int(raw)
+    except ValueError:
+        delay = None
+    if delay not in TRANSCRIPTION_DELAYS_MS:
+        raise SettingsError(
+            f"TRANSCRIPTION_DELAY_MS={raw!r} must be a multiple of 80 from 80 to 1200, or 2400 "
+            "(ms: the delays the Voxtral Realtime model card allows), or unset for the "
+            "checkpoint's own"
+        )
+    return delay
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Every bridge setting. Times are seconds, sizes bytes.
@@ -131,6 +169,9 @@ class Settings:
         max_model_len: vLLM's context length in tokens (MAX_MODEL_LEN, default
             SM_VLLM_MAX_MODEL_LEN;
             None: no session limit).
+        transcription_delay_ms: TRANSCRIPTION_DELAY_MS, the delay the entrypoint writes into the
+            tokenizer vLLM serves (None: the checkpoint's own, taken to be 480 ms for the session
+            limit).
         tokens_per_audio_second: TOKENS_PER_AUDIO_SECOND, default 12.5 (Voxtral: one token per 80
             ms).
         session_limit_fraction: SESSION_LIMIT_FRACTION, default 0.9.
@@ -163,6 +204,7 @@ class Settings:
     upstream_stall_s: float = DEFAULT_UPSTREAM_STALL_S
     served_model: str | None = None
     max_model_len: int | None = None
+    transcription_delay_ms: int | None = None
     kv_block_size: int = DEFAULT_KV_BLOCK_SIZE
     tokens_per_audio_second: float = DEFAULT_TOKENS_PER_AUDIO_SECOND
     session_limit_fraction: float = DEFAULT_SESSION_LIMIT_FRACTION
@@ -179,15 +221,22 @@ class Settings:
     task_protection_grace_s: float = DEFAULT_TASK_PROTECTION_GRACE_S
 
     @property
+    def stream_overhead_tokens(self) -> int:
+        """Tokens of one generation that are not the audio's, at this transcription delay."""
+        delay = self.transcription_delay_ms
+        return stream_overhead_tokens(DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
+
+    @property
     def session_audio_limit_bytes(self) -> int | None:
         """PCM16 bytes of audio one session may append before `session_limit`, or None for no limit.
 
-        (max_model_len - STREAM_OVERHEAD_TOKENS) x fraction tokens / tokens per second = seconds of
+        (max_model_len - stream_overhead_tokens) x fraction tokens / tokens per second = seconds of
         audio; x 16000 samples/s x 2 bytes.
         """
         if self.max_model_len is None:
             return None
-        tokens = max(0, self.max_model_len - STREAM_OVERHEAD_TOKENS) * self.session_limit_fraction
+        usable = max(0, self.max_model_len - self.stream_overhead_tokens)
+        tokens = usable * self.session_limit_fraction
         seconds = tokens / self.tokens_per_audio_second
         return int(seconds * 16_000) * 2
 
@@ -207,6 +256,9 @@ class Settings:
             or env.get("SM_VLLM_MODEL", "").strip()
             or None
         )
+        delay = _transcription_delay(env)
+        overhead = stream_overhead_tokens(
+            DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
         fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
         if fraction > 1:
             raise SettingsError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
@@ -247,11 +299,12 @@ class Settings:
             upstream_stall_s=_number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1),
             served_model=served,
             max_model_len=(
-                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0, minimum=STREAM_OVERHEAD_TOKENS + 1,
-                            integer=True))
+                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0,
+                            minimum=overhead + 1, integer=True))
                 if max_model_len
                 else None
             ),
+            transcription_delay_ms=delay,
             tokens_per_audio_second=_number(
                 env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
             ),

@@ -309,6 +309,16 @@ def test_the_stream_cap_and_scaling_target_follow_the_ecs_gpu(ecs_variant):
     assert near_cap["Threshold"] == pytest.approx(0.9 * 23)
 
 
+def test_the_transcription_delay_reaches_the_task_only_when_set(ecs_app, ecs_variant):
+    """voxtral.transcription_delay_ms=160 (variant ecs_options) is the bridge's
+    TRANSCRIPTION_DELAY_MS in the task; unset (variant ecs), the task's environment has no such
+    variable and vLLM keeps the checkpoint's."""
+    delayed, plain = ({e["Name"]: e["Value"] for e in container(t)["Environment"]}
+                      for t in (ecs_variant.template("VoxtralEcs"), ecs_app.template("VoxtralEcs")))
+    assert delayed["TRANSCRIPTION_DELAY_MS"] == "160"
+    assert "TRANSCRIPTION_DELAY_MS" not in plain
+
+
 def test_a_stream_cap_above_the_compute_cap_is_printed_as_a_warning(app_variant):
     app = app_variant("ecs_key_stream_cap")
     warnings = [e["data"] for f in app.outdir.glob("*VoxtralEcs.metadata.json")

@@ -190,7 +190,27 @@ def test_the_default_model_sets_no_kv_cache_dtype(voxtral):
     assert "SM_VLLM_KV_CACHE_DTYPE" not in model["Properties"]["PrimaryContainer"]["Environment"]
 
 
-# --- Other settings -----------------------------------------------------------------------------
+def test_the_transcription_delay_reaches_the_bridge_and_the_alarm_its_threshold(fp8_on_hopper):
+    """voxtral.transcription_delay_ms=2400 is the bridge's TRANSCRIPTION_DELAY_MS (its entrypoint
+    serves vLLM a tekken.json with that delay); the TimeToFirstDelta alarm has the threshold set
+    above that delay's first delta."""
+    template = fp8_on_hopper.template("Voxtral")
+    (model,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Model"]
+    environment = model["Properties"]["PrimaryContainer"]["Environment"]
+    assert environment["TRANSCRIPTION_DELAY_MS"] == "2400"
+    # Not a vLLM flag: vLLM takes none for the delay.
+    assert not any(name.startswith("SM_VLLM_") and "DELAY" in name for name in environment)
+    (alarm,) = [r["Properties"] for logical_id, r in template["Resources"].items()
+                if r["Type"] == "AWS::CloudWatch::Alarm" and "TimeToFirstDelta" in logical_id]
+    assert alarm["Threshold"] == 3000
+
+
+def test_the_default_model_leaves_the_checkpoints_transcription_delay(voxtral):
+    (model,) = voxtral.find_resources("AWS::SageMaker::Model").values()
+    assert "TRANSCRIPTION_DELAY_MS" not in model["Properties"]["PrimaryContainer"]["Environment"]
+
+
+# --- Other settings -------------------------------------------------------------------------------
 # The app under other settings: a prebuilt image, external weights, retained data, a changed
 # instance type, and each endpoint switched off. The variants come from the registry
 # (tests/app/variants.py).

@@ -131,13 +131,18 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     # Merged: the test of the switched-off staging build and the FP8 test each synthesized a
     # Voxtral-only app of their own; one reads the Artifacts stack (no build project, the
     # ModelS3Uri output), the other the Voxtral Model's environment, which neither the instance
-    # type nor the staging switch of the other reaches.
+    # type nor the staging switch of the other reaches. The transcription delay joined it too:
+    # it reaches the Model's environment, and the longest delay needs a TimeToFirstDelta
+    # threshold above its first delta (2482.5 ms).
     Variant("hopper_fp8_no_staging", {"voxtral.instance_type": "ml.p5.4xlarge", "voxtral.kv_cache_dtype": "fp8",
-                                      "voxtral.stage_model": "false", "sonic.enabled": False},
+                                      "voxtral.stage_model": "false", "sonic.enabled": False,
+                                      "voxtral.transcription_delay_ms": 2400,
+                                      "voxtral.alarm_time_to_first_delta_p90_ms": 3000},
             "Voxtral alone on one H100 with an FP8 KV cache, the staging build switched off "
-            "(weights staged by hand)"),
+            "(weights staged by hand), a 2400 ms transcription delay"),
     Variant("ecs", {"voxtral.target": "ecs"}, "Voxtral on ECS with the ECS defaults"),
-    Variant("ecs_options", ECS_OPTIONS, "Voxtral on ECS with every ECS option set"),
+    Variant("ecs_options", {**ECS_OPTIONS, "voxtral.transcription_delay_ms": 160},
+            "Voxtral on ECS with every ECS option set, and a 160 ms transcription delay"),
     # Merged: the KMS key test and the stream-cap warning test each synthesized an ECS app of
     # their own; neither assertion touches what the other override changes (the key reaches IAM
     # and the staging build, the stream cap the container environment and one warning), so one

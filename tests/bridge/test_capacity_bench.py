@@ -33,3 +33,12 @@ def test_streams_complete_and_a_refused_stream_counts_as_failed():
     assert "server_busy" in failed[0].error, failed[0].error
     line = capacity_bench.summary(3, crowded)
     assert line.split("|")[0].strip() == "3" and line.split("|")[6].split()[0] == "1"
+
+
+def test_the_header_names_the_servers_transcription_delay():
+    """The first delta waits for the delay's audio, so the header says which delay the figures are
+    at."""
+    assert capacity_bench.delay_label(160, real=True) == "160 ms"
+    assert capacity_bench.delay_label(None, real=True) == (
+        "not given (the checkpoint's 480 ms unless the server sets another)")
+    assert capacity_bench.delay_label(2400, real=False).startswith("n/a (the fake vLLM")

@@ -247,3 +247,141 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
     logged = log.read_text()
     assert "starting vLLM:" in logged and "--api-key ***" in logged
     assert api_key not in logged and token not in logged
+
+
+
+# --- TRANSCRIPTION_DELAY_MS: the tokenizer vLLM is served -----------------------------------------
+
+
+def checkpoint(directory: Path, audio: dict | None = None) -> Path:
+    """A checkpoint directory whose tekken.json has the `audio` section `audio` (default: the tiny
+    checkpoint's, voicectl/local/tiny_voxtral.py, as the real repository's), and weights that must
+    stay untouched."""
+    from voicectl.local import tiny_voxtral
+
+    tekken = tiny_voxtral.tekken()
+    if audio is not None:
+        tekken["audio"] = audio
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tekken.json").write_text(json.dumps(tekken))
+    (directory / "consolidated.safetensors").write_bytes(b"weights")
+    return directory
+
+
+def checkpoint_audio(**changes) -> dict:
+    """The tiny checkpoint's `audio` section with `changes`; a value of None removes the key."""
+    from voicectl.local import tiny_voxtral
+
+    audio = {**tiny_voxtral.tekken()["audio"], **changes}
+    return {key: value for key, value in audio.items() if value is not None}
+
+
+def delay_of(directory: Path) -> int:
+    return json.loads((directory / "tekken.json").read_text())["audio"]["transcription_delay_ms"]
+
+
+def test_the_delayed_tokenizer_is_the_checkpoints_with_only_the_delay_replaced(tmp_path):
+    from bridge.entrypoint import delayed_tokenizer
+
+    model = checkpoint(tmp_path / "model")
+    env = {"SM_VLLM_MODEL": str(model), "SM_VLLM_TOKENIZER_MODE": "mistral"}
+    written = delayed_tokenizer(env, 160, tmp_path / "tokenizer")
+    assert written == tmp_path / "tokenizer"
+    assert sorted(path.name for path in written.iterdir()) == ["tekken.json"]
+    original, patched = (json.loads((d / "tekken.json").read_text()) for d in (model, written))
+    assert (delay_of(model), delay_of(written)) == (480, 160)
+    assert {**patched, "audio": {**patched["audio"], "transcription_delay_ms": 480}} == original
+    # The checkpoint is left as it was.
+    assert (model / "consolidated.safetensors").read_bytes() == b"weights"
+    assert json.loads((model / "tekken.json").read_text()) == original
+
+
+def test_a_tokenizer_named_apart_from_the_model_is_the_one_patched(tmp_path):
+    from bridge.entrypoint import delayed_tokenizer
+
+    source = checkpoint(tmp_path / "tokenizer-source", checkpoint_audio(transcription_delay_ms=960))
+    env = {"SM_VLLM_MODEL": str(tmp_path / "no-such-model"), "SM_VLLM_TOKENIZER": str(source),
+           "SM_VLLM_TOKENIZER_MODE": "mistral"}
+    assert delay_of(delayed_tokenizer(env, 2400, tmp_path / "served")) == 2400
+
+
+NO_DELAY = ("TRANSCRIPTION_DELAY_MS=160: {model}/tekken.json has no audio.transcription_delay_ms, "
+            "so this checkpoint is not a streaming Voxtral Realtime one and has no delay to set; "
+            "unset TRANSCRIPTION_DELAY_MS (voxtral.transcription_delay_ms)")
+
+
+@pytest.mark.parametrize(("make", "env_extra", "message"), [
+    (lambda d: checkpoint(d, checkpoint_audio(transcription_delay_ms=None)), {}, NO_DELAY),
+    (lambda d: checkpoint(d, {}), {}, NO_DELAY),  # no audio section: a text model's tokenizer
+    (lambda d: d, {},
+     "TRANSCRIPTION_DELAY_MS=160: cannot read {model}/tekken.json (No such file or "
+     "directory); SM_VLLM_MODEL must name a local directory holding the checkpoint's "
+     "tekken.json"),
+    (checkpoint, {"SM_VLLM_TOKENIZER_MODE": "auto"},
+     "TRANSCRIPTION_DELAY_MS=160 needs SM_VLLM_TOKENIZER_MODE=mistral (got 'auto'): the "
+     "delay lives in the Mistral tokenizer's tekken.json, which vLLM reads only in that "
+     "mode"),
+])
+def test_a_checkpoint_without_the_delay_is_refused_with_the_reason(tmp_path, make, env_extra,
+                                                                   message):
+    from bridge.entrypoint import TokenizerError, delayed_tokenizer
+
+    model = make(tmp_path / "model")
+    env = {"SM_VLLM_MODEL": str(model), "SM_VLLM_TOKENIZER_MODE": "mistral", **env_extra}
+    with pytest.raises(TokenizerError) as refused:
+        delayed_tokenizer(env, 160, tmp_path / "tokenizer")
+    assert str(refused.value) == message.format(model=model)
+    assert not (tmp_path / "tokenizer").exists()
+
+
+def test_the_entrypoint_starts_vllm_on_the_delayed_tokenizer_and_removes_it_at_exit(tmp_path):
+    model = checkpoint(tmp_path / "model")
+    process, record = start_entrypoint(tmp_path, SM_VLLM_MODEL=str(model),
+                                       SM_VLLM_TOKENIZER_MODE="mistral",
+                                       TRANSCRIPTION_DELAY_MS="160", VLLM_STANDIN_LIFETIME_S="1")
+    try:
+        argv = json.loads(record.read_text())
+        tokenizer = Path(argv[argv.index("--tokenizer") + 1])
+        assert argv[argv.index("--model") + 1] == str(model)  # the weights stay where they are
+        assert delay_of(tokenizer) == 160
+        assert process.wait(timeout=60) == 1  # the stand-in exits by itself: the container stops
+    finally:
+        process.kill()
+    assert not tokenizer.exists()  # the temporary directory goes with the container's processes
+
+
+def run_entrypoint(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The entrypoint with the stand-in vLLM, to its exit (a refusal exits before vLLM starts)."""
+    full_env = {**os.environ, "VLLM_COMMAND": json.dumps([sys.executable, "-c", STANDIN]),
+                "VLLM_STANDIN_RECORD": str(tmp_path / "standin.json"), "BRIDGE_PORT": "0", **env}
+    return subprocess.run([sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER,
+                          env=full_env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_entrypoint_refuses_to_start_a_checkpoint_without_the_delay(tmp_path):
+    model = checkpoint(tmp_path / "model", checkpoint_audio(transcription_delay_ms=None))
+    done = run_entrypoint(tmp_path, SM_VLLM_MODEL=str(model), SM_VLLM_TOKENIZER_MODE="mistral",
+                          TRANSCRIPTION_DELAY_MS="160")
+    assert done.returncode == 2
+    assert "bad setting: " + NO_DELAY.format(model=model) in done.stderr
+    assert not (tmp_path / "standin.json").exists()  # vLLM was never started
+
+
+@pytest.mark.parametrize("value", ["100", "0", "1280", "soon"])
+def test_the_entrypoint_refuses_a_delay_the_model_card_does_not_allow(tmp_path, value):
+    done = run_entrypoint(tmp_path, TRANSCRIPTION_DELAY_MS=value)
+    assert done.returncode == 2
+    assert (f"bad setting: TRANSCRIPTION_DELAY_MS='{value}' must be a multiple of 80 from 80 to "
+            "1200, or 2400 (ms: the delays the Voxtral Realtime model card allows), or unset for "
+            "the checkpoint's own") in done.stderr
+    assert not (tmp_path / "standin.json").exists()
+
+
+def test_a_refusal_after_the_tokenizer_was_written_leaves_no_temporary_directory(tmp_path):
+    model = checkpoint(tmp_path / "model")
+    (tmp_path / "tmp").mkdir()
+    done = run_entrypoint(tmp_path, SM_VLLM_MODEL=str(model), SM_VLLM_TOKENIZER_MODE="mistral",
+                          TRANSCRIPTION_DELAY_MS="160", VLLM_COMMAND="vllm serve",
+                          TMPDIR=str(tmp_path / "tmp"))
+    assert done.returncode == 2 and "bad setting: VLLM_COMMAND='vllm serve'" in done.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []

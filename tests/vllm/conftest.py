@@ -78,17 +78,31 @@ def _wait_healthy(server: RealVllm, deadline: float) -> None:
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVllm]:
     """vLLM's real realtime server, started once for the session; stopped (SIGTERM, then SIGKILL) at
     the end."""
+    directory = tmp_path_factory.mktemp("vllm")
+    model_dir = tiny_checkpoint(directory)
+    port = free_port()
+    command = real_vllm.command(model_dir, port)
+    with serving(command, port, str(model_dir), directory / "vllm.log") as server:
+        yield server
+
+
+def tiny_checkpoint(directory: Path) -> Path:
+    """The tiny checkpoint written into `directory`, or the test fails naming how to build the
+    vLLM environment."""
     reason = real_vllm.missing_reason()
     if reason:
         pytest.fail(reason)
-    directory = tmp_path_factory.mktemp("vllm")
-    model_dir = real_vllm.write_checkpoint(directory / "Voxtral-Mini-4B-Realtime-2602-tiny")
-    log = directory / "vllm.log"
-    port = free_port()
+    return real_vllm.write_checkpoint(directory / "Voxtral-Mini-4B-Realtime-2602-tiny")
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, model: str, log: Path) -> Iterator[RealVllm]:
+    """vLLM started with `command` (listening on `port`, serving `model`), once it answers
+    /health; stopped (SIGTERM, then SIGKILL) at the end."""
     with log.open("wb") as out:
-        process = subprocess.Popen(real_vllm.command(model_dir, port), env=real_vllm.environment(), stdout=out,
+        process = subprocess.Popen(command, env=real_vllm.environment(), stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-    server = RealVllm(port, str(model_dir), process, log)
+    server = RealVllm(port, model, process, log)
     started = time.monotonic()
     try:
         _wait_healthy(server, started + real_vllm.START_TIMEOUT_S)

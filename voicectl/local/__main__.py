@@ -4,10 +4,10 @@ as deployed:
     fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
     Sonic stand-in (127.0.0.1:8090)                                          <- front door
 
-``--vllm real`` (``make local VLLM=real``, after ``make test-vllm`` built ``.venv-vllm``) puts
-vLLM's real realtime server (its CPU build) in the fake's place, serving a tiny random-weight
-Voxtral Realtime checkpoint it writes into the state directory: real vLLM events through the whole
-path, on a machine without a GPU (it starts in 1-3 minutes).
+``--vllm real`` (``make local VLLM=real``, which first builds ``.venv-vllm`` with ``make
+vllm-deps``) puts vLLM's real realtime server (its CPU build) in the fake's place, serving a tiny
+random-weight Voxtral Realtime checkpoint it writes into the state directory: real vLLM events
+through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
 
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they
 need, and stops everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to
@@ -46,6 +46,12 @@ STOP_TIMEOUT_S = 5.0
 SAMPLE = "tests/clients/data/speech_22k_stereo.wav"
 """A short committed recording to try ``transcribe`` with."""
 
+LOCAL_VOICE = "local-voice"
+"""The voice id of the printed ``speak`` and ``mic`` commands: the Sonic stand-in takes any id."""
+
+SPOKEN_FILE = "hello.wav"
+"""What the printed ``speak`` command writes, in the state directory (never in the checkout)."""
+
 
 @dataclass
 class Part:
@@ -68,9 +74,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runtime-port", type=int, default=8443, help="front door port (default: 8443)")
     parser.add_argument("--bridge-port", type=int, default=8080, help="bridge port (default: 8080)")
     parser.add_argument("--vllm", choices=("fake", "real"), default="fake",
-                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm (make test-vllm "
-                             "builds it)")
+                        help="the fake vLLM (default) or vLLM's real server from .venv-vllm "
+                             "(make vllm-deps builds it)")
     parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
+    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
+                        help="with --vllm real: the transcription delay vLLM serves (a multiple "
+                             "of 80 from 80 to 1200, or 2400; default: the checkpoint's, 480), as "
+                             "voxtral.transcription_delay_ms sets it in the image")
     parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
     parser.add_argument("--agent", action="store_true",
                         help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
@@ -81,9 +91,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
                         help="one more name the front door's certificate covers, e.g. "
                              "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
-    parser.add_argument("--state-dir", metavar="DIR", help="logs, CA certificate and env.sh (default: a new "
-                                                           "temporary directory)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="logs, CA certificate, env.sh and what the printed commands write "
+                             "(default: a new temporary directory)")
     return parser.parse_args(argv)
+
+
+def delay_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--transcription-delay-ms`` cannot be used as given (None: it can, or is not given)."""
+    from config.models import VOXTRAL_TRANSCRIPTION_DELAYS_MS
+
+    delay = args.transcription_delay_ms
+    if delay is None:
+        return None
+    if args.vllm != "real":
+        return (f"--transcription-delay-ms {delay} needs --vllm real (make local VLLM=real): "
+                "the fake vLLM scripts its deltas (the first after 0.6 s of audio whatever the "
+                "delay); the delay is a setting of the real server's tokenizer")
+    if delay not in VOXTRAL_TRANSCRIPTION_DELAYS_MS:
+        return (f"--transcription-delay-ms {delay}: must be a multiple of 80 from 80 to 1200, or "
+                "2400 (ms: the delays the Voxtral Realtime model card allows)")
+    return None
 
 
 def port_free(port: int) -> bool:
@@ -160,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m voicectl.local: no bridge at {container}/bridge: run it from the "
               "repository checkout (make local)", file=sys.stderr)
         return 2
+    if (problem := delay_problem(args)) is not None:
+        print(f"python -m voicectl.local: {problem}", file=sys.stderr)
+        return 2
     if args.vllm == "real" and (reason := real_vllm.missing_reason()):
         print(f"python -m voicectl.local: {reason}", file=sys.stderr)
         return 2
@@ -184,8 +215,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.vllm == "real":
         print("python -m voicectl.local: writing the tiny Voxtral Realtime checkpoint for vLLM", file=sys.stderr)
         model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
-        vllm = Part("vLLM", args.vllm_port, real_vllm.command(model_dir, args.vllm_port), REPOSITORY,
-                    real_vllm.environment(base_env), ready_path="/health", ready_timeout_s=real_vllm.START_TIMEOUT_S)
+        # The bridge's session limit, as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a
+        # generation that outgrows vLLM's max_model_len while audio streams in kills its engine.
+        bridge_env["MAX_MODEL_LEN"] = str(real_vllm.MAX_MODEL_LEN)
+        tokenizer, delay = None, args.transcription_delay_ms
+        if delay is not None:
+            # As the image's entrypoint does: vLLM reads the delay from tekken.json, so it gets a
+            # patched copy, and the bridge counts the delay's tokens in its session limit.
+            tokenizer = real_vllm.write_tokenizer(model_dir, delay, state / f"tokenizer-{delay}ms")
+            bridge_env["TRANSCRIPTION_DELAY_MS"] = str(delay)
+        command = real_vllm.command(model_dir, args.vllm_port, tokenizer=tokenizer)
+        vllm = Part("vLLM", args.vllm_port, command, REPOSITORY, real_vllm.environment(base_env),
+                    ready_path="/health", ready_timeout_s=real_vllm.START_TIMEOUT_S)
     else:
         vllm = Part("fake vLLM", args.vllm_port, [python, "-m", "voicectl.local.fake_vllm", "--port",
                                                   str(args.vllm_port), "--generate"], REPOSITORY, base_env)
@@ -280,6 +321,7 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         voicectl_path = voicectl_path.relative_to(REPOSITORY)
     voicectl = shlex.quote(str(voicectl_path))
     env_file = shlex.quote(str(state / "env.sh"))
+    spoken = shlex.quote(str(state / SPOKEN_FILE))
     lines = ["", "The whole path runs on this machine:"]
     for part in parts:
         lines.append(f"  {part.name:<15} 127.0.0.1:{part.port:<6} (log: {part.log})")
@@ -287,7 +329,8 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         f"  The front door is https://localhost:{args.runtime_port}: SageMaker runtime with "
         "SigV4, HTTP/2 and event streams.",
         ("  vLLM's real server (CPU build) serves a tiny random-weight checkpoint: real "
-         "events, letters for text; "
+         "events, letters for text, a transcription delay of "
+         f"{delay_text(args.transcription_delay_ms)}; "
          if args.vllm == "real" else
          "  The fake vLLM answers 80 ms of audio with a scripted word, as vLLM times its "
          "deltas (it recognises nothing); ") + "the Sonic stand-in speaks a tone.",
@@ -295,9 +338,10 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
         "Try, in another terminal from the repository root:",
         f"  source {env_file}",
         f"  {voicectl} transcribe {SAMPLE} --endpoint voxtral-realtime",
-        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice local-voice "
-        "--out hello.wav",
-        f"  {voicectl} mic --endpoint voxtral-realtime    # needs: make mic-deps",
+        f"  {voicectl} speak \"Hello from SageMaker.\" --endpoint sonic-tts --voice {LOCAL_VOICE} "
+        f"--out {spoken}",
+        f"  {voicectl} mic --endpoint voxtral-realtime --sonic-endpoint sonic-tts "
+        f"--voice {LOCAL_VOICE}    # needs: make mic-deps",
         "",
     ]
     if args.agent:
@@ -306,6 +350,15 @@ def print_banner(parts: list[Part], state: Path, args: argparse.Namespace) -> No
     lines += other_clients_lines(state / "ca.pem", args.names)
     lines += ["", "Ctrl-C stops everything."]
     print("\n".join(lines), flush=True)
+
+
+def delay_text(delay_ms: int | None) -> str:
+    """The transcription delay the real server runs at, for the banner."""
+    from config.models import VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS
+
+    if delay_ms is None:
+        return f"{VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS} ms (the checkpoint's)"
+    return f"{delay_ms} ms (--transcription-delay-ms)"
 
 
 def other_clients_lines(ca_file: Path, names: list[str]) -> list[str]:

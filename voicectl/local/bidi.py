@@ -176,6 +176,7 @@ class BidirectionalStream:
         self._request_ended = False  # the caller ended its half of the HTTP/2 stream (or went away)
         self._fragments: asyncio.Queue[tuple[bytes, bool]] | None = None
         self._fragmented_send: asyncio.Task[None] | None = None
+        self.outcome: str | None = None  # how the stream ended when not cleanly, for the access log
 
     async def run(self) -> None:
         """Relay both ways until the stream ends, then end the response (with a ``ModelStreamError``
@@ -191,6 +192,7 @@ class BidirectionalStream:
             if inbound.done():
                 error = inbound.exception()
                 if isinstance(error, ClientGone):
+                    self.outcome = "the caller went away"
                     await self._close_container(1001, "the caller went away")
                     return
                 if isinstance(error, ConnectionClosed):
@@ -201,6 +203,7 @@ class BidirectionalStream:
                     code, message = ((error.code, str(error)) if isinstance(error, SignatureError | BadRequestStream)
                                      else ("InternalFailure", f"the request stream failed: {error!r}"))
                     trailer = error_event(code, message)
+                    self.outcome = f"error {code}"
                     await self._close_container(1008, message[:100])
                 else:
                     # The end of the request stream: the close handshake has started; relay what the
@@ -219,6 +222,7 @@ class BidirectionalStream:
             if trailer is None and self._failure is not None:
                 error_code, message = self._failure
                 trailer = exception_event("ModelStreamError", message, error_code)
+                self.outcome = f"ModelStreamError {error_code}"
             logger.debug("stream ends: inbound %s, outbound %s, keepalive %s, failure %s, request ended %s",
                          _state(inbound), _state(outbound), _state(keepalive), self._failure, self._request_ended)
             if trailer is not None:

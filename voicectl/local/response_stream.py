@@ -46,9 +46,13 @@ MAX_ERROR_BODY_BYTES = 4096
 
 async def relay_response_stream(*, session: Any, container: str, body: bytes, headers: dict[str, str], send: Send,
                                 region: str, endpoint: str, variant: str, request_id: str,
-                                receive: Receive | None = None) -> None:
+                                receive: Receive | None = None) -> str | None:
     """Call the container and stream its answer to the caller as event stream ``PayloadPart``
     events.
+
+    Returns:
+        None when the whole answer was relayed, else how the call ended (for the access log):
+        the caller went away, or ``ModelStreamError StreamBroken``.
 
     Args:
         session: an ``aiohttp.ClientSession``.
@@ -101,19 +105,24 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
             await asyncio.gather(relay, *([watch] if watch is not None else []), return_exceptions=True)
         if not relay.cancelled() and relay.exception() is not None:
             raise relay.exception()  # type: ignore[misc]
+        return "the caller went away" if relay.cancelled() else relay.result()
 
 
-async def _relay(response: Any, send: Send) -> None:
+async def _relay(response: Any, send: Send) -> str | None:
+    """Relay the container's answer; return None, or ``ModelStreamError StreamBroken`` when its
+    connection broke."""
     import aiohttp
 
-    trailer = b""
+    trailer, outcome = b"", None
     try:
         async for data in response.content.iter_any():
             await send({"type": "http.response.body", "body": payload_part(data), "more_body": True})
     except (aiohttp.ClientError, TimeoutError) as error:
         trailer = exception_event("ModelStreamError", f"The connection to the model container broke while it "
                                   f"was streaming its response ({type(error).__name__}).", "StreamBroken")
+        outcome = "ModelStreamError StreamBroken"
     await send({"type": "http.response.body", "body": trailer, "more_body": False})
+    return outcome
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -25,8 +25,10 @@ at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,6 +58,10 @@ from voicectl.local.sigv4 import (
 
 logger = logging.getLogger(__name__)
 
+ACCESS_LOGGER = "voicectl.local.access"
+access_logger = logging.getLogger(ACCESS_LOGGER)
+"""One INFO line per call (:meth:`CallRecord.line`); ``voicectl local-runtime`` prints it."""
+
 DEFAULT_PORT = 8443
 """SageMaker serves bidirectional streams on 8443; locally one port serves both operations."""
 
@@ -80,10 +86,54 @@ QUERY_STRING_MAX = 2048
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
                     r"invocations-response-stream)$")
 _BIDIRECTIONAL = "invocations-bidirectional-stream"
+_OPERATIONS = {_BIDIRECTIONAL: "InvokeEndpointWithBidirectionalStream",
+               "invocations-response-stream": "InvokeEndpointWithResponseStream"}
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+MAX_LOGGED_TEXT = 100
+"""Characters of a caller's path or endpoint name written into an access line."""
+
+
+def _printable(text: str) -> str:
+    """``text`` as one short line: control and non-ASCII characters escaped, cut at
+    :data:`MAX_LOGGED_TEXT`."""
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    escaped = "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in escaped)
+    return escaped if len(escaped) <= MAX_LOGGED_TEXT else escaped[:MAX_LOGGED_TEXT] + "..."
+
+
+@dataclass
+class CallRecord:
+    """One call as its access line tells it: operation, endpoint and variant, status, how it
+    ended."""
+
+    operation: str
+    endpoint: str | None = None
+    variant: str | None = None
+    status: int | None = None
+    outcome: str | None = None  # the error's code, or how a stream ended when not cleanly
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @classmethod
+    def of(cls, scope: Scope) -> CallRecord:
+        route = _ROUTE.match(scope["path"])
+        if route is None or scope["method"] != "POST":
+            return cls(operation=f"{_printable(scope['method'])} {_printable(scope['path'])}")
+        return cls(operation=_OPERATIONS[route["operation"]], endpoint=_printable(route["name"]))
+
+    def line(self, duration_s: float, client: tuple[str, int] | None) -> str:
+        """E.g. ``InvokeEndpointWithBidirectionalStream voxtral-realtime/AllTraffic 200 3.214 s from
+        127.0.0.1:50312 request 1b4e... (ModelStreamError 1011)``."""
+        target = f"{self.endpoint}/{self.variant or '-'}" if self.endpoint else "-"
+        caller = f"{client[0]}:{client[1]}" if client else "-"
+        status = "-" if self.status is None else self.status
+        text = (f"{self.operation} {target} {status} {duration_s:.3f} s from {caller} "
+                f"request {self.request_id}")
+        return text + (f" ({self.outcome})" if self.outcome else "")
 
 
 @dataclass(frozen=True)
@@ -225,13 +275,27 @@ class LocalRuntime:
                                f" (its variants: {have}).", bidirectional=bidirectional)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request_id = str(uuid.uuid4())
+        call = CallRecord.of(scope)
+        began = time.monotonic()
+        try:
+            await self._answer(scope, receive, send, call)
+        except asyncio.CancelledError:
+            call.outcome = call.outcome or "cancelled"
+            raise
+        except Exception as error:
+            call.outcome = f"failed: {error!r}"[:MAX_LOGGED_TEXT]
+            raise
+        finally:
+            access_logger.info("%s", call.line(time.monotonic() - began, scope.get("client")))
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
         started = False
         body_read = False
 
         async def send_tracked(message: dict[str, Any]) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started, call.status = True, message["status"]
             await send(message)
 
         async def receive_tracked() -> dict[str, Any]:
@@ -241,13 +305,14 @@ class LocalRuntime:
             return message
 
         try:
-            await self._dispatch(scope, receive_tracked, send_tracked, request_id)
+            await self._dispatch(scope, receive_tracked, send_tracked, call)
             return
         except SignatureError as signature_error:
             error = ServiceError(signature_error.status, signature_error.code, str(signature_error),
                                  message_key="message")
         except ServiceError as service_error:
             error = service_error
+        call.outcome = error.code
         if started:  # cannot happen: the relays raise only before they answer
             logger.warning("error after the response started: %s", error)
             return
@@ -261,9 +326,9 @@ class LocalRuntime:
             drained = 0
             while not body_read and drained <= MAX_DRAINED_BODY_BYTES:
                 drained += len((await receive_tracked()).get("body", b""))
-        await _respond(send, error)
+        await _respond(send_tracked, error)
 
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
         route = _ROUTE.match(scope["path"])
         if route is None or scope["method"] != "POST":
             raise ServiceError(404, "UnknownOperationException", f"{scope['method']} {scope['path']} is not an "
@@ -280,17 +345,22 @@ class LocalRuntime:
                                 credentials=self.credentials, region=self.region)
         endpoint = self.endpoint(route["name"], lower.get("x-amzn-sagemaker-target-variant"),
                                  bidirectional=bidirectional)
+        call.variant = endpoint.variant
         if bidirectional:
             chain = EventSignatureChain(signed, self.credentials, self.region)
-            await self._bidirectional(endpoint, lower, receive, send, chain, request_id)
+            call.outcome = await self._bidirectional(endpoint, lower, receive, send, chain,
+                                                     call.request_id)
         else:
             assert body is not None
-            await relay_response_stream(session=await self._http_session(), container=endpoint.http_base, body=body,
-                                        headers=lower, send=send, region=self.region, endpoint=endpoint.name,
-                                        variant=endpoint.variant, request_id=request_id, receive=receive)
+            call.outcome = await relay_response_stream(
+                session=await self._http_session(), container=endpoint.http_base, body=body,
+                headers=lower, send=send, region=self.region, endpoint=endpoint.name,
+                variant=endpoint.variant, request_id=call.request_id, receive=receive)
 
     async def _bidirectional(self, endpoint: LocalEndpoint, headers: dict[str, str], receive: Receive, send: Send,
-                             chain: EventSignatureChain, request_id: str) -> None:
+                             chain: EventSignatureChain, request_id: str) -> str | None:
+        """Open the container's WebSocket, answer 200 and relay until the stream ends; return how
+        it ended when not cleanly (:attr:`BidirectionalStream.outcome`)."""
         if not endpoint.bidirectional:
             raise validation_error(
                 f"Endpoint {endpoint.name} of account {ACCOUNT_ID} does not support "
@@ -319,7 +389,9 @@ class LocalRuntime:
         except BaseException:
             await websocket.close(1001)
             raise
-        await BidirectionalStream(websocket, receive, send, chain, self.settings).run()
+        stream = BidirectionalStream(websocket, receive, send, chain, self.settings)
+        await stream.run()
+        return stream.outcome
 
     async def _http_session(self) -> Any:
         import aiohttp

@@ -28,9 +28,12 @@ def readme_examples() -> list[str]:
 
 def run_example(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # The examples use paths of the checkout (tests/clients/data/...): run them from a directory
-    # that has them, so that what they write (hello.wav) lands in the test's own directory.
+    # that has them, with a temporary directory of the test's own (TMPDIR), where what they write
+    # (hello.wav) must land.
     (cwd / "tests").symlink_to(ROOT / "tests")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "container")])}
+    (cwd / "tmp").mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "container")]),
+           "TMPDIR": str(cwd / "tmp")}
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -61,7 +64,8 @@ def test_the_sonic_example_writes_the_speech_to_a_wav_file(client_env: Stack, mo
     _, sonic = readme_examples()
     done = run_example(sonic, tmp_path)
     assert done.returncode == 0, done.stderr
-    with wave.open(str(tmp_path / "hello.wav")) as audio:
+    assert not (tmp_path / "hello.wav").exists()  # not where it ran (the checkout, for a reader)
+    with wave.open(str(tmp_path / "tmp" / "hello.wav")) as audio:
         rate, frames, width = audio.getframerate(), audio.getnframes(), audio.getsampwidth()
     assert (rate, width) == (44100, 2) and frames > 0
     assert done.stdout.strip() == f"{frames / rate:.2f} s of audio at 44100 Hz"

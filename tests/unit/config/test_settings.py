@@ -373,6 +373,68 @@ def test_an_unknown_kv_cache_dtype_is_named():
     assert problems_for(voxtral__kv_cache_dtype="int8") == ["voxtral.kv_cache_dtype='int8': must be one of auto, fp8"]
 
 
+# --- voxtral.transcription_delay_ms ---------------------------------------------------------------
+
+
+DELAY_RULE = ("must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
+              "Realtime model card allows, 480 recommended), or null for the checkpoint's own")
+
+
+@pytest.mark.parametrize("value, expected", [("80", 80), ("160", 160), ("480", 480), ("1200", 1200),
+                                             ("null", None), ("", None)])
+def test_the_model_cards_transcription_delays_are_accepted(value, expected):
+    context = {**cdk_json_context(), "voxtral.transcription_delay_ms": value}
+    assert load_settings(context).voxtral.transcription_delay_ms == expected
+
+
+def test_the_longest_delay_is_accepted_with_an_alarm_threshold_above_its_first_delta():
+    settings = load_settings({**cdk_json_context(), "voxtral.transcription_delay_ms": 2400,
+                              "voxtral.alarm_time_to_first_delta_p90_ms": "3000"})
+    assert settings.voxtral.transcription_delay_ms == 2400
+
+
+@pytest.mark.parametrize("value", ["100", "0", "-80", "1280", "2000", "4800"])
+def test_a_delay_the_model_card_does_not_allow_is_refused_with_what_is_allowed(value):
+    assert problems_for(voxtral__transcription_delay_ms=value) == [
+        f"voxtral.transcription_delay_ms={value}: {DELAY_RULE}"]
+
+
+def test_a_delay_that_is_not_a_whole_number_is_named():
+    assert problems_for(voxtral__transcription_delay_ms="480ms") == [
+        "voxtral.transcription_delay_ms='480ms': must be a whole number"]
+
+
+def test_a_delay_whose_first_delta_comes_after_the_alarm_threshold_is_refused():
+    """vLLM's first delta waits for the delay, one token and the 2.5 ms look-ahead of audio
+    (2482.5 ms at 2400 ms): the default TimeToFirstDelta p90 threshold, 2000 ms, would fire on
+    every stream."""
+    assert problems_for(voxtral__transcription_delay_ms="2400") == [
+        "voxtral.alarm_time_to_first_delta_p90_ms=2000.0 with voxtral.transcription_delay_ms=2400: "
+        "vLLM sends a stream's first delta only after 2482.5 ms of audio (the delay, one 80 ms "
+        "token and the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
+        "threshold above 2482.5 ms, leaving room for the prefill and the callers' chunks, or "
+        "choose a shorter delay"]
+    (at_the_floor,) = problems_for(voxtral__transcription_delay_ms="1200",
+                                   voxtral__alarm_time_to_first_delta_p90_ms="1282.5")
+    assert at_the_floor.startswith("voxtral.alarm_time_to_first_delta_p90_ms=1282.5 with "
+                                   "voxtral.transcription_delay_ms=1200:")
+    load_settings({**cdk_json_context(), "voxtral.transcription_delay_ms": "1200",
+                   "voxtral.alarm_time_to_first_delta_p90_ms": "1283"})
+
+
+def test_the_delay_reaches_the_bridge_on_both_targets_only_when_set():
+    from stacks.composition import container_environment
+
+    context = cdk_json_context()
+    for target in ("sagemaker", "ecs"):
+        unset = load_settings({**context, "voxtral.target": target}).voxtral
+        assert "TRANSCRIPTION_DELAY_MS" not in container_environment(unset)
+        delayed = load_settings({**context, "voxtral.target": target,
+                                 "voxtral.transcription_delay_ms": "160"})
+        assert container_environment(delayed.voxtral)["TRANSCRIPTION_DELAY_MS"] == "160"
+    assert context["voxtral.transcription_delay_ms"] is None  # cdk.json: the checkpoint's own
+
+
 def test_loading_the_default_settings_starts_no_cdk():
     """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false
     (the default) that must not import aws_cdk, which starts jsii's node process (seconds per
