@@ -116,7 +116,8 @@ class BridgeMetrics:
         logger.set_dimensions(self.dimensions, use_default=False)
         logger.put_metric("ActiveStreams", self.max_active, "Count")
         if self.stream_cap:
-            logger.put_metric("StreamCapUsed", round(100 * self.max_active / self.stream_cap, 1), "Percent")
+            cap_used = round(100 * self.max_active / self.stream_cap, 1)
+            logger.put_metric("StreamCapUsed", cap_used, "Percent")
         logger.put_metric("StreamsStarted", self.started, "Count")
         logger.put_metric("StreamsRejected", self.rejected, "Count")
         logger.put_metric("UpstreamErrors", self.upstream_errors, "Count")
