@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from stacks import VoiceApp
 
 
-def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, Settings, VoiceApp]:
+def create_app(
+    context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> tuple[App, Settings, VoiceApp]:
     """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``),
     the enabled stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev
     5 with network.mode=vpc (validation plugins: unacknowledged findings fail the synth).

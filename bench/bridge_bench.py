@@ -162,8 +162,15 @@ def _frames(model: str) -> tuple[str, str, str]:
 
 async def _open(url: str, model: str, headers: dict[str, str] | None = None):
     update, commit, _ = _frames(model)
-    ws = await connect(url, compression=None, ping_interval=None, proxy=None, max_size=None, open_timeout=10,
-                       additional_headers=headers)
+    ws = await connect(
+        url,
+        compression=None,
+        ping_interval=None,
+        proxy=None,
+        max_size=None,
+        open_timeout=10,
+        additional_headers=headers,
+    )
     created = json.loads(await ws.recv())
     assert created["type"] == "session.created", created
     await ws.send(update)
@@ -171,8 +178,15 @@ async def _open(url: str, model: str, headers: dict[str, str] | None = None):
     return ws
 
 
-async def paced_stream(url: str, model: str, start_at: float, stop_at: float, rec: Recording, offset: float,
-                       headers: dict[str, str] | None = None) -> None:
+async def paced_stream(
+    url: str,
+    model: str,
+    start_at: float,
+    stop_at: float,
+    rec: Recording,
+    offset: float,
+    headers: dict[str, str] | None = None,
+) -> None:
     """One stream: connect at `start_at`, an append every 128 ms until `stop_at`, in one generation.
 
     Each delta is matched to the append whose audio released it (`answered_append`, counting the
@@ -194,7 +208,9 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
     sent_at: list[float] = []  # send time of each append of the generation, in order
 
     async def read() -> None:
-        deltas = answered = 0  # the generation's deltas so far; the append (1-based) the last of them answered
+        deltas = answered = (
+            0  # the generation's deltas so far; the append (1-based) the last of them answered
+        )
         with contextlib.suppress(Exception):
             async for message in ws:
                 now = clock()
@@ -233,12 +249,21 @@ async def paced_stream(url: str, model: str, start_at: float, stop_at: float, re
             await reader
 
 
-async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds: float, pid: int | None,
-                      headers: dict[str, str] | None = None) -> dict[str, float]:
+async def paced_phase(
+    url: str,
+    model: str,
+    streams: int,
+    ramp_s: float,
+    seconds: float,
+    pid: int | None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, float]:
     """Run N paced streams; return figures (ms, frames/s, CPU ms per 1000 frames, KiB per
     stream)."""
     clock = time.perf_counter
-    warm = await _open(url, model, headers)  # first connection of the phase pays one-off costs: keep it out
+    warm = await _open(
+        url, model, headers
+    )  # first connection of the phase pays one-off costs: keep it out
     await warm.close()
     begin = clock() + 0.2
     window = (begin + ramp_s + 0.5, begin + ramp_s + seconds)
@@ -246,8 +271,15 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
     rss_before = rss_bytes(pid) if pid else 0
     tasks = [
         asyncio.create_task(
-            paced_stream(url, model, begin + ramp_s * i / streams, window[1] + 0.1, rec, APPEND_PERIOD_S * ((i * 7919) % streams) / streams,
-                         headers)
+            paced_stream(
+                url,
+                model,
+                begin + ramp_s * i / streams,
+                window[1] + 0.1,
+                rec,
+                APPEND_PERIOD_S * ((i * 7919) % streams) / streams,
+                headers,
+            )
         )
         for i in range(streams)
     ]
@@ -276,13 +308,22 @@ async def paced_phase(url: str, model: str, streams: int, ramp_s: float, seconds
         "errors": rec.errors,
     }
     if pid:
-        figures["cpu_ms_per_1000_frames"] = (cpu["end"] - cpu["start"]) * 1000 / max(rec.frames, 1) * 1000
+        figures["cpu_ms_per_1000_frames"] = (
+            (cpu["end"] - cpu["start"]) * 1000 / max(rec.frames, 1) * 1000
+        )
         figures["rss_kib_per_stream"] = (rss_open - rss_before) / 1024 / streams
     return figures
 
 
-async def unpaced_phase(url: str, model: str, streams: int, inflight: int, seconds: float, ramp_s: float,
-                        headers: dict[str, str] | None = None) -> tuple[float, float, int]:
+async def unpaced_phase(
+    url: str,
+    model: str,
+    streams: int,
+    inflight: int,
+    seconds: float,
+    ramp_s: float,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, float, int]:
     """N streams (started over `ramp_s`) each keeping `inflight` appends outstanding, in generations
     of GENERATION_APPENDS; frames per second (appends sent + messages received) and appends per
     second in the window after every stream has started, and how many streams failed to open or were
@@ -341,13 +382,16 @@ async def unpaced_phase(url: str, model: str, streams: int, inflight: int, secon
         reader = asyncio.create_task(read())
         try:
             while clock() < window[1]:
-                if appends == GENERATION_APPENDS:  # vLLM drops audio sent between a final commit and its done
+                if (
+                    appends == GENERATION_APPENDS
+                ):  # vLLM drops audio sent between a final commit and its done
                     done = False
                     await ws.send(final)
                     if not await until(lambda: done):  # noqa: B023 (read() updates it meanwhile)
                         break
                     appends = deltas = 0
                     await ws.send(commit)
+
                 # B023 is expected: read() updates appends and deltas while until() polls the
                 # condition.
                 def in_room() -> bool:
@@ -363,7 +407,9 @@ async def unpaced_phase(url: str, model: str, streams: int, inflight: int, secon
         except ConnectionClosed:
             pass
         finally:
-            if clock() < window[1]:  # the loop left before the window closed: the server ended the stream
+            if (
+                clock() < window[1]
+            ):  # the loop left before the window closed: the server ended the stream
                 ended += 1
             await ws.close()
             reader.cancel()
@@ -388,20 +434,36 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     raise RuntimeError(f"port {port} did not answer 200 on {path} within {timeout_s} s")
 
 
-def _start(bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
+def _start(
+    bridge_dir: Path, vllm_args: list[str], extra_env: dict[str, str]
+) -> tuple[subprocess.Popen, subprocess.Popen, int, int]:
     """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir`; return (fake, bridge,
     vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    fake = subprocess.Popen([sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     bridge_env = {
-        **os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port), "VLLM_PORT": str(vllm_port),
-        "MAX_STREAMS": "1000", "SERVED_MODEL_NAME": model, "IDLE_TIMEOUT_S": "60", "METRICS_INTERVAL_S": "3600",
-        "LOG_LEVEL": "WARNING", "SM_VLLM_MAX_MODEL_LEN": "32768", **extra_env,
+        **os.environ,
+        "BRIDGE_HOST": "127.0.0.1",
+        "BRIDGE_PORT": str(bridge_port),
+        "VLLM_PORT": str(vllm_port),
+        "MAX_STREAMS": "1000",
+        "SERVED_MODEL_NAME": model,
+        "IDLE_TIMEOUT_S": "60",
+        "METRICS_INTERVAL_S": "3600",
+        "LOG_LEVEL": "WARNING",
+        "SM_VLLM_MAX_MODEL_LEN": "32768",
+        **extra_env,
     }
-    bridge = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL)
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "bridge"], cwd=bridge_dir, env=bridge_env, stdout=subprocess.DEVNULL
+    )
     return fake, bridge, vllm_port, bridge_port
 
 
@@ -447,12 +509,23 @@ print(slowest)
 async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -> dict[str, float]:
     """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left
     after, /ping max ms."""
-    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--hang-after-commit"], {
-        "UPSTREAM_STALL_S": "600", "IDLE_TIMEOUT_S": "600", "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000",
-        **token_env(token)})
+    fake, bridge, vllm_port, bridge_port = _start(
+        bridge_dir,
+        ["--hang-after-commit"],
+        {
+            "UPSTREAM_STALL_S": "600",
+            "IDLE_TIMEOUT_S": "600",
+            "AUDIO_RATE_LIMIT": "1000000",
+            "AUDIO_BURST_S": "1000000",
+            **token_env(token),
+        },
+    )
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
     pcm = bytes(3 * 1024 * 1024 - 96)  # base64 in the canonical layout: just under 4 MiB
-    big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}, separators=(",", ":"))
+    big = json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()},
+        separators=(",", ":"),
+    )
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
@@ -477,15 +550,20 @@ async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -
         left = rss_bytes(bridge.pid) - baseline
     finally:
         _stop(bridge, fake)
-    return {"held_mib_per_stream": held / 2**20 / streams, "left_mib_after_close": left / 2**20,
-            "held_ping_max_ms": slowest * 1000, "quiet_ping_max_ms": quiet * 1000}
+    return {
+        "held_mib_per_stream": held / 2**20 / streams,
+        "left_mib_after_close": left / 2**20,
+        "held_ping_max_ms": slowest * 1000,
+        "quiet_ping_max_ms": quiet * 1000,
+    }
 
 
 async def _slowest_ping(port: int, seconds: float) -> float:
     """The slowest of GET /ping every 50 ms for `seconds`, seconds, asked from a process of its own
     (this one may be busy masking 4 MiB frames)."""
-    pinger = await asyncio.create_subprocess_exec(sys.executable, "-c", _PINGER, str(port), str(seconds),
-                                                  stdout=subprocess.PIPE)
+    pinger = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _PINGER, str(port), str(seconds), stdout=subprocess.PIPE
+    )
     return float((await pinger.communicate())[0] or "nan")
 
 
@@ -493,8 +571,11 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
     """One run for N streams: fresh fake vLLM and bridge (from `bridge_dir`) processes; paced and
     unpaced, direct and bridged (and held, with `--held`)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
-    fake, bridge, vllm_port, bridge_port = _start(bridge_dir, ["--delta-per-append"], {
-        "AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000", **token_env(args.token)})
+    fake, bridge, vllm_port, bridge_port = _start(
+        bridge_dir,
+        ["--delta-per-append"],
+        {"AUDIO_RATE_LIMIT": "1000000", "AUDIO_BURST_S": "1000000", **token_env(args.token)},
+    )
     headers = auth_headers(args.token)
     try:
         await wait_ready(vllm_port, "/health")
@@ -502,11 +583,15 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         direct_url = f"ws://127.0.0.1:{vllm_port}/v1/realtime"
         bridged_url = f"ws://127.0.0.1:{bridge_port}/invocations-bidirectional-stream"
         direct = await paced_phase(direct_url, model, streams, args.ramp, args.seconds, None)
-        bridged = await paced_phase(bridged_url, model, streams, args.ramp, args.seconds, bridge.pid, headers)
-        unpaced_direct, _, direct_ended = await unpaced_phase(direct_url, model, streams, args.inflight,
-                                                              args.unpaced_seconds, args.ramp)
-        unpaced_bridged, bridged_appends, bridged_ended = await unpaced_phase(bridged_url, model, streams, args.inflight,
-                                                                              args.unpaced_seconds, args.ramp, headers)
+        bridged = await paced_phase(
+            bridged_url, model, streams, args.ramp, args.seconds, bridge.pid, headers
+        )
+        unpaced_direct, _, direct_ended = await unpaced_phase(
+            direct_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp
+        )
+        unpaced_bridged, bridged_appends, bridged_ended = await unpaced_phase(
+            bridged_url, model, streams, args.inflight, args.unpaced_seconds, args.ramp, headers
+        )
     finally:
         _stop(bridge, fake)
     held = await held_phase(args.held, bridge_dir, args.token) if args.held else {}
@@ -525,7 +610,8 @@ async def one_run(streams: int, args: argparse.Namespace, bridge_dir: Path) -> d
         "unpaced_bridged_fps": unpaced_bridged,
         # Each append carries 128 ms of audio.
         "unpaced_x_real_time": bridged_appends / streams * APPEND_PERIOD_S,
-        "unpaced_ended": direct_ended + bridged_ended,  # streams not opened or ended early by the server (0 expected)
+        "unpaced_ended": direct_ended
+        + bridged_ended,  # streams not opened or ended early by the server (0 expected)
         "errors": direct["errors"] + bridged["errors"],
         **held,
     }
@@ -554,12 +640,29 @@ def targets(new: dict[str, float], old: dict[str, float] | None) -> list[tuple[s
     if given)."""
     rows = []
     if old is not None:
-        for key, what in (("cpu_ms_per_1000_frames", "CPU per 1000 frames"), ("rss_kib_per_stream", "memory per stream")):
+        for key, what in (
+            ("cpu_ms_per_1000_frames", "CPU per 1000 frames"),
+            ("rss_kib_per_stream", "memory per stream"),
+        ):
             ratio = new[key] / old[key] if old[key] else float("inf")
-            rows.append((f"{what} <= 1.10 x first version", f"{new[key]:.1f} vs {old[key]:.1f} ({ratio:.2f} x)", ratio <= 1.10))
-    rows.append(("added p99 <= 1.5 ms", f"{new['added_p99_ms']:.2f} ms", new["added_p99_ms"] <= 1.5))
+            rows.append(
+                (
+                    f"{what} <= 1.10 x first version",
+                    f"{new[key]:.1f} vs {old[key]:.1f} ({ratio:.2f} x)",
+                    ratio <= 1.10,
+                )
+            )
+    rows.append(
+        ("added p99 <= 1.5 ms", f"{new['added_p99_ms']:.2f} ms", new["added_p99_ms"] <= 1.5)
+    )
     rows.append(("accept p99 < 15 ms", f"{new['accept_p99_ms']:.1f} ms", new["accept_p99_ms"] < 15))
-    rows.append(("unpaced >= 0.5 of direct", f"{new['unpaced_fraction']:.2f}", new["unpaced_fraction"] >= 0.5))
+    rows.append(
+        (
+            "unpaced >= 0.5 of direct",
+            f"{new['unpaced_fraction']:.2f}",
+            new["unpaced_fraction"] >= 0.5,
+        )
+    )
     return rows
 
 
@@ -570,10 +673,14 @@ def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
     for value in values:
         label, sep, directory = value.partition("=")
         if not sep or not label:
-            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, e.g. old=/tmp/bridge-base/container")
+            raise SystemExit(
+                f"--bridge {value!r}: expected LABEL=DIR, e.g. old=/tmp/bridge-base/container"
+            )
         path = Path(directory).resolve()
         if not (path / "bridge" / "__main__.py").is_file():
-            raise SystemExit(f"--bridge {value!r}: {path} holds no bridge package (bridge/__main__.py)")
+            raise SystemExit(
+                f"--bridge {value!r}: {path} holds no bridge package (bridge/__main__.py)"
+            )
         bridges.append((label, path))
     return bridges
 
@@ -581,22 +688,47 @@ def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", default="16,64,200", help="comma-separated stream counts")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per stream count (medians are reported)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="paced measuring window, seconds")
-    parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
-    parser.add_argument("--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds")
-    parser.add_argument("--inflight", type=int, default=2,
-                        help="unpaced: appends outstanding per stream (beyond the audio the model holds before a "
-                             "delta)")
-    parser.add_argument("--held", type=int, default=0, metavar="N",
-                        help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)")
-    parser.add_argument("--bridge", action="append", default=[], metavar="LABEL=DIR",
-                        help="a bridge version to measure: its container/ directory (repeat; default: this "
-                             "checkout's)")
-    parser.add_argument("--token", metavar="TOKEN",
-                        help="run every bridge with BRIDGE_TOKEN=TOKEN and send Authorization: Bearer TOKEN on "
-                             "each bridged upgrade (a version without the check ignores both), so the check is "
-                             "measured")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per stream count (medians are reported)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="paced measuring window, seconds"
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=1.0, help="seconds over which the streams start"
+    )
+    parser.add_argument(
+        "--unpaced-seconds", type=float, default=3.0, help="unpaced measuring window, seconds"
+    )
+    parser.add_argument(
+        "--inflight",
+        type=int,
+        default=2,
+        help="unpaced: appends outstanding per stream (beyond the audio the model holds before a "
+        "delta)",
+    )
+    parser.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure N streams of 4 MiB appends held by a stopped vLLM (0: skip)",
+    )
+    parser.add_argument(
+        "--bridge",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="a bridge version to measure: its container/ directory (repeat; default: this "
+        "checkout's)",
+    )
+    parser.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="run every bridge with BRIDGE_TOKEN=TOKEN and send Authorization: Bearer TOKEN on "
+        "each bridged upgrade (a version without the check ignores both), so the check is "
+        "measured",
+    )
     args = parser.parse_args()
     bridges = parse_bridges(args.bridge) or [("this", REPO / "container")]
     try:
@@ -612,17 +744,35 @@ def main() -> None:
             for label, directory in bridges:
                 figures = runner(one_run(streams, args, directory))
                 runs[label].append(figures)
-                print(f"N={streams} {label} run {repeat + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()),
-                      flush=True)
+                print(
+                    f"N={streams} {label} run {repeat + 1}: "
+                    + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()),
+                    flush=True,
+                )
         for label, _ in bridges:
-            table.append((streams, label, {key: statistics.median(run[key] for run in runs[label]) for key in runs[label][0]}))
-    print(f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared; load "
-          f"average {os.getloadavg()[0]:.1f} at the end):")
+            table.append(
+                (
+                    streams,
+                    label,
+                    {
+                        key: statistics.median(run[key] for run in runs[label])
+                        for key in runs[label][0]
+                    },
+                )
+            )
+    print(
+        f"\nMedians of {args.repeats} runs (this machine: {os.cpu_count()} cores, shared; load "
+        f"average {os.getloadavg()[0]:.1f} at the end):"
+    )
     columns = COLUMNS + (HELD_COLUMNS if args.held else [])
     print("| streams | version | " + " | ".join(title for _, title, _ in columns) + " |")
     print("|---" * (len(columns) + 2) + "|")
     for streams, label, medians in table:
-        print(f"| {streams} | {label} | " + " | ".join(fmt.format(medians[key]) for key, _, fmt in columns) + " |")
+        print(
+            f"| {streams} | {label} | "
+            + " | ".join(fmt.format(medians[key]) for key, _, fmt in columns)
+            + " |"
+        )
     if len(bridges) >= 2:
         first, last = bridges[0][0], bridges[-1][0]
         print(f"\nTargets, {last} against {first}:")

@@ -85,21 +85,26 @@ def load_audio(path: Path | None, seconds: float) -> list[bytes]:
         return [pcm] * count
     with wave.open(str(path), "rb") as wav:
         if (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) != (16000, 1, 2):
-            raise ValueError(f"{path}: need 16 kHz mono 16-bit PCM, got {wav.getframerate()} Hz, "
-                             f"{wav.getnchannels()} channel(s), {8 * wav.getsampwidth()}-bit")
+            raise ValueError(
+                f"{path}: need 16 kHz mono 16-bit PCM, got {wav.getframerate()} Hz, "
+                f"{wav.getnchannels()} channel(s), {8 * wav.getsampwidth()}-bit"
+            )
         data = wav.readframes(wav.getnframes())
     data = data * (1 + count * APPEND_BYTES // max(1, len(data)))
-    return [data[i * APPEND_BYTES:(i + 1) * APPEND_BYTES] for i in range(count)]
+    return [data[i * APPEND_BYTES : (i + 1) * APPEND_BYTES] for i in range(count)]
 
 
-async def one_stream(url: str, model: str, appends: list[bytes], start_at: float, done_timeout_s: float) -> StreamResult:
+async def one_stream(
+    url: str, model: str, appends: list[bytes], start_at: float, done_timeout_s: float
+) -> StreamResult:
     """Run one real-time stream; never raises (the error is recorded)."""
     clock = time.perf_counter
     result = StreamResult()
     await asyncio.sleep(max(0.0, start_at - clock()))
     try:
-        async with connect(url, compression=None, ping_interval=None, proxy=None, max_size=None,
-                           open_timeout=10) as ws:
+        async with connect(
+            url, compression=None, ping_interval=None, proxy=None, max_size=None, open_timeout=10
+        ) as ws:
             created = json.loads(await ws.recv())
             if created.get("type") != "session.created":
                 result.error = f"first event {created.get('type')}: {created}"
@@ -114,13 +119,19 @@ async def one_stream(url: str, model: str, appends: list[bytes], start_at: float
                 async for message in ws:
                     event = json.loads(message)
                     kind = event.get("type")
-                    if kind == "transcription.delta" and result.first_delta_s is None and first_sent:
+                    if (
+                        kind == "transcription.delta"
+                        and result.first_delta_s is None
+                        and first_sent
+                    ):
                         result.first_delta_s = clock() - first_sent[0]
                     elif kind == "transcription.done":
                         done.set_result(clock())
                         return
                     elif kind == "error":
-                        done.set_exception(RuntimeError(f"{event.get('code')}: {event.get('error')}"))
+                        done.set_exception(
+                            RuntimeError(f"{event.get('code')}: {event.get('error')}")
+                        )
                         return
                 if not done.done():
                     done.set_exception(RuntimeError(f"closed {ws.close_code} {ws.close_reason}"))
@@ -133,8 +144,14 @@ async def one_stream(url: str, model: str, appends: list[bytes], start_at: float
                 if not first_sent:
                     first_sent.append(now)
                 last_sent[:] = [now]
-                await ws.send(json.dumps({"type": "input_audio_buffer.append",
-                                          "audio": base64.b64encode(pcm).decode()}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(pcm).decode(),
+                        }
+                    )
+                )
                 next_at += APPEND_PERIOD_S
                 if done.done():
                     break
@@ -155,12 +172,19 @@ async def one_stream(url: str, model: str, appends: list[bytes], start_at: float
     return result
 
 
-async def run_level(url: str, model: str, streams: int, appends: list[bytes], ramp_s: float,
-                    done_timeout_s: float) -> list[StreamResult]:
+async def run_level(
+    url: str, model: str, streams: int, appends: list[bytes], ramp_s: float, done_timeout_s: float
+) -> list[StreamResult]:
     """N streams started evenly over `ramp_s` seconds."""
     start = time.perf_counter() + 0.1
-    return list(await asyncio.gather(*(
-        one_stream(url, model, appends, start + ramp_s * i / streams, done_timeout_s) for i in range(streams))))
+    return list(
+        await asyncio.gather(
+            *(
+                one_stream(url, model, appends, start + ramp_s * i / streams, done_timeout_s)
+                for i in range(streams)
+            )
+        )
+    )
 
 
 def summary(streams: int, results: list[StreamResult]) -> str:
@@ -172,9 +196,11 @@ def summary(streams: int, results: list[StreamResult]) -> str:
     def fmt(values: list[float], fraction: float, spec: str) -> str:
         return format(percentile(values, fraction), spec) if values else "n/a"
 
-    line = (f"{streams:>7} | {fmt(first, 0.5, '18.0f')} | {fmt(first, 0.9, '6.0f')} | "
-            f"{fmt(rtf, 0.5, '7.3f')} | {(format(max(rtf), '7.3f') if rtf else 'n/a'):>7} | "
-            f"{fmt(tail, 0.9, '11.0f')} | {len(errors):>6}")
+    line = (
+        f"{streams:>7} | {fmt(first, 0.5, '18.0f')} | {fmt(first, 0.9, '6.0f')} | "
+        f"{fmt(rtf, 0.5, '7.3f')} | {(format(max(rtf), '7.3f') if rtf else 'n/a'):>7} | "
+        f"{fmt(tail, 0.9, '11.0f')} | {len(errors):>6}"
+    )
     if errors:
         line += f"  ({errors[0]})"
     return line
@@ -200,13 +226,34 @@ async def local_bridge(max_streams: int):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # ASYNC220: Popen returns once the process starts; the bench waits for readiness itself.
     fake = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), "--delta-per-append"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    bridge_env = {**os.environ, "BRIDGE_HOST": "127.0.0.1", "BRIDGE_PORT": str(bridge_port),
-                  "VLLM_PORT": str(vllm_port), "MAX_STREAMS": str(max_streams), "SERVED_MODEL_NAME": MODEL,
-                  "METRICS_INTERVAL_S": "3600", "LOG_LEVEL": "WARNING"}
+        [
+            sys.executable,
+            "-m",
+            "voicectl.local.fake_vllm",
+            "--port",
+            str(vllm_port),
+            "--delta-per-append",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    bridge_env = {
+        **os.environ,
+        "BRIDGE_HOST": "127.0.0.1",
+        "BRIDGE_PORT": str(bridge_port),
+        "VLLM_PORT": str(vllm_port),
+        "MAX_STREAMS": str(max_streams),
+        "SERVED_MODEL_NAME": MODEL,
+        "METRICS_INTERVAL_S": "3600",
+        "LOG_LEVEL": "WARNING",
+    }
     bridge = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-m", "bridge"], cwd=REPO / "container", env=bridge_env, stdout=subprocess.DEVNULL)
+        [sys.executable, "-m", "bridge"],
+        cwd=REPO / "container",
+        env=bridge_env,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         await wait_ready(vllm_port, "/health")
         await wait_ready(bridge_port, "/ping")
@@ -223,33 +270,56 @@ async def local_bridge(max_streams: int):
 async def main_async(args: argparse.Namespace) -> None:
     levels = [int(n) for n in args.streams.split(",")]
     appends = load_audio(args.audio, args.seconds)
-    target = (f"against {args.url}" if args.url
-              else "against the fake vLLM behind a local bridge (harness check)")
-    print(f"{len(appends)} appends of 128 ms ({len(appends) * APPEND_PERIOD_S:.1f} s of audio) per "
-          f"stream; {target}")
+    target = (
+        f"against {args.url}"
+        if args.url
+        else "against the fake vLLM behind a local bridge (harness check)"
+    )
+    print(
+        f"{len(appends)} appends of 128 ms ({len(appends) * APPEND_PERIOD_S:.1f} s of audio) per "
+        f"stream; {target}"
+    )
     print(f"transcription delay: {delay_label(args.transcription_delay_ms, bool(args.url))}")
     print(HEADER)
     for streams in levels:
         if args.url:
-            results = await run_level(args.url, args.model, streams, appends, args.ramp, args.done_timeout)
+            results = await run_level(
+                args.url, args.model, streams, appends, args.ramp, args.done_timeout
+            )
         else:
             async with local_bridge(max(levels)) as url:
-                results = await run_level(url, args.model, streams, appends, args.ramp, args.done_timeout)
+                results = await run_level(
+                    url, args.model, streams, appends, args.ramp, args.done_timeout
+                )
         print(summary(streams, results), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", help="the bridge's WebSocket URL (default: start the fake vLLM and a bridge)")
-    parser.add_argument("--audio", type=Path, help="16 kHz mono PCM16 WAV to stream (looped); default a tone")
+    parser.add_argument(
+        "--url", help="the bridge's WebSocket URL (default: start the fake vLLM and a bridge)"
+    )
+    parser.add_argument(
+        "--audio", type=Path, help="16 kHz mono PCM16 WAV to stream (looped); default a tone"
+    )
     parser.add_argument("--streams", default="1,2,4,8", help="comma-separated stream counts")
     parser.add_argument("--seconds", type=float, default=5.0, help="audio seconds per stream")
-    parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the streams start")
-    parser.add_argument("--done-timeout", type=float, default=30.0,
-                        help="seconds to wait for transcription.done after the final commit")
+    parser.add_argument(
+        "--ramp", type=float, default=1.0, help="seconds over which the streams start"
+    )
+    parser.add_argument(
+        "--done-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for transcription.done after the final commit",
+    )
     parser.add_argument("--model", default=MODEL, help="the served model name (session.update)")
-    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
-                        help="the transcription delay the server runs at, for the header")
+    parser.add_argument(
+        "--transcription-delay-ms",
+        type=int,
+        metavar="MS",
+        help="the transcription delay the server runs at, for the header",
+    )
     args = parser.parse_args()
     asyncio.run(main_async(args))
 

@@ -67,14 +67,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "long.flac"
         write_synthetic(path, args.minutes, args.rate, args.channels)
-        print(f"file: {args.minutes:g} min, {args.rate} Hz, {args.channels} channels, FLAC "
-              f"{path.stat().st_size / 1e6:.0f} MB")
+        print(
+            f"file: {args.minutes:g} min, {args.rate} Hz, {args.channels} channels, FLAC "
+            f"{path.stat().st_size / 1e6:.0f} MB"
+        )
         for method in ("streamed", "whole-file"):
-            done = subprocess.run([sys.executable, "-c", MEASURE, str(path), method], capture_output=True, text=True,
-                                  check=True, cwd=Path(__file__).parents[1])
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(path), method],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).parents[1],
+            )
             pcm_bytes, peak_kib = map(int, done.stdout.split())
-            print(f"{method:>10}: peak RSS {peak_kib / 1024:.0f} MiB for {pcm_bytes / 1e6:.0f} MB "
-                  "of PCM16 out")
+            print(
+                f"{method:>10}: peak RSS {peak_kib / 1024:.0f} MiB for {pcm_bytes / 1e6:.0f} MB "
+                "of PCM16 out"
+            )
 
 
 if __name__ == "__main__":

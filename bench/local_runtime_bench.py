@@ -77,22 +77,33 @@ async def main(appends: int, repeats: int) -> None:
     )
 
     vllm = await FakeVllm(generate=True, record_audio=False).start()
-    bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                   metrics_interval_s=3600)).start()
+    bridge = await Bridge(
+        Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0, metrics_interval_s=3600)
+    ).start()
     tls = make_certificate(Path(tempfile.mkdtemp(prefix="local-runtime-bench-")))
-    runtime = LocalRuntime(endpoints=[LocalEndpoint.parse(f"voxtral=ws://127.0.0.1:{bridge.port}")],
-                           credentials=LocalCredentials(KEY_ID, SECRET), region=REGION)
+    runtime = LocalRuntime(
+        endpoints=[LocalEndpoint.parse(f"voxtral=ws://127.0.0.1:{bridge.port}")],
+        credentials=LocalCredentials(KEY_ID, SECRET),
+        region=REGION,
+    )
     sockets = listen_sockets("127.0.0.1", 0)
     url = f"https://localhost:{sockets[0].getsockname()[1]}"
     shutdown = asyncio.Event()
     server = asyncio.ensure_future(serve_asgi(runtime, sockets, shutdown, tls=tls))
     os.environ.update(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET)
-    client = await create_client(REGION, BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
-                                 endpoint_uri=url, ca_bundle=str(tls.ca_file))
+    client = await create_client(
+        REGION,
+        BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
+        endpoint_uri=url,
+        ca_bundle=str(tls.ca_file),
+    )
     paths = {
         "bridge direct (WebSocket)": lambda: WebSocketTransport.connect(
-            f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream"),
-        "front door (SDK, HTTP/2, TLS, SigV4)": lambda: SageMakerStreamTransport.open(client, "voxtral"),
+            f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream"
+        ),
+        "front door (SDK, HTTP/2, TLS, SigV4)": lambda: SageMakerStreamTransport.open(
+            client, "voxtral"
+        ),
     }
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in paths}
     for _ in range(repeats):
@@ -104,7 +115,9 @@ async def main(appends: int, repeats: int) -> None:
     for name, runs in results.items():
         p50, p99, opened = (statistics.median(run[i] for run in runs) for i in range(3))
         print(f"{name:<40} {p50:>8.2f} {p99:>8.2f} {opened:>8.1f}")
-    await client._config.transport.close()  # awscrt's pooled connection, so that the server can close cleanly
+    await (
+        client._config.transport.close()
+    )  # awscrt's pooled connection, so that the server can close cleanly
     shutdown.set()
     await asyncio.wait({server}, timeout=3)
     await bridge.shutdown(drain_s=0)

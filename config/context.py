@@ -90,7 +90,11 @@ def convert(raw: Any, hint: Any) -> Any:
         items = raw
         if isinstance(raw, str):
             text = raw.strip()
-            items = json.loads(text) if text.startswith("[") else [part for part in text.split(",") if part.strip()]
+            items = (
+                json.loads(text)
+                if text.startswith("[")
+                else [part for part in text.split(",") if part.strip()]
+            )
         if not isinstance(items, list):
             raise ValueError("must be a list (a JSON array, or comma-separated values)" + or_null)
         return [convert(element, item) for element in items]
@@ -98,8 +102,10 @@ def convert(raw: Any, hint: Any) -> Any:
         if not isinstance(raw, str):
             raise ValueError("must be a string" + or_null)
         if raw.strip().lower() in _NONE:
-            raise ValueError("must be set: this setting has no 'unset' value (null is allowed for optional "
-                             "settings only)")
+            raise ValueError(
+                "must be set: this setting has no 'unset' value (null is allowed for optional "
+                "settings only)"
+            )
         return raw.strip()
     raise TypeError(f"no conversion for settings of type {hint!r}")
 
@@ -113,15 +119,21 @@ def section_fields(section: type) -> dict[str, Any]:
     """``{field name: type}`` of a settings section's own settings (nested sections and
     :data:`DERIVED` values left out)."""
     hints = get_type_hints(section)
-    return {f.name: hints[f.name] for f in dataclasses.fields(section)
-            if not dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")}
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(section)
+        if not dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")
+    }
 
 
 def known_keys(sections: Mapping[str, type]) -> dict[str, tuple[str, str, Any]]:
     """``{"voxtral.instance_type": ("voxtral.", "instance_type", type), ...}`` for ``{prefix:
     section}``."""
-    return {prefix + name: (prefix, name, hint) for prefix, section in sections.items()
-            for name, hint in section_fields(section).items()}
+    return {
+        prefix + name: (prefix, name, hint)
+        for prefix, section in sections.items()
+        for name, hint in section_fields(section).items()
+    }
 
 
 def defaults(sections: Mapping[str, type]) -> dict[str, Any]:
@@ -137,4 +149,6 @@ def defaults(sections: Mapping[str, type]) -> dict[str, Any]:
 def is_cdk_key(key: str) -> bool:
     """CDK's own context keys (feature flags ``@aws-cdk/...``, ``aws:cdk:...``, lookups ``x:y``) are
     not settings."""
-    return key.startswith("@") or ":" in key or key in {"acknowledged-issue-numbers", "cli-telemetry"}
+    return (
+        key.startswith("@") or ":" in key or key in {"acknowledged-issue-numbers", "cli-telemetry"}
+    )

@@ -43,6 +43,7 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
     except (OSError, ValueError):
         return None
 
+
 #: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S;
 #: container/bridge/settings.py). SageMaker sends SIGKILL 30 s after SIGTERM (SageMaker container
 #: contract), so the drain must stay below 30 s. The Voxtral stack passes it to the container; a
@@ -77,7 +78,9 @@ def first_delta_floor_ms(transcription_delay_ms: int) -> float:
     return transcription_delay_ms + VOXTRAL_FIRST_DELTA_EXTRA_MS
 
 
-def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
+def max_num_seqs_that_fit(
+    spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float
+) -> int:
     """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``:
     the ``fit`` of the capacity model (:func:`constructs_lib.facts.capacity.fit`, which follows
     vLLM's own KV-cache accounting)."""

@@ -97,12 +97,67 @@ Props = TypeVar("Props", bound="DataclassInstance")
 #: guide, "Supported foundation models": anthropic.claude-haiku-4-5-20251001-v1:0, streaming; it is
 #: served through inference profiles). Another geography: agent.llm_model_id=eu.<model id> etc.
 DEFAULT_LLM_MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
-DEFAULT_SYSTEM_PROMPT = "You are a helpful voice assistant. Answer in short, plain spoken sentences."
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful voice assistant. Answer in short, plain spoken sentences."
+)
 #: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
 DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
 #: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
 SONIC_LANGUAGE_CODES = frozenset(
-    ["ar", "bg", "bn", "cs", "da", "de", "el", "en", "es", "fi", "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "ka", "kn", "ko", "ml", "mr", "ms", "nl", "no", "pa", "pl", "pt", "ro", "ru", "sk", "sv", "ta", "te", "th", "tl", "tr", "uk", "vi", "zh", "en-US", "de-DE", "es-MX", "fr-FR", "hi-IN", "it-IT", "ja-JP", "nl-NL", "pt-BR"])
+    [
+        "ar",
+        "bg",
+        "bn",
+        "cs",
+        "da",
+        "de",
+        "el",
+        "en",
+        "es",
+        "fi",
+        "fr",
+        "gu",
+        "he",
+        "hi",
+        "hr",
+        "hu",
+        "id",
+        "it",
+        "ja",
+        "ka",
+        "kn",
+        "ko",
+        "ml",
+        "mr",
+        "ms",
+        "nl",
+        "no",
+        "pa",
+        "pl",
+        "pt",
+        "ro",
+        "ru",
+        "sk",
+        "sv",
+        "ta",
+        "te",
+        "th",
+        "tl",
+        "tr",
+        "uk",
+        "vi",
+        "zh",
+        "en-US",
+        "de-DE",
+        "es-MX",
+        "fr-FR",
+        "hi-IN",
+        "it-IT",
+        "ja-JP",
+        "nl-NL",
+        "pt-BR",
+    ]
+)
 
 
 class SettingsError(ValueError):
@@ -111,7 +166,8 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__(
-            "Invalid settings (cdk.json context or -c key=value):\n" + "\n".join(f"  - {p}" for p in problems)
+            "Invalid settings (cdk.json context or -c key=value):\n"
+            + "\n".join(f"  - {p}" for p in problems)
         )
 
 
@@ -215,7 +271,9 @@ class EndpointSettings:
         """An instance of the props class ``cls`` from this section's settings (through
         :attr:`PROPS`), plus ``extra``."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{prop: self.value(key) for prop, key in self.PROPS.items() if prop in names}, **extra)
+        return cls(
+            **{prop: self.value(key) for prop, key in self.PROPS.items() if prop in names}, **extra
+        )
 
     def value(self, key: str) -> Any:
         """The value a prop gets from setting ``key``: the setting itself, or (subclasses) its
@@ -257,7 +315,9 @@ class EndpointSettings:
         that is not a SageMaker type is left out silently (the variant's check reports it)."""
         key = "instance_pools" if self.instance_pools else "instance_type"
         specs = []
-        for name in dict.fromkeys(self.variant().instance_types):  # a duplicate is the variant's problem, once
+        for name in dict.fromkeys(
+            self.variant().instance_types
+        ):  # a duplicate is the variant's problem, once
             if instance_types.is_instance_type(name):
                 spec = instance_types.check_catalogued(p, key, name)
                 if spec is not None:
@@ -363,7 +423,9 @@ class VoxtralSettings(EndpointSettings):
     #: The bridge drains open streams for DRAIN_S after SIGTERM: one drain must end before the next
     #: scale-in.
     SCALE_IN_FLOOR: ClassVar[tuple[int, str]] = (
-        BRIDGE_DRAIN_S, f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)")
+        BRIDGE_DRAIN_S,
+        f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)",
+    )
 
     def model_prefix_key(self) -> str:
         """Key prefix of the weights inside the stack's model bucket (no leading, one trailing
@@ -390,13 +452,21 @@ class VoxtralSettings(EndpointSettings):
         """The capacity model's answer for one instance type (SageMaker spelling) at these settings,
         or None when the type is not a GPU type of the catalogue or max_model_len,
         gpu_memory_utilization or kv_cache_dtype is invalid (their own problems say why)."""
-        if (self.max_model_len < 1 or not 0.1 <= self.gpu_memory_utilization <= 0.98
-                or self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES):
+        if (
+            self.max_model_len < 1
+            or not 0.1 <= self.gpu_memory_utilization <= 0.98
+            or self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES
+        ):
             return None
         spec = instance_types.lookup(instance_type)
         if spec is None or not spec.gpus:
             return None
-        return capacity.fit(spec, self.max_model_len, self.gpu_memory_utilization, kv_cache_dtype=self.kv_cache_dtype)
+        return capacity.fit(
+            spec,
+            self.max_model_len,
+            self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype,
+        )
 
     def capacity(self) -> capacity.Capacity | None:
         """The capacity model's answer for the instance type the service may run that serves the
@@ -419,7 +489,9 @@ class VoxtralSettings(EndpointSettings):
     def stream_caps(self) -> dict[str, int]:
         """``{instance type: stream cap}`` for every type the service may run
         (:attr:`sizing_instance_types`), in priority order."""
-        return {name: self.stream_cap_of(name) for name in dict.fromkeys(self.sizing_instance_types)}
+        return {
+            name: self.stream_cap_of(name) for name in dict.fromkeys(self.sizing_instance_types)
+        }
 
     @property
     def streams_per_instance(self) -> int:
@@ -450,13 +522,18 @@ class VoxtralSettings(EndpointSettings):
         if self.max_num_seqs <= fitted.compute_cap:
             return None
         on_ecs = self.target == "ecs" and self.ecs_instance_type
-        where = (f"ecs.instance_type={show(self.ecs_instance_type)}" if on_ecs
-                 else f"instance type {show(fitted.instance_type)}")
-        return (f"voxtral.max_num_seqs={self.max_num_seqs} is above the compute cap of one "
-                f"{fitted.gpu.name} ({where}): the capacity model estimates it decodes at most "
-                f"{fitted.compute_cap} live stream(s) of max_model_len={self.max_model_len} in real "
-                "time, so streams may fall behind under full load; set voxtral.max_num_seqs=auto, "
-                "or measure with bench/capacity_bench.py (README 'Capacity')")
+        where = (
+            f"ecs.instance_type={show(self.ecs_instance_type)}"
+            if on_ecs
+            else f"instance type {show(fitted.instance_type)}"
+        )
+        return (
+            f"voxtral.max_num_seqs={self.max_num_seqs} is above the compute cap of one "
+            f"{fitted.gpu.name} ({where}): the capacity model estimates it decodes at most "
+            f"{fitted.compute_cap} live stream(s) of max_model_len={self.max_model_len} in real "
+            "time, so streams may fall behind under full load; set voxtral.max_num_seqs=auto, "
+            "or measure with bench/capacity_bench.py (README 'Capacity')"
+        )
 
     @property
     def streams_target(self) -> float:
@@ -475,7 +552,9 @@ class VoxtralSettings(EndpointSettings):
     def bridge_thresholds(self) -> BridgeAlarmThresholds:
         return self.props(BridgeAlarmThresholds, caps_differ=self.caps_differ)
 
-    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR) -> cuda_compat.Compatibility:
+    def image_compatibility(
+        self, container_dir: Path = BRIDGE_CONTAINER_DIR
+    ) -> cuda_compat.Compatibility:
         """Whether the image's CUDA runs on ``inference_ami_version``'s driver
         (constructs_lib/facts/cuda_compat.py): the image is ``image_uri`` when set, else the base
         image of ``container_dir/Dockerfile`` (the asset built at synth). INCOMPATIBLE is a settings
@@ -484,8 +563,13 @@ class VoxtralSettings(EndpointSettings):
         if self.image_uri is not None:
             image, source = self.image_uri, "voxtral.image_uri"
         else:
-            image, source = bridge_base_image(container_dir), f"the base image of {container_dir.name}/Dockerfile"
-        return cuda_compat.check_image(image, source, self.inference_ami_version, self.instance_type)
+            image, source = (
+                bridge_base_image(container_dir),
+                f"the base image of {container_dir.name}/Dockerfile",
+            )
+        return cuda_compat.check_image(
+            image, source, self.inference_ami_version, self.instance_type
+        )
 
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
@@ -500,18 +584,29 @@ class VoxtralSettings(EndpointSettings):
         specs = self.instance_specs(p)
         for key, spec in specs:
             if spec.gpus == 0:
-                p.add(key, spec.name, f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+                p.add(
+                    key,
+                    spec.name,
+                    f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})",
+                )
             elif spec.gpus > 1 and self.target != "ecs":
                 # The container starts one vLLM without tensor parallelism: it uses one GPU. The GPU
                 # alarms scale by the instance's GPUs (instance_types.alarm_capacity), so they would
                 # also never fire.
-                single = [name for name, other in instance_types.CATALOGUE.items()
-                          if other.gpu_model == spec.gpu_model and other.gpus == 1]
+                single = [
+                    name
+                    for name, other in instance_types.CATALOGUE.items()
+                    if other.gpu_model == spec.gpu_model and other.gpus == 1
+                ]
                 choice = f"a one-GPU type ({', '.join(single)})" if single else "a one-GPU type"
-                p.add(key, spec.name, f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
-                                      f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
-                                      f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by voicectl "
-                                      "capacity --compare, or voxtral.target=ecs, which runs one task per GPU")
+                p.add(
+                    key,
+                    spec.name,
+                    f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
+                    f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
+                    f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by voicectl "
+                    "capacity --compare, or voxtral.target=ecs, which runs one task per GPU",
+                )
         check_repository_id(p, "model_id", self.model_id)
         if self.model_s3_uri is not None:
             check_model_data_s3_uri(p, "model_s3_uri", self.model_s3_uri)
@@ -521,24 +616,43 @@ class VoxtralSettings(EndpointSettings):
         if compatibility.verdict is cuda_compat.Verdict.INCOMPATIBLE:
             p.add("inference_ami_version", self.inference_ami_version, compatibility.reason)
         if self.max_model_len < 1:
-            p.add("max_model_len", self.max_model_len, "must be a positive whole number (tokens; 12.5 per second of audio)")
+            p.add(
+                "max_model_len",
+                self.max_model_len,
+                "must be a positive whole number (tokens; 12.5 per second of audio)",
+            )
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
-            p.add("gpu_memory_utilization", self.gpu_memory_utilization, "must be between 0.1 and 0.98")
+            p.add(
+                "gpu_memory_utilization",
+                self.gpu_memory_utilization,
+                "must be between 0.1 and 0.98",
+            )
         check_revision(p, "model_revision", self.model_revision)
         if self.stage_model and self.model_s3_uri is not None:
-            p.note(f"{p.ref('stage_model', True)} with {p.ref('model_s3_uri', self.model_s3_uri)}: "
-                   "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or "
-                   "set voxtral.stage_model=false")
+            p.note(
+                f"{p.ref('stage_model', True)} with {p.ref('model_s3_uri', self.model_s3_uri)}: "
+                "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or "
+                "set voxtral.stage_model=false"
+            )
         if self.hf_token_secret_arn is not None:
             check_secret_arn(p, "hf_token_secret_arn", self.hf_token_secret_arn, region)
         if self.hf_token_secret_kms_key_arn is not None:
-            check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
-                                "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
+            check_hub_token_key(
+                p,
+                "hf_token_secret_kms_key_arn",
+                self.hf_token_secret_kms_key_arn,
+                "hf_token_secret_arn",
+                self.hf_token_secret_arn is not None,
+                region,
+            )
         self.bridge_thresholds().problems(p)
         self._delay_problems(p)
         if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
-            p.add("kv_cache_dtype", self.kv_cache_dtype, "must be 'auto' (the model's BF16) or 'fp8' (vLLM "
-                  "--kv-cache-dtype)")
+            p.add(
+                "kv_cache_dtype",
+                self.kv_cache_dtype,
+                "must be 'auto' (the model's BF16) or 'fp8' (vLLM --kv-cache-dtype)",
+            )
         elif self.kv_cache_dtype == "fp8" and self.target != "ecs":
             # Every type the service may run: the ECS type with target=ecs (EcsSettings names it),
             # else each pool.
@@ -555,10 +669,13 @@ class VoxtralSettings(EndpointSettings):
             if fitted is None or fitted.fit >= self.stream_cap_of(spec.name):
                 continue
             asked = self.max_num_seqs
-            advice = ("lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
-                      "voxtral.max_num_seqs=auto" if asked != "auto" else
-                      "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with "
-                      "more memory")
+            advice = (
+                "lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
+                "voxtral.max_num_seqs=auto"
+                if asked != "auto"
+                else "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with "
+                "more memory"
+            )
             p.note(
                 f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} and "
                 f"{p.ref('stream_cap', asked)}: one {spec.gpu_model} "
@@ -578,44 +695,64 @@ class VoxtralSettings(EndpointSettings):
         if delay is None:
             return
         if delay not in VOXTRAL_TRANSCRIPTION_DELAYS_MS:
-            p.add("transcription_delay_ms", delay,
-                  "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
-                  "Realtime model card allows, 480 recommended), or null for the checkpoint's own")
+            p.add(
+                "transcription_delay_ms",
+                delay,
+                "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
+                "Realtime model card allows, 480 recommended), or null for the checkpoint's own",
+            )
             return
         floor_ms = first_delta_floor_ms(delay)
         threshold = self.alarm_time_to_first_delta_p90_ms
         if threshold <= floor_ms:
-            p.note(f"{p.ref('time_to_first_delta_p90_ms', threshold)} with "
-                   f"{p.ref('transcription_delay_ms', delay)}: vLLM sends a stream's first "
-                   f"delta only after {floor_ms:g} ms of audio (the delay, one 80 ms token and "
-                   "the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
-                   f"threshold above {floor_ms:g} ms, leaving room for the prefill and the "
-                   "callers' chunks, or choose a shorter delay")
+            p.note(
+                f"{p.ref('time_to_first_delta_p90_ms', threshold)} with "
+                f"{p.ref('transcription_delay_ms', delay)}: vLLM sends a stream's first "
+                f"delta only after {floor_ms:g} ms of audio (the delay, one 80 ms token and "
+                "the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
+                f"threshold above {floor_ms:g} ms, leaving room for the prefill and the "
+                "callers' chunks, or choose a shorter delay"
+            )
 
     def _fp8_problem(self, p: Problems, key: str, name: str, gpu_model: str) -> None:
         """``kv_cache_dtype=fp8`` on a GPU where vLLM 0.31.0 cannot run it for this model (the
         reason names the vLLM files: constructs_lib/facts/capacity.py ``fp8_kv_cache_problem``)."""
         reason = capacity.fp8_kv_cache_problem(gpu_model)
         if reason is not None:
-            p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, name)}: {reason}; set "
-                   "voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)")
+            p.note(
+                f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, name)}: {reason}; set "
+                "voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper type (ml.p5.4xlarge)"
+            )
 
     def _operations_problems(self, p: Problems) -> None:
         """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""
         self.rolling_update().problems(p)
         if not 0 < self.scaling_target_fraction <= 1:
-            p.add("scaling_target_fraction", self.scaling_target_fraction, "must be more than 0 and at most 1 (live "
-                  f"streams per instance as a fraction of {p.name('stream_cap')})")
-        elif 0 < self.alarm_active_streams_fraction <= 1 and self.alarm_active_streams_fraction <= self.scaling_target_fraction:
-            p.add("active_streams_fraction", self.alarm_active_streams_fraction,
-                  "must be more than "
-                  f"{p.ref('scaling_target_fraction', self.scaling_target_fraction)} and at most "
-                  "1, or the alarm fires whenever autoscaling holds its target")
+            p.add(
+                "scaling_target_fraction",
+                self.scaling_target_fraction,
+                "must be more than 0 and at most 1 (live "
+                f"streams per instance as a fraction of {p.name('stream_cap')})",
+            )
+        elif (
+            0 < self.alarm_active_streams_fraction <= 1
+            and self.alarm_active_streams_fraction <= self.scaling_target_fraction
+        ):
+            p.add(
+                "active_streams_fraction",
+                self.alarm_active_streams_fraction,
+                "must be more than "
+                f"{p.ref('scaling_target_fraction', self.scaling_target_fraction)} and at most "
+                "1, or the alarm fires whenever autoscaling holds its target",
+            )
         reserved = self.gpu_memory_utilization * 100
         if 0 < self.alarm_gpu_memory_percent < 100 and self.alarm_gpu_memory_percent <= reserved:
-            p.add("gpu_memory_percent", self.alarm_gpu_memory_percent,
-                  f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM "
-                  "reserves that much GPU memory at start, so the alarm would always fire")
+            p.add(
+                "gpu_memory_percent",
+                self.alarm_gpu_memory_percent,
+                f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM "
+                "reserves that much GPU memory at start, so the alarm would always fire",
+            )
 
 
 @dataclass(frozen=True)
@@ -658,54 +795,87 @@ class SonicSettings(EndpointSettings):
             self._ecs_problems(p, region)
             return
         for key, spec in self.instance_specs(p):
-            if not (spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES):
-                p.add(key, spec.name,
-                      "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, "
-                      "ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and "
-                      "ml.p5en.48xlarge")
+            if not (
+                spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES
+            ):
+                p.add(
+                    key,
+                    spec.name,
+                    "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, "
+                    "ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and "
+                    "ml.p5en.48xlarge",
+                )
         if self.model_package_arn is None:
             if region not in SONIC_MODEL_PACKAGES:
-                p.note(f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic "
-                       f"model package ARN is known only for {', '.join(SONIC_MODEL_PACKAGES)}; set "
-                       "sonic.model_package_arn to the ARN from the Marketplace listing for your "
-                       "region, or set sonic.enabled=false")
+                p.note(
+                    f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic "
+                    f"model package ARN is known only for {', '.join(SONIC_MODEL_PACKAGES)}; set "
+                    "sonic.model_package_arn to the ARN from the Marketplace listing for your "
+                    "region, or set sonic.enabled=false"
+                )
         else:
             check_model_package_arn(p, "model_package_arn", self.model_package_arn, region)
-        check_target_value(p, "scaling_target", self.scaling_target,
-                           "per instance: invocations per minute, or concurrent requests")
+        check_target_value(
+            p,
+            "scaling_target",
+            self.scaling_target,
+            "per instance: invocations per minute, or concurrent requests",
+        )
 
     def _ecs_problems(self, p: Problems, region: str) -> None:
         """Sonic on ECS: the licensed image, its port and health path, a GPU instance type,
         requests-based scaling. The Marketplace package and its instance families do not apply."""
         if self.image_uri is None:
-            p.add("image_uri", None, "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
-                                     "provides, in ECR (it is not public; README 'Sonic on ECS')")
+            p.add(
+                "image_uri",
+                None,
+                "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
+                "provides, in ECR (it is not public; README 'Sonic on ECS')",
+            )
         else:
-            check_regional_arn(p, "image_uri", self.image_uri, ECR_IMAGE_RE,
-                               "a private ECR image "
-                               "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
-                               "'...@sha256:<digest>' (copy the licensed image into your account's ECR)", region,
-                               "image", "; the tasks pull it through the Region's ECR endpoints")
+            check_regional_arn(
+                p,
+                "image_uri",
+                self.image_uri,
+                ECR_IMAGE_RE,
+                "a private ECR image "
+                "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
+                "'...@sha256:<digest>' (copy the licensed image into your account's ECR)",
+                region,
+                "image",
+                "; the tasks pull it through the Region's ECR endpoints",
+            )
         check_container_port(p, "container_port", self.container_port)
         check_health_path(p, "health_path", self.health_path)
         check_gpu_instance_type(p, "ecs_instance_type", self.ecs_instance_type)
         if self.scaling_metric != "invocations_per_instance":
-            p.add("scaling_metric", self.scaling_metric, "must be 'invocations_per_instance' with sonic.target='ecs' (the load balancer's "
-                                                         "requests per task per minute; it has no count of requests in flight)")
+            p.add(
+                "scaling_metric",
+                self.scaling_metric,
+                "must be 'invocations_per_instance' with sonic.target='ecs' (the load balancer's "
+                "requests per task per minute; it has no count of requests in flight)",
+            )
         check_target_value(p, "scaling_target", self.scaling_target, "requests per task per minute")
 
     def ecs_capacity(self, ecs: EcsSettings) -> GpuCapacity:
         """The GPU capacity of Sonic's ECS service: its own instance type and task range, the shared
         ecs.* rest."""
-        return GpuCapacity(instance_type=self.ecs_instance_type, spot=ecs.capacity == "spot",
-                           min_tasks=self.min_instances, max_tasks=self.max_instances,
-                           single_az=ecs.placement == "single_az", root_volume_gib=ecs.root_volume_gib)
+        return GpuCapacity(
+            instance_type=self.ecs_instance_type,
+            spot=ecs.capacity == "spot",
+            min_tasks=self.min_instances,
+            max_tasks=self.max_instances,
+            single_az=ecs.placement == "single_az",
+            root_volume_gib=ecs.root_volume_gib,
+        )
 
     def ecs_load_balancing(self, ecs: EcsSettings) -> LoadBalancing:
         """Always internal, with ecs.certificate_arn for HTTPS: the bearer token is checked by our
         bridge, which Sonic's container does not have, so its load balancer takes callers from the
         caller CIDRs only."""
-        return LoadBalancing(internet_facing=False, certificate_arn=ecs.certificate_arn, require_token=False)
+        return LoadBalancing(
+            internet_facing=False, certificate_arn=ecs.certificate_arn, require_token=False
+        )
 
 
 @dataclass(frozen=True)
@@ -736,30 +906,51 @@ class EcsSettings:
 
     #: Prop -> the setting that gives it (booleans of the props are spelled as choices here).
     PROPS: ClassVar[dict[str, str]] = {
-        "instance_type": "instance_type", "spot": "capacity", "min_tasks": "min_tasks", "max_tasks": "max_tasks",
-        "single_az": "placement", "root_volume_gib": "root_volume_gib", "internet_facing": "load_balancer",
-        "certificate_arn": "certificate_arn", "require_token": "require_token",
+        "instance_type": "instance_type",
+        "spot": "capacity",
+        "min_tasks": "min_tasks",
+        "max_tasks": "max_tasks",
+        "single_az": "placement",
+        "root_volume_gib": "root_volume_gib",
+        "internet_facing": "load_balancer",
+        "certificate_arn": "certificate_arn",
+        "require_token": "require_token",
     }
 
     def capacity_props(self) -> GpuCapacity:
-        return GpuCapacity(instance_type=self.instance_type, spot=self.capacity == "spot", min_tasks=self.min_tasks,
-                           max_tasks=self.max_tasks, single_az=self.placement == "single_az",
-                           root_volume_gib=self.root_volume_gib)
+        return GpuCapacity(
+            instance_type=self.instance_type,
+            spot=self.capacity == "spot",
+            min_tasks=self.min_tasks,
+            max_tasks=self.max_tasks,
+            single_az=self.placement == "single_az",
+            root_volume_gib=self.root_volume_gib,
+        )
 
     def load_balancing(self) -> LoadBalancing:
-        return LoadBalancing(internet_facing=self.load_balancer == "internet_facing",
-                             certificate_arn=self.certificate_arn, require_token=self.require_token)
+        return LoadBalancing(
+            internet_facing=self.load_balancer == "internet_facing",
+            certificate_arn=self.certificate_arn,
+            require_token=self.require_token,
+        )
 
     def problems(self, region: str, voxtral: VoxtralSettings) -> list[str]:
         """Every problem of the ECS settings, named ``ecs.<key>``; choices are shown as the settings
         spell them."""
-        spelled = {"internet_facing": ("load_balancer", "internet_facing"), "spot": ("capacity", "spot"),
-                   "single_az": ("placement", "single_az")}
+        spelled = {
+            "internet_facing": ("load_balancer", "internet_facing"),
+            "spot": ("capacity", "spot"),
+            "single_az": ("placement", "single_az"),
+        }
 
         class EcsProblems(Problems):
             def ref(self, prop: str, value: Any) -> str:
                 key, choice = spelled.get(prop, (None, None))
-                return f"ecs.{key}={show(choice)}" if key and value is True else super().ref(prop, value)
+                return (
+                    f"ecs.{key}={show(choice)}"
+                    if key and value is True
+                    else super().ref(prop, value)
+                )
 
         p = EcsProblems(name=lambda prop: f"ecs.{self.PROPS.get(prop, prop)}")
         self.capacity_props().problems(p)
@@ -768,19 +959,31 @@ class EcsSettings:
         if spec is not None and voxtral.kv_cache_dtype == "fp8":
             reason = capacity.fp8_kv_cache_problem(spec.gpu_model)
             if reason is not None:
-                p.note("voxtral.kv_cache_dtype='fp8' with "
-                       f"ecs.instance_type={show(self.instance_type)}: {reason}; set "
-                       "voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (p5.*)")
-        if spec is not None and len(p) == 0 and voxtral.kv_cache_dtype in capacity.KV_CACHE_DTYPE_BYTES:
-            fits = capacity.fit(spec, voxtral.max_model_len, voxtral.gpu_memory_utilization,
-                                kv_cache_dtype=voxtral.kv_cache_dtype).fit
+                p.note(
+                    "voxtral.kv_cache_dtype='fp8' with "
+                    f"ecs.instance_type={show(self.instance_type)}: {reason}; set "
+                    "voxtral.kv_cache_dtype=auto, or choose a Hopper GPU (p5.*)"
+                )
+        if (
+            spec is not None
+            and len(p) == 0
+            and voxtral.kv_cache_dtype in capacity.KV_CACHE_DTYPE_BYTES
+        ):
+            fits = capacity.fit(
+                spec,
+                voxtral.max_model_len,
+                voxtral.gpu_memory_utilization,
+                kv_cache_dtype=voxtral.kv_cache_dtype,
+            ).fit
             if fits < voxtral.streams_per_instance:
-                p.note(f"ecs.instance_type={show(self.instance_type)} with "
-                       f"voxtral.max_model_len={voxtral.max_model_len} and "
-                       f"voxtral.max_num_seqs={voxtral.streams_per_instance}: one {spec.gpu_model} "
-                       f"({spec.gpu_memory_gib:g} GiB) holds the weights and KV cache for at most "
-                       f"{fits} sequence(s) of that length; lower max_num_seqs or max_model_len, or "
-                       "choose a GPU with more memory")
+                p.note(
+                    f"ecs.instance_type={show(self.instance_type)} with "
+                    f"voxtral.max_model_len={voxtral.max_model_len} and "
+                    f"voxtral.max_num_seqs={voxtral.streams_per_instance}: one {spec.gpu_model} "
+                    f"({spec.gpu_memory_gib:g} GiB) holds the weights and KV cache for at most "
+                    f"{fits} sequence(s) of that length; lower max_num_seqs or max_model_len, or "
+                    "choose a GPU with more memory"
+                )
         return list(p)
 
 
@@ -825,22 +1028,38 @@ class NetworkSettings:
     def private(self) -> bool:
         return self.mode == "vpc"
 
-    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False,
-                      connect: bool = False, agent: bool = False) -> PrivateNetworkProps:
+    def network_props(
+        self,
+        kms_key_arn: str | None = None,
+        *,
+        ecs: bool = False,
+        connect: bool = False,
+        agent: bool = False,
+    ) -> PrivateNetworkProps:
         """The private network's props; ``ecs``: a service runs on the ECS target, so the network
         also gets the endpoints ECS instances and tasks need (when it makes endpoints at all);
         ``connect``: likewise for the Amazon Connect transcription consumers."""
         existing = None
         if self.vpc_id is not None:
-            existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
-                                   availability_zones=self.availability_zones, cidr=self.vpc_cidr or "",
-                                   route_table_ids=self.route_table_ids)
+            existing = ExistingVpc(
+                vpc_id=self.vpc_id,
+                subnet_ids=self.subnet_ids,
+                availability_zones=self.availability_zones,
+                cidr=self.vpc_cidr or "",
+                route_table_ids=self.route_table_ids,
+            )
         return PrivateNetworkProps(
-            existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR, max_azs=self.max_azs,
-            security_group_ids=self.security_group_ids, create_endpoints=self.create_endpoints,
-            caller_cidrs=self.caller_cidrs, kms_key_arn=kms_key_arn, ecs_endpoints=ecs and self.create_endpoints,
+            existing_vpc=existing,
+            vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR,
+            max_azs=self.max_azs,
+            security_group_ids=self.security_group_ids,
+            create_endpoints=self.create_endpoints,
+            caller_cidrs=self.caller_cidrs,
+            kms_key_arn=kms_key_arn,
+            ecs_endpoints=ecs and self.create_endpoints,
             connect_endpoints=connect and self.create_endpoints,
-            agent_endpoints=agent and self.create_endpoints)
+            agent_endpoints=agent and self.create_endpoints,
+        )
 
     def problems(self, region: str) -> list[str]:
         p = Problems(name=lambda prop: f"network.{prop}")
@@ -848,23 +1067,42 @@ class NetworkSettings:
         if not self.private:
             for name in ctx.section_fields(NetworkSettings):
                 if name != "mode" and getattr(self, name) != getattr(defaults, name):
-                    p.add(name, getattr(self, name), "set only with network.mode=vpc (public mode uses "
-                                                     "SageMaker-managed networking)")
+                    p.add(
+                        name,
+                        getattr(self, name),
+                        "set only with network.mode=vpc (public mode uses "
+                        "SageMaker-managed networking)",
+                    )
             return list(p)
-        existing_keys = {"subnet_ids": self.subnet_ids, "availability_zones": self.availability_zones,
-                         "route_table_ids": self.route_table_ids}
+        existing_keys = {
+            "subnet_ids": self.subnet_ids,
+            "availability_zones": self.availability_zones,
+            "route_table_ids": self.route_table_ids,
+        }
         if self.vpc_id is None:
             for name, value in existing_keys.items():
                 if value:
                     p.add(name, value, "set only together with network.vpc_id (an existing VPC)")
         elif self.vpc_cidr is None:
-            p.add("vpc_cidr", None, "must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)")
+            p.add(
+                "vpc_cidr",
+                None,
+                "must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)",
+            )
         elif not self.subnet_ids:
-            p.add("subnet_ids", [], "must list the VPC's private subnets (at least two Availability Zones)")
+            p.add(
+                "subnet_ids",
+                [],
+                "must list the VPC's private subnets (at least two Availability Zones)",
+            )
         if self.vpc_id is None or (self.vpc_cidr is not None and self.subnet_ids):
             self.network_props().problems(p, region)
         if self.require_source_vpce and not self.create_endpoints:
-            p.add("require_source_vpce", True, "needs network.create_endpoints=true (the runtime endpoint made here)")
+            p.add(
+                "require_source_vpce",
+                True,
+                "needs network.create_endpoints=true (the runtime endpoint made here)",
+            )
         return list(p)
 
 
@@ -888,7 +1126,11 @@ class EncryptionSettings:
         if self.kms_key_arn is not None:
             check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
             if self.create_key:
-                p.add("create_key", True, "must be false or null with encryption.kms_key_arn (one key)")
+                p.add(
+                    "create_key",
+                    True,
+                    "must be false or null with encryption.kms_key_arn (one key)",
+                )
         return list(p)
 
 
@@ -954,61 +1196,117 @@ class ConnectSettings:
             return []
         p = Problems(name=lambda prop: f"connect.{prop}")
         if self.instance_arn is None:
-            p.add("instance_arn", None, "must name the Amazon Connect instance when connect.enabled=true")
-        elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(1) != settings.region:
-            p.add("instance_arn", self.instance_arn, f"must be in the app's region {settings.region} (a contact "
-                                                     "flow invokes functions of its own region)")
+            p.add(
+                "instance_arn",
+                None,
+                "must name the Amazon Connect instance when connect.enabled=true",
+            )
+        elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(
+            1
+        ) != settings.region:
+            p.add(
+                "instance_arn",
+                self.instance_arn,
+                f"must be in the app's region {settings.region} (a contact "
+                "flow invokes functions of its own region)",
+            )
         if not settings.voxtral.enabled:
-            p.note("connect.enabled=true needs voxtral.enabled=true (the consumers stream to the "
-                   "Voxtral endpoint)")
+            p.note(
+                "connect.enabled=true needs voxtral.enabled=true (the consumers stream to the "
+                "Voxtral endpoint)"
+            )
         # network.mode=vpc: the network makes the consumers' endpoints (SQS, EventBridge, CloudWatch
         # Logs, the DynamoDB gateway; constructs_lib/network/props.py CONNECT_*_ENDPOINTS) when it
         # makes endpoints at all; with network.create_endpoints=false an existing VPC's own
         # endpoints or NAT serve them.
-        if settings.network.private and settings.network.vpc_id is None and not settings.network.create_endpoints:
-            p.note("connect.enabled=true with network.mode=vpc, no network.vpc_id and "
-                   "network.create_endpoints=false leaves the consumers no way to SQS, EventBridge, "
-                   "DynamoDB, CloudWatch Logs and ECR: the VPC this app makes has no route to the "
-                   "internet; keep network.create_endpoints=true")
-        if settings.network.private and settings.network.vpc_id is None and not self.kvs_vpc_endpoint:
-            p.add("kvs_vpc_endpoint", False, "must be true with network.mode=vpc and no network.vpc_id: the VPC this "
-                                             "app makes has no route to the internet, so the Kinesis Video Streams "
-                                             "interface endpoint is the consumers' only way to the call audio")
-        if settings.network.private and self.kvs_vpc_endpoint and settings.region not in KVS_ENDPOINT_REGIONS:
-            remedy = ("set it false, and call audio reaches Kinesis Video Streams through the subnets' "
-                      "egress"
-                      if settings.network.vpc_id is not None else
-                      "name an existing VPC whose subnets have egress (network.vpc_id) and set it "
-                      "false: the VPC this app makes has none")
-            p.add("kvs_vpc_endpoint", True, f"Kinesis Video Streams has no interface VPC endpoint in {settings.region}"
-                                            f" (it has one in {', '.join(sorted(KVS_ENDPOINT_REGIONS))}): {remedy}")
+        if (
+            settings.network.private
+            and settings.network.vpc_id is None
+            and not settings.network.create_endpoints
+        ):
+            p.note(
+                "connect.enabled=true with network.mode=vpc, no network.vpc_id and "
+                "network.create_endpoints=false leaves the consumers no way to SQS, EventBridge, "
+                "DynamoDB, CloudWatch Logs and ECR: the VPC this app makes has no route to the "
+                "internet; keep network.create_endpoints=true"
+            )
+        if (
+            settings.network.private
+            and settings.network.vpc_id is None
+            and not self.kvs_vpc_endpoint
+        ):
+            p.add(
+                "kvs_vpc_endpoint",
+                False,
+                "must be true with network.mode=vpc and no network.vpc_id: the VPC this "
+                "app makes has no route to the internet, so the Kinesis Video Streams "
+                "interface endpoint is the consumers' only way to the call audio",
+            )
+        if (
+            settings.network.private
+            and self.kvs_vpc_endpoint
+            and settings.region not in KVS_ENDPOINT_REGIONS
+        ):
+            remedy = (
+                "set it false, and call audio reaches Kinesis Video Streams through the subnets' "
+                "egress"
+                if settings.network.vpc_id is not None
+                else "name an existing VPC whose subnets have egress (network.vpc_id) and set it "
+                "false: the VPC this app makes has none"
+            )
+            p.add(
+                "kvs_vpc_endpoint",
+                True,
+                f"Kinesis Video Streams has no interface VPC endpoint in {settings.region}"
+                f" (it has one in {', '.join(sorted(KVS_ENDPOINT_REGIONS))}): {remedy}",
+            )
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, settings.region)
         if self.stream_kms_key_arn is not None:
             # Connect's EncryptionConfig KeyId is "the full ARN of the encryption key" and the
             # consumers' kms:Decrypt grant names it: a key ARN (no alias), in the app's region
             # (where Connect writes the streams).
-            check_kms_key_arn(p, "stream_kms_key_arn", self.stream_kms_key_arn, settings.region, alias=False)
+            check_kms_key_arn(
+                p, "stream_kms_key_arn", self.stream_kms_key_arn, settings.region, alias=False
+            )
         if self.instance_arn is not None:
             made_key = "the data key this app makes" if settings.makes_key else None
-            self.props(settings, image_directory=".",
-                       kms_key_arn=settings.encryption.kms_key_arn or made_key).problems(p)
+            self.props(
+                settings,
+                image_directory=".",
+                kms_key_arn=settings.encryption.kms_key_arn or made_key,
+            ).problems(p)
         return list(p)
 
     def props(self, settings: Settings, **kwargs: Any) -> ConnectTranscriptionProps:
         voxtral = settings.voxtral
         on_ecs = voxtral.target == "ecs"
         values: dict[str, Any] = {
-            "instance_arn": self.instance_arn or "", "stream_prefix": self.stream_prefix,
-            "endpoint_name": None if on_ecs else voxtral.endpoint_name, "endpoint_url": "wss://ecs" if on_ecs else None,
-            "create_storage_config": self.create_storage_config, "retention_hours": self.retention_hours,
-            "stream_kms_key_arn": self.stream_kms_key_arn, "associate_function": self.associate_function,
-            "create_example_flow": self.create_example_flow, "queue_arn": self.queue_arn, "calls_per_task": self.calls_per_task,
-            "min_tasks": self.min_tasks, "max_tasks": self.max_tasks, "cpu": self.cpu, "memory_mib": self.memory_mib,
-            "transcript_ttl_days": self.transcript_ttl_days, "alarm_millis_behind": self.alarm_millis_behind,
-            "image_uri": self.image_uri, "kvs_vpc_endpoint": self.kvs_vpc_endpoint, "region": settings.region,
-            "retain_data": settings.retain_data, "log_retention_days": settings.log_retention_days,
-            "kms_key_arn": settings.encryption.kms_key_arn, "name_prefix": settings.stack_name_prefix}
+            "instance_arn": self.instance_arn or "",
+            "stream_prefix": self.stream_prefix,
+            "endpoint_name": None if on_ecs else voxtral.endpoint_name,
+            "endpoint_url": "wss://ecs" if on_ecs else None,
+            "create_storage_config": self.create_storage_config,
+            "retention_hours": self.retention_hours,
+            "stream_kms_key_arn": self.stream_kms_key_arn,
+            "associate_function": self.associate_function,
+            "create_example_flow": self.create_example_flow,
+            "queue_arn": self.queue_arn,
+            "calls_per_task": self.calls_per_task,
+            "min_tasks": self.min_tasks,
+            "max_tasks": self.max_tasks,
+            "cpu": self.cpu,
+            "memory_mib": self.memory_mib,
+            "transcript_ttl_days": self.transcript_ttl_days,
+            "alarm_millis_behind": self.alarm_millis_behind,
+            "image_uri": self.image_uri,
+            "kvs_vpc_endpoint": self.kvs_vpc_endpoint,
+            "region": settings.region,
+            "retain_data": settings.retain_data,
+            "log_retention_days": settings.log_retention_days,
+            "kms_key_arn": settings.encryption.kms_key_arn,
+            "name_prefix": settings.stack_name_prefix,
+        }
         values.update(kwargs)
         return ConnectTranscriptionProps(**values)
 
@@ -1058,8 +1356,15 @@ class AgentSettings:
     #: this many milliseconds for 3 of 5 minutes.
     alarm_voice_to_voice_p95_ms: float = 1500.0
 
-    SIZING: ClassVar[tuple[str, ...]] = ("cpu", "memory_mib", "min_tasks", "max_tasks",
-                                         "max_sessions_per_task", "max_session_s", "idle_s")
+    SIZING: ClassVar[tuple[str, ...]] = (
+        "cpu",
+        "memory_mib",
+        "min_tasks",
+        "max_tasks",
+        "max_sessions_per_task",
+        "max_session_s",
+        "idle_s",
+    )
 
     def sizing(self) -> AgentSizing:
         return AgentSizing(**{name: getattr(self, name) for name in self.SIZING})
@@ -1069,17 +1374,28 @@ class AgentSettings:
             return []
         p = Problems(name=lambda prop: f"agent.{prop}")
         if not settings.voxtral.enabled or not settings.sonic.enabled:
-            off = [f"{name}.enabled=false" for name, section in
-                   (("voxtral", settings.voxtral), ("sonic", settings.sonic)) if not section.enabled]
-            p.note("agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
-                   f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}")
+            off = [
+                f"{name}.enabled=false"
+                for name, section in (("voxtral", settings.voxtral), ("sonic", settings.sonic))
+                if not section.enabled
+            ]
+            p.note(
+                "agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
+                f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}"
+            )
         if settings.sonic.enabled and settings.sonic.target != "sagemaker":
-            p.note("agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
-                   "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
-                   "supported yet")
+            p.note(
+                "agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
+                "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
+                "supported yet"
+            )
         if (self.llm_model_id is None) == (self.llm_url is None):
-            p.add("llm_url", self.llm_url, "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
-                                           "(OpenAI-compatible; then agent.llm_model_id=null)")
+            p.add(
+                "llm_url",
+                self.llm_url,
+                "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
+                "(OpenAI-compatible; then agent.llm_model_id=null)",
+            )
         if self.llm_model_id is not None:
             check_llm_model_id(p, "llm_model_id", self.llm_model_id, settings.region)
         if self.llm_url is not None:
@@ -1088,26 +1404,42 @@ class AgentSettings:
             if not getattr(self, name).strip():
                 p.add(name, getattr(self, name), "must not be empty")
         if self.language.strip() and self.language not in SONIC_LANGUAGE_CODES:
-            p.add("language", self.language, "must be a language Sonic speaks: "
-                                             f"{', '.join(sorted(SONIC_LANGUAGE_CODES))}")
+            p.add(
+                "language",
+                self.language,
+                f"must be a language Sonic speaks: {', '.join(sorted(SONIC_LANGUAGE_CODES))}",
+            )
         self.sizing().problems(p)
         if self.certificate_arn is not None:
             check_certificate_arn(p, "certificate_arn", self.certificate_arn, settings.region)
         if self.internet_facing and self.certificate_arn is None:
-            p.add("certificate_arn", None, "must be set with agent.internet_facing=true: an internet-facing load balancer "
-                                           "listens on HTTPS only")
+            p.add(
+                "certificate_arn",
+                None,
+                "must be set with agent.internet_facing=true: an internet-facing load balancer "
+                "listens on HTTPS only",
+            )
         if self.internet_facing and settings.network.private:
-            p.add("internet_facing", True, "must be false with network.mode='vpc': the private network has no internet "
-                                           "gateway")
+            p.add(
+                "internet_facing",
+                True,
+                "must be false with network.mode='vpc': the private network has no internet "
+                "gateway",
+            )
         network = settings.network
         if network.private and network.vpc_id is None and not network.create_endpoints:
-            p.note("agent.enabled=true with network.mode=vpc, no network.vpc_id and "
-                   "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
-                   "Logs and ECR: the VPC this app makes has no route to the internet; keep "
-                   "network.create_endpoints=true")
+            p.note(
+                "agent.enabled=true with network.mode=vpc, no network.vpc_id and "
+                "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
+                "Logs and ECR: the VPC this app makes has no route to the internet; keep "
+                "network.create_endpoints=true"
+            )
         if not self.alarm_voice_to_voice_p95_ms > 0:
-            p.add("alarm_voice_to_voice_p95_ms", self.alarm_voice_to_voice_p95_ms,
-                  "must be a positive number of milliseconds")
+            p.add(
+                "alarm_voice_to_voice_p95_ms",
+                self.alarm_voice_to_voice_p95_ms,
+                "must be a positive number of milliseconds",
+            )
         return list(p)
 
 
@@ -1154,7 +1486,11 @@ class Settings:
         network.mode=vpc)."""
         if self.encryption.kms_key_arn is not None:
             return False
-        return self.network.private if self.encryption.create_key is None else self.encryption.create_key
+        return (
+            self.network.private
+            if self.encryption.create_key is None
+            else self.encryption.create_key
+        )
 
     @property
     def uses_key(self) -> bool:
@@ -1165,7 +1501,11 @@ class Settings:
     def encrypts_repository(self) -> bool:
         """Whether the ECR repository uses the key (replaces an existing repository:
         docs/private-deployment.md)."""
-        wanted = self.network.private if self.encryption.repository is None else self.encryption.repository
+        wanted = (
+            self.network.private
+            if self.encryption.repository is None
+            else self.encryption.repository
+        )
         return self.uses_key and wanted
 
     @property
@@ -1179,27 +1519,39 @@ class Settings:
         if not REGION_RE.fullmatch(self.region):
             p.add("region", self.region, "must be an AWS region code such as 'us-east-1'")
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,63}", self.stack_name_prefix):
-            p.add("stack_name_prefix", self.stack_name_prefix, "must start with a letter; letters, digits and '-' only")
+            p.add(
+                "stack_name_prefix",
+                self.stack_name_prefix,
+                "must start with a letter; letters, digits and '-' only",
+            )
         check_log_retention_days(p, "log_retention_days", self.log_retention_days)
         if self.alarm_email is not None:
             check_email(p, "alarm_email", self.alarm_email)
         if not self.voxtral.enabled and not self.sonic.enabled:
-            p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be "
-                   "enabled")
-        problems = list(p) + self.network.problems(self.region) + self.encryption.problems(self.region)
+            p.note(
+                "voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be "
+                "enabled"
+            )
+        problems = (
+            list(p) + self.network.problems(self.region) + self.encryption.problems(self.region)
+        )
         if self.encryption.repository and not self.uses_key:
-            problems.append("encryption.repository=true: needs a key (encryption.kms_key_arn or "
-                            "encryption.create_key)")
+            problems.append(
+                "encryption.repository=true: needs a key (encryption.kms_key_arn or "
+                "encryption.create_key)"
+            )
         for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
             if endpoint.enabled:
                 problems += endpoint.problems(section, self.region)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self.region, self.voxtral)
             if self.network.private and self.ecs.load_balancer == "internet_facing":
-                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the private "
-                                "network has no internet gateway; use ecs.load_balancer='internal' (callers "
-                                "reach it from the VPC, peered networks or on premises), or "
-                                "network.mode='public'")
+                problems.append(
+                    "ecs.load_balancer='internet_facing' with network.mode='vpc': the private "
+                    "network has no internet gateway; use ecs.load_balancer='internal' (callers "
+                    "reach it from the VPC, peered networks or on premises), or "
+                    "network.mode='public'"
+                )
         elif self.sonic_on_ecs:
             # The ecs.* settings Sonic shares, checked here when Voxtral does not run on ECS (else
             # ecs.problems did).
@@ -1210,18 +1562,31 @@ class Settings:
             problems += list(p)
         problems += self.connect.problems(self)
         problems += self.agent.problems(self)
-        if self.voxtral.enabled and self.sonic.enabled and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower():
-            problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
-                            "voxtral.endpoint_name (endpoint names are unique per account and region, "
-                            "case-insensitively)")
+        if (
+            self.voxtral.enabled
+            and self.sonic.enabled
+            and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower()
+        ):
+            problems.append(
+                f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ from "
+                "voxtral.endpoint_name (endpoint names are unique per account and region, "
+                "case-insensitively)"
+            )
         return problems
 
 
 # --- Parsing ------------------------------------------------------------------------------------
 
-SECTIONS: dict[str, type] = {"": Settings, "voxtral.": VoxtralSettings, "sonic.": SonicSettings, "ecs.": EcsSettings,
-                             "network.": NetworkSettings, "encryption.": EncryptionSettings,
-                             "connect.": ConnectSettings, "agent.": AgentSettings}
+SECTIONS: dict[str, type] = {
+    "": Settings,
+    "voxtral.": VoxtralSettings,
+    "sonic.": SonicSettings,
+    "ecs.": EcsSettings,
+    "network.": NetworkSettings,
+    "encryption.": EncryptionSettings,
+    "connect.": ConnectSettings,
+    "agent.": AgentSettings,
+}
 KNOWN_KEYS = ctx.known_keys(SECTIONS)
 
 
@@ -1253,7 +1618,11 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
             continue
         if key not in KNOWN_KEYS:
             close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
+            hint = (
+                f"; did you mean '{close[0]}'?"
+                if close
+                else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
+            )
             problems.append(f"unknown setting '{key}'{hint}")
             continue
         prefix, name, hint = KNOWN_KEYS[key]
@@ -1266,12 +1635,16 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     voxtral = VoxtralSettings(**values["voxtral."])
     if voxtral.target == "ecs":
         voxtral = dataclasses.replace(voxtral, ecs_instance_type=ecs.instance_type)
-    settings = Settings(**values[""], voxtral=voxtral,
-                        sonic=SonicSettings(**values["sonic."]), ecs=ecs,
-                        network=NetworkSettings(**values["network."]),
-                        encryption=EncryptionSettings(**values["encryption."]),
-                        connect=ConnectSettings(**values["connect."]),
-                        agent=AgentSettings(**values["agent."]))
+    settings = Settings(
+        **values[""],
+        voxtral=voxtral,
+        sonic=SonicSettings(**values["sonic."]),
+        ecs=ecs,
+        network=NetworkSettings(**values["network."]),
+        encryption=EncryptionSettings(**values["encryption."]),
+        connect=ConnectSettings(**values["connect."]),
+        agent=AgentSettings(**values["agent."]),
+    )
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports
     # every problem.
     problems.extend(settings.problems())

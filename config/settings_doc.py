@@ -47,10 +47,16 @@ MAX_TYPE_CELL = 40
 #: The first paragraph of a section's docstring introduces it, except where this says otherwise.
 INTROS = {"": "Keys without a prefix: the whole app's."}
 #: Heading of each section, by its key prefix.
-TITLES = {"": "General", "voxtral.": "`voxtral.*`: speech to text", "sonic.": "`sonic.*`: text to speech",
-          "ecs.": "`ecs.*`: the self-managed GPU target", "network.": "`network.*`: where the endpoints run",
-          "encryption.": "`encryption.*`: the data key", "connect.": "`connect.*`: Amazon Connect",
-          "agent.": "`agent.*`: the voice agent"}
+TITLES = {
+    "": "General",
+    "voxtral.": "`voxtral.*`: speech to text",
+    "sonic.": "`sonic.*`: text to speech",
+    "ecs.": "`ecs.*`: the self-managed GPU target",
+    "network.": "`network.*`: where the endpoints run",
+    "encryption.": "`encryption.*`: the data key",
+    "connect.": "`connect.*`: Amazon Connect",
+    "agent.": "`agent.*`: the voice agent",
+}
 
 
 def type_text(hint: Any) -> str:
@@ -113,18 +119,33 @@ def user_text(text: str) -> str:
 
 def _item(text: str) -> list[str]:
     """A list item, wrapped at :data:`MAX_LINE` with a two-space hanging indent."""
-    return textwrap.wrap(text, MAX_LINE, initial_indent="- ", subsequent_indent="  ", break_long_words=False,
-                         break_on_hyphens=False)
+    return textwrap.wrap(
+        text,
+        MAX_LINE,
+        initial_indent="- ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def generated() -> str:
     """The text between :data:`BEGIN` and :data:`END`."""
     out: list[str] = []
     for prefix, section in SECTIONS.items():
-        doc = INTROS.get(prefix) or user_text(inspect.cleandoc(section.__doc__ or "").split("\n\n")[0])
+        doc = INTROS.get(prefix) or user_text(
+            inspect.cleandoc(section.__doc__ or "").split("\n\n")[0]
+        )
         doc = doc.replace("\n", " ")
-        out += ["", f"## {TITLES[prefix]}", "", *textwrap.wrap(doc, MAX_LINE, break_on_hyphens=False), "",
-                "| Key | Type | Default |", "| --- | --- | --- |"]
+        out += [
+            "",
+            f"## {TITLES[prefix]}",
+            "",
+            *textwrap.wrap(doc, MAX_LINE, break_on_hyphens=False),
+            "",
+            "| Key | Type | Default |",
+            "| --- | --- | --- |",
+        ]
         items: list[str] = []
         instance = section()
         for name, hint in ctx.section_fields(section).items():
@@ -153,8 +174,12 @@ def render(page: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m config.settings_doc", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/settings.md is out of date")
+    parser = argparse.ArgumentParser(
+        prog="python -m config.settings_doc", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/settings.md is out of date"
+    )
     args = parser.parse_args(argv)
     page = PAGE.read_text()
     wanted = render(page)

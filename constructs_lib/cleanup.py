@@ -25,22 +25,44 @@ from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 CLEANUP_HANDLERS_DIR = Path(__file__).parent / "cleanup_handlers"
 
 
-def cleanup_function(scope: Construct, construct_id: str, *, handler: str, statements: Sequence[iam.PolicyStatement],
-                     description: str, timeout: Duration, key: kms.IKey | None,
-                     log_retention_days: int = 30) -> tuple[lambda_.Function, iam.Role]:
+def cleanup_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    handler: str,
+    statements: Sequence[iam.PolicyStatement],
+    description: str,
+    timeout: Duration,
+    key: kms.IKey | None,
+    log_retention_days: int = 30,
+) -> tuple[lambda_.Function, iam.Role]:
     """``(function, role)``: a Python function ``handler`` (``module.function`` in
     :data:`CLEANUP_HANDLERS_DIR`), outside any VPC (it calls AWS APIs and CloudFormation's response
     URL, which a private VPC may not reach)."""
-    log_group = logs.LogGroup(scope, f"{construct_id}Logs", removal_policy=RemovalPolicy.DESTROY, encryption_key=key,
-                              retention=getattr(logs.RetentionDays, LOG_RETENTION[log_retention_days]))
-    role = iam.Role(scope, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                    description=description[:1000])
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        removal_policy=RemovalPolicy.DESTROY,
+        encryption_key=key,
+        retention=getattr(logs.RetentionDays, LOG_RETENTION[log_retention_days]),
+    )
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+        description=description[:1000],
+    )
     for statement in statements:
         role.add_to_policy(statement)
-    role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                           resources=[log_group.log_group_arn]))
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn],
+        )
+    )
     function = lambda_.Function(
-        scope, construct_id,
+        scope,
+        construct_id,
         runtime=lambda_.Runtime.PYTHON_3_14,
         handler=handler,
         code=lambda_.Code.from_asset(str(CLEANUP_HANDLERS_DIR), exclude=["__pycache__"]),
@@ -51,19 +73,25 @@ def cleanup_function(scope: Construct, construct_id: str, *, handler: str, state
         description=description[:256],
     )
     skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
-    acknowledge_compliance(function, {
-        "LambdaConcurrency": "The handler runs only when CloudFormation creates, updates or "
-                             "deletes its custom resource; nothing else can invoke it.",
-        "LambdaDLQ": "The handler serves a CloudFormation custom resource: a failure fails "
-                     "the stack operation with its reason, where it must be seen; there is no event to "
-                     "keep for a retry.",
-        "LambdaInsideVPC": "The handler calls only AWS control-plane APIs and "
-                           "CloudFormation's response URL and handles no inference data; the private VPC may "
-                           "have no route to either.",
-    })
-    acknowledge_compliance(role, {
-        "IAMNoInlinePolicy": "The handler's role holds only its own statements (scoped to "
-                             "this stack's resources) and its log group's; an inline policy belongs to that one "
-                             "role and goes with it.",
-    })
+    acknowledge_compliance(
+        function,
+        {
+            "LambdaConcurrency": "The handler runs only when CloudFormation creates, updates or "
+            "deletes its custom resource; nothing else can invoke it.",
+            "LambdaDLQ": "The handler serves a CloudFormation custom resource: a failure fails "
+            "the stack operation with its reason, where it must be seen; there is no event to "
+            "keep for a retry.",
+            "LambdaInsideVPC": "The handler calls only AWS control-plane APIs and "
+            "CloudFormation's response URL and handles no inference data; the private VPC may "
+            "have no route to either.",
+        },
+    )
+    acknowledge_compliance(
+        role,
+        {
+            "IAMNoInlinePolicy": "The handler's role holds only its own statements (scoped to "
+            "this stack's resources) and its log group's; an inline policy belongs to that one "
+            "role and goes with it.",
+        },
+    )
     return function, role

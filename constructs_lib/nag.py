@@ -27,7 +27,9 @@ def _render(value: Any) -> str:
         if function == "Ref":
             return f"<{argument}>"
         if function == "Fn::GetAtt":
-            logical_id, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
+            logical_id, attribute = (
+                argument if isinstance(argument, list) else argument.split(".", 1)
+            )
             return f"<{logical_id}.{attribute}>"
         if function == "Fn::ImportValue":
             return _render(argument)
@@ -58,8 +60,13 @@ def acknowledge_compliance(scope: IConstruct, findings: dict[str, str]) -> None:
     ``scope`` and its children, in every pack of :data:`COMPLIANCE_PACKS`. An acknowledgment of a
     pack that is not loaded does nothing, so constructs may state theirs whatever packs the app
     runs."""
-    Validations.of(scope).acknowledge(*(Acknowledgment(id=f"{pack}-{rule}", reason=reason)
-                                        for rule, reason in findings.items() for pack in COMPLIANCE_PACKS))
+    Validations.of(scope).acknowledge(
+        *(
+            Acknowledgment(id=f"{pack}-{rule}", reason=reason)
+            for rule, reason in findings.items()
+            for pack in COMPLIANCE_PACKS
+        )
+    )
 
 
 def skip_checkov(scope: IConstruct, resource_type: str, checks: dict[str, str]) -> None:
@@ -70,8 +77,11 @@ def skip_checkov(scope: IConstruct, resource_type: str, checks: dict[str, str]) 
     for construct in scope.node.find_all():
         if isinstance(construct, CfnResource) and construct.cfn_resource_type == resource_type:
             metadata = construct.get_metadata("checkov") or {"skip": []}
-            metadata["skip"] += [{"id": check, "comment": reason} for check, reason in checks.items()
-                                 if check not in {entry["id"] for entry in metadata["skip"]}]
+            metadata["skip"] += [
+                {"id": check, "comment": reason}
+                for check, reason in checks.items()
+                if check not in {entry["id"] for entry in metadata["skip"]}
+            ]
             construct.add_metadata("checkov", metadata)
 
 
@@ -85,10 +95,10 @@ def stack_singletons(scope: IConstruct, prefix: str) -> list[IConstruct]:
 #: checkov's Lambda checks that a CloudFormation custom resource's handler does not need, and why.
 CUSTOM_RESOURCE_HANDLER_SKIPS = {
     "CKV_AWS_115": "A custom resource handler runs only when CloudFormation calls it during a "
-                   "deployment; a reserved concurrency limit protects nothing.",
+    "deployment; a reserved concurrency limit protects nothing.",
     "CKV_AWS_116": "A custom resource handler's failure fails the deployment, where it must be "
-                   "seen; an asynchronous dead-letter queue would never receive CloudFormation's synchronous "
-                   "calls.",
+    "seen; an asynchronous dead-letter queue would never receive CloudFormation's synchronous "
+    "calls.",
     "CKV_AWS_117": "A custom resource handler calls only AWS control-plane APIs at deploy time "
-                   "and handles no inference data; the endpoints' VPC has no route to those APIs.",
+    "and handles no inference data; the endpoints' VPC has no route to those APIs.",
 }

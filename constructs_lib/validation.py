@@ -21,7 +21,9 @@ class PropsError(ValueError):
 
     def __init__(self, what: str, problems: Sequence[str]) -> None:
         self.problems = list(problems)
-        super().__init__(f"{what}: invalid props:\n" + "\n".join(f"  - {problem}" for problem in self.problems))
+        super().__init__(
+            f"{what}: invalid props:\n" + "\n".join(f"  - {problem}" for problem in self.problems)
+        )
 
 
 def show(value: Any) -> str:

@@ -71,6 +71,7 @@ MAX_AZS = 2
 
 # --- Foundation and artifacts -------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Foundation:
     """What the other stacks take from the settings and the Foundation stack (empty in a public
@@ -113,13 +114,16 @@ def foundation_refs(settings: Settings, stack: FoundationStack | None) -> Founda
         subnet_ids=network.subnet_ids if network else [],
         security_group_ids=network.model_security_group_ids if network else [],
         source_vpce_ids=[network.runtime_endpoint.vpc_endpoint_id]
-        if network and network.runtime_endpoint and settings.network.require_source_vpce else [],
+        if network and network.runtime_endpoint and settings.network.require_source_vpce
+        else [],
         model_data_role_path=model_data_role_path(settings) if network else None,
         vpc=network.vpc if network else None,
         private_subnets=network.subnets if network else [],
         # Literal CIDRs (not the VPC's CidrBlock attribute), so the security group rules say what
         # they let in.
-        caller_cidrs=list(settings.network.caller_cidrs or [settings.network.network_props().cidr]) if network else [],
+        caller_cidrs=list(settings.network.caller_cidrs or [settings.network.network_props().cidr])
+        if network
+        else [],
     )
 
 
@@ -157,20 +161,38 @@ class ArtifactRefs:
 
 # --- SageMaker endpoints (Voxtral and Sonic) ----------------------------------------------------
 
-def execution_role(scope: Construct, section: EndpointSettings, role_path: str | None = None) -> SageMakerExecutionRole:
+
+def execution_role(
+    scope: Construct, section: EndpointSettings, role_path: str | None = None
+) -> SageMakerExecutionRole:
     """The endpoint's execution role (construct id ``ExecutionRole``); the stack grants what its
     container reads."""
-    return SageMakerExecutionRole(scope, "ExecutionRole", path=role_path,
-                                  description=f"SageMaker execution role of {section.endpoint_name}")
+    return SageMakerExecutionRole(
+        scope,
+        "ExecutionRole",
+        path=role_path,
+        description=f"SageMaker execution role of {section.endpoint_name}",
+    )
 
 
-def monitored_endpoint(scope: Construct, name: str, *, settings: Settings, section: EndpointSettings,
-                       foundation: Foundation, role: SageMakerExecutionRole, alarm_topic: sns.ITopic,
-                       container: ImageContainer | ModelPackageContainer, description: str,
-                       invoke_actions: Sequence[str], tracking: TargetTracking,
-                       rolling_update: RollingUpdate | None = None, bridge: BridgeAlarmThresholds | None = None,
-                       outputs: Mapping[str, tuple[str, str]],
-                       pool_environment: Mapping[str, Mapping[str, str]] | None = None) -> MonitoredEndpoint:
+def monitored_endpoint(
+    scope: Construct,
+    name: str,
+    *,
+    settings: Settings,
+    section: EndpointSettings,
+    foundation: Foundation,
+    role: SageMakerExecutionRole,
+    alarm_topic: sns.ITopic,
+    container: ImageContainer | ModelPackageContainer,
+    description: str,
+    invoke_actions: Sequence[str],
+    tracking: TargetTracking,
+    rolling_update: RollingUpdate | None = None,
+    bridge: BridgeAlarmThresholds | None = None,
+    outputs: Mapping[str, tuple[str, str]],
+    pool_environment: Mapping[str, Mapping[str, str]] | None = None,
+) -> MonitoredEndpoint:
     """The endpoint of ``section`` in ``scope`` (construct id ``Default``), its alarms (to the alarm
     topic), its autoscaling (within the section's instance range, by ``tracking`` while it is a
     range) and its outputs ``<name>...``, run by ``role``. ``pool_environment``: the instance pools
@@ -183,19 +205,28 @@ def monitored_endpoint(scope: Construct, name: str, *, settings: Settings, secti
         # Construct id "Default": CDK leaves it out of logical ids, so the endpoint, its alarms and
         # its scaling keep the ids they were first deployed with (CDK Developer Guide,
         # "Identifiers": logical IDs).
-        scope, "Default",
+        scope,
+        "Default",
         MonitoredEndpointProps(
             name=name,
             endpoint=section.props(
-                RealtimeEndpointProps, container=container, variant=section.variant(), role=role.role,
-                log_retention_days=settings.log_retention_days, rolling_update=rolling_update,
-                invoke_actions=invoke_actions, description=description,
+                RealtimeEndpointProps,
+                container=container,
+                variant=section.variant(),
+                role=role.role,
+                log_retention_days=settings.log_retention_days,
+                rolling_update=rolling_update,
+                invoke_actions=invoke_actions,
+                description=description,
                 # Both Models run without network access (the Marketplace package requires it; the
                 # bridge image gets its weights from S3 through SageMaker and reaches nothing else).
                 enable_network_isolation=True,
-                vpc_subnets=foundation.subnet_ids, security_groups=foundation.security_group_ids,
-                require_source_vpce=foundation.source_vpce_ids, log_kms_key_arn=foundation.key_arn,
-                pool_environment=dict(pool_environment or {})),
+                vpc_subnets=foundation.subnet_ids,
+                security_groups=foundation.security_group_ids,
+                require_source_vpce=foundation.source_vpce_ids,
+                log_kms_key_arn=foundation.key_arn,
+                pool_environment=dict(pool_environment or {}),
+            ),
             thresholds=section.thresholds(),
             bridge=bridge,
             alarm_topic=alarm_topic,
@@ -237,15 +268,18 @@ def stream_cap_warning(stack: Stack, voxtral: VoxtralSettings) -> None:
         Annotations.of(stack).add_warning_v2("realtime-voice:stream-cap-above-compute", warning)
 
 
-def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: ArtifactRefs,
-                  foundation: Foundation) -> tuple[S3Prefix, str, ModelStaging | None]:
+def model_weights(
+    scope: Construct, voxtral: VoxtralSettings, artifacts: ArtifactRefs, foundation: Foundation
+) -> tuple[S3Prefix, str, ModelStaging | None]:
     """(where the weights are, the S3 URI to read them from, the staging or None): the given prefix,
     or the stack's model bucket, staged in ``scope`` first when ``voxtral.stage_model``; then the
     URI is the staging custom resource's attribute, so whatever reads it cannot be created before
     the weights are in place. The staging writes under the Foundation stack's data key (when there
     is one) with a role on its model-data role path (what the bucket policy lets in,
     network.mode=vpc). Shared by the SageMaker and ECS targets."""
-    model_bucket = s3.Bucket.from_bucket_name(scope, "ModelBucket", Fn.import_value(artifacts.model_bucket_name))
+    model_bucket = s3.Bucket.from_bucket_name(
+        scope, "ModelBucket", Fn.import_value(artifacts.model_bucket_name)
+    )
     if voxtral.model_s3_uri:
         weights = S3Prefix.parse(normalise_s3_prefix(voxtral.model_s3_uri))
     else:
@@ -261,12 +295,16 @@ def model_weights(scope: Construct, voxtral: VoxtralSettings, artifacts: Artifac
             repository_id=voxtral.model_id,
             revision=voxtral.model_revision,
             hf_token_secret=(
-                secretsmanager.Secret.from_secret_complete_arn(scope, "HubToken", voxtral.hf_token_secret_arn)
+                secretsmanager.Secret.from_secret_complete_arn(
+                    scope, "HubToken", voxtral.hf_token_secret_arn
+                )
                 if voxtral.hf_token_secret_arn
                 else None
             ),
             hf_token_secret_kms_key_arn=voxtral.hf_token_secret_kms_key_arn,
-            encryption_key=kms.Key.from_key_arn(scope, "DataKey", foundation.key_arn) if foundation.key_arn else None,
+            encryption_key=kms.Key.from_key_arn(scope, "DataKey", foundation.key_arn)
+            if foundation.key_arn
+            else None,
             # The build runs in CodeBuild's own network, not in the VPC: it downloads from the model
             # hub on the internet, which the VPC cannot reach (no internet or NAT gateway). It
             # writes to S3 with its role.
@@ -284,10 +322,16 @@ def voxtral_tracking(voxtral: VoxtralSettings) -> TargetTracking:
     and no larger GPU idles at a smaller GPU's cap."""
     metrics = BridgeMetrics(voxtral.metrics_namespace, voxtral.endpoint_name)
     if voxtral.caps_differ:
-        return voxtral.props(TargetTracking, metric=metrics.metric_stream_cap_used_per_instance(),
-                             target_value=voxtral.stream_cap_used_target)
-    return voxtral.props(TargetTracking, metric=metrics.metric_active_streams_per_instance(),
-                         target_value=voxtral.streams_target)
+        return voxtral.props(
+            TargetTracking,
+            metric=metrics.metric_stream_cap_used_per_instance(),
+            target_value=voxtral.stream_cap_used_target,
+        )
+    return voxtral.props(
+        TargetTracking,
+        metric=metrics.metric_active_streams_per_instance(),
+        target_value=voxtral.streams_target,
+    )
 
 
 def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
@@ -308,7 +352,9 @@ def pool_environment(voxtral: VoxtralSettings) -> dict[str, dict[str, str]]:
     return result
 
 
-def container_environment(voxtral: VoxtralSettings, instance_type: str | None = None) -> dict[str, str]:
+def container_environment(
+    voxtral: VoxtralSettings, instance_type: str | None = None
+) -> dict[str, str]:
     """Environment of the bridge container on ``instance_type`` (default: the first type the service
     may run).
 
@@ -363,25 +409,34 @@ def container_environment(voxtral: VoxtralSettings, instance_type: str | None = 
 
 # --- ECS services -------------------------------------------------------------------------------
 
-def shared_service_props(scope: Construct, settings: Settings, foundation: Foundation,
-                         alarm_topic: sns.ITopic) -> dict[str, Any]:
+
+def shared_service_props(
+    scope: Construct, settings: Settings, foundation: Foundation, alarm_topic: sns.ITopic
+) -> dict[str, Any]:
     """The props of :class:`GpuEcsServiceProps` every ECS service of the app takes alike: where it
     runs (network.mode =vpc: the Foundation stack's private network, whose VPC endpoints include
     ECS's, constructs_lib/network/props.py ECS_INTERFACE_ENDPOINTS; public: a VPC of the stack's
     own, :func:`ecs_vpc`), who may call it, its logs' retention and key, data retention and the
     alarm topic."""
-    return {"vpc": foundation.vpc or ecs_vpc(scope, settings), "subnets": foundation.private_subnets,
-            "caller_cidrs": foundation.caller_cidrs, "log_kms_key_arn": foundation.key_arn,
-            "log_retention_days": settings.log_retention_days, "retain_data": settings.retain_data,
-            "alarm_topic": alarm_topic}
+    return {
+        "vpc": foundation.vpc or ecs_vpc(scope, settings),
+        "subnets": foundation.private_subnets,
+        "caller_cidrs": foundation.caller_cidrs,
+        "log_kms_key_arn": foundation.key_arn,
+        "log_retention_days": settings.log_retention_days,
+        "retain_data": settings.retain_data,
+        "alarm_topic": alarm_topic,
+    }
 
 
-def service_dashboard(scope: Construct, service: GpuEcsService, settings: Settings, name: str,
-                      title: str) -> cloudwatch.Dashboard:
+def service_dashboard(
+    scope: Construct, service: GpuEcsService, settings: Settings, name: str, title: str
+) -> cloudwatch.Dashboard:
     """The service's own dashboard, ``<prefix>-<name>-<region>`` (dashboard names are unique per
     account)."""
-    dashboard = cloudwatch.Dashboard(scope, "Dashboard",
-                                     dashboard_name=f"{settings.stack_name_prefix}-{name}-{settings.region}")
+    dashboard = cloudwatch.Dashboard(
+        scope, "Dashboard", dashboard_name=f"{settings.stack_name_prefix}-{name}-{settings.region}"
+    )
     for row in service.dashboard_rows(title):
         dashboard.add_widgets(*row)
     return dashboard
@@ -399,17 +454,29 @@ def ecs_vpc(scope: Construct, settings: Settings) -> ec2.IVpc:
     """
     removal = RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY
     vpc = ec2.Vpc(
-        scope, "Vpc",
+        scope,
+        "Vpc",
         max_azs=MAX_AZS,
         nat_gateways=1,
         subnet_configuration=[
             ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-            ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
+            ec2.SubnetConfiguration(
+                name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+            ),
         ],
-        gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+        gateway_endpoints={
+            "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+        },
     )
-    flow_logs = logs.LogGroup(scope, "VpcFlowLogs", removal_policy=removal,
-                              retention=getattr(logs.RetentionDays, LOG_RETENTION[settings.log_retention_days]))
-    vpc.add_flow_log("FlowLogs", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
-                     traffic_type=ec2.FlowLogTrafficType.REJECT)
+    flow_logs = logs.LogGroup(
+        scope,
+        "VpcFlowLogs",
+        removal_policy=removal,
+        retention=getattr(logs.RetentionDays, LOG_RETENTION[settings.log_retention_days]),
+    )
+    vpc.add_flow_log(
+        "FlowLogs",
+        destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+        traffic_type=ec2.FlowLogTrafficType.REJECT,
+    )
     return vpc

@@ -25,13 +25,22 @@ class SonicEcsStack(Stack):
     at ``sonic.alarm_model_latency_p90_ms``. The load balancer is internal: Sonic's container does
     not check the bridge's bearer token."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
         assert sonic.image_uri is not None  # the settings require it with target=ecs
         self.service = GpuEcsService(
-            self, "Service",
+            self,
+            "Service",
             GpuEcsServiceProps(
                 service_name=sonic.endpoint_name,
                 image=ecs.ContainerImage.from_registry(sonic.image_uri),
@@ -46,8 +55,19 @@ class SonicEcsStack(Stack):
                 **shared_service_props(self, settings, foundation, alarm_topic),
             ),
         )
-        self.dashboard = service_dashboard(self, self.service, settings, "SonicEcs", "Sonic text to speech")
+        self.dashboard = service_dashboard(
+            self, self.service, settings, "SonicEcs", "Sonic text to speech"
+        )
 
-        CfnOutput(self, "Url", value=self.service.url, description="Base URL of the Sonic container's API")
-        CfnOutput(self, "HealthUrl", value=self.service.health_url, description="GET returns 200 when a task can serve")
-        CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster")
+        CfnOutput(
+            self, "Url", value=self.service.url, description="Base URL of the Sonic container's API"
+        )
+        CfnOutput(
+            self,
+            "HealthUrl",
+            value=self.service.health_url,
+            description="GET returns 200 when a task can serve",
+        )
+        CfnOutput(
+            self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster"
+        )

@@ -31,19 +31,35 @@ class SonicStack(Stack):
             :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
         self.role = execution_role(self, sonic)
         self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         self.endpoint = monitored_endpoint(
-            self, "Sonic", settings=settings, section=sonic, foundation=foundation, role=self.role,
+            self,
+            "Sonic",
+            settings=settings,
+            section=sonic,
+            foundation=foundation,
+            role=self.role,
             alarm_topic=alarm_topic,
             container=ModelPackageContainer(settings.sonic_model_package_arn),
             description="Cartesia Sonic text-to-speech",
             invoke_actions=[INVOKE, INVOKE_WITH_RESPONSE_STREAM],
-            tracking=sonic.props(TargetTracking, predefined_metric=SONIC_SCALING_METRICS[sonic.scaling_metric],
-                                 target_value=sonic.scaling_target),
+            tracking=sonic.props(
+                TargetTracking,
+                predefined_metric=SONIC_SCALING_METRICS[sonic.scaling_metric],
+                target_value=sonic.scaling_target,
+            ),
             outputs={"ModelPackageArn": (settings.sonic_model_package_arn, "Model package")},
         )

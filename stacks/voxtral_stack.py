@@ -40,8 +40,17 @@ class VoxtralStack(Stack):
             :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        artifacts: ArtifactRefs,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral = settings.voxtral
         self.role = execution_role(self, voxtral, role_path=foundation.model_data_role_path)
@@ -60,7 +69,12 @@ class VoxtralStack(Stack):
         self.role.grant_image_pull(repository_arn)
         self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.metrics_namespace)
         self.endpoint = monitored_endpoint(
-            self, "Voxtral", settings=settings, section=voxtral, foundation=foundation, role=self.role,
+            self,
+            "Voxtral",
+            settings=settings,
+            section=voxtral,
+            foundation=foundation,
+            role=self.role,
             alarm_topic=alarm_topic,
             container=ImageContainer(
                 image_uri=image_uri,
@@ -88,6 +102,10 @@ class VoxtralStack(Stack):
         """(image URI, repository ARN): a prebuilt URI, or the copied asset under its hash tag in
         the bridge repository of the Artifacts stack."""
         if artifacts.prebuilt_image_uri:
-            return artifacts.prebuilt_image_uri, repository_arn_from_image_uri(artifacts.prebuilt_image_uri)
-        return (f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}",
-                Fn.import_value(artifacts.repository_arn))
+            return artifacts.prebuilt_image_uri, repository_arn_from_image_uri(
+                artifacts.prebuilt_image_uri
+            )
+        return (
+            f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}",
+            Fn.import_value(artifacts.repository_arn),
+        )

@@ -75,13 +75,20 @@ class Synthesized:
         ``-<suffix>``, as the cloud assembly records them (what
         ``Annotations.from_stack(...).find_warning`` reads)."""
         manifest = json.loads((self.outdir / "manifest.json").read_text())
-        (artifact,) = [a for artifact_id, a in manifest["artifacts"].items()
-                       if a["type"] == "aws:cloudformation:stack" and artifact_id.endswith(f"-{suffix}")]
+        (artifact,) = [
+            a
+            for artifact_id, a in manifest["artifacts"].items()
+            if a["type"] == "aws:cloudformation:stack" and artifact_id.endswith(f"-{suffix}")
+        ]
         metadata = artifact.get("metadata", {})
         if "additionalMetadataFile" in artifact:
             metadata = json.loads((self.outdir / artifact["additionalMetadataFile"]).read_text())
-        return [entry["data"] for entries in metadata.values() for entry in entries
-                if entry["type"] == "aws:cdk:warning"]
+        return [
+            entry["data"]
+            for entries in metadata.values()
+            for entry in entries
+            if entry["type"] == "aws:cdk:warning"
+        ]
 
 
 def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
@@ -104,7 +111,10 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
     templates = {name: json.loads((outdir / file).read_text()) for name, file in files.items()}
     findings = template_findings(templates)
     if findings:
-        raise AssertionError(f"the app synthesized with {overrides or {}} breaks AWS's rules:\n" + "\n".join(findings))
+        raise AssertionError(
+            f"the app synthesized with {overrides or {}} breaks AWS's rules:\n"
+            + "\n".join(findings)
+        )
     (outdir / STACKS_FILE).write_text(json.dumps(files))
     return Synthesized(dict(overrides or {}), outdir, templates)
 
@@ -119,8 +129,11 @@ FAILED_FILE = "variant-failed.txt"
 
 def _load(outdir: Path, overrides: dict[str, Any]) -> Synthesized:
     files = json.loads((outdir / STACKS_FILE).read_text())
-    return Synthesized(dict(overrides), outdir,
-                       {name: json.loads((outdir / file).read_text()) for name, file in files.items()})
+    return Synthesized(
+        dict(overrides),
+        outdir,
+        {name: json.loads((outdir / file).read_text()) for name, file in files.items()},
+    )
 
 
 def _synthesize_once(root: Path, name: str) -> Synthesized:
@@ -142,7 +155,9 @@ def _synthesize_once(root: Path, name: str) -> Synthesized:
         try:
             return synthesize(outdir, overrides)
         except BaseException as error:
-            (outdir / FAILED_FILE).write_text(f"variant {name!r} ({overrides}): {type(error).__name__}: {error}")
+            (outdir / FAILED_FILE).write_text(
+                f"variant {name!r} ({overrides}): {type(error).__name__}: {error}"
+            )
             raise
 
 
@@ -228,7 +243,9 @@ class _CfnLint:
         from cfnlint.config import ConfigMixIn
         from cfnlint.runner.cli import Runner
 
-        with contextlib.chdir(ROOT):  # .cfnlintrc.yaml and its append_rules path are read from the current directory
+        with contextlib.chdir(
+            ROOT
+        ):  # .cfnlintrc.yaml and its append_rules path are read from the current directory
             self.runner = Runner(ConfigMixIn(["--format", "json"]))
         #: Findings by the SHA-256 of a template's bytes: one template reached by several tests or
         #: variants is linted once (cfn-lint reads nothing but the file and the settings).
@@ -244,10 +261,13 @@ class _CfnLint:
         if key not in self.by_content:
             with contextlib.chdir(ROOT):
                 config = ConfigMixIn(["--format", "json", str(path)])
-                matches = sorted(run_template_by_file_paths(config, self.runner.rules),
-                                 key=lambda m: (m.filename, m.linenumber, m.rule.id))
+                matches = sorted(
+                    run_template_by_file_paths(config, self.runner.rules),
+                    key=lambda m: (m.filename, m.linenumber, m.rule.id),
+                )
             self.by_content[key] = json.loads(
-                JsonFormatter().print_matches(matches, self.runner.rules, config=config) or "[]")
+                JsonFormatter().print_matches(matches, self.runner.rules, config=config) or "[]"
+            )
         return [{**finding, "Filename": str(path)} for finding in self.by_content[key]]
 
 

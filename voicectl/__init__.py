@@ -41,15 +41,18 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves an old path of :data:`MOVED_MODULES` to the module at its new path (one module
     object, two names)."""
 
-    def find_spec(self, fullname: str, path: object = None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED_MODULES:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = importlib.import_module(MOVED_MODULES[spec.name])
-        spec.loader_state = module.__spec__  # the import system sets the old path's spec on the module next
+        spec.loader_state = (
+            module.__spec__
+        )  # the import system sets the old path's spec on the module next
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:

@@ -36,12 +36,23 @@ NO_CREDENTIALS_HINT = (
 EXPIRED_HINT = "renew them (for example `aws sso login`) and run the command again"
 
 #: ClientError codes meaning the credentials themselves were refused (expired, revoked, malformed).
-REJECTED_CREDENTIAL_CODES = frozenset({
-    "ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidClientTokenId", "UnrecognizedClientException",
-    "SignatureDoesNotMatch", "InvalidSignatureException", "TokenRefreshRequired", "AuthFailure",
-})
+REJECTED_CREDENTIAL_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+        "InvalidSignatureException",
+        "TokenRefreshRequired",
+        "AuthFailure",
+    }
+)
 #: ClientError codes of a permission the caller lacks.
-ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Unauthorized"})
+ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Unauthorized"}
+)
 
 
 def region_from_environment() -> str | None:
@@ -52,7 +63,9 @@ def region_from_environment() -> str | None:
     return None
 
 
-def aws_session(profile: str | None = None, region: str | None = None, *, region_required: bool = True) -> Any:
+def aws_session(
+    profile: str | None = None, region: str | None = None, *, region_required: bool = True
+) -> Any:
     """A ``boto3.Session`` for ``profile`` (None: the default chain) in ``region`` (None:
     AWS_REGION, AWS_DEFAULT_REGION, then the profile's). Makes no AWS call.
 
@@ -64,9 +77,14 @@ def aws_session(profile: str | None = None, region: str | None = None, *, region
     import botocore.exceptions
 
     try:
-        session = boto3.Session(profile_name=profile or None, region_name=region or region_from_environment())
+        session = boto3.Session(
+            profile_name=profile or None, region_name=region or region_from_environment()
+        )
         # A profile named by AWS_PROFILE is only looked up at the first call; look it up now.
-        if session.profile_name not in ("default", None) and session.profile_name not in session.available_profiles:
+        if (
+            session.profile_name not in ("default", None)
+            and session.profile_name not in session.available_profiles
+        ):
             raise botocore.exceptions.ProfileNotFound(profile=session.profile_name)
     except botocore.exceptions.ProfileNotFound as error:
         raise UsageError(f"{error}; list profiles with `aws configure list-profiles`") from error
@@ -97,7 +115,9 @@ def describe_aws_failure(error: BaseException) -> tuple[int, str] | None:
         return 2, f"{error}; list profiles with `aws configure list-profiles`"
     if isinstance(error, be.NoRegionError):
         return 2, NO_REGION
-    if isinstance(error, (be.TokenRetrievalError, be.SSOTokenLoadError, be.UnauthorizedSSOTokenError)):
+    if isinstance(
+        error, (be.TokenRetrievalError, be.SSOTokenLoadError, be.UnauthorizedSSOTokenError)
+    ):
         return 1, f"the AWS credentials could not be loaded ({error}); {EXPIRED_HINT}"
     if isinstance(error, be.ClientError):
         code = error_code(error)
@@ -107,8 +127,10 @@ def describe_aws_failure(error: BaseException) -> tuple[int, str] | None:
             return 1, f"access denied: {error}"
         return 1, f"AWS refused a request: {error}"
     if isinstance(error, (be.EndpointConnectionError, be.ConnectTimeoutError, be.ReadTimeoutError)):
-        return 1, (f"could not reach AWS ({error}); check the network, a proxy (HTTPS_PROXY) and the "
-                   "Region")
+        return 1, (
+            f"could not reach AWS ({error}); check the network, a proxy (HTTPS_PROXY) and the "
+            "Region"
+        )
     if isinstance(error, be.BotoCoreError):
         return 1, f"AWS could not be asked: {error}"
     return None

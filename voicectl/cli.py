@@ -46,33 +46,25 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 SUMMARIES: dict[str, str] = {
-    "voicectl.operations.preflight":
-        "check credentials, bootstrap, subscription, quotas and "
-        "CUDA before make deploy|diff|destroy|bootstrap",
-    "voicectl.operations.stage_model":
-        "stage the model weights from the Hugging Face Hub (or a "
-        "local copy) to an S3 prefix",
-    "voicectl.clients.transcribe":
-        "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
-        "endpoint",
+    "voicectl.operations.preflight": "check credentials, bootstrap, subscription, quotas and "
+    "CUDA before make deploy|diff|destroy|bootstrap",
+    "voicectl.operations.stage_model": "stage the model weights from the Hugging Face Hub (or a "
+    "local copy) to an S3 prefix",
+    "voicectl.clients.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
+    "endpoint",
     "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
     "voicectl.clients.mic": "transcribe your microphone live in a local web page",
     "voicectl.clients.talk": "talk with the voice agent in a local web page",
-    "voicectl.operations.verify":
-        "check that each endpoint runs the Model and EndpointConfig "
-        "this synth describes (read-only)",
-    "voicectl.operations.cost":
-        "what the configured endpoints cost per hour, month and live "
-        "stream-hour (AWS Price List API)",
-    "voicectl.operations.capacity":
-        "live Voxtral streams per instance, GPU memory split and "
-        "cost per live stream-hour",
-    "voicectl.local.local_runtime":
-        "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in "
-        "front of local containers",
-    "voicectl.connect_replay":
-        "play a stereo recording as a live Amazon Connect call and print "
-        "both speakers' transcripts",
+    "voicectl.operations.verify": "check that each endpoint runs the Model and EndpointConfig "
+    "this synth describes (read-only)",
+    "voicectl.operations.cost": "what the configured endpoints cost per hour, month and live "
+    "stream-hour (AWS Price List API)",
+    "voicectl.operations.capacity": "live Voxtral streams per instance, GPU memory split and "
+    "cost per live stream-hour",
+    "voicectl.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in "
+    "front of local containers",
+    "voicectl.connect_replay": "play a stereo recording as a live Amazon Connect call and print "
+    "both speakers' transcripts",
 }
 """The one-line help each module registers, which ``voicectl --help`` lists without importing the
 modules (a test keeps them equal). A module without one is imported whenever the parser is built."""
@@ -87,19 +79,29 @@ def subcommand_name(module_name: str) -> str:
     return module_name.rsplit(".", 1)[-1].replace("_", "-")
 
 
-def _register_unavailable(subparsers: argparse._SubParsersAction, module_name: str, error: BaseException) -> None:
+def _register_unavailable(
+    subparsers: argparse._SubParsersAction, module_name: str, error: BaseException
+) -> None:
     """Register a stand-in subcommand that reports why ``module_name`` could not be imported."""
     name = subcommand_name(module_name)
     reason = f"{type(error).__name__}: {error}"
     # No option prefix: every argument after the name is accepted as is, so the import error is what
     # gets reported.
-    parser = subparsers.add_parser(name, help=f"(unavailable: {reason})", add_help=False, prefix_chars="\x00",
-                                   description=f"This subcommand could not be loaded ({reason}).")
+    parser = subparsers.add_parser(
+        name,
+        help=f"(unavailable: {reason})",
+        add_help=False,
+        prefix_chars="\x00",
+        description=f"This subcommand could not be loaded ({reason}).",
+    )
     parser.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)
 
     def unavailable(args: argparse.Namespace) -> int:
-        print(f"voicectl {name}: this subcommand could not be loaded ({reason}); reinstall the "
-              "project (`make deps`, or `pip install .` from the repository root)", file=sys.stderr)
+        print(
+            f"voicectl {name}: this subcommand could not be loaded ({reason}); reinstall the "
+            "project (`make deps`, or `pip install .` from the repository root)",
+            file=sys.stderr,
+        )
         return EXIT_UNAVAILABLE
 
     parser.set_defaults(func=unavailable)
@@ -119,14 +121,18 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
             continue
         try:
             module = importlib.import_module(module_name)
-        except Exception as error:  # any import-time failure: report it only when the subcommand is used
+        except (
+            Exception
+        ) as error:  # any import-time failure: report it only when the subcommand is used
             _register_unavailable(subparsers, module_name, error)
             continue
         module.register(subparsers)
     return parser
 
 
-def run_command(name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+def run_command(
+    name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace
+) -> int:
     """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for
     :class:`UsageError`, 130 for Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused
     (:func:`voicectl.aws.describe_aws_failure`); each failure is one line on stderr, ``voicectl

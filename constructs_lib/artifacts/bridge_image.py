@@ -63,8 +63,10 @@ class BridgeImageProps:
         if self.prebuilt_image_uri is not None:
             check_ecr_image_uri(p, "prebuilt_image_uri", self.prebuilt_image_uri, region)
         elif self.container_dir is None:
-            p.note("container_dir or prebuilt_image_uri: give one (a build context or an image "
-                   "already in ECR)")
+            p.note(
+                "container_dir or prebuilt_image_uri: give one (a build context or an image "
+                "already in ECR)"
+            )
         elif not (Path(self.container_dir) / "Dockerfile").is_file():
             p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
 
@@ -102,7 +104,9 @@ class BridgeImage(Construct):
             "Repository",
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
-            encryption=ecr.RepositoryEncryption.KMS if props.encryption_key else ecr.RepositoryEncryption.AES_256,
+            encryption=ecr.RepositoryEncryption.KMS
+            if props.encryption_key
+            else ecr.RepositoryEncryption.AES_256,
             encryption_key=props.encryption_key,
             lifecycle_rules=[
                 ecr.LifecycleRule(
@@ -146,25 +150,31 @@ class BridgeImage(Construct):
             role=self._copy_role(asset).without_policy_updates(),
         )
         copy.node.add_dependency(self.repository)
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls "
-                                 "from and pushes to; an inline policy belongs to that one role and goes with it.",
-        })
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls "
+                "from and pushes to; an inline policy belongs to that one role and goes with it.",
+            },
+        )
         # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this
         # construct.
         for function in Stack.of(self).node.children:
             if function.node.id.startswith("Custom::CDKECRDeployment"):
                 skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
-                acknowledge_compliance(function, {
-                    "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per "
-                                         "deployment, called by CloudFormation; nothing else can invoke it.",
-                    "LambdaDLQ": "The copy function is a CloudFormation custom resource: a "
-                                 "failure fails (and rolls back) the deployment, which is where it must "
-                                 "be seen; there is no event to keep.",
-                    "LambdaInsideVPC": "The copy function moves the image between two ECR "
-                                       "repositories at deploy time; it handles no inference data and does not "
-                                       "run in the endpoints' VPC.",
-                })
+                acknowledge_compliance(
+                    function,
+                    {
+                        "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per "
+                        "deployment, called by CloudFormation; nothing else can invoke it.",
+                        "LambdaDLQ": "The copy function is a CloudFormation custom resource: a "
+                        "failure fails (and rolls back) the deployment, which is where it must "
+                        "be seen; there is no event to keep.",
+                        "LambdaInsideVPC": "The copy function moves the image between two ECR "
+                        "repositories at deploy time; it handles no inference data and does not "
+                        "run in the endpoints' VPC.",
+                    },
+                )
         self.copy = copy
 
     def _copy_role(self, asset: ecr_assets.DockerImageAsset) -> iam.Role:
@@ -174,27 +184,40 @@ class BridgeImage(Construct):
             self,
             "CopyRole",
             description="cdk-ecr-deployment: copy the bridge image asset into the bridge "
-                        "repository",
+            "repository",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         )
         stack = Stack.of(self)
-        log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"
+        log_groups = (
+            f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"
+        )
         policy = iam.Policy(
             self,
             "CopyPolicy",
             roles=[role],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             statements=[
-                iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+                iam.PolicyStatement(
+                    sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]
+                ),
                 iam.PolicyStatement(
                     sid="PullAsset",
-                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    actions=[
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                    ],
                     resources=[asset.repository.repository_arn],
                 ),
                 iam.PolicyStatement(
                     sid="PushBridgeImage",
                     actions=[
-                        "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
-                        "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage",
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                        "ecr:InitiateLayerUpload",
+                        "ecr:UploadLayerPart",
+                        "ecr:CompleteLayerUpload",
+                        "ecr:PutImage",
                     ],
                     resources=[self.repository.repository_arn],
                 ),
@@ -209,14 +232,14 @@ class BridgeImage(Construct):
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
-                       "issues a registry login token, pulls and pushes stay limited to two "
-                       "repositories.",
+                "issues a registry login token, pulls and pushes stay limited to two "
+                "repositories.",
             ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, log_groups)}]",
                 reason="The copy function's name is generated by CloudFormation after this "
-                       "policy is written; the wildcard is limited to Lambda log groups of this account "
-                       "and region.",
+                "policy is written; the wildcard is limited to Lambda log groups of this account "
+                "and region.",
             ),
         )
         return role

@@ -84,30 +84,39 @@ class ModelBucket(Construct):
             # S3 server access logging delivers with the bucket-owner-enforced setting through a
             # bucket policy.
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(ACCESS_LOG_EXPIRATION_DAYS))],
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(ACCESS_LOG_EXPIRATION_DAYS))
+            ],
             removal_policy=removal,
             auto_delete_objects=auto_delete,
         )
-        Validations.of(self.access_log_bucket).acknowledge(Acknowledgment(
-            id="AwsSolutions-S1",
-            reason="This is the destination of the model bucket's server access logs; "
-                   "logging it to itself would loop.",
-        ))
-        acknowledge_compliance(self.access_log_bucket, {
-            "S3DefaultEncryptionKMS": "A target bucket of S3 server access logs can use "
-                                      "SSE-S3 only (S3 user guide, 'Enabling Amazon S3 server access logging').",
-            "S3BucketVersioningEnabled": "Access logs are written once by the S3 logging "
-                                         "service and removed only by the lifecycle rule; there is no object to recover "
-                                         "from an overwrite.",
-            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
-                                          "copying them elsewhere is the user's choice, not a default.",
-        })
+        Validations.of(self.access_log_bucket).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This is the destination of the model bucket's server access logs; "
+                "logging it to itself would loop.",
+            )
+        )
+        acknowledge_compliance(
+            self.access_log_bucket,
+            {
+                "S3DefaultEncryptionKMS": "A target bucket of S3 server access logs can use "
+                "SSE-S3 only (S3 user guide, 'Enabling Amazon S3 server access logging').",
+                "S3BucketVersioningEnabled": "Access logs are written once by the S3 logging "
+                "service and removed only by the lifecycle rule; there is no object to recover "
+                "from an overwrite.",
+                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
+                "copying them elsewhere is the user's choice, not a default.",
+            },
+        )
 
         self.bucket = s3.Bucket(
             self,
             "Bucket",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.KMS if props.encryption_key else s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.KMS
+            if props.encryption_key
+            else s3.BucketEncryption.S3_MANAGED,
             encryption_key=props.encryption_key,
             bucket_key_enabled=True if props.encryption_key else None,
             enforce_ssl=True,
@@ -124,17 +133,24 @@ class ModelBucket(Construct):
             removal_policy=removal,
             auto_delete_objects=auto_delete,
         )
-        acknowledge_compliance(self.bucket, {
-            "S3BucketReplicationEnabled": "The weights are a copy of a pinned model hub "
-                                          "revision that staging can write again; replicating them would copy the data out "
-                                          "of the Region the user chose.",
-        })
-        skip_checkov(self.access_log_bucket, "AWS::S3::Bucket", {
-            "CKV_AWS_18": "This bucket receives the model bucket's server access logs; "
-                          "logging it to itself would loop.",
-            "CKV_AWS_21": "Access logs are written once by the S3 logging service and "
-                          "removed only by the lifecycle rule.",
-        })
+        acknowledge_compliance(
+            self.bucket,
+            {
+                "S3BucketReplicationEnabled": "The weights are a copy of a pinned model hub "
+                "revision that staging can write again; replicating them would copy the data out "
+                "of the Region the user chose.",
+            },
+        )
+        skip_checkov(
+            self.access_log_bucket,
+            "AWS::S3::Bucket",
+            {
+                "CKV_AWS_18": "This bucket receives the model bucket's server access logs; "
+                "logging it to itself would loop.",
+                "CKV_AWS_21": "Access logs are written once by the S3 logging service and "
+                "removed only by the lifecycle rule.",
+            },
+        )
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         if auto_delete:
@@ -142,7 +158,9 @@ class ModelBucket(Construct):
             # writes access logs too). S3 delivers server access logs late ("best effort", most
             # within a few hours: S3 user guide, "Server access log delivery"), so a record can
             # still arrive after the emptying; README, "Destroy".
-            self.access_log_bucket.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(self.bucket)
+            self.access_log_bucket.node.find_child(
+                "AutoDeleteObjectsCustomResource"
+            ).node.add_dependency(self.bucket)
         if props.data_principal_arns:
             self._deny_other_principals(props.data_principal_arns, auto_delete)
 
@@ -159,11 +177,13 @@ class ModelBucket(Construct):
                 role = stack.node.find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
                 role_resource = cast(CfnResource, role.node.find_child("Role"))
                 allowed.append(Fn.get_att(role_resource.logical_id, "Arn").to_string())
-        self.bucket.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyModelRolesUseObjects",
-            effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-            actions=["s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*"],
-            resources=[self.bucket.arn_for_objects("*")],
-            conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}},
-        ))
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyModelRolesUseObjects",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                actions=["s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*"],
+                resources=[self.bucket.arn_for_objects("*")],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": allowed}},
+            )
+        )

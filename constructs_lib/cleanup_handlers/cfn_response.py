@@ -13,16 +13,28 @@ from typing import Any
 MAX_REASON = 1000
 
 
-def respond(event: dict[str, Any], context: Any, status: str, reason: str, data: dict[str, Any]) -> None:
+def respond(
+    event: dict[str, Any], context: Any, status: str, reason: str, data: dict[str, Any]
+) -> None:
     """PUT ``status`` (SUCCESS or FAILED), ``reason`` and ``data`` (values shown as strings) for
     ``event``."""
-    body = json.dumps({
-        "Status": status, "Reason": reason[:MAX_REASON],
-        "PhysicalResourceId": event.get("PhysicalResourceId") or f"{event['LogicalResourceId']}-cleanup",
-        "StackId": event["StackId"], "RequestId": event["RequestId"], "LogicalResourceId": event["LogicalResourceId"],
-        "Data": {key: str(value) for key, value in data.items()},
-    }).encode()
-    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
-                                     headers={"Content-Type": "", "Content-Length": str(len(body))})
+    body = json.dumps(
+        {
+            "Status": status,
+            "Reason": reason[:MAX_REASON],
+            "PhysicalResourceId": event.get("PhysicalResourceId")
+            or f"{event['LogicalResourceId']}-cleanup",
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+            "Data": {key: str(value) for key, value in data.items()},
+        }
+    ).encode()
+    request = urllib.request.Request(
+        event["ResponseURL"],
+        data=body,
+        method="PUT",
+        headers={"Content-Type": "", "Content-Length": str(len(body))},
+    )
     with urllib.request.urlopen(request, timeout=30):
         pass

@@ -34,14 +34,23 @@ def release(autoscaling: Any, group_name: str) -> list[str]:
     """Turn off ``NewInstancesProtectedFromScaleIn`` of ``group_name`` and ``ProtectedFromScaleIn``
     of each of its protected instances; return the instance ids released. A missing group releases
     nothing."""
-    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])["AutoScalingGroups"]
+    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])[
+        "AutoScalingGroups"
+    ]
     if not groups:
         return []
-    autoscaling.update_auto_scaling_group(AutoScalingGroupName=group_name, NewInstancesProtectedFromScaleIn=False)
-    protected = [i["InstanceId"] for i in groups[0].get("Instances", []) if i.get("ProtectedFromScaleIn")]
+    autoscaling.update_auto_scaling_group(
+        AutoScalingGroupName=group_name, NewInstancesProtectedFromScaleIn=False
+    )
+    protected = [
+        i["InstanceId"] for i in groups[0].get("Instances", []) if i.get("ProtectedFromScaleIn")
+    ]
     for start in range(0, len(protected), MAX_IDS_PER_CALL):
-        autoscaling.set_instance_protection(AutoScalingGroupName=group_name, ProtectedFromScaleIn=False,
-                                            InstanceIds=protected[start:start + MAX_IDS_PER_CALL])
+        autoscaling.set_instance_protection(
+            AutoScalingGroupName=group_name,
+            ProtectedFromScaleIn=False,
+            InstanceIds=protected[start : start + MAX_IDS_PER_CALL],
+        )
     return protected
 
 
@@ -61,9 +70,13 @@ def handler(event: dict[str, Any], context: Any) -> None:
     shows it)."""
     try:
         data = on_event(event, boto3.client("autoscaling"))
-    except Exception as error:  # reported to CloudFormation, which fails the operation with this reason
+    except (
+        Exception
+    ) as error:  # reported to CloudFormation, which fails the operation with this reason
         print(json.dumps({"request": event.get("RequestType"), "error": repr(error)}))
         respond(event, context, "FAILED", f"{type(error).__name__}: {error}", {})
         return
     print(json.dumps({"request": event["RequestType"], **data}))
-    respond(event, context, "SUCCESS", "", {"Group": data["group"], "Released": len(data["released"])})
+    respond(
+        event, context, "SUCCESS", "", {"Group": data["group"], "Released": len(data["released"])}
+    )

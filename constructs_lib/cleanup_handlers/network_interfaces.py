@@ -35,12 +35,17 @@ MARGIN_S = 30
 def interfaces(ec2: Any, groups: list[str]) -> list[dict[str, Any]]:
     """The network interfaces that use any of ``groups``."""
     pages = ec2.get_paginator("describe_network_interfaces").paginate(
-        Filters=[{"Name": "group-id", "Values": groups}])
+        Filters=[{"Name": "group-id", "Values": groups}]
+    )
     return [interface for page in pages for interface in page["NetworkInterfaces"]]
 
 
-def await_release(ec2: Any, groups: list[str], seconds_left: Callable[[], float],
-                  sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+def await_release(
+    ec2: Any,
+    groups: list[str],
+    seconds_left: Callable[[], float],
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
     """Wait while ``seconds_left()`` allows for the interfaces of ``groups`` to go, deleting
     detached ones that no service manages. Returns ``{"remaining": [ids], "deleted": [ids], "polls":
     n}``."""
@@ -53,7 +58,9 @@ def await_release(ec2: Any, groups: list[str], seconds_left: Callable[[], float]
             if interface.get("Status") == "available" and not interface.get("RequesterManaged"):
                 ec2.delete_network_interface(NetworkInterfaceId=interface["NetworkInterfaceId"])
                 deleted.append(interface["NetworkInterfaceId"])
-        remaining = [i["NetworkInterfaceId"] for i in found if i["NetworkInterfaceId"] not in deleted]
+        remaining = [
+            i["NetworkInterfaceId"] for i in found if i["NetworkInterfaceId"] not in deleted
+        ]
         if not remaining or seconds_left() < POLL_S + MARGIN_S:
             return {"remaining": remaining, "deleted": deleted, "polls": polls}
         sleep(POLL_S)
@@ -66,11 +73,20 @@ def handler(event: dict[str, Any], context: Any) -> None:
     try:
         if event["RequestType"] == "Delete":
             groups = list(event["ResourceProperties"]["SecurityGroupIds"])
-            data = await_release(boto3.client("ec2"), groups,
-                                 lambda: context.get_remaining_time_in_millis() / 1000)
-    except Exception as error:  # reported to CloudFormation, which fails the operation with this reason
+            data = await_release(
+                boto3.client("ec2"), groups, lambda: context.get_remaining_time_in_millis() / 1000
+            )
+    except (
+        Exception
+    ) as error:  # reported to CloudFormation, which fails the operation with this reason
         print(json.dumps({"request": event.get("RequestType"), "error": repr(error)}))
         respond(event, context, "FAILED", f"{type(error).__name__}: {error}", {})
         return
     print(json.dumps({"request": event["RequestType"], **data}))
-    respond(event, context, "SUCCESS", "", {"Remaining": len(data["remaining"]), "Deleted": len(data["deleted"])})
+    respond(
+        event,
+        context,
+        "SUCCESS",
+        "",
+        {"Remaining": len(data["remaining"]), "Deleted": len(data["deleted"])},
+    )

@@ -16,8 +16,11 @@ if TYPE_CHECKING:
     from constructs_lib.connect.props import ConnectTranscriptionProps
     from constructs_lib.connect.transcription import ConnectTranscription, dashboard_rows
 
-_EXPORTS = {"ConnectTranscription": "transcription", "dashboard_rows": "transcription",
-            "ConnectTranscriptionProps": "props"}
+_EXPORTS = {
+    "ConnectTranscription": "transcription",
+    "dashboard_rows": "transcription",
+    "ConnectTranscriptionProps": "props",
+}
 
 __all__ = ["ConnectTranscription", "ConnectTranscriptionProps", "dashboard_rows"]
 

@@ -18,7 +18,9 @@ from constructs_lib.facts.names import check_regional_arn
 from constructs_lib.validation import Problems
 
 #: An EC2 instance type name, ``<family>.<size>`` (no ``ml.`` prefix: that is SageMaker's spelling).
-EC2_INSTANCE_TYPE_RE = re.compile(r"[a-z][a-z0-9-]*\.(\d*x?large|medium|small|micro|nano|metal(-\d+xl)?)")
+EC2_INSTANCE_TYPE_RE = re.compile(
+    r"[a-z][a-z0-9-]*\.(\d*x?large|medium|small|micro|nano|metal(-\d+xl)?)"
+)
 #: An ACM certificate ARN (ACM user guide, "Certificate ARN"): what an HTTPS listener takes.
 CERTIFICATE_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -60,8 +62,10 @@ def stop_timeout_s(drain_s: float) -> int:
     """
     needed = math.ceil(drain_s) + BRIDGE_EXIT_AFTER_DRAIN_S
     if needed > ECS_MAX_STOP_TIMEOUT_S:
-        raise ValueError(f"a drain of {drain_s:g} s needs a stopTimeout of {needed} s; ECS allows at most "
-                         f"{ECS_MAX_STOP_TIMEOUT_S} s")
+        raise ValueError(
+            f"a drain of {drain_s:g} s needs a stopTimeout of {needed} s; ECS allows at most "
+            f"{ECS_MAX_STOP_TIMEOUT_S} s"
+        )
     return needed
 
 
@@ -96,7 +100,9 @@ def ec2_instance_types() -> frozenset[str]:
     botocore."""
     import botocore.session
 
-    return frozenset(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
+    return frozenset(
+        botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum
+    )
 
 
 def gpu_spec(instance_type: str) -> instance_types.InstanceSpec | None:
@@ -106,7 +112,9 @@ def gpu_spec(instance_type: str) -> instance_types.InstanceSpec | None:
     return spec if spec is not None and spec.gpus else None
 
 
-def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_types.InstanceSpec | None:
+def check_gpu_instance_type(
+    p: Problems, prop: str, value: str
+) -> instance_types.InstanceSpec | None:
     """An EC2 instance type with an NVIDIA GPU the catalogue knows (g4dn, g5, g6, g6e, g7, g7e, p4d,
     p5...); returns its spec, or None after recording the problem."""
     families = instance_types.gpu_families().replace("ml.", "")
@@ -118,19 +126,31 @@ def check_gpu_instance_type(p: Problems, prop: str, value: str) -> instance_type
     except ImportError:  # botocore is optional for the constructs: the form alone is checked then
         known = None
     if not EC2_INSTANCE_TYPE_RE.fullmatch(value) or (known is not None and value not in known):
-        p.add(prop, value, f"not an EC2 instance type (expected '<family>.<size>', e.g. 'g6.xlarge'; GPU types: "
-                           f"{families})")
+        p.add(
+            prop,
+            value,
+            f"not an EC2 instance type (expected '<family>.<size>', e.g. 'g6.xlarge'; GPU types: "
+            f"{families})",
+        )
         return None
     spec = gpu_spec(value)
     if spec is None:
         family = value.split(".", 1)[0]
         if family in ("g5g", "g6f"):  # NVIDIA, but an Arm host (T4G) or a fraction of an L4
-            p.add(prop, value, "has an NVIDIA GPU this target cannot use: the ECS GPU AMI is x86_64 and each "
-                               "task takes one whole GPU (Arm hosts and fractional GPUs are not supported; GPU "
-                               f"types: {families})")
+            p.add(
+                prop,
+                value,
+                "has an NVIDIA GPU this target cannot use: the ECS GPU AMI is x86_64 and each "
+                "task takes one whole GPU (Arm hosts and fractional GPUs are not supported; GPU "
+                f"types: {families})",
+            )
         else:
-            p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU "
-                               f"types: {families})")
+            p.add(
+                prop,
+                value,
+                "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; NVIDIA GPU "
+                f"types: {families})",
+            )
     return spec
 
 
@@ -138,16 +158,24 @@ def check_container_port(p: Problems, prop: str, value: int) -> None:
     """A TCP port the container listens on (:data:`CONTAINER_PORT_RANGE`)."""
     low, high = CONTAINER_PORT_RANGE
     if not low <= value <= high:
-        p.add(prop, value, f"must be a TCP port {low}-{high} (the port the container listens on; with awsvpc "
-                           "networking every port of the task's own interface is free)")
+        p.add(
+            prop,
+            value,
+            f"must be a TCP port {low}-{high} (the port the container listens on; with awsvpc "
+            "networking every port of the task's own interface is free)",
+        )
 
 
 def check_health_path(p: Problems, prop: str, value: str) -> None:
     """A load balancer health check path (:data:`HEALTH_PATH_RE`): starts with '/', no query, no
     spaces."""
     if not HEALTH_PATH_RE.fullmatch(value):
-        p.add(prop, value, "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
-                           "spaces or a query string ('?')")
+        p.add(
+            prop,
+            value,
+            "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 characters, without "
+            "spaces or a query string ('?')",
+        )
 
 
 def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
@@ -160,9 +188,16 @@ def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
 def check_certificate_arn(p: Problems, prop: str, value: str, region: str | None) -> None:
     """An ACM certificate ARN in ``region`` (a load balancer's listener takes a certificate of its
     own Region)."""
-    check_regional_arn(p, prop, value, CERTIFICATE_ARN_RE,
-                       "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)", region,
-                       "certificate", "; a load balancer uses a certificate of its own region")
+    check_regional_arn(
+        p,
+        prop,
+        value,
+        CERTIFICATE_ARN_RE,
+        "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+        region,
+        "certificate",
+        "; a load balancer uses a certificate of its own region",
+    )
 
 
 @dataclass(frozen=True)
@@ -201,9 +236,17 @@ class GpuCapacity:
     def problems(self, p: Problems) -> None:
         check_gpu_instance_type(p, "instance_type", self.instance_type)
         if self.min_tasks < 1:
-            p.add("min_tasks", self.min_tasks, "must be at least 1 (2 or more keeps serving while a task is replaced)")
+            p.add(
+                "min_tasks",
+                self.min_tasks,
+                "must be at least 1 (2 or more keeps serving while a task is replaced)",
+            )
         elif self.max_tasks < self.min_tasks:
-            p.add("max_tasks", self.max_tasks, f"must be at least {p.ref('min_tasks', self.min_tasks)}")
+            p.add(
+                "max_tasks",
+                self.max_tasks,
+                f"must be at least {p.ref('min_tasks', self.min_tasks)}",
+            )
         check_root_volume_gib(p, "root_volume_gib", self.root_volume_gib)
 
 
@@ -233,9 +276,17 @@ class LoadBalancing:
         if self.certificate_arn is not None:
             check_certificate_arn(p, "certificate_arn", self.certificate_arn, region)
         if self.internet_facing and self.certificate_arn is None:
-            p.add("certificate_arn", None, f"must be set when {p.ref('internet_facing', True)}: an internet-facing "
-                                           "load balancer listens on HTTPS only (the token must not cross the "
-                                           "internet in clear text)")
+            p.add(
+                "certificate_arn",
+                None,
+                f"must be set when {p.ref('internet_facing', True)}: an internet-facing "
+                "load balancer listens on HTTPS only (the token must not cross the "
+                "internet in clear text)",
+            )
         if self.internet_facing and not self.require_token:
-            p.add("require_token", False, f"must be true when {p.ref('internet_facing', True)}: without SigV4 the "
-                                          "bearer token is what keeps strangers off the GPUs")
+            p.add(
+                "require_token",
+                False,
+                f"must be true when {p.ref('internet_facing', True)}: without SigV4 the "
+                "bearer token is what keeps strangers off the GPUs",
+            )

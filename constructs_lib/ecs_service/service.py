@@ -200,19 +200,42 @@ class GpuEcsServiceProps:
                 p.add("model_bucket", None, "must be set with bridge (the weights the tasks copy)")
             prefix = self.model_prefix
             if prefix is None or not prefix.endswith("/") or prefix.startswith("/"):
-                p.add("model_prefix", prefix, "must be a key prefix ending with '/' and not starting with '/'")
+                p.add(
+                    "model_prefix",
+                    prefix,
+                    "must be a key prefix ending with '/' and not starting with '/'",
+                )
             if self.streams_target is None or not self.streams_target > 0:
-                p.add("streams_target", self.streams_target, "must be a positive number of live streams per task")
+                p.add(
+                    "streams_target",
+                    self.streams_target,
+                    "must be a positive number of live streams per task",
+                )
         else:
             if self.requests_per_target is None or not self.requests_per_target > 0:
-                p.add("requests_per_target", self.requests_per_target, "must be a positive number of requests per "
-                                                                       "task per minute without bridge")
+                p.add(
+                    "requests_per_target",
+                    self.requests_per_target,
+                    "must be a positive number of requests per task per minute without bridge",
+                )
             if not self.gpu_namespace:
-                p.add("gpu_namespace", self.gpu_namespace, "must name the GPU metrics' namespace without bridge")
+                p.add(
+                    "gpu_namespace",
+                    self.gpu_namespace,
+                    "must name the GPU metrics' namespace without bridge",
+                )
             if self.response_time_p90_ms is not None and not self.response_time_p90_ms > 0:
-                p.add("response_time_p90_ms", self.response_time_p90_ms, "must be a positive number of ms, or None")
+                p.add(
+                    "response_time_p90_ms",
+                    self.response_time_p90_ms,
+                    "must be a positive number of ms, or None",
+                )
             if self.load_balancing.require_token:
-                p.add("load_balancing", "require_token=True", "needs bridge: only the bridge checks the bearer token")
+                p.add(
+                    "load_balancing",
+                    "require_token=True",
+                    "needs bridge: only the bridge checks the bearer token",
+                )
         try:
             stop_timeout_s(self.drain_s)
         except ValueError as error:
@@ -288,65 +311,110 @@ class GpuEcsService(Construct):
 
     # --- Construction steps, in the order they run -----------------------------------------------
 
-    def _cluster_and_capacity(self, props: GpuEcsServiceProps) -> tuple[kms.IKey | None, list[ec2.ISubnet]]:
+    def _cluster_and_capacity(
+        self, props: GpuEcsServiceProps
+    ) -> tuple[kms.IKey | None, list[ec2.ISubnet]]:
         """The cluster and its GPU capacity: instance role, launch template, Auto Scaling group,
         capacity provider and the release of its instances' protection on destroy. Returns the log
         key (or None) and the subnets of the instances and tasks."""
         cap = props.capacity
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The instance, task and execution roles' statements are "
-                                 "scoped to this service (its model prefix, metrics namespaces, repository, "
-                                 "secret and cluster); an inline policy belongs to its one role and goes with it.",
-        })
-        self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
-                                   container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The instance, task and execution roles' statements are "
+                "scoped to this service (its model prefix, metrics namespaces, repository, "
+                "secret and cluster); an inline policy belongs to its one role and goes with it.",
+            },
+        )
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=props.vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED
+        )
         if props.gpu_namespace:
             self.gpu_namespace = props.gpu_namespace
         else:
-            assert props.bridge is not None  # the props' check requires gpu_namespace without bridge
+            assert (
+                props.bridge is not None
+            )  # the props' check requires gpu_namespace without bridge
             self.gpu_namespace = props.bridge.namespace + GPU_METRICS_NAMESPACE_SUFFIX
-        instance_role = iam.Role(self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                                 description=f"ECS container instances of {props.service_name}")
+        instance_role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+            description=f"ECS container instances of {props.service_name}",
+        )
         what = "the CloudWatch agent's GPU metrics"
         self._grant_put_metrics(instance_role, self.gpu_namespace, what)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags
         # (ec2:DescribeTags, as in CloudWatchAgentServerPolicy; CloudWatch agent user guide,
         # "append_dimensions").
-        instance_role.add_to_principal_policy(iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"]))
-        Validations.of(instance_role).acknowledge(Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags "
-                   "support no resource-level permission; DescribeTags reads tags only (the "
-                   "CloudWatch agent's Auto Scaling group dimension)."))
-        key = kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None
+        instance_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"])
+        )
+        Validations.of(instance_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags "
+                "support no resource-level permission; DescribeTags reads tags only (the "
+                "CloudWatch agent's Auto Scaling group dimension).",
+            )
+        )
+        key = (
+            kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
+            if props.log_kms_key_arn
+            else None
+        )
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(*self._host_commands())
         self.instance_security_group = ec2.SecurityGroup(
-            self, "InstanceSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
+            self,
+            "InstanceSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=True,
             description=f"ECS container instances of {props.service_name} (tasks have their own "
-                        "group)")
+            "group)",
+        )
         self.launch_template = ec2.LaunchTemplate(
-            self, "LaunchTemplate",
-            machine_image=ec2.MachineImage.from_ssm_parameter(ECS_GPU_AMI_PARAMETER, os=ec2.OperatingSystemType.LINUX),
+            self,
+            "LaunchTemplate",
+            machine_image=ec2.MachineImage.from_ssm_parameter(
+                ECS_GPU_AMI_PARAMETER, os=ec2.OperatingSystemType.LINUX
+            ),
             instance_type=ec2.InstanceType(cap.instance_type),
             require_imdsv2=True,
             http_put_response_hop_limit=1,  # tasks (awsvpc) cannot reach the instance's credentials
             role=instance_role,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             user_data=user_data,
             security_group=self.instance_security_group,
-            block_devices=[ec2.BlockDevice(
-                device_name="/dev/xvda",
-                volume=ec2.BlockDeviceVolume.ebs(cap.root_volume_gib, encrypted=True,
-                                                 volume_type=ec2.EbsDeviceVolumeType.GP3, delete_on_termination=True),
-            )],
-            spot_options=ec2.LaunchTemplateSpotOptions(request_type=ec2.SpotRequestType.ONE_TIME) if cap.spot else None,
-            placement_group=(ec2.PlacementGroup(self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
-                             if cap.single_az else None),
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/xvda",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        cap.root_volume_gib,
+                        encrypted=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            spot_options=ec2.LaunchTemplateSpotOptions(request_type=ec2.SpotRequestType.ONE_TIME)
+            if cap.spot
+            else None,
+            placement_group=(
+                ec2.PlacementGroup(
+                    self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
+                )
+                if cap.single_az
+                else None
+            ),
         )
-        subnets = (list(props.subnets) if props.subnets else
-                   props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
+        subnets = (
+            list(props.subnets)
+            if props.subnets
+            else props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        )
         self.auto_scaling_group = autoscaling.AutoScalingGroup(
-            self, "Instances",
+            self,
+            "Instances",
             vpc=props.vpc,
             launch_template=self.launch_template,
             vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
@@ -356,13 +424,16 @@ class GpuEcsService(Construct):
             # it when idle).
             new_instances_protected_from_scale_in=True,
         )
-        Validations.of(self.auto_scaling_group).acknowledge(Acknowledgment(
-            id="AwsSolutions-AS3",
-            reason="Scaling events are driven by the ECS capacity provider and visible in "
-                   "ECS service events; the alarm topic carries the service's alarms.",
-        ))
+        Validations.of(self.auto_scaling_group).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-AS3",
+                reason="Scaling events are driven by the ECS capacity provider and visible in "
+                "ECS service events; the alarm topic carries the service's alarms.",
+            )
+        )
         self.capacity_provider = ecs.AsgCapacityProvider(
-            self, "CapacityProvider",
+            self,
+            "CapacityProvider",
             auto_scaling_group=self.auto_scaling_group,
             enable_managed_scaling=True,
             enable_managed_termination_protection=True,
@@ -373,58 +444,88 @@ class GpuEcsService(Construct):
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
         self.release_protection = self._release_instance_protection(key)
-        skip_checkov(instance_role, "AWS::IAM::Policy", {
-            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
-                           "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* for the "
-                           "agent), and PutMetricData, which supports no resource and is limited by a "
-                           "cloudwatch:namespace condition.",
-        })
-        Validations.of(instance_role).acknowledge(Acknowledgment(
-            id="AwsSolutions-IAM5[Action::ecs:Submit*]",
-            reason="The statement the CDK gives ECS container instances (the container "
-                   "agent's own calls, as in AmazonEC2ContainerServiceforEC2Role); the agent "
-                   "reports task and container state changes.",
-        ))
+        skip_checkov(
+            instance_role,
+            "AWS::IAM::Policy",
+            {
+                "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
+                "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* for the "
+                "agent), and PutMetricData, which supports no resource and is limited by a "
+                "cloudwatch:namespace condition.",
+            },
+        )
+        Validations.of(instance_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Action::ecs:Submit*]",
+                reason="The statement the CDK gives ECS container instances (the container "
+                "agent's own calls, as in AmazonEC2ContainerServiceforEC2Role); the agent "
+                "reports task and container state changes.",
+            )
+        )
         return key, subnets
 
-    def _task_definition(self, props: GpuEcsServiceProps, key: kms.IKey | None, removal: RemovalPolicy) -> None:
+    def _task_definition(
+        self, props: GpuEcsServiceProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> None:
         """The log group, the task definition (one GPU), its grants, the bearer token secret and the
         container."""
         bridge, lb = props.bridge, props.load_balancing
-        self.log_group = logs.LogGroup(self, "Logs", removal_policy=removal, encryption_key=key,
-                                       retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
-        self.task_definition = ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            removal_policy=removal,
+            encryption_key=key,
+            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
+        )
+        self.task_definition = ecs.Ec2TaskDefinition(
+            self, "Task", network_mode=ecs.NetworkMode.AWS_VPC
+        )
         if bridge is not None:
             # The props' check requires the model's bucket and prefix with bridge.
             assert props.model_bucket is not None and props.model_prefix is not None
-            self.task_definition.add_volume(name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR))
-            self._grant_model_read(self.task_definition.task_role, props.model_bucket, props.model_prefix)
-            self._grant_put_metrics(self.task_definition.task_role, bridge.namespace, "the bridge's metrics")
+            self.task_definition.add_volume(
+                name="weights", host=ecs.Host(source_path=HOST_CACHE_DIR)
+            )
+            self._grant_model_read(
+                self.task_definition.task_role, props.model_bucket, props.model_prefix
+            )
+            self._grant_put_metrics(
+                self.task_definition.task_role, bridge.namespace, "the bridge's metrics"
+            )
             self._grant_task_protection(self.task_definition.task_role)
         if props.image_repository_arn is not None:
-            self._grant_image_pull(self.task_definition.obtain_execution_role(), props.image_repository_arn)
+            self._grant_image_pull(
+                self.task_definition.obtain_execution_role(), props.image_repository_arn
+            )
         self.token_secret = None
         secrets: dict[str, ecs.Secret] = {}
         if lb.require_token:
             self.token_secret = secretsmanager.Secret(
-                self, "Token",
+                self,
+                "Token",
                 description=f"Bearer token callers of {props.service_name} send (Authorization: "
-                            "Bearer <token>)",
+                "Bearer <token>)",
                 generate_secret_string=secretsmanager.SecretStringGenerator(
-                    password_length=48, exclude_punctuation=True, include_space=False),
+                    password_length=48, exclude_punctuation=True, include_space=False
+                ),
                 removal_policy=RemovalPolicy.DESTROY,
                 encryption_key=key,
             )
-            acknowledge_compliance(self.token_secret, {
-                "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, "
-                                                 "'Calling the ECS endpoint'): a rotated token takes effect as tasks restart.",
-            })
-            Validations.of(self.token_secret).acknowledge(Acknowledgment(
-                id="AwsSolutions-SMG4",
-                reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
-                       "a rotated token takes effect as tasks restart, so rotation needs a rolling "
-                       "deployment the user schedules.",
-            ))
+            acknowledge_compliance(
+                self.token_secret,
+                {
+                    "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, "
+                    "'Calling the ECS endpoint'): a rotated token takes effect as tasks restart.",
+                },
+            )
+            Validations.of(self.token_secret).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SMG4",
+                    reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
+                    "a rotated token takes effect as tasks restart, so rotation needs a rolling "
+                    "deployment the user schedules.",
+                )
+            )
             secrets["BRIDGE_TOKEN"] = ecs.Secret.from_secrets_manager(self.token_secret)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             if key is not None:  # ECS reads the secret with the execution role when a task starts
                 statement = secret_decrypt_statement(self.token_secret, key.key_arn)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
@@ -433,20 +534,27 @@ class GpuEcsService(Construct):
         health_check = None
         if bridge is not None:
             assert props.model_bucket is not None  # as above
-            environment.update({
-                "MODEL_S3_URI": f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
-                "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
-                "ENDPOINT_NAME": props.service_name,
-                "VARIANT_NAME": ECS_VARIANT_NAME,
-                "DRAIN_S": f"{props.drain_s:g}",
-                "IDLE_TIMEOUT_S": f"{props.bridge_idle_timeout_s:g}",
-            })
+            environment.update(
+                {
+                    "MODEL_S3_URI": f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
+                    "MODEL_CACHE_DIR": CONTAINER_CACHE_DIR,
+                    "ENDPOINT_NAME": props.service_name,
+                    "VARIANT_NAME": ECS_VARIANT_NAME,
+                    "DRAIN_S": f"{props.drain_s:g}",
+                    "IDLE_TIMEOUT_S": f"{props.bridge_idle_timeout_s:g}",
+                }
+            )
             health_check = ecs.HealthCheck(
                 # The image has Python (vLLM's); curl is not guaranteed.
-                command=["CMD-SHELL", f"python3 -c \"import urllib.request; urllib.request.urlopen("
-                                      f"'http://127.0.0.1:{props.container_port}{props.health_path}', timeout=2)\" "
-                                      "|| exit 1"],
-                interval=Duration.seconds(15), timeout=Duration.seconds(5), retries=3,
+                command=[
+                    "CMD-SHELL",
+                    f'python3 -c "import urllib.request; urllib.request.urlopen('
+                    f"'http://127.0.0.1:{props.container_port}{props.health_path}', timeout=2)\" "
+                    "|| exit 1",
+                ],
+                interval=Duration.seconds(15),
+                timeout=Duration.seconds(5),
+                retries=3,
                 start_period=CONTAINER_HEALTH_START_PERIOD,
             )
         # Another model server's image is not ours: what tools it has for a container health check
@@ -465,38 +573,51 @@ class GpuEcsService(Construct):
             stop_timeout=Duration.seconds(stop_timeout_s(props.drain_s)),
             logging=ecs.LogDrivers.aws_logs(stream_prefix=name.lower(), log_group=self.log_group),
         )
-        Validations.of(self.task_definition).acknowledge(Acknowledgment(
-            id="AwsSolutions-ECS2",
-            reason="The environment holds configuration only (vLLM flags, metric names, the "
-                   "S3 prefix); the one secret, the bearer token, comes from Secrets Manager "
-                   "(secrets, not environment).",
-        ))
+        Validations.of(self.task_definition).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-ECS2",
+                reason="The environment holds configuration only (vLLM flags, metric names, the "
+                "S3 prefix); the one secret, the bearer token, comes from Secrets Manager "
+                "(secrets, not environment).",
+            )
+        )
         if props.image_repository_arn is not None:
             # CDK warns that an image from an ECR registry URI needs a pull policy: the execution
             # role has it (_grant_image_pull, the image's repository only).
             Annotations.of(self.container).acknowledge_warning(
                 "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
-                "The execution role may pull from the image's repository (image_repository_arn).")
+                "The execution role may pull from the image's repository (image_repository_arn).",
+            )
         if bridge is not None:
-            self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR,
-                                                           source_volume="weights", read_only=False))
+            self.container.add_mount_points(
+                ecs.MountPoint(
+                    container_path=CONTAINER_CACHE_DIR, source_volume="weights", read_only=False
+                )
+            )
 
-    def _load_balancer(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet], removal: RemovalPolicy) -> None:
+    def _load_balancer(
+        self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet], removal: RemovalPolicy
+    ) -> None:
         """The Application Load Balancer, its access-log bucket, the listener and the target
         group."""
         bridge, lb = props.bridge, props.load_balancing
         self.load_balancer = elbv2.ApplicationLoadBalancer(
-            self, "LoadBalancer",
+            self,
+            "LoadBalancer",
             vpc=props.vpc,
             internet_facing=lb.internet_facing,
-            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC) if lb.internet_facing else
-                         ec2.SubnetSelection(subnets=subnets)),
+            vpc_subnets=(
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+                if lb.internet_facing
+                else ec2.SubnetSelection(subnets=subnets)
+            ),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.bridge_idle_timeout_s)),
             drop_invalid_header_fields=True,
             deletion_protection=False,
         )
         self.access_logs = s3.Bucket(
-            self, "AccessLogs",
+            self,
+            "AccessLogs",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,  # ALB access logs support SSE-S3 only
             enforce_ssl=True,
@@ -505,29 +626,38 @@ class GpuEcsService(Construct):
             removal_policy=removal,
             auto_delete_objects=not props.retain_data,
         )
-        Validations.of(self.access_logs).acknowledge(Acknowledgment(
-            id="AwsSolutions-S1",
-            reason="This bucket receives the load balancer's access logs; logging it to "
-                   "itself would loop.",
-        ))
-        acknowledge_compliance(self.access_logs, {
-            "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; "
-                                      "logging it would need another bucket whose logs go nowhere.",
-            "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written "
-                                      "to SSE-S3 buckets only (Elastic Load Balancing user guide, 'Access logs for "
-                                      "your Application Load Balancer').",
-            "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load "
-                                         "Balancing and removed only by the lifecycle rule; there is no object to recover "
-                                         "from an overwrite.",
-            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
-                                          "copying them elsewhere is the user's choice, not a default.",
-        })
-        skip_checkov(self.access_logs, "AWS::S3::Bucket", {
-            "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it "
-                          "would need another bucket.",
-            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and "
-                          "removed only by the lifecycle rule.",
-        })
+        Validations.of(self.access_logs).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This bucket receives the load balancer's access logs; logging it to "
+                "itself would loop.",
+            )
+        )
+        acknowledge_compliance(
+            self.access_logs,
+            {
+                "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; "
+                "logging it would need another bucket whose logs go nowhere.",
+                "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written "
+                "to SSE-S3 buckets only (Elastic Load Balancing user guide, 'Access logs for "
+                "your Application Load Balancer').",
+                "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load "
+                "Balancing and removed only by the lifecycle rule; there is no object to recover "
+                "from an overwrite.",
+                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
+                "copying them elsewhere is the user's choice, not a default.",
+            },
+        )
+        skip_checkov(
+            self.access_logs,
+            "AWS::S3::Bucket",
+            {
+                "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it "
+                "would need another bucket.",
+                "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and "
+                "removed only by the lifecycle rule.",
+            },
+        )
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
@@ -535,88 +665,131 @@ class GpuEcsService(Construct):
             # Destroy: the access-log bucket is emptied only after the load balancer is gone
             # (before, it would keep writing: a log file per node every 5 minutes, Elastic Load
             # Balancing user guide, "Access logs").
-            self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(self.load_balancer)
+            self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(
+                self.load_balancer
+            )
         if not lb.internet_facing:
             for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
                 self.load_balancer.connections.allow_from(
-                    ec2.Peer.ipv4(cidr), ec2.Port.tcp(443 if lb.https else 80),
-                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}")
-        Validations.of(self.load_balancer).acknowledge(Acknowledgment(
-            id="AwsSolutions-EC23",
-            reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
+                    ec2.Peer.ipv4(cidr),
+                    ec2.Port.tcp(443 if lb.https else 80),
+                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}",
+                )
+        Validations.of(self.load_balancer).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-EC23",
+                reason=(
+                    "An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
                     "only); callers authenticate with the bearer token (required when "
-                    "internet-facing)." if lb.internet_facing else
-                    "An internal load balancer takes callers from the VPC's CIDR only (a "
-                    "deploy-time value cdk-nag cannot read)."),
-        ))
-        acknowledge_compliance(self.load_balancer, {
-            "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it "
-                                            "holds no data; its access logs are in their own bucket).",
-            "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade "
-                             "request, which a web ACL does not inspect; the listener forwards two paths only "
-                             "and the bridge checks the bearer token before any work.",
-        })
+                    "internet-facing)."
+                    if lb.internet_facing
+                    else "An internal load balancer takes callers from the VPC's CIDR only (a "
+                    "deploy-time value cdk-nag cannot read)."
+                ),
+            )
+        )
+        acknowledge_compliance(
+            self.load_balancer,
+            {
+                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it "
+                "holds no data; its access logs are in their own bucket).",
+                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade "
+                "request, which a web ACL does not inspect; the listener forwards two paths only "
+                "and the bridge checks the bearer token before any work.",
+            },
+        )
         if not lb.https:
-            acknowledge_compliance(self.load_balancer, {
-                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: "
-                                             "HTTP on 80 inside the VPC, reachable from the caller CIDRs only. Set a "
-                                             "certificate for HTTPS.",
-                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate "
-                                               "(HTTP inside the VPC); internet-facing needs one (the settings refuse "
-                                               "otherwise).",
-            })
+            acknowledge_compliance(
+                self.load_balancer,
+                {
+                    "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: "
+                    "HTTP on 80 inside the VPC, reachable from the caller CIDRs only. Set a "
+                    "certificate for HTTPS.",
+                    "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate "
+                    "(HTTP inside the VPC); internet-facing needs one (the settings refuse "
+                    "otherwise).",
+                },
+            )
         if lb.https:
             assert lb.certificate_arn is not None  # what https means
             listener = self.load_balancer.add_listener(
-                "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,
+                "Https",
+                port=443,
+                protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[elbv2.ListenerCertificate.from_arn(lb.certificate_arn)],
                 ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
                 open=lb.internet_facing,
-                default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
-                                                                   message_body="not found"))
+                default_action=elbv2.ListenerAction.fixed_response(
+                    404, content_type="text/plain", message_body="not found"
+                ),
+            )
         else:
             listener = self.load_balancer.add_listener(
-                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
-                default_action=elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
-                                                                   message_body="not found"))
+                "Http",
+                port=80,
+                protocol=elbv2.ApplicationProtocol.HTTP,
+                open=False,
+                default_action=elbv2.ListenerAction.fixed_response(
+                    404, content_type="text/plain", message_body="not found"
+                ),
+            )
         if not lb.https:
-            skip_checkov(listener, "AWS::ElasticLoadBalancingV2::Listener", {
-                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the "
-                             "VPC from the caller CIDRs only; set a certificate for HTTPS "
-                             "(internet-facing requires one).",
-                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside "
-                               "the VPC); with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
-            })
+            skip_checkov(
+                listener,
+                "AWS::ElasticLoadBalancingV2::Listener",
+                {
+                    "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the "
+                    "VPC from the caller CIDRs only; set a certificate for HTTPS "
+                    "(internet-facing requires one).",
+                    "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside "
+                    "the VPC); with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
+                },
+            )
         self.listener = listener
         self.target_group = elbv2.ApplicationTargetGroup(
-            self, "Targets",
+            self,
+            "Targets",
             vpc=props.vpc,
             port=props.container_port,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(deregistration_delay_s(props.drain_s)),
-            health_check=elbv2.HealthCheck(path=props.health_path, healthy_http_codes="200",
-                                           interval=Duration.seconds(10), timeout=Duration.seconds(5),
-                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(
+                path=props.health_path,
+                healthy_http_codes="200",
+                interval=Duration.seconds(10),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
         )
         # An ALB forwards a WebSocket upgrade like any HTTP/1.1 request and keeps the connection
         # open afterwards (Elastic Load Balancing user guide, Application Load Balancers:
         # "WebSockets"). The bridge serves two paths; another model server's API is its own, so
         # every path goes to it.
         paths = [WEBSOCKET_PATH, props.health_path] if bridge is not None else ["/*"]
-        listener.add_action("Streams" if bridge is not None else "Requests", priority=10,
-                            conditions=[elbv2.ListenerCondition.path_patterns(paths)],
-                            action=elbv2.ListenerAction.forward([self.target_group]))
+        listener.add_action(
+            "Streams" if bridge is not None else "Requests",
+            priority=10,
+            conditions=[elbv2.ListenerCondition.path_patterns(paths)],
+            action=elbv2.ListenerAction.forward([self.target_group]),
+        )
 
     def _service(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet]) -> None:
         """The ECS service, its task scaling, and the URLs callers use."""
         bridge, cap, lb = props.bridge, props.capacity, props.load_balancing
-        self.task_security_group = ec2.SecurityGroup(self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
-                                                     description=f"Tasks of {props.service_name}: the "
-                                                                 f"{'bridge' if bridge is not None else 'container'} "
-                                                                 "port from the load balancer only")
+        self.task_security_group = ec2.SecurityGroup(
+            self,
+            "TaskSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=True,
+            description=f"Tasks of {props.service_name}: the "
+            f"{'bridge' if bridge is not None else 'container'} "
+            "port from the load balancer only",
+        )
         self.service = ecs.Ec2Service(
-            self, "Service",
+            self,
+            "Service",
             cluster=self.cluster,
             task_definition=self.task_definition,
             # No DesiredCount: CloudFormation would set it again on every update of the service (an
@@ -626,8 +799,11 @@ class GpuEcsService(Construct):
             # min_tasks.
             security_groups=[self.task_security_group],
             vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
-            capacity_provider_strategies=[ecs.CapacityProviderStrategy(
-                capacity_provider=self.capacity_provider.capacity_provider_name, weight=1)],
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(
+                    capacity_provider=self.capacity_provider.capacity_provider_name, weight=1
+                )
+            ],
             # Rolling: start every replacement before stopping the task it replaces (100-200 %); old
             # tasks drain (deregistration delay, then SIGTERM and the bridge's drain) and scale-in
             # protection keeps a task with live streams until they end.
@@ -638,9 +814,15 @@ class GpuEcsService(Construct):
             # Zones first (a zone's outage leaves tasks elsewhere), then instances (one instance's
             # loss, one task).
             placement_strategies=[
-                *([] if cap.single_az else
-                  [ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE)]),
-                ecs.PlacementStrategy.spread_across_instances()],
+                *(
+                    []
+                    if cap.single_az
+                    else [
+                        ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE)
+                    ]
+                ),
+                ecs.PlacementStrategy.spread_across_instances(),
+            ],
             enable_ecs_managed_tags=True,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
         )
@@ -653,44 +835,65 @@ class GpuEcsService(Construct):
         # else).
         self.service.attach_to_application_target_group(self.target_group)
 
-        self.scaling = self.service.auto_scale_task_count(min_capacity=cap.min_tasks, max_capacity=cap.max_tasks)
+        self.scaling = self.service.auto_scale_task_count(
+            min_capacity=cap.min_tasks, max_capacity=cap.max_tasks
+        )
         self.bridge_metrics: BridgeMetrics | None = None
         if bridge is not None:
             assert props.streams_target is not None  # the props' check requires it with bridge
-            self.bridge_metrics = BridgeMetrics(bridge.namespace, props.service_name, ECS_VARIANT_NAME)
+            self.bridge_metrics = BridgeMetrics(
+                bridge.namespace, props.service_name, ECS_VARIANT_NAME
+            )
             self.scaling.scale_to_track_custom_metric(
                 "ActiveStreams",
                 metric=self.bridge_metrics.metric_active_streams_per_instance(),
-                target_value=round(props.streams_target, 6),  # 0.7 x 3 is 2.0999999999999996 in floats
+                target_value=round(
+                    props.streams_target, 6
+                ),  # 0.7 x 3 is 2.0999999999999996 in floats
                 scale_in_cooldown=SCALE_IN_COOLDOWN,
                 scale_out_cooldown=SCALE_OUT_COOLDOWN,
             )
         else:
             # Requests per task per minute (AWS/ApplicationELB RequestCountPerTarget, the
             # ALBRequestCountPerTarget predefined metric of Application Auto Scaling).
-            assert props.requests_per_target is not None  # the props' check requires it without bridge
+            assert (
+                props.requests_per_target is not None
+            )  # the props' check requires it without bridge
             self.scaling.scale_on_request_count(
-                "Requests", requests_per_target=math.ceil(props.requests_per_target), target_group=self.target_group,
-                scale_in_cooldown=SCALE_IN_COOLDOWN, scale_out_cooldown=SCALE_OUT_COOLDOWN)
+                "Requests",
+                requests_per_target=math.ceil(props.requests_per_target),
+                target_group=self.target_group,
+                scale_in_cooldown=SCALE_IN_COOLDOWN,
+                scale_out_cooldown=SCALE_OUT_COOLDOWN,
+            )
 
         scheme = "https" if lb.https else "http"
         dns = self.load_balancer.load_balancer_dns_name
-        self.url = (f"{'wss' if lb.https else 'ws'}://{dns}{WEBSOCKET_PATH}" if bridge is not None
-                    else f"{scheme}://{dns}")
+        self.url = (
+            f"{'wss' if lb.https else 'ws'}://{dns}{WEBSOCKET_PATH}"
+            if bridge is not None
+            else f"{scheme}://{dns}"
+        )
         self.health_url = f"{scheme}://{dns}{props.health_path}"
 
     def _alarms(self, props: GpuEcsServiceProps) -> None:
         """The service's metrics, its alarm rules and an alarm per rule (to the alarm topic when
         there is one)."""
         self.metrics = GpuEcsServiceMetrics(
-            gpu_namespace=self.gpu_namespace, auto_scaling_group=self.auto_scaling_group, cluster=self.cluster,
-            service=self.service, load_balancer=self.load_balancer, target_group=self.target_group)
+            gpu_namespace=self.gpu_namespace,
+            auto_scaling_group=self.auto_scaling_group,
+            cluster=self.cluster,
+            service=self.service,
+            load_balancer=self.load_balancer,
+            target_group=self.target_group,
+        )
         self.rules = self.alarm_rules()
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         for rule in self.rules:
-            self.alarms[rule.name] = alarm_from_rule(self, f"Alarm{rule.name}", rule,
-                                                     f"{props.service_name}-ecs-{rule.name}", action)
+            self.alarms[rule.name] = alarm_from_rule(
+                self, f"Alarm{rule.name}", rule, f"{props.service_name}-ecs-{rule.name}", action
+            )
 
     # --- Metrics, alarms and dashboard (monitoring.py) -------------------------------------------
 
@@ -724,7 +927,9 @@ class GpuEcsService(Construct):
     def dashboard_rows(self, title: str) -> list[list[cloudwatch.IWidget]]:
         """Dashboard rows of the service
         (:func:`~constructs_lib.ecs_service.monitoring.service_dashboard_rows`)."""
-        return service_dashboard_rows(title, self._props, self.metrics, self.bridge_metrics, self.rules)
+        return service_dashboard_rows(
+            title, self._props, self.metrics, self.bridge_metrics, self.rules
+        )
 
     # --- Grants and host setup -------------------------------------------------------------------
 
@@ -733,36 +938,64 @@ class GpuEcsService(Construct):
         """Read the objects under ``prefix`` of ``bucket`` and list only that prefix (the weights
         and manifest)."""
         objects = bucket.arn_for_objects(f"{prefix}*")
-        role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}}))
-        Validations.of(role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(role), objects)}]",
-            reason="The wildcard covers the files of the model prefix only (weights, "
-                   "tokenizer, manifest); their names vary by model revision."))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(role), objects)}]",
+                reason="The wildcard covers the files of the model prefix only (weights, "
+                "tokenizer, manifest); their names vary by model revision.",
+            )
+        )
 
     @staticmethod
     def _grant_image_pull(role: iam.IRole, repository_arn: str) -> None:
         """Pull images from one ECR repository (the execution role pulls for ECS)."""
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-            resources=[repository_arn]))
-        role.add_to_principal_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
-        Validations.of(role).acknowledge(Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
-                   "issues a registry login token, image access stays limited to one repository."))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
+                resources=[repository_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
+                "issues a registry login token, image access stays limited to one repository.",
+            )
+        )
 
     @staticmethod
     def _grant_put_metrics(role: iam.IRole, namespace: str, what: str) -> None:
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["cloudwatch:PutMetricData"], resources=["*"],
-            conditions={"StringEquals": {"cloudwatch:namespace": namespace}}))
-        Validations.of(role).acknowledge(Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="cloudwatch:PutMetricData supports no resource-level permission; a "
-                   f"cloudwatch:namespace condition limits it to {what}."))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="cloudwatch:PutMetricData supports no resource-level permission; a "
+                f"cloudwatch:namespace condition limits it to {what}.",
+            )
+        )
 
     def _release_instance_protection(self, key: kms.IKey | None) -> CustomResource:
         """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group
@@ -784,35 +1017,58 @@ class GpuEcsService(Construct):
         """
         group = self.auto_scaling_group
         stack = Stack.of(self)
-        group_arn = stack.format_arn(service="autoscaling", resource="autoScalingGroup",
-                                     resource_name=f"*:autoScalingGroupName/{group.auto_scaling_group_name}",
-                                     arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        group_arn = stack.format_arn(
+            service="autoscaling",
+            resource="autoScalingGroup",
+            resource_name=f"*:autoScalingGroupName/{group.auto_scaling_group_name}",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         handler, role = cleanup_function(
-            self, "ReleaseProtection", handler="instance_protection.handler", timeout=Duration.minutes(2), key=key,
+            self,
+            "ReleaseProtection",
+            handler="instance_protection.handler",
+            timeout=Duration.minutes(2),
+            key=key,
             log_retention_days=self._props.log_retention_days,
             description="Custom::ReleaseInstanceProtection: lifts scale-in protection of "
-                        f"{self._props.service_name}'s Auto Scaling group on delete",
+            f"{self._props.service_name}'s Auto Scaling group on delete",
             statements=[
-                iam.PolicyStatement(actions=["autoscaling:UpdateAutoScalingGroup", "autoscaling:SetInstanceProtection"],
-                                    resources=[group_arn]),
+                iam.PolicyStatement(
+                    actions=[
+                        "autoscaling:UpdateAutoScalingGroup",
+                        "autoscaling:SetInstanceProtection",
+                    ],
+                    resources=[group_arn],
+                ),
                 # DescribeAutoScalingGroups supports no resource-level permission (Service
                 # Authorization Reference).
-                iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]),
-            ])
-        resource = CustomResource(self, "ReleaseProtectionOnDelete", service_token=handler.function_arn,
-                                  resource_type="Custom::ReleaseInstanceProtection",
-                                  properties={"AutoScalingGroupName": group.auto_scaling_group_name})
+                iam.PolicyStatement(
+                    actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]
+                ),
+            ],
+        )
+        resource = CustomResource(
+            self,
+            "ReleaseProtectionOnDelete",
+            service_token=handler.function_arn,
+            resource_type="Custom::ReleaseInstanceProtection",
+            properties={"AutoScalingGroupName": group.auto_scaling_group_name},
+        )
         resource.node.add_dependency(role)  # its statements must still exist when the Delete runs
         for capacity_provider in self.capacity_provider.node.find_all():
             if isinstance(capacity_provider, ecs.CfnCapacityProvider):
                 capacity_provider.node.add_dependency(resource)
         Validations.of(role).acknowledge(
-            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
-                           reason="autoscaling:DescribeAutoScalingGroups supports no resource-level "
-                                  "permission; it only reads the group's instances and their protection."),
-            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, group_arn)}]",
-                           reason="An Auto Scaling group ARN holds a generated id; the wildcard is that id, "
-                                  "and the group is named exactly."),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="autoscaling:DescribeAutoScalingGroups supports no resource-level "
+                "permission; it only reads the group's instances and their protection.",
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, group_arn)}]",
+                reason="An Auto Scaling group ARN holds a generated id; the wildcard is that id, "
+                "and the group is named exactly.",
+            ),
         )
         return resource
 
@@ -821,13 +1077,21 @@ class GpuEcsService(Construct):
         ECS developer guide, "Protect your Amazon ECS tasks from being terminated by scale-in
         events"): only tasks of this cluster."""
         stack = Stack.of(self)
-        tasks = stack.format_arn(service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*")
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"], resources=[tasks]))
-        Validations.of(role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
-            reason="Task ids are random; the wildcard is limited to the tasks of this "
-                   "cluster, and a task protects only itself through the agent."))
+        tasks = stack.format_arn(
+            service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"], resources=[tasks]
+            )
+        )
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
+                reason="Task ids are random; the wildcard is limited to the tasks of this "
+                "cluster, and a task protects only itself through the agent.",
+            )
+        )
 
     def _host_commands(self) -> list[str]:
         """Instance user data (after the capacity provider's ECS_CLUSTER line): the weights
@@ -839,8 +1103,11 @@ class GpuEcsService(Construct):
                 "namespace": self.gpu_namespace,
                 "append_dimensions": {"AutoScalingGroupName": "${aws:AutoScalingGroupName}"},
                 "aggregation_dimensions": [["AutoScalingGroupName"]],
-                "metrics_collected": {"nvidia_gpu": {"measurement": [
-                    "utilization_gpu", "memory_used", "memory_total"]}},
+                "metrics_collected": {
+                    "nvidia_gpu": {
+                        "measurement": ["utilization_gpu", "memory_used", "memory_total"]
+                    }
+                },
             },
         }
         path = "/opt/aws/amazon-cloudwatch-agent/etc/gpu.json"
@@ -849,8 +1116,11 @@ class GpuEcsService(Construct):
             # its tasks get SIGTERM and the bridge's drain (Amazon ECS developer guide, "Spot
             # Instance draining"). Written here: the capacity provider's spot_instance_draining
             # option applies only to groups with a spot price.
-            *(["echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"] if self._props.capacity.spot
-              else []),
+            *(
+                ["echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"]
+                if self._props.capacity.spot
+                else []
+            ),
             *([f"mkdir -p {HOST_CACHE_DIR}"] if self._props.bridge is not None else []),
             "dnf install -y amazon-cloudwatch-agent",
             f"cat > {path} <<'EOF'\n{json.dumps(config, indent=1)}\nEOF",

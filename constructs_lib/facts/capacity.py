@@ -98,6 +98,7 @@ def _cdiv(a: int, b: int) -> int:
 
 # --- Model facts --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ModelFacts:
     """Shape facts of one Voxtral Realtime checkpoint (bf16).
@@ -134,14 +135,26 @@ class ModelFacts:
     @property
     def decoder_kv_bytes_per_token(self) -> int:
         """K and V of every decoder layer for one token: 2 x 26 x 8 x 128 x 2 = 106,496 bytes."""
-        return 2 * self.decoder_layers * self.decoder_kv_heads * self.decoder_head_dim * self.dtype_bytes
+        return (
+            2
+            * self.decoder_layers
+            * self.decoder_kv_heads
+            * self.decoder_head_dim
+            * self.dtype_bytes
+        )
 
     @property
     def encoder_kv_bytes_per_token(self) -> int:
         """K and V of every encoder layer for the 4 frames of one decoder token: 2 x 32 x 32 x 64 x
         2 x 4 = 1 MiB."""
-        return (2 * self.encoder_layers * self.encoder_kv_heads * self.encoder_head_dim * self.dtype_bytes
-                * self.block_pool_size)
+        return (
+            2
+            * self.encoder_layers
+            * self.encoder_kv_heads
+            * self.encoder_head_dim
+            * self.dtype_bytes
+            * self.block_pool_size
+        )
 
     @property
     def flops_per_token(self) -> float:
@@ -164,11 +177,14 @@ def with_kv_cache_dtype(model: ModelFacts, kv_cache_dtype: str) -> ModelFacts:
         ValueError: another dtype.
     """
     if kv_cache_dtype not in KV_CACHE_DTYPE_BYTES:
-        raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected one of {sorted(KV_CACHE_DTYPE_BYTES)}")
+        raise ValueError(
+            f"kv_cache_dtype={kv_cache_dtype!r}: expected one of {sorted(KV_CACHE_DTYPE_BYTES)}"
+        )
     return dataclasses.replace(model, dtype_bytes=KV_CACHE_DTYPE_BYTES[kv_cache_dtype])
 
 
 # --- GPU facts ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuFacts:
@@ -227,9 +243,11 @@ def serving_problem(gpu_model: str) -> str | None:
     it, or None."""
     capability = COMPUTE_CAPABILITY.get(gpu_model)
     if capability is not None and capability < BF16_MIN_CAPABILITY:
-        return (f"{gpu_model} (compute capability {capability[0]}.{capability[1]}) has no BF16: vLLM "
-                "refuses the BF16 checkpoint below 8.0 (check_if_supports_dtype, "
-                "vllm/platforms/cuda.py)")
+        return (
+            f"{gpu_model} (compute capability {capability[0]}.{capability[1]}) has no BF16: vLLM "
+            "refuses the BF16 checkpoint below 8.0 (check_if_supports_dtype, "
+            "vllm/platforms/cuda.py)"
+        )
     return None
 
 
@@ -246,8 +264,12 @@ def serving_problem(gpu_model: str) -> str | None:
 #: vllm/model_executor/models/whisper_causal.py): vLLM would fail at start-up (unconfirmed on a GPU;
 #: an image without FlashInfer would fall through to Triton). (Forcing ``--attention-backend
 #: TRITON_ATTN`` might run FP8 there; that is untested and not offered.)
-FP8_KV_FILES = ("vllm/platforms/cuda.py", "vllm/v1/attention/backends/flash_attn.py",
-                "vllm/v1/attention/backends/fa_utils.py", "vllm/model_executor/models/whisper_causal.py")
+FP8_KV_FILES = (
+    "vllm/platforms/cuda.py",
+    "vllm/v1/attention/backends/flash_attn.py",
+    "vllm/v1/attention/backends/fa_utils.py",
+    "vllm/model_executor/models/whisper_causal.py",
+)
 
 
 def fp8_kv_cache_problem(gpu_model: str) -> str | None:
@@ -256,17 +278,21 @@ def fp8_kv_cache_problem(gpu_model: str) -> str | None:
     block-pooling wrapper, for the causal encoder's cache). See :data:`FP8_KV_FILES`."""
     capability = COMPUTE_CAPABILITY.get(gpu_model)
     if capability is None:
-        return (f"{gpu_model}: no compute capability on record in constructs_lib/facts/capacity.py, "
-                "so FP8 KV is not offered")
+        return (
+            f"{gpu_model}: no compute capability on record in constructs_lib/facts/capacity.py, "
+            "so FP8 KV is not offered"
+        )
     if capability[0] == 9:
         return None
-    return (f"{gpu_model} (compute capability {capability[0]}.{capability[1]}): vLLM 0.31.0's "
-            "FlashAttention takes an FP8 KV cache only as FlashAttention 3 on compute capability "
-            "9.x (flash_attn_supports_fp8, vllm/v1/attention/backends/fa_utils.py), so vLLM picks "
-            "FlashInfer (_get_backend_priorities, vllm/platforms/cuda.py), which the causal audio "
-            "encoder's block-pooled attention refuses "
-            "(create_whisper_attention_backend_with_block_pooling, "
-            "vllm/model_executor/models/whisper_causal.py): vLLM would fail at start-up")
+    return (
+        f"{gpu_model} (compute capability {capability[0]}.{capability[1]}): vLLM 0.31.0's "
+        "FlashAttention takes an FP8 KV cache only as FlashAttention 3 on compute capability "
+        "9.x (flash_attn_supports_fp8, vllm/v1/attention/backends/fa_utils.py), so vLLM picks "
+        "FlashInfer (_get_backend_priorities, vllm/platforms/cuda.py), which the causal audio "
+        "encoder's block-pooled attention refuses "
+        "(create_whisper_attention_backend_with_block_pooling, "
+        "vllm/model_executor/models/whisper_causal.py): vLLM would fail at start-up"
+    )
 
 
 # --- vLLM facts and our estimates ---------------------------------------------------------------
@@ -296,8 +322,6 @@ COMPUTE_EFFICIENCY = 0.4
 #: Fraction of the 80 ms between steps the decode step may take: the rest for scheduling, sampling,
 #: the mel/conv front end and jitter. An assumption.
 STEP_BUDGET_FRACTION = 0.75
-
-
 
 
 @dataclass(frozen=True)
@@ -340,23 +364,47 @@ class Assumption:
 #: Every assumption the figures rest on. The ranges are judgement, not measurement: none of them has
 #: been measured for this model, since no GPU was at hand (README "Capacity").
 ASSUMPTIONS: tuple[Assumption, ...] = (
-    Assumption("memory bandwidth a decode step reaches, share of peak", f"{BANDWIDTH_EFFICIENCY:g}", "0.65", "0.9",
-               "capacity_bench.py --streams 1,2,4,8,... on the GPU: the largest N whose real-time "
-               "factor stays near 1 is the compute bound that this and the next two set"),
-    Assumption("BF16 throughput a decode step reaches, share of peak", f"{COMPUTE_EFFICIENCY:g}", "0.25", "0.6",
-               "the same capacity_bench.py run (it measures the compute bound the three shares set "
-               "together)"),
-    Assumption("share of the 80 ms step the decode may take", f"{STEP_BUDGET_FRACTION:g}", "0.65", "0.85",
-               "the same capacity_bench.py run: the first-delta p90 stays under the 2000 ms alarm up to "
-               "that N"),
-    Assumption("memory overhead: activations of max_num_batched_tokens, CUDA graphs, outside torch, GiB "
-               "on a 24 GB GPU",
-               "1.5", "3.0 (x2)", "0.75 (x0.5)",
-               "capacity_bench.py's target bridge on the GPU: vLLM's start-up log 'GPU KV cache size: N "
-               "tokens' and the bridge's KvCacheStreams metric give the real pool"),
-    Assumption("tokens one live stream has in flight", str(STREAM_TOKENS_IN_FLIGHT), "128", "16",
-               "capacity_bench.py with SM_VLLM_MAX_NUM_SEQS above the KV fit: the N at which streams "
-               "start to fail or stall (vLLM preempting for want of blocks) is the real KV bound"),
+    Assumption(
+        "memory bandwidth a decode step reaches, share of peak",
+        f"{BANDWIDTH_EFFICIENCY:g}",
+        "0.65",
+        "0.9",
+        "capacity_bench.py --streams 1,2,4,8,... on the GPU: the largest N whose real-time "
+        "factor stays near 1 is the compute bound that this and the next two set",
+    ),
+    Assumption(
+        "BF16 throughput a decode step reaches, share of peak",
+        f"{COMPUTE_EFFICIENCY:g}",
+        "0.25",
+        "0.6",
+        "the same capacity_bench.py run (it measures the compute bound the three shares set "
+        "together)",
+    ),
+    Assumption(
+        "share of the 80 ms step the decode may take",
+        f"{STEP_BUDGET_FRACTION:g}",
+        "0.65",
+        "0.85",
+        "the same capacity_bench.py run: the first-delta p90 stays under the 2000 ms alarm up to "
+        "that N",
+    ),
+    Assumption(
+        "memory overhead: activations of max_num_batched_tokens, CUDA graphs, outside torch, GiB "
+        "on a 24 GB GPU",
+        "1.5",
+        "3.0 (x2)",
+        "0.75 (x0.5)",
+        "capacity_bench.py's target bridge on the GPU: vLLM's start-up log 'GPU KV cache size: N "
+        "tokens' and the bridge's KvCacheStreams metric give the real pool",
+    ),
+    Assumption(
+        "tokens one live stream has in flight",
+        str(STREAM_TOKENS_IN_FLIGHT),
+        "128",
+        "16",
+        "capacity_bench.py with SM_VLLM_MAX_NUM_SEQS above the KV fit: the N at which streams "
+        "start to fail or stall (vLLM preempting for want of blocks) is the real KV bound",
+    ),
 )
 
 #: The ends of :data:`ASSUMPTIONS`, all at once.
@@ -376,6 +424,7 @@ def default_max_num_batched_tokens(memory_bytes: int, gpu_name: str = "") -> int
 
 
 # --- The pool -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class KvLayout:
@@ -402,12 +451,24 @@ class KvLayout:
 def kv_layout(model: ModelFacts = VOXTRAL_REALTIME, block_size: int = VLLM_BLOCK_SIZE) -> KvLayout:
     """The KV layout of ``model`` (``unify_kv_cache_spec_page_size``,
     ``_get_kv_cache_groups_uniform_page_size``)."""
-    decoder_page = model.decoder_kv_heads * block_size * 2 * model.decoder_head_dim * model.dtype_bytes
-    encoder_page = (model.encoder_kv_heads * block_size * model.block_pool_size * 2 * model.encoder_head_dim
-                    * model.dtype_bytes)
+    decoder_page = (
+        model.decoder_kv_heads * block_size * 2 * model.decoder_head_dim * model.dtype_bytes
+    )
+    encoder_page = (
+        model.encoder_kv_heads
+        * block_size
+        * model.block_pool_size
+        * 2
+        * model.encoder_head_dim
+        * model.dtype_bytes
+    )
     page = max(decoder_page, encoder_page)
-    if page % decoder_page or page % encoder_page:  # vLLM pads pages then; this model's pages divide evenly
-        raise ValueError("page sizes do not divide: the layout differs from what this model follows")
+    if (
+        page % decoder_page or page % encoder_page
+    ):  # vLLM pads pages then; this model's pages divide evenly
+        raise ValueError(
+            "page sizes do not divide: the layout differs from what this model follows"
+        )
     fewer, more = sorted((model.decoder_layers, model.encoder_layers))
     slots = more if more < fewer * 1.5 else fewer
     return KvLayout(
@@ -420,7 +481,9 @@ def kv_layout(model: ModelFacts = VOXTRAL_REALTIME, block_size: int = VLLM_BLOCK
     )
 
 
-def request_blocks(max_model_len: int, in_flight_tokens: int, model: ModelFacts = VOXTRAL_REALTIME) -> int:
+def request_blocks(
+    max_model_len: int, in_flight_tokens: int, model: ModelFacts = VOXTRAL_REALTIME
+) -> int:
     """Pool blocks one request holds at most: ``SlidingWindowSpec.max_admission_blocks_per_request``
     of the decoder group plus that of the encoder group."""
     layout = kv_layout(model)
@@ -428,11 +491,13 @@ def request_blocks(max_model_len: int, in_flight_tokens: int, model: ModelFacts 
     def group(window: int, block_tokens: int) -> int:
         return _cdiv(min(window - 1 + in_flight_tokens, max_model_len), block_tokens) + 1
 
-    return (group(model.decoder_sliding_window, layout.decoder_block_tokens)
-            + group(layout.encoder_window_tokens, layout.encoder_block_tokens))
+    return group(model.decoder_sliding_window, layout.decoder_block_tokens) + group(
+        layout.encoder_window_tokens, layout.encoder_block_tokens
+    )
 
 
 # --- The answer ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -492,33 +557,55 @@ class Capacity:
     @property
     def limited_by(self) -> str:
         """``memory`` or ``compute``: which bound sets :attr:`streams`."""
-        return "compute" if self.compute_cap is not None and self.compute_cap < self.fit else "memory"
+        return (
+            "compute" if self.compute_cap is not None and self.compute_cap < self.fit else "memory"
+        )
 
 
 def gpu_facts(spec: InstanceSpec) -> GpuFacts:
     """The GPU of ``spec``: the pinned facts of :data:`GPUS`, else the catalogue's memory and no
     speed facts."""
-    return GPUS.get(spec.gpu_model) or GpuFacts(spec.gpu_model, int(spec.gpu_memory_gib * GiB), 0.0, 0.0)
+    return GPUS.get(spec.gpu_model) or GpuFacts(
+        spec.gpu_model, int(spec.gpu_memory_gib * GiB), 0.0, 0.0
+    )
 
 
-def compute_cap(gpu: GpuFacts, max_model_len: int, model: ModelFacts = VOXTRAL_REALTIME,
-                estimates: Estimates = Estimates()) -> int | None:
+def compute_cap(
+    gpu: GpuFacts,
+    max_model_len: int,
+    model: ModelFacts = VOXTRAL_REALTIME,
+    estimates: Estimates = Estimates(),
+) -> int | None:
     """Live streams one GPU decodes in real time (see the module docstring), or None without speed
     facts."""
     if not gpu.bandwidth_bytes_per_s or not gpu.bf16_flops:
         return None
     bandwidth = gpu.bandwidth_bytes_per_s * estimates.bandwidth_efficiency
     layout = kv_layout(model)
-    window_bytes = (min(model.decoder_sliding_window, max_model_len) * model.decoder_kv_bytes_per_token
-                    + min(layout.encoder_window_tokens, max_model_len) * model.encoder_kv_bytes_per_token)
-    per_stream_s = window_bytes / bandwidth + model.flops_per_token / (gpu.bf16_flops * estimates.compute_efficiency)
-    budget_s = estimates.step_budget_fraction / model.tokens_per_audio_s - model.weight_bytes / bandwidth
+    window_bytes = (
+        min(model.decoder_sliding_window, max_model_len) * model.decoder_kv_bytes_per_token
+        + min(layout.encoder_window_tokens, max_model_len) * model.encoder_kv_bytes_per_token
+    )
+    per_stream_s = window_bytes / bandwidth + model.flops_per_token / (
+        gpu.bf16_flops * estimates.compute_efficiency
+    )
+    budget_s = (
+        estimates.step_budget_fraction / model.tokens_per_audio_s - model.weight_bytes / bandwidth
+    )
     return max(0, math.floor(budget_s / per_stream_s))
 
 
-def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utilization: float = 0.9, *,
-        max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto",
-        model: ModelFacts = VOXTRAL_REALTIME, estimates: Estimates = Estimates(), with_range: bool = True) -> Capacity:
+def fit(
+    instance_type: str | InstanceSpec,
+    max_model_len: int,
+    gpu_memory_utilization: float = 0.9,
+    *,
+    max_num_batched_tokens: int | None = None,
+    kv_cache_dtype: str = "auto",
+    model: ModelFacts = VOXTRAL_REALTIME,
+    estimates: Estimates = Estimates(),
+    with_range: bool = True,
+) -> Capacity:
     """How many live Voxtral streams of ``max_model_len`` tokens one GPU of ``instance_type``
     serves.
 
@@ -548,16 +635,22 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
     """
     spec = lookup(instance_type) if isinstance(instance_type, str) else instance_type
     if spec is None or not spec.gpus:
-        raise ValueError(f"{instance_type!r}: not a GPU instance type of constructs_lib/facts/instance_types.py")
+        raise ValueError(
+            f"{instance_type!r}: not a GPU instance type of constructs_lib/facts/instance_types.py"
+        )
     if max_model_len < 1 or not 0 < gpu_memory_utilization <= 1:
-        raise ValueError(f"max_model_len={max_model_len} must be >= 1 and "
-                         f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")
+        raise ValueError(
+            f"max_model_len={max_model_len} must be >= 1 and "
+            f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]"
+        )
     model = with_kv_cache_dtype(model, kv_cache_dtype)
     gpu = gpu_facts(spec)
     batched = max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory_bytes, gpu.name)
     budget = int(gpu.memory_bytes * gpu_memory_utilization)
-    overhead = int(estimates.overhead_scale
-                   * (NON_TORCH_BYTES + CUDA_GRAPH_BYTES + ACTIVATION_BYTES_PER_BATCHED_TOKEN * batched))
+    overhead = int(
+        estimates.overhead_scale
+        * (NON_TORCH_BYTES + CUDA_GRAPH_BYTES + ACTIVATION_BYTES_PER_BATCHED_TOKEN * batched)
+    )
     kv = max(0, budget - model.weight_bytes - overhead)
     layout = kv_layout(model)
     num_blocks = kv // layout.block_bytes
@@ -565,17 +658,37 @@ def fit(instance_type: str | InstanceSpec, max_model_len: int, gpu_memory_utiliz
     vllm_blocks = request_blocks(max_model_len, VLLM_MAX_CONCURRENT_BATCHES * batched, model)
     streams_range = None
     if with_range:
-        ends = [fit(spec, max_model_len, gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
-                    kv_cache_dtype=kv_cache_dtype, estimates=end, with_range=False).streams
-                for end in (PESSIMISTIC, OPTIMISTIC)]
+        ends = [
+            fit(
+                spec,
+                max_model_len,
+                gpu_memory_utilization,
+                max_num_batched_tokens=max_num_batched_tokens,
+                kv_cache_dtype=kv_cache_dtype,
+                estimates=end,
+                with_range=False,
+            ).streams
+            for end in (PESSIMISTIC, OPTIMISTIC)
+        ]
         streams_range = (ends[0], ends[1])
     return Capacity(
-        instance_type=spec.name, gpu=gpu, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=batched,
-        budget_bytes=budget, weight_bytes=model.weight_bytes, overhead_bytes=overhead, kv_bytes=kv,
-        num_blocks=num_blocks, block_bytes=layout.block_bytes,
-        stream_blocks=stream_blocks, stream_kv_bytes=stream_blocks * layout.block_bytes,
-        vllm_request_blocks=vllm_blocks, vllm_max_concurrency=num_blocks / vllm_blocks,
-        fit=num_blocks // stream_blocks, compute_cap=compute_cap(gpu, max_model_len, model, estimates),
-        kv_cache_dtype=kv_cache_dtype, streams_range=streams_range,
+        instance_type=spec.name,
+        gpu=gpu,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_batched_tokens=batched,
+        budget_bytes=budget,
+        weight_bytes=model.weight_bytes,
+        overhead_bytes=overhead,
+        kv_bytes=kv,
+        num_blocks=num_blocks,
+        block_bytes=layout.block_bytes,
+        stream_blocks=stream_blocks,
+        stream_kv_bytes=stream_blocks * layout.block_bytes,
+        vllm_request_blocks=vllm_blocks,
+        vllm_max_concurrency=num_blocks / vllm_blocks,
+        fit=num_blocks // stream_blocks,
+        compute_cap=compute_cap(gpu, max_model_len, model, estimates),
+        kv_cache_dtype=kv_cache_dtype,
+        streams_range=streams_range,
     )

@@ -67,7 +67,9 @@ class CudaVersion:
         if match is None:
             raise ValueError(f"{text!r} is not a CUDA version (forms: 13.0, 13.0.2, cu130)")
         if len(match.groups()) == 1:
-            digits = match.group(1)  # the last digit is the minor version: cu129 = 12.9, cu130 = 13.0
+            digits = match.group(
+                1
+            )  # the last digit is the minor version: cu129 = 12.9, cu130 = 13.0
             return cls(int(digits[:-1]), int(digits[-1]))
         return cls(int(match.group(1)), int(match.group(2)))
 
@@ -103,12 +105,28 @@ _DLC_SOURCE = "aws/deep-learning-containers docs/src/data/vllm/{version}-gpu-sag
 DLC_IMAGES: dict[str, DlcImage] = {
     image.tag: image
     for image in (
-        DlcImage("0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0", "0.17.1", CudaVersion(12, 9), "ubuntu22.04",
-                 _DLC_SOURCE.format(version="0.17.1")),
-        DlcImage("0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.0", "0.27.1", CudaVersion(13, 0), "ubuntu22.04",
-                 _DLC_SOURCE.format(version="0.27.1") + "; CUDA 13.0.2 in .github/config/image/vllm/sagemaker-ubuntu.yml"),
-        DlcImage("0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0", "0.31.0", CudaVersion(13, 0), "ubuntu24.04",
-                 _DLC_SOURCE.format(version="0.31.0")),
+        DlcImage(
+            "0.17.1-gpu-py312-cu129-ubuntu22.04-sagemaker-v1.0",
+            "0.17.1",
+            CudaVersion(12, 9),
+            "ubuntu22.04",
+            _DLC_SOURCE.format(version="0.17.1"),
+        ),
+        DlcImage(
+            "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.0",
+            "0.27.1",
+            CudaVersion(13, 0),
+            "ubuntu22.04",
+            _DLC_SOURCE.format(version="0.27.1")
+            + "; CUDA 13.0.2 in .github/config/image/vllm/sagemaker-ubuntu.yml",
+        ),
+        DlcImage(
+            "0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0",
+            "0.31.0",
+            CudaVersion(13, 0),
+            "ubuntu24.04",
+            _DLC_SOURCE.format(version="0.31.0"),
+        ),
     )
 }
 
@@ -137,10 +155,27 @@ class InferenceAmi:
 INFERENCE_AMIS: dict[str, InferenceAmi] = {
     ami.name: ami
     for ami in (
-        InferenceAmi("al2-ami-sagemaker-inference-gpu-2", 535, CudaVersion(12, 2), cuda_compat_mounting=True),
-        InferenceAmi("al2-ami-sagemaker-inference-gpu-2-1", 535, CudaVersion(12, 2), cuda_compat_mounting=False),
-        InferenceAmi("al2-ami-sagemaker-inference-gpu-3-1", 550, CudaVersion(12, 4), cuda_compat_mounting=False),
-        InferenceAmi("al2023-ami-sagemaker-inference-gpu-4-1", 580, CudaVersion(13, 0), cuda_compat_mounting=False),
+        InferenceAmi(
+            "al2-ami-sagemaker-inference-gpu-2", 535, CudaVersion(12, 2), cuda_compat_mounting=True
+        ),
+        InferenceAmi(
+            "al2-ami-sagemaker-inference-gpu-2-1",
+            535,
+            CudaVersion(12, 2),
+            cuda_compat_mounting=False,
+        ),
+        InferenceAmi(
+            "al2-ami-sagemaker-inference-gpu-3-1",
+            550,
+            CudaVersion(12, 4),
+            cuda_compat_mounting=False,
+        ),
+        InferenceAmi(
+            "al2023-ami-sagemaker-inference-gpu-4-1",
+            580,
+            CudaVersion(13, 0),
+            cuda_compat_mounting=False,
+        ),
     )
 }
 
@@ -183,7 +218,9 @@ class Compatibility:
         return self.verdict is not Verdict.INCOMPATIBLE
 
 
-def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | None, instance_type: str) -> Compatibility:
+def check_compatibility(
+    image_cuda: CudaVersion, inference_ami_version: str | None, instance_type: str
+) -> Compatibility:
     """Whether a container built with CUDA ``image_cuda`` starts on ``instance_type`` with that
     InferenceAmiVersion.
 
@@ -201,14 +238,19 @@ def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | No
     if inference_ami_version is None:
         family = instance_type.split(".")[1] if instance_type.count(".") == 2 else instance_type
         if family not in DEFAULT_DRIVER_BY_FAMILY:
-            return Compatibility(Verdict.UNKNOWN, f"SageMaker's default driver for {instance_type} is not documented; "
-                                 "set an InferenceAmiVersion so the driver is known")
+            return Compatibility(
+                Verdict.UNKNOWN,
+                f"SageMaker's default driver for {instance_type} is not documented; "
+                "set an InferenceAmiVersion so the driver is known",
+            )
         branch, driver_cuda = DEFAULT_DRIVER_BY_FAMILY[family]
         where, compat_mounting = f"the default driver of ml.{family}.* endpoints", False
     else:
         if inference_ami_version not in INFERENCE_AMIS:
-            raise ValueError(f"InferenceAmiVersion {inference_ami_version!r} is not a known GPU AMI; known: "
-                             f"{', '.join(INFERENCE_AMIS)}")
+            raise ValueError(
+                f"InferenceAmiVersion {inference_ami_version!r} is not a known GPU AMI; known: "
+                f"{', '.join(INFERENCE_AMIS)}"
+            )
         ami = INFERENCE_AMIS[inference_ami_version]
         branch, driver_cuda, compat_mounting = ami.driver_branch, ami.cuda, ami.cuda_compat_mounting
         where = inference_ami_version
@@ -216,21 +258,28 @@ def check_compatibility(image_cuda: CudaVersion, inference_ami_version: str | No
     if image_cuda <= driver_cuda:
         return Compatibility(Verdict.COMPATIBLE, f"CUDA {image_cuda} runs on {driver}")
     if image_cuda.major == driver_cuda.major:
-        return Compatibility(Verdict.MINOR_VERSION_COMPATIBILITY,
-                             f"CUDA {image_cuda} is newer than {driver}; it runs through CUDA minor version "
-                             "compatibility, without the features that need a newer driver")
+        return Compatibility(
+            Verdict.MINOR_VERSION_COMPATIBILITY,
+            f"CUDA {image_cuda} is newer than {driver}; it runs through CUDA minor version "
+            "compatibility, without the features that need a newer driver",
+        )
     if compat_mounting:
-        return Compatibility(Verdict.FORWARD_COMPATIBILITY,
-                             f"CUDA {image_cuda} needs a newer major version than {driver}; it starts only if the "
-                             "image ships NVIDIA's forward-compatibility libraries (cuda-compat)")
-    return Compatibility(Verdict.INCOMPATIBLE,
-                         f"CUDA {image_cuda} needs a newer driver than {driver}, and this AMI does not mount "
-                         "forward-compatibility libraries: the container would fail to start "
-                         "(CannotStartContainerError)")
+        return Compatibility(
+            Verdict.FORWARD_COMPATIBILITY,
+            f"CUDA {image_cuda} needs a newer major version than {driver}; it starts only if the "
+            "image ships NVIDIA's forward-compatibility libraries (cuda-compat)",
+        )
+    return Compatibility(
+        Verdict.INCOMPATIBLE,
+        f"CUDA {image_cuda} needs a newer driver than {driver}, and this AMI does not mount "
+        "forward-compatibility libraries: the container would fail to start "
+        "(CannotStartContainerError)",
+    )
 
 
-def check_image(image: str | None, source: str, inference_ami_version: str | None,
-                instance_type: str) -> Compatibility:
+def check_image(
+    image: str | None, source: str, inference_ami_version: str | None, instance_type: str
+) -> Compatibility:
     """Whether the image ``image`` (named ``source`` in messages, e.g. ``voxtral.image_uri``) starts
     with that InferenceAmiVersion: :func:`check_compatibility` on the CUDA its tag names
     (:func:`image_cuda`).
@@ -244,16 +293,22 @@ def check_image(image: str | None, source: str, inference_ami_version: str | Non
     cuda = image_cuda(image) if image is not None else None
     if cuda is None:
         shown = f" {image}" if image is not None else ""
-        return Compatibility(Verdict.UNKNOWN, f"the CUDA version of {source}{shown} is unknown (its tag names none, "
-                             "as '-cu130-' in a SageMaker DLC tag does), so it was not checked against "
-                             f"{inference_ami_version or 'the default driver'}")
+        return Compatibility(
+            Verdict.UNKNOWN,
+            f"the CUDA version of {source}{shown} is unknown (its tag names none, "
+            "as '-cu130-' in a SageMaker DLC tag does), so it was not checked against "
+            f"{inference_ami_version or 'the default driver'}",
+        )
     result = check_compatibility(cuda, inference_ami_version, instance_type)
     reason = f"{source} {image}: {result.reason}"
     if result.verdict is Verdict.INCOMPATIBLE:
         fitting = [name for name, ami in INFERENCE_AMIS.items() if ami.cuda >= cuda]
-        reason += (f"; use an InferenceAmiVersion whose driver runs CUDA {cuda} ({', '.join(fitting)})" if fitting
-                   else f"; no known InferenceAmiVersion runs CUDA {cuda}: use an image built with an "
-                        "older CUDA")
+        reason += (
+            f"; use an InferenceAmiVersion whose driver runs CUDA {cuda} ({', '.join(fitting)})"
+            if fitting
+            else f"; no known InferenceAmiVersion runs CUDA {cuda}: use an image built with an "
+            "older CUDA"
+        )
     return Compatibility(result.verdict, reason)
 
 

@@ -76,7 +76,9 @@ _SRC_SAGEMAKER_EBS = (
     "SageMaker API reference, ResourceConfig.VolumeSizeInGB: 'ML instance families that use EBS "
     "volumes include ml.c5 and ml.p2'"
 )
-_SRC_EC2_G5 = "EC2 User Guide, accelerated computing instances, G5: 'up to 7.6 TB of local NVMe SSD storage'"
+_SRC_EC2_G5 = (
+    "EC2 User Guide, accelerated computing instances, G5: 'up to 7.6 TB of local NVMe SSD storage'"
+)
 # kubernetes-sigs/aws-ebs-csi-driver, pkg/cloud/volume_limits.go at 88d79fb (2025-09-10): its
 # instance-store table was generated with `aws ec2 describe-instance-types --filters
 # Name=instance-storage-supported,Values=true` over every region
@@ -111,7 +113,11 @@ LOCAL_STORAGE: dict[str, tuple[bool, str]] = {
     "g7": (True, _UNCONFIRMED_NEWER.format(family="G6")),
     "p4d": (True, f"{_SRC_SAGEMAKER_NVME}; {_SRC_EBS_CSI_TABLE}"),
     "p4de": (True, _SRC_EBS_CSI_TABLE),
-    "p5": (True, f"{_SRC_EBS_CSI_TABLE} (p5.48xlarge); p5.4xlarge: " + _UNCONFIRMED_NEWER.format(family="P5")),
+    "p5": (
+        True,
+        f"{_SRC_EBS_CSI_TABLE} (p5.48xlarge); p5.4xlarge: "
+        + _UNCONFIRMED_NEWER.format(family="P5"),
+    ),
     "p5e": (True, _SRC_EBS_CSI_TABLE),
     "p5en": (True, _SRC_EBS_CSI_TABLE),
     "m5": (False, _SRC_EC2_NAMING),
@@ -121,13 +127,16 @@ LOCAL_STORAGE: dict[str, tuple[bool, str]] = {
 }
 
 
-def _family(family: str, gpu_model: str, gpu_memory_gib: float, sizes: dict[str, tuple[int, int]]) -> dict[str, InstanceSpec]:
+def _family(
+    family: str, gpu_model: str, gpu_memory_gib: float, sizes: dict[str, tuple[int, int]]
+) -> dict[str, InstanceSpec]:
     """Build the specs of one family from ``{size: (vcpus, gpus)}`` and its :data:`LOCAL_STORAGE`
     entry."""
     local, source = LOCAL_STORAGE[family]
     return {
         f"ml.{family}.{size}": InstanceSpec(
-            f"ml.{family}.{size}", vcpus, gpus, gpu_memory_gib, gpu_model, local, source)
+            f"ml.{family}.{size}", vcpus, gpus, gpu_memory_gib, gpu_model, local, source
+        )
         for size, (vcpus, gpus) in sizes.items()
     }
 
@@ -135,16 +144,35 @@ def _family(family: str, gpu_model: str, gpu_memory_gib: float, sizes: dict[str,
 # G4dn, G5, G6 and G6e share one size layout: 1 GPU up to 16xlarge except 12xlarge (4), 24xlarge
 # (4), 48xlarge (8).
 _G_LAYOUT = {
-    "xlarge": (4, 1), "2xlarge": (8, 1), "4xlarge": (16, 1), "8xlarge": (32, 1), "16xlarge": (64, 1),
-    "12xlarge": (48, 4), "24xlarge": (96, 4), "48xlarge": (192, 8),
+    "xlarge": (4, 1),
+    "2xlarge": (8, 1),
+    "4xlarge": (16, 1),
+    "8xlarge": (32, 1),
+    "16xlarge": (64, 1),
+    "12xlarge": (48, 4),
+    "24xlarge": (96, 4),
+    "48xlarge": (192, 8),
 }
 # G7e and G7 start at 2xlarge: 1 GPU up to 8xlarge, then 12xlarge (2), 24xlarge (4), 48xlarge (8).
 _G7_LAYOUT = {
-    "2xlarge": (8, 1), "4xlarge": (16, 1), "8xlarge": (32, 1), "12xlarge": (48, 2), "24xlarge": (96, 4),
+    "2xlarge": (8, 1),
+    "4xlarge": (16, 1),
+    "8xlarge": (32, 1),
+    "12xlarge": (48, 2),
+    "24xlarge": (96, 4),
     "48xlarge": (192, 8),
 }
-_G4DN_LAYOUT = {size: spec for size, spec in _G_LAYOUT.items() if size not in ("24xlarge", "48xlarge")}
-_CPU_LAYOUT = {"large": (2, 0), "xlarge": (4, 0), "2xlarge": (8, 0), "4xlarge": (16, 0), "12xlarge": (48, 0), "24xlarge": (96, 0)}
+_G4DN_LAYOUT = {
+    size: spec for size, spec in _G_LAYOUT.items() if size not in ("24xlarge", "48xlarge")
+}
+_CPU_LAYOUT = {
+    "large": (2, 0),
+    "xlarge": (4, 0),
+    "2xlarge": (8, 0),
+    "4xlarge": (16, 0),
+    "12xlarge": (48, 0),
+    "24xlarge": (96, 0),
+}
 
 CATALOGUE: dict[str, InstanceSpec] = {
     **_family("g4dn", "NVIDIA T4", 16, _G4DN_LAYOUT),
@@ -159,7 +187,13 @@ CATALOGUE: dict[str, InstanceSpec] = {
     **_family("p5e", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
     **_family("p5en", "NVIDIA H200", 141, {"48xlarge": (192, 8)}),
     **_family("m5", "none", 0, _CPU_LAYOUT),
-    **_family("c5", "none", 0, {size: _CPU_LAYOUT[size] for size in ("large", "xlarge", "2xlarge", "4xlarge")} | {"9xlarge": (36, 0), "18xlarge": (72, 0)}),
+    **_family(
+        "c5",
+        "none",
+        0,
+        {size: _CPU_LAYOUT[size] for size in ("large", "xlarge", "2xlarge", "4xlarge")}
+        | {"9xlarge": (36, 0), "18xlarge": (72, 0)},
+    ),
     **_family("m7i", "none", 0, _CPU_LAYOUT),
     **_family("c7i", "none", 0, _CPU_LAYOUT),
 }
@@ -203,7 +237,7 @@ KMS_KEY_ID_RULE = (
     "storage volumes are "
     "encrypted by a hardware module on the instance; \"You can't request a KmsKeyId when "
     "using an instance type with "
-    "local storage\", and CreateEndpointConfig fails if one is given"
+    'local storage", and CreateEndpointConfig fails if one is given'
 )
 
 
@@ -229,10 +263,12 @@ def volume_key_refusal(instance_types: Sequence[str]) -> str | None:
     if not local:
         return None
     facts = "; ".join(f"{name}: {CATALOGUE[name].local_storage_source}" for name in local)
-    return (f"KmsKeyId is left off: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local "
-            "NVMe instance storage, which the instance encrypts with its own hardware key "
-            f"(XTS-AES-256, EC2 User Guide, 'SSD instance store volumes'). {KMS_KEY_ID_RULE}. "
-            f"Instance storage facts: {facts}.")
+    return (
+        f"KmsKeyId is left off: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local "
+        "NVMe instance storage, which the instance encrypts with its own hardware key "
+        f"(XTS-AES-256, EC2 User Guide, 'SSD instance store volumes'). {KMS_KEY_ID_RULE}. "
+        f"Instance storage facts: {facts}."
+    )
 
 
 def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
@@ -252,8 +288,10 @@ def alarm_capacity(instance_types: Sequence[str]) -> tuple[int, int]:
     specs = [lookup(name) for name in instance_types]
     missing = [name for name, spec in zip(instance_types, specs, strict=True) if spec is None]
     if not specs or missing:
-        raise ValueError(f"instance types {list(missing or instance_types)!r}: not in "
-                         "constructs_lib/facts/instance_types.py")
+        raise ValueError(
+            f"instance types {list(missing or instance_types)!r}: not in "
+            "constructs_lib/facts/instance_types.py"
+        )
     known = [spec for spec in specs if spec is not None]  # every one, past the check above
     return min(spec.gpus for spec in known), min(spec.vcpus for spec in known)
 
@@ -277,8 +315,12 @@ def is_instance_type(value: str) -> bool:
 def check_instance_type(p: Problems, prop: str, value: str) -> None:
     """A SageMaker real-time instance type (:func:`is_instance_type`)."""
     if not is_instance_type(value):
-        p.add(prop, value, "not a SageMaker real-time instance type (expected one of SageMaker's "
-                           "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')")
+        p.add(
+            prop,
+            value,
+            "not a SageMaker real-time instance type (expected one of SageMaker's "
+            "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')",
+        )
 
 
 def check_catalogued(p: Problems, prop: str, value: str) -> InstanceSpec | None:
@@ -286,7 +328,11 @@ def check_catalogued(p: Problems, prop: str, value: str) -> InstanceSpec | None:
     its GPUs and vCPUs). Meant for a value that passed :func:`check_instance_type`."""
     spec = lookup(value)
     if spec is None:
-        p.add(prop, value, "a SageMaker instance type without vCPU and GPU facts in "
-                           "constructs_lib/facts/instance_types.py; add it there or choose one of the GPU "
-                           f"types {gpu_families()}")
+        p.add(
+            prop,
+            value,
+            "a SageMaker instance type without vCPU and GPU facts in "
+            "constructs_lib/facts/instance_types.py; add it there or choose one of the GPU "
+            f"types {gpu_families()}",
+        )
     return spec

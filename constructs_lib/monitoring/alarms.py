@@ -75,13 +75,19 @@ ROLLBACK_ERROR_BREACHING = 3
 
 # Why each missing-data treatment is right (stated in every alarm's description).
 MISSING_ERRORS = "no datapoint means no request, so nothing failed"
-MISSING_LATENCY = ("no datapoint means no request, so there is no latency to judge; the health alarm reports an "
-                   "endpoint without instances")
-MISSING_UTILISATION = ("no datapoint means no instance reported, which the health alarm reports; this alarm judges "
-                       "only levels")
+MISSING_LATENCY = (
+    "no datapoint means no request, so there is no latency to judge; the health alarm reports an "
+    "endpoint without instances"
+)
+MISSING_UTILISATION = (
+    "no datapoint means no instance reported, which the health alarm reports; this alarm judges "
+    "only levels"
+)
 MISSING_HEALTH = "no utilisation data means no running instance"
-MISSING_BRIDGE = ("the bridge sends a datapoint every minute, zeros included; a gap means the container is "
-                  "down, which the health alarm reports")
+MISSING_BRIDGE = (
+    "the bridge sends a datapoint every minute, zeros included; a gap means the container is "
+    "down, which the health alarm reports"
+)
 MISSING_FIRST_DELTA = "no datapoint means no stream started, so there is no first delta to time"
 
 
@@ -125,20 +131,28 @@ class AlarmRule:
         else:
             # The rules' math expressions combine plain metrics.
             used = cast("dict[str, cloudwatch.Metric]", self.metric.using_metrics)
-            terms = ", ".join(f"{name} = {m.metric_name} {m.statistic}" for name, m in sorted(used.items()))
+            terms = ", ".join(
+                f"{name} = {m.metric_name} {m.statistic}" for name, m in sorted(used.items())
+            )
             what = f"{self.metric.expression} ({terms})"
-        return (f"{self.meaning} Fires when {what} is "
-                f"{_WORDS[self.comparison]} {self.threshold:g} in {self.datapoints_to_alarm} of "
-                f"{self.evaluation_periods} {minutes}-minute periods. Missing data: "
-                f"{_MISSING[self.treat_missing_data]}, because {self.missing_data_reason}.")
+        return (
+            f"{self.meaning} Fires when {what} is "
+            f"{_WORDS[self.comparison]} {self.threshold:g} in {self.datapoints_to_alarm} of "
+            f"{self.evaluation_periods} {minutes}-minute periods. Missing data: "
+            f"{_MISSING[self.treat_missing_data]}, because {self.missing_data_reason}."
+        )
 
 
 _WORDS = {GT: "above", GTE: "at or above", LT: "below"}
 _MISSING = {NOT_BREACHING: "notBreaching", BREACHING: "breaching"}
 
 
-def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: EndpointAlarmThresholds,
-                bridge: BridgeAlarmThresholds | None = None) -> list[AlarmRule]:
+def alarm_rules(
+    m: EndpointMetrics,
+    instance_type: str | Sequence[str],
+    t: EndpointAlarmThresholds,
+    bridge: BridgeAlarmThresholds | None = None,
+) -> list[AlarmRule]:
     """The alarms of one endpoint variant, thresholds converted to each metric's unit.
 
     Args:
@@ -157,62 +171,152 @@ def alarm_rules(m: EndpointMetrics, instance_type: str | Sequence[str], t: Endpo
     gpus, vcpus = instance_types.alarm_capacity(types)
     fewest = " (the fewest among the instance pools)" if len(types) > 1 else ""
     rules = [
-        AlarmRule("Invocation5XXErrors", m.metric_invocation_5xx_errors(ERROR_WINDOW), GT, t.errors_5xx, 1, 1, NOT_BREACHING,
-                  "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
-                  MISSING_ERRORS),
-        AlarmRule("Invocation4XXErrors", m.metric_invocation_4xx_errors(ERROR_WINDOW), GT, t.errors_4xx, 1, 1, NOT_BREACHING,
-                  "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).", MISSING_ERRORS),
-        AlarmRule("ModelLatencyP90", m.metric_model_latency("p90"), GT, milliseconds_to_microseconds(t.model_latency_p90_ms),
-                  5, 3, NOT_BREACHING,
-                  f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms "
-                  "(reported in µs).",
-                  MISSING_LATENCY),
-        AlarmRule("OverheadLatencyP90", m.metric_overhead_latency("p90"), GT,
-                  milliseconds_to_microseconds(t.overhead_latency_p90_ms), 5, 3, NOT_BREACHING,
-                  f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms "
-                  "(reported in µs).",
-                  MISSING_LATENCY),
-        AlarmRule("CPUUtilization", m.metric_cpu_utilization("Average", UTILISATION_WINDOW), GT,
-                  t.cpu_utilization_percent * vcpus, 3, 3, NOT_BREACHING,
-                  f"CPU above {t.cpu_utilization_percent:g} % of {vcpus} vCPUs{fewest} for 15 minutes.",
-                  MISSING_UTILISATION),
-        AlarmRule("MemoryUtilization", m.metric_memory_utilization("Maximum", UTILISATION_WINDOW), GT, t.memory_percent,
-                  2, 2, NOT_BREACHING,
-                  f"Host memory above {t.memory_percent:g} % on an instance for 10 minutes.", MISSING_UTILISATION),
-        AlarmRule("DiskUtilization", m.metric_disk_utilization("Maximum", UTILISATION_WINDOW), GT, t.disk_percent,
-                  1, 1, NOT_BREACHING,
-                  f"Disk above {t.disk_percent:g} % on an instance.", MISSING_UTILISATION),
+        AlarmRule(
+            "Invocation5XXErrors",
+            m.metric_invocation_5xx_errors(ERROR_WINDOW),
+            GT,
+            t.errors_5xx,
+            1,
+            1,
+            NOT_BREACHING,
+            "Requests are failing inside the endpoint (the container or SageMaker answered 5xx).",
+            MISSING_ERRORS,
+        ),
+        AlarmRule(
+            "Invocation4XXErrors",
+            m.metric_invocation_4xx_errors(ERROR_WINDOW),
+            GT,
+            t.errors_4xx,
+            1,
+            1,
+            NOT_BREACHING,
+            "Callers' requests are rejected (4xx: malformed, unauthorised or throttled).",
+            MISSING_ERRORS,
+        ),
+        AlarmRule(
+            "ModelLatencyP90",
+            m.metric_model_latency("p90"),
+            GT,
+            milliseconds_to_microseconds(t.model_latency_p90_ms),
+            5,
+            3,
+            NOT_BREACHING,
+            f"The model answers slowly: ModelLatency p90 above {t.model_latency_p90_ms:g} ms "
+            "(reported in µs).",
+            MISSING_LATENCY,
+        ),
+        AlarmRule(
+            "OverheadLatencyP90",
+            m.metric_overhead_latency("p90"),
+            GT,
+            milliseconds_to_microseconds(t.overhead_latency_p90_ms),
+            5,
+            3,
+            NOT_BREACHING,
+            f"SageMaker adds delay: OverheadLatency p90 above {t.overhead_latency_p90_ms:g} ms "
+            "(reported in µs).",
+            MISSING_LATENCY,
+        ),
+        AlarmRule(
+            "CPUUtilization",
+            m.metric_cpu_utilization("Average", UTILISATION_WINDOW),
+            GT,
+            t.cpu_utilization_percent * vcpus,
+            3,
+            3,
+            NOT_BREACHING,
+            f"CPU above {t.cpu_utilization_percent:g} % of {vcpus} vCPUs{fewest} for 15 minutes.",
+            MISSING_UTILISATION,
+        ),
+        AlarmRule(
+            "MemoryUtilization",
+            m.metric_memory_utilization("Maximum", UTILISATION_WINDOW),
+            GT,
+            t.memory_percent,
+            2,
+            2,
+            NOT_BREACHING,
+            f"Host memory above {t.memory_percent:g} % on an instance for 10 minutes.",
+            MISSING_UTILISATION,
+        ),
+        AlarmRule(
+            "DiskUtilization",
+            m.metric_disk_utilization("Maximum", UTILISATION_WINDOW),
+            GT,
+            t.disk_percent,
+            1,
+            1,
+            NOT_BREACHING,
+            f"Disk above {t.disk_percent:g} % on an instance.",
+            MISSING_UTILISATION,
+        ),
         # Pages only, never rolls back: SageMaker itself fails an update whose new instances do not
         # pass /ping, and this alarm (missing data breaching) would be in ALARM whenever the metric
         # is late. It is created after the endpoint is InService (EndpointAlarms waits for it), so
         # it does not page through the first deployment.
-        AlarmRule("EndpointHealth", m.metric_instances_reporting(), LT, 1, HEALTH_MINUTES, HEALTH_MINUTES, BREACHING,
-                  f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot "
-                  "serve.",
-                  MISSING_HEALTH),
+        AlarmRule(
+            "EndpointHealth",
+            m.metric_instances_reporting(),
+            LT,
+            1,
+            HEALTH_MINUTES,
+            HEALTH_MINUTES,
+            BREACHING,
+            f"No instance of the endpoint has reported for {HEALTH_MINUTES} minutes: it cannot "
+            "serve.",
+            MISSING_HEALTH,
+        ),
     ]
     if t.rollback_5xx_error_percent is not None:
-        rules.insert(1, AlarmRule(
-            "Invocation5XXErrorRate", m.metric_invocation_5xx_error_rate(), GT, t.rollback_5xx_error_percent / 100,
-            ROLLBACK_ERROR_MINUTES, ROLLBACK_ERROR_BREACHING, NOT_BREACHING,
-            f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in "
-            f"{ROLLBACK_ERROR_BREACHING} of {ROLLBACK_ERROR_MINUTES} minutes: a rolling "
-            "update rolls back (a burst of streams cut when old instances stop lasts at "
-            "most two minutes).",
-            MISSING_ERRORS, rollback=True))
+        rules.insert(
+            1,
+            AlarmRule(
+                "Invocation5XXErrorRate",
+                m.metric_invocation_5xx_error_rate(),
+                GT,
+                t.rollback_5xx_error_percent / 100,
+                ROLLBACK_ERROR_MINUTES,
+                ROLLBACK_ERROR_BREACHING,
+                NOT_BREACHING,
+                f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in "
+                f"{ROLLBACK_ERROR_BREACHING} of {ROLLBACK_ERROR_MINUTES} minutes: a rolling "
+                "update rolls back (a burst of streams cut when old instances stop lasts at "
+                "most two minutes).",
+                MISSING_ERRORS,
+                rollback=True,
+            ),
+        )
     if gpus:
         rules[4:4] = [
-            AlarmRule("GPUUtilization", m.metric_gpu_utilization("Average", UTILISATION_WINDOW), GT,
-                      t.gpu_utilization_percent * gpus, 3, 3, NOT_BREACHING,
-                      f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 "
-                      "minutes: the endpoint is saturated.", MISSING_UTILISATION),
-            AlarmRule("GPUMemoryUtilization", m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW), GT,
-                      t.gpu_memory_percent * gpus, 2, 2, NOT_BREACHING,
-                      f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an "
-                      "instance for 10 minutes.", MISSING_UTILISATION),
+            AlarmRule(
+                "GPUUtilization",
+                m.metric_gpu_utilization("Average", UTILISATION_WINDOW),
+                GT,
+                t.gpu_utilization_percent * gpus,
+                3,
+                3,
+                NOT_BREACHING,
+                f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 "
+                "minutes: the endpoint is saturated.",
+                MISSING_UTILISATION,
+            ),
+            AlarmRule(
+                "GPUMemoryUtilization",
+                m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW),
+                GT,
+                t.gpu_memory_percent * gpus,
+                2,
+                2,
+                NOT_BREACHING,
+                f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an "
+                "instance for 10 minutes.",
+                MISSING_UTILISATION,
+            ),
         ]
     if bridge is not None:
-        rules += bridge_alarm_rules(BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge)
+        rules += bridge_alarm_rules(
+            BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge
+        )
     return rules
 
 
@@ -220,29 +324,76 @@ def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[Alar
     """The alarms on the bridge's own metrics, wherever the bridge runs (they read only its
     metrics)."""
     return [
-        AlarmRule("UpstreamErrors", bm.metric_upstream_errors(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                  "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.", MISSING_BRIDGE),
-        AlarmRule("StreamsRejected", bm.metric_streams_rejected(ERROR_WINDOW), GT, 0, 1, 1, NOT_BREACHING,
-                  "Callers were refused because instances were at their stream cap (server_busy).", MISSING_BRIDGE),
-        AlarmRule("TimeToFirstDeltaP90", bm.metric_time_to_first_delta("p90"), GT, b.time_to_first_delta_p90_ms,
-                  5, 3, NOT_BREACHING,
-                  f"Callers wait long for the first words: TimeToFirstDelta p90 above "
-                  f"{b.time_to_first_delta_p90_ms:g} ms.", MISSING_FIRST_DELTA),
-        AlarmRule("ActiveStreamsNearCap", bm.metric_stream_cap_used_per_instance(), GTE,
-                  round(b.active_streams_fraction * 100, 6), 5, 5, NOT_BREACHING,
-                  f"Live streams per instance at {b.active_streams_fraction:g} of each instance's own "
-                  "stream cap (StreamCapUsed; the instance pools' caps differ) for 5 minutes: "
-                  "autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE)
-        if b.caps_differ else
-        AlarmRule("ActiveStreamsNearCap", bm.metric_active_streams_per_instance(), GTE, b.active_streams_threshold,
-                  5, 5, NOT_BREACHING,
-                  f"Live streams per instance at {b.active_streams_fraction:g} of the cap of "
-                  f"{b.stream_cap} for 5 minutes: autoscaling is at its maximum or cannot keep up.", MISSING_BRIDGE),
+        AlarmRule(
+            "UpstreamErrors",
+            bm.metric_upstream_errors(ERROR_WINDOW),
+            GT,
+            0,
+            1,
+            1,
+            NOT_BREACHING,
+            "vLLM refused sessions or dropped them mid-stream: callers lost transcripts.",
+            MISSING_BRIDGE,
+        ),
+        AlarmRule(
+            "StreamsRejected",
+            bm.metric_streams_rejected(ERROR_WINDOW),
+            GT,
+            0,
+            1,
+            1,
+            NOT_BREACHING,
+            "Callers were refused because instances were at their stream cap (server_busy).",
+            MISSING_BRIDGE,
+        ),
+        AlarmRule(
+            "TimeToFirstDeltaP90",
+            bm.metric_time_to_first_delta("p90"),
+            GT,
+            b.time_to_first_delta_p90_ms,
+            5,
+            3,
+            NOT_BREACHING,
+            f"Callers wait long for the first words: TimeToFirstDelta p90 above "
+            f"{b.time_to_first_delta_p90_ms:g} ms.",
+            MISSING_FIRST_DELTA,
+        ),
+        AlarmRule(
+            "ActiveStreamsNearCap",
+            bm.metric_stream_cap_used_per_instance(),
+            GTE,
+            round(b.active_streams_fraction * 100, 6),
+            5,
+            5,
+            NOT_BREACHING,
+            f"Live streams per instance at {b.active_streams_fraction:g} of each instance's own "
+            "stream cap (StreamCapUsed; the instance pools' caps differ) for 5 minutes: "
+            "autoscaling is at its maximum or cannot keep up.",
+            MISSING_BRIDGE,
+        )
+        if b.caps_differ
+        else AlarmRule(
+            "ActiveStreamsNearCap",
+            bm.metric_active_streams_per_instance(),
+            GTE,
+            b.active_streams_threshold,
+            5,
+            5,
+            NOT_BREACHING,
+            f"Live streams per instance at {b.active_streams_fraction:g} of the cap of "
+            f"{b.stream_cap} for 5 minutes: autoscaling is at its maximum or cannot keep up.",
+            MISSING_BRIDGE,
+        ),
     ]
 
 
-def alarm_from_rule(scope: Construct, construct_id: str, rule: AlarmRule, alarm_name: str,
-                    action: actions.SnsAction | None) -> cloudwatch.Alarm:
+def alarm_from_rule(
+    scope: Construct,
+    construct_id: str,
+    rule: AlarmRule,
+    alarm_name: str,
+    action: actions.SnsAction | None,
+) -> cloudwatch.Alarm:
     """The CloudWatch alarm of ``rule``, sending ALARM and OK to ``action`` (when given)."""
     alarm = cloudwatch.Alarm(
         scope,
@@ -313,9 +464,11 @@ class EndpointAlarms(Construct):
         if props.bridge is not None:
             props.bridge.problems(problems)
         if not endpoint.instance_types:
-            problems.note("endpoint: its instance type is unknown (an imported endpoint: pass "
-                          "instance_type to RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU "
-                          "alarms scale with it")
+            problems.note(
+                "endpoint: its instance type is unknown (an imported endpoint: pass "
+                "instance_type to RealtimeEndpoint.from_endpoint_attributes); the GPU and CPU "
+                "alarms scale with it"
+            )
         for instance_type in endpoint.instance_types:
             instance_types.check_catalogued(problems, "instance_type", instance_type)
         problems.raise_if_any(f"EndpointAlarms {construct_id}")

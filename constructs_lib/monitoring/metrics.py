@@ -74,7 +74,9 @@ def milliseconds_to_microseconds(milliseconds: float) -> float:
     return milliseconds * MICROSECONDS_PER_MILLISECOND
 
 
-def _metric(namespace: str, name: str, dimensions: dict[str, str], statistic: str, period: Duration) -> cloudwatch.Metric:
+def _metric(
+    namespace: str, name: str, dimensions: dict[str, str], statistic: str, period: Duration
+) -> cloudwatch.Metric:
     # No label here: a labelled metric makes an alarm use the metric-math form (Metrics) instead of
     # the plain one.
     return cloudwatch.Metric(
@@ -121,8 +123,14 @@ class EndpointMetrics:
         variant."""
         return {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
 
-    def metric(self, metric_name: str, *, namespace: str = SAGEMAKER_NAMESPACE, statistic: str = "Sum",
-               period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        namespace: str = SAGEMAKER_NAMESPACE,
+        statistic: str = "Sum",
+        period: Duration = ONE_MINUTE,
+    ) -> cloudwatch.Metric:
         """Any metric of this variant, by name and namespace, with the EndpointName and VariantName
         dimensions."""
         return _metric(namespace, metric_name, self.metric_dimensions, statistic, period)
@@ -159,34 +167,48 @@ class EndpointMetrics:
         """Requests answered with a 4xx status (bad request, throttling, ...); Sum, Count."""
         return self._invocation("Invocation4XXErrors", "Sum", period)
 
-    def metric_model_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_model_latency(
+        self, statistic: str = "p90", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Time the model container took to respond, seen from SageMaker; **microseconds**."""
         return self._invocation("ModelLatency", statistic, period)
 
-    def metric_overhead_latency(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_overhead_latency(
+        self, statistic: str = "p90", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Time SageMaker added around the model's (authentication, routing, ...);
         **microseconds**."""
         return self._invocation("OverheadLatency", statistic, period)
 
     # --- /aws/sagemaker/Endpoints ----------------------------------------------------------------
 
-    def metric_cpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_cpu_utilization(
+        self, statistic: str = "Average", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """CPU use of the containers: 0 to 100 x vCPUs of the instance; Percent."""
         return self._instance("CPUUtilization", statistic, period)
 
-    def metric_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_memory_utilization(
+        self, statistic: str = "Average", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Host memory used by the containers: 0 to 100; Percent."""
         return self._instance("MemoryUtilization", statistic, period)
 
-    def metric_disk_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_disk_utilization(
+        self, statistic: str = "Average", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Disk space used by the containers: 0 to 100; Percent."""
         return self._instance("DiskUtilization", statistic, period)
 
-    def metric_gpu_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_gpu_utilization(
+        self, statistic: str = "Average", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """GPU use of the containers: 0 to 100 x GPUs of the instance; Percent."""
         return self._instance("GPUUtilization", statistic, period)
 
-    def metric_gpu_memory_utilization(self, statistic: str = "Average", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_gpu_memory_utilization(
+        self, statistic: str = "Average", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """GPU memory used by the containers: 0 to 100 x GPUs of the instance; Percent."""
         return self._instance("GPUMemoryUtilization", statistic, period)
 
@@ -207,26 +229,34 @@ class BridgeMetrics:
         variant_name: the VariantName dimension (VARIANT_NAME; default ``AllTraffic``).
     """
 
-    def __init__(self, namespace: str, endpoint_name: str, variant_name: str = VARIANT_NAME) -> None:
+    def __init__(
+        self, namespace: str, endpoint_name: str, variant_name: str = VARIANT_NAME
+    ) -> None:
         self.namespace = namespace
         self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
 
     def _bridge(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
         return _metric(self.namespace, name, self.dimensions, statistic, period)
 
-    def metric_active_streams_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_active_streams_per_instance(
+        self, period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Live streams per instance: the Average of ActiveStreams (each instance sends its highest
         count of the minute, zeros included, so the average over datapoints is the average over
         instances); Count."""
         return self._bridge("ActiveStreams", "Average", period)
 
-    def metric_stream_cap_used_per_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_stream_cap_used_per_instance(
+        self, period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Live streams as a share of each instance's own stream cap, averaged over instances: the
         Average of StreamCapUsed; Percent. One scale for instances with different caps (instance
         pools of different GPUs)."""
         return self._bridge("StreamCapUsed", "Average", period)
 
-    def metric_active_streams_busiest_instance(self, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_active_streams_busiest_instance(
+        self, period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """Live streams on the busiest instance: the Maximum of ActiveStreams; Count."""
         return self._bridge("ActiveStreams", "Maximum", period)
 
@@ -253,10 +283,14 @@ class BridgeMetrics:
         Sum, Count."""
         return self._bridge("TaskProtectionErrors", "Sum", period)
 
-    def metric_time_to_first_delta(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_time_to_first_delta(
+        self, statistic: str = "p90", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """From a stream's start to its first ``transcription.delta``; **milliseconds**."""
         return self._bridge("TimeToFirstDelta", statistic, period)
 
-    def metric_stream_seconds(self, statistic: str = "p90", period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    def metric_stream_seconds(
+        self, statistic: str = "p90", period: Duration = ONE_MINUTE
+    ) -> cloudwatch.Metric:
         """How long each stream lasted; seconds."""
         return self._bridge("StreamSeconds", statistic, period)

@@ -62,19 +62,31 @@ class EndpointAlarmThresholds:
     def problems(self, p: Problems) -> None:
         for prop in ("errors_5xx", "errors_4xx"):
             if getattr(self, prop) < 0:
-                p.add(prop, getattr(self, prop), "must be 0 or more (errors in 5 minutes above which the alarm fires)")
+                p.add(
+                    prop,
+                    getattr(self, prop),
+                    "must be 0 or more (errors in 5 minutes above which the alarm fires)",
+                )
         for prop in ("model_latency_p90_ms", "overhead_latency_p90_ms"):
             _positive_ms(p, prop, getattr(self, prop))
         # The alarms fire when the metric is above the threshold, and no utilisation exceeds 100 %
         # of capacity (per GPU or vCPU for the scaled ones): a threshold of 100 could never fire.
         for prop, capacity in PERCENT_THRESHOLDS.items():
             if not 0 < getattr(self, prop) < 100:
-                p.add(prop, getattr(self, prop), f"must be a percent of {capacity}, more than 0 and less than 100 (the "
-                                                 "alarm fires above it, and use never exceeds 100 %)")
+                p.add(
+                    prop,
+                    getattr(self, prop),
+                    f"must be a percent of {capacity}, more than 0 and less than 100 (the "
+                    "alarm fires above it, and use never exceeds 100 %)",
+                )
         rate = self.rollback_5xx_error_percent
         if rate is not None and not 0 < rate < 100:
-            p.add("rollback_5xx_error_percent", rate, "must be a percent of requests, more than 0 and less than 100 "
-                                                      "(the rollback alarm fires above it)")
+            p.add(
+                "rollback_5xx_error_percent",
+                rate,
+                "must be a percent of requests, more than 0 and less than 100 "
+                "(the rollback alarm fires above it)",
+            )
 
 
 @dataclass(frozen=True)
@@ -108,12 +120,19 @@ class BridgeAlarmThresholds:
 
     def problems(self, p: Problems) -> None:
         if not NAMESPACE_RE.fullmatch(self.namespace) or self.namespace.startswith("AWS/"):
-            p.add("namespace", self.namespace, "must be 1-255 characters of letters, digits and . / _ # : - and must "
-                                               "not start with 'AWS/'")
+            p.add(
+                "namespace",
+                self.namespace,
+                "must be 1-255 characters of letters, digits and . / _ # : - and must "
+                "not start with 'AWS/'",
+            )
         if self.stream_cap < 1:
             p.add("stream_cap", self.stream_cap, "must be a positive whole number")
         _positive_ms(p, "time_to_first_delta_p90_ms", self.time_to_first_delta_p90_ms)
         if not 0 < self.active_streams_fraction <= 1:
-            p.add("active_streams_fraction", self.active_streams_fraction,
-                  "must be more than 0 and at most 1 (live streams per instance as a fraction of "
-                  "the stream cap)")
+            p.add(
+                "active_streams_fraction",
+                self.active_streams_fraction,
+                "must be more than 0 and at most 1 (live streams per instance as a fraction of "
+                "the stream cap)",
+            )

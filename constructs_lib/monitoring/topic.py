@@ -65,7 +65,9 @@ class AlarmTopic(Construct):
         constructs_lib.validation.PropsError: an invalid e-mail address.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None
+    ) -> None:
         props = props or AlarmTopicProps()
         problems = Problems()
         if props.email is not None:

@@ -27,7 +27,13 @@ from constructs_lib.validation import Problems
 KEY_DELETION_WINDOW = Duration.days(7)
 #: What a service encrypting data at rest with the key uses (KMS developer guide, "Permissions for
 #: AWS services in key policies"); no kms:CreateGrant, kms:ScheduleKeyDeletion or administration.
-DATA_ACTIONS = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
+DATA_ACTIONS = [
+    "kms:Encrypt*",
+    "kms:Decrypt*",
+    "kms:ReEncrypt*",
+    "kms:GenerateDataKey*",
+    "kms:Describe*",
+]
 #: What a role reading data encrypted with the key uses (S3 GetObject on an SSE-KMS object needs
 #: kms:Decrypt).
 READ_ACTIONS = ["kms:Decrypt", "kms:DescribeKey"]
@@ -42,7 +48,9 @@ EVENT_BUS_DATA_ACTIONS = ["kms:GenerateDataKey", "kms:Decrypt"]
 EVENT_BUS_DESCRIBE_ACTIONS = ["kms:DescribeKey"]
 
 
-def secret_decrypt_statement(secret: secretsmanager.ISecret, key_arn: str, sid: str | None = None) -> iam.PolicyStatement:
+def secret_decrypt_statement(
+    secret: secretsmanager.ISecret, key_arn: str, sid: str | None = None
+) -> iam.PolicyStatement:
     """kms:Decrypt on a secret's customer managed key, only through Secrets Manager and only for
     that secret.
 
@@ -53,12 +61,18 @@ def secret_decrypt_statement(secret: secretsmanager.ISecret, key_arn: str, sid: 
     its full ARN (the name, "-" and six random characters).
     """
     region = Stack.of(secret).region
-    conditions: dict[str, dict[str, str]] = {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}
+    conditions: dict[str, dict[str, str]] = {
+        "StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}
+    }
     if secret.secret_full_arn is not None:
         conditions["StringEquals"]["kms:EncryptionContext:SecretARN"] = secret.secret_full_arn
     else:
-        conditions["StringLike"] = {"kms:EncryptionContext:SecretARN": f"{secret.secret_arn}-??????"}
-    return iam.PolicyStatement(sid=sid, actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions)
+        conditions["StringLike"] = {
+            "kms:EncryptionContext:SecretARN": f"{secret.secret_arn}-??????"
+        }
+    return iam.PolicyStatement(
+        sid=sid, actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions
+    )
 
 
 class DataKey(Construct):
@@ -83,7 +97,9 @@ class DataKey(Construct):
         constructs_lib.validation.PropsError: a malformed ARN or one of another Region.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, props: DataKeyProps | None = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, props: DataKeyProps | None = None
+    ) -> None:
         props = props or DataKeyProps()
         region = Stack.of(scope).region
         problems = Problems()
@@ -100,63 +116,87 @@ class DataKey(Construct):
             self,
             "Key",
             description=f"Encrypts the data of {stack.stack_name}'s deployment (model bucket, "
-                        "volumes, logs, images)",
+            "volumes, logs, images)",
             enable_key_rotation=True,
             pending_window=KEY_DELETION_WINDOW,
             removal_policy=RemovalPolicy.RETAIN if props.retain else RemovalPolicy.DESTROY,
         )
         if props.log_group_prefixes:
-            key.add_to_resource_policy(iam.PolicyStatement(
-                sid="CloudWatchLogsEncryptLogGroups",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                actions=DATA_ACTIONS,
-                # In a key policy "*" means this key.
-                resources=["*"],
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": [
-                    f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{prefix}*"
-                    for prefix in props.log_group_prefixes]}},
-            ))
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="CloudWatchLogsEncryptLogGroups",
+                    principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                    actions=DATA_ACTIONS,
+                    # In a key policy "*" means this key.
+                    resources=["*"],
+                    conditions={
+                        "ArnLike": {
+                            "kms:EncryptionContext:aws:logs:arn": [
+                                f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{prefix}*"
+                                for prefix in props.log_group_prefixes
+                            ]
+                        }
+                    },
+                )
+            )
         if props.service_principals:
-            key.add_to_resource_policy(iam.PolicyStatement(
-                sid="ServicesEncrypt",
-                principals=[iam.ServicePrincipal(principal) for principal in props.service_principals],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
-            ))
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="ServicesEncrypt",
+                    principals=[
+                        iam.ServicePrincipal(principal) for principal in props.service_principals
+                    ],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+                )
+            )
         if props.event_buses:
             # EventBridge user guide, "Authorizing EventBridge to use a customer managed key":
             # kms:DescribeKey (to find the key and check it is symmetric, when a bus is created or
             # updated), kms:GenerateDataKey and kms:Decrypt. The page's example conditions the last
             # two only (aws:SourceAccount, aws:SourceArn of the bus); DescribeKey, which
             # CreateEventBus calls, is granted without them, as the page lists it.
-            key.add_to_resource_policy(iam.PolicyStatement(
-                sid="EventBridgeDescribeKey",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                actions=EVENT_BUS_DESCRIBE_ACTIONS,
-                resources=["*"],
-            ))
-            key.add_to_resource_policy(iam.PolicyStatement(
-                sid="EventBridgeEncryptBuses",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
-                actions=EVENT_BUS_DATA_ACTIONS,
-                resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account},
-                            "ArnLike": {"aws:SourceArn":
-                                        f"arn:{stack.partition}:events:{stack.region}:"
-                                        f"{stack.account}:event-bus/*"}},
-            ))
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="EventBridgeDescribeKey",
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                    actions=EVENT_BUS_DESCRIBE_ACTIONS,
+                    resources=["*"],
+                )
+            )
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="EventBridgeEncryptBuses",
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
+                    actions=EVENT_BUS_DATA_ACTIONS,
+                    resources=["*"],
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": stack.account},
+                        "ArnLike": {
+                            "aws:SourceArn": f"arn:{stack.partition}:events:{stack.region}:"
+                            f"{stack.account}:event-bus/*"
+                        },
+                    },
+                )
+            )
         self.key = key  # pyright: ignore[reportAttributeAccessIssue] (jsii binding: parameter names differ from the interface's)
         self.key_arn = key.key_arn
 
     def grant_read(self, role: iam.IRole) -> None:
         """Let ``role`` decrypt what the key encrypts (e.g. SSE-KMS model weights), on ``role``'s
         own policy."""
-        role.add_to_principal_policy(iam.PolicyStatement(sid="DecryptWithDataKey", actions=READ_ACTIONS,
-                                                         resources=[self.key_arn]))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DecryptWithDataKey", actions=READ_ACTIONS, resources=[self.key_arn]
+            )
+        )
 
     def grant_write(self, role: iam.IRole) -> None:
         """Let ``role`` write data encrypted with the key (SSE-KMS PutObject, multipart), on
         ``role``'s own policy."""
-        role.add_to_principal_policy(iam.PolicyStatement(sid="EncryptWithDataKey", actions=WRITE_ACTIONS,
-                                                         resources=[self.key_arn]))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptWithDataKey", actions=WRITE_ACTIONS, resources=[self.key_arn]
+            )
+        )

@@ -106,7 +106,9 @@ class PrivateNetwork(Construct):
         constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, props: PrivateNetworkProps | None = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, props: PrivateNetworkProps | None = None
+    ) -> None:
         props = props or PrivateNetworkProps()
         region = Stack.of(scope).region
         problems = Problems()
@@ -123,69 +125,122 @@ class PrivateNetwork(Construct):
         else:
             # Described, not looked up: synth needs no AWS credentials (Vpc.from_vpc_attributes).
             self.vpc = ec2.Vpc.from_vpc_attributes(
-                self, "Vpc", vpc_id=existing.vpc_id, availability_zones=list(existing.availability_zones),
-                vpc_cidr_block=existing.cidr)
+                self,
+                "Vpc",
+                vpc_id=existing.vpc_id,
+                availability_zones=list(existing.availability_zones),
+                vpc_cidr_block=existing.cidr,
+            )
             subnets = [
                 ec2.Subnet.from_subnet_attributes(
-                    self, f"Subnet{index}", subnet_id=subnet_id, availability_zone=zone,
-                    route_table_id=existing.route_table_ids[index] if existing.route_table_ids else None)
-                for index, (subnet_id, zone) in enumerate(zip(existing.subnet_ids, existing.availability_zones, strict=True))
+                    self,
+                    f"Subnet{index}",
+                    subnet_id=subnet_id,
+                    availability_zone=zone,
+                    route_table_id=existing.route_table_ids[index]
+                    if existing.route_table_ids
+                    else None,
+                )
+                for index, (subnet_id, zone) in enumerate(
+                    zip(existing.subnet_ids, existing.availability_zones, strict=True)
+                )
             ]
         self.subnets: list[ec2.ISubnet] = list(subnets)
         self.subnet_ids: list[str] = [subnet.subnet_id for subnet in subnets]
         selection = ec2.SubnetSelection(subnets=subnets)
 
         if props.security_group_ids:
-            model_groups = [ec2.SecurityGroup.from_security_group_id(self, f"ModelGroup{index}", group_id, mutable=False)
-                            for index, group_id in enumerate(props.security_group_ids)]
+            model_groups = [
+                ec2.SecurityGroup.from_security_group_id(
+                    self, f"ModelGroup{index}", group_id, mutable=False
+                )
+                for index, group_id in enumerate(props.security_group_ids)
+            ]
         else:
             model_group = ec2.SecurityGroup(
-                self, "ModelSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+                self,
+                "ModelSecurityGroup",
+                vpc=self.vpc,
+                allow_all_outbound=False,
                 description="SageMaker Models network interfaces - no inbound - HTTPS out to S3 "
-                            "and the VPC endpoints")
+                "and the VPC endpoints",
+            )
             model_groups = [model_group]
             self._await_network_interfaces(model_group, subnets, key)
-        self.model_security_group_ids: list[str] = [group.security_group_id for group in model_groups]
+        self.model_security_group_ids: list[str] = [
+            group.security_group_id for group in model_groups
+        ]
 
         self.endpoints: dict[str, ec2.IVpcEndpoint] = {}
         self.runtime_endpoint: ec2.InterfaceVpcEndpoint | None = None
         if not props.create_endpoints:
             return
-        s3 = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[selection])
+        s3 = self.vpc.add_gateway_endpoint(
+            "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[selection]
+        )
         self.endpoints["S3"] = s3
 
         registry_group = ec2.SecurityGroup(
-            self, "RegistryEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
-            description="ECR interface endpoints - HTTPS in from the SageMaker Models only")
-        for name, service in (("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
-                              ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER)):
+            self,
+            "RegistryEndpointsSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
+            description="ECR interface endpoints - HTTPS in from the SageMaker Models only",
+        )
+        for name, service in (
+            ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
+            ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+        ):
             self.endpoints[name] = self.vpc.add_interface_endpoint(
-                name, service=service, subnets=selection, security_groups=[registry_group], private_dns_enabled=True,
-                open=False)
+                name,
+                service=service,
+                subnets=selection,
+                security_groups=[registry_group],
+                private_dns_enabled=True,
+                open=False,
+            )
         for group in model_groups:
-            registry_group.add_ingress_rule(ec2.Peer.security_group_id(group.security_group_id), ec2.Port.tcp(HTTPS),
-                                            "HTTPS from the SageMaker Models (image pull)")
+            registry_group.add_ingress_rule(
+                ec2.Peer.security_group_id(group.security_group_id),
+                ec2.Port.tcp(HTTPS),
+                "HTTPS from the SageMaker Models (image pull)",
+            )
         if not props.security_group_ids:
             # S3's managed prefix list id is not known offline (only a lookup or a custom resource
             # reads it), so this names any address on 443: the subnets' only routes are the VPC
             # itself and the S3 gateway endpoint, so nothing but S3 and the VPC's own addresses (the
             # ECR endpoints) is reachable this way.
-            model_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS),
-                                        "HTTPS to S3 (gateway endpoint) and the ECR interface endpoints")
+            model_group.add_egress_rule(
+                ec2.Peer.any_ipv4(),
+                ec2.Port.tcp(HTTPS),
+                "HTTPS to S3 (gateway endpoint) and the ECR interface endpoints",
+            )
 
         runtime_group = ec2.SecurityGroup(
-            self, "RuntimeEndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "RuntimeEndpointSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="SageMaker runtime interface endpoint - 443 and 8443 (bidirectional "
-                        "streaming) from callers")
+            "streaming) from callers",
+        )
         for cidr in props.caller_cidrs or [props.cidr]:
             for port in RUNTIME_PORTS:
                 # 8443: bidirectional streaming callers (reported by third parties, not AWS
                 # documentation: unconfirmed).
-                runtime_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
-                                               f"Callers of the SageMaker runtime on {port} from {cidr}")
+                runtime_group.add_ingress_rule(
+                    ec2.Peer.ipv4(cidr),
+                    ec2.Port.tcp(port),
+                    f"Callers of the SageMaker runtime on {port} from {cidr}",
+                )
         self.runtime_endpoint = self.vpc.add_interface_endpoint(
-            "SageMakerRuntime", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME, subnets=selection,
-            security_groups=[runtime_group], private_dns_enabled=True, open=False)
+            "SageMakerRuntime",
+            service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME,
+            subnets=selection,
+            security_groups=[runtime_group],
+            private_dns_enabled=True,
+            open=False,
+        )
         self.endpoints["SageMakerRuntime"] = self.runtime_endpoint
         if props.ecs_endpoints:
             self._ecs_endpoints(props, selection, registry_group)
@@ -194,8 +249,13 @@ class PrivateNetwork(Construct):
         if props.agent_endpoints:
             self._agent_endpoints(props, selection, registry_group, runtime_group)
 
-    def _agent_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
-                         registry_group: ec2.SecurityGroup, runtime_group: ec2.SecurityGroup) -> None:
+    def _agent_endpoints(
+        self,
+        props: PrivateNetworkProps,
+        selection: ec2.SubnetSelection,
+        registry_group: ec2.SecurityGroup,
+        runtime_group: ec2.SecurityGroup,
+    ) -> None:
         """The endpoints the voice agent's tasks call (``AGENT_INTERFACE_ENDPOINTS``, one security
         group open on 443 to the VPC's CIDR block), and the VPC's CIDR block on the ECR endpoints
         (the image pull) and the SageMaker runtime endpoint (Voxtral's bidirectional stream on 8443,
@@ -203,27 +263,55 @@ class PrivateNetwork(Construct):
         which comes after this one. An endpoint another table made already is reused."""
         cidr = ec2.Peer.ipv4(props.cidr)
         if not props.ecs_endpoints and not props.connect_endpoints:
-            registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS),
-                                            "HTTPS from the VPC (voice agent tasks pull their image)")
-        if props.caller_cidrs and props.cidr not in props.caller_cidrs and not props.connect_endpoints:
+            registry_group.add_ingress_rule(
+                cidr, ec2.Port.tcp(HTTPS), "HTTPS from the VPC (voice agent tasks pull their image)"
+            )
+        if (
+            props.caller_cidrs
+            and props.cidr not in props.caller_cidrs
+            and not props.connect_endpoints
+        ):
             for port in RUNTIME_PORTS:
                 runtime_group.add_ingress_rule(
-                    cidr, ec2.Port.tcp(port), f"The voice agent in the VPC calls the SageMaker runtime on {port}")
-        missing = {name: entry for name, entry in AGENT_INTERFACE_ENDPOINTS.items() if name not in self.endpoints}
+                    cidr,
+                    ec2.Port.tcp(port),
+                    f"The voice agent in the VPC calls the SageMaker runtime on {port}",
+                )
+        missing = {
+            name: entry
+            for name, entry in AGENT_INTERFACE_ENDPOINTS.items()
+            if name not in self.endpoints
+        }
         if not missing:
             return
         group = ec2.SecurityGroup(
-            self, "AgentEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "AgentEndpointsSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="Bedrock runtime, CloudWatch Logs and ECS interface endpoints - HTTPS in "
-                        "from the VPC")
-        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the voice agent tasks in the VPC")
+            "from the VPC",
+        )
+        group.add_ingress_rule(
+            cidr, ec2.Port.tcp(HTTPS), "HTTPS from the voice agent tasks in the VPC"
+        )
         for name, (service, _caller) in missing.items():
             self.endpoints[name] = self.vpc.add_interface_endpoint(
-                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
-                security_groups=[group], private_dns_enabled=True, open=False)
+                name,
+                service=ec2.InterfaceVpcEndpointAwsService(service),
+                subnets=selection,
+                security_groups=[group],
+                private_dns_enabled=True,
+                open=False,
+            )
 
-    def _connect_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
-                           registry_group: ec2.SecurityGroup, runtime_group: ec2.SecurityGroup) -> None:
+    def _connect_endpoints(
+        self,
+        props: PrivateNetworkProps,
+        selection: ec2.SubnetSelection,
+        registry_group: ec2.SecurityGroup,
+        runtime_group: ec2.SecurityGroup,
+    ) -> None:
         """The endpoints the Connect transcription consumers call (``CONNECT_INTERFACE_ENDPOINTS``,
         in one security group open on 443 to the VPC's CIDR block; ``CONNECT_GATEWAY_ENDPOINTS`` on
         the subnets' route tables), and the VPC's CIDR block on the ECR endpoints (the image pull)
@@ -232,48 +320,88 @@ class PrivateNetwork(Construct):
         already is reused (a second one with private DNS for a service is refused)."""
         cidr = ec2.Peer.ipv4(props.cidr)
         if not props.ecs_endpoints:  # the ECS endpoints opened the registry to the VPC already
-            registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS),
-                                            "HTTPS from the VPC (Connect consumer tasks pull their image)")
+            registry_group.add_ingress_rule(
+                cidr,
+                ec2.Port.tcp(HTTPS),
+                "HTTPS from the VPC (Connect consumer tasks pull their image)",
+            )
         if props.caller_cidrs and props.cidr not in props.caller_cidrs:
             for port in RUNTIME_PORTS:
-                runtime_group.add_ingress_rule(cidr, ec2.Port.tcp(port),
-                                               f"The Connect consumers in the VPC call the SageMaker runtime on {port}")
+                runtime_group.add_ingress_rule(
+                    cidr,
+                    ec2.Port.tcp(port),
+                    f"The Connect consumers in the VPC call the SageMaker runtime on {port}",
+                )
         for name, (service, _caller) in CONNECT_GATEWAY_ENDPOINTS.items():
             self.endpoints[name] = self.vpc.add_gateway_endpoint(
-                name, service=ec2.GatewayVpcEndpointAwsService(service), subnets=[selection])
-        missing = {name: entry for name, entry in CONNECT_INTERFACE_ENDPOINTS.items() if name not in self.endpoints}
+                name, service=ec2.GatewayVpcEndpointAwsService(service), subnets=[selection]
+            )
+        missing = {
+            name: entry
+            for name, entry in CONNECT_INTERFACE_ENDPOINTS.items()
+            if name not in self.endpoints
+        }
         if not missing:
             return
         group = ec2.SecurityGroup(
-            self, "ConnectEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "ConnectEndpointsSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="SQS, EventBridge and CloudWatch Logs interface endpoints - HTTPS in "
-                        "from the VPC")
-        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the Connect consumer tasks in the VPC")
+            "from the VPC",
+        )
+        group.add_ingress_rule(
+            cidr, ec2.Port.tcp(HTTPS), "HTTPS from the Connect consumer tasks in the VPC"
+        )
         for name, (service, _caller) in missing.items():
             self.endpoints[name] = self.vpc.add_interface_endpoint(
-                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
-                security_groups=[group], private_dns_enabled=True, open=False)
+                name,
+                service=ec2.InterfaceVpcEndpointAwsService(service),
+                subnets=selection,
+                security_groups=[group],
+                private_dns_enabled=True,
+                open=False,
+            )
 
-    def _ecs_endpoints(self, props: PrivateNetworkProps, selection: ec2.SubnetSelection,
-                       registry_group: ec2.SecurityGroup) -> None:
+    def _ecs_endpoints(
+        self,
+        props: PrivateNetworkProps,
+        selection: ec2.SubnetSelection,
+        registry_group: ec2.SecurityGroup,
+    ) -> None:
         """The interface endpoints ECS instances and tasks call (``ECS_INTERFACE_ENDPOINTS``), in
         one security group open on 443 to the VPC's CIDR block, and the same opening on the ECR
         endpoints' group. By CIDR, not by security group: the instances' and tasks' groups belong to
         the ECS stacks, which come after this one."""
         cidr = ec2.Peer.ipv4(props.cidr)
-        registry_group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from the VPC (ECS instances pull images)")
+        registry_group.add_ingress_rule(
+            cidr, ec2.Port.tcp(HTTPS), "HTTPS from the VPC (ECS instances pull images)"
+        )
         group = ec2.SecurityGroup(
-            self, "EcsEndpointsSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "EcsEndpointsSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="ECS, CloudWatch, Secrets Manager and EC2 interface endpoints - HTTPS in "
-                        "from the VPC")
-        group.add_ingress_rule(cidr, ec2.Port.tcp(HTTPS), "HTTPS from ECS instances and tasks in the VPC")
+            "from the VPC",
+        )
+        group.add_ingress_rule(
+            cidr, ec2.Port.tcp(HTTPS), "HTTPS from ECS instances and tasks in the VPC"
+        )
         for name, (service, _caller) in ECS_INTERFACE_ENDPOINTS.items():
             self.endpoints[name] = self.vpc.add_interface_endpoint(
-                name, service=ec2.InterfaceVpcEndpointAwsService(service), subnets=selection,
-                security_groups=[group], private_dns_enabled=True, open=False)
+                name,
+                service=ec2.InterfaceVpcEndpointAwsService(service),
+                subnets=selection,
+                security_groups=[group],
+                private_dns_enabled=True,
+                open=False,
+            )
 
-    def _await_network_interfaces(self, group: ec2.SecurityGroup, subnets: Sequence[ec2.ISubnet],
-                                  key: kms.IKey | None) -> CustomResource:
+    def _await_network_interfaces(
+        self, group: ec2.SecurityGroup, subnets: Sequence[ec2.ISubnet], key: kms.IKey | None
+    ) -> CustomResource:
         """``Custom::AwaitNetworkInterfaces``
         (``constructs_lib/cleanup_handlers/network_interfaces.py``): on delete, wait until SageMaker
         has released the Models' network interfaces in ``group``, which it does some time after the
@@ -286,11 +414,17 @@ class PrivateNetwork(Construct):
         endpoints) first.
         """
         stack = Stack.of(self)
-        interfaces = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        interfaces = stack.format_arn(
+            service="ec2", resource="network-interface", resource_name="*"
+        )
         function, role = cleanup_function(
-            self, "AwaitInterfaces", handler="network_interfaces.handler", timeout=Duration.minutes(15), key=key,
+            self,
+            "AwaitInterfaces",
+            handler="network_interfaces.handler",
+            timeout=Duration.minutes(15),
+            key=key,
             description="Custom::AwaitNetworkInterfaces: waits on delete for SageMaker to "
-                        "release the Models' network interfaces",
+            "release the Models' network interfaces",
             statements=[
                 # DescribeNetworkInterfaces supports no resource-level permission (Service
                 # Authorization Reference).
@@ -300,59 +434,89 @@ class PrivateNetwork(Construct):
                 iam.PolicyStatement(
                     actions=["ec2:DeleteNetworkInterface"],
                     resources=[interfaces],
-                    conditions={"ArnEquals": {"ec2:Vpc": stack.format_arn(
-                        service="ec2", resource="vpc", resource_name=self.vpc.vpc_id)}}),
-            ])
+                    conditions={
+                        "ArnEquals": {
+                            "ec2:Vpc": stack.format_arn(
+                                service="ec2", resource="vpc", resource_name=self.vpc.vpc_id
+                            )
+                        }
+                    },
+                ),
+            ],
+        )
         resource = CustomResource(
-            self, "AwaitInterfacesOnDelete", service_token=function.function_arn,
+            self,
+            "AwaitInterfacesOnDelete",
+            service_token=function.function_arn,
             resource_type="Custom::AwaitNetworkInterfaces",
-            properties={"SecurityGroupIds": [group.security_group_id],
-                        "SubnetIds": [subnet.subnet_id for subnet in subnets]})  # the subnets: for the order only
+            properties={
+                "SecurityGroupIds": [group.security_group_id],
+                "SubnetIds": [subnet.subnet_id for subnet in subnets],
+            },
+        )  # the subnets: for the order only
         resource.node.add_dependency(role)  # its statements must still exist when the Delete runs
         Validations.of(role).acknowledge(
-            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
-                           reason="ec2:DescribeNetworkInterfaces supports no resource-level permission; it "
-                                  "reads the interfaces of the Models' security group."),
-            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, interfaces)}]",
-                           reason="Interface ids are SageMaker's; ec2:DeleteNetworkInterface is limited to "
-                                  "this VPC by the ec2:Vpc condition and to detached interfaces no service manages "
-                                  "by the handler."),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ec2:DescribeNetworkInterfaces supports no resource-level permission; it "
+                "reads the interfaces of the Models' security group.",
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, interfaces)}]",
+                reason="Interface ids are SageMaker's; ec2:DeleteNetworkInterface is limited to "
+                "this VPC by the ec2:Vpc condition and to detached interfaces no service manages "
+                "by the handler.",
+            ),
         )
         return resource
 
     def _new_vpc(self, props: PrivateNetworkProps, key: kms.IKey | None) -> ec2.Vpc:
         flow_logs = logs.LogGroup(
-            self, "FlowLogs", retention=getattr(logs.RetentionDays, LOG_RETENTION[props.flow_log_retention_days]),
-            encryption_key=key, removal_policy=RemovalPolicy.DESTROY)
+            self,
+            "FlowLogs",
+            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.flow_log_retention_days]),
+            encryption_key=key,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(props.vpc_cidr),
             max_azs=props.max_azs,
             nat_gateways=0,
-            subnet_configuration=[ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
-                                                          cidr_mask=20)],
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20
+                )
+            ],
             enable_dns_hostnames=True,
             enable_dns_support=True,
             # A new VPC's default security group allows all traffic between its members: CDK empties
             # it.
             restrict_default_security_group=True,
-            flow_logs={"All": ec2.FlowLogOptions(
-                destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
-                traffic_type=ec2.FlowLogTrafficType.ALL)},
+            flow_logs={
+                "All": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                    traffic_type=ec2.FlowLogTrafficType.ALL,
+                )
+            },
         )
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The flow log role's policy (CDK's) writes to the one flow "
-                                 "log group; an inline policy belongs to that one role and goes with it.",
-        })
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The flow log role's policy (CDK's) writes to the one flow "
+                "log group; an inline policy belongs to that one role and goes with it.",
+            },
+        )
         # CDK's custom resource that empties the default security group runs on the Lambda runtime
         # CDK chooses.
-        Validations.of(self).acknowledge(Acknowledgment(
-            id="AwsSolutions-L1",
-            reason="The Lambda function that removes the default security group's rules is "
-                   "CDK's own (restrictDefaultSecurityGroup); its runtime is CDK's choice.",
-        ))
+        Validations.of(self).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-L1",
+                reason="The Lambda function that removes the default security group's rules is "
+                "CDK's own (restrictDefaultSecurityGroup); its runtime is CDK's choice.",
+            )
+        )
         for provider in stack_singletons(self, "Custom::VpcRestrictDefaultSG"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
         return vpc
-

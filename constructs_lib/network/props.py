@@ -84,8 +84,11 @@ ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
 #: already), ``kinesisvideo`` (made by the Connect construct, ``connect.kvs_vpc_endpoint``: one
 #: owner).
 CONNECT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
-    "Sqs": ("sqs", "the consumers' ReceiveMessage, ChangeMessageVisibility and DeleteMessage on the calls "
-                   "queue"),
+    "Sqs": (
+        "sqs",
+        "the consumers' ReceiveMessage, ChangeMessageVisibility and DeleteMessage on the calls "
+        "queue",
+    ),
     "Events": ("events", "the consumers' PutEvents of transcript segments to the transcript bus"),
     "Logs": ("logs", "the awslogs log driver (the consumers' logs and embedded-format metrics)"),
 }
@@ -109,7 +112,10 @@ AGENT_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
 #: it)}``. DynamoDB has both kinds; the gateway costs nothing and needs only the subnets' route
 #: tables (Amazon VPC user guide, "Gateway endpoints for Amazon DynamoDB").
 CONNECT_GATEWAY_ENDPOINTS: dict[str, tuple[str, str]] = {
-    "DynamoDb": ("dynamodb", "the consumers' checkpoints and transcript segments (PutItem, UpdateItem, GetItem)"),
+    "DynamoDb": (
+        "dynamodb",
+        "the consumers' checkpoints and transcript segments (PutItem, UpdateItem, GetItem)",
+    ),
 }
 
 
@@ -122,7 +128,11 @@ def check_cidr(p: Problems, prop: str, value: str, *, vpc: bool) -> None:
         return
     low, high = VPC_PREFIX_RANGE
     if vpc and not low <= network.prefixlen <= high:
-        p.add(prop, value, f"must have a prefix length between /{low} and /{high} (a VPC's CIDR block)")
+        p.add(
+            prop,
+            value,
+            f"must have a prefix length between /{low} and /{high} (a VPC's CIDR block)",
+        )
 
 
 @dataclass(frozen=True)
@@ -150,28 +160,58 @@ class ExistingVpc:
     def problems(self, p: Problems, region: str | None, *, needs_route_tables: bool) -> None:
         if not is_token(self.vpc_id) and not VPC_ID_RE.fullmatch(self.vpc_id):
             p.add("vpc_id", self.vpc_id, "must be a VPC id such as 'vpc-0123456789abcdef0'")
-        check_ids(p, "subnet_ids", self.subnet_ids, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'")
+        check_ids(
+            p,
+            "subnet_ids",
+            self.subnet_ids,
+            SUBNET_ID_RE,
+            "subnet ids such as 'subnet-0123456789abcdef0'",
+        )
         zones = list(self.availability_zones)
-        bad = [zone for zone in zones if not (match := AVAILABILITY_ZONE_RE.fullmatch(zone))
-               or (region is not None and match["region"] != region)]
+        bad = [
+            zone
+            for zone in zones
+            if not (match := AVAILABILITY_ZONE_RE.fullmatch(zone))
+            or (region is not None and match["region"] != region)
+        ]
         if bad:
-            p.add("availability_zones", zones, f"must be Availability Zones of {region or 'the stack Region'} such as "
-                                               f"'{region or 'us-east-1'}a'; not: {', '.join(map(repr, bad))}")
+            p.add(
+                "availability_zones",
+                zones,
+                f"must be Availability Zones of {region or 'the stack Region'} such as "
+                f"'{region or 'us-east-1'}a'; not: {', '.join(map(repr, bad))}",
+            )
         if len(zones) != len(self.subnet_ids):
-            p.add("availability_zones", zones, f"must name the zone of each of the {len(self.subnet_ids)} subnet(s), "
-                                               f"in the order of {p.name('subnet_ids')}")
+            p.add(
+                "availability_zones",
+                zones,
+                f"must name the zone of each of the {len(self.subnet_ids)} subnet(s), "
+                f"in the order of {p.name('subnet_ids')}",
+            )
         elif len(set(zones)) < MIN_AVAILABILITY_ZONES:
-            p.add("subnet_ids", list(self.subnet_ids), f"must be in at least {MIN_AVAILABILITY_ZONES} Availability Zones (SageMaker "
-                                                       f"hosting in a VPC); all are in {', '.join(sorted(set(zones))) or 'none'}")
+            p.add(
+                "subnet_ids",
+                list(self.subnet_ids),
+                f"must be in at least {MIN_AVAILABILITY_ZONES} Availability Zones (SageMaker "
+                f"hosting in a VPC); all are in {', '.join(sorted(set(zones))) or 'none'}",
+            )
         if needs_route_tables or self.route_table_ids:
             if len(self.route_table_ids) != len(self.subnet_ids):
-                p.add("route_table_ids", list(self.route_table_ids),
-                      f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) "
-                      "(the S3 gateway endpoint is added to them), or set "
-                      f"{p.name('create_endpoints')}=false if the VPC has its endpoints")
+                p.add(
+                    "route_table_ids",
+                    list(self.route_table_ids),
+                    f"must name the route table of each of the {len(self.subnet_ids)} subnet(s) "
+                    "(the S3 gateway endpoint is added to them), or set "
+                    f"{p.name('create_endpoints')}=false if the VPC has its endpoints",
+                )
             else:
-                check_ids(p, "route_table_ids", self.route_table_ids, ROUTE_TABLE_ID_RE,
-                           "route table ids such as 'rtb-0123456789abcdef0'")
+                check_ids(
+                    p,
+                    "route_table_ids",
+                    self.route_table_ids,
+                    ROUTE_TABLE_ID_RE,
+                    "route table ids such as 'rtb-0123456789abcdef0'",
+                )
         check_cidr(p, "vpc_cidr", self.cidr, vpc=True)
 
 
@@ -233,20 +273,41 @@ class PrivateNetworkProps:
         else:
             check_cidr(p, "vpc_cidr", self.vpc_cidr, vpc=True)
             if self.max_azs < MIN_AVAILABILITY_ZONES:
-                p.add("max_azs", self.max_azs, f"must be at least {MIN_AVAILABILITY_ZONES} (SageMaker hosting in a VPC "
-                                               "needs subnets in two Availability Zones)")
-        check_ids(p, "security_group_ids", self.security_group_ids, SECURITY_GROUP_ID_RE,
-                   "security group ids such as 'sg-0123456789abcdef0'")
+                p.add(
+                    "max_azs",
+                    self.max_azs,
+                    f"must be at least {MIN_AVAILABILITY_ZONES} (SageMaker hosting in a VPC "
+                    "needs subnets in two Availability Zones)",
+                )
+        check_ids(
+            p,
+            "security_group_ids",
+            self.security_group_ids,
+            SECURITY_GROUP_ID_RE,
+            "security group ids such as 'sg-0123456789abcdef0'",
+        )
         for cidr in self.caller_cidrs:
             check_cidr(p, "caller_cidrs", cidr, vpc=False)
         if self.kms_key_arn is not None:
             check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
         if self.ecs_endpoints and not self.create_endpoints:
-            p.add("ecs_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
+            p.add(
+                "ecs_endpoints",
+                True,
+                f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)",
+            )
         if self.connect_endpoints and not self.create_endpoints:
-            p.add("connect_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
+            p.add(
+                "connect_endpoints",
+                True,
+                f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)",
+            )
         if self.agent_endpoints and not self.create_endpoints:
-            p.add("agent_endpoints", True, f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)")
+            p.add(
+                "agent_endpoints",
+                True,
+                f"needs {p.ref('create_endpoints', True)} (the endpoints are made here)",
+            )
 
     @property
     def cidr(self) -> str:

@@ -107,13 +107,22 @@ class EndpointBase(Construct, EndpointMetrics):
     endpoint_arn: str
     variant_name: str
 
-    def __init__(self, scope: Construct, construct_id: str, *, instance_type: str | None,
-                 initial_instance_count: int | None, invoke_actions: Sequence[str],
-                 instance_types: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        instance_type: str | None,
+        initial_instance_count: int | None,
+        invoke_actions: Sequence[str],
+        instance_types: Sequence[str] = (),
+    ) -> None:
         # The names come from the subclass (EndpointMetrics.__init__), once it knows them.
         Construct.__init__(self, scope, construct_id)
         self.instance_type = instance_type
-        self.instance_types: tuple[str, ...] = tuple(instance_types) or ((instance_type,) if instance_type else ())
+        self.instance_types: tuple[str, ...] = tuple(instance_types) or (
+            (instance_type,) if instance_type else ()
+        )
         self.initial_instance_count = initial_instance_count
         self.invoke_actions = tuple(invoke_actions)
         self.rolling_update: RollingUpdate | None = None
@@ -123,19 +132,36 @@ class EndpointBase(Construct, EndpointMetrics):
     def grant_invoke(self, grantee: iam.IGrantable, *actions: str) -> iam.Grant:
         """Allow ``grantee`` to invoke this endpoint only: ``actions`` (default:
         :attr:`invoke_actions`) on its ARN."""
-        return iam.Grant.add_to_principal(grantee=grantee, actions=list(actions or self.invoke_actions),
-                                          resource_arns=[self.endpoint_arn])
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(actions or self.invoke_actions),
+            resource_arns=[self.endpoint_arn],
+        )
 
-    def add_alarms(self, thresholds: EndpointAlarmThresholds | None = None, *, topic: sns.ITopic | None = None,
-                   bridge: BridgeAlarmThresholds | None = None) -> EndpointAlarms:
+    def add_alarms(
+        self,
+        thresholds: EndpointAlarmThresholds | None = None,
+        *,
+        topic: sns.ITopic | None = None,
+        bridge: BridgeAlarmThresholds | None = None,
+    ) -> EndpointAlarms:
         """Add the endpoint's alarms (construct id ``Alarms``): errors, latency, utilisation,
         health, and the bridge's when ``bridge`` is given; each sends ALARM and OK to ``topic``. See
         :class:`~constructs_lib.monitoring.alarms.EndpointAlarms`."""
-        return EndpointAlarms(self, "Alarms", EndpointAlarmsProps(
-            endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
-            thresholds=thresholds or EndpointAlarmThresholds(), bridge=bridge, topic=topic))
+        return EndpointAlarms(
+            self,
+            "Alarms",
+            EndpointAlarmsProps(
+                endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
+                thresholds=thresholds or EndpointAlarmThresholds(),
+                bridge=bridge,
+                topic=topic,
+            ),
+        )
 
-    def auto_scale_instance_count(self, *, min_capacity: int, max_capacity: int) -> ScalableInstanceCount:
+    def auto_scale_instance_count(
+        self, *, min_capacity: int, max_capacity: int
+    ) -> ScalableInstanceCount:
         """Let Application Auto Scaling set the variant's instance count within
         ``min_capacity``-``max_capacity`` (construct id ``InstanceCount``); add target-tracking
         policies to what it returns.
@@ -145,10 +171,12 @@ class EndpointBase(Construct, EndpointMetrics):
                 scalable target per variant).
         """
         return ScalableInstanceCount(
-            self, "InstanceCount",
+            self,
+            "InstanceCount",
             endpoint=self,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
             min_capacity=min_capacity,
-                                     max_capacity=max_capacity)
+            max_capacity=max_capacity,
+        )
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM. Only an endpoint this app defines with a
@@ -157,7 +185,9 @@ class EndpointBase(Construct, EndpointMetrics):
         Raises:
             ValueError: the endpoint has no rolling update (or is imported).
         """
-        raise ValueError(f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update")
+        raise ValueError(
+            f"{self.node.path}: rollback alarms need a RealtimeEndpoint with a rolling_update"
+        )
 
     def register_scaling(self, scaling: ScalableInstanceCount) -> None:
         """Called by :class:`~constructs_lib.sagemaker_endpoint.scaling.ScalableInstanceCount` when
@@ -169,8 +199,16 @@ class EndpointBase(Construct, EndpointMetrics):
 class _ImportedEndpoint(EndpointBase):
     """An endpoint defined elsewhere (see :meth:`RealtimeEndpoint.from_endpoint_attributes`)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, endpoint_arn: str,
-                 variant_name: str, **facts) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        endpoint_arn: str,
+        variant_name: str,
+        **facts,
+    ) -> None:
         super().__init__(scope, construct_id, **facts)
         EndpointMetrics.__init__(self, endpoint_name, variant_name)
         self.endpoint_arn = endpoint_arn
@@ -199,18 +237,38 @@ class RealtimeEndpoint(EndpointBase):
     """
 
     @classmethod
-    def from_endpoint_name(cls, scope: Construct, construct_id: str, endpoint_name: str, *,
-                           variant_name: str = VARIANT_NAME, instance_type: str | None = None) -> EndpointBase:
+    def from_endpoint_name(
+        cls,
+        scope: Construct,
+        construct_id: str,
+        endpoint_name: str,
+        *,
+        variant_name: str = VARIANT_NAME,
+        instance_type: str | None = None,
+    ) -> EndpointBase:
         """An endpoint defined elsewhere, by name, in this stack's account and Region: metric
         helpers, alarms, :meth:`grant_invoke` and autoscaling work on it."""
-        return cls.from_endpoint_attributes(scope, construct_id, endpoint_name=endpoint_name,
-                                            variant_name=variant_name, instance_type=instance_type)
+        return cls.from_endpoint_attributes(
+            scope,
+            construct_id,
+            endpoint_name=endpoint_name,
+            variant_name=variant_name,
+            instance_type=instance_type,
+        )
 
     @classmethod
-    def from_endpoint_attributes(cls, scope: Construct, construct_id: str, *, endpoint_name: str | None = None,
-                                 endpoint_arn: str | None = None, variant_name: str = VARIANT_NAME,
-                                 instance_type: str | None = None, initial_instance_count: int | None = None,
-                                 invoke_actions: Sequence[str] = (INVOKE,)) -> EndpointBase:
+    def from_endpoint_attributes(
+        cls,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str | None = None,
+        endpoint_arn: str | None = None,
+        variant_name: str = VARIANT_NAME,
+        instance_type: str | None = None,
+        initial_instance_count: int | None = None,
+        invoke_actions: Sequence[str] = (INVOKE,),
+    ) -> EndpointBase:
         """An endpoint defined elsewhere, from its name or ARN (one of them; the other is derived;
         SageMaker writes the name in lower case in ARNs). ``instance_type`` lets :meth:`add_alarms`
         scale GPU and CPU thresholds.
@@ -219,19 +277,32 @@ class RealtimeEndpoint(EndpointBase):
             ValueError: neither (or both) of ``endpoint_name`` and ``endpoint_arn``.
         """
         if (endpoint_name is None) == (endpoint_arn is None):
-            raise ValueError("from_endpoint_attributes: give exactly one of endpoint_name and endpoint_arn")
+            raise ValueError(
+                "from_endpoint_attributes: give exactly one of endpoint_name and endpoint_arn"
+            )
         stack = Stack.of(scope)
         if endpoint_arn is None:
             assert endpoint_name is not None  # exactly one of the two, checked above
             name = endpoint_name if is_token(endpoint_name) else endpoint_name.lower()
-            endpoint_arn = stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+            endpoint_arn = stack.format_arn(
+                service="sagemaker", resource="endpoint", resource_name=name
+            )
         else:
-            endpoint_name = stack.split_arn(endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME).resource_name
+            endpoint_name = stack.split_arn(
+                endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME
+            ).resource_name
             if endpoint_name is None:
                 raise ValueError(f"from_endpoint_attributes: {endpoint_arn} names no endpoint")
-        return _ImportedEndpoint(scope, construct_id, endpoint_name=endpoint_name, endpoint_arn=endpoint_arn,
-                                 variant_name=variant_name, instance_type=instance_type,
-                                 initial_instance_count=initial_instance_count, invoke_actions=invoke_actions)
+        return _ImportedEndpoint(
+            scope,
+            construct_id,
+            endpoint_name=endpoint_name,
+            endpoint_arn=endpoint_arn,
+            variant_name=variant_name,
+            instance_type=instance_type,
+            initial_instance_count=initial_instance_count,
+            invoke_actions=invoke_actions,
+        )
 
     def __init__(self, scope: Construct, construct_id: str, props: RealtimeEndpointProps) -> None:
         region = Stack.of(scope).region
@@ -239,15 +310,22 @@ class RealtimeEndpoint(EndpointBase):
         props.problems(problems, None if Token.is_unresolved(region) else region)
         problems.raise_if_any(f"RealtimeEndpoint {construct_id}")
         variant = props.variant
-        super().__init__(scope, construct_id, instance_type=variant.instance_type,
-                         initial_instance_count=variant.initial_instance_count, invoke_actions=props.invoke_actions,
-                         instance_types=variant.instance_types)
+        super().__init__(
+            scope,
+            construct_id,
+            instance_type=variant.instance_type,
+            initial_instance_count=variant.initial_instance_count,
+            invoke_actions=props.invoke_actions,
+            instance_types=variant.instance_types,
+        )
         # The name is needed at synth (it names the log group, which must exist before the
         # endpoint): a default one is made from the construct path, unique in the app and stable
         # across deployments.
         EndpointMetrics.__init__(
-            self, props.endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-"),
-            variant.variant_name)
+            self,
+            props.endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-"),
+            variant.variant_name,
+        )
         self.rolling_update = props.rolling_update
         self._props = props
         self._rollback_alarms: list[cloudwatch.IAlarm] = []
@@ -265,7 +343,9 @@ class RealtimeEndpoint(EndpointBase):
             "LogGroup",
             log_group_name=f"{LOG_GROUP_PREFIX}{self.endpoint_name}",
             retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
-            encryption_key=kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn) if props.log_kms_key_arn else None,
+            encryption_key=kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
+            if props.log_kms_key_arn
+            else None,
             removal_policy=RemovalPolicy.DESTROY,
         )
         self._grant_log_write(log_group)
@@ -279,10 +359,15 @@ class RealtimeEndpoint(EndpointBase):
         pool_models: dict[str, sagemaker.CfnModel] = {}
         if props.pool_environment:
             image = props.container
-            assert isinstance(image, ImageContainer)  # the props' check refuses a model package here
+            assert isinstance(
+                image, ImageContainer
+            )  # the props' check refuses a model package here
             pool_models = {
-                instance_type: self._model(_pool_model_id(instance_type), props, dataclasses.replace(
-                    image, environment={**image.environment, **environment}))
+                instance_type: self._model(
+                    _pool_model_id(instance_type),
+                    props,
+                    dataclasses.replace(image, environment={**image.environment, **environment}),
+                )
                 for instance_type, environment in props.pool_environment.items()
             }
 
@@ -302,11 +387,15 @@ class RealtimeEndpoint(EndpointBase):
                     instance_type=None if variant.instance_pools else variant.instance_type,
                     instance_pools=[
                         sagemaker.CfnEndpointConfig.InstancePoolProperty(
-                            instance_type=instance_type, priority=priority,
+                            instance_type=instance_type,
+                            priority=priority,
                             model_name_override=pool_models[instance_type].attr_model_name
-                            if instance_type in pool_models else None)
+                            if instance_type in pool_models
+                            else None,
+                        )
                         for priority, instance_type in enumerate(variant.instance_pools, start=1)
-                    ] or None,
+                    ]
+                    or None,
                     variant_instance_provision_timeout_in_seconds=variant.instance_provision_timeout_s,
                     initial_instance_count=variant.initial_instance_count,
                     initial_variant_weight=1.0,
@@ -340,11 +429,17 @@ class RealtimeEndpoint(EndpointBase):
         self.model_name: str = model.attr_model_name
         #: ``{instance type: ModelName}`` of the pools that run a Model of their own
         #: (ModelNameOverride).
-        self.pool_model_names: dict[str, str] = {name: m.attr_model_name for name, m in pool_models.items()}
+        self.pool_model_names: dict[str, str] = {
+            name: m.attr_model_name for name, m in pool_models.items()
+        }
         self.invoke_policy_arn: str = self._invoke_policy(props).managed_policy_arn
 
-    def _model(self, construct_id: str, props: RealtimeEndpointProps,
-               container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel:
+    def _model(
+        self,
+        construct_id: str,
+        props: RealtimeEndpointProps,
+        container: ImageContainer | ModelPackageContainer,
+    ) -> sagemaker.CfnModel:
         """A Model of this endpoint running ``container``, with the endpoint's role, network
         isolation and VpcConfig."""
         model = sagemaker.CfnModel(
@@ -354,8 +449,11 @@ class RealtimeEndpoint(EndpointBase):
             primary_container=_container_definition(container),
             enable_network_isolation=props.network_isolation,
             vpc_config=sagemaker.CfnModel.VpcConfigProperty(
-                subnets=list(props.vpc_subnets), security_group_ids=list(props.security_groups),
-            ) if props.vpc_subnets else None,
+                subnets=list(props.vpc_subnets),
+                security_group_ids=list(props.security_groups),
+            )
+            if props.vpc_subnets
+            else None,
         )
         # The role's policy must exist before SageMaker creates the Model (it checks image and data
         # access).
@@ -366,8 +464,12 @@ class RealtimeEndpoint(EndpointBase):
         return model
 
     @staticmethod
-    def _volume_key(config: sagemaker.CfnEndpointConfig, key: str | None, types: Sequence[str],
-                    refusal: str | None) -> None:
+    def _volume_key(
+        config: sagemaker.CfnEndpointConfig,
+        key: str | None,
+        types: Sequence[str],
+        refusal: str | None,
+    ) -> None:
         """Say what became of the ML storage volumes' key, on the EndpointConfig.
 
         * A type of the variant has local NVMe storage (``refusal``,
@@ -383,7 +485,9 @@ class RealtimeEndpoint(EndpointBase):
         if refusal is not None:
             if key is not None:
                 Annotations.of(config).add_info(f"volume_kms_key_arn is not applied. {refusal}")
-            acknowledge_compliance(config, {"SageMakerEndpointConfigurationKMSKeyConfigured": refusal})
+            acknowledge_compliance(
+                config, {"SageMakerEndpointConfigurationKMSKeyConfigured": refusal}
+            )
             skip_checkov(config, "AWS::SageMaker::EndpointConfig", {"CKV_AWS_98": refusal})
             return
         unknown = catalogue.unknown_storage_types(types)
@@ -395,7 +499,8 @@ class RealtimeEndpoint(EndpointBase):
                 "NVMe instance storage: if so, CreateEndpointConfig fails "
                 f"({catalogue.KMS_KEY_ID_RULE}). Record the type there (the EC2 instance-store "
                 "table, https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), or leave "
-                "volume_kms_key_arn unset.")
+                "volume_kms_key_arn unset.",
+            )
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """Roll updates back while ``alarm`` is in ALARM (DeploymentConfig
@@ -414,7 +519,10 @@ class RealtimeEndpoint(EndpointBase):
         self._endpoint.deployment_config = self._deployment_config()
         if self._describe_alarms is None:
             self._describe_alarms = iam.PolicyStatement(
-                sid="DescribeRollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[alarm.alarm_arn])
+                sid="DescribeRollbackAlarms",
+                actions=["cloudwatch:DescribeAlarms"],
+                resources=[alarm.alarm_arn],
+            )
             self.role.add_to_principal_policy(self._describe_alarms)
         else:
             self._describe_alarms.add_resources(alarm.alarm_arn)
@@ -435,8 +543,14 @@ class RealtimeEndpoint(EndpointBase):
         outputs = {
             "EndpointName": (self._endpoint.attr_endpoint_name, "SageMaker EndpointName"),
             "Region": (stack.region, "Region of the endpoint"),
-            "InvokePolicyArn": (self.invoke_policy_arn, "Managed policy that lets a caller invoke this endpoint"),
-            "LogGroupName": (self.log_group_name, "CloudWatch log group of the endpoint's containers"),
+            "InvokePolicyArn": (
+                self.invoke_policy_arn,
+                "Managed policy that lets a caller invoke this endpoint",
+            ),
+            "LogGroupName": (
+                self.log_group_name,
+                "CloudWatch log group of the endpoint's containers",
+            ),
             **(extra or {}),
         }
         for name, (value, description) in outputs.items():
@@ -452,31 +566,43 @@ class RealtimeEndpoint(EndpointBase):
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
                 maximum_batch_size=sagemaker.CfnEndpoint.CapacitySizeProperty(
-                    type=batch_type, value=batch_value),
+                    type=batch_type, value=batch_value
+                ),
                 wait_interval_in_seconds=rolling.wait_s,
-                maximum_execution_timeout_in_seconds=rolling.timeout_for(self._props.variant, self._max_instances),
+                maximum_execution_timeout_in_seconds=rolling.timeout_for(
+                    self._props.variant, self._max_instances
+                ),
                 # No RollbackMaximumBatchSize: a rollback brings the whole old fleet back at once,
                 # the fastest recovery.
             ),
             auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=alarm.alarm_name)
-                        for alarm in self._rollback_alarms]
-            ) if self._rollback_alarms else None,
+                alarms=[
+                    sagemaker.CfnEndpoint.AlarmProperty(alarm_name=alarm.alarm_name)
+                    for alarm in self._rollback_alarms
+                ]
+            )
+            if self._rollback_alarms
+            else None,
         )
 
     def _default_role(self, props: RealtimeEndpointProps) -> iam.IRole:
         """A new execution role with what this endpoint's container needs, where that is known at
         synth."""
-        role = SageMakerExecutionRole(self, "ExecutionRole", description=f"SageMaker execution role of {self.endpoint_name}")
+        role = SageMakerExecutionRole(
+            self, "ExecutionRole", description=f"SageMaker execution role of {self.endpoint_name}"
+        )
         role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE)
         container = props.container
         if isinstance(container, ImageContainer):
             if not is_token(container.image_uri) and ECR_IMAGE_RE.fullmatch(container.image_uri):
                 role.grant_image_pull(repository_arn_from_image_uri(container.image_uri))
-            if container.model_data_s3_uri is not None and not is_token(container.model_data_s3_uri):
+            if container.model_data_s3_uri is not None and not is_token(
+                container.model_data_s3_uri
+            ):
                 data = S3Prefix.parse(container.model_data_s3_uri)
                 role.grant_model_data_read(data.bucket, data.prefix)
         return role.role  # pyright: ignore[reportReturnType] (jsii binding: parameter names differ from the interface's)
+
     def _grant_log_write(self, log_group: logs.ILogGroup) -> None:
         """Create streams in and write events to the endpoint's log group, as the execution role."""
         streams = f"{log_group.log_group_arn}:log-stream:*"
@@ -487,47 +613,60 @@ class RealtimeEndpoint(EndpointBase):
                 resources=[log_group.log_group_arn, streams],
             )
         )
-        Validations.of(self.role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), streams)}]",
-            reason="Log stream names are chosen by SageMaker per instance; the wildcard is "
-                   "confined to this endpoint's log group.",
-        ))
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(Stack.of(self), streams)}]",
+                reason="Log stream names are chosen by SageMaker per instance; the wildcard is "
+                "confined to this endpoint's log group.",
+            )
+        )
 
     def _invoke_policy(self, props: RealtimeEndpointProps) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(
             self,
             "InvokePolicy",
             description=f"Invoke the {props.description} endpoint {self.endpoint_name} (and "
-                        "nothing else)",
+            "nothing else)",
             statements=[
                 iam.PolicyStatement(
-                    sid="InvokeEndpoint", actions=list(props.invoke_actions), resources=[self.endpoint_arn],
+                    sid="InvokeEndpoint",
+                    actions=list(props.invoke_actions),
+                    resources=[self.endpoint_arn],
                     # Only through the given VPC endpoints: aws:SourceVpce is set on requests that
                     # arrive through a VPC endpoint (IAM user guide, "AWS global condition context
                     # keys").
                     conditions={"StringEquals": {"aws:SourceVpce": list(props.require_source_vpce)}}
-                    if props.require_source_vpce else None)
+                    if props.require_source_vpce
+                    else None,
+                )
             ],
         )
         if INVOKE_BIDIRECTIONAL in props.invoke_actions:
             # cfn-lint's IAM action list predates bidirectional streaming (W3037 "not one of ...");
             # the action is documented in the InvokeEndpointWithBidirectionalStream API reference.
             cast(CfnResource, policy.node.default_child).add_metadata(
-                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}}
+            )
         return policy
 
 
 def _pool_model_id(instance_type: str) -> str:
     """Construct id of an instance pool's own Model: ``PoolModelMlG6eXlarge`` for
     ``ml.g6e.xlarge``."""
-    return "PoolModel" + "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", instance_type))
+    return "PoolModel" + "".join(
+        part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", instance_type)
+    )
 
 
-def _container_definition(container: ImageContainer | ModelPackageContainer) -> sagemaker.CfnModel.ContainerDefinitionProperty:
+def _container_definition(
+    container: ImageContainer | ModelPackageContainer,
+) -> sagemaker.CfnModel.ContainerDefinitionProperty:
     """The Model's PrimaryContainer: an image with uncompressed model data from an S3 prefix, or a
     model package."""
     if not isinstance(container, ImageContainer):
-        return sagemaker.CfnModel.ContainerDefinitionProperty(model_package_name=container.model_package_arn)
+        return sagemaker.CfnModel.ContainerDefinitionProperty(
+            model_package_name=container.model_package_arn
+        )
     data_source = None
     if container.model_data_s3_uri is not None:
         data_source = sagemaker.CfnModel.ModelDataSourceProperty(

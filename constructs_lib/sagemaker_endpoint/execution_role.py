@@ -42,8 +42,14 @@ class SageMakerExecutionRole(Construct):
         role: the IAM role (an ``iam.IRole``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, description: str = "SageMaker execution role",
-                 path: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str = "SageMaker execution role",
+        path: str | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         account = Stack.of(self).account
         self.role = iam.Role(
@@ -55,11 +61,14 @@ class SageMakerExecutionRole(Construct):
                 {"StringEquals": {"aws:SourceAccount": account}}
             ),
         )
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The execution role's statements are scoped to this "
-                                 "endpoint's image, model data, log group and metrics; an inline policy belongs "
-                                 "to this role alone and goes with it.",
-        })
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The execution role's statements are scoped to this "
+                "endpoint's image, model data, log group and metrics; an inline policy belongs "
+                "to this role alone and goes with it.",
+            },
+        )
 
     @property
     def grant_principal(self) -> iam.IPrincipal:
@@ -90,7 +99,11 @@ class SageMakerExecutionRole(Construct):
         partition = Stack.of(self).partition
         bucket_arn = f"arn:{partition}:s3:::{bucket_name}"
         objects = f"{bucket_arn}/{prefix}*"
-        self._add(iam.PolicyStatement(sid="ReadModelPrefix", actions=["s3:GetObject"], resources=[objects]))
+        self._add(
+            iam.PolicyStatement(
+                sid="ReadModelPrefix", actions=["s3:GetObject"], resources=[objects]
+            )
+        )
         self._add(
             iam.PolicyStatement(
                 sid="ListModelPrefix",
@@ -110,11 +123,19 @@ class SageMakerExecutionRole(Construct):
         self._add(
             iam.PolicyStatement(
                 sid="PullImage",
-                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                actions=[
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
                 resources=[repository_arn],
             )
         )
-        self._add(iam.PolicyStatement(sid="EcrAuthorizationToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        self._add(
+            iam.PolicyStatement(
+                sid="EcrAuthorizationToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]
+            )
+        )
         self._acknowledge(
             "AwsSolutions-IAM5[Resource::*]",
             "ecr:GetAuthorizationToken supports no resource-level permission (Service "
@@ -148,8 +169,13 @@ class SageMakerExecutionRole(Construct):
     def grant_key_read(self, key_arn: str) -> None:
         """Decrypt with one KMS key: model data in an SSE-KMS bucket (S3 GetObject needs
         kms:Decrypt)."""
-        self._add(iam.PolicyStatement(sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"],
-                                      resources=[key_arn]))
+        self._add(
+            iam.PolicyStatement(
+                sid="DecryptModelData",
+                actions=["kms:Decrypt", "kms:DescribeKey"],
+                resources=[key_arn],
+            )
+        )
 
     def grant_vpc_access(self, subnets: Sequence[str], security_groups: Sequence[str]) -> None:
         """Create, describe and delete the network interfaces of a Model whose ``VpcConfig`` names
@@ -162,26 +188,42 @@ class SageMakerExecutionRole(Construct):
 #: following permissions") and "Give SageMaker Hosted Endpoints Access to Resources in Your Amazon
 #: VPC" (which adds ec2:DescribeVpcEndpoints).
 VPC_ACCESS_ACTIONS = (
-    "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
-    "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcEndpoints",
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeVpcEndpoints",
 )
 #: Of :data:`VPC_ACCESS_ACTIONS`, those the Service Authorization Reference (Amazon EC2) lists with
 #: no resource type, or with an optional one a request need not carry
 #: (DeleteNetworkInterfacePermission names a permission id, not an interface): IAM grants them on
 #: "*" only.
 VPC_ACCESS_UNSCOPED_ACTIONS = (
-    "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
-    "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcEndpoints",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeVpcEndpoints",
 )
-VPC_ACCESS_SOURCE = ("SageMaker developer guide, 'CreateModel API: Execution Role Permissions' "
-                     "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html#sagemaker-roles-"
-                     "createmodel-perms); Service Authorization Reference, Amazon EC2 "
-                     "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
-                     "list_amazonec2.html)")
+VPC_ACCESS_SOURCE = (
+    "SageMaker developer guide, 'CreateModel API: Execution Role Permissions' "
+    "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html#sagemaker-roles-"
+    "createmodel-perms); Service Authorization Reference, Amazon EC2 "
+    "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
+    "list_amazonec2.html)"
+)
 
 
-def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: Sequence[str]) -> None:
+def grant_vpc_access(
+    role: iam.IRole, subnets: Sequence[str], security_groups: Sequence[str]
+) -> None:
     """Let ``role`` (a Model's execution role) manage the network interfaces SageMaker attaches to
     the endpoint's instances in ``subnets`` with ``security_groups``; SageMaker creates and deletes
     them as that role, so without these the endpoint fails to start (or leaves interfaces it cannot
@@ -202,37 +244,60 @@ def grant_vpc_access(role: iam.IRole, subnets: Sequence[str], security_groups: S
     stack = Stack.of(role)
     arn = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}"
     subnet_arns = [f"{arn}:subnet/{s}" for s in subnets]
-    role.add_to_principal_policy(iam.PolicyStatement(
-        sid="CreateEndpointInterfaces", actions=["ec2:CreateNetworkInterface"],
-        resources=[f"{arn}:network-interface/*", *subnet_arns,
-                   *(f"{arn}:security-group/{group}" for group in security_groups)]))
-    role.add_to_principal_policy(iam.PolicyStatement(
-        sid="ManageEndpointInterfaces",
-        actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"],
-        resources=[f"{arn}:network-interface/*"],
-        conditions={"ArnEquals": {"ec2:Subnet": subnet_arns}}))
-    role.add_to_principal_policy(iam.PolicyStatement(
-        sid="DescribeEndpointNetwork", actions=list(VPC_ACCESS_UNSCOPED_ACTIONS), resources=["*"]))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="CreateEndpointInterfaces",
+            actions=["ec2:CreateNetworkInterface"],
+            resources=[
+                f"{arn}:network-interface/*",
+                *subnet_arns,
+                *(f"{arn}:security-group/{group}" for group in security_groups),
+            ],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="ManageEndpointInterfaces",
+            actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"],
+            resources=[f"{arn}:network-interface/*"],
+            conditions={"ArnEquals": {"ec2:Subnet": subnet_arns}},
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="DescribeEndpointNetwork",
+            actions=list(VPC_ACCESS_UNSCOPED_ACTIONS),
+            resources=["*"],
+        )
+    )
     if isinstance(role, iam.Role):
         interfaces = f"{arn}:network-interface/*"
         for resource in ("*", interfaces):
-            Validations.of(role).acknowledge(Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, resource)}]",
-                reason="A Model in a VPC: SageMaker creates and deletes the endpoint's "
-                       "network interfaces as the execution role; their ids are not known before, "
-                       "and the describe actions and DeleteNetworkInterfacePermission support no "
-                       "resource-level permission. Creation is limited to the Model's subnets and "
-                       f"security groups. {VPC_ACCESS_SOURCE}"))
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, resource)}]",
+                    reason="A Model in a VPC: SageMaker creates and deletes the endpoint's "
+                    "network interfaces as the execution role; their ids are not known before, "
+                    "and the describe actions and DeleteNetworkInterfacePermission support no "
+                    "resource-level permission. Creation is limited to the Model's subnets and "
+                    f"security groups. {VPC_ACCESS_SOURCE}",
+                )
+            )
         policy = role.node.try_find_child("DefaultPolicy")
         if policy is not None:
-            skip_checkov(policy, "AWS::IAM::Policy", {
-                "CKV_AWS_109": "ec2:DeleteNetworkInterfacePermission (permissions "
-                               "management) supports no resource-level permission in the requests "
-                               "SageMaker makes (a permission id, not an interface); "
-                               "CreateNetworkInterfacePermission is limited to the Model's subnets. "
-                               f"{VPC_ACCESS_SOURCE}",
-                "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no "
-                               "resource-level permission; the other network-interface writes are limited "
-                               f"to the Model's subnets. {VPC_ACCESS_SOURCE}",
-                "CKV_AWS_356": "the ec2:Describe* actions a Model in a VPC needs support no "
-                               f"resource-level permission. {VPC_ACCESS_SOURCE}"})
+            skip_checkov(
+                policy,
+                "AWS::IAM::Policy",
+                {
+                    "CKV_AWS_109": "ec2:DeleteNetworkInterfacePermission (permissions "
+                    "management) supports no resource-level permission in the requests "
+                    "SageMaker makes (a permission id, not an interface); "
+                    "CreateNetworkInterfacePermission is limited to the Model's subnets. "
+                    f"{VPC_ACCESS_SOURCE}",
+                    "CKV_AWS_111": "ec2:DeleteNetworkInterfacePermission supports no "
+                    "resource-level permission; the other network-interface writes are limited "
+                    f"to the Model's subnets. {VPC_ACCESS_SOURCE}",
+                    "CKV_AWS_356": "the ec2:Describe* actions a Model in a VPC needs support no "
+                    f"resource-level permission. {VPC_ACCESS_SOURCE}",
+                },
+            )

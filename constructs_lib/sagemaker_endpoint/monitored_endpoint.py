@@ -69,23 +69,35 @@ class MonitoredEndpoint(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: MonitoredEndpointProps) -> None:
-        scaling = props.scaling or InstanceScaling(props.endpoint.variant.initial_instance_count,
-                                                   props.endpoint.variant.initial_instance_count)
+        scaling = props.scaling or InstanceScaling(
+            props.endpoint.variant.initial_instance_count,
+            props.endpoint.variant.initial_instance_count,
+        )
         problems = Problems()
         scaling.problems(problems, props.endpoint.variant.initial_instance_count)
         problems.raise_if_any(f"MonitoredEndpoint {construct_id}")
         super().__init__(scope, construct_id)
 
         self.endpoint = RealtimeEndpoint(self, props.name, props.endpoint)
-        self.alarms = EndpointAlarms(self, "Alarms", EndpointAlarmsProps(
-            endpoint=self.endpoint,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
-            thresholds=props.thresholds, bridge=props.bridge, topic=props.alarm_topic))
+        self.alarms = EndpointAlarms(
+            self,
+            "Alarms",
+            EndpointAlarmsProps(
+                endpoint=self.endpoint,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
+                thresholds=props.thresholds,
+                bridge=props.bridge,
+                topic=props.alarm_topic,
+            ),
+        )
         self.scaling: ScalableInstanceCount | None = None
         if scaling.scales:
             self.scaling = ScalableInstanceCount(
-                self, "Autoscaling",
+                self,
+                "Autoscaling",
                 endpoint=self.endpoint,  # pyright: ignore[reportArgumentType] (a Construct's node is a property; IEndpoint's an attribute)
-                                                 min_capacity=scaling.min_capacity, max_capacity=scaling.max_capacity)
+                min_capacity=scaling.min_capacity,
+                max_capacity=scaling.max_capacity,
+            )
             assert scaling.tracking is not None  # required while min < max (checked above)
             self.scaling.scale_to_track("Policy", scaling.tracking)
         self.endpoint.add_outputs(props.name, props.outputs)

@@ -53,10 +53,28 @@ INVOKE_ACTIONS = (INVOKE, INVOKE_WITH_RESPONSE_STREAM, INVOKE_BIDIRECTIONAL)
 #: aws-cdk-lib ``aws_logs.RetentionDays`` member for it (the enum's Python members carry names, not
 #: day counts).
 LOG_RETENTION = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH", 60: "TWO_MONTHS",
-    90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR",
-    400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS", 1827: "FIVE_YEARS",
-    2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
 }
 LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 #: ModelDataDownloadTimeoutInSeconds and ContainerStartupHealthCheckTimeoutInSeconds: 60-3600 s
@@ -104,12 +122,20 @@ def check_model_data_s3_uri(p: Problems, prop: str, value: str) -> None:
     try:
         prefix = S3Prefix.parse(value)
     except ValueError:
-        p.add(prop, value, "must be 's3://<bucket>/<prefix>' with a valid bucket name (3-63 lower-case letters, "
-                           "digits, '.' or '-') and a non-empty prefix")
+        p.add(
+            prop,
+            value,
+            "must be 's3://<bucket>/<prefix>' with a valid bucket name (3-63 lower-case letters, "
+            "digits, '.' or '-') and a non-empty prefix",
+        )
         return
     if re.search(r"[*?\s]|//", prefix.prefix):
-        p.add(prop, value, "the prefix must be a plain key prefix, without wildcards ('*', '?'), whitespace or "
-                           "'//'; SageMaker copies every object under it")
+        p.add(
+            prop,
+            value,
+            "the prefix must be a plain key prefix, without wildcards ('*', '?'), whitespace or "
+            "'//'; SageMaker copies every object under it",
+        )
 
 
 def check_log_retention_days(p: Problems, prop: str, value: int) -> None:
@@ -228,24 +254,46 @@ class ProductionVariant:
         check_instance_type(p, "instance_type", self.instance_type)
         self._pool_problems(p)
         if self.initial_instance_count < 1:
-            p.add("initial_instance_count", self.initial_instance_count, "must be a positive whole number")
+            p.add(
+                "initial_instance_count",
+                self.initial_instance_count,
+                "must be a positive whole number",
+            )
         if not ENDPOINT_NAME_RE.fullmatch(self.variant_name):
-            p.add("variant_name", self.variant_name, "must be 1-63 letters, digits or '-', starting and ending with "
-                                                     "a letter or digit (SageMaker VariantName)")
+            p.add(
+                "variant_name",
+                self.variant_name,
+                "must be 1-63 letters, digits or '-', starting and ending with "
+                "a letter or digit (SageMaker VariantName)",
+            )
         check_timeout_s(p, "model_data_download_timeout_s", self.model_data_download_timeout_s)
         check_timeout_s(p, "container_startup_timeout_s", self.container_startup_timeout_s)
-        if self.inference_ami_version is not None and self.inference_ami_version not in INFERENCE_AMI_VERSIONS:
-            p.add("inference_ami_version", self.inference_ami_version,
-                  f"must be one of {', '.join(INFERENCE_AMI_VERSIONS)}")
+        if (
+            self.inference_ami_version is not None
+            and self.inference_ami_version not in INFERENCE_AMI_VERSIONS
+        ):
+            p.add(
+                "inference_ami_version",
+                self.inference_ami_version,
+                f"must be one of {', '.join(INFERENCE_AMI_VERSIONS)}",
+            )
         if self.routing_strategy not in ROUTING_STRATEGIES:
-            p.add("routing_strategy", self.routing_strategy, f"must be one of {', '.join(ROUTING_STRATEGIES)}")
+            p.add(
+                "routing_strategy",
+                self.routing_strategy,
+                f"must be one of {', '.join(ROUTING_STRATEGIES)}",
+            )
 
     def _pool_problems(self, p: Problems) -> None:
         pools = list(self.instance_pools)
         low, high = PROVISION_TIMEOUT_RANGE_S
         if self.provision_timeout_s is not None and not low <= self.provision_timeout_s <= high:
-            p.add("provision_timeout_s", self.provision_timeout_s, f"must be between {low} and {high} seconds "
-                                                                    "(VariantInstanceProvisionTimeoutInSeconds)")
+            p.add(
+                "provision_timeout_s",
+                self.provision_timeout_s,
+                f"must be between {low} and {high} seconds "
+                "(VariantInstanceProvisionTimeoutInSeconds)",
+            )
         if not pools:
             return
         for instance_type in pools:
@@ -253,13 +301,24 @@ class ProductionVariant:
                 check_instance_type(p, "instance_pools", instance_type)
         duplicates = sorted({t for t in pools if pools.count(t) > 1})
         if duplicates:
-            p.add("instance_pools", pools, f"lists {', '.join(duplicates)} more than once; each instance type is one "
-                                           "pool")
+            p.add(
+                "instance_pools",
+                pools,
+                f"lists {', '.join(duplicates)} more than once; each instance type is one pool",
+            )
         if len(pools) > MAX_INSTANCE_POOLS:
-            p.add("instance_pools", pools, f"must list at most {MAX_INSTANCE_POOLS} instance types (InstancePools)")
+            p.add(
+                "instance_pools",
+                pools,
+                f"must list at most {MAX_INSTANCE_POOLS} instance types (InstancePools)",
+            )
         if pools[0] != self.instance_type:
-            p.add("instance_pools", pools, f"must start with {p.ref('instance_type', self.instance_type)}, the "
-                                           "priority-1 pool (set both: the instance type is the one tried first)")
+            p.add(
+                "instance_pools",
+                pools,
+                f"must start with {p.ref('instance_type', self.instance_type)}, the "
+                "priority-1 pool (set both: the instance type is the one tried first)",
+            )
 
     @property
     def instance_start_s(self) -> int:
@@ -267,12 +326,16 @@ class ProductionVariant:
         synthesized), model download and container start-up timeouts (SageMaker's default counted as
         the 3600 s maximum, an upper bound)."""
         high = TIMEOUT_RANGE_S[1]
-        return ((self.instance_provision_timeout_s or 0) + (self.model_data_download_timeout_s or high)
-                + (self.container_startup_timeout_s or high))
+        return (
+            (self.instance_provision_timeout_s or 0)
+            + (self.model_data_download_timeout_s or high)
+            + (self.container_startup_timeout_s or high)
+        )
 
 
-def rolling_update_timeout_s(batch_percent: int | None, instance_start_s: int, wait_s: int,
-                             instances: int = 1) -> int:
+def rolling_update_timeout_s(
+    batch_percent: int | None, instance_start_s: int, wait_s: int, instances: int = 1
+) -> int:
     """Time limit of a rolling update, seconds: ``ceil(100 / batch_percent)`` batches (one instance
     per batch when ``batch_percent`` is None: ``instances`` batches), each allowed
     ``instance_start_s`` (model download plus container start-up timeouts) and ``wait_s``, within
@@ -316,24 +379,40 @@ class RollingUpdate:
     def problems(self, p: Problems) -> None:
         low, high = ROLLOUT_BATCH_PERCENT_RANGE
         if self.batch_percent is not None and not low <= self.batch_percent <= high:
-            p.add("batch_percent", self.batch_percent, f"must be between {low} and {high} (percent of the variant's "
-                                                       "instances; RollingUpdatePolicy MaximumBatchSize)")
+            p.add(
+                "batch_percent",
+                self.batch_percent,
+                f"must be between {low} and {high} (percent of the variant's "
+                "instances; RollingUpdatePolicy MaximumBatchSize)",
+            )
         low, high = ROLLOUT_WAIT_RANGE_S
         if not low <= self.wait_s <= high:
-            p.add("wait_s", self.wait_s, f"must be between {low} and {high} seconds (RollingUpdatePolicy "
-                                         "WaitIntervalInSeconds)")
+            p.add(
+                "wait_s",
+                self.wait_s,
+                f"must be between {low} and {high} seconds (RollingUpdatePolicy "
+                "WaitIntervalInSeconds)",
+            )
         low, high = ROLLOUT_TIMEOUT_RANGE_S
         if self.timeout_s is not None and not low <= self.timeout_s <= high:
-            p.add("timeout_s", self.timeout_s, f"must be between {low} and {high} seconds (RollingUpdatePolicy "
-                                               "MaximumExecutionTimeoutInSeconds)")
+            p.add(
+                "timeout_s",
+                self.timeout_s,
+                f"must be between {low} and {high} seconds (RollingUpdatePolicy "
+                "MaximumExecutionTimeoutInSeconds)",
+            )
 
     def timeout_for(self, variant: ProductionVariant, max_instances: int | None = None) -> int:
         """``timeout_s``, or the limit :func:`rolling_update_timeout_s` gives for ``variant`` at up
         to ``max_instances`` instances (default: its initial count)."""
         if self.timeout_s is not None:
             return self.timeout_s
-        return rolling_update_timeout_s(self.batch_percent, variant.instance_start_s, self.wait_s,
-                                        max_instances or variant.initial_instance_count)
+        return rolling_update_timeout_s(
+            self.batch_percent,
+            variant.instance_start_s,
+            self.wait_s,
+            max_instances or variant.initial_instance_count,
+        )
 
     def maximum_batch_size(self) -> tuple[str, int]:
         """RollingUpdatePolicy ``MaximumBatchSize`` as ``(Type, Value)``."""
@@ -436,26 +515,57 @@ class RealtimeEndpointProps:
         if self.rolling_update is not None:
             self.rolling_update.problems(p)
             if isinstance(self.container, ModelPackageContainer):
-                p.add("rolling_update", "RollingUpdate(...)", "must be None for a model package: Marketplace containers are excluded from "
-                                                              "rolling updates (SageMaker deployment guardrails, Exclusions)")
-        if isinstance(self.container, ModelPackageContainer) and self.enable_network_isolation is False:
-            p.add("enable_network_isolation", False, "must be true (or unset) for a model package: Marketplace "
-                                                     "packages run only without network access")
+                p.add(
+                    "rolling_update",
+                    "RollingUpdate(...)",
+                    "must be None for a model package: Marketplace containers are excluded from "
+                    "rolling updates (SageMaker deployment guardrails, Exclusions)",
+                )
+        if (
+            isinstance(self.container, ModelPackageContainer)
+            and self.enable_network_isolation is False
+        ):
+            p.add(
+                "enable_network_isolation",
+                False,
+                "must be true (or unset) for a model package: Marketplace "
+                "packages run only without network access",
+            )
         if bool(self.vpc_subnets) != bool(self.security_groups):
-            p.note(f"{p.ref('vpc_subnets', list(self.vpc_subnets))} and "
-                   f"{p.ref('security_groups', list(self.security_groups))}: give both (a "
-                   "VpcConfig) or neither")
+            p.note(
+                f"{p.ref('vpc_subnets', list(self.vpc_subnets))} and "
+                f"{p.ref('security_groups', list(self.security_groups))}: give both (a "
+                "VpcConfig) or neither"
+            )
         for prop, values, pattern, form in (
-                ("vpc_subnets", self.vpc_subnets, SUBNET_ID_RE, "subnet ids such as 'subnet-0123456789abcdef0'"),
-                ("security_groups", self.security_groups, SECURITY_GROUP_ID_RE,
-                 "security group ids such as 'sg-0123456789abcdef0'"),
-                ("require_source_vpce", self.require_source_vpce, VPC_ENDPOINT_ID_RE,
-                 "VPC endpoint ids such as 'vpce-0123456789abcdef0'")):
+            (
+                "vpc_subnets",
+                self.vpc_subnets,
+                SUBNET_ID_RE,
+                "subnet ids such as 'subnet-0123456789abcdef0'",
+            ),
+            (
+                "security_groups",
+                self.security_groups,
+                SECURITY_GROUP_ID_RE,
+                "security group ids such as 'sg-0123456789abcdef0'",
+            ),
+            (
+                "require_source_vpce",
+                self.require_source_vpce,
+                VPC_ENDPOINT_ID_RE,
+                "VPC endpoint ids such as 'vpce-0123456789abcdef0'",
+            ),
+        ):
             check_ids(p, prop, values, pattern, form)
         self._pool_environment_problems(p)
         unknown = [action for action in self.invoke_actions if action not in INVOKE_ACTIONS]
         if unknown or not self.invoke_actions:
-            p.add("invoke_actions", list(self.invoke_actions), f"must be one or more of {', '.join(INVOKE_ACTIONS)}")
+            p.add(
+                "invoke_actions",
+                list(self.invoke_actions),
+                f"must be one or more of {', '.join(INVOKE_ACTIONS)}",
+            )
 
     def _pool_environment_problems(self, p: Problems) -> None:
         """The rules of a pool's own Model (InstancePool ``ModelNameOverride``), each with its
@@ -482,17 +592,35 @@ class RealtimeEndpointProps:
         pools = list(self.variant.instance_pools)
         shown = {name: dict(env) for name, env in self.pool_environment.items()}
         if not pools:
-            p.add("pool_environment", shown, "needs instance pools (variant.instance_pools): ModelNameOverride is a "
-                                             "member of InstancePool only (SageMaker API reference, InstancePool)")
+            p.add(
+                "pool_environment",
+                shown,
+                "needs instance pools (variant.instance_pools): ModelNameOverride is a "
+                "member of InstancePool only (SageMaker API reference, InstancePool)",
+            )
             return
         if isinstance(self.container, ModelPackageContainer):
-            p.add("pool_environment", shown, "must be empty for a model package: a pool's Model differs from the "
-                                             "variant's only in environment variables, which a package has not")
+            p.add(
+                "pool_environment",
+                shown,
+                "must be empty for a model package: a pool's Model differs from the "
+                "variant's only in environment variables, which a package has not",
+            )
         for name, environment in self.pool_environment.items():
             if name not in pools:
                 p.add("pool_environment", name, f"is not one of the instance pools {pools}")
             elif name == pools[0]:
-                p.add("pool_environment", name, "is the priority-1 pool, which runs the variant's Model: give its "
-                                                "environment in container.environment")
-            if not environment or not all(isinstance(k, str) and isinstance(v, str) for k, v in environment.items()):
-                p.add("pool_environment", name, "needs a non-empty map of environment variable names to strings")
+                p.add(
+                    "pool_environment",
+                    name,
+                    "is the priority-1 pool, which runs the variant's Model: give its "
+                    "environment in container.environment",
+                )
+            if not environment or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in environment.items()
+            ):
+                p.add(
+                    "pool_environment",
+                    name,
+                    "needs a non-empty map of environment variable names to strings",
+                )

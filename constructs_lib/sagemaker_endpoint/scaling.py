@@ -68,14 +68,23 @@ class ScalableInstanceCount(Construct):
         constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: IEndpoint, min_capacity: int,
-                 max_capacity: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: IEndpoint,
+        min_capacity: int,
+        max_capacity: int,
+    ) -> None:
         problems = Problems()
         check_capacity(problems, min_capacity, max_capacity, endpoint.initial_instance_count)
         if endpoint.scalable_instance_count is not None:
-            problems.note("endpoint: its instance count already scales "
-                          f"({endpoint.scalable_instance_count.node.path}); add policies to that "
-                          "ScalableInstanceCount (one scalable target per variant)")
+            problems.note(
+                "endpoint: its instance count already scales "
+                f"({endpoint.scalable_instance_count.node.path}); add policies to that "
+                "ScalableInstanceCount (one scalable target per variant)"
+            )
         problems.raise_if_any(f"ScalableInstanceCount {construct_id}")
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
@@ -122,7 +131,9 @@ class ScalableInstanceCount(Construct):
                 scale_out_cooldown=tracking.scale_out_cooldown_s,
             )
         else:
-            assert tracking.predefined_metric is not None  # exactly one of the two (TargetTracking's check)
+            assert (
+                tracking.predefined_metric is not None
+            )  # exactly one of the two (TargetTracking's check)
             configuration = policy(
                 target_value=tracking.target_value,
                 predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
@@ -134,23 +145,38 @@ class ScalableInstanceCount(Construct):
         resource = appscaling.CfnScalingPolicy(
             self,
             construct_id,
-            policy_name=tracking.policy_name or f"{self._endpoint.endpoint_name}-track-{tracking.metric_label}",
+            policy_name=tracking.policy_name
+            or f"{self._endpoint.endpoint_name}-track-{tracking.metric_label}",
             policy_type="TargetTrackingScaling",
             scaling_target_id=self._target.ref,
             target_tracking_scaling_policy_configuration=configuration,
         )
         return resource.ref  # Ref of a scaling policy is its ARN
 
-    def scale_on_invocations(self, construct_id: str, *, invocations_per_minute: float,
-                             **cooldowns: Unpack[Cooldowns]) -> str:
+    def scale_on_invocations(
+        self, construct_id: str, *, invocations_per_minute: float, **cooldowns: Unpack[Cooldowns]
+    ) -> str:
         """Track SageMaker's predefined invocations per instance (requests per instance per
         minute)."""
-        return self.scale_to_track(construct_id, TargetTracking(
-            target_value=invocations_per_minute, predefined_metric=INVOCATIONS_PER_INSTANCE, **cooldowns))
+        return self.scale_to_track(
+            construct_id,
+            TargetTracking(
+                target_value=invocations_per_minute,
+                predefined_metric=INVOCATIONS_PER_INSTANCE,
+                **cooldowns,
+            ),
+        )
 
-    def scale_on_concurrent_requests(self, construct_id: str, *, requests_per_instance: float,
-                                     **cooldowns: Unpack[Cooldowns]) -> str:
+    def scale_on_concurrent_requests(
+        self, construct_id: str, *, requests_per_instance: float, **cooldowns: Unpack[Cooldowns]
+    ) -> str:
         """Track SageMaker's predefined concurrent requests per model (high resolution: requests in
         flight)."""
-        return self.scale_to_track(construct_id, TargetTracking(
-            target_value=requests_per_instance, predefined_metric=CONCURRENT_REQUESTS_PER_MODEL, **cooldowns))
+        return self.scale_to_track(
+            construct_id,
+            TargetTracking(
+                target_value=requests_per_instance,
+                predefined_metric=CONCURRENT_REQUESTS_PER_MODEL,
+                **cooldowns,
+            ),
+        )

@@ -45,25 +45,43 @@ def variant_resource_id(endpoint_name: str, variant_name: str) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant_name}"
 
 
-def check_capacity(p: Problems, min_capacity: int, max_capacity: int, initial_instance_count: int | None) -> None:
+def check_capacity(
+    p: Problems, min_capacity: int, max_capacity: int, initial_instance_count: int | None
+) -> None:
     """``1 <= min_capacity <= max_capacity``, and the variant's initial count within them (one
     problem at most)."""
     if min_capacity < 1:
-        p.add("min_capacity", min_capacity, "must be at least 1 (a real-time endpoint keeps one instance)")
+        p.add(
+            "min_capacity",
+            min_capacity,
+            "must be at least 1 (a real-time endpoint keeps one instance)",
+        )
     elif max_capacity < min_capacity:
-        p.add("max_capacity", max_capacity, f"must be at least {p.ref('min_capacity', min_capacity)}")
-    elif (initial_instance_count is not None and initial_instance_count >= 1
-          and not min_capacity <= initial_instance_count <= max_capacity):
-        p.add("initial_instance_count", initial_instance_count,
-              f"must be between {p.ref('min_capacity', min_capacity)} and "
-              f"{p.ref('max_capacity', max_capacity)}")
+        p.add(
+            "max_capacity", max_capacity, f"must be at least {p.ref('min_capacity', min_capacity)}"
+        )
+    elif (
+        initial_instance_count is not None
+        and initial_instance_count >= 1
+        and not min_capacity <= initial_instance_count <= max_capacity
+    ):
+        p.add(
+            "initial_instance_count",
+            initial_instance_count,
+            f"must be between {p.ref('min_capacity', min_capacity)} and "
+            f"{p.ref('max_capacity', max_capacity)}",
+        )
 
 
-def check_cooldown_s(p: Problems, prop: str, value: int, floor_s: int = 0, reason: str = "") -> None:
+def check_cooldown_s(
+    p: Problems, prop: str, value: int, floor_s: int = 0, reason: str = ""
+) -> None:
     """A cooldown of more than ``floor_s`` and at most :data:`COOLDOWN_MAX_S` seconds; ``reason``
     says why the floor (e.g. a container's drain time)."""
     if not floor_s < value <= COOLDOWN_MAX_S:
-        p.add(prop, value, f"must be more than {floor_s} and at most {COOLDOWN_MAX_S} seconds{reason}")
+        p.add(
+            prop, value, f"must be more than {floor_s} and at most {COOLDOWN_MAX_S} seconds{reason}"
+        )
 
 
 def check_target_value(p: Problems, prop: str, value: float, unit: str) -> None:
@@ -96,11 +114,17 @@ class TargetTracking:
     policy_name: str | None = None
 
     def problems(self, p: Problems) -> None:
-        check_target_value(p, "target_value", self.target_value, "the metric's value per instance to hold")
+        check_target_value(
+            p, "target_value", self.target_value, "the metric's value per instance to hold"
+        )
         if (self.metric is None) == (self.predefined_metric is None):
             p.note("TargetTracking: give exactly one of metric and predefined_metric")
         if self.predefined_metric is not None and self.predefined_metric not in PREDEFINED_METRICS:
-            p.add("predefined_metric", self.predefined_metric, f"must be one of {', '.join(PREDEFINED_METRICS)}")
+            p.add(
+                "predefined_metric",
+                self.predefined_metric,
+                f"must be one of {', '.join(PREDEFINED_METRICS)}",
+            )
         check_cooldown_s(p, "scale_in_cooldown_s", self.scale_in_cooldown_s)
         check_cooldown_s(p, "scale_out_cooldown_s", self.scale_out_cooldown_s)
 
@@ -135,6 +159,8 @@ class InstanceScaling:
         check_capacity(p, self.min_capacity, self.max_capacity, initial_instance_count)
         if self.scales:
             if self.tracking is None:
-                p.add("tracking", None, "must be a TargetTracking while min_capacity < max_capacity")
+                p.add(
+                    "tracking", None, "must be a TargetTracking while min_capacity < max_capacity"
+                )
             else:
                 self.tracking.problems(p)

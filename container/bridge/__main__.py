@@ -20,7 +20,10 @@ async def serve_until_signalled(settings: Settings) -> None:
     """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):  # before listening: a signal once it listens means a drain
+    for signum in (
+        signal.SIGTERM,
+        signal.SIGINT,
+    ):  # before listening: a signal once it listens means a drain
         loop.add_signal_handler(signum, stop.set)
     bridge = await Bridge(settings).start()
     freeze_startup_objects()
@@ -84,7 +87,9 @@ def main() -> int:
         env = dict(os.environ)
         # before the token is in memory: no window in which another process reads it
         env_secrets.make_undumpable()
-        secrets = env_secrets.take_secrets(env)  # the token, from the pipe the entrypoint (or the re-exec) wrote
+        secrets = env_secrets.take_secrets(
+            env
+        )  # the token, from the pipe the entrypoint (or the re-exec) wrote
         os.environ.pop(env_secrets.SECRETS_FD_VARIABLE, None)
         settings = Settings.from_env({**env, **secrets})
     except (SettingsError, env_secrets.SecretsError) as exc:

@@ -59,14 +59,20 @@ def token_problem(token: str) -> str | None:
     reliably.
     """
     if not token.strip():
-        return ("is empty or only whitespace; set it to the token callers send, or unset it (no "
-                "token check)")
+        return (
+            "is empty or only whitespace; set it to the token callers send, or unset it (no "
+            "token check)"
+        )
     if any(not 0x21 <= ord(char) <= 0x7E for char in token):
-        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP "
-                "header cannot carry unchanged; use letters, digits and punctuation only")
+        return (
+            "holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP "
+            "header cannot carry unchanged; use letters, digits and punctuation only"
+        )
     if len(token) < MIN_TOKEN_CHARS:
-        return (f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer "
-                "random token")
+        return (
+            f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer "
+            "random token"
+        )
     return None
 
 
@@ -112,7 +118,10 @@ class BearerToken:
             if scheme.lower() == SCHEME and credentials:
                 presented = credentials.encode("ascii")
                 verdict = Verdict.WRONG
-        if hmac.compare_digest(self._digest(presented), self._expected) and verdict is Verdict.WRONG:
+        if (
+            hmac.compare_digest(self._digest(presented), self._expected)
+            and verdict is Verdict.WRONG
+        ):
             return Verdict.OK
         return verdict
 
@@ -134,8 +143,12 @@ class RefusalLog:
     INFO lines; `clock` is monotonic seconds.
     """
 
-    def __init__(self, logger: logging.Logger, interval_s: float = REFUSED_LOG_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = REFUSED_LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log, self._interval_s, self._clock = logger, interval_s, clock
         self._pending: dict[str, int] = {}
         self._last_line_at = -math.inf
@@ -156,7 +169,12 @@ class RefusalLog:
         if total == 1:
             self._log.info("refused a stream: %s bearer token (401)", next(iter(self._pending)))
         else:
-            self._log.info("refused %d streams since the last such line (401): %s bearer token; at most one "
-                           "line every %.0f s", total, kinds, self._interval_s)
+            self._log.info(
+                "refused %d streams since the last such line (401): %s bearer token; at most one "
+                "line every %.0f s",
+                total,
+                kinds,
+                self._interval_s,
+            )
         self._pending.clear()
         self._last_line_at = now

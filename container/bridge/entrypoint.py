@@ -85,7 +85,10 @@ def vllm_flags(env: Mapping[str, str]) -> list[str]:
             continue
         flag = "--" + key.lower().replace("_", "-")
         value = env[name]
-        if value.strip().lower() in ("true", ""):  # empty: a bare flag, as in vLLM's sagemaker-entrypoint.sh
+        if value.strip().lower() in (
+            "true",
+            "",
+        ):  # empty: a bare flag, as in vLLM's sagemaker-entrypoint.sh
             flags.append(flag)
         elif value.strip().lower() != "false":
             flags += [flag, value]
@@ -136,8 +139,14 @@ def vllm_command(env: Mapping[str, str]) -> list[str]:
             base = json.loads(raw)
         except ValueError:
             base = []
-        if not base or not isinstance(base, list) or not all(isinstance(part, str) for part in base):
-            raise SettingsError(f'VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. ["vllm", "serve"]')
+        if (
+            not base
+            or not isinstance(base, list)
+            or not all(isinstance(part, str) for part in base)
+        ):
+            raise SettingsError(
+                f'VLLM_COMMAND={raw!r} must be a JSON list of strings, e.g. ["vllm", "serve"]'
+            )
     return base + vllm_flags(env)
 
 
@@ -194,7 +203,8 @@ def delayed_tokenizer(env: Mapping[str, str], delay_ms: int, directory: Path) ->
         ) from None
     except ValueError as exc:
         raise TokenizerError(
-            f"TRANSCRIPTION_DELAY_MS={delay_ms}: {tekken} is not JSON ({exc})") from None
+            f"TRANSCRIPTION_DELAY_MS={delay_ms}: {tekken} is not JSON ({exc})"
+        ) from None
     audio = config.get("audio") if isinstance(config, dict) else None
     if not isinstance(audio, dict) or "transcription_delay_ms" not in audio:
         raise TokenizerError(
@@ -202,8 +212,13 @@ def delayed_tokenizer(env: Mapping[str, str], delay_ms: int, directory: Path) ->
             "this checkpoint is not a streaming Voxtral Realtime one and has no delay to set; "
             "unset TRANSCRIPTION_DELAY_MS (voxtral.transcription_delay_ms)"
         )
-    log.info("transcription delay: %s ms in %s, %d ms in the tokenizer vLLM serves (%s)",
-             audio["transcription_delay_ms"], tekken, delay_ms, directory)
+    log.info(
+        "transcription delay: %s ms in %s, %d ms in the tokenizer vLLM serves (%s)",
+        audio["transcription_delay_ms"],
+        tekken,
+        delay_ms,
+        directory,
+    )
     audio["transcription_delay_ms"] = delay_ms
     directory.mkdir(parents=True, exist_ok=True)
     (directory / TEKKEN_FILE).write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
@@ -259,8 +274,9 @@ async def supervise(
         loop.add_signal_handler(signum, stop.set)
     log.info("starting vLLM: %s", masked_command(vllm_cmd))
     vllm = await asyncio.create_subprocess_exec(*vllm_cmd, env=dict(env))
-    bridge = await asyncio.create_subprocess_exec(*bridge_cmd, env=dict(env if bridge_env is None else bridge_env),
-                                                  pass_fds=bridge_pass_fds)
+    bridge = await asyncio.create_subprocess_exec(
+        *bridge_cmd, env=dict(env if bridge_env is None else bridge_env), pass_fds=bridge_pass_fds
+    )
     for fd in bridge_pass_fds:
         os.close(fd)  # the bridge holds its own copy (the secrets pipe): ours is no longer needed
     vllm_exit = asyncio.create_task(vllm.wait())
@@ -286,7 +302,9 @@ def main() -> int:
     """Container entrypoint; returns the exit code."""
     # returns once the environment holds no secret (env_secrets)
     env_secrets.reexec_without_secrets()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     env = dict(os.environ)
     # before the secrets are in memory: no window in which another process reads them
     env_secrets.make_undumpable()
@@ -305,7 +323,9 @@ def main() -> int:
 
         try:
             cache_dir = Path(env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR))
-            env["SM_VLLM_MODEL"] = str(ensure_local_copy(model_s3_uri, cache_dir, s3=_s3_client(secrets)))
+            env["SM_VLLM_MODEL"] = str(
+                ensure_local_copy(model_s3_uri, cache_dir, s3=_s3_client(secrets))
+            )
         except WeightsError as exc:
             log.error("weights: %s", exc)
             return 3
@@ -332,15 +352,23 @@ def main() -> int:
     # the bridge's venv does it; from a source tree, PYTHONPATH). vLLM keeps the environment it was
     # given.
     package_parent = str(Path(__file__).resolve().parent.parent)
-    bridge_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))}
+    bridge_env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")])),
+    }
     bridge_fds: tuple[int, ...] = ()
     if token := {name: value for name, value in secrets.items() if name in BRIDGE_SECRETS}:
-        bridge_fds = (env_secrets.secrets_pipe(token),)  # the bridge reads it once (bridge/__main__.py)
+        bridge_fds = (
+            env_secrets.secrets_pipe(token),
+        )  # the bridge reads it once (bridge/__main__.py)
         bridge_env[env_secrets.SECRETS_FD_VARIABLE] = str(bridge_fds[0])
     drain_s = settings.drain_s if settings.drain_s is not None else DEFAULT_DRAIN_S
     try:
-        return asyncio.run(supervise(command, bridge_command(), vllm_environment(env), drain_s,
-                                     bridge_env, bridge_fds))
+        return asyncio.run(
+            supervise(
+                command, bridge_command(), vllm_environment(env), drain_s, bridge_env, bridge_fds
+            )
+        )
     finally:
         if tokenizer_dir is not None:
             shutil.rmtree(tokenizer_dir, ignore_errors=True)
@@ -360,9 +388,12 @@ def _s3_client(secrets: Mapping[str, str]):  # a boto3 client
         return None
     import boto3
 
-    return boto3.client("s3", aws_access_key_id=secrets["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=secrets["AWS_SECRET_ACCESS_KEY"],
-                        aws_session_token=secrets.get("AWS_SESSION_TOKEN"))
+    return boto3.client(
+        "s3",
+        aws_access_key_id=secrets["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=secrets["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=secrets.get("AWS_SESSION_TOKEN"),
+    )
 
 
 #: Exact names vLLM's process receives from the container's environment, and why: the process basics
@@ -371,23 +402,67 @@ def _s3_client(secrets: Mapping[str, str]):  # a boto3 client
 #: image sets (`PYTHONPATH`, `PYTHONUNBUFFERED`...), thread counts, and what a download of weights
 #: or tokenizer files needs when vLLM fetches them itself (proxies and CA bundles: vLLM's hub
 #: downloads, `huggingface_hub`, use `requests`/`httpx`).
-VLLM_ENV_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "PWD", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
-    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE",
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM",
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-    "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
-})
+VLLM_ENV_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "HOSTNAME",
+        "PWD",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONDONTWRITEBYTECODE",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "TOKENIZERS_PARALLELISM",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "XDG_CACHE_HOME",
+        "XDG_CONFIG_HOME",
+    }
+)
 #: Prefixes of the variable families vLLM's process reads, and why: vLLM's own settings (`VLLM_`,
 #: vllm/envs.py, e.g. VLLM_LOGGING_LEVEL, VLLM_USE_V1, VLLM_API_KEY), Hugging Face's (`HF_`:
 #: HF_HOME, HF_HUB_OFFLINE, HF_TOKEN for gated downloads; `HUGGING_FACE_HUB_TOKEN` is the older
 #: name; `TRANSFORMERS_`), the GPU stack's (`CUDA_`: CUDA_VISIBLE_DEVICES; `NVIDIA_`; `NCCL_` for
 #: tensor parallelism; `CUBLAS_`, `CUDNN_`), PyTorch's and its compilers' (`TORCH`, `PYTORCH_`,
 #: `TRITON_`, `FLASHINFER_`), and the locale (`LC_`).
-VLLM_ENV_PREFIXES = ("VLLM_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_", "CUDA_", "NVIDIA_", "NCCL_", "CUBLAS_",
-                     "CUDNN_", "TORCH", "PYTORCH_", "TRITON_", "FLASHINFER_", "LC_")
+VLLM_ENV_PREFIXES = (
+    "VLLM_",
+    "HF_",
+    "HUGGING_FACE_",
+    "TRANSFORMERS_",
+    "CUDA_",
+    "NVIDIA_",
+    "NCCL_",
+    "CUBLAS_",
+    "CUDNN_",
+    "TORCH",
+    "PYTORCH_",
+    "TRITON_",
+    "FLASHINFER_",
+    "LC_",
+)
 #: Names the allowlist would let through but vLLM must not get: `VLLM_HOST`/`VLLM_PORT` are the
 #: bridge's settings for where vLLM listens, while vLLM itself reads `VLLM_PORT` as the first port
 #: of its internal communication (vLLM docs, "Environment Variables": "not the port and ip for the
@@ -406,9 +481,13 @@ def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
     protection is the bridge's), SageMaker's and the bridge's own settings, and the `SM_VLLM_*`
     flags, which reach vLLM as its command line.
     """
-    return {name: value for name, value in env.items()
-            if (name in VLLM_ENV_NAMES or name.startswith(VLLM_ENV_PREFIXES))
-            and name not in VLLM_ENV_EXCLUDED and name not in env_secrets.SECRET_VARIABLES}
+    return {
+        name: value
+        for name, value in env.items()
+        if (name in VLLM_ENV_NAMES or name.startswith(VLLM_ENV_PREFIXES))
+        and name not in VLLM_ENV_EXCLUDED
+        and name not in env_secrets.SECRET_VARIABLES
+    }
 
 
 if __name__ == "__main__":

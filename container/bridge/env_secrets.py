@@ -33,7 +33,12 @@ from collections.abc import Mapping, MutableMapping
 #: role's credentials come from the container credentials endpoint instead, whose address
 #: (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`) is kept out of vLLM's environment by the entrypoint's
 #: allowlist.
-SECRET_VARIABLES = ("BRIDGE_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+SECRET_VARIABLES = (
+    "BRIDGE_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+)
 #: The variable naming the inherited pipe that carries the secrets (a file descriptor number).
 SECRETS_FD_VARIABLE = "BRIDGE_SECRETS_FD"
 #: Largest secrets payload read from the pipe, bytes (a Linux pipe holds 64 KiB; the secrets are far
@@ -54,8 +59,11 @@ def secrets_in(env: Mapping[str, str]) -> dict[str, str]:
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     """`env` without `SECRET_VARIABLES` and `SECRETS_FD_VARIABLE`."""
-    return {name: value for name, value in env.items()
-            if name not in SECRET_VARIABLES and name != SECRETS_FD_VARIABLE}
+    return {
+        name: value
+        for name, value in env.items()
+        if name not in SECRET_VARIABLES and name != SECRETS_FD_VARIABLE
+    }
 
 
 def secrets_pipe(secrets: Mapping[str, str]) -> int:
@@ -65,8 +73,10 @@ def secrets_pipe(secrets: Mapping[str, str]) -> int:
     try:
         payload = json.dumps(dict(secrets)).encode()
         if len(payload) > MAX_SECRETS_BYTES:
-            raise SecretsError(f"the secrets take {len(payload)} bytes, more than the {MAX_SECRETS_BYTES} a "
-                               "pipe holds")
+            raise SecretsError(
+                f"the secrets take {len(payload)} bytes, more than the {MAX_SECRETS_BYTES} a "
+                "pipe holds"
+            )
         os.write(write_fd, payload)  # below the pipe's capacity: never blocks
     except BaseException:
         os.close(read_fd)
@@ -106,18 +116,26 @@ def take_secrets(env: MutableMapping[str, str]) -> dict[str, str]:
     try:
         fd = int(raw)
     except ValueError:
-        raise SecretsError(f"{SECRETS_FD_VARIABLE}={raw!r} is not a file descriptor number") from None
+        raise SecretsError(
+            f"{SECRETS_FD_VARIABLE}={raw!r} is not a file descriptor number"
+        ) from None
     try:
         with os.fdopen(fd, "rb", closefd=True) as pipe:
             payload = pipe.read(MAX_SECRETS_BYTES + 1)
     except OSError as error:
-        raise SecretsError(f"{SECRETS_FD_VARIABLE}={raw}: cannot read the secrets pipe ({error.strerror})") from None
+        raise SecretsError(
+            f"{SECRETS_FD_VARIABLE}={raw}: cannot read the secrets pipe ({error.strerror})"
+        ) from None
     try:
         secrets = json.loads(payload) if len(payload) <= MAX_SECRETS_BYTES else None
     except ValueError:
         secrets = None
-    if not isinstance(secrets, dict) or not all(isinstance(value, str) for value in secrets.values()):
-        raise SecretsError(f"{SECRETS_FD_VARIABLE}={raw}: the pipe does not hold a JSON object of strings")
+    if not isinstance(secrets, dict) or not all(
+        isinstance(value, str) for value in secrets.values()
+    ):
+        raise SecretsError(
+            f"{SECRETS_FD_VARIABLE}={raw}: the pipe does not hold a JSON object of strings"
+        )
     return {name: value for name, value in secrets.items() if name in SECRET_VARIABLES}
 
 

@@ -70,8 +70,9 @@ def parse_block_size(metrics_body: bytes) -> int | None:
     return int(size.group(1)) or None if size else None
 
 
-async def http_get(host: str, port: int, path: str, timeout_s: float,
-                   max_bytes: int = MAX_RESPONSE_BYTES) -> tuple[int, bytes]:
+async def http_get(
+    host: str, port: int, path: str, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> tuple[int, bytes]:
     """One HTTP/1.1 GET with `Connection: close`; returns (status code, body bytes).
 
     Our own 20 lines rather than an HTTP client library: the bridge needs two loopback GETs and no
@@ -85,7 +86,11 @@ async def http_get(host: str, port: int, path: str, timeout_s: float,
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode("ascii"))
+            writer.write(
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode(
+                    "ascii"
+                )
+            )
             response = bytearray()  # grows in place: no copy of what came before at each chunk
             while chunk := await reader.read(MAX_RESPONSE_BYTES):
                 response += chunk
@@ -97,7 +102,11 @@ async def http_get(host: str, port: int, path: str, timeout_s: float,
                 await writer.wait_closed()
     head, _, body = bytes(response).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
-    if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
+    if (
+        len(status_line) < 2
+        or not status_line[0].startswith(b"HTTP/")
+        or not status_line[1].isdigit()
+    ):
         raise ValueError(f"not an HTTP response: {head[:80]!r}")
     if b"transfer-encoding: chunked" in head.lower():
         body = _unchunk(body)
@@ -130,8 +139,13 @@ class HealthProbe:
             `/v1/models` after the first healthy answer (`served_model` then holds it).
     """
 
-    def __init__(self, host: str, port: int, served_model: str | None = None,
-                 on_kv_cache: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        served_model: str | None = None,
+        on_kv_cache: Callable[[int], None] | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.served_model = served_model
@@ -185,7 +199,12 @@ class HealthProbe:
             self.healthy = False
         if healthy and self.served_model is None:
             await self._learn_served_model()
-        if healthy and self.on_kv_cache is not None and self.num_gpu_blocks is None and self._kv_retries is None:
+        if (
+            healthy
+            and self.on_kv_cache is not None
+            and self.num_gpu_blocks is None
+            and self._kv_retries is None
+        ):
             if self._kv_first is None:  # one first read, however many probes await it
                 self._kv_first = asyncio.ensure_future(self._first_kv_read())
             await asyncio.shield(self._kv_first)
@@ -200,8 +219,9 @@ class HealthProbe:
         why it failed."""
         self.metrics_reads += 1
         try:
-            status, body = await http_get(self.host, self.port, VLLM_METRICS_PATH, METRICS_TIMEOUT_S,
-                                          MAX_METRICS_BYTES)
+            status, body = await http_get(
+                self.host, self.port, VLLM_METRICS_PATH, METRICS_TIMEOUT_S, MAX_METRICS_BYTES
+            )
         except TimeoutError:
             return f"no complete answer within {METRICS_TIMEOUT_S:g} s"
         except (OSError, ValueError) as error:
@@ -210,9 +230,11 @@ class HealthProbe:
             return None
         blocks = parse_num_gpu_blocks(body) if status == 200 else None
         if blocks is None:
-            log.info("vLLM's /metrics has no vllm:cache_config_info num_gpu_blocks (HTTP %d): stream "
-                     "cap unchecked",
-                     status)
+            log.info(
+                "vLLM's /metrics has no vllm:cache_config_info num_gpu_blocks (HTTP %d): stream "
+                "cap unchecked",
+                status,
+            )
             self.on_kv_cache = None  # not offered by this vLLM: do not ask again
             return None
         self.num_gpu_blocks, self.block_size = blocks, parse_block_size(body)
@@ -228,8 +250,13 @@ class HealthProbe:
             failure = await self._read_kv_cache()
             if failure is None:
                 return
-        log.warning("gave up reading vLLM's KV-cache size from %s after %d attempts (last: %s): the "
-                    "stream cap stays MAX_STREAMS, unchecked against the KV cache", VLLM_METRICS_PATH, self.metrics_reads, failure)
+        log.warning(
+            "gave up reading vLLM's KV-cache size from %s after %d attempts (last: %s): the "
+            "stream cap stays MAX_STREAMS, unchecked against the KV cache",
+            VLLM_METRICS_PATH,
+            self.metrics_reads,
+            failure,
+        )
         self.on_kv_cache = None
 
     async def _learn_served_model(self) -> None:

@@ -166,10 +166,29 @@ class ClientLeg(asyncio.Protocol):
     """
 
     __slots__ = (
-        "_control_count", "_control_window", "_discarded", "_fragment_count", "_fragments", "_head", "_held",
-        "_held_bytes", "_phase",
-        "_reading_paused", "_releasing", "_small_pieces", "_timer", "_turn_bytes", "_turn_frames", "_unparsed",
-        "closed", "hold_reasons", "loop", "owner", "stream", "transport", "ws",
+        "_control_count",
+        "_control_window",
+        "_discarded",
+        "_fragment_count",
+        "_fragments",
+        "_head",
+        "_held",
+        "_held_bytes",
+        "_phase",
+        "_reading_paused",
+        "_releasing",
+        "_small_pieces",
+        "_timer",
+        "_turn_bytes",
+        "_turn_frames",
+        "_unparsed",
+        "closed",
+        "hold_reasons",
+        "loop",
+        "owner",
+        "stream",
+        "transport",
+        "ws",
     )
 
     def __init__(self, owner: LegOwner) -> None:
@@ -185,7 +204,9 @@ class ClientLeg(asyncio.Protocol):
         self._phase = _HEAD
         self._head: bytearray | None = bytearray()
         self._discarded = 0
-        self._unparsed = b""  # client bytes not fed to the protocol yet; reading is paused meanwhile
+        self._unparsed = (
+            b""  # client bytes not fed to the protocol yet; reading is paused meanwhile
+        )
         self._held: collections.deque[bytes] | None = None  # messages parsed while held, in order
         self._held_bytes = 0
         self._reading_paused = False
@@ -288,7 +309,9 @@ class ClientLeg(asyncio.Protocol):
             return
         self._releasing = True
         try:
-            self._turn_frames = self._turn_bytes = 0  # every release runs in its own callback: a new turn
+            self._turn_frames = self._turn_bytes = (
+                0  # every release runs in its own callback: a new turn
+            )
             held = self._held
             while held and not self.hold_reasons:
                 if self._turn_frames >= FRAME_BUDGET:
@@ -347,7 +370,9 @@ class ClientLeg(asyncio.Protocol):
             ws.receive_data(piece)
             events = ws.events_received()
             if len(events) > FRAME_BUDGET:
-                self._small_pieces = True  # for good: no streaming client sends so many frames at once
+                self._small_pieces = (
+                    True  # for good: no streaming client sends so many frames at once
+                )
             for event in events:
                 self._frame_received(event)  # type: ignore[arg-type]  # only frames once the WebSocket is open
             self._flush()
@@ -375,7 +400,9 @@ class ClientLeg(asyncio.Protocol):
             if self._fragment_count > MAX_FRAGMENTS:
                 self._violation(f"more than {MAX_FRAGMENTS} fragments in one message")
                 return
-            self._fragments += frame.data  # bounded: the protocol enforces the message size limit (1009)
+            self._fragments += (
+                frame.data
+            )  # bounded: the protocol enforces the message size limit (1009)
             if frame.fin:
                 message, self._fragments = bytes(self._fragments), None
                 self._deliver(message)
@@ -385,7 +412,9 @@ class ClientLeg(asyncio.Protocol):
                 self._control_window, self._control_count = now, 0
             self._control_count += 1
             if self._control_count > MAX_CONTROL_FRAMES_PER_S:
-                self._violation(f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
+                self._violation(
+                    f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second"
+                )
 
     def _deliver(self, message: bytes) -> None:
         if self._turn_frames > FRAME_BUDGET and not self.hold_reasons & HOLD_BUDGET:
@@ -439,16 +468,21 @@ class ClientLeg(asyncio.Protocol):
         ws = ServerProtocol(max_size=self.owner.max_frame_bytes)
         ws.receive_data(request_bytes)
         events = ws.events_received()
-        if not events or not isinstance(events[0], Request):  # websockets could not parse the request
+        if not events or not isinstance(
+            events[0], Request
+        ):  # websockets could not parse the request
             writes = ws.data_to_send()
             if any(writes):  # websockets answered it (414, 431)
                 self._phase = _ANSWERED
                 _write(self.transport, writes)
                 self._linger()
             else:
-                self._answer(plain_http.json_response(
-                    HTTPStatus.BAD_REQUEST, {"error": "malformed HTTP request", "code": "bad_request"}
-                ))
+                self._answer(
+                    plain_http.json_response(
+                        HTTPStatus.BAD_REQUEST,
+                        {"error": "malformed HTTP request", "code": "bad_request"},
+                    )
+                )
             return
         request = events[0]
         response = self.owner.answer_get(request.path.split("?", 1)[0], request.headers)
@@ -476,16 +510,23 @@ class ClientLeg(asyncio.Protocol):
         """Answer a request websockets does not parse, half-close, and discard what follows."""
         self._phase = _ANSWERED
         self._head = None
-        writer = ServerProtocol()  # serialises the response and the half-close, through its documented API
+        writer = (
+            ServerProtocol()
+        )  # serialises the response and the half-close, through its documented API
         writer.send_response(response)
         _write(self.transport, writer.data_to_send())
         self._linger()
 
     def _answer_too_large(self) -> None:
-        self._answer(plain_http.json_response(
-            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
-            {"error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes", "code": "bad_request"},
-        ))
+        self._answer(
+            plain_http.json_response(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                {
+                    "error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes",
+                    "code": "bad_request",
+                },
+            )
+        )
 
     def _linger(self) -> None:
         """Drop the connection `ANSWERED_LINGER_S` after an answer unless the caller closes it
@@ -509,7 +550,18 @@ class UpstreamLeg(asyncio.Protocol):
         ping_sent_at: when the bridge pinged a silent vLLM, else None.
     """
 
-    __slots__ = ("_fragments", "_timer", "closed", "last_rx", "loop", "opened", "ping_sent_at", "stream", "transport", "ws")
+    __slots__ = (
+        "_fragments",
+        "_timer",
+        "closed",
+        "last_rx",
+        "loop",
+        "opened",
+        "ping_sent_at",
+        "stream",
+        "transport",
+        "ws",
+    )
 
     def __init__(self, stream: StreamEnd, uri: WebSocketURI, max_size: int) -> None:
         self.stream = stream
@@ -573,7 +625,9 @@ class UpstreamLeg(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         if not self.opened.done():
-            self.opened.set_exception(ConnectionError(f"vLLM closed the connection during the handshake ({exc})"))
+            self.opened.set_exception(
+                ConnectionError(f"vLLM closed the connection during the handshake ({exc})")
+            )
         else:
             self.stream.upstream_lost()
 

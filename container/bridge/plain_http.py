@@ -31,16 +31,25 @@ MAX_CONTENT_LENGTH_DIGITS = 10
 _ASCII_DIGITS = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
 
 
-def json_response(status: http.HTTPStatus, body: dict[str, object], extra: dict[str, str] | None = None) -> Response:
+def json_response(
+    status: http.HTTPStatus, body: dict[str, object], extra: dict[str, str] | None = None
+) -> Response:
     """An HTTP response with a JSON body and `Connection: close` (websockets' `Response` event)."""
     payload = json.dumps(body).encode()
     headers = Headers(
-        {"Content-Type": "application/json", "Content-Length": str(len(payload)), "Connection": "close", **(extra or {})}
+        {
+            "Content-Type": "application/json",
+            "Content-Length": str(len(payload)),
+            "Connection": "close",
+            **(extra or {}),
+        }
     )
     return Response(status.value, status.phrase, headers, payload)
 
 
-def answer_non_get(head: bytes, stream_path: str, ping_path: str, invocations_path: str) -> Response:
+def answer_non_get(
+    head: bytes, stream_path: str, ping_path: str, invocations_path: str
+) -> Response:
     """The answer to a request head (`head`, up to but not including the blank line) whose method is
     not GET.
 
@@ -54,7 +63,10 @@ def answer_non_get(head: bytes, stream_path: str, ping_path: str, invocations_pa
     request_line, *header_lines = text.split("\r\n")
     parts = request_line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        return json_response(http.HTTPStatus.BAD_REQUEST, {"error": "malformed HTTP request line", "code": "bad_request"})
+        return json_response(
+            http.HTTPStatus.BAD_REQUEST,
+            {"error": "malformed HTTP request line", "code": "bad_request"},
+        )
     method, target, _ = parts
     lengths = {
         value.strip().encode("latin-1")
@@ -64,9 +76,11 @@ def answer_non_get(head: bytes, stream_path: str, ping_path: str, invocations_pa
     if any(not _ASCII_DIGITS.fullmatch(value) for value in lengths) or len(lengths) > 1:
         return json_response(
             http.HTTPStatus.BAD_REQUEST,
-            {"error": f"Content-Length must be one value of 1 to {MAX_CONTENT_LENGTH_DIGITS} "
-                      "ASCII digits",
-             "code": "bad_request"},
+            {
+                "error": f"Content-Length must be one value of 1 to {MAX_CONTENT_LENGTH_DIGITS} "
+                "ASCII digits",
+                "code": "bad_request",
+            },
         )
     path = target.split("?", 1)[0]
     if method == "POST" and path == invocations_path:
@@ -83,7 +97,9 @@ def answer_non_get(head: bytes, stream_path: str, ping_path: str, invocations_pa
         )
     return json_response(
         http.HTTPStatus.METHOD_NOT_ALLOWED,
-        {"error": f"{method} {path} is not supported; the bridge answers GET {ping_path} and "
-                  f"WebSocket {stream_path}"},
+        {
+            "error": f"{method} {path} is not supported; the bridge answers GET {ping_path} and "
+            f"WebSocket {stream_path}"
+        },
         {"Allow": "GET"},
     )

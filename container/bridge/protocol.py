@@ -85,7 +85,15 @@ UNKNOWN_EVENT = "unknown_event"
 PROCESSING_ERROR = "processing_error"
 #: Every code vLLM's realtime endpoint sends (vllm `realtime/connection.py`).
 VLLM_ERROR_CODES = frozenset(
-    {INVALID_JSON, INVALID_EVENT, MODEL_NOT_FOUND, INVALID_AUDIO, MODEL_NOT_VALIDATED, UNKNOWN_EVENT, PROCESSING_ERROR}
+    {
+        INVALID_JSON,
+        INVALID_EVENT,
+        MODEL_NOT_FOUND,
+        INVALID_AUDIO,
+        MODEL_NOT_VALIDATED,
+        UNKNOWN_EVENT,
+        PROCESSING_ERROR,
+    }
 )
 # The bridge's, same event shape.
 UPSTREAM_CLOSED = "upstream_closed"  # vLLM closed or dropped the session mid-stream
@@ -95,11 +103,21 @@ IDLE_TIMEOUT = "idle_timeout"  # the client sent nothing for IDLE_TIMEOUT_S
 SESSION_LIMIT = "session_limit"  # the generation's audio approaches vLLM's max_model_len
 SERVER_SHUTDOWN = "server_shutdown"  # the container is stopping and DRAIN_S has run out
 RATE_LIMITED = "rate_limited"  # the stream sent audio faster than AUDIO_RATE_LIMIT x real time
-EVENT_TOO_LARGE = "event_too_large"  # an event other than a canonical append above MAX_OTHER_EVENT_BYTES
+EVENT_TOO_LARGE = (
+    "event_too_large"  # an event other than a canonical append above MAX_OTHER_EVENT_BYTES
+)
 #: Every code the bridge itself adds.
 BRIDGE_ERROR_CODES = frozenset(
-    {UPSTREAM_CLOSED, UPSTREAM_UNAVAILABLE, SERVER_BUSY, IDLE_TIMEOUT, SESSION_LIMIT, SERVER_SHUTDOWN,
-     RATE_LIMITED, EVENT_TOO_LARGE}
+    {
+        UPSTREAM_CLOSED,
+        UPSTREAM_UNAVAILABLE,
+        SERVER_BUSY,
+        IDLE_TIMEOUT,
+        SESSION_LIMIT,
+        SERVER_SHUTDOWN,
+        RATE_LIMITED,
+        EVENT_TOO_LARGE,
+    }
 )
 #: The machine-readable fields each of the bridge's error events carries besides `error` and `code`
 #: (numbers; seconds are audio seconds for `limit_s`/`audio_s`, wall seconds for `idle_timeout_s`).
@@ -151,7 +169,9 @@ def error_event(message: str, code: str, **fields: float | int | str | None) -> 
     expected = ERROR_FIELDS.get(code, ())
     if tuple(sorted(fields)) != tuple(sorted(expected)):
         raise ValueError(f"error code {code!r} carries the fields {expected}, got {tuple(fields)}")
-    return json.dumps({"type": ERROR, "error": message, "code": code, **fields}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"type": ERROR, "error": message, "code": code, **fields}, separators=(",", ":")
+    ).encode()
 
 
 @dataclass(slots=True)
@@ -176,7 +196,9 @@ class FrameCheck:
 
 
 def _reject(message: str, code: str, event_type: str | None = None, **fields: int) -> FrameCheck:
-    return FrameCheck(forward=None, error=error_event(message, code, **fields), event_type=event_type)
+    return FrameCheck(
+        forward=None, error=error_event(message, code, **fields), event_type=event_type
+    )
 
 
 def _length_verdict(pcm_bytes: int) -> int | str:
@@ -184,13 +206,17 @@ def _length_verdict(pcm_bytes: int) -> int | str:
     if pcm_bytes == 0:
         return "audio is empty; send at least one PCM16 sample (2 bytes)"
     if pcm_bytes % BYTES_PER_SAMPLE:
-        return (f"audio decodes to {pcm_bytes} bytes, not a whole number of PCM16 samples (2 bytes "
-                "each)")
+        return (
+            f"audio decodes to {pcm_bytes} bytes, not a whole number of PCM16 samples (2 bytes "
+            "each)"
+        )
     return pcm_bytes
 
 
-_NOT_BASE64 = ("audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, "
-               "nothing else)")
+_NOT_BASE64 = (
+    "audio is not valid base64 (RFC 4648 standard alphabet, padded; line breaks are allowed, "
+    "nothing else)"
+)
 
 
 def _decoded_length(audio: bytes | str | memoryview) -> int:
@@ -233,7 +259,9 @@ def _append_span(frame: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _append_pcm16_length(frame: bytes, start: int, end: int, slice_bytes: int) -> Generator[None, None, int | str]:
+def _append_pcm16_length(
+    frame: bytes, start: int, end: int, slice_bytes: int
+) -> Generator[None, None, int | str]:
     """`_pcm16_length` of the JSON string `frame[start:end]`, `slice_bytes` at a time, yielding
     between slices.
 
@@ -254,7 +282,12 @@ def _append_pcm16_length(frame: bytes, start: int, end: int, slice_bytes: int) -
             stop += 1
         chunk: bytes | memoryview
         if escaped:
-            chunk = bytes(view[position:stop]).replace(b"\\/", b"/").replace(b"\\r", b"").replace(b"\\n", b"")
+            chunk = (
+                bytes(view[position:stop])
+                .replace(b"\\/", b"/")
+                .replace(b"\\r", b"")
+                .replace(b"\\n", b"")
+            )
         elif carry or stop < end:
             chunk = bytes(view[position:stop])
         else:
@@ -338,15 +371,19 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
         return _reject(
             f"the event is {len(frame)} bytes; events other than an append are at most "
             f"{MAX_OTHER_EVENT_BYTES} "
-            'bytes, and a large append must be written as '
+            "bytes, and a large append must be written as "
             f'{{"type":"{APPEND}","audio":"<base64>"}} '
             "(this key order, nothing else in the object)",
-            EVENT_TOO_LARGE, max_bytes=MAX_OTHER_EVENT_BYTES, bytes=len(frame),
+            EVENT_TOO_LARGE,
+            max_bytes=MAX_OTHER_EVENT_BYTES,
+            bytes=len(frame),
         )
     try:
         event = json.loads(frame.decode("utf-8"))
     except UnicodeDecodeError:
-        return _reject("frame is not UTF-8 text; send each event as JSON in a text frame", INVALID_JSON)
+        return _reject(
+            "frame is not UTF-8 text; send each event as JSON in a text frame", INVALID_JSON
+        )
     except json.JSONDecodeError as exc:
         return _reject(f"Invalid JSON: {exc.msg} at position {exc.pos}", INVALID_JSON)
     except (ValueError, RecursionError) as exc:
@@ -354,32 +391,47 @@ def check_client_frame(frame: bytes, served_model: str | None) -> FrameCheck:
         # integer of more than 4300 digits (sys.get_int_max_str_digits). vLLM's json.loads fails the
         # same way and answers processing_error (realtime/connection.py: any exception other than
         # JSONDecodeError).
-        reason = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+        reason = (
+            "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+        )
         return _reject(f"the event {reason} to be parsed ({type(exc).__name__})", PROCESSING_ERROR)
     # The codes below are the ones vLLM answers for the same frame (realtime/connection.py), so that
     # a client sees the same errors with or without the bridge.
     if not isinstance(event, dict):  # vLLM: event.get() raises AttributeError -> processing_error
-        return _reject(f"an event must be a JSON object, got {_JSON_NAMES.get(type(event), 'null')}", PROCESSING_ERROR)
+        return _reject(
+            f"an event must be a JSON object, got {_JSON_NAMES.get(type(event), 'null')}",
+            PROCESSING_ERROR,
+        )
     event_type = event.get("type")
     if not isinstance(event_type, str):  # vLLM: no handler for the type -> unknown_event
         return _reject(
-            f"Unknown event type: {json.dumps(event_type)}; an event needs a string field \"type\" "
+            f'Unknown event type: {json.dumps(event_type)}; an event needs a string field "type" '
             f"({SESSION_UPDATE}, {APPEND} or {COMMIT})",
             UNKNOWN_EVENT,
         )
     if event_type == APPEND:
         audio = event.get("audio")
-        if not isinstance(audio, str):  # vLLM: pydantic validation of InputAudioBufferAppend -> processing_error
+        if not isinstance(
+            audio, str
+        ):  # vLLM: pydantic validation of InputAudioBufferAppend -> processing_error
             return _reject(
-                f'{APPEND} needs a string field "audio" (base64 PCM16, 16 kHz, mono)', PROCESSING_ERROR, APPEND
+                f'{APPEND} needs a string field "audio" (base64 PCM16, 16 kHz, mono)',
+                PROCESSING_ERROR,
+                APPEND,
             )
         pcm_bytes = _pcm16_length(audio)
         if isinstance(pcm_bytes, str):
             return _reject(pcm_bytes, INVALID_AUDIO, APPEND)
         return FrameCheck(forward=frame, audio_bytes=pcm_bytes, event_type=APPEND)
-    if event_type == SESSION_UPDATE and served_model is not None and event.get("model") != served_model:
+    if (
+        event_type == SESSION_UPDATE
+        and served_model is not None
+        and event.get("model") != served_model
+    ):
         event["model"] = served_model
-        return FrameCheck(forward=json.dumps(event, separators=(",", ":")).encode(), event_type=SESSION_UPDATE)
+        return FrameCheck(
+            forward=json.dumps(event, separators=(",", ":")).encode(), event_type=SESSION_UPDATE
+        )
     if event_type == COMMIT:
         return FrameCheck(forward=frame, event_type=COMMIT, final_commit=event.get("final") is True)
     return FrameCheck(forward=frame, event_type=event_type)
@@ -477,7 +529,9 @@ class AudioRate:
         if self.updated_at is None:
             self.credit_s = self.burst_s
         else:
-            self.credit_s = min(self.burst_s, self.credit_s + (now - self.updated_at) * self.limit_x)
+            self.credit_s = min(
+                self.burst_s, self.credit_s + (now - self.updated_at) * self.limit_x
+            )
         self.updated_at = now
         cost = audio_s if audio_s > self.min_event_s else self.min_event_s
         if cost > self.credit_s:

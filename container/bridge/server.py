@@ -71,7 +71,12 @@ from .settings import Settings
 from .task_protection import TaskProtection
 
 __all__ = [
-    "FRAME_BUDGET", "INVOCATIONS_PATH", "PING_PATH", "STREAM_PATH", "STREAM_PATH_ALIASES", "WRITE_LIMIT_BYTES",
+    "FRAME_BUDGET",
+    "INVOCATIONS_PATH",
+    "PING_PATH",
+    "STREAM_PATH",
+    "STREAM_PATH_ALIASES",
+    "WRITE_LIMIT_BYTES",
     "Bridge",
 ]
 
@@ -115,7 +120,17 @@ class _Stream:
     """
 
     __slots__ = (
-        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "rate", "slices", "started", "upstream",
+        "audio",
+        "bridge",
+        "client",
+        "done",
+        "ending",
+        "first_delta_at",
+        "last_rx",
+        "rate",
+        "slices",
+        "started",
+        "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: ClientLeg) -> None:
@@ -126,7 +141,9 @@ class _Stream:
         self.started = self.last_rx = time.monotonic()
         self.first_delta_at: float | None = None
         self.audio = protocol.GenerationAudio(settings.session_audio_limit_bytes)
-        self.rate = protocol.AudioRate(settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S)
+        self.rate = protocol.AudioRate(
+            settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S
+        )
         self.ending = False  # set once the bridge or the client has started ending the stream
         self.slices: Generator[None] | None = None  # a large append being checked and forwarded
         # Resolves when the stream must end: True when the bridge ended it (the client is told and
@@ -151,7 +168,9 @@ class _Stream:
             self.client.hold(HOLD_SLICES)
             self._next_slice()
             return
-        forward = self._admit(protocol.check_client_frame(message, self.bridge.health.served_model), now)
+        forward = self._admit(
+            protocol.check_client_frame(message, self.bridge.health.served_model), now
+        )
         if forward is not None:
             self.upstream.send_text(forward)  # type: ignore[union-attr]  # messages are held until it is set
 
@@ -165,7 +184,10 @@ class _Stream:
                 f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst "
                 f"of {rate.burst_s:g} s of audio; every event counts as at least "
                 f"{rate.min_event_s * 1000:g} ms): pace the audio (AUDIO_RATE_LIMIT)",
-                protocol.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x, burst_s=rate.burst_s,
+                protocol.RATE_LIMITED,
+                CloseCode.POLICY_VIOLATION,
+                limit_x=rate.limit_x,
+                burst_s=rate.burst_s,
             )
             return None
         if result.forward is None:
@@ -174,8 +196,11 @@ class _Stream:
         if result.audio_bytes:
             if not self.audio.append(result.audio_bytes):
                 self.end(
-                    self.bridge.session_limit_message(), protocol.SESSION_LIMIT, CloseCode.NORMAL_CLOSURE,
-                    limit_s=round(self.audio.limit_s or 0.0, 3), audio_s=round(self.audio.audio_s, 3),
+                    self.bridge.session_limit_message(),
+                    protocol.SESSION_LIMIT,
+                    CloseCode.NORMAL_CLOSURE,
+                    limit_s=round(self.audio.limit_s or 0.0, 3),
+                    audio_s=round(self.audio.audio_s, 3),
                 )
                 return None
         elif result.final_commit:
@@ -213,8 +238,11 @@ class _Stream:
             pass
         except Exception as exc:  # as in `guarded`: this stream only
             log.warning("ending a stream after an unexpected error in a large append: %r", exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            self.end(
+                f"the bridge failed to handle a message ({type(exc).__name__})",
+                protocol.PROCESSING_ERROR,
+                CloseCode.INTERNAL_ERROR,
+            )
         self.slices = None
         self.client.release(HOLD_SLICES)
 
@@ -245,12 +273,19 @@ class _Stream:
         try:
             handler(message)
         except Exception as exc:
-            log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                     CloseCode.INTERNAL_ERROR)
+            log.warning(
+                "ending a stream after an unexpected error in %s: %r", handler.__name__, exc
+            )
+            self.end(
+                f"the bridge failed to handle a message ({type(exc).__name__})",
+                protocol.PROCESSING_ERROR,
+                CloseCode.INTERNAL_ERROR,
+            )
 
     # -- ending -----------------------------------------------------------------------------------
-    def end(self, message: str, code: str, close_code: CloseCode, **fields: float | int | None) -> None:
+    def end(
+        self, message: str, code: str, close_code: CloseCode, **fields: float | int | None
+    ) -> None:
         """End the stream from the bridge's side: send the error event (with `fields`, see
         `protocol.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's
         socket."""
@@ -299,9 +334,15 @@ class Bridge:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model,
-                                  self._kv_cache_read if settings.kv_blocks_per_stream else None)
-        self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
+        self.health = HealthProbe(
+            settings.vllm_host,
+            settings.vllm_port,
+            settings.served_model,
+            self._kv_cache_read if settings.kv_blocks_per_stream else None,
+        )
+        self.metrics = BridgeMetrics(
+            settings.metrics_namespace, settings.endpoint_name, settings.variant_name
+        )
         #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds
         #: (_kv_cache_read).
         self.stream_cap = settings.max_streams
@@ -319,23 +360,32 @@ class Bridge:
         self._background: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         #: vLLM's Realtime WebSocket URL (logged at start-up).
-        self._upstream_url = f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
+        self._upstream_url = (
+            f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
+        )
         self._upstream_uri = parse_uri(self._upstream_url)
         self._audio_limit = settings.session_audio_limit_bytes
         self._no_streams = asyncio.Event()
         self._no_streams.set()
         #: The bearer token stream requests must carry (BRIDGE_TOKEN), or None (no check:
         #: SageMaker).
-        self._token = BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
+        self._token = (
+            BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
+        )
         #: Refused upgrades, logged at most once a minute with a count (every one is counted in the
         #: metric).
         self.refusals = RefusalLog(log)
         #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on
         #: ECS).
         self.protection: TaskProtection | None = (
-            TaskProtection(settings.ecs_agent_uri, self.metrics, expires_minutes=settings.task_protection_minutes,
-                           grace_s=settings.task_protection_grace_s)
-            if settings.ecs_agent_uri else None
+            TaskProtection(
+                settings.ecs_agent_uri,
+                self.metrics,
+                expires_minutes=settings.task_protection_minutes,
+                grace_s=settings.task_protection_grace_s,
+            )
+            if settings.ecs_agent_uri
+            else None
         )
         self.metrics.checks_token = self._token is not None
         self.metrics.manages_protection = self.protection is not None
@@ -346,7 +396,9 @@ class Bridge:
         background tasks."""
         self.health.start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: ClientLeg(self), self.settings.host, self.settings.port)
+        self._server = await loop.create_server(
+            lambda: ClientLeg(self), self.settings.host, self.settings.port
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._sweep_streams())
         self._spawn(self._flush_metrics_periodically())
@@ -355,9 +407,13 @@ class Bridge:
         log.info(
             "bridge listening on %s:%d, vLLM at %s, max %d stream%s, bearer token %s, ECS task "
             "scale-in protection %s",
-            self.settings.host, self.port, self._upstream_url, self.settings.max_streams,
+            self.settings.host,
+            self.port,
+            self._upstream_url,
+            self.settings.max_streams,
             "" if self.settings.max_streams == 1 else "s",
-            "required" if self._token else "not checked", "on while streams are live" if self.protection else "off",
+            "required" if self._token else "not checked",
+            "on while streams are live" if self.protection else "off",
         )
         return self
 
@@ -369,13 +425,19 @@ class Bridge:
         if self._server is not None:
             self._server.close()  # stops listening; open connections go on
         if self.active_streams:
-            log.info("draining %d open stream%s for up to %.0f s", self.active_streams,
-                     "" if self.active_streams == 1 else "s", drain_s)
+            log.info(
+                "draining %d open stream%s for up to %.0f s",
+                self.active_streams,
+                "" if self.active_streams == 1 else "s",
+                drain_s,
+            )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(drain_s):
                     await self._no_streams.wait()
         for stream in list(self._streams):
-            stream.end("the server is shutting down", protocol.SERVER_SHUTDOWN, CloseCode.GOING_AWAY)
+            stream.end(
+                "the server is shutting down", protocol.SERVER_SHUTDOWN, CloseCode.GOING_AWAY
+            )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT_S + 1):
                 await self._no_streams.wait()
@@ -415,7 +477,9 @@ class Bridge:
         if path == PING_PATH:
             if self.health.healthy:
                 return plain_http.json_response(http.HTTPStatus.OK, {"status": "healthy"})
-            return plain_http.json_response(http.HTTPStatus.SERVICE_UNAVAILABLE, {"status": "vLLM is not ready"})
+            return plain_http.json_response(
+                http.HTTPStatus.SERVICE_UNAVAILABLE, {"status": "vLLM is not ready"}
+            )
         return plain_http.json_response(
             http.HTTPStatus.NOT_FOUND,
             {
@@ -438,9 +502,11 @@ class Bridge:
         challenge = "Bearer" if verdict is Verdict.MISSING else 'Bearer error="invalid_token"'
         return plain_http.json_response(
             http.HTTPStatus.UNAUTHORIZED,
-            {"error": f"{verdict.value} bearer token: send Authorization: Bearer <token> (the "
-                      "token secret's value)",
-             "code": "unauthorized"},
+            {
+                "error": f"{verdict.value} bearer token: send Authorization: Bearer <token> (the "
+                "token secret's value)",
+                "code": "unauthorized",
+            },
             {"WWW-Authenticate": challenge},
         )
 
@@ -481,18 +547,35 @@ class Bridge:
             converted = -(-per_stream * self.settings.kv_block_size // block_size)
             if block_size > self.settings.kv_block_size:
                 converted += KV_CACHE_GROUPS
-            log.info("vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of "
-                     "%d: %d of vLLM's blocks per stream", block_size, per_stream, self.settings.kv_block_size, converted)
+            log.info(
+                "vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of "
+                "%d: %d of vLLM's blocks per stream",
+                block_size,
+                per_stream,
+                self.settings.kv_block_size,
+                converted,
+            )
             per_stream = converted
         streams = num_gpu_blocks // per_stream
         self.metrics.kv_cache_streams = streams
-        log.info("vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap "
-                 "MAX_STREAMS=%d",
-                 num_gpu_blocks, streams, "" if streams == 1 else "s", per_stream, self.settings.max_streams)
+        log.info(
+            "vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap "
+            "MAX_STREAMS=%d",
+            num_gpu_blocks,
+            streams,
+            "" if streams == 1 else "s",
+            per_stream,
+            self.settings.max_streams,
+        )
         if streams < self.stream_cap:
-            log.warning("vLLM's KV cache holds %d live stream%s, fewer than MAX_STREAMS=%d: the stream "
-                        "cap is now %d (the capacity estimate was too high; see voicectl capacity)",
-                        streams, "" if streams == 1 else "s", self.settings.max_streams, max(1, streams))
+            log.warning(
+                "vLLM's KV cache holds %d live stream%s, fewer than MAX_STREAMS=%d: the stream "
+                "cap is now %d (the capacity estimate was too high; see voicectl capacity)",
+                streams,
+                "" if streams == 1 else "s",
+                self.settings.max_streams,
+                max(1, streams),
+            )
             self.stream_cap = max(1, streams)
             self.metrics.stream_cap = self.stream_cap
 
@@ -532,7 +615,9 @@ class Bridge:
                 return
             try:
                 upstream = connecting.result()
-                del connecting  # the finished task would otherwise be kept for the stream's lifetime
+                del (
+                    connecting
+                )  # the finished task would otherwise be kept for the stream's lifetime
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
                 client.stream = None
@@ -567,7 +652,9 @@ class Bridge:
 
         try:
             async with asyncio.timeout(UPSTREAM_OPEN_TIMEOUT_S):
-                await loop.create_connection(make_leg, self.settings.vllm_host, self.settings.vllm_port)
+                await loop.create_connection(
+                    make_leg, self.settings.vllm_host, self.settings.vllm_port
+                )
                 assert leg is not None
                 await leg.opened
         except BaseException:
@@ -588,15 +675,25 @@ class Bridge:
         finally:
             stream.ending = True
             upstream.close()  # bounded by UPSTREAM_CLOSE_TIMEOUT_S; no-op if already closed
-            await asyncio.wait((upstream.closed, stream.client.closed))  # each bounded by its close timeout
+            await asyncio.wait(
+                (upstream.closed, stream.client.closed)
+            )  # each bounded by its close timeout
             self._streams.discard(stream)
-            first_delta_ms = None if stream.first_delta_at is None else (stream.first_delta_at - stream.started) * 1000
+            first_delta_ms = (
+                None
+                if stream.first_delta_at is None
+                else (stream.first_delta_at - stream.started) * 1000
+            )
             self.metrics.stream_closed(time.monotonic() - stream.started, first_delta_ms)
 
     @staticmethod
-    async def _refuse(client: ClientLeg, message: str, code: str, close_code: CloseCode, **fields: int) -> None:
+    async def _refuse(
+        client: ClientLeg, message: str, code: str, close_code: CloseCode, **fields: int
+    ) -> None:
         client.send_text(protocol.error_event(message, code, **fields))
-        client.close(close_code, code)  # reads on (and drops) what the client sent, up to its close frame
+        client.close(
+            close_code, code
+        )  # reads on (and drops) what the client sent, up to its close frame
         await client.closed
 
     # ---- background work ------------------------------------------------------------------------
@@ -639,9 +736,14 @@ class Bridge:
                     try:
                         self._check_stream(stream, now, idle_s, stall_s)
                     except Exception as exc:  # a bug must not stop the sweep of every other stream
-                        log.warning("ending a stream after an unexpected error in the sweep: %r", exc)
-                        stream.end(f"the bridge failed ({type(exc).__name__})", protocol.PROCESSING_ERROR,
-                                   CloseCode.INTERNAL_ERROR)
+                        log.warning(
+                            "ending a stream after an unexpected error in the sweep: %r", exc
+                        )
+                        stream.end(
+                            f"the bridge failed ({type(exc).__name__})",
+                            protocol.PROCESSING_ERROR,
+                            CloseCode.INTERNAL_ERROR,
+                        )
 
     def _check_stream(self, stream: _Stream, now: float, idle_s: float, stall_s: float) -> None:
         """End `stream` if its client is idle or its vLLM has stalled (see `_sweep_streams`)."""
@@ -664,7 +766,9 @@ class Bridge:
         upstream = stream.upstream
         if upstream is None or upstream.ws.state is not State.OPEN:
             return
-        if not upstream.transport.is_reading():  # paused: the client is not reading; vLLM cannot be judged
+        if (
+            not upstream.transport.is_reading()
+        ):  # paused: the client is not reading; vLLM cannot be judged
             upstream.ping_sent_at = None
             return
         if upstream.ping_sent_at is None:
@@ -675,7 +779,10 @@ class Bridge:
             upstream.ping_sent_at = None  # vLLM answered (the pong, or any frame)
         elif now - upstream.ping_sent_at >= stall_s / 2:
             self.metrics.upstream_error()
-            log.warning("vLLM sent nothing for %.1f s and did not answer a ping: ending the stream", now - upstream.last_rx)
+            log.warning(
+                "vLLM sent nothing for %.1f s and did not answer a ping: ending the stream",
+                now - upstream.last_rx,
+            )
             stream.end(
                 f"the model server did not answer for {stall_s:g} s (no data, no reply to a "
                 "WebSocket ping); the session was ended",

@@ -98,7 +98,9 @@ class SettingsError(ValueError):
     allowed."""
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False) -> float:
+def _number(
+    env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -248,7 +250,9 @@ class Settings:
             SettingsError: a variable is not a number where one is needed, or is out of range.
         """
         env = os.environ if env is None else env
-        max_num_seqs = _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True)
+        max_num_seqs = _number(
+            env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True
+        )
         max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
         served = (
             env.get("SERVED_MODEL_NAME", "").strip()
@@ -258,13 +262,26 @@ class Settings:
         )
         delay = _transcription_delay(env)
         overhead = stream_overhead_tokens(
-            DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
-        fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
+            DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay
+        )
+        fraction = _number(
+            env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01
+        )
         if fraction > 1:
             raise SettingsError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
-        max_frame_bytes = int(_number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES, minimum=4 * 1024 * 1024, integer=True))
+        max_frame_bytes = int(
+            _number(
+                env,
+                "MAX_FRAME_BYTES",
+                DEFAULT_MAX_FRAME_BYTES,
+                minimum=4 * 1024 * 1024,
+                integer=True,
+            )
+        )
         burst_s = _number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1)
-        largest_append_s = max_frame_bytes * 3 / 4 / 32_000  # base64 is 4 characters per 3 bytes of PCM16
+        largest_append_s = (
+            max_frame_bytes * 3 / 4 / 32_000
+        )  # base64 is 4 characters per 3 bytes of PCM16
         if burst_s < largest_append_s:
             raise SettingsError(
                 f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
@@ -276,13 +293,24 @@ class Settings:
             raise SettingsError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
         agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
         if agent_uri is not None and not agent_uri.startswith("http://"):
-            raise SettingsError(f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)")
+            raise SettingsError(
+                f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)"
+            )
         low, high = TASK_PROTECTION_MINUTES_RANGE
-        protection_minutes = int(_number(env, "TASK_PROTECTION_MINUTES", DEFAULT_TASK_PROTECTION_MINUTES,
-                                         minimum=low, integer=True))
+        protection_minutes = int(
+            _number(
+                env,
+                "TASK_PROTECTION_MINUTES",
+                DEFAULT_TASK_PROTECTION_MINUTES,
+                minimum=low,
+                integer=True,
+            )
+        )
         if protection_minutes > high:
-            raise SettingsError(f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most {high} (the ECS "
-                                "agent's limit on ExpiresInMinutes)")
+            raise SettingsError(
+                f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most {high} (the ECS "
+                "agent's limit on ExpiresInMinutes)"
+            )
         return cls(
             host=env.get("BRIDGE_HOST", "0.0.0.0"),
             port=int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True)),
@@ -291,16 +319,28 @@ class Settings:
             max_streams=int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True)),
             kv_blocks_per_stream=(
                 int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
-                if env.get("KV_BLOCKS_PER_STREAM") else None
+                if env.get("KV_BLOCKS_PER_STREAM")
+                else None
             ),
-            kv_block_size=int(_number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)),
+            kv_block_size=int(
+                _number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)
+            ),
             idle_timeout_s=_number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01),
             drain_s=_number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0),
-            upstream_stall_s=_number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1),
+            upstream_stall_s=_number(
+                env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1
+            ),
             served_model=served,
             max_model_len=(
-                int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0,
-                            minimum=overhead + 1, integer=True))
+                int(
+                    _number(
+                        {"MAX_MODEL_LEN": max_model_len},
+                        "MAX_MODEL_LEN",
+                        0,
+                        minimum=overhead + 1,
+                        integer=True,
+                    )
+                )
                 if max_model_len
                 else None
             ),
@@ -315,10 +355,13 @@ class Settings:
             metrics_namespace=env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
             endpoint_name=env.get("ENDPOINT_NAME", "local"),
             variant_name=env.get("VARIANT_NAME", "local"),
-            metrics_interval_s=_number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1),
+            metrics_interval_s=_number(
+                env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1
+            ),
             bridge_token=token,
             ecs_agent_uri=agent_uri,
             task_protection_minutes=protection_minutes,
-            task_protection_grace_s=_number(env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S,
-                                            minimum=0),
+            task_protection_grace_s=_number(
+                env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0
+            ),
         )

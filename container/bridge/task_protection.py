@@ -82,15 +82,25 @@ class TaskProtection:
     the number of live streams changes; cancel the task to stop (its HTTP session is closed).
     """
 
-    def __init__(self, agent_uri: str, metrics: ProtectionMetrics, *, expires_minutes: int, grace_s: float,
-                 renew_after_s: float | None = None, request_timeout_s: float = REQUEST_TIMEOUT_S,
-                 retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        agent_uri: str,
+        metrics: ProtectionMetrics,
+        *,
+        expires_minutes: int,
+        grace_s: float,
+        renew_after_s: float | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.url = agent_uri.rstrip("/") + STATE_PATH
         self.metrics = metrics
         self.expires_minutes = expires_minutes
         self.grace_s = grace_s
-        self.renew_after_s = expires_minutes * 60 * RENEW_FRACTION if renew_after_s is None else renew_after_s
+        self.renew_after_s = (
+            expires_minutes * 60 * RENEW_FRACTION if renew_after_s is None else renew_after_s
+        )
         self.request_timeout_s = request_timeout_s
         self.retry_delays_s = retry_delays_s
         self.enabled = False
@@ -118,7 +128,9 @@ class TaskProtection:
                 self._wake.clear()
                 try:
                     delay = await self._step(session)
-                except Exception as exc:  # a bug here must not end the task (and never reaches a stream)
+                except (
+                    Exception
+                ) as exc:  # a bug here must not end the task (and never reaches a stream)
                     log.warning("ECS task scale-in protection: unexpected error: %r", exc)
                     delay = self._retry_delay()
                 if delay is None:
@@ -141,8 +153,12 @@ class TaskProtection:
                 return self._retry_delay()
             self._renew_at = self._clock() + self.renew_after_s
             if not renewing:
-                log.info("ECS task scale-in protection on for %d min (%d live stream%s)", self.expires_minutes,
-                         self._live, "" if self._live == 1 else "s")
+                log.info(
+                    "ECS task scale-in protection on for %d min (%d live stream%s)",
+                    self.expires_minutes,
+                    self._live,
+                    "" if self._live == 1 else "s",
+                )
             self._set(True)
             return self.renew_after_s
         if not self.enabled:
@@ -174,8 +190,12 @@ class TaskProtection:
         (asyncio's and aiohttp's timeouts carry no message, or one without the limit); otherwise the
         exception's message, or its type's name when the message is empty."""
         message = str(exc)
-        if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError and ConnectionTimeoutError too
-            return f"timed out after {self.request_timeout_s:g} s" + (f" ({message})" if message else "")
+        if isinstance(
+            exc, TimeoutError
+        ):  # aiohttp's ServerTimeoutError and ConnectionTimeoutError too
+            return f"timed out after {self.request_timeout_s:g} s" + (
+                f" ({message})" if message else ""
+            )
         return message or type(exc).__name__
 
     async def _put(self, session: Any, enabled: bool) -> bool:
@@ -192,8 +212,11 @@ class TaskProtection:
                 status, text = response.status, await response.text()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             self.metrics.protection_error()
-            log.warning("ECS task scale-in protection: turning it %s failed: %s (retrying)", what,
-                        self._failure_reason(exc))
+            log.warning(
+                "ECS task scale-in protection: turning it %s failed: %s (retrying)",
+                what,
+                self._failure_reason(exc),
+            )
             return False
         try:
             answer = json.loads(text) if text else {}
@@ -203,6 +226,10 @@ class TaskProtection:
         if 200 <= status < 300 and not problem:
             return True
         self.metrics.protection_error()
-        log.warning("ECS task scale-in protection: the agent refused to turn it %s: HTTP %d %s (retrying)", what,
-                    status, json.dumps(problem) if problem else text[:200])
+        log.warning(
+            "ECS task scale-in protection: the agent refused to turn it %s: HTTP %d %s (retrying)",
+            what,
+            status,
+            json.dumps(problem) if problem else text[:200],
+        )
         return False

@@ -82,7 +82,9 @@ def _safe_name(name: Any) -> str:
     """A manifest file name as a relative path inside the copy (no absolute path, no ``..``)."""
     path = PurePosixPath(str(name))
     if not isinstance(name, str) or not name or path.is_absolute() or ".." in path.parts:
-        raise WeightsError(f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside the prefix")
+        raise WeightsError(
+            f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside the prefix"
+        )
     return name
 
 
@@ -132,8 +134,13 @@ class _Progress:
             if now - self._last >= PROGRESS_EVERY_S:
                 self._last = now
                 rate = (self.done - self._start_done) / max(now - self._start, 1e-9)
-                log.info("weights: %.2f of %.2f GB (%.0f %%), %.0f MB/s", self.done / 1e9, self.total / 1e9,
-                         100 * self.done / max(self.total, 1), rate / 1e6)
+                log.info(
+                    "weights: %.2f of %.2f GB (%.0f %%), %.0f MB/s",
+                    self.done / 1e9,
+                    self.total / 1e9,
+                    100 * self.done / max(self.total, 1),
+                    rate / 1e6,
+                )
 
 
 def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[dict[str, Any], str]:
@@ -143,7 +150,9 @@ def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[dict[str, Any], s
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except s3.exceptions.NoSuchKey as error:
-        raise WeightsError(f"s3://{bucket}/{key} does not exist: the prefix is not staged (or not completely)") from error
+        raise WeightsError(
+            f"s3://{bucket}/{key} does not exist: the prefix is not staged (or not completely)"
+        ) from error
     try:
         manifest = json.loads(body)
         if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), list):
@@ -178,7 +187,9 @@ def local_dir(cache_dir: Path, bucket: str, prefix: str) -> Path:
     return cache_dir / bucket / prefix.strip("/")
 
 
-def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, transfer_config: Any | None = None) -> Path:
+def ensure_local_copy(
+    s3_uri: str, cache_dir: Path, s3: Any | None = None, transfer_config: Any | None = None
+) -> Path:
     """Copy the staged weights at ``s3_uri`` under ``cache_dir`` once per host, checked against the
     manifest, and return the directory to give vLLM (``--model``).
 
@@ -208,20 +219,41 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
         marker = target / COMPLETE_MARKER
         files = manifest["files"]
         total = sum(entry["size"] for entry in files)
-        if marker.is_file() and marker.read_text().strip() == manifest_sha and all(
-                (target / entry["name"]).is_file() and (target / entry["name"]).stat().st_size == entry["size"]
-                for entry in files):
-            log.info("weights: reusing the copy in %s (%d files, %.2f GB, checked against this "
-                     "manifest)",
-                     target, len(files), total / 1e9)
+        if (
+            marker.is_file()
+            and marker.read_text().strip() == manifest_sha
+            and all(
+                (target / entry["name"]).is_file()
+                and (target / entry["name"]).stat().st_size == entry["size"]
+                for entry in files
+            )
+        ):
+            log.info(
+                "weights: reusing the copy in %s (%d files, %.2f GB, checked against this "
+                "manifest)",
+                target,
+                len(files),
+                total / 1e9,
+            )
             return target
         marker.unlink(missing_ok=True)
         verified = _read_verified(target)
-        present = [e for e in files if verified.get(e["name"]) == e["sha256"] and (target / e["name"]).is_file()
-                   and (target / e["name"]).stat().st_size == e["size"]]
+        present = [
+            e
+            for e in files
+            if verified.get(e["name"]) == e["sha256"]
+            and (target / e["name"]).is_file()
+            and (target / e["name"]).stat().st_size == e["size"]
+        ]
         progress = _Progress(total, sum(e["size"] for e in present))
-        log.info("weights: copying %s to %s: %d files, %.2f GB (%d already here from an earlier run)",
-                 s3_uri, target, len(files), total / 1e9, len(present))
+        log.info(
+            "weights: copying %s to %s: %d files, %.2f GB (%d already here from an earlier run)",
+            s3_uri,
+            target,
+            len(files),
+            total / 1e9,
+            len(present),
+        )
         started = time.monotonic()
         for entry in files:
             name, path = entry["name"], target / entry["name"]
@@ -233,19 +265,27 @@ def ensure_local_copy(s3_uri: str, cache_dir: Path, s3: Any | None = None, trans
                 s3.download_file(bucket, prefix + name, str(part), Callback=progress, Config=config)
             except ClientError as error:
                 part.unlink(missing_ok=True)
-                raise WeightsError(f"{name}: cannot download s3://{bucket}/{prefix}{name}: {error}") from error
+                raise WeightsError(
+                    f"{name}: cannot download s3://{bucket}/{prefix}{name}: {error}"
+                ) from error
             size, digest = part.stat().st_size, _sha256(part)
             if size != entry["size"] or digest != entry["sha256"]:
                 part.unlink()
                 raise WeightsError(
                     f"{name}: refused, it does not match {MANIFEST_NAME} (size {size} bytes, "
                     f"sha256 {digest}; the manifest says {entry['size']} bytes, sha256 "
-                    f"{entry['sha256']}); restage the prefix")
+                    f"{entry['sha256']}); restage the prefix"
+                )
             os.replace(part, path)
             verified[name] = digest
             _write_verified(target, verified)
         marker.write_text(manifest_sha + "\n")
         elapsed = time.monotonic() - started
-        log.info("weights: %d files, %.2f GB in %s, checked against the manifest, in %.0f s", len(files), total / 1e9,
-                 target, elapsed)
+        log.info(
+            "weights: %d files, %.2f GB in %s, checked against the manifest, in %.0f s",
+            len(files),
+            total / 1e9,
+            target,
+            elapsed,
+        )
         return target

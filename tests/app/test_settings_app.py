@@ -19,14 +19,21 @@ from tests.conftest import ROOT, cdk_json_context
 def run_app(context_json: str, outdir) -> subprocess.CompletedProcess:
     """Run app.py as the CDK CLI does, with the context in CDK_CONTEXT_JSON."""
     env = {**os.environ, "CDK_CONTEXT_JSON": context_json, "CDK_OUTDIR": str(outdir)}
-    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
-    result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
+    result = run_app(
+        json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "jsii" not in result.stderr
-    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type" in result.stderr
+    assert (
+        "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type"
+        in result.stderr
+    )
 
 
 def test_app_exits_with_the_message_before_building_anything(tmp_path):

@@ -46,11 +46,19 @@ def test_sonic_endpoint_config_and_endpoint(sonic):
 def test_sonic_roles_and_invoke_policy(sonic):
     role = only(sonic, "AWS::IAM::Role")["Properties"]
     assert "ManagedPolicyArns" not in role
-    by_sid = {s["Sid"]: s for s in only(sonic, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]}
+    by_sid = {
+        s["Sid"]: s
+        for s in only(sonic, "AWS::IAM::Policy")["Properties"]["PolicyDocument"]["Statement"]
+    }
     assert set(by_sid) == {"WriteEndpointLogs", "PutMetrics"}
-    assert by_sid["PutMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints"]}}
+    assert by_sid["PutMetrics"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints"]}
+    }
     (invoke,) = only(sonic, "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"]["Statement"]
-    assert invoke["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
+    assert invoke["Action"] == [
+        "sagemaker:InvokeEndpoint",
+        "sagemaker:InvokeEndpointWithResponseStream",
+    ]
     endpoint_id = next(iter(sonic.find_resources("AWS::SageMaker::Endpoint")))
     assert invoke["Resource"] == {"Ref": endpoint_id}
 
@@ -69,7 +77,9 @@ def test_gpu_and_cpu_thresholds_scale_with_the_instance(ops_variant):
     assert alarms["sonic-tts-GPUUtilization"]["Threshold"] == 360
     assert alarms["sonic-tts-GPUMemoryUtilization"]["Threshold"] == 380  # 95 % x 4
     assert alarms["sonic-tts-CPUUtilization"]["Threshold"] == 4320
-    assert alarms["sonic-tts-MemoryUtilization"]["Threshold"] == 90  # not scaled: 0-100 on any instance
+    assert (
+        alarms["sonic-tts-MemoryUtilization"]["Threshold"] == 90
+    )  # not scaled: 0-100 on any instance
 
 
 # --- Scaling and updates ------------------------------------------------------------------------
@@ -86,7 +96,9 @@ def test_sonic_scales_on_invocations_per_instance_by_default(synthesized):
     assert (target["Properties"]["MinCapacity"], target["Properties"]["MaxCapacity"]) == (1, 2)
     _, policy = only(template, "AWS::ApplicationAutoScaling::ScalingPolicy")
     tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
-    assert tracking["PredefinedMetricSpecification"] == {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}
+    assert tracking["PredefinedMetricSpecification"] == {
+        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+    }
     assert tracking["TargetValue"] == 60
 
 
@@ -94,7 +106,8 @@ def test_sonic_can_scale_on_concurrent_requests(ops_variant):
     _, policy = only(ops_variant.template("Sonic"), "AWS::ApplicationAutoScaling::ScalingPolicy")
     tracking = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
     assert tracking["PredefinedMetricSpecification"] == {
-        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
+        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+    }
     assert tracking["TargetValue"] == 4
 
 

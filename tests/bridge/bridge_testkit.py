@@ -33,7 +33,15 @@ async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Brid
 
     The health cache is filled once before yielding, so `/ping` reflects vLLM at once.
     """
-    settings = Settings(**{"host": "127.0.0.1", "port": 0, "vllm_port": vllm_port, "metrics_interval_s": 3600, **overrides})
+    settings = Settings(
+        **{
+            "host": "127.0.0.1",
+            "port": 0,
+            "vllm_port": vllm_port,
+            "metrics_interval_s": 3600,
+            **overrides,
+        }
+    )
     bridge = await Bridge(settings).start()
     try:
         await bridge.health.probe_once()
@@ -83,7 +91,9 @@ BEYOND_LIVENESS_S = 3 * LIVENESS_S
 async def open_stream(bridge: Bridge) -> ClientConnection:
     """Connect a client to the bridge's stream path (compression off, as SageMaker's side has no
     deflate)."""
-    return await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=LIVENESS_S)
+    return await connect(
+        f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=LIVENESS_S
+    )
 
 
 async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[str, Any]:
@@ -93,7 +103,9 @@ async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[
         return json.loads(await ws.recv())
 
 
-async def started_stream(bridge: Bridge, vllm: FakeVllm, index: int = 0) -> tuple[ClientConnection, Any]:
+async def started_stream(
+    bridge: Bridge, vllm: FakeVllm, index: int = 0
+) -> tuple[ClientConnection, Any]:
     """A client stream past `session.created`, with `session.update` sent and a commit; returns
     (client, FakeSession)."""
     ws = await open_stream(bridge)
@@ -101,7 +113,9 @@ async def started_stream(bridge: Bridge, vllm: FakeVllm, index: int = 0) -> tupl
     assert created["type"] == "session.created"
     await ws.send(event("session.update", model=vllm.model))
     await ws.send(event("input_audio_buffer.commit"))
-    session = await vllm.wait_for_session(index)  # the fake's waits default to a liveness bound (WAIT_S)
+    session = await vllm.wait_for_session(
+        index
+    )  # the fake's waits default to a liveness bound (WAIT_S)
     await session.wait_for_event("input_audio_buffer.commit")
     return ws, session
 
@@ -129,7 +143,9 @@ async def closed_within(ws: ClientConnection, timeout: float) -> tuple[int | Non
     return ws.close_code, ws.close_reason
 
 
-async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) -> tuple[bytes, bytes]:
+async def http_exchange(
+    bridge: Bridge, request: bytes, timeout: float = 2.0
+) -> tuple[bytes, bytes]:
     """Write raw `request` bytes on a new connection, read until the bridge closes it; return (head,
     body)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
@@ -142,7 +158,9 @@ async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) ->
     return head, body
 
 
-async def ping_during(bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5) -> list[float]:
+async def ping_during(
+    bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5
+) -> list[float]:
     """Ask `/ping` every 50 ms while `attack` runs (and for at least `at_least_s`); return the
     latencies, seconds.
 
@@ -182,12 +200,16 @@ class RawClient:
     """A WebSocket client that writes raw frames (the handshake through websockets'
     `ClientProtocol`) and parses what the bridge sends with the same protocol object."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: ClientProtocol) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: ClientProtocol
+    ) -> None:
         self.reader, self.writer, self.protocol = reader, writer, protocol
         self.frames: list[Frame] = []
 
     @classmethod
-    async def open(cls, bridge: Bridge, path: str = STREAM_PATH, extra_headers: dict[str, str] | None = None) -> RawClient:
+    async def open(
+        cls, bridge: Bridge, path: str = STREAM_PATH, extra_headers: dict[str, str] | None = None
+    ) -> RawClient:
         """Connect and complete the handshake; raises AssertionError unless the bridge answers
         101."""
         protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{bridge.port}{path}"))
@@ -234,7 +256,9 @@ class RawClient:
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON events received so far (text frames)."""
-        return [json.loads(received.data) for received in self.frames if received.opcode is Opcode.TEXT]
+        return [
+            json.loads(received.data) for received in self.frames if received.opcode is Opcode.TEXT
+        ]
 
     async def read_for(self, seconds: float) -> None:
         """Read what the bridge sends for `seconds` (or until it closes)."""

@@ -28,7 +28,9 @@ def no_error_logs(caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.INFO)
     yield
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
-    assert not bad, "unexpected ERROR/traceback log lines: " + "; ".join(f"{r.name}: {r.getMessage()}" for r in bad)
+    assert not bad, "unexpected ERROR/traceback log lines: " + "; ".join(
+        f"{r.name}: {r.getMessage()}" for r in bad
+    )
 
 
 @pytest.fixture

@@ -10,9 +10,13 @@ from bridge.settings import Settings, SettingsError
 
 
 def test_settings_defaults_and_sm_vllm_fallbacks():
-    settings = Settings.from_env({
-        "SM_VLLM_MAX_NUM_SEQS": "32", "SM_VLLM_MAX_MODEL_LEN": "4000", "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
-    })
+    settings = Settings.from_env(
+        {
+            "SM_VLLM_MAX_NUM_SEQS": "32",
+            "SM_VLLM_MAX_MODEL_LEN": "4000",
+            "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
+        }
+    )
     assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
     assert settings.served_model == "voxtral"
     # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio, x
@@ -65,7 +69,8 @@ def test_a_transcription_delay_the_model_card_does_not_allow_is_refused(value):
         Settings.from_env({"TRANSCRIPTION_DELAY_MS": value})
     assert str(info.value) == (
         f"TRANSCRIPTION_DELAY_MS={value!r} must be a multiple of 80 from 80 to 1200, or 2400 (ms: "
-        "the delays the Voxtral Realtime model card allows), or unset for the checkpoint's own")
+        "the delays the Voxtral Realtime model card allows), or unset for the checkpoint's own"
+    )
 
 
 def test_exactly_the_model_cards_delays_are_accepted_and_max_model_len_must_exceed_their_overhead():

@@ -62,10 +62,18 @@ class FakeAgent:
         if self.hang:
             await asyncio.sleep(3600)
         if self.status != 200:
-            return web.json_response({"error": {"Code": "AccessDeniedException", "Message": "denied"}},
-                                     status=self.status)
-        return web.json_response({"protection": {"ProtectionEnabled": body["ProtectionEnabled"],
-                                                 "TaskArn": "arn:aws:ecs:eu-west-1:111122223333:task/c/0123"}})
+            return web.json_response(
+                {"error": {"Code": "AccessDeniedException", "Message": "denied"}},
+                status=self.status,
+            )
+        return web.json_response(
+            {
+                "protection": {
+                    "ProtectionEnabled": body["ProtectionEnabled"],
+                    "TaskArn": "arn:aws:ecs:eu-west-1:111122223333:task/c/0123",
+                }
+            }
+        )
 
     async def wait_for(self, count: int, timeout: float = 3.0) -> list[dict[str, Any]]:
         """The PUTs once at least `count` arrived (TimeoutError otherwise)."""
@@ -91,12 +99,19 @@ class FakeAgent:
 
 
 @contextlib.asynccontextmanager
-async def bridge_on_ecs(agent_uri: str, *, grace_s: float = 0.3, renew_after_s: float | None = None,
-                        **overrides: Any) -> AsyncIterator[tuple[Any, FakeVllm]]:
+async def bridge_on_ecs(
+    agent_uri: str, *, grace_s: float = 0.3, renew_after_s: float | None = None, **overrides: Any
+) -> AsyncIterator[tuple[Any, FakeVllm]]:
     """A bridge with ECS_AGENT_URI=`agent_uri` in front of a fake vLLM (a delta per append)."""
-    async with FakeVllm(generate=True) as vllm, running_bridge(
-        vllm.port, ecs_agent_uri=agent_uri, task_protection_grace_s=grace_s, **overrides,
-    ) as bridge:
+    async with (
+        FakeVllm(generate=True) as vllm,
+        running_bridge(
+            vllm.port,
+            ecs_agent_uri=agent_uri,
+            task_protection_grace_s=grace_s,
+            **overrides,
+        ) as bridge,
+    ):
         if renew_after_s is not None:
             bridge.protection.renew_after_s = renew_after_s
         yield bridge, vllm
@@ -122,7 +137,9 @@ async def until(condition: Any, timeout: float = 2.0) -> None:
             await asyncio.sleep(0.01)
 
 
-def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run, caplog):
+def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(
+    run, caplog
+):
     async def scenario():
         async with FakeAgent() as agent, bridge_on_ecs(agent.uri, grace_s=0.3) as (bridge, _):
             await asyncio.sleep(0.2)
@@ -138,7 +155,9 @@ def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_it
             await second.close()
             closed_at = time.monotonic()
             assert await agent.wait_for(2) == [ON, OFF]
-            assert agent.times[1] - closed_at >= 0.25  # not before the grace (0.3 s, less the close's own time)
+            assert (
+                agent.times[1] - closed_at >= 0.25
+            )  # not before the grace (0.3 s, less the close's own time)
             await until(lambda: not bridge.protection.enabled)
             assert not bridge.metrics.task_protected
             line = _flushed(bridge)
@@ -167,7 +186,10 @@ def test_protection_is_renewed_while_a_stream_stays_live(run):
             ws = await live_stream(bridge)
             puts = await agent.wait_for(4, timeout=3)
             assert puts[:4] == [ON, ON, ON, ON]
-            gaps = [later - earlier for earlier, later in zip(agent.times, agent.times[1:4], strict=False)]
+            gaps = [
+                later - earlier
+                for earlier, later in zip(agent.times, agent.times[1:4], strict=False)
+            ]
             assert all(0.15 <= gap < 1.0 for gap in gaps), gaps
             await ws.send(append())  # the stream is unaffected
             assert (await recv_event(ws))["type"] == "transcription.delta"
@@ -187,17 +209,23 @@ def test_an_agent_that_is_down_refuses_or_hangs_never_hurts_a_stream(run, caplog
             async with bridge_on_ecs(uri) as (bridge, _):
                 bridge.protection.retry_delays_s = (0.05,)
                 ws = await live_stream(bridge)
-                if agent_state == "hanging":  # the agent's request stays outstanding all through the appends
+                if (
+                    agent_state == "hanging"
+                ):  # the agent's request stays outstanding all through the appends
                     bridge.protection.request_timeout_s = 600.0
                 for _ in range(5):  # appends and their deltas go on while the agent fails or hangs
                     await ws.send(append())
-                    assert (await recv_event(ws, timeout=LIVENESS_S))["type"] == "transcription.delta"
+                    assert (await recv_event(ws, timeout=LIVENESS_S))[
+                        "type"
+                    ] == "transcription.delta"
                     await asyncio.sleep(0.05)
                 if agent_state != "hanging":
                     assert bridge.metrics.protection_errors >= 2  # retried
                     assert not bridge.protection.enabled
                 else:
-                    assert len(agent.puts) == 1  # the request is still outstanding: the stream never waited on it
+                    assert (
+                        len(agent.puts) == 1
+                    )  # the request is still outstanding: the stream never waited on it
                 await ws.close()
 
     run(scenario())
@@ -211,8 +239,14 @@ def test_a_request_that_hangs_times_out_and_is_retried(caplog):
     async def scenario():
         async with FakeAgent(hang=True) as agent:
             metrics = _Recorder()
-            protection = TaskProtection(agent.uri, metrics, expires_minutes=5, grace_s=0, request_timeout_s=0.2,
-                                        retry_delays_s=(0.1,))
+            protection = TaskProtection(
+                agent.uri,
+                metrics,
+                expires_minutes=5,
+                grace_s=0,
+                request_timeout_s=0.2,
+                retry_delays_s=(0.1,),
+            )
             task = asyncio.ensure_future(protection.run())
             protection.streams_changed(1)
             await agent.wait_for(2, timeout=2)
@@ -229,8 +263,11 @@ def test_a_request_that_hangs_times_out_and_is_retried(caplog):
 
     asyncio.run(scenario())
     failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
-    assert failures and all(line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
-                                    "(retrying)" for line in failures), failures
+    assert failures and all(
+        line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
+        "(retrying)"
+        for line in failures
+    ), failures
 
 
 class _SilentFailure:
@@ -243,10 +280,15 @@ class _SilentFailure:
 
 
 def test_a_failure_without_a_message_is_logged_with_its_type(caplog):
-    protection = TaskProtection("http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0)
+    protection = TaskProtection(
+        "http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0
+    )
     assert asyncio.run(protection._put(_SilentFailure(), False)) is False
     assert metrics.errors == 1
-    assert "ECS task scale-in protection: turning it off failed: ClientError (retrying)" in caplog.messages
+    assert (
+        "ECS task scale-in protection: turning it off failed: ClientError (retrying)"
+        in caplog.messages
+    )
 
 
 def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_are_written(run):
@@ -262,17 +304,32 @@ def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_ar
 
 
 def test_protection_settings_are_read_and_checked():
-    settings = Settings.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc", "TASK_PROTECTION_MINUTES": "30",
-                                  "TASK_PROTECTION_GRACE_S": "5"})
-    assert (settings.ecs_agent_uri, settings.task_protection_minutes, settings.task_protection_grace_s) == (
-        "http://169.254.170.2/api/abc", 30, 5.0)
+    settings = Settings.from_env(
+        {
+            "ECS_AGENT_URI": "http://169.254.170.2/api/abc",
+            "TASK_PROTECTION_MINUTES": "30",
+            "TASK_PROTECTION_GRACE_S": "5",
+        }
+    )
+    assert (
+        settings.ecs_agent_uri,
+        settings.task_protection_minutes,
+        settings.task_protection_grace_s,
+    ) == ("http://169.254.170.2/api/abc", 30, 5.0)
     assert Settings.from_env({}).ecs_agent_uri is None
-    assert TaskProtection("http://169.254.170.2/api/abc/", _Recorder(), expires_minutes=10, grace_s=1).url == \
-        "http://169.254.170.2/api/abc/task-protection/v1/state"
+    assert (
+        TaskProtection(
+            "http://169.254.170.2/api/abc/", _Recorder(), expires_minutes=10, grace_s=1
+        ).url
+        == "http://169.254.170.2/api/abc/task-protection/v1/state"
+    )
     for env, message in (
         ({"TASK_PROTECTION_MINUTES": "0"}, "TASK_PROTECTION_MINUTES='0' must be at least 1"),
         ({"TASK_PROTECTION_MINUTES": "2881"}, "TASK_PROTECTION_MINUTES=2881 must be at most 2880"),
-        ({"ECS_AGENT_URI": "169.254.170.2/api"}, "ECS_AGENT_URI='169.254.170.2/api' must be an http:// URL"),
+        (
+            {"ECS_AGENT_URI": "169.254.170.2/api"},
+            "ECS_AGENT_URI='169.254.170.2/api' must be an http:// URL",
+        ),
     ):
         with pytest.raises(SettingsError) as info:
             Settings.from_env(env)

@@ -27,20 +27,28 @@ MARKER = "starts_first"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}: a test of a minute or more at any machine speed: its module "
-                                       "starts the run on a worker of its own (tests/e2e/conftest.py)")
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: a test of a minute or more at any machine speed: its module "
+        "starts the run on a worker of its own (tests/e2e/conftest.py)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marked_modules = list(dict.fromkeys(getattr(item, "module", None) for item in items
-                                        if item.get_closest_marker(MARKER)))
+    marked_modules = list(
+        dict.fromkeys(
+            getattr(item, "module", None) for item in items if item.get_closest_marker(MARKER)
+        )
+    )
     if not marked_modules:
         return
     groups = []
     for module in marked_modules:
         group = [item for item in items if getattr(item, "module", None) == module]
-        group.sort(key=lambda item: item.get_closest_marker(MARKER) is None)  # stable: the marked ones first
+        group.sort(
+            key=lambda item: item.get_closest_marker(MARKER) is None
+        )  # stable: the marked ones first
         groups.append(group)
     rest = [item for item in items if getattr(item, "module", None) not in marked_modules]
     workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))

@@ -40,37 +40,50 @@ MUST_KEEP = {
     "AWS::SNS::Topic": "subscriptions of the on-call tools",
     "AWS::KMS::Key": "encrypts data; a new key cannot decrypt the old data",
     "AWS::CloudWatch::Alarm": "fixed AlarmName: a second resource would overwrite, then delete, "
-                              "the alarm",
+    "the alarm",
     "AWS::CloudWatch::Dashboard": "fixed DashboardName",
     "AWS::ApplicationAutoScaling::ScalableTarget": "one registration per variant: a new one is "
-                                                   "deregistered with the old",
+    "deregistered with the old",
     "AWS::ApplicationAutoScaling::ScalingPolicy": "fixed PolicyName",
     "AWS::IAM::ManagedPolicy": "callers attach it by ARN outside the stack",
     "AWS::IAM::Role": "its ARN is in the Model: a new role replaces the Model and rolls the "
-                      "endpoint's instances",
+    "endpoint's instances",
     "AWS::SageMaker::Model": "a new Model replaces the EndpointConfig and rolls the endpoint's "
-                             "instances",
+    "instances",
     "AWS::SageMaker::EndpointConfig": "a new EndpointConfig rolls the endpoint's instances",
 }
 
 
 def load(folder: Path) -> dict[str, dict]:
     """``{stack name: template}`` of every ``*.template.json`` in ``folder``."""
-    return {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.template.json"))}
+    return {
+        p.name.removesuffix(".template.json"): json.loads(p.read_text())
+        for p in sorted(folder.glob("*.template.json"))
+    }
 
 
 def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
     """One line per difference between two JSON values (dict keys recursively, lists as wholes)."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
-            child = f"{path}{key}" if str(key).startswith("[") else (f"{path}.{key}" if path else str(key))
+            child = (
+                f"{path}{key}"
+                if str(key).startswith("[")
+                else (f"{path}.{key}" if path else str(key))
+            )
             if key not in old:
                 yield f"{child}: added {_short(new[key])}"
             elif key not in new:
                 yield f"{child}: removed (was {_short(old[key])})"
             else:
                 yield from _walk(old[key], new[key], child)
-    elif isinstance(old, list) and isinstance(new, list) and old != new and _by_sid(old) and _by_sid(new):
+    elif (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and old != new
+        and _by_sid(old)
+        and _by_sid(new)
+    ):
         # IAM statements with Sids: compared by Sid, since their order means nothing.
         yield from _walk(_by_sid(old), _by_sid(new), path)
         if list(_by_sid(old)) != list(_by_sid(new)) and set(_by_sid(old)) == set(_by_sid(new)):
@@ -136,7 +149,9 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
         a, b = dict(old_resources[logical_id]), dict(new_resources[logical_id])
         path_a, path_b = (r.pop("Metadata", {}).get("aws:cdk:path") for r in (a, b))
         if path_a != path_b:
-            lines.append(f"{logical_id}: construct path {path_a} -> {path_b} (logical id unchanged)")
+            lines.append(
+                f"{logical_id}: construct path {path_a} -> {path_b} (logical id unchanged)"
+            )
         lines += [f"{logical_id}.{line}" for line in _walk(a, b, "")]
     # A resource of a type removed once and added once was most likely renamed: compare the two.
     removed_ids = set(old_resources) - set(new_resources)
@@ -151,9 +166,13 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
         for resource in (a, b):
             resource.pop("Metadata", None)
         pair = f"{removed[kind]} -> {added[kind]}"
-        lines += [f"{pair} (renamed?).{line}" for line in _walk(a, b, "")] or [f"{pair} (renamed?): same content"]
+        lines += [f"{pair} (renamed?).{line}" for line in _walk(a, b, "")] or [
+            f"{pair} (renamed?): same content"
+        ]
     for section in ("Outputs", "Parameters", "Conditions", "Rules", "Mappings"):
-        lines += [f"{section}.{line}" for line in _walk(old.get(section, {}), new.get(section, {}), "")]
+        lines += [
+            f"{section}.{line}" for line in _walk(old.get(section, {}), new.get(section, {}), "")
+        ]
     return lines, violations
 
 
@@ -184,7 +203,10 @@ def main(argv: list[str]) -> int:
     lines, violations = compare(Path(argv[0]), Path(argv[1]))
     print("\n".join(lines))
     if violations:
-        print("\nLogical ids that must not change, changed:\n" + "\n".join(f"  {v}" for v in violations))
+        print(
+            "\nLogical ids that must not change, changed:\n"
+            + "\n".join(f"  {v}" for v in violations)
+        )
         return 1
     print("\nNo logical id of a resource that must keep it changed.")
     return 0

@@ -65,13 +65,17 @@ class RealVllm:
 def _wait_healthy(server: RealVllm, deadline: float) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"vLLM exited with code {server.process.returncode}; see {server.log}:\n"
-                               + server.log.read_text()[-3000:])
+            raise RuntimeError(
+                f"vLLM exited with code {server.process.returncode}; see {server.log}:\n"
+                + server.log.read_text()[-3000:]
+            )
         with contextlib.suppress(OSError):
             if server.get("/health")[0] == 200:
                 return
         time.sleep(1)
-    raise RuntimeError(f"vLLM did not answer /health within {real_vllm.START_TIMEOUT_S:.0f} s; see {server.log}")
+    raise RuntimeError(
+        f"vLLM did not answer /health within {real_vllm.START_TIMEOUT_S:.0f} s; see {server.log}"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -100,14 +104,21 @@ def serving(command: list[str], port: int, model: str, log: Path) -> Iterator[Re
     """vLLM started with `command` (listening on `port`, serving `model`), once it answers
     /health; stopped (SIGTERM, then SIGKILL) at the end."""
     with log.open("wb") as out:
-        process = subprocess.Popen(command, env=real_vllm.environment(), stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=real_vllm.environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = RealVllm(port, model, process, log)
     started = time.monotonic()
     try:
         _wait_healthy(server, started + real_vllm.START_TIMEOUT_S)
-        print(f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on "
-              f"127.0.0.1:{port}")
+        print(
+            f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on "
+            f"127.0.0.1:{port}"
+        )
         yield server
     finally:
         with contextlib.suppress(ProcessLookupError):

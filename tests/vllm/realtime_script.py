@@ -48,8 +48,12 @@ def shape(received: dict[str, Any]) -> tuple:
         return (kind, fields, received.get("code"))
     if kind == "transcription.done":
         usage = received["usage"]
-        return (kind, fields, tuple(sorted((key, value is None) for key, value in usage.items())),
-                usage["prompt_tokens"])
+        return (
+            kind,
+            fields,
+            tuple(sorted((key, value is None) for key, value in usage.items())),
+            usage["prompt_tokens"],
+        )
     return (kind, fields)
 
 
@@ -71,7 +75,9 @@ class Transcript:
         self.events.append(received)
         self.entries.append(shape(received))
 
-    async def until(self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = EVENT_TIMEOUT_S) -> None:
+    async def until(
+        self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = EVENT_TIMEOUT_S
+    ) -> None:
         """Read until `done(events)` holds."""
         async with asyncio.timeout(timeout):
             while not done(self.events):
@@ -106,10 +112,16 @@ class Transcript:
             self.entries.append(("closed", self.close_code))
 
     def deltas(self) -> list[str]:
-        return [received["delta"] for received in self.events if received["type"] == "transcription.delta"]
+        return [
+            received["delta"]
+            for received in self.events
+            if received["type"] == "transcription.delta"
+        ]
 
     def done(self, index: int = -1) -> dict[str, Any]:
-        return [received for received in self.events if received["type"] == "transcription.done"][index]
+        return [received for received in self.events if received["type"] == "transcription.done"][
+            index
+        ]
 
     def count(self, kind: str) -> int:
         return sum(received["type"] == kind for received in self.events)
@@ -194,7 +206,10 @@ ERRORS = [
     (event("session.update", model="no-such-model"), "model_not_found"),
     (event("response.create"), "unknown_event"),
     (event("input_audio_buffer.append", audio="A"), "invalid_audio"),  # not whole base64 quanta
-    (event("input_audio_buffer.append", audio="AAAA"), "invalid_audio"),  # 3 bytes: not whole PCM16 samples
+    (
+        event("input_audio_buffer.append", audio="AAAA"),
+        "invalid_audio",
+    ),  # 3 bytes: not whole PCM16 samples
     (event("input_audio_buffer.append", audio=""), "invalid_audio"),  # empty
     (event("input_audio_buffer.append"), "processing_error"),  # no audio field
     ("[1, 2]", "processing_error"),  # not an object
@@ -240,7 +255,11 @@ async def past_max_model_len(url: str, model: str, max_model_len: int) -> Transc
     await t.send(event("input_audio_buffer.commit"))
     await t.send(append(max_model_len))
     await t.send(event("input_audio_buffer.commit", final=True))
-    await t.until(lambda events: any(received["type"] in ("transcription.done", "error") for received in events))
+    await t.until(
+        lambda events: any(
+            received["type"] in ("transcription.done", "error") for received in events
+        )
+    )
     await t.mark("ended")
     await t.ws.close()
     return t

@@ -24,12 +24,19 @@ def bridge_url(bridge) -> str:
 
 def gauge(text: str, name: str) -> float:
     """The sum of a gauge's samples in a Prometheus text."""
-    return sum(float(value) for value in re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+    return sum(
+        float(value)
+        for value in re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
+    )
 
 
 async def vllm_idle(vllm, timeout: float = 30.0) -> dict[str, float]:
     """Wait until vLLM runs no request and holds no WebSocket; return those gauges."""
-    names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:websocket_connections_active")
+    names = (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:websocket_connections_active",
+    )
     async with asyncio.timeout(timeout):
         while True:
             _, text = await asyncio.to_thread(vllm.get, "/metrics")
@@ -43,13 +50,17 @@ def test_a_session_through_the_bridge_is_the_real_servers_session(vllm, run):
     async def scenario():
         direct = await script.lifecycle(vllm.url, vllm.model)
         async with running_bridge(vllm.port) as bridge:
-            relayed = await script.lifecycle(bridge_url(bridge), "any-name")  # the bridge names the served model
+            relayed = await script.lifecycle(
+                bridge_url(bridge), "any-name"
+            )  # the bridge names the served model
         return direct, relayed
 
     direct, relayed = run(scenario())
     assert relayed.entries == direct.entries
     done = relayed.done()
-    assert done["text"] == "".join(relayed.deltas()) and done["usage"]["completion_tokens"] == len(relayed.deltas())
+    assert done["text"] == "".join(relayed.deltas()) and done["usage"]["completion_tokens"] == len(
+        relayed.deltas()
+    )
     assert relayed.deltas() and any(relayed.deltas())  # the tiny model says something visible
 
 
@@ -61,14 +72,16 @@ def test_a_second_utterance_through_the_bridge_starts_from_zero(vllm, run):
     relayed = run(scenario())
     first, second = relayed.done(0), relayed.done(1)
     assert first["usage"] == second["usage"]
-    assert second["text"] == "".join(relayed.deltas()[len(relayed.deltas()) // 2:])
+    assert second["text"] == "".join(relayed.deltas()[len(relayed.deltas()) // 2 :])
 
 
 def test_every_in_band_error_reaches_the_client_and_the_stream_goes_on(vllm, run):
     async def scenario():
         direct = await script.errors(vllm.url, vllm.model)
         async with running_bridge(vllm.port) as bridge:
-            relayed = await script.errors(bridge_url(bridge), "any-name", ("invalid_event", "model_not_found"))
+            relayed = await script.errors(
+                bridge_url(bridge), "any-name", ("invalid_event", "model_not_found")
+            )
         return direct, relayed
 
     direct, relayed = run(scenario())
@@ -78,7 +91,9 @@ def test_every_in_band_error_reaches_the_client_and_the_stream_goes_on(vllm, run
     # The bridge names the served model in every session.update, so the two model errors cannot
     # happen behind it; every other code is vLLM's (the bridge answers some of them itself, with the
     # same code, before vLLM).
-    assert relayed_codes == [code for code in codes if code not in ("invalid_event", "model_not_found")]
+    assert relayed_codes == [
+        code for code in codes if code not in ("invalid_event", "model_not_found")
+    ]
     assert relayed.count("transcription.done") == 1  # the stream went on after every error
 
 
@@ -97,8 +112,11 @@ def test_a_client_that_drops_mid_generation_frees_vllms_session(vllm, run):
                     await asyncio.sleep(0.05)
             return idle
 
-    assert run(scenario()) == {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0,
-                               "vllm:websocket_connections_active": 0}
+    assert run(scenario()) == {
+        "vllm:num_requests_running": 0,
+        "vllm:num_requests_waiting": 0,
+        "vllm:websocket_connections_active": 0,
+    }
 
 
 def test_a_client_that_closes_mid_generation_frees_vllms_session(vllm, run):
@@ -143,7 +161,11 @@ def test_the_kv_cache_cap_is_read_from_the_real_metrics_in_vllms_block_size(vllm
     # 13 blocks, 2048 // 13 = 157 streams.
     async def scenario():
         async with running_bridge(vllm.port, max_streams=500, kv_blocks_per_stream=83) as bridge:
-            return (bridge.health.num_gpu_blocks, bridge.health.block_size, bridge.metrics.kv_cache_streams,
-                    bridge.stream_cap)
+            return (
+                bridge.health.num_gpu_blocks,
+                bridge.health.block_size,
+                bridge.metrics.kv_cache_streams,
+                bridge.stream_cap,
+            )
 
     assert run(scenario()) == (2048, 128, 2048 // (-(-83 * 16 // 128) + KV_CACHE_GROUPS), 157)

@@ -79,7 +79,9 @@ ACCEPT_S = 5.0
 class Generation:
     audio: bytearray = field(default_factory=bytearray)
     committed: bool = False
-    text: str | None = None  # transcription.done's text; None: never done (cut, or the consumer stopped)
+    text: str | None = (
+        None  # transcription.done's text; None: never done (cut, or the consumer stopped)
+    )
 
 
 @dataclass
@@ -129,8 +131,12 @@ class _Recorded:
                     waiting[0].text = event.get("text", "")
             elif event.get("type") == "error":
                 error = event.get("error")
-                self.stream.errors.append(str(event.get("code") or (error.get("code") if isinstance(error, dict)
-                                                                    else None)))
+                self.stream.errors.append(
+                    str(
+                        event.get("code")
+                        or (error.get("code") if isinstance(error, dict) else None)
+                    )
+                )
         return text
 
     async def close(self) -> None:
@@ -140,7 +146,9 @@ class _Recorded:
 def reference(pcm8k: bytes) -> np.ndarray:
     """A track at 16 kHz resampled in one piece, as floats in [-1, 1)."""
     samples = np.frombuffer(pcm8k, dtype="<i2").astype(np.float32) / 32768.0
-    return soxr.resample(samples, mkv.CONNECT_SAMPLE_RATE_HZ, TARGET_SAMPLE_RATE_HZ, quality=RESAMPLER_QUALITY)
+    return soxr.resample(
+        samples, mkv.CONNECT_SAMPLE_RATE_HZ, TARGET_SAMPLE_RATE_HZ, quality=RESAMPLER_QUALITY
+    )
 
 
 def as_float(pcm: bytes | bytearray) -> np.ndarray:
@@ -154,8 +162,12 @@ def front_door(vllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # SageMaker's 250 ms to accept a stream's WebSocket is raised to ACCEPT_S: here vLLM's three
     # processes decode on the same two cores as the front door, the bridge and the consumer, and a
     # starved event loop missed it.
-    runner = StackRunner(tmp_path, StreamSettings(accept_timeout_s=ACCEPT_S), vllm_port=vllm.port,
-                         bridge_options={"max_model_len": real_vllm.MAX_MODEL_LEN})
+    runner = StackRunner(
+        tmp_path,
+        StreamSettings(accept_timeout_s=ACCEPT_S),
+        vllm_port=vllm.port,
+        bridge_options={"max_model_len": real_vllm.MAX_MODEL_LEN},
+    )
     stack = runner.start()
     try:
         yield front_door_env(stack, monkeypatch, tmp_path)
@@ -163,7 +175,9 @@ def front_door(vllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         runner.stop()
 
 
-def test_a_20_minute_call_through_the_real_server_across_a_restart_loses_and_repeats_no_audio(front_door):
+def test_a_20_minute_call_through_the_real_server_across_a_restart_loses_and_repeats_no_audio(
+    front_door,
+):
     customer, agent = speech_like(CALL_S, CUSTOMER_SEED), speech_like(CALL_S, AGENT_SEED)
     tracks = {mkv.TRACK_FROM_CUSTOMER: customer, mkv.TRACK_TO_CUSTOMER: agent}
     store = MemoryStore()
@@ -172,26 +186,42 @@ def test_a_20_minute_call_through_the_real_server_across_a_restart_loses_and_rep
         kvs = await FakeKvs(read_timeout_s=0.5).start()
         call = kvs.add(FakeCall("long-call", "stream-long", customer, agent))
         request = CallRequest(call.contact_id, call.stream_arn, call.number(0))
-        session = boto3.Session(aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1")
+        session = boto3.Session(
+            aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1"
+        )
         media = KvsMedia(session, region="us-east-1", endpoint_url=kvs.url)
         try:
             async with open_endpoint(VOXTRAL, endpoint_url=front_door.url) as opener:
                 recording = Recording(opener)
 
                 def transcriber() -> CallTranscriber:
-                    return CallTranscriber(request, media=media, opener=recording.open, store=store, quiet_s=2.0,
-                                           max_stream_s=MAX_STREAM_S)
+                    return CallTranscriber(
+                        request,
+                        media=media,
+                        opener=recording.open,
+                        store=store,
+                        quiet_s=2.0,
+                        max_stream_s=MAX_STREAM_S,
+                    )
 
                 def reached() -> float:
-                    return min(max((s.end_s for s in store.finals(call.contact_id, t)), default=0.0) for t in tracks)
+                    return min(
+                        max((s.end_s for s in store.finals(call.contact_id, t)), default=0.0)
+                        for t in tracks
+                    )
 
                 first = asyncio.create_task(transcriber().run())
                 while reached() < CALL_S / 2 and not first.done():
                     await asyncio.sleep(0.5)
-                assert not first.done(), first  # the first consumer must still be running when it is stopped
+                assert not first.done(), (
+                    first
+                )  # the first consumer must still be running when it is stopped
                 first.cancel()  # as SIGTERM stops the service's call tasks
                 await asyncio.gather(first, return_exceptions=True)
-                restart = (len(recording.streams), {t: len(store.finals(call.contact_id, t)) for t in tracks})
+                restart = (
+                    len(recording.streams),
+                    {t: len(store.finals(call.contact_id, t)) for t in tracks},
+                )
                 reason = await transcriber().run()
         finally:
             await kvs.stop()
@@ -204,18 +234,26 @@ def test_a_20_minute_call_through_the_real_server_across_a_restart_loses_and_rep
     assert reason == END_OF_STREAM
     per_track, undone = check_call(recording.streams, store, finals_before, tracks)
     assert 0 < sum(finals_before.values()) < len(store.segments)
-    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]
+    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][
+        -1
+    ]
     assert resumed["StartSelector"]["AfterFragmentNumber"] != FakeCall("c", "s", b"", b"").number(0)
     limits = sum(stream.errors.count("session_limit") for stream in recording.streams)
     assert limits >= 2  # the bridge's session_limit reached at least once per track
-    print(f"\n20-minute call through vLLM {real_vllm.VLLM_VERSION}: {wall_s:.0f} s wall; streams "
-          f"per track {per_track} ({streams_before} before the restart); finals per track "
-          f"{ {t: len(store.finals('long-call', t)) for t in tracks} } ({finals_before} before the "
-          f"restart); session_limit errors {limits}; generations not finished (resent) {undone}")
+    print(
+        f"\n20-minute call through vLLM {real_vllm.VLLM_VERSION}: {wall_s:.0f} s wall; streams "
+        f"per track {per_track} ({streams_before} before the restart); finals per track "
+        f"{ {t: len(store.finals('long-call', t)) for t in tracks} } ({finals_before} before the "
+        f"restart); session_limit errors {limits}; generations not finished (resent) {undone}"
+    )
 
 
-def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before: dict[str, int],
-               tracks: dict[str, bytes]) -> tuple[dict[str, int], dict[str, int]]:
+def check_call(
+    streams: list[RecordedStream],
+    store: MemoryStore,
+    finals_before: dict[str, int],
+    tracks: dict[str, bytes],
+) -> tuple[dict[str, int], dict[str, int]]:
     """The checks of the module docstring on a finished call; returns (streams per track,
     generations vLLM did not finish per track)."""
     # Each generation vLLM finished, attributed to its track by its audio.
@@ -227,7 +265,9 @@ def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before:
         audio = [g for g in stream.generations if g.audio]
         if not audio:
             continue
-        track = _track_of(b"".join(bytes(g.audio) for g in audio))  # which track's audio this stream carries
+        track = _track_of(
+            b"".join(bytes(g.audio) for g in audio)
+        )  # which track's audio this stream carries
         stream_tracks.append(track)
         for generation in audio:
             if generation.text is not None:
@@ -235,7 +275,9 @@ def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before:
             else:
                 undone[track] += 1
 
-    segment_events = [detail for kind, detail in store.events if kind == SEGMENT and detail.get("final")]
+    segment_events = [
+        detail for kind, detail in store.events if kind == SEGMENT and detail.get("final")
+    ]
     for track, ref in refs.items():
         finals = store.finals("long-call", track)
         # Offsets: the finals tile the call in order.
@@ -244,11 +286,16 @@ def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before:
             assert abs(segment.start_s - position) < 2e-3, (track, segment, position)
             assert segment.end_s > segment.start_s
             position = segment.end_s
-        assert abs(position - len(tracks[track]) / 2 / mkv.CONNECT_SAMPLE_RATE_HZ) < 0.01, (track, position)
+        assert abs(position - len(tracks[track]) / 2 / mkv.CONNECT_SAMPLE_RATE_HZ) < 0.01, (
+            track,
+            position,
+        )
         # Stored once, published once each.
         ids = [s.detail()["segmentId"] for s in finals]
         assert len(set(ids)) == len(ids)
-        assert sorted(d["segmentId"] for d in segment_events if d["speaker"] == track) == sorted(ids)
+        assert sorted(d["segmentId"] for d in segment_events if d["speaker"] == track) == sorted(
+            ids
+        )
         # Audio: the stored finals' generations carry the track's audio exactly once, in order.
         generations = iter(done_by_track[track])
         extra = 0
@@ -258,16 +305,23 @@ def check_call(streams: list[RecordedStream], store: MemoryStore, finals_before:
             end = round(segment.end_s * TARGET_SAMPLE_RATE_HZ)
             for generation in generations:
                 audio = as_float(generation.audio)
-                if abs(len(audio) - (end - start)) <= 2 and _distance(audio, ref[start:end], restarted) <= TOLERANCE:
+                if (
+                    abs(len(audio) - (end - start)) <= 2
+                    and _distance(audio, ref[start:end], restarted) <= TOLERANCE
+                ):
                     assert generation.text == segment.text
                     break
                 # finished by vLLM but its final not stored: only the restart's in-flight generation
                 extra += 1
             else:
-                pytest.fail(f"{track}: no generation vLLM finished carries [{segment.start_s}, "
-                            f"{segment.end_s}) s")
+                pytest.fail(
+                    f"{track}: no generation vLLM finished carries [{segment.start_s}, "
+                    f"{segment.end_s}) s"
+                )
         assert extra <= 1, (track, extra)
-        assert all(g.text for g in done_by_track[track]), "the tiny model says something in every generation"
+        assert all(g.text for g in done_by_track[track]), (
+            "the tiny model says something in every generation"
+        )
     return {t: stream_tracks.count(t) for t in tracks}, undone
 
 
@@ -282,7 +336,11 @@ def _track_of(pcm16k: bytes) -> str:
         tone = 300 + 50 * seed
         return float(spectrum[(hz > tone - 10) & (hz < tone + 10)].sum())
 
-    return mkv.TRACK_FROM_CUSTOMER if power(CUSTOMER_SEED) > power(AGENT_SEED) else mkv.TRACK_TO_CUSTOMER
+    return (
+        mkv.TRACK_FROM_CUSTOMER
+        if power(CUSTOMER_SEED) > power(AGENT_SEED)
+        else mkv.TRACK_TO_CUSTOMER
+    )
 
 
 def _distance(audio: np.ndarray, expected: np.ndarray, restarted: bool = False) -> float:

@@ -48,7 +48,9 @@ def check_generation_invariants(transcript: script.Transcript) -> None:
         elif received["type"] == "transcription.done":
             assert received["text"] == "".join(deltas)
             assert received["usage"]["completion_tokens"] == len(deltas)
-            assert received["usage"]["total_tokens"] == received["usage"]["prompt_tokens"] + len(deltas)
+            assert received["usage"]["total_tokens"] == received["usage"]["prompt_tokens"] + len(
+                deltas
+            )
             deltas = []
 
 
@@ -90,19 +92,27 @@ def test_the_fakes_metrics_are_the_real_servers_prometheus_text(vllm, run):
     async def fake_metrics() -> str:
         async with fake_for(vllm) as fake:
             return await asyncio.to_thread(
-                lambda: urllib.request.urlopen(f"http://127.0.0.1:{fake.port}/metrics", timeout=10).read().decode())
+                lambda: (
+                    urllib.request.urlopen(f"http://127.0.0.1:{fake.port}/metrics", timeout=10)
+                    .read()
+                    .decode()
+                )
+            )
 
     fake_text = run(fake_metrics())
     real_families, fake_families = prometheus_families(real_text), prometheus_families(fake_text)
     assert {name for name in fake_families if name.startswith("vllm:")} == {
-        name for name in real_families if name.startswith("vllm:")}
+        name for name in real_families if name.startswith("vllm:")
+    }
     # The HTTP families (prometheus-fastapi-instrumentator) grow with the handlers a server has
     # answered.
     assert fake_families <= real_families
     real_labels, fake_labels = cache_config_labels(real_text), cache_config_labels(fake_text)
     assert fake_labels.keys() == real_labels.keys()
     assert real_labels["block_size"] == fake_labels["block_size"] == str(CPU_BLOCK_SIZE)
-    assert real_labels["num_gpu_blocks"] == fake_labels["num_gpu_blocks"] == "2048"  # 1 GiB of CPU KV cache
+    assert (
+        real_labels["num_gpu_blocks"] == fake_labels["num_gpu_blocks"] == "2048"
+    )  # 1 GiB of CPU KV cache
 
 
 async def generating(url: str, model: str) -> script.Transcript:
@@ -149,7 +159,10 @@ def test_sigterm_ends_every_session_as_the_fake_does_and_the_bridge_says_so(vllm
     assert relayed.close_code == 1011
     assert until_mark(relayed.entries) == until_mark(real.entries)
     bridge_error = ("error", ("code", "error", "type", "upstream_close_code"), "upstream_closed")
-    assert [entry for entry in after_mark(relayed.entries) if entry != STOPPED] == [bridge_error, ("closed", 1011)]
+    assert [entry for entry in after_mark(relayed.entries) if entry != STOPPED] == [
+        bridge_error,
+        ("closed", 1011),
+    ]
 
 
 #: What a running generation gets when vLLM stops.
@@ -157,9 +170,9 @@ STOPPED = ("error", ("code", "error", "type"), "processing_error")
 
 
 def until_mark(entries: list[tuple]) -> list[tuple]:
-    return entries[:entries.index(("mark", "generating")) + 1]
+    return entries[: entries.index(("mark", "generating")) + 1]
 
 
 def after_mark(entries: list[tuple]) -> list[tuple]:
-    rest = entries[entries.index(("mark", "generating")) + 1:]
+    rest = entries[entries.index(("mark", "generating")) + 1 :]
     return [entry for entry in rest if entry[0] != "transcription.delta"]

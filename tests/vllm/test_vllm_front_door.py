@@ -36,31 +36,51 @@ def real_stack(vllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         runner.stop()
 
 
-def test_voicectl_transcribe_through_the_front_door_prints_the_real_servers_transcript(real_stack, capsys):
-    args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", VOXTRAL, "--endpoint-url",
-                                       real_stack.url, "--speed", "0", "--json"])
+def test_voicectl_transcribe_through_the_front_door_prints_the_real_servers_transcript(
+    real_stack, capsys
+):
+    args = client_parser().parse_args(
+        [
+            "transcribe",
+            RECORDING,
+            "--endpoint",
+            VOXTRAL,
+            "--endpoint-url",
+            real_stack.url,
+            "--speed",
+            "0",
+            "--json",
+        ]
+    )
     assert transcribe.run(args) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert result["complete"] is True and (result["sessions"], result["reopens"]) == (1, 0)
     assert result["transcript"].strip() and set(result["transcript"]) <= set(
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")  # the tiny model's letters, every delta of them
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    )  # the tiny model's letters, every delta of them
     assert result["time_to_first_delta_s"] is not None
     assert "Traceback" not in err
 
 
-def test_the_readmes_python_example_streams_through_the_front_door(real_stack, monkeypatch, tmp_path):
+def test_the_readmes_python_example_streams_through_the_front_door(
+    real_stack, monkeypatch, tmp_path
+):
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", real_stack.url)
     voxtral, _ = readme_examples()
     done = run_example(voxtral, tmp_path)
     assert done.returncode == 0, done.stderr
     deltas, transcript, figures = done.stdout.splitlines()
-    assert transcript.strip() and transcript.split() == deltas.split()  # the transcript is what the deltas said
+    assert (
+        transcript.strip() and transcript.split() == deltas.split()
+    )  # the transcript is what the deltas said
     assert figures.startswith("time to first delta (s): ")
 
 
 def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, monkeypatch, capsys):
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test-vllm installs it)")
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test-vllm installs it)"
+    )
     from tests.unit.voicectl.clients.test_mic import PageClient, recording_url, tone
     from voicectl.clients import mic
 
@@ -73,11 +93,13 @@ def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, mo
         await client.start()
         assert (await client.next(timeout=30))["type"] == "started"
         for start in range(0, len(audio), 4800):
-            await client.connection.send(audio[start:start + 4800].astype("<f4").tobytes())
+            await client.connection.send(audio[start : start + 4800].astype("<f4").tobytes())
         await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
         return await client.until("done", timeout=120)
 
     with mic.serve(args) as page_url:
         done = asyncio.run(record(recording_url(page_url)))
-    assert done["text"].strip() and done["result"]["audio_seconds_sent"] == pytest.approx(2.0, abs=0.01)
+    assert done["text"].strip() and done["result"]["audio_seconds_sent"] == pytest.approx(
+        2.0, abs=0.01
+    )
     assert "voicectl mic: recording 1 done" in capsys.readouterr().err

@@ -139,8 +139,10 @@ def open_audio(path: str | Path) -> AudioFileInfo:
     """
     path = Path(path)
     if path.is_dir():
-        raise AudioError(f"{path}: is a directory; give the path of an audio file "
-                         f"({', '.join(SUPPORTED_FORMATS)})")
+        raise AudioError(
+            f"{path}: is a directory; give the path of an audio file "
+            f"({', '.join(SUPPORTED_FORMATS)})"
+        )
     if not path.is_file():
         raise AudioError(f"{path}: no such file")
     try:
@@ -151,9 +153,16 @@ def open_audio(path: str | Path) -> AudioFileInfo:
             "(convert others with e.g. `ffmpeg -i input.m4a output.flac`)"
         ) from error
     if info.frames <= 0:
-        raise AudioError(f"{path}: the file holds no audio samples (0 frames at {info.samplerate} Hz)")
-    return AudioFileInfo(path=path, sample_rate_hz=int(info.samplerate), channels=info.channels, frames=info.frames,
-                         declared_frames=_declared_wav_frames(path, info.format, info.frames))
+        raise AudioError(
+            f"{path}: the file holds no audio samples (0 frames at {info.samplerate} Hz)"
+        )
+    return AudioFileInfo(
+        path=path,
+        sample_rate_hz=int(info.samplerate),
+        channels=info.channels,
+        frames=info.frames,
+        declared_frames=_declared_wav_frames(path, info.format, info.frames),
+    )
 
 
 def _declared_wav_frames(path: Path, container: str, frames: int) -> int | None:
@@ -189,11 +198,20 @@ def iter_pcm16(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[b
     info = open_audio(path)
     resampler = None
     if info.sample_rate_hz != TARGET_SAMPLE_RATE_HZ:
-        resampler = soxr.ResampleStream(info.sample_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32",
-                                        quality=RESAMPLER_QUALITY)
+        resampler = soxr.ResampleStream(
+            info.sample_rate_hz,
+            TARGET_SAMPLE_RATE_HZ,
+            1,
+            dtype="float32",
+            quality=RESAMPLER_QUALITY,
+        )
     try:
-        for block in soundfile.blocks(str(info.path), blocksize=block_frames, dtype="float32", always_2d=True):
-            mono = np.ascontiguousarray(block.mean(axis=1) if info.channels > 1 else block[:, 0], dtype=np.float32)
+        for block in soundfile.blocks(
+            str(info.path), blocksize=block_frames, dtype="float32", always_2d=True
+        ):
+            mono = np.ascontiguousarray(
+                block.mean(axis=1) if info.channels > 1 else block[:, 0], dtype=np.float32
+            )
             yield float_to_pcm16(resampler.resample_chunk(mono) if resampler is not None else mono)
     except (soundfile.LibsndfileError, RuntimeError) as error:
         raise AudioError(f"{info.path}: decoding failed part way ({error})") from error
@@ -210,9 +228,13 @@ class Pcm16Resampler:
     """
 
     def __init__(self, source_rate_hz: int) -> None:
-        self._stream = (soxr.ResampleStream(source_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32",
-                                            quality=RESAMPLER_QUALITY)
-                        if source_rate_hz != TARGET_SAMPLE_RATE_HZ else None)
+        self._stream = (
+            soxr.ResampleStream(
+                source_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32", quality=RESAMPLER_QUALITY
+            )
+            if source_rate_hz != TARGET_SAMPLE_RATE_HZ
+            else None
+        )
 
     def resample(self, pcm16: bytes, last: bool = False) -> bytes:
         if len(pcm16) % PCM16_BYTES_PER_SAMPLE:
@@ -226,8 +248,9 @@ class Pcm16Resampler:
         return self.resample(b"", last=True)
 
 
-def iter_pcm16_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES, block_frames: int = BLOCK_FRAMES
-                      ) -> Iterator[bytes]:
+def iter_pcm16_chunks(
+    path: str | Path, chunk_bytes: int = CHUNK_BYTES, block_frames: int = BLOCK_FRAMES
+) -> Iterator[bytes]:
     """Decode ``path`` lazily to 16 kHz mono PCM16 in chunks of ``chunk_bytes`` (the last may be
     shorter).
 
@@ -236,8 +259,10 @@ def iter_pcm16_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES, block_fr
         ValueError: ``chunk_bytes`` is not a positive multiple of 2.
     """
     if chunk_bytes <= 0 or chunk_bytes % PCM16_BYTES_PER_SAMPLE:
-        raise ValueError(f"chunk_bytes must be a positive multiple of {PCM16_BYTES_PER_SAMPLE}, got "
-                         f"{chunk_bytes}")
+        raise ValueError(
+            f"chunk_bytes must be a positive multiple of {PCM16_BYTES_PER_SAMPLE}, got "
+            f"{chunk_bytes}"
+        )
     pending = bytearray()
     for piece in iter_pcm16(path, block_frames):
         pending += piece
@@ -271,8 +296,10 @@ def iter_chunks(pcm16: bytes, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]
     """Split PCM16 bytes into consecutive chunks of ``chunk_bytes`` (the last one may be shorter,
     never empty)."""
     if chunk_bytes <= 0 or chunk_bytes % PCM16_BYTES_PER_SAMPLE:
-        raise ValueError(f"chunk_bytes must be a positive multiple of {PCM16_BYTES_PER_SAMPLE}, got "
-                         f"{chunk_bytes}")
+        raise ValueError(
+            f"chunk_bytes must be a positive multiple of {PCM16_BYTES_PER_SAMPLE}, got "
+            f"{chunk_bytes}"
+        )
     for start in range(0, len(pcm16), chunk_bytes):
         yield pcm16[start : start + chunk_bytes]
 

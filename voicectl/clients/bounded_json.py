@@ -55,7 +55,9 @@ def check_depth(text: str | bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         if token in opening:
             depth += 1
             if depth > max_depth:
-                raise JsonBoundError(f"the JSON nests deeper than {max_depth} levels (the most accepted)")
+                raise JsonBoundError(
+                    f"the JSON nests deeper than {max_depth} levels (the most accepted)"
+                )
         else:
             depth -= 1
 
@@ -73,7 +75,9 @@ def loads_bounded(text: str | bytes, *, max_bytes: int, max_depth: int = DEFAULT
             them).
     """
     if len(text) > max_bytes:
-        raise JsonBoundError(f"the message is {len(text):,} bytes, more than the {max_bytes:,} accepted")
+        raise JsonBoundError(
+            f"the message is {len(text):,} bytes, more than the {max_bytes:,} accepted"
+        )
     check_depth(text, max_depth)
     return json.loads(text)
 

@@ -157,32 +157,52 @@ endpoint takes audio faster than real time (a replay after a dropped stream catc
 x); more waiting means the stream has stopped taking audio, and the recording ends with an error
 instead of growing without bound."""
 
-INSTALL_HINT = ("the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository "
-                "(pinned, from requirements-mic.lock), or pip install '.[mic]' where the project is "
-                "installed with pip")
+INSTALL_HINT = (
+    "the mic page needs Gradio, an optional dependency: `make mic-deps` in the repository "
+    "(pinned, from requirements-mic.lock), or pip install '.[mic]' where the project is "
+    "installed with pip"
+)
 
 _ASSETS = resources.files("voicectl.clients") / "mic_page"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``mic`` subcommand."""
-    parser = subparsers.add_parser("mic", help="transcribe your microphone live in a local web page",
-                                   description=(
-                                       "Serve a local web page (127.0.0.1) that streams your microphone "
-                                       "through the Voxtral endpoint and shows the transcript as it grows. "
-                                       "Needs the optional Gradio dependency: `make mic-deps` in the repository, or "
-                                       "pip install '.[mic]' where the project is installed with pip. "
-                                       + LIMITS_HELP.replace("the run ends with exit code 1 and one line on stderr",
-                                                             "the recording ends with one error on the page")))
+    parser = subparsers.add_parser(
+        "mic",
+        help="transcribe your microphone live in a local web page",
+        description=(
+            "Serve a local web page (127.0.0.1) that streams your microphone "
+            "through the Voxtral endpoint and shows the transcript as it grows. "
+            "Needs the optional Gradio dependency: `make mic-deps` in the repository, or "
+            "pip install '.[mic]' where the project is installed with pip. "
+            + LIMITS_HELP.replace(
+                "the run ends with exit code 1 and one line on stderr",
+                "the recording ends with one error on the page",
+            )
+        ),
+    )
     add_target_arguments(parser)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})")
-    parser.add_argument("--sonic-endpoint", metavar="NAME",
-                        help="the Sonic endpoint the page's Speak panel calls (InvokeEndpointWithResponseStream; "
-                             "runtime URL from AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME as for `voicectl speak`)")
-    parser.add_argument("--voice", metavar="ID", help="Cartesia voice ID for the Speak panel (with --sonic-endpoint)")
-    parser.add_argument("--share", action="store_true",
-                        help="also create a public gradio.live link (exposes your AWS credentials' access to "
-                             "anyone with the link; off by default)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--sonic-endpoint",
+        metavar="NAME",
+        help="the Sonic endpoint the page's Speak panel calls (InvokeEndpointWithResponseStream; "
+        "runtime URL from AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME as for `voicectl speak`)",
+    )
+    parser.add_argument(
+        "--voice",
+        metavar="ID",
+        help="Cartesia voice ID for the Speak panel (with --sonic-endpoint)",
+    )
+    parser.add_argument(
+        "--share",
+        action="store_true",
+        help="also create a public gradio.live link (exposes your AWS credentials' access to "
+        "anyone with the link; off by default)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -191,8 +211,16 @@ def launch_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     ``--share``, no browser opened, no server-side rendering (the page is one static component), no
     "Use via API" link (the page has no Gradio API), and not blocking (:func:`serve` yields,
     :func:`run` waits)."""
-    return {"server_name": MIC_HOST, "server_port": args.port, "share": bool(args.share), "inbrowser": False,
-            "prevent_thread_lock": True, "quiet": True, "ssr_mode": False, "footer_links": ["gradio", "settings"]}
+    return {
+        "server_name": MIC_HOST,
+        "server_port": args.port,
+        "share": bool(args.share),
+        "inbrowser": False,
+        "prevent_thread_lock": True,
+        "quiet": True,
+        "ssr_mode": False,
+        "footer_links": ["gradio", "settings"],
+    }
 
 
 def import_gradio() -> Any:
@@ -228,10 +256,15 @@ class MicTranscriber:
         on_replay: called with a one-line reason when a session is replayed on a new stream.
     """
 
-    def __init__(self, opener: TransportOpener, *, model: str = DEFAULT_MODEL,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
-                 on_delta: Callable[[str], None] = lambda delta: None,
-                 on_replay: Callable[[str], None] = lambda reason: None) -> None:
+    def __init__(
+        self,
+        opener: TransportOpener,
+        *,
+        model: str = DEFAULT_MODEL,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        on_delta: Callable[[str], None] = lambda delta: None,
+        on_replay: Callable[[str], None] = lambda reason: None,
+    ) -> None:
         self._opener = opener
         self._model = model
         self._session_limit_s = session_limit_s
@@ -265,12 +298,19 @@ class MicTranscriber:
             RealtimeError: the stream cannot be opened (the message says what to check).
         """
         self._first_transport = await self._opener()
-        self.task = asyncio.create_task(transcribe_stream(
-            self._chunks(), self._open, model=self._model, on_delta=self._answered, on_replay=self._on_replay,
-            on_session_text=lambda text: self._answered(None), on_accepted=self.accepted.set,
-            transcript=self._transcript,
-            session_limit_s=self._session_limit_s,
-        ))
+        self.task = asyncio.create_task(
+            transcribe_stream(
+                self._chunks(),
+                self._open,
+                model=self._model,
+                on_delta=self._answered,
+                on_replay=self._on_replay,
+                on_session_text=lambda text: self._answered(None),
+                on_accepted=self.accepted.set,
+                transcript=self._transcript,
+                session_limit_s=self._session_limit_s,
+            )
+        )
 
     def _answered(self, delta: str | None) -> None:
         self.last_answer_at = time.monotonic()
@@ -292,8 +332,9 @@ class MicTranscriber:
         if self._resampler is None or self._sample_rate_hz != sample_rate_hz:
             self._flush_resampler()
             self._sample_rate_hz = sample_rate_hz
-            self._resampler = soxr.ResampleStream(sample_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32",
-                                                  quality=RESAMPLER_QUALITY)
+            self._resampler = soxr.ResampleStream(
+                sample_rate_hz, TARGET_SAMPLE_RATE_HZ, 1, dtype="float32", quality=RESAMPLER_QUALITY
+            )
         self._queue_pcm(float_to_pcm16(self._resampler.resample_chunk(mono)))
 
     def end_audio(self) -> None:
@@ -346,7 +387,9 @@ class MicTranscriber:
 
     def _flush_resampler(self) -> None:
         if self._resampler is not None:
-            self._queue_pcm(float_to_pcm16(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)))
+            self._queue_pcm(
+                float_to_pcm16(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True))
+            )
             self._resampler = None
 
     def _queue_pcm(self, pcm16: bytes) -> None:
@@ -360,8 +403,10 @@ class MicTranscriber:
         :data:`MAX_QUEUED_AUDIO_S`."""
         waiting_s = (self._queued_bytes + len(chunk)) / (2 * TARGET_SAMPLE_RATE_HZ)
         if waiting_s > MAX_QUEUED_AUDIO_S:
-            raise AudioOverrun(f"the endpoint stopped taking audio: {waiting_s:.0f} s of it is waiting to be sent "
-                               f"(at most {MAX_QUEUED_AUDIO_S:.0f} s is kept)")
+            raise AudioOverrun(
+                f"the endpoint stopped taking audio: {waiting_s:.0f} s of it is waiting to be sent "
+                f"(at most {MAX_QUEUED_AUDIO_S:.0f} s is kept)"
+            )
         self._queued_bytes += len(chunk)
         self._queue.put_nowait(chunk)
 
@@ -384,8 +429,12 @@ class StreamStalled(Exception):
     that does not finish); the message says which, in the user's words."""
 
 
-async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
-                clock: Callable[[], float] = time.monotonic) -> NoReturn:
+async def watch(
+    transcriber: MicTranscriber,
+    page: PageSocket,
+    target: str,
+    clock: Callable[[], float] = time.monotonic,
+) -> NoReturn:
     """The recording's watchdog: tell the page when the endpoint has not answered for
     :data:`STALL_NOTICE_S` while audio is sent (``{"type": "stall", "silent_s"}``, and ``{"type":
     "stall", "silent_s": 0}`` once it answers again), and raise :class:`StreamStalled` when the
@@ -400,28 +449,41 @@ async def watch(transcriber: MicTranscriber, page: PageSocket, target: str,
         if not transcriber.accepted.is_set():
             # Never accepted: that is the diagnosis, whichever deadline passes first (Stop's, when
             # the stream opens so late that no audio has been sent yet).
-            for since, limit_s in ((transcriber.first_sent_at, FIRST_ANSWER_TIMEOUT_S),
-                                   (transcriber.audio_ended_at, STOP_TIMEOUT_S)):
+            for since, limit_s in (
+                (transcriber.first_sent_at, FIRST_ANSWER_TIMEOUT_S),
+                (transcriber.audio_ended_at, STOP_TIMEOUT_S),
+            ):
                 if since is not None and now - since > limit_s:
-                    raise StreamStalled(f"{target} did not accept the stream: nothing came back in {limit_s:.0f} "
-                                        "s. Check that the endpoint is in service and its logs, then press "
-                                        "Record again.")
-        if transcriber.audio_ended_at is not None and now - transcriber.audio_ended_at > STOP_TIMEOUT_S:
-            raise StreamStalled(f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
-                                "stopped answering. Check that the endpoint is in service and its logs, then press "
-                                "Record again.")
+                    raise StreamStalled(
+                        f"{target} did not accept the stream: nothing came back in {limit_s:.0f} "
+                        "s. Check that the endpoint is in service and its logs, then press "
+                        "Record again."
+                    )
+        if (
+            transcriber.audio_ended_at is not None
+            and now - transcriber.audio_ended_at > STOP_TIMEOUT_S
+        ):
+            raise StreamStalled(
+                f"The transcript did not finish within {STOP_TIMEOUT_S:.0f} s of Stop: {target} "
+                "stopped answering. Check that the endpoint is in service and its logs, then press "
+                "Record again."
+            )
         if transcriber.first_sent_at is None:
             continue
         if transcriber.last_answer_at is None:
             if now - transcriber.first_sent_at > FIRST_ANSWER_TIMEOUT_S:
-                raise StreamStalled(f"{target} accepted the stream but sent nothing back in "
-                                    f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and "
-                                    "its logs, then press Record again.")
+                raise StreamStalled(
+                    f"{target} accepted the stream but sent nothing back in "
+                    f"{FIRST_ANSWER_TIMEOUT_S:.0f} s. Check that the endpoint is in service and "
+                    "its logs, then press Record again."
+                )
             continue
         silent_s = now - max(transcriber.last_answer_at, transcriber.first_sent_at)
         if silent_s > STALL_TIMEOUT_S and transcriber.audio_ended_at is None:
-            raise StreamStalled(f"{target} stopped answering: nothing for {STALL_TIMEOUT_S:.0f} s while audio was "
-                                "sent. Check that the endpoint is in service and its logs, then press Record again.")
+            raise StreamStalled(
+                f"{target} stopped answering: nothing for {STALL_TIMEOUT_S:.0f} s while audio was "
+                "sent. Check that the endpoint is in service and its logs, then press Record again."
+            )
         if silent_s > STALL_NOTICE_S and transcriber.audio_ended_at is None:
             if (shown := max(1, int(silent_s))) != stalled:  # once per whole second
                 stalled = shown
@@ -466,7 +528,11 @@ class PageSocket:
 
         try:
             await self._websocket.send_text(json.dumps(event))
-        except (WebSocketDisconnect, OSError, RuntimeError) as error:  # RuntimeError: sent after the close
+        except (
+            WebSocketDisconnect,
+            OSError,
+            RuntimeError,
+        ) as error:  # RuntimeError: sent after the close
             raise PageClosed(getattr(error, "code", None)) from error
 
     async def close(self) -> None:
@@ -485,15 +551,23 @@ async def read_start(page: PageSocket) -> int:
     event = _json_object(message)
     rate = event.get("sample_rate_hz")
     if event.get("type") != "start" or not isinstance(rate, int) or isinstance(rate, bool):
-        raise PageProtocolError('the first message must be {"type": "start", "sample_rate_hz": N}, '
-                                f"got {message!r:.200}")
+        raise PageProtocolError(
+            'the first message must be {"type": "start", "sample_rate_hz": N}, '
+            f"got {message!r:.200}"
+        )
     if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
-        raise PageProtocolError(f"sample rate {rate} Hz is outside {MIN_SAMPLE_RATE_HZ}-{MAX_SAMPLE_RATE_HZ} Hz")
+        raise PageProtocolError(
+            f"sample rate {rate} Hz is outside {MIN_SAMPLE_RATE_HZ}-{MAX_SAMPLE_RATE_HZ} Hz"
+        )
     return rate
 
 
-async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_hz: int,
-                     opened_at: float | None = None) -> NoReturn:
+async def read_audio(
+    page: PageSocket,
+    transcriber: MicTranscriber,
+    sample_rate_hz: int,
+    opened_at: float | None = None,
+) -> NoReturn:
     """Feed the page's audio frames to ``transcriber`` until ``stop``, then watch the socket for the
     page leaving.
 
@@ -514,12 +588,16 @@ async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_
             raise PageProtocolError(f"the page sent a message after stop: {message!r:.200}")
         if isinstance(message, bytes):
             if len(message) % 4:
-                raise PageProtocolError(f"an audio frame of {len(message)} bytes is not whole float32 samples")
+                raise PageProtocolError(
+                    f"an audio frame of {len(message)} bytes is not whole float32 samples"
+                )
             elapsed_s = time.monotonic() - opened_at
             audio_s = (received + len(message) // 4) / sample_rate_hz
             if audio_s > elapsed_s + MAX_AHEAD_S:
-                raise AudioOverrun(f"the page sent {audio_s:.1f} s of audio in {elapsed_s:.1f} s, faster than a "
-                                   f"microphone records (at most {MAX_AHEAD_S:.0f} s ahead of real time)")
+                raise AudioOverrun(
+                    f"the page sent {audio_s:.1f} s of audio in {elapsed_s:.1f} s, faster than a "
+                    f"microphone records (at most {MAX_AHEAD_S:.0f} s ahead of real time)"
+                )
             samples = np.frombuffer(message, dtype="<f4")
             if not np.isfinite(samples).all():
                 raise PageProtocolError("an audio frame holds samples that are not finite numbers")
@@ -530,7 +608,9 @@ async def read_audio(page: PageSocket, transcriber: MicTranscriber, sample_rate_
         if event.get("type") != "stop":
             raise PageProtocolError(f"expected audio or stop, got {message!r:.200}")
         if event.get("samples") != received:
-            raise PageProtocolError(f"the page recorded {event.get('samples')} samples but {received} arrived")
+            raise PageProtocolError(
+                f"the page recorded {event.get('samples')} samples but {received} arrived"
+            )
         transcriber.end_audio()
         stopped = True
 
@@ -621,18 +701,33 @@ class MicServer:
         """``app_kwargs`` for ``gradio.Blocks.launch``: the recording route and the lifespan."""
         from starlette.routing import WebSocketRoute
 
-        return {"routes": [WebSocketRoute(RECORDING_PATH, self.serve_recording),
-                           WebSocketRoute(SPEAK_PATH, self.serve_speak)], "lifespan": self.lifespan}
+        return {
+            "routes": [
+                WebSocketRoute(RECORDING_PATH, self.serve_recording),
+                WebSocketRoute(SPEAK_PATH, self.serve_speak),
+            ],
+            "lifespan": self.lifespan,
+        }
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         """Runs on the server's event loop, before it takes a request: put the :class:`PageGuard` in
         front of the whole app (outside Gradio's own middleware, whose CORS layer answers preflights
         without calling the app), note the loop, and close the target when the server stops."""
-        stack = app.middleware_stack if app.middleware_stack is not None else app.build_middleware_stack()
-        self.guard = PageGuard(stack, hosts=page_hosts(self._args.port), websocket_paths=[RECORDING_PATH, SPEAK_PATH],
-                                log=log)
-        app.middleware_stack = self.guard  # Starlette calls middleware_stack for every request once it is set
+        stack = (
+            app.middleware_stack
+            if app.middleware_stack is not None
+            else app.build_middleware_stack()
+        )
+        self.guard = PageGuard(
+            stack,
+            hosts=page_hosts(self._args.port),
+            websocket_paths=[RECORDING_PATH, SPEAK_PATH],
+            log=log,
+        )
+        app.middleware_stack = (
+            self.guard
+        )  # Starlette calls middleware_stack for every request once it is set
         self._loop = asyncio.get_running_loop()
         self._serving.set()
         try:
@@ -650,7 +745,9 @@ class MicServer:
             TimeoutError: the server did not come up within :data:`SERVER_START_TIMEOUT_S`.
         """
         if not self._serving.wait(SERVER_START_TIMEOUT_S):
-            raise TimeoutError(f"the page's server did not start within {SERVER_START_TIMEOUT_S:.0f} s")
+            raise TimeoutError(
+                f"the page's server did not start within {SERVER_START_TIMEOUT_S:.0f} s"
+            )
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self._open_target(), self._loop).result()
 
@@ -670,23 +767,36 @@ class MicServer:
             if event.get("type") != "speak" or not isinstance(text, str) or not text.strip():
                 raise PageProtocolError('expected {"type": "speak", "text": "..."} with some text')
             if len(text) > MAX_SPEAK_CHARS:
-                raise PageProtocolError(f"the text has {len(text)} characters; at most {MAX_SPEAK_CHARS} are spoken "
-                                        "at once (voicectl speak reads longer texts from a file)")
+                raise PageProtocolError(
+                    f"the text has {len(text)} characters; at most {MAX_SPEAK_CHARS} are spoken "
+                    "at once (voicectl speak reads longer texts from a file)"
+                )
             if not self._args.sonic_endpoint or not self._args.voice:
-                raise PageProtocolError("Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
-                                        "--voice ID")
+                raise PageProtocolError(
+                    "Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
+                    "--voice ID"
+                )
             request = SonicRequest(transcript=text, voice_id=self._args.voice)
             await page.send({"type": "audio", "sample_rate_hz": request.sample_rate_hz})
             result = await self._speak(page, request)
-            await page.send({"type": "done", "time_to_first_audio_s": result.time_to_first_audio_s,
-                             "audio_s": len(result.audio.pcm16) / 2 / request.sample_rate_hz})
-            log(f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
-                f"{result.time_to_first_audio_s or 0:.3f} s")
+            await page.send(
+                {
+                    "type": "done",
+                    "time_to_first_audio_s": result.time_to_first_audio_s,
+                    "audio_s": len(result.audio.pcm16) / 2 / request.sample_rate_hz,
+                }
+            )
+            log(
+                f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
+                f"{result.time_to_first_audio_s or 0:.3f} s"
+            )
         except PageClosed:
             pass
         except (PageProtocolError, TimeoutError, ValueError) as error:
             await self._speak_failed(page, str(error) or "the page sent no text in time")
-        except Exception as error:  # SpeakError, SonicStreamError, botocore errors: said on the page and terminal
+        except (
+            Exception
+        ) as error:  # SpeakError, SonicStreamError, botocore errors: said on the page and terminal
             await self._speak_failed(page, str(error))
         finally:
             await page.close()
@@ -710,7 +820,9 @@ class MicServer:
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
 
         calling = asyncio.ensure_future(asyncio.to_thread(call))
-        calling.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen if the page left
+        calling.add_done_callback(
+            lambda task: task.cancelled() or task.exception()
+        )  # seen if the page left
         while (pcm := await chunks.get()) is not None:
             await self._send_bytes(page, pcm)
         return await calling
@@ -725,14 +837,23 @@ class MicServer:
     async def _speak_failed(self, page: PageSocket, message: str) -> None:
         log(f"speak failed: {message}")
         with contextlib.suppress(PageClosed):
-            await page.send({"type": "error", "message": message,
-                             "summary": summarize_error(message, f"Sonic endpoint {self._args.sonic_endpoint}")})
+            await page.send(
+                {
+                    "type": "error",
+                    "message": message,
+                    "summary": summarize_error(
+                        message, f"Sonic endpoint {self._args.sonic_endpoint}"
+                    ),
+                }
+            )
 
     async def serve_recording(self, websocket: Any) -> None:
         """The :data:`RECORDING_PATH` route: one recording, from ``start`` to ``done`` or an
         error."""
         number = next(self._numbers)
-        await websocket.accept()  # Host, Origin and route were checked by the PageGuard in front of the app
+        await (
+            websocket.accept()
+        )  # Host, Origin and route were checked by the PageGuard in front of the app
         opened_at = time.monotonic()
         page = PageSocket(websocket)
         try:
@@ -748,17 +869,27 @@ class MicServer:
         except PageProtocolError as error:
             return await self._fail(page, number, f"the page sent a bad message: {error}")
         except TimeoutError:
-            return await self._fail(page, number,
-                                    f"the page sent no start message within {START_MESSAGE_TIMEOUT_S:.0f} s")
+            return await self._fail(
+                page,
+                number,
+                f"the page sent no start message within {START_MESSAGE_TIMEOUT_S:.0f} s",
+            )
         if self._opener is None:
-            return await self._fail(page, number, "voicectl mic is still starting: press Record again in a moment")
+            return await self._fail(
+                page, number, "voicectl mic is still starting: press Record again in a moment"
+            )
 
         def replayed(reason: str) -> None:
             log(f"recording {number}: {reason}")
             publisher.update()
 
-        transcriber = MicTranscriber(self._opener, model=self._args.model, session_limit_s=self._args.session_limit,
-                                     on_delta=lambda delta: publisher.update(), on_replay=replayed)
+        transcriber = MicTranscriber(
+            self._opener,
+            model=self._args.model,
+            session_limit_s=self._args.session_limit,
+            on_delta=lambda delta: publisher.update(),
+            on_replay=replayed,
+        )
         publisher = TranscriptPublisher(page, transcriber)
         reader = asyncio.create_task(read_audio(page, transcriber, sample_rate_hz, opened_at))
         opening = asyncio.create_task(transcriber.start())
@@ -772,18 +903,28 @@ class MicServer:
                 # the page left (or misbehaved) while the stream was opening: raises
                 reader.result()
             opening.result()
-            watchdog = asyncio.create_task(watch(transcriber, page, self.target))  # also bounds the wait to accept
+            watchdog = asyncio.create_task(
+                watch(transcriber, page, self.target)
+            )  # also bounds the wait to accept
             assert transcriber.task is not None
             # "Recording" only once the endpoint accepted: an opened stream may still be refused
             # (module docstring).
             accepting = asyncio.create_task(transcriber.accepted.wait())
-            await asyncio.wait({accepting, reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {accepting, reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED
+            )
             if transcriber.accepted.is_set():
-                log(f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target} "
-                    "(it accepted the stream)")
+                log(
+                    f"recording {number}: streaming {sample_rate_hz} Hz audio to {self.target} "
+                    "(it accepted the stream)"
+                )
                 await page.send({"type": "started", "target": self.target})
-                publishing = asyncio.create_task(publisher.run())  # after "started": no text before it
-                await asyncio.wait({reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+                publishing = asyncio.create_task(
+                    publisher.run()
+                )  # after "started": no text before it
+                await asyncio.wait(
+                    {reader, transcriber.task, watchdog}, return_when=asyncio.FIRST_COMPLETED
+                )
             if watchdog.done():
                 watchdog.result()  # raises StreamStalled
             if not transcriber.task.done():
@@ -791,15 +932,25 @@ class MicServer:
             result = transcriber.task.result()
             if publishing is not None:
                 await _stop_task(publishing)
-            await page.send({"type": "done", "text": result.transcript, "figures": format_figures(result),
-                             "result": result.as_dict()})
+            await page.send(
+                {
+                    "type": "done",
+                    "text": result.transcript,
+                    "figures": format_figures(result),
+                    "result": result.as_dict(),
+                }
+            )
             log(f"recording {number} done: {format_figures(result)}")
         except PageClosed as closed:
-            log(f"recording {number} abandoned: the page's WebSocket closed ({closed}) "
+            log(
+                f"recording {number} abandoned: the page's WebSocket closed ({closed}) "
                 f"{time.monotonic() - began:.1f} s after the start, before Stop; its stream to "
-                "the endpoint is closed")
+                "the endpoint is closed"
+            )
         except PageProtocolError as error:
-            await self._fail(page, number, f"the page sent a bad message: {error}", publisher.text())
+            await self._fail(
+                page, number, f"the page sent a bad message: {error}", publisher.text()
+            )
         except StreamStalled as error:  # already in the user's words
             await self._fail(page, number, str(error), publisher.text(), summary=str(error))
         except (RealtimeError, AudioOverrun) as error:
@@ -810,15 +961,27 @@ class MicServer:
                     await _stop_task(task)
             await transcriber.cancel()
 
-    async def _fail(self, page: PageSocket, number: int, message: str, text: str = "",
-                    summary: str | None = None) -> None:
+    async def _fail(
+        self,
+        page: PageSocket,
+        number: int,
+        message: str,
+        text: str = "",
+        summary: str | None = None,
+    ) -> None:
         """End the recording with one error: on the terminal and on the page (which stops
         recording), there as one line in the user's words (``summary``) with the full ``message``
         behind a details toggle."""
         log(f"recording {number} failed: {message}")
         with contextlib.suppress(PageClosed):
-            await page.send({"type": "error", "message": message, "text": text,
-                             "summary": summary or summarize_error(message, self.target)})
+            await page.send(
+                {
+                    "type": "error",
+                    "message": message,
+                    "text": text,
+                    "summary": summary or summarize_error(message, self.target),
+                }
+            )
 
 
 def summarize_error(message: str, target: str) -> str:
@@ -830,27 +993,48 @@ def summarize_error(message: str, target: str) -> str:
     """
     lowered = message.lower()
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
-        return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
-                "https://, so check that --endpoint-url starts with https://.")
-    if message.startswith("ModelError") and (refused := re.search(r"\(status (4\d\d)\): ([^.]*)", message)):
-        return (f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the "
-                "voice ID and the text.")
+        return (
+            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
+            "https://, so check that --endpoint-url starts with https://."
+        )
+    if message.startswith("ModelError") and (
+        refused := re.search(r"\(status (4\d\d)\): ([^.]*)", message)
+    ):
+        return (
+            f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the "
+            "voice ID and the text."
+        )
     if message.startswith("ModelError"):
-        return (f"{target} could not reach its model container. Check that the endpoint is in "
-                "service and its CloudWatch logs, then press Record again.")
+        return (
+            f"{target} could not reach its model container. Check that the endpoint is in "
+            "service and its CloudWatch logs, then press Record again."
+        )
     if message.startswith("cannot open a WebSocket"):
-        return (f"{target} is not reachable. Check that the container is running, then press Record "
-                "again.")
+        return (
+            f"{target} is not reachable. Check that the container is running, then press Record "
+            "again."
+        )
     if "certificate" in lowered or "tls_error" in lowered:
-        return ("The endpoint's certificate is not trusted. Check AWS_CA_BUNDLE, then press Record "
-                "again.")
+        return (
+            "The endpoint's certificate is not trusted. Check AWS_CA_BUNDLE, then press Record "
+            "again."
+        )
     if "credentials" in lowered or "signature" in lowered:
-        return "AWS refused the credentials. Check them (aws sts get-caller-identity) and the Region."
+        return (
+            "AWS refused the credentials. Check them (aws sts get-caller-identity) and the Region."
+        )
     if "access denied" in lowered:
-        return ("Access denied: the caller needs sagemaker:InvokeEndpointWithBidirectionalStream on "
-                "the endpoint.")
+        return (
+            "Access denied: the caller needs sagemaker:InvokeEndpointWithBidirectionalStream on "
+            "the endpoint."
+        )
     if message.startswith(("the page sent", "the endpoint stopped taking audio")):
-        return "The recording was stopped: " + message[0].lower() + message[1:].split(". ")[0].rstrip(".") + "."
+        return (
+            "The recording was stopped: "
+            + message[0].lower()
+            + message[1:].split(". ")[0].rstrip(".")
+            + "."
+        )
     first = message.split(". ")[0].split("; ")[0].rstrip(".")
     return first[0].upper() + first[1:] + "." if first else message
 
@@ -867,12 +1051,18 @@ def build_page(gr: Any, server: MicServer) -> Any:
     """Build the Gradio Blocks page (``gr`` is the gradio module): a heading and the recorder
     component."""
     with gr.Blocks(title="voicectl mic", analytics_enabled=False) as page:
-        gr.Markdown(f"### Live transcription\nStreaming to {server.target}. Press **Record**, speak, "
-                    "press **Stop**.")
-        gr.HTML(html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
-                css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
-                js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
-                recording_path=RECORDING_PATH.lstrip("/"), speak_path=SPEAK_PATH.lstrip("/"), target=server.target)
+        gr.Markdown(
+            f"### Live transcription\nStreaming to {server.target}. Press **Record**, speak, "
+            "press **Stop**."
+        )
+        gr.HTML(
+            html_template=(_ASSETS / "recorder.html").read_text("utf-8"),
+            css_template=(_ASSETS / "recorder.css").read_text("utf-8"),
+            js_on_load=(_ASSETS / "recorder.js").read_text("utf-8"),
+            recording_path=RECORDING_PATH.lstrip("/"),
+            speak_path=SPEAK_PATH.lstrip("/"),
+            target=server.target,
+        )
     return page
 
 
@@ -895,14 +1085,18 @@ def serve(args: argparse.Namespace, gradio_module: Any = None) -> Iterator[str]:
     page = build_page(gr, server)
     settings = launch_kwargs(args)
     if settings["share"]:
-        log("--share creates a public link: anyone who has it can call the endpoint with your "
-            "AWS credentials. Close the page when done.")
+        log(
+            "--share creates a public link: anyone who has it can call the endpoint with your "
+            "AWS credentials. Close the page when done."
+        )
     try:
         page.launch(**settings, app_kwargs=server.app_kwargs())
     except OSError as error:  # gradio: "Cannot find empty port in range: N-N. ..."
-        raise UsageError(f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); "
-                         "another program (or another voicectl mic) uses the port: pass --port with a free "
-                         "one") from error
+        raise UsageError(
+            f"cannot serve the page on {MIC_HOST}:{args.port} ({str(error).split('. ')[0]}); "
+            "another program (or another voicectl mic) uses the port: pass --port with a free "
+            "one"
+        ) from error
     try:
         if page.share_url:
             server.allow_share_link(page.share_url)

@@ -44,7 +44,10 @@ PAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("http", re.compile(r"/static/[A-Za-z0-9._/-]+")),
     ("http", re.compile(r"/(gradio_api/)?theme\.css")),
     ("http", re.compile(r"/favicon\.ico")),
-    ("http", re.compile(r"/gradio_api/startup-events")),  # called by Gradio's launch() itself, from this process
+    (
+        "http",
+        re.compile(r"/gradio_api/startup-events"),
+    ),  # called by Gradio's launch() itself, from this process
 )
 """(ASGI scope type, path) of every request the page makes besides its recording WebSocket (added by
 :class:`PageGuard`), as Chromium loading the page and recording showed them (gradio 6.31,
@@ -58,13 +61,17 @@ MAX_LOGGED_REFUSALS = 20
 send thousands, each with another name)."""
 
 Scope = dict[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+ASGIApp = Callable[
+    [Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]
+]
 
 
 def page_hosts(port: int, extra: Iterable[str] = ()) -> frozenset[str]:
     """The ``Host`` values the page accepts: each loopback name with ``port``, plus ``extra`` as
     given (lower case)."""
-    return frozenset({f"{name}:{port}" for name in LOOPBACK_NAMES} | {host.lower() for host in extra})
+    return frozenset(
+        {f"{name}:{port}" for name in LOOPBACK_NAMES} | {host.lower() for host in extra}
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -86,9 +93,15 @@ class PageGuard:
         log: prints one line for the terminal.
     """
 
-    def __init__(self, app: ASGIApp, *, hosts: frozenset[str], websocket_paths: Iterable[str],
-                 https_hosts: frozenset[str] = frozenset(),
-                 log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: frozenset[str],
+        websocket_paths: Iterable[str],
+        https_hosts: frozenset[str] = frozenset(),
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.https_hosts = https_hosts
@@ -102,25 +115,36 @@ class PageGuard:
         """``(rule, reason)`` when ``scope`` is refused, else None."""
         host = (_header(scope, b"host") or "").lower()
         if host not in self.hosts:
-            return "host", (f"Host {host!r} is not a name of this page ({', '.join(sorted(self.hosts))}): a "
-                            "page on another site pointed its own name at this machine (DNS rebinding)")
+            return "host", (
+                f"Host {host!r} is not a name of this page ({', '.join(sorted(self.hosts))}): a "
+                "page on another site pointed its own name at this machine (DNS rebinding)"
+            )
         origin = _header(scope, b"origin")
         if origin is not None:
             scheme = "https" if host in self.https_hosts else "http"
             parts = urlsplit(origin)
             if origin == "null" or (parts.scheme, parts.netloc.lower()) != (scheme, host):
                 return "origin", f"Origin {origin!r} is not this page ({scheme}://{host})"
-        if (_header(scope, b"sec-fetch-site") == "cross-site" and _header(scope, b"sec-fetch-mode") != "navigate"):
-            return "origin", ("the browser marked the request as coming from another site (Sec-Fetch-Site: "
-                              "cross-site)")
+        if (
+            _header(scope, b"sec-fetch-site") == "cross-site"
+            and _header(scope, b"sec-fetch-mode") != "navigate"
+        ):
+            return "origin", (
+                "the browser marked the request as coming from another site (Sec-Fetch-Site: "
+                "cross-site)"
+            )
         path = scope.get("path", "")
         if scope["type"] == "websocket":
             allowed = path in self._websocket_paths
         else:
             allowed = scope.get("method") in SAFE_METHODS and any(
-                kind == "http" and pattern.fullmatch(path) for kind, pattern in PAGE_ROUTES)
+                kind == "http" and pattern.fullmatch(path) for kind, pattern in PAGE_ROUTES
+            )
         if not allowed:
-            return "route", f"{scope.get('method', 'WebSocket')} {path[:200]!r} is not a route of this page"
+            return (
+                "route",
+                f"{scope.get('method', 'WebSocket')} {path[:200]!r} is not a route of this page",
+            )
         return None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -134,14 +158,30 @@ class PageGuard:
         if reason not in self._logged and len(self._logged) < MAX_LOGGED_REFUSALS:
             self._logged.add(reason)
             last = len(self._logged) == MAX_LOGGED_REFUSALS
-            self._log(f"refused a request: {reason}" + ("; further refusals are not printed" if last else ""))
+            self._log(
+                f"refused a request: {reason}"
+                + ("; further refusals are not printed" if last else "")
+            )
         if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})  # before accept: the server answers HTTP 403
+            await send(
+                {"type": "websocket.close", "code": 1008}
+            )  # before accept: the server answers HTTP 403
             return
         status = 404 if rule == "route" else 403
-        body = (b"not found\n" if rule == "route" else
-                b"forbidden: this page answers only itself, at http://127.0.0.1:PORT\n")
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+        body = (
+            b"not found\n"
+            if rule == "route"
+            else b"forbidden: this page answers only itself, at http://127.0.0.1:PORT\n"
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

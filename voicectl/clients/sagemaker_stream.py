@@ -65,13 +65,25 @@ OPEN_TIMEOUT_S = 30.0
 """Seconds allowed to open a stream (sign, connect, TLS, HTTP/2 and SageMaker's connection to the
 container)."""
 
-SIGNATURE_ERRORS = frozenset({"MissingAuthenticationTokenException", "IncompleteSignatureException",
-                              "InvalidSignatureException", "UnrecognizedClientException", "ExpiredTokenException"})
+SIGNATURE_ERRORS = frozenset(
+    {
+        "MissingAuthenticationTokenException",
+        "IncompleteSignatureException",
+        "InvalidSignatureException",
+        "UnrecognizedClientException",
+        "ExpiredTokenException",
+    }
+)
 """Errors AWS's front end answers (HTTP 400/403) for a request that is unsigned, signed wrongly or
 with an unknown or expired key."""
 
-UNREACHABLE_ERRORS = ("AWS_IO_DNS", "AWS_IO_SOCKET_CONNECTION_REFUSED", "AWS_IO_SOCKET_TIMEOUT",
-                      "AWS_IO_SOCKET_NO_ROUTE_TO_HOST", "AWS_IO_SOCKET_NETWORK_DOWN")
+UNREACHABLE_ERRORS = (
+    "AWS_IO_DNS",
+    "AWS_IO_SOCKET_CONNECTION_REFUSED",
+    "AWS_IO_SOCKET_TIMEOUT",
+    "AWS_IO_SOCKET_NO_ROUTE_TO_HOST",
+    "AWS_IO_SOCKET_NETWORK_DOWN",
+)
 """awscrt error names (``aws-c-io`` ``include/aws/io/io.h``) meaning the runtime host was not
 resolved or not reached."""
 
@@ -150,7 +162,9 @@ them)."""
 def _pool_of(client: Any) -> dict[Any, Any] | None:
     """The connection pool of an SDK client's awscrt HTTP client (smithy-http 0.6 private
     ``_connections``), if any."""
-    http = getattr(getattr(client, "_config", None) or getattr(client, "config", None), "transport", None)
+    http = getattr(
+        getattr(client, "_config", None) or getattr(client, "config", None), "transport", None
+    )
     pool = getattr(http, "_connections", None)
     return pool if isinstance(pool, dict) else None
 
@@ -166,7 +180,6 @@ def _connection_for(client: Any) -> Any:
         if scheme == parts.scheme and host == parts.hostname:
             return connection
     return None
-
 
 
 def bidi_endpoint_uri(region: str) -> str:
@@ -185,7 +198,9 @@ class BotocoreCredentialsResolver:
     """
 
     def __init__(self, session: Any) -> None:
-        self._session = getattr(session, "_session", session)  # boto3.Session wraps a botocore Session
+        self._session = getattr(
+            session, "_session", session
+        )  # boto3.Session wraps a botocore Session
         self._credentials: Any = None
 
     async def get_identity(self, *, properties: Any = None) -> Any:
@@ -205,7 +220,8 @@ class BotocoreCredentialsResolver:
                 self._credentials = await asyncio.to_thread(self._session.get_credentials)
             if self._credentials is None:
                 raise SmithyIdentityError(
-                    "none found in the environment, profiles, SSO, container or instance role")
+                    "none found in the environment, profiles, SSO, container or instance role"
+                )
             refresh_needed = getattr(self._credentials, "refresh_needed", None)
             if callable(refresh_needed) and refresh_needed():
                 frozen = await asyncio.to_thread(self._credentials.get_frozen_credentials)
@@ -213,10 +229,14 @@ class BotocoreCredentialsResolver:
                 frozen = self._credentials.get_frozen_credentials()
         except SmithyIdentityError:
             raise
-        except Exception as error:  # botocore raises many types (NoCredentialsError, SSO token errors, ...)
+        except (
+            Exception
+        ) as error:  # botocore raises many types (NoCredentialsError, SSO token errors, ...)
             raise SmithyIdentityError(f"cannot load AWS credentials: {error}") from error
         return AWSCredentialsIdentity(
-            access_key_id=frozen.access_key, secret_access_key=frozen.secret_key, session_token=frozen.token
+            access_key_id=frozen.access_key,
+            secret_access_key=frozen.secret_key,
+            session_token=frozen.token,
         )
 
     async def invalidate(self) -> None:
@@ -224,7 +244,9 @@ class BotocoreCredentialsResolver:
         self._credentials = None
 
 
-async def resolve_credentials(resolver: BotocoreCredentialsResolver, timeout_s: float = CREDENTIALS_TIMEOUT_S) -> None:
+async def resolve_credentials(
+    resolver: BotocoreCredentialsResolver, timeout_s: float = CREDENTIALS_TIMEOUT_S
+) -> None:
     """Resolve ``resolver``'s identity once, before any stream opens.
 
     smithy-core 0.9 does not report an identity failure on a duplex stream: ``duplex_stream`` awaits
@@ -242,8 +264,11 @@ async def resolve_credentials(resolver: BotocoreCredentialsResolver, timeout_s: 
     except SmithyIdentityError as error:
         raise RealtimeError(no_credentials_message(error), code="credentials") from error
     except TimeoutError:
-        raise RealtimeError(f"resolving AWS credentials took more than {timeout_s:.0f} s; check the profile's "
-                            "credential source (SSO, role, instance metadata)", code="credentials") from None
+        raise RealtimeError(
+            f"resolving AWS credentials took more than {timeout_s:.0f} s; check the profile's "
+            "credential source (SSO, role, instance metadata)",
+            code="credentials",
+        ) from None
 
 
 def default_http_transport(ca_bundle: str | None = None) -> Any:
@@ -305,9 +330,15 @@ def ignore_completed_stream_writes(loop: asyncio.AbstractEventLoop) -> None:
     loop.set_exception_handler(handler)
 
 
-async def create_client(region: str, credentials_resolver: Any, *, http_transport: Any = None,
-                        endpoint_uri: str | None = None, ca_bundle: str | None = None,
-                        profile: str | None = None) -> Any:
+async def create_client(
+    region: str,
+    credentials_resolver: Any,
+    *,
+    http_transport: Any = None,
+    endpoint_uri: str | None = None,
+    ca_bundle: str | None = None,
+    profile: str | None = None,
+) -> Any:
     """Build an ``AsyncSageMakerRuntimeHTTP2Client`` for ``region``.
 
     Args:
@@ -333,21 +364,30 @@ async def create_client(region: str, credentials_resolver: Any, *, http_transpor
     config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
         profile=profile,
         region=region,
-        transport=http_transport if http_transport is not None else default_http_transport(ca_bundle),
+        transport=http_transport
+        if http_transport is not None
+        else default_http_transport(ca_bundle),
         aws_credentials_identity_resolver=credentials_resolver,
         auth_schemes={ShapeID("aws.auth#sigv4"): SigV4AuthScheme(service=SIGV4_SIGNING_NAME)},
         **overrides,
     )
-    if not config.endpoint_uri:  # the SDK's own default is the runtime on port 443; streams are served on 8443
+    if (
+        not config.endpoint_uri
+    ):  # the SDK's own default is the runtime on port 443; streams are served on 8443
         config.endpoint_uri = bidi_endpoint_uri(region)
     ignore_completed_stream_writes(asyncio.get_running_loop())
     return AsyncSageMakerRuntimeHTTP2Client(config=config)
 
 
 @contextlib.asynccontextmanager
-async def open_endpoint(endpoint_name: str, *, region: str | None = None, profile: str | None = None,
-                        endpoint_url: str | None = None, target_variant: str | None = None,
-                        ) -> AsyncIterator[Callable[[], Awaitable[SageMakerStreamTransport]]]:
+async def open_endpoint(
+    endpoint_name: str,
+    *,
+    region: str | None = None,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+    target_variant: str | None = None,
+) -> AsyncIterator[Callable[[], Awaitable[SageMakerStreamTransport]]]:
     """Yield an opener of bidirectional streams to the SageMaker endpoint ``endpoint_name``, for
     :func:`voicectl.clients.realtime.transcribe_stream`; the SDK client is closed on exit.
 
@@ -385,12 +425,21 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
     await resolve_credentials(resolver)
     ca_bundle = ca_bundle_of(session)
     if ca_bundle and not os.path.isfile(ca_bundle):  # noqa: ASYNC240 (one stat, before any stream)
-        raise UsageError(f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file")
-    client = await create_client(session.region_name, resolver, endpoint_uri=endpoint_url, ca_bundle=ca_bundle,
-                                 profile=profile)
+        raise UsageError(
+            f"the CA bundle {ca_bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) is not a file"
+        )
+    client = await create_client(
+        session.region_name,
+        resolver,
+        endpoint_uri=endpoint_url,
+        ca_bundle=ca_bundle,
+        profile=profile,
+    )
 
     async def open_stream() -> SageMakerStreamTransport:
-        return await SageMakerStreamTransport.open(client, endpoint_name, target_variant=target_variant)
+        return await SageMakerStreamTransport.open(
+            client, endpoint_name, target_variant=target_variant
+        )
 
     try:
         yield open_stream
@@ -400,7 +449,9 @@ async def open_endpoint(endpoint_name: str, *, region: str | None = None, profil
             await _bounded(client.close(), CLOSE_TIMEOUT_S)
 
 
-def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | None = None) -> RealtimeError:
+def describe_error(
+    error: BaseException, endpoint_name: str, runtime_url: str | None = None
+) -> RealtimeError:
     """Turn an SDK exception into a :class:`RealtimeError` that says what happened and what to try.
 
     ``runtime_url`` (the runtime the client calls, e.g.
@@ -410,35 +461,49 @@ def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | 
     from aws_sdk_sagemaker_runtime_http2 import models
 
     name = type(error).__name__
-    detail = (getattr(error, "message", None) or str(error) or name).rstrip(".")  # our sentences add their own
+    detail = (getattr(error, "message", None) or str(error) or name).rstrip(
+        "."
+    )  # our sentences add their own
     if isinstance(error, models.ModelStreamError):
         code = getattr(error, "error_code", None)
         return RealtimeError(
             f"ModelStreamError from endpoint {endpoint_name!r} ({code}): {detail}. The container "
             "ended the stream; see the endpoint's CloudWatch logs "
-            "(/aws/sagemaker/Endpoints/<name>)", code="ModelStreamError")
+            "(/aws/sagemaker/Endpoints/<name>)",
+            code="ModelStreamError",
+        )
     if isinstance(error, models.InternalStreamFailure):
         return RealtimeError(
             f"InternalStreamFailure on endpoint {endpoint_name!r}: {detail}. SageMaker lost the "
             "stream; retry, and if it persists check the endpoint's health and AWS Health "
-            "Dashboard", code="InternalStreamFailure")
+            "Dashboard",
+            code="InternalStreamFailure",
+        )
     if isinstance(error, models.ModelError):
         status = getattr(error, "original_status_code", None)
         return RealtimeError(
             f"ModelError from endpoint {endpoint_name!r} (container status {status}): "
             f"{getattr(error, 'original_message', None) or detail}. Is the container healthy? See "
-            f"{getattr(error, 'log_stream_arn', None) or 'the endpoint CloudWatch logs'}", code="ModelError")
+            f"{getattr(error, 'log_stream_arn', None) or 'the endpoint CloudWatch logs'}",
+            code="ModelError",
+        )
     if isinstance(error, models.InputValidationError):
         return RealtimeError(
             f"SageMaker rejected the request for endpoint {endpoint_name!r}: {detail}. Check the "
             "endpoint name and Region (`aws sagemaker describe-endpoint --endpoint-name ...`) "
-            "and that its container supports bidirectional streaming", code="InputValidationError")
+            "and that its container supports bidirectional streaming",
+            code="InputValidationError",
+        )
     if isinstance(error, models.ServiceUnavailableError):
-        return RealtimeError(f"SageMaker is unavailable for {endpoint_name!r}: {detail}. Retry in a moment",
-                             code="ServiceUnavailableError")
+        return RealtimeError(
+            f"SageMaker is unavailable for {endpoint_name!r}: {detail}. Retry in a moment",
+            code="ServiceUnavailableError",
+        )
     if isinstance(error, models.InternalServerError):
-        return RealtimeError(f"SageMaker internal error for {endpoint_name!r}: {detail}. Retry in a moment",
-                             code="InternalServerError")
+        return RealtimeError(
+            f"SageMaker internal error for {endpoint_name!r}: {detail}. Retry in a moment",
+            code="InternalServerError",
+        )
     from smithy_core.exceptions import SmithyIdentityError
 
     if isinstance(error, SmithyIdentityError):
@@ -451,20 +516,34 @@ def describe_error(error: BaseException, endpoint_name: str, runtime_url: str | 
         return RealtimeError(
             f"AWS refused the signature of the call to {endpoint_name!r} ({refused.group(1)}): "
             "check the credentials (`aws sts get-caller-identity`), the Region (--region) and "
-            "this machine's clock", code=refused.group(1))
+            "this machine's clock",
+            code=refused.group(1),
+        )
     status = getattr(getattr(error, "response_metadata", None), "status_code", None)
     if status == 403 or "AccessDenied" in name:
         return RealtimeError(
             f"access denied invoking {endpoint_name!r} ({detail}); the caller needs "
-            "sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint ARN", code="AccessDenied")
-    hint = ("; the runtime's certificate is not trusted: for a private certificate authority (a "
-            "TLS-inspecting proxy, voicectl local-runtime) set AWS_CA_BUNDLE to its PEM file") if "TLS_ERROR" in detail else ""
+            "sagemaker:InvokeEndpointWithBidirectionalStream on the endpoint ARN",
+            code="AccessDenied",
+        )
+    hint = (
+        (
+            "; the runtime's certificate is not trusted: for a private certificate authority (a "
+            "TLS-inspecting proxy, voicectl local-runtime) set AWS_CA_BUNDLE to its PEM file"
+        )
+        if "TLS_ERROR" in detail
+        else ""
+    )
     if runtime_url and any(marker in detail for marker in UNREACHABLE_ERRORS):
         host = urlsplit(runtime_url).hostname
         what = "does not resolve (DNS)" if "DNS" in detail else "cannot be reached"
-        hint = (f"; the runtime host {host} ({runtime_url}) {what}: check --endpoint-url, "
-                "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, --region and the network")
-    return RealtimeError(f"calling endpoint {endpoint_name!r} failed ({name}: {detail}){hint}", code=name)
+        hint = (
+            f"; the runtime host {host} ({runtime_url}) {what}: check --endpoint-url, "
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, --region and the network"
+        )
+    return RealtimeError(
+        f"calling endpoint {endpoint_name!r} failed ({name}: {detail}){hint}", code=name
+    )
 
 
 @dataclass
@@ -474,18 +553,24 @@ class SageMakerStreamTransport:
 
     stream: Any
     endpoint_name: str
-    runtime_url: str | None = None  # where the client calls (named in errors about an unreachable host)
+    runtime_url: str | None = (
+        None  # where the client calls (named in errors about an unreachable host)
+    )
     _output: Any = None
     _closed: bool = False
     _failed: bool = False
-    _reading: asyncio.Task[Any] | None = None  # the response event being read (survives a cancelled receive_text)
+    _reading: asyncio.Task[Any] | None = (
+        None  # the response event being read (survives a cancelled receive_text)
+    )
     _sender: asyncio.Task[Any] | None = None  # the task inside send_text, if any
     _send_aborted: bool = False  # _sender was cancelled by _response_failed, not by its owner
     client: Any = None  # the SDK client, whose pool holds the connection (see _retire)
     connection: Any = None  # the HTTP/2 connection this stream rides on, if known
 
     @classmethod
-    async def open(cls, client: Any, endpoint_name: str, *, target_variant: str | None = None) -> SageMakerStreamTransport:
+    async def open(
+        cls, client: Any, endpoint_name: str, *, target_variant: str | None = None
+    ) -> SageMakerStreamTransport:
         """Start a bidirectional stream to ``endpoint_name`` (optionally one ProductionVariant).
 
         Raises:
@@ -495,23 +580,35 @@ class SageMakerStreamTransport:
             InvokeEndpointWithBidirectionalStreamInput,
         )
 
-        request = InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint_name, target_variant=target_variant)
+        request = InvokeEndpointWithBidirectionalStreamInput(
+            endpoint_name=endpoint_name, target_variant=target_variant
+        )
         try:
             # Bounded: smithy-core waits forever when signing fails before the request is sent (see
             # resolve_credentials), e.g. credentials that cannot be refreshed mid-run.
-            stream = await _bounded(client.invoke_endpoint_with_bidirectional_stream(request), OPEN_TIMEOUT_S)
+            stream = await _bounded(
+                client.invoke_endpoint_with_bidirectional_stream(request), OPEN_TIMEOUT_S
+            )
         except TimeoutError:
             raise RealtimeError(
                 f"opening a stream to endpoint {endpoint_name!r} took more than "
                 f"{OPEN_TIMEOUT_S:.0f} s; check the network, the credentials (`aws sts "
-                "get-caller-identity`) and the endpoint's status", code="open_timeout"
+                "get-caller-identity`) and the endpoint's status",
+                code="open_timeout",
             ) from None
         except Exception as error:
-            _retire(client, _connection_for(client))  # a call refused at once may have sent request data too
+            _retire(
+                client, _connection_for(client)
+            )  # a call refused at once may have sent request data too
             raise describe_error(error, endpoint_name, _runtime_url(client)) from error
         OPEN_STREAMS[id(client)] = OPEN_STREAMS.get(id(client), 0) + 1
-        return cls(stream=stream, endpoint_name=endpoint_name, runtime_url=_runtime_url(client), client=client,
-                   connection=_connection_for(client))  # None while the request is not sent yet: see close()
+        return cls(
+            stream=stream,
+            endpoint_name=endpoint_name,
+            runtime_url=_runtime_url(client),
+            client=client,
+            connection=_connection_for(client),
+        )  # None while the request is not sent yet: see close()
 
     async def send_text(self, text: str) -> None:
         """Send ``text`` as one UTF8 payload part.
@@ -525,7 +622,9 @@ class SageMakerStreamTransport:
             RequestStreamEventPayloadPart,
         )
 
-        event = RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE))
+        event = RequestStreamEventPayloadPart(
+            value=RequestPayloadPart(bytes_=text.encode("utf-8"), data_type=PAYLOAD_DATA_TYPE)
+        )
         if self._failed:
             raise TransportClosed(self._failed_before_written())
         # A call that failed (a TLS handshake refused, the connection lost before the response)
@@ -542,14 +641,18 @@ class SageMakerStreamTransport:
                 raise  # cancelled by its owner as well: that cancellation wins
             raise TransportClosed(self._failed_before_written()) from None
         except OSError as error:  # AWSEventPublisher wraps write failures in OSError
-            raise TransportClosed(f"the request stream to {self.endpoint_name!r} is closed "
-                                  f"({error.__cause__ or error})") from error
+            raise TransportClosed(
+                f"the request stream to {self.endpoint_name!r} is closed "
+                f"({error.__cause__ or error})"
+            ) from error
         finally:
             self._sender = None
             self._send_aborted = False
 
     def _failed_before_written(self) -> str:
-        return f"the call to {self.endpoint_name!r} failed before the request stream could be written"
+        return (
+            f"the call to {self.endpoint_name!r} failed before the request stream could be written"
+        )
 
     def _response_failed(self) -> None:
         """The response side failed: nothing more can be written, so stop a send that waits."""
@@ -599,8 +702,10 @@ class SageMakerStreamTransport:
                 event = await self._next_event()
             except OSError as error:  # AWSEventReceiver wraps read failures in OSError
                 self._response_failed()
-                raise TransportClosed(f"the response stream from {self.endpoint_name!r} broke "
-                                      f"({error.__cause__ or error})") from error
+                raise TransportClosed(
+                    f"the response stream from {self.endpoint_name!r} broke "
+                    f"({error.__cause__ or error})"
+                ) from error
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -611,16 +716,23 @@ class SageMakerStreamTransport:
                 raise describe_error(error, self.endpoint_name, self.runtime_url) from error
             if event is None:
                 if frame:
-                    raise TransportClosed(f"the response stream ended inside a frame ({len(frame)} bytes)")
+                    raise TransportClosed(
+                        f"the response stream ended inside a frame ({len(frame)} bytes)"
+                    )
                 return None
             if not isinstance(event, ResponseStreamEventPayloadPart):
                 continue  # an event type newer than this SDK: nothing to deliver
             frame += event.value.bytes_ or b""
-            if len(frame) > MAX_EVENT_BYTES:  # bounded while the parts are joined, not only once the frame is whole
+            if (
+                len(frame) > MAX_EVENT_BYTES
+            ):  # bounded while the parts are joined, not only once the frame is whole
                 self._response_failed()
-                raise RealtimeError(f"endpoint {self.endpoint_name!r} sent a frame of more than "
-                                    f"{MAX_EVENT_BYTES:,} bytes in PARTIAL parts, more than the client accepts "
-                                    "(MAX_EVENT_BYTES); check what answers at that address", code="message_too_large")
+                raise RealtimeError(
+                    f"endpoint {self.endpoint_name!r} sent a frame of more than "
+                    f"{MAX_EVENT_BYTES:,} bytes in PARTIAL parts, more than the client accepts "
+                    "(MAX_EVENT_BYTES); check what answers at that address",
+                    code="message_too_large",
+                )
             if event.value.completion_state != PARTIAL:
                 return decode_frame(bytes(frame), f"endpoint {self.endpoint_name!r}")
 
@@ -644,7 +756,9 @@ class SageMakerStreamTransport:
                 if self._sender is None:
                     with contextlib.suppress(Exception):
                         await _bounded(self.stream.input_stream.close(), FAILED_END_TIMEOUT_S)
-                if self._output is not None:  # a read left running has failed too (that is how _failed was set)
+                if (
+                    self._output is not None
+                ):  # a read left running has failed too (that is how _failed was set)
                     with contextlib.suppress(Exception):
                         await _bounded(self._output.close(), CLOSE_TIMEOUT_S)
                 return
@@ -653,10 +767,14 @@ class SageMakerStreamTransport:
             try:
                 await _bounded(self.stream.input_stream.close(), CLOSE_TIMEOUT_S)
             except Exception:
-                self._failed = True  # the end could not be written: the connection is stuck (retired below)
+                self._failed = (
+                    True  # the end could not be written: the connection is stuck (retired below)
+                )
             if self._output is not None or self._reading is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._drain_output(), CLOSE_TIMEOUT_S if not self._failed else 0.1)
+                    await asyncio.wait_for(
+                        self._drain_output(), CLOSE_TIMEOUT_S if not self._failed else 0.1
+                    )
                 if self._output is not None:
                     with contextlib.suppress(Exception):
                         await _bounded(self._output.close(), CLOSE_TIMEOUT_S)
@@ -678,7 +796,9 @@ class SageMakerStreamTransport:
         OPEN_STREAMS[key] = OPEN_STREAMS.get(key, 1) - 1
         if OPEN_STREAMS[key] <= 0:
             del OPEN_STREAMS[key]
-            await close_retired_connections(self.client)  # no stream of this client can be riding on them now
+            await close_retired_connections(
+                self.client
+            )  # no stream of this client can be riding on them now
 
     async def _drain_output(self) -> None:
         while await self._next_event() is not None:
@@ -688,7 +808,9 @@ class SageMakerStreamTransport:
 def _runtime_url(client: Any) -> str | None:
     """The runtime URL an ``AsyncSageMakerRuntimeHTTP2Client`` calls (its config's
     ``endpoint_uri``), if known."""
-    url = getattr(getattr(client, "config", None) or getattr(client, "_config", None), "endpoint_uri", None)
+    url = getattr(
+        getattr(client, "config", None) or getattr(client, "_config", None), "endpoint_uri", None
+    )
     return str(url) if url else None
 
 

@@ -47,14 +47,66 @@ SONIC_SAMPLE_RATES_HZ = (8000, 16000, 22050, 24000, 44100, 48000)
 DEFAULT_SAMPLE_RATE_HZ = 44100
 
 SONIC_LANGUAGES = frozenset(
-    ["ar", "bg", "bn", "cs", "da", "de", "el", "en", "es", "fi", "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "ka", "kn", "ko", "ml", "mr", "ms", "nl", "no", "pa", "pl", "pt", "ro", "ru", "sk", "sv", "ta", "te", "th", "tl", "tr", "uk", "vi", "zh", "en-US", "de-DE", "es-MX", "fr-FR", "hi-IN", "it-IT", "ja-JP", "nl-NL", "pt-BR"]
+    [
+        "ar",
+        "bg",
+        "bn",
+        "cs",
+        "da",
+        "de",
+        "el",
+        "en",
+        "es",
+        "fi",
+        "fr",
+        "gu",
+        "he",
+        "hi",
+        "hr",
+        "hu",
+        "id",
+        "it",
+        "ja",
+        "ka",
+        "kn",
+        "ko",
+        "ml",
+        "mr",
+        "ms",
+        "nl",
+        "no",
+        "pa",
+        "pl",
+        "pt",
+        "ro",
+        "ru",
+        "sk",
+        "sv",
+        "ta",
+        "te",
+        "th",
+        "tl",
+        "tr",
+        "uk",
+        "vi",
+        "zh",
+        "en-US",
+        "de-DE",
+        "es-MX",
+        "fr-FR",
+        "hi-IN",
+        "it-IT",
+        "ja-JP",
+        "nl-NL",
+        "pt-BR",
+    ]
 )
 """Language codes listed for Sonic 3.6 on SageMaker (cartesia-aws
 ``sonic-3-6-jumpstart/README.md``)."""
 
 MODEL_ERROR_HINTS: dict[int, str] = {
     422: "Sonic rejected the request as malformed (HTTP 422): check the voice ID, the language "
-         "code and the text",
+    "code and the text",
     429: (
         "Sonic has no free generation slot (HTTP 429): every slot on the endpoint's instances is "
         "busy; retry in a moment, or scale the endpoint out (more instances) and use "
@@ -123,11 +175,15 @@ class SonicRequest:
         if not self.voice_id.strip():
             problems.append("the voice ID is empty (pass --voice with a Cartesia voice ID)")
         if self.language not in SONIC_LANGUAGES:
-            problems.append(f"language {self.language!r} is not supported; use one of "
-                            f"{', '.join(sorted(SONIC_LANGUAGES))}")
+            problems.append(
+                f"language {self.language!r} is not supported; use one of "
+                f"{', '.join(sorted(SONIC_LANGUAGES))}"
+            )
         if self.sample_rate_hz not in SONIC_SAMPLE_RATES_HZ:
             allowed = ", ".join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)
-            problems.append(f"sample rate {self.sample_rate_hz} Hz is not supported; use one of {allowed}")
+            problems.append(
+                f"sample rate {self.sample_rate_hz} Hz is not supported; use one of {allowed}"
+            )
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -137,7 +193,11 @@ class SonicRequest:
             "context_id": self.context_id,
             "transcript": self.transcript,
             "voice": {"mode": "id", "id": self.voice_id},
-            "output_format": {"container": "raw", "encoding": SONIC_ENCODING, "sample_rate": self.sample_rate_hz},
+            "output_format": {
+                "container": "raw",
+                "encoding": SONIC_ENCODING,
+                "sample_rate": self.sample_rate_hz,
+            },
             "language": self.language,
         }
 
@@ -198,7 +258,9 @@ class SonicEventParser:
         Raises:
             SonicStreamError: a complete event is not a JSON object.
         """
-        scan_from = max(len(self._pending) - 1, 0)  # only the new bytes (and a CR held back) can end a line
+        scan_from = max(
+            len(self._pending) - 1, 0
+        )  # only the new bytes (and a CR held back) can end a line
         self._pending += part
         buffer = bytes(self._pending)
         events: list[dict[str, Any]] = []
@@ -206,12 +268,14 @@ class SonicEventParser:
         for match in _LINE_END.finditer(buffer, scan_from):
             if match.group() == b"\r" and match.end() == len(buffer):
                 break  # a CR at the very end may be the first half of a CRLF cut between two parts
-            self._line(buffer[start:match.start()], events)
+            self._line(buffer[start : match.start()], events)
             start = match.end()
         del self._pending[:start]
         if len(self._pending) > MAX_EVENT_BYTES:
-            raise SonicStreamError(f"a response event grew past {MAX_EVENT_BYTES:,} bytes without a line break, the "
-                                   "most accepted (MAX_EVENT_BYTES)")
+            raise SonicStreamError(
+                f"a response event grew past {MAX_EVENT_BYTES:,} bytes without a line break, the "
+                "most accepted (MAX_EVENT_BYTES)"
+            )
         return events
 
     def finish(self) -> list[dict[str, Any]]:
@@ -223,7 +287,9 @@ class SonicEventParser:
             SonicStreamError: the last event is not a JSON object.
         """
         events: list[dict[str, Any]] = []
-        if self._pending.endswith(b"\r"):  # held back by feed(): at the end of the stream it is a line end
+        if self._pending.endswith(
+            b"\r"
+        ):  # held back by feed(): at the end of the stream it is a line end
             line = bytes(self._pending[:-1])
             self._pending.clear()
             self._line(line, events)
@@ -261,8 +327,10 @@ class SonicEventParser:
             self._data.append(value)
             self._data_bytes += len(value) + 1
             if self._data_bytes > MAX_EVENT_BYTES:
-                raise SonicStreamError(f"a server-sent event's data grew past {MAX_EVENT_BYTES:,} bytes, the most "
-                                       "accepted (MAX_EVENT_BYTES)")
+                raise SonicStreamError(
+                    f"a server-sent event's data grew past {MAX_EVENT_BYTES:,} bytes, the most "
+                    "accepted (MAX_EVENT_BYTES)"
+                )
         elif field == b"event":
             self._event_name = value
         elif field == b"id":
@@ -287,7 +355,9 @@ def _decode_event(data: bytes, event_name: bytes) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         if name == "error":
             return {"type": "error", "error": data.decode("utf-8", "replace")}
-        raise SonicStreamError(f"a response event is not valid JSON ({error}): {data[:120]!r}") from error
+        raise SonicStreamError(
+            f"a response event is not valid JSON ({error}): {data[:120]!r}"
+        ) from error
     if not isinstance(event, dict):
         raise SonicStreamError(f"a response event is not a JSON object: {data[:120]!r}")
     if name:
@@ -319,8 +389,10 @@ class SonicAudio:
         """Oddities that did not stop the audio from being written, one line each."""
         if not self.late_events:
             return []
-        return [f"{self.late_events} events arrived after the done event; their audio "
-                f"({self.late_bytes} bytes) was kept"]
+        return [
+            f"{self.late_events} events arrived after the done event; their audio "
+            f"({self.late_bytes} bytes) was kept"
+        ]
 
     def add(self, event: dict[str, Any]) -> bool:
         """Apply one event. Return True when it carried audio.
@@ -345,21 +417,32 @@ class SonicAudio:
         if kind == "chunk":
             data = event.get("data")
             if not isinstance(data, str):
-                raise SonicStreamError("a chunk event has no base64 'data' field", bytes(self.pcm16))
+                raise SonicStreamError(
+                    "a chunk event has no base64 'data' field", bytes(self.pcm16)
+                )
             try:
                 decoded = base64.b64decode(data, validate=True)
             except binascii.Error as error:
-                raise SonicStreamError(f"a chunk event's audio is not valid base64 ({error})", bytes(self.pcm16)) from error
+                raise SonicStreamError(
+                    f"a chunk event's audio is not valid base64 ({error})", bytes(self.pcm16)
+                ) from error
             if len(self.pcm16) + len(decoded) > MAX_AUDIO_BYTES:
-                raise SonicStreamError(f"the endpoint sent more than {MAX_AUDIO_BYTES:,} bytes of audio, the most one "
-                                       "request keeps (MAX_AUDIO_BYTES); split the text", bytes(self.pcm16))
+                raise SonicStreamError(
+                    f"the endpoint sent more than {MAX_AUDIO_BYTES:,} bytes of audio, the most one "
+                    "request keeps (MAX_AUDIO_BYTES); split the text",
+                    bytes(self.pcm16),
+                )
             self.pcm16 += decoded
             self.chunks += 1
             if event.get("done") is True:
                 self.done = True
             return True
-        if kind == "error" or (isinstance(event.get("status_code"), int) and event["status_code"] >= 400):
-            detail = one_line(event.get("error") or event.get("message") or event.get("data") or event)
+        if kind == "error" or (
+            isinstance(event.get("status_code"), int) and event["status_code"] >= 400
+        ):
+            detail = one_line(
+                event.get("error") or event.get("message") or event.get("data") or event
+            )
             status = event.get("status_code")
             hint = MODEL_ERROR_HINTS.get(status, "") if isinstance(status, int) else ""
             shown = status if isinstance(status, int) else one_line(str(status), 20)
@@ -390,7 +473,9 @@ def assemble_audio(parts: Iterable[bytes]) -> SonicAudio:
     return audio
 
 
-def _events_of(parser: SonicEventParser, parts: Iterable[bytes], audio: SonicAudio) -> Iterator[list[dict[str, Any]]]:
+def _events_of(
+    parser: SonicEventParser, parts: Iterable[bytes], audio: SonicAudio
+) -> Iterator[list[dict[str, Any]]]:
     for part in parts:
         try:
             yield parser.feed(part)
@@ -412,5 +497,6 @@ def check_complete(parser: SonicEventParser, audio: SonicAudio) -> None:
         raise type(error)(str(error), bytes(audio.pcm16)) from error
     if not audio.done:
         raise TruncatedStreamError(
-            f"the response stream ended before the done event (after {audio.chunks} audio chunks)", bytes(audio.pcm16)
+            f"the response stream ended before the done event (after {audio.chunks} audio chunks)",
+            bytes(audio.pcm16),
         )

@@ -72,79 +72,132 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Transcribe a recording through the Voxtral endpoint (or straight through a local "
             "container's bridge with --url). Deltas appear on stderr as they arrive; the "
             "transcript is printed on stdout, then time to first delta, real-time factor and "
-            "audio seconds sent. "
-            + LIMITS_HELP
+            "audio seconds sent. " + LIMITS_HELP
         ),
     )
-    parser.add_argument("file", metavar="FILE", help="audio file: WAV, FLAC or OGG, any sample rate and channel count")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="audio file: WAV, FLAC or OGG, any sample rate and channel count",
+    )
     add_target_arguments(parser)
-    parser.add_argument("--speed", type=float, default=1.0,
-                        help="pace the audio at this multiple of real time; 0 sends it as fast as the endpoint "
-                             f"takes it (at most {MAX_SEND_SPEED:g} x real time after a burst, below the container's "
-                             "rate limit) (default: 1.0)")
-    parser.add_argument("--max-stream-s", type=float, default=DEFAULT_MAX_STREAM_S, metavar="SECONDS",
-                        help="move to a new stream at a quiet point before a stream has been open this long "
-                             f"(default: {DEFAULT_MAX_STREAM_S:.0f}, below the 30 min a vendor documents as "
-                             "SageMaker's cap on one bidirectional stream)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object with the transcript and figures")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="pace the audio at this multiple of real time; 0 sends it as fast as the endpoint "
+        f"takes it (at most {MAX_SEND_SPEED:g} x real time after a burst, below the container's "
+        "rate limit) (default: 1.0)",
+    )
+    parser.add_argument(
+        "--max-stream-s",
+        type=float,
+        default=DEFAULT_MAX_STREAM_S,
+        metavar="SECONDS",
+        help="move to a new stream at a quiet point before a stream has been open this long "
+        f"(default: {DEFAULT_MAX_STREAM_S:.0f}, below the 30 min a vendor documents as "
+        "SageMaker's cap on one bidirectional stream)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object with the transcript and figures"
+    )
     parser.set_defaults(func=run)
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by ``transcribe`` and ``mic``: where to send the audio and how."""
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)")
-    target.add_argument("--url", metavar="WS_URL",
-                        help="talk straight to a container's bridge: "
-                             "ws://HOST:PORT/invocations-bidirectional-stream, or the ECS target's load balancer "
-                             "(stack output StreamUrl)")
+    target.add_argument(
+        "--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)"
+    )
+    target.add_argument(
+        "--url",
+        metavar="WS_URL",
+        help="talk straight to a container's bridge: "
+        "ws://HOST:PORT/invocations-bidirectional-stream, or the ECS target's load balancer "
+        "(stack output StreamUrl)",
+    )
     token = parser.add_mutually_exclusive_group()
-    token.add_argument("--token-secret", metavar="ARN",
-                       help="with --url: send Authorization: Bearer <token>, the token read from this Secrets "
-                            "Manager secret (the ECS stack's output TokenSecretArn; its Region, else --region, "
-                            "AWS_REGION...)")
-    token.add_argument("--token-env", metavar="NAME",
-                       help="with --url: send the bearer token held in environment variable NAME (local use, "
-                            "tests)")
-    parser.add_argument("--region",
-                        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the "
-                             "profile's)")
-    parser.add_argument("--profile", help="AWS named profile (default: the standard credential chain)")
-    parser.add_argument("--endpoint-url", metavar="URL",
-                        help="SageMaker runtime URL for bidirectional streams, e.g. a VPC interface endpoint "
-                             "(https://vpce-...runtime.sagemaker.REGION.vpce.amazonaws.com:8443) or a local runtime "
-                             "(https://localhost:8443); default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
-                             "AWS_ENDPOINT_URL, else https://runtime.sagemaker.REGION.amazonaws.com:8443. "
-                             "AWS_CA_BUNDLE names extra certificate authorities to trust")
-    parser.add_argument("--target-variant", metavar="VARIANT", help="send to this ProductionVariant of the endpoint")
-    parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help=f"model name for session.update (default: {DEFAULT_MODEL}); "
-                             "the bridge replaces it with the name vLLM serves")
-    parser.add_argument("--session-limit", type=float, default=DEFAULT_SESSION_LIMIT_S, metavar="SECONDS",
-                        help="end a generation (one transcription.done) after at most this many seconds of audio "
-                             f"(default: {DEFAULT_SESSION_LIMIT_S:.0f}; keep below the endpoint's context length; the "
-                             "container's session_limit lowers it)")
+    token.add_argument(
+        "--token-secret",
+        metavar="ARN",
+        help="with --url: send Authorization: Bearer <token>, the token read from this Secrets "
+        "Manager secret (the ECS stack's output TokenSecretArn; its Region, else --region, "
+        "AWS_REGION...)",
+    )
+    token.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help="with --url: send the bearer token held in environment variable NAME (local use, "
+        "tests)",
+    )
+    parser.add_argument(
+        "--region",
+        help="AWS Region of the endpoint (default: AWS_REGION, AWS_DEFAULT_REGION, then the "
+        "profile's)",
+    )
+    parser.add_argument(
+        "--profile", help="AWS named profile (default: the standard credential chain)"
+    )
+    parser.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="SageMaker runtime URL for bidirectional streams, e.g. a VPC interface endpoint "
+        "(https://vpce-...runtime.sagemaker.REGION.vpce.amazonaws.com:8443) or a local runtime "
+        "(https://localhost:8443); default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
+        "AWS_ENDPOINT_URL, else https://runtime.sagemaker.REGION.amazonaws.com:8443. "
+        "AWS_CA_BUNDLE names extra certificate authorities to trust",
+    )
+    parser.add_argument(
+        "--target-variant", metavar="VARIANT", help="send to this ProductionVariant of the endpoint"
+    )
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"model name for session.update (default: {DEFAULT_MODEL}); "
+        "the bridge replaces it with the name vLLM serves",
+    )
+    parser.add_argument(
+        "--session-limit",
+        type=float,
+        default=DEFAULT_SESSION_LIMIT_S,
+        metavar="SECONDS",
+        help="end a generation (one transcription.done) after at most this many seconds of audio "
+        f"(default: {DEFAULT_SESSION_LIMIT_S:.0f}; keep below the endpoint's context length; the "
+        "container's session_limit lowers it)",
+    )
 
 
 def validate_target_arguments(args: argparse.Namespace) -> None:
     """Raise :class:`UsageError` for values argparse cannot check (the session limit and the
     WebSocket URL)."""
     if not math.isfinite(args.session_limit) or args.session_limit < MIN_SESSION_LIMIT_S:
-        raise UsageError(f"--session-limit must be a finite number of seconds, at least {MIN_SESSION_LIMIT_S:g} "
-                         f"(a session must hold several 128 ms chunks), got {args.session_limit}")
+        raise UsageError(
+            f"--session-limit must be a finite number of seconds, at least {MIN_SESSION_LIMIT_S:g} "
+            f"(a session must hold several 128 ms chunks), got {args.session_limit}"
+        )
     if args.url is not None:
         validate_url(args.url)
-    token_option = ("--token-secret" if getattr(args, "token_secret", None) is not None else
-                    "--token-env" if getattr(args, "token_env", None) is not None else None)
+    token_option = (
+        "--token-secret"
+        if getattr(args, "token_secret", None) is not None
+        else "--token-env"
+        if getattr(args, "token_env", None) is not None
+        else None
+    )
     if token_option is not None and args.url is None:
-        raise UsageError(f"{token_option} goes with --url (a bridge that checks a bearer token: the ECS "
-                         "target's load balancer); with --endpoint, SageMaker authenticates your AWS "
-                         "credentials and needs no token")
+        raise UsageError(
+            f"{token_option} goes with --url (a bridge that checks a bearer token: the ECS "
+            "target's load balancer); with --endpoint, SageMaker authenticates your AWS "
+            "credentials and needs no token"
+        )
     endpoint_url = getattr(args, "endpoint_url", None)
     if endpoint_url is not None:
         if args.url is not None:
-            raise UsageError("--endpoint-url is the SageMaker runtime's address and goes with --endpoint; "
-                             "--url talks to a container's bridge directly: give one of them")
+            raise UsageError(
+                "--endpoint-url is the SageMaker runtime's address and goes with --endpoint; "
+                "--url talks to a container's bridge directly: give one of them"
+            )
         validate_endpoint_url(endpoint_url)
 
 
@@ -183,16 +236,20 @@ def validate_url(url: str) -> None:
     try:
         parse_uri(url)
     except (InvalidURI, ValueError) as error:
-        raise UsageError(f"--url {url!r} is not a valid WebSocket URL ({error}); use {expected} with a port "
-                         "from 1 to 65535") from None
+        raise UsageError(
+            f"--url {url!r} is not a valid WebSocket URL ({error}); use {expected} with a port "
+            "from 1 to 65535"
+        ) from None
 
 
 def validate_max_stream_s(max_stream_s: float) -> None:
     """Raise :class:`UsageError` unless ``max_stream_s`` is a finite number of seconds of at least
     :data:`~voicectl.clients.realtime.MIN_MAX_STREAM_S`."""
     if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
-        raise UsageError(f"--max-stream-s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g} "
-                         f"(a stream must live long enough to open the next one), got {max_stream_s}")
+        raise UsageError(
+            f"--max-stream-s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g} "
+            f"(a stream must live long enough to open the next one), got {max_stream_s}"
+        )
 
 
 def validate_speed(speed: float) -> None:
@@ -227,7 +284,11 @@ async def open_target(args: argparse.Namespace):
         url = args.url
         # Secrets Manager is asked through boto3 (blocking): off the event loop. Without it, nothing
         # to wait for.
-        token = await asyncio.to_thread(read_token, args) if getattr(args, "token_secret", None) else read_token(args)
+        token = (
+            await asyncio.to_thread(read_token, args)
+            if getattr(args, "token_secret", None)
+            else read_token(args)
+        )
 
         async def open_websocket() -> WebSocketTransport:
             return await WebSocketTransport.connect(url, token=token)
@@ -237,9 +298,13 @@ async def open_target(args: argparse.Namespace):
 
     from voicectl.clients.sagemaker_stream import open_endpoint
 
-    async with open_endpoint(args.endpoint, region=args.region, profile=args.profile,
-                             endpoint_url=getattr(args, "endpoint_url", None),
-                             target_variant=args.target_variant) as opener:
+    async with open_endpoint(
+        args.endpoint,
+        region=args.region,
+        profile=args.profile,
+        endpoint_url=getattr(args, "endpoint_url", None),
+        target_variant=args.target_variant,
+    ) as opener:
         yield opener
 
 
@@ -266,12 +331,16 @@ def read_token(args: argparse.Namespace) -> BearerToken | None:
         source = f"environment variable {env_name}"
         value = os.environ.get(env_name)
         if value is None:
-            raise UsageError(f"--token-env {env_name}: the environment variable {env_name} is not set")
+            raise UsageError(
+                f"--token-env {env_name}: the environment variable {env_name} is not set"
+            )
     else:
         return None
     if not value or any(not 0x21 <= ord(char) <= 0x7E for char in value):
-        raise UsageError(f"the bearer token from {source} is empty or holds whitespace or characters outside "
-                         "visible ASCII, which an HTTP header cannot carry unchanged (the value is not shown)")
+        raise UsageError(
+            f"the bearer token from {source} is empty or holds whitespace or characters outside "
+            "visible ASCII, which an HTTP header cannot carry unchanged (the value is not shown)"
+        )
     return BearerToken(value, source)
 
 
@@ -284,7 +353,11 @@ def read_secret_string(secret_id: str, profile: str | None, region: str | None) 
     """
     from voicectl.aws import aws_session, describe_aws_failure
 
-    arn_region = secret_id.split(":")[3] if secret_id.startswith("arn:") and secret_id.count(":") >= 6 else None
+    arn_region = (
+        secret_id.split(":")[3]
+        if secret_id.startswith("arn:") and secret_id.count(":") >= 6
+        else None
+    )
     try:
         client = aws_session(profile, region or arn_region or None).client("secretsmanager")
         value = client.get_secret_value(SecretId=secret_id).get("SecretString")
@@ -292,11 +365,15 @@ def read_secret_string(secret_id: str, profile: str | None, region: str | None) 
         described = describe_aws_failure(error)
         if described is None:
             raise
-        raise RealtimeError(f"cannot read the bearer token from Secrets Manager secret {secret_id}: {described[1]}",
-                            code="token_secret") from error
+        raise RealtimeError(
+            f"cannot read the bearer token from Secrets Manager secret {secret_id}: {described[1]}",
+            code="token_secret",
+        ) from error
     if value is None:
-        raise RealtimeError(f"Secrets Manager secret {secret_id} holds binary data, not the bearer token as text",
-                            code="token_secret")
+        raise RealtimeError(
+            f"Secrets Manager secret {secret_id} holds binary data, not the bearer token as text",
+            code="token_secret",
+        )
     return value
 
 
@@ -335,19 +412,26 @@ class DeltaEcho:
 
 def format_figures(result: TranscriptionResult) -> str:
     """One human-readable line with time to first delta, real-time factor and audio seconds sent."""
-    ttfd = "n/a" if result.time_to_first_delta_s is None else f"{result.time_to_first_delta_s:.3f} s"
+    ttfd = (
+        "n/a" if result.time_to_first_delta_s is None else f"{result.time_to_first_delta_s:.3f} s"
+    )
     rtf = "n/a" if result.real_time_factor is None else f"{result.real_time_factor:.3f}"
     extra = f", {result.sessions} sessions" if result.sessions > 1 else ""
     extra += f", {result.rollovers} moved to a new stream" if result.rollovers else ""
     extra += f", {result.reopens} reopened after a drop" if result.reopens else ""
     extra += f", {result.replayed_audio_s:.3f} s of audio resent" if result.replayed_audio_s else ""
-    return (f"time to first delta: {ttfd}; real-time factor: {rtf}; "
-            f"audio sent: {result.audio_seconds_sent:.3f} s{extra}")
+    return (
+        f"time to first delta: {ttfd}; real-time factor: {rtf}; "
+        f"audio sent: {result.audio_seconds_sent:.3f} s{extra}"
+    )
 
 
-async def transcribe_file(args: argparse.Namespace, transcript: Transcript | None = None,
-                          opener_factory: Callable[[argparse.Namespace], Any] = open_target,
-                          echo: DeltaEcho | None = None) -> TranscriptionResult:
+async def transcribe_file(
+    args: argparse.Namespace,
+    transcript: Transcript | None = None,
+    opener_factory: Callable[[argparse.Namespace], Any] = open_target,
+    echo: DeltaEcho | None = None,
+) -> TranscriptionResult:
     """Stream ``args.file`` through the target and return the result (printing deltas to stderr
     through ``echo``, a new :class:`DeltaEcho` when None).
 
@@ -364,25 +448,38 @@ async def transcribe_file(args: argparse.Namespace, transcript: Transcript | Non
     except AudioError as error:
         raise UsageError(str(error)) from error
     if audio.declared_frames is not None:
-        print(f"warning: {audio.path}: the WAV header declares "
-              f"{audio.declared_frames / audio.sample_rate_hz:.2f} s of audio but the file holds "
-              f"{audio.duration_s:.2f} s (cut short?); transcribing what is there",
-              file=sys.stderr)
+        print(
+            f"warning: {audio.path}: the WAV header declares "
+            f"{audio.declared_frames / audio.sample_rate_hz:.2f} s of audio but the file holds "
+            f"{audio.duration_s:.2f} s (cut short?); transcribing what is there",
+            file=sys.stderr,
+        )
     echo = DeltaEcho() if echo is None else echo
     async with opener_factory(args) as opener:
         opener_: TransportOpener = opener
         return await transcribe_stream(
-            paced_chunks(iter_pcm16_chunks(args.file), args.speed), opener_, model=args.model,
-            on_delta=echo.delta, on_replay=echo.replay, transcript=transcript,
-            session_limit_s=args.session_limit, max_stream_s=args.max_stream_s,
+            paced_chunks(iter_pcm16_chunks(args.file), args.speed),
+            opener_,
+            model=args.model,
+            on_delta=echo.delta,
+            on_replay=echo.replay,
+            transcript=transcript,
+            session_limit_s=args.session_limit,
+            max_stream_s=args.max_stream_s,
         )
 
 
-def print_partial(args: argparse.Namespace, transcript: Transcript, message: str, code: str | None) -> None:
+def print_partial(
+    args: argparse.Namespace, transcript: Transcript, message: str, code: str | None
+) -> None:
     """After a failure: the text received so far on stdout (``--json``: one object with it, the
     error and code)."""
     if args.json:
-        print(json.dumps({"transcript": transcript.text, "complete": False, "error": message, "code": code}))
+        print(
+            json.dumps(
+                {"transcript": transcript.text, "complete": False, "error": message, "code": code}
+            )
+        )
     elif transcript.text:
         print(transcript.text)
 

@@ -158,13 +158,26 @@ class CallRequest:
         names = ("contactId", "streamArn", "startFragmentNumber")
         missing = [name for name in names if not body.get(name)]
         if missing:
-            raise ValueError(f"a call message needs {', '.join(missing)}; got keys {sorted(body)[:20]}")
-        bad = [name for name in (*names, "instanceArn")
-               if name in body and (not isinstance(body[name], str) or len(body[name]) > MAX_FIELD_CHARS)]
+            raise ValueError(
+                f"a call message needs {', '.join(missing)}; got keys {sorted(body)[:20]}"
+            )
+        bad = [
+            name
+            for name in (*names, "instanceArn")
+            if name in body
+            and (not isinstance(body[name], str) or len(body[name]) > MAX_FIELD_CHARS)
+        ]
         if bad:
-            raise ValueError(f"a call message's {', '.join(bad)} must be strings of at most {MAX_FIELD_CHARS} "
-                             "characters")
-        return cls(body["contactId"], body["streamArn"], body["startFragmentNumber"], body.get("instanceArn", ""))
+            raise ValueError(
+                f"a call message's {', '.join(bad)} must be strings of at most {MAX_FIELD_CHARS} "
+                "characters"
+            )
+        return cls(
+            body["contactId"],
+            body["streamArn"],
+            body["startFragmentNumber"],
+            body.get("instanceArn", ""),
+        )
 
 
 @dataclass
@@ -173,7 +186,9 @@ class Checkpoint:
     call audio)."""
 
     fragment: str | None = None  # None: nothing finished yet (start from Connect's start fragment)
-    fragment_end_s: dict[str, float] = field(default_factory=dict)  # each track's offset at that fragment's end
+    fragment_end_s: dict[str, float] = field(
+        default_factory=dict
+    )  # each track's offset at that fragment's end
     done_s: dict[str, float] = field(default_factory=dict)  # each track's finals cover [0, done_s)
 
 
@@ -217,12 +232,21 @@ class CallTranscriber:
         quiet_s: seconds without a fragment that end the call.
     """
 
-    def __init__(self, call: CallRequest, *, media: Any, opener: TransportOpener, store: Any,
-                 model: str = DEFAULT_MODEL, quiet_s: float = DEFAULT_QUIET_S,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_segment: Callable[[Segment], None] = lambda segment: None,
-                 on_metric: Callable[[str, float], None] = lambda name, value: None) -> None:
+    def __init__(
+        self,
+        call: CallRequest,
+        *,
+        media: Any,
+        opener: TransportOpener,
+        store: Any,
+        model: str = DEFAULT_MODEL,
+        quiet_s: float = DEFAULT_QUIET_S,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        max_stream_s: float = DEFAULT_MAX_STREAM_S,
+        clock: Callable[[], float] = time.monotonic,
+        on_segment: Callable[[Segment], None] = lambda segment: None,
+        on_metric: Callable[[str, float], None] = lambda name, value: None,
+    ) -> None:
         self.call, self.media, self.opener, self.store = call, media, opener, store
         self.model, self.quiet_s = model, quiet_s
         self.session_limit_s, self.max_stream_s = session_limit_s, max_stream_s
@@ -236,15 +260,23 @@ class CallTranscriber:
         # (two at once conflict), and a later checkpoint must never be overwritten by an earlier one
         # finishing last.
         self._commit_lock = asyncio.Lock()
-        self._committing: set[asyncio.Future] = set()  # a final's commit and event, finished even when stopped
+        self._committing: set[asyncio.Future] = (
+            set()
+        )  # a final's commit and event, finished even when stopped
         self._last_tags: dict[str, str] = {}
         self._last_number: str | None = None
-        self._tracks: dict[str, asyncio.Task] = {}  # each track's transcription, from its first audio
+        self._tracks: dict[
+            str, asyncio.Task
+        ] = {}  # each track's transcription, from its first audio
         self._track_added = asyncio.Event()
         self._warned: set[str] = set()  # skipped track names already logged
         self._probe_failures = 0
-        self.announce = True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
-        self.partials_dropped = 0  # partial events the bus refused after the sink's retries (logged, not fatal)
+        self.announce = (
+            True  # publish Call Started when no checkpoint exists (the Consumer's retries do not)
+        )
+        self.partials_dropped = (
+            0  # partial events the bus refused after the sink's retries (logged, not fatal)
+        )
 
     # ---- the run --------------------------------------------------------------------------------
     async def run(self) -> str:
@@ -254,8 +286,9 @@ class CallTranscriber:
         if saved:
             self.checkpoint = Checkpoint(**saved)
         elif self.announce:
-            await self.store.publish(CALL_STARTED, {"contactId": self.call.contact_id,
-                                                    "streamArn": self.call.stream_arn})
+            await self.store.publish(
+                CALL_STARTED, {"contactId": self.call.contact_id, "streamArn": self.call.stream_arn}
+            )
         await self.store.set_call(self.call.contact_id, "ACTIVE")
         # A track's transcription starts when its audio first appears: a flow that streams only the
         # customer's side opens one endpoint stream, not a second one of silence.
@@ -302,7 +335,9 @@ class CallTranscriber:
         """
         cp = self.checkpoint
         after = cp.fragment or self.call.start_fragment
-        skip_through = cp.fragment  # GetMedia may return the named fragment itself (unconfirmed either way)
+        skip_through = (
+            cp.fragment
+        )  # GetMedia may return the named fragment itself (unconfirmed either way)
         self._offset_s = max(cp.fragment_end_s.values(), default=0.0)
         resamplers: dict[str, Pcm16Resampler] = {}
         pending: dict[str, bytearray] = {}
@@ -314,35 +349,56 @@ class CallTranscriber:
             if wait > 0:
                 await asyncio.sleep(wait)
             last_open = self.clock()
-            selector = start_selector(continuation_token=token) if token else start_selector(after_fragment=after)
+            selector = (
+                start_selector(continuation_token=token)
+                if token
+                else start_selector(after_fragment=after)
+            )
             seen_before = self._last_number
             try:
-                reason = await self._read_stream(selector, skip_through, resamplers, pending, queues)
+                reason = await self._read_stream(
+                    selector, skip_through, resamplers, pending, queues
+                )
                 break
             except _Resume as error:
                 failures = 0 if self._last_number != seen_before else failures + 1
                 if failures >= GET_MEDIA_RETRIES:
-                    raise CallFailed(f"GetMedia failed {failures} times in a row after fragment "
-                                     f"{self._last_number or after}: {error}") from error
-                LOG.warning("%s: GetMedia reopened after fragment %s: %s", self.call.contact_id,
-                            self._last_number or after, error)
+                    raise CallFailed(
+                        f"GetMedia failed {failures} times in a row after fragment "
+                        f"{self._last_number or after}: {error}"
+                    ) from error
+                LOG.warning(
+                    "%s: GetMedia reopened after fragment %s: %s",
+                    self.call.contact_id,
+                    self._last_number or after,
+                    error,
+                )
                 await asyncio.sleep(RETRY_PAUSE_S * failures)
             except mkv.FragmentError as error:
-                raise CallFailed(f"a bad fragment after fragment {self._last_number or after}: {error}") from error
+                raise CallFailed(
+                    f"a bad fragment after fragment {self._last_number or after}: {error}"
+                ) from error
             token = self._last_tags.get(mkv.TAG_CONTINUATION_TOKEN, token)
             if token is not None and not CONTINUATION_TOKEN_PATTERN.fullmatch(token):
-                token = None  # a producer's tag cannot make the reader build a request the API refuses
+                token = (
+                    None  # a producer's tag cannot make the reader build a request the API refuses
+                )
             after = self._last_number or after
         for track, queue in queues.items():
             tail = bytes(pending[track]) + resamplers[track].flush()
             for start in range(0, len(tail), CHUNK_BYTES):
-                await queue.put(tail[start:start + CHUNK_BYTES])
+                await queue.put(tail[start : start + CHUNK_BYTES])
             await queue.put(None)
         return reason
 
-    async def _read_stream(self, selector: dict[str, str], skip_through: str | None,
-                           resamplers: dict[str, Pcm16Resampler], pending: dict[str, bytearray],
-                           queues: dict[str, asyncio.Queue]) -> str:
+    async def _read_stream(
+        self,
+        selector: dict[str, str],
+        skip_through: str | None,
+        resamplers: dict[str, Pcm16Resampler],
+        pending: dict[str, bytearray],
+        queues: dict[str, asyncio.Queue],
+    ) -> str:
         """One GetMedia payload; returns why the call ended, or raises :class:`_Resume` to reopen
         it."""
         framer = mkv.FragmentFramer()
@@ -356,7 +412,9 @@ class CallTranscriber:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    raise _Resume(f"no fragment for {self.quiet_s:g} s on an open GetMedia: stalled") from None
+                    raise _Resume(
+                        f"no fragment for {self.quiet_s:g} s on an open GetMedia: stalled"
+                    ) from None
                 except MediaError as error:
                     if not error.transient:
                         raise CallFailed(f"GetMedia: {error}") from error
@@ -367,7 +425,9 @@ class CallTranscriber:
                 # stall other calls.
                 fragments = await asyncio.to_thread(_frame_and_parse, framer, piece)
                 for fragment in fragments:
-                    if ended := await self._fragment(fragment, skip_through, resamplers, pending, queues):
+                    if ended := await self._fragment(
+                        fragment, skip_through, resamplers, pending, queues
+                    ):
                         return ended
                     # From here (not from its arrival): a transcription slower than the call holds
                     # the reader in its queues, which is backpressure, not a stall.
@@ -377,9 +437,14 @@ class CallTranscriber:
                 return ended
         return END_OF_STREAM
 
-    async def _fragment(self, fragment: mkv.Fragment, skip_through: str | None,
-                        resamplers: dict[str, Pcm16Resampler], pending: dict[str, bytearray],
-                        queues: dict[str, asyncio.Queue]) -> str | None:
+    async def _fragment(
+        self,
+        fragment: mkv.Fragment,
+        skip_through: str | None,
+        resamplers: dict[str, Pcm16Resampler],
+        pending: dict[str, bytearray],
+        queues: dict[str, asyncio.Queue],
+    ) -> str | None:
         """Handle one fragment; returns a reason when the call ends at it."""
         if ended := self._check(fragment):
             return ended
@@ -391,8 +456,12 @@ class CallTranscriber:
         for name in fragment.skipped:
             if name not in self._warned:
                 self._warned.add(name)
-                LOG.warning("%s: track %s skipped: not one of Connect's (%s)", self.call.contact_id, name,
-                            ", ".join(mkv.CONNECT_TRACKS))
+                LOG.warning(
+                    "%s: track %s skipped: not one of Connect's (%s)",
+                    self.call.contact_id,
+                    name,
+                    ", ".join(mkv.CONNECT_TRACKS),
+                )
         if skip_through is not None and int(number) <= int(skip_through):
             return None  # finished before the restart
         behind = fragment.tags.get(mkv.TAG_MILLIS_BEHIND_NOW)
@@ -407,17 +476,25 @@ class CallTranscriber:
                 # A track first seen after the call's start begins with silence up to there (call
                 # time).
                 lead = max(0.0, start_s - self.checkpoint.done_s.get(track, 0.0))
-                pending[track] = bytearray(resamplers[track].resample(
-                    bytes(round(lead * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES)))
+                pending[track] = bytearray(
+                    resamplers[track].resample(
+                        bytes(round(lead * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES)
+                    )
+                )
         for track in queues:
             pcm = fragment.audio.get(track, b"")
-            pcm += bytes(round(seconds * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES - len(pcm))  # pad to call time
+            pcm += bytes(
+                round(seconds * mkv.CONNECT_SAMPLE_RATE_HZ) * SAMPLE_BYTES - len(pcm)
+            )  # pad to call time
             done = self.checkpoint.done_s.get(track, 0.0)
-            skip = min(len(pcm) // SAMPLE_BYTES, max(0, round((done - start_s) * mkv.CONNECT_SAMPLE_RATE_HZ)))
-            pending[track] += resamplers[track].resample(pcm[skip * SAMPLE_BYTES:])
+            skip = min(
+                len(pcm) // SAMPLE_BYTES,
+                max(0, round((done - start_s) * mkv.CONNECT_SAMPLE_RATE_HZ)),
+            )
+            pending[track] += resamplers[track].resample(pcm[skip * SAMPLE_BYTES :])
             whole = len(pending[track]) - len(pending[track]) % CHUNK_BYTES
             for at in range(0, whole, CHUNK_BYTES):
-                await queues[track].put(bytes(pending[track][at:at + CHUNK_BYTES]))
+                await queues[track].put(bytes(pending[track][at : at + CHUNK_BYTES]))
             del pending[track][:whole]
         self._offset_s = start_s + seconds
         self._spans.append(_FragmentSpan(number, self._offset_s))
@@ -435,9 +512,11 @@ class CallTranscriber:
             if code == mkv.ERROR_FRAGMENT_NOT_FOUND and self._last_number is not None:
                 return END_OF_STREAM  # nothing after the last fragment read
             if code == mkv.ERROR_FRAGMENT_NOT_FOUND:
-                raise CallFailed(f"GetMedia: {error}: the call's start fragment "
-                                 f"{self.call.start_fragment[:128]} is not in the stream (past its retention, "
-                                 "or another stream's)")
+                raise CallFailed(
+                    f"GetMedia: {error}: the call's start fragment "
+                    f"{self.call.start_fragment[:128]} is not in the stream (past its retention, "
+                    "or another stream's)"
+                )
             if code in mkv.TRANSIENT_ERROR_CODES:
                 raise _Resume(f"GetMedia reported error {error}")
             raise CallFailed(f"GetMedia stopped with error {error}")
@@ -445,8 +524,10 @@ class CallTranscriber:
             return f"the stream moved on to contact {mkv.cut(fragment.contact_id, 64)}"
         number = fragment.number
         if number is None or not FRAGMENT_NUMBER_PATTERN.fullmatch(number):
-            raise CallFailed(f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER "
-                             f"({mkv.cut(number or '', 64)!r}; 1-128 digits)")
+            raise CallFailed(
+                f"a fragment without a valid AWS_KINESISVIDEO_FRAGMENT_NUMBER "
+                f"({mkv.cut(number or '', 64)!r}; 1-128 digits)"
+            )
         return None
 
     # ---- while the call waits -------------------------------------------------------------------
@@ -474,22 +555,32 @@ class CallTranscriber:
                 return ended
             number = fragment.number
             assert number is not None
-            if last is None or int(number) > int(last):  # else read already (GetMedia may start at the given one)
+            if last is None or int(number) > int(
+                last
+            ):  # else read already (GetMedia may start at the given one)
                 last = number
                 seconds += max((fragment.seconds(track) for track in fragment.audio), default=0.0)
             return None
 
         try:
-            pieces = self.media.get_media(self.call.stream_arn, start_selector(after_fragment=start))
+            pieces = self.media.get_media(
+                self.call.stream_arn, start_selector(after_fragment=start)
+            )
             async with contextlib.aclosing(pieces):
                 while True:
                     try:
-                        piece = await asyncio.wait_for(anext(pieces), max(0.0, began + PROBE_S - self.clock()))
+                        piece = await asyncio.wait_for(
+                            anext(pieces), max(0.0, began + PROBE_S - self.clock())
+                        )
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
                         self._probe_failures = 0
-                        return last, seconds, None  # a live stream never ends by itself: the next probe reads on
+                        return (
+                            last,
+                            seconds,
+                            None,
+                        )  # a live stream never ends by itself: the next probe reads on
                     for fragment in await asyncio.to_thread(_frame_and_parse, framer, piece):
                         if ended := read(fragment):
                             return last, seconds, ended
@@ -503,8 +594,10 @@ class CallTranscriber:
                 raise CallFailed(f"GetMedia: {error}") from error
             self._probe_failures = 0 if last != skip_through else self._probe_failures + 1
             if self._probe_failures >= GET_MEDIA_RETRIES:
-                raise CallFailed(f"GetMedia failed {self._probe_failures} times in a row after fragment "
-                                 f"{last or start}: {error}") from error
+                raise CallFailed(
+                    f"GetMedia failed {self._probe_failures} times in a row after fragment "
+                    f"{last or start}: {error}"
+                ) from error
             return last, seconds, None
         self._probe_failures = 0
         return last, seconds, END_OF_STREAM
@@ -525,21 +618,39 @@ class CallTranscriber:
             nonlocal partial
             partial += delta
             if len(partial) > 2 * MAX_TEXT_BYTES:
-                partial = partial[-(MAX_TEXT_BYTES + 1):]
-            segment = Segment(self.call.contact_id, track, partial, self.checkpoint.done_s.get(track, base_s),
-                              self.checkpoint.done_s.get(track, base_s), final=False)
+                partial = partial[-(MAX_TEXT_BYTES + 1) :]
+            segment = Segment(
+                self.call.contact_id,
+                track,
+                partial,
+                self.checkpoint.done_s.get(track, base_s),
+                self.checkpoint.done_s.get(track, base_s),
+                final=False,
+            )
             try:
                 await self.store.publish(SEGMENT, segment.detail())
-            except Exception as error:  # a partial is superseded by the next and by the final: never fatal
+            except (
+                Exception
+            ) as error:  # a partial is superseded by the next and by the final: never fatal
                 self.partials_dropped += 1
-                LOG.warning("call %s %s: a partial event was dropped: %s", self.call.contact_id, track,
-                            cut_utf8(str(error), MAX_REASON_BYTES))
+                LOG.warning(
+                    "call %s %s: a partial event was dropped: %s",
+                    self.call.contact_id,
+                    track,
+                    cut_utf8(str(error), MAX_REASON_BYTES),
+                )
 
         async def on_final(action: ShowGenerationText) -> None:
             nonlocal partial
             partial = ""
-            segment = Segment(self.call.contact_id, track, action.text, base_s + action.start_s,
-                              base_s + action.end_s, final=True)
+            segment = Segment(
+                self.call.contact_id,
+                track,
+                action.text,
+                base_s + action.start_s,
+                base_s + action.end_s,
+                final=True,
+            )
             async with self._commit_lock:
                 state = await self._advance(track, segment.end_s)
                 # The segment and the checkpoint that covers it are written in one transaction, then
@@ -556,11 +667,21 @@ class CallTranscriber:
             elif isinstance(action, ShowDelta) and action.text:
                 await on_partial(action.text)
 
-        machine = TranscriptionMachine(model=self.model, session_limit_s=self.session_limit_s,
-                                       max_stream_s=self.max_stream_s, on_done_timeout=DONE_TIMEOUT_GO_ON)
+        machine = TranscriptionMachine(
+            model=self.model,
+            session_limit_s=self.session_limit_s,
+            max_stream_s=self.max_stream_s,
+            on_done_timeout=DONE_TIMEOUT_GO_ON,
+        )
         try:
-            await drive_machine(machine, chunks(), self.opener, on_action=on_action, clock=self.clock,
-                                on_replay=lambda reason: LOG.info("%s %s: %s", self.call.contact_id, track, reason))
+            await drive_machine(
+                machine,
+                chunks(),
+                self.opener,
+                on_action=on_action,
+                clock=self.clock,
+                on_replay=lambda reason: LOG.info("%s %s: %s", self.call.contact_id, track, reason),
+            )
         except RealtimeError as error:
             if error.code == SERVER_BUSY_CODE:
                 raise EndpointBusy(str(error)) from error
@@ -584,7 +705,10 @@ class CallTranscriber:
             # millisecond.
             while self._spans and self._spans[0].end_s <= reached + 1e-3:
                 span = self._spans.pop(0)
-                cp.fragment, cp.fragment_end_s = span.number, dict.fromkeys(mkv.CONNECT_TRACKS, span.end_s)
+                cp.fragment, cp.fragment_end_s = (
+                    span.number,
+                    dict.fromkeys(mkv.CONNECT_TRACKS, span.end_s),
+                )
             return asdict(cp)
 
 
@@ -595,13 +719,19 @@ class _Wait:
 
     since: float
     checkpoint: Checkpoint
-    probed: str | None = None  # the last fragment read (the checkpoint's to begin with; None: nothing yet)
-    probed_s: float = 0.0  # seconds of call audio in the fragments after the checkpoint read while waiting
+    probed: str | None = (
+        None  # the last fragment read (the checkpoint's to begin with; None: nothing yet)
+    )
+    probed_s: float = (
+        0.0  # seconds of call audio in the fragments after the checkpoint read while waiting
+    )
     last_fragment_at: float = 0.0  # when the last new fragment was read (the Consumer's clock)
 
     def from_s(self) -> float:
         """Where the call's untranscribed audio starts: the earliest track's finals end there."""
-        return min((self.checkpoint.done_s.get(track, 0.0) for track in mkv.CONNECT_TRACKS), default=0.0)
+        return min(
+            (self.checkpoint.done_s.get(track, 0.0) for track in mkv.CONNECT_TRACKS), default=0.0
+        )
 
     def to_s(self) -> float:
         """Where the call's audio read so far ends (seconds of call time)."""
@@ -616,19 +746,29 @@ class Consumer:
     attempt, which resumes from the checkpoint).
     """
 
-    def __init__(self, transcriber_factory: Callable[[CallRequest], CallTranscriber], store: Any, *,
-                 max_calls: int = 50, busy_wait_s: tuple[float, ...] = BUSY_WAIT_S,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_metric: Callable[[str, float], None] = lambda name, value: None) -> None:
+    def __init__(
+        self,
+        transcriber_factory: Callable[[CallRequest], CallTranscriber],
+        store: Any,
+        *,
+        max_calls: int = 50,
+        busy_wait_s: tuple[float, ...] = BUSY_WAIT_S,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        on_metric: Callable[[str, float], None] = lambda name, value: None,
+    ) -> None:
         self.factory, self.store = transcriber_factory, store
         self.clock, self.on_metric = clock, on_metric
-        self.waiting: set[str] = set()  # calls waiting for the endpoint now (the CallsWaiting metric)
+        self.waiting: set[str] = (
+            set()
+        )  # calls waiting for the endpoint now (the CallsWaiting metric)
         self.slots = asyncio.Semaphore(max_calls)
         self.busy_wait_s, self.sleep = busy_wait_s, sleep
         self.calls: dict[str, asyncio.Task[str]] = {}
         self.waits: dict[str, int] = {}
-        self.unrecorded: set[str] = set()  # calls whose outcome could not be written (their message is kept)
+        self.unrecorded: set[str] = (
+            set()
+        )  # calls whose outcome could not be written (their message is kept)
 
     def start(self, call: CallRequest) -> asyncio.Task[str]:
         """Start (or keep) the call's task; a second start of a live call is a no-op (messages may
@@ -639,7 +779,9 @@ class Consumer:
             task = asyncio.create_task(self._run(call), name=f"call-{call.contact_id}")
             self.calls[call.contact_id] = task
             # A consumer task runs calls for weeks: an ended call's task is not kept.
-            task.add_done_callback(lambda done, contact=call.contact_id: self._forget(contact, done))
+            task.add_done_callback(
+                lambda done, contact=call.contact_id: self._forget(contact, done)
+            )
         return task
 
     def _forget(self, contact: str, task: asyncio.Task[str]) -> None:
@@ -654,14 +796,20 @@ class Consumer:
         async with self.slots:
             try:
                 return await self._attempts(call)
-            except Exception as error:  # every exit ends in an outcome; a stop (CancelledError) is not an exit
+            except (
+                Exception
+            ) as error:  # every exit ends in an outcome; a stop (CancelledError) is not an exit
                 LOG.exception("call %s failed unexpectedly", call.contact_id)
                 if call.contact_id in self.waiting:
                     self.waiting.discard(call.contact_id)
                     self.on_metric("CallsWaiting", float(len(self.waiting)))
-                return await self._failed(call, f"an unexpected error: {type(error).__name__}: {error}")
+                return await self._failed(
+                    call, f"an unexpected error: {type(error).__name__}: {error}"
+                )
 
-    async def _record(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
+    async def _record(
+        self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]
+    ) -> bool:
         """The call's event, then its final status in the table; a failure is logged and counted and
         the contact kept in :attr:`unrecorded` (the service then leaves its message to come back).
         Never raises.
@@ -676,18 +824,30 @@ class Consumer:
         try:
             return await asyncio.shield(writing)
         except asyncio.CancelledError:
-            await writing  # the outcome written whole (the stop waits a write's time), then the stop goes on
+            await (
+                writing
+            )  # the outcome written whole (the stop waits a write's time), then the stop goes on
             raise
 
-    async def _write_outcome(self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]) -> bool:
+    async def _write_outcome(
+        self, call: CallRequest, status: str, kind: str, detail: dict[str, Any]
+    ) -> bool:
         reason = cut_utf8(str(detail.get("reason", "")), MAX_REASON_BYTES)
-        for what, write in (("event", lambda: self.store.publish(kind, {"contactId": call.contact_id, **detail,
-                                                                        "reason": reason})),
-                            ("status", lambda: self.store.set_call(call.contact_id, status, reason))):
+        for what, write in (
+            (
+                "event",
+                lambda: self.store.publish(
+                    kind, {"contactId": call.contact_id, **detail, "reason": reason}
+                ),
+            ),
+            ("status", lambda: self.store.set_call(call.contact_id, status, reason)),
+        ):
             try:
                 await write()
             except Exception:
-                LOG.exception("call %s: its %s %s could not be recorded", call.contact_id, status, what)
+                LOG.exception(
+                    "call %s: its %s %s could not be recorded", call.contact_id, status, what
+                )
                 self.on_metric("OutcomesNotRecorded", 1.0)
                 self.unrecorded.add(call.contact_id)
                 return False
@@ -703,7 +863,9 @@ class Consumer:
         wait: _Wait | None = None
         while True:
             transcriber = self.factory(call)
-            transcriber.announce = waits == 0  # one Call Started, however often the call waited before a final
+            transcriber.announce = (
+                waits == 0
+            )  # one Call Started, however often the call waited before a final
             try:
                 reason = await transcriber.run()
             except (EndpointBusy, EndpointUnavailable) as error:
@@ -711,14 +873,23 @@ class Consumer:
                     model_errors += 1
                     if model_errors > MODEL_ERROR_RETRIES:
                         self._stop_waiting(call, wait)
-                        return await self._failed(call, f"{error} (resumed {MODEL_ERROR_RETRIES} times)")
+                        return await self._failed(
+                            call, f"{error} (resumed {MODEL_ERROR_RETRIES} times)"
+                        )
                 if wait is not None and transcriber.checkpoint != wait.checkpoint:
-                    self._stop_waiting(call, wait)  # it ran and finished audio since: a new wait begins
+                    self._stop_waiting(
+                        call, wait
+                    )  # it ran and finished audio since: a new wait begins
                     wait = None
                 if wait is None:
                     now = self.clock()
                     checkpoint = transcriber.checkpoint
-                    wait = _Wait(since=now, checkpoint=checkpoint, probed=checkpoint.fragment, last_fragment_at=now)
+                    wait = _Wait(
+                        since=now,
+                        checkpoint=checkpoint,
+                        probed=checkpoint.fragment,
+                        last_fragment_at=now,
+                    )
                     self.waiting.add(call.contact_id)
                     self.on_metric("CallsWaiting", float(len(self.waiting)))
                 delay = self.busy_wait_s[min(waits, len(self.busy_wait_s) - 1)]
@@ -726,10 +897,17 @@ class Consumer:
                 self.waits[call.contact_id] = waits
                 reason = cut_utf8(str(error), MAX_REASON_BYTES)
                 await self.store.set_call(call.contact_id, "WAITING", reason)
-                await self.store.publish(CALL_WAITING, {
-                    "contactId": call.contact_id, "reason": reason, "retryInS": delay,
-                    "waitingS": round(self.clock() - wait.since, 3),
-                    "untranscribedFromS": wait.from_s(), "untranscribedToS": wait.to_s()})
+                await self.store.publish(
+                    CALL_WAITING,
+                    {
+                        "contactId": call.contact_id,
+                        "reason": reason,
+                        "retryInS": delay,
+                        "waitingS": round(self.clock() - wait.since, 3),
+                        "untranscribedFromS": wait.from_s(),
+                        "untranscribedToS": wait.to_s(),
+                    },
+                )
                 await self.sleep(delay)
                 if isinstance(error, EndpointUnavailable):
                     # a few tries at most, then Call Failed: resumed from the checkpoint, live or
@@ -769,14 +947,26 @@ class Consumer:
         never transcribed."""
         self._stop_waiting(call, wait)
         waited = round(self.clock() - wait.since, 3)
-        reason = cut_utf8(f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "
-                          f"seconds {wait.from_s():g}-{wait.to_s():g} of the call were not transcribed",
-                          MAX_REASON_BYTES)
+        reason = cut_utf8(
+            f"the call ended ({ended}) after waiting {waited:g} s for the endpoint; "
+            f"seconds {wait.from_s():g}-{wait.to_s():g} of the call were not transcribed",
+            MAX_REASON_BYTES,
+        )
         self.on_metric("CallsUntranscribed", 1.0)
-        await self._record(call, "UNTRANSCRIBED", CALL_ENDED, {
-            "reason": reason, "transcribed": False, "waitedS": waited,
-            "untranscribed": {track: [wait.checkpoint.done_s.get(track, 0.0), wait.to_s()]
-                              for track in mkv.CONNECT_TRACKS}})
+        await self._record(
+            call,
+            "UNTRANSCRIBED",
+            CALL_ENDED,
+            {
+                "reason": reason,
+                "transcribed": False,
+                "waitedS": waited,
+                "untranscribed": {
+                    track: [wait.checkpoint.done_s.get(track, 0.0), wait.to_s()]
+                    for track in mkv.CONNECT_TRACKS
+                },
+            },
+        )
         return f"untranscribed: {reason}"
 
     def _stop_waiting(self, call: CallRequest, wait: _Wait | None) -> None:

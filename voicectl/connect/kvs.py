@@ -45,9 +45,17 @@ READ_BYTES = 4096
 """Bytes read from GetMedia's payload at a time: botocore's body returns only once it has them (or
 at the end), so this bounds the delay a read adds (4 KiB is 64 ms of a call's two 8 kHz PCM16
 tracks)."""
-TRANSIENT_ERROR_CODES = frozenset({
-    "ClientLimitExceededException", "ConnectionLimitExceededException", "ThrottlingException",
-    "InternalFailure", "InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+TRANSIENT_ERROR_CODES = frozenset(
+    {
+        "ClientLimitExceededException",
+        "ConnectionLimitExceededException",
+        "ThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    }
+)
 """GetMedia/GetDataEndpoint error codes worth a retry (the API reference's throttling and limit
 errors; 5xx)."""
 MAX_ERROR_CHARS = 300
@@ -63,7 +71,9 @@ class MediaError(Exception):
         self.transient = transient
 
 
-def start_selector(*, after_fragment: str | None = None, continuation_token: str | None = None) -> dict[str, str]:
+def start_selector(
+    *, after_fragment: str | None = None, continuation_token: str | None = None
+) -> dict[str, str]:
     """GetMedia's StartSelector: resume from a continuation token, else from a fragment number.
 
     Raises:
@@ -71,14 +81,18 @@ def start_selector(*, after_fragment: str | None = None, continuation_token: str
     """
     if continuation_token is not None:
         if not CONTINUATION_TOKEN_PATTERN.fullmatch(continuation_token):
-            raise ValueError(f"continuation token {continuation_token[:130]!r} must be 1-128 of [a-zA-Z0-9_.-] "
-                             "(GetMedia StartSelector.ContinuationToken)")
+            raise ValueError(
+                f"continuation token {continuation_token[:130]!r} must be 1-128 of [a-zA-Z0-9_.-] "
+                "(GetMedia StartSelector.ContinuationToken)"
+            )
         return {"StartSelectorType": "CONTINUATION_TOKEN", "ContinuationToken": continuation_token}
     if after_fragment is None:
         raise ValueError("GetMedia needs a fragment number or a continuation token to start from")
     if not FRAGMENT_NUMBER_PATTERN.fullmatch(after_fragment):
-        raise ValueError(f"fragment number {after_fragment[:130]!r} must be 1-128 decimal digits "
-                         "(GetMedia StartSelector.AfterFragmentNumber)")
+        raise ValueError(
+            f"fragment number {after_fragment[:130]!r} must be 1-128 decimal digits "
+            "(GetMedia StartSelector.AfterFragmentNumber)"
+        )
     return {"StartSelectorType": "FRAGMENT_NUMBER", "AfterFragmentNumber": after_fragment}
 
 
@@ -92,7 +106,10 @@ def classify(error: BaseException) -> MediaError:
     if isinstance(error, ClientError):
         code = str(error.response.get("Error", {}).get("Code", ""))
         status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        return MediaError(f"{code or 'ClientError'}: {error}", transient=code in TRANSIENT_ERROR_CODES or status >= 500)
+        return MediaError(
+            f"{code or 'ClientError'}: {error}",
+            transient=code in TRANSIENT_ERROR_CODES or status >= 500,
+        )
     if isinstance(error, (BotoCoreError, OSError, TimeoutError)):
         # ResponseStreamingError, ReadTimeoutError, EndpointConnectionError, ConnectionClosedError,
         # a reset socket
@@ -108,26 +125,43 @@ class KvsMedia:
     somewhere else (the local stand-in); GetMedia always goes where GetDataEndpoint says.
     """
 
-    def __init__(self, session: Any, *, region: str | None = None, endpoint_url: str | None = None,
-                 executor: ThreadPoolExecutor | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        executor: ThreadPoolExecutor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.session = session
-        self.executor = executor or ThreadPoolExecutor(READER_THREADS, thread_name_prefix="get-media")
+        self.executor = executor or ThreadPoolExecutor(
+            READER_THREADS, thread_name_prefix="get-media"
+        )
         self.region = region
         self.endpoint_url = endpoint_url
         self.clock = clock
         self.endpoint_requests = 0  # GetDataEndpoint calls made (what the tests read)
         self._media_clients: dict[str, tuple[float, Any]] = {}  # stream ARN -> (when asked, client)
-        self._lock = threading.Lock()  # boto3 sessions are not safe for creating clients from several threads
+        self._lock = (
+            threading.Lock()
+        )  # boto3 sessions are not safe for creating clients from several threads
 
     def _media_client(self, stream_arn: str) -> Any:
         with self._lock:
             cached = self._media_clients.get(stream_arn)
             if cached is not None and self.clock() - cached[0] < ENDPOINT_TTL_S:
                 return cached[1]
-            control = self.session.client("kinesisvideo", region_name=self.region, endpoint_url=self.endpoint_url)
+            control = self.session.client(
+                "kinesisvideo", region_name=self.region, endpoint_url=self.endpoint_url
+            )
             self.endpoint_requests += 1
-            endpoint = control.get_data_endpoint(StreamARN=stream_arn, APIName="GET_MEDIA")["DataEndpoint"]
-            client = self.session.client("kinesis-video-media", region_name=self.region, endpoint_url=endpoint)
+            endpoint = control.get_data_endpoint(StreamARN=stream_arn, APIName="GET_MEDIA")[
+                "DataEndpoint"
+            ]
+            client = self.session.client(
+                "kinesis-video-media", region_name=self.region, endpoint_url=endpoint
+            )
             self._media_clients[stream_arn] = (self.clock(), client)
             return client
 
@@ -143,7 +177,9 @@ class KvsMedia:
         try:
             client = await loop.run_in_executor(self.executor, self._media_client, stream_arn)
             response = await loop.run_in_executor(
-                self.executor, lambda: client.get_media(StreamARN=stream_arn, StartSelector=selector))
+                self.executor,
+                lambda: client.get_media(StreamARN=stream_arn, StartSelector=selector),
+            )
         except Exception as error:  # boto3's and the socket's, classified
             self.forget(stream_arn)
             raise classify(error) from error
@@ -152,7 +188,9 @@ class KvsMedia:
             while True:
                 try:
                     piece = await loop.run_in_executor(self.executor, body.read, READ_BYTES)
-                except Exception as error:  # a reset or cut stream mid-payload (ResponseStreamingError ...)
+                except (
+                    Exception
+                ) as error:  # a reset or cut stream mid-payload (ResponseStreamingError ...)
                     self.forget(stream_arn)
                     raise classify(error) from error
                 if not piece:

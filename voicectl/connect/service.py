@@ -79,9 +79,20 @@ def emit_metric(name: str, value: float, unit: str = "Count", **dimensions: str)
     sets (e.g. ``{"Deployment": "RealtimeVoice"}``), so that two deployments in one account and
     Region write separate series."""
     dimensions = {**json.loads(os.environ.get("METRIC_DIMENSIONS") or "{}"), **dimensions}
-    record: dict[str, Any] = {"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-        {"Namespace": METRIC_NAMESPACE, "Dimensions": [list(dimensions)] if dimensions else [[]],
-         "Metrics": [{"Name": name, "Unit": unit}]}]}, name: value, **dimensions}
+    record: dict[str, Any] = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": METRIC_NAMESPACE,
+                    "Dimensions": [list(dimensions)] if dimensions else [[]],
+                    "Metrics": [{"Name": name, "Unit": unit}],
+                }
+            ],
+        },
+        name: value,
+        **dimensions,
+    }
     print(json.dumps(record), flush=True)
 
 
@@ -139,7 +150,9 @@ class _Messages:
             await asyncio.to_thread(getattr(self.sqs, operation), QueueUrl=self.queue_url, **kwargs)
             return True
         except Exception as error:  # any SDK or network error: reported, the others go on
-            LOG.warning("call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES))
+            LOG.warning(
+                "call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES)
+            )
             emit_metric("MessageErrors", 1)
             return False
 
@@ -149,20 +162,32 @@ class _Messages:
         call's claim keeps the call where it runs, so whichever task receives the copy does not run
         it again)."""
         for message in list(messages):
-            if self.clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S >= MAX_VISIBILITY_S:
+            if (
+                self.clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S
+                >= MAX_VISIBILITY_S
+            ):
                 if await self.call("send_message", contact, MessageBody=message.body):
                     emit_metric("MessagesHandedOn", 1)
                     await self.call("delete_message", contact, ReceiptHandle=message.receipt)
                     messages.remove(message)
                 continue
-            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt,
-                            VisibilityTimeout=VISIBILITY_TIMEOUT_S)
+            await self.call(
+                "change_message_visibility",
+                contact,
+                ReceiptHandle=message.receipt,
+                VisibilityTimeout=VISIBILITY_TIMEOUT_S,
+            )
 
     async def give_back(self, contact: str, messages: list[_Message]) -> None:
         """Visible again at once (ChangeMessageVisibility 0): another task takes the call without
         waiting."""
         for message in messages:
-            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt, VisibilityTimeout=0)
+            await self.call(
+                "change_message_visibility",
+                contact,
+                ReceiptHandle=message.receipt,
+                VisibilityTimeout=0,
+            )
 
     async def delete(self, contact: str, messages: list[_Message]) -> None:
         for message in messages:
@@ -171,9 +196,15 @@ class _Messages:
     async def receive(self, room: int, wait_s: int, stop: asyncio.Event) -> list[dict[str, Any]]:
         """One long poll; a stop meanwhile does not lose what it returns (the poll cannot be
         cancelled)."""
-        poll = asyncio.ensure_future(asyncio.to_thread(
-            self.sqs.receive_message, QueueUrl=self.queue_url, WaitTimeSeconds=wait_s,
-            MaxNumberOfMessages=min(RECEIVE_MAX, room), VisibilityTimeout=VISIBILITY_TIMEOUT_S))
+        poll = asyncio.ensure_future(
+            asyncio.to_thread(
+                self.sqs.receive_message,
+                QueueUrl=self.queue_url,
+                WaitTimeSeconds=wait_s,
+                MaxNumberOfMessages=min(RECEIVE_MAX, room),
+                VisibilityTimeout=VISIBILITY_TIMEOUT_S,
+            )
+        )
         stopped = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -188,10 +219,22 @@ class _Messages:
             return []
 
 
-async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, opener: Any, stop: asyncio.Event,
-                max_calls: int = 50, on_segment: Any = None, on_call_done: Any = None,
-                receive_wait_s: int = RECEIVE_WAIT_S, transcriber_options: dict[str, Any] | None = None,
-                clock: Any = time.monotonic, extend_every_s: float = VISIBILITY_EXTEND_S) -> None:
+async def serve(
+    *,
+    sqs: Any,
+    queue_url: str,
+    sink: AwsSink,
+    media: KvsMedia,
+    opener: Any,
+    stop: asyncio.Event,
+    max_calls: int = 50,
+    on_segment: Any = None,
+    on_call_done: Any = None,
+    receive_wait_s: int = RECEIVE_WAIT_S,
+    transcriber_options: dict[str, Any] | None = None,
+    clock: Any = time.monotonic,
+    extend_every_s: float = VISIBILITY_EXTEND_S,
+) -> None:
     """Take calls from the queue until ``stop`` is set; each runs on its own (see the module
     docstring).
 
@@ -201,14 +244,23 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
     both)."""
 
     def factory(call: CallRequest) -> CallTranscriber:
-        return CallTranscriber(call, media=media, opener=opener, store=sink,
-                               on_segment=on_segment or (lambda segment: None),
-                               on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
-                               **(transcriber_options or {}))
+        return CallTranscriber(
+            call,
+            media=media,
+            opener=opener,
+            store=sink,
+            on_segment=on_segment or (lambda segment: None),
+            on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
+            **(transcriber_options or {}),
+        )
 
-    consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
+    consumer = Consumer(
+        factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value)
+    )
     held = _Messages(sqs, queue_url, clock)
-    slot_freed = asyncio.Event()  # set when a call ends: a full task takes the next call from the queue at once
+    slot_freed = (
+        asyncio.Event()
+    )  # set when a call ends: a full task takes the next call from the queue at once
 
     async def check_claim(contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
@@ -218,8 +270,11 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         try:
             claim = await sink.claim_call(contact)
         except Exception as error:  # DynamoDB unreachable: tried again next round
-            LOG.warning("call %s: its claim could not be renewed or checked: %s", contact,
-                        cut_utf8(str(error), MAX_REASON_BYTES))
+            LOG.warning(
+                "call %s: its claim could not be renewed or checked: %s",
+                contact,
+                cut_utf8(str(error), MAX_REASON_BYTES),
+            )
             emit_metric("ClaimErrors", 1)
             return
         if contact in held.running:
@@ -227,7 +282,10 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 # The lease ran out (renewals failed, a stalled loop) and another task claimed the
                 # call: it runs there from the checkpoint, so it stops here (its messages given
                 # back), never runs in both.
-                LOG.error("call %s: this task's claim was lost to another task; the call stops here", contact)
+                LOG.error(
+                    "call %s: this task's claim was lost to another task; the call stops here",
+                    contact,
+                )
                 emit_metric("ClaimsLost", 1)
                 if (task := consumer.calls.get(contact)) is not None:
                     task.cancel()
@@ -267,7 +325,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 if isinstance(reason, asyncio.CancelledError):
                     await held.give_back(contact, messages)
             else:
-                await held.delete(contact, messages)  # every copy this task held (duplicates, a handed-on copy)
+                await held.delete(
+                    contact, messages
+                )  # every copy this task held (duplicates, a handed-on copy)
             if on_call_done is not None:
                 on_call_done(contact, reason)
         finally:
@@ -298,7 +358,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         contact, copy = call.contact_id, _Message(receipt, body, clock())
         for group in (held.running, held.standby):
             if contact in group:
-                group[contact].append(copy)  # never in place of the first: each copy is kept invisible, then deleted
+                group[contact].append(
+                    copy
+                )  # never in place of the first: each copy is kept invisible, then deleted
                 emit_metric("DuplicateMessages", 1)
                 return
         if stop.is_set():
@@ -307,7 +369,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         try:
             claim = await sink.claim_call(contact)
         except Exception as error:  # left invisible: it comes back after its visibility timeout
-            LOG.warning("call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES))
+            LOG.warning(
+                "call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES)
+            )
             emit_metric("ClaimErrors", 1)
             return
         if claim == "claimed":
@@ -324,7 +388,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
     try:
         while not stop.is_set():
             room = max_calls - len(held.running)
-            if room <= 0:  # full: leave the calls in the queue (the scaling signal), never refuse them
+            if (
+                room <= 0
+            ):  # full: leave the calls in the queue (the scaling signal), never refuse them
                 slot_freed.clear()
                 await _first_of(stop.wait(), slot_freed.wait())
                 continue
@@ -358,11 +424,19 @@ def main() -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        sink = AwsSink(session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"])
+        sink = AwsSink(
+            session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"]
+        )
         async with opener_from_env(session) as opener:
-            await serve(sqs=session.client("sqs"), queue_url=os.environ["CALLS_QUEUE_URL"], sink=sink,
-                        media=KvsMedia(session), opener=opener, stop=stop,
-                        max_calls=int(os.environ.get("MAX_CALLS", "50")))
+            await serve(
+                sqs=session.client("sqs"),
+                queue_url=os.environ["CALLS_QUEUE_URL"],
+                sink=sink,
+                media=KvsMedia(session),
+                opener=opener,
+                stop=stop,
+                max_calls=int(os.environ.get("MAX_CALLS", "50")),
+            )
 
     asyncio.run(run())
     return 0

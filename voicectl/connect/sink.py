@@ -108,7 +108,7 @@ def cut_utf8(text: str, max_bytes: int, *, keep_tail: bool = False) -> str:
         return text
     room = max(0, max_bytes - len(CUT_MARK.encode()))
     if keep_tail:
-        return CUT_MARK + data[len(data) - room:].decode(errors="ignore")
+        return CUT_MARK + data[len(data) - room :].decode(errors="ignore")
     return data[:room].decode(errors="ignore") + CUT_MARK
 
 
@@ -123,7 +123,9 @@ def cut_json(text: str, max_bytes: int, *, keep_tail: bool = False) -> str:
             return cut
         if budget <= 0:
             return ""
-        budget = min(budget, len(cut.encode())) * max_bytes // size  # escapes shrink the room in proportion
+        budget = (
+            min(budget, len(cut.encode())) * max_bytes // size
+        )  # escapes shrink the room in proportion
 
 
 def entry_bytes(entry: dict[str, Any]) -> int:
@@ -142,7 +144,9 @@ def is_transaction_conflict(error: ClientError) -> bool:
     if response.get("Error", {}).get("Code") != "TransactionCanceledException":
         return False
     reasons = [reason.get("Code") for reason in response.get("CancellationReasons") or ()]
-    return "TransactionConflict" in reasons or "TransactionConflict" in response["Error"].get("Message", "")
+    return "TransactionConflict" in reasons or "TransactionConflict" in response["Error"].get(
+        "Message", ""
+    )
 
 
 @dataclass(frozen=True)
@@ -161,9 +165,15 @@ class Segment:
         """The event's fields; ``text`` cut to :data:`MAX_TEXT_BYTES` (a final's head; a partial's
         tail, the words just heard), with ``cut`` true when it was."""
         text = cut_json(self.text, MAX_TEXT_BYTES, keep_tail=not self.final)
-        detail = {"contactId": self.contact_id, "segmentId": self.item_key, "speaker": self.speaker,
-                  "final": self.final, "text": text,
-                  "startS": round(self.start_s, 3), "endS": round(self.end_s, 3)}
+        detail = {
+            "contactId": self.contact_id,
+            "segmentId": self.item_key,
+            "speaker": self.speaker,
+            "final": self.final,
+            "text": text,
+            "startS": round(self.start_s, 3),
+            "endS": round(self.end_s, 3),
+        }
         if text != self.text:
             detail["cut"] = True
         return detail
@@ -176,12 +186,23 @@ class Segment:
 class AwsSink:
     """EventBridge + DynamoDB with boto3 (calls in worker threads)."""
 
-    def __init__(self, session: Any, *, bus_name: str, table_name: str, region: str | None = None,
-                 endpoint_url: str | None = None, ttl_s: int = DEFAULT_TTL_S,
-                 clock: Callable[[], float] = time.time, owner: str | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        bus_name: str,
+        table_name: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        ttl_s: int = DEFAULT_TTL_S,
+        clock: Callable[[], float] = time.time,
+        owner: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.events = session.client("events", region_name=region, endpoint_url=endpoint_url)
-        self.table = session.resource("dynamodb", region_name=region, endpoint_url=endpoint_url).Table(table_name)
+        self.table = session.resource(
+            "dynamodb", region_name=region, endpoint_url=endpoint_url
+        ).Table(table_name)
         self.client = session.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
         self.table_name = table_name
         self.bus_name = bus_name
@@ -198,37 +219,62 @@ class AwsSink:
         await asyncio.to_thread(self._put_events, [(detail_type, detail)])
 
     def _put_events(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
-        pending = [{"Source": EVENT_SOURCE, "DetailType": kind, "Detail": json.dumps(detail, ensure_ascii=False),
-                    "EventBusName": self.bus_name} for kind, detail in entries]
+        pending = [
+            {
+                "Source": EVENT_SOURCE,
+                "DetailType": kind,
+                "Detail": json.dumps(detail, ensure_ascii=False),
+                "EventBusName": self.bus_name,
+            }
+            for kind, detail in entries
+        ]
         for entry in pending:
             if (size := entry_bytes(entry)) > PUT_EVENTS_MAX_ENTRY_BYTES:
-                raise SinkError(f"a {entry['DetailType']!r} event is {size} bytes, more than PutEvents' "
-                                f"{PUT_EVENTS_MAX_ENTRY_BYTES} bytes an entry")
+                raise SinkError(
+                    f"a {entry['DetailType']!r} event is {size} bytes, more than PutEvents' "
+                    f"{PUT_EVENTS_MAX_ENTRY_BYTES} bytes an entry"
+                )
         for attempt in range(PUT_EVENTS_RETRIES + 1):
             failed = []
             for start in range(0, len(pending), PUT_EVENTS_MAX_ENTRIES):
-                batch = pending[start:start + PUT_EVENTS_MAX_ENTRIES]
+                batch = pending[start : start + PUT_EVENTS_MAX_ENTRIES]
                 response = self.events.put_events(Entries=batch)
                 if response.get("FailedEntryCount"):
-                    failed += [entry for entry, result in zip(batch, response["Entries"], strict=True) if result.get("ErrorCode")]
+                    failed += [
+                        entry
+                        for entry, result in zip(batch, response["Entries"], strict=True)
+                        if result.get("ErrorCode")
+                    ]
             if not failed:
                 return
             pending = failed
-            self.sleep(0.2 * 2 ** attempt)
-        raise SinkError(f"EventBridge refused {len(pending)} event(s) after {PUT_EVENTS_RETRIES} retries")
+            self.sleep(0.2 * 2**attempt)
+        raise SinkError(
+            f"EventBridge refused {len(pending)} event(s) after {PUT_EVENTS_RETRIES} retries"
+        )
 
     # ---- table ----------------------------------------------------------------------------------
     def _expires(self) -> int:
         return int(self.clock()) + self.ttl_s
 
     def _segment_item(self, segment: Segment) -> dict[str, Any]:
-        return {PARTITION_KEY: segment.contact_id, SORT_KEY: segment.item_key, "Speaker": segment.speaker,
-                "Text": segment.text, "StartS": str(round(segment.start_s, 3)), "EndS": str(round(segment.end_s, 3)),
-                TTL_ATTRIBUTE: self._expires()}
+        return {
+            PARTITION_KEY: segment.contact_id,
+            SORT_KEY: segment.item_key,
+            "Speaker": segment.speaker,
+            "Text": segment.text,
+            "StartS": str(round(segment.start_s, 3)),
+            "EndS": str(round(segment.end_s, 3)),
+            TTL_ATTRIBUTE: self._expires(),
+        }
 
     def _checkpoint_item(self, contact_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        return {PARTITION_KEY: contact_id, SORT_KEY: CHECKPOINT_ITEM, "State": json.dumps(state),
-                TTL_ATTRIBUTE: self._expires()}
+        return {
+            PARTITION_KEY: contact_id,
+            SORT_KEY: CHECKPOINT_ITEM,
+            "State": json.dumps(state),
+            TTL_ATTRIBUTE: self._expires(),
+        }
 
     async def commit_final(self, segment: Segment, state: dict[str, Any]) -> None:
         """The segment and the checkpoint that covers it, in one TransactWriteItems (both or
@@ -236,8 +282,15 @@ class AwsSink:
         jitter), never fatal."""
         serialize = TypeSerializer().serialize
         items = [self._segment_item(segment), self._checkpoint_item(segment.contact_id, state)]
-        transaction = [{"Put": {"TableName": self.table_name,
-                                "Item": {key: serialize(value) for key, value in item.items()}}} for item in items]
+        transaction = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": {key: serialize(value) for key, value in item.items()},
+                }
+            }
+            for item in items
+        ]
         await asyncio.to_thread(self._transact, transaction)
 
     def _transact(self, transaction: list[dict[str, Any]]) -> None:
@@ -250,19 +303,33 @@ class AwsSink:
                 if not is_transaction_conflict(error) or attempt == CONFLICT_RETRIES:
                     raise
                 self.conflicts += 1
-                LOG.warning("a checkpoint transaction met a conflict; retry %d of %d", attempt + 1, CONFLICT_RETRIES)
-                self.sleep(random.uniform(0, CONFLICT_BACKOFF_S * 2 ** attempt))
+                LOG.warning(
+                    "a checkpoint transaction met a conflict; retry %d of %d",
+                    attempt + 1,
+                    CONFLICT_RETRIES,
+                )
+                self.sleep(random.uniform(0, CONFLICT_BACKOFF_S * 2**attempt))
 
     async def set_call(self, contact_id: str, status: str, reason: str = "") -> None:
         """The call's status and reason (cut to :data:`MAX_REASON_BYTES`); the claim (``Owner``,
         ``LeaseUntil``) is left as it is."""
         await asyncio.to_thread(
-            self.table.update_item, Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
+            self.table.update_item,
+            Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
             UpdateExpression="SET #status = :status, #reason = :reason, UpdatedAt = :now, #ttl = "
-                             ":ttl",
-            ExpressionAttributeNames={"#status": "Status", "#reason": "Reason", "#ttl": TTL_ATTRIBUTE},
-            ExpressionAttributeValues={":status": status, ":reason": cut_utf8(reason, MAX_REASON_BYTES),
-                                       ":now": int(self.clock()), ":ttl": self._expires()})
+            ":ttl",
+            ExpressionAttributeNames={
+                "#status": "Status",
+                "#reason": "Reason",
+                "#ttl": TTL_ATTRIBUTE,
+            },
+            ExpressionAttributeValues={
+                ":status": status,
+                ":reason": cut_utf8(reason, MAX_REASON_BYTES),
+                ":now": int(self.clock()),
+                ":ttl": self._expires(),
+            },
+        )
 
     async def claim_call(self, contact_id: str) -> str:
         """Claim the call for this task (or renew the claim) for :data:`LEASE_S`. Returns
@@ -275,39 +342,63 @@ class AwsSink:
         now = int(self.clock())
         try:
             await asyncio.to_thread(
-                self.table.update_item, Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
+                self.table.update_item,
+                Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
                 UpdateExpression="SET #owner = :me, LeaseUntil = :until, #ttl = :ttl, "
-                                 "#status = if_not_exists(#status, :claimed)",
+                "#status = if_not_exists(#status, :claimed)",
                 ConditionExpression="(attribute_not_exists(#status) OR NOT #status IN (:ended, "
-                                    ":failed, :gone)) AND (attribute_not_exists(#owner) OR #owner = :me OR "
-                                    "LeaseUntil < :now)",
-                ExpressionAttributeNames={"#owner": "Owner", "#status": "Status", "#ttl": TTL_ATTRIBUTE},
-                ExpressionAttributeValues={":me": self.owner, ":until": now + LEASE_S, ":now": now,
-                                           ":ttl": self._expires(), ":claimed": "CLAIMED", ":ended": FINISHED[0],
-                                           ":failed": FINISHED[1], ":gone": FINISHED[2]})
+                ":failed, :gone)) AND (attribute_not_exists(#owner) OR #owner = :me OR "
+                "LeaseUntil < :now)",
+                ExpressionAttributeNames={
+                    "#owner": "Owner",
+                    "#status": "Status",
+                    "#ttl": TTL_ATTRIBUTE,
+                },
+                ExpressionAttributeValues={
+                    ":me": self.owner,
+                    ":until": now + LEASE_S,
+                    ":now": now,
+                    ":ttl": self._expires(),
+                    ":claimed": "CLAIMED",
+                    ":ended": FINISHED[0],
+                    ":failed": FINISHED[1],
+                    ":gone": FINISHED[2],
+                },
+            )
             return "claimed"
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-        item = (await asyncio.to_thread(self.table.get_item, Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
-                                        ConsistentRead=True)).get("Item") or {}
+        item = (
+            await asyncio.to_thread(
+                self.table.get_item,
+                Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
+                ConsistentRead=True,
+            )
+        ).get("Item") or {}
         return "finished" if item.get("Status") in FINISHED else "elsewhere"
 
     async def release_call(self, contact_id: str) -> None:
         """End this task's claim now (a stopping task: another may resume the call at once)."""
         try:
             await asyncio.to_thread(
-                self.table.update_item, Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
-                UpdateExpression="SET LeaseUntil = :zero", ConditionExpression="#owner = :me",
+                self.table.update_item,
+                Key={PARTITION_KEY: contact_id, SORT_KEY: CALL_ITEM},
+                UpdateExpression="SET LeaseUntil = :zero",
+                ConditionExpression="#owner = :me",
                 ExpressionAttributeNames={"#owner": "Owner"},
-                ExpressionAttributeValues={":zero": 0, ":me": self.owner})
+                ExpressionAttributeValues={":zero": 0, ":me": self.owner},
+            )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
 
     async def load_checkpoint(self, contact_id: str) -> dict[str, Any] | None:
-        response = await asyncio.to_thread(self.table.get_item, Key={PARTITION_KEY: contact_id,
-                                                                     SORT_KEY: CHECKPOINT_ITEM}, ConsistentRead=True)
+        response = await asyncio.to_thread(
+            self.table.get_item,
+            Key={PARTITION_KEY: contact_id, SORT_KEY: CHECKPOINT_ITEM},
+            ConsistentRead=True,
+        )
         item = response.get("Item")
         return json.loads(item["State"]) if item else None
 
@@ -316,8 +407,14 @@ class AwsSink:
         Query)."""
         from boto3.dynamodb.conditions import Key
 
-        items, kwargs = [], {"KeyConditionExpression": Key(PARTITION_KEY).eq(contact_id) & Key(SORT_KEY)
-                             .begins_with("SEG#"), "ConsistentRead": True}
+        items, kwargs = (
+            [],
+            {
+                "KeyConditionExpression": Key(PARTITION_KEY).eq(contact_id)
+                & Key(SORT_KEY).begins_with("SEG#"),
+                "ConsistentRead": True,
+            },
+        )
         while True:
             response = self.table.query(**kwargs)
             items += response["Items"]

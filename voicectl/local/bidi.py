@@ -94,12 +94,19 @@ class StreamSettings:
     close_timeout_s: float = CLOSE_TIMEOUT_S
 
     def __post_init__(self) -> None:
-        problems = [f"{name} must be a positive number of seconds, got {value}"
-                    for name, value in (("accept_timeout_s", self.accept_timeout_s),
-                                        ("ping_interval_s", self.ping_interval_s),
-                                        ("close_timeout_s", self.close_timeout_s)) if not value > 0]
+        problems = [
+            f"{name} must be a positive number of seconds, got {value}"
+            for name, value in (
+                ("accept_timeout_s", self.accept_timeout_s),
+                ("ping_interval_s", self.ping_interval_s),
+                ("close_timeout_s", self.close_timeout_s),
+            )
+            if not value > 0
+        ]
         if self.max_unanswered_pings < 1:
-            problems.append(f"max_unanswered_pings must be at least 1, got {self.max_unanswered_pings}")
+            problems.append(
+                f"max_unanswered_pings must be at least 1, got {self.max_unanswered_pings}"
+            )
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -124,7 +131,9 @@ def container_url(base: str, invocation_path: str | None, query_string: str | No
     return f"{base.rstrip('/')}{path}" + (f"?{query_string}" if query_string else "")
 
 
-async def connect_container(url: str, settings: StreamSettings, *, region: str, endpoint: str, variant: str) -> Any:
+async def connect_container(
+    url: str, settings: StreamSettings, *, region: str, endpoint: str, variant: str
+) -> Any:
     """Open the WebSocket to the container, as SageMaker does before it answers the call.
 
     Raises:
@@ -135,21 +144,41 @@ async def connect_container(url: str, settings: StreamSettings, *, region: str, 
     from websockets.exceptions import InvalidHandshake, InvalidStatus
 
     try:
-        return await connect(url, open_timeout=settings.accept_timeout_s, ping_interval=None, max_size=None,
-                             compression=None, close_timeout=settings.close_timeout_s)
+        return await connect(
+            url,
+            open_timeout=settings.accept_timeout_s,
+            ping_interval=None,
+            max_size=None,
+            compression=None,
+            close_timeout=settings.close_timeout_s,
+        )
     except TimeoutError:
-        original = (f"The model container did not accept the WebSocket connection to {url} within "
-                    f"{settings.accept_timeout_s * 1000:.0f} ms.")
-        raise model_error(region, endpoint, status=None, original=original, variant=variant) from None
+        original = (
+            f"The model container did not accept the WebSocket connection to {url} within "
+            f"{settings.accept_timeout_s * 1000:.0f} ms."
+        )
+        raise model_error(
+            region, endpoint, status=None, original=original, variant=variant
+        ) from None
     except InvalidStatus as error:
         body = error.response.body.decode("utf-8", "replace")[:1024] if error.response.body else ""
-        raise model_error(region, endpoint, status=error.response.status_code, variant=variant,
-                          original=body or f"the container answered the WebSocket upgrade to {url} with "
-                                           f"HTTP {error.response.status_code}") from None
+        raise model_error(
+            region,
+            endpoint,
+            status=error.response.status_code,
+            variant=variant,
+            original=body
+            or f"the container answered the WebSocket upgrade to {url} with "
+            f"HTTP {error.response.status_code}",
+        ) from None
     except (OSError, InvalidHandshake) as error:
-        original = (f"Could not open a WebSocket to the model container at {url}: "
-                    f"{error or type(error).__name__}.")
-        raise model_error(region, endpoint, status=None, original=original, variant=variant) from None
+        original = (
+            f"Could not open a WebSocket to the model container at {url}: "
+            f"{error or type(error).__name__}."
+        )
+        raise model_error(
+            region, endpoint, status=None, original=original, variant=variant
+        ) from None
 
 
 class BidirectionalStream:
@@ -164,15 +193,25 @@ class BidirectionalStream:
         settings: ping interval and limits.
     """
 
-    def __init__(self, websocket: Any, receive: Receive, send: Send, chain: EventSignatureChain,
-                 settings: StreamSettings) -> None:
+    def __init__(
+        self,
+        websocket: Any,
+        receive: Receive,
+        send: Send,
+        chain: EventSignatureChain,
+        settings: StreamSettings,
+    ) -> None:
         self._ws = websocket
         self._receive = receive
         self._send = send
         self._chain = chain
         self._settings = settings
-        self._closing = False  # the front door started the close: the container's close reply is no error
-        self._failure: tuple[str, str] | None = None  # ModelStreamError (ErrorCode, Message) to send
+        self._closing = (
+            False  # the front door started the close: the container's close reply is no error
+        )
+        self._failure: tuple[str, str] | None = (
+            None  # ModelStreamError (ErrorCode, Message) to send
+        )
         self._request_ended = False  # the caller ended its half of the HTTP/2 stream (or went away)
         self._fragments: asyncio.Queue[tuple[bytes, bool]] | None = None
         self._fragmented_send: asyncio.Task[None] | None = None
@@ -200,8 +239,11 @@ class BidirectionalStream:
                     # says how.
                     await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s)
                 elif error is not None:
-                    code, message = ((error.code, str(error)) if isinstance(error, SignatureError | BadRequestStream)
-                                     else ("InternalFailure", f"the request stream failed: {error!r}"))
+                    code, message = (
+                        (error.code, str(error))
+                        if isinstance(error, SignatureError | BadRequestStream)
+                        else ("InternalFailure", f"the request stream failed: {error!r}")
+                    )
                     trailer = error_event(code, message)
                     self.outcome = f"error {code}"
                     await self._close_container(1008, message[:100])
@@ -211,9 +253,12 @@ class BidirectionalStream:
                     await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s * 2)
             elif keepalive.done() and keepalive.exception() is None:
                 unanswered = self._settings.max_unanswered_pings
-                self._failure = (STREAM_BROKEN, f"The model container answered none of {unanswered} consecutive WebSocket "
-                                                f"pings (one every {self._settings.ping_interval_s:g} s); the connection to "
-                                                "it was closed.")
+                self._failure = (
+                    STREAM_BROKEN,
+                    f"The model container answered none of {unanswered} consecutive WebSocket "
+                    f"pings (one every {self._settings.ping_interval_s:g} s); the connection to "
+                    "it was closed.",
+                )
                 self._closing = True
                 self._ws.transport.abort()
                 await asyncio.wait({outbound}, timeout=self._settings.close_timeout_s)
@@ -223,8 +268,14 @@ class BidirectionalStream:
                 error_code, message = self._failure
                 trailer = exception_event("ModelStreamError", message, error_code)
                 self.outcome = f"ModelStreamError {error_code}"
-            logger.debug("stream ends: inbound %s, outbound %s, keepalive %s, failure %s, request ended %s",
-                         _state(inbound), _state(outbound), _state(keepalive), self._failure, self._request_ended)
+            logger.debug(
+                "stream ends: inbound %s, outbound %s, keepalive %s, failure %s, request ended %s",
+                _state(inbound),
+                _state(outbound),
+                _state(keepalive),
+                self._failure,
+                self._request_ended,
+            )
             if trailer is not None:
                 with contextlib.suppress(Exception):  # the caller may be gone already
                     await self._emit(trailer)
@@ -283,8 +334,11 @@ class BidirectionalStream:
             try:
                 envelope = await Event.decode_async(reader)
             except (EventError, ValueError) as error:
-                raise BadRequestStream("SerializationException", f"the request stream is not a valid AWS event "
-                                       f"stream ({type(error).__name__}: {error})") from error
+                raise BadRequestStream(
+                    "SerializationException",
+                    f"the request stream is not a valid AWS event "
+                    f"stream ({type(error).__name__}: {error})",
+                ) from error
             if envelope is None:
                 # the HTTP/2 request body ended without the final empty envelope: also the end of
                 # input
@@ -295,25 +349,37 @@ class BidirectionalStream:
             try:
                 event = Event.decode(io.BytesIO(envelope.message.payload))
             except (EventError, ValueError) as error:
-                raise BadRequestStream("SerializationException", f"a signed envelope does not hold an event "
-                                       f"({type(error).__name__}: {error})") from error
+                raise BadRequestStream(
+                    "SerializationException",
+                    f"a signed envelope does not hold an event ({type(error).__name__}: {error})",
+                ) from error
             if event is None or event.message.headers.get(":event-type") != "PayloadPart":
                 kind = None if event is None else event.message.headers.get(":event-type")
-                raise BadRequestStream("InputValidationError", f"the request stream may only carry PayloadPart "
-                                       f"events, got {kind!r}")
+                raise BadRequestStream(
+                    "InputValidationError",
+                    f"the request stream may only carry PayloadPart events, got {kind!r}",
+                )
             headers = event.message.headers
             data_type = headers.get("DataType", BINARY)
             completion = headers.get("CompletionState", COMPLETE)
             if data_type not in (UTF8, BINARY):
-                raise BadRequestStream("InputValidationError", f"PayloadPart DataType must be UTF8 or BINARY, got "
-                                       f"{data_type!r}")
+                raise BadRequestStream(
+                    "InputValidationError",
+                    f"PayloadPart DataType must be UTF8 or BINARY, got {data_type!r}",
+                )
             if completion not in (PARTIAL, COMPLETE):
-                raise BadRequestStream("InputValidationError", f"PayloadPart CompletionState must be PARTIAL or "
-                                       f"COMPLETE, got {completion!r}")
-            await self._forward(event.message.payload, text=data_type == UTF8, last=completion == COMPLETE)
+                raise BadRequestStream(
+                    "InputValidationError",
+                    f"PayloadPart CompletionState must be PARTIAL or COMPLETE, got {completion!r}",
+                )
+            await self._forward(
+                event.message.payload, text=data_type == UTF8, last=completion == COMPLETE
+            )
         self._closing = True
         await self._ws.close(1000)
-        async for _ in body:  # nothing may follow the final envelope but the end of the HTTP/2 request (END_STREAM)
+        async for _ in (
+            body
+        ):  # nothing may follow the final envelope but the end of the HTTP/2 request (END_STREAM)
             pass
 
     async def _forward(self, data: bytes, *, text: bool, last: bool) -> None:
@@ -324,7 +390,9 @@ class BidirectionalStream:
                 await self._ws.send(data, text=text)
                 return
             self._fragments = asyncio.Queue()
-            self._fragmented_send = asyncio.create_task(self._ws.send(self._fragment_source(data), text=text))
+            self._fragmented_send = asyncio.create_task(
+                self._ws.send(self._fragment_source(data), text=text)
+            )
             return
         await self._fragments.put((data, last))
         if last:
@@ -353,20 +421,29 @@ class BidirectionalStream:
                 data_type = BINARY
                 async for fragment in self._ws.recv_streaming():
                     if held is not None:
-                        await self._emit(payload_part(held, data_type=data_type, completion_state=PARTIAL))
+                        await self._emit(
+                            payload_part(held, data_type=data_type, completion_state=PARTIAL)
+                        )
                     data_type = UTF8 if isinstance(fragment, str) else BINARY
                     held = fragment.encode("utf-8") if isinstance(fragment, str) else fragment
-                await self._emit(payload_part(held or b"", data_type=data_type, completion_state=COMPLETE))
+                await self._emit(
+                    payload_part(held or b"", data_type=data_type, completion_state=COMPLETE)
+                )
         except ConnectionClosed as closed:
             if self._closing or self._failure is not None:
                 return
             if closed.rcvd is not None and closed.rcvd_then_sent is not False:
                 code, reason = closed.rcvd.code, closed.rcvd.reason
-                self._failure = (str(code), reason or f"The model container closed the stream (WebSocket close "
-                                                      f"code {code}).")
+                self._failure = (
+                    str(code),
+                    reason
+                    or f"The model container closed the stream (WebSocket close code {code}).",
+                )
             else:
-                self._failure = (STREAM_BROKEN, "The connection to the model container was lost without a close "
-                                                "frame.")
+                self._failure = (
+                    STREAM_BROKEN,
+                    "The connection to the model container was lost without a close frame.",
+                )
 
     async def _emit(self, event: bytes) -> None:
         await self._send({"type": "http.response.body", "body": event, "more_body": True})
@@ -393,13 +470,17 @@ class BidirectionalStream:
                 pong = await asyncio.wait_for(self._ws.ping(), interval)
             except TimeoutError:  # the container's socket is not draining: count it as unanswered
                 pong = asyncio.get_running_loop().create_future()
-            if isinstance(pong, asyncio.Future):  # a connection closed meanwhile fails the waiter: nothing to report
+            if isinstance(
+                pong, asyncio.Future
+            ):  # a connection closed meanwhile fails the waiter: nothing to report
                 pong.add_done_callback(lambda future: future.cancelled() or future.exception())
 
     async def _close_container(self, code: int, reason: str) -> None:
         self._closing = True
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._ws.close(code, reason), self._settings.close_timeout_s + 0.5)
+            await asyncio.wait_for(
+                self._ws.close(code, reason), self._settings.close_timeout_s + 0.5
+            )
 
 
 def _state(task: asyncio.Task[Any]) -> str:

@@ -79,7 +79,9 @@ def stand_in_audio(transcript: str, sample_rate_hz: int) -> np.ndarray:
     """
     seconds = min(MAX_AUDIO_S, max(CHUNK_MS / 1000, len(transcript) * SECONDS_PER_CHARACTER))
     samples = np.arange(round(seconds * sample_rate_hz), dtype=np.float64)
-    return (TONE_AMPLITUDE * np.sin(2 * math.pi * TONE_HZ * samples / sample_rate_hz)).astype(np.float32)
+    return (TONE_AMPLITUDE * np.sin(2 * math.pi * TONE_HZ * samples / sample_rate_hz)).astype(
+        np.float32
+    )
 
 
 def encode_audio(samples: np.ndarray, encoding: str) -> bytes:
@@ -108,18 +110,30 @@ def parse_request(body: bytes) -> dict[str, Any]:
     if not isinstance(transcript, str) or not transcript.strip():
         problems.append("transcript is required (a non-empty string)")
     voice = request.get("voice")
-    if not isinstance(voice, dict) or voice.get("mode") != "id" or not isinstance(voice.get("id"), str):
-        problems.append('voice must be {"mode": "id", "id": "<voice id>"} (only id mode is supported)')
+    if (
+        not isinstance(voice, dict)
+        or voice.get("mode") != "id"
+        or not isinstance(voice.get("id"), str)
+    ):
+        problems.append(
+            'voice must be {"mode": "id", "id": "<voice id>"} (only id mode is supported)'
+        )
     output = request.get("output_format")
     if not isinstance(output, dict) or output.get("container") != "raw":
-        problems.append('output_format must be {"container": "raw", "encoding": ..., "sample_rate": ...}')
+        problems.append(
+            'output_format must be {"container": "raw", "encoding": ..., "sample_rate": ...}'
+        )
     else:
         if output.get("encoding") not in ENCODINGS:
-            problems.append(f"output_format.encoding {output.get('encoding')!r} is not one of "
-                            f"{', '.join(ENCODINGS)}")
+            problems.append(
+                f"output_format.encoding {output.get('encoding')!r} is not one of "
+                f"{', '.join(ENCODINGS)}"
+            )
         if output.get("sample_rate") not in SONIC_SAMPLE_RATES_HZ:
-            problems.append(f"output_format.sample_rate {output.get('sample_rate')!r} is not one of "
-                            f"{', '.join(map(str, SONIC_SAMPLE_RATES_HZ))}")
+            problems.append(
+                f"output_format.sample_rate {output.get('sample_rate')!r} is not one of "
+                f"{', '.join(map(str, SONIC_SAMPLE_RATES_HZ))}"
+            )
     if "language" in request and request["language"] not in SONIC_LANGUAGES:
         problems.append(f"language {request['language']!r} is not supported")
     if problems:
@@ -206,7 +220,11 @@ class FakeSonic:
         elif scope["method"] == "POST" and scope["path"] == "/invocations":
             await self._invocations(receive, send)
         else:
-            await _answer(send, 404, json.dumps({"error": f"{scope['method']} {scope['path']} not found"}).encode())
+            await _answer(
+                send,
+                404,
+                json.dumps({"error": f"{scope['method']} {scope['path']} not found"}).encode(),
+            )
 
     async def _invocations(self, receive: Receive, send: Send) -> None:
         body = bytearray()
@@ -221,8 +239,16 @@ class FakeSonic:
             await _answer(send, 422, json.dumps({"status_code": 422, "error": str(error)}).encode())
             return
         if self._generations >= MAX_GENERATIONS:
-            await _answer(send, 429, json.dumps({"status_code": 429, "error": f"all {MAX_GENERATIONS} generation "
-                                                 "slots are busy"}).encode())
+            await _answer(
+                send,
+                429,
+                json.dumps(
+                    {
+                        "status_code": 429,
+                        "error": f"all {MAX_GENERATIONS} generation slots are busy",
+                    }
+                ).encode(),
+            )
             return
         self._generations += 1
         try:
@@ -230,7 +256,9 @@ class FakeSonic:
         finally:
             self._generations -= 1
 
-    async def _generate_until_closed(self, request: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def _generate_until_closed(
+        self, request: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
         """Generate, stopping when the caller closes the connection (``http.disconnect``): its slot
         is free then."""
         generation = asyncio.ensure_future(self._generate(request, send))
@@ -259,8 +287,13 @@ class FakeSonic:
         rate, encoding = output["sample_rate"], output["encoding"]
         audio = stand_in_audio(request["transcript"], rate)
         step = rate * CHUNK_MS // 1000
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/jsonlines")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/jsonlines")],
+            }
+        )
         context_id = request["context_id"]
 
         async def emit(event: dict[str, Any]) -> None:
@@ -272,38 +305,77 @@ class FakeSonic:
             if index == self.drop_after_chunks:
                 raise ConnectionAbortedError("drop_after_chunks: the stand-in cuts the connection")
             if index == self.fail_after_chunks:
-                await emit({"type": "error", "context_id": context_id, "status_code": 500, "done": True,
-                            "error": "the stand-in failed mid-generation (fail_after_chunks)"})
+                await emit(
+                    {
+                        "type": "error",
+                        "context_id": context_id,
+                        "status_code": 500,
+                        "done": True,
+                        "error": "the stand-in failed mid-generation (fail_after_chunks)",
+                    }
+                )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            data = encode_audio(audio[start:start + step], encoding)
+            data = encode_audio(audio[start : start + step], encoding)
             call.audio += data
-            await emit({"type": "chunk", "context_id": context_id, "status_code": 206, "done": False,
-                        "data": base64.b64encode(data).decode(), "sampling_rate": rate,
-                        "step_time": round((start + step) / rate, 4)})
+            await emit(
+                {
+                    "type": "chunk",
+                    "context_id": context_id,
+                    "status_code": 206,
+                    "done": False,
+                    "data": base64.b64encode(data).decode(),
+                    "sampling_rate": rate,
+                    "step_time": round((start + step) / rate, 4),
+                }
+            )
             await asyncio.sleep(self.pace * CHUNK_MS / 1000)
         if request.get("add_timestamps"):
             words = request["transcript"].split()
             each = len(audio) / rate / max(1, len(words))
-            await emit({"type": "timestamps", "context_id": context_id, "status_code": 206, "done": False,
-                        "word_timestamps": {"words": words, "start": [round(i * each, 3) for i in range(len(words))],
-                                            "end": [round((i + 1) * each, 3) for i in range(len(words))]}})
+            await emit(
+                {
+                    "type": "timestamps",
+                    "context_id": context_id,
+                    "status_code": 206,
+                    "done": False,
+                    "word_timestamps": {
+                        "words": words,
+                        "start": [round(i * each, 3) for i in range(len(words))],
+                        "end": [round((i + 1) * each, 3) for i in range(len(words))],
+                    },
+                }
+            )
         await emit({"type": "done", "context_id": context_id, "status_code": 200, "done": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _answer(send: Send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 async def _main() -> None:
-    parser = argparse.ArgumentParser(description="Sonic container stand-in (loopback only): GET /ping, POST "
-                                                 "/invocations with newline-delimited JSON audio events.")
+    parser = argparse.ArgumentParser(
+        description="Sonic container stand-in (loopback only): GET /ping, POST "
+        "/invocations with newline-delimited JSON audio events."
+    )
     parser.add_argument("--port", type=int, default=8090)
-    parser.add_argument("--pace", type=float, default=0.0,
-                        help="wall-clock seconds per second of audio (default 0: as fast as possible)")
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="wall-clock seconds per second of audio (default 0: as fast as possible)",
+    )
     args = parser.parse_args()
     async with FakeSonic(port=args.port, pace=args.pace) as sonic:
         print(f"Sonic stand-in listening on {sonic.url}", flush=True)

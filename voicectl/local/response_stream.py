@@ -44,9 +44,19 @@ MAX_ERROR_BODY_BYTES = 4096
 """Bytes of a container's error body kept as ``OriginalMessage``."""
 
 
-async def relay_response_stream(*, session: Any, container: str, body: bytes, headers: dict[str, str], send: Send,
-                                region: str, endpoint: str, variant: str, request_id: str,
-                                receive: Receive | None = None) -> str | None:
+async def relay_response_stream(
+    *,
+    session: Any,
+    container: str,
+    body: bytes,
+    headers: dict[str, str],
+    send: Send,
+    region: str,
+    endpoint: str,
+    variant: str,
+    request_id: str,
+    receive: Receive | None = None,
+) -> str | None:
     """Call the container and stream its answer to the caller as event stream ``PayloadPart``
     events.
 
@@ -79,30 +89,53 @@ async def relay_response_stream(*, session: Any, container: str, body: bytes, he
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=SILENCE_TIMEOUT_S)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            response = await stack.enter_async_context(session.post(url, data=body, headers=forwarded,
-                                                                     timeout=timeout))
+            response = await stack.enter_async_context(
+                session.post(url, data=body, headers=forwarded, timeout=timeout)
+            )
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise model_error(region, endpoint, status=None, variant=variant,
-                              original=f"Could not call the model container at {url}: "
-                                       f"{error or type(error).__name__}.") from None
+            raise model_error(
+                region,
+                endpoint,
+                status=None,
+                variant=variant,
+                original=f"Could not call the model container at {url}: "
+                f"{error or type(error).__name__}.",
+            ) from None
         if response.status != 200:
-            original = (await response.content.read(MAX_ERROR_BODY_BYTES)).decode("utf-8", "replace")
-            raise model_error(region, endpoint, status=response.status, original=original, variant=variant)
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", EVENT_STREAM_CONTENT_TYPE.encode()),
-            (b"x-amzn-invoked-production-variant", variant.encode()),
-            (b"x-amzn-sagemaker-content-type", response.headers.get("Content-Type", "").encode()),
-            (b"x-amzn-requestid", request_id.encode()),
-        ]})
+            original = (await response.content.read(MAX_ERROR_BODY_BYTES)).decode(
+                "utf-8", "replace"
+            )
+            raise model_error(
+                region, endpoint, status=response.status, original=original, variant=variant
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", EVENT_STREAM_CONTENT_TYPE.encode()),
+                    (b"x-amzn-invoked-production-variant", variant.encode()),
+                    (
+                        b"x-amzn-sagemaker-content-type",
+                        response.headers.get("Content-Type", "").encode(),
+                    ),
+                    (b"x-amzn-requestid", request_id.encode()),
+                ],
+            }
+        )
         relay = asyncio.ensure_future(_relay(response, send))
         watch = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
         try:
-            await asyncio.wait({relay} if watch is None else {relay, watch}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {relay} if watch is None else {relay, watch}, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for task in (relay, watch):
                 if task is not None and not task.done():
                     task.cancel()
-            await asyncio.gather(relay, *([watch] if watch is not None else []), return_exceptions=True)
+            await asyncio.gather(
+                relay, *([watch] if watch is not None else []), return_exceptions=True
+            )
         if not relay.cancelled() and relay.exception() is not None:
             raise relay.exception()  # type: ignore[misc]
         return "the caller went away" if relay.cancelled() else relay.result()
@@ -116,10 +149,16 @@ async def _relay(response: Any, send: Send) -> str | None:
     trailer, outcome = b"", None
     try:
         async for data in response.content.iter_any():
-            await send({"type": "http.response.body", "body": payload_part(data), "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": payload_part(data), "more_body": True}
+            )
     except (aiohttp.ClientError, TimeoutError) as error:
-        trailer = exception_event("ModelStreamError", f"The connection to the model container broke while it "
-                                  f"was streaming its response ({type(error).__name__}).", "StreamBroken")
+        trailer = exception_event(
+            "ModelStreamError",
+            f"The connection to the model container broke while it "
+            f"was streaming its response ({type(error).__name__}).",
+            "StreamBroken",
+        )
         outcome = "ModelStreamError StreamBroken"
     await send({"type": "http.response.body", "body": trailer, "more_body": False})
     return outcome

@@ -33,7 +33,9 @@ def certificate_names(extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*LOCAL_NAMES, *extra]))
 
 
-def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()) -> TlsFiles:
+def make_certificate(
+    directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()
+) -> TlsFiles:
     """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and
     ``names`` (trustme).
 
@@ -47,7 +49,9 @@ def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterab
     """
     import trustme
 
-    ca = trustme.CA(organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime")
+    ca = trustme.CA(
+        organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime"
+    )
     server = ca.issue_cert(*certificate_names(names))
     directory.mkdir(parents=True, exist_ok=True)
     server_file = directory / "server.pem"
@@ -79,7 +83,9 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
             sock.bind((address, port))
         except OSError:
             sock.close()
-            if sockets and address == "::1":  # no IPv6 loopback on this machine: 127.0.0.1 is enough
+            if (
+                sockets and address == "::1"
+            ):  # no IPv6 loopback on this machine: 127.0.0.1 is enough
                 continue
             for opened in sockets:
                 opened.close()
@@ -91,8 +97,14 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.Event, *,
-                     tls: TlsFiles | None = None, graceful_timeout_s: float = 1.0) -> None:
+async def serve_asgi(
+    app: Any,
+    sockets: list[socket.socket],
+    shutdown: asyncio.Event,
+    *,
+    tls: TlsFiles | None = None,
+    graceful_timeout_s: float = 1.0,
+) -> None:
     """Serve the ASGI ``app`` with hypercorn on ``sockets`` until ``shutdown`` is set.
 
     With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c).
@@ -112,7 +124,9 @@ async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.E
         config.alpn_protocols = ["h2", "http/1.1"]
     config.accesslog = None
     config.graceful_timeout = graceful_timeout_s
-    config.keep_alive_timeout = 75  # seconds an idle connection is kept for the next request (the clients pool them)
+    config.keep_alive_timeout = (
+        75  # seconds an idle connection is kept for the next request (the clients pool them)
+    )
     await serve(app, config, shutdown_trigger=shutdown.wait)
 
 
@@ -157,7 +171,9 @@ def _stream_resetting_h2_protocol() -> type:
                 if isinstance(event, DataReceived) and event.stream_id not in self.streams:
                     # The application is done with this stream: give the flow-control credit back,
                     # drop the data.
-                    self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    self.connection.acknowledge_received_data(
+                        event.flow_controlled_length, event.stream_id
+                    )
                     await self._flush()
                     continue
                 await super()._handle_events([event])

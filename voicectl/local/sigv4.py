@@ -133,7 +133,9 @@ def _botocore_signer(credentials: LocalCredentials, region: str, signed_headers:
                     selected.add_header(name, value)
             return selected
 
-    return _Verifier(Credentials(credentials.access_key_id, credentials.secret_access_key), SIGNING_NAME, region)
+    return _Verifier(
+        Credentials(credentials.access_key_id, credentials.secret_access_key), SIGNING_NAME, region
+    )
 
 
 def _check_payload_hash(declared: str | None, body: bytes | None) -> None:
@@ -152,24 +154,42 @@ def _check_payload_hash(declared: str | None, body: bytes | None) -> None:
         return
     if body is None:
         if declared != EVENT_STREAM_PAYLOAD:
-            raise SignatureError("InvalidSignatureException", f"X-Amz-Content-SHA256 {declared[:80]!r} is not accepted "
-                                 f"for an event stream request: sign it as {EVENT_STREAM_PAYLOAD} (each event then "
-                                 "carries its own signature)")
+            raise SignatureError(
+                "InvalidSignatureException",
+                f"X-Amz-Content-SHA256 {declared[:80]!r} is not accepted "
+                f"for an event stream request: sign it as {EVENT_STREAM_PAYLOAD} (each event then "
+                "carries its own signature)",
+            )
         return
     if declared == UNSIGNED_PAYLOAD:
-        raise SignatureError("InvalidSignatureException", f"X-Amz-Content-SHA256 {UNSIGNED_PAYLOAD} is not accepted: "
-                             "SageMaker Runtime documents no unsigned payload for this operation; sign the body "
-                             "(its SHA-256, as the AWS SDKs do by default)")
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"X-Amz-Content-SHA256 {UNSIGNED_PAYLOAD} is not accepted: "
+            "SageMaker Runtime documents no unsigned payload for this operation; sign the body "
+            "(its SHA-256, as the AWS SDKs do by default)",
+        )
     computed = hashlib.sha256(body).hexdigest()
     if declared.lower() != computed:
-        raise SignatureError("InvalidSignatureException", f"The provided X-Amz-Content-SHA256 {declared[:80]!r} does "
-                             f"not match the body's SHA-256 ({computed}): the body changed after it was signed",
-                             status=400)
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"The provided X-Amz-Content-SHA256 {declared[:80]!r} does "
+            f"not match the body's SHA-256 ({computed}): the body changed after it was signed",
+            status=400,
+        )
 
 
-def verify_request(*, method: str, host: str, raw_path: str, query: str, headers: Iterable[tuple[str, str]],
-                   body: bytes | None, credentials: LocalCredentials, region: str,
-                   now: datetime.datetime | None = None) -> SignedRequest:
+def verify_request(
+    *,
+    method: str,
+    host: str,
+    raw_path: str,
+    query: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes | None,
+    credentials: LocalCredentials,
+    region: str,
+    now: datetime.datetime | None = None,
+) -> SignedRequest:
     """Check the SigV4 ``Authorization`` header of one request.
 
     Args:
@@ -200,42 +220,71 @@ def verify_request(*, method: str, host: str, raw_path: str, query: str, headers
         raise SignatureError(
             "IncompleteSignatureException",
             "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' "
-            f"parameters, in the {ALGORITHM} form. Authorization={authorization[:120]}", status=400)
+            f"parameters, in the {ALGORITHM} form. Authorization={authorization[:120]}",
+            status=400,
+        )
     key_id, _, scope = match["credential"].partition("/")
     if key_id != credentials.access_key_id:
-        raise SignatureError("UnrecognizedClientException", "The security token included in the request is invalid.")
+        raise SignatureError(
+            "UnrecognizedClientException", "The security token included in the request is invalid."
+        )
     timestamp = view.get("x-amz-date")
     if timestamp is None:
-        raise SignatureError("IncompleteSignatureException", "Authorization header requires existence of either a "
-                             "'X-Amz-Date' or a 'Date' header.", status=400)
+        raise SignatureError(
+            "IncompleteSignatureException",
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.",
+            status=400,
+        )
     try:
-        signed_at = datetime.datetime.strptime(timestamp, TIMESTAMP_FORMAT).replace(tzinfo=datetime.UTC)
+        signed_at = datetime.datetime.strptime(timestamp, TIMESTAMP_FORMAT).replace(
+            tzinfo=datetime.UTC
+        )
     except ValueError:
-        raise SignatureError("IncompleteSignatureException", f"Date must be in ISO-8601 'basic format'. Got "
-                             f"'{timestamp}'.", status=400) from None
+        raise SignatureError(
+            "IncompleteSignatureException",
+            f"Date must be in ISO-8601 'basic format'. Got '{timestamp}'.",
+            status=400,
+        ) from None
     scope_parts = scope.split("/")
     if len(scope_parts) != 4 or scope_parts[3] != "aws4_request":
-        raise SignatureError("IncompleteSignatureException", f"Credential should be scoped to a valid region, not "
-                             f"'{scope}'.", status=400)
+        raise SignatureError(
+            "IncompleteSignatureException",
+            f"Credential should be scoped to a valid region, not '{scope}'.",
+            status=400,
+        )
     day, scope_region, service, _ = scope_parts
     if day != timestamp[:8]:
-        raise SignatureError("InvalidSignatureException", "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-                                                          f"from HTTP: '{day}' != '{timestamp[:8]}', from '{timestamp}'.")
+        raise SignatureError(
+            "InvalidSignatureException",
+            "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{day}' != '{timestamp[:8]}', from '{timestamp}'.",
+        )
     if scope_region != region:
-        raise SignatureError("InvalidSignatureException", f"Credential should be scoped to a valid region, not "
-                             f"'{scope_region}'. (This local runtime serves {region}.)")
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"Credential should be scoped to a valid region, not "
+            f"'{scope_region}'. (This local runtime serves {region}.)",
+        )
     if service != SIGNING_NAME:
-        raise SignatureError("InvalidSignatureException", f"Credential should be scoped to correct service: "
-                             f"'{SIGNING_NAME}'.")
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"Credential should be scoped to correct service: '{SIGNING_NAME}'.",
+        )
     now = now or datetime.datetime.now(datetime.UTC)
     if signed_at < now - MAX_CLOCK_SKEW:
-        raise SignatureError("InvalidSignatureException", f"Signature expired: {timestamp} is now earlier than "
-                                                          f"{(now - MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)} "
-                                                          f"({now.strftime(TIMESTAMP_FORMAT)} - 5 min.)")
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"Signature expired: {timestamp} is now earlier than "
+            f"{(now - MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)} "
+            f"({now.strftime(TIMESTAMP_FORMAT)} - 5 min.)",
+        )
     if signed_at > now + MAX_CLOCK_SKEW:
         latest = (now + MAX_CLOCK_SKEW).strftime(TIMESTAMP_FORMAT)
-        raise SignatureError("InvalidSignatureException", f"Signature not yet current: {timestamp} is still later "
-                             f"than {latest} ({now.strftime(TIMESTAMP_FORMAT)} + 5 min.)")
+        raise SignatureError(
+            "InvalidSignatureException",
+            f"Signature not yet current: {timestamp} is still later "
+            f"than {latest} ({now.strftime(TIMESTAMP_FORMAT)} + 5 min.)",
+        )
     _check_payload_hash(view.get("x-amz-content-sha256"), body)
     signed_headers = match["signed"].split(";")
     if "host" not in signed_headers:
@@ -257,7 +306,8 @@ def verify_request(*, method: str, host: str, raw_path: str, query: str, headers
             "InvalidSignatureException",
             "The request signature we calculated does not match the signature you provided. "
             "Check your AWS Secret Access Key and signing method. Consult the service "
-            "documentation for details.")
+            "documentation for details.",
+        )
     return SignedRequest(access_key_id=key_id, timestamp=timestamp, signature=expected)
 
 
@@ -291,19 +341,34 @@ class EventSignatureChain:
 
         date, signature = headers.get(":date"), headers.get(":chunk-signature")
         if not isinstance(date, datetime.datetime) or not isinstance(signature, bytes):
-            raise SignatureError("InvalidSignatureException", "An event of the request stream is not signed: it "
-                                 "needs the ':date' and ':chunk-signature' headers.")
+            raise SignatureError(
+                "InvalidSignatureException",
+                "An event of the request stream is not signed: it "
+                "needs the ':date' and ':chunk-signature' headers.",
+            )
         encoder = EventHeaderEncoder()
         encoder.encode_headers({":date": date})
         timestamp = date.astimezone(datetime.UTC).strftime(TIMESTAMP_FORMAT)
         scope = f"{timestamp[:8]}/{self._region}/{SIGNING_NAME}/aws4_request"
-        string_to_sign = "\n".join((EVENT_ALGORITHM, timestamp, scope, self._prior,
-                                    hashlib.sha256(encoder.get_result()).hexdigest(),
-                                    hashlib.sha256(payload).hexdigest()))
+        string_to_sign = "\n".join(
+            (
+                EVENT_ALGORITHM,
+                timestamp,
+                scope,
+                self._prior,
+                hashlib.sha256(encoder.get_result()).hexdigest(),
+                hashlib.sha256(payload).hexdigest(),
+            )
+        )
         keyed = AWSRequest(method="POST", url="https://localhost/")
         keyed.context["timestamp"] = timestamp
-        expected = _botocore_signer(self._credentials, self._region, []).signature(string_to_sign, keyed)
+        expected = _botocore_signer(self._credentials, self._region, []).signature(
+            string_to_sign, keyed
+        )
         if not hmac.compare_digest(expected, signature.hex()):
-            raise SignatureError("InvalidSignatureException", "The signature of an event of the request stream does not match: it must be "
-                                                              "chained from the request's signature and the previous event's.")
+            raise SignatureError(
+                "InvalidSignatureException",
+                "The signature of an event of the request stream does not match: it must be "
+                "chained from the request's signature and the previous event's.",
+            )
         self._prior = expected

@@ -60,7 +60,9 @@ SONIC_STREAMS_SOURCE = "Cartesia's figure for one NVIDIA L40S"
 
 #: Where the Sonic software price is published: the Pricing tab of its AWS Marketplace listing
 #: (seller Cartesia).
-SONIC_LISTING_SEARCH_URL = "https://aws.amazon.com/marketplace/search/results?searchTerms=Cartesia+Sonic"
+SONIC_LISTING_SEARCH_URL = (
+    "https://aws.amazon.com/marketplace/search/results?searchTerms=Cartesia+Sonic"
+)
 SONIC_SOFTWARE_FEE_NOTE = (
     "not in the AWS Price List API (AWS Marketplace prices are published on the listing, not in "
     "the Price List): AWS Marketplace bills it per instance-hour on top of the figures above; "
@@ -144,7 +146,8 @@ def load_cost_settings(cdk_json: Path | None, overrides: dict[str, str]) -> Sett
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise UsageError(
                 f"--cdk-json {cdk_json}: cannot read its 'context' ({type(error).__name__}: "
-                f"{error})") from error
+                f"{error})"
+            ) from error
     context.update(overrides)
     try:
         return load_settings(context)
@@ -167,14 +170,19 @@ def settings_from_args(args: argparse.Namespace, command: str) -> tuple[Settings
     if cdk_json is None and Path("cdk.json").is_file():
         cdk_json = Path("cdk.json")
     elif cdk_json is None:
-        print(f"voicectl {command}: no cdk.json in the current directory: using the built-in "
-              "default settings",
-              file=sys.stderr)
+        print(
+            f"voicectl {command}: no cdk.json in the current directory: using the built-in "
+            "default settings",
+            file=sys.stderr,
+        )
     return load_cost_settings(cdk_json, overrides), overrides
 
 
-def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPrice],
-                   sonic_streams_per_instance: int | None = None) -> list[EndpointCost]:
+def endpoint_costs(
+    settings: Settings,
+    lookup: Callable[[str], pricing.HostingPrice],
+    sonic_streams_per_instance: int | None = None,
+) -> list[EndpointCost]:
     """The figures of every enabled endpoint of ``settings``.
 
     Args:
@@ -187,37 +195,76 @@ def endpoint_costs(settings: Settings, lookup: Callable[[str], pricing.HostingPr
     costs: list[EndpointCost] = []
     if settings.voxtral.enabled and settings.voxtral.target == "ecs":
         v = settings.voxtral
-        costs.append(_on_ecs("voxtral", v.endpoint_name, settings.ecs.instance_type, settings.ecs.min_tasks,
-                             settings.ecs.max_tasks, v.streams_per_instance))
+        costs.append(
+            _on_ecs(
+                "voxtral",
+                v.endpoint_name,
+                settings.ecs.instance_type,
+                settings.ecs.min_tasks,
+                settings.ecs.max_tasks,
+                v.streams_per_instance,
+            )
+        )
     elif settings.voxtral.enabled:
         v = settings.voxtral
         # The priced type's own cap: with instance pools each pool type runs at its own
         # (ModelNameOverride).
         cap = v.stream_cap_of(v.instance_type)
-        costs.append(_priced(lookup, EndpointCost(
-            section="voxtral", endpoint_name=v.endpoint_name, instance_type=v.instance_type,
-            min_instances=v.min_instances, max_instances=v.max_instances,
-            streams_per_instance=cap, streams_source=_voxtral_streams_source(v.max_num_seqs),
-            target_streams_per_instance=v.scaling_target_fraction * cap,
-            target_source="voxtral.scaling_target_fraction "
-                          f"{v.scaling_target_fraction:g} x {cap}",
-        )))
+        costs.append(
+            _priced(
+                lookup,
+                EndpointCost(
+                    section="voxtral",
+                    endpoint_name=v.endpoint_name,
+                    instance_type=v.instance_type,
+                    min_instances=v.min_instances,
+                    max_instances=v.max_instances,
+                    streams_per_instance=cap,
+                    streams_source=_voxtral_streams_source(v.max_num_seqs),
+                    target_streams_per_instance=v.scaling_target_fraction * cap,
+                    target_source="voxtral.scaling_target_fraction "
+                    f"{v.scaling_target_fraction:g} x {cap}",
+                ),
+            )
+        )
     if settings.sonic.enabled and settings.sonic.target == "ecs":
         sonic = settings.sonic
-        costs.append(_on_ecs("sonic", sonic.endpoint_name, sonic.ecs_instance_type, sonic.min_instances,
-                             sonic.max_instances, SONIC_STREAMS_PER_INSTANCE.get(f"ml.{sonic.ecs_instance_type}") or 0))
+        costs.append(
+            _on_ecs(
+                "sonic",
+                sonic.endpoint_name,
+                sonic.ecs_instance_type,
+                sonic.min_instances,
+                sonic.max_instances,
+                SONIC_STREAMS_PER_INSTANCE.get(f"ml.{sonic.ecs_instance_type}") or 0,
+            )
+        )
     elif settings.sonic.enabled:
         s = settings.sonic
         if sonic_streams_per_instance is not None:
             streams, source = sonic_streams_per_instance, "--sonic-streams-per-instance"
         else:
             streams = SONIC_STREAMS_PER_INSTANCE.get(s.instance_type)
-            source = SONIC_STREAMS_SOURCE if streams else "unknown for this type: pass --sonic-streams-per-instance"
-        costs.append(_priced(lookup, EndpointCost(
-            section="sonic", endpoint_name=s.endpoint_name, instance_type=s.instance_type,
-            min_instances=s.min_instances, max_instances=s.max_instances,
-            streams_per_instance=streams, streams_source=source, software_fee_note=SONIC_SOFTWARE_FEE_NOTE,
-        )))
+            source = (
+                SONIC_STREAMS_SOURCE
+                if streams
+                else "unknown for this type: pass --sonic-streams-per-instance"
+            )
+        costs.append(
+            _priced(
+                lookup,
+                EndpointCost(
+                    section="sonic",
+                    endpoint_name=s.endpoint_name,
+                    instance_type=s.instance_type,
+                    min_instances=s.min_instances,
+                    max_instances=s.max_instances,
+                    streams_per_instance=streams,
+                    streams_source=source,
+                    software_fee_note=SONIC_SOFTWARE_FEE_NOTE,
+                ),
+            )
+        )
     return costs
 
 
@@ -229,15 +276,25 @@ def _voxtral_streams_source(max_num_seqs: int | str) -> str:
     return "voxtral.max_num_seqs"
 
 
-def _on_ecs(section: str, name: str, ec2_type: str, min_tasks: int, max_tasks: int, streams: float) -> EndpointCost:
+def _on_ecs(
+    section: str, name: str, ec2_type: str, min_tasks: int, max_tasks: int, streams: float
+) -> EndpointCost:
     """An endpoint on the ECS target: EC2 instances (and a load balancer), which this command does
     not price."""
     return EndpointCost(
-        section=section, endpoint_name=name, instance_type=ec2_type, min_instances=min_tasks,
-        max_instances=max_tasks, streams_per_instance=streams, streams_source="",
-        error=(f"{section}.target=ecs: ECS tasks on EC2 {ec2_type} (On-Demand or Spot) behind a "
-               "load balancer; this command prices SageMaker hosting only (see Amazon EC2 pricing "
-               "for that type)"))
+        section=section,
+        endpoint_name=name,
+        instance_type=ec2_type,
+        min_instances=min_tasks,
+        max_instances=max_tasks,
+        streams_per_instance=streams,
+        streams_source="",
+        error=(
+            f"{section}.target=ecs: ECS tasks on EC2 {ec2_type} (On-Demand or Spot) behind a "
+            "load balancer; this command prices SageMaker hosting only (see Amazon EC2 pricing "
+            "for that type)"
+        ),
+    )
 
 
 def _priced(lookup: Callable[[str], pricing.HostingPrice], cost: EndpointCost) -> EndpointCost:
@@ -248,6 +305,7 @@ def _priced(lookup: Callable[[str], pricing.HostingPrice], cost: EndpointCost) -
 
 
 # --- Output -------------------------------------------------------------------------------------
+
 
 def _usd(value: float | None, places: int = 4) -> str:
     return "n/a" if value is None else f"USD {value:,.{places}f}"
@@ -264,36 +322,61 @@ INDENT = " " * 24
 def format_text(costs: list[EndpointCost], region: str) -> str:
     """The human-readable report: one block per endpoint, then what the figures leave out."""
     endpoint_region = pricing.price_list_endpoint_region(region)
-    lines = [f"On-demand Amazon SageMaker real-time inference prices in {region}, USD "
-             f"(AWS Price List API, endpoint {endpoint_region}):"]
+    lines = [
+        f"On-demand Amazon SageMaker real-time inference prices in {region}, USD "
+        f"(AWS Price List API, endpoint {endpoint_region}):"
+    ]
     for c in costs:
         lines.append("")
         lines.append(f"{c.endpoint_name} ({c.section}): {c.instance_type}")
         if c.price is None:
-            lines += textwrap.wrap(f"no price: {c.error}", WIDTH, initial_indent="  ", subsequent_indent="    ",
-                                   break_on_hyphens=False)
+            lines += textwrap.wrap(
+                f"no price: {c.error}",
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
             continue
         p = c.price
-        lines.append(f"  per instance-hour     {_usd(p.usd_per_hour)}  (SKU {p.sku}, {p.usage_type}, "
-                     f"effective {p.effective_date[:10] or 'n/a'})")
-        low = (f"{_usd(c.usd_per_month(c.min_instances), 2)} at "
-               f"{c.section}.min_instances={c.min_instances}")
+        lines.append(
+            f"  per instance-hour     {_usd(p.usd_per_hour)}  (SKU {p.sku}, {p.usage_type}, "
+            f"effective {p.effective_date[:10] or 'n/a'})"
+        )
+        low = (
+            f"{_usd(c.usd_per_month(c.min_instances), 2)} at "
+            f"{c.section}.min_instances={c.min_instances}"
+        )
         if c.max_instances != c.min_instances:
-            low += (f"; {_usd(c.usd_per_month(c.max_instances), 2)} at "
-                    f"{c.section}.max_instances={c.max_instances}")
+            low += (
+                f"; {_usd(c.usd_per_month(c.max_instances), 2)} at "
+                f"{c.section}.max_instances={c.max_instances}"
+            )
         lines.append(f"  per month ({HOURS_PER_MONTH} h)     {low}")
         if c.streams_per_instance:
             unit = "live streams" if c.section == "voxtral" else "concurrent requests"
-            lines.append(f"  per live stream-hour  {_usd(c.usd_per_stream_hour)} at "
-                         f"{_streams(c.streams_per_instance)} {unit} per instance ({c.streams_source})")
+            lines.append(
+                f"  per live stream-hour  {_usd(c.usd_per_stream_hour)} at "
+                f"{_streams(c.streams_per_instance)} {unit} per instance ({c.streams_source})"
+            )
             if c.target_streams_per_instance:
-                lines.append(f"{INDENT}{_usd(c.usd_per_stream_hour_at_target)} at the autoscaling target, "
-                             f"{_streams(c.target_streams_per_instance)} per instance ({c.target_source})")
+                lines.append(
+                    f"{INDENT}{_usd(c.usd_per_stream_hour_at_target)} at the autoscaling target, "
+                    f"{_streams(c.target_streams_per_instance)} per instance ({c.target_source})"
+                )
         else:
             lines.append(f"  per live stream-hour  n/a: streams per instance {c.streams_source}")
         if c.software_fee_note:
-            lines.append(textwrap.fill(c.software_fee_note, WIDTH, initial_indent="  software fee          ",
-                                       subsequent_indent=INDENT, break_on_hyphens=False, break_long_words=False))
+            lines.append(
+                textwrap.fill(
+                    c.software_fee_note,
+                    WIDTH,
+                    initial_indent="  software fee          ",
+                    subsequent_indent=INDENT,
+                    break_on_hyphens=False,
+                    break_long_words=False,
+                )
+            )
     lines.extend(["", textwrap.fill(FOOTNOTE, WIDTH, break_on_hyphens=False)])
     return "\n".join(lines)
 
@@ -308,29 +391,33 @@ def to_json(costs: list[EndpointCost], region: str) -> dict[str, Any]:
     endpoints = []
     for c in costs:
         p = c.price
-        endpoints.append({
-            "section": c.section,
-            "endpoint_name": c.endpoint_name,
-            "instance_type": c.instance_type,
-            "usd_per_instance_hour": None if p is None else p.usd_per_hour,
-            "sku": None if p is None else p.sku,
-            "usage_type": None if p is None else p.usage_type,
-            "price_description": None if p is None else p.description,
-            "effective_date": None if p is None else p.effective_date,
-            "min_instances": c.min_instances,
-            "max_instances": c.max_instances,
-            "usd_per_month_at_min_instances": money(c.usd_per_month(c.min_instances)),
-            "usd_per_month_at_max_instances": money(c.usd_per_month(c.max_instances)),
-            "streams_per_instance": c.streams_per_instance,
-            "streams_per_instance_source": c.streams_source,
-            "usd_per_live_stream_hour": money(c.usd_per_stream_hour),
-            "autoscaling_target_streams_per_instance": c.target_streams_per_instance,
-            "autoscaling_target_source": c.target_source or None,
-            "usd_per_live_stream_hour_at_autoscaling_target": money(c.usd_per_stream_hour_at_target),
-            "software_fee_usd_per_instance_hour": None,
-            "software_fee_note": c.software_fee_note,
-            "error": c.error,
-        })
+        endpoints.append(
+            {
+                "section": c.section,
+                "endpoint_name": c.endpoint_name,
+                "instance_type": c.instance_type,
+                "usd_per_instance_hour": None if p is None else p.usd_per_hour,
+                "sku": None if p is None else p.sku,
+                "usage_type": None if p is None else p.usage_type,
+                "price_description": None if p is None else p.description,
+                "effective_date": None if p is None else p.effective_date,
+                "min_instances": c.min_instances,
+                "max_instances": c.max_instances,
+                "usd_per_month_at_min_instances": money(c.usd_per_month(c.min_instances)),
+                "usd_per_month_at_max_instances": money(c.usd_per_month(c.max_instances)),
+                "streams_per_instance": c.streams_per_instance,
+                "streams_per_instance_source": c.streams_source,
+                "usd_per_live_stream_hour": money(c.usd_per_stream_hour),
+                "autoscaling_target_streams_per_instance": c.target_streams_per_instance,
+                "autoscaling_target_source": c.target_source or None,
+                "usd_per_live_stream_hour_at_autoscaling_target": money(
+                    c.usd_per_stream_hour_at_target
+                ),
+                "software_fee_usd_per_instance_hour": None,
+                "software_fee_note": c.software_fee_note,
+                "error": c.error,
+            }
+        )
     return {
         "region": region,
         "price_list_endpoint_region": pricing.price_list_endpoint_region(region),
@@ -356,22 +443,46 @@ DESCRIPTION = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cost`` to the voicectl parser."""
     parser = subparsers.add_parser(
-        "cost", help="what the configured endpoints cost per hour, month and live stream-hour (AWS Price "
-                     "List API)",
-        description=DESCRIPTION)
-    parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting, as for cdk synth (repeatable), e.g. -c "
-                             "voxtral.instance_type=ml.g6e.xlarge")
-    parser.add_argument("--region", help="price another Region: the same as -c region=REGION "
-                                         "(default: the 'region' setting, where make deploy deploys)")
-    parser.add_argument("--cdk-json", type=Path, default=None,
-                        help="the cdk.json to read settings from (default: ./cdk.json, or the built-in defaults "
-                             "when there is none)")
-    parser.add_argument("--sonic-streams-per-instance", type=_positive_int, default=None, metavar="N",
-                        help="concurrent Sonic requests one instance serves (default: Cartesia's published figure "
-                             "for the instance type, 8 on the one-GPU ml.g6e sizes)")
-    parser.add_argument("--profile", help="AWS profile for the credentials (default: the standard chain)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+        "cost",
+        help="what the configured endpoints cost per hour, month and live stream-hour (AWS Price "
+        "List API)",
+        description=DESCRIPTION,
+    )
+    parser.add_argument(
+        "-c",
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting, as for cdk synth (repeatable), e.g. -c "
+        "voxtral.instance_type=ml.g6e.xlarge",
+    )
+    parser.add_argument(
+        "--region",
+        help="price another Region: the same as -c region=REGION "
+        "(default: the 'region' setting, where make deploy deploys)",
+    )
+    parser.add_argument(
+        "--cdk-json",
+        type=Path,
+        default=None,
+        help="the cdk.json to read settings from (default: ./cdk.json, or the built-in defaults "
+        "when there is none)",
+    )
+    parser.add_argument(
+        "--sonic-streams-per-instance",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="concurrent Sonic requests one instance serves (default: Cartesia's published figure "
+        "for the instance type, 8 on the one-GPU ml.g6e sizes)",
+    )
+    parser.add_argument(
+        "--profile", help="AWS profile for the credentials (default: the standard chain)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the report"
+    )
     parser.set_defaults(func=run)
 
 
@@ -395,11 +506,15 @@ def parse_overrides(pairs: list[str], region: str | None) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"-c {pair!r}: expected KEY=VALUE, e.g. -c voxtral.instance_type=ml.g6e.xlarge")
+            raise UsageError(
+                f"-c {pair!r}: expected KEY=VALUE, e.g. -c voxtral.instance_type=ml.g6e.xlarge"
+            )
         overrides[key] = value
     if region is not None:
         if overrides.get("region", region) != region:
-            raise UsageError(f"--region {region} and -c region={overrides['region']} disagree; give one")
+            raise UsageError(
+                f"--region {region} and -c region={overrides['region']} disagree; give one"
+            )
         overrides["region"] = region
     return overrides
 
@@ -427,7 +542,9 @@ def run(args: argparse.Namespace) -> int:
 
         def lookup(instance_type: str) -> pricing.HostingPrice:
             if instance_type not in prices:
-                prices[instance_type] = pricing.hosting_price(instance_type, settings.region, client=client)
+                prices[instance_type] = pricing.hosting_price(
+                    instance_type, settings.region, client=client
+                )
             return prices[instance_type]
 
         costs = endpoint_costs(settings, lookup, args.sonic_streams_per_instance)
@@ -456,6 +573,9 @@ def _note_environment_region(region: str, explicit: bool) -> None:
     name = "AWS_REGION" if os.environ.get("AWS_REGION") else "AWS_DEFAULT_REGION"
     environment = os.environ.get(name)
     if environment and environment != region and not explicit:
-        print(f"voicectl cost: note: {name}={environment}, but the 'region' setting is {region} "
-              f"and make deploy deploys there, so these are {region} prices; pass --region "
-              f"{environment} (or -c region={environment}) to price {environment}", file=sys.stderr)
+        print(
+            f"voicectl cost: note: {name}={environment}, but the 'region' setting is {region} "
+            f"and make deploy deploys there, so these are {region} prices; pass --region "
+            f"{environment} (or -c region={environment}) to price {environment}",
+            file=sys.stderr,
+        )

@@ -68,8 +68,9 @@ HOURLY_UNIT = "Hrs"
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
 # Bounded client: a price lookup should fail in seconds, not hang a command.
-_CLIENT_CONFIG = botocore.config.Config(connect_timeout=10, read_timeout=30,
-                                       retries={"mode": "standard", "max_attempts": 3})
+_CLIENT_CONFIG = botocore.config.Config(
+    connect_timeout=10, read_timeout=30, retries={"mode": "standard", "max_attempts": 3}
+)
 
 
 class PricingError(Exception):
@@ -126,9 +127,11 @@ def price_list_endpoint_region(region: str) -> str:
     if not _REGION.match(region):
         raise PricingError(f"region {region!r} is not an AWS Region code such as 'us-east-1'")
     if region.startswith("cn-"):
-        raise PricingError(f"region {region}: China Region prices are in CNY from the China partition's Price "
-                           "List endpoint (cn-northwest-1); this command reads USD prices of the commercial "
-                           "partition only")
+        raise PricingError(
+            f"region {region}: China Region prices are in CNY from the China partition's Price "
+            "List endpoint (cn-northwest-1); this command reads USD prices of the commercial "
+            "partition only"
+        )
     if region in PRICE_LIST_ENDPOINT_REGIONS:
         return region
     if region.startswith(("eu-", "me-", "il-", "af-")):
@@ -158,8 +161,10 @@ def pricing_client(session: Any, region: str) -> Any:
             # an SSO or assume-role chain resolves (or fails) here
             credentials.get_frozen_credentials()
     except botocore.exceptions.BotoCoreError as error:
-        raise NoCredentialsError(f"could not load the AWS credentials ({error}); run `aws sso login` or check the "
-                                 "profile, then try again") from None
+        raise NoCredentialsError(
+            f"could not load the AWS credentials ({error}); run `aws sso login` or check the "
+            "profile, then try again"
+        ) from None
     if credentials is None:
         raise NoCredentialsError(
             "no AWS credentials found: the Price List API needs signed requests (any identity "
@@ -186,28 +191,40 @@ def hosting_price(instance_type: str, region: str, *, client: Any) -> HostingPri
             error).
     """
     if not _INSTANCE_TYPE.match(instance_type):
-        raise ValueError(f"instance type {instance_type!r} is not a SageMaker instance type such as "
-                         "'ml.g6.4xlarge'")
+        raise ValueError(
+            f"instance type {instance_type!r} is not a SageMaker instance type such as "
+            "'ml.g6.4xlarge'"
+        )
     if not _REGION.match(region):
         raise ValueError(f"region {region!r} is not an AWS Region code such as 'us-east-1'")
-    filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in
-               (("regionCode", region), ("instanceName", instance_type), *HOSTING_FILTERS.items())]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": field, "Value": value}
+        for field, value in (
+            ("regionCode", region),
+            ("instanceName", instance_type),
+            *HOSTING_FILTERS.items(),
+        )
+    ]
     products = [json.loads(entry) for entry in _get_products(client, filters)]
     hosting = [p for p in products if _usage_type_instance(p) == instance_type]
     where = f"{instance_type} in {region}"
     if not hosting:
-        seen = sorted({p.get("product", {}).get("attributes", {}).get("usagetype", "?") for p in products})
+        seen = sorted(
+            {p.get("product", {}).get("attributes", {}).get("usagetype", "?") for p in products}
+        )
         raise PriceNotFound(
             f"the AWS Price List has no on-demand SageMaker real-time inference price for {where}"
             + (f" (it lists only {', '.join(seen)})" if seen else "")
             + "; the type may not be offered for hosting in that Region: check the SageMaker "
-              "pricing page (https://aws.amazon.com/sagemaker/pricing/) or choose another instance "
-              "type or Region"
+            "pricing page (https://aws.amazon.com/sagemaker/pricing/) or choose another instance "
+            "type or Region"
         )
     if len(hosting) > 1:
         skus = ", ".join(sorted(p["product"].get("sku", "?") for p in hosting))
-        raise PriceNotFound(f"the AWS Price List has {len(hosting)} real-time inference products for {where} "
-                            f"(SKUs {skus}); refusing to guess which one applies")
+        raise PriceNotFound(
+            f"the AWS Price List has {len(hosting)} real-time inference products for {where} "
+            f"(SKUs {skus}); refusing to guess which one applies"
+        )
     return _parse_on_demand(hosting[0], instance_type, region)
 
 
@@ -226,8 +243,13 @@ def usd_per_hour(instance_type: str, region: str, *, client: Any) -> float:
 #: Linux, shared tenancy, no pre-installed software, no license, and ``capacitystatus`` ``Used``
 #: (the other statuses price Capacity Reservations).
 EC2_SERVICE_CODE = "AmazonEC2"
-EC2_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",
-               "licenseModel": "No License required", "capacitystatus": "Used"}
+EC2_FILTERS = {
+    "operatingSystem": "Linux",
+    "tenancy": "Shared",
+    "preInstalledSw": "NA",
+    "licenseModel": "No License required",
+    "capacitystatus": "Used",
+}
 #: Usage type of an EC2 on-demand instance-hour: ``BoxUsage:g6.xlarge`` in us-east-1,
 #: ``EUC1-BoxUsage:...`` elsewhere.
 EC2_USAGE_TYPE = re.compile(r"^(?:[A-Z0-9]+-)?BoxUsage:(?P<instance_type>[a-z0-9-]+\.[a-z0-9]+)$")
@@ -243,29 +265,50 @@ def ec2_usd_per_hour(instance_type: str, region: str, *, client: Any) -> float:
         PriceNotFound / PricingAccessDenied / PricingError: as :func:`hosting_price`.
     """
     if instance_type.startswith("ml.") or not _EC2_INSTANCE_TYPE.match(instance_type):
-        raise ValueError(f"instance type {instance_type!r} is not an EC2 instance type such as 'g6.xlarge'")
+        raise ValueError(
+            f"instance type {instance_type!r} is not an EC2 instance type such as 'g6.xlarge'"
+        )
     if not _REGION.match(region):
         raise ValueError(f"region {region!r} is not an AWS Region code such as 'us-east-1'")
-    filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in
-               (("regionCode", region), ("instanceType", instance_type), *EC2_FILTERS.items())]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": field, "Value": value}
+        for field, value in (
+            ("regionCode", region),
+            ("instanceType", instance_type),
+            *EC2_FILTERS.items(),
+        )
+    ]
     products = [json.loads(entry) for entry in _get_products(client, filters, EC2_SERVICE_CODE)]
-    boxes = [p for p in products if (m := EC2_USAGE_TYPE.match(
-        p.get("product", {}).get("attributes", {}).get("usagetype", ""))) and m["instance_type"] == instance_type]
+    boxes = [
+        p
+        for p in products
+        if (
+            m := EC2_USAGE_TYPE.match(
+                p.get("product", {}).get("attributes", {}).get("usagetype", "")
+            )
+        )
+        and m["instance_type"] == instance_type
+    ]
     where = f"EC2 {instance_type} in {region}"
     if len(boxes) != 1:
-        raise PriceNotFound(f"the AWS Price List has {len(boxes)} on-demand Linux products for {where}, not one; "
-                            "check the EC2 On-Demand pricing page (https://aws.amazon.com/ec2/pricing/on-demand/)")
+        raise PriceNotFound(
+            f"the AWS Price List has {len(boxes)} on-demand Linux products for {where}, not one; "
+            "check the EC2 On-Demand pricing page (https://aws.amazon.com/ec2/pricing/on-demand/)"
+        )
     return _parse_on_demand(boxes[0], instance_type, region).usd_per_hour
 
 
-def _get_products(client: Any, filters: list[dict[str, str]], service_code: str = SERVICE_CODE) -> list[str]:
+def _get_products(
+    client: Any, filters: list[dict[str, str]], service_code: str = SERVICE_CODE
+) -> list[str]:
     """Every ``PriceList`` entry of GetProducts (all pages), with the call's failures turned into
     PricingError."""
     entries: list[str] = []
     endpoint = getattr(getattr(client, "meta", None), "endpoint_url", "the Price List API")
     try:
         for page in client.get_paginator("get_products").paginate(
-                ServiceCode=service_code, Filters=filters, FormatVersion="aws_v1"):
+            ServiceCode=service_code, Filters=filters, FormatVersion="aws_v1"
+        ):
             entries.extend(page.get("PriceList", []))
     except botocore.exceptions.ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
@@ -275,13 +318,19 @@ def _get_products(client: Any, filters: list[dict[str, str]], service_code: str 
                 f"the Price List API denied pricing:GetProducts ({code}: {message}); the caller "
                 "needs an IAM policy allowing pricing:GetProducts on resource '*'"
             ) from None
-        if code in ("UnrecognizedClientException", "InvalidClientTokenId", "ExpiredTokenException",
-                    "InvalidSignatureException"):
+        if code in (
+            "UnrecognizedClientException",
+            "InvalidClientTokenId",
+            "ExpiredTokenException",
+            "InvalidSignatureException",
+        ):
             raise PricingAccessDenied(
                 f"the AWS credentials were rejected by the Price List API ({code}: {message}); "
                 "refresh them (`aws sso login`) or use credentials of the commercial partition"
             ) from None
-        raise PricingError(f"the Price List API call GetProducts failed ({code}: {message})") from None
+        raise PricingError(
+            f"the Price List API call GetProducts failed ({code}: {message})"
+        ) from None
     except botocore.exceptions.BotoCoreError as error:
         raise PricingError(f"could not reach the Price List API at {endpoint}: {error}") from None
     return entries
@@ -290,7 +339,9 @@ def _get_products(client: Any, filters: list[dict[str, str]], service_code: str 
 def _usage_type_instance(product: dict) -> str | None:
     """The instance type of a real-time hosting product (from its usage type), or None for any other
     product."""
-    match = HOSTING_USAGE_TYPE.match(product.get("product", {}).get("attributes", {}).get("usagetype", ""))
+    match = HOSTING_USAGE_TYPE.match(
+        product.get("product", {}).get("attributes", {}).get("usagetype", "")
+    )
     return match["instance_type"] if match else None
 
 
@@ -300,22 +351,36 @@ def _parse_on_demand(product: dict, instance_type: str, region: str) -> HostingP
     sku = product["product"].get("sku", "?")
     terms = list(product.get("terms", {}).get("OnDemand", {}).values())
     if len(terms) != 1:
-        raise PriceNotFound(f"the Price List product {sku} for {where} has {len(terms)} on-demand terms, not one")
-    dimensions = [d for d in terms[0].get("priceDimensions", {}).values() if d.get("unit") == HOURLY_UNIT]
+        raise PriceNotFound(
+            f"the Price List product {sku} for {where} has {len(terms)} on-demand terms, not one"
+        )
+    dimensions = [
+        d for d in terms[0].get("priceDimensions", {}).values() if d.get("unit") == HOURLY_UNIT
+    ]
     if len(dimensions) != 1:
-        raise PriceNotFound(f"the Price List product {sku} for {where} has {len(dimensions)} hourly price "
-                            f"dimensions ('{HOURLY_UNIT}'), not one")
+        raise PriceNotFound(
+            f"the Price List product {sku} for {where} has {len(dimensions)} hourly price "
+            f"dimensions ('{HOURLY_UNIT}'), not one"
+        )
     raw = dimensions[0].get("pricePerUnit", {}).get("USD")
     try:
         price = float(raw)
     except (TypeError, ValueError):
-        raise PriceNotFound(f"the Price List product {sku} for {where} has no USD price (pricePerUnit: "
-                            f"{dimensions[0].get('pricePerUnit')})") from None
+        raise PriceNotFound(
+            f"the Price List product {sku} for {where} has no USD price (pricePerUnit: "
+            f"{dimensions[0].get('pricePerUnit')})"
+        ) from None
     if not price > 0:
-        raise PriceNotFound(f"the Price List product {sku} for {where} lists USD {raw} per hour; a GPU instance "
-                            "is never free, so this is not its on-demand rate")
+        raise PriceNotFound(
+            f"the Price List product {sku} for {where} lists USD {raw} per hour; a GPU instance "
+            "is never free, so this is not its on-demand rate"
+        )
     return HostingPrice(
-        instance_type=instance_type, region=region, usd_per_hour=price, sku=sku,
+        instance_type=instance_type,
+        region=region,
+        usd_per_hour=price,
+        sku=sku,
         usage_type=product["product"]["attributes"]["usagetype"],
-        description=dimensions[0].get("description", ""), effective_date=terms[0].get("effectiveDate", ""),
+        description=dimensions[0].get("description", ""),
+        effective_date=terms[0].get("effectiveDate", ""),
     )

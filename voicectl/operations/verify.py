@@ -72,8 +72,11 @@ VARIANT_NOT_COMPARED = frozenset({"VariantName", "ModelName"})
 #: Fields compared even when the template leaves them out, with the value that "left out" means.
 MODEL_DEFAULTS: Mapping[str, Any] = {"EnableNetworkIsolation": False, "VpcConfig": None}
 CONFIG_DEFAULTS: Mapping[str, Any] = {"KmsKeyId": None}
-VARIANT_DEFAULTS: Mapping[str, Any] = {"InferenceAmiVersion": None, "InstancePools": None,
-                                       "VariantInstanceProvisionTimeoutInSeconds": None}
+VARIANT_DEFAULTS: Mapping[str, Any] = {
+    "InferenceAmiVersion": None,
+    "InstancePools": None,
+    "VariantInstanceProvisionTimeoutInSeconds": None,
+}
 #: Maps whose keys must match exactly (an extra environment variable changes the container's
 #: behaviour); in other maps SageMaker may add keys of its own, so only the template's keys are
 #: compared.
@@ -159,7 +162,11 @@ class Check:
 
     def line(self) -> str:
         status = "SKIP" if self.skipped else ("OK" if self.ok else "MISMATCH")
-        detail = self.actual if self.ok or self.skipped else f"expected {self.expected}, found {self.actual}"
+        detail = (
+            self.actual
+            if self.ok or self.skipped
+            else f"expected {self.expected}, found {self.actual}"
+        )
         return f"{status:<8} {self.endpoint}: {self.what}: {detail}"
 
 
@@ -182,7 +189,9 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
     """
     manifest_file = cdk_out / "manifest.json"
     if not manifest_file.is_file():
-        raise UsageError(f"{cdk_out} holds no synthesized app (no manifest.json); run `make synth` first")
+        raise UsageError(
+            f"{cdk_out} holds no synthesized app (no manifest.json); run `make synth` first"
+        )
     manifest = json.loads(manifest_file.read_text())
     expected: list[ExpectedEndpoint] = []
     for stack_name, artifact in manifest.get("artifacts", {}).items():
@@ -194,34 +203,45 @@ def read_cloud_assembly(cdk_out: Path) -> list[ExpectedEndpoint]:
         resources: dict[str, dict] = template.get("Resources", {})
         outputs = {key: output["Value"] for key, output in template.get("Outputs", {}).items()}
         targets = [r["Properties"] for r in resources.values() if r["Type"] == SCALABLE_TARGET]
-        models = {lid: r.get("Properties", {}) for lid, r in resources.items() if r["Type"] == MODEL}
+        models = {
+            lid: r.get("Properties", {}) for lid, r in resources.items() if r["Type"] == MODEL
+        }
         for endpoint in (r["Properties"] for r in resources.values() if r["Type"] == ENDPOINT):
             config_id = _resource_ref(endpoint["EndpointConfigName"])
             if config_id not in resources:
-                raise UsageError(f"{stack_name}: the endpoint's EndpointConfigName does not refer to an "
-                                 "EndpointConfig")
+                raise UsageError(
+                    f"{stack_name}: the endpoint's EndpointConfigName does not refer to an "
+                    "EndpointConfig"
+                )
             config = resources[config_id]["Properties"]
             variants = tuple(
                 ExpectedVariant(
                     name=variant["VariantName"],
                     properties=variant,
-                    scaling=next(((t["MinCapacity"], t["MaxCapacity"]) for t in targets
-                                  if t["ResourceId"] == f"endpoint/{endpoint['EndpointName']}/variant/"
-                                                        f"{variant['VariantName']}"),
-                                 None),
+                    scaling=next(
+                        (
+                            (t["MinCapacity"], t["MaxCapacity"])
+                            for t in targets
+                            if t["ResourceId"] == f"endpoint/{endpoint['EndpointName']}/variant/"
+                            f"{variant['VariantName']}"
+                        ),
+                        None,
+                    ),
                 )
                 for variant in config["ProductionVariants"]
             )
-            expected.append(ExpectedEndpoint(
-                stack_name=stack_name,
-                region=region,
-                endpoint_name=endpoint["EndpointName"],
-                config=config,
-                variants=variants,
-                models=models,
-                outputs=outputs,
-                resource_types={lid: r["Type"] for lid, r in resources.items()},
-            ))
+            expected.append(
+                ExpectedEndpoint(
+                    stack_name=stack_name,
+                    region=region,
+                    endpoint_name=endpoint["EndpointName"],
+                    config=config,
+                    variants=variants,
+                    models=models,
+                    outputs=outputs,
+                    resource_types={lid: r["Type"] for lid, r in resources.items()},
+                )
+            )
     return expected
 
 
@@ -243,12 +263,23 @@ class TemplateResolver:
             (CloudFormation ListStackResources), or returns None when the stack is not deployed.
     """
 
-    def __init__(self, account: str, region: str, exports: Callable[[], Mapping[str, str]],
-                 template_outputs: Mapping[str, Any] | None = None,
-                 stack_outputs: Callable[[], Mapping[str, str] | None] | None = None,
-                 resource_types: Mapping[str, str] | None = None,
-                 physical_ids: Callable[[], Mapping[str, str] | None] | None = None) -> None:
-        partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    def __init__(
+        self,
+        account: str,
+        region: str,
+        exports: Callable[[], Mapping[str, str]],
+        template_outputs: Mapping[str, Any] | None = None,
+        stack_outputs: Callable[[], Mapping[str, str] | None] | None = None,
+        resource_types: Mapping[str, str] | None = None,
+        physical_ids: Callable[[], Mapping[str, str] | None] | None = None,
+    ) -> None:
+        partition = (
+            "aws-cn"
+            if region.startswith("cn-")
+            else "aws-us-gov"
+            if region.startswith("us-gov-")
+            else "aws"
+        )
         self.pseudo = {
             "AWS::AccountId": account,
             "AWS::Region": region,
@@ -273,18 +304,24 @@ class TemplateResolver:
             Unresolvable: no output holds ``value``, the stack is not deployed, or it lacks that
                 output.
         """
-        keys = [key for key, template_value in self._template_outputs.items() if template_value == value]
+        keys = [
+            key for key, template_value in self._template_outputs.items() if template_value == value
+        ]
         if not keys or self._load_stack_outputs is None:
             return self._from_physical_id(value, what)
         if not self._stack_outputs_loaded:
             self._stack_outputs = self._load_stack_outputs()
             self._stack_outputs_loaded = True
         if self._stack_outputs is None:
-            raise Unresolvable(f"{what}: its stack is not deployed, so output {keys[0]} cannot be read")
+            raise Unresolvable(
+                f"{what}: its stack is not deployed, so output {keys[0]} cannot be read"
+            )
         for key in keys:
             if key in self._stack_outputs:
                 return self._stack_outputs[key]
-        raise Unresolvable(f"{what}: the deployed stack has no output {keys[0]} (deployed from another version?)")
+        raise Unresolvable(
+            f"{what}: the deployed stack has no output {keys[0]} (deployed from another version?)"
+        )
 
     def _from_physical_id(self, value: dict, what: str) -> Any:
         """A resource ``Ref`` (or a :data:`GETATT_FROM_PHYSICAL_ID` attribute) from the deployed
@@ -296,7 +333,9 @@ class TemplateResolver:
         logical_id = _resource_ref(value)
         if "Fn::GetAtt" in value:
             attribute = value["Fn::GetAtt"][1]
-            pattern = GETATT_FROM_PHYSICAL_ID.get(self._resource_types.get(logical_id or "", ""), {}).get(attribute)
+            pattern = GETATT_FROM_PHYSICAL_ID.get(
+                self._resource_types.get(logical_id or "", ""), {}
+            ).get(attribute)
         else:
             pattern = "{id}"
         if pattern is None or self._load_physical_ids is None:
@@ -306,8 +345,12 @@ class TemplateResolver:
             self._physical_ids_loaded = True
         if self._physical_ids is None or logical_id not in self._physical_ids:
             raise Unresolvable(f"{what}: the resource is not deployed (is its stack?)")
-        return pattern.format(id=self._physical_ids[logical_id], partition=self.pseudo["AWS::Partition"],
-                              region=self.pseudo["AWS::Region"], account=self.pseudo["AWS::AccountId"])
+        return pattern.format(
+            id=self._physical_ids[logical_id],
+            partition=self.pseudo["AWS::Partition"],
+            region=self.pseudo["AWS::Region"],
+            account=self.pseudo["AWS::AccountId"],
+        )
 
     def resolve(self, value: Any) -> Any:
         """The value of ``value``.
@@ -330,7 +373,11 @@ class TemplateResolver:
             return separator.join(str(self.resolve(part)) for part in parts)
         if function == "Fn::Select":
             index, items = argument
-            listed = self.resolve(items) if isinstance(items, dict) else [self.resolve(item) for item in items]
+            listed = (
+                self.resolve(items)
+                if isinstance(items, dict)
+                else [self.resolve(item) for item in items]
+            )
             return listed[int(self.resolve(index))]
         if function == "Fn::Split":
             separator, source = argument
@@ -370,40 +417,59 @@ class TemplateResolver:
 def _exports_loader(session: Any, region: str) -> Callable[[], dict[str, str]]:
     def load() -> dict[str, str]:
         exports: dict[str, str] = {}
-        for page in session.client("cloudformation", region_name=region).get_paginator("list_exports").paginate():
+        for page in (
+            session.client("cloudformation", region_name=region)
+            .get_paginator("list_exports")
+            .paginate()
+        ):
             exports.update({e["Name"]: e["Value"] for e in page.get("Exports", [])})
         return exports
+
     return load
 
 
-def _stack_outputs_loader(session: Any, region: str, stack_name: str) -> Callable[[], dict[str, str] | None]:
+def _stack_outputs_loader(
+    session: Any, region: str, stack_name: str
+) -> Callable[[], dict[str, str] | None]:
     def load() -> dict[str, str] | None:
         try:
-            stacks = session.client("cloudformation", region_name=region).describe_stacks(StackName=stack_name)
+            stacks = session.client("cloudformation", region_name=region).describe_stacks(
+                StackName=stack_name
+            )
         except botocore.exceptions.ClientError as error:
             # DescribeStacks answers ValidationError for a stack that does not exist.
             if error_code(error) == "ValidationError":
                 return None
             raise
         return {o["OutputKey"]: o["OutputValue"] for o in stacks["Stacks"][0].get("Outputs", [])}
+
     return load
 
 
-def _physical_ids_loader(session: Any, region: str, stack_name: str) -> Callable[[], dict[str, str] | None]:
+def _physical_ids_loader(
+    session: Any, region: str, stack_name: str
+) -> Callable[[], dict[str, str] | None]:
     def load() -> dict[str, str] | None:
-        paginator = session.client("cloudformation", region_name=region).get_paginator("list_stack_resources")
+        paginator = session.client("cloudformation", region_name=region).get_paginator(
+            "list_stack_resources"
+        )
         try:
-            return {r["LogicalResourceId"]: r["PhysicalResourceId"]
-                    for page in paginator.paginate(StackName=stack_name)
-                    for r in page.get("StackResourceSummaries", []) if r.get("PhysicalResourceId")}
+            return {
+                r["LogicalResourceId"]: r["PhysicalResourceId"]
+                for page in paginator.paginate(StackName=stack_name)
+                for r in page.get("StackResourceSummaries", [])
+                if r.get("PhysicalResourceId")
+            }
         except botocore.exceptions.ClientError as error:
             if error_code(error) == "ValidationError":
                 return None
             raise
+
     return load
 
 
 # --- Comparing values ---------------------------------------------------------------------------
+
 
 class _Absent:
     """A value the template or SageMaker leaves out (falsy, like an empty map or list)."""
@@ -445,7 +511,12 @@ def _same_scalar(expected: Any, actual: Any) -> bool:
         return (expected or False) is (actual or False)
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
         return float(expected) == float(actual)
-    if not expected and not actual and expected in (None, _ABSENT, "") and actual in (None, _ABSENT, ""):
+    if (
+        not expected
+        and not actual
+        and expected in (None, _ABSENT, "")
+        and actual in (None, _ABSENT, "")
+    ):
         return True
     return expected == actual
 
@@ -460,17 +531,30 @@ def differences(expected: Any, actual: Any, path: str = "") -> list[tuple[str, A
     name = path.rsplit(".", 1)[-1]
     if isinstance(expected, dict) and isinstance(actual, dict):
         found: list[tuple[str, Any, Any]] = []
-        keys = list(expected) + ([key for key in actual if key not in expected] if name in EXACT_KEYS else [])
+        keys = list(expected) + (
+            [key for key in actual if key not in expected] if name in EXACT_KEYS else []
+        )
         for key in keys:
-            found += differences(expected.get(key, _ABSENT), actual.get(key, _ABSENT), f"{path}.{key}" if path else key)
+            found += differences(
+                expected.get(key, _ABSENT),
+                actual.get(key, _ABSENT),
+                f"{path}.{key}" if path else key,
+            )
         return found
     if isinstance(expected, list) and isinstance(actual, list):
         if name in UNORDERED:
-            return [] if sorted(map(str, expected)) == sorted(map(str, actual)) else [(path, expected, actual)]
+            return (
+                []
+                if sorted(map(str, expected)) == sorted(map(str, actual))
+                else [(path, expected, actual)]
+            )
         if len(expected) != len(actual):
             return [(path, expected, actual)]
-        return [item for index, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for item in differences(e, a, f"{path}[{index}]")]
+        return [
+            item
+            for index, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for item in differences(e, a, f"{path}[{index}]")
+        ]
     if isinstance(expected, (dict, list)) or isinstance(actual, (dict, list)):
         return [] if not expected and not actual else [(path, expected, actual)]
     return [] if _same_scalar(expected, actual) else [(path, expected, actual)]
@@ -481,8 +565,10 @@ def _pools_by_priority(pools: Any, drop: tuple[str, ...] = ("ModelNameOverride",
     own)."""
     if not isinstance(pools, list):
         return pools
-    return [{k: v for k, v in pool.items() if k not in drop}
-            for pool in sorted(pools, key=lambda pool: int(pool.get("Priority", 0)))]
+    return [
+        {k: v for k, v in pool.items() if k not in drop}
+        for pool in sorted(pools, key=lambda pool: int(pool.get("Priority", 0)))
+    ]
 
 
 class _Comparer:
@@ -496,8 +582,14 @@ class _Comparer:
     def add(self, what: str, expected: str, actual: str, ok: bool, skipped: bool = False) -> None:
         self.checks.append(Check(self.endpoint, what, expected, actual, ok=ok, skipped=skipped))
 
-    def field(self, what: str, key: str, template_value: Any, actual: Any,
-              normalise: Callable[[Any], Any] = lambda v: v) -> None:
+    def field(
+        self,
+        what: str,
+        key: str,
+        template_value: Any,
+        actual: Any,
+        normalise: Callable[[Any], Any] = lambda v: v,
+    ) -> None:
         """One check named ``what``: the deployed ``actual`` of property ``key`` against the
         template's value, resolved. A mismatch inside a map or list names each differing entry
         (``SM_VLLM_MAX_MODEL_LEN=7500``)."""
@@ -506,7 +598,9 @@ class _Comparer:
             # need not resolve.
             wanted = normalise(self.resolver.resolve_deep(normalise(template_value)))
         except Unresolvable as error:
-            self.add(what, "?", f"cannot resolve the template's value ({error})", ok=False, skipped=True)
+            self.add(
+                what, "?", f"cannot resolve the template's value ({error})", ok=False, skipped=True
+            )
             return
         actual = normalise(actual)
         diffs = differences(wanted, actual, key)
@@ -515,50 +609,88 @@ class _Comparer:
         elif len(diffs) == 1 and diffs[0][0] == key:
             self.add(what, _show(diffs[0][1]), _show(diffs[0][2]), ok=False)
         else:
-            inner = [(path[len(key):].lstrip("."), e, a) for path, e, a in diffs]
-            self.add(what, "; ".join(f"{path}={_show(e)}" for path, e, _ in inner),
-                     "; ".join(f"{path}={_show(a)}" for path, _, a in inner), ok=False)
+            inner = [(path[len(key) :].lstrip("."), e, a) for path, e, a in diffs]
+            self.add(
+                what,
+                "; ".join(f"{path}={_show(e)}" for path, e, _ in inner),
+                "; ".join(f"{path}={_show(a)}" for path, _, a in inner),
+                ok=False,
+            )
 
-    def properties(self, prefix: str, template: Mapping[str, Any], deployed: Mapping[str, Any],
-                   not_compared: frozenset[str], defaults: Mapping[str, Any]) -> None:
+    def properties(
+        self,
+        prefix: str,
+        template: Mapping[str, Any],
+        deployed: Mapping[str, Any],
+        not_compared: frozenset[str],
+        defaults: Mapping[str, Any],
+    ) -> None:
         """One :meth:`field` per template property (but ``not_compared``) and per ``defaults`` key
         it leaves out."""
         for name, value in template.items():
             if name not in not_compared:
-                self.field(f"{prefix} {name}", name, value, deployed.get(name, _ABSENT),
-                           _pools_by_priority if name == "InstancePools" else lambda v: v)
+                self.field(
+                    f"{prefix} {name}",
+                    name,
+                    value,
+                    deployed.get(name, _ABSENT),
+                    _pools_by_priority if name == "InstancePools" else lambda v: v,
+                )
         for name, default in defaults.items():
             if name not in template:
-                self.field(f"{prefix} {name}", name, default, deployed.get(name, _ABSENT),
-                           _pools_by_priority if name == "InstancePools" else lambda v: v)
+                self.field(
+                    f"{prefix} {name}",
+                    name,
+                    default,
+                    deployed.get(name, _ABSENT),
+                    _pools_by_priority if name == "InstancePools" else lambda v: v,
+                )
 
 
-def _compare_model(compare: _Comparer, sagemaker: Any, model_name: str, template: Mapping[str, Any] | None) -> None:
+def _compare_model(
+    compare: _Comparer, sagemaker: Any, model_name: str, template: Mapping[str, Any] | None
+) -> None:
     """Every compared field of the deployed Model ``model_name`` against its template properties."""
     if template is None:
-        compare.add(f"Model {model_name}", "a Model of this synth", "the template names no Model", ok=False,
-                    skipped=True)
+        compare.add(
+            f"Model {model_name}",
+            "a Model of this synth",
+            "the template names no Model",
+            ok=False,
+            skipped=True,
+        )
         return
     try:
         model = sagemaker.describe_model(ModelName=model_name)
     except botocore.exceptions.ClientError as error:
         if error_code(error) != "ValidationException":
             raise
-        compare.add(f"Model {model_name}", "deployed", "not found (deleted after the EndpointConfig was made?)",
-                    ok=False)
+        compare.add(
+            f"Model {model_name}",
+            "deployed",
+            "not found (deleted after the EndpointConfig was made?)",
+            ok=False,
+        )
         return
     container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
     for name, value in template.get("PrimaryContainer", {}).items():
-        compare.field(f"Model {model_name} PrimaryContainer.{name}", name, value, container.get(name, _ABSENT))
+        compare.field(
+            f"Model {model_name} PrimaryContainer.{name}", name, value, container.get(name, _ABSENT)
+        )
     compare.properties(f"Model {model_name}", template, model, MODEL_NOT_COMPARED, MODEL_DEFAULTS)
 
 
 def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> list[Check]:
     """Compare one endpoint with SageMaker's view of it. Read-only."""
-    resolver = TemplateResolver(account, expected.region, _exports_loader(session, expected.region), expected.outputs,
-                                _stack_outputs_loader(session, expected.region, expected.stack_name),
-                                expected.resource_types,
-                                _physical_ids_loader(session, expected.region, expected.stack_name))
+    resolver = TemplateResolver(
+        account,
+        expected.region,
+        _exports_loader(session, expected.region),
+        expected.outputs,
+        _stack_outputs_loader(session, expected.region, expected.stack_name),
+        expected.resource_types,
+        _physical_ids_loader(session, expected.region, expected.stack_name),
+    )
     name = resolver.resolve(expected.endpoint_name)
     sagemaker = session.client("sagemaker", region_name=expected.region)
     compare = _Comparer(name, resolver)
@@ -567,8 +699,15 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
         endpoint = sagemaker.describe_endpoint(EndpointName=name)
     except botocore.exceptions.ClientError as error:
         if error_code(error) == "ValidationException":
-            return [Check(name, "endpoint", "deployed", f"not found in {expected.region} ({expected.stack_name} not "
-                          "deployed?)", ok=False)]
+            return [
+                Check(
+                    name,
+                    "endpoint",
+                    "deployed",
+                    f"not found in {expected.region} ({expected.stack_name} not deployed?)",
+                    ok=False,
+                )
+            ]
         raise
     status = endpoint["EndpointStatus"]
     reason = f" ({endpoint['FailureReason']})" if endpoint.get("FailureReason") else ""
@@ -576,83 +715,171 @@ def verify_endpoint(expected: ExpectedEndpoint, session: Any, account: str) -> l
 
     config_name = endpoint["EndpointConfigName"]
     config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
-    compare.properties(f"EndpointConfig {config_name}", expected.config, config, CONFIG_NOT_COMPARED, CONFIG_DEFAULTS)
+    compare.properties(
+        f"EndpointConfig {config_name}",
+        expected.config,
+        config,
+        CONFIG_NOT_COMPARED,
+        CONFIG_DEFAULTS,
+    )
     if "KmsKeyId" not in expected.config:
         _why_no_volume_key(compare, f"EndpointConfig {config_name} KmsKeyId", expected.variants)
     deployed_variants = {v["VariantName"]: v for v in config["ProductionVariants"]}
     wanted_names = [resolver.resolve(variant.name) for variant in expected.variants]
-    compare.add(f"EndpointConfig {config_name} variants", ", ".join(sorted(wanted_names)),
-                ", ".join(sorted(deployed_variants)), ok=sorted(wanted_names) == sorted(deployed_variants))
+    compare.add(
+        f"EndpointConfig {config_name} variants",
+        ", ".join(sorted(wanted_names)),
+        ", ".join(sorted(deployed_variants)),
+        ok=sorted(wanted_names) == sorted(deployed_variants),
+    )
     running = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
     for variant, variant_name in zip(expected.variants, wanted_names, strict=True):
         if variant_name not in deployed_variants:
             continue
         deployed = deployed_variants[variant_name]
-        compare.properties(f"EndpointConfig {config_name} {variant_name}", variant.properties, deployed,
-                           VARIANT_NOT_COMPARED, VARIANT_DEFAULTS)
-        _compare_model(compare, sagemaker, deployed["ModelName"], expected.model_of(variant.properties.get("ModelName")))
-        template_pools = {int(pool.get("Priority", 0)): pool for pool in variant.properties.get("InstancePools") or []}
+        compare.properties(
+            f"EndpointConfig {config_name} {variant_name}",
+            variant.properties,
+            deployed,
+            VARIANT_NOT_COMPARED,
+            VARIANT_DEFAULTS,
+        )
+        _compare_model(
+            compare,
+            sagemaker,
+            deployed["ModelName"],
+            expected.model_of(variant.properties.get("ModelName")),
+        )
+        template_pools = {
+            int(pool.get("Priority", 0)): pool
+            for pool in variant.properties.get("InstancePools") or []
+        }
         for pool in deployed.get("InstancePools") or []:
             override = template_pools.get(int(pool.get("Priority", 0)), {}).get("ModelNameOverride")
             if override is not None and pool.get("ModelNameOverride"):
-                _compare_model(compare, sagemaker, pool["ModelNameOverride"], expected.model_of(override))
+                _compare_model(
+                    compare, sagemaker, pool["ModelNameOverride"], expected.model_of(override)
+                )
             elif (override is None) != (not pool.get("ModelNameOverride")):
                 # One side runs the pool on a Model of its own (its own stream cap) and the other on
                 # the variant's.
-                compare.add(f"EndpointConfig {config_name} {variant_name} pool {pool.get('InstanceType')} "
-                            "ModelNameOverride", "a Model of its own" if override is not None else "(unset)",
-                            pool.get("ModelNameOverride") or "(unset)", ok=False)
-        _check_instances(compare, session, expected.region, name, variant_name, variant, running.get(variant_name, {}))
+                compare.add(
+                    f"EndpointConfig {config_name} {variant_name} pool {pool.get('InstanceType')} "
+                    "ModelNameOverride",
+                    "a Model of its own" if override is not None else "(unset)",
+                    pool.get("ModelNameOverride") or "(unset)",
+                    ok=False,
+                )
+        _check_instances(
+            compare,
+            session,
+            expected.region,
+            name,
+            variant_name,
+            variant,
+            running.get(variant_name, {}),
+        )
     return compare.checks
 
 
-def _why_no_volume_key(compare: _Comparer, what: str, variants: tuple[ExpectedVariant, ...]) -> None:
+def _why_no_volume_key(
+    compare: _Comparer, what: str, variants: tuple[ExpectedVariant, ...]
+) -> None:
     """Add the reason to the ``KmsKeyId`` check ``what`` when the synth left the key off for
     local-storage types: the found value of a pass, the expected value of a mismatch ("unset
     (ml.g6.4xlarge: local NVMe ...)")."""
-    types = [t for v in variants for t in [v.properties.get("InstanceType"),
-                                           *(p.get("InstanceType") for p in v.properties.get("InstancePools") or [])]
-             if isinstance(t, str)]
+    types = [
+        t
+        for v in variants
+        for t in [
+            v.properties.get("InstanceType"),
+            *(p.get("InstanceType") for p in v.properties.get("InstancePools") or []),
+        ]
+        if isinstance(t, str)
+    ]
     local = instance_types.local_storage_types(types)
     if not local:
         return
-    why = (f"unset: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe storage, "
-           "encrypted by the instance; CreateEndpointConfig refuses KmsKeyId there (API reference, "
-           "KmsKeyId)")
-    compare.checks = [dataclasses.replace(c, **({"actual": why} if c.ok else {"expected": why})) if c.what == what
-                      else c for c in compare.checks]
+    why = (
+        f"unset: {', '.join(local)} {'has' if len(local) == 1 else 'have'} local NVMe storage, "
+        "encrypted by the instance; CreateEndpointConfig refuses KmsKeyId there (API reference, "
+        "KmsKeyId)"
+    )
+    compare.checks = [
+        dataclasses.replace(c, **({"actual": why} if c.ok else {"expected": why}))
+        if c.what == what
+        else c
+        for c in compare.checks
+    ]
 
 
-def _check_instances(compare: _Comparer, session: Any, region: str, endpoint_name: str, variant_name: str,
-                     variant: ExpectedVariant, running: Mapping[str, Any]) -> None:
+def _check_instances(
+    compare: _Comparer,
+    session: Any,
+    region: str,
+    endpoint_name: str,
+    variant_name: str,
+    variant: ExpectedVariant,
+    running: Mapping[str, Any],
+) -> None:
     """The running instance count against the scaling range (or the initial count), the registered
     scalable target, and with instance pools the running instance types."""
     count = running.get("CurrentInstanceCount")
     initial = variant.properties.get("InitialInstanceCount")
     if variant.scaling is None:
-        compare.add(f"{variant_name} instance count (no autoscaling)", str(initial), str(count), ok=count == initial)
+        compare.add(
+            f"{variant_name} instance count (no autoscaling)",
+            str(initial),
+            str(count),
+            ok=count == initial,
+        )
     else:
         low, high = variant.scaling
-        compare.add(f"{variant_name} instance count (autoscaled)", f"{low}-{high}", str(count),
-                    ok=count is not None and low <= count <= high)
+        compare.add(
+            f"{variant_name} instance count (autoscaled)",
+            f"{low}-{high}",
+            str(count),
+            ok=count is not None and low <= count <= high,
+        )
         resource_id = f"endpoint/{endpoint_name}/variant/{variant_name}"
-        targets = session.client("application-autoscaling", region_name=region).describe_scalable_targets(
-            ServiceNamespace="sagemaker", ResourceIds=[resource_id],
+        targets = session.client(
+            "application-autoscaling", region_name=region
+        ).describe_scalable_targets(
+            ServiceNamespace="sagemaker",
+            ResourceIds=[resource_id],
             ScalableDimension="sagemaker:variant:DesiredInstanceCount",
         )["ScalableTargets"]
-        registered = f"{targets[0]['MinCapacity']}-{targets[0]['MaxCapacity']}" if targets else "not registered"
-        compare.add(f"scalable target {resource_id}", f"{low}-{high}", registered, ok=registered == f"{low}-{high}")
+        registered = (
+            f"{targets[0]['MinCapacity']}-{targets[0]['MaxCapacity']}"
+            if targets
+            else "not registered"
+        )
+        compare.add(
+            f"scalable target {resource_id}",
+            f"{low}-{high}",
+            registered,
+            ok=registered == f"{low}-{high}",
+        )
     pools = variant.properties.get("InstancePools")
     if pools and running.get("InstancePools") is not None:
         try:
             allowed = sorted(str(compare.resolver.resolve(pool["InstanceType"])) for pool in pools)
         except Unresolvable as error:
-            compare.add(f"{variant_name} running instance types", "?", str(error), ok=False, skipped=True)
+            compare.add(
+                f"{variant_name} running instance types", "?", str(error), ok=False, skipped=True
+            )
             return
-        by_type = {pool["InstanceType"]: pool.get("CurrentInstanceCount", 0) for pool in running["InstancePools"]}
+        by_type = {
+            pool["InstanceType"]: pool.get("CurrentInstanceCount", 0)
+            for pool in running["InstancePools"]
+        }
         strays = sorted(t for t, n in by_type.items() if n and t not in allowed)
-        compare.add(f"{variant_name} running instance types", f"only {', '.join(allowed)}",
-                    ", ".join(f"{t} x {n}" for t, n in sorted(by_type.items())) or "none", ok=not strays)
+        compare.add(
+            f"{variant_name} running instance types",
+            f"only {', '.join(allowed)}",
+            ", ".join(f"{t} x {n}" for t, n in sorted(by_type.items())) or "none",
+            ok=not strays,
+        )
 
 
 def verify(cdk_out: Path, session: Any = None) -> list[Check]:
@@ -664,8 +891,10 @@ def verify(cdk_out: Path, session: Any = None) -> list[Check]:
     """
     expected = read_cloud_assembly(cdk_out)
     if not expected:
-        raise UsageError(f"{cdk_out} holds no SageMaker endpoint (are both endpoints disabled, or on the ECS "
-                         "target? verify checks SageMaker endpoints only)")
+        raise UsageError(
+            f"{cdk_out} holds no SageMaker endpoint (are both endpoints disabled, or on the ECS "
+            "target? verify checks SageMaker endpoints only)"
+        )
     session = session or aws_session(region_required=False)  # each stack names its own Region
     account = session.client("sts", region_name=expected[0].region).get_caller_identity()["Account"]
     checks: list[Check] = []
@@ -677,23 +906,33 @@ def verify(cdk_out: Path, session: Any = None) -> list[Check]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``verify`` to the voicectl parser."""
     parser = subparsers.add_parser(
-        "verify", help="check that each endpoint runs the Model and EndpointConfig this synth describes "
-                       "(read-only)",
+        "verify",
+        help="check that each endpoint runs the Model and EndpointConfig this synth describes "
+        "(read-only)",
         description=(
             "Check, read-only, that each endpoint of the synthesized app is InService and that "
             "its EndpointConfig and Model carry every value the synth sets (instance type and "
             "pools, counts, timeouts, AMI version, KMS key, image, environment, model data, "
             "network isolation, VPC), naming the field, the expected and the found value. Exit "
-            "code 1 when one differs, e.g. after SageMaker rolled an update back."))
-    parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"),
-                        help="the synthesized app (default: cdk.out; `make verify` synthesizes it first)")
+            "code 1 when one differs, e.g. after SageMaker rolled an update back."
+        ),
+    )
+    parser.add_argument(
+        "--cdk-out",
+        type=Path,
+        default=Path("cdk.out"),
+        help="the synthesized app (default: cdk.out; `make verify` synthesizes it first)",
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         checks = verify(args.cdk_out)
-    except (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError) as error:
+    except (
+        botocore.exceptions.NoCredentialsError,
+        botocore.exceptions.PartialCredentialsError,
+    ) as error:
         print(f"make verify: stopped: no AWS credentials found ({error}). {NO_CREDENTIALS_HINT}")
         return 1
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
@@ -703,6 +942,12 @@ def _run(args: argparse.Namespace) -> int:
     for check in checks:
         print(check.line())
     failed = [c for c in checks if not c.ok and not c.skipped]
-    print(f"{len(checks) - len(failed)} of {len(checks)} checks passed" + ("" if not failed else
-          f"; {len(failed)} failed: the deployed endpoints are not what this synth describes"))
+    print(
+        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
+        + (
+            ""
+            if not failed
+            else f"; {len(failed)} failed: the deployed endpoints are not what this synth describes"
+        )
+    )
     return 1 if failed else 0

@@ -90,12 +90,19 @@ def on_event(event: dict, context: object) -> dict:
     project = properties["ProjectName"]
     if _is_rollback_to_another_prefix(event):
         print(f"rollback to {properties['S3Uri']}, staged before: no build")
-        return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": _data(properties, NO_BUILD_ON_ROLLBACK)}
+        return {
+            "PhysicalResourceId": event["PhysicalResourceId"],
+            "Data": _data(properties, NO_BUILD_ON_ROLLBACK),
+        }
     if event["RequestType"] in ("Create", "Update"):
-        response = _client().start_build(projectName=project, environmentVariablesOverride=build_environment(properties))
+        response = _client().start_build(
+            projectName=project, environmentVariablesOverride=build_environment(properties)
+        )
         build_id = response["build"]["id"]
-        print(f"started {build_id} for {properties['RepositoryId']} @ {properties['Revision']} -> "
-              f"{properties['S3Uri']}")
+        print(
+            f"started {build_id} for {properties['RepositoryId']} @ {properties['Revision']} -> "
+            f"{properties['S3Uri']}"
+        )
         return {"PhysicalResourceId": build_id, "Data": _data(properties, build_id)}
     physical_id = event["PhysicalResourceId"]
     # The weights stay in place on Delete: the bucket owns them (and empties itself on `cdk destroy`
@@ -116,7 +123,10 @@ def is_complete(event: dict, context: object) -> dict:
     ``event`` is the Provider framework's: the CloudFormation request merged with :func:`on_event`'s
     response.
     """
-    if event["RequestType"] == "Delete" or event.get("Data", {}).get("BuildId") == NO_BUILD_ON_ROLLBACK:
+    if (
+        event["RequestType"] == "Delete"
+        or event.get("Data", {}).get("BuildId") == NO_BUILD_ON_ROLLBACK
+    ):
         return {"IsComplete": True}
     build_id = event["PhysicalResourceId"]
     builds = _client().batch_get_builds(ids=[build_id]).get("builds", [])
@@ -131,6 +141,10 @@ def is_complete(event: dict, context: object) -> dict:
         return {"IsComplete": True, "Data": _data(event["ResourceProperties"], build_id)}
     failed = [p for p in build.get("phases", []) if p.get("phaseStatus") not in (None, SUCCEEDED)]
     where = f" in phase {failed[0]['phaseType']}" if failed else ""
-    detail = "; ".join(c.get("message", "") for p in failed for c in p.get("contexts", []) if c.get("message"))
+    detail = "; ".join(
+        c.get("message", "") for p in failed for c in p.get("contexts", []) if c.get("message")
+    )
     logs = build.get("logs", {}).get("deepLink", "no log link")
-    raise RuntimeError(f"model staging build {build_id} ended {status}{where}: {detail or 'see the log'} ({logs})")
+    raise RuntimeError(
+        f"model staging build {build_id} ended {status}{where}: {detail or 'see the log'} ({logs})"
+    )

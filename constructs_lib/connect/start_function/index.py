@@ -35,28 +35,43 @@ import boto3
 
 STREAM_ARN_PATTERN = re.compile(
     r"arn:(?P<partition>aws[a-z-]*):kinesisvideo:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):"
-    r"stream/(?P<name>[a-zA-Z0-9_.-]{1,256})/\d{1,20}")
+    r"stream/(?P<name>[a-zA-Z0-9_.-]{1,256})/\d{1,20}"
+)
 """A Kinesis video stream ARN, matched whole (stream names: 1-256 of [a-zA-Z0-9_.-], CreateStream
 API reference; the last part is the stream's creation time in epoch milliseconds)."""
 INSTANCE_ARN_PATTERN = re.compile(
     r"arn:(?P<partition>aws[a-z-]*):connect:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):"
-    r"instance/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    r"instance/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
 """An Amazon Connect instance ARN, matched whole (the instance id is a UUID)."""
 FUNCTION_ARN_PATTERN = re.compile(
-    r"arn:(?P<partition>aws[a-z-]*):lambda:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):function:.+")
+    r"arn:(?P<partition>aws[a-z-]*):lambda:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):function:.+"
+)
 CONTACT_ID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 """A ContactId as Connect writes it: a UUID in lower-case hexadecimal, matched whole."""
 FRAGMENT_NUMBER_PATTERN = re.compile(r"[0-9]{1,128}")
 """GetMedia StartSelector.AfterFragmentNumber: 1-128 digits, matched whole."""
 ANSWER_VALUE_PATTERN = re.compile(r"[A-Za-z0-9_-]*")
 """What a STRING_MAP answer's values may hold (Connect admin guide, see the module docstring)."""
-REFUSALS = ("missing-field", "no-media-streaming", "bad-contact-id", "bad-stream-arn", "bad-fragment-number",
-            "bad-instance-arn", "other-instance", "other-account-region-or-partition", "other-stream-prefix")
+REFUSALS = (
+    "missing-field",
+    "no-media-streaming",
+    "bad-contact-id",
+    "bad-stream-arn",
+    "bad-fragment-number",
+    "bad-instance-arn",
+    "other-instance",
+    "other-account-region-or-partition",
+    "other-stream-prefix",
+)
 """The codes of a refusal's ``reason``."""
-READS = ("Details.ContactData.ContactId", "Details.ContactData.InstanceARN",
-         "Details.ContactData.MediaStreams.Customer.Audio.StreamARN",
-         "Details.ContactData.MediaStreams.Customer.Audio.StartFragmentNumber",
-         "Details.ContactData.MediaStreams.Customer.Audio.StartTimestamp")
+READS = (
+    "Details.ContactData.ContactId",
+    "Details.ContactData.InstanceARN",
+    "Details.ContactData.MediaStreams.Customer.Audio.StreamARN",
+    "Details.ContactData.MediaStreams.Customer.Audio.StartFragmentNumber",
+    "Details.ContactData.MediaStreams.Customer.Audio.StartTimestamp",
+)
 """The fields of Connect's event this function reads (a test compares them with the example
 flow)."""
 MAX_LOGGED_CHARS = 300
@@ -83,8 +98,10 @@ def _field(event: dict, path: str) -> str:
     node = event
     for part in path.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise BadEvent("no-media-streaming" if ".MediaStreams." in path else "missing-field",
-                           f"the Connect event has no {path}; is \"Start media streaming\" before this block?")
+            raise BadEvent(
+                "no-media-streaming" if ".MediaStreams." in path else "missing-field",
+                f'the Connect event has no {path}; is "Start media streaming" before this block?',
+            )
         node = node[part]
     return "" if node is None else str(node)
 
@@ -94,15 +111,24 @@ def _home(instance_arn: str, function_arn: str | None) -> tuple[str, str, str]:
     function."""
     configured = os.environ.get("INSTANCE_ARN", "")
     if configured and instance_arn != configured:
-        raise BadEvent("other-instance", f"InstanceARN {_shown(instance_arn)} is not this stack's {configured}")
+        raise BadEvent(
+            "other-instance", f"InstanceARN {_shown(instance_arn)} is not this stack's {configured}"
+        )
     instance = INSTANCE_ARN_PATTERN.fullmatch(instance_arn)
     if instance is None:
-        raise BadEvent("bad-instance-arn", f"InstanceARN {_shown(instance_arn)} is not a Connect instance ARN")
+        raise BadEvent(
+            "bad-instance-arn", f"InstanceARN {_shown(instance_arn)} is not a Connect instance ARN"
+        )
     home = (instance["partition"], instance["region"], instance["account"])
     function = FUNCTION_ARN_PATTERN.fullmatch(function_arn or "")
-    if function is not None and (function["partition"], function["region"], function["account"]) != home:
-        raise BadEvent("other-account-region-or-partition",
-                       f"InstanceARN {instance_arn} is not in this function's partition, Region and account")
+    if (
+        function is not None
+        and (function["partition"], function["region"], function["account"]) != home
+    ):
+        raise BadEvent(
+            "other-account-region-or-partition",
+            f"InstanceARN {instance_arn} is not in this function's partition, Region and account",
+        )
     return home
 
 
@@ -114,22 +140,40 @@ def call_message(event: dict, function_arn: str | None = None) -> dict:
     stream_arn = _field(event, READS[2])
     fragment = _field(event, READS[3])
     if not CONTACT_ID_PATTERN.fullmatch(contact_id):
-        raise BadEvent("bad-contact-id", f"ContactId {_shown(contact_id)} is not a contact id (a lower-case UUID)")
+        raise BadEvent(
+            "bad-contact-id",
+            f"ContactId {_shown(contact_id)} is not a contact id (a lower-case UUID)",
+        )
     stream = STREAM_ARN_PATTERN.fullmatch(stream_arn)
     if stream is None:
-        raise BadEvent("bad-stream-arn", f"StreamARN {_shown(stream_arn)} is not a Kinesis video stream ARN")
+        raise BadEvent(
+            "bad-stream-arn", f"StreamARN {_shown(stream_arn)} is not a Kinesis video stream ARN"
+        )
     if not FRAGMENT_NUMBER_PATTERN.fullmatch(fragment):
-        raise BadEvent("bad-fragment-number", f"StartFragmentNumber {_shown(fragment)} must be 1-128 decimal digits")
+        raise BadEvent(
+            "bad-fragment-number",
+            f"StartFragmentNumber {_shown(fragment)} must be 1-128 decimal digits",
+        )
     home = _home(instance_arn, function_arn)
     if (stream["partition"], stream["region"], stream["account"]) != home:
-        raise BadEvent("other-account-region-or-partition",
-                       f"StreamARN {stream_arn} is not in the instance's partition, Region and account {home}")
+        raise BadEvent(
+            "other-account-region-or-partition",
+            f"StreamARN {stream_arn} is not in the instance's partition, Region and account {home}",
+        )
     prefix = os.environ.get("STREAM_NAME_PREFIX", "")
     if prefix and not stream["name"].startswith(prefix):
-        raise BadEvent("other-stream-prefix", f"StreamARN {stream_arn} is not under this instance's prefix {prefix!r}")
+        raise BadEvent(
+            "other-stream-prefix",
+            f"StreamARN {stream_arn} is not under this instance's prefix {prefix!r}",
+        )
     audio = event["Details"]["ContactData"]["MediaStreams"]["Customer"]["Audio"]
-    return {"contactId": contact_id, "streamArn": stream_arn, "startFragmentNumber": fragment,
-            "startTimestamp": str(audio.get("StartTimestamp") or "")[:64], "instanceArn": instance_arn}
+    return {
+        "contactId": contact_id,
+        "streamArn": stream_arn,
+        "startFragmentNumber": fragment,
+        "startTimestamp": str(audio.get("StartTimestamp") or "")[:64],
+        "instanceArn": instance_arn,
+    }
 
 
 def handler(event, context):

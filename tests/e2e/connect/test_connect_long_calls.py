@@ -40,11 +40,16 @@ def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_a
     async def main():
         store = MemoryStore()
         async with servers() as (url, kvs, vllm):
-            call = kvs.add(FakeCall("long", "stream-long", speech_like(duration, 3), speech_like(duration, 4)))
+            call = kvs.add(
+                FakeCall("long", "stream-long", speech_like(duration, 3), speech_like(duration, 4))
+            )
             first = asyncio.create_task(transcriber(call, url, kvs, store, max_stream_s=10.0).run())
+
             def reached() -> float:  # how far both tracks' finals reach
-                return min(max((s.end_s for s in store.finals("long", track)), default=0.0)
-                           for track in mkv.CONNECT_TRACKS)
+                return min(
+                    max((s.end_s for s in store.finals("long", track)), default=0.0)
+                    for track in mkv.CONNECT_TRACKS
+                )
 
             while reached() < duration / 2:
                 await asyncio.sleep(0.2)
@@ -62,7 +67,9 @@ def test_a_20_minute_call_across_a_consumer_restart_and_stream_rollovers_loses_a
         finals = sorted(store.finals("long", track), key=lambda s: s.start_s)
         assert finals == store.finals("long", track)  # published in call order
         assert_tiles(finals, duration)
-    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][-1]
+    resumed = [r for r in requests if r["StartSelector"]["StartSelectorType"] == "FRAGMENT_NUMBER"][
+        -1
+    ]
     assert resumed["StartSelector"]["AfterFragmentNumber"] != FakeCall("c", "s", b"", b"").number(0)
     assert sessions > 2 * duration / 300  # streams moved on many times per track
 
@@ -71,12 +78,20 @@ def test_ten_simultaneous_calls_through_one_consumer():
     async def main():
         store = MemoryStore()
         async with servers() as (url, kvs, _vllm):
-            calls = [kvs.add(FakeCall(f"c{i}", f"s{i}", speech_like(12, i), speech_like(12, i + 20)))
-                     for i in range(10)]
-            consumer = Consumer(lambda request: transcriber(calls[int(request.contact_id[1:])], url, kvs, store),
-                                store, max_calls=10)
+            calls = [
+                kvs.add(FakeCall(f"c{i}", f"s{i}", speech_like(12, i), speech_like(12, i + 20)))
+                for i in range(10)
+            ]
+            consumer = Consumer(
+                lambda request: transcriber(calls[int(request.contact_id[1:])], url, kvs, store),
+                store,
+                max_calls=10,
+            )
             from voicectl.connect.consumer import CallRequest
-            tasks = [consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls]
+
+            tasks = [
+                consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls
+            ]
             reasons = await asyncio.gather(*tasks)
         return store, reasons
 

@@ -91,26 +91,30 @@ def cdk_environment(endpoint_url: str) -> dict[str, str]:
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env.update(FAKE_CREDENTIALS)
-    env.update({
-        "AWS_ENDPOINT_URL": endpoint_url,
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        # cdk.json's app command is `python3 app.py`: the project's virtual environment first.
-        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20,22",
-        # The AWS SDK for JavaScript warns about Node 20 on every command; it says nothing about
-        # this test.
-        "NODE_NO_WARNINGS": "1",
-        "CI": "true",
-    })
+    env.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint_url,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            # cdk.json's app command is `python3 app.py`: the project's virtual environment first.
+            "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+            "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20,22",
+            # The AWS SDK for JavaScript warns about Node 20 on every command; it says nothing about
+            # this test.
+            "NODE_NO_WARNINGS": "1",
+            "CI": "true",
+        }
+    )
     return env
 
 
-def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float = COMMAND_TIMEOUT_S) -> CdkResult:
+def run_cdk(
+    args: list[str], endpoint_url: str, log_path: Path, timeout_s: float = COMMAND_TIMEOUT_S
+) -> CdkResult:
     """Run ``cdk <args>`` (:data:`CDK_CLI`) in the project directory against ``endpoint_url``.
 
     The output (stdout and stderr together) is appended to ``log_path``.
@@ -125,15 +129,22 @@ def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float
     log.info("$ %s", " ".join(command))
     started = time.monotonic()
     process = subprocess.Popen(
-        command, cwd=ROOT, env=cdk_environment(endpoint_url), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        command,
+        cwd=ROOT,
+        env=cdk_environment(endpoint_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process.pid)
         output, _ = process.communicate()
-        raise CdkCommandError(f"`{' '.join(command)}` timed out after {timeout_s} s:\n{_tail(output)}") from None
+        raise CdkCommandError(
+            f"`{' '.join(command)}` timed out after {timeout_s} s:\n{_tail(output)}"
+        ) from None
     except BaseException:
         # Ctrl-C or pytest-timeout while the CLI runs: its group would go on retrying against a
         # stopped moto.
@@ -141,11 +152,15 @@ def run_cdk(args: list[str], endpoint_url: str, log_path: Path, timeout_s: float
         raise
     seconds = time.monotonic() - started
     with log_path.open("a") as sink:
-        sink.write(f"$ {' '.join(command)}   (exit {process.returncode}, {seconds:.1f} s)\n{output}\n")
+        sink.write(
+            f"$ {' '.join(command)}   (exit {process.returncode}, {seconds:.1f} s)\n{output}\n"
+        )
     _assert_group_gone(process.pid)
     log.info("  exit %d in %.1f s", process.returncode, seconds)
     if process.returncode != 0:
-        raise CdkCommandError(f"`{' '.join(command)}` exited {process.returncode}:\n{_tail(output)}")
+        raise CdkCommandError(
+            f"`{' '.join(command)}` exited {process.returncode}:\n{_tail(output)}"
+        )
     return CdkResult(command, process.returncode, output, seconds)
 
 
@@ -182,8 +197,10 @@ def _assert_group_gone(pgid: int) -> None:
     while _group_alive(pgid):
         if time.monotonic() > deadline:
             _kill_group(pgid)
-            raise AssertionError(f"processes of the CDK CLI's group {pgid} were still running {WIND_DOWN_S} s after "
-                                 "it exited (killed now)")
+            raise AssertionError(
+                f"processes of the CDK CLI's group {pgid} were still running {WIND_DOWN_S} s after "
+                "it exited (killed now)"
+            )
         time.sleep(0.1)
 
 
@@ -206,10 +223,18 @@ def cli_lookups(endpoint_url: str) -> dict[str, Any]:
     (``AZContextProviderPlugin`` in ``node_modules/aws-cdk/lib/index.js``)."""
     import boto3
 
-    ec2 = boto3.client("ec2", endpoint_url=endpoint_url, region_name=REGION,
-                       aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                       aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
-    zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"] if z["State"] == "available"]
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    zones = [
+        z["ZoneName"]
+        for z in ec2.describe_availability_zones()["AvailabilityZones"]
+        if z["State"] == "available"
+    ]
     return {f"availability-zones:account={ACCOUNT}:region={REGION}": zones}
 
 
@@ -231,7 +256,9 @@ def synthesize_assembly(outdir: Path, overrides: dict[str, Any], endpoint_url: s
     with mock.patch.dict(os.environ, CLI_ENVIRONMENT):
         synthesize(outdir, {**CLI_CONTEXT, **cli_lookups(endpoint_url), **overrides})
     missing = json.loads((outdir / "manifest.json").read_text()).get("missing", [])
-    assert not missing, f"the app looks up context that lifecycle_cdk.cli_lookups does not provide: {missing}"
+    assert not missing, (
+        f"the app looks up context that lifecycle_cdk.cli_lookups does not provide: {missing}"
+    )
     return outdir
 
 
@@ -254,5 +281,9 @@ class Phases:
 
     def report(self) -> None:
         total = time.monotonic() - self.started
-        log.info("%s figures (s): %s, total %.1f", self.name,
-                 ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()), total)
+        log.info(
+            "%s figures (s): %s, total %.1f",
+            self.name,
+            ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
+            total,
+        )

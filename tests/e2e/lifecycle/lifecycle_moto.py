@@ -115,7 +115,10 @@ log = logging.getLogger("lifecycle")
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 #: Obviously fake credentials; moto accepts any.
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAFAKEFORMOTOONLY00", "AWS_SECRET_ACCESS_KEY": "fake-secret-for-moto-only"}
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIAFAKEFORMOTOONLY00",
+    "AWS_SECRET_ACCESS_KEY": "fake-secret-for-moto-only",
+}
 
 #: Longest name of each resource type (the services' API references: CreateStateMachine ``name`` 80,
 #: IAM role name 64, Lambda function name 64, SageMaker ModelName and EndpointConfigName 63).
@@ -142,7 +145,11 @@ def _model_staging_data(properties: dict[str, Any]) -> dict[str, str]:
     from constructs_lib.artifacts.model_staging_build.stage_model.constants import MANIFEST_NAME
 
     uri = properties["S3Uri"]
-    return {"S3Uri": uri, "ManifestUri": uri + MANIFEST_NAME, "BuildId": f"{properties['ProjectName']}:lifecycle-test"}
+    return {
+        "S3Uri": uri,
+        "ManifestUri": uri + MANIFEST_NAME,
+        "BuildId": f"{properties['ProjectName']}:lifecycle-test",
+    }
 
 
 CUSTOM_RESOURCE_STAND_INS["Custom::ModelStaging"] = _model_staging_data
@@ -154,7 +161,10 @@ def _camel(value: Any) -> Any:
     if isinstance(value, list):
         return [_camel(v) for v in value]
     if isinstance(value, dict):
-        return {("buildspec" if k == "BuildSpec" else k[:1].lower() + k[1:]): _camel(v) for k, v in value.items()}
+        return {
+            ("buildspec" if k == "BuildSpec" else k[:1].lower() + k[1:]): _camel(v)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -182,11 +192,20 @@ class _StandIn:
         return self.arn
 
     @classmethod
-    def update_from_cloudformation_json(cls, original_resource: _StandIn, new_resource_name: str,
-                                        cloudformation_json: dict[str, Any], account_id: str,
-                                        region_name: str) -> _StandIn:
-        cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
-        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: _StandIn,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> _StandIn:
+        cls.delete_from_cloudformation_json(
+            original_resource.name, cloudformation_json, account_id, region_name
+        )
+        return cls.create_from_cloudformation_json(
+            new_resource_name, cloudformation_json, account_id, region_name
+        )
 
 
 class CodeBuildProjectStandIn(_StandIn):
@@ -203,24 +222,43 @@ class CodeBuildProjectStandIn(_StandIn):
         return "Name"
 
     @classmethod
-    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> CodeBuildProjectStandIn:
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> CodeBuildProjectStandIn:
         from moto.codebuild.models import codebuild_backends
 
         p = cloudformation_json["Properties"]
         backend = codebuild_backends[account_id][region_name]
         project = backend.create_project(
-            project_name=resource_name, description=p.get("Description"), project_source=_camel(p["Source"]),
-            artifacts=_camel(p["Artifacts"]), environment=_camel(p["Environment"]), service_role=p["ServiceRole"],
-            tags=None, cache=_camel(p.get("Cache")), timeout=p.get("TimeoutInMinutes"),
-            queued_timeout=p.get("QueuedTimeoutInMinutes"), source_version=p.get("SourceVersion"),
-            logs_config=_camel(p.get("LogsConfig")), vpc_config=_camel(p.get("VpcConfig")),
+            project_name=resource_name,
+            description=p.get("Description"),
+            project_source=_camel(p["Source"]),
+            artifacts=_camel(p["Artifacts"]),
+            environment=_camel(p["Environment"]),
+            service_role=p["ServiceRole"],
+            tags=None,
+            cache=_camel(p.get("Cache")),
+            timeout=p.get("TimeoutInMinutes"),
+            queued_timeout=p.get("QueuedTimeoutInMinutes"),
+            source_version=p.get("SourceVersion"),
+            logs_config=_camel(p.get("LogsConfig")),
+            vpc_config=_camel(p.get("VpcConfig")),
         )
         return cls(resource_name, project["arn"])
 
     @classmethod
-    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str) -> None:
+    def delete_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
         from moto.codebuild.models import codebuild_backends
 
         codebuild_backends[account_id][region_name].delete_project(resource_name)
@@ -242,14 +280,25 @@ class AlarmStandIn(_StandIn):
         return "AlarmName"
 
     @classmethod
-    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> AlarmStandIn:
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> AlarmStandIn:
         name = cloudformation_json.get("Properties", {}).get("AlarmName", resource_name)
         return cls(name, f"arn:aws:cloudwatch:{region_name}:{account_id}:alarm:{name}")
 
     @classmethod
-    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str) -> None:
+    def delete_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
         return None
 
 
@@ -268,40 +317,66 @@ class SecretStandIn(_StandIn):
         return "Name"
 
     @classmethod
-    def create_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str, **kwargs: Any) -> SecretStandIn:
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> SecretStandIn:
         import secrets
 
         from moto.secretsmanager.models import secretsmanager_backends
 
         p = cloudformation_json.get("Properties", {})
         length = p.get("GenerateSecretString", {}).get("PasswordLength", 32)
-        created = json.loads(secretsmanager_backends[account_id][region_name].create_secret(
-            name=resource_name, secret_string=secrets.token_urlsafe(length)[:length], secret_binary=None,
-            description=p.get("Description"), tags=None, kms_key_id=None, client_request_token=None,
-            replica_regions=[], force_overwrite=False))
+        created = json.loads(
+            secretsmanager_backends[account_id][region_name].create_secret(
+                name=resource_name,
+                secret_string=secrets.token_urlsafe(length)[:length],
+                secret_binary=None,
+                description=p.get("Description"),
+                tags=None,
+                kms_key_id=None,
+                client_request_token=None,
+                replica_regions=[],
+                force_overwrite=False,
+            )
+        )
         return cls(created["ARN"], created["ARN"])
 
     @classmethod
-    def delete_from_cloudformation_json(cls, resource_name: str, cloudformation_json: dict[str, Any],
-                                        account_id: str, region_name: str) -> None:
+    def delete_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
         from moto.secretsmanager.models import secretsmanager_backends
 
         secretsmanager_backends[account_id][region_name].delete_secret(
-            resource_name, recovery_window_in_days=None, force_delete_without_recovery=True)
+            resource_name, recovery_window_in_days=None, force_delete_without_recovery=True
+        )
 
 
 #: Resource types moto's CloudFormation lacks and the harness supplies (type -> class with moto's
 #: model interface).
 CLOUDFORMATION_STAND_INS: dict[str, Any] = {
-    stand_in.cloudformation_type(): stand_in for stand_in in (CodeBuildProjectStandIn, AlarmStandIn, SecretStandIn)
+    stand_in.cloudformation_type(): stand_in
+    for stand_in in (CodeBuildProjectStandIn, AlarmStandIn, SecretStandIn)
 }
 
 
 #: Types whose every update is a replacement under a new generated name (CloudFormation reference:
 #: all properties of AWS::SageMaker::Model and AWS::SageMaker::EndpointConfig say "Update requires:
 #: Replacement").
-REPLACED_ON_UPDATE = {"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig", "AWS::ECS::TaskDefinition"}
+REPLACED_ON_UPDATE = {
+    "AWS::SageMaker::Model",
+    "AWS::SageMaker::EndpointConfig",
+    "AWS::ECS::TaskDefinition",
+}
 
 
 def _references(value: Any) -> set[str]:
@@ -422,6 +497,7 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
             except Exception:
                 server.errors.append(traceback.format_exc())
                 raise
+
         return wrapper
 
     def create_change_set(self: Any, stack_name: str, *args: Any, **kwargs: Any) -> Any:
@@ -453,7 +529,9 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         # CloudFormation removes a stack's change sets once one of them is executed; moto keeps
         # them, and looks change sets up by name across all stacks, so the next stack's
         # "cdk-deploy-change-set" would be mixed up.
-        for change_set_id in [i for i, cs in self.change_sets.items() if cs.stack_id == stack.stack_id]:
+        for change_set_id in [
+            i for i, cs in self.change_sets.items() if cs.stack_id == stack.stack_id
+        ]:
             del self.change_sets[change_set_id]
 
     original_delete_change_set = backend_class.delete_change_set
@@ -495,11 +573,19 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
             return original_describe_change_set(self, change_set_name)
         raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
 
-    def create_custom_resource(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                               region_name: str, **kwargs: Any) -> Any:
+    def create_custom_resource(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
         resource_type = kwargs["ResourceType"]
         properties = cloudformation_json["Properties"]
-        resource = custom_model.CustomModel(region_name, "lifecycle-test", kwargs["LogicalId"], resource_name)
+        resource = custom_model.CustomModel(
+            region_name, "lifecycle-test", kwargs["LogicalId"], resource_name
+        )
         stand_in = CUSTOM_RESOURCE_STAND_INS.get(resource_type)
         resource.set_data(stand_in(properties) if stand_in else {})
         server.custom_resources.append((resource_type, kwargs["LogicalId"]))
@@ -522,47 +608,77 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
     original_create_repository = ecr_models.Repository.create_from_cloudformation_json.__func__
 
-    def create_repository(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                          region_name: str, **kwargs: Any) -> Any:
+    def create_repository(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
         # moto hands the CloudFormation spelling ({"ScanOnPush": true}) to its API model, which
         # reads the API's ({"scanOnPush": true}), and ignores LifecyclePolicy.
         properties = dict(cloudformation_json["Properties"])
         for key in ("ImageScanningConfiguration", "EncryptionConfiguration"):
             if key in properties:
                 properties[key] = _camel(properties[key])
-        repository = original_create_repository(cls, resource_name, {**cloudformation_json, "Properties": properties},
-                                                account_id, region_name, **kwargs)
+        repository = original_create_repository(
+            cls,
+            resource_name,
+            {**cloudformation_json, "Properties": properties},
+            account_id,
+            region_name,
+            **kwargs,
+        )
         policy = properties.get("LifecyclePolicy", {}).get("LifecyclePolicyText")
         if policy:
-            ecr_models.ecr_backends[account_id][region_name].put_lifecycle_policy(None, resource_name, policy)
+            ecr_models.ecr_backends[account_id][region_name].put_lifecycle_policy(
+                None, resource_name, policy
+            )
         return repository
 
     from moto.s3 import models as s3_models
 
     original_create_bucket = s3_models.FakeBucket.create_from_cloudformation_json.__func__
 
-    def create_bucket(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                      region_name: str, **kwargs: Any) -> Any:
+    def create_bucket(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
         # moto applies only BucketEncryption and Tags of an AWS::S3::Bucket; the public access block
         # and versioning are applied here like CloudFormation would (other properties: see
         # lifecycle_resources).
-        bucket = original_create_bucket(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        bucket = original_create_bucket(
+            cls, resource_name, cloudformation_json, account_id, region_name, **kwargs
+        )
         properties = cloudformation_json.get("Properties", {})
         backend = s3_models.s3_backends[account_id]["aws"]
         if "PublicAccessBlockConfiguration" in properties:
-            backend.put_public_access_block(bucket.name, properties["PublicAccessBlockConfiguration"])
+            backend.put_public_access_block(
+                bucket.name, properties["PublicAccessBlockConfiguration"]
+            )
         if "VersioningConfiguration" in properties:
-            backend.put_bucket_versioning(bucket.name, properties["VersioningConfiguration"]["Status"])
+            backend.put_bucket_versioning(
+                bucket.name, properties["VersioningConfiguration"]["Status"]
+            )
         # moto's conversion of BucketEncryption keeps the algorithm and key but drops
         # BucketKeyEnabled.
         rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
         if rules and "BucketKeyEnabled" in rules[0] and bucket.encryption:
-            bucket.encryption["Rule"]["BucketKeyEnabled"] = "true" if rules[0]["BucketKeyEnabled"] else "false"
+            bucket.encryption["Rule"]["BucketKeyEnabled"] = (
+                "true" if rules[0]["BucketKeyEnabled"] else "false"
+            )
         return bucket
 
     original_build_resource_diff = parsing.ResourceMap.build_resource_diff
 
-    def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+    def build_resource_diff(
+        self: Any, other_template: dict[str, Any], parameters: Any = None
+    ) -> dict[str, Any]:
         # moto updates a resource only when its own template JSON changed. When an update replaces a
         # resource (new physical name), CloudFormation also updates every resource that reads it
         # (the Endpoint reads the EndpointConfig's name); moto leaves them pointing at the deleted
@@ -572,8 +688,11 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         modified = set(diff["Modify"])
         replaced = {n for n in modified if resources[n]["Type"] in REPLACED_ON_UPDATE}
         while True:
-            readers = {n for n, r in resources.items()
-                       if n not in modified and n not in diff["Add"] and _references(r) & replaced}
+            readers = {
+                n
+                for n, r in resources.items()
+                if n not in modified and n not in diff["Add"] and _references(r) & replaced
+            }
             if not readers:
                 break
             modified |= readers
@@ -583,8 +702,13 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
     from moto.iam import models as iam_models
 
-    def delete_managed_policy(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                              region_name: str) -> None:
+    def delete_managed_policy(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
         # moto's AWS::IAM::ManagedPolicy has no delete: deleting the stack would leave the policy
         # behind.
         from moto.utilities.utils import get_partition
@@ -595,22 +719,41 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
 
     original_create_key = kms_models.Key.create_from_cloudformation_json.__func__
 
-    def create_key(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                   region_name: str, **kwargs: Any) -> Any:
+    def create_key(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
         # moto hands CloudFormation's Tags ([{Key, Value}]) to KMS's tagger, which reads [{TagKey,
         # TagValue}]; the KeyError makes the key silently "undefined" for every Fn::GetAtt that
         # reads it.
         properties = dict(cloudformation_json["Properties"])
-        properties["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in properties.get("Tags", [])]
+        properties["Tags"] = [
+            {"TagKey": t["Key"], "TagValue": t["Value"]} for t in properties.get("Tags", [])
+        ]
         # It also keeps KeyPolicy as the template's object, where its API (DescribeKey) expects a
         # JSON string.
         if isinstance(properties.get("KeyPolicy"), dict):
             properties["KeyPolicy"] = json.dumps(properties["KeyPolicy"])
-        return original_create_key(cls, resource_name, {**cloudformation_json, "Properties": properties},
-                                   account_id, region_name, **kwargs)
+        return original_create_key(
+            cls,
+            resource_name,
+            {**cloudformation_json, "Properties": properties},
+            account_id,
+            region_name,
+            **kwargs,
+        )
 
-    def delete_key(cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
-                   region_name: str) -> None:
+    def delete_key(
+        cls: Any,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
         # moto's AWS::KMS::Key has no delete; CloudFormation schedules the key's deletion
         # (PendingWindowInDays).
         days = int(cloudformation_json.get("Properties", {}).get("PendingWindowInDays", 30))
@@ -620,28 +763,48 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
     original_name_property = parsing.resource_name_property_from_type
 
     def resource_class_from_type(resource_type: str) -> Any:
-        return CLOUDFORMATION_STAND_INS.get(resource_type) or original_class_from_type(resource_type)
+        return CLOUDFORMATION_STAND_INS.get(resource_type) or original_class_from_type(
+            resource_type
+        )
 
     def resource_name_property_from_type(resource_type: str) -> str | None:
         stand_in = CLOUDFORMATION_STAND_INS.get(resource_type)
-        return stand_in.cloudformation_name_type() if stand_in else original_name_property(resource_type)
+        return (
+            stand_in.cloudformation_name_type()
+            if stand_in
+            else original_name_property(resource_type)
+        )
 
     from moto.elbv2 import models as elbv2_models
 
     def target_group_attribute(self: Any, attribute_name: str) -> Any:
         # Elastic Load Balancing's attributes of AWS::ElasticLoadBalancingV2::TargetGroup
         # (CloudFormation reference).
-        return {"TargetGroupFullName": self.arn.split(":")[-1], "TargetGroupName": self.name,
-                "TargetGroupArn": self.arn, "LoadBalancerArns": list(self.load_balancer_arns)}[attribute_name]
+        return {
+            "TargetGroupFullName": self.arn.split(":")[-1],
+            "TargetGroupName": self.name,
+            "TargetGroupArn": self.arn,
+            "LoadBalancerArns": list(self.load_balancer_arns),
+        }[attribute_name]
 
     from moto.ecs import models as ecs_models
 
-    def update_task_definition(cls: Any, original_resource: Any, new_resource_name: str,
-                               cloudformation_json: dict[str, Any], account_id: str, region_name: str) -> Any:
+    def update_task_definition(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> Any:
         # A new revision, as CloudFormation makes (ContainerDefinitions: "Update requires:
         # Replacement").
-        ecs_models.ecs_backends[account_id][region_name].deregister_task_definition(original_resource.arn)
-        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+        ecs_models.ecs_backends[account_id][region_name].deregister_task_definition(
+            original_resource.arn
+        )
+        return cls.create_from_cloudformation_json(
+            new_resource_name, cloudformation_json, account_id, region_name
+        )
 
     from moto.ec2 import models as ec2_models
     from moto.ec2.models import (
@@ -661,8 +824,10 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
     def ec2_delete(delete: Callable[[Any, Any], None]) -> Callable[..., None]:
         """A ``delete(account_id, region_name)`` for a moto EC2 model, as moto's CloudFormation
         calls it."""
+
         def method(self: Any, account_id: str, region_name: str) -> None:
             delete(ec2_models.ec2_backends[account_id][region_name], self)
+
         return method
 
     def delete_route_table(backend: Any, table: Any) -> None:
@@ -672,7 +837,9 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         backend.delete_route_table(table.id)
 
     def delete_nat_gateway(backend: Any, gateway: Any) -> None:
-        backend.delete_nat_gateway(gateway.id)  # moto marks it deleted but keeps its network interface
+        backend.delete_nat_gateway(
+            gateway.id
+        )  # moto marks it deleted but keeps its network interface
         backend.enis.pop(gateway._eni.id, None)
 
     def delete_vpc_endpoint(backend: Any, endpoint: Any) -> None:
@@ -680,7 +847,9 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         # already.
         if endpoint.id not in backend.vpc_end_points:
             return
-        endpoint.route_table_ids = [t for t in endpoint.route_table_ids or [] if t in backend.route_tables]
+        endpoint.route_table_ids = [
+            t for t in endpoint.route_table_ids or [] if t in backend.route_tables
+        ]
         backend.delete_vpc_endpoints([endpoint.id])
 
     network_deletes = {
@@ -690,14 +859,19 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
         route_tables.RouteTable: delete_route_table,
         # The route table's delete removes its associations.
         subnets.SubnetRouteTableAssociation: lambda backend, r: None,
-        vpn_gateway.VPCGatewayAttachment: lambda backend, r: backend.detach_internet_gateway(r.gateway_id, r.vpc_id),
+        vpn_gateway.VPCGatewayAttachment: lambda backend, r: backend.detach_internet_gateway(
+            r.gateway_id, r.vpc_id
+        ),
         internet_gateways.InternetGateway: lambda backend, r: backend.delete_internet_gateway(r.id),
-        elastic_ip_addresses.ElasticAddress: lambda backend, r: backend.release_address(allocation_id=r.allocation_id),
+        elastic_ip_addresses.ElasticAddress: lambda backend, r: backend.release_address(
+            allocation_id=r.allocation_id
+        ),
     }
 
     def ecs_delete(delete: Callable[[Any, Any], None]) -> Callable[..., None]:
         def method(self: Any, account_id: str, region_name: str) -> None:
             delete(ecs_models.ecs_backends[account_id][region_name], self)
+
         return method
 
     def delete_service(backend: Any, service: Any) -> None:
@@ -714,31 +888,70 @@ def _moto_patches(server: MotoServer) -> list[contextlib.AbstractContextManager]
     return [
         *(_added(model, "delete", ec2_delete(delete)) for model, delete in network_deletes.items()),
         *(_added(model, "delete", ecs_delete(delete)) for model, delete in ecs_deletes.items()),
-        _patched(ecs_models.TaskDefinition, "update_from_cloudformation_json", classmethod(update_task_definition)),
+        _patched(
+            ecs_models.TaskDefinition,
+            "update_from_cloudformation_json",
+            classmethod(update_task_definition),
+        ),
         _added(elbv2_models.FakeTargetGroup, "get_cfn_attribute", target_group_attribute),
-        _added(elbv2_models.FakeTargetGroup, "delete", lambda self, account_id, region_name:
-               elbv2_models.elbv2_backends[account_id][region_name].delete_target_group(self.arn)),
-        _added(elbv2_models.FakeTargetGroup, "has_cfn_attr",
-               classmethod(lambda cls, attr: attr in {"TargetGroupFullName", "TargetGroupName", "TargetGroupArn",
-                                                      "LoadBalancerArns"})),
+        _added(
+            elbv2_models.FakeTargetGroup,
+            "delete",
+            lambda self, account_id, region_name: elbv2_models.elbv2_backends[account_id][
+                region_name
+            ].delete_target_group(self.arn),
+        ),
+        _added(
+            elbv2_models.FakeTargetGroup,
+            "has_cfn_attr",
+            classmethod(
+                lambda cls, attr: (
+                    attr
+                    in {
+                        "TargetGroupFullName",
+                        "TargetGroupName",
+                        "TargetGroupArn",
+                        "LoadBalancerArns",
+                    }
+                )
+            ),
+        ),
         _patched(kms_models.Key, "create_from_cloudformation_json", classmethod(create_key)),
         _added(kms_models.Key, "delete_from_cloudformation_json", classmethod(delete_key)),
-        _added(iam_models.ManagedPolicy, "delete_from_cloudformation_json", classmethod(delete_managed_policy)),
+        _added(
+            iam_models.ManagedPolicy,
+            "delete_from_cloudformation_json",
+            classmethod(delete_managed_policy),
+        ),
         _patched(parsing.ResourceMap, "build_resource_diff", build_resource_diff),
-        _patched(s3_models.FakeBucket, "create_from_cloudformation_json", classmethod(create_bucket)),
-        _patched(ecr_models.Repository, "create_from_cloudformation_json", classmethod(create_repository)),
+        _patched(
+            s3_models.FakeBucket, "create_from_cloudformation_json", classmethod(create_bucket)
+        ),
+        _patched(
+            ecr_models.Repository, "create_from_cloudformation_json", classmethod(create_repository)
+        ),
         _patched(parsing.ResourceMap, "parse_ssm_parameter", parse_ssm_parameter),
         _patched(parsing, "resource_class_from_type", resource_class_from_type),
         _patched(parsing, "resource_name_property_from_type", resource_name_property_from_type),
-        _patched(sagemaker_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
-        _patched(sagemaker_models.FakeEndpoint, "cloudformation_name_type", staticmethod(lambda: "EndpointName")),
+        _patched(
+            sagemaker_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type
+        ),
+        _patched(
+            sagemaker_models.FakeEndpoint,
+            "cloudformation_name_type",
+            staticmethod(lambda: "EndpointName"),
+        ),
         _patched(parsing, "generate_resource_name", generate_resource_name),
         _patched(backend_class, "create_change_set", recorded(create_change_set)),
         _patched(backend_class, "execute_change_set", recorded(execute_change_set)),
         _patched(backend_class, "delete_change_set", delete_change_set),
         _patched(backend_class, "delete_stack", delete_stack),
         _patched(backend_class, "describe_change_set", describe_change_set),
-        _patched(custom_model.CustomModel, "create_from_cloudformation_json", classmethod(create_custom_resource)),
+        _patched(
+            custom_model.CustomModel,
+            "create_from_cloudformation_json",
+            classmethod(create_custom_resource),
+        ),
     ]
 
 
@@ -763,8 +976,11 @@ def moto_server() -> Iterator[MotoServer]:
     with contextlib.ExitStack() as stack:
         # Figures, not assertions (callbacks run last to first: this one when everything else is
         # undone).
-        stack.callback(lambda: log.info("moto's server on port %d: stopped in %.1f s", port,
-                                        time.monotonic() - stopping))
+        stack.callback(
+            lambda: log.info(
+                "moto's server on port %d: stopped in %.1f s", port, time.monotonic() - stopping
+            )
+        )
         for patch in _moto_patches(server):
             stack.enter_context(patch)
         cfn_logger.addHandler(recorder)

@@ -48,7 +48,9 @@ class Aws:
         if service.startswith("_"):
             raise AttributeError(service)
         if service not in self._clients:
-            self._clients[service] = self._session.client(service.rstrip("_").replace("_", "-"), endpoint_url=self.endpoint_url)
+            self._clients[service] = self._session.client(
+                service.rstrip("_").replace("_", "-"), endpoint_url=self.endpoint_url
+            )
         return self._clients[service]
 
 
@@ -104,7 +106,11 @@ def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
 
 def _refs(value: Any, resource: Deployed) -> list[str]:
     """Physical ids of the ``{"Ref": logical id}`` items of a template list."""
-    return [resource.stack_physical_ids[item["Ref"]] for item in value if isinstance(item, dict) and "Ref" in item]
+    return [
+        resource.stack_physical_ids[item["Ref"]]
+        for item in value
+        if isinstance(item, dict) and "Ref" in item
+    ]
 
 
 def _policy_document(document: Any) -> Any:
@@ -113,9 +119,14 @@ def _policy_document(document: Any) -> Any:
 
 # --- SageMaker ----------------------------------------------------------------------------------
 
+
 def _sagemaker_model(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.sagemaker.describe_model(ModelName=name_of(r.physical_id))
-    return {k: live[k] for k in ("ExecutionRoleArn", "PrimaryContainer", "EnableNetworkIsolation") if k in live}
+    return {
+        k: live[k]
+        for k in ("ExecutionRoleArn", "PrimaryContainer", "EnableNetworkIsolation")
+        if k in live
+    }
 
 
 def _sagemaker_endpoint_config(aws: Aws, r: Deployed) -> dict[str, Any]:
@@ -125,11 +136,15 @@ def _sagemaker_endpoint_config(aws: Aws, r: Deployed) -> dict[str, Any]:
 
 def _sagemaker_endpoint(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.sagemaker.describe_endpoint(EndpointName=name_of(r.physical_id))
-    return {"EndpointName": live["EndpointName"], "EndpointConfigName": live["EndpointConfigName"],
-            "EndpointStatus": live["EndpointStatus"]}
+    return {
+        "EndpointName": live["EndpointName"],
+        "EndpointConfigName": live["EndpointConfigName"],
+        "EndpointStatus": live["EndpointStatus"],
+    }
 
 
 # --- S3, ECR ------------------------------------------------------------------------------------
+
 
 def _s3_bucket(aws: Aws, r: Deployed) -> dict[str, Any]:
     s3, name = aws.s3, r.physical_id
@@ -137,10 +152,22 @@ def _s3_bucket(aws: Aws, r: Deployed) -> dict[str, Any]:
     rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
     # The API says ApplyServerSideEncryptionByDefault where CloudFormation says
     # ServerSideEncryptionByDefault.
-    view["BucketEncryption"] = {"ServerSideEncryptionConfiguration": [
-        {("ServerSideEncryptionByDefault" if k == "ApplyServerSideEncryptionByDefault" else k): v
-         for k, v in rule.items()} for rule in rules]}
-    view["PublicAccessBlockConfiguration"] = s3.get_public_access_block(Bucket=name)["PublicAccessBlockConfiguration"]
+    view["BucketEncryption"] = {
+        "ServerSideEncryptionConfiguration": [
+            {
+                (
+                    "ServerSideEncryptionByDefault"
+                    if k == "ApplyServerSideEncryptionByDefault"
+                    else k
+                ): v
+                for k, v in rule.items()
+            }
+            for rule in rules
+        ]
+    }
+    view["PublicAccessBlockConfiguration"] = s3.get_public_access_block(Bucket=name)[
+        "PublicAccessBlockConfiguration"
+    ]
     status = s3.get_bucket_versioning(Bucket=name).get("Status")
     if status:
         view["VersioningConfiguration"] = {"Status": status}
@@ -152,10 +179,17 @@ def _ecr_repository(aws: Aws, r: Deployed) -> dict[str, Any]:
     view = {
         "RepositoryName": live["repositoryName"],
         "ImageTagMutability": live["imageTagMutability"],
-        "ImageScanningConfiguration": {"ScanOnPush": live["imageScanningConfiguration"]["scanOnPush"]},
-        "EncryptionConfiguration": {"EncryptionType": live["encryptionConfiguration"]["encryptionType"]},
+        "ImageScanningConfiguration": {
+            "ScanOnPush": live["imageScanningConfiguration"]["scanOnPush"]
+        },
+        "EncryptionConfiguration": {
+            "EncryptionType": live["encryptionConfiguration"]["encryptionType"]
+        },
     }
-    if _exists(lambda: aws.ecr.get_lifecycle_policy(repositoryName=r.physical_id), "LifecyclePolicyNotFoundException"):
+    if _exists(
+        lambda: aws.ecr.get_lifecycle_policy(repositoryName=r.physical_id),
+        "LifecyclePolicyNotFoundException",
+    ):
         text = aws.ecr.get_lifecycle_policy(repositoryName=r.physical_id)["lifecyclePolicyText"]
         view["LifecyclePolicy"] = {"LifecyclePolicyText": text}
     return view
@@ -163,9 +197,13 @@ def _ecr_repository(aws: Aws, r: Deployed) -> dict[str, Any]:
 
 # --- IAM, Logs, SNS -----------------------------------------------------------------------------
 
+
 def _iam_role(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.iam.get_role(RoleName=r.physical_id)["Role"]
-    view = {"AssumeRolePolicyDocument": _policy_document(live["AssumeRolePolicyDocument"]), "Arn": live["Arn"]}
+    view = {
+        "AssumeRolePolicyDocument": _policy_document(live["AssumeRolePolicyDocument"]),
+        "Arn": live["Arn"],
+    }
     if "Description" in live:
         view["Description"] = live["Description"]
     attached = aws.iam.list_attached_role_policies(RoleName=r.physical_id)["AttachedPolicies"]
@@ -178,7 +216,9 @@ def _iam_policy(aws: Aws, r: Deployed) -> dict[str, Any]:
     # The physical id of an AWS::IAM::Policy is not its name; the CDK always sets PolicyName.
     roles = _refs(r.properties.get("Roles", []), r)
     name = r.properties["PolicyName"]
-    documents = [aws.iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"] for role in roles]
+    documents = [
+        aws.iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"] for role in roles
+    ]
     assert documents, f"{r.logical_id}: an inline policy attached to no role"
     assert all(d == documents[0] for d in documents), f"{r.logical_id}: differs between its roles"
     return {"PolicyDocument": _policy_document(documents[0]), "Roles": roles}
@@ -195,7 +235,9 @@ def _iam_policy_exists(aws: Aws, r: Deployed) -> bool:
 
 def _iam_managed_policy(aws: Aws, r: Deployed) -> dict[str, Any]:
     policy = aws.iam.get_policy(PolicyArn=r.physical_id)["Policy"]
-    version = aws.iam.get_policy_version(PolicyArn=r.physical_id, VersionId=policy["DefaultVersionId"])
+    version = aws.iam.get_policy_version(
+        PolicyArn=r.physical_id, VersionId=policy["DefaultVersionId"]
+    )
     view = {"PolicyDocument": _policy_document(version["PolicyVersion"]["Document"])}
     if policy.get("Description"):
         view["Description"] = policy["Description"]
@@ -232,9 +274,12 @@ def _sns_topic_exists(aws: Aws, r: Deployed) -> bool:
 
 # --- Lambda, CodeBuild, Step Functions (the model staging's machinery) --------------------------
 
+
 def _lambda_function(aws: Aws, r: Deployed) -> dict[str, Any]:
     live = aws.lambda_.get_function_configuration(FunctionName=r.physical_id)
-    return {k: live[k] for k in ("Handler", "Runtime", "Timeout", "MemorySize", "Role") if k in live}
+    return {
+        k: live[k] for k in ("Handler", "Runtime", "Timeout", "MemorySize", "Role") if k in live
+    }
 
 
 def _pascal(value: Any) -> Any:
@@ -248,7 +293,11 @@ def _pascal(value: Any) -> Any:
 
 def _codebuild_project(aws: Aws, r: Deployed) -> dict[str, Any]:
     (live,) = aws.codebuild.batch_get_projects(names=[r.physical_id])["projects"]
-    view = {"Name": live["name"], "ServiceRole": live["serviceRole"], "Environment": _pascal(live["environment"])}
+    view = {
+        "Name": live["name"],
+        "ServiceRole": live["serviceRole"],
+        "Environment": _pascal(live["environment"]),
+    }
     for key in ("timeoutInMinutes", "queuedTimeoutInMinutes"):
         if key in live:
             view[key[:1].upper() + key[1:]] = live[key]
@@ -264,8 +313,11 @@ def _kms_key(aws: Aws, r: Deployed) -> dict[str, Any]:
     metadata = aws.kms.describe_key(KeyId=r.physical_id)["KeyMetadata"]
     policy = aws.kms.get_key_policy(KeyId=r.physical_id, PolicyName="default")["Policy"]
     rotation = aws.kms.get_key_rotation_status(KeyId=r.physical_id)["KeyRotationEnabled"]
-    return {"Description": metadata.get("Description", ""), "EnableKeyRotation": rotation,
-            "KeyPolicy": _policy_document(policy)}
+    return {
+        "Description": metadata.get("Description", ""),
+        "EnableKeyRotation": rotation,
+        "KeyPolicy": _policy_document(policy),
+    }
 
 
 def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
@@ -279,6 +331,7 @@ def _kms_key_exists(aws: Aws, r: Deployed) -> bool:
 
 
 # --- EC2 (network.mode=vpc) ---------------------------------------------------------------------
+
 
 def _ec2_missing(call: Callable[[], Any]) -> bool:
     """True while ``call`` (a Describe* filtered to one id) finds it; moto answers
@@ -294,9 +347,12 @@ def _ec2_missing(call: Callable[[], Any]) -> bool:
 def _vpc(aws: Aws, r: Deployed) -> dict[str, Any]:
     (vpc,) = aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]
     attribute = lambda name: aws.ec2.describe_vpc_attribute(VpcId=r.physical_id, Attribute=name)  # noqa: E731
-    return {"CidrBlock": vpc["CidrBlock"], "InstanceTenancy": vpc["InstanceTenancy"],
-            "EnableDnsSupport": attribute("enableDnsSupport")["EnableDnsSupport"]["Value"],
-            "EnableDnsHostnames": attribute("enableDnsHostnames")["EnableDnsHostnames"]["Value"]}
+    return {
+        "CidrBlock": vpc["CidrBlock"],
+        "InstanceTenancy": vpc["InstanceTenancy"],
+        "EnableDnsSupport": attribute("enableDnsSupport")["EnableDnsSupport"]["Value"],
+        "EnableDnsHostnames": attribute("enableDnsHostnames")["EnableDnsHostnames"]["Value"],
+    }
 
 
 def _subnet(aws: Aws, r: Deployed) -> dict[str, Any]:
@@ -327,78 +383,128 @@ def _flow_log(aws: Aws, r: Deployed) -> dict[str, Any]:
     return {"TrafficType": flow_log["TrafficType"], "ResourceId": flow_log["ResourceId"]}
 
 
-NOT_IN_MOTO_CFN = "moto's CloudFormation does not create this type (it logs 'No Moto CloudFormation support')"
-CUSTOM = ("moto runs no custom-resource handler: the harness completes the resource with its stand-in "
-          "data (lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests")
+NOT_IN_MOTO_CFN = (
+    "moto's CloudFormation does not create this type (it logs 'No Moto CloudFormation support')"
+)
+CUSTOM = (
+    "moto runs no custom-resource handler: the harness completes the resource with its stand-in "
+    "data (lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests"
+)
 
 #: One row per CloudFormation resource type the stacks may contain. Custom resources (``Custom::*``
 #: and ``AWS::CloudFormation::CustomResource``) are covered by :func:`kind_of`.
 RESOURCE_KINDS: dict[str, ResourceKind] = {
     "AWS::SageMaker::Model": ResourceKind(
         _sagemaker_model,
-        lambda aws, r: _exists(lambda: aws.sagemaker.describe_model(ModelName=name_of(r.physical_id))),
+        lambda aws, r: _exists(
+            lambda: aws.sagemaker.describe_model(ModelName=name_of(r.physical_id))
+        ),
         moto_drops=("EnableNetworkIsolation",),
     ),
     "AWS::SageMaker::EndpointConfig": ResourceKind(
         _sagemaker_endpoint_config,
-        lambda aws, r: _exists(lambda: aws.sagemaker.describe_endpoint_config(EndpointConfigName=name_of(r.physical_id))),
+        lambda aws, r: _exists(
+            lambda: aws.sagemaker.describe_endpoint_config(
+                EndpointConfigName=name_of(r.physical_id)
+            )
+        ),
     ),
     "AWS::SageMaker::Endpoint": ResourceKind(
         _sagemaker_endpoint,
-        lambda aws, r: _exists(lambda: aws.sagemaker.describe_endpoint(EndpointName=name_of(r.physical_id))),
+        lambda aws, r: _exists(
+            lambda: aws.sagemaker.describe_endpoint(EndpointName=name_of(r.physical_id))
+        ),
     ),
     "AWS::S3::Bucket": ResourceKind(
-        _s3_bucket, lambda aws, r: _exists(lambda: aws.s3.head_bucket(Bucket=r.physical_id), "NoSuchBucket"),
+        _s3_bucket,
+        lambda aws, r: _exists(lambda: aws.s3.head_bucket(Bucket=r.physical_id), "NoSuchBucket"),
         moto_drops=("OwnershipControls", "LoggingConfiguration", "LifecycleConfiguration"),
     ),
     "AWS::ECR::Repository": ResourceKind(
         _ecr_repository,
-        lambda aws, r: _exists(lambda: aws.ecr.describe_repositories(repositoryNames=[r.physical_id]),
-                                 "RepositoryNotFoundException"),
+        lambda aws, r: _exists(
+            lambda: aws.ecr.describe_repositories(repositoryNames=[r.physical_id]),
+            "RepositoryNotFoundException",
+        ),
     ),
     "AWS::IAM::Role": ResourceKind(
-        _iam_role, lambda aws, r: _exists(lambda: aws.iam.get_role(RoleName=r.physical_id), "NoSuchEntity")),
+        _iam_role,
+        lambda aws, r: _exists(lambda: aws.iam.get_role(RoleName=r.physical_id), "NoSuchEntity"),
+    ),
     "AWS::IAM::Policy": ResourceKind(_iam_policy, _iam_policy_exists),
     "AWS::IAM::ManagedPolicy": ResourceKind(
-        _iam_managed_policy, lambda aws, r: _exists(lambda: aws.iam.get_policy(PolicyArn=r.physical_id), "NoSuchEntity")),
+        _iam_managed_policy,
+        lambda aws, r: _exists(lambda: aws.iam.get_policy(PolicyArn=r.physical_id), "NoSuchEntity"),
+    ),
     "AWS::Logs::LogGroup": ResourceKind(_log_group, _log_group_exists),
     "AWS::SNS::Topic": ResourceKind(_sns_topic, _sns_topic_exists),
     "AWS::KMS::Key": ResourceKind(_kms_key, _kms_key_exists),
     "AWS::Lambda::Function": ResourceKind(
         _lambda_function,
-        lambda aws, r: _exists(lambda: aws.lambda_.get_function(FunctionName=r.physical_id), "ResourceNotFoundException"),
+        lambda aws, r: _exists(
+            lambda: aws.lambda_.get_function(FunctionName=r.physical_id),
+            "ResourceNotFoundException",
+        ),
     ),
     "AWS::CodeBuild::Project": ResourceKind(
-        _codebuild_project, lambda aws, r: bool(aws.codebuild.batch_get_projects(names=[r.physical_id])["projects"])),
+        _codebuild_project,
+        lambda aws, r: bool(aws.codebuild.batch_get_projects(names=[r.physical_id])["projects"]),
+    ),
     "AWS::StepFunctions::StateMachine": ResourceKind(
         _state_machine,
-        lambda aws, r: _exists(lambda: aws.stepfunctions.describe_state_machine(stateMachineArn=r.physical_id),
-                                 "StateMachineDoesNotExist"),
+        lambda aws, r: _exists(
+            lambda: aws.stepfunctions.describe_state_machine(stateMachineArn=r.physical_id),
+            "StateMachineDoesNotExist",
+        ),
     ),
     # moto's CloudFormation creates a VPC from CidrBlock, InstanceTenancy and Tags only: the DNS
     # attributes are asserted at template level
     # (tests/unit/constructs_lib/network/test_private_network.py).
     "AWS::EC2::VPC": ResourceKind(
-        _vpc, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]),
-        moto_drops=("EnableDnsSupport", "EnableDnsHostnames")),
+        _vpc,
+        lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_vpcs(VpcIds=[r.physical_id])["Vpcs"]),
+        moto_drops=("EnableDnsSupport", "EnableDnsHostnames"),
+    ),
     "AWS::EC2::Subnet": ResourceKind(
-        _subnet, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_subnets(SubnetIds=[r.physical_id])["Subnets"])),
+        _subnet,
+        lambda aws, r: _ec2_missing(
+            lambda: aws.ec2.describe_subnets(SubnetIds=[r.physical_id])["Subnets"]
+        ),
+    ),
     "AWS::EC2::RouteTable": ResourceKind(
         _route_table,
-        lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_route_tables(RouteTableIds=[r.physical_id])["RouteTables"])),
+        lambda aws, r: _ec2_missing(
+            lambda: aws.ec2.describe_route_tables(RouteTableIds=[r.physical_id])["RouteTables"]
+        ),
+    ),
     # An association has no Describe of its own; its route table's existence is checked on that row.
     "AWS::EC2::SubnetRouteTableAssociation": ResourceKind(lambda aws, r: {}, lambda aws, r: False),
     "AWS::EC2::SecurityGroup": ResourceKind(
         _security_group,
-        lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_security_groups(GroupIds=[r.physical_id])["SecurityGroups"])),
+        lambda aws, r: _ec2_missing(
+            lambda: aws.ec2.describe_security_groups(GroupIds=[r.physical_id])["SecurityGroups"]
+        ),
+    ),
     # A rule lives in its group: gone with the group (checked on that row).
     "AWS::EC2::SecurityGroupIngress": ResourceKind(lambda aws, r: {}, lambda aws, r: False),
     "AWS::EC2::VPCEndpoint": ResourceKind(
-        _vpc_endpoint, lambda aws, r: _ec2_missing(
-            lambda: [e for e in aws.ec2.describe_vpc_endpoints(VpcEndpointIds=[r.physical_id])["VpcEndpoints"]
-                     if e.get("State") != "deleted"])),
+        _vpc_endpoint,
+        lambda aws, r: _ec2_missing(
+            lambda: [
+                e
+                for e in aws.ec2.describe_vpc_endpoints(VpcEndpointIds=[r.physical_id])[
+                    "VpcEndpoints"
+                ]
+                if e.get("State") != "deleted"
+            ]
+        ),
+    ),
     "AWS::EC2::FlowLog": ResourceKind(
-        _flow_log, lambda aws, r: _ec2_missing(lambda: aws.ec2.describe_flow_logs(FlowLogIds=[r.physical_id])["FlowLogs"])),
+        _flow_log,
+        lambda aws, r: _ec2_missing(
+            lambda: aws.ec2.describe_flow_logs(FlowLogIds=[r.physical_id])["FlowLogs"]
+        ),
+    ),
     "AWS::S3::BucketPolicy": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),
     "AWS::SNS::TopicPolicy": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),
     "AWS::CloudWatch::Alarm": ResourceKind(not_in_moto=NOT_IN_MOTO_CFN),
@@ -415,7 +521,10 @@ def kind_of(resource_type: str) -> ResourceKind:
     Raises:
         AssertionError: no row; the message says where to add one.
     """
-    if resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource":
+    if (
+        resource_type.startswith("Custom::")
+        or resource_type == "AWS::CloudFormation::CustomResource"
+    ):
         return ResourceKind(not_in_moto=CUSTOM)
     if resource_type not in RESOURCE_KINDS:
         raise AssertionError(
@@ -428,7 +537,11 @@ def kind_of(resource_type: str) -> ResourceKind:
 
 def is_intrinsic(value: Any) -> bool:
     """``{"Ref": ...}``, ``{"Fn::...": ...}``: a value only CloudFormation resolves."""
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Ref", "Fn::"))
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and next(iter(value)).startswith(("Ref", "Fn::"))
+    )
 
 
 def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list[str], int]:
@@ -480,13 +593,22 @@ def literal_mismatches(expected: Any, actual: Any, path: str = "") -> tuple[list
     # Exact, but for the encodings a JSON template and an API answer legitimately differ in: numbers
     # given as strings ("1200" vs 1200) and booleans as "true"/"false". Case is never ignored (names
     # are case-sensitive).
-    same = expected == actual or (
-        not isinstance(expected, (dict, list)) and not isinstance(actual, (dict, list))
-        and str(expected).lower() in ("true", "false") and str(expected).lower() == str(actual).lower()
-    ) or (
-        isinstance(expected, (int, float, str)) and isinstance(actual, (int, float, str))
-        and not isinstance(expected, bool) and not isinstance(actual, bool)
-        and _as_number(expected) is not None and _as_number(expected) == _as_number(actual)
+    same = (
+        expected == actual
+        or (
+            not isinstance(expected, (dict, list))
+            and not isinstance(actual, (dict, list))
+            and str(expected).lower() in ("true", "false")
+            and str(expected).lower() == str(actual).lower()
+        )
+        or (
+            isinstance(expected, (int, float, str))
+            and isinstance(actual, (int, float, str))
+            and not isinstance(expected, bool)
+            and not isinstance(actual, bool)
+            and _as_number(expected) is not None
+            and _as_number(expected) == _as_number(actual)
+        )
     )
     return ([] if same else [f"{path}: template {expected!r}, live {actual!r}"]), 1
 
@@ -511,7 +633,9 @@ class StackView:
         """The only resource of ``resource_type`` (AssertionError when there are none or
         several)."""
         found = [r for r in self.resources if r.type == resource_type]
-        assert len(found) == 1, f"{self.name}: expected one {resource_type}, found {[r.logical_id for r in found]}"
+        assert len(found) == 1, (
+            f"{self.name}: expected one {resource_type}, found {[r.logical_id for r in found]}"
+        )
         return found[0]
 
 
@@ -523,19 +647,32 @@ def read_stack(aws: Aws, stack_name: str, template: dict[str, Any] | None = None
     physical id. Without ``template`` (the bootstrap stack, whose template is YAML) only what moto
     lists is returned.
     """
-    summaries = aws.cloudformation.list_stack_resources(StackName=stack_name)["StackResourceSummaries"]
+    summaries = aws.cloudformation.list_stack_resources(StackName=stack_name)[
+        "StackResourceSummaries"
+    ]
     listed = [s for s in summaries if s.get("LogicalResourceId")]
     physical = {s["LogicalResourceId"]: s["PhysicalResourceId"] for s in listed}
     view = StackView(stack_name)
     if template is None:
-        view.resources = [Deployed(s["ResourceType"], s["LogicalResourceId"], s["PhysicalResourceId"], {}, physical)
-                          for s in listed]
+        view.resources = [
+            Deployed(
+                s["ResourceType"], s["LogicalResourceId"], s["PhysicalResourceId"], {}, physical
+            )
+            for s in listed
+        ]
     else:
         for logical_id, resource in template["Resources"].items():
             if resource["Type"] == "AWS::CDK::Metadata":
                 continue
-            view.resources.append(Deployed(resource["Type"], logical_id, physical.get(logical_id, ""),
-                                           resource.get("Properties", {}), physical))
+            view.resources.append(
+                Deployed(
+                    resource["Type"],
+                    logical_id,
+                    physical.get(logical_id, ""),
+                    resource.get("Properties", {}),
+                    physical,
+                )
+            )
     (stack,) = aws.cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     view.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     return view

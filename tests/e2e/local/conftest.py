@@ -35,7 +35,9 @@ class Stack:
     """The running servers and where they listen."""
 
     loop: asyncio.AbstractEventLoop
-    vllm: FakeVllm | None  # None: the bridge is in front of a vLLM this stack did not start (tests/vllm)
+    vllm: (
+        FakeVllm | None
+    )  # None: the bridge is in front of a vLLM this stack did not start (tests/vllm)
     sonic: FakeSonic
     bridge: Any
     runtime: LocalRuntime
@@ -56,10 +58,17 @@ class StackRunner:
     """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in
     front of the vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
-    def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
-                 bridge_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        settings: StreamSettings,
+        vllm_port: int | None = None,
+        bridge_options: dict[str, Any] | None = None,
+    ) -> None:
         self.tmp_path = tmp_path
-        self.bridge_options = bridge_options or {}  # more bridge Settings (max_model_len for vLLM's real server)
+        self.bridge_options = (
+            bridge_options or {}
+        )  # more bridge Settings (max_model_len for vLLM's real server)
         self.settings = settings
         self.vllm_port = vllm_port
         self.loop = asyncio.new_event_loop()
@@ -81,18 +90,30 @@ class StackRunner:
         async def start() -> Stack:
             vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
             vllm_port = self.vllm_port or vllm.port
-            bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0,
-                                            **self.bridge_options)).start()
+            bridge = await Bridge(
+                Settings(
+                    host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0, **self.bridge_options
+                )
+            ).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(
-                endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
-                           LocalEndpoint.parse(f"{SONIC}=http://127.0.0.1:{sonic.port}")],
-                credentials=LocalCredentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY), region=REGION, settings=self.settings)
+                endpoints=[
+                    LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
+                    LocalEndpoint.parse(f"{SONIC}=http://127.0.0.1:{sonic.port}"),
+                ],
+                credentials=LocalCredentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY),
+                region=REGION,
+                settings=self.settings,
+            )
             sockets = listen_sockets("127.0.0.1", 0)
             port = sockets[0].getsockname()[1]
             self.shutdown = asyncio.Event()
-            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls))
-            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}", tls.ca_file)
+            self.server = asyncio.ensure_future(
+                serve_asgi(runtime, sockets, self.shutdown, tls=tls)
+            )
+            return Stack(
+                self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}", tls.ca_file
+            )
 
         self.stack = self.call(start())
         return self.stack
@@ -183,8 +204,14 @@ def client_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
     """Set the clients' environment for `stack`'s front door (see `client_env`); return the
     stack."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))

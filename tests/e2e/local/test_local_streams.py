@@ -97,9 +97,12 @@ async def open_stream(stack, endpoint: str, **input_fields):
     from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
 
     resolver = BotocoreCredentialsResolver(boto3.Session(region_name=REGION))
-    client = await create_client(REGION, resolver, endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
+    client = await create_client(
+        REGION, resolver, endpoint_uri=stack.url, ca_bundle=str(stack.ca_file)
+    )
     stream = await client.invoke_endpoint_with_bidirectional_stream(
-        InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, **input_fields))
+        InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, **input_fields)
+    )
     return client, stream
 
 
@@ -109,8 +112,11 @@ def part(data: bytes, data_type: str | None = "UTF8", completion_state: str | No
         RequestStreamEventPayloadPart,
     )
 
-    return RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=data, data_type=data_type,
-                                                                  completion_state=completion_state))
+    return RequestStreamEventPayloadPart(
+        value=RequestPayloadPart(
+            bytes_=data, data_type=data_type, completion_state=completion_state
+        )
+    )
 
 
 def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
@@ -118,26 +124,36 @@ def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
     container = scripted("echoer")
 
     async def scenario():
-        _client, stream = await open_stream(stack, "echoer", model_invocation_path="v1/realtime",
-                                           model_query_string="model=voxtral&rate=16000")
+        _client, stream = await open_stream(
+            stack,
+            "echoer",
+            model_invocation_path="v1/realtime",
+            model_query_string="model=voxtral&rate=16000",
+        )
         _, output = await stream.await_output()
         received = []
 
         async def next_part():
             event = await asyncio.wait_for(output.receive(), 5)
-            received.append((event.value.bytes_ or b"", event.value.data_type, event.value.completion_state))
+            received.append(
+                (event.value.bytes_ or b"", event.value.data_type, event.value.completion_state)
+            )
 
         await next_part()  # session.created
         await stream.input_stream.send(part(b"ab", completion_state="PARTIAL"))
         await stream.input_stream.send(part(b"cd", completion_state="COMPLETE"))
         await next_part()
         await stream.input_stream.send(part(b"\x00\x01\xff", data_type="BINARY"))
-        await stream.input_stream.send(part(b"\x02", data_type=None))  # no DataType: BINARY, as SageMaker defaults
+        await stream.input_stream.send(
+            part(b"\x02", data_type=None)
+        )  # no DataType: BINARY, as SageMaker defaults
         await stream.input_stream.send(part(b"fragment"))
         for _ in range(3):
             await next_part()
         await stream.input_stream.close()
-        assert await asyncio.wait_for(output.receive(), 5) is None  # the container's close reply ends the response
+        assert (
+            await asyncio.wait_for(output.receive(), 5) is None
+        )  # the container's close reply ends the response
         await output.close()
         return received
 
@@ -150,7 +166,11 @@ def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
     assert received[1] == (b"echo:abcd", "UTF8", "COMPLETE")
     # A fragmented message comes back as PARTIAL parts ending with a COMPLETE one (websockets' empty
     # final frame).
-    assert received[2:] == [(b"Hel", "UTF8", "PARTIAL"), (b"lo", "UTF8", "PARTIAL"), (b"", "UTF8", "COMPLETE")]
+    assert received[2:] == [
+        (b"Hel", "UTF8", "PARTIAL"),
+        (b"lo", "UTF8", "PARTIAL"),
+        (b"", "UTF8", "COMPLETE"),
+    ]
 
 
 def test_a_bad_invocation_path_is_refused_before_the_container_is_called(scripted, client_env):
@@ -166,15 +186,30 @@ def test_a_bad_invocation_path_is_refused_before_the_container_is_called(scripte
         return raised.value
 
     error = asyncio.run(scenario())
-    assert "Value 'v1/real time' at 'modelInvocationPath' failed to satisfy constraint" in error.message
+    assert (
+        "Value 'v1/real time' at 'modelInvocationPath' failed to satisfy constraint"
+        in error.message
+    )
     assert container.connections == 0
 
 
-def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_error(scripted, client_env, capsys):
+def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_error(
+    scripted, client_env, capsys
+):
     stack = client_env
     container = scripted("crashy", mode="crash_after", crash_after=3)
-    args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", "crashy", "--endpoint-url", stack.url,
-                                       "--speed", "0"])
+    args = client_parser().parse_args(
+        [
+            "transcribe",
+            RECORDING,
+            "--endpoint",
+            "crashy",
+            "--endpoint-url",
+            stack.url,
+            "--speed",
+            "0",
+        ]
+    )
     assert transcribe.run(args) == 1
     err = capsys.readouterr().err
     # SageMaker wraps the container's close frame (code and reason) into ModelStreamError; the
@@ -189,7 +224,9 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     from tests.e2e.local.conftest import ACCESS_KEY_ID
 
     interval = 0.1
-    stack = stack_factory(StreamSettings(ping_interval_s=interval, close_timeout_s=0.5, accept_timeout_s=E2E_ACCEPT_S))
+    stack = stack_factory(
+        StreamSettings(ping_interval_s=interval, close_timeout_s=0.5, accept_timeout_s=E2E_ACCEPT_S)
+    )
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -206,8 +243,12 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
             create_client,
         )
 
-        client = await create_client(REGION, BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
-                                     endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
+        client = await create_client(
+            REGION,
+            BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
+            endpoint_uri=stack.url,
+            ca_bundle=str(stack.ca_file),
+        )
         # A container that answers pings keeps its stream for 15 intervals and more.
         alive = await SageMakerStreamTransport.open(client, "answering")
         assert json.loads(await alive.receive_text()) == {"type": "session.created"}
@@ -229,7 +270,10 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
         for container in (hung, answering):
             stack.call(container.stop())
     assert error.code == "ModelStreamError"
-    assert "(StreamBroken): The model container answered none of 5 consecutive WebSocket pings" in str(error)
+    assert (
+        "(StreamBroken): The model container answered none of 5 consecutive WebSocket pings"
+        in str(error)
+    )
     # Pings at 1..5 intervals, the 5th found unanswered at the 6th: never before 5 intervals (at any
     # machine speed).
     assert 5 * interval <= elapsed
@@ -239,9 +283,13 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
 def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_env, capsys):
     stack = client_env
     accepted: list[float] = []
-    released: list[float] = []  # when the silent container let the connection go (5 s after it took it)
+    released: list[
+        float
+    ] = []  # when the silent container let the connection go (5 s after it took it)
 
-    async def silent(reader, writer):  # takes the TCP connection, never answers the WebSocket upgrade
+    async def silent(
+        reader, writer
+    ):  # takes the TCP connection, never answers the WebSocket upgrade
         accepted.append(time.monotonic())
         await asyncio.sleep(5)
         released.append(time.monotonic())
@@ -254,7 +302,9 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
     server, port = stack.call(start())
     stack.add_endpoint(f"slow=ws://127.0.0.1:{port}")
     try:
-        args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", "slow", "--endpoint-url", stack.url])
+        args = client_parser().parse_args(
+            ["transcribe", RECORDING, "--endpoint", "slow", "--endpoint-url", stack.url]
+        )
         assert transcribe.run(args) == 1
         # The client gave up on its own accept timeout, not because the container let go (ordering,
         # any speed).
@@ -286,9 +336,13 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
     async def scenario():
         transport = SageMakerStreamTransport(stream=FailingStream(), endpoint_name="voxtral")
         receiving = asyncio.ensure_future(transport.receive_text())
-        with pytest.raises(TransportClosed, match="failed before the request stream could be written"):
+        with pytest.raises(
+            TransportClosed, match="failed before the request stream could be written"
+        ):
             await asyncio.wait_for(transport.send_text("{}"), 5)
-        with pytest.raises(TransportClosed, match=r"the response stream from 'voxtral' broke \(TLS"):
+        with pytest.raises(
+            TransportClosed, match=r"the response stream from 'voxtral' broke \(TLS"
+        ):
             await receiving
 
     asyncio.run(scenario())
@@ -338,31 +392,52 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
 
     failed_connection, healthy_connection = Connection(), Connection()
     pool = {("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443): failed_connection}
-    client = SimpleNamespace(_config=SimpleNamespace(
-        transport=SimpleNamespace(_connections=pool),
-        endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443"))
+    client = SimpleNamespace(
+        _config=SimpleNamespace(
+            transport=SimpleNamespace(_connections=pool),
+            endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443",
+        )
+    )
 
     async def scenario():
-        healthy = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
-                                           connection=failed_connection)
+        healthy = SageMakerStreamTransport(
+            stream=Stream(fail=False),
+            endpoint_name="voxtral",
+            client=client,
+            connection=failed_connection,
+        )
         assert await healthy.receive_text() is None
         await healthy.close()
         assert list(pool.values()) == [failed_connection]  # a clean end keeps the connection
-        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
-                                           connection=failed_connection)
+        failing = SageMakerStreamTransport(
+            stream=Stream(fail=True),
+            endpoint_name="voxtral",
+            client=client,
+            connection=failed_connection,
+        )
         with pytest.raises(RealtimeError):
             await failing.receive_text()
         await failing.close()
-        assert pool == {} and failed_connection.closed  # out of the pool, and closed: no stream of ours rides on it
+        assert (
+            pool == {} and failed_connection.closed
+        )  # out of the pool, and closed: no stream of ours rides on it
         assert id(client) not in sagemaker_stream.RETIRED_CONNECTIONS
         # A connection retired while another stream still rides on it is closed once that stream is
         # closed too.
         pool[("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443)] = healthy_connection
         sagemaker_stream.OPEN_STREAMS[id(client)] = 2  # as open() counts them
-        riding = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
-                                          connection=healthy_connection)
-        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
-                                           connection=healthy_connection)
+        riding = SageMakerStreamTransport(
+            stream=Stream(fail=False),
+            endpoint_name="voxtral",
+            client=client,
+            connection=healthy_connection,
+        )
+        failing = SageMakerStreamTransport(
+            stream=Stream(fail=True),
+            endpoint_name="voxtral",
+            client=client,
+            connection=healthy_connection,
+        )
         with pytest.raises(RealtimeError):
             await failing.receive_text()
         await failing.close()
@@ -390,8 +465,13 @@ class SilentRefuser:
             self.refused += 1
             from voicectl.local.shapes import model_error
 
-            status, headers, body = model_error(REGION, "voxtral", status=None, original="the container is down",
-                                                variant="AllTraffic").response()
+            status, headers, body = model_error(
+                REGION,
+                "voxtral",
+                status=None,
+                original="the container is down",
+                variant="AllTraffic",
+            ).response()
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body, "more_body": False})
             await self.release.wait()  # never reads, never resets
@@ -399,7 +479,9 @@ class SilentRefuser:
         await self.front_door(scope, receive, send)
 
 
-def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stack, client_env, tmp_path, monkeypatch):
+def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(
+    stack, client_env, tmp_path, monkeypatch
+):
     """issue 24's wedge: a refused call with ~140 KB of audio sent into it, which the peer neither
     reads nor resets. The client retires that HTTP/2 connection, so the next transcription through
     the same SDK client is complete. Before, the next stream rode on the same connection, whose
@@ -439,9 +521,17 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
             # that send (TransportClosed).
             receiving = asyncio.ensure_future(refused.receive_text())
             with contextlib.suppress(TransportClosed, RealtimeError):
-                for _ in range(25):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window
-                    await asyncio.wait_for(refused.send_text(json.dumps({"type": "input_audio_buffer.append",
-                                                                         "audio": "AAAA" * 1400})), 20)
+                for _ in range(
+                    25
+                ):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window
+                    await asyncio.wait_for(
+                        refused.send_text(
+                            json.dumps(
+                                {"type": "input_audio_buffer.append", "audio": "AAAA" * 1400}
+                            )
+                        ),
+                        20,
+                    )
             with pytest.raises(RealtimeError, match="ModelError"):
                 await asyncio.wait_for(receiving, 20)
             await refused.close()
@@ -450,10 +540,12 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     try:
         result = asyncio.run(scenario())
     finally:
+
         async def stop():
             refuser.release.set()
             shutdown.set()
             await asyncio.wait({server}, timeout=2)
+
         stack.call(stop())
     assert refuser.refused == 1
     assert result.transcript.startswith("Hello from the local runtime.") and result.generations == 1

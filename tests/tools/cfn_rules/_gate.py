@@ -19,8 +19,13 @@ from api_models import ApiModel
 from iam_actions import IamStatements
 
 #: Every rule the gate runs, in id order.
-ALL_RULES = (*sorted((*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES), key=lambda rule: rule.id),
-             ApiModel, IamStatements)
+ALL_RULES = (
+    *sorted(
+        (*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES), key=lambda rule: rule.id
+    ),
+    ApiModel,
+    IamStatements,
+)
 
 
 def template_findings(templates: dict[str, dict], rules=ALL_RULES) -> list[str]:
@@ -30,9 +35,17 @@ def template_findings(templates: dict[str, dict], rules=ALL_RULES) -> list[str]:
     found = []
     for rule in instances:
         if getattr(rule, "app_level", False):  # reads across the stacks (exports and imports)
-            found += [(rule, stack, path, message) for stack, path, message in rule.app_findings(templates)]
+            found += [
+                (rule, stack, path, message)
+                for stack, path, message in rule.app_findings(templates)
+            ]
         else:
-            found += [(rule, stack, path, message) for stack, template in templates.items()
-                      for path, message in rule.findings(template)]
-    return [f"{rule.id} {stack}: {'/'.join(map(str, path))}: {message} ({rule.source_url})"
-            for rule, stack, path, message in found]
+            found += [
+                (rule, stack, path, message)
+                for stack, template in templates.items()
+                for path, message in rule.findings(template)
+            ]
+    return [
+        f"{rule.id} {stack}: {'/'.join(map(str, path))}: {message} ({rule.source_url})"
+        for rule, stack, path, message in found
+    ]

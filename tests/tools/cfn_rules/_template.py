@@ -23,8 +23,11 @@ Finding = tuple[tuple[str | int, ...], str]
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:
     """``{logical id: Properties}`` of every resource of ``resource_type``."""
-    return {lid: r.get("Properties") or {} for lid, r in (template.get("Resources") or {}).items()
-            if isinstance(r, dict) and r.get("Type") == resource_type}
+    return {
+        lid: r.get("Properties") or {}
+        for lid, r in (template.get("Resources") or {}).items()
+        if isinstance(r, dict) and r.get("Type") == resource_type
+    }
 
 
 def is_intrinsic(value: Any) -> bool:
@@ -33,18 +36,48 @@ def is_intrinsic(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in INTRINSICS
 
 
-INTRINSICS = {"Ref", "Condition"} | {f"Fn::{n}" for n in (
-    "Base64", "Cidr", "FindInMap", "GetAtt", "GetAZs", "ImportValue", "Join", "Select", "Split", "Sub", "Transform",
-    "If", "And", "Equals", "Not", "Or", "Length", "ToJsonString", "ForEach")}
+INTRINSICS = {"Ref", "Condition"} | {
+    f"Fn::{n}"
+    for n in (
+        "Base64",
+        "Cidr",
+        "FindInMap",
+        "GetAtt",
+        "GetAZs",
+        "ImportValue",
+        "Join",
+        "Select",
+        "Split",
+        "Sub",
+        "Transform",
+        "If",
+        "And",
+        "Equals",
+        "Not",
+        "Or",
+        "Length",
+        "ToJsonString",
+        "ForEach",
+    )
+}
 
 
 def ref_target(template: dict, value: Any) -> str | None:
     """The logical id ``value`` points at with ``Ref`` or ``Fn::GetAtt`` when it is a resource of
     ``template``."""
     if isinstance(value, dict) and len(value) == 1:
-        (key, arg), = value.items()
-        target = arg if key == "Ref" else (arg[0] if key == "Fn::GetAtt" and isinstance(arg, list) else
-                                           arg.split(".")[0] if key == "Fn::GetAtt" and isinstance(arg, str) else None)
+        ((key, arg),) = value.items()
+        target = (
+            arg
+            if key == "Ref"
+            else (
+                arg[0]
+                if key == "Fn::GetAtt" and isinstance(arg, list)
+                else arg.split(".")[0]
+                if key == "Fn::GetAtt" and isinstance(arg, str)
+                else None
+            )
+        )
         if isinstance(target, str) and target in (template.get("Resources") or {}):
             return target
     return None
@@ -74,7 +107,11 @@ def resolve(templates: dict[str, dict], stack: str, value: Any) -> tuple[str, st
     lid = ref_target(templates.get(stack, {}), value)
     if lid is not None:
         return stack, lid
-    if isinstance(value, dict) and list(value) == ["Fn::ImportValue"] and isinstance(value["Fn::ImportValue"], str):
+    if (
+        isinstance(value, dict)
+        and list(value) == ["Fn::ImportValue"]
+        and isinstance(value["Fn::ImportValue"], str)
+    ):
         for other, tpl in templates.items():
             for output in (tpl.get("Outputs") or {}).values():
                 if (output.get("Export") or {}).get("Name") == value["Fn::ImportValue"]:
@@ -142,5 +179,7 @@ class TemplateRule:
     def match(self, cfn):  # cfn-lint's API: a list of RuleMatch
         from cfnlint.rules import RuleMatch
 
-        return [RuleMatch(list(path), f"{message} [{self.source_url}]")
-                for path, message in self.findings(cfn.template)]
+        return [
+            RuleMatch(list(path), f"{message} [{self.source_url}]")
+            for path, message in self.findings(cfn.template)
+        ]

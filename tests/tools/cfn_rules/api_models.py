@@ -49,7 +49,10 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "AWS::SageMaker::Model": ("sagemaker", "CreateModel"),
     "AWS::SageMaker::EndpointConfig": ("sagemaker", "CreateEndpointConfig"),
     "AWS::SageMaker::Endpoint": ("sagemaker", "CreateEndpoint"),
-    "AWS::ApplicationAutoScaling::ScalableTarget": ("application-autoscaling", "RegisterScalableTarget"),
+    "AWS::ApplicationAutoScaling::ScalableTarget": (
+        "application-autoscaling",
+        "RegisterScalableTarget",
+    ),
     "AWS::ApplicationAutoScaling::ScalingPolicy": ("application-autoscaling", "PutScalingPolicy"),
     "AWS::CloudWatch::Alarm": ("cloudwatch", "PutMetricAlarm"),
     "AWS::CloudWatch::CompositeAlarm": ("cloudwatch", "PutCompositeAlarm"),
@@ -70,17 +73,24 @@ OTHER_OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("AWS::SageMaker::Endpoint", "ExcludeRetainedVariantProperties"): ("UpdateEndpoint", "member"),
     ("AWS::SageMaker::Endpoint", "RetainDeploymentConfig"): ("UpdateEndpoint", "member"),
     # A scalable target's scheduled actions are PutScheduledAction calls, one per item.
-    ("AWS::ApplicationAutoScaling::ScalableTarget", "ScheduledActions"): ("PutScheduledAction", "items"),
+    ("AWS::ApplicationAutoScaling::ScalableTarget", "ScheduledActions"): (
+        "PutScheduledAction",
+        "items",
+    ),
 }
 
 #: (resource type, property) -> why it has no API member to be checked against.
 CFN_ONLY: dict[tuple[str, str], str] = {
-    ("AWS::ApplicationAutoScaling::ScalingPolicy", "ScalingTargetId"):
-        "CloudFormation resolves it to the target's ResourceId, ScalableDimension and "
-        "ServiceNamespace",
-    ("AWS::ECS::Service", "ForceNewDeployment"):
-        "CloudFormation's object {EnableForceNewDeployment, ForceNewDeploymentNonce}, sent as "
-        "UpdateService's boolean forceNewDeployment",
+    (
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        "ScalingTargetId",
+    ): "CloudFormation resolves it to the target's ResourceId, ScalableDimension and "
+    "ServiceNamespace",
+    (
+        "AWS::ECS::Service",
+        "ForceNewDeployment",
+    ): "CloudFormation's object {EnableForceNewDeployment, ForceNewDeploymentNonce}, sent as "
+    "UpdateService's boolean forceNewDeployment",
 }
 
 #: (resource type or API shape name, CloudFormation name) -> API member name, where they differ
@@ -128,7 +138,10 @@ def check_value(value: Any, shape, path: tuple, owner: str = "") -> Iterator[Fin
         for name, item in value.items():
             member = _member(shape, name, owner)
             if member is None:
-                yield (*path, name), f"{shape.name} has no member {name!r} (members: {', '.join(shape.members)})"
+                yield (
+                    (*path, name),
+                    f"{shape.name} has no member {name!r} (members: {', '.join(shape.members)})",
+                )
             else:
                 yield from check_value(item, shape.members[member], (*path, name))
         return
@@ -141,8 +154,12 @@ def check_value(value: Any, shape, path: tuple, owner: str = "") -> Iterator[Fin
             yield from check_value(item, shape.member, (*path, i))
         return
     if kind == "map":
-        if isinstance(value, list) and all(isinstance(v, dict) and set(v) <= {"Key", "Value"} for v in value):
-            value = {v.get("Key"): v.get("Value") for v in value}  # CloudFormation's Tags -> the API's tag map
+        if isinstance(value, list) and all(
+            isinstance(v, dict) and set(v) <= {"Key", "Value"} for v in value
+        ):
+            value = {
+                v.get("Key"): v.get("Value") for v in value
+            }  # CloudFormation's Tags -> the API's tag map
         if not isinstance(value, dict):
             yield path, f"expected a map ({shape.name}), got {type(value).__name__}"
             return
@@ -160,7 +177,9 @@ def check_value(value: Any, shape, path: tuple, owner: str = "") -> Iterator[Fin
             yield path, f"expected a string ({shape.name}), got {type(value).__name__}"
             return
         if shape.enum and value not in shape.enum:
-            shown = ", ".join(shape.enum[:12]) + (f", ... ({len(shape.enum)} in all)" if len(shape.enum) > 12 else "")
+            shown = ", ".join(shape.enum[:12]) + (
+                f", ... ({len(shape.enum)} in all)" if len(shape.enum) > 12 else ""
+            )
             yield path, f"{value!r} is not one of {shape.name}'s values: {shown}"
         yield from _length(len(value), meta, path, "characters")
         if "pattern" in meta and not _pattern(meta["pattern"]).fullmatch(value):
@@ -217,16 +236,21 @@ def check_resource(resource_type: str, props: dict, path: tuple) -> Iterator[Fin
             continue
         member = _member(target, name, resource_type)
         if member is None:
-            yield (*path, name), f"{operation} has no member {name!r} (members: {', '.join(target.members)})"
+            yield (
+                (*path, name),
+                f"{operation} has no member {name!r} (members: {', '.join(target.members)})",
+            )
         else:
             yield from check_value(value, target.members[member], (*path, name))
 
 
 class ApiModel(TemplateRule, CloudFormationLintRule):
     id = "E9950"
-    shortdesc = ("Properties of SageMaker, Application Auto Scaling, CloudWatch and ECS resources fit "
-                 "botocore's model of the API call they become (members, types, enums, patterns, lengths, "
-                 "ranges)")
+    shortdesc = (
+        "Properties of SageMaker, Application Auto Scaling, CloudWatch and ECS resources fit "
+        "botocore's model of the API call they become (members, types, enums, patterns, lengths, "
+        "ranges)"
+    )
     description = __doc__.split("\n\n")[0]
     source_url = "https://github.com/boto/botocore/tree/develop/botocore/data"
     tags: ClassVar[list[str]] = ["api-model"]
@@ -234,5 +258,8 @@ class ApiModel(TemplateRule, CloudFormationLintRule):
     def findings(self, template):
         for lid, resource in (template.get("Resources") or {}).items():
             if isinstance(resource, dict) and resource.get("Type") in OPERATIONS:
-                yield from check_resource(resource["Type"], resource.get("Properties") or {},
-                                          ("Resources", lid, "Properties"))
+                yield from check_resource(
+                    resource["Type"],
+                    resource.get("Properties") or {},
+                    ("Resources", lid, "Properties"),
+                )

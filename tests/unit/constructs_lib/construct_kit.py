@@ -43,7 +43,11 @@ def bare_stack(name: str = "Test") -> Stack:
 
 def endpoint_props(**overrides) -> RealtimeEndpointProps:
     """The least a RealtimeEndpoint needs (an image and an instance type), plus ``overrides``."""
-    props = {"container": ImageContainer(IMAGE), "variant": ProductionVariant("ml.g6.4xlarge"), **overrides}
+    props = {
+        "container": ImageContainer(IMAGE),
+        "variant": ProductionVariant("ml.g6.4xlarge"),
+        **overrides,
+    }
     return RealtimeEndpointProps(**props)
 
 

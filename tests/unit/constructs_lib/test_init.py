@@ -19,10 +19,16 @@ LIBRARY = ROOT / "constructs_lib"
 APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
 #: The library's modules that must load without aws_cdk (the settings layer and voicectl import
 #: them).
-CDK_FREE = ("constructs_lib.sagemaker_endpoint.props", "constructs_lib.sagemaker_endpoint.scaling_props",
-            "constructs_lib.monitoring.thresholds", "constructs_lib.facts.names", "constructs_lib.validation",
-            "constructs_lib.facts.instance_types", "constructs_lib.artifacts.model_staging_build.stage_model.command",
-            "constructs_lib.network.props")
+CDK_FREE = (
+    "constructs_lib.sagemaker_endpoint.props",
+    "constructs_lib.sagemaker_endpoint.scaling_props",
+    "constructs_lib.monitoring.thresholds",
+    "constructs_lib.facts.names",
+    "constructs_lib.validation",
+    "constructs_lib.facts.instance_types",
+    "constructs_lib.artifacts.model_staging_build.stage_model.command",
+    "constructs_lib.network.props",
+)
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -37,13 +43,22 @@ def imported_roots(path: Path) -> set[str]:
 
 
 def test_the_library_imports_nothing_of_the_app():
-    offenders = {str(path.relative_to(ROOT)): sorted(imported_roots(path) & APP_PACKAGES)
-                 for path in LIBRARY.rglob("*.py") if imported_roots(path) & APP_PACKAGES}
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & APP_PACKAGES)
+        for path in LIBRARY.rglob("*.py")
+        if imported_roots(path) & APP_PACKAGES
+    }
     assert offenders == {}
 
 
 def test_the_staging_build_imports_only_itself_the_standard_library_boto3_and_the_hub_client():
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "s3transfer", "huggingface_hub", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {
+        "boto3",
+        "botocore",
+        "s3transfer",
+        "huggingface_hub",
+        "__future__",
+    }
     paths = sorted((LIBRARY / "artifacts" / "model_staging_build").rglob("*.py"))
     assert paths, "no staging build code found"
     for path in paths:
@@ -51,16 +66,22 @@ def test_the_staging_build_imports_only_itself_the_standard_library_boto3_and_th
 
 
 def test_props_checks_and_facts_load_without_aws_cdk():
-    code = ("import importlib, sys\n"
-            + "".join(f"importlib.import_module({name!r})\n" for name in (*CDK_FREE, "config.settings"))
-            + "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    code = (
+        "import importlib, sys\n"
+        + "".join(f"importlib.import_module({name!r})\n" for name in (*CDK_FREE, "config.settings"))
+        + "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
 def test_every_public_name_resolves():
     for name in constructs_lib.__all__:
         assert getattr(constructs_lib, name) is not None, name
-    assert constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.sagemaker_endpoint.endpoint"
+    assert (
+        constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.sagemaker_endpoint.endpoint"
+    )
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         constructs_lib.Nope  # noqa: B018

@@ -32,8 +32,9 @@ def test_checkov_skips_are_added_once_with_their_reasons():
     nag.skip_checkov(queue, "AWS::SQS::Queue", {"CKV_AWS_27": "again", "CKV_AWS_99": "other"})
     nag.skip_checkov(queue, "AWS::S3::Bucket", {"CKV_AWS_18": "not this type"})
     _, resource = only(stack, "AWS::SQS::Queue")
-    assert resource["Metadata"]["checkov"] == {"skip": [{"id": "CKV_AWS_27", "comment": "why"},
-                                                        {"id": "CKV_AWS_99", "comment": "other"}]}
+    assert resource["Metadata"]["checkov"] == {
+        "skip": [{"id": "CKV_AWS_27", "comment": "why"}, {"id": "CKV_AWS_99", "comment": "other"}]
+    }
 
 
 def test_compliance_rules_are_acknowledged_in_every_pack():
@@ -43,12 +44,14 @@ def test_compliance_rules_are_acknowledged_in_every_pack():
     assert nag.COMPLIANCE_PACKS == ("HIPAA.Security", "NIST.800.53.R5")
     assert [(entry.type, entry.data) for entry in queue.node.metadata] == [
         ("aws:cdk:acknowledged-rules", {"Annotation::HIPAA.Security-SQSQueueDLQ": "the reason"}),
-        ("aws:cdk:acknowledged-rules", {"Annotation::NIST.800.53.R5-SQSQueueDLQ": "the reason"})]
+        ("aws:cdk:acknowledged-rules", {"Annotation::NIST.800.53.R5-SQSQueueDLQ": "the reason"}),
+    ]
 
 
 def test_stack_singletons_are_the_top_level_constructs_of_a_prefix():
     stack = bare_stack()
     s3.Bucket(stack, "Models", auto_delete_objects=True, removal_policy=RemovalPolicy.DESTROY)
     assert [c.node.id for c in nag.stack_singletons(stack, "Custom::S3AutoDeleteObjects")] == [
-        "Custom::S3AutoDeleteObjectsCustomResourceProvider"]
+        "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+    ]
     assert nag.stack_singletons(stack, "Custom::Nothing") == []

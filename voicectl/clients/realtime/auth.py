@@ -25,8 +25,12 @@ def unauthorized_message(url: str, token: BearerToken | None) -> str:
     """One line for an HTTP 401 from the bridge at ``url``: which token was refused, or that none
     was sent."""
     if token is None:
-        return (f"the bridge at {url} requires a bearer token (HTTP 401): pass --token-secret with "
-                "the ARN of the stack's token secret (output TokenSecretArn)")
-    return (f"the bridge at {url} refused the bearer token from {token.source} (HTTP 401): check "
-            "that it is the service's token secret (stack output TokenSecretArn) and that tasks "
-            "started after its last rotation")
+        return (
+            f"the bridge at {url} requires a bearer token (HTTP 401): pass --token-secret with "
+            "the ARN of the stack's token secret (output TokenSecretArn)"
+        )
+    return (
+        f"the bridge at {url} refused the bearer token from {token.source} (HTTP 401): check "
+        "that it is the service's token secret (stack output TokenSecretArn) and that tasks "
+        "started after its last rotation"
+    )

@@ -47,9 +47,12 @@ SEND_BURST_S = 60.0
 120)."""
 
 
-async def paced_chunks(chunks: Iterable[bytes], speed: float,
-                       clock: Callable[[], float] = time.monotonic,
-                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> AsyncIterator[bytes]:
+async def paced_chunks(
+    chunks: Iterable[bytes],
+    speed: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[bytes]:
     """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed``
     seconds.
 
@@ -76,8 +79,13 @@ async def paced_chunks(chunks: Iterable[bytes], speed: float,
         audio_s += chunk_seconds(chunk)
 
 
-def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: float = MAX_SEND_SPEED,
-                 burst_s: float = SEND_BURST_S) -> float:
+def send_delay_s(
+    sent_audio_s: float,
+    audio_s: float,
+    elapsed_s: float,
+    speed: float = MAX_SEND_SPEED,
+    burst_s: float = SEND_BURST_S,
+) -> float:
     """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in
     ``elapsed_s``, so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's
     AUDIO_RATE_LIMIT, with room to spare)."""
@@ -85,8 +93,10 @@ def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: f
 
 
 def _unexpected(error: Exception) -> RealtimeError:
-    return RealtimeError(f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
-                         code="transport_error")
+    return RealtimeError(
+        f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
+        code="transport_error",
+    )
 
 
 class _Driver:
@@ -101,11 +111,18 @@ class _Driver:
     ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
     """
 
-    def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
-                 on_delta: Callable[[str], None], on_session_text: Callable[[str], None],
-                 on_replay: Callable[[str], None], clock: Callable[[], float],
-                 on_accepted: Callable[[], None] = lambda: None,
-                 on_action: Callable[[Action], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        machine: TranscriptionMachine,
+        chunks: AsyncIterator[bytes],
+        opener: TransportOpener,
+        on_delta: Callable[[str], None],
+        on_session_text: Callable[[str], None],
+        on_replay: Callable[[str], None],
+        clock: Callable[[], float],
+        on_accepted: Callable[[], None] = lambda: None,
+        on_action: Callable[[Action], Awaitable[None]] | None = None,
+    ) -> None:
         self.machine = machine
         self.on_action = on_action
         self.on_accepted = on_accepted
@@ -119,7 +136,9 @@ class _Driver:
         self.readers: dict[int, asyncio.Task[None]] = {}
         self.closing: set[asyncio.Task[None]] = set()
         self.broken: set[int] = set()
-        self.sent: dict[int, tuple[float, float]] = {}  # stream -> (first send time, audio seconds sent)
+        self.sent: dict[
+            int, tuple[float, float]
+        ] = {}  # stream -> (first send time, audio seconds sent)
 
     async def run(self) -> TranscriptionResult:
         chunk_task: asyncio.Task[bytes | None] | None = None
@@ -134,7 +153,9 @@ class _Driver:
                 deadline = self.machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - self.clock())
                 waiting = {event_task} if chunk_task is None else {event_task, chunk_task}
-                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
                 now = self.clock()
                 if event_task in done:
                     kind, stream, value = event_task.result()
@@ -147,7 +168,11 @@ class _Driver:
                 elif chunk_task is not None and chunk_task in done:
                     chunk = chunk_task.result()
                     chunk_task = None
-                    actions = self.machine.audio(chunk, now) if chunk is not None else self.machine.end_of_audio(now)
+                    actions = (
+                        self.machine.audio(chunk, now)
+                        if chunk is not None
+                        else self.machine.end_of_audio(now)
+                    )
                 else:
                     actions = self.machine.tick(now)
                 await self._apply(actions)
@@ -179,7 +204,9 @@ class _Driver:
     async def _apply(self, actions: list[Action]) -> None:
         for action in actions:
             if self.on_action is not None:
-                await self.on_action(action)  # before it is carried out: a caller may checkpoint on a text
+                await self.on_action(
+                    action
+                )  # before it is carried out: a caller may checkpoint on a text
             if isinstance(action, SendEvent):
                 await self._send(action)
             elif isinstance(action, OpenStream):
@@ -212,7 +239,9 @@ class _Driver:
             self.broken.add(action.stream)
             reader = self.readers.get(action.stream)
             if reader is not None:  # let it read what explains the close, then report the end
-                asyncio.get_running_loop().call_later(SETTLE_AFTER_CLOSE_S, self._give_up, action.stream, reader, error)
+                asyncio.get_running_loop().call_later(
+                    SETTLE_AFTER_CLOSE_S, self._give_up, action.stream, reader, error
+                )
 
     def _give_up(self, stream: int, reader: asyncio.Task[None], error: TransportClosed) -> None:
         if not reader.done():
@@ -225,7 +254,9 @@ class _Driver:
         except RealtimeError as error:
             self.inbox.put_nowait(("open_failed", stream, error))
             return
-        except Exception as error:  # a transport that broke its contract: report it, never wait forever
+        except (
+            Exception
+        ) as error:  # a transport that broke its contract: report it, never wait forever
             self.inbox.put_nowait(("open_failed", stream, _unexpected(error)))
             return
         self.transports[stream] = transport
@@ -262,16 +293,29 @@ class _Driver:
             await asyncio.gather(*list(self.closing), return_exceptions=True)
 
 
-async def drive_machine(machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener, *,
-                       on_action: Callable[[Action], Awaitable[None]],
-                       on_replay: Callable[[str], None] = lambda reason: None,
-                       clock: Callable[[], float] = time.monotonic) -> TranscriptionResult:
+async def drive_machine(
+    machine: TranscriptionMachine,
+    chunks: AsyncIterator[bytes],
+    opener: TransportOpener,
+    *,
+    on_action: Callable[[Action], Awaitable[None]],
+    on_replay: Callable[[str], None] = lambda reason: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> TranscriptionResult:
     """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)``
     for each action before it is carried out (the Connect consumer writes each
     :class:`ShowGenerationText` with its checkpoint, and publishes each :class:`ShowDelta`, there).
     Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
-    return await _Driver(machine, chunks, opener, lambda delta: None, lambda text: None, on_replay, clock,
-                         on_action=on_action).run()
+    return await _Driver(
+        machine,
+        chunks,
+        opener,
+        lambda delta: None,
+        lambda text: None,
+        on_replay,
+        clock,
+        on_action=on_action,
+    ).run()
 
 
 async def transcribe_stream(
@@ -324,7 +368,20 @@ async def transcribe_stream(
         ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too
             small.
     """
-    machine = TranscriptionMachine(model=model, transcript=transcript, session_limit_s=session_limit_s,
-                                   max_stream_s=max_stream_s, done_timeout_s=done_timeout_s)
-    return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock,
-                         on_accepted=on_accepted).run()
+    machine = TranscriptionMachine(
+        model=model,
+        transcript=transcript,
+        session_limit_s=session_limit_s,
+        max_stream_s=max_stream_s,
+        done_timeout_s=done_timeout_s,
+    )
+    return await _Driver(
+        machine,
+        chunks,
+        opener,
+        on_delta,
+        on_session_text,
+        on_replay,
+        clock,
+        on_accepted=on_accepted,
+    ).run()

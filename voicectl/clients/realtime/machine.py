@@ -189,6 +189,7 @@ class TranscriptionResult:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready figures (seconds rounded to milliseconds)."""
+
         def ms(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
 
@@ -281,7 +282,16 @@ class Finished:
     (:meth:`TranscriptionMachine.result`)."""
 
 
-Action = OpenStream | SendEvent | CloseStream | ShowDelta | ShowGenerationText | Replaying | Failed | Finished
+Action = (
+    OpenStream
+    | SendEvent
+    | CloseStream
+    | ShowDelta
+    | ShowGenerationText
+    | Replaying
+    | Failed
+    | Finished
+)
 
 
 @dataclass
@@ -296,7 +306,9 @@ class _Generation:
     rms_sum: float = 0.0
     final_at: float | None = None  # when its final commit was sent
     start_s: float = 0.0  # where its audio starts in the source's audio (seconds)
-    answered: bool = False  # its transcription.done arrived; held until every earlier generation's has
+    answered: bool = (
+        False  # its transcription.done arrived; held until every earlier generation's has
+    )
 
     @property
     def mean_rms(self) -> float:
@@ -337,17 +349,30 @@ class TranscriptionMachine:
             :data:`MIN_MAX_STREAM_S`.
     """
 
-    def __init__(self, *, model: str = DEFAULT_MODEL, transcript: Transcript | None = None,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
-                 done_timeout_s: float = DONE_TIMEOUT_S, on_done_timeout: str = "fail") -> None:
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        transcript: Transcript | None = None,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        max_stream_s: float = DEFAULT_MAX_STREAM_S,
+        done_timeout_s: float = DONE_TIMEOUT_S,
+        on_done_timeout: str = "fail",
+    ) -> None:
         if on_done_timeout not in (DONE_TIMEOUT_FAIL, DONE_TIMEOUT_GO_ON):
-            raise ValueError(f"on_done_timeout must be {DONE_TIMEOUT_FAIL!r} or {DONE_TIMEOUT_GO_ON!r}, "
-                             f"got {on_done_timeout!r}")
+            raise ValueError(
+                f"on_done_timeout must be {DONE_TIMEOUT_FAIL!r} or {DONE_TIMEOUT_GO_ON!r}, "
+                f"got {on_done_timeout!r}"
+            )
         if not math.isfinite(session_limit_s) or session_limit_s <= 0:
-            raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
+            raise ValueError(
+                f"session limit must be a positive finite number of seconds, got {session_limit_s}"
+            )
         if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
-            raise ValueError(f"max_stream_s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g}, "
-                             f"got {max_stream_s}")
+            raise ValueError(
+                f"max_stream_s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g}, "
+                f"got {max_stream_s}"
+            )
         self.model = model
         self.transcript = transcript if transcript is not None else Transcript()
         self.session_limit_s = session_limit_s
@@ -366,12 +391,16 @@ class TranscriptionMachine:
         self._active: int | None = None  # the stream new audio goes to
         self._next: int | None = None  # opened ahead of a move
         self._next_not_before = 0.0  # no new next stream before this (after it failed)
-        self._generations: list[_Generation] = []  # not released yet (awaiting their done, or held), in audio order
+        self._generations: list[
+            _Generation
+        ] = []  # not released yet (awaiting their done, or held), in audio order
         self._current: _Generation | None = None  # the generation new audio goes to
         self._buffer: deque[bytes] = deque()  # audio not sent yet (resent audio first)
         self._buffered_s = 0.0
         self._source_done = False
-        self._reopen_at: float | None = None  # when to open the active stream again after server_busy
+        self._reopen_at: float | None = (
+            None  # when to open the active stream again after server_busy
+        )
         self._busy_retries = 0
         self._reopens_in_a_row = 0
         self._limit_replays = 0
@@ -424,7 +453,9 @@ class TranscriptionMachine:
             self._next = None
             self._next_not_before = now + BUSY_RETRY_DELAYS_S[0]
             return []
-        if stream == 1:  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
+        if (
+            stream == 1
+        ):  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
             return self._fail(error)
         return self._recover(f"opening a new stream failed ({error})", now, drop=error)
 
@@ -434,18 +465,31 @@ class TranscriptionMachine:
         if stream not in self._streams or self.finished:
             return []
         if len(text) > MAX_EVENT_BYTES:
-            return self._fail(RealtimeError(
-                f"the endpoint sent a {len(text):,}-byte event, more than the "
-                f"{MAX_EVENT_BYTES:,} bytes the client accepts (MAX_EVENT_BYTES); check what "
-                "answers at that address", code="message_too_large"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent a {len(text):,}-byte event, more than the "
+                    f"{MAX_EVENT_BYTES:,} bytes the client accepts (MAX_EVENT_BYTES); check what "
+                    "answers at that address",
+                    code="message_too_large",
+                )
+            )
         try:
             event = loads_bounded(text, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_EVENT_DEPTH)
         except JsonBoundError as error:
-            return self._fail(RealtimeError(f"the endpoint sent an event the client refuses: {error}; check what "
-                                            "answers at that address", code="bad_message"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent an event the client refuses: {error}; check what "
+                    "answers at that address",
+                    code="bad_message",
+                )
+            )
         except json.JSONDecodeError:
-            return self._fail(RealtimeError(f"the endpoint sent a message that is not JSON: {text[:200]!r}",
-                                            code="bad_message"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent a message that is not JSON: {text[:200]!r}",
+                    code="bad_message",
+                )
+            )
         kind = event.get("type") if isinstance(event, dict) else None
         if self.accepted_at is None and isinstance(kind, str) and kind != ERROR:
             self.accepted_at = now
@@ -469,10 +513,14 @@ class TranscriptionMachine:
         :data:`MAX_TRANSCRIPT_CHARS`."""
         if self.transcript.chars <= MAX_TRANSCRIPT_CHARS:
             return []
-        return self._fail(RealtimeError(
-            f"the endpoint sent more than {MAX_TRANSCRIPT_CHARS:,} characters of transcript, "
-            "the most one run keeps (MAX_TRANSCRIPT_CHARS); split the audio into shorter "
-            "files", code="transcript_too_large"))
+        return self._fail(
+            RealtimeError(
+                f"the endpoint sent more than {MAX_TRANSCRIPT_CHARS:,} characters of transcript, "
+                "the most one run keeps (MAX_TRANSCRIPT_CHARS); split the audio into shorter "
+                "files",
+                code="transcript_too_large",
+            )
+        )
 
     def closed(self, stream: int, error: BaseException | None, now: float) -> list[Action]:
         """Stream ``stream`` ended: ``error`` is a :class:`TransportClosed` (a drop), a
@@ -500,10 +548,14 @@ class TranscriptionMachine:
             if generation.final_at is not None and now - generation.final_at >= self.done_timeout_s:
                 if self.on_done_timeout == DONE_TIMEOUT_GO_ON:
                     return self._done_without_done(generation, now)
-                return self._fail(RealtimeError(
-                    f"no transcription.done arrived within {self.done_timeout_s:.0f} s of "
-                    "the final commit; the endpoint may be overloaded or stuck: check its "
-                    "CloudWatch logs and metrics", code="timeout"))
+                return self._fail(
+                    RealtimeError(
+                        f"no transcription.done arrived within {self.done_timeout_s:.0f} s of "
+                        "the final commit; the endpoint may be overloaded or stuck: check its "
+                        "CloudWatch logs and metrics",
+                        code="timeout",
+                    )
+                )
         actions: list[Action] = []
         if self._reopen_at is not None and now >= self._reopen_at:
             self._reopen_at = None
@@ -512,8 +564,11 @@ class TranscriptionMachine:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` must be called next (None: no timer is running)."""
-        deadlines = [generation.final_at + self.done_timeout_s
-                     for generation in self._awaited() if generation.final_at is not None]
+        deadlines = [
+            generation.final_at + self.done_timeout_s
+            for generation in self._awaited()
+            if generation.final_at is not None
+        ]
         if self._reopen_at is not None:
             deadlines.append(self._reopen_at)
         active = self._streams.get(self._active) if self._active is not None else None
@@ -541,7 +596,9 @@ class TranscriptionMachine:
         return TranscriptionResult(
             transcript=self.transcript.text,
             audio_seconds_sent=self._audio_s,
-            time_to_first_delta_s=None if first is None or self._first_delta_at is None else self._first_delta_at - first,
+            time_to_first_delta_s=None
+            if first is None or self._first_delta_at is None
+            else self._first_delta_at - first,
             elapsed_s=0.0 if first is None else end - first,
             sessions=self._sessions,
             reopens=self._reopens,
@@ -570,8 +627,14 @@ class TranscriptionMachine:
     def _generation_on(self, stream: int) -> _Generation | None:
         """The oldest generation of ``stream`` whose ``transcription.done`` has not arrived (deltas
         and the done are for it)."""
-        return next((generation for generation in self._generations
-                     if generation.stream == stream and not generation.answered), None)
+        return next(
+            (
+                generation
+                for generation in self._generations
+                if generation.stream == stream and not generation.answered
+            ),
+            None,
+        )
 
     def _pump(self, now: float) -> list[Action]:
         """Send what the buffer holds as far as the streams allow; end generations and move streams
@@ -590,7 +653,9 @@ class TranscriptionMachine:
                 generation = self._start_generation(now, actions)
             if not self._buffer:
                 if self._source_done or self._stream_age(now) >= self.max_stream_s:
-                    self._end_generation(generation, now, actions)  # the end of the audio, or a move in silence
+                    self._end_generation(
+                        generation, now, actions
+                    )  # the end of the audio, or a move in silence
                     if not self._source_done:
                         self._move(actions)
                         active = self._streams.get(self._active)  # type: ignore[arg-type]
@@ -612,10 +677,21 @@ class TranscriptionMachine:
             if self._first_append_at is None:
                 self._first_append_at = now
             actions.append(SendEvent(generation.stream, append_event(chunk), seconds))
-        if (self._next is None and active is not None and active.opened_at is not None and not self._source_done
-                and now >= self._next_not_before and self._stream_age(now) >= self.max_stream_s - self._stream_window_s):
+        if (
+            self._next is None
+            and active is not None
+            and active.opened_at is not None
+            and not self._source_done
+            and now >= self._next_not_before
+            and self._stream_age(now) >= self.max_stream_s - self._stream_window_s
+        ):
             self._next = self._open(actions)  # ready for the move at the next quiet chunk
-        if self._source_done and not self._buffer and not self._generations and self._current is None:
+        if (
+            self._source_done
+            and not self._buffer
+            and not self._generations
+            and self._current is None
+        ):
             actions += [CloseStream(stream) for stream in self._streams]
             self._streams.clear()
             self.finished = True
@@ -639,16 +715,22 @@ class TranscriptionMachine:
         rms = chunk_rms(chunk)
         if rms >= QUIET_RMS and rms >= QUIET_FRACTION * generation.mean_rms:
             return False
-        return (generation.audio_s + min(ROLLOVER_WINDOW_S, limit * ROLLOVER_WINDOW_MAX_FRACTION) >= limit
-                or generation.audio_s >= GENERATION_TARGET_S
-                or self._stream_age(now) >= self.max_stream_s - self._stream_window_s)
+        return (
+            generation.audio_s + min(ROLLOVER_WINDOW_S, limit * ROLLOVER_WINDOW_MAX_FRACTION)
+            >= limit
+            or generation.audio_s >= GENERATION_TARGET_S
+            or self._stream_age(now) >= self.max_stream_s - self._stream_window_s
+        )
 
     def _start_generation(self, now: float, actions: list[Action]) -> _Generation:
         assert self._active is not None
         # The buffer holds the source's audio from the first unsent chunk on (resent audio is put
         # back in front), so that chunk starts at everything received less what waits.
-        generation = _Generation(stream=self._active, segment=self.transcript.open_segment(),
-                                 start_s=self._audio_s - self._buffered_s)
+        generation = _Generation(
+            stream=self._active,
+            segment=self.transcript.open_segment(),
+            start_s=self._audio_s - self._buffered_s,
+        )
         self._generations.append(generation)
         self._current = generation
         actions.append(SendEvent(self._active, commit_event()))
@@ -681,16 +763,22 @@ class TranscriptionMachine:
         else:
             self._active = self._open(actions)
 
-    def _done(self, stream: int, event: dict[str, Any], now: float, *, closed: bool = False) -> list[Action]:
+    def _done(
+        self, stream: int, event: dict[str, Any], now: float, *, closed: bool = False
+    ) -> list[Action]:
         generation = self._generation_on(stream)
         if generation is None:
             return []
-        if generation is self._current:  # vLLM ended the generation before its final commit: start a new one
+        if (
+            generation is self._current
+        ):  # vLLM ended the generation before its final commit: start a new one
             self._current = None
         text = event.get("text")
         # A null or missing text falls back to the deltas, which carry the same words.
-        self.transcript.set_done(generation.segment,
-                                 "".join(generation.segment.deltas) if text is None else _text_field(event, "text"))
+        self.transcript.set_done(
+            generation.segment,
+            "".join(generation.segment.deltas) if text is None else _text_field(event, "text"),
+        )
         if failed := self._check_kept():
             return failed
         generation.answered = True
@@ -704,8 +792,11 @@ class TranscriptionMachine:
         while self._generations and self._generations[0].answered:
             released = self._generations.pop(0)
             self._generations_done += 1
-            actions.append(ShowGenerationText(released.segment.text, released.start_s,
-                                              released.start_s + released.audio_s))
+            actions.append(
+                ShowGenerationText(
+                    released.segment.text, released.start_s, released.start_s + released.audio_s
+                )
+            )
         state = None if closed else self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:
             del self._streams[stream]
@@ -717,10 +808,13 @@ class TranscriptionMachine:
         its stream is closed (nothing else is awaited on it: vLLM holds a stream's audio while a
         generation finishes) and new audio goes to a new stream."""
         stream = generation.stream
-        actions: list[Action] = [Replaying(
-            f"no transcription.done within {self.done_timeout_s:.0f} s of the final commit; "
-            "the generation's deltas are its text and the audio after it goes on on a new "
-            "stream")]
+        actions: list[Action] = [
+            Replaying(
+                f"no transcription.done within {self.done_timeout_s:.0f} s of the final commit; "
+                "the generation's deltas are its text and the audio after it goes on on a new "
+                "stream"
+            )
+        ]
         self._streams.pop(stream, None)
         actions.append(CloseStream(stream))
         if stream == self._active:
@@ -738,59 +832,98 @@ class TranscriptionMachine:
         if code == SESSION_LIMIT_CODE:
             return self._session_limit(event, message, now)
         if code in REOPEN_CODES:
-            return self._recover(f"the stream dropped ({code}: {message})", now,
-                                 drop=RealtimeError(f"the endpoint reported {code}: {message}", code=code))
+            return self._recover(
+                f"the stream dropped ({code}: {message})",
+                now,
+                drop=RealtimeError(f"the endpoint reported {code}: {message}", code=code),
+            )
         if code == SERVER_BUSY_CODE:
             return self._busy(stream, message, now)
         if code == IDLE_TIMEOUT_CODE and stream == self._next:
-            del self._streams[stream]  # the stream opened ahead waited too long: open another when needed
+            del self._streams[
+                stream
+            ]  # the stream opened ahead waited too long: open another when needed
             self._next = None
             return [CloseStream(stream)]
         hint = ERROR_HINTS.get(str(code), "see the endpoint's CloudWatch logs")
-        return self._fail(RealtimeError(f"the endpoint reported an error ({code or 'no code'}): {message}; {hint}",
-                                        code=code))
+        return self._fail(
+            RealtimeError(
+                f"the endpoint reported an error ({code or 'no code'}): {message}; {hint}",
+                code=code,
+            )
+        )
 
     def _session_limit(self, event: dict[str, Any], message: Any, now: float) -> list[Action]:
         generation = self._generations[0] if self._generations else None
         stated = event.get("limit_s")
-        bound = float(stated) if isinstance(stated, (int, float)) and stated > 0 else (
-            generation.audio_s if generation is not None else self.session_limit_s)
+        bound = (
+            float(stated)
+            if isinstance(stated, (int, float)) and stated > 0
+            else (generation.audio_s if generation is not None else self.session_limit_s)
+        )
         new_limit_s = min(self.session_limit_s, bound) * SESSION_LIMIT_MARGIN
         self._limit_replays += 1
         if self._limit_replays > MAX_LIMIT_REPLAYS or new_limit_s < MIN_SESSION_LIMIT_S:
-            return self._fail(RealtimeError(
-                f"the endpoint reported an error (session_limit): {message}; the client "
-                f"lowered its session limit {self._limit_replays - 1} times and still hit "
-                "the endpoint's, pass --session-limit below the endpoint's limit", code=SESSION_LIMIT_CODE))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint reported an error (session_limit): {message}; the client "
+                    f"lowered its session limit {self._limit_replays - 1} times and still hit "
+                    "the endpoint's, pass --session-limit below the endpoint's limit",
+                    code=SESSION_LIMIT_CODE,
+                )
+            )
         old_limit_s, self.session_limit_s = self.session_limit_s, new_limit_s
-        return self._recover(f"the endpoint's session limit is below {old_limit_s:.0f} s: using {new_limit_s:.0f} s "
-                             "and", now)
+        return self._recover(
+            f"the endpoint's session limit is below {old_limit_s:.0f} s: using {new_limit_s:.0f} s "
+            "and",
+            now,
+        )
 
     def _busy(self, stream: int, message: Any, now: float) -> list[Action]:
         if stream == self._next:  # the active stream goes on; open the next one later
             del self._streams[stream]
             self._next = None
-            self._next_not_before = now + BUSY_RETRY_DELAYS_S[min(self._busy_retries, len(BUSY_RETRY_DELAYS_S) - 1)]
+            self._next_not_before = (
+                now + BUSY_RETRY_DELAYS_S[min(self._busy_retries, len(BUSY_RETRY_DELAYS_S) - 1)]
+            )
             return [CloseStream(stream)]
         if self._busy_retries >= len(BUSY_RETRY_DELAYS_S):
-            return self._fail(RealtimeError(
-                f"the endpoint reported an error (server_busy): {message}; still busy after "
-                f"{len(BUSY_RETRY_DELAYS_S)} retries; {ERROR_HINTS[SERVER_BUSY_CODE]}", code=SERVER_BUSY_CODE))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint reported an error (server_busy): {message}; still busy after "
+                    f"{len(BUSY_RETRY_DELAYS_S)} retries; {ERROR_HINTS[SERVER_BUSY_CODE]}",
+                    code=SERVER_BUSY_CODE,
+                )
+            )
         delay = BUSY_RETRY_DELAYS_S[self._busy_retries]
         self._busy_retries += 1
-        return self._recover(f"the endpoint is busy ({message}): retrying in {delay:g} s, then", now, reopen_after=delay)
+        return self._recover(
+            f"the endpoint is busy ({message}): retrying in {delay:g} s, then",
+            now,
+            reopen_after=delay,
+        )
 
-    def _recover(self, reason: str, now: float, *, drop: BaseException | None = None,
-                 reopen_after: float = 0.0) -> list[Action]:
+    def _recover(
+        self,
+        reason: str,
+        now: float,
+        *,
+        drop: BaseException | None = None,
+        reopen_after: float = 0.0,
+    ) -> list[Action]:
         """Close every stream and resend the audio since the last ``transcription.done`` on a new
         one."""
         if drop is not None:
             if self._reopens_in_a_row >= MAX_REOPENS:
-                return self._fail(RealtimeError(
-                    f"the stream dropped again after a reopen ({drop}); the transcript may "
-                    "be missing the audio from the last transcription.done on; check the "
-                    "network and the endpoint's health (`aws sagemaker describe-endpoint`), "
-                    "then retry", code="stream_dropped"))
+                return self._fail(
+                    RealtimeError(
+                        f"the stream dropped again after a reopen ({drop}); the transcript may "
+                        "be missing the audio from the last transcription.done on; check the "
+                        "network and the endpoint's health (`aws sagemaker describe-endpoint`), "
+                        "then retry",
+                        code="stream_dropped",
+                    )
+                )
             self._reopens += 1
             self._reopens_in_a_row += 1
         pending = self._generations
@@ -804,8 +937,12 @@ class TranscriptionMachine:
         self._buffer.extendleft(reversed(resend))
         self._buffered_s += resend_s
         self._replayed_s += resend_s
-        actions.append(Replaying(f"{reason}; resending this session's {resend_s:.1f} s of audio since the last "
-                                 "transcription.done on a new stream"))
+        actions.append(
+            Replaying(
+                f"{reason}; resending this session's {resend_s:.1f} s of audio since the last "
+                "transcription.done on a new stream"
+            )
+        )
         if reopen_after > 0:
             self._active = None
             self._reopen_at = now + reopen_after

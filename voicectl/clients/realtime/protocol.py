@@ -42,11 +42,30 @@ CLIENT_EVENT_TYPES = frozenset({SESSION_UPDATE, APPEND, COMMIT})
 SERVER_EVENT_TYPES = frozenset({SESSION_CREATED, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, ERROR})
 """Every event type the client understands from the server."""
 
-VLLM_ERROR_CODES = frozenset({"invalid_json", "invalid_event", "model_not_found", "invalid_audio",
-                              "model_not_validated", "unknown_event", "processing_error"})
+VLLM_ERROR_CODES = frozenset(
+    {
+        "invalid_json",
+        "invalid_event",
+        "model_not_found",
+        "invalid_audio",
+        "model_not_validated",
+        "unknown_event",
+        "processing_error",
+    }
+)
 """vLLM's error codes (``realtime/connection.py``)."""
-BRIDGE_ERROR_CODES = frozenset({"upstream_closed", "upstream_unavailable", "server_busy", "idle_timeout",
-                                "session_limit", "server_shutdown", "rate_limited", "event_too_large"})
+BRIDGE_ERROR_CODES = frozenset(
+    {
+        "upstream_closed",
+        "upstream_unavailable",
+        "server_busy",
+        "idle_timeout",
+        "session_limit",
+        "server_shutdown",
+        "rate_limited",
+        "event_too_large",
+    }
+)
 """The container's bridge's own error codes (``container/bridge/protocol.py``)."""
 SESSION_LIMIT_CODE = "session_limit"
 SERVER_BUSY_CODE = "server_busy"
@@ -54,7 +73,9 @@ IDLE_TIMEOUT_CODE = "idle_timeout"
 ERROR_FIELDS_READ: dict[str, tuple[str, ...]] = {SESSION_LIMIT_CODE: ("limit_s", "audio_s")}
 """The machine-readable fields of the bridge's error events this client reads (seconds of audio)."""
 
-REOPEN_CODES = frozenset({"upstream_closed", "server_shutdown", "InternalStreamFailure", "ModelStreamError"})
+REOPEN_CODES = frozenset(
+    {"upstream_closed", "server_shutdown", "InternalStreamFailure", "ModelStreamError"}
+)
 """Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as
 a cut: the bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the
 container is stopping: on SageMaker a new stream lands on a healthy instance), and SageMaker's
@@ -70,30 +91,30 @@ MAX_EVENT_DEPTH = DEFAULT_MAX_DEPTH
 
 ERROR_HINTS: dict[str, str] = {
     "model_not_found": "pass --model with the model name the endpoint serves (vLLM "
-                       "--served-model-name)",
+    "--served-model-name)",
     "model_not_validated": "the server did not accept session.update; check --model",
     "invalid_audio": "the audio chunk was rejected; this is a client bug, please report it with "
-                     "the input file",
+    "the input file",
     "invalid_json": "the server could not parse a message; check that nothing between client and "
-                    "vLLM rewrites it",
+    "vLLM rewrites it",
     "invalid_event": "the server rejected an event; check that the endpoint runs the expected "
-                     "vLLM version",
+    "vLLM version",
     "unknown_event": "the server does not know an event type; check that the endpoint runs a "
-                     "vLLM realtime server",
+    "vLLM realtime server",
     "processing_error": "the model failed while transcribing; see the endpoint's CloudWatch logs",
     # Codes the container's bridge adds (container/bridge/protocol.py).
     "upstream_closed": "the model server ended the session; retry, and see the endpoint's "
-                       "CloudWatch logs if it repeats",
+    "CloudWatch logs if it repeats",
     "upstream_unavailable": "the model server is not reachable (still loading, or crashed); "
-                            "retry in a minute",
+    "retry in a minute",
     "server_busy": "every stream slot of the endpoint is in use; retry later or scale the "
-                   "endpoint out",
+    "endpoint out",
     "idle_timeout": "the endpoint closed the stream because no audio arrived for a while",
     "session_limit": "the session reached the endpoint's audio limit; pass a --session-limit "
-                     "below it",
+    "below it",
     "server_shutdown": "the endpoint's container is stopping (deployment or scale-in); retry",
     "rate_limited": "audio was sent faster than the endpoint's AUDIO_RATE_LIMIT allows; this is "
-                    "a client bug",
+    "a client bug",
     "event_too_large": "an event was larger than the endpoint accepts; this is a client bug",
 }
 """What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
@@ -120,9 +141,11 @@ def decode_frame(frame: bytes, source: str) -> str:
     try:
         return frame.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise RealtimeError(f"{source} sent a {len(frame)}-byte binary frame that is not UTF-8 text ({error}); the "
-                            "realtime protocol is JSON text: check what answers at that address",
-                            code="bad_message") from None
+        raise RealtimeError(
+            f"{source} sent a {len(frame)}-byte binary frame that is not UTF-8 text ({error}); the "
+            "realtime protocol is JSON text: check what answers at that address",
+            code="bad_message",
+        ) from None
 
 
 def session_update_event(model: str) -> str:
@@ -132,10 +155,16 @@ def session_update_event(model: str) -> str:
 
 def commit_event(final: bool = False) -> str:
     """JSON of ``input_audio_buffer.commit``; ``final=True`` marks the end of the audio."""
-    return json.dumps({"type": "input_audio_buffer.commit", "final": True} if final else {"type": "input_audio_buffer.commit"})
+    return json.dumps(
+        {"type": "input_audio_buffer.commit", "final": True}
+        if final
+        else {"type": "input_audio_buffer.commit"}
+    )
 
 
 def append_event(pcm16: bytes) -> str:
     """JSON of ``input_audio_buffer.append`` carrying ``pcm16`` (16 kHz mono PCM16 bytes) as
     base64."""
-    return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16).decode("ascii")})
+    return json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16).decode("ascii")}
+    )

@@ -49,11 +49,17 @@ class WebSocketTransport:
 
         headers = None if token is None else {"Authorization": f"Bearer {token.value}"}
         try:
-            connection = await connect(url, open_timeout=cls.OPEN_TIMEOUT_S, max_size=cls.MAX_MESSAGE_BYTES,
-                                       additional_headers=headers)
+            connection = await connect(
+                url,
+                open_timeout=cls.OPEN_TIMEOUT_S,
+                max_size=cls.MAX_MESSAGE_BYTES,
+                additional_headers=headers,
+            )
         except (InvalidURI, ValueError) as error:
-            raise RealtimeError(f"{url!r} is not a WebSocket URL; use ws://HOST:PORT/invocations-bidirectional-stream",
-                                code="bad_url") from error
+            raise RealtimeError(
+                f"{url!r} is not a WebSocket URL; use ws://HOST:PORT/invocations-bidirectional-stream",
+                code="bad_url",
+            ) from error
         except InvalidStatus as error:
             if error.response.status_code == HTTP_UNAUTHORIZED:
                 raise RealtimeError(unauthorized_message(url, token), code="unauthorized") from None
@@ -68,7 +74,8 @@ class WebSocketTransport:
         ping = f"{'https' if parts.scheme == 'wss' else 'http'}://{parts.netloc}/ping"
         return RealtimeError(
             f"cannot open a WebSocket to {url} ({error or type(error).__name__}); is the "
-            f"container running and ready? `curl {ping}` must answer 200", code="connect_failed"
+            f"container running and ready? `curl {ping}` must answer 200",
+            code="connect_failed",
         )
 
     async def send_text(self, text: str) -> None:
@@ -88,12 +95,16 @@ class WebSocketTransport:
             return None
         except ConnectionClosedError as error:
             if error.sent is not None and error.sent.code == self.MESSAGE_TOO_BIG:
-                raise RealtimeError("the WebSocket server sent a message larger than the "
-                                    f"{self.MAX_MESSAGE_BYTES:,} bytes the client accepts (MAX_EVENT_BYTES); "
-                                    "check what answers at that address",
-                                    code="message_too_large") from None
+                raise RealtimeError(
+                    "the WebSocket server sent a message larger than the "
+                    f"{self.MAX_MESSAGE_BYTES:,} bytes the client accepts (MAX_EVENT_BYTES); "
+                    "check what answers at that address",
+                    code="message_too_large",
+                ) from None
             raise TransportClosed(f"WebSocket closed ({error})") from error
-        return message if isinstance(message, str) else decode_frame(message, "the WebSocket server")
+        return (
+            message if isinstance(message, str) else decode_frame(message, "the WebSocket server")
+        )
 
     async def close(self) -> None:
         await self._connection.close()

@@ -69,8 +69,10 @@ RETRY_CONFIG = {"mode": "standard", "max_attempts": 10}
 #: secret id.
 HUB_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
 #: Where the token goes instead of the command line (said by every refusal).
-TOKEN_SOURCES = ("export HF_TOKEN, run `hf auth login`, or store it in Secrets Manager and pass "
-                 "--hf-token-secret-id")
+TOKEN_SOURCES = (
+    "export HF_TOKEN, run `hf auth login`, or store it in Secrets Manager and pass "
+    "--hf-token-secret-id"
+)
 
 
 class _RefuseToken(argparse.Action):
@@ -83,7 +85,13 @@ class _RefuseToken(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         parser.error(
             f"{option_string} is not accepted on the command line (shell history, process lists "
             f"and logs keep command lines): {TOKEN_SOURCES}"
@@ -113,20 +121,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--stack",
         help=f"read the destination (output {OUTPUT_MODEL_S3_URI}) and, unless given, the "
-             f"repository id and revision (outputs {OUTPUT_MODEL_REPOSITORY_ID}, "
-             f"{OUTPUT_MODEL_REVISION}) from this CloudFormation stack",
+        f"repository id and revision (outputs {OUTPUT_MODEL_REPOSITORY_ID}, "
+        f"{OUTPUT_MODEL_REVISION}) from this CloudFormation stack",
     )
-    parser.add_argument("--repo-id", help=f"Hugging Face Hub repository (default: {DEFAULT_REPO_ID})")
+    parser.add_argument(
+        "--repo-id", help=f"Hugging Face Hub repository (default: {DEFAULT_REPO_ID})"
+    )
     parser.add_argument(
         "--revision",
         help="full 40-character commit hash of the repository to stage (with --from-dir: the "
-             "commit the copy was taken from, recorded in the manifest; optional)",
+        "commit the copy was taken from, recorded in the manifest; optional)",
     )
     parser.add_argument(
         "--from-dir",
         type=Path,
         help="stage this local copy instead of downloading (files taken: "
-             f"{', '.join(MODEL_FILE_PATTERNS)})",
+        f"{', '.join(MODEL_FILE_PATTERNS)})",
     )
     parser.add_argument(
         "--download-dir",
@@ -137,26 +147,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hf-token-secret-id",
         help="Secrets Manager secret (name or ARN) whose plain SecretString is the Hub access "
-             "token; without it the token comes from the HF_TOKEN environment variable or `hf auth "
-             "login`",
+        "token; without it the token comes from the HF_TOKEN environment variable or `hf auth "
+        "login`",
     )
     parser.add_argument(
         "--delete-extra",
         action="store_true",
         help="delete objects under the prefix that are not part of the model (SageMaker would "
-             "copy them too): only model files directly in the prefix (weights, configuration, "
-             "tokenizer, or files of the previous manifest); lists them and stops unless --yes is "
-             "given; anything else under the prefix stops the run",
-    )
-    parser.add_argument("--yes", action="store_true", help="with --delete-extra: delete without stopping first")
-    parser.add_argument("--verify-only", action="store_true", help="only verify the prefix against its manifest")
-    parser.add_argument(
-        "--part-size-mib", type=int, default=DEFAULT_PART_SIZE // MIB, help="multipart part size, MiB (default: %(default)s)"
+        "copy them too): only model files directly in the prefix (weights, configuration, "
+        "tokenizer, or files of the previous manifest); lists them and stops unless --yes is "
+        "given; anything else under the prefix stops the run",
     )
     parser.add_argument(
-        "--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="parts in flight (default: %(default)s)"
+        "--yes", action="store_true", help="with --delete-extra: delete without stopping first"
     )
-    parser.add_argument("--max-bandwidth-mib", type=float, help="cap the upload rate, MiB per second (default: none)")
+    parser.add_argument(
+        "--verify-only", action="store_true", help="only verify the prefix against its manifest"
+    )
+    parser.add_argument(
+        "--part-size-mib",
+        type=int,
+        default=DEFAULT_PART_SIZE // MIB,
+        help="multipart part size, MiB (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=DEFAULT_MAX_CONCURRENCY,
+        help="parts in flight (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-bandwidth-mib",
+        type=float,
+        help="cap the upload rate, MiB per second (default: none)",
+    )
     parser.add_argument("--region", help="AWS Region (default: from the AWS configuration)")
 
 
@@ -177,8 +201,11 @@ def default_session(args: argparse.Namespace) -> Any:
     return boto3.Session(region_name=args.region or os.environ.get("AWS_REGION") or None)
 
 
-def run(args: argparse.Namespace, session: Any = None,
-        open_session: Callable[[argparse.Namespace], Any] = default_session) -> int:
+def run(
+    args: argparse.Namespace,
+    session: Any = None,
+    open_session: Callable[[argparse.Namespace], Any] = default_session,
+) -> int:
     """Run ``stage-model`` with parsed ``args``.
 
     Args:
@@ -215,33 +242,57 @@ def run(args: argparse.Namespace, session: Any = None,
     except KeyboardInterrupt:
         # Objects appear whole, and unfinished multipart uploads are kept (:mod:`.upload`), so a
         # rerun skips what is in S3 and resumes the rest.
-        print("voicectl stage-model: interrupted; run the same command again to resume staging to "
-              f"{destination}",
-              file=sys.stderr)
+        print(
+            "voicectl stage-model: interrupted; run the same command again to resume staging to "
+            f"{destination}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     except (VerificationError, IncompleteModelError) as error:
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 1
     except (BotoCoreError, ClientError, OSError) as error:
         hint = resume_hint(error)
-        print(f"voicectl stage-model: staging to {destination} stopped: {error}" + (f"\n{hint}" if hint else ""),
-              file=sys.stderr)
+        print(
+            f"voicectl stage-model: staging to {destination} stopped: {error}"
+            + (f"\n{hint}" if hint else ""),
+            file=sys.stderr,
+        )
         return 1
 
 
 #: ClientError codes of transient service conditions, where the same request can succeed later
 #: (botocore's "standard" retry mode treats these as transient or throttling:
 #: https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html).
-TRANSIENT_ERROR_CODES = frozenset({
-    "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError", "ServiceUnavailable",
-    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-    "BandwidthLimitExceeded", "RequestThrottled", "EC2ThrottledException", "TransactionInProgressException",
-})
+TRANSIENT_ERROR_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "RequestThrottled",
+        "EC2ThrottledException",
+        "TransactionInProgressException",
+    }
+)
 #: ClientError codes of expired temporary credentials (fixed by renewing them, e.g. `aws sso
 #: login`).
-EXPIRED_CREDENTIALS_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"})
-RESUME_DETAIL = "files already in S3 are skipped and unfinished multipart uploads continue where they stopped."
+EXPIRED_CREDENTIALS_CODES = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
+)
+RESUME_DETAIL = (
+    "files already in S3 are skipped and unfinished multipart uploads continue where they stopped."
+)
 
 
 def resume_hint(error: BaseException) -> str | None:
@@ -266,8 +317,10 @@ def resume_hint(error: BaseException) -> str | None:
         code = error.response.get("Error", {}).get("Code", "")
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         if code in EXPIRED_CREDENTIALS_CODES:
-            return ("Renew your AWS credentials, then run the same command again to resume: "
-                    f"{RESUME_DETAIL}")
+            return (
+                "Renew your AWS credentials, then run the same command again to resume: "
+                f"{RESUME_DETAIL}"
+            )
         if code in TRANSIENT_ERROR_CODES or status >= 500:
             return retry
     return None
@@ -286,8 +339,10 @@ def validate_arguments(args: argparse.Namespace) -> Any:
     if args.hf_token_secret_id:
         check_secret_id(args.hf_token_secret_id)
     if not (args.stack or args.s3_uri):
-        raise UsageError("say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a "
-                         "ModelS3Uri output>")
+        raise UsageError(
+            "say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a "
+            "ModelS3Uri output>"
+        )
     if args.s3_uri:
         try:
             S3Prefix.parse(args.s3_uri)
@@ -302,18 +357,24 @@ def validate_arguments(args: argparse.Namespace) -> Any:
         except ValueError as error:
             raise UsageError(str(error)) from error
     elif args.from_dir is None and not args.stack:
-        raise UsageError(f"--revision is required to download {args.repo_id or DEFAULT_REPO_ID} (a full "
-                         "commit hash; or use --stack)")
+        raise UsageError(
+            f"--revision is required to download {args.repo_id or DEFAULT_REPO_ID} (a full "
+            "commit hash; or use --stack)"
+        )
     if args.from_dir is not None and not args.from_dir.is_dir():
         raise UsageError(f"--from-dir {args.from_dir} is not a directory")
     for name in ("part_size_mib", "max_concurrency"):
         if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+            raise UsageError(
+                f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+            )
     try:
         return TransferSettings(
             part_size=args.part_size_mib * MIB,
             max_concurrency=args.max_concurrency,
-            max_bandwidth=int(args.max_bandwidth_mib * MIB) if args.max_bandwidth_mib is not None else None,
+            max_bandwidth=int(args.max_bandwidth_mib * MIB)
+            if args.max_bandwidth_mib is not None
+            else None,
         )
     except ValueError as error:
         raise UsageError(str(error)) from error
@@ -357,7 +418,9 @@ def _verify_only(s3: Any, destination: S3Prefix) -> int:
 
     manifest = read_manifest(s3, destination)
     if manifest is None:
-        raise VerificationError(destination, [f"{MANIFEST_NAME}: missing, so the prefix was never completely staged"])
+        raise VerificationError(
+            destination, [f"{MANIFEST_NAME}: missing, so the prefix was never completely staged"]
+        )
     verify_prefix(s3, destination, manifest)
     source = manifest["source"]
     print(
@@ -368,7 +431,12 @@ def _verify_only(s3: Any, destination: S3Prefix) -> int:
 
 
 def _stage(
-    args: argparse.Namespace, session: Any, s3: Any, destination: S3Prefix, repo_id: str, revision: str | None,
+    args: argparse.Namespace,
+    session: Any,
+    s3: Any,
+    destination: S3Prefix,
+    repo_id: str,
+    revision: str | None,
     settings: Any,
 ) -> int:
     from . import hub
@@ -399,15 +467,22 @@ def _stage(
         source = Source("local-directory", repo_id, revision, path=str(args.from_dir.resolve()))
     else:
         if revision is None:
-            raise UsageError(f"--revision is required to download {repo_id} (a full commit hash; or use --stack)")
+            raise UsageError(
+                f"--revision is required to download {repo_id} (a full commit hash; or use --stack)"
+            )
         token = None
         if args.hf_token_secret_id:
             token = hub.token_from_secret(args.hf_token_secret_id, session.client("secretsmanager"))
-        print(f"downloading {repo_id} @ {revision} ({', '.join(MODEL_FILE_PATTERNS)})", file=sys.stderr)
+        print(
+            f"downloading {repo_id} @ {revision} ({', '.join(MODEL_FILE_PATTERNS)})",
+            file=sys.stderr,
+        )
         files = select_model_files(hub.download(repo_id, revision, token, args.download_dir))
         problems = hub.compare_with_hub(files, hub.hub_files(repo_id, revision, token))
         if problems:
-            raise VerificationError(destination, [f"download does not match the Hub: {p}" for p in problems])
+            raise VerificationError(
+                destination, [f"download does not match the Hub: {p}" for p in problems]
+            )
 
     manifest = build_manifest(source, files)
     try:
@@ -421,8 +496,11 @@ def _stage(
     if extra and not args.delete_extra:
         raise VerificationError(
             destination,
-            [f"{key}: not part of the model (SageMaker would copy it too); remove it or pass "
-             "--delete-extra" for key in extra],
+            [
+                f"{key}: not part of the model (SageMaker would copy it too); remove it or pass "
+                "--delete-extra"
+                for key in extra
+            ],
         )
     if extra:
         plan = classify_extra_keys(destination, extra, previous)
@@ -437,8 +515,11 @@ def _stage(
                 file=sys.stderr,
             )
             return 1
-        print(f"deleting {len(plan.deletable)} object(s) not part of the model: "
-              f"{', '.join(plan.deletable)}", file=sys.stderr)
+        print(
+            f"deleting {len(plan.deletable)} object(s) not part of the model: "
+            f"{', '.join(plan.deletable)}",
+            file=sys.stderr,
+        )
         delete_keys(s3, destination, plan.deletable)
 
     total = sum(file.size for file in files)
@@ -459,7 +540,9 @@ def _stage(
 def main(argv: list[str] | None = None) -> int:
     """``python -m stage_model``: the command alone (the ModelStaging build installs only boto3 and
     huggingface_hub)."""
-    parser = argparse.ArgumentParser(prog="python -m stage_model", description=DESCRIPTION, allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="python -m stage_model", description=DESCRIPTION, allow_abbrev=False
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -480,4 +563,3 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"voicectl stage-model: {error}", file=sys.stderr)
         return 1
-

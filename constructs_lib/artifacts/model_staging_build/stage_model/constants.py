@@ -39,7 +39,12 @@ WEIGHTS_PATTERN: Final = "consolidated*.safetensors"
 #: Index naming the shard of every tensor, present only when the weights are sharded.
 WEIGHTS_INDEX_FILE: Final = "consolidated.safetensors.index.json"
 #: The allow-list given to huggingface_hub.snapshot_download and applied to --from-dir.
-MODEL_FILE_PATTERNS: Final[tuple[str, ...]] = (CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_PATTERN, WEIGHTS_INDEX_FILE)
+MODEL_FILE_PATTERNS: Final[tuple[str, ...]] = (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_PATTERN,
+    WEIGHTS_INDEX_FILE,
+)
 #: Files that must be present whatever the sharding.
 REQUIRED_FILES: Final[tuple[str, ...]] = (CONFIG_FILE, TOKENIZER_FILE)
 

@@ -61,7 +61,9 @@ def matches_allow_list(name: str, patterns: tuple[str, ...] = MODEL_FILE_PATTERN
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> list[LocalFile]:
+def select_model_files(
+    directory: Path, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS
+) -> list[LocalFile]:
     """Return the allow-listed files of ``directory`` (sorted by name, hashed), after checking
     completeness.
 
@@ -74,16 +76,24 @@ def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_P
             message names the files.
     """
     if not directory.is_dir():
-        raise NotADirectoryError(f"model directory {directory} does not exist or is not a directory")
+        raise NotADirectoryError(
+            f"model directory {directory} does not exist or is not a directory"
+        )
     names = sorted(
-        entry.name for entry in directory.iterdir() if entry.is_file() and matches_allow_list(entry.name, patterns)
+        entry.name
+        for entry in directory.iterdir()
+        if entry.is_file() and matches_allow_list(entry.name, patterns)
     )
     missing = [name for name in REQUIRED_FILES if name not in names]
     weights = [name for name in names if fnmatch.fnmatchcase(name, WEIGHTS_PATTERN)]
     if not weights:
         missing.append(WEIGHTS_PATTERN)
     if WEIGHTS_INDEX_FILE in names:
-        missing.extend(shard for shard in _shards_named_by_index(directory / WEIGHTS_INDEX_FILE) if shard not in names)
+        missing.extend(
+            shard
+            for shard in _shards_named_by_index(directory / WEIGHTS_INDEX_FILE)
+            if shard not in names
+        )
     if missing:
         raise IncompleteModelError(
             f"{directory} is not a complete model: missing {', '.join(missing)} "
@@ -99,8 +109,12 @@ def _shards_named_by_index(index_path: Path) -> list[str]:
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
         return sorted(set(weight_map.values()))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise IncompleteModelError(f"{index_path} is not a safetensors index with a weight_map: {error}") from error
+        raise IncompleteModelError(
+            f"{index_path} is not a safetensors index with a weight_map: {error}"
+        ) from error
 
 
 def _describe(path: Path) -> LocalFile:
-    return LocalFile(name=path.name, path=path.resolve(), size=path.stat().st_size, sha256=sha256_of(path))
+    return LocalFile(
+        name=path.name, path=path.resolve(), size=path.stat().st_size, sha256=sha256_of(path)
+    )

@@ -64,7 +64,9 @@ def token_from_secret(secret_id: str, secrets_client: Any) -> str:
     """
     value = secrets_client.get_secret_value(SecretId=secret_id).get("SecretString", "").strip()
     if not value:
-        raise ValueError(f"secret {secret_id} has no SecretString; store the Hub token as its plain text value")
+        raise ValueError(
+            f"secret {secret_id} has no SecretString; store the Hub token as its plain text value"
+        )
     return value
 
 
@@ -143,10 +145,24 @@ def compare_with_hub(local: Sequence[LocalFile], remote: Sequence[HubFile]) -> l
         if found is None:
             problems.append(f"{expected.name}: on the Hub but not downloaded")
         elif found.size != expected.size:
-            problems.append(f"{expected.name}: {found.size} bytes downloaded, the Hub says {expected.size}")
+            problems.append(
+                f"{expected.name}: {found.size} bytes downloaded, the Hub says {expected.size}"
+            )
         elif expected.sha256 is not None and found.sha256 != expected.sha256:
-            problems.append(f"{expected.name}: SHA-256 {found.sha256}, the Hub says {expected.sha256}")
-        elif expected.sha256 is None and expected.blob_id and git_blob_id(found.path) != expected.blob_id:
-            problems.append(f"{expected.name}: git blob id differs from the Hub's {expected.blob_id}")
-    problems.extend(f"{name}: not in the Hub repository at this revision" for name in local_by_name if name not in remote_names)
+            problems.append(
+                f"{expected.name}: SHA-256 {found.sha256}, the Hub says {expected.sha256}"
+            )
+        elif (
+            expected.sha256 is None
+            and expected.blob_id
+            and git_blob_id(found.path) != expected.blob_id
+        ):
+            problems.append(
+                f"{expected.name}: git blob id differs from the Hub's {expected.blob_id}"
+            )
+    problems.extend(
+        f"{name}: not in the Hub repository at this revision"
+        for name in local_by_name
+        if name not in remote_names
+    )
     return problems

@@ -62,7 +62,11 @@ class Source:
     path: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, "repository": self.repository, "revision": self.revision}
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "repository": self.repository,
+            "revision": self.revision,
+        }
         if self.path is not None:
             data["path"] = self.path
         return data
@@ -71,7 +75,10 @@ class Source:
 def build_manifest(source: Source, files: Sequence[LocalFile]) -> dict[str, Any]:
     """The manifest document for ``files`` from ``source`` (see the module docstring for the
     format)."""
-    entries = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in sorted(files, key=lambda f: f.name)]
+    entries = [
+        {"name": f.name, "size": f.size, "sha256": f.sha256}
+        for f in sorted(files, key=lambda f: f.name)
+    ]
     return {
         "format": MANIFEST_FORMAT,
         "source": source.as_json(),
@@ -95,13 +102,17 @@ def read_manifest(s3: Any, destination: S3Prefix) -> dict[str, Any] | None:
     """
     if destination.key(MANIFEST_NAME) not in list_objects(s3, destination):
         return None
-    body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))["Body"].read()
+    body = s3.get_object(Bucket=destination.bucket, Key=destination.key(MANIFEST_NAME))[
+        "Body"
+    ].read()
     try:
         manifest = json.loads(body)
         if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), list):
             raise ValueError(f"format is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
     except (ValueError, AttributeError) as error:
-        raise VerificationError(destination, [f"{MANIFEST_NAME} is not a model manifest: {error}"]) from error
+        raise VerificationError(
+            destination, [f"{MANIFEST_NAME} is not a model manifest: {error}"]
+        ) from error
     return manifest
 
 
@@ -126,7 +137,9 @@ def list_keys(s3: Any, destination: S3Prefix) -> list[str]:
     return sorted(list_objects(s3, destination))
 
 
-def extra_keys(s3: Any, destination: S3Prefix, names: Sequence[str], listing: dict[str, int] | None = None) -> list[str]:
+def extra_keys(
+    s3: Any, destination: S3Prefix, names: Sequence[str], listing: dict[str, int] | None = None
+) -> list[str]:
     """Keys under the prefix that are neither one of ``names`` nor the manifest, sorted.
     ``listing``: the result of :func:`list_objects` when the caller has one (listed afresh
     otherwise).
@@ -177,7 +190,11 @@ def classify_extra_keys(
 ) -> ExtraKeys:
     """Sort ``keys`` (extra keys under ``destination``, see :func:`extra_keys`) into
     :class:`ExtraKeys`."""
-    known = {entry.get("name") for entry in (previous_manifest or {}).get("files", []) if isinstance(entry, dict)}
+    known = {
+        entry.get("name")
+        for entry in (previous_manifest or {}).get("files", [])
+        if isinstance(entry, dict)
+    }
     deletable, nested, other = [], [], []
     for key in sorted(keys):
         name = key[len(destination.prefix) :]
@@ -199,10 +216,13 @@ def delete_keys(s3: Any, destination: S3Prefix, keys: Sequence[str]) -> None:
     for start in range(0, len(keys), 1000):
         batch = keys[start : start + 1000]
         response = s3.delete_objects(
-            Bucket=destination.bucket, Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True}
+            Bucket=destination.bucket,
+            Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True},
         )
         if response.get("Errors"):
-            failed = ", ".join(f"{error['Key']} ({error.get('Code')})" for error in response["Errors"])
+            failed = ", ".join(
+                f"{error['Key']} ({error.get('Code')})" for error in response["Errors"]
+            )
             raise RuntimeError(f"could not delete from {destination}: {failed}")
 
 
@@ -224,16 +244,22 @@ def verify_prefix(s3: Any, destination: S3Prefix, manifest: dict[str, Any]) -> N
         key = destination.key(entry["name"])
         found = head_listed(s3, destination.bucket, key, listing)
         if found is None:
-            problems.append(f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})")
+            problems.append(
+                f"{entry['name']}: missing (expected {entry['size']} bytes at s3://{destination.bucket}/{key})"
+            )
         elif found.get("ContentLength") != entry["size"]:
-            problems.append(f"{entry['name']}: {found.get('ContentLength')} bytes in S3, expected "
-                            f"{entry['size']}")
+            problems.append(
+                f"{entry['name']}: {found.get('ContentLength')} bytes in S3, expected "
+                f"{entry['size']}"
+            )
         elif found.get("Metadata", {}).get(SHA256_METADATA_KEY) != entry["sha256"]:
             problems.append(
                 f"{entry['name']}: SHA-256 {found.get('Metadata', {}).get(SHA256_METADATA_KEY)} "
                 f"in S3, expected {entry['sha256']}"
             )
     for key in extra_keys(s3, destination, [entry["name"] for entry in manifest["files"]], listing):
-        problems.append(f"{key[len(destination.prefix):]}: not part of the model (SageMaker would copy it too)")
+        problems.append(
+            f"{key[len(destination.prefix) :]}: not part of the model (SageMaker would copy it too)"
+        )
     if problems:
         raise VerificationError(destination, problems)

@@ -80,13 +80,17 @@ class TransferSettings:
 
     def __post_init__(self) -> None:
         if self.part_size < MIN_PART_SIZE:
-            raise ValueError(f"part size must be at least {MIN_PART_SIZE} bytes (5 MiB, S3's minimum); got "
-                             f"{self.part_size}")
+            raise ValueError(
+                f"part size must be at least {MIN_PART_SIZE} bytes (5 MiB, S3's minimum); got "
+                f"{self.part_size}"
+            )
         if self.max_concurrency < 1:
             raise ValueError(f"max concurrency must be at least 1; got {self.max_concurrency}")
         if self.max_bandwidth is not None and self.max_bandwidth <= 0:
-            raise ValueError("max bandwidth must be a positive number of bytes per second; got "
-                             f"{self.max_bandwidth}")
+            raise ValueError(
+                "max bandwidth must be a positive number of bytes per second; got "
+                f"{self.max_bandwidth}"
+            )
 
     def transfer_config(self) -> TransferConfig:
         """boto3's transfer configuration: multipart from ``part_size`` up, ``part_size`` parts,
@@ -140,7 +144,9 @@ def list_objects(s3: Any, destination: S3Prefix) -> dict[str, int]:
     ListObjectsV2 with ``Prefix`` (allowed by a role whose s3:ListBucket is conditioned on
     ``s3:prefix``)."""
     objects: dict[str, int] = {}
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=destination.bucket, Prefix=destination.prefix):
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=destination.bucket, Prefix=destination.prefix
+    ):
         objects.update((item["Key"], item["Size"]) for item in page.get("Contents", []))
     return objects
 
@@ -208,17 +214,23 @@ def upload_files(
     pending: list[LocalFile] = []
     listing = list_objects(s3, destination)
     for file in files:
-        if is_current(head_listed(s3, destination.bucket, destination.key(file.name), listing), file):
+        if is_current(
+            head_listed(s3, destination.bucket, destination.key(file.name), listing), file
+        ):
             report.skipped.append(file.name)
         else:
             pending.append(file)
     if not pending:
         return report
 
-    progress = progress if progress is not None else Progress(total=sum(file.size for file in pending))
+    progress = (
+        progress if progress is not None else Progress(total=sum(file.size for file in pending))
+    )
     fresh: list[LocalFile] = []
     for file in pending:
-        if settings.is_multipart(file.size) and _resume(s3, file, destination, settings, progress, report):
+        if settings.is_multipart(file.size) and _resume(
+            s3, file, destination, settings, progress, report
+        ):
             report.resumed.append(file.name)
         else:
             fresh.append(file)
@@ -260,11 +272,17 @@ class KeepUnfinishedUploads:
 
     @staticmethod
     def _refuse(params: dict, **kwargs: Any) -> None:
-        raise UnfinishedUploadKept(f"kept unfinished upload {params.get('UploadId')} of {params.get('Key')} to resume")
+        raise UnfinishedUploadKept(
+            f"kept unfinished upload {params.get('UploadId')} of {params.get('Key')} to resume"
+        )
 
 
 def _upload_fresh(
-    s3: Any, files: Iterable[LocalFile], destination: S3Prefix, settings: TransferSettings, progress: Progress
+    s3: Any,
+    files: Iterable[LocalFile],
+    destination: S3Prefix,
+    settings: TransferSettings,
+    progress: Progress,
 ) -> None:
     """Upload ``files`` with boto3's transfer manager; raise the first failure after all transfers
     ended.
@@ -272,7 +290,10 @@ def _upload_fresh(
     A failed or interrupted (KeyboardInterrupt) multipart upload is left in S3 for the next run to
     resume.
     """
-    with KeepUnfinishedUploads(s3), create_transfer_manager(s3, settings.transfer_config()) as manager:
+    with (
+        KeepUnfinishedUploads(s3),
+        create_transfer_manager(s3, settings.transfer_config()) as manager,
+    ):
         futures = [
             manager.upload(
                 str(file.path),
@@ -290,7 +311,9 @@ def _upload_fresh(
         for future in futures:
             try:
                 future.result()
-            except Exception as error:  # collect, so every transfer finishes or fails before we raise
+            except (
+                Exception
+            ) as error:  # collect, so every transfer finishes or fails before we raise
                 errors.append(error)
     if errors:
         raise errors[0]
@@ -319,14 +342,20 @@ def _resume(
         if parts is None:
             s3.abort_multipart_upload(Bucket=destination.bucket, Key=key, UploadId=upload_id)
             continue
-        report.reused_part_bytes += sum(_part_length(file.size, part_size, number) for number in parts)
+        report.reused_part_bytes += sum(
+            _part_length(file.size, part_size, number) for number in parts
+        )
         progress.total -= sum(_part_length(file.size, part_size, number) for number in parts)
-        _send_missing_parts(s3, file, destination.bucket, key, upload_id, part_size, parts, settings, progress)
+        _send_missing_parts(
+            s3, file, destination.bucket, key, upload_id, part_size, parts, settings, progress
+        )
         s3.complete_multipart_upload(
             Bucket=destination.bucket,
             Key=key,
             UploadId=upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": number, **parts[number]} for number in sorted(parts)]},
+            MultipartUpload={
+                "Parts": [{"PartNumber": number, **parts[number]} for number in sorted(parts)]
+            },
         )
         if is_current(head(s3, destination.bucket, key), file):
             completed = True
@@ -375,7 +404,9 @@ def _matching_parts(
     for page in s3.get_paginator("list_parts").paginate(Bucket=bucket, Key=key, UploadId=upload_id):
         for part in page.get("Parts", []):
             number = part["PartNumber"]
-            if not 1 <= number <= count or part["Size"] != _part_length(file.size, part_size, number):
+            if not 1 <= number <= count or part["Size"] != _part_length(
+                file.size, part_size, number
+            ):
                 return None
             data = _read_part(file, part_size, number)
             checksum = _sha256_b64(data)
@@ -387,7 +418,9 @@ def _matching_parts(
                 # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_Object.html, ETag). For
                 # SSE-KMS it is not, and the part is treated as not matching: the upload starts over
                 # rather than guess.
-                matches = part["ETag"].strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest()
+                matches = (
+                    part["ETag"].strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest()
+                )
             if not matches:
                 return None
             parts[number] = {"ETag": part["ETag"], "ChecksumSHA256": checksum}
@@ -407,13 +440,20 @@ def _send_missing_parts(
 ) -> None:
     """UploadPart every part of ``file`` not in ``parts`` (in parallel) and add them to
     ``parts``."""
-    missing = [number for number in range(1, _part_count(file.size, part_size) + 1) if number not in parts]
+    missing = [
+        number for number in range(1, _part_count(file.size, part_size) + 1) if number not in parts
+    ]
 
     def send(number: int) -> tuple[int, dict[str, str]]:
         data = _read_part(file, part_size, number)
         checksum = _sha256_b64(data)
         response = s3.upload_part(
-            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data, ChecksumSHA256=checksum
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=data,
+            ChecksumSHA256=checksum,
         )
         progress.add(len(data))
         return number, {"ETag": response["ETag"], "ChecksumSHA256": checksum}

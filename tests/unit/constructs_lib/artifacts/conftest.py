@@ -53,12 +53,21 @@ def model_dir(tmp_path) -> Path:
     distinct bytes."""
     directory = tmp_path / "model"
     directory.mkdir()
-    (directory / "params.json").write_text(json.dumps({"dim": 3072, "n_layers": 26}), encoding="utf-8")
-    (directory / "tekken.json").write_text(json.dumps({"config": {"pattern": "test"}, "vocab": []}), encoding="utf-8")
+    (directory / "params.json").write_text(
+        json.dumps({"dim": 3072, "n_layers": 26}), encoding="utf-8"
+    )
+    (directory / "tekken.json").write_text(
+        json.dumps({"config": {"pattern": "test"}, "vocab": []}), encoding="utf-8"
+    )
     for name, size in MODEL_FILE_SIZES.items():
         (directory / name).write_bytes(os.urandom(size))
-    index = {"metadata": {}, "weight_map": {"layers.0.w": SHARD_1, "layers.1.w": SHARD_2, "norm.w": SHARD_2}}
-    (directory / "consolidated.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    index = {
+        "metadata": {},
+        "weight_map": {"layers.0.w": SHARD_1, "layers.1.w": SHARD_2, "norm.w": SHARD_2},
+    }
+    (directory / "consolidated.safetensors.index.json").write_text(
+        json.dumps(index), encoding="utf-8"
+    )
     (directory / "README.md").write_text("not part of the model\n", encoding="utf-8")
     return directory
 
@@ -76,15 +85,22 @@ def head_needs_list_permission(aws, s3):
     """
     from botocore.exceptions import ClientError
 
-    observer = boto3.client("s3", region_name=REGION)  # another session: its calls are not intercepted
+    observer = boto3.client(
+        "s3", region_name=REGION
+    )  # another session: its calls are not intercepted
     refused: list[str] = []
 
     def forbid_missing(params, **kwargs):
-        listed = observer.list_objects_v2(Bucket=params["Bucket"], Prefix=params["Key"]).get("Contents", [])
+        listed = observer.list_objects_v2(Bucket=params["Bucket"], Prefix=params["Key"]).get(
+            "Contents", []
+        )
         if not any(item["Key"] == params["Key"] for item in listed):
             refused.append(params["Key"])
             raise ClientError(
-                {"Error": {"Code": "403", "Message": "Forbidden"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                {
+                    "Error": {"Code": "403", "Message": "Forbidden"},
+                    "ResponseMetadata": {"HTTPStatusCode": 403},
+                },
                 "HeadObject",
             )
 

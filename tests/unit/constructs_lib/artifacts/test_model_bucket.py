@@ -36,14 +36,25 @@ def test_the_defaults_give_a_versioned_sse_s3_bucket_logging_to_its_log_bucket_b
     properties = model["Properties"]
     assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
     assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
-        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    ]
     assert properties["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     assert properties["LoggingConfiguration"]["LogFilePrefix"] == "model-bucket/"
-    assert properties["LifecycleConfiguration"]["Rules"] == [{
-        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
-        "NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"}]
-    assert logs["Properties"]["LifecycleConfiguration"]["Rules"] == [{"ExpirationInDays": 365, "Status": "Enabled"}]
+    assert properties["LifecycleConfiguration"]["Rules"] == [
+        {
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
+            "Status": "Enabled",
+        }
+    ]
+    assert logs["Properties"]["LifecycleConfiguration"]["Rules"] == [
+        {"ExpirationInDays": 365, "Status": "Enabled"}
+    ]
     assert model["DeletionPolicy"] == logs["DeletionPolicy"] == "Delete"
     assert len(resources(stack, "Custom::S3AutoDeleteObjects")) == 2
 
@@ -62,12 +73,23 @@ def test_a_customer_key_encrypts_with_a_bucket_key_and_other_principals_are_deni
     ModelBucket(stack, "Models", ModelBucketProps(encryption_key=key, data_principal_arns=[ROLE]))
     model, _ = buckets(stack)
     (rule,) = model["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert rule["BucketKeyEnabled"] is True and rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
-    (policy,) = [p for i, p in resources(stack, "AWS::S3::BucketPolicy").items() if i.startswith("ModelsBucket")]
-    (deny,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"]
-               if s.get("Sid") == "OnlyModelRolesUseObjects"]
+    assert (
+        rule["BucketKeyEnabled"] is True
+        and rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    )
+    (policy,) = [
+        p
+        for i, p in resources(stack, "AWS::S3::BucketPolicy").items()
+        if i.startswith("ModelsBucket")
+    ]
+    (deny,) = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "OnlyModelRolesUseObjects"
+    ]
     assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
     assert deny["Action"] == ["s3:GetObject*", "s3:PutObject*", "s3:DeleteObject*"]
     allowed = deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    assert allowed[0] == ROLE and allowed[1] == {"Fn::GetAtt": [
-        "CustomS3AutoDeleteObjectsCustomResourceProviderRole3B1BD092", "Arn"]}  # it empties the bucket on destroy
+    assert allowed[0] == ROLE and allowed[1] == {
+        "Fn::GetAtt": ["CustomS3AutoDeleteObjectsCustomResourceProviderRole3B1BD092", "Arn"]
+    }  # it empties the bucket on destroy

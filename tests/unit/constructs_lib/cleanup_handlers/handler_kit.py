@@ -34,8 +34,11 @@ def handler_module(name: str) -> ModuleType:
 
 def moto_environment(monkeypatch) -> None:
     """Credentials and Region for boto3 under moto (never real ones)."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(key, value)
 
 

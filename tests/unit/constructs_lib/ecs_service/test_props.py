@@ -28,11 +28,15 @@ def test_timing_rules_follow_the_bridge():
 
 
 def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
-    assert GpuCapacity("g6.xlarge", max_tasks=4).max_instances == 5  # 4 one-GPU instances + 1 for a deployment
+    assert (
+        GpuCapacity("g6.xlarge", max_tasks=4).max_instances == 5
+    )  # 4 one-GPU instances + 1 for a deployment
     assert GpuCapacity("g6e.12xlarge", max_tasks=8).max_instances == 3  # 4 GPUs each
     p = Problems()
     GpuCapacity("g6.xlarge", root_volume_gib=20).problems(p)
-    assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
+    assert list(p) == [
+        "root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"
+    ]
 
 
 def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_timeout_meets_no_502():
@@ -54,8 +58,12 @@ def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_time
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
             try:
-                writer.write(request * 2)  # a second request on the same connection, as a reusing balancer would
-                return await asyncio.wait_for(reader.read(), 5)  # everything until the bridge closes
+                writer.write(
+                    request * 2
+                )  # a second request on the same connection, as a reusing balancer would
+                return await asyncio.wait_for(
+                    reader.read(), 5
+                )  # everything until the bridge closes
             finally:
                 writer.close()
 

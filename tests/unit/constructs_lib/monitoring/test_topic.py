@@ -13,7 +13,9 @@ from constructs_lib.sagemaker_endpoint.scaling_props import (
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources
 
-SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
+SCALING = InstanceScaling(
+    1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE)
+)
 
 
 def test_alarm_topic_defaults_and_a_bad_address():
@@ -23,7 +25,9 @@ def test_alarm_topic_defaults_and_a_bad_address():
     assert topic["Properties"]["DisplayName"] == "Test alarms"
     assert resources(plain, "AWS::SNS::Subscription") == {}
     stack = bare_stack()
-    with pytest.raises(PropsError, match=r"email='oncall': must be one e-mail address such as 'oncall@example.com'"):
+    with pytest.raises(
+        PropsError, match=r"email='oncall': must be one e-mail address such as 'oncall@example.com'"
+    ):
         AlarmTopic(stack, "Bad", AlarmTopicProps(email="oncall"))
     AlarmTopic(stack, "Mailed", AlarmTopicProps(email="oncall@example.com"))
     (subscription,) = resources(stack, "AWS::SNS::Subscription").values()

@@ -82,14 +82,19 @@ class MemoryTransport:
         self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self.inbox.put_nowait(json.dumps({"type": "session.created"}))
         self.text = ""  # the current generation's
-        self.generation_audio = 0  # PCM16 bytes of the current generation, as the bridge counts them
+        self.generation_audio = (
+            0  # PCM16 bytes of the current generation, as the bridge counts them
+        )
 
     async def send_text(self, text: str) -> None:
         if self.session.closed:
             raise TransportClosed("closed")
         event = json.loads(text)
         appends = sum(1 for e in self.session.events if e["type"] == "input_audio_buffer.append")
-        if event["type"] == "input_audio_buffer.append" and self.server.drop_at == (len(self.server.sessions), appends):
+        if event["type"] == "input_audio_buffer.append" and self.server.drop_at == (
+            len(self.server.sessions),
+            appends,
+        ):
             self.server.drop_at = None
             self.session.closed = True
             self.inbox.put_nowait(None)
@@ -108,14 +113,26 @@ class MemoryTransport:
                 return
             limit = self.server.audio_limit_bytes
             if limit is not None and self.generation_audio > limit:
-                self.inbox.put_nowait(json.dumps({"type": "error", "code": "session_limit",
-                    "error": "the session reached its audio limit (the model's ...)",
-                    "limit_s": limit / 32000, "audio_s": (self.generation_audio - len(pcm)) / 32000}))
+                self.inbox.put_nowait(
+                    json.dumps(
+                        {
+                            "type": "error",
+                            "code": "session_limit",
+                            "error": "the session reached its audio limit (the model's ...)",
+                            "limit_s": limit / 32000,
+                            "audio_s": (self.generation_audio - len(pcm)) / 32000,
+                        }
+                    )
+                )
                 self.inbox.put_nowait(None)
                 self.session.closed = True
                 return
             if self.server.error_on_append is not None:
-                self.inbox.put_nowait(json.dumps({"type": "error", "error": "boom", "code": self.server.error_on_append}))
+                self.inbox.put_nowait(
+                    json.dumps(
+                        {"type": "error", "error": "boom", "code": self.server.error_on_append}
+                    )
+                )
                 return
             delta = f"w{len(self.server.sessions)}.{appends} "
             self.text += delta
@@ -180,8 +197,11 @@ class QuietBridge:
     (container/bridge/server.py, vLLM not reachable). ``audio_bytes``: PCM16 bytes received in
     appends, over all streams."""
 
-    REFUSAL: ClassVar[dict[str, str]] = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
-               "code": "upstream_unavailable"}
+    REFUSAL: ClassVar[dict[str, str]] = {
+        "type": "error",
+        "error": "the model server is not reachable (Connect call failed); retry later",
+        "code": "upstream_unavailable",
+    }
 
     def __init__(self) -> None:
         self.answers: int | None = None
@@ -214,8 +234,14 @@ class QuietBridge:
                     self.audio_bytes += len(base64.b64decode(event["audio"]))
                     if self.answers is None or appends <= self.answers:
                         text += "word "
-                        await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
-                elif event["type"] == "input_audio_buffer.commit" and event.get("final") and self.answer_done:
+                        await connection.send(
+                            json.dumps({"type": "transcription.delta", "delta": "word "})
+                        )
+                elif (
+                    event["type"] == "input_audio_buffer.commit"
+                    and event.get("final")
+                    and self.answer_done
+                ):
                     await connection.send(json.dumps({"type": "transcription.done", "text": text}))
                     text = ""
         finally:
@@ -274,8 +300,15 @@ class Servers:
 
         async def start() -> None:
             await self.vllm.start()
-            self.bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=self.vllm.port, drain_s=0,
-                                                bridge_token=self.bridge_token)).start()
+            self.bridge = await Bridge(
+                Settings(
+                    host="127.0.0.1",
+                    port=0,
+                    vllm_port=self.vllm.port,
+                    drain_s=0,
+                    bridge_token=self.bridge_token,
+                )
+            ).start()
 
         self.call(start())
         return self
@@ -306,7 +339,13 @@ def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
 
 def payload_part(data: bytes) -> bytes:
     return event_stream_message(
-        {":message-type": "event", ":event-type": "PayloadPart", ":content-type": "application/octet-stream"}, data)
+        {
+            ":message-type": "event",
+            ":event-type": "PayloadPart",
+            ":content-type": "application/octet-stream",
+        },
+        data,
+    )
 
 
 @dataclass
@@ -328,14 +367,20 @@ class ResponseStreamServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.replies: list[tuple[int, dict[str, str], bytes]] = []
-        self.missing_bytes = 0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        self.missing_bytes = (
+            0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        )
         self.stall_s = 0.0  # seconds to wait before dropping such a connection
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # http.server API
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.requests.append(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                server.requests.append(
+                    RecordedRequest(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    )
+                )
                 status, headers, reply = server.replies.pop(0)
                 self.send_response(status)
                 for name, value in headers.items():
@@ -355,14 +400,22 @@ class ResponseStreamServer:
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll
         # interval (0.5 s) every test that used this server waited up to half a second at its end.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        )
 
     def reply_stream(self, parts: list[bytes]) -> None:
         """Queue a 200 reply whose body is these payload parts as event stream messages."""
-        self.replies.append((200, {"Content-Type": "application/vnd.amazon.eventstream",
-                                   "X-Amzn-Invoked-Production-Variant": "AllTraffic"},
-                             b"".join(payload_part(part) for part in parts)))
+        self.replies.append(
+            (
+                200,
+                {
+                    "Content-Type": "application/vnd.amazon.eventstream",
+                    "X-Amzn-Invoked-Production-Variant": "AllTraffic",
+                },
+                b"".join(payload_part(part) for part in parts),
+            )
+        )
 
     def reply_raw(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.replies.append((status, headers, body))
@@ -374,8 +427,11 @@ class ResponseStreamServer:
         from botocore.config import Config
 
         return boto3.client(
-            "sagemaker-runtime", region_name="us-east-1", endpoint_url=self.url,
-            aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+            "sagemaker-runtime",
+            region_name="us-east-1",
+            endpoint_url=self.url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="secret",
             config=Config(retries={"max_attempts": 1}, read_timeout=read_timeout),
         )
 
@@ -386,5 +442,3 @@ class ResponseStreamServer:
     def __exit__(self, *exc_info: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
-
-

@@ -16,9 +16,11 @@ from voicectl.clients.bounded_json import (
     one_line,
 )
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                           max_leaves=20)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=20,
+)
 
 
 def depth_of(value) -> int:
@@ -68,8 +70,9 @@ def test_one_line_escapes_line_breaks_and_bounds_the_length():
     assert len(long) == 50 and long.endswith("…")
 
 
-@pytest.mark.parametrize(("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']),
-                                             ('["\\"{', ["[", '"\\"{'])])
+@pytest.mark.parametrize(
+    ("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']), ('["\\"{', ["[", '"\\"{'])]
+)
 def test_a_string_left_open_is_one_token_to_the_end_of_the_text(text, tokens):
     # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in
     # the length.

@@ -21,22 +21,37 @@ class StaticCredentialsSession:
     def get_credentials(self):
         from botocore.credentials import Credentials
 
-        return Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "session-token")
+        return Credentials(
+            "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "session-token"
+        )
 
 
 def response_part(text: str, completion_state: str = "COMPLETE") -> bytes:
     from tests.unit.voicectl.clients.clients_testkit import event_stream_message
 
-    return event_stream_message({":message-type": "event", ":event-type": "PayloadPart",
-                                 ":content-type": "application/octet-stream", "DataType": "UTF8",
-                                 "CompletionState": completion_state}, text.encode())
+    return event_stream_message(
+        {
+            ":message-type": "event",
+            ":event-type": "PayloadPart",
+            ":content-type": "application/octet-stream",
+            "DataType": "UTF8",
+            "CompletionState": completion_state,
+        },
+        text.encode(),
+    )
 
 
 def exception_event(name: str, body: dict) -> bytes:
     from tests.unit.voicectl.clients.clients_testkit import event_stream_message
 
-    return event_stream_message({":message-type": "exception", ":exception-type": name,
-                                 ":content-type": "application/json"}, json.dumps(body).encode())
+    return event_stream_message(
+        {
+            ":message-type": "exception",
+            ":exception-type": name,
+            ":content-type": "application/json",
+        },
+        json.dumps(body).encode(),
+    )
 
 
 async def open_mock_stream(response_body: bytes, status: int = 200, headers=None):
@@ -49,9 +64,15 @@ async def open_mock_stream(response_body: bytes, status: int = 200, headers=None
     )
 
     mock = MockHTTPClient()
-    mock.add_response(status, headers or [("content-type", "application/vnd.amazon.eventstream")], response_body)
-    client = await create_client("eu-west-1", BotocoreCredentialsResolver(StaticCredentialsSession()), http_transport=mock)
-    transport = await SageMakerStreamTransport.open(client, "voxtral-ep", target_variant="AllTraffic")
+    mock.add_response(
+        status, headers or [("content-type", "application/vnd.amazon.eventstream")], response_body
+    )
+    client = await create_client(
+        "eu-west-1", BotocoreCredentialsResolver(StaticCredentialsSession()), http_transport=mock
+    )
+    transport = await SageMakerStreamTransport.open(
+        client, "voxtral-ep", target_variant="AllTraffic"
+    )
     request = mock.captured_requests[0]
     sent = bytearray()
 
@@ -77,7 +98,9 @@ def decode_sent_events(raw: bytes) -> list:
 
 def test_sagemaker_request_is_signed_for_sagemaker_on_port_8443_and_payloads_are_utf8():
     async def scenario():
-        transport, request, sent, drain = await open_mock_stream(response_part('{"type":"session.created"}'))
+        transport, request, sent, drain = await open_mock_stream(
+            response_part('{"type":"session.created"}')
+        )
         await transport.send_text('{"type":"session.update","model":"m"}')
         await transport.send_text('{"type":"input_audio_buffer.commit"}')
         received = await transport.receive_text()
@@ -90,7 +113,11 @@ def test_sagemaker_request_is_signed_for_sagemaker_on_port_8443_and_payloads_are
     request, sent, received, end = asyncio.run(scenario())
     destination = request.destination
     assert (request.method, destination.scheme, destination.host, destination.port) == (
-        "POST", "https", "runtime.sagemaker.eu-west-1.amazonaws.com", 8443)
+        "POST",
+        "https",
+        "runtime.sagemaker.eu-west-1.amazonaws.com",
+        8443,
+    )
     assert destination.path == "/endpoints/voxtral-ep/invocations-bidirectional-stream"
     fields = {field.name.lower(): field.values for field in request.fields.entries.values()}
     assert fields["x-amzn-sagemaker-target-variant"] == ["AllTraffic"]
@@ -99,16 +126,23 @@ def test_sagemaker_request_is_signed_for_sagemaker_on_port_8443_and_payloads_are
     assert fields["authorization"][0].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert "/eu-west-1/sagemaker/aws4_request" in fields["authorization"][0]
     events = decode_sent_events(sent)
-    assert [payload for _, payload, _ in events] == [b'{"type":"session.update","model":"m"}',
-                                                      b'{"type":"input_audio_buffer.commit"}']
-    assert all(headers["DataType"] == "UTF8" and headers[":event-type"] == "PayloadPart" for headers, _, _ in events)
+    assert [payload for _, payload, _ in events] == [
+        b'{"type":"session.update","model":"m"}',
+        b'{"type":"input_audio_buffer.commit"}',
+    ]
+    assert all(
+        headers["DataType"] == "UTF8" and headers[":event-type"] == "PayloadPart"
+        for headers, _, _ in events
+    )
     assert all(":chunk-signature" in envelope for _, _, envelope in events)  # each event is signed
     assert (received, end) == ('{"type":"session.created"}', None)
 
 
 def test_sagemaker_partial_payload_parts_are_joined_into_one_frame():
     async def scenario():
-        body = response_part('{"type":"transcription.', "PARTIAL") + response_part('delta","delta":"hé"}')
+        body = response_part('{"type":"transcription.', "PARTIAL") + response_part(
+            'delta","delta":"hé"}'
+        )
         transport, *_, drain = await open_mock_stream(body)
         try:
             return await transport.receive_text()
@@ -136,22 +170,37 @@ def test_sagemaker_partial_parts_past_the_event_cap_are_refused_before_the_frame
             await transport.close()
             drain.cancel()
 
-    with pytest.raises(RealtimeError, match=r"more than 1,048,576 bytes in PARTIAL parts") as raised:
+    with pytest.raises(
+        RealtimeError, match=r"more than 1,048,576 bytes in PARTIAL parts"
+    ) as raised:
         asyncio.run(scenario())
     assert raised.value.code == "message_too_large"
 
 
-@pytest.mark.parametrize(("event", "pattern", "code"), [
-    (exception_event("ModelStreamError", {"Message": "socket closed", "ErrorCode": "ModelStreamError"}),
-     r"ModelStreamError from endpoint 'voxtral-ep' \(ModelStreamError\): socket "
-     r"closed.*CloudWatch", "ModelStreamError"),
-    (exception_event("InternalStreamFailure", {"Message": "lost"}),
-     r"InternalStreamFailure on endpoint 'voxtral-ep': lost\. SageMaker lost the stream; "
-     r"retry", "InternalStreamFailure"),
-])
+@pytest.mark.parametrize(
+    ("event", "pattern", "code"),
+    [
+        (
+            exception_event(
+                "ModelStreamError", {"Message": "socket closed", "ErrorCode": "ModelStreamError"}
+            ),
+            r"ModelStreamError from endpoint 'voxtral-ep' \(ModelStreamError\): socket "
+            r"closed.*CloudWatch",
+            "ModelStreamError",
+        ),
+        (
+            exception_event("InternalStreamFailure", {"Message": "lost"}),
+            r"InternalStreamFailure on endpoint 'voxtral-ep': lost\. SageMaker lost the stream; "
+            r"retry",
+            "InternalStreamFailure",
+        ),
+    ],
+)
 def test_sagemaker_stream_errors_become_realtime_errors(event, pattern, code):
     async def scenario():
-        transport, *_, drain = await open_mock_stream(response_part('{"type":"session.created"}') + event)
+        transport, *_, drain = await open_mock_stream(
+            response_part('{"type":"session.created"}') + event
+        )
         try:
             assert await transport.receive_text() == '{"type":"session.created"}'
             await transport.receive_text()
@@ -166,18 +215,30 @@ def test_sagemaker_stream_errors_become_realtime_errors(event, pattern, code):
 
 def test_sagemaker_model_error_when_the_stream_opens():
     async def scenario():
-        body = json.dumps({"Message": "Received server error", "OriginalStatusCode": 500,
-                           "OriginalMessage": "handshake refused", "ErrorCode": "ModelError"}).encode()
+        body = json.dumps(
+            {
+                "Message": "Received server error",
+                "OriginalStatusCode": 500,
+                "OriginalMessage": "handshake refused",
+                "ErrorCode": "ModelError",
+            }
+        ).encode()
         transport, *_, drain = await open_mock_stream(
-            body, status=424, headers=[("content-type", "application/json"), ("x-amzn-errortype", "ModelError")])
+            body,
+            status=424,
+            headers=[("content-type", "application/json"), ("x-amzn-errortype", "ModelError")],
+        )
         try:
             await transport.receive_text()
         finally:
             await transport.close()
             drain.cancel()
 
-    with pytest.raises(RealtimeError, match=r"ModelError from endpoint 'voxtral-ep' \(container status 500\): "
-                                            r"handshake refused"):
+    with pytest.raises(
+        RealtimeError,
+        match=r"ModelError from endpoint 'voxtral-ep' \(container status 500\): "
+        r"handshake refused",
+    ):
         asyncio.run(scenario())
 
 
@@ -194,12 +255,18 @@ def test_a_full_transcription_through_the_sagemaker_transport():
 
     async def scenario():
         mock = MockHTTPClient()
-        mock.add_response(200, [("content-type", "application/vnd.amazon.eventstream")],
-                          response_part('{"type":"session.created"}')
-                          + response_part('{"type":"transcription.delta","delta":"Hello"}')
-                          + response_part('{"type":"transcription.done","text":"Hello","usage":{}}'))
-        client = await create_client("us-east-1", BotocoreCredentialsResolver(StaticCredentialsSession()),
-                                     http_transport=mock)
+        mock.add_response(
+            200,
+            [("content-type", "application/vnd.amazon.eventstream")],
+            response_part('{"type":"session.created"}')
+            + response_part('{"type":"transcription.delta","delta":"Hello"}')
+            + response_part('{"type":"transcription.done","text":"Hello","usage":{}}'),
+        )
+        client = await create_client(
+            "us-east-1",
+            BotocoreCredentialsResolver(StaticCredentialsSession()),
+            http_transport=mock,
+        )
         sent = bytearray()
         drains = []
 
@@ -210,6 +277,7 @@ def test_a_full_transcription_through_the_sagemaker_transport():
             async def drain():
                 async for piece in request.body:
                     sent.extend(piece)
+
             drains.append(asyncio.create_task(drain()))
             return transport
 
@@ -222,8 +290,13 @@ def test_a_full_transcription_through_the_sagemaker_transport():
     result, sent = asyncio.run(scenario())
     assert result.transcript == "Hello"
     types = [json.loads(payload)["type"] for _, payload, _ in decode_sent_events(sent)]
-    assert types == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append",
-                     "input_audio_buffer.append", "input_audio_buffer.commit"]
+    assert types == [
+        "session.update",
+        "input_audio_buffer.commit",
+        "input_audio_buffer.append",
+        "input_audio_buffer.append",
+        "input_audio_buffer.commit",
+    ]
 
 
 def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials():
@@ -269,13 +342,23 @@ def test_an_unresolvable_runtime_host_is_named_in_the_error():
     from voicectl.clients.sagemaker_stream import describe_error
 
     error = RuntimeError("AWS_IO_DNS_INVALID_NAME: Host name was invalid for dns resolution")
-    message = str(describe_error(error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"))
+    message = str(
+        describe_error(
+            error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"
+        )
+    )
     assert "runtime host runtime.sagemaker.xx-east-1.amazonaws.com" in message
-    assert ("does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
-            "--region") in message
-    refused = describe_error(RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1")
+    assert (
+        "does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
+        "--region"
+    ) in message
+    refused = describe_error(
+        RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1"
+    )
     assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
-    assert "runtime host" not in str(describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e"))  # URL unknown
+    assert "runtime host" not in str(
+        describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e")
+    )  # URL unknown
 
 
 # ---- every wait on a failed stream is bounded --------------------------------------------------
@@ -349,10 +432,13 @@ def test_closing_a_failed_stream_whose_end_never_completes_returns_and_retires_i
 
     connection = Connection()
     client = type("Client", (), {})()
-    transport = SageMakerStreamTransport(stream=Stream(), endpoint_name="voxtral", client=client,
-                                         connection=connection)
+    transport = SageMakerStreamTransport(
+        stream=Stream(), endpoint_name="voxtral", client=client, connection=connection
+    )
     sagemaker_stream.OPEN_STREAMS[id(client)] = 1
-    sagemaker_stream.RETIRED_CONNECTIONS[id(client)] = [connection]  # as _retire leaves it (no pool to take it from)
+    sagemaker_stream.RETIRED_CONNECTIONS[id(client)] = [
+        connection
+    ]  # as _retire leaves it (no pool to take it from)
     transport._failed = True
     asyncio.run(asyncio.wait_for(transport.close(), 30))
     assert Stream.input_stream.cancelled == 1

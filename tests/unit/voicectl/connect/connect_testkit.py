@@ -69,7 +69,11 @@ class MemoryStore:
         return [s for s in self.segments if s.contact_id == contact_id and s.speaker == track]
 
     def kinds(self, contact_id: str) -> list[str]:
-        return [kind for kind, detail in self.events if detail.get("contactId") == contact_id and kind != SEGMENT]
+        return [
+            kind
+            for kind, detail in self.events
+            if detail.get("contactId") == contact_id and kind != SEGMENT
+        ]
 
 
 @contextlib.asynccontextmanager
@@ -79,9 +83,12 @@ async def servers(max_streams: int = 256, **fake_options: Any):
     from bridge.server import Bridge
     from bridge.settings import Settings
 
-    vllm = await FakeVllm(deltas=("one ", "two ", "three "), delta_per_append=True, **fake_options).start()
-    bridge = await Bridge(Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0,
-                                   max_streams=max_streams)).start()
+    vllm = await FakeVllm(
+        deltas=("one ", "two ", "three "), delta_per_append=True, **fake_options
+    ).start()
+    bridge = await Bridge(
+        Settings(host="127.0.0.1", port=0, vllm_port=vllm.port, drain_s=0, max_streams=max_streams)
+    ).start()
     kvs = await FakeKvs(read_timeout_s=READ_TIMEOUT_S).start()
     try:
         yield f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", kvs, vllm
@@ -97,16 +104,25 @@ _MEDIA: dict[str, KvsMedia] = {}
 def media(kvs: FakeKvs) -> KvsMedia:
     """One KvsMedia (one reader pool) per stand-in, as one consumer task has."""
     if kvs.url not in _MEDIA:
-        session = boto3.Session(aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1")
+        session = boto3.Session(
+            aws_access_key_id="AKIAFAKE", aws_secret_access_key="fake", region_name="us-east-1"
+        )
         _MEDIA[kvs.url] = KvsMedia(session, region="us-east-1", endpoint_url=kvs.url)
     return _MEDIA[kvs.url]
 
 
-def transcriber(call: FakeCall, url: str, kvs: FakeKvs, store: MemoryStore, **options: Any) -> CallTranscriber:
+def transcriber(
+    call: FakeCall, url: str, kvs: FakeKvs, store: MemoryStore, **options: Any
+) -> CallTranscriber:
     request = CallRequest(call.contact_id, call.stream_arn, call.number(0))
     options.setdefault("quiet_s", QUIET_S)
-    return CallTranscriber(request, media=media(kvs), opener=lambda: WebSocketTransport.connect(url), store=store,
-                           **options)
+    return CallTranscriber(
+        request,
+        media=media(kvs),
+        opener=lambda: WebSocketTransport.connect(url),
+        store=store,
+        **options,
+    )
 
 
 def assert_tiles(segments: list[Any], duration_s: float) -> None:
@@ -158,16 +174,39 @@ def _video_fragment(number: str) -> bytes:
     def sized(element_id: str, payload: bytes, width: int = 1) -> bytes:
         return bytes.fromhex(element_id) + enc.encodeSize(len(payload), width) + payload
 
-    header = sized("1a45dfa3", bytes.fromhex("42868101" "42f78101" "42f28104" "42f38108"
-                                              "4282886d6174726f736b61" "42878104" "42858102"), 8)
-    info = sized("1549a966", sized("2ad7b1", (1_000_000).to_bytes(3, "big")) + sized("4d80", b"Lavf57.71.100"), 8)
-    video = sized("e0", sized("b0", (640).to_bytes(2, "big")) + sized("ba", (360).to_bytes(2, "big")), 8)
-    entry = sized("ae", sized("d7", b"\x01") + sized("73c5", b"\x01") + sized("86", b"V_MPEG4/ISO/AVC")
-                  + sized("83", b"\x01") + video, 8)
-    blocks = b"".join(sized("a3", b"\x81" + (i * 33).to_bytes(2, "big") + b"\x80" + bytes(64)) for i in range(3))
+    header = sized(
+        "1a45dfa3",
+        bytes.fromhex("4286810142f7810142f2810442f381084282886d6174726f736b614287810442858102"),
+        8,
+    )
+    info = sized(
+        "1549a966",
+        sized("2ad7b1", (1_000_000).to_bytes(3, "big")) + sized("4d80", b"Lavf57.71.100"),
+        8,
+    )
+    video = sized(
+        "e0", sized("b0", (640).to_bytes(2, "big")) + sized("ba", (360).to_bytes(2, "big")), 8
+    )
+    entry = sized(
+        "ae",
+        sized("d7", b"\x01")
+        + sized("73c5", b"\x01")
+        + sized("86", b"V_MPEG4/ISO/AVC")
+        + sized("83", b"\x01")
+        + video,
+        8,
+    )
+    blocks = b"".join(
+        sized("a3", b"\x81" + (i * 33).to_bytes(2, "big") + b"\x80" + bytes(64)) for i in range(3)
+    )
     cluster = sized("1f43b675", sized("e7", b"\x00") + blocks, 8)
-    body = (info + sized("1654ae6b", entry, 8) + getmedia_tags({mkv.TAG_FRAGMENT_NUMBER: number})
-            + cluster + getmedia_tags({mkv.TAG_CONTINUATION_TOKEN: number}))
+    body = (
+        info
+        + sized("1654ae6b", entry, 8)
+        + getmedia_tags({mkv.TAG_FRAGMENT_NUMBER: number})
+        + cluster
+        + getmedia_tags({mkv.TAG_CONTINUATION_TOKEN: number})
+    )
     return header + bytes.fromhex("18538067") + b"\x01" + b"\xff" * 7 + body
 
 
@@ -181,8 +220,8 @@ def fixtures() -> dict[str, bytes]:
         "connect_to_customer_first.mkv": _payload(first),
         "connect_from_customer_first.mkv": _payload(_call(order=mkv.CONNECT_TRACKS)),
         "connect_customer_only.mkv": _payload(_call(tracks=(mkv.TRACK_FROM_CUSTOMER,))),
-        "connect_then_fragment_not_found.mkv": _payload(first) + error_chunk(
-            mkv.ERROR_FRAGMENT_NOT_FOUND, "Requested fragment is not found"),
+        "connect_then_fragment_not_found.mkv": _payload(first)
+        + error_chunk(mkv.ERROR_FRAGMENT_NOT_FOUND, "Requested fragment is not found"),
         "getmedia_video.mkv": b"".join(_video_fragment(first.number(index)) for index in range(2)),
     }
 

@@ -24,10 +24,17 @@ def test_a_metric_is_one_embedded_metric_format_line(capsys):
     service.emit_metric("MillisBehindNow", 250.0, "Milliseconds", Track="AUDIO_FROM_CUSTOMER")
     service.emit_metric("ActiveCalls", 3)
     with_dimension, plain = (json.loads(line) for line in capsys.readouterr().out.splitlines())
-    assert with_dimension["_aws"]["CloudWatchMetrics"] == [{
-        "Namespace": "VoiceConnect", "Dimensions": [["Track"]],
-        "Metrics": [{"Name": "MillisBehindNow", "Unit": "Milliseconds"}]}]
-    assert with_dimension["MillisBehindNow"] == 250.0 and with_dimension["Track"] == "AUDIO_FROM_CUSTOMER"
+    assert with_dimension["_aws"]["CloudWatchMetrics"] == [
+        {
+            "Namespace": "VoiceConnect",
+            "Dimensions": [["Track"]],
+            "Metrics": [{"Name": "MillisBehindNow", "Unit": "Milliseconds"}],
+        }
+    ]
+    assert (
+        with_dimension["MillisBehindNow"] == 250.0
+        and with_dimension["Track"] == "AUDIO_FROM_CUSTOMER"
+    )
     assert plain["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [[]] and plain["ActiveCalls"] == 3
     assert isinstance(plain["_aws"]["Timestamp"], int)
 
@@ -53,18 +60,25 @@ def test_the_ecs_target_is_opened_with_the_bearer_token_of_the_secret(monkeypatc
         seen.append(request.headers.get("Authorization"))
 
     async def scenario(session) -> None:
-        async with serve_websocket(lambda connection: connection.wait_closed(), "127.0.0.1", 0,
-                                   process_request=record) as server:
+        async with serve_websocket(
+            lambda connection: connection.wait_closed(), "127.0.0.1", 0, process_request=record
+        ) as server:
             port = server.sockets[0].getsockname()[1]
-            monkeypatch.setenv("ENDPOINT_URL", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream")
+            monkeypatch.setenv(
+                "ENDPOINT_URL", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+            )
             async with service.opener_from_env(session) as opener:
                 transport = await opener()
                 await transport.close()
 
     monkeypatch.delenv("ENDPOINT_NAME", raising=False)
     with mock_aws():
-        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
-        arn = session.client("secretsmanager").create_secret(Name="bridge-token", SecretString="t0ken")["ARN"]
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        arn = session.client("secretsmanager").create_secret(
+            Name="bridge-token", SecretString="t0ken"
+        )["ARN"]
         monkeypatch.setenv("TOKEN_SECRET_ARN", arn)
         asyncio.run(asyncio.wait_for(scenario(session), 10))
     assert seen == ["Bearer t0ken"]
@@ -80,7 +94,11 @@ class ClaimingStore:
         store = MemoryStore()
 
         async def claim_call(contact_id: str) -> str:
-            return "finished" if store.calls.get(contact_id, [""])[-1] in ("ENDED", "FAILED") else "claimed"
+            return (
+                "finished"
+                if store.calls.get(contact_id, [""])[-1] in ("ENDED", "FAILED")
+                else "claimed"
+            )
 
         async def release_call(contact_id: str) -> None:
             pass
@@ -94,9 +112,19 @@ class FakeQueue:
     hands out what is queued, up to MaxNumberOfMessages; deleted receipt handles are recorded."""
 
     def __init__(self, contacts: list[str]) -> None:
-        self.messages = [{"Body": json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:{contact}",
-                                              "startFragmentNumber": "1"}), "ReceiptHandle": f"receipt-{contact}"}
-                         for contact in contacts]
+        self.messages = [
+            {
+                "Body": json.dumps(
+                    {
+                        "contactId": contact,
+                        "streamArn": f"arn:aws:kinesisvideo:{contact}",
+                        "startFragmentNumber": "1",
+                    }
+                ),
+                "ReceiptHandle": f"receipt-{contact}",
+            }
+            for contact in contacts
+        ]
         self.deleted: list[str] = []
         self.visibility: list[tuple[str, int]] = []
 
@@ -159,23 +187,39 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
-                                                    opener=None, stop=stop, max_calls=1, receive_wait_s=1))
+        serving = asyncio.create_task(
+            service.serve(
+                sqs=queue,
+                queue_url="q",
+                sink=ClaimingStore(),
+                media=None,
+                opener=None,
+                stop=stop,
+                max_calls=1,
+                receive_wait_s=1,
+            )
+        )
         await until(lambda: started == ["first"] and full_waits)
         for _ in range(20):
             await asyncio.sleep(0)  # a task that did not wait on the event would loop meanwhile
         assert len(full_waits) == 1
-        assert [json.loads(m["Body"])["contactId"] for m in queue.messages] == ["second"]  # left in the queue
+        assert [json.loads(m["Body"])["contactId"] for m in queue.messages] == [
+            "second"
+        ]  # left in the queue
         ends.setdefault("first", asyncio.Event()).set()
         await until(lambda: started == ["first", "second"] and len(full_waits) == 2)
         for _ in range(20):
             await asyncio.sleep(0)
-        assert len(full_waits) == 2  # full again: one wait, though the event was set by the first call's end
+        assert (
+            len(full_waits) == 2
+        )  # full again: one wait, though the event was set by the first call's end
         assert queue.deleted == ["receipt-first"] and queue.messages == []
         stop.set()
         async with asyncio.timeout(10):
             await serving
-        assert queue.deleted == ["receipt-first"]  # the cancelled call's message comes back to another task ...
+        assert queue.deleted == [
+            "receipt-first"
+        ]  # the cancelled call's message comes back to another task ...
         assert ("receipt-second", 0) in queue.visibility  # ... at once
 
     asyncio.run(scenario())
@@ -183,11 +227,15 @@ def test_a_full_task_takes_the_next_call_when_one_ends_and_a_stop_while_full_end
 
 class RefusedDelete(FakeQueue):
     def delete_message(self, *, QueueUrl, ReceiptHandle):
-        raise RuntimeError("An error occurred (AccessDenied) when calling the DeleteMessage operation")
+        raise RuntimeError(
+            "An error occurred (AccessDenied) when calling the DeleteMessage operation"
+        )
 
 
 @pytest.mark.parametrize("failing", ["DeleteMessage", "on_call_done"])
-def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(held_calls, failing):
+def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed(
+    held_calls, failing
+):
     """The slot of a call that ended is free even if deleting its message or the caller's callback
     failed (the message then comes back after its visibility timeout): a full task must not wait for
     it until it is stopped."""
@@ -200,9 +248,19 @@ def test_a_full_task_takes_the_next_call_even_when_finishing_the_last_one_failed
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=ClaimingStore(), media=None,
-                                                    opener=None, stop=stop, max_calls=1, receive_wait_s=1,
-                                                    on_call_done=on_call_done))
+        serving = asyncio.create_task(
+            service.serve(
+                sqs=queue,
+                queue_url="q",
+                sink=ClaimingStore(),
+                media=None,
+                opener=None,
+                stop=stop,
+                max_calls=1,
+                receive_wait_s=1,
+                on_call_done=on_call_done,
+            )
+        )
         try:
             await until(lambda: started == ["first"])
             ends.setdefault("first", asyncio.Event()).set()
@@ -227,15 +285,24 @@ def aws(monkeypatch):
     yields (session, queue URL)."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with mock_aws():
-        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
-        url = session.client("sqs").create_queue(QueueName="calls", Attributes={"VisibilityTimeout": "120"})[
-            "QueueUrl"]
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        url = session.client("sqs").create_queue(
+            QueueName="calls", Attributes={"VisibilityTimeout": "120"}
+        )["QueueUrl"]
         session.client("dynamodb").create_table(
-            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "ContactId", "KeyType": "HASH"},
-                       {"AttributeName": "Item", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
-                                  {"AttributeName": "Item", "AttributeType": "S"}])
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[
+                {"AttributeName": "ContactId", "KeyType": "HASH"},
+                {"AttributeName": "Item", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "ContactId", "AttributeType": "S"},
+                {"AttributeName": "Item", "AttributeType": "S"},
+            ],
+        )
         session.client("events").create_event_bus(Name=BUS)
         yield session, url
 
@@ -247,15 +314,24 @@ def aws_sink(session, owner: str, **options):
 
 
 def body(contact: str) -> str:
-    return json.dumps({"contactId": contact, "streamArn": f"arn:aws:kinesisvideo:us-east-1:1:stream/p-{contact}/1",
-                       "startFragmentNumber": "1"})
+    return json.dumps(
+        {
+            "contactId": contact,
+            "streamArn": f"arn:aws:kinesisvideo:us-east-1:1:stream/p-{contact}/1",
+            "startFragmentNumber": "1",
+        }
+    )
 
 
 def queue_counts(session, url) -> tuple[int, int]:
     """(visible, in flight) messages of the queue."""
-    attributes = session.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+    attributes = session.client("sqs").get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
 
 
 class Recording:
@@ -273,12 +349,16 @@ class Recording:
         return response
 
     def _call(self, operation: str, **kwargs):
-        contact = self.receipts.get(kwargs.get("ReceiptHandle", ""), json.loads(kwargs.get("MessageBody", "{}")).get(
-            "contactId"))
+        contact = self.receipts.get(
+            kwargs.get("ReceiptHandle", ""),
+            json.loads(kwargs.get("MessageBody", "{}")).get("contactId"),
+        )
         self.calls.append((operation, contact, kwargs.get("VisibilityTimeout")))
         if self.fail.get(f"{operation}:{contact}", 0) != 0:
             self.fail[f"{operation}:{contact}"] -= 1
-            raise RuntimeError(f"An error occurred (InternalError) when calling the {operation} operation")
+            raise RuntimeError(
+                f"An error occurred (InternalError) when calling the {operation} operation"
+            )
         return getattr(self.client, operation)(**kwargs)
 
     def change_message_visibility(self, **kwargs):
@@ -291,16 +371,31 @@ class Recording:
         return self._call("send_message", **kwargs)
 
     def count(self, operation: str, contact: str, visibility: int | None = None) -> int:
-        return sum(1 for call in self.calls if call[:2] == (operation, contact)
-                   and (visibility is None or call[2] == visibility))
+        return sum(
+            1
+            for call in self.calls
+            if call[:2] == (operation, contact) and (visibility is None or call[2] == visibility)
+        )
 
 
 def serving(sqs, url, sink, stop, **options):
-    return asyncio.create_task(service.serve(sqs=sqs, queue_url=url, sink=sink, media=None, opener=None, stop=stop,
-                                             receive_wait_s=0, **options))
+    return asyncio.create_task(
+        service.serve(
+            sqs=sqs,
+            queue_url=url,
+            sink=sink,
+            media=None,
+            opener=None,
+            stop=stop,
+            receive_wait_s=0,
+            **options,
+        )
+    )
 
 
-def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_never_runs_it_again(aws, held_calls):
+def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_never_runs_it_again(
+    aws, held_calls
+):
     """SQS standard delivers at least once: two copies of a call's message, the second never in
     place of the first (it was: the first copy came back after its visibility timeout and ran the
     finished call again)."""
@@ -317,7 +412,9 @@ def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_ne
         ends.setdefault("dup", asyncio.Event()).set()
         await until(lambda: queue_counts(session, url) == (0, 0))  # both copies deleted
         sqs.client.send_message(QueueUrl=url, MessageBody=body("dup"))  # a copy after the end
-        await until(lambda: queue_counts(session, url) == (0, 0) and sqs.count("delete_message", "dup") == 3)
+        await until(
+            lambda: queue_counts(session, url) == (0, 0) and sqs.count("delete_message", "dup") == 3
+        )
         stop.set()
         await task
 
@@ -325,31 +422,45 @@ def test_a_duplicate_runs_the_call_once_every_copy_is_deleted_and_a_late_copy_ne
     assert started == ["dup"]
 
 
-def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(aws, held_calls, caplog):
+def test_the_visibility_loop_survives_errors_and_reports_each_message_alone(
+    aws, held_calls, caplog
+):
     """A refused ChangeMessageVisibility (and a refused SendMessage) for one call's message no
     longer stops the loop for every call of the task: the other call's message is still extended
     every round, each error is logged with its call."""
     session, url = aws
     started, _ends, _ = held_calls
-    sqs = Recording(session.client("sqs"), fail={"change_message_visibility:bad": -1})  # always refused
+    sqs = Recording(
+        session.client("sqs"), fail={"change_message_visibility:bad": -1}
+    )  # always refused
 
     async def scenario() -> None:
         stop = asyncio.Event()
         for contact in ("bad", "good"):
             sqs.client.send_message(QueueUrl=url, MessageBody=body(contact))
         task = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05)
-        await until(lambda: sqs.count("change_message_visibility", "good", 120) >= 3
-                    and sqs.count("change_message_visibility", "bad", 120) >= 3)
+        await until(
+            lambda: (
+                sqs.count("change_message_visibility", "good", 120) >= 3
+                and sqs.count("change_message_visibility", "bad", 120) >= 3
+            )
+        )
         stop.set()
         await task
 
     asyncio.run(scenario())
     assert sorted(started) == ["bad", "good"]
-    failures = [r.getMessage() for r in caplog.records if "change_message_visibility failed" in r.getMessage()]
+    failures = [
+        r.getMessage()
+        for r in caplog.records
+        if "change_message_visibility failed" in r.getMessage()
+    ]
     assert failures and all(message.startswith("call bad: ") for message in failures)
 
 
-def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run_twice(aws, held_calls):
+def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run_twice(
+    aws, held_calls
+):
     """A call longer than 12 hours: its message cannot stay invisible past 12 h from its receipt
     (SQS refuses the extension), so it is handed on: a new copy sent, the old one deleted. The copy,
     received by another task, waits on standby (the call's claim holds) and is deleted when the call
@@ -362,15 +473,28 @@ def test_a_message_near_sqs_12_hour_ceiling_is_handed_on_and_the_call_is_not_run
     async def scenario() -> None:
         stop = asyncio.Event()
         sqs.client.send_message(QueueUrl=url, MessageBody=body("long"))
-        a = serving(sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        a = serving(
+            sqs, url, aws_sink(session, "task-a"), stop, extend_every_s=0.05, clock=lambda: now[0]
+        )
         await until(lambda: started == ["long"])
-        b = serving(sqs, url, aws_sink(session, "task-b"), stop, extend_every_s=0.05, clock=lambda: now[0])
+        b = serving(
+            sqs, url, aws_sink(session, "task-b"), stop, extend_every_s=0.05, clock=lambda: now[0]
+        )
         await asyncio.sleep(0.2)
         assert sqs.count("send_message", "long") == 0
-        now[0] = service.MAX_VISIBILITY_S - service.HAND_ON_MARGIN_S - service.VISIBILITY_TIMEOUT_S + 1
-        await until(lambda: sqs.count("send_message", "long") == 1 and queue_counts(session, url) == (0, 1)
-                    and sqs.count("delete_message", "long") == 1)
-        await asyncio.sleep(0.2)  # rounds in which the copy is held (task a: joins its call; task b: standby)
+        now[0] = (
+            service.MAX_VISIBILITY_S - service.HAND_ON_MARGIN_S - service.VISIBILITY_TIMEOUT_S + 1
+        )
+        await until(
+            lambda: (
+                sqs.count("send_message", "long") == 1
+                and queue_counts(session, url) == (0, 1)
+                and sqs.count("delete_message", "long") == 1
+            )
+        )
+        await asyncio.sleep(
+            0.2
+        )  # rounds in which the copy is held (task a: joins its call; task b: standby)
         assert started == ["long"]
         ends.setdefault("long", asyncio.Event()).set()
         await until(lambda: queue_counts(session, url) == (0, 0))
@@ -393,7 +517,9 @@ def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(
     stop_seen = __import__("threading").Event()
     real_receive = sqs.receive_message
 
-    def slow_receive(**kwargs):  # the second poll is in flight when the stop comes, and returns a call after it
+    def slow_receive(
+        **kwargs,
+    ):  # the second poll is in flight when the stop comes, and returns a call after it
         if started:
             loop.call_soon_threadsafe(polled.set)
             stop_seen.wait(10)
@@ -420,11 +546,15 @@ def test_on_a_stop_nothing_new_starts_and_every_message_held_comes_back_at_once(
     assert sqs.count("change_message_visibility", "late", 0) == 1
     assert sqs.count("change_message_visibility", "running", 0) == 1
     assert queue_counts(session, url) == (2, 0)
-    assert asyncio.run(aws_sink(session, "task-b").claim_call("running")) == "claimed"  # released: no wait
+    assert (
+        asyncio.run(aws_sink(session, "task-b").claim_call("running")) == "claimed"
+    )  # released: no wait
     assert asyncio.run(aws_sink(session, "task-b").claim_call("late")) == "claimed"
 
 
-def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_that_task_stops(aws, held_calls):
+def test_a_call_claimed_by_a_live_task_waits_on_standby_and_is_taken_over_when_that_task_stops(
+    aws, held_calls
+):
     session, url = aws
     started, _ends, _ = held_calls
     sqs = Recording(session.client("sqs"))
@@ -458,7 +588,9 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
     released: list[str] = []
 
     async def refused(contact_id, status, reason=""):
-        raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+        raise RuntimeError(
+            "An error occurred (InternalServerError) when calling the UpdateItem operation"
+        )
 
     async def release(contact_id):
         released.append(contact_id)
@@ -468,9 +600,18 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
     async def scenario() -> None:
         stop = asyncio.Event()
         done: list[str] = []
-        serving = asyncio.create_task(service.serve(sqs=queue, queue_url="q", sink=store, media=None, opener=None,
-                                                    stop=stop, receive_wait_s=1,
-                                                    on_call_done=lambda contact, reason: done.append(contact)))
+        serving = asyncio.create_task(
+            service.serve(
+                sqs=queue,
+                queue_url="q",
+                sink=store,
+                media=None,
+                opener=None,
+                stop=stop,
+                receive_wait_s=1,
+                on_call_done=lambda contact, reason: done.append(contact),
+            )
+        )
         await until(lambda: started == ["unwritten"])
         ends.setdefault("unwritten", asyncio.Event()).set()
         await until(lambda: done == ["unwritten"])
@@ -481,7 +622,9 @@ def test_a_call_whose_outcome_was_not_written_keeps_its_message_and_gives_up_its
     assert queue.deleted == [] and released == ["unwritten"]
 
 
-def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_message_back(held_calls):
+def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_message_back(
+    held_calls,
+):
     """This task's lease ran out (its renewals failed) and another task claimed the call: the call
     stops here (it runs there from the checkpoint; never in two tasks at once) and its message is
     made visible, not deleted."""
@@ -498,9 +641,19 @@ def test_a_call_whose_claim_another_task_took_over_stops_here_and_gives_its_mess
     async def scenario() -> list:
         stop = asyncio.Event()
         done: list = []
-        serving = asyncio.create_task(service.serve(
-            sqs=queue, queue_url="q", sink=store, media=None, opener=None, stop=stop, receive_wait_s=1,
-            extend_every_s=0.02, on_call_done=lambda contact, reason: done.append((contact, type(reason)))))
+        serving = asyncio.create_task(
+            service.serve(
+                sqs=queue,
+                queue_url="q",
+                sink=store,
+                media=None,
+                opener=None,
+                stop=stop,
+                receive_wait_s=1,
+                extend_every_s=0.02,
+                on_call_done=lambda contact, reason: done.append((contact, type(reason))),
+            )
+        )
         await until(lambda: started == ["taken"])
         await until(lambda: done != [])
         stop.set()
@@ -532,7 +685,9 @@ def test_a_claim_given_up_while_a_visibility_round_runs_is_not_taken_back(held_c
         return "claimed"
 
     async def refused(contact_id, status, reason=""):
-        raise RuntimeError("An error occurred (InternalServerError) when calling the UpdateItem operation")
+        raise RuntimeError(
+            "An error occurred (InternalServerError) when calling the UpdateItem operation"
+        )
 
     async def release_call(contact_id):
         claims.append("release")
@@ -543,9 +698,19 @@ def test_a_claim_given_up_while_a_visibility_round_runs_is_not_taken_back(held_c
     async def scenario() -> None:
         stop = asyncio.Event()
         done: list[str] = []
-        serving = asyncio.create_task(service.serve(
-            sqs=queue, queue_url="q", sink=store, media=None, opener=None, stop=stop, receive_wait_s=1,
-            extend_every_s=0.02, on_call_done=lambda contact, reason: done.append(contact)))
+        serving = asyncio.create_task(
+            service.serve(
+                sqs=queue,
+                queue_url="q",
+                sink=store,
+                media=None,
+                opener=None,
+                stop=stop,
+                receive_wait_s=1,
+                extend_every_s=0.02,
+                on_call_done=lambda contact, reason: done.append(contact),
+            )
+        )
         await until(lambda: started == ["released"] and extending.is_set())
         ends.setdefault("released", asyncio.Event()).set()
         await until(lambda: done == ["released"])

@@ -11,13 +11,21 @@ from moto import mock_aws
 
 REGION = "us-east-1"
 #: Settings under which the deploy needs no hub token (the token check is tested on its own).
-NO_STAGING = ["-c", "voxtral.stage_model=false", "-c", "voxtral.model_s3_uri=s3://team-models/voxtral/2602/"]
+NO_STAGING = [
+    "-c",
+    "voxtral.stage_model=false",
+    "-c",
+    "voxtral.model_s3_uri=s3://team-models/voxtral/2602/",
+]
 
 
 @pytest.fixture(name="fake_credentials")
 def fixture_fake_credentials(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_REGION", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -32,7 +40,12 @@ class StubbedAws:
         self.stubbed: dict[str, tuple[object, Stubber]] = {}
 
     def stub(self, service: str, region: str = REGION) -> Stubber:
-        client = boto3.client(service, region_name=region, aws_access_key_id="testing", aws_secret_access_key="testing")
+        client = boto3.client(
+            service,
+            region_name=region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         stubber = Stubber(client)
         stubber.activate()
         self.stubbed[service] = (client, stubber)
@@ -41,7 +54,9 @@ class StubbedAws:
     def __call__(self, service: str, region: str):
         if service in ("sts", "ssm", "kms"):  # moto answers these
             return self.session.client(service, region_name=region)
-        assert service in self.stubbed, f"the preflight called {service}, which this test does not stub"
+        assert service in self.stubbed, (
+            f"the preflight called {service}, which this test does not stub"
+        )
         return self.stubbed[service][0]
 
     def assert_all_used(self) -> None:
@@ -58,4 +73,6 @@ def fixture_aws(fake_credentials):
 
 
 def bootstrapped(aws: StubbedAws, version: str = "30") -> None:
-    aws.session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String")
+    aws.session.client("ssm").put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
+    )

@@ -15,7 +15,8 @@ from botocore.stub import Stubber
 DATA = Path(__file__).parent / "data" / "pricing"
 
 NO_CREDENTIALS = {
-    "AWS_CONFIG_FILE": "/nonexistent/config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 
@@ -43,7 +44,11 @@ def fixture_fake_credentials(monkeypatch):
     for key in list(os.environ):
         if key.startswith("AWS_"):
             monkeypatch.delenv(key)
-    for key, value in {**NO_CREDENTIALS, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    for key, value in {
+        **NO_CREDENTIALS,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
         monkeypatch.setenv(key, value)
 
 

@@ -27,7 +27,9 @@ def parser() -> argparse.ArgumentParser:
 def test_the_subcommand_is_the_staging_builds_command():
     args = parser().parse_args(["stage-model", "--s3-uri", "s3://team-models/voxtral/"])
     assert args.func is stage_model.run and args.s3_uri == "s3://team-models/voxtral/"
-    (subparsers,) = [action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    (subparsers,) = [
+        action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)
+    ]
     assert subparsers.choices["stage-model"].description == command.DESCRIPTION
 
 
@@ -38,23 +40,34 @@ def test_no_option_is_abbreviated_so_a_token_is_never_taken_for_the_secret_optio
 
 
 def test_bad_input_is_voicectls_usage_error_before_any_session_is_made(monkeypatch):
-    monkeypatch.setattr(stage_model, "_session",
-                        lambda args: pytest.fail("no session before the arguments are checked"))
+    monkeypatch.setattr(
+        stage_model,
+        "_session",
+        lambda args: pytest.fail("no session before the arguments are checked"),
+    )
     args = parser().parse_args(["stage-model"])
     with pytest.raises(UsageError) as caught:
         stage_model.run(args)
-    assert str(caught.value) == ("say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a "
-                                 "ModelS3Uri output>")
+    assert str(caught.value) == (
+        "say where to stage: --s3-uri s3://bucket/prefix/ or --stack <stack with a "
+        "ModelS3Uri output>"
+    )
     assert not isinstance(caught.value, command.UsageError)
 
 
 def test_the_session_asks_for_a_region_only_when_a_regional_api_is_called(monkeypatch):
     asked = []
-    monkeypatch.setattr(stage_model, "aws_session", lambda region, region_required: asked.append(
-        (region, region_required)))
+    monkeypatch.setattr(
+        stage_model,
+        "aws_session",
+        lambda region, region_required: asked.append((region, region_required)),
+    )
     stage_model._session(parser().parse_args(["stage-model", "--s3-uri", "s3://b/p/"]))
-    stage_model._session(parser().parse_args(["stage-model", "--stack", "RealtimeVoice-Voxtral",
-                                              "--region", "eu-west-1"]))
+    stage_model._session(
+        parser().parse_args(
+            ["stage-model", "--stack", "RealtimeVoice-Voxtral", "--region", "eu-west-1"]
+        )
+    )
     assert asked == [(None, False), ("eu-west-1", True)]
 
 
@@ -72,5 +85,11 @@ def test_voicectl_reports_bad_input_of_the_staging_code_as_its_own_usage_error(m
     """The staging code (shipped alone to CodeBuild) has its own UsageError; voicectl exits 2 with
     its message."""
     monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("voicectl.operations.stage_model",))
-    assert cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40]) == 2
-    assert capsys.readouterr().err.strip() == "voicectl stage-model: --part-size-mib must be at least 1, got 0"
+    assert (
+        cli.main(["stage-model", "--s3-uri", URI, "--part-size-mib", "0", "--revision", "a" * 40])
+        == 2
+    )
+    assert (
+        capsys.readouterr().err.strip()
+        == "voicectl stage-model: --part-size-mib must be at least 1, got 0"
+    )

@@ -20,11 +20,16 @@ OLD_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/0b8f7c1e-0000-4000-8000-000000000
 def fixture_aws(monkeypatch):
     """moto in-process, with fake credentials; moto's instance-type list predates G6 and G6e, so it
     is not checked."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_REGION", raising=False)
-    monkeypatch.setattr(FakeEndpointConfig, "validate_instance_type", lambda self, instance_type: None)
+    monkeypatch.setattr(
+        FakeEndpointConfig, "validate_instance_type", lambda self, instance_type: None
+    )
     with mock_aws():
         yield boto3.Session(region_name=REGION)
 
@@ -33,20 +38,49 @@ def backend():
     return sagemaker_backends[ACCOUNT][REGION]
 
 
-def deploy(session, name: str, config: str, model: str, container: dict, instance_type: str, count: int, *,
-           isolation: bool = False, vpc: dict | None = None, variant: dict | None = None, **config_extra) -> None:
+def deploy(
+    session,
+    name: str,
+    config: str,
+    model: str,
+    container: dict,
+    instance_type: str,
+    count: int,
+    *,
+    isolation: bool = False,
+    vpc: dict | None = None,
+    variant: dict | None = None,
+    **config_extra,
+) -> None:
     """What CloudFormation would create for one endpoint: Model, EndpointConfig, Endpoint.
     ``variant`` replaces the ProductionVariant's fields (beyond name, model, type and count);
     ``config_extra`` adds EndpointConfig fields."""
     sm = session.client("sagemaker")
-    sm.create_model(ModelName=model, ExecutionRoleArn=ROLE, PrimaryContainer=container, **({"VpcConfig": vpc} if vpc else {}))
-    backend()._models[model].enable_network_isolation = isolation  # moto drops EnableNetworkIsolation
+    sm.create_model(
+        ModelName=model,
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer=container,
+        **({"VpcConfig": vpc} if vpc else {}),
+    )
+    backend()._models[
+        model
+    ].enable_network_isolation = isolation  # moto drops EnableNetworkIsolation
     # moto requires an InstanceType; SageMaker stores none for a variant with instance pools
     # (instance_type None).
     moto_type = instance_type or (variant or {})["InstancePools"][0]["InstanceType"]
-    sm.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": model, "InstanceType": moto_type, "InitialInstanceCount": count,
-        **(variant or {})}], **config_extra)
+    sm.create_endpoint_config(
+        EndpointConfigName=config,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": model,
+                "InstanceType": moto_type,
+                "InitialInstanceCount": count,
+                **(variant or {}),
+            }
+        ],
+        **config_extra,
+    )
     if instance_type is None:
         del backend().endpoint_configs[config].production_variants[0]["InstanceType"]
     if name in backend().endpoints:

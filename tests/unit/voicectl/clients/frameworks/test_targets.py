@@ -44,8 +44,10 @@ def test_the_url_opener_sends_the_bearer_token():
     async def run():
         async with serve(handler, "127.0.0.1", 0) as server:
             port = server.sockets[0].getsockname()[1]
-            target = VoxtralTarget(url=f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
-                                   token=BearerToken("s3cret", "a test"))
+            target = VoxtralTarget(
+                url=f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
+                token=BearerToken("s3cret", "a test"),
+            )
             async with target.opener() as opener:
                 transport = await opener()
                 first = await transport.receive_text()

@@ -34,8 +34,13 @@ def pcm_with_index(count: int) -> list[bytes]:
 
 
 def append(chunk: bytes) -> SendEvent:
-    return SendEvent(0, json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}),
-                     CHUNK_S)
+    return SendEvent(
+        0,
+        json.dumps(
+            {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
+        ),
+        CHUNK_S,
+    )
 
 
 def sent(actions, stream: int | None = None) -> list[str]:
@@ -46,10 +51,16 @@ def sent(actions, stream: int | None = None) -> list[str]:
         if isinstance(action, SendEvent) and (stream is None or action.stream == stream):
             event = json.loads(action.text)
             if event["type"] == "input_audio_buffer.append":
-                names.append(f"append {np.frombuffer(base64.b64decode(event['audio']), dtype='<i2')[0]}")
+                names.append(
+                    f"append {np.frombuffer(base64.b64decode(event['audio']), dtype='<i2')[0]}"
+                )
             else:
-                names.append({"session.update": "update", "input_audio_buffer.commit": "final" if event.get("final")
-                              else "commit"}[event["type"]])
+                names.append(
+                    {
+                        "session.update": "update",
+                        "input_audio_buffer.commit": "final" if event.get("final") else "commit",
+                    }[event["type"]]
+                )
     return names
 
 

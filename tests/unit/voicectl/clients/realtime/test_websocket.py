@@ -50,7 +50,11 @@ def test_text_goes_both_ways_and_a_clean_close_ends_the_stream():
         async with server(echo_then_close) as (url, seen):
             transport = await WebSocketTransport.connect(url)
             await transport.send_text('{"type": "session.update"}')
-            received = [await transport.receive_text(), await transport.receive_text(), await transport.receive_text()]
+            received = [
+                await transport.receive_text(),
+                await transport.receive_text(),
+                await transport.receive_text(),
+            ]
             await transport.close()
             return received, seen
 
@@ -65,18 +69,24 @@ def test_the_token_goes_on_the_upgrade_and_a_refusal_names_where_it_came_from():
 
     async def scenario():
         async with server(idle, token="right") as (url, seen):
-            transport = await WebSocketTransport.connect(url, token=BearerToken("right", source="variable T"))
+            transport = await WebSocketTransport.connect(
+                url, token=BearerToken("right", source="variable T")
+            )
             await transport.close()
             with pytest.raises(RealtimeError) as refused:
-                await WebSocketTransport.connect(url, token=BearerToken("wrong", source="variable T"))
+                await WebSocketTransport.connect(
+                    url, token=BearerToken("wrong", source="variable T")
+                )
             with pytest.raises(RealtimeError) as missing:
                 await WebSocketTransport.connect(url)
             return url, seen, refused.value, missing.value
 
     url, seen, refused, missing = run(scenario())
     assert seen == ["Bearer right", "Bearer wrong", None]
-    assert refused.code == "unauthorized" and f"the bridge at {url} refused the bearer token from variable T" in str(
-        refused)
+    assert (
+        refused.code == "unauthorized"
+        and f"the bridge at {url} refused the bearer token from variable T" in str(refused)
+    )
     assert missing.code == "unauthorized" and "requires a bearer token" in str(missing)
 
 
@@ -91,10 +101,14 @@ def test_a_bad_url_and_a_closed_port_say_what_to_check():
         return bad.value, closed.value, url
 
     bad, closed, url = run(scenario())
-    assert bad.code == "bad_url" and str(bad) == ("'http://127.0.0.1:1/x' is not a WebSocket URL; use "
-                                                  "ws://HOST:PORT/invocations-bidirectional-stream")
+    assert bad.code == "bad_url" and str(bad) == (
+        "'http://127.0.0.1:1/x' is not a WebSocket URL; use "
+        "ws://HOST:PORT/invocations-bidirectional-stream"
+    )
     port = url.split(":")[2].split("/")[0]
-    assert closed.code == "connect_failed" and str(closed).startswith(f"cannot open a WebSocket to {url} (")
+    assert closed.code == "connect_failed" and str(closed).startswith(
+        f"cannot open a WebSocket to {url} ("
+    )
     assert str(closed).endswith(f"`curl http://127.0.0.1:{port}/ping` must answer 200")
 
 
@@ -112,4 +126,7 @@ def test_a_message_over_the_limit_is_refused_before_it_is_buffered_whole():
             return caught.value
 
     error = run(scenario())
-    assert error.code == "message_too_large" and "larger than the 1,048,576 bytes the client accepts" in str(error)
+    assert (
+        error.code == "message_too_large"
+        and "larger than the 1,048,576 bytes the client accepts" in str(error)
+    )
