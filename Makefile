@@ -66,7 +66,7 @@ test test-fast test-vllm: export PYTHONDONTWRITEBYTECODE :=
 # SageMaker rejects an OCI image index, which a build with provenance attestations pushes (docker buildx setting).
 export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 
-.PHONY: help deps mic-deps agents-deps synth test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
+.PHONY: help deps mic-deps agents-deps synth lint test test-fast test-vllm vllm-deps scan mic mic-screenshot local local-lifecycle bidi-client bootstrap diff \
 	deploy destroy verify lock clean
 
 help: ## list the targets
@@ -99,6 +99,16 @@ agents-deps: $(AGENTS_STAMP) ## add Pipecat and LiveKit Agents to .venv (require
 
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)
+
+# Ruff (pyproject.toml [tool.ruff]: the rules and 100 columns) and pyright in basic mode ([tool.pyright]: config,
+# constructs_lib, container, stacks, voicectl/clients), both pinned (requirements.lock, package-lock.json). Every
+# command runs and the target fails if any did, so one run shows all three reports.
+lint: deps ## ruff check, ruff format --check and pyright (basic): what CI runs before the tests
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	npx --no-install pyright || status=1; \
+	exit $$status
 
 test: deps $(MIC_STAMP) $(AGENTS_STAMP) ## run the test suite on every core (template assertions, cfn-lint, cdk-nag, bridge, clients, e2e)
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)

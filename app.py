@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import App, Validations
 
@@ -15,18 +16,21 @@ if TYPE_CHECKING:
     from stacks import VoiceApp
 
 
-def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, Settings, VoiceApp]:
-    """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``), the enabled
-    stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev 5 with network.mode=vpc
-    (validation plugins: unacknowledged findings fail the synth).
+def create_app(
+    context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> tuple[App, Settings, VoiceApp]:
+    """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``),
+    the enabled stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev
+    5 with network.mode=vpc (validation plugins: unacknowledged findings fail the synth).
 
     Raises:
         SettingsError: when a setting is invalid (before any construct is built).
     """
     app = App(context=dict(context) if context is not None else None, outdir=outdir)
     settings = load_settings(app.node.get_all_context())
-    # The stacks and cdk-nag load once the settings are accepted: a refused setting is reported in about half the time
-    # (app.py took 1.9 s of CPU to print it with them imported first, 0.9 s without, on the 2-core machine).
+    # The stacks and cdk-nag load once the settings are accepted: a refused setting is reported in
+    # about half the time (app.py took 1.9 s of CPU to print it with them imported first, 0.9 s
+    # without, on the 2-core machine).
     from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
     from stacks import build_app
@@ -47,9 +51,9 @@ def main() -> None:
         print(error, file=sys.stderr)
         sys.exit(1)
     app.synth()
-    # The process ends here. Left to the interpreter's exit, its full collections over the construct tree and the jsii
-    # objects took 0.5-0.8 s of a 7 s run under cdk.json's context on the 2-core machine; frozen, the operating system
-    # reclaims them.
+    # The process ends here. Left to the interpreter's exit, its full collections over the construct
+    # tree and the jsii objects took 0.5-0.8 s of a 7 s run under cdk.json's context on the 2-core
+    # machine; frozen, the operating system reclaims them.
     gc.freeze()
 
 

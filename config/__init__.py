@@ -1,1 +1,2 @@
-"""Settings of the app: parsed once from CDK context into typed, frozen values (see :mod:`config.settings`)."""
+"""Settings of the app: parsed once from CDK context into typed, frozen values (see
+:mod:`config.settings`)."""

@@ -1,6 +1,6 @@
-"""Facts of what this app deploys, each with its source: the Voxtral model and our bridge container, and the Cartesia
-Sonic model package. (Facts about AWS itself, such as instance types, ARN forms and API limits, live in
-``constructs_lib``, which the settings import.)
+"""Facts of what this app deploys, each with its source: the Voxtral model and our bridge container,
+and the Cartesia Sonic model package. (Facts about AWS itself, such as instance types, ARN forms and
+API limits, live in ``constructs_lib``, which the settings import.)
 """
 
 from __future__ import annotations
@@ -10,32 +10,39 @@ from pathlib import Path
 from constructs_lib.facts import capacity
 from constructs_lib.facts.cuda_compat import dockerfile_base_image
 from constructs_lib.facts.instance_types import InstanceSpec
-from constructs_lib.sagemaker_endpoint.scaling_props import CONCURRENT_REQUESTS_PER_MODEL, INVOCATIONS_PER_INSTANCE
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    INVOCATIONS_PER_INSTANCE,
+)
 
-# --- Voxtral (speech to text) on vLLM behind the bridge --------------------------------------------------------------
+# --- Voxtral (speech to text) on vLLM behind the bridge ------------------------------------------
 
-#: A commit of mistralai/Voxtral-Mini-4B-Realtime-2602 with the Mistral-format files (params.json, tekken.json,
-#: consolidated.safetensors); public client code pins its weight downloads to it. Check the repository's history
-#: on the model hub before changing it.
+#: A commit of mistralai/Voxtral-Mini-4B-Realtime-2602 with the Mistral-format files (params.json,
+#: tekken.json, consolidated.safetensors); public client code pins its weight downloads to it. Check
+#: the repository's history on the model hub before changing it.
 VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
 
-#: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only InferenceAmiVersion whose
-#: driver runs the CUDA 13.0 (cu130) vLLM deep-learning container the bridge image is built on; the older ones
-#: (driver 535 / 550, CUDA 12.x) would need CUDA forward compatibility, which their container toolkit does not mount
-#: (constructs_lib/facts/cuda_compat.py; the settings check it).
+#: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only
+#: InferenceAmiVersion whose driver runs the CUDA 13.0 (cu130) vLLM deep-learning container the
+#: bridge image is built on; the older ones (driver 535 / 550, CUDA 12.x) would need CUDA forward
+#: compatibility, which their container toolkit does not mount (constructs_lib/facts/cuda_compat.py;
+#: the settings check it).
 VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 
-#: The bridge image's build context: ``cdk synth`` builds ``container/`` as an asset unless ``voxtral.image_uri`` is set.
+#: The bridge image's build context: ``cdk synth`` builds ``container/`` as an asset unless
+#: ``voxtral.image_uri`` is set.
 BRIDGE_CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
 
 
 def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
-    """The image the bridge is built on: the default of ``ARG BASE_IMAGE=`` in ``container_dir/Dockerfile`` (a
-    SageMaker vLLM DLC whose tag names its CUDA), or None when the Dockerfile is missing or has no such line."""
+    """The image the bridge is built on: the default of ``ARG BASE_IMAGE=`` in
+    ``container_dir/Dockerfile`` (a SageMaker vLLM DLC whose tag names its CUDA), or None when the
+    Dockerfile is missing or has no such line."""
     try:
         return dockerfile_base_image((container_dir / "Dockerfile").read_text())
     except (OSError, ValueError):
         return None
+
 
 #: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; contracts/bridge_env.py).
 #: SageMaker sends SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay
@@ -71,29 +78,34 @@ def first_delta_floor_ms(transcription_delay_ms: int) -> float:
     return transcription_delay_ms + VOXTRAL_FIRST_DELTA_EXTRA_MS
 
 
-def max_num_seqs_that_fit(spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float) -> int:
-    """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``: the ``fit`` of
-    the capacity model (:func:`constructs_lib.facts.capacity.fit`, which follows vLLM's own KV-cache accounting)."""
+def max_num_seqs_that_fit(
+    spec: InstanceSpec, max_model_len: int, gpu_memory_utilization: float
+) -> int:
+    """How many live streams of ``max_model_len`` tokens fit in the KV cache of one GPU of ``spec``:
+    the ``fit`` of the capacity model (:func:`constructs_lib.facts.capacity.fit`, which follows
+    vLLM's own KV-cache accounting)."""
     return capacity.fit(spec, max_model_len, gpu_memory_utilization).fit
 
 
-# --- Sonic (text to speech) from its AWS Marketplace model package -------------------------------------------------
+# --- Sonic (text to speech) from its AWS Marketplace model package ------------------------------
 
-#: Cartesia Sonic 3.6 model package per region (AWS Marketplace listing). Other regions need ``sonic.model_package_arn``.
+#: Cartesia Sonic 3.6 model package per region (AWS Marketplace listing). Other regions need
+#: ``sonic.model_package_arn``.
 SONIC_MODEL_PACKAGES: dict[str, str] = {
     "us-east-1": "arn:aws:sagemaker:us-east-1:865070037744:model-package/"
     "sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480",
 }
 
-#: Real-time instance types the Sonic 3.6 model package supports (its Marketplace listing): every size of G6e, G7e
-#: and G7 (their smallest sizes, ml.g6e.xlarge, ml.g7e.2xlarge and ml.g7.2xlarge, are the listed minimums), and two
-#: P5 sizes.
+#: Real-time instance types the Sonic 3.6 model package supports (its Marketplace listing): every
+#: size of G6e, G7e and G7 (their smallest sizes, ml.g6e.xlarge, ml.g7e.2xlarge and ml.g7.2xlarge,
+#: are the listed minimums), and two P5 sizes.
 SONIC_INSTANCE_FAMILIES = ("g6e", "g7e", "g7")
 SONIC_EXTRA_INSTANCE_TYPES = ("ml.p5.48xlarge", "ml.p5en.48xlarge")
 
-#: Sonic target-tracking metrics: ``sonic.scaling_metric`` -> Application Auto Scaling predefined metric type
-#: (SageMaker developer guide, "Define a scaling policy"). ``invocations_per_instance`` is requests per instance per
-#: minute; ``concurrent_requests`` is requests in flight per model (high-resolution metric).
+#: Sonic target-tracking metrics: ``sonic.scaling_metric`` -> Application Auto Scaling predefined
+#: metric type (SageMaker developer guide, "Define a scaling policy"). ``invocations_per_instance``
+#: is requests per instance per minute; ``concurrent_requests`` is requests in flight per model
+#: (high-resolution metric).
 SONIC_SCALING_METRICS: dict[str, str] = {
     "invocations_per_instance": INVOCATIONS_PER_INSTANCE,
     "concurrent_requests": CONCURRENT_REQUESTS_PER_MODEL,

@@ -1,5 +1,5 @@
-"""Serving the local stand-ins: listening sockets, the local certificate, and hypercorn (HTTP/1.1 and HTTP/2, with or
-without TLS) around an ASGI application."""
+"""Serving the local stand-ins: listening sockets, the local certificate, and hypercorn (HTTP/1.1
+and HTTP/2, with or without TLS) around an ASGI application."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """The certificate authority the clients trust (``ca_file``) and the server's key and chain (``server_file``)."""
+    """The certificate authority the clients trust (``ca_file``) and the server's key and chain
+    (``server_file``)."""
 
     ca_file: Path
     server_file: Path
@@ -32,9 +33,11 @@ def certificate_names(extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*LOCAL_NAMES, *extra]))
 
 
-def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()) -> TlsFiles:
-    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and ``names``
-    (trustme).
+def make_certificate(
+    directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()
+) -> TlsFiles:
+    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and
+    ``names`` (trustme).
 
     Args:
         directory: where the server's key and chain are written (``server.pem``, mode 0600).
@@ -46,7 +49,9 @@ def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterab
     """
     import trustme
 
-    ca = trustme.CA(organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime")
+    ca = trustme.CA(
+        organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime"
+    )
     server = ca.issue_cert(*certificate_names(names))
     directory.mkdir(parents=True, exist_ok=True)
     server_file = directory / "server.pem"
@@ -59,8 +64,9 @@ def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterab
 
 
 def listen_sockets(host: str, port: int) -> list[socket.socket]:
-    """Listening TCP sockets for ``host`` and ``port`` (0 lets the OS choose). ``localhost`` gives 127.0.0.1 and, where
-    it can be bound, ::1 on the same port, so that a client resolving ``localhost`` to either reaches the server.
+    """Listening TCP sockets for ``host`` and ``port`` (0 lets the OS choose). ``localhost`` gives
+    127.0.0.1 and, where it can be bound, ::1 on the same port, so that a client resolving
+    ``localhost`` to either reaches the server.
 
     Raises:
         OSError: the port is in use or the address cannot be bound.
@@ -77,7 +83,9 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
             sock.bind((address, port))
         except OSError:
             sock.close()
-            if sockets and address == "::1":  # no IPv6 loopback on this machine: 127.0.0.1 is enough
+            if (
+                sockets and address == "::1"
+            ):  # no IPv6 loopback on this machine: 127.0.0.1 is enough
                 continue
             for opened in sockets:
                 opened.close()
@@ -89,41 +97,52 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.Event, *,
-                     tls: TlsFiles | None = None, graceful_timeout_s: float = 1.0) -> None:
+async def serve_asgi(
+    app: Any,
+    sockets: list[socket.socket],
+    shutdown: asyncio.Event,
+    *,
+    tls: TlsFiles | None = None,
+    graceful_timeout_s: float = 1.0,
+) -> None:
     """Serve the ASGI ``app`` with hypercorn on ``sockets`` until ``shutdown`` is set.
 
-    With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c). Open requests get
-    ``graceful_timeout_s`` to finish after ``shutdown``. The sockets are handed to hypercorn, which closes them.
+    With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c).
+    Open requests get ``graceful_timeout_s`` to finish after ``shutdown``. The sockets are handed to
+    hypercorn, which closes them.
     """
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
     install_stream_reset()
     config = Config()
-    # hypercorn wraps each descriptor in its own socket object and closes it when it stops: hand them over.
+    # hypercorn wraps each descriptor in its own socket object and closes it when it stops: hand
+    # them over.
     config.bind = [f"fd://{sock.detach()}" for sock in sockets]
     if tls is not None:
         config.certfile = config.keyfile = str(tls.server_file)
         config.alpn_protocols = ["h2", "http/1.1"]
     config.accesslog = None
     config.graceful_timeout = graceful_timeout_s
-    config.keep_alive_timeout = 75  # seconds an idle connection is kept for the next request (the clients pool them)
+    config.keep_alive_timeout = (
+        75  # seconds an idle connection is kept for the next request (the clients pool them)
+    )
     await serve(app, config, shutdown_trigger=shutdown.wait)
 
 
 def install_stream_reset() -> None:
-    """Make hypercorn's HTTP/2 end a stream at once when the response is complete before the request is, as
-    RFC 9113 section 8.1 provides ("A server can send a complete response prior to the client sending an entire
-    request [...]; the server MAY request that the client abort transmission of a request without error by sending
-    a RST_STREAM with an error code of NO_ERROR after sending a complete response"), and ignore request data that
-    arrives for a stream it is done with.
+    """Make hypercorn's HTTP/2 end a stream at once when the response is complete before the request
+    is, as RFC 9113 section 8.1 provides ("A server can send a complete response prior to the client
+    sending an entire request [...]; the server MAY request that the client abort transmission of a
+    request without error by sending a RST_STREAM with an error code of NO_ERROR after sending a
+    complete response"), and ignore request data that arrives for a stream it is done with.
 
-    hypercorn 0.18 does neither: after a refused event stream call (404, 403, 400) the client's request stream stays
-    open until it gives up (15.8 s for awscrt, issue 27), and the next DATA frame for the finished stream raises
-    ``KeyError`` in its connection handler (``client_connected_cb``), which ends the connection for every other
-    request on it. This subclass is installed once, in this process only, where ``hypercorn.protocol`` looks its
-    HTTP/2 protocol up (``ProtocolWrapper``); it relies on hypercorn's ``H2Protocol._send_data`` and
+    hypercorn 0.18 does neither: after a refused event stream call (404, 403, 400) the client's
+    request stream stays open until it gives up (15.8 s for awscrt, issue 27), and the next DATA
+    frame for the finished stream raises ``KeyError`` in its connection handler
+    (``client_connected_cb``), which ends the connection for every other request on it. This
+    subclass is installed once, in this process only, where ``hypercorn.protocol`` looks its HTTP/2
+    protocol up (``ProtocolWrapper``); it relies on hypercorn's ``H2Protocol._send_data`` and
     ``_handle_events``, as pinned in the lock files (tests/local cover both behaviours).
     """
     import hypercorn.protocol
@@ -140,17 +159,21 @@ def _stream_resetting_h2_protocol() -> type:
     from hypercorn.protocol.h2 import H2Protocol
 
     class StreamResettingH2Protocol(H2Protocol):
-        """hypercorn's HTTP/2 protocol, resetting a stream (NO_ERROR) whose response ended before its request."""
+        """hypercorn's HTTP/2 protocol, resetting a stream (NO_ERROR) whose response ended before
+        its request."""
 
         resets_finished_streams = True
 
         async def _handle_events(self, events: list[Any]) -> None:
-            # One event at a time: a stream opened earlier in the same batch exists by the time its data is handled,
-            # and one the application finished meanwhile is known to be gone.
+            # One event at a time: a stream opened earlier in the same batch exists by the time its
+            # data is handled, and one the application finished meanwhile is known to be gone.
             for event in events:
                 if isinstance(event, DataReceived) and event.stream_id not in self.streams:
-                    # The application is done with this stream: give the flow-control credit back, drop the data.
-                    self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    # The application is done with this stream: give the flow-control credit back,
+                    # drop the data.
+                    self.connection.acknowledge_received_data(
+                        event.flow_controlled_length, event.stream_id
+                    )
                     await self._flush()
                     continue
                 await super()._handle_events([event])

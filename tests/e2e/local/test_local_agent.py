@@ -22,14 +22,14 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-import websockets  # noqa: E402
+import websockets
 
-from agent.metrics import MetricsSink  # noqa: E402
-from agent.server import AgentServer, services_factory  # noqa: E402
-from contracts.agent_env import AgentEnv  # noqa: E402
-from tests.e2e.local.conftest import DELTAS, REGION, SONIC, VOXTRAL  # noqa: E402
-from voicectl.clients.audio import load_pcm16  # noqa: E402
-from voicectl.local.fake_bedrock import FakeBedrock  # noqa: E402
+from agent.metrics import MetricsSink
+from agent.server import AgentServer, services_factory
+from contracts.agent_env import AgentEnv
+from tests.e2e.local.conftest import DELTAS, REGION, SONIC, VOXTRAL
+from voicectl.clients.audio import load_pcm16
+from voicectl.local.fake_bedrock import FakeBedrock
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
 SILENCE = bytes(FRAME_BYTES)
@@ -43,8 +43,19 @@ def utterance(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     if espeak is None:
         return load_pcm16(Path("tests/clients/data/speech_22k_stereo.wav")).data
     path = tmp_path_factory.mktemp("speech") / "utterance.wav"
-    subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path),
-                    "Hello from SageMaker streaming speech to text"], check=True)
+    subprocess.run(
+        [
+            espeak,
+            "-v",
+            "en-us",
+            "-s",
+            "160",
+            "-w",
+            str(path),
+            "Hello from SageMaker streaming speech to text",
+        ],
+        check=True,
+    )
     return load_pcm16(path).data
 
 
@@ -91,11 +102,19 @@ class _Lines:
 @pytest.fixture
 def agent(client_env) -> Iterator[AgentRunner]:
     client_env.sonic.pace = 1.0  # Sonic speaks in real time: a long answer is still streaming
-    env = AgentEnv(sonic_endpoint=SONIC, sonic_voice="local-voice", voxtral_endpoint=VOXTRAL,
-                   llm_model_id="local.test-model", region=REGION, max_sessions=2,
-                   sagemaker_runtime_url=client_env.url,
-                   sagemaker_runtime_http2_url=client_env.url, host="127.0.0.1", port=0,
-                   metric_dimensions={"Deployment": "e2e"})
+    env = AgentEnv(
+        sonic_endpoint=SONIC,
+        sonic_voice="local-voice",
+        voxtral_endpoint=VOXTRAL,
+        llm_model_id="local.test-model",
+        region=REGION,
+        max_sessions=2,
+        sagemaker_runtime_url=client_env.url,
+        sagemaker_runtime_http2_url=client_env.url,
+        host="127.0.0.1",
+        port=0,
+        metric_dimensions={"Deployment": "e2e"},
+    )
     runner = AgentRunner(env, FakeBedrock(first_token_s=0.05, token_interval_s=0.02))
     yield runner
     runner.stop()
@@ -128,8 +147,10 @@ class Page:
     async def wait_for(self, kind: str, count: int = 1) -> dict[str, Any]:
         deadline = time.monotonic() + EVENT_TIMEOUT_S
         while len(self.events(kind)) < count:
-            assert time.monotonic() < deadline, f"no {kind} event within {EVENT_TIMEOUT_S} s: " \
+            assert time.monotonic() < deadline, (
+                f"no {kind} event within {EVENT_TIMEOUT_S} s: "
                 f"{[item for tag, item in self.received if tag == 'event']}"
+            )
             await asyncio.sleep(0.02)
         return self.events(kind)[count - 1]
 
@@ -138,7 +159,7 @@ class Page:
         audio = pcm16 + SILENCE * int(then_silence_s / 0.02)
         start = time.monotonic()
         for index, offset in enumerate(range(0, len(audio), FRAME_BYTES)):
-            await self.websocket.send(audio[offset:offset + FRAME_BYTES])
+            await self.websocket.send(audio[offset : offset + FRAME_BYTES])
             delay = start + (index + 1) * 0.02 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -176,7 +197,7 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     page, latency = asyncio.run(converse())
     finals = [event["text"] for event in page.events("user_transcript") if event["final"]]
     assert finals[0].startswith("".join(DELTAS).strip())  # the fake vLLM's scripted words
-    answer = [event["text"] for event in page.events("agent_text") if event["final"]][0]
+    answer = next(event["text"] for event in page.events("agent_text") if event["final"])
     assert answer.startswith("You said: " + finals[0].rstrip(".!? "))
     assert page.audio_bytes() > 0
     assert page.audio_bytes() % 2 == 0
@@ -191,8 +212,9 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Milliseconds"
 
 
-def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(agent, utterance,
-                                                                        client_env):
+def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(
+    agent, utterance, client_env
+):
     async def converse() -> Page:
         page = await open_page(agent.url)
         await page.speak(SILENCE * 10 + utterance, then_silence_s=0.5)
@@ -219,9 +241,15 @@ def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(agent, ut
     assert len(page.events("interrupt")) == 1
     first_call = client_env.sonic.calls[0]
     assert first_call.client_closed is True  # the stand-in saw the stream closed
-    tags = [(tag, item.get("type") if tag == "event" else None, item.get("state")
-             if tag == "event" else None) for tag, item in page.received]
-    after = tags[tags.index(("event", "interrupt", None)) + 1:]
+    tags = [
+        (
+            tag,
+            item.get("type") if tag == "event" else None,
+            item.get("state") if tag == "event" else None,
+        )
+        for tag, item in page.received
+    ]
+    after = tags[tags.index(("event", "interrupt", None)) + 1 :]
     thinking = after.index(("event", "turn", "agent_thinking"))
     assert [tag for tag, _, _ in after[:thinking]].count("audio") == 0
     assert any(tag == "audio" for tag, _, _ in after[thinking:])
@@ -248,8 +276,9 @@ def test_two_sessions_do_not_mix(agent, utterance):
     assert talker.events("ready")[0]["session_id"] != quiet.events("ready")[0]["session_id"]
     assert talker.audio_bytes() > 0 and talker.events("user_transcript")
     assert quiet.audio_bytes() == 0
-    assert [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready", "end"] \
-        or [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready"]
+    assert [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready", "end"] or [
+        item["type"] for tag, item in quiet.received if tag == "event"
+    ] == ["ready"]
 
 
 def test_closing_the_socket_frees_the_slot_and_closes_sonic(agent, utterance, client_env):
@@ -293,15 +322,19 @@ def test_a_full_bot_refuses_with_503(agent):
 
 def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
     """voicectl talk's server between a page and the bot: its page at GET /, its WebSocket relayed
-    (the user's words, the agent's text and audio, the latency event), foreign Host/Origin refused."""
+    (the user's words, the agent's text and audio, the latency event), foreign Host/Origin
+    refused."""
     from voicectl.clients.talk import TalkRelay
 
     relay = agent.call(TalkRelay(agent.url, port=0, log=lambda line: None).start())
     origin = f"http://127.0.0.1:{relay.port}"
 
     async def converse() -> Page:
-        page = Page(await websockets.connect(f"ws://127.0.0.1:{relay.port}/relay", max_size=None,
-                                             origin=origin))
+        page = Page(
+            await websockets.connect(
+                f"ws://127.0.0.1:{relay.port}/relay", max_size=None, origin=origin
+            )
+        )
         page.reader = asyncio.create_task(page.read())
         await page.wait_for("ready")
         await page.speak(SILENCE * 10 + utterance)
@@ -339,7 +372,7 @@ def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
         agent.call(relay.stop())
     finals = [event["text"] for event in page.events("user_transcript") if event["final"]]
     assert finals[0].startswith("".join(DELTAS).strip())
-    answer = [event["text"] for event in page.events("agent_text") if event["final"]][0]
+    answer = next(event["text"] for event in page.events("agent_text") if event["final"])
     assert answer.startswith("You said: ")
     assert page.audio_bytes() > 0
     assert page.events("latency")[0]["VoiceToVoice"] > 0

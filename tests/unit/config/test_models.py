@@ -1,5 +1,5 @@
-"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model package) and the
-streams that fit a GPU's KV cache."""
+"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model
+package) and the streams that fit a GPU's KV cache."""
 
 from __future__ import annotations
 
@@ -17,15 +17,35 @@ def test_gpu_memory_estimate_values():
     t4 = instance_types.lookup("ml.g4dn.xlarge")
     l40s = instance_types.lookup("ml.g6e.xlarge")
     assert max_num_seqs_that_fit(l4, 45000, 0.9) == 8
-    assert max_num_seqs_that_fit(t4, 45000, 0.9) == 3  # the catalogue's 16 GiB: no pinned facts for the T4
-    assert max_num_seqs_that_fit(t4, 45000, 0.6) == 0  # 9.6 GiB: the weights and overhead leave no room
+    assert (
+        max_num_seqs_that_fit(t4, 45000, 0.9) == 3
+    )  # the catalogue's 16 GiB: no pinned facts for the T4
+    assert (
+        max_num_seqs_that_fit(t4, 45000, 0.6) == 0
+    )  # 9.6 GiB: the weights and overhead leave no room
     assert max_num_seqs_that_fit(l40s, 45000, 0.9) == 23
 
 
 def test_the_transcription_delays_are_the_model_cards():
     """Every multiple of 80 ms from 80 to 1200, and 2400; the checkpoint's 480 among them."""
-    assert VOXTRAL_TRANSCRIPTION_DELAYS_MS == (80, 160, 240, 320, 400, 480, 560, 640, 720, 800,
-                                               880, 960, 1040, 1120, 1200, 2400)
+    assert VOXTRAL_TRANSCRIPTION_DELAYS_MS == (
+        80,
+        160,
+        240,
+        320,
+        400,
+        480,
+        560,
+        640,
+        720,
+        800,
+        880,
+        960,
+        1040,
+        1120,
+        1200,
+        2400,
+    )
     assert VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS in VOXTRAL_TRANSCRIPTION_DELAYS_MS
 
 
