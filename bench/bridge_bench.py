@@ -521,7 +521,8 @@ print(slowest)
 
 
 async def held_phase(streams: int, bridge_dir: Path, token: str | None = None) -> dict[str, float]:
-    """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left after, /ping max ms."""
+    """N streams push 4 MiB appends into a vLLM that stopped reading: MiB held per stream, MiB left
+    after, /ping max ms."""
     fake, bridge, vllm_port, bridge_port = _start(
         bridge_dir,
         ["--hang-after-commit"],

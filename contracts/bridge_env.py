@@ -155,6 +155,17 @@ def token_problem(token: str) -> str | None:
     return None
 
 
+def need[T](value: T | None) -> T:
+    """``value``, which :meth:`BridgeEnvironment.from_env` never leaves None; a clear error for an
+    environment built by hand and handed to the bridge without it."""
+    if value is None:
+        raise ValueError(
+            "a bridge setting is unset: the container reads its settings with "
+            "BridgeEnvironment.from_env, which fills every default"
+        )
+    return value
+
+
 def _variable(name: str, **options: Any) -> Any:
     """A field read from the variable ``name`` (None: unset)."""
     return field(default=None, metadata={"variable": name}, **options)
@@ -334,10 +345,10 @@ class BridgeEnvironment:
         """
         if self.max_model_len is None:
             return None
-        tokens = (
-            max(0, self.max_model_len - self.stream_overhead_tokens) * self.session_limit_fraction
+        tokens = max(0, self.max_model_len - self.stream_overhead_tokens) * need(
+            self.session_limit_fraction
         )
-        seconds = tokens / self.tokens_per_audio_second
+        seconds = tokens / need(self.tokens_per_audio_second)
         return int(seconds * realtime.SAMPLE_RATE_HZ) * realtime.BYTES_PER_SAMPLE
 
     @classmethod

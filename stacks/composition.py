@@ -9,7 +9,8 @@ module.
 - Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`,
   :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
   :func:`pool_environment`, :func:`voxtral_tracking`.
-- ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`, :func:`ecs_vpc`.
+- ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`,
+  :func:`ecs_vpc`.
 
 Construct ids are those the stacks used before they shared this module, so the logical ids are
 unchanged.
@@ -365,7 +366,8 @@ def bridge_environment(
         vllm_gpu_memory_utilization=voxtral.gpu_memory_utilization,
         vllm_compilation_config=json.dumps(COMPILATION_CONFIG),
         vllm_mm_processor_cache_gb=MM_PROCESSOR_CACHE_GB,
-        # The checkpoint is in Mistral's format (params.json, tekken.json, consolidated.safetensors).
+        # The checkpoint is in Mistral's format (params.json, tekken.json,
+        # consolidated.safetensors).
         vllm_tokenizer_mode="mistral",
         vllm_config_format="mistral",
         vllm_load_format="mistral",
@@ -375,13 +377,15 @@ def bridge_environment(
         # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
         # need no network: EMF lines on stdout, which SageMaker ships to the endpoint's log group.
         offline=True,
-        # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is unchanged.
+        # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is
+        # unchanged.
         vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
         # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
         # patched copy (container/bridge/entrypoint.py). Left out when unset: no Model changes.
         transcription_delay_ms=voxtral.transcription_delay_ms,
-        # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge divides vLLM's reported
-        # num_gpu_blocks by it and lowers its stream cap when vLLM holds fewer streams than MAX_STREAMS.
+        # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge
+        # divides vLLM's reported num_gpu_blocks by it and lowers its stream cap when vLLM holds
+        # fewer streams than MAX_STREAMS.
         kv_blocks_per_stream=fitted.stream_blocks if fitted is not None else None,
     )
 

@@ -62,12 +62,14 @@ class BridgeImageProps:
             ``Dockerfile``, beside the contracts it imports (``contracts/``). The build context is
             their parent, of which only these two folders go in (:func:`context_exclude`); the
             Dockerfile copies from both.
-        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
-            One of ``container_dir`` and ``prebuilt_image_uri`` is required.
-        retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
-        encryption_key: a customer managed key for the repository (KMS encryption). Changing a repository's
-            encryption replaces it (AWS::ECR::Repository EncryptionConfiguration: "Update requires: Replacement"), so an
-            existing deployment should opt in knowingly. Default: AES-256 (SSE-S3).
+        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is
+            built or copied. One of ``container_dir`` and ``prebuilt_image_uri`` is required.
+        retain_data: keep the repository and its images on ``cdk destroy``. Default: false
+            (emptied and deleted).
+        encryption_key: a customer managed key for the repository (KMS encryption). Changing a
+            repository's encryption replaces it (AWS::ECR::Repository EncryptionConfiguration:
+            "Update requires: Replacement"), so an existing deployment should opt in knowingly.
+            Default: AES-256 (SSE-S3).
     """
 
     container_dir: Path | None = None
@@ -149,6 +151,7 @@ class BridgeImage(Construct):
             self.image_uri = props.prebuilt_image_uri
             return
 
+        assert props.container_dir is not None  # validated: one of the two is set
         container_dir = Path(props.container_dir)
         asset = ecr_assets.DockerImageAsset(
             self,

@@ -5,9 +5,11 @@ A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m 
 the folder ``model_staging_build/`` shipped as one asset as it is, the staging package and its
 hash-pinned requirements, with the ``contracts`` package it imports copied beside it at synth) to
 download a pinned revision from the Hugging Face Hub and upload it under the model prefix. A custom
-resource on the CDK Provider framework starts the build and polls it until it ends; its properties are the repository
-id, revision and S3 URI only, so CloudFormation runs it again only when one of those changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or by using
-:attr:`ModelStaging.model_s3_uri`), so its weights are in place before SageMaker copies them.
+resource on the CDK Provider framework starts the build and polls it until it ends; its properties
+are the repository id, revision and S3 URI only, so CloudFormation runs it again only when one of
+those changes. The endpoint depends on the custom resource (:meth:`ModelStaging.add_dependent`, or
+by using :attr:`ModelStaging.model_s3_uri`), so its weights are in place before SageMaker copies
+them.
 
 Why CodeBuild and not an ECS task: it needs no VPC, subnets or cluster (a Fargate task needs subnets
 with a route to the internet to reach the Hub), bills per minute only while it runs, reads the Hub
@@ -80,8 +82,8 @@ BUILD_SOURCE_DIR = _HERE / "model_staging_build"
 #: manifest's format from it, so the build's source carries it (``python -m stage_model`` finds it
 #: beside ``stage_model/``).
 CONTRACTS_DIR = Path(contracts.__file__).resolve().parent
-#: Bytecode Python writes when ``voicectl`` imports the package from the source tree: not part of the asset (it
-#: would change the asset hash from one machine to the next).
+#: Bytecode Python writes when ``voicectl`` imports the package from the source tree: not part of
+#: the asset (it would change the asset hash from one machine to the next).
 BUILD_SOURCE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
 #: The container image CDK's bundling requires to be named; never pulled or run (the source is
 #: staged locally, :class:`_LocalBuildSource`).
@@ -281,12 +283,12 @@ class ModelStaging(Construct):
             "Source",
             path=str(BUILD_SOURCE_DIR),
             asset_hash_type=AssetHashType.OUTPUT,
-            bundling=BundlingOptions(image=_UNUSED_BUNDLING_IMAGE, local=_LocalBuildSource()),
+            bundling=BundlingOptions(image=_UNUSED_BUNDLING_IMAGE, local=_LocalBuildSource()),  # pyright: ignore[reportArgumentType] (jsii protocol, structural)
         )
-        # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource passes them with
-        # every StartBuild (environmentVariablesOverride, from its own properties). On an update rollback
-        # CloudFormation reverts the custom resource before this project, so values kept in the project would
-        # make the rollback build stage the failed update's target.
+        # MODEL_REPOSITORY_ID, MODEL_REVISION and MODEL_S3_URI are not set here: the custom resource
+        # passes them with every StartBuild (environmentVariablesOverride, from its own properties).
+        # On an update rollback CloudFormation reverts the custom resource before this project, so
+        # values kept in the project would make the rollback build stage the failed update's target.
         environment_variables = {
             # Python prints progress lines as they come, not when a buffer fills.
             "PYTHONUNBUFFERED": codebuild.BuildEnvironmentVariable(value="1"),

@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jsii
 from aws_cdk import (
@@ -109,7 +110,8 @@ OWN_BRIDGE_FIELDS = (
     "drain_s",
     "idle_timeout_s",
 )
-#: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant, AllTraffic).
+#: Dimension VariantName of the bridge's metrics on ECS (on SageMaker it is the variant,
+#: AllTraffic).
 ECS_VARIANT_NAME = "ecs"
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health
 #: checks are ignored this long after a task starts (measured order of magnitude on SageMaker's g6:
@@ -166,8 +168,10 @@ class GpuEcsServiceProps:
             it. Default
             None: no such alarm.
         container_port: the port the container serves on. Default 8080 (the bridge's).
-        health_path: the load balancer's health check path (200 = can serve). Default ``/ping`` (the bridge's).
-        gpu_namespace: namespace of the CloudWatch agent's GPU metrics. Default: the bridge's namespace + ``/Gpu``
+        health_path: the load balancer's health check path (200 = can serve). Default ``/ping``
+            (the bridge's).
+        gpu_namespace: namespace of the CloudWatch agent's GPU metrics. Default: the bridge's
+            namespace + ``/Gpu``
             (required without ``bridge``).
         environment: the bridge container's environment
             (:class:`contracts.bridge_env.BridgeEnvironment`: vLLM flags and bridge settings), with
@@ -558,26 +562,34 @@ class GpuEcsService(Construct):
             acknowledge_compliance(
                 self.token_secret,
                 {
-                    "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
-                    "a rotated token takes effect as tasks restart.",
+                    "SecretsManagerRotationEnabled": (
+                        "Rotation is the user's choice (README, 'Calling the ECS endpoint'): "
+                        "a rotated token takes effect as tasks restart."
+                    ),
                 },
             )
             Validations.of(self.token_secret).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-SMG4",
-                    reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a rotated token takes "
-                    "effect as tasks restart, so rotation needs a rolling deployment the user schedules.",
+                    reason=(
+                        "Rotation is the user's choice (README, 'Calling the ECS endpoint'): a "
+                        "rotated token takes effect as tasks restart, so rotation needs a rolling "
+                        "deployment the user schedules."
+                    ),
                 )
             )
-            token = ecs.Secret.from_secrets_manager(self.token_secret)
+            # jsii's binding names the interface's parameters differently from Secret's (ignored).
+            secret: Any = self.token_secret
+            token = ecs.Secret.from_secrets_manager(secret)
             secrets[BridgeEnvironment.variable("bridge_token")] = token
             if key is not None:  # ECS reads the secret with the execution role when a task starts
                 self.task_definition.obtain_execution_role().add_to_principal_policy(
-                    secret_decrypt_statement(self.token_secret, key.key_arn)
+                    secret_decrypt_statement(secret, key.key_arn)
                 )
         environment: dict[str, str] = {}
         health_check = None
         if bridge is not None:
+            assert props.model_bucket is not None  # validated with bridge
             own = BridgeEnvironment(
                 model_s3_uri=f"s3://{props.model_bucket.bucket_name}/{props.model_prefix}",
                 model_cache_dir=CONTAINER_CACHE_DIR,

@@ -302,7 +302,8 @@ def fp8_kv_cache_problem(gpu_model: str) -> str | None:
 #: unification; the blocks the bridge's KV_BLOCKS_PER_STREAM counts in, so the contract's
 #: (contracts.bridge_env).
 VLLM_BLOCK_SIZE = DEFAULT_KV_BLOCK_SIZE
-#: ``VllmConfig.max_concurrent_batches`` with async scheduling (on by default for this model), pipeline size 1.
+#: ``VllmConfig.max_concurrent_batches`` with async scheduling (on by default for this model),
+#: pipeline size 1.
 VLLM_MAX_CONCURRENT_BATCHES = 2
 #: Tokens one real-time stream has scheduled and not yet settled at most: the streaming prefix of
 #: its first step (BOS and padding tokens, tens of tokens) plus one token per step in flight. An

@@ -1,6 +1,6 @@
-"""The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and the checks built
-on them. (S3 URIs: :class:`contracts.model.S3Prefix`, the one parser of the project; the model
-hub's repository ids and revisions: :mod:`contracts.model`.)
+"""The forms of the AWS names, ARNs and image URIs the constructs accept, each with its source, and
+the checks built on them. (S3 URIs: :class:`contracts.model.S3Prefix`, the one parser of the
+project; the model hub's repository ids and revisions: :mod:`contracts.model`.)
 
 A check records at most one problem per value through :class:`~constructs_lib.validation.Problems`.
 Values that are CDK tokens (resolved at deploy time) are not checked: their producer guarantees the

@@ -45,6 +45,7 @@ from contracts.bridge_env import (
     VLLM_ENV_PREFIX,
     BridgeEnvError,
     BridgeEnvironment,
+    need,
 )
 
 from . import env_secrets
@@ -326,7 +327,7 @@ def main() -> int:
 
         try:
             local_copy = ensure_local_copy(
-                settings.model_s3_uri, Path(settings.model_cache_dir), s3=_s3_client(secrets)
+                settings.model_s3_uri, Path(need(settings.model_cache_dir)), s3=_s3_client(secrets)
             )
             env[BridgeEnvironment.variable("vllm_model")] = str(local_copy)
         except WeightsError as exc:
@@ -371,7 +372,7 @@ def main() -> int:
                 command,
                 bridge_command(),
                 vllm_environment(env),
-                settings.drain_s,
+                need(settings.drain_s),
                 bridge_env,
                 bridge_fds,
             )

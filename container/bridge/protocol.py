@@ -59,8 +59,8 @@ VLLM_HEALTH_PATH = "/health"
 #: vLLM's model list (OpenAI-compatible), used to learn the served model name when no setting gives
 #: it.
 VLLM_MODELS_PATH = "/v1/models"
-#: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first field,
-#: first and compact (realtime/protocol.py `TranscriptionDone`).
+#: How vLLM's `transcription.done` starts: pydantic's `model_dump_json` writes `type`, its first
+#: field, first and compact (realtime/protocol.py `TranscriptionDone`).
 TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
 
 #: Largest frame, in bytes, the bridge parses as JSON. Appends in the canonical layout (below) are

@@ -53,7 +53,7 @@ from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from contracts import realtime
-from contracts.bridge_env import BridgeEnvironment
+from contracts.bridge_env import BridgeEnvironment, need
 from contracts.realtime import PING_PATH, STREAM_PATH
 
 from . import plain_http, protocol
@@ -144,7 +144,7 @@ class _Stream:
         self.first_delta_at: float | None = None
         self.audio = protocol.GenerationAudio(settings.session_audio_limit_bytes)
         self.rate = protocol.AudioRate(
-            settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S
+            need(settings.audio_rate_limit), need(settings.audio_burst_s), MIN_EVENT_AUDIO_S
         )
         self.ending = False  # set once the bridge or the client has started ending the stream
         self.slices: Generator[None] | None = None  # a large append being checked and forwarded
@@ -183,9 +183,9 @@ class _Stream:
         rate = self.rate
         if not rate.charge(result.audio_bytes / realtime.PCM_BYTES_PER_SECOND, now):
             self.end(
-                f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst of "
-                f"{rate.burst_s:g} s of audio; every event counts as at least {rate.min_event_s * 1000:g} ms): "
-                "pace the audio (AUDIO_RATE_LIMIT)",
+                f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst "
+                f"of {rate.burst_s:g} s of audio; every event counts as at least "
+                f"{rate.min_event_s * 1000:g} ms): pace the audio (AUDIO_RATE_LIMIT)",
                 realtime.RATE_LIMITED,
                 CloseCode.POLICY_VIOLATION,
                 limit_x=rate.limit_x,
@@ -337,34 +337,34 @@ class Bridge:
     def __init__(self, settings: BridgeEnvironment) -> None:
         self.settings = settings
         self.health = HealthProbe(
-            settings.vllm_host,
-            settings.vllm_port,
+            need(settings.vllm_host),
+            need(settings.vllm_port),
             settings.served_model,
             self._kv_cache_read if settings.kv_blocks_per_stream else None,
         )
         self.metrics = BridgeMetrics(
-            settings.metrics_namespace, settings.endpoint_name, settings.variant_name
+            need(settings.metrics_namespace),
+            need(settings.endpoint_name),
+            need(settings.variant_name),
         )
         #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds
         #: (_kv_cache_read).
-        self.stream_cap = settings.max_streams
+        self.stream_cap = need(settings.max_streams)
         self.metrics.stream_cap = self.stream_cap
         #: True once vLLM has been healthy: metrics are written only from then on
         #: (_flush_metrics_periodically).
         self._served = False
-        self.port = settings.port
+        self.port = need(settings.port)
         self.active_streams = 0
         #: Largest message on either leg, bytes (read by the legs).
-        self.max_frame_bytes = settings.max_frame_bytes
+        self.max_frame_bytes = need(settings.max_frame_bytes)
         #: Every open client connection (streams, `/ping`s, requests not yet read), for shutdown.
         self.legs: set[ClientLeg] = set()
         self._streams: set[_Stream] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         #: vLLM's Realtime WebSocket URL (logged at start-up).
-        self._upstream_url = (
-            f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
-        )
+        self._upstream_url = f"ws://{need(settings.vllm_host)}:{need(settings.vllm_port)}{protocol.VLLM_REALTIME_PATH}"
         self._upstream_uri = parse_uri(self._upstream_url)
         self._audio_limit = settings.session_audio_limit_bytes
         self._no_streams = asyncio.Event()
@@ -383,8 +383,8 @@ class Bridge:
             TaskProtection(
                 settings.ecs_agent_uri,
                 self.metrics,
-                expires_minutes=settings.task_protection_minutes,
-                grace_s=settings.task_protection_grace_s,
+                expires_minutes=need(settings.task_protection_minutes),
+                grace_s=need(settings.task_protection_grace_s),
             )
             if settings.ecs_agent_uri
             else None
@@ -399,7 +399,7 @@ class Bridge:
         self.health.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientLeg(self), self.settings.host, self.settings.port
+            lambda: ClientLeg(self), need(self.settings.host), need(self.settings.port)
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._sweep_streams())
@@ -409,11 +409,11 @@ class Bridge:
         log.info(
             "bridge listening on %s:%d, vLLM at %s, max %d stream%s, bearer token %s, ECS task "
             "scale-in protection %s",
-            self.settings.host,
+            need(self.settings.host),
             self.port,
             self._upstream_url,
-            self.settings.max_streams,
-            "" if self.settings.max_streams == 1 else "s",
+            need(self.settings.max_streams),
+            "" if need(self.settings.max_streams) == 1 else "s",
             "required" if self._token else "not checked",
             "on while streams are live" if self.protection else "off",
         )
@@ -545,16 +545,16 @@ class Bridge:
         round up at the coarser size."""
         per_stream = self.settings.kv_blocks_per_stream or 1
         block_size = self.health.block_size
-        if block_size and block_size != self.settings.kv_block_size:
-            converted = -(-per_stream * self.settings.kv_block_size // block_size)
-            if block_size > self.settings.kv_block_size:
+        if block_size and block_size != need(self.settings.kv_block_size):
+            converted = -(-per_stream * need(self.settings.kv_block_size) // block_size)
+            if block_size > need(self.settings.kv_block_size):
                 converted += KV_CACHE_GROUPS
             log.info(
                 "vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of "
                 "%d: %d of vLLM's blocks per stream",
                 block_size,
                 per_stream,
-                self.settings.kv_block_size,
+                need(self.settings.kv_block_size),
                 converted,
             )
             per_stream = converted
@@ -567,7 +567,7 @@ class Bridge:
             streams,
             "" if streams == 1 else "s",
             per_stream,
-            self.settings.max_streams,
+            need(self.settings.max_streams),
         )
         if streams < self.stream_cap:
             log.warning(
@@ -575,7 +575,7 @@ class Bridge:
                 "cap is now %d (the capacity estimate was too high; see voicectl capacity)",
                 streams,
                 "" if streams == 1 else "s",
-                self.settings.max_streams,
+                need(self.settings.max_streams),
                 max(1, streams),
             )
             self.stream_cap = max(1, streams)
@@ -592,7 +592,8 @@ class Bridge:
             self.metrics.stream_rejected()
             await self._refuse(
                 client,
-                f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); retry later",
+                f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); "
+                "retry later",
                 realtime.SERVER_BUSY,
                 CloseCode.TRY_AGAIN_LATER,
                 max_streams=self.stream_cap,
@@ -648,13 +649,13 @@ class Bridge:
 
         def make_leg() -> UpstreamLeg:
             nonlocal leg
-            leg = UpstreamLeg(stream, self._upstream_uri, self.settings.max_frame_bytes)
+            leg = UpstreamLeg(stream, self._upstream_uri, need(self.settings.max_frame_bytes))
             return leg
 
         try:
             async with asyncio.timeout(UPSTREAM_OPEN_TIMEOUT_S):
                 await loop.create_connection(
-                    make_leg, self.settings.vllm_host, self.settings.vllm_port
+                    make_leg, need(self.settings.vllm_host), need(self.settings.vllm_port)
                 )
                 assert leg is not None
                 await leg.opened
@@ -713,8 +714,8 @@ class Bridge:
         reading (the pong could not be read), and not when the sweep itself runs late: then the
         bridge's own event loop was held up, and its sockets are unread.
         """
-        idle_s = self.settings.idle_timeout_s
-        stall_s = self.settings.upstream_stall_s
+        idle_s = need(self.settings.idle_timeout_s)
+        stall_s = need(self.settings.upstream_stall_s)
         period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
         last = time.monotonic()
         while True:
@@ -785,8 +786,8 @@ class Bridge:
                 now - upstream.last_rx,
             )
             stream.end(
-                f"the model server did not answer for {stall_s:g} s (no data, no reply to a WebSocket ping); "
-                "the session was ended",
+                f"the model server did not answer for {stall_s:g} s (no data, no reply to a "
+                "WebSocket ping); the session was ended",
                 realtime.UPSTREAM_CLOSED,
                 CloseCode.INTERNAL_ERROR,
                 upstream_close_code=None,
@@ -801,7 +802,7 @@ class Bridge:
         loses nothing; they are written with the first interval after it becomes healthy.
         """
         while True:
-            await asyncio.sleep(self.settings.metrics_interval_s)
+            await asyncio.sleep(need(self.settings.metrics_interval_s))
             self.refusals.flush_due()  # refusals since the last line, once its interval has passed
             if self.health.healthy:
                 self._served = True

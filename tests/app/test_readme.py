@@ -152,7 +152,8 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
     assert broken == [], f"{page_id(page)}: links to files or sections that do not exist"
 
 
-#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``, ``tests/e2e/local/``).
+#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``,
+#: ``tests/e2e/local/``).
 TOP_LEVEL = (
     "app.py",
     "cdk.json",

@@ -162,8 +162,9 @@ def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
 
     port = free_port()
     given = os.pathsep.join([SOURCE_PATH, "/from/the/image"])
-    process, record = start_entrypoint(tmp_path, PYTHONPATH=given, BRIDGE_PORT=str(port))
-    # vLLM gets the environment it was given; only the bridge's own process gets the bridge package's path.
+    process, _record = start_entrypoint(tmp_path, PYTHONPATH=given, BRIDGE_PORT=str(port))
+    # vLLM gets the environment it was given; only the bridge's own process gets the bridge
+    # package's path.
     assert (tmp_path / "standin.json.pythonpath").read_text() == given
     wait_for_ping(
         port, process

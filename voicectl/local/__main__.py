@@ -9,10 +9,11 @@ vllm-deps``) puts vLLM's real realtime server (its CPU build) in the fake's plac
 random-weight Voxtral Realtime checkpoint it writes into the state directory: real vLLM events
 through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
 
-It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they need, and stops
-everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to a log file in the state directory.
-The bridge is run from the repository checkout (``container/``), as ``python -m bridge`` with the
-project's Python and the checkout's root on its path (the bridge imports ``contracts/``).
+It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they
+need, and stops everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to
+a log file in the state directory. The bridge is run from the repository checkout (``container/``),
+as ``python -m bridge`` with the project's Python and the checkout's root on its path (the bridge
+imports ``contracts/``).
 """
 
 from __future__ import annotations

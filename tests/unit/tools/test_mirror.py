@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/`` (its mirror
-#: drops the leading ``tests/``: ``tests/unit/tools/``).
+#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/``
+#: (its mirror drops the leading ``tests/``: ``tests/unit/tools/``).
 PACKAGES = ("contracts", "config", "constructs_lib", "voicectl", "tests/tools")
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is

@@ -1,14 +1,15 @@
 """vLLM's realtime protocol as the client speaks it: the events the client sends, what to try for
 each error code, and the bounds on what it accepts.
 
-Protocol (vLLM ``vllm/entrypoints/speech_to_text/realtime/connection.py`` and ``protocol.py``; see design.md):
-the server sends ``session.created`` on accept; the client sends ``session.update {model}`` (required before any
-commit), an ``input_audio_buffer.commit`` that starts a generation, ``input_audio_buffer.append {audio}`` events
-carrying base64 PCM16 at 16 kHz mono, and a final ``input_audio_buffer.commit {final: true}`` that ends the
-generation's audio. The server answers with ``transcription.delta {delta}`` events and one ``transcription.done
-{text, usage}`` per generation. Errors arrive in-band as ``error {error, code}`` with, from the container's bridge,
-machine-readable fields (``session_limit``: ``limit_s``, ``audio_s``); the client reads those fields, never the
-English message. The event names, error codes and fields are the contract's
+Protocol (vLLM ``vllm/entrypoints/speech_to_text/realtime/connection.py`` and ``protocol.py``; see
+design.md): the server sends ``session.created`` on accept; the client sends ``session.update
+{model}`` (required before any commit), an ``input_audio_buffer.commit`` that starts a generation,
+``input_audio_buffer.append {audio}`` events carrying base64 PCM16 at 16 kHz mono, and a final
+``input_audio_buffer.commit {final: true}`` that ends the generation's audio. The server answers
+with ``transcription.delta {delta}`` events and one ``transcription.done {text, usage}`` per
+generation. Errors arrive in-band as ``error {error, code}`` with, from the container's bridge,
+machine-readable fields (``session_limit``: ``limit_s``, ``audio_s``); the client reads those
+fields, never the English message. The event names, error codes and fields are the contract's
 (:mod:`contracts.realtime`), which the bridge uses too; the names below are bound to it
 (``SESSION_LIMIT_CODE`` is its ``SESSION_LIMIT``, and so on).
 """
@@ -83,9 +84,10 @@ REOPEN_CODES = frozenset(
         "ModelStreamError",
     }
 )
-"""Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as a cut: the
-bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the container is stopping: on SageMaker
-a new stream lands on a healthy instance), and SageMaker's stream failures."""
+"""Error codes that end a stream but not the endpoint's ability to serve a new one, so they count as
+a cut: the bridge's ``upstream_closed`` (vLLM ended the session) and ``server_shutdown`` (the
+container is stopping: on SageMaker a new stream lands on a healthy instance), and SageMaker's
+stream failures."""
 
 MAX_EVENT_BYTES = 1024 * 1024
 """Largest server event accepted, in bytes (1 MiB): a ``transcription.done`` of a 50-minute
@@ -96,24 +98,48 @@ MAX_EVENT_DEPTH = DEFAULT_MAX_DEPTH
 """Deepest JSON nesting accepted in a server event (the protocol's events nest 3 levels)."""
 
 ERROR_HINTS: dict[str, str] = {
-    realtime.MODEL_NOT_FOUND: "pass --model with the model name the endpoint serves (vLLM --served-model-name)",
+    realtime.MODEL_NOT_FOUND: (
+        "pass --model with the model name the endpoint serves (vLLM --served-model-name)"
+    ),
     realtime.MODEL_NOT_VALIDATED: "the server did not accept session.update; check --model",
-    realtime.INVALID_AUDIO: "the audio chunk was rejected; this is a client bug, please report it with the input file",
-    realtime.INVALID_JSON: "the server could not parse a message; check that nothing between client and vLLM "
-    "rewrites it",
-    realtime.INVALID_EVENT: "the server rejected an event; check that the endpoint runs the expected vLLM version",
-    realtime.UNKNOWN_EVENT: "the server does not know an event type; check that the endpoint runs a vLLM realtime "
-    "server",
-    realtime.PROCESSING_ERROR: "the model failed while transcribing; see the endpoint's CloudWatch logs",
+    realtime.INVALID_AUDIO: (
+        "the audio chunk was rejected; this is a client bug, please report it with the input file"
+    ),
+    realtime.INVALID_JSON: (
+        "the server could not parse a message; check that nothing between client and vLLM "
+        "rewrites it"
+    ),
+    realtime.INVALID_EVENT: (
+        "the server rejected an event; check that the endpoint runs the expected vLLM version"
+    ),
+    realtime.UNKNOWN_EVENT: (
+        "the server does not know an event type; check that the endpoint runs a vLLM realtime "
+        "server"
+    ),
+    realtime.PROCESSING_ERROR: (
+        "the model failed while transcribing; see the endpoint's CloudWatch logs"
+    ),
     # Codes the container's bridge adds.
-    realtime.UPSTREAM_CLOSED: "the model server ended the session; retry, and see the endpoint's "
-    "CloudWatch logs if it repeats",
-    realtime.UPSTREAM_UNAVAILABLE: "the model server is not reachable (still loading, or crashed); retry in a minute",
-    realtime.SERVER_BUSY: "every stream slot of the endpoint is in use; retry later or scale the endpoint out",
+    realtime.UPSTREAM_CLOSED: (
+        "the model server ended the session; retry, and see the endpoint's CloudWatch logs if "
+        "it repeats"
+    ),
+    realtime.UPSTREAM_UNAVAILABLE: (
+        "the model server is not reachable (still loading, or crashed); retry in a minute"
+    ),
+    realtime.SERVER_BUSY: (
+        "every stream slot of the endpoint is in use; retry later or scale the endpoint out"
+    ),
     realtime.IDLE_TIMEOUT: "the endpoint closed the stream because no audio arrived for a while",
-    realtime.SESSION_LIMIT: "the session reached the endpoint's audio limit; pass a --session-limit below it",
-    realtime.SERVER_SHUTDOWN: "the endpoint's container is stopping (deployment or scale-in); retry",
-    realtime.RATE_LIMITED: "audio was sent faster than the endpoint's AUDIO_RATE_LIMIT allows; this is a client bug",
+    realtime.SESSION_LIMIT: (
+        "the session reached the endpoint's audio limit; pass a --session-limit below it"
+    ),
+    realtime.SERVER_SHUTDOWN: (
+        "the endpoint's container is stopping (deployment or scale-in); retry"
+    ),
+    realtime.RATE_LIMITED: (
+        "audio was sent faster than the endpoint's AUDIO_RATE_LIMIT allows; this is a client bug"
+    ),
     realtime.EVENT_TOO_LARGE: "an event was larger than the endpoint accepts; this is a client bug",
 }
 """What to try for each error code: vLLM's (``realtime/connection.py``) and the bridge's."""
@@ -158,5 +184,6 @@ def commit_event(final: bool = False) -> str:
 
 
 def append_event(pcm16: bytes) -> str:
-    """JSON of ``input_audio_buffer.append`` carrying ``pcm16`` (16 kHz mono PCM16 bytes) as base64."""
+    """JSON of ``input_audio_buffer.append`` carrying ``pcm16`` (16 kHz mono PCM16 bytes) as
+    base64."""
     return json.dumps({"type": APPEND, "audio": base64.b64encode(pcm16).decode("ascii")})

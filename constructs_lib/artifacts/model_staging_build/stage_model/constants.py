@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
-# The files vLLM needs to serve the model, and nothing else (README, .gitattributes and any Transformers-format
-# copies stay out of the prefix, because SageMaker copies the whole prefix to /opt/ml/model).
+# The files vLLM needs to serve the model, and nothing else (README, .gitattributes and any
+# Transformers-format copies stay out of the prefix, because SageMaker copies the whole prefix to
+# /opt/ml/model).
 #
 # The repository publishes the model in Mistral's native format: params.json, tekken.json and
 # consolidated.safetensors (the repository's first commit holds exactly these three files plus
@@ -70,7 +71,8 @@ DELETABLE_EXTRA_PATTERNS: Final[tuple[str, ...]] = (
 #: (https://huggingface.co/docs/huggingface_hub/package_reference/environment_variables#hftoken).
 HF_TOKEN_ENV: Final = "HF_TOKEN"
 
-#: Object metadata key (x-amz-meta-sha256) holding the hex SHA-256 of the whole file, set when it is uploaded.
+#: Object metadata key (x-amz-meta-sha256) holding the hex SHA-256 of the whole file, set when it is
+#: uploaded.
 SHA256_METADATA_KEY: Final = "sha256"
 
 MIB: Final = 1024 * 1024

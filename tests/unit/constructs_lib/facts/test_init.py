@@ -1,6 +1,6 @@
-"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them), and the package
-exports the shared value type S3Prefix (the contracts', which the staging build and the bridge parse
-with)."""
+"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them),
+and the package exports the shared value type S3Prefix (the contracts', which the staging build and
+the bridge parse with)."""
 
 from __future__ import annotations
 
