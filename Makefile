@@ -100,6 +100,16 @@ agents-deps: $(AGENTS_STAMP) ## add Pipecat and LiveKit Agents to .venv (require
 synth: deps ## write the CloudFormation templates to cdk.out (no AWS account needed)
 	$(CDK) synth --quiet $(CDK_ARGS)
 
+# Ruff (pyproject.toml [tool.ruff]: the rules and 100 columns) and pyright in basic mode ([tool.pyright]: config,
+# constructs_lib, container, stacks, voicectl/clients), both pinned (requirements.lock, package-lock.json). Every
+# command runs and the target fails if any did, so one run shows all three reports.
+lint: deps ## ruff check, ruff format --check and pyright (basic): what CI runs before the tests
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	npx --no-install pyright || status=1; \
+	exit $$status
+
 test: deps $(MIC_STAMP) $(AGENTS_STAMP) ## run the test suite on every core (template assertions, cfn-lint, cdk-nag, bridge, clients, e2e)
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 

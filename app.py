@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import App, Validations
 
@@ -15,10 +16,12 @@ if TYPE_CHECKING:
     from stacks import VoiceApp
 
 
-def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, Settings, VoiceApp]:
-    """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``), the enabled
-    stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev 5 with network.mode=vpc
-    (validation plugins: unacknowledged findings fail the synth).
+def create_app(
+    context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> tuple[App, Settings, VoiceApp]:
+    """Build the app: settings from context (cdk.json and ``-c`` via the CDK CLI, or ``context``),
+    the enabled stacks, and the cdk-nag AwsSolutions checks, plus HIPAA Security and NIST 800-53 rev
+    5 with network.mode=vpc (validation plugins: unacknowledged findings fail the synth).
 
     Raises:
         SettingsError: when a setting is invalid (before any construct is built).

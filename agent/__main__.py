@@ -18,10 +18,15 @@ async def serve(env: AgentEnv) -> None:
     from agent.server import AgentServer, services_factory, task_protection
 
     metrics = MetricsSink(env.metric_dimensions)
-    server = await AgentServer(env, services_factory(env), metrics,
-                               protection=task_protection(env, metrics)).start()
-    logging.getLogger("agent").info("listening on %s:%d (health: GET /health; at most %d sessions)",
-                                    env.host, server.port, env.max_sessions)
+    server = await AgentServer(
+        env, services_factory(env), metrics, protection=task_protection(env, metrics)
+    ).start()
+    logging.getLogger("agent").info(
+        "listening on %s:%d (health: GET /health; at most %d sessions)",
+        env.host,
+        server.port,
+        env.max_sessions,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -32,8 +37,11 @@ async def serve(env: AgentEnv) -> None:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         env = AgentEnv.from_env(os.environ)
     except AgentEnvError as error:

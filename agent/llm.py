@@ -21,7 +21,11 @@ import threading
 from typing import Any
 
 from pipecat.frames.frames import (
-    Frame, LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame, LLMTextFrame,
+    Frame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection
@@ -67,8 +71,11 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content.strip()
     if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content
-                        if isinstance(part, dict) and part.get("type", "text") == "text").strip()
+        return " ".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        ).strip()
     return ""
 
 
@@ -77,9 +84,12 @@ def bedrock_client(region: str | None, endpoint_url: str | None) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("bedrock-runtime", region_name=region, endpoint_url=endpoint_url,
-                        config=Config(read_timeout=READ_TIMEOUT_S,
-                                      retries={"max_attempts": 3, "mode": "standard"}))
+    return boto3.client(
+        "bedrock-runtime",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        config=Config(read_timeout=READ_TIMEOUT_S, retries={"max_attempts": 3, "mode": "standard"}),
+    )
 
 
 class BedrockConverseLLM(LLMService):
@@ -91,12 +101,22 @@ class BedrockConverseLLM(LLMService):
     """
 
     def __init__(self, *, model_id: str, client: Any, **kwargs: Any) -> None:
-        super().__init__(settings=LLMSettings(model=model_id, system_instruction=None,
-                                              temperature=None, max_tokens=MAX_TOKENS,
-                                              top_p=None, top_k=None, frequency_penalty=None,
-                                              presence_penalty=None, seed=None,
-                                              filter_incomplete_user_turns=None,
-                                              user_turn_completion_config=None), **kwargs)
+        super().__init__(
+            settings=LLMSettings(
+                model=model_id,
+                system_instruction=None,
+                temperature=None,
+                max_tokens=MAX_TOKENS,
+                top_p=None,
+                top_k=None,
+                frequency_penalty=None,
+                presence_penalty=None,
+                seed=None,
+                filter_incomplete_user_turns=None,
+                user_turn_completion_config=None,
+            ),
+            **kwargs,
+        )
         self._model_id = model_id
         self._client = client
         self.calls = 0
@@ -115,8 +135,9 @@ class BedrockConverseLLM(LLMService):
         try:
             await self._converse(frame.context)
         except Exception as error:  # botocore's ClientError, EventStreamError, connection errors
-            await self.push_error(error_msg=f"Bedrock ConverseStream ({self._model_id}): {error}",
-                                  exception=error)
+            await self.push_error(
+                error_msg=f"Bedrock ConverseStream ({self._model_id}): {error}", exception=error
+            )
         finally:
             await self.stop_processing_metrics()
             await self.push_frame(LLMFullResponseEndFrame())
@@ -125,8 +146,11 @@ class BedrockConverseLLM(LLMService):
         messages, system = bedrock_messages(list(context.get_messages()))
         if not messages:
             return
-        request: dict[str, Any] = {"modelId": self._model_id, "messages": messages,
-                                   "inferenceConfig": {"maxTokens": MAX_TOKENS}}
+        request: dict[str, Any] = {
+            "modelId": self._model_id,
+            "messages": messages,
+            "inferenceConfig": {"maxTokens": MAX_TOKENS},
+        }
         if system:
             request["system"] = system
         loop = asyncio.get_running_loop()
@@ -148,7 +172,7 @@ class BedrockConverseLLM(LLMService):
                     if text:
                         put(text)
                 put(None)
-            except BaseException as error:  # noqa: BLE001 (handed to the event loop)
+            except BaseException as error:  # handed to the event loop
                 put(None if stop.is_set() else error)
 
         self.calls += 1
@@ -178,8 +202,9 @@ def _close_quietly(stream: Any) -> None:
         stream.close()
 
 
-def make_llm(*, model_id: str | None, url: str | None, region: str | None,
-             bedrock_url: str | None) -> LLMService:
+def make_llm(
+    *, model_id: str | None, url: str | None, region: str | None, bedrock_url: str | None
+) -> LLMService:
     """Bedrock (``model_id``) or, with ``url``, an OpenAI-compatible server (``model_id`` is the
     model name sent, ``default`` when unset; the key from ``OPENAI_API_KEY``, else none)."""
     if url is not None:
@@ -187,7 +212,10 @@ def make_llm(*, model_id: str | None, url: str | None, region: str | None,
 
         from pipecat.services.openai.llm import OpenAILLMService
 
-        return OpenAILLMService(api_key=os.environ.get("OPENAI_API_KEY") or "none", base_url=url,
-                                settings=OpenAILLMService.Settings(model=model_id or "default"))
+        return OpenAILLMService(
+            api_key=os.environ.get("OPENAI_API_KEY") or "none",
+            base_url=url,
+            settings=OpenAILLMService.Settings(model=model_id or "default"),
+        )
     assert model_id is not None
     return BedrockConverseLLM(model_id=model_id, client=bedrock_client(region, bedrock_url))

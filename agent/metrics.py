@@ -20,7 +20,11 @@ from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from contracts.agent_metrics import (
-    ACTIVE_SESSIONS, METRICS, NAMESPACE, STAGE_ERRORS, TASK_PROTECTION_ERRORS,
+    ACTIVE_SESSIONS,
+    METRICS,
+    NAMESPACE,
+    STAGE_ERRORS,
+    TASK_PROTECTION_ERRORS,
     TURN_LATENCY_METRICS,
 )
 
@@ -34,34 +38,48 @@ class MetricsSink:
         clock: wall clock in seconds.
     """
 
-    def __init__(self, dimensions: Mapping[str, str], *, out: TextIO | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        dimensions: Mapping[str, str],
+        *,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.dimensions = dict(dimensions)
         self.out = out
         self.clock = clock
         #: Whether ECS task scale-in protection is on (set by the task protection loop).
         self.protected = False
 
-    def line(self, metrics: Mapping[str, float],
-             properties: Mapping[str, object] | None = None) -> str:
+    def line(
+        self, metrics: Mapping[str, float], properties: Mapping[str, object] | None = None
+    ) -> str:
         """One EMF line of ``metrics`` (contract name -> value, unit from the contract);
         ``properties`` are logged alongside (searchable in Logs Insights, not metrics)."""
         unknown = sorted(set(metrics) - set(METRICS))
         if unknown:
             raise ValueError(f"metrics {unknown} are not in contracts.agent_metrics.METRICS")
         document: dict[str, object] = {
-            "_aws": {"Timestamp": round(self.clock() * 1000), "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE, "Dimensions": [sorted(self.dimensions)],
-                "Metrics": [{"Name": name, "Unit": METRICS[name]} for name in metrics],
-            }]},
-            **(properties or {}), **self.dimensions,
+            "_aws": {
+                "Timestamp": round(self.clock() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": NAMESPACE,
+                        "Dimensions": [sorted(self.dimensions)],
+                        "Metrics": [{"Name": name, "Unit": METRICS[name]} for name in metrics],
+                    }
+                ],
+            },
+            **(properties or {}),
+            **self.dimensions,
         }
         for name, value in metrics.items():
             document[name] = round(value, 1) if isinstance(value, float) else value
         return json.dumps(document, separators=(",", ":"))
 
-    def emit(self, metrics: Mapping[str, float],
-             properties: Mapping[str, object] | None = None) -> None:
+    def emit(
+        self, metrics: Mapping[str, float], properties: Mapping[str, object] | None = None
+    ) -> None:
         if not metrics:
             return
         out = self.out or sys.stdout
@@ -70,8 +88,14 @@ class MetricsSink:
 
     def turn(self, latencies_ms: Mapping[str, float | None], session_id: str, turn: int) -> None:
         """One turn's latencies (keys of the ``latency`` event; those not measured left out)."""
-        self.emit({TURN_LATENCY_METRICS[key]: value for key, value in latencies_ms.items()
-                   if value is not None}, {"SessionId": session_id, "Turn": turn})
+        self.emit(
+            {
+                TURN_LATENCY_METRICS[key]: value
+                for key, value in latencies_ms.items()
+                if value is not None
+            },
+            {"SessionId": session_id, "Turn": turn},
+        )
 
     def count(self, name: str, session_id: str, value: int = 1) -> None:
         """A count (a Count metric of the contract, such as ``SessionsFailed``)."""

@@ -20,7 +20,10 @@ from agent.protocol import HEALTH_PATH, MAX_MESSAGE_BYTES, OUTPUT_SAMPLE_RATE_HZ
 from agent.session import AgentSession, Services
 from contracts.agent_env import AgentEnv
 from contracts.agent_metrics import (
-    ACTIVE_SESSIONS_INTERVAL_S, SESSIONS, SESSIONS_FAILED, SESSIONS_REFUSED,
+    ACTIVE_SESSIONS_INTERVAL_S,
+    SESSIONS,
+    SESSIONS_FAILED,
+    SESSIONS_REFUSED,
 )
 
 logger = logging.getLogger("agent")
@@ -56,9 +59,15 @@ class AgentServer:
         active_interval_s: seconds between two ``ActiveSessions`` values.
     """
 
-    def __init__(self, env: AgentEnv, make_services: Callable[[], Awaitable[Services]],
-                 metrics: MetricsSink, *, protection: LiveSessionsWatcher | None = None,
-                 active_interval_s: float = ACTIVE_SESSIONS_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        env: AgentEnv,
+        make_services: Callable[[], Awaitable[Services]],
+        metrics: MetricsSink,
+        *,
+        protection: LiveSessionsWatcher | None = None,
+        active_interval_s: float = ACTIVE_SESSIONS_INTERVAL_S,
+    ) -> None:
         self.env = env
         self.make_services = make_services
         self.metrics = metrics
@@ -79,20 +88,32 @@ class AgentServer:
         if self.protection is not None:
             self.protection.streams_changed(self.busy)
 
-    async def process_request(self, connection: ServerConnection, request: Request
-                              ) -> Response | None:
+    async def process_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | None:
         path = request.path.split("?", 1)[0]
         if path == HEALTH_PATH:
-            return _json(connection, http.HTTPStatus.OK, {
-                "status": "ok", "sessions": self.busy, "max_sessions": self.env.max_sessions})
+            return _json(
+                connection,
+                http.HTTPStatus.OK,
+                {"status": "ok", "sessions": self.busy, "max_sessions": self.env.max_sessions},
+            )
         if path not in SESSION_PATHS:
-            return _json(connection, http.HTTPStatus.NOT_FOUND, {
-                "error": f"no route {path}; open a WebSocket at / (GET {HEALTH_PATH} for health)"})
+            return _json(
+                connection,
+                http.HTTPStatus.NOT_FOUND,
+                {"error": f"no route {path}; open a WebSocket at / (GET {HEALTH_PATH} for health)"},
+            )
         if self.busy >= self.env.max_sessions:
             self.metrics.count(SESSIONS_REFUSED, "")
-            return _json(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, {
-                "error": f"all {self.env.max_sessions} conversations of this bot are in use; try "
-                         "again in a moment"})
+            return _json(
+                connection,
+                http.HTTPStatus.SERVICE_UNAVAILABLE,
+                {
+                    "error": f"all {self.env.max_sessions} conversations of this bot are in use; "
+                    "try again in a moment"
+                },
+            )
         return None
 
     async def handle(self, websocket: ServerConnection) -> None:
@@ -104,16 +125,29 @@ class AgentServer:
         session: AgentSession | None = None
         try:
             services = await self.make_services()
-            session = AgentSession(websocket, services, self.metrics,
-                                   max_session_s=self.env.max_session_s, idle_s=self.env.idle_s)
+            session = AgentSession(
+                websocket,
+                services,
+                self.metrics,
+                max_session_s=self.env.max_session_s,
+                idle_s=self.env.idle_s,
+            )
             self._starting -= 1
             self.sessions.add(session)
             self.metrics.count(SESSIONS, session.session_id)
-            logger.info("session %s started (%d of %d)", session.session_id, self.busy,
-                        self.env.max_sessions)
+            logger.info(
+                "session %s started (%d of %d)",
+                session.session_id,
+                self.busy,
+                self.env.max_sessions,
+            )
             await session.run()
-            logger.info("session %s ended: %s (interruptions %d)", session.session_id,
-                        session.end_reason, session.state.interruptions)
+            logger.info(
+                "session %s ended: %s (interruptions %d)",
+                session.session_id,
+                session.end_reason,
+                session.state.interruptions,
+            )
         except Exception as error:
             logger.exception("session failed")
             self.metrics.count(SESSIONS_FAILED, session.session_id if session else "")
@@ -128,9 +162,14 @@ class AgentServer:
             await websocket.close()
 
     async def start(self) -> AgentServer:
-        self.server = await serve(self.handle, self.env.host, self.env.port,
-                                  process_request=self.process_request,
-                                  max_size=MAX_MESSAGE_BYTES, compression=None)
+        self.server = await serve(
+            self.handle,
+            self.env.host,
+            self.env.port,
+            process_request=self.process_request,
+            max_size=MAX_MESSAGE_BYTES,
+            compression=None,
+        )
         self._background = [asyncio.ensure_future(self.active.run())]
         if self.protection is not None:
             self._background.append(asyncio.ensure_future(self.protection.run()))
@@ -158,8 +197,7 @@ class AgentServer:
                 await task
 
 
-def _json(connection: ServerConnection, status: http.HTTPStatus, body: dict[str, Any]
-          ) -> Response:
+def _json(connection: ServerConnection, status: http.HTTPStatus, body: dict[str, Any]) -> Response:
     response = connection.respond(status, json.dumps(body) + "\n")
     response.headers["Content-Type"] = "application/json"
     return response
@@ -175,8 +213,9 @@ def services_factory(env: AgentEnv) -> Callable[[], Awaitable[Services]]:
     from voicectl.clients.realtime.auth import BearerToken
 
     bedrock = None if env.llm_url else bedrock_client(env.region, env.bedrock_runtime_url)
-    sonic = SonicTarget(env.sonic_endpoint, region=env.region,
-                        endpoint_url=env.sagemaker_runtime_url)
+    sonic = SonicTarget(
+        env.sonic_endpoint, region=env.region, endpoint_url=env.sagemaker_runtime_url
+    )
 
     async def token() -> BearerToken | None:
         if env.voxtral_token_secret_arn is None:
@@ -193,18 +232,30 @@ def services_factory(env: AgentEnv) -> Callable[[], Awaitable[Services]]:
         if env.voxtral_url is not None:
             voxtral = VoxtralTarget(url=env.voxtral_url, token=await token())
         else:
-            voxtral = VoxtralTarget(endpoint_name=env.voxtral_endpoint, region=env.region,
-                                    endpoint_url=env.sagemaker_runtime_http2_url)
+            voxtral = VoxtralTarget(
+                endpoint_name=env.voxtral_endpoint,
+                region=env.region,
+                endpoint_url=env.sagemaker_runtime_http2_url,
+            )
         if bedrock is not None:
             assert env.llm_model_id is not None
             llm = BedrockConverseLLM(model_id=env.llm_model_id, client=bedrock)
         else:
-            llm = make_llm(model_id=env.llm_model_id, url=env.llm_url, region=env.region,
-                           bedrock_url=None)
-        return Services(stt=VoxtralSTTService(target=voxtral), llm=llm, tts_kwargs={
-            "target": sonic, "voice_id": env.sonic_voice, "language": env.language,
-            "sample_rate": OUTPUT_SAMPLE_RATE_HZ}, system_prompt=env.system_prompt,
-            greeting=env.greeting)
+            llm = make_llm(
+                model_id=env.llm_model_id, url=env.llm_url, region=env.region, bedrock_url=None
+            )
+        return Services(
+            stt=VoxtralSTTService(target=voxtral),
+            llm=llm,
+            tts_kwargs={
+                "target": sonic,
+                "voice_id": env.sonic_voice,
+                "language": env.language,
+                "sample_rate": OUTPUT_SAMPLE_RATE_HZ,
+            },
+            system_prompt=env.system_prompt,
+            greeting=env.greeting,
+        )
 
     return make
 
@@ -222,5 +273,9 @@ def task_protection(env: AgentEnv, metrics: MetricsSink) -> LiveSessionsWatcher 
         return None
     from bridge.task_protection import TaskProtection
 
-    return TaskProtection(env.ecs_agent_uri, metrics, expires_minutes=env.protection_minutes,
-                          grace_s=TASK_PROTECTION_GRACE_S)
+    return TaskProtection(
+        env.ecs_agent_uri,
+        metrics,
+        expires_minutes=env.protection_minutes,
+        grace_s=TASK_PROTECTION_GRACE_S,
+    )

@@ -41,16 +41,27 @@ from typing import Any
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
-    CancelFrame, ErrorFrame, Frame, InputAudioRawFrame, InterimTranscriptionFrame,
-    InterruptionFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame, LLMTextFrame,
-    TranscriptionFrame, TTSAudioRawFrame, TTSSpeakFrame, VADUserStartedSpeakingFrame,
+    CancelFrame,
+    ErrorFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
-    LLMContextAggregatorPair, LLMUserAggregatorParams,
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
 )
 from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -66,10 +77,12 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from agent.metrics import MetricsSink
-from contracts.agent_metrics import INTERRUPTIONS
 from agent.protocol import (
-    INPUT_SAMPLE_RATE_HZ, MAX_AUDIO_MESSAGE_BYTES, OUTPUT_SAMPLE_RATE_HZ,
+    INPUT_SAMPLE_RATE_HZ,
+    MAX_AUDIO_MESSAGE_BYTES,
+    OUTPUT_SAMPLE_RATE_HZ,
 )
+from contracts.agent_metrics import INTERRUPTIONS
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
 
@@ -153,10 +166,12 @@ class Turn:
                 return None
             return (end - start) * 1000
 
-        return {"TimeToFinalTranscript": between(self.speech_end, self.final_at),
-                "LlmFirstToken": between(self.llm_started, self.llm_first_token),
-                "SonicFirstAudio": between(self.tts_started, self.sonic_first_audio),
-                "VoiceToVoice": between(self.speech_end, self.first_audio_sent)}
+        return {
+            "TimeToFinalTranscript": between(self.speech_end, self.final_at),
+            "LlmFirstToken": between(self.llm_started, self.llm_first_token),
+            "SonicFirstAudio": between(self.tts_started, self.sonic_first_audio),
+            "VoiceToVoice": between(self.speech_end, self.first_audio_sent),
+        }
 
 
 @dataclass
@@ -206,7 +221,8 @@ class SpeechGate(FrameProcessor):
         super().__init__()
         self.open = False
         self._preroll: collections.deque[InputAudioRawFrame] = collections.deque(
-            maxlen=round(PREROLL_S / FRAME_S))
+            maxlen=round(PREROLL_S / FRAME_S)
+        )
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -216,13 +232,19 @@ class SpeechGate(FrameProcessor):
             else:
                 self._preroll.append(frame)
             return
-        if isinstance(frame, VADUserStartedSpeakingFrame) and direction == FrameDirection.DOWNSTREAM:
+        if (
+            isinstance(frame, VADUserStartedSpeakingFrame)
+            and direction == FrameDirection.DOWNSTREAM
+        ):
             self.open = True
             await self.push_frame(frame, direction)
             while self._preroll:
                 await self.push_frame(self._preroll.popleft(), direction)
             return
-        if isinstance(frame, VADUserStoppedSpeakingFrame) and direction == FrameDirection.DOWNSTREAM:
+        if (
+            isinstance(frame, VADUserStoppedSpeakingFrame)
+            and direction == FrameDirection.DOWNSTREAM
+        ):
             self.open = False
         await self.push_frame(frame, direction)
 
@@ -323,8 +345,11 @@ class PageOutput(FrameProcessor):
             if turn is not None and turn.first_audio_sent is not None and not turn.reported:
                 state.report(turn)
                 latencies = turn.latencies_ms()
-                await state.page.event("latency", turn=turn.number, **{
-                    key: round(value) for key, value in latencies.items() if value is not None})
+                await state.page.event(
+                    "latency",
+                    turn=turn.number,
+                    **{key: round(value) for key, value in latencies.items() if value is not None},
+                )
             return  # audio ends here: the assistant aggregator needs none of it
         await self.push_frame(frame, direction)
 
@@ -342,8 +367,11 @@ class MeasuredSonic(SonicTTSService):
         if turn is not None and turn.tts_started is None:
             turn.tts_started = self.state.clock()
         async for frame in super().run_tts(text, context_id):
-            if turn is not None and turn.sonic_first_audio is None \
-                    and isinstance(frame, TTSAudioRawFrame):
+            if (
+                turn is not None
+                and turn.sonic_first_audio is None
+                and isinstance(frame, TTSAudioRawFrame)
+            ):
                 turn.sonic_first_audio = self.state.clock()
             yield frame
 
@@ -371,8 +399,15 @@ class AgentSession:
         idle_s: seconds without audio from the page before the session ends.
     """
 
-    def __init__(self, websocket: Any, services: Services, metrics: MetricsSink, *,
-                 max_session_s: float, idle_s: float) -> None:
+    def __init__(
+        self,
+        websocket: Any,
+        services: Services,
+        metrics: MetricsSink,
+        *,
+        max_session_s: float,
+        idle_s: float,
+    ) -> None:
         self.websocket = websocket
         self.services = services
         self.session_id = uuid.uuid4().hex[:12]
@@ -388,18 +423,35 @@ class AgentSession:
         context = LLMContext([{"role": "system", "content": services.system_prompt}])
         strategies = UserTurnStrategies(
             start=[VADUserTurnStartStrategy(), TranscriptionUserTurnStartStrategy()],
-            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=USER_SPEECH_TIMEOUT_S)])
-        aggregators = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
-            user_turn_strategies=strategies))
+            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=USER_SPEECH_TIMEOUT_S)],
+        )
+        aggregators = LLMContextAggregatorPair(
+            context, user_params=LLMUserAggregatorParams(user_turn_strategies=strategies)
+        )
         vad = VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=VAD_STOP_S)))
         self.tts = MeasuredSonic(self.state, **services.tts_kwargs)
-        pipeline = Pipeline([
-            vad, SpeechGate(), services.stt, TranscriptTap(self.state), aggregators.user(), services.llm,
-            AnswerTap(self.state), self.tts, PageOutput(self.state), aggregators.assistant(),
-        ])
-        worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False, params=PipelineParams(
-            audio_in_sample_rate=INPUT_SAMPLE_RATE_HZ,
-            audio_out_sample_rate=OUTPUT_SAMPLE_RATE_HZ))
+        pipeline = Pipeline(
+            [
+                vad,
+                SpeechGate(),
+                services.stt,
+                TranscriptTap(self.state),
+                aggregators.user(),
+                services.llm,
+                AnswerTap(self.state),
+                self.tts,
+                PageOutput(self.state),
+                aggregators.assistant(),
+            ]
+        )
+        worker = PipelineWorker(
+            pipeline,
+            cancel_on_idle_timeout=False,
+            params=PipelineParams(
+                audio_in_sample_rate=INPUT_SAMPLE_RATE_HZ,
+                audio_out_sample_rate=OUTPUT_SAMPLE_RATE_HZ,
+            ),
+        )
 
         @worker.event_handler("on_pipeline_error")
         async def on_pipeline_error(_worker: PipelineWorker, frame: ErrorFrame) -> None:
@@ -410,15 +462,22 @@ class AgentSession:
     def stage_of(self, processor: object) -> str | None:
         """The stage (``stt``, ``llm``, ``tts``) a processor is, None for the others."""
         stages = {"stt": self.services.stt, "llm": self.services.llm, "tts": self.tts}
-        return next((stage for stage, service in stages.items()
-                     if service is not None and processor is service), None)
+        return next(
+            (
+                stage
+                for stage, service in stages.items()
+                if service is not None and processor is service
+            ),
+            None,
+        )
 
     def stage_error(self, frame: ErrorFrame) -> None:
         """Count an error of the STT, the LLM or Sonic (``SttErrors``, ``LlmErrors``,
         ``TtsErrors``); errors of other processors are only logged."""
         stage = self.stage_of(frame.processor)
-        logger.warning("session %s: %s error: %s", self.session_id, stage or "pipeline",
-                       frame.error)
+        logger.warning(
+            "session %s: %s error: %s", self.session_id, stage or "pipeline", frame.error
+        )
         if stage is not None:
             self.state.metrics.stage_error(stage, self.session_id, str(frame.error))
 
@@ -430,15 +489,19 @@ class AgentSession:
         running = asyncio.ensure_future(runner.run())
         writing = asyncio.ensure_future(self.page.run())
         try:
-            await self.page.event("ready", session_id=self.session_id,
-                                  input_sample_rate_hz=INPUT_SAMPLE_RATE_HZ,
-                                  output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ)
+            await self.page.event(
+                "ready",
+                session_id=self.session_id,
+                input_sample_rate_hz=INPUT_SAMPLE_RATE_HZ,
+                output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ,
+            )
             if self.services.greeting:
                 await worker.queue_frame(TTSSpeakFrame(self.services.greeting))
                 await self.page.event("agent_text", text=self.services.greeting, final=True)
             reading = asyncio.ensure_future(self._read(worker))
-            done, _ = await asyncio.wait({reading, running}, timeout=self.max_session_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {reading, running}, timeout=self.max_session_s, return_when=asyncio.FIRST_COMPLETED
+            )
             if not done:
                 self.end_reason = f"the session reached its {self.max_session_s:g} s limit"
             elif reading in done:
@@ -477,8 +540,9 @@ class AgentSession:
                     return
                 continue
             if len(message) > MAX_AUDIO_MESSAGE_BYTES:
-                await self.page.event("error", message=f"audio messages are at most "
-                                      f"{MAX_AUDIO_MESSAGE_BYTES} bytes")
+                await self.page.event(
+                    "error", message=f"audio messages are at most {MAX_AUDIO_MESSAGE_BYTES} bytes"
+                )
                 continue
             pending += message
             while len(pending) >= FRAME_BYTES:

@@ -49,8 +49,15 @@ sys.path[:0] = [str(ROOT)]
 from pipecat.audio.vad.silero import SileroVADAnalyzer  # noqa: E402
 from pipecat.audio.vad.vad_analyzer import VADParams  # noqa: E402
 from pipecat.frames.frames import (  # noqa: E402
-    EndFrame, ErrorFrame, Frame, InputAudioRawFrame, LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame, LLMTextFrame, TranscriptionFrame, TTSAudioRawFrame,
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    InputAudioRawFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
@@ -204,7 +211,7 @@ async def feed(worker: PipelineWorker, pcm16: bytes) -> None:
     step = int(FRAME_S * TARGET_SAMPLE_RATE_HZ) * 2
     start = time.monotonic()
     for index, offset in enumerate(range(0, len(pcm16), step)):
-        frame = InputAudioRawFrame(pcm16[offset:offset + step], TARGET_SAMPLE_RATE_HZ, 1)
+        frame = InputAudioRawFrame(pcm16[offset : offset + step], TARGET_SAMPLE_RATE_HZ, 1)
         await worker.queue_frame(frame)
         delay = start + (index + 1) * FRAME_S - time.monotonic()
         if delay > 0:
@@ -213,16 +220,27 @@ async def feed(worker: PipelineWorker, pcm16: bytes) -> None:
 
 async def voice_turns(args: argparse.Namespace, utterances: list[tuple[str, bytes]]) -> list[Turn]:
     bench = Bench()
-    voxtral = VoxtralTarget(endpoint_name=args.voxtral_endpoint, region=args.region,
-                            endpoint_url=args.voxtral_url)
+    voxtral = VoxtralTarget(
+        endpoint_name=args.voxtral_endpoint, region=args.region, endpoint_url=args.voxtral_url
+    )
     sonic = SonicTarget(args.sonic_endpoint, region=args.region, endpoint_url=args.sonic_url)
-    pipeline = Pipeline([
-        VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=VAD_STOP_S))),
-        VoxtralSTTService(target=voxtral), Probe(bench), LlmStandIn(args.llm_ttft_ms / 1000),
-        SonicTTSService(target=sonic, voice_id=args.voice), Recorder(bench),
-    ])
-    worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False, params=PipelineParams(
-        audio_in_sample_rate=TARGET_SAMPLE_RATE_HZ, audio_out_sample_rate=OUTPUT_RATE_HZ))
+    pipeline = Pipeline(
+        [
+            VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=VAD_STOP_S))),
+            VoxtralSTTService(target=voxtral),
+            Probe(bench),
+            LlmStandIn(args.llm_ttft_ms / 1000),
+            SonicTTSService(target=sonic, voice_id=args.voice),
+            Recorder(bench),
+        ]
+    )
+    worker = PipelineWorker(
+        pipeline,
+        cancel_on_idle_timeout=False,
+        params=PipelineParams(
+            audio_in_sample_rate=TARGET_SAMPLE_RATE_HZ, audio_out_sample_rate=OUTPUT_RATE_HZ
+        ),
+    )
     runner = WorkerRunner()
     await runner.add_workers(worker)
     running = asyncio.ensure_future(runner.run())
@@ -267,6 +285,7 @@ def percentile(values: list[float], fraction: float) -> float:
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word-level Levenshtein distance over the reference's word count (case and punctuation
     ignored)."""
+
     def words(text: str) -> list[str]:
         return "".join(c.lower() if c.isalnum() or c.isspace() else " " for c in text).split()
 
@@ -283,8 +302,10 @@ def table(rows: list[tuple[str, list[float]]]) -> str:
     lines = [f"{'figure':<46} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"]
     for name, values in rows:
         if values:
-            lines.append(f"{name:<46} {len(values):>4} " + " ".join(
-                f"{percentile(values, q) * 1000:>8.0f}" for q in (0.5, 0.95, 0.99)))
+            lines.append(
+                f"{name:<46} {len(values):>4} "
+                + " ".join(f"{percentile(values, q) * 1000:>8.0f}" for q in (0.5, 0.95, 0.99))
+            )
         else:
             lines.append(f"{name:<46} {0:>4} {'-':>8} {'-':>8} {'-':>8}")
     return "\n".join(lines)
@@ -295,23 +316,40 @@ async def main(args: argparse.Namespace) -> None:
         utterances = recordings(Path(directory))
     turns = await voice_turns(args, utterances)
     ttfa = await sonic_first_audio(args)
-    ttfs = [t.final_at - t.speech_end for t in turns
-            if t.final_at and t.speech_end and t.final_at >= t.speech_end]
+    ttfs = [
+        t.final_at - t.speech_end
+        for t in turns
+        if t.final_at and t.speech_end and t.final_at >= t.speech_end
+    ]
     v2v = [t.first_audio_at - t.speech_end for t in turns if t.first_audio_at and t.speech_end]
     missing = sum(1 for t in turns if t.first_audio_at is None or t.speech_end is None)
     wer = [word_error_rate(t.reference, t.final_text) for t in turns if t.final_at]
-    print(f"{len(turns)} turns ({len(utterances)} utterances x {args.repeats}); Voxtral "
-          f"{args.voxtral_endpoint}, Sonic {args.sonic_endpoint}; VAD stop_secs {VAD_STOP_S},")
-    print(f"LLM stand-in first token {args.llm_ttft_ms:.0f} ms; Voxtral transcription delay "
-          f"{delay_label(args.transcription_delay_ms)}")
-    print(table([("time to final transcript (after end of speech)", ttfs),
-                 ("Sonic time to first audio (per sentence)", ttfa),
-                 ("voice to voice (end of speech to first audio)", v2v)]))
+    print(
+        f"{len(turns)} turns ({len(utterances)} utterances x {args.repeats}); Voxtral "
+        f"{args.voxtral_endpoint}, Sonic {args.sonic_endpoint}; VAD stop_secs {VAD_STOP_S},"
+    )
+    print(
+        f"LLM stand-in first token {args.llm_ttft_ms:.0f} ms; Voxtral transcription delay "
+        f"{delay_label(args.transcription_delay_ms)}"
+    )
+    print(
+        table(
+            [
+                ("time to final transcript (after end of speech)", ttfs),
+                ("Sonic time to first audio (per sentence)", ttfa),
+                ("voice to voice (end of speech to first audio)", v2v),
+            ]
+        )
+    )
     if wer:
-        print(f"word error rate of the final transcripts: {sum(wer) / len(wer):.1%} (mean over "
-              f"{len(wer)})")
-        print("(meaningful only against a real Voxtral: make local's fake vLLM sends scripted words, "
-              "its real-vLLM tier a random-weight model's letters)")
+        print(
+            f"word error rate of the final transcripts: {sum(wer) / len(wer):.1%} (mean over "
+            f"{len(wer)})"
+        )
+        print(
+            "(meaningful only against a real Voxtral: make local's fake vLLM sends scripted words, "
+            "its real-vLLM tier a random-weight model's letters)"
+        )
     if missing:
         print(f"{missing} turns without an end of speech or a reply within {TURN_TIMEOUT_S:.0f} s")
 
@@ -326,25 +364,46 @@ def delay_label(delay_ms: int | None) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--voxtral-endpoint", default="voxtral-realtime",
-                        help="Voxtral SageMaker endpoint (default: make local's voxtral-realtime)")
-    parser.add_argument("--sonic-endpoint", default="sonic-tts",
-                        help="Sonic SageMaker endpoint (default: make local's sonic-tts)")
-    parser.add_argument("--voice", default="local-voice",
-                        help="Cartesia voice ID (default: make local's)")
+    parser.add_argument(
+        "--voxtral-endpoint",
+        default="voxtral-realtime",
+        help="Voxtral SageMaker endpoint (default: make local's voxtral-realtime)",
+    )
+    parser.add_argument(
+        "--sonic-endpoint",
+        default="sonic-tts",
+        help="Sonic SageMaker endpoint (default: make local's sonic-tts)",
+    )
+    parser.add_argument(
+        "--voice", default="local-voice", help="Cartesia voice ID (default: make local's)"
+    )
     parser.add_argument("--region", help="AWS Region (default: the standard chain's)")
-    parser.add_argument("--voxtral-url", help="bidirectional runtime URL (default: "
-                        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2 or the Region's)")
-    parser.add_argument("--sonic-url", help="runtime URL (default: "
-                        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME or the Region's)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="passes over the utterances (default: 3)")
-    parser.add_argument("--llm-ttft-ms", type=float, default=LLM_FIRST_TOKEN_S * 1000,
-                        help="the LLM stand-in's time to first token, ms (default: "
-                        f"{LLM_FIRST_TOKEN_S * 1000:.0f})")
-    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
-                        help="the transcription delay the Voxtral endpoint runs at, for the header "
-                        "(voxtral.transcription_delay_ms; make local's TRANSCRIPTION_DELAY_MS)")
+    parser.add_argument(
+        "--voxtral-url",
+        help="bidirectional runtime URL (default: "
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2 or the Region's)",
+    )
+    parser.add_argument(
+        "--sonic-url",
+        help="runtime URL (default: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME or the Region's)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="passes over the utterances (default: 3)"
+    )
+    parser.add_argument(
+        "--llm-ttft-ms",
+        type=float,
+        default=LLM_FIRST_TOKEN_S * 1000,
+        help="the LLM stand-in's time to first token, ms (default: "
+        f"{LLM_FIRST_TOKEN_S * 1000:.0f})",
+    )
+    parser.add_argument(
+        "--transcription-delay-ms",
+        type=int,
+        metavar="MS",
+        help="the transcription delay the Voxtral endpoint runs at, for the header "
+        "(voxtral.transcription_delay_ms; make local's TRANSCRIPTION_DELAY_MS)",
+    )
     return parser.parse_args(argv)
 
 

@@ -1,14 +1,17 @@
-"""Peak memory (RSS) of reading a long recording for ``voicectl transcribe``: streamed vs whole-file decoding.
+"""Peak memory (RSS) of reading a long recording for ``voicectl transcribe``: streamed vs whole-file
+decoding.
 
     .venv/bin/python bench/clients_audio_memory.py [--minutes 20] [--rate 48000] [--channels 2]
 
-Writes a synthetic FLAC (a tone with noise) to a temporary directory, then, in a fresh process per method, decodes it
-to 16 kHz mono PCM16 chunks and prints the process's peak RSS (``resource.getrusage`` ``ru_maxrss``, KiB on Linux):
+Writes a synthetic FLAC (a tone with noise) to a temporary directory, then, in a fresh process per
+method, decodes it to 16 kHz mono PCM16 chunks and prints the process's peak RSS
+(``resource.getrusage`` ``ru_maxrss``, KiB on Linux):
 
 - ``streamed``: :func:`voicectl.clients.audio.iter_pcm16_chunks` (soundfile.blocks -> mix down ->
-  soxr.ResampleStream), the path ``transcribe`` uses; chunks are dropped as they are produced, as the sender does
-  once a session is finished.
-- ``whole-file``: ``soundfile.read`` of the whole file as float32, mix down and ``soxr.resample`` (the old path).
+  soxr.ResampleStream), the path ``transcribe`` uses; chunks are dropped as they are produced, as
+  the sender does once a session is finished.
+- ``whole-file``: ``soundfile.read`` of the whole file as float32, mix down and ``soxr.resample``
+  (the old path).
 
 A figure, not a test: the machine and libsndfile version change it.
 """
@@ -37,7 +40,8 @@ print(total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def write_synthetic(path: Path, minutes: float, rate: int, channels: int) -> None:
-    """Write ``minutes`` of a 440 Hz tone plus noise as 16-bit FLAC, block by block (bounded memory)."""
+    """Write ``minutes`` of a 440 Hz tone plus noise as 16-bit FLAC, block by block (bounded
+    memory)."""
     import numpy as np
     import soundfile
 
@@ -55,7 +59,7 @@ def write_synthetic(path: Path, minutes: float, rate: int, channels: int) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--rate", type=int, default=48000)
     parser.add_argument("--channels", type=int, default=2)
@@ -63,13 +67,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "long.flac"
         write_synthetic(path, args.minutes, args.rate, args.channels)
-        print(f"file: {args.minutes:g} min, {args.rate} Hz, {args.channels} channels, FLAC "
-              f"{path.stat().st_size / 1e6:.0f} MB")
+        print(
+            f"file: {args.minutes:g} min, {args.rate} Hz, {args.channels} channels, FLAC "
+            f"{path.stat().st_size / 1e6:.0f} MB"
+        )
         for method in ("streamed", "whole-file"):
-            done = subprocess.run([sys.executable, "-c", MEASURE, str(path), method], capture_output=True, text=True,
-                                  check=True, cwd=Path(__file__).parents[1])
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(path), method],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).parents[1],
+            )
             pcm_bytes, peak_kib = map(int, done.stdout.split())
-            print(f"{method:>10}: peak RSS {peak_kib / 1024:.0f} MiB for {pcm_bytes / 1e6:.0f} MB of PCM16 out")
+            print(
+                f"{method:>10}: peak RSS {peak_kib / 1024:.0f} MiB for {pcm_bytes / 1e6:.0f} MB "
+                "of PCM16 out"
+            )
 
 
 if __name__ == "__main__":

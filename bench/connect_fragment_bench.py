@@ -1,12 +1,14 @@
-"""Parse time and memory of one fragment through the Connect consumer's framer and parser, for a real-layout fragment
-and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB audio fragment).
+"""Parse time and memory of one fragment through the Connect consumer's framer and parser, for a
+real-layout fragment and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB
+audio fragment).
 
-    .venv/bin/python bench/connect_fragment_bench.py                 # the tree's voicectl/connect/mkv.py
-    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py    # another version of it (git show REV:...)
+    .venv/bin/python bench/connect_fragment_bench.py  # the tree's voicectl/connect/mkv.py
+    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # another version (git show REV:)
 
-Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is refused with), the
-seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then parsing: the time one call's reading
-holds a thread) and the peak of memory allocated meanwhile (tracemalloc).
+Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is
+refused with), the seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then
+parsing: the time one call's reading holds a thread) and the peak of memory allocated meanwhile
+(tracemalloc).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ PIECE = 4096
 def load(path: str | None):
     if path is None:
         from voicectl.connect import mkv
+
         return mkv
     spec = importlib.util.spec_from_file_location("mkv_under_test", path)
     module = importlib.util.module_from_spec(spec)
@@ -38,9 +41,15 @@ def inputs() -> dict[str, bytes]:
     from voicectl.connect import fake_kvs, mkv
 
     def fragment(children: bytes) -> bytes:
-        base = fake_kvs.connect_fragment(tags={"ContactId": "c-1"}, service_before={}, service_after={},
-                                         audio={mkv.TRACK_FROM_CUSTOMER: b""}, order=(mkv.TRACK_FROM_CUSTOMER,),
-                                         timecode_ms=0, codec_id="A_PCM/INT/LIT")
+        base = fake_kvs.connect_fragment(
+            tags={"ContactId": "c-1"},
+            service_before={},
+            service_after={},
+            audio={mkv.TRACK_FROM_CUSTOMER: b""},
+            order=(mkv.TRACK_FROM_CUSTOMER,),
+            timecode_ms=0,
+            codec_id="A_PCM/INT/LIT",
+        )
         at = base.index(bytes.fromhex("1f43b675ff")) + 5
         return base[:at] + children + base[at:]
 
@@ -48,10 +57,13 @@ def inputs() -> dict[str, bytes]:
     real = fake_kvs.FakeCall("c-1", "s", pcm, pcm).fragment(0)
     return {
         "real layout (1.024 s, 2 tracks)": real,
-        "1,000,000 one-sample blocks": fragment(bytes.fromhex("a3868100008000 00".replace(" ", "")) * 1_000_000),
+        "1,000,000 one-sample blocks": fragment(
+            bytes.fromhex("a3868100008000 00".replace(" ", "")) * 1_000_000
+        ),
         "4,000,000 Void elements": fragment(bytes.fromhex("ec80") * 4_000_000),
-        "8 MB of audio (under 8 MiB)": fragment(b"".join(
-            bytes.fromhex("a3440481000080") + bytes(1024) for _ in range(8000))),
+        "8 MB of audio (under 8 MiB)": fragment(
+            b"".join(bytes.fromhex("a3440481000080") + bytes(1024) for _ in range(8000))
+        ),
     }
 
 
@@ -62,7 +74,7 @@ def run(mkv, data: bytes) -> tuple[str, float, int]:
         framer = mkv.FragmentFramer()
         documents = []
         for at in range(0, len(data), PIECE):
-            documents += framer.feed(data[at:at + PIECE])
+            documents += framer.feed(data[at : at + PIECE])
         documents += framer.close()
         parsed = [mkv.parse_fragment(document) for document in documents]
         outcome = f"parsed {len(parsed)}"
@@ -75,7 +87,7 @@ def run(mkv, data: bytes) -> tuple[str, float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mkv", help="another voicectl/connect/mkv.py to measure")
     args = parser.parse_args()
     mkv = load(args.mkv)

@@ -16,7 +16,8 @@ import dataclasses
 import json
 import re
 import types
-from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -28,7 +29,7 @@ def _optional(hint: Any) -> tuple[bool, Any]:
     if _is_union(hint):
         args = [arg for arg in get_args(hint) if arg is not type(None)]
         if len(args) < len(get_args(hint)):
-            return True, (args[0] if len(args) == 1 else Union[tuple(args)])
+            return True, (args[0] if len(args) == 1 else Union[tuple(args)])  # noqa: UP007 (built at run time)
     return False, hint
 
 

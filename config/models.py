@@ -46,6 +46,7 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
     except (OSError, ValueError):
         return None
 
+
 #: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; contracts/bridge_env.py).
 #: SageMaker sends SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay
 #: below 30 s. The Voxtral stack passes it to the container; a scale-in cooldown must be longer so

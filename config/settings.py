@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Mapping, get_type_hints
 

@@ -85,7 +85,9 @@ def _class_comments(cls: type) -> dict[str, str]:
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     found = {}
-    for node in ast.parse(source).body[0].body:
+    (class_def,) = ast.parse(source).body
+    assert isinstance(class_def, ast.ClassDef), cls
+    for node in class_def.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             index, comment = node.lineno - 2, []
             while index >= 0 and lines[index].strip().startswith("#:"):

@@ -1,6 +1,9 @@
-"""Constructs for real-time voice on Amazon SageMaker, with typed props; another CDK app can use them as they are.
+"""Constructs for real-time voice on Amazon SageMaker, with typed props; another CDK app can use
+them as they are.
 
-    from constructs_lib import ProductionVariant, RealtimeEndpoint, RealtimeEndpointProps, ImageContainer
+    from constructs_lib import (
+        ImageContainer, ProductionVariant, RealtimeEndpoint, RealtimeEndpointProps,
+    )
 
 One folder per family, each with a README (what it is, its props and their defaults):
 
@@ -11,17 +14,19 @@ One folder per family, each with a README (what it is, its props and their defau
 - :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with the CodeBuild
   source and the waiter Lambda it ships as assets).
 - :mod:`constructs_lib.network`: the private network, its props, and the data key.
-- :mod:`constructs_lib.monitoring`: metrics, thresholds and alarm rules both families use, the alarm topic and the
-  operations dashboard.
-- :mod:`constructs_lib.facts`: what the constructs and the settings reason with, with no ``aws_cdk`` import: GPU
-  capacity, CUDA compatibility, the instance catalogue, names and ARNs, :class:`~constructs_lib.facts.S3Prefix`.
-- ``validation.py`` (props checks, :class:`PropsError`), ``nag.py`` (cdk-nag acknowledgements), ``cleanup.py``
-  (the custom resources that let ``cdk destroy`` finish), shared by the families.
+- :mod:`constructs_lib.monitoring`: metrics, thresholds and alarm rules both families use, the alarm
+  topic and the operations dashboard.
+- :mod:`constructs_lib.facts`: what the constructs and the settings reason with, with no ``aws_cdk``
+  import: GPU capacity, CUDA compatibility, the instance catalogue, names and ARNs,
+  :class:`~constructs_lib.facts.S3Prefix`.
+- ``validation.py`` (props checks, :class:`PropsError`), ``nag.py`` (cdk-nag acknowledgements),
+  ``cleanup.py`` (the custom resources that let ``cdk destroy`` finish), shared by the families.
 
-The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``, ``container``), and
-each name below is imported on first use: the CDK-free modules (props, checks, :mod:`constructs_lib.facts`, and the
-model staging code in ``artifacts/model_staging_build``) load without ``aws_cdk``, which the settings layer and
-``voicectl`` rely on. The package folders import nothing on their own for the same reason.
+The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``,
+``container``), and each name below is imported on first use: the CDK-free modules (props, checks,
+:mod:`constructs_lib.facts`, and the model staging code in ``artifacts/model_staging_build``) load
+without ``aws_cdk``, which the settings layer and ``voicectl`` rely on. The package folders import
+nothing on their own for the same reason.
 """
 
 from __future__ import annotations
@@ -33,19 +38,35 @@ from typing import Any
 _MODULES = {
     "sagemaker_endpoint.endpoint": ("RealtimeEndpoint", "EndpointBase"),
     "sagemaker_endpoint.interface": ("IEndpoint",),
-    "sagemaker_endpoint.props": ("RealtimeEndpointProps", "ImageContainer", "ModelPackageContainer",
-                                 "ProductionVariant", "RollingUpdate", "VARIANT_NAME", "INVOKE",
-                                 "INVOKE_WITH_RESPONSE_STREAM", "INVOKE_BIDIRECTIONAL"),
+    "sagemaker_endpoint.props": (
+        "RealtimeEndpointProps",
+        "ImageContainer",
+        "ModelPackageContainer",
+        "ProductionVariant",
+        "RollingUpdate",
+        "VARIANT_NAME",
+        "INVOKE",
+        "INVOKE_WITH_RESPONSE_STREAM",
+        "INVOKE_BIDIRECTIONAL",
+    ),
     "sagemaker_endpoint.monitored_endpoint": ("MonitoredEndpoint", "MonitoredEndpointProps"),
     "sagemaker_endpoint.scaling": ("ScalableInstanceCount",),
-    "sagemaker_endpoint.scaling_props": ("InstanceScaling", "TargetTracking", "INVOCATIONS_PER_INSTANCE",
-                                         "CONCURRENT_REQUESTS_PER_MODEL"),
+    "sagemaker_endpoint.scaling_props": (
+        "InstanceScaling",
+        "TargetTracking",
+        "INVOCATIONS_PER_INSTANCE",
+        "CONCURRENT_REQUESTS_PER_MODEL",
+    ),
     "sagemaker_endpoint.execution_role": ("SageMakerExecutionRole",),
     "monitoring.alarms": ("EndpointAlarms", "EndpointAlarmsProps"),
     "monitoring.thresholds": ("EndpointAlarmThresholds", "BridgeAlarmThresholds"),
     "monitoring.metrics": ("EndpointMetrics", "BridgeMetrics"),
     "monitoring.topic": ("AlarmTopic", "AlarmTopicProps"),
-    "monitoring.dashboard": ("OperationsDashboard", "OperationsDashboardProps", "DashboardEndpoint"),
+    "monitoring.dashboard": (
+        "OperationsDashboard",
+        "OperationsDashboardProps",
+        "DashboardEndpoint",
+    ),
     "artifacts.bridge_image": ("BridgeImage", "BridgeImageProps"),
     "artifacts.model_bucket": ("ModelBucket", "ModelBucketProps"),
     "artifacts.model_staging": ("ModelStaging", "ModelStagingProps"),
@@ -61,7 +82,7 @@ _MODULES = {
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # pyright: ignore[reportUnsupportedDunderAll] (names imported on first use, PEP 562)
 
 
 def __getattr__(name: str) -> Any:

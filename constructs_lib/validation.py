@@ -1,9 +1,10 @@
-"""How the constructs of this library report bad props: all problems at once, each naming the prop, the value given
-and what is allowed, raised as one :class:`PropsError` before any resource is defined.
+"""How the constructs of this library report bad props: all problems at once, each naming the prop,
+the value given and what is allowed, raised as one :class:`PropsError` before any resource is
+defined.
 
-The checks are written once, here in the library, next to the props they check. The app's settings layer runs the
-same checks on the values of its keys, and shows each problem under the key's name instead of the prop's
-(``Problems(name=...)``), so a rule and its wording never exist twice.
+The checks are written once, here in the library, next to the props they check. The app's settings
+layer runs the same checks on the values of its keys, and shows each problem under the key's name
+instead of the prop's (``Problems(name=...)``), so a rule and its wording never exist twice.
 
 CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports, uses this module.
 """
@@ -11,7 +12,8 @@ CDK-free (no ``aws_cdk`` import): the settings layer, which ``voicectl`` imports
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 
 class PropsError(ValueError):
@@ -19,12 +21,14 @@ class PropsError(ValueError):
 
     def __init__(self, what: str, problems: Sequence[str]) -> None:
         self.problems = list(problems)
-        super().__init__(f"{what}: invalid props:\n" + "\n".join(f"  - {problem}" for problem in self.problems))
+        super().__init__(
+            f"{what}: invalid props:\n" + "\n".join(f"  - {problem}" for problem in self.problems)
+        )
 
 
 def show(value: Any) -> str:
-    """A value as problems show it: strings quoted (``'ml.g6.huge'``), everything else as JSON (``true``, ``null``,
-    ``1.5``); what JSON cannot write, by ``repr``."""
+    """A value as problems show it: strings quoted (``'ml.g6.huge'``), everything else as JSON
+    (``true``, ``null``, ``1.5``); what JSON cannot write, by ``repr``."""
     if isinstance(value, str):
         return repr(value)
     try:
@@ -37,8 +41,9 @@ class Problems:
     """Collects the problems of one set of props.
 
     Args:
-        name: maps a prop's name to the name a problem shows (default: the prop's own name). The settings layer
-            passes one that gives its key, e.g. ``initial_instance_count`` -> ``voxtral.initial_instance_count``.
+        name: maps a prop's name to the name a problem shows (default: the prop's own name). The
+            settings layer passes one that gives its key, e.g. ``initial_instance_count`` ->
+            ``voxtral.initial_instance_count``.
     """
 
     def __init__(self, name: Callable[[str], str] | None = None) -> None:
@@ -58,7 +63,8 @@ class Problems:
         self._problems.append(problem)
 
     def raise_if_any(self, what: str) -> None:
-        """Raise :class:`PropsError` naming ``what`` (e.g. ``RealtimeEndpoint Voxtral``) when a problem was recorded."""
+        """Raise :class:`PropsError` naming ``what`` (e.g. ``RealtimeEndpoint Voxtral``) when a
+        problem was recorded."""
         if self._problems:
             raise PropsError(what, self._problems)
 

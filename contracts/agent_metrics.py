@@ -60,7 +60,7 @@ METRICS: Final[dict[str, str]] = {
     SESSIONS_FAILED: COUNT,
     SESSIONS_REFUSED: COUNT,
     INTERRUPTIONS: COUNT,
-    **{name: MILLISECONDS for name in TURN_LATENCY_METRICS.values()},
-    **{name: COUNT for name in STAGE_ERRORS.values()},
+    **dict.fromkeys(TURN_LATENCY_METRICS.values(), MILLISECONDS),
+    **dict.fromkeys(STAGE_ERRORS.values(), COUNT),
     TASK_PROTECTION_ERRORS: COUNT,
 }

@@ -137,15 +137,32 @@ def token_problem(token: str) -> str | None:
     characters reliably.
     """
     if not token.strip():
-        return ("is empty or only whitespace; set it to the token callers send, or unset it (no "
-                "token check)")
+        return (
+            "is empty or only whitespace; set it to the token callers send, or unset it (no "
+            "token check)"
+        )
     if any(not 0x21 <= ord(char) <= 0x7E for char in token):
-        return ("holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP "
-                "header cannot carry unchanged; use letters, digits and punctuation only")
+        return (
+            "holds whitespace or characters outside visible ASCII (0x21-0x7E), which an HTTP "
+            "header cannot carry unchanged; use letters, digits and punctuation only"
+        )
     if len(token) < MIN_TOKEN_CHARS:
-        return (f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer "
-                "random token")
+        return (
+            f"is shorter than {MIN_TOKEN_CHARS} characters, too easy to guess; use a longer "
+            "random token"
+        )
     return None
+
+
+def need[T](value: T | None) -> T:
+    """``value``, which :meth:`BridgeEnvironment.from_env` never leaves None; a clear error for an
+    environment built by hand and handed to the bridge without it."""
+    if value is None:
+        raise ValueError(
+            "a bridge setting is unset: the container reads its settings with "
+            "BridgeEnvironment.from_env, which fills every default"
+        )
+    return value
 
 
 def _variable(name: str, **options: Any) -> Any:
@@ -327,8 +344,10 @@ class BridgeEnvironment:
         """
         if self.max_model_len is None:
             return None
-        tokens = max(0, self.max_model_len - self.stream_overhead_tokens) * self.session_limit_fraction
-        seconds = tokens / self.tokens_per_audio_second
+        tokens = max(0, self.max_model_len - self.stream_overhead_tokens) * need(
+            self.session_limit_fraction
+        )
+        seconds = tokens / need(self.tokens_per_audio_second)
         return int(seconds * realtime.SAMPLE_RATE_HZ) * realtime.BYTES_PER_SAMPLE
 
     @classmethod
@@ -340,8 +359,9 @@ class BridgeEnvironment:
             BridgeEnvError: a variable is not a number where one is needed, or is out of range (the
                 message names it and the rule).
         """
-        max_num_seqs = _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1,
-                               integer=True)
+        max_num_seqs = _number(
+            env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True
+        )
         max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
         served = (
             env.get("SERVED_MODEL_NAME", "").strip()
@@ -349,12 +369,20 @@ class BridgeEnvironment:
             or env.get("SM_VLLM_MODEL", "").strip()
             or None
         )
-        fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION,
-                           minimum=0.01)
+        fraction = _number(
+            env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01
+        )
         if fraction > 1:
             raise BridgeEnvError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
-        max_frame_bytes = int(_number(env, "MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES,
-                                      minimum=realtime.MAX_FRAME_BYTES, integer=True))
+        max_frame_bytes = int(
+            _number(
+                env,
+                "MAX_FRAME_BYTES",
+                DEFAULT_MAX_FRAME_BYTES,
+                minimum=realtime.MAX_FRAME_BYTES,
+                integer=True,
+            )
+        )
         burst_s = _number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1)
         # base64 is 4 characters per 3 bytes of PCM16
         largest_append_s = max_frame_bytes * 3 / 4 / realtime.PCM_BYTES_PER_SECOND
@@ -369,15 +397,24 @@ class BridgeEnvironment:
             raise BridgeEnvError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
         agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
         if agent_uri is not None and not agent_uri.startswith("http://"):
-            raise BridgeEnvError(f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS "
-                                 "agent sets it)")
+            raise BridgeEnvError(
+                f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)"
+            )
         low, high = TASK_PROTECTION_MINUTES_RANGE
-        protection_minutes = int(_number(env, "TASK_PROTECTION_MINUTES",
-                                         DEFAULT_TASK_PROTECTION_MINUTES, minimum=low,
-                                         integer=True))
+        protection_minutes = int(
+            _number(
+                env,
+                "TASK_PROTECTION_MINUTES",
+                DEFAULT_TASK_PROTECTION_MINUTES,
+                minimum=low,
+                integer=True,
+            )
+        )
         if protection_minutes > high:
-            raise BridgeEnvError(f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
-                                 f"{high} (the ECS agent's limit on ExpiresInMinutes)")
+            raise BridgeEnvError(
+                f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
+                f"{high} (the ECS agent's limit on ExpiresInMinutes)"
+            )
         # The bridge's own settings, read in the order they always were (the first bad one is the
         # one named).
         port = int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True))
@@ -385,36 +422,51 @@ class BridgeEnvironment:
         max_streams = int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True))
         kv_blocks_per_stream = (
             int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
-            if env.get("KV_BLOCKS_PER_STREAM") else None
+            if env.get("KV_BLOCKS_PER_STREAM")
+            else None
         )
-        kv_block_size = int(_number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1,
-                                    integer=True))
+        kv_block_size = int(
+            _number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)
+        )
         idle_timeout_s = _number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01)
         drain_s = _number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0)
         upstream_stall_s = _number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1)
         delay = _transcription_delay(env)
-        overhead = stream_overhead_tokens(DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
+        overhead = stream_overhead_tokens(
+            DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay
+        )
         context_tokens = (
-            int(_number({"MAX_MODEL_LEN": max_model_len}, "MAX_MODEL_LEN", 0,
-                        minimum=overhead + 1, integer=True))
+            int(
+                _number(
+                    {"MAX_MODEL_LEN": max_model_len},
+                    "MAX_MODEL_LEN",
+                    0,
+                    minimum=overhead + 1,
+                    integer=True,
+                )
+            )
             if max_model_len
             else None
         )
-        tokens_per_audio_second = _number(env, "TOKENS_PER_AUDIO_SECOND",
-                                          DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01)
+        tokens_per_audio_second = _number(
+            env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
+        )
         audio_rate_limit = _number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1)
-        metrics_interval_s = _number(env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S,
-                                     minimum=0.1)
-        protection_grace_s = _number(env, "TASK_PROTECTION_GRACE_S",
-                                     DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0)
+        metrics_interval_s = _number(
+            env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1
+        )
+        protection_grace_s = _number(
+            env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0
+        )
         return cls(
             # vLLM's flags: numbers checked as numbers (vLLM would refuse anything else at its
             # start).
             vllm_model=env.get("SM_VLLM_MODEL"),
             vllm_served_model_name=env.get("SM_VLLM_SERVED_MODEL_NAME"),
             vllm_max_model_len=_optional(env, "SM_VLLM_MAX_MODEL_LEN", minimum=1, integer=True),
-            vllm_max_num_seqs=(int(max_num_seqs) if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip()
-                               else None),
+            vllm_max_num_seqs=(
+                int(max_num_seqs) if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip() else None
+            ),
             vllm_gpu_memory_utilization=_optional(env, "SM_VLLM_GPU_MEMORY_UTILIZATION", minimum=0),
             vllm_compilation_config=env.get("SM_VLLM_COMPILATION_CONFIG"),
             vllm_mm_processor_cache_gb=_optional(env, "SM_VLLM_MM_PROCESSOR_CACHE_GB", minimum=0),
@@ -458,7 +510,8 @@ class BridgeEnvironment:
 #: ``{field: variable}`` of every field but the offline switch.
 _VARIABLES: Final[Mapping[str, str]] = {
     item.name: item.metadata["variable"]
-    for item in dataclasses.fields(BridgeEnvironment) if item.metadata
+    for item in dataclasses.fields(BridgeEnvironment)
+    if item.metadata
 }
 
 
@@ -471,8 +524,9 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float,
-            integer: bool = False) -> float:
+def _number(
+    env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default

@@ -53,8 +53,9 @@ class S3Prefix:
             raise ValueError(f"expected an S3 URI like s3://my-bucket/models/voxtral/, got {uri!r}")
         bucket, _, prefix = uri[len("s3://") :].partition("/")
         if not _BUCKET_RE.fullmatch(bucket):
-            raise ValueError(f"{bucket!r} in {uri!r} is not a valid S3 bucket name "
-                             "(3-63 of a-z 0-9 . -)")
+            raise ValueError(
+                f"{bucket!r} in {uri!r} is not a valid S3 bucket name (3-63 of a-z 0-9 . -)"
+            )
         prefix = prefix.strip("/")
         if not prefix:
             raise ValueError(

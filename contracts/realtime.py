@@ -65,8 +65,15 @@ UNKNOWN_EVENT: Final = "unknown_event"
 PROCESSING_ERROR: Final = "processing_error"
 #: Every code vLLM's realtime endpoint sends.
 VLLM_ERROR_CODES: Final = frozenset(
-    {INVALID_JSON, INVALID_EVENT, MODEL_NOT_FOUND, INVALID_AUDIO, MODEL_NOT_VALIDATED,
-     UNKNOWN_EVENT, PROCESSING_ERROR}
+    {
+        INVALID_JSON,
+        INVALID_EVENT,
+        MODEL_NOT_FOUND,
+        INVALID_AUDIO,
+        MODEL_NOT_VALIDATED,
+        UNKNOWN_EVENT,
+        PROCESSING_ERROR,
+    }
 )
 # The bridge's, same event shape.
 #: vLLM closed or dropped the session mid-stream.
@@ -87,8 +94,16 @@ RATE_LIMITED: Final = "rate_limited"
 EVENT_TOO_LARGE: Final = "event_too_large"
 #: Every code the bridge itself adds.
 BRIDGE_ERROR_CODES: Final = frozenset(
-    {UPSTREAM_CLOSED, UPSTREAM_UNAVAILABLE, SERVER_BUSY, IDLE_TIMEOUT, SESSION_LIMIT,
-     SERVER_SHUTDOWN, RATE_LIMITED, EVENT_TOO_LARGE}
+    {
+        UPSTREAM_CLOSED,
+        UPSTREAM_UNAVAILABLE,
+        SERVER_BUSY,
+        IDLE_TIMEOUT,
+        SESSION_LIMIT,
+        SERVER_SHUTDOWN,
+        RATE_LIMITED,
+        EVENT_TOO_LARGE,
+    }
 )
 #: The machine-readable fields each of the bridge's error events carries besides ``error`` and
 #: ``code`` (numbers; seconds are audio seconds for ``limit_s``/``audio_s``, wall seconds for

@@ -44,12 +44,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_manifest(source: Mapping[str, Any],
-                   files: Iterable[tuple[str, int, str]]) -> dict[str, Any]:
+def build_manifest(
+    source: Mapping[str, Any], files: Iterable[tuple[str, int, str]]
+) -> dict[str, Any]:
     """The manifest document: ``source`` as given, ``files`` as ``(name, size, sha256)``, sorted by
     name."""
-    entries = [{"name": name, "size": size, "sha256": sha256}
-               for name, size, sha256 in sorted(files)]
+    entries = [
+        {"name": name, "size": size, "sha256": sha256} for name, size, sha256 in sorted(files)
+    ]
     return {
         "format": MANIFEST_FORMAT,
         "source": dict(source),
@@ -100,6 +102,7 @@ def safe_name(name: Any) -> str:
     """
     path = PurePosixPath(str(name))
     if not isinstance(name, str) or not name or path.is_absolute() or ".." in path.parts:
-        raise UnsafeNameError(f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside "
-                              "the prefix")
+        raise UnsafeNameError(
+            f"{MANIFEST_NAME}: file name {name!r} is not a relative path inside the prefix"
+        )
     return name

@@ -1,14 +1,12 @@
-"""SonicEcsStack: text to speech on the self-managed GPU target (``sonic.target=ecs``): the Sonic container a Cartesia
-licence provides (``sonic.image_uri``) as an ECS service on EC2 GPU instances behind an internal Application Load
-Balancer, with its alarms and dashboard."""
+"""SonicEcsStack: text to speech on the self-managed GPU target (``sonic.target=ecs``): the Sonic
+container a Cartesia licence provides (``sonic.image_uri``) as an ECS service on EC2 GPU instances
+behind an internal Application Load Balancer, with its alarms and dashboard."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_sns as sns
+from aws_cdk import CfnOutput, Stack, aws_ecs as ecs, aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings
@@ -28,12 +26,22 @@ class SonicEcsStack(Stack):
     alarms plus a p90 response-time alarm at ``sonic.alarm_model_latency_p90_ms``. The load
     balancer is internal: Sonic's container does not check the bridge's bearer token."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         sonic = settings.sonic
+        assert sonic.image_uri is not None  # the settings require it with target=ecs
         self.service = GpuEcsService(
-            self, "Service",
+            self,
+            "Service",
             GpuEcsServiceProps(
                 service_name=sonic.endpoint_name,
                 image=ecs.ContainerImage.from_registry(sonic.image_uri),
@@ -48,8 +56,19 @@ class SonicEcsStack(Stack):
                 **shared_service_props(self, settings, foundation, alarm_topic),
             ),
         )
-        self.dashboard = service_dashboard(self, self.service, settings, "SonicEcs", "Sonic text to speech")
+        self.dashboard = service_dashboard(
+            self, self.service, settings, "SonicEcs", "Sonic text to speech"
+        )
 
-        CfnOutput(self, "Url", value=self.service.url, description="Base URL of the Sonic container's API")
-        CfnOutput(self, "HealthUrl", value=self.service.health_url, description="GET returns 200 when a task can serve")
-        CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster")
+        CfnOutput(
+            self, "Url", value=self.service.url, description="Base URL of the Sonic container's API"
+        )
+        CfnOutput(
+            self,
+            "HealthUrl",
+            value=self.service.health_url,
+            description="GET returns 200 when a task can serve",
+        )
+        CfnOutput(
+            self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster"
+        )

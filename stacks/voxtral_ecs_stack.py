@@ -1,15 +1,20 @@
-"""VoxtralEcsStack: speech to text on the self-managed GPU target (``voxtral.target=ecs``): the bridge image as an ECS
-service on EC2 GPU instances behind an Application Load Balancer, with its network, alarms and dashboard."""
+"""VoxtralEcsStack: speech to text on the self-managed GPU target (``voxtral.target=ecs``): the
+bridge image as an ECS service on EC2 GPU instances behind an Application Load Balancer, with its
+network, alarms and dashboard."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn, Stack
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
+from aws_cdk import (
+    CfnOutput,
+    Fn,
+    Stack,
+    aws_ecs as ecs,
+    aws_iam as iam,
+    aws_s3 as s3,
+    aws_sns as sns,
+)
 from constructs import Construct
 
 from config.models import BRIDGE_DRAIN_S
@@ -34,8 +39,17 @@ class VoxtralEcsStack(Stack):
     (:class:`~constructs_lib.ecs_service.bridge_service.GpuEcsServiceWithBridge`), its dashboard
     and outputs."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        artifacts: ArtifactRefs,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral, ecs_settings = settings.voxtral, settings.ecs
         stream_cap_warning(self, settings.capacity_plan)
@@ -60,29 +74,61 @@ class VoxtralEcsStack(Stack):
             ),
         )
         if foundation.key_arn and not voxtral.model_s3_uri:
-            # The model bucket is under the data key (encryption.*): S3 GetObject needs kms:Decrypt on it.
-            self.service.task_definition.task_role.add_to_principal_policy(iam.PolicyStatement(
-                sid="DecryptModelData", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[foundation.key_arn]))
+            # The model bucket is under the data key (encryption.*): S3 GetObject needs kms:Decrypt
+            # on it.
+            self.service.task_definition.task_role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="DecryptModelData",
+                    actions=["kms:Decrypt", "kms:DescribeKey"],
+                    resources=[foundation.key_arn],
+                )
+            )
         for dependency in [staging, artifacts.image_copy]:
             if dependency is not None:
                 self.service.service.node.add_dependency(dependency)
 
-        self.dashboard = service_dashboard(self, self.service, settings, "VoxtralEcs", "Voxtral speech to text")
+        self.dashboard = service_dashboard(
+            self, self.service, settings, "VoxtralEcs", "Voxtral speech to text"
+        )
 
-        CfnOutput(self, "StreamUrl", value=self.service.url,
-                  description="WebSocket URL callers connect to (voicectl transcribe --url ...)")
-        CfnOutput(self, "HealthUrl", value=self.service.health_url, description="GET returns 200 when a task can serve")
+        CfnOutput(
+            self,
+            "StreamUrl",
+            value=self.service.url,
+            description="WebSocket URL callers connect to (voicectl transcribe --url ...)",
+        )
+        CfnOutput(
+            self,
+            "HealthUrl",
+            value=self.service.health_url,
+            description="GET returns 200 when a task can serve",
+        )
         if self.service.token_secret is not None:
-            CfnOutput(self, "TokenSecretArn", value=self.service.token_secret.secret_arn,
-                      description="Secrets Manager secret holding the bearer token (voicectl --token-secret ...)")
-        CfnOutput(self, "ModelS3Uri", value=weights.uri(), description="S3 prefix the tasks copy to their host")
-        CfnOutput(self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster")
+            CfnOutput(
+                self,
+                "TokenSecretArn",
+                value=self.service.token_secret.secret_arn,
+                description="Secrets Manager secret holding the bearer token (voicectl "
+                "--token-secret ...)",
+            )
+        CfnOutput(
+            self,
+            "ModelS3Uri",
+            value=weights.uri(),
+            description="S3 prefix the tasks copy to their host",
+        )
+        CfnOutput(
+            self, "ClusterName", value=self.service.cluster.cluster_name, description="ECS cluster"
+        )
 
     def _image(self, artifacts: ArtifactRefs) -> tuple[ecs.ContainerImage, str]:
-        """(image, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the bridge repository
-        of the Artifacts stack. The construct grants the execution role a pull from that repository only."""
+        """(image, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the
+        bridge repository of the Artifacts stack. The construct grants the execution role a pull
+        from that repository only."""
         if artifacts.prebuilt_image_uri:
-            return (ecs.ContainerImage.from_registry(artifacts.prebuilt_image_uri),
-                    repository_arn_from_image_uri(artifacts.prebuilt_image_uri))
+            return (
+                ecs.ContainerImage.from_registry(artifacts.prebuilt_image_uri),
+                repository_arn_from_image_uri(artifacts.prebuilt_image_uri),
+            )
         uri = f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}"
         return ecs.ContainerImage.from_registry(uri), Fn.import_value(artifacts.repository_arn)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, Fn, Stack
-from aws_cdk import aws_sns as sns
+from aws_cdk import Annotations, Fn, Stack, aws_sns as sns
 from constructs import Construct
 
 from config.settings import Settings
@@ -25,27 +24,39 @@ from stacks.composition import (
     voxtral_tracking,
 )
 
-#: Bidirectional streaming runtime: HTTP/2 on port 8443 (SageMaker bidirectional streaming documentation).
+#: Bidirectional streaming runtime: HTTP/2 on port 8443 (SageMaker bidirectional streaming
+#: documentation).
 BIDIRECTIONAL_PORT = 8443
 
 
 class VoxtralStack(Stack):
-    """The Voxtral endpoint: a Model from the bridge image with uncompressed weights from S3 (staged here first unless
-    they come from elsewhere), rolling updates that roll back on the 5XX error rate, the bridge's alarms, and scaling
-    on live streams per instance.
+    """The Voxtral endpoint: a Model from the bridge image with uncompressed weights from S3 (staged
+    here first unless they come from elsewhere), rolling updates that roll back on the 5XX error
+    rate, the bridge's alarms, and scaling on live streams per instance.
 
     Attributes:
         role: the endpoint's execution role.
-        endpoint: the :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
+        endpoint: the
+            :class:`~constructs_lib.sagemaker_endpoint.monitored_endpoint.MonitoredEndpoint`.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, foundation: Foundation,
-                 artifacts: ArtifactRefs, alarm_topic: sns.ITopic, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        foundation: Foundation,
+        artifacts: ArtifactRefs,
+        alarm_topic: sns.ITopic,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         voxtral = settings.voxtral
         self.role = execution_role(self, voxtral, role_path=foundation.model_data_role_path)
-        # An image CUDA the AMI's driver cannot run is a settings error; an unknown one, or one that relies on CUDA
-        # compatibility modes, is said here (cdk synth prints it) rather than guessed.
+        # An image CUDA the AMI's driver cannot run is a settings error; an unknown one, or one that
+        # relies on CUDA compatibility modes, is said here (cdk synth prints it) rather than
+        # guessed.
         compatibility = voxtral.image_compatibility()
         if compatibility.verdict is not Verdict.COMPATIBLE:
             Annotations.of(self).add_warning_v2("realtime-voice:image-cuda", compatibility.reason)
@@ -58,7 +69,12 @@ class VoxtralStack(Stack):
         self.role.grant_image_pull(repository_arn)
         self.role.grant_metrics(SAGEMAKER_INSTANCE_METRICS_NAMESPACE, voxtral.namespace)
         self.endpoint = monitored_endpoint(
-            self, "Voxtral", settings=settings, section=voxtral, foundation=foundation, role=self.role,
+            self,
+            "Voxtral",
+            settings=settings,
+            section=voxtral,
+            foundation=foundation,
+            role=self.role,
             alarm_topic=alarm_topic,
             container=ImageContainer(
                 image_uri=image_uri,
@@ -83,9 +99,13 @@ class VoxtralStack(Stack):
         )
 
     def _image(self, artifacts: ArtifactRefs) -> tuple[str, str]:
-        """(image URI, repository ARN): a prebuilt URI, or the copied asset under its hash tag in the bridge
-        repository of the Artifacts stack."""
+        """(image URI, repository ARN): a prebuilt URI, or the copied asset under its hash tag in
+        the bridge repository of the Artifacts stack."""
         if artifacts.prebuilt_image_uri:
-            return artifacts.prebuilt_image_uri, repository_arn_from_image_uri(artifacts.prebuilt_image_uri)
-        return (f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}",
-                Fn.import_value(artifacts.repository_arn))
+            return artifacts.prebuilt_image_uri, repository_arn_from_image_uri(
+                artifacts.prebuilt_image_uri
+            )
+        return (
+            f"{Fn.import_value(artifacts.repository_uri)}:{artifacts.image_tag}",
+            Fn.import_value(artifacts.repository_arn),
+        )

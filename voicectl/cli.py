@@ -8,8 +8,8 @@ not for ``voicectl --help``. A module that fails to import (a missing optional d
 install) does not take the other subcommands down: its subcommand is still listed and reports the
 import error when it is used.
 
-AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request as one line
-(:func:`voicectl.aws.describe_aws_failure`), never a traceback.
+AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request
+as one line (:func:`voicectl.aws.describe_aws_failure`), never a traceback.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from voicectl.aws import describe_aws_failure
 from voicectl.errors import UsageError  # subcommands import it from here too
 
 DESCRIPTION = (
-    "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the microphone through "
-    "the Voxtral endpoint, make the Sonic endpoint speak, and check or stage a deployment."
+    "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the "
+    "microphone through the Voxtral endpoint, make the Sonic endpoint speak, and check or stage "
+    "a deployment."
 )
 """What ``voicectl --help`` says about the tool."""
 
-# Modules are imported lazily by name so that a subcommand whose optional dependency is missing (gradio for `mic`)
-# does not break the others.
+# Modules are imported lazily by name so that a subcommand whose optional dependency is missing
+# (gradio for `mic`) does not break the others.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.operations.preflight",
     "voicectl.operations.stage_model",
@@ -45,29 +46,25 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 SUMMARIES: dict[str, str] = {
-    "voicectl.operations.preflight":
-        "check credentials, bootstrap, subscription, quotas and CUDA before make "
-        "deploy|diff|destroy|bootstrap",
-    "voicectl.operations.stage_model":
-        "stage the model weights from the Hugging Face Hub (or a local copy) to an S3 prefix",
-    "voicectl.clients.transcribe":
-        "transcribe a recording (WAV, FLAC, OGG) through the Voxtral endpoint",
+    "voicectl.operations.preflight": "check credentials, bootstrap, subscription, quotas and "
+    "CUDA before make deploy|diff|destroy|bootstrap",
+    "voicectl.operations.stage_model": "stage the model weights from the Hugging Face Hub (or a "
+    "local copy) to an S3 prefix",
+    "voicectl.clients.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
+    "endpoint",
     "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
     "voicectl.clients.mic": "transcribe your microphone live in a local web page",
     "voicectl.clients.talk": "talk with the voice agent in a local web page",
-    "voicectl.operations.verify":
-        "check that each endpoint runs the Model and EndpointConfig this synth describes "
-        "(read-only)",
-    "voicectl.operations.cost":
-        "what the configured endpoints cost per hour, month and live stream-hour "
-        "(AWS Price List API)",
-    "voicectl.operations.capacity":
-        "live Voxtral streams per instance, GPU memory split and cost per live stream-hour",
-    "voicectl.local.local_runtime":
-        "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
-    "voicectl.connect_replay":
-        "play a stereo recording as a live Amazon Connect call and print both speakers' "
-        "transcripts",
+    "voicectl.operations.verify": "check that each endpoint runs the Model and EndpointConfig "
+    "this synth describes (read-only)",
+    "voicectl.operations.cost": "what the configured endpoints cost per hour, month and live "
+    "stream-hour (AWS Price List API)",
+    "voicectl.operations.capacity": "live Voxtral streams per instance, GPU memory split and "
+    "cost per live stream-hour",
+    "voicectl.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in "
+    "front of local containers",
+    "voicectl.connect_replay": "play a stereo recording as a live Amazon Connect call and print "
+    "both speakers' transcripts",
 }
 """The one-line help each module registers, which ``voicectl --help`` lists without importing the
 modules (a test keeps them equal). A module without one is imported whenever the parser is built."""
@@ -77,22 +74,34 @@ EXIT_UNAVAILABLE = 1
 
 
 def subcommand_name(module_name: str) -> str:
-    """The subcommand a module registers, by convention: ``voicectl.operations.stage_model`` -> ``stage-model``."""
+    """The subcommand a module registers, by convention: ``voicectl.operations.stage_model`` ->
+    ``stage-model``."""
     return module_name.rsplit(".", 1)[-1].replace("_", "-")
 
 
-def _register_unavailable(subparsers: argparse._SubParsersAction, module_name: str, error: BaseException) -> None:
+def _register_unavailable(
+    subparsers: argparse._SubParsersAction, module_name: str, error: BaseException
+) -> None:
     """Register a stand-in subcommand that reports why ``module_name`` could not be imported."""
     name = subcommand_name(module_name)
     reason = f"{type(error).__name__}: {error}"
-    # No option prefix: every argument after the name is accepted as is, so the import error is what gets reported.
-    parser = subparsers.add_parser(name, help=f"(unavailable: {reason})", add_help=False, prefix_chars="\x00",
-                                   description=f"This subcommand could not be loaded ({reason}).")
+    # No option prefix: every argument after the name is accepted as is, so the import error is what
+    # gets reported.
+    parser = subparsers.add_parser(
+        name,
+        help=f"(unavailable: {reason})",
+        add_help=False,
+        prefix_chars="\x00",
+        description=f"This subcommand could not be loaded ({reason}).",
+    )
     parser.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)
 
     def unavailable(args: argparse.Namespace) -> int:
-        print(f"voicectl {name}: this subcommand could not be loaded ({reason}); reinstall the project "
-              "(`make deps`, or `pip install .` from the repository root)", file=sys.stderr)
+        print(
+            f"voicectl {name}: this subcommand could not be loaded ({reason}); reinstall the "
+            "project (`make deps`, or `pip install .` from the repository root)",
+            file=sys.stderr,
+        )
         return EXIT_UNAVAILABLE
 
     parser.set_defaults(func=unavailable)
@@ -112,17 +121,22 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
             continue
         try:
             module = importlib.import_module(module_name)
-        except Exception as error:  # any import-time failure: report it only when the subcommand is used
+        except (
+            Exception
+        ) as error:  # any import-time failure: report it only when the subcommand is used
             _register_unavailable(subparsers, module_name, error)
             continue
         module.register(subparsers)
     return parser
 
 
-def run_command(name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
-    """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for :class:`UsageError`, 130 for
-    Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused (:func:`voicectl.aws.describe_aws_failure`);
-    each failure is one line on stderr, ``voicectl <name>: <what happened>``."""
+def run_command(
+    name: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace
+) -> int:
+    """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for
+    :class:`UsageError`, 130 for Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused
+    (:func:`voicectl.aws.describe_aws_failure`); each failure is one line on stderr, ``voicectl
+    <name>: <what happened>``."""
     try:
         return int(func(args) or 0)
     except UsageError as error:

@@ -88,7 +88,7 @@ def split_profile(model_id: str) -> tuple[str | None, str]:
     """(geography prefix or None, foundation model id) of a Bedrock model or profile id."""
     for geography in PROFILE_GEOGRAPHIES:
         if model_id.startswith(f"{geography}."):
-            return geography, model_id[len(geography) + 1:]
+            return geography, model_id[len(geography) + 1 :]
     return None, model_id
 
 
@@ -97,10 +97,14 @@ def check_llm_model_id(p: Problems, prop: str, value: str, region: str | None) -
     ``region`` (a ``us.`` profile cannot be called from eu-west-1)."""
     geography, model = split_profile(value)
     if not MODEL_ID_RE.fullmatch(model):
-        p.add(prop, value, "must be a Bedrock model id such as 'amazon.nova-lite-v1:0', or an "
-                           "inference profile id such as "
-                           "'us.anthropic.claude-haiku-4-5-20251001-v1:0' "
-                           "(Bedrock user guide, 'Supported foundation models')")
+        p.add(
+            prop,
+            value,
+            "must be a Bedrock model id such as 'amazon.nova-lite-v1:0', or an "
+            "inference profile id such as "
+            "'us.anthropic.claude-haiku-4-5-20251001-v1:0' "
+            "(Bedrock user guide, 'Supported foundation models')",
+        )
         return
     sources = PROFILE_GEOGRAPHIES.get(geography or "", ())
     if geography is None or sources is None or region is None:
@@ -108,20 +112,31 @@ def check_llm_model_id(p: Problems, prop: str, value: str, region: str | None) -
     if geography == "us" and region.startswith("us-gov-"):
         sources = ()
     if not region.startswith(sources):
-        fitting = [g for g, prefixes in PROFILE_GEOGRAPHIES.items()
-                   if prefixes is None or (region.startswith(prefixes)
-                                           and not (g == "us" and region.startswith("us-gov-")))]
-        p.add(prop, value, f"is a '{geography}.' inference profile, which region={region!r} cannot "
-                           f"call; use a profile of {' or '.join(repr(g + '.') for g in fitting)} "
-                           f"(e.g. '{fitting[0]}.{model}') or the model id itself")
+        fitting = [
+            g
+            for g, prefixes in PROFILE_GEOGRAPHIES.items()
+            if prefixes is None
+            or (region.startswith(prefixes) and not (g == "us" and region.startswith("us-gov-")))
+        ]
+        p.add(
+            prop,
+            value,
+            f"is a '{geography}.' inference profile, which region={region!r} cannot "
+            f"call; use a profile of {' or '.join(repr(g + '.') for g in fitting)} "
+            f"(e.g. '{fitting[0]}.{model}') or the model id itself",
+        )
 
 
 def check_llm_url(p: Problems, prop: str, value: str) -> None:
     """An OpenAI-compatible base URL: http(s), a host, no query or fragment."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        p.add(prop, value, "must be an http(s) base URL of an OpenAI-compatible server such as "
-                           "'https://llm.example.internal/v1' (no query or fragment)")
+        p.add(
+            prop,
+            value,
+            "must be an http(s) base URL of an OpenAI-compatible server such as "
+            "'https://llm.example.internal/v1' (no query or fragment)",
+        )
 
 
 def alb_idle_timeout_s(idle_s: int) -> int:
@@ -156,33 +171,52 @@ class AgentSizing:
 
     def problems(self, p: Problems) -> None:
         if self.cpu not in FARGATE_MEMORY_MIB:
-            p.add("cpu", self.cpu, "must be Fargate task CPU units, one of "
-                                   f"{', '.join(map(str, FARGATE_MEMORY_MIB))} (1024 = 1 vCPU)")
+            p.add(
+                "cpu",
+                self.cpu,
+                "must be Fargate task CPU units, one of "
+                f"{', '.join(map(str, FARGATE_MEMORY_MIB))} (1024 = 1 vCPU)",
+            )
         elif self.memory_mib not in FARGATE_MEMORY_MIB[self.cpu]:
             allowed = FARGATE_MEMORY_MIB[self.cpu]
-            p.add("memory_mib", self.memory_mib,
-                  f"must be a memory Fargate pairs with {p.ref('cpu', self.cpu)}: "
-                  f"{allowed[0]}-{allowed[-1]} MiB in steps of {allowed[1] - allowed[0]}")
+            p.add(
+                "memory_mib",
+                self.memory_mib,
+                f"must be a memory Fargate pairs with {p.ref('cpu', self.cpu)}: "
+                f"{allowed[0]}-{allowed[-1]} MiB in steps of {allowed[1] - allowed[0]}",
+            )
         if self.min_tasks < 1:
-            p.add("min_tasks", self.min_tasks,
-                  "must be at least 1 (a session needs a running task)")
+            p.add(
+                "min_tasks", self.min_tasks, "must be at least 1 (a session needs a running task)"
+            )
         elif self.max_tasks < self.min_tasks:
-            p.add("max_tasks", self.max_tasks,
-                  f"must be at least {p.ref('min_tasks', self.min_tasks)}")
+            p.add(
+                "max_tasks",
+                self.max_tasks,
+                f"must be at least {p.ref('min_tasks', self.min_tasks)}",
+            )
         if self.max_sessions_per_task < 1:
             p.add("max_sessions_per_task", self.max_sessions_per_task, "must be at least 1")
         if not 60 <= self.max_session_s <= MAX_SESSION_S:
-            p.add("max_session_s", self.max_session_s,
-                  f"must be 60-{MAX_SESSION_S} seconds (task scale-in protection covers one "
-                  "session)")
-        low, high = ALB_IDLE_TIMEOUT_RANGE_S
+            p.add(
+                "max_session_s",
+                self.max_session_s,
+                f"must be 60-{MAX_SESSION_S} seconds (task scale-in protection covers one session)",
+            )
+        _low, high = ALB_IDLE_TIMEOUT_RANGE_S
         if not 1 <= self.idle_s <= high - IDLE_TIMEOUT_MARGIN_S:
-            p.add("idle_s", self.idle_s,
-                  f"must be 1-{high - IDLE_TIMEOUT_MARGIN_S} seconds (the load balancer's idle "
-                  f"timeout, at most {high} s, is {IDLE_TIMEOUT_MARGIN_S} s longer)")
+            p.add(
+                "idle_s",
+                self.idle_s,
+                f"must be 1-{high - IDLE_TIMEOUT_MARGIN_S} seconds (the load balancer's idle "
+                f"timeout, at most {high} s, is {IDLE_TIMEOUT_MARGIN_S} s longer)",
+            )
         elif self.idle_s >= self.max_session_s:
-            p.add("idle_s", self.idle_s,
-                  f"must be less than {p.ref('max_session_s', self.max_session_s)}")
+            p.add(
+                "idle_s",
+                self.idle_s,
+                f"must be less than {p.ref('max_session_s', self.max_session_s)}",
+            )
 
     @property
     def scaling_target(self) -> float:

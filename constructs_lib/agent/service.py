@@ -22,29 +22,31 @@ Rules it keeps, each with its source:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import cast
 from urllib.parse import urlsplit
 
 from aws_cdk import (
     Acknowledgment,
     ArnFormat,
+    CfnResource,
     Duration,
     RemovalPolicy,
     Stack,
     Validations,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_ec2 as ec2,
+    aws_ecr_assets as ecr_assets,
+    aws_ecs as ecs,
+    aws_elasticloadbalancingv2 as elbv2,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_logs as logs,
+    aws_s3 as s3,
+    aws_sns as sns,
 )
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from constructs_lib.agent.props import (
@@ -92,26 +94,58 @@ HTTPS = 443
 #: The image's build context (the repository root): only what agent/Dockerfile copies, i.e. the
 #: lock and the modules the bot imports (tests/agent/test_agent_image.py checks both).
 IMAGE_FILES = (
-    "agent/Dockerfile", "requirements-agent.lock",
-    *(f"agent/{name}.py" for name in ("__init__", "__main__", "llm", "metrics", "protocol",
-                                      "server", "session")),
-    "contracts/__init__.py", "contracts/agent_env.py", "contracts/agent_metrics.py",
-    "contracts/model.py", "contracts/realtime.py",
-    "voicectl/__init__.py", "voicectl/aws.py", "voicectl/errors.py",
-    *(f"voicectl/clients/{name}.py" for name in ("__init__", "audio", "bounded_json",
-                                                 "sagemaker_stream", "sonic")),
-    *(f"voicectl/clients/frameworks/{name}.py" for name in (
-        "__init__", "pipecat_sonic", "pipecat_voxtral", "sonic_stream", "targets",
-        "voxtral_stream")),
-    *(f"voicectl/clients/realtime/{name}.py" for name in (
-        "__init__", "auth", "driver", "machine", "protocol", "transcript", "transport",
-        "websocket")),
-    "container/bridge/__init__.py", "container/bridge/task_protection.py",
+    "agent/Dockerfile",
+    "requirements-agent.lock",
+    *(
+        f"agent/{name}.py"
+        for name in ("__init__", "__main__", "llm", "metrics", "protocol", "server", "session")
+    ),
+    "contracts/__init__.py",
+    "contracts/agent_env.py",
+    "contracts/agent_metrics.py",
+    "contracts/model.py",
+    "contracts/realtime.py",
+    "voicectl/__init__.py",
+    "voicectl/aws.py",
+    "voicectl/errors.py",
+    *(
+        f"voicectl/clients/{name}.py"
+        for name in ("__init__", "audio", "bounded_json", "sagemaker_stream", "sonic")
+    ),
+    *(
+        f"voicectl/clients/frameworks/{name}.py"
+        for name in (
+            "__init__",
+            "pipecat_sonic",
+            "pipecat_voxtral",
+            "sonic_stream",
+            "targets",
+            "voxtral_stream",
+        )
+    ),
+    *(
+        f"voicectl/clients/realtime/{name}.py"
+        for name in (
+            "__init__",
+            "auth",
+            "driver",
+            "machine",
+            "protocol",
+            "transcript",
+            "transport",
+            "websocket",
+        )
+    ),
+    "container/bridge/__init__.py",
+    "container/bridge/task_protection.py",
 )
 IMAGE_CONTEXT = ["*", *(f"!{path}" for path in IMAGE_FILES), "**/__pycache__"]
 #: Alarm names, in the order :meth:`VoiceAgentService.alarm_rules` builds them.
-ALARM_RULE_NAMES = ("sessions-failed", "voice-to-voice-p95",
-                    *(f"{stage}-errors" for stage in STAGE_ERRORS))
+ALARM_RULE_NAMES = (
+    "sessions-failed",
+    "voice-to-voice-p95",
+    *(f"{stage}-errors" for stage in STAGE_ERRORS),
+)
 #: What each stage calls (the alarms' descriptions point to its own alarms).
 STAGE_SERVICES = {"stt": "Voxtral", "llm": "LLM", "tts": "Sonic"}
 #: Minutes of the voice-to-voice alarm: 3 breaching of 5 (a sustained slowness, not one slow turn).
@@ -166,8 +200,11 @@ class VoiceAgentServiceProps:
     def problems(self, p: Problems) -> None:
         self.sizing.problems(p)
         env, sizing = self.env, self.sizing
-        limits = {"max_sessions": sizing.max_sessions_per_task,
-                  "max_session_s": sizing.max_session_s, "idle_s": sizing.idle_s}
+        limits = {
+            "max_sessions": sizing.max_sessions_per_task,
+            "max_session_s": sizing.max_session_s,
+            "idle_s": sizing.idle_s,
+        }
         for name, value in limits.items():
             if getattr(env, name) != value:
                 p.add(f"env.{name}", getattr(env, name), f"must equal the sizing's ({value})")
@@ -200,15 +237,24 @@ class VoiceAgentService(Construct):
         super().__init__(scope, construct_id)
         self._props = props
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
-        key = (kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
-               if props.log_kms_key_arn else None)
-        subnets = (list(props.subnets) if props.subnets else
-                   props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The task and execution roles' statements name this service's own "
-                                 "endpoints, model, secret and cluster; an inline policy belongs to its "
-                                 "one role and goes with it.",
-        })
+        key = (
+            kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
+            if props.log_kms_key_arn
+            else None
+        )
+        subnets = (
+            list(props.subnets)
+            if props.subnets
+            else props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        )
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The task and execution roles' statements name this "
+                "service's own endpoints, model, secret and cluster; an inline policy belongs to "
+                "its one role and goes with it.",
+            },
+        )
         self._load_balancer(props, subnets, removal)
         self._task(props, key, removal)
         self._service(props, subnets)
@@ -216,87 +262,142 @@ class VoiceAgentService(Construct):
 
     # --- Construction steps, in the order they run ------------------------------------------------
 
-    def _load_balancer(self, props: VoiceAgentServiceProps, subnets: list[ec2.ISubnet],
-                       removal: RemovalPolicy) -> None:
+    def _load_balancer(
+        self, props: VoiceAgentServiceProps, subnets: list[ec2.ISubnet], removal: RemovalPolicy
+    ) -> None:
         """The ALB (WebSocket idle timeout), its access-log bucket, the listener, the target
         group."""
         https = props.certificate_arn is not None
         self.load_balancer = elbv2.ApplicationLoadBalancer(
-            self, "LoadBalancer", vpc=props.vpc, internet_facing=props.internet_facing,
-            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
-                         if props.internet_facing
-                         else ec2.SubnetSelection(subnets=subnets)),
+            self,
+            "LoadBalancer",
+            vpc=props.vpc,
+            internet_facing=props.internet_facing,
+            vpc_subnets=(
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+                if props.internet_facing
+                else ec2.SubnetSelection(subnets=subnets)
+            ),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.sizing.idle_s)),
-            drop_invalid_header_fields=True, deletion_protection=False)
+            drop_invalid_header_fields=True,
+            deletion_protection=False,
+        )
         self.access_logs = s3.Bucket(
-            self, "AccessLogs", block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,  # ALB access logs support SSE-S3 only
-            enforce_ssl=True, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(props.log_retention_days))],
-            removal_policy=removal, auto_delete_objects=not props.retain_data)
+            removal_policy=removal,
+            auto_delete_objects=not props.retain_data,
+        )
         self._acknowledge_access_logs()
         self.load_balancer.log_access_logs(self.access_logs, prefix="alb")
         if not props.retain_data:
             # Emptied only once the load balancer is gone (it writes a file per node every 5
             # minutes).
             self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(
-                self.load_balancer)
+                self.load_balancer
+            )
         port = HTTPS if https else 80
         if not props.internet_facing:
             for cidr in props.caller_cidrs or [props.vpc_cidr or props.vpc.vpc_cidr_block]:
-                self.load_balancer.connections.allow_from(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
-                                                          f"Voice agent callers from {cidr}")
+                self.load_balancer.connections.allow_from(
+                    ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), f"Voice agent callers from {cidr}"
+                )
         self._acknowledge_load_balancer(props, https)
-        not_found = elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
-                                                        message_body="not found")
+        not_found = elbv2.ListenerAction.fixed_response(
+            404, content_type="text/plain", message_body="not found"
+        )
         if https:
+            assert props.certificate_arn is not None  # what https means
             self.listener = self.load_balancer.add_listener(
-                "Https", port=HTTPS, protocol=elbv2.ApplicationProtocol.HTTPS,
+                "Https",
+                port=HTTPS,
+                protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[elbv2.ListenerCertificate.from_arn(props.certificate_arn)],
-                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS, open=props.internet_facing,
-                default_action=not_found)
+                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+                open=props.internet_facing,
+                default_action=not_found,
+            )
         else:
             self.listener = self.load_balancer.add_listener(
-                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
-                default_action=not_found)
-            skip_checkov(self.listener, "AWS::ElasticLoadBalancingV2::Listener", {
-                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from "
-                             "the caller CIDRs only; set agent.certificate_arn for HTTPS.",
-                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC).",
-            })
+                "Http",
+                port=80,
+                protocol=elbv2.ApplicationProtocol.HTTP,
+                open=False,
+                default_action=not_found,
+            )
+            skip_checkov(
+                self.listener,
+                "AWS::ElasticLoadBalancingV2::Listener",
+                {
+                    "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the "
+                    "VPC from the caller CIDRs only; set agent.certificate_arn for HTTPS.",
+                    "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside "
+                    "the VPC).",
+                },
+            )
         self.target_group = elbv2.ApplicationTargetGroup(
-            self, "Targets", vpc=props.vpc, port=AGENT_PORT,
+            self,
+            "Targets",
+            vpc=props.vpc,
+            port=AGENT_PORT,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(
-                min(props.sizing.max_session_s, MAX_DEREGISTRATION_DELAY_S)),
-            health_check=elbv2.HealthCheck(path=HEALTH_PATH, healthy_http_codes="200",
-                                           interval=Duration.seconds(10), timeout=Duration.seconds(5),
-                                           healthy_threshold_count=2, unhealthy_threshold_count=3))
+                min(props.sizing.max_session_s, MAX_DEREGISTRATION_DELAY_S)
+            ),
+            health_check=elbv2.HealthCheck(
+                path=HEALTH_PATH,
+                healthy_http_codes="200",
+                interval=Duration.seconds(10),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
+        )
         # Every path goes to the bot: its WebSocket path is the bot's own; /health is its check.
-        self.listener.add_action("Sessions", priority=10,
-                                 conditions=[elbv2.ListenerCondition.path_patterns(["/*"])],
-                                 action=elbv2.ListenerAction.forward([self.target_group]))
+        self.listener.add_action(
+            "Sessions",
+            priority=10,
+            conditions=[elbv2.ListenerCondition.path_patterns(["/*"])],
+            action=elbv2.ListenerAction.forward([self.target_group]),
+        )
         dns = self.load_balancer.load_balancer_dns_name
         self.url = f"{'wss' if https else 'ws'}://{dns}"
         self.health_url = f"{'https' if https else 'http'}://{dns}{HEALTH_PATH}"
 
-    def _task(self, props: VoiceAgentServiceProps, key: kms.IKey | None,
-              removal: RemovalPolicy) -> None:
+    def _task(
+        self, props: VoiceAgentServiceProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> None:
         """The log group, the Fargate task definition, its container and the task role's grants."""
         self.log_group = logs.LogGroup(
-            self, "Logs", removal_policy=removal, encryption_key=key,
-            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
+            self,
+            "Logs",
+            removal_policy=removal,
+            encryption_key=key,
+            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
+        )
         sizing = props.sizing
         self.task_definition = ecs.FargateTaskDefinition(
-            self, "Task", cpu=sizing.cpu, memory_limit_mib=sizing.memory_mib,
+            self,
+            "Task",
+            cpu=sizing.cpu,
+            memory_limit_mib=sizing.memory_mib,
             runtime_platform=ecs.RuntimePlatform(
                 cpu_architecture=ecs.CpuArchitecture.X86_64,
-                operating_system_family=ecs.OperatingSystemFamily.LINUX))
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
         image = ecs.ContainerImage.from_asset(
-            props.image_directory, file="agent/Dockerfile",
+            props.image_directory,
+            file="agent/Dockerfile",
             platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=IMAGE_CONTEXT)
+            exclude=IMAGE_CONTEXT,
+        )
         environment = {
             **props.env.to_env(),
             # ExpiresInMinutes of the bot's task protection requests: one whole session.
@@ -304,20 +405,30 @@ class VoiceAgentService(Construct):
             **props.extra_environment,
         }
         self.container = self.task_definition.add_container(
-            "Agent", image=image, port_mappings=[ecs.PortMapping(container_port=AGENT_PORT)],
+            "Agent",
+            image=image,
+            port_mappings=[ecs.PortMapping(container_port=AGENT_PORT)],
             environment=environment,
             logging=ecs.LogDrivers.aws_logs(stream_prefix="agent", log_group=self.log_group),
             stop_timeout=Duration.seconds(FARGATE_MAX_STOP_TIMEOUT_S),
-            readonly_root_filesystem=True)
-        Validations.of(self.task_definition).acknowledge(Acknowledgment(
-            id="AwsSolutions-ECS2",
-            reason="The environment holds configuration only (endpoint names, model id, prompt, "
-                   "voice, limits); the Voxtral service's bearer token is read from Secrets "
-                   "Manager at run time by its ARN, never passed in the environment."))
-        Validations.of(self.task_definition.obtain_execution_role()).acknowledge(Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="ecr:GetAuthorizationToken (added by the CDK for the image asset) supports no "
-                   "resource-level permission; image pulls stay limited to the asset repository."))
+            readonly_root_filesystem=True,
+        )
+        Validations.of(self.task_definition).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-ECS2",
+                reason="The environment holds configuration only (endpoint names, model id, "
+                "prompt, voice, limits); the Voxtral service's bearer token is read from Secrets "
+                "Manager at run time by its ARN, never passed in the environment.",
+            )
+        )
+        Validations.of(self.task_definition.obtain_execution_role()).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="ecr:GetAuthorizationToken (added by the CDK for the image asset) "
+                "supports no resource-level permission; image pulls stay limited to the asset "
+                "repository.",
+            )
+        )
         self._grant(props, self.task_definition.task_role)
 
     def _grant(self, props: VoiceAgentServiceProps, role: iam.IRole) -> None:
@@ -327,111 +438,178 @@ class VoiceAgentService(Construct):
         env = props.env
         statements: list[iam.PolicyStatement] = []
         if env.voxtral_endpoint is not None:
-            statements.append(iam.PolicyStatement(
-                sid="ListenWithVoxtral", actions=[INVOKE_BIDIRECTIONAL],
-                resources=[self._endpoint_arn(env.voxtral_endpoint)]))
-        statements.append(iam.PolicyStatement(
-            sid="SpeakWithSonic", actions=[INVOKE_WITH_RESPONSE_STREAM],
-            resources=[self._endpoint_arn(env.sonic_endpoint)]))
+            statements.append(
+                iam.PolicyStatement(
+                    sid="ListenWithVoxtral",
+                    actions=[INVOKE_BIDIRECTIONAL],
+                    resources=[self._endpoint_arn(env.voxtral_endpoint)],
+                )
+            )
+        statements.append(
+            iam.PolicyStatement(
+                sid="SpeakWithSonic",
+                actions=[INVOKE_WITH_RESPONSE_STREAM],
+                resources=[self._endpoint_arn(env.sonic_endpoint)],
+            )
+        )
         policy = iam.Policy(self, "InvokeEndpoints", statements=statements)
         policy.attach_to_role(role)  # type: ignore[arg-type]
         if env.voxtral_endpoint is not None:
             # cfn-lint's IAM action list predates bidirectional streaming (W3037); the action is
             # documented in the InvokeEndpointWithBidirectionalStream API reference.
-            policy.node.default_child.add_metadata(
-                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+            cast(CfnResource, policy.node.default_child).add_metadata(
+                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}}
+            )
         if env.llm_model_id is not None:
             for statement in bedrock_statements(stack, env.llm_model_id):
                 role.add_to_principal_policy(statement)
             geography, model = split_profile(env.llm_model_id)
             if geography is not None:
-                Validations.of(role).acknowledge(Acknowledgment(
-                    id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::"
-                       f"foundation-model/{model}]",
-                    reason="An inference profile routes to the model in Regions Bedrock chooses (they "
-                           "depend on the source Region and grow; a global profile reaches every "
-                           "commercial Region): the grant names the one model, in any Region "
-                           "(Bedrock user guide, 'Prerequisites for inference profiles')."))
+                Validations.of(role).acknowledge(
+                    Acknowledgment(
+                        id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::"
+                        f"foundation-model/{model}]",
+                        reason="An inference profile routes to the model in Regions Bedrock "
+                        "chooses (they depend on the source Region and grow; a global profile "
+                        "reaches every commercial Region): the grant names the one model, in any "
+                        "Region (Bedrock user guide, 'Prerequisites for inference profiles').",
+                    )
+                )
         if env.voxtral_token_secret_arn is not None:
-            role.add_to_principal_policy(iam.PolicyStatement(
-                sid="ReadVoxtralToken", actions=["secretsmanager:GetSecretValue"],
-                resources=[env.voxtral_token_secret_arn]))
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="ReadVoxtralToken",
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=[env.voxtral_token_secret_arn],
+                )
+            )
             if props.token_secret_kms_key_arn is not None:
                 # GetSecretValue of a secret under a customer managed key needs kms:Decrypt on it
                 # (Secrets Manager user guide, "Secret encryption and decryption").
-                role.add_to_principal_policy(iam.PolicyStatement(
-                    sid="DecryptVoxtralToken", actions=["kms:Decrypt"],
-                    resources=[props.token_secret_kms_key_arn],
-                    conditions={"StringEquals": {
-                        "kms:ViaService": f"secretsmanager.{stack.region}.amazonaws.com",
-                        "kms:EncryptionContext:SecretARN": env.voxtral_token_secret_arn}}))
+                role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        sid="DecryptVoxtralToken",
+                        actions=["kms:Decrypt"],
+                        resources=[props.token_secret_kms_key_arn],
+                        conditions={
+                            "StringEquals": {
+                                "kms:ViaService": f"secretsmanager.{stack.region}.amazonaws.com",
+                                "kms:EncryptionContext:SecretARN": env.voxtral_token_secret_arn,
+                            }
+                        },
+                    )
+                )
 
     def _service(self, props: VoiceAgentServiceProps, subnets: list[ec2.ISubnet]) -> None:
         """The cluster, the tasks' security group, the Fargate service, its scaling and the grant
         of task protection on this cluster's tasks."""
-        self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
-                                   container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=props.vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED
+        )
         self.task_security_group = ec2.SecurityGroup(
-            self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=False,
+            self,
+            "TaskSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=False,
             description="Voice agent tasks - the agent port from the load balancer - HTTPS and the "
-                        "SageMaker runtime streaming port out")
+            "SageMaker runtime streaming port out",
+        )
         self._egress(props)
         self.service = ecs.FargateService(
-            self, "Service", cluster=self.cluster, task_definition=self.task_definition,
+            self,
+            "Service",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
             security_groups=[self.task_security_group],
             vpc_subnets=ec2.SubnetSelection(subnets=subnets),
-            assign_public_ip=False, min_healthy_percent=100, max_healthy_percent=200,
+            assign_public_ip=False,
+            min_healthy_percent=100,
+            max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
-            health_check_grace_period=HEALTH_CHECK_GRACE, enable_ecs_managed_tags=True,
-            propagate_tags=ecs.PropagatedTagSource.SERVICE)
+            health_check_grace_period=HEALTH_CHECK_GRACE,
+            enable_ecs_managed_tags=True,
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+        )
         # Also opens the task group to the load balancer's on the agent port (and nothing else).
         self.service.attach_to_application_target_group(self.target_group)
         stack = Stack.of(self)
-        tasks = stack.format_arn(service="ecs", resource="task",
-                                 resource_name=f"{self.cluster.cluster_name}/*")
-        self.task_definition.task_role.add_to_principal_policy(iam.PolicyStatement(
-            sid="ProtectLiveSessions",
-            actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
-            resources=[tasks]))
-        Validations.of(self.task_definition.task_role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
-            reason="Task ids are random; the wildcard is limited to the tasks of this cluster, and a "
-                   "task protects only itself through the agent."))
+        tasks = stack.format_arn(
+            service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*"
+        )
+        self.task_definition.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ProtectLiveSessions",
+                actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
+                resources=[tasks],
+            )
+        )
+        Validations.of(self.task_definition.task_role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, tasks)}]",
+                reason="Task ids are random; the wildcard is limited to the tasks of this "
+                "cluster, and a task protects only itself through the agent.",
+            )
+        )
         sizing = props.sizing
-        scaling = self.service.auto_scale_task_count(min_capacity=sizing.min_tasks,
-                                                     max_capacity=sizing.max_tasks)
+        scaling = self.service.auto_scale_task_count(
+            min_capacity=sizing.min_tasks, max_capacity=sizing.max_tasks
+        )
         scaling.scale_to_track_custom_metric(
-            "LiveSessions", metric=self.metric(ACTIVE_SESSIONS, "Average"),
+            "LiveSessions",
+            metric=self.metric(ACTIVE_SESSIONS, "Average"),
             target_value=sizing.scaling_target,
-            scale_in_cooldown=SCALE_IN_COOLDOWN, scale_out_cooldown=SCALE_OUT_COOLDOWN)
+            scale_in_cooldown=SCALE_IN_COOLDOWN,
+            scale_out_cooldown=SCALE_OUT_COOLDOWN,
+        )
 
     def _egress(self, props: VoiceAgentServiceProps) -> None:
         """The tasks' outbound rules: HTTPS (AWS APIs; in a private network only the VPC endpoints
         and S3's gateway are routable), the runtime's streaming port, the Voxtral service's port,
         an LLM server's port."""
         group = self.task_security_group
-        inside = ec2.Peer.ipv4(props.vpc_cidr) if props.private else ec2.Peer.any_ipv4()
-        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS),
-                              "HTTPS to AWS APIs (Bedrock, SageMaker runtime, Logs, ECR, S3)")
+        if props.private:
+            assert props.vpc_cidr is not None  # the props' check requires it with private
+            inside = ec2.Peer.ipv4(props.vpc_cidr)
+        else:
+            inside = ec2.Peer.any_ipv4()
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(HTTPS),
+            "HTTPS to AWS APIs (Bedrock, SageMaker runtime, Logs, ECR, S3)",
+        )
         if props.env.voxtral_endpoint is not None:
-            group.add_egress_rule(inside, ec2.Port.tcp(BIDI_PORT),
-                                  "SageMaker runtime bidirectional streaming (Voxtral)")
+            group.add_egress_rule(
+                inside,
+                ec2.Port.tcp(BIDI_PORT),
+                "SageMaker runtime bidirectional streaming (Voxtral)",
+            )
         if props.voxtral_url_port is not None and props.voxtral_url_port != HTTPS:
-            group.add_egress_rule(ec2.Peer.ipv4(props.vpc_cidr or props.vpc.vpc_cidr_block),
-                                  ec2.Port.tcp(props.voxtral_url_port),
-                                  "The Voxtral service internal load balancer")
+            group.add_egress_rule(
+                ec2.Peer.ipv4(props.vpc_cidr or props.vpc.vpc_cidr_block),
+                ec2.Port.tcp(props.voxtral_url_port),
+                "The Voxtral service internal load balancer",
+            )
         if props.env.llm_url is not None:
             parts = urlsplit(props.env.llm_url)
             port = parts.port or (HTTPS if parts.scheme == "https" else 80)
             if port != HTTPS:
-                group.add_egress_rule(inside, ec2.Port.tcp(port),
-                                      "The OpenAI-compatible LLM server")
-        skip_checkov(group, "AWS::EC2::SecurityGroup", {
-            "CKV_AWS_382": "Egress is HTTPS and named ports only; in network.mode=vpc the subnets "
-                           "route nothing but the VPC and S3's gateway endpoint."})
-        Validations.of(group).acknowledge(Acknowledgment(
-            id="AwsSolutions-EC23",
-            reason="Only the load balancer's group may reach the tasks (on the agent port)."))
+                group.add_egress_rule(
+                    inside, ec2.Port.tcp(port), "The OpenAI-compatible LLM server"
+                )
+        skip_checkov(
+            group,
+            "AWS::EC2::SecurityGroup",
+            {
+                "CKV_AWS_382": "Egress is HTTPS and named ports only; in network.mode=vpc the "
+                "subnets route nothing but the VPC and S3's gateway endpoint."
+            },
+        )
+        Validations.of(group).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-EC23",
+                reason="Only the load balancer's group may reach the tasks (on the agent port).",
+            )
+        )
 
     def _alarms(self, props: VoiceAgentServiceProps) -> None:
         self.rules = self.alarm_rules()
@@ -439,7 +617,8 @@ class VoiceAgentService(Construct):
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         for rule in self.rules:
             self.alarms[rule.name] = alarm_from_rule(
-                self, f"Alarm{rule.name}", rule, alarm_name(props.deployment, rule.name), action)
+                self, f"Alarm{rule.name}", rule, alarm_name(props.deployment, rule.name), action
+            )
 
     # --- Metrics and alarms ---------------------------------------------------------------------
 
@@ -453,46 +632,74 @@ class VoiceAgentService(Construct):
     # --- nag acknowledgements -------------------------------------------------------------------
 
     def _acknowledge_access_logs(self) -> None:
-        Validations.of(self.access_logs).acknowledge(Acknowledgment(
-            id="AwsSolutions-S1",
-            reason="This bucket receives the load balancer's access logs; logging it to itself would loop."))
-        acknowledge_compliance(self.access_logs, {
-            "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs.",
-            "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to SSE-S3 "
-                                      "buckets only (Elastic Load Balancing user guide, 'Access logs').",
-            "S3BucketVersioningEnabled": "Access logs are written once and removed by the lifecycle rule.",
-            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region.",
-        })
-        skip_checkov(self.access_logs, "AWS::S3::Bucket", {
-            "CKV_AWS_18": "This bucket receives the load balancer's access logs.",
-            "CKV_AWS_21": "Access logs are written once and removed only by the lifecycle rule.",
-        })
+        Validations.of(self.access_logs).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This bucket receives the load balancer's access logs; logging it to "
+                "itself would loop.",
+            )
+        )
+        acknowledge_compliance(
+            self.access_logs,
+            {
+                "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs.",
+                "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written "
+                "to SSE-S3 buckets only (Elastic Load Balancing user guide, 'Access logs').",
+                "S3BucketVersioningEnabled": "Access logs are written once and removed by the "
+                "lifecycle rule.",
+                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region.",
+            },
+        )
+        skip_checkov(
+            self.access_logs,
+            "AWS::S3::Bucket",
+            {
+                "CKV_AWS_18": "This bucket receives the load balancer's access logs.",
+                "CKV_AWS_21": "Access logs are written once and removed only by the lifecycle "
+                "rule.",
+            },
+        )
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
 
     def _acknowledge_load_balancer(self, props: VoiceAgentServiceProps, https: bool) -> None:
-        Validations.of(self.load_balancer).acknowledge(Acknowledgment(
-            id="AwsSolutions-EC23",
-            reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS only)."
-                    if props.internet_facing else
-                    "An internal load balancer takes callers from the caller CIDRs (or the VPC's) only.")))
-        acknowledge_compliance(self.load_balancer, {
-            "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds no data).",
-            "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, which a "
-                             "web ACL does not inspect.",
-        })
+        Validations.of(self.load_balancer).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-EC23",
+                reason=(
+                    "An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
+                    "only)."
+                    if props.internet_facing
+                    else "An internal load balancer takes callers from the caller CIDRs (or the "
+                    "VPC's) only."
+                ),
+            )
+        )
+        acknowledge_compliance(
+            self.load_balancer,
+            {
+                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it "
+                "holds no data).",
+                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade "
+                "request, which a web ACL does not inspect.",
+            },
+        )
         if not https:
-            acknowledge_compliance(self.load_balancer, {
-                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 "
-                                             "inside the VPC; set agent.certificate_arn for HTTPS.",
-                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP "
-                                               "inside the VPC); internet-facing needs one.",
-            })
+            acknowledge_compliance(
+                self.load_balancer,
+                {
+                    "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: "
+                    "HTTP on 80 inside the VPC; set agent.certificate_arn for HTTPS.",
+                    "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate "
+                    "(HTTP inside the VPC); internet-facing needs one.",
+                },
+            )
 
     def _endpoint_arn(self, name: str) -> str:
         # SageMaker endpoint ARNs hold the name in lower case.
-        return Stack.of(self).format_arn(service="sagemaker", resource="endpoint",
-                                         resource_name=name.lower())
+        return Stack.of(self).format_arn(
+            service="sagemaker", resource="endpoint", resource_name=name.lower()
+        )
 
 
 def bedrock_statements(stack: Stack, model_id: str) -> list[iam.PolicyStatement]:
@@ -502,26 +709,54 @@ def bedrock_statements(stack: Stack, model_id: str) -> list[iam.PolicyStatement]
     with" the profile)."""
     geography, model = split_profile(model_id)
     if geography is None:
-        return [iam.PolicyStatement(sid="Converse", actions=[BEDROCK_STREAM], resources=[
-            stack.format_arn(service="bedrock", resource="foundation-model", resource_name=model,
-                             account="")])]
-    profile = stack.format_arn(service="bedrock", resource="inference-profile",
-                               resource_name=model_id)
+        return [
+            iam.PolicyStatement(
+                sid="Converse",
+                actions=[BEDROCK_STREAM],
+                resources=[
+                    stack.format_arn(
+                        service="bedrock",
+                        resource="foundation-model",
+                        resource_name=model,
+                        account="",
+                    )
+                ],
+            )
+        ]
+    profile = stack.format_arn(
+        service="bedrock", resource="inference-profile", resource_name=model_id
+    )
     return [
-        iam.PolicyStatement(sid="ConverseThroughProfile", actions=[BEDROCK_STREAM],
-                            resources=[profile]),
-        iam.PolicyStatement(sid="ConverseProfileModel", actions=[BEDROCK_STREAM], resources=[
-            stack.format_arn(service="bedrock", resource="foundation-model", resource_name=model,
-                             region="*", account="")]),
+        iam.PolicyStatement(
+            sid="ConverseThroughProfile", actions=[BEDROCK_STREAM], resources=[profile]
+        ),
+        iam.PolicyStatement(
+            sid="ConverseProfileModel",
+            actions=[BEDROCK_STREAM],
+            resources=[
+                stack.format_arn(
+                    service="bedrock",
+                    resource="foundation-model",
+                    resource_name=model,
+                    region="*",
+                    account="",
+                )
+            ],
+        ),
     ]
 
 
-def agent_metric(deployment: str, name: str, statistic: str,
-                 label: str | None = None) -> cloudwatch.Metric:
-    return cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=name, statistic=statistic,
-                             dimensions_map={METRIC_DIMENSION: deployment},
-                             period=Duration.minutes(1),
-                             label=label)
+def agent_metric(
+    deployment: str, name: str, statistic: str, label: str | None = None
+) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=METRIC_NAMESPACE,
+        metric_name=name,
+        statistic=statistic,
+        dimensions_map={METRIC_DIMENSION: deployment},
+        period=Duration.minutes(1),
+        label=label,
+    )
 
 
 def alarm_name(deployment: str, rule: str) -> str:
@@ -534,58 +769,119 @@ def agent_alarm_rules(deployment: str, voice_to_voice_p95_ms: float) -> list[Ala
     gt = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
     not_breaching = cloudwatch.TreatMissingData.NOT_BREACHING
     rules = [
-        AlarmRule("sessions-failed", agent_metric(deployment, SESSIONS_FAILED, "Sum"), gt, 0, 1, 1,
-                  not_breaching, "Voice agent sessions ended on an error: see the agent's logs.",
-                  "the bot reports a failure only when one happens"),
-        AlarmRule("voice-to-voice-p95", agent_metric(deployment, VOICE_TO_VOICE_MS, "p95"), gt,
-                  voice_to_voice_p95_ms, LATENCY_MINUTES, LATENCY_BREACHING, not_breaching,
-                  "Callers wait too long for answers: the p95 from the end of their speech to the "
-                  "first audio of the answer is high (see the stage errors and the endpoints' "
-                  "latency).", "no datapoint means no turn was answered"),
+        AlarmRule(
+            "sessions-failed",
+            agent_metric(deployment, SESSIONS_FAILED, "Sum"),
+            gt,
+            0,
+            1,
+            1,
+            not_breaching,
+            "Voice agent sessions ended on an error: see the agent's logs.",
+            "the bot reports a failure only when one happens",
+        ),
+        AlarmRule(
+            "voice-to-voice-p95",
+            agent_metric(deployment, VOICE_TO_VOICE_MS, "p95"),
+            gt,
+            voice_to_voice_p95_ms,
+            LATENCY_MINUTES,
+            LATENCY_BREACHING,
+            not_breaching,
+            "Callers wait too long for answers: the p95 from the end of their speech to the "
+            "first audio of the answer is high (see the stage errors and the endpoints' "
+            "latency).",
+            "no datapoint means no turn was answered",
+        ),
     ]
     for stage, metric_name in STAGE_ERRORS.items():
-        rules.append(AlarmRule(
-            f"{stage}-errors", agent_metric(deployment, metric_name, "Sum"), gt, 0, 1, 1,
-            not_breaching,
-            f"The voice agent's {stage.upper()} stage failed: see the agent's logs and the "
-            f"{STAGE_SERVICES[stage]} alarms.",
-            "the bot reports an error only when one happens"))
+        rules.append(
+            AlarmRule(
+                f"{stage}-errors",
+                agent_metric(deployment, metric_name, "Sum"),
+                gt,
+                0,
+                1,
+                1,
+                not_breaching,
+                f"The voice agent's {stage.upper()} stage failed: see the agent's logs and the "
+                f"{STAGE_SERVICES[stage]} alarms.",
+                "the bot reports an error only when one happens",
+            )
+        )
     assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
     return rules
 
 
-def dashboard_rows(scope: Construct, deployment: str, max_sessions_per_task: int,
-                   voice_to_voice_p95_ms: float) -> list[list[cloudwatch.IWidget]]:
+def dashboard_rows(
+    scope: Construct, deployment: str, max_sessions_per_task: int, voice_to_voice_p95_ms: float
+) -> list[list[cloudwatch.IWidget]]:
     """The voice agent's row of the shared operations dashboard: its metrics by namespace and
     dimension and its alarms by name (literals: nothing of the Agent stack is referenced, and the
     Operations stack deploys first)."""
     stack = Stack.of(scope)
-    header = cloudwatch.TextWidget(markdown=(
-        f"## Voice agent\nPipecat bot on Fargate, up to {max_sessions_per_task} sessions per task. "
-        "Red lines are alarm thresholds."), width=24, height=2)
-    sessions = cloudwatch.GraphWidget(title="Live sessions per task", width=6, left=[
-        agent_metric(deployment, ACTIVE_SESSIONS, "Average", "average"),
-        agent_metric(deployment, ACTIVE_SESSIONS, "Maximum", "busiest task")],
-        left_annotations=[cloudwatch.HorizontalAnnotation(value=max_sessions_per_task,
-                                                          label="sessions per task")])
-    latency = cloudwatch.GraphWidget(title="Voice to voice (ms)", width=6, left=[
-        agent_metric(deployment, VOICE_TO_VOICE_MS, "p50", "p50"),
-        agent_metric(deployment, VOICE_TO_VOICE_MS, "p95", "p95")],
-        left_annotations=[cloudwatch.HorizontalAnnotation(
-            value=voice_to_voice_p95_ms, label=f"alarm p95: {voice_to_voice_p95_ms:g} ms",
-            color="#d62728")])
-    errors = cloudwatch.GraphWidget(title="Failed sessions and stage errors", width=6, left=[
-        agent_metric(deployment, SESSIONS_FAILED, "Sum", SESSIONS_FAILED),
-        *(agent_metric(deployment, name, "Sum", name) for name in STAGE_ERRORS.values())])
-    status = cloudwatch.AlarmStatusWidget(title="Voice agent alarms", width=6, alarms=[
-        cloudwatch.Alarm.from_alarm_arn(scope, f"AgentAlarm{i}", stack.format_arn(
-            service="cloudwatch", resource="alarm", resource_name=alarm_name(deployment, rule),
-            arn_format=ArnFormat.COLON_RESOURCE_NAME))
-        for i, rule in enumerate(ALARM_RULE_NAMES)])
+    header = cloudwatch.TextWidget(
+        markdown=(
+            f"## Voice agent\nPipecat bot on Fargate, up to {max_sessions_per_task} sessions per "
+            "task. Red lines are alarm thresholds."
+        ),
+        width=24,
+        height=2,
+    )
+    sessions = cloudwatch.GraphWidget(
+        title="Live sessions per task",
+        width=6,
+        left=[
+            agent_metric(deployment, ACTIVE_SESSIONS, "Average", "average"),
+            agent_metric(deployment, ACTIVE_SESSIONS, "Maximum", "busiest task"),
+        ],
+        left_annotations=[
+            cloudwatch.HorizontalAnnotation(value=max_sessions_per_task, label="sessions per task")
+        ],
+    )
+    latency = cloudwatch.GraphWidget(
+        title="Voice to voice (ms)",
+        width=6,
+        left=[
+            agent_metric(deployment, VOICE_TO_VOICE_MS, "p50", "p50"),
+            agent_metric(deployment, VOICE_TO_VOICE_MS, "p95", "p95"),
+        ],
+        left_annotations=[
+            cloudwatch.HorizontalAnnotation(
+                value=voice_to_voice_p95_ms,
+                label=f"alarm p95: {voice_to_voice_p95_ms:g} ms",
+                color="#d62728",
+            )
+        ],
+    )
+    errors = cloudwatch.GraphWidget(
+        title="Failed sessions and stage errors",
+        width=6,
+        left=[
+            agent_metric(deployment, SESSIONS_FAILED, "Sum", SESSIONS_FAILED),
+            *(agent_metric(deployment, name, "Sum", name) for name in STAGE_ERRORS.values()),
+        ],
+    )
+    status = cloudwatch.AlarmStatusWidget(
+        title="Voice agent alarms",
+        width=6,
+        alarms=[
+            cloudwatch.Alarm.from_alarm_arn(
+                scope,
+                f"AgentAlarm{i}",
+                stack.format_arn(
+                    service="cloudwatch",
+                    resource="alarm",
+                    resource_name=alarm_name(deployment, rule),
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                ),
+            )
+            for i, rule in enumerate(ALARM_RULE_NAMES)
+        ],
+    )
     return [[header], [sessions, latency, errors, status]]
 
 
 def metric_dimensions(deployment: str) -> dict[str, str]:
     """METRIC_DIMENSIONS of the bot: the Deployment dimension its metrics carry."""
     return {METRIC_DIMENSION: deployment}
-

@@ -1,4 +1,5 @@
-"""BridgeImage: the ECR repository of the bridge image, and the image itself (built asset or prebuilt URI)."""
+"""BridgeImage: the ECR repository of the bridge image, and the image itself (built asset or
+prebuilt URI)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cdk_ecr_deployment as ecr_deployment
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_kms as kms
+from aws_cdk import (
+    Acknowledgment,
+    RemovalPolicy,
+    Stack,
+    Token,
+    Validations,
+    aws_ecr as ecr,
+    aws_ecr_assets as ecr_assets,
+    aws_iam as iam,
+    aws_kms as kms,
+)
 from constructs import Construct, IDependable
 
-from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, nag_render, skip_checkov
 from constructs_lib.facts.names import check_ecr_image_uri
+from constructs_lib.nag import (
+    CUSTOM_RESOURCE_HANDLER_SKIPS,
+    acknowledge_compliance,
+    nag_render,
+    skip_checkov,
+)
 from constructs_lib.validation import Problems
 
 #: Images kept in the repository; older ones expire (a rollback needs the previous few).
@@ -33,8 +45,11 @@ def context_exclude(container_dir_name: str) -> list[str]:
     """The build context's exclusions (.dockerignore rules, the last match wins): everything in the
     context (the bridge folder's parent) but the bridge folder and :data:`CONTRACTS_DIR_NAME`, then
     bytecode within those."""
-    kept = [f"!{name}{suffix}" for name in (container_dir_name, CONTRACTS_DIR_NAME)
-            for suffix in ("", "/**")]
+    kept = [
+        f"!{name}{suffix}"
+        for name in (container_dir_name, CONTRACTS_DIR_NAME)
+        for suffix in ("", "/**")
+    ]
     return ["*", *kept, *BYTECODE_EXCLUDE]
 
 
@@ -47,12 +62,14 @@ class BridgeImageProps:
             ``Dockerfile``, beside the contracts it imports (``contracts/``). The build context is
             their parent, of which only these two folders go in (:func:`context_exclude`); the
             Dockerfile copies from both.
-        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is built or copied.
-            One of ``container_dir`` and ``prebuilt_image_uri`` is required.
-        retain_data: keep the repository and its images on ``cdk destroy``. Default: false (emptied and deleted).
-        encryption_key: a customer managed key for the repository (KMS encryption). Changing a repository's
-            encryption replaces it (AWS::ECR::Repository EncryptionConfiguration: "Update requires: Replacement"), so an
-            existing deployment should opt in knowingly. Default: AES-256 (SSE-S3).
+        prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is
+            built or copied. One of ``container_dir`` and ``prebuilt_image_uri`` is required.
+        retain_data: keep the repository and its images on ``cdk destroy``. Default: false
+            (emptied and deleted).
+        encryption_key: a customer managed key for the repository (KMS encryption). Changing a
+            repository's encryption replaces it (AWS::ECR::Repository EncryptionConfiguration:
+            "Update requires: Replacement"), so an existing deployment should opt in knowingly.
+            Default: AES-256 (SSE-S3).
     """
 
     container_dir: Path | None = None
@@ -64,17 +81,24 @@ class BridgeImageProps:
         if self.prebuilt_image_uri is not None:
             check_ecr_image_uri(p, "prebuilt_image_uri", self.prebuilt_image_uri, region)
         elif self.container_dir is None:
-            p.note("container_dir or prebuilt_image_uri: give one (a build context or an image already in ECR)")
+            p.note(
+                "container_dir or prebuilt_image_uri: give one (a build context or an image "
+                "already in ECR)"
+            )
         elif not (Path(self.container_dir) / "Dockerfile").is_file():
             p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
         elif not (Path(self.container_dir).parent / CONTRACTS_DIR_NAME).is_dir():
-            p.add("container_dir", str(self.container_dir),
-                  f"must sit beside {CONTRACTS_DIR_NAME}/, which the bridge imports (the build "
-                  "context is their parent)")
+            p.add(
+                "container_dir",
+                str(self.container_dir),
+                f"must sit beside {CONTRACTS_DIR_NAME}/, which the bridge imports (the build "
+                "context is their parent)",
+            )
 
 
 class BridgeImage(Construct):
-    """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in it.
+    """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in
+    it.
 
     Without ``prebuilt_image_uri`` the build context (``container_dir`` and ``contracts/`` of their
     parent) becomes a ``DockerImageAsset`` for ``linux/amd64`` and cdk-ecr-deployment copies it
@@ -88,7 +112,8 @@ class BridgeImage(Construct):
         repository: the bridge repository.
         image_uri: what SageMaker's Model should run.
         tag: the image's tag in the repository (the asset hash), or None with a prebuilt image.
-        copy: the image copy custom resource, or None with a prebuilt image; Models must depend on it.
+        copy: the image copy custom resource, or None with a prebuilt image; Models must depend on
+            it.
 
     Raises:
         constructs_lib.validation.PropsError: listing every invalid prop.
@@ -105,7 +130,9 @@ class BridgeImage(Construct):
             "Repository",
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
-            encryption=ecr.RepositoryEncryption.KMS if props.encryption_key else ecr.RepositoryEncryption.AES_256,
+            encryption=ecr.RepositoryEncryption.KMS
+            if props.encryption_key
+            else ecr.RepositoryEncryption.AES_256,
             encryption_key=props.encryption_key,
             lifecycle_rules=[
                 ecr.LifecycleRule(
@@ -124,6 +151,7 @@ class BridgeImage(Construct):
             self.image_uri = props.prebuilt_image_uri
             return
 
+        assert props.container_dir is not None  # validated: one of the two is set
         container_dir = Path(props.container_dir)
         asset = ecr_assets.DockerImageAsset(
             self,
@@ -147,56 +175,79 @@ class BridgeImage(Construct):
             copy_image_index=False,
             image_arch=["amd64"],
             memory_limit=COPY_MEMORY_MIB,
-            # cdk-ecr-deployment adds ecr:* and s3:GetObject on "*" to its role; an immutable view of our own role
-            # drops those statements, and _copy_role grants only what the copy uses.
+            # cdk-ecr-deployment adds ecr:* and s3:GetObject on "*" to its role; an immutable view
+            # of our own role drops those statements, and _copy_role grants only what the copy uses.
             role=self._copy_role(asset).without_policy_updates(),
         )
         copy.node.add_dependency(self.repository)
-        acknowledge_compliance(self, {
-            "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls from and pushes to; an "
-                                 "inline policy belongs to that one role and goes with it.",
-        })
-        # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this construct.
+        acknowledge_compliance(
+            self,
+            {
+                "IAMNoInlinePolicy": "The copy role's policy names the two repositories it pulls "
+                "from and pushes to; an inline policy belongs to that one role and goes with it.",
+            },
+        )
+        # cdk-ecr-deployment's function is a singleton at the stack's top level, not under this
+        # construct.
         for function in Stack.of(self).node.children:
             if function.node.id.startswith("Custom::CDKECRDeployment"):
                 skip_checkov(function, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
-                acknowledge_compliance(function, {
-                    "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per deployment, called by "
-                                         "CloudFormation; nothing else can invoke it.",
-                    "LambdaDLQ": "The copy function is a CloudFormation custom resource: a failure fails (and rolls "
-                                 "back) the deployment, which is where it must be seen; there is no event to keep.",
-                    "LambdaInsideVPC": "The copy function moves the image between two ECR repositories at deploy "
-                                       "time; it handles no inference data and does not run in the endpoints' VPC.",
-                })
+                acknowledge_compliance(
+                    function,
+                    {
+                        "LambdaConcurrency": "cdk-ecr-deployment's copy function runs once per "
+                        "deployment, called by CloudFormation; nothing else can invoke it.",
+                        "LambdaDLQ": "The copy function is a CloudFormation custom resource: a "
+                        "failure fails (and rolls back) the deployment, which is where it must "
+                        "be seen; there is no event to keep.",
+                        "LambdaInsideVPC": "The copy function moves the image between two ECR "
+                        "repositories at deploy time; it handles no inference data and does not "
+                        "run in the endpoints' VPC.",
+                    },
+                )
         self.copy = copy
 
     def _copy_role(self, asset: ecr_assets.DockerImageAsset) -> iam.Role:
-        """Role of the image copy Lambda: pull from the CDK assets repository, push to the bridge repository, and
-        write its own logs. Nothing else."""
+        """Role of the image copy Lambda: pull from the CDK assets repository, push to the bridge
+        repository, and write its own logs. Nothing else."""
         role = iam.Role(
             self,
             "CopyRole",
-            description="cdk-ecr-deployment: copy the bridge image asset into the bridge repository",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="cdk-ecr-deployment: copy the bridge image asset into the bridge "
+            "repository",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         )
         stack = Stack.of(self)
-        log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"
+        log_groups = (
+            f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/lambda/*"
+        )
         policy = iam.Policy(
             self,
             "CopyPolicy",
-            roles=[role],
+            roles=[role],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             statements=[
-                iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+                iam.PolicyStatement(
+                    sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]
+                ),
                 iam.PolicyStatement(
                     sid="PullAsset",
-                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    actions=[
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                    ],
                     resources=[asset.repository.repository_arn],
                 ),
                 iam.PolicyStatement(
                     sid="PushBridgeImage",
                     actions=[
-                        "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
-                        "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage",
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                        "ecr:InitiateLayerUpload",
+                        "ecr:UploadLayerPart",
+                        "ecr:CompleteLayerUpload",
+                        "ecr:PutImage",
                     ],
                     resources=[self.repository.repository_arn],
                 ),
@@ -210,13 +261,15 @@ class BridgeImage(Construct):
         Validations.of(policy).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only issues a registry "
-                "login token, pulls and pushes stay limited to two repositories.",
+                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
+                "issues a registry login token, pulls and pushes stay limited to two "
+                "repositories.",
             ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, log_groups)}]",
-                reason="The copy function's name is generated by CloudFormation after this policy is written; "
-                "the wildcard is limited to Lambda log groups of this account and region.",
+                reason="The copy function's name is generated by CloudFormation after this "
+                "policy is written; the wildcard is limited to Lambda log groups of this account "
+                "and region.",
             ),
         )
         return role

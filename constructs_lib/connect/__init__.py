@@ -1,19 +1,26 @@
-"""Live call transcription for Amazon Connect: :class:`ConnectTranscription` (the start function, the calls queue, the
-consumer service, the transcripts' bus and table, alarms and dashboard rows; :mod:`.transcription`) and its props
-(:mod:`.props`, CDK-free); README.md in this folder.
+"""Live call transcription for Amazon Connect: :class:`ConnectTranscription` (the start function,
+the calls queue, the consumer service, the transcripts' bus and table, alarms and dashboard rows;
+:mod:`.transcription`) and its props (:mod:`.props`, CDK-free); README.md in this folder.
 
-Each name is imported on first use (PEP 562), so that ``from constructs_lib.connect.props import ...`` loads the
-props without ``aws_cdk``, as the settings layer needs; ``from constructs_lib.connect import ConnectTranscription``
-keeps working.
+Each name is imported on first use (PEP 562), so that ``from constructs_lib.connect.props import
+...`` loads the props without ``aws_cdk``, as the settings layer needs; ``from
+constructs_lib.connect import ConnectTranscription`` keeps working.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_EXPORTS = {"ConnectTranscription": "transcription", "dashboard_rows": "transcription",
-            "ConnectTranscriptionProps": "props"}
+if TYPE_CHECKING:
+    from constructs_lib.connect.props import ConnectTranscriptionProps
+    from constructs_lib.connect.transcription import ConnectTranscription, dashboard_rows
+
+_EXPORTS = {
+    "ConnectTranscription": "transcription",
+    "dashboard_rows": "transcription",
+    "ConnectTranscriptionProps": "props",
+}
 
 __all__ = ["ConnectTranscription", "ConnectTranscriptionProps", "dashboard_rows"]
 

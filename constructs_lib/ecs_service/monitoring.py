@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
-from aws_cdk import aws_autoscaling as autoscaling
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import (
+    Duration,
+    aws_autoscaling as autoscaling,
+    aws_cloudwatch as cloudwatch,
+    aws_ecs as ecs,
+    aws_elasticloadbalancingv2 as elbv2,
+)
 
 from constructs_lib.ecs_service.props import GpuEcsServiceProps
 from constructs_lib.monitoring.alarms import (
@@ -93,10 +95,14 @@ class GpuEcsServiceMetrics:
         catalogue could never be reached.
         """
         return cloudwatch.MathExpression(
-            expression="100 * used / total", label="GPU memory used (% of total, fullest GPU)",
-            using_metrics={"used": self.metric_gpu_memory_used(),
-                           "total": self._gpu_metric(GPU_MEMORY_TOTAL_METRIC, "Maximum")},
-            period=UTILISATION_WINDOW)
+            expression="100 * used / total",
+            label="GPU memory used (% of total, fullest GPU)",
+            using_metrics={
+                "used": self.metric_gpu_memory_used(),
+                "total": self._gpu_metric(GPU_MEMORY_TOTAL_METRIC, "Maximum"),
+            },
+            period=UTILISATION_WINDOW,
+        )
 
     def metric_running_tasks(self) -> cloudwatch.Metric:
         """Tasks running in the service (Container Insights, ``ECS/ContainerInsights``

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import jsii
@@ -37,6 +38,18 @@ from aws_cdk import (
     RemovalPolicy,
     Stack,
     Validations,
+    aws_autoscaling as autoscaling,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_ec2 as ec2,
+    aws_ecs as ecs,
+    aws_elasticloadbalancingv2 as elbv2,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_logs as logs,
+    aws_s3 as s3,
+    aws_secretsmanager as secretsmanager,
+    aws_sns as sns,
 )
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -70,6 +83,14 @@ from constructs_lib.nag import (
 )
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.validation import Problems
+from contracts import realtime
+from contracts.bridge_env import (
+    DEFAULT_DRAIN_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MODEL_CACHE_DIR,
+    BridgeEnvError,
+    BridgeEnvironment,
+)
 
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health
 #: checks are ignored this long after a task starts (measured order of magnitude on SageMaker's g6:
@@ -219,10 +240,9 @@ class GpuEcsService(Construct):
                                                 strategy=ec2.PlacementGroupStrategy.CLUSTER)
                              if cap.single_az else None),
         )
-        subnets = (list(props.subnets) if props.subnets else
-                   props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets)
         self.auto_scaling_group = autoscaling.AutoScalingGroup(
-            self, "Instances",
+            self,
+            "Instances",
             vpc=props.vpc,
             launch_template=self.launch_template,
             vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
@@ -233,7 +253,8 @@ class GpuEcsService(Construct):
             new_instances_protected_from_scale_in=True,
         )
         self.capacity_provider = ecs.AsgCapacityProvider(
-            self, "CapacityProvider",
+            self,
+            "CapacityProvider",
             auto_scaling_group=self.auto_scaling_group,
             enable_managed_scaling=True,
             enable_managed_termination_protection=True,
@@ -279,7 +300,8 @@ class GpuEcsService(Construct):
         group."""
         lb = props.load_balancing
         self.load_balancer = elbv2.ApplicationLoadBalancer(
-            self, "LoadBalancer",
+            self,
+            "LoadBalancer",
             vpc=props.vpc,
             internet_facing=lb.internet_facing,
             vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
@@ -289,7 +311,8 @@ class GpuEcsService(Construct):
             deletion_protection=False,
         )
         self.access_logs = s3.Bucket(
-            self, "AccessLogs",
+            self,
+            "AccessLogs",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,  # ALB access logs support SSE-S3 only
             enforce_ssl=True,
@@ -324,7 +347,8 @@ class GpuEcsService(Construct):
                 "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
                 default_action=not_found)
         self.target_group = elbv2.ApplicationTargetGroup(
-            self, "Targets",
+            self,
+            "Targets",
             vpc=props.vpc,
             port=props.container_port,
             protocol=elbv2.ApplicationProtocol.HTTP,
@@ -351,7 +375,8 @@ class GpuEcsService(Construct):
             description=f"Tasks of {props.service_name}: the {self.SERVES} port from the load "
                         "balancer only")
         self.service = ecs.Ec2Service(
-            self, "Service",
+            self,
+            "Service",
             cluster=self.cluster,
             task_definition=self.task_definition,
             # No DesiredCount: CloudFormation would set it again on every update of the service (an
@@ -372,9 +397,15 @@ class GpuEcsService(Construct):
             # Zones first (a zone's outage leaves tasks elsewhere), then instances (one instance's
             # loss, one task).
             placement_strategies=[
-                *([] if cap.single_az else
-                  [ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE)]),
-                ecs.PlacementStrategy.spread_across_instances()],
+                *(
+                    []
+                    if cap.single_az
+                    else [
+                        ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE)
+                    ]
+                ),
+                ecs.PlacementStrategy.spread_across_instances(),
+            ],
             enable_ecs_managed_tags=True,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
         )
@@ -492,8 +523,11 @@ class GpuEcsService(Construct):
                 "namespace": self.gpu_namespace,
                 "append_dimensions": {"AutoScalingGroupName": "${aws:AutoScalingGroupName}"},
                 "aggregation_dimensions": [["AutoScalingGroupName"]],
-                "metrics_collected": {"nvidia_gpu": {"measurement": [
-                    "utilization_gpu", "memory_used", "memory_total"]}},
+                "metrics_collected": {
+                    "nvidia_gpu": {
+                        "measurement": ["utilization_gpu", "memory_used", "memory_total"]
+                    }
+                },
             },
         }
         path = CLOUDWATCH_AGENT_CONFIG

@@ -1,5 +1,6 @@
-"""Facts the constructs and the settings reason with, each with its source, and no ``aws_cdk`` import (a test holds
-this package to that), so that ``config`` and ``voicectl`` load them without the CDK:
+"""Facts the constructs and the settings reason with, each with its source, and no ``aws_cdk``
+import (a test holds this package to that), so that ``config`` and ``voicectl`` load them without
+the CDK:
 
 - :mod:`.capacity`: how many live streams a GPU holds (vLLM's KV-cache accounting).
 - :mod:`.cuda_compat`: which image CUDA runs on which SageMaker inference AMI's driver.

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy, Stack
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import (
+    Duration,
+    RemovalPolicy,
+    Stack,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_sns as sns,
+    aws_sns_subscriptions as subscriptions,
+)
 from constructs import Construct
 
 from constructs_lib.facts.names import check_email
 from constructs_lib.validation import Problems
 
-#: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with alarms").
+#: The principal CloudWatch alarms publish as (CloudWatch user guide, "Using Amazon SNS topics with
+#: alarms").
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
-#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No charge while pending.
+#: A removed key waits this long before KMS deletes it (7-30 days; KMS ScheduleKeyDeletion). No
+#: charge while pending.
 KEY_DELETION_WINDOW = Duration.days(7)
 
 
@@ -26,9 +32,11 @@ class AlarmTopicProps:
 
     Attributes:
         display_name: the "From" name of notifications. Default: "<stack name> alarms".
-        email: an address to subscribe (SNS sends it a confirmation link first). Default: no subscription.
+        email: an address to subscribe (SNS sends it a confirmation link first). Default: no
+            subscription.
         kms_key_arn: a customer managed key made elsewhere for the topic; its key policy must let
-            ``cloudwatch.amazonaws.com`` use kms:Decrypt and kms:GenerateDataKey*. Default: a key of the topic's own.
+            ``cloudwatch.amazonaws.com`` use kms:Decrypt and kms:GenerateDataKey*. Default: a key of
+            the topic's own.
     """
 
     display_name: str | None = None
@@ -37,14 +45,16 @@ class AlarmTopicProps:
 
 
 class AlarmTopic(Construct):
-    """An SNS topic for CloudWatch alarms: encrypted with its own KMS key, TLS-only, optionally with an e-mail
-    subscription.
+    """An SNS topic for CloudWatch alarms: encrypted with its own KMS key, TLS-only, optionally with
+    an e-mail subscription.
 
-    * Encryption: a customer managed key (rotated yearly), because the AWS managed key ``alias/aws/sns`` cannot
-      grant CloudWatch the use of it, and CloudWatch must encrypt what it publishes (CloudWatch user guide, alarms
-      and encrypted topics). The key policy lets CloudWatch use it.
-    * Topic policy: denies any request not made over TLS (``aws:SecureTransport``), and allows CloudWatch to
-      publish only for alarms of this account and region (``aws:SourceArn``), which a custom policy must state.
+    * Encryption: a customer managed key (rotated yearly), because the AWS managed key
+      ``alias/aws/sns`` cannot grant CloudWatch the use of it, and CloudWatch must encrypt what it
+      publishes (CloudWatch user guide, alarms and encrypted topics). The key policy lets CloudWatch
+      use it.
+    * Topic policy: denies any request not made over TLS (``aws:SecureTransport``), and allows
+      CloudWatch to publish only for alarms of this account and region (``aws:SourceArn``), which a
+      custom policy must state.
 
     Attributes:
         topic: the SNS topic (pass it to ``EndpointAlarmsProps.topic``).
@@ -55,7 +65,9 @@ class AlarmTopic(Construct):
         constructs_lib.validation.PropsError: an invalid e-mail address.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, props: AlarmTopicProps | None = None
+    ) -> None:
         props = props or AlarmTopicProps()
         problems = Problems()
         if props.email is not None:
@@ -68,7 +80,7 @@ class AlarmTopic(Construct):
         if props.kms_key_arn is not None:
             self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", props.kms_key_arn)
         else:
-            self.key = self._own_key(stack)
+            self.key = self._own_key(stack)  # pyright: ignore[reportAttributeAccessIssue] (jsii binding: parameter names differ from the interface's)
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -79,14 +91,14 @@ class AlarmTopic(Construct):
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsPublish",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["sns:Publish"],
                 resources=[self.topic.topic_arn],
                 conditions={"ArnLike": {"aws:SourceArn": alarm_arns}},
             )
         )
         if props.email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         self.topic_arn: str = self.topic.topic_arn
 
     def _own_key(self, stack: Stack) -> kms.Key:
@@ -97,17 +109,19 @@ class AlarmTopic(Construct):
             description=f"Encrypts the alarm topic of {stack.stack_name}",
             enable_key_rotation=True,
             pending_window=KEY_DELETION_WINDOW,
-            # The key protects notifications in flight only; nothing stored needs it once the topic is gone.
+            # The key protects notifications in flight only; nothing stored needs it once the topic
+            # is gone.
             removal_policy=RemovalPolicy.DESTROY,
         )
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsEncryptNotifications",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                # In a key policy "*" means this key. No source condition: the SNS documentation's statement for AWS
-                # service publishers has none, and the topic policy below already limits publishing to this
-                # account's alarms; a condition CloudWatch does not send would silently drop every notification.
+                # In a key policy "*" means this key. No source condition: the SNS documentation's
+                # statement for AWS service publishers has none, and the topic policy below already
+                # limits publishing to this account's alarms; a condition CloudWatch does not send
+                # would silently drop every notification.
                 resources=["*"],
             )
         )

@@ -1,24 +1,26 @@
-"""ScalableInstanceCount: Application Auto Scaling of a SageMaker variant's instance count, and its target-tracking
-policies (props and checks: :mod:`constructs_lib.sagemaker_endpoint.scaling_props`).
+"""ScalableInstanceCount: Application Auto Scaling of a SageMaker variant's instance count, and its
+target-tracking policies (props and checks: :mod:`constructs_lib.sagemaker_endpoint.scaling_props`).
 
-* Scalable target: service namespace ``sagemaker``, resource id ``endpoint/<name>/variant/<variant>``, dimension
-  ``sagemaker:variant:DesiredInstanceCount`` (Application Auto Scaling API reference, RegisterScalableTarget).
-  No RoleARN: SageMaker supports the service-linked role ``AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint``,
-  which Application Auto Scaling creates and uses when none is given (the CDK's L2 ScalableTarget would create an
-  extra, unused role, hence the L1 resources here).
-* The target depends on the Endpoint, so CloudFormation registers it after the endpoint exists and, on destroy,
-  deregisters it (deleting its policies first) before deleting the endpoint.
-* A scaled variant keeps the instance count autoscaling chose across endpoint updates (the endpoint sets
-  ``RetainAllVariantProperties``).
+* Scalable target: service namespace ``sagemaker``, resource id
+  ``endpoint/<name>/variant/<variant>``, dimension ``sagemaker:variant:DesiredInstanceCount``
+  (Application Auto Scaling API reference, RegisterScalableTarget). No RoleARN: SageMaker supports
+  the service-linked role ``AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint``, which
+  Application Auto Scaling creates and uses when none is given (the CDK's L2 ScalableTarget would
+  create an extra, unused role, hence the L1 resources here).
+* The target depends on the Endpoint, so CloudFormation registers it after the endpoint exists and,
+  on destroy, deregisters it (deleting its policies first) before deleting the endpoint.
+* A scaled variant keeps the instance count autoscaling chose across endpoint updates (the endpoint
+  sets ``RetainAllVariantProperties``).
 
-Changing the instance type of a variant registered for scaling fails the update (SageMaker developer guide, "Update
-endpoints that use auto scaling"); a model or image change is allowed. Set min = max instances (no scaling) for the
-deployment that changes the instance type, then restore them (README, "Scaling").
+Changing the instance type of a variant registered for scaling fails the update (SageMaker developer
+guide, "Update endpoints that use auto scaling"); a model or image change is allowed. Set min = max
+instances (no scaling) for the deployment that changes the instance type, then restore them (README,
+"Scaling").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from aws_cdk import aws_applicationautoscaling as appscaling
 from constructs import Construct
@@ -34,20 +36,30 @@ from constructs_lib.sagemaker_endpoint.scaling_props import (
 )
 from constructs_lib.validation import Problems
 
+
+class Cooldowns(TypedDict, total=False):
+    """The cooldowns :class:`TargetTracking` takes, in seconds."""
+
+    scale_in_cooldown_s: int
+    scale_out_cooldown_s: int
+
+
 if TYPE_CHECKING:
     from constructs_lib.sagemaker_endpoint.interface import IEndpoint
 
 
 class ScalableInstanceCount(Construct):
-    """The instance count of one endpoint variant as an Application Auto Scaling scalable target; add policies with
-    :meth:`scale_to_track` (or :meth:`scale_on_invocations`, :meth:`scale_on_concurrent_requests`).
+    """The instance count of one endpoint variant as an Application Auto Scaling scalable target;
+    add policies with :meth:`scale_to_track` (or :meth:`scale_on_invocations`,
+    :meth:`scale_on_concurrent_requests`).
 
-    Usually made by :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.auto_scale_instance_count`.
+    Usually made by
+    :meth:`~constructs_lib.sagemaker_endpoint.endpoint.RealtimeEndpoint.auto_scale_instance_count`.
 
     Args:
         endpoint: the endpoint whose variant scales.
-        min_capacity / max_capacity: the count stays within these (1 <= min <= max, and the variant's initial count
-            between them).
+        min_capacity / max_capacity: the count stays within these (1 <= min <= max, and the
+            variant's initial count between them).
 
     Attributes:
         scalable_target_id: the scalable target's id (``Ref``).
@@ -56,13 +68,23 @@ class ScalableInstanceCount(Construct):
         constructs_lib.validation.PropsError: listing every invalid prop.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: IEndpoint, min_capacity: int,
-                 max_capacity: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: IEndpoint,
+        min_capacity: int,
+        max_capacity: int,
+    ) -> None:
         problems = Problems()
         check_capacity(problems, min_capacity, max_capacity, endpoint.initial_instance_count)
         if endpoint.scalable_instance_count is not None:
-            problems.note(f"endpoint: its instance count already scales ({endpoint.scalable_instance_count.node.path}); "
-                          "add policies to that ScalableInstanceCount (one scalable target per variant)")
+            problems.note(
+                "endpoint: its instance count already scales "
+                f"({endpoint.scalable_instance_count.node.path}); add policies to that "
+                "ScalableInstanceCount (one scalable target per variant)"
+            )
         problems.raise_if_any(f"ScalableInstanceCount {construct_id}")
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
@@ -109,6 +131,9 @@ class ScalableInstanceCount(Construct):
                 scale_out_cooldown=tracking.scale_out_cooldown_s,
             )
         else:
+            assert (
+                tracking.predefined_metric is not None
+            )  # exactly one of the two (TargetTracking's check)
             configuration = policy(
                 target_value=tracking.target_value,
                 predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
@@ -120,19 +145,38 @@ class ScalableInstanceCount(Construct):
         resource = appscaling.CfnScalingPolicy(
             self,
             construct_id,
-            policy_name=tracking.policy_name or f"{self._endpoint.endpoint_name}-track-{tracking.metric_label}",
+            policy_name=tracking.policy_name
+            or f"{self._endpoint.endpoint_name}-track-{tracking.metric_label}",
             policy_type="TargetTrackingScaling",
             scaling_target_id=self._target.ref,
             target_tracking_scaling_policy_configuration=configuration,
         )
         return resource.ref  # Ref of a scaling policy is its ARN
 
-    def scale_on_invocations(self, construct_id: str, *, invocations_per_minute: float, **cooldowns: int) -> str:
-        """Track SageMaker's predefined invocations per instance (requests per instance per minute)."""
-        return self.scale_to_track(construct_id, TargetTracking(
-            target_value=invocations_per_minute, predefined_metric=INVOCATIONS_PER_INSTANCE, **cooldowns))
+    def scale_on_invocations(
+        self, construct_id: str, *, invocations_per_minute: float, **cooldowns: Unpack[Cooldowns]
+    ) -> str:
+        """Track SageMaker's predefined invocations per instance (requests per instance per
+        minute)."""
+        return self.scale_to_track(
+            construct_id,
+            TargetTracking(
+                target_value=invocations_per_minute,
+                predefined_metric=INVOCATIONS_PER_INSTANCE,
+                **cooldowns,
+            ),
+        )
 
-    def scale_on_concurrent_requests(self, construct_id: str, *, requests_per_instance: float, **cooldowns: int) -> str:
-        """Track SageMaker's predefined concurrent requests per model (high resolution: requests in flight)."""
-        return self.scale_to_track(construct_id, TargetTracking(
-            target_value=requests_per_instance, predefined_metric=CONCURRENT_REQUESTS_PER_MODEL, **cooldowns))
+    def scale_on_concurrent_requests(
+        self, construct_id: str, *, requests_per_instance: float, **cooldowns: Unpack[Cooldowns]
+    ) -> str:
+        """Track SageMaker's predefined concurrent requests per model (high resolution: requests in
+        flight)."""
+        return self.scale_to_track(
+            construct_id,
+            TargetTracking(
+                target_value=requests_per_instance,
+                predefined_metric=CONCURRENT_REQUESTS_PER_MODEL,
+                **cooldowns,
+            ),
+        )

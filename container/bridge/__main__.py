@@ -1,4 +1,5 @@
-"""`python -m bridge`: run the bridge until SIGTERM or SIGINT, then drain for DRAIN_S seconds and exit 0."""
+"""`python -m bridge`: run the bridge until SIGTERM or SIGINT, then drain for DRAIN_S seconds and
+exit 0."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ async def serve_until_signalled(settings: BridgeEnvironment) -> None:
     """Run the bridge; on SIGTERM/SIGINT stop accepting streams, drain, and return."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):  # before listening: a signal once it listens means a drain
+    for signum in (
+        signal.SIGTERM,
+        signal.SIGINT,
+    ):  # before listening: a signal once it listens means a drain
         loop.add_signal_handler(signum, stop.set)
     bridge = await Bridge(settings).start()
     freeze_startup_objects()
@@ -30,12 +34,14 @@ async def serve_until_signalled(settings: BridgeEnvironment) -> None:
 
 
 def freeze_startup_objects() -> int:
-    """Collect once, then move every object alive after start-up into the collector's permanent generation.
+    """Collect once, then move every object alive after start-up into the collector's permanent
+    generation.
 
-    Modules, settings and the listening sockets live as long as the process; frozen, they are no longer traversed
-    by the cyclic collector, so later collections look at the streams' own objects only (gc.freeze, Python's
-    ``gc`` documentation). Measured with a gc callback in bench/bridge_bench.py, 200 streams: the longest
-    generation-1 collection fell from 13-19 ms to 3 ms. Returns the number of frozen objects.
+    Modules, settings and the listening sockets live as long as the process; frozen, they are no
+    longer traversed by the cyclic collector, so later collections look at the streams' own objects
+    only (gc.freeze, Python's ``gc`` documentation). Measured with a gc callback in
+    bench/bridge_bench.py, 200 streams: the longest generation-1 collection fell from 13-19 ms to 3
+    ms. Returns the number of frozen objects.
     """
     gc.collect()
     gc.freeze()
@@ -52,10 +58,11 @@ MMAP_THRESHOLD_BYTES = 128 * 1024
 def return_large_buffers_to_the_os() -> bool:
     """Fix glibc's mmap threshold at its default, so that freed large frames leave the process.
 
-    glibc raises the threshold each time a mmapped block is freed (up to 32 MiB; mallopt(3), "M_MMAP_THRESHOLD"),
-    so after a few 4 MiB frames later ones come from the heap, whose freed memory mostly stays resident: a
-    reviewer's 8 streams of 4 MiB appends left the bridge 160-200 MiB larger after they closed. Setting the
-    threshold explicitly turns that adjustment off. Returns False where there is no glibc (nothing changes).
+    glibc raises the threshold each time a mmapped block is freed (up to 32 MiB; mallopt(3),
+    "M_MMAP_THRESHOLD"), so after a few 4 MiB frames later ones come from the heap, whose freed
+    memory mostly stays resident: a reviewer's 8 streams of 4 MiB appends left the bridge 160-200
+    MiB larger after they closed. Setting the threshold explicitly turns that adjustment off.
+    Returns False where there is no glibc (nothing changes).
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -66,19 +73,24 @@ def return_large_buffers_to_the_os() -> bool:
 
 def main() -> int:
     """Entry point; returns the process exit code (2 for a bad setting)."""
-    env_secrets.reexec_without_secrets()  # started with BRIDGE_TOKEN in its environment: run again without it
+    # started with BRIDGE_TOKEN in its environment: run again without it
+    env_secrets.reexec_without_secrets()
     logging.basicConfig(
         level=os.environ.get(BridgeEnvironment.variable("log_level"), DEFAULT_LOG_LEVEL).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # websockets logs every accepted or rejected connection (each /ping) at INFO: keep its warnings only.
+    # websockets logs every accepted or rejected connection (each /ping) at INFO: keep its warnings
+    # only.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     return_large_buffers_to_the_os()
     try:
         env = dict(os.environ)
-        env_secrets.make_undumpable()  # before the token is in memory: no window in which another process reads it
-        secrets = env_secrets.take_secrets(env)  # the token, from the pipe the entrypoint (or the re-exec) wrote
+        # before the token is in memory: no window in which another process reads it
+        env_secrets.make_undumpable()
+        secrets = env_secrets.take_secrets(
+            env
+        )  # the token, from the pipe the entrypoint (or the re-exec) wrote
         os.environ.pop(env_secrets.SECRETS_FD_VARIABLE, None)
         settings = BridgeEnvironment.from_env({**env, **secrets})
     except (BridgeEnvError, env_secrets.SecretsError) as exc:

@@ -1,18 +1,21 @@
-"""The bearer token callers send on the stream's WebSocket upgrade when the bridge runs without SageMaker.
+"""The bearer token callers send on the stream's WebSocket upgrade when the bridge runs without
+SageMaker.
 
-On SageMaker the runtime authenticates callers (SigV4) before any byte reaches the container, so the bridge checks
-nothing. On ECS (or any self-managed host) the load balancer passes the upgrade request through as it is: with
-`BRIDGE_TOKEN` set (ECS injects a Secrets Manager secret's value into the task's environment), the upgrade on the
-stream path (and its aliases) must carry `Authorization: Bearer <token>` (RFC 6750, section 2.1). A missing,
-malformed or wrong header is answered 401 with `WWW-Authenticate: Bearer` (RFC 6750, section 3) by the leg that read
-the request head, before the WebSocket is accepted: no stream slot is taken and no vLLM connection is opened.
-`GET /ping` stays open (load balancer and container health checks carry no token).
+On SageMaker the runtime authenticates callers (SigV4) before any byte reaches the container, so the
+bridge checks nothing. On ECS (or any self-managed host) the load balancer passes the upgrade
+request through as it is: with `BRIDGE_TOKEN` set (ECS injects a Secrets Manager secret's value into
+the task's environment), the upgrade on the stream path (and its aliases) must carry `Authorization:
+Bearer <token>` (RFC 6750, section 2.1). A missing, malformed or wrong header is answered 401 with
+`WWW-Authenticate: Bearer` (RFC 6750, section 3) by the leg that read the request head, before the
+WebSocket is accepted: no stream slot is taken and no vLLM connection is opened. `GET /ping` stays
+open (load balancer and container health checks carry no token).
 
-Constant time: the presented credentials and the expected token are each reduced to an HMAC-SHA256 under a key
-drawn at start-up, and the two 32-byte digests are compared with `hmac.compare_digest`. The comparison's time
-then depends neither on where the first differing byte is nor on the presented token's length (comparing the raw
-tokens with `compare_digest` would leak the length, which its documentation says it does not hide); hashing costs
-the same per byte for every input. This runs once per upgrade request, never per frame.
+Constant time: the presented credentials and the expected token are each reduced to an HMAC-SHA256
+under a key drawn at start-up, and the two 32-byte digests are compared with `hmac.compare_digest`.
+The comparison's time then depends neither on where the first differing byte is nor on the presented
+token's length (comparing the raw tokens with `compare_digest` would leak the length, which its
+documentation says it does not hide); hashing costs the same per byte for every input. This runs
+once per upgrade request, never per frame.
 
 The token is never logged, and never part of the settings' repr
 (`contracts.bridge_env.BridgeEnvironment`'s `bridge_token`). What a token may be is the contract's
@@ -37,7 +40,8 @@ SCHEME = "bearer"
 
 
 class Verdict(enum.Enum):
-    """What an upgrade request's `Authorization` header came to (logged and counted; never the token itself)."""
+    """What an upgrade request's `Authorization` header came to (logged and counted; never the token
+    itself)."""
 
     OK = "ok"
     MISSING = "missing"  # no Authorization header
@@ -52,7 +56,8 @@ class BearerToken:
         token: the expected token (visible ASCII; `contracts.bridge_env.token_problem` says what
             is allowed).
 
-    The expected token is kept only as its HMAC under a per-process random key (see the module docstring).
+    The expected token is kept only as its HMAC under a per-process random key (see the module
+    docstring).
     """
 
     __slots__ = ("_expected", "_key")
@@ -68,31 +73,37 @@ class BearerToken:
         return hmac.new(self._key, value, hashlib.sha256).digest()
 
     def check(self, headers: Headers) -> Verdict:
-        """The verdict on `headers` (the upgrade request's): OK only for exactly one `Authorization: Bearer <token>`
-        header whose token is the expected one; MALFORMED for a value holding anything but visible ASCII and
-        spaces. Never raises for any header value websockets' parser lets through. The digests are compared even
-        for a malformed header, so that every verdict costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
+        """The verdict on `headers` (the upgrade request's): OK only for exactly one `Authorization:
+        Bearer <token>` header whose token is the expected one; MALFORMED for a value holding
+        anything but visible ASCII and spaces. Never raises for any header value websockets' parser
+        lets through. The digests are compared even for a malformed header, so that every verdict
+        costs one HMAC and one `hmac.compare_digest` of 32 bytes."""
         values = headers.get_all("Authorization")
         presented = b""
         verdict = Verdict.MISSING if not values else Verdict.MALFORMED
-        # websockets' HTTP/1.1 parser (`websockets.http11.parse_headers`) decodes header values as ISO-8859-1
-        # and itself answers 400 to control bytes other than tab, and to DEL: a value can still hold tab and
-        # 0x80-0xFF. RFC 6750's b64token is visible ASCII and its separator a space; anything else (U+00A0 too,
-        # which `str.strip` would drop) is malformed. For ASCII text, `isprintable` is exactly 0x20-0x7E.
+        # websockets' HTTP/1.1 parser (`websockets.http11.parse_headers`) decodes header values as
+        # ISO-8859-1 and itself answers 400 to control bytes other than tab, and to DEL: a value can
+        # still hold tab and 0x80-0xFF. RFC 6750's b64token is visible ASCII and its separator a
+        # space; anything else (U+00A0 too, which `str.strip` would drop) is malformed. For ASCII
+        # text, `isprintable` is exactly 0x20-0x7E.
         if len(values) == 1 and values[0].isascii() and values[0].isprintable():
             scheme, _, credentials = values[0].strip().partition(" ")
             credentials = credentials.strip()
             if scheme.lower() == SCHEME and credentials:
                 presented = credentials.encode("ascii")
                 verdict = Verdict.WRONG
-        if hmac.compare_digest(self._digest(presented), self._expected) and verdict is Verdict.WRONG:
+        if (
+            hmac.compare_digest(self._digest(presented), self._expected)
+            and verdict is Verdict.WRONG
+        ):
             return Verdict.OK
         return verdict
 
 
-#: Seconds between two log lines about refused upgrades: each refusal is counted in the metric at once
-#: (`metrics.BridgeMetrics.unauthorized`), but a caller guessing tokens must not flood the log (one INFO line per
-#: refusal wrote 149,347 lines, 11.9 MB, in 60 s of guessing); the first refusal of an interval is logged at once.
+#: Seconds between two log lines about refused upgrades: each refusal is counted in the metric at
+#: once (`metrics.BridgeMetrics.unauthorized`), but a caller guessing tokens must not flood the log
+#: (one INFO line per refusal wrote 149,347 lines, 11.9 MB, in 60 s of guessing); the first refusal
+#: of an interval is logged at once.
 REFUSED_LOG_INTERVAL_S = 60.0
 
 
@@ -123,7 +134,8 @@ class RefusalLog:
         self.flush_due()
 
     def flush_due(self) -> None:
-        """Write the pending count if there is one and the interval since the last line has passed."""
+        """Write the pending count if there is one and the interval since the last line has
+        passed."""
         now = self._clock()
         if not self._pending or now - self._last_line_at < self._interval_s:
             return

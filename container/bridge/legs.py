@@ -1,31 +1,34 @@
-"""The bridge's two kinds of socket: each an `asyncio.Protocol` that drives websockets' Sans-I/O protocol.
+"""The bridge's two kinds of socket: each an `asyncio.Protocol` that drives websockets' Sans-I/O
+protocol.
 
-websockets documents its Sans-I/O layer for exactly this use, integrating the protocol with one's own I/O
-(https://websockets.readthedocs.io/en/stable/howto/sansio.html): a `websockets.server.ServerProtocol` or
-`websockets.client.ClientProtocol` is fed the bytes read (`receive_data`, `receive_eof`), gives back
-the events parsed (`events_received`: the handshake `Request`/`Response`, then `Frame`s) and the bytes to
-write (`data_to_send`, where `SEND_EOF` asks for a half-close), sends frames (`send_text`, `send_ping`,
-`send_close`, `fail`), and says when the TCP connection should end (`close_expected`). Nothing here
-subclasses a websockets class or calls a name outside that documented API, so a websockets upgrade cannot
-break the relay's hooks; what the bridge does with each read is its own code:
+websockets documents its Sans-I/O layer for exactly this use, integrating the protocol with one's
+own I/O (https://websockets.readthedocs.io/en/stable/howto/sansio.html): a
+`websockets.server.ServerProtocol` or `websockets.client.ClientProtocol` is fed the bytes read
+(`receive_data`, `receive_eof`), gives back the events parsed (`events_received`: the handshake
+`Request`/`Response`, then `Frame`s) and the bytes to write (`data_to_send`, where `SEND_EOF` asks
+for a half-close), sends frames (`send_text`, `send_ping`, `send_close`, `fail`), and says when the
+TCP connection should end (`close_expected`). Nothing here subclasses a websockets class or calls a
+name outside that documented API, so a websockets upgrade cannot break the relay's hooks; what the
+bridge does with each read is its own code:
 
 - `ClientLeg` (the caller's side; SageMaker's sidecar in production): reads the request head itself,
   answers `GET /ping`, other paths and non-GET requests (`plain_http`), and accepts the WebSocket at
-  the stream path (or its alias for SageMaker's `ModelInvocationPath`, see `server`) unless the server
-  answers the upgrade itself (401 without the bearer token, see `auth`). Then it feeds the
+  the stream path (or its alias for SageMaker's `ModelInvocationPath`, see `server`) unless the
+  server answers the upgrade itself (401 without the bearer token, see `auth`). Then it feeds the
   client's bytes to the protocol in pieces, within a budget per turn of the event loop: every frame
-  (data, continuation, ping, pong) and every byte counts, so that no client can keep the loop from the
-  other streams and `/ping`. Fragments are joined in one buffer bounded by the message size limit, at
-  most `MAX_FRAGMENTS` per message; pings and pongs are limited to `MAX_CONTROL_FRAMES_PER_S` (both
-  close with 1008). While the bridge holds a client back (vLLM has not accepted the session, or a
-  write buffer is full), its messages are kept in order until `HOLD_BYTES` of them are held, then
-  parsing and reading stop: what a held client costs is weighed in bytes, not counted in frames. When
-  the turn's budget is spent, parsing stops until the next turn.
+  (data, continuation, ping, pong) and every byte counts, so that no client can keep the loop from
+  the other streams and `/ping`. Fragments are joined in one buffer bounded by the message size
+  limit, at most `MAX_FRAGMENTS` per message; pings and pongs are limited to
+  `MAX_CONTROL_FRAMES_PER_S` (both close with 1008). While the bridge holds a client back (vLLM has
+  not accepted the session, or a write buffer is full), its messages are kept in order until
+  `HOLD_BYTES` of them are held, then parsing and reading stop: what a held client costs is weighed
+  in bytes, not counted in frames. When the turn's budget is spent, parsing stops until the next
+  turn.
 - `UpstreamLeg` (vLLM's side, trusted, on loopback): the WebSocket client handshake and the relay of
   vLLM's messages; its write buffer's back-pressure holds the client.
 
-Frames are forwarded inside these callbacks (no `recv()`/`send()` tasks), which keeps the relay's CPU per
-frame and its latency tail low (see container/README.md, Benchmark).
+Frames are forwarded inside these callbacks (no `recv()`/`send()` tasks), which keeps the relay's
+CPU per frame and its latency tail low (see container/README.md, Benchmark).
 """
 
 from __future__ import annotations
@@ -53,27 +56,30 @@ log = logging.getLogger("bridge")
 #: Longest wait for a complete request head from a new connection, seconds (a slow or idle client's
 #: socket is dropped after it; websockets' own servers use 10 s).
 OPEN_TIMEOUT_S = 10.0
-#: Longest wait for the client's side of a closing handshake, seconds; then the TCP connection is dropped.
+#: Longest wait for the client's side of a closing handshake, seconds; then the TCP connection is
+#: dropped.
 CLIENT_CLOSE_TIMEOUT_S = 2.0
 #: Longest wait for vLLM's close frame when the bridge closes its socket, seconds; then the TCP
 #: connection is dropped. Keeps "client gone -> vLLM socket closed" under 1 s even if vLLM hangs.
 UPSTREAM_CLOSE_TIMEOUT_S = 0.5
-#: After a plain HTTP answer, how long the bridge reads and discards what the caller still sends before
-#: dropping the connection, seconds (closing with unread input would reset the connection, which can
-#: destroy the answer before the caller reads it).
+#: After a plain HTTP answer, how long the bridge reads and discards what the caller still sends
+#: before dropping the connection, seconds (closing with unread input would reset the connection,
+#: which can destroy the answer before the caller reads it).
 ANSWERED_LINGER_S = 2.0
 #: Largest amount discarded after a plain HTTP answer, bytes; beyond it the connection is dropped.
 MAX_DISCARD_BYTES = 8 * 1024 * 1024
-#: Write buffer high-water mark per socket, bytes, about three appends. Above it, the other side is held.
+#: Write buffer high-water mark per socket, bytes, about three appends. Above it, the other side is
+#: held.
 WRITE_LIMIT_BYTES = 16 * 1024
-#: Frames (of any kind) the bridge parses from one client in one turn of the event loop; then it pauses
-#: that client until the next turn. One read can carry thousands of small frames.
+#: Frames (of any kind) the bridge parses from one client in one turn of the event loop; then it
+#: pauses that client until the next turn. One read can carry thousands of small frames.
 FRAME_BUDGET = 32
 #: Client bytes the bridge parses in one turn of the event loop (one 4 MiB frame takes 64 turns):
 #: with 8 clients pushing 4 MiB frames at once, a turn of every stream takes a few ms on a loaded
 #: machine.
 BYTE_BUDGET = 64 * 1024
-#: Client bytes fed to the protocol at a time: one 4096-byte PCM16 append is about 5.5 KiB as a frame.
+#: Client bytes fed to the protocol at a time: one 4096-byte PCM16 append is about 5.5 KiB as a
+#: frame.
 FEED_BYTES = 8 * 1024
 #: Bytes fed at a time, from then on, to a client one of whose pieces held more frames than a turn's
 #: budget (frames of under 256 bytes on average), so that one piece holds at most ~40 frames (about
@@ -81,15 +87,16 @@ FEED_BYTES = 8 * 1024
 #: trip it (an append of 10 ms of audio is a ~450-byte frame); the piece a flood first arrives in
 #: costs up to ~7 ms once.
 SMALL_FEED_BYTES = 256
-#: Bytes of client messages the bridge parses and keeps while it holds the client back (in order, to be
-#: handled once released); then it stops parsing and reading (the transport may deliver one more read,
-#: up to 256 KiB, kept unparsed). Control frames meanwhile are answered (pings, the closing handshake).
+#: Bytes of client messages the bridge parses and keeps while it holds the client back (in order, to
+#: be handled once released); then it stops parsing and reading (the transport may deliver one more
+#: read, up to 256 KiB, kept unparsed). Control frames meanwhile are answered (pings, the closing
+#: handshake).
 HOLD_BYTES = 64 * 1024
 #: Most frames one message may be split into (RFC 6455 fragments); more closes with 1008. A 4 MiB
 #: message in 64 KiB fragments fits.
 MAX_FRAGMENTS = 64
-#: Most ping and pong frames a client may send per second; more closes with 1008. SageMaker pings once
-#: every 60 s (SageMaker container contract, see `server`).
+#: Most ping and pong frames a client may send per second; more closes with 1008. SageMaker pings
+#: once every 60 s (SageMaker container contract, see `server`).
 MAX_CONTROL_FRAMES_PER_S = 10
 
 # Why the bridge holds a client's bytes instead of parsing them (bits of `ClientLeg.hold_reasons`).
@@ -134,7 +141,8 @@ class LegOwner(Protocol):
 
 
 def _write(transport: asyncio.Transport, writes: list[bytes]) -> None:
-    """Write what a websockets protocol gave (`data_to_send`); `SEND_EOF` (empty bytes) half-closes."""
+    """Write what a websockets protocol gave (`data_to_send`); `SEND_EOF` (empty bytes)
+    half-closes."""
     for data in writes:
         if transport.is_closing():
             return
@@ -152,15 +160,35 @@ class ClientLeg(asyncio.Protocol):
     Attributes:
         ws: the Sans-I/O protocol once the WebSocket is accepted (None before, and for plain HTTP).
         stream: the relayed stream (`server._Stream`), set by the server while it relays.
-        hold_reasons: `HOLD_*` bits; while not 0 the client's messages are held (see the module docstring).
+        hold_reasons: `HOLD_*` bits; while not 0 the client's messages are held (see the module
+            docstring).
         closed: resolves when the TCP connection is gone.
     """
 
     __slots__ = (
-        "_control_count", "_control_window", "_discarded", "_fragment_count", "_fragments", "_head", "_held",
-        "_held_bytes", "_phase",
-        "_reading_paused", "_releasing", "_small_pieces", "_timer", "_turn_bytes", "_turn_frames", "_unparsed",
-        "closed", "hold_reasons", "loop", "owner", "stream", "transport", "ws",
+        "_control_count",
+        "_control_window",
+        "_discarded",
+        "_fragment_count",
+        "_fragments",
+        "_head",
+        "_held",
+        "_held_bytes",
+        "_phase",
+        "_reading_paused",
+        "_releasing",
+        "_small_pieces",
+        "_timer",
+        "_turn_bytes",
+        "_turn_frames",
+        "_unparsed",
+        "closed",
+        "hold_reasons",
+        "loop",
+        "owner",
+        "stream",
+        "transport",
+        "ws",
     )
 
     def __init__(self, owner: LegOwner) -> None:
@@ -169,14 +197,16 @@ class ClientLeg(asyncio.Protocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in connection_made
         self.ws: ServerProtocol | None = None
         self.stream: StreamEnd | None = None
-        # Frames can arrive in the same read as the upgrade request, before the server has decided to
-        # relay or refuse the stream: hold them from the start.
+        # Frames can arrive in the same read as the upgrade request, before the server has decided
+        # to relay or refuse the stream: hold them from the start.
         self.hold_reasons = HOLD_PENDING
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self._phase = _HEAD
         self._head: bytearray | None = bytearray()
         self._discarded = 0
-        self._unparsed = b""  # client bytes not fed to the protocol yet; reading is paused meanwhile
+        self._unparsed = (
+            b""  # client bytes not fed to the protocol yet; reading is paused meanwhile
+        )
         self._held: collections.deque[bytes] | None = None  # messages parsed while held, in order
         self._held_bytes = 0
         self._reading_paused = False
@@ -190,7 +220,7 @@ class ClientLeg(asyncio.Protocol):
         self._control_count = 0
         self._timer: asyncio.TimerHandle | None = None
 
-    # ---- asyncio.Protocol callbacks -------------------------------------------------------------------
+    # ---- asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_LIMIT_BYTES)
@@ -241,7 +271,7 @@ class ClientLeg(asyncio.Protocol):
             upstream.transport.resume_reading()
         self.release(HOLD_CLIENT_FULL)
 
-    # ---- sending --------------------------------------------------------------------------------------
+    # ---- sending --------------------------------------------------------------------------------
     def send_text(self, message: bytes) -> None:
         """Send one text frame now, if the WebSocket is open."""
         if self.ws is not None and self.ws.state is State.OPEN:
@@ -250,7 +280,8 @@ class ClientLeg(asyncio.Protocol):
 
     def close(self, code: int, reason: str) -> None:
         """Start the closing handshake (`code`, `reason`); the TCP connection is dropped after
-        `CLIENT_CLOSE_TIMEOUT_S` if the client does not answer. Reads on, dropping frames, meanwhile."""
+        `CLIENT_CLOSE_TIMEOUT_S` if the client does not answer. Reads on, dropping frames,
+        meanwhile."""
         if self.ws is not None and self.ws.state is State.OPEN:
             self.ws.send_close(code, reason)
             self._flush()
@@ -265,20 +296,22 @@ class ClientLeg(asyncio.Protocol):
         if self._timer is None and ws.close_expected():
             self._timer = self.loop.call_later(CLIENT_CLOSE_TIMEOUT_S, self.transport.abort)
 
-    # ---- holding the client back ----------------------------------------------------------------------
+    # ---- holding the client back ----------------------------------------------------------------
     def hold(self, reason: int) -> None:
         """Hold the client's messages (one of the `HOLD_*` bits) until `release(reason)`."""
         self.hold_reasons |= reason
 
     def release(self, reason: int) -> None:
-        """Clear hold reasons; with none left, handle the held messages and the unparsed bytes (within the
-        turn's budget) and read on."""
+        """Clear hold reasons; with none left, handle the held messages and the unparsed bytes
+        (within the turn's budget) and read on."""
         self.hold_reasons &= ~reason
         if self.hold_reasons or self._releasing or self._phase != _WEBSOCKET:
             return
         self._releasing = True
         try:
-            self._turn_frames = self._turn_bytes = 0  # every release runs in its own callback: a new turn
+            self._turn_frames = self._turn_bytes = (
+                0  # every release runs in its own callback: a new turn
+            )
             held = self._held
             while held and not self.hold_reasons:
                 if self._turn_frames >= FRAME_BUDGET:
@@ -308,7 +341,7 @@ class ClientLeg(asyncio.Protocol):
             self._reading_paused = True
             self.transport.pause_reading()
 
-    # ---- the WebSocket ------------------------------------------------------------------------------
+    # ---- the WebSocket --------------------------------------------------------------------------
     def _receive(self, data: bytes) -> None:
         if self._unparsed:  # parsing has stopped; reading is paused (one more read may arrive)
             self._unparsed += data
@@ -318,8 +351,8 @@ class ClientLeg(asyncio.Protocol):
         self._feed(data)
 
     def _feed(self, data: bytes) -> None:
-        """Feed `data` to the protocol a piece at a time while this turn's budget lasts and fewer than
-        `HOLD_BYTES` of messages are held; keep the rest unparsed and stop reading."""
+        """Feed `data` to the protocol a piece at a time while this turn's budget lasts and fewer
+        than `HOLD_BYTES` of messages are held; keep the rest unparsed and stop reading."""
         ws = self.ws
         assert ws is not None
         size, offset = len(data), 0
@@ -337,12 +370,15 @@ class ClientLeg(asyncio.Protocol):
             ws.receive_data(piece)
             events = ws.events_received()
             if len(events) > FRAME_BUDGET:
-                self._small_pieces = True  # for good: no streaming client sends so many frames at once
+                self._small_pieces = (
+                    True  # for good: no streaming client sends so many frames at once
+                )
             for event in events:
                 self._frame_received(event)  # type: ignore[arg-type]  # only frames once the WebSocket is open
             self._flush()
             if ws.state is not State.OPEN and self.stream is not None:
-                self.stream.client_lost()  # a close frame, or the protocol failed the connection (1002, 1009)
+                # a close frame, or the protocol failed the connection (1002, 1009)
+                self.stream.client_lost()
         if offset < size:
             self._unparsed = bytes(view[offset:])
             self._pause_reading()
@@ -352,18 +388,21 @@ class ClientLeg(asyncio.Protocol):
         opcode = frame.opcode
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if frame.fin:
-                self._deliver(frame.data)
+                self._deliver(bytes(frame.data))  # bytes already: the protocol parses into bytes
             else:
                 self._fragments = bytearray(frame.data)
                 self._fragment_count = 1
         elif opcode is Opcode.CONT:
             if self._fragments is None:
-                return  # the protocol has failed the connection (a stray continuation); nothing to join
+                # the protocol has failed the connection (a stray continuation); nothing to join
+                return
             self._fragment_count += 1
             if self._fragment_count > MAX_FRAGMENTS:
                 self._violation(f"more than {MAX_FRAGMENTS} fragments in one message")
                 return
-            self._fragments += frame.data  # bounded: the protocol enforces the message size limit (1009)
+            self._fragments += (
+                frame.data
+            )  # bounded: the protocol enforces the message size limit (1009)
             if frame.fin:
                 message, self._fragments = bytes(self._fragments), None
                 self._deliver(message)
@@ -373,11 +412,14 @@ class ClientLeg(asyncio.Protocol):
                 self._control_window, self._control_count = now, 0
             self._control_count += 1
             if self._control_count > MAX_CONTROL_FRAMES_PER_S:
-                self._violation(f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
+                self._violation(
+                    f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second"
+                )
 
     def _deliver(self, message: bytes) -> None:
         if self._turn_frames > FRAME_BUDGET and not self.hold_reasons & HOLD_BUDGET:
-            self._end_turn()  # a piece held more frames than the budget had left: the rest wait their turn
+            # a piece held more frames than the budget had left: the rest wait their turn
+            self._end_turn()
         if self.hold_reasons or self._held:  # held in order, weighed in bytes (see _feed)
             if self._held is None:
                 self._held = collections.deque()  # made on first use: an empty deque is ~600 bytes
@@ -402,7 +444,7 @@ class ClientLeg(asyncio.Protocol):
         if self.stream is not None:
             self.stream.client_lost()
 
-    # ---- the request head -----------------------------------------------------------------------------
+    # ---- the request head -----------------------------------------------------------------------
     def _head_received(self, data: bytes) -> None:
         head = self._head
         assert head is not None
@@ -426,16 +468,21 @@ class ClientLeg(asyncio.Protocol):
         ws = ServerProtocol(max_size=self.owner.max_frame_bytes)
         ws.receive_data(request_bytes)
         events = ws.events_received()
-        if not events or not isinstance(events[0], Request):  # websockets could not parse the request
+        if not events or not isinstance(
+            events[0], Request
+        ):  # websockets could not parse the request
             writes = ws.data_to_send()
             if any(writes):  # websockets answered it (414, 431)
                 self._phase = _ANSWERED
                 _write(self.transport, writes)
                 self._linger()
             else:
-                self._answer(plain_http.json_response(
-                    HTTPStatus.BAD_REQUEST, {"error": "malformed HTTP request", "code": "bad_request"}
-                ))
+                self._answer(
+                    plain_http.json_response(
+                        HTTPStatus.BAD_REQUEST,
+                        {"error": "malformed HTTP request", "code": "bad_request"},
+                    )
+                )
             return
         request = events[0]
         response = self.owner.answer_get(request.path.split("?", 1)[0], request.headers)
@@ -463,37 +510,58 @@ class ClientLeg(asyncio.Protocol):
         """Answer a request websockets does not parse, half-close, and discard what follows."""
         self._phase = _ANSWERED
         self._head = None
-        writer = ServerProtocol()  # serialises the response and the half-close, through its documented API
+        writer = (
+            ServerProtocol()
+        )  # serialises the response and the half-close, through its documented API
         writer.send_response(response)
         _write(self.transport, writer.data_to_send())
         self._linger()
 
     def _answer_too_large(self) -> None:
-        self._answer(plain_http.json_response(
-            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
-            {"error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes", "code": "bad_request"},
-        ))
+        self._answer(
+            plain_http.json_response(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                {
+                    "error": f"request head larger than {plain_http.MAX_HEAD_BYTES} bytes",
+                    "code": "bad_request",
+                },
+            )
+        )
 
     def _linger(self) -> None:
-        """Drop the connection `ANSWERED_LINGER_S` after an answer unless the caller closes it first."""
+        """Drop the connection `ANSWERED_LINGER_S` after an answer unless the caller closes it
+        first."""
         if self._timer is not None:
             self._timer.cancel()
         self._timer = self.loop.call_later(ANSWERED_LINGER_S, self.transport.abort)
 
 
 class UpstreamLeg(asyncio.Protocol):
-    """The vLLM side of one stream: the client handshake, then vLLM's messages go to `stream.from_upstream`.
+    """The vLLM side of one stream: the client handshake, then vLLM's messages go to
+    `stream.from_upstream`.
 
     Attributes:
         ws: the Sans-I/O client protocol.
-        opened: resolves when vLLM accepted the WebSocket; fails with websockets' handshake exception or
-            `ConnectionError` when it did not.
+        opened: resolves when vLLM accepted the WebSocket; fails with websockets' handshake
+            exception or `ConnectionError` when it did not.
         closed: resolves when the TCP connection is gone.
-        last_rx: `time.monotonic()` of the last bytes from vLLM (see `server.Bridge._sweep_streams`).
+        last_rx: `time.monotonic()` of the last bytes from vLLM (see
+            `server.Bridge._sweep_streams`).
         ping_sent_at: when the bridge pinged a silent vLLM, else None.
     """
 
-    __slots__ = ("_fragments", "_timer", "closed", "last_rx", "loop", "opened", "ping_sent_at", "stream", "transport", "ws")
+    __slots__ = (
+        "_fragments",
+        "_timer",
+        "closed",
+        "last_rx",
+        "loop",
+        "opened",
+        "ping_sent_at",
+        "stream",
+        "transport",
+        "ws",
+    )
 
     def __init__(self, stream: StreamEnd, uri: WebSocketURI, max_size: int) -> None:
         self.stream = stream
@@ -533,7 +601,7 @@ class UpstreamLeg(asyncio.Protocol):
         opcode = frame.opcode
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if frame.fin:
-                self.stream.guarded(self.stream.from_upstream, frame.data)
+                self.stream.guarded(self.stream.from_upstream, bytes(frame.data))  # as above
             else:
                 self._fragments = bytearray(frame.data)
         elif opcode is Opcode.CONT and self._fragments is not None:
@@ -557,7 +625,9 @@ class UpstreamLeg(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         if not self.opened.done():
-            self.opened.set_exception(ConnectionError(f"vLLM closed the connection during the handshake ({exc})"))
+            self.opened.set_exception(
+                ConnectionError(f"vLLM closed the connection during the handshake ({exc})")
+            )
         else:
             self.stream.upstream_lost()
 
@@ -574,7 +644,8 @@ class UpstreamLeg(asyncio.Protocol):
             self._flush()
 
     def send_fragment(self, data: bytes | memoryview, first: bool, fin: bool) -> None:
-        """Send one fragment of a text message (`first`: it opens the message; `fin`: it ends it)."""
+        """Send one fragment of a text message (`first`: it opens the message; `fin`: it ends
+        it)."""
         if self.ws.state is State.OPEN:
             if first:
                 self.ws.send_text(data, fin=fin)
@@ -589,7 +660,8 @@ class UpstreamLeg(asyncio.Protocol):
             self._flush()
 
     def close(self) -> None:
-        """Close with 1000; the TCP connection is dropped after `UPSTREAM_CLOSE_TIMEOUT_S` if vLLM does not answer."""
+        """Close with 1000; the TCP connection is dropped after `UPSTREAM_CLOSE_TIMEOUT_S` if vLLM
+        does not answer."""
         if self.ws.state is State.OPEN:
             self.ws.send_close(CloseCode.NORMAL_CLOSURE)
             self._flush()

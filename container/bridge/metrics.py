@@ -1,32 +1,35 @@
 """Bridge metrics as CloudWatch Embedded Metric Format (EMF) lines on stdout.
 
-SageMaker sends a container's stdout to CloudWatch Logs (log group `/aws/sagemaker/Endpoints/<name>`),
-where EMF lines become metrics (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html).
+SageMaker sends a container's stdout to CloudWatch Logs (log group
+`/aws/sagemaker/Endpoints/<name>`), where EMF lines become metrics
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html).
 The lines are written by AWS's `aws-embedded-metrics` library with its stdout sink.
 
-Values are aggregated in memory and written once per interval (one line, not one per stream): counters
-as one sum, per-stream samples (TimeToFirstDelta, StreamSeconds) as value lists, ActiveStreams as the
-highest count seen in the interval. Dimensions: EndpointName, VariantName.
+Values are aggregated in memory and written once per interval (one line, not one per stream):
+counters as one sum, per-stream samples (TimeToFirstDelta, StreamSeconds) as value lists,
+ActiveStreams as the highest count seen in the interval. Dimensions: EndpointName, VariantName.
 
-| Metric           | Unit         | Meaning                                                            |
+| Metric | Unit | Meaning |
 |------------------|--------------|--------------------------------------------------------------------|
-| ActiveStreams    | Count        | most streams open at once during the interval                      |
-| StreamsStarted   | Count        | streams relayed to vLLM                                            |
-| StreamsRejected  | Count        | streams refused: MAX_STREAMS reached (`server_busy`)               |
-| TimeToFirstDelta | Milliseconds | from the stream's start to the first `transcription.delta`         |
-| StreamSeconds    | Seconds      | how long each stream lasted                                        |
-| UpstreamErrors   | Count        | vLLM refused a session, or closed/dropped one mid-stream           |
-| KvCacheStreams   | Count        | live streams vLLM's KV cache holds (its num_gpu_blocks // KV_BLOCKS_PER_STREAM), once known |
-| StreamCapUsed    | Percent      | ActiveStreams as a share of this instance's stream cap (MAX_STREAMS, as lowered): instances of different GPUs with different caps report on one scale |
-| Unauthorized     | Count        | stream requests refused 401 for a missing or wrong bearer token (only with BRIDGE_TOKEN) |
-| TaskProtected    | Count        | 1 if ECS task scale-in protection was on at any time in the interval, else 0 (only on ECS) |
-| TaskProtectionErrors | Count    | requests to the ECS agent's task-protection endpoint that failed (only on ECS) |
+| ActiveStreams | Count | most streams open at once during the interval | | StreamsStarted | Count |
+streams relayed to vLLM | | StreamsRejected | Count | streams refused: MAX_STREAMS reached
+(`server_busy`) | | TimeToFirstDelta | Milliseconds | from the stream's start to the first
+`transcription.delta` | | StreamSeconds | Seconds | how long each stream lasted | | UpstreamErrors |
+Count | vLLM refused a session, or closed/dropped one mid-stream | | KvCacheStreams | Count | live
+streams vLLM's KV cache holds (its num_gpu_blocks // KV_BLOCKS_PER_STREAM), once known | |
+StreamCapUsed | Percent | ActiveStreams as a share of this instance's stream cap (MAX_STREAMS, as
+lowered): instances of different GPUs with different caps report on one scale | | Unauthorized |
+Count | stream requests refused 401 for a missing or wrong bearer token (only with BRIDGE_TOKEN) | |
+TaskProtected | Count | 1 if ECS task scale-in protection was on at any time in the interval, else 0
+(only on ECS) | | TaskProtectionErrors | Count | requests to the ECS agent's task-protection
+endpoint that failed (only on ECS) |
 """
 
 from __future__ import annotations
 
 from aws_embedded_metrics.environment.local_environment import LocalEnvironment
 from aws_embedded_metrics.logger.metrics_logger import MetricsLogger
+
 
 class BridgeMetrics:
     """In-memory counters flushed as EMF lines by `flush()`.
@@ -40,12 +43,14 @@ class BridgeMetrics:
         self.namespace = namespace
         self.dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
         self.active_streams = 0
-        #: Live streams vLLM's KV cache holds, once read from vLLM (None before, or without KV_BLOCKS_PER_STREAM).
+        #: Live streams vLLM's KV cache holds, once read from vLLM (None before, or without
+        #: KV_BLOCKS_PER_STREAM).
         self.kv_cache_streams: int | None = None
-        #: The stream cap in force (MAX_STREAMS, lowered to what vLLM's KV cache holds); set by the server.
+        #: The stream cap in force (MAX_STREAMS, lowered to what vLLM's KV cache holds); set by the
+        #: server.
         self.stream_cap: int | None = None
-        #: Whether the bridge checks a bearer token (Unauthorized is written) / manages ECS task scale-in
-        #: protection (TaskProtected, TaskProtectionErrors are written); set by the server.
+        #: Whether the bridge checks a bearer token (Unauthorized is written) / manages ECS task
+        #: scale-in protection (TaskProtected, TaskProtectionErrors are written); set by the server.
         self.checks_token = False
         self.manages_protection = False
         #: Whether ECS task scale-in protection is on now (set by `task_protection`).
@@ -73,7 +78,8 @@ class BridgeMetrics:
             self.max_active = self.active_streams
 
     def stream_closed(self, seconds: float, first_delta_ms: float | None) -> None:
-        """A relayed stream ended after `seconds`; `first_delta_ms` is its time to first delta, if any."""
+        """A relayed stream ended after `seconds`; `first_delta_ms` is its time to first delta, if
+        any."""
         self.active_streams -= 1
         self.stream_seconds.append(seconds)
         if first_delta_ms is not None:
@@ -110,7 +116,8 @@ class BridgeMetrics:
         logger.set_dimensions(self.dimensions, use_default=False)
         logger.put_metric("ActiveStreams", self.max_active, "Count")
         if self.stream_cap:
-            logger.put_metric("StreamCapUsed", round(100 * self.max_active / self.stream_cap, 1), "Percent")
+            cap_used = round(100 * self.max_active / self.stream_cap, 1)
+            logger.put_metric("StreamCapUsed", cap_used, "Percent")
         logger.put_metric("StreamsStarted", self.started, "Count")
         logger.put_metric("StreamsRejected", self.rejected, "Count")
         logger.put_metric("UpstreamErrors", self.upstream_errors, "Count")
@@ -125,5 +132,6 @@ class BridgeMetrics:
             logger.put_metric("TimeToFirstDelta", round(value, 1), "Milliseconds")
         for value in self.stream_seconds:
             logger.put_metric("StreamSeconds", round(value, 3), "Seconds")
-        logger.flush_sync()  # the library splits lists over 100 values (EMF's limit) into several lines
+        # the library splits lists over 100 values (EMF's limit) into several lines
+        logger.flush_sync()
         self._reset()

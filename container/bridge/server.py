@@ -1,33 +1,39 @@
-"""The bridge server: SageMaker's bidirectional-streaming contract in front, vLLM's realtime WebSocket behind.
+"""The bridge server: SageMaker's bidirectional-streaming contract in front, vLLM's realtime
+WebSocket behind.
 
-SageMaker container contract (https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html,
-"Container Contract to Support Bidirectional Streaming Capabilities"; with the image label
-`com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true`): listen on port 8080; `GET /ping`
-answers 200 only when the model can serve; the stream arrives as a WebSocket at
-`/invocations-bidirectional-stream`, must be accepted within 250 ms, and carries the caller's payload
-parts as frames (text frames for DataType UTF8); SageMaker sends RFC 6455 pings every 60 s and closes
-after 5 unanswered ones.
+SageMaker container contract
+(https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html, "Container
+Contract to Support Bidirectional Streaming Capabilities"; with the image label
+`com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true`): listen on port 8080; `GET
+/ping` answers 200 only when the model can serve; the stream arrives as a WebSocket at
+`/invocations-bidirectional-stream`, must be accepted within 250 ms, and carries the caller's
+payload parts as frames (text frames for DataType UTF8); SageMaker sends RFC 6455 pings every 60 s
+and closes after 5 unanswered ones.
 
 `ModelInvocationPath`: InvokeEndpointWithBidirectionalStream takes an optional `ModelInvocationPath`
-(HTTP header `X-Amzn-SageMaker-Model-Invocation-Path`, per the service model in aws-sdk-sagemaker-runtime-http2;
-API reference https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithBidirectionalStream.html
-and https://docs.aws.amazon.com/sdk-for-python/v1/reference/clients/sagemaker-runtime-http2/operations/invoke_endpoint_with_bidirectional_stream/,
-which say only "Model invocation path"). AWS's own vLLM-Omni container relies on SageMaker's sidecar opening the
-container's WebSocket at that path with a slash before it, in place of `/invocations-bidirectional-stream`
-(github.com/aws/deep-learning-containers, test/vllm-omni/sagemaker/test_sm_omni_bidi_endpoint.py and
-test_sagemaker_middleware.py: the path is passed without its leading slash, which SageMaker adds). Our clients never send it, but a caller who knows vLLM may pass
-`v1/realtime`: the bridge takes `/v1/realtime` as the same stream (`STREAM_PATH_ALIASES`), and answers
-any other path with 404 naming the paths to use.
+(HTTP header `X-Amzn-SageMaker-Model-Invocation-Path`, per the service model in
+aws-sdk-sagemaker-runtime-http2; API reference
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithBidirectionalStream.html
+and
+https://docs.aws.amazon.com/sdk-for-python/v1/reference/clients/sagemaker-runtime-http2/operations/invoke_endpoint_with_bidirectional_stream/,
+which say only "Model invocation path"). AWS's own vLLM-Omni container relies on SageMaker's sidecar
+opening the container's WebSocket at that path with a slash before it, in place of
+`/invocations-bidirectional-stream` (github.com/aws/deep-learning-containers,
+test/vllm-omni/sagemaker/test_sm_omni_bidi_endpoint.py and test_sagemaker_middleware.py: the path is
+passed without its leading slash, which SageMaker adds). Our clients never send it, but a caller who
+knows vLLM may pass `v1/realtime`: the bridge takes `/v1/realtime` as the same stream
+(`STREAM_PATH_ALIASES`), and answers any other path with 404 naming the paths to use.
 
-vLLM side: `ws://127.0.0.1:8081/v1/realtime` (vllm `vllm/entrypoints/speech_to_text/realtime/api_router.py`).
+vLLM side: `ws://127.0.0.1:8081/v1/realtime` (vllm
+`vllm/entrypoints/speech_to_text/realtime/api_router.py`).
 
 Sockets: `legs.ClientLeg` and `legs.UpstreamLeg`, asyncio protocols driving websockets' documented
-Sans-I/O API (see `legs`). Per stream: accept the client, open the vLLM socket, relay frames both ways,
-unchanged except for the checks in `protocol.check_client_frame` (malformed JSON and bad audio answered
-by the bridge, `session.update` given the served model name) and the stream's audio accounting
-(`protocol.GenerationAudio`, `protocol.AudioRate`). permessage-deflate is off on both legs (no
-extension is offered or accepted): the audio is base64 PCM16, which deflate barely shrinks, and
-compressing it would cost CPU on every frame.
+Sans-I/O API (see `legs`). Per stream: accept the client, open the vLLM socket, relay frames both
+ways, unchanged except for the checks in `protocol.check_client_frame` (malformed JSON and bad audio
+answered by the bridge, `session.update` given the served model name) and the stream's audio
+accounting (`protocol.GenerationAudio`, `protocol.AudioRate`). permessage-deflate is off on both
+legs (no extension is offered or accepted): the audio is base64 PCM16, which deflate barely shrinks,
+and compressing it would cost CPU on every frame.
 """
 
 from __future__ import annotations
@@ -46,8 +52,8 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
-from contracts.bridge_env import BridgeEnvironment
 from contracts import realtime
+from contracts.bridge_env import BridgeEnvironment, need
 from contracts.realtime import PING_PATH, STREAM_PATH
 
 from . import plain_http, protocol
@@ -68,14 +74,19 @@ from .metrics import BridgeMetrics
 from .task_protection import TaskProtection
 
 __all__ = [
-    "FRAME_BUDGET", "INVOCATIONS_PATH", "PING_PATH", "STREAM_PATH", "STREAM_PATH_ALIASES", "WRITE_LIMIT_BYTES",
+    "FRAME_BUDGET",
+    "INVOCATIONS_PATH",
+    "PING_PATH",
+    "STREAM_PATH",
+    "STREAM_PATH_ALIASES",
+    "WRITE_LIMIT_BYTES",
     "Bridge",
 ]
 
 log = logging.getLogger("bridge")
 
-#: KV-cache groups of Voxtral Realtime in vLLM's pool: the decoder's and the causal encoder's sliding-window layers
-#: (constructs_lib/capacity.py, "Page size").
+#: KV-cache groups of Voxtral Realtime in vLLM's pool: the decoder's and the causal encoder's
+#: sliding-window layers (constructs_lib/capacity.py, "Page size").
 KV_CACHE_GROUPS = 2
 
 #: The paths of SageMaker's container contract (see the module docstring): PING_PATH and STREAM_PATH
@@ -103,10 +114,10 @@ class _Stream:
 
     Forwarding in the protocol callbacks, rather than in `recv()`/`send()` loops, saves two task
     switches and one queue per frame, which is most of the relay's CPU time and its latency tail
-    under load. The handler task only waits on `done` and then closes both sockets.
-    Back-pressure: when one socket's write buffer passes its high-water mark (`WRITE_LIMIT_BYTES`),
-    reading from the other socket pauses until it drains; the client's own socket too, since its frames
-    may be answered by the bridge itself (error events). Client messages that arrive meanwhile, or while
+    under load. The handler task only waits on `done` and then closes both sockets. Back-pressure:
+    when one socket's write buffer passes its high-water mark (`WRITE_LIMIT_BYTES`), reading from
+    the other socket pauses until it drains; the client's own socket too, since its frames may be
+    answered by the bridge itself (error events). Client messages that arrive meanwhile, or while
     vLLM accepts the session, are held in order by `ClientLeg`, weighed in bytes (see `legs`).
     """
 
@@ -123,7 +134,9 @@ class _Stream:
         self.started = self.last_rx = time.monotonic()
         self.first_delta_at: float | None = None
         self.audio = protocol.GenerationAudio(settings.session_audio_limit_bytes)
-        self.rate = protocol.AudioRate(settings.audio_rate_limit, settings.audio_burst_s, MIN_EVENT_AUDIO_S)
+        self.rate = protocol.AudioRate(
+            need(settings.audio_rate_limit), need(settings.audio_burst_s), MIN_EVENT_AUDIO_S
+        )
         self.ending = False  # set once the bridge or the client has started ending the stream
         self.slices: Generator[None] | None = None  # a large append being checked and forwarded
         #: How the stream ended, for its log line: the code the bridge sent, or how the client left.
@@ -132,12 +145,14 @@ class _Stream:
         # closed), False when the client went away.
         self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
-    # -- client -> vLLM ---------------------------------------------------------------------------------
+    # -- client -> vLLM ---------------------------------------------------------------------------
     def from_client(self, message: bytes) -> None:
-        """One complete client message: check it (`protocol.check_client_frame`), account for it, forward it.
+        """One complete client message: check it (`protocol.check_client_frame`), account for it,
+        forward it.
 
-        A message above `protocol.SLICE_BYTES` (only a canonical append may be that large) is checked and then
-        forwarded as fragments a slice per turn of the event loop, the client held meanwhile (`HOLD_SLICES`).
+        A message above `protocol.SLICE_BYTES` (only a canonical append may be that large) is
+        checked and then forwarded as fragments a slice per turn of the event loop, the client held
+        meanwhile (`HOLD_SLICES`).
         """
         now = time.monotonic()
         self.last_rx = now
@@ -148,20 +163,25 @@ class _Stream:
             self.client.hold(HOLD_SLICES)
             self._next_slice()
             return
-        forward = self._admit(protocol.check_client_frame(message, self.bridge.health.served_model), now)
+        forward = self._admit(
+            protocol.check_client_frame(message, self.bridge.health.served_model), now
+        )
         if forward is not None:
             self.upstream.send_text(forward)  # type: ignore[union-attr]  # messages are held until it is set
 
     def _admit(self, result: protocol.FrameCheck, now: float) -> bytes | None:
-        """Apply the rate limit, the answer to a rejected frame and the generation's audio limit to `result`;
-        return the bytes to forward to vLLM, or None (the client has been answered, or the stream ended)."""
+        """Apply the rate limit, the answer to a rejected frame and the generation's audio limit to
+        `result`; return the bytes to forward to vLLM, or None (the client has been answered, or the
+        stream ended)."""
         rate = self.rate
         if not rate.charge(result.audio_bytes / realtime.PCM_BYTES_PER_SECOND, now):
             self.end(
-                f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst of "
-                f"{rate.burst_s:g} s of audio; every event counts as at least {rate.min_event_s * 1000:g} ms): "
-                "pace the audio (AUDIO_RATE_LIMIT)",
-                realtime.RATE_LIMITED, CloseCode.POLICY_VIOLATION, limit_x=rate.limit_x,
+                f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst "
+                f"of {rate.burst_s:g} s of audio; every event counts as at least "
+                f"{rate.min_event_s * 1000:g} ms): pace the audio (AUDIO_RATE_LIMIT)",
+                realtime.RATE_LIMITED,
+                CloseCode.POLICY_VIOLATION,
+                limit_x=rate.limit_x,
                 burst_s=rate.burst_s,
             )
             return None
@@ -171,9 +191,11 @@ class _Stream:
         if result.audio_bytes:
             if not self.audio.append(result.audio_bytes):
                 self.end(
-                    self.bridge.session_limit_message(), realtime.SESSION_LIMIT,
+                    self.bridge.session_limit_message(),
+                    realtime.SESSION_LIMIT,
                     CloseCode.NORMAL_CLOSURE,
-                    limit_s=round(self.audio.limit_s or 0.0, 3), audio_s=round(self.audio.audio_s, 3),
+                    limit_s=round(self.audio.limit_s or 0.0, 3),
+                    audio_s=round(self.audio.audio_s, 3),
                 )
                 return None
         elif result.final_commit:
@@ -181,7 +203,8 @@ class _Stream:
         return result.forward
 
     def _relay_large(self, message: bytes) -> Generator[None]:
-        """Check a large append a slice per step (`protocol.check_large_append`), then forward it as fragments."""
+        """Check a large append a slice per step (`protocol.check_large_append`), then forward it as
+        fragments."""
         result = yield from protocol.check_large_append(message)
         forward = self._admit(result, time.monotonic())
         if forward is None:
@@ -192,11 +215,12 @@ class _Stream:
             if self.ending:
                 return
             end = offset + protocol.SLICE_BYTES
-            self.upstream.send_fragment(view[offset:end], first=offset == 0, fin=end >= len(forward))  # type: ignore[union-attr]
+            first, fin = offset == 0, end >= len(forward)
+            self.upstream.send_fragment(view[offset:end], first=first, fin=fin)  # type: ignore[union-attr]
 
     def _next_slice(self) -> None:
-        """Run one step of the large append in progress; then the next in the next turn of the event loop,
-        or, once done, release the client."""
+        """Run one step of the large append in progress; then the next in the next turn of the event
+        loop, or, once done, release the client."""
         steps = self.slices
         if steps is None:
             return
@@ -209,17 +233,21 @@ class _Stream:
             pass
         except Exception as exc:  # as in `guarded`: this stream only
             log.warning("ending a stream after an unexpected error in a large append: %r", exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
-                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
+            self.end(
+                f"the bridge failed to handle a message ({type(exc).__name__})",
+                realtime.PROCESSING_ERROR,
+                CloseCode.INTERNAL_ERROR,
+            )
         self.slices = None
         self.client.release(HOLD_SLICES)
 
     def upstream_ready(self, upstream: UpstreamLeg) -> None:
-        """vLLM accepted the session: forward what the client sent meanwhile, then relay directly."""
+        """vLLM accepted the session: forward what the client sent meanwhile, then relay
+        directly."""
         self.upstream = upstream
         self.client.release(HOLD_PENDING)
 
-    # -- vLLM -> client ---------------------------------------------------------------------------------
+    # -- vLLM -> client ---------------------------------------------------------------------------
     def from_upstream(self, message: bytes) -> None:
         """One complete vLLM message: forward it unchanged."""
         if self.first_delta_at is None and _DELTA_MARKER in message:
@@ -229,21 +257,30 @@ class _Stream:
         self.client.send_text(message)
 
     def guarded(self, handler: Callable[[bytes], None], message: bytes) -> None:
-        """Run `handler(message)`; an unexpected exception ends this stream only (1011), never the server.
+        """Run `handler(message)`; an unexpected exception ends this stream only (1011), never the
+        server.
 
-        The handlers run inside the sockets' `data_received` callbacks, where an exception would drop the
-        connection with an ERROR traceback from the event loop; here it is logged at WARNING and the
-        client is told (`processing_error`, the code vLLM uses for an exception while handling an event).
+        The handlers run inside the sockets' `data_received` callbacks, where an exception would
+        drop the connection with an ERROR traceback from the event loop; here it is logged at
+        WARNING and the client is told (`processing_error`, the code vLLM uses for an exception
+        while handling an event).
         """
         try:
             handler(message)
         except Exception as exc:
-            log.warning("ending a stream after an unexpected error in %s: %r", handler.__name__, exc)
-            self.end(f"the bridge failed to handle a message ({type(exc).__name__})",
-                     realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
+            log.warning(
+                "ending a stream after an unexpected error in %s: %r", handler.__name__, exc
+            )
+            self.end(
+                f"the bridge failed to handle a message ({type(exc).__name__})",
+                realtime.PROCESSING_ERROR,
+                CloseCode.INTERNAL_ERROR,
+            )
 
-    # -- ending -----------------------------------------------------------------------------------------
-    def end(self, message: str, code: str, close_code: CloseCode, **fields: float | int | None) -> None:
+    # -- ending -----------------------------------------------------------------------------------
+    def end(
+        self, message: str, code: str, close_code: CloseCode, **fields: float | int | None
+    ) -> None:
         """End the stream from the bridge's side: send the error event (with `fields`, see
         `realtime.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's
         socket."""
@@ -264,7 +301,8 @@ class _Stream:
             self.done.set_result(False)
 
     def upstream_lost(self) -> None:
-        """vLLM's TCP connection is gone; if the stream was not ending, tell the client (`upstream_closed`)."""
+        """vLLM's TCP connection is gone; if the stream was not ending, tell the client
+        (`upstream_closed`)."""
         if self.ending or self.upstream is None:
             return
         self.bridge.metrics.upstream_error()
@@ -280,90 +318,125 @@ class _Stream:
 
 
 class Bridge:
-    """The bridge: `GET /ping`, `POST /invocations` (an error), `WS /invocations-bidirectional-stream`.
+    """The bridge: `GET /ping`, `POST /invocations` (an error), `WS
+    /invocations-bidirectional-stream`.
 
     Args:
         settings: see `BridgeEnvironment` (contracts.bridge_env), as `from_env` returns it.
 
     Use `await bridge.start()`, then `await bridge.shutdown()` (drains for `settings.drain_s`), or
-    `async with Bridge(settings) as bridge:` (no drain on exit). `port` is the bound port (useful with 0).
+    `async with Bridge(settings) as bridge:` (no drain on exit). `port` is the bound port (useful
+    with 0).
     """
 
     def __init__(self, settings: BridgeEnvironment) -> None:
         self.settings = settings
-        self.health = HealthProbe(settings.vllm_host, settings.vllm_port, settings.served_model,
-                                  self._kv_cache_read if settings.kv_blocks_per_stream else None)
-        self.metrics = BridgeMetrics(settings.metrics_namespace, settings.endpoint_name, settings.variant_name)
-        #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds (_kv_cache_read).
-        self.stream_cap = settings.max_streams
+        self.health = HealthProbe(
+            need(settings.vllm_host),
+            need(settings.vllm_port),
+            settings.served_model,
+            self._kv_cache_read if settings.kv_blocks_per_stream else None,
+        )
+        self.metrics = BridgeMetrics(
+            need(settings.metrics_namespace),
+            need(settings.endpoint_name),
+            need(settings.variant_name),
+        )
+        #: Streams admitted at once: MAX_STREAMS, lowered to what vLLM's KV cache holds
+        #: (_kv_cache_read).
+        self.stream_cap = need(settings.max_streams)
         self.metrics.stream_cap = self.stream_cap
-        #: True once vLLM has been healthy: metrics are written only from then on (_flush_metrics_periodically).
+        #: True once vLLM has been healthy: metrics are written only from then on
+        #: (_flush_metrics_periodically).
         self._served = False
-        self.port = settings.port
+        self.port = need(settings.port)
         self.active_streams = 0
         #: Largest message on either leg, bytes (read by the legs).
-        self.max_frame_bytes = settings.max_frame_bytes
+        self.max_frame_bytes = need(settings.max_frame_bytes)
         #: Every open client connection (streams, `/ping`s, requests not yet read), for shutdown.
         self.legs: set[ClientLeg] = set()
         self._streams: set[_Stream] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         #: vLLM's Realtime WebSocket URL (logged at start-up).
-        self._upstream_url = f"ws://{settings.vllm_host}:{settings.vllm_port}{protocol.VLLM_REALTIME_PATH}"
+        self._upstream_url = f"ws://{need(settings.vllm_host)}:{need(settings.vllm_port)}{protocol.VLLM_REALTIME_PATH}"
         self._upstream_uri = parse_uri(self._upstream_url)
         self._audio_limit = settings.session_audio_limit_bytes
         self._no_streams = asyncio.Event()
         self._no_streams.set()
-        #: The bearer token stream requests must carry (BRIDGE_TOKEN), or None (no check: SageMaker).
-        self._token = BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
-        #: Refused upgrades, logged at most once a minute with a count (every one is counted in the metric).
+        #: The bearer token stream requests must carry (BRIDGE_TOKEN), or None (no check:
+        #: SageMaker).
+        self._token = (
+            BearerToken(settings.bridge_token) if settings.bridge_token is not None else None
+        )
+        #: Refused upgrades, logged at most once a minute with a count (every one is counted in the
+        #: metric).
         self.refusals = RefusalLog(log)
         #: Streams refused at the stream cap, likewise (a caller retrying at once must not flood
         #: the log).
         self.busy_refusals = RefusalLog(log, subject="", status="close 1013")
         #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on ECS).
         self.protection: TaskProtection | None = (
-            TaskProtection(settings.ecs_agent_uri, self.metrics, expires_minutes=settings.task_protection_minutes,
-                           grace_s=settings.task_protection_grace_s)
-            if settings.ecs_agent_uri else None
+            TaskProtection(
+                settings.ecs_agent_uri,
+                self.metrics,
+                expires_minutes=need(settings.task_protection_minutes),
+                grace_s=need(settings.task_protection_grace_s),
+            )
+            if settings.ecs_agent_uri
+            else None
         )
         self.metrics.checks_token = self._token is not None
         self.metrics.manages_protection = self.protection is not None
 
-    # ---- lifecycle --------------------------------------------------------------------------------
+    # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> Bridge:
-        """Start listening (at once: `/ping` says 503 until vLLM is healthy) and start the background tasks."""
+        """Start listening (at once: `/ping` says 503 until vLLM is healthy) and start the
+        background tasks."""
         self.health.start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: ClientLeg(self), self.settings.host, self.settings.port)
+        self._server = await loop.create_server(
+            lambda: ClientLeg(self), need(self.settings.host), need(self.settings.port)
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._sweep_streams())
         self._spawn(self._flush_metrics_periodically())
         if self.protection is not None:
             self._spawn(self.protection.run())
         log.info(
-            "bridge listening on %s:%d, vLLM at %s, max %d stream%s, bearer token %s, ECS task scale-in protection %s",
-            self.settings.host, self.port, self._upstream_url, self.settings.max_streams,
-            "" if self.settings.max_streams == 1 else "s",
-            "required" if self._token else "not checked", "on while streams are live" if self.protection else "off",
+            "bridge listening on %s:%d, vLLM at %s, max %d stream%s, bearer token %s, ECS task "
+            "scale-in protection %s",
+            need(self.settings.host),
+            self.port,
+            self._upstream_url,
+            need(self.settings.max_streams),
+            "" if need(self.settings.max_streams) == 1 else "s",
+            "required" if self._token else "not checked",
+            "on while streams are live" if self.protection else "off",
         )
         return self
 
     async def shutdown(self, drain_s: float | None = None) -> None:
-        """Stop accepting streams, let open ones finish for up to `drain_s` (default `settings.drain_s`)
-        seconds, then end the rest with `server_shutdown` and close 1001, and stop."""
+        """Stop accepting streams, let open ones finish for up to `drain_s` (default
+        `settings.drain_s`) seconds, then end the rest with `server_shutdown` and close 1001, and
+        stop."""
         drain_s = self.settings.drain_s if drain_s is None else drain_s
         if self._server is not None:
             self._server.close()  # stops listening; open connections go on
         if self.active_streams:
-            log.info("draining %d open stream%s for up to %.0f s", self.active_streams,
-                     "" if self.active_streams == 1 else "s", drain_s)
+            log.info(
+                "draining %d open stream%s for up to %.0f s",
+                self.active_streams,
+                "" if self.active_streams == 1 else "s",
+                drain_s,
+            )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(drain_s):
                     await self._no_streams.wait()
         for stream in list(self._streams):
-            stream.end("the server is shutting down", realtime.SERVER_SHUTDOWN,
-                       CloseCode.GOING_AWAY)
+            stream.end(
+                "the server is shutting down", realtime.SERVER_SHUTDOWN, CloseCode.GOING_AWAY
+            )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLIENT_CLOSE_TIMEOUT_S + 1):
                 await self._no_streams.wait()
@@ -388,10 +461,11 @@ class Bridge:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    # ---- plain HTTP: /ping and everything that is not the stream (called by ClientLeg) ----------------
+    # ---- plain HTTP: /ping and everything that is not the stream (called by ClientLeg) ----------
     def answer_get(self, path: str, headers: Headers) -> Response | None:
-        """The answer to `GET path` with request `headers`, or None for the stream (then the WebSocket handshake
-        follows). With a bearer token set (BRIDGE_TOKEN), a stream request without it gets 401 (`auth`)."""
+        """The answer to `GET path` with request `headers`, or None for the stream (then the
+        WebSocket handshake follows). With a bearer token set (BRIDGE_TOKEN), a stream request
+        without it gets 401 (`auth`)."""
         if path == STREAM_PATH or path in STREAM_PATH_ALIASES:
             if self._token is None:
                 return None
@@ -402,30 +476,36 @@ class Bridge:
         if path == PING_PATH:
             if self.health.healthy:
                 return plain_http.json_response(http.HTTPStatus.OK, {"status": "healthy"})
-            return plain_http.json_response(http.HTTPStatus.SERVICE_UNAVAILABLE, {"status": "vLLM is not ready"})
+            return plain_http.json_response(
+                http.HTTPStatus.SERVICE_UNAVAILABLE, {"status": "vLLM is not ready"}
+            )
         return plain_http.json_response(
             http.HTTPStatus.NOT_FOUND,
             {
                 "error": (
-                    f"no such path: GET {path}; the bridge answers GET {PING_PATH} and the WebSocket stream at "
-                    f"{STREAM_PATH} (SageMaker's default: call InvokeEndpointWithBidirectionalStream without "
-                    f"ModelInvocationPath), also reachable as {', '.join(sorted(STREAM_PATH_ALIASES))} "
-                    f"(ModelInvocationPath {', '.join(alias.lstrip('/') for alias in sorted(STREAM_PATH_ALIASES))})"
+                    f"no such path: GET {path}; the bridge answers GET {PING_PATH} and the "
+                    f"WebSocket stream at {STREAM_PATH} (SageMaker's default: call "
+                    "InvokeEndpointWithBidirectionalStream without ModelInvocationPath), also "
+                    f"reachable as {', '.join(sorted(STREAM_PATH_ALIASES))} (ModelInvocationPath "
+                    f"{', '.join(alias.lstrip('/') for alias in sorted(STREAM_PATH_ALIASES))})"
                 ),
                 "code": "unknown_path",
             },
         )
 
     def _unauthorized(self, verdict: Verdict) -> Response:
-        """401 for a stream request whose bearer token is `verdict` (missing, malformed or wrong); counted and
-        logged without the token."""
+        """401 for a stream request whose bearer token is `verdict` (missing, malformed or wrong);
+        counted and logged without the token."""
         self.metrics.unauthorized()
         self.refusals.refused(verdict)
         challenge = "Bearer" if verdict is Verdict.MISSING else 'Bearer error="invalid_token"'
         return plain_http.json_response(
             http.HTTPStatus.UNAUTHORIZED,
-            {"error": f"{verdict.value} bearer token: send Authorization: Bearer <token> (the token secret's value)",
-             "code": "unauthorized"},
+            {
+                "error": f"{verdict.value} bearer token: send Authorization: Bearer <token> (the "
+                "token secret's value)",
+                "code": "unauthorized",
+            },
             {"WWW-Authenticate": challenge},
         )
 
@@ -433,7 +513,7 @@ class Bridge:
         """The answer to a request whose method is not GET (see `plain_http.answer_non_get`)."""
         return plain_http.answer_non_get(head, STREAM_PATH, PING_PATH, INVOCATIONS_PATH)
 
-    # ---- the stream ---------------------------------------------------------------------------------
+    # ---- the stream -----------------------------------------------------------------------------
     @property
     def audio_limit(self) -> int | None:
         """PCM16 bytes one generation may append (`BridgeEnvironment.session_audio_limit_bytes`)."""
@@ -443,43 +523,65 @@ class Bridge:
         """The `session_limit` error text: the limit in seconds and where it comes from."""
         seconds = (self._audio_limit or 0) / realtime.PCM_BYTES_PER_SECOND
         return (
-            f"the session reached its audio limit of {seconds:.0f} s in one generation (the model's max_model_len "
-            f"{self.settings.max_model_len} tokens less {self.settings.stream_overhead_tokens} of "
-            f"the stream format, at {self.settings.tokens_per_audio_second:g} tokens per second of "
-            "audio); end each utterance with a final commit, or start a new session to continue"
+            f"the session reached its audio limit of {seconds:.0f} s in one generation (the "
+            f"model's max_model_len {self.settings.max_model_len} tokens less "
+            f"{self.settings.stream_overhead_tokens} of the stream format, at "
+            f"{self.settings.tokens_per_audio_second:g} tokens per second of audio); end each "
+            "utterance with a final commit, or start a new session to continue"
         )
 
     def _kv_cache_read(self, num_gpu_blocks: int) -> None:
-        """vLLM reported its KV cache: log it beside the configured cap, emit it, and lower the cap when vLLM
-        holds fewer live streams (num_gpu_blocks // KV_BLOCKS_PER_STREAM) than MAX_STREAMS.
+        """vLLM reported its KV cache: log it beside the configured cap, emit it, and lower the cap
+        when vLLM holds fewer live streams (num_gpu_blocks // KV_BLOCKS_PER_STREAM) than
+        MAX_STREAMS.
 
-        KV_BLOCKS_PER_STREAM counts blocks of KV_BLOCK_SIZE tokens (16, vLLM's GPU default). vLLM's CPU build reports
-        `block_size` 128 (seen in tests/vllm): the same bytes per token in blocks 8 times larger, so the stream's
-        blocks are converted to vLLM's block size (rounded up), plus one block per KV-cache group (decoder and
-        encoder: constructs_lib/capacity.py) that each may round up at the coarser size."""
+        KV_BLOCKS_PER_STREAM counts blocks of KV_BLOCK_SIZE tokens (16, vLLM's GPU default). vLLM's
+        CPU build reports `block_size` 128 (seen in tests/vllm): the same bytes per token in blocks
+        8 times larger, so the stream's blocks are converted to vLLM's block size (rounded up), plus
+        one block per KV-cache group (decoder and encoder: constructs_lib/capacity.py) that each may
+        round up at the coarser size."""
         per_stream = self.settings.kv_blocks_per_stream or 1
         block_size = self.health.block_size
-        if block_size and block_size != self.settings.kv_block_size:
-            converted = -(-per_stream * self.settings.kv_block_size // block_size)
-            if block_size > self.settings.kv_block_size:
+        if block_size and block_size != need(self.settings.kv_block_size):
+            converted = -(-per_stream * need(self.settings.kv_block_size) // block_size)
+            if block_size > need(self.settings.kv_block_size):
                 converted += KV_CACHE_GROUPS
-            log.info("vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of %d: %d of "
-                     "vLLM's blocks per stream", block_size, per_stream, self.settings.kv_block_size, converted)
+            log.info(
+                "vLLM's KV-cache blocks hold %d tokens, KV_BLOCKS_PER_STREAM=%d counts blocks of "
+                "%d: %d of vLLM's blocks per stream",
+                block_size,
+                per_stream,
+                need(self.settings.kv_block_size),
+                converted,
+            )
             per_stream = converted
         streams = num_gpu_blocks // per_stream
         self.metrics.kv_cache_streams = streams
-        log.info("vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap MAX_STREAMS=%d",
-                 num_gpu_blocks, streams, "" if streams == 1 else "s", per_stream, self.settings.max_streams)
+        log.info(
+            "vLLM KV cache: %d blocks, %d live stream%s at KV_BLOCKS_PER_STREAM=%d; stream cap "
+            "MAX_STREAMS=%d",
+            num_gpu_blocks,
+            streams,
+            "" if streams == 1 else "s",
+            per_stream,
+            need(self.settings.max_streams),
+        )
         if streams < self.stream_cap:
-            log.warning("vLLM's KV cache holds %d live stream%s, fewer than MAX_STREAMS=%d: the stream cap is now %d "
-                        "(the capacity estimate was too high; see voicectl capacity)",
-                        streams, "" if streams == 1 else "s", self.settings.max_streams, max(1, streams))
+            log.warning(
+                "vLLM's KV cache holds %d live stream%s, fewer than MAX_STREAMS=%d: the stream "
+                "cap is now %d (the capacity estimate was too high; see voicectl capacity)",
+                streams,
+                "" if streams == 1 else "s",
+                need(self.settings.max_streams),
+                max(1, streams),
+            )
             self.stream_cap = max(1, streams)
             self.metrics.stream_cap = self.stream_cap
 
-    def stream_accepted(self, client: ClientLeg) -> None:
-        """The client's WebSocket is open (accepted at once, as SageMaker requires): relay it in a task."""
-        self._spawn(self._handle_stream(client))
+    def stream_accepted(self, leg: ClientLeg) -> None:
+        """The client's WebSocket is open (accepted at once, as SageMaker requires): relay it in a
+        task."""
+        self._spawn(self._handle_stream(leg))
 
     async def _handle_stream(self, client: ClientLeg) -> None:
         """Relay one stream; never raises for an ordinary disconnect."""
@@ -488,7 +590,8 @@ class Bridge:
             self.busy_refusals.refused(f"{realtime.SERVER_BUSY}, MAX_STREAMS={self.stream_cap}")
             await self._refuse(
                 client,
-                f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); retry later",
+                f"the server is busy: {self.stream_cap} streams are open (MAX_STREAMS); "
+                "retry later",
                 realtime.SERVER_BUSY,
                 CloseCode.TRY_AGAIN_LATER,
                 max_streams=self.stream_cap,
@@ -502,8 +605,9 @@ class Bridge:
         client.stream = stream
         try:
             connecting = asyncio.ensure_future(self._open_upstream(stream))
-            # The client may leave while vLLM is slow to accept: then give up at once (cancelling the
-            # connect drops its TCP connection) rather than hold a MAX_STREAMS slot for the open timeout.
+            # The client may leave while vLLM is slow to accept: then give up at once (cancelling
+            # the connect drops its TCP connection) rather than hold a MAX_STREAMS slot for the open
+            # timeout.
             await asyncio.wait((connecting, stream.done), return_when=asyncio.FIRST_COMPLETED)
             if not connecting.done():
                 connecting.cancel()
@@ -512,7 +616,9 @@ class Bridge:
                 return
             try:
                 upstream = connecting.result()
-                del connecting  # the finished task would otherwise be kept for the stream's lifetime
+                del (
+                    connecting
+                )  # the finished task would otherwise be kept for the stream's lifetime
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 stream.ending = True
                 client.stream = None
@@ -546,12 +652,14 @@ class Bridge:
 
         def make_leg() -> UpstreamLeg:
             nonlocal leg
-            leg = UpstreamLeg(stream, self._upstream_uri, self.settings.max_frame_bytes)
+            leg = UpstreamLeg(stream, self._upstream_uri, need(self.settings.max_frame_bytes))
             return leg
 
         try:
             async with asyncio.timeout(UPSTREAM_OPEN_TIMEOUT_S):
-                await loop.create_connection(make_leg, self.settings.vllm_host, self.settings.vllm_port)
+                await loop.create_connection(
+                    make_leg, need(self.settings.vllm_host), need(self.settings.vllm_port)
+                )
                 assert leg is not None
                 await leg.opened
         except BaseException:
@@ -572,34 +680,45 @@ class Bridge:
         finally:
             stream.ending = True
             upstream.close()  # bounded by UPSTREAM_CLOSE_TIMEOUT_S; no-op if already closed
-            await asyncio.wait((upstream.closed, stream.client.closed))  # each bounded by its close timeout
+            await asyncio.wait(
+                (upstream.closed, stream.client.closed)
+            )  # each bounded by its close timeout
             self._streams.discard(stream)
-            first_delta_ms = None if stream.first_delta_at is None else (stream.first_delta_at - stream.started) * 1000
+            first_delta_ms = (
+                None
+                if stream.first_delta_at is None
+                else (stream.first_delta_at - stream.started) * 1000
+            )
             self.metrics.stream_closed(time.monotonic() - stream.started, first_delta_ms)
 
     @staticmethod
-    async def _refuse(client: ClientLeg, message: str, code: str, close_code: CloseCode, **fields: int) -> None:
+    async def _refuse(
+        client: ClientLeg, message: str, code: str, close_code: CloseCode, **fields: int
+    ) -> None:
         client.send_text(protocol.error_event(message, code, **fields))
-        client.close(close_code, code)  # reads on (and drops) what the client sent, up to its close frame
+        client.close(
+            close_code, code
+        )  # reads on (and drops) what the client sent, up to its close frame
         await client.closed
 
-    # ---- background work ----------------------------------------------------------------------------
+    # ---- background work ------------------------------------------------------------------------
     async def _sweep_streams(self) -> None:
         """One task for all streams: end those whose client is idle or whose vLLM has stalled.
 
-        Idle: the client sent nothing for `idle_timeout_s`. The clock stops while the bridge itself holds
-        the client's frames for vLLM (vLLM has not accepted the session, or its write buffer is full):
-        then the client is not idle, vLLM is slow. It runs on while the client's own write buffer is full,
-        as then the client is not reading.
+        Idle: the client sent nothing for `idle_timeout_s`. The clock stops while the bridge itself
+        holds the client's frames for vLLM (vLLM has not accepted the session, or its write buffer
+        is full): then the client is not idle, vLLM is slow. It runs on while the client's own write
+        buffer is full, as then the client is not reading.
 
-        Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after `upstream_stall_s / 2`
-        without a frame from vLLM, the bridge sends a WebSocket ping; with still no frame `upstream_stall_s / 2`
-        later, the stream ends with `upstream_closed` and close 1011. Not while the bridge has paused reading
-        from vLLM because the client is not reading (the pong could not be read), and not when the sweep itself
-        runs late: then the bridge's own event loop was held up, and its sockets are unread.
+        Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after
+        `upstream_stall_s / 2` without a frame from vLLM, the bridge sends a WebSocket ping; with
+        still no frame `upstream_stall_s / 2` later, the stream ends with `upstream_closed` and
+        close 1011. Not while the bridge has paused reading from vLLM because the client is not
+        reading (the pong could not be read), and not when the sweep itself runs late: then the
+        bridge's own event loop was held up, and its sockets are unread.
         """
-        idle_s = self.settings.idle_timeout_s
-        stall_s = self.settings.upstream_stall_s
+        idle_s = need(self.settings.idle_timeout_s)
+        stall_s = need(self.settings.upstream_stall_s)
         period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
         last = time.monotonic()
         while True:
@@ -607,9 +726,10 @@ class Bridge:
             now = time.monotonic()
             late, last = now - last > 2 * period, now
             if late:
-                # The bridge's own event loop was held up (a sweep runs every `period`): what its sockets hold
-                # has not been read, so neither a silent client nor a silent vLLM can be judged this time, and
-                # the clocks start again rather than blame either for the bridge's own delay.
+                # The bridge's own event loop was held up (a sweep runs every `period`): what its
+                # sockets hold has not been read, so neither a silent client nor a silent vLLM can
+                # be judged this time, and the clocks start again rather than blame either for the
+                # bridge's own delay.
                 for stream in self._streams:
                     stream.last_rx = now
                     if stream.upstream is not None:
@@ -621,9 +741,14 @@ class Bridge:
                     try:
                         self._check_stream(stream, now, idle_s, stall_s)
                     except Exception as exc:  # a bug must not stop the sweep of every other stream
-                        log.warning("ending a stream after an unexpected error in the sweep: %r", exc)
-                        stream.end(f"the bridge failed ({type(exc).__name__})",
-                                   realtime.PROCESSING_ERROR, CloseCode.INTERNAL_ERROR)
+                        log.warning(
+                            "ending a stream after an unexpected error in the sweep: %r", exc
+                        )
+                        stream.end(
+                            f"the bridge failed ({type(exc).__name__})",
+                            realtime.PROCESSING_ERROR,
+                            CloseCode.INTERNAL_ERROR,
+                        )
 
     def _check_stream(self, stream: _Stream, now: float, idle_s: float, stall_s: float) -> None:
         """End `stream` if its client is idle or its vLLM has stalled (see `_sweep_streams`)."""
@@ -646,7 +771,9 @@ class Bridge:
         upstream = stream.upstream
         if upstream is None or upstream.ws.state is not State.OPEN:
             return
-        if not upstream.transport.is_reading():  # paused: the client is not reading; vLLM cannot be judged
+        if (
+            not upstream.transport.is_reading()
+        ):  # paused: the client is not reading; vLLM cannot be judged
             upstream.ping_sent_at = None
             return
         if upstream.ping_sent_at is None:
@@ -657,10 +784,13 @@ class Bridge:
             upstream.ping_sent_at = None  # vLLM answered (the pong, or any frame)
         elif now - upstream.ping_sent_at >= stall_s / 2:
             self.metrics.upstream_error()
-            log.warning("vLLM sent nothing for %.1f s and did not answer a ping: ending the stream", now - upstream.last_rx)
+            log.warning(
+                "vLLM sent nothing for %.1f s and did not answer a ping: ending the stream",
+                now - upstream.last_rx,
+            )
             stream.end(
-                f"the model server did not answer for {stall_s:g} s (no data, no reply to a WebSocket ping); "
-                "the session was ended",
+                f"the model server did not answer for {stall_s:g} s (no data, no reply to a "
+                "WebSocket ping); the session was ended",
                 realtime.UPSTREAM_CLOSED,
                 CloseCode.INTERNAL_ERROR,
                 upstream_close_code=None,
@@ -669,13 +799,13 @@ class Bridge:
     async def _flush_metrics_periodically(self) -> None:
         """Write the metrics every METRICS_INTERVAL_S, but only once vLLM has been healthy.
 
-        Autoscaling tracks the Average of ActiveStreams across instances: an instance still loading the model
-        (10-20 minutes) would report zeros and hide the load of the serving ones during a scale-out. SageMaker
-        sends it no traffic before /ping says 200, so holding its figures back loses nothing; they are written
-        with the first interval after it becomes healthy.
+        Autoscaling tracks the Average of ActiveStreams across instances: an instance still loading
+        the model (10-20 minutes) would report zeros and hide the load of the serving ones during a
+        scale-out. SageMaker sends it no traffic before /ping says 200, so holding its figures back
+        loses nothing; they are written with the first interval after it becomes healthy.
         """
         while True:
-            await asyncio.sleep(self.settings.metrics_interval_s)
+            await asyncio.sleep(need(self.settings.metrics_interval_s))
             self.refusals.flush_due()  # refusals since the last line, once its interval has passed
             self.busy_refusals.flush_due()
             if self.health.healthy:

@@ -22,14 +22,23 @@ from pathlib import Path
 
 #: Our top-level packages (from the root, and the bridge's from container/).
 OURS = ("agent", "contracts", "voicectl", "constructs_lib", "config", "bridge")
-BASE_ENV = {"AGENT_SONIC_ENDPOINT": "sonic-tts", "AGENT_SONIC_VOICE": "voice-1",
-            "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "fake",
-            "AWS_EC2_METADATA_DISABLED": "true", "ECS_AGENT_URI": "http://127.0.0.1:9/api/t"}
+BASE_ENV = {
+    "AGENT_SONIC_ENDPOINT": "sonic-tts",
+    "AGENT_SONIC_VOICE": "voice-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "fake",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "ECS_AGENT_URI": "http://127.0.0.1:9/api/t",
+}
 TARGETS = [
     {"AGENT_VOXTRAL_ENDPOINT": "voxtral-realtime", "AGENT_LLM_MODEL_ID": "amazon.nova-lite-v1:0"},
-    {"AGENT_VOXTRAL_URL": "ws://127.0.0.1:9/invocations-bidirectional-stream",
-     "AGENT_LLM_URL": "http://127.0.0.1:9/v1", "AGENT_LLM_MODEL_ID": "m"},
+    {
+        "AGENT_VOXTRAL_URL": "ws://127.0.0.1:9/invocations-bidirectional-stream",
+        "AGENT_LLM_URL": "http://127.0.0.1:9/v1",
+        "AGENT_LLM_MODEL_ID": "m",
+    },
 ]
 
 
@@ -41,10 +50,11 @@ async def _build(environ: dict[str, str]) -> None:
     from contracts.agent_env import AgentEnv
 
     env = AgentEnv.from_env(environ)
-    metrics = MetricsSink(env.metric_dimensions, out=open(os.devnull, "w"))
-    AgentServer(env, services_factory(env), metrics, protection=task_protection(env, metrics))
-    services = await services_factory(env)()
-    AgentSession(object(), services, metrics, max_session_s=60, idle_s=10).build()
+    with open(os.devnull, "w") as devnull:  # noqa: ASYNC230 (devnull opens at once)
+        metrics = MetricsSink(env.metric_dimensions, out=devnull)
+        AgentServer(env, services_factory(env), metrics, protection=task_protection(env, metrics))
+        services = await services_factory(env)()
+        AgentSession(object(), services, metrics, max_session_s=60, idle_s=10).build()
 
 
 def trace(root: Path) -> dict[str, list[str]]:
@@ -61,8 +71,9 @@ def trace(root: Path) -> dict[str, list[str]]:
     for name, module in list(sys.modules.items()):
         top = name.split(".")[0]
         if top not in OURS:
-            distributions.update(re.sub(r"[-_.]+", "-", owner).lower()
-                                 for owner in owners.get(top, []))
+            distributions.update(
+                re.sub(r"[-_.]+", "-", owner).lower() for owner in owners.get(top, [])
+            )
         elif getattr(module, "__file__", None):
             modules.add(str(Path(module.__file__).resolve().relative_to(root)))
     distributions.discard("sagemaker-realtime-voice")  # this project, installed (editable) too

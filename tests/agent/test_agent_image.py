@@ -26,8 +26,10 @@ OPTIONAL_IMPORTS = {
     "certifi": "botocore.httpsession uses certifi's CA file when installed, else its own",
     "brotli": "aiohttp.compression_utils decodes brotli only when it is installed",
     "opentelemetry-api": "pipecat.utils.tracing.setup: tracing only when OpenTelemetry is there",
-    "opentelemetry-sdk": "the same", "opentelemetry-proto": "the same",
-    "opentelemetry-semantic-conventions": "the same", "opentelemetry-exporter-otlp": "the same",
+    "opentelemetry-sdk": "the same",
+    "opentelemetry-proto": "the same",
+    "opentelemetry-semantic-conventions": "the same",
+    "opentelemetry-exporter-otlp": "the same",
     "opentelemetry-exporter-otlp-common": "the same",
     "opentelemetry-exporter-otlp-proto-common": "the same",
     "opentelemetry-exporter-otlp-proto-grpc": "the same",
@@ -36,9 +38,11 @@ OPTIONAL_IMPORTS = {
     "psutil": "opentelemetry.sdk.resources (above)",
     "httpx": "the development environment's httpx (openai here runs on httpx2, which is locked)",
     "click": "httpx._main, imported by httpx's __init__ only when click is installed",
-    "pygments": "httpx._main (above)", "rich": "httpx._main (above)",
+    "pygments": "httpx._main (above)",
+    "rich": "httpx._main (above)",
     "h2": "httpcore2's HTTP/2 module, used only with http2=True (the http2 extra)",
-    "hpack": "h2 (above)", "hyperframe": "h2 (above)",
+    "hpack": "h2 (above)",
+    "hyperframe": "h2 (above)",
 }
 
 
@@ -46,8 +50,9 @@ def instructions(name: str) -> list[str]:
     """Arguments of every ``name`` instruction (continuation lines joined, comments left out)."""
     lines = [line for line in DOCKERFILE.splitlines() if not line.lstrip().startswith("#")]
     joined = re.sub(r"\s*\\\n\s*", " ", "\n".join(lines))
-    return [line.split(None, 1)[1] for line in joined.splitlines()
-            if line.split(None, 1)[:1] == [name]]
+    return [
+        line.split(None, 1)[1] for line in joined.splitlines() if line.split(None, 1)[:1] == [name]
+    ]
 
 
 def copied_files() -> list[str]:
@@ -57,8 +62,14 @@ def copied_files() -> list[str]:
 
 @functools.cache
 def trace() -> dict[str, list[str]]:
-    done = subprocess.run([sys.executable, str(TRACER)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, check=True)
+    done = subprocess.run(
+        [sys.executable, str(TRACER)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -76,13 +87,28 @@ def test_the_image_copies_exactly_the_modules_the_bot_imports():
 
 def test_the_trace_reaches_both_targets_protection_and_the_pipeline():
     traced = trace()
-    assert {"container/bridge/task_protection.py", "contracts/agent_metrics.py",
-            "voicectl/clients/sagemaker_stream.py", "voicectl/clients/realtime/websocket.py",
-            "contracts/model.py", "contracts/realtime.py"} <= set(traced["modules"])
-    assert [path for path in traced["modules"]
-            if path.startswith(("config/", "stacks/", "constructs_lib/"))] == []
-    assert {"pipecat-ai", "onnxruntime", "awscrt", "aws-sdk-sagemaker-runtime-http2", "aiohttp",
-            "boto3", "websockets"} <= set(traced["distributions"])
+    assert {
+        "container/bridge/task_protection.py",
+        "contracts/agent_metrics.py",
+        "voicectl/clients/sagemaker_stream.py",
+        "voicectl/clients/realtime/websocket.py",
+        "contracts/model.py",
+        "contracts/realtime.py",
+    } <= set(traced["modules"])
+    assert [
+        path
+        for path in traced["modules"]
+        if path.startswith(("config/", "stacks/", "constructs_lib/"))
+    ] == []
+    assert {
+        "pipecat-ai",
+        "onnxruntime",
+        "awscrt",
+        "aws-sdk-sagemaker-runtime-http2",
+        "aiohttp",
+        "boto3",
+        "websockets",
+    } <= set(traced["distributions"])
 
 
 def test_the_lock_covers_every_third_party_import():
@@ -94,8 +120,9 @@ def test_the_lock_covers_every_third_party_import():
 
 
 def test_the_image_installs_the_lock_and_runs_the_bot_as_non_root():
-    assert instructions("RUN")[0] == ("pip install --no-cache-dir --no-deps --require-hashes "
-                                      "-r requirements-agent.lock")
+    assert instructions("RUN")[0] == (
+        "pip install --no-cache-dir --no-deps --require-hashes -r requirements-agent.lock"
+    )
     assert "requirements-agent.lock" in copied_files()
     assert json.loads(instructions("CMD")[0]) == ["python", "-m", "agent"]
     assert instructions("USER") == ["10001"]

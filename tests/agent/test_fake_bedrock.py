@@ -32,14 +32,21 @@ def bedrock() -> Iterator[FakeBedrock]:
 
 
 def client(url: str) -> Any:
-    return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=url,
-                        aws_access_key_id="AKIALOCAL", aws_secret_access_key="local",
-                        config=Config(retries={"max_attempts": 1}))
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="AKIALOCAL",
+        aws_secret_access_key="local",
+        config=Config(retries={"max_attempts": 1}),
+    )
 
 
-REQUEST = {"modelId": "amazon.nova-lite-v1:0",
-           "messages": [{"role": "user", "content": [{"text": "What time is it?"}]}],
-           "system": [{"text": "Be brief."}]}
+REQUEST = {
+    "modelId": "amazon.nova-lite-v1:0",
+    "messages": [{"role": "user", "content": [{"text": "What time is it?"}]}],
+    "system": [{"text": "Be brief."}],
+}
 
 
 def test_boto3_parses_the_stream_unmodified(bedrock: FakeBedrock) -> None:
@@ -48,8 +55,9 @@ def test_boto3_parses_the_stream_unmodified(bedrock: FakeBedrock) -> None:
     kinds = [next(iter(item)) for item in events]
     assert kinds[0] == "messageStart" and events[0]["messageStart"] == {"role": "assistant"}
     assert kinds[-3:] == ["contentBlockStop", "messageStop", "metadata"]
-    text = "".join(item["contentBlockDelta"]["delta"]["text"] for item in events
-                   if "contentBlockDelta" in item)
+    text = "".join(
+        item["contentBlockDelta"]["delta"]["text"] for item in events if "contentBlockDelta" in item
+    )
     assert text == "You said: What time is it. " + REPLY
     assert events[-2]["messageStop"] == {"stopReason": "end_turn"}
     usage = events[-1]["metadata"]["usage"]
@@ -86,17 +94,26 @@ def test_every_event_fits_the_service_model() -> None:
     stream = operation.output_shape.members["stream"]
     buffer = EventStreamBuffer()
     request = {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}
-    for kind, body in (("messageStart", {"role": "assistant"}),
-                       ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hi"}}),
-                       ("contentBlockStop", {"contentBlockIndex": 0}),
-                       ("messageStop", {"stopReason": "end_turn"}),
-                       ("metadata", {"usage": {"inputTokens": 3, "outputTokens": 1,
-                                               "totalTokens": 4},
-                                     "metrics": {"latencyMs": 12}})):
+    for kind, body in (
+        ("messageStart", {"role": "assistant"}),
+        ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hi"}}),
+        ("contentBlockStop", {"contentBlockIndex": 0}),
+        ("messageStop", {"stopReason": "end_turn"}),
+        (
+            "metadata",
+            {
+                "usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4},
+                "metrics": {"latencyMs": 12},
+            },
+        ),
+    ):
         buffer.add_data(event(kind, body))
         (message,) = list(buffer)
-        assert message.headers == {":event-type": kind, ":content-type": "application/json",
-                                   ":message-type": "event"}
+        assert message.headers == {
+            ":event-type": kind,
+            ":content-type": "application/json",
+            ":message-type": "event",
+        }
         _check(stream.members[kind], json.loads(message.payload), kind)
     assert reply_words(request)[:2] == ["You", "said:"]
 
@@ -129,8 +146,9 @@ def test_malformed_body_is_a_validation_exception(bedrock: FakeBedrock) -> None:
     import urllib.error
     import urllib.request
 
-    request = urllib.request.Request(f"{bedrock.url}/model/m/converse-stream", data=b"[1]",
-                                     method="POST")
+    request = urllib.request.Request(
+        f"{bedrock.url}/model/m/converse-stream", data=b"[1]", method="POST"
+    )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)
     assert caught.value.code == 400

@@ -1,7 +1,9 @@
-"""What the files of tests/app share: the fixtures of the registry's variants under the names their tests use
-(each is ``app_variant(name)``, synthesized once per session by tests/conftest.py; the variants are named in
-tests/app/variants.py), and the readers of a synthesized template. A test file imports the fixtures it uses from here,
-and pytest offers them to its tests."""
+"""What the files of tests/app share: the fixtures of the registry's variants under the names their
+tests use (each is ``app_variant(name)``, synthesized once per session by tests/conftest.py; the
+variants are named in tests/app/variants.py), and the readers of a synthesized template. A test file
+imports the fixtures it uses from here, and pytest offers them to its tests under their ``name``:
+each function is ``fixture_<name>``, so that a test's parameter does not shadow the imported
+function (pytest's documented way; Pyflakes' F811 otherwise)."""
 
 from __future__ import annotations
 
@@ -12,59 +14,60 @@ from aws_cdk.assertions import Template
 
 from tests.conftest import Synthesized
 
+# --- Fixtures: variants of the registry ----------------------------------------------------------
 
-# --- Fixtures: variants of the registry -------------------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def private(synthesized_vpc):
+@pytest.fixture(scope="module", name="private")
+def fixture_private(synthesized_vpc):
     """network.mode=vpc with everything else as in cdk.json: a new VPC and a key the app makes."""
     return synthesized_vpc
 
 
-@pytest.fixture(scope="module")
-def existing(app_variant):
-    """network.mode=vpc in an existing VPC, described by settings, with the caller policy bound to the endpoint."""
+@pytest.fixture(scope="module", name="existing")
+def fixture_existing(app_variant):
+    """network.mode=vpc in an existing VPC, described by settings, with the caller policy bound to
+    the endpoint."""
     return app_variant("vpc_existing")
 
 
-@pytest.fixture(scope="module")
-def public_with_key(app_variant):
+@pytest.fixture(scope="module", name="public_with_key")
+def fixture_public_with_key(app_variant):
     return app_variant("public_key")
 
 
-@pytest.fixture(scope="module")
-def private_ecs(app_variant):
+@pytest.fixture(scope="module", name="private_ecs")
+def fixture_private_ecs(app_variant):
     return app_variant("ecs_vpc")
 
 
-@pytest.fixture(scope="module")
-def existing_ecs(app_variant):
+@pytest.fixture(scope="module", name="existing_ecs")
+def fixture_existing_ecs(app_variant):
     return app_variant("ecs_vpc_existing")
 
 
-@pytest.fixture(scope="module")
-def sonic_ecs(app_variant):
+@pytest.fixture(scope="module", name="sonic_ecs")
+def fixture_sonic_ecs(app_variant):
     return app_variant("sonic_ecs")
 
 
-@pytest.fixture(scope="module")
-def changed(app_variant):
-    """Voxtral only, on a different instance type, with a prebuilt image, external weights and retained data."""
+@pytest.fixture(scope="module", name="changed")
+def fixture_changed(app_variant):
+    """Voxtral only, on a different instance type, with a prebuilt image, external weights and
+    retained data."""
     return app_variant("changed")
 
 
-@pytest.fixture(scope="module")
-def sonic_only(app_variant):
+@pytest.fixture(scope="module", name="sonic_only")
+def fixture_sonic_only(app_variant):
     return app_variant("sonic_only")
 
 
-@pytest.fixture(scope="module")
-def own_vpc(app_variant):
+@pytest.fixture(scope="module", name="own_vpc")
+def fixture_own_vpc(app_variant):
     return app_variant("connect_own_vpc")
 
 
-# --- Reading a template -----------------------------------------------------------------------------------------------
+# --- Reading a template -------------------------------------------------------------------------
 
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:
@@ -74,15 +77,18 @@ def resources(template: dict, resource_type: str) -> dict[str, dict]:
 
 def alarms_by_name(template: dict) -> dict[str, dict]:
     """``{AlarmName: Properties}`` of every CloudWatch alarm in ``template``."""
-    return {r["Properties"]["AlarmName"]: r["Properties"] for r in resources(template, "AWS::CloudWatch::Alarm").values()}
+    return {
+        r["Properties"]["AlarmName"]: r["Properties"]
+        for r in resources(template, "AWS::CloudWatch::Alarm").values()
+    }
 
 
 def only(template, resource_type: str):
-    """The one resource of ``resource_type`` in ``template`` (fails when there are zero or several). Of an
-    ``aws_cdk.assertions.Template`` (how the "cdk.json's settings" sections of the stack files read a template): the
-    resource. Of a template's JSON (a dict, how the "Scaling and updates" sections read it): ``(logical id,
-    resource)``. One helper under one name for both, as the two sections' tests were written before they shared a
-    file."""
+    """The one resource of ``resource_type`` in ``template`` (fails when there are zero or several).
+    Of an ``aws_cdk.assertions.Template`` (how the "cdk.json's settings" sections of the stack files
+    read a template): the resource. Of a template's JSON (a dict, how the "Scaling and updates"
+    sections read it): ``(logical id, resource)``. One helper under one name for both, as the two
+    sections' tests were written before they shared a file."""
     if isinstance(template, Template):
         found = template.find_resources(resource_type)
         assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
@@ -103,16 +109,22 @@ def container(template: dict) -> dict:
 
 
 def nag_violations(app: Synthesized) -> dict[str, list]:
-    """``{report name: violations}`` of the validation report: cdk-nag's packs, and the construct annotations that
-    @aws-cdk/core:annotationsInValidationReport adds as the report "Construct Annotations" (CDK's warnings)."""
+    """``{report name: violations}`` of the validation report: cdk-nag's packs, and the construct
+    annotations that @aws-cdk/core:annotationsInValidationReport adds as the report "Construct
+    Annotations" (CDK's warnings)."""
     reports = json.loads((app.outdir / "validation-report.json").read_text())["pluginReports"]
-    return {report["pluginName"]: report["violations"] for report in reports if report["violations"]}
+    return {
+        report["pluginName"]: report["violations"] for report in reports if report["violations"]
+    }
 
 
 def every_resource(synthesized, resource_type: str) -> dict[str, dict]:
     """``{stack/logical id: resource}`` of one type across all stacks."""
-    return {f"{stack}/{k}": v for stack, template in synthesized.templates.items()
-            for k, v in resources(template, resource_type).items()}
+    return {
+        f"{stack}/{k}": v
+        for stack, template in synthesized.templates.items()
+        for k, v in resources(template, resource_type).items()
+    }
 
 
 def key_ref(synthesized) -> dict:
@@ -126,35 +138,53 @@ def refers_to_key(value, logical_id: str) -> bool:
 
 
 def ingress(template: dict, group_prefix: str) -> list[tuple]:
-    """(port, source) of every inbound rule of the security groups whose logical id starts with ``group_prefix``."""
+    """(port, source) of every inbound rule of the security groups whose logical id starts with
+    ``group_prefix``."""
     rules = []
     for logical_id, group in resources(template, "AWS::EC2::SecurityGroup").items():
         if logical_id.startswith(group_prefix):
-            rules += [(r["FromPort"], r["ToPort"], r.get("CidrIp") or r["SourceSecurityGroupId"]["Fn::GetAtt"][0])
-                      for r in group["Properties"].get("SecurityGroupIngress", [])]
+            rules += [
+                (
+                    r["FromPort"],
+                    r["ToPort"],
+                    r.get("CidrIp") or r["SourceSecurityGroupId"]["Fn::GetAtt"][0],
+                )
+                for r in group["Properties"].get("SecurityGroupIngress", [])
+            ]
     for rule in resources(template, "AWS::EC2::SecurityGroupIngress").values():
         if rule["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith(group_prefix):
-            source = rule["Properties"].get("CidrIp") or rule["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0]
+            source = (
+                rule["Properties"].get("CidrIp")
+                or rule["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0]
+            )
             rules.append((rule["Properties"]["FromPort"], rule["Properties"]["ToPort"], source))
     return sorted(rules, key=str)
 
 
 def endpoint_config_instance_types(config: dict) -> list[str]:
-    """Every instance type an EndpointConfig's variants may run: each InstanceType and each instance pool's."""
-    return [t for v in config["Properties"]["ProductionVariants"]
-            for t in [v.get("InstanceType"), *(p["InstanceType"] for p in v.get("InstancePools", []))] if t]
+    """Every instance type an EndpointConfig's variants may run: each InstanceType and each instance
+    pool's."""
+    return [
+        t
+        for v in config["Properties"]["ProductionVariants"]
+        for t in [v.get("InstanceType"), *(p["InstanceType"] for p in v.get("InstancePools", []))]
+        if t
+    ]
 
 
 def check_volume_keys(synthesized, key: str) -> list[str]:
-    """CreateEndpointConfig, KmsKeyId: no EndpointConfig sets KmsKeyId on a local-storage instance type (it would
-    fail), each of those records why for checkov, and every EBS-backed one is under ``key``. Returns the local-storage
-    types seen."""
+    """CreateEndpointConfig, KmsKeyId: no EndpointConfig sets KmsKeyId on a local-storage instance
+    type (it would fail), each of those records why for checkov, and every EBS-backed one is under
+    ``key``. Returns the local-storage types seen."""
     from constructs_lib.facts.instance_types import has_local_storage
 
     seen = []
     for name, config in every_resource(synthesized, "AWS::SageMaker::EndpointConfig").items():
         types = endpoint_config_instance_types(config)
-        assert None not in [has_local_storage(t) for t in types], (name, types)  # the app knows every type it runs
+        assert None not in [has_local_storage(t) for t in types], (
+            name,
+            types,
+        )  # the app knows every type it runs
         local = [t for t in types if has_local_storage(t)]
         if local:
             assert "KmsKeyId" not in config["Properties"], name

@@ -1,7 +1,7 @@
-"""The <prefix>-Artifacts stack's template: the bridge image's repository and its copy, the model bucket and its access
-logs, the exports the endpoint stacks import. Tests that read this stack together with another are in
-test_cross_stack.py; cfn-lint and cdk-nag over each variant in test_lint.py; settings refused before a synth in
-test_settings_app.py."""
+"""The <prefix>-Artifacts stack's template: the bridge image's repository and its copy, the model
+bucket and its access logs, the exports the endpoint stacks import. Tests that read this stack
+together with another are in test_cross_stack.py; cfn-lint and cdk-nag over each variant in
+test_lint.py; settings refused before a synth in test_settings_app.py."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from tests.app.kit import changed, only  # noqa: F401 (fixtures)
+from tests.app.kit import fixture_changed, only  # noqa: F401 (fixtures)
 
-
-# --- cdk.json's settings ----------------------------------------------------------------------------------------------
-# Template assertions on the app synthesized with cdk.json's settings: every property the synth issue names.
+# --- cdk.json's settings -------------------------------------------------------------------------
+# Template assertions on the app synthesized with cdk.json's settings: every property the synth
+# issue names.
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,11 @@ def test_repository_scans_on_push_is_immutable_and_keeps_newest_images(artifacts
     assert props["ImageTagMutability"] == "IMMUTABLE"
     policy = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])
     (rule,) = policy["rules"]
-    assert rule["selection"] == {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10}
+    assert rule["selection"] == {
+        "tagStatus": "any",
+        "countType": "imageCountMoreThan",
+        "countNumber": 10,
+    }
     assert rule["action"] == {"type": "expire"}
     assert repo["DeletionPolicy"] == "Delete"
     assert "RepositoryName" not in props
@@ -46,9 +50,11 @@ def test_repository_scans_on_push_is_immutable_and_keeps_newest_images(artifacts
     assert props["EmptyOnDelete"] is True
 
 
-def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(synthesized, artifacts):
+def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(
+    synthesized, artifacts
+):
     copies = artifacts.find_resources("Custom::CDKECRDeployment")
-    ((logical_id, copy),) = copies.items()
+    ((_logical_id, copy),) = copies.items()
     repo_id = next(iter(artifacts.find_resources("AWS::ECR::Repository")))
     assert repo_id in copy["DependsOn"]
     assert copy["Properties"]["ImageArch"] == "amd64"
@@ -63,17 +69,25 @@ def test_image_is_copied_under_the_asset_hash_and_copy_depends_on_repository(syn
 
 def test_copy_role_can_push_only_to_the_bridge_repository(artifacts):
     (policy,) = [
-        p for p in artifacts.find_resources("AWS::IAM::Policy").values()
-        if any(s.get("Sid") == "PushBridgeImage" for s in p["Properties"]["PolicyDocument"]["Statement"])
+        p
+        for p in artifacts.find_resources("AWS::IAM::Policy").values()
+        if any(
+            s.get("Sid") == "PushBridgeImage"
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        )
     ]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     repo_id = next(iter(artifacts.find_resources("AWS::ECR::Repository")))
     assert by_sid["PushBridgeImage"]["Resource"] == {"Fn::GetAtt": [repo_id, "Arn"]}
     assert "ecr:PutImage" in by_sid["PushBridgeImage"]["Action"]
     assert by_sid["RegistryLogin"] == {
-        "Sid": "RegistryLogin", "Action": "ecr:GetAuthorizationToken", "Effect": "Allow", "Resource": "*",
+        "Sid": "RegistryLogin",
+        "Action": "ecr:GetAuthorizationToken",
+        "Effect": "Allow",
+        "Resource": "*",
     }
-    # The only "*" of the copy role is the registry login; no statement anywhere pushes images with "*".
+    # The only "*" of the copy role is the registry login; no statement anywhere pushes images with
+    # "*".
     assert [s["Sid"] for s in by_sid.values() if s["Resource"] == "*"] == ["RegistryLogin"]
     for statement in statements_of(artifacts):
         if statement["Resource"] == "*":
@@ -86,11 +100,14 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
     log_id = next(k for k in buckets if k != model_id)
     model = buckets[model_id]["Properties"]
     assert model["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
     }
-    assert model["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
-        "SSEAlgorithm": "AES256"
-    }
+    assert model["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
     assert model["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
     assert "BucketName" not in model
     for bucket_id in (model_id, log_id):
@@ -100,13 +117,22 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
             "AWS::S3::BucketPolicy",
             {
                 "Bucket": {"Ref": bucket_id},
-                "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
-                    "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                })])},
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [
+                            Match.object_like(
+                                {
+                                    "Effect": "Deny",
+                                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                }
+                            )
+                        ]
+                    )
+                },
             },
         )
-    # Objects go with the buckets on destroy (retain_data=false); the log bucket is emptied after the model bucket is
-    # deleted (the model bucket's own emptying writes access logs into it).
+    # Objects go with the buckets on destroy (retain_data=false); the log bucket is emptied after
+    # the model bucket is deleted (the model bucket's own emptying writes access logs into it).
     empties = artifacts.find_resources("Custom::S3AutoDeleteObjects")
     assert len(empties) == 2
     buckets = artifacts.find_resources("AWS::S3::Bucket")
@@ -115,14 +141,24 @@ def test_model_bucket_is_private_tls_only_encrypted_logged_and_destroyed(artifac
     assert model_id in log_empty.get("DependsOn", [])
 
 
-# --- Other settings ---------------------------------------------------------------------------------------------------
-# The app under other settings: a prebuilt image, external weights, retained data, a changed instance type, and each
-# endpoint switched off. The variants come from the registry (tests/app/variants.py).
+# --- Other settings -----------------------------------------------------------------------------
+# The app under other settings: a prebuilt image, external weights, retained data, a changed
+# instance type, and each endpoint switched off. The variants come from the registry
+# (tests/app/variants.py).
 
 
 def test_changed_settings_keep_every_export_the_deployed_stacks_import(synthesized, changed):
-    """A prebuilt image, external weights or another revision must not drop or change an export: CloudFormation
-    would refuse to update the Artifacts stack while the deployed Voxtral stack imports it."""
-    before = {o["Export"]["Name"]: o["Value"] for o in synthesized.template("Artifacts")["Outputs"].values() if "Export" in o}
-    after = {o["Export"]["Name"]: o["Value"] for o in changed.template("Artifacts")["Outputs"].values() if "Export" in o}
+    """A prebuilt image, external weights or another revision must not drop or change an export:
+    CloudFormation would refuse to update the Artifacts stack while the deployed Voxtral stack
+    imports it."""
+    before = {
+        o["Export"]["Name"]: o["Value"]
+        for o in synthesized.template("Artifacts")["Outputs"].values()
+        if "Export" in o
+    }
+    after = {
+        o["Export"]["Name"]: o["Value"]
+        for o in changed.template("Artifacts")["Outputs"].values()
+        if "Export" in o
+    }
     assert before == after

@@ -1,19 +1,21 @@
-"""The README and the pages it leads to (``docs/*.md``, ``CONTRIBUTING.md``) work as written from a fresh clone
-(after ``make deps``).
+"""The README and the pages it leads to (``docs/*.md``, ``CONTRIBUTING.md``) work as written from a
+fresh clone (after ``make deps``).
 
 Convention for their shell blocks (```` ```sh ```` or ```` ```bash ````):
 
-- A block preceded by the line ``<!-- readme-shell: offline -->`` needs no AWS account, credentials or Docker: this
-  test runs each of its command lines from the repository root, as written, and expects exit code 0. Lines of
-  :data:`NOT_RUN` are left out, with the reason given there.
-- Every other shell block needs AWS (or a running ``make local``) and is only syntax-checked with ``bash -n``, after
-  replacing ``<placeholders>`` (``<bucket>``, ``<40-character commit>``) with a word, since a reader types them.
+- A block preceded by the line ``<!-- readme-shell: offline -->`` needs no AWS account, credentials
+  or Docker: this test runs each of its command lines from the repository root, as written, and
+  expects exit code 0. Lines of :data:`NOT_RUN` are left out, with the reason given there.
+- Every other shell block needs AWS (or a running ``make local``) and is only syntax-checked with
+  ``bash -n``, after replacing ``<placeholders>`` (``<bucket>``, ``<40-character commit>``) with a
+  word, since a reader types them.
 
-Also checked, on every page: lines of at most 120 characters, links that resolve (files, and headings of the page
-or of the page linked to), every repository path a page names exists, every ``make <target>`` a page names exists in
-the Makefile and in ``make help``, every Python block compiles and is run by the test named in
-:data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's ``--help`` has a description. The README is a front page:
-under :data:`FRONT_PAGE_LINES` lines, with a table that leads to every page.
+Also checked, on every page: lines of at most 120 characters, links that resolve (files, and
+headings of the page or of the page linked to), every repository path a page names exists, every
+``make <target>`` a page names exists in the Makefile and in ``make help``, every Python block
+compiles and is run by the test named in :data:`PYTHON_RUNNERS`; and every ``voicectl`` subcommand's
+``--help`` has a description. The README is a front page: under :data:`FRONT_PAGE_LINES` lines, with
+a table that leads to every page.
 """
 
 from __future__ import annotations
@@ -31,25 +33,32 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 #: The READMEs of the packages, whose shell blocks and make targets are checked too.
 READMES = [*PAGES, ROOT / "voicectl" / "README.md", ROOT / "container" / "README.md"]
-#: The construct library's READMEs (its index and one per family, with the props tables): their links, the paths
-#: they name and their line lengths are checked like the pages'.
+#: The construct library's READMEs (its index and one per family, with the props tables): their
+#: links, the paths they name and their line lengths are checked like the pages'.
 LIBRARY_READMES = sorted((ROOT / "constructs_lib").glob("**/README.md"))
 MAX_LINE = 120
-#: The README stays a front page: what it is, the picture, the quick start, the deploy path, where to go next.
+#: The README stays a front page: what it is, the picture, the quick start, the deploy path, where
+#: to go next.
 FRONT_PAGE_LINES = 400
 
 #: Page -> heading of the section whose Python blocks a test runs, and that test.
 PYTHON_RUNNERS = {
-    "docs/clients.md": ("Call the endpoints from your own code", "tests/e2e/local/test_local_readme_examples.py"),
+    "docs/clients.md": (
+        "Call the endpoints from your own code",
+        "tests/e2e/local/test_local_readme_examples.py",
+    ),
     "docs/frameworks.md": ("Example bots", "tests/e2e/local/test_local_frameworks_docs.py"),
-    "docs/constructs.md": ("Use the constructs in your own CDK app",
-                           "tests/e2e/constructs/test_constructs_docs_example.py"),
+    "docs/constructs.md": (
+        "Use the constructs in your own CDK app",
+        "tests/e2e/constructs/test_constructs_docs_example.py",
+    ),
 }
 
 #: Command lines of offline blocks that the test does not run, and why.
 NOT_RUN = {
     "make test": "the test suite itself (this test is part of it)",
-    "make local": "runs until Ctrl-C; tests/e2e/local/test_local_make_local.py runs it and the commands it prints",
+    "make local": "runs until Ctrl-C; tests/e2e/local/test_local_make_local.py runs it and the "
+    "commands it prints",
 }
 
 OFFLINE_MARK = "<!-- readme-shell: offline -->"
@@ -59,8 +68,10 @@ def shell_blocks(text: str) -> list[tuple[int, bool, str]]:
     """``(line number, offline, body)`` of every ```sh / ```bash block in ``text``."""
     blocks = []
     for match in re.finditer(r"^```(?:sh|bash)\n(.*?)^```$", text, flags=re.S | re.M):
-        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        blocks.append((text[:match.start()].count("\n") + 1, before.strip() == OFFLINE_MARK, match.group(1)))
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        blocks.append(
+            (text[: match.start()].count("\n") + 1, before.strip() == OFFLINE_MARK, match.group(1))
+        )
     return blocks
 
 
@@ -89,24 +100,32 @@ def page_text(name: str) -> str:
 
 @pytest.mark.parametrize("page", [*PAGES, *LIBRARY_READMES], ids=page_id)
 def test_every_line_is_at_most_120_characters(page):
-    long = [(number, len(line)) for number, line in enumerate(page.read_text().splitlines(), 1) if len(line) > MAX_LINE]
+    long = [
+        (number, len(line))
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if len(line) > MAX_LINE
+    ]
     assert long == [], f"{page_id(page)} lines over {MAX_LINE} characters (line, length): {long}"
 
 
 def _anchor(title: str) -> str:
-    """GitHub's heading anchor: lower case, punctuation other than '-' and '_' dropped, spaces to '-'."""
+    """GitHub's heading anchor: lower case, punctuation other than '-' and '_' dropped, spaces to
+    '-'."""
     return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
 
 
 def headings(text: str) -> list[tuple[int, str, str]]:
-    """``(level, title, anchor)`` of the headings outside code blocks, anchors made unique as GitHub does."""
+    """``(level, title, anchor)`` of the headings outside code blocks, anchors made unique as GitHub
+    does."""
     found, seen = [], {}
     prose = re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
     for match in re.finditer(r"^(#{1,6}) (.+)$", prose, flags=re.M):
         anchor = _anchor(match.group(2))
         count = seen.get(anchor, 0)
         seen[anchor] = count + 1
-        found.append((len(match.group(1)), match.group(2), f"{anchor}-{count}" if count else anchor))
+        found.append(
+            (len(match.group(1)), match.group(2), f"{anchor}-{count}" if count else anchor)
+        )
     return found
 
 
@@ -124,24 +143,44 @@ def test_every_link_resolves_to_a_file_and_a_heading(page):
             continue  # https:, mailto:: not fetched here
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if not file.exists() or not file.is_relative_to(ROOT):
-            broken.append(target)
-        elif anchor and anchor not in {a for _, _, a in headings(file.read_text())}:
+        if (
+            not file.exists()
+            or not file.is_relative_to(ROOT)
+            or (anchor and anchor not in {a for _, _, a in headings(file.read_text())})
+        ):
             broken.append(target)
     assert broken == [], f"{page_id(page)}: links to files or sections that do not exist"
 
 
-#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``, ``tests/e2e/local/``).
-TOP_LEVEL = ("app.py", "cdk.json", "config/", "stacks/", "constructs_lib/", "contracts/",
-             "container/", "voicectl/", "tests/", "bench/", "docs/", ".ci/")
+#: Where a repository path named in a page begins (``constructs_lib/facts/capacity.py``,
+#: ``tests/e2e/local/``).
+TOP_LEVEL = (
+    "app.py",
+    "cdk.json",
+    "config/",
+    "stacks/",
+    "constructs_lib/",
+    "contracts/",
+    "container/",
+    "voicectl/",
+    "tests/",
+    "bench/",
+    "docs/",
+    ".ci/",
+)
 
 
 @pytest.mark.parametrize("page", [*PAGES, *LIBRARY_READMES], ids=page_id)
 def test_every_repository_path_a_page_names_exists(page):
     """A file moved or renamed leaves the pages that name it wrong: this names them."""
-    named = {path for path in re.findall(r"`([^`\s<>*]+)`", page.read_text())
-             if path.startswith(TOP_LEVEL) and ("/" in path or path.endswith(".py"))}
-    assert {path for path in named if not (ROOT / path.split(":")[0]).exists()} == set()  # path:name
+    named = {
+        path
+        for path in re.findall(r"`([^`\s<>*]+)`", page.read_text())
+        if path.startswith(TOP_LEVEL) and ("/" in path or path.endswith(".py"))
+    }
+    assert {
+        path for path in named if not (ROOT / path.split(":")[0]).exists()
+    } == set()  # path:name
 
 
 @pytest.mark.parametrize("page", PAGES[1:], ids=page_id)
@@ -158,7 +197,11 @@ def test_each_page_has_one_title_and_a_contents_list_if_it_has_one(page):
 def test_the_readme_is_a_front_page_that_leads_to_every_page():
     text = readme_text()
     assert len(text.splitlines()) < FRONT_PAGE_LINES
-    assert [title for level, title, _ in headings(text) if level == 2] == ["Quick start", "Deploy", "Where to go next"]
+    assert [title for level, title, _ in headings(text) if level == 2] == [
+        "Quick start",
+        "Deploy",
+        "Where to go next",
+    ]
     table = text.split("## Where to go next\n", 1)[1]
     listed = re.findall(r"^\| \[[^]]+\]\(([^)#]+)\) \| .+ \|$", table, flags=re.M)
     assert sorted(listed) == sorted({page_id(page) for page in READMES[1:]})
@@ -168,18 +211,33 @@ def test_the_deploy_path_is_one_numbered_list_of_steps_and_the_runbook_is_gone()
     deploy = page_text("docs/deploy.md")
     steps = re.findall(r"^## (\d+)\. ", deploy, flags=re.M)
     assert steps == [str(n) for n in range(1, len(steps) + 1)] and len(steps) >= 10
-    for needed in ("aws secretsmanager create-secret", "make bootstrap", "make deploy", "voxtral.image_uri",
-                   "voxtral.hf_token_secret_arn", "voicectl transcribe", "voicectl speak", "make destroy",
-                   "voicectl cost", "prodview-", "Idle endpoints bill every hour"):
+    for needed in (
+        "aws secretsmanager create-secret",
+        "make bootstrap",
+        "make deploy",
+        "voxtral.image_uri",
+        "voxtral.hf_token_secret_arn",
+        "voicectl transcribe",
+        "voicectl speak",
+        "make destroy",
+        "voicectl cost",
+        "prodview-",
+        "Idle endpoints bill every hour",
+    ):
         assert needed in deploy, needed
     # The front page gives the same path in short, each step a link to its section.
     readme_deploy = readme_text().split("## Deploy\n", 1)[1].split("\n## ", 1)[0]
-    assert "Idle endpoints bill every hour" in readme_deploy and "make local-lifecycle" in readme_deploy
+    assert (
+        "Idle endpoints bill every hour" in readme_deploy
+        and "make local-lifecycle" in readme_deploy
+    )
     steps_linked = re.findall(r"\(docs/deploy\.md#(\d+)-", readme_deploy)
     assert steps_linked == [str(n) for n in range(1, len(steps) + 1)]
     for page in PAGES:
         text = page.read_text()
-        assert "Runbook" not in text and "## Deploying to AWS" not in text and "to fill in" not in text, page.name
+        assert (
+            "Runbook" not in text and "## Deploying to AWS" not in text and "to fill in" not in text
+        ), page.name
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
@@ -194,7 +252,9 @@ def test_every_python_block_compiles_and_is_run_by_a_test(page):
     heading, runner = PYTHON_RUNNERS[page_id(page)]
     assert f"# {heading}\n" in text and heading in (ROOT / runner).read_text()
     section = text.split(f"# {heading}\n", 1)[1].split("\n## ", 1)[0]
-    assert blocks and all(block in section for block in blocks), "a Python block outside the section the test runs"
+    assert blocks and all(block in section for block in blocks), (
+        "a Python block outside the section the test runs"
+    )
 
 
 @pytest.mark.parametrize("readme", READMES, ids=page_id)
@@ -213,37 +273,69 @@ def offline_commands() -> list[tuple[str, str]]:
     for page in PAGES:
         for line, offline, body in shell_blocks(page.read_text()):
             if offline:
-                commands += [(f"{page_id(page)}:{line}", command) for command in command_lines(body)
-                             if command not in NOT_RUN]
+                commands += [
+                    (f"{page_id(page)}:{line}", command)
+                    for command in command_lines(body)
+                    if command not in NOT_RUN
+                ]
     return commands
 
 
 def test_the_offline_blocks_are_marked_and_not_empty():
     commands = [command for _, command in offline_commands()]
-    assert {"make synth", "make help", ".venv/bin/voicectl --help", ".venv/bin/voicectl capacity"} <= set(commands)
-    skipped = [command for page in PAGES for line, offline, body in shell_blocks(page.read_text()) if offline
-               for command in command_lines(body) if command in NOT_RUN]
+    assert {
+        "make synth",
+        "make help",
+        ".venv/bin/voicectl --help",
+        ".venv/bin/voicectl capacity",
+    } <= set(commands)
+    skipped = [
+        command
+        for page in PAGES
+        for line, offline, body in shell_blocks(page.read_text())
+        if offline
+        for command in command_lines(body)
+        if command in NOT_RUN
+    ]
     assert sorted(skipped) == sorted(NOT_RUN)  # a reason for each, and each still in a page
 
 
-#: Offline commands that run the CDK CLI end to end (node, a Python of their own, a whole synth: about 11 s of CPU):
-#: the e2e tier runs them (make test), make test-fast leaves them out.
+#: Offline commands that run the CDK CLI end to end (node, a Python of their own, a whole synth:
+#: about 11 s of CPU): the e2e tier runs them (make test), make test-fast leaves them out.
 END_TO_END_COMMANDS = {"make synth"}
 
 
-@pytest.mark.parametrize("line,command", [
-    pytest.param(line, command, marks=[pytest.mark.e2e] if command in END_TO_END_COMMANDS else [])
-    for line, command in offline_commands()], ids=lambda value: str(value))
+@pytest.mark.parametrize(
+    "line,command",
+    [
+        pytest.param(
+            line, command, marks=[pytest.mark.e2e] if command in END_TO_END_COMMANDS else []
+        )
+        for line, command in offline_commands()
+    ],
+    ids=lambda value: str(value),
+)
 def test_offline_commands_run_as_written(line, command):
-    done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, f"{line}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
 
 
 def test_the_capacity_report_in_the_docs_is_what_the_command_prints():
     text = page_text("docs/capacity-and-cost.md")
-    shown = text.split(".venv/bin/voicectl capacity ", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
-    printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
+    shown = (
+        text.split(".venv/bin/voicectl capacity ", 1)[1]
+        .split("```\n\n```\n", 1)[1]
+        .split("```", 1)[0]
+    )
+    printed = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "voicectl"), "capacity"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert shown == printed
 
 
@@ -251,21 +343,42 @@ def test_the_capacity_comparison_in_the_docs_is_what_the_command_prints():
     """The docs' table of instance types is the command's output for the defaults, offline: the
     dated price table's figures, and the line saying they are."""
     text = page_text("docs/capacity-and-cost.md")
-    shown = text.split(".venv/bin/voicectl capacity --compare ", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
-    printed = subprocess.run([str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
+    shown = (
+        text.split(".venv/bin/voicectl capacity --compare ", 1)[1]
+        .split("```\n\n```\n", 1)[1]
+        .split("```", 1)[0]
+    )
+    printed = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "voicectl"), "capacity", "--compare"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert shown == printed
-    assert "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, recorded\n" in shown
+    assert (
+        "the price table shipped with voicectl (voicectl/operations/price_table.py), us-east-1, "
+        "recorded\n"
+    ) in shown
     # The prose quotes the table: the default's and the production pick's cost per live stream-hour.
     assert "sagemaker ml.g6.xlarge    L4            4 (1-8)          compute" in shown
     assert "(USD 0.10 against 0.25 in the table)" in text
-    rows = {line.split()[1]: line.split() for line in shown.splitlines() if line.startswith("sagemaker ")}
+    rows = {
+        line.split()[1]: line.split()
+        for line in shown.splitlines()
+        if line.startswith("sagemaker ")
+    }
     assert (rows["ml.g6e.xlarge"][-2], rows["ml.g6.xlarge"][-2]) == ("0.1011", "0.2515")
 
 
 def make_help() -> str:
-    return subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["make", "--no-print-directory", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_every_make_target_the_pages_name_is_in_make_help_and_the_makefile():
@@ -295,22 +408,36 @@ def test_every_voicectl_subcommand_has_a_description():
                     yield from walk(sub, f"{path} {name}")
 
     found = list(walk(parser, "voicectl"))
-    assert {"voicectl transcribe", "voicectl speak", "voicectl preflight", "voicectl verify", "voicectl cost"} <= \
-        {name for name, _, _ in found}
-    missing = [name for name, sub, help_line in found if not (sub.description or "").strip() or not help_line]
+    assert {
+        "voicectl transcribe",
+        "voicectl speak",
+        "voicectl preflight",
+        "voicectl verify",
+        "voicectl cost",
+    } <= {name for name, _, _ in found}
+    missing = [
+        name
+        for name, sub, help_line in found
+        if not (sub.description or "").strip() or not help_line
+    ]
     assert missing == [], "subcommands without a description (--help) or a one-line help (the list)"
 
 
 def test_the_instance_pool_examples_load_over_the_defaults():
-    """A reader pastes `-c voxtral.instance_pools=...` alone: the first pool must be the default instance type
-    (the settings refuse pools that do not start with it)."""
+    """A reader pastes `-c voxtral.instance_pools=...` alone: the first pool must be the default
+    instance type (the settings refuse pools that do not start with it)."""
     import json
 
     from config.settings import load_settings
 
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    examples = [example for page in PAGES
-                for example in re.findall(r"`-c ((?:voxtral|sonic)\.instance_pools)=([^` ]+)`", page.read_text())]
+    examples = [
+        example
+        for page in PAGES
+        for example in re.findall(
+            r"`-c ((?:voxtral|sonic)\.instance_pools)=([^` ]+)`", page.read_text()
+        )
+    ]
     assert examples
     for key, value in examples:
         load_settings({**context, key: value})  # raises SettingsError naming the problem

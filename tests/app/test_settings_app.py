@@ -1,6 +1,6 @@
-"""app.py with settings it refuses, run as the CDK CLI runs it: one clear message per problem before anything is
-built. load_settings' own refusals and derived values: tests/unit/config/test_settings.py; what a setting does to a
-template: its stack's file."""
+"""app.py with settings it refuses, run as the CDK CLI runs it: one clear message per problem before
+anything is built. load_settings' own refusals and derived values:
+tests/unit/config/test_settings.py; what a setting does to a template: its stack's file."""
 
 from __future__ import annotations
 
@@ -11,27 +11,34 @@ import sys
 
 from tests.conftest import ROOT, cdk_json_context
 
-
-# --- app.py -----------------------------------------------------------------------------------------------------------
-# app.py with settings it refuses: ``cdk synth`` (the app run as the CDK CLI runs it, a subprocess of the whole app)
-# exits with the settings' messages before building anything, and no traceback.
+# --- app.py --------------------------------------------------------------------------------------
+# app.py with settings it refuses: ``cdk synth`` (the app run as the CDK CLI runs it, a subprocess
+# of the whole app) exits with the settings' messages before building anything, and no traceback.
 
 
 def run_app(context_json: str, outdir) -> subprocess.CompletedProcess:
     """Run app.py as the CDK CLI does, with the context in CDK_CONTEXT_JSON."""
     env = {**os.environ, "CDK_CONTEXT_JSON": context_json, "CDK_OUTDIR": str(outdir)}
-    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_app_exits_with_one_clear_message_and_no_traceback(tmp_path):
-    result = run_app(json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path)
+    result = run_app(
+        json.dumps({**cdk_json_context(), "voxtral.instance_type": "ml.g6.huge"}), tmp_path
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "jsii" not in result.stderr
-    assert "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type" in result.stderr
+    assert (
+        "voxtral.instance_type='ml.g6.huge': not a SageMaker real-time instance type"
+        in result.stderr
+    )
 
 
 def test_app_exits_with_the_message_before_building_anything(tmp_path):
-    """cdk synth (app.py) fails with the settings' message for an instance type without an NVIDIA GPU."""
+    """cdk synth (app.py) fails with the settings' message for an instance type without an NVIDIA
+    GPU."""
     context = {"voxtral.target": "ecs", "ecs.instance_type": "m5.large", "ecs.min_tasks": 5}
     result = run_app(json.dumps(context), tmp_path)
     assert result.returncode == 1

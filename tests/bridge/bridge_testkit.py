@@ -1,4 +1,5 @@
-"""Helpers of the bridge tests: start a bridge in front of a fake vLLM, connect clients, build events."""
+"""Helpers of the bridge tests: start a bridge in front of a fake vLLM, connect clients, build
+events."""
 
 from __future__ import annotations
 
@@ -27,12 +28,20 @@ PCM_CHUNK = bytes(range(256)) * 16
 
 @contextlib.asynccontextmanager
 async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Bridge]:
-    """A bridge on 127.0.0.1 (a free port) in front of vLLM at `vllm_port`; settings overridable by name.
+    """A bridge on 127.0.0.1 (a free port) in front of vLLM at `vllm_port`; settings overridable by
+    name.
 
     The health cache is filled once before yielding, so `/ping` reflects vLLM at once.
     """
-    settings = BridgeEnvironment.defaults(**{"host": "127.0.0.1", "port": 0, "vllm_port": vllm_port,
-                                              "metrics_interval_s": 3600, **overrides})
+    settings = BridgeEnvironment.defaults(
+        **{
+            "host": "127.0.0.1",
+            "port": 0,
+            "vllm_port": vllm_port,
+            "metrics_interval_s": 3600,
+            **overrides,
+        }
+    )
     bridge = await Bridge(settings).start()
     try:
         await bridge.health.probe_once()
@@ -43,16 +52,17 @@ async def running_bridge(vllm_port: int, **overrides: Any) -> AsyncIterator[Brid
         await bridge.shutdown(drain_s=0)
 
 
-#: Raw clients opened on each running bridge, hung up by ``running_bridge`` before it shuts the bridge down: a raw
-#: client answers nothing by itself, so the bridge closing it would wait out websockets' close_timeout for a closing
-#: handshake that never comes (2 s added to every test that left one connected, asserting nothing).
+#: Raw clients opened on each running bridge, hung up by ``running_bridge`` before it shuts the
+#: bridge down: a raw client answers nothing by itself, so the bridge closing it would wait out
+#: websockets' close_timeout for a closing handshake that never comes (2 s added to every test that
+#: left one connected, asserting nothing).
 _RAW_CLIENTS: dict[Bridge, list[RawClient]] = {}
 
 
 @contextlib.asynccontextmanager
 async def handshake_never_answered() -> AsyncIterator[tuple[int, asyncio.Event]]:
-    """A "vLLM" on 127.0.0.1 that accepts TCP but never answers the WebSocket handshake; yields (its port, an event
-    set once the bridge gave the connection up)."""
+    """A "vLLM" on 127.0.0.1 that accepts TCP but never answers the WebSocket handshake; yields (its
+    port, an event set once the bridge gave the connection up)."""
     given_up = asyncio.Event()
 
     async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -67,18 +77,23 @@ async def handshake_never_answered() -> AsyncIterator[tuple[int, asyncio.Event]]
         server.close()
 
 
-#: How long a test waits for an answer before it calls the bridge stuck, seconds: a liveness bound, not a latency
-#: target (latency targets, such as `/ping` under 100 ms while held, are figures printed by bench/bridge_bench.py).
+#: How long a test waits for an answer before it calls the bridge stuck, seconds: a liveness bound,
+#: not a latency target (latency targets, such as `/ping` under 100 ms while held, are figures
+#: printed by bench/bridge_bench.py).
 LIVENESS_S = 10.0
-#: A fallback timer of the bridge set this long in a test (an override of running_bridge, or a monkeypatched module
-#: constant), seconds: past any liveness wait, so that what a wait of LIVENESS_S sees cannot have come from that timer
-#: (e.g. the open timeout ending a stream a test expects the client's leaving to end).
+#: A fallback timer of the bridge set this long in a test (an override of running_bridge, or a
+#: monkeypatched module constant), seconds: past any liveness wait, so that what a wait of
+#: LIVENESS_S sees cannot have come from that timer (e.g. the open timeout ending a stream a test
+#: expects the client's leaving to end).
 BEYOND_LIVENESS_S = 3 * LIVENESS_S
 
 
 async def open_stream(bridge: Bridge) -> ClientConnection:
-    """Connect a client to the bridge's stream path (compression off, as SageMaker's side has no deflate)."""
-    return await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=LIVENESS_S)
+    """Connect a client to the bridge's stream path (compression off, as SageMaker's side has no
+    deflate)."""
+    return await connect(
+        f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", compression=None, open_timeout=LIVENESS_S
+    )
 
 
 async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[str, Any]:
@@ -88,14 +103,19 @@ async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[
         return json.loads(await ws.recv())
 
 
-async def started_stream(bridge: Bridge, vllm: FakeVllm, index: int = 0) -> tuple[ClientConnection, Any]:
-    """A client stream past `session.created`, with `session.update` sent and a commit; returns (client, FakeSession)."""
+async def started_stream(
+    bridge: Bridge, vllm: FakeVllm, index: int = 0
+) -> tuple[ClientConnection, Any]:
+    """A client stream past `session.created`, with `session.update` sent and a commit; returns
+    (client, FakeSession)."""
     ws = await open_stream(bridge)
     created = await recv_event(ws)
     assert created["type"] == "session.created"
     await ws.send(event("session.update", model=vllm.model))
     await ws.send(event("input_audio_buffer.commit"))
-    session = await vllm.wait_for_session(index)  # the fake's waits default to a liveness bound (WAIT_S)
+    session = await vllm.wait_for_session(
+        index
+    )  # the fake's waits default to a liveness bound (WAIT_S)
     await session.wait_for_event("input_audio_buffer.commit")
     return ws, session
 
@@ -123,8 +143,11 @@ async def closed_within(ws: ClientConnection, timeout: float) -> tuple[int | Non
     return ws.close_code, ws.close_reason
 
 
-async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) -> tuple[bytes, bytes]:
-    """Write raw `request` bytes on a new connection, read until the bridge closes it; return (head, body)."""
+async def http_exchange(
+    bridge: Bridge, request: bytes, timeout: float = 2.0
+) -> tuple[bytes, bytes]:
+    """Write raw `request` bytes on a new connection, read until the bridge closes it; return (head,
+    body)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
     try:
         writer.write(request)
@@ -135,15 +158,20 @@ async def http_exchange(bridge: Bridge, request: bytes, timeout: float = 2.0) ->
     return head, body
 
 
-async def ping_during(bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5) -> list[float]:
-    """Ask `/ping` every 50 ms while `attack` runs (and for at least `at_least_s`); return the latencies, seconds.
+async def ping_during(
+    bridge: Bridge, attack: Awaitable[Any], at_least_s: float = 0.5
+) -> list[float]:
+    """Ask `/ping` every 50 ms while `attack` runs (and for at least `at_least_s`); return the
+    latencies, seconds.
 
-    What a test asserts from this holds at any machine speed: every `/ping` asked during the attack was answered 200
-    (the event loop was never starved, nor the health state flipped). The latencies are returned for a caller to
-    print; their target lives in bench/bridge_bench.py (`/ping while held`), not in a timed assertion.
+    What a test asserts from this holds at any machine speed: every `/ping` asked during the attack
+    was answered 200 (the event loop was never starved, nor the health state flipped). The latencies
+    are returned for a caller to print; their target lives in bench/bridge_bench.py (`/ping while
+    held`), not in a timed assertion.
 
     Raises:
-        AssertionError: an answer was not 200 (TimeoutError from `http_get` when none came within `LIVENESS_S`).
+        AssertionError: an answer was not 200 (TimeoutError from `http_get` when none came within
+            `LIVENESS_S`).
     """
     task = asyncio.ensure_future(attack)
     latencies: list[float] = []
@@ -169,16 +197,21 @@ def frame(opcode: Opcode, payload: bytes = b"", fin: bool = True) -> bytes:
 
 
 class RawClient:
-    """A WebSocket client that writes raw frames (the handshake through websockets' `ClientProtocol`) and
-    parses what the bridge sends with the same protocol object."""
+    """A WebSocket client that writes raw frames (the handshake through websockets'
+    `ClientProtocol`) and parses what the bridge sends with the same protocol object."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: ClientProtocol) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, protocol: ClientProtocol
+    ) -> None:
         self.reader, self.writer, self.protocol = reader, writer, protocol
         self.frames: list[Frame] = []
 
     @classmethod
-    async def open(cls, bridge: Bridge, path: str = STREAM_PATH, extra_headers: dict[str, str] | None = None) -> RawClient:
-        """Connect and complete the handshake; raises AssertionError unless the bridge answers 101."""
+    async def open(
+        cls, bridge: Bridge, path: str = STREAM_PATH, extra_headers: dict[str, str] | None = None
+    ) -> RawClient:
+        """Connect and complete the handshake; raises AssertionError unless the bridge answers
+        101."""
         protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{bridge.port}{path}"))
         request = protocol.connect()
         for name, value in (extra_headers or {}).items():
@@ -223,7 +256,9 @@ class RawClient:
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON events received so far (text frames)."""
-        return [json.loads(received.data) for received in self.frames if received.opcode is Opcode.TEXT]
+        return [
+            json.loads(received.data) for received in self.frames if received.opcode is Opcode.TEXT
+        ]
 
     async def read_for(self, seconds: float) -> None:
         """Read what the bridge sends for `seconds` (or until it closes)."""
@@ -237,8 +272,8 @@ class RawClient:
 
 
 def bounded_runner(timeout_s: float) -> Callable[[Coroutine[Any, Any, Any]], Any]:
-    """A function that runs a coroutine to completion on a new event loop, bounded by ``timeout_s`` seconds (a
-    liveness bound: the ``run`` fixture of tests/bridge and tests/vllm)."""
+    """A function that runs a coroutine to completion on a new event loop, bounded by ``timeout_s``
+    seconds (a liveness bound: the ``run`` fixture of tests/bridge and tests/vllm)."""
 
     def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
         async def bounded() -> Any:

@@ -1,4 +1,5 @@
-"""Fixtures of the bridge tests: run a scenario on a fresh event loop; fail a test that logged an ERROR."""
+"""Fixtures of the bridge tests: run a scenario on a fresh event loop; fail a test that logged an
+ERROR."""
 
 from __future__ import annotations
 
@@ -27,18 +28,22 @@ def no_error_logs(caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.INFO)
     yield
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
-    assert not bad, "unexpected ERROR/traceback log lines: " + "; ".join(f"{r.name}: {r.getMessage()}" for r in bad)
+    assert not bad, "unexpected ERROR/traceback log lines: " + "; ".join(
+        f"{r.name}: {r.getMessage()}" for r in bad
+    )
 
 
 @pytest.fixture
 def answer_drop_beyond_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bridge's drop of a connection ANSWERED_LINGER_S (2 s) after a plain-HTTP answer, set past any liveness
-    wait: a read of the answer then ends only because the bridge half-closed after answering, as it must."""
+    """The bridge's drop of a connection ANSWERED_LINGER_S (2 s) after a plain-HTTP answer, set past
+    any liveness wait: a read of the answer then ends only because the bridge half-closed after
+    answering, as it must."""
     monkeypatch.setattr(legs, "ANSWERED_LINGER_S", BEYOND_LIVENESS_S)
 
 
 @pytest.fixture
 def open_timeout_beyond_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bridge's UPSTREAM_OPEN_TIMEOUT_S (5 s), which ends a connect to vLLM (1011, upstream_unavailable), set past
-    any liveness wait: what a test then sees within the wait came from what it did (a refusal, the client leaving)."""
+    """The bridge's UPSTREAM_OPEN_TIMEOUT_S (5 s), which ends a connect to vLLM (1011,
+    upstream_unavailable), set past any liveness wait: what a test then sees within the wait came
+    from what it did (a refusal, the client leaving)."""
     monkeypatch.setattr(server, "UPSTREAM_OPEN_TIMEOUT_S", BEYOND_LIVENESS_S)

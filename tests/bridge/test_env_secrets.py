@@ -1,5 +1,6 @@
-"""container/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the re-exec and the
-environment of the processes it starts, end to end: test_entrypoint.py and test_main.py)."""
+"""container/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the
+re-exec and the environment of the processes it starts, end to end: test_entrypoint.py and
+test_main.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import pytest
 from bridge import env_secrets
 from bridge.env_secrets import SecretsError, secrets_in, secrets_pipe, take_secrets, without_secrets
 
-ENV = {"BRIDGE_TOKEN": "t0ken", "AWS_SECRET_ACCESS_KEY": "s", "PATH": "/bin", "BRIDGE_SECRETS_FD": "9"}
+ENV = {
+    "BRIDGE_TOKEN": "t0ken",
+    "AWS_SECRET_ACCESS_KEY": "s",
+    "PATH": "/bin",
+    "BRIDGE_SECRETS_FD": "9",
+}
 
 
 def test_secrets_are_told_from_the_rest_of_the_environment():
@@ -29,11 +35,14 @@ def test_the_pipe_is_read_once_and_only_known_secrets_are_taken():
     assert take_secrets({}) == {}
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"[1]", "the pipe does not hold a JSON object of strings"),
-    (b'{"BRIDGE_TOKEN": 1}', "the pipe does not hold a JSON object of strings"),
-    (b"not json", "the pipe does not hold a JSON object of strings"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"[1]", "the pipe does not hold a JSON object of strings"),
+        (b'{"BRIDGE_TOKEN": 1}', "the pipe does not hold a JSON object of strings"),
+        (b"not json", "the pipe does not hold a JSON object of strings"),
+    ],
+)
 def test_a_pipe_of_anything_else_is_refused(content, message):
     read_fd, write_fd = os.pipe()
     os.write(write_fd, content)
@@ -43,12 +52,16 @@ def test_a_pipe_of_anything_else_is_refused(content, message):
 
 
 def test_a_variable_that_names_no_pipe_is_refused_with_its_value():
-    with pytest.raises(SecretsError, match=r"BRIDGE_SECRETS_FD='x' is not a file descriptor number"):
+    with pytest.raises(
+        SecretsError, match=r"BRIDGE_SECRETS_FD='x' is not a file descriptor number"
+    ):
         take_secrets({"BRIDGE_SECRETS_FD": "x"})
     read_fd, write_fd = os.pipe()
     os.close(read_fd)
     os.close(write_fd)
-    with pytest.raises(SecretsError, match=rf"BRIDGE_SECRETS_FD={read_fd}: cannot read the secrets pipe"):
+    with pytest.raises(
+        SecretsError, match=rf"BRIDGE_SECRETS_FD={read_fd}: cannot read the secrets pipe"
+    ):
         take_secrets({"BRIDGE_SECRETS_FD": str(read_fd)})
 
 

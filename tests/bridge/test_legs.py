@@ -1,14 +1,17 @@
-"""What a hostile client tried against the bridge (a review on loopback), one test per case, each a whole kind.
+"""What a hostile client tried against the bridge (a review on loopback), one test per case, each a
+whole kind.
 
-Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and `/ping`
-must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not an assertion:
-bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms, container/README.md).
+Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and
+`/ping` must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not
+an assertion: bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms,
+container/README.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 import types
@@ -18,7 +21,14 @@ from websockets.frames import Opcode
 
 import bridge.protocol
 from bridge import legs
-from bridge.legs import FRAME_BUDGET, HOLD_BYTES, MAX_CONTROL_FRAMES_PER_S, MAX_FRAGMENTS, SMALL_FEED_BYTES, ClientLeg
+from bridge.legs import (
+    FRAME_BUDGET,
+    HOLD_BYTES,
+    MAX_CONTROL_FRAMES_PER_S,
+    MAX_FRAGMENTS,
+    SMALL_FEED_BYTES,
+    ClientLeg,
+)
 from bridge.protocol import MAX_OTHER_EVENT_BYTES
 from tests.bridge.bridge_testkit import (
     BEYOND_LIVENESS_S,
@@ -43,8 +53,8 @@ SMALLEST_FRAME_BYTES = 6
 
 
 def spy_on_bridge_json(monkeypatch) -> list[int]:
-    """Record the size of every text the bridge's protocol module parses with json.loads (the fake vLLM,
-    in the same process, parses with its own import)."""
+    """Record the size of every text the bridge's protocol module parses with json.loads (the fake
+    vLLM, in the same process, parses with its own import)."""
     sizes: list[int] = []
 
     def loads(text, *args, **kwargs):
@@ -57,8 +67,9 @@ def spy_on_bridge_json(monkeypatch) -> list[int]:
 
 
 async def flood(client: RawClient, unit: bytes, count: int) -> None:
-    """Write `unit` (one or more frames) `count` times, in blocks of about 64 KiB as the socket drains: the
-    attacker sends without pause, yet its own work stays small, as the test's event loop is the bridge's."""
+    """Write `unit` (one or more frames) `count` times, in blocks of about 64 KiB as the socket
+    drains: the attacker sends without pause, yet its own work stays small, as the test's event loop
+    is the bridge's."""
     block = unit * max(1, 64 * 1024 // len(unit))
     per_block = len(block) // len(unit)
     transport = client.writer.transport
@@ -72,42 +83,51 @@ async def flood(client: RawClient, unit: bytes, count: int) -> None:
 
 
 async def push_frames(client: RawClient, payload: bytes, count: int) -> None:
-    """Write `count` copies of one pre-serialised frame, 64 KiB at a time as the socket drains, so that the
-    attacker's own work stays small: the test's event loop is also the bridge's."""
+    """Write `count` copies of one pre-serialised frame, 64 KiB at a time as the socket drains, so
+    that the attacker's own work stays small: the test's event loop is also the bridge's."""
     view = memoryview(payload)
     transport = client.writer.transport
     for _ in range(count):
         for offset in range(0, len(view), 64 * 1024):
             while transport.get_write_buffer_size() > 64 * 1024:
                 await asyncio.sleep(0.005)
-            transport.write(view[offset:offset + 64 * 1024])
+            transport.write(view[offset : offset + 64 * 1024])
 
 
 async def started_raw(bridge_, vllm: FakeVllm, index: int = 0) -> tuple[RawClient, object]:
     """A raw client past session.update and a commit, and its FakeSession."""
     client = await RawClient.open(bridge_)
-    client.write(frame(Opcode.TEXT, event("session.update", model=vllm.model).encode())
-                 + frame(Opcode.TEXT, event("input_audio_buffer.commit").encode()))
+    client.write(
+        frame(Opcode.TEXT, event("session.update", model=vllm.model).encode())
+        + frame(Opcode.TEXT, event("input_audio_buffer.commit").encode())
+    )
     session = await vllm.wait_for_session(index)
     await session.wait_for_event("input_audio_buffer.commit")
     return client, session
 
 
-# ---- frames the per-turn budget did not count ----------------------------------------------------------------
+# ---- frames the per-turn budget did not count --------------------------------------------------
 
 
 @pytest.mark.parametrize("payload", [b"", b"x"], ids=["empty", "1-byte"])
-def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, monkeypatch, payload):
-    # The client never answers the bridge's close: dropping its connection CLIENT_CLOSE_TIMEOUT_S (2 s) later would free
-    # the stream too. Set past the wait, so that the stream is seen to end when the client hangs up.
+def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(
+    run, monkeypatch, payload
+):
+    # The client never answers the bridge's close: dropping its connection CLIENT_CLOSE_TIMEOUT_S (2
+    # s) later would free the stream too. Set past the wait, so that the stream is seen to end when
+    # the client hangs up.
     monkeypatch.setattr(legs, "CLIENT_CLOSE_TIMEOUT_S", BEYOND_LIVENESS_S)
 
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             client, session = await started_raw(bridge_, vllm)
+
             async def attack():
                 client.write(frame(Opcode.TEXT, payload, fin=False))
-                asyncio.ensure_future(flood(client, frame(Opcode.CONT, payload, fin=False), 200_000))  # 1.2 MB
+                # 1.2 MB; RUF006: the flood ends when the transport closes (its sleep timer holds it
+                # till then).
+                unit = frame(Opcode.CONT, payload, fin=False)
+                asyncio.ensure_future(flood(client, unit, 200_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -115,7 +135,10 @@ def test_a_message_in_more_than_max_fragments_closes_1008_and_ping_answers(run, 
             code, reason = task.result()
             assert (code, reason) == (1008, f"more than {MAX_FRAGMENTS} fragments in one message")
             await session.wait_closed(timeout=LIVENESS_S)
-            assert session.event_types() == ["session.update", "input_audio_buffer.commit"]  # nothing relayed
+            assert session.event_types() == [
+                "session.update",
+                "input_audio_buffer.commit",
+            ]  # nothing relayed
             client.abort()
             async with asyncio.timeout(LIVENESS_S):
                 while bridge_.active_streams:
@@ -130,14 +153,20 @@ def test_pings_beyond_the_limit_close_1008_and_ping_answers(run):
             client, session = await started_raw(bridge_, vllm)
 
             async def attack():
-                asyncio.ensure_future(flood(client, frame(Opcode.PING, b"p" * 125), 100_000))  # 13 MB of pings
+                # 13 MB of pings; RUF006: the flood ends when the transport closes (its sleep timer
+                # holds it till then).
+                asyncio.ensure_future(flood(client, frame(Opcode.PING, b"p" * 125), 100_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
             await ping_during(bridge_, task)
-            assert task.result() == (1008, f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second")
+            assert task.result() == (
+                1008,
+                f"more than {MAX_CONTROL_FRAMES_PER_S} ping or pong frames in one second",
+            )
             pongs = [received for received in client.frames if received.opcode is Opcode.PONG]
-            # The protocol answers a ping as it parses it: those in the piece that passed the limit too.
+            # The protocol answers a ping as it parses it: those in the piece that passed the limit
+            # too.
             ping_bytes = len(frame(Opcode.PING, b"p" * 125))
             assert MAX_CONTROL_FRAMES_PER_S < len(pongs) <= legs.FEED_BYTES // ping_bytes + 1
             assert pongs[0].data == b"p" * 125
@@ -155,9 +184,9 @@ def test_pings_at_sagemakers_pace_are_answered_and_the_stream_goes_on(run):
             client.write(frame(Opcode.TEXT, append().encode()))
             await session.wait_for_event("input_audio_buffer.append")
             await client.read_for(0.2)
-            assert [received.data for received in client.frames if received.opcode is Opcode.PONG] == [
-                str(index).encode() for index in range(MAX_CONTROL_FRAMES_PER_S)
-            ]
+            assert [
+                received.data for received in client.frames if received.opcode is Opcode.PONG
+            ] == [str(index).encode() for index in range(MAX_CONTROL_FRAMES_PER_S)]
             assert bytes(session.audio) == PCM_CHUNK
 
     run(scenario())
@@ -189,7 +218,9 @@ def test_every_frame_and_fragment_counts_against_the_turn_budget(run, monkeypatc
             client, session = await started_raw(bridge_, vllm)
             frames_at_tick.clear()
             messages_at_tick.clear()
-            burst = (frame(Opcode.TEXT, text[:20], fin=False) + frame(Opcode.CONT, text[20:])) * count
+            burst = (
+                frame(Opcode.TEXT, text[:20], fin=False) + frame(Opcode.CONT, text[20:])
+            ) * count
             client.write(burst)  # 1200 frames in one write
             async with asyncio.timeout(5):
                 while len(messages_at_tick) < count:
@@ -201,15 +232,16 @@ def test_every_frame_and_fragment_counts_against_the_turn_budget(run, monkeypatc
 
     run(scenario())
     per_tick = {t: frames_at_tick.count(t) for t in set(frames_at_tick)}
-    first, *rest = sorted(per_tick)
-    # After the first read (parsed in large pieces until the flood is recognised), each turn parses at most
-    # the budget plus one small piece of the smallest frames; messages handled per turn stay within the budget.
+    _first, *rest = sorted(per_tick)
+    # After the first read (parsed in large pieces until the flood is recognised), each turn parses
+    # at most the budget plus one small piece of the smallest frames; messages handled per turn stay
+    # within the budget.
     assert max(per_tick[t] for t in rest) <= FRAME_BUDGET + SMALL_FEED_BYTES // SMALLEST_FRAME_BYTES
     assert max(messages_at_tick.count(t) for t in set(messages_at_tick)) <= FRAME_BUDGET
     assert len(rest) >= 2 * count // (FRAME_BUDGET + SMALL_FEED_BYTES // SMALLEST_FRAME_BYTES)
 
 
-# ---- large frames that are not canonical appends ----------------------------------------------------------------
+# ---- large frames that are not canonical appends -----------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["json-object", "append-keys-reordered"])
@@ -217,7 +249,12 @@ def test_large_events_other_than_a_canonical_append_are_refused_unparsed(run, mo
     parsed_sizes = spy_on_bridge_json(monkeypatch)
     size = 4 * 1024 * 1024 - 64
     if kind == "json-object":
-        big = json.dumps({"type": "session.update", "pad": [{"k": "v"}] * ((size - 40) // 12)})[: size - 2] + "]}"
+        big = (
+            json.dumps({"type": "session.update", "pad": [{"k": "v"}] * ((size - 40) // 12)})[
+                : size - 2
+            ]
+            + "]}"
+        )
     else:
         audio = base64.b64encode(bytes((size - 60) // 4 * 3)).decode()
         big = json.dumps({"audio": audio, "type": "input_audio_buffer.append"})
@@ -234,9 +271,14 @@ def test_large_events_other_than_a_canonical_append_are_refused_unparsed(run, mo
             await ping_during(bridge_, attack())
             errors = [e for e in client.events() if e["type"] == "error"]
             assert [e["code"] for e in errors] == ["event_too_large"] * 4
-            assert (errors[0]["max_bytes"], errors[0]["bytes"]) == (MAX_OTHER_EVENT_BYTES, len(big.encode()))
+            assert (errors[0]["max_bytes"], errors[0]["bytes"]) == (
+                MAX_OTHER_EVENT_BYTES,
+                len(big.encode()),
+            )
             assert "input_audio_buffer.append" in errors[0]["error"]
-            assert max(parsed_sizes) <= MAX_OTHER_EVENT_BYTES  # nothing large went through json.loads
+            assert (
+                max(parsed_sizes) <= MAX_OTHER_EVENT_BYTES
+            )  # nothing large went through json.loads
             assert session.event_types() == ["session.update", "input_audio_buffer.commit"]
             assert bridge_.health.healthy  # the bridge's own probe never stalled
             client.write(frame(Opcode.TEXT, append().encode()))  # the stream goes on
@@ -248,7 +290,9 @@ def test_large_events_other_than_a_canonical_append_are_refused_unparsed(run, mo
 def test_a_4_mib_canonical_append_with_line_breaks_is_accepted_without_a_parser(run, monkeypatch):
     parsed_sizes = spy_on_bridge_json(monkeypatch)
     pcm = bytes(range(256)) * (3 * 1024 * 1024 // 256 - 1024)
-    big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.encodebytes(pcm).decode()})
+    big = json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.encodebytes(pcm).decode()}
+    )
 
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
@@ -261,20 +305,28 @@ def test_a_4_mib_canonical_append_with_line_breaks_is_accepted_without_a_parser(
     run(scenario())
 
 
-# ---- held messages are weighed, not counted ---------------------------------------------------------------------
+# ---- held messages are weighed, not counted ----------------------------------------------------
 
 
 def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
     streams = 8
     pcm_bytes = 3 * 1024 * 1024 - 96  # a 4 MiB append frame
-    big = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(pcm_bytes)).decode()},
-                     separators=(",", ":")).encode()
+    big = json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(pcm_bytes)).decode()},
+        separators=(",", ":"),
+    ).encode()
     payload = frame(Opcode.TEXT, big)
 
     async def scenario():
-        async with FakeVllm(record_audio=False) as vllm, running_bridge(
-            vllm.port, upstream_stall_s=60, audio_rate_limit=10_000, audio_burst_s=10_000,
-        ) as bridge_:
+        async with (
+            FakeVllm(record_audio=False) as vllm,
+            running_bridge(
+                vllm.port,
+                upstream_stall_s=60,
+                audio_rate_limit=10_000,
+                audio_burst_s=10_000,
+            ) as bridge_,
+        ):
             clients = []
             for index in range(streams):
                 client, session = await started_raw(bridge_, vllm, index)
@@ -283,25 +335,33 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
             pushers = [asyncio.create_task(push_frames(client, payload, 10)) for client in clients]
 
             async def every_stream_held() -> None:
-                # However long a loaded machine takes to fill vLLM's socket (the runner's liveness bound ends a hang);
-                # a fixed wait could end before the bridge holds.
+                # However long a loaded machine takes to fill vLLM's socket (the runner's liveness
+                # bound ends a hang); a fixed wait could end before the bridge holds.
                 while len(bridge_._streams) < streams or not all(
-                        stream.client.hold_reasons & legs.HOLD_UPSTREAM_FULL for stream in bridge_._streams):
+                    stream.client.hold_reasons & legs.HOLD_UPSTREAM_FULL
+                    for stream in bridge_._streams
+                ):
                     await asyncio.sleep(0.05)
 
             try:
-                # Held, and the pushers kept pushing for 2 s at least: the bounds below hold while they do.
+                # Held, and the pushers kept pushing for 2 s at least: the bounds below hold while
+                # they do.
                 await ping_during(bridge_, every_stream_held(), at_least_s=2.0)
                 assert len(bridge_._streams) == streams
                 for stream in bridge_._streams:
                     client = stream.client
                     assert client.hold_reasons & legs.HOLD_UPSTREAM_FULL
-                    # At most HOLD_BYTES of messages, plus the one that completed last, wait in order ...
+                    # At most HOLD_BYTES of messages, plus the one that completed last, wait in
+                    # order ...
                     assert client._held_bytes <= HOLD_BYTES + len(big)
-                    # ... the rest is unparsed: at most what two reads bring (asyncio reads 256 KiB at most) ...
+                    # ... the rest is unparsed: at most what two reads bring (asyncio reads 256 KiB
+                    # at most) ...
                     assert len(client._unparsed) <= 2 * 256 * 1024
                     # ... and vLLM's socket holds its write buffer, one frame at most past the mark.
-                    assert stream.upstream.transport.get_write_buffer_size() <= legs.WRITE_LIMIT_BYTES + len(big) + 64
+                    assert (
+                        stream.upstream.transport.get_write_buffer_size()
+                        <= legs.WRITE_LIMIT_BYTES + len(big) + 64
+                    )
             finally:
                 for task in pushers:
                     task.cancel()
@@ -311,22 +371,38 @@ def test_streams_held_by_a_hung_vllm_hold_bytes_not_frames(run):
     run(scenario())
 
 
-# ---- the hand-written parts of the HTTP layer --------------------------------------------------------------------
+# ---- the hand-written parts of the HTTP layer --------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "value",
     ["²", "1" * 5000, "-1", "+5", "1e3", "0x10", "12, 13", "", "٣"],
-    ids=["superscript-two", "5000-digits", "negative", "plus", "exponent", "hex", "list", "empty", "arabic-digit"],
+    ids=[
+        "superscript-two",
+        "5000-digits",
+        "negative",
+        "plus",
+        "exponent",
+        "hex",
+        "list",
+        "empty",
+        "arabic-digit",
+    ],
 )
 def test_a_bad_content_length_gets_400_and_no_traceback(run, value):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             head, body = await http_exchange(
-                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: " + value.encode() + b"\r\n\r\nbody")
+                bridge_,
+                b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                + value.encode()
+                + b"\r\n\r\nbody",
+            )
             assert head.startswith(b"HTTP/1.1 400 ")
-            assert json.loads(body) == {"error": "Content-Length must be one value of 1 to 10 ASCII digits",
-                                        "code": "bad_request"}
+            assert json.loads(body) == {
+                "error": "Content-Length must be one value of 1 to 10 ASCII digits",
+                "code": "bad_request",
+            }
             assert await ping_status(bridge_) == 200
 
     run(scenario())
@@ -336,19 +412,28 @@ def test_two_different_content_lengths_get_400(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             head, body = await http_exchange(
-                bridge_, b"POST /invocations HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody")
+                bridge_,
+                b"POST /invocations HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody",
+            )
             assert head.startswith(b"HTTP/1.1 400 ") and json.loads(body)["code"] == "bad_request"
 
     run(scenario())
 
 
-@pytest.mark.parametrize("after", [b"\r\n", b"\r\n\r\n", b"GET /ping HTTP/1.1\r\n\r\n", b"\x00\xff garbage"],
-                         ids=["crlf", "two-crlf", "pipelined", "garbage"])
-@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+@pytest.mark.parametrize(
+    "after",
+    [b"\r\n", b"\r\n\r\n", b"GET /ping HTTP/1.1\r\n\r\n", b"\x00\xff garbage"],
+    ids=["crlf", "two-crlf", "pipelined", "garbage"],
+)
+@pytest.mark.usefixtures(
+    "answer_drop_beyond_wait"
+)  # the read ends at the bridge's half-close, not its drop
 def test_ping_followed_by_anything_is_answered_once(run, after):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            head, body = await http_exchange(bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, LIVENESS_S)
+            head, body = await http_exchange(
+                bridge_, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" + after, LIVENESS_S
+            )
             assert (head + body).count(b"HTTP/1.1 ") == 1
             assert head.startswith(b"HTTP/1.1 200 ")
             assert json.loads(body) == {"status": "healthy"}
@@ -360,7 +445,9 @@ def test_a_request_head_over_16_kib_gets_431(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             for method in (b"GET", b"POST"):
-                head, _ = await http_exchange(bridge_, method + b" /ping HTTP/1.1\r\nX-Pad: " + b"a" * 17_000 + b"\r\n")
+                head, _ = await http_exchange(
+                    bridge_, method + b" /ping HTTP/1.1\r\nX-Pad: " + b"a" * 17_000 + b"\r\n"
+                )
                 assert head.startswith(b"HTTP/1.1 431 "), head[:40]
             assert await ping_status(bridge_) == 200
 
@@ -382,13 +469,13 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
 
             dripping = asyncio.create_task(slowloris())
             for reader, _ in (idle, slow):
-                # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte still in flight.
-                try:
+                # Dropped, nothing answered: end of stream, or a reset when the drop meets a byte
+                # still in flight.
+                with contextlib.suppress(ConnectionResetError):
                     assert await asyncio.wait_for(reader.read(), LIVENESS_S) == b""
-                except ConnectionResetError:
-                    pass
-            # Dropped before the slow client finished its request line and headers (30 bytes, one per 50 ms):
-            # the open timeout, not the client, ended it (an ordering, not a timing: it holds at any machine speed).
+            # Dropped before the slow client finished its request line and headers (30 bytes, one
+            # per 50 ms): the open timeout, not the client, ended it (an ordering, not a timing: it
+            # holds at any machine speed).
             assert not dripping.done()
             dripping.cancel()
             assert not bridge_.legs
@@ -399,10 +486,16 @@ def test_idle_and_slow_connections_are_dropped_after_the_open_timeout(run, monke
 def test_smuggled_second_request_in_a_post_body_is_never_parsed(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            smuggled = b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"
+            smuggled = (
+                b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: "
+                b"websocket\r\n\r\n"
+            )
             head, body = await http_exchange(
-                bridge_, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"0\r\n\r\n" + smuggled, 3.0)
+                bridge_,
+                b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                b"4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled,
+                3.0,
+            )
             assert (head + body).count(b"HTTP/1.1 ") == 1 and head.startswith(b"HTTP/1.1 400 ")
             assert bridge_.active_streams == 0 and not vllm.sessions
 
@@ -412,8 +505,12 @@ def test_smuggled_second_request_in_a_post_body_is_never_parsed(run):
 def test_permessage_deflate_is_never_negotiated(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
-            client = await RawClient.open(bridge_, extra_headers={
-                "Sec-WebSocket-Extensions": "permessage-deflate; client_max_window_bits"})
+            client = await RawClient.open(
+                bridge_,
+                extra_headers={
+                    "Sec-WebSocket-Extensions": "permessage-deflate; client_max_window_bits"
+                },
+            )
             assert "Sec-WebSocket-Extensions" not in client.response.headers
             client.abort()
 
@@ -443,20 +540,29 @@ def test_frame_violations_close_with_1002(run, raw, code):
     run(scenario())
 
 
-# ---- the audio rate limit ---------------------------------------------------------------------------------------
+# ---- the audio rate limit ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("append_pcm", [PCM_CHUNK, b"\x00\x00"], ids=["128-ms-appends", "2-byte-appends"])
+@pytest.mark.parametrize(
+    "append_pcm", [PCM_CHUNK, b"\x00\x00"], ids=["128-ms-appends", "2-byte-appends"]
+)
 def test_a_stream_sending_faster_than_the_rate_limit_is_ended_with_rate_limited(run, append_pcm):
     async def scenario():
-        async with FakeVllm(record_audio=False) as vllm, running_bridge(
-            vllm.port, audio_rate_limit=8, audio_burst_s=2,
-        ) as bridge_:
+        async with (
+            FakeVllm(record_audio=False) as vllm,
+            running_bridge(
+                vllm.port,
+                audio_rate_limit=8,
+                audio_burst_s=2,
+            ) as bridge_,
+        ):
             client, session = await started_raw(bridge_, vllm)
             one = frame(Opcode.TEXT, append(append_pcm).encode())
 
             async def attack():
-                asyncio.ensure_future(flood(client, one, 20_000))  # unthrottled
+                # Unthrottled; RUF006: the flood ends when the transport closes (its sleep timer
+                # holds it till then).
+                asyncio.ensure_future(flood(client, one, 20_000))  # noqa: RUF006
                 return await client.close_frame(timeout=5)
 
             task = asyncio.ensure_future(attack())
@@ -467,14 +573,19 @@ def test_a_stream_sending_faster_than_the_rate_limit_is_ended_with_rate_limited(
             assert "8 x real time" in error["error"]
             # The burst and the rate got through, no more: 2 s of credit, each event at least 10 ms.
             cost_s = max(len(append_pcm) / 32000, 0.01)
-            assert session.event_types().count("input_audio_buffer.append") <= (2 + 8 * 1.0) / cost_s
+            assert (
+                session.event_types().count("input_audio_buffer.append") <= (2 + 8 * 1.0) / cost_s
+            )
 
     run(scenario())
 
 
 def test_a_stream_paced_below_the_rate_limit_is_never_limited(run):
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, audio_rate_limit=4, audio_burst_s=1) as bridge_:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, audio_rate_limit=4, audio_burst_s=1) as bridge_,
+        ):
             ws, session = await started_stream(bridge_, vllm)
             for _ in range(40):  # 5.1 s of audio in ~1.7 s: 3 x real time
                 await ws.send(append())
@@ -486,15 +597,17 @@ def test_a_stream_paced_below_the_rate_limit_is_never_limited(run):
     run(scenario())
 
 
-# ---- ModelInvocationPath -----------------------------------------------------------------------------------------
+# ---- ModelInvocationPath -----------------------------------------------------------------------
 
 
 def test_the_v1_realtime_path_is_the_same_stream(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             client = await RawClient.open(bridge_, path="/v1/realtime?language=en")
-            client.write(frame(Opcode.TEXT, event("session.update", model="x").encode())
-                         + frame(Opcode.TEXT, append().encode()))
+            client.write(
+                frame(Opcode.TEXT, event("session.update", model="x").encode())
+                + frame(Opcode.TEXT, append().encode())
+            )
             session = await vllm.wait_for_session()
             await session.wait_for_event("input_audio_buffer.append")
             assert session.model == vllm.model and bytes(session.audio) == PCM_CHUNK
@@ -504,7 +617,9 @@ def test_the_v1_realtime_path_is_the_same_stream(run):
     run(scenario())
 
 
-@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+@pytest.mark.usefixtures(
+    "answer_drop_beyond_wait"
+)  # the read ends at the bridge's half-close, not its drop
 def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
@@ -512,12 +627,19 @@ def test_any_other_websocket_path_gets_404_naming_the_paths_to_use(run):
                 await RawClient.open(bridge_, path="/v1/audio/speech/stream")
             assert "404" in str(refused.value)
             head, body = await http_exchange(
-                bridge_, b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", LIVENESS_S)
+                bridge_,
+                b"GET /v1/listen HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: "
+                b"Upgrade\r\nSec-WebSocket-Key: "
+                b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+                LIVENESS_S,
+            )
             assert head.startswith(b"HTTP/1.1 404 ")
             answer = json.loads(body)
             assert answer["code"] == "unknown_path"
-            assert "/invocations-bidirectional-stream" in answer["error"] and "v1/realtime" in answer["error"]
+            assert (
+                "/invocations-bidirectional-stream" in answer["error"]
+                and "v1/realtime" in answer["error"]
+            )
             assert "ModelInvocationPath" in answer["error"]
             assert not vllm.sessions
 
@@ -532,7 +654,9 @@ def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run
         async with handshake_never_answered() as (port, _), running_bridge(port) as bridge_:
             client = await RawClient.open(bridge_)
             client.write(frame(Opcode.TEXT, append().encode()) + frame(Opcode.CLOSE, b"\x03\xe8"))
-            assert (await client.close_frame(timeout=LIVENESS_S))[0] == 1000  # the client's close answered, not 1011
+            assert (await client.close_frame(timeout=LIVENESS_S))[
+                0
+            ] == 1000  # the client's close answered, not 1011
             async with asyncio.timeout(LIVENESS_S):
                 while bridge_.active_streams:
                     await asyncio.sleep(0.02)
@@ -542,16 +666,19 @@ def test_a_client_closing_while_vllm_accepts_completes_the_closing_handshake(run
 
 
 def test_a_stall_of_the_bridges_own_event_loop_is_not_blamed_on_vllm_or_the_client(run):
-    """When the bridge's event loop is held up (here: a blocking 1.5 s inside it), vLLM's and the client's data sit
-    unread in the sockets; neither may be taken for silent."""
+    """When the bridge's event loop is held up (here: a blocking 1.5 s inside it), vLLM's and the
+    client's data sit unread in the sockets; neither may be taken for silent."""
 
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=0.4, idle_timeout_s=0.8) as bridge_:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, upstream_stall_s=0.4, idle_timeout_s=0.8) as bridge_,
+        ):
             ws, session = await started_stream(bridge_, vllm)
             await ws.send(append())
             await session.wait_for_event("input_audio_buffer.append")
             await asyncio.sleep(0.15)
-            time.sleep(1.5)  # the event loop stalls: longer than both limits
+            time.sleep(1.5)  # noqa: ASYNC251 (the event loop stalls on purpose: longer than both limits)
             await asyncio.sleep(0.3)  # the sweep runs (late) before the client sends again
             await ws.send(append())
             await session.wait_for_event("input_audio_buffer.append", count=2)

@@ -8,21 +8,27 @@ from bridge.__main__ import freeze_startup_objects
 
 
 def test_startup_objects_leave_the_collectors_generations():
-    gc.unfreeze()  # counted from nothing frozen (tests/conftest.py froze what the test collection left)
+    # counted from nothing frozen (tests/conftest.py froze what the test collection left)
+    gc.unfreeze()
     try:
         frozen = freeze_startup_objects()
         assert frozen == gc.get_freeze_count()
-        # The interpreter and the bridge's imported modules: tens of thousands of objects, none left to traverse.
+        # The interpreter and the bridge's imported modules: tens of thousands of objects, none left
+        # to traverse.
         assert frozen > 10_000
         assert sum(len(gc.get_objects(generation)) for generation in range(3)) < frozen / 10
     finally:
-        gc.freeze()  # the test process as tests/conftest.py leaves it: what is alive stays out of the collections
+        # the test process as tests/conftest.py leaves it: what is alive stays out of the
+        # collections
+        gc.freeze()
 
 
-def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_still_checks_it(tmp_path):
-    """`python -m bridge` started as make local and the benchmark start it (BRIDGE_TOKEN in its environment)
-    re-executes itself without the token: /proc/<pid>/environ no longer shows it, the same PID serves, and the
-    token it read (from the pipe) is the one it checks."""
+def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_still_checks_it(
+    tmp_path,
+):
+    """`python -m bridge` started as make local and the benchmark start it (BRIDGE_TOKEN in its
+    environment) re-executes itself without the token: /proc/<pid>/environ no longer shows it, the
+    same PID serves, and the token it read (from the pipe) is the one it checks."""
     import os
     import subprocess
     import sys
@@ -39,11 +45,20 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
 
     token, port = "bridge-token-0123456789abcdef", free_port()
     container = Path(__file__).resolve().parents[2] / "container"
-    process = subprocess.Popen([sys.executable, "-m", "bridge"], cwd=container, stderr=subprocess.DEVNULL,
-                               env={**os.environ,
-                                    "PYTHONPATH": str(container.parent),  # for the contracts
-                                    "BRIDGE_TOKEN": token, "BRIDGE_HOST": "127.0.0.1",
-                                    "BRIDGE_PORT": str(port), "VLLM_PORT": str(free_port()), "LOG_LEVEL": "WARNING"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge"],
+        cwd=container,
+        stderr=subprocess.DEVNULL,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(container.parent),  # for the contracts
+            "BRIDGE_TOKEN": token,
+            "BRIDGE_HOST": "127.0.0.1",
+            "BRIDGE_PORT": str(port),
+            "VLLM_PORT": str(free_port()),
+            "LOG_LEVEL": "WARNING",
+        },
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -52,16 +67,26 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
             except urllib.error.HTTPError:
                 break  # 503: listening (no vLLM behind it)
             except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "the bridge did not start"
+                assert time.monotonic() < deadline and process.poll() is None, (
+                    "the bridge did not start"
+                )
                 time.sleep(0.1)
         environ = Path(f"/proc/{process.pid}/environ").read_bytes()
         assert token.encode() not in environ and b"BRIDGE_TOKEN" not in environ
-        assert b"BRIDGE_SECRETS_FD=" in environ  # the re-exec happened: the token came through its pipe
+        assert (
+            b"BRIDGE_SECRETS_FD=" in environ
+        )  # the re-exec happened: the token came through its pipe
         url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
         with pytest.raises(InvalidStatus) as refused:
-            connect(url, additional_headers={"Authorization": "Bearer wrong-token-0123456789"}, open_timeout=5)
+            connect(
+                url,
+                additional_headers={"Authorization": "Bearer wrong-token-0123456789"},
+                open_timeout=5,
+            )
         assert refused.value.response.status_code == 401
-        with connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5) as accepted:
+        with connect(
+            url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5
+        ) as accepted:
             assert accepted.response.status_code == 101
     finally:
         process.terminate()

@@ -1,6 +1,7 @@
-"""The bridge under network isolation: its metrics need no network. SageMaker ships a container's stdout to the
-endpoint's log group, and CloudWatch turns the embedded-metric-format lines there into metrics, so a Model with
-EnableNetworkIsolation (no route anywhere) still reports ActiveStreams and the rest."""
+"""The bridge under network isolation: its metrics need no network. SageMaker ships a container's
+stdout to the endpoint's log group, and CloudWatch turns the embedded-metric-format lines there into
+metrics, so a Model with EnableNetworkIsolation (no route anywhere) still reports ActiveStreams and
+the rest."""
 
 from __future__ import annotations
 
@@ -33,20 +34,30 @@ def isolated(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: (attempts.append(a), refuse(None, None))[1])
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda *a, **k: (attempts.append(a), refuse(None, None))[1]
+    )
     return environment, attempts
 
 
 def test_metrics_reach_stdout_without_any_network(isolated, capsys):
     environment, attempts = isolated
-    metrics = BridgeMetrics(os.environ["METRICS_NAMESPACE"], os.environ["ENDPOINT_NAME"], os.environ["VARIANT_NAME"])
+    metrics = BridgeMetrics(
+        os.environ["METRICS_NAMESPACE"], os.environ["ENDPOINT_NAME"], os.environ["VARIANT_NAME"]
+    )
     metrics.stream_opened()
     metrics.stream_closed(2.5, 180.0)
     metrics.flush()
-    (line,) = [json.loads(text) for text in capsys.readouterr().out.splitlines() if '"_aws"' in text]
+    (line,) = [
+        json.loads(text) for text in capsys.readouterr().out.splitlines() if '"_aws"' in text
+    ]
     directive = line["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == environment["METRICS_NAMESPACE"] == "RealtimeVoice/Bridge"
     assert (line["EndpointName"], line["VariantName"]) == ("voxtral-realtime", "AllTraffic")
-    assert (line["ActiveStreams"], line["StreamsStarted"], line["TimeToFirstDelta"], line["StreamSeconds"]) == \
-        (1, 1, 180.0, 2.5)
+    assert (
+        line["ActiveStreams"],
+        line["StreamsStarted"],
+        line["TimeToFirstDelta"],
+        line["StreamSeconds"],
+    ) == (1, 1, 180.0, 2.5)
     assert attempts == []

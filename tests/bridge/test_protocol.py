@@ -8,8 +8,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import bridge.protocol as bridge_protocol
 import bridge.server
@@ -22,12 +21,18 @@ from voicectl.clients import realtime
 MODEL = "/opt/ml/model"
 
 
-@given(pcm=st.binary(min_size=1, max_size=600).map(lambda b: b if len(b) % 2 == 0 else b[:-1]).filter(bool),
-       compact=st.booleans())
+@given(
+    pcm=st.binary(min_size=1, max_size=600)
+    .map(lambda b: b if len(b) % 2 == 0 else b[:-1])
+    .filter(bool),
+    compact=st.booleans(),
+)
 def test_append_fast_path_accepts_exactly_what_json_accepts(pcm, compact):
     separators = (",", ":") if compact else (", ", ": ")
-    frame = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()},
-                       separators=separators).encode()
+    frame = json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()},
+        separators=separators,
+    ).encode()
     result = check_client_frame(frame, MODEL)
     assert result.forward == frame  # forwarded byte for byte
     assert result.audio_bytes == len(pcm)
@@ -37,7 +42,9 @@ def test_append_fast_path_accepts_exactly_what_json_accepts(pcm, compact):
 def test_append_with_escaped_slash_is_valid_json_and_accepted():
     audio = base64.b64encode(b"\xff\xff\xff\xfe\xff\xff").decode()  # contains "/"
     assert "/" in audio
-    frame = ('{"type":"input_audio_buffer.append","audio":"' + audio.replace("/", "\\/") + '"}').encode()
+    frame = (
+        '{"type":"input_audio_buffer.append","audio":"' + audio.replace("/", "\\/") + '"}'
+    ).encode()
     result = check_client_frame(frame, MODEL)
     assert result.forward == frame
     assert result.audio_bytes == 6
@@ -50,7 +57,10 @@ def test_append_with_escaped_slash_is_valid_json_and_accepted():
         (b'{"type":"input_audio_buffer.append","audio":"AA"AA"}', "invalid_json"),  # quote inside
         (b'{"type":"input_audio_buffer.append","audio":"AA=="}', "invalid_audio"),  # 1 byte: odd
         (b'{"type":"input_audio_buffer.append","audio":"A A="}', "invalid_audio"),
-        (b'{"type":"input_audio_buffer.append","audio":"AAAA===="}', "invalid_audio"),  # padding past the end
+        (
+            b'{"type":"input_audio_buffer.append","audio":"AAAA===="}',
+            "invalid_audio",
+        ),  # padding past the end
         (b'{"type":"input_audio_buffer.append","audio":"AA=A"}', "invalid_audio"),  # padding inside
         (b'{"type":"input_audio_buffer.append","audio":"AAA"}', "invalid_audio"),  # padding missing
         (b'{"type":"input_audio_buffer.append"}', "processing_error"),
@@ -59,7 +69,10 @@ def test_append_with_escaped_slash_is_valid_json_and_accepted():
         (b"\xff\xfe{}", "invalid_json"),
         (b"", "invalid_json"),
         (b"[" * 100_000, "processing_error"),  # RecursionError in json.loads, as in vLLM
-        (b'{"type": "x", "n": ' + b"9" * 5000 + b"}", "processing_error"),  # ValueError: int digits limit
+        (
+            b'{"type": "x", "n": ' + b"9" * 5000 + b"}",
+            "processing_error",
+        ),  # ValueError: int digits limit
     ],
 )
 def test_malformed_frames_are_rejected_with_a_code(frame, code):
@@ -77,17 +90,24 @@ def test_session_update_is_rewritten_and_other_events_pass_unchanged():
     same = b'{"type": "session.update", "model": "/opt/ml/model"}'
     assert check_client_frame(same, MODEL).forward == same
     unknown = b'{"type": "response.create"}'
-    assert check_client_frame(unknown, MODEL).forward == unknown  # vLLM answers unknown_event itself
-    assert check_client_frame(b'{"type": "session.update"}', None).forward == b'{"type": "session.update"}'
+    assert (
+        check_client_frame(unknown, MODEL).forward == unknown
+    )  # vLLM answers unknown_event itself
+    assert (
+        check_client_frame(b'{"type": "session.update"}', None).forward
+        == b'{"type": "session.update"}'
+    )
 
 
 def test_parse_served_model():
-    assert parse_served_model(b'{"object":"list","data":[{"id":"/opt/ml/model"}]}') == "/opt/ml/model"
+    assert (
+        parse_served_model(b'{"object":"list","data":[{"id":"/opt/ml/model"}]}') == "/opt/ml/model"
+    )
     assert parse_served_model(b'{"data": []}') is None
     assert parse_served_model(b"<html>") is None
 
 
-# ---- large appends, checked a slice at a time ----------------------------------------------------------------
+# ---- large appends, checked a slice at a time --------------------------------------------------
 
 
 def run_steps(steps):
@@ -101,8 +121,10 @@ def run_steps(steps):
         return finished.value, yields
 
 
-@given(pcm=st.binary(min_size=2, max_size=200_000).map(lambda b: b[: len(b) // 2 * 2]).filter(bool),
-       layout=st.sampled_from(["plain", "mime", "escaped-slash", "spaced"]))
+@given(
+    pcm=st.binary(min_size=2, max_size=200_000).map(lambda b: b[: len(b) // 2 * 2]).filter(bool),
+    layout=st.sampled_from(["plain", "mime", "escaped-slash", "spaced"]),
+)
 def test_a_large_append_checked_in_slices_gives_what_the_one_shot_check_gives(pcm, layout):
     audio = base64.encodebytes(pcm).decode() if layout == "mime" else base64.b64encode(pcm).decode()
     separators = (", ", ": ") if layout == "spaced" else (",", ":")
@@ -122,21 +144,38 @@ def test_a_large_append_checked_in_slices_gives_what_the_one_shot_check_gives(pc
     [
         (lambda b64: b64[:1000] + "==" + b64[1002:], "not valid base64"),  # padding in the middle
         (lambda b64: b64[:-1], "not valid base64"),  # not whole 4-character quanta
-        (lambda b64: b64[:70_000] + "!" + b64[70_001:], "not valid base64"),  # a character outside the alphabet
+        (
+            lambda b64: b64[:70_000] + "!" + b64[70_001:],
+            "not valid base64",
+        ),  # a character outside the alphabet
         (lambda b64: b64[:70_000] + "\\\\" + b64[70_002:], "escaped backslash"),
-        (lambda b64: b64[:70_000] + "\\t" + b64[70_002:], "not valid base64"),  # an escape that is not a line break
+        (
+            lambda b64: b64[:70_000] + "\\t" + b64[70_002:],
+            "not valid base64",
+        ),  # an escape that is not a line break
         (lambda b64: b64[:-4] + "AAA=", "not a whole number of PCM16 samples"),  # 1 byte more: odd
     ],
-    ids=["padding-inside", "truncated", "bad-character", "escaped-backslash", "tab-escape", "odd-bytes"],
+    ids=[
+        "padding-inside",
+        "truncated",
+        "bad-character",
+        "escaped-backslash",
+        "tab-escape",
+        "odd-bytes",
+    ],
 )
 def test_a_corrupt_large_append_is_refused_with_invalid_audio(corruption, message):
-    audio = corruption(base64.b64encode(bytes(range(256)) * 1024).decode())  # 256 KiB of PCM16: 5 slices
+    audio = corruption(
+        base64.b64encode(bytes(range(256)) * 1024).decode()
+    )  # 256 KiB of PCM16: 5 slices
     frame = ('{"type":"input_audio_buffer.append","audio":"' + audio + '"}').encode()
     result, _ = run_steps(bridge_protocol.check_large_append(frame))
     assert result.forward is None
     error = json.loads(result.error)
     assert error["code"] == "invalid_audio" and message in error["error"]
-    assert json.loads(check_client_frame(frame, MODEL).error)["code"] == "invalid_audio"  # the same verdict at once
+    assert (
+        json.loads(check_client_frame(frame, MODEL).error)["code"] == "invalid_audio"
+    )  # the same verdict at once
 
 
 def test_a_large_frame_that_is_not_a_canonical_append_is_refused_unparsed_at_once():
@@ -144,12 +183,15 @@ def test_a_large_frame_that_is_not_a_canonical_append_is_refused_unparsed_at_onc
     result, yields = run_steps(bridge_protocol.check_large_append(frame))
     assert yields == 0
     assert json.loads(result.error) == {
-        "type": "error", "code": "event_too_large", "max_bytes": bridge_protocol.MAX_OTHER_EVENT_BYTES,
-        "bytes": len(frame), "error": json.loads(result.error)["error"],
+        "type": "error",
+        "code": "event_too_large",
+        "max_bytes": bridge_protocol.MAX_OTHER_EVENT_BYTES,
+        "bytes": len(frame),
+        "error": json.loads(result.error)["error"],
     }
 
 
-# ---- the stream's audio accounting: pure code -----------------------------------------------------------------
+# ---- the stream's audio accounting: pure code --------------------------------------------------
 
 
 def test_generation_audio_counts_per_generation_and_refuses_past_the_limit():
@@ -174,12 +216,20 @@ def test_audio_rate_allows_the_burst_then_the_rate_and_charges_every_event_at_le
     assert not rate.charge(0.128, now=100.04)
     assert rate.charge(2.0, now=110.0) and rate.credit_s == 0  # credit is capped at the burst
     tiny = bridge_protocol.AudioRate(limit_x=4, burst_s=1, min_event_s=0.125)
-    assert sum(tiny.charge(0.0000625, now=0.0) for _ in range(100)) == 8  # 2-byte appends cost the minimum each
+    assert (
+        sum(tiny.charge(0.0000625, now=0.0) for _ in range(100)) == 8
+    )  # 2-byte appends cost the minimum each
 
 
 def test_error_events_carry_exactly_their_fields():
     event = json.loads(bridge_protocol.error_event("m", "session_limit", limit_s=1.5, audio_s=1.4))
-    assert event == {"type": "error", "error": "m", "code": "session_limit", "limit_s": 1.5, "audio_s": 1.4}
+    assert event == {
+        "type": "error",
+        "error": "m",
+        "code": "session_limit",
+        "limit_s": 1.5,
+        "audio_s": 1.4,
+    }
     with pytest.raises(ValueError, match="session_limit"):
         bridge_protocol.error_event("m", "session_limit", limit_s=1.5)
     with pytest.raises(ValueError, match="invalid_json"):
@@ -194,6 +244,7 @@ def test_audio_burst_must_hold_one_largest_append():
     settings = BridgeEnvironment.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)
 
+
 # ---- the contract between the bridge and the client
 # ---------------------------------------------------------------- Both take the event names, error
 # codes and fields from contracts/realtime.py; these tests fail as soon as either side spells one of
@@ -201,13 +252,26 @@ def test_audio_burst_must_hold_one_largest_append():
 
 
 def test_event_types_are_the_contracts_on_both_sides():
-    names = ("SESSION_UPDATE", "APPEND", "COMMIT", "SESSION_CREATED", "TRANSCRIPTION_DELTA",
-             "TRANSCRIPTION_DONE", "ERROR", "CLIENT_EVENT_TYPES", "SERVER_EVENT_TYPES")
+    names = (
+        "SESSION_UPDATE",
+        "APPEND",
+        "COMMIT",
+        "SESSION_CREATED",
+        "TRANSCRIPTION_DELTA",
+        "TRANSCRIPTION_DONE",
+        "ERROR",
+        "CLIENT_EVENT_TYPES",
+        "SERVER_EVENT_TYPES",
+    )
     assert all(getattr(realtime, name) is getattr(contract, name) for name in names)
-    assert all(getattr(protocol, name) is getattr(contract, name)
-               for name in ("APPEND", "COMMIT", "ERROR", "SESSION_UPDATE"))
-    assert (bridge.server.STREAM_PATH, bridge.server.PING_PATH) == (contract.STREAM_PATH,
-                                                                    contract.PING_PATH)
+    assert all(
+        getattr(protocol, name) is getattr(contract, name)
+        for name in ("APPEND", "COMMIT", "ERROR", "SESSION_UPDATE")
+    )
+    assert (bridge.server.STREAM_PATH, bridge.server.PING_PATH) == (
+        contract.STREAM_PATH,
+        contract.PING_PATH,
+    )
 
 
 def test_error_codes_are_the_contracts_on_both_sides_and_every_one_has_a_hint():
@@ -231,16 +295,17 @@ def test_every_field_the_client_reads_is_one_the_bridge_writes():
 
 def test_the_client_paces_within_the_bridges_default_limits():
     settings = BridgeEnvironment.from_env({})
-    assert realtime.MAX_SEND_SPEED == settings.audio_rate_limit / 2
-    assert realtime.SEND_BURST_S == settings.audio_burst_s / 2
+    assert settings.audio_rate_limit / 2 == realtime.MAX_SEND_SPEED
+    assert settings.audio_burst_s / 2 == realtime.SEND_BURST_S
     # A stream opened in advance waits idle meanwhile.
-    assert realtime.STREAM_WINDOW_S < settings.idle_timeout_s
+    assert settings.idle_timeout_s > realtime.STREAM_WINDOW_S
 
 
 @pytest.mark.parametrize("limit_s", [120.0, 2359.296])
 def test_the_client_reads_the_bridges_own_session_limit_event(limit_s):
-    event = protocol.error_event("any words", contract.SESSION_LIMIT, limit_s=limit_s,
-                                 audio_s=limit_s - 0.1)
+    event = protocol.error_event(
+        "any words", contract.SESSION_LIMIT, limit_s=limit_s, audio_s=limit_s - 0.1
+    )
     machine = realtime.TranscriptionMachine(model="m")
     machine.start(0.0)
     machine.opened(1, 0.0)
@@ -251,9 +316,16 @@ def test_the_client_reads_the_bridges_own_session_limit_event(limit_s):
 
 
 def test_the_client_sends_events_the_bridge_accepts():
-    for text in (realtime.session_update_event("m"), realtime.commit_event(), realtime.commit_event(final=True),
-                 realtime.append_event(bytes(4096))):
+    for text in (
+        realtime.session_update_event("m"),
+        realtime.commit_event(),
+        realtime.commit_event(final=True),
+        realtime.append_event(bytes(4096)),
+    ):
         result = protocol.check_client_frame(text.encode(), "served")
         assert result.forward is not None and result.event_type in contract.CLIENT_EVENT_TYPES, text
-    assert protocol.check_client_frame(realtime.append_event(bytes(4096)).encode(), None).audio_bytes == 4096
+    assert (
+        protocol.check_client_frame(realtime.append_event(bytes(4096)).encode(), None).audio_bytes
+        == 4096
+    )
     assert json.loads(realtime.commit_event(final=True)) == {"type": contract.COMMIT, "final": True}

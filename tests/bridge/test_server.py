@@ -1,6 +1,7 @@
-"""container/bridge/server.py: the bridge over real sockets on 127.0.0.1, in front of the fake vLLM: its HTTP paths
-and relay (/ping, POST /invocations, frames, pings, drain, metrics), its failure semantics, a flooding client, and
-frames and peers that tried to break it. (A hostile client's frames against each leg: test_legs.py.)"""
+"""container/bridge/server.py: the bridge over real sockets on 127.0.0.1, in front of the fake vLLM:
+its HTTP paths and relay (/ping, POST /invocations, frames, pings, drain, metrics), its failure
+semantics, a flooding client, and frames and peers that tried to break it. (A hostile client's
+frames against each leg: test_legs.py.)"""
 
 from __future__ import annotations
 
@@ -40,9 +41,8 @@ from tests.bridge.bridge_testkit import (
 )
 from voicectl.local.fake_vllm import FakeVllm, free_port
 
-
-# ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations, frames, pings, drain,
-# metrics.
+# ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations,
+# frames, pings, drain, metrics.
 
 
 def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(run):
@@ -58,7 +58,9 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
             probe = asyncio.create_task(bridge.health.probe_once())  # blocks for PROBE_TIMEOUT_S
             await asyncio.sleep(0.05)
             assert await ping_status(bridge) == 503
-            assert not probe.done()  # answered from the last state while the probe still waits on vLLM
+            assert (
+                not probe.done()
+            )  # answered from the last state while the probe still waits on vLLM
             assert await probe is False
             vllm.health_hangs, vllm.health_status = False, 200
             assert await bridge.health.probe_once() is True
@@ -67,14 +69,19 @@ def test_ping_follows_vllm_health_and_answers_within_100ms_even_if_vllm_hangs(ru
     run(scenario())
 
 
-@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+@pytest.mark.usefixtures(
+    "answer_drop_beyond_wait"
+)  # the read ends at the bridge's half-close, not its drop
 def test_post_invocations_points_to_the_streaming_path(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             body = b'{"audio": "' + b"A" * 20000 + b'"}'
             head, payload = await http_exchange(
-                bridge, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body, LIVENESS_S)
+                bridge,
+                b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
+                LIVENESS_S,
+            )
             assert head.startswith(b"HTTP/1.1 400 ")
             assert b"Content-Type: application/json" in head
             answer = json.loads(payload)
@@ -99,14 +106,25 @@ def test_frames_relay_unchanged_both_ways_and_binary_frames_are_read_as_json(run
             await ws.send(event("input_audio_buffer.commit", final=True))
             await session.wait_for_event("input_audio_buffer.commit", count=2)
             assert session.event_types() == [
-                "session.update", "input_audio_buffer.commit", "input_audio_buffer.append", "input_audio_buffer.commit",
+                "session.update",
+                "input_audio_buffer.commit",
+                "input_audio_buffer.append",
+                "input_audio_buffer.commit",
             ]
             assert bytes(session.audio) == PCM_CHUNK
-            assert (await recv_event(ws))["type"] == "transcription.done"  # the final commit ended generation
+            assert (await recv_event(ws))[
+                "type"
+            ] == "transcription.done"  # the final commit ended generation
             await session.send_delta("héllo ")  # non-ASCII text relayed byte for byte
             assert await ws.recv() == '{"type":"transcription.delta","delta":"héllo "}'
-            await session.send_error("Unknown event type: x", "unknown_event")  # vLLM's errors pass through
-            assert await recv_event(ws) == {"type": "error", "error": "Unknown event type: x", "code": "unknown_event"}
+            await session.send_error(
+                "Unknown event type: x", "unknown_event"
+            )  # vLLM's errors pass through
+            assert await recv_event(ws) == {
+                "type": "error",
+                "error": "Unknown event type: x",
+                "code": "unknown_event",
+            }
 
     run(scenario())
 
@@ -141,7 +159,9 @@ def test_pings_are_answered_and_fragmented_messages_reassembled(run):
 def test_frames_over_the_size_limit_close_with_1009(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
-            ws = await connect(f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", max_size=None)
+            ws = await connect(
+                f"ws://127.0.0.1:{bridge.port}/invocations-bidirectional-stream", max_size=None
+            )
             await recv_event(ws)
             await ws.send("x" * (bridge.settings.max_frame_bytes + 1))
             code, _ = await closed_within(ws, LIVENESS_S)
@@ -153,8 +173,11 @@ def test_frames_over_the_size_limit_close_with_1009(run):
 def test_the_start_up_and_drain_logs_name_vllm_s_address_and_count_in_the_singular(run, caplog):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port, max_streams=1) as bridge:
-            assert (f"bridge listening on 127.0.0.1:{bridge.port}, vLLM at ws://127.0.0.1:{vllm.port}/v1/realtime, "
-                    "max 1 stream, bearer token not checked, ECS task scale-in protection off") in caplog.messages
+            assert (
+                f"bridge listening on 127.0.0.1:{bridge.port}, vLLM at "
+                f"ws://127.0.0.1:{vllm.port}/v1/realtime, max 1 stream, bearer token not "
+                "checked, ECS task scale-in protection off"
+            ) in caplog.messages
             await started_stream(bridge, vllm, 0)
             await bridge.shutdown(drain_s=0.1)
             assert "draining 1 open stream for up to 0 s" in caplog.messages
@@ -188,8 +211,16 @@ def test_drain_lets_open_streams_finish_then_ends_the_rest(run):
 
 def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, max_streams=1, metrics_namespace="Test/Bridge",
-                                                      endpoint_name="voxtral", variant_name="AllTraffic") as bridge:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(
+                vllm.port,
+                max_streams=1,
+                metrics_namespace="Test/Bridge",
+                endpoint_name="voxtral",
+                variant_name="AllTraffic",
+            ) as bridge,
+        ):
             capsys.readouterr()
             ws, session = await started_stream(bridge, vllm)
             busy = await open_stream(bridge)
@@ -204,7 +235,9 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     started = time.monotonic()
     run(scenario())
     scenario_s = time.monotonic() - started
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    lines = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    ]
     record = lines[0]
     directive = record["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "Test/Bridge"
@@ -212,23 +245,36 @@ def test_metrics_are_emf_lines_with_the_stream_figures(run, capsys):
     assert (record["EndpointName"], record["VariantName"]) == ("voxtral", "AllTraffic")
     units = {metric["Name"]: metric["Unit"] for metric in directive["Metrics"]}
     assert units == {
-        "ActiveStreams": "Count", "StreamsStarted": "Count", "StreamsRejected": "Count", "UpstreamErrors": "Count",
-        "TimeToFirstDelta": "Milliseconds", "StreamSeconds": "Seconds", "StreamCapUsed": "Percent",
+        "ActiveStreams": "Count",
+        "StreamsStarted": "Count",
+        "StreamsRejected": "Count",
+        "UpstreamErrors": "Count",
+        "TimeToFirstDelta": "Milliseconds",
+        "StreamSeconds": "Seconds",
+        "StreamCapUsed": "Percent",
     }
-    assert (record["ActiveStreams"], record["StreamsStarted"], record["StreamsRejected"], record["UpstreamErrors"]) == (1, 1, 1, 0)
+    assert (
+        record["ActiveStreams"],
+        record["StreamsStarted"],
+        record["StreamsRejected"],
+        record["UpstreamErrors"],
+    ) == (1, 1, 1, 0)
     assert record["StreamCapUsed"] == 100.0  # 1 of MAX_STREAMS=1
-    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that held it
-    # (StreamSeconds in seconds), and its first delta came before it ended (TimeToFirstDelta in milliseconds); 1 ms for
-    # the rounding.
+    # The figures' sizes, at any machine speed: the stream lasted no longer than the scenario that
+    # held it (StreamSeconds in seconds), and its first delta came before it ended (TimeToFirstDelta
+    # in milliseconds); 1 ms for the rounding.
     assert 0 < record["StreamSeconds"] <= scenario_s + 0.001
     assert 0 < record["TimeToFirstDelta"] <= record["StreamSeconds"] * 1000 + 1
 
 
 def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
-    """An instance still loading the model must not report ActiveStreams=0 (autoscaling averages over instances)."""
+    """An instance still loading the model must not report ActiveStreams=0 (autoscaling averages
+    over instances)."""
 
     def emf_lines() -> list[dict]:
-        return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+        return [
+            json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line
+        ]
 
     async def scenario():
         vllm = FakeVllm()
@@ -241,7 +287,9 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
             vllm.health_status = 200
             await bridge.health.probe_once()
             written: list[dict] = []
-            async with asyncio.timeout(LIVENESS_S):  # a line every interval from now on, however slow the loop
+            async with asyncio.timeout(
+                LIVENESS_S
+            ):  # a line every interval from now on, however slow the loop
                 while len(written) < 2:
                     await asyncio.sleep(0.05)
                     written += emf_lines()
@@ -251,7 +299,8 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
 
 # ---- Failure semantics of the bridge (items 1-10), each over real sockets on 127.0.0.1.
 #
-# The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for vLLM.
+# The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for
+# vLLM.
 
 
 # The "within 1 s" items (1-4 below, and the connect cancelled further down): 1 s is the target for
@@ -284,9 +333,12 @@ def test_client_tcp_drop_closes_vllm_socket_within_1s(run):
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
 def test_client_leaving_while_vllm_silent_closes_vllm_socket_within_1s(run, how):
     async def scenario():
-        # The silent fake still answers pings, so the stall check would not close its socket either; set past the wait
-        # all the same, so that only the client's leaving can have closed it.
-        async with FakeVllm() as vllm, running_bridge(vllm.port, upstream_stall_s=BEYOND_LIVENESS_S) as bridge:
+        # The silent fake still answers pings, so the stall check would not close its socket either;
+        # set past the wait all the same, so that only the client's leaving can have closed it.
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, upstream_stall_s=BEYOND_LIVENESS_S) as bridge,
+        ):
             ws, session = await started_stream(bridge, vllm)
             vllm.silent = True
             await ws.send(append())
@@ -317,8 +369,8 @@ def test_vllm_ending_mid_stream_gives_upstream_closed_and_1011_within_1s(run, ho
             error = await recv_event(ws)
             assert error["type"] == "error"
             assert error["code"] == "upstream_closed"
-            # vLLM's close told at once, not the stall check (UPSTREAM_STALL_S, 5 s) that would end the stream with the
-            # same code later: a stall carries no upstream_close_code.
+            # vLLM's close told at once, not the stall check (UPSTREAM_STALL_S, 5 s) that would end
+            # the stream with the same code later: a stall carries no upstream_close_code.
             vllm_code = 1000 if how == "close frame" else 1006
             assert error["upstream_close_code"] == vllm_code
             assert str(vllm_code) in error["error"]
@@ -330,7 +382,9 @@ def test_vllm_ending_mid_stream_gives_upstream_closed_and_1011_within_1s(run, ho
 
 
 # 4. vLLM is down when a client connects.
-@pytest.mark.usefixtures("open_timeout_beyond_wait")  # the refusal is told, not the open timeout's same error
+@pytest.mark.usefixtures(
+    "open_timeout_beyond_wait"
+)  # the refusal is told, not the open timeout's same error
 def test_vllm_down_gives_error_and_1011_within_1s_and_ping_503(run):
     async def scenario():
         async with running_bridge(free_port()) as bridge:
@@ -363,7 +417,10 @@ def test_stream_over_max_streams_gets_server_busy_and_1013_others_untouched(run)
             assert (code, reason) == (1013, "server_busy")
             assert len(vllm.sessions) == 2  # the extra client never reached vLLM
             # The open streams still relay both ways.
-            for ws, session, text in ((first, first_session, "one "), (second, second_session, "two ")):
+            for ws, session, text in (
+                (first, first_session, "one "),
+                (second, second_session, "two "),
+            ):
                 await ws.send(append())
                 await session.wait_for_event("input_audio_buffer.append")
                 await session.send_delta(text)
@@ -386,8 +443,8 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
                     await talker.send(append())
                     await asyncio.sleep(0.1)
 
-            # The talker keeps sending, every 0.1 s, until the checks are done: however long they take on a loaded
-            # machine, it is never idle itself (the idle timeout is 0.4 s).
+            # The talker keeps sending, every 0.1 s, until the checks are done: however long they
+            # take on a loaded machine, it is never idle itself (the idle timeout is 0.4 s).
             talking = asyncio.create_task(keep_talking())
             try:
                 error = await recv_event(silent)
@@ -396,11 +453,16 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
                 assert await closed_within(silent, LIVENESS_S) == (1000, "idle_timeout")
                 await silent_session.wait_closed(timeout=LIVENESS_S)
                 # 8 appends, 0.1 s apart: the talker has talked for longer than the idle timeout.
-                await talker_session.wait_for_event("input_audio_buffer.append", count=8, timeout=LIVENESS_S)
+                await talker_session.wait_for_event(
+                    "input_audio_buffer.append", count=8, timeout=LIVENESS_S
+                )
                 # The talking client is untouched.
                 assert not talker_session.closed.is_set()
                 await talker_session.send_delta("still here")
-                assert await recv_event(talker) == {"type": "transcription.delta", "delta": "still here"}
+                assert await recv_event(talker) == {
+                    "type": "transcription.delta",
+                    "delta": "still here",
+                }
             finally:
                 talking.cancel()
 
@@ -409,10 +471,14 @@ def test_silent_client_is_told_idle_timeout_and_vllm_session_ends(run):
 
 # 7. A session whose audio approaches max_model_len.
 def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
-    # max_model_len 74 tokens less the 49 of the stream format, x 0.8 = 20 tokens = 1.6 s of audio at 12.5 tokens/s
-    # = 51200 PCM16 bytes: 12 appends of 4096 bytes (49152) pass, the 13th would exceed the limit.
+    # max_model_len 74 tokens less the 49 of the stream format, x 0.8 = 20 tokens = 1.6 s of audio
+    # at 12.5 tokens/s = 51200 PCM16 bytes: 12 appends of 4096 bytes (49152) pass, the 13th would
+    # exceed the limit.
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge,
+        ):
             assert bridge.settings.session_audio_limit_bytes == 51200
             long, long_session = await started_stream(bridge, vllm, 0)
             other, other_session = await started_stream(bridge, vllm, 1)
@@ -423,7 +489,9 @@ def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
             assert "max_model_len 74 tokens less 49" in error["error"]
             assert await closed_within(long, LIVENESS_S) == (1000, "session_limit")
             await long_session.wait_closed(timeout=LIVENESS_S)
-            assert long_session.audio_bytes == 12 * len(PCM_CHUNK)  # nothing past the limit reached vLLM
+            assert long_session.audio_bytes == 12 * len(
+                PCM_CHUNK
+            )  # nothing past the limit reached vLLM
             await other.send(append())
             await other_session.wait_for_event("input_audio_buffer.append")
             await other_session.send_delta("fine")
@@ -433,8 +501,12 @@ def test_session_limit_ends_session_before_vllm_limit_others_unaffected(run):
 
 
 # 8. session.update without a model or with another name.
-@pytest.mark.parametrize("configured", [True, False], ids=["name-from-settings", "name-from-v1-models"])
-@pytest.mark.parametrize("update", [{}, {"model": "whisper-1"}, {"model": None}], ids=["no-model", "other-name", "null"])
+@pytest.mark.parametrize(
+    "configured", [True, False], ids=["name-from-settings", "name-from-v1-models"]
+)
+@pytest.mark.parametrize(
+    "update", [{}, {"model": "whisper-1"}, {"model": None}], ids=["no-model", "other-name", "null"]
+)
 def test_session_update_gets_the_served_model_name(run, configured, update):
     async def scenario():
         async with FakeVllm(model="/opt/ml/model") as vllm:
@@ -449,7 +521,9 @@ def test_session_update_gets_the_served_model_name(run, configured, update):
                 await session.wait_for_event("input_audio_buffer.commit")
                 assert session.events[0] == {"type": "session.update", "model": "/opt/ml/model"}
                 assert session.model == "/opt/ml/model"
-                assert not [e for e in session.sent if e["type"] == "error"]  # no model_not_found, no model_not_validated
+                assert not [
+                    e for e in session.sent if e["type"] == "error"
+                ]  # no model_not_found, no model_not_validated
 
     run(scenario())
 
@@ -470,7 +544,11 @@ def test_bad_audio_gets_invalid_audio_from_the_bridge_and_nothing_is_forwarded(r
             assert error["code"] == "invalid_audio"
             await ws.send(append())  # a good one after it still goes through
             await session.wait_for_event("input_audio_buffer.append")
-            assert session.event_types() == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append"]
+            assert session.event_types() == [
+                "session.update",
+                "input_audio_buffer.commit",
+                "input_audio_buffer.append",
+            ]
             assert bytes(session.audio) == PCM_CHUNK
 
     run(scenario())
@@ -485,8 +563,9 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
         async with FakeVllm(record_audio=False) as vllm, running_bridge(vllm.port) as bridge:
             ws, _ = await started_stream(bridge, vllm)  # warm up imports and caches
             await ws.close()
-            # The baseline is taken once the warm-up stream is gone on both sides and the descriptor count holds
-            # still: under load its sockets can close after a fixed pause, which left three extra in the baseline.
+            # The baseline is taken once the warm-up stream is gone on both sides and the descriptor
+            # count holds still: under load its sockets can close after a fixed pause, which left
+            # three extra in the baseline.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(20):
                     while bridge.active_streams or vllm.open_sessions():
@@ -513,8 +592,12 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
             # the bridge's stream is gone, a handshake task that ends at its EOF), then assert each,
             # so a leak is named.
             def settled() -> bool:
-                return (not bridge.active_streams and not vllm.open_sessions()
-                        and len(asyncio.all_tasks()) == tasks and open_fds() == fds)
+                return (
+                    not bridge.active_streams
+                    and not vllm.open_sessions()
+                    and len(asyncio.all_tasks()) == tasks
+                    and open_fds() == fds
+                )
 
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(20):
@@ -545,9 +628,11 @@ def test_ordinary_client_close_is_relayed_as_a_clean_close(run):
     run(scenario())
 
 
-# ---- A client that floods the bridge must not take the event loop, memory or `/ping` from everyone else.
+# ---- A client that floods the bridge must not take the event loop, memory or `/ping` from everyone
+# else.
 #
-# Real sockets on 127.0.0.1; the flooding client writes raw masked WebSocket frames to its transport.
+# Real sockets on 127.0.0.1; the flooding client writes raw masked WebSocket frames to its
+# transport.
 
 
 def frames(payload: bytes, count: int) -> bytes:
@@ -558,40 +643,49 @@ def frames(payload: bytes, count: int) -> bytes:
 def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_still_answers(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
-            # A small receive buffer on the client's socket, so that the bridge's replies back up quickly.
+            # A small receive buffer on the client's socket, so that the bridge's replies back up
+            # quickly.
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", bridge.port))
             sock.setblocking(False)
-            ws = await connect(f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", sock=sock, compression=None)
+            ws = await connect(
+                f"ws://127.0.0.1:{bridge.port}{STREAM_PATH}", sock=sock, compression=None
+            )
             assert (await recv_event(ws))["type"] == "session.created"
             await ws.send(json.dumps({"type": "session.update", "model": vllm.model}))
             session = await vllm.wait_for_session()
             await session.wait_for_event("session.update")
             (stream,) = bridge._streams
-            # And a small send buffer on the bridge's side (as over a slow network): kernel buffers hold
-            # little, so what the bridge does with its own replies shows.
+            # And a small send buffer on the bridge's side (as over a slow network): kernel buffers
+            # hold little, so what the bridge does with its own replies shows.
             bridge_socket = stream.client.transport.get_extra_info("socket")
             bridge_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
             ws.transport.pause_reading()  # the client reads nothing from now on
-            flood = frames(b"[", 20_000)  # 120 KB of frames that are not JSON: each gets an error event
+            flood = frames(
+                b"[", 20_000
+            )  # 120 KB of frames that are not JSON: each gets an error event
             ws.transport.write(flood)
             # Wait (bounded) until the bridge's replies have filled the client's buffers.
             try:
                 async with asyncio.timeout(LIVENESS_S):
                     while stream.client.transport.get_write_buffer_size() < WRITE_LIMIT_BYTES:
                         await asyncio.sleep(0.02)
-            except TimeoutError:  # seen once under load (4 workers on 2 cores), not reproduced: say what was left
+            except (
+                TimeoutError
+            ):  # seen once under load (4 workers on 2 cores), not reproduced: say what was left
                 raise AssertionError(
-                    f"the bridge's write buffer to the client held {stream.client.transport.get_write_buffer_size()} "
-                    f"bytes after {LIVENESS_S} s, short of WRITE_LIMIT_BYTES ({WRITE_LIMIT_BYTES}); client transport "
-                    f"closing: {stream.client.transport.is_closing()}, hold reasons (HOLD_* bits) "
-                    f"{stream.client.hold_reasons:#x}, "
-                    f"stream ending {stream.ending}, events at vLLM {session.event_types()}"
+                    "the bridge's write buffer to the client held "
+                    f"{stream.client.transport.get_write_buffer_size()} bytes after {LIVENESS_S} "
+                    f"s, short of WRITE_LIMIT_BYTES ({WRITE_LIMIT_BYTES}); client transport "
+                    f"closing: {stream.client.transport.is_closing()}, hold reasons (HOLD_* "
+                    f"bits) {stream.client.hold_reasons:#x}, stream ending {stream.ending}, "
+                    f"events at vLLM {session.event_types()}"
                 ) from None
             for _ in range(3):
                 await asyncio.sleep(0.1)
-                # The bridge stopped reading the client: its unsent replies stay near the write limit ...
+                # The bridge stopped reading the client: its unsent replies stay near the write
+                # limit ...
                 assert stream.client.transport.get_write_buffer_size() < 2 * WRITE_LIMIT_BYTES
                 # ... and the event loop is free: /ping answers, with vLLM's health.
                 status, _ = await http_get("127.0.0.1", bridge.port, "/ping", LIVENESS_S)
@@ -606,7 +700,9 @@ def test_malformed_flood_from_a_client_that_does_not_read_is_held_back_and_ping_
     run(scenario())
 
 
-def test_a_burst_of_frames_is_handled_a_budget_at_a_time_so_other_work_interleaves(run, monkeypatch):
+def test_a_burst_of_frames_is_handled_a_budget_at_a_time_so_other_work_interleaves(
+    run, monkeypatch
+):
     count = 400
     handled_at_tick: list[int] = []
     tick = 0
@@ -623,8 +719,12 @@ def test_a_burst_of_frames_is_handled_a_budget_at_a_time_so_other_work_interleav
         async with FakeVllm(record_audio=True) as vllm, running_bridge(vllm.port) as bridge:
             ws, session = await started_stream(bridge, vllm)
             handled_at_tick.clear()
-            burst = frames(b'{"type":"input_audio_buffer.append","audio":"AAA="}', count)  # 2 PCM16 bytes each
-            ws.transport.write(burst)  # one TCP write of 22 KB: one or a few reads on the bridge's side
+            burst = frames(
+                b'{"type":"input_audio_buffer.append","audio":"AAA="}', count
+            )  # 2 PCM16 bytes each
+            ws.transport.write(
+                burst
+            )  # one TCP write of 22 KB: one or a few reads on the bridge's side
             async with asyncio.timeout(5):
                 while len(handled_at_tick) < count:
                     tick += 1  # one turn of the event loop per tick
@@ -651,13 +751,16 @@ def test_ping_has_hysteresis_one_failed_probe_does_not_flip_it(run):
             assert await bridge.health.probe_once() is False  # the third failure in a row
             assert await ping_status(bridge) == 503
             vllm.health_status = 200
-            assert await bridge.health.probe_once() is True  # one good answer is enough to serve again
+            assert (
+                await bridge.health.probe_once() is True
+            )  # one good answer is enough to serve again
             assert await ping_status(bridge) == 200
 
     run(scenario())
 
 
-# ---- Frames and peers that tried to break the bridge (a review's findings), each over real sockets on 127.0.0.1.
+# ---- Frames and peers that tried to break the bridge (a review's findings), each over real sockets
+# on 127.0.0.1.
 
 
 @pytest.mark.parametrize(
@@ -676,7 +779,11 @@ def test_json_python_cannot_parse_gets_an_error_event_and_the_stream_stays_open(
             await ws.send(append())  # the stream goes on
             await session.wait_for_event("input_audio_buffer.append")
             assert bytes(session.audio) == PCM_CHUNK
-            assert session.event_types() == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append"]
+            assert session.event_types() == [
+                "session.update",
+                "input_audio_buffer.commit",
+                "input_audio_buffer.append",
+            ]
 
     run(scenario())
 
@@ -712,19 +819,29 @@ def test_an_unexpected_exception_ends_only_that_stream_with_1011(run, monkeypatc
     assert any("RuntimeError" in r.getMessage() for r in warnings)
 
 
-# Frames the bridge answers in vLLM's place: the code must be the one vLLM itself gives (the fake mirrors
-# vllm realtime/connection.py), and a frame vLLM accepts must not be rejected.
+# Frames the bridge answers in vLLM's place: the code must be the one vLLM itself gives (the fake
+# mirrors vllm realtime/connection.py), and a frame vLLM accepts must not be rejected.
 SAME_AS_VLLM = {
     "json-array": ("[1, 2]", "processing_error"),
     "json-string": ('"hello"', "processing_error"),
     "no-type": ('{"audio": "AAAA"}', "unknown_event"),
     "numeric-type": ('{"type": 7}', "unknown_event"),
     "append-without-audio": ('{"type": "input_audio_buffer.append"}', "processing_error"),
-    "append-audio-not-a-string": ('{"type": "input_audio_buffer.append", "audio": 42}', "processing_error"),
+    "append-audio-not-a-string": (
+        '{"type": "input_audio_buffer.append", "audio": 42}',
+        "processing_error",
+    ),
     "not-json": ("{nope", "invalid_json"),
-    "odd-bytes": ('{"type": "input_audio_buffer.append", "audio": "AAAA"}'.replace("AAAA", "AQID"), "invalid_audio"),
-    "mime-line-breaks": (json.dumps({"type": "input_audio_buffer.append",
-                                     "audio": base64.encodebytes(PCM_CHUNK).decode()}), None),
+    "odd-bytes": (
+        '{"type": "input_audio_buffer.append", "audio": "AAAA"}'.replace("AAAA", "AQID"),
+        "invalid_audio",
+    ),
+    "mime-line-breaks": (
+        json.dumps(
+            {"type": "input_audio_buffer.append", "audio": base64.encodebytes(PCM_CHUNK).decode()}
+        ),
+        None,
+    ),
 }
 
 
@@ -733,7 +850,9 @@ def test_bridge_answers_with_the_code_vllm_gives(run, case):
     frame, code = SAME_AS_VLLM[case]
 
     async def first_error_or_none(ws) -> str | None:
-        await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))  # a marker after the frame
+        await ws.send(
+            json.dumps({"type": "input_audio_buffer.commit", "final": True})
+        )  # a marker after the frame
         while True:
             answer = await recv_event(ws)
             if answer["type"] == "error":
@@ -761,18 +880,24 @@ def test_bridge_answers_with_the_code_vllm_gives(run, case):
 
 
 def test_session_limit_counts_audio_per_generation_not_per_websocket(run):
-    # vLLM applies max_model_len per generation: after a final commit it sends transcription.done, clears its
-    # audio queue, and the next commit starts a fresh request (vllm realtime/connection.py). Limit here:
-    # (74 - 49 tokens of the stream format) x 0.8 = 20 tokens = 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
+    # vLLM applies max_model_len per generation: after a final commit it sends transcription.done,
+    # clears its audio queue, and the next commit starts a fresh request (vllm
+    # realtime/connection.py). Limit here: (74 - 49 tokens of the stream format) x 0.8 = 20 tokens =
+    # 1.6 s = 51200 PCM16 bytes, 12 appends of 4096 bytes.
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge_:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, max_model_len=74, session_limit_fraction=0.8) as bridge_,
+        ):
             ws, session = await started_stream(bridge_, vllm)
             for _ in range(10):
                 await ws.send(append())
             await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
             assert (await recv_event(ws))["type"] == "transcription.done"
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))  # the next utterance
-            for _ in range(12):  # 22 appends on this WebSocket, 12 in this generation: within the limit
+            for _ in range(
+                12
+            ):  # 22 appends on this WebSocket, 12 in this generation: within the limit
                 await ws.send(append())
             await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
             assert (await recv_event(ws))["type"] == "transcription.done"
@@ -793,21 +918,34 @@ def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(ru
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             client = ClientProtocol(parse_uri(f"ws://127.0.0.1:{bridge_.port}{STREAM_PATH}"))
             client.send_request(client.connect())
-            texts = [json.dumps({"type": "session.update", "model": vllm.model}), '{"type": "input_audio_buffer.commit"}',
-                     append()]
-            frames = b"".join(Frame(Opcode.TEXT, text.encode()).serialize(mask=True) for text in texts)
+            texts = [
+                json.dumps({"type": "session.update", "model": vllm.model}),
+                '{"type": "input_audio_buffer.commit"}',
+                append(),
+            ]
+            frames = b"".join(
+                Frame(Opcode.TEXT, text.encode()).serialize(mask=True) for text in texts
+            )
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"".join(client.data_to_send()) + frames)  # the request and three frames in one write
+            writer.write(
+                b"".join(client.data_to_send()) + frames
+            )  # the request and three frames in one write
             session = await vllm.wait_for_session()
             await session.wait_for_event("input_audio_buffer.append")
-            assert session.event_types() == ["session.update", "input_audio_buffer.commit", "input_audio_buffer.append"]
+            assert session.event_types() == [
+                "session.update",
+                "input_audio_buffer.commit",
+                "input_audio_buffer.append",
+            ]
             assert bytes(session.audio) == PCM_CHUNK
             await session.send_delta("early")
             events = []
             async with asyncio.timeout(LIVENESS_S):
                 while len(events) < 2:
                     client.receive_data(await reader.read(65536))
-                    events += [json.loads(e.data) for e in client.events_received() if isinstance(e, Frame)]
+                    events += [
+                        json.loads(e.data) for e in client.events_received() if isinstance(e, Frame)
+                    ]
             assert events[0]["type"] == "session.created"
             assert events[1] == {"type": "transcription.delta", "delta": "early"}
             writer.transport.abort()
@@ -816,8 +954,9 @@ def test_frames_sent_in_the_same_tcp_write_as_the_upgrade_request_are_relayed(ru
 
 
 def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_not_idle_timeout(run):
-    # vLLM stops (SIGSTOP) while a client streams: the bridge's writes to vLLM back up, so the bridge stops
-    # reading the client. The client is not idle; vLLM is stalled, and the client must be told so.
+    # vLLM stops (SIGSTOP) while a client streams: the bridge's writes to vLLM back up, so the
+    # bridge stops reading the client. The client is not idle; vLLM is stalled, and the client must
+    # be told so.
     idle_s, stall_s = 0.5, 1.5
 
     async def keep_sending(ws) -> None:
@@ -825,10 +964,15 @@ def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_no
             await ws.send(append())
 
     async def scenario():
-        async with FakeVllm() as vllm, running_bridge(vllm.port, idle_timeout_s=idle_s, upstream_stall_s=stall_s) as bridge_:
+        async with (
+            FakeVllm() as vllm,
+            running_bridge(vllm.port, idle_timeout_s=idle_s, upstream_stall_s=stall_s) as bridge_,
+        ):
             ws, session = await started_stream(bridge_, vllm)
             (stream,) = bridge_._streams
-            stream.upstream.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            stream.upstream.transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+            )
             session.hang()
             sender = asyncio.create_task(keep_sending(ws))
             try:
@@ -837,7 +981,9 @@ def test_hung_vllm_mid_stream_is_detected_and_the_client_told_upstream_closed_no
                 sender.cancel()
             assert error["code"] == "upstream_closed"
             assert f"{stall_s:g} s" in error["error"]
-            code, _ = await closed_within(ws, LIVENESS_S)  # the client's side is still sending: close handshake
+            code, _ = await closed_within(
+                ws, LIVENESS_S
+            )  # the client's side is still sending: close handshake
             assert code == 1011
             assert bridge_.metrics.upstream_errors == 1
             session.resume()  # SIGCONT: the fake sees that the bridge has dropped the connection
@@ -866,11 +1012,16 @@ def test_quiet_but_alive_vllm_is_not_taken_for_a_hung_one(run):
 
 
 @pytest.mark.parametrize("how", ["close frame", "tcp drop"])
-@pytest.mark.usefixtures("open_timeout_beyond_wait")  # only the client's leaving can end the connect
+@pytest.mark.usefixtures(
+    "open_timeout_beyond_wait"
+)  # only the client's leaving can end the connect
 def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1s(run, how):
     # A vLLM that accepts TCP but never answers the WebSocket handshake.
     async def scenario():
-        async with handshake_never_answered() as (port, upstream_gone), running_bridge(port) as bridge_:
+        async with (
+            handshake_never_answered() as (port, upstream_gone),
+            running_bridge(port) as bridge_,
+        ):
             ws = await open_stream(bridge_)
             await asyncio.sleep(0.1)  # the bridge is waiting for vLLM's handshake answer
             assert bridge_.active_streams == 1
@@ -882,17 +1033,22 @@ def test_client_leaving_while_vllm_has_not_accepted_cancels_the_connect_within_1
                 await upstream_gone.wait()
                 while bridge_.active_streams:
                     await asyncio.sleep(0.02)
-            assert bridge_.metrics.upstream_errors == 0  # cancelled, not a connect that failed (the timeout's count)
+            assert (
+                bridge_.metrics.upstream_errors == 0
+            )  # cancelled, not a connect that failed (the timeout's count)
 
     run(scenario())
 
 
 def test_health_probe_reads_at_most_max_response_bytes(run):
-    # A misbehaving server behind VLLM_PORT sending an endless answer must not fill the bridge's memory.
+    # A misbehaving server behind VLLM_PORT sending an endless answer must not fill the bridge's
+    # memory.
     async def scenario():
         async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * (4 * MAX_RESPONSE_BYTES))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * (4 * MAX_RESPONSE_BYTES)
+            )
             with contextlib.suppress(OSError):
                 await writer.drain()
             writer.close()
@@ -900,26 +1056,37 @@ def test_health_probe_reads_at_most_max_response_bytes(run):
         server_ = await asyncio.start_server(flood, "127.0.0.1", 0)
         try:
             with pytest.raises(ValueError, match="larger than"):
-                await http_get("127.0.0.1", server_.sockets[0].getsockname()[1], "/health", LIVENESS_S)
+                await http_get(
+                    "127.0.0.1", server_.sockets[0].getsockname()[1], "/health", LIVENESS_S
+                )
         finally:
             server_.close()
 
     run(scenario())
 
 
-@pytest.mark.usefixtures("answer_drop_beyond_wait")  # the read ends at the bridge's half-close, not its drop
+@pytest.mark.usefixtures(
+    "answer_drop_beyond_wait"
+)  # the read ends at the bridge's half-close, not its drop
 def test_post_invocations_body_in_later_reads_is_discarded_not_parsed_as_a_request(run):
     async def scenario():
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge_:
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge_.port)
-            writer.write(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n" + b"A" * 100)
+            writer.write(
+                b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n"
+                + b"A" * 100
+            )
             await writer.drain()
             await asyncio.sleep(0.05)  # the rest of the body comes in another read
             writer.write(b"B" * 19_900)
             response = await asyncio.wait_for(reader.read(), LIVENESS_S)
             writer.close()
-            assert response.count(b"HTTP/1.1 ") == 1  # only the bridge's answer, no second (bogus) one
+            assert (
+                response.count(b"HTTP/1.1 ") == 1
+            )  # only the bridge's answer, no second (bogus) one
             assert response.startswith(b"HTTP/1.1 400 ")
-            assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "use_bidirectional_stream"
+            assert (
+                json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "use_bidirectional_stream"
+            )
 
     run(scenario())

@@ -1,4 +1,5 @@
-"""ECS task scale-in protection (`bridge.task_protection`) against a stand-in of the ECS agent's endpoint on loopback."""
+"""ECS task scale-in protection (`bridge.task_protection`) against a stand-in of the ECS agent's
+endpoint on loopback."""
 
 from __future__ import annotations
 
@@ -12,19 +13,29 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
 from bridge.task_protection import STATE_PATH, TaskProtection
-from tests.bridge.bridge_testkit import LIVENESS_S, PCM_CHUNK, append, event, open_stream, recv_event, running_bridge
+from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
+from tests.bridge.bridge_testkit import (
+    LIVENESS_S,
+    PCM_CHUNK,
+    append,
+    event,
+    open_stream,
+    recv_event,
+    running_bridge,
+)
 from voicectl.local.fake_vllm import FakeVllm
 
-#: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task id>).
+#: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task
+#: id>).
 AGENT_PREFIX = "/api/task-0123"
 ON = {"ProtectionEnabled": True, "ExpiresInMinutes": 10}
 OFF = {"ProtectionEnabled": False}
 
 
 class FakeAgent:
-    """The ECS agent's task-protection endpoint on 127.0.0.1: records each PUT's JSON body and when it came.
+    """The ECS agent's task-protection endpoint on 127.0.0.1: records each PUT's JSON body and when
+    it came.
 
     `status` (and a `{"error": ...}` body when not 200) and `hang` (never answer) shape the answers.
     """
@@ -51,10 +62,18 @@ class FakeAgent:
         if self.hang:
             await asyncio.sleep(3600)
         if self.status != 200:
-            return web.json_response({"error": {"Code": "AccessDeniedException", "Message": "denied"}},
-                                     status=self.status)
-        return web.json_response({"protection": {"ProtectionEnabled": body["ProtectionEnabled"],
-                                                 "TaskArn": "arn:aws:ecs:eu-west-1:111122223333:task/c/0123"}})
+            return web.json_response(
+                {"error": {"Code": "AccessDeniedException", "Message": "denied"}},
+                status=self.status,
+            )
+        return web.json_response(
+            {
+                "protection": {
+                    "ProtectionEnabled": body["ProtectionEnabled"],
+                    "TaskArn": "arn:aws:ecs:eu-west-1:111122223333:task/c/0123",
+                }
+            }
+        )
 
     async def wait_for(self, count: int, timeout: float = 3.0) -> list[dict[str, Any]]:
         """The PUTs once at least `count` arrived (TimeoutError otherwise)."""
@@ -80,19 +99,27 @@ class FakeAgent:
 
 
 @contextlib.asynccontextmanager
-async def bridge_on_ecs(agent_uri: str, *, grace_s: float = 0.3, renew_after_s: float | None = None,
-                        **overrides: Any) -> AsyncIterator[tuple[Any, FakeVllm]]:
+async def bridge_on_ecs(
+    agent_uri: str, *, grace_s: float = 0.3, renew_after_s: float | None = None, **overrides: Any
+) -> AsyncIterator[tuple[Any, FakeVllm]]:
     """A bridge with ECS_AGENT_URI=`agent_uri` in front of a fake vLLM (a delta per append)."""
-    async with FakeVllm(generate=True) as vllm, running_bridge(
-        vllm.port, ecs_agent_uri=agent_uri, task_protection_grace_s=grace_s, **overrides,
-    ) as bridge:
+    async with (
+        FakeVllm(generate=True) as vllm,
+        running_bridge(
+            vllm.port,
+            ecs_agent_uri=agent_uri,
+            task_protection_grace_s=grace_s,
+            **overrides,
+        ) as bridge,
+    ):
         if renew_after_s is not None:
             bridge.protection.renew_after_s = renew_after_s
         yield bridge, vllm
 
 
 async def live_stream(bridge: Any):
-    """A client past session.created, session.update and a commit, with one append relayed (delta back)."""
+    """A client past session.created, session.update and a commit, with one append relayed (delta
+    back)."""
     ws = await open_stream(bridge)
     assert (await recv_event(ws))["type"] == "session.created"
     await ws.send(event("session.update", model="anything"))
@@ -103,13 +130,16 @@ async def live_stream(bridge: Any):
 
 
 async def until(condition: Any, timeout: float = 2.0) -> None:
-    """Wait until `condition()` is true (the agent's answer reaches the bridge after the PUT is recorded)."""
+    """Wait until `condition()` is true (the agent's answer reaches the bridge after the PUT is
+    recorded)."""
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)
 
 
-def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(run, caplog):
+def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_its_grace(
+    run, caplog
+):
     async def scenario():
         async with FakeAgent() as agent, bridge_on_ecs(agent.uri, grace_s=0.3) as (bridge, _):
             await asyncio.sleep(0.2)
@@ -125,7 +155,9 @@ def test_on_at_the_first_stream_kept_while_any_is_live_off_after_the_last_and_it
             await second.close()
             closed_at = time.monotonic()
             assert await agent.wait_for(2) == [ON, OFF]
-            assert agent.times[1] - closed_at >= 0.25  # not before the grace (0.3 s, less the close's own time)
+            assert (
+                agent.times[1] - closed_at >= 0.25
+            )  # not before the grace (0.3 s, less the close's own time)
             await until(lambda: not bridge.protection.enabled)
             assert not bridge.metrics.task_protected
             line = _flushed(bridge)
@@ -154,7 +186,10 @@ def test_protection_is_renewed_while_a_stream_stays_live(run):
             ws = await live_stream(bridge)
             puts = await agent.wait_for(4, timeout=3)
             assert puts[:4] == [ON, ON, ON, ON]
-            gaps = [later - earlier for earlier, later in zip(agent.times, agent.times[1:4])]
+            gaps = [
+                later - earlier
+                for earlier, later in zip(agent.times, agent.times[1:4], strict=False)
+            ]
             assert all(0.15 <= gap < 1.0 for gap in gaps), gaps
             await ws.send(append())  # the stream is unaffected
             assert (await recv_event(ws))["type"] == "transcription.delta"
@@ -174,17 +209,23 @@ def test_an_agent_that_is_down_refuses_or_hangs_never_hurts_a_stream(run, caplog
             async with bridge_on_ecs(uri) as (bridge, _):
                 bridge.protection.retry_delays_s = (0.05,)
                 ws = await live_stream(bridge)
-                if agent_state == "hanging":  # the agent's request stays outstanding all through the appends
+                if (
+                    agent_state == "hanging"
+                ):  # the agent's request stays outstanding all through the appends
                     bridge.protection.request_timeout_s = 600.0
                 for _ in range(5):  # appends and their deltas go on while the agent fails or hangs
                     await ws.send(append())
-                    assert (await recv_event(ws, timeout=LIVENESS_S))["type"] == "transcription.delta"
+                    assert (await recv_event(ws, timeout=LIVENESS_S))[
+                        "type"
+                    ] == "transcription.delta"
                     await asyncio.sleep(0.05)
                 if agent_state != "hanging":
                     assert bridge.metrics.protection_errors >= 2  # retried
                     assert not bridge.protection.enabled
                 else:
-                    assert len(agent.puts) == 1  # the request is still outstanding: the stream never waited on it
+                    assert (
+                        len(agent.puts) == 1
+                    )  # the request is still outstanding: the stream never waited on it
                 await ws.close()
 
     run(scenario())
@@ -198,8 +239,14 @@ def test_a_request_that_hangs_times_out_and_is_retried(caplog):
     async def scenario():
         async with FakeAgent(hang=True) as agent:
             metrics = _Recorder()
-            protection = TaskProtection(agent.uri, metrics, expires_minutes=5, grace_s=0, request_timeout_s=0.2,
-                                        retry_delays_s=(0.1,))
+            protection = TaskProtection(
+                agent.uri,
+                metrics,
+                expires_minutes=5,
+                grace_s=0,
+                request_timeout_s=0.2,
+                retry_delays_s=(0.1,),
+            )
             task = asyncio.ensure_future(protection.run())
             protection.streams_changed(1)
             await agent.wait_for(2, timeout=2)
@@ -216,8 +263,11 @@ def test_a_request_that_hangs_times_out_and_is_retried(caplog):
 
     asyncio.run(scenario())
     failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
-    assert failures and all(line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
-                                    "(retrying)" for line in failures), failures
+    assert failures and all(
+        line == "ECS task scale-in protection: turning it on failed: timed out after 0.2 s "
+        "(retrying)"
+        for line in failures
+    ), failures
 
 
 class _SilentFailure:
@@ -230,10 +280,15 @@ class _SilentFailure:
 
 
 def test_a_failure_without_a_message_is_logged_with_its_type(caplog):
-    protection = TaskProtection("http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0)
+    protection = TaskProtection(
+        "http://127.0.0.1:9/api/x", metrics := _Recorder(), expires_minutes=5, grace_s=0
+    )
     assert asyncio.run(protection._put(_SilentFailure(), False)) is False
     assert metrics.errors == 1
-    assert "ECS task scale-in protection: turning it off failed: ClientError (retrying)" in caplog.messages
+    assert (
+        "ECS task scale-in protection: turning it off failed: ClientError (retrying)"
+        in caplog.messages
+    )
 
 
 def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_are_written(run):
@@ -249,18 +304,32 @@ def test_without_ecs_agent_uri_nothing_is_requested_and_no_protection_metrics_ar
 
 
 def test_protection_settings_are_read_and_checked():
-    settings = BridgeEnvironment.from_env({"ECS_AGENT_URI": "http://169.254.170.2/api/abc",
-                                           "TASK_PROTECTION_MINUTES": "30",
-                                           "TASK_PROTECTION_GRACE_S": "5"})
-    assert (settings.ecs_agent_uri, settings.task_protection_minutes, settings.task_protection_grace_s) == (
-        "http://169.254.170.2/api/abc", 30, 5.0)
+    settings = BridgeEnvironment.from_env(
+        {
+            "ECS_AGENT_URI": "http://169.254.170.2/api/abc",
+            "TASK_PROTECTION_MINUTES": "30",
+            "TASK_PROTECTION_GRACE_S": "5",
+        }
+    )
+    assert (
+        settings.ecs_agent_uri,
+        settings.task_protection_minutes,
+        settings.task_protection_grace_s,
+    ) == ("http://169.254.170.2/api/abc", 30, 5.0)
     assert BridgeEnvironment.from_env({}).ecs_agent_uri is None
-    assert TaskProtection("http://169.254.170.2/api/abc/", _Recorder(), expires_minutes=10, grace_s=1).url == \
-        "http://169.254.170.2/api/abc/task-protection/v1/state"
+    assert (
+        TaskProtection(
+            "http://169.254.170.2/api/abc/", _Recorder(), expires_minutes=10, grace_s=1
+        ).url
+        == "http://169.254.170.2/api/abc/task-protection/v1/state"
+    )
     for env, message in (
         ({"TASK_PROTECTION_MINUTES": "0"}, "TASK_PROTECTION_MINUTES='0' must be at least 1"),
         ({"TASK_PROTECTION_MINUTES": "2881"}, "TASK_PROTECTION_MINUTES=2881 must be at most 2880"),
-        ({"ECS_AGENT_URI": "169.254.170.2/api"}, "ECS_AGENT_URI='169.254.170.2/api' must be an http:// URL"),
+        (
+            {"ECS_AGENT_URI": "169.254.170.2/api"},
+            "ECS_AGENT_URI='169.254.170.2/api' must be an http:// URL",
+        ),
     ):
         with pytest.raises(BridgeEnvError) as info:
             BridgeEnvironment.from_env(env)

@@ -1,4 +1,5 @@
-"""List every difference between two synthesized versions of the app, and flag logical ids that must not change.
+"""List every difference between two synthesized versions of the app, and flag logical ids that must
+not change.
 
 Usage (from the repository root)::
 
@@ -6,27 +7,31 @@ Usage (from the repository root)::
     make synth                                       # on the new one
     .venv/bin/python tests/tools/template_diff.py ../before cdk.out
 
-Both arguments are cloud assemblies (``cdk.out``) or folders holding ``*.template.json`` files. For each stack it
-prints the resources added and removed (logical id and type), then, for every resource in both, each changed
-property as ``path: old -> new``; outputs, parameters and conditions likewise. Lists whose items only moved are
-reported as "order only". ``aws:cdk:path`` metadata is reported apart: a path may change while the logical id stays
-(a wrapper construct with the id ``Default``, which CDK leaves out of logical ids).
+Both arguments are cloud assemblies (``cdk.out``) or folders holding ``*.template.json`` files. For
+each stack it prints the resources added and removed (logical id and type), then, for every resource
+in both, each changed property as ``path: old -> new``; outputs, parameters and conditions likewise.
+Lists whose items only moved are reported as "order only". ``aws:cdk:path`` metadata is reported
+apart: a path may change while the logical id stays (a wrapper construct with the id ``Default``,
+which CDK leaves out of logical ids).
 
-Why logical ids matter: CloudFormation identifies a resource by its logical id; a resource whose id disappears is
-deleted, and one under a new id is created (CDK Developer Guide, "Identifiers"; "Preserve deployed resources when
-refactoring CDK code"). For the types in :data:`MUST_KEEP` that loses data or breaks the deployment (a fixed name
-created twice), so the exit code is 1 when any of them was added or removed.
+Why logical ids matter: CloudFormation identifies a resource by its logical id; a resource whose id
+disappears is deleted, and one under a new id is created (CDK Developer Guide, "Identifiers";
+"Preserve deployed resources when refactoring CDK code"). For the types in :data:`MUST_KEEP` that
+loses data or breaks the deployment (a fixed name created twice), so the exit code is 1 when any of
+them was added or removed.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-#: Resource types whose logical id must never change for a deployed stack: they hold data, or carry a fixed name
-#: that a new resource would collide with, or are referenced from outside the stack by name or ARN.
+#: Resource types whose logical id must never change for a deployed stack: they hold data, or carry
+#: a fixed name that a new resource would collide with, or are referenced from outside the stack by
+#: name or ARN.
 MUST_KEEP = {
     "AWS::S3::Bucket": "holds the model weights and access logs",
     "AWS::ECR::Repository": "holds the bridge images",
@@ -34,34 +39,51 @@ MUST_KEEP = {
     "AWS::Logs::LogGroup": "holds logs; endpoint log groups have fixed names",
     "AWS::SNS::Topic": "subscriptions of the on-call tools",
     "AWS::KMS::Key": "encrypts data; a new key cannot decrypt the old data",
-    "AWS::CloudWatch::Alarm": "fixed AlarmName: a second resource would overwrite, then delete, the alarm",
+    "AWS::CloudWatch::Alarm": "fixed AlarmName: a second resource would overwrite, then delete, "
+    "the alarm",
     "AWS::CloudWatch::Dashboard": "fixed DashboardName",
-    "AWS::ApplicationAutoScaling::ScalableTarget": "one registration per variant: a new one is deregistered with the old",
+    "AWS::ApplicationAutoScaling::ScalableTarget": "one registration per variant: a new one is "
+    "deregistered with the old",
     "AWS::ApplicationAutoScaling::ScalingPolicy": "fixed PolicyName",
     "AWS::IAM::ManagedPolicy": "callers attach it by ARN outside the stack",
-    "AWS::IAM::Role": "its ARN is in the Model: a new role replaces the Model and rolls the endpoint's instances",
-    "AWS::SageMaker::Model": "a new Model replaces the EndpointConfig and rolls the endpoint's instances",
+    "AWS::IAM::Role": "its ARN is in the Model: a new role replaces the Model and rolls the "
+    "endpoint's instances",
+    "AWS::SageMaker::Model": "a new Model replaces the EndpointConfig and rolls the endpoint's "
+    "instances",
     "AWS::SageMaker::EndpointConfig": "a new EndpointConfig rolls the endpoint's instances",
 }
 
 
 def load(folder: Path) -> dict[str, dict]:
     """``{stack name: template}`` of every ``*.template.json`` in ``folder``."""
-    return {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.template.json"))}
+    return {
+        p.name.removesuffix(".template.json"): json.loads(p.read_text())
+        for p in sorted(folder.glob("*.template.json"))
+    }
 
 
 def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
     """One line per difference between two JSON values (dict keys recursively, lists as wholes)."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
-            child = f"{path}{key}" if str(key).startswith("[") else (f"{path}.{key}" if path else str(key))
+            child = (
+                f"{path}{key}"
+                if str(key).startswith("[")
+                else (f"{path}.{key}" if path else str(key))
+            )
             if key not in old:
                 yield f"{child}: added {_short(new[key])}"
             elif key not in new:
                 yield f"{child}: removed (was {_short(old[key])})"
             else:
                 yield from _walk(old[key], new[key], child)
-    elif isinstance(old, list) and isinstance(new, list) and old != new and _by_sid(old) and _by_sid(new):
+    elif (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and old != new
+        and _by_sid(old)
+        and _by_sid(new)
+    ):
         # IAM statements with Sids: compared by Sid, since their order means nothing.
         yield from _walk(_by_sid(old), _by_sid(new), path)
         if list(_by_sid(old)) != list(_by_sid(new)) and set(_by_sid(old)) == set(_by_sid(new)):
@@ -70,7 +92,7 @@ def _walk(old: Any, new: Any, path: str) -> Iterator[str]:
         if len(old) == len(new) and sorted(map(_key, old)) == sorted(map(_key, new)):
             yield f"{path}: order only"
         elif len(old) == len(new):
-            for index, (a, b) in enumerate(zip(old, new)):
+            for index, (a, b) in enumerate(zip(old, new, strict=True)):
                 yield from _walk(a, b, f"{path}[{index}]")
         else:
             yield f"{path}: {_short(old)} -> {_short(new)}"
@@ -108,7 +130,8 @@ def _short(value: Any, limit: int = 240) -> str:
 
 
 def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
-    """(lines describing every difference, lines naming each MUST_KEEP logical id added or removed)."""
+    """(lines describing every difference, lines naming each MUST_KEEP logical id added or
+    removed)."""
     lines: list[str] = []
     violations: list[str] = []
     old_resources, new_resources = old.get("Resources", {}), new.get("Resources", {})
@@ -126,7 +149,9 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
         a, b = dict(old_resources[logical_id]), dict(new_resources[logical_id])
         path_a, path_b = (r.pop("Metadata", {}).get("aws:cdk:path") for r in (a, b))
         if path_a != path_b:
-            lines.append(f"{logical_id}: construct path {path_a} -> {path_b} (logical id unchanged)")
+            lines.append(
+                f"{logical_id}: construct path {path_a} -> {path_b} (logical id unchanged)"
+            )
         lines += [f"{logical_id}.{line}" for line in _walk(a, b, "")]
     # A resource of a type removed once and added once was most likely renamed: compare the two.
     removed_ids = set(old_resources) - set(new_resources)
@@ -141,14 +166,19 @@ def diff_stack(old: dict, new: dict) -> tuple[list[str], list[str]]:
         for resource in (a, b):
             resource.pop("Metadata", None)
         pair = f"{removed[kind]} -> {added[kind]}"
-        lines += [f"{pair} (renamed?).{line}" for line in _walk(a, b, "")] or [f"{pair} (renamed?): same content"]
+        lines += [f"{pair} (renamed?).{line}" for line in _walk(a, b, "")] or [
+            f"{pair} (renamed?): same content"
+        ]
     for section in ("Outputs", "Parameters", "Conditions", "Rules", "Mappings"):
-        lines += [f"{section}.{line}" for line in _walk(old.get(section, {}), new.get(section, {}), "")]
+        lines += [
+            f"{section}.{line}" for line in _walk(old.get(section, {}), new.get(section, {}), "")
+        ]
     return lines, violations
 
 
 def compare(before: Path, after: Path) -> tuple[list[str], list[str]]:
-    """Every difference between the templates in ``before`` and ``after``, by stack; and the MUST_KEEP violations."""
+    """Every difference between the templates in ``before`` and ``after``, by stack; and the
+    MUST_KEEP violations."""
     old, new = load(before), load(after)
     lines: list[str] = []
     violations: list[str] = []
@@ -173,7 +203,10 @@ def main(argv: list[str]) -> int:
     lines, violations = compare(Path(argv[0]), Path(argv[1]))
     print("\n".join(lines))
     if violations:
-        print("\nLogical ids that must not change, changed:\n" + "\n".join(f"  {v}" for v in violations))
+        print(
+            "\nLogical ids that must not change, changed:\n"
+            + "\n".join(f"  {v}" for v in violations)
+        )
         return 1
     print("\nNo logical id of a resource that must keep it changed.")
     return 0

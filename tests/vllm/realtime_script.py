@@ -1,9 +1,11 @@
-"""Scripted realtime sessions, run the same way against vLLM's real server and against the fake (`FakeVllm`).
+"""Scripted realtime sessions, run the same way against vLLM's real server and against the fake
+(`FakeVllm`).
 
-A session is a coroutine that drives one WebSocket through a :class:`Transcript`: it sends client events, waits for
-what the server must send, and marks points where the server has had time to answer. The transcript keeps each
-server event's *shape* (type, field names, error code, which usage fields are null, prompt tokens) and the marks, in
-order, so two servers are compared on event types, fields and order, with ids, times and texts aside.
+A session is a coroutine that drives one WebSocket through a :class:`Transcript`: it sends client
+events, waits for what the server must send, and marks points where the server has had time to
+answer. The transcript keeps each server event's *shape* (type, field names, error code, which usage
+fields are null, prompt tokens) and the marks, in order, so two servers are compared on event types,
+fields and order, with ids, times and texts aside.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from websockets.exceptions import ConnectionClosed
 
 #: PCM16 samples of one audio token (80 ms at 16 kHz).
 TOKEN_SAMPLES = 1280
-#: How long a mark waits for what the server may still send, seconds: the CPU server takes 30-300 ms per token here.
+#: How long a mark waits for what the server may still send, seconds: the CPU server takes 30-300 ms
+#: per token here.
 SETTLE_S = 3.0
-#: Longest wait for an event the server must send, seconds (a whole generation on a slow, shared CPU).
+#: Longest wait for an event the server must send, seconds (a whole generation on a slow, shared
+#: CPU).
 EVENT_TIMEOUT_S = 120.0
 
 
@@ -44,13 +48,18 @@ def shape(received: dict[str, Any]) -> tuple:
         return (kind, fields, received.get("code"))
     if kind == "transcription.done":
         usage = received["usage"]
-        return (kind, fields, tuple(sorted((key, value is None) for key, value in usage.items())),
-                usage["prompt_tokens"])
+        return (
+            kind,
+            fields,
+            tuple(sorted((key, value is None) for key, value in usage.items())),
+            usage["prompt_tokens"],
+        )
     return (kind, fields)
 
 
 class Transcript:
-    """One session's record: server event shapes and marks, in order; the events themselves in `events`."""
+    """One session's record: server event shapes and marks, in order; the events themselves in
+    `events`."""
 
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
@@ -66,7 +75,9 @@ class Transcript:
         self.events.append(received)
         self.entries.append(shape(received))
 
-    async def until(self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = EVENT_TIMEOUT_S) -> None:
+    async def until(
+        self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = EVENT_TIMEOUT_S
+    ) -> None:
         """Read until `done(events)` holds."""
         async with asyncio.timeout(timeout):
             while not done(self.events):
@@ -85,7 +96,8 @@ class Transcript:
         self.entries.append(("mark", label))
 
     async def closed(self, timeout: float = EVENT_TIMEOUT_S) -> None:
-        """Read until the connection ends; record its close code (1006: dropped without a close frame)."""
+        """Read until the connection ends; record its close code (1006: dropped without a close
+        frame)."""
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -100,10 +112,16 @@ class Transcript:
             self.entries.append(("closed", self.close_code))
 
     def deltas(self) -> list[str]:
-        return [received["delta"] for received in self.events if received["type"] == "transcription.delta"]
+        return [
+            received["delta"]
+            for received in self.events
+            if received["type"] == "transcription.delta"
+        ]
 
     def done(self, index: int = -1) -> dict[str, Any]:
-        return [received for received in self.events if received["type"] == "transcription.done"][index]
+        return [received for received in self.events if received["type"] == "transcription.done"][
+            index
+        ]
 
     def count(self, kind: str) -> int:
         return sum(received["type"] == kind for received in self.events)
@@ -120,11 +138,12 @@ async def open_session(url: str) -> Transcript:
     return transcript
 
 
-# ---- the sessions ---------------------------------------------------------------------------------------------
+# ---- the sessions ------------------------------------------------------------------------------
 
 
 async def lifecycle(url: str, model: str) -> Transcript:
-    """No delta before ~0.6 s of audio is buffered, then one per 80 ms, the rest after the final commit."""
+    """No delta before ~0.6 s of audio is buffered, then one per 80 ms, the rest after the final
+    commit."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     await t.send(event("input_audio_buffer.commit"))
@@ -146,7 +165,8 @@ async def lifecycle(url: str, model: str) -> Transcript:
 
 
 async def second_utterance(url: str, model: str) -> Transcript:
-    """A commit after `transcription.done` starts a generation whose text and usage start from zero."""
+    """A commit after `transcription.done` starts a generation whose text and usage start from
+    zero."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     for utterance in (1, 2):
@@ -160,7 +180,8 @@ async def second_utterance(url: str, model: str) -> Transcript:
 
 
 async def final_values(url: str, model: str) -> Transcript:
-    """`"final": "no"` is false (pydantic's bool); a value pydantic refuses is `processing_error`."""
+    """`"final": "no"` is false (pydantic's bool); a value pydantic refuses is
+    `processing_error`."""
     t = await open_session(url)
     await t.send(event("session.update", model=model))
     await t.send(event("input_audio_buffer.commit"))
@@ -185,7 +206,10 @@ ERRORS = [
     (event("session.update", model="no-such-model"), "model_not_found"),
     (event("response.create"), "unknown_event"),
     (event("input_audio_buffer.append", audio="A"), "invalid_audio"),  # not whole base64 quanta
-    (event("input_audio_buffer.append", audio="AAAA"), "invalid_audio"),  # 3 bytes: not whole PCM16 samples
+    (
+        event("input_audio_buffer.append", audio="AAAA"),
+        "invalid_audio",
+    ),  # 3 bytes: not whole PCM16 samples
     (event("input_audio_buffer.append", audio=""), "invalid_audio"),  # empty
     (event("input_audio_buffer.append"), "processing_error"),  # no audio field
     ("[1, 2]", "processing_error"),  # not an object
@@ -193,8 +217,9 @@ ERRORS = [
 
 
 async def errors(url: str, model: str, unanswered: tuple[str, ...] = ()) -> Transcript:
-    """Each error is answered in-band and the socket stays open; a valid session follows. `unanswered`: codes that
-    cannot arise on this path (behind the bridge, which names the served model in every `session.update`)."""
+    """Each error is answered in-band and the socket stays open; a valid session follows.
+    `unanswered`: codes that cannot arise on this path (behind the bridge, which names the served
+    model in every `session.update`)."""
     t = await open_session(url)
     answered = 0
     for message, code in ERRORS:
@@ -230,7 +255,11 @@ async def past_max_model_len(url: str, model: str, max_model_len: int) -> Transc
     await t.send(event("input_audio_buffer.commit"))
     await t.send(append(max_model_len))
     await t.send(event("input_audio_buffer.commit", final=True))
-    await t.until(lambda events: any(received["type"] in ("transcription.done", "error") for received in events))
+    await t.until(
+        lambda events: any(
+            received["type"] in ("transcription.done", "error") for received in events
+        )
+    )
     await t.mark("ended")
     await t.ws.close()
     return t

@@ -1,9 +1,10 @@
-"""The fake vLLM (voicectl/local/fake_vllm.py) against vLLM's real realtime server: the same scripted sessions run
-against both, and the servers must answer with the same event types, fields and order (ids, times and texts aside).
+"""The fake vLLM (voicectl/local/fake_vllm.py) against vLLM's real realtime server: the same
+scripted sessions run against both, and the servers must answer with the same event types, fields
+and order (ids, times and texts aside).
 
-Each session is a row of what the fake must follow: deltas only after ~0.6 s of buffered audio, one per 80 ms and
-the rest after the final commit; a second utterance from zero; `"final": "no"`; every in-band error; a binary frame;
-usage; `/metrics`; SIGTERM (last: it stops the session's vLLM)."""
+Each session is a row of what the fake must follow: deltas only after ~0.6 s of buffered audio, one
+per 80 ms and the rest after the final commit; a second utterance from zero; `"final": "no"`; every
+in-band error; a binary frame; usage; `/metrics`; SIGTERM (last: it stops the session's vLLM)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ pytestmark = pytest.mark.vllm
 
 
 def fake_for(vllm) -> FakeVllm:
-    """The fake as the fast tests use it in generate mode, serving the real server's model name and limits."""
+    """The fake as the fast tests use it in generate mode, serving the real server's model name and
+    limits."""
     return FakeVllm(model=vllm.model, generate=True, max_model_len=real_vllm.MAX_MODEL_LEN)
 
 
 async def both(vllm, session, *args):
-    """Run `session` against the real server, then against a fresh fake; return (real, fake) transcripts."""
+    """Run `session` against the real server, then against a fresh fake; return (real, fake)
+    transcripts."""
     real = await session(vllm.url, vllm.model, *args)
     async with fake_for(vllm) as fake:
         faked = await session(fake.url, vllm.model, *args)
@@ -36,7 +39,8 @@ async def both(vllm, session, *args):
 
 
 def check_generation_invariants(transcript: script.Transcript) -> None:
-    """What holds on either server: each done's text is its own generation's deltas, one completion token each."""
+    """What holds on either server: each done's text is its own generation's deltas, one completion
+    token each."""
     deltas: list[str] = []
     for received in transcript.events:
         if received["type"] == "transcription.delta":
@@ -44,7 +48,9 @@ def check_generation_invariants(transcript: script.Transcript) -> None:
         elif received["type"] == "transcription.done":
             assert received["text"] == "".join(deltas)
             assert received["usage"]["completion_tokens"] == len(deltas)
-            assert received["usage"]["total_tokens"] == received["usage"]["prompt_tokens"] + len(deltas)
+            assert received["usage"]["total_tokens"] == received["usage"]["prompt_tokens"] + len(
+                deltas
+            )
             deltas = []
 
 
@@ -86,18 +92,27 @@ def test_the_fakes_metrics_are_the_real_servers_prometheus_text(vllm, run):
     async def fake_metrics() -> str:
         async with fake_for(vllm) as fake:
             return await asyncio.to_thread(
-                lambda: urllib.request.urlopen(f"http://127.0.0.1:{fake.port}/metrics", timeout=10).read().decode())
+                lambda: (
+                    urllib.request.urlopen(f"http://127.0.0.1:{fake.port}/metrics", timeout=10)
+                    .read()
+                    .decode()
+                )
+            )
 
     fake_text = run(fake_metrics())
     real_families, fake_families = prometheus_families(real_text), prometheus_families(fake_text)
     assert {name for name in fake_families if name.startswith("vllm:")} == {
-        name for name in real_families if name.startswith("vllm:")}
-    # The HTTP families (prometheus-fastapi-instrumentator) grow with the handlers a server has answered.
+        name for name in real_families if name.startswith("vllm:")
+    }
+    # The HTTP families (prometheus-fastapi-instrumentator) grow with the handlers a server has
+    # answered.
     assert fake_families <= real_families
     real_labels, fake_labels = cache_config_labels(real_text), cache_config_labels(fake_text)
     assert fake_labels.keys() == real_labels.keys()
     assert real_labels["block_size"] == fake_labels["block_size"] == str(CPU_BLOCK_SIZE)
-    assert real_labels["num_gpu_blocks"] == fake_labels["num_gpu_blocks"] == "2048"  # 1 GiB of CPU KV cache
+    assert (
+        real_labels["num_gpu_blocks"] == fake_labels["num_gpu_blocks"] == "2048"
+    )  # 1 GiB of CPU KV cache
 
 
 async def generating(url: str, model: str) -> script.Transcript:
@@ -113,8 +128,9 @@ async def generating(url: str, model: str) -> script.Transcript:
 
 @pytest.mark.stops_vllm
 def test_sigterm_ends_every_session_as_the_fake_does_and_the_bridge_says_so(vllm, run):
-    """SIGTERM (the last test: it stops the session's vLLM): each open session gets vLLM's answer and close 1012;
-    a client behind the bridge gets what vLLM sent, then `upstream_closed` naming 1012."""
+    """SIGTERM (the last test: it stops the session's vLLM): each open session gets vLLM's answer
+    and close 1012; a client behind the bridge gets what vLLM sent, then `upstream_closed` naming
+    1012."""
 
     async def scenario():
         async with fake_for(vllm) as fake:
@@ -142,7 +158,10 @@ def test_sigterm_ends_every_session_as_the_fake_does_and_the_bridge_says_so(vllm
     assert relayed.close_code == 1011
     assert until_mark(relayed.entries) == until_mark(real.entries)
     bridge_error = ("error", ("code", "error", "type", "upstream_close_code"), "upstream_closed")
-    assert [entry for entry in after_mark(relayed.entries) if entry != STOPPED] == [bridge_error, ("closed", 1011)]
+    assert [entry for entry in after_mark(relayed.entries) if entry != STOPPED] == [
+        bridge_error,
+        ("closed", 1011),
+    ]
 
 
 #: What a running generation gets when vLLM stops.
@@ -150,9 +169,9 @@ STOPPED = ("error", ("code", "error", "type"), "processing_error")
 
 
 def until_mark(entries: list[tuple]) -> list[tuple]:
-    return entries[:entries.index(("mark", "generating")) + 1]
+    return entries[: entries.index(("mark", "generating")) + 1]
 
 
 def after_mark(entries: list[tuple]) -> list[tuple]:
-    rest = entries[entries.index(("mark", "generating")) + 1:]
+    rest = entries[entries.index(("mark", "generating")) + 1 :]
     return [entry for entry in rest if entry[0] != "transcription.delta"]

@@ -47,9 +47,12 @@ def delayed(vllm_server: RealVllm, tmp_path_factory: pytest.TempPathFactory) -> 
     directory = tmp_path_factory.mktemp("vllm-delayed")
     server = [str(real_vllm.python()), "-m", "vllm.entrypoints.openai.api_server"]
     env = {
-        "VLLM_COMMAND": json.dumps(server), "SM_VLLM_MODEL": vllm_server.model,
-        "SM_VLLM_TOKENIZER_MODE": "mistral", "SM_VLLM_CONFIG_FORMAT": "mistral",
-        "SM_VLLM_LOAD_FORMAT": "mistral", "SM_VLLM_MAX_MODEL_LEN": str(real_vllm.MAX_MODEL_LEN),
+        "VLLM_COMMAND": json.dumps(server),
+        "SM_VLLM_MODEL": vllm_server.model,
+        "SM_VLLM_TOKENIZER_MODE": "mistral",
+        "SM_VLLM_CONFIG_FORMAT": "mistral",
+        "SM_VLLM_LOAD_FORMAT": "mistral",
+        "SM_VLLM_MAX_MODEL_LEN": str(real_vllm.MAX_MODEL_LEN),
         "SM_VLLM_ENFORCE_EAGER": "true",
     }
     env["SM_VLLM_TOKENIZER"] = str(delayed_tokenizer(env, DELAY_MS, directory / "tokenizer"))
@@ -95,8 +98,7 @@ def test_the_entrypoints_tokenizer_is_the_checkpoints_with_only_the_delay_replac
     assert args[args.index("--model") + 1] == delayed.model  # the same weights
 
 
-@pytest.mark.parametrize("server, delay_ms",
-                         [("vllm", CHECKPOINT_DELAY_MS), ("delayed", DELAY_MS)])
+@pytest.mark.parametrize("server, delay_ms", [("vllm", CHECKPOINT_DELAY_MS), ("delayed", DELAY_MS)])
 def test_vllm_runs_at_the_delay_of_the_tokenizer_it_was_given(server, delay_ms, request, run):
     """The same session through the bridge against the session's server (the checkpoint's 480 ms)
     and the delayed one: the prompt holds the delay's tokens, and the first delta waits for them
@@ -125,9 +127,11 @@ def test_the_session_limit_counts_the_delays_tokens_so_the_final_padding_fits(de
     would be 7.99 s: nine appends and a final commit were seen to take the generation past
     max_model_len while its padding streamed in, which killed vLLM's engine (EngineDeadError:
     every session ended with 1012)."""
+
     async def scenario():
-        async with running_bridge(delayed.port, max_model_len=real_vllm.MAX_MODEL_LEN,
-                                  transcription_delay_ms=DELAY_MS) as bridge:
+        async with running_bridge(
+            delayed.port, max_model_len=real_vllm.MAX_MODEL_LEN, transcription_delay_ms=DELAY_MS
+        ) as bridge:
             t = await script.open_session(bridge_url(bridge))
             await t.send(script.event("session.update", model="any-name"))
             await t.send(script.event("input_audio_buffer.commit"))

@@ -57,8 +57,10 @@ def check_url(url: str) -> str:
 
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise UsageError(f"--url must be the bot's WebSocket URL, ws://HOST:PORT/ or wss://HOST/ "
-                         f"(make local AGENT=1 prints it; a deployment's AgentUrl), got {url!r}")
+        raise UsageError(
+            f"--url must be the bot's WebSocket URL, ws://HOST:PORT/ or wss://HOST/ "
+            f"(make local AGENT=1 prints it; a deployment's AgentUrl), got {url!r}"
+        )
     return url
 
 
@@ -71,8 +73,12 @@ class TalkRelay:
         log: prints one line for the terminal.
     """
 
-    def __init__(self, bot_url: str, port: int = DEFAULT_PORT,
-                 log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    def __init__(
+        self,
+        bot_url: str,
+        port: int = DEFAULT_PORT,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    ) -> None:
         self.bot_url = check_url(bot_url)
         self.requested_port = port
         self.log = log
@@ -90,12 +96,18 @@ class TalkRelay:
 
     def process_request(self, connection: Any, request: Any) -> Any:
         assert self.guard is not None
-        headers = [(name.lower().encode("latin-1"), value.encode("latin-1"))
-                   for name, value in request.headers.raw_items()]
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in request.headers.raw_items()
+        ]
         path = request.path.split("?", 1)[0]
         upgrade = (request.headers.get("Upgrade") or "").lower() == "websocket"
-        scope = {"type": "websocket" if upgrade else "http", "path": path, "method": "GET",
-                 "headers": headers}
+        scope = {
+            "type": "websocket" if upgrade else "http",
+            "path": path,
+            "method": "GET",
+            "headers": headers,
+        }
         refused = self.guard.refusal(scope)
         if refused is None and not upgrade and path != "/":
             refused = ("route", f"GET {path[:200]!r} is not a route of this page")
@@ -118,7 +130,8 @@ class TalkRelay:
         # The page loads nothing from elsewhere; its WebSocket goes to its own origin only.
         response.headers["Content-Security-Policy"] = (
             "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "connect-src 'self'; media-src 'self'")
+            "connect-src 'self'; media-src 'self'"
+        )
         return response
 
     async def relay(self, page: Any) -> None:
@@ -126,8 +139,10 @@ class TalkRelay:
         from websockets.asyncio.client import connect
 
         try:
-            bot = await asyncio.wait_for(connect(self.bot_url, max_size=MAX_MESSAGE_BYTES,
-                                                 compression=None), CONNECT_TIMEOUT_S)
+            bot = await asyncio.wait_for(
+                connect(self.bot_url, max_size=MAX_MESSAGE_BYTES, compression=None),
+                CONNECT_TIMEOUT_S,
+            )
         except Exception as error:  # refused (503: the bot is full), unreachable, bad TLS
             message = f"could not reach the agent at {self.bot_url}: {error}"
             self.log(message)
@@ -154,11 +169,20 @@ class TalkRelay:
     async def start(self) -> TalkRelay:
         from websockets.asyncio.server import serve
 
-        self.server = await serve(self._handle, BIND, self.requested_port,
-                                  process_request=self.process_request,
-                                  max_size=MAX_MESSAGE_BYTES, compression=None)
-        self.guard = PageGuard(None, hosts=page_hosts(self.port),  # type: ignore[arg-type]
-                               websocket_paths={RELAY_PATH}, log=self.log)
+        self.server = await serve(
+            self._handle,
+            BIND,
+            self.requested_port,
+            process_request=self.process_request,
+            max_size=MAX_MESSAGE_BYTES,
+            compression=None,
+        )
+        self.guard = PageGuard(
+            None,  # type: ignore[arg-type]
+            hosts=page_hosts(self.port),
+            websocket_paths={RELAY_PATH},
+            log=self.log,
+        )
         return self
 
     async def _handle(self, page: Any) -> None:
@@ -172,16 +196,23 @@ class TalkRelay:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "talk", help="talk with the voice agent in a local web page",
+        "talk",
+        help="talk with the voice agent in a local web page",
         description="Serve a local page (http://127.0.0.1:PORT/) that records your microphone, "
-                    "plays the voice agent's answers and shows both sides and each turn's "
-                    "latency; the "
-                    "page's WebSocket is relayed to the bot by this process.")
-    parser.add_argument("--url", required=True, metavar="WS_URL",
-                        help="the bot's WebSocket: ws://127.0.0.1:8100/ (make local AGENT=1) or a "
-                             "deployment's AgentUrl (wss://...)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"local port (default: {DEFAULT_PORT})")
+        "plays the voice agent's answers and shows both sides and each turn's "
+        "latency; the "
+        "page's WebSocket is relayed to the bot by this process.",
+    )
+    parser.add_argument(
+        "--url",
+        required=True,
+        metavar="WS_URL",
+        help="the bot's WebSocket: ws://127.0.0.1:8100/ (make local AGENT=1) or a "
+        "deployment's AgentUrl (wss://...)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})"
+    )
     parser.set_defaults(func=run)
 
 
@@ -194,10 +225,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             relay = await TalkRelay(args.url, args.port).start()
         except OSError as error:
-            raise UsageError(f"cannot listen on {BIND}:{args.port} ({error}); another program uses "
-                             "the port: pass --port with a free one") from error
-        print(f"open {relay.url} in your browser (also http://localhost:{relay.port}/); "
-              f"talking to {args.url}; Ctrl-C stops", file=sys.stderr)
+            raise UsageError(
+                f"cannot listen on {BIND}:{args.port} ({error}); another program uses "
+                "the port: pass --port with a free one"
+            ) from error
+        print(
+            f"open {relay.url} in your browser (also http://localhost:{relay.port}/); "
+            f"talking to {args.url}; Ctrl-C stops",
+            file=sys.stderr,
+        )
         try:
             await asyncio.Future()
         finally:

@@ -1,4 +1,5 @@
-"""Live call transcription for Amazon Connect: call audio from Kinesis Video Streams into the Voxtral endpoint.
+"""Live call transcription for Amazon Connect: call audio from Kinesis Video Streams into the
+Voxtral endpoint.
 
 Modules: :mod:`.mkv` (Kinesis Video Streams' Matroska fragments, read and written with ebmlite), :mod:`.consumer`
 (one call's two tracks through the endpoint, checkpointed; many calls per task), :mod:`.sink` (transcript segments

@@ -80,10 +80,14 @@ def _check_dimensions(text: str) -> None:
         dimensions = json.loads(text)
     except ValueError:
         dimensions = None
-    if not (isinstance(dimensions, dict)
-            and all(isinstance(value, str) for value in dimensions.values())):
-        raise EnvError(f"METRIC_DIMENSIONS={text[:200]!r} is not a JSON object of strings "
-                       '(e.g. {"Deployment": "RealtimeVoice"})')
+    if not (
+        isinstance(dimensions, dict)
+        and all(isinstance(value, str) for value in dimensions.values())
+    ):
+        raise EnvError(
+            f"METRIC_DIMENSIONS={text[:200]!r} is not a JSON object of strings "
+            '(e.g. {"Deployment": "RealtimeVoice"})'
+        )
 
 
 async def _build_client(kind: str, region: str) -> None:
@@ -96,7 +100,7 @@ async def _build_client(kind: str, region: str) -> None:
         await client.close()
     else:
         # What WebSocketTransport.connect imports when it connects.
-        import websockets.asyncio.client  # noqa: F401
+        import websockets.asyncio.client
         import websockets.exceptions  # noqa: F401
 
 

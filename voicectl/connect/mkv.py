@@ -1,26 +1,29 @@
-"""Kinesis Video Streams' Matroska fragments as Amazon Connect writes them: framing, parsing and (for the tests)
-writing, with ebmlite.
+"""Kinesis Video Streams' Matroska fragments as Amazon Connect writes them: framing, parsing and
+(for the tests) writing, with ebmlite.
 
-GetMedia's payload (API reference, "payload") is a sequence of chunks, one per fragment, each a whole Matroska
-document (``EBML`` header, ``Segment``), to which the service adds the tags ``AWS_KINESISVIDEO_FRAGMENT_NUMBER``,
-``_SERVER_TIMESTAMP``, ``_PRODUCER_TIMESTAMP`` (before the Cluster), ``_MILLIS_BEHIND_NOW`` and
-``_CONTINUATION_TOKEN`` (after it), and on a failure ``AWS_KINESISVIDEO_ERROR_CODE`` (text) and ``_ERROR_ID``
-(an integer code, :data:`ERROR_FRAGMENT_NOT_FOUND` ...).
+GetMedia's payload (API reference, "payload") is a sequence of chunks, one per fragment, each a
+whole Matroska document (``EBML`` header, ``Segment``), to which the service adds the tags
+``AWS_KINESISVIDEO_FRAGMENT_NUMBER``, ``_SERVER_TIMESTAMP``, ``_PRODUCER_TIMESTAMP`` (before the
+Cluster), ``_MILLIS_BEHIND_NOW`` and ``_CONTINUATION_TOKEN`` (after it), and on a failure
+``AWS_KINESISVIDEO_ERROR_CODE`` (text) and ``_ERROR_ID`` (an integer code,
+:data:`ERROR_FRAGMENT_NOT_FOUND` ...).
 
 What Amazon Connect's producer writes (public dumps of real calls; sources named in
-tests/unit/voicectl/connect/fixtures/README.md): two tracks named ``AUDIO_FROM_CUSTOMER`` and ``AUDIO_TO_CUSTOMER``
-(either may be track 1), each with ``CodecID`` ``A_AAC``, a 2-byte ``CodecPrivate`` and *no* ``Audio`` element, while
-the blocks hold 8 kHz 16-bit mono PCM, as the per-call tag ``MimeType`` = ``audio/L16;rate=8000;channels=1;`` says;
-per-call tags (``ContactId``, ``InstanceId``, ``MimeType``, one per track name) each in its own ``Tags`` element,
-before and after the Cluster; an unknown-size Cluster whose ``Timecode`` is epoch milliseconds, holding 16
-SimpleBlocks of 1024 bytes per track. An older producer names its one track ``Track_audio/L16``: the reference
-consumer (amazon-connect-realtime-transcription, KVSUtils) reads it as ``AUDIO_FROM_CUSTOMER``, and so does this one.
+tests/unit/voicectl/connect/fixtures/README.md): two tracks named ``AUDIO_FROM_CUSTOMER`` and
+``AUDIO_TO_CUSTOMER`` (either may be track 1), each with ``CodecID`` ``A_AAC``, a 2-byte
+``CodecPrivate`` and *no* ``Audio`` element, while the blocks hold 8 kHz 16-bit mono PCM, as the
+per-call tag ``MimeType`` = ``audio/L16;rate=8000;channels=1;`` says; per-call tags (``ContactId``,
+``InstanceId``, ``MimeType``, one per track name) each in its own ``Tags`` element, before and after
+the Cluster; an unknown-size Cluster whose ``Timecode`` is epoch milliseconds, holding 16
+SimpleBlocks of 1024 bytes per track. An older producer names its one track ``Track_audio/L16``: the
+reference consumer (amazon-connect-realtime-transcription, KVSUtils) reads it as
+``AUDIO_FROM_CUSTOMER``, and so does this one.
 
-Why ebmlite: a maintained, pure-Python EBML library that ships the Matroska schema, so element ids and types come
-from the schema, not from us. Its document reader builds an object per element, without a bound on their number (a
-fragment of four million Voids stalled a task for seconds) and without ``Block`` in its schema (a BlockGroup's audio
-was lost); so the parser here walks element headers with ebmlite's decoder, under the bounds below, and reads the
-few elements it needs itself.
+Why ebmlite: a maintained, pure-Python EBML library that ships the Matroska schema, so element ids
+and types come from the schema, not from us. Its document reader builds an object per element,
+without a bound on their number (a fragment of four million Voids stalled a task for seconds) and
+without ``Block`` in its schema (a BlockGroup's audio was lost); so the parser here walks element
+headers with ebmlite's decoder, under the bounds below, and reads the few elements it needs itself.
 """
 
 from __future__ import annotations
@@ -44,17 +47,21 @@ TRACK_TO_CUSTOMER = "AUDIO_TO_CUSTOMER"
 CONNECT_TRACKS = (TRACK_FROM_CUSTOMER, TRACK_TO_CUSTOMER)
 LEGACY_TRACK_NAMES = {"Track_audio/L16": TRACK_FROM_CUSTOMER}
 """Track names of an older Connect producer -> the track they are (the reference consumer,
-amazon-connect-realtime-transcription KVSUtils.getByteBufferFromStream, "backwards compatibility")."""
+amazon-connect-realtime-transcription KVSUtils.getByteBufferFromStream, "backwards
+compatibility")."""
 
 CONNECT_SAMPLE_RATE_HZ = 8000
-"""Amazon Connect's media streams are 8 kHz ("Live media streaming", admin guide; the MimeType tag of real calls)."""
+"""Amazon Connect's media streams are 8 kHz ("Live media streaming", admin guide; the MimeType tag
+of real calls)."""
 PCM_CODEC_ID = "A_PCM/INT/LIT"
 """Matroska's codec id for little-endian integer PCM (what other producers write for PCM)."""
 CONNECT_CODEC_ID = "A_AAC"
-"""The codec id Connect's producer writes on its PCM tracks (real dumps), with no Audio element: a label only."""
+"""The codec id Connect's producer writes on its PCM tracks (real dumps), with no Audio element: a
+label only."""
 CONNECT_MIME_TYPE = "audio/L16;rate=8000;channels=1;"
-"""The MimeType tag of real Connect calls. RFC 3551 makes L16 big-endian, but Connect's bytes are little-endian: the
-reference consumers pass them unchanged to Amazon Transcribe, which takes signed 16-bit little-endian PCM only."""
+"""The MimeType tag of real Connect calls. RFC 3551 makes L16 big-endian, but Connect's bytes are
+little-endian: the reference consumers pass them unchanged to Amazon Transcribe, which takes signed
+16-bit little-endian PCM only."""
 PCM_BIT_DEPTH = 16
 
 TAG_CONTACT_ID = "ContactId"
@@ -68,34 +75,50 @@ TAG_CONTINUATION_TOKEN = "AWS_KINESISVIDEO_CONTINUATION_TOKEN"
 TAG_ERROR_CODE = "AWS_KINESISVIDEO_ERROR_CODE"
 TAG_ERROR_ID = "AWS_KINESISVIDEO_ERROR_ID"
 TAG_STOP_STREAMING = "STOP_STREAMING"
-"""``true`` on a producer's last fragment (a public Connect consumer stops there; unconfirmed which producer writes
-it: the real dumps do not have it)."""
+"""``true`` on a producer's last fragment (a public Connect consumer stops there; unconfirmed which
+producer writes it: the real dumps do not have it)."""
 
-_KNOWN_TAGS = {name.upper(): name for name in (
-    TAG_CONTACT_ID, TAG_INSTANCE_ID, TAG_MIME_TYPE, TAG_FRAGMENT_NUMBER, TAG_SERVER_TIMESTAMP,
-    TAG_PRODUCER_TIMESTAMP, TAG_MILLIS_BEHIND_NOW, TAG_CONTINUATION_TOKEN, TAG_ERROR_CODE, TAG_ERROR_ID,
-    TAG_STOP_STREAMING)}
-"""Tag names read case-insensitively: Matroska's tagging convention is upper case (libavformat writes ``CONTACTID``
-for ``ContactId``), Connect's producer writes ``ContactId`` (real dumps)."""
+_KNOWN_TAGS = {
+    name.upper(): name
+    for name in (
+        TAG_CONTACT_ID,
+        TAG_INSTANCE_ID,
+        TAG_MIME_TYPE,
+        TAG_FRAGMENT_NUMBER,
+        TAG_SERVER_TIMESTAMP,
+        TAG_PRODUCER_TIMESTAMP,
+        TAG_MILLIS_BEHIND_NOW,
+        TAG_CONTINUATION_TOKEN,
+        TAG_ERROR_CODE,
+        TAG_ERROR_ID,
+        TAG_STOP_STREAMING,
+    )
+}
+"""Tag names read case-insensitively: Matroska's tagging convention is upper case (libavformat
+writes ``CONTACTID`` for ``ContactId``), Connect's producer writes ``ContactId`` (real dumps)."""
 
 # GetMedia's AWS_KINESISVIDEO_ERROR_ID codes (GetMedia API reference, "payload").
 ERROR_WRITING_TO_STREAM = 3002
 ERROR_FRAGMENT_NOT_FOUND = 4000
 """At the end of a stream's fragments: what follows the last one, the end of the call."""
 ERROR_KMS_CODES = range(4500, 4507)
-"""4500-4506: the stream's KMS key is denied, disabled, invalid, unavailable, misused, in a bad state, not found."""
+"""4500-4506: the stream's KMS key is denied, disabled, invalid, unavailable, misused, in a bad
+state, not found."""
 ERROR_INTERNAL = 5000
 TRANSIENT_ERROR_CODES = frozenset({ERROR_WRITING_TO_STREAM, ERROR_INTERNAL})
-"""Codes a reader resumes after (from its last whole fragment, a bounded number of times); the others end the call."""
+"""Codes a reader resumes after (from its last whole fragment, a bounded number of times); the
+others end the call."""
 
 DEFAULT_TIMECODE_SCALE_NS = 1_000_000
 """Matroska's default TimecodeScale: timecodes in milliseconds."""
 
-# Bounds on what one fragment may hold. A real Connect fragment is ~35 KB: 1.024 s, 32 SimpleBlocks, ~150 elements,
-# ~12 tags, strings of at most 47 characters (fragment numbers). Each bound is far above that and far below what
-# stalls a task: a fragment over one is refused with an error naming the bound.
+# Bounds on what one fragment may hold. A real Connect fragment is ~35 KB: 1.024 s, 32 SimpleBlocks,
+# ~150 elements, ~12 tags, strings of at most 47 characters (fragment numbers). Each bound is far
+# above that and far below what stalls a task: a fragment over one is refused with an error naming
+# the bound.
 MAX_FRAGMENT_BYTES = 1024 * 1024
-"""Largest fragment read (30 x a real one, ~30 s of two 8 kHz PCM16 tracks); the framer buffers no more."""
+"""Largest fragment read (30 x a real one, ~30 s of two 8 kHz PCM16 tracks); the framer buffers no
+more."""
 MAX_ELEMENTS = 10_000
 """Elements walked in a fragment (a real one has ~150)."""
 MAX_BLOCKS = 2_048
@@ -105,9 +128,10 @@ MAX_TAGS = 256
 MAX_TRACKS = 16
 """TrackEntries in a fragment (Connect writes one or two)."""
 MAX_TEXT_CHARS = 128
-"""Characters kept of any string from a fragment (tag names and values, track names, codec ids) before it reaches a
-reason, an event or a table item: fragment numbers and continuation tokens are at most 128 (GetMedia
-StartSelector), ContactIds 256 (Connect's StartContactStreaming), real ones 36."""
+"""Characters kept of any string from a fragment (tag names and values, track names, codec ids)
+before it reaches a reason, an event or a table item: fragment numbers and continuation tokens are
+at most 128 (GetMedia StartSelector), ContactIds 256 (Connect's StartContactStreaming), real ones
+36."""
 
 _EBML_ID = SCHEMA["EBML"].id
 _SEGMENT_ID = SCHEMA["Segment"].id
@@ -119,12 +143,14 @@ _TRACK_TYPE_AUDIO, _TRACK_TYPE_VIDEO = 2, 1
 
 
 def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (marked with an ellipsis): a producer's string in our own messages."""
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+    """``text`` cut to ``limit`` characters (marked with an ellipsis): a producer's string in our
+    own messages."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 class FragmentError(ValueError):
-    """A fragment that cannot be used (truncated, a codec other than Connect's PCM, over a bound, malformed)."""
+    """A fragment that cannot be used (truncated, a codec other than Connect's PCM, over a bound,
+    malformed)."""
 
 
 @dataclass(frozen=True)
@@ -141,13 +167,20 @@ class Track:
 
 @dataclass
 class Fragment:
-    """One fragment: its tags (name -> value, cut to :data:`MAX_TEXT_CHARS`) and each Connect track's PCM16."""
+    """One fragment: its tags (name -> value, cut to :data:`MAX_TEXT_CHARS`) and each Connect
+    track's PCM16."""
 
     tags: dict[str, str]
     tracks: dict[str, Track]
-    audio: dict[str, bytes] = field(default_factory=dict)  # Connect track name -> PCM16 little-endian mono 8 kHz
-    timecode_ms: float = 0.0  # the cluster's timecode, in milliseconds (Connect: epoch milliseconds)
-    skipped: tuple[str, ...] = ()  # tracks not read (names other than Connect's, cut), for a warning
+    audio: dict[str, bytes] = field(
+        default_factory=dict
+    )  # Connect track name -> PCM16 little-endian mono 8 kHz
+    timecode_ms: float = (
+        0.0  # the cluster's timecode, in milliseconds (Connect: epoch milliseconds)
+    )
+    skipped: tuple[
+        str, ...
+    ] = ()  # tracks not read (names other than Connect's, cut), for a warning
 
     @property
     def number(self) -> str | None:
@@ -159,7 +192,8 @@ class Fragment:
 
     @property
     def error_code(self) -> int | None:
-        """GetMedia's in-band error id (``AWS_KINESISVIDEO_ERROR_ID``), or None; -1 if it is not an integer."""
+        """GetMedia's in-band error id (``AWS_KINESISVIDEO_ERROR_ID``), or None; -1 if it is not an
+        integer."""
         if TAG_ERROR_ID not in self.tags and TAG_ERROR_CODE not in self.tags:
             return None
         value = self.tags.get(TAG_ERROR_ID, "")
@@ -183,14 +217,16 @@ class Fragment:
 class FragmentFramer:
     """Cuts GetMedia's byte stream into whole fragments (EBML header + Segment), as bytes arrive.
 
-    A Segment of known size ends at its size. One of unknown size (all-ones size) ends, by EBML's rule for
-    unknown-sized elements (RFC 8794 section 6.2; RFC 9559 allows it for Segment and Cluster only), at the first
-    element that cannot be its child: here the next fragment's ``EBML`` header, or the end of the stream
-    (:meth:`close`). The framer finds it by walking the Segment's elements from header to header (ids and sizes
-    decoded by ebmlite, children from ebmlite's Matroska schema), skipping each known-size element whole and
-    descending only into unknown-size ones (a Cluster), so bytes inside a payload are never read as an id: PCM can hold
-    the EBML header's four bytes by chance (about 1% of 20-minute calls), a byte search would cut a fragment there.
-    An element cut by a read boundary waits for its remaining bytes; the walk resumes where it stopped.
+    A Segment of known size ends at its size. One of unknown size (all-ones size) ends, by EBML's
+    rule for unknown-sized elements (RFC 8794 section 6.2; RFC 9559 allows it for Segment and
+    Cluster only), at the first element that cannot be its child: here the next fragment's ``EBML``
+    header, or the end of the stream (:meth:`close`). The framer finds it by walking the Segment's
+    elements from header to header (ids and sizes decoded by ebmlite, children from ebmlite's
+    Matroska schema), skipping each known-size element whole and descending only into unknown-size
+    ones (a Cluster), so bytes inside a payload are never read as an id: PCM can hold the EBML
+    header's four bytes by chance (about 1% of 20-minute calls), a byte search would cut a fragment
+    there. An element cut by a read boundary waits for its remaining bytes; the walk resumes where
+    it stopped.
     """
 
     def __init__(self) -> None:
@@ -205,19 +241,23 @@ class FragmentFramer:
             del self._buffer[:end]
             self._walk = None
         if len(self._buffer) > MAX_FRAGMENT_BYTES:
-            raise FragmentError(f"a fragment is larger than {MAX_FRAGMENT_BYTES} bytes (a real one is ~35 KB)")
+            raise FragmentError(
+                f"a fragment is larger than {MAX_FRAGMENT_BYTES} bytes (a real one is ~35 KB)"
+            )
         return fragments
 
     def close(self) -> list[bytes]:
-        """The stream ended: the rest is one last fragment of unknown size ending at an element boundary, or
-        truncated (raises)."""
+        """The stream ended: the rest is one last fragment of unknown size ending at an element
+        boundary, or truncated (raises)."""
         rest = bytes(self._buffer)
         walk, self._buffer, self._walk = self._walk, bytearray(), None
         if not rest:
             return []
         if walk is not None and walk.at == len(rest):
             return [rest]
-        raise FragmentError(f"the stream ended inside a fragment ({len(rest)} bytes of it arrived): truncated")
+        raise FragmentError(
+            f"the stream ended inside a fragment ({len(rest)} bytes of it arrived): truncated"
+        )
 
     def _complete_end(self) -> int | None:
         data = self._buffer
@@ -227,18 +267,24 @@ class FragmentFramer:
                 return None
             eid, size, payload_at = header
             if eid != _EBML_ID or size is None:
-                raise FragmentError(f"a fragment must start with an EBML header, found element id 0x{eid:x}")
+                raise FragmentError(
+                    f"a fragment must start with an EBML header, found element id 0x{eid:x}"
+                )
             segment_at = payload_at + size
             segment = _element_header(data, segment_at)
             if segment is None:
                 return None
             sid, ssize, spayload_at = segment
             if sid != _SEGMENT_ID:
-                raise FragmentError(f"an EBML header must be followed by a Segment, found element id 0x{sid:x}")
+                raise FragmentError(
+                    f"an EBML header must be followed by a Segment, found element id 0x{sid:x}"
+                )
             if ssize is not None:
                 end = spayload_at + ssize
                 if end > MAX_FRAGMENT_BYTES:
-                    raise FragmentError(f"a fragment of {end} bytes; at most {MAX_FRAGMENT_BYTES} are read")
+                    raise FragmentError(
+                        f"a fragment of {end} bytes; at most {MAX_FRAGMENT_BYTES} are read"
+                    )
                 return end if len(data) >= end else None
             self._walk = _Walk(at=spayload_at, open=[_SEGMENT_ID])
         return self._walk.advance(data)
@@ -246,31 +292,39 @@ class FragmentFramer:
 
 @dataclass
 class _Walk:
-    """Element-by-element walk through an unknown-size Segment: ``at`` is the next element's offset, ``open`` the
-    unknown-size masters it may still belong to (Segment, then perhaps a Cluster)."""
+    """Element-by-element walk through an unknown-size Segment: ``at`` is the next element's offset,
+    ``open`` the unknown-size masters it may still belong to (Segment, then perhaps a Cluster)."""
 
     at: int
     open: list[int]
     elements: int = 0
 
     def advance(self, data: bytes | bytearray) -> int | None:
-        """The Segment's end (the offset of the element after it), or None until more bytes arrive."""
+        """The Segment's end (the offset of the element after it), or None until more bytes
+        arrive."""
         while (header := _element_header(data, self.at)) is not None:
             eid, size, payload_at = header
             self.elements += 1
             if self.elements > MAX_ELEMENTS:
-                raise FragmentError(f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)")
+                raise FragmentError(
+                    f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)"
+                )
             while self.open and not _may_contain(self.open[-1], eid):
-                self.open.pop()  # an element that cannot be its child ends an unknown-size master (RFC 8794 6.2)
+                # an element that cannot be its child ends an unknown-size master (RFC 8794 6.2)
+                self.open.pop()
             if not self.open:
                 if eid != _EBML_ID:
-                    raise FragmentError(f"element id 0x{eid:x} at byte {self.at} follows a Segment of unknown "
-                                        "size; only the next fragment's EBML header may")
+                    raise FragmentError(
+                        f"element id 0x{eid:x} at byte {self.at} follows a Segment of unknown "
+                        "size; only the next fragment's EBML header may"
+                    )
                 return self.at
             if size is None:
                 if eid not in _UNKNOWN_SIZE_ALLOWED:
-                    raise FragmentError(f"element id 0x{eid:x} at byte {self.at} has an unknown size; Matroska "
-                                        "allows that for Segment and Cluster only (RFC 9559)")
+                    raise FragmentError(
+                        f"element id 0x{eid:x} at byte {self.at} has an unknown size; Matroska "
+                        "allows that for Segment and Cluster only (RFC 9559)"
+                    )
                 self.open.append(eid)
                 self.at = payload_at
             else:
@@ -280,12 +334,14 @@ class _Walk:
 
 _UNKNOWN_SIZE_ALLOWED = {_SEGMENT_ID, SCHEMA["Cluster"].id}
 _GLOBAL_IDS = set(SCHEMA.globals)
-"""EBML's global elements (Void, CRC-32, SignatureSlot): valid in any master, so they never end one."""
+"""EBML's global elements (Void, CRC-32, SignatureSlot): valid in any master, so they never end
+one."""
 
 
 def _may_contain(parent: int, eid: int) -> bool:
-    """Whether ``eid`` can be a child of the master ``parent`` (ebmlite's Matroska schema). An id the schema does not
-    know is kept inside (EBML readers skip unknown elements; only a known element ends an unknown-size master)."""
+    """Whether ``eid`` can be a child of the master ``parent`` (ebmlite's Matroska schema). An id
+    the schema does not know is kept inside (EBML readers skip unknown elements; only a known
+    element ends an unknown-size master)."""
     if eid in _GLOBAL_IDS:
         return True
     if eid not in SCHEMA.elements:
@@ -294,14 +350,15 @@ def _may_contain(parent: int, eid: int) -> bool:
 
 
 def _element_header(data: bytes | bytearray, at: int) -> tuple[int, int | None, int] | None:
-    """(id, size or None for unknown, payload offset) of the element at ``at``, or None if not all there yet."""
+    """(id, size or None for unknown, payload offset) of the element at ``at``, or None if not all
+    there yet."""
     if len(data) - at < 2:
         return None
-    stream = io.BytesIO(bytes(data[at:at + 12]))
+    stream = io.BytesIO(bytes(data[at : at + 12]))
     try:
         eid, id_length = decoding.readElementID(stream)
         size, size_length = decoding.readElementSize(stream)
-    except (IOError, TypeError, IndexError, ValueError):
+    except (OSError, TypeError, IndexError, ValueError):
         if len(data) - at >= 12:
             raise FragmentError(f"a malformed element header at byte {at}") from None
         return None
@@ -313,37 +370,78 @@ def _element_header(data: bytes | bytearray, at: int) -> tuple[int, int | None, 
 def parse_fragment(data: bytes) -> Fragment:
     """Parse one fragment (bytes from :class:`FragmentFramer`), within the bounds above.
 
-    Tracks are chosen by name (:data:`CONNECT_TRACKS`, :data:`LEGACY_TRACK_NAMES`); others are skipped and named in
-    ``Fragment.skipped``. A Connect track must hold 8 kHz mono PCM16: the ``MimeType`` tag says so when present;
-    without it, Connect's producer default (``A_AAC`` and no Audio element) is read as that, and ``A_PCM/INT/LIT``
-    with its Audio element.
+    Tracks are chosen by name (:data:`CONNECT_TRACKS`, :data:`LEGACY_TRACK_NAMES`); others are
+    skipped and named in ``Fragment.skipped``. A Connect track must hold 8 kHz mono PCM16: the
+    ``MimeType`` tag says so when present; without it, Connect's producer default (``A_AAC`` and no
+    Audio element) is read as that, and ``A_PCM/INT/LIT`` with its Audio element.
 
     Raises:
-        FragmentError: malformed or truncated; over a bound; a Connect track in another encoding (real AAC, video,
-            another codec or rate); audio but no Connect track.
+        FragmentError: malformed or truncated; over a bound; a Connect track in another encoding
+            (real AAC, video, another codec or rate); audio but no Connect track.
     """
     if len(data) > MAX_FRAGMENT_BYTES:
-        raise FragmentError(f"a fragment of {len(data)} bytes; at most {MAX_FRAGMENT_BYTES} are read")
+        raise FragmentError(
+            f"a fragment of {len(data)} bytes; at most {MAX_FRAGMENT_BYTES} are read"
+        )
     reader = _FragmentReader(data)
     try:
         reader.read()
     except FragmentError:
         raise
-    except (IOError, ValueError, TypeError, IndexError, struct.error) as error:  # ebmlite's decoder on broken bytes
-        raise FragmentError(f"the fragment could not be parsed ({type(error).__name__}: {cut(str(error))})") from error
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        IndexError,
+        struct.error,
+    ) as error:  # ebmlite's decoder on broken bytes
+        raise FragmentError(
+            f"the fragment could not be parsed ({type(error).__name__}: {cut(str(error))})"
+        ) from error
     return reader.fragment()
 
 
-_DESCEND = {SCHEMA[name].id for name in (
-    "Info", "Tracks", "TrackEntry", "Audio", "Tags", "Tag", "SimpleTag", "Cluster", "BlockGroup")}
-"""Masters the parser reads into; any other element (SeekHead, Cues, Void, CRC-32, Video ...) is skipped whole."""
-_ID = {name: SCHEMA[name].id for name in (
-    "TimecodeScale", "TrackNumber", "TrackType", "Name", "CodecID", "SamplingFrequency", "Channels", "BitDepth",
-    "TagName", "TagString", "Timecode", "SimpleBlock", "TrackEntry", "SimpleTag", "Audio")}
+_DESCEND = {
+    SCHEMA[name].id
+    for name in (
+        "Info",
+        "Tracks",
+        "TrackEntry",
+        "Audio",
+        "Tags",
+        "Tag",
+        "SimpleTag",
+        "Cluster",
+        "BlockGroup",
+    )
+}
+"""Masters the parser reads into; any other element (SeekHead, Cues, Void, CRC-32, Video ...) is
+skipped whole."""
+_ID = {
+    name: SCHEMA[name].id
+    for name in (
+        "TimecodeScale",
+        "TrackNumber",
+        "TrackType",
+        "Name",
+        "CodecID",
+        "SamplingFrequency",
+        "Channels",
+        "BitDepth",
+        "TagName",
+        "TagString",
+        "Timecode",
+        "SimpleBlock",
+        "TrackEntry",
+        "SimpleTag",
+        "Audio",
+    )
+}
 
 
 class _FragmentReader:
-    """One walk over a fragment's element headers (ebmlite's decoder), reading only what the parser needs."""
+    """One walk over a fragment's element headers (ebmlite's decoder), reading only what the parser
+    needs."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -352,7 +450,9 @@ class _FragmentReader:
         self.cluster_timecode = 0
         self.tags: dict[str, str] = {}
         self.tracks: list[Track] = []
-        self.blocks: list[tuple[int, int, int]] = []  # (track number, payload start, payload end) in data
+        self.blocks: list[
+            tuple[int, int, int]
+        ] = []  # (track number, payload start, payload end) in data
         self._entry: dict[int, object] = {}
         self._simple_tag: dict[int, str] = {}
 
@@ -366,9 +466,12 @@ class _FragmentReader:
             raise FragmentError("an EBML header must be followed by a Segment")
         end = len(data) if segment[1] is None else segment[2] + segment[1]
         if end > len(data):
-            raise FragmentError(f"the Segment needs {end} bytes, the fragment has {len(data)}: truncated")
-        # (id, end, unknown size) of the masters the walk is in: an unknown-size one (a Cluster) ends at the first
-        # element it cannot hold (RFC 8794 section 6.2), a known-size one at its end.
+            raise FragmentError(
+                f"the Segment needs {end} bytes, the fragment has {len(data)}: truncated"
+            )
+        # (id, end, unknown size) of the masters the walk is in: an unknown-size one (a Cluster)
+        # ends at the first element it cannot hold (RFC 8794 section 6.2), a known-size one at its
+        # end.
         stack: list[tuple[int, int, bool]] = [(_SEGMENT_ID, end, segment[1] is None)]
         at = segment[2]
         while True:
@@ -378,23 +481,31 @@ class _FragmentReader:
                 break
             header = _element_header(data, at)
             if header is None:
-                raise FragmentError(f"the fragment ends inside an element header at byte {at}: truncated")
+                raise FragmentError(
+                    f"the fragment ends inside an element header at byte {at}: truncated"
+                )
             eid, size, payload = header
             while len(stack) > 1 and stack[-1][2] and not _may_contain(stack[-1][0], eid):
                 self._leave(stack.pop()[0])
             self.elements += 1
             if self.elements > MAX_ELEMENTS:
-                raise FragmentError(f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)")
+                raise FragmentError(
+                    f"a fragment of more than {MAX_ELEMENTS} elements (a real one has ~150)"
+                )
             if size is None:
                 if eid != _CLUSTER_ID:
-                    raise FragmentError(f"element id 0x{eid:x} at byte {at} has an unknown size; Matroska allows "
-                                        "that for Segment and Cluster only (RFC 9559)")
+                    raise FragmentError(
+                        f"element id 0x{eid:x} at byte {at} has an unknown size; Matroska allows "
+                        "that for Segment and Cluster only (RFC 9559)"
+                    )
                 stack.append((eid, stack[-1][1], True))
                 at = payload
                 continue
             element_end = payload + size
             if element_end > stack[-1][1]:
-                raise FragmentError(f"element id 0x{eid:x} at byte {at} runs past its parent's end: truncated")
+                raise FragmentError(
+                    f"element id 0x{eid:x} at byte {at} runs past its parent's end: truncated"
+                )
             if eid in _DESCEND:
                 self._enter(eid)
                 stack.append((eid, element_end, False))
@@ -420,15 +531,24 @@ class _FragmentReader:
             if len(self.tags) >= MAX_TAGS:
                 raise FragmentError(f"a fragment of more than {MAX_TAGS} tags (a real one has ~12)")
             name = self._simple_tag[_ID["TagName"]]
-            self.tags[_KNOWN_TAGS.get(name.upper(), name)] = self._simple_tag.get(_ID["TagString"], "")
+            self.tags[_KNOWN_TAGS.get(name.upper(), name)] = self._simple_tag.get(
+                _ID["TagString"], ""
+            )
 
     def _leaf(self, parent: int, eid: int, start: int, end: int) -> None:
         data = self.data
-        if eid in (_ID["SimpleBlock"], _BLOCK_ID) and parent in (_CLUSTER_ID, SCHEMA["BlockGroup"].id):
+        if eid in (_ID["SimpleBlock"], _BLOCK_ID) and parent in (
+            _CLUSTER_ID,
+            SCHEMA["BlockGroup"].id,
+        ):
             if eid == _BLOCK_ID and parent == _CLUSTER_ID:
-                return  # a Block belongs in a BlockGroup: not audio of a track (skipped, as any unknown element)
+                # a Block belongs in a BlockGroup: not audio of a track (skipped, as any unknown
+                # element)
+                return
             if len(self.blocks) >= MAX_BLOCKS:
-                raise FragmentError(f"a fragment of more than {MAX_BLOCKS} blocks (a real one has 32)")
+                raise FragmentError(
+                    f"a fragment of more than {MAX_BLOCKS} blocks (a real one has 32)"
+                )
             self.blocks.append(_block(data, start, end))
         elif parent == _CLUSTER_ID and eid == _ID["Timecode"]:
             self.cluster_timecode = _uint(data, start, end)
@@ -440,9 +560,14 @@ class _FragmentReader:
             self._entry[eid] = _text(data, start, end)
         elif parent == _ID["Audio"] and eid == _ID["SamplingFrequency"]:
             if end - start not in (0, 4, 8):
-                raise FragmentError(f"a SamplingFrequency of {end - start} bytes; EBML floats are 4 or 8")
-            self._entry[eid] = struct.unpack(">f" if end - start == 4 else ">d", data[start:end])[0] \
-                if end > start else 0.0
+                raise FragmentError(
+                    f"a SamplingFrequency of {end - start} bytes; EBML floats are 4 or 8"
+                )
+            self._entry[eid] = (
+                struct.unpack(">f" if end - start == 4 else ">d", data[start:end])[0]
+                if end > start
+                else 0.0
+            )
         elif parent == _ID["Audio"] and eid in (_ID["Channels"], _ID["BitDepth"]):
             self._entry[eid] = _uint(data, start, end)
         elif parent == _ID["SimpleTag"] and eid in (_ID["TagName"], _ID["TagString"]):
@@ -452,45 +577,68 @@ class _FragmentReader:
         if _ID["TrackNumber"] not in entry:
             raise FragmentError("a TrackEntry has no TrackNumber")
         if len(self.tracks) >= MAX_TRACKS:
-            raise FragmentError(f"a fragment of more than {MAX_TRACKS} tracks (Connect writes one or two)")
-        self.tracks.append(Track(
-            number=int(entry[_ID["TrackNumber"]]), name=str(entry.get(_ID["Name"], "")),
-            codec_id=str(entry.get(_ID["CodecID"], "")), track_type=int(entry.get(_ID["TrackType"], 0)),
-            sample_rate_hz=entry.get(_ID["SamplingFrequency"], 8000.0) if _ID["Audio"] in entry else None,
-            channels=int(entry.get(_ID["Channels"], 1)) if _ID["Audio"] in entry else None,
-            bit_depth=int(entry[_ID["BitDepth"]]) if _ID["BitDepth"] in entry else None,
-            has_audio_element=_ID["Audio"] in entry))
+            raise FragmentError(
+                f"a fragment of more than {MAX_TRACKS} tracks (Connect writes one or two)"
+            )
+        self.tracks.append(
+            Track(
+                number=int(entry[_ID["TrackNumber"]]),
+                name=str(entry.get(_ID["Name"], "")),
+                codec_id=str(entry.get(_ID["CodecID"], "")),
+                track_type=int(entry.get(_ID["TrackType"], 0)),
+                sample_rate_hz=entry.get(_ID["SamplingFrequency"], 8000.0)
+                if _ID["Audio"] in entry
+                else None,
+                channels=int(entry.get(_ID["Channels"], 1)) if _ID["Audio"] in entry else None,
+                bit_depth=int(entry[_ID["BitDepth"]]) if _ID["BitDepth"] in entry else None,
+                has_audio_element=_ID["Audio"] in entry,
+            )
+        )
 
     def fragment(self) -> Fragment:
-        fragment = Fragment(tags=self.tags, tracks={},
-                            timecode_ms=self.cluster_timecode * self.timecode_scale / 1e6)
+        fragment = Fragment(
+            tags=self.tags, tracks={}, timecode_ms=self.cluster_timecode * self.timecode_scale / 1e6
+        )
         names: dict[int, str] = {}
         skipped = []
         for track in self.tracks:
-            connect = track.name if track.name in CONNECT_TRACKS else LEGACY_TRACK_NAMES.get(track.name)
+            connect = (
+                track.name if track.name in CONNECT_TRACKS else LEGACY_TRACK_NAMES.get(track.name)
+            )
             if connect is None:
-                skipped.append(f"{track.name or '(unnamed)'} (track {track.number}, {track.codec_id or 'no codec'})")
+                skipped.append(
+                    f"{track.name or '(unnamed)'} (track {track.number}, "
+                    f"{track.codec_id or 'no codec'})"
+                )
                 continue
             if connect in fragment.tracks or track.number in names:
-                raise FragmentError(f"two tracks are read as {connect} (or share number {track.number})")
+                raise FragmentError(
+                    f"two tracks are read as {connect} (or share number {track.number})"
+                )
             _check_format(track, self.tags.get(TAG_MIME_TYPE))
             names[track.number] = connect
             fragment.tracks[connect] = track
         fragment.skipped = tuple(skipped)
         if self.blocks and not names:
             found = "; ".join(_describe(track) for track in self.tracks) or "no TrackEntry"
-            raise FragmentError(f"the fragment has no track named {' or '.join(CONNECT_TRACKS)} ({cut(found, 300)});"
-                                " Connect's streams carry those audio tracks")
+            raise FragmentError(
+                f"the fragment has no track named {' or '.join(CONNECT_TRACKS)} "
+                f"({cut(found, 300)}); Connect's streams carry those audio tracks"
+            )
         declared = {track.number for track in self.tracks}
         audio: dict[str, list[bytes]] = {name: [] for name in names.values()}
         for number, start, end in self.blocks:
             if number not in declared:
-                raise FragmentError(f"a block is on track {number}, which the fragment's Tracks do not declare")
+                raise FragmentError(
+                    f"a block is on track {number}, which the fragment's Tracks do not declare"
+                )
             if number not in names:
                 continue  # a skipped track's audio
             if (end - start) % 2:
-                raise FragmentError(f"a block on track {names[number]} holds {end - start} bytes, not whole 16-bit "
-                                    "samples: truncated")
+                raise FragmentError(
+                    f"a block on track {names[number]} holds {end - start} bytes, not whole 16-bit "
+                    "samples: truncated"
+                )
             audio[names[number]].append(self.data[start:end])
         fragment.audio = {name: b"".join(pieces) for name, pieces in audio.items()}
         return fragment
@@ -499,70 +647,96 @@ class _FragmentReader:
 def _describe(track: Track) -> str:
     kinds = {_TRACK_TYPE_VIDEO: "video", _TRACK_TYPE_AUDIO: "audio"}
     kind = kinds.get(track.track_type, f"type {track.track_type}")
-    return f"track {track.number} {cut(track.name, 40) or '(unnamed)'}: {kind}, {cut(track.codec_id, 40)}"
+    return (
+        f"track {track.number} {cut(track.name, 40) or '(unnamed)'}: {kind}, "
+        f"{cut(track.codec_id, 40)}"
+    )
 
 
 def _check_format(track: Track, mime_type: str | None) -> None:
     """Raises FragmentError unless ``track`` (one of Connect's by name) holds 8 kHz mono PCM16."""
     what = f"track {track.name}"
     if track.track_type == _TRACK_TYPE_VIDEO:
-        raise FragmentError(f"{what} is a video track ({cut(track.codec_id, 40)}); Connect's tracks are audio")
+        raise FragmentError(
+            f"{what} is a video track ({cut(track.codec_id, 40)}); Connect's tracks are audio"
+        )
     if mime_type is not None:
         kind, _, rest = mime_type.partition(";")
         # Parameter names are case-insensitive (RFC 2045, section 5.1): Rate=8000 is rate=8000.
-        params = {name.strip().lower(): value
-                  for name, _, value in (part.strip().partition("=") for part in rest.split(";") if part.strip())}
-        if (kind.strip().lower() != "audio/l16" or params.get("rate", "").strip() != str(CONNECT_SAMPLE_RATE_HZ)
-                or params.get("channels", "1").strip() != "1"):
-            raise FragmentError(f"{what}: MimeType {cut(mime_type, 60)!r}; the consumer reads Connect's "
-                                f"{CONNECT_MIME_TYPE!r} only")
+        params = {
+            name.strip().lower(): value
+            for name, _, value in (
+                part.strip().partition("=") for part in rest.split(";") if part.strip()
+            )
+        }
+        if (
+            kind.strip().lower() != "audio/l16"
+            or params.get("rate", "").strip() != str(CONNECT_SAMPLE_RATE_HZ)
+            or params.get("channels", "1").strip() != "1"
+        ):
+            raise FragmentError(
+                f"{what}: MimeType {cut(mime_type, 60)!r}; the consumer reads Connect's "
+                f"{CONNECT_MIME_TYPE!r} only"
+            )
         if track.codec_id in (CONNECT_CODEC_ID, PCM_CODEC_ID):
             return  # the tag says what the label does not (Connect's A_AAC)
     elif track.codec_id == CONNECT_CODEC_ID and not track.has_audio_element:
         return  # Connect's producer default without its MimeType tag: the same PCM (real dumps)
-    elif (track.codec_id == PCM_CODEC_ID and track.bit_depth == PCM_BIT_DEPTH and track.channels == 1
-          and track.sample_rate_hz == CONNECT_SAMPLE_RATE_HZ):
+    elif (
+        track.codec_id == PCM_CODEC_ID
+        and track.bit_depth == PCM_BIT_DEPTH
+        and track.channels == 1
+        and track.sample_rate_hz == CONNECT_SAMPLE_RATE_HZ
+    ):
         return
     if track.codec_id == CONNECT_CODEC_ID:
-        raise FragmentError(f"{what} is AAC (A_AAC with an Audio element: {track.sample_rate_hz or 0:g} Hz, "
-                            f"{track.channels} channel(s)); Connect writes PCM16 labelled A_AAC without one, "
-                            "and real AAC is not read")
+        raise FragmentError(
+            f"{what} is AAC (A_AAC with an Audio element: {track.sample_rate_hz or 0:g} Hz, "
+            f"{track.channels} channel(s)); Connect writes PCM16 labelled A_AAC without one, "
+            "and real AAC is not read"
+        )
     raise FragmentError(
         f"{what} is {cut(track.codec_id, 40) or 'without a CodecID'} {track.bit_depth or 0}-bit "
-        f"{track.channels or 0} channel(s) at {track.sample_rate_hz or 0:g} Hz; Connect sends 8 kHz 16-bit mono "
-        f"PCM ({CONNECT_CODEC_ID} without an Audio element, or {PCM_CODEC_ID})")
+        f"{track.channels or 0} channel(s) at {track.sample_rate_hz or 0:g} Hz; Connect sends 8 "
+        f"kHz 16-bit mono PCM ({CONNECT_CODEC_ID} without an Audio element, or {PCM_CODEC_ID})"
+    )
 
 
 def _uint(data: bytes, start: int, end: int) -> int:
     if end - start > 8:
-        raise FragmentError(f"an integer of {end - start} bytes at byte {start}; EBML integers are at most 8")
+        raise FragmentError(
+            f"an integer of {end - start} bytes at byte {start}; EBML integers are at most 8"
+        )
     return int.from_bytes(data[start:end], "big")
 
 
 def _text(data: bytes, start: int, end: int) -> str:
-    """A string element, NUL padding dropped (RFC 8794 section 7.3), cut to :data:`MAX_TEXT_CHARS`."""
-    raw = data[start:min(end, start + 4 * MAX_TEXT_CHARS)].split(b"\0", 1)[0]
+    """A string element, NUL padding dropped (RFC 8794 section 7.3), cut to
+    :data:`MAX_TEXT_CHARS`."""
+    raw = data[start : min(end, start + 4 * MAX_TEXT_CHARS)].split(b"\0", 1)[0]
     return cut(raw.decode("utf-8", "replace"))
 
 
 def _block(data: bytes, start: int, end: int) -> tuple[int, int, int]:
-    """(track number, payload start, payload end) of a SimpleBlock/Block (RFC 9559, "Block structure")."""
+    """(track number, payload start, payload end) of a SimpleBlock/Block (RFC 9559, "Block
+    structure")."""
     if end <= start:
         raise FragmentError("an empty block")
     length, _mask = decoding.decodeIntLength(data[start])
     if end - start < length + 3:
         raise FragmentError("a block shorter than its header: truncated")
-    number = int.from_bytes(data[start:start + length], "big") & ((1 << (7 * length)) - 1)
+    number = int.from_bytes(data[start : start + length], "big") & ((1 << (7 * length)) - 1)
     if data[start + length + 2] & _LACING_MASK:
         raise FragmentError("a laced block; Connect's PCM blocks are not laced")
     return number, start + length + 3, end
 
 
-# ---- writing (the local stand-in and the tests) -------------------------------------------------------------------
+# ---- writing (the local stand-in and the tests) ------------------------------------------------
 def append_tags(document: bytes, tags: dict[str, str], *, unknown_size: bool = False) -> bytes:
-    """``document`` (one Matroska document: EBML header, Segment) with a ``Tags`` element of ``tags`` appended to its
-    Segment, as GetMedia appends its own tags to each fragment a producer wrote. The Segment is rewritten with its
-    new size, or EBML's unknown size with ``unknown_size``; elements before it keep their offsets (SeekHead, Cues).
+    """``document`` (one Matroska document: EBML header, Segment) with a ``Tags`` element of
+    ``tags`` appended to its Segment, as GetMedia appends its own tags to each fragment a producer
+    wrote. The Segment is rewritten with its new size, or EBML's unknown size with ``unknown_size``;
+    elements before it keep their offsets (SeekHead, Cues).
 
     Raises:
         FragmentError: ``document`` is not an EBML header followed by a Segment of known size.
@@ -574,12 +748,29 @@ def append_tags(document: bytes, tags: dict[str, str], *, unknown_size: bool = F
     segment = _element_header(document, segment_at)
     if segment is None or segment[0] != _SEGMENT_ID or segment[1] is None:
         raise FragmentError("the document's Segment is missing or of unknown size")
-    payload = document[segment[2]:segment[2] + segment[1]]
-    payload += bytes(SCHEMA["Tags"].encode({"Tag": [{"Targets": {}, "SimpleTag": [
-        {"TagName": name, "TagString": value} for name, value in tags.items()]}]}))
-    # An unknown size is 8 bytes of all ones after the 0x01 marker; a known one is written in 8 bytes too, so that
-    # the Segment's payload keeps its offset from the document's start either way.
-    size = b"\x01\xff\xff\xff\xff\xff\xff\xff" if unknown_size else encoding.encodeSize(len(payload), 8)
+    payload = document[segment[2] : segment[2] + segment[1]]
+    payload += bytes(
+        SCHEMA["Tags"].encode(
+            {
+                "Tag": [
+                    {
+                        "Targets": {},
+                        "SimpleTag": [
+                            {"TagName": name, "TagString": value} for name, value in tags.items()
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    # An unknown size is 8 bytes of all ones after the 0x01 marker; a known one is written in 8
+    # bytes too, so that the Segment's payload keeps its offset from the document's start either
+    # way.
+    size = (
+        b"\x01\xff\xff\xff\xff\xff\xff\xff"
+        if unknown_size
+        else encoding.encodeSize(len(payload), 8)
+    )
     return document[:segment_at] + encoding.encodeId(_SEGMENT_ID) + size + payload
 
 
@@ -587,25 +778,46 @@ def track_uid(number: int) -> int:
     return 1000 + number
 
 
-def encode_fragment(*, tags: dict[str, str], audio: dict[str, bytes], timecode_ms: int,
-                    tracks: tuple[str, ...] = CONNECT_TRACKS, codec_id: str = PCM_CODEC_ID,
-                    unknown_size: bool = False) -> bytes:
-    """A fragment as GetMedia returns it: EBML header, Segment (Info, Tracks, Tags, Cluster of SimpleBlocks).
+def encode_fragment(
+    *,
+    tags: dict[str, str],
+    audio: dict[str, bytes],
+    timecode_ms: int,
+    tracks: tuple[str, ...] = CONNECT_TRACKS,
+    codec_id: str = PCM_CODEC_ID,
+    unknown_size: bool = False,
+) -> bytes:
+    """A fragment as GetMedia returns it: EBML header, Segment (Info, Tracks, Tags, Cluster of
+    SimpleBlocks).
 
-    ``audio`` maps track names to PCM16 at 8 kHz; ``tags`` are written as fragment-level SimpleTags. With
-    ``unknown_size`` the Segment has EBML's unknown size (the framer then ends it at the next EBML header).
+    ``audio`` maps track names to PCM16 at 8 kHz; ``tags`` are written as fragment-level SimpleTags.
+    With ``unknown_size`` the Segment has EBML's unknown size (the framer then ends it at the next
+    EBML header).
     """
-    # ebmlite encodes a master from a dict; a list value is that many elements (TrackEntry, SimpleTag, SimpleBlock).
-    entries = [{"TrackNumber": number, "TrackUID": track_uid(number), "TrackType": 2, "Name": name,
-                "CodecID": codec_id,
-                "Audio": {"SamplingFrequency": float(CONNECT_SAMPLE_RATE_HZ), "Channels": 1,
-                          "BitDepth": PCM_BIT_DEPTH}}
-               for number, name in enumerate(tracks, start=1)]
+    # ebmlite encodes a master from a dict; a list value is that many elements (TrackEntry,
+    # SimpleTag, SimpleBlock).
+    entries = [
+        {
+            "TrackNumber": number,
+            "TrackUID": track_uid(number),
+            "TrackType": 2,
+            "Name": name,
+            "CodecID": codec_id,
+            "Audio": {
+                "SamplingFrequency": float(CONNECT_SAMPLE_RATE_HZ),
+                "Channels": 1,
+                "BitDepth": PCM_BIT_DEPTH,
+            },
+        }
+        for number, name in enumerate(tracks, start=1)
+    ]
     blocks = []
     for number, name in enumerate(tracks, start=1):
         pcm = audio.get(name, b"")
         if pcm:
-            header = encoding.encodeSize(number, 1) + (0).to_bytes(2, "big", signed=True) + bytes([0x80])
+            header = (
+                encoding.encodeSize(number, 1) + (0).to_bytes(2, "big", signed=True) + bytes([0x80])
+            )
             blocks.append(header + pcm)
     simple_tags = [{"TagName": name, "TagString": value} for name, value in tags.items()]
     body = SCHEMA["Info"].encode({"TimecodeScale": DEFAULT_TIMECODE_SCALE_NS})
@@ -615,8 +827,15 @@ def encode_fragment(*, tags: dict[str, str], audio: dict[str, bytes], timecode_m
     if blocks:
         cluster["SimpleBlock"] = blocks
     body += SCHEMA["Cluster"].encode(cluster)
-    header = SCHEMA["EBML"].encode({"EBMLVersion": 1, "EBMLReadVersion": 1, "DocType": "matroska",
-                                    "DocTypeVersion": 4, "DocTypeReadVersion": 2})
+    header = SCHEMA["EBML"].encode(
+        {
+            "EBMLVersion": 1,
+            "EBMLReadVersion": 1,
+            "DocType": "matroska",
+            "DocTypeVersion": 4,
+            "DocTypeReadVersion": 2,
+        }
+    )
     segment_id = encoding.encodeId(_SEGMENT_ID)
     size = b"\x01\xff\xff\xff\xff\xff\xff\xff" if unknown_size else encoding.encodeSize(len(body))
     return bytes(header) + segment_id + size + bytes(body)

@@ -1,29 +1,32 @@
-"""The consumer service's process (the ECS task): calls from the SQS queue, each transcribed until it ends.
+"""The consumer service's process (the ECS task): calls from the SQS queue, each transcribed until
+it ends.
 
-Environment: ``CALLS_QUEUE_URL``, ``BUS_NAME``, ``TABLE_NAME``, ``MAX_CALLS`` (calls per task), and the target:
-``ENDPOINT_NAME`` (SageMaker bidirectional streaming) or ``ENDPOINT_URL`` + ``TOKEN_SECRET_ARN`` (the ECS target's
-bearer-token URL). ``AWS_REGION`` as ECS sets it.
+Environment: ``CALLS_QUEUE_URL``, ``BUS_NAME``, ``TABLE_NAME``, ``MAX_CALLS`` (calls per task), and
+the target: ``ENDPOINT_NAME`` (SageMaker bidirectional streaming) or ``ENDPOINT_URL`` +
+``TOKEN_SECRET_ARN`` (the ECS target's bearer-token URL). ``AWS_REGION`` as ECS sets it.
 
-A call runs in one task at a time: SQS standard queues deliver a message at least once, so a task first claims the
-call in the table (:meth:`voicectl.connect.sink.AwsSink.claim_call`, a conditional write with a lease the task renews
-every :data:`VISIBILITY_EXTEND_S`). A copy of a call this task runs joins it (every copy is kept invisible, then
-deleted); a copy of a call another task's claim holds is kept on standby (invisible, checked every round: run here
-if that claim runs out, deleted once the call is over); a copy of a finished call is deleted. A conditional claim
-rather than a FIFO queue: deduplication by contact id on a FIFO queue holds for its 5-minute deduplication interval
-only (SQS developer guide, "Exactly-once processing in Amazon SQS"), so a copy that comes back later (after a
-visibility timeout, a task's stop) would still run a finished call again; and the standard queue stays as it is
-deployed (a FIFO queue is a new resource).
+A call runs in one task at a time: SQS standard queues deliver a message at least once, so a task
+first claims the call in the table (:meth:`voicectl.connect.sink.AwsSink.claim_call`, a conditional
+write with a lease the task renews every :data:`VISIBILITY_EXTEND_S`). A copy of a call this task
+runs joins it (every copy is kept invisible, then deleted); a copy of a call another task's claim
+holds is kept on standby (invisible, checked every round: run here if that claim runs out, deleted
+once the call is over); a copy of a finished call is deleted. A conditional claim rather than a FIFO
+queue: deduplication by contact id on a FIFO queue holds for its 5-minute deduplication interval
+only (SQS developer guide, "Exactly-once processing in Amazon SQS"), so a copy that comes back later
+(after a visibility timeout, a task's stop) would still run a finished call again; and the standard
+queue stays as it is deployed (a FIFO queue is a new resource).
 
-A message stays invisible while its call runs (extended every :data:`VISIBILITY_EXTEND_S`; SQS's ceiling of 12 hours
-from receipt is met by handing the message on, :data:`MAX_VISIBILITY_S`) and is deleted when the call's outcome is
-recorded. Each message's SQS error is logged and counted (``MessageErrors``) and the others go on. A task that stops
-(SIGTERM: scale-in, a deployment) starts no new call; every message it received but did not start (the poll in
-flight included) and those of its cancelled calls are made visible at once (ChangeMessageVisibility 0) with their
-claims given up, so another task resumes each call from its checkpoint without waiting. Metrics go to CloudWatch as
-embedded metric format log lines (namespace :data:`METRIC_NAMESPACE`): ``ActiveCalls``, ``MillisBehindNow``,
-``CallsFailed``, ``CallsWaiting`` (calls waiting for a full endpoint, every minute), ``CallsUntranscribed`` (a call
-that ended while it waited), ``OutcomesNotRecorded``, ``MessageErrors``, ``ClaimErrors``, ``ClaimsLost``,
-``DuplicateMessages``, ``MessagesHandedOn``.
+A message stays invisible while its call runs (extended every :data:`VISIBILITY_EXTEND_S`; SQS's
+ceiling of 12 hours from receipt is met by handing the message on, :data:`MAX_VISIBILITY_S`) and is
+deleted when the call's outcome is recorded. Each message's SQS error is logged and counted
+(``MessageErrors``) and the others go on. A task that stops (SIGTERM: scale-in, a deployment) starts
+no new call; every message it received but did not start (the poll in flight included) and those of
+its cancelled calls are made visible at once (ChangeMessageVisibility 0) with their claims given up,
+so another task resumes each call from its checkpoint without waiting. Metrics go to CloudWatch as
+embedded metric format log lines (namespace :data:`METRIC_NAMESPACE`): ``ActiveCalls``,
+``MillisBehindNow``, ``CallsFailed``, ``CallsWaiting`` (calls waiting for a full endpoint, every
+minute), ``CallsUntranscribed`` (a call that ended while it waited), ``OutcomesNotRecorded``,
+``MessageErrors``, ``ClaimErrors``, ``ClaimsLost``, ``DuplicateMessages``, ``MessagesHandedOn``.
 """
 
 from __future__ import annotations
@@ -47,14 +50,17 @@ from voicectl.connect.sink import MAX_REASON_BYTES, AwsSink, cut_utf8
 
 METRIC_NAMESPACE = "VoiceConnect"
 VISIBILITY_TIMEOUT_S = 120
-"""Seconds a received call message stays invisible; extended while the call runs (SQS allows up to 12 h)."""
+"""Seconds a received call message stays invisible; extended while the call runs (SQS allows up to
+12 h)."""
 VISIBILITY_EXTEND_S = 60
-"""Seconds between two extensions of the held messages' visibility (and renewals of the calls' claims)."""
+"""Seconds between two extensions of the held messages' visibility (and renewals of the calls'
+claims)."""
 MAX_VISIBILITY_S = 12 * 3600
-"""SQS: a message's visibility can be extended to 12 hours at most, counted from when it was received
-(ChangeMessageVisibility API reference: "If you try to extend the visibility timeout beyond the maximum, your request
-is rejected"; SQS developer guide, "Amazon SQS visibility timeout"). A call that outlives it has its message handed
-on: a new copy sent, the old one deleted (the call's claim keeps the call where it runs)."""
+"""SQS: a message's visibility can be extended to 12 hours at most, counted from when it was
+received (ChangeMessageVisibility API reference: "If you try to extend the visibility timeout beyond
+the maximum, your request is rejected"; SQS developer guide, "Amazon SQS visibility timeout"). A
+call that outlives it has its message handed on: a new copy sent, the old one deleted (the call's
+claim keeps the call where it runs)."""
 HAND_ON_MARGIN_S = 600
 """Seconds before that ceiling the message is handed on (a late round, a slow SendMessage)."""
 RECEIVE_ERROR_PAUSE_S = 1.0
@@ -68,20 +74,33 @@ LOG = logging.getLogger("voicectl.connect")
 
 
 def emit_metric(name: str, value: float, unit: str = "Count", **dimensions: str) -> None:
-    """One CloudWatch embedded-metric-format line on stdout (the awslogs driver ships it). The deployment's
-    dimensions come first: ``METRIC_DIMENSIONS``, a JSON object the task definition sets (e.g. ``{"Deployment":
-    "RealtimeVoice"}``), so that two deployments in one account and Region write separate series."""
+    """One CloudWatch embedded-metric-format line on stdout (the awslogs driver ships it). The
+    deployment's dimensions come first: ``METRIC_DIMENSIONS``, a JSON object the task definition
+    sets (e.g. ``{"Deployment": "RealtimeVoice"}``), so that two deployments in one account and
+    Region write separate series."""
     dimensions = {**json.loads(os.environ.get("METRIC_DIMENSIONS") or "{}"), **dimensions}
-    record: dict[str, Any] = {"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-        {"Namespace": METRIC_NAMESPACE, "Dimensions": [list(dimensions)] if dimensions else [[]],
-         "Metrics": [{"Name": name, "Unit": unit}]}]}, name: value, **dimensions}
+    record: dict[str, Any] = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": METRIC_NAMESPACE,
+                    "Dimensions": [list(dimensions)] if dimensions else [[]],
+                    "Metrics": [{"Name": name, "Unit": unit}],
+                }
+            ],
+        },
+        name: value,
+        **dimensions,
+    }
     print(json.dumps(record), flush=True)
 
 
 @contextlib.asynccontextmanager
 async def opener_from_env(session: Any):
-    """The endpoint opener the environment names: ``ENDPOINT_NAME`` (SageMaker; the SDK client closed on exit) or
-    ``ENDPOINT_URL`` with the bearer token from ``TOKEN_SECRET_ARN`` (the ECS target)."""
+    """The endpoint opener the environment names: ``ENDPOINT_NAME`` (SageMaker; the SDK client
+    closed on exit) or ``ENDPOINT_URL`` with the bearer token from ``TOKEN_SECRET_ARN`` (the ECS
+    target)."""
     from voicectl.clients.realtime import BearerToken, WebSocketTransport
 
     if os.environ.get("ENDPOINT_NAME"):
@@ -103,8 +122,8 @@ async def opener_from_env(session: Any):
 
 @dataclass
 class _Message:
-    """One received copy of a call's message: its receipt handle, its body (re-sent when handed on) and when it was
-    received (the 12-hour visibility ceiling counts from there)."""
+    """One received copy of a call's message: its receipt handle, its body (re-sent when handed on)
+    and when it was received (the 12-hour visibility ceiling counts from there)."""
 
     receipt: str
     body: str
@@ -112,9 +131,10 @@ class _Message:
 
 
 class _Messages:
-    """The call messages a task holds, by contact: ``running`` (its calls), ``standby`` (calls another task's claim
-    holds: kept invisible and checked every round, run here if that claim runs out, dropped when the call is over),
-    and the SQS calls made on them, each message's error logged and counted alone."""
+    """The call messages a task holds, by contact: ``running`` (its calls), ``standby`` (calls
+    another task's claim holds: kept invisible and checked every round, run here if that claim runs
+    out, dropped when the call is over), and the SQS calls made on them, each message's error logged
+    and counted alone."""
 
     def __init__(self, sqs: Any, queue_url: str, clock: Any) -> None:
         self.sqs, self.queue_url, self.clock = sqs, queue_url, clock
@@ -129,39 +149,62 @@ class _Messages:
         try:
             await asyncio.to_thread(getattr(self.sqs, operation), QueueUrl=self.queue_url, **kwargs)
             return True
-        except Exception as error:  # noqa: BLE001 (any SDK or network error: reported, the others go on)
-            LOG.warning("call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES))
+        except Exception as error:  # any SDK or network error: reported, the others go on
+            LOG.warning(
+                "call %s: %s failed: %s", contact, operation, cut_utf8(str(error), MAX_REASON_BYTES)
+            )
             emit_metric("MessageErrors", 1)
             return False
 
     async def keep(self, contact: str, messages: list[_Message]) -> None:
-        """Each message invisible for :data:`VISIBILITY_TIMEOUT_S` more, or handed on near SQS's ceiling: a new copy
-        sent, then this one deleted (the copy starts its own 12 hours; the call's claim keeps the call where it
-        runs, so whichever task receives the copy does not run it again)."""
+        """Each message invisible for :data:`VISIBILITY_TIMEOUT_S` more, or handed on near SQS's
+        ceiling: a new copy sent, then this one deleted (the copy starts its own 12 hours; the
+        call's claim keeps the call where it runs, so whichever task receives the copy does not run
+        it again)."""
         for message in list(messages):
-            if self.clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S >= MAX_VISIBILITY_S:
+            if (
+                self.clock() - message.received_at + VISIBILITY_TIMEOUT_S + HAND_ON_MARGIN_S
+                >= MAX_VISIBILITY_S
+            ):
                 if await self.call("send_message", contact, MessageBody=message.body):
                     emit_metric("MessagesHandedOn", 1)
                     await self.call("delete_message", contact, ReceiptHandle=message.receipt)
                     messages.remove(message)
                 continue
-            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt,
-                            VisibilityTimeout=VISIBILITY_TIMEOUT_S)
+            await self.call(
+                "change_message_visibility",
+                contact,
+                ReceiptHandle=message.receipt,
+                VisibilityTimeout=VISIBILITY_TIMEOUT_S,
+            )
 
     async def give_back(self, contact: str, messages: list[_Message]) -> None:
-        """Visible again at once (ChangeMessageVisibility 0): another task takes the call without waiting."""
+        """Visible again at once (ChangeMessageVisibility 0): another task takes the call without
+        waiting."""
         for message in messages:
-            await self.call("change_message_visibility", contact, ReceiptHandle=message.receipt, VisibilityTimeout=0)
+            await self.call(
+                "change_message_visibility",
+                contact,
+                ReceiptHandle=message.receipt,
+                VisibilityTimeout=0,
+            )
 
     async def delete(self, contact: str, messages: list[_Message]) -> None:
         for message in messages:
             await self.call("delete_message", contact, ReceiptHandle=message.receipt)
 
     async def receive(self, room: int, wait_s: int, stop: asyncio.Event) -> list[dict[str, Any]]:
-        """One long poll; a stop meanwhile does not lose what it returns (the poll cannot be cancelled)."""
-        poll = asyncio.ensure_future(asyncio.to_thread(
-            self.sqs.receive_message, QueueUrl=self.queue_url, WaitTimeSeconds=wait_s,
-            MaxNumberOfMessages=min(RECEIVE_MAX, room), VisibilityTimeout=VISIBILITY_TIMEOUT_S))
+        """One long poll; a stop meanwhile does not lose what it returns (the poll cannot be
+        cancelled)."""
+        poll = asyncio.ensure_future(
+            asyncio.to_thread(
+                self.sqs.receive_message,
+                QueueUrl=self.queue_url,
+                WaitTimeSeconds=wait_s,
+                MaxNumberOfMessages=min(RECEIVE_MAX, room),
+                VisibilityTimeout=VISIBILITY_TIMEOUT_S,
+            )
+        )
         stopped = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -169,49 +212,80 @@ class _Messages:
             stopped.cancel()
         try:
             return (await poll).get("Messages", [])
-        except Exception as error:  # noqa: BLE001 (a failed poll: logged, the next one follows)
+        except Exception as error:  # a failed poll: logged, the next one follows
             LOG.warning("ReceiveMessage failed: %s", cut_utf8(str(error), MAX_REASON_BYTES))
             emit_metric("MessageErrors", 1)
             await asyncio.sleep(RECEIVE_ERROR_PAUSE_S)
             return []
 
 
-async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, opener: Any, stop: asyncio.Event,
-                max_calls: int = 50, on_segment: Any = None, on_call_done: Any = None,
-                receive_wait_s: int = RECEIVE_WAIT_S, transcriber_options: dict[str, Any] | None = None,
-                clock: Any = time.monotonic, extend_every_s: float = VISIBILITY_EXTEND_S) -> None:
-    """Take calls from the queue until ``stop`` is set; each runs on its own (see the module docstring).
+async def serve(
+    *,
+    sqs: Any,
+    queue_url: str,
+    sink: AwsSink,
+    media: KvsMedia,
+    opener: Any,
+    stop: asyncio.Event,
+    max_calls: int = 50,
+    on_segment: Any = None,
+    on_call_done: Any = None,
+    receive_wait_s: int = RECEIVE_WAIT_S,
+    transcriber_options: dict[str, Any] | None = None,
+    clock: Any = time.monotonic,
+    extend_every_s: float = VISIBILITY_EXTEND_S,
+) -> None:
+    """Take calls from the queue until ``stop`` is set; each runs on its own (see the module
+    docstring).
 
-    ``sink`` needs :meth:`~voicectl.connect.sink.AwsSink.claim_call` and ``release_call`` besides the consumer's
-    store methods. ``clock`` (monotonic seconds) dates each message's receipt for SQS's 12-hour ceiling;
-    ``extend_every_s`` is the visibility loop's period (tests shorten both)."""
+    ``sink`` needs :meth:`~voicectl.connect.sink.AwsSink.claim_call` and ``release_call`` besides
+    the consumer's store methods. ``clock`` (monotonic seconds) dates each message's receipt for
+    SQS's 12-hour ceiling; ``extend_every_s`` is the visibility loop's period (tests shorten
+    both)."""
 
     def factory(call: CallRequest) -> CallTranscriber:
-        return CallTranscriber(call, media=media, opener=opener, store=sink,
-                               on_segment=on_segment or (lambda segment: None),
-                               on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
-                               **(transcriber_options or {}))
+        return CallTranscriber(
+            call,
+            media=media,
+            opener=opener,
+            store=sink,
+            on_segment=on_segment or (lambda segment: None),
+            on_metric=lambda name, value: emit_metric(name, value, "Milliseconds"),
+            **(transcriber_options or {}),
+        )
 
-    consumer = Consumer(factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value))
+    consumer = Consumer(
+        factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value)
+    )
     held = _Messages(sqs, queue_url, clock)
-    slot_freed = asyncio.Event()  # set when a call ends: a full task takes the next call from the queue at once
+    slot_freed = (
+        asyncio.Event()
+    )  # set when a call ends: a full task takes the next call from the queue at once
 
     async def check_claim(contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
         if contact not in held.running and contact not in held.standby:
-            return  # it ended while this round ran: a claim given up (release_call) must not be taken back
+            # it ended while this round ran: a claim given up (release_call) must not be taken back
+            return
         try:
             claim = await sink.claim_call(contact)
-        except Exception as error:  # noqa: BLE001 (DynamoDB unreachable: tried again next round)
-            LOG.warning("call %s: its claim could not be renewed or checked: %s", contact,
-                        cut_utf8(str(error), MAX_REASON_BYTES))
+        except Exception as error:  # DynamoDB unreachable: tried again next round
+            LOG.warning(
+                "call %s: its claim could not be renewed or checked: %s",
+                contact,
+                cut_utf8(str(error), MAX_REASON_BYTES),
+            )
             emit_metric("ClaimErrors", 1)
             return
         if contact in held.running:
             if claim == "elsewhere":
-                # The lease ran out (renewals failed, a stalled loop) and another task claimed the call: it runs
-                # there from the checkpoint, so it stops here (its messages given back), never runs in both.
-                LOG.error("call %s: this task's claim was lost to another task; the call stops here", contact)
+                # The lease ran out (renewals failed, a stalled loop) and another task claimed the
+                # call: it runs there from the checkpoint, so it stops here (its messages given
+                # back), never runs in both.
+                LOG.error(
+                    "call %s: this task's claim was lost to another task; the call stops here",
+                    contact,
+                )
                 emit_metric("ClaimsLost", 1)
                 if (task := consumer.calls.get(contact)) is not None:
                     task.cancel()
@@ -226,8 +300,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
                 await held.delete(contact, held.standby.pop(contact))
 
     async def keep_invisible() -> None:
-        """Every ``extend_every_s``: each held message kept invisible (or handed on before SQS's ceiling), each claim
-        renewed or checked. One message's or call's error never stops the loop for the others."""
+        """Every ``extend_every_s``: each held message kept invisible (or handed on before SQS's
+        ceiling), each claim renewed or checked. One message's or call's error never stops the loop
+        for the others."""
         while True:
             await asyncio.sleep(extend_every_s)
             for contact, messages in held.all():
@@ -243,19 +318,22 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             if isinstance(reason, str) and reason.startswith("failed:"):
                 emit_metric("CallsFailed", 1)
             if isinstance(reason, BaseException) or contact in consumer.unrecorded:
-                # Stopped, or its outcome not written: the claim is given up and the message comes back, so another
-                # task resumes the call from its checkpoint (at once when stopped).
+                # Stopped, or its outcome not written: the claim is given up and the message comes
+                # back, so another task resumes the call from its checkpoint (at once when stopped).
                 with contextlib.suppress(Exception):
                     await sink.release_call(contact)
                 if isinstance(reason, asyncio.CancelledError):
                     await held.give_back(contact, messages)
             else:
-                await held.delete(contact, messages)  # every copy this task held (duplicates, a handed-on copy)
+                await held.delete(
+                    contact, messages
+                )  # every copy this task held (duplicates, a handed-on copy)
             if on_call_done is not None:
                 on_call_done(contact, reason)
         finally:
-            # The slot is free whatever failed above (a refused DeleteMessage leaves the message to come back after
-            # its visibility timeout); set after on_call_done, which may have set stop (connect-replay: one call).
+            # The slot is free whatever failed above (a refused DeleteMessage leaves the message to
+            # come back after its visibility timeout); set after on_call_done, which may have set
+            # stop (connect-replay: one call).
             slot_freed.set()
 
     finishing: set[asyncio.Task] = set()
@@ -267,8 +345,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         task.add_done_callback(finishing.discard)
 
     async def take(message: dict[str, Any]) -> None:
-        """One received message: a new call is claimed and started; a copy of a call held here joins it; a copy of
-        a call claimed elsewhere waits on standby; a copy of a finished call is deleted; after a stop, returned."""
+        """One received message: a new call is claimed and started; a copy of a call held here joins
+        it; a copy of a call claimed elsewhere waits on standby; a copy of a finished call is
+        deleted; after a stop, returned."""
         body, receipt = message["Body"], message["ReceiptHandle"]
         try:
             call = CallRequest.from_message(json.loads(body))
@@ -279,7 +358,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
         contact, copy = call.contact_id, _Message(receipt, body, clock())
         for group in (held.running, held.standby):
             if contact in group:
-                group[contact].append(copy)  # never in place of the first: each copy is kept invisible, then deleted
+                group[contact].append(
+                    copy
+                )  # never in place of the first: each copy is kept invisible, then deleted
                 emit_metric("DuplicateMessages", 1)
                 return
         if stop.is_set():
@@ -287,8 +368,10 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
             return
         try:
             claim = await sink.claim_call(contact)
-        except Exception as error:  # noqa: BLE001 (left invisible: it comes back after its visibility timeout)
-            LOG.warning("call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES))
+        except Exception as error:  # left invisible: it comes back after its visibility timeout
+            LOG.warning(
+                "call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES)
+            )
             emit_metric("ClaimErrors", 1)
             return
         if claim == "claimed":
@@ -305,7 +388,9 @@ async def serve(*, sqs: Any, queue_url: str, sink: AwsSink, media: KvsMedia, ope
     try:
         while not stop.is_set():
             room = max_calls - len(held.running)
-            if room <= 0:  # full: leave the calls in the queue (the scaling signal), never refuse them
+            if (
+                room <= 0
+            ):  # full: leave the calls in the queue (the scaling signal), never refuse them
                 slot_freed.clear()
                 await _first_of(stop.wait(), slot_freed.wait())
                 continue
@@ -339,11 +424,19 @@ def main() -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        sink = AwsSink(session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"])
+        sink = AwsSink(
+            session, bus_name=os.environ["BUS_NAME"], table_name=os.environ["TABLE_NAME"]
+        )
         async with opener_from_env(session) as opener:
-            await serve(sqs=session.client("sqs"), queue_url=os.environ["CALLS_QUEUE_URL"], sink=sink,
-                        media=KvsMedia(session), opener=opener, stop=stop,
-                        max_calls=int(os.environ.get("MAX_CALLS", "50")))
+            await serve(
+                sqs=session.client("sqs"),
+                queue_url=os.environ["CALLS_QUEUE_URL"],
+                sink=sink,
+                media=KvsMedia(session),
+                opener=opener,
+                stop=stop,
+                max_calls=int(os.environ.get("MAX_CALLS", "50")),
+            )
 
     asyncio.run(run())
     return 0

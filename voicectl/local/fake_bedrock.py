@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import binascii
+import contextlib
 import json
 import struct
 import time
@@ -34,9 +35,11 @@ from typing import Any
 
 from voicectl.local.serving import listen_sockets, serve_asgi
 
-REPLY = ("I heard you. This is the local stand-in for Amazon Bedrock speaking. It answers every "
-         "turn with these few sentences, so that there is time to interrupt it. Go ahead and say "
-         "something while it talks.")
+REPLY = (
+    "I heard you. This is the local stand-in for Amazon Bedrock speaking. It answers every "
+    "turn with these few sentences, so that there is time to interrupt it. Go ahead and say "
+    "something while it talks."
+)
 """What follows the echo of the user's last words."""
 
 FIRST_TOKEN_S = 0.35
@@ -63,8 +66,13 @@ def encode_message(headers: dict[str, str], payload: bytes) -> bytes:
     encoded = b""
     for name, value in headers.items():
         name_bytes, value_bytes = name.encode(), value.encode()
-        encoded += (struct.pack("!B", len(name_bytes)) + name_bytes + struct.pack("!B", STRING_HEADER)
-                    + struct.pack("!H", len(value_bytes)) + value_bytes)
+        encoded += (
+            struct.pack("!B", len(name_bytes))
+            + name_bytes
+            + struct.pack("!B", STRING_HEADER)
+            + struct.pack("!H", len(value_bytes))
+            + value_bytes
+        )
     total = 4 + 4 + 4 + len(encoded) + len(payload) + 4
     prelude = struct.pack("!II", total, len(encoded))
     prelude += struct.pack("!I", binascii.crc32(prelude))
@@ -74,8 +82,10 @@ def encode_message(headers: dict[str, str], payload: bytes) -> bytes:
 
 def event(event_type: str, body: dict[str, Any]) -> bytes:
     """A ConverseStream event message of type ``event_type`` with the JSON ``body``."""
-    return encode_message({":event-type": event_type, ":content-type": "application/json",
-                           ":message-type": "event"}, json.dumps(body).encode())
+    return encode_message(
+        {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"},
+        json.dumps(body).encode(),
+    )
 
 
 def reply_words(request: dict[str, Any]) -> list[str]:
@@ -83,8 +93,11 @@ def reply_words(request: dict[str, Any]) -> list[str]:
     said = ""
     for message in request.get("messages") or []:
         if isinstance(message, dict) and message.get("role") == "user":
-            texts = [block.get("text", "") for block in message.get("content") or []
-                     if isinstance(block, dict)]
+            texts = [
+                block.get("text", "")
+                for block in message.get("content") or []
+                if isinstance(block, dict)
+            ]
             said = " ".join(text for text in texts if text).strip() or said
     echo = f"You said: {said.rstrip('.!?')}. " if said else ""
     return (echo + REPLY).split(" ")
@@ -111,9 +124,14 @@ class BedrockCall:
 class FakeBedrock:
     """The stand-in on ``127.0.0.1`` (an async context manager; ``port`` 0 lets the OS choose)."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 first_token_s: float = FIRST_TOKEN_S,
-                 token_interval_s: float = TOKEN_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        first_token_s: float = FIRST_TOKEN_S,
+        token_interval_s: float = TOKEN_INTERVAL_S,
+    ) -> None:
         self.host = host
         self.port = port
         self.first_token_s = first_token_s
@@ -156,13 +174,23 @@ class FakeBedrock:
         parts = scope["path"].split("/")
         if scope["method"] == "GET" and scope["path"] == "/ping":
             await _answer(send, 200, {})
-        elif scope["method"] == "POST" and len(parts) == 4 and parts[1] == "model" \
-                and parts[3] == "converse-stream":
+        elif (
+            scope["method"] == "POST"
+            and len(parts) == 4
+            and parts[1] == "model"
+            and parts[3] == "converse-stream"
+        ):
             await self._converse_stream(parts[2], receive, send)
         else:
-            await _answer(send, 404, {"message": f"{scope['method']} {scope['path']}: the stand-in "
-                                                 "serves POST /model/{modelId}/converse-stream"},
-                          error_type="UnknownOperationException")
+            await _answer(
+                send,
+                404,
+                {
+                    "message": f"{scope['method']} {scope['path']}: the stand-in "
+                    "serves POST /model/{modelId}/converse-stream"
+                },
+                error_type="UnknownOperationException",
+            )
 
     async def _converse_stream(self, model_id: str, receive: Receive, send: Send) -> None:
         body = bytearray()
@@ -176,8 +204,12 @@ class FakeBedrock:
             if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
                 raise ValueError("the body needs a messages list")
         except ValueError as error:
-            await _answer(send, 400, {"message": f"malformed request: {error}"},
-                          error_type="ValidationException")
+            await _answer(
+                send,
+                400,
+                {"message": f"malformed request: {error}"},
+                error_type="ValidationException",
+            )
             return
         call = BedrockCall(model_id, request)
         self.calls.append(call)
@@ -199,8 +231,13 @@ class FakeBedrock:
 
     async def _answer_events(self, call: BedrockCall, send: Send) -> None:
         started = time.monotonic()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", EVENT_STREAM_TYPE.encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", EVENT_STREAM_TYPE.encode())],
+            }
+        )
 
         async def emit(kind: str, body: dict[str, Any]) -> None:
             call.events.append(kind)
@@ -218,10 +255,17 @@ class FakeBedrock:
         await emit("messageStop", {"stopReason": "end_turn"})
         output_tokens = len(words)
         input_tokens = len(json.dumps(call.request)) // 4  # ~4 characters a token
-        await emit("metadata", {
-            "usage": {"inputTokens": input_tokens, "outputTokens": output_tokens,
-                      "totalTokens": input_tokens + output_tokens},
-            "metrics": {"latencyMs": round((time.monotonic() - started) * 1000)}})
+        await emit(
+            "metadata",
+            {
+                "usage": {
+                    "inputTokens": input_tokens,
+                    "outputTokens": output_tokens,
+                    "totalTokens": input_tokens + output_tokens,
+                },
+                "metrics": {"latencyMs": round((time.monotonic() - started) * 1000)},
+            },
+        )
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -237,20 +281,28 @@ async def _answer(send: Send, status: int, body: dict[str, Any], error_type: str
 async def _main() -> None:
     parser = argparse.ArgumentParser(description="Bedrock ConverseStream stand-in (loopback only).")
     parser.add_argument("--port", type=int, default=8095)
-    parser.add_argument("--first-token-ms", type=float, default=FIRST_TOKEN_S * 1000,
-                        help=f"milliseconds to the first token (default {FIRST_TOKEN_S * 1000:.0f})")
-    parser.add_argument("--token-interval-ms", type=float, default=TOKEN_INTERVAL_S * 1000,
-                        help="milliseconds between words (default "
-                             f"{TOKEN_INTERVAL_S * 1000:.0f})")
+    parser.add_argument(
+        "--first-token-ms",
+        type=float,
+        default=FIRST_TOKEN_S * 1000,
+        help=f"milliseconds to the first token (default {FIRST_TOKEN_S * 1000:.0f})",
+    )
+    parser.add_argument(
+        "--token-interval-ms",
+        type=float,
+        default=TOKEN_INTERVAL_S * 1000,
+        help=f"milliseconds between words (default {TOKEN_INTERVAL_S * 1000:.0f})",
+    )
     args = parser.parse_args()
-    async with FakeBedrock(port=args.port, first_token_s=args.first_token_ms / 1000,
-                           token_interval_s=args.token_interval_ms / 1000) as bedrock:
+    async with FakeBedrock(
+        port=args.port,
+        first_token_s=args.first_token_ms / 1000,
+        token_interval_s=args.token_interval_ms / 1000,
+    ) as bedrock:
         print(f"Bedrock stand-in listening on {bedrock.url}", flush=True)
         await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main())
-    except KeyboardInterrupt:
-        pass

@@ -1,29 +1,31 @@
-"""A local SageMaker runtime: the front door the clients call, on ``https://localhost:<port>``, in front of local
-containers (the bridge for Voxtral, the Sonic stand-in).
+"""A local SageMaker runtime: the front door the clients call, on ``https://localhost:<port>``, in
+front of local containers (the bridge for Voxtral, the Sonic stand-in).
 
-It serves, over HTTP/2 (and HTTP/1.1, which botocore uses) with TLS, the two runtime operations the clients use:
+It serves, over HTTP/2 (and HTTP/1.1, which botocore uses) with TLS, the two runtime operations the
+clients use:
 
-- ``POST /endpoints/<name>/invocations-bidirectional-stream`` (InvokeEndpointWithBidirectionalStream): see
-  :mod:`voicectl.local.bidi`.
+- ``POST /endpoints/<name>/invocations-bidirectional-stream``
+  (InvokeEndpointWithBidirectionalStream): see :mod:`voicectl.local.bidi`.
 - ``POST /endpoints/<name>/invocations-response-stream`` (InvokeEndpointWithResponseStream): see
   :mod:`voicectl.local.response_stream`.
 
 Every request must be SigV4-signed for the ``sagemaker`` signing name with the local credentials
-(:mod:`voicectl.local.sigv4`); an unsigned request, a wrong signature, an unknown endpoint or target variant, or a bad
-``X-Amzn-SageMaker-Model-Invocation-Path`` / ``-Query-String`` gets the error SageMaker returns
-(:mod:`voicectl.local.shapes`). HTTP/2 and TLS come from hypercorn (h2 underneath); the certificate is made at start
-with trustme, under a local certificate authority whose file the clients trust (``AWS_CA_BUNDLE``).
+(:mod:`voicectl.local.sigv4`); an unsigned request, a wrong signature, an unknown endpoint or target
+variant, or a bad ``X-Amzn-SageMaker-Model-Invocation-Path`` / ``-Query-String`` gets the error
+SageMaker returns (:mod:`voicectl.local.shapes`). HTTP/2 and TLS come from hypercorn (h2
+underneath); the certificate is made at start with trustme, under a local certificate authority
+whose file the clients trust (``AWS_CA_BUNDLE``).
 
-Each endpoint has one container per ProductionVariant, given as ``NAME[/VARIANT]=URL``: ``ws://host:port`` for a
-container with bidirectional streaming (the label ``com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true``;
-its ``POST /invocations`` is at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-in). A
-call without ``X-Amzn-SageMaker-Target-Variant`` goes to the endpoint's first variant.
+Each endpoint has one container per ProductionVariant, given as ``NAME[/VARIANT]=URL``:
+``ws://host:port`` for a container with bidirectional streaming (the label
+``com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true``; its ``POST /invocations`` is
+at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-in). A call without
+``X-Amzn-SageMaker-Target-Variant`` goes to the endpoint's first variant.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -48,7 +50,12 @@ from voicectl.local.shapes import (
     endpoint_not_found,
     validation_error,
 )
-from voicectl.local.sigv4 import EventSignatureChain, LocalCredentials, SignatureError, verify_request
+from voicectl.local.sigv4 import (
+    EventSignatureChain,
+    LocalCredentials,
+    SignatureError,
+    verify_request,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +70,20 @@ DEFAULT_VARIANT = "AllTraffic"
 """The ProductionVariant name the stacks give each endpoint."""
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-"""EndpointName and VariantName: at most 63 characters, letters, digits and single or repeated hyphens inside
-(SageMaker API Reference, CreateEndpoint / ProductionVariant)."""
+"""EndpointName and VariantName: at most 63 characters, letters, digits and single or repeated
+hyphens inside (SageMaker API Reference, CreateEndpoint / ProductionVariant)."""
 
 INVOCATION_PATH_PATTERN = re.compile(r"^[A-Za-z0-9\-._]+(?:/[A-Za-z0-9\-._]+)*$")
 INVOCATION_PATH_MAX = 100
 QUERY_STRING_PATTERN = re.compile(
     r"^[a-zA-Z0-9][A-Za-z0-9_-]*=(?:[A-Za-z0-9._~\-]|%[0-9A-Fa-f]{2})+"
-    r"(?:&[a-zA-Z0-9][A-Za-z0-9_-]*=(?:[A-Za-z0-9._~\-]|%[0-9A-Fa-f]{2})+)*$")
+    r"(?:&[a-zA-Z0-9][A-Za-z0-9_-]*=(?:[A-Za-z0-9._~\-]|%[0-9A-Fa-f]{2})+)*$"
+)
 QUERY_STRING_MAX = 2048
-"""Constraints SageMaker's API contract gives ``X-Amzn-SageMaker-Model-Invocation-Path`` (at most 100 characters,
-path segments of letters, digits, ``-._``) and ``X-Amzn-SageMaker-Model-Query-String`` (at most 2048 characters,
-``key=value`` pairs joined by ``&``, values URL-encoded)."""
+"""Constraints SageMaker's API contract gives ``X-Amzn-SageMaker-Model-Invocation-Path`` (at most
+100 characters, path segments of letters, digits, ``-._``) and
+``X-Amzn-SageMaker-Model-Query-String`` (at most 2048 characters, ``key=value`` pairs joined by
+``&``, values URL-encoded)."""
 
 MAX_REQUEST_BODY_BYTES = 6 * 1024 * 1024
 """Bytes of an InvokeEndpointWithResponseStream request body: the service model's ``BodyBlob``
@@ -90,8 +99,10 @@ two reads, 408)."""
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
                     r"invocations-response-stream)$")
 _BIDIRECTIONAL = "invocations-bidirectional-stream"
-_OPERATIONS = {_BIDIRECTIONAL: "InvokeEndpointWithBidirectionalStream",
-               "invocations-response-stream": "InvokeEndpointWithResponseStream"}
+_OPERATIONS = {
+    _BIDIRECTIONAL: "InvokeEndpointWithBidirectionalStream",
+    "invocations-response-stream": "InvokeEndpointWithResponseStream",
+}
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -135,8 +146,10 @@ class CallRecord:
         target = f"{self.endpoint}/{self.variant or '-'}" if self.endpoint else "-"
         caller = f"{client[0]}:{client[1]}" if client else "-"
         status = "-" if self.status is None else self.status
-        text = (f"{self.operation} {target} {status} {duration_s:.3f} s from {caller} "
-                f"request {self.request_id}")
+        text = (
+            f"{self.operation} {target} {status} {duration_s:.3f} s from {caller} "
+            f"request {self.request_id}"
+        )
         return text + (f" ({self.outcome})" if self.outcome else "")
 
 
@@ -169,15 +182,24 @@ class LocalEndpoint:
         variant = variant or DEFAULT_VARIANT
         for label, value in (("endpoint name", name), ("variant name", variant)):
             if not NAME_PATTERN.match(value):
-                raise ValueError(f"{label} {value!r} in {spec!r} is not valid: 1 to 63 letters, digits and hyphens, "
-                                 "starting and ending with a letter or digit")
+                raise ValueError(
+                    f"{label} {value!r} in {spec!r} is not valid: 1 to 63 letters, digits and "
+                    "hyphens, starting and ending with a letter or digit"
+                )
         parts = urlsplit(url)
         try:
             port = parts.port
         except ValueError:
             port = None
-        if parts.scheme not in ("ws", "http") or not parts.hostname or port is None or parts.path not in ("", "/"):
-            raise ValueError(f"container URL {url!r} in {spec!r} is not valid: use {form} (a port, no path)")
+        if (
+            parts.scheme not in ("ws", "http")
+            or not parts.hostname
+            or port is None
+            or parts.path not in ("", "/")
+        ):
+            raise ValueError(
+                f"container URL {url!r} in {spec!r} is not valid: use {form} (a port, no path)"
+            )
         return cls(name=name, variant=variant, container=f"{parts.scheme}://{parts.netloc}")
 
     @property
@@ -216,8 +238,11 @@ def parse_endpoints(specs: Iterable[str]) -> list[LocalEndpoint]:
 
 def _constraint_error(field_name: str, value: str, constraint: str) -> ServiceError:
     """AWS's message for a parameter that fails a modeled constraint."""
-    return validation_error(f"1 validation error detected: Value '{value}' at '{field_name}' failed to satisfy "
-                            f"constraint: {constraint}", bidirectional=True)
+    return validation_error(
+        f"1 validation error detected: Value '{value}' at '{field_name}' failed to satisfy "
+        f"constraint: {constraint}",
+        bidirectional=True,
+    )
 
 
 @dataclass
@@ -258,17 +283,22 @@ class LocalRuntime:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    def endpoint(self, name: str, target_variant: str | None, *, bidirectional: bool) -> LocalEndpoint:
+    def endpoint(
+        self, name: str, target_variant: str | None, *, bidirectional: bool
+    ) -> LocalEndpoint:
         """The variant a call goes to.
 
         Raises:
-            ServiceError: the endpoint name is malformed or unknown, or it has no such variant (the message names the
-                ones it has; its wording is ours, SageMaker's is not documented).
+            ServiceError: the endpoint name is malformed or unknown, or it has no such variant (the
+                message names the ones it has; its wording is ours, SageMaker's is not documented).
         """
         if not NAME_PATTERN.match(name):
-            raise validation_error(f"1 validation error detected: Value '{name}' at 'endpointName' failed to satisfy "
-                                   f"constraint: Member must satisfy regular expression pattern: "
-                                   f"{NAME_PATTERN.pattern}", bidirectional=bidirectional)
+            raise validation_error(
+                f"1 validation error detected: Value '{name}' at 'endpointName' failed to satisfy "
+                f"constraint: Member must satisfy regular expression pattern: "
+                f"{NAME_PATTERN.pattern}",
+                bidirectional=bidirectional,
+            )
         variants = [endpoint for endpoint in self.endpoints if endpoint.name == name]
         if not variants:
             raise endpoint_not_found(name, bidirectional=bidirectional)
@@ -278,8 +308,11 @@ class LocalRuntime:
             if endpoint.variant == target_variant:
                 return endpoint
         have = ", ".join(endpoint.variant for endpoint in variants)
-        raise validation_error(f"Target variant {target_variant} not found on endpoint {name} of account {ACCOUNT_ID}"
-                               f" (its variants: {have}).", bidirectional=bidirectional)
+        raise validation_error(
+            f"Target variant {target_variant} not found on endpoint {name} of account {ACCOUNT_ID}"
+            f" (its variants: {have}).",
+            bidirectional=bidirectional,
+        )
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = CallRecord.of(scope)
@@ -311,15 +344,23 @@ class LocalRuntime:
         async def receive_tracked() -> dict[str, Any]:
             nonlocal body_read
             message = await receive()
-            body_read = body_read or message["type"] == "http.disconnect" or not message.get("more_body", False)
+            body_read = (
+                body_read
+                or message["type"] == "http.disconnect"
+                or not message.get("more_body", False)
+            )
             return message
 
         try:
             await self._dispatch(scope, receive_tracked, send_tracked, call)
             return
         except SignatureError as signature_error:
-            error = ServiceError(signature_error.status, signature_error.code, str(signature_error),
-                                 message_key="message")
+            error = ServiceError(
+                signature_error.status,
+                signature_error.code,
+                str(signature_error),
+                message_key="message",
+            )
         except ServiceError as service_error:
             error = service_error
         call.outcome = error.code
@@ -344,61 +385,112 @@ class LocalRuntime:
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
         route = _ROUTE.match(scope["path"])
         if route is None or scope["method"] != "POST":
-            raise ServiceError(404, "UnknownOperationException", f"{scope['method']} {scope['path']} is not an "
-                               "operation of SageMaker runtime (this local runtime serves POST /endpoints/<name>/"
-                               "invocations-bidirectional-stream and .../invocations-response-stream)",
-                               message_key="message")
+            raise ServiceError(
+                404,
+                "UnknownOperationException",
+                f"{scope['method']} {scope['path']} is not an "
+                "operation of SageMaker runtime (this local runtime serves POST /endpoints/<name>/"
+                "invocations-bidirectional-stream and .../invocations-response-stream)",
+                message_key="message",
+            )
         bidirectional = route["operation"] == _BIDIRECTIONAL
-        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]
+        ]
         lower = {name.lower(): value for name, value in headers}
         body = None if bidirectional else await _read_body(receive, self.body_timeout_s)
         host = lower.get("host") or "{}:{}".format(*scope["server"])
-        signed = verify_request(method="POST", host=host, raw_path=scope["raw_path"].decode("latin-1"),
-                                query=scope["query_string"].decode("latin-1"), headers=headers, body=body,
-                                credentials=self.credentials, region=self.region)
-        endpoint = self.endpoint(route["name"], lower.get("x-amzn-sagemaker-target-variant"),
-                                 bidirectional=bidirectional)
+        signed = verify_request(
+            method="POST",
+            host=host,
+            raw_path=scope["raw_path"].decode("latin-1"),
+            query=scope["query_string"].decode("latin-1"),
+            headers=headers,
+            body=body,
+            credentials=self.credentials,
+            region=self.region,
+        )
+        endpoint = self.endpoint(
+            route["name"], lower.get("x-amzn-sagemaker-target-variant"), bidirectional=bidirectional
+        )
         call.variant = endpoint.variant
         if bidirectional:
             chain = EventSignatureChain(signed, self.credentials, self.region)
-            call.outcome = await self._bidirectional(endpoint, lower, receive, send, chain,
-                                                     call.request_id)
+            call.outcome = await self._bidirectional(
+                endpoint, lower, receive, send, chain, call.request_id
+            )
         else:
             assert body is not None
             call.outcome = await relay_response_stream(
-                session=await self._http_session(), container=endpoint.http_base, body=body,
-                headers=lower, send=send, region=self.region, endpoint=endpoint.name,
-                variant=endpoint.variant, request_id=call.request_id, receive=receive)
+                session=await self._http_session(),
+                container=endpoint.http_base,
+                body=body,
+                headers=lower,
+                send=send,
+                region=self.region,
+                endpoint=endpoint.name,
+                variant=endpoint.variant,
+                request_id=call.request_id,
+                receive=receive,
+            )
 
-    async def _bidirectional(self, endpoint: LocalEndpoint, headers: dict[str, str], receive: Receive, send: Send,
-                             chain: EventSignatureChain, request_id: str) -> str | None:
+    async def _bidirectional(
+        self,
+        endpoint: LocalEndpoint,
+        headers: dict[str, str],
+        receive: Receive,
+        send: Send,
+        chain: EventSignatureChain,
+        request_id: str,
+    ) -> str | None:
         """Open the container's WebSocket, answer 200 and relay until the stream ends; return how
         it ended when not cleanly (:attr:`BidirectionalStream.outcome`)."""
         if not endpoint.bidirectional:
             raise validation_error(
-                f"Endpoint {endpoint.name} of account {ACCOUNT_ID} does not support bidirectional streaming: the "
-                f"container of variant {endpoint.variant} lacks the image label "
-                "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true (locally: it was given as "
-                "http://, not ws://).", bidirectional=True)
+                f"Endpoint {endpoint.name} of account {ACCOUNT_ID} does not support "
+                f"bidirectional streaming: the container of variant {endpoint.variant} lacks the "
+                "image label com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true "
+                "(locally: it was given as http://, not ws://).",
+                bidirectional=True,
+            )
         path = headers.get("x-amzn-sagemaker-model-invocation-path")
         query = headers.get("x-amzn-sagemaker-model-query-string")
-        if path is not None and (len(path) > INVOCATION_PATH_MAX or not INVOCATION_PATH_PATTERN.match(path)):
-            raise _constraint_error("modelInvocationPath", path, f"Member must have length less than or equal to "
-                                    f"{INVOCATION_PATH_MAX} and satisfy regular expression pattern: "
-                                    f"{INVOCATION_PATH_PATTERN.pattern}")
-        if query is not None and (len(query) > QUERY_STRING_MAX or not QUERY_STRING_PATTERN.match(query)):
-            raise _constraint_error("modelQueryString", query, f"Member must have length less than or equal to "
-                                    f"{QUERY_STRING_MAX} and satisfy regular expression pattern: "
-                                    f"{QUERY_STRING_PATTERN.pattern}")
+        if path is not None and (
+            len(path) > INVOCATION_PATH_MAX or not INVOCATION_PATH_PATTERN.match(path)
+        ):
+            raise _constraint_error(
+                "modelInvocationPath",
+                path,
+                f"Member must have length less than or equal to "
+                f"{INVOCATION_PATH_MAX} and satisfy regular expression pattern: "
+                f"{INVOCATION_PATH_PATTERN.pattern}",
+            )
+        if query is not None and (
+            len(query) > QUERY_STRING_MAX or not QUERY_STRING_PATTERN.match(query)
+        ):
+            raise _constraint_error(
+                "modelQueryString",
+                query,
+                f"Member must have length less than or equal to "
+                f"{QUERY_STRING_MAX} and satisfy regular expression pattern: "
+                f"{QUERY_STRING_PATTERN.pattern}",
+            )
         url = container_url(endpoint.container, path, query)
-        websocket = await connect_container(url, self.settings, region=self.region, endpoint=endpoint.name,
-                                            variant=endpoint.variant)
+        websocket = await connect_container(
+            url, self.settings, region=self.region, endpoint=endpoint.name, variant=endpoint.variant
+        )
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": [
-                (b"content-type", EVENT_STREAM_CONTENT_TYPE.encode()),
-                (b"x-amzn-invoked-production-variant", endpoint.variant.encode()),
-                (b"x-amzn-requestid", request_id.encode()),
-            ]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", EVENT_STREAM_CONTENT_TYPE.encode()),
+                        (b"x-amzn-invoked-production-variant", endpoint.variant.encode()),
+                        (b"x-amzn-requestid", request_id.encode()),
+                    ],
+                }
+            )
         except BaseException:
             await websocket.close(1001)
             raise
@@ -421,8 +513,9 @@ class LocalRuntime:
 
 
 MAX_DRAINED_BODY_BYTES = 8 * 1024 * 1024
-"""Bytes of an HTTP/1.1 request body read (and dropped) before a refusal is answered, so the connection can serve
-the caller's next request; a larger body is answered unread (the connection then closes, as any server may)."""
+"""Bytes of an HTTP/1.1 request body read (and dropped) before a refusal is answered, so the
+connection can serve the caller's next request; a larger body is answered unread (the connection
+then closes, as any server may)."""
 
 
 async def _read_body(receive: Receive, timeout_s: float) -> bytes:

@@ -1,5 +1,5 @@
-"""Serving the local stand-ins: listening sockets, the local certificate, and hypercorn (HTTP/1.1 and HTTP/2, with or
-without TLS) around an ASGI application."""
+"""Serving the local stand-ins: listening sockets, the local certificate, and hypercorn (HTTP/1.1
+and HTTP/2, with or without TLS) around an ASGI application."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """The certificate authority the clients trust (``ca_file``) and the server's key and chain (``server_file``)."""
+    """The certificate authority the clients trust (``ca_file``) and the server's key and chain
+    (``server_file``)."""
 
     ca_file: Path
     server_file: Path
@@ -35,9 +36,11 @@ def certificate_names(extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*LOCAL_NAMES, *extra]))
 
 
-def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()) -> TlsFiles:
-    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and ``names``
-    (trustme).
+def make_certificate(
+    directory: Path, ca_file: Path | None = None, names: Iterable[str] = ()
+) -> TlsFiles:
+    """Make a fresh local certificate authority and a server certificate for :data:`LOCAL_NAMES` and
+    ``names`` (trustme).
 
     Args:
         directory: where the server's key and chain are written (``server.pem``, mode 0600).
@@ -49,7 +52,9 @@ def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterab
     """
     import trustme
 
-    ca = trustme.CA(organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime")
+    ca = trustme.CA(
+        organization_name=CA_ORGANIZATION, organization_unit_name="local SageMaker runtime"
+    )
     server = ca.issue_cert(*certificate_names(names))
     directory.mkdir(parents=True, exist_ok=True)
     server_file = directory / "server.pem"
@@ -62,8 +67,9 @@ def make_certificate(directory: Path, ca_file: Path | None = None, names: Iterab
 
 
 def listen_sockets(host: str, port: int) -> list[socket.socket]:
-    """Listening TCP sockets for ``host`` and ``port`` (0 lets the OS choose). ``localhost`` gives 127.0.0.1 and, where
-    it can be bound, ::1 on the same port, so that a client resolving ``localhost`` to either reaches the server.
+    """Listening TCP sockets for ``host`` and ``port`` (0 lets the OS choose). ``localhost`` gives
+    127.0.0.1 and, where it can be bound, ::1 on the same port, so that a client resolving
+    ``localhost`` to either reaches the server.
 
     Raises:
         OSError: the port is in use or the address cannot be bound.
@@ -80,7 +86,9 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
             sock.bind((address, port))
         except OSError:
             sock.close()
-            if sockets and address == "::1":  # no IPv6 loopback on this machine: 127.0.0.1 is enough
+            if (
+                sockets and address == "::1"
+            ):  # no IPv6 loopback on this machine: 127.0.0.1 is enough
                 continue
             for opened in sockets:
                 opened.close()

@@ -1,14 +1,15 @@
-"""``voicectl stage-model``: put the model's weights under an S3 prefix, pinned, verified and resumable.
+"""``voicectl stage-model``: put the model's weights under an S3 prefix, pinned, verified and
+resumable.
 
-The command's code lives in ``constructs_lib/artifacts/model_staging_build/stage_model/`` (see its :mod:`command` module),
-the folder the in-stack staging (:class:`constructs_lib.artifacts.model_staging.ModelStaging`) ships to CodeBuild as is, so a
+The command's code lives in ``constructs_lib/artifacts/model_staging_build/stage_model/`` (see its
+:mod:`command` module), the folder the in-stack staging
+(:class:`constructs_lib.artifacts.model_staging.ModelStaging`) ships to CodeBuild as is, so a
 workstation and the deploy stage with the same code. This module only adds it to ``voicectl``.
 """
 
 from __future__ import annotations
 
 import argparse
-
 from typing import Any
 
 from constructs_lib.artifacts.model_staging_build.stage_model import command
@@ -30,9 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the staging command with voicectl's session (:func:`voicectl.aws.aws_session`: ``--region``,
-    ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile), made after every argument is checked; the command's
-    bad-input error becomes voicectl's (exit code 2)."""
+    """Run the staging command with voicectl's session (:func:`voicectl.aws.aws_session`:
+    ``--region``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile), made after every argument is
+    checked; the command's bad-input error becomes voicectl's (exit code 2)."""
     try:
         return command.run(args, open_session=_session)
     except command.UsageError as error:

@@ -1,10 +1,12 @@
-"""``voicectl mic`` in a real browser: Debian's Chromium, headless, driven by Playwright for Python with the system
-browser (never a downloaded build). Chromium's fake microphone plays a speech WAV made at test time (espeak-ng, else
-the committed recording) into the page, which streams it through the real bridge to the fake vLLM, all on loopback.
+"""``voicectl mic`` in a real browser: Debian's Chromium, headless, driven by Playwright for Python
+with the system browser (never a downloaded build). Chromium's fake microphone plays a speech WAV
+made at test time (espeak-ng, else the committed recording) into the page, which streams it through
+the real bridge to the fake vLLM, all on loopback.
 
-Skipped, with the reason, when Chromium, Playwright or Gradio is missing; ``.ci/run`` installs them. Set
-``VOICECTL_MIC_SCREENSHOT=PATH`` to also save the page after a recording there (``make mic-screenshot`` retakes
-``docs/mic-page.png``). The figures the run saw (time to the first transcript text) print with ``pytest -s``.
+Skipped, with the reason, when Chromium, Playwright or Gradio is missing; ``.ci/run`` installs them.
+Set ``VOICECTL_MIC_SCREENSHOT=PATH`` to also save the page after a recording there (``make
+mic-screenshot`` retakes ``docs/mic-page.png``). The figures the run saw (time to the first
+transcript text) print with ``pytest -s``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
 from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
 from voicectl.local.fake_vllm import free_port
 from voicectl.clients import mic
+from voicectl.local.fake_vllm import free_port
 
 SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
 
@@ -33,17 +36,20 @@ SENTENCE = "Hello from SageMaker. Streaming speech to text."
 """What the fake microphone says; the fake vLLM answers each 128 ms append with its next word."""
 
 EVIL_NAME = "evil.example"
-"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to :data:`ATTACKER_SITE_HOST`."""
+"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to
+:data:`ATTACKER_SITE_HOST`."""
 
 ATTACKER_SITE_HOST = "127.0.0.2"
-"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser, and local, so
-Chromium's local-network-access rules (public sites may not call private addresses) do not hide the attack."""
+"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser,
+and local, so Chromium's local-network-access rules (public sites may not call private addresses) do
+not hide the attack."""
 
 ATTACKER_FLAGS = (f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",)
 """The attacker's name resolves to its address (see rebinding_proxy)."""
 
 RECORD_S = 2.0
-"""Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does not loop)."""
+"""Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does
+not loop)."""
 
 """The stream to vLLM must be closed this soon after the page goes away (a closed tab must not hold
 a stream)."""
@@ -54,13 +60,16 @@ pytestmark = requires_chromium
 
 @pytest.fixture(scope="module")
 def speech_wav(tmp_path_factory) -> Path:
-    """The fake microphone's WAV: :data:`SENTENCE` spoken by espeak-ng now, else the committed espeak-ng recording."""
+    """The fake microphone's WAV: :data:`SENTENCE` spoken by espeak-ng now, else the committed
+    espeak-ng recording."""
     path = tmp_path_factory.mktemp("microphone") / "speech.wav"
     espeak = shutil.which("espeak-ng")
     if espeak is None:
         shutil.copyfile(RECORDING, path)
     else:
-        subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path), SENTENCE], check=True, timeout=30)
+        subprocess.run(
+            [espeak, "-v", "en-us", "-s", "160", "-w", str(path), SENTENCE], check=True, timeout=30
+        )
     return path
 
 
@@ -72,7 +81,8 @@ def browser(speech_wav) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def sonic_runtime() -> Iterator[ResponseStreamServer]:
-    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic replies."""
+    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic
+    replies."""
     with ResponseStreamServer() as server:
         yield server
 
@@ -80,16 +90,35 @@ def sonic_runtime() -> Iterator[ResponseStreamServer]:
 @pytest.fixture(scope="module")
 def stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
     """The fake vLLM, the bridge and the mic page in front of them; yields (servers, page URL)."""
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
+    )
     words = tuple(f"{word} " for word in SENTENCE.split())
-    runtime_env = {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sonic_runtime.url, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-                   "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "us-east-1"}
+    runtime_env = {
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sonic_runtime.url,
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     saved = {name: os.environ.get(name) for name in runtime_env}
-    os.environ.update(runtime_env)  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
+    os.environ.update(
+        runtime_env
+    )  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
     try:
         with Servers(deltas=words, generate=True) as servers:
-            args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port()),
-                                               "--sonic-endpoint", "sonic-tts", "--voice", "local-voice"])
+            args = client_parser().parse_args(
+                [
+                    "mic",
+                    "--url",
+                    servers.url,
+                    "--port",
+                    str(free_port()),
+                    "--sonic-endpoint",
+                    "sonic-tts",
+                    "--voice",
+                    "local-voice",
+                ]
+            )
             with mic.serve(args) as url:
                 yield servers, url
     finally:
@@ -109,17 +138,19 @@ def recorder_state(page) -> dict:
     return page.evaluate("""() => {
         const root = document.querySelector(".voicectl-recorder");
         const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("status"), error: text("error-summary"), errorDetail: text("error-detail"),
+        return {...root.dataset, status: text("status"), error: text("error-summary"),
+                errorDetail: text("error-detail"),
                 errorShown: !root.querySelector('[data-part="error"]').hidden, timer: text("timer"),
                 announced: text("announce"), transcript: text("transcript"),
-                figures: text("figures"), recordDisabled: root.querySelector('[data-part="record"]').disabled,
+                figures: text("figures"),
+                recordDisabled: root.querySelector('[data-part="record"]').disabled,
                 stopDisabled: root.querySelector('[data-part="stop"]').disabled};
     }""")
 
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
-    """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the same settings as
-    ``voicectl.clients.mic``) flushed at the end, then PCM16."""
+    """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the
+    same settings as ``voicectl.clients.mic``) flushed at the end, then PCM16."""
     import soxr
 
     from voicectl.clients.audio import RESAMPLER_QUALITY, float_to_pcm16
@@ -131,10 +162,11 @@ def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
 
 
 def assert_is_the_speech(pcm16: bytes, wav: Path, window_s: float = 0.25) -> None:
-    """Most stretches of ``pcm16`` (16 kHz) that are not silence are found in ``wav`` (looped): it is the fake
-    microphone's speech, not silence or noise. Each window is aligned on its own, because a loaded machine can make
-    Chromium's fake capture skip or repeat a few milliseconds (the page's and the server's own integrity is checked
-    sample for sample against the frames the page sent)."""
+    """Most stretches of ``pcm16`` (16 kHz) that are not silence are found in ``wav`` (looped): it
+    is the fake microphone's speech, not silence or noise. Each window is aligned on its own,
+    because a loaded machine can make Chromium's fake capture skip or repeat a few milliseconds (the
+    page's and the server's own integrity is checked sample for sample against the frames the page
+    sent)."""
     import soundfile
     import soxr
 
@@ -148,37 +180,59 @@ def assert_is_the_speech(pcm16: bytes, wav: Path, window_s: float = 0.25) -> Non
     energy = np.concatenate([[0.0], np.cumsum(looped**2)])
     matched = speech = 0
     for start in range(0, len(received) - window + 1, window):
-        got = received[start:start + window]
+        got = received[start : start + window]
         if np.sqrt(np.mean(got**2)) < 0.01:
             continue  # silence between words matches anywhere
         speech += 1
-        correlation = np.fft.irfft(spectrum * np.conj(np.fft.rfft(got, size)), size)[:len(looped) - window]
-        reference_norms = np.sqrt(np.maximum(energy[window:len(looped)] - energy[:len(looped) - window], 0.0))
-        audible = reference_norms > 0.01 * np.sqrt(window)  # rms over 0.01: silent stretches would divide by ~0
+        correlation = np.fft.irfft(spectrum * np.conj(np.fft.rfft(got, size)), size)[
+            : len(looped) - window
+        ]
+        reference_norms = np.sqrt(
+            np.maximum(energy[window : len(looped)] - energy[: len(looped) - window], 0.0)
+        )
+        audible = reference_norms > 0.01 * np.sqrt(
+            window
+        )  # rms over 0.01: silent stretches would divide by ~0
         similarity = correlation[audible] / (reference_norms[audible] * np.linalg.norm(got))
         matched += float(np.max(similarity)) > 0.9
-    assert speech >= 4 and matched >= 0.75 * speech, f"{matched} of {speech} windows of speech found in the WAV"
+    assert speech >= 4 and matched >= 0.75 * speech, (
+        f"{matched} of {speech} windows of speech found in the WAV"
+    )
 
 
-def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(stack, browser, speech_wav, capsys,
-                                                                               tmp_path, request):
+def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(
+    stack, browser, speech_wav, capsys, tmp_path, request
+):
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
     page = browser.new_page(viewport={"width": 960, "height": 860})
-    sent: list[str | bytes] = []  # every WebSocket frame the page sends (Chromium's DevTools protocol reports them)
-    page.on("websocket", lambda websocket: websocket.on("framesent", lambda payload: sent.append(payload)))
+    sent: list[
+        str | bytes
+    ] = []  # every WebSocket frame the page sends (Chromium's DevTools protocol reports them)
+    page.on(
+        "websocket",
+        lambda websocket: websocket.on("framesent", lambda payload: sent.append(payload)),
+    )
     try:
         page.goto(url)
         page.get_by_role("button", name="Record").wait_for()
         assert recorder_state(page)["state"] == "idle"
         clicked = time.monotonic()
         page.get_by_role("button", name="Record").click()
-        while_recording = wait_until(lambda: (state := recorder_state(page))["transcript"] and state, 10)
+        while_recording = wait_until(
+            lambda: (state := recorder_state(page))["transcript"] and state, 10
+        )
         first_text_s = time.monotonic() - clicked
         assert while_recording["state"] == "recording"
         assert while_recording["status"].startswith("Recording: streaming to ws://127.0.0.1:")
         assert while_recording["transcript"].startswith("Hello ")
-        wait_until(lambda: int((state := recorder_state(page))["samples"]) >= RECORD_S * int(state["sampleRate"]), 10)
+        wait_until(
+            lambda: (
+                int((state := recorder_state(page))["samples"])
+                >= RECORD_S * int(state["sampleRate"])
+            ),
+            10,
+        )
         page.get_by_role("button", name="Stop").click()
         done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
         page.screenshot(path=tmp_path / "mic-page.png")
@@ -192,22 +246,36 @@ def test_the_page_shows_the_transcript_while_recording_and_sends_every_sample(st
     samples, rate_hz = int(done["samples"]), int(done["sampleRate"])
     frames = [frame for frame in sent if isinstance(frame, bytes)]
     assert [json.loads(text) for text in sent if isinstance(text, str)] == [
-        {"type": "start", "sample_rate_hz": rate_hz}, {"type": "stop", "samples": samples}]
-    assert sum(len(frame) for frame in frames) == samples * 4  # the page sent every sample it captured
-    assert bytes(session.audio) == pcm16_at_16k(frames, rate_hz)  # and vLLM got all of them, the last ones included
+        {"type": "start", "sample_rate_hz": rate_hz},
+        {"type": "stop", "samples": samples},
+    ]
+    assert (
+        sum(len(frame) for frame in frames) == samples * 4
+    )  # the page sent every sample it captured
+    assert bytes(session.audio) == pcm16_at_16k(
+        frames, rate_hz
+    )  # and vLLM got all of them, the last ones included
     assert abs(len(session.audio) // 2 - samples * 16_000 / rate_hz) <= 1
     assert_is_the_speech(bytes(session.audio), speech_wav)
     received_samples = len(session.audio) // 2
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
     assert done["transcript"] == session.text and done["error"] == ""
-    assert re.fullmatch(r"time to first delta: \d+\.\d{3} s; real-time factor: \d+\.\d{3}; audio sent: "
-                        + re.escape(f"{received_samples / 16_000:.3f}") + " s", done["figures"])
+    assert re.fullmatch(
+        r"time to first delta: \d+\.\d{3} s; real-time factor: \d+\.\d{3}; audio sent: "
+        + re.escape(f"{received_samples / 16_000:.3f}")
+        + " s",
+        done["figures"],
+    )
     assert (done["recordDisabled"], done["stopDisabled"]) == (False, True)
-    assert re.search(r"voicectl mic: recording \d+ done: time to first delta", capsys.readouterr().err)
+    assert re.search(
+        r"voicectl mic: recording \d+ done: time to first delta", capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("leave", ["close", "reload"])
-def test_leaving_the_page_closes_the_stream_to_vllm_within_a_second(stack, browser, capsys, leave, request):
+def test_leaving_the_page_closes_the_stream_to_vllm_within_a_second(
+    stack, browser, capsys, leave, request
+):
     servers, url = stack
     sessions_before = len(servers.vllm.sessions)
     page = browser.new_page()
@@ -215,13 +283,21 @@ def test_leaving_the_page_closes_the_stream_to_vllm_within_a_second(stack, brows
         page.goto(url)
         page.get_by_role("button", name="Record").click()
         wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
-        session = wait_until(lambda: len(servers.vllm.sessions) > sessions_before and servers.vllm.sessions[-1], 5)
+        session = wait_until(
+            lambda: len(servers.vllm.sessions) > sessions_before and servers.vllm.sessions[-1], 5
+        )
         wait_until(lambda: session.audio_bytes > 0, 5)
         left = time.monotonic()
         page.close() if leave == "close" else page.reload()
-        wait_until(session.closed.is_set, 10, step_s=0.005)  # closed by the page's leaving; a liveness bound
+        wait_until(
+            session.closed.is_set, 10, step_s=0.005
+        )  # closed by the page's leaving; a liveness bound
         closed_after_s = time.monotonic() - left
-        report(request, capsys, f"stream to vLLM closed {closed_after_s:.3f} s after the page's {leave}")
+        report(
+            request,
+            capsys,
+            f"stream to vLLM closed {closed_after_s:.3f} s after the page's {leave}",
+        )
         if leave == "reload":  # a fresh page, ready for a new recording
             page.get_by_role("button", name="Record").wait_for()
             wait_until(lambda: recorder_state(page)["state"] == "idle", 10)
@@ -232,10 +308,19 @@ def test_leaving_the_page_closes_the_stream_to_vllm_within_a_second(stack, brows
 
 
 def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, capsys):
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
+    )
     port = free_port()
-    args = client_parser().parse_args(["mic", "--url", f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
-                                       "--port", str(free_port())])
+    args = client_parser().parse_args(
+        [
+            "mic",
+            "--url",
+            f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
+            "--port",
+            str(free_port()),
+        ]
+    )
     with mic.serve(args) as url:
         page = browser.new_page()
         try:
@@ -243,16 +328,22 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
             page.get_by_role("button", name="Record").click()
             wait_until(lambda: recorder_state(page)["state"] == "error", 10)
             seen = []
-            for _ in range(8):  # the next 0.6 s (the old page flickered every 0.25 s): one error, no audio
+            for _ in range(
+                8
+            ):  # the next 0.6 s (the old page flickered every 0.25 s): one error, no audio
                 seen.append(recorder_state(page))
                 time.sleep(0.075)
         finally:
             page.close()
     assert all(state == seen[0] for state in seen), seen
-    assert seen[0]["error"] == (f"ws://127.0.0.1:{port}/invocations-bidirectional-stream is not reachable. Check that "
-                                "the container is running, then press Record again.")
+    assert seen[0]["error"] == (
+        f"ws://127.0.0.1:{port}/invocations-bidirectional-stream is not reachable. Check that "
+        "the container is running, then press Record again."
+    )
     error = seen[0]["errorDetail"]  # behind the details toggle
-    assert error.startswith(f"cannot open a WebSocket to ws://127.0.0.1:{port}/invocations-bidirectional-stream (")
+    assert error.startswith(
+        f"cannot open a WebSocket to ws://127.0.0.1:{port}/invocations-bidirectional-stream ("
+    )
     assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in error
     assert "HOST:PORT" not in error and error == error.strip()
     assert (seen[0]["recordDisabled"], seen[0]["stopDisabled"]) == (False, True)
@@ -267,10 +358,13 @@ ATTACK_SCRIPT = """
 async (target) => {
   const result = {};
   const form = new FormData();
-  const unique = crypto.getRandomValues(new Uint8Array(65536));  // Gradio stores a file under its content's hash
+  // Gradio stores a file under its content's hash
+  const unique = crypto.getRandomValues(new Uint8Array(65536));
   form.append("files", new Blob([unique, new Uint8Array(1 << 20)]), "big.bin");
-  try {  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
-    const answer = await fetch(target.http + "/gradio_api/upload", {method: "POST", body: form, mode: target.mode});
+  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
+  try {
+    const answer = await fetch(target.http + "/gradio_api/upload",
+                               {method: "POST", body: form, mode: target.mode});
     result.upload = answer.type === "opaque" ? "sent" : answer.status;
   } catch (error) {
     result.upload = "failed: " + error;
@@ -293,7 +387,7 @@ def attacker_site() -> Iterator[str]:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        def do_GET(self) -> None:  # http.server API
             body = b"<!doctype html><title>a site the user visits</title><p>nothing to see"
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -322,28 +416,34 @@ def uploaded_files() -> set[str]:
 
 
 def test_a_page_on_another_site_can_neither_upload_nor_record(stack, browser, attacker_site):
-    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and opens a recording,
-    as any web site the user visits could: both are refused, no file is stored, no stream is opened."""
+    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and
+    opens a recording, as any web site the user visits could: both are refused, no file is stored,
+    no stream is opened."""
     servers, url = stack
     sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
     page = browser.new_page()
     try:
         page.goto(attacker_site)
-        result = page.evaluate(ATTACK_SCRIPT, {"http": url, "ws": url.replace("http://", "ws://"),
-                                               "mode": "no-cors"})
+        result = page.evaluate(
+            ATTACK_SCRIPT, {"http": url, "ws": url.replace("http://", "ws://"), "mode": "no-cors"}
+        )
     finally:
         page.close()
-    assert result == {"upload": "sent", "recording": "closed 1006"}  # 1006: the handshake was refused (HTTP 403)
+    assert result == {
+        "upload": "sent",
+        "recording": "closed 1006",
+    }  # 1006: the handshake was refused (HTTP 403)
     assert uploaded_files() == files_before
     assert len(servers.vllm.sessions) == sessions_before
 
 
 @pytest.fixture(scope="module")
 def rebinding_proxy(stack) -> Iterator[str]:
-    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy listens on the mic
-    page's port. Its first answer is the attacker's page (``/rebound``, the attacker's server before the rebinding);
-    every other connection goes to the mic page at 127.0.0.1 (the same name and port after the rebinding, so the
-    browser treats the mic page as the attacker's own origin). Yields the attacker's origin."""
+    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy
+    listens on the mic page's port. Its first answer is the attacker's page (``/rebound``, the
+    attacker's server before the rebinding); every other connection goes to the mic page at
+    127.0.0.1 (the same name and port after the rebinding, so the browser treats the mic page as the
+    attacker's own origin). Yields the attacker's origin."""
     import asyncio
     import threading
 
@@ -365,8 +465,10 @@ def rebinding_proxy(stack) -> Iterator[str]:
     async def serve(reader, writer) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         if head.startswith(b"GET /rebound "):
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(document), document))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(document), document)
+            )
             await writer.drain()
             writer.close()
             return
@@ -374,9 +476,13 @@ def rebinding_proxy(stack) -> Iterator[str]:
         upstream_writer.write(head)
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
-    thread = threading.Thread(target=loop.run_forever, daemon=True)  # Playwright's loop runs in this thread
+    thread = threading.Thread(
+        target=loop.run_forever, daemon=True
+    )  # Playwright's loop runs in this thread
     thread.start()
-    server = asyncio.run_coroutine_threadsafe(asyncio.start_server(serve, ATTACKER_SITE_HOST, port), loop).result(5)
+    server = asyncio.run_coroutine_threadsafe(
+        asyncio.start_server(serve, ATTACKER_SITE_HOST, port), loop
+    ).result(5)
     try:
         yield f"http://{EVIL_NAME}:{port}"
     finally:
@@ -386,22 +492,28 @@ def rebinding_proxy(stack) -> Iterator[str]:
 
 
 def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browser, rebinding_proxy):
-    """The attacker's name re-pointed at this machine with the page's port: its requests are same-origin for the
-    browser (Origin http://evil.example:PORT, Host evil.example:PORT), and refused for naming another host."""
-    servers, url = stack
+    """The attacker's name re-pointed at this machine with the page's port: its requests are
+    same-origin for the browser (Origin http://evil.example:PORT, Host evil.example:PORT), and
+    refused for naming another host."""
+    servers, _url = stack
     evil = rebinding_proxy
     sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
     page = browser.new_page()
     try:
         page.goto(f"{evil}/rebound")
-        result = page.evaluate(ATTACK_SCRIPT, {"http": evil, "ws": evil.replace("http://", "ws://"), "mode": "cors"})
+        result = page.evaluate(
+            ATTACK_SCRIPT, {"http": evil, "ws": evil.replace("http://", "ws://"), "mode": "cors"}
+        )
         the_page = page.goto(f"{evil}/")
         status = the_page.status
     finally:
         page.close()
-    # The gate answers 403 without reading the upload's body and closes: the browser sees either the 403 or, when it
-    # was still sending the body through the proxy, a failed fetch. Either way nothing was taken (files below).
-    assert result["upload"] == 403 or result["upload"] == "failed: TypeError: Failed to fetch", result
+    # The gate answers 403 without reading the upload's body and closes: the browser sees either the
+    # 403 or, when it was still sending the body through the proxy, a failed fetch. Either way
+    # nothing was taken (files below).
+    assert result["upload"] == 403 or result["upload"] == "failed: TypeError: Failed to fetch", (
+        result
+    )
     assert result["recording"] == "closed 1006"
     assert status == 403
     assert uploaded_files() == files_before
@@ -409,10 +521,12 @@ def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browse
 
 
 LONG_RECORD_S = 120.0
-"""A recording long enough for several generations (the client ends one at the first quiet chunk after 30 s)."""
+"""A recording long enough for several generations (the client ends one at the first quiet chunk
+after 30 s)."""
 
 
-@pytest.mark.starts_first  # two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
+# two minutes of audio at the fake microphone's real-time pace (tests/e2e/conftest.py)
+@pytest.mark.starts_first
 def test_a_two_minute_recording_has_each_word_once(stack, browser):
     """After the first generation rollover the page once showed 2,364 words for ~949 spoken, because
     the fake's ``transcription.done`` carried the whole session and the client joins generation
@@ -425,15 +539,31 @@ def test_a_two_minute_recording_has_each_word_once(stack, browser):
         page.goto(url)
         page.get_by_role("button", name="Record").click()
         wait_until(lambda: recorder_state(page)["state"] == "recording", 10)
-        wait_until(lambda: int((state := recorder_state(page))["samples"]) >= LONG_RECORD_S * int(state["sampleRate"]),
-                   LONG_RECORD_S + 60, step_s=0.5)
+        wait_until(
+            lambda: (
+                int((state := recorder_state(page))["samples"])
+                >= LONG_RECORD_S * int(state["sampleRate"])
+            ),
+            LONG_RECORD_S + 60,
+            step_s=0.5,
+        )
         page.get_by_role("button", name="Stop").click()
         done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 30)
     finally:
         page.close()
     sessions = servers.vllm.sessions[sessions_before:]
-    said = [event["delta"] for session in sessions for event in session.sent if event["type"] == "transcription.delta"]
-    generations = [event for session in sessions for event in session.sent if event["type"] == "transcription.done"]
+    said = [
+        event["delta"]
+        for session in sessions
+        for event in session.sent
+        if event["type"] == "transcription.delta"
+    ]
+    generations = [
+        event
+        for session in sessions
+        for event in session.sent
+        if event["type"] == "transcription.done"
+    ]
     assert len(generations) >= 3  # two rollovers at least, then the final one
     assert done["transcript"].split() == "".join(said).split()
     assert len(done["transcript"].split()) == len(said)
@@ -445,10 +575,13 @@ CONTRAST_SCRIPT = """
 () => {
   const rgb = (color) => color.match(/[\\d.]+/g).slice(0, 3).map(Number);
   const luminance = (color) => {
-    const [r, g, b] = rgb(color).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    const [r, g, b] = rgb(color).map((v) => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
-  const ratio = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const ratio = (a, b) => {
+    const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05); };
   const background = (element) => {  // the first opaque background up the tree
     for (let node = element; node; node = node.parentElement) {
       const color = getComputedStyle(node).backgroundColor;
@@ -462,7 +595,8 @@ CONTRAST_SCRIPT = """
     const element = root.querySelector(`[data-part="${name}"]`);
     result[name] = ratio(getComputedStyle(element).color, background(element));
   }
-  result.label = ratio(getComputedStyle(root.querySelector(".label")).color, background(root.querySelector(".label")));
+  result.label = ratio(getComputedStyle(root.querySelector(".label")).color,
+                       background(root.querySelector(".label")));
   const record = root.querySelector('[data-part="record"]');
   result.recordAgainstPage = ratio(background(record), background(record.parentElement));
   return result;
@@ -471,11 +605,12 @@ CONTRAST_SCRIPT = """
 
 
 def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp_path):
-    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the transcript is a
-    labelled log, not live itself, with only the new words in a polite live region; focus stays on a usable
-    control through Record and Stop (pressed from the keyboard); the timer, the level meter and the microphone's
-    name show while recording; the transcript can be copied and downloaded as text and as JSON with timings."""
-    servers, url = stack
+    """WCAG 2.1 AA contrast (4.5:1 text, 3:1 the button against the page) from computed styles; the
+    transcript is a labelled log, not live itself, with only the new words in a polite live region;
+    focus stays on a usable control through Record and Stop (pressed from the keyboard); the timer,
+    the level meter and the microphone's name show while recording; the transcript can be copied and
+    downloaded as text and as JSON with timings."""
+    _servers, url = stack
     context = browser.new_context()
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
     page = context.new_page()
@@ -510,18 +645,43 @@ def test_the_page_reads_for_everyone_and_keeps_what_was_said(stack, browser, tmp
         options = page.locator('[data-part="device"] option').all_text_contents()
     finally:
         context.close()
-    assert min(contrast[name] for name in ("status", "timer", "transcript", "figures", "label", "record", "stop",
-                                            "copy")) >= 4.5, contrast
+    assert (
+        min(
+            contrast[name]
+            for name in (
+                "status",
+                "timer",
+                "transcript",
+                "figures",
+                "label",
+                "record",
+                "stop",
+                "copy",
+            )
+        )
+        >= 4.5
+    ), contrast
     assert contrast["recordAgainstPage"] >= 3.0, contrast
     assert (focused_while_recording, focused_when_done) == ("stop", "record")
-    assert all(transcript.endswith(words) for words, transcript in announced)  # only the new words, at the end
-    assert any(len(words) < len(transcript) for words, transcript in announced)  # not the whole text again
-    assert done["timer"] == f"0:{int(int(done['samples']) / int(done['sampleRate'])):02d}" and done["timer"] >= "0:02"
+    assert all(
+        transcript.endswith(words) for words, transcript in announced
+    )  # only the new words, at the end
+    assert any(
+        len(words) < len(transcript) for words, transcript in announced
+    )  # not the whole text again
+    assert (
+        done["timer"] == f"0:{int(int(done['samples']) / int(done['sampleRate'])):02d}"
+        and done["timer"] >= "0:02"
+    )
     assert float(done["level"]) > 0.01  # the fake microphone's speech moved the meter
     assert done["device"] and "Default microphone" in options
     assert copied == done["transcript"] and downloaded_text == done["transcript"] + "\n"
-    assert downloaded["transcript"] == done["transcript"] and downloaded["figures"] == done["figures"]
-    assert downloaded["result"]["time_to_first_delta_s"] > 0 and downloaded["sample_rate_hz"] == int(done["sampleRate"])
+    assert (
+        downloaded["transcript"] == done["transcript"] and downloaded["figures"] == done["figures"]
+    )
+    assert downloaded["result"]["time_to_first_delta_s"] > 0 and downloaded[
+        "sample_rate_hz"
+    ] == int(done["sampleRate"])
 
 
 def test_a_zero_length_recording_opens_no_stream(stack, browser):
@@ -536,7 +696,9 @@ def test_a_zero_length_recording_opens_no_stream(stack, browser):
         page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
                                  root.querySelector('[data-part="record"]').click();
                                  root.querySelector('[data-part="stop"]').click(); }""")
-        state = wait_until(lambda: (state := recorder_state(page))["state"] == "empty" and state, 10)
+        state = wait_until(
+            lambda: (state := recorder_state(page))["state"] == "empty" and state, 10
+        )
     finally:
         page.close()
     assert state["status"] == "Nothing was recorded, so nothing was sent. Press Record and speak."
@@ -549,23 +711,46 @@ def sonic_reply(pcm16: bytes, parts: int) -> list[bytes]:
     import base64
 
     size = -(-len(pcm16) // parts)
-    lines = [json.dumps({"type": "chunk", "data": base64.b64encode(pcm16[i:i + size]).decode(), "done": False,
-                         "status_code": 206}).encode() + b"\n" for i in range(0, len(pcm16), size)]
+    lines = [
+        json.dumps(
+            {
+                "type": "chunk",
+                "data": base64.b64encode(pcm16[i : i + size]).decode(),
+                "done": False,
+                "status_code": 206,
+            }
+        ).encode()
+        + b"\n"
+        for i in range(0, len(pcm16), size)
+    ]
     return [*lines, json.dumps({"type": "done", "done": True, "status_code": 200}).encode() + b"\n"]
 
 
-def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_audio(stack, browser, sonic_runtime):
+def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_audio(
+    stack, browser, sonic_runtime
+):
     _, url = stack
     pcm16 = (np.sin(np.arange(44_100) / 8) * 8000).astype("<i2").tobytes()  # 1 s at 44.1 kHz
     sonic_runtime.reply_stream(sonic_reply(pcm16, 5))
-    sonic_runtime.reply_raw(424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
-                            json.dumps({"Message": "Received client error (422) from primary", "OriginalStatusCode": 422,
-                                        "OriginalMessage": "voice not found"}).encode())
+    sonic_runtime.reply_raw(
+        424,
+        {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
+        json.dumps(
+            {
+                "Message": "Received client error (422) from primary",
+                "OriginalStatusCode": 422,
+                "OriginalMessage": "voice not found",
+            }
+        ).encode(),
+    )
     page = browser.new_page()
-    state = lambda: page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
-        const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("speak-status"), error: text("speak-error-summary"),
-                detail: text("speak-error-detail")}; }""")
+
+    def state():
+        return page.evaluate("""() => { const root = document.querySelector(".voicectl-recorder");
+            const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
+            return {...root.dataset, status: text("speak-status"),
+                    error: text("speak-error-summary"), detail: text("speak-error-detail")}; }""")
+
     try:
         page.goto(url)
         page.get_by_role("textbox", name="Text to speak").fill("Hello from SageMaker.")
@@ -577,14 +762,20 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
         page.close()
     request = json.loads(sonic_runtime.requests[-2].body)
     assert sonic_runtime.requests[-2].path == "/endpoints/sonic-tts/invocations-response-stream"
-    assert request["transcript"] == "Hello from SageMaker." and request["voice"]["id"] == "local-voice"
+    assert (
+        request["transcript"] == "Hello from SageMaker." and request["voice"]["id"] == "local-voice"
+    )
     assert int(spoken["speakSamples"]) == len(pcm16) // 2  # every sample reached the page's player
-    assert re.fullmatch(r"Spoken: 1\.00 s of audio; first audio after \d+\.\d\d s\.", spoken["status"])
+    assert re.fullmatch(
+        r"Spoken: 1\.00 s of audio; first audio after \d+\.\d\d s\.", spoken["status"]
+    )
     assert int(spoken["firstAudioMs"]) >= 0
     assert refused["status"] == "Not spoken: see the error below."
     assert "voice not found" in refused["detail"]
-    assert refused["error"] == ("Sonic endpoint sonic-tts refused the request (422: voice not found). Check the voice "
-                                "ID and the text.")
+    assert refused["error"] == (
+        "Sonic endpoint sonic-tts refused the request (422: voice not found). Check the voice "
+        "ID and the text."
+    )
 
 
 def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(browser,
@@ -605,21 +796,35 @@ def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_ne
             try:
                 page.goto(url)
                 page.get_by_role("button", name="Record").click()
-                stalled = wait_until(lambda: (state := recorder_state(page)).get("stalled") and state, 15)
-                failed = wait_until(lambda: (state := recorder_state(page))["state"] == "error" and state, 15)
+                stalled = wait_until(
+                    lambda: (state := recorder_state(page)).get("stalled") and state, 15
+                )
+                failed = wait_until(
+                    lambda: (state := recorder_state(page))["state"] == "error" and state, 15
+                )
                 bridge.answers = None
                 page.get_by_role("button", name="Record").click()
                 wait_until(lambda: recorder_state(page)["transcript"], 10)
                 page.get_by_role("button", name="Stop").click()
-                done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+                done = wait_until(
+                    lambda: (state := recorder_state(page))["state"] == "done" and state, 10
+                )
             finally:
                 page.close()
     assert stalled["state"] == "recording" and stalled["transcript"] == "word word word "
-    assert re.fullmatch(r"No answer from the endpoint for \d+ s; still sending\. Press Stop to end, or wait\.",
-                        stalled["status"])
-    assert re.fullmatch(r"ws://\S+ stopped answering: nothing for 3 s while audio was sent\. Check that the "
-                        r"endpoint is in service and its logs, then press Record again\.", failed["error"])
-    assert failed["transcript"] == "word word word " and (failed["recordDisabled"], failed["stopDisabled"]) == (False, True)
+    assert re.fullmatch(
+        r"No answer from the endpoint for \d+ s; still sending\. Press Stop to end, or wait\.",
+        stalled["status"],
+    )
+    assert re.fullmatch(
+        r"ws://\S+ stopped answering: nothing for 3 s while audio was sent\. Check that the "
+        r"endpoint is in service and its logs, then press Record again\.",
+        failed["error"],
+    )
+    assert failed["transcript"] == "word word word " and (
+        failed["recordDisabled"],
+        failed["stopDisabled"],
+    ) == (False, True)
     assert done["transcript"].startswith("word ") and done["error"] == "" and bridge.streams == 2
 
 
@@ -631,8 +836,8 @@ STATE_LOG = """() => {
         if (states[states.length - 1] !== root.dataset.state) states.push(root.dataset.state);
     }).observe(root, {attributes: true, attributeFilter: ["data-state"]});
 }"""
-"""Logs every change of the recorder's state (each state once per run of it), so a state shown for an instant is
-seen too."""
+"""Logs every change of the recorder's state (each state once per run of it), so a state shown for
+an instant is seen too."""
 
 
 def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(browser):
@@ -651,24 +856,44 @@ def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stre
                 page.evaluate(STATE_LOG)
                 bridge.gate = threading.Event()
                 page.get_by_role("button", name="Record").click()
-                wait_until(lambda: bridge.held == 1, 10)  # the stream is open; its first event is held back
-                held_samples = int(wait_until(lambda: int(recorder_state(page).get("samples") or 0) > 0
-                                              and recorder_state(page)["samples"], 10))
-                connecting = recorder_state(page)  # the first event is still held: no "started" can have come
+                wait_until(
+                    lambda: bridge.held == 1, 10
+                )  # the stream is open; its first event is held back
+                held_samples = int(
+                    wait_until(
+                        lambda: (
+                            int(recorder_state(page).get("samples") or 0) > 0
+                            and recorder_state(page)["samples"]
+                        ),
+                        10,
+                    )
+                )
+                connecting = recorder_state(
+                    page
+                )  # the first event is still held: no "started" can have come
                 bridge.gate.set()
-                recording = wait_until(lambda: (state := recorder_state(page))["state"] == "recording" and state, 10)
+                recording = wait_until(
+                    lambda: (state := recorder_state(page))["state"] == "recording" and state, 10
+                )
                 wait_until(lambda: recorder_state(page)["transcript"], 10)
                 page.get_by_role("button", name="Stop").click()
-                done = wait_until(lambda: (state := recorder_state(page))["state"] == "done" and state, 10)
+                done = wait_until(
+                    lambda: (state := recorder_state(page))["state"] == "done" and state, 10
+                )
                 accepted_states = page.evaluate("window.voicectlStates")
 
-                page.evaluate("window.voicectlStates = [document.querySelector('.voicectl-recorder').dataset.state]")
+                page.evaluate(
+                    "window.voicectlStates = "
+                    "[document.querySelector('.voicectl-recorder').dataset.state]"
+                )
                 bridge.gate, bridge.refusal = threading.Event(), bridge.REFUSAL
                 page.get_by_role("button", name="Record").click()
                 wait_until(lambda: bridge.held == 2, 10)
                 refusing = recorder_state(page)
                 bridge.gate.set()
-                refused = wait_until(lambda: (state := recorder_state(page))["state"] == "error" and state, 10)
+                refused = wait_until(
+                    lambda: (state := recorder_state(page))["state"] == "error" and state, 10
+                )
                 refused_states = page.evaluate("window.voicectlStates")
             finally:
                 if bridge.gate is not None:
@@ -676,17 +901,27 @@ def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stre
                 page.close()
     device = connecting["device"]
     assert connecting["state"] == "connecting" and connecting["stopDisabled"] is False
-    assert connecting["status"] == (f"Connecting to {container}… Listening to {device}; what you say is kept and "
-                                    "sent once the endpoint accepts.")
+    assert connecting["status"] == (
+        f"Connecting to {container}… Listening to {device}; what you say is kept and "
+        "sent once the endpoint accepts."
+    )
     assert held_samples and connecting["transcript"] == ""
     assert recording["status"] == f"Recording: streaming to {container}. Press Stop when done."
     assert accepted_states == ["idle", "connecting", "recording", "finishing", "done"]
     samples, rate_hz = int(done["samples"]), int(done["sampleRate"])
-    assert abs(bridge.audio_bytes // 2 - samples * 16_000 / rate_hz) <= 1  # the audio captured while held included
+    assert (
+        abs(bridge.audio_bytes // 2 - samples * 16_000 / rate_hz) <= 1
+    )  # the audio captured while held included
     assert done["transcript"].startswith("word ") and done["error"] == ""
 
     assert refusing["state"] == "connecting"
-    assert refused_states == ["done", "connecting", "error"]  # from the last recording's end: never "recording"
-    assert refused["error"] == ("The endpoint reported an error (upstream_unavailable): the model server is not "
-                                "reachable (Connect call failed).")
+    assert refused_states == [
+        "done",
+        "connecting",
+        "error",
+    ]  # from the last recording's end: never "recording"
+    assert refused["error"] == (
+        "The endpoint reported an error (upstream_unavailable): the model server is not "
+        "reachable (Connect call failed)."
+    )
     assert (refused["recordDisabled"], refused["stopDisabled"]) == (False, True)

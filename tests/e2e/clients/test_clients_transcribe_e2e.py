@@ -1,5 +1,6 @@
-"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the fake vLLM,
-all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs as users run it."""
+"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the
+fake vLLM, all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs
+as users run it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     result = json.loads(out)
 
     (session,) = servers.vllm.sessions
-    # The fake received 16 kHz mono PCM16 of the recording's duration (within 1 %), exactly what the client converted.
+    # The fake received 16 kHz mono PCM16 of the recording's duration (within 1 %), exactly what the
+    # client converted.
     duration_s = soundfile.info(recording).duration
     received_s = len(session.audio) / 2 / 16000
     assert received_s == pytest.approx(duration_s, rel=0.01)
@@ -50,37 +52,59 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     # pacing clock already runs.
     before_last_chunk_s = (len(pcm) - (len(pcm) % CHUNK_BYTES or CHUNK_BYTES)) / 2 / 16000
     assert command_s >= before_last_chunk_s - 0.001
-    # Not a time limit: elapsed_s (first append to the done, on time.monotonic) is a part of the command's own run,
-    # measured around it on the same clock, so this holds at any speed and checks the figure's unit and span (a
-    # figure in milliseconds, or counted from before the command, would exceed it).
+    # Not a time limit: elapsed_s (first append to the done, on time.monotonic) is a part of the
+    # command's own run, measured around it on the same clock, so this holds at any speed and checks
+    # the figure's unit and span (a figure in milliseconds, or counted from before the command,
+    # would exceed it).
     assert 0 < result["elapsed_s"] <= command_s
-    assert result["real_time_factor"] == pytest.approx(result["elapsed_s"] / result["audio_seconds_sent"], abs=0.002)
+    assert result["real_time_factor"] == pytest.approx(
+        result["elapsed_s"] / result["audio_seconds_sent"], abs=0.002
+    )
     assert result["audio_seconds_sent"] == pytest.approx(duration_s, rel=0.01)
     # The printed transcript is what the fake sent; the deltas were printed as they arrived.
     assert result["transcript"] == session.text
-    assert session.sent[-1] == {"type": "transcription.done", "text": session.text, "usage": session.sent[-1]["usage"]}
+    assert session.sent[-1] == {
+        "type": "transcription.done",
+        "text": session.text,
+        "usage": session.sent[-1]["usage"],
+    }
     assert session.text.startswith("Hello from SageMaker. ")
     assert session.text in err
-    assert result["time_to_first_delta_s"] is not None and 0 <= result["time_to_first_delta_s"] <= result["elapsed_s"]
+    assert (
+        result["time_to_first_delta_s"] is not None
+        and 0 <= result["time_to_first_delta_s"] <= result["elapsed_s"]
+    )
 
 
-def test_transcribe_url_unpaced_prints_the_transcript_and_figures(servers, parse, recording, capsys):
+def test_transcribe_url_unpaced_prints_the_transcript_and_figures(
+    servers, parse, recording, capsys
+):
     args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "0"])
     assert transcribe.run(args) == 0
     out, err = capsys.readouterr()
     (session,) = servers.vllm.sessions
     assert out == session.text + "\n"
-    assert "time to first delta:" in err and "real-time factor:" in err and "audio sent: 3.660 s" in err
+    assert (
+        "time to first delta:" in err
+        and "real-time factor:" in err
+        and "audio sent: 3.660 s" in err
+    )
     assert len(session.audio) == len(load_pcm16(recording).data)
 
 
-def test_a_wav_cut_short_is_transcribed_with_a_warning_naming_both_lengths(servers, parse, recording, tmp_path, capsys):
+def test_a_wav_cut_short_is_transcribed_with_a_warning_naming_both_lengths(
+    servers, parse, recording, tmp_path, capsys
+):
     cut = tmp_path / "cut.wav"
     cut.write_bytes(recording.read_bytes()[:1000])
-    assert transcribe.run(parse(["transcribe", str(cut), "--url", servers.url, "--speed", "0"])) == 0
+    assert (
+        transcribe.run(parse(["transcribe", str(cut), "--url", servers.url, "--speed", "0"])) == 0
+    )
     err = capsys.readouterr().err
-    assert err.splitlines()[0] == (f"warning: {cut}: the WAV header declares 3.66 s of audio but the file holds 0.01 s "
-                                   "(cut short?); transcribing what is there")
+    assert err.splitlines()[0] == (
+        f"warning: {cut}: the WAV header declares 3.66 s of audio but the file holds 0.01 s "
+        "(cut short?); transcribing what is there"
+    )
     (session,) = servers.vllm.sessions
     assert len(session.audio) == len(load_pcm16(cut).data)
 
@@ -105,7 +129,14 @@ def test_transcribe_url_reports_an_error_event(servers, parse, recording, capsys
 def test_transcribe_url_refused_connection_is_a_clear_error(parse, recording, capsys):
     from voicectl.local.fake_vllm import free_port
 
-    args = parse(["transcribe", str(recording), "--url", f"ws://127.0.0.1:{free_port()}/invocations-bidirectional-stream"])
+    args = parse(
+        [
+            "transcribe",
+            str(recording),
+            "--url",
+            f"ws://127.0.0.1:{free_port()}/invocations-bidirectional-stream",
+        ]
+    )
     assert transcribe.run(args) == 1
     assert "cannot open a WebSocket" in capsys.readouterr().err
 
@@ -118,7 +149,9 @@ def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
     with pytest.raises(UsageError, match="cannot read it as audio"):
         transcribe.run(parse(["transcribe", str(bad), "--url", "ws://127.0.0.1:1/x"]))
     with pytest.raises(UsageError, match="--speed must be 0"):
-        transcribe.run(parse(["transcribe", str(bad), "--url", "ws://127.0.0.1:1/x", "--speed", "-1"]))
+        transcribe.run(
+            parse(["transcribe", str(bad), "--url", "ws://127.0.0.1:1/x", "--speed", "-1"])
+        )
     with pytest.raises(UsageError, match="must start with ws://"):
         transcribe.run(parse(["transcribe", str(bad), "--url", "http://127.0.0.1:1/x"]))
     with pytest.raises(SystemExit):
@@ -126,15 +159,18 @@ def test_transcribe_bad_input_is_a_usage_error(parse, tmp_path):
 
 
 LONG_RECORDING_S = 300.0
-"""The recording of the Ctrl-C test: paced at real time, it is far longer than any run of the test lasts (each wait
-in it gives up after at most 15 s), so the command is still streaming when the signal comes, at any machine speed."""
+"""The recording of the Ctrl-C test: paced at real time, it is far longer than any run of the test
+lasts (each wait in it gives up after at most 15 s), so the command is still streaming when the
+signal comes, at any machine speed."""
 
 
 def read_until(stream, wanted: bytes, timeout_s: float) -> bytes:
-    """Read a child's pipe ``stream`` (unbuffered) until what was read holds ``wanted``; return all of it.
+    """Read a child's pipe ``stream`` (unbuffered) until what was read holds ``wanted``; return all
+    of it.
 
     Raises:
-        AssertionError: the pipe closed, or ``wanted`` did not come within ``timeout_s`` (a liveness bound).
+        AssertionError: the pipe closed, or ``wanted`` did not come within ``timeout_s`` (a liveness
+            bound).
     """
     import os
     import select
@@ -153,10 +189,12 @@ def read_until(stream, wanted: bytes, timeout_s: float) -> bytes:
 
 
 def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
-    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000), not a drop.
+    """SIGINT mid-stream: exit code 130 from voicectl's main, and vLLM sees a normal close (1000),
+    not a drop.
 
-    The signal is sent once the command has printed three deltas (it is streaming and has text to keep), with
-    minutes of audio still to send at real time: it cannot have finished first, however slow the machine."""
+    The signal is sent once the command has printed three deltas (it is streaming and has text to
+    keep), with minutes of audio still to send at real time: it cannot have finished first, however
+    slow the machine."""
     import math
     import signal
     import subprocess
@@ -169,16 +207,24 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
     audio = np.tile(speech, math.ceil(LONG_RECORDING_S * 16_000 / len(speech)))
     long_recording = tmp_path / "long.wav"
     soundfile.write(long_recording, audio, 16_000, subtype="PCM_16")
-    # Only the transcribe module is registered: the test must not depend on the other subcommands' modules.
-    script = ("import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = ('voicectl.clients.transcribe',)\n"
-              "sys.exit(cli.main(sys.argv[1:]))\n")
+    # Only the transcribe module is registered: the test must not depend on the other subcommands'
+    # modules.
+    script = (
+        "import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = "
+        "('voicectl.clients.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n"
+    )
     with Servers(deltas=("word ",), generate=True) as servers:
-        process = popen_interruptible([sys.executable, "-c", script, "transcribe", str(long_recording), "--url",
-                                       servers.url], cwd=Path(__file__).parents[3], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, bufsize=0)
+        process = popen_interruptible(
+            [sys.executable, "-c", script, "transcribe", str(long_recording), "--url", servers.url],
+            cwd=Path(__file__).parents[3],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
         try:
             session = servers.call(servers.vllm.wait_for_session(timeout=10), timeout=15)
-            # The deltas are echoed on stderr as they arrive: three of them, and the command is mid-stream.
+            # The deltas are echoed on stderr as they arrive: three of them, and the command is
+            # mid-stream.
             echoed = read_until(process.stderr, b"word word word", timeout_s=15)
             process.send_signal(signal.SIGINT)
             out, rest = process.communicate(timeout=15)
@@ -188,8 +234,9 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
         close_code = servers.call(session.wait_closed(timeout=10), timeout=15)
     out, err = out.decode(), (echoed + rest).decode()
     assert process.returncode == 130, err
-    # The text received is not lost: stdout holds every delta echoed as it arrived, and they are what vLLM sent up
-    # to the close (a delta still on its way when the stream closed is the only text that may be missing).
+    # The text received is not lost: stdout holds every delta echoed as it arrived, and they are
+    # what vLLM sent up to the close (a delta still on its way when the stream closed is the only
+    # text that may be missing).
     assert err == out + "voicectl transcribe: interrupted\n"
     assert out.startswith("word word word") and session.text.startswith(out.removesuffix("\n"))
     assert close_code == 1000
@@ -197,26 +244,45 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
 
 
 def test_python_m_voicectl_transcribe(servers, recording):
-    """The installed entry point (`python -m voicectl`) runs the subcommand; stdout holds only the transcript."""
+    """The installed entry point (`python -m voicectl`) runs the subcommand; stdout holds only the
+    transcript."""
     import subprocess
     import sys
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-m", "voicectl", "transcribe", str(recording), "--url", servers.url,
-                           "--speed", "0"], cwd=Path(__file__).parents[3], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "voicectl",
+            "transcribe",
+            str(recording),
+            "--url",
+            servers.url,
+            "--speed",
+            "0",
+        ],
+        cwd=Path(__file__).parents[3],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     (session,) = servers.vllm.sessions
     assert done.stdout == session.text + "\n"
 
 
-# ---- argument checks ------------------------------------------------------------------------------------------
+# ---- argument checks ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("ws://127.0.0.1:99999/x", "is not a valid WebSocket URL"),
-    ("ws://[::1", "is not a valid WebSocket URL"),
-    ("http://127.0.0.1:1/x", "must start with ws://"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ws://127.0.0.1:99999/x", "is not a valid WebSocket URL"),
+        ("ws://[::1", "is not a valid WebSocket URL"),
+        ("http://127.0.0.1:1/x", "must start with ws://"),
+    ],
+)
 def test_bad_urls_are_usage_errors_before_the_file_is_read(parse, tmp_path, url, message):
     from voicectl.cli import UsageError
 
@@ -224,20 +290,29 @@ def test_bad_urls_are_usage_errors_before_the_file_is_read(parse, tmp_path, url,
         transcribe.run(parse(["transcribe", str(tmp_path / "absent.wav"), "--url", url]))
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("--speed", "nan", "--speed must be 0 .* at least 0.1"),
-    ("--speed", "inf", "--speed must be 0 .* at least 0.1"),
-    ("--speed", "1e-9", "--speed must be 0 .* at least 0.1"),
-    ("--speed", "-1", "--speed must be 0"),
-    ("--session-limit", "nan", "--session-limit must be a finite number of seconds, at least 1"),
-    ("--session-limit", "inf", "--session-limit must be a finite"),
-    ("--session-limit", "0.1", "--session-limit must be a finite"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--speed", "nan", "--speed must be 0 .* at least 0.1"),
+        ("--speed", "inf", "--speed must be 0 .* at least 0.1"),
+        ("--speed", "1e-9", "--speed must be 0 .* at least 0.1"),
+        ("--speed", "-1", "--speed must be 0"),
+        (
+            "--session-limit",
+            "nan",
+            "--session-limit must be a finite number of seconds, at least 1",
+        ),
+        ("--session-limit", "inf", "--session-limit must be a finite"),
+        ("--session-limit", "0.1", "--session-limit must be a finite"),
+    ],
+)
 def test_numeric_options_must_be_finite_and_sensible(parse, recording, option, value, message):
     from voicectl.cli import UsageError
 
     with pytest.raises(UsageError, match=message):
-        transcribe.run(parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", option, value]))
+        transcribe.run(
+            parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", option, value])
+        )
 
 
 def test_a_directory_as_file_is_named(parse, tmp_path):
@@ -247,21 +322,33 @@ def test_a_directory_as_file_is_named(parse, tmp_path):
         transcribe.run(parse(["transcribe", str(tmp_path), "--url", "ws://127.0.0.1:1/x"]))
 
 
-# ---- failures keep the text received ---------------------------------------------------------------------------
+# ---- failures keep the text received -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_an_error_still_prints_the_partial_transcript(servers, parse, recording, capsys, as_json):
     import asyncio
 
-    async def fail_after_eight_appends() -> None:  # 1 s of audio: vLLM's first deltas come after ~0.6 s
+    async def fail_after_eight_appends() -> (
+        None
+    ):  # 1 s of audio: vLLM's first deltas come after ~0.6 s
         session = await servers.vllm.wait_for_session(timeout=10)
         await session.wait_for_event("input_audio_buffer.append", count=8, timeout=10)
         await asyncio.sleep(0.1)
         await session.send_error("CUDA out of memory", "processing_error")
 
     injected = asyncio.run_coroutine_threadsafe(fail_after_eight_appends(), servers.loop)
-    args = parse(["transcribe", str(recording), "--url", servers.url, "--speed", "2", *(["--json"] if as_json else [])])
+    args = parse(
+        [
+            "transcribe",
+            str(recording),
+            "--url",
+            servers.url,
+            "--speed",
+            "2",
+            *(["--json"] if as_json else []),
+        ]
+    )
     assert transcribe.run(args) == 1
     injected.result(5)
     out, err = capsys.readouterr()
@@ -279,7 +366,8 @@ def test_an_error_still_prints_the_partial_transcript(servers, parse, recording,
 
 
 def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
-    """An empty credential chain: exit 1 with the credentials message (smithy-core would wait forever)."""
+    """An empty credential chain: exit 1 with the credentials message (smithy-core would wait
+    forever)."""
     import os
     import socket
     import subprocess
@@ -291,15 +379,36 @@ def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
     listener.listen()  # accepts TCP but never speaks TLS: nothing must reach it anyway
     port = listener.getsockname()[1]
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    env.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-               AWS_EC2_METADATA_DISABLED="true")
-    script = ("import sys\nfrom voicectl import cli, sagemaker_stream\n"
-              f"sagemaker_stream.bidi_endpoint_uri = lambda region: 'https://127.0.0.1:{port}'\n"
-              "sys.exit(cli.main(sys.argv[1:]))\n")
+    env.update(
+        HOME=str(tmp_path),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    script = (
+        "import sys\nfrom voicectl import cli, sagemaker_stream\n"
+        f"sagemaker_stream.bidi_endpoint_uri = lambda region: 'https://127.0.0.1:{port}'\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", script, "transcribe", str(recording), "--endpoint", "voxtral",
-                               "--region", "us-east-1"],
-                              cwd=Path(__file__).parents[3], env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                "transcribe",
+                str(recording),
+                "--endpoint",
+                "voxtral",
+                "--region",
+                "us-east-1",
+            ],
+            cwd=Path(__file__).parents[3],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         listener.close()
     assert done.returncode == 1, done.stderr
@@ -325,7 +434,9 @@ def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
             async def chunks():
                 yield bytes(4096)
 
-            await transcribe_stream(chunks(), lambda: WebSocketTransport.connect(url), done_timeout_s=5)
+            await transcribe_stream(
+                chunks(), lambda: WebSocketTransport.connect(url), done_timeout_s=5
+            )
 
     with pytest.raises(RealtimeError, match="binary frame that is not UTF-8") as raised:
         asyncio.run(scenario())
@@ -333,8 +444,9 @@ def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
 
 
 class ThrottlingProxy:
-    """TCP proxy on 127.0.0.1 in front of the bridge. The first connection forwards client bytes slowly (4 KB per
-    ``delay_s``) and is reset (both sides aborted, no close frame) after ``reset_after_s``; later ones pass through."""
+    """TCP proxy on 127.0.0.1 in front of the bridge. The first connection forwards client bytes
+    slowly (4 KB per ``delay_s``) and is reset (both sides aborted, no close frame) after
+    ``reset_after_s``; later ones pass through."""
 
     def __init__(self, target_port: int, reset_after_s: float, delay_s: float = 0.02) -> None:
         self.target_port, self.reset_after_s, self.delay_s = target_port, reset_after_s, delay_s
@@ -363,7 +475,9 @@ class ThrottlingProxy:
 
         self.connections += 1
         first = self.connections == 1
-        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        upstream_reader, upstream_writer = await asyncio.open_connection(
+            "127.0.0.1", self.target_port
+        )
 
         async def pump(reader, writer, throttle: bool) -> None:
             try:
@@ -377,8 +491,10 @@ class ThrottlingProxy:
             finally:
                 writer.close()
 
-        pumps = [asyncio.create_task(pump(client_reader, upstream_writer, first)),
-                 asyncio.create_task(pump(upstream_reader, client_writer, False))]
+        pumps = [
+            asyncio.create_task(pump(client_reader, upstream_writer, first)),
+            asyncio.create_task(pump(upstream_reader, client_writer, False)),
+        ]
         self._tasks.update(pumps)
         if first:
             await asyncio.sleep(self.reset_after_s)
@@ -389,8 +505,9 @@ class ThrottlingProxy:
 
 @pytest.mark.parametrize(("speed", "reset_after_s"), [("0", 0.5), ("2", 1.0)])
 def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, reset_after_s):
-    """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced: while sending):
-    the session is replayed on a new connection, the transcript is complete and the command succeeds."""
+    """A slow link that resets mid-stream (unpaced: while waiting for transcription.done; paced:
+    while sending): the session is replayed on a new connection, the transcript is complete and the
+    command succeeds."""
     with Servers(deltas=DELTAS, generate=True) as servers:
         proxy = servers.call(ThrottlingProxy(servers.bridge.port, reset_after_s).start())
         try:
@@ -406,7 +523,8 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
     assert len(first.audio) < len(pcm)  # the reset cut the first connection short
     assert bytes(second.audio) == pcm  # the replay carried the whole session
     assert result["transcript"] == second.text and result["complete"] is True
-    # One delta per 80 ms of the replayed audio and TAIL_TOKENS more, the scripted words round-robin.
+    # One delta per 80 ms of the replayed audio and TAIL_TOKENS more, the scripted words
+    # round-robin.
     deltas = -(-len(pcm) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS
     assert second.text.count("Hello ") == -(-deltas // len(DELTAS))
     assert (result["reopens"], proxy.connections) == (1, 2)
@@ -414,7 +532,8 @@ def test_a_reset_connection_loses_no_audio(parse, recording, capsys, speed, rese
 
 
 def test_deltas_share_one_line_ended_only_when_open(capsys):
-    """The deltas' line is finished once before what follows; with no delta written, nothing is (no blank line)."""
+    """The deltas' line is finished once before what follows; with no delta written, nothing is (no
+    blank line)."""
     echo = transcribe.DeltaEcho()
     echo.end_line()
     echo.replay("the stream dropped; resending 1.0 s of audio")
@@ -425,13 +544,15 @@ def test_deltas_share_one_line_ended_only_when_open(capsys):
     echo.delta("Hi.")
     echo.end_line()
     echo.end_line()
-    assert capsys.readouterr().err == ("voicectl transcribe: the stream dropped; resending 1.0 s of audio\n"
-                                       "Hello there.\nvoicectl transcribe: the stream dropped again\nHi.\n")
+    assert capsys.readouterr().err == (
+        "voicectl transcribe: the stream dropped; resending 1.0 s of audio\n"
+        "Hello there.\nvoicectl transcribe: the stream dropped again\nHi.\n"
+    )
 
 
 def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[int, str]:
-    """``voicectl transcribe --url`` against a loopback WebSocket server that answers the first append with
-    ``send_events(connection)``; returns the exit code and stderr."""
+    """``voicectl transcribe --url`` against a loopback WebSocket server that answers the first
+    append with ``send_events(connection)``; returns the exit code and stderr."""
     import asyncio
     import threading
 
@@ -456,11 +577,13 @@ def run_against_hostile_server(parse, recording, capsys, send_events) -> tuple[i
                 holder["stop"] = asyncio.get_running_loop().create_future()
                 ready.set()
                 await holder["stop"]
-                # The client has finished. A handler that stopped reading has let its connection's buffer fill, so
-                # the connection, its reading paused, never sees the client leave, and closing the server would
-                # wait for it (websockets' close_timeout, 10 s): end it here.
+                # The client has finished. A handler that stopped reading has let its connection's
+                # buffer fill, so the connection, its reading paused, never sees the client leave,
+                # and closing the server would wait for it (websockets' close_timeout, 10 s): end it
+                # here.
                 for connection in holder["connections"]:
                     connection.transport.abort()
+
         holder["loop"] = asyncio.new_event_loop()
         holder["loop"].run_until_complete(main())
 
@@ -482,14 +605,20 @@ def test_deeply_nested_json_from_the_server_exits_1_with_one_line(parse, recordi
 
     code, err = run_against_hostile_server(parse, recording, capsys, nested)
     assert code == 1
-    assert err.splitlines() == [err.rstrip("\n")] and "Traceback" not in err and "RecursionError" not in err
+    assert (
+        err.splitlines() == [err.rstrip("\n")]
+        and "Traceback" not in err
+        and "RecursionError" not in err
+    )
     assert "nests deeper than 32 levels" in err
 
 
 def test_huge_done_events_exit_1_instead_of_filling_memory(parse, recording, capsys):
     async def huge(connection):
         for _ in range(20):
-            await connection.send(json.dumps({"type": "transcription.done", "text": "x" * 15_000_000}))
+            await connection.send(
+                json.dumps({"type": "transcription.done", "text": "x" * 15_000_000})
+            )
 
     code, err = run_against_hostile_server(parse, recording, capsys, huge)
     assert code == 1
@@ -499,10 +628,20 @@ def test_huge_done_events_exit_1_instead_of_filling_memory(parse, recording, cap
 
 def test_an_error_event_with_many_lines_exits_1_with_one_line(parse, recording, capsys):
     async def error(connection):
-        await connection.send(json.dumps({"type": "error", "code": "processing_error",
-                                          "error": "Traceback (most recent call last):\n" + "  frame\n" * 1000}))
+        await connection.send(
+            json.dumps(
+                {
+                    "type": "error",
+                    "code": "processing_error",
+                    "error": "Traceback (most recent call last):\n" + "  frame\n" * 1000,
+                }
+            )
+        )
 
     code, err = run_against_hostile_server(parse, recording, capsys, error)
     assert code == 1
     assert len(err.splitlines()) == 1 and len(err) < 600, err
-    assert "the endpoint reported an error (processing_error): Traceback (most recent call last):\\n" in err
+    assert (
+        "the endpoint reported an error (processing_error): Traceback (most recent call last):\\n"
+        in err
+    )

@@ -1,29 +1,33 @@
-"""A fault soak of the Connect consumer service: ten calls through one consumer task (``service.serve``) with the
-ordinary faults injected at random, then a SIGTERM and a new task that resumes them.
+"""A fault soak of the Connect consumer service: ten calls through one consumer task
+(``service.serve``) with the ordinary faults injected at random, then a SIGTERM and a new task that
+resumes them.
 
-Everything on loopback: SQS, DynamoDB and EventBridge in moto's server (their real conditions, visibility and
-receipt handles), the KVS stand-in (GetMedia), the real bridge and the fake vLLM. Faults, from a seeded generator,
-at the boundaries the service owns:
+Everything on loopback: SQS, DynamoDB and EventBridge in moto's server (their real conditions,
+visibility and receipt handles), the KVS stand-in (GetMedia), the real bridge and the fake vLLM.
+Faults, from a seeded generator, at the boundaries the service owns:
 
 - SQS: duplicate deliveries (copies of call messages), refused ChangeMessageVisibility calls;
 - DynamoDB: ``TransactionConflict`` on the final + checkpoint transactions;
-- EventBridge: throttled entries (``FailedEntryCount`` with ``ThrottlingException``, as PutEvents answers them);
-- the endpoint: streams reset mid-call (a send fails as on a dropped connection, after the stream's first done);
+- EventBridge: throttled entries (``FailedEntryCount`` with ``ThrottlingException``, as PutEvents
+  answers them);
+- the endpoint: streams reset mid-call (a send fails as on a dropped connection, after the stream's
+  first done);
 - a SIGTERM to the task half way through the calls, and a new task that takes them over.
 
-Checked: every call ended (``ENDED`` in the table, one ``Call Ended`` event), every final stored and published
-exactly once, no segment missing (each track's finals tile the call), nothing left in the queue. The figures (faults
-injected, time taken) are printed; the generator is seeded, but which fault lands where depends on the tasks'
-interleaving, so the counts vary a little from run to run (two runs: 163 s and 163 s, 9-15 stream resets, 6-12
-conflicts, about 2,350 throttled entries, 92-103 refused visibility changes).
+Checked: every call ended (``ENDED`` in the table, one ``Call Ended`` event), every final stored and
+published exactly once, no segment missing (each track's finals tile the call), nothing left in the
+queue. The figures (faults injected, time taken) are printed; the generator is seeded, but which
+fault lands where depends on the tasks' interleaving, so the counts vary a little from run to run
+(two runs: 163 s and 163 s, 9-15 stream resets, 6-12 conflicts, about 2,350 throttled entries,
+92-103 refused visibility changes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import logging
+import math
 import random
 import time
 from collections import Counter
@@ -43,8 +47,10 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 SEED = 7
 CALLS = 10
 CALL_S = 80.0  # seconds of audio a call
-HELD_S = 40.0  # seconds of audio that exist until the first task is stopped (the calls are live): a generation
-# ends at a quiet point after 30 s (machine.GENERATION_TARGET_S), so its first finals come after 30 s
+# seconds of audio that exist until the first task is stopped (the calls are live): a generation
+HELD_S = 40.0
+# ends at a quiet point after 30 s (machine.GENERATION_TARGET_S), so its first finals come after 30
+# s
 DUPLICATES = 4
 CONFLICT_RATE = 0.15
 THROTTLE_RATE = 0.1
@@ -82,8 +88,8 @@ class Faults:
 
 
 class FaultySqs:
-    """The SQS client with refused ChangeMessageVisibility calls (never a stop's return to visibility 0: the soak
-    checks that the new task takes the calls at once)."""
+    """The SQS client with refused ChangeMessageVisibility calls (never a stop's return to
+    visibility 0: the soak checks that the new task takes the calls at once)."""
 
     def __init__(self, client, faults: Faults) -> None:
         self.client, self.faults = client, faults
@@ -92,8 +98,13 @@ class FaultySqs:
         return self.client.receive_message(**kwargs)
 
     def change_message_visibility(self, **kwargs):
-        if kwargs["VisibilityTimeout"] and self.faults.roll("visibility refused", VISIBILITY_ERROR_RATE):
-            raise ClientError({"Error": {"Code": "InternalError", "Message": "injected"}}, "ChangeMessageVisibility")
+        if kwargs["VisibilityTimeout"] and self.faults.roll(
+            "visibility refused", VISIBILITY_ERROR_RATE
+        ):
+            raise ClientError(
+                {"Error": {"Code": "InternalError", "Message": "injected"}},
+                "ChangeMessageVisibility",
+            )
         return self.client.change_message_visibility(**kwargs)
 
     def delete_message(self, **kwargs):
@@ -103,18 +114,30 @@ class FaultySqs:
         return self.client.send_message(**kwargs)
 
 
-def faulty_sink(session, moto_url: str, owner: str, faults: Faults, published: list[dict]) -> AwsSink:
-    """An AwsSink whose transactions meet conflicts and whose PutEvents entries are throttled; ``published`` gets
-    every entry EventBridge accepted."""
-    sink = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url, owner=owner,
-                   sleep=lambda seconds: time.sleep(min(seconds, 0.01)))
+def faulty_sink(
+    session, moto_url: str, owner: str, faults: Faults, published: list[dict]
+) -> AwsSink:
+    """An AwsSink whose transactions meet conflicts and whose PutEvents entries are throttled;
+    ``published`` gets every entry EventBridge accepted."""
+    sink = AwsSink(
+        session,
+        bus_name=BUS,
+        table_name=TABLE,
+        endpoint_url=moto_url,
+        owner=owner,
+        sleep=lambda seconds: time.sleep(min(seconds, 0.01)),
+    )
     transact, put_events = sink.client.transact_write_items, sink.events.put_events
 
     def conflicting(**kwargs):
         if faults.roll("transaction conflict", CONFLICT_RATE):
-            raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "injected"},
-                               "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}]},
-                              "TransactWriteItems")
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "injected"},
+                    "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+                },
+                "TransactWriteItems",
+            )
         return transact(**kwargs)
 
     def throttled(**kwargs):
@@ -135,8 +158,9 @@ def faulty_sink(session, moto_url: str, owner: str, faults: Faults, published: l
 
 
 class ResettingTransport:
-    """A stream that, if chosen, resets once after its first ``transcription.done`` (a later send fails as on a
-    dropped connection): never twice before a done, which the client would rightly give up on."""
+    """A stream that, if chosen, resets once after its first ``transcription.done`` (a later send
+    fails as on a dropped connection): never twice before a done, which the client would rightly
+    give up on."""
 
     def __init__(self, inner, faults: Faults) -> None:
         self.inner, self.faults = inner, faults
@@ -164,43 +188,83 @@ class ResettingTransport:
         await self.inner.close()
 
 
-def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_once(moto_url, monkeypatch):
+def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_once(
+    moto_url, monkeypatch
+):
     faults = Faults()
     metrics: Counter[str] = Counter()
-    monkeypatch.setattr(service, "emit_metric", lambda name, value, *args, **kwargs: metrics.update({name: 1}))
+    monkeypatch.setattr(
+        service, "emit_metric", lambda name, value, *args, **kwargs: metrics.update({name: 1})
+    )
     published: list[dict] = []
-    session = boto3.Session(aws_access_key_id="soak", aws_secret_access_key="soak", region_name="us-east-1")
+    session = boto3.Session(
+        aws_access_key_id="soak", aws_secret_access_key="soak", region_name="us-east-1"
+    )
     sqs = session.client("sqs", endpoint_url=moto_url)
-    queue_url = sqs.create_queue(QueueName="soak-calls", Attributes={"VisibilityTimeout": "120"})["QueueUrl"]
+    queue_url = sqs.create_queue(QueueName="soak-calls", Attributes={"VisibilityTimeout": "120"})[
+        "QueueUrl"
+    ]
     session.client("events", endpoint_url=moto_url).create_event_bus(Name=BUS)
     session.client("dynamodb", endpoint_url=moto_url).create_table(
-        TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "ContactId", "KeyType": "HASH"}, {"AttributeName": "Item", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "ContactId", "AttributeType": "S"},
-                              {"AttributeName": "Item", "AttributeType": "S"}])
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[
+            {"AttributeName": "ContactId", "KeyType": "HASH"},
+            {"AttributeName": "Item", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "ContactId", "AttributeType": "S"},
+            {"AttributeName": "Item", "AttributeType": "S"},
+        ],
+    )
     reader = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url, owner="reader")
-    fragments, held = math.ceil(CALL_S / FRAGMENT_S), math.ceil(HELD_S / FRAGMENT_S)  # Connect's ~1.024 s each
+    fragments, held = (
+        math.ceil(CALL_S / FRAGMENT_S),
+        math.ceil(HELD_S / FRAGMENT_S),
+    )  # Connect's ~1.024 s each
     duration = fragments * FRAGMENT_S
 
     def status(contact: str) -> str:
-        item = reader.table.get_item(Key={"ContactId": contact, "Item": "CALL"}, ConsistentRead=True).get("Item")
+        item = reader.table.get_item(
+            Key={"ContactId": contact, "Item": "CALL"}, ConsistentRead=True
+        ).get("Item")
         return (item or {}).get("Status", "")
 
     def reached(contact: str) -> float:
         items = reader.segments(contact)
-        return min((max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
-                    for track in mkv.CONNECT_TRACKS))
+        return min(
+            max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
+            for track in mkv.CONNECT_TRACKS
+        )
 
     async def main() -> float:
         async with servers() as (url, kvs, _vllm):
-            calls = [kvs.add(FakeCall(f"soak-{i}", f"soak-stream-{i}", speech_like(duration, i),
-                                      speech_like(duration, i + 20), limit=held)) for i in range(CALLS)]
+            calls = [
+                kvs.add(
+                    FakeCall(
+                        f"soak-{i}",
+                        f"soak-stream-{i}",
+                        speech_like(duration, i),
+                        speech_like(duration, i + 20),
+                        limit=held,
+                    )
+                )
+                for i in range(CALLS)
+            ]
 
             async def opener():
                 return ResettingTransport(await WebSocketTransport.connect(url), faults)
 
-            bodies = [json.dumps({"contactId": c.contact_id, "streamArn": c.stream_arn,
-                                  "startFragmentNumber": c.number(0)}) for c in calls]
+            bodies = [
+                json.dumps(
+                    {
+                        "contactId": c.contact_id,
+                        "streamArn": c.stream_arn,
+                        "startFragmentNumber": c.number(0),
+                    }
+                )
+                for c in calls
+            ]
             for body in bodies + faults.rng.sample(bodies, DUPLICATES):
                 sqs.send_message(QueueUrl=queue_url, MessageBody=body)
             faults.injected["duplicate delivery"] += DUPLICATES
@@ -208,10 +272,18 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
             began = time.monotonic()
 
             async def task(owner: str, stop: asyncio.Event) -> None:
-                await service.serve(sqs=FaultySqs(sqs, faults), queue_url=queue_url, media=media(kvs), opener=opener,
-                                    sink=faulty_sink(session, moto_url, owner, faults, published), stop=stop,
-                                    max_calls=CALLS, receive_wait_s=1, transcriber_options=options,
-                                    extend_every_s=0.5)
+                await service.serve(
+                    sqs=FaultySqs(sqs, faults),
+                    queue_url=queue_url,
+                    media=media(kvs),
+                    opener=opener,
+                    sink=faulty_sink(session, moto_url, owner, faults, published),
+                    stop=stop,
+                    max_calls=CALLS,
+                    receive_wait_s=1,
+                    transcriber_options=options,
+                    extend_every_s=0.5,
+                )
 
             async def until(condition) -> None:
                 async with asyncio.timeout(300):  # a liveness bound
@@ -220,42 +292,79 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
 
             stop_first = asyncio.Event()
             first = asyncio.create_task(task("task-1", stop_first))
-            # Every call has finals on both tracks for its first fragments: the calls are live and half done.
+            # Every call has finals on both tracks for its first fragments: the calls are live and
+            # half done.
             await until(lambda: all(reached(c.contact_id) >= FRAGMENT_S for c in calls))
             stop_first.set()  # SIGTERM
             faults.injected["sigterm"] += 1
             await first
-            for call in calls:  # the rest of each call is produced, then the stream moves on to the next contact
+            for call in (
+                calls
+            ):  # the rest of each call is produced, then the stream moves on to the next contact
                 call.limit, call.then_contact = None, f"after-{call.contact_id}"
             stop_second = asyncio.Event()
             second = asyncio.create_task(task("task-2", stop_second))
             await until(lambda: all(status(c.contact_id) == "ENDED" for c in calls))
-            await until(lambda: sum(int(v) for v in sqs.get_queue_attributes(
-                QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages",
-                                                    "ApproximateNumberOfMessagesNotVisible"])[
-                "Attributes"].values()) == 0)
+            await until(
+                lambda: (
+                    sum(
+                        int(v)
+                        for v in sqs.get_queue_attributes(
+                            QueueUrl=queue_url,
+                            AttributeNames=[
+                                "ApproximateNumberOfMessages",
+                                "ApproximateNumberOfMessagesNotVisible",
+                            ],
+                        )["Attributes"].values()
+                    )
+                    == 0
+                )
+            )
             stop_second.set()
             await second
             return time.monotonic() - began
 
     elapsed = asyncio.run(main())
-    print(f"fault soak: {CALLS} calls of {duration:g} s in {elapsed:.1f} s; faults injected: "
-          f"{dict(sorted(faults.injected.items()))}; metrics emitted: {dict(sorted(metrics.items()))}")
+    print(
+        f"fault soak: {CALLS} calls of {duration:g} s in {elapsed:.1f} s; faults injected: "
+        f"{dict(sorted(faults.injected.items()))}; metrics emitted: {dict(sorted(metrics.items()))}"
+    )
 
-    finals = Counter(json.loads(entry["Detail"])["segmentId"] + "@" + json.loads(entry["Detail"])["contactId"]
-                     for entry in published if entry["DetailType"] == SEGMENT and json.loads(entry["Detail"])["final"])
-    ended = Counter(json.loads(entry["Detail"])["contactId"] for entry in published
-                    if entry["DetailType"] == CALL_ENDED)
+    finals = Counter(
+        json.loads(entry["Detail"])["segmentId"] + "@" + json.loads(entry["Detail"])["contactId"]
+        for entry in published
+        if entry["DetailType"] == SEGMENT and json.loads(entry["Detail"])["final"]
+    )
+    ended = Counter(
+        json.loads(entry["Detail"])["contactId"]
+        for entry in published
+        if entry["DetailType"] == CALL_ENDED
+    )
     for i in range(CALLS):
         contact = f"soak-{i}"
         assert status(contact) == "ENDED"
         assert ended[contact] == 1
         items = reader.segments(contact)
         for track in mkv.CONNECT_TRACKS:
-            stored = [Segment(contact, track, item["Text"], float(item["StartS"]), float(item["EndS"]), True)
-                      for item in items if item["Speaker"] == track]
-            assert_tiles(sorted(stored, key=lambda s: s.start_s), duration)  # none missing, none twice
-        assert {f"{item['Item']}@{contact}" for item in items} == {key for key in finals if key.endswith(f"@{contact}")}
+            stored = [
+                Segment(
+                    contact, track, item["Text"], float(item["StartS"]), float(item["EndS"]), True
+                )
+                for item in items
+                if item["Speaker"] == track
+            ]
+            assert_tiles(
+                sorted(stored, key=lambda s: s.start_s), duration
+            )  # none missing, none twice
+        assert {f"{item['Item']}@{contact}" for item in items} == {
+            key for key in finals if key.endswith(f"@{contact}")
+        }
     assert set(finals.values()) == {1}  # every final published exactly once
-    for kind in ("duplicate delivery", "transaction conflict", "event throttled", "stream reset", "sigterm"):
+    for kind in (
+        "duplicate delivery",
+        "transaction conflict",
+        "event throttled",
+        "stream reset",
+        "sigterm",
+    ):
         assert faults.injected[kind] > 0, kind  # each fault happened

@@ -1,6 +1,7 @@
-"""The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy (voxtral.target=ecs), update
-(another instance type and another image), destroy, leaving nothing behind; in public mode (the stack's own VPC) and
-in network.mode=vpc (the Foundation stack's private network with the ECS endpoints).
+"""The ECS target's lifecycle with the pinned CDK CLI against moto's server: deploy
+(voxtral.target=ecs), update (another instance type and another image), destroy, leaving nothing
+behind; in public mode (the stack's own VPC) and in network.mode=vpc (the Foundation stack's private
+network with the ECS endpoints).
 
 moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
 load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
@@ -18,8 +19,11 @@ from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, por
 from tests.e2e.lifecycle.lifecycle_resources import Aws, read_stack
 from tests.e2e.lifecycle.test_lifecycle_deploy import BOOTSTRAP_STACK, load_templates
 
-pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first,  # a minute or more (tests/e2e/conftest.py)
-              pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
+pytestmark = [
+    pytest.mark.lifecycle,
+    pytest.mark.starts_first,  # a minute or more (tests/e2e/conftest.py)
+    pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
+]
 
 
 IMAGE_1 = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/realtime-voice-bridge:ecs-1"
@@ -34,8 +38,9 @@ def task_definition(aws: Aws, stack) -> dict:
 
 def launch_template_data(aws: Aws, stack) -> dict:
     template_id = stack.one("AWS::EC2::LaunchTemplate").physical_id
-    (version,) = aws.ec2.describe_launch_template_versions(LaunchTemplateId=template_id,
-                                                           Versions=["$Latest"])["LaunchTemplateVersions"]
+    (version,) = aws.ec2.describe_launch_template_versions(
+        LaunchTemplateId=template_id, Versions=["$Latest"]
+    )["LaunchTemplateVersions"]
     return version["LaunchTemplateData"]
 
 
@@ -43,7 +48,12 @@ def launch_template_data(aws: Aws, stack) -> dict:
 def test_ecs_target_deploy_update_destroy(tmp_path, network):
     phases = Phases(f"ECS lifecycle ({network})")
     cdk_log = tmp_path / "cdk.log"
-    first = {"voxtral.target": "ecs", "voxtral.image_uri": IMAGE_1, "sonic.enabled": "false", "network.mode": network}
+    first = {
+        "voxtral.target": "ecs",
+        "voxtral.image_uri": IMAGE_1,
+        "sonic.enabled": "false",
+        "network.mode": network,
+    }
     second = {**first, "voxtral.image_uri": IMAGE_2, "ecs.instance_type": "g6e.xlarge"}
     with moto_server() as server:
         aws = Aws(server.url)
@@ -51,27 +61,58 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         with phases("synth"):
             synthesize_assembly(assembly_1, first, server.url)
         with phases("bootstrap"):
-            run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log)
+            run_cdk(
+                ["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log
+            )
         with phases("deploy"):
-            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)], server.url, cdk_log)
+            run_cdk(
+                ["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)],
+                server.url,
+                cdk_log,
+            )
         templates = load_templates(assembly_1)
         foundation = ["RealtimeVoice-Foundation"] if network == "vpc" else []
-        assert sorted(templates) == ["RealtimeVoice-Artifacts", *foundation, "RealtimeVoice-Operations", STACK]
+        assert sorted(templates) == [
+            "RealtimeVoice-Artifacts",
+            *foundation,
+            "RealtimeVoice-Operations",
+            STACK,
+        ]
         stack = read_stack(aws, STACK, templates[STACK])
         if network == "vpc":
-            # The service runs in the Foundation stack's subnets, which have the ECS endpoints; no VPC of its own.
+            # The service runs in the Foundation stack's subnets, which have the ECS endpoints; no
+            # VPC of its own.
             endpoints = aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
-            services = sorted(e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints)
-            assert services == ["ec2", "ecr.api", "ecr.dkr", "ecs", "ecs-agent", "ecs-telemetry", "logs",
-                                "monitoring", "s3", "sagemaker.runtime", "secretsmanager"]
+            services = sorted(
+                e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints
+            )
+            assert services == [
+                "ec2",
+                "ecr.api",
+                "ecr.dkr",
+                "ecs",
+                "ecs-agent",
+                "ecs-telemetry",
+                "logs",
+                "monitoring",
+                "s3",
+                "sagemaker.runtime",
+                "secretsmanager",
+            ]
             (vpc_id,) = {e["VpcId"] for e in endpoints}
             group = stack.one("AWS::AutoScaling::AutoScalingGroup").physical_id
-            (asg,) = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
-            subnets = aws.ec2.describe_subnets(SubnetIds=asg["VPCZoneIdentifier"].split(","))["Subnets"]
+            (asg,) = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])[
+                "AutoScalingGroups"
+            ]
+            subnets = aws.ec2.describe_subnets(SubnetIds=asg["VPCZoneIdentifier"].split(","))[
+                "Subnets"
+            ]
             assert len(subnets) == 2 and {s["VpcId"] for s in subnets} == {vpc_id}
             assert not aws.ec2.describe_nat_gateways()["NatGateways"]
 
-        (cluster,) = aws.ecs.describe_clusters(clusters=[stack.one("AWS::ECS::Cluster").physical_id])["clusters"]
+        (cluster,) = aws.ecs.describe_clusters(
+            clusters=[stack.one("AWS::ECS::Cluster").physical_id]
+        )["clusters"]
         assert cluster["status"] == "ACTIVE"
         task = task_definition(aws, stack)
         (container,) = task["containerDefinitions"]
@@ -85,44 +126,77 @@ def test_ecs_target_deploy_update_destroy(tmp_path, network):
         lb_arn = stack.one("AWS::ElasticLoadBalancingV2::LoadBalancer").physical_id
         (lb,) = aws.elbv2.describe_load_balancers(LoadBalancerArns=[lb_arn])["LoadBalancers"]
         assert lb["Scheme"] == "internal"
-        assert stack.outputs["StreamUrl"] == f"ws://{lb['DNSName']}/invocations-bidirectional-stream"
-        assert stack.outputs["TokenSecretArn"].startswith(f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:")
+        assert (
+            stack.outputs["StreamUrl"] == f"ws://{lb['DNSName']}/invocations-bidirectional-stream"
+        )
+        assert stack.outputs["TokenSecretArn"].startswith(
+            f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:"
+        )
 
-        # Update: another image (a new task definition revision) and another instance type (a new launch template
-        # version the Auto Scaling group follows).
+        # Update: another image (a new task definition revision) and another instance type (a new
+        # launch template version the Auto Scaling group follows).
         with phases("synth (update)"):
             synthesize_assembly(assembly_2, second, server.url)
         with phases("deploy (update)"):
-            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_2)], server.url, cdk_log)
+            run_cdk(
+                ["deploy", "--all", "--require-approval", "never", "--app", str(assembly_2)],
+                server.url,
+                cdk_log,
+            )
         updated = read_stack(aws, STACK, load_templates(assembly_2)[STACK])
         (container,) = task_definition(aws, updated)["containerDefinitions"]
         assert container["image"] == IMAGE_2
         assert launch_template_data(aws, updated)["InstanceType"] == "g6e.xlarge"
-        (service,) = aws.ecs.describe_services(cluster=cluster["clusterArn"], services=[
-            updated.one("AWS::ECS::Service").physical_id])["services"]
+        (service,) = aws.ecs.describe_services(
+            cluster=cluster["clusterArn"], services=[updated.one("AWS::ECS::Service").physical_id]
+        )["services"]
         assert service["taskDefinition"] == updated.one("AWS::ECS::TaskDefinition").physical_id
 
         with phases("destroy"):
             run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url, cdk_log)
-        assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] == [BOOTSTRAP_STACK]
+        assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] == [
+            BOOTSTRAP_STACK
+        ]
         clusters = aws.ecs.list_clusters()["clusterArns"]
         left = {
-            "active clusters": [c["clusterArn"] for c in aws.ecs.describe_clusters(clusters=clusters)["clusters"]
-                                if c["status"] != "INACTIVE"] if clusters else [],
-            "active task definitions": aws.ecs.list_task_definitions(status="ACTIVE")["taskDefinitionArns"],
+            "active clusters": [
+                c["clusterArn"]
+                for c in aws.ecs.describe_clusters(clusters=clusters)["clusters"]
+                if c["status"] != "INACTIVE"
+            ]
+            if clusters
+            else [],
+            "active task definitions": aws.ecs.list_task_definitions(status="ACTIVE")[
+                "taskDefinitionArns"
+            ],
             "load balancers": aws.elbv2.describe_load_balancers()["LoadBalancers"],
             "target groups": aws.elbv2.describe_target_groups()["TargetGroups"],
-            "auto scaling groups": aws.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"],
+            "auto scaling groups": aws.autoscaling.describe_auto_scaling_groups()[
+                "AutoScalingGroups"
+            ],
             "launch templates": aws.ec2.describe_launch_templates()["LaunchTemplates"],
             "VPCs": [v["VpcId"] for v in aws.ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
-            "VPC endpoints": [e["VpcEndpointId"] for e in aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
-                              if e["State"].lower() != "deleted"],
-            "NAT gateways": [g["NatGatewayId"] for g in aws.ec2.describe_nat_gateways()["NatGateways"]
-                             if g["State"] != "deleted"],
-            "network interfaces": [i["NetworkInterfaceId"] for i in aws.ec2.describe_network_interfaces()["NetworkInterfaces"]],
+            "VPC endpoints": [
+                e["VpcEndpointId"]
+                for e in aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
+                if e["State"].lower() != "deleted"
+            ],
+            "NAT gateways": [
+                g["NatGatewayId"]
+                for g in aws.ec2.describe_nat_gateways()["NatGateways"]
+                if g["State"] != "deleted"
+            ],
+            "network interfaces": [
+                i["NetworkInterfaceId"]
+                for i in aws.ec2.describe_network_interfaces()["NetworkInterfaces"]
+            ],
             "secrets": aws.secretsmanager.list_secrets()["SecretList"],
             "log groups": [g["logGroupName"] for g in aws.logs.describe_log_groups()["logGroups"]],
-            "buckets": [b["Name"] for b in aws.s3.list_buckets()["Buckets"] if not b["Name"].startswith("cdk-")],
+            "buckets": [
+                b["Name"]
+                for b in aws.s3.list_buckets()["Buckets"]
+                if not b["Name"].startswith("cdk-")
+            ],
         }
         assert {what: items for what, items in left.items() if items} == {}
         port = server.port

@@ -1,6 +1,7 @@
-"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over HTTP/2 with TLS, the
-real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an event loop of their own in a thread, and
-the environment under which the clients call the front door (the standard AWS variables, nothing faked inside)."""
+"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over
+HTTP/2 with TLS, the real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an
+event loop of their own in a thread, and the environment under which the clients call the front door
+(the standard AWS variables, nothing faked inside)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ class Stack:
     """The running servers and where they listen."""
 
     loop: asyncio.AbstractEventLoop
-    vllm: FakeVllm | None  # None: the bridge is in front of a vLLM this stack did not start (tests/vllm)
+    vllm: (
+        FakeVllm | None
+    )  # None: the bridge is in front of a vLLM this stack did not start (tests/vllm)
     sonic: FakeSonic
     bridge: Any
     runtime: LocalRuntime
@@ -56,8 +59,8 @@ class Stack:
 
 
 class StackRunner:
-    """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in front of the
-    vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
+    """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in
+    front of the vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
     def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
                  bridge_options: dict[str, Any] | None = None,
@@ -86,14 +89,20 @@ class StackRunner:
         async def start() -> Stack:
             vllm = None if self.vllm_port else await FakeVllm(deltas=DELTAS, generate=True).start()
             vllm_port = self.vllm_port or vllm.port
-            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0, vllm_port=vllm_port,
-                                                  drain_s=0, **self.bridge_options)
+            settings = BridgeEnvironment.defaults(
+                host="127.0.0.1", port=0, vllm_port=vllm_port, drain_s=0, **self.bridge_options
+            )
             bridge = await Bridge(settings).start()
             sonic = await FakeSonic().start()
             runtime = LocalRuntime(
-                endpoints=[LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
-                           LocalEndpoint.parse(f"{SONIC}=http://127.0.0.1:{sonic.port}")],
-                credentials=LocalCredentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY), region=REGION, settings=self.settings)
+                endpoints=[
+                    LocalEndpoint.parse(f"{VOXTRAL}=ws://127.0.0.1:{bridge.port}"),
+                    LocalEndpoint.parse(f"{SONIC}=http://127.0.0.1:{sonic.port}"),
+                ],
+                credentials=LocalCredentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY),
+                region=REGION,
+                settings=self.settings,
+            )
             sockets = listen_sockets("127.0.0.1", 0)
             port = sockets[0].getsockname()[1]
             self.shutdown = asyncio.Event()
@@ -109,8 +118,9 @@ class StackRunner:
         async def stop() -> None:
             assert self.shutdown is not None and self.server is not None and self.stack is not None
             self.shutdown.set()
-            # hypercorn waits for open connections to close; a client connection left in a pool (awscrt keeps one
-            # per client) would hold it: cancel the server after the graceful period.
+            # hypercorn waits for open connections to close; a client connection left in a pool
+            # (awscrt keeps one per client) would hold it: cancel the server after the graceful
+            # period.
             done, _ = await asyncio.wait({self.server}, timeout=2)
             if not done:
                 self.server.cancel()
@@ -121,18 +131,19 @@ class StackRunner:
                 await self.stack.vllm.stop()
 
         async def cancel_the_rest() -> None:
-            # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers alive: end them
-            # here, so that nothing is left pending when the loop stops.
+            # Connections a client left open (awscrt pools one per client) keep hypercorn's handlers
+            # alive: end them here, so that nothing is left pending when the loop stops.
             rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
             for task in rest:
                 task.cancel()
             if rest:
                 await asyncio.wait(rest, timeout=1)
 
-        # A client connection to the front door that the test dropped without closing (a client or a streamed
-        # response it no longer holds) is garbage in a reference cycle, its socket open until the collector runs:
-        # the front door's TLS close then waits for the peer's close_notify, which never comes, and the 2 s above and
-        # the 1 s below ran out in each such test. Collected first, those sockets close and each close ends at once.
+        # A client connection to the front door that the test dropped without closing (a client or a
+        # streamed response it no longer holds) is garbage in a reference cycle, its socket open
+        # until the collector runs: the front door's TLS close then waits for the peer's
+        # close_notify, which never comes, and the 2 s above and the 1 s below ran out in each such
+        # test. Collected first, those sockets close and each close ends at once.
         gc.collect()
         try:
             self.call(stop(), timeout=30)
@@ -168,7 +179,8 @@ E2E_ACCEPT_S = 5.0
 
 @pytest.fixture
 def stream_settings() -> StreamSettings:
-    """The front door's settings of the ``stack`` fixture: SageMaker's, with the accept budget E2E_ACCEPT_S."""
+    """The front door's settings of the ``stack`` fixture: SageMaker's, with the accept budget
+    E2E_ACCEPT_S."""
     return StreamSettings(accept_timeout_s=E2E_ACCEPT_S)
 
 
@@ -179,15 +191,23 @@ def stack(stack_factory, stream_settings: StreamSettings) -> Stack:
 
 @pytest.fixture
 def client_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
-    """The clients' environment for the front door: credentials, Region and CA bundle in the standard variables, no
-    profile, no configuration file (the endpoint URL is left to each test: --endpoint-url or the variables)."""
+    """The clients' environment for the front door: credentials, Region and CA bundle in the
+    standard variables, no profile, no configuration file (the endpoint URL is left to each test:
+    --endpoint-url or the variables)."""
     return front_door_env(stack, monkeypatch, tmp_path)
 
 
 def front_door_env(stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Stack:
-    """Set the clients' environment for `stack`'s front door (see `client_env`); return the stack."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"):
+    """Set the clients' environment for `stack`'s front door (see `client_env`); return the
+    stack."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))

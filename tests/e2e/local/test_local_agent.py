@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-import websockets  # noqa: E402
+import websockets
 
 from tests.e2e.local.agent_testkit import SILENCE, Page, keep_silent, open_page  # noqa: E402
 from tests.e2e.local.conftest import DELTAS  # noqa: E402
@@ -41,7 +41,7 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     page, latency = asyncio.run(converse())
     finals = [event["text"] for event in page.events("user_transcript") if event["final"]]
     assert finals[0].startswith("".join(DELTAS).strip())  # the fake vLLM's scripted words
-    answer = [event["text"] for event in page.events("agent_text") if event["final"]][0]
+    answer = next(event["text"] for event in page.events("agent_text") if event["final"])
     assert answer.startswith("You said: " + finals[0].rstrip(".!? "))
     assert page.audio_bytes() > 0
     assert page.audio_bytes() % 2 == 0
@@ -56,8 +56,9 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Milliseconds"
 
 
-def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(agent, utterance,
-                                                                        client_env):
+def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(
+    agent, utterance, client_env
+):
     async def converse() -> Page:
         page = await open_page(agent.url)
         await page.speak(SILENCE * 10 + utterance, then_silence_s=0.5)
@@ -113,8 +114,9 @@ def test_two_sessions_do_not_mix(agent, utterance):
     assert talker.events("ready")[0]["session_id"] != quiet.events("ready")[0]["session_id"]
     assert talker.audio_bytes() > 0 and talker.events("user_transcript")
     assert quiet.audio_bytes() == 0
-    assert [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready", "end"] \
-        or [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready"]
+    assert [item["type"] for tag, item in quiet.received if tag == "event"] == ["ready", "end"] or [
+        item["type"] for tag, item in quiet.received if tag == "event"
+    ] == ["ready"]
 
 
 def test_closing_the_socket_frees_the_slot_and_closes_sonic(agent, utterance, client_env):
@@ -160,15 +162,19 @@ def test_a_full_bot_refuses_with_503(agent):
 
 def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
     """voicectl talk's server between a page and the bot: its page at GET /, its WebSocket relayed
-    (the user's words, the agent's text and audio, the latency event), foreign Host/Origin refused."""
+    (the user's words, the agent's text and audio, the latency event), foreign Host/Origin
+    refused."""
     from voicectl.clients.talk import TalkRelay
 
     relay = agent.call(TalkRelay(agent.url, port=0, log=lambda line: None).start())
     origin = f"http://127.0.0.1:{relay.port}"
 
     async def converse() -> Page:
-        page = Page(await websockets.connect(f"ws://127.0.0.1:{relay.port}/relay", max_size=None,
-                                             origin=origin))
+        page = Page(
+            await websockets.connect(
+                f"ws://127.0.0.1:{relay.port}/relay", max_size=None, origin=origin
+            )
+        )
         page.reader = asyncio.create_task(page.read())
         await page.wait_for("ready")
         await page.speak(SILENCE * 10 + utterance)
@@ -206,7 +212,7 @@ def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
         agent.call(relay.stop())
     finals = [event["text"] for event in page.events("user_transcript") if event["final"]]
     assert finals[0].startswith("".join(DELTAS).strip())
-    answer = [event["text"] for event in page.events("agent_text") if event["final"]][0]
+    answer = next(event["text"] for event in page.events("agent_text") if event["final"])
     assert answer.startswith("You said: ")
     assert page.audio_bytes() > 0
     assert page.events("latency")[0]["VoiceToVoice"] > 0

@@ -1,5 +1,5 @@
-"""The fake vLLM's generation, as measured against vLLM 0.31.0's real server (tests/vllm runs the same sessions against
-both; these fast checks keep each row true without starting vLLM)."""
+"""The fake vLLM's generation, as measured against vLLM 0.31.0's real server (tests/vllm runs the
+same sessions against both; these fast checks keep each row true without starting vLLM)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from voicectl.local.fake_vllm import PROMPT_TOKENS, FakeVllm, parse_final
 
 def append(tokens: float) -> str:
     pcm = bytes(2 * int(tokens * 1280))
-    return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()})
+    return json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}
+    )
 
 
 def event(kind: str, **fields) -> str:
@@ -59,12 +61,21 @@ def test_deltas_come_once_0_6_s_is_buffered_then_per_80_ms_and_ten_after_the_aud
             return before, first, during, await received(ws)
 
     before, first, during, after = asyncio.run(scenario())
-    assert (before, kinds(first), kinds(during)) == ([], ["transcription.delta"], ["transcription.delta"] * 12)
+    assert (before, kinds(first), kinds(during)) == (
+        [],
+        ["transcription.delta"],
+        ["transcription.delta"] * 12,
+    )
     assert kinds(after) == ["transcription.delta"] * 17 + ["transcription.done"]
     done = after[-1]
     assert done["text"] == "a" * 15  # "a" and "" round-robin over 30 deltas: empty deltas too
-    assert done["usage"] == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 30, "total_tokens": 69,
-                             "prompt_tokens_details": None, "completion_tokens_details": None}
+    assert done["usage"] == {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": 30,
+        "total_tokens": 69,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
+    }
 
 
 def test_a_second_utterance_starts_from_zero_and_final_no_is_false():
@@ -86,8 +97,15 @@ def test_a_second_utterance_starts_from_zero_and_final_no_is_false():
             return dones
 
     first, second = asyncio.run(scenario())
-    assert first == second and first["text"] == "x" * 20 and first["usage"]["completion_tokens"] == 20
-    assert (parse_final("No"), parse_final("on"), parse_final(1), parse_final(False)) == (False, True, True, False)
+    assert (
+        first == second and first["text"] == "x" * 20 and first["usage"]["completion_tokens"] == 20
+    )
+    assert (parse_final("No"), parse_final("on"), parse_final(1), parse_final(False)) == (
+        False,
+        True,
+        True,
+        False,
+    )
     with pytest.raises(ValueError, match="valid boolean"):
         parse_final(2)
 
@@ -136,7 +154,9 @@ def test_metrics_are_the_whole_prometheus_text_with_the_configured_cache():
     async def scenario():
         async with FakeVllm(num_gpu_blocks=669, block_size=16) as vllm:
             url = f"http://127.0.0.1:{vllm.port}/metrics"
-            return await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+            return await asyncio.to_thread(
+                lambda: urllib.request.urlopen(url, timeout=5).read().decode()
+            )
 
     text = asyncio.run(scenario())
     info = re.search(r"^vllm:cache_config_info\{([^}]*)\}", text, re.M).group(1)

@@ -24,19 +24,21 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
-pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
+pytest.importorskip(
+    "livekit.agents", reason="the livekit extra is not installed (make agents-deps)"
+)
 
-from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDING = ROOT / "tests/clients/data/speech_22k_stereo.wav"
 
-STAND_INS = '''
+STAND_INS = """
 import asyncio, os, sys, types
 
 from pipecat.frames.frames import (
-    EndWorkerFrame, InputAudioRawFrame, LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame,
-    LLMTextFrame, StartFrame, TTSAudioRawFrame,
+    EndWorkerFrame, InputAudioRawFrame, LLMContextFrame, LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame, LLMTextFrame, StartFrame, TTSAudioRawFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from voicectl.clients.audio import load_pcm16
@@ -106,7 +108,8 @@ class AWSBedrockLLMService(FrameProcessor):
 
 
 audio_module = types.ModuleType("pipecat.transports.local.audio")
-audio_module.LocalAudioTransport, audio_module.LocalAudioTransportParams = LocalAudioTransport, LocalAudioTransportParams
+audio_module.LocalAudioTransport = LocalAudioTransport
+audio_module.LocalAudioTransportParams = LocalAudioTransportParams
 sys.modules["pipecat.transports.local.audio"] = audio_module
 llm_module = types.ModuleType("pipecat.services.aws.llm")
 llm_module.AWSBedrockLLMService = AWSBedrockLLMService
@@ -121,10 +124,12 @@ aws = types.ModuleType("livekit.plugins.aws")
 aws.LLM = lambda **kwargs: None
 silero = types.ModuleType("livekit.plugins.silero")
 silero.VAD = types.SimpleNamespace(load=lambda: None)
-plugins = types.ModuleType("livekit.plugins")  # the plugins' namespace package (none is installed here)
+# The plugins' namespace package (none is installed here).
+plugins = types.ModuleType("livekit.plugins")
 plugins.__path__ = []
 plugins.aws, plugins.silero = aws, silero
-sys.modules.update({"livekit.plugins": plugins, "livekit.plugins.aws": aws, "livekit.plugins.silero": silero})
+sys.modules.update(
+    {"livekit.plugins": plugins, "livekit.plugins.aws": aws, "livekit.plugins.silero": silero})
 livekit.plugins = plugins
 
 
@@ -156,7 +161,7 @@ def _run_app(options):
 
 AgentSession.start = _start
 agents.cli.run_app = _run_app
-'''
+"""
 
 
 def example_blocks() -> list[str]:
@@ -169,14 +174,26 @@ def run_block(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (tmp_path / "sitecustomize.py").write_text(STAND_INS)
     script = tmp_path / "bot.py"
     script.write_text(code.replace('"<Cartesia voice id>"', '"local-voice"'))
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "BOT_RECORDING": str(RECORDING)}
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+        "BOT_RECORDING": str(RECORDING),
+    }
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
 
 
 @pytest.fixture
 def local_env(client_env, monkeypatch):
-    """The standard variables for the front door (the blocks name no URL): Voxtral's and Sonic's runtime URL."""
+    """The standard variables for the front door (the blocks name no URL): Voxtral's and Sonic's
+    runtime URL."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", client_env.url)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", client_env.url)
     return client_env
@@ -185,7 +202,11 @@ def local_env(client_env, monkeypatch):
 def test_the_section_has_the_three_blocks():
     blocks = example_blocks()
     assert len(blocks) == 3
-    assert "VoxtralTarget(url=" in blocks[0] and "LocalAudioTransport" in blocks[1] and "AgentSession" in blocks[2]
+    assert (
+        "VoxtralTarget(url=" in blocks[0]
+        and "LocalAudioTransport" in blocks[1]
+        and "AgentSession" in blocks[2]
+    )
     assert f'endpoint_name="{VOXTRAL}"' in blocks[1] and f'SonicTarget("{SONIC}"' in blocks[1]
 
 
@@ -198,8 +219,12 @@ def test_the_pipecat_bot_hears_and_answers(local_env, tmp_path):
     done = run_block(example_blocks()[1], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     heard = re.search(r"^LLM HEARD (.*)$", done.stdout, flags=re.M)
-    assert heard and heard.group(1).startswith("".join(DELTAS).strip())  # the final transcript reached the LLM
-    assert "BOT SPOKE 24000" in done.stdout  # Sonic's audio reached the output at the pipeline's rate
+    assert heard and heard.group(1).startswith(
+        "".join(DELTAS).strip()
+    )  # the final transcript reached the LLM
+    assert (
+        "BOT SPOKE 24000" in done.stdout
+    )  # Sonic's audio reached the output at the pipeline's rate
 
 
 def test_the_livekit_agent_hears_and_speaks(local_env, tmp_path):

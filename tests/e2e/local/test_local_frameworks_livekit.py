@@ -11,16 +11,18 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
+pytest.importorskip(
+    "livekit.agents", reason="the livekit extra is not installed (make agents-deps)"
+)
 
-from livekit import rtc  # noqa: E402
-from livekit.agents import APIConnectionError, APIStatusError, stt  # noqa: E402
+from livekit import rtc
+from livekit.agents import APIConnectionError, APIStatusError, stt
 
-from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL  # noqa: E402
-from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
-from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
+from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
+from voicectl.clients.frameworks.livekit_sonic import SonicTTS
+from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT
+from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
+from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
 
 ROOM_RATE_HZ = 48000  # a LiveKit room's audio rate: the stream resamples it to 16 kHz
 FRAME_SAMPLES = ROOM_RATE_HZ // 100  # 10 ms frames, as rtc.AudioStream gives them
@@ -28,10 +30,16 @@ FRAME_SAMPLES = ROOM_RATE_HZ // 100  # 10 ms frames, as rtc.AudioStream gives th
 
 def speech_frames(seconds: float) -> list[rtc.AudioFrame]:
     samples = int(seconds * ROOM_RATE_HZ)
-    tone = (np.sin(np.arange(samples) * 2 * np.pi * 220 / ROOM_RATE_HZ) * 12000).astype("<i2").tobytes()
+    tone = (
+        (np.sin(np.arange(samples) * 2 * np.pi * 220 / ROOM_RATE_HZ) * 12000)
+        .astype("<i2")
+        .tobytes()
+    )
     step = FRAME_SAMPLES * 2
-    return [rtc.AudioFrame(tone[start:start + step], ROOM_RATE_HZ, 1, FRAME_SAMPLES)
-            for start in range(0, len(tone), step)]
+    return [
+        rtc.AudioFrame(tone[start : start + step], ROOM_RATE_HZ, 1, FRAME_SAMPLES)
+        for start in range(0, len(tone), step)
+    ]
 
 
 async def recognize(plugin: VoxtralSTT, utterances: int = 1) -> list[stt.SpeechEvent]:
@@ -50,9 +58,13 @@ def test_utterances_give_interim_then_final_transcripts_in_order(client_env):
     plugin = VoxtralSTT(target=VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=client_env.url))
     events = asyncio.run(recognize(plugin, utterances=2))
     kinds = [event.type for event in events]
-    finals = [index for index, kind in enumerate(kinds) if kind == stt.SpeechEventType.FINAL_TRANSCRIPT]
+    finals = [
+        index for index, kind in enumerate(kinds) if kind == stt.SpeechEventType.FINAL_TRANSCRIPT
+    ]
     assert len(finals) == 2
-    assert stt.SpeechEventType.INTERIM_TRANSCRIPT in kinds[:finals[0]]  # interims before the first final
+    assert (
+        stt.SpeechEventType.INTERIM_TRANSCRIPT in kinds[: finals[0]]
+    )  # interims before the first final
     expected = "".join(DELTAS).strip()
     for index in finals:
         assert events[index].alternatives[0].text.startswith(expected)
@@ -64,11 +76,15 @@ def test_the_ecs_target_url(client_env):
     url = f"ws://127.0.0.1:{client_env.bridge.port}/invocations-bidirectional-stream"
     events = asyncio.run(recognize(VoxtralSTT(target=VoxtralTarget(url=url))))
     finals = [event for event in events if event.type == stt.SpeechEventType.FINAL_TRANSCRIPT]
-    assert len(finals) == 1 and finals[0].alternatives[0].text.startswith("Hello from the local runtime.")
+    assert len(finals) == 1 and finals[0].alternatives[0].text.startswith(
+        "Hello from the local runtime."
+    )
 
 
 def test_a_refused_stream_ends_the_stream_with_one_error_naming_the_cause(client_env):
-    plugin = VoxtralSTT(target=VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=client_env.url))
+    plugin = VoxtralSTT(
+        target=VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=client_env.url)
+    )
     errors = []
     plugin.on("error", errors.append)
     with pytest.raises(APIConnectionError, match="Endpoint no-such-endpoint"):
@@ -88,7 +104,9 @@ def test_a_sentence_gives_audio_frames(client_env):
     assert frames and {frame.sample_rate for frame in frames} == {24000}
     pcm = b"".join(bytes(frame.data) for frame in frames)
     sent = bytes(client_env.sonic.calls[-1].audio)
-    assert pcm[:len(sent)] == sent and not any(pcm[len(sent):])  # Sonic's samples, then the emitter's padding
+    assert pcm[: len(sent)] == sent and not any(
+        pcm[len(sent) :]
+    )  # Sonic's samples, then the emitter's padding
 
 
 def test_an_interruption_closes_the_sonic_request(client_env):
@@ -97,7 +115,9 @@ def test_an_interruption_closes_the_sonic_request(client_env):
     plugin = SonicTTS(target=SonicTarget(SONIC, endpoint_url=stack.url), voice_id="voice-1")
 
     async def run():
-        chunked = plugin.synthesize("A long sentence that takes a few seconds to speak, interrupted halfway.")
+        chunked = plugin.synthesize(
+            "A long sentence that takes a few seconds to speak, interrupted halfway."
+        )
         first = await anext(chunked)
         await chunked.aclose()  # what AgentSession does when the user interrupts
         after = [audio async for audio in chunked]
@@ -126,7 +146,10 @@ def test_a_sonic_429_is_a_retryable_status_error(client_env):
 
     async def run():
         holder = SonicSynthesizer(target, voice_id="voice-1")
-        held = [holder.stream("A sentence that holds a generation slot for a while.", 24000) for _ in range(4)]
+        held = [
+            holder.stream("A sentence that holds a generation slot for a while.", 24000)
+            for _ in range(4)
+        ]
         for stream in held:
             await anext(stream)  # each holds one of the container's four slots
         try:

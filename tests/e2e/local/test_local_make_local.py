@@ -1,5 +1,6 @@
-"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints work as printed
-(from the repository root, after sourcing the environment file it names), and Ctrl-C stops every process."""
+"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints
+work as printed (from the repository root, after sourcing the environment file it names), and Ctrl-C
+stops every process."""
 
 from __future__ import annotations
 
@@ -25,9 +26,23 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
     ports = {name: free_port() for name in ("runtime", "bridge", "vllm", "sonic")}
     state = tmp_path / "state"
     process = subprocess.Popen(
-        [sys.executable, "-m", "voicectl.local", "--state-dir", str(state),
-         *(argument for name, port in ports.items() for argument in (f"--{name}-port", str(port)))],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "voicectl.local",
+            "--state-dir",
+            str(state),
+            *(
+                argument
+                for name, port in ports.items()
+                for argument in (f"--{name}-port", str(port))
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         banner = []
         deadline = time.monotonic() + 60
@@ -40,25 +55,43 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         text = "".join(banner)
         assert f"https://localhost:{ports['runtime']}" in text
         # The files holding the local secret key are the user's alone.
-        assert {path.name: path.stat().st_mode & 0o777 for path in state.iterdir() if path.suffix in (".sh", ".log")} \
-            == {"env.sh": 0o600, "fake-vllm.log": 0o600, "bridge.log": 0o600, "sonic-stand-in.log": 0o600,
-                "front-door.log": 0o600}
-        assert "sudo update-ca-certificates" in text  # how an awscrt client trusts the CA (system-wide)
+        assert {
+            path.name: path.stat().st_mode & 0o777
+            for path in state.iterdir()
+            if path.suffix in (".sh", ".log")
+        } == {
+            "env.sh": 0o600,
+            "fake-vllm.log": 0o600,
+            "bridge.log": 0o600,
+            "sonic-stand-in.log": 0o600,
+            "front-door.log": 0o600,
+        }
+        assert (
+            "sudo update-ca-certificates" in text
+        )  # how an awscrt client trusts the CA (system-wide)
         source = re.search(r"^  (source \S+)$", text, re.MULTILINE).group(1)
-        commands = re.findall(r"^  (\.venv/bin/voicectl (?:transcribe|speak) .*)$", text, re.MULTILINE)
+        commands = re.findall(
+            r"^  (\.venv/bin/voicectl (?:transcribe|speak) .*)$", text, re.MULTILINE
+        )
         assert len(commands) == 2 and re.search(r"^  \.venv/bin/voicectl mic ", text, re.MULTILINE)
         # What the speak command writes goes to the state directory, not the checkout.
         assert f"--out {state / 'hello.wav'}" in commands[1]
         for command in commands:
             # Run as printed, from the repository root.
-            done = subprocess.run(["bash", "-c", f"{source} && {command}"], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=60)
+            done = subprocess.run(
+                ["bash", "-c", f"{source} && {command}"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, (command, done.stderr)
             assert "Traceback" not in done.stderr
         samples, rate = soundfile.read(state / "hello.wav", dtype="int16")
         assert rate == 44100 and len(samples) == round(len("Hello from SageMaker.") * 0.06 * 44100)
-        mic = re.search(r"^  (\.venv/bin/voicectl mic .*?)\s+# needs: make mic-deps$", text,
-                        re.MULTILINE).group(1)
+        mic = re.search(
+            r"^  (\.venv/bin/voicectl mic .*?)\s+# needs: make mic-deps$", text, re.MULTILINE
+        ).group(1)
         assert_the_mic_page_speaks(source, mic)
         # Each call is one line in the front door's log: operation, endpoint, status, duration.
         log = (state / "front-door.log").read_text()
@@ -68,13 +101,12 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         assert "Traceback" not in log
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        _out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert "stopped" in err
     # Every part is gone: each port can be bound again.
     for port in ports.values():
         assert port_free(port), port
-
 
 
 def assert_the_mic_page_speaks(source: str, command: str) -> None:
@@ -87,9 +119,14 @@ def assert_the_mic_page_speaks(source: str, command: str) -> None:
     from voicectl.clients.mic import SPEAK_PATH
 
     port = free_port()
-    page = subprocess.Popen(["bash", "-c", f"{source} && exec {command} --port {port}"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    page = subprocess.Popen(
+        ["bash", "-c", f"{source} && exec {command} --port {port}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         printed = []
         while not any(line.startswith("voicectl mic: open http://") for line in printed):
@@ -114,9 +151,10 @@ def assert_the_mic_page_speaks(source: str, command: str) -> None:
         page.communicate(timeout=30)
 
 
-def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_missing(monkeypatch, tmp_path, capsys):
-    from voicectl.local import __main__ as local_main
-    from voicectl.local import real_vllm
+def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_missing(
+    monkeypatch, tmp_path, capsys
+):
+    from voicectl.local import __main__ as local_main, real_vllm
 
     monkeypatch.setattr(real_vllm, "VLLM_VENV", tmp_path / "no-venv-vllm")
     assert local_main.main(["--vllm", "real", "--state-dir", str(tmp_path / "state")]) == 2
@@ -132,32 +170,60 @@ def test_the_real_vllm_command_serves_the_mistral_format_checkpoint_on_loopback(
     command = real_vllm.command(tmp_path / "model", 18081)
     assert command[:3] == [str(real_vllm.python()), "-m", "vllm.entrypoints.openai.api_server"]
     flags = dict(zip(command[3::2], command[4::2], strict=False))
-    assert flags["--host"] == "127.0.0.1" and flags["--port"] == "18081" and flags["--model"] == str(tmp_path / "model")
-    assert (flags["--tokenizer-mode"], flags["--config-format"], flags["--load-format"]) == ("mistral",) * 3
+    assert (
+        flags["--host"] == "127.0.0.1"
+        and flags["--port"] == "18081"
+        and flags["--model"] == str(tmp_path / "model")
+    )
+    assert (flags["--tokenizer-mode"], flags["--config-format"], flags["--load-format"]) == (
+        "mistral",
+    ) * 3
     assert flags["--max-model-len"] == str(real_vllm.MAX_MODEL_LEN)
     env = real_vllm.environment({"PATH": "/usr/bin", "PYTHONPATH": "/elsewhere"})
-    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
+    assert (
+        env["HF_HUB_OFFLINE"] == "1"
+        and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+        and "PYTHONPATH" not in env
+    )
 
 
 def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, capsys):
     from voicectl.local.__main__ import main
 
     state = tmp_path / "state"
-    assert main(["--state-dir", str(state), "--name", "runtime.sagemaker.us-east-1.amazonaws.com",
-                 "--name", "bad name"]) == 2
+    assert (
+        main(
+            [
+                "--state-dir",
+                str(state),
+                "--name",
+                "runtime.sagemaker.us-east-1.amazonaws.com",
+                "--name",
+                "bad name",
+            ]
+        )
+        == 2
+    )
     assert "--name 'bad name': not a host name" in capsys.readouterr().err
     assert not state.exists()  # no process was started, no log written
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--transcription-delay-ms", "160"],
-     "--transcription-delay-ms 160 needs --vllm real (make local VLLM=real): the fake vLLM scripts "
-     "its deltas (the first after 0.6 s of audio whatever the delay); the delay is a setting of the "
-     "real server's tokenizer"),
-    (["--vllm", "real", "--transcription-delay-ms", "100"],
-     "--transcription-delay-ms 100: must be a multiple of 80 from 80 to 1200, or 2400 (ms: the "
-     "delays the Voxtral Realtime model card allows)"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--transcription-delay-ms", "160"],
+            "--transcription-delay-ms 160 needs --vllm real (make local VLLM=real): the fake "
+            "vLLM scripts its deltas (the first after 0.6 s of audio whatever the delay); the "
+            "delay is a setting of the real server's tokenizer",
+        ),
+        (
+            ["--vllm", "real", "--transcription-delay-ms", "100"],
+            "--transcription-delay-ms 100: must be a multiple of 80 from 80 to 1200, or 2400 "
+            "(ms: the delays the Voxtral Realtime model card allows)",
+        ),
+    ],
+)
 def test_a_transcription_delay_is_refused_before_anything_starts(tmp_path, capsys, argv, message):
     from voicectl.local.__main__ import main
 

@@ -1,7 +1,7 @@
-"""The whole path without AWS: the clients' real SageMaker code (aws-sdk-sagemaker-runtime-http2 over awscrt, and
-botocore) -> the local front door (HTTPS, HTTP/2, SigV4, event streams) -> the bridge -> the fake vLLM, and -> the
-Sonic stand-in. The commands run as users run them; only --endpoint-url or the standard AWS variables point them at
-the front door."""
+"""The whole path without AWS: the clients' real SageMaker code (aws-sdk-sagemaker-runtime-http2
+over awscrt, and botocore) -> the local front door (HTTPS, HTTP/2, SigV4, event streams) -> the
+bridge -> the fake vLLM, and -> the Sonic stand-in. The commands run as users run them; only
+--endpoint-url or the standard AWS variables point them at the front door."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import speak, transcribe
 from voicectl.clients.audio import load_pcm16
 
@@ -29,7 +29,10 @@ def run_speak(*arguments: str) -> int:
 
 def test_transcribe_through_the_front_door_bridge_and_fake_vllm(client_env, capsys):
     stack = client_env
-    assert run_transcribe("--endpoint", VOXTRAL, "--endpoint-url", stack.url, "--speed", "0", "--json") == 0
+    assert (
+        run_transcribe("--endpoint", VOXTRAL, "--endpoint-url", stack.url, "--speed", "0", "--json")
+        == 0
+    )
     out, err = capsys.readouterr()
     result = json.loads(out)
 
@@ -43,13 +46,17 @@ def test_transcribe_through_the_front_door_bridge_and_fake_vllm(client_env, caps
     expected = load_pcm16(RECORDING)
     assert expected.sample_rate_hz == 16000
     assert bytes(session.audio) == expected.data
-    assert len(session.audio) / 2 / 16000 == pytest.approx(soundfile.info(RECORDING).duration, rel=0.01)
+    assert len(session.audio) / 2 / 16000 == pytest.approx(
+        soundfile.info(RECORDING).duration, rel=0.01
+    )
     assert session.event_types()[:2] == ["session.update", "input_audio_buffer.commit"]
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
     assert "Traceback" not in err and "Task exception" not in err
 
 
-def test_transcribe_finds_the_front_door_through_the_standard_variable(client_env, monkeypatch, capsys):
+def test_transcribe_finds_the_front_door_through_the_standard_variable(
+    client_env, monkeypatch, capsys
+):
     stack = client_env
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", stack.url)
     assert run_transcribe("--endpoint", VOXTRAL, "--speed", "0") == 0
@@ -59,11 +66,27 @@ def test_transcribe_finds_the_front_door_through_the_standard_variable(client_en
     assert "time to first delta: " in err
 
 
-def test_speak_through_the_front_door_writes_the_stand_ins_audio_sample_for_sample(client_env, tmp_path, capsys):
+def test_speak_through_the_front_door_writes_the_stand_ins_audio_sample_for_sample(
+    client_env, tmp_path, capsys
+):
     stack = client_env
     out = tmp_path / "hello.wav"
-    assert run_speak("Hello from SageMaker.", "--endpoint", SONIC, "--voice", "local-voice", "--sample-rate", "24000",
-                     "--endpoint-url", stack.url, "--out", str(out)) == 0
+    assert (
+        run_speak(
+            "Hello from SageMaker.",
+            "--endpoint",
+            SONIC,
+            "--voice",
+            "local-voice",
+            "--sample-rate",
+            "24000",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     (call,) = stack.sonic.calls
     samples, rate = soundfile.read(out, dtype="int16")
     assert rate == 24000
@@ -79,7 +102,9 @@ def test_speak_through_the_front_door_writes_the_stand_ins_audio_sample_for_samp
     assert "time to first audio" in capsys.readouterr().err
 
 
-def test_speak_finds_the_front_door_through_the_standard_variable(client_env, monkeypatch, tmp_path):
+def test_speak_finds_the_front_door_through_the_standard_variable(
+    client_env, monkeypatch, tmp_path
+):
     stack = client_env
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", stack.url)
     out = tmp_path / "hi.wav"
@@ -94,17 +119,36 @@ def test_unknown_endpoint_is_refused_as_sagemaker_does(client_env, tmp_path, cap
     err = capsys.readouterr().err
     assert "Endpoint no-such-endpoint of account 123456789012 not found" in err
     assert "Traceback" not in err and "Task exception" not in err
-    assert run_speak("hi", "--endpoint", "no-such-endpoint", "--voice", "v", "--endpoint-url", stack.url,
-                     "--out", str(tmp_path / "x.wav")) == 1
+    assert (
+        run_speak(
+            "hi",
+            "--endpoint",
+            "no-such-endpoint",
+            "--voice",
+            "v",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(tmp_path / "x.wav"),
+        )
+        == 1
+    )
     assert "Endpoint no-such-endpoint of account 123456789012 not found" in capsys.readouterr().err
     assert stack.vllm.sessions == [] and stack.sonic.calls == []
 
 
 def test_unknown_target_variant_is_refused(client_env, capsys):
     stack = client_env
-    assert run_transcribe("--endpoint", VOXTRAL, "--target-variant", "Blue", "--endpoint-url", stack.url) == 1
+    assert (
+        run_transcribe(
+            "--endpoint", VOXTRAL, "--target-variant", "Blue", "--endpoint-url", stack.url
+        )
+        == 1
+    )
     err = capsys.readouterr().err
-    assert "Target variant Blue not found on endpoint voxtral-realtime" in err and "AllTraffic" in err
+    assert (
+        "Target variant Blue not found on endpoint voxtral-realtime" in err and "AllTraffic" in err
+    )
     assert stack.vllm.sessions == []
 
 
@@ -113,20 +157,52 @@ def test_a_wrong_secret_key_is_refused(client_env, monkeypatch, tmp_path, capsys
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     assert run_transcribe("--endpoint", VOXTRAL, "--endpoint-url", stack.url) == 1
     err = capsys.readouterr().err
-    assert "AWS refused the signature of the call to 'voxtral-realtime' (InvalidSignatureException)" in err
-    assert run_speak("hi", "--endpoint", SONIC, "--voice", "v", "--endpoint-url", stack.url,
-                     "--out", str(tmp_path / "x.wav")) == 1
-    assert "(InvalidSignatureException): The request signature we calculated does not match" in capsys.readouterr().err
+    assert (
+        "AWS refused the signature of the call to 'voxtral-realtime' (InvalidSignatureException)"
+        in err
+    )
+    assert (
+        run_speak(
+            "hi",
+            "--endpoint",
+            SONIC,
+            "--voice",
+            "v",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(tmp_path / "x.wav"),
+        )
+        == 1
+    )
+    assert (
+        "(InvalidSignatureException): The request signature we calculated does not match"
+        in capsys.readouterr().err
+    )
     assert stack.vllm.sessions == [] and stack.sonic.calls == []
 
 
 def test_an_unknown_access_key_is_refused(client_env, monkeypatch, tmp_path, capsys):
     stack = client_env
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASOMEONEELSE00000")
-    assert run_speak("hi", "--endpoint", SONIC, "--voice", "v", "--endpoint-url", stack.url,
-                     "--out", str(tmp_path / "x.wav")) == 1
-    assert "(UnrecognizedClientException): The security token included in the request is invalid" in \
-        capsys.readouterr().err
+    assert (
+        run_speak(
+            "hi",
+            "--endpoint",
+            SONIC,
+            "--voice",
+            "v",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(tmp_path / "x.wav"),
+        )
+        == 1
+    )
+    assert (
+        "(UnrecognizedClientException): The security token included in the request is invalid"
+        in capsys.readouterr().err
+    )
 
 
 def test_unsigned_requests_are_refused_on_both_operations(client_env):
@@ -136,23 +212,35 @@ def test_unsigned_requests_are_refused_on_both_operations(client_env):
     from botocore.config import Config
 
     stack = client_env
-    unsigned = boto3.client("sagemaker-runtime", region_name=REGION, endpoint_url=stack.url,
-                            config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}))
+    unsigned = boto3.client(
+        "sagemaker-runtime",
+        region_name=REGION,
+        endpoint_url=stack.url,
+        config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}),
+    )
     with pytest.raises(botocore.exceptions.ClientError) as raised:
-        unsigned.invoke_endpoint_with_response_stream(EndpointName=SONIC, Body=b"{}", ContentType="application/json")
+        unsigned.invoke_endpoint_with_response_stream(
+            EndpointName=SONIC, Body=b"{}", ContentType="application/json"
+        )
     unsigned.close()
-    assert raised.value.response["Error"] == {"Code": "MissingAuthenticationTokenException",
-                                              "Message": "Missing Authentication Token"}
+    assert raised.value.response["Error"] == {
+        "Code": "MissingAuthenticationTokenException",
+        "Message": "Missing Authentication Token",
+    }
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
 
-    status, headers, body = raw_post(stack, f"/endpoints/{VOXTRAL}/invocations-bidirectional-stream", b"")
+    status, headers, body = raw_post(
+        stack, f"/endpoints/{VOXTRAL}/invocations-bidirectional-stream", b""
+    )
     assert status == 403
     assert headers["x-amzn-errortype"] == "MissingAuthenticationTokenException"
     assert json.loads(body) == {"message": "Missing Authentication Token"}
     assert stack.vllm.sessions == [] and stack.sonic.calls == []
 
 
-def raw_post(stack, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+def raw_post(
+    stack, path: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """One POST over HTTPS (HTTP/1.1) with no signature, trusting the front door's CA."""
     import http.client
     import ssl
@@ -160,7 +248,9 @@ def raw_post(stack, path: str, body: bytes, headers: dict[str, str] | None = Non
 
     parts = urlsplit(stack.url)
     context = ssl.create_default_context(cafile=str(stack.ca_file))
-    connection = http.client.HTTPSConnection(parts.hostname, parts.port, context=context, timeout=10)
+    connection = http.client.HTTPSConnection(
+        parts.hostname, parts.port, context=context, timeout=10
+    )
     try:
         connection.request("POST", path, body=body, headers=headers or {})
         response = connection.getresponse()
@@ -169,13 +259,27 @@ def raw_post(stack, path: str, body: bytes, headers: dict[str, str] | None = Non
         connection.close()
 
 
-def test_the_certificate_is_only_trusted_through_the_ca_bundle(client_env, monkeypatch, tmp_path, capsys):
-    """Without AWS_CA_BUNDLE the TLS handshake fails: the front door's certificate is not a public one. (botocore
-    here: awscrt takes over 10 s to report a refused handshake; the transport's handling of that failure is tested
-    in test_local_transport.py.)"""
+def test_the_certificate_is_only_trusted_through_the_ca_bundle(
+    client_env, monkeypatch, tmp_path, capsys
+):
+    """Without AWS_CA_BUNDLE the TLS handshake fails: the front door's certificate is not a public
+    one. (botocore here: awscrt takes over 10 s to report a refused handshake; the transport's
+    handling of that failure is tested in test_local_transport.py.)"""
     stack = client_env
     monkeypatch.delenv("AWS_CA_BUNDLE")
-    assert run_speak("hi", "--endpoint", SONIC, "--voice", "v", "--endpoint-url", stack.url,
-                     "--out", str(tmp_path / "x.wav")) == 1
+    assert (
+        run_speak(
+            "hi",
+            "--endpoint",
+            SONIC,
+            "--voice",
+            "v",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(tmp_path / "x.wav"),
+        )
+        == 1
+    )
     assert "CERTIFICATE_VERIFY_FAILED" in capsys.readouterr().err
     assert stack.sonic.calls == []

@@ -1,6 +1,7 @@
-"""The Sonic path's failures through the front door, as botocore and ``voicectl speak`` see them: the stand-in's 422
-becomes a ModelError with the container's status and message, an ``error`` event mid-stream keeps the audio received
-before it, and a connection cut mid-response becomes a ModelStreamError."""
+"""The Sonic path's failures through the front door, as botocore and ``voicectl speak`` see them:
+the stand-in's 422 becomes a ModelError with the container's status and message, an ``error`` event
+mid-stream keeps the audio received before it, and a connection cut mid-response becomes a
+ModelStreamError."""
 
 from __future__ import annotations
 
@@ -10,15 +11,29 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import REGION, SONIC
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import speak
 from voicectl.local.fake_sonic import CHUNK_MS
 
 
 def run_speak(stack, out, text="A sentence long enough for several chunks of audio."):
-    args = client_parser().parse_args(["speak", text, "--endpoint", SONIC, "--voice", "v", "--sample-rate", "16000",
-                                       "--endpoint-url", stack.url, "--out", str(out)])
+    args = client_parser().parse_args(
+        [
+            "speak",
+            text,
+            "--endpoint",
+            SONIC,
+            "--voice",
+            "v",
+            "--sample-rate",
+            "16000",
+            "--endpoint-url",
+            stack.url,
+            "--out",
+            str(out),
+        ]
+    )
     return speak.run(args)
 
 
@@ -29,15 +44,22 @@ def test_a_request_the_container_refuses_is_a_model_error_with_its_status(client
     stack = client_env
     client = boto3.client("sagemaker-runtime", region_name=REGION, endpoint_url=stack.url)
     with pytest.raises(botocore.exceptions.ClientError) as raised:
-        client.invoke_endpoint_with_response_stream(EndpointName=SONIC, Body=json.dumps({"transcript": ""}),
-                                                    ContentType="application/json", Accept="text/event-stream")
+        client.invoke_endpoint_with_response_stream(
+            EndpointName=SONIC,
+            Body=json.dumps({"transcript": ""}),
+            ContentType="application/json",
+            Accept="text/event-stream",
+        )
     client.close()
     response = raised.value.response
     assert response["Error"]["Code"] == "ModelError"
     assert response["ResponseMetadata"]["HTTPStatusCode"] == 424
     assert response["OriginalStatusCode"] == 422
     assert "transcript is required" in response["OriginalMessage"]
-    assert response["LogStreamArn"] == f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{SONIC}"
+    assert (
+        response["LogStreamArn"]
+        == f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{SONIC}"
+    )
     assert "Received client error (422) from AllTraffic" in response["Error"]["Message"]
     assert "HTTP 422" in speak.describe_client_error(raised.value, SONIC)  # the 422 hint for users
 
@@ -48,7 +70,10 @@ def test_an_error_event_mid_stream_keeps_the_audio_before_it(client_env, tmp_pat
     out = tmp_path / "partial.wav"
     assert run_speak(stack, out) == 1
     err = capsys.readouterr().err
-    assert "Sonic reported an error (status 500)" in err and "wrote the 0.06 s received before the failure" in err
+    assert (
+        "Sonic reported an error (status 500)" in err
+        and "wrote the 0.06 s received before the failure" in err
+    )
     (call,) = stack.sonic.calls
     samples, _ = soundfile.read(out, dtype="int16")
     assert len(samples) == 3 * 16000 * CHUNK_MS // 1000
@@ -60,5 +85,7 @@ def test_a_connection_cut_mid_response_is_a_model_stream_error(client_env, tmp_p
     stack.sonic.drop_after_chunks = 2
     assert run_speak(stack, tmp_path / "cut.wav") == 1
     err = capsys.readouterr().err
-    assert ("ModelStreamError from endpoint 'sonic-tts': The connection to the model container broke while it was "
-            "streaming its response") in err
+    assert (
+        "ModelStreamError from endpoint 'sonic-tts': The connection to the model container broke "
+        "while it was streaming its response"
+    ) in err

@@ -1,7 +1,7 @@
-"""SageMaker's side of bidirectional streaming, as the front door plays it, against scripted containers: the SDK's
-request events become WebSocket frames (text, binary, fragmented) at the invocation path, container frames come back
-as PayloadParts, and a container that closes, stops answering pings or does not accept in time ends the call the way
-SageMaker does."""
+"""SageMaker's side of bidirectional streaming, as the front door plays it, against scripted
+containers: the SDK's request events become WebSocket frames (text, binary, fragmented) at the
+invocation path, container frames come back as PayloadParts, and a container that closes, stops
+answering pings or does not accept in time ends the call the way SageMaker does."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from tests.unit.voicectl.clients.clients_testkit import client_parser
 from tests.e2e.local.conftest import E2E_ACCEPT_S, REGION, SECRET_ACCESS_KEY
+from tests.unit.voicectl.clients.clients_testkit import client_parser
 from voicectl.clients import transcribe
-from voicectl.local.bidi import StreamSettings
 from voicectl.clients.realtime import RealtimeError
+from voicectl.local.bidi import StreamSettings
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 
@@ -24,9 +24,9 @@ RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 class ScriptedContainer:
     """A WebSocket container on 127.0.0.1 that records what it receives.
 
-    Modes: ``echo`` (answers each text message "echo:<text>"; "fragment" is answered by a message in two
-    fragments), ``crash_after`` N messages (close 1011 "the model crashed"), ``hang`` (stops reading at once, so
-    pings go unanswered).
+    Modes: ``echo`` (answers each text message "echo:<text>"; "fragment" is answered by a message in
+    two fragments), ``crash_after`` N messages (close 1011 "the model crashed"), ``hang`` (stops
+    reading at once, so pings go unanswered).
     """
 
     def __init__(self, mode: str = "echo", crash_after: int = 3) -> None:
@@ -71,7 +71,8 @@ class ScriptedContainer:
 
 @pytest.fixture
 def scripted(client_env):
-    """Start a ScriptedContainer on the stack's loop and register it as an endpoint of the front door."""
+    """Start a ScriptedContainer on the stack's loop and register it as an endpoint of the front
+    door."""
     stack = client_env
     started: list[ScriptedContainer] = []
 
@@ -88,24 +89,34 @@ def scripted(client_env):
 
 
 async def open_stream(stack, endpoint: str, **input_fields):
-    """An SDK client (awscrt, the CA bundle, SigV4) and an open bidirectional stream to ``endpoint``."""
+    """An SDK client (awscrt, the CA bundle, SigV4) and an open bidirectional stream to
+    ``endpoint``."""
     import boto3
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
     from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
 
     resolver = BotocoreCredentialsResolver(boto3.Session(region_name=REGION))
-    client = await create_client(REGION, resolver, endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
+    client = await create_client(
+        REGION, resolver, endpoint_uri=stack.url, ca_bundle=str(stack.ca_file)
+    )
     stream = await client.invoke_endpoint_with_bidirectional_stream(
-        InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, **input_fields))
+        InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, **input_fields)
+    )
     return client, stream
 
 
 def part(data: bytes, data_type: str | None = "UTF8", completion_state: str | None = None):
-    from aws_sdk_sagemaker_runtime_http2.models import RequestPayloadPart, RequestStreamEventPayloadPart
+    from aws_sdk_sagemaker_runtime_http2.models import (
+        RequestPayloadPart,
+        RequestStreamEventPayloadPart,
+    )
 
-    return RequestStreamEventPayloadPart(value=RequestPayloadPart(bytes_=data, data_type=data_type,
-                                                                  completion_state=completion_state))
+    return RequestStreamEventPayloadPart(
+        value=RequestPayloadPart(
+            bytes_=data, data_type=data_type, completion_state=completion_state
+        )
+    )
 
 
 def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
@@ -113,37 +124,53 @@ def test_parts_become_frames_and_frames_become_parts(scripted, client_env):
     container = scripted("echoer")
 
     async def scenario():
-        client, stream = await open_stream(stack, "echoer", model_invocation_path="v1/realtime",
-                                           model_query_string="model=voxtral&rate=16000")
+        _client, stream = await open_stream(
+            stack,
+            "echoer",
+            model_invocation_path="v1/realtime",
+            model_query_string="model=voxtral&rate=16000",
+        )
         _, output = await stream.await_output()
         received = []
 
         async def next_part():
             event = await asyncio.wait_for(output.receive(), 5)
-            received.append((event.value.bytes_ or b"", event.value.data_type, event.value.completion_state))
+            received.append(
+                (event.value.bytes_ or b"", event.value.data_type, event.value.completion_state)
+            )
 
         await next_part()  # session.created
         await stream.input_stream.send(part(b"ab", completion_state="PARTIAL"))
         await stream.input_stream.send(part(b"cd", completion_state="COMPLETE"))
         await next_part()
         await stream.input_stream.send(part(b"\x00\x01\xff", data_type="BINARY"))
-        await stream.input_stream.send(part(b"\x02", data_type=None))  # no DataType: BINARY, as SageMaker defaults
+        await stream.input_stream.send(
+            part(b"\x02", data_type=None)
+        )  # no DataType: BINARY, as SageMaker defaults
         await stream.input_stream.send(part(b"fragment"))
         for _ in range(3):
             await next_part()
         await stream.input_stream.close()
-        assert await asyncio.wait_for(output.receive(), 5) is None  # the container's close reply ends the response
+        assert (
+            await asyncio.wait_for(output.receive(), 5) is None
+        )  # the container's close reply ends the response
         await output.close()
         return received
 
     received = asyncio.run(scenario())
     assert container.paths == ["/v1/realtime?model=voxtral&rate=16000"]
-    # Two PARTIAL/COMPLETE parts reached the container as one text message; BINARY parts as binary frames.
+    # Two PARTIAL/COMPLETE parts reached the container as one text message; BINARY parts as binary
+    # frames.
     assert container.messages == ["abcd", b"\x00\x01\xff", b"\x02", "fragment"]
     assert received[0] == (b'{"type": "session.created"}', "UTF8", "COMPLETE")
     assert received[1] == (b"echo:abcd", "UTF8", "COMPLETE")
-    # A fragmented message comes back as PARTIAL parts ending with a COMPLETE one (websockets' empty final frame).
-    assert received[2:] == [(b"Hel", "UTF8", "PARTIAL"), (b"lo", "UTF8", "PARTIAL"), (b"", "UTF8", "COMPLETE")]
+    # A fragmented message comes back as PARTIAL parts ending with a COMPLETE one (websockets' empty
+    # final frame).
+    assert received[2:] == [
+        (b"Hel", "UTF8", "PARTIAL"),
+        (b"lo", "UTF8", "PARTIAL"),
+        (b"", "UTF8", "COMPLETE"),
+    ]
 
 
 def test_a_bad_invocation_path_is_refused_before_the_container_is_called(scripted, client_env):
@@ -159,19 +186,34 @@ def test_a_bad_invocation_path_is_refused_before_the_container_is_called(scripte
         return raised.value
 
     error = asyncio.run(scenario())
-    assert "Value 'v1/real time' at 'modelInvocationPath' failed to satisfy constraint" in error.message
+    assert (
+        "Value 'v1/real time' at 'modelInvocationPath' failed to satisfy constraint"
+        in error.message
+    )
     assert container.connections == 0
 
 
-def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_error(scripted, client_env, capsys):
+def test_the_container_closing_mid_stream_ends_the_client_with_the_model_stream_error(
+    scripted, client_env, capsys
+):
     stack = client_env
     container = scripted("crashy", mode="crash_after", crash_after=3)
-    args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", "crashy", "--endpoint-url", stack.url,
-                                       "--speed", "0"])
+    args = client_parser().parse_args(
+        [
+            "transcribe",
+            RECORDING,
+            "--endpoint",
+            "crashy",
+            "--endpoint-url",
+            stack.url,
+            "--speed",
+            "0",
+        ]
+    )
     assert transcribe.run(args) == 1
     err = capsys.readouterr().err
-    # SageMaker wraps the container's close frame (code and reason) into ModelStreamError; the client reopens once,
-    # the container crashes again, and the command fails with that message.
+    # SageMaker wraps the container's close frame (code and reason) into ModelStreamError; the
+    # client reopens once, the container crashes again, and the command fails with that message.
     assert "ModelStreamError from endpoint 'crashy' (1011): the model crashed" in err
     assert "the stream dropped again after a reopen" in err
     assert container.connections == 2
@@ -182,7 +224,9 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     from tests.e2e.local.conftest import ACCESS_KEY_ID
 
     interval = 0.1
-    stack = stack_factory(StreamSettings(ping_interval_s=interval, close_timeout_s=0.5, accept_timeout_s=E2E_ACCEPT_S))
+    stack = stack_factory(
+        StreamSettings(ping_interval_s=interval, close_timeout_s=0.5, accept_timeout_s=E2E_ACCEPT_S)
+    )
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -191,14 +235,20 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
         stack.add_endpoint(f"{name}=ws://127.0.0.1:{stack.call(container.start())}")
 
     async def scenario():
-        from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
-
         import boto3
 
-        from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
+        from voicectl.clients.sagemaker_stream import (
+            BotocoreCredentialsResolver,
+            SageMakerStreamTransport,
+            create_client,
+        )
 
-        client = await create_client(REGION, BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
-                                     endpoint_uri=stack.url, ca_bundle=str(stack.ca_file))
+        client = await create_client(
+            REGION,
+            BotocoreCredentialsResolver(boto3.Session(region_name=REGION)),
+            endpoint_uri=stack.url,
+            ca_bundle=str(stack.ca_file),
+        )
         # A container that answers pings keeps its stream for 15 intervals and more.
         alive = await SageMakerStreamTransport.open(client, "answering")
         assert json.loads(await alive.receive_text()) == {"type": "session.created"}
@@ -220,8 +270,12 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
         for container in (hung, answering):
             stack.call(container.stop())
     assert error.code == "ModelStreamError"
-    assert "(StreamBroken): The model container answered none of 5 consecutive WebSocket pings" in str(error)
-    # Pings at 1..5 intervals, the 5th found unanswered at the 6th: never before 5 intervals (at any machine speed).
+    assert (
+        "(StreamBroken): The model container answered none of 5 consecutive WebSocket pings"
+        in str(error)
+    )
+    # Pings at 1..5 intervals, the 5th found unanswered at the 6th: never before 5 intervals (at any
+    # machine speed).
     assert 5 * interval <= elapsed
 
 
@@ -229,9 +283,13 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
 def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_env, capsys):
     stack = client_env
     accepted: list[float] = []
-    released: list[float] = []  # when the silent container let the connection go (5 s after it took it)
+    released: list[
+        float
+    ] = []  # when the silent container let the connection go (5 s after it took it)
 
-    async def silent(reader, writer):  # takes the TCP connection, never answers the WebSocket upgrade
+    async def silent(
+        reader, writer
+    ):  # takes the TCP connection, never answers the WebSocket upgrade
         accepted.append(time.monotonic())
         await asyncio.sleep(5)
         released.append(time.monotonic())
@@ -244,9 +302,12 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
     server, port = stack.call(start())
     stack.add_endpoint(f"slow=ws://127.0.0.1:{port}")
     try:
-        args = client_parser().parse_args(["transcribe", RECORDING, "--endpoint", "slow", "--endpoint-url", stack.url])
+        args = client_parser().parse_args(
+            ["transcribe", RECORDING, "--endpoint", "slow", "--endpoint-url", stack.url]
+        )
         assert transcribe.run(args) == 1
-        # The client gave up on its own accept timeout, not because the container let go (ordering, any speed).
+        # The client gave up on its own accept timeout, not because the container let go (ordering,
+        # any speed).
         assert len(accepted) == 1 and not released
     finally:
         server.close()
@@ -256,8 +317,9 @@ def test_a_container_that_does_not_accept_within_250_ms_is_a_model_error(client_
 
 
 def test_a_send_does_not_wait_forever_once_the_call_failed():
-    """smithy-core leaves the request writer waiting for a reader when the connection never came up (a TLS handshake
-    refused): once the response side has failed, send_text gives up instead of hanging."""
+    """smithy-core leaves the request writer waiting for a reader when the connection never came up
+    (a TLS handshake refused): once the response side has failed, send_text gives up instead of
+    hanging."""
     from voicectl.clients.realtime import TransportClosed
     from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
 
@@ -274,9 +336,13 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
     async def scenario():
         transport = SageMakerStreamTransport(stream=FailingStream(), endpoint_name="voxtral")
         receiving = asyncio.ensure_future(transport.receive_text())
-        with pytest.raises(TransportClosed, match="failed before the request stream could be written"):
+        with pytest.raises(
+            TransportClosed, match="failed before the request stream could be written"
+        ):
             await asyncio.wait_for(transport.send_text("{}"), 5)
-        with pytest.raises(Exception):
+        with pytest.raises(
+            TransportClosed, match=r"the response stream from 'voxtral' broke \(TLS"
+        ):
             await receiving
 
     asyncio.run(scenario())
@@ -290,7 +356,10 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
     from types import SimpleNamespace
 
     from voicectl.clients import sagemaker_stream
-    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport, close_retired_connections
+    from voicectl.clients.sagemaker_stream import (
+        SageMakerStreamTransport,
+        close_retired_connections,
+    )
 
     class Connection:
         closed = False
@@ -323,30 +392,52 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
 
     failed_connection, healthy_connection = Connection(), Connection()
     pool = {("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443): failed_connection}
-    client = SimpleNamespace(_config=SimpleNamespace(
-        transport=SimpleNamespace(_connections=pool),
-        endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443"))
+    client = SimpleNamespace(
+        _config=SimpleNamespace(
+            transport=SimpleNamespace(_connections=pool),
+            endpoint_uri="https://runtime.sagemaker.us-east-1.amazonaws.com:8443",
+        )
+    )
 
     async def scenario():
-        healthy = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
-                                           connection=failed_connection)
+        healthy = SageMakerStreamTransport(
+            stream=Stream(fail=False),
+            endpoint_name="voxtral",
+            client=client,
+            connection=failed_connection,
+        )
         assert await healthy.receive_text() is None
         await healthy.close()
         assert list(pool.values()) == [failed_connection]  # a clean end keeps the connection
-        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
-                                           connection=failed_connection)
+        failing = SageMakerStreamTransport(
+            stream=Stream(fail=True),
+            endpoint_name="voxtral",
+            client=client,
+            connection=failed_connection,
+        )
         with pytest.raises(RealtimeError):
             await failing.receive_text()
         await failing.close()
-        assert pool == {} and failed_connection.closed  # out of the pool, and closed: no stream of ours rides on it
+        assert (
+            pool == {} and failed_connection.closed
+        )  # out of the pool, and closed: no stream of ours rides on it
         assert id(client) not in sagemaker_stream.RETIRED_CONNECTIONS
-        # A connection retired while another stream still rides on it is closed once that stream is closed too.
+        # A connection retired while another stream still rides on it is closed once that stream is
+        # closed too.
         pool[("https", "runtime.sagemaker.us-east-1.amazonaws.com", 8443)] = healthy_connection
         sagemaker_stream.OPEN_STREAMS[id(client)] = 2  # as open() counts them
-        riding = SageMakerStreamTransport(stream=Stream(fail=False), endpoint_name="voxtral", client=client,
-                                          connection=healthy_connection)
-        failing = SageMakerStreamTransport(stream=Stream(fail=True), endpoint_name="voxtral", client=client,
-                                           connection=healthy_connection)
+        riding = SageMakerStreamTransport(
+            stream=Stream(fail=False),
+            endpoint_name="voxtral",
+            client=client,
+            connection=healthy_connection,
+        )
+        failing = SageMakerStreamTransport(
+            stream=Stream(fail=True),
+            endpoint_name="voxtral",
+            client=client,
+            connection=healthy_connection,
+        )
         with pytest.raises(RealtimeError):
             await failing.receive_text()
         await failing.close()
@@ -373,8 +464,13 @@ class SilentRefuser:
             self.refused += 1
             from voicectl.local.shapes import model_error
 
-            status, headers, body = model_error(REGION, "voxtral", status=None, original="the container is down",
-                                                variant="AllTraffic").response()
+            status, headers, body = model_error(
+                REGION,
+                "voxtral",
+                status=None,
+                original="the container is down",
+                variant="AllTraffic",
+            ).response()
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body, "more_body": False})
             await self.release.wait()  # never reads, never resets
@@ -396,6 +492,7 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
     from voicectl.clients.realtime import TransportClosed, transcribe_stream
     from voicectl.clients.sagemaker_stream import open_endpoint
+    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
 
     refuser = SilentRefuser(stack.runtime)
     tls = make_certificate(tmp_path / "refuser-tls")
@@ -416,13 +513,22 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     async def scenario():
         async with open_endpoint("voxtral-realtime", region=REGION, endpoint_url=url) as opener:
             refused = await opener()
-            # Read while sending, as a transcription does: when the unread data fills the window before the refusal
-            # arrives, a send waits until the read sees the refusal, which ends that send (TransportClosed).
+            # Read while sending, as a transcription does: when the unread data fills the window
+            # before the refusal arrives, a send waits until the read sees the refusal, which ends
+            # that send (TransportClosed).
             receiving = asyncio.ensure_future(refused.receive_text())
             with contextlib.suppress(TransportClosed, RealtimeError):
-                for _ in range(25):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window
-                    await asyncio.wait_for(refused.send_text(json.dumps({"type": "input_audio_buffer.append",
-                                                                         "audio": "AAAA" * 1400})), 20)
+                for _ in range(
+                    25
+                ):  # 25 appends of 4 KiB audio each (~140 KB of JSON): more than the 64 KiB window
+                    await asyncio.wait_for(
+                        refused.send_text(
+                            json.dumps(
+                                {"type": "input_audio_buffer.append", "audio": "AAAA" * 1400}
+                            )
+                        ),
+                        20,
+                    )
             with pytest.raises(RealtimeError, match="ModelError"):
                 await asyncio.wait_for(receiving, 20)
             await refused.close()
@@ -431,10 +537,12 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     try:
         result = asyncio.run(scenario())
     finally:
+
         async def stop():
             refuser.release.set()
             shutdown.set()
             await asyncio.wait({server}, timeout=2)
+
         stack.call(stop())
     assert refuser.refused == 1
     assert result.transcript.startswith("Hello from the local runtime.") and result.generations == 1

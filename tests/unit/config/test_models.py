@@ -12,8 +12,24 @@ from config.models import (
 
 def test_the_transcription_delays_are_the_model_cards():
     """Every multiple of 80 ms from 80 to 1200, and 2400; the checkpoint's 480 among them."""
-    assert VOXTRAL_TRANSCRIPTION_DELAYS_MS == (80, 160, 240, 320, 400, 480, 560, 640, 720, 800,
-                                               880, 960, 1040, 1120, 1200, 2400)
+    assert VOXTRAL_TRANSCRIPTION_DELAYS_MS == (
+        80,
+        160,
+        240,
+        320,
+        400,
+        480,
+        560,
+        640,
+        720,
+        800,
+        880,
+        960,
+        1040,
+        1120,
+        1200,
+        2400,
+    )
     assert VOXTRAL_DEFAULT_TRANSCRIPTION_DELAY_MS in VOXTRAL_TRANSCRIPTION_DELAYS_MS
 
 

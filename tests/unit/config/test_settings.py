@@ -25,22 +25,26 @@ def test_defaults_parse_into_frozen_typed_settings():
     assert settings.voxtral.instance_type == "ml.g6.xlarge"
     assert settings.voxtral.max_model_len == 45000
     assert settings.sonic.instance_type == "ml.g6e.2xlarge"
-    assert settings.sonic_model_package_arn.endswith("sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480")
+    assert settings.sonic_model_package_arn.endswith(
+        "sonic36-sagemaker-v0-c6e9cacffcdf31178d1bd7c98c587480"
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.voxtral.stream_cap = 3  # type: ignore[misc]
 
 
 def test_command_line_strings_are_converted():
-    settings = load_settings({
-        **cdk_json_context(),
-        "voxtral.initial_instance_count": "3",
-        "voxtral.enabled": "true",
-        "sonic.enabled": "false",
-        "retain_data": "yes",
-        "voxtral.gpu_memory_utilization": "0.85",
-        "voxtral.model_s3_uri": "s3://my-bucket/weights/voxtral",
-        "voxtral.image_uri": "null",
-    })
+    settings = load_settings(
+        {
+            **cdk_json_context(),
+            "voxtral.initial_instance_count": "3",
+            "voxtral.enabled": "true",
+            "sonic.enabled": "false",
+            "retain_data": "yes",
+            "voxtral.gpu_memory_utilization": "0.85",
+            "voxtral.model_s3_uri": "s3://my-bucket/weights/voxtral",
+            "voxtral.image_uri": "null",
+        }
+    )
     assert settings.voxtral.initial_instance_count == 3
     assert settings.sonic.enabled is False
     assert settings.retain_data is True
@@ -56,18 +60,22 @@ def test_unknown_key_suggests_the_nearest_known_one():
 
 
 def test_cdk_feature_flags_and_lookup_keys_are_left_alone():
-    settings = load_settings({
-        **cdk_json_context(),
-        "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
-        "availability-zones:account=123456789012:region=us-east-1": ["us-east-1a"],
-        "aws:cdk:enable-path-metadata": True,
-    })
+    settings = load_settings(
+        {
+            **cdk_json_context(),
+            "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
+            "availability-zones:account=123456789012:region=us-east-1": ["us-east-1a"],
+            "aws:cdk:enable-path-metadata": True,
+        }
+    )
     assert settings.region == "us-east-1"
 
 
 def test_null_for_a_required_setting_is_refused():
-    assert one_problem(**{"voxtral.endpoint_name": "null"}).startswith("voxtral.endpoint_name='null': must be set")
-    assert one_problem(**{"region": ""}).startswith("region='': must be set")
+    assert one_problem(**{"voxtral.endpoint_name": "null"}).startswith(
+        "voxtral.endpoint_name='null': must be set"
+    )
+    assert one_problem(region="").startswith("region='': must be set")
 
 
 def test_both_endpoints_disabled():
@@ -77,38 +85,56 @@ def test_both_endpoints_disabled():
 
 
 def test_every_problem_is_reported_at_once():
-    problems = problems_for(**{"voxtral.instance_type": "nope", "sonic.instance_type": "ml.g5.xlarge",
-                               "voxtral.model_data_download_timeout_s": 5, "bogus": 1})
+    problems = problems_for(
+        **{
+            "voxtral.instance_type": "nope",
+            "sonic.instance_type": "ml.g5.xlarge",
+            "voxtral.model_data_download_timeout_s": 5,
+            "bogus": 1,
+        }
+    )
     assert len(problems) == 4
     assert problems[0].startswith("unknown setting 'bogus'")
 
 
 def test_loading_the_default_settings_starts_no_cdk():
-    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false (the default)
-    that must not import aws_cdk, which starts jsii's node process (seconds per command, and its Node banner)."""
-    code = ("import json, sys\n"
-            "from config.settings import load_settings\n"
-            "load_settings(json.load(open('cdk.json'))['context'])\n"
-            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    """voicectl (capacity, cost, verify, preflight) loads the settings: with connect.enabled=false
+    (the default) that must not import aws_cdk, which starts jsii's node process (seconds per
+    command, and its Node banner)."""
+    code = (
+        "import json, sys\n"
+        "from config.settings import load_settings\n"
+        "load_settings(json.load(open('cdk.json'))['context'])\n"
+        "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
-
 def test_loading_connect_settings_starts_no_cdk_either():
-    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live in the CDK-free
-    constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations commands still start no jsii."""
-    code = ("import json, sys\n"
-            "from config.settings import load_settings\n"
-            "context = json.load(open('cdk.json'))['context']\n"
-            "context.update({'connect.enabled': True, 'connect.instance_arn': "
-            "'arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555'})\n"
-            "settings = load_settings(context)\n"
-            "props = settings.connect.props(settings, image_directory='.')\n"
-            "print(type(props).__module__, props.endpoint_name)\n"
-            "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert result.stdout.strip().splitlines() == ["constructs_lib.connect.props voxtral-realtime", "[]"]
+    """With connect.enabled=true the settings build and check ConnectTranscriptionProps, which live
+    in the CDK-free constructs_lib/connect/props.py: ``voicectl capacity`` and the other operations
+    commands still start no jsii."""
+    code = (
+        "import json, sys\n"
+        "from config.settings import load_settings\n"
+        "context = json.load(open('cdk.json'))['context']\n"
+        "context.update({'connect.enabled': True, 'connect.instance_arn': "
+        "'arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555'})\n"
+        "settings = load_settings(context)\n"
+        "props = settings.connect.props(settings, image_directory='.')\n"
+        "print(type(props).__module__, props.endpoint_name)\n"
+        "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip().splitlines() == [
+        "constructs_lib.connect.props voxtral-realtime",
+        "[]",
+    ]
 
 
 def test_the_settings_modules_stay_small():

@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from config import context as ctx
-from config import settings_doc
+from config import context as ctx, settings_doc
 from config.settings import KNOWN_KEYS, SECTIONS, default_context
 from tests.conftest import ROOT
 
@@ -26,7 +25,9 @@ def table_rows(text: str) -> dict[str, tuple[str, str]]:
 
 def test_the_page_is_what_the_generator_writes_from_the_dataclasses():
     page = settings_doc.PAGE.read_text()
-    assert settings_doc.render(page) == page, "docs/settings.md is out of date: run python -m config.settings_doc"
+    assert settings_doc.render(page) == page, (
+        "docs/settings.md is out of date: run python -m config.settings_doc"
+    )
     assert settings_doc.main(["--check"]) == 0
 
 
@@ -45,18 +46,27 @@ def test_every_setting_has_a_description():
     assert missing == []
 
 
-@pytest.mark.parametrize("key, shown", [
-    ("retain_data", "true or false"), ("log_retention_days", "whole number"), ("stack_name_prefix", "string"),
-    ("voxtral.max_num_seqs", "whole number or `auto`"), ("voxtral.stage_model", "true or false or null"),
-    ("voxtral.kv_cache_dtype", "one of `auto`, `fp8`"), ("network.subnet_ids", "list of strings"),
-    ("voxtral.gpu_memory_utilization", "number"), ("voxtral.instance_provision_timeout_s", "whole number or null"),
-])
+@pytest.mark.parametrize(
+    "key, shown",
+    [
+        ("retain_data", "true or false"),
+        ("log_retention_days", "whole number"),
+        ("stack_name_prefix", "string"),
+        ("voxtral.max_num_seqs", "whole number or `auto`"),
+        ("voxtral.stage_model", "true or false or null"),
+        ("voxtral.kv_cache_dtype", "one of `auto`, `fp8`"),
+        ("network.subnet_ids", "list of strings"),
+        ("voxtral.gpu_memory_utilization", "number"),
+        ("voxtral.instance_provision_timeout_s", "whole number or null"),
+    ],
+)
 def test_the_type_column_says_what_the_conversion_accepts(key, shown):
     assert table_rows(settings_doc.PAGE.read_text())[key][0] == shown
 
 
 def test_each_value_the_page_allows_converts_and_others_are_refused():
-    """The values listed for a choice ("one of ...", in the table or the description) are exactly the field's."""
+    """The values listed for a choice ("one of ...", in the table or the description) are exactly
+    the field's."""
     page = settings_doc.PAGE.read_text()
     for key, setting in KNOWN_KEYS.items():
         hint = setting.hint
@@ -75,7 +85,9 @@ def test_each_value_the_page_allows_converts_and_others_are_refused():
 def test_a_stale_page_is_reported_and_rewritten(tmp_path, monkeypatch, capsys):
     stale = tmp_path / "settings.md"
     page = settings_doc.PAGE.read_text()
-    stale.write_text(page.replace("| `region` | string | `us-east-1` |", "| `region` | string | `eu-west-1` |"))
+    stale.write_text(
+        page.replace("| `region` | string | `us-east-1` |", "| `region` | string | `eu-west-1` |")
+    )
     monkeypatch.setattr(settings_doc, "PAGE", stale)
     assert settings_doc.main(["--check"]) == 1
     assert "is out of date: run python -m config.settings_doc" in capsys.readouterr().err
@@ -110,25 +122,38 @@ def test_a_page_without_the_markers_is_refused():
 
 
 def settings_rows(text: str) -> list[tuple[str, str]]:
-    """``(key, default shown)`` of table rows such as ``| `ecs.capacity` | `on_demand` | ... |`` (one key, or
-    ``a` / `b`` with ``x / y``), for keys that are settings."""
+    """``(key, default shown)`` of table rows such as ``| `ecs.capacity` | `on_demand` | ... |``
+    (one key, or ``a` / `b`` with ``x / y``), for keys that are settings."""
     defaults, found = default_context(), []
-    for keys, shown in re.findall(r"^\| (`[a-z_.]+`(?: / `[a-z_.]+`)*) \| ([^|]+) \|", text, flags=re.M):
+    for keys, shown in re.findall(
+        r"^\| (`[a-z_.]+`(?: / `[a-z_.]+`)*) \| ([^|]+) \|", text, flags=re.M
+    ):
         names = re.findall(r"`([a-z_.]+)`", keys)
         values = [value.strip().strip("`") for value in shown.split(" / ")]
         if all(name in defaults for name in names) and len(values) == len(names):
-            found += zip(names, values)
+            found += zip(names, values, strict=True)
     return found
 
 
-@pytest.mark.parametrize("page", [page for page in DOCS if page.name != "settings.md"], ids=lambda page: page.name)
+@pytest.mark.parametrize(
+    "page", [page for page in DOCS if page.name != "settings.md"], ids=lambda page: page.name
+)
 def test_the_defaults_in_other_pages_tables_are_the_dataclasses(page):
     defaults = default_context()
     for name, value in settings_rows(page.read_text()):
         expected = defaults[name]
-        assert (value if isinstance(expected, str) else json.loads(value)) == expected, (page.name, name)
+        assert (value if isinstance(expected, str) else json.loads(value)) == expected, (
+            page.name,
+            name,
+        )
 
 
 def test_the_ecs_page_has_its_table_of_settings():
     names = {name for name, _ in settings_rows((ROOT / "docs" / "ecs.md").read_text())}
-    assert {"voxtral.target", "ecs.instance_type", "ecs.min_tasks", "ecs.max_tasks", "sonic.health_path"} <= names
+    assert {
+        "voxtral.target",
+        "ecs.instance_type",
+        "ecs.min_tasks",
+        "ecs.max_tasks",
+        "sonic.health_path",
+    } <= names

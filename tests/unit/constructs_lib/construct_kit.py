@@ -1,12 +1,16 @@
-"""Helpers of the construct tests: each construct in a bare stack of its own app (no settings, no app stacks), the
-way aws-cdk's ``aws-sagemaker-alpha`` tests its constructs."""
+"""Helpers of the construct tests: each construct in a bare stack of its own app (no settings, no
+app stacks), the way aws-cdk's ``aws-sagemaker-alpha`` tests its constructs."""
 
 from __future__ import annotations
 
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Template
 
-from constructs_lib.sagemaker_endpoint.props import ImageContainer, ProductionVariant, RealtimeEndpointProps
+from constructs_lib.sagemaker_endpoint.props import (
+    ImageContainer,
+    ProductionVariant,
+    RealtimeEndpointProps,
+)
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -17,15 +21,18 @@ PACKAGE = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/tts-v1"
 
 
 def unit_app(**props) -> App:
-    """An app for a construct test: ``App(**props)`` without the CDK's built-in CloudFormation validation.
+    """An app for a construct test: ``App(**props)`` without the CDK's built-in CloudFormation
+    validation.
 
-    aws-cdk-lib runs that validation (its resource schemas and default rules, in a WebAssembly engine) at every synth
-    unless told not to (``AppProps.builtinCloudFormationValidation``). Without the feature flag
-    ``@aws-cdk/core:validateAgainstDefaultRules`` its findings are warnings: printed and written to
-    validation-report.json, and the synth passes. Its engine cost about 3 s of CPU to start in each test process and
-    more at every synth (tests/unit/constructs_lib took 34 s of CPU with it, 23 s without). It is a gate where the flag
-    is: in cdk.json, so for the app and every variant of tests/app, and in the endpoint's cdk-nag test
-    (sagemaker_endpoint/test_endpoint.py ``nagged_endpoint_app``), which builds a user's app with it."""
+    aws-cdk-lib runs that validation (its resource schemas and default rules, in a WebAssembly
+    engine) at every synth unless told not to (``AppProps.builtinCloudFormationValidation``).
+    Without the feature flag ``@aws-cdk/core:validateAgainstDefaultRules`` its findings are
+    warnings: printed and written to validation-report.json, and the synth passes. Its engine cost
+    about 3 s of CPU to start in each test process and more at every synth
+    (tests/unit/constructs_lib took 34 s of CPU with it, 23 s without). It is a gate where the flag
+    is: in cdk.json, so for the app and every variant of tests/app, and in the endpoint's cdk-nag
+    test (sagemaker_endpoint/test_endpoint.py ``nagged_endpoint_app``), which builds a user's app
+    with it."""
     return App(builtin_cloud_formation_validation=False, **props)
 
 
@@ -36,7 +43,11 @@ def bare_stack(name: str = "Test") -> Stack:
 
 def endpoint_props(**overrides) -> RealtimeEndpointProps:
     """The least a RealtimeEndpoint needs (an image and an instance type), plus ``overrides``."""
-    props = {"container": ImageContainer(IMAGE), "variant": ProductionVariant("ml.g6.4xlarge"), **overrides}
+    props = {
+        "container": ImageContainer(IMAGE),
+        "variant": ProductionVariant("ml.g6.4xlarge"),
+        **overrides,
+    }
     return RealtimeEndpointProps(**props)
 
 
@@ -52,7 +63,8 @@ def only(stack: Stack, resource_type: str) -> tuple[str, dict]:
 
 
 def statements(stack: Stack) -> dict[str, dict]:
-    """``{Sid: statement}`` of every AWS::IAM::Policy in ``stack`` (statements without a Sid are keyed by action)."""
+    """``{Sid: statement}`` of every AWS::IAM::Policy in ``stack`` (statements without a Sid are
+    keyed by action)."""
     out = {}
     for policy in resources(stack, "AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:

@@ -1,5 +1,6 @@
-"""constructs_lib as a library: it imports nothing of the app, its props and checks load without aws_cdk, and its
-public names resolve. The docs' example app, run in a Python of its own, is tests/e2e/constructs."""
+"""constructs_lib as a library: it imports nothing of the app, its props and checks load without
+aws_cdk, and its public names resolve. The docs' example app, run in a Python of its own, is
+tests/e2e/constructs."""
 
 from __future__ import annotations
 
@@ -35,16 +36,25 @@ def imported_roots(path: Path) -> set[str]:
 
 
 def test_the_library_imports_nothing_of_the_app():
-    offenders = {str(path.relative_to(ROOT)): sorted(imported_roots(path) & APP_PACKAGES)
-                 for path in LIBRARY.rglob("*.py") if imported_roots(path) & APP_PACKAGES}
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & APP_PACKAGES)
+        for path in LIBRARY.rglob("*.py")
+        if imported_roots(path) & APP_PACKAGES
+    }
     assert offenders == {}
 
 
 def test_the_staging_build_imports_only_itself_the_contracts_the_stdlib_boto3_and_the_hub_client():
     """Its build source carries the contracts beside it (test_model_staging.py), and nothing else of
     the project."""
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "s3transfer", "huggingface_hub",
-                                              "__future__", "contracts"}
+    allowed = set(sys.stdlib_module_names) | {
+        "boto3",
+        "botocore",
+        "s3transfer",
+        "huggingface_hub",
+        "__future__",
+        "contracts",
+    }
     paths = sorted((LIBRARY / "artifacts" / "model_staging_build").rglob("*.py"))
     assert paths, "no staging build code found"
     for path in paths:
@@ -52,16 +62,22 @@ def test_the_staging_build_imports_only_itself_the_contracts_the_stdlib_boto3_an
 
 
 def test_props_checks_and_facts_load_without_aws_cdk():
-    code = ("import importlib, sys\n"
-            + "".join(f"importlib.import_module({name!r})\n" for name in (*CDK_FREE, "config.settings"))
-            + "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    code = (
+        "import importlib, sys\n"
+        + "".join(f"importlib.import_module({name!r})\n" for name in (*CDK_FREE, "config.settings"))
+        + "print(sorted(m for m in ('aws_cdk', 'jsii', 'constructs') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
 def test_every_public_name_resolves():
     for name in constructs_lib.__all__:
         assert getattr(constructs_lib, name) is not None, name
-    assert constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.sagemaker_endpoint.endpoint"
+    assert (
+        constructs_lib.RealtimeEndpoint.__module__ == "constructs_lib.sagemaker_endpoint.endpoint"
+    )
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         constructs_lib.Nope  # noqa: B018

@@ -1,12 +1,10 @@
-"""constructs_lib/nag.py: values rendered as cdk-nag writes them in finding ids, compliance acknowledgments in every
-pack, and checkov skips written into the resource's metadata."""
+"""constructs_lib/nag.py: values rendered as cdk-nag writes them in finding ids, compliance
+acknowledgments in every pack, and checkov skips written into the resource's metadata."""
 
 from __future__ import annotations
 
 import pytest
-from aws_cdk import RemovalPolicy
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sqs as sqs
+from aws_cdk import RemovalPolicy, aws_s3 as s3, aws_sqs as sqs
 
 from constructs_lib import nag
 from tests.unit.constructs_lib.construct_kit import bare_stack, only
@@ -23,7 +21,7 @@ def test_tokens_render_as_cdk_nag_writes_them():
 
 
 def test_an_intrinsic_it_does_not_know_is_refused():
-    with pytest.raises(ValueError, match="cannot render .*Fn::Select.* as cdk-nag does"):
+    with pytest.raises(ValueError, match=r"cannot render .*Fn::Select.* as cdk-nag does"):
         nag._render({"Fn::Select": [0, ["a"]]})
 
 
@@ -34,8 +32,9 @@ def test_checkov_skips_are_added_once_with_their_reasons():
     nag.skip_checkov(queue, "AWS::SQS::Queue", {"CKV_AWS_27": "again", "CKV_AWS_99": "other"})
     nag.skip_checkov(queue, "AWS::S3::Bucket", {"CKV_AWS_18": "not this type"})
     _, resource = only(stack, "AWS::SQS::Queue")
-    assert resource["Metadata"]["checkov"] == {"skip": [{"id": "CKV_AWS_27", "comment": "why"},
-                                                        {"id": "CKV_AWS_99", "comment": "other"}]}
+    assert resource["Metadata"]["checkov"] == {
+        "skip": [{"id": "CKV_AWS_27", "comment": "why"}, {"id": "CKV_AWS_99", "comment": "other"}]
+    }
 
 
 def test_compliance_rules_are_acknowledged_in_every_pack():
@@ -45,12 +44,14 @@ def test_compliance_rules_are_acknowledged_in_every_pack():
     assert nag.COMPLIANCE_PACKS == ("HIPAA.Security", "NIST.800.53.R5")
     assert [(entry.type, entry.data) for entry in queue.node.metadata] == [
         ("aws:cdk:acknowledged-rules", {"Annotation::HIPAA.Security-SQSQueueDLQ": "the reason"}),
-        ("aws:cdk:acknowledged-rules", {"Annotation::NIST.800.53.R5-SQSQueueDLQ": "the reason"})]
+        ("aws:cdk:acknowledged-rules", {"Annotation::NIST.800.53.R5-SQSQueueDLQ": "the reason"}),
+    ]
 
 
 def test_stack_singletons_are_the_top_level_constructs_of_a_prefix():
     stack = bare_stack()
     s3.Bucket(stack, "Models", auto_delete_objects=True, removal_policy=RemovalPolicy.DESTROY)
     assert [c.node.id for c in nag.stack_singletons(stack, "Custom::S3AutoDeleteObjects")] == [
-        "Custom::S3AutoDeleteObjectsCustomResourceProvider"]
+        "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+    ]
     assert nag.stack_singletons(stack, "Custom::Nothing") == []

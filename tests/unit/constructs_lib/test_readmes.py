@@ -19,7 +19,9 @@ from tests.conftest import ROOT
 
 LIBRARY = ROOT / "constructs_lib"
 READMES = sorted(LIBRARY.glob("*/README.md"))
-ROW = re.compile(r"^\| (?P<names>.+?) \| (?P<type>.+?) \| (?P<default>.+?) \| (?P<description>.+) \|$")
+ROW = re.compile(
+    r"^\| (?P<names>.+?) \| (?P<type>.+?) \| (?P<default>.+?) \| (?P<description>.+) \|$"
+)
 
 
 def family_dataclasses(family: Path) -> dict[str, type]:
@@ -28,7 +30,11 @@ def family_dataclasses(family: Path) -> dict[str, type]:
     for module_path in sorted(family.glob("*.py")):
         module = importlib.import_module(f"constructs_lib.{family.name}.{module_path.stem}")
         for name, value in vars(module).items():
-            if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__module__ == module.__name__:
+            if (
+                dataclasses.is_dataclass(value)
+                and isinstance(value, type)
+                and value.__module__ == module.__name__
+            ):
                 found[name] = value
     return found
 
@@ -55,14 +61,19 @@ def rows(readme: Path):
             section = line[3:].strip()
             continue
         match = ROW.match(line)
-        if not match or section is None or match["names"] == "Name" or match["names"].startswith("---"):
+        if (
+            not match
+            or section is None
+            or match["names"] == "Name"
+            or match["names"].startswith("---")
+        ):
             continue
         names = re.findall(r"`([A-Za-z_][\w.]*)`", match["names"])
         defaults = split_outside_backticks(match["default"])
         if len(defaults) != len(names):
             defaults = [match["default"]] * len(names)
         owner = None
-        for name, default in zip(names, defaults):
+        for name, default in zip(names, defaults, strict=True):
             if "." in name:
                 owner, name = name.split(".", 1)
             yield section, owner, name, default
@@ -83,8 +94,10 @@ def test_props_tables_match_the_dataclasses(readme):
     problems = []
     for section, owner, name, default in rows(readme):
         in_section = [c for c in re.findall(r"[A-Z]\w+", section) if c in classes]
-        owner = owner or next((c for c in in_section if name in {f.name for f in dataclasses.fields(classes[c])}),
-                              in_section[0] if in_section else None)
+        owner = owner or next(
+            (c for c in in_section if name in {f.name for f in dataclasses.fields(classes[c])}),
+            in_section[0] if in_section else None,
+        )
         fields = {f.name: f for f in dataclasses.fields(classes[owner])} if owner in classes else {}
         if name not in fields:
             problems.append(f"{section}: `{name}` is no field of {owner}")

@@ -7,8 +7,12 @@ import pytest
 
 from contracts.agent_env import DEFAULT_MAX_SESSIONS, DEFAULT_SYSTEM_PROMPT, AgentEnv, AgentEnvError
 
-MINIMAL = {"AGENT_SONIC_ENDPOINT": "sonic-tts", "AGENT_SONIC_VOICE": "voice-1",
-           "AGENT_VOXTRAL_ENDPOINT": "voxtral-realtime", "AGENT_LLM_MODEL_ID": "amazon.nova-lite-v1:0"}
+MINIMAL = {
+    "AGENT_SONIC_ENDPOINT": "sonic-tts",
+    "AGENT_SONIC_VOICE": "voice-1",
+    "AGENT_VOXTRAL_ENDPOINT": "voxtral-realtime",
+    "AGENT_LLM_MODEL_ID": "amazon.nova-lite-v1:0",
+}
 
 
 def test_minimal_environment_takes_the_defaults() -> None:
@@ -24,11 +28,22 @@ def test_minimal_environment_takes_the_defaults() -> None:
 
 
 def test_round_trip_through_to_env() -> None:
-    env = AgentEnv(sonic_endpoint="sonic", sonic_voice="v", voxtral_url="wss://lb.example/x",
-                   voxtral_token_secret_arn="arn:aws:secretsmanager:us-east-1:123456789012:secret:tok-AbCd",
-                   llm_url="http://127.0.0.1:9000/v1", llm_model_id="local", greeting="Hi there.",
-                   max_sessions=2, max_session_s=120.5, idle_s=30, metric_dimensions={"Deployment": "prod"},
-                   region="eu-west-1", bedrock_runtime_url="http://127.0.0.1:8095", port=9001)
+    env = AgentEnv(
+        sonic_endpoint="sonic",
+        sonic_voice="v",
+        voxtral_url="wss://lb.example/x",
+        voxtral_token_secret_arn="arn:aws:secretsmanager:us-east-1:123456789012:secret:tok-AbCd",
+        llm_url="http://127.0.0.1:9000/v1",
+        llm_model_id="local",
+        greeting="Hi there.",
+        max_sessions=2,
+        max_session_s=120.5,
+        idle_s=30,
+        metric_dimensions={"Deployment": "prod"},
+        region="eu-west-1",
+        bedrock_runtime_url="http://127.0.0.1:8095",
+        port=9001,
+    )
     written = env.to_env()
     assert written["METRIC_DIMENSIONS"] == '{"Deployment": "prod"}'
     assert written["AGENT_IDLE_S"] == "30"
@@ -45,9 +60,15 @@ def test_empty_variables_count_as_unset() -> None:
 
 def test_every_problem_is_named_at_once() -> None:
     with pytest.raises(AgentEnvError) as caught:
-        AgentEnv.from_env({"AGENT_VOXTRAL_URL": "https://not-a-websocket", "AGENT_VOXTRAL_ENDPOINT": "x",
-                           "AGENT_MAX_SESSIONS": "four", "AGENT_IDLE_S": "-1",
-                           "METRIC_DIMENSIONS": '["Deployment"]'})
+        AgentEnv.from_env(
+            {
+                "AGENT_VOXTRAL_URL": "https://not-a-websocket",
+                "AGENT_VOXTRAL_ENDPOINT": "x",
+                "AGENT_MAX_SESSIONS": "four",
+                "AGENT_IDLE_S": "-1",
+                "METRIC_DIMENSIONS": '["Deployment"]',
+            }
+        )
     message = str(caught.value)
     assert "AGENT_SONIC_ENDPOINT is required" in message
     assert "AGENT_SONIC_VOICE is required" in message
@@ -59,17 +80,25 @@ def test_every_problem_is_named_at_once() -> None:
     assert "set AGENT_LLM_MODEL_ID" in message
 
 
-@pytest.mark.parametrize(("variable", "value", "expected"), [
-    ("AGENT_SONIC_ENDPOINT", "bad_name", "is not a SageMaker endpoint name"),
-    ("METRIC_DIMENSIONS", '{"Deployment": 3}', "must be a non-empty string"),
-    ("METRIC_DIMENSIONS", "{not json", "METRIC_DIMENSIONS is not JSON"),
-    ("AGENT_LANGUAGE", "english", "is not a language code"),
-    ("AGENT_LLM_URL", "ftp://x", "is not an http(s) URL"),
-    ("AGENT_VOXTRAL_TOKEN_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:123456789012:secret:t",
-     "goes with AGENT_VOXTRAL_URL"),
-    ("AGENT_PORT", "70000", "must be 0 to 65535"),
-])
-def test_bad_values_are_refused_with_their_variable(variable: str, value: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("AGENT_SONIC_ENDPOINT", "bad_name", "is not a SageMaker endpoint name"),
+        ("METRIC_DIMENSIONS", '{"Deployment": 3}', "must be a non-empty string"),
+        ("METRIC_DIMENSIONS", "{not json", "METRIC_DIMENSIONS is not JSON"),
+        ("AGENT_LANGUAGE", "english", "is not a language code"),
+        ("AGENT_LLM_URL", "ftp://x", "is not an http(s) URL"),
+        (
+            "AGENT_VOXTRAL_TOKEN_SECRET_ARN",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:t",
+            "goes with AGENT_VOXTRAL_URL",
+        ),
+        ("AGENT_PORT", "70000", "must be 0 to 65535"),
+    ],
+)
+def test_bad_values_are_refused_with_their_variable(
+    variable: str, value: str, expected: str
+) -> None:
     with pytest.raises(AgentEnvError, match=variable) as caught:
         AgentEnv.from_env({**MINIMAL, variable: value})
     assert expected in str(caught.value)

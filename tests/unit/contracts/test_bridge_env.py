@@ -13,10 +13,13 @@ from contracts.bridge_env import OFFLINE_ENVIRONMENT, BridgeEnvError, BridgeEnvi
 
 
 def test_settings_defaults_and_sm_vllm_fallbacks():
-    settings = BridgeEnvironment.from_env({
-        "SM_VLLM_MAX_NUM_SEQS": "32", "SM_VLLM_MAX_MODEL_LEN": "4000",
-        "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
-    })
+    settings = BridgeEnvironment.from_env(
+        {
+            "SM_VLLM_MAX_NUM_SEQS": "32",
+            "SM_VLLM_MAX_MODEL_LEN": "4000",
+            "SM_VLLM_SERVED_MODEL_NAME": '["voxtral", "v"]',
+        }
+    )
     assert (settings.port, settings.vllm_port, settings.max_streams) == (8080, 8081, 32)
     assert settings.served_model == "voxtral"
     # (4000 - 49 tokens of the stream format) x 0.9 / 12.5 tokens per s = 284.472 s of audio,
@@ -40,8 +43,10 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
         # The context falls back to vLLM's flag and is named as the bridge's setting, as it was.
         ({"SM_VLLM_MAX_MODEL_LEN": "32k"}, "MAX_MODEL_LEN='32k' is not an integer"),
         # vLLM's numeric flags are numbers: refused at the start, not by vLLM's parser later.
-        ({"SM_VLLM_GPU_MEMORY_UTILIZATION": "most"},
-         "SM_VLLM_GPU_MEMORY_UTILIZATION='most' is not a number"),
+        (
+            {"SM_VLLM_GPU_MEMORY_UTILIZATION": "most"},
+            "SM_VLLM_GPU_MEMORY_UTILIZATION='most' is not a number",
+        ),
     ],
 )
 def test_bad_settings_name_the_variable_and_the_rule(env, message):
@@ -54,42 +59,83 @@ def test_an_environment_is_written_in_field_order_with_only_what_is_set():
     """The order of the variables is the templates' (a reordered ECS environment list is a new
     task definition revision); numbers are written as Python writes them, a float without a
     fraction as an integer."""
-    env = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_max_num_seqs=4,
-                            vllm_gpu_memory_utilization=0.9, metrics_namespace="NS",
-                            endpoint_name="e", variant_name="AllTraffic", drain_s=25,
-                            idle_timeout_s=60.0, offline=True, kv_blocks_per_stream=83).to_env()
-    assert env == {"SM_VLLM_MODEL": "/opt/ml/model", "SM_VLLM_MAX_NUM_SEQS": "4",
-                   "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9", "METRICS_NAMESPACE": "NS",
-                   "ENDPOINT_NAME": "e", "VARIANT_NAME": "AllTraffic", "DRAIN_S": "25",
-                   "IDLE_TIMEOUT_S": "60", **OFFLINE_ENVIRONMENT, "KV_BLOCKS_PER_STREAM": "83"}
-    assert list(env) == ["SM_VLLM_MODEL", "SM_VLLM_MAX_NUM_SEQS", "SM_VLLM_GPU_MEMORY_UTILIZATION",
-                         "METRICS_NAMESPACE", "ENDPOINT_NAME", "VARIANT_NAME", "DRAIN_S",
-                         "IDLE_TIMEOUT_S", *OFFLINE_ENVIRONMENT, "KV_BLOCKS_PER_STREAM"]
+    env = BridgeEnvironment(
+        vllm_model="/opt/ml/model",
+        vllm_max_num_seqs=4,
+        vllm_gpu_memory_utilization=0.9,
+        metrics_namespace="NS",
+        endpoint_name="e",
+        variant_name="AllTraffic",
+        drain_s=25,
+        idle_timeout_s=60.0,
+        offline=True,
+        kv_blocks_per_stream=83,
+    ).to_env()
+    assert env == {
+        "SM_VLLM_MODEL": "/opt/ml/model",
+        "SM_VLLM_MAX_NUM_SEQS": "4",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
+        "METRICS_NAMESPACE": "NS",
+        "ENDPOINT_NAME": "e",
+        "VARIANT_NAME": "AllTraffic",
+        "DRAIN_S": "25",
+        "IDLE_TIMEOUT_S": "60",
+        **OFFLINE_ENVIRONMENT,
+        "KV_BLOCKS_PER_STREAM": "83",
+    }
+    assert list(env) == [
+        "SM_VLLM_MODEL",
+        "SM_VLLM_MAX_NUM_SEQS",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION",
+        "METRICS_NAMESPACE",
+        "ENDPOINT_NAME",
+        "VARIANT_NAME",
+        "DRAIN_S",
+        "IDLE_TIMEOUT_S",
+        *OFFLINE_ENVIRONMENT,
+        "KV_BLOCKS_PER_STREAM",
+    ]
     assert BridgeEnvironment().to_env() == {}
     assert BridgeEnvironment(offline=False, drain_s=0.5, upstream_stall_s=0.123456789).to_env() == {
-        "DRAIN_S": "0.5", "UPSTREAM_STALL_S": "0.123456789"}  # no digit lost
+        "DRAIN_S": "0.5",
+        "UPSTREAM_STALL_S": "0.123456789",
+    }  # no digit lost
 
 
 def test_what_is_written_reads_back_as_it_was_meant():
-    written = BridgeEnvironment(vllm_model="/opt/ml/model", vllm_served_model_name="mistralai/V",
-                                vllm_max_model_len=45000, vllm_max_num_seqs=4, drain_s=25,
-                                offline=True, kv_blocks_per_stream=83, bridge_token="t" * 16)
+    written = BridgeEnvironment(
+        vllm_model="/opt/ml/model",
+        vllm_served_model_name="mistralai/V",
+        vllm_max_model_len=45000,
+        vllm_max_num_seqs=4,
+        drain_s=25,
+        offline=True,
+        kv_blocks_per_stream=83,
+        bridge_token="t" * 16,
+    )
     read = BridgeEnvironment.from_env(written.to_env())
     assert (read.max_streams, read.max_model_len, read.served_model, read.drain_s) == (
-        4, 45000, "mistralai/V", 25)
+        4,
+        45000,
+        "mistralai/V",
+        25,
+    )
     assert (read.kv_blocks_per_stream, read.offline, read.bridge_token) == (83, True, "t" * 16)
-    given = [item.name for item in dataclasses.fields(written)
-             if getattr(written, item.name) is not None]
+    given = [
+        item.name for item in dataclasses.fields(written) if getattr(written, item.name) is not None
+    ]
     assert {name: getattr(read, name) for name in given} == {
-        name: getattr(written, name) for name in given}
+        name: getattr(written, name) for name in given
+    }
     assert "t" * 16 not in repr(read)  # the token is never in the repr
 
 
 def test_what_the_container_would_refuse_is_refused_when_written():
     with pytest.raises(BridgeEnvError, match="MAX_STREAMS='0' must be at least 1"):
         BridgeEnvironment(max_streams=0).to_env()
-    with pytest.raises(BridgeEnvError,
-                       match=r"BRIDGE_TOKEN \(its value is not shown\) is shorter than 16"):
+    with pytest.raises(
+        BridgeEnvError, match=r"BRIDGE_TOKEN \(its value is not shown\) is shorter than 16"
+    ):
         BridgeEnvironment(bridge_token="short").to_env()
 
 
@@ -112,10 +158,12 @@ def test_the_session_limit_counts_the_transcription_delays_tokens():
     """vLLM's prompt holds one token per 80 ms of delay (tests/vllm: prompt_tokens 33 + delay
     tokens), so a longer delay leaves less of max_model_len for audio; unset is the checkpoint's
     480 ms (49 tokens, as before)."""
+
     def read(delay: str | None) -> BridgeEnvironment:
         env = {"SM_VLLM_MAX_MODEL_LEN": "4000"}
-        return BridgeEnvironment.from_env(env if delay is None else
-                                          {**env, "TRANSCRIPTION_DELAY_MS": delay})
+        return BridgeEnvironment.from_env(
+            env if delay is None else {**env, "TRANSCRIPTION_DELAY_MS": delay}
+        )
 
     unset, at_480, at_2400, at_80 = read(None), read("480"), read("2400"), read(" 80 ")
     assert [s.transcription_delay_ms for s in (unset, at_2400, at_80)] == [None, 2400, 80]
@@ -137,7 +185,8 @@ def test_a_transcription_delay_the_model_card_does_not_allow_is_refused(value):
         BridgeEnvironment.from_env({"TRANSCRIPTION_DELAY_MS": value})
     assert str(info.value) == (
         f"TRANSCRIPTION_DELAY_MS={value!r} must be a multiple of 80 from 80 to 1200, or 2400 (ms: "
-        "the delays the Voxtral Realtime model card allows), or unset for the checkpoint's own")
+        "the delays the Voxtral Realtime model card allows), or unset for the checkpoint's own"
+    )
 
 
 def test_exactly_the_model_cards_delays_are_accepted_and_max_model_len_must_exceed_overhead():

@@ -20,8 +20,10 @@ def test_ids_and_revisions():
 
 @pytest.mark.parametrize(
     ("uri", "bucket", "prefix"),
-    [("s3://models-bucket/models/voxtral", "models-bucket", "models/voxtral/"),
-     ("s3://models-bucket/a/b/", "models-bucket", "a/b/")],
+    [
+        ("s3://models-bucket/models/voxtral", "models-bucket", "models/voxtral/"),
+        ("s3://models-bucket/a/b/", "models-bucket", "a/b/"),
+    ],
 )
 def test_s3_prefix_parsing(uri, bucket, prefix):
     parsed = S3Prefix.parse(uri)
@@ -30,8 +32,10 @@ def test_s3_prefix_parsing(uri, bucket, prefix):
     assert str(parsed) == parsed.uri() == f"s3://{bucket}/{prefix}"
 
 
-@pytest.mark.parametrize("uri", ["s3://models-bucket", "s3://models-bucket/",
-                                 "s3://models-bucket//", "s3://models-bucket///"])
+@pytest.mark.parametrize(
+    "uri",
+    ["s3://models-bucket", "s3://models-bucket/", "s3://models-bucket//", "s3://models-bucket///"],
+)
 def test_s3_uri_without_a_prefix_is_rejected(uri):
     """A whole bucket is never a model prefix: SageMaker would copy all of it, and --delete-extra
     would empty it."""
@@ -39,11 +43,19 @@ def test_s3_uri_without_a_prefix_is_rejected(uri):
         S3Prefix.parse(uri)
 
 
-@pytest.mark.parametrize(("uri", "message"), [
-    ("https://models-bucket/voxtral/", "expected an S3 URI like s3://my-bucket/models/voxtral/"),
-    ("s3://Models_Bucket/voxtral/",
-     "'Models_Bucket' in 's3://Models_Bucket/voxtral/' is not a valid S3 bucket name"),
-])
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        (
+            "https://models-bucket/voxtral/",
+            "expected an S3 URI like s3://my-bucket/models/voxtral/",
+        ),
+        (
+            "s3://Models_Bucket/voxtral/",
+            "'Models_Bucket' in 's3://Models_Bucket/voxtral/' is not a valid S3 bucket name",
+        ),
+    ],
+)
 def test_what_is_not_an_s3_prefix_is_named(uri, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         S3Prefix.parse(uri)

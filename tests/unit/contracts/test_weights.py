@@ -24,9 +24,13 @@ def test_the_manifest_lists_the_files_by_name_with_their_total_and_serializes_ca
     files = [("tekken.json", 3, "b" * 64), ("params.json", 2, "c" * 64)]
     document = weights.build_manifest(source, files)
     assert document == {
-        "format": "voicectl/model-manifest/v1", "source": source, "total_size": 5,
-        "files": [{"name": "params.json", "size": 2, "sha256": "c" * 64},
-                  {"name": "tekken.json", "size": 3, "sha256": "b" * 64}],
+        "format": "voicectl/model-manifest/v1",
+        "source": source,
+        "total_size": 5,
+        "files": [
+            {"name": "params.json", "size": 2, "sha256": "c" * 64},
+            {"name": "tekken.json", "size": 3, "sha256": "b" * 64},
+        ],
     }
     text = weights.manifest_bytes(document)
     assert text.endswith(b"}\n") and json.loads(text) == document
@@ -39,19 +43,35 @@ def entry(name: str, size: object = 1) -> dict:
     return {"name": name, "size": size, "sha256": "c"}
 
 
-@pytest.mark.parametrize(("document", "error", "message"), [
-    ({"format": "v0", "files": []}, ValueError,
-     "format is 'v0', expected 'voicectl/model-manifest/v1'"),
-    ({"format": FORMAT, "files": {}}, ValueError, "format is 'voicectl/model-manifest/v1'"),
-    ({"format": FORMAT, "files": [entry("a", "2")]}, ValueError,
-     "lacks an integer size or a sha256"),
-    ({"format": FORMAT, "files": [entry("../escape")]}, weights.UnsafeNameError,
-     "model-manifest.json: file name '../escape' is not a relative path inside the prefix"),
-    ({"format": FORMAT, "files": [entry("/etc/passwd")]}, weights.UnsafeNameError,
-     "'/etc/passwd' is not a relative path"),
-])
+@pytest.mark.parametrize(
+    ("document", "error", "message"),
+    [
+        (
+            {"format": "v0", "files": []},
+            ValueError,
+            "format is 'v0', expected 'voicectl/model-manifest/v1'",
+        ),
+        ({"format": FORMAT, "files": {}}, ValueError, "format is 'voicectl/model-manifest/v1'"),
+        (
+            {"format": FORMAT, "files": [entry("a", "2")]},
+            ValueError,
+            "lacks an integer size or a sha256",
+        ),
+        (
+            {"format": FORMAT, "files": [entry("../escape")]},
+            weights.UnsafeNameError,
+            "model-manifest.json: file name '../escape' is not a relative path inside the prefix",
+        ),
+        (
+            {"format": FORMAT, "files": [entry("/etc/passwd")]},
+            weights.UnsafeNameError,
+            "'/etc/passwd' is not a relative path",
+        ),
+    ],
+)
 def test_a_manifest_not_of_this_format_or_naming_a_file_outside_the_prefix_is_refused(
-        document, error, message):
+    document, error, message
+):
     with pytest.raises(error) as info:
         weights.check_manifest(document)
     assert message in str(info.value)

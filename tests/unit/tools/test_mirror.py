@@ -13,32 +13,41 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/`` (its mirror
-#: drops the leading ``tests/``: ``tests/unit/tools/``).
+#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/``
+#: (its mirror drops the leading ``tests/``: ``tests/unit/tools/``).
 PACKAGES = ("contracts", "config", "constructs_lib", "voicectl", "tests/tools")
 
-#: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is its build
-#: folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py`` mirror it.
-COLLAPSED = {"constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_staging_build"}
+#: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is
+#: its build folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py``
+#: mirror it.
+COLLAPSED = {
+    "constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_"
+    "staging_build"
+}
 
-#: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}. Keep it short;
-#: CONTRIBUTING.md lists the same entries.
+#: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}.
+#: Keep it short; CONTRIBUTING.md lists the same entries.
 EXEMPT = {
-    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs them "
-                       "(fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
+    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs "
+    "them (fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
 }
 
 
 def modules() -> list[str]:
-    return sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
-                  if "__pycache__" not in path.parts)
+    return sorted(
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
 
 
 def mirror(module: str) -> str:
-    """The test file of ``module`` (a path relative to the root): ``tests/unit/<folder>/test_<name>.py``, where
-    ``<name>`` drops leading and trailing underscores (a package's ``__init__.py`` is ``test_init.py``, a private
-    ``_gate.py`` is ``test_gate.py``, as the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's
-    ``<function>/index.py`` is its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
+    """The test file of ``module`` (a path relative to the root):
+    ``tests/unit/<folder>/test_<name>.py``, where ``<name>`` drops leading and trailing underscores
+    (a package's ``__init__.py`` is ``test_init.py``, a private ``_gate.py`` is ``test_gate.py``, as
+    the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's ``<function>/index.py`` is
+    its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
     ``tests/unit/tools/<path>``."""
     path = Path(module)
     folder, name = str(path.parent), path.stem
@@ -49,44 +58,72 @@ def mirror(module: str) -> str:
 
 
 def is_re_export(module: str) -> bool:
-    """True when the module holds nothing to test: a docstring, imports, ``__all__`` and calls of what it imports
-    (``main()``, ``if __name__ == "__main__": ...``)."""
+    """True when the module holds nothing to test: a docstring, imports, ``__all__`` and calls of
+    what it imports (``main()``, ``if __name__ == "__main__": ...``)."""
     for node in ast.parse((ROOT / module).read_text()).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Expr) and isinstance(node.value, (ast.Constant, ast.Call)):
             continue
-        if isinstance(node, ast.Raise) or (isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)):
+        if isinstance(node, ast.Raise) or (
+            isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+        ):
             continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and ast.unparse(node).startswith("__all__"):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and ast.unparse(node).startswith(
+            "__all__"
+        ):
             continue
         return False
     return True
 
 
 def exemption(module: str) -> str | None:
-    return next((key for key in EXEMPT if module == key or (key.endswith("/") and module.startswith(key))), None)
+    return next(
+        (key for key in EXEMPT if module == key or (key.endswith("/") and module.startswith(key))),
+        None,
+    )
 
 
 def test_the_mirror_path_of_a_module():
     assert mirror("contracts/bridge_env.py") == "tests/unit/contracts/test_bridge_env.py"
     assert mirror("config/settings.py") == "tests/unit/config/test_settings.py"
-    assert mirror("voicectl/clients/realtime/auth.py") == "tests/unit/voicectl/clients/realtime/test_auth.py"
-    assert mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"
-    assert mirror("constructs_lib/connect/start_function/index.py") == \
-        "tests/unit/constructs_lib/connect/test_start_function.py"
-    assert mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py") == \
-        "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
+    assert (
+        mirror("voicectl/clients/realtime/auth.py")
+        == "tests/unit/voicectl/clients/realtime/test_auth.py"
+    )
+    assert (
+        mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"
+    )
+    assert (
+        mirror("constructs_lib/connect/start_function/index.py")
+        == "tests/unit/constructs_lib/connect/test_start_function.py"
+    )
+    assert (
+        mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py")
+        == "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
+    )
     assert mirror("tests/tools/template_diff.py") == "tests/unit/tools/test_template_diff.py"
-    assert mirror("tests/tools/cfn_rules/aws_rules.py") == "tests/unit/tools/cfn_rules/test_aws_rules.py"
+    assert (
+        mirror("tests/tools/cfn_rules/aws_rules.py")
+        == "tests/unit/tools/cfn_rules/test_aws_rules.py"
+    )
     assert mirror("tests/tools/cfn_rules/_gate.py") == "tests/unit/tools/cfn_rules/test_gate.py"
 
 
 def test_the_tooling_under_tests_is_in_the_mirror():
-    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests themselves)."""
-    assert {"tests/tools/template_diff.py", "tests/tools/staging_requirements.py",
-            "tests/tools/cfn_rules/_gate.py", "tests/tools/cfn_rules/aws_rules.py"} <= set(modules())
-    outside = [module for module in modules() if module.startswith("tests/") and not module.startswith("tests/tools/")]
+    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests
+    themselves)."""
+    assert {
+        "tests/tools/template_diff.py",
+        "tests/tools/staging_requirements.py",
+        "tests/tools/cfn_rules/_gate.py",
+        "tests/tools/cfn_rules/aws_rules.py",
+    } <= set(modules())
+    outside = [
+        module
+        for module in modules()
+        if module.startswith("tests/") and not module.startswith("tests/tools/")
+    ]
     assert outside == []
 
 
@@ -100,38 +137,61 @@ def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
     assert is_re_export("constructs_lib/network/__init__.py")
     assert is_re_export("voicectl/__main__.py")
     assert not is_re_export("constructs_lib/validation.py")
-    assert not is_re_export("voicectl/clients/realtime/auth.py")  # one constant, one class, one function
+    assert not is_re_export(
+        "voicectl/clients/realtime/auth.py"
+    )  # one constant, one class, one function
 
 
 def has_tests(test_file: Path) -> bool:
-    """True when ``test_file`` defines a test function (module level or in a ``Test*`` class): an empty file or one
-    of helpers only is no mirror."""
+    """True when ``test_file`` defines a test function (module level or in a ``Test*`` class): an
+    empty file or one of helpers only is no mirror."""
     tree = ast.parse(test_file.read_text())
-    nodes = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) and c.name.startswith("Test")
-                           for n in c.body)]
-    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test") for n in nodes)
+    nodes = [
+        *tree.body,
+        *(
+            n
+            for c in tree.body
+            if isinstance(c, ast.ClassDef) and c.name.startswith("Test")
+            for n in c.body
+        ),
+    ]
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+        for n in nodes
+    )
 
 
 def test_every_module_has_its_mirror_test_file_or_a_reasoned_exemption():
-    missing = [f"{module}: no {mirror(module)}" for module in modules()
-               if not (ROOT / mirror(module)).is_file() and not is_re_export(module) and not exemption(module)]
+    missing = [
+        f"{module}: no {mirror(module)}"
+        for module in modules()
+        if not (ROOT / mirror(module)).is_file()
+        and not is_re_export(module)
+        and not exemption(module)
+    ]
     assert missing == []
-    empty = [mirror(module) for module in modules() if (ROOT / mirror(module)).is_file()
-             and not has_tests(ROOT / mirror(module))]
+    empty = [
+        mirror(module)
+        for module in modules()
+        if (ROOT / mirror(module)).is_file() and not has_tests(ROOT / mirror(module))
+    ]
     assert empty == [], "mirror files without a test function"
 
 
 def test_a_mirror_file_without_a_test_function_is_told(tmp_path):
-    (tmp_path / "test_empty.py").write_text('"""Tests of nothing yet."""\n\nimport pytest\n\n\n'
-                                            "def helper():\n    pass\n")
-    (tmp_path / "test_class.py").write_text("class TestThing:\n    def test_it(self):\n        assert 1\n")
+    (tmp_path / "test_empty.py").write_text(
+        '"""Tests of nothing yet."""\n\nimport pytest\n\n\ndef helper():\n    pass\n'
+    )
+    (tmp_path / "test_class.py").write_text(
+        "class TestThing:\n    def test_it(self):\n        assert 1\n"
+    )
     assert not has_tests(tmp_path / "test_empty.py")
     assert has_tests(tmp_path / "test_class.py")
     assert has_tests(ROOT / "tests/unit/tools/test_mirror.py")
 
 
-#: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``; the package's
-#: ``__init__`` holds only its docstring.
+#: The bridge's modules and their test files (tests/bridge, CONTRIBUTING.md): ``test_<module>.py``;
+#: the package's ``__init__`` holds only its docstring.
 BRIDGE = ROOT / "container" / "bridge"
 BRIDGE_EXEMPT: dict[str, str] = {}  # {module: why, and which tests cover it}: none today
 
@@ -142,8 +202,12 @@ def bridge_mirror(name: str) -> Path:
 
 def test_every_bridge_module_has_its_test_file_or_a_reasoned_exemption():
     names = sorted(path.stem for path in BRIDGE.glob("*.py") if path.stem != "__init__")
-    assert [name for name in names if not bridge_mirror(name).is_file() and name not in BRIDGE_EXEMPT] == []
-    assert [name for name in BRIDGE_EXEMPT if bridge_mirror(name).is_file() or name not in names] == []
+    assert [
+        name for name in names if not bridge_mirror(name).is_file() and name not in BRIDGE_EXEMPT
+    ] == []
+    assert [
+        name for name in BRIDGE_EXEMPT if bridge_mirror(name).is_file() or name not in names
+    ] == []
     assert is_re_export("container/bridge/__init__.py")
 
 
@@ -152,7 +216,10 @@ def test_every_exemption_is_needed_and_listed_in_contributing():
     for key, reason in EXEMPT.items():
         covered = [module for module in modules() if exemption(module) == key]
         assert covered, f"{key} is exempt but no such module exists"
-        assert [module for module in covered if not (ROOT / mirror(module)).is_file()], \
+        assert [module for module in covered if not (ROOT / mirror(module)).is_file()], (
             f"{key} is exempt but every module it names has a mirror file now: drop the exemption"
+        )
         assert f"`{key}`" in contributing, f"CONTRIBUTING.md does not list the exemption of {key}"
-        assert re.search(r"tests/(app|e2e)/", reason), f"{key}: the reason names no tests that cover it"
+        assert re.search(r"tests/(app|e2e)/", reason), (
+            f"{key}: the reason names no tests that cover it"
+        )

@@ -1,6 +1,7 @@
-"""tests/tools/staging_requirements.py, the ModelStaging build's requirements.txt: the staging code's dependency
-closure on the build's platform, with the pins and hashes copied from requirements.lock. Only its pure functions run
-here (nothing is written; tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current)."""
+"""tests/tools/staging_requirements.py, the ModelStaging build's requirements.txt: the staging
+code's dependency closure on the build's platform, with the pins and hashes copied from
+requirements.lock. Only its pure functions run here (nothing is written;
+tests/unit/constructs_lib/artifacts/test_model_staging.py checks the file is current)."""
 
 from __future__ import annotations
 
@@ -12,40 +13,71 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-import staging_requirements  # noqa: E402
+import staging_requirements
 
 #: A stand-in for installed metadata: {name: Requires-Dist lines}.
 METADATA = {
-    "root": ["Child_Pkg>=1", "windows-only; sys_platform == 'win32'", "old-python; python_version < '3.11'",
-             "new-python; python_version >= '3.12'", "arm-only; platform_machine == 'aarch64'",
-             "x86-only; platform_machine == 'x86_64'", "tests-only; extra == 'test'"],
+    "root": [
+        "Child_Pkg>=1",
+        "windows-only; sys_platform == 'win32'",
+        "old-python; python_version < '3.11'",
+        "new-python; python_version >= '3.12'",
+        "arm-only; platform_machine == 'aarch64'",
+        "x86-only; platform_machine == 'x86_64'",
+        "tests-only; extra == 'test'",
+    ],
     "child-pkg": ["root"],  # a cycle
-    "new-python": None, "x86-only": [], "arm-only": [], "windows-only": [],
+    "new-python": None,
+    "x86-only": [],
+    "arm-only": [],
+    "windows-only": [],
 }
 
 
 @pytest.fixture
 def fake_metadata(monkeypatch):
-    monkeypatch.setattr(staging_requirements, "distribution",
-                        lambda name: types.SimpleNamespace(requires=METADATA[name]))
+    monkeypatch.setattr(
+        staging_requirements,
+        "distribution",
+        lambda name: types.SimpleNamespace(requires=METADATA[name]),
+    )
 
 
 def test_the_closure_takes_what_the_build_platform_installs(fake_metadata):
     """CodeBuild's x86_64 Linux, Python 3.12, no extras: whatever machine runs make lock."""
-    assert staging_requirements.closure(("Root",)) == ["child-pkg", "new-python", "root", "x86-only"]
+    assert staging_requirements.closure(("Root",)) == [
+        "child-pkg",
+        "new-python",
+        "root",
+        "x86-only",
+    ]
 
 
-def test_the_markers_are_read_on_the_target_not_on_the_machine_that_runs_it(fake_metadata, monkeypatch):
-    assert {key: staging_requirements.TARGET[key] for key in ("sys_platform", "platform_machine", "python_version")} \
-        == {"sys_platform": "linux", "platform_machine": "x86_64", "python_version": "3.12"}
+def test_the_markers_are_read_on_the_target_not_on_the_machine_that_runs_it(
+    fake_metadata, monkeypatch
+):
+    assert {
+        key: staging_requirements.TARGET[key]
+        for key in ("sys_platform", "platform_machine", "python_version")
+    } == {"sys_platform": "linux", "platform_machine": "x86_64", "python_version": "3.12"}
     monkeypatch.setitem(staging_requirements.TARGET, "sys_platform", "win32")
     monkeypatch.setitem(staging_requirements.TARGET, "platform_machine", "aarch64")
-    assert staging_requirements.closure(("root",)) == ["arm-only", "child-pkg", "new-python", "root", "windows-only"]
+    assert staging_requirements.closure(("root",)) == [
+        "arm-only",
+        "child-pkg",
+        "new-python",
+        "root",
+        "windows-only",
+    ]
 
 
 def test_the_closure_of_installed_distributions():
     assert staging_requirements.closure(("tqdm",)) == ["tqdm"]  # colorama is for Windows
-    assert staging_requirements.closure(("anyio",)) == ["anyio", "idna", "typing-extensions"]  # no exceptiongroup
+    assert staging_requirements.closure(("anyio",)) == [
+        "anyio",
+        "idna",
+        "typing-extensions",
+    ]  # no exceptiongroup
     staging = staging_requirements.closure()
     assert {"boto3", "botocore", "huggingface-hub", "hf-xet", "s3transfer"} <= set(staging)
     assert {"aws-cdk-lib", "numpy", "colorama", "pytest"} & set(staging) == set()
@@ -68,12 +100,13 @@ Typing_Extensions==4.15.0 \\
 six==1.17.0 \\
     --hash=sha256:ee \\
     # via python-dateutil (a continuation left open before the comment)
-"""
+"""  # noqa: E501 (uv's header line, verbatim)
 
 
 def test_lock_blocks_are_the_pins_and_hashes_without_the_comments():
     assert staging_requirements.lock_blocks(LOCK) == {
-        "anyio": "anyio==4.16.0 ; sys_platform != 'emscripten' \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb",
+        "anyio": "anyio==4.16.0 ; sys_platform != 'emscripten' \\\n    --hash=sha256:aa \\\n    "
+        "--hash=sha256:bb",
         "attrs": "attrs==26.1.0 \\\n    --hash=sha256:cc",
         "typing-extensions": "Typing_Extensions==4.15.0 \\\n    --hash=sha256:dd",
         "six": "six==1.17.0 \\\n    --hash=sha256:ee",
@@ -89,12 +122,16 @@ def test_render_writes_the_closure_in_name_order_from_the_lock():
     names = staging_requirements.closure()
     lock = "# header\n" + "".join(block(name) for name in ["aws-cdk-lib", *reversed(names)])
     text = staging_requirements.render(lock)
-    assert text == ("# Generated by tests/tools/staging_requirements.py from requirements.lock; do not edit.\n"
-                    + "".join(f"{name}==1.0 \\\n    --hash=sha256:{name}\n" for name in names))
+    assert text == (
+        "# Generated by tests/tools/staging_requirements.py from requirements.lock; do not edit.\n"
+        + "".join(f"{name}==1.0 \\\n    --hash=sha256:{name}\n" for name in names)
+    )
 
 
 def test_render_refuses_a_lock_that_lacks_part_of_the_closure():
     names = staging_requirements.closure()
     lock = "".join(block(name) for name in names if name not in ("botocore", "hf-xet"))
-    with pytest.raises(SystemExit, match=r"^not in requirements.lock: botocore, hf-xet; run make lock$"):
+    with pytest.raises(
+        SystemExit, match=r"^not in requirements.lock: botocore, hf-xet; run make lock$"
+    ):
         staging_requirements.render(lock)

@@ -10,12 +10,12 @@ from voicectl.clients.realtime import RealtimeError
 
 
 def test_speak_and_transcribe_word_missing_credentials_the_same_way():
-    """One message serves both clients (voicectl.errors.no_credentials_message): what is wrong, then what to run."""
+    """One message serves both clients (voicectl.errors.no_credentials_message): what is wrong, then
+    what to run."""
     import botocore.exceptions
     from smithy_core.exceptions import SmithyIdentityError
 
     from voicectl.clients import speak
-    from voicectl.clients.realtime import RealtimeError
     from voicectl.clients.sagemaker_stream import resolve_credentials
     from voicectl.clients.sonic import SonicRequest
 
@@ -31,7 +31,9 @@ def test_speak_and_transcribe_word_missing_credentials_the_same_way():
         asyncio.run(resolve_credentials(NoCredentials()))
     with pytest.raises(speak.SpeakError) as speak_error:
         speak.synthesize(Client(), "sonic-tts", SonicRequest(transcript="hi", voice_id="v"))
-    expected = ("no usable AWS credentials: Unable to locate credentials; run `aws configure` or `aws sso login`, "
-                "or pass --profile")
+    expected = (
+        "no usable AWS credentials: Unable to locate credentials; run `aws configure` or `aws "
+        "sso login`, or pass --profile"
+    )
     assert str(transcribe_error.value) == str(speak_error.value) == expected
     assert transcribe_error.value.code == "credentials"

@@ -22,7 +22,9 @@ from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from voicectl.clients.frameworks.sonic_stream import (
-    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+    DEFAULT_VOICE_LANGUAGE,
+    SonicError,
+    SonicSynthesizer,
 )
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ
@@ -48,14 +50,24 @@ class SonicTTS(tts.TTS):
         ValueError: the rate, voice or language is not one Sonic accepts.
     """
 
-    def __init__(self, *, target: SonicTarget, voice_id: str,
-                 language: str = DEFAULT_VOICE_LANGUAGE,
-                 sample_rate: int = DEFAULT_SAMPLE_RATE_HZ) -> None:
+    def __init__(
+        self,
+        *,
+        target: SonicTarget,
+        voice_id: str,
+        language: str = DEFAULT_VOICE_LANGUAGE,
+        sample_rate: int = DEFAULT_SAMPLE_RATE_HZ,
+    ) -> None:
         if sample_rate not in SONIC_SAMPLE_RATES_HZ:
-            raise ValueError(f"Sonic cannot speak at {sample_rate} Hz; use one of "
-                             f"{', '.join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)}")
-        super().__init__(capabilities=tts.TTSCapabilities(streaming=False), sample_rate=sample_rate,
-                         num_channels=1)
+            raise ValueError(
+                f"Sonic cannot speak at {sample_rate} Hz; use one of "
+                f"{', '.join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)}"
+            )
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=False),
+            sample_rate=sample_rate,
+            num_channels=1,
+        )
         self.synthesizer = SonicSynthesizer(target, voice_id=voice_id, language=language)
 
     @property
@@ -67,7 +79,10 @@ class SonicTTS(tts.TTS):
         return "Amazon SageMaker"
 
     def synthesize(
-        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        self,
+        text: str,
+        *,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
     ) -> SonicChunkedStream:
         return SonicChunkedStream(tts=self, input_text=text, conn_options=conn_options)
 
@@ -83,16 +98,23 @@ class SonicChunkedStream(tts.ChunkedStream):
         self._sonic = tts
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
-        output_emitter.initialize(request_id=str(uuid.uuid4()), sample_rate=self._sonic.sample_rate,
-                                  num_channels=1, mime_type="audio/pcm")
+        output_emitter.initialize(
+            request_id=str(uuid.uuid4()),
+            sample_rate=self._sonic.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+        )
         audio = self._sonic.synthesizer.stream(self.input_text, self._sonic.sample_rate)
         try:
             async for pcm16 in audio:
                 output_emitter.push(pcm16)
         except SonicError as error:
             if error.status is not None:
-                raise APIStatusError(str(error), status_code=error.status,
-                                     retryable=error.status in RETRYABLE_STATUSES) from None
+                raise APIStatusError(
+                    str(error),
+                    status_code=error.status,
+                    retryable=error.status in RETRYABLE_STATUSES,
+                ) from None
             retryable = error.code == "InternalStreamFailure"
             raise APIConnectionError(str(error), retryable=retryable) from None
         finally:

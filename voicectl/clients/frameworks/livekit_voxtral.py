@@ -26,7 +26,12 @@ from livekit.agents.utils import AudioBuffer
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
+    DONE_WAIT_S,
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+    mono_pcm16,
 )
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voicectl.errors import UsageError
@@ -46,10 +51,19 @@ class VoxtralSTT(stt.STT):
         language: the language code put in LiveKit's speech data.
     """
 
-    def __init__(self, *, target: VoxtralTarget, model: str = DEFAULT_MODEL,
-                 done_wait_s: float = DONE_WAIT_S, language: str = DEFAULT_LANGUAGE) -> None:
-        super().__init__(capabilities=stt.STTCapabilities(
-            streaming=True, interim_results=True, offline_recognize=False, manual_flush=True))
+    def __init__(
+        self,
+        *,
+        target: VoxtralTarget,
+        model: str = DEFAULT_MODEL,
+        done_wait_s: float = DONE_WAIT_S,
+        language: str = DEFAULT_LANGUAGE,
+    ) -> None:
+        super().__init__(
+            capabilities=stt.STTCapabilities(
+                streaming=True, interim_results=True, offline_recognize=False, manual_flush=True
+            )
+        )
         self.target = target
         self._model = model
         self.done_wait_s = done_wait_s
@@ -63,12 +77,19 @@ class VoxtralSTT(stt.STT):
     def provider(self) -> str:
         return "Amazon SageMaker" if self.target.endpoint_name else "Amazon ECS"
 
-    async def _recognize_impl(self, buffer: AudioBuffer, *, language: NotGivenOr[str] = NOT_GIVEN,
-                              conn_options: APIConnectOptions) -> stt.SpeechEvent:
+    async def _recognize_impl(
+        self,
+        buffer: AudioBuffer,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions,
+    ) -> stt.SpeechEvent:
         raise NotImplementedError("VoxtralSTT is a streaming STT: use stream()")
 
     def stream(
-        self, *, language: NotGivenOr[str] = NOT_GIVEN,
+        self,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
         conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
     ) -> VoxtralSpeechStream:
         return VoxtralSpeechStream(stt=self, conn_options=conn_options)
@@ -87,10 +108,12 @@ class VoxtralSpeechStream(stt.RecognizeStream):
             try:
                 opener = await stack.enter_async_context(target.opener())
             except (RealtimeError, UsageError) as error:
-                raise APIConnectionError(f"Voxtral endpoint {target.name}: {error}",
-                                         retryable=False) from None
-            stream = VoxtralUtteranceStream(opener, model=self._voxtral.model,
-                                            done_wait_s=self._voxtral.done_wait_s)
+                raise APIConnectionError(
+                    f"Voxtral endpoint {target.name}: {error}", retryable=False
+                ) from None
+            stream = VoxtralUtteranceStream(
+                opener, model=self._voxtral.model, done_wait_s=self._voxtral.done_wait_s
+            )
             events = asyncio.create_task(self._forward(stream))
             try:
                 async for item in self._input_ch:
@@ -113,17 +136,24 @@ class VoxtralSpeechStream(stt.RecognizeStream):
         language = self._voxtral.language
         while (event := await stream.events.get()) is not None:
             if isinstance(event, Interim) and event.text:
-                self._event_ch.send_nowait(stt.SpeechEvent(
-                    type=stt.SpeechEventType.INTERIM_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text)]))
+                speech = stt.SpeechData(language=language, text=event.text)  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
+                self._event_ch.send_nowait(
+                    stt.SpeechEvent(
+                        type=stt.SpeechEventType.INTERIM_TRANSCRIPT, alternatives=[speech]
+                    )
+                )
             elif isinstance(event, Final) and event.text:
-                self._event_ch.send_nowait(stt.SpeechEvent(
-                    type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-                    alternatives=[stt.SpeechData(language=language, text=event.text,
-                                                 metadata={"complete": event.complete})]))
+                complete = {"complete": event.complete}
+                speech = stt.SpeechData(language=language, text=event.text, metadata=complete)  # pyright: ignore[reportArgumentType] (passed as given: LanguageCode() would normalise it)
+                self._event_ch.send_nowait(
+                    stt.SpeechEvent(
+                        type=stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[speech]
+                    )
+                )
             elif isinstance(event, Failure):
                 error = APIConnectionError(
-                    f"Voxtral endpoint {self._voxtral.target.name}: {event.error}", retryable=False)
+                    f"Voxtral endpoint {self._voxtral.target.name}: {event.error}", retryable=False
+                )
                 if event.fatal:
                     raise error
                 self._emit_error(error, recoverable=True)

@@ -20,13 +20,20 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from pipecat.frames.frames import (
-    CancelFrame, EndFrame, ErrorFrame, Frame, StartFrame, TTSAudioRawFrame,
+    CancelFrame,
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    StartFrame,
+    TTSAudioRawFrame,
 )
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 
 from voicectl.clients.frameworks.sonic_stream import (
-    DEFAULT_VOICE_LANGUAGE, SonicError, SonicSynthesizer,
+    DEFAULT_VOICE_LANGUAGE,
+    SonicError,
+    SonicSynthesizer,
 )
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import SONIC_SAMPLE_RATES_HZ
@@ -45,12 +52,23 @@ class SonicTTSService(TTSService):
         **kwargs: passed to Pipecat's ``TTSService``.
     """
 
-    def __init__(self, *, target: SonicTarget, voice_id: str,
-                 language: str = DEFAULT_VOICE_LANGUAGE, sample_rate: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        target: SonicTarget,
+        voice_id: str,
+        language: str = DEFAULT_VOICE_LANGUAGE,
+        sample_rate: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         settings = TTSSettings(model=None, voice=voice_id, language=language)
-        super().__init__(sample_rate=sample_rate, push_start_frame=True, push_stop_frames=True,
-                         settings=settings, **kwargs)
+        super().__init__(
+            sample_rate=sample_rate,
+            push_start_frame=True,
+            push_stop_frames=True,
+            settings=settings,
+            **kwargs,
+        )
         self._synthesizer = SonicSynthesizer(target, voice_id=voice_id, language=language)
         self._target = target
 
@@ -66,15 +84,20 @@ class SonicTTSService(TTSService):
         await super().start(frame)
         if self.sample_rate not in SONIC_SAMPLE_RATES_HZ:
             allowed = ", ".join(str(rate) for rate in SONIC_SAMPLE_RATES_HZ)
-            await self.push_error(f"Sonic cannot speak at {self.sample_rate} Hz; set the "
-                                  "pipeline's audio_out_sample_rate (or sample_rate=) to one of "
-                                  f"{allowed}", force_treat_as_permanent=True)
+            await self.push_error(
+                f"Sonic cannot speak at {self.sample_rate} Hz; set the "
+                "pipeline's audio_out_sample_rate (or sample_rate=) to one of "
+                f"{allowed}",
+                force_treat_as_permanent=True,
+            )
             return
         try:
             await self._synthesizer.start()
         except (SonicError, UsageError) as error:
-            await self.push_error(f"Sonic endpoint {self._target.endpoint_name!r}: {error}",
-                                  force_treat_as_permanent=True)
+            await self.push_error(
+                f"Sonic endpoint {self._target.endpoint_name!r}: {error}",
+                force_treat_as_permanent=True,
+            )
 
     async def stop(self, frame: EndFrame) -> None:
         await super().stop(frame)

@@ -23,8 +23,14 @@ from typing import Any
 
 from pipecat.audio.utils import create_stream_resampler
 from pipecat.frames.frames import (
-    CancelFrame, EndFrame, Frame, InputAudioRawFrame, InterimTranscriptionFrame, StartFrame,
-    TranscriptionFrame, VADUserStoppedSpeakingFrame,
+    CancelFrame,
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    StartFrame,
+    TranscriptionFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import STTSettings
@@ -34,7 +40,13 @@ from pipecat.utils.time import time_now_iso8601
 from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.frameworks.targets import VoxtralTarget
 from voicectl.clients.frameworks.voxtral_stream import (
-    DONE_WAIT_S, VOXTRAL_TTFS_P99_S, Failure, Final, Interim, VoxtralUtteranceStream, mono_pcm16,
+    DONE_WAIT_S,
+    VOXTRAL_TTFS_P99_S,
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+    mono_pcm16,
 )
 from voicectl.clients.realtime.machine import DEFAULT_SESSION_LIMIT_S
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
@@ -56,12 +68,21 @@ class VoxtralSTTService(STTService):
         **kwargs: passed to Pipecat's ``STTService``.
     """
 
-    def __init__(self, *, target: VoxtralTarget, model: str = DEFAULT_MODEL,
-                 done_wait_s: float = DONE_WAIT_S,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
-                 ttfs_p99_latency: float | None = VOXTRAL_TTFS_P99_S, **kwargs: Any) -> None:
-        super().__init__(ttfs_p99_latency=ttfs_p99_latency,
-                         settings=STTSettings(model=model, language=None), **kwargs)
+    def __init__(
+        self,
+        *,
+        target: VoxtralTarget,
+        model: str = DEFAULT_MODEL,
+        done_wait_s: float = DONE_WAIT_S,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        ttfs_p99_latency: float | None = VOXTRAL_TTFS_P99_S,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            ttfs_p99_latency=ttfs_p99_latency,
+            settings=STTSettings(model=model, language=None),
+            **kwargs,
+        )
         self._target = target
         self._model = model
         self._done_wait_s = done_wait_s
@@ -80,12 +101,16 @@ class VoxtralSTTService(STTService):
         try:
             opener = await self._exit.enter_async_context(self._target.opener())
         except (RealtimeError, UsageError) as error:
-            await self.push_error(f"Voxtral endpoint {self._target.name}: {error}",
-                                  force_treat_as_permanent=True)
+            await self.push_error(
+                f"Voxtral endpoint {self._target.name}: {error}", force_treat_as_permanent=True
+            )
             return
-        self._stream = VoxtralUtteranceStream(opener, model=self._model,
-                                              done_wait_s=self._done_wait_s,
-                                              session_limit_s=self._session_limit_s)
+        self._stream = VoxtralUtteranceStream(
+            opener,
+            model=self._model,
+            done_wait_s=self._done_wait_s,
+            session_limit_s=self._session_limit_s,
+        )
         self._reader = self.create_task(self._read_events(self._stream), name="voxtral_events")
 
     async def stop(self, frame: EndFrame) -> None:
@@ -109,8 +134,9 @@ class VoxtralSTTService(STTService):
             await self.cancel_task(reader)
         await self._exit.aclose()
 
-    async def process_audio_frame(self, frame: InputAudioRawFrame,
-                                  direction: FrameDirection) -> None:
+    async def process_audio_frame(
+        self, frame: InputAudioRawFrame, direction: FrameDirection
+    ) -> None:
         self._channels = frame.num_channels
         await super().process_audio_frame(frame, direction)
 
@@ -118,8 +144,9 @@ class VoxtralSTTService(STTService):
         if self._stream is not None:
             audio = mono_pcm16(audio, self._channels)  # a transport's audio_in_channels=2
             if self.sample_rate != TARGET_SAMPLE_RATE_HZ:
-                audio = await self._resampler.resample(audio, self.sample_rate,
-                                                       TARGET_SAMPLE_RATE_HZ)
+                audio = await self._resampler.resample(
+                    audio, self.sample_rate, TARGET_SAMPLE_RATE_HZ
+                )
             self._stream.push_audio(audio)
         yield None
 
@@ -132,16 +159,27 @@ class VoxtralSTTService(STTService):
         while (event := await stream.events.get()) is not None:
             if isinstance(event, Interim):
                 if event.text:
-                    await self.push_frame(InterimTranscriptionFrame(
-                        event.text, self._user_id, time_now_iso8601(), result=event))
+                    await self.push_frame(
+                        InterimTranscriptionFrame(
+                            event.text, self._user_id, time_now_iso8601(), result=event
+                        )
+                    )
             elif isinstance(event, Final):
                 if event.text:
                     await self.emit_stt_usage_metrics()
                     # Each final says itself whether transcription.done confirmed it: Pipecat's
                     # request/confirm_finalize is one flag, wrong when utterances overlap.
-                    await self.push_frame(TranscriptionFrame(
-                        event.text, self._user_id, time_now_iso8601(), result=event,
-                        finalized=event.complete))
+                    await self.push_frame(
+                        TranscriptionFrame(
+                            event.text,
+                            self._user_id,
+                            time_now_iso8601(),
+                            result=event,
+                            finalized=event.complete,
+                        )
+                    )
             elif isinstance(event, Failure):
-                await self.push_error(f"Voxtral endpoint {self._target.name}: {event.error}",
-                                      force_treat_as_permanent=event.fatal)
+                await self.push_error(
+                    f"Voxtral endpoint {self._target.name}: {event.error}",
+                    force_treat_as_permanent=event.fatal,
+                )

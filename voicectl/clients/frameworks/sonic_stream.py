@@ -24,13 +24,18 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
 from voicectl.clients.frameworks.targets import SonicTarget
 from voicectl.clients.sonic import (
-    MODEL_ERROR_HINTS, SonicAudio, SonicEventParser, SonicRequest, SonicStreamError, check_complete,
+    MODEL_ERROR_HINTS,
+    SonicAudio,
+    SonicEventParser,
+    SonicRequest,
+    SonicStreamError,
+    check_complete,
 )
 
 SIGNING_NAME = "sagemaker"
@@ -49,13 +54,24 @@ MAX_ERROR_BODY_BYTES = 16 * 1024
 
 DEFAULT_VOICE_LANGUAGE = "en"
 
-CREDENTIAL_REFUSALS = ("UnrecognizedClientException", "InvalidSignatureException",
-                       "IncompleteSignatureException", "MissingAuthenticationTokenException",
-                       "ExpiredTokenException")
+CREDENTIAL_REFUSALS = (
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "IncompleteSignatureException",
+    "MissingAuthenticationTokenException",
+    "ExpiredTokenException",
+)
 """SageMaker's error names for credentials it refused."""
 
-PERMANENT_CODES = frozenset({"ValidationError", "AccessDeniedException", "AccessDenied",
-                             "credentials", *CREDENTIAL_REFUSALS}) - {"ExpiredTokenException"}
+PERMANENT_CODES = frozenset(
+    {
+        "ValidationError",
+        "AccessDeniedException",
+        "AccessDenied",
+        "credentials",
+        *CREDENTIAL_REFUSALS,
+    }
+) - {"ExpiredTokenException"}
 """Refusals every later request would get too (an unknown endpoint, credentials or a permission
 refused): the caller stops sending. Not an expired token (the credential chain renews it), nor
 Sonic's 422 (that sentence) or 429 (a busy moment)."""
@@ -97,9 +113,14 @@ class SonicSynthesizer:
         closed_early: requests whose response was closed before its ``done`` event (interruptions).
     """
 
-    def __init__(self, target: SonicTarget, *, voice_id: str,
-                 language: str = DEFAULT_VOICE_LANGUAGE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        target: SonicTarget,
+        *,
+        voice_id: str,
+        language: str = DEFAULT_VOICE_LANGUAGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         SonicRequest("check", voice_id, language)  # the voice and language are checked once, here
         self.target = target
         self.voice_id = voice_id
@@ -132,16 +153,22 @@ class SonicSynthesizer:
         session = aws_session(self.target.profile, self.target.region)
         credentials = await asyncio.to_thread(session.get_credentials)
         if credentials is None:
-            raise SonicError(no_credentials_message("botocore's credential chain found none"),
-                             code="credentials")
+            raise SonicError(
+                no_credentials_message("botocore's credential chain found none"), code="credentials"
+            )
         runtime = session.client("sagemaker-runtime", endpoint_url=self.target.endpoint_url)
         self._credentials, self._region = credentials, session.region_name
-        self._url = (f"{runtime.meta.endpoint_url.rstrip('/')}/endpoints/"
-                     f"{quote(self.target.endpoint_name, safe='')}/invocations-response-stream")
+        self._url = (
+            f"{runtime.meta.endpoint_url.rstrip('/')}/endpoints/"
+            f"{quote(self.target.endpoint_name, safe='')}/invocations-response-stream"
+        )
         ca_bundle = ca_bundle_of(session)
         self._ssl = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S))
+        self._http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S
+            )
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP session (idempotent)."""
@@ -149,7 +176,7 @@ class SonicSynthesizer:
         if http is not None:
             await http.close()
 
-    async def stream(self, text: str, sample_rate_hz: int) -> AsyncIterator[bytes]:
+    async def stream(self, text: str, sample_rate_hz: int) -> AsyncGenerator[bytes, None]:
         """Speak ``text``: yield its PCM16 mono audio at ``sample_rate_hz`` as Sonic sends it.
 
         Closing the generator (``aclose``, or cancelling the task reading it) closes the request's
@@ -202,20 +229,31 @@ class SonicSynthesizer:
         import aiohttp
 
         try:
-            return await self._http.post(self._url, data=body, headers=headers,
-                                         ssl=self._ssl or True)
+            return await self._http.post(
+                self._url, data=body, headers=headers, ssl=self._ssl or True
+            )
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise SonicError(f"cannot reach the SageMaker runtime at {self._url} "
-                             f"({type(error).__name__}: {error}); check the network path (VPC "
-                             "endpoint, proxy) and endpoint_url", code="connect_failed") from None
+            raise SonicError(
+                f"cannot reach the SageMaker runtime at {self._url} "
+                f"({type(error).__name__}: {error}); check the network path (VPC "
+                "endpoint, proxy) and endpoint_url",
+                code="connect_failed",
+            ) from None
 
     async def _signed_headers(self, body: bytes) -> dict[str, str]:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
         frozen = await asyncio.to_thread(self._credentials.get_frozen_credentials)
-        aws_request = AWSRequest(method="POST", url=self._url, data=body, headers={
-            "Content-Type": "application/json", "X-Amzn-SageMaker-Accept": "text/event-stream"})
+        aws_request = AWSRequest(
+            method="POST",
+            url=self._url,
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "X-Amzn-SageMaker-Accept": "text/event-stream",
+            },
+        )
         SigV4Auth(frozen, SIGNING_NAME, self._region).add_auth(aws_request)
         return dict(aws_request.headers.items())
 
@@ -227,28 +265,42 @@ class SonicSynthesizer:
         except ValueError:
             body = {}
         body = body if isinstance(body, dict) else {}
-        code = (response.headers.get("x-amzn-errortype", "").split(":")[0] or body.get("__type")
-                or "HTTP error")
+        code = (
+            response.headers.get("x-amzn-errortype", "").split(":")[0]
+            or body.get("__type")
+            or "HTTP error"
+        )
         text = body.get("message") or body.get("Message") or raw[:200].decode("utf-8", "replace")
         message = str(text).rstrip(".")
         if code == "ModelError":
             status = body.get("OriginalStatusCode")
             original = body.get("OriginalMessage") or message
-            hint = MODEL_ERROR_HINTS.get(status, "see the endpoint's CloudWatch logs")
-            return SonicError(f"Sonic endpoint {name!r} refused the request: ModelError (status "
-                              f"{status}): {original}. {hint}",
-                              status=status if isinstance(status, int) else None, code=code)
+            default_hint = "see the endpoint's CloudWatch logs"
+            hint = (
+                MODEL_ERROR_HINTS.get(status, default_hint)
+                if isinstance(status, int)
+                else default_hint
+            )
+            return SonicError(
+                f"Sonic endpoint {name!r} refused the request: ModelError (status "
+                f"{status}): {original}. {hint}",
+                status=status if isinstance(status, int) else None,
+                code=code,
+            )
         if code == "ValidationError":
             hint = "check the endpoint name and Region (`aws sagemaker list-endpoints`)"
         elif code in CREDENTIAL_REFUSALS:
-            hint = ("the AWS credentials were refused: check the identity "
-                    "(`aws sts get-caller-identity`)")
+            hint = (
+                "the AWS credentials were refused: check the identity "
+                "(`aws sts get-caller-identity`)"
+            )
         elif code in ("AccessDeniedException", "AccessDenied"):
             hint = "the caller needs sagemaker:InvokeEndpointWithResponseStream on the endpoint ARN"
         else:
             hint = f"HTTP {response.status}"
-        return SonicError(f"Sonic endpoint {name!r} refused the request: {code}: {message}; {hint}",
-                          code=code)
+        return SonicError(
+            f"Sonic endpoint {name!r} refused the request: {code}: {message}; {hint}", code=code
+        )
 
 
 async def _payload_parts(response: Any, endpoint_name: str) -> AsyncIterator[bytes]:
@@ -277,16 +329,28 @@ async def _payload_parts(response: Any, endpoint_name: str) -> AsyncIterator[byt
                     except ValueError:
                         details = {}
                     error_code = f" ({details['ErrorCode']})" if details.get("ErrorCode") else ""
-                    raise SonicError(f"{name} from Sonic endpoint {endpoint_name!r}{error_code}: "
-                                     f"{details.get('Message', '')}; the stream ended, see the "
-                                     "endpoint's CloudWatch logs", code=name)
+                    raise SonicError(
+                        f"{name} from Sonic endpoint {endpoint_name!r}{error_code}: "
+                        f"{details.get('Message', '')}; the stream ended, see the "
+                        "endpoint's CloudWatch logs",
+                        code=name,
+                    )
                 elif kind == "error":
                     code = str(headers.get(":error-code"))
-                    raise SonicError(f"the stream from Sonic endpoint {endpoint_name!r} failed: "
-                                     f"{code}: {headers.get(':error-message')}", code=code)
+                    raise SonicError(
+                        f"the stream from Sonic endpoint {endpoint_name!r} failed: "
+                        f"{code}: {headers.get(':error-message')}",
+                        code=code,
+                    )
     except ParserError as error:
-        raise SonicError(f"the response of Sonic endpoint {endpoint_name!r} is not an AWS event "
-                         f"stream ({error})", code="stream") from None
+        raise SonicError(
+            f"the response of Sonic endpoint {endpoint_name!r} is not an AWS event "
+            f"stream ({error})",
+            code="stream",
+        ) from None
     except (aiohttp.ClientError, TimeoutError) as error:
-        raise SonicError(f"the connection broke while reading Sonic endpoint {endpoint_name!r} "
-                         f"({type(error).__name__}: {error})", code="stream") from None
+        raise SonicError(
+            f"the connection broke while reading Sonic endpoint {endpoint_name!r} "
+            f"({type(error).__name__}: {error})",
+            code="stream",
+        ) from None

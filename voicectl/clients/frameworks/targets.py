@@ -44,12 +44,16 @@ class VoxtralTarget:
 
     def __post_init__(self) -> None:
         if (self.endpoint_name is None) == (self.url is None):
-            raise ValueError("a Voxtral target is either a SageMaker endpoint (endpoint_name=...) "
-                             "or the ECS target's WebSocket (url=..., token=...), exactly one of "
-                             "them")
+            raise ValueError(
+                "a Voxtral target is either a SageMaker endpoint (endpoint_name=...) "
+                "or the ECS target's WebSocket (url=..., token=...), exactly one of "
+                "them"
+            )
         if self.url is not None and not self.url.startswith(("ws://", "wss://")):
-            raise ValueError(f"url {self.url!r} is not a WebSocket URL; use "
-                             "wss://HOST/invocations-bidirectional-stream (the ECS stack's output)")
+            raise ValueError(
+                f"url {self.url!r} is not a WebSocket URL; use "
+                "wss://HOST/invocations-bidirectional-stream (the ECS stack's output)"
+            )
 
     @property
     def name(self) -> str:
@@ -84,8 +88,12 @@ class VoxtralTarget:
         # A refused stream would otherwise leave awscrt's AWS_ERROR_HTTP_STREAM_HAS_COMPLETED
         # traceback at exit.
         ignore_completed_stream_writes(asyncio.get_running_loop())
-        async with open_endpoint(self.endpoint_name, region=self.region, profile=self.profile,
-                                 endpoint_url=self.endpoint_url) as open_stream:
+        async with open_endpoint(
+            self.endpoint_name,
+            region=self.region,
+            profile=self.profile,
+            endpoint_url=self.endpoint_url,
+        ) as open_stream:
             yield open_stream
 
 
@@ -108,5 +116,6 @@ class SonicTarget:
 
     def __post_init__(self) -> None:
         if not self.endpoint_name.strip():
-            raise ValueError("the Sonic endpoint name is empty; pass the stack output "
-                             "SonicEndpointName")
+            raise ValueError(
+                "the Sonic endpoint name is empty; pass the stack output SonicEndpointName"
+            )

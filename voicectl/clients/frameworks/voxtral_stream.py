@@ -118,10 +118,15 @@ class VoxtralUtteranceStream:
         clock: monotonic clock in seconds.
     """
 
-    def __init__(self, opener: TransportOpener, *, model: str = DEFAULT_MODEL,
-                 done_wait_s: float = DONE_WAIT_S,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        opener: TransportOpener,
+        *,
+        model: str = DEFAULT_MODEL,
+        done_wait_s: float = DONE_WAIT_S,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.opener = opener
         self.model = model
         self.done_wait_s = done_wait_s
@@ -213,17 +218,27 @@ class VoxtralUtteranceStream:
         event: SttEvent
         try:
             result = await transcribe_stream(
-                _audio_of(utterance.queue), self.opener, model=self.model, on_delta=on_delta,
-                on_accepted=on_accepted, transcript=utterance.transcript,
-                session_limit_s=self.session_limit_s, done_timeout_s=self.done_wait_s,
-                clock=self.clock)
+                _audio_of(utterance.queue),
+                self.opener,
+                model=self.model,
+                on_delta=on_delta,
+                on_accepted=on_accepted,
+                transcript=utterance.transcript,
+                session_limit_s=self.session_limit_s,
+                done_timeout_s=self.done_wait_s,
+                clock=self.clock,
+            )
             event = Final(result.transcript.strip(), True, utterance.speech_end_at, self.clock())
         except RealtimeError as error:
             if error.code == TIMEOUT_CODE and utterance.speech_end_at is not None:
                 text = utterance.transcript.text.strip()
-                logger.warning("no transcription.done within %.1f s of the final commit "
-                               "(vllm-project/vllm#33962): the utterance ends with the deltas "
-                               "received: %r", self.done_wait_s, text)
+                logger.warning(
+                    "no transcription.done within %.1f s of the final commit "
+                    "(vllm-project/vllm#33962): the utterance ends with the deltas "
+                    "received: %r",
+                    self.done_wait_s,
+                    text,
+                )
                 event = Final(text, False, utterance.speech_end_at, self.clock())
             else:
                 fatal = not self.accepted
@@ -241,7 +256,7 @@ def mono_pcm16(pcm16: bytes, channels: int) -> bytes:
     if channels <= 1:
         return pcm16
     samples = np.frombuffer(pcm16, dtype="<i2")
-    samples = samples[:len(samples) - len(samples) % channels]
+    samples = samples[: len(samples) - len(samples) % channels]
     return samples.reshape(-1, channels).mean(axis=1).astype("<i2").tobytes()
 
 

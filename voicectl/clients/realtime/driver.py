@@ -17,15 +17,28 @@ from typing import Any
 
 from contracts.realtime import CLIENT_BURST_S, CLIENT_SEND_SPEED_X
 from voicectl.clients.realtime.machine import (
-    DEFAULT_MAX_STREAM_S, DEFAULT_SESSION_LIMIT_S, DONE_TIMEOUT_S, Action, CloseStream, Failed, OpenStream,
-    Replaying, SendEvent, ShowDelta, ShowGenerationText, TranscriptionMachine, TranscriptionResult, chunk_seconds,
+    DEFAULT_MAX_STREAM_S,
+    DEFAULT_SESSION_LIMIT_S,
+    DONE_TIMEOUT_S,
+    Action,
+    CloseStream,
+    Failed,
+    OpenStream,
+    Replaying,
+    SendEvent,
+    ShowDelta,
+    ShowGenerationText,
+    TranscriptionMachine,
+    TranscriptionResult,
+    chunk_seconds,
 )
 from voicectl.clients.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voicectl.clients.realtime.transcript import Transcript
 from voicectl.clients.realtime.transport import RealtimeTransport, TransportClosed, TransportOpener
 
 SETTLE_AFTER_CLOSE_S = 1.0
-"""Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that explains it."""
+"""Seconds allowed, after a send fails on a closed stream, for the receiver to read the event that
+explains it."""
 
 MAX_SEND_SPEED = CLIENT_SEND_SPEED_X
 """Audio sent per stream at most this many times real time (after :data:`SEND_BURST_S`): half the
@@ -37,14 +50,19 @@ SEND_BURST_S = CLIENT_BURST_S
 burst (:data:`contracts.realtime.AUDIO_BURST_S`)."""
 
 
-async def paced_chunks(chunks: Iterable[bytes], speed: float,
-                       clock: Callable[[], float] = time.monotonic,
-                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> AsyncIterator[bytes]:
-    """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed`` seconds.
+async def paced_chunks(
+    chunks: Iterable[bytes],
+    speed: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[bytes]:
+    """Yield PCM16 ``chunks`` (16 kHz mono), chunk n no earlier than (audio before it) / ``speed``
+    seconds.
 
-    The schedule is absolute (measured from the first chunk), so sleep overshoot does not accumulate, and a consumer
-    that fell behind (a replay after a drop) catches up without waiting. ``speed`` 0 means unpaced. ``chunks`` may
-    be a lazy iterator (a file decoded as it is read); it is consumed one chunk at a time.
+    The schedule is absolute (measured from the first chunk), so sleep overshoot does not
+    accumulate, and a consumer that fell behind (a replay after a drop) catches up without waiting.
+    ``speed`` 0 means unpaced. ``chunks`` may be a lazy iterator (a file decoded as it is read); it
+    is consumed one chunk at a time.
 
     Raises:
         ValueError: ``speed`` is negative or not finite.
@@ -64,33 +82,50 @@ async def paced_chunks(chunks: Iterable[bytes], speed: float,
         audio_s += chunk_seconds(chunk)
 
 
-def send_delay_s(sent_audio_s: float, audio_s: float, elapsed_s: float, speed: float = MAX_SEND_SPEED,
-                 burst_s: float = SEND_BURST_S) -> float:
-    """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in ``elapsed_s``,
-    so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's AUDIO_RATE_LIMIT, with room to spare)."""
+def send_delay_s(
+    sent_audio_s: float,
+    audio_s: float,
+    elapsed_s: float,
+    speed: float = MAX_SEND_SPEED,
+    burst_s: float = SEND_BURST_S,
+) -> float:
+    """Seconds to wait before sending ``audio_s`` more on a stream that has sent ``sent_audio_s`` in
+    ``elapsed_s``, so that it stays within ``burst_s`` + ``speed`` x elapsed (the bridge's
+    AUDIO_RATE_LIMIT, with room to spare)."""
     return max(0.0, (sent_audio_s + audio_s - burst_s) / speed - elapsed_s)
 
 
 def _unexpected(error: Exception) -> RealtimeError:
-    return RealtimeError(f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
-                         code="transport_error")
+    return RealtimeError(
+        f"the transport failed unexpectedly ({type(error).__name__}: {error}); please report it",
+        code="transport_error",
+    )
 
 
 class _Driver:
-    """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what happens.
+    """Carries out a :class:`TranscriptionMachine`'s actions with real transports, and feeds it what
+    happens.
 
-    One task per stream opens it and reads its events into ``inbox``; the main loop waits for the next of: an event,
-    an audio chunk (read only while the machine wants audio), or the machine's next deadline. Sends are awaited in
-    order, paced by :func:`send_delay_s`; a failed send marks its stream broken (later sends to it are skipped,
-    their audio is kept by the machine) and the stream's reader reports the end, preferring the event that
-    explains it (the bridge sends ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
+    One task per stream opens it and reads its events into ``inbox``; the main loop waits for the
+    next of: an event, an audio chunk (read only while the machine wants audio), or the machine's
+    next deadline. Sends are awaited in order, paced by :func:`send_delay_s`; a failed send marks
+    its stream broken (later sends to it are skipped, their audio is kept by the machine) and the
+    stream's reader reports the end, preferring the event that explains it (the bridge sends
+    ``session_limit``, say, then closes) for up to :data:`SETTLE_AFTER_CLOSE_S`.
     """
 
-    def __init__(self, machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener,
-                 on_delta: Callable[[str], None], on_session_text: Callable[[str], None],
-                 on_replay: Callable[[str], None], clock: Callable[[], float],
-                 on_accepted: Callable[[], None] = lambda: None,
-                 on_action: Callable[[Action], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        machine: TranscriptionMachine,
+        chunks: AsyncIterator[bytes],
+        opener: TransportOpener,
+        on_delta: Callable[[str], None],
+        on_session_text: Callable[[str], None],
+        on_replay: Callable[[str], None],
+        clock: Callable[[], float],
+        on_accepted: Callable[[], None] = lambda: None,
+        on_action: Callable[[Action], Awaitable[None]] | None = None,
+    ) -> None:
         self.machine = machine
         self.on_action = on_action
         self.on_accepted = on_accepted
@@ -104,7 +139,9 @@ class _Driver:
         self.readers: dict[int, asyncio.Task[None]] = {}
         self.closing: set[asyncio.Task[None]] = set()
         self.broken: set[int] = set()
-        self.sent: dict[int, tuple[float, float]] = {}  # stream -> (first send time, audio seconds sent)
+        self.sent: dict[
+            int, tuple[float, float]
+        ] = {}  # stream -> (first send time, audio seconds sent)
 
     async def run(self) -> TranscriptionResult:
         chunk_task: asyncio.Task[bytes | None] | None = None
@@ -119,7 +156,9 @@ class _Driver:
                 deadline = self.machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - self.clock())
                 waiting = {event_task} if chunk_task is None else {event_task, chunk_task}
-                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
                 now = self.clock()
                 if event_task in done:
                     kind, stream, value = event_task.result()
@@ -127,11 +166,16 @@ class _Driver:
                     actions = self._dispatch(kind, stream, value, now)
                     if not self.accepted_told and self.machine.accepted_at is not None:
                         self.accepted_told = True
-                        self.on_accepted()  # before the event's own actions: a caller shows "accepted" first
+                        # before the event's own actions: a caller shows "accepted" first
+                        self.on_accepted()
                 elif chunk_task is not None and chunk_task in done:
                     chunk = chunk_task.result()
                     chunk_task = None
-                    actions = self.machine.audio(chunk, now) if chunk is not None else self.machine.end_of_audio(now)
+                    actions = (
+                        self.machine.audio(chunk, now)
+                        if chunk is not None
+                        else self.machine.end_of_audio(now)
+                    )
                 else:
                     actions = self.machine.tick(now)
                 await self._apply(actions)
@@ -163,7 +207,9 @@ class _Driver:
     async def _apply(self, actions: list[Action]) -> None:
         for action in actions:
             if self.on_action is not None:
-                await self.on_action(action)  # before it is carried out: a caller may checkpoint on a text
+                await self.on_action(
+                    action
+                )  # before it is carried out: a caller may checkpoint on a text
             if isinstance(action, SendEvent):
                 await self._send(action)
             elif isinstance(action, OpenStream):
@@ -182,7 +228,8 @@ class _Driver:
     async def _send(self, action: SendEvent) -> None:
         transport = self.transports.get(action.stream)
         if transport is None or action.stream in self.broken:
-            return  # the stream is gone: its end is on the way to the machine, which keeps the audio
+            # the stream is gone: its end is on the way to the machine, which keeps the audio
+            return
         if action.audio_s:
             started, sent_s = self.sent.setdefault(action.stream, (self.clock(), 0.0))
             delay = send_delay_s(sent_s, action.audio_s, self.clock() - started)
@@ -195,7 +242,9 @@ class _Driver:
             self.broken.add(action.stream)
             reader = self.readers.get(action.stream)
             if reader is not None:  # let it read what explains the close, then report the end
-                asyncio.get_running_loop().call_later(SETTLE_AFTER_CLOSE_S, self._give_up, action.stream, reader, error)
+                asyncio.get_running_loop().call_later(
+                    SETTLE_AFTER_CLOSE_S, self._give_up, action.stream, reader, error
+                )
 
     def _give_up(self, stream: int, reader: asyncio.Task[None], error: TransportClosed) -> None:
         if not reader.done():
@@ -208,7 +257,9 @@ class _Driver:
         except RealtimeError as error:
             self.inbox.put_nowait(("open_failed", stream, error))
             return
-        except Exception as error:  # a transport that broke its contract: report it, never wait forever
+        except (
+            Exception
+        ) as error:  # a transport that broke its contract: report it, never wait forever
             self.inbox.put_nowait(("open_failed", stream, _unexpected(error)))
             return
         self.transports[stream] = transport
@@ -245,15 +296,29 @@ class _Driver:
             await asyncio.gather(*list(self.closing), return_exceptions=True)
 
 
-async def drive_machine(machine: TranscriptionMachine, chunks: AsyncIterator[bytes], opener: TransportOpener, *,
-                       on_action: Callable[[Action], Awaitable[None]],
-                       on_replay: Callable[[str], None] = lambda reason: None,
-                       clock: Callable[[], float] = time.monotonic) -> TranscriptionResult:
-    """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)`` for each action
-    before it is carried out (the Connect consumer writes each :class:`ShowGenerationText` with its checkpoint, and
-    publishes each :class:`ShowDelta`, there). Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
-    return await _Driver(machine, chunks, opener, lambda delta: None, lambda text: None, on_replay, clock,
-                         on_action=on_action).run()
+async def drive_machine(
+    machine: TranscriptionMachine,
+    chunks: AsyncIterator[bytes],
+    opener: TransportOpener,
+    *,
+    on_action: Callable[[Action], Awaitable[None]],
+    on_replay: Callable[[str], None] = lambda reason: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> TranscriptionResult:
+    """Run ``machine`` over ``chunks`` with streams from ``opener``, awaiting ``on_action(action)``
+    for each action before it is carried out (the Connect consumer writes each
+    :class:`ShowGenerationText` with its checkpoint, and publishes each :class:`ShowDelta`, there).
+    Raises :class:`RealtimeError` as :func:`transcribe_stream` does."""
+    return await _Driver(
+        machine,
+        chunks,
+        opener,
+        lambda delta: None,
+        lambda text: None,
+        on_replay,
+        clock,
+        on_action=on_action,
+    ).run()
 
 
 async def transcribe_stream(
@@ -271,23 +336,28 @@ async def transcribe_stream(
     done_timeout_s: float = DONE_TIMEOUT_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> TranscriptionResult:
-    """Stream 16 kHz mono PCM16 ``chunks`` through streams opened with ``opener`` and return the transcript.
+    """Stream 16 kHz mono PCM16 ``chunks`` through streams opened with ``opener`` and return the
+    transcript.
 
     Generations, moves to a new stream before ``max_stream_s``, and recovery from cuts follow
-    :class:`TranscriptionMachine` (see the module docstring): after a cut only the audio since the last
-    ``transcription.done`` is resent, on a new stream, and its partial text is replaced.
+    :class:`TranscriptionMachine` (see the module docstring): after a cut only the audio since the
+    last ``transcription.done`` is resent, on a new stream, and its partial text is replaced.
 
     Args:
-        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business; the client sends
-            at most :data:`MAX_SEND_SPEED` x real time after :data:`SEND_BURST_S`).
-        opener: opens a new stream; called for the first stream, each move, each reopen and each retry.
+        chunks: PCM16 chunks in order (up to 4096 bytes each; pacing is the iterator's business; the
+            client sends at most :data:`MAX_SEND_SPEED` x real time after :data:`SEND_BURST_S`).
+        opener: opens a new stream; called for the first stream, each move, each reopen and each
+            retry.
         model: model name for ``session.update``.
-        on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats its deltas).
+        on_delta: called with each ``transcription.delta`` text as it arrives (resent audio repeats
+            its deltas).
         on_session_text: called with each generation's final text (before joining).
         on_replay: called with a one-line reason each time audio is resent on a new stream.
         on_accepted: called once, at the first server event that is not an ``error`` (see
-            :attr:`TranscriptionMachine.accepted_at`), before that event's delta or text is passed on.
-        transcript: updated as the transcription goes (pass one to read the partial text after a failure).
+            :attr:`TranscriptionMachine.accepted_at`), before that event's delta or text is passed
+            on.
+        transcript: updated as the transcription goes (pass one to read the partial text after a
+            failure).
         session_limit_s: audio seconds one generation may hold (finite, positive).
         max_stream_s: seconds a stream is used before the client moves to a new one (at least
             :data:`MIN_MAX_STREAM_S`; default :data:`DEFAULT_MAX_STREAM_S`).
@@ -295,11 +365,26 @@ async def transcribe_stream(
         clock: monotonic clock in seconds (tests inject their own).
 
     Raises:
-        RealtimeError: the endpoint reported an error or a stream failure, or streams dropped again after a reopen
-            with no ``transcription.done`` between; ``transcript`` then holds the text received so far.
-        ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too small.
+        RealtimeError: the endpoint reported an error or a stream failure, or streams dropped again
+            after a reopen with no ``transcription.done`` between; ``transcript`` then holds the
+            text received so far.
+        ValueError: ``session_limit_s`` is not a positive finite number, or ``max_stream_s`` is too
+            small.
     """
-    machine = TranscriptionMachine(model=model, transcript=transcript, session_limit_s=session_limit_s,
-                                   max_stream_s=max_stream_s, done_timeout_s=done_timeout_s)
-    return await _Driver(machine, chunks, opener, on_delta, on_session_text, on_replay, clock,
-                         on_accepted=on_accepted).run()
+    machine = TranscriptionMachine(
+        model=model,
+        transcript=transcript,
+        session_limit_s=session_limit_s,
+        max_stream_s=max_stream_s,
+        done_timeout_s=done_timeout_s,
+    )
+    return await _Driver(
+        machine,
+        chunks,
+        opener,
+        on_delta,
+        on_session_text,
+        on_replay,
+        clock,
+        on_accepted=on_accepted,
+    ).run()

@@ -1,30 +1,35 @@
-"""The transcription's policy as an explicit state machine, :class:`TranscriptionMachine`, with no I/O.
+"""The transcription's policy as an explicit state machine, :class:`TranscriptionMachine`, with no
+I/O.
 
-It takes inputs (audio chunks, the end of the audio, a stream opened, a server event, a stream gone, the clock) and
-returns actions (open, send, close, deltas and texts to show, failure, the end), with no sockets and no clock of its
-own, so every transition is tested on its own. :func:`voicectl.clients.realtime.driver.transcribe_stream` drives it
-with real transports. A later commit starts the next generation on the same stream (vLLM drops audio sent between a
-final commit and its ``transcription.done``, so the machine holds it back meanwhile).
+It takes inputs (audio chunks, the end of the audio, a stream opened, a server event, a stream gone,
+the clock) and returns actions (open, send, close, deltas and texts to show, failure, the end), with
+no sockets and no clock of its own, so every transition is tested on its own.
+:func:`voicectl.clients.realtime.driver.transcribe_stream` drives it with real transports. A later
+commit starts the next generation on the same stream (vLLM drops audio sent between a final commit
+and its ``transcription.done``, so the machine holds it back meanwhile).
 
 Long audio, in three layers:
 
-- Generations: one generation holds at most ``session_limit_s`` of audio (the model's context: one token per 80 ms
-  per the Voxtral-Mini-4B-Realtime-2602 model card; the bridge's ``session_limit`` states its own limit in
-  ``limit_s``). The client also ends a generation at the first quiet chunk after :data:`GENERATION_TARGET_S`, so
-  that a ``transcription.done`` comes often: the audio since the last one is all that is ever resent.
-- Streams: a stream may be ended by the platform at any time (a vendor documents a 30-minute cap per SageMaker
-  bidirectional stream; unconfirmed: AWS documentation found so far is silent). Before ``max_stream_s`` the client
-  opens the next stream in advance and moves to it at the first quiet point (at ``max_stream_s`` at the latest):
-  the finishing generation completes on the old stream while new audio already flows on the new one, so a live
-  microphone does not fall behind. The two streams may answer in either order (a short last generation on the new
-  stream often finishes first): a generation's text is released (:class:`ShowGenerationText`) only once every
-  earlier generation's has been, so texts come out in audio order and a caller that checkpoints on each one (the
-  Connect consumer) never moves past audio whose text has not arrived.
-- Cuts: when a stream drops (network, reset, ``upstream_closed``, ``server_shutdown``, SageMaker's stream
-  failures) the client opens a new stream and resends only the audio since the last ``transcription.done``,
-  discarding that audio's partial text: the transcript has no gap and no repeated text. ``server_busy`` is retried
-  after a pause. Whatever ends the transcription early raises :class:`RealtimeError`, with the text received so
-  far left in the caller's :class:`Transcript`.
+- Generations: one generation holds at most ``session_limit_s`` of audio (the model's context: one
+  token per 80 ms per the Voxtral-Mini-4B-Realtime-2602 model card; the bridge's ``session_limit``
+  states its own limit in ``limit_s``). The client also ends a generation at the first quiet chunk
+  after :data:`GENERATION_TARGET_S`, so that a ``transcription.done`` comes often: the audio since
+  the last one is all that is ever resent.
+- Streams: a stream may be ended by the platform at any time (a vendor documents a 30-minute cap per
+  SageMaker bidirectional stream; unconfirmed: AWS documentation found so far is silent). Before
+  ``max_stream_s`` the client opens the next stream in advance and moves to it at the first quiet
+  point (at ``max_stream_s`` at the latest): the finishing generation completes on the old stream
+  while new audio already flows on the new one, so a live microphone does not fall behind. The two
+  streams may answer in either order (a short last generation on the new stream often finishes
+  first): a generation's text is released (:class:`ShowGenerationText`) only once every earlier
+  generation's has been, so texts come out in audio order and a caller that checkpoints on each one
+  (the Connect consumer) never moves past audio whose text has not arrived.
+- Cuts: when a stream drops (network, reset, ``upstream_closed``, ``server_shutdown``, SageMaker's
+  stream failures) the client opens a new stream and resends only the audio since the last
+  ``transcription.done``, discarding that audio's partial text: the transcript has no gap and no
+  repeated text. ``server_busy`` is retried after a pause. Whatever ends the transcription early
+  raises :class:`RealtimeError`, with the text received so far left in the caller's
+  :class:`Transcript`.
 """
 
 from __future__ import annotations
@@ -40,21 +45,35 @@ import numpy as np
 from voicectl.clients.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 from voicectl.clients.bounded_json import JsonBoundError, loads_bounded, one_line
 from voicectl.clients.realtime.protocol import (
-    DEFAULT_MODEL, ERROR, ERROR_HINTS, IDLE_TIMEOUT_CODE, MAX_EVENT_BYTES, MAX_EVENT_DEPTH, REOPEN_CODES,
-    SERVER_BUSY_CODE, SESSION_LIMIT_CODE, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, RealtimeError, append_event,
-    commit_event, session_update_event,
+    DEFAULT_MODEL,
+    ERROR,
+    ERROR_HINTS,
+    IDLE_TIMEOUT_CODE,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_DEPTH,
+    REOPEN_CODES,
+    SERVER_BUSY_CODE,
+    SESSION_LIMIT_CODE,
+    TRANSCRIPTION_DELTA,
+    TRANSCRIPTION_DONE,
+    RealtimeError,
+    append_event,
+    commit_event,
+    session_update_event,
 )
 from voicectl.clients.realtime.transcript import MAX_TRANSCRIPT_CHARS, Transcript, _Segment
 from voicectl.clients.realtime.transport import TransportClosed
 
-# ---- the policy's numbers -------------------------------------------------------------------------------------------
+# ---- the policy's numbers -----------------------------------------------------------------------
 DEFAULT_SESSION_LIMIT_S = 3000.0
-"""Audio seconds per generation at most: 50 min, below the 1 h (45000 tokens x 80 ms) context of the model card's
-example ``--max-model-len``; the bridge's ``session_limit`` lowers it when the endpoint serves a shorter context."""
+"""Audio seconds per generation at most: 50 min, below the 1 h (45000 tokens x 80 ms) context of the
+model card's example ``--max-model-len``; the bridge's ``session_limit`` lowers it when the endpoint
+serves a shorter context."""
 
 DEFAULT_MAX_STREAM_S = 1500.0
-"""Seconds a stream is used before the client moves to a new one: 25 min, below the 30 min a vendor documents as
-SageMaker's cap on one bidirectional stream (unconfirmed: AWS documentation found so far is silent)."""
+"""Seconds a stream is used before the client moves to a new one: 25 min, below the 30 min a vendor
+documents as SageMaker's cap on one bidirectional stream (unconfirmed: AWS documentation found so
+far is silent)."""
 
 MIN_MAX_STREAM_S = 10.0
 """Shortest ``max_stream_s``: a stream must live long enough to open the next one."""
@@ -65,48 +84,60 @@ chunk (kept well below the stream's idle timeout, :data:`contracts.realtime.IDLE
 as the next stream waits idle meanwhile)."""
 
 GENERATION_TARGET_S = 30.0
-"""Audio seconds after which a generation ends at the first quiet chunk: the most audio a cut usually resends."""
+"""Audio seconds after which a generation ends at the first quiet chunk: the most audio a cut
+usually resends."""
 
 ROLLOVER_WINDOW_S = 10.0
-"""Seconds before the generation limit in which the client ends the generation at the first quiet chunk."""
+"""Seconds before the generation limit in which the client ends the generation at the first quiet
+chunk."""
 
 ROLLOVER_WINDOW_MAX_FRACTION = 0.2
-"""The windows never exceed this fraction of their limit (short limits keep long generations and streams)."""
+"""The windows never exceed this fraction of their limit (short limits keep long generations and
+streams)."""
 
 QUIET_RMS = 0.01
 """RMS (full scale = 1.0, i.e. -40 dBFS) under which a 128 ms chunk counts as quiet."""
 
 QUIET_FRACTION = 0.25
-"""A chunk also counts as quiet below this fraction of its generation's mean RMS (speech over a noise floor)."""
+"""A chunk also counts as quiet below this fraction of its generation's mean RMS (speech over a
+noise floor)."""
 
 DONE_TIMEOUT_S = 60.0
 """Seconds to wait for ``transcription.done`` after a final commit before giving up."""
 
 DONE_TIMEOUT_FAIL = "fail"
-"""``on_done_timeout``: a missing ``transcription.done`` fails the transcription (a file: the caller retries)."""
+"""``on_done_timeout``: a missing ``transcription.done`` fails the transcription (a file: the caller
+retries)."""
 
 DONE_TIMEOUT_GO_ON = "go_on"
-"""``on_done_timeout``: a missing ``transcription.done`` gives up on that stream only. vLLM's realtime server can
-leave a final commit unanswered while every delta was sent (vllm-project/vllm#33962: the generator waits for audio
-forever), so the deltas are the generation's text; resending the audio would hang the same way."""
+"""``on_done_timeout``: a missing ``transcription.done`` gives up on that stream only. vLLM's
+realtime server can leave a final commit unanswered while every delta was sent
+(vllm-project/vllm#33962: the generator waits for audio forever), so the deltas are the generation's
+text; resending the audio would hang the same way."""
 
 MAX_REOPENS = 1
-"""Streams reopened after a cut with no ``transcription.done`` in between before the client gives up."""
+"""Streams reopened after a cut with no ``transcription.done`` in between before the client gives
+up."""
 
 SESSION_LIMIT_MARGIN = 0.9
-"""Fraction of the endpoint's limit the client uses after a ``session_limit`` error (room for audio in flight)."""
+"""Fraction of the endpoint's limit the client uses after a ``session_limit`` error (room for audio
+in flight)."""
 
 MAX_LIMIT_REPLAYS = 3
-"""Times a generation is resent under a lowered limit after ``session_limit`` errors before giving up."""
+"""Times a generation is resent under a lowered limit after ``session_limit`` errors before giving
+up."""
 
 MIN_SESSION_LIMIT_S = 1.0
-"""Smallest session limit in seconds: a generation must hold several 128 ms chunks to be worth one."""
+"""Smallest session limit in seconds: a generation must hold several 128 ms chunks to be worth
+one."""
 
 BUSY_RETRY_DELAYS_S = (1.0, 2.0, 4.0)
-"""Pauses before opening a stream again after ``server_busy`` (every slot of the instance in use); then give up."""
+"""Pauses before opening a stream again after ``server_busy`` (every slot of the instance in use);
+then give up."""
 
 MAX_BUFFERED_S = 30.0
-"""Audio seconds held unsent (a stream opening, a generation finishing) before the client stops reading the source."""
+"""Audio seconds held unsent (a stream opening, a generation finishing) before the client stops
+reading the source."""
 
 
 def chunk_seconds(pcm16: bytes) -> float:
@@ -127,12 +158,14 @@ class TranscriptionResult:
     Attributes:
         transcript: the joined final transcript.
         audio_seconds_sent: seconds of distinct audio delivered (resent audio counted once).
-        time_to_first_delta_s: seconds from the first audio append to the first non-empty delta (None if none came).
+        time_to_first_delta_s: seconds from the first audio append to the first non-empty delta
+            (None if none came).
         elapsed_s: seconds from the first audio append to the last ``transcription.done``.
         sessions: number of streams opened (moves, reopens and retries included).
         reopens: number of streams reopened after a cut.
         replayed_audio_s: seconds of audio sent a second time (after a cut or a ``session_limit``).
-        session_limit_s: the generation limit in force at the end (lower than requested when the endpoint's is lower).
+        session_limit_s: the generation limit in force at the end (lower than requested when the
+            endpoint's is lower).
         rollovers: number of moves to a new stream before ``max_stream_s``.
         generations: number of generations transcribed (``transcription.done`` received).
     """
@@ -150,11 +183,13 @@ class TranscriptionResult:
 
     @property
     def real_time_factor(self) -> float | None:
-        """Elapsed wall time over audio duration (1.0 = as fast as real time; below 1.0 = faster)."""
+        """Elapsed wall time over audio duration (1.0 = as fast as real time; below 1.0 =
+        faster)."""
         return self.elapsed_s / self.audio_seconds_sent if self.audio_seconds_sent else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready figures (seconds rounded to milliseconds)."""
+
         def ms(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
 
@@ -174,26 +209,29 @@ class TranscriptionResult:
 
 
 def _text_field(event: dict[str, Any], name: str) -> str:
-    """``event[name]`` as text: missing or null is empty, a non-string value (a number) is kept as its JSON text."""
+    """``event[name]`` as text: missing or null is empty, a non-string value (a number) is kept as
+    its JSON text."""
     value = event.get(name)
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
 
 
-# ---- the state machine: inputs are method calls, outputs are these actions ----------------------------------------
+# ---- the state machine: inputs are method calls, outputs are these actions ---------------------
 
 
 @dataclass(frozen=True)
 class OpenStream:
-    """Open stream number ``stream`` (then report :meth:`TranscriptionMachine.opened` or ``open_failed``)."""
+    """Open stream number ``stream`` (then report :meth:`TranscriptionMachine.opened` or
+    ``open_failed``)."""
 
     stream: int
 
 
 @dataclass(frozen=True)
 class SendEvent:
-    """Send ``text`` (one JSON event) on ``stream``; ``audio_s`` is the audio it carries, for pacing."""
+    """Send ``text`` (one JSON event) on ``stream``; ``audio_s`` is the audio it carries, for
+    pacing."""
 
     stream: int
     text: str
@@ -216,8 +254,8 @@ class ShowDelta:
 
 @dataclass(frozen=True)
 class ShowGenerationText:
-    """A generation's final text (``on_session_text``), and the audio it covers: seconds from the start of the
-    source's audio, ``start_s`` to ``end_s`` (not compared: an action is its text)."""
+    """A generation's final text (``on_session_text``), and the audio it covers: seconds from the
+    start of the source's audio, ``start_s`` to ``end_s`` (not compared: an action is its text)."""
 
     text: str
     start_s: float = field(default=0.0, compare=False)
@@ -240,15 +278,26 @@ class Failed:
 
 @dataclass(frozen=True)
 class Finished:
-    """Every generation is done and every stream closed: the result is ready (:meth:`TranscriptionMachine.result`)."""
+    """Every generation is done and every stream closed: the result is ready
+    (:meth:`TranscriptionMachine.result`)."""
 
 
-Action = OpenStream | SendEvent | CloseStream | ShowDelta | ShowGenerationText | Replaying | Failed | Finished
+Action = (
+    OpenStream
+    | SendEvent
+    | CloseStream
+    | ShowDelta
+    | ShowGenerationText
+    | Replaying
+    | Failed
+    | Finished
+)
 
 
 @dataclass
 class _Generation:
-    """One generation: the audio sent in it (kept until its ``transcription.done``, to resend after a cut)."""
+    """One generation: the audio sent in it (kept until its ``transcription.done``, to resend after
+    a cut)."""
 
     stream: int
     segment: _Segment
@@ -257,7 +306,9 @@ class _Generation:
     rms_sum: float = 0.0
     final_at: float | None = None  # when its final commit was sent
     start_s: float = 0.0  # where its audio starts in the source's audio (seconds)
-    answered: bool = False  # its transcription.done arrived; held until every earlier generation's has
+    answered: bool = (
+        False  # its transcription.done arrived; held until every earlier generation's has
+    )
 
     @property
     def mean_rms(self) -> float:
@@ -271,12 +322,14 @@ class _Stream:
 
 
 class TranscriptionMachine:
-    """The transcription's policy, as a state machine with no I/O: inputs in, :data:`Action` lists out.
+    """The transcription's policy, as a state machine with no I/O: inputs in, :data:`Action` lists
+    out.
 
-    Inputs (each returns the actions to carry out, in order): :meth:`start`, :meth:`audio` (a PCM16 chunk),
-    :meth:`end_of_audio`, :meth:`opened`, :meth:`open_failed`, :meth:`received` (a server event's text),
-    :meth:`closed` (a stream gone, with the error that ended it), :meth:`tick` (the clock passed
-    :meth:`next_deadline`). ``now`` is the caller's monotonic clock in seconds. Streams are numbered from 1.
+    Inputs (each returns the actions to carry out, in order): :meth:`start`, :meth:`audio` (a PCM16
+    chunk), :meth:`end_of_audio`, :meth:`opened`, :meth:`open_failed`, :meth:`received` (a server
+    event's text), :meth:`closed` (a stream gone, with the error that ended it), :meth:`tick` (the
+    clock passed :meth:`next_deadline`). ``now`` is the caller's monotonic clock in seconds. Streams
+    are numbered from 1.
 
     Args:
         model: model name for ``session.update``.
@@ -285,26 +338,41 @@ class TranscriptionMachine:
         max_stream_s: seconds a stream is used before moving to a new one (finite, at least
             :data:`MIN_MAX_STREAM_S`).
         done_timeout_s: seconds to wait for ``transcription.done`` after a final commit.
-        on_done_timeout: what a ``transcription.done`` that does not come within ``done_timeout_s`` does:
-            :data:`DONE_TIMEOUT_FAIL` (the transcription fails, code ``timeout``) or :data:`DONE_TIMEOUT_GO_ON` (the
-            generation's deltas become its text, its stream is closed and the audio after it goes on on a new stream:
-            a live call never ends for a server that stopped answering one generation, vLLM #33962).
+        on_done_timeout: what a ``transcription.done`` that does not come within ``done_timeout_s``
+            does: :data:`DONE_TIMEOUT_FAIL` (the transcription fails, code ``timeout``) or
+            :data:`DONE_TIMEOUT_GO_ON` (the generation's deltas become its text, its stream is
+            closed and the audio after it goes on on a new stream: a live call never ends for a
+            server that stopped answering one generation, vLLM #33962).
 
     Raises:
-        ValueError: a limit is not a positive finite number, or ``max_stream_s`` is below :data:`MIN_MAX_STREAM_S`.
+        ValueError: a limit is not a positive finite number, or ``max_stream_s`` is below
+            :data:`MIN_MAX_STREAM_S`.
     """
 
-    def __init__(self, *, model: str = DEFAULT_MODEL, transcript: Transcript | None = None,
-                 session_limit_s: float = DEFAULT_SESSION_LIMIT_S, max_stream_s: float = DEFAULT_MAX_STREAM_S,
-                 done_timeout_s: float = DONE_TIMEOUT_S, on_done_timeout: str = "fail") -> None:
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        transcript: Transcript | None = None,
+        session_limit_s: float = DEFAULT_SESSION_LIMIT_S,
+        max_stream_s: float = DEFAULT_MAX_STREAM_S,
+        done_timeout_s: float = DONE_TIMEOUT_S,
+        on_done_timeout: str = "fail",
+    ) -> None:
         if on_done_timeout not in (DONE_TIMEOUT_FAIL, DONE_TIMEOUT_GO_ON):
-            raise ValueError(f"on_done_timeout must be {DONE_TIMEOUT_FAIL!r} or {DONE_TIMEOUT_GO_ON!r}, "
-                             f"got {on_done_timeout!r}")
+            raise ValueError(
+                f"on_done_timeout must be {DONE_TIMEOUT_FAIL!r} or {DONE_TIMEOUT_GO_ON!r}, "
+                f"got {on_done_timeout!r}"
+            )
         if not math.isfinite(session_limit_s) or session_limit_s <= 0:
-            raise ValueError(f"session limit must be a positive finite number of seconds, got {session_limit_s}")
+            raise ValueError(
+                f"session limit must be a positive finite number of seconds, got {session_limit_s}"
+            )
         if not math.isfinite(max_stream_s) or max_stream_s < MIN_MAX_STREAM_S:
-            raise ValueError(f"max_stream_s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g}, "
-                             f"got {max_stream_s}")
+            raise ValueError(
+                f"max_stream_s must be a finite number of seconds, at least {MIN_MAX_STREAM_S:g}, "
+                f"got {max_stream_s}"
+            )
         self.model = model
         self.transcript = transcript if transcript is not None else Transcript()
         self.session_limit_s = session_limit_s
@@ -313,22 +381,26 @@ class TranscriptionMachine:
         self.on_done_timeout = on_done_timeout
         self.finished = False
         self.accepted_at: float | None = None
-        """``now`` of the first server event that is not an ``error``, on any stream: proof the endpoint accepted a
-        stream (vLLM sends ``session.created`` on accept; through SageMaker and the bridge that is the container's
-        first frame). An opened stream is not proof: SageMaker's HTTP/2 call returns before the container answers, and
-        the bridge accepts every WebSocket at once and may refuse with an ``error`` event (``server_busy``,
-        ``upstream_unavailable``)."""
+        """``now`` of the first server event that is not an ``error``, on any stream: proof the
+        endpoint accepted a stream (vLLM sends ``session.created`` on accept; through SageMaker and
+        the bridge that is the container's first frame). An opened stream is not proof: SageMaker's
+        HTTP/2 call returns before the container answers, and the bridge accepts every WebSocket at
+        once and may refuse with an ``error`` event (``server_busy``, ``upstream_unavailable``)."""
         self._streams: dict[int, _Stream] = {}
         self._last_stream = 0
         self._active: int | None = None  # the stream new audio goes to
         self._next: int | None = None  # opened ahead of a move
         self._next_not_before = 0.0  # no new next stream before this (after it failed)
-        self._generations: list[_Generation] = []  # not released yet (awaiting their done, or held), in audio order
+        self._generations: list[
+            _Generation
+        ] = []  # not released yet (awaiting their done, or held), in audio order
         self._current: _Generation | None = None  # the generation new audio goes to
         self._buffer: deque[bytes] = deque()  # audio not sent yet (resent audio first)
         self._buffered_s = 0.0
         self._source_done = False
-        self._reopen_at: float | None = None  # when to open the active stream again after server_busy
+        self._reopen_at: float | None = (
+            None  # when to open the active stream again after server_busy
+        )
         self._busy_retries = 0
         self._reopens_in_a_row = 0
         self._limit_replays = 0
@@ -340,7 +412,7 @@ class TranscriptionMachine:
         self._last_done_at: float | None = None
         self._now = -math.inf  # the latest time an input brought
 
-    # ---- inputs ---------------------------------------------------------------------------------------------------
+    # ---- inputs ---------------------------------------------------------------------------------
     def start(self, now: float) -> list[Action]:
         """Begin: open the first stream."""
         actions: list[Action] = []
@@ -381,7 +453,9 @@ class TranscriptionMachine:
             self._next = None
             self._next_not_before = now + BUSY_RETRY_DELAYS_S[0]
             return []
-        if stream == 1:  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
+        if (
+            stream == 1
+        ):  # nothing has worked yet: most likely the target itself (URL, credentials, endpoint)
             return self._fail(error)
         return self._recover(f"opening a new stream failed ({error})", now, drop=error)
 
@@ -391,17 +465,31 @@ class TranscriptionMachine:
         if stream not in self._streams or self.finished:
             return []
         if len(text) > MAX_EVENT_BYTES:
-            return self._fail(RealtimeError(
-                f"the endpoint sent a {len(text):,}-byte event, more than the {MAX_EVENT_BYTES:,} bytes the client "
-                "accepts (MAX_EVENT_BYTES); check what answers at that address", code="message_too_large"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent a {len(text):,}-byte event, more than the "
+                    f"{MAX_EVENT_BYTES:,} bytes the client accepts (MAX_EVENT_BYTES); check what "
+                    "answers at that address",
+                    code="message_too_large",
+                )
+            )
         try:
             event = loads_bounded(text, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_EVENT_DEPTH)
         except JsonBoundError as error:
-            return self._fail(RealtimeError(f"the endpoint sent an event the client refuses: {error}; check what "
-                                            "answers at that address", code="bad_message"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent an event the client refuses: {error}; check what "
+                    "answers at that address",
+                    code="bad_message",
+                )
+            )
         except json.JSONDecodeError:
-            return self._fail(RealtimeError(f"the endpoint sent a message that is not JSON: {text[:200]!r}",
-                                            code="bad_message"))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint sent a message that is not JSON: {text[:200]!r}",
+                    code="bad_message",
+                )
+            )
         kind = event.get("type") if isinstance(event, dict) else None
         if self.accepted_at is None and isinstance(kind, str) and kind != ERROR:
             self.accepted_at = now
@@ -421,16 +509,23 @@ class TranscriptionMachine:
         return []  # session.created and unknown informational events need no action
 
     def _check_kept(self) -> list[Action]:
-        """Fail (the actions to do so) once the transcript holds more than :data:`MAX_TRANSCRIPT_CHARS`."""
+        """Fail (the actions to do so) once the transcript holds more than
+        :data:`MAX_TRANSCRIPT_CHARS`."""
         if self.transcript.chars <= MAX_TRANSCRIPT_CHARS:
             return []
-        return self._fail(RealtimeError(
-            f"the endpoint sent more than {MAX_TRANSCRIPT_CHARS:,} characters of transcript, the most one run keeps "
-            "(MAX_TRANSCRIPT_CHARS); split the audio into shorter files", code="transcript_too_large"))
+        return self._fail(
+            RealtimeError(
+                f"the endpoint sent more than {MAX_TRANSCRIPT_CHARS:,} characters of transcript, "
+                "the most one run keeps (MAX_TRANSCRIPT_CHARS); split the audio into shorter "
+                "files",
+                code="transcript_too_large",
+            )
+        )
 
     def closed(self, stream: int, error: BaseException | None, now: float) -> list[Action]:
-        """Stream ``stream`` ended: ``error`` is a :class:`TransportClosed` (a drop), a :class:`RealtimeError` (a
-        reported stream failure), or None (closed cleanly, which before ``transcription.done`` is a drop too)."""
+        """Stream ``stream`` ended: ``error`` is a :class:`TransportClosed` (a drop), a
+        :class:`RealtimeError` (a reported stream failure), or None (closed cleanly, which before
+        ``transcription.done`` is a drop too)."""
         if stream not in self._streams or self.finished:
             return []
         if isinstance(error, RealtimeError) and error.code not in REOPEN_CODES:
@@ -444,8 +539,8 @@ class TranscriptionMachine:
         return self._recover(f"the stream dropped ({cause})", now, drop=cause)
 
     def tick(self, now: float) -> list[Action]:
-        """The clock reached :meth:`next_deadline`: time out a ``transcription.done``, retry after ``server_busy``,
-        or move to the next stream while the source is silent."""
+        """The clock reached :meth:`next_deadline`: time out a ``transcription.done``, retry after
+        ``server_busy``, or move to the next stream while the source is silent."""
         self._now = max(self._now, now)
         if self.finished:
             return []
@@ -453,9 +548,14 @@ class TranscriptionMachine:
             if generation.final_at is not None and now - generation.final_at >= self.done_timeout_s:
                 if self.on_done_timeout == DONE_TIMEOUT_GO_ON:
                     return self._done_without_done(generation, now)
-                return self._fail(RealtimeError(
-                    f"no transcription.done arrived within {self.done_timeout_s:.0f} s of the final commit; the "
-                    "endpoint may be overloaded or stuck: check its CloudWatch logs and metrics", code="timeout"))
+                return self._fail(
+                    RealtimeError(
+                        f"no transcription.done arrived within {self.done_timeout_s:.0f} s of "
+                        "the final commit; the endpoint may be overloaded or stuck: check its "
+                        "CloudWatch logs and metrics",
+                        code="timeout",
+                    )
+                )
         actions: list[Action] = []
         if self._reopen_at is not None and now >= self._reopen_at:
             self._reopen_at = None
@@ -464,15 +564,19 @@ class TranscriptionMachine:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` must be called next (None: no timer is running)."""
-        deadlines = [generation.final_at + self.done_timeout_s
-                     for generation in self._awaited() if generation.final_at is not None]
+        deadlines = [
+            generation.final_at + self.done_timeout_s
+            for generation in self._awaited()
+            if generation.final_at is not None
+        ]
         if self._reopen_at is not None:
             deadlines.append(self._reopen_at)
         active = self._streams.get(self._active) if self._active is not None else None
         if active is not None and active.opened_at is not None and not self._source_done:
             due = active.opened_at + self.max_stream_s
-            # Opening the next stream, then the move (which waits for a quiet chunk until `due`): each looked at
-            # once when its time comes, not again and again while it waits for something else.
+            # Opening the next stream, then the move (which waits for a quiet chunk until `due`):
+            # each looked at once when its time comes, not again and again while it waits for
+            # something else.
             for moment in (max(due - self._stream_window_s, self._next_not_before), due):
                 if moment > self._now:
                     deadlines.append(moment)
@@ -481,7 +585,8 @@ class TranscriptionMachine:
 
     @property
     def wants_audio(self) -> bool:
-        """Whether the source should be read now (False while :data:`MAX_BUFFERED_S` of audio waits unsent)."""
+        """Whether the source should be read now (False while :data:`MAX_BUFFERED_S` of audio waits
+        unsent)."""
         return not self.finished and not self._source_done and self._buffered_s < MAX_BUFFERED_S
 
     def result(self, now: float) -> TranscriptionResult:
@@ -491,7 +596,9 @@ class TranscriptionMachine:
         return TranscriptionResult(
             transcript=self.transcript.text,
             audio_seconds_sent=self._audio_s,
-            time_to_first_delta_s=None if first is None or self._first_delta_at is None else self._first_delta_at - first,
+            time_to_first_delta_s=None
+            if first is None or self._first_delta_at is None
+            else self._first_delta_at - first,
             elapsed_s=0.0 if first is None else end - first,
             sessions=self._sessions,
             reopens=self._reopens,
@@ -501,7 +608,7 @@ class TranscriptionMachine:
             generations=self._generations_done,
         )
 
-    # ---- the policy -----------------------------------------------------------------------------------------------
+    # ---- the policy -----------------------------------------------------------------------------
     @property
     def _stream_window_s(self) -> float:
         return min(STREAM_WINDOW_S, self.max_stream_s * ROLLOVER_WINDOW_MAX_FRACTION)
@@ -518,26 +625,37 @@ class TranscriptionMachine:
         return [generation for generation in self._generations if not generation.answered]
 
     def _generation_on(self, stream: int) -> _Generation | None:
-        """The oldest generation of ``stream`` whose ``transcription.done`` has not arrived (deltas and the done are
-        for it)."""
-        return next((generation for generation in self._generations
-                     if generation.stream == stream and not generation.answered), None)
+        """The oldest generation of ``stream`` whose ``transcription.done`` has not arrived (deltas
+        and the done are for it)."""
+        return next(
+            (
+                generation
+                for generation in self._generations
+                if generation.stream == stream and not generation.answered
+            ),
+            None,
+        )
 
     def _pump(self, now: float) -> list[Action]:
-        """Send what the buffer holds as far as the streams allow; end generations and move streams on the way."""
+        """Send what the buffer holds as far as the streams allow; end generations and move streams
+        on the way."""
         actions: list[Action] = []
         active = self._streams.get(self._active) if self._active is not None else None
         while active is not None and active.opened_at is not None:
             generation = self._current
             if generation is None:
                 if self._generation_on(self._active) is not None:  # type: ignore[arg-type]
-                    break  # the last generation on this stream is finishing: vLLM would drop audio sent now
+                    # the last generation on this stream is finishing: vLLM would drop audio sent
+                    # now
+                    break
                 if not self._buffer and self._source_done:
                     break
                 generation = self._start_generation(now, actions)
             if not self._buffer:
                 if self._source_done or self._stream_age(now) >= self.max_stream_s:
-                    self._end_generation(generation, now, actions)  # the end of the audio, or a move in silence
+                    self._end_generation(
+                        generation, now, actions
+                    )  # the end of the audio, or a move in silence
                     if not self._source_done:
                         self._move(actions)
                         active = self._streams.get(self._active)  # type: ignore[arg-type]
@@ -559,10 +677,21 @@ class TranscriptionMachine:
             if self._first_append_at is None:
                 self._first_append_at = now
             actions.append(SendEvent(generation.stream, append_event(chunk), seconds))
-        if (self._next is None and active is not None and active.opened_at is not None and not self._source_done
-                and now >= self._next_not_before and self._stream_age(now) >= self.max_stream_s - self._stream_window_s):
+        if (
+            self._next is None
+            and active is not None
+            and active.opened_at is not None
+            and not self._source_done
+            and now >= self._next_not_before
+            and self._stream_age(now) >= self.max_stream_s - self._stream_window_s
+        ):
             self._next = self._open(actions)  # ready for the move at the next quiet chunk
-        if self._source_done and not self._buffer and not self._generations and self._current is None:
+        if (
+            self._source_done
+            and not self._buffer
+            and not self._generations
+            and self._current is None
+        ):
             actions += [CloseStream(stream) for stream in self._streams]
             self._streams.clear()
             self.finished = True
@@ -576,8 +705,9 @@ class TranscriptionMachine:
         return now - active.opened_at
 
     def _should_end(self, generation: _Generation, chunk: bytes, now: float) -> bool:
-        """Whether ``generation`` ends before ``chunk``: at its limit, or at a quiet chunk near the limit, after
-        :data:`GENERATION_TARGET_S`, or when a move to the next stream is due; at ``max_stream_s`` in any case."""
+        """Whether ``generation`` ends before ``chunk``: at its limit, or at a quiet chunk near the
+        limit, after :data:`GENERATION_TARGET_S`, or when a move to the next stream is due; at
+        ``max_stream_s`` in any case."""
         limit = self.session_limit_s
         seconds = chunk_seconds(chunk)
         if generation.audio_s + seconds > limit or self._stream_age(now) >= self.max_stream_s:
@@ -585,23 +715,30 @@ class TranscriptionMachine:
         rms = chunk_rms(chunk)
         if rms >= QUIET_RMS and rms >= QUIET_FRACTION * generation.mean_rms:
             return False
-        return (generation.audio_s + min(ROLLOVER_WINDOW_S, limit * ROLLOVER_WINDOW_MAX_FRACTION) >= limit
-                or generation.audio_s >= GENERATION_TARGET_S
-                or self._stream_age(now) >= self.max_stream_s - self._stream_window_s)
+        return (
+            generation.audio_s + min(ROLLOVER_WINDOW_S, limit * ROLLOVER_WINDOW_MAX_FRACTION)
+            >= limit
+            or generation.audio_s >= GENERATION_TARGET_S
+            or self._stream_age(now) >= self.max_stream_s - self._stream_window_s
+        )
 
     def _start_generation(self, now: float, actions: list[Action]) -> _Generation:
         assert self._active is not None
-        # The buffer holds the source's audio from the first unsent chunk on (resent audio is put back in front),
-        # so that chunk starts at everything received less what waits.
-        generation = _Generation(stream=self._active, segment=self.transcript.open_segment(),
-                                 start_s=self._audio_s - self._buffered_s)
+        # The buffer holds the source's audio from the first unsent chunk on (resent audio is put
+        # back in front), so that chunk starts at everything received less what waits.
+        generation = _Generation(
+            stream=self._active,
+            segment=self.transcript.open_segment(),
+            start_s=self._audio_s - self._buffered_s,
+        )
         self._generations.append(generation)
         self._current = generation
         actions.append(SendEvent(self._active, commit_event()))
         return generation
 
     def _end_generation(self, generation: _Generation, now: float, actions: list[Action]) -> None:
-        """Send the final commit (an empty generation is dropped instead: closing its stream ends it)."""
+        """Send the final commit (an empty generation is dropped instead: closing its stream ends
+        it)."""
         self._current = None
         if generation.audio_s == 0:
             self._generations.remove(generation)
@@ -611,7 +748,8 @@ class TranscriptionMachine:
         actions.append(SendEvent(generation.stream, commit_event(final=True)))
 
     def _move(self, actions: list[Action]) -> None:
-        """New audio goes to the next stream (opened ahead, or now); the old one closes once its generation is done."""
+        """New audio goes to the next stream (opened ahead, or now); the old one closes once its
+        generation is done."""
         old = self._active
         if old is not None and old in self._streams:
             if self._generation_on(old) is None:
@@ -625,30 +763,40 @@ class TranscriptionMachine:
         else:
             self._active = self._open(actions)
 
-    def _done(self, stream: int, event: dict[str, Any], now: float, *, closed: bool = False) -> list[Action]:
+    def _done(
+        self, stream: int, event: dict[str, Any], now: float, *, closed: bool = False
+    ) -> list[Action]:
         generation = self._generation_on(stream)
         if generation is None:
             return []
-        if generation is self._current:  # vLLM ended the generation before its final commit: start a new one
+        if (
+            generation is self._current
+        ):  # vLLM ended the generation before its final commit: start a new one
             self._current = None
         text = event.get("text")
         # A null or missing text falls back to the deltas, which carry the same words.
-        self.transcript.set_done(generation.segment,
-                                 "".join(generation.segment.deltas) if text is None else _text_field(event, "text"))
+        self.transcript.set_done(
+            generation.segment,
+            "".join(generation.segment.deltas) if text is None else _text_field(event, "text"),
+        )
         if failed := self._check_kept():
             return failed
         generation.answered = True
         self._last_done_at = now
         self._reopens_in_a_row = 0
         self._busy_retries = 0
-        # Released in audio order: a later generation answered first (on the stream moved to) waits, still resent
-        # if an earlier one's stream drops, so that no text is shown, and no checkpoint moves, past a gap.
+        # Released in audio order: a later generation answered first (on the stream moved to) waits,
+        # still resent if an earlier one's stream drops, so that no text is shown, and no checkpoint
+        # moves, past a gap.
         actions: list[Action] = []
         while self._generations and self._generations[0].answered:
             released = self._generations.pop(0)
             self._generations_done += 1
-            actions.append(ShowGenerationText(released.segment.done_text, released.start_s,
-                                              released.start_s + released.audio_s))
+            actions.append(
+                ShowGenerationText(
+                    released.segment.text, released.start_s, released.start_s + released.audio_s
+                )
+            )
         state = None if closed else self._streams.get(stream)
         if state is not None and state.retiring and self._generation_on(stream) is None:
             del self._streams[stream]
@@ -656,13 +804,17 @@ class TranscriptionMachine:
         return actions + self._pump(now)
 
     def _done_without_done(self, generation: _Generation, now: float) -> list[Action]:
-        """``generation``'s done never came (:data:`DONE_TIMEOUT_GO_ON`): its deltas are its text, its stream is
-        closed (nothing else is awaited on it: vLLM holds a stream's audio while a generation finishes) and new audio
-        goes to a new stream."""
+        """``generation``'s done never came (:data:`DONE_TIMEOUT_GO_ON`): its deltas are its text,
+        its stream is closed (nothing else is awaited on it: vLLM holds a stream's audio while a
+        generation finishes) and new audio goes to a new stream."""
         stream = generation.stream
-        actions: list[Action] = [Replaying(
-            f"no transcription.done within {self.done_timeout_s:.0f} s of the final commit; the generation's deltas "
-            "are its text and the audio after it goes on on a new stream")]
+        actions: list[Action] = [
+            Replaying(
+                f"no transcription.done within {self.done_timeout_s:.0f} s of the final commit; "
+                "the generation's deltas are its text and the audio after it goes on on a new "
+                "stream"
+            )
+        ]
         self._streams.pop(stream, None)
         actions.append(CloseStream(stream))
         if stream == self._active:
@@ -672,64 +824,106 @@ class TranscriptionMachine:
 
     def _error(self, stream: int, event: dict[str, Any], now: float) -> list[Action]:
         raw_code = event.get("code")
-        # Escaped and bounded like the message: a short code can hold terminal control sequences too.
+        # Escaped and bounded like the message: a short code can hold terminal control sequences
+        # too.
         code = None if raw_code is None else one_line(raw_code, 64)
         # The server's text, on one line of bounded length.
         message = "(no message)" if event.get("error") is None else one_line(event.get("error"))
         if code == SESSION_LIMIT_CODE:
             return self._session_limit(event, message, now)
         if code in REOPEN_CODES:
-            return self._recover(f"the stream dropped ({code}: {message})", now,
-                                 drop=RealtimeError(f"the endpoint reported {code}: {message}", code=code))
+            return self._recover(
+                f"the stream dropped ({code}: {message})",
+                now,
+                drop=RealtimeError(f"the endpoint reported {code}: {message}", code=code),
+            )
         if code == SERVER_BUSY_CODE:
             return self._busy(stream, message, now)
         if code == IDLE_TIMEOUT_CODE and stream == self._next:
-            del self._streams[stream]  # the stream opened ahead waited too long: open another when needed
+            del self._streams[
+                stream
+            ]  # the stream opened ahead waited too long: open another when needed
             self._next = None
             return [CloseStream(stream)]
         hint = ERROR_HINTS.get(str(code), "see the endpoint's CloudWatch logs")
-        return self._fail(RealtimeError(f"the endpoint reported an error ({code or 'no code'}): {message}; {hint}",
-                                        code=code))
+        return self._fail(
+            RealtimeError(
+                f"the endpoint reported an error ({code or 'no code'}): {message}; {hint}",
+                code=code,
+            )
+        )
 
     def _session_limit(self, event: dict[str, Any], message: Any, now: float) -> list[Action]:
         generation = self._generations[0] if self._generations else None
         stated = event.get("limit_s")
-        bound = float(stated) if isinstance(stated, (int, float)) and stated > 0 else (
-            generation.audio_s if generation is not None else self.session_limit_s)
+        bound = (
+            float(stated)
+            if isinstance(stated, (int, float)) and stated > 0
+            else (generation.audio_s if generation is not None else self.session_limit_s)
+        )
         new_limit_s = min(self.session_limit_s, bound) * SESSION_LIMIT_MARGIN
         self._limit_replays += 1
         if self._limit_replays > MAX_LIMIT_REPLAYS or new_limit_s < MIN_SESSION_LIMIT_S:
-            return self._fail(RealtimeError(
-                f"the endpoint reported an error (session_limit): {message}; the client lowered its session limit "
-                f"{self._limit_replays - 1} times and still hit the endpoint's, pass --session-limit below the "
-                "endpoint's limit", code=SESSION_LIMIT_CODE))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint reported an error (session_limit): {message}; the client "
+                    f"lowered its session limit {self._limit_replays - 1} times and still hit "
+                    "the endpoint's, pass --session-limit below the endpoint's limit",
+                    code=SESSION_LIMIT_CODE,
+                )
+            )
         old_limit_s, self.session_limit_s = self.session_limit_s, new_limit_s
-        return self._recover(f"the endpoint's session limit is below {old_limit_s:.0f} s: using {new_limit_s:.0f} s "
-                             "and", now)
+        return self._recover(
+            f"the endpoint's session limit is below {old_limit_s:.0f} s: using {new_limit_s:.0f} s "
+            "and",
+            now,
+        )
 
     def _busy(self, stream: int, message: Any, now: float) -> list[Action]:
         if stream == self._next:  # the active stream goes on; open the next one later
             del self._streams[stream]
             self._next = None
-            self._next_not_before = now + BUSY_RETRY_DELAYS_S[min(self._busy_retries, len(BUSY_RETRY_DELAYS_S) - 1)]
+            self._next_not_before = (
+                now + BUSY_RETRY_DELAYS_S[min(self._busy_retries, len(BUSY_RETRY_DELAYS_S) - 1)]
+            )
             return [CloseStream(stream)]
         if self._busy_retries >= len(BUSY_RETRY_DELAYS_S):
-            return self._fail(RealtimeError(
-                f"the endpoint reported an error (server_busy): {message}; still busy after "
-                f"{len(BUSY_RETRY_DELAYS_S)} retries; {ERROR_HINTS[SERVER_BUSY_CODE]}", code=SERVER_BUSY_CODE))
+            return self._fail(
+                RealtimeError(
+                    f"the endpoint reported an error (server_busy): {message}; still busy after "
+                    f"{len(BUSY_RETRY_DELAYS_S)} retries; {ERROR_HINTS[SERVER_BUSY_CODE]}",
+                    code=SERVER_BUSY_CODE,
+                )
+            )
         delay = BUSY_RETRY_DELAYS_S[self._busy_retries]
         self._busy_retries += 1
-        return self._recover(f"the endpoint is busy ({message}): retrying in {delay:g} s, then", now, reopen_after=delay)
+        return self._recover(
+            f"the endpoint is busy ({message}): retrying in {delay:g} s, then",
+            now,
+            reopen_after=delay,
+        )
 
-    def _recover(self, reason: str, now: float, *, drop: BaseException | None = None,
-                 reopen_after: float = 0.0) -> list[Action]:
-        """Close every stream and resend the audio since the last ``transcription.done`` on a new one."""
+    def _recover(
+        self,
+        reason: str,
+        now: float,
+        *,
+        drop: BaseException | None = None,
+        reopen_after: float = 0.0,
+    ) -> list[Action]:
+        """Close every stream and resend the audio since the last ``transcription.done`` on a new
+        one."""
         if drop is not None:
             if self._reopens_in_a_row >= MAX_REOPENS:
-                return self._fail(RealtimeError(
-                    f"the stream dropped again after a reopen ({drop}); the transcript may be missing the audio "
-                    "from the last transcription.done on; check the network and the endpoint's health "
-                    "(`aws sagemaker describe-endpoint`), then retry", code="stream_dropped"))
+                return self._fail(
+                    RealtimeError(
+                        f"the stream dropped again after a reopen ({drop}); the transcript may "
+                        "be missing the audio from the last transcription.done on; check the "
+                        "network and the endpoint's health (`aws sagemaker describe-endpoint`), "
+                        "then retry",
+                        code="stream_dropped",
+                    )
+                )
             self._reopens += 1
             self._reopens_in_a_row += 1
         pending = self._generations
@@ -743,8 +937,12 @@ class TranscriptionMachine:
         self._buffer.extendleft(reversed(resend))
         self._buffered_s += resend_s
         self._replayed_s += resend_s
-        actions.append(Replaying(f"{reason}; resending this session's {resend_s:.1f} s of audio since the last "
-                                 "transcription.done on a new stream"))
+        actions.append(
+            Replaying(
+                f"{reason}; resending this session's {resend_s:.1f} s of audio since the last "
+                "transcription.done on a new stream"
+            )
+        )
         if reopen_after > 0:
             self._active = None
             self._reopen_at = now + reopen_after

@@ -7,12 +7,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 MAX_TRANSCRIPT_CHARS = 16 * 1024 * 1024
-"""Characters of transcript (deltas and done texts) one run keeps at most (16 Mi, some 290 hours of speech at 150
-words a minute); a server that sends more ends the run (code ``transcript_too_large``) instead of filling memory."""
+"""Characters of transcript (deltas and done texts) one run keeps at most (16 Mi, some 290 hours of
+speech at 150 words a minute); a server that sends more ends the run (code ``transcript_too_large``)
+instead of filling memory."""
 
 
 def join_transcripts(parts: Iterable[str]) -> str:
-    """Join session transcripts, adding one space where neither side already has whitespace at the seam."""
+    """Join session transcripts, adding one space where neither side already has whitespace at the
+    seam."""
     joined = ""
     for part in parts:
         if not part:
@@ -26,20 +28,22 @@ def join_transcripts(parts: Iterable[str]) -> str:
 class Transcript:
     """The transcript as it grows: one segment per generation, in audio order.
 
-    :func:`transcribe_stream` updates it as events arrive, so a caller that keeps a reference can show or print the
-    text received so far even when the transcription fails or is interrupted. A segment holds the generation's
-    deltas, then its ``transcription.done`` text; a generation resent after a cut has its segment discarded (the
-    resent audio is transcribed again).
+    :func:`transcribe_stream` updates it as events arrive, so a caller that keeps a reference can
+    show or print the text received so far even when the transcription fails or is interrupted. A
+    segment holds the generation's deltas, then its ``transcription.done`` text; a generation resent
+    after a cut has its segment discarded (the resent audio is transcribed again).
     """
 
     def __init__(self) -> None:
         self._segments: list[_Segment] = []
         self.chars = 0
-        """Characters held: every kept segment's deltas and done text (bounded by :data:`MAX_TRANSCRIPT_CHARS`)."""
+        """Characters held: every kept segment's deltas and done text (bounded by
+        :data:`MAX_TRANSCRIPT_CHARS`)."""
 
     @property
     def text(self) -> str:
-        """Every segment's text (done text, else the deltas so far) joined with :func:`join_transcripts`."""
+        """Every segment's text (done text, else the deltas so far) joined with
+        :func:`join_transcripts`."""
         return join_transcripts(segment.text for segment in self._segments)
 
     @property

@@ -1,8 +1,9 @@
 """What the transcription needs from a stream: a bidirectional channel of JSON text messages.
 
-:class:`voicectl.clients.realtime.websocket.WebSocketTransport` talks to a container's bridge directly (``--url``);
-:mod:`voicectl.clients.sagemaker_stream` carries the same messages through SageMaker's bidirectional streaming API.
-Each message maps to one WebSocket text frame at the container.
+:class:`voicectl.clients.realtime.websocket.WebSocketTransport` talks to a container's bridge
+directly (``--url``); :mod:`voicectl.clients.sagemaker_stream` carries the same messages through
+SageMaker's bidirectional streaming API. Each message maps to one WebSocket text frame at the
+container.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Protocol
 
 
 class TransportClosed(Exception):
-    """The stream ended unexpectedly (network drop, server went away); the session may be reopened."""
+    """The stream ended unexpectedly (network drop, server went away); the session may be
+    reopened."""
 
 
 class RealtimeTransport(Protocol):
@@ -24,7 +26,8 @@ class RealtimeTransport(Protocol):
     async def receive_text(self) -> str | None:
         """Return the next message, or None once the peer closed the stream cleanly.
 
-        Raises :class:`TransportClosed` on a drop and :class:`RealtimeError` on a reported stream failure.
+        Raises :class:`TransportClosed` on a drop and :class:`RealtimeError` on a reported stream
+        failure.
         """
 
     async def close(self) -> None:
@@ -32,4 +35,5 @@ class RealtimeTransport(Protocol):
 
 
 TransportOpener = Callable[[], Awaitable[RealtimeTransport]]
-"""Opens a new stream to the endpoint (called for the first stream, each move to a new one and each reopen)."""
+"""Opens a new stream to the endpoint (called for the first stream, each move to a new one and each
+reopen)."""

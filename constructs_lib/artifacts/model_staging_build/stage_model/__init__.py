@@ -1,4 +1,5 @@
-"""Model weights staging: model hub (or a local directory) -> S3 prefix, pinned, verified and resumable.
+"""Model weights staging: model hub (or a local directory) -> S3 prefix, pinned, verified and
+resumable.
 
 Self-contained but for the contracts: it imports nothing of this project outside this package
 except ``contracts`` (the model's identity and S3 prefix, the manifest's format and hash), and only

@@ -1,4 +1,5 @@
-"""``python -m stage_model``: what the ModelStaging build runs (the same options as ``voicectl stage-model``)."""
+"""``python -m stage_model``: what the ModelStaging build runs (the same options as ``voicectl
+stage-model``)."""
 
 import sys
 

@@ -30,7 +30,8 @@ class LocalFile:
     """One file to stage.
 
     Attributes:
-        name: path relative to the model directory, with "/" separators (also the key suffix under the prefix).
+        name: path relative to the model directory, with "/" separators (also the key suffix under
+            the prefix).
         path: absolute path on disk.
         size: bytes.
         sha256: hex SHA-256 of the whole file.
@@ -43,31 +44,44 @@ class LocalFile:
 
 
 def matches_allow_list(name: str, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> bool:
-    """True when the relative ``name`` matches one of the allow-list ``patterns`` (fnmatch, whole name)."""
+    """True when the relative ``name`` matches one of the allow-list ``patterns`` (fnmatch, whole
+    name)."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS) -> list[LocalFile]:
-    """Return the allow-listed files of ``directory`` (sorted by name, hashed), after checking completeness.
+def select_model_files(
+    directory: Path, patterns: tuple[str, ...] = MODEL_FILE_PATTERNS
+) -> list[LocalFile]:
+    """Return the allow-listed files of ``directory`` (sorted by name, hashed), after checking
+    completeness.
 
     Only top-level files are considered: the Mistral-format files all sit at the repository root.
 
     Raises:
         NotADirectoryError: ``directory`` is not a directory.
-        IncompleteModelError: a required file, every weight file, or a shard named by the weights index is missing;
-            or the index is not valid JSON with a ``weight_map`` object. The message names the files.
+        IncompleteModelError: a required file, every weight file, or a shard named by the weights
+            index is missing; or the index is not valid JSON with a ``weight_map`` object. The
+            message names the files.
     """
     if not directory.is_dir():
-        raise NotADirectoryError(f"model directory {directory} does not exist or is not a directory")
+        raise NotADirectoryError(
+            f"model directory {directory} does not exist or is not a directory"
+        )
     names = sorted(
-        entry.name for entry in directory.iterdir() if entry.is_file() and matches_allow_list(entry.name, patterns)
+        entry.name
+        for entry in directory.iterdir()
+        if entry.is_file() and matches_allow_list(entry.name, patterns)
     )
     missing = [name for name in REQUIRED_FILES if name not in names]
     weights = [name for name in names if fnmatch.fnmatchcase(name, WEIGHTS_PATTERN)]
     if not weights:
         missing.append(WEIGHTS_PATTERN)
     if WEIGHTS_INDEX_FILE in names:
-        missing.extend(shard for shard in _shards_named_by_index(directory / WEIGHTS_INDEX_FILE) if shard not in names)
+        missing.extend(
+            shard
+            for shard in _shards_named_by_index(directory / WEIGHTS_INDEX_FILE)
+            if shard not in names
+        )
     if missing:
         raise IncompleteModelError(
             f"{directory} is not a complete model: missing {', '.join(missing)} "
@@ -77,13 +91,18 @@ def select_model_files(directory: Path, patterns: tuple[str, ...] = MODEL_FILE_P
 
 
 def _shards_named_by_index(index_path: Path) -> list[str]:
-    """Return the sorted shard file names of a safetensors index (``{"weight_map": {tensor: file}}``)."""
+    """Return the sorted shard file names of a safetensors index (``{"weight_map": {tensor:
+    file}}``)."""
     try:
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
         return sorted(set(weight_map.values()))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise IncompleteModelError(f"{index_path} is not a safetensors index with a weight_map: {error}") from error
+        raise IncompleteModelError(
+            f"{index_path} is not a safetensors index with a weight_map: {error}"
+        ) from error
 
 
 def _describe(path: Path) -> LocalFile:
-    return LocalFile(name=path.name, path=path.resolve(), size=path.stat().st_size, sha256=sha256_of(path))
+    return LocalFile(
+        name=path.name, path=path.resolve(), size=path.stat().st_size, sha256=sha256_of(path)
+    )

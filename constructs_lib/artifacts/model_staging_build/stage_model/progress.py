@@ -1,8 +1,9 @@
 """Transfer progress on a text stream: bytes done, rate and time left.
 
-s3transfer reports progress from its worker threads (``on_progress(bytes_transferred=...)``, negative when a part
-is retried), so :class:`Progress` is thread-safe. It prints at most one line per ``interval_s`` to keep CodeBuild
-and CI logs readable; on a terminal the line is rewritten in place.
+s3transfer reports progress from its worker threads (``on_progress(bytes_transferred=...)``,
+negative when a part is retried), so :class:`Progress` is thread-safe. It prints at most one line
+per ``interval_s`` to keep CodeBuild and CI logs readable; on a terminal the line is rewritten in
+place.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def human_bytes(count: float) -> str:
 
 def human_duration(seconds: float) -> str:
     """``3725`` -> ``"1h02m05s"``; ``65`` -> ``"1m05s"``."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -38,7 +39,8 @@ def human_duration(seconds: float) -> str:
 
 
 class Progress:
-    """Counts bytes sent against ``total`` bytes (those not skipped) and prints bytes, rate and time left.
+    """Counts bytes sent against ``total`` bytes (those not skipped) and prints bytes, rate and time
+    left.
 
     Args:
         total: bytes this run has to send, > 0 for a meaningful percentage.
@@ -74,7 +76,8 @@ class Progress:
                 self._print(now, end="\r" if self._tty else "\n")
 
     def line(self, now: float | None = None) -> str:
-        """The current progress line, e.g. ``"1.2 GiB / 8.3 GiB (14.5%), 210.3 MiB/s, 34s left"``."""
+        """The current progress line, e.g. ``"1.2 GiB / 8.3 GiB (14.5%), 210.3 MiB/s, 34s
+        left"``."""
         now = self._clock() if now is None else now
         elapsed = max(now - self._start, 1e-9)
         rate = self.sent / elapsed

@@ -6,15 +6,17 @@ import pytest
 from aws_cdk import Stack
 
 from constructs_lib.artifacts.bridge_image import BridgeImage, BridgeImageProps
-from constructs_lib.monitoring.topic import AlarmTopic
-from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
-from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    INVOCATIONS_PER_INSTANCE,
+    InstanceScaling,
+    TargetTracking,
+)
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import ACCOUNT, bare_stack
 
-
-SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
+SCALING = InstanceScaling(
+    1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE)
+)
 
 
 def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_path):
@@ -25,16 +27,33 @@ def test_bridge_image_needs_a_build_context_or_an_image_in_the_stack_region(tmp_
         BridgeImage(stack, "Empty", BridgeImageProps(container_dir=tmp_path))
     (tmp_path / "container").mkdir()
     (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
-    with pytest.raises(PropsError, match=r"container_dir='.*/container': must sit beside "
-                                         r"contracts/, which the bridge imports \(the build "
-                                         r"context is their parent\)"):
+    with pytest.raises(
+        PropsError,
+        match=r"container_dir='.*/container': must sit beside "
+        r"contracts/, which the bridge imports \(the build "
+        r"context is their parent\)",
+    ):
         BridgeImage(stack, "NoContracts", BridgeImageProps(container_dir=tmp_path / "container"))
-    with pytest.raises(PropsError, match="the image is in eu-west-1 but the stack deploys to us-east-1"):
-        BridgeImage(stack, "Elsewhere", BridgeImageProps(
-            prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/bridge:1"))
-    image = BridgeImage(stack, "Prebuilt", BridgeImageProps(
-        prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1"))
-    assert (image.image_uri, image.copy, image.tag) == (f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1", None, None)
+    with pytest.raises(
+        PropsError, match="the image is in eu-west-1 but the stack deploys to us-east-1"
+    ):
+        BridgeImage(
+            stack,
+            "Elsewhere",
+            BridgeImageProps(
+                prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/bridge:1"
+            ),
+        )
+    image = BridgeImage(
+        stack,
+        "Prebuilt",
+        BridgeImageProps(prebuilt_image_uri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1"),
+    )
+    assert (image.image_uri, image.copy, image.tag) == (
+        f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/bridge:1",
+        None,
+        None,
+    )
 
 
 def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_path):
@@ -46,7 +65,8 @@ def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_
     (container / "bridge").mkdir(parents=True)
     contracts.mkdir()
     (container / "Dockerfile").write_text(
-        "FROM scratch\nCOPY container/bridge /bridge\nCOPY contracts /contracts\n")
+        "FROM scratch\nCOPY container/bridge /bridge\nCOPY contracts /contracts\n"
+    )
     (container / "bridge" / "server.py").write_text("ANSWER = 42\n")
     (contracts / "realtime.py").write_text("PORT = 8080\n")
 
@@ -76,14 +96,21 @@ def test_the_build_context_is_the_bridge_and_the_contracts(tmp_path):
     from tests.conftest import ROOT
     from tests.unit.constructs_lib.construct_kit import unit_app
 
-    stack = Stack(unit_app(outdir=str(tmp_path)), "Image",
-                  env={"account": ACCOUNT, "region": "us-east-1"})
+    stack = Stack(
+        unit_app(outdir=str(tmp_path)), "Image", env={"account": ACCOUNT, "region": "us-east-1"}
+    )
     image = BridgeImage(stack, "Bridge", BridgeImageProps(container_dir=ROOT / "container"))
     staged = tmp_path / f"asset.{image.tag}"
     files = {str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file()}
-    expected = {str(p.relative_to(ROOT)) for folder in ("container", "contracts")
-                for p in (ROOT / folder).rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    expected = {
+        str(p.relative_to(ROOT))
+        for folder in ("container", "contracts")
+        for p in (ROOT / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
     assert files == expected
-    assert {"container/Dockerfile", "container/bridge/server.py",
-            "contracts/bridge_env.py"} <= files
+    assert {
+        "container/Dockerfile",
+        "container/bridge/server.py",
+        "contracts/bridge_env.py",
+    } <= files

@@ -1,6 +1,7 @@
-"""What the tests of the two cleanup handlers (constructs_lib/cleanup_handlers/) share: the handler module loaded as
-Lambda loads it, moto's credentials in the environment, and a one-request server at the CloudFormation response URL.
-Used by test_network_interfaces.py and test_instance_protection.py beside it."""
+"""What the tests of the two cleanup handlers (constructs_lib/cleanup_handlers/) share: the handler
+module loaded as Lambda loads it, moto's credentials in the environment, and a one-request server at
+the CloudFormation response URL. Used by test_network_interfaces.py and test_instance_protection.py
+beside it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import ModuleType
+from typing import ClassVar
 
 from tests.conftest import ROOT
 
@@ -20,8 +22,8 @@ REGION = "us-east-1"
 
 
 def handler_module(name: str) -> ModuleType:
-    """``constructs_lib/cleanup_handlers/<name>.py`` as Lambda loads it: its directory on the path (it imports
-    ``cfn_response`` from there)."""
+    """``constructs_lib/cleanup_handlers/<name>.py`` as Lambda loads it: its directory on the path
+    (it imports ``cfn_response`` from there)."""
     if str(HANDLERS) not in sys.path:
         sys.path.append(str(HANDLERS))
     spec = importlib.util.spec_from_file_location(name, HANDLERS / f"{name}.py")
@@ -32,15 +34,18 @@ def handler_module(name: str) -> ModuleType:
 
 def moto_environment(monkeypatch) -> None:
     """Credentials and Region for boto3 under moto (never real ones)."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(key, value)
 
 
 class _Responses(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
+    bodies: ClassVar[list[dict]] = []
 
-    def do_PUT(self):  # noqa: N802 (http.server's name)
+    def do_PUT(self):  # http.server's name
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         self.send_response(200)
         self.end_headers()
@@ -51,8 +56,8 @@ class _Responses(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def response_url(path: str = "/response") -> Iterator[tuple[str, list[dict]]]:
-    """A server on 127.0.0.1 that takes one PUT (the handler's answer to CloudFormation); yields its URL and the list
-    the JSON body lands in."""
+    """A server on 127.0.0.1 that takes one PUT (the handler's answer to CloudFormation); yields its
+    URL and the list the JSON body lands in."""
     bodies: list[dict] = []
     handler = type("Responses", (_Responses,), {"bodies": bodies})
     server = HTTPServer(("127.0.0.1", 0), handler)

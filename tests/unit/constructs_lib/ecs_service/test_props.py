@@ -26,26 +26,32 @@ def test_timing_rules_follow_the_bridge():
     assert stop_timeout_s(110) == ECS_MAX_STOP_TIMEOUT_S
     with pytest.raises(ValueError, match="at most 120 s"):
         stop_timeout_s(111)
-    # The load balancer waits longer than the bridge, so the bridge ends an idle session with its own error.
+    # The load balancer waits longer than the bridge, so the bridge ends an idle session with its
+    # own error.
     assert alb_idle_timeout_s(60) == 70
     assert deregistration_delay_s(24.5) == 25
 
 
 def test_capacity_sizes_the_auto_scaling_group_for_one_gpu_per_task():
-    assert GpuCapacity("g6.xlarge", max_tasks=4).max_instances == 5  # 4 one-GPU instances + 1 for a deployment
+    assert (
+        GpuCapacity("g6.xlarge", max_tasks=4).max_instances == 5
+    )  # 4 one-GPU instances + 1 for a deployment
     assert GpuCapacity("g6e.12xlarge", max_tasks=8).max_instances == 3  # 4 GPUs each
     p = Problems()
     GpuCapacity("g6.xlarge", root_volume_gib=20).problems(p)
-    assert list(p) == ["root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"]
+    assert list(p) == [
+        "root_volume_gib=20: must be 30-16384 GiB (gp3; the image and weights need ~30)"
+    ]
 
 
 def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_timeout_meets_no_502():
-    """The ALB guide's 502 (target idle timeout below the load balancer's) is a race on a kept-alive connection:
-    the target closes it at its idle timeout while the load balancer sends the next request on it. Over real
-    sockets: the bridge answers a plain request with ``Connection: close`` and closes the connection, never
-    answering a second request pipelined on it; a WebSocket, once upgraded, is one session and carries no other
-    request. So no connection stays idle for reuse and the load balancer's longer idle timeout (which lets the
-    bridge end a silent stream with its own idle_timeout error) cannot meet that race."""
+    """The ALB guide's 502 (target idle timeout below the load balancer's) is a race on a kept-alive
+    connection: the target closes it at its idle timeout while the load balancer sends the next
+    request on it. Over real sockets: the bridge answers a plain request with ``Connection: close``
+    and closes the connection, never answering a second request pipelined on it; a WebSocket, once
+    upgraded, is one session and carries no other request. So no connection stays idle for reuse and
+    the load balancer's longer idle timeout (which lets the bridge end a silent stream with its own
+    idle_timeout error) cannot meet that race."""
     import asyncio
 
     from tests.bridge.bridge_testkit import bounded_runner, running_bridge
@@ -57,8 +63,12 @@ def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_time
         async with FakeVllm() as vllm, running_bridge(vllm.port) as bridge:
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
             try:
-                writer.write(request * 2)  # a second request on the same connection, as a reusing balancer would
-                return await asyncio.wait_for(reader.read(), 5)  # everything until the bridge closes
+                writer.write(
+                    request * 2
+                )  # a second request on the same connection, as a reusing balancer would
+                return await asyncio.wait_for(
+                    reader.read(), 5
+                )  # everything until the bridge closes
             finally:
                 writer.close()
 

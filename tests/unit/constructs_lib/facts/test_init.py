@@ -1,6 +1,6 @@
-"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them), and the package
-exports the shared value type S3Prefix (the contracts', which the staging build and the bridge parse
-with)."""
+"""constructs_lib.facts: the facts load without the CDK (``config`` and ``voicectl`` import them),
+and the package exports the shared value type S3Prefix (the contracts', which the staging build and
+the bridge parse with)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ CDK_ROOTS = {"aws_cdk", "constructs", "jsii", "cdk_nag", "cdk_ecr_deployment"}
 
 def test_no_facts_module_imports_the_cdk():
     paths = sorted(FACTS.glob("*.py"))
-    assert {path.name for path in paths} >= {"__init__.py", "capacity.py", "cuda_compat.py", "instance_types.py",
-                                             "names.py"}
+    assert {path.name for path in paths} >= {
+        "__init__.py",
+        "capacity.py",
+        "cuda_compat.py",
+        "instance_types.py",
+        "names.py",
+    }
     offenders = {}
     for path in paths:
         roots = set()
@@ -34,11 +39,19 @@ def test_no_facts_module_imports_the_cdk():
 
 
 def test_importing_every_facts_module_loads_no_cdk_module():
-    modules = ["constructs_lib.facts"] + [f"constructs_lib.facts.{path.stem}" for path in sorted(FACTS.glob("*.py"))
-                                          if path.stem != "__init__"]
-    code = ("import importlib, sys\n" + "".join(f"importlib.import_module({name!r})\n" for name in modules)
-            + f"print(sorted(m for m in {sorted(CDK_ROOTS)!r} if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    modules = ["constructs_lib.facts"] + [
+        f"constructs_lib.facts.{path.stem}"
+        for path in sorted(FACTS.glob("*.py"))
+        if path.stem != "__init__"
+    ]
+    code = (
+        "import importlib, sys\n"
+        + "".join(f"importlib.import_module({name!r})\n" for name in modules)
+        + f"print(sorted(m for m in {sorted(CDK_ROOTS)!r} if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 

@@ -1,5 +1,6 @@
-"""The instance catalogue's local-storage facts (constructs_lib/facts/instance_types.py): every family carries one with
-its source, the families AWS names are recorded the way AWS names them, and an unknown type is reported as unknown."""
+"""The instance catalogue's local-storage facts (constructs_lib/facts/instance_types.py): every
+family carries one with its source, the families AWS names are recorded the way AWS names them, and
+an unknown type is reported as unknown."""
 
 from __future__ import annotations
 
@@ -7,14 +8,32 @@ import pytest
 
 from constructs_lib.facts import instance_types
 
-# CreateEndpointConfig, KmsKeyId: these families carry NVMe instance storage (SageMaker names ml.g4dn, ml.g5 and
-# ml.p4d; the EC2 instance-store table the rest), so an EndpointConfig on them must not set KmsKeyId.
+# CreateEndpointConfig, KmsKeyId: these families carry NVMe instance storage (SageMaker names
+# ml.g4dn, ml.g5 and ml.p4d; the EC2 instance-store table the rest), so an EndpointConfig on them
+# must not set KmsKeyId.
 NVME_TYPES = [
-    "ml.g4dn.xlarge", "ml.g5.2xlarge", "ml.g5.48xlarge", "ml.g6.4xlarge", "ml.g6.48xlarge", "ml.g6e.2xlarge",
-    "ml.g7e.2xlarge", "ml.g7.2xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5.48xlarge",
-    "ml.p5e.48xlarge", "ml.p5en.48xlarge",
+    "ml.g4dn.xlarge",
+    "ml.g5.2xlarge",
+    "ml.g5.48xlarge",
+    "ml.g6.4xlarge",
+    "ml.g6.48xlarge",
+    "ml.g6e.2xlarge",
+    "ml.g7e.2xlarge",
+    "ml.g7.2xlarge",
+    "ml.p4d.24xlarge",
+    "ml.p4de.24xlarge",
+    "ml.p5.4xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
 ]
-EBS_ONLY_TYPES = ["ml.m5.xlarge", "ml.c5.large", "ml.c5.9xlarge", "ml.m7i.2xlarge", "ml.c7i.4xlarge"]
+EBS_ONLY_TYPES = [
+    "ml.m5.xlarge",
+    "ml.c5.large",
+    "ml.c5.9xlarge",
+    "ml.m7i.2xlarge",
+    "ml.c7i.4xlarge",
+]
 
 
 @pytest.mark.parametrize("name", NVME_TYPES)
@@ -28,7 +47,9 @@ def test_ebs_only_families_have_no_local_storage(name):
     assert instance_types.has_local_storage(name) is False
 
 
-@pytest.mark.parametrize("name", ["ml.r5.large", "ml.g6.3xlarge", "ml.inf2.xlarge", "g6.4xlarge", ""])
+@pytest.mark.parametrize(
+    "name", ["ml.r5.large", "ml.g6.3xlarge", "ml.inf2.xlarge", "g6.4xlarge", ""]
+)
 def test_a_type_the_catalogue_does_not_know_is_none_not_a_guess(name):
     assert instance_types.has_local_storage(name) is None
 

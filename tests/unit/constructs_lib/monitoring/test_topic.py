@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib.artifacts.bridge_image import BridgeImage
 from constructs_lib.monitoring.topic import AlarmTopic, AlarmTopicProps
-from constructs_lib.sagemaker_endpoint.execution_role import SageMakerExecutionRole
-from constructs_lib.sagemaker_endpoint.monitored_endpoint import MonitoredEndpoint
-from constructs_lib.sagemaker_endpoint.scaling_props import INVOCATIONS_PER_INSTANCE, InstanceScaling, TargetTracking
+from constructs_lib.sagemaker_endpoint.scaling_props import (
+    INVOCATIONS_PER_INSTANCE,
+    InstanceScaling,
+    TargetTracking,
+)
 from constructs_lib.validation import PropsError
 from tests.unit.constructs_lib.construct_kit import bare_stack, only, resources
 
-
-SCALING = InstanceScaling(1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE))
+SCALING = InstanceScaling(
+    1, 3, TargetTracking(target_value=60, predefined_metric=INVOCATIONS_PER_INSTANCE)
+)
 
 
 def test_alarm_topic_defaults_and_a_bad_address():
@@ -23,7 +25,9 @@ def test_alarm_topic_defaults_and_a_bad_address():
     assert topic["Properties"]["DisplayName"] == "Test alarms"
     assert resources(plain, "AWS::SNS::Subscription") == {}
     stack = bare_stack()
-    with pytest.raises(PropsError, match=r"email='oncall': must be one e-mail address such as 'oncall@example.com'"):
+    with pytest.raises(
+        PropsError, match=r"email='oncall': must be one e-mail address such as 'oncall@example.com'"
+    ):
         AlarmTopic(stack, "Bad", AlarmTopicProps(email="oncall"))
     AlarmTopic(stack, "Mailed", AlarmTopicProps(email="oncall@example.com"))
     (subscription,) = resources(stack, "AWS::SNS::Subscription").values()

@@ -1,5 +1,6 @@
-"""constructs_lib/sagemaker_endpoint/interface.py: IEndpoint, what alarms and scaling need of an endpoint. A
-RealtimeEndpoint and an imported one provide every member it declares; the module itself loads no aws_cdk."""
+"""constructs_lib/sagemaker_endpoint/interface.py: IEndpoint, what alarms and scaling need of an
+endpoint. A RealtimeEndpoint and an imported one provide every member it declares; the module itself
+loads no aws_cdk."""
 
 from __future__ import annotations
 
@@ -16,9 +17,20 @@ MEMBERS = sorted({*IEndpoint.__annotations__, "add_rollback_alarm", "register_sc
 
 
 def test_the_interface_declares_what_alarms_and_scaling_read():
-    assert MEMBERS == ["add_rollback_alarm", "endpoint_arn", "endpoint_name", "initial_instance_count",
-                       "instance_type", "instance_types", "node", "register_scaling", "rolling_update",
-                       "scalable_instance_count", "variant_name", "when_in_service"]
+    assert MEMBERS == [
+        "add_rollback_alarm",
+        "endpoint_arn",
+        "endpoint_name",
+        "initial_instance_count",
+        "instance_type",
+        "instance_types",
+        "node",
+        "register_scaling",
+        "rolling_update",
+        "scalable_instance_count",
+        "variant_name",
+        "when_in_service",
+    ]
     assert typing.get_origin(IEndpoint) is None and getattr(IEndpoint, "_is_protocol", False)
 
 
@@ -30,12 +42,23 @@ def test_a_built_endpoint_and_an_imported_one_provide_every_member():
         missing = [name for name in MEMBERS if not hasattr(endpoint, name)]
         assert missing == [], f"{type(endpoint).__name__} lacks {missing}"
     assert (built.instance_type, built.instance_types, built.initial_instance_count) == (
-        "ml.g6.4xlarge", ("ml.g6.4xlarge",), 1)
-    assert (imported.instance_type, imported.instance_types, imported.when_in_service) == (None, (), None)
+        "ml.g6.4xlarge",
+        ("ml.g6.4xlarge",),
+        1,
+    )
+    assert (imported.instance_type, imported.instance_types, imported.when_in_service) == (
+        None,
+        (),
+        None,
+    )
 
 
 def test_the_interface_loads_no_aws_cdk():
-    code = ("import sys\nimport constructs_lib.sagemaker_endpoint.interface\n"
-            "print(sorted(m for m in ('aws_cdk', 'jsii') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    code = (
+        "import sys\nimport constructs_lib.sagemaker_endpoint.interface\n"
+        "print(sorted(m for m in ('aws_cdk', 'jsii') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"

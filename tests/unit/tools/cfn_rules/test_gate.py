@@ -1,15 +1,18 @@
-"""The gate tests/conftest.py applies to every synthesized app (tests/tools/cfn_rules/_gate.py): every rule over
-every template, app-level rules over the app at once, each finding one line naming rule, stack, path and source."""
+"""The gate tests/conftest.py applies to every synthesized app (tests/tools/cfn_rules/_gate.py):
+every rule over every template, app-level rules over the app at once, each finding one line naming
+rule, stack, path and source."""
 
 from __future__ import annotations
 
 from tests.tools.cfn_rules import _gate
 
-import aws_rules  # noqa: E402  (put on sys.path by _gate, as cfn-lint imports it)
-import guide_rules  # noqa: E402
-import required_grants  # noqa: E402
-from api_models import ApiModel  # noqa: E402
-from iam_actions import IamStatements  # noqa: E402
+# isort: split
+
+import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
+import guide_rules
+import required_grants
+from api_models import ApiModel
+from iam_actions import IamStatements
 
 
 class EveryBucket:
@@ -24,7 +27,8 @@ class EveryBucket:
 
 
 class StackCount:
-    """A stand-in app-level rule: reads every stack at once; its per-template findings must not run."""
+    """A stand-in app-level rule: reads every stack at once; its per-template findings must not
+    run."""
 
     id, source_url, app_level = "E9999", "https://example.com/app", True
 
@@ -36,17 +40,29 @@ class StackCount:
 
 
 BUCKET = {"Type": "AWS::S3::Bucket"}
-APP = {"A": {"Resources": {"Logs": BUCKET, "Queue": {"Type": "AWS::SQS::Queue"}}},
-       "B": {"Resources": {"Data": BUCKET}}}
+APP = {
+    "A": {"Resources": {"Logs": BUCKET, "Queue": {"Type": "AWS::SQS::Queue"}}},
+    "B": {"Resources": {"Data": BUCKET}},
+}
 
 
-def test_all_rules_are_the_required_grants_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():
-    assert set(_gate.ALL_RULES) == {*required_grants.RULES, *aws_rules.RULES, *guide_rules.RULES, ApiModel,
-                                    IamStatements}
+def test_all_rules_are_the_required_grants_the_rule_book_then_the_api_models_and_iam_checks_in_id_order():  # noqa: E501 (a test's name says what it checks)
+    assert set(_gate.ALL_RULES) == {
+        *required_grants.RULES,
+        *aws_rules.RULES,
+        *guide_rules.RULES,
+        ApiModel,
+        IamStatements,
+    }
     assert _gate.ALL_RULES[-2:] == (ApiModel, IamStatements)
     ids = [rule.id for rule in _gate.ALL_RULES]
     assert ids == sorted(ids)
-    assert (ids[0], ids[len(required_grants.RULES)], ids[-2], ids[-1]) == ("E9001", "E9101", "E9950", "E9960")
+    assert (ids[0], ids[len(required_grants.RULES)], ids[-2], ids[-1]) == (
+        "E9001",
+        "E9101",
+        "E9950",
+        "E9960",
+    )
 
 
 def test_each_finding_is_one_line_with_rule_stack_path_message_and_source():
@@ -65,16 +81,32 @@ def test_an_app_level_rule_reads_the_app_once_and_the_others_each_template():
 
 
 def test_no_findings_when_every_rule_holds():
-    assert _gate.template_findings({"A": {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}},
-                                   rules=(EveryBucket,)) == []
+    assert (
+        _gate.template_findings(
+            {"A": {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}}, rules=(EveryBucket,)
+        )
+        == []
+    )
     assert _gate.template_findings({"A": {"Resources": {}}}) == []
 
 
 def test_the_default_rules_are_every_rule():
-    """A KMS key on local-NVMe storage (the rule book) and an unknown member (the API models): both found."""
-    config = {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {
-        "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k", "ProductionVariants": [{
-            "VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1,
-            "InstanceType": "ml.g6.4xlarge", "ModelNmae": "m"}]}}
+    """A KMS key on local-NVMe storage (the rule book) and an unknown member (the API models): both
+    found."""
+    config = {
+        "Type": "AWS::SageMaker::EndpointConfig",
+        "Properties": {
+            "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k",
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": "m",
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.g6.4xlarge",
+                    "ModelNmae": "m",
+                }
+            ],
+        },
+    }
     found = _gate.template_findings({"S": {"Resources": {"C": config}}})
     assert sorted(line.split(":")[0] for line in found) == ["E9101 S", "E9950 S"], found

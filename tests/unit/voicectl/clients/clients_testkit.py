@@ -1,7 +1,8 @@
-"""What the client tests share: a parser of the client subcommands, the committed recording, an in-memory realtime
-server, the real bridge in front of the fake vLLM, a container that stops answering, a loopback HTTP server that
-answers SageMaker's InvokeEndpointWithResponseStream, and a command started to be stopped with Ctrl-C. The fixtures
-over them: ``conftest.py`` beside this file."""
+"""What the client tests share: a parser of the client subcommands, the committed recording, an
+in-memory realtime server, the real bridge in front of the fake vLLM, a container that stops
+answering, a loopback HTTP server that answers SageMaker's InvokeEndpointWithResponseStream, and a
+command started to be stopped with Ctrl-C. The fixtures over them: ``conftest.py`` beside this
+file."""
 
 from __future__ import annotations
 
@@ -17,18 +18,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 from tests.conftest import ROOT
-from voicectl.local.fake_vllm import FakeVllm
 from voicectl.clients import mic, speak, transcribe
 from voicectl.clients.realtime import TransportClosed
+from voicectl.local.fake_vllm import FakeVllm
 
 
 def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
-    """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command, as a terminal
-    starts it, also when this process ignores SIGINT: a test run started in the background by a shell without job
-    control ignores it, the command would inherit that, and the test's Ctrl-C would do nothing (the command then
-    runs to its end: exit 0, or never). A handler, unlike an ignored signal, does not survive ``exec``."""
+    """``subprocess.Popen(args, **popen_options)`` with SIGINT at its default action in the command,
+    as a terminal starts it, also when this process ignores SIGINT: a test run started in the
+    background by a shell without job control ignores it, the command would inherit that, and the
+    test's Ctrl-C would do nothing (the command then runs to its end: exit 0, or never). A handler,
+    unlike an ignored signal, does not survive ``exec``."""
     ignoring = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if ignoring:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -40,12 +43,13 @@ def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
 
 
 RECORDING = ROOT / "tests" / "clients" / "data" / "speech_22k_stereo.wav"
-"""espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see tests/clients/data/README.md; the README's commands use
-this path)."""
+"""espeak-ng speech, 22.05 kHz, 2 channels, 16-bit, 3.66 s (see tests/clients/data/README.md; the
+README's commands use this path)."""
 
 
 def client_parser() -> argparse.ArgumentParser:
-    """A parser with only the client subcommands (``voicectl.operations.preflight`` belongs to another branch)."""
+    """A parser with only the client subcommands (``voicectl.operations.preflight`` belongs to
+    another branch)."""
     parser = argparse.ArgumentParser(prog="voicectl")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in (transcribe, speak, mic):
@@ -53,7 +57,7 @@ def client_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ---- an in-memory realtime server ------------------------------------------------------------------------------
+# ---- an in-memory realtime server --------------------------------------------------------------
 
 
 @dataclass
@@ -69,8 +73,8 @@ class MemorySession:
 
 
 class MemoryTransport:
-    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on final commit;
-    a later commit starts the next generation on the same stream."""
+    """A RealtimeTransport that answers like vLLM: one delta per append (from the script), done on
+    final commit; a later commit starts the next generation on the same stream."""
 
     def __init__(self, server: MemoryServer, session: MemorySession) -> None:
         self.server = server
@@ -78,14 +82,19 @@ class MemoryTransport:
         self.inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self.inbox.put_nowait(json.dumps({"type": "session.created"}))
         self.text = ""  # the current generation's
-        self.generation_audio = 0  # PCM16 bytes of the current generation, as the bridge counts them
+        self.generation_audio = (
+            0  # PCM16 bytes of the current generation, as the bridge counts them
+        )
 
     async def send_text(self, text: str) -> None:
         if self.session.closed:
             raise TransportClosed("closed")
         event = json.loads(text)
         appends = sum(1 for e in self.session.events if e["type"] == "input_audio_buffer.append")
-        if event["type"] == "input_audio_buffer.append" and self.server.drop_at == (len(self.server.sessions), appends):
+        if event["type"] == "input_audio_buffer.append" and self.server.drop_at == (
+            len(self.server.sessions),
+            appends,
+        ):
             self.server.drop_at = None
             self.session.closed = True
             self.inbox.put_nowait(None)
@@ -104,14 +113,26 @@ class MemoryTransport:
                 return
             limit = self.server.audio_limit_bytes
             if limit is not None and self.generation_audio > limit:
-                self.inbox.put_nowait(json.dumps({"type": "error", "code": "session_limit",
-                    "error": "the session reached its audio limit (the model's ...)",
-                    "limit_s": limit / 32000, "audio_s": (self.generation_audio - len(pcm)) / 32000}))
+                self.inbox.put_nowait(
+                    json.dumps(
+                        {
+                            "type": "error",
+                            "code": "session_limit",
+                            "error": "the session reached its audio limit (the model's ...)",
+                            "limit_s": limit / 32000,
+                            "audio_s": (self.generation_audio - len(pcm)) / 32000,
+                        }
+                    )
+                )
                 self.inbox.put_nowait(None)
                 self.session.closed = True
                 return
             if self.server.error_on_append is not None:
-                self.inbox.put_nowait(json.dumps({"type": "error", "error": "boom", "code": self.server.error_on_append}))
+                self.inbox.put_nowait(
+                    json.dumps(
+                        {"type": "error", "error": "boom", "code": self.server.error_on_append}
+                    )
+                )
                 return
             delta = f"w{len(self.server.sessions)}.{appends} "
             self.text += delta
@@ -138,10 +159,11 @@ class MemoryTransport:
 
 
 class MemoryServer:
-    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send fails),
-    ``error_at=(session number, append index, code, message)`` (an error event, then the stream ends),
-    ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes`` (``session_limit`` per
-    generation, with the bridge's fields), ``error_on_append``, ``never_done``, ``null_done_text``."""
+    """Opens MemoryTransports. Switches: ``drop_at=(session number, append index)`` (the send
+    fails), ``error_at=(session number, append index, code, message)`` (an error event, then the
+    stream ends), ``drop_on_final=session number`` (reset instead of done), ``audio_limit_bytes``
+    (``session_limit`` per generation, with the bridge's fields), ``error_on_append``,
+    ``never_done``, ``null_done_text``."""
 
     def __init__(self) -> None:
         self.sessions: list[MemorySession] = []
@@ -160,21 +182,26 @@ class MemoryServer:
         return MemoryTransport(self, session)
 
 
-# ---- a container that stops answering (the mic page's watchdog) ------------------------------------------------
+# ---- a container that stops answering (the mic page's watchdog) --------------------------------
 
 
 class QuietBridge:
-    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then nothing more), and
-    the final commit with ``transcription.done`` only while ``answer_done``; ``answers=None`` answers everything.
+    """A container WebSocket on 127.0.0.1 that answers ``answers`` appends with a delta each (then
+    nothing more), and the final commit with ``transcription.done`` only while ``answer_done``;
+    ``answers=None`` answers everything.
 
-    ``gate``: when an Event, each stream accepts the WebSocket at once (as the bridge does, SageMaker requires it)
-    but sends its first event only once the test sets it (``held`` counts the streams that reached it).
-    ``refusal``: when set, that first event is the bridge's refusal instead of ``session.created``: its
-    ``upstream_unavailable`` error event, then a 1011 close (container/bridge/server.py, vLLM not reachable).
-    ``audio_bytes``: PCM16 bytes received in appends, over all streams."""
+    ``gate``: when an Event, each stream accepts the WebSocket at once (as the bridge does,
+    SageMaker requires it) but sends its first event only once the test sets it (``held`` counts the
+    streams that reached it). ``refusal``: when set, that first event is the bridge's refusal
+    instead of ``session.created``: its ``upstream_unavailable`` error event, then a 1011 close
+    (container/bridge/server.py, vLLM not reachable). ``audio_bytes``: PCM16 bytes received in
+    appends, over all streams."""
 
-    REFUSAL = {"type": "error", "error": "the model server is not reachable (Connect call failed); retry later",
-               "code": "upstream_unavailable"}
+    REFUSAL: ClassVar[dict[str, str]] = {
+        "type": "error",
+        "error": "the model server is not reachable (Connect call failed); retry later",
+        "code": "upstream_unavailable",
+    }
 
     def __init__(self) -> None:
         self.answers: int | None = None
@@ -207,8 +234,14 @@ class QuietBridge:
                     self.audio_bytes += len(base64.b64decode(event["audio"]))
                     if self.answers is None or appends <= self.answers:
                         text += "word "
-                        await connection.send(json.dumps({"type": "transcription.delta", "delta": "word "}))
-                elif event["type"] == "input_audio_buffer.commit" and event.get("final") and self.answer_done:
+                        await connection.send(
+                            json.dumps({"type": "transcription.delta", "delta": "word "})
+                        )
+                elif (
+                    event["type"] == "input_audio_buffer.commit"
+                    and event.get("final")
+                    and self.answer_done
+                ):
                     await connection.send(json.dumps({"type": "transcription.done", "text": text}))
                     text = ""
         finally:
@@ -243,7 +276,7 @@ class QuietBridge:
             thread.join(5)
 
 
-# ---- the real bridge and the fake vLLM on a background event loop ------------------------------------------------
+# ---- the real bridge and the fake vLLM on a background event loop ------------------------------
 
 
 class Servers:
@@ -267,9 +300,13 @@ class Servers:
 
         async def start() -> None:
             await self.vllm.start()
-            settings = BridgeEnvironment.defaults(host="127.0.0.1", port=0,
-                                                  vllm_port=self.vllm.port, drain_s=0,
-                                                  bridge_token=self.bridge_token)
+            settings = BridgeEnvironment.defaults(
+                host="127.0.0.1",
+                port=0,
+                vllm_port=self.vllm.port,
+                drain_s=0,
+                bridge_token=self.bridge_token,
+            )
             self.bridge = await Bridge(settings).start()
 
         self.call(start())
@@ -289,7 +326,7 @@ class Servers:
         self.thread.join(5)
 
 
-# ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream -----------------------------------------
+# ---- a loopback stand-in for SageMaker's InvokeEndpointWithResponseStream ----------------------
 
 
 def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
@@ -301,7 +338,13 @@ def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
 
 def payload_part(data: bytes) -> bytes:
     return event_stream_message(
-        {":message-type": "event", ":event-type": "PayloadPart", ":content-type": "application/octet-stream"}, data)
+        {
+            ":message-type": "event",
+            ":event-type": "PayloadPart",
+            ":content-type": "application/octet-stream",
+        },
+        data,
+    )
 
 
 @dataclass
@@ -311,24 +354,32 @@ class RecordedRequest:
     body: bytes
 
 
-#: How often a stand-in HTTP server's loop checks whether it was asked to shut down, seconds (``serve_forever``).
+#: How often a stand-in HTTP server's loop checks whether it was asked to shut down, seconds
+#: (``serve_forever``).
 SHUTDOWN_POLL_S = 0.01
 
 
 class ResponseStreamServer:
-    """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status and body."""
+    """HTTP server on 127.0.0.1 playing SageMaker Runtime for botocore: replies with a queued status
+    and body."""
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.replies: list[tuple[int, dict[str, str], bytes]] = []
-        self.missing_bytes = 0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        self.missing_bytes = (
+            0  # > 0: the reply declares this many bytes more than it sends (a cut connection)
+        )
         self.stall_s = 0.0  # seconds to wait before dropping such a connection
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:  # http.server API
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.requests.append(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                server.requests.append(
+                    RecordedRequest(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    )
+                )
                 status, headers, reply = server.replies.pop(0)
                 self.send_response(status)
                 for name, value in headers.items():
@@ -346,28 +397,40 @@ class ResponseStreamServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll interval (0.5 s)
-        # every test that used this server waited up to half a second at its end.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
-                                        daemon=True)
+        # shutdown() returns once serve_forever's loop next looks at its flag: with the default poll
+        # interval (0.5 s) every test that used this server waited up to half a second at its end.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        )
 
     def reply_stream(self, parts: list[bytes]) -> None:
         """Queue a 200 reply whose body is these payload parts as event stream messages."""
-        self.replies.append((200, {"Content-Type": "application/vnd.amazon.eventstream",
-                                   "X-Amzn-Invoked-Production-Variant": "AllTraffic"},
-                             b"".join(payload_part(part) for part in parts)))
+        self.replies.append(
+            (
+                200,
+                {
+                    "Content-Type": "application/vnd.amazon.eventstream",
+                    "X-Amzn-Invoked-Production-Variant": "AllTraffic",
+                },
+                b"".join(payload_part(part) for part in parts),
+            )
+        )
 
     def reply_raw(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.replies.append((status, headers, body))
 
     def client(self, read_timeout: float = 60):
-        """A boto3 sagemaker-runtime client pointed at this server, with dummy static credentials."""
+        """A boto3 sagemaker-runtime client pointed at this server, with dummy static
+        credentials."""
         import boto3
         from botocore.config import Config
 
         return boto3.client(
-            "sagemaker-runtime", region_name="us-east-1", endpoint_url=self.url,
-            aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+            "sagemaker-runtime",
+            region_name="us-east-1",
+            endpoint_url=self.url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="secret",
             config=Config(retries={"max_attempts": 1}, read_timeout=read_timeout),
         )
 
@@ -378,5 +441,3 @@ class ResponseStreamServer:
     def __exit__(self, *exc_info: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
-
-

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.voicectl.clients.clients_testkit import RECORDING, MemoryServer, ResponseStreamServer, client_parser
+from tests.unit.voicectl.clients.clients_testkit import (
+    RECORDING,
+    MemoryServer,
+    ResponseStreamServer,
+    client_parser,
+)
 
 
 @pytest.fixture

@@ -21,20 +21,34 @@ def test_recording_converts_to_16k_mono_of_the_same_duration(recording):
     info = soundfile.info(recording)
     assert (info.samplerate, info.channels) == (22050, 2)
     audio = load_pcm16(recording)
-    assert (audio.sample_rate_hz, audio.source_sample_rate_hz, audio.source_channels) == (16000, 22050, 2)
+    assert (audio.sample_rate_hz, audio.source_sample_rate_hz, audio.source_channels) == (
+        16000,
+        22050,
+        2,
+    )
     assert audio.num_samples == round(info.frames * 16000 / 22050)
     assert abs(audio.duration_s - info.duration) < 1e-3
 
 
-@pytest.mark.parametrize(("fmt", "subtype", "rate", "channels"), [
-    ("WAV", "PCM_16", 48000, 2), ("FLAC", "PCM_24", 44100, 1), ("OGG", "VORBIS", 32000, 3), ("WAV", "FLOAT", 16000, 1),
-])
-def test_any_rate_and_channel_count_keeps_a_tone_at_its_frequency(tmp_path, fmt, subtype, rate, channels):
+@pytest.mark.parametrize(
+    ("fmt", "subtype", "rate", "channels"),
+    [
+        ("WAV", "PCM_16", 48000, 2),
+        ("FLAC", "PCM_24", 44100, 1),
+        ("OGG", "VORBIS", 32000, 3),
+        ("WAV", "FLOAT", 16000, 1),
+    ],
+)
+def test_any_rate_and_channel_count_keeps_a_tone_at_its_frequency(
+    tmp_path, fmt, subtype, rate, channels
+):
     seconds, tone_hz = 1.0, 440.0
     t = np.arange(int(rate * seconds)) / rate
     tone = 0.5 * np.sin(2 * np.pi * tone_hz * t)
     path = tmp_path / f"tone.{fmt.lower()}"
-    soundfile.write(path, np.repeat(tone[:, None], channels, axis=1), rate, format=fmt, subtype=subtype)
+    soundfile.write(
+        path, np.repeat(tone[:, None], channels, axis=1), rate, format=fmt, subtype=subtype
+    )
 
     samples = np.frombuffer(load_pcm16(path).data, dtype="<i2").astype(np.float64) / 32767
     assert len(samples) == 16000
@@ -62,7 +76,7 @@ def test_empty_file_is_a_clear_error(tmp_path):
 def test_unreadable_and_missing_files_are_clear_errors(tmp_path):
     text = tmp_path / "notes.wav"
     text.write_text("not audio")
-    with pytest.raises(AudioError, match="cannot read it as audio.*WAV, FLAC, OGG"):
+    with pytest.raises(AudioError, match=r"cannot read it as audio.*WAV, FLAC, OGG"):
         load_pcm16(text)
     with pytest.raises(AudioError, match="no such file"):
         load_pcm16(tmp_path / "absent.flac")
@@ -72,7 +86,9 @@ def test_a_wav_cut_short_is_named_with_what_its_header_declares(tmp_path, record
     whole = open_audio(recording)
     assert whole.declared_frames is None
     cut = tmp_path / "cut.wav"
-    cut.write_bytes(open(recording, "rb").read()[:1000])  # 44-byte header + 956 bytes: 239 stereo PCM16 frames
+    cut.write_bytes(
+        recording.read_bytes()[:1000]
+    )  # 44-byte header + 956 bytes: 239 stereo PCM16 frames
     info = open_audio(cut)
     assert (info.frames, info.declared_frames) == (239, whole.frames)
     flac = tmp_path / "whole.flac"
@@ -108,22 +124,32 @@ def test_a_directory_is_named_as_such(tmp_path):
         load_pcm16(tmp_path)
 
 
-def test_streamed_decoding_matches_whole_file_resampling_and_never_reads_the_whole_file(tmp_path, monkeypatch):
+def test_streamed_decoding_matches_whole_file_resampling_and_never_reads_the_whole_file(
+    tmp_path, monkeypatch
+):
     import soxr
 
     from voicectl.clients.audio import iter_pcm16_chunks
 
     rate = 44100
     t = np.arange(int(rate * 2.3)) / rate
-    stereo = np.stack([0.4 * np.sin(2 * np.pi * 300 * t), 0.2 * np.sin(2 * np.pi * 1200 * t)], axis=1)
+    stereo = np.stack(
+        [0.4 * np.sin(2 * np.pi * 300 * t), 0.2 * np.sin(2 * np.pi * 1200 * t)], axis=1
+    )
     path = tmp_path / "long.flac"
     soundfile.write(path, stereo, rate, subtype="PCM_24")
     whole, _ = soundfile.read(path, dtype="float32")
     expected = soxr.resample(whole.mean(axis=1), rate, 16000, quality="HQ")
 
-    monkeypatch.setattr(soundfile, "read", lambda *a, **k: pytest.fail("the whole file was read at once"))
-    chunks = list(iter_pcm16_chunks(path, block_frames=4000))  # many small blocks: filter state must carry over
-    assert {len(chunk) for chunk in chunks[:-1]} == {CHUNK_BYTES} and 0 < len(chunks[-1]) <= CHUNK_BYTES
+    monkeypatch.setattr(
+        soundfile, "read", lambda *a, **k: pytest.fail("the whole file was read at once")
+    )
+    chunks = list(
+        iter_pcm16_chunks(path, block_frames=4000)
+    )  # many small blocks: filter state must carry over
+    assert {len(chunk) for chunk in chunks[:-1]} == {CHUNK_BYTES} and 0 < len(
+        chunks[-1]
+    ) <= CHUNK_BYTES
     got = np.frombuffer(b"".join(chunks), dtype="<i2").astype(np.float64) / 32767
     assert len(got) == len(expected) == round(len(whole) * 16000 / rate)
     assert np.max(np.abs(got - expected)) < 3 / 32767  # equal up to PCM16 rounding

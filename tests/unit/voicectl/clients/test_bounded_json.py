@@ -1,18 +1,26 @@
-"""voicectl.clients.bounded_json: JSON parsed with a size and depth bound, and server text made one line."""
+"""voicectl.clients.bounded_json: JSON parsed with a size and depth bound, and server text made one
+line."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from voicectl.clients.bounded_json import _TOKENS, JsonBoundError, check_depth, loads_bounded, one_line
+from voicectl.clients.bounded_json import (
+    _TOKENS,
+    JsonBoundError,
+    check_depth,
+    loads_bounded,
+    one_line,
+)
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                           max_leaves=20)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=20,
+)
 
 
 def depth_of(value) -> int:
@@ -62,10 +70,12 @@ def test_one_line_escapes_line_breaks_and_bounds_the_length():
     assert len(long) == 50 and long.endswith("…")
 
 
-@pytest.mark.parametrize(("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']),
-                                             ('["\\"{', ["[", '"\\"{'])])
+@pytest.mark.parametrize(
+    ("text", "tokens"), [('"\\"[', ['"\\"[']), ('"\\"\\', ['"\\"\\']), ('["\\"{', ["[", '"\\"{'])]
+)
 def test_a_string_left_open_is_one_token_to_the_end_of_the_text(text, tokens):
-    # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in the length.
+    # Were it no match, the scan would restart at each later quote and reread the rest: quadratic in
+    # the length.
     assert [match.group() for match in _TOKENS.finditer(text)] == tokens
 
 

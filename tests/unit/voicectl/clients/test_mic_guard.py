@@ -1,4 +1,5 @@
-"""voicectl.clients.mic_guard: the gate in front of the mic page lets through only the page itself."""
+"""voicectl.clients.mic_guard: the gate in front of the mic page lets through only the page
+itself."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import pytest
 from voicectl.clients import mic
 
 
-def guard_scope(headers: dict[str, str], path: str = "/", kind: str = "http", method: str = "GET") -> dict:
-    return {"type": kind, "path": path, "method": method,
-            "headers": [(name.encode(), value.encode()) for name, value in headers.items()]}
+def guard_scope(
+    headers: dict[str, str], path: str = "/", kind: str = "http", method: str = "GET"
+) -> dict:
+    return {
+        "type": kind,
+        "path": path,
+        "method": method,
+        "headers": [(name.encode(), value.encode()) for name, value in headers.items()],
+    }
 
 
 PAGE = "127.0.0.1:7860"
@@ -53,8 +60,12 @@ def test_the_gate_lets_through_only_the_page_itself(headers, path, kind, method,
 def test_the_share_link_host_is_accepted_over_https_only():
     from voicectl.clients.mic_guard import PageGuard, page_hosts
 
-    guard = PageGuard(None, hosts=page_hosts(7860, ["abc.gradio.live"]), https_hosts=frozenset({"abc.gradio.live"}),
-                      websocket_paths=[mic.RECORDING_PATH])
+    guard = PageGuard(
+        None,
+        hosts=page_hosts(7860, ["abc.gradio.live"]),
+        https_hosts=frozenset({"abc.gradio.live"}),
+        websocket_paths=[mic.RECORDING_PATH],
+    )
     share = {"host": "abc.gradio.live", "origin": "https://abc.gradio.live"}
     assert guard.refusal(guard_scope(share, mic.RECORDING_PATH, "websocket")) is None
     assert guard.refusal(guard_scope({**share, "origin": "http://abc.gradio.live"}))[0] == "origin"

@@ -86,13 +86,17 @@ def test_messages_are_copied_both_ways_unchanged():
     async def scenario():
         async def bot(ws):
             async for message in ws:
-                await ws.send(message if isinstance(message, bytes) else json.dumps(
-                    {"type": "echo", "of": json.loads(message)}))
+                await ws.send(
+                    message
+                    if isinstance(message, bytes)
+                    else json.dumps({"type": "echo", "of": json.loads(message)})
+                )
 
         async with serve(bot, "127.0.0.1", 0) as server:
             bot_port = server.sockets[0].getsockname()[1]
-            relay = await TalkRelay(f"ws://127.0.0.1:{bot_port}/", port=0,
-                                    log=lambda _: None).start()
+            relay = await TalkRelay(
+                f"ws://127.0.0.1:{bot_port}/", port=0, log=lambda _: None
+            ).start()
             try:
                 url = f"ws://127.0.0.1:{relay.port}{RELAY_PATH}"
                 async with connect(url, origin=f"http://127.0.0.1:{relay.port}") as page:

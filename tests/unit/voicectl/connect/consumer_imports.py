@@ -33,16 +33,25 @@ from pathlib import Path
 OURS = ("voicectl", "config", "constructs_lib", "contracts")
 #: A port nothing listens on (the discard service's; loopback only): refused at once.
 CLOSED_PORT = 9
-BASE_ENV = {"CALLS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/calls",
-            "BUS_NAME": "transcripts", "TABLE_NAME": "calls", "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
-            "AWS_SECRET_ACCESS_KEY": "fake-secret-for-the-trace",
-            "AWS_EC2_METADATA_DISABLED": "true"}
+BASE_ENV = {
+    "CALLS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/calls",
+    "BUS_NAME": "transcripts",
+    "TABLE_NAME": "calls",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "fake-secret-for-the-trace",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 TARGETS = {
-    "sagemaker": {"ENDPOINT_NAME": "voxtral-realtime",
-                  "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": f"https://127.0.0.1:{CLOSED_PORT}"},
-    "ecs": {"ENDPOINT_URL": f"ws://127.0.0.1:{CLOSED_PORT}/invocations-bidirectional-stream",
-            "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token"},
+    "sagemaker": {
+        "ENDPOINT_NAME": "voxtral-realtime",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": f"https://127.0.0.1:{CLOSED_PORT}",
+    },
+    "ecs": {
+        "ENDPOINT_URL": f"ws://127.0.0.1:{CLOSED_PORT}/invocations-bidirectional-stream",
+        "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token",
+    },
 }
 
 
@@ -90,9 +99,12 @@ def _imports(path: Path, package: str) -> set[str]:
     """Absolute names of every module ``path`` imports anywhere (not under ``TYPE_CHECKING``);
     ``from x import y`` gives ``x`` and ``x.y``, a submodule or a name (the caller tells)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for block in ast.walk(tree)
-               if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-               for node in ast.walk(block)}
+    skipped = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
     names: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -102,7 +114,7 @@ def _imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
@@ -113,9 +125,11 @@ def _follow_imports(failed: list[str]) -> None:
     """Import every module our loaded modules name, following ours until nothing new loads."""
     seen: set[str] = set()
     while True:
-        ours = [name for name, module in list(sys.modules.items())
-                if name.split(".")[0] in OURS and getattr(module, "__file__", None)
-                and name not in seen]
+        ours = [
+            name
+            for name, module in list(sys.modules.items())
+            if name.split(".")[0] in OURS and getattr(module, "__file__", None) and name not in seen
+        ]
         if not ours:
             return
         for name in ours:
@@ -145,8 +159,9 @@ def trace(root: Path) -> dict[str, list[str]]:
     for name, module in list(sys.modules.items()):
         top = name.split(".")[0]
         if top not in OURS:
-            distributions.update(re.sub(r"[-_.]+", "-", owner).lower()
-                                 for owner in owners.get(top, []))
+            distributions.update(
+                re.sub(r"[-_.]+", "-", owner).lower() for owner in owners.get(top, [])
+            )
         elif getattr(module, "__file__", None):
             modules.add(str(Path(module.__file__).resolve().relative_to(root)))
     distributions.discard("sagemaker-realtime-voice")  # this project, installed (editable) too

@@ -29,26 +29,47 @@ TRACER = Path(__file__).with_name("consumer_imports.py")
 #: installed, not needed otherwise. {name: why}
 OPTIONAL_IMPORTS = {
     "certifi": "botocore.httpsession loads certifi's CA file when it is installed, else uses "
-               "botocore's own cacert.pem, as any boto3 installed without certifi does",
+    "botocore's own cacert.pem, as any boto3 installed without certifi does",
     "brotli": "urllib3 and aiohttp decode brotli responses when it is installed (the mic page's "
-              "lock brings it); neither AWS endpoint the consumer calls sends brotli",
+    "lock brings it); neither AWS endpoint the consumer calls sends brotli",
 }
 #: What the image installed with the whole development lock, and must not.
-DEVELOPMENT_ONLY = ("aws-cdk-lib", "cdk-nag", "cfn-lint", "moto", "pytest", "gradio", "jsii",
-                    "constructs", "hypothesis", "av", "huggingface-hub", "hypercorn", "uv")
+DEVELOPMENT_ONLY = (
+    "aws-cdk-lib",
+    "cdk-nag",
+    "cfn-lint",
+    "moto",
+    "pytest",
+    "gradio",
+    "jsii",
+    "constructs",
+    "hypothesis",
+    "av",
+    "huggingface-hub",
+    "hypercorn",
+    "uv",
+)
 #: The image's platform for markers: linux/amd64 (the asset's), CPython 3.12 (the base image's).
-TARGET = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux",
-          "platform_machine": "x86_64", "python_version": "3.12", "python_full_version": "3.12.0",
-          "os_name": "posix", "implementation_name": "cpython",
-          "platform_python_implementation": "CPython"}
+TARGET = {
+    **default_environment(),
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "python_version": "3.12",
+    "python_full_version": "3.12.0",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def instructions(name: str) -> list[str]:
     """Arguments of every ``name`` instruction (continuation lines joined, comments left out)."""
     lines = [line for line in DOCKERFILE.splitlines() if not line.lstrip().startswith("#")]
     joined = re.sub(r"\s*\\\n\s*", " ", "\n".join(lines))
-    return [line.split(None, 1)[1] for line in joined.splitlines()
-            if line.split(None, 1)[:1] == [name]]
+    return [
+        line.split(None, 1)[1] for line in joined.splitlines() if line.split(None, 1)[:1] == [name]
+    ]
 
 
 def copied_files() -> list[str]:
@@ -59,15 +80,23 @@ def copied_files() -> list[str]:
 @functools.cache
 def trace() -> dict[str, list[str]]:
     """The import trace in this environment, run from the root (as the image runs from /app)."""
-    done = subprocess.run([sys.executable, str(TRACER)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, str(TRACER)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
 def lock_versions(path: Path) -> dict[str, str]:
     """``{canonical name: version}`` of a ``uv pip compile`` lock."""
-    return {name: block.split("==", 1)[1].split()[0]
-            for name, block in lock_blocks(path.read_text()).items()}
+    return {
+        name: block.split("==", 1)[1].split()[0]
+        for name, block in lock_blocks(path.read_text()).items()
+    }
 
 
 def closure(roots: list[str]) -> set[str]:
@@ -82,15 +111,18 @@ def closure(roots: list[str]) -> set[str]:
         for spec in distribution(name).requires or []:
             requirement = Requirement(spec)
             marker = requirement.marker
-            if marker is None or any(marker.evaluate({**TARGET, "extra": extra})
-                                     for extra in {"", *extras}):
+            if marker is None or any(
+                marker.evaluate({**TARGET, "extra": extra}) for extra in {"", *extras}
+            ):
                 todo.append((canonicalize_name(requirement.name), frozenset(requirement.extras)))
     return {name for name, _ in seen}
 
 
 def test_the_image_installs_only_the_connect_lock_with_hashes():
-    assert instructions("RUN") == ["pip install --no-cache-dir --disable-pip-version-check "
-                                   "--require-hashes -r requirements-connect.lock"]
+    assert instructions("RUN") == [
+        "pip install --no-cache-dir --disable-pip-version-check "
+        "--require-hashes -r requirements-connect.lock"
+    ]
     assert "requirements-connect.lock" in copied_files()
     assert not {"requirements.lock", "pyproject.toml"} & set(copied_files())
 
@@ -115,12 +147,17 @@ def test_the_image_copies_exactly_the_modules_the_process_imports():
 
 def test_the_trace_reaches_both_targets_and_the_model_id_facts():
     modules = trace()["modules"]
-    assert {"voicectl/clients/sagemaker_stream.py", "voicectl/clients/realtime/websocket.py",
-            "contracts/model.py", "contracts/realtime.py"} <= set(modules)
+    assert {
+        "voicectl/clients/sagemaker_stream.py",
+        "voicectl/clients/realtime/websocket.py",
+        "contracts/model.py",
+        "contracts/realtime.py",
+    } <= set(modules)
     assert [path for path in modules if path.startswith("config/")] == []  # not the settings
     assert [path for path in modules if path.startswith("constructs_lib/")] == []  # nor those
-    assert {"aws-sdk-sagemaker-runtime-http2", "awscrt", "websockets", "ebmlite",
-            "boto3"} <= set(trace()["distributions"])
+    assert {"aws-sdk-sagemaker-runtime-http2", "awscrt", "websockets", "ebmlite", "boto3"} <= set(
+        trace()["distributions"]
+    )
 
 
 def test_the_lock_holds_what_the_trace_needs_and_nothing_else():
@@ -143,11 +180,13 @@ def test_the_lock_inputs_are_the_projects_dependencies_and_make_lock_writes_it()
     assert names == sorted(names)
     assert {canonicalize_name(name) for name in names} <= project  # their ranges: pyproject.toml's
     command = re.search(r"^#    uv pip compile (.+)$", LOCK.read_text(), re.MULTILINE).group(1)
-    assert command == ("--universal --python-version 3.12 --generate-hashes "
-                       "voicectl/connect/requirements.in -c requirements.lock "
-                       "-o requirements-connect.lock")
+    assert command == (
+        "--universal --python-version 3.12 --generate-hashes "
+        "voicectl/connect/requirements.in -c requirements.lock "
+        "-o requirements-connect.lock"
+    )
     makefile = re.sub(r"\\\n\s*", "", (ROOT / "Makefile").read_text())
-    recipe = makefile[makefile.index("\nlock:"):makefile.index("\nclean:")]
+    recipe = makefile[makefile.index("\nlock:") : makefile.index("\nclean:")]
     make_command = command.replace("-o requirements-connect.lock", "-o $(CONNECT_LOCK)")
     assert f"uv pip compile --quiet {make_command}" in recipe
 
@@ -155,19 +194,29 @@ def test_the_lock_inputs_are_the_projects_dependencies_and_make_lock_writes_it()
 def test_the_construct_stages_every_file_the_dockerfile_copies(tmp_path):
     from aws_cdk import App, Environment, Stack
 
-    from constructs_lib.connect.transcription import ConnectTranscription
-    from constructs_lib.connect.transcription import ConnectTranscriptionProps
+    from constructs_lib.connect.transcription import ConnectTranscription, ConnectTranscriptionProps
 
     app = App(outdir=str(tmp_path), builtin_cloud_formation_validation=False)
     stack = Stack(app, "Connect", env=Environment(account="123456789012", region="us-east-1"))
-    instance = ("arn:aws:connect:us-east-1:123456789012:instance/"
-                "11111111-2222-3333-4444-555555555555")
-    ConnectTranscription(stack, "Transcription", ConnectTranscriptionProps(
-        instance_arn=instance, stream_prefix="voice-live", image_directory=str(ROOT),
-        endpoint_name="voxtral-realtime"))
+    instance = (
+        "arn:aws:connect:us-east-1:123456789012:instance/11111111-2222-3333-4444-555555555555"
+    )
+    ConnectTranscription(
+        stack,
+        "Transcription",
+        ConnectTranscriptionProps(
+            instance_arn=instance,
+            stream_prefix="voice-live",
+            image_directory=str(ROOT),
+            endpoint_name="voxtral-realtime",
+        ),
+    )
     app.synth()
-    (context,) = [path for path in tmp_path.glob("asset.*")
-                  if (path / "voicectl" / "connect" / "Dockerfile").is_file()]
+    (context,) = [
+        path
+        for path in tmp_path.glob("asset.*")
+        if (path / "voicectl" / "connect" / "Dockerfile").is_file()
+    ]
     staged = {str(path.relative_to(context)) for path in context.rglob("*") if path.is_file()}
     assert set(copied_files()) <= staged
     assert staged & {"requirements.lock", "pyproject.toml", "app.py", "cdk.json"} == set()

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.unit.voicectl.connect.consumer_imports import BASE_ENV
-from tests.unit.voicectl.connect.test_dockerfile import LOCK, ROOT, TRACER, copied_files
-from tests.unit.voicectl.connect.test_dockerfile import instructions, lock_versions
+from tests.unit.voicectl.connect.test_dockerfile import (
+    LOCK,
+    ROOT,
+    TRACER,
+    copied_files,
+    instructions,
+    lock_versions,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -25,8 +31,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 #: no instance metadata (no AWS call).
 TARGETS = {
     "sagemaker": {"ENDPOINT_NAME": "voxtral-realtime"},
-    "ecs": {"ENDPOINT_URL": "wss://voxtral.example.com/invocations-bidirectional-stream",
-            "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token"},
+    "ecs": {
+        "ENDPOINT_URL": "wss://voxtral.example.com/invocations-bidirectional-stream",
+        "TOKEN_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:token",
+    },
 }
 
 
@@ -45,26 +53,43 @@ def image(tmp_path_factory) -> tuple[Path, Path]:
     assert arguments[:2] == ["pip", "install"]
     # The Dockerfile's flags, less --no-cache-dir: the machine's pip cache spares the downloads.
     arguments = [argument for argument in arguments[2:] if argument != "--no-cache-dir"]
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *arguments], cwd=app,
-                   check=True, timeout=800)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", *arguments],
+        cwd=app,
+        check=True,
+        timeout=800,
+    )
     return app, python
 
 
-def run(image: tuple[Path, Path], *arguments: str,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(
+    image: tuple[Path, Path], *arguments: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``python ARGUMENTS`` of the image's venv in its /app, with none of this process's AWS or
     Python variables."""
     app, python = image
-    clean = {name: value for name, value in os.environ.items()
-             if not name.startswith(("AWS_", "PYTHON")) and name != "VIRTUAL_ENV"}
-    return subprocess.run([str(python), *arguments], cwd=app, env={**clean, **(env or {})},
-                          capture_output=True, text=True, timeout=120)
+    clean = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AWS_", "PYTHON")) and name != "VIRTUAL_ENV"
+    }
+    return subprocess.run(
+        [str(python), *arguments],
+        cwd=app,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_venv_holds_the_lock_and_nothing_of_the_development_environment(image):
     done = run(image, "-m", "pip", "list", "--format", "json")
-    installed = {item["name"].lower().replace("_", "-"): item["version"]
-                 for item in json.loads(done.stdout) if item["name"] != "pip"}
+    installed = {
+        item["name"].lower().replace("_", "-"): item["version"]
+        for item in json.loads(done.stdout)
+        if item["name"] != "pip"
+    }
     assert installed == lock_versions(LOCK)
     assert run(image, "-c", "import aws_cdk").returncode == 1
     assert run(image, "-c", "import pytest").returncode == 1
@@ -76,22 +101,29 @@ def test_help_lists_the_environment(image):
     assert "\nenvironment:\n  CALLS_QUEUE_URL" in done.stdout
 
 
-@pytest.mark.parametrize(("target", "ready"), [
-    ("sagemaker", "SageMaker endpoint 'voxtral-realtime'"),
-    ("ecs", "ECS target 'wss://voxtral.example.com/invocations-bidirectional-stream'"),
-])
+@pytest.mark.parametrize(
+    ("target", "ready"),
+    [
+        ("sagemaker", "SageMaker endpoint 'voxtral-realtime'"),
+        ("ecs", "ECS target 'wss://voxtral.example.com/invocations-bidirectional-stream'"),
+    ],
+)
 def test_a_dry_start_of_each_target_builds_its_client(image, target, ready):
     done = run(image, "-m", "voicectl.connect", "--check", env={**BASE_ENV, **TARGETS[target]})
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (f"voicectl.connect: ready: {ready} in us-east-1; calls from "
-                           f"{BASE_ENV['CALLS_QUEUE_URL']}, 50 at once\n")
+    assert done.stdout == (
+        f"voicectl.connect: ready: {ready} in us-east-1; calls from "
+        f"{BASE_ENV['CALLS_QUEUE_URL']}, 50 at once\n"
+    )
 
 
 def test_without_its_environment_the_service_says_what_is_missing(image):
     done = run(image, "-m", "voicectl.connect", env={"AWS_DEFAULT_REGION": "us-east-1"})
     assert done.returncode == 2
-    assert done.stderr == ("voicectl.connect: CALLS_QUEUE_URL, BUS_NAME, TABLE_NAME are not set; "
-                           "the service needs CALLS_QUEUE_URL, BUS_NAME, TABLE_NAME\n")
+    assert done.stderr == (
+        "voicectl.connect: CALLS_QUEUE_URL, BUS_NAME, TABLE_NAME are not set; "
+        "the service needs CALLS_QUEUE_URL, BUS_NAME, TABLE_NAME\n"
+    )
     done = run(image, "-c", "import voicectl.connect.service")  # the module path docs name
     assert done.returncode == 0, done.stderr
 

@@ -1,5 +1,6 @@
-"""voicectl/connect/kvs.py: GetMedia's StartSelector as the Kinesis Video Streams API accepts it, and a payload read
-through the local stand-in (GetDataEndpoint first, then GetMedia where it points)."""
+"""voicectl/connect/kvs.py: GetMedia's StartSelector as the Kinesis Video Streams API accepts it,
+and a payload read through the local stand-in (GetDataEndpoint first, then GetMedia where it
+points)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,34 @@ from voicectl.connect.fake_kvs import FakeCall, FakeKvs
 
 def test_a_start_selector_resumes_from_the_token_else_from_the_fragment():
     fragment = "91343852333181432392682062607743920146264583078"
-    assert kvs.start_selector(after_fragment=fragment) == {"StartSelectorType": "FRAGMENT_NUMBER",
-                                                           "AfterFragmentNumber": fragment}
+    assert kvs.start_selector(after_fragment=fragment) == {
+        "StartSelectorType": "FRAGMENT_NUMBER",
+        "AfterFragmentNumber": fragment,
+    }
     assert kvs.start_selector(after_fragment="1", continuation_token="a_b.c-9") == {
-        "StartSelectorType": "CONTINUATION_TOKEN", "ContinuationToken": "a_b.c-9"}
+        "StartSelectorType": "CONTINUATION_TOKEN",
+        "ContinuationToken": "a_b.c-9",
+    }
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({}, "GetMedia needs a fragment number or a continuation token to start from"),
-    ({"after_fragment": "12a"}, "fragment number '12a' must be 1-128 decimal digits (GetMedia "
-                                "StartSelector.AfterFragmentNumber)"),
-    ({"after_fragment": "1" * 129}, "must be 1-128 decimal digits"),
-    ({"continuation_token": "has space"}, "continuation token 'has space' must be 1-128 of [a-zA-Z0-9_.-] (GetMedia "
-                                          "StartSelector.ContinuationToken)"),
-    ({"continuation_token": ""}, "must be 1-128 of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, "GetMedia needs a fragment number or a continuation token to start from"),
+        (
+            {"after_fragment": "12a"},
+            "fragment number '12a' must be 1-128 decimal digits (GetMedia "
+            "StartSelector.AfterFragmentNumber)",
+        ),
+        ({"after_fragment": "1" * 129}, "must be 1-128 decimal digits"),
+        (
+            {"continuation_token": "has space"},
+            "continuation token 'has space' must be 1-128 of [a-zA-Z0-9_.-] (GetMedia "
+            "StartSelector.ContinuationToken)",
+        ),
+        ({"continuation_token": ""}, "must be 1-128 of"),
+    ],
+)
 def test_a_selector_the_api_would_refuse_is_named_with_its_rule(kwargs, message):
     with pytest.raises(ValueError) as caught:
         kvs.start_selector(**kwargs)
@@ -39,12 +53,21 @@ def test_the_payload_of_a_call_is_read_from_where_get_data_endpoint_points():
     async def scenario() -> bytes:
         stand_in = await FakeKvs(read_timeout_s=0.5).start()
         try:
-            call = stand_in.add(FakeCall("contact-1", "stream-1", bytes(8000 * 2), bytes(8000 * 2), speed=50.0))
-            session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                    region_name="us-east-1")
+            call = stand_in.add(
+                FakeCall("contact-1", "stream-1", bytes(8000 * 2), bytes(8000 * 2), speed=50.0)
+            )
+            session = boto3.Session(
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+                region_name="us-east-1",
+            )
             media = kvs.KvsMedia(session, region="us-east-1", endpoint_url=stand_in.url)
-            pieces = [piece async for piece in media.get_media(call.stream_arn, kvs.start_selector(
-                after_fragment=call.number(0)))]
+            pieces = [
+                piece
+                async for piece in media.get_media(
+                    call.stream_arn, kvs.start_selector(after_fragment=call.number(0))
+                )
+            ]
             media.executor.shutdown(wait=False)
             return b"".join(pieces)
         finally:
@@ -52,24 +75,34 @@ def test_the_payload_of_a_call_is_read_from_where_get_data_endpoint_points():
 
     payload = asyncio.run(asyncio.wait_for(scenario(), 30))
     assert payload[:4] == bytes.fromhex("1a45dfa3")  # a Matroska (EBML) stream, as GetMedia returns
-    assert len(payload) > 8000 * 2 * 2  # both tracks' second of PCM16, and the container around them
+    assert (
+        len(payload) > 8000 * 2 * 2
+    )  # both tracks' second of PCM16, and the container around them
 
 
-# ---- the reader over the stand-in: how a call's stream ends, and what it survives -----------------------------------
-from tests.unit.voicectl.connect.connect_testkit import (MemoryStore, assert_tiles, servers,  # noqa: E402
-                                                         speech_like, transcriber)
+# ---- the reader over the stand-in: how a call's stream ends, and what it survives --------------
+from tests.unit.voicectl.connect.connect_testkit import (  # noqa: E402
+    MemoryStore,
+    assert_tiles,
+    servers,
+    speech_like,
+    transcriber,
+)
 from voicectl.connect import mkv  # noqa: E402
 from voicectl.connect.consumer import END_OF_STREAM, CallFailed  # noqa: E402
 
 
 def read_call(quiet_s: float = 5.0, **options):
-    """One call (8 fragments) through a transcriber; returns (reason or the CallFailed, store, GetMedia requests,
-    the endpoint's sessions)."""
+    """One call (8 fragments) through a transcriber; returns (reason or the CallFailed, store,
+    GetMedia requests, the endpoint's sessions)."""
+
     async def main():
         store = MemoryStore()
         async with servers() as (url, stand_in, vllm):
             seconds = 8 * 1.024
-            call = stand_in.add(FakeCall("c-1", "s-1", speech_like(seconds, 1), speech_like(seconds, 2), **options))
+            call = stand_in.add(
+                FakeCall("c-1", "s-1", speech_like(seconds, 1), speech_like(seconds, 2), **options)
+            )
             try:
                 reason = await transcriber(call, url, stand_in, store, quiet_s=quiet_s).run()
             except CallFailed as failed:
@@ -80,8 +113,9 @@ def read_call(quiet_s: float = 5.0, **options):
 
 
 def test_a_call_ends_when_its_stream_ends_with_one_get_media():
-    """The producer stopped: GetMedia's payload ends after the last fragment, and so does the call (before, the
-    reader reopened GetMedia and waited out its quiet time: several requests and quiet_s late)."""
+    """The producer stopped: GetMedia's payload ends after the last fragment, and so does the call
+    (before, the reader reopened GetMedia and waited out its quiet time: several requests and
+    quiet_s late)."""
     reason, store, requests, _ = read_call(quiet_s=600.0)
     assert reason == END_OF_STREAM
     assert len(requests) == 1
@@ -93,8 +127,15 @@ def test_a_reset_in_the_middle_of_a_fragment_is_resumed_from_the_last_whole_one(
     reason, store, requests, _ = read_call(resets={3})
     assert reason == END_OF_STREAM
     assert [r["StartSelector"] for r in requests] == [
-        {"StartSelectorType": "FRAGMENT_NUMBER", "AfterFragmentNumber": FakeCall("c", "s", b"", b"").number(0)},
-        {"StartSelectorType": "CONTINUATION_TOKEN", "ContinuationToken": FakeCall("c", "s", b"", b"").number(2)}]
+        {
+            "StartSelectorType": "FRAGMENT_NUMBER",
+            "AfterFragmentNumber": FakeCall("c", "s", b"", b"").number(0),
+        },
+        {
+            "StartSelectorType": "CONTINUATION_TOKEN",
+            "ContinuationToken": FakeCall("c", "s", b"", b"").number(2),
+        },
+    ]
     for track in mkv.CONNECT_TRACKS:
         assert_tiles(store.finals("c-1", track), 8 * 1.024)  # nothing lost, nothing twice
 
@@ -113,12 +154,18 @@ def test_fragment_not_found_after_the_last_fragment_is_the_end_and_at_the_start_
     reason, _, _, _ = read_call(errors={8: (4000, "Requested fragment is not found")})
     assert reason == END_OF_STREAM
     failed, _, _, _ = read_call(errors={0: (4000, "Requested fragment is not found")})
-    assert isinstance(failed, CallFailed) and "start fragment" in str(failed) and "retention" in str(failed)
+    assert (
+        isinstance(failed, CallFailed)
+        and "start fragment" in str(failed)
+        and "retention" in str(failed)
+    )
 
 
 def test_resets_without_progress_fail_the_call_after_the_bounded_retries():
     class Resets(FakeCall):
-        def fragment(self, index):  # every serving of fragment 2 is cut: the connection never gets past it
+        def fragment(
+            self, index
+        ):  # every serving of fragment 2 is cut: the connection never gets past it
             self.resets.add(2)
             return super().fragment(index)
 

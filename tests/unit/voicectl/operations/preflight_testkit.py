@@ -1,5 +1,6 @@
-"""What the preflight tests share: moto for STS and SSM, botocore's Stubber for every other service a test stubs,
-an account bootstrapped at a version, and the settings under which a deploy needs no hub token."""
+"""What the preflight tests share: moto for STS and SSM, botocore's Stubber for every other service
+a test stubs, an account bootstrapped at a version, and the settings under which a deploy needs no
+hub token."""
 
 from __future__ import annotations
 
@@ -10,28 +11,41 @@ from moto import mock_aws
 
 REGION = "us-east-1"
 #: Settings under which the deploy needs no hub token (the token check is tested on its own).
-NO_STAGING = ["-c", "voxtral.stage_model=false", "-c", "voxtral.model_s3_uri=s3://team-models/voxtral/2602/"]
+NO_STAGING = [
+    "-c",
+    "voxtral.stage_model=false",
+    "-c",
+    "voxtral.model_s3_uri=s3://team-models/voxtral/2602/",
+]
 
 
-@pytest.fixture
-def fake_credentials(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+@pytest.fixture(name="fake_credentials")
+def fixture_fake_credentials(monkeypatch):
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_REGION", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 class StubbedAws:
-    """The ``clients`` factory of the preflight: moto for STS and SSM, a Stubber-backed client for every other
-    service a test stubs; an unstubbed service fails the test."""
+    """The ``clients`` factory of the preflight: moto for STS and SSM, a Stubber-backed client for
+    every other service a test stubs; an unstubbed service fails the test."""
 
     def __init__(self, session: boto3.Session) -> None:
         self.session = session
         self.stubbed: dict[str, tuple[object, Stubber]] = {}
 
     def stub(self, service: str, region: str = REGION) -> Stubber:
-        client = boto3.client(service, region_name=region, aws_access_key_id="testing", aws_secret_access_key="testing")
+        client = boto3.client(
+            service,
+            region_name=region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         stubber = Stubber(client)
         stubber.activate()
         self.stubbed[service] = (client, stubber)
@@ -40,7 +54,9 @@ class StubbedAws:
     def __call__(self, service: str, region: str):
         if service in ("sts", "ssm", "kms"):  # moto answers these
             return self.session.client(service, region_name=region)
-        assert service in self.stubbed, f"the preflight called {service}, which this test does not stub"
+        assert service in self.stubbed, (
+            f"the preflight called {service}, which this test does not stub"
+        )
         return self.stubbed[service][0]
 
     def assert_all_used(self) -> None:
@@ -48,8 +64,8 @@ class StubbedAws:
             stubber.assert_no_pending_responses()
 
 
-@pytest.fixture
-def aws(fake_credentials):
+@pytest.fixture(name="aws")
+def fixture_aws(fake_credentials):
     with mock_aws():
         stubbed = StubbedAws(boto3.Session(region_name=REGION))
         yield stubbed
@@ -57,4 +73,6 @@ def aws(fake_credentials):
 
 
 def bootstrapped(aws: StubbedAws, version: str = "30") -> None:
-    aws.session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String")
+    aws.session.client("ssm").put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
+    )

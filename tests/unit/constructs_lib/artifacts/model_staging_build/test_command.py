@@ -11,9 +11,15 @@ from collections import Counter
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from tests.unit.constructs_lib.artifacts.conftest import BUCKET, MIB, PART_SIZE_MIB, SHARD_1, SHARD_2
 from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
 from contracts.weights import MANIFEST_NAME
+from tests.unit.constructs_lib.artifacts.conftest import (
+    BUCKET,
+    MIB,
+    PART_SIZE_MIB,
+    SHARD_1,
+    SHARD_2,
+)
 from voicectl import cli
 
 PREFIX = "models/voxtral"
@@ -26,11 +32,20 @@ SENDING_OPERATIONS = ("PutObject", "UploadPart", "CreateMultipartUpload")
 
 
 def stage(session, model_dir, *extra: str) -> int:
-    """Run stage-model --from-dir model_dir --s3-uri URI with the tests' part size, on ``session``."""
+    """Run stage-model --from-dir model_dir --s3-uri URI with the tests' part size, on
+    ``session``."""
     parser = stage_model.argparse.ArgumentParser()
     stage_model.add_arguments(parser)
     args = parser.parse_args(
-        ["--s3-uri", URI, "--from-dir", str(model_dir), "--part-size-mib", str(PART_SIZE_MIB), *extra]
+        [
+            "--s3-uri",
+            URI,
+            "--from-dir",
+            str(model_dir),
+            "--part-size-mib",
+            str(PART_SIZE_MIB),
+            *extra,
+        ]
     )
     return stage_model.run(args, session=session)
 
@@ -47,7 +62,9 @@ def count_calls(session) -> Counter:
 
 
 def keys_under_prefix(s3) -> list[str]:
-    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Contents", []))
+    return sorted(
+        o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{PREFIX}/").get("Contents", [])
+    )
 
 
 def body(s3, name: str) -> bytes:
@@ -57,7 +74,9 @@ def body(s3, name: str) -> bytes:
 def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, model_dir, capsys):
     assert stage(aws, model_dir, "--revision", "b" * 40) == 0
 
-    assert keys_under_prefix(s3) == sorted(f"{PREFIX}/{name}" for name in [*MODEL_FILES, MANIFEST_NAME])
+    assert keys_under_prefix(s3) == sorted(
+        f"{PREFIX}/{name}" for name in [*MODEL_FILES, MANIFEST_NAME]
+    )
     for name in MODEL_FILES:
         assert body(s3, name) == (model_dir / name).read_bytes(), name
     manifest = json.loads(body(s3, MANIFEST_NAME))
@@ -73,10 +92,13 @@ def test_stages_allow_listed_files_with_a_manifest_of_their_checksums(aws, s3, m
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
         assert entry["size"] == len(data)
     assert manifest["total_size"] == sum(len((model_dir / n).read_bytes()) for n in MODEL_FILES)
-    # The 12 MiB shard went up in parts with per-part SHA-256 checksums (composite checksum "...-3").
+    # The 12 MiB shard went up in parts with per-part SHA-256 checksums (composite checksum
+    # "...-3").
     head = s3.head_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", ChecksumMode="ENABLED")
     assert head["ETag"].endswith('-3"')
-    assert head["Metadata"]["sha256"] == hashlib.sha256((model_dir / SHARD_1).read_bytes()).hexdigest()
+    assert (
+        head["Metadata"]["sha256"] == hashlib.sha256((model_dir / SHARD_1).read_bytes()).hexdigest()
+    )
     out = capsys.readouterr().out
     assert f"this run sent {manifest['total_size']} bytes" in out
 
@@ -95,7 +117,9 @@ def test_second_run_uploads_nothing(aws, s3, model_dir, capsys):
 
 def test_changed_file_is_the_only_one_uploaded_again(aws, s3, model_dir, capsys):
     assert stage(aws, model_dir) == 0
-    (model_dir / "params.json").write_text(json.dumps({"dim": 3072, "n_layers": 27}), encoding="utf-8")
+    (model_dir / "params.json").write_text(
+        json.dumps({"dim": 3072, "n_layers": 27}), encoding="utf-8"
+    )
     capsys.readouterr()
 
     assert stage(aws, model_dir) == 0
@@ -109,9 +133,10 @@ def test_changed_file_is_the_only_one_uploaded_again(aws, s3, model_dir, capsys)
 
 
 def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_dir, capsys):
-    """The network goes away after the first part of the 12 MiB shard: UploadPart and the AbortMultipartUpload that
-    s3transfer tries on failure both fail, as they would with a lost connection or a killed process. The rerun
-    sends only the two missing parts (7 MiB) and completes the same multipart upload."""
+    """The network goes away after the first part of the 12 MiB shard: UploadPart and the
+    AbortMultipartUpload that s3transfer tries on failure both fail, as they would with a lost
+    connection or a killed process. The rerun sends only the two missing parts (7 MiB) and completes
+    the same multipart upload."""
     parts_sent = Counter()
 
     def network_lost_after_first_part(model, **kwargs):
@@ -128,8 +153,15 @@ def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_d
     unfinished = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=f"{PREFIX}/")["Uploads"]
     assert [upload["Key"] for upload in unfinished] == [f"{PREFIX}/{SHARD_1}"]
     upload_id = unfinished[0]["UploadId"]
-    assert [p["PartNumber"] for p in s3.list_parts(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", UploadId=upload_id)["Parts"]] == [1]
-    assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(s3)  # a partial prefix is not called complete
+    assert [
+        p["PartNumber"]
+        for p in s3.list_parts(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_1}", UploadId=upload_id)[
+            "Parts"
+        ]
+    ] == [1]
+    assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(
+        s3
+    )  # a partial prefix is not called complete
     assert f"{PREFIX}/{SHARD_1}" not in keys_under_prefix(s3)
 
     aws.events.unregister("before-call.s3.UploadPart", network_lost_after_first_part)
@@ -146,10 +178,13 @@ def test_run_stopped_mid_multipart_upload_resumes_and_completes(aws, s3, model_d
     assert json.loads(body(s3, MANIFEST_NAME))["total_size"] > 15 * MIB
 
 
-def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws, s3, model_dir, capsys, monkeypatch):
-    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer cancels its
-    transfers on KeyboardInterrupt and would abort the multipart upload on its way out; the parts already sent must
-    stay for the rerun, which sends only the rest and completes the same upload."""
+def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(
+    aws, s3, model_dir, capsys, monkeypatch
+):
+    """A real SIGINT arrives while the second part of the 12 MiB shard is being sent. s3transfer
+    cancels its transfers on KeyboardInterrupt and would abort the multipart upload on its way out;
+    the parts already sent must stay for the rerun, which sends only the rest and completes the same
+    upload."""
     import threading
 
     from s3transfer.manager import TransferCoordinatorController
@@ -159,7 +194,9 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
     cancelled, held = threading.Event(), []
     cancel_every_transfer = TransferCoordinatorController.cancel
 
-    def cancel_and_tell(self, *args, **kwargs):  # the transfer manager's exit on the KeyboardInterrupt
+    def cancel_and_tell(
+        self, *args, **kwargs
+    ):  # the transfer manager's exit on the KeyboardInterrupt
         cancel_every_transfer(self, *args, **kwargs)
         cancelled.set()
 
@@ -169,15 +206,17 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
         parts["UploadPart"] += 1
         if parts["UploadPart"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
-            # This part is in flight until the main thread took the KeyboardInterrupt and s3transfer cancelled every
-            # transfer (the wait is a liveness bound).
+            # This part is in flight until the main thread took the KeyboardInterrupt and s3transfer
+            # cancelled every transfer (the wait is a liveness bound).
             held.append(cancelled.wait(60))
 
     aws.events.register("before-call.s3.UploadPart", ctrl_c_during_second_part)
     try:
         try:
             code = stage(aws, model_dir, "--max-concurrency", "1")
-        except KeyboardInterrupt:  # caught here so that a regression fails this test, not the whole session
+        except (
+            KeyboardInterrupt
+        ):  # caught here so that a regression fails this test, not the whole session
             code = "KeyboardInterrupt escaped"
     finally:
         signal.signal(signal.SIGINT, previous_handler)
@@ -191,7 +230,12 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
     assert "interrupted; run the same command again to resume" in capsys.readouterr().err
 
     (unfinished,) = unfinished_uploads
-    kept = [p["PartNumber"] for p in s3.list_parts(Bucket=BUCKET, Key=key, UploadId=unfinished["UploadId"]).get("Parts", [])]
+    kept = [
+        p["PartNumber"]
+        for p in s3.list_parts(Bucket=BUCKET, Key=key, UploadId=unfinished["UploadId"]).get(
+            "Parts", []
+        )
+    ]
     assert kept[0] == 1 and set(kept) <= {1, 2}
     assert f"{PREFIX}/{MANIFEST_NAME}" not in keys_under_prefix(s3)
 
@@ -208,8 +252,17 @@ def test_ctrl_c_mid_multipart_upload_keeps_the_upload_and_the_rerun_resumes(aws,
 
 def test_unfinished_upload_of_other_bytes_is_aborted_and_replaced(aws, s3, model_dir, capsys):
     key = f"{PREFIX}/{SHARD_1}"
-    stale = s3.create_multipart_upload(Bucket=BUCKET, Key=key, ChecksumAlgorithm="SHA256", Metadata={"sha256": "0" * 64})
-    s3.upload_part(Bucket=BUCKET, Key=key, UploadId=stale["UploadId"], PartNumber=1, Body=b"x" * (5 * MIB), ChecksumAlgorithm="SHA256")
+    stale = s3.create_multipart_upload(
+        Bucket=BUCKET, Key=key, ChecksumAlgorithm="SHA256", Metadata={"sha256": "0" * 64}
+    )
+    s3.upload_part(
+        Bucket=BUCKET,
+        Key=key,
+        UploadId=stale["UploadId"],
+        PartNumber=1,
+        Body=b"x" * (5 * MIB),
+        ChecksumAlgorithm="SHA256",
+    )
 
     assert stage(aws, model_dir) == 0
 
@@ -236,7 +289,9 @@ def test_missing_shard_in_s3_fails_verification_naming_the_file(aws, s3, model_d
     assert stage(aws, model_dir, "--verify-only") == 1
 
     err = capsys.readouterr().err
-    assert f"{SHARD_2}: missing (expected {3 * MIB} bytes at s3://{BUCKET}/{PREFIX}/{SHARD_2})" in err
+    assert (
+        f"{SHARD_2}: missing (expected {3 * MIB} bytes at s3://{BUCKET}/{PREFIX}/{SHARD_2})" in err
+    )
     assert SHARD_1 not in err
 
 
@@ -245,7 +300,10 @@ def test_verify_only_refuses_a_prefix_without_manifest(aws, s3, model_dir, capsy
 
     assert stage(aws, model_dir, "--verify-only") == 1
 
-    assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
+    assert (
+        f"{MANIFEST_NAME}: missing, so the prefix was never completely staged"
+        in capsys.readouterr().err
+    )
 
 
 def test_object_outside_the_model_blocks_staging_unless_deleted(aws, s3, model_dir, capsys):
@@ -275,8 +333,13 @@ def test_delete_extra_lists_what_it_would_delete_and_needs_yes(aws, s3, model_di
 
 
 def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, model_dir, capsys):
-    """Only model files directly in the prefix are deleted; anything else stops the run, named, deleting nothing."""
-    kept = [f"{PREFIX}/important/data.csv", f"{PREFIX}/other-model/consolidated.safetensors", f"{PREFIX}/notes.txt"]
+    """Only model files directly in the prefix are deleted; anything else stops the run, named,
+    deleting nothing."""
+    kept = [
+        f"{PREFIX}/important/data.csv",
+        f"{PREFIX}/other-model/consolidated.safetensors",
+        f"{PREFIX}/notes.txt",
+    ]
     stale_key = f"{PREFIX}/consolidated-old.safetensors"
     for key in [*kept, stale_key]:
         s3.put_object(Bucket=BUCKET, Key=key, Body=b"keep me")
@@ -291,14 +354,22 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 
 
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
-    """A file the previous manifest of this prefix listed is a model file of an earlier staging, whatever its name."""
+    """A file the previous manifest of this prefix listed is a model file of an earlier staging,
+    whatever its name."""
     from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
+    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import (
+        Source,
+        build_manifest,
+        write_manifest,
+    )
     from constructs_lib.facts import S3Prefix
-    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import Source, build_manifest, write_manifest
 
     old_key = f"{PREFIX}/tokenizer.model.v3"
     s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
-    previous = build_manifest(Source("local-directory", "example/old", None), [LocalFile("tokenizer.model.v3", model_dir, 13, "0" * 64)])
+    previous = build_manifest(
+        Source("local-directory", "example/old", None),
+        [LocalFile("tokenizer.model.v3", model_dir, 13, "0" * 64)],
+    )
     write_manifest(s3, S3Prefix.parse(URI), previous)
 
     assert stage(aws, model_dir, "--delete-extra", "--yes") == 0
@@ -310,20 +381,36 @@ def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir,
 def test_s3_uri_of_a_whole_bucket_is_refused_before_anything_happens(aws, s3, model_dir, capsys):
     s3.put_object(Bucket=BUCKET, Key="important/data.csv", Body=b"keep me")
 
-    assert stage_model.main(["--s3-uri", f"s3://{BUCKET}", "--from-dir", str(model_dir), "--delete-extra", "--yes"]) == 2
+    assert (
+        stage_model.main(
+            ["--s3-uri", f"s3://{BUCKET}", "--from-dir", str(model_dir), "--delete-extra", "--yes"]
+        )
+        == 2
+    )
 
     assert f"'s3://{BUCKET}' names no prefix" in capsys.readouterr().err
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == ["important/data.csv"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == [
+        "important/data.csv"
+    ]
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--s3-uri", URI, "--revision", "main"], "revision 'main' is not a full 40-character commit hash"),
+        (
+            ["--s3-uri", URI, "--revision", "main"],
+            "revision 'main' is not a full 40-character commit hash",
+        ),
         (["--s3-uri", URI], "--revision is required"),
-        (["--s3-uri", "https://example.com/x", "--revision", "a" * 40], "expected an S3 URI like s3://"),
+        (
+            ["--s3-uri", "https://example.com/x", "--revision", "a" * 40],
+            "expected an S3 URI like s3://",
+        ),
         (["--revision", "a" * 40], "say where to stage"),
-        (["--s3-uri", URI, "--revision", "a" * 40, "--part-size-mib", "4"], "part size must be at least 5242880"),
+        (
+            ["--s3-uri", URI, "--revision", "a" * 40, "--part-size-mib", "4"],
+            "part size must be at least 5242880",
+        ),
     ],
 )
 def test_bad_input_is_rejected_with_a_clear_message_before_any_download(aws, argv, message, capsys):
@@ -340,10 +427,14 @@ def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir
             "ModelRevision": {"Value": "c" * 40},
         },
     }
-    aws.client("cloudformation").create_stack(StackName="VoiceVoxtral", TemplateBody=json.dumps(template))
+    aws.client("cloudformation").create_stack(
+        StackName="VoiceVoxtral", TemplateBody=json.dumps(template)
+    )
     parser = stage_model.argparse.ArgumentParser()
     stage_model.add_arguments(parser)
-    args = parser.parse_args(["--stack", "VoiceVoxtral", "--from-dir", str(model_dir), "--part-size-mib", "5"])
+    args = parser.parse_args(
+        ["--stack", "VoiceVoxtral", "--from-dir", str(model_dir), "--part-size-mib", "5"]
+    )
 
     assert stage_model.run(args, session=aws) == 0
 
@@ -351,9 +442,12 @@ def test_destination_and_revision_come_from_the_stack_outputs(aws, s3, model_dir
     assert (source["repository"], source["revision"]) == ("example/model", "c" * 40)
 
 
-def test_staging_heads_only_keys_the_listing_shows(aws, s3, model_dir, capsys, head_needs_list_permission):
-    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first run into an
-    empty prefix, a rerun and --verify-only must find missing keys by listing the prefix, never by HEAD."""
+def test_staging_heads_only_keys_the_listing_shows(
+    aws, s3, model_dir, capsys, head_needs_list_permission
+):
+    """With the build role's permissions a HeadObject of a missing key is a 403, not a 404: a first
+    run into an empty prefix, a rerun and --verify-only must find missing keys by listing the
+    prefix, never by HEAD."""
     assert stage(aws, model_dir) == 0, capsys.readouterr().err
     assert stage(aws, model_dir) == 0, capsys.readouterr().err
     s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD_2}")
@@ -364,14 +458,21 @@ def test_staging_heads_only_keys_the_listing_shows(aws, s3, model_dir, capsys, h
     assert head_needs_list_permission == []
 
 
-def test_verify_only_of_an_empty_prefix_lists_instead_of_heading(aws, s3, model_dir, capsys, head_needs_list_permission):
+def test_verify_only_of_an_empty_prefix_lists_instead_of_heading(
+    aws, s3, model_dir, capsys, head_needs_list_permission
+):
     assert stage(aws, model_dir, "--verify-only") == 1
 
-    assert f"{MANIFEST_NAME}: missing, so the prefix was never completely staged" in capsys.readouterr().err
+    assert (
+        f"{MANIFEST_NAME}: missing, so the prefix was never completely staged"
+        in capsys.readouterr().err
+    )
     assert head_needs_list_permission == []
 
 
-TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # the shape of a Hub user access token (not a real one)
+TOKEN = (
+    "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+)  # the shape of a Hub user access token (not a real one)
 
 
 def voicectl_parse(monkeypatch, argv):
@@ -381,8 +482,15 @@ def voicectl_parse(monkeypatch, argv):
 
 @pytest.mark.parametrize("option", ["--hf-token", "--hf-token=", "--token"])
 def test_a_token_on_the_command_line_is_refused_without_echoing_it(monkeypatch, capsys, option):
-    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a SecretId."""
-    argv = ["--s3-uri", URI, "--revision", "a" * 40, *([option + TOKEN] if option.endswith("=") else [option, TOKEN])]
+    """argparse abbreviations made --hf-token mean --hf-token-secret-id, sending the token as a
+    SecretId."""
+    argv = [
+        "--s3-uri",
+        URI,
+        "--revision",
+        "a" * 40,
+        *([option + TOKEN] if option.endswith("=") else [option, TOKEN]),
+    ]
     for parse in (lambda: voicectl_parse(monkeypatch, argv), lambda: stage_model.main(argv)):
         with pytest.raises(SystemExit) as exit_:
             parse()
@@ -411,7 +519,10 @@ def test_a_token_given_as_the_secret_id_is_refused_before_any_aws_call(aws, mode
     assert "looks like a Hub access token" in str(error.value) and "HF_TOKEN" in str(error.value)
     assert TOKEN not in str(error.value)
     assert calls == []
-    assert stage_model.main(["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", TOKEN]) == 2
+    assert (
+        stage_model.main(["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", TOKEN])
+        == 2
+    )
     assert TOKEN not in capsys.readouterr().err
 
 
@@ -424,8 +535,12 @@ def test_a_secret_named_like_hf_token_is_still_a_secret_id():
 
 @pytest.mark.parametrize("revision", ["main", "v1.0", "0123abc"])
 def test_a_local_copy_is_staged_only_under_a_pinned_revision(aws, s3, model_dir, revision):
-    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a download."""
-    with pytest.raises(stage_model.UsageError, match=f"revision '{revision}' is not a full 40-character commit hash"):
+    """The manifest would record "@ main" for whatever the copy holds: the same rule as for a
+    download."""
+    with pytest.raises(
+        stage_model.UsageError,
+        match=f"revision '{revision}' is not a full 40-character commit hash",
+    ):
         stage(aws, model_dir, "--revision", revision)
     assert keys_under_prefix(s3) == []
 
@@ -436,7 +551,9 @@ RESUME_HINT = "Run the same command again to resume"
 def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir, capsys):
     parser = stage_model.argparse.ArgumentParser()
     stage_model.add_arguments(parser)
-    args = parser.parse_args(["--s3-uri", "s3://no-such-bucket-here/models/voxtral/", "--from-dir", str(model_dir)])
+    args = parser.parse_args(
+        ["--s3-uri", "s3://no-such-bucket-here/models/voxtral/", "--from-dir", str(model_dir)]
+    )
 
     assert stage_model.run(args, session=aws) == 1
 
@@ -448,7 +565,9 @@ def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir
 def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
     from constructs_lib.artifacts.model_staging_build.stage_model import hub
 
-    monkeypatch.setattr(hub, "download", lambda *a, **k: pytest.fail("must not download without the token"))
+    monkeypatch.setattr(
+        hub, "download", lambda *a, **k: pytest.fail("must not download without the token")
+    )
     argv = ["--s3-uri", URI, "--revision", "a" * 40, "--hf-token-secret-id", "no-such-secret"]
     parser = stage_model.argparse.ArgumentParser()
     stage_model.add_arguments(parser)
@@ -462,14 +581,27 @@ def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, m
 
 @pytest.mark.parametrize(
     ("code", "status", "hint"),
-    [("SlowDown", 503, RESUME_HINT), ("InternalError", 500, RESUME_HINT),
-     ("ExpiredToken", 400, "Renew your AWS credentials, then run the same command again to resume")],
+    [
+        ("SlowDown", 503, RESUME_HINT),
+        ("InternalError", 500, RESUME_HINT),
+        (
+            "ExpiredToken",
+            400,
+            "Renew your AWS credentials, then run the same command again to resume",
+        ),
+    ],
 )
 def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, code, status, hint):
     from botocore.exceptions import ClientError
 
     def fail(model, **kwargs):
-        raise ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, model.name)
+        raise ClientError(
+            {
+                "Error": {"Code": code, "Message": code},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
+            model.name,
+        )
 
     aws.events.register("before-call.s3.PutObject", fail)
     try:
@@ -478,4 +610,3 @@ def test_errors_a_rerun_can_fix_get_the_resume_hint(aws, s3, model_dir, capsys, 
         aws.events.unregister("before-call.s3.PutObject", fail)
 
     assert hint in capsys.readouterr().err
-

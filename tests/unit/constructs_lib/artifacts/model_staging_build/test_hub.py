@@ -7,7 +7,12 @@ import hashlib
 import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
-from constructs_lib.artifacts.model_staging_build.stage_model.hub import HubFile, compare_with_hub, git_blob_id, token_from_secret
+from constructs_lib.artifacts.model_staging_build.stage_model.hub import (
+    HubFile,
+    compare_with_hub,
+    git_blob_id,
+    token_from_secret,
+)
 
 
 def test_compare_with_hub_names_each_mismatching_file(tmp_path):
@@ -17,11 +22,21 @@ def test_compare_with_hub_names_each_mismatching_file(tmp_path):
     weights.write_bytes(b"w" * 100)
     local = [
         LocalFile("params.json", params, 13, hashlib.sha256(params.read_bytes()).hexdigest()),
-        LocalFile("consolidated.safetensors", weights, 100, hashlib.sha256(weights.read_bytes()).hexdigest()),
+        LocalFile(
+            "consolidated.safetensors",
+            weights,
+            100,
+            hashlib.sha256(weights.read_bytes()).hexdigest(),
+        ),
     ]
     good = [
         HubFile("params.json", 13, None, git_blob_id(params)),
-        HubFile("consolidated.safetensors", 100, hashlib.sha256(b"w" * 100).hexdigest(), "lfs-pointer-blob"),
+        HubFile(
+            "consolidated.safetensors",
+            100,
+            hashlib.sha256(b"w" * 100).hexdigest(),
+            "lfs-pointer-blob",
+        ),
     ]
     assert compare_with_hub(local, good) == []
 
@@ -40,7 +55,9 @@ def test_compare_with_hub_names_each_mismatching_file(tmp_path):
 def test_git_blob_id_matches_git(tmp_path):
     path = tmp_path / "hello"
     path.write_bytes(b"hello\n")
-    assert git_blob_id(path) == "ce013625030ba8dba906f756967f9e9ca394464a"  # `git hash-object` of "hello\n"
+    assert (
+        git_blob_id(path) == "ce013625030ba8dba906f756967f9e9ca394464a"
+    )  # `git hash-object` of "hello\n"
 
 
 def test_token_comes_from_the_secret_string(aws):

@@ -10,7 +10,9 @@ from constructs_lib.artifacts.model_staging_build.stage_model.progress import Pr
 def test_progress_line_shows_bytes_rate_and_time_left():
     now = [0.0]
     stream = io.StringIO()
-    progress = Progress(total=100 * 1024 * 1024, stream=stream, interval_s=2.0, clock=lambda: now[0])
+    progress = Progress(
+        total=100 * 1024 * 1024, stream=stream, interval_s=2.0, clock=lambda: now[0]
+    )
     now[0] = 10.0
     progress.add(25 * 1024 * 1024)
     assert stream.getvalue() == "  upload: 25.0 MiB / 100.0 MiB (25.0%), 2.5 MiB/s, 30s left\n"

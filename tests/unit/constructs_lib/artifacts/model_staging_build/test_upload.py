@@ -1,5 +1,6 @@
-"""stage_model/upload.py: how files go to S3 (part sizes, S3's limits), which objects already hold a file, and an
-unfinished multipart upload that is kept (the uploads themselves, against moto: test_command.py)."""
+"""stage_model/upload.py: how files go to S3 (part sizes, S3's limits), which objects already hold a
+file, and an unfinished multipart upload that is kept (the uploads themselves, against moto:
+test_command.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,20 @@ MIB = 1024 * 1024
 FILE = LocalFile("params.json", Path("/m/params.json"), 10, "ab" * 32)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"part_size": 5 * MIB - 1}, "part size must be at least 5242880 bytes (5 MiB, S3's minimum); got 5242879"),
-    ({"max_concurrency": 0}, "max concurrency must be at least 1; got 0"),
-    ({"max_bandwidth": 0}, "max bandwidth must be a positive number of bytes per second; got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"part_size": 5 * MIB - 1},
+            "part size must be at least 5242880 bytes (5 MiB, S3's minimum); got 5242879",
+        ),
+        ({"max_concurrency": 0}, "max concurrency must be at least 1; got 0"),
+        (
+            {"max_bandwidth": 0},
+            "max bandwidth must be a positive number of bytes per second; got 0",
+        ),
+    ],
+)
 def test_settings_s3_would_refuse_are_named(kwargs, message):
     with pytest.raises(ValueError) as caught:
         upload.TransferSettings(**kwargs)
@@ -27,8 +37,11 @@ def test_settings_s3_would_refuse_are_named(kwargs, message):
 
 def test_the_transfer_config_uses_the_part_size_as_threshold_and_the_classic_client():
     config = upload.TransferSettings(part_size=8 * MIB, max_concurrency=3).transfer_config()
-    assert (config.multipart_threshold, config.multipart_chunksize, config.max_request_concurrency) == (
-        8 * MIB, 8 * MIB, 3)
+    assert (
+        config.multipart_threshold,
+        config.multipart_chunksize,
+        config.max_request_concurrency,
+    ) == (8 * MIB, 8 * MIB, 3)
     assert config.preferred_transfer_client == "classic"
 
 

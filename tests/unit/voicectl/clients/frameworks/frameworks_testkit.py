@@ -100,7 +100,14 @@ def sonic_line(event: dict[str, Any]) -> bytes:
 
 
 def sonic_chunk(pcm16: bytes) -> bytes:
-    return sonic_line({"type": "chunk", "status_code": 206, "done": False, "data": base64.b64encode(pcm16).decode()})
+    return sonic_line(
+        {
+            "type": "chunk",
+            "status_code": 206,
+            "done": False,
+            "data": base64.b64encode(pcm16).decode(),
+        }
+    )
 
 
 SONIC_DONE = sonic_line({"type": "done", "status_code": 200, "done": True})
@@ -134,7 +141,9 @@ class FakeRuntime:
         if self.refusal is not None:
             status, code, body = self.refusal
             return web.json_response(body, status=status, headers={"X-Amzn-ErrorType": code})
-        response = web.StreamResponse(headers={"Content-Type": "application/vnd.amazon.eventstream"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "application/vnd.amazon.eventstream"}
+        )
         await response.prepare(request)
         try:
             for part in self.parts:
@@ -169,9 +178,17 @@ async def fake_runtime(runtime: FakeRuntime) -> AsyncIterator[FakeRuntime]:
 
 
 def aws_env(monkeypatch: Any, tmp_path: Any) -> None:
-    """Static credentials and a Region in the standard variables; no profile or configuration file."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_CA_BUNDLE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+    """Static credentials and a Region in the standard variables; no profile or configuration
+    file."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+        "AWS_CA_BUNDLE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -181,5 +198,13 @@ def aws_env(monkeypatch: Any, tmp_path: Any) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
-__all__ = ["FakeRuntime", "SONIC_DONE", "ScriptedServer", "aws_env", "exception_event", "fake_runtime",
-           "sonic_chunk", "sonic_line"]
+__all__ = [
+    "SONIC_DONE",
+    "FakeRuntime",
+    "ScriptedServer",
+    "aws_env",
+    "exception_event",
+    "fake_runtime",
+    "sonic_chunk",
+    "sonic_line",
+]

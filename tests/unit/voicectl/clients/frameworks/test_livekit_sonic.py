@@ -7,15 +7,21 @@ import asyncio
 
 import pytest
 
-pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
-
-from livekit.agents import APIConnectOptions, APIStatusError  # noqa: E402
-
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (  # noqa: E402
-    SONIC_DONE, FakeRuntime, aws_env, fake_runtime, sonic_chunk,
+pytest.importorskip(
+    "livekit.agents", reason="the livekit extra is not installed (make agents-deps)"
 )
-from voicectl.clients.frameworks.livekit_sonic import SonicTTS  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget  # noqa: E402
+
+from livekit.agents import APIConnectOptions, APIStatusError
+
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (
+    SONIC_DONE,
+    FakeRuntime,
+    aws_env,
+    fake_runtime,
+    sonic_chunk,
+)
+from voicectl.clients.frameworks.livekit_sonic import SonicTTS
+from voicectl.clients.frameworks.targets import SonicTarget
 
 PCM = bytes(range(1, 201)) * 24  # 100 ms at 24 kHz
 
@@ -28,10 +34,16 @@ def credentials(monkeypatch, tmp_path):
 def synthesize(runtime: FakeRuntime) -> list:
     async def run():
         async with fake_runtime(runtime):
-            plugin = SonicTTS(target=SonicTarget("sonic", endpoint_url=runtime.url), voice_id="voice-1")
+            plugin = SonicTTS(
+                target=SonicTarget("sonic", endpoint_url=runtime.url), voice_id="voice-1"
+            )
             try:
-                return [audio.frame async for audio in plugin.synthesize(
-                    "Hello.", conn_options=APIConnectOptions(max_retry=0))]
+                return [
+                    audio.frame
+                    async for audio in plugin.synthesize(
+                        "Hello.", conn_options=APIConnectOptions(max_retry=0)
+                    )
+                ]
             finally:
                 await plugin.aclose()
 
@@ -41,13 +53,18 @@ def synthesize(runtime: FakeRuntime) -> list:
 def test_audio_frames_carry_sonics_samples():
     frames = synthesize(FakeRuntime(parts=[sonic_chunk(PCM), SONIC_DONE]))
     pcm = b"".join(bytes(frame.data) for frame in frames)
-    assert pcm[:len(PCM)] == PCM and {frame.sample_rate for frame in frames} == {24000}
+    assert pcm[: len(PCM)] == PCM and {frame.sample_rate for frame in frames} == {24000}
 
 
 @pytest.mark.parametrize("status, retryable", [(422, False), (429, True)])
 def test_sonic_refusals_are_status_errors(status, retryable):
-    runtime = FakeRuntime(refusal=(424, "ModelError", {"message": "x", "OriginalStatusCode": status,
-                                                       "OriginalMessage": "refused"}))
+    runtime = FakeRuntime(
+        refusal=(
+            424,
+            "ModelError",
+            {"message": "x", "OriginalStatusCode": status, "OriginalMessage": "refused"},
+        )
+    )
     with pytest.raises(APIStatusError) as raised:
         synthesize(runtime)
     assert raised.value.status_code == status and raised.value.retryable is retryable

@@ -9,15 +9,17 @@ import contextlib
 
 import pytest
 
-pytest.importorskip("livekit.agents", reason="the livekit extra is not installed (make agents-deps)")
+pytest.importorskip(
+    "livekit.agents", reason="the livekit extra is not installed (make agents-deps)"
+)
 
-from livekit import rtc  # noqa: E402
-from livekit.agents import APIConnectionError, stt  # noqa: E402
+from livekit import rtc
+from livekit.agents import APIConnectionError, stt
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer  # noqa: E402
-from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT  # noqa: E402
-from voicectl.clients.frameworks.targets import VoxtralTarget  # noqa: E402
-from voicectl.clients.realtime.protocol import RealtimeError  # noqa: E402
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
+from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT
+from voicectl.clients.frameworks.targets import VoxtralTarget
+from voicectl.clients.realtime.protocol import RealtimeError
 
 
 @pytest.fixture
@@ -47,14 +49,28 @@ async def recognize(plugin: VoxtralSTT) -> list[stt.SpeechEvent]:
 
 def test_a_final_transcript_at_each_flush(server):
     events = asyncio.run(recognize(VoxtralSTT(target=VoxtralTarget(endpoint_name="voxtral"))))
-    finals = [event.alternatives[0].text for event in events if event.type == stt.SpeechEventType.FINAL_TRANSCRIPT]
-    assert finals == ["word1 word2 word3 word4"] * 2  # 0.4 s: three 128 ms appends and the rest at the flush
-    assert events[0].type == stt.SpeechEventType.INTERIM_TRANSCRIPT and events[0].alternatives[0].text == "word1"
-    assert [len(stream.audio) for stream in server.streams] == [12800, 12800]  # 0.4 s at 16 kHz each
+    finals = [
+        event.alternatives[0].text
+        for event in events
+        if event.type == stt.SpeechEventType.FINAL_TRANSCRIPT
+    ]
+    assert (
+        finals == ["word1 word2 word3 word4"] * 2
+    )  # 0.4 s: three 128 ms appends and the rest at the flush
+    assert (
+        events[0].type == stt.SpeechEventType.INTERIM_TRANSCRIPT
+        and events[0].alternatives[0].text == "word1"
+    )
+    assert [len(stream.audio) for stream in server.streams] == [
+        12800,
+        12800,
+    ]  # 0.4 s at 16 kHz each
 
 
 def test_a_refusal_ends_the_stream_with_one_error(server):
-    server.refuse = RealtimeError("the bridge refused the bearer token (HTTP 401)", code="unauthorized")
+    server.refuse = RealtimeError(
+        "the bridge refused the bearer token (HTTP 401)", code="unauthorized"
+    )
     plugin = VoxtralSTT(target=VoxtralTarget(endpoint_name="voxtral"))
     errors = []
     plugin.on("error", errors.append)

@@ -12,17 +12,21 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-from pipecat.frames.frames import (  # noqa: E402
-    ErrorFrame, InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame,
-    VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame,
+from pipecat.frames.frames import (
+    ErrorFrame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.worker import PipelineParams  # noqa: E402
 from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test  # noqa: E402
 
-from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer  # noqa: E402
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
-from voicectl.clients.frameworks.targets import VoxtralTarget  # noqa: E402
-from voicectl.clients.realtime.protocol import RealtimeError  # noqa: E402
+from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
+from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
+from voicectl.clients.frameworks.targets import VoxtralTarget
+from voicectl.clients.realtime.protocol import RealtimeError
 
 #: pipecat's run_test gives a pipeline 1 s to start, less than a loaded machine needs; a start
 #: timeout cancels the pipeline mid-start, which the tests here are not about.
@@ -43,23 +47,36 @@ def server(monkeypatch) -> ScriptedServer:
 
 def run(rate: int, frames: int = 40) -> tuple[list, list]:
     stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral"))
-    audio = [InputAudioRawFrame(b"\x10\x27\xf0\xd8" * (rate // 100), rate, 1) for _ in range(frames)]  # 20 ms each
-    return asyncio.run(run_test(stt, frames_to_send=[*audio, SleepFrame(0.3), VADUserStoppedSpeakingFrame(0.2)],
-                                pipeline_params=PipelineParams(audio_in_sample_rate=rate)))
+    audio = [
+        InputAudioRawFrame(b"\x10\x27\xf0\xd8" * (rate // 100), rate, 1) for _ in range(frames)
+    ]  # 20 ms each
+    return asyncio.run(
+        run_test(
+            stt,
+            frames_to_send=[*audio, SleepFrame(0.3), VADUserStoppedSpeakingFrame(0.2)],
+            pipeline_params=PipelineParams(audio_in_sample_rate=rate),
+        )
+    )
 
 
 def test_interims_then_a_finalized_transcription(server):
     down, up = run(16000)
-    texts = [frame for frame in down if isinstance(frame, (InterimTranscriptionFrame, TranscriptionFrame))]
+    texts = [
+        frame
+        for frame in down
+        if isinstance(frame, (InterimTranscriptionFrame, TranscriptionFrame))
+    ]
     # 0.8 s goes out as six 128 ms appends and the rest at the end of speech: one delta each
-    assert [type(frame) for frame in texts] == [InterimTranscriptionFrame] * 7 + [TranscriptionFrame]
+    assert [type(frame) for frame in texts] == [InterimTranscriptionFrame] * 7 + [
+        TranscriptionFrame
+    ]
     assert texts[-1].text == " ".join(f"word{n}" for n in range(1, 8)) and texts[-1].finalized
     assert not [frame for frame in up if isinstance(frame, ErrorFrame)]
     assert server.audio == b"\x10\x27\xf0\xd8" * 160 * 40  # every sample, once, in order
 
 
 def test_audio_at_another_rate_is_resampled_to_16_khz(server):
-    down, up = run(8000)
+    down, _up = run(8000)
     finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
     assert len(finals) == 1 and finals[0].finalized
     # 0.8 s at 8 kHz is 12800 bytes; at 16 kHz 25600, less the resampler's look-ahead (a few ms)
@@ -67,10 +84,14 @@ def test_audio_at_another_rate_is_resampled_to_16_khz(server):
 
 
 def test_a_refused_stream_is_one_error_frame(server):
-    server.refuse = RealtimeError("SageMaker rejected the request: Endpoint voxtral not found", code="ValidationError")
+    server.refuse = RealtimeError(
+        "SageMaker rejected the request: Endpoint voxtral not found", code="ValidationError"
+    )
     down, up = run(16000)
     errors = [frame.error for frame in up if isinstance(frame, ErrorFrame)]
-    assert errors == ["Voxtral endpoint voxtral: SageMaker rejected the request: Endpoint voxtral not found"]
+    assert errors == [
+        "Voxtral endpoint voxtral: SageMaker rejected the request: Endpoint voxtral not found"
+    ]
     assert not [frame for frame in down if isinstance(frame, TranscriptionFrame)]
 
 
@@ -81,10 +102,19 @@ def test_back_to_back_utterances_are_each_finalized(server):
     only one)."""
     stt = VoxtralSTTService(target=VoxtralTarget(endpoint_name="voxtral"))
     speech = [InputAudioRawFrame(b"\x10\x27\xf0\xd8" * 160, 16000, 1) for _ in range(20)]
-    utterance = [VADUserStartedSpeakingFrame(), *speech, SleepFrame(0.2),
-                 VADUserStoppedSpeakingFrame(0.2)]
-    down, up = asyncio.run(run_test(stt, frames_to_send=[*utterance, *utterance, SleepFrame(0.5)],
-                                    pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+    utterance = [
+        VADUserStartedSpeakingFrame(),
+        *speech,
+        SleepFrame(0.2),
+        VADUserStoppedSpeakingFrame(0.2),
+    ]
+    down, _up = asyncio.run(
+        run_test(
+            stt,
+            frames_to_send=[*utterance, *utterance, SleepFrame(0.5)],
+            pipeline_params=PipelineParams(audio_in_sample_rate=16000),
+        )
+    )
     finals = [frame for frame in down if isinstance(frame, TranscriptionFrame)]
     assert [frame.finalized for frame in finals] == [True, True]
     assert len(server.streams) == 2
@@ -97,6 +127,9 @@ def test_stereo_audio_is_mixed_down_to_mono(server):
     stereo = b"\x10\x27\x00\x00" * 320  # 20 ms: left 10000, right 0
     audio = [InputAudioRawFrame(stereo, 16000, 2) for _ in range(40)]
     frames = [*audio, SleepFrame(0.3), VADUserStoppedSpeakingFrame(0.2)]
-    asyncio.run(run_test(stt, frames_to_send=frames,
-                         pipeline_params=PipelineParams(audio_in_sample_rate=16000)))
+    asyncio.run(
+        run_test(
+            stt, frames_to_send=frames, pipeline_params=PipelineParams(audio_in_sample_rate=16000)
+        )
+    )
     assert server.audio == b"\x88\x13" * 320 * 40  # 5000 per sample, 0.8 s of mono

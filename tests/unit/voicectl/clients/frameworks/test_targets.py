@@ -1,4 +1,5 @@
-"""VoxtralTarget and SonicTarget: exactly one kind of Voxtral target, checked URLs, and the WebSocket opener."""
+"""VoxtralTarget and SonicTarget: exactly one kind of Voxtral target, checked URLs, and the
+WebSocket opener."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_a_voxtral_target_is_an_endpoint_or_a_url(kwargs):
 
 
 def test_a_url_must_be_a_websocket_url():
-    with pytest.raises(ValueError, match="'https://example.com' is not a WebSocket URL"):
+    with pytest.raises(ValueError, match=r"'https://example.com' is not a WebSocket URL"):
         VoxtralTarget(url="https://example.com")
 
 
@@ -43,8 +44,10 @@ def test_the_url_opener_sends_the_bearer_token():
     async def run():
         async with serve(handler, "127.0.0.1", 0) as server:
             port = server.sockets[0].getsockname()[1]
-            target = VoxtralTarget(url=f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
-                                   token=BearerToken("s3cret", "a test"))
+            target = VoxtralTarget(
+                url=f"ws://127.0.0.1:{port}/invocations-bidirectional-stream",
+                token=BearerToken("s3cret", "a test"),
+            )
             async with target.opener() as opener:
                 transport = await opener()
                 first = await transport.receive_text()

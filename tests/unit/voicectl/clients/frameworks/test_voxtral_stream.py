@@ -11,19 +11,32 @@ import pytest
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
 from voicectl.clients.audio import CHUNK_BYTES
-from voicectl.clients.frameworks.voxtral_stream import Failure, Final, Interim, VoxtralUtteranceStream
+from voicectl.clients.frameworks.voxtral_stream import (
+    Failure,
+    Final,
+    Interim,
+    VoxtralUtteranceStream,
+)
 from voicectl.clients.realtime.protocol import RealtimeError
 
 LOUD = b"\x10\x27\xf0\xd8" * (CHUNK_BYTES // 4)  # one 128 ms chunk of a loud square wave
 
 
-async def utterances(server: ScriptedServer, count: int, *, chunks: int = 3, done_wait_s: float = 5.0,
-                     piece: int = 640) -> list:
+async def utterances(
+    server: ScriptedServer,
+    count: int,
+    *,
+    chunks: int = 3,
+    done_wait_s: float = 5.0,
+    piece: int = 640,
+) -> list:
     stream = VoxtralUtteranceStream(server.open, done_wait_s=done_wait_s)
-    audio = LOUD * chunks + b"\x01\x00" * 100  # not a whole number of chunks: the rest goes at the end of speech
+    audio = (
+        LOUD * chunks + b"\x01\x00" * 100
+    )  # not a whole number of chunks: the rest goes at the end of speech
     for _ in range(count):
         for start in range(0, len(audio), piece):  # framework-sized pieces (20 ms)
-            stream.push_audio(audio[start:start + piece])
+            stream.push_audio(audio[start : start + piece])
         stream.end_of_speech()
     events = []
     finals = 0
@@ -39,13 +52,23 @@ def test_interim_texts_then_the_final_of_each_utterance_in_order():
     server = ScriptedServer()
     events = asyncio.run(utterances(server, 2))
     assert [type(event) for event in events] == [Interim, Interim, Interim, Interim, Final] * 2
-    assert [event.text for event in events[:5]] == ["word1", "word1 word2", "word1 word2 word3",
-                                                    "word1 word2 word3 word4", "word1 word2 word3 word4"]
+    assert [event.text for event in events[:5]] == [
+        "word1",
+        "word1 word2",
+        "word1 word2 word3",
+        "word1 word2 word3 word4",
+        "word1 word2 word3 word4",
+    ]
     assert events[4].complete and events[4].speech_end_at is not None
     assert len(server.streams) == 2  # one stream (and generation) per utterance
     audio = LOUD * 3 + b"\x01\x00" * 100
-    assert [bytes(stream.audio) for stream in server.streams] == [audio, audio]  # every byte, once, in order
-    assert [event["type"] for event in server.streams[0].received][-1:] == ["input_audio_buffer.commit"]
+    assert [bytes(stream.audio) for stream in server.streams] == [
+        audio,
+        audio,
+    ]  # every byte, once, in order
+    assert [event["type"] for event in server.streams[0].received][-1:] == [
+        "input_audio_buffer.commit"
+    ]
     assert server.streams[0].received[-1] == {"type": "input_audio_buffer.commit", "final": True}
 
 
@@ -61,8 +84,11 @@ def test_a_done_that_never_comes_ends_the_utterance_with_its_deltas(caplog):
 
 
 def test_a_refused_stream_is_one_fatal_failure_and_later_audio_is_dropped():
-    server = ScriptedServer(refuse=RealtimeError("SageMaker rejected the request: Endpoint x not found",
-                                                 code="ValidationError"))
+    server = ScriptedServer(
+        refuse=RealtimeError(
+            "SageMaker rejected the request: Endpoint x not found", code="ValidationError"
+        )
+    )
 
     opens = []
 
@@ -89,8 +115,9 @@ def test_a_refused_stream_is_one_fatal_failure_and_later_audio_is_dropped():
 
 def test_utterances_refused_together_are_reported_once():
     """Two utterances started before the endpoint's refusal is known: one failure, not two."""
-    server = ScriptedServer(refuse=RealtimeError("SageMaker rejected the request: Endpoint x",
-                                                 code="ValidationError"))
+    server = ScriptedServer(
+        refuse=RealtimeError("SageMaker rejected the request: Endpoint x", code="ValidationError")
+    )
 
     async def run():
         stream = VoxtralUtteranceStream(server.open)
@@ -123,6 +150,10 @@ def test_a_stream_cut_mid_utterance_is_answered_by_a_new_stream_without_losing_a
     events = asyncio.run(utterances(server, 1, chunks=4))
     final = events[-1]
     assert isinstance(final, Final) and final.complete
-    assert final.text == "word1 word2 word3 word4 word5"  # five appends on the new stream, none twice
+    assert (
+        final.text == "word1 word2 word3 word4 word5"
+    )  # five appends on the new stream, none twice
     assert len(server.streams) == 2
-    assert bytes(server.streams[1].audio) == LOUD * 4 + b"\x01\x00" * 100  # all of it, on the new stream
+    assert (
+        bytes(server.streams[1].audio) == LOUD * 4 + b"\x01\x00" * 100
+    )  # all of it, on the new stream

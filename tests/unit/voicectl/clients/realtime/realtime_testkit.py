@@ -10,7 +10,6 @@ import numpy as np
 from voicectl.clients.audio import CHUNK_BYTES
 from voicectl.clients.realtime import SendEvent, TranscriptionMachine
 
-
 LOUD = (np.full(CHUNK_BYTES // 2, 8000, dtype="<i2")).tobytes()  # RMS 0.24: never a quiet seam
 QUIET = bytes(CHUNK_BYTES)
 CHUNK_S = 0.128
@@ -35,21 +34,33 @@ def pcm_with_index(count: int) -> list[bytes]:
 
 
 def append(chunk: bytes) -> SendEvent:
-    return SendEvent(0, json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}),
-                     CHUNK_S)
+    return SendEvent(
+        0,
+        json.dumps(
+            {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
+        ),
+        CHUNK_S,
+    )
 
 
 def sent(actions, stream: int | None = None) -> list[str]:
-    """The events the actions send (on ``stream``, if given), as 'update', 'commit', 'final' or 'append <index>'."""
+    """The events the actions send (on ``stream``, if given), as 'update', 'commit', 'final' or
+    'append <index>'."""
     names = []
     for action in actions:
         if isinstance(action, SendEvent) and (stream is None or action.stream == stream):
             event = json.loads(action.text)
             if event["type"] == "input_audio_buffer.append":
-                names.append(f"append {np.frombuffer(base64.b64decode(event['audio']), dtype='<i2')[0]}")
+                names.append(
+                    f"append {np.frombuffer(base64.b64decode(event['audio']), dtype='<i2')[0]}"
+                )
             else:
-                names.append({"session.update": "update", "input_audio_buffer.commit": "final" if event.get("final")
-                              else "commit"}[event["type"]])
+                names.append(
+                    {
+                        "session.update": "update",
+                        "input_audio_buffer.commit": "final" if event.get("final") else "commit",
+                    }[event["type"]]
+                )
     return names
 
 

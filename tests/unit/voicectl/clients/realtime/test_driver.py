@@ -1,5 +1,5 @@
-"""voicectl.clients.realtime.driver: transcribe_stream over an in-memory server (event order, pacing,
-generations, moves to a new stream, cuts, errors) and through the real bridge."""
+"""voicectl.clients.realtime.driver: transcribe_stream over an in-memory server (event order,
+pacing, generations, moves to a new stream, cuts, errors) and through the real bridge."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ import time
 import numpy as np
 import pytest
 
-from voicectl.clients import realtime
-from voicectl.clients.realtime import machine  # the module that reads BUSY_RETRY_DELAYS_S
-from voicectl.clients.audio import CHUNK_BYTES, iter_chunks
-from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
-from voicectl.clients.realtime import RealtimeError, Transcript, paced_chunks, send_delay_s, transcribe_stream
-
 from tests.unit.voicectl.clients.realtime.realtime_testkit import (
     CHUNK_S,
     LOUD,
@@ -25,15 +19,30 @@ from tests.unit.voicectl.clients.realtime.realtime_testkit import (
     error,
     pcm_with_index,
 )
+from voicectl.clients import realtime
+from voicectl.clients.audio import CHUNK_BYTES, iter_chunks
+from voicectl.clients.realtime import (
+    RealtimeError,
+    Transcript,
+    machine,  # the module that reads BUSY_RETRY_DELAYS_S
+    paced_chunks,
+    send_delay_s,
+    transcribe_stream,
+)
+from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 
 
 def test_send_pacing_allows_a_burst_then_the_speed():
     assert send_delay_s(sent_audio_s=0, audio_s=CHUNK_S, elapsed_s=0) == 0
-    assert send_delay_s(sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0) == pytest.approx(0.1)
-    assert send_delay_s(sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0.1) == pytest.approx(0)
+    assert send_delay_s(
+        sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0
+    ) == pytest.approx(0.1)
+    assert send_delay_s(
+        sent_audio_s=realtime.SEND_BURST_S, audio_s=1.6, elapsed_s=0.1
+    ) == pytest.approx(0)
 
 
-# ---- the driver over an in-memory server ---------------------------------------------------------------------------
+# ---- the driver over an in-memory server -------------------------------------------------------
 
 
 def generations(session) -> list[bytes]:
@@ -54,10 +63,18 @@ def generations(session) -> list[bytes]:
 def test_event_order_and_transcript(memory_server):
     chunks = pcm_with_index(3)
     deltas: list[str] = []
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, model="m1", on_delta=deltas.append))
+    result = asyncio.run(
+        transcribe_stream(
+            chunks_of(*chunks), memory_server.open, model="m1", on_delta=deltas.append
+        )
+    )
     (session,) = memory_server.sessions
-    assert session.types() == ["session.update", "input_audio_buffer.commit", *["input_audio_buffer.append"] * 3,
-                               "input_audio_buffer.commit"]
+    assert session.types() == [
+        "session.update",
+        "input_audio_buffer.commit",
+        *["input_audio_buffer.append"] * 3,
+        "input_audio_buffer.commit",
+    ]
     assert session.events[0] == {"type": "session.update", "model": "m1"}
     assert session.events[1] == {"type": "input_audio_buffer.commit"}
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
@@ -73,10 +90,17 @@ def test_event_order_and_transcript(memory_server):
 def test_generations_end_at_the_session_limit_on_one_stream_and_their_texts_join(memory_server):
     chunks = pcm_with_index(7)
     texts: list[str] = []
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4,
-                                           on_session_text=texts.append))
+    result = asyncio.run(
+        transcribe_stream(
+            chunks_of(*chunks),
+            memory_server.open,
+            session_limit_s=0.4,
+            on_session_text=texts.append,
+        )
+    )
     (session,) = memory_server.sessions
-    # 0.4 s holds three 128 ms chunks: generations of 3, 3 and 1 chunks, each ended by a final commit.
+    # 0.4 s holds three 128 ms chunks: generations of 3, 3 and 1 chunks, each ended by a final
+    # commit.
     assert generations(session) == [b"".join(chunks[:3]), b"".join(chunks[3:6]), chunks[6]]
     assert texts == ["w1.0 w1.1 w1.2 ", "w1.3 w1.4 w1.5 ", "w1.6 "]
     assert result.transcript == "w1.0 w1.1 w1.2 w1.3 w1.4 w1.5 w1.6 "
@@ -86,7 +110,8 @@ def test_generations_end_at_the_session_limit_on_one_stream_and_their_texts_join
 def test_a_generation_prefers_a_quiet_chunk_near_the_limit(memory_server):
     chunks = [LOUD] * 8 + [QUIET] + [LOUD] * 3
     asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=1.28))
-    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9 opens generation 2.
+    # The limit fits 10 chunks; the window (20 % of it) starts at chunk 8, so the quiet chunk 9
+    # opens generation 2.
     (session,) = memory_server.sessions
     assert [len(audio) // CHUNK_BYTES for audio in generations(session)] == [8, 4]
     assert generations(session)[1].startswith(QUIET)
@@ -97,25 +122,34 @@ def test_a_dropped_stream_is_reopened_and_the_generation_resent_from_its_start(m
     memory_server.drop_at = (1, 2)  # stream 1 drops when its third append is sent
     replays: list[str] = []
     transcript = Transcript()
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append,
-                                           transcript=transcript))
+    result = asyncio.run(
+        transcribe_stream(
+            chunks_of(*chunks), memory_server.open, on_replay=replays.append, transcript=transcript
+        )
+    )
     first, second = memory_server.sessions
     assert bytes(first.audio) == b"".join(chunks[:2])
-    # The new stream gets the whole generation again (what was in flight may never have been transcribed).
+    # The new stream gets the whole generation again (what was in flight may never have been
+    # transcribed).
     assert bytes(second.audio) == b"".join(chunks)
     assert second.types()[:2] == ["session.update", "input_audio_buffer.commit"]
     # The dropped generation's partial text is replaced by the resent one's, not joined to it.
     assert result.transcript == "w2.0 w2.1 w2.2 w2.3 w2.4 w2.5 " == transcript.text
     assert (result.sessions, result.reopens) == (2, 1)
     assert result.audio_seconds_sent == pytest.approx(6 * 0.128)
-    assert len(replays) == 1 and "resending this session's 0.4 s of audio since the last transcription.done" in replays[0]
+    assert (
+        len(replays) == 1
+        and "resending this session's 0.4 s of audio since the last transcription.done"
+        in replays[0]
+    )
 
 
 def test_a_drop_after_a_done_resends_only_the_audio_since(memory_server):
     chunks = pcm_with_index(7)
     memory_server.drop_at = (1, 4)  # the second append of the second generation
 
-    async def paced():  # one chunk per turn, so that the first generation's done arrives before the drop
+    # one chunk per turn, so that the first generation's done arrives before the drop
+    async def paced():
         for chunk in chunks:
             await asyncio.sleep(0.01)
             yield chunk
@@ -125,7 +159,9 @@ def test_a_drop_after_a_done_resends_only_the_audio_since(memory_server):
     assert generations(first) == [b"".join(chunks[:3])]
     assert bytes(second.audio) == b"".join(chunks[3:])  # not chunks 0-2 again
     assert result.transcript == "w1.0 w1.1 w1.2 w2.0 w2.1 w2.2 w2.3 "
-    assert result.replayed_audio_s == pytest.approx(2 * CHUNK_S)  # chunk 3, and chunk 4 whose send failed
+    assert result.replayed_audio_s == pytest.approx(
+        2 * CHUNK_S
+    )  # chunk 3, and chunk 4 whose send failed
 
 
 @pytest.mark.parametrize("cleanly", [False, True])
@@ -143,7 +179,9 @@ def test_a_drop_while_waiting_for_done_is_reopened_and_resent(memory_server, cle
 def test_a_drop_on_the_final_commit_of_a_generation_resends_it_and_what_followed(memory_server):
     chunks = pcm_with_index(5)
     memory_server.drop_on_final = 1  # stream 1 breaks on the final commit of its first generation
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4))
+    result = asyncio.run(
+        transcribe_stream(chunks_of(*chunks), memory_server.open, session_limit_s=0.4)
+    )
     first, second = memory_server.sessions
     assert generations(first) == [b"".join(chunks[:3])]
     assert generations(second) == [b"".join(chunks[:3]), b"".join(chunks[3:])]
@@ -162,13 +200,18 @@ def test_server_shutdown_and_upstream_closed_count_as_a_drop(memory_server, code
 
 
 def test_the_endpoints_session_limit_lowers_the_limit_and_resends_the_generation(memory_server):
-    memory_server.audio_limit_bytes = 4 * 32000  # the bridge's limit: 4 s, while the client asks for 3000 s
+    memory_server.audio_limit_bytes = (
+        4 * 32000
+    )  # the bridge's limit: 4 s, while the client asks for 3000 s
     chunks = pcm_with_index(40)  # 5.12 s
     replays: list[str] = []
-    result = asyncio.run(transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append))
+    result = asyncio.run(
+        transcribe_stream(chunks_of(*chunks), memory_server.open, on_replay=replays.append)
+    )
     first, second = memory_server.sessions
     assert len(first.audio) > 4 * 32000 and first.events[-1]["type"] == "input_audio_buffer.append"
-    # Every later generation fits the learned limit (0.9 x 4 s), and together they carry the audio once, in order.
+    # Every later generation fits the learned limit (0.9 x 4 s), and together they carry the audio
+    # once, in order.
     assert all(len(audio) <= 3.6 * 32000 for audio in generations(second))
     assert b"".join(generations(second)) == b"".join(chunks)
     assert result.session_limit_s == pytest.approx(3.6)
@@ -197,7 +240,9 @@ def test_a_transport_that_raises_something_unexpected_is_reported_not_waited_for
     async def broken_open():
         raise KeyError("a bug in a transport")
 
-    with pytest.raises(RealtimeError, match="the transport failed unexpectedly .KeyError") as raised:
+    with pytest.raises(
+        RealtimeError, match=r"the transport failed unexpectedly .KeyError"
+    ) as raised:
         asyncio.run(asyncio.wait_for(transcribe_stream(chunks_of(LOUD), broken_open), 5))
     assert raised.value.code == "transport_error"
 
@@ -227,6 +272,7 @@ def test_a_failure_leaves_the_partial_transcript_in_the_caller_transcript(memory
                 if index == 3:
                     memory_server.error_at = (2, 3, "processing_error", "CUDA out of memory")
                 yield chunk
+
         await transcribe_stream(chunks(), memory_server.open, transcript=transcript)
 
     with pytest.raises(RealtimeError, match="processing_error") as raised:
@@ -242,11 +288,17 @@ def test_a_second_drop_ends_with_an_error(memory_server):
         async def chunks():
             for index, chunk in enumerate(pcm_with_index(5)):
                 if index == 3:
-                    memory_server.drop_at = (2, 3)  # stream 2 resends chunks 0 and 1 (appends 0-1): chunk 3 is append 3
+                    memory_server.drop_at = (
+                        2,
+                        3,
+                    )  # stream 2 resends chunks 0 and 1 (appends 0-1): chunk 3 is append 3
                 yield chunk
+
         await transcribe_stream(chunks(), memory_server.open)
 
-    with pytest.raises(RealtimeError, match="dropped again after a reopen.*may be missing") as raised:
+    with pytest.raises(
+        RealtimeError, match=r"dropped again after a reopen.*may be missing"
+    ) as raised:
         asyncio.run(scenario())
     assert raised.value.code == "stream_dropped"
 
@@ -261,26 +313,29 @@ def test_an_error_event_ends_the_transcription_with_its_hint(memory_server):
 
 def test_no_done_after_the_final_commit_times_out(memory_server):
     memory_server.never_done = True
-    with pytest.raises(RealtimeError, match="no transcription.done arrived within 0 s"):
+    with pytest.raises(RealtimeError, match=r"no transcription.done arrived within 0 s"):
         asyncio.run(transcribe_stream(chunks_of(LOUD), memory_server.open, done_timeout_s=0.2))
 
 
 #: How long a test waits for what must happen, seconds: a bound on waiting, not a speed target.
 LIVENESS_S = 10.0
-#: Appends a later stream's open waits for before it completes (1 s of microphone audio, half of the 2 s rollover
-#: window that a 10 s stream limit gives: machine.ROLLOVER_WINDOW_MAX_FRACTION).
+#: Appends a later stream's open waits for before it completes (1 s of microphone audio, half of the
+#: 2 s rollover window that a 10 s stream limit gives: machine.ROLLOVER_WINDOW_MAX_FRACTION).
 OPEN_TAKES_APPENDS = 8
-#: The most chunks that may have arrived and not been sent (2 s of microphone audio, the bound this test names).
+#: The most chunks that may have arrived and not been sent (2 s of microphone audio, the bound this
+#: test names).
 MAX_BEHIND_CHUNKS = round(2.0 / CHUNK_S)
 
 
 def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(memory_server):
-    """Chunks arrive as from a microphone; each stream is used 10 s; a new stream's open takes as long as the audio of
-    OPEN_TAKES_APPENDS appends. Time is counted in chunks, not read from a clock, so the test holds at any machine
-    speed: the machine's clock is the audio that has arrived, and each later open completes only once that many
-    appends have been sent meanwhile. A client that held audio back while a stream opens (no stream opened ahead of
-    the move) would send nothing during the open, which then never completes: the test fails at its liveness bound.
-    No chunk is sent more than 2 s of audio after it arrived, and the transcript holds every chunk once."""
+    """Chunks arrive as from a microphone; each stream is used 10 s; a new stream's open takes as
+    long as the audio of OPEN_TAKES_APPENDS appends. Time is counted in chunks, not read from a
+    clock, so the test holds at any machine speed: the machine's clock is the audio that has
+    arrived, and each later open completes only once that many appends have been sent meanwhile. A
+    client that held audio back while a stream opens (no stream opened ahead of the move) would send
+    nothing during the open, which then never completes: the test fails at its liveness bound. No
+    chunk is sent more than 2 s of audio after it arrived, and the transcript holds every chunk
+    once."""
     chunk_count = 180  # 23 s of audio: two moves to a new stream
     arrived = 0
     behind: list[int] = []
@@ -294,7 +349,9 @@ def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(m
         opens += 1
         if opens > 1:  # the first stream has nothing to send on meanwhile: the audio waits for it
             target = appends_sent + OPEN_TAKES_APPENDS
-            async with asyncio.timeout(LIVENESS_S):  # a bound on waiting: the appends never come if audio is held
+            async with asyncio.timeout(
+                LIVENESS_S
+            ):  # a bound on waiting: the appends never come if audio is held
                 while appends_sent < target:
                     sent_one.clear()
                     await sent_one.wait()
@@ -314,47 +371,68 @@ def test_a_live_microphone_falls_behind_by_at_most_2_s_across_stream_rollovers(m
         transport.send_text = counted_send
         return transport
 
-    async def live():  # like the microphone page: chunks 128 ms of audio apart (8 ms of wall time here)
+    # like the microphone page: chunks 128 ms of audio apart (8 ms of wall time here)
+    async def live():
         nonlocal arrived
         for chunk in pcm_with_index(chunk_count):
             await asyncio.sleep(CHUNK_S / 16)
             arrived += 1
             yield chunk
 
-    result = asyncio.run(transcribe_stream(live(), slow_open, max_stream_s=10, clock=lambda: arrived * CHUNK_S))
+    result = asyncio.run(
+        transcribe_stream(live(), slow_open, max_stream_s=10, clock=lambda: arrived * CHUNK_S)
+    )
     assert opens >= 3 and result.rollovers >= 2 and result.reopens == 0
     assert len(behind) == chunk_count and max(behind) <= MAX_BEHIND_CHUNKS, max(behind)
-    assert b"".join(bytes(s.audio) for s in memory_server.sessions) == b"".join(pcm_with_index(chunk_count))
+    assert b"".join(bytes(s.audio) for s in memory_server.sessions) == b"".join(
+        pcm_with_index(chunk_count)
+    )
 
 
 def test_a_long_stream_moves_to_new_streams_through_the_real_bridge_with_nothing_lost_or_repeated():
-    """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each stream used 10 s:
-    the audio reaches vLLM exactly once over the streams, and the transcript holds one word per chunk."""
+    """30 s of audio (speech, then a pause every 2 s) through the bridge and the fake vLLM, each
+    stream used 10 s: the audio reaches vLLM exactly once over the streams, and the transcript holds
+    one word per chunk."""
     from tests.unit.voicectl.clients.clients_testkit import Servers
     from voicectl.clients.realtime import WebSocketTransport
 
     speed = 8  # audio and the machine's clock 8 x faster than real time: the test takes ~4 s
-    chunks = [QUIET if index % 16 == 15 else chunk for index, chunk in enumerate(pcm_with_index(234))]
+    chunks = [
+        QUIET if index % 16 == 15 else chunk for index, chunk in enumerate(pcm_with_index(234))
+    ]
     with Servers(deltas=("w ",), generate=True) as servers:
+
         async def scenario():
             start = time.monotonic()
             return await transcribe_stream(
-                paced_chunks(chunks, speed), lambda: WebSocketTransport.connect(servers.url), max_stream_s=10,
-                on_replay=replays.append, clock=lambda: start + (time.monotonic() - start) * speed)
+                paced_chunks(chunks, speed),
+                lambda: WebSocketTransport.connect(servers.url),
+                max_stream_s=10,
+                on_replay=replays.append,
+                clock=lambda: start + (time.monotonic() - start) * speed,
+            )
 
         replays: list[str] = []
         result = asyncio.run(scenario())
         sessions = servers.vllm.sessions
         assert (len(sessions), result.reopens, replays) == (result.sessions, 0, []), result
-        assert result.rollovers >= 2 and len(sessions) == result.rollovers + 1  # every stream after the first is a move
+        assert (
+            result.rollovers >= 2 and len(sessions) == result.rollovers + 1
+        )  # every stream after the first is a move
         assert b"".join(bytes(session.audio) for session in sessions) == b"".join(chunks)
-        # Each stream is one generation: one delta per 80 ms of its audio and TAIL_TOKENS more, as vLLM sends them.
+        # Each stream is one generation: one delta per 80 ms of its audio and TAIL_TOKENS more, as
+        # vLLM sends them.
         assert [session.text for session in sessions] == [
-            "w " * (-(-len(session.audio) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS) for session in sessions]
+            "w " * (-(-len(session.audio) // 2 // SAMPLES_PER_TOKEN) + TAIL_TOKENS)
+            for session in sessions
+        ]
         assert result.transcript == "".join(session.text for session in sessions)
-        # The last stream's close reaches the fake vLLM through the bridge after the client has returned.
+        # The last stream's close reaches the fake vLLM through the bridge after the client has
+        # returned.
         deadline = time.monotonic() + 5
-        while not all(session.closed.is_set() for session in sessions) and time.monotonic() < deadline:
+        while (
+            not all(session.closed.is_set() for session in sessions) and time.monotonic() < deadline
+        ):
             time.sleep(0.005)
         assert all(session.closed.is_set() for session in sessions)
 
@@ -368,8 +446,12 @@ def test_pacing_follows_an_absolute_schedule():
         now[0] += seconds + 0.01  # every sleep overshoots by 10 ms
 
     async def collect(speed: float):
-        return [c async for c in paced_chunks(iter_chunks(bytes(CHUNK_BYTES * 4)), speed, clock=lambda: now[0],
-                                              sleep=fake_sleep)]
+        return [
+            c
+            async for c in paced_chunks(
+                iter_chunks(bytes(CHUNK_BYTES * 4)), speed, clock=lambda: now[0], sleep=fake_sleep
+            )
+        ]
 
     assert len(asyncio.run(collect(2.0))) == 4
     # Chunk n is due at n x 0.128 / 2 s after the first; overshoot is absorbed, not accumulated.
@@ -383,9 +465,10 @@ def test_pacing_follows_an_absolute_schedule():
 
 
 def test_drive_machine_awaits_each_action_first_and_a_missing_done_goes_on(memory_server):
-    """The public hook the Connect consumer drives the machine with: ``on_action`` is awaited before each action is
-    carried out. A server that never sends ``transcription.done`` (vLLM #33962), with ``on_done_timeout="go_on"``:
-    each generation's deltas are its text and the transcription ends normally, never failing."""
+    """The public hook the Connect consumer drives the machine with: ``on_action`` is awaited before
+    each action is carried out. A server that never sends ``transcription.done`` (vLLM #33962), with
+    ``on_done_timeout="go_on"``: each generation's deltas are its text and the transcription ends
+    normally, never failing."""
     from voicectl.clients.realtime.driver import drive_machine
     from voicectl.clients.realtime.machine import DONE_TIMEOUT_GO_ON
 
@@ -396,9 +479,14 @@ def test_drive_machine_awaits_each_action_first_and_a_missing_done_goes_on(memor
         await asyncio.sleep(0)
         seen.append(action)
 
-    machine_ = realtime.TranscriptionMachine(model="m", done_timeout_s=0.2, on_done_timeout=DONE_TIMEOUT_GO_ON)
-    result = asyncio.run(drive_machine(machine_, chunks_of(*pcm_with_index(3)), memory_server.open,
-                                       on_action=on_action))
+    machine_ = realtime.TranscriptionMachine(
+        model="m", done_timeout_s=0.2, on_done_timeout=DONE_TIMEOUT_GO_ON
+    )
+    result = asyncio.run(
+        drive_machine(
+            machine_, chunks_of(*pcm_with_index(3)), memory_server.open, on_action=on_action
+        )
+    )
     texts = [action.text for action in seen if isinstance(action, realtime.ShowGenerationText)]
     assert texts == ["w1.0 w1.1 w1.2 "] and result.transcript == "w1.0 w1.1 w1.2 "
     assert isinstance(seen[-1], realtime.Finished) and isinstance(seen[0], realtime.OpenStream)

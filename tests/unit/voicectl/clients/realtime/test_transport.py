@@ -1,5 +1,5 @@
-"""voicectl/clients/realtime/transport.py: the channel the transcription needs. Both transports the client has
-provide every coroutine of it, with its signature."""
+"""voicectl/clients/realtime/transport.py: the channel the transcription needs. Both transports the
+client has provide every coroutine of it, with its signature."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def test_each_transport_provides_the_protocols_coroutines(transport):
     for name in METHODS:
         wanted, given = getattr(RealtimeTransport, name), getattr(transport, name)
         assert inspect.iscoroutinefunction(given), f"{transport.__name__}.{name} is not a coroutine"
-        assert list(inspect.signature(given).parameters) == list(inspect.signature(wanted).parameters)
+        assert list(inspect.signature(given).parameters) == list(
+            inspect.signature(wanted).parameters
+        )
 
 
 def test_a_closed_transport_is_an_exception_apart_from_the_realtime_error():

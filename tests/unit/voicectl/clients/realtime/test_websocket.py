@@ -1,5 +1,6 @@
-"""voicectl/clients/realtime/websocket.py: the plain-WebSocket transport against a websockets server on loopback:
-text both ways, the bearer token on the upgrade, and each way a connection fails named with what to check."""
+"""voicectl/clients/realtime/websocket.py: the plain-WebSocket transport against a websockets server
+on loopback: text both ways, the bearer token on the upgrade, and each way a connection fails named
+with what to check."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 from websockets.asyncio.server import serve
-from websockets.http11 import Response
 from websockets.datastructures import Headers
+from websockets.http11 import Response
 
 from voicectl.clients.realtime.auth import BearerToken
 from voicectl.clients.realtime.protocol import RealtimeError
@@ -20,8 +21,8 @@ PATH = "/invocations-bidirectional-stream"
 
 @asynccontextmanager
 async def server(handler, token: str | None = None):
-    """A websockets server on 127.0.0.1; with ``token`` it answers 401 to an upgrade without that bearer token.
-    Yields its URL and the Authorization headers it saw."""
+    """A websockets server on 127.0.0.1; with ``token`` it answers 401 to an upgrade without that
+    bearer token. Yields its URL and the Authorization headers it saw."""
     seen: list[str | None] = []
 
     def check(connection, request):
@@ -49,7 +50,11 @@ def test_text_goes_both_ways_and_a_clean_close_ends_the_stream():
         async with server(echo_then_close) as (url, seen):
             transport = await WebSocketTransport.connect(url)
             await transport.send_text('{"type": "session.update"}')
-            received = [await transport.receive_text(), await transport.receive_text(), await transport.receive_text()]
+            received = [
+                await transport.receive_text(),
+                await transport.receive_text(),
+                await transport.receive_text(),
+            ]
             await transport.close()
             return received, seen
 
@@ -64,18 +69,24 @@ def test_the_token_goes_on_the_upgrade_and_a_refusal_names_where_it_came_from():
 
     async def scenario():
         async with server(idle, token="right") as (url, seen):
-            transport = await WebSocketTransport.connect(url, token=BearerToken("right", source="variable T"))
+            transport = await WebSocketTransport.connect(
+                url, token=BearerToken("right", source="variable T")
+            )
             await transport.close()
             with pytest.raises(RealtimeError) as refused:
-                await WebSocketTransport.connect(url, token=BearerToken("wrong", source="variable T"))
+                await WebSocketTransport.connect(
+                    url, token=BearerToken("wrong", source="variable T")
+                )
             with pytest.raises(RealtimeError) as missing:
                 await WebSocketTransport.connect(url)
             return url, seen, refused.value, missing.value
 
     url, seen, refused, missing = run(scenario())
     assert seen == ["Bearer right", "Bearer wrong", None]
-    assert refused.code == "unauthorized" and f"the bridge at {url} refused the bearer token from variable T" in str(
-        refused)
+    assert (
+        refused.code == "unauthorized"
+        and f"the bridge at {url} refused the bearer token from variable T" in str(refused)
+    )
     assert missing.code == "unauthorized" and "requires a bearer token" in str(missing)
 
 
@@ -90,10 +101,14 @@ def test_a_bad_url_and_a_closed_port_say_what_to_check():
         return bad.value, closed.value, url
 
     bad, closed, url = run(scenario())
-    assert bad.code == "bad_url" and str(bad) == ("'http://127.0.0.1:1/x' is not a WebSocket URL; use "
-                                                  "ws://HOST:PORT/invocations-bidirectional-stream")
+    assert bad.code == "bad_url" and str(bad) == (
+        "'http://127.0.0.1:1/x' is not a WebSocket URL; use "
+        "ws://HOST:PORT/invocations-bidirectional-stream"
+    )
     port = url.split(":")[2].split("/")[0]
-    assert closed.code == "connect_failed" and str(closed).startswith(f"cannot open a WebSocket to {url} (")
+    assert closed.code == "connect_failed" and str(closed).startswith(
+        f"cannot open a WebSocket to {url} ("
+    )
     assert str(closed).endswith(f"`curl http://127.0.0.1:{port}/ping` must answer 200")
 
 
@@ -111,4 +126,7 @@ def test_a_message_over_the_limit_is_refused_before_it_is_buffered_whole():
             return caught.value
 
     error = run(scenario())
-    assert error.code == "message_too_large" and "larger than the 1,048,576 bytes the client accepts" in str(error)
+    assert (
+        error.code == "message_too_large"
+        and "larger than the 1,048,576 bytes the client accepts" in str(error)
+    )
