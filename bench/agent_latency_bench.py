@@ -358,8 +358,10 @@ def delay_label(delay_ms: int | None) -> str:
     """The transcription delay the header names: as given, or what not giving it means."""
     if delay_ms is not None:
         return f"{delay_ms} ms"
-    return (f"not given (the checkpoint's {DEFAULT_TRANSCRIPTION_DELAY_MS} ms unless the "
-            "server sets another)")
+    return (
+        f"not given (the checkpoint's {DEFAULT_TRANSCRIPTION_DELAY_MS} ms unless the "
+        "server sets another)"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

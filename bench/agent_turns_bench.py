@@ -82,11 +82,13 @@ BOT_FIGURES = ("TimeToFinalTranscript", "LlmFirstToken", "SonicFirstAudio", "Voi
 TURN_LATENCY_METRICS[key]."""
 assert set(BOT_FIGURES) == set(TURN_LATENCY_METRICS), "the bot's latency event changed"
 
-TIMELINE = (("user_stopped", "turn", {"state": "user_stopped"}),
-            ("final transcript", "user_transcript", {"final": True}),
-            ("agent_thinking", "turn", {"state": "agent_thinking"}),
-            ("first agent_text", "agent_text", {"final": False}),
-            ("agent_speaking", "turn", {"state": "agent_speaking"}))
+TIMELINE = (
+    ("user_stopped", "turn", {"state": "user_stopped"}),
+    ("final transcript", "user_transcript", {"final": True}),
+    ("agent_thinking", "turn", {"state": "agent_thinking"}),
+    ("first agent_text", "agent_text", {"final": False}),
+    ("agent_speaking", "turn", {"state": "agent_speaking"}),
+)
 """The events of a turn the page sees, in order: (label, type, fields); their arrivals after the
 end of speech show where the voice-to-voice time goes."""
 
@@ -133,8 +135,10 @@ def recordings(directory: Path) -> tuple[str, list[bytes]]:
     """(what they are, 16 kHz mono PCM16 of each utterance)."""
     espeak = shutil.which("espeak-ng")
     if espeak is None:
-        return (f"{RECORDING.relative_to(ROOT)} (espeak-ng not found)",
-                [load_pcm16(RECORDING).data])
+        return (
+            f"{RECORDING.relative_to(ROOT)} (espeak-ng not found)",
+            [load_pcm16(RECORDING).data],
+        )
     made = []
     for index, text in enumerate(UTTERANCES):
         path = directory / f"utterance-{index}.wav"
@@ -230,16 +234,23 @@ class Speaker:
         else:
             event = None
         start = 0 if event is None else self.events.index(event) + 1
-        return next((e for e in self.events[start:] if e.kind == kind
-                     and all(e.body.get(k) == v for k, v in fields.items())), None)
+        return next(
+            (
+                e
+                for e in self.events[start:]
+                if e.kind == kind and all(e.body.get(k) == v for k, v in fields.items())
+            ),
+            None,
+        )
 
     def first_audio(self, after_seq: int) -> float | None:
         """Arrival of the first audio message after the message ``after_seq``."""
         index = bisect.bisect_right(self.audio_seq, after_seq)
         return self.audio_at[index] if index < len(self.audio_at) else None
 
-    async def wait(self, after: float, kind: str, timeout_s: float = EVENT_TIMEOUT_S,
-                   **fields: Any) -> Event | None:
+    async def wait(
+        self, after: float, kind: str, timeout_s: float = EVENT_TIMEOUT_S, **fields: Any
+    ) -> Event | None:
         deadline = time.monotonic() + timeout_s
         while (found := self.find(after, kind, **fields)) is None:
             if time.monotonic() > deadline:
@@ -256,10 +267,17 @@ class Speaker:
         for index, event in enumerate(self.events):
             if event.kind != "interrupt":
                 continue
-            resumed = next((e.seq for e in self.events[index + 1:] if e.kind == "turn"
-                            and e.body.get("state") == "agent_speaking"), sys.maxsize)
-            count += (bisect.bisect_left(self.audio_seq, resumed)
-                      - bisect.bisect_right(self.audio_seq, event.seq))
+            resumed = next(
+                (
+                    e.seq
+                    for e in self.events[index + 1 :]
+                    if e.kind == "turn" and e.body.get("state") == "agent_speaking"
+                ),
+                sys.maxsize,
+            )
+            count += bisect.bisect_left(self.audio_seq, resumed) - bisect.bisect_right(
+                self.audio_seq, event.seq
+            )
         return count
 
 
@@ -273,8 +291,9 @@ class TurnFigures:
     timeline: dict[str, float] = field(default_factory=dict)
 
 
-async def converse(url: str, utterances: list[bytes], turns: int,
-                   barge_in_after_s: float) -> tuple[list[TurnFigures], dict[str, Any]]:
+async def converse(
+    url: str, utterances: list[bytes], turns: int, barge_in_after_s: float
+) -> tuple[list[TurnFigures], dict[str, Any]]:
     """Run ``turns`` turns (and one utterance more, over the last answer); the figures of each,
     and what else was seen (session id, answered turns, interrupts, error events, audio after an
     interrupt)."""
@@ -292,8 +311,9 @@ async def converse(url: str, utterances: list[bytes], turns: int,
             await settle(speaker, ready)
             _, speech_end = mic.say(utterances[0])
             for index in range(turns):
-                result, speech_end = await one_turn(speaker, mic, utterances, index, speech_end,
-                                                    barge_in_after_s)
+                result, speech_end = await one_turn(
+                    speaker, mic, utterances, index, speech_end, barge_in_after_s
+                )
                 results.append(result)
             await websocket.send(json.dumps({"type": "end"}))
             await speaker.wait(ready.at, "end", timeout_s=5.0)
@@ -320,17 +340,24 @@ async def settle(speaker: Speaker, ready: Event) -> None:
     if speaker.find(ready.at, "agent_text", final=True) is None:
         return
     deadline = time.monotonic() + EVENT_TIMEOUT_S
-    while time.monotonic() < deadline and (speaker.first_audio(ready.seq) is None
-                                           or speaker.play_until > time.monotonic()):
+    while time.monotonic() < deadline and (
+        speaker.first_audio(ready.seq) is None or speaker.play_until > time.monotonic()
+    ):
         await asyncio.sleep(0.05)
     await asyncio.sleep(SETTLE_S)
 
 
-async def one_turn(speaker: Speaker, mic: Microphone, utterances: list[bytes], index: int,
-                   speech_end: float, barge_in_after_s: float) -> tuple[TurnFigures, float]:
+async def one_turn(
+    speaker: Speaker,
+    mic: Microphone,
+    utterances: list[bytes],
+    index: int,
+    speech_end: float,
+    barge_in_after_s: float,
+) -> tuple[TurnFigures, float]:
     """Turn ``index + 1``, whose utterance ends at ``speech_end``: its answer's figures, then the
     next utterance over that answer; (the figures, the next utterance's end)."""
-    result = TurnFigures(index + 1, {name: None for name in COLUMNS[1:]})
+    result = TurnFigures(index + 1, dict.fromkeys(COLUMNS[1:]))
     following = utterances[(index + 1) % len(utterances)]
     await asyncio.sleep(max(0.0, speech_end - time.monotonic()))
     speaking = await speaker.wait(speech_end, "turn", state="agent_speaking")
@@ -366,20 +393,22 @@ def table(results: list[TurnFigures]) -> str:
     widths = [max(4, len(name)) for name in COLUMNS]
 
     def row(cells: list[str]) -> str:
-        return " ".join(cell.rjust(width) for cell, width in zip(cells, widths))
+        return " ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
 
     lines = [row(list(COLUMNS))]
     for result in results:
-        lines.append(row([str(result.number), *(cell(result.figures.get(name))
-                                                for name in COLUMNS[1:])]))
+        lines.append(
+            row([str(result.number), *(cell(result.figures.get(name)) for name in COLUMNS[1:])])
+        )
     for label, fraction in (("p50", 0.5), ("p95", 0.95)):
-        values = [[r.figures[name] for r in results if r.figures.get(name) is not None]
-                  for name in COLUMNS[1:]]
-        lines.append(row([label, *(cell(percentile(v, fraction)) if v else "-"
-                                   for v in values)]))
+        values = [
+            [r.figures[name] for r in results if r.figures.get(name) is not None]
+            for name in COLUMNS[1:]
+        ]
+        lines.append(row([label, *(cell(percentile(v, fraction)) if v else "-" for v in values)]))
     return "\n".join(lines)
 
 
@@ -387,27 +416,38 @@ def table(results: list[TurnFigures]) -> str:
 def local_stack(args: argparse.Namespace):
     """``python -m voicectl.local --agent`` until the block ends (SIGINT, as Ctrl-C)."""
     state = Path(tempfile.mkdtemp(prefix="agent-bench-"))
-    command = [sys.executable, "-m", "voicectl.local", "--agent", "--vllm", args.vllm,
-               "--state-dir", str(state)]
+    command = [
+        sys.executable,
+        "-m",
+        "voicectl.local",
+        "--agent",
+        "--vllm",
+        args.vllm,
+        "--state-dir",
+        str(state),
+    ]
     if args.bedrock_first_token_ms is not None:
         command += ["--bedrock-first-token-ms", f"{args.bedrock_first_token_ms:g}"]
-    print(f"starting python {' '.join(command[1:])} (logs in {state})", file=sys.stderr,
-          flush=True)
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    print(f"starting python {' '.join(command[1:])} (logs in {state})", file=sys.stderr, flush=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + LOCAL_START_TIMEOUT_S
         assert process.stdout is not None
         while time.monotonic() < deadline:
             line = process.stdout.readline()
             if not line:
-                raise RuntimeError(f"python -m voicectl.local exited with code {process.wait()}; "
-                                   f"see {state}")
+                raise RuntimeError(
+                    f"python -m voicectl.local exited with code {process.wait()}; see {state}"
+                )
             if line.startswith("Ctrl-C stops everything"):
                 break
         else:
-            raise RuntimeError(f"python -m voicectl.local did not start within "
-                               f"{LOCAL_START_TIMEOUT_S:.0f} s; see {state}")
+            raise RuntimeError(
+                f"python -m voicectl.local did not start within "
+                f"{LOCAL_START_TIMEOUT_S:.0f} s; see {state}"
+            )
         yield state
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -435,33 +475,52 @@ def cpu_model() -> str:
 
 def header(args: argparse.Namespace, source: str, url: str, load: str) -> list[str]:
     lines = [
-        (f"Whole voice agent at {url}: {args.turns} turn{'s' if args.turns > 1 else ''}, each "
-         f"answer interrupted {args.barge_in_after_s:g} s after its first audio"),
-        (f"machine: {os.cpu_count()} CPUs ({cpu_model()}), load average {load} at the start; "
-         f"Python {platform.python_version()}"),
+        (
+            f"Whole voice agent at {url}: {args.turns} turn{'s' if args.turns > 1 else ''}, each "
+            f"answer interrupted {args.barge_in_after_s:g} s after its first audio"
+        ),
+        (
+            f"machine: {os.cpu_count()} CPUs ({cpu_model()}), load average {load} at the start; "
+            f"Python {platform.python_version()}"
+        ),
         f"speech: {source}; the page sends {CHUNK_SAMPLES}-sample chunks in real time",
     ]
     if args.local:
-        vllm = ("real (CPU build, tiny random-weight checkpoint)" if args.vllm == "real"
-                else "fake")
-        first_token = (FIRST_TOKEN_S * 1000 if args.bedrock_first_token_ms is None
-                       else args.bedrock_first_token_ms)
-        lines.append(f"stack: make local AGENT=1 (python -m voicectl.local --agent), vLLM {vllm}, "
-                     f"Bedrock stand-in first token {first_token:g} ms, Sonic stand-in (as fast "
-                     "as it can)")
+        vllm = "real (CPU build, tiny random-weight checkpoint)" if args.vllm == "real" else "fake"
+        first_token = (
+            FIRST_TOKEN_S * 1000
+            if args.bedrock_first_token_ms is None
+            else args.bedrock_first_token_ms
+        )
+        lines.append(
+            f"stack: make local AGENT=1 (python -m voicectl.local --agent), vLLM {vllm}, "
+            f"Bedrock stand-in first token {first_token:g} ms, Sonic stand-in (as fast "
+            "as it can)"
+        )
     return lines
 
 
-def report(args: argparse.Namespace, source: str, url: str, results: list[TurnFigures],
-           seen: dict[str, Any], load: str) -> str:
+def report(
+    args: argparse.Namespace,
+    source: str,
+    url: str,
+    results: list[TurnFigures],
+    seen: dict[str, Any],
+    load: str,
+) -> str:
     names = ", ".join(f"{key} = {TURN_LATENCY_METRICS[key]}" for key in BOT_FIGURES)
     lines = [
-        *header(args, source, url, load), "",
+        *header(args, source, url, load),
+        "",
         f"ms; the first four are the bot's latency event (its EMF metrics: {names});",
-        ("PageVoiceToVoice: end of the user's speech to the answer's first audio, at the page; "
-         "BargeIn: start of the user's speech over an answer to the agent's silence (interrupt, "
-         "queued audio dropped); p50/p95 nearest rank"),
-        "", table(results), "",
+        (
+            "PageVoiceToVoice: end of the user's speech to the answer's first audio, at the page; "
+            "BargeIn: start of the user's speech over an answer to the agent's silence (interrupt, "
+            "queued audio dropped); p50/p95 nearest rank"
+        ),
+        "",
+        table(results),
+        "",
     ]
     parts = []
     for label, _, _ in TIMELINE:
@@ -469,12 +528,16 @@ def report(args: argparse.Namespace, source: str, url: str, results: list[TurnFi
         if values:
             parts.append(f"{label} {percentile(values, 0.5):.0f}")
     if parts:
-        lines.append(f"at the page, p50 ms after the end of speech: {', '.join(parts)}, first "
-                     "audio = PageVoiceToVoice")
-    lines.append(f"load average at the end {load_average()}; "
-                 f"session {seen['session']}: answered turns {seen['latency events']}, "
-                 f"interrupts {seen['interrupts']}, audio messages of a cancelled answer after "
-                 f"its interrupt {seen['audio after an interrupt']}")
+        lines.append(
+            f"at the page, p50 ms after the end of speech: {', '.join(parts)}, first "
+            "audio = PageVoiceToVoice"
+        )
+    lines.append(
+        f"load average at the end {load_average()}; "
+        f"session {seen['session']}: answered turns {seen['latency events']}, "
+        f"interrupts {seen['interrupts']}, audio messages of a cancelled answer after "
+        f"its interrupt {seen['audio after an interrupt']}"
+    )
     for message in seen["errors"]:
         lines.append(f"error event: {message}")
     return "\n".join(lines)
@@ -482,29 +545,46 @@ def report(args: argparse.Namespace, source: str, url: str, results: list[TurnFi
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=LOCAL_URL,
-                        help=f"the bot's WebSocket (default: make local's, {LOCAL_URL})")
+    parser.add_argument(
+        "--url", default=LOCAL_URL, help=f"the bot's WebSocket (default: make local's, {LOCAL_URL})"
+    )
     parser.add_argument("--turns", type=int, default=20, help="turns (default: 20)")
-    parser.add_argument("--barge-in-after-s", type=float, default=BARGE_IN_AFTER_S,
-                        help="seconds of each answer before the next utterance starts over it "
-                             f"(default: {BARGE_IN_AFTER_S:g})")
-    parser.add_argument("--local", action="store_true",
-                        help="start python -m voicectl.local --agent for the run (its default "
-                             "ports), stop it after")
-    parser.add_argument("--vllm", choices=("fake", "real"), default="fake",
-                        help="with --local: the fake vLLM or vLLM's real CPU server "
-                             "(default: fake)")
-    parser.add_argument("--bedrock-first-token-ms", type=float, metavar="MS",
-                        help="with --local: the Bedrock stand-in's first-token time "
-                             f"(default: {FIRST_TOKEN_S * 1000:g})")
+    parser.add_argument(
+        "--barge-in-after-s",
+        type=float,
+        default=BARGE_IN_AFTER_S,
+        help="seconds of each answer before the next utterance starts over it "
+        f"(default: {BARGE_IN_AFTER_S:g})",
+    )
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="start python -m voicectl.local --agent for the run (its default "
+        "ports), stop it after",
+    )
+    parser.add_argument(
+        "--vllm",
+        choices=("fake", "real"),
+        default="fake",
+        help="with --local: the fake vLLM or vLLM's real CPU server (default: fake)",
+    )
+    parser.add_argument(
+        "--bedrock-first-token-ms",
+        type=float,
+        metavar="MS",
+        help="with --local: the Bedrock stand-in's first-token time "
+        f"(default: {FIRST_TOKEN_S * 1000:g})",
+    )
     args = parser.parse_args(argv)
     if args.turns < 1:
         parser.error(f"--turns {args.turns}: must be at least 1")
     if args.barge_in_after_s < 0:
         parser.error(f"--barge-in-after-s {args.barge_in_after_s:g}: must be 0 or more")
     if not args.local and (args.vllm != "fake" or args.bedrock_first_token_ms is not None):
-        parser.error("--vllm and --bedrock-first-token-ms set up the stack --local starts; "
-                     "without --local the bot at --url runs with its own settings")
+        parser.error(
+            "--vllm and --bedrock-first-token-ms set up the stack --local starts; "
+            "without --local the bot at --url runs with its own settings"
+        )
     return args
 
 
@@ -514,8 +594,9 @@ def main(argv: list[str] | None = None) -> int:
         source, utterances = recordings(Path(directory))
     with local_stack(args) if args.local else contextlib.nullcontext():
         load = load_average()
-        results, seen = asyncio.run(converse(args.url, utterances, args.turns,
-                                             args.barge_in_after_s))
+        results, seen = asyncio.run(
+            converse(args.url, utterances, args.turns, args.barge_in_after_s)
+        )
     print(report(args, source, args.url, results, seen, load), flush=True)
     return 0
 

@@ -687,8 +687,9 @@ def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
     for value in values:
         label, sep, directory = value.partition("=")
         if not sep or not label:
-            raise SystemExit(f"--bridge {value!r}: expected LABEL=DIR, "
-                             "e.g. old=../bridge-base/container")
+            raise SystemExit(
+                f"--bridge {value!r}: expected LABEL=DIR, e.g. old=../bridge-base/container"
+            )
         path = Path(directory).resolve()
         if not (path / "bridge" / "__main__.py").is_file():
             raise SystemExit(

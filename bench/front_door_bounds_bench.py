@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import re
 import socket
 import ssl
@@ -82,9 +83,20 @@ async def wait_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 60.0) -> No
 
 def start_server(root: Path, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     log = state / "front-door.log"
-    command = [sys.executable, "-m", "voicectl", "local-runtime", "--port", "0", "--host",
-               "127.0.0.1", "--endpoint", "voxtral-realtime=ws://127.0.0.1:9", "--ca-file",
-               str(state / "ca.pem")]
+    command = [
+        sys.executable,
+        "-m",
+        "voicectl",
+        "local-runtime",
+        "--port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--endpoint",
+        "voxtral-realtime=ws://127.0.0.1:9",
+        "--ca-file",
+        str(state / "ca.pem"),
+    ]
     with log.open("wb") as output:
         process = subprocess.Popen(command, cwd=root, stdout=output, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -105,13 +117,19 @@ def tls_context(ca_file: Path) -> ssl.SSLContext:
     return context
 
 
-async def window_zero_connection(port: int, context: ssl.SSLContext, ended: Counter,
-                                 opened: asyncio.Event, closing: asyncio.Event) -> None:
+async def window_zero_connection(
+    port: int,
+    context: ssl.SSLContext,
+    ended: Counter,
+    opened: asyncio.Event,
+    closing: asyncio.Event,
+) -> None:
     """One connection with a window of 0 and 100 refused calls; counts in ``ended`` how its
     streams (or the connection) ended."""
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
-                                                      server_hostname="localhost")
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=context, server_hostname="localhost"
+        )
     except (OSError, ssl.SSLError):
         ended["connections refused"] += 1
         opened.set()
@@ -120,9 +138,16 @@ async def window_zero_connection(port: int, context: ssl.SSLContext, ended: Coun
     connection.initiate_connection()
     connection.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
     for _ in range(STREAMS_PER_CONNECTION):
-        connection.send_headers(connection.get_next_available_stream_id(), [
-            (":method", "POST"), (":path", PATH), (":scheme", "https"),
-            (":authority", f"localhost:{port}")], end_stream=True)
+        connection.send_headers(
+            connection.get_next_available_stream_id(),
+            [
+                (":method", "POST"),
+                (":path", PATH),
+                (":scheme", "https"),
+                (":authority", f"localhost:{port}"),
+            ],
+            end_stream=True,
+        )
     writer.write(connection.data_to_send())
     opened.set()
     stop = asyncio.ensure_future(closing.wait())
@@ -135,8 +160,9 @@ async def window_zero_connection(port: int, context: ssl.SSLContext, ended: Coun
                 read.cancel()
                 break
             if not read.result():
-                ended["connections closed by the server" if answered
-                      else "connections refused"] += 1
+                ended[
+                    "connections closed by the server" if answered else "connections refused"
+                ] += 1
                 break
             for event in connection.receive_data(read.result()):
                 if isinstance(event, h2.events.RemoteSettingsChanged) and not answered:
@@ -154,15 +180,18 @@ async def window_zero_connection(port: int, context: ssl.SSLContext, ended: Coun
         writer.transport.abort()
 
 
-async def window_zero_round(port: int, context: ssl.SSLContext, connections: int, pid: int
-                            ) -> tuple[Counter, float, float]:
+async def window_zero_round(
+    port: int, context: ssl.SSLContext, connections: int, pid: int
+) -> tuple[Counter, float, float]:
     """Open the connections, wait until the server has reset every stream it took (or
     STALL_WAIT_S), close them; the highest RSS meanwhile, and RSS after."""
     ended: Counter = collections.Counter()
     opened = [asyncio.Event() for _ in range(connections)]
     closing = asyncio.Event()
-    tasks = [asyncio.ensure_future(window_zero_connection(port, context, ended, event, closing))
-             for event in opened]
+    tasks = [
+        asyncio.ensure_future(window_zero_connection(port, context, ended, event, closing))
+        for event in opened
+    ]
     await asyncio.gather(*(event.wait() for event in opened))
     held = rss_mb(pid)[0]
     deadline = time.monotonic() + STALL_WAIT_S
@@ -183,8 +212,16 @@ def header_block(port: int) -> bytes:
     as h2's encoder codes it (RFC 7541 appendix B: "a" is the 5 bits 00011, so 8 of them are these
     5 bytes): 640 KiB, 40 frames, built without encoding a megabyte in Python."""
     encoder = h2.connection.H2Connection().encoder
-    block = bytes(encoder.encode([(":method", "POST"), (":path", PATH), (":scheme", "https"),
-                                  (":authority", f"localhost:{port}")]))
+    block = bytes(
+        encoder.encode(
+            [
+                (":method", "POST"),
+                (":path", PATH),
+                (":scheme", "https"),
+                (":authority", f"localhost:{port}"),
+            ]
+        )
+    )
     name = b"x-large"
     value = bytes([0x18, 0xC6, 0x31, 0x8C, 0x63]) * (HEADER_VALUE_BYTES // 8)
     length = encode_integer(len(value), 7)
@@ -193,7 +230,7 @@ def header_block(port: int) -> bytes:
     frames = []
     for offset in range(0, len(block), FRAME_BYTES):
         frame = HeadersFrame(1) if offset == 0 else ContinuationFrame(1)
-        frame.data = block[offset:offset + FRAME_BYTES]
+        frame.data = block[offset : offset + FRAME_BYTES]
         if offset == 0:
             frame.flags.add("END_STREAM")
         if offset + FRAME_BYTES >= len(block):
@@ -210,12 +247,13 @@ def large_header(port: int, context: ssl.SSLContext, frames: bytes) -> str:
     connection.initiate_connection()
     outcome = "no answer"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=15) as raw, \
-                context.wrap_socket(raw, server_hostname="localhost") as sock:
-            try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=15) as raw,
+            context.wrap_socket(raw, server_hostname="localhost") as sock,
+        ):
+            # The server may stop reading: its answer may still be there.
+            with contextlib.suppress(OSError, ssl.SSLError):
                 sock.sendall(connection.data_to_send() + frames)
-            except (OSError, ssl.SSLError):
-                pass  # the server stopped reading: its answer may still be there
             while data := sock.recv(65536):
                 for event in connection.receive_data(data):
                     if isinstance(event, h2.events.ConnectionTerminated):
@@ -234,32 +272,46 @@ async def main(arguments: argparse.Namespace) -> None:
     try:
         print(f"front door from {arguments.server_root.resolve()}, pid {process.pid}")
         print(f"RSS at start: {rss_mb(process.pid)[0]:.1f} MB")
-        print(f"\nwindow 0: {arguments.connections} connections x {STREAMS_PER_CONNECTION} "
-              "refused calls per round")
+        print(
+            f"\nwindow 0: {arguments.connections} connections x {STREAMS_PER_CONNECTION} "
+            "refused calls per round"
+        )
         for number in range(1, arguments.rounds + 1):
-            ended, held, after = await window_zero_round(port, context, arguments.connections,
-                                                         process.pid)
+            ended, held, after = await window_zero_round(
+                port, context, arguments.connections, process.pid
+            )
             kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(ended.items()))
-            print(f"  round {number}: RSS {held:.1f} MB at most while held, {after:.1f} MB after; "
-                  f"{kinds or 'no stream reset'}")
+            print(
+                f"  round {number}: RSS {held:.1f} MB at most while held, {after:.1f} MB after; "
+                f"{kinds or 'no stream reset'}"
+            )
         frames = header_block(port)
         outcomes: Counter = collections.Counter()
         loop = asyncio.get_running_loop()
         with concurrent.futures.ThreadPoolExecutor(HEADER_BATCH) as pool:
-            outcomes.update(await asyncio.gather(*(
-                loop.run_in_executor(pool, large_header, port, context, frames)
-                for _ in range(arguments.headers))))
+            outcomes.update(
+                await asyncio.gather(
+                    *(
+                        loop.run_in_executor(pool, large_header, port, context, frames)
+                        for _ in range(arguments.headers)
+                    )
+                )
+            )
         await wait_idle(process.pid)
         rss, peak = rss_mb(process.pid)
         await asyncio.sleep(TLS_CLOSE_WAIT_S)  # what the closes write to the log
         text = log.read_text()
-        print(f"\n{arguments.headers} header blocks of {HEADER_VALUE_BYTES >> 10} KiB: "
-              + ", ".join(f"{count} {kind}" for kind, count in sorted(outcomes.items())))
+        print(
+            f"\n{arguments.headers} header blocks of {HEADER_VALUE_BYTES >> 10} KiB: "
+            + ", ".join(f"{count} {kind}" for kind, count in sorted(outcomes.items()))
+        )
         print(f"  RSS after: {rss:.1f} MB (peak over the run {peak:.1f} MB)")
-        print(f"  server log: {text.count('ENHANCE_YOUR_CALM')} GOAWAY lines, "
-              f"{text.count('refused a connection')} refused-connection lines, "
-              f"{text.count('reset (CANCEL)')} access lines of reset streams, "
-              f"{text.count('Traceback')} tracebacks")
+        print(
+            f"  server log: {text.count('ENHANCE_YOUR_CALM')} GOAWAY lines, "
+            f"{text.count('refused a connection')} refused-connection lines, "
+            f"{text.count('reset (CANCEL)')} access lines of reset streams, "
+            f"{text.count('Traceback')} tracebacks"
+        )
     finally:
         process.terminate()
         try:
@@ -270,10 +322,18 @@ async def main(arguments: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--connections", type=int, default=72,
-                        help="connections per round (default 72: 8 over MAX_CONNECTIONS)")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=72,
+        help="connections per round (default 72: 8 over MAX_CONNECTIONS)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--headers", type=int, default=200)
-    parser.add_argument("--server-root", type=Path, default=ROOT,
-                        help="the checkout whose front door runs (default: this one)")
+    parser.add_argument(
+        "--server-root",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose front door runs (default: this one)",
+    )
     asyncio.run(main(parser.parse_args()))

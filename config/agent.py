@@ -20,15 +20,67 @@ if TYPE_CHECKING:
 #: guide, "Supported foundation models": anthropic.claude-haiku-4-5-20251001-v1:0, streaming; it is
 #: served through inference profiles). Another geography: agent.llm_model_id=eu.<model id> etc.
 DEFAULT_LLM_MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
-DEFAULT_SYSTEM_PROMPT = ("You are a helpful voice assistant. Answer in short, plain spoken "
-                         "sentences.")
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful voice assistant. Answer in short, plain spoken sentences."
+)
 #: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
 DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
 #: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
 SONIC_LANGUAGE_CODES = frozenset(
-    "ar bg bn cs da de el en es fi fr gu he hi hr hu id it ja ka kn ko ml mr ms nl no pa pl pt ro "
-    "ru sk sv ta te th tl tr uk vi zh en-US de-DE es-MX fr-FR hi-IN it-IT ja-JP nl-NL "
-    "pt-BR".split())
+    [
+        "ar",
+        "bg",
+        "bn",
+        "cs",
+        "da",
+        "de",
+        "el",
+        "en",
+        "es",
+        "fi",
+        "fr",
+        "gu",
+        "he",
+        "hi",
+        "hr",
+        "hu",
+        "id",
+        "it",
+        "ja",
+        "ka",
+        "kn",
+        "ko",
+        "ml",
+        "mr",
+        "ms",
+        "nl",
+        "no",
+        "pa",
+        "pl",
+        "pt",
+        "ro",
+        "ru",
+        "sk",
+        "sv",
+        "ta",
+        "te",
+        "th",
+        "tl",
+        "tr",
+        "uk",
+        "vi",
+        "zh",
+        "en-US",
+        "de-DE",
+        "es-MX",
+        "fr-FR",
+        "hi-IN",
+        "it-IT",
+        "ja-JP",
+        "nl-NL",
+        "pt-BR",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -86,16 +138,23 @@ class AgentSettings(Section):
         if not settings.voxtral.enabled or not settings.sonic.enabled:
             endpoints = (("voxtral", settings.voxtral), ("sonic", settings.sonic))
             off = [f"{name}.enabled=false" for name, section in endpoints if not section.enabled]
-            p.note(f"agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
-                   f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}")
+            p.note(
+                f"agent.enabled=true needs voxtral.enabled=true and sonic.enabled=true (the bot "
+                f"listens with Voxtral and speaks with Sonic); found {' and '.join(off)}"
+            )
         if settings.sonic.enabled and settings.sonic.target != "sagemaker":
-            p.note("agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
-                   "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
-                   "supported yet")
+            p.note(
+                "agent.enabled=true needs sonic.target='sagemaker': the bot streams speech from "
+                "the Sonic endpoint (InvokeEndpointWithResponseStream); Sonic on ECS is not "
+                "supported yet"
+            )
         if (self.llm_model_id is None) == (self.llm_url is None):
-            p.add("llm_url", self.llm_url,
-                  "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
-                  "(OpenAI-compatible; then agent.llm_model_id=null)")
+            p.add(
+                "llm_url",
+                self.llm_url,
+                "set exactly one of agent.llm_model_id (Bedrock) and agent.llm_url "
+                "(OpenAI-compatible; then agent.llm_model_id=null)",
+            )
         if self.llm_model_id is not None:
             check_llm_model_id(p, "llm_model_id", self.llm_model_id, settings.region)
         if self.llm_url is not None:
@@ -104,24 +163,40 @@ class AgentSettings(Section):
             if not getattr(self, name).strip():
                 p.add(name, getattr(self, name), "must not be empty")
         if self.language.strip() and self.language not in SONIC_LANGUAGE_CODES:
-            p.add("language", self.language, "must be a language Sonic speaks: "
-                                             f"{', '.join(sorted(SONIC_LANGUAGE_CODES))}")
+            p.add(
+                "language",
+                self.language,
+                f"must be a language Sonic speaks: {', '.join(sorted(SONIC_LANGUAGE_CODES))}",
+            )
         self.sizing().problems(p)
         if self.certificate_arn is not None:
             check_certificate_arn(p, "certificate_arn", self.certificate_arn, settings.region)
         if self.internet_facing and self.certificate_arn is None:
-            p.add("certificate_arn", None, "must be set with agent.internet_facing=true: an "
-                                           "internet-facing load balancer listens on HTTPS only")
+            p.add(
+                "certificate_arn",
+                None,
+                "must be set with agent.internet_facing=true: an "
+                "internet-facing load balancer listens on HTTPS only",
+            )
         if self.internet_facing and settings.network.private:
-            p.add("internet_facing", True, "must be false with network.mode='vpc': the private "
-                                           "network has no internet gateway")
+            p.add(
+                "internet_facing",
+                True,
+                "must be false with network.mode='vpc': the private "
+                "network has no internet gateway",
+            )
         network = settings.network
         if network.private and network.vpc_id is None and not network.create_endpoints:
-            p.note("agent.enabled=true with network.mode=vpc, no network.vpc_id and "
-                   "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
-                   "Logs and ECR: the VPC this app makes has no route to the internet; keep "
-                   "network.create_endpoints=true")
+            p.note(
+                "agent.enabled=true with network.mode=vpc, no network.vpc_id and "
+                "network.create_endpoints=false leaves the agent no way to Bedrock, CloudWatch "
+                "Logs and ECR: the VPC this app makes has no route to the internet; keep "
+                "network.create_endpoints=true"
+            )
         if not self.alarm_voice_to_voice_p95_ms > 0:
-            p.add("alarm_voice_to_voice_p95_ms", self.alarm_voice_to_voice_p95_ms,
-                  "must be a positive number of milliseconds")
+            p.add(
+                "alarm_voice_to_voice_p95_ms",
+                self.alarm_voice_to_voice_p95_ms,
+                "must be a positive number of milliseconds",
+            )
         return list(p)

@@ -47,11 +47,18 @@ def size(voxtral: VoxtralSettings, instance_type: str) -> TypePlan:
     """The plan of one instance type (SageMaker spelling) at ``voxtral``'s settings."""
     spec = instance_types.lookup(instance_type)
     fitted = None
-    answerable = (voxtral.max_model_len >= 1 and 0 < voxtral.gpu_memory_utilization <= 1
-                  and voxtral.kv_cache_dtype in capacity.KV_CACHE_DTYPE_BYTES)
+    answerable = (
+        voxtral.max_model_len >= 1
+        and 0 < voxtral.gpu_memory_utilization <= 1
+        and voxtral.kv_cache_dtype in capacity.KV_CACHE_DTYPE_BYTES
+    )
     if spec is not None and spec.gpus and answerable:
-        fitted = capacity.fit(spec, voxtral.max_model_len, voxtral.gpu_memory_utilization,
-                              kv_cache_dtype=voxtral.kv_cache_dtype)
+        fitted = capacity.fit(
+            spec,
+            voxtral.max_model_len,
+            voxtral.gpu_memory_utilization,
+            kv_cache_dtype=voxtral.kv_cache_dtype,
+        )
     if voxtral.stream_cap != "auto":
         cap = voxtral.stream_cap
     else:
@@ -81,8 +88,10 @@ class CapacityPlan:
         for planned in self.types:
             if planned.instance_type == instance_type:
                 return planned
-        raise KeyError(f"{instance_type!r} is not an instance type of the plan "
-                       f"({', '.join(t.instance_type for t in self.types)})")
+        raise KeyError(
+            f"{instance_type!r} is not an instance type of the plan "
+            f"({', '.join(t.instance_type for t in self.types)})"
+        )
 
     @property
     def first(self) -> TypePlan:
@@ -145,8 +154,9 @@ def plan_capacity(voxtral: VoxtralSettings, ecs_instance_type: str) -> CapacityP
     return dataclasses.replace(plan, warning=warning)
 
 
-def _stream_cap_warning(voxtral: VoxtralSettings, fitted: capacity.Capacity | None,
-                        ecs_instance_type: str) -> str | None:
+def _stream_cap_warning(
+    voxtral: VoxtralSettings, fitted: capacity.Capacity | None, ecs_instance_type: str
+) -> str | None:
     """A warning when an explicit ``max_num_seqs`` is above the compute cap of the GPU that sizes it
     (the KV cache holds the streams, but one GPU likely cannot decode that many in real time: every
     stream then falls behind), or None. Not an error: the compute cap is an estimate
@@ -157,10 +167,15 @@ def _stream_cap_warning(voxtral: VoxtralSettings, fitted: capacity.Capacity | No
         return None
     if asked <= fitted.compute_cap:
         return None
-    where = (f"ecs.instance_type={show(ecs_instance_type)}" if voxtral.target == "ecs"
-             else f"instance type {show(fitted.instance_type)}")
-    return (f"voxtral.max_num_seqs={asked} is above the compute cap of one {fitted.gpu.name} "
-            f"({where}): the capacity model estimates it decodes at most {fitted.compute_cap} live "
-            f"stream(s) of max_model_len={voxtral.max_model_len} in real time, so streams may fall "
-            "behind under full load; set voxtral.max_num_seqs=auto, or measure with "
-            "bench/capacity_bench.py (README 'Capacity')")
+    where = (
+        f"ecs.instance_type={show(ecs_instance_type)}"
+        if voxtral.target == "ecs"
+        else f"instance type {show(fitted.instance_type)}"
+    )
+    return (
+        f"voxtral.max_num_seqs={asked} is above the compute cap of one {fitted.gpu.name} "
+        f"({where}): the capacity model estimates it decodes at most {fitted.compute_cap} live "
+        f"stream(s) of max_model_len={voxtral.max_model_len} in real time, so streams may fall "
+        "behind under full load; set voxtral.max_num_seqs=auto, or measure with "
+        "bench/capacity_bench.py (README 'Capacity')"
+    )

@@ -19,6 +19,7 @@ from constructs_lib.facts.names import check_ecr_image_uri, check_kms_key_arn
 if TYPE_CHECKING:
     from config.settings import Settings
 
+
 @dataclass(frozen=True)
 class ConnectSettings(Section):
     """Live call transcription for Amazon Connect (docs/connect.md): the ``<prefix>-Connect``
@@ -82,38 +83,57 @@ class ConnectSettings(Section):
         p = self.problems_named("connect.")
         region, network = settings.region, settings.network
         if self.instance_arn is None:
-            p.add("instance_arn", None,
-                  "must name the Amazon Connect instance when connect.enabled=true")
+            p.add(
+                "instance_arn",
+                None,
+                "must name the Amazon Connect instance when connect.enabled=true",
+            )
         elif (match := INSTANCE_ARN_PATTERN.match(self.instance_arn)) and match.group(1) != region:
-            p.add("instance_arn", self.instance_arn,
-                  f"must be in the app's region {region} (a contact flow invokes functions of its "
-                  "own region)")
+            p.add(
+                "instance_arn",
+                self.instance_arn,
+                f"must be in the app's region {region} (a contact flow invokes functions of its "
+                "own region)",
+            )
         if not settings.voxtral.enabled:
-            p.note("connect.enabled=true needs voxtral.enabled=true (the consumers stream to the "
-                   "Voxtral endpoint)")
+            p.note(
+                "connect.enabled=true needs voxtral.enabled=true (the consumers stream to the "
+                "Voxtral endpoint)"
+            )
         # network.mode=vpc: the network makes the consumers' endpoints (SQS, EventBridge, CloudWatch
         # Logs, the DynamoDB gateway; constructs_lib/network/props.py CONNECT_*_ENDPOINTS) when it
         # makes endpoints at all; with network.create_endpoints=false an existing VPC's own
         # endpoints or NAT serve them.
         made_vpc = network.private and network.vpc_id is None
         if made_vpc and not network.create_endpoints:
-            p.note("connect.enabled=true with network.mode=vpc, no network.vpc_id and "
-                   "network.create_endpoints=false leaves the consumers no way to SQS, "
-                   "EventBridge, DynamoDB, CloudWatch Logs and ECR: the VPC this app makes has no "
-                   "route to the internet; keep network.create_endpoints=true")
+            p.note(
+                "connect.enabled=true with network.mode=vpc, no network.vpc_id and "
+                "network.create_endpoints=false leaves the consumers no way to SQS, "
+                "EventBridge, DynamoDB, CloudWatch Logs and ECR: the VPC this app makes has no "
+                "route to the internet; keep network.create_endpoints=true"
+            )
         if made_vpc and not self.kvs_vpc_endpoint:
-            p.add("kvs_vpc_endpoint", False,
-                  "must be true with network.mode=vpc and no network.vpc_id: the VPC this app "
-                  "makes has no route to the internet, so the Kinesis Video Streams interface "
-                  "endpoint is the consumers' only way to the call audio")
+            p.add(
+                "kvs_vpc_endpoint",
+                False,
+                "must be true with network.mode=vpc and no network.vpc_id: the VPC this app "
+                "makes has no route to the internet, so the Kinesis Video Streams interface "
+                "endpoint is the consumers' only way to the call audio",
+            )
         if network.private and self.kvs_vpc_endpoint and region not in KVS_ENDPOINT_REGIONS:
-            remedy = ("set it false, and call audio reaches Kinesis Video Streams through the "
-                      "subnets' egress" if network.vpc_id is not None else
-                      "name an existing VPC whose subnets have egress (network.vpc_id) and set it "
-                      "false: the VPC this app makes has none")
-            p.add("kvs_vpc_endpoint", True,
-                  f"Kinesis Video Streams has no interface VPC endpoint in {region} (it has one in "
-                  f"{', '.join(sorted(KVS_ENDPOINT_REGIONS))}): {remedy}")
+            remedy = (
+                "set it false, and call audio reaches Kinesis Video Streams through the "
+                "subnets' egress"
+                if network.vpc_id is not None
+                else "name an existing VPC whose subnets have egress (network.vpc_id) and set it "
+                "false: the VPC this app makes has none"
+            )
+            p.add(
+                "kvs_vpc_endpoint",
+                True,
+                f"Kinesis Video Streams has no interface VPC endpoint in {region} (it has one in "
+                f"{', '.join(sorted(KVS_ENDPOINT_REGIONS))}): {remedy}",
+            )
         if self.image_uri is not None:
             check_ecr_image_uri(p, "image_uri", self.image_uri, region)
         if self.stream_kms_key_arn is not None:
@@ -123,18 +143,25 @@ class ConnectSettings(Section):
             check_kms_key_arn(p, "stream_kms_key_arn", self.stream_kms_key_arn, region, alias=False)
         if self.instance_arn is not None:
             made_key = "the data key this app makes" if settings.makes_key else None
-            self.props(settings, image_directory=".",
-                       kms_key_arn=settings.encryption.kms_key_arn or made_key).problems(p)
+            self.props(
+                settings,
+                image_directory=".",
+                kms_key_arn=settings.encryption.kms_key_arn or made_key,
+            ).problems(p)
         return list(p)
 
     def props(self, settings: Settings, **kwargs: Any) -> ConnectTranscriptionProps:
         """The consumers' props: this section's, the Voxtral target they call, the app's
         retention, key and name prefix; ``kwargs`` on top."""
         on_ecs = settings.voxtral.target == "ecs"
-        given: dict[str, Any] = dict(
-            instance_arn=self.instance_arn or "",
-            endpoint_name=None if on_ecs else settings.voxtral.endpoint_name,
-            endpoint_url="wss://ecs" if on_ecs else None, region=settings.region,
-            retain_data=settings.retain_data, log_retention_days=settings.log_retention_days,
-            kms_key_arn=settings.encryption.kms_key_arn, name_prefix=settings.stack_name_prefix)
+        given: dict[str, Any] = {
+            "instance_arn": self.instance_arn or "",
+            "endpoint_name": None if on_ecs else settings.voxtral.endpoint_name,
+            "endpoint_url": "wss://ecs" if on_ecs else None,
+            "region": settings.region,
+            "retain_data": settings.retain_data,
+            "log_retention_days": settings.log_retention_days,
+            "kms_key_arn": settings.encryption.kms_key_arn,
+            "name_prefix": settings.stack_name_prefix,
+        }
         return super().props(ConnectTranscriptionProps, **{**given, **kwargs})

@@ -92,8 +92,11 @@ def convert(raw: Any, hint: Any) -> Any:
         items = raw
         if isinstance(raw, str):
             text = raw.strip()
-            items = (json.loads(text) if text.startswith("[")
-                     else [part for part in text.split(",") if part.strip()])
+            items = (
+                json.loads(text)
+                if text.startswith("[")
+                else [part for part in text.split(",") if part.strip()]
+            )
         if not isinstance(items, list):
             raise ValueError("must be a list (a JSON array, or comma-separated values)" + or_null)
         return [convert(element, item) for element in items]
@@ -101,8 +104,10 @@ def convert(raw: Any, hint: Any) -> Any:
         if not isinstance(raw, str):
             raise ValueError("must be a string" + or_null)
         if raw.strip().lower() in _NONE:
-            raise ValueError("must be set: this setting has no 'unset' value (null is allowed for "
-                             "optional settings only)")
+            raise ValueError(
+                "must be set: this setting has no 'unset' value (null is allowed for "
+                "optional settings only)"
+            )
         return raw.strip()
     raise TypeError(f"no conversion for settings of type {hint!r}")
 
@@ -122,9 +127,14 @@ CHOICES = "choices"
 DEFAULT_FROM = "default_from"
 
 
-def setting(default: Any = dataclasses.MISSING, *, key: str | None = None,
-            choices: Mapping[str, Any] | None = None, default_from: type | None = None,
-            default_factory: Any = dataclasses.MISSING) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    key: str | None = None,
+    choices: Mapping[str, Any] | None = None,
+    default_from: type | None = None,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
     """A field of a settings section, named after the props field it gives (``min_capacity``).
 
     Args:
@@ -200,8 +210,9 @@ def section_keys(section: type, prefix: str = "") -> list[SettingKey]:
 
 def known_keys(sections: Mapping[str, type]) -> dict[str, SettingKey]:
     """``{"voxtral.min_instances": SettingKey(...), ...}`` for ``{prefix: section}``."""
-    return {k.name: k for prefix, section in sections.items()
-            for k in section_keys(section, prefix)}
+    return {
+        k.name: k for prefix, section in sections.items() for k in section_keys(section, prefix)
+    }
 
 
 def field_default(section: type, name: str) -> Any:
@@ -213,12 +224,16 @@ def field_default(section: type, name: str) -> Any:
 def defaults(sections: Mapping[str, type]) -> dict[str, Any]:
     """Every setting with its default as users write it, by its flat dotted key (what
     ``cdk.json`` lists)."""
-    return {k.name: k.spell(field_default(section, k.field))
-            for prefix, section in sections.items() for k in section_keys(section, prefix)}
+    return {
+        k.name: k.spell(field_default(section, k.field))
+        for prefix, section in sections.items()
+        for k in section_keys(section, prefix)
+    }
 
 
 def is_cdk_key(key: str) -> bool:
     """CDK's own context keys (feature flags ``@aws-cdk/...``, ``aws:cdk:...``, lookups ``x:y``)
     are not settings."""
-    return (key.startswith("@") or ":" in key
-            or key in {"acknowledged-issue-numbers", "cli-telemetry"})
+    return (
+        key.startswith("@") or ":" in key or key in {"acknowledged-issue-numbers", "cli-telemetry"}
+    )

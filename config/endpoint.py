@@ -28,6 +28,7 @@ from constructs_lib.validation import Problems
 if TYPE_CHECKING:
     from config.settings import Settings
 
+
 @dataclass(frozen=True)
 class EndpointSettings(Section):
     """What every endpoint of the app has: switch, instance counts and timeouts, scaling range,
@@ -57,8 +58,9 @@ class EndpointSettings(Section):
     #: VariantInstanceProvisionTimeoutInSeconds (300-3600): with instance_pools, seconds SageMaker
     #: may spend getting capacity across them (None = 1800 s with pools, SageMaker's default
     #: without); a rolling update's time limit adds it.
-    provision_timeout_s: int | None = setting(key="instance_provision_timeout_s",
-                                              default_from=ProductionVariant)
+    provision_timeout_s: int | None = setting(
+        key="instance_provision_timeout_s", default_from=ProductionVariant
+    )
     #: Instances at creation; must lie between min_instances and max_instances.
     initial_instance_count: int = setting(default_from=ProductionVariant)
     #: ModelDataDownloadTimeoutInSeconds (60-3600).
@@ -78,34 +80,37 @@ class EndpointSettings(Section):
     #: Seconds between two scale-ins (Voxtral's must exceed the bridge's drain time, 25 s).
     scale_in_cooldown_s: int = 600
     #: Alarm (pages) above this many 5xx errors in 5 minutes.
-    errors_5xx: int = setting(key="alarm_5xx_errors",
-                              default_from=EndpointAlarmThresholds)
+    errors_5xx: int = setting(key="alarm_5xx_errors", default_from=EndpointAlarmThresholds)
     #: Alarm above this many 4xx errors in 5 minutes.
-    errors_4xx: int = setting(key="alarm_4xx_errors",
-                              default_from=EndpointAlarmThresholds)
+    errors_4xx: int = setting(key="alarm_4xx_errors", default_from=EndpointAlarmThresholds)
     #: ModelLatency p90 alarm threshold, ms (the alarm compares microseconds: x 1000).
-    model_latency_p90_ms: float = setting(key="alarm_model_latency_p90_ms",
-                                          default_from=EndpointAlarmThresholds)
+    model_latency_p90_ms: float = setting(
+        key="alarm_model_latency_p90_ms", default_from=EndpointAlarmThresholds
+    )
     #: OverheadLatency p90 alarm threshold, ms (x 1000 in the alarm).
-    overhead_latency_p90_ms: float = setting(key="alarm_overhead_latency_p90_ms",
-                                             default_from=EndpointAlarmThresholds)
+    overhead_latency_p90_ms: float = setting(
+        key="alarm_overhead_latency_p90_ms", default_from=EndpointAlarmThresholds
+    )
     #: GPU utilization alarm, percent of capacity, more than 0 and less than 100 (x GPUs in the
     #: alarm).
-    gpu_utilization_percent: float = setting(key="alarm_gpu_utilization_percent",
-                                             default_from=EndpointAlarmThresholds)
+    gpu_utilization_percent: float = setting(
+        key="alarm_gpu_utilization_percent", default_from=EndpointAlarmThresholds
+    )
     #: GPU memory alarm, percent of capacity (x GPUs in the alarm).
-    gpu_memory_percent: float = setting(key="alarm_gpu_memory_percent",
-                                        default_from=EndpointAlarmThresholds)
+    gpu_memory_percent: float = setting(
+        key="alarm_gpu_memory_percent", default_from=EndpointAlarmThresholds
+    )
     #: CPU utilization alarm, percent of capacity, more than 0 and less than 100 (x vCPUs in the
     #: alarm).
-    cpu_utilization_percent: float = setting(key="alarm_cpu_utilization_percent",
-                                             default_from=EndpointAlarmThresholds)
+    cpu_utilization_percent: float = setting(
+        key="alarm_cpu_utilization_percent", default_from=EndpointAlarmThresholds
+    )
     #: Memory alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
-    memory_percent: float = setting(key="alarm_memory_percent",
-                                    default_from=EndpointAlarmThresholds)
+    memory_percent: float = setting(
+        key="alarm_memory_percent", default_from=EndpointAlarmThresholds
+    )
     #: Disk alarm, percent, more than 0 and less than 100 (the metric runs 0-100).
-    disk_percent: float = setting(key="alarm_disk_percent",
-                                  default_from=EndpointAlarmThresholds)
+    disk_percent: float = setting(key="alarm_disk_percent", default_from=EndpointAlarmThresholds)
 
     #: The scale-in cooldown must be longer than this many seconds, and why (see VoxtralSettings).
     SCALE_IN_FLOOR: ClassVar[tuple[int, str]] = (0, "")
@@ -128,8 +133,9 @@ class EndpointSettings(Section):
         check_endpoint_name(p, "endpoint_name", self.endpoint_name)
         self.variant().problems(p)
         if self.volume_kms_key_arn is not None:
-            check_kms_key_arn(p, "volume_kms_key_arn", self.volume_kms_key_arn, settings.region,
-                              alias=True)
+            check_kms_key_arn(
+                p, "volume_kms_key_arn", self.volume_kms_key_arn, settings.region, alias=True
+            )
         # initial_instance_count is SageMaker's; an ECS service starts with its minimum task count.
         initial = self.initial_instance_count if self.target == "sagemaker" else None
         check_capacity(p, self.min_capacity, self.max_capacity, initial)

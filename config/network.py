@@ -55,22 +55,37 @@ class NetworkSettings(Section):
     def private(self) -> bool:
         return self.mode == "vpc"
 
-    def network_props(self, kms_key_arn: str | None = None, *, ecs: bool = False,
-                      connect: bool = False, agent: bool = False) -> PrivateNetworkProps:
+    def network_props(
+        self,
+        kms_key_arn: str | None = None,
+        *,
+        ecs: bool = False,
+        connect: bool = False,
+        agent: bool = False,
+    ) -> PrivateNetworkProps:
         """The private network's props; ``ecs``: a service runs on the ECS target, so the network
         also gets the endpoints ECS instances and tasks need (when it makes endpoints at all);
         ``connect`` and ``agent``: likewise for the Amazon Connect transcription consumers and
         the voice agent."""
         existing = None
         if self.vpc_id is not None:
-            existing = ExistingVpc(vpc_id=self.vpc_id, subnet_ids=self.subnet_ids,
-                                   availability_zones=self.availability_zones,
-                                   cidr=self.vpc_cidr or "", route_table_ids=self.route_table_ids)
+            existing = ExistingVpc(
+                vpc_id=self.vpc_id,
+                subnet_ids=self.subnet_ids,
+                availability_zones=self.availability_zones,
+                cidr=self.vpc_cidr or "",
+                route_table_ids=self.route_table_ids,
+            )
         made = self.create_endpoints
         return self.props(
-            PrivateNetworkProps, existing_vpc=existing, vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR,
-            kms_key_arn=kms_key_arn, ecs_endpoints=ecs and made, connect_endpoints=connect and made,
-            agent_endpoints=agent and made)
+            PrivateNetworkProps,
+            existing_vpc=existing,
+            vpc_cidr=self.vpc_cidr or DEFAULT_VPC_CIDR,
+            kms_key_arn=kms_key_arn,
+            ecs_endpoints=ecs and made,
+            connect_endpoints=connect and made,
+            agent_endpoints=agent and made,
+        )
 
     def problems(self, region: str) -> list[str]:
         p = self.problems_named("network.")
@@ -79,27 +94,42 @@ class NetworkSettings(Section):
             for key in ctx.section_keys(NetworkSettings):
                 name = key.field
                 if name != "mode" and getattr(self, name) != getattr(defaults, name):
-                    p.add(name, getattr(self, name), "set only with network.mode=vpc (public mode "
-                                                     "uses SageMaker-managed networking)")
+                    p.add(
+                        name,
+                        getattr(self, name),
+                        "set only with network.mode=vpc (public mode "
+                        "uses SageMaker-managed networking)",
+                    )
             return list(p)
-        existing_keys = {"subnet_ids": self.subnet_ids,
-                         "availability_zones": self.availability_zones,
-                         "route_table_ids": self.route_table_ids}
+        existing_keys = {
+            "subnet_ids": self.subnet_ids,
+            "availability_zones": self.availability_zones,
+            "route_table_ids": self.route_table_ids,
+        }
         if self.vpc_id is None:
             for name, value in existing_keys.items():
                 if value:
                     p.add(name, value, "set only together with network.vpc_id (an existing VPC)")
         elif self.vpc_cidr is None:
-            p.add("vpc_cidr", None, "must be the CIDR block of the VPC network.vpc_id (what its "
-                                    "endpoints let in)")
+            p.add(
+                "vpc_cidr",
+                None,
+                "must be the CIDR block of the VPC network.vpc_id (what its endpoints let in)",
+            )
         elif not self.subnet_ids:
-            p.add("subnet_ids", [],
-                  "must list the VPC's private subnets (at least two Availability Zones)")
+            p.add(
+                "subnet_ids",
+                [],
+                "must list the VPC's private subnets (at least two Availability Zones)",
+            )
         if self.vpc_id is None or (self.vpc_cidr is not None and self.subnet_ids):
             self.network_props().problems(p, region)
         if self.require_source_vpce and not self.create_endpoints:
-            p.add("require_source_vpce", True,
-                  "needs network.create_endpoints=true (the runtime endpoint made here)")
+            p.add(
+                "require_source_vpce",
+                True,
+                "needs network.create_endpoints=true (the runtime endpoint made here)",
+            )
         return list(p)
 
 
@@ -123,6 +153,9 @@ class EncryptionSettings(Section):
         if self.kms_key_arn is not None:
             check_kms_key_arn(p, "kms_key_arn", self.kms_key_arn, region, alias=False)
             if self.create_key:
-                p.add("create_key", True,
-                      "must be false or null with encryption.kms_key_arn (one key)")
+                p.add(
+                    "create_key",
+                    True,
+                    "must be false or null with encryption.kms_key_arn (one key)",
+                )
         return list(p)

@@ -10,6 +10,7 @@ field again with a plain value changes only its default; the key and choices sta
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ class Section:
         super().__init_subclass__(**kwargs)
         is_dataclass = dataclasses.is_dataclass(cls)  # a subclass of a section: the base's fields
         inherited = {f.name: f for f in dataclasses.fields(cls)} if is_dataclass else {}
-        for name in cls.__dict__.get("__annotations__", {}):
+        for name in inspect.get_annotations(cls):
             value = cls.__dict__.get(name, dataclasses.MISSING)
             # What a field declared again keeps of the base's: its key and choices, not where its
             # default was.
@@ -65,8 +66,9 @@ def _take_default(cls: type, name: str, declared: dataclasses.Field, source: typ
     found = {f.name: f for f in dataclasses.fields(source)}.get(name)
     missing = dataclasses.MISSING
     if found is None or (found.default is missing and found.default_factory is missing):
-        raise TypeError(f"{cls.__name__}.{name}: {source.__name__} declares no default for "
-                        f"{name!r}")
+        raise TypeError(
+            f"{cls.__name__}.{name}: {source.__name__} declares no default for {name!r}"
+        )
     declared.default, declared.default_factory = found.default, found.default_factory
 
 
@@ -79,7 +81,8 @@ class SectionProblems(Problems):
     def __init__(self, prefix: str, section: type) -> None:
         self._keys = {k.field: k for k in ctx.section_keys(section, prefix)}
         super().__init__(
-            name=lambda prop: self._keys[prop].name if prop in self._keys else prefix + prop)
+            name=lambda prop: self._keys[prop].name if prop in self._keys else prefix + prop
+        )
 
     def ref(self, prop: str, value: Any) -> str:
         key = self._keys.get(prop)

@@ -27,13 +27,13 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, get_type_hints
+from typing import Any, get_type_hints
 
 from config import context as ctx
 from config.agent import DEFAULT_LLM_MODEL_ID, AgentSettings
 from config.capacity_plan import CapacityPlan, plan_capacity
-from config.context import setting
 from config.connect import ConnectSettings
+from config.context import setting
 from config.ecs import EcsSettings
 from config.endpoint import EndpointSettings
 from config.models import SONIC_MODEL_PACKAGES
@@ -46,9 +46,21 @@ from constructs_lib.sagemaker_endpoint.props import RealtimeEndpointProps, check
 from constructs_lib.validation import Problems, show
 
 __all__ = [
-    "DEFAULT_LLM_MODEL_ID", "KNOWN_KEYS", "SECTIONS", "AgentSettings", "CapacityPlan",
-    "ConnectSettings", "EcsSettings", "EncryptionSettings", "EndpointSettings", "NetworkSettings",
-    "Settings", "SettingsError", "SonicSettings", "VoxtralSettings", "default_context",
+    "DEFAULT_LLM_MODEL_ID",
+    "KNOWN_KEYS",
+    "SECTIONS",
+    "AgentSettings",
+    "CapacityPlan",
+    "ConnectSettings",
+    "EcsSettings",
+    "EncryptionSettings",
+    "EndpointSettings",
+    "NetworkSettings",
+    "Settings",
+    "SettingsError",
+    "SonicSettings",
+    "VoxtralSettings",
+    "default_context",
     "load_settings",
 ]
 
@@ -58,8 +70,10 @@ class SettingsError(ValueError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__("Invalid settings (cdk.json context or -c key=value):\n"
-                         + "\n".join(f"  - {p}" for p in problems))
+        super().__init__(
+            "Invalid settings (cdk.json context or -c key=value):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
 
 
 #: The capacity plan of :class:`Settings` before :func:`load_settings` works it out (no instance
@@ -140,49 +154,69 @@ class Settings(Section):
         if not REGION_RE.fullmatch(self.region):
             p.add("region", self.region, "must be an AWS region code such as 'us-east-1'")
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,63}", self.stack_name_prefix):
-            p.add("stack_name_prefix", self.stack_name_prefix,
-                  "must start with a letter; letters, digits and '-' only")
+            p.add(
+                "stack_name_prefix",
+                self.stack_name_prefix,
+                "must start with a letter; letters, digits and '-' only",
+            )
         check_log_retention_days(p, "log_retention_days", self.log_retention_days)
         if self.alarm_email is not None:
             check_email(p, "alarm_email", self.alarm_email)
         if not self.voxtral.enabled and not self.sonic.enabled:
-            p.note("voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be "
-                   "enabled")
+            p.note(
+                "voxtral.enabled=false and sonic.enabled=false: at least one endpoint must be "
+                "enabled"
+            )
         problems = [*p, *self.network.problems(self.region), *self.encryption.problems(self.region)]
         if self.encryption.repository and not self.uses_key:
-            problems.append("encryption.repository=true: needs a key (encryption.kms_key_arn or "
-                            "encryption.create_key)")
+            problems.append(
+                "encryption.repository=true: needs a key (encryption.kms_key_arn or "
+                "encryption.create_key)"
+            )
         for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
             if endpoint.enabled:
                 problems += endpoint.problems(section, self)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
             problems += self.ecs.problems(self)
             if self.network.private and self.ecs.internet_facing:
-                problems.append("ecs.load_balancer='internet_facing' with network.mode='vpc': the "
-                                "private network has no internet gateway; use "
-                                "ecs.load_balancer='internal' (callers reach it from the VPC, "
-                                "peered networks or on premises), or network.mode='public'")
+                problems.append(
+                    "ecs.load_balancer='internet_facing' with network.mode='vpc': the "
+                    "private network has no internet gateway; use "
+                    "ecs.load_balancer='internal' (callers reach it from the VPC, "
+                    "peered networks or on premises), or network.mode='public'"
+                )
         elif self.sonic_on_ecs:
             problems += self.ecs.shared_problems(self)
         problems += self.connect.problems(self)
         problems += self.agent.problems(self)
-        if (self.voxtral.enabled and self.sonic.enabled
-                and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower()):
-            problems.append(f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ "
-                            "from voxtral.endpoint_name (endpoint names are unique per account and "
-                            "region, case-insensitively)")
+        if (
+            self.voxtral.enabled
+            and self.sonic.enabled
+            and self.voxtral.endpoint_name.lower() == self.sonic.endpoint_name.lower()
+        ):
+            problems.append(
+                f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ "
+                "from voxtral.endpoint_name (endpoint names are unique per account and "
+                "region, case-insensitively)"
+            )
         return problems
 
 
 # --- Parsing --------------------------------------------------------------------------------------
 
+
 def _sections() -> dict[str, type]:
     """``{"": Settings, "voxtral.": VoxtralSettings, ...}``: the sections are the fields of
     :class:`Settings` whose type is a dataclass (the capacity plan aside: it is no section)."""
     hints = get_type_hints(Settings)
-    return {"": Settings, **{f"{f.name}.": hints[f.name] for f in dataclasses.fields(Settings)
-                             if dataclasses.is_dataclass(hints[f.name])
-                             and not f.metadata.get("derived")}}
+    return {
+        "": Settings,
+        **{
+            f"{f.name}.": hints[f.name]
+            for f in dataclasses.fields(Settings)
+            if dataclasses.is_dataclass(hints[f.name]) and not f.metadata.get("derived")
+        },
+    }
 
 
 #: Each section by the prefix of its keys (the keys of :class:`Settings` itself have none).
@@ -219,8 +253,11 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         key = KNOWN_KEYS.get(name)
         if key is None:
             close = difflib.get_close_matches(name, KNOWN_KEYS, n=1, cutoff=0.6)
-            hint = (f"; did you mean '{close[0]}'?" if close
-                    else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}")
+            hint = (
+                f"; did you mean '{close[0]}'?"
+                if close
+                else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
+            )
             problems.append(f"unknown setting '{name}'{hint}")
             continue
         try:
@@ -228,8 +265,9 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         except ValueError as error:
             problems.append(f"{name}={show(raw)}: {error}")
 
-    sections = {prefix[:-1]: section(**values[prefix])
-                for prefix, section in SECTIONS.items() if prefix}
+    sections = {
+        prefix[:-1]: section(**values[prefix]) for prefix, section in SECTIONS.items() if prefix
+    }
     plan = plan_capacity(sections["voxtral"], sections["ecs"].instance_type)
     settings = Settings(**values[""], **sections, capacity_plan=plan)
     # Validate even when some keys failed to convert (they keep their defaults), so one run reports

@@ -51,11 +51,16 @@ MAX_TYPE_CELL = 40
 #: The first paragraph of a section's docstring introduces it, except where this says otherwise.
 INTROS = {"": "Keys without a prefix: the whole app's."}
 #: Heading of each section, by its key prefix.
-TITLES = {"": "General", "voxtral.": "`voxtral.*`: speech to text",
-          "sonic.": "`sonic.*`: text to speech", "ecs.": "`ecs.*`: the self-managed GPU target",
-          "network.": "`network.*`: where the endpoints run",
-          "encryption.": "`encryption.*`: the data key", "connect.": "`connect.*`: Amazon Connect",
-          "agent.": "`agent.*`: the voice agent"}
+TITLES = {
+    "": "General",
+    "voxtral.": "`voxtral.*`: speech to text",
+    "sonic.": "`sonic.*`: text to speech",
+    "ecs.": "`ecs.*`: the self-managed GPU target",
+    "network.": "`network.*`: where the endpoints run",
+    "encryption.": "`encryption.*`: the data key",
+    "connect.": "`connect.*`: Amazon Connect",
+    "agent.": "`agent.*`: the voice agent",
+}
 
 
 def type_text(hint: Any) -> str:
@@ -118,8 +123,14 @@ def user_text(text: str) -> str:
 
 def _item(text: str) -> list[str]:
     """A list item, wrapped at :data:`MAX_LINE` with a two-space hanging indent."""
-    return textwrap.wrap(text, MAX_LINE, initial_indent="- ", subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(
+        text,
+        MAX_LINE,
+        initial_indent="- ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def generated() -> str:
@@ -129,8 +140,15 @@ def generated() -> str:
         intro = inspect.cleandoc(section.__doc__ or "").split("\n\n")[0]
         doc = (INTROS.get(prefix) or user_text(intro)).replace("\n", " ")
         intro_lines = textwrap.wrap(doc, MAX_LINE, break_on_hyphens=False)
-        out += ["", f"## {TITLES[prefix]}", "", *intro_lines, "", "| Key | Type | Default |",
-                "| --- | --- | --- |"]
+        out += [
+            "",
+            f"## {TITLES[prefix]}",
+            "",
+            *intro_lines,
+            "",
+            "| Key | Type | Default |",
+            "| --- | --- | --- |",
+        ]
         items: list[str] = []
         for setting in ctx.section_keys(section, prefix):
             key, kind = setting.name, type_text(setting.hint)
@@ -169,10 +187,12 @@ def render_cdk_json(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m config.settings_doc",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if docs/settings.md or cdk.json is out of date")
+    parser = argparse.ArgumentParser(
+        prog="python -m config.settings_doc", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/settings.md or cdk.json is out of date"
+    )
     args = parser.parse_args(argv)
     stale = []
     for path, render_file in ((PAGE, render), (CDK_JSON, render_cdk_json)):

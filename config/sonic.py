@@ -76,53 +76,80 @@ class SonicSettings(EndpointSettings):
         for key, spec in self.instance_specs(p):
             if spec.family in SONIC_INSTANCE_FAMILIES or spec.name in SONIC_EXTRA_INSTANCE_TYPES:
                 continue
-            p.add(key, spec.name,
-                  "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or "
-                  "larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge")
+            p.add(
+                key,
+                spec.name,
+                "the Sonic 3.6 model package supports ml.g6e.xlarge or larger, ml.g7e.2xlarge or "
+                "larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge",
+            )
         if self.model_package_arn is None:
             if region not in SONIC_MODEL_PACKAGES:
                 known = ", ".join(SONIC_MODEL_PACKAGES)
-                p.note(f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic "
-                       f"model package ARN is known only for {known}; set "
-                       "sonic.model_package_arn to the ARN from the Marketplace listing for your "
-                       "region, or set sonic.enabled=false")
+                p.note(
+                    f"{p.ref('model_package_arn', None)} with region={show(region)}: the Sonic "
+                    f"model package ARN is known only for {known}; set "
+                    "sonic.model_package_arn to the ARN from the Marketplace listing for your "
+                    "region, or set sonic.enabled=false"
+                )
         else:
             check_model_package_arn(p, "model_package_arn", self.model_package_arn, region)
-        check_target_value(p, "target_value", self.target_value,
-                           "per instance: invocations per minute, or concurrent requests")
+        check_target_value(
+            p,
+            "target_value",
+            self.target_value,
+            "per instance: invocations per minute, or concurrent requests",
+        )
 
     def _ecs_problems(self, p: Problems, region: str) -> None:
         """Sonic on ECS: the licensed image, its port and health path, a GPU instance type,
         requests-based scaling. The Marketplace package and its instance families do not apply."""
         if self.image_uri is None:
-            p.add("image_uri", None,
-                  "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
-                  "provides, in ECR (it is not public; README 'Sonic on ECS')")
+            p.add(
+                "image_uri",
+                None,
+                "must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
+                "provides, in ECR (it is not public; README 'Sonic on ECS')",
+            )
         else:
-            check_regional_arn(p, "image_uri", self.image_uri, ECR_IMAGE_RE,
-                               "a private ECR image "
-                               "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
-                               "'...@sha256:<digest>' (copy the licensed image into your account's "
-                               "ECR)", region, "image",
-                               "; the tasks pull it through the Region's ECR endpoints")
+            check_regional_arn(
+                p,
+                "image_uri",
+                self.image_uri,
+                ECR_IMAGE_RE,
+                "a private ECR image "
+                "'<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>' or "
+                "'...@sha256:<digest>' (copy the licensed image into your account's "
+                "ECR)",
+                region,
+                "image",
+                "; the tasks pull it through the Region's ECR endpoints",
+            )
         check_container_port(p, "container_port", self.container_port)
         check_health_path(p, "health_path", self.health_path)
         check_gpu_instance_type(p, "ecs_instance_type", self.ecs_instance_type)
         if self.scaling_metric != "invocations_per_instance":
-            p.add("scaling_metric", self.scaling_metric,
-                  "must be 'invocations_per_instance' with sonic.target='ecs' (the load balancer's "
-                  "requests per task per minute; it has no count of requests in flight)")
+            p.add(
+                "scaling_metric",
+                self.scaling_metric,
+                "must be 'invocations_per_instance' with sonic.target='ecs' (the load balancer's "
+                "requests per task per minute; it has no count of requests in flight)",
+            )
         check_target_value(p, "target_value", self.target_value, "requests per task per minute")
 
     def ecs_capacity(self, ecs: EcsSettings) -> GpuCapacity:
         """The GPU capacity of Sonic's ECS service: its own instance type and task range, the
         shared ecs.* rest."""
-        return ecs.props(GpuCapacity, instance_type=self.ecs_instance_type,
-                         min_tasks=self.min_capacity, max_tasks=self.max_capacity)
+        return ecs.props(
+            GpuCapacity,
+            instance_type=self.ecs_instance_type,
+            min_tasks=self.min_capacity,
+            max_tasks=self.max_capacity,
+        )
 
     def ecs_load_balancing(self, ecs: EcsSettings) -> LoadBalancing:
         """Always internal, with ecs.certificate_arn for HTTPS: the bearer token is checked by
         our bridge, which Sonic's container does not have, so its load balancer takes callers
         from the caller CIDRs only."""
-        return LoadBalancing(internet_facing=False, certificate_arn=ecs.certificate_arn,
-                             require_token=False)
+        return LoadBalancing(
+            internet_facing=False, certificate_arn=ecs.certificate_arn, require_token=False
+        )

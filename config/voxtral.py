@@ -121,16 +121,20 @@ class VoxtralSettings(EndpointSettings):
     #: start.
     gpu_memory_percent: float = 97.0
     #: The bridge's TimeToFirstDelta p90 alarm threshold, ms.
-    time_to_first_delta_p90_ms: float = setting(key="alarm_time_to_first_delta_p90_ms",
-                                                default_from=BridgeAlarmThresholds)
+    time_to_first_delta_p90_ms: float = setting(
+        key="alarm_time_to_first_delta_p90_ms", default_from=BridgeAlarmThresholds
+    )
     #: Alarm when live streams per instance reach this fraction of the stream cap.
-    active_streams_fraction: float = setting(key="alarm_active_streams_fraction",
-                                             default_from=BridgeAlarmThresholds)
+    active_streams_fraction: float = setting(
+        key="alarm_active_streams_fraction", default_from=BridgeAlarmThresholds
+    )
 
     #: The bridge drains open streams for DRAIN_S after SIGTERM: one drain must end before the next
     #: scale-in.
     SCALE_IN_FLOOR: ClassVar[tuple[int, str]] = (
-        BRIDGE_DRAIN_S, f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)")
+        BRIDGE_DRAIN_S,
+        f" (longer than the bridge's drain time, DRAIN_S={BRIDGE_DRAIN_S} s)",
+    )
 
     def model_prefix_key(self) -> str:
         """Key prefix of the weights inside the stack's model bucket (no leading, one trailing
@@ -146,11 +150,15 @@ class VoxtralSettings(EndpointSettings):
 
     def bridge_thresholds(self, plan: CapacityPlan) -> BridgeAlarmThresholds:
         """The bridge's alarm thresholds, at the plan's stream cap (the smallest, with pools)."""
-        return self.props(BridgeAlarmThresholds, stream_cap=plan.streams_per_instance,
-                          caps_differ=plan.caps_differ)
+        return self.props(
+            BridgeAlarmThresholds,
+            stream_cap=plan.streams_per_instance,
+            caps_differ=plan.caps_differ,
+        )
 
-    def image_compatibility(self, container_dir: Path = BRIDGE_CONTAINER_DIR
-                            ) -> cuda_compat.Compatibility:
+    def image_compatibility(
+        self, container_dir: Path = BRIDGE_CONTAINER_DIR
+    ) -> cuda_compat.Compatibility:
         """Whether the image's CUDA runs on ``inference_ami_version``'s driver
         (constructs_lib/facts/cuda_compat.py): the image is ``image_uri`` when set, else the base
         image of ``container_dir/Dockerfile`` (the asset built at synth). INCOMPATIBLE is a settings
@@ -161,8 +169,9 @@ class VoxtralSettings(EndpointSettings):
         else:
             image = bridge_base_image(container_dir)
             source = f"the base image of {container_dir.name}/Dockerfile"
-        return cuda_compat.check_image(image, source, self.inference_ami_version,
-                                       self.instance_type)
+        return cuda_compat.check_image(
+            image, source, self.inference_ami_version, self.instance_type
+        )
 
     def rolling_update(self) -> RollingUpdate:
         return self.props(RollingUpdate)
@@ -186,21 +195,30 @@ class VoxtralSettings(EndpointSettings):
         each)."""
         for key, spec in specs:
             if spec.gpus == 0:
-                p.add(key, spec.name,
-                      f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})")
+                p.add(
+                    key,
+                    spec.name,
+                    f"has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})",
+                )
             elif spec.gpus > 1 and self.target != "ecs":
                 # The container starts one vLLM without tensor parallelism: it uses one GPU. The GPU
                 # alarms scale by the instance's GPUs (instance_types.alarm_capacity), so they would
                 # also never fire.
-                single = [name for name, other in instance_types.CATALOGUE.items()
-                          if other.gpu_model == spec.gpu_model and other.gpus == 1]
+                single = [
+                    name
+                    for name, other in instance_types.CATALOGUE.items()
+                    if other.gpu_model == spec.gpu_model and other.gpus == 1
+                ]
                 choice = f"a one-GPU type ({', '.join(single)})" if single else "a one-GPU type"
-                p.add(key, spec.name,
-                      f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
-                      f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
-                      f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by "
-                      "voicectl capacity --compare, or voxtral.target=ecs, which runs one task per "
-                      "GPU")
+                p.add(
+                    key,
+                    spec.name,
+                    f"has {spec.gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
+                    f"{spec.gpus - 1} would idle (billed, and the GPU alarms, scaled by "
+                    f"{spec.gpus} GPUs, could never fire): choose {choice}, ranked by "
+                    "voicectl capacity --compare, or voxtral.target=ecs, which runs one task per "
+                    "GPU",
+                )
 
     def _model_problems(self, p: Problems, region: str) -> None:
         """The model, its weights and image, vLLM's sizes, the hub token."""
@@ -213,35 +231,54 @@ class VoxtralSettings(EndpointSettings):
         if compatibility.verdict is cuda_compat.Verdict.INCOMPATIBLE:
             p.add("inference_ami_version", self.inference_ami_version, compatibility.reason)
         if self.max_model_len < 1:
-            p.add("max_model_len", self.max_model_len,
-                  "must be a positive whole number (tokens; 12.5 per second of audio)")
+            p.add(
+                "max_model_len",
+                self.max_model_len,
+                "must be a positive whole number (tokens; 12.5 per second of audio)",
+            )
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
-            p.add("gpu_memory_utilization", self.gpu_memory_utilization,
-                  "must be between 0.1 and 0.98")
+            p.add(
+                "gpu_memory_utilization",
+                self.gpu_memory_utilization,
+                "must be between 0.1 and 0.98",
+            )
         check_revision(p, "model_revision", self.model_revision)
         if self.stage_model and self.model_s3_uri is not None:
-            p.note(f"{p.ref('stage_model', True)} with {p.ref('model_s3_uri', self.model_s3_uri)}: "
-                   "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or "
-                   "set voxtral.stage_model=false")
+            p.note(
+                f"{p.ref('stage_model', True)} with {p.ref('model_s3_uri', self.model_s3_uri)}: "
+                "staging writes into the stack's model bucket; unset voxtral.model_s3_uri or "
+                "set voxtral.stage_model=false"
+            )
         if self.hf_token_secret_arn is not None:
             check_secret_arn(p, "hf_token_secret_arn", self.hf_token_secret_arn, region)
         if self.hf_token_secret_kms_key_arn is not None:
-            check_hub_token_key(p, "hf_token_secret_kms_key_arn", self.hf_token_secret_kms_key_arn,
-                                "hf_token_secret_arn", self.hf_token_secret_arn is not None, region)
+            check_hub_token_key(
+                p,
+                "hf_token_secret_kms_key_arn",
+                self.hf_token_secret_kms_key_arn,
+                "hf_token_secret_arn",
+                self.hf_token_secret_arn is not None,
+                region,
+            )
 
     def _kv_cache_problems(self, p: Problems, specs: Specs) -> None:
         """An unknown KV-cache type; FP8 on a GPU that cannot run it (each type the endpoint may
         run: with target=ecs the ECS type, which EcsSettings names)."""
         if self.kv_cache_dtype not in capacity.KV_CACHE_DTYPE_BYTES:
-            p.add("kv_cache_dtype", self.kv_cache_dtype,
-                  "must be 'auto' (the model's BF16) or 'fp8' (vLLM --kv-cache-dtype)")
+            p.add(
+                "kv_cache_dtype",
+                self.kv_cache_dtype,
+                "must be 'auto' (the model's BF16) or 'fp8' (vLLM --kv-cache-dtype)",
+            )
         elif self.kv_cache_dtype == "fp8" and self.target != "ecs":
             for key, spec in specs:
                 reason = capacity.fp8_kv_cache_problem(spec.gpu_model)
                 if reason is not None:
-                    p.note(f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, spec.name)}: "
-                           f"{reason}; set voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper "
-                           "type (ml.p5.4xlarge)")
+                    p.note(
+                        f"{p.ref('kv_cache_dtype', 'fp8')} with {p.ref(key, spec.name)}: "
+                        f"{reason}; set voxtral.kv_cache_dtype=auto, or choose a one-GPU Hopper "
+                        "type (ml.p5.4xlarge)"
+                    )
 
     def _fit_problems(self, p: Problems, specs: Specs, plan: CapacityPlan) -> None:
         """For each type the endpoint may run, at that type's own stream cap (with pools, each pool
@@ -252,10 +289,13 @@ class VoxtralSettings(EndpointSettings):
             if not spec.gpus or fitted is None or fitted.fit >= planned.stream_cap:
                 continue
             asked = self.stream_cap
-            advice = ("lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
-                      "voxtral.max_num_seqs=auto" if asked != "auto" else
-                      "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with "
-                      "more memory")
+            advice = (
+                "lower max_num_seqs or max_model_len, choose a GPU with more memory, or set "
+                "voxtral.max_num_seqs=auto"
+                if asked != "auto"
+                else "raise gpu_memory_utilization, lower max_model_len, or choose a GPU with "
+                "more memory"
+            )
             gib = 2**30
             p.note(
                 f"{p.ref(key, spec.name)} with {p.ref('max_model_len', self.max_model_len)} "
@@ -276,33 +316,48 @@ class VoxtralSettings(EndpointSettings):
         if delay is None:
             return
         if delay not in VOXTRAL_TRANSCRIPTION_DELAYS_MS:
-            p.add("transcription_delay_ms", delay,
-                  "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
-                  "Realtime model card allows, 480 recommended), or null for the checkpoint's own")
+            p.add(
+                "transcription_delay_ms",
+                delay,
+                "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
+                "Realtime model card allows, 480 recommended), or null for the checkpoint's own",
+            )
             return
         floor_ms = first_delta_floor_ms(delay)
         threshold = self.time_to_first_delta_p90_ms
         if threshold <= floor_ms:
-            p.note(f"{p.ref('time_to_first_delta_p90_ms', threshold)} with "
-                   f"{p.ref('transcription_delay_ms', delay)}: vLLM sends a stream's first "
-                   f"delta only after {floor_ms:g} ms of audio (the delay, one 80 ms token and "
-                   "the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
-                   f"threshold above {floor_ms:g} ms, leaving room for the prefill and the "
-                   "callers' chunks, or choose a shorter delay")
+            p.note(
+                f"{p.ref('time_to_first_delta_p90_ms', threshold)} with "
+                f"{p.ref('transcription_delay_ms', delay)}: vLLM sends a stream's first "
+                f"delta only after {floor_ms:g} ms of audio (the delay, one 80 ms token and "
+                "the 2.5 ms look-ahead), so the alarm would fire on every stream; raise the "
+                f"threshold above {floor_ms:g} ms, leaving room for the prefill and the "
+                "callers' chunks, or choose a shorter delay"
+            )
 
     def _operations_problems(self, p: Problems) -> None:
         """Rolling updates, the scaling target and the alarms that depend on vLLM's settings."""
         self.rolling_update().problems(p)
         fraction, alarm = self.scaling_target_fraction, self.active_streams_fraction
         if not 0 < fraction <= 1:
-            p.add("scaling_target_fraction", fraction, "must be more than 0 and at most 1 (live "
-                  f"streams per instance as a fraction of {p.name('stream_cap')})")
+            p.add(
+                "scaling_target_fraction",
+                fraction,
+                "must be more than 0 and at most 1 (live "
+                f"streams per instance as a fraction of {p.name('stream_cap')})",
+            )
         elif 0 < alarm <= 1 and alarm <= fraction:
-            p.add("active_streams_fraction", alarm,
-                  f"must be more than {p.ref('scaling_target_fraction', fraction)} and at most 1, "
-                  "or the alarm fires whenever autoscaling holds its target")
+            p.add(
+                "active_streams_fraction",
+                alarm,
+                f"must be more than {p.ref('scaling_target_fraction', fraction)} and at most 1, "
+                "or the alarm fires whenever autoscaling holds its target",
+            )
         reserved = self.gpu_memory_utilization * 100
         if 0 < self.gpu_memory_percent < 100 and self.gpu_memory_percent <= reserved:
-            p.add("gpu_memory_percent", self.gpu_memory_percent,
-                  f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM "
-                  "reserves that much GPU memory at start, so the alarm would always fire")
+            p.add(
+                "gpu_memory_percent",
+                self.gpu_memory_percent,
+                f"must be above {p.name('gpu_memory_utilization')} x 100 = {reserved:g}: vLLM "
+                "reserves that much GPU memory at start, so the alarm would always fire",
+            )

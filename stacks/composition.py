@@ -39,8 +39,8 @@ from aws_cdk import (
 )
 from constructs import Construct, IDependable
 
-from config.models import BRIDGE_DRAIN_S
 from config.capacity_plan import CapacityPlan
+from config.models import BRIDGE_DRAIN_S
 from config.settings import EndpointSettings, Settings, VoxtralSettings
 from constructs_lib.artifacts.model_staging import ModelStaging, ModelStagingProps
 from constructs_lib.ecs_service.service import GpuEcsService
@@ -314,10 +314,16 @@ def voxtral_tracking(settings: Settings) -> TargetTracking:
     voxtral, plan = settings.voxtral, settings.capacity_plan
     metrics = BridgeMetrics(voxtral.namespace, voxtral.endpoint_name)
     if plan.caps_differ:
-        return voxtral.props(TargetTracking, metric=metrics.metric_stream_cap_used_per_instance(),
-                             target_value=plan.stream_cap_used_target)
-    return voxtral.props(TargetTracking, metric=metrics.metric_active_streams_per_instance(),
-                         target_value=plan.streams_target)
+        return voxtral.props(
+            TargetTracking,
+            metric=metrics.metric_stream_cap_used_per_instance(),
+            target_value=plan.stream_cap_used_target,
+        )
+    return voxtral.props(
+        TargetTracking,
+        metric=metrics.metric_active_streams_per_instance(),
+        target_value=plan.streams_target,
+    )
 
 
 def pool_environment(settings: Settings) -> dict[str, dict[str, str]]:
@@ -348,8 +354,11 @@ def bridge_environment(settings: Settings, instance_type: str | None = None) -> 
     (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
     voxtral = settings.voxtral
-    planned = (settings.capacity_plan.of(instance_type) if instance_type is not None
-               else settings.capacity_plan.first)
+    planned = (
+        settings.capacity_plan.of(instance_type)
+        if instance_type is not None
+        else settings.capacity_plan.first
+    )
     fitted = planned.capacity
     return BridgeEnvironment(
         vllm_model="/opt/ml/model",
@@ -387,9 +396,12 @@ def container_environment(settings: Settings, instance_type: str | None = None) 
     """Environment of the SageMaker Model's bridge container on ``instance_type``:
     :func:`bridge_environment`, the endpoint and variant its metrics are named by, and its drain
     after SIGTERM (the scale-in cooldown is longer)."""
-    return dataclasses.replace(bridge_environment(settings, instance_type),
-                               endpoint_name=settings.voxtral.endpoint_name, variant_name=VARIANT_NAME,
-                               drain_s=BRIDGE_DRAIN_S).to_env()
+    return dataclasses.replace(
+        bridge_environment(settings, instance_type),
+        endpoint_name=settings.voxtral.endpoint_name,
+        variant_name=VARIANT_NAME,
+        drain_s=BRIDGE_DRAIN_S,
+    ).to_env()
 
 
 # --- ECS services -------------------------------------------------------------------------------

@@ -48,10 +48,15 @@ class OperationsStack(Stack):
         # On the ECS target a service's stack has a dashboard of its own (its load balancer's
         # metrics need its ids).
         if voxtral.enabled and voxtral.target == "sagemaker":
-            endpoints.append(voxtral.props(
-                DashboardEndpoint, title="Voxtral speech to text", thresholds=voxtral.thresholds(),
-                bridge=voxtral.bridge_thresholds(settings.capacity_plan),
-                scaling_target=settings.capacity_plan.streams_target))
+            endpoints.append(
+                voxtral.props(
+                    DashboardEndpoint,
+                    title="Voxtral speech to text",
+                    thresholds=voxtral.thresholds(),
+                    bridge=voxtral.bridge_thresholds(settings.capacity_plan),
+                    scaling_target=settings.capacity_plan.streams_target,
+                )
+            )
         if sonic.enabled and sonic.target == "sagemaker":
             endpoints.append(
                 sonic.props(

@@ -56,6 +56,8 @@ class SonicStack(Stack):
             container=ModelPackageContainer(settings.sonic_model_package_arn),
             description="Cartesia Sonic text-to-speech",
             invoke_actions=[INVOKE, INVOKE_WITH_RESPONSE_STREAM],
-            tracking=sonic.props(TargetTracking, predefined_metric=SONIC_SCALING_METRICS[sonic.scaling_metric]),
+            tracking=sonic.props(
+                TargetTracking, predefined_metric=SONIC_SCALING_METRICS[sonic.scaling_metric]
+            ),
             outputs={"ModelPackageArn": (settings.sonic_model_package_arn, "Model package")},
         )

@@ -57,7 +57,8 @@ class VoxtralEcsStack(Stack):
         weights, _, staging = model_weights(self, voxtral, artifacts, foundation)
         image, repository_arn = self._image(artifacts)
         self.service = GpuEcsServiceWithBridge(
-            self, "Service",
+            self,
+            "Service",
             GpuEcsServiceWithBridgeProps(
                 service_name=voxtral.endpoint_name,
                 image=image,

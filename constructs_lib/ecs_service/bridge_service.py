@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import functools
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import (
+    Acknowledgment,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Validations,
+    aws_cloudwatch as cloudwatch,
+    aws_ecs as ecs,
+    aws_iam as iam,
+    aws_secretsmanager as secretsmanager,
+)
 from constructs import Construct
 
 from constructs_lib.ecs_service.monitoring import bridge_alarm_rules_on_ecs, bridge_dashboard_rows
@@ -82,14 +88,18 @@ class GpuEcsServiceWithBridge(GpuEcsService):
     SERVES = "bridge"
     _props: GpuEcsServiceWithBridgeProps
 
-    def __init__(self, scope: Construct, construct_id: str,
-                 props: GpuEcsServiceWithBridgeProps) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, props: GpuEcsServiceWithBridgeProps
+    ) -> None:
         super().__init__(scope, construct_id, props)
-        self.task_definition.add_volume(name=WEIGHTS_VOLUME,
-                                        host=ecs.Host(source_path=HOST_CACHE_DIR))
-        self.container.add_mount_points(ecs.MountPoint(container_path=CONTAINER_CACHE_DIR,
-                                                       source_volume=WEIGHTS_VOLUME,
-                                                       read_only=False))
+        self.task_definition.add_volume(
+            name=WEIGHTS_VOLUME, host=ecs.Host(source_path=HOST_CACHE_DIR)
+        )
+        self.container.add_mount_points(
+            ecs.MountPoint(
+                container_path=CONTAINER_CACHE_DIR, source_volume=WEIGHTS_VOLUME, read_only=False
+            )
+        )
         task_role = self.task_definition.task_role
         self._grant_model_read(task_role)
         grant_put_metrics(task_role, props.bridge.namespace)
@@ -103,14 +113,16 @@ class GpuEcsServiceWithBridge(GpuEcsService):
     def bridge_metrics(self) -> BridgeMetrics:
         """The bridge's metrics of this service (EndpointName ``service_name``, VariantName
         :data:`ECS_VARIANT_NAME`)."""
-        return BridgeMetrics(self._props.bridge.namespace, self._props.service_name,
-                             ECS_VARIANT_NAME)
+        return BridgeMetrics(
+            self._props.bridge.namespace, self._props.service_name, ECS_VARIANT_NAME
+        )
 
     def dashboard_rows(self, title: str) -> list[list[cloudwatch.IWidget]]:
         """Dashboard rows of the service with the bridge
         (:func:`~constructs_lib.ecs_service.monitoring.bridge_dashboard_rows`)."""
-        return bridge_dashboard_rows(title, self._props, self.metrics, self.bridge_metrics,
-                                     self.rules)
+        return bridge_dashboard_rows(
+            title, self._props, self.metrics, self.bridge_metrics, self.rules
+        )
 
     # --- The service's extension points ---------------------------------------------------------
 
@@ -138,13 +150,19 @@ class GpuEcsServiceWithBridge(GpuEcsService):
         ping = f"http://127.0.0.1:{props.container_port}{props.health_path}"
         health_check = ecs.HealthCheck(
             # The image has Python (vLLM's); curl is not guaranteed.
-            command=["CMD-SHELL", f"python3 -c \"import urllib.request; urllib.request.urlopen("
-                                  f"'{ping}', timeout=2)\" || exit 1"],
-            interval=Duration.seconds(15), timeout=Duration.seconds(5), retries=3,
+            command=[
+                "CMD-SHELL",
+                f'python3 -c "import urllib.request; urllib.request.urlopen('
+                f"'{ping}', timeout=2)\" || exit 1",
+            ],
+            interval=Duration.seconds(15),
+            timeout=Duration.seconds(5),
+            retries=3,
             start_period=CONTAINER_HEALTH_START_PERIOD,
         )
-        return ContainerSettings(environment=environment, secrets=secrets,
-                                 health_check=health_check)
+        return ContainerSettings(
+            environment=environment, secrets=secrets, health_check=health_check
+        )
 
     def _routes(self) -> tuple[str, list[str]]:
         """The bridge serves two paths: the stream and its health check."""
@@ -168,18 +186,21 @@ class GpuEcsServiceWithBridge(GpuEcsService):
         reads with the execution role when a task starts."""
         props = self._props
         self.token_secret = secretsmanager.Secret(
-            self, "Token",
+            self,
+            "Token",
             description=f"Bearer token callers of {props.service_name} send (Authorization: "
-                        "Bearer <token>)",
+            "Bearer <token>)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=48, exclude_punctuation=True, include_space=False),
+                password_length=48, exclude_punctuation=True, include_space=False
+            ),
             removal_policy=RemovalPolicy.DESTROY,
             encryption_key=self._log_key,
         )
         token = ecs.Secret.from_secrets_manager(self.token_secret)
         if self._log_key is not None:
             self.task_definition.obtain_execution_role().add_to_principal_policy(
-                secret_decrypt_statement(self.token_secret, self._log_key.key_arn))
+                secret_decrypt_statement(self.token_secret, self._log_key.key_arn)
+            )
         return token
 
     def _model_objects_arn(self) -> str:
@@ -189,23 +210,32 @@ class GpuEcsServiceWithBridge(GpuEcsService):
         """Read the objects under the model prefix and list only that prefix (the weights and
         manifest)."""
         props = self._props
-        role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"],
-                                                         resources=[self._model_objects_arn()]))
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["s3:ListBucket"], resources=[props.model_bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{props.model_prefix}*"]}}))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self._model_objects_arn()])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[props.model_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{props.model_prefix}*"]}},
+            )
+        )
 
     def _tasks_arn(self) -> str:
-        return Stack.of(self).format_arn(service="ecs", resource="task",
-                                         resource_name=f"{self.cluster.cluster_name}/*")
+        return Stack.of(self).format_arn(
+            service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*"
+        )
 
     def _grant_task_protection(self, role: iam.IRole) -> None:
         """ECS task scale-in protection through the agent's endpoint acts with the task role
         (Amazon ECS developer guide, "Protect your Amazon ECS tasks from being terminated by
         scale-in events"): only tasks of this cluster."""
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
-            resources=[self._tasks_arn()]))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"],
+                resources=[self._tasks_arn()],
+            )
+        )
 
     # --- cdk-nag: each finding acknowledged on the resource it concerns -------------------------
 
@@ -215,25 +245,33 @@ class GpuEcsServiceWithBridge(GpuEcsService):
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, self._model_objects_arn())}]",
                 reason="The wildcard covers the files of the model prefix only (weights, "
-                       "tokenizer, manifest); their names vary by model revision."),
+                "tokenizer, manifest); their names vary by model revision.",
+            ),
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="cloudwatch:PutMetricData supports no resource-level permission; a "
-                       "cloudwatch:namespace condition limits it to the bridge's metrics."),
+                "cloudwatch:namespace condition limits it to the bridge's metrics.",
+            ),
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, self._tasks_arn())}]",
                 reason="Task ids are random; the wildcard is limited to the tasks of this "
-                       "cluster, and a task protects only itself through the agent."),
+                "cluster, and a task protects only itself through the agent.",
+            ),
         )
         if self.token_secret is not None:
-            acknowledge_compliance(self.token_secret, {
-                "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, 'Calling "
-                                                 "the ECS endpoint'): a rotated token takes effect "
-                                                 "as tasks restart.",
-            })
-            Validations.of(self.token_secret).acknowledge(Acknowledgment(
-                id="AwsSolutions-SMG4",
-                reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a "
-                       "rotated token takes effect as tasks restart, so rotation needs a rolling "
-                       "deployment the user schedules.",
-            ))
+            acknowledge_compliance(
+                self.token_secret,
+                {
+                    "SecretsManagerRotationEnabled": "Rotation is the user's choice (README, 'Calling "
+                    "the ECS endpoint'): a rotated token takes effect "
+                    "as tasks restart.",
+                },
+            )
+            Validations.of(self.token_secret).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SMG4",
+                    reason="Rotation is the user's choice (README, 'Calling the ECS endpoint'): a "
+                    "rotated token takes effect as tasks restart, so rotation needs a rolling "
+                    "deployment the user schedules.",
+                )
+            )

@@ -18,8 +18,9 @@ import dataclasses
 import functools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from constructs_lib.facts import instance_types
 from constructs_lib.facts.names import check_regional_arn
@@ -35,16 +36,14 @@ from contracts.bridge_env import (
 )
 
 if TYPE_CHECKING:
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_ecs as ecs
-    from aws_cdk import aws_s3 as s3
-    from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_ec2 as ec2, aws_ecs as ecs, aws_s3 as s3, aws_sns as sns
 
     from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 
 #: An EC2 instance type name, ``<family>.<size>`` (no ``ml.`` prefix: that is SageMaker's spelling).
 EC2_INSTANCE_TYPE_RE = re.compile(
-    r"[a-z][a-z0-9-]*\.(\d*x?large|medium|small|micro|nano|metal(-\d+xl)?)")
+    r"[a-z][a-z0-9-]*\.(\d*x?large|medium|small|micro|nano|metal(-\d+xl)?)"
+)
 #: An ACM certificate ARN (ACM user guide, "Certificate ARN"): what an HTTPS listener takes.
 CERTIFICATE_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/"
@@ -69,8 +68,14 @@ HEALTH_PATH = realtime.PING_PATH
 #: where the weights are and their host copy, the service's name and variant (metric dimensions),
 #: and the drain and idle timeout, which its stop timeout, load balancer and deregistration delay
 #: are derived from.
-OWN_BRIDGE_FIELDS = ("model_s3_uri", "model_cache_dir", "endpoint_name", "variant_name", "drain_s",
-                     "idle_timeout_s")
+OWN_BRIDGE_FIELDS = (
+    "model_s3_uri",
+    "model_cache_dir",
+    "endpoint_name",
+    "variant_name",
+    "drain_s",
+    "idle_timeout_s",
+)
 #: The GPU metrics' namespace with the bridge: the bridge's namespace and this suffix.
 GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
 
@@ -93,6 +98,7 @@ IDLE_TIMEOUT_MARGIN_S = 10
 
 # --- Timing rules --------------------------------------------------------------------------------
 
+
 def stop_timeout_s(drain_s: float) -> int:
     """The container's stopTimeout: the bridge's drain plus the time it takes to exit afterwards,
     capped by ECS.
@@ -102,8 +108,10 @@ def stop_timeout_s(drain_s: float) -> int:
     """
     needed = math.ceil(drain_s) + BRIDGE_EXIT_AFTER_DRAIN_S
     if needed > ECS_MAX_STOP_TIMEOUT_S:
-        raise ValueError(f"a drain of {drain_s:g} s needs a stopTimeout of {needed} s; ECS allows "
-                         f"at most {ECS_MAX_STOP_TIMEOUT_S} s")
+        raise ValueError(
+            f"a drain of {drain_s:g} s needs a stopTimeout of {needed} s; ECS allows "
+            f"at most {ECS_MAX_STOP_TIMEOUT_S} s"
+        )
     return needed
 
 
@@ -134,6 +142,7 @@ def deregistration_delay_s(drain_s: float) -> int:
 
 # --- Checks --------------------------------------------------------------------------------------
 
+
 @functools.cache
 def ec2_instance_types() -> frozenset[str]:
     """Every EC2 instance type: the ``InstanceType`` enum of the EC2 API model shipped with
@@ -151,8 +160,9 @@ def gpu_spec(instance_type: str) -> instance_types.InstanceSpec | None:
     return spec if spec is not None and spec.gpus else None
 
 
-def check_gpu_instance_type(p: Problems, prop: str,
-                            value: str) -> instance_types.InstanceSpec | None:
+def check_gpu_instance_type(
+    p: Problems, prop: str, value: str
+) -> instance_types.InstanceSpec | None:
     """An EC2 instance type with an NVIDIA GPU the catalogue knows (g4dn, g5, g6, g6e, g7, g7e, p4d,
     p5...); returns its spec, or None after recording the problem."""
     families = instance_types.gpu_families().replace("ml.", "")
@@ -164,19 +174,31 @@ def check_gpu_instance_type(p: Problems, prop: str,
     except ImportError:  # botocore is optional for the constructs: the form alone is checked then
         known = None
     if not EC2_INSTANCE_TYPE_RE.fullmatch(value) or (known is not None and value not in known):
-        p.add(prop, value, f"not an EC2 instance type (expected '<family>.<size>', e.g. "
-                           f"'g6.xlarge'; GPU types: {families})")
+        p.add(
+            prop,
+            value,
+            f"not an EC2 instance type (expected '<family>.<size>', e.g. "
+            f"'g6.xlarge'; GPU types: {families})",
+        )
         return None
     spec = gpu_spec(value)
     if spec is None:
         family = value.split(".", 1)[0]
         if family in ("g5g", "g6f"):  # NVIDIA, but an Arm host (T4G) or a fraction of an L4
-            p.add(prop, value, "has an NVIDIA GPU this target cannot use: the ECS GPU AMI is "
-                               "x86_64 and each task takes one whole GPU (Arm hosts and fractional "
-                               f"GPUs are not supported; GPU types: {families})")
+            p.add(
+                prop,
+                value,
+                "has an NVIDIA GPU this target cannot use: the ECS GPU AMI is "
+                "x86_64 and each task takes one whole GPU (Arm hosts and fractional "
+                f"GPUs are not supported; GPU types: {families})",
+            )
         else:
-            p.add(prop, value, "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; "
-                               f"NVIDIA GPU types: {families})")
+            p.add(
+                prop,
+                value,
+                "has no NVIDIA GPU (the ECS GPU AMI and the model servers need one; "
+                f"NVIDIA GPU types: {families})",
+            )
     return spec
 
 
@@ -184,16 +206,24 @@ def check_container_port(p: Problems, prop: str, value: int) -> None:
     """A TCP port the container listens on (:data:`CONTAINER_PORT_RANGE`)."""
     low, high = CONTAINER_PORT_RANGE
     if not low <= value <= high:
-        p.add(prop, value, f"must be a TCP port {low}-{high} (the port the container listens on; "
-                           "with awsvpc networking every port of the task's own interface is free)")
+        p.add(
+            prop,
+            value,
+            f"must be a TCP port {low}-{high} (the port the container listens on; "
+            "with awsvpc networking every port of the task's own interface is free)",
+        )
 
 
 def check_health_path(p: Problems, prop: str, value: str) -> None:
     """A load balancer health check path (:data:`HEALTH_PATH_RE`): starts with '/', no query, no
     spaces."""
     if not HEALTH_PATH_RE.fullmatch(value):
-        p.add(prop, value, "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 "
-                           "characters, without spaces or a query string ('?')")
+        p.add(
+            prop,
+            value,
+            "must be a URL path starting with '/' (e.g. '/ping'), at most 1024 "
+            "characters, without spaces or a query string ('?')",
+        )
 
 
 def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
@@ -206,13 +236,20 @@ def check_root_volume_gib(p: Problems, prop: str, value: int) -> None:
 def check_certificate_arn(p: Problems, prop: str, value: str, region: str | None) -> None:
     """An ACM certificate ARN in ``region`` (a load balancer's listener takes a certificate of its
     own Region)."""
-    check_regional_arn(p, prop, value, CERTIFICATE_ARN_RE,
-                       "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
-                       region, "certificate",
-                       "; a load balancer uses a certificate of its own region")
+    check_regional_arn(
+        p,
+        prop,
+        value,
+        CERTIFICATE_ARN_RE,
+        "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+        region,
+        "certificate",
+        "; a load balancer uses a certificate of its own region",
+    )
 
 
 # --- Capacity and load balancing -----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuCapacity:
@@ -250,11 +287,17 @@ class GpuCapacity:
     def problems(self, p: Problems) -> None:
         check_gpu_instance_type(p, "instance_type", self.instance_type)
         if self.min_tasks < 1:
-            p.add("min_tasks", self.min_tasks,
-                  "must be at least 1 (2 or more keeps serving while a task is replaced)")
+            p.add(
+                "min_tasks",
+                self.min_tasks,
+                "must be at least 1 (2 or more keeps serving while a task is replaced)",
+            )
         elif self.max_tasks < self.min_tasks:
-            p.add("max_tasks", self.max_tasks,
-                  f"must be at least {p.ref('min_tasks', self.min_tasks)}")
+            p.add(
+                "max_tasks",
+                self.max_tasks,
+                f"must be at least {p.ref('min_tasks', self.min_tasks)}",
+            )
         check_root_volume_gib(p, "root_volume_gib", self.root_volume_gib)
 
 
@@ -285,17 +328,24 @@ class LoadBalancing:
         if self.certificate_arn is not None:
             check_certificate_arn(p, "certificate_arn", self.certificate_arn, region)
         if self.internet_facing and self.certificate_arn is None:
-            p.add("certificate_arn", None,
-                  f"must be set when {p.ref('internet_facing', True)}: an internet-facing load "
-                  "balancer listens on HTTPS only (the token must not cross the internet in clear "
-                  "text)")
+            p.add(
+                "certificate_arn",
+                None,
+                f"must be set when {p.ref('internet_facing', True)}: an internet-facing load "
+                "balancer listens on HTTPS only (the token must not cross the internet in clear "
+                "text)",
+            )
         if self.internet_facing and not self.require_token:
-            p.add("require_token", False,
-                  f"must be true when {p.ref('internet_facing', True)}: without SigV4 the bearer "
-                  "token is what keeps strangers off the GPUs")
+            p.add(
+                "require_token",
+                False,
+                f"must be true when {p.ref('internet_facing', True)}: without SigV4 the bearer "
+                "token is what keeps strangers off the GPUs",
+            )
 
 
 # --- The service ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuEcsServiceProps:
@@ -386,17 +436,29 @@ class GpuEcsServiceProps:
         """Another model server's: its scaling, its GPU metrics' namespace, its latency alarm, and
         no token (it would not check one)."""
         if self.requests_per_target is None or not self.requests_per_target > 0:
-            p.add("requests_per_target", self.requests_per_target,
-                  "must be a positive number of requests per task per minute without bridge")
+            p.add(
+                "requests_per_target",
+                self.requests_per_target,
+                "must be a positive number of requests per task per minute without bridge",
+            )
         if not self.gpu_namespace:
-            p.add("gpu_namespace", self.gpu_namespace,
-                  "must name the GPU metrics' namespace without bridge")
+            p.add(
+                "gpu_namespace",
+                self.gpu_namespace,
+                "must name the GPU metrics' namespace without bridge",
+            )
         if self.response_time_p90_ms is not None and not self.response_time_p90_ms > 0:
-            p.add("response_time_p90_ms", self.response_time_p90_ms,
-                  "must be a positive number of ms, or None")
+            p.add(
+                "response_time_p90_ms",
+                self.response_time_p90_ms,
+                "must be a positive number of ms, or None",
+            )
         if self.load_balancing.require_token:
-            p.add("load_balancing", "require_token=True",
-                  "needs bridge: only the bridge checks the bearer token")
+            p.add(
+                "load_balancing",
+                "require_token=True",
+                "needs bridge: only the bridge checks the bearer token",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -435,24 +497,37 @@ class GpuEcsServiceWithBridgeProps(GpuEcsServiceProps):
             p.add("model_bucket", None, "must be set with bridge (the weights the tasks copy)")
         prefix = self.model_prefix
         if prefix is None or not prefix.endswith("/") or prefix.startswith("/"):
-            p.add("model_prefix", prefix,
-                  "must be a key prefix ending with '/' and not starting with '/'")
+            p.add(
+                "model_prefix",
+                prefix,
+                "must be a key prefix ending with '/' and not starting with '/'",
+            )
         if self.streams_target is None or not self.streams_target > 0:
-            p.add("streams_target", self.streams_target,
-                  "must be a positive number of live streams per task")
-        for name, what in (("requests_per_target", "scales on streams_target"),
-                           ("response_time_p90_ms", "alarms on the bridge's own latency")):
+            p.add(
+                "streams_target",
+                self.streams_target,
+                "must be a positive number of live streams per task",
+            )
+        for name, what in (
+            ("requests_per_target", "scales on streams_target"),
+            ("response_time_p90_ms", "alarms on the bridge's own latency"),
+        ):
             if getattr(self, name) is not None:
-                p.add(name, getattr(self, name),
-                      f"must be left unset with bridge: the service {what}")
+                p.add(
+                    name, getattr(self, name), f"must be left unset with bridge: the service {what}"
+                )
         environment = self.environment or BridgeEnvironment()
         for name in OWN_BRIDGE_FIELDS:
             if getattr(environment, name) is not None:
                 variable = BridgeEnvironment.variable(name)
-                p.add(f"environment.{name}", getattr(environment, name),
-                      f"must be left unset: the construct sets {variable} from its props")
+                p.add(
+                    f"environment.{name}",
+                    getattr(environment, name),
+                    f"must be left unset: the construct sets {variable} from its props",
+                )
         try:  # what the tasks would start with, refused here rather than by every task's bridge
-            dataclasses.replace(environment, drain_s=self.drain_s,
-                                idle_timeout_s=self.bridge_idle_timeout_s).to_env()
+            dataclasses.replace(
+                environment, drain_s=self.drain_s, idle_timeout_s=self.bridge_idle_timeout_s
+            ).to_env()
         except BridgeEnvError as error:
             p.add("environment", "BridgeEnvironment(...)", f"the bridge would refuse it: {error}")

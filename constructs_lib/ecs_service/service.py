@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import jsii
@@ -49,24 +48,15 @@ from aws_cdk import (
     aws_logs as logs,
     aws_s3 as s3,
     aws_secretsmanager as secretsmanager,
-    aws_sns as sns,
 )
-from aws_cdk import aws_autoscaling as autoscaling
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from constructs_lib.cleanup import cleanup_function
-from constructs_lib.ecs_service.monitoring import GpuEcsServiceMetrics, service_alarm_rules
-from constructs_lib.ecs_service.monitoring import service_dashboard_rows
+from constructs_lib.ecs_service.monitoring import (
+    GpuEcsServiceMetrics,
+    service_alarm_rules,
+    service_dashboard_rows,
+)
 from constructs_lib.ecs_service.props import (
     GpuEcsServiceProps,
     alb_idle_timeout_s,
@@ -83,14 +73,6 @@ from constructs_lib.nag import (
 )
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.validation import Problems
-from contracts import realtime
-from contracts.bridge_env import (
-    DEFAULT_DRAIN_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MODEL_CACHE_DIR,
-    BridgeEnvError,
-    BridgeEnvironment,
-)
 
 #: vLLM loads ~9 GB of weights and compiles CUDA graphs before /ping answers 200: the ALB's health
 #: checks are ignored this long after a task starts (measured order of magnitude on SageMaker's g6:
@@ -198,47 +180,78 @@ class GpuEcsService(Construct):
         capacity provider and the release of its instances' protection on destroy. Returns the
         subnets of the instances and tasks."""
         cap = props.capacity
-        self.cluster = ecs.Cluster(self, "Cluster", vpc=props.vpc,
-                                   container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=props.vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED
+        )
         self.gpu_namespace = props.gpu_metrics_namespace()
         self.instance_role = iam.Role(
-            self, "InstanceRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"ECS container instances of {props.service_name}")
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"ECS container instances of {props.service_name}",
+        )
         grant_put_metrics(self.instance_role, self.gpu_namespace)
         # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags
         # (ec2:DescribeTags, as in CloudWatchAgentServerPolicy; CloudWatch agent user guide,
         # "append_dimensions").
         self.instance_role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"]))
-        self._log_key = (kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
-                         if props.log_kms_key_arn else None)
+            iam.PolicyStatement(actions=["ec2:DescribeTags"], resources=["*"])
+        )
+        self._log_key = (
+            kms.Key.from_key_arn(self, "LogKey", props.log_kms_key_arn)
+            if props.log_kms_key_arn
+            else None
+        )
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(*self._host_commands())
         self.instance_security_group = ec2.SecurityGroup(
-            self, "InstanceSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
+            self,
+            "InstanceSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=True,
             description=f"ECS container instances of {props.service_name} (tasks have their own "
-                        "group)")
+            "group)",
+        )
         self.launch_template = ec2.LaunchTemplate(
-            self, "LaunchTemplate",
-            machine_image=ec2.MachineImage.from_ssm_parameter(ECS_GPU_AMI_PARAMETER,
-                                                              os=ec2.OperatingSystemType.LINUX),
+            self,
+            "LaunchTemplate",
+            machine_image=ec2.MachineImage.from_ssm_parameter(
+                ECS_GPU_AMI_PARAMETER, os=ec2.OperatingSystemType.LINUX
+            ),
             instance_type=ec2.InstanceType(cap.instance_type),
             require_imdsv2=True,
             http_put_response_hop_limit=1,  # tasks (awsvpc) cannot reach the instance's credentials
             role=self.instance_role,
             user_data=user_data,
             security_group=self.instance_security_group,
-            block_devices=[ec2.BlockDevice(
-                device_name="/dev/xvda",
-                volume=ec2.BlockDeviceVolume.ebs(cap.root_volume_gib, encrypted=True,
-                                                 volume_type=ec2.EbsDeviceVolumeType.GP3,
-                                                 delete_on_termination=True),
-            )],
-            spot_options=(ec2.LaunchTemplateSpotOptions(request_type=ec2.SpotRequestType.ONE_TIME)
-                          if cap.spot else None),
-            placement_group=(ec2.PlacementGroup(self, "PlacementGroup",
-                                                strategy=ec2.PlacementGroupStrategy.CLUSTER)
-                             if cap.single_az else None),
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/xvda",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        cap.root_volume_gib,
+                        encrypted=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            spot_options=(
+                ec2.LaunchTemplateSpotOptions(request_type=ec2.SpotRequestType.ONE_TIME)
+                if cap.spot
+                else None
+            ),
+            placement_group=(
+                ec2.PlacementGroup(
+                    self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
+                )
+                if cap.single_az
+                else None
+            ),
+        )
+        subnets = (
+            list(props.subnets)
+            if props.subnets
+            else props.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         )
         self.auto_scaling_group = autoscaling.AutoScalingGroup(
             self,
@@ -271,13 +284,19 @@ class GpuEcsService(Construct):
         """The log group, the task definition (one GPU), the execution role's pull, and the
         container with its settings (:meth:`_container_settings`)."""
         self.log_group = logs.LogGroup(
-            self, "Logs", removal_policy=removal, encryption_key=self._log_key,
-            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]))
-        self.task_definition = ecs.Ec2TaskDefinition(self, "Task",
-                                                     network_mode=ecs.NetworkMode.AWS_VPC)
+            self,
+            "Logs",
+            removal_policy=removal,
+            encryption_key=self._log_key,
+            retention=getattr(logs.RetentionDays, LOG_RETENTION[props.log_retention_days]),
+        )
+        self.task_definition = ecs.Ec2TaskDefinition(
+            self, "Task", network_mode=ecs.NetworkMode.AWS_VPC
+        )
         if props.image_repository_arn is not None:
-            grant_image_pull(self.task_definition.obtain_execution_role(),
-                             props.image_repository_arn)
+            grant_image_pull(
+                self.task_definition.obtain_execution_role(), props.image_repository_arn
+            )
         self.token_secret: secretsmanager.ISecret | None = None
         settings = self._container_settings()
         self.container = self.task_definition.add_container(
@@ -290,12 +309,14 @@ class GpuEcsService(Construct):
             secrets=settings.secrets,
             health_check=settings.health_check,
             stop_timeout=Duration.seconds(stop_timeout_s(props.drain_s)),
-            logging=ecs.LogDrivers.aws_logs(stream_prefix=self.CONTAINER_ID.lower(),
-                                            log_group=self.log_group),
+            logging=ecs.LogDrivers.aws_logs(
+                stream_prefix=self.CONTAINER_ID.lower(), log_group=self.log_group
+            ),
         )
 
-    def _load_balancer(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet],
-                       removal: RemovalPolicy) -> None:
+    def _load_balancer(
+        self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet], removal: RemovalPolicy
+    ) -> None:
         """The Application Load Balancer, its access-log bucket, the listener and the target
         group."""
         lb = props.load_balancing
@@ -304,8 +325,11 @@ class GpuEcsService(Construct):
             "LoadBalancer",
             vpc=props.vpc,
             internet_facing=lb.internet_facing,
-            vpc_subnets=(ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
-                         if lb.internet_facing else ec2.SubnetSelection(subnets=subnets)),
+            vpc_subnets=(
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+                if lb.internet_facing
+                else ec2.SubnetSelection(subnets=subnets)
+            ),
             idle_timeout=Duration.seconds(alb_idle_timeout_s(props.bridge_idle_timeout_s)),
             drop_invalid_header_fields=True,
             deletion_protection=False,
@@ -327,25 +351,36 @@ class GpuEcsService(Construct):
             # (before, it would keep writing: a log file per node every 5 minutes, Elastic Load
             # Balancing user guide, "Access logs").
             self.access_logs.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(
-                self.load_balancer)
+                self.load_balancer
+            )
         if not lb.internet_facing:
             for cidr in props.caller_cidrs or [props.vpc.vpc_cidr_block]:
                 self.load_balancer.connections.allow_from(
-                    ec2.Peer.ipv4(cidr), ec2.Port.tcp(443 if lb.https else 80),
-                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}")
-        not_found = elbv2.ListenerAction.fixed_response(404, content_type="text/plain",
-                                                        message_body="not found")
+                    ec2.Peer.ipv4(cidr),
+                    ec2.Port.tcp(443 if lb.https else 80),
+                    "Callers inside the VPC" if not props.caller_cidrs else f"Callers from {cidr}",
+                )
+        not_found = elbv2.ListenerAction.fixed_response(
+            404, content_type="text/plain", message_body="not found"
+        )
         if lb.https:
             self.listener = self.load_balancer.add_listener(
-                "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS,
+                "Https",
+                port=443,
+                protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[elbv2.ListenerCertificate.from_arn(lb.certificate_arn)],
                 ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
                 open=lb.internet_facing,
-                default_action=not_found)
+                default_action=not_found,
+            )
         else:
             self.listener = self.load_balancer.add_listener(
-                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False,
-                default_action=not_found)
+                "Http",
+                port=80,
+                protocol=elbv2.ApplicationProtocol.HTTP,
+                open=False,
+                default_action=not_found,
+            )
         self.target_group = elbv2.ApplicationTargetGroup(
             self,
             "Targets",
@@ -354,26 +389,37 @@ class GpuEcsService(Construct):
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(deregistration_delay_s(props.drain_s)),
-            health_check=elbv2.HealthCheck(path=props.health_path, healthy_http_codes="200",
-                                           interval=Duration.seconds(10),
-                                           timeout=Duration.seconds(5),
-                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(
+                path=props.health_path,
+                healthy_http_codes="200",
+                interval=Duration.seconds(10),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
         )
         # An ALB forwards a WebSocket upgrade like any HTTP/1.1 request and keeps the connection
         # open afterwards (Elastic Load Balancing user guide, Application Load Balancers:
         # "WebSockets").
         action_id, paths = self._routes()
-        self.listener.add_action(action_id, priority=10,
-                                 conditions=[elbv2.ListenerCondition.path_patterns(paths)],
-                                 action=elbv2.ListenerAction.forward([self.target_group]))
+        self.listener.add_action(
+            action_id,
+            priority=10,
+            conditions=[elbv2.ListenerCondition.path_patterns(paths)],
+            action=elbv2.ListenerAction.forward([self.target_group]),
+        )
 
     def _service(self, props: GpuEcsServiceProps, subnets: list[ec2.ISubnet]) -> None:
         """The ECS service, its task scaling (:meth:`_scale_tasks`), and the URLs callers use."""
         cap, lb = props.capacity, props.load_balancing
         self.task_security_group = ec2.SecurityGroup(
-            self, "TaskSecurityGroup", vpc=props.vpc, allow_all_outbound=True,
+            self,
+            "TaskSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=True,
             description=f"Tasks of {props.service_name}: the {self.SERVES} port from the load "
-                        "balancer only")
+            "balancer only",
+        )
         self.service = ecs.Ec2Service(
             self,
             "Service",
@@ -386,8 +432,11 @@ class GpuEcsService(Construct):
             # min_tasks.
             security_groups=[self.task_security_group],
             vpc_subnets=ec2.SubnetSelection(subnets=subnets[:1] if cap.single_az else subnets),
-            capacity_provider_strategies=[ecs.CapacityProviderStrategy(
-                capacity_provider=self.capacity_provider.capacity_provider_name, weight=1)],
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(
+                    capacity_provider=self.capacity_provider.capacity_provider_name, weight=1
+                )
+            ],
             # Rolling: start every replacement before stopping the task it replaces (100-200 %);
             # old tasks drain (deregistration delay, then SIGTERM and the container's drain).
             min_healthy_percent=100,
@@ -418,8 +467,9 @@ class GpuEcsService(Construct):
         # nothing else).
         self.service.attach_to_application_target_group(self.target_group)
 
-        self.scaling = self.service.auto_scale_task_count(min_capacity=cap.min_tasks,
-                                                          max_capacity=cap.max_tasks)
+        self.scaling = self.service.auto_scale_task_count(
+            min_capacity=cap.min_tasks, max_capacity=cap.max_tasks
+        )
         self._scale_tasks()
 
         scheme = "https" if lb.https else "http"
@@ -430,9 +480,13 @@ class GpuEcsService(Construct):
     def _alarms(self, props: GpuEcsServiceProps) -> None:
         """The service's metrics, its alarm rules and an alarm per rule."""
         self.metrics = GpuEcsServiceMetrics(
-            gpu_namespace=self.gpu_namespace, auto_scaling_group=self.auto_scaling_group,
-            cluster=self.cluster, service=self.service, load_balancer=self.load_balancer,
-            target_group=self.target_group)
+            gpu_namespace=self.gpu_namespace,
+            auto_scaling_group=self.auto_scaling_group,
+            cluster=self.cluster,
+            service=self.service,
+            load_balancer=self.load_balancer,
+            target_group=self.target_group,
+        )
         self.rules: list[AlarmRule] = []
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self._add_alarms(service_alarm_rules(props, self.metrics, self.SERVES))
@@ -444,9 +498,9 @@ class GpuEcsService(Construct):
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
         for rule in rules:
             self.rules.append(rule)
-            self.alarms[rule.name] = alarm_from_rule(self, f"Alarm{rule.name}", rule,
-                                                     f"{props.service_name}-ecs-{rule.name}",
-                                                     action)
+            self.alarms[rule.name] = alarm_from_rule(
+                self, f"Alarm{rule.name}", rule, f"{props.service_name}-ecs-{rule.name}", action
+            )
 
     # --- Extension points: what an add-on overrides ---------------------------------------------
 
@@ -472,9 +526,12 @@ class GpuEcsService(Construct):
         (``AWS/ApplicationELB`` RequestCountPerTarget, the ALBRequestCountPerTarget predefined
         metric of Application Auto Scaling)."""
         self.scaling.scale_on_request_count(
-            "Requests", requests_per_target=math.ceil(self._props.requests_per_target),
+            "Requests",
+            requests_per_target=math.ceil(self._props.requests_per_target),
             target_group=self.target_group,
-            scale_in_cooldown=SCALE_IN_COOLDOWN, scale_out_cooldown=SCALE_OUT_COOLDOWN)
+            scale_in_cooldown=SCALE_IN_COOLDOWN,
+            scale_out_cooldown=SCALE_OUT_COOLDOWN,
+        )
 
     # --- Metrics, alarms and dashboard (monitoring.py) ------------------------------------------
 
@@ -536,8 +593,11 @@ class GpuEcsService(Construct):
             # so its tasks get SIGTERM and the container's drain (Amazon ECS developer guide, "Spot
             # Instance draining"). Written here: the capacity provider's spot_instance_draining
             # option applies only to groups with a spot price.
-            *(["echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"]
-              if self._props.capacity.spot else []),
+            *(
+                ["echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"]
+                if self._props.capacity.spot
+                else []
+            ),
             *self._host_setup_commands(),
             "dnf install -y amazon-cloudwatch-agent",
             f"cat > {path} <<'EOF'\n{json.dumps(config, indent=1)}\nEOF",
@@ -549,9 +609,11 @@ class GpuEcsService(Construct):
         """The Auto Scaling group's ARN (its id part is generated: a wildcard)."""
         name = self.auto_scaling_group.auto_scaling_group_name
         return Stack.of(self).format_arn(
-            service="autoscaling", resource="autoScalingGroup",
+            service="autoscaling",
+            resource="autoScalingGroup",
             resource_name=f"*:autoScalingGroupName/{name}",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
 
     def _release_instance_protection(self) -> CustomResource:
         """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group
@@ -573,24 +635,36 @@ class GpuEcsService(Construct):
         """
         group = self.auto_scaling_group
         handler, self._release_role = cleanup_function(
-            self, "ReleaseProtection", handler="instance_protection.handler",
-            timeout=Duration.minutes(2), key=self._log_key,
+            self,
+            "ReleaseProtection",
+            handler="instance_protection.handler",
+            timeout=Duration.minutes(2),
+            key=self._log_key,
             log_retention_days=self._props.log_retention_days,
             description=f"Custom::ReleaseInstanceProtection: lifts scale-in protection of "
-                        f"{self._props.service_name}'s Auto Scaling group on delete",
+            f"{self._props.service_name}'s Auto Scaling group on delete",
             statements=[
-                iam.PolicyStatement(actions=["autoscaling:UpdateAutoScalingGroup",
-                                             "autoscaling:SetInstanceProtection"],
-                                    resources=[self._group_arn()]),
+                iam.PolicyStatement(
+                    actions=[
+                        "autoscaling:UpdateAutoScalingGroup",
+                        "autoscaling:SetInstanceProtection",
+                    ],
+                    resources=[self._group_arn()],
+                ),
                 # DescribeAutoScalingGroups supports no resource-level permission (Service
                 # Authorization Reference).
-                iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"],
-                                    resources=["*"]),
-            ])
+                iam.PolicyStatement(
+                    actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]
+                ),
+            ],
+        )
         resource = CustomResource(
-            self, "ReleaseProtectionOnDelete", service_token=handler.function_arn,
+            self,
+            "ReleaseProtectionOnDelete",
+            service_token=handler.function_arn,
             resource_type="Custom::ReleaseInstanceProtection",
-            properties={"AutoScalingGroupName": group.auto_scaling_group_name})
+            properties={"AutoScalingGroupName": group.auto_scaling_group_name},
+        )
         # Its statements must still exist when the Delete runs.
         resource.node.add_dependency(self._release_role)
         for capacity_provider in self.capacity_provider.node.find_all():
@@ -602,23 +676,28 @@ class GpuEcsService(Construct):
 
     def _acknowledge_findings(self, props: GpuEcsServiceProps) -> None:
         self._acknowledge_roles(props)
-        Validations.of(self.auto_scaling_group).acknowledge(Acknowledgment(
-            id="AwsSolutions-AS3",
-            reason="Scaling events are driven by the ECS capacity provider and visible in ECS "
-                   "service events; the alarm topic carries the service's alarms.",
-        ))
-        Validations.of(self.task_definition).acknowledge(Acknowledgment(
-            id="AwsSolutions-ECS2",
-            reason="The environment holds configuration only (vLLM flags, metric names, the S3 "
-                   "prefix); the one secret, the bearer token, comes from Secrets Manager "
-                   "(secrets, not environment).",
-        ))
+        Validations.of(self.auto_scaling_group).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-AS3",
+                reason="Scaling events are driven by the ECS capacity provider and visible in ECS "
+                "service events; the alarm topic carries the service's alarms.",
+            )
+        )
+        Validations.of(self.task_definition).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-ECS2",
+                reason="The environment holds configuration only (vLLM flags, metric names, the S3 "
+                "prefix); the one secret, the bearer token, comes from Secrets Manager "
+                "(secrets, not environment).",
+            )
+        )
         if props.image_repository_arn is not None:
             # CDK warns that an image from an ECR registry URI needs a pull policy: the execution
             # role has it (grant_image_pull, the image's repository only).
             Annotations.of(self.container).acknowledge_warning(
                 "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
-                "The execution role may pull from the image's repository (image_repository_arn).")
+                "The execution role may pull from the image's repository (image_repository_arn).",
+            )
         self._acknowledge_access_logs()
         self._acknowledge_load_balancer(props)
 
@@ -626,128 +705,180 @@ class GpuEcsService(Construct):
         """The instance, task and execution roles, and the release function's role."""
         execution_role = self.task_definition.obtain_execution_role()
         for role in (self.instance_role, self.task_definition.task_role, execution_role):
-            acknowledge_compliance(role, {
-                "IAMNoInlinePolicy": "The instance, task and execution roles' statements are "
-                                     "scoped to this service (its model prefix, metrics "
-                                     "namespaces, repository, secret and cluster); an inline "
-                                     "policy belongs to its one role and goes with it.",
-            })
+            acknowledge_compliance(
+                role,
+                {
+                    "IAMNoInlinePolicy": "The instance, task and execution roles' statements are "
+                    "scoped to this service (its model prefix, metrics "
+                    "namespaces, repository, secret and cluster); an inline "
+                    "policy belongs to its one role and goes with it.",
+                },
+            )
         Validations.of(self.instance_role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags "
-                       "support no resource-level permission; DescribeTags reads tags only (the "
-                       "CloudWatch agent's Auto Scaling group dimension)."),
+                "support no resource-level permission; DescribeTags reads tags only (the "
+                "CloudWatch agent's Auto Scaling group dimension).",
+            ),
             Acknowledgment(
                 id="AwsSolutions-IAM5[Action::ecs:Submit*]",
                 reason="The statement the CDK gives ECS container instances (the container agent's "
-                       "own calls, as in AmazonEC2ContainerServiceforEC2Role); the agent reports "
-                       "task and container state changes."),
+                "own calls, as in AmazonEC2ContainerServiceforEC2Role); the agent reports "
+                "task and container state changes.",
+            ),
         )
-        skip_checkov(self.instance_role, "AWS::IAM::Policy", {
-            "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
-                           "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* "
-                           "for the agent), and PutMetricData, which supports no resource and is "
-                           "limited by a cloudwatch:namespace condition.",
-        })
+        skip_checkov(
+            self.instance_role,
+            "AWS::IAM::Policy",
+            {
+                "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
+                "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* "
+                "for the agent), and PutMetricData, which supports no resource and is "
+                "limited by a cloudwatch:namespace condition.",
+            },
+        )
         if props.image_repository_arn is not None:
-            Validations.of(execution_role).acknowledge(Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
-                       "issues a registry login token, image access stays limited to one "
-                       "repository."))
+            Validations.of(execution_role).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
+                    "issues a registry login token, image access stays limited to one "
+                    "repository.",
+                )
+            )
         group_arn = nag_render(Stack.of(self), self._group_arn())
         Validations.of(self._release_role).acknowledge(
-            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]",
-                           reason="autoscaling:DescribeAutoScalingGroups supports no "
-                                  "resource-level permission; it only reads the group's instances "
-                                  "and their protection."),
-            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{group_arn}]",
-                           reason="An Auto Scaling group ARN holds a generated id; the wildcard is "
-                                  "that id, and the group is named exactly."),
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="autoscaling:DescribeAutoScalingGroups supports no "
+                "resource-level permission; it only reads the group's instances "
+                "and their protection.",
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{group_arn}]",
+                reason="An Auto Scaling group ARN holds a generated id; the wildcard is "
+                "that id, and the group is named exactly.",
+            ),
         )
 
     def _acknowledge_access_logs(self) -> None:
         """The load balancer's access-log bucket, and the stack's function that empties it."""
-        Validations.of(self.access_logs).acknowledge(Acknowledgment(
-            id="AwsSolutions-S1",
-            reason="This bucket receives the load balancer's access logs; logging it to itself "
-                   "would loop.",
-        ))
-        acknowledge_compliance(self.access_logs, {
-            "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; "
-                                      "logging it would need another bucket whose logs go "
-                                      "nowhere.",
-            "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to "
-                                      "SSE-S3 buckets only (Elastic Load Balancing user guide, "
-                                      "'Access logs for your Application Load Balancer').",
-            "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load Balancing "
-                                         "and removed only by the lifecycle rule; there is no "
-                                         "object to recover from an overwrite.",
-            "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying "
-                                          "them elsewhere is the user's choice, not a default.",
-        })
-        skip_checkov(self.access_logs, "AWS::S3::Bucket", {
-            "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would "
-                          "need another bucket.",
-            "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only "
-                          "by the lifecycle rule.",
-        })
+        Validations.of(self.access_logs).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-S1",
+                reason="This bucket receives the load balancer's access logs; logging it to itself "
+                "would loop.",
+            )
+        )
+        acknowledge_compliance(
+            self.access_logs,
+            {
+                "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; "
+                "logging it would need another bucket whose logs go "
+                "nowhere.",
+                "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to "
+                "SSE-S3 buckets only (Elastic Load Balancing user guide, "
+                "'Access logs for your Application Load Balancer').",
+                "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load Balancing "
+                "and removed only by the lifecycle rule; there is no "
+                "object to recover from an overwrite.",
+                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying "
+                "them elsewhere is the user's choice, not a default.",
+            },
+        )
+        skip_checkov(
+            self.access_logs,
+            "AWS::S3::Bucket",
+            {
+                "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would "
+                "need another bucket.",
+                "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only "
+                "by the lifecycle rule.",
+            },
+        )
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
             skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
 
     def _acknowledge_load_balancer(self, props: GpuEcsServiceProps) -> None:
         """The load balancer and its listener."""
         lb = props.load_balancing
-        Validations.of(self.load_balancer).acknowledge(Acknowledgment(
-            id="AwsSolutions-EC23",
-            reason=("An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
+        Validations.of(self.load_balancer).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-EC23",
+                reason=(
+                    "An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
                     "only); callers authenticate with the bearer token (required when "
-                    "internet-facing)." if lb.internet_facing else
-                    "An internal load balancer takes callers from the VPC's CIDR only (a "
-                    "deploy-time value cdk-nag cannot read)."),
-        ))
-        acknowledge_compliance(self.load_balancer, {
-            "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds "
-                                            "no data; its access logs are in their own bucket).",
-            "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, "
-                             "which a web ACL does not inspect; the listener forwards two paths "
-                             "only and the bridge checks the bearer token before any work.",
-        })
+                    "internet-facing)."
+                    if lb.internet_facing
+                    else "An internal load balancer takes callers from the VPC's CIDR only (a "
+                    "deploy-time value cdk-nag cannot read)."
+                ),
+            )
+        )
+        acknowledge_compliance(
+            self.load_balancer,
+            {
+                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds "
+                "no data; its access logs are in their own bucket).",
+                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, "
+                "which a web ACL does not inspect; the listener forwards two paths "
+                "only and the bridge checks the bearer token before any work.",
+            },
+        )
         if lb.https:
             return
-        acknowledge_compliance(self.load_balancer, {
-            "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 "
-                                         "inside the VPC, reachable from the caller CIDRs only. "
-                                         "Set a certificate for HTTPS.",
-            "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP "
-                                           "inside the VPC); internet-facing needs one (the "
-                                           "settings refuse otherwise).",
-        })
-        skip_checkov(self.listener, "AWS::ElasticLoadBalancingV2::Listener", {
-            "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from "
-                         "the caller CIDRs only; set a certificate for HTTPS (internet-facing "
-                         "requires one).",
-            "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC); "
-                           "with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
-        })
+        acknowledge_compliance(
+            self.load_balancer,
+            {
+                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 "
+                "inside the VPC, reachable from the caller CIDRs only. "
+                "Set a certificate for HTTPS.",
+                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP "
+                "inside the VPC); internet-facing needs one (the "
+                "settings refuse otherwise).",
+            },
+        )
+        skip_checkov(
+            self.listener,
+            "AWS::ElasticLoadBalancingV2::Listener",
+            {
+                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from "
+                "the caller CIDRs only; set a certificate for HTTPS (internet-facing "
+                "requires one).",
+                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC); "
+                "with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
+            },
+        )
 
 
 # --- Grants both the service and its add-ons use ------------------------------------------------
 
+
 def grant_put_metrics(role: iam.IRole, namespace: str) -> None:
     """cloudwatch:PutMetricData into ``namespace`` only (the action supports no resource: a
     ``cloudwatch:namespace`` condition limits it)."""
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=["cloudwatch:PutMetricData"], resources=["*"],
-        conditions={"StringEquals": {"cloudwatch:namespace": namespace}}))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+        )
+    )
 
 
 def grant_image_pull(role: iam.IRole, repository_arn: str) -> None:
     """Pull images from one ECR repository (the execution role pulls for ECS)."""
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
-                 "ecr:GetDownloadUrlForLayer"],
-        resources=[repository_arn]))
-    role.add_to_principal_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"],
-                                                     resources=["*"]))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=[
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            resources=[repository_arn],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+    )

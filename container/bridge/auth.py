@@ -118,9 +118,15 @@ class RefusalLog:
     says how the refusal was answered (by default: the bearer token's verdicts, answered 401).
     """
 
-    def __init__(self, logger: logging.Logger, interval_s: float = REFUSED_LOG_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic, *, subject: str = "bearer token",
-                 status: str = "401") -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = REFUSED_LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        subject: str = "bearer token",
+        status: str = "401",
+    ) -> None:
         self._log, self._interval_s, self._clock = logger, interval_s, clock
         self._subject, self._status = subject, status
         self._pending: dict[str, int] = {}
@@ -143,11 +149,18 @@ class RefusalLog:
         kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(self._pending.items()))
         subject = f" {self._subject}" if self._subject else ""
         if total == 1:
-            self._log.info("refused a stream: %s%s (%s)", next(iter(self._pending)), subject,
-                           self._status)
+            self._log.info(
+                "refused a stream: %s%s (%s)", next(iter(self._pending)), subject, self._status
+            )
         else:
-            self._log.info("refused %d streams since the last such line (%s): %s%s; at most one "
-                           "line every %.0f s", total, self._status, kinds, subject,
-                           self._interval_s)
+            self._log.info(
+                "refused %d streams since the last such line (%s): %s%s; at most one "
+                "line every %.0f s",
+                total,
+                self._status,
+                kinds,
+                subject,
+                self._interval_s,
+            )
         self._pending.clear()
         self._last_line_at = now

@@ -122,8 +122,18 @@ class _Stream:
     """
 
     __slots__ = (
-        "audio", "bridge", "client", "done", "ending", "first_delta_at", "last_rx", "outcome",
-        "rate", "slices", "started", "upstream",
+        "audio",
+        "bridge",
+        "client",
+        "done",
+        "ending",
+        "first_delta_at",
+        "last_rx",
+        "outcome",
+        "rate",
+        "slices",
+        "started",
+        "upstream",
     )
 
     def __init__(self, bridge: Bridge, client: ClientLeg) -> None:
@@ -625,8 +635,9 @@ class Bridge:
                 self.metrics.upstream_error()
                 self.health.mark_unhealthy()
                 log.warning("vLLM did not accept a session: %s", exc or type(exc).__name__)
-                stream.outcome = (f"{realtime.UPSTREAM_UNAVAILABLE} "
-                                  f"(close {int(CloseCode.INTERNAL_ERROR)})")
+                stream.outcome = (
+                    f"{realtime.UPSTREAM_UNAVAILABLE} (close {int(CloseCode.INTERNAL_ERROR)})"
+                )
                 await self._refuse(
                     client,
                     f"the model server is not reachable ({exc or type(exc).__name__}); retry later",
@@ -637,8 +648,12 @@ class Bridge:
             await self._relay(stream, upstream)
         finally:
             client.stream = None
-            log.info("stream from %s ended after %.3f s: %s", _peer(client),
-                     time.monotonic() - stream.started, stream.outcome or "ended")
+            log.info(
+                "stream from %s ended after %.3f s: %s",
+                _peer(client),
+                time.monotonic() - stream.started,
+                stream.outcome or "ended",
+            )
             self.active_streams -= 1
             if not self.active_streams:
                 self._no_streams.set()

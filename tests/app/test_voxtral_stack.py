@@ -379,7 +379,12 @@ def test_the_caller_policy_can_require_the_runtime_vpc_endpoint(existing, privat
 def test_latency_thresholds_are_converted_from_ms_to_microseconds(synthesized, ops_variant):
     assert milliseconds_to_microseconds(500) == 500_000
     assert synthesized.settings.voxtral.model_latency_p90_ms == 500
-    assert alarms_by_name(synthesized.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"]["Threshold"] == 500_000
+    assert (
+        alarms_by_name(synthesized.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"][
+            "Threshold"
+        ]
+        == 500_000
+    )
     # The variant sets 250 ms.
     assert (
         alarms_by_name(ops_variant.template("Voxtral"))["voxtral-realtime-ModelLatencyP90"][
@@ -454,7 +459,10 @@ def test_each_pool_type_runs_a_model_with_its_own_stream_cap(pools_variant):
         assert same == variant_model
     assert caps == {"ml.g6.4xlarge": "4", "ml.g6e.2xlarge": "23", "ml.g5.4xlarge": "8"}
     assert pools_variant.settings.capacity_plan.stream_caps == {
-        "ml.g6.4xlarge": 4, "ml.g6e.2xlarge": 23, "ml.g5.4xlarge": 8}
+        "ml.g6.4xlarge": 4,
+        "ml.g6e.2xlarge": 23,
+        "ml.g5.4xlarge": 8,
+    }
 
 
 def test_the_rolling_update_allows_for_the_provisioning_timeout(pools_variant):
@@ -478,7 +486,9 @@ def test_with_caps_that_differ_autoscaling_and_the_near_cap_alarm_use_each_insta
     own cap): 70 % and 90 %."""
     from stacks.composition import voxtral_tracking
 
-    tracking = voxtral_tracking(pools_variant.settings)  # this variant is fixed-size: no policy synthesized
+    tracking = voxtral_tracking(
+        pools_variant.settings
+    )  # this variant is fixed-size: no policy synthesized
     assert (tracking.metric.metric_name, tracking.metric.statistic, tracking.target_value) == (
         "StreamCapUsed",
         "Average",

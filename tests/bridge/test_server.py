@@ -586,6 +586,7 @@ def test_500_cycles_return_fds_tasks_and_streams_to_baseline(run):
                     ws.transport.abort()
                 else:
                     await ws.close()
+
             # Everything returns to the baseline, however slowly: wait for all of it at once (the
             # bound is on waiting, not a speed target: on a loaded machine the last closes take
             # seconds, and a connect the bridge gave up on can reach the fake vLLM's listener after

@@ -27,8 +27,11 @@ async def outcomes(caplog, count: int) -> list[str]:
     """The outcomes of the stream lines, once ``count`` are logged (a stream's line is written
     when the bridge is done with it, which may be just after the client is)."""
     for _ in range(int(LIVENESS_S / 0.01)):
-        lines = [record.getMessage() for record in caplog.records
-                 if record.getMessage().startswith("stream from ")]
+        lines = [
+            record.getMessage()
+            for record in caplog.records
+            if record.getMessage().startswith("stream from ")
+        ]
         if len(lines) >= count:
             break
         await asyncio.sleep(0.01)
@@ -56,8 +59,11 @@ def test_a_stream_refused_at_max_streams_is_logged_and_the_others_end_with_their
                 extra = await open_stream(bridge)
                 assert (await recv_event(extra))["code"] == "server_busy"
                 assert await closed_within(extra, LIVENESS_S) == (1013, "server_busy")
-            refusals = [record.getMessage() for record in caplog.records
-                        if record.getMessage().startswith("refused")]
+            refusals = [
+                record.getMessage()
+                for record in caplog.records
+                if record.getMessage().startswith("refused")
+            ]
             # The first at once; the next two wait for the interval (REFUSED_LOG_INTERVAL_S).
             assert refusals == ["refused a stream: server_busy, MAX_STREAMS=1 (close 1013)"]
             await admitted.close()

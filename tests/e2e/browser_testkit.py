@@ -36,14 +36,15 @@ CHROMIUM_FLAGS = (
 
 
 def chromium_path() -> str | None:
-    return os.environ.get(BROWSER_ENV) or next(filter(None, map(shutil.which, CHROMIUM_NAMES)),
-                                               None)
+    return os.environ.get(BROWSER_ENV) or next(
+        filter(None, map(shutil.which, CHROMIUM_NAMES)), None
+    )
 
 
 requires_chromium = pytest.mark.skipif(
     chromium_path() is None,
     reason="Chromium is not installed (apt-get install chromium, as .ci/run does; or set "
-           "VOICECTL_TEST_CHROMIUM)",
+    "VOICECTL_TEST_CHROMIUM)",
 )
 """A module's ``pytestmark`` for tests that drive the browser."""
 
@@ -52,13 +53,19 @@ requires_chromium = pytest.mark.skipif(
 def chromium(microphone_wav: Path, extra_flags: Sequence[str] = ()) -> Iterator[Any]:
     """A headless Chromium whose fake microphone plays ``microphone_wav``, looped from the start of
     each capture."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed "
-                                   "(make test installs requirements-mic.lock)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="Playwright is not installed (make test installs requirements-mic.lock)",
+    )
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=chromium_path(), headless=True,
-            args=[*CHROMIUM_FLAGS, *extra_flags,
-                  f"--use-file-for-fake-audio-capture={microphone_wav}"],
+            executable_path=chromium_path(),
+            headless=True,
+            args=[
+                *CHROMIUM_FLAGS,
+                *extra_flags,
+                f"--use-file-for-fake-audio-capture={microphone_wav}",
+            ],
         )
         try:
             yield browser

@@ -38,8 +38,9 @@ def test_an_utterance_through_the_real_server_gives_interims_then_the_final(real
     target = VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=real_stack.url)
     # A CPU decodes some 17 tokens after the final commit.
     stt = VoxtralSTTService(target=target, done_wait_s=30.0)
-    down, up = asyncio.run(run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS,
-                                    start_timeout=60.0))
+    down, up = asyncio.run(
+        run_test(stt, frames_to_send=utterance_frames(), pipeline_params=PARAMS, start_timeout=60.0)
+    )
     kinds = (InterimTranscriptionFrame, TranscriptionFrame)
     texts = [frame for frame in down if isinstance(frame, kinds)]
     assert errors(up) == []

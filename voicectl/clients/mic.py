@@ -789,21 +789,32 @@ class MicServer:
                     "at once (voicectl speak reads longer texts from a file)"
                 )
             if not self._args.sonic_endpoint or not self._args.voice:
-                raise PageProtocolError("Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
-                                        "--voice ID")
+                raise PageProtocolError(
+                    "Speak needs a Sonic endpoint: start voicectl mic with --sonic-endpoint NAME "
+                    "--voice ID"
+                )
             await page.send({"type": "audio", "sample_rate_hz": SPEAK_SAMPLE_RATE_HZ})
             spoken = SpokenAudio()
             try:
                 await self._speak(page, text, spoken)
             except PageClosed as closed:
-                log(f"speak abandoned: the page's WebSocket closed ({closed}) "
+                log(
+                    f"speak abandoned: the page's WebSocket closed ({closed}) "
                     f"{time.monotonic() - began:.1f} s after the request, after "
-                    f"{spoken.audio_s:.2f} s of audio; its Sonic request is cancelled")
+                    f"{spoken.audio_s:.2f} s of audio; its Sonic request is cancelled"
+                )
                 raise
-            await page.send({"type": "done", "time_to_first_audio_s": spoken.time_to_first_audio_s,
-                             "audio_s": spoken.audio_s})
-            log(f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
-                f"{spoken.time_to_first_audio_s or 0:.3f} s")
+            await page.send(
+                {
+                    "type": "done",
+                    "time_to_first_audio_s": spoken.time_to_first_audio_s,
+                    "audio_s": spoken.audio_s,
+                }
+            )
+            log(
+                f"spoke {len(text)} characters with {self._args.sonic_endpoint}: first audio after "
+                f"{spoken.time_to_first_audio_s or 0:.3f} s"
+            )
         except PageClosed:
             pass
         except (PageProtocolError, TimeoutError, ValueError) as error:
@@ -828,8 +839,9 @@ class MicServer:
         from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
         from voicectl.clients.frameworks.targets import SonicTarget
 
-        target = SonicTarget(self._args.sonic_endpoint, region=self._args.region,
-                             profile=self._args.profile)
+        target = SonicTarget(
+            self._args.sonic_endpoint, region=self._args.region, profile=self._args.profile
+        )
         synthesizer = SonicSynthesizer(target, voice_id=self._args.voice)
 
         async def relay() -> None:
@@ -844,8 +856,9 @@ class MicServer:
 
         async def watch_page() -> NoReturn:
             message = await page.receive()  # raises PageClosed when the page goes away
-            raise PageProtocolError("one text per Speak connection; got another message: "
-                                    f"{message!r:.200}")
+            raise PageProtocolError(
+                f"one text per Speak connection; got another message: {message!r:.200}"
+            )
 
         speaking, watching = asyncio.ensure_future(relay()), asyncio.ensure_future(watch_page())
         try:
@@ -1024,11 +1037,15 @@ def summarize_error(message: str, target: str) -> str:
     """
     lowered = message.lower()
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
-        return ("The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
-                "that --endpoint-url starts with https://.")
+        return (
+            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
+            "that --endpoint-url starts with https://."
+        )
     if refused := re.search(r"ModelError[^(]*\(status (4\d\d)\): ([^.]*)", message):
-        return (f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
-                "text.")
+        return (
+            f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
+            "text."
+        )
     if message.startswith("ModelError"):
         return (
             f"{target} could not reach its model container. Check that the endpoint is in "

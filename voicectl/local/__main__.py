@@ -92,26 +92,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(make vllm-deps builds it)",
     )
     parser.add_argument("--vllm-port", type=int, default=8081, help="vLLM port (default: 8081)")
-    parser.add_argument("--transcription-delay-ms", type=int, metavar="MS",
-                        help="with --vllm real: the transcription delay vLLM serves (a multiple "
-                             "of 80 from 80 to 1200, or 2400; default: the checkpoint's, 480), as "
-                             "voxtral.transcription_delay_ms sets it in the image")
-    parser.add_argument("--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)")
-    parser.add_argument("--agent", action="store_true",
-                        help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
-                             "(port --bedrock-port) against the local endpoints (make local AGENT=1)")
-    parser.add_argument("--agent-port", type=int, default=8100, help="voice agent port (default: 8100)")
-    parser.add_argument("--bedrock-port", type=int, default=8095,
-                        help="Bedrock stand-in port (default: 8095)")
-    parser.add_argument("--bedrock-first-token-ms", type=float, metavar="MS",
-                        help="with --agent: the Bedrock stand-in's time to its first token "
-                             f"(default: {FIRST_TOKEN_S * 1000:.0f})")
-    parser.add_argument("--name", action="append", default=[], metavar="HOSTNAME", dest="names",
-                        help="one more name the front door's certificate covers, e.g. "
-                             "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)")
-    parser.add_argument("--state-dir", metavar="DIR",
-                        help="logs, CA certificate, env.sh and what the printed commands write "
-                             "(default: a new temporary directory)")
+    parser.add_argument(
+        "--transcription-delay-ms",
+        type=int,
+        metavar="MS",
+        help="with --vllm real: the transcription delay vLLM serves (a multiple "
+        "of 80 from 80 to 1200, or 2400; default: the checkpoint's, 480), as "
+        "voxtral.transcription_delay_ms sets it in the image",
+    )
+    parser.add_argument(
+        "--sonic-port", type=int, default=8090, help="Sonic stand-in port (default: 8090)"
+    )
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
+        "(port --bedrock-port) against the local endpoints (make local AGENT=1)",
+    )
+    parser.add_argument(
+        "--agent-port", type=int, default=8100, help="voice agent port (default: 8100)"
+    )
+    parser.add_argument(
+        "--bedrock-port", type=int, default=8095, help="Bedrock stand-in port (default: 8095)"
+    )
+    parser.add_argument(
+        "--bedrock-first-token-ms",
+        type=float,
+        metavar="MS",
+        help="with --agent: the Bedrock stand-in's time to its first token "
+        f"(default: {FIRST_TOKEN_S * 1000:.0f})",
+    )
+    parser.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        metavar="HOSTNAME",
+        dest="names",
+        help="one more name the front door's certificate covers, e.g. "
+        "runtime.sagemaker.us-east-1.amazonaws.com (repeat for each)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="logs, CA certificate, env.sh and what the printed commands write "
+        "(default: a new temporary directory)",
+    )
     return parser.parse_args(argv)
 
 
@@ -123,12 +148,16 @@ def delay_problem(args: argparse.Namespace) -> str | None:
     if delay is None:
         return None
     if args.vllm != "real":
-        return (f"--transcription-delay-ms {delay} needs --vllm real (make local VLLM=real): "
-                "the fake vLLM scripts its deltas (the first after 0.6 s of audio whatever the "
-                "delay); the delay is a setting of the real server's tokenizer")
+        return (
+            f"--transcription-delay-ms {delay} needs --vllm real (make local VLLM=real): "
+            "the fake vLLM scripts its deltas (the first after 0.6 s of audio whatever the "
+            "delay); the delay is a setting of the real server's tokenizer"
+        )
     if delay not in TRANSCRIPTION_DELAYS_MS:
-        return (f"--transcription-delay-ms {delay}: must be a multiple of 80 from 80 to 1200, or "
-                "2400 (ms: the delays the Voxtral Realtime model card allows)")
+        return (
+            f"--transcription-delay-ms {delay}: must be a multiple of 80 from 80 to 1200, or "
+            "2400 (ms: the delays the Voxtral Realtime model card allows)"
+        )
     return None
 
 
@@ -138,11 +167,15 @@ def first_token_problem(args: argparse.Namespace) -> str | None:
     if first_token_ms is None:
         return None
     if not args.agent:
-        return (f"--bedrock-first-token-ms {first_token_ms:g} needs --agent (make local AGENT=1): "
-                "the Bedrock stand-in runs only with the voice agent")
+        return (
+            f"--bedrock-first-token-ms {first_token_ms:g} needs --agent (make local AGENT=1): "
+            "the Bedrock stand-in runs only with the voice agent"
+        )
     if not 0 <= first_token_ms <= MAX_FIRST_TOKEN_MS:
-        return (f"--bedrock-first-token-ms {first_token_ms:g}: must be 0-{MAX_FIRST_TOKEN_MS} ms "
-                "(the bot's Bedrock client gives up on a silent stream after 60 s)")
+        return (
+            f"--bedrock-first-token-ms {first_token_ms:g}: must be 0-{MAX_FIRST_TOKEN_MS} ms "
+            "(the bot's Bedrock client gives up on a silent stream after 60 s)"
+        )
     return None
 
 
@@ -420,14 +453,34 @@ def agent_parts(
         "PYTHONPATH": str(REPOSITORY),
     }
     python = sys.executable
-    first_token = ([] if args.bedrock_first_token_ms is None
-                   else ["--first-token-ms", f"{args.bedrock_first_token_ms:g}"])
+    first_token = (
+        []
+        if args.bedrock_first_token_ms is None
+        else ["--first-token-ms", f"{args.bedrock_first_token_ms:g}"]
+    )
     return [
-        Part("Bedrock stand-in", args.bedrock_port,
-             [python, "-m", "voicectl.local.fake_bedrock", "--port", str(args.bedrock_port),
-              *first_token], REPOSITORY, base_env),
-        Part("voice agent", args.agent_port, [python, "-m", "agent"], REPOSITORY, agent_env,
-             ready_path="/health"),
+        Part(
+            "Bedrock stand-in",
+            args.bedrock_port,
+            [
+                python,
+                "-m",
+                "voicectl.local.fake_bedrock",
+                "--port",
+                str(args.bedrock_port),
+                *first_token,
+            ],
+            REPOSITORY,
+            base_env,
+        ),
+        Part(
+            "voice agent",
+            args.agent_port,
+            [python, "-m", "agent"],
+            REPOSITORY,
+            agent_env,
+            ready_path="/health",
+        ),
     ]
 
 

@@ -91,8 +91,11 @@ class ServerLimits:
     close_timeout_s: float = CLOSE_TIMEOUT_S
 
     def __post_init__(self) -> None:
-        bad = [f"{item.name}={getattr(self, item.name)!r}" for item in fields(self)
-               if not getattr(self, item.name) > 0]
+        bad = [
+            f"{item.name}={getattr(self, item.name)!r}"
+            for item in fields(self)
+            if not getattr(self, item.name) > 0
+        ]
         if bad:
             raise ValueError(f"server limits must be positive numbers: {', '.join(bad)}")
 
@@ -131,9 +134,13 @@ class ServerBounds:
             connections=self.connections,
             streams=sum(len(protocol.streams) for protocol in protocols),
             buffers=sum(len(protocol.stream_buffers) for protocol in protocols),
-            buffered_bytes=sum(len(buffer.buffer) for protocol in protocols
-                               for buffer in protocol.stream_buffers.values()),
-            h2_streams=sum(protocol.connection.open_inbound_streams for protocol in protocols))
+            buffered_bytes=sum(
+                len(buffer.buffer)
+                for protocol in protocols
+                for buffer in protocol.stream_buffers.values()
+            ),
+            h2_streams=sum(protocol.connection.open_inbound_streams for protocol in protocols),
+        )
 
 
 def bounds_of(config: Any) -> ServerBounds:
@@ -176,8 +183,9 @@ def _bounded_frame_buffer(limit: int) -> Any:
             if isinstance(result, HeadersFrame | PushPromiseFrame):
                 size = max(size, len(result.data))
             if size > limit:
-                raise DenialOfServiceError(f"a header block of over {limit} bytes "
-                                           f"(MAX_HEADER_LIST_SIZE)")
+                raise DenialOfServiceError(
+                    f"a header block of over {limit} bytes (MAX_HEADER_LIST_SIZE)"
+                )
             return result
 
     return HeaderBoundedFrameBuffer(server=True)
@@ -232,8 +240,12 @@ def _bounded_h2_protocol() -> type:
             """h2 ended the connection (its GOAWAY is queued): log it, send it, and close once
             the peer has read it."""
             code = ErrorCodes(getattr(error, "error_code", ErrorCodes.PROTOCOL_ERROR))
-            connection_logger.info("closed the HTTP/2 connection from %s with GOAWAY %s: %s",
-                                   _peer(self.client), code.name, error)
+            connection_logger.info(
+                "closed the HTTP/2 connection from %s with GOAWAY %s: %s",
+                _peer(self.client),
+                code.name,
+                error,
+            )
             await self._flush()
             self._lingering = True
             self._linger = asyncio.ensure_future(self._close_later())
@@ -249,8 +261,9 @@ def _bounded_h2_protocol() -> type:
             for event in events:
                 if isinstance(event, DataReceived) and event.stream_id not in self.streams:
                     # The application is done with this stream: give the credit back, drop it.
-                    self.connection.acknowledge_received_data(event.flow_controlled_length,
-                                                              event.stream_id)
+                    self.connection.acknowledge_received_data(
+                        event.flow_controlled_length, event.stream_id
+                    )
                     await self._flush()
                     continue
                 await super()._handle_events([event])
@@ -303,7 +316,8 @@ def _bounded_h2_protocol() -> type:
         def _stalled(self, stream_id: int) -> None:
             if stream_id not in self._stalls and not self.closed:
                 self._stalls[stream_id] = asyncio.get_running_loop().call_later(
-                    self.bounds.limits.stalled_send_timeout_s, self._stall_expired, stream_id)
+                    self.bounds.limits.stalled_send_timeout_s, self._stall_expired, stream_id
+                )
 
         def _progressed(self, stream_id: int) -> None:
             handle = self._stalls.pop(stream_id, None)
@@ -319,14 +333,16 @@ def _bounded_h2_protocol() -> type:
             if self.closed or stream_id not in self.stream_buffers:
                 return
             timeout = self.bounds.limits.stalled_send_timeout_s
-            reason = (f"reset (CANCEL): the caller's flow-control window stayed at 0 for "
-                      f"{timeout:g} s")
+            reason = (
+                f"reset (CANCEL): the caller's flow-control window stayed at 0 for {timeout:g} s"
+            )
             scope = getattr(self.streams.get(stream_id), "scope", None)
             if isinstance(scope, dict):  # the call's access line says it
                 scope.setdefault("extensions", {})[STREAM_RESET_EXTENSION] = {"reason": reason}
             else:
-                connection_logger.info("stream %d from %s %s", stream_id, _peer(self.client),
-                                       reason)
+                connection_logger.info(
+                    "stream %d from %s %s", stream_id, _peer(self.client), reason
+                )
             with contextlib.suppress(StreamClosedError, ProtocolError):
                 self.connection.reset_stream(stream_id, ErrorCodes.CANCEL)
             await self._release(stream_id)
@@ -390,8 +406,10 @@ def _bounded_tcp_server() -> type:
             if bounds.connections >= bounds.limits.max_connections:
                 connection_logger.info(
                     "refused a connection from %s: %d connections are open (at most %d)",
-                    _peer(self.writer.get_extra_info("peername")), bounds.connections,
-                    bounds.limits.max_connections)
+                    _peer(self.writer.get_extra_info("peername")),
+                    bounds.connections,
+                    bounds.limits.max_connections,
+                )
                 self.writer.transport.abort()
                 return
             bounds.connections += 1
@@ -423,7 +441,9 @@ def _bounded_tcp_server() -> type:
                 except TimeoutError:
                     connection_logger.info(
                         "closed the connection from %s: it read nothing for %g s",
-                        _peer(self.writer.get_extra_info("peername")), timeout)
+                        _peer(self.writer.get_extra_info("peername")),
+                        timeout,
+                    )
                     self.writer.transport.abort()
                 except (ConnectionError, RuntimeError):
                     pass

@@ -26,6 +26,7 @@ at ``http://host:port``), ``http://host:port`` for one without (the Sonic stand-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -96,8 +97,10 @@ signature can be checked; then the call is answered 408. nginx's client_body_tim
 two reads, 408)."""
 
 
-_ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
-                    r"invocations-response-stream)$")
+_ROUTE = re.compile(
+    r"^/endpoints/(?P<name>[^/]+)/(?P<operation>invocations-bidirectional-stream|"
+    r"invocations-response-stream)$"
+)
 _BIDIRECTIONAL = "invocations-bidirectional-stream"
 _OPERATIONS = {
     _BIDIRECTIONAL: "InvokeEndpointWithBidirectionalStream",
@@ -381,7 +384,6 @@ class LocalRuntime:
                         drained += len((await receive_tracked()).get("body", b""))
         await _respond(send_tracked, error)
 
-
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, call: CallRecord) -> None:
         route = _ROUTE.match(scope["path"])
         if route is None or scope["method"] != "POST":
@@ -532,17 +534,23 @@ async def _read_body(receive: Receive, timeout_s: float) -> bytes:
             async with asyncio.timeout(timeout_s):
                 message = await receive()
         except TimeoutError:
-            raise ServiceError(408, "RequestTimeoutException", f"No request body data arrived "
-                               f"for {timeout_s:g} s; the call was ended.",
-                               message_key="message") from None
+            raise ServiceError(
+                408,
+                "RequestTimeoutException",
+                f"No request body data arrived for {timeout_s:g} s; the call was ended.",
+                message_key="message",
+            ) from None
         if message["type"] == "http.disconnect":
             break
         chunks.append(message.get("body", b""))
         size += len(chunks[-1])
         if size > MAX_REQUEST_BODY_BYTES:
-            raise validation_error(f"1 validation error detected: Value at 'body' failed to "
-                                   f"satisfy constraint: Member must have length less than or "
-                                   f"equal to {MAX_REQUEST_BODY_BYTES}", bidirectional=False)
+            raise validation_error(
+                f"1 validation error detected: Value at 'body' failed to "
+                f"satisfy constraint: Member must have length less than or "
+                f"equal to {MAX_REQUEST_BODY_BYTES}",
+                bidirectional=False,
+            )
         if not message.get("more_body", False):
             break
     return b"".join(chunks)

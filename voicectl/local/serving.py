@@ -100,9 +100,15 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def serve_asgi(app: Any, sockets: list[socket.socket], shutdown: asyncio.Event, *,
-                     tls: TlsFiles | None = None, graceful_timeout_s: float = 1.0,
-                     bounds: ServerBounds | None = None) -> None:
+async def serve_asgi(
+    app: Any,
+    sockets: list[socket.socket],
+    shutdown: asyncio.Event,
+    *,
+    tls: TlsFiles | None = None,
+    graceful_timeout_s: float = 1.0,
+    bounds: ServerBounds | None = None,
+) -> None:
     """Serve the ASGI ``app`` with hypercorn on ``sockets`` until ``shutdown`` is set.
 
     With ``tls``: HTTP/2 or HTTP/1.1 over TLS, chosen by ALPN; without: plain HTTP/1.1 (and h2c).

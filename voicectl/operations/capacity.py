@@ -47,8 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from config.capacity_plan import size
-from constructs_lib.facts import capacity as model
-from constructs_lib.facts import instance_types
 from constructs_lib.ecs_service.props import gpu_spec as ecs_gpu_spec
 from constructs_lib.facts import capacity as model, instance_types
 from voicectl.cli import UsageError
@@ -99,16 +97,21 @@ def rows(settings: Any, extra_types: list[str]) -> list[Row]:
     for instance_type in [*configured, *[t for t in extra_types if t not in configured]]:
         spec = instance_types.lookup(instance_type)
         if spec is None or not spec.gpus:
-            raise UsageError(f"--instance-type {instance_type}: not a GPU instance type of "
-                             f"constructs_lib/facts/instance_types.py (GPU types: {instance_types.gpu_families()})")
+            raise UsageError(
+                f"--instance-type {instance_type}: not a GPU instance type of "
+                f"constructs_lib/facts/instance_types.py (GPU types: {instance_types.gpu_families()})"
+            )
         # The plan's figures for the types the service runs; the same sizing for the others.
         sized = planned.get(instance_type) or size(v, instance_type)
         fitted = sized.capacity
         assert fitted is not None, "valid settings size every GPU type"
         if v.stream_cap == "auto" and instance_type in configured and len(configured) > 1:
             # Each pool type runs a Model of its own (InstancePool ModelNameOverride) with its own cap.
-            source = (f"auto: {fitted.limited_by} bound; the variant's Model" if instance_type == configured[0]
-                      else f"auto: {fitted.limited_by} bound; this pool's own Model")
+            source = (
+                f"auto: {fitted.limited_by} bound; the variant's Model"
+                if instance_type == configured[0]
+                else f"auto: {fitted.limited_by} bound; this pool's own Model"
+            )
         elif v.stream_cap == "auto":
             source = f"auto: {fitted.limited_by} bound"
         else:

@@ -196,35 +196,74 @@ def endpoint_costs(
     plan = settings.capacity_plan
     if settings.voxtral.enabled and settings.voxtral.target == "ecs":
         v = settings.voxtral
-        costs.append(_on_ecs("voxtral", v.endpoint_name, settings.ecs.instance_type, settings.ecs.min_tasks,
-                             settings.ecs.max_tasks, plan.streams_per_instance))
+        costs.append(
+            _on_ecs(
+                "voxtral",
+                v.endpoint_name,
+                settings.ecs.instance_type,
+                settings.ecs.min_tasks,
+                settings.ecs.max_tasks,
+                plan.streams_per_instance,
+            )
+        )
     elif settings.voxtral.enabled:
         v = settings.voxtral
         # The priced type's own cap: with instance pools each pool type runs at its own (ModelNameOverride).
         cap = plan.of(v.instance_type).stream_cap
-        costs.append(_priced(lookup, EndpointCost(
-            section="voxtral", endpoint_name=v.endpoint_name, instance_type=v.instance_type,
-            min_instances=v.min_capacity, max_instances=v.max_capacity,
-            streams_per_instance=cap, streams_source=_voxtral_streams_source(v.stream_cap),
-            target_streams_per_instance=plan.target_fraction * cap,
-            target_source=f"voxtral.scaling_target_fraction {plan.target_fraction:g} x {cap}",
-        )))
+        costs.append(
+            _priced(
+                lookup,
+                EndpointCost(
+                    section="voxtral",
+                    endpoint_name=v.endpoint_name,
+                    instance_type=v.instance_type,
+                    min_instances=v.min_capacity,
+                    max_instances=v.max_capacity,
+                    streams_per_instance=cap,
+                    streams_source=_voxtral_streams_source(v.stream_cap),
+                    target_streams_per_instance=plan.target_fraction * cap,
+                    target_source=f"voxtral.scaling_target_fraction {plan.target_fraction:g} x {cap}",
+                ),
+            )
+        )
     if settings.sonic.enabled and settings.sonic.target == "ecs":
         sonic = settings.sonic
-        costs.append(_on_ecs("sonic", sonic.endpoint_name, sonic.ecs_instance_type, sonic.min_capacity,
-                             sonic.max_capacity, SONIC_STREAMS_PER_INSTANCE.get(f"ml.{sonic.ecs_instance_type}") or 0))
+        costs.append(
+            _on_ecs(
+                "sonic",
+                sonic.endpoint_name,
+                sonic.ecs_instance_type,
+                sonic.min_capacity,
+                sonic.max_capacity,
+                SONIC_STREAMS_PER_INSTANCE.get(f"ml.{sonic.ecs_instance_type}") or 0,
+            )
+        )
     elif settings.sonic.enabled:
         s = settings.sonic
         if sonic_streams_per_instance is not None:
             streams, source = sonic_streams_per_instance, "--sonic-streams-per-instance"
         else:
             streams = SONIC_STREAMS_PER_INSTANCE.get(s.instance_type)
-            source = SONIC_STREAMS_SOURCE if streams else "unknown for this type: pass --sonic-streams-per-instance"
-        costs.append(_priced(lookup, EndpointCost(
-            section="sonic", endpoint_name=s.endpoint_name, instance_type=s.instance_type,
-            min_instances=s.min_capacity, max_instances=s.max_capacity,
-            streams_per_instance=streams, streams_source=source, software_fee_note=SONIC_SOFTWARE_FEE_NOTE,
-        )))
+            source = (
+                SONIC_STREAMS_SOURCE
+                if streams
+                else "unknown for this type: pass --sonic-streams-per-instance"
+            )
+        costs.append(
+            _priced(
+                lookup,
+                EndpointCost(
+                    section="sonic",
+                    endpoint_name=s.endpoint_name,
+                    instance_type=s.instance_type,
+                    min_instances=s.min_capacity,
+                    max_instances=s.max_capacity,
+                    streams_per_instance=streams,
+                    streams_source=source,
+                    software_fee_note=SONIC_SOFTWARE_FEE_NOTE,
+                ),
+            )
+        )
     return costs
 
 

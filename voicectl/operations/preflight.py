@@ -394,12 +394,20 @@ def instance_needs(settings: Settings) -> dict[str, InstanceNeed]:
     if settings.voxtral.enabled:
         v = settings.voxtral
         batch = math.ceil(v.max_capacity * v.batch_percent / 100) if v.batch_percent else 1
-        add(v.variant().instance_types, v.max_capacity, v.max_capacity + batch,
-            f"Voxtral up to {v.max_capacity}, {v.max_capacity + batch} during a rolling update")
+        add(
+            v.variant().instance_types,
+            v.max_capacity,
+            v.max_capacity + batch,
+            f"Voxtral up to {v.max_capacity}, {v.max_capacity + batch} during a rolling update",
+        )
     if settings.sonic.enabled:
         s = settings.sonic
-        add(s.variant().instance_types, s.max_capacity, 2 * s.max_capacity,
-            f"Sonic up to {s.max_capacity}, {2 * s.max_capacity} during a blue/green update")
+        add(
+            s.variant().instance_types,
+            s.max_capacity,
+            2 * s.max_capacity,
+            f"Sonic up to {s.max_capacity}, {2 * s.max_capacity} during a blue/green update",
+        )
     return needs
 
 

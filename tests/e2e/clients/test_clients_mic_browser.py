@@ -25,8 +25,13 @@ import numpy as np
 import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
-from tests.unit.voicectl.clients.clients_testkit import RECORDING, QuietBridge, ResponseStreamServer, Servers, client_parser
-from voicectl.local.fake_vllm import free_port
+from tests.unit.voicectl.clients.clients_testkit import (
+    RECORDING,
+    QuietBridge,
+    ResponseStreamServer,
+    Servers,
+    client_parser,
+)
 from voicectl.clients import mic
 from voicectl.local.fake_vllm import free_port
 
@@ -778,14 +783,22 @@ def test_the_speak_panel_plays_sonic_as_it_streams_and_shows_the_time_to_first_a
     )
 
 
-def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(browser,
-                                                                                                     monkeypatch):
+def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_next_recording_works(
+    browser, monkeypatch
+):
     """A frozen bridge looked exactly like "Recording" with no words, and a wedged stream left
     "Finishing the transcript..." forever. The watchdog's timeouts are shortened here; the states
     are asserted, not times."""
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
-    for name, value in {"FIRST_ANSWER_TIMEOUT_S": 2.0, "STALL_NOTICE_S": 1.0, "STALL_TIMEOUT_S": 3.0,
-                        "STOP_TIMEOUT_S": 2.0, "WATCHDOG_TICK_S": 0.05}.items():
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
+    )
+    for name, value in {
+        "FIRST_ANSWER_TIMEOUT_S": 2.0,
+        "STALL_NOTICE_S": 1.0,
+        "STALL_TIMEOUT_S": 3.0,
+        "STOP_TIMEOUT_S": 2.0,
+        "WATCHDOG_TICK_S": 0.05,
+    }.items():
         monkeypatch.setattr(mic, name, value)
     bridge = QuietBridge()
     bridge.answers = 3  # three words, then nothing
@@ -840,11 +853,15 @@ STATE_LOG = """() => {
 an instant is seen too."""
 
 
-def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(browser):
-    """"Recording: streaming to ..." must not show before the endpoint accepted the call, only once
+def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(
+    browser,
+):
+    """ "Recording: streaming to ..." must not show before the endpoint accepted the call, only once
     it has. The fake container holds its first event until the test lets it go: the states are
     asserted in order, not timed."""
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)")
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
+    )
     bridge = QuietBridge()
     with bridge.serving() as container:
         args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])

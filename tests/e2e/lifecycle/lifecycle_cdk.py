@@ -281,8 +281,12 @@ class Phases:
 
     def report(self) -> None:
         total = time.monotonic() - self.started
-        log.info("%s figures (s): %s, total %.1f", self.name,
-                 ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()), total)
+        log.info(
+            "%s figures (s): %s, total %.1f",
+            self.name,
+            ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
+            total,
+        )
 
 
 #: The image manifest :func:`publish_image_assets` puts under an asset's tag: Docker's image
@@ -290,8 +294,11 @@ class Phases:
 IMAGE_MANIFEST = {
     "schemaVersion": 2,
     "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-    "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 0,
-               "digest": "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+    "config": {
+        "mediaType": "application/vnd.docker.container.image.v1+json",
+        "size": 0,
+        "digest": "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    },
     "layers": [],
 }
 
@@ -317,9 +324,13 @@ def publish_image_assets(aws: Any, assembly: Path) -> dict[str, str]:
                 repository, tag = destination["repositoryName"], destination["imageTag"]
                 found = aws.ecr.list_images(repositoryName=repository)["imageIds"]
                 if not any(i.get("imageTag") == tag for i in found):
-                    aws.ecr.put_image(repositoryName=repository, imageTag=tag,
-                                      imageManifest=json.dumps(IMAGE_MANIFEST))
+                    aws.ecr.put_image(
+                        repositoryName=repository,
+                        imageTag=tag,
+                        imageManifest=json.dumps(IMAGE_MANIFEST),
+                    )
                 (described,) = aws.ecr.describe_repositories(repositoryNames=[repository])[
-                    "repositories"]
+                    "repositories"
+                ]
                 images[artifact_id.removesuffix(".assets")] = f"{described['repositoryUri']}:{tag}"
     return images

@@ -49,16 +49,26 @@ import pytest
 from config.settings import Settings
 from contracts.agent_env import AgentEnv
 from tests.e2e.lifecycle.lifecycle_cdk import (
-    Phases, bootstrap_target, publish_image_assets, run_cdk, synthesize_assembly,
+    Phases,
+    bootstrap_target,
+    publish_image_assets,
+    run_cdk,
+    synthesize_assembly,
 )
 from tests.e2e.lifecycle.lifecycle_moto import ACCOUNT, REGION, moto_server, port_is_closed
 from tests.e2e.lifecycle.lifecycle_resources import Aws, StackView, read_stack
 from tests.e2e.lifecycle.test_lifecycle_deploy import (
-    BOOTSTRAP_STACK, IMAGE_URI, load_templates, settings_with,
+    BOOTSTRAP_STACK,
+    IMAGE_URI,
+    load_templates,
+    settings_with,
 )
 
-pytestmark = [pytest.mark.lifecycle, pytest.mark.starts_first,  # minutes (tests/e2e/conftest.py)
-              pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")]
+pytestmark = [
+    pytest.mark.lifecycle,
+    pytest.mark.starts_first,  # minutes (tests/e2e/conftest.py)
+    pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
+]
 
 STACK = "RealtimeVoice-Agent"
 #: The update: another greeting and another session limit per task, both in the task's
@@ -66,9 +76,12 @@ STACK = "RealtimeVoice-Agent"
 UPDATE = {"agent.greeting": "Hi, this is the updated agent.", "agent.max_sessions_per_task": 6}
 #: The Agent stack's resource types moto's CloudFormation skips ("No Moto CloudFormation support"):
 #: checked as CloudFormation received them (tests/app/test_agent_stack.py asserts their values).
-NOT_CREATED_BY_MOTO = {"AWS::S3::BucketPolicy", "AWS::EC2::SecurityGroupEgress",
-                       "AWS::ApplicationAutoScaling::ScalableTarget",
-                       "AWS::ApplicationAutoScaling::ScalingPolicy"}
+NOT_CREATED_BY_MOTO = {
+    "AWS::S3::BucketPolicy",
+    "AWS::EC2::SecurityGroupEgress",
+    "AWS::ApplicationAutoScaling::ScalableTarget",
+    "AWS::ApplicationAutoScaling::ScalingPolicy",
+}
 #: The interface endpoints network.mode=vpc adds for the agent (docs/agent.md, "Network").
 AGENT_ENDPOINTS = {"bedrock-runtime", "logs", "ecs"}
 
@@ -86,18 +99,29 @@ def test_agent_stack_deploy_update_destroy(tmp_path: Path, network: str) -> None
         with phases("synth"):
             synthesize_assembly(assembly_1, first, server.url)
         with phases("bootstrap"):
-            run_cdk(["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url,
-                    cdk_log)
+            run_cdk(
+                ["bootstrap", bootstrap_target(), "--app", str(assembly_1)], server.url, cdk_log
+            )
         images = publish_image_assets(aws, assembly_1)
         assert list(images) == [STACK], images  # the bot's image is the app's only image asset
         with phases("deploy"):
-            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)],
-                    server.url, cdk_log)
+            run_cdk(
+                ["deploy", "--all", "--require-approval", "never", "--app", str(assembly_1)],
+                server.url,
+                cdk_log,
+            )
         templates = load_templates(assembly_1)
         foundation = ["RealtimeVoice-Foundation"] if network == "vpc" else []
-        assert sorted(templates) == sorted([
-            "RealtimeVoice-Artifacts", *foundation, "RealtimeVoice-Operations",
-            "RealtimeVoice-Sonic", "RealtimeVoice-Voxtral", STACK])
+        assert sorted(templates) == sorted(
+            [
+                "RealtimeVoice-Artifacts",
+                *foundation,
+                "RealtimeVoice-Operations",
+                "RealtimeVoice-Sonic",
+                "RealtimeVoice-Voxtral",
+                STACK,
+            ]
+        )
         stack = read_stack(aws, STACK, templates[STACK])
         with phases("checks"):
             check_agent(aws, settings, stack, images[STACK], network)
@@ -107,8 +131,11 @@ def test_agent_stack_deploy_update_destroy(tmp_path: Path, network: str) -> None
             synthesize_assembly(assembly_2, second, server.url)
         assert publish_image_assets(aws, assembly_2) == images  # the same image: nothing to build
         with phases("deploy (update)"):
-            run_cdk(["deploy", "--all", "--require-approval", "never", "--app", str(assembly_2)],
-                    server.url, cdk_log)
+            run_cdk(
+                ["deploy", "--all", "--require-approval", "never", "--app", str(assembly_2)],
+                server.url,
+                cdk_log,
+            )
         updated_stack = read_stack(aws, STACK, load_templates(assembly_2)[STACK])
         with phases("checks"):
             check_agent(aws, updated, updated_stack, images[STACK], network)
@@ -117,16 +144,22 @@ def test_agent_stack_deploy_update_destroy(tmp_path: Path, network: str) -> None
             assert new != old and revision(new) == revision(old) + 1
             described = aws.ecs.describe_task_definition(taskDefinition=old)["taskDefinition"]
             assert described["status"] == "INACTIVE"
-            kept = {r.logical_id: r.physical_id for r in stack.resources
-                    if r.type != "AWS::ECS::TaskDefinition"}
-            assert {r.logical_id: r.physical_id for r in updated_stack.resources
-                    if r.type != "AWS::ECS::TaskDefinition"} == kept  # nothing else replaced
+            kept = {
+                r.logical_id: r.physical_id
+                for r in stack.resources
+                if r.type != "AWS::ECS::TaskDefinition"
+            }
+            assert {
+                r.logical_id: r.physical_id
+                for r in updated_stack.resources
+                if r.type != "AWS::ECS::TaskDefinition"
+            } == kept  # nothing else replaced
 
         with phases("destroy"):
-            run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url,
-                    cdk_log)
-        assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] \
-            == [BOOTSTRAP_STACK]
+            run_cdk(["destroy", "--all", "--force", "--app", str(assembly_2)], server.url, cdk_log)
+        assert [s["StackName"] for s in aws.cloudformation.describe_stacks()["Stacks"]] == [
+            BOOTSTRAP_STACK
+        ]
         check_agent_gone(aws, [stack, updated_stack])
         port = server.port
     assert port_is_closed(port)
@@ -137,8 +170,9 @@ def revision(task_definition_arn: str) -> int:
     return int(task_definition_arn.rsplit(":", 1)[1])
 
 
-def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
-                network: str) -> None:
+def check_agent(
+    aws: Aws, settings: Settings, stack: StackView, image_uri: str, network: str
+) -> None:
     """The agent's resources as the settings ask, read through boto3 (and, for what moto's
     CloudFormation drops, as CloudFormation received them)."""
     agent, sizing = settings.agent, settings.agent.sizing()
@@ -152,10 +186,13 @@ def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
     cluster_name = stack.one("AWS::ECS::Cluster").physical_id
     (cluster,) = aws.ecs.describe_clusters(clusters=[cluster_name])["clusters"]
     assert cluster["status"] == "ACTIVE" and stack.outputs["ClusterName"] == cluster_name
-    task_resource, service_resource = (stack.one("AWS::ECS::TaskDefinition"),
-                                       stack.one("AWS::ECS::Service"))
-    (service,) = aws.ecs.describe_services(cluster=cluster["clusterArn"], services=[
-        service_resource.physical_id])["services"]
+    task_resource, service_resource = (
+        stack.one("AWS::ECS::TaskDefinition"),
+        stack.one("AWS::ECS::Service"),
+    )
+    (service,) = aws.ecs.describe_services(
+        cluster=cluster["clusterArn"], services=[service_resource.physical_id]
+    )["services"]
     assert service["status"] == "ACTIVE"
     assert service["taskDefinition"] == task_resource.physical_id
     scaling = stack.one("AWS::ApplicationAutoScaling::ScalableTarget")
@@ -164,8 +201,10 @@ def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
     # No DesiredCount: CloudFormation starts a new service with 1 task (moto with 0) and an update
     # leaves the count to the scaling, which holds it between the settings' bounds.
     assert "DesiredCount" not in service_resource.properties
-    assert (scaling.properties["MinCapacity"], scaling.properties["MaxCapacity"]) \
-        == (sizing.min_tasks, sizing.max_tasks)
+    assert (scaling.properties["MinCapacity"], scaling.properties["MaxCapacity"]) == (
+        sizing.min_tasks,
+        sizing.max_tasks,
+    )
     service_properties, task_properties = service_resource.properties, task_resource.properties
     assert service_properties["LaunchType"] == "FARGATE"
     awsvpc = service_properties["NetworkConfiguration"]["AwsvpcConfiguration"]
@@ -175,16 +214,23 @@ def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
     task_subnets = sorted(resolve(aws, stack, s) for s in awsvpc["Subnets"])
     (binding,) = service_properties["LoadBalancers"]
     target_group_arn = stack.one("AWS::ElasticLoadBalancingV2::TargetGroup").physical_id
-    assert (resolve(aws, stack, binding["TargetGroupArn"]), binding["ContainerName"],
-            binding["ContainerPort"]) == (target_group_arn, "Agent", 8080)
-    assert (task_properties["RequiresCompatibilities"], task_properties["NetworkMode"],
-            task_properties["Cpu"], task_properties["Memory"]) \
-        == (["FARGATE"], "awsvpc", str(sizing.cpu), str(sizing.memory_mib))
+    assert (
+        resolve(aws, stack, binding["TargetGroupArn"]),
+        binding["ContainerName"],
+        binding["ContainerPort"],
+    ) == (target_group_arn, "Agent", 8080)
+    assert (
+        task_properties["RequiresCompatibilities"],
+        task_properties["NetworkMode"],
+        task_properties["Cpu"],
+        task_properties["Memory"],
+    ) == (["FARGATE"], "awsvpc", str(sizing.cpu), str(sizing.memory_mib))
 
     # The task definition: the bot's image from the bootstrap repository, its environment (the
     # AgentEnv the bot reads), read-only root, logs to the stack's log group.
     task = aws.ecs.describe_task_definition(taskDefinition=task_resource.physical_id)[
-        "taskDefinition"]
+        "taskDefinition"
+    ]
     assert task["memory"] == str(sizing.memory_mib)
     (container,) = task["containerDefinitions"]
     assert container["image"] == image_uri
@@ -192,41 +238,60 @@ def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
     (template_container,) = task_properties["ContainerDefinitions"]
     assert environment == {e["Name"]: e["Value"] for e in template_container["Environment"]}
     env = AgentEnv.from_env(environment)  # what the bot reads, against the settings
-    assert (env.voxtral_endpoint, env.sonic_endpoint) \
-        == (settings.voxtral.endpoint_name, settings.sonic.endpoint_name)
-    assert (env.llm_model_id, env.greeting, env.max_sessions) \
-        == (agent.llm_model_id, agent.greeting, sizing.max_sessions_per_task)
+    assert (env.voxtral_endpoint, env.sonic_endpoint) == (
+        settings.voxtral.endpoint_name,
+        settings.sonic.endpoint_name,
+    )
+    assert (env.llm_model_id, env.greeting, env.max_sessions) == (
+        agent.llm_model_id,
+        agent.greeting,
+        sizing.max_sessions_per_task,
+    )
     assert env.metric_dimensions == {"Deployment": settings.stack_name_prefix}
     assert container["readonlyRootFilesystem"] is True
     assert container["stopTimeout"] == 120
     assert [m["containerPort"] for m in container["portMappings"]] == [8080]
     log_group = named(stack, "ServiceLogs").physical_id
     assert container["logConfiguration"]["options"]["awslogs-group"] == log_group
-    (group,) = [g for g in aws.logs.describe_log_groups(logGroupNamePrefix=log_group)["logGroups"]
-                if g["logGroupName"] == log_group]
+    (group,) = [
+        g
+        for g in aws.logs.describe_log_groups(logGroupNamePrefix=log_group)["logGroups"]
+        if g["logGroupName"] == log_group
+    ]
     assert group["retentionInDays"] == settings.log_retention_days
 
     # The roles: the task role invokes the two endpoints and the one Bedrock model (through its
     # profile) and protects its own tasks, nothing else; the execution role pulls the image from
     # the bootstrap repository and writes the logs.
-    task_role, execution_role = (named(stack, "ServiceTaskTaskRole"),
-                                 named(stack, "ServiceTaskExecutionRole"))
-    for role, arn in ((task_role, task_properties["TaskRoleArn"]),
-                      (execution_role, task_properties["ExecutionRoleArn"])):
-        assert resolve(aws, stack, arn) == aws.iam.get_role(RoleName=role.physical_id)[
-            "Role"]["Arn"]
+    task_role, execution_role = (
+        named(stack, "ServiceTaskTaskRole"),
+        named(stack, "ServiceTaskExecutionRole"),
+    )
+    for role, arn in (
+        (task_role, task_properties["TaskRoleArn"]),
+        (execution_role, task_properties["ExecutionRoleArn"]),
+    ):
+        assert (
+            resolve(aws, stack, arn) == aws.iam.get_role(RoleName=role.physical_id)["Role"]["Arn"]
+        )
     endpoint_arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/"
     profile_model = agent.llm_model_id.split(".", 1)[1]
     tasks = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task/{cluster_name}/*"
     assert allowed(aws, task_role.physical_id) == {
         "sagemaker:InvokeEndpointWithBidirectionalStream": [
-            endpoint_arn + settings.voxtral.endpoint_name.lower()],
+            endpoint_arn + settings.voxtral.endpoint_name.lower()
+        ],
         "sagemaker:InvokeEndpointWithResponseStream": [
-            endpoint_arn + settings.sonic.endpoint_name.lower()],
-        "bedrock:InvokeModelWithResponseStream": sorted([
-            f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{agent.llm_model_id}",
-            f"arn:aws:bedrock:*::foundation-model/{profile_model}"]),
-        "ecs:GetTaskProtection": [tasks], "ecs:UpdateTaskProtection": [tasks],
+            endpoint_arn + settings.sonic.endpoint_name.lower()
+        ],
+        "bedrock:InvokeModelWithResponseStream": sorted(
+            [
+                f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{agent.llm_model_id}",
+                f"arn:aws:bedrock:*::foundation-model/{profile_model}",
+            ]
+        ),
+        "ecs:GetTaskProtection": [tasks],
+        "ecs:UpdateTaskProtection": [tasks],
     }
     pulls = allowed(aws, execution_role.physical_id)
     repository = image_uri.split("/", 1)[1].split(":")[0]
@@ -239,38 +304,57 @@ def check_agent(aws: Aws, settings: Settings, stack: StackView, image_uri: str,
     # the target group, which checks GET /health on 8080 of IP targets.
     balancer_arn = stack.one("AWS::ElasticLoadBalancingV2::LoadBalancer").physical_id
     (balancer,) = aws.elbv2.describe_load_balancers(LoadBalancerArns=[balancer_arn])[
-        "LoadBalancers"]
+        "LoadBalancers"
+    ]
     assert (balancer["Scheme"], balancer["Type"]) == ("internal", "application")
     assert sorted(zone["SubnetId"] for zone in balancer["AvailabilityZones"]) == task_subnets
-    assert balancer["SecurityGroups"] == [named(stack, "ServiceLoadBalancerSecurityGroup")
-                                          .physical_id]
+    assert balancer["SecurityGroups"] == [
+        named(stack, "ServiceLoadBalancerSecurityGroup").physical_id
+    ]
     assert stack.outputs["AgentUrl"] == f"ws://{balancer['DNSName']}"
     assert stack.outputs["HealthUrl"] == f"http://{balancer['DNSName']}/health"
     (listener,) = aws.elbv2.describe_listeners(LoadBalancerArn=balancer_arn)["Listeners"]
     assert (listener["Port"], listener["Protocol"]) == (80, "HTTP")
     rules = aws.elbv2.describe_rules(ListenerArn=listener["ListenerArn"])["Rules"]
-    assert [(r["Priority"], r["Conditions"], r["Actions"][0]["Type"],
-             r["Actions"][0]["TargetGroupArn"]) for r in rules if not r["IsDefault"]] == [
-        ("10", [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/*"]}}], "forward",
-         target_group_arn)]
+    assert [
+        (r["Priority"], r["Conditions"], r["Actions"][0]["Type"], r["Actions"][0]["TargetGroupArn"])
+        for r in rules
+        if not r["IsDefault"]
+    ] == [
+        (
+            "10",
+            [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/*"]}}],
+            "forward",
+            target_group_arn,
+        )
+    ]
     (targets,) = aws.elbv2.describe_target_groups(TargetGroupArns=[target_group_arn])[
-        "TargetGroups"]
-    assert (targets["Port"], targets["TargetType"], targets["HealthCheckPath"],
-            targets["VpcId"]) == (8080, "ip", "/health", balancer["VpcId"])
+        "TargetGroups"
+    ]
+    assert (
+        targets["Port"],
+        targets["TargetType"],
+        targets["HealthCheckPath"],
+        targets["VpcId"],
+    ) == (8080, "ip", "/health", balancer["VpcId"])
     bucket = stack.one("AWS::S3::Bucket").physical_id  # the access logs
     assert aws.s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
-        "RestrictPublicBuckets": True}
+        "BlockPublicAcls": True,
+        "IgnorePublicAcls": True,
+        "BlockPublicPolicy": True,
+        "RestrictPublicBuckets": True,
+    }
 
     subnets = aws.ec2.describe_subnets(SubnetIds=task_subnets)["Subnets"]
     assert {s["VpcId"] for s in subnets} == {balancer["VpcId"]}
-    nat_gateways = [g for g in aws.ec2.describe_nat_gateways()["NatGateways"]
-                    if g["State"] != "deleted"]
+    nat_gateways = [
+        g for g in aws.ec2.describe_nat_gateways()["NatGateways"] if g["State"] != "deleted"
+    ]
     if network == "vpc":
         # The Foundation stack's network: its endpoints include the agent's, no NAT gateway.
         endpoints = aws.ec2.describe_vpc_endpoints()["VpcEndpoints"]
         services = {e["ServiceName"].removeprefix(f"com.amazonaws.{REGION}.") for e in endpoints}
-        assert AGENT_ENDPOINTS <= services, services
+        assert services >= AGENT_ENDPOINTS, services
         assert {e["VpcId"] for e in endpoints} == {balancer["VpcId"]}
         assert nat_gateways == []
     else:
@@ -286,18 +370,30 @@ def check_not_in_moto(aws: Aws, skipped: set[str], stack: StackView, prefix: str
     assert skipped & {r.type for r in stack.resources} == NOT_CREATED_BY_MOTO
     deployed = aws_template(aws, STACK)["Resources"]
     alarms = [r for r in stack.resources if r.type == "AWS::CloudWatch::Alarm"]
-    unchecked = [r for r in stack.resources if r.type in NOT_CREATED_BY_MOTO
-                 or r.type.startswith("Custom::") or r in alarms]
+    unchecked = [
+        r
+        for r in stack.resources
+        if r.type in NOT_CREATED_BY_MOTO or r.type.startswith("Custom::") or r in alarms
+    ]
     for resource in unchecked:
         assert deployed[resource.logical_id]["Properties"] == resource.properties
     assert sorted(r.properties["AlarmName"] for r in alarms) == sorted(
-        f"{prefix}-agent-{rule}" for rule in ("sessions-failed", "voice-to-voice-p95",
-                                              "stt-errors", "llm-errors", "tts-errors"))
+        f"{prefix}-agent-{rule}"
+        for rule in (
+            "sessions-failed",
+            "voice-to-voice-p95",
+            "stt-errors",
+            "llm-errors",
+            "tts-errors",
+        )
+    )
     # The access-log bucket's auto-delete, and with a VPC of the stack's own its default
     # security group's restriction.
     own_vpc = any(r.type == "AWS::EC2::VPC" for r in stack.resources)
     assert sorted(r.type for r in unchecked if r.type.startswith("Custom::")) == [
-        "Custom::S3AutoDeleteObjects", *(["Custom::VpcRestrictDefaultSG"] if own_vpc else [])]
+        "Custom::S3AutoDeleteObjects",
+        *(["Custom::VpcRestrictDefaultSG"] if own_vpc else []),
+    ]
 
 
 def aws_template(aws: Aws, stack_name: str) -> dict[str, Any]:
@@ -345,40 +441,60 @@ def allowed(aws: Aws, role_name: str) -> dict[str, list[str]]:
             resources = statement["Resource"]
             for action in [actions] if isinstance(actions, str) else actions:
                 found.setdefault(action, []).extend(
-                    [resources] if isinstance(resources, str) else resources)
+                    [resources] if isinstance(resources, str) else resources
+                )
     return {action: sorted(resources) for action, resources in found.items()}
 
 
 def check_agent_gone(aws: Aws, stacks: list[StackView]) -> None:
     """Every resource of the agent the deploys made is gone; ECS keeps clusters, services and
     task definitions INACTIVE."""
+
     def ids(resource_type: str) -> set[str]:
-        return {r.physical_id for stack in stacks for r in stack.resources
-                if r.type == resource_type}
+        return {
+            r.physical_id for stack in stacks for r in stack.resources if r.type == resource_type
+        }
 
     clusters = aws.ecs.describe_clusters(clusters=sorted(ids("AWS::ECS::Cluster")))["clusters"]
     left: dict[str, Any] = {
         "active clusters": [c["clusterArn"] for c in clusters if c["status"] != "INACTIVE"],
-        "active services": [s["serviceArn"] for c in clusters for s in aws.ecs.describe_services(
-            cluster=c["clusterArn"], services=sorted(ids("AWS::ECS::Service")))["services"]
-            if s["status"] != "INACTIVE"],
+        "active services": [
+            s["serviceArn"]
+            for c in clusters
+            for s in aws.ecs.describe_services(
+                cluster=c["clusterArn"], services=sorted(ids("AWS::ECS::Service"))
+            )["services"]
+            if s["status"] != "INACTIVE"
+        ],
         "active task definitions": aws.ecs.list_task_definitions(status="ACTIVE")[
-            "taskDefinitionArns"],
-        "load balancers": [b["LoadBalancerArn"] for b in
-                           aws.elbv2.describe_load_balancers()["LoadBalancers"]],
-        "target groups": [g["TargetGroupArn"] for g in
-                          aws.elbv2.describe_target_groups()["TargetGroups"]],
-        "roles": sorted(ids("AWS::IAM::Role") & {r["RoleName"] for r in
-                                                 aws.iam.list_roles()["Roles"]}),
-        "log groups": sorted(ids("AWS::Logs::LogGroup") & {
-            g["logGroupName"] for g in aws.logs.describe_log_groups()["logGroups"]}),
-        "buckets": sorted(ids("AWS::S3::Bucket") & {
-            b["Name"] for b in aws.s3.list_buckets()["Buckets"]}),
-        "security groups": sorted(ids("AWS::EC2::SecurityGroup") & {
-            g["GroupId"] for g in aws.ec2.describe_security_groups()["SecurityGroups"]}),
+            "taskDefinitionArns"
+        ],
+        "load balancers": [
+            b["LoadBalancerArn"] for b in aws.elbv2.describe_load_balancers()["LoadBalancers"]
+        ],
+        "target groups": [
+            g["TargetGroupArn"] for g in aws.elbv2.describe_target_groups()["TargetGroups"]
+        ],
+        "roles": sorted(
+            ids("AWS::IAM::Role") & {r["RoleName"] for r in aws.iam.list_roles()["Roles"]}
+        ),
+        "log groups": sorted(
+            ids("AWS::Logs::LogGroup")
+            & {g["logGroupName"] for g in aws.logs.describe_log_groups()["logGroups"]}
+        ),
+        "buckets": sorted(
+            ids("AWS::S3::Bucket") & {b["Name"] for b in aws.s3.list_buckets()["Buckets"]}
+        ),
+        "security groups": sorted(
+            ids("AWS::EC2::SecurityGroup")
+            & {g["GroupId"] for g in aws.ec2.describe_security_groups()["SecurityGroups"]}
+        ),
         "VPCs": [v["VpcId"] for v in aws.ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
-        "NAT gateways": [g["NatGatewayId"] for g in aws.ec2.describe_nat_gateways()["NatGateways"]
-                         if g["State"] != "deleted"],
+        "NAT gateways": [
+            g["NatGatewayId"]
+            for g in aws.ec2.describe_nat_gateways()["NatGateways"]
+            if g["State"] != "deleted"
+        ],
     }
     assert {what: items for what, items in left.items() if items} == {}
     # Every service of the agent was found INACTIVE (not merely missing from the listing).

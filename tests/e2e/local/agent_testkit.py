@@ -95,8 +95,10 @@ class Page:
     async def wait_for(self, kind: str, count: int = 1) -> dict[str, Any]:
         deadline = time.monotonic() + EVENT_TIMEOUT_S
         while len(self.events(kind)) < count:
-            assert time.monotonic() < deadline, f"no {kind} event within {EVENT_TIMEOUT_S} s: " \
+            assert time.monotonic() < deadline, (
+                f"no {kind} event within {EVENT_TIMEOUT_S} s: "
                 f"{[item for tag, item in self.received if tag == 'event']}"
+            )
             await asyncio.sleep(0.02)
         return self.events(kind)[count - 1]
 
@@ -105,7 +107,7 @@ class Page:
         audio = pcm16 + SILENCE * int(then_silence_s / 0.02)
         start = time.monotonic()
         for index, offset in enumerate(range(0, len(audio), FRAME_BYTES)):
-            await self.websocket.send(audio[offset:offset + FRAME_BYTES])
+            await self.websocket.send(audio[offset : offset + FRAME_BYTES])
             delay = start + (index + 1) * 0.02 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)

@@ -62,12 +62,19 @@ class StackRunner:
     """Starts and stops a :class:`Stack` on a background event loop: the fake vLLM, or the bridge in
     front of the vLLM listening on ``vllm_port`` (vLLM's real server, tests/vllm)."""
 
-    def __init__(self, tmp_path: Path, settings: StreamSettings, vllm_port: int | None = None,
-                 bridge_options: dict[str, Any] | None = None,
-                 bounds: ServerBounds | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        settings: StreamSettings,
+        vllm_port: int | None = None,
+        bridge_options: dict[str, Any] | None = None,
+        bounds: ServerBounds | None = None,
+    ) -> None:
         self.tmp_path = tmp_path
         self.bounds = bounds or ServerBounds()
-        self.bridge_options = bridge_options or {}  # more bridge Settings (max_model_len for vLLM's real server)
+        self.bridge_options = (
+            bridge_options or {}
+        )  # more bridge Settings (max_model_len for vLLM's real server)
         self.settings = settings
         self.vllm_port = vllm_port
         self.loop = asyncio.new_event_loop()
@@ -106,10 +113,19 @@ class StackRunner:
             sockets = listen_sockets("127.0.0.1", 0)
             port = sockets[0].getsockname()[1]
             self.shutdown = asyncio.Event()
-            self.server = asyncio.ensure_future(serve_asgi(runtime, sockets, self.shutdown, tls=tls,
-                                                           bounds=self.bounds))
-            return Stack(self.loop, vllm, sonic, bridge, runtime, f"https://localhost:{port}",
-                         tls.ca_file, self.bounds)
+            self.server = asyncio.ensure_future(
+                serve_asgi(runtime, sockets, self.shutdown, tls=tls, bounds=self.bounds)
+            )
+            return Stack(
+                self.loop,
+                vllm,
+                sonic,
+                bridge,
+                runtime,
+                f"https://localhost:{port}",
+                tls.ca_file,
+                self.bounds,
+            )
 
         self.stack = self.call(start())
         return self.stack
@@ -232,16 +248,18 @@ def spoken_pcm16(text: str, directory: Path) -> bytes:
     if espeak is None:
         return load_pcm16(RECORDED_SPEECH).data
     path = directory / "spoken.wav"
-    subprocess.run([espeak, "-v", "en-us", "-s", "160", "-w", str(path), text], check=True,
-                   timeout=30)
+    subprocess.run(
+        [espeak, "-v", "en-us", "-s", "160", "-w", str(path), text], check=True, timeout=30
+    )
     return load_pcm16(path).data
 
 
 @pytest.fixture(scope="module")
 def utterance(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """16 kHz PCM16 of a spoken sentence (espeak-ng; else the committed recording)."""
-    return spoken_pcm16("Hello from SageMaker streaming speech to text",
-                        tmp_path_factory.mktemp("speech"))
+    return spoken_pcm16(
+        "Hello from SageMaker streaming speech to text", tmp_path_factory.mktemp("speech")
+    )
 
 
 @pytest.fixture
@@ -259,11 +277,19 @@ def agent_factory(client_env: Stack) -> Iterator[Callable[..., Any]]:
 
     def start(max_sessions: int = 2) -> AgentRunner:
         client_env.sonic.pace = 1.0
-        env = AgentEnv(sonic_endpoint=SONIC, sonic_voice="local-voice", voxtral_endpoint=VOXTRAL,
-                       llm_model_id="local.test-model", region=REGION,
-                       max_sessions=max_sessions, sagemaker_runtime_url=client_env.url,
-                       sagemaker_runtime_http2_url=client_env.url, host="127.0.0.1", port=0,
-                       metric_dimensions={"Deployment": "e2e"})
+        env = AgentEnv(
+            sonic_endpoint=SONIC,
+            sonic_voice="local-voice",
+            voxtral_endpoint=VOXTRAL,
+            llm_model_id="local.test-model",
+            region=REGION,
+            max_sessions=max_sessions,
+            sagemaker_runtime_url=client_env.url,
+            sagemaker_runtime_http2_url=client_env.url,
+            host="127.0.0.1",
+            port=0,
+            metric_dimensions={"Deployment": "e2e"},
+        )
         runners.append(AgentRunner(env, FakeBedrock(first_token_s=0.05, token_interval_s=0.02)))
         return runners[-1]
 

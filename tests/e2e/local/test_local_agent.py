@@ -18,8 +18,8 @@ pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make 
 
 import websockets
 
-from tests.e2e.local.agent_testkit import SILENCE, Page, keep_silent, open_page  # noqa: E402
-from tests.e2e.local.conftest import DELTAS  # noqa: E402
+from tests.e2e.local.agent_testkit import SILENCE, Page, keep_silent, open_page
+from tests.e2e.local.conftest import DELTAS
 
 
 def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, utterance):
@@ -85,9 +85,15 @@ def test_barge_in_cancels_sonic_and_no_old_audio_follows_the_interrupt(
     assert len(page.events("interrupt")) == 1
     first_call = client_env.sonic.calls[0]
     assert first_call.cancelled  # the stand-in saw the stream closed before all of its audio
-    tags = [(tag, item.get("type") if tag == "event" else None, item.get("state")
-             if tag == "event" else None) for tag, item in page.received]
-    after = tags[tags.index(("event", "interrupt", None)) + 1:]
+    tags = [
+        (
+            tag,
+            item.get("type") if tag == "event" else None,
+            item.get("state") if tag == "event" else None,
+        )
+        for tag, item in page.received
+    ]
+    after = tags[tags.index(("event", "interrupt", None)) + 1 :]
     thinking = after.index(("event", "turn", "agent_thinking"))
     assert [tag for tag, _, _ in after[:thinking]].count("audio") == 0
     assert any(tag == "audio" for tag, _, _ in after[thinking:])

@@ -5,8 +5,8 @@ front door, the real bridge, the fake vLLM and the Sonic stand-in, all on loopba
 
 from __future__ import annotations
 
-import functools
 import asyncio
+import functools
 import time
 
 import pytest
@@ -25,10 +25,10 @@ from pipecat.frames.frames import (
     TTSSpeakFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.processors.frame_processor import FrameProcessor  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test  # noqa: E402
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
 from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService

@@ -250,16 +250,24 @@ def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_pa
     assert "--tokenizer" not in real_vllm.command(model, 18081)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--bedrock-first-token-ms", "500"],
-     "--bedrock-first-token-ms 500 needs --agent (make local AGENT=1): the Bedrock stand-in runs "
-     "only with the voice agent"),
-    (["--agent", "--bedrock-first-token-ms", "-5"],
-     "--bedrock-first-token-ms -5: must be 0-30000 ms (the bot's Bedrock client gives up on a "
-     "silent stream after 60 s)"),
-])
-def test_a_bedrock_first_token_time_is_refused_before_anything_starts(tmp_path, capsys, argv,
-                                                                       message):
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--bedrock-first-token-ms", "500"],
+            "--bedrock-first-token-ms 500 needs --agent (make local AGENT=1): the Bedrock stand-in runs "
+            "only with the voice agent",
+        ),
+        (
+            ["--agent", "--bedrock-first-token-ms", "-5"],
+            "--bedrock-first-token-ms -5: must be 0-30000 ms (the bot's Bedrock client gives up on a "
+            "silent stream after 60 s)",
+        ),
+    ],
+)
+def test_a_bedrock_first_token_time_is_refused_before_anything_starts(
+    tmp_path, capsys, argv, message
+):
     from voicectl.local.__main__ import main
 
     state = tmp_path / "state"
@@ -271,9 +279,20 @@ def test_a_bedrock_first_token_time_is_refused_before_anything_starts(tmp_path, 
 def test_the_bedrock_stand_in_starts_with_the_first_token_time_asked_for(tmp_path):
     from voicectl.local.__main__ import agent_parts, parse_args
 
-    bedrock, _ = agent_parts(parse_args(["--agent", "--bedrock-first-token-ms", "600"]), tmp_path,
-                             {}, "AKIALOCALTEST", "secret")
-    assert bedrock.command[1:] == ["-m", "voicectl.local.fake_bedrock", "--port", "8095",
-                                   "--first-token-ms", "600"]
+    bedrock, _ = agent_parts(
+        parse_args(["--agent", "--bedrock-first-token-ms", "600"]),
+        tmp_path,
+        {},
+        "AKIALOCALTEST",
+        "secret",
+    )
+    assert bedrock.command[1:] == [
+        "-m",
+        "voicectl.local.fake_bedrock",
+        "--port",
+        "8095",
+        "--first-token-ms",
+        "600",
+    ]
     default, _ = agent_parts(parse_args(["--agent"]), tmp_path, {}, "AKIALOCALTEST", "secret")
     assert default.command[1:] == ["-m", "voicectl.local.fake_bedrock", "--port", "8095"]

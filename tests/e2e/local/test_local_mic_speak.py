@@ -46,12 +46,24 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def mic_page(client_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The mic page, its Speak panel calling the Sonic stand-in through the front door."""
-    pytest.importorskip("gradio", reason="the mic extra is not installed (make test installs "
-                        "requirements-mic.lock)")
+    pytest.importorskip(
+        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
+    )
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", client_env.url)
     bridge = f"ws://127.0.0.1:{client_env.bridge.port}/invocations-bidirectional-stream"
-    args = client_parser().parse_args(["mic", "--url", bridge, "--port", str(free_port()),
-                                       "--sonic-endpoint", SONIC, "--voice", "local-voice"])
+    args = client_parser().parse_args(
+        [
+            "mic",
+            "--url",
+            bridge,
+            "--port",
+            str(free_port()),
+            "--sonic-endpoint",
+            SONIC,
+            "--voice",
+            "local-voice",
+        ]
+    )
     with mic.serve(args) as url:
         yield url
 
@@ -80,20 +92,20 @@ def test_closing_the_speak_socket_mid_speech_cancels_sonic(client_env, mic_page,
     wait_until(lambda: sonic.generations == 0, WAIT_S)
     (call,) = sonic.calls
     assert first == {"type": "audio", "sample_rate_hz": mic.SPEAK_SAMPLE_RATE_HZ}
-    assert isinstance(audio, bytes) and audio == bytes(call.audio[:len(audio)])
+    assert isinstance(audio, bytes) and audio == bytes(call.audio[: len(audio)])
     assert call.cancelled and len(call.audio) < call.full_audio_bytes / 2, len(call.audio)
     assert "voicectl mic: speak abandoned: the page's WebSocket closed" in capsys.readouterr().err
 
 
 @requires_chromium
-def test_closing_pages_mid_speech_cancels_sonic_and_frees_every_slot(client_env, mic_page,
-                                                                     browser, capsys):
+def test_closing_pages_mid_speech_cancels_sonic_and_frees_every_slot(
+    client_env, mic_page, browser, capsys
+):
     sonic = client_env.sonic
     sonic.pace = 1.0  # real time: each request would stream for 30 s
     pages = [speak(browser, mic_page, LONG_TEXT) for _ in range(MAX_GENERATIONS)]
     try:
-        wait_until(lambda: all(page.evaluate(SPEAK_STATE)["samples"] > 0 for page in pages),
-                   WAIT_S)
+        wait_until(lambda: all(page.evaluate(SPEAK_STATE)["samples"] > 0 for page in pages), WAIT_S)
         busy = sonic.generations
         calls = list(sonic.calls)
     finally:
@@ -102,8 +114,10 @@ def test_closing_pages_mid_speech_cancels_sonic_and_frees_every_slot(client_env,
     wait_until(lambda: sonic.generations == 0, WAIT_S)
     after = speak(browser, mic_page, "Hello again.")
     try:
-        spoken = wait_until(lambda: (now := after.evaluate(SPEAK_STATE))["state"] in
-                            ("done", "error") and now, WAIT_S)
+        spoken = wait_until(
+            lambda: (now := after.evaluate(SPEAK_STATE))["state"] in ("done", "error") and now,
+            WAIT_S,
+        )
     finally:
         after.close()
 

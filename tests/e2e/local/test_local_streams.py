@@ -478,7 +478,9 @@ class SilentRefuser:
         await self.front_door(scope, receive, send)
 
 
-def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stack, client_env, tmp_path, monkeypatch):
+def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(
+    stack, client_env, tmp_path, monkeypatch
+):
     """A refused call with ~140 KB of audio sent into it, which the peer neither reads nor resets:
     the client retires that HTTP/2 connection, so the next transcription through the same SDK client
     is complete. Without the retirement the next stream rode on the same connection, whose
@@ -489,7 +491,6 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(stac
     `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this
     one holds that the refused call ends (without `_bounded` it hung in `close`) and that the next
     transcription through the same SDK client is whole."""
-    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
     from voicectl.clients.realtime import TransportClosed, transcribe_stream
     from voicectl.clients.sagemaker_stream import open_endpoint
     from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi

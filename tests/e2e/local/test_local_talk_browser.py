@@ -124,7 +124,7 @@ SLOW_PACE = 20.0
 """Its pace when the page closes: the request then streaming cannot end before the close reaches
 it (half of its sentence is left, seconds at this pace), so the close is what ends it."""
 
-STAND_IN_RMS = TONE_AMPLITUDE / 2 ** 0.5
+STAND_IN_RMS = TONE_AMPLITUDE / 2**0.5
 """The Sonic stand-in's tone's RMS: what the page plays while an answer is heard."""
 
 
@@ -163,9 +163,13 @@ def lines(snapshot: dict[str, Any], kind: str) -> list[str]:
 
 def played(snapshot: dict[str, Any], answer: int) -> list[dict[str, Any]]:
     """The frames of ``answer`` the player's clock has gone past, not stopped before their end."""
-    return [frame for frame in snapshot["stats"]["frames"] if frame["answer"] == answer
-            and frame["end"] <= snapshot["now"]
-            and (frame["stoppedAt"] is None or frame["stoppedAt"] >= frame["end"])]
+    return [
+        frame
+        for frame in snapshot["stats"]["frames"]
+        if frame["answer"] == answer
+        and frame["end"] <= snapshot["now"]
+        and (frame["stoppedAt"] is None or frame["stoppedAt"] >= frame["end"])
+    ]
 
 
 def streaming(call: Any) -> bool:
@@ -186,8 +190,9 @@ def assert_is_the_fakes_transcript(text: str) -> None:
     assert words == expected and len(words) >= len(DELTAS), text
 
 
-def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory, client_env,
-                                                                      browser):
+def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(
+    agent_factory, client_env, browser
+):
     from voicectl.clients.talk import TalkRelay
 
     agent = agent_factory(max_sessions=1)
@@ -202,33 +207,49 @@ def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory
 
         # The question; its transcript, the answer's text, then the answer heard.
         pass_one_question(page)
-        heard = wait_until(lambda: (now := state(page))["stats"]["frames"] and lines(now, "agent")
-                           and len(played(now, 1)) >= MIN_PLAYED and now, WAIT_S)
+        heard = wait_until(
+            lambda: (
+                (now := state(page))["stats"]["frames"]
+                and lines(now, "agent")
+                and len(played(now, 1)) >= MIN_PLAYED
+                and now
+            ),
+            WAIT_S,
+        )
         asked, answered = lines(heard, "user"), lines(heard, "agent")
 
         # Only one session: a second page is refused while this one talks.
         pages.append(refused := open_talk_page(browser, relay.url))
-        refusal = wait_until(lambda: (now := state(refused))["status"].startswith("ended")
-                             and now, WAIT_S)
+        refusal = wait_until(
+            lambda: (now := state(refused))["status"].startswith("ended") and now, WAIT_S
+        )
         refused.close()
 
         # Barge-in: the question again, over the answer; then the next answer is heard.
         pass_one_question(page)
-        barged = wait_until(lambda: (now := state(page))["stats"]["stops"]
-                            and len(lines(now, "agent")) == 2
-                            and len(played(now, 2)) >= MIN_PLAYED and now, WAIT_S)
+        barged = wait_until(
+            lambda: (
+                (now := state(page))["stats"]["stops"]
+                and len(lines(now, "agent")) == 2
+                and len(played(now, 2)) >= MIN_PLAYED
+                and now
+            ),
+            WAIT_S,
+        )
         levels = page.evaluate("window.outputLevels")
 
         # Leaving during the second answer: its Sonic request is cancelled, the slot freed.
         sonic.pace = SLOW_PACE
-        speaking = wait_until(lambda: next((call for call in reversed(sonic.calls)
-                                            if streaming(call)), None), WAIT_S)
+        speaking = wait_until(
+            lambda: next((call for call in reversed(sonic.calls) if streaming(call)), None), WAIT_S
+        )
         page.close()
         health = wait_until(lambda: (now := agent.health())["sessions"] == 0 and now, WAIT_S)
         wait_until(lambda: sonic.generations == 0, WAIT_S)
         pages.append(second := open_talk_page(browser, relay.url))
-        admitted = wait_until(lambda: (now := state(second))["status"] == "listening" and now,
-                              WAIT_S)
+        admitted = wait_until(
+            lambda: (now := state(second))["status"] == "listening" and now, WAIT_S
+        )
         busy = agent.health()
     finally:
         for open_page in pages:
@@ -275,8 +296,11 @@ def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(agent_factory
 
     # Closing the page ended its session (the relay closed the bot's socket) and cancelled Sonic.
     assert health == {"status": "ok", "sessions": 0, "max_sessions": 1}
-    assert speaking.cancelled, (speaking.client_closed, len(speaking.audio),
-                                speaking.full_audio_bytes)
+    assert speaking.cancelled, (
+        speaking.client_closed,
+        len(speaking.audio),
+        speaking.full_audio_bytes,
+    )
     # Every other request sent all of its audio or was cut short by its caller: none ran on.
     assert all(call.cancelled or len(call.audio) == call.full_audio_bytes for call in sonic.calls)
     assert admitted["status"] == "listening" and busy["sessions"] == 1

@@ -15,8 +15,13 @@ from tests.conftest import cdk_json_context
 def test_the_sizing_is_built_from_the_fields_and_defaults_to_the_props():
     assert AgentSettings().sizing() == AgentSizing()
     sizing = AgentSettings(cpu=2048, memory_mib=4096, max_sessions_per_task=6, idle_s=30).sizing()
-    assert (sizing.cpu, sizing.memory_mib, sizing.max_sessions_per_task, sizing.idle_s, sizing.max_tasks) == (
-        2048, 4096, 6, 30, 4)
+    assert (
+        sizing.cpu,
+        sizing.memory_mib,
+        sizing.max_sessions_per_task,
+        sizing.idle_s,
+        sizing.max_tasks,
+    ) == (2048, 4096, 6, 30, 4)
 
 
 def test_the_language_defaults_to_the_bots_and_is_one_sonic_speaks():
@@ -26,7 +31,14 @@ def test_the_language_defaults_to_the_bots_and_is_one_sonic_speaks():
 
 def test_the_sizing_props_report_under_the_agents_keys():
     with pytest.raises(SettingsError) as caught:
-        load_settings({**cdk_json_context(), "agent.enabled": True, "agent.min_tasks": 3, "agent.max_tasks": 2})
+        load_settings(
+            {
+                **cdk_json_context(),
+                "agent.enabled": True,
+                "agent.min_tasks": 3,
+                "agent.max_tasks": 2,
+            }
+        )
     assert caught.value.problems == ["agent.max_tasks=2: must be at least agent.min_tasks=3"]
 
 

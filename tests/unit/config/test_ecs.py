@@ -12,7 +12,11 @@ from tests.unit.config.conftest import problems_for
 
 def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
     problems = problems_for(voxtral__target="ecs", voxtral__kv_cache_dtype="fp8")
-    assert any(p.startswith("voxtral.kv_cache_dtype='fp8' with ecs.instance_type='g6.xlarge': NVIDIA L4") for p in problems)
+    assert any(
+        p.startswith("voxtral.kv_cache_dtype='fp8' with ecs.instance_type='g6.xlarge': NVIDIA L4")
+        for p in problems
+    )
+
 
 # ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ----------
 
@@ -28,8 +32,13 @@ def test_defaults_target_sagemaker_and_an_internal_two_task_service():
     settings = load_settings(cdk_json_context())
     assert settings.voxtral.target == "sagemaker"
     capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
-    assert (capacity.instance_type, capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (
-        "g6.xlarge", False, 2, 4, False)
+    assert (
+        capacity.instance_type,
+        capacity.spot,
+        capacity.min_tasks,
+        capacity.max_tasks,
+        capacity.single_az,
+    ) == ("g6.xlarge", False, 2, 4, False)
     assert (lb.internet_facing, lb.certificate_arn, lb.require_token) == (False, None, True)
 
 
@@ -39,12 +48,26 @@ def test_ecs_settings_are_not_checked_for_the_sagemaker_target():
 
 
 def test_command_line_values_convert():
-    settings = load_settings({**cdk_json_context(), "voxtral.target": "ecs", "ecs.instance_type": "g6e.2xlarge",
-                              "ecs.capacity": "spot", "ecs.min_tasks": "3", "ecs.max_tasks": "8",
-                              "ecs.placement": "single_az", "ecs.load_balancer": "internet_facing",
-                              "ecs.certificate_arn": CERT})
+    settings = load_settings(
+        {
+            **cdk_json_context(),
+            "voxtral.target": "ecs",
+            "ecs.instance_type": "g6e.2xlarge",
+            "ecs.capacity": "spot",
+            "ecs.min_tasks": "3",
+            "ecs.max_tasks": "8",
+            "ecs.placement": "single_az",
+            "ecs.load_balancer": "internet_facing",
+            "ecs.certificate_arn": CERT,
+        }
+    )
     capacity, lb = settings.ecs.capacity_props(), settings.ecs.load_balancing()
-    assert (capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (True, 3, 8, True)
+    assert (capacity.spot, capacity.min_tasks, capacity.max_tasks, capacity.single_az) == (
+        True,
+        3,
+        8,
+        True,
+    )
     assert (lb.internet_facing, lb.https, lb.require_token) == (True, True, True)
 
 
@@ -58,13 +81,16 @@ def test_instance_type_without_an_nvidia_gpu_fails(instance_type):
 @pytest.mark.parametrize("instance_type", ["g5g.xlarge", "g6f.xlarge"])
 def test_an_nvidia_gpu_this_target_cannot_use_is_named_as_such(instance_type):
     (problem,) = ecs_problems(ecs__instance_type=instance_type)
-    assert problem.startswith(f"ecs.instance_type='{instance_type}': has an NVIDIA GPU this target cannot use")
+    assert problem.startswith(
+        f"ecs.instance_type='{instance_type}': has an NVIDIA GPU this target cannot use"
+    )
     assert "Arm hosts and fractional GPUs" in problem
 
 
 def test_sagemaker_spelling_and_unknown_types_are_named():
     assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
-        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"]
+        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"
+    ]
     (problem,) = ecs_problems(ecs__instance_type="g6.huge")
     assert problem.startswith("ecs.instance_type='g6.huge': not an EC2 instance type")
 
@@ -81,7 +107,9 @@ def test_internet_facing_needs_a_certificate_and_the_token():
         "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without SigV4 the bearer "
         "token is what keeps strangers off the GPUs",
     ]
-    (problem,) = ecs_problems(ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False)
+    (problem,) = ecs_problems(
+        ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False
+    )
     assert problem.startswith("ecs.require_token=false")
 
 
@@ -95,15 +123,24 @@ def test_certificate_must_be_an_acm_arn_of_the_region():
 def test_gpu_memory_of_the_ecs_instance_is_checked():
     # An explicit stream cap above what one T4 (16 GiB) holds at 45000 tokens (3 streams).
     (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__max_num_seqs=4)
-    assert problem.startswith("ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000 and "
-                              "voxtral.max_num_seqs=4: one NVIDIA T4 (16 GiB) holds the weights and KV cache for at "
-                              "most 3 sequence(s)")
+    assert problem.startswith(
+        "ecs.instance_type='g4dn.xlarge' with voxtral.max_model_len=45000 and "
+        "voxtral.max_num_seqs=4: one NVIDIA T4 (16 GiB) holds the weights and KV cache for at "
+        "most 3 sequence(s)"
+    )
     # auto on a GPU that holds no stream at all.
-    (problem,) = ecs_problems(ecs__instance_type="g4dn.xlarge", voxtral__gpu_memory_utilization=0.6,
-                              voxtral__alarm_gpu_memory_percent=70)
+    (problem,) = ecs_problems(
+        ecs__instance_type="g4dn.xlarge",
+        voxtral__gpu_memory_utilization=0.6,
+        voxtral__alarm_gpu_memory_percent=70,
+    )
     assert "for at most 0 sequence(s)" in problem
 
 
 def test_unknown_choice_lists_the_allowed_ones():
-    assert ecs_problems(ecs__capacity="reserved") == ["ecs.capacity='reserved': must be one of on_demand, spot"]
-    assert ecs_problems(voxtral__target="eks") == ["voxtral.target='eks': must be one of sagemaker, ecs"]
+    assert ecs_problems(ecs__capacity="reserved") == [
+        "ecs.capacity='reserved': must be one of on_demand, spot"
+    ]
+    assert ecs_problems(voxtral__target="eks") == [
+        "voxtral.target='eks': must be one of sagemaker, ecs"
+    ]

@@ -27,9 +27,15 @@ class Scaling:
 
     def problems(self, p: Problems) -> None:
         if self.max_capacity < self.min_capacity:
-            p.add("max_capacity", self.max_capacity, f"must be at least {p.ref('min_capacity', self.min_capacity)}")
+            p.add(
+                "max_capacity",
+                self.max_capacity,
+                f"must be at least {p.ref('min_capacity', self.min_capacity)}",
+            )
         if self.spot and self.max_capacity > 2:
-            p.add("max_capacity", self.max_capacity, f"must be at most 2 with {p.ref('spot', True)}")
+            p.add(
+                "max_capacity", self.max_capacity, f"must be at most 2 with {p.ref('spot', True)}"
+            )
         if self.label == "":
             p.add("label", self.label, "must not be empty")
 
@@ -40,7 +46,9 @@ class Base(Section):
     enabled: bool = True
     min_capacity: int = setting(key="min_instances", default_from=Scaling)
     max_capacity: int = setting(4, key="max_instances")
-    spot: bool = setting(key="capacity", choices={"on_demand": False, "spot": True}, default_from=Scaling)
+    spot: bool = setting(
+        key="capacity", choices={"on_demand": False, "spot": True}, default_from=Scaling
+    )
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,10 @@ def test_props_are_built_from_the_fields_of_the_same_names_and_given_values_win(
 def test_the_props_checks_name_the_keys_and_spell_the_choices():
     p = Base.problems_named("d.")
     Base(min_capacity=5, spot=True).props(Scaling).problems(p)
-    assert list(p) == ["d.max_instances=4: must be at least d.min_instances=5",
-                       "d.max_instances=4: must be at most 2 with d.capacity='spot'"]
+    assert list(p) == [
+        "d.max_instances=4: must be at least d.min_instances=5",
+        "d.max_instances=4: must be at most 2 with d.capacity='spot'",
+    ]
     p = Base.problems_named("d.")
     Base().props(Scaling, label="").problems(p)
     assert list(p) == ["d.label='': must not be empty"]  # not a field: the prop's own name
@@ -80,15 +90,26 @@ def test_the_props_checks_name_the_keys_and_spell_the_choices():
 def test_a_key_converts_to_the_field_and_spells_it_back():
     (spot,) = [k for k in ctx.section_keys(Base) if k.field == "spot"]
     assert (spot.key, spot.convert("spot"), spot.convert(" on_demand "), spot.spell(True)) == (
-        "capacity", True, False, "spot")
+        "capacity",
+        True,
+        False,
+        "spot",
+    )
     with pytest.raises(ValueError, match="must be one of on_demand, spot"):
         spot.convert(True)
-    assert ctx.defaults({"d.": Base}) == {"d.enabled": True, "d.min_instances": 1, "d.max_instances": 4,
-                                          "d.capacity": "on_demand"}
+    assert ctx.defaults({"d.": Base}) == {
+        "d.enabled": True,
+        "d.min_instances": 1,
+        "d.max_instances": 4,
+        "d.capacity": "on_demand",
+    }
 
 
 def test_a_default_the_props_do_not_declare_is_refused_at_class_creation():
-    with pytest.raises(TypeError, match="Broken.max_capacity: Required declares no default for 'max_capacity'"):
+    with pytest.raises(
+        TypeError, match=r"Broken.max_capacity: Required declares no default for 'max_capacity'"
+    ):
+
         @dataclass(frozen=True)
         class Required:
             max_capacity: int
@@ -102,35 +123,63 @@ def test_no_section_renames_through_a_table():
     """Every key that is not its field's name is declared on that field: the sections hold no ``PROPS`` or other
     string table from one name to another."""
     for section in SECTIONS.values():
-        tables = {name: value for name, value in vars(section).items()
-                  if name.isupper() and isinstance(value, (dict, tuple)) and value
-                  and all(isinstance(v, str) for v in (value.values() if isinstance(value, dict) else value))}
+        tables = {
+            name: value
+            for name, value in vars(section).items()
+            if name.isupper()
+            and isinstance(value, (dict, tuple))
+            and value
+            and all(
+                isinstance(v, str) for v in (value.values() if isinstance(value, dict) else value)
+            )
+        }
         assert tables == {}, section.__name__
-    renamed = {k.name: k.field for prefix, section in SECTIONS.items() for k in ctx.section_keys(section, prefix)
-               if k.key != k.field}
+    renamed = {
+        k.name: k.field
+        for prefix, section in SECTIONS.items()
+        for k in ctx.section_keys(section, prefix)
+        if k.key != k.field
+    }
     assert renamed == {
-        "voxtral.instance_provision_timeout_s": "provision_timeout_s", "voxtral.min_instances": "min_capacity",
-        "voxtral.max_instances": "max_capacity", "voxtral.alarm_5xx_errors": "errors_5xx",
-        "voxtral.alarm_4xx_errors": "errors_4xx", "voxtral.alarm_model_latency_p90_ms": "model_latency_p90_ms",
+        "voxtral.instance_provision_timeout_s": "provision_timeout_s",
+        "voxtral.min_instances": "min_capacity",
+        "voxtral.max_instances": "max_capacity",
+        "voxtral.alarm_5xx_errors": "errors_5xx",
+        "voxtral.alarm_4xx_errors": "errors_4xx",
+        "voxtral.alarm_model_latency_p90_ms": "model_latency_p90_ms",
         "voxtral.alarm_overhead_latency_p90_ms": "overhead_latency_p90_ms",
         "voxtral.alarm_gpu_utilization_percent": "gpu_utilization_percent",
         "voxtral.alarm_gpu_memory_percent": "gpu_memory_percent",
         "voxtral.alarm_cpu_utilization_percent": "cpu_utilization_percent",
-        "voxtral.alarm_memory_percent": "memory_percent", "voxtral.alarm_disk_percent": "disk_percent",
-        "voxtral.max_num_seqs": "stream_cap", "voxtral.metrics_namespace": "namespace",
-        "voxtral.rollout_batch_percent": "batch_percent", "voxtral.rollout_wait_s": "wait_s",
+        "voxtral.alarm_memory_percent": "memory_percent",
+        "voxtral.alarm_disk_percent": "disk_percent",
+        "voxtral.max_num_seqs": "stream_cap",
+        "voxtral.metrics_namespace": "namespace",
+        "voxtral.rollout_batch_percent": "batch_percent",
+        "voxtral.rollout_wait_s": "wait_s",
         "voxtral.alarm_time_to_first_delta_p90_ms": "time_to_first_delta_p90_ms",
         "voxtral.alarm_active_streams_fraction": "active_streams_fraction",
-        **{f"sonic.{key}": field for key, field in [
-            ("instance_provision_timeout_s", "provision_timeout_s"), ("min_instances", "min_capacity"),
-            ("max_instances", "max_capacity"), ("alarm_5xx_errors", "errors_5xx"), ("alarm_4xx_errors", "errors_4xx"),
-            ("alarm_model_latency_p90_ms", "model_latency_p90_ms"),
-            ("alarm_overhead_latency_p90_ms", "overhead_latency_p90_ms"),
-            ("alarm_gpu_utilization_percent", "gpu_utilization_percent"),
-            ("alarm_gpu_memory_percent", "gpu_memory_percent"),
-            ("alarm_cpu_utilization_percent", "cpu_utilization_percent"), ("alarm_memory_percent", "memory_percent"),
-            ("alarm_disk_percent", "disk_percent"), ("scaling_target", "target_value")]},
-        "ecs.capacity": "spot", "ecs.placement": "single_az", "ecs.load_balancer": "internet_facing",
+        **{
+            f"sonic.{key}": field
+            for key, field in [
+                ("instance_provision_timeout_s", "provision_timeout_s"),
+                ("min_instances", "min_capacity"),
+                ("max_instances", "max_capacity"),
+                ("alarm_5xx_errors", "errors_5xx"),
+                ("alarm_4xx_errors", "errors_4xx"),
+                ("alarm_model_latency_p90_ms", "model_latency_p90_ms"),
+                ("alarm_overhead_latency_p90_ms", "overhead_latency_p90_ms"),
+                ("alarm_gpu_utilization_percent", "gpu_utilization_percent"),
+                ("alarm_gpu_memory_percent", "gpu_memory_percent"),
+                ("alarm_cpu_utilization_percent", "cpu_utilization_percent"),
+                ("alarm_memory_percent", "memory_percent"),
+                ("alarm_disk_percent", "disk_percent"),
+                ("scaling_target", "target_value"),
+            ]
+        },
+        "ecs.capacity": "spot",
+        "ecs.placement": "single_az",
+        "ecs.load_balancer": "internet_facing",
     }
 
 
@@ -150,23 +199,44 @@ def test_each_default_the_app_shares_with_the_props_it_builds_is_declared_once()
     from constructs_lib.ecs_service.props import GpuCapacity, LoadBalancing
     from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds, EndpointAlarmThresholds
     from constructs_lib.network.props import PrivateNetworkProps
-    from constructs_lib.sagemaker_endpoint.props import ProductionVariant, RealtimeEndpointProps, RollingUpdate
+    from constructs_lib.sagemaker_endpoint.props import (
+        ProductionVariant,
+        RealtimeEndpointProps,
+        RollingUpdate,
+    )
     from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling, TargetTracking
 
-    endpoint = (ProductionVariant, EndpointAlarmThresholds, InstanceScaling, TargetTracking, RealtimeEndpointProps)
+    endpoint = (
+        ProductionVariant,
+        EndpointAlarmThresholds,
+        InstanceScaling,
+        TargetTracking,
+        RealtimeEndpointProps,
+    )
     builds = {
         Settings: (RealtimeEndpointProps,),
-        VoxtralSettings: (*endpoint, RollingUpdate, BridgeAlarmThresholds), SonicSettings: endpoint,
-        EcsSettings: (GpuCapacity, LoadBalancing), NetworkSettings: (PrivateNetworkProps,),
-        ConnectSettings: (ConnectTranscriptionProps,), AgentSettings: (AgentSizing,),
+        VoxtralSettings: (*endpoint, RollingUpdate, BridgeAlarmThresholds),
+        SonicSettings: endpoint,
+        EcsSettings: (GpuCapacity, LoadBalancing),
+        NetworkSettings: (PrivateNetworkProps,),
+        ConnectSettings: (ConnectTranscriptionProps,),
+        AgentSettings: (AgentSizing,),
     }
     written_twice = []
     for section, props in builds.items():
         for f in dataclasses.fields(section):
-            if f.metadata.get(ctx.DEFAULT_FROM) or f.default is dataclasses.MISSING or f.default is None:
+            if (
+                f.metadata.get(ctx.DEFAULT_FROM)
+                or f.default is dataclasses.MISSING
+                or f.default is None
+            ):
                 continue
             for cls in props:
                 same = next((g for g in dataclasses.fields(cls) if g.name == f.name), None)
-                if same is not None and type(same.default) is type(f.default) and same.default == f.default:
+                if (
+                    same is not None
+                    and type(same.default) is type(f.default)
+                    and same.default == f.default
+                ):
                     written_twice.append(f"{section.__name__}.{f.name} ({cls.__name__})")
     assert written_twice == []

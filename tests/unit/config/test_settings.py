@@ -147,6 +147,11 @@ def test_the_settings_modules_stay_small():
         if len(text.splitlines()) > 800:
             too_long.append(f"{path.name}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 150:
-                too_long.append(f"{path.name}: {node.name} {node.end_lineno - node.lineno + 1} lines")
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno >= 150
+            ):
+                too_long.append(
+                    f"{path.name}: {node.name} {node.end_lineno - node.lineno + 1} lines"
+                )
     assert too_long == []

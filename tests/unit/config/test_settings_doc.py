@@ -41,8 +41,12 @@ def test_every_setting_is_in_the_table_with_its_default_and_nothing_else_is():
 
 def test_every_setting_has_a_description():
     """A new field needs its ``#:`` comment: the page would list it with nothing to say."""
-    missing = [key.name for prefix, section in SECTIONS.items() for key in ctx.section_keys(section, prefix)
-               if not settings_doc.description(section, key.field)]
+    missing = [
+        key.name
+        for prefix, section in SECTIONS.items()
+        for key in ctx.section_keys(section, prefix)
+        if not settings_doc.description(section, key.field)
+    ]
     assert missing == []
 
 
@@ -94,7 +98,9 @@ def test_a_stale_page_is_reported_and_rewritten(tmp_path, monkeypatch, capsys):
     assert settings_doc.main([]) == 0 and stale.read_text() == page
 
 
-def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(tmp_path, monkeypatch, capsys):
+def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(
+    tmp_path, monkeypatch, capsys
+):
     """cdk.json's context: every setting with its default, in the page's order, then the CDK's feature flags as
     they are; a stale one is reported and rewritten, with the rest of the file kept."""
     text = settings_doc.CDK_JSON.read_text()
@@ -102,8 +108,14 @@ def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(tmp_p
     document = json.loads(text)
     keys = [key for key in document["context"] if not ctx.is_cdk_key(key)]
     assert keys == list(default_context())
-    stale = dict(document, context={"voxtral.max_num_seqs": 4, "region": "eu-west-1",
-                                    "@aws-cdk/core:newStyleStackSynthesis": True})
+    stale = dict(
+        document,
+        context={
+            "voxtral.max_num_seqs": 4,
+            "region": "eu-west-1",
+            "@aws-cdk/core:newStyleStackSynthesis": True,
+        },
+    )
     path = tmp_path / "cdk.json"
     path.write_text(json.dumps(stale, indent=2) + "\n")
     monkeypatch.setattr(settings_doc, "CDK_JSON", path)
@@ -111,9 +123,13 @@ def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(tmp_p
     assert f"{path} is out of date: run python -m config.settings_doc" in capsys.readouterr().err
     assert settings_doc.main([]) == 0
     rewritten = json.loads(path.read_text())
-    assert rewritten["context"] == {**default_context(), "@aws-cdk/core:newStyleStackSynthesis": True}
+    assert rewritten["context"] == {
+        **default_context(),
+        "@aws-cdk/core:newStyleStackSynthesis": True,
+    }
     assert {k: v for k, v in rewritten.items() if k != "context"} == {
-        k: v for k, v in document.items() if k != "context"}
+        k: v for k, v in document.items() if k != "context"
+    }
 
 
 def test_a_page_without_the_markers_is_refused():

@@ -18,10 +18,17 @@ LIBRARY = ROOT / "constructs_lib"
 #: Top-level packages of this repository the library must not import (it is imported by them).
 APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
 #: The library's modules that must load without aws_cdk (the settings layer and voicectl import them).
-CDK_FREE = ("constructs_lib.sagemaker_endpoint.props", "constructs_lib.sagemaker_endpoint.scaling_props",
-            "constructs_lib.monitoring.thresholds", "constructs_lib.facts.names", "constructs_lib.validation",
-            "constructs_lib.facts.instance_types", "constructs_lib.artifacts.model_staging_build.stage_model.command",
-            "constructs_lib.network.props", "constructs_lib.ecs_service.props")
+CDK_FREE = (
+    "constructs_lib.sagemaker_endpoint.props",
+    "constructs_lib.sagemaker_endpoint.scaling_props",
+    "constructs_lib.monitoring.thresholds",
+    "constructs_lib.facts.names",
+    "constructs_lib.validation",
+    "constructs_lib.facts.instance_types",
+    "constructs_lib.artifacts.model_staging_build.stage_model.command",
+    "constructs_lib.network.props",
+    "constructs_lib.ecs_service.props",
+)
 
 
 def imported_roots(path: Path) -> set[str]:

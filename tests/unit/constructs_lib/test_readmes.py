@@ -120,8 +120,12 @@ def test_props_tables_match_the_dataclasses(readme):
     for owner, names in documented.items():
         # A props class built over another (GpuEcsServiceWithBridgeProps) has rows for its own
         # fields; the rows of its base's section cover the ones it inherits.
-        inherited = {name for base in classes[owner].__mro__[1:] if base.__name__ in documented
-                     for name in documented[base.__name__]}
+        inherited = {
+            name
+            for base in classes[owner].__mro__[1:]
+            if base.__name__ in documented
+            for name in documented[base.__name__]
+        }
         missing = {f.name for f in dataclasses.fields(classes[owner])} - names - inherited
         if missing:
             problems.append(f"{owner}: fields without a row: {sorted(missing)}")

@@ -199,10 +199,27 @@ def test_the_staging_build_command_reports_without_a_traceback(tmp_path):
     ), result.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    ["transcribe", "tests/clients/data/speech_22k_stereo.wav", "--endpoint", "voxtral-realtime"],
-    ["speak", "Hello", "--endpoint", "sonic-tts", "--voice", "v", "--out", "{tmp}/no-region.wav"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "transcribe",
+            "tests/clients/data/speech_22k_stereo.wav",
+            "--endpoint",
+            "voxtral-realtime",
+        ],
+        [
+            "speak",
+            "Hello",
+            "--endpoint",
+            "sonic-tts",
+            "--voice",
+            "v",
+            "--out",
+            "{tmp}/no-region.wav",
+        ],
+    ],
+)
 def test_endpoint_clients_without_a_region_stop_with_one_line(argv, tmp_path):
     result = voicectl(*(argument.format(tmp=tmp_path) for argument in argv))
     assert result.returncode == 2, result.stderr

@@ -85,7 +85,9 @@ def test_subcommand_help_from_the_console_script(tmp_path, command):
 @pytest.mark.parametrize("command", ["transcribe", "mic"])
 def test_the_commands_that_transcribe_name_their_limits_in_help(command):
     """The bounds on what a server may send are named, with their values, in --help."""
-    if command == "mic" and importlib.util.find_spec("gradio") is None:  # found, not imported: 2 s of CPU spared
+    if (
+        command == "mic" and importlib.util.find_spec("gradio") is None
+    ):  # found, not imported: 2 s of CPU spared
         pytest.skip("the mic extra is not installed (make test installs requirements-mic.lock)")
     from voicectl.clients.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_ec2 as ec2, aws_ecs as ecs, aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from constructs_lib import (
@@ -31,7 +29,9 @@ def build(**overrides):
     stack = bare_stack()
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
     props = {
-        "service_name": "stt", "vpc": vpc, "image": ecs.ContainerImage.from_registry(IMAGE),
+        "service_name": "stt",
+        "vpc": vpc,
+        "image": ecs.ContainerImage.from_registry(IMAGE),
         "capacity": GpuCapacity("g5.xlarge", min_tasks=1, max_tasks=2),
         "model_bucket": s3.Bucket.from_bucket_name(stack, "Models", "my-models"),
         "model_prefix": "w/v1/",
@@ -50,25 +50,33 @@ def test_builds_in_a_bare_stack_without_a_token_when_not_required():
     (c,) = task["Properties"]["ContainerDefinitions"]
     assert "Secrets" not in c and c["StopTimeout"] == 60
     _, group = only(stack, "AWS::ElasticLoadBalancingV2::TargetGroup")
-    assert {"Key": "deregistration_delay.timeout_seconds", "Value": "50"} in \
-        group["Properties"]["TargetGroupAttributes"]
+    assert {"Key": "deregistration_delay.timeout_seconds", "Value": "50"} in group["Properties"][
+        "TargetGroupAttributes"
+    ]
 
 
 def test_every_bad_prop_is_reported_at_once():
     with pytest.raises(PropsError) as caught:
-        build(capacity=GpuCapacity("c5.xlarge", min_tasks=3, max_tasks=2), model_prefix="/w",
-              load_balancing=LoadBalancing(internet_facing=True, require_token=False),
-              streams_target=0, drain_s=200)
+        build(
+            capacity=GpuCapacity("c5.xlarge", min_tasks=3, max_tasks=2),
+            model_prefix="/w",
+            load_balancing=LoadBalancing(internet_facing=True, require_token=False),
+            streams_target=0,
+            drain_s=200,
+        )
     problems = caught.value.problems
     assert problems[0].startswith("instance_type='c5.xlarge': has no NVIDIA GPU")
     assert "max_tasks=2: must be at least min_tasks=3" in problems
-    assert any(p.startswith("certificate_arn=null: must be set when internet_facing=true")
-               for p in problems)
+    assert any(
+        p.startswith("certificate_arn=null: must be set when internet_facing=true")
+        for p in problems
+    )
     assert any(p.startswith("require_token=false: must be true") for p in problems)
     assert any(p.startswith("model_prefix='/w'") for p in problems)
     assert any(p.startswith("streams_target=0") for p in problems)
-    assert any(p.startswith("drain_s=200: a drain of 200 s needs a stopTimeout of 210 s")
-               for p in problems)
+    assert any(
+        p.startswith("drain_s=200: a drain of 200 s needs a stopTimeout of 210 s") for p in problems
+    )
     assert str(caught.value).startswith("GpuEcsServiceWithBridge Stt: invalid props:")
 
 
@@ -88,17 +96,34 @@ def test_the_bridges_environment_is_the_given_one_then_what_the_construct_sets_i
     and host copy, the service's name and variant, its drain and idle timeout), as the task
     definition has always listed them."""
     given = BridgeEnvironment(vllm_max_num_seqs=4, metrics_namespace="Team/Bridge", offline=True)
-    stack = build(environment=given, drain_s=20, bridge_idle_timeout_s=90,
-                  load_balancing=LoadBalancing(require_token=False))
+    stack = build(
+        environment=given,
+        drain_s=20,
+        bridge_idle_timeout_s=90,
+        load_balancing=LoadBalancing(require_token=False),
+    )
     _, task = only(stack, "AWS::ECS::TaskDefinition")
     (container,) = task["Properties"]["ContainerDefinitions"]
     env = {item["Name"]: item["Value"] for item in container["Environment"]}
-    assert list(env)[:-1] == ["SM_VLLM_MAX_NUM_SEQS", "METRICS_NAMESPACE", *OFFLINE_ENVIRONMENT,
-                              "MODEL_S3_URI", "MODEL_CACHE_DIR", "ENDPOINT_NAME", "VARIANT_NAME",
-                              "DRAIN_S", "IDLE_TIMEOUT_S"]
+    assert list(env)[:-1] == [
+        "SM_VLLM_MAX_NUM_SEQS",
+        "METRICS_NAMESPACE",
+        *OFFLINE_ENVIRONMENT,
+        "MODEL_S3_URI",
+        "MODEL_CACHE_DIR",
+        "ENDPOINT_NAME",
+        "VARIANT_NAME",
+        "DRAIN_S",
+        "IDLE_TIMEOUT_S",
+    ]
     assert list(env)[-1] == "AWS_REGION"  # CDK's own, last
-    assert (env["MODEL_CACHE_DIR"], env["ENDPOINT_NAME"], env["VARIANT_NAME"], env["DRAIN_S"],
-            env["IDLE_TIMEOUT_S"]) == ("/opt/weights-cache", "stt", "ecs", "20", "90")
+    assert (
+        env["MODEL_CACHE_DIR"],
+        env["ENDPOINT_NAME"],
+        env["VARIANT_NAME"],
+        env["DRAIN_S"],
+        env["IDLE_TIMEOUT_S"],
+    ) == ("/opt/weights-cache", "stt", "ecs", "20", "90")
     read = BridgeEnvironment.from_env(env)  # what the bridge in the task reads
     assert (read.max_streams, read.drain_s, read.idle_timeout_s, read.offline) == (4, 20, 90, True)
 
@@ -119,25 +144,46 @@ def test_the_add_on_keeps_every_resource_of_the_service_and_adds_the_bridges():
     """Built over GpuEcsService with the same props: the same resources under the same logical
     ids, but the requests' scaling policy and listener rule, which the bridge's replace; plus the
     bridge's task role policy and alarms. The GPU metrics' namespace defaults to the bridge's."""
-    shared = {"service_name": "stt", "capacity": GpuCapacity("g5.xlarge", min_tasks=1, max_tasks=2),
-              "load_balancing": LoadBalancing(require_token=False)}
+    shared = {
+        "service_name": "stt",
+        "capacity": GpuCapacity("g5.xlarge", min_tasks=1, max_tasks=2),
+        "load_balancing": LoadBalancing(require_token=False),
+    }
     service_stack = bare_stack()
-    GpuEcsService(service_stack, "Stt", GpuEcsServiceProps(
-        vpc=ec2.Vpc(service_stack, "Vpc", max_azs=2),
-        image=ecs.ContainerImage.from_registry(IMAGE), requests_per_target=30,
-        gpu_namespace="Team/Bridge/Gpu", **shared))
+    GpuEcsService(
+        service_stack,
+        "Stt",
+        GpuEcsServiceProps(
+            vpc=ec2.Vpc(service_stack, "Vpc", max_azs=2),
+            image=ecs.ContainerImage.from_registry(IMAGE),
+            requests_per_target=30,
+            gpu_namespace="Team/Bridge/Gpu",
+            **shared,
+        ),
+    )
     bridge_stack = build(**shared)
     service_ids, bridge_ids = _ids(service_stack), _ids(bridge_stack)
-    assert service_ids - bridge_ids == {"SttLoadBalancerHttpRequestsRule",
-                                        "SttServiceTaskCountTargetRequests"}
+    assert service_ids - bridge_ids == {
+        "SttLoadBalancerHttpRequestsRule",
+        "SttServiceTaskCountTargetRequests",
+    }
     assert bridge_ids - service_ids == {
-        "SttLoadBalancerHttpStreamsRule", "SttServiceTaskCountTargetActiveStreams",
-        "SttTaskTaskRoleDefaultPolicy", "SttAlarmActiveStreamsNearCap", "SttAlarmStreamsRejected",
-        "SttAlarmTaskProtectionErrors", "SttAlarmTimeToFirstDeltaP90", "SttAlarmUpstreamErrors"}
+        "SttLoadBalancerHttpStreamsRule",
+        "SttServiceTaskCountTargetActiveStreams",
+        "SttTaskTaskRoleDefaultPolicy",
+        "SttAlarmActiveStreamsNearCap",
+        "SttAlarmStreamsRejected",
+        "SttAlarmTaskProtectionErrors",
+        "SttAlarmTimeToFirstDeltaP90",
+        "SttAlarmUpstreamErrors",
+    }
     # The weights' directory before the CloudWatch agent, whose GPU namespace is the bridge's.
     service_lines, bridge_lines = _user_data(service_stack), _user_data(bridge_stack)
-    assert bridge_lines == [*service_lines[:1], "mkdir -p /var/lib/realtime-voice/weights",
-                            *service_lines[1:]]
+    assert bridge_lines == [
+        *service_lines[:1],
+        "mkdir -p /var/lib/realtime-voice/weights",
+        *service_lines[1:],
+    ]
     assert service_lines[1] == "dnf install -y amazon-cloudwatch-agent"
     config = json.loads("\n".join(bridge_lines).split("<<'EOF'\n")[1].split("\nEOF")[0])
     assert config["metrics"]["namespace"] == "Team/Bridge/Gpu"

@@ -86,10 +86,17 @@ def problems_of(props: GpuEcsServiceProps) -> list[str]:
 
 def test_the_service_props_are_checked_without_a_construct():
     """Plain values (no VPC or image needed): what the settings layer runs before any construct."""
-    props = GpuEcsServiceProps(service_name="tts", vpc=None, image=None,
-                               capacity=GpuCapacity("g6e.xlarge"), requests_per_target=0,
-                               gpu_namespace="Team/Gpu", response_time_p90_ms=-1,
-                               load_balancing=LoadBalancing(require_token=False), drain_s=111)
+    props = GpuEcsServiceProps(
+        service_name="tts",
+        vpc=None,
+        image=None,
+        capacity=GpuCapacity("g6e.xlarge"),
+        requests_per_target=0,
+        gpu_namespace="Team/Gpu",
+        response_time_p90_ms=-1,
+        load_balancing=LoadBalancing(require_token=False),
+        drain_s=111,
+    )
     assert problems_of(props) == [
         "requests_per_target=0: must be a positive number of requests per task per minute "
         "without bridge",
@@ -102,16 +109,50 @@ def test_the_service_props_are_checked_without_a_construct():
 def test_the_bridge_add_ons_props_extend_the_services_with_keyword_only_fields():
     bridge = BridgeAlarmThresholds(namespace="Team/Bridge", stream_cap=4)
     props = GpuEcsServiceWithBridgeProps(
-        "stt", None, None, GpuCapacity("g6.xlarge"), bridge=bridge, model_bucket=object(),
-        model_prefix="w/v1/", streams_target=2.1)
+        "stt",
+        None,
+        None,
+        GpuCapacity("g6.xlarge"),
+        bridge=bridge,
+        model_bucket=object(),
+        model_prefix="w/v1/",
+        streams_target=2.1,
+    )
     assert isinstance(props, GpuEcsServiceProps)
     assert problems_of(props) == []
     assert props.gpu_metrics_namespace() == "Team/Bridge/Gpu"  # the bridge's namespace + /Gpu
     given = GpuEcsServiceWithBridgeProps(
-        service_name="stt", vpc=None, image=None, capacity=GpuCapacity("g6.xlarge"), bridge=bridge,
-        model_bucket=object(), model_prefix="w/v1/", streams_target=2.1, gpu_namespace="Team/Gpu")
+        service_name="stt",
+        vpc=None,
+        image=None,
+        capacity=GpuCapacity("g6.xlarge"),
+        bridge=bridge,
+        model_bucket=object(),
+        model_prefix="w/v1/",
+        streams_target=2.1,
+        gpu_namespace="Team/Gpu",
+    )
     assert given.gpu_metrics_namespace() == "Team/Gpu"
     with pytest.raises(TypeError, match="positional"):
-        GpuEcsServiceWithBridgeProps("stt", None, None, GpuCapacity("g6.xlarge"), None, None, 8080,
-                                     "/ping", None, None, LoadBalancing(), 25.0, 60.0, 30, False,
-                                     None, (), (), None, bridge)
+        GpuEcsServiceWithBridgeProps(
+            "stt",
+            None,
+            None,
+            GpuCapacity("g6.xlarge"),
+            None,
+            None,
+            8080,
+            "/ping",
+            None,
+            None,
+            LoadBalancing(),
+            25.0,
+            60.0,
+            30,
+            False,
+            None,
+            (),
+            (),
+            None,
+            bridge,
+        )

@@ -4,8 +4,7 @@ own props checks."""
 from __future__ import annotations
 
 import pytest
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_ec2 as ec2, aws_ecs as ecs
 
 from constructs_lib import GpuCapacity, GpuEcsService, GpuEcsServiceProps, LoadBalancing, PropsError
 from contracts.bridge_env import BridgeEnvironment
@@ -16,10 +15,12 @@ def build(**overrides):
     stack = bare_stack()
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
     props = {
-        "service_name": "tts", "vpc": vpc,
+        "service_name": "tts",
+        "vpc": vpc,
         "image": ecs.ContainerImage.from_registry("public.ecr.aws/x/tts:1"),
         "capacity": GpuCapacity("g6e.xlarge", min_tasks=1, max_tasks=2),
-        "requests_per_target": 30, "gpu_namespace": "Team/Tts/Gpu",
+        "requests_per_target": 30,
+        "gpu_namespace": "Team/Tts/Gpu",
         "load_balancing": LoadBalancing(require_token=False),
         **overrides,
     }
@@ -29,8 +30,14 @@ def build(**overrides):
 
 def test_another_model_server_needs_its_scaling_and_namespace_and_no_token():
     with pytest.raises(PropsError) as caught:
-        build(requests_per_target=None, gpu_namespace=None, load_balancing=LoadBalancing(),
-              container_port=70000, health_path="health", caller_cidrs=["10.0.0.0/33"])
+        build(
+            requests_per_target=None,
+            gpu_namespace=None,
+            load_balancing=LoadBalancing(),
+            container_port=70000,
+            health_path="health",
+            caller_cidrs=["10.0.0.0/33"],
+        )
     assert caught.value.problems == [
         "container_port=70000: must be a TCP port 1-65535 (the port the container listens on; "
         "with awsvpc networking every port of the task's own interface is free)",
@@ -49,15 +56,31 @@ def test_another_model_server_needs_its_scaling_and_namespace_and_no_token():
 
 def test_another_model_server_in_given_subnets():
     stack = bare_stack()
-    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, subnet_configuration=[
-        ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
-    GpuEcsService(stack, "Tts", GpuEcsServiceProps(
-        service_name="tts", vpc=vpc,
-        image=ecs.ContainerImage.from_registry("public.ecr.aws/x/tts:1"),
-        capacity=GpuCapacity("g6e.xlarge", min_tasks=1, max_tasks=2), container_port=9000,
-        health_path="/ready", requests_per_target=30, gpu_namespace="Team/Tts/Gpu",
-        load_balancing=LoadBalancing(require_token=False), subnets=vpc.isolated_subnets,
-        caller_cidrs=["192.168.0.0/24"]))
+    vpc = ec2.Vpc(
+        stack,
+        "Vpc",
+        max_azs=2,
+        subnet_configuration=[
+            ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        ],
+    )
+    GpuEcsService(
+        stack,
+        "Tts",
+        GpuEcsServiceProps(
+            service_name="tts",
+            vpc=vpc,
+            image=ecs.ContainerImage.from_registry("public.ecr.aws/x/tts:1"),
+            capacity=GpuCapacity("g6e.xlarge", min_tasks=1, max_tasks=2),
+            container_port=9000,
+            health_path="/ready",
+            requests_per_target=30,
+            gpu_namespace="Team/Tts/Gpu",
+            load_balancing=LoadBalancing(require_token=False),
+            subnets=vpc.isolated_subnets,
+            caller_cidrs=["192.168.0.0/24"],
+        ),
+    )
     _, group = only(stack, "AWS::ElasticLoadBalancingV2::TargetGroup")
     assert (group["Properties"]["Port"], group["Properties"]["HealthCheckPath"]) == (9000, "/ready")
     _, service = only(stack, "AWS::ECS::Service")
@@ -82,8 +105,9 @@ def test_another_model_servers_container_has_no_bridge_parts():
     assert {"Secrets", "HealthCheck", "MountPoints"}.isdisjoint(container)
     assert "Volumes" not in task["Properties"]
     _, rule = only(stack, "AWS::ElasticLoadBalancingV2::ListenerRule")
-    assert rule["Properties"]["Conditions"] == [{"Field": "path-pattern",
-                                                 "PathPatternConfig": {"Values": ["/*"]}}]
+    assert rule["Properties"]["Conditions"] == [
+        {"Field": "path-pattern", "PathPatternConfig": {"Values": ["/*"]}}
+    ]
 
 
 def test_the_bridges_environment_is_no_prop_of_another_model_server():

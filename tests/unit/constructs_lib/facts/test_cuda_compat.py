@@ -10,8 +10,6 @@ import pytest
 
 from config.models import VOXTRAL_DEFAULT_AMI, bridge_base_image
 from config.settings import SettingsError, load_settings
-from constructs_lib.sagemaker_endpoint.props import INFERENCE_AMI_VERSIONS
-from tests.conftest import ROOT, cdk_json_context
 from constructs_lib.facts.cuda_compat import (
     DLC_IMAGES,
     INFERENCE_AMIS,
@@ -22,6 +20,7 @@ from constructs_lib.facts.cuda_compat import (
     dockerfile_base_image,
     image_cuda,
 )
+from constructs_lib.sagemaker_endpoint.props import INFERENCE_AMI_VERSIONS
 from tests.conftest import ROOT, cdk_json_context
 
 

@@ -626,11 +626,20 @@ def test_a_cross_site_upload_is_refused_and_nothing_is_written(page, capsys):
     assert "refused a request: POST '/gradio_api/upload' is not a route of this page" in err
 
 
-@pytest.mark.parametrize(("name", "origin", "refusal"), [
-    ("evil.example", "http://evil.example:{port}", "Host 'evil.example:{port}' is not"),  # DNS rebinding
-    ("127.0.0.1", "http://evil.example", "Origin 'http://evil.example' is not this page"),
-])
-def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, name, origin, refusal):
+@pytest.mark.parametrize(
+    ("name", "origin", "refusal"),
+    [
+        (
+            "evil.example",
+            "http://evil.example:{port}",
+            "Host 'evil.example:{port}' is not",
+        ),  # DNS rebinding
+        ("127.0.0.1", "http://evil.example", "Origin 'http://evil.example' is not this page"),
+    ],
+)
+def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(
+    page, capsys, name, origin, refusal
+):
     """Comparing the Origin with the Host is not enough: a DNS-rebinding page controls both."""
     from websockets.exceptions import InvalidStatus
 
@@ -655,7 +664,7 @@ def test_a_rebinding_or_cross_site_page_cannot_open_a_recording(page, capsys, na
 def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page):
     """Audio ahead of real time is refused, not queued (queued, 190 MB sent in 30 s grew the server
     by 194 MB)."""
-    servers, url = page
+    _servers, url = page
 
     async def flood():
         client = await PageClient.connect(url)
@@ -898,25 +907,38 @@ def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_
     assert bridge.streams == streams + 1
 
 
-@pytest.mark.parametrize(("message", "summary"), [
-    ("calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
-     "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
-     "--endpoint-url starts with https://."),
-    ("ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
-     "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
-     "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
-     "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
-     "CloudWatch logs, then press Record again."),
-    ("the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
-     "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
-     "samples."),
-    ("the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
-     "The endpoint reported an error (invalid_audio): bad base64."),
-    ("Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not found. "
-     "Sonic rejected the request as malformed (HTTP 422): check the voice ID",  # SonicError's
-     "SageMaker endpoint voxtral refused the request (422: voice not found). Check the voice ID "
-     "and the text."),
-])
+@pytest.mark.parametrize(
+    ("message", "summary"),
+    [
+        (
+            "calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
+            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
+            "--endpoint-url starts with https://.",
+        ),
+        (
+            "ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
+            "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
+            "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
+            "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
+            "CloudWatch logs, then press Record again.",
+        ),
+        (
+            "the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
+            "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
+            "samples.",
+        ),
+        (
+            "the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
+            "The endpoint reported an error (invalid_audio): bad base64.",
+        ),
+        (
+            "Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not found. "
+            "Sonic rejected the request as malformed (HTTP 422): check the voice ID",  # SonicError's
+            "SageMaker endpoint voxtral refused the request (422: voice not found). Check the voice ID "
+            "and the text.",
+        ),
+    ],
+)
 def test_errors_read_as_one_line_in_the_users_words(message, summary):
     summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
     assert summarized == summary

@@ -4,16 +4,16 @@ rate Sonic does not offer refused."""
 
 from __future__ import annotations
 
-import functools
 import asyncio
+import functools
 
 import pytest
 
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
-from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame  # noqa: E402
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import run_test as pipecat_run_test  # noqa: E402
+from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import run_test as pipecat_run_test
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import (
     SONIC_DONE,

@@ -4,9 +4,9 @@ one error frame for a refusal."""
 
 from __future__ import annotations
 
-import functools
 import asyncio
 import contextlib
+import functools
 
 import pytest
 
@@ -20,8 +20,8 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.worker import PipelineParams  # noqa: E402
-from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test
 
 from tests.unit.voicectl.clients.frameworks.frameworks_testkit import ScriptedServer
 from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
