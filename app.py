@@ -28,8 +28,9 @@ def create_app(
     """
     app = App(context=dict(context) if context is not None else None, outdir=outdir)
     settings = load_settings(app.node.get_all_context())
-    # The stacks and cdk-nag load once the settings are accepted: a refused setting is reported in about half the time
-    # (app.py took 1.9 s of CPU to print it with them imported first, 0.9 s without).
+    # The stacks and cdk-nag load once the settings are accepted: a refused setting is reported in
+    # about half the time (app.py took 1.9 s of CPU to print it with them imported first, 0.9 s
+    # without).
     from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
     from stacks import build_app

@@ -188,7 +188,7 @@ def render_cdk_json(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m config.settings_doc", description=__doc__.split("\n\n")[0]
+        prog="python -m config.settings_doc", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if docs/settings.md or cdk.json is out of date"

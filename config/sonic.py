@@ -49,7 +49,7 @@ class SonicSettings(EndpointSettings):
     container_startup_timeout_s: int = 900
     #: What target tracking holds per instance: invocations per minute, or requests in flight (the
     #: high-resolution ConcurrentRequestsPerModel).
-    scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"
+    scaling_metric: Literal[tuple(SONIC_SCALING_METRICS)] = "invocations_per_instance"  # pyright: ignore[reportInvalidTypeForm] (the parser reads the choices from it)
     #: Target per instance: invocations per minute, or concurrent requests, depending on
     #: scaling_metric.
     target_value: float = setting(60.0, key="scaling_target")

@@ -91,7 +91,7 @@ class VoxtralSettings(EndpointSettings):
     #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the
     #: image's CUDA (constructs_lib/facts/cuda_compat.py): a driver that cannot run it is a settings
     #: error, an image whose tag names no CUDA a synth warning.
-    inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI
+    inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI  # pyright: ignore[reportInvalidTypeForm] (the parser reads the choices from it)
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
     namespace: str = setting(DEFAULT_METRICS_NAMESPACE, key="metrics_namespace")
     #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).

@@ -7,12 +7,13 @@ them as they are.
 
 One folder per family, each with a README (what it is, its props and their defaults):
 
-- :mod:`constructs_lib.sagemaker_endpoint`: the real-time endpoint, its props and interface, execution role,
-  instance scaling and the monitored endpoint (endpoint + alarms + scaling + outputs).
+- :mod:`constructs_lib.sagemaker_endpoint`: the real-time endpoint, its props and interface,
+  execution role, instance scaling and the monitored endpoint (endpoint + alarms + scaling +
+  outputs).
 - :mod:`constructs_lib.ecs_service`: the GPU ECS service, its bridge add-on, their props and their
   monitoring.
-- :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with the CodeBuild
-  source and the waiter Lambda it ships as assets).
+- :mod:`constructs_lib.artifacts`: the bridge image, the model bucket and the model staging (with
+  the CodeBuild source and the waiter Lambda it ships as assets).
 - :mod:`constructs_lib.network`: the private network, its props, and the data key.
 - :mod:`constructs_lib.monitoring`: metrics, thresholds and alarm rules both families use, the alarm
   topic and the operations dashboard.

@@ -10,7 +10,8 @@ module.
   :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
   :func:`pool_environment`, :func:`voxtral_tracking`; each reads the settings' capacity plan
   (:attr:`~config.settings.Settings.capacity_plan`), worked out once when they loaded.
-- ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`, :func:`ecs_vpc`.
+- ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`,
+  :func:`ecs_vpc`.
 
 Construct ids are those the stacks used before they shared this module, so the logical ids are
 unchanged.
@@ -253,8 +254,9 @@ MM_PROCESSOR_CACHE_GB = 1
 
 
 def stream_cap_warning(stack: Stack, plan: CapacityPlan) -> None:
-    """Print (cdk synth) a warning when an explicit max_num_seqs is above the GPU's estimated compute cap
-    (:attr:`~config.capacity_plan.CapacityPlan.warning`): allowed, since the cap is an estimate, but said."""
+    """Print (cdk synth) a warning when an explicit max_num_seqs is above the GPU's estimated
+    compute cap (:attr:`~config.capacity_plan.CapacityPlan.warning`): allowed, since the cap is an
+    estimate, but said."""
     warning = plan.warning
     if warning is not None:
         Annotations.of(stack).add_warning_v2("realtime-voice:stream-cap-above-compute", warning)
@@ -307,10 +309,11 @@ def model_weights(
 
 
 def voxtral_tracking(settings: Settings) -> TargetTracking:
-    """Target tracking on live streams per instance at ``scaling_target_fraction`` of the stream cap. With instance
-    pools whose caps differ (each pool type's Model has its own), a count of streams means something else on each
-    GPU, so it tracks the bridge's StreamCapUsed (percent of each instance's own cap) instead: every instance is
-    filled to the same share of what it serves, and no larger GPU idles at a smaller GPU's cap."""
+    """Target tracking on live streams per instance at ``scaling_target_fraction`` of the stream
+    cap. With instance pools whose caps differ (each pool type's Model has its own), a count of
+    streams means something else on each GPU, so it tracks the bridge's StreamCapUsed (percent of
+    each instance's own cap) instead: every instance is filled to the same share of what it serves,
+    and no larger GPU idles at a smaller GPU's cap."""
     voxtral, plan = settings.voxtral, settings.capacity_plan
     metrics = BridgeMetrics(voxtral.namespace, voxtral.endpoint_name)
     if plan.caps_differ:
@@ -327,9 +330,10 @@ def voxtral_tracking(settings: Settings) -> TargetTracking:
 
 
 def pool_environment(settings: Settings) -> dict[str, dict[str, str]]:
-    """``{instance type: the variables that differ}`` for each instance pool after the first whose container
-    environment differs from the first pool's (its stream cap in the capacity plan): those pools run a Model of
-    their own (InstancePool ModelNameOverride), so every GPU runs at its own cap."""
+    """``{instance type: the variables that differ}`` for each instance pool after the first whose
+    container environment differs from the first pool's (its stream cap in the capacity plan): those
+    pools run a Model of their own (InstancePool ModelNameOverride), so every GPU runs at its own
+    cap."""
     pools = list(dict.fromkeys(settings.voxtral.instance_pools))
     if not pools:
         return {}

@@ -233,8 +233,8 @@ def service_alarm_rules(
                 3,
                 3,
                 NOT_BREACHING,
-                f"The targets' p90 response time has been above {props.response_time_p90_ms:g} ms for "
-                "15 minutes.",
+                f"The targets' p90 response time has been above {props.response_time_p90_ms:g} ms "
+                "for 15 minutes.",
                 MISSING_ALB,
             )
         )

@@ -187,10 +187,11 @@ class GpuEcsService(Construct):
         self.instance_role = iam.Role(
             self,
             "InstanceRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             description=f"ECS container instances of {props.service_name}",
         )
-        grant_put_metrics(self.instance_role, self.gpu_namespace)
+        assert self.gpu_namespace is not None  # props.problems requires it without a bridge
+        grant_put_metrics(self.instance_role, self.gpu_namespace)  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
         # The CloudWatch agent resolves ${aws:AutoScalingGroupName} from the instance's tags
         # (ec2:DescribeTags, as in CloudWatchAgentServerPolicy; CloudWatch agent user guide,
         # "append_dimensions").
@@ -221,7 +222,7 @@ class GpuEcsService(Construct):
             instance_type=ec2.InstanceType(cap.instance_type),
             require_imdsv2=True,
             http_put_response_hop_limit=1,  # tasks (awsvpc) cannot reach the instance's credentials
-            role=self.instance_role,
+            role=self.instance_role,  # pyright: ignore[reportArgumentType] (jsii binding: parameter names differ from the interface's)
             user_data=user_data,
             security_group=self.instance_security_group,
             block_devices=[
@@ -364,6 +365,7 @@ class GpuEcsService(Construct):
             404, content_type="text/plain", message_body="not found"
         )
         if lb.https:
+            assert lb.certificate_arn is not None  # validated: HTTPS has a certificate
             self.listener = self.load_balancer.add_listener(
                 "Https",
                 port=443,
@@ -479,6 +481,7 @@ class GpuEcsService(Construct):
 
     def _alarms(self, props: GpuEcsServiceProps) -> None:
         """The service's metrics, its alarm rules and an alarm per rule."""
+        assert self.gpu_namespace is not None  # props.problems requires it without a bridge
         self.metrics = GpuEcsServiceMetrics(
             gpu_namespace=self.gpu_namespace,
             auto_scaling_group=self.auto_scaling_group,
@@ -525,9 +528,11 @@ class GpuEcsService(Construct):
         """Target tracking of ``scaling``: requests per task per minute
         (``AWS/ApplicationELB`` RequestCountPerTarget, the ALBRequestCountPerTarget predefined
         metric of Application Auto Scaling)."""
+        requests_per_target = self._props.requests_per_target
+        assert requests_per_target is not None  # validated: the generic service scales on it
         self.scaling.scale_on_request_count(
             "Requests",
-            requests_per_target=math.ceil(self._props.requests_per_target),
+            requests_per_target=math.ceil(requests_per_target),
             target_group=self.target_group,
             scale_in_cooldown=SCALE_IN_COOLDOWN,
             scale_out_cooldown=SCALE_OUT_COOLDOWN,
@@ -742,8 +747,8 @@ class GpuEcsService(Construct):
             Validations.of(execution_role).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-IAM5[Resource::*]",
-                    reason="ecr:GetAuthorizationToken supports no resource-level permission; it only "
-                    "issues a registry login token, image access stays limited to one "
+                    reason="ecr:GetAuthorizationToken supports no resource-level permission; it "
+                    "only issues a registry login token, image access stays limited to one "
                     "repository.",
                 )
             )
@@ -780,10 +785,11 @@ class GpuEcsService(Construct):
                 "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to "
                 "SSE-S3 buckets only (Elastic Load Balancing user guide, "
                 "'Access logs for your Application Load Balancer').",
-                "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load Balancing "
-                "and removed only by the lifecycle rule; there is no "
-                "object to recover from an overwrite.",
-                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; copying "
+                "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load "
+                "Balancing and removed only by the lifecycle rule; there is no object to recover "
+                "from an overwrite.",
+                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
+                "copying "
                 "them elsewhere is the user's choice, not a default.",
             },
         )
@@ -791,10 +797,10 @@ class GpuEcsService(Construct):
             self.access_logs,
             "AWS::S3::Bucket",
             {
-                "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it would "
-                "need another bucket.",
-                "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed only "
-                "by the lifecycle rule.",
+                "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it "
+                "would need another bucket.",
+                "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed "
+                "only by the lifecycle rule.",
             },
         )
         for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
@@ -819,9 +825,10 @@ class GpuEcsService(Construct):
         acknowledge_compliance(
             self.load_balancer,
             {
-                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it holds "
-                "no data; its access logs are in their own bucket).",
-                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade request, "
+                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it "
+                "holds no data; its access logs are in their own bucket).",
+                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade "
+                "request, "
                 "which a web ACL does not inspect; the listener forwards two paths "
                 "only and the bridge checks the bearer token before any work.",
             },
@@ -831,7 +838,8 @@ class GpuEcsService(Construct):
         acknowledge_compliance(
             self.load_balancer,
             {
-                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP on 80 "
+                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP "
+                "on 80 "
                 "inside the VPC, reachable from the caller CIDRs only. "
                 "Set a certificate for HTTPS.",
                 "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP "
@@ -843,11 +851,11 @@ class GpuEcsService(Construct):
             self.listener,
             "AWS::ElasticLoadBalancingV2::Listener",
             {
-                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC from "
-                "the caller CIDRs only; set a certificate for HTTPS (internet-facing "
-                "requires one).",
-                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the VPC); "
-                "with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
+                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC "
+                "from the caller CIDRs only; set a certificate for HTTPS (internet-facing requires "
+                "one).",
+                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the "
+                "VPC); with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
             },
         )
 

@@ -62,8 +62,8 @@ _FORCED = {"HOST", "PORT"}
 #: PATH: the image's own Python with vLLM, not the bridge's venv (which is not activated, only run
 #: by path).
 DEFAULT_VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-#: After vLLM dies, how long the bridge gets to close its streams before SIGKILL, seconds (total exit
-#: stays under 5 s, so that the platform replaces the container promptly).
+#: After vLLM dies, how long the bridge gets to close its streams before SIGKILL, seconds (total
+#: exit stays under 5 s, so that the platform replaces the container promptly).
 BRIDGE_STOP_AFTER_VLLM_DEATH_S = 2.0
 #: After SIGTERM, how long past DRAIN_S the bridge may take to exit before SIGKILL, seconds.
 BRIDGE_EXIT_GRACE_S = 3.0

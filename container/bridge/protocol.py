@@ -50,8 +50,7 @@ from contracts.realtime import (
     UNKNOWN_EVENT,
 )
 
-# ---- vLLM's server, as the bridge reaches it (vllm realtime/api_router.py)
-# -------------------------------------
+# ---- vLLM's server, as the bridge reaches it (vllm realtime/api_router.py) -----------------------
 #: Path of vLLM's realtime WebSocket endpoint (vllm `realtime/api_router.py`).
 VLLM_REALTIME_PATH = "/v1/realtime"
 #: vLLM's readiness endpoint: 200 once the engine can serve.
@@ -69,9 +68,9 @@ TRANSCRIPTION_DONE_PREFIX = b'{"type":"transcription.done"'
 #: unparsed (parsing 128 KiB of JSON takes 1-2 ms here; 4 MiB took 70-240 ms).
 MAX_OTHER_EVENT_BYTES = 128 * 1024
 
-#: Frames larger than this are checked a slice at a time (`check_large_append`), so that one 4 MiB append
-#: costs the event loop well under 1 ms per turn instead of 20-50 ms at once (strict base64 decoding of 4 MiB
-#: takes 10-20 ms on a loaded machine).
+#: Frames larger than this are checked a slice at a time (`check_large_append`), so that one 4 MiB
+#: append costs the event loop well under 1 ms per turn instead of 20-50 ms at once (strict base64
+#: decoding of 4 MiB takes 10-20 ms on a loaded machine).
 SLICE_BYTES = 64 * 1024
 
 # Byte patterns of the hot-path append (compact and json.dumps-default separators).

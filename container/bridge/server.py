@@ -96,10 +96,10 @@ INVOCATIONS_PATH = "/invocations"
 #: `ModelInvocationPath=v1/realtime` (vLLM's own path; see the module docstring).
 STREAM_PATH_ALIASES = frozenset({protocol.VLLM_REALTIME_PATH})
 
-#: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM down)
-#: fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too short:
-#: in bench/bridge_bench.py, a burst of 200 simultaneous sessions on a loaded machine took longer.
-#: A client that leaves meanwhile cancels the wait at once.
+#: Longest wait for vLLM to complete the WebSocket handshake, seconds. A refused connection (vLLM
+#: down) fails at once; this only bounds a vLLM that accepts TCP but is slow to answer. 1 s was too
+#: short: in bench/bridge_bench.py, a burst of 200 simultaneous sessions on a loaded machine took
+#: longer. A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
 #: Longest time between two looks at every stream's idle and stall clocks, seconds.
 SWEEP_PERIOD_S = 0.5
@@ -385,7 +385,8 @@ class Bridge:
         #: Streams refused at the stream cap, likewise (a caller retrying at once must not flood
         #: the log).
         self.busy_refusals = RefusalLog(log, subject="", status="close 1013")
-        #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on ECS).
+        #: ECS task scale-in protection while streams are live (ECS_AGENT_URI), or None (not on
+        #: ECS).
         self.protection: TaskProtection | None = (
             TaskProtection(
                 settings.ecs_agent_uri,

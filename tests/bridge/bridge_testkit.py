@@ -97,8 +97,8 @@ async def open_stream(bridge: Bridge) -> ClientConnection:
 
 
 async def recv_event(ws: ClientConnection, timeout: float = LIVENESS_S) -> dict[str, Any]:
-    """Next event from the bridge, parsed; raises TimeoutError after `timeout` seconds (a liveness bound: on a loaded
-    machine an answer has taken over 1 s)."""
+    """Next event from the bridge, parsed; raises TimeoutError after `timeout` seconds (a liveness
+    bound: on a loaded machine an answer has taken over 1 s)."""
     async with asyncio.timeout(timeout):
         return json.loads(await ws.recv())
 

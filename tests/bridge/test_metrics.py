@@ -16,8 +16,8 @@ from bridge.metrics import BridgeMetrics
 
 @pytest.fixture
 def isolated(monkeypatch):
-    """The Voxtral container's environment as the stack sets it, and every outbound connection refused, as network
-    isolation does (any attempt fails the test through the recorded list)."""
+    """The Voxtral container's environment as the stack sets it, and every outbound connection
+    refused, as network isolation does (any attempt fails the test through the recorded list)."""
     from config.settings import default_context, load_settings
     from contracts.bridge_env import OFFLINE_ENVIRONMENT
     from stacks.composition import container_environment

@@ -18,15 +18,16 @@ the audio, and what this test checks instead:
 - Finals: each is stored once and published once (``segmentId``), in call order, and its text is
   vLLM's ``transcription.done`` text for that generation.
 
-The call is replayed faster than real time (every fragment is available at once, as for a call already recorded):
-the consumer then runs as fast as the real server decodes on this CPU (the clients pace at most 16 x real time).
-Nothing checked depends on the pace: the offsets come from sample counts, not clocks, and the stream moves and
-restarts happen at whatever audio position they fall on. The session's vLLM keeps the tier's small context
-(real_vllm.MAX_MODEL_LEN, 160 tokens: the bridge's ``session_limit`` is 8 s of audio), so the call rolls over to a
-new generation every 7.2 s at most on every track (187 finals per track when measured) and the first stream of each
-track, in each consumer, meets the bridge's limit (which the client then learns): the rollover path runs at every
-generation instead of once. The wall time is printed, not asserted: 1034 s for the call (about 1.2 x real time),
-plus vLLM's start, on two shared cores.
+The call is replayed faster than real time (every fragment is available at once, as for a call
+already recorded): the consumer then runs as fast as the real server decodes on this CPU (the
+clients pace at most 16 x real time). Nothing checked depends on the pace: the offsets come from
+sample counts, not clocks, and the stream moves and restarts happen at whatever audio position they
+fall on. The session's vLLM keeps the tier's small context (real_vllm.MAX_MODEL_LEN, 160 tokens: the
+bridge's ``session_limit`` is 8 s of audio), so the call rolls over to a new generation every 7.2 s
+at most on every track (187 finals per track when measured) and the first stream of each track, in
+each consumer, meets the bridge's limit (which the client then learns): the rollover path runs at
+every generation instead of once. The wall time is printed, not asserted: 1034 s for the call (about
+1.2 x real time), plus vLLM's start, on two shared cores.
 """
 
 from __future__ import annotations

@@ -146,9 +146,9 @@ def test_sigterm_ends_every_session_as_the_fake_does_and_the_bridge_says_so(vllm
 
     faked, real, relayed = run(scenario())
     assert real.close_code == 1012
-    # Up to the mark, the same. After it (deltas aside: vLLM may flush one as it stops) the running generation's
-    # `processing_error`, then 1012. vLLM sometimes closes before its generation task notices and sends no error
-    # (seen both ways): the fake always sends it.
+    # Up to the mark, the same. After it (deltas aside: vLLM may flush one as it stops) the running
+    # generation's `processing_error`, then 1012. vLLM sometimes closes before its generation task
+    # notices and sends no error (seen both ways): the fake always sends it.
     assert until_mark(faked.entries) == until_mark(real.entries)
     assert after_mark(faked.entries) == [STOPPED, ("closed", 1012)]
     assert after_mark(real.entries) in ([STOPPED, ("closed", 1012)], [("closed", 1012)])

@@ -38,9 +38,9 @@ The page opens the recording WebSocket at the first captured audio, so a zero-le
 no stream. The Speak panel has a WebSocket of its own (:data:`SPEAK_PATH`) when ``--sonic-endpoint``
 and ``--voice`` are given.
 
-Every request and WebSocket handshake passes :class:`voicectl.clients.mic_guard.PageGuard` first (loopback ``Host``, the
-page's own ``Origin``, only the page's routes), and a recording may hold only so much audio
-(:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
+Every request and WebSocket handshake passes :class:`voicectl.clients.mic_guard.PageGuard` first
+(loopback ``Host``, the page's own ``Origin``, only the page's routes), and a recording may hold
+only so much audio (:data:`MAX_AHEAD_S`, :data:`MAX_QUEUED_AUDIO_S`).
 
 A failure ends the recording: the page stops capturing and shows the one error, which is also
 printed on the terminal. When the page goes away (tab closed, reload, browser quit) its WebSocket
@@ -106,10 +106,10 @@ RECORDING_PATH = "/voicectl/recording"
 """WebSocket route of a recording, next to Gradio's own routes."""
 
 SPEAK_PATH = "/voicectl/speak"
-"""WebSocket route of the Speak panel: ``{"type": "speak", "text"}`` in; ``{"type": "audio", "sample_rate_hz"}``,
-binary frames of PCM16 little-endian mono as Sonic streams it, then ``{"type": "done", "time_to_first_audio_s",
-"audio_s"}`` or ``{"type": "error", "message", "summary"}`` out. Closing it cancels the Sonic
-request."""
+"""WebSocket route of the Speak panel: ``{"type": "speak", "text"}`` in; ``{"type": "audio",
+"sample_rate_hz"}``, binary frames of PCM16 little-endian mono as Sonic streams it, then
+``{"type": "done", "time_to_first_audio_s", "audio_s"}`` or ``{"type": "error", "message",
+"summary"}`` out. Closing it cancels the Sonic request."""
 
 SPEAK_SAMPLE_RATE_HZ = 44_100
 """The Speak panel's audio rate: Sonic's default output rate (``voicectl speak``'s too)."""
@@ -1032,19 +1032,19 @@ def summarize_error(message: str, target: str) -> str:
     """One line for the page: what failed and what to check (the full ``message`` stays behind
     "Details").
 
-    The patterns are the clients' own messages (voicectl/clients/realtime/, voicectl/clients/sagemaker_stream.py,
-    voicectl/clients/frameworks/sonic_stream.py, this module).
+    The patterns are the clients' own messages (voicectl/clients/realtime/,
+    voicectl/clients/sagemaker_stream.py, voicectl/clients/frameworks/sonic_stream.py, this module).
     """
     lowered = message.lower()
     if "http/2 could not be negotiated" in lowered or "http1_1" in lowered:
         return (
-            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check "
-            "that --endpoint-url starts with https://."
+            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
+            "https://, so check that --endpoint-url starts with https://."
         )
     if refused := re.search(r"ModelError[^(]*\(status (4\d\d)\): ([^.]*)", message):
         return (
-            f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the voice ID and the "
-            "text."
+            f"{target} refused the request ({refused.group(1)}: {refused.group(2)}). Check the "
+            "voice ID and the text."
         )
     if message.startswith("ModelError"):
         return (

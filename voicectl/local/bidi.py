@@ -4,19 +4,20 @@ over one HTTP/2 request, relayed to the container's WebSocket as SageMaker's sid
 SageMaker's side of the contract (SageMaker Developer Guide, "Custom Inference Code with Hosting
 Services", section "Container Contract to Support Bidirectional Streaming Capabilities"):
 
-- The container is reached at ``ws://<container>/invocations-bidirectional-stream``; the caller may replace the path
-  with ``X-Amzn-SageMaker-Model-Invocation-Path`` and append a query string with
+- The container is reached at ``ws://<container>/invocations-bidirectional-stream``; the caller may
+  replace the path with ``X-Amzn-SageMaker-Model-Invocation-Path`` and append a query string with
   ``X-Amzn-SageMaker-Model-Query-String``. The container must accept the WebSocket within 250 ms
   (SageMaker's container contract for bidirectional streaming, quoted in
   container/bridge/server.py).
-- Each request ``PayloadPart`` becomes exactly one WebSocket data frame, its bytes unchanged: a text frame for
-  ``DataType`` ``UTF8``, a binary frame for ``BINARY`` or no ``DataType``. Parts with ``CompletionState`` ``PARTIAL``
-  followed by a ``COMPLETE`` part become one fragmented message.
-- Each data frame from the container becomes one response ``PayloadPart`` with ``DataType`` ``UTF8`` (text) or
-  ``BINARY`` and ``CompletionState`` ``PARTIAL`` for a fragment that is not the last of its message.
-- A close frame from the container becomes a ``ModelStreamError`` carrying its status code (``ErrorCode``) and reason
-  (``Message``). SageMaker pings the container every 60 s and closes the connection after 5 pings in a row go
-  unanswered; it answers the container's pings.
+- Each request ``PayloadPart`` becomes exactly one WebSocket data frame, its bytes unchanged: a text
+  frame for ``DataType`` ``UTF8``, a binary frame for ``BINARY`` or no ``DataType``. Parts with
+  ``CompletionState`` ``PARTIAL`` followed by a ``COMPLETE`` part become one fragmented message.
+- Each data frame from the container becomes one response ``PayloadPart`` with ``DataType`` ``UTF8``
+  (text) or ``BINARY`` and ``CompletionState`` ``PARTIAL`` for a fragment that is not the last of
+  its message.
+- A close frame from the container becomes a ``ModelStreamError`` carrying its status code
+  (``ErrorCode``) and reason (``Message``). SageMaker pings the container every 60 s and closes the
+  connection after 5 pings in a row go unanswered; it answers the container's pings.
 
 Choices where the documentation is silent (marked "local choice" in the code): a container
 connection that drops without a close frame, or that stops answering pings, ends the stream with

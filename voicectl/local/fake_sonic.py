@@ -150,7 +150,8 @@ class SonicCall:
         audio: the raw audio bytes sent in ``chunk`` events, in order (what the client should
             write).
         events: every event sent, parsed.
-        client_closed: the caller closed the connection before the response ended (the generation stopped then).
+        client_closed: the caller closed the connection before the response ended (the
+            generation stopped then).
         full_audio_bytes: the raw audio bytes of the whole response (``audio`` has fewer when
             it was cut).
     """

@@ -140,9 +140,10 @@ TAIL_TOKENS = 10
 #: max_model_len).
 DEFAULT_MAX_MODEL_LEN = 45000
 
-#: How long the observation waits (``wait_for_event``, ``wait_closed``, ``wait_for_session``) wait by default, seconds: a
-#: liveness bound for the tests and tools that watch the fake, never a speed target (they return as soon as what they
-#: wait for happens; on a loaded machine an answer has taken over 2 s, the earlier default).
+#: How long the observation waits (``wait_for_event``, ``wait_closed``, ``wait_for_session``) wait
+#: by default, seconds: a liveness bound for the tests and tools that watch the fake, never a speed
+#: target (they return as soon as what they wait for happens; on a loaded machine an answer has
+#: taken over 2 s, the earlier default).
 WAIT_S = 10.0
 
 # Error messages copied in meaning from vllm `realtime/connection.py`.

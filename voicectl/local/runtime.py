@@ -371,11 +371,11 @@ class LocalRuntime:
             logger.warning("error after the response started: %s", error)
             return
         # Over HTTP/2 the stream is then reset at once if the caller is still sending
-        # (voicectl.local.bounds): it learns of the refusal now, not when its request stream
-        # ends, and later data for it is dropped.
-        # Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive) the unread body is read first, up to
-        # MAX_DRAINED_BODY_BYTES: answered with its body unread, hypercorn closes the TLS connection under the
-        # caller's next request (ssl.SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
+        # (voicectl.local.bounds): it learns of the refusal now, not when its request stream ends,
+        # and later data for it is dropped. Over HTTP/1.1 (boto3's InvokeEndpoint, keep-alive) the
+        # unread body is read first, up to MAX_DRAINED_BODY_BYTES: answered with its body unread,
+        # hypercorn closes the TLS connection under the caller's next request (ssl.SSLError
+        # APPLICATION_DATA_AFTER_CLOSE_NOTIFY, tracebacks in the log).
         if scope.get("http_version") != "2" and not body_read:
             drained = 0
             with contextlib.suppress(TimeoutError):  # a caller that stops sending is answered now

@@ -99,14 +99,16 @@ def rows(settings: Any, extra_types: list[str]) -> list[Row]:
         if spec is None or not spec.gpus:
             raise UsageError(
                 f"--instance-type {instance_type}: not a GPU instance type of "
-                f"constructs_lib/facts/instance_types.py (GPU types: {instance_types.gpu_families()})"
+                "constructs_lib/facts/instance_types.py (GPU types: "
+                f"{instance_types.gpu_families()})"
             )
         # The plan's figures for the types the service runs; the same sizing for the others.
         sized = planned.get(instance_type) or size(v, instance_type)
         fitted = sized.capacity
         assert fitted is not None, "valid settings size every GPU type"
         if v.stream_cap == "auto" and instance_type in configured and len(configured) > 1:
-            # Each pool type runs a Model of its own (InstancePool ModelNameOverride) with its own cap.
+            # Each pool type runs a Model of its own (InstancePool ModelNameOverride) with its own
+            # cap.
             source = (
                 f"auto: {fitted.limited_by} bound; the variant's Model"
                 if instance_type == configured[0]

@@ -208,7 +208,8 @@ def endpoint_costs(
         )
     elif settings.voxtral.enabled:
         v = settings.voxtral
-        # The priced type's own cap: with instance pools each pool type runs at its own (ModelNameOverride).
+        # The priced type's own cap: with instance pools each pool type runs at its own
+        # (ModelNameOverride).
         cap = plan.of(v.instance_type).stream_cap
         costs.append(
             _priced(
@@ -222,7 +223,9 @@ def endpoint_costs(
                     streams_per_instance=cap,
                     streams_source=_voxtral_streams_source(v.stream_cap),
                     target_streams_per_instance=plan.target_fraction * cap,
-                    target_source=f"voxtral.scaling_target_fraction {plan.target_fraction:g} x {cap}",
+                    target_source=(
+                        f"voxtral.scaling_target_fraction {plan.target_fraction:g} x {cap}"
+                    ),
                 ),
             )
         )

@@ -853,7 +853,7 @@ STATE_LOG = """() => {
 an instant is seen too."""
 
 
-def test_the_page_shows_connecting_until_the_endpoint_accepts_and_a_refused_stream_never_shows_recording(
+def test_the_page_shows_connecting_until_accepted_and_a_refused_stream_never_shows_recording(
     browser,
 ):
     """ "Recording: streaming to ..." must not show before the endpoint accepted the call, only once

@@ -1,8 +1,8 @@
 """Run the project's pinned CDK CLI against moto's server, and clean up after it; synthesize the
 assemblies it deploys.
 
-The CLI is ``node_modules/.bin/cdk``, the binary ``npx --no-install cdk`` resolves to (without npx's own start-up,
-about a second per command).
+The CLI is ``node_modules/.bin/cdk``, the binary ``npx --no-install cdk`` resolves to (without npx's
+own start-up, about a second per command).
 
 How this CDK CLI version (aws-cdk 2.1148, AWS SDK for JavaScript v3) takes a custom endpoint, read
 in ``node_modules/aws-cdk/lib/index.js``: every SDK client honours ``AWS_ENDPOINT_URL`` (and

@@ -3,11 +3,11 @@
 behind; in public mode (the stack's own VPC) and in network.mode=vpc (the Foundation stack's private
 network with the ECS endpoints).
 
-moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto Scaling groups and
-load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the capacity provider association,
-custom resources) is asserted at template level in tests/app/test_voxtral_ecs_stack.py and
-tests/unit/constructs_lib/ecs_service/ (test_service.py, test_bridge_service.py). See
-test_lifecycle_deploy.py for the harness.
+moto creates the ECS cluster, task definitions, services, EC2 networking, launch templates, Auto
+Scaling groups and load balancers; what it skips (alarms, dashboards, Application Auto Scaling, the
+capacity provider association, custom resources) is asserted at template level in
+tests/app/test_voxtral_ecs_stack.py and tests/unit/constructs_lib/ecs_service/ (test_service.py,
+test_bridge_service.py). See test_lifecycle_deploy.py for the harness.
 """
 
 from __future__ import annotations

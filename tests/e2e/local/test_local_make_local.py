@@ -255,13 +255,13 @@ def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_pa
     [
         (
             ["--bedrock-first-token-ms", "500"],
-            "--bedrock-first-token-ms 500 needs --agent (make local AGENT=1): the Bedrock stand-in runs "
-            "only with the voice agent",
+            "--bedrock-first-token-ms 500 needs --agent (make local AGENT=1): the Bedrock stand-in "
+            "runs only with the voice agent",
         ),
         (
             ["--agent", "--bedrock-first-token-ms", "-5"],
-            "--bedrock-first-token-ms -5: must be 0-30000 ms (the bot's Bedrock client gives up on a "
-            "silent stream after 60 s)",
+            "--bedrock-first-token-ms -5: must be 0-30000 ms (the bot's Bedrock client gives up on "
+            "a silent stream after 60 s)",
         ),
     ],
 )

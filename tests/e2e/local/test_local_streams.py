@@ -450,9 +450,10 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
 
 
 class SilentRefuser:
-    """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError (424) and then left
-    open: it neither reads the request body nor resets the stream, so what the client sent keeps the connection's
-    flow-control window used up. Later calls go to the real front door behind it."""
+    """An HTTP/2 peer (hypercorn, TLS) whose first bidirectional call is refused with a ModelError
+    (424) and then left open: it neither reads the request body nor resets the stream, so what the
+    client sent keeps the connection's flow-control window used up. Later calls go to the real front
+    door behind it."""
 
     def __init__(self, front_door) -> None:
         self.front_door = front_door

@@ -1,5 +1,6 @@
-"""config/agent.py: the voice agent's settings; its sizing is the props' own (AgentSizing), defaults included. What
-the agent's settings refuse with the stack's context: tests/app/test_agent_stack.py."""
+"""config/agent.py: the voice agent's settings; its sizing is the props' own (AgentSizing), defaults
+included. What the agent's settings refuse with the stack's context:
+tests/app/test_agent_stack.py."""
 
 from __future__ import annotations
 

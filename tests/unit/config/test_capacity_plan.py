@@ -1,5 +1,6 @@
-"""config/capacity_plan.py: the streams each instance type the Voxtral service may run serves, worked out once
-when the settings load, and what reads it (vLLM's flags, the bridge's thresholds, scaling, the pools' Models)."""
+"""config/capacity_plan.py: the streams each instance type the Voxtral service may run serves,
+worked out once when the settings load, and what reads it (vLLM's flags, the bridge's thresholds,
+scaling, the pools' Models)."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
 
 
 def test_auto_stream_cap_follows_the_ecs_gpu_not_the_sagemaker_instance_type():
-    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs; voxtral.instance_type (a
-    SageMaker type) no longer counts, and the scaling target follows."""
+    """voxtral.max_num_seqs=auto is sized by ecs.instance_type's GPU with target=ecs;
+    voxtral.instance_type (a SageMaker type) no longer counts, and the scaling target follows."""
     base = {**cdk_json_context(), "voxtral.target": "ecs"}
     l4 = load_settings(base).capacity_plan
     assert (list(l4.stream_caps), l4.streams_per_instance, l4.streams_target) == (
@@ -84,8 +85,10 @@ def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error(
         plan.streams_per_instance == 6
     )  # fits the L4's memory (8), above its compute cap (4): allowed
     assert plan.warning == (
-        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (ecs.instance_type='g6.xlarge'): the "
-        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in real time, so "
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 "
+        "(ecs.instance_type='g6.xlarge'): the "
+        "capacity model estimates it decodes at most 4 live stream(s) of max_model_len=45000 in "
+        "real time, so "
         "streams may fall behind under full load; set voxtral.max_num_seqs=auto, or measure with "
         "bench/capacity_bench.py (README 'Capacity')"
     )
@@ -103,11 +106,12 @@ def test_an_explicit_stream_cap_above_the_compute_cap_is_a_warning_not_an_error(
 def test_the_warning_on_sagemaker_names_the_instance_type():
     plan = load_settings({**cdk_json_context(), "voxtral.max_num_seqs": 6}).capacity_plan
     assert plan.warning is not None and plan.warning.startswith(
-        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (instance type 'ml.g6.xlarge'): "
+        "voxtral.max_num_seqs=6 is above the compute cap of one NVIDIA L4 (instance type "
+        "'ml.g6.xlarge'): "
     )
 
 
-# --- Instance pools: each pool type at its own cap ---------------------------------------------------------------------
+# --- Instance pools: each pool type at its own cap ------------------------------------------------
 
 
 def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
@@ -142,7 +146,7 @@ def test_auto_sizes_each_pool_type_and_the_smallest_cap_sizes_stream_counts():
     assert plan.streams_per_instance == 23 and not plan.caps_differ
 
 
-# --- The plan on its own -----------------------------------------------------------------------------------------------
+# --- The plan on its own --------------------------------------------------------------------------
 
 
 def test_gpu_memory_estimate_values():
@@ -185,8 +189,8 @@ def test_a_type_is_planned_once_in_priority_order_and_looked_up_by_name():
     ],
 )
 def test_values_the_capacity_model_cannot_take_give_no_answer_and_auto_a_cap_of_one(overrides):
-    """The settings' own checks name such values; the plan must not fail before they can (the ECS target's check
-    read the model with them and raised ValueError instead of a settings error)."""
+    """The settings' own checks name such values; the plan must not fail before they can (the ECS
+    target's check read the model with them and raised ValueError instead of a settings error)."""
     planned = size(VoxtralSettings(**overrides), "ml.g6.xlarge")
     assert (planned.capacity, planned.stream_cap) == (None, 1)
 
@@ -206,8 +210,8 @@ def test_a_gpu_that_holds_no_stream_still_gets_a_cap_of_one():
 
 
 def test_loading_works_the_plan_out_once_and_its_readers_do_not_run_the_model_again(monkeypatch):
-    """The stacks' environment, scaling and alarms, and ``voicectl cost``, read the one plan the settings carry:
-    after loading, the capacity model is not run again."""
+    """The stacks' environment, scaling and alarms, and ``voicectl cost``, read the one plan the
+    settings carry: after loading, the capacity model is not run again."""
     from constructs_lib.facts import capacity
     from stacks.composition import (
         bridge_environment,

@@ -13,9 +13,10 @@ from tests.conftest import (
     cdk_json_context,
 )
 
-# --- Connect ----------------------------------------------------------------------------------------------------------
-# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references require, removal
-# policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth and fails it on any finding).
+# --- Connect --------------------------------------------------------------------------------------
+# The <prefix>-Connect stack's template: least privilege, the Connect resources as the references
+# require, removal policies, and cfn-lint in both network modes (cdk-nag runs as part of the synth
+# and fails it on any finding).
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ from tests.conftest import (
         ),
         (
             {
-                "connect.stream_kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+                "connect.stream_kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"  # noqa: E501 (an ARN has no place to break)
             },
             "the key is in eu-west-1 but the stack deploys to us-east-1",
         ),
@@ -71,7 +72,8 @@ from tests.conftest import (
         ({"encryption.create_key": False}, "needs a KMS key (EncryptionConfig is required)"),
         (
             {"network.mode": "vpc", "connect.kvs_vpc_endpoint": False},
-            "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no network.vpc_id",
+            "connect.kvs_vpc_endpoint=false: must be true with network.mode=vpc and no "
+            "network.vpc_id",
         ),
         (
             {"network.mode": "vpc", "network.create_endpoints": False},
@@ -94,7 +96,8 @@ from tests.conftest import (
                 "connect.instance_arn": CONNECT_INSTANCE.replace("us-east-1", "eu-north-1"),
                 "connect.queue_arn": CONNECT_QUEUE.replace("us-east-1", "eu-north-1"),
             },
-            "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in af-south-1",
+            "Kinesis Video Streams has no interface VPC endpoint in eu-north-1 (it has one in "
+            "af-south-1",
         ),
     ],
 )

@@ -1,5 +1,5 @@
-"""config/ecs.py: the ECS target (voxtral.target=ecs, ecs.*): parsed (choices spelled as users write them),
-checked, and every bad value named."""
+"""config/ecs.py: the ECS target (voxtral.target=ecs, ecs.*): parsed (choices spelled as users write
+them), checked, and every bad value named."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_fp8_kv_cache_is_refused_on_the_ecs_type_too():
     )
 
 
-# ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ----------
+# ---- the ECS target (voxtral.target=ecs, ecs.*): parsed, checked, and every bad value named ------
 
 CERT = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
 
@@ -89,7 +89,8 @@ def test_an_nvidia_gpu_this_target_cannot_use_is_named_as_such(instance_type):
 
 def test_sagemaker_spelling_and_unknown_types_are_named():
     assert ecs_problems(ecs__instance_type="ml.g6.xlarge") == [
-        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. 'g6.xlarge')"
+        "ecs.instance_type='ml.g6.xlarge': must be an EC2 instance type without 'ml.' (e.g. "
+        "'g6.xlarge')"
     ]
     (problem,) = ecs_problems(ecs__instance_type="g6.huge")
     assert problem.startswith("ecs.instance_type='g6.huge': not an EC2 instance type")
@@ -102,10 +103,11 @@ def test_min_above_max_fails():
 
 def test_internet_facing_needs_a_certificate_and_the_token():
     assert ecs_problems(ecs__load_balancer="internet_facing", ecs__require_token=False) == [
-        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an internet-facing load "
+        "ecs.certificate_arn=null: must be set when ecs.load_balancer='internet_facing': an "
+        "internet-facing load "
         "balancer listens on HTTPS only (the token must not cross the internet in clear text)",
-        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without SigV4 the bearer "
-        "token is what keeps strangers off the GPUs",
+        "ecs.require_token=false: must be true when ecs.load_balancer='internet_facing': without "
+        "SigV4 the bearer token is what keeps strangers off the GPUs",
     ]
     (problem,) = ecs_problems(
         ecs__load_balancer="internet_facing", ecs__certificate_arn=CERT, ecs__require_token=False

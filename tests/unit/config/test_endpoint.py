@@ -1,6 +1,6 @@
-"""config/endpoint.py: what both endpoints' sections (voxtral.*, sonic.*) have: the instance type and pools,
-counts and timeouts, the scaling range and the alarm thresholds, each checked by its props' own rule under the
-key users write."""
+"""config/endpoint.py: what both endpoints' sections (voxtral.*, sonic.*) have: the instance type
+and pools, counts and timeouts, the scaling range and the alarm thresholds, each checked by its
+props' own rule under the key users write."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_the_settings_rules_are_the_constructs_rules_named_after_the_keys():
     )
 
 
-# ---- the operations keys: types, defaults and one clear message per broken rule -------------------------
+# ---- the operations keys: types, defaults and one clear message per broken rule ------------------
 
 
 def operations_problems(overrides: dict) -> list[str]:
@@ -182,7 +182,8 @@ def test_operations_command_line_strings_are_converted():
     [
         (
             {"alarm_email": "not-an-address"},
-            "alarm_email='not-an-address': must be one e-mail address such as 'oncall@example.com', or null",
+            "alarm_email='not-an-address': must be one e-mail address such as "
+            "'oncall@example.com', or null",
         ),
         (
             {"voxtral.min_instances": 0},
@@ -194,11 +195,13 @@ def test_operations_command_line_strings_are_converted():
         ),
         (
             {"voxtral.initial_instance_count": 5},
-            "voxtral.initial_instance_count=5: must be between voxtral.min_instances=1 and voxtral.max_instances=4",
+            "voxtral.initial_instance_count=5: must be between voxtral.min_instances=1 and "
+            "voxtral.max_instances=4",
         ),
         (
             {"voxtral.scale_in_cooldown_s": 20},
-            "voxtral.scale_in_cooldown_s=20: must be more than 25 and at most 86400 seconds (longer than the bridge's "
+            "voxtral.scale_in_cooldown_s=20: must be more than 25 and at most 86400 seconds "
+            "(longer than the bridge's "
             "drain time, DRAIN_S=25 s)",
         ),
         (
@@ -207,58 +210,61 @@ def test_operations_command_line_strings_are_converted():
         ),
         (
             {"voxtral.scaling_target_fraction": 1.5},
-            "voxtral.scaling_target_fraction=1.5: must be more than 0 and at most 1 (live streams per instance as a "
-            "fraction of voxtral.max_num_seqs)",
+            "voxtral.scaling_target_fraction=1.5: must be more than 0 and at most 1 (live streams "
+            "per instance as a fraction of voxtral.max_num_seqs)",
         ),
         (
             {"voxtral.alarm_active_streams_fraction": 0.6},
-            "voxtral.alarm_active_streams_fraction=0.6: must be more than voxtral.scaling_target_fraction=0.7 and at most "
-            "1, or the alarm fires whenever autoscaling holds its target",
+            "voxtral.alarm_active_streams_fraction=0.6: must be more than "
+            "voxtral.scaling_target_fraction=0.7 and at most 1, or the alarm fires whenever "
+            "autoscaling holds its target",
         ),
         (
             {"voxtral.rollout_batch_percent": 60},
-            "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the variant's instances; "
-            "RollingUpdatePolicy MaximumBatchSize)",
+            "voxtral.rollout_batch_percent=60: must be between 5 and 50 (percent of the variant's "
+            "instances; RollingUpdatePolicy MaximumBatchSize)",
         ),
         (
             {"voxtral.rollback_5xx_error_percent": 100},
-            "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than 0 and less than 100 (the "
-            "rollback alarm fires above it)",
+            "voxtral.rollback_5xx_error_percent=100.0: must be a percent of requests, more than 0 "
+            "and less than 100 (the rollback alarm fires above it)",
         ),
         (
             {"voxtral.rollout_wait_s": 4000},
-            "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds (RollingUpdatePolicy WaitIntervalInSeconds)",
+            "voxtral.rollout_wait_s=4000: must be between 0 and 3600 seconds (RollingUpdatePolicy "
+            "WaitIntervalInSeconds)",
         ),
         (
             {"voxtral.alarm_gpu_memory_percent": 85},
-            "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x 100 = 90: vLLM "
-            "reserves that much GPU memory at start, so the alarm would always fire",
+            "voxtral.alarm_gpu_memory_percent=85.0: must be above voxtral.gpu_memory_utilization x "
+            "100 = 90: vLLM reserves that much GPU memory at start, so the alarm would always fire",
         ),
         (
             {"sonic.alarm_cpu_utilization_percent": 150},
-            "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, more than 0 and less "
-            "than 100 (the alarm fires above it, and use never exceeds 100 %)",
+            "sonic.alarm_cpu_utilization_percent=150.0: must be a percent of each vCPU's capacity, "
+            "more than 0 and less than 100 (the alarm fires above it, and use never exceeds 100 %)",
         ),
         # Exactly 100: "greater than 100" can never happen, so the alarm could never fire.
         (
             {"voxtral.alarm_gpu_utilization_percent": 100},
-            "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's capacity, more than 0 and less "
+            "voxtral.alarm_gpu_utilization_percent=100.0: must be a percent of each GPU's "
+            "capacity, more than 0 and less "
             "than 100 (the alarm fires above it, and use never exceeds 100 %)",
         ),
         (
             {"voxtral.alarm_gpu_memory_percent": 100},
-            "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more than 0 and less than 100 "
-            "(the alarm fires above it, and use never exceeds 100 %)",
+            "voxtral.alarm_gpu_memory_percent=100.0: must be a percent of each GPU's memory, more "
+            "than 0 and less than 100 (the alarm fires above it, and use never exceeds 100 %)",
         ),
         (
             {"sonic.alarm_memory_percent": 100},
-            "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more than 0 and less than 100 "
-            "(the alarm fires above it, and use never exceeds 100 %)",
+            "sonic.alarm_memory_percent=100.0: must be a percent of the instance's memory, more "
+            "than 0 and less than 100 (the alarm fires above it, and use never exceeds 100 %)",
         ),
         (
             {"sonic.alarm_disk_percent": 0},
-            "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 and less than 100 "
-            "(the alarm fires above it, and use never exceeds 100 %)",
+            "sonic.alarm_disk_percent=0.0: must be a percent of the instance's disk, more than 0 "
+            "and less than 100 (the alarm fires above it, and use never exceeds 100 %)",
         ),
         (
             {"voxtral.alarm_model_latency_p90_ms": 0},
@@ -266,20 +272,23 @@ def test_operations_command_line_strings_are_converted():
         ),
         (
             {"voxtral.alarm_time_to_first_delta_p90_ms": -1},
-            "voxtral.alarm_time_to_first_delta_p90_ms=-1.0: must be a positive number of milliseconds",
+            "voxtral.alarm_time_to_first_delta_p90_ms=-1.0: must be a positive number of "
+            "milliseconds",
         ),
         (
             {"sonic.alarm_5xx_errors": -1},
-            "sonic.alarm_5xx_errors=-1: must be 0 or more (errors in 5 minutes above which the alarm fires)",
+            "sonic.alarm_5xx_errors=-1: must be 0 or more (errors in 5 minutes above which the "
+            "alarm fires)",
         ),
         (
             {"sonic.scaling_metric": "cpu"},
-            "sonic.scaling_metric='cpu': must be one of invocations_per_instance, concurrent_requests",
+            "sonic.scaling_metric='cpu': must be one of invocations_per_instance, "
+            "concurrent_requests",
         ),
         (
             {"sonic.scaling_target": 0},
-            "sonic.scaling_target=0.0: must be a positive number (per instance: invocations per minute, or concurrent "
-            "requests)",
+            "sonic.scaling_target=0.0: must be a positive number (per instance: invocations per "
+            "minute, or concurrent requests)",
         ),
         ({"voxtral.rollout_wait_s": "ten"}, "voxtral.rollout_wait_s='ten': must be a whole number"),
     ],
@@ -293,9 +302,10 @@ def test_a_disabled_endpoint_is_not_checked():
     assert s.sonic.enabled is False
 
 
-# --- Instance pools: every pool type is checked like the instance type ------------------------------------------------
-# Capacity fallback: ``voxtral.instance_pools`` and ``sonic.instance_pools`` as the ProductionVariant's InstancePools,
-# with every rule sized by the instance holding for each pool's type (settings, alarms, dashboard, quotas).
+# --- Instance pools: every pool type is checked like the instance type
+# ------------------------------------------------ Capacity fallback: ``voxtral.instance_pools`` and
+# ``sonic.instance_pools`` as the ProductionVariant's InstancePools, with every rule sized by the
+# instance holding for each pool's type (settings, alarms, dashboard, quotas).
 
 
 def test_alarm_capacity_is_the_fewest_of_each():
@@ -310,26 +320,30 @@ def test_alarm_capacity_is_the_fewest_of_each():
 
 def test_an_unknown_type_in_the_pools_is_named():
     assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.g9.xlarge") == [
-        "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type (expected one of SageMaker's "
-        "ProductionVariant types of the form 'ml.<family>.<size>', e.g. 'ml.g6.4xlarge')"
+        "voxtral.instance_pools='ml.g9.xlarge': not a SageMaker real-time instance type (expected "
+        "one of SageMaker's ProductionVariant types of the form 'ml.<family>.<size>', e.g. "
+        "'ml.g6.4xlarge')"
     ]
 
 
 def test_a_duplicate_type_is_named():
     assert problems_for(sonic__instance_pools="ml.g6e.2xlarge,ml.g6e.4xlarge,ml.g6e.2xlarge") == [
-        'sonic.instance_pools=["ml.g6e.2xlarge", "ml.g6e.4xlarge", "ml.g6e.2xlarge"]: lists ml.g6e.2xlarge more than '
+        'sonic.instance_pools=["ml.g6e.2xlarge", "ml.g6e.4xlarge", "ml.g6e.2xlarge"]: lists '
+        "ml.g6e.2xlarge more than "
         "once; each instance type is one pool"
     ]
 
 
 def test_the_pools_start_with_the_instance_type_and_count_at_most_five():
     assert problems_for(voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
-        'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with voxtral.instance_type='
+        'voxtral.instance_pools=["ml.g6e.2xlarge", "ml.g6.4xlarge"]: must start with '
+        "voxtral.instance_type="
         "'ml.g6.xlarge', the priority-1 pool (set both: the instance type is the one tried first)"
     ]
     six = "ml.g6.xlarge,ml.g6.8xlarge,ml.g6.16xlarge,ml.g6e.xlarge,ml.g6e.2xlarge,ml.g6e.4xlarge"
     assert problems_for(voxtral__instance_pools=six) == [
-        f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance types (InstancePools)"
+        f"voxtral.instance_pools={json.dumps(six.split(','))}: must list at most 5 instance types "
+        "(InstancePools)"
     ]
 
 
@@ -346,8 +360,10 @@ def test_the_variant_props_check_the_same_rules_by_prop_name():
         "ml.g6.4xlarge", instance_pools=("ml.g6.4xlarge", "ml.g6.4xlarge"), provision_timeout_s=4000
     ).problems(p)
     assert list(p) == [
-        "provision_timeout_s=4000: must be between 300 and 3600 seconds (VariantInstanceProvisionTimeoutInSeconds)",
-        'instance_pools=["ml.g6.4xlarge", "ml.g6.4xlarge"]: lists ml.g6.4xlarge more than once; each instance type is '
+        "provision_timeout_s=4000: must be between 300 and 3600 seconds "
+        "(VariantInstanceProvisionTimeoutInSeconds)",
+        'instance_pools=["ml.g6.4xlarge", "ml.g6.4xlarge"]: lists ml.g6.4xlarge more than once; '
+        "each instance type is "
         "one pool",
     ]
     assert ProductionVariant("ml.g6.4xlarge").instance_types == ("ml.g6.4xlarge",)

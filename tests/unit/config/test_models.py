@@ -1,5 +1,5 @@
-"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model package). The
-streams that fit a GPU's KV cache: test_capacity_plan.py."""
+"""config/models.py: the facts of what the app deploys (Voxtral behind the bridge, the Sonic model
+package). The streams that fit a GPU's KV cache: test_capacity_plan.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""config/section.py (and the field declarations of config/context.py): a section's fields carry the props' names,
-their keys and their defaults' source where they are declared; one method builds any props class from them, and
-the props' checks report under the keys users write."""
+"""config/section.py (and the field declarations of config/context.py): a section's fields carry the
+props' names, their keys and their defaults' source where they are declared; one method builds any
+props class from them, and the props' checks report under the keys users write."""
 
 from __future__ import annotations
 
@@ -120,8 +120,8 @@ def test_a_default_the_props_do_not_declare_is_refused_at_class_creation():
 
 
 def test_no_section_renames_through_a_table():
-    """Every key that is not its field's name is declared on that field: the sections hold no ``PROPS`` or other
-    string table from one name to another."""
+    """Every key that is not its field's name is declared on that field: the sections hold no
+    ``PROPS`` or other string table from one name to another."""
     for section in SECTIONS.values():
         tables = {
             name: value
@@ -184,9 +184,9 @@ def test_no_section_renames_through_a_table():
 
 
 def test_each_default_the_app_shares_with_the_props_it_builds_is_declared_once():
-    """Where a section's field and a field of the same name of a props class the section builds have the same
-    default (a value, not None: "not given"), the section takes it from the props (``default_from``) instead of
-    writing it again."""
+    """Where a section's field and a field of the same name of a props class the section builds have
+    the same default (a value, not None: "not given"), the section takes it from the props
+    (``default_from``) instead of writing it again."""
     from config.agent import AgentSettings
     from config.connect import ConnectSettings
     from config.ecs import EcsSettings

@@ -1,5 +1,5 @@
-"""config/settings.py: parsed once from context, typed, frozen; every bad value gives one clear message, and all
-of them at once. The sections' own rules: test_<section>.py beside this file."""
+"""config/settings.py: parsed once from context, typed, frozen; every bad value gives one clear
+message, and all of them at once. The sections' own rules: test_<section>.py beside this file."""
 
 from __future__ import annotations
 

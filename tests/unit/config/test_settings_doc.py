@@ -1,4 +1,5 @@
-"""docs/settings.md and cdk.json's settings are what the settings dataclasses say (``config/settings_doc.py`` writes
+"""docs/settings.md and cdk.json's settings are what the settings dataclasses say
+(``config/settings_doc.py`` writes
 both), and the other pages' tables of settings give the dataclasses' defaults."""
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def test_a_stale_page_is_reported_and_rewritten(tmp_path, monkeypatch, capsys):
 def test_cdk_json_is_what_the_generator_writes_and_keeps_the_cdks_own_keys(
     tmp_path, monkeypatch, capsys
 ):
-    """cdk.json's context: every setting with its default, in the page's order, then the CDK's feature flags as
-    they are; a stale one is reported and rewritten, with the rest of the file kept."""
+    """cdk.json's context: every setting with its default, in the page's order, then the CDK's
+    feature flags as they are; a stale one is reported and rewritten, with the rest of the file
+    kept."""
     text = settings_doc.CDK_JSON.read_text()
     assert settings_doc.render_cdk_json(text) == text
     document = json.loads(text)

@@ -1,5 +1,5 @@
-"""config/sonic.py: the Marketplace package's instance types and Region, and Sonic on ECS (the licensed image,
-its port, health path and scaling)."""
+"""config/sonic.py: the Marketplace package's instance types and Region, and Sonic on ECS (the
+licensed image, its port, health path and scaling)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,15 @@ def test_region_without_a_known_sonic_package_needs_an_arn():
 def test_model_package_arn_region_must_match_the_stack():
     problem = one_problem(**{"sonic.model_package_arn": OTHER_REGION_ARN})
     assert problem == (
-        f"sonic.model_package_arn='{OTHER_REGION_ARN}': the package is in eu-west-1 but the stack deploys to "
-        "us-east-1; use the package ARN for us-east-1"
+        f"sonic.model_package_arn='{OTHER_REGION_ARN}': the package is in eu-west-1 but the stack "
+        "deploys to us-east-1; use the package ARN for us-east-1"
     )
 
 
-# --- Sonic on ECS -----------------------------------------------------------------------------------------------------
-# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct as Voxtral's,
-# without the bridge's parts; its settings and their errors; public mode and vpc mode with both services on ECS.
+# --- Sonic on ECS ---------------------------------------------------------------------------------
+# Sonic on ECS (sonic.target=ecs): the licensed container as an ECS service from the same construct
+# as Voxtral's, without the bridge's parts; its settings and their errors; public mode and vpc mode
+# with both services on ECS.
 
 
 def sonic_problems(**overrides) -> list[str]:
@@ -72,8 +73,8 @@ def sonic_problems(**overrides) -> list[str]:
 
 def test_the_image_is_required_and_must_be_in_ecr_of_the_region():
     assert sonic_problems() == [
-        "sonic.image_uri=null: must be set with sonic.target='ecs': the Sonic container your Cartesia licence "
-        "provides, in ECR (it is not public; README 'Sonic on ECS')"
+        "sonic.image_uri=null: must be set with sonic.target='ecs': the Sonic container your "
+        "Cartesia licence provides, in ECR (it is not public; README 'Sonic on ECS')"
     ]
     (problem,) = sonic_problems(sonic__image_uri="cartesia/sonic:3.6")
     assert problem.startswith("sonic.image_uri='cartesia/sonic:3.6': must be a private ECR image")
@@ -84,8 +85,8 @@ def test_the_image_is_required_and_must_be_in_ecr_of_the_region():
 @pytest.mark.parametrize("port", [0, 65536, -1])
 def test_a_port_outside_1_to_65535_fails(port):
     assert sonic_problems(sonic__image_uri=IMAGE, sonic__container_port=port) == [
-        f"sonic.container_port={port}: must be a TCP port 1-65535 (the port the container listens on; with awsvpc "
-        "networking every port of the task's own interface is free)"
+        f"sonic.container_port={port}: must be a TCP port 1-65535 (the port the container listens "
+        "on; with awsvpc networking every port of the task's own interface is free)"
     ]
 
 
@@ -139,7 +140,8 @@ def test_instance_type_scaling_metric_and_task_range_are_checked():
 
 
 def test_sagemaker_only_checks_do_not_apply_on_ecs():
-    # No Marketplace package in eu-west-1: a problem for SageMaker, none for the licensed container on ECS.
+    # No Marketplace package in eu-west-1: a problem for SageMaker, none for the licensed container
+    # on ECS.
     image = IMAGE.replace("us-east-1", "eu-west-1")
     settings = load_settings(
         {
@@ -158,6 +160,7 @@ def test_sagemaker_only_checks_do_not_apply_on_ecs():
 
 def test_a_type_the_sonic_package_does_not_support_is_named():
     assert problems_for(sonic__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge") == [
-        "sonic.instance_pools='ml.g6.4xlarge': the Sonic 3.6 model package supports ml.g6e.xlarge or larger, "
-        "ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and ml.p5en.48xlarge"
+        "sonic.instance_pools='ml.g6.4xlarge': the Sonic 3.6 model package supports ml.g6e.xlarge "
+        "or larger, ml.g7e.2xlarge or larger, ml.g7.2xlarge or larger, ml.p5.48xlarge and "
+        "ml.p5en.48xlarge"
     ]

@@ -1,5 +1,5 @@
-"""config/voxtral.py: the model, its weights and image, whether one GPU holds the streams asked for, the KV-cache
-type and the transcription delay, each bad value named."""
+"""config/voxtral.py: the model, its weights and image, whether one GPU holds the streams asked for,
+the KV-cache type and the transcription delay, each bad value named."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ def test_voxtral_needs_a_gpu():
     ],
 )
 def test_voxtral_on_sagemaker_refuses_a_type_of_several_gpus(key, value, shown, gpus):
-    """The endpoint runs one vLLM on one GPU: the others would be billed idle, and the GPU alarms, scaled by the
-    instance's GPUs, would wait for a level one GPU never reaches (voicectl capacity --compare leaves them out)."""
+    """The endpoint runs one vLLM on one GPU: the others would be billed idle, and the GPU alarms,
+    scaled by the instance's GPUs, would wait for a level one GPU never reaches (voicectl capacity
+    --compare leaves them out)."""
     problem = one_problem(**{key: value})
     assert problem.startswith(
         f"{key}={shown}: has {gpus} GPUs; the endpoint runs one vLLM on one GPU, so "
@@ -43,15 +44,19 @@ def test_voxtral_on_ecs_keeps_its_own_instance_type_check():
 def test_gpu_memory_too_small_for_model_len_times_seqs():
     problem = one_problem(**{"voxtral.max_num_seqs": 16})
     assert problem.startswith(
-        "voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=16"
+        "voxtral.instance_type='ml.g6.xlarge' with voxtral.max_model_len=45000 and "
+        "voxtral.max_num_seqs=16"
     )
     # The figures of the capacity model (constructs_lib/facts/capacity.py) are in the message.
     assert (
-        "one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA "
-        "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length (1.30 GiB of KV "
+        "one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), "
+        "activations and CUDA "
+        "graphs (1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length "
+        "(1.30 GiB of KV "
         "each); lower max_num_seqs or max_model_len"
     ) in problem
-    # The blog's configuration (4 one-hour sessions on one L4) is accepted; a smaller model length makes room for more.
+    # The blog's configuration (4 one-hour sessions on one L4) is accepted; a smaller model length
+    # makes room for more.
     assert (
         load_settings(
             {**cdk_json_context(), "voxtral.max_num_seqs": 4}
@@ -128,20 +133,21 @@ def test_model_staging_settings():
     assert one_problem(
         **{"voxtral.stage_model": "true", "voxtral.model_s3_uri": "s3://team-models/p"}
     ).startswith(
-        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes into the stack's model bucket"
+        "voxtral.stage_model=true with voxtral.model_s3_uri='s3://team-models/p': staging writes "
+        "into the stack's model bucket"
     )
     assert "must be a Secrets Manager secret ARN" in one_problem(
         **{"voxtral.hf_token_secret_arn": "hf_abc"}
     )
     assert "the secret is in eu-west-1" in one_problem(
         **{
-            "voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"
+            "voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hub-AbCdEf"  # noqa: E501 (an ARN has no place to break)
         }
     )
     # The complete ARN (with Secrets Manager's 6-character suffix) is needed for an exact IAM grant.
     assert "must be a Secrets Manager secret ARN" in one_problem(
         **{
-            "voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub"
+            "voxtral.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub"  # noqa: E501 (an ARN has no place to break)
         }
     )
 
@@ -171,17 +177,19 @@ def test_hub_token_secret_kms_key():
 def test_literal_settings_list_the_values_of_the_facts_they_come_from():
     assert one_problem(**{"voxtral.inference_ami_version": "latest"}) == (
         "voxtral.inference_ami_version='latest': must be one of al2-ami-sagemaker-inference-gpu-2, "
-        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, al2023-ami-sagemaker-inference-gpu-4-1"
+        "al2-ami-sagemaker-inference-gpu-2-1, al2-ami-sagemaker-inference-gpu-3-1, "
+        "al2023-ami-sagemaker-inference-gpu-4-1"
     )
 
 
-# --- voxtral.kv_cache_dtype ------------------------------------------------------------------------------------------
+# --- voxtral.kv_cache_dtype -----------------------------------------------------------------------
 
 
 def test_fp8_kv_cache_is_refused_on_an_l4_with_the_reason():
     problem = one_problem(voxtral__kv_cache_dtype="fp8")
     assert problem.startswith(
-        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 (compute capability 8.9)"
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_type='ml.g6.xlarge': NVIDIA L4 "
+        "(compute capability 8.9)"
     )
     assert "vllm/model_executor/models/whisper_causal.py" in problem
     assert problem.endswith(
@@ -196,7 +204,8 @@ def test_fp8_kv_cache_is_refused_for_each_pool_type_that_cannot_run_it():
         voxtral__kv_cache_dtype="fp8",
     )
     assert len(problems) == 1 and problems[0].startswith(
-        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_pools='ml.g6e.xlarge': NVIDIA L40S (compute capability 8.9)"
+        "voxtral.kv_cache_dtype='fp8' with voxtral.instance_pools='ml.g6e.xlarge': NVIDIA L40S "
+        "(compute capability 8.9)"
     )
 
 
@@ -289,8 +298,8 @@ def test_the_delay_reaches_the_bridge_on_both_targets_only_when_set():
 
 
 def test_a_type_that_cannot_hold_max_num_seqs_is_named():
-    # At 45000 tokens (constructs_lib/facts/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live streams; one L4
-    # (ml.g6.4xlarge) 8.
+    # At 45000 tokens (constructs_lib/facts/capacity.py), one L40S (ml.g6e.2xlarge) holds 23 live
+    # streams; one L4 (ml.g6.4xlarge) 8.
     problems = problems_for(
         voxtral__instance_type="ml.g6e.2xlarge",
         voxtral__instance_pools="ml.g6e.2xlarge,ml.g6.4xlarge",
@@ -298,13 +307,15 @@ def test_a_type_that_cannot_hold_max_num_seqs_is_named():
     )
     assert len(problems) == 1
     assert problems[0].startswith(
-        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and voxtral.max_num_seqs=9: one "
-        "NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the weights (8.3 GiB), activations and CUDA graphs "
-        "(1.5 GiB) and KV cache (10.5 GiB) for at most 8 live stream(s) of that length"
+        "voxtral.instance_pools='ml.g6.4xlarge' with voxtral.max_model_len=45000 and "
+        "voxtral.max_num_seqs=9: one NVIDIA L4 (22.5 GiB, 0.9 of it for vLLM: 20.2 GiB) holds the "
+        "weights (8.3 GiB), activations and CUDA graphs (1.5 GiB) and KV cache (10.5 GiB) for at "
+        "most 8 live stream(s) of that length"
     )
 
 
 def test_a_type_without_gpu_is_named():
     assert problems_for(voxtral__instance_pools="ml.g6.xlarge,ml.m5.xlarge") == [
-        f"voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: {instance_types.gpu_families()})"
+        "voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: "
+        f"{instance_types.gpu_families()})"
     ]

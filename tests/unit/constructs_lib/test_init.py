@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 LIBRARY = ROOT / "constructs_lib"
 #: Top-level packages of this repository the library must not import (it is imported by them).
 APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
-#: The library's modules that must load without aws_cdk (the settings layer and voicectl import them).
+#: The library's modules that must load without aws_cdk (the settings layer and voicectl import
+#: them).
 CDK_FREE = (
     "constructs_lib.sagemaker_endpoint.props",
     "constructs_lib.sagemaker_endpoint.scaling_props",

@@ -32,29 +32,30 @@ def problems(check, *args) -> list[str]:
         (
             "s3://Team_Models/voxtral/",
             [
-                "m='s3://Team_Models/voxtral/': must be 's3://<bucket>/<prefix>' with a valid bucket "
-                "name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"
+                "m='s3://Team_Models/voxtral/': must be 's3://<bucket>/<prefix>' with a valid "
+                "bucket name (3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"
             ],
         ),
         (
             "s3://team-models",
             [
-                "m='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid bucket name (3-63 "
-                "lower-case letters, digits, '.' or '-') and a non-empty prefix"
+                "m='s3://team-models': must be 's3://<bucket>/<prefix>' with a valid bucket name "
+                "(3-63 lower-case letters, digits, '.' or '-') and a non-empty prefix"
             ],
         ),
         (
             "s3://team-models/v*/",
             [
-                "m='s3://team-models/v*/': the prefix must be a plain key prefix, without wildcards "
+                "m='s3://team-models/v*/': the prefix must be a plain key prefix, without "
+                "wildcards "
                 "('*', '?'), whitespace or '//'; SageMaker copies every object under it"
             ],
         ),
         (
             "s3://team-models/a//b/",
             [
-                "m='s3://team-models/a//b/': the prefix must be a plain key prefix, without wildcards "
-                "('*', '?'), whitespace or '//'; SageMaker copies every object under it"
+                "m='s3://team-models/a//b/': the prefix must be a plain key prefix, without "
+                "wildcards ('*', '?'), whitespace or '//'; SageMaker copies every object under it"
             ],
         ),
     ],

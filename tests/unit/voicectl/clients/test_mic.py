@@ -729,9 +729,9 @@ def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_
         probe.connect(("127.0.0.1", port))
 
 
-#: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit, after SIGINT,
-#: seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's imports, seconds on a loaded
-#: machine.
+#: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit,
+#: after SIGINT, seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's
+#: imports, seconds on a loaded machine.
 STOP_LIVENESS_S = 60.0
 
 
@@ -911,30 +911,36 @@ def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_
     ("message", "summary"),
     [
         (
-            "calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: Http1_1)",
-            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs https://, so check that "
-            "--endpoint-url starts with https://.",
+            "calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: "
+            "Http1_1)",
+            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
+            "https://, so check that --endpoint-url starts with https://.",
         ),
         (
-            "ModelError from endpoint 'voxtral' (container status None): Could not open a WebSocket to the model container "
-            "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call failed ('127.0.0.1', 9080).. "
+            "ModelError from endpoint 'voxtral' (container status None): Could not open a "
+            "WebSocket to the model container "
+            "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call "
+            "failed ('127.0.0.1', 9080).. "
             "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
-            "SageMaker endpoint voxtral could not reach its model container. Check that the endpoint is in service and its "
-            "CloudWatch logs, then press Record again.",
+            "SageMaker endpoint voxtral could not reach its model container. Check that the "
+            "endpoint is in service and its CloudWatch logs, then press Record again.",
         ),
         (
             "the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
-            "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is not whole float32 "
-            "samples.",
+            "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is "
+            "not whole float32 samples.",
         ),
         (
-            "the endpoint reported an error (invalid_audio): bad base64; see the endpoint's CloudWatch logs",
+            "the endpoint reported an error (invalid_audio): bad base64; see the endpoint's "
+            "CloudWatch logs",
             "The endpoint reported an error (invalid_audio): bad base64.",
         ),
         (
-            "Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not found. "
-            "Sonic rejected the request as malformed (HTTP 422): check the voice ID",  # SonicError's
-            "SageMaker endpoint voxtral refused the request (422: voice not found). Check the voice ID "
+            # SonicError's
+            "Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not "
+            "found. Sonic rejected the request as malformed (HTTP 422): check the voice ID",
+            "SageMaker endpoint voxtral refused the request (422: voice not found). Check the "
+            "voice ID "
             "and the text.",
         ),
     ],
