@@ -52,7 +52,8 @@ def test_a_turn_gives_the_user_transcript_the_agent_text_and_audio(agent, uttera
     turns = [json.loads(line) for line in agent.metrics if "VoiceToVoiceMs" in line]
     assert turns[0]["Deployment"] == "e2e"
     assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "VoiceAgent"
-    assert round(turns[0]["VoiceToVoiceMs"]) == latency["VoiceToVoice"]
+    # One measurement: the metric keeps 0.1 ms, the page event whole ms (752.53 -> 752.5 and 753).
+    assert turns[0]["VoiceToVoiceMs"] == pytest.approx(latency["VoiceToVoice"], abs=0.5)
     assert turns[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Milliseconds"
 
 

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
 
 from contracts.agent_env import AgentEnv
+from tests.e2e.local.agent_testkit import AgentRunner
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
-from tests.e2e.local.test_local_agent import AgentRunner
 from voicectl.local.fake_bedrock import FakeBedrock
 
 ROOT = Path(__file__).resolve().parents[3]
