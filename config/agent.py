@@ -12,6 +12,7 @@ from config.section import Section
 from constructs_lib.agent.props import AgentSizing, check_llm_model_id, check_llm_url
 from constructs_lib.ecs_service.props import check_certificate_arn
 from contracts.agent_env import DEFAULT_LANGUAGE
+from contracts.sonic import SONIC_LANGUAGES
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -25,62 +26,6 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 #: The Cartesia voice Cartesia's own API examples use (docs/deploy.md).
 DEFAULT_VOICE = "6ccbfb76-1fc6-48f7-b71d-91ac6298247b"
-#: Language codes Sonic accepts (the same list as voicectl.clients.sonic.SONIC_LANGUAGES).
-SONIC_LANGUAGE_CODES = frozenset(
-    [
-        "ar",
-        "bg",
-        "bn",
-        "cs",
-        "da",
-        "de",
-        "el",
-        "en",
-        "es",
-        "fi",
-        "fr",
-        "gu",
-        "he",
-        "hi",
-        "hr",
-        "hu",
-        "id",
-        "it",
-        "ja",
-        "ka",
-        "kn",
-        "ko",
-        "ml",
-        "mr",
-        "ms",
-        "nl",
-        "no",
-        "pa",
-        "pl",
-        "pt",
-        "ro",
-        "ru",
-        "sk",
-        "sv",
-        "ta",
-        "te",
-        "th",
-        "tl",
-        "tr",
-        "uk",
-        "vi",
-        "zh",
-        "en-US",
-        "de-DE",
-        "es-MX",
-        "fr-FR",
-        "hi-IN",
-        "it-IT",
-        "ja-JP",
-        "nl-NL",
-        "pt-BR",
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -162,11 +107,11 @@ class AgentSettings(Section):
         for name in ("system_prompt", "voice", "language"):
             if not getattr(self, name).strip():
                 p.add(name, getattr(self, name), "must not be empty")
-        if self.language.strip() and self.language not in SONIC_LANGUAGE_CODES:
+        if self.language.strip() and self.language not in SONIC_LANGUAGES:
             p.add(
                 "language",
                 self.language,
-                f"must be a language Sonic speaks: {', '.join(sorted(SONIC_LANGUAGE_CODES))}",
+                f"must be a language Sonic speaks: {', '.join(sorted(SONIC_LANGUAGES))}",
             )
         self.sizing().problems(p)
         if self.certificate_arn is not None:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.sonic import SONIC_LANGUAGES
 from voicectl.clients.bounded_json import DEFAULT_MAX_DEPTH, JsonBoundError, loads_bounded, one_line
 
 SONIC_CONTENT_TYPE = "application/json"
@@ -46,63 +47,6 @@ SONIC_SAMPLE_RATES_HZ = (8000, 16000, 22050, 24000, 44100, 48000)
 
 DEFAULT_SAMPLE_RATE_HZ = 44100
 
-SONIC_LANGUAGES = frozenset(
-    [
-        "ar",
-        "bg",
-        "bn",
-        "cs",
-        "da",
-        "de",
-        "el",
-        "en",
-        "es",
-        "fi",
-        "fr",
-        "gu",
-        "he",
-        "hi",
-        "hr",
-        "hu",
-        "id",
-        "it",
-        "ja",
-        "ka",
-        "kn",
-        "ko",
-        "ml",
-        "mr",
-        "ms",
-        "nl",
-        "no",
-        "pa",
-        "pl",
-        "pt",
-        "ro",
-        "ru",
-        "sk",
-        "sv",
-        "ta",
-        "te",
-        "th",
-        "tl",
-        "tr",
-        "uk",
-        "vi",
-        "zh",
-        "en-US",
-        "de-DE",
-        "es-MX",
-        "fr-FR",
-        "hi-IN",
-        "it-IT",
-        "ja-JP",
-        "nl-NL",
-        "pt-BR",
-    ]
-)
-"""Language codes listed for Sonic 3.6 on SageMaker (cartesia-aws
-``sonic-3-6-jumpstart/README.md``)."""
 
 MODEL_ERROR_HINTS: dict[int, str] = {
     422: "Sonic rejected the request as malformed (HTTP 422): check the voice ID, the language "

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from config.agent import SONIC_LANGUAGE_CODES, AgentSettings
+from config.agent import AgentSettings
 from config.settings import SettingsError, load_settings
 from constructs_lib.agent.props import AgentSizing
 from contracts.agent_env import DEFAULT_LANGUAGE
+from contracts.sonic import SONIC_LANGUAGES
 from tests.conftest import cdk_json_context
 
 
@@ -27,7 +28,7 @@ def test_the_sizing_is_built_from_the_fields_and_defaults_to_the_props():
 
 def test_the_language_defaults_to_the_bots_and_is_one_sonic_speaks():
     assert AgentSettings().language == DEFAULT_LANGUAGE == "en"
-    assert DEFAULT_LANGUAGE in SONIC_LANGUAGE_CODES
+    assert DEFAULT_LANGUAGE in SONIC_LANGUAGES
 
 
 def test_the_sizing_props_report_under_the_agents_keys():
