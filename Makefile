@@ -102,8 +102,10 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 
 # Ruff (pyproject.toml [tool.ruff]: the rules and 100 columns) and pyright in basic mode ([tool.pyright]: config,
 # constructs_lib, container, stacks, voicectl/clients), both pinned (requirements.lock, package-lock.json). Every
-# command runs and the target fails if any did, so one run shows all three reports.
-lint: deps ## ruff check, ruff format --check and pyright (basic): what CI runs before the tests
+# command runs and the target fails if any did, so one run shows all three reports. pyright reads the
+# client library's optional imports (Gradio for the mic page, Pipecat and LiveKit for the framework
+# services), so their locks are installed first, as for make test.
+lint: deps $(MIC_STAMP) $(AGENTS_STAMP) ## ruff check, ruff format --check and pyright (basic): what CI runs before the tests
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/ruff format --check . || status=1; \
