@@ -105,6 +105,7 @@ IMAGE_FILES = (
     "contracts/agent_metrics.py",
     "contracts/model.py",
     "contracts/realtime.py",
+    "contracts/sonic.py",
     "voicectl/__init__.py",
     "voicectl/aws.py",
     "voicectl/errors.py",
