@@ -11,14 +11,14 @@ VENV_STAMP := $(VENV)/.installed
 # requirements.lock, at the same versions for every package they share, so `make deps` and `make synth` stay lean.
 MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
-# The Pipecat and LiveKit Agents services (voicectl.clients.frameworks): pinned apart too, at requirements.lock's and
+# The Pipecat and LiveKit Agents services (voice_client.frameworks): pinned apart too, at requirements.lock's and
 # requirements-mic.lock's versions for every shared package. --no-deps: pipecat-ai caps soxr and soundfile below
 # requirements.lock's (tests/tools/agents-overrides.txt says why those are kept), so pip's resolver would refuse it.
 AGENTS_LOCK := requirements-agents.lock
 AGENTS_STAMP := $(VENV)/.installed-agents
 NODE_STAMP := node_modules/.installed
 # The Connect consumer's image installs this lock alone: what its process imports
-# (voicectl/connect/requirements.in), at requirements.lock's versions.
+# (services/connect_consumer/requirements.in), at requirements.lock's versions.
 CONNECT_LOCK := requirements-connect.lock
 # checkov lives in an environment of its own (tests/tools/scan-requirements.in says why).
 SCAN_VENV := .venv-scan
@@ -72,11 +72,11 @@ export BUILDX_NO_DEFAULT_ATTESTATIONS := 1
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(VENV_STAMP): requirements.lock pyproject.toml
+$(VENV_STAMP): requirements.lock pyproject.toml devtools/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "Python 3.12 or newer is required (found %s); install it or run make PYTHON=python3.12" % sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e . -e ./devtools
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -101,7 +101,7 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 	$(CDK) synth --quiet $(CDK_ARGS)
 
 # Ruff (pyproject.toml [tool.ruff]: the rules and 100 columns) and pyright in basic mode ([tool.pyright]: config,
-# constructs_lib, container, stacks, voicectl/clients), both pinned (requirements.lock, package-lock.json). Every
+# constructs_lib, container, stacks, voice_client), both pinned (requirements.lock, package-lock.json). Every
 # command runs and the target fails if any did, so one run shows all three reports. pyright reads the
 # client library's optional imports (Gradio for the mic page, Pipecat and LiveKit for the framework
 # services), so their locks are installed first, as for make test.
@@ -168,7 +168,7 @@ mic-screenshot: deps $(MIC_STAMP) ## retake docs/mic-page.png with the browser t
 	VOICECTL_MIC_SCREENSHOT=$(CURDIR)/docs/mic-page.png $(PY) -m pytest tests/e2e/clients/test_clients_mic_browser.py -q
 
 local: deps $(if $(filter real,$(VLLM)),$(VLLM_STAMP)) ## the whole path on this machine (fake vLLM or VLLM=real, bridge, Sonic stand-in, front door; AGENT=1: the voice agent and a Bedrock stand-in); Ctrl-C stops
-	$(PY) -m voicectl.local --vllm $(VLLM) $(if $(AGENT),--agent) \
+	$(PY) -m voice_devtools.local --vllm $(VLLM) $(if $(AGENT),--agent) \
 		$(if $(TRANSCRIPTION_DELAY_MS),--transcription-delay-ms $(TRANSCRIPTION_DELAY_MS)) $(LOCAL_ARGS)
 
 # make bench-agent: bench/agent_turns_bench.py starts make local AGENT=1 (VLLM=fake or real), talks
@@ -238,7 +238,7 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 		--extra livekit pyproject.toml -c requirements.lock -c $(MIC_LOCK) --override tests/tools/agents-overrides.txt \
 		-o $(AGENTS_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		voicectl/connect/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
+		services/connect_consumer/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tests/tools/agents-overrides.txt \
 		-o requirements-agent.lock

@@ -208,9 +208,9 @@ def services_factory(env: AgentEnv) -> Callable[[], Awaitable[Services]]:
     its bearer token read from Secrets Manager per session, so a rotated token is picked up),
     the LLM, Sonic."""
     from agent.llm import BedrockConverseLLM, bedrock_client, make_llm
-    from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
-    from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
-    from voicectl.clients.realtime.auth import BearerToken
+    from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService
+    from voice_client.frameworks.targets import SonicTarget, VoxtralTarget
+    from voice_client.realtime.auth import BearerToken
 
     bedrock = None if env.llm_url else bedrock_client(env.region, env.bedrock_runtime_url)
     sonic = SonicTarget(

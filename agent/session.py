@@ -83,8 +83,8 @@ from agent.protocol import (
     OUTPUT_SAMPLE_RATE_HZ,
 )
 from contracts.agent_metrics import INTERRUPTIONS
-from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
+from voice_client.frameworks.pipecat_sonic import SonicTTSService
+from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService
 
 logger = logging.getLogger("agent.session")
 

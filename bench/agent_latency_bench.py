@@ -67,11 +67,11 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  #
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
 from contracts.bridge_env import DEFAULT_TRANSCRIPTION_DELAY_MS  # noqa: E402
-from voicectl.clients.audio import TARGET_SAMPLE_RATE_HZ, load_pcm16  # noqa: E402
-from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
+from voice_client.audio import TARGET_SAMPLE_RATE_HZ, load_pcm16  # noqa: E402
+from voice_client.frameworks.pipecat_sonic import SonicTTSService  # noqa: E402
+from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService  # noqa: E402
+from voice_client.frameworks.sonic_stream import SonicSynthesizer  # noqa: E402
+from voice_client.frameworks.targets import SonicTarget, VoxtralTarget  # noqa: E402
 
 REFERENCES = (
     "Hello from SageMaker. Streaming speech to text.",

@@ -16,7 +16,7 @@ Measured at the page (not metrics of the bot):
   page does), so the agent falls silent at the ``interrupt`` event, or where the last audio frame
   of the cancelled answer ends if that comes first.
 
-The page is the talk page's (voicectl/clients/talk_page/index.html): 16 kHz PCM16 in chunks of
+The page is the talk page's (voice_client/talk_page/index.html): 16 kHz PCM16 in chunks of
 1024 samples at real-time pace, silence between utterances. Each turn: an utterance, its answer's
 first audio, :data:`BARGE_IN_AFTER_S` of the answer, then the next utterance over it (one more
 utterance interrupts the last answer). The utterances are espeak-ng's (one sentence each, so that
@@ -28,8 +28,8 @@ Run it (it prints, it asserts nothing)::
     .venv/bin/python bench/agent_turns_bench.py --local --turns 20 --bedrock-first-token-ms 350
     .venv/bin/python bench/agent_turns_bench.py --url ws://127.0.0.1:8100/   # a running bot
 
-``--local`` starts ``python -m voicectl.local --agent`` (its default ports) and stops it after the
-turns; without it the bot at ``--url`` is used as it runs (the header then names only the URL).
+``--local`` starts ``python -m voice_devtools.local --agent`` (its default ports) and stops it after
+the turns; without it the bot at ``--url`` is used as it runs (the header then names only the URL).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ sys.path[:0] = [str(ROOT)]
 import websockets  # noqa: E402
 
 from contracts.agent_metrics import TURN_LATENCY_METRICS  # noqa: E402
-from voicectl.clients.audio import load_pcm16  # noqa: E402
-from voicectl.local.fake_bedrock import FIRST_TOKEN_S  # noqa: E402
+from voice_client.audio import load_pcm16  # noqa: E402
+from voice_devtools.local.fake_bedrock import FIRST_TOKEN_S  # noqa: E402
 
 UTTERANCES = (
     "What is the weather like in Paris tomorrow morning?",
@@ -115,11 +115,11 @@ SETTLE_S = 0.5
 """Seconds of silence sent after ``ready`` (and after the greeting) before the first utterance."""
 
 LOCAL_START_TIMEOUT_S = 300.0
-"""Seconds ``python -m voicectl.local`` may take to print its banner (vLLM's real server on a CPU
-starts in 1-3 minutes)."""
+"""Seconds ``python -m voice_devtools.local`` may take to print its banner (vLLM's real server on a
+CPU starts in 1-3 minutes)."""
 
 LOCAL_URL = "ws://127.0.0.1:8100/"
-"""The bot of ``make local AGENT=1`` (voicectl.local's --agent-port default)."""
+"""The bot of ``make local AGENT=1`` (voice_devtools.local's --agent-port default)."""
 
 
 def speech_bounds(pcm16: bytes) -> tuple[int, int]:
@@ -414,12 +414,12 @@ def table(results: list[TurnFigures]) -> str:
 
 @contextlib.contextmanager
 def local_stack(args: argparse.Namespace):
-    """``python -m voicectl.local --agent`` until the block ends (SIGINT, as Ctrl-C)."""
+    """``python -m voice_devtools.local --agent`` until the block ends (SIGINT, as Ctrl-C)."""
     state = Path(tempfile.mkdtemp(prefix="agent-bench-"))
     command = [
         sys.executable,
         "-m",
-        "voicectl.local",
+        "voice_devtools.local",
         "--agent",
         "--vllm",
         args.vllm,
@@ -439,13 +439,13 @@ def local_stack(args: argparse.Namespace):
             line = process.stdout.readline()
             if not line:
                 raise RuntimeError(
-                    f"python -m voicectl.local exited with code {process.wait()}; see {state}"
+                    f"python -m voice_devtools.local exited with code {process.wait()}; see {state}"
                 )
             if line.startswith("Ctrl-C stops everything"):
                 break
         else:
             raise RuntimeError(
-                f"python -m voicectl.local did not start within "
+                f"python -m voice_devtools.local did not start within "
                 f"{LOCAL_START_TIMEOUT_S:.0f} s; see {state}"
             )
         yield state
@@ -493,7 +493,7 @@ def header(args: argparse.Namespace, source: str, url: str, load: str) -> list[s
             else args.bedrock_first_token_ms
         )
         lines.append(
-            f"stack: make local AGENT=1 (python -m voicectl.local --agent), vLLM {vllm}, "
+            f"stack: make local AGENT=1 (python -m voice_devtools.local --agent), vLLM {vllm}, "
             f"Bedrock stand-in first token {first_token:g} ms, Sonic stand-in (as fast "
             "as it can)"
         )
@@ -559,7 +559,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--local",
         action="store_true",
-        help="start python -m voicectl.local --agent for the run (its default "
+        help="start python -m voice_devtools.local --agent for the run (its default "
         "ports), stop it after",
     )
     parser.add_argument(

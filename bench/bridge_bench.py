@@ -5,9 +5,9 @@ For each stream count N (default 16, 64, 200), each of `--repeats` runs, and eac
 given with `--bridge LABEL=DIR` (a `container/` directory; default: this checkout's), back to back
 in that order (A, B, A, B, ...), so that the versions share the machine's load:
 
-1. Start the fake vLLM (voicectl/local/fake_vllm.py of this checkout, generating as vLLM does: a
-   delta per 80 ms of audio once 0.6 s is buffered) and a fresh bridge (`python -m bridge` run from
-   DIR), each in its own process, on 127.0.0.1.
+1. Start the fake vLLM (devtools/voice_devtools/local/fake_vllm.py of this checkout, generating as
+   vLLM does: a delta per 80 ms of audio once 0.6 s is buffered) and a fresh bridge (`python -m
+   bridge` run from DIR), each in its own process, on 127.0.0.1.
 2. Paced, directly against the fake, then through the bridge: N streams, started evenly over
    `--ramp` seconds, each sending a 4096-byte PCM16 append (128 ms of 16 kHz audio) every 128 ms for
    `--seconds` seconds. Recorded: append-to-delta round trip (p50, p99: from sending an append to
@@ -65,27 +65,28 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from contracts.bridge_env import BridgeEnvironment
-from voicectl.clients.realtime.machine import GENERATION_TARGET_S
-from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
+from voice_client.realtime.machine import GENERATION_TARGET_S
+from voice_devtools.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
 #: One append: 4096 bytes of PCM16 = 2048 samples = 128 ms at 16 kHz (the clients' pacing,
-#: voicectl.clients.audio.CHUNK_BYTES).
+#: voice_client.audio.CHUNK_BYTES).
 APPEND_BYTES = 4096
 APPEND_PERIOD_S = 0.128
 #: PCM16 samples in one append (2 bytes each).
 APPEND_SAMPLES = APPEND_BYTES // 2
 GENERATION_APPENDS = round(GENERATION_TARGET_S / APPEND_PERIOD_S)
 """Appends per generation in the unpaced phase, then a final commit and a new generation: the
-client's GENERATION_TARGET_S of audio (30 s, voicectl/clients/realtime/machine.py). One endless
+client's GENERATION_TARGET_S of audio (30 s, voice_client/realtime/machine.py). One endless
 generation, sent unpaced (50 to 80 x real time on 2 cores), reaches the bridge's session_limit (0.9
 of the 32768 tokens the bench gives it, less 49: 2355 s of audio) within a minute and the fake's
 max_model_len (45000 tokens of 80 ms: 3600 s) soon after, which kills vLLM 0.31.0's engine and the
-fake's (voicectl/local/fake_vllm.py): a longer `--unpaced-seconds` would measure a dead stream."""
+fake's (devtools/voice_devtools/local/fake_vllm.py): a longer `--unpaced-seconds` would measure a
+dead stream."""
 TRANSCRIPTION_DONE_MARKER = '"type":"transcription.done"'
 """How a generation's end reads in vLLM's compact JSON (pydantic's `model_dump_json`;
-container/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, voicectl/local/fake_vllm.py send_event); the
-bridge relays it unchanged."""
+container/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, devtools/voice_devtools/local/fake_vllm.py
+send_event); the bridge relays it unchanged."""
 TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
 """How a delta reads in the same JSON (container/bridge/server.py _DELTA_MARKER)."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -96,7 +97,8 @@ def answered_append(delta: int) -> int:
     """The append (1-based, counted from the generation's commit) whose arrival releases the
     generation's delta number `delta` (1-based), with appends of APPEND_SAMPLES.
 
-    The rule is the fake's (voicectl/local/fake_vllm.py, `FakeSession._handle_message` on an append,
+    The rule is the fake's (devtools/voice_devtools/local/fake_vllm.py,
+    `FakeSession._handle_message` on an append,
     then `_generate`), which mirrors vLLM 0.31.0: after each append the generation has sent max(0,
     (samples - STREAM_LAG_SAMPLES) // SAMPLES_PER_TOKEN) deltas, `samples` being its audio so far.
     So delta c leaves once the audio reaches STREAM_LAG_SAMPLES + c * SAMPLES_PER_TOKEN samples: on
@@ -455,7 +457,14 @@ def _start(
     vllm_port, bridge_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     fake = subprocess.Popen(
-        [sys.executable, "-m", "voicectl.local.fake_vllm", "--port", str(vllm_port), *vllm_args],
+        [
+            sys.executable,
+            "-m",
+            "voice_devtools.local.fake_vllm",
+            "--port",
+            str(vllm_port),
+            *vllm_args,
+        ],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

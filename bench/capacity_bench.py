@@ -31,8 +31,8 @@ alarm (`voxtral.alarm_time_to_first_delta_p90_ms`, 2000 ms) is the GPU's compute
 with `voicectl capacity`. The first delta waits for the transcription delay's audio (delay + 82.5
 ms: config/models.py), so `--transcription-delay-ms` names the server's delay in the header (the
 bench cannot ask for it). Without `--url` the script starts the fake vLLM
-(voicectl/local/fake_vllm.py, one delta per append) and the bridge on 127.0.0.1, which proves the
-harness, not the GPU:
+(devtools/voice_devtools/local/fake_vllm.py, one delta per append) and the bridge on 127.0.0.1,
+which proves the harness, not the GPU:
 
     .venv/bin/python bench/capacity_bench.py --streams 1,2,4,8 --seconds 5
 """
@@ -235,7 +235,7 @@ async def local_bridge(max_streams: int):
         [
             sys.executable,
             "-m",
-            "voicectl.local.fake_vllm",
+            "voice_devtools.local.fake_vllm",
             "--port",
             str(vllm_port),
             "--delta-per-append",

@@ -7,7 +7,7 @@ Writes a synthetic FLAC (a tone with noise) to a temporary directory, then, in a
 method, decodes it to 16 kHz mono PCM16 chunks and prints the process's peak RSS
 (``resource.getrusage`` ``ru_maxrss``, KiB on Linux):
 
-- ``streamed``: :func:`voicectl.clients.audio.iter_pcm16_chunks` (soundfile.blocks -> mix down ->
+- ``streamed``: :func:`voice_client.audio.iter_pcm16_chunks` (soundfile.blocks -> mix down ->
   soxr.ResampleStream), the path ``transcribe`` uses; chunks are dropped as they are produced, as
   the sender does once a session is finished.
 - ``whole-file``: ``soundfile.read`` of the whole file as float32, mix down and ``soxr.resample``
@@ -29,7 +29,7 @@ import resource, sys
 import numpy as np, soundfile, soxr
 path, method = sys.argv[1], sys.argv[2]
 if method == "streamed":
-    from voicectl.clients.audio import iter_pcm16_chunks
+    from voice_client.audio import iter_pcm16_chunks
     total = sum(len(chunk) for chunk in iter_pcm16_chunks(path))
 else:
     samples, rate = soundfile.read(path, dtype="float32", always_2d=True)

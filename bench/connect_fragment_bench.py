@@ -2,7 +2,7 @@
 real-layout fragment and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB
 audio fragment).
 
-    .venv/bin/python bench/connect_fragment_bench.py  # the tree's voicectl/connect/mkv.py
+    .venv/bin/python bench/connect_fragment_bench.py  # the tree's services/connect_consumer/mkv.py
     .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # another version (git show REV:)
 
 Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is
@@ -27,7 +27,7 @@ PIECE = 4096
 
 def load(path: str | None):
     if path is None:
-        from voicectl.connect import mkv
+        from connect_consumer import mkv
 
         return mkv
     spec = importlib.util.spec_from_file_location("mkv_under_test", path)
@@ -38,7 +38,8 @@ def load(path: str | None):
 
 
 def inputs() -> dict[str, bytes]:
-    from voicectl.connect import fake_kvs, mkv
+    from connect_consumer import mkv
+    from voice_devtools import fake_kvs
 
     def fragment(children: bytes) -> bytes:
         base = fake_kvs.connect_fragment(
@@ -88,7 +89,7 @@ def run(mkv, data: bytes) -> tuple[str, float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mkv", help="another voicectl/connect/mkv.py to measure")
+    parser.add_argument("--mkv", help="another services/connect_consumer/mkv.py to measure")
     args = parser.parse_args()
     mkv = load(args.mkv)
     print(f"{'input':34} {'bytes':>10} {'seconds':>8} {'peak MB':>8}  outcome")

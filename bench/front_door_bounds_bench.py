@@ -6,12 +6,12 @@ header blocks.
         [--headers 200] [--server-root PATH]
 
 The front door runs as its own process (``python -m voicectl local-runtime``, default limits,
-voicectl.local.bounds), from this checkout or ``--server-root`` (another checkout, to compare).
-Per round, ``--connections`` TLS connections each set SETTINGS_INITIAL_WINDOW_SIZE 0 and open 100
-unsigned calls: each is refused (403) but its answer cannot be sent. Printed: the connections the
-server took, the streams it reset and how, RSS while they are held and once they are reset and
-the connections closed. Then ``--headers`` connections (32 at a time) each send a 1 MiB header
-block, read until the server closes and drop the connection without TLS's close_notify, as a
+voice_devtools.local.bounds), from this checkout or ``--server-root`` (another checkout, to
+compare). Per round, ``--connections`` TLS connections each set SETTINGS_INITIAL_WINDOW_SIZE 0 and
+open 100 unsigned calls: each is refused (403) but its answer cannot be sent. Printed: the
+connections the server took, the streams it reset and how, RSS while they are held and once they are
+reset and the connections closed. Then ``--headers`` connections (32 at a time) each send a 1 MiB
+header block, read until the server closes and drop the connection without TLS's close_notify, as a
 simple client does: printed are the GOAWAY codes received, RSS, and the server's log lines about
 them and its tracebacks (counted 35 s later: asyncio gives up on a TLS close after 30 s).
 RSS is the server's VmRSS (/proc, Linux); Python keeps freed memory for reuse, so a release shows
@@ -48,7 +48,7 @@ STREAMS_PER_CONNECTION = 100
 PATH = "/endpoints/voxtral-realtime/invocations-bidirectional-stream"
 HEADER_VALUE_BYTES = 1 << 20
 FRAME_BYTES = 16384  # SETTINGS_MAX_FRAME_SIZE's initial value (RFC 9113 section 6.5.2)
-STALL_WAIT_S = 20.0 + 40.0  # voicectl.local.bounds.STALLED_SEND_TIMEOUT_S and a margin
+STALL_WAIT_S = 20.0 + 40.0  # voice_devtools.local.bounds.STALLED_SEND_TIMEOUT_S and a margin
 HEADER_BATCH = 32  # header blocks in flight at once (under MAX_CONNECTIONS)
 TLS_CLOSE_WAIT_S = 35.0  # asyncio's TLS close times out after 30 s, with a traceback in the log
 

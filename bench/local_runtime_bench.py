@@ -25,16 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "container")]
 
-from voicectl.clients.realtime import (  # noqa: E402
+from voice_client.realtime import (  # noqa: E402
     WebSocketTransport,
     append_event,
     commit_event,
     session_update_event,
 )
-from voicectl.local.fake_vllm import FakeVllm  # noqa: E402
-from voicectl.local.runtime import LocalEndpoint, LocalRuntime  # noqa: E402
-from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi  # noqa: E402
-from voicectl.local.sigv4 import LocalCredentials  # noqa: E402
+from voice_devtools.local.fake_vllm import FakeVllm  # noqa: E402
+from voice_devtools.local.runtime import LocalEndpoint, LocalRuntime  # noqa: E402
+from voice_devtools.local.serving import listen_sockets, make_certificate, serve_asgi  # noqa: E402
+from voice_devtools.local.sigv4 import LocalCredentials  # noqa: E402
 
 KEY_ID, SECRET, REGION = "AKIABENCH000000000", "bench-secret", "us-east-1"
 CHUNK = bytes(4096)  # 128 ms of PCM16 at 16 kHz
@@ -70,7 +70,7 @@ async def main(appends: int, repeats: int) -> None:
 
     from bridge.server import Bridge
     from contracts.bridge_env import BridgeEnvironment
-    from voicectl.clients.sagemaker_stream import (
+    from voice_client.sagemaker_stream import (
         BotocoreCredentialsResolver,
         SageMakerStreamTransport,
         create_client,

@@ -66,8 +66,8 @@ class ConnectSettings(Section):
     #: Alarm when the consumers read this many milliseconds behind the live call (MillisBehindNow,
     #: maximum).
     alarm_millis_behind: int = setting(default_from=ConnectTranscriptionProps)
-    #: A consumer image built elsewhere (voicectl/connect/Dockerfile); None = built from this
-    #: repository at deploy.
+    #: A consumer image built elsewhere (services/connect_consumer/Dockerfile); None = built from
+    #: this repository at deploy.
     image_uri: str | None = setting(default_from=ConnectTranscriptionProps)
     #: With network.mode=vpc: make the Kinesis Video Streams interface endpoint
     #: (com.amazonaws.REGION.kinesisvideo, private DNS on, which then serves every Kinesis Video

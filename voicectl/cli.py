@@ -9,7 +9,7 @@ install) does not take the other subcommands down: its subcommand is still liste
 import error when it is used.
 
 AWS failures: :func:`run_command` prints the exceptions of a missing AWS setup or a refused request
-as one line (:func:`voicectl.aws.describe_aws_failure`), never a traceback.
+as one line (:func:`voice_client.aws.describe_aws_failure`), never a traceback.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import importlib
 import sys
 from collections.abc import Callable, Collection
 
-from voicectl.aws import describe_aws_failure
-from voicectl.errors import UsageError  # subcommands import it from here too
+from voice_client.aws import describe_aws_failure
+from voice_client.errors import UsageError  # subcommands import it from here too
 
 DESCRIPTION = (
     "Work with the real-time voice endpoints on Amazon SageMaker: transcribe recordings or the "
@@ -34,15 +34,15 @@ DESCRIPTION = (
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.operations.preflight",
     "voicectl.operations.stage_model",
-    "voicectl.clients.transcribe",
-    "voicectl.clients.speak",
-    "voicectl.clients.mic",
-    "voicectl.clients.talk",
+    "voice_client.transcribe",
+    "voice_client.speak",
+    "voice_client.mic",
+    "voice_client.talk",
     "voicectl.operations.verify",
     "voicectl.operations.cost",
     "voicectl.operations.capacity",
-    "voicectl.local.local_runtime",
-    "voicectl.connect_replay",
+    "voice_devtools.local.local_runtime",
+    "voice_devtools.connect_replay",
 )
 
 SUMMARIES: dict[str, str] = {
@@ -50,21 +50,21 @@ SUMMARIES: dict[str, str] = {
     "CUDA before make deploy|diff|destroy|bootstrap",
     "voicectl.operations.stage_model": "stage the model weights from the Hugging Face Hub (or a "
     "local copy) to an S3 prefix",
-    "voicectl.clients.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
+    "voice_client.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
     "endpoint",
-    "voicectl.clients.speak": "make the Sonic endpoint speak a text into a WAV file",
-    "voicectl.clients.mic": "transcribe your microphone live in a local web page",
-    "voicectl.clients.talk": "talk with the voice agent in a local web page",
+    "voice_client.speak": "make the Sonic endpoint speak a text into a WAV file",
+    "voice_client.mic": "transcribe your microphone live in a local web page",
+    "voice_client.talk": "talk with the voice agent in a local web page",
     "voicectl.operations.verify": "check that each endpoint runs the Model and EndpointConfig "
     "this synth describes (read-only)",
     "voicectl.operations.cost": "what the configured endpoints cost per hour, month and live "
     "stream-hour (AWS Price List API)",
     "voicectl.operations.capacity": "live Voxtral streams per instance, GPU memory split and "
     "cost per live stream-hour",
-    "voicectl.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in "
-    "front of local containers",
-    "voicectl.connect_replay": "play a stereo recording as a live Amazon Connect call and print "
-    "both speakers' transcripts",
+    "voice_devtools.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) "
+    "in front of local containers",
+    "voice_devtools.connect_replay": "play a stereo recording as a live Amazon Connect call and "
+    "print both speakers' transcripts",
 }
 """The one-line help each module registers, which ``voicectl --help`` lists without importing the
 modules (a test keeps them equal). A module without one is imported whenever the parser is built."""
@@ -135,7 +135,7 @@ def run_command(
 ) -> int:
     """Run one subcommand's ``func(args)`` and return the exit code: its own, 2 for
     :class:`UsageError`, 130 for Ctrl-C, and 1 or 2 for a missing AWS setup or a request AWS refused
-    (:func:`voicectl.aws.describe_aws_failure`); each failure is one line on stderr, ``voicectl
+    (:func:`voice_client.aws.describe_aws_failure`); each failure is one line on stderr, ``voicectl
     <name>: <what happened>``."""
     try:
         return int(func(args) or 0)

@@ -106,15 +106,20 @@ IMAGE_FILES = (
     "contracts/model.py",
     "contracts/realtime.py",
     "contracts/sonic.py",
-    "voicectl/__init__.py",
-    "voicectl/aws.py",
-    "voicectl/errors.py",
     *(
-        f"voicectl/clients/{name}.py"
-        for name in ("__init__", "audio", "bounded_json", "sagemaker_stream", "sonic")
+        f"voice_client/{name}.py"
+        for name in (
+            "__init__",
+            "aws",
+            "errors",
+            "audio",
+            "bounded_json",
+            "sagemaker_stream",
+            "sonic",
+        )
     ),
     *(
-        f"voicectl/clients/frameworks/{name}.py"
+        f"voice_client/frameworks/{name}.py"
         for name in (
             "__init__",
             "pipecat_sonic",
@@ -125,7 +130,7 @@ IMAGE_FILES = (
         )
     ),
     *(
-        f"voicectl/clients/realtime/{name}.py"
+        f"voice_client/realtime/{name}.py"
         for name in (
             "__init__",
             "auth",

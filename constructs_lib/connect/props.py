@@ -40,12 +40,12 @@ METRIC_NAMESPACE = "VoiceConnect"
 #: service's own capacity grows (Application Auto Scaling user guide, "Target tracking scaling
 #: policies").
 METRIC_DIMENSION = "Deployment"
-"""The consumers' metrics (voicectl/connect/service.py, embedded metric format)."""
+"""The consumers' metrics (services/connect_consumer/service.py, embedded metric format)."""
 FUNCTION_TIMEOUT_S = 3
 """The start function answers within the flow block's InvocationTimeLimitSeconds (3 in the example
 flow, at most 8)."""
 QUEUE_VISIBILITY_S = 120
-"""The consumer extends a running call's message every 60 s (voicectl/connect/service.py
+"""The consumer extends a running call's message every 60 s (services/connect_consumer/service.py
 VISIBILITY_TIMEOUT_S)."""
 SCALING_TARGET_FRACTION = 0.7
 """Calls per task autoscaling aims at, as a fraction of ``calls_per_task`` (room for a burst of new
@@ -231,7 +231,7 @@ class ConnectTranscriptionProps:
                 "calls_per_task",
                 self.calls_per_task,
                 "must be 1-100 (one GetMedia reader thread per call: "
-                "voicectl/connect/kvs.py READER_THREADS)",
+                "services/connect_consumer/kvs.py READER_THREADS)",
             )
         if not 1 <= self.min_tasks <= self.max_tasks:
             p.add(

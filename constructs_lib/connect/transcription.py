@@ -472,12 +472,15 @@ class ConnectTranscription(Construct):
             if props.image_uri
             else ecs.ContainerImage.from_asset(
                 props.image_directory,
-                file="voicectl/connect/Dockerfile",
+                file="services/connect_consumer/Dockerfile",
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=[
                     "*",
-                    "!voicectl",
-                    "!voicectl/**",
+                    "!services",
+                    "!services/connect_consumer",
+                    "!services/connect_consumer/**",
+                    "!voice_client",
+                    "!voice_client/**",
                     "!requirements-connect.lock",
                     "!contracts",
                     "!contracts/**",

@@ -69,11 +69,12 @@ ECS_INTERFACE_ENDPOINTS: dict[str, tuple[str, str]] = {
 
 
 #: Endpoints the Amazon Connect transcription consumers (ECS Fargate tasks in the private subnets,
-#: ``constructs_lib/connect/transcription.py``; their code in ``voicectl/connect/``) call, beyond
-#: the S3 gateway and ECR endpoints made for SageMaker, which also serve the Fargate image pull:
-#: ``{construct id: (service name suffix, who calls it)}``. A key the ECS table has too (``Logs``)
-#: is one endpoint, made by whichever table comes first. Sources: Amazon ECR user guide, "Amazon ECR
-#: interface VPC endpoints (AWS PrivateLink)", considerations for Fargate (platform version 1.4.0 or
+#: ``constructs_lib/connect/transcription.py``; their code in ``services/connect_consumer/``) call,
+#: beyond the S3 gateway and ECR endpoints made for SageMaker, which also serve the Fargate image
+#: : pull: ``{construct id: (service name suffix, who calls it)}``. A key the ECS table has too
+#: : (``Logs``) is one endpoint, made by whichever table comes first. Sources: Amazon ECR user
+#: : guide, "Amazon ECR interface VPC endpoints (AWS PrivateLink)", considerations for Fargate
+#: (platform version 1.4.0 or
 #: later needs ``ecr.dkr``, ``ecr.api`` and the S3 gateway endpoint; tasks with the awslogs driver
 #: need ``logs``); Amazon SQS, EventBridge developer guides (interface endpoints ``sqs``,
 #: ``events``). Not needed: ``monitoring`` (the consumer's metrics are embedded-metric-format log

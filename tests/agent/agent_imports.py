@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 #: Our top-level packages (from the root, and the bridge's from container/).
-OURS = ("agent", "contracts", "voicectl", "constructs_lib", "config", "bridge")
+OURS = ("agent", "contracts", "voicectl", "voice_client", "constructs_lib", "config", "bridge")
 BASE_ENV = {
     "AGENT_SONIC_ENDPOINT": "sonic-tts",
     "AGENT_SONIC_VOICE": "voice-1",
@@ -58,7 +58,9 @@ async def _build(environ: dict[str, str]) -> None:
 
 
 def trace(root: Path) -> dict[str, list[str]]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "voicectl" / "connect"))
+    sys.path.insert(
+        0, str(Path(__file__).resolve().parents[1] / "unit" / "services" / "connect_consumer")
+    )
     import consumer_imports
 
     consumer_imports.OURS = OURS

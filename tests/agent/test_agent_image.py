@@ -90,8 +90,8 @@ def test_the_trace_reaches_both_targets_protection_and_the_pipeline():
     assert {
         "container/bridge/task_protection.py",
         "contracts/agent_metrics.py",
-        "voicectl/clients/sagemaker_stream.py",
-        "voicectl/clients/realtime/websocket.py",
+        "voice_client/sagemaker_stream.py",
+        "voice_client/realtime/websocket.py",
         "contracts/model.py",
         "contracts/realtime.py",
     } <= set(traced["modules"])

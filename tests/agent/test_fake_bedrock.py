@@ -15,7 +15,7 @@ import pytest
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 
-from voicectl.local.fake_bedrock import REPLY, FakeBedrock, encode_message, event, reply_words
+from voice_devtools.local.fake_bedrock import REPLY, FakeBedrock, encode_message, event, reply_words
 
 
 @pytest.fixture

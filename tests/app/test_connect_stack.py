@@ -366,7 +366,7 @@ def test_the_consumers_metrics_carry_the_deployments_dimension_and_scaling_and_a
     gives the consumers METRIC_DIMENSIONS, emit_metric puts them on every metric, and the scaling
     policy and the alarms on VoiceConnect metrics read exactly those dimensions (else they would see
     the sum of every deployment)."""
-    from voicectl.connect import service
+    from connect_consumer import service
 
     (task,) = resources(connect, "AWS::ECS::TaskDefinition").values()
     (container,) = task["Properties"]["ContainerDefinitions"]

@@ -518,7 +518,7 @@ CLIENT_ENDPOINT = {
 #: What a Fargate task (platform 1.4.0+) calls before the code runs and beside it (Amazon ECR user
 #: guide, "Amazon ECR interface VPC endpoints", considerations for Fargate: ecr.api, ecr.dkr, the S3
 #: gateway; logs for awslogs), and the SageMaker runtime the consumers stream to
-#: (voicectl.clients.sagemaker_stream).
+#: (voice_client.sagemaker_stream).
 PLATFORM_ENDPOINTS = {"ecr.api", "ecr.dkr", "s3", "logs", "sagemaker.runtime"}
 
 
@@ -543,9 +543,11 @@ def endpoint_services(synthesized) -> list[tuple[str, str, dict]]:
 
 
 def consumer_clients() -> set[str]:
-    """The boto3 clients the consumer's code makes (voicectl/connect/*.py): a new one without an
-    endpoint fails."""
-    source = "".join(path.read_text() for path in (ROOT / "voicectl" / "connect").glob("*.py"))
+    """The boto3 clients the consumer's code makes (services/connect_consumer/*.py): a new one
+    without an endpoint fails."""
+    source = "".join(
+        path.read_text() for path in (ROOT / "services" / "connect_consumer").glob("*.py")
+    )
     return set(re.findall(r"\.client\(\s*\"([a-z-]+)\"", source))
 
 

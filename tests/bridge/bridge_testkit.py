@@ -20,7 +20,7 @@ from websockets.uri import parse_uri
 from bridge.health import http_get
 from bridge.server import STREAM_PATH, Bridge
 from contracts.bridge_env import BridgeEnvironment
-from voicectl.local.fake_vllm import FakeVllm
+from voice_devtools.local.fake_vllm import FakeVllm
 
 #: 4096 bytes of PCM16 (2048 samples, 128 ms at 16 kHz), a recognisable ramp.
 PCM_CHUNK = bytes(range(256)) * 16

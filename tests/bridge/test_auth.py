@@ -25,7 +25,7 @@ from tests.bridge.bridge_testkit import (
     recv_event,
     running_bridge,
 )
-from voicectl.local.fake_vllm import FakeVllm
+from voice_devtools.local.fake_vllm import FakeVllm
 
 TOKEN = "s3cr3t-Token-0123456789abcdefXYZ"
 

@@ -158,7 +158,7 @@ def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout_s: float 
 
 
 def test_sigterm_drains_stops_vllm_and_exits_0(tmp_path):
-    from voicectl.local.fake_vllm import free_port
+    from voice_devtools.local.fake_vllm import free_port
 
     port = free_port()
     given = os.pathsep.join([SOURCE_PATH, "/from/the/image"])
@@ -251,7 +251,7 @@ def children(pid: int) -> list[int]:
 def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path):
     import urllib.request
 
-    from voicectl.local.fake_vllm import free_port
+    from voice_devtools.local.fake_vllm import free_port
 
     token, secret_key, api_key = (
         "s3cr3t-Token-0123456789abcdef",
@@ -345,9 +345,9 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
 
 def checkpoint(directory: Path, audio: dict | None = None) -> Path:
     """A checkpoint directory whose tekken.json has the `audio` section `audio` (default: the tiny
-    checkpoint's, voicectl/local/tiny_voxtral.py, as the real repository's), and weights that must
-    stay untouched."""
-    from voicectl.local import tiny_voxtral
+    checkpoint's, devtools/voice_devtools/local/tiny_voxtral.py, as the real repository's), and
+    weights that must stay untouched."""
+    from voice_devtools.local import tiny_voxtral
 
     tekken = tiny_voxtral.tekken()
     if audio is not None:
@@ -360,7 +360,7 @@ def checkpoint(directory: Path, audio: dict | None = None) -> Path:
 
 def checkpoint_audio(**changes) -> dict:
     """The tiny checkpoint's `audio` section with `changes`; a value of None removes the key."""
-    from voicectl.local import tiny_voxtral
+    from voice_devtools.local import tiny_voxtral
 
     audio = {**tiny_voxtral.tekken()["audio"], **changes}
     return {key: value for key, value in audio.items() if value is not None}

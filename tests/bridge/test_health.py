@@ -17,7 +17,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from voicectl.local.fake_vllm import FakeVllm
+from voice_devtools.local.fake_vllm import FakeVllm
 
 
 def test_a_smaller_kv_cache_lowers_the_stream_cap_with_a_warning(run, caplog, capsys):

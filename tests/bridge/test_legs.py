@@ -46,7 +46,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from voicectl.local.fake_vllm import FakeVllm
+from voice_devtools.local.fake_vllm import FakeVllm
 
 #: One masked frame header with no payload is 6 bytes: the smallest frame a client can send.
 SMALLEST_FRAME_BYTES = 6

@@ -41,7 +41,7 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
 
-    from voicectl.local.fake_vllm import free_port
+    from voice_devtools.local.fake_vllm import free_port
 
     token, port = "bridge-token-0123456789abcdef", free_port()
     container = Path(__file__).resolve().parents[2] / "container"

@@ -16,7 +16,7 @@ from bridge import protocol
 from bridge.protocol import check_client_frame, parse_served_model
 from contracts import realtime as contract
 from contracts.bridge_env import BridgeEnvError, BridgeEnvironment
-from voicectl.clients import realtime
+from voice_client import realtime
 
 MODEL = "/opt/ml/model"
 

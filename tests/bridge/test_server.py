@@ -39,7 +39,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from voicectl.local.fake_vllm import FakeVllm, free_port
+from voice_devtools.local.fake_vllm import FakeVllm, free_port
 
 # ---- The bridge's HTTP paths and relay behaviour over real sockets: /ping, POST /invocations,
 # frames, pings, drain, metrics.
@@ -299,7 +299,8 @@ def test_no_metrics_are_written_before_vllm_is_first_healthy(run, capsys):
 
 # ---- Failure semantics of the bridge (items 1-10), each over real sockets on 127.0.0.1.
 #
-# The bridge runs in the test's event loop; a `FakeVllm` (voicectl/local/fake_vllm.py) stands in for
+# The bridge runs in the test's event loop; a `FakeVllm`
+# (devtools/voice_devtools/local/fake_vllm.py) stands in for
 # vLLM.
 
 

@@ -18,7 +18,7 @@ from tests.bridge.bridge_testkit import (
     running_bridge,
     started_stream,
 )
-from voicectl.local.fake_vllm import FakeVllm, free_port
+from voice_devtools.local.fake_vllm import FakeVllm, free_port
 
 LINE = re.compile(r"^stream from 127\.0\.0\.1:\d+ ended after \d+\.\d{3} s: (?P<outcome>.+)$")
 

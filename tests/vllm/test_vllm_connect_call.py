@@ -44,17 +44,17 @@ import numpy as np
 import pytest
 import soxr
 
+from connect_consumer import mkv
+from connect_consumer.consumer import END_OF_STREAM, CallRequest, CallTranscriber
+from connect_consumer.kvs import KvsMedia
+from connect_consumer.sink import SEGMENT
 from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
-from tests.unit.voicectl.connect.connect_testkit import MemoryStore, speech_like
-from voicectl.clients.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
-from voicectl.clients.sagemaker_stream import open_endpoint
-from voicectl.connect import mkv
-from voicectl.connect.consumer import END_OF_STREAM, CallRequest, CallTranscriber
-from voicectl.connect.fake_kvs import FakeCall, FakeKvs
-from voicectl.connect.kvs import KvsMedia
-from voicectl.connect.sink import SEGMENT
-from voicectl.local import real_vllm
-from voicectl.local.bidi import StreamSettings
+from tests.unit.services.connect_consumer.connect_testkit import MemoryStore, speech_like
+from voice_client.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ
+from voice_client.sagemaker_stream import open_endpoint
+from voice_devtools.fake_kvs import FakeCall, FakeKvs
+from voice_devtools.local import real_vllm
+from voice_devtools.local.bidi import StreamSettings
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(3600)]
 

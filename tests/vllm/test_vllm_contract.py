@@ -1,6 +1,6 @@
-"""The fake vLLM (voicectl/local/fake_vllm.py) against vLLM's real realtime server: the same
-scripted sessions run against both, and the servers must answer with the same event types, fields
-and order (ids, times and texts aside).
+"""The fake vLLM (devtools/voice_devtools/local/fake_vllm.py) against vLLM's real realtime server:
+the same scripted sessions run against both, and the servers must answer with the same event types,
+fields and order (ids, times and texts aside).
 
 Each session is a row of what the fake must follow: deltas only after ~0.6 s of buffered audio, one
 per 80 ms and the rest after the final commit; a second utterance from zero; `"final": "no"`; every
@@ -17,8 +17,8 @@ import pytest
 from bridge.server import STREAM_PATH
 from tests.bridge.bridge_testkit import running_bridge
 from tests.vllm import realtime_script as script
-from voicectl.local import real_vllm
-from voicectl.local.fake_vllm import CPU_BLOCK_SIZE, FakeVllm
+from voice_devtools.local import real_vllm
+from voice_devtools.local.fake_vllm import CPU_BLOCK_SIZE, FakeVllm
 
 pytestmark = pytest.mark.vllm
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.local.conftest import VOXTRAL, Stack, StackRunner, front_door_env
-from voicectl.local.bidi import StreamSettings
+from voice_devtools.local.bidi import StreamSettings
 
 pytestmark = pytest.mark.vllm
 
@@ -32,8 +32,8 @@ def test_an_utterance_through_the_real_server_gives_interims_then_the_final(real
     from pipecat.tests.utils import run_test
 
     from tests.e2e.local.test_local_frameworks_pipecat import PARAMS, errors, utterance_frames
-    from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
-    from voicectl.clients.frameworks.targets import VoxtralTarget
+    from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService
+    from voice_client.frameworks.targets import VoxtralTarget
 
     target = VoxtralTarget(endpoint_name=VOXTRAL, endpoint_url=real_stack.url)
     # A CPU decodes some 17 tokens after the final commit.

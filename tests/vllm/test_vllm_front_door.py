@@ -14,10 +14,10 @@ import pytest
 
 from tests.e2e.local.conftest import VOXTRAL, Stack, StackRunner, front_door_env
 from tests.e2e.local.test_local_readme_examples import readme_examples, run_example
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import transcribe
-from voicectl.local.bidi import StreamSettings
-from voicectl.local.fake_vllm import free_port
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import transcribe
+from voice_devtools.local.bidi import StreamSettings
+from voice_devtools.local.fake_vllm import free_port
 
 pytestmark = pytest.mark.vllm
 
@@ -81,8 +81,8 @@ def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, mo
     pytest.importorskip(
         "gradio", reason="the mic extra is not installed (make test-vllm installs it)"
     )
-    from tests.unit.voicectl.clients.test_mic import PageClient, recording_url, tone
-    from voicectl.clients import mic
+    from tests.unit.voice_client.test_mic import PageClient, recording_url, tone
+    from voice_client import mic
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", real_stack.url)
     args = client_parser().parse_args(["mic", "--endpoint", VOXTRAL, "--port", str(free_port())])

@@ -25,15 +25,16 @@ from tests.bridge.bridge_testkit import running_bridge
 from tests.vllm import realtime_script as script
 from tests.vllm.conftest import RealVllm, serving
 from tests.vllm.test_vllm_bridge import vllm_idle
-from voicectl.local import real_vllm
-from voicectl.local.fake_vllm import free_port
+from voice_devtools.local import real_vllm
+from voice_devtools.local.fake_vllm import free_port
 
 pytestmark = pytest.mark.vllm
 
 #: The second server's delay: the longest the model card allows, so that its prompt and first
 #: delta differ most from the checkpoint's, and its 30 delay tokens weigh most in the session limit.
 DELAY_MS = 2400
-#: The checkpoint's own delay (voicectl/local/tiny_voxtral.py, as in the real tekken.json).
+#: The checkpoint's own delay (devtools/voice_devtools/local/tiny_voxtral.py, as in the real
+#: tekken.json).
 CHECKPOINT_DELAY_MS = 480
 TOKEN_MS = 80
 

@@ -43,7 +43,7 @@ import botocore.exceptions
 
 from config.settings import Settings, SettingsError, load_settings
 from constructs_lib.facts import cuda_compat
-from voicectl.aws import aws_session, describe_aws_failure, error_code, is_access_denied
+from voice_client.aws import aws_session, describe_aws_failure, error_code, is_access_denied
 from voicectl.cli import UsageError
 
 #: SSM parameter the CDK bootstrap stack writes (default qualifier "hnb659fds"; CDK bootstrapping
@@ -711,7 +711,7 @@ def _context(project_dir: Path, cdk_args: list[str]) -> dict[str, Any]:
 def _identity(session: Any, region: str) -> dict:
     """STS GetCallerIdentity. Raises PreflightError for every way it can fail (no credentials, an
     expired SSO token, rejected credentials, no network), worded by
-    :func:`voicectl.aws.describe_aws_failure`."""
+    :func:`voice_client.aws.describe_aws_failure`."""
     try:
         return session.client("sts", region_name=region).get_caller_identity()
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
@@ -750,7 +750,7 @@ def run_checks(
     """The lines to print (account, region, stacks) and the findings of every check for ``action``.
 
     Args:
-        session: a boto3 Session (default: :func:`voicectl.aws.aws_session` for the settings'
+        session: a boto3 Session (default: :func:`voice_client.aws.aws_session` for the settings'
             region).
         clients: makes the clients of the checks after the credentials (default: from ``session``).
 

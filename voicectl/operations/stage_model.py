@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from constructs_lib.artifacts.model_staging_build.stage_model import command
-from voicectl.aws import aws_session
+from voice_client.aws import aws_session
 from voicectl.cli import UsageError
 
 
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the staging command with voicectl's session (:func:`voicectl.aws.aws_session`:
+    """Run the staging command with voicectl's session (:func:`voice_client.aws.aws_session`:
     ``--region``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile), made after every argument is
     checked; the command's bad-input error becomes voicectl's (exit code 2)."""
     try:

@@ -53,7 +53,7 @@ from typing import Any
 import botocore.exceptions
 
 from constructs_lib.facts import instance_types
-from voicectl.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
+from voice_client.aws import NO_CREDENTIALS_HINT, aws_session, describe_aws_failure, error_code
 from voicectl.cli import UsageError
 
 STACK_ARTIFACT = "aws:cloudformation:stack"

@@ -25,15 +25,15 @@ import numpy as np
 import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
-from tests.unit.voicectl.clients.clients_testkit import (
+from tests.unit.voice_client.clients_testkit import (
     RECORDING,
     QuietBridge,
     ResponseStreamServer,
     Servers,
     client_parser,
 )
-from voicectl.clients import mic
-from voicectl.local.fake_vllm import free_port
+from voice_client import mic
+from voice_devtools.local.fake_vllm import free_port
 
 SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
 
@@ -155,10 +155,10 @@ def recorder_state(page) -> dict:
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
     """What the page's float32 frames become on the way to vLLM: soxr's streaming resampler (the
-    same settings as ``voicectl.clients.mic``) flushed at the end, then PCM16."""
+    same settings as ``voice_client.mic``) flushed at the end, then PCM16."""
     import soxr
 
-    from voicectl.clients.audio import RESAMPLER_QUALITY, float_to_pcm16
+    from voice_client.audio import RESAMPLER_QUALITY, float_to_pcm16
 
     resampler = soxr.ResampleStream(rate_hz, 16_000, 1, dtype="float32", quality=RESAMPLER_QUALITY)
     parts = [resampler.resample_chunk(np.frombuffer(frame, dtype="<f4")) for frame in frames]

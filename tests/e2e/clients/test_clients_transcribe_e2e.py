@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 import soundfile
 
-from tests.unit.voicectl.clients.clients_testkit import Servers, popen_interruptible
-from voicectl.clients import transcribe
-from voicectl.clients.audio import CHUNK_BYTES, load_pcm16
-from voicectl.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
+from tests.unit.voice_client.clients_testkit import Servers, popen_interruptible
+from voice_client import transcribe
+from voice_client.audio import CHUNK_BYTES, load_pcm16
+from voice_devtools.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
 
 DELTAS = ("Hello ", "from ", "SageMaker. ", "Streaming ", "speech ", "to ", "text.")
 
@@ -43,7 +43,7 @@ def test_transcribe_url_paced_end_to_end(servers, parse, recording, capsys):
     assert bytes(session.audio) == pcm
     assert session.event_types()[:2] == ["session.update", "input_audio_buffer.commit"]
     assert session.events[-1] == {"type": "input_audio_buffer.commit", "final": True}
-    # Paced at --speed 1: paced_chunks (voicectl/clients/realtime/driver.py) yields each 128 ms
+    # Paced at --speed 1: paced_chunks (voice_client/realtime/driver.py) yields each 128 ms
     # chunk no earlier than the audio before it after the pacing began, so the last chunk (the
     # recording's remainder) left no earlier than the audio less that chunk after the command
     # started: a lower bound that holds at any machine speed (less 1 ms of margin for the timers'
@@ -127,7 +127,7 @@ def test_transcribe_url_reports_an_error_event(servers, parse, recording, capsys
 
 
 def test_transcribe_url_refused_connection_is_a_clear_error(parse, recording, capsys):
-    from voicectl.local.fake_vllm import free_port
+    from voice_devtools.local.fake_vllm import free_port
 
     args = parse(
         [
@@ -211,7 +211,7 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
     # modules.
     script = (
         "import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = "
-        "('voicectl.clients.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n"
+        "('voice_client.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n"
     )
     with Servers(deltas=("word ",), generate=True) as servers:
         process = popen_interruptible(
@@ -421,7 +421,7 @@ def test_a_binary_frame_that_is_not_utf8_is_a_clear_error():
 
     from websockets.asyncio.server import serve
 
-    from voicectl.clients.realtime import RealtimeError, WebSocketTransport, transcribe_stream
+    from voice_client.realtime import RealtimeError, WebSocketTransport, transcribe_stream
 
     async def scenario():
         async def handler(connection):

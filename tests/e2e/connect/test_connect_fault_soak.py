@@ -36,11 +36,16 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.unit.voicectl.connect.connect_testkit import assert_tiles, media, servers, speech_like
-from voicectl.clients.realtime import TransportClosed, WebSocketTransport
-from voicectl.connect import mkv, service
-from voicectl.connect.fake_kvs import FRAGMENT_S, FakeCall
-from voicectl.connect.sink import CALL_ENDED, SEGMENT, AwsSink, Segment
+from connect_consumer import mkv, service
+from connect_consumer.sink import CALL_ENDED, SEGMENT, AwsSink, Segment
+from tests.unit.services.connect_consumer.connect_testkit import (
+    assert_tiles,
+    media,
+    servers,
+    speech_like,
+)
+from voice_client.realtime import TransportClosed, WebSocketTransport
+from voice_devtools.fake_kvs import FRAGMENT_S, FakeCall
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.starts_first]
 

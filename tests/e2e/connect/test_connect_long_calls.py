@@ -2,7 +2,7 @@
 fragments over HTTP, read with boto3) -> the consumer -> the real bridge -> the fake vLLM; the store
 in memory. A 20-minute call across a consumer restart and ten calls at once: minutes of audio
 through every layer, so they run with the e2e tier (`make test`), not the fast one; the consumer's
-other behaviour is tested in tests/unit/voicectl/connect/."""
+other behaviour is tested in tests/unit/services/connect_consumer/."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import asyncio
 
 import pytest
 
-from tests.unit.voicectl.connect.connect_testkit import (
+from connect_consumer import mkv
+from connect_consumer.consumer import END_OF_STREAM, Consumer
+from tests.unit.services.connect_consumer.connect_testkit import (
     MemoryStore,
     assert_tiles,
     servers,
     speech_like,
     transcriber,
 )
-from voicectl.connect import mkv
-from voicectl.connect.consumer import END_OF_STREAM, Consumer
-from voicectl.connect.fake_kvs import FakeCall
+from voice_devtools.fake_kvs import FakeCall
 
 # A 20-minute call replayed at speed: about a minute however fast the machine
 # (tests/e2e/conftest.py).
@@ -87,7 +87,7 @@ def test_ten_simultaneous_calls_through_one_consumer():
                 store,
                 max_calls=10,
             )
-            from voicectl.connect.consumer import CallRequest
+            from connect_consumer.consumer import CallRequest
 
             tasks = [
                 consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls

@@ -21,7 +21,7 @@ import websockets
 from agent.metrics import MetricsSink
 from agent.server import AgentServer, services_factory
 from contracts.agent_env import AgentEnv
-from voicectl.local.fake_bedrock import FakeBedrock
+from voice_devtools.local.fake_bedrock import FakeBedrock
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
 SILENCE = bytes(FRAME_BYTES)

@@ -1,5 +1,5 @@
-"""Fixtures for the local SageMaker runtime tests: the front door (voicectl.local.runtime) over
-HTTP/2 with TLS, the real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an
+"""Fixtures for the local SageMaker runtime tests: the front door (voice_devtools.local.runtime)
+over HTTP/2 with TLS, the real bridge, the fake vLLM and the Sonic stand-in, all on 127.0.0.1, on an
 event loop of their own in a thread, and the environment under which the clients call the front door
 (the standard AWS variables, nothing faked inside)."""
 
@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from voicectl.local.bidi import StreamSettings
-from voicectl.local.bounds import ServerBounds
-from voicectl.local.fake_sonic import FakeSonic
-from voicectl.local.fake_vllm import FakeVllm
-from voicectl.local.runtime import LocalEndpoint, LocalRuntime
-from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
-from voicectl.local.sigv4 import LocalCredentials
+from voice_devtools.local.bidi import StreamSettings
+from voice_devtools.local.bounds import ServerBounds
+from voice_devtools.local.fake_sonic import FakeSonic
+from voice_devtools.local.fake_vllm import FakeVllm
+from voice_devtools.local.runtime import LocalEndpoint, LocalRuntime
+from voice_devtools.local.serving import listen_sockets, make_certificate, serve_asgi
+from voice_devtools.local.sigv4 import LocalCredentials
 
 ACCESS_KEY_ID = "AKIALOCALTEST0001"
 SECRET_ACCESS_KEY = "local-test-secret"
@@ -186,10 +186,10 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
 
 
 #: The container's accept budget of the e2e stacks, in seconds. SageMaker gives a container 250 ms
-#: to accept a stream's WebSocket (voicectl.local.bidi.ACCEPT_TIMEOUT_S); on a machine whose cores
-#: all run the suite the bridge sometimes takes longer, which is a fact about the machine, not about
-#: the path under test. The tests of that budget ask for it (``stream_settings`` parametrized with
-#: ``StreamSettings()``).
+#: to accept a stream's WebSocket (voice_devtools.local.bidi.ACCEPT_TIMEOUT_S); on a machine whose
+#: cores all run the suite the bridge sometimes takes longer, which is a fact about the machine, not
+#: about the path under test. The tests of that budget ask for it (``stream_settings`` parametrized
+#: : with ``StreamSettings()``).
 E2E_ACCEPT_S = 5.0
 
 
@@ -242,7 +242,7 @@ RECORDED_SPEECH = Path("tests/clients/data/speech_22k_stereo.wav")
 def spoken_pcm16(text: str, directory: Path) -> bytes:
     """16 kHz PCM16 of ``text`` spoken by espeak-ng (else the committed recording, whatever
     ``text``)."""
-    from voicectl.clients.audio import load_pcm16
+    from voice_client.audio import load_pcm16
 
     espeak = shutil.which("espeak-ng")
     if espeak is None:
@@ -271,7 +271,7 @@ def agent_factory(client_env: Stack) -> Iterator[Callable[..., Any]]:
     pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make agents-deps)")
     from contracts.agent_env import AgentEnv
     from tests.e2e.local.agent_testkit import AgentRunner
-    from voicectl.local.fake_bedrock import FakeBedrock
+    from voice_devtools.local.fake_bedrock import FakeBedrock
 
     runners: list[AgentRunner] = []
 

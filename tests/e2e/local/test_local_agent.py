@@ -171,7 +171,7 @@ def test_voicectl_talk_relays_a_turn_and_guards_its_origin(agent, utterance):
     """voicectl talk's server between a page and the bot: its page at GET /, its WebSocket relayed
     (the user's words, the agent's text and audio, the latency event), foreign Host/Origin
     refused."""
-    from voicectl.clients.talk import TalkRelay
+    from voice_client.talk import TalkRelay
 
     relay = agent.call(TalkRelay(agent.url, port=0, log=lambda line: None).start())
     origin = f"http://127.0.0.1:{relay.port}"

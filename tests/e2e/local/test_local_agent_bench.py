@@ -18,7 +18,7 @@ pytest.importorskip("pipecat", reason="the pipecat extra is not installed (make 
 from contracts.agent_env import AgentEnv
 from tests.e2e.local.agent_testkit import AgentRunner
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
-from voicectl.local.fake_bedrock import FakeBedrock
+from voice_devtools.local.fake_bedrock import FakeBedrock
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "bench" / "agent_turns_bench.py"

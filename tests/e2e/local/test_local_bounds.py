@@ -1,6 +1,6 @@
-"""What unauthenticated peers can hold in the front door (voicectl.local.bounds), over HTTP/2 with
-TLS on loopback, driven frame by frame: streams the caller never lets the server send on are reset
-and freed, an oversized header block ends the connection with GOAWAY and one log line, and the
+"""What unauthenticated peers can hold in the front door (voice_devtools.local.bounds), over HTTP/2
+with TLS on loopback, driven frame by frame: streams the caller never lets the server send on are
+reset and freed, an oversized header block ends the connection with GOAWAY and one log line, and the
 limits on connections, streams, idle time and request bodies hold. After each, a normal call
 through the SDK still works."""
 
@@ -21,11 +21,11 @@ from tests.e2e.local.conftest import E2E_ACCEPT_S, VOXTRAL, front_door_env
 from tests.e2e.local.test_local_access_log import access_lines
 from tests.e2e.local.test_local_refusals import RawH2, answer
 from tests.e2e.local.test_local_streams import RECORDING
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import transcribe
-from voicectl.local.bidi import StreamSettings
-from voicectl.local.bounds import CONNECTION_LOGGER, Held, ServerBounds, ServerLimits
-from voicectl.local.runtime import ACCESS_LOGGER
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import transcribe
+from voice_devtools.local.bidi import StreamSettings
+from voice_devtools.local.bounds import CONNECTION_LOGGER, Held, ServerBounds, ServerLimits
+from voice_devtools.local.runtime import ACCESS_LOGGER
 
 STREAM_PATH = f"/endpoints/{VOXTRAL}/invocations-bidirectional-stream"
 RESPONSE_STREAM_PATH = "/endpoints/sonic-tts/invocations-response-stream"

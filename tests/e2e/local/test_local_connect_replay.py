@@ -9,7 +9,7 @@ import numpy as np
 import soundfile
 
 from tests.e2e.local.conftest import VOXTRAL
-from tests.unit.voicectl.connect.connect_testkit import speech_like
+from tests.unit.services.connect_consumer.connect_testkit import speech_like
 from voicectl.cli import main
 
 

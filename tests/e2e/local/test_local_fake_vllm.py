@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from voicectl.local.fake_vllm import PROMPT_TOKENS, FakeVllm, parse_final
+from voice_devtools.local.fake_vllm import PROMPT_TOKENS, FakeVllm, parse_final
 
 
 def append(tokens: float) -> str:

@@ -41,7 +41,7 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame, LLMTextFrame, StartFrame, TTSAudioRawFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from voicectl.clients.audio import load_pcm16
+from voice_client.audio import load_pcm16
 
 SPEECH = load_pcm16(os.environ["BOT_RECORDING"]).data
 FRAME = 640  # 20 ms at 16 kHz

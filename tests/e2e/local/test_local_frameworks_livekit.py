@@ -19,10 +19,10 @@ from livekit import rtc
 from livekit.agents import APIConnectionError, APIStatusError, stt
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
-from voicectl.clients.frameworks.livekit_sonic import SonicTTS
-from voicectl.clients.frameworks.livekit_voxtral import VoxtralSTT
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
+from voice_client.frameworks.livekit_sonic import SonicTTS
+from voice_client.frameworks.livekit_voxtral import VoxtralSTT
+from voice_client.frameworks.sonic_stream import SonicSynthesizer
+from voice_client.frameworks.targets import SonicTarget, VoxtralTarget
 
 ROOM_RATE_HZ = 48000  # a LiveKit room's audio rate: the stream resamples it to 16 kHz
 FRAME_SAMPLES = ROOM_RATE_HZ // 100  # 10 ms frames, as rtc.AudioStream gives them

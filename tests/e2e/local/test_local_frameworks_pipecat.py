@@ -31,12 +31,12 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test as pipecat_run_test
 
 from tests.e2e.local.conftest import DELTAS, SONIC, VOXTRAL
-from voicectl.clients.frameworks.pipecat_sonic import SonicTTSService
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
-from voicectl.clients.frameworks.sonic_stream import SonicSynthesizer
-from voicectl.clients.frameworks.targets import SonicTarget, VoxtralTarget
-from voicectl.clients.frameworks.voxtral_stream import VOXTRAL_TTFS_P99_S
-from voicectl.clients.realtime.auth import BearerToken
+from voice_client.frameworks.pipecat_sonic import SonicTTSService
+from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService
+from voice_client.frameworks.sonic_stream import SonicSynthesizer
+from voice_client.frameworks.targets import SonicTarget, VoxtralTarget
+from voice_client.frameworks.voxtral_stream import VOXTRAL_TTFS_P99_S
+from voice_client.realtime.auth import BearerToken
 
 SPEECH = (
     b"\x10\x27\xf0\xd8" * 160
@@ -297,7 +297,7 @@ def test_server_busy_is_retried_then_one_error_frame(tmp_path, monkeypatch):
     from websockets.sync.client import connect
 
     from tests.e2e.local.conftest import E2E_ACCEPT_S, StackRunner, front_door_env
-    from voicectl.local.bidi import StreamSettings
+    from voice_devtools.local.bidi import StreamSettings
 
     runner = StackRunner(
         tmp_path, StreamSettings(accept_timeout_s=E2E_ACCEPT_S), bridge_options={"max_streams": 1}
@@ -393,8 +393,8 @@ import asyncio, sys
 from pipecat.frames.frames import InputAudioRawFrame, VADUserStoppedSpeakingFrame
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from voicectl.clients.frameworks.pipecat_voxtral import VoxtralSTTService
-from voicectl.clients.frameworks.targets import VoxtralTarget
+from voice_client.frameworks.pipecat_voxtral import VoxtralSTTService
+from voice_client.frameworks.targets import VoxtralTarget
 
 target = VoxtralTarget(endpoint_name="no-such-endpoint", endpoint_url=sys.argv[1])
 stt = VoxtralSTTService(target=target)

@@ -1,6 +1,6 @@
-"""``make local`` (``python -m voicectl.local``): four processes on loopback, the commands it prints
-work as printed (from the repository root, after sourcing the environment file it names), and Ctrl-C
-stops every process."""
+"""``make local`` (``python -m voice_devtools.local``): four processes on loopback, the commands it
+prints work as printed (from the repository root, after sourcing the environment file it names), and
+Ctrl-C stops every process."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from voicectl.local.__main__ import port_free
-from voicectl.local.fake_vllm import free_port
+from voice_devtools.local.__main__ import port_free
+from voice_devtools.local.fake_vllm import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -29,7 +29,7 @@ def test_make_local_starts_the_path_prints_working_commands_and_stops_on_ctrl_c(
         [
             sys.executable,
             "-m",
-            "voicectl.local",
+            "voice_devtools.local",
             "--state-dir",
             str(state),
             *(
@@ -116,7 +116,7 @@ def assert_the_mic_page_speaks(source: str, command: str) -> None:
 
     from websockets.sync.client import connect
 
-    from voicectl.clients.mic import SPEAK_PATH
+    from voice_client.mic import SPEAK_PATH
 
     port = free_port()
     page = subprocess.Popen(
@@ -154,7 +154,7 @@ def assert_the_mic_page_speaks(source: str, command: str) -> None:
 def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_missing(
     monkeypatch, tmp_path, capsys
 ):
-    from voicectl.local import __main__ as local_main, real_vllm
+    from voice_devtools.local import __main__ as local_main, real_vllm
 
     monkeypatch.setattr(real_vllm, "VLLM_VENV", tmp_path / "no-venv-vllm")
     assert local_main.main(["--vllm", "real", "--state-dir", str(tmp_path / "state")]) == 2
@@ -165,7 +165,7 @@ def test_make_local_with_the_real_vllm_says_how_to_build_its_environment_when_mi
 
 
 def test_the_real_vllm_command_serves_the_mistral_format_checkpoint_on_loopback(tmp_path):
-    from voicectl.local import real_vllm
+    from voice_devtools.local import real_vllm
 
     command = real_vllm.command(tmp_path / "model", 18081)
     assert command[:3] == [str(real_vllm.python()), "-m", "vllm.entrypoints.openai.api_server"]
@@ -188,7 +188,7 @@ def test_the_real_vllm_command_serves_the_mistral_format_checkpoint_on_loopback(
 
 
 def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, capsys):
-    from voicectl.local.__main__ import main
+    from voice_devtools.local.__main__ import main
 
     state = tmp_path / "state"
     assert (
@@ -225,16 +225,16 @@ def test_a_bad_name_is_refused_on_the_terminal_before_anything_starts(tmp_path, 
     ],
 )
 def test_a_transcription_delay_is_refused_before_anything_starts(tmp_path, capsys, argv, message):
-    from voicectl.local.__main__ import main
+    from voice_devtools.local.__main__ import main
 
     state = tmp_path / "state"
     assert main([*argv, "--state-dir", str(state)]) == 2
-    assert capsys.readouterr().err == f"python -m voicectl.local: {message}\n"
+    assert capsys.readouterr().err == f"python -m voice_devtools.local: {message}\n"
     assert not state.exists()
 
 
 def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_path):
-    from voicectl.local import real_vllm, tiny_voxtral
+    from voice_devtools.local import real_vllm, tiny_voxtral
 
     model = tmp_path / "model"
     model.mkdir()
@@ -268,16 +268,16 @@ def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_pa
 def test_a_bedrock_first_token_time_is_refused_before_anything_starts(
     tmp_path, capsys, argv, message
 ):
-    from voicectl.local.__main__ import main
+    from voice_devtools.local.__main__ import main
 
     state = tmp_path / "state"
     assert main([*argv, "--state-dir", str(state)]) == 2
-    assert capsys.readouterr().err == f"python -m voicectl.local: {message}\n"
+    assert capsys.readouterr().err == f"python -m voice_devtools.local: {message}\n"
     assert not state.exists()
 
 
 def test_the_bedrock_stand_in_starts_with_the_first_token_time_asked_for(tmp_path):
-    from voicectl.local.__main__ import agent_parts, parse_args
+    from voice_devtools.local.__main__ import agent_parts, parse_args
 
     bedrock, _ = agent_parts(
         parse_args(["--agent", "--bedrock-first-token-ms", "600"]),
@@ -288,11 +288,11 @@ def test_the_bedrock_stand_in_starts_with_the_first_token_time_asked_for(tmp_pat
     )
     assert bedrock.command[1:] == [
         "-m",
-        "voicectl.local.fake_bedrock",
+        "voice_devtools.local.fake_bedrock",
         "--port",
         "8095",
         "--first-token-ms",
         "600",
     ]
     default, _ = agent_parts(parse_args(["--agent"]), tmp_path, {}, "AKIALOCALTEST", "secret")
-    assert default.command[1:] == ["-m", "voicectl.local.fake_bedrock", "--port", "8095"]
+    assert default.command[1:] == ["-m", "voice_devtools.local.fake_bedrock", "--port", "8095"]

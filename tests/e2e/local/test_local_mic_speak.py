@@ -17,10 +17,10 @@ import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
 from tests.e2e.local.conftest import RECORDED_SPEECH, SONIC
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import mic
-from voicectl.local.fake_sonic import MAX_GENERATIONS
-from voicectl.local.fake_vllm import free_port
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import mic
+from voice_devtools.local.fake_sonic import MAX_GENERATIONS
+from voice_devtools.local.fake_vllm import free_port
 
 LONG_TEXT = "This sentence is spoken again and again, longer than anyone listens. " * 8
 """Enough text for the stand-in's longest audio (``fake_sonic.MAX_AUDIO_S``, 30 s)."""

@@ -16,8 +16,9 @@ Only the set-up a user of that client would do, each step documented by ``make l
   then reads the file.
 
 Nothing of this touches the machine: the test makes a network namespace (``ip netns add``, its own
-loopback, so the fixed ports 8443/8080/8081/8090 are free there), runs ``python -m voicectl.local``
-inside it, and runs the client in a mount namespace of its own inside it (``unshare --mount``) where
+loopback, so the fixed ports 8443/8080/8081/8090 are free there), runs ``python -m
+voice_devtools.local`` inside it, and runs the client in a mount namespace of its own inside it
+(``unshare --mount``) where
 the system bundle (with the local CA appended) and ``/etc/hosts`` are bind-mounted. It needs root
 (namespaces, mounts), iproute2 and util-linux.
 
@@ -61,7 +62,7 @@ SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 """The first CA file aws-c-io looks for on Linux (Debian's bundle), the one awscrt then trusts."""
 SAMPLE = ROOT / "tests" / "clients" / "data" / "speech_22k_stereo.wav"
 FAKE_DELTAS = ("hello ", "world ")
-"""What make local's fake vLLM answers, one delta per append in turn (voicectl.local.fake_vllm
+"""What make local's fake vLLM answers, one delta per append in turn (voice_devtools.local.fake_vllm
 defaults)."""
 CLIENT_TIMEOUT_S = 300.0
 """Seconds the client may take (librosa's first import compiles with numba, slowly on a loaded
@@ -145,7 +146,7 @@ def local_path(tmp_path_factory) -> Iterator[LocalPath]:
                 namespace,
                 sys.executable,
                 "-m",
-                "voicectl.local",
+                "voice_devtools.local",
                 "--state-dir",
                 str(state),
                 "--name",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from voicectl.local.fake_vllm import free_port
+from voice_devtools.local.fake_vllm import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,7 +32,7 @@ def test_container_readme_runs_the_bridge_with_the_fake_vllm_as_written():
     lines = fenced_block_after(ROOT / "container" / "README.md", "## Run the bridge without Docker")
     assert lines[0] == "make deps"  # done already by the test run
     script = "set -e\n" + "\n".join(lines[1:]) + "\n"
-    assert "python -m bridge" in script and "voicectl.local.fake_vllm" in script
+    assert "python -m bridge" in script and "voice_devtools.local.fake_vllm" in script
     bridge_port, vllm_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -132,9 +132,9 @@ def test_local_runtime_reports_a_port_in_use(capsys):
     ],
 )
 def test_endpoint_url_is_checked_before_anything_is_called(url, message, tmp_path):
-    from tests.unit.voicectl.clients.clients_testkit import client_parser
+    from tests.unit.voice_client.clients_testkit import client_parser
+    from voice_client import speak, transcribe
     from voicectl.cli import UsageError
-    from voicectl.clients import speak, transcribe
 
     with pytest.raises(UsageError, match=re.escape(message)):
         transcribe.run(

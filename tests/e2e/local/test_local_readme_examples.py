@@ -45,10 +45,10 @@ def run_example(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_readme_has_one_example_per_endpoint():
     voxtral, sonic = readme_examples()
     assert (
-        "from voicectl.clients.sagemaker_stream import open_endpoint" in voxtral
+        "from voice_client.sagemaker_stream import open_endpoint" in voxtral
         and "transcribe_stream" in voxtral
     )
-    assert "from voicectl.clients.speak import synthesize" in sonic and "SonicRequest" in sonic
+    assert "from voice_client.speak import synthesize" in sonic and "SonicRequest" in sonic
     for example in (voxtral, sonic):
         assert len(example.strip().splitlines()) <= 20  # short, as promised
         assert (

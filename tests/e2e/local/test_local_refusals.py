@@ -198,7 +198,7 @@ def test_a_refused_call_is_answered_and_reset_at_once_and_the_connection_serves_
 def test_the_certificate_covers_every_name_given_and_a_client_verifies_it(tmp_path):
     from cryptography import x509
 
-    from voicectl.local.serving import make_certificate
+    from voice_devtools.local.serving import make_certificate
 
     name = "runtime.sagemaker.us-east-1.amazonaws.com"
     tls = make_certificate(tmp_path, names=[name, "10.0.0.7"])
@@ -214,13 +214,13 @@ def test_the_certificate_covers_every_name_given_and_a_client_verifies_it(tmp_pa
 
 
 def test_name_options_are_checked_and_give_hosts_lines_and_trust_commands(tmp_path):
-    from voicectl.cli import UsageError
-    from voicectl.local.local_runtime import (
+    from voice_devtools.local.local_runtime import (
         hosts_lines,
         system_trust_commands,
         validate_names,
         write_private,
     )
+    from voicectl.cli import UsageError
 
     assert validate_names(["runtime.sagemaker.us-east-1.amazonaws.com", "::1"]) == [
         "runtime.sagemaker.us-east-1.amazonaws.com",

@@ -12,9 +12,9 @@ import pytest
 import soundfile
 
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import speak, transcribe
-from voicectl.clients.audio import load_pcm16
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import speak, transcribe
+from voice_client.audio import load_pcm16
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 

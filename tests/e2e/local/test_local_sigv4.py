@@ -9,7 +9,7 @@ import datetime
 
 import pytest
 
-from voicectl.local.sigv4 import (
+from voice_devtools.local.sigv4 import (
     EventSignatureChain,
     LocalCredentials,
     SignatureError,

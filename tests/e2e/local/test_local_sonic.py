@@ -12,9 +12,9 @@ import pytest
 import soundfile
 
 from tests.e2e.local.conftest import REGION, SONIC
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import speak
-from voicectl.local.fake_sonic import CHUNK_MS
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import speak
+from voice_devtools.local.fake_sonic import CHUNK_MS
 
 
 def run_speak(stack, out, text="A sentence long enough for several chunks of audio."):

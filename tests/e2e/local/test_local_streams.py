@@ -13,10 +13,10 @@ import time
 import pytest
 
 from tests.e2e.local.conftest import E2E_ACCEPT_S, REGION, SECRET_ACCESS_KEY
-from tests.unit.voicectl.clients.clients_testkit import client_parser
-from voicectl.clients import transcribe
-from voicectl.clients.realtime import RealtimeError
-from voicectl.local.bidi import StreamSettings
+from tests.unit.voice_client.clients_testkit import client_parser
+from voice_client import transcribe
+from voice_client.realtime import RealtimeError
+from voice_devtools.local.bidi import StreamSettings
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 
@@ -94,7 +94,7 @@ async def open_stream(stack, endpoint: str, **input_fields):
     import boto3
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
-    from voicectl.clients.sagemaker_stream import BotocoreCredentialsResolver, create_client
+    from voice_client.sagemaker_stream import BotocoreCredentialsResolver, create_client
 
     resolver = BotocoreCredentialsResolver(boto3.Session(region_name=REGION))
     client = await create_client(
@@ -237,7 +237,7 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     async def scenario():
         import boto3
 
-        from voicectl.clients.sagemaker_stream import (
+        from voice_client.sagemaker_stream import (
             BotocoreCredentialsResolver,
             SageMakerStreamTransport,
             create_client,
@@ -320,8 +320,8 @@ def test_a_send_does_not_wait_forever_once_the_call_failed():
     """smithy-core leaves the request writer waiting for a reader when the connection never came up
     (a TLS handshake refused): once the response side has failed, send_text gives up instead of
     hanging."""
-    from voicectl.clients.realtime import TransportClosed
-    from voicectl.clients.sagemaker_stream import SageMakerStreamTransport
+    from voice_client.realtime import TransportClosed
+    from voice_client.sagemaker_stream import SageMakerStreamTransport
 
     class StuckInput:
         async def send(self, event):
@@ -355,8 +355,8 @@ def test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a
     client is open; a clean end keeps it."""
     from types import SimpleNamespace
 
-    from voicectl.clients import sagemaker_stream
-    from voicectl.clients.sagemaker_stream import (
+    from voice_client import sagemaker_stream
+    from voice_client.sagemaker_stream import (
         SageMakerStreamTransport,
         close_retired_connections,
     )
@@ -463,7 +463,7 @@ class SilentRefuser:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and self.refused == 0 and "bidirectional" in scope["path"]:
             self.refused += 1
-            from voicectl.local.shapes import model_error
+            from voice_devtools.local.shapes import model_error
 
             status, headers, body = model_error(
                 REGION,
@@ -492,9 +492,9 @@ def test_a_refused_call_that_is_never_reset_does_not_wedge_the_next_streams(
     `test_a_failed_stream_retires_its_http2_connection_so_the_next_stream_opens_a_fresh_one`; this
     one holds that the refused call ends (without `_bounded` it hung in `close`) and that the next
     transcription through the same SDK client is whole."""
-    from voicectl.clients.realtime import TransportClosed, transcribe_stream
-    from voicectl.clients.sagemaker_stream import open_endpoint
-    from voicectl.local.serving import listen_sockets, make_certificate, serve_asgi
+    from voice_client.realtime import TransportClosed, transcribe_stream
+    from voice_client.sagemaker_stream import open_endpoint
+    from voice_devtools.local.serving import listen_sockets, make_certificate, serve_asgi
 
     refuser = SilentRefuser(stack.runtime)
     tls = make_certificate(tmp_path / "refuser-tls")

@@ -25,9 +25,9 @@ import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
 from tests.e2e.local.conftest import DELTAS, spoken_pcm16
-from voicectl.clients.audio import pcm16_to_wav_bytes
-from voicectl.local.fake_bedrock import reply_words
-from voicectl.local.fake_sonic import TONE_AMPLITUDE
+from voice_client.audio import pcm16_to_wav_bytes
+from voice_devtools.local.fake_bedrock import reply_words
+from voice_devtools.local.fake_sonic import TONE_AMPLITUDE
 
 pytestmark = requires_chromium
 
@@ -193,7 +193,7 @@ def assert_is_the_fakes_transcript(text: str) -> None:
 def test_the_talk_page_converses_is_interrupted_and_frees_its_slot(
     agent_factory, client_env, browser
 ):
-    from voicectl.clients.talk import TalkRelay
+    from voice_client.talk import TalkRelay
 
     agent = agent_factory(max_sessions=1)
     sonic = client_env.sonic

@@ -3,7 +3,7 @@ params.json's values below) and shrinks only sizes; tests/vllm proves vLLM loads
 
 from __future__ import annotations
 
-from voicectl.local import tiny_voxtral
+from voice_devtools.local import tiny_voxtral
 
 
 def test_the_architecture_flags_are_the_real_models():

@@ -2,7 +2,7 @@
 
 import config.agent
 from contracts.sonic import SONIC_LANGUAGES
-from voicectl.clients import sonic
+from voice_client import sonic
 
 
 def test_the_list_is_sonic_3_6s_as_cartesia_publishes_it():

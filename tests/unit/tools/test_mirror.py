@@ -15,21 +15,31 @@ from tests.conftest import ROOT
 
 #: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/``
 #: (its mirror drops the leading ``tests/``: ``tests/unit/tools/``).
-PACKAGES = ("contracts", "config", "constructs_lib", "voicectl", "tests/tools")
+PACKAGES = (
+    "contracts",
+    "config",
+    "constructs_lib",
+    "voicectl",
+    "voice_client",
+    "services/connect_consumer",
+    "devtools/voice_devtools",
+    "tests/tools",
+)
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is
 #: its build folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py``
 #: mirror it.
 COLLAPSED = {
+    "devtools/voice_devtools": "devtools",
     "constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_"
-    "staging_build"
+    "staging_build",
 }
 
 #: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}.
 #: Keep it short; CONTRIBUTING.md lists the same entries.
 EXEMPT = {
-    "voicectl/local/": "make local's runtime and its stand-ins are servers; tests/e2e/local runs "
-    "them (fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
+    "devtools/voice_devtools/local/": "make local's runtime and its stand-ins are servers; "
+    "tests/e2e/local runs them (fake vLLM, SigV4, the front door, tiny Voxtral, Sonic) on loopback",
 }
 
 
@@ -88,8 +98,7 @@ def test_the_mirror_path_of_a_module():
     assert mirror("contracts/bridge_env.py") == "tests/unit/contracts/test_bridge_env.py"
     assert mirror("config/settings.py") == "tests/unit/config/test_settings.py"
     assert (
-        mirror("voicectl/clients/realtime/auth.py")
-        == "tests/unit/voicectl/clients/realtime/test_auth.py"
+        mirror("voice_client/realtime/auth.py") == "tests/unit/voice_client/realtime/test_auth.py"
     )
     assert (
         mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"
@@ -138,7 +147,7 @@ def test_a_re_export_is_told_from_a_module_with_code(tmp_path, monkeypatch):
     assert is_re_export("voicectl/__main__.py")
     assert not is_re_export("constructs_lib/validation.py")
     assert not is_re_export(
-        "voicectl/clients/realtime/auth.py"
+        "voice_client/realtime/auth.py"
     )  # one constant, one class, one function
 
 

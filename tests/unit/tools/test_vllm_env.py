@@ -142,14 +142,16 @@ def test_make_local_with_the_real_vllm_builds_its_environment_first(tmp_path, ma
     steps = [
         line
         for line in real.splitlines()
-        if "vllm_env.py" in line or "requirements-vllm.lock" in line or "voicectl.local" in line
+        if "vllm_env.py" in line
+        or "requirements-vllm.lock" in line
+        or "voice_devtools.local" in line
     ]
     assert steps[0] == f"python3 tests/tools/vllm_env.py wheels {vllm_env.TORCH_CPU_PAGE}"
     assert "vllm_env.py python" in steps[1] and f"-m venv {venv}" in steps[1]
     assert f"--find-links={vllm_env.TORCH_CPU_PAGE} -r requirements-vllm.lock" in steps[2]
-    assert steps[-1].split()[-4:] == ["-m", "voicectl.local", "--vllm", "real"]
+    assert steps[-1].split()[-4:] == ["-m", "voice_devtools.local", "--vllm", "real"]
     fake = dry_run("local", f"VLLM_VENV={venv}", env=make_env)
-    assert "vllm_env.py" not in fake and "-m voicectl.local --vllm fake" in fake
+    assert "vllm_env.py" not in fake and "-m voice_devtools.local --vllm fake" in fake
 
 
 def test_the_torch_wheels_default_to_pips_own_find_links(tmp_path, make_env):

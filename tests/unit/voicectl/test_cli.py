@@ -20,7 +20,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
 
 def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(monkeypatch, capsys):
     monkeypatch.setattr(
-        cli, "SUBCOMMAND_MODULES", ("voicectl.clients.transcribe", "voicectl.no_such_module")
+        cli, "SUBCOMMAND_MODULES", ("voice_client.transcribe", "voicectl.no_such_module")
     )
     parser = cli.build_parser()  # must not raise
     help_text = parser.format_help()
@@ -89,7 +89,7 @@ def test_the_commands_that_transcribe_name_their_limits_in_help(command):
         command == "mic" and importlib.util.find_spec("gradio") is None
     ):  # found, not imported: 2 s of CPU spared
         pytest.skip("the mic extra is not installed (make test installs requirements-mic.lock)")
-    from voicectl.clients.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
+    from voice_client.realtime import MAX_EVENT_BYTES, MAX_EVENT_DEPTH, MAX_TRANSCRIPT_CHARS
 
     parser = cli.build_parser()
     (subparsers,) = [action for action in parser._actions if action.dest == "command"]

@@ -555,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as error:
         # No Region or credentials, or a refused request, before staging started: one line, not a
-        # traceback (the build log shows it). voicectl words these more precisely (voicectl/aws.py);
-        # this package cannot import voicectl.
+        # traceback (the build log shows it). voicectl words these more precisely
+        # (voice_client/aws.py); this package cannot import voicectl.
         from botocore.exceptions import BotoCoreError, ClientError
 
         if not isinstance(error, (BotoCoreError, ClientError)):

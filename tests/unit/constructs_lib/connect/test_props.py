@@ -55,7 +55,7 @@ def test_each_rule_names_the_prop_the_value_and_what_is_allowed():
         "retention_hours=0: must be 1-87600: 0 keeps no data, and the consumer reads stored "
         "fragments to resume and to wait",
         "calls_per_task=101: must be 1-100 (one GetMedia reader thread per call: "
-        "voicectl/connect/kvs.py READER_THREADS)",
+        "services/connect_consumer/kvs.py READER_THREADS)",
         "min_tasks=3: must be at least 1 and at most max_tasks (2)",
         "transcript_ttl_days=0: must be 1-3650",
         "alarm_millis_behind=0: must be at least 1 (milliseconds behind the call)",

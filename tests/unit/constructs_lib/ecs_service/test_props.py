@@ -55,7 +55,7 @@ def test_the_bridge_keeps_no_connection_idle_for_reuse_so_a_longer_alb_idle_time
     import asyncio
 
     from tests.bridge.bridge_testkit import bounded_runner, running_bridge
-    from voicectl.local.fake_vllm import FakeVllm
+    from voice_devtools.local.fake_vllm import FakeVllm
 
     request = b"GET /ping HTTP/1.1\r\nHost: bridge\r\nConnection: keep-alive\r\n\r\n"
 

@@ -1,7 +1,7 @@
 """voicectl/operations/stage_model.py: ``voicectl stage-model`` is the staging build's own command
 (the same code the in-stack staging runs), with voicectl's session and voicectl's usage errors. (Its
 messages without a Region or credentials, from the command line:
-tests/unit/voicectl/test_aws.py.)"""
+tests/unit/voice_client/test_aws.py.)"""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import argparse
 import pytest
 
 from constructs_lib.artifacts.model_staging_build.stage_model import command
+from voice_client.errors import UsageError
 from voicectl import cli
-from voicectl.errors import UsageError
 from voicectl.operations import stage_model
 
 # the staging tests' bucket and prefix (test_command.py)
