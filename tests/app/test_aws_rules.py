@@ -1,4 +1,4 @@
-"""Every app a session synthesizes is held to AWS's rules (tests/tools/cfn_rules, through
+"""Every app a session synthesizes is held to AWS's rules (tools/cfn_rules, through
 tests/conftest.py synthesize). The rules' own cases, on templates written to break them, are in
 tests/unit/tools/cfn_rules/test_aws_rules.py."""
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.tools.cfn_rules import _gate
 from tests.unit.tools.cfn_rules.test_aws_rules import config, template
+from tools.cfn_rules import _gate
 
 
 def test_synthesize_holds_every_app_to_the_rules(tmp_path, monkeypatch):
@@ -72,7 +72,7 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
     action the developer guide lists."""
     import required_grants as rg  # on sys.path through _gate
 
-    from tests.tools.cfn_rules import _template as t
+    from tools.cfn_rules import _template as t
 
     app = app_variant(name)
     checked = []
@@ -92,7 +92,7 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
 
 @pytest.mark.parametrize("name", (*VPC_VARIANTS, "connect", "connect_ecs", "ecs_key_stream_cap"))
 def test_every_required_grant_holds_on_the_variant(name, app_variant):
-    """The required grants (tests/tools/cfn_rules/required_grants.py) over the variant's stacks
+    """The required grants (tools/cfn_rules/required_grants.py) over the variant's stacks
     together."""
     import required_grants as rg
 

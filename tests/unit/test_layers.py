@@ -6,6 +6,7 @@ point down only.
     contracts  <  voicectl            (voicectl/operations/ also: settings, the constructs' facts)
     contracts, voicectl  <  agent     (the voice agent's bot, on voicectl's framework services and
                                        the bridge's task protection, which its image copies)
+    contracts, constructs_lib  <  tools   (the rule book reads the constructs' CDK-free facts)
 
 contracts imports nothing of the project and no third-party package (the standard library only), so
 every other part, the bridge's image and the staging build included, can carry it. No module
@@ -33,6 +34,9 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "bridge": ("container/bridge", frozenset({"contracts"})),
     "voicectl": ("voicectl", frozenset({"contracts"})),
     "agent": ("agent", frozenset({"contracts", "voicectl", "bridge"})),
+    # The gates over the synthesized templates (the cfn-lint rules) and the scripts the Makefile
+    # runs: the rule book reads the instance catalogue and the constructs' props.
+    "tools": ("tools", frozenset({"contracts", "constructs_lib"})),
     # Scripts that run the bridge and the clients on loopback and print figures.
     "bench": ("bench", frozenset({"contracts", "bridge", "voicectl"})),
 }

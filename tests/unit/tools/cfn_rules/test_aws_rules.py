@@ -1,4 +1,4 @@
-"""The rule book (tests/tools/cfn_rules/aws_rules.py): each rule fails on a template written to
+"""The rule book (tools/cfn_rules/aws_rules.py): each rule fails on a template written to
 break it and holds on the same template mended; the rules load into cfn-lint with --append-rules.
 That every app a session synthesizes is held to them (tests/conftest.py synthesize) is tested in
 tests/app/test_aws_rules.py."""
@@ -10,13 +10,13 @@ import json
 import pytest
 
 from tests.conftest import ROOT
-from tests.tools.cfn_rules import _gate
+from tools.cfn_rules import _gate
 
 # isort: split
 
 import aws_rules  # put on sys.path by _gate, as cfn-lint imports it
 
-RULES_DIR = ROOT / "tests" / "tools" / "cfn_rules"
+RULES_DIR = ROOT / "tools" / "cfn_rules"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
 
 
@@ -1267,4 +1267,4 @@ def test_cfn_lint_loads_the_rules_with_append_rules(tmp_path):
     broken["Resources"]["C"]["Properties"]["ProductionVariants"][0]["ModelName"] = "m"
     matches = cfnlint.api.lint(json.dumps(broken), rules=rules, regions=["us-east-1"])
     assert [m.rule.id for m in matches] == ["E9101"], matches
-    assert "append_rules: [tests/tools/cfn_rules]" in (ROOT / ".cfnlintrc.yaml").read_text()
+    assert "append_rules: [tools/cfn_rules]" in (ROOT / ".cfnlintrc.yaml").read_text()

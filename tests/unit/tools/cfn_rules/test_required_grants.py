@@ -1,4 +1,4 @@
-"""The required grants (tests/tools/cfn_rules/required_grants.py): each rule holds on a template
+"""The required grants (tools/cfn_rules/required_grants.py): each rule holds on a template
 that grants what AWS documents and fails, naming what is missing, on the same template with the
 grant taken out. That every synthesized variant holds them is tested in
 tests/app/test_aws_rules.py."""
@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
 
 # isort: split
 

@@ -1,4 +1,4 @@
-"""The rules' shared helpers (tests/tools/cfn_rules/_template.py): reading template dicts (resources
+"""The rules' shared helpers (tools/cfn_rules/_template.py): reading template dicts (resources
 by type, references across stacks, literal values) and the rule base that wraps a pure check as a
 cfn-lint rule."""
 
@@ -10,7 +10,7 @@ import types
 import pytest
 
 from tests.conftest import ROOT
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path, as cfn-lint does)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path, as cfn-lint does)
 
 # isort: split
 

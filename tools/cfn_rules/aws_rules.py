@@ -3,14 +3,14 @@ no schema carries, each checked over a synthesized template dict. cfn-lint's sch
 not know them; a template that breaks one synthesizes, lints clean and then fails at deploy (or at
 destroy) on real AWS.
 
-Every rule is a cfn-lint custom rule (``cfn-lint --append-rules tests/tools/cfn_rules``;
+Every rule is a cfn-lint custom rule (``cfn-lint --append-rules tools/cfn_rules``;
 .cfnlintrc.yaml does this for the project's own lint run) and a pure function over a template dict
 (:meth:`TemplateRule.findings`), which ``tests/conftest.py`` applies to every app the test session
 synthesizes. Its ``shortdesc`` is the rule as AWS states it; ``source_url`` is where. The ids are in
 cfn-lint's range for custom rules (E9xxx: none of its own). Where AWS does not document a value we
 rely on, the text says "unconfirmed".
 
-Why here (tests/tools): the rules are a quality gate over templates, like cfn-lint and cdk-nag, not
+Why here (tools): the rules are a quality gate over templates, like cfn-lint and cdk-nag, not
 part of the constructs (constructs_lib imports nothing of ours and must stay usable without them);
 they read the instance catalogue (constructs_lib/facts/instance_types.py), a downward import.
 """

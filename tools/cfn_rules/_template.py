@@ -13,7 +13,7 @@ from typing import Any
 
 #: The project root (cfn-lint imports the rule modules by file path, not as a package: the root goes
 #: on sys.path so that they can import the instance catalogue and this helper).
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
