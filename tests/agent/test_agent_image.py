@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from tests.tools.staging_requirements import lock_blocks
+from tools.staging_requirements import lock_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "agent" / "Dockerfile").read_text()

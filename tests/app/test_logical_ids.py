@@ -3,7 +3,7 @@ key), fixed names (endpoints, alarms, dashboard, scaling registrations and polic
 hold by ARN (topic, caller policies) and what the Models point at (execution roles). CloudFormation
 replaces a resource whose logical id changes (CDK Developer Guide, "Identifiers"), which loses data
 or fails on a name that already exists; a refactoring must keep these
-(``tests/tools/template_diff.py`` lists every difference between two syntheses). New resources may
+(``tools/template_diff.py`` lists every difference between two syntheses). New resources may
 be added."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The registry of synthesized variants: every app any test synthesizes from cdk.json's context,
 each named once with its overrides. tests/conftest.py synthesizes each variant once per test session
-(shared by pytest-xdist's workers) and holds it to the rule book (tests/tools/cfn_rules) then; tests
+(shared by pytest-xdist's workers) and holds it to the rule book (tools/cfn_rules) then; tests
 take a variant through the ``app_variant`` fixture or the named fixtures of tests/conftest.py.
 
 A test that needs an app the registry lacks adds a variant here (a name, its overrides, one line

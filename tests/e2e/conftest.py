@@ -8,7 +8,7 @@ share of the collection, in order (the shares' sizes depend only on the number o
 later lets an idle worker take the second half of the longest queue. A long test collected late
 starts late, and the suite waits for it alone at the end; two long tests in one share run one after
 the other, however many workers idle. So the hook puts the marked modules at the starts of the
-shares, one per share in collection order and then back again (tests/tools/xdist_shares.py), and the
+shares, one per share in collection order and then back again (tools/xdist_shares.py), and the
 other tests fill the shares in their order. Each marked module moves whole (marked tests first), so
 its fixtures (a browser, the servers, moto) are still set up once.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tools.xdist_shares import share_of, share_starts
+from tools.xdist_shares import share_of, share_starts
 
 MARKER = "starts_first"
 

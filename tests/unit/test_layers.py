@@ -12,6 +12,7 @@ point down only.
                                                    protection, which its image copies)
     ...  <  voice_devtools            (devtools/: the local runtime and the stand-ins, over what
                                        they stand in for)
+    contracts, constructs_lib  <  tools   (the rule book reads the constructs' CDK-free facts)
 
 contracts imports nothing of the project and no third-party package (the standard library only), so
 every other part, the bridge's image and the staging build included, can carry it. No module
@@ -45,6 +46,9 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
         "devtools/voice_devtools",
         frozenset({"contracts", "voice_client", "voicectl", "connect_consumer", "bridge", "agent"}),
     ),
+    # The gates over the synthesized templates (the cfn-lint rules) and the scripts the Makefile
+    # runs: the rule book reads the instance catalogue and the constructs' props.
+    "tools": ("tools", frozenset({"contracts", "constructs_lib"})),
     # Scripts that run the bridge and the clients on loopback and print figures.
     "bench": (
         "bench",

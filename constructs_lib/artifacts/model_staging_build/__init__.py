@@ -5,5 +5,5 @@ exactly as it is here: the staging code (:mod:`stage_model`) and its hash-pinned
 The build runs ``python -m pip install --require-hashes -r requirements.txt`` and ``python -m
 stage_model ...`` from this folder; ``voicectl stage-model`` imports the same package from here, so
 both stage with one code. Regenerate ``requirements.txt`` after ``make lock`` (``make lock`` does
-it: tests/tools/staging_requirements.py).
+it: tools/staging_requirements.py).
 """

@@ -1,9 +1,9 @@
 """Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``contracts/``, ``config/``,
-``constructs_lib/``, ``voicectl/`` and the project's tooling ``tests/tools/`` has its own test file
-at the same path under ``tests/unit/`` (``tests/tools/<path>/`` under ``tests/unit/tools/<path>/``),
-unless it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and
-calls) or on the short exemption list below, each entry with the reason and the tests that cover it
-instead. A new module without either fails here."""
+``constructs_lib/``, ``voicectl/`` and the project's tooling ``tools/`` has its own test file at
+the same path under ``tests/unit/`` (``tools/<path>/`` under ``tests/unit/tools/<path>/``), unless
+it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and calls) or
+on the short exemption list below, each entry with the reason and the tests that cover it instead.
+A new module without either fails here."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-#: The folders mirrored under ``tests/unit/``: the packages, and the tooling under ``tests/tools/``
-#: (its mirror drops the leading ``tests/``: ``tests/unit/tools/``).
+#: The folders mirrored under ``tests/unit/``: the packages, and the project's tooling ``tools/``
+#: (the rule book and the scripts the Makefile runs).
 PACKAGES = (
     "contracts",
     "config",
@@ -23,7 +23,7 @@ PACKAGES = (
     "voice_client",
     "services/connect_consumer",
     "devtools/voice_devtools",
-    "tests/tools",
+    "tools",
 )
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is
@@ -57,13 +57,12 @@ def mirror(module: str) -> str:
     ``tests/unit/<folder>/test_<name>.py``, where ``<name>`` drops leading and trailing underscores
     (a package's ``__init__.py`` is ``test_init.py``, a private ``_gate.py`` is ``test_gate.py``, as
     the bridge's ``__main__.py`` is ``test_main.py``), a Lambda handler's ``<function>/index.py`` is
-    its folder's ``test_<function>.py``, and ``tests/tools/<path>`` is mirrored in
-    ``tests/unit/tools/<path>``."""
+    its folder's ``test_<function>.py``."""
     path = Path(module)
     folder, name = str(path.parent), path.stem
     if name == "index":
         folder, name = str(path.parent.parent), path.parent.name
-    folder = COLLAPSED.get(folder, folder).removeprefix("tests/")
+    folder = COLLAPSED.get(folder, folder)
     return f"tests/unit/{folder}/test_{name.strip('_')}.py"
 
 
@@ -111,29 +110,20 @@ def test_the_mirror_path_of_a_module():
         mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py")
         == "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
     )
-    assert mirror("tests/tools/template_diff.py") == "tests/unit/tools/test_template_diff.py"
-    assert (
-        mirror("tests/tools/cfn_rules/aws_rules.py")
-        == "tests/unit/tools/cfn_rules/test_aws_rules.py"
-    )
-    assert mirror("tests/tools/cfn_rules/_gate.py") == "tests/unit/tools/cfn_rules/test_gate.py"
+    assert mirror("tools/template_diff.py") == "tests/unit/tools/test_template_diff.py"
+    assert mirror("tools/cfn_rules/aws_rules.py") == "tests/unit/tools/cfn_rules/test_aws_rules.py"
+    assert mirror("tools/cfn_rules/_gate.py") == "tests/unit/tools/cfn_rules/test_gate.py"
 
 
-def test_the_tooling_under_tests_is_in_the_mirror():
-    """tests/tools' modules are checked like the packages' (and the rest of tests/ is not: the tests
-    themselves)."""
+def test_the_tooling_is_in_the_mirror_and_the_tests_are_not():
+    """tools/' modules are checked like the packages' (tests/ is not: the tests themselves)."""
     assert {
-        "tests/tools/template_diff.py",
-        "tests/tools/staging_requirements.py",
-        "tests/tools/cfn_rules/_gate.py",
-        "tests/tools/cfn_rules/aws_rules.py",
+        "tools/template_diff.py",
+        "tools/staging_requirements.py",
+        "tools/cfn_rules/_gate.py",
+        "tools/cfn_rules/aws_rules.py",
     } <= set(modules())
-    outside = [
-        module
-        for module in modules()
-        if module.startswith("tests/") and not module.startswith("tests/tools/")
-    ]
-    assert outside == []
+    assert [module for module in modules() if module.startswith("tests/")] == []
 
 
 def test_no_two_modules_share_a_mirror_file():

@@ -1,4 +1,4 @@
-"""tests/tools/template_diff.py, the comparison of two synthesized apps: it lists every difference
+"""tools/template_diff.py, the comparison of two synthesized apps: it lists every difference
 and fails on a changed logical id of a resource that must keep it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 from tests.conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tests" / "tools"))
+sys.path.insert(0, str(ROOT / "tools"))
 import template_diff
 
 BUCKET = {

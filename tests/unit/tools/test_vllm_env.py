@@ -1,4 +1,4 @@
-"""What `make vllm-deps` checks before it builds .venv-vllm (tests/tools/vllm_env.py), and how the
+"""What `make vllm-deps` checks before it builds .venv-vllm (tools/vllm_env.py), and how the
 Makefile uses it: `make local VLLM=real` builds the environment first, and the Makefile names no
 path of one machine."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools import vllm_env
+from tools import vllm_env
 
 ROOT = Path(__file__).resolve().parents[3]
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -146,7 +146,7 @@ def test_make_local_with_the_real_vllm_builds_its_environment_first(tmp_path, ma
         or "requirements-vllm.lock" in line
         or "voice_devtools.local" in line
     ]
-    assert steps[0] == f"python3 tests/tools/vllm_env.py wheels {vllm_env.TORCH_CPU_PAGE}"
+    assert steps[0] == f"python3 tools/vllm_env.py wheels {vllm_env.TORCH_CPU_PAGE}"
     assert "vllm_env.py python" in steps[1] and f"-m venv {venv}" in steps[1]
     assert f"--find-links={vllm_env.TORCH_CPU_PAGE} -r requirements-vllm.lock" in steps[2]
     assert steps[-1].split()[-4:] == ["-m", "voice_devtools.local", "--vllm", "real"]

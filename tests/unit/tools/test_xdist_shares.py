@@ -1,4 +1,4 @@
-"""tests/tools/xdist_shares.py: the shares worksteal hands its workers first, and the snake of long
+"""tools/xdist_shares.py: the shares worksteal hands its workers first, and the snake of long
 modules."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from tests.tools.xdist_shares import share_of, share_starts
+from tools.xdist_shares import share_of, share_starts
 
 
 @pytest.mark.parametrize(

@@ -534,7 +534,7 @@ def test_invalid_props_are_reported_together(tmp_path):
 
 
 def test_build_requirements_match_the_project_lock():
-    sys.path.insert(0, str(REPO_ROOT / "tests" / "tools"))
+    sys.path.insert(0, str(REPO_ROOT / "tools"))
     try:
         import staging_requirements
     finally:

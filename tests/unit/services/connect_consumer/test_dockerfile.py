@@ -17,7 +17,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.tools.staging_requirements import lock_blocks
+from tools.staging_requirements import lock_blocks
 
 ROOT = Path(__file__).resolve().parents[4]
 DOCKERFILE = (ROOT / "services" / "connect_consumer" / "Dockerfile").read_text()

@@ -1,4 +1,4 @@
-"""The API model check (tests/tools/cfn_rules/api_models.py): properties against botocore's input
+"""The API model check (tools/cfn_rules/api_models.py): properties against botocore's input
 shapes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import botocore.session
 import pytest
 
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
 
 # isort: split
 

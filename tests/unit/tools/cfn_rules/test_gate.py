@@ -1,10 +1,10 @@
-"""The gate tests/conftest.py applies to every synthesized app (tests/tools/cfn_rules/_gate.py):
+"""The gate tests/conftest.py applies to every synthesized app (tools/cfn_rules/_gate.py):
 every rule over every template, app-level rules over the app at once, each finding one line naming
 rule, stack, path and source."""
 
 from __future__ import annotations
 
-from tests.tools.cfn_rules import _gate
+from tools.cfn_rules import _gate
 
 # isort: split
 

@@ -1,11 +1,11 @@
-"""The developer guides' rules (tests/tools/cfn_rules/guide_rules.py): each fails on a template
+"""The developer guides' rules (tools/cfn_rules/guide_rules.py): each fails on a template
 written to break it and holds on the same template mended."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rule modules on sys.path)
 
 # isort: split
 

@@ -1,4 +1,4 @@
-"""The IAM check (tests/tools/cfn_rules/iam_actions.py): statements against the Service
+"""The IAM check (tools/cfn_rules/iam_actions.py): statements against the Service
 Authorization Reference."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path)
 
 # isort: split
 

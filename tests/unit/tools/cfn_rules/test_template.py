@@ -1,6 +1,6 @@
-"""The rules' shared helpers (tests/tools/cfn_rules/_template.py): reading template dicts (resources
-by type, references across stacks, literal values) and the rule base that wraps a pure check as a
-cfn-lint rule."""
+"""The rules' shared helpers (tools/cfn_rules/_template.py): reading template dicts (resources
+by type, references across stacks, literal values), the rule base that wraps a pure check as a
+cfn-lint rule, and the rules a module defines."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import types
 import pytest
 
 from tests.conftest import ROOT
-from tests.tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path, as cfn-lint does)
+from tools.cfn_rules import _gate  # noqa: F401  (puts the rules folder on sys.path, as cfn-lint does)
 
 # isort: split
 
@@ -204,3 +204,30 @@ def test_match_wraps_each_finding_as_a_cfn_lint_match_with_its_source():
     assert match.path == ["Resources", "Bucket", "Properties", "BucketName"]
     assert match.message == "Bucket is named [https://example.com/rule]"
     assert NamedBuckets().match(types.SimpleNamespace(template={"Resources": {}})) == []
+
+
+def test_the_rules_of_a_module_are_its_own_rule_classes_in_id_order():
+    """Not the bases (no id), not a rule the module imports, not a class that is no rule."""
+    module = types.ModuleType("family")
+
+    class Base(_template.TemplateRule):
+        pass
+
+    class Second(Base):
+        id = "E9002"
+
+    class First(_template.TemplateRule):
+        id = "E9001"
+
+    class NoRule:
+        id = "E9003"
+
+    class Imported(_template.TemplateRule):
+        id = "E9000"
+
+    for cls in (Base, Second, First, NoRule):
+        cls.__module__ = "family"
+    vars(module).update(
+        Base=Base, Second=Second, First=First, NoRule=NoRule, Imported=Imported, T=_template
+    )
+    assert _template.rules_of(vars(module)) == (First, Second)

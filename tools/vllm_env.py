@@ -1,8 +1,8 @@
 """What `make vllm-deps` needs before it builds .venv-vllm: a Python 3.11 and the CPU torch wheel.
 
-    python3 tests/tools/vllm_env.py python [CANDIDATE]  # print a Python 3.11, or what to install
-    python3 tests/tools/vllm_env.py wheels LINK...      # a local LINK must hold the torch wheel
-    python3 tests/tools/vllm_env.py hint LINK...        # after a failed install: where torch is
+    python3 tools/vllm_env.py python [CANDIDATE]  # print a Python 3.11, or what to install
+    python3 tools/vllm_env.py wheels LINK...      # a local LINK must hold the torch wheel
+    python3 tools/vllm_env.py hint LINK...        # after a failed install: where torch is
 
 Standard library only: it runs before any environment exists, with make's Python (`PYTHON`).
 """
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements-vllm.lock"
 
 #: The Python requirements-vllm.lock is compiled for (`make lock`: --python-version 3.11).

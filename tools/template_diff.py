@@ -5,7 +5,7 @@ Usage (from the repository root)::
 
     make synth && cp -r cdk.out ../before          # on the old commit
     make synth                                       # on the new one
-    .venv/bin/python tests/tools/template_diff.py ../before cdk.out
+    .venv/bin/python tools/template_diff.py ../before cdk.out
 
 Both arguments are cloud assemblies (``cdk.out``) or folders holding ``*.template.json`` files. For
 each stack it prints the resources added and removed (logical id and type), then, for every resource

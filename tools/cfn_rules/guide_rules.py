@@ -281,13 +281,4 @@ class ContactFlowContent(TemplateRule, CloudFormationLintRule):
 
 
 #: Every rule of this module, in id order.
-RULES: tuple[type[TemplateRule], ...] = tuple(
-    sorted(
-        (
-            c
-            for c in list(globals().values())
-            if isinstance(c, type) and issubclass(c, TemplateRule) and c is not TemplateRule
-        ),
-        key=lambda c: c.id,
-    )
-)
+RULES = t.rules_of(globals())

@@ -1,8 +1,8 @@
 """The gate ``tests/conftest.py`` applies to every app a test session synthesizes: the rule book
-(:mod:`aws_rules`), the required grants (:mod:`required_grants`), the guides' rules
-(:mod:`guide_rules`), the API model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`)
-over each template, as plain functions (cfn-lint's own run would cost seconds per template; the
-rules read template dicts)."""
+(:mod:`aws_rules`, which gathers the ``aws_*`` modules), the required grants
+(:mod:`required_grants`, the ``grants_*`` modules), the guides' rules (:mod:`guide_rules`), the API
+model check (:mod:`api_models`) and the IAM check (:mod:`iam_actions`) over each template, as plain
+functions (cfn-lint's own run would cost seconds per template; the rules read template dicts)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 
 #: The project root (cfn-lint imports the rule modules by file path, not as a package: the root goes
 #: on sys.path so that they can import the instance catalogue and this helper).
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -183,3 +183,22 @@ class TemplateRule:
             RuleMatch(list(path), f"{message} [{self.source_url}]")
             for path, message in self.findings(cfn.template)
         ]
+
+
+def rules_of(namespace: dict[str, Any]) -> tuple[type[TemplateRule], ...]:
+    """The rules a rule module defines, in id order: the classes of ``namespace`` (the module's
+    ``globals()``) defined in that module that are rules with an ``id``, so neither the bases
+    (:class:`TemplateRule` and the like, which have none) nor a class it imports."""
+    return tuple(
+        sorted(
+            (
+                c
+                for c in list(namespace.values())
+                if isinstance(c, type)
+                and issubclass(c, TemplateRule)
+                and c.__module__ == namespace["__name__"]
+                and isinstance(getattr(c, "id", None), str)
+            ),
+            key=lambda c: c.id,
+        )
+    )

