@@ -88,7 +88,7 @@ TRANSCRIPTION_DONE_MARKER = '"type":"transcription.done"'
 container/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, devtools/voice_devtools/local/fake_vllm.py
 send_event); the bridge relays it unchanged."""
 TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
-"""How a delta reads in the same JSON (container/bridge/server.py _DELTA_MARKER)."""
+"""How a delta reads in the same JSON (container/bridge/stream.py _DELTA_MARKER)."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -109,7 +109,7 @@ HOLD_UPSTREAM_FULL = 2
 HOLD_CLIENT_FULL = 4
 #: The frame or byte budget of this turn of the event loop is spent.
 HOLD_BUDGET = 8
-#: A large append is being checked and forwarded a slice per turn (`server._Stream`).
+#: A large append is being checked and forwarded a slice per turn (`stream.Stream`).
 HOLD_SLICES = 16
 
 # Phases of a client connection.
@@ -117,7 +117,7 @@ _HEAD, _WEBSOCKET, _ANSWERED = range(3)
 
 
 class StreamEnd(Protocol):
-    """What a leg calls on the stream it belongs to (`server._Stream`)."""
+    """What a leg calls on the stream it belongs to (`stream.Stream`)."""
 
     upstream: UpstreamLeg | None
     client: ClientLeg
@@ -159,7 +159,7 @@ class ClientLeg(asyncio.Protocol):
 
     Attributes:
         ws: the Sans-I/O protocol once the WebSocket is accepted (None before, and for plain HTTP).
-        stream: the relayed stream (`server._Stream`), set by the server while it relays.
+        stream: the relayed stream (`stream.Stream`), set by the server while it relays.
         hold_reasons: `HOLD_*` bits; while not 0 the client's messages are held (see the module
             docstring).
         closed: resolves when the TCP connection is gone.
@@ -546,7 +546,7 @@ class UpstreamLeg(asyncio.Protocol):
             exception or `ConnectionError` when it did not.
         closed: resolves when the TCP connection is gone.
         last_rx: `time.monotonic()` of the last bytes from vLLM (see
-            `server.Bridge._sweep_streams`).
+            `sweep.sweep_streams`).
         ping_sent_at: when the bridge pinged a silent vLLM, else None.
     """
 

@@ -29,11 +29,12 @@ vLLM side: `ws://127.0.0.1:8081/v1/realtime` (vllm
 
 Sockets: `legs.ClientLeg` and `legs.UpstreamLeg`, asyncio protocols driving websockets' documented
 Sans-I/O API (see `legs`). Per stream: accept the client, open the vLLM socket, relay frames both
-ways, unchanged except for the checks in `protocol.check_client_frame` (malformed JSON and bad audio
-answered by the bridge, `session.update` given the served model name) and the stream's audio
-accounting (`protocol.GenerationAudio`, `protocol.AudioRate`). permessage-deflate is off on both
-legs (no extension is offered or accepted): the audio is base64 PCM16, which deflate barely shrinks,
-and compressing it would cost CPU on every frame.
+ways (`stream.Stream`), unchanged except for the checks in `protocol.check_client_frame` (malformed
+JSON and bad audio answered by the bridge, `session.update` given the served model name) and the
+stream's audio accounting (`protocol.GenerationAudio`, `protocol.AudioRate`); one task ends idle
+and stalled streams (`sweep`). permessage-deflate is off on both legs (no extension is offered or
+accepted): the audio is base64 PCM16, which deflate barely shrinks, and compressing it would cost
+CPU on every frame.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import contextlib
 import http
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable
 
 from websockets.datastructures import Headers
 from websockets.exceptions import InvalidHandshake
@@ -59,18 +60,10 @@ from contracts.realtime import PING_PATH, STREAM_PATH
 from . import plain_http, protocol
 from .auth import BearerToken, RefusalLog, Verdict
 from .health import HealthProbe
-from .legs import (
-    CLIENT_CLOSE_TIMEOUT_S,
-    FRAME_BUDGET,
-    HOLD_CLIENT_FULL,
-    HOLD_PENDING,
-    HOLD_SLICES,
-    HOLD_UPSTREAM_FULL,
-    WRITE_LIMIT_BYTES,
-    ClientLeg,
-    UpstreamLeg,
-)
+from .legs import CLIENT_CLOSE_TIMEOUT_S, FRAME_BUDGET, WRITE_LIMIT_BYTES, ClientLeg, UpstreamLeg
 from .metrics import BridgeMetrics
+from .stream import Stream
+from .sweep import sweep_streams
 from .task_protection import TaskProtection
 
 __all__ = [
@@ -101,230 +94,6 @@ STREAM_PATH_ALIASES = frozenset({protocol.VLLM_REALTIME_PATH})
 #: short: in bench/bridge_bench.py, a burst of 200 simultaneous sessions on a loaded machine took
 #: longer. A client that leaves meanwhile cancels the wait at once.
 UPSTREAM_OPEN_TIMEOUT_S = 5.0
-#: Longest time between two looks at every stream's idle and stall clocks, seconds.
-SWEEP_PERIOD_S = 0.5
-#: The least audio an event costs against the stream's rate limit, seconds (`protocol.AudioRate`).
-MIN_EVENT_AUDIO_S = 0.01
-#: The byte sequence of a transcription delta in vLLM's compact JSON, for TimeToFirstDelta.
-_DELTA_MARKER = b'"type":"transcription.delta"'
-
-
-class _Stream:
-    """One relayed stream. Frames are forwarded inside the sockets' `data_received` callbacks.
-
-    Forwarding in the protocol callbacks, rather than in `recv()`/`send()` loops, saves two task
-    switches and one queue per frame, which is most of the relay's CPU time and its latency tail
-    under load. The handler task only waits on `done` and then closes both sockets. Back-pressure:
-    when one socket's write buffer passes its high-water mark (`WRITE_LIMIT_BYTES`), reading from
-    the other socket pauses until it drains; the client's own socket too, since its frames may be
-    answered by the bridge itself (error events). Client messages that arrive meanwhile, or while
-    vLLM accepts the session, are held in order by `ClientLeg`, weighed in bytes (see `legs`).
-    """
-
-    __slots__ = (
-        "audio",
-        "bridge",
-        "client",
-        "done",
-        "ending",
-        "first_delta_at",
-        "last_rx",
-        "outcome",
-        "rate",
-        "slices",
-        "started",
-        "upstream",
-    )
-
-    def __init__(self, bridge: Bridge, client: ClientLeg) -> None:
-        settings = bridge.settings
-        self.bridge = bridge
-        self.client = client
-        self.upstream: UpstreamLeg | None = None
-        self.started = self.last_rx = time.monotonic()
-        self.first_delta_at: float | None = None
-        self.audio = protocol.GenerationAudio(settings.session_audio_limit_bytes)
-        self.rate = protocol.AudioRate(
-            need(settings.audio_rate_limit), need(settings.audio_burst_s), MIN_EVENT_AUDIO_S
-        )
-        self.ending = False  # set once the bridge or the client has started ending the stream
-        self.slices: Generator[None] | None = None  # a large append being checked and forwarded
-        #: How the stream ended, for its log line: the code the bridge sent, or how the client left.
-        self.outcome: str | None = None
-        # Resolves when the stream must end: True when the bridge ended it (the client is told and
-        # closed), False when the client went away.
-        self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-    # -- client -> vLLM ---------------------------------------------------------------------------
-    def from_client(self, message: bytes) -> None:
-        """One complete client message: check it (`protocol.check_client_frame`), account for it,
-        forward it.
-
-        A message above `protocol.SLICE_BYTES` (only a canonical append may be that large) is
-        checked and then forwarded as fragments a slice per turn of the event loop, the client held
-        meanwhile (`HOLD_SLICES`).
-        """
-        now = time.monotonic()
-        self.last_rx = now
-        if self.ending:
-            return
-        if len(message) > protocol.SLICE_BYTES:
-            self.slices = self._relay_large(message)
-            self.client.hold(HOLD_SLICES)
-            self._next_slice()
-            return
-        forward = self._admit(
-            protocol.check_client_frame(message, self.bridge.health.served_model), now
-        )
-        if forward is not None:
-            self.upstream.send_text(forward)  # type: ignore[union-attr]  # messages are held until it is set
-
-    def _admit(self, result: protocol.FrameCheck, now: float) -> bytes | None:
-        """Apply the rate limit, the answer to a rejected frame and the generation's audio limit to
-        `result`; return the bytes to forward to vLLM, or None (the client has been answered, or the
-        stream ended)."""
-        rate = self.rate
-        if not rate.charge(result.audio_bytes / realtime.PCM_BYTES_PER_SECOND, now):
-            self.end(
-                f"the stream sent audio faster than {rate.limit_x:g} x real time (beyond a burst "
-                f"of {rate.burst_s:g} s of audio; every event counts as at least "
-                f"{rate.min_event_s * 1000:g} ms): pace the audio (AUDIO_RATE_LIMIT)",
-                realtime.RATE_LIMITED,
-                CloseCode.POLICY_VIOLATION,
-                limit_x=rate.limit_x,
-                burst_s=rate.burst_s,
-            )
-            return None
-        if result.forward is None:
-            self.client.send_text(result.error)  # type: ignore[arg-type]  # a rejection always has an error
-            return None
-        if result.audio_bytes:
-            if not self.audio.append(result.audio_bytes):
-                self.end(
-                    self.bridge.session_limit_message(),
-                    realtime.SESSION_LIMIT,
-                    CloseCode.NORMAL_CLOSURE,
-                    limit_s=round(self.audio.limit_s or 0.0, 3),
-                    audio_s=round(self.audio.audio_s, 3),
-                )
-                return None
-        elif result.final_commit:
-            self.audio.final_commit()
-        return result.forward
-
-    def _relay_large(self, message: bytes) -> Generator[None]:
-        """Check a large append a slice per step (`protocol.check_large_append`), then forward it as
-        fragments."""
-        result = yield from protocol.check_large_append(message)
-        forward = self._admit(result, time.monotonic())
-        if forward is None:
-            return
-        view = memoryview(forward)
-        for offset in range(0, len(forward), protocol.SLICE_BYTES):
-            yield
-            if self.ending:
-                return
-            end = offset + protocol.SLICE_BYTES
-            first, fin = offset == 0, end >= len(forward)
-            self.upstream.send_fragment(view[offset:end], first=first, fin=fin)  # type: ignore[union-attr]
-
-    def _next_slice(self) -> None:
-        """Run one step of the large append in progress; then the next in the next turn of the event
-        loop, or, once done, release the client."""
-        steps = self.slices
-        if steps is None:
-            return
-        try:
-            if not self.ending:
-                next(steps)
-                asyncio.get_running_loop().call_soon(self._next_slice)
-                return
-        except StopIteration:
-            pass
-        except Exception as exc:  # as in `guarded`: this stream only
-            log.warning("ending a stream after an unexpected error in a large append: %r", exc)
-            self.end(
-                f"the bridge failed to handle a message ({type(exc).__name__})",
-                realtime.PROCESSING_ERROR,
-                CloseCode.INTERNAL_ERROR,
-            )
-        self.slices = None
-        self.client.release(HOLD_SLICES)
-
-    def upstream_ready(self, upstream: UpstreamLeg) -> None:
-        """vLLM accepted the session: forward what the client sent meanwhile, then relay
-        directly."""
-        self.upstream = upstream
-        self.client.release(HOLD_PENDING)
-
-    # -- vLLM -> client ---------------------------------------------------------------------------
-    def from_upstream(self, message: bytes) -> None:
-        """One complete vLLM message: forward it unchanged."""
-        if self.first_delta_at is None and _DELTA_MARKER in message:
-            self.first_delta_at = time.monotonic()
-        elif message.startswith(protocol.TRANSCRIPTION_DONE_PREFIX):
-            self.audio.done()
-        self.client.send_text(message)
-
-    def guarded(self, handler: Callable[[bytes], None], message: bytes) -> None:
-        """Run `handler(message)`; an unexpected exception ends this stream only (1011), never the
-        server.
-
-        The handlers run inside the sockets' `data_received` callbacks, where an exception would
-        drop the connection with an ERROR traceback from the event loop; here it is logged at
-        WARNING and the client is told (`processing_error`, the code vLLM uses for an exception
-        while handling an event).
-        """
-        try:
-            handler(message)
-        except Exception as exc:
-            log.warning(
-                "ending a stream after an unexpected error in %s: %r", handler.__name__, exc
-            )
-            self.end(
-                f"the bridge failed to handle a message ({type(exc).__name__})",
-                realtime.PROCESSING_ERROR,
-                CloseCode.INTERNAL_ERROR,
-            )
-
-    # -- ending -----------------------------------------------------------------------------------
-    def end(
-        self, message: str, code: str, close_code: CloseCode, **fields: float | int | None
-    ) -> None:
-        """End the stream from the bridge's side: send the error event (with `fields`, see
-        `realtime.ERROR_FIELDS`) and start closing the client now; the handler task closes vLLM's
-        socket."""
-        if self.ending:
-            return
-        self.ending = True
-        self.outcome = self.outcome or f"{code} (close {int(close_code)})"
-        self.client.send_text(protocol.error_event(message, code, **fields))
-        self.client.close(close_code, code)
-        if not self.done.done():
-            self.done.set_result(True)
-
-    def client_lost(self) -> None:
-        """The client is gone (its TCP connection, or a close frame from it)."""
-        self.ending = True
-        self.outcome = self.outcome or _client_left(self.client)
-        if not self.done.done():
-            self.done.set_result(False)
-
-    def upstream_lost(self) -> None:
-        """vLLM's TCP connection is gone; if the stream was not ending, tell the client
-        (`upstream_closed`)."""
-        if self.ending or self.upstream is None:
-            return
-        self.bridge.metrics.upstream_error()
-        self.bridge.health.mark_unhealthy()
-        code = self.upstream.ws.close_code
-        log.warning("vLLM ended a session mid-stream (close code %s)", code)
-        self.end(
-            f"the model server ended the session (WebSocket close code {code})",
-            realtime.UPSTREAM_CLOSED,
-            CloseCode.INTERNAL_ERROR,
-            upstream_close_code=code,
-        )
 
 
 class Bridge:
@@ -365,7 +134,7 @@ class Bridge:
         self.max_frame_bytes = need(settings.max_frame_bytes)
         #: Every open client connection (streams, `/ping`s, requests not yet read), for shutdown.
         self.legs: set[ClientLeg] = set()
-        self._streams: set[_Stream] = set()
+        self._streams: set[Stream] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         #: vLLM's Realtime WebSocket URL (logged at start-up).
@@ -410,7 +179,7 @@ class Bridge:
             lambda: ClientLeg(self), need(self.settings.host), need(self.settings.port)
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._sweep_streams())
+        self._spawn(sweep_streams(self._streams, self.settings, self.metrics))
         self._spawn(self._flush_metrics_periodically())
         if self.protection is not None:
             self._spawn(self.protection.run())
@@ -612,7 +381,7 @@ class Bridge:
         self._no_streams.clear()
         if self.protection is not None:
             self.protection.streams_changed(self.active_streams)
-        stream = _Stream(self, client)
+        stream = Stream(self, client)
         client.stream = stream
         try:
             connecting = asyncio.ensure_future(self._open_upstream(stream))
@@ -661,7 +430,7 @@ class Bridge:
             if self.protection is not None:
                 self.protection.streams_changed(self.active_streams)
 
-    async def _open_upstream(self, stream: _Stream) -> UpstreamLeg:
+    async def _open_upstream(self, stream: Stream) -> UpstreamLeg:
         """Connect to vLLM and complete the WebSocket handshake within `UPSTREAM_OPEN_TIMEOUT_S`."""
         loop = asyncio.get_running_loop()
         leg: UpstreamLeg | None = None
@@ -684,7 +453,7 @@ class Bridge:
             raise
         return leg
 
-    async def _relay(self, stream: _Stream, upstream: UpstreamLeg) -> None:
+    async def _relay(self, stream: Stream, upstream: UpstreamLeg) -> None:
         self._streams.add(stream)
         self.metrics.stream_opened()
         try:
@@ -718,100 +487,6 @@ class Bridge:
         await client.closed
 
     # ---- background work ------------------------------------------------------------------------
-    async def _sweep_streams(self) -> None:
-        """One task for all streams: end those whose client is idle or whose vLLM has stalled.
-
-        Idle: the client sent nothing for `idle_timeout_s`. The clock stops while the bridge itself
-        holds the client's frames for vLLM (vLLM has not accepted the session, or its write buffer
-        is full): then the client is not idle, vLLM is slow. It runs on while the client's own write
-        buffer is full, as then the client is not reading.
-
-        Stalled vLLM (e.g. a stopped or hung process, whose socket stays open): after
-        `upstream_stall_s / 2` without a frame from vLLM, the bridge sends a WebSocket ping; with
-        still no frame `upstream_stall_s / 2` later, the stream ends with `upstream_closed` and
-        close 1011. Not while the bridge has paused reading from vLLM because the client is not
-        reading (the pong could not be read), and not when the sweep itself runs late: then the
-        bridge's own event loop was held up, and its sockets are unread.
-        """
-        idle_s = need(self.settings.idle_timeout_s)
-        stall_s = need(self.settings.upstream_stall_s)
-        period = min(SWEEP_PERIOD_S, idle_s / 4, stall_s / 4)
-        last = time.monotonic()
-        while True:
-            await asyncio.sleep(period)
-            now = time.monotonic()
-            late, last = now - last > 2 * period, now
-            if late:
-                # The bridge's own event loop was held up (a sweep runs every `period`): what its
-                # sockets hold has not been read, so neither a silent client nor a silent vLLM can
-                # be judged this time, and the clocks start again rather than blame either for the
-                # bridge's own delay.
-                for stream in self._streams:
-                    stream.last_rx = now
-                    if stream.upstream is not None:
-                        stream.upstream.ping_sent_at = None
-                        stream.upstream.last_rx = max(stream.upstream.last_rx, now - stall_s / 4)
-                continue
-            for stream in list(self._streams):
-                if not stream.ending:
-                    try:
-                        self._check_stream(stream, now, idle_s, stall_s)
-                    except Exception as exc:  # a bug must not stop the sweep of every other stream
-                        log.warning(
-                            "ending a stream after an unexpected error in the sweep: %r", exc
-                        )
-                        stream.end(
-                            f"the bridge failed ({type(exc).__name__})",
-                            realtime.PROCESSING_ERROR,
-                            CloseCode.INTERNAL_ERROR,
-                        )
-
-    def _check_stream(self, stream: _Stream, now: float, idle_s: float, stall_s: float) -> None:
-        """End `stream` if its client is idle or its vLLM has stalled (see `_sweep_streams`)."""
-        if stream.client.hold_reasons & (HOLD_PENDING | HOLD_UPSTREAM_FULL):
-            stream.last_rx = now  # the bridge holds the client back: its idle clock stops
-        elif stream.last_rx < now - idle_s:
-            full = stream.client.hold_reasons & HOLD_CLIENT_FULL
-            stream.end(
-                f"no data from the client for {idle_s:g} s (IDLE_TIMEOUT_S)"
-                + (" while it read none of its events" if full else "")
-                + "; the session was ended",
-                realtime.IDLE_TIMEOUT,
-                CloseCode.NORMAL_CLOSURE,
-                idle_timeout_s=idle_s,
-            )
-            return
-        self._check_upstream(stream, now, stall_s)
-
-    def _check_upstream(self, stream: _Stream, now: float, stall_s: float) -> None:
-        upstream = stream.upstream
-        if upstream is None or upstream.ws.state is not State.OPEN:
-            return
-        if (
-            not upstream.transport.is_reading()
-        ):  # paused: the client is not reading; vLLM cannot be judged
-            upstream.ping_sent_at = None
-            return
-        if upstream.ping_sent_at is None:
-            if now - upstream.last_rx >= stall_s / 2:
-                upstream.ping_sent_at = now
-                upstream.send_ping(b"bridge")
-        elif upstream.last_rx >= upstream.ping_sent_at:
-            upstream.ping_sent_at = None  # vLLM answered (the pong, or any frame)
-        elif now - upstream.ping_sent_at >= stall_s / 2:
-            self.metrics.upstream_error()
-            log.warning(
-                "vLLM sent nothing for %.1f s and did not answer a ping: ending the stream",
-                now - upstream.last_rx,
-            )
-            stream.end(
-                f"the model server did not answer for {stall_s:g} s (no data, no reply to a "
-                "WebSocket ping); the session was ended",
-                realtime.UPSTREAM_CLOSED,
-                CloseCode.INTERNAL_ERROR,
-                upstream_close_code=None,
-            )
-
     async def _flush_metrics_periodically(self) -> None:
         """Write the metrics every METRICS_INTERVAL_S, but only once vLLM has been healthy.
 
@@ -835,14 +510,3 @@ def _peer(leg: ClientLeg) -> str:
     on ECS)."""
     peer = leg.transport.get_extra_info("peername") if leg.transport is not None else None
     return f"{peer[0]}:{peer[1]}" if peer else "-"
-
-
-def _client_left(leg: ClientLeg) -> str:
-    """How the client's side of a stream ended: its close frame's code, the bridge's (a policy
-    violation), or the connection lost without either."""
-    ws = leg.ws
-    if ws is not None and ws.close_rcvd is not None:
-        return f"client closed ({ws.close_rcvd.code})"
-    if ws is not None and ws.close_sent is not None:
-        return f"closed by the bridge ({ws.close_sent.code})"
-    return "client connection lost"

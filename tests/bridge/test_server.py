@@ -21,10 +21,10 @@ from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
 import bridge.protocol
-from bridge import server
 from bridge.health import FAILURES_BEFORE_UNHEALTHY, MAX_RESPONSE_BYTES, http_get
 from bridge.legs import HOLD_CLIENT_FULL
 from bridge.server import FRAME_BUDGET, STREAM_PATH, WRITE_LIMIT_BYTES
+from bridge.stream import Stream
 from tests.bridge.bridge_testkit import (
     BEYOND_LIVENESS_S,
     LIVENESS_S,
@@ -715,13 +715,13 @@ def test_a_burst_of_frames_is_handled_a_budget_at_a_time_so_other_work_interleav
     count = 400
     handled_at_tick: list[int] = []
     tick = 0
-    real_from_client = server._Stream.from_client
+    real_from_client = Stream.from_client
 
     def from_client(self, message: bytes) -> None:
         handled_at_tick.append(tick)
         real_from_client(self, message)
 
-    monkeypatch.setattr(server._Stream, "from_client", from_client)
+    monkeypatch.setattr(Stream, "from_client", from_client)
 
     async def scenario():
         nonlocal tick
