@@ -5,9 +5,10 @@ The stacks build a :class:`BridgeEnvironment` and write it into the SageMaker Mo
 definition (:meth:`BridgeEnvironment.to_env`); the container reads it back
 (:meth:`BridgeEnvironment.from_env`), refusing a bad value with a message that names the variable
 and what is allowed. ``make local`` and the benches start the bridge with theirs the same way.
-Adding a bridge setting: a field here (with its variable, and its default and check in
-:meth:`~BridgeEnvironment.from_env`), the stack or construct that sets it, and the bridge code that
-reads it.
+Adding a bridge setting: a field here (with its variable, and its default and check in the group
+of fields :meth:`~BridgeEnvironment.from_env` reads it with: ``_audio_limits``,
+``_access_and_protection``, ``_bridge_settings``, ``_vllm_flags`` or ``_names_and_places``), the
+stack or construct that sets it, and the bridge code that reads it.
 
 Not here: the entrypoint's own test hook (``VLLM_COMMAND``) and the descriptor of the pipe that
 hands the bridge its secrets; both stay inside the container.
@@ -355,155 +356,21 @@ class BridgeEnvironment:
         """Read the environment ``env`` (the container passes ``os.environ``), with every default
         filled in.
 
+        The variables are checked a group at a time, always in the same order, so that of several
+        bad ones the same one is named first.
+
         Raises:
             BridgeEnvError: a variable is not a number where one is needed, or is out of range (the
                 message names it and the rule).
         """
-        max_num_seqs = _number(
-            env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True
+        max_num_seqs = int(
+            _number(env, "SM_VLLM_MAX_NUM_SEQS", DEFAULT_MAX_NUM_SEQS, minimum=1, integer=True)
         )
-        max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
-        served = (
-            env.get("SERVED_MODEL_NAME", "").strip()
-            or _first_model_name(env.get("SM_VLLM_SERVED_MODEL_NAME", ""))
-            or env.get("SM_VLLM_MODEL", "").strip()
-            or None
-        )
-        fraction = _number(
-            env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01
-        )
-        if fraction > 1:
-            raise BridgeEnvError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
-        max_frame_bytes = int(
-            _number(
-                env,
-                "MAX_FRAME_BYTES",
-                DEFAULT_MAX_FRAME_BYTES,
-                minimum=realtime.MAX_FRAME_BYTES,
-                integer=True,
-            )
-        )
-        burst_s = _number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1)
-        # base64 is 4 characters per 3 bytes of PCM16
-        largest_append_s = max_frame_bytes * 3 / 4 / realtime.PCM_BYTES_PER_SECOND
-        if burst_s < largest_append_s:
-            raise BridgeEnvError(
-                f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
-                f"one append of MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would "
-                "always be refused"
-            )
-        token = env.get("BRIDGE_TOKEN")
-        if token is not None and (problem := token_problem(token)):
-            raise BridgeEnvError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
-        agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
-        if agent_uri is not None and not agent_uri.startswith("http://"):
-            raise BridgeEnvError(
-                f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)"
-            )
-        low, high = TASK_PROTECTION_MINUTES_RANGE
-        protection_minutes = int(
-            _number(
-                env,
-                "TASK_PROTECTION_MINUTES",
-                DEFAULT_TASK_PROTECTION_MINUTES,
-                minimum=low,
-                integer=True,
-            )
-        )
-        if protection_minutes > high:
-            raise BridgeEnvError(
-                f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
-                f"{high} (the ECS agent's limit on ExpiresInMinutes)"
-            )
-        # The bridge's own settings, read in the order they always were (the first bad one is the
-        # one named).
-        port = int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True))
-        vllm_port = int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True))
-        max_streams = int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True))
-        kv_blocks_per_stream = (
-            int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
-            if env.get("KV_BLOCKS_PER_STREAM")
-            else None
-        )
-        kv_block_size = int(
-            _number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)
-        )
-        idle_timeout_s = _number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01)
-        drain_s = _number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0)
-        upstream_stall_s = _number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1)
-        delay = _transcription_delay(env)
-        overhead = stream_overhead_tokens(
-            DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay
-        )
-        context_tokens = (
-            int(
-                _number(
-                    {"MAX_MODEL_LEN": max_model_len},
-                    "MAX_MODEL_LEN",
-                    0,
-                    minimum=overhead + 1,
-                    integer=True,
-                )
-            )
-            if max_model_len
-            else None
-        )
-        tokens_per_audio_second = _number(
-            env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
-        )
-        audio_rate_limit = _number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1)
-        metrics_interval_s = _number(
-            env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1
-        )
-        protection_grace_s = _number(
-            env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0
-        )
+        audio = _audio_limits(env)
+        access = _access_and_protection(env)
+        own = _bridge_settings(env, max_num_seqs)
         return cls(
-            # vLLM's flags: numbers checked as numbers (vLLM would refuse anything else at its
-            # start).
-            vllm_model=env.get("SM_VLLM_MODEL"),
-            vllm_served_model_name=env.get("SM_VLLM_SERVED_MODEL_NAME"),
-            vllm_max_model_len=_optional(env, "SM_VLLM_MAX_MODEL_LEN", minimum=1, integer=True),
-            vllm_max_num_seqs=(
-                int(max_num_seqs) if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip() else None
-            ),
-            vllm_gpu_memory_utilization=_optional(env, "SM_VLLM_GPU_MEMORY_UTILIZATION", minimum=0),
-            vllm_compilation_config=env.get("SM_VLLM_COMPILATION_CONFIG"),
-            vllm_mm_processor_cache_gb=_optional(env, "SM_VLLM_MM_PROCESSOR_CACHE_GB", minimum=0),
-            vllm_tokenizer_mode=env.get("SM_VLLM_TOKENIZER_MODE"),
-            vllm_config_format=env.get("SM_VLLM_CONFIG_FORMAT"),
-            vllm_load_format=env.get("SM_VLLM_LOAD_FORMAT"),
-            metrics_namespace=env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
-            model_s3_uri=env.get("MODEL_S3_URI", "").strip() or None,
-            model_cache_dir=env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR),
-            endpoint_name=env.get("ENDPOINT_NAME", "local"),
-            variant_name=env.get("VARIANT_NAME", "local"),
-            drain_s=drain_s,
-            idle_timeout_s=idle_timeout_s,
-            offline=all(env.get(name) == value for name, value in OFFLINE_ENVIRONMENT.items()),
-            vllm_kv_cache_dtype=env.get("SM_VLLM_KV_CACHE_DTYPE"),
-            transcription_delay_ms=delay,
-            kv_blocks_per_stream=kv_blocks_per_stream,
-            host=env.get("BRIDGE_HOST", "0.0.0.0"),
-            port=port,
-            vllm_host=env.get("VLLM_HOST", "127.0.0.1"),
-            vllm_port=vllm_port,
-            max_streams=max_streams,
-            served_model=served,
-            max_model_len=context_tokens,
-            kv_block_size=kv_block_size,
-            upstream_stall_s=upstream_stall_s,
-            tokens_per_audio_second=tokens_per_audio_second,
-            session_limit_fraction=fraction,
-            max_frame_bytes=max_frame_bytes,
-            audio_rate_limit=audio_rate_limit,
-            audio_burst_s=burst_s,
-            metrics_interval_s=metrics_interval_s,
-            bridge_token=token,
-            ecs_agent_uri=agent_uri,
-            task_protection_minutes=protection_minutes,
-            task_protection_grace_s=protection_grace_s,
-            log_level=env.get("LOG_LEVEL", DEFAULT_LOG_LEVEL),
+            **audio, **access, **own, **_vllm_flags(env, max_num_seqs), **_names_and_places(env)
         )
 
 
@@ -513,6 +380,169 @@ _VARIABLES: Final[Mapping[str, str]] = {
     for item in dataclasses.fields(BridgeEnvironment)
     if item.metadata
 }
+
+
+def _audio_limits(env: Mapping[str, str]) -> dict[str, Any]:
+    """SESSION_LIMIT_FRACTION, MAX_FRAME_BYTES and AUDIO_BURST_S, which must hold the audio of the
+    largest append."""
+    fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
+    if fraction > 1:
+        raise BridgeEnvError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
+    max_frame_bytes = int(
+        _number(
+            env,
+            "MAX_FRAME_BYTES",
+            DEFAULT_MAX_FRAME_BYTES,
+            minimum=realtime.MAX_FRAME_BYTES,
+            integer=True,
+        )
+    )
+    burst_s = _number(env, "AUDIO_BURST_S", DEFAULT_AUDIO_BURST_S, minimum=1)
+    # base64 is 4 characters per 3 bytes of PCM16
+    largest_append_s = max_frame_bytes * 3 / 4 / realtime.PCM_BYTES_PER_SECOND
+    if burst_s < largest_append_s:
+        raise BridgeEnvError(
+            f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
+            f"one append of MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would "
+            "always be refused"
+        )
+    return {
+        "session_limit_fraction": fraction,
+        "max_frame_bytes": max_frame_bytes,
+        "audio_burst_s": burst_s,
+    }
+
+
+def _access_and_protection(env: Mapping[str, str]) -> dict[str, Any]:
+    """BRIDGE_TOKEN, ECS_AGENT_URI and TASK_PROTECTION_MINUTES (within the ECS agent's range)."""
+    token = env.get("BRIDGE_TOKEN")
+    if token is not None and (problem := token_problem(token)):
+        raise BridgeEnvError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
+    agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
+    if agent_uri is not None and not agent_uri.startswith("http://"):
+        raise BridgeEnvError(
+            f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)"
+        )
+    low, high = TASK_PROTECTION_MINUTES_RANGE
+    protection_minutes = int(
+        _number(
+            env,
+            "TASK_PROTECTION_MINUTES",
+            DEFAULT_TASK_PROTECTION_MINUTES,
+            minimum=low,
+            integer=True,
+        )
+    )
+    if protection_minutes > high:
+        raise BridgeEnvError(
+            f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
+            f"{high} (the ECS agent's limit on ExpiresInMinutes)"
+        )
+    return {
+        "bridge_token": token,
+        "ecs_agent_uri": agent_uri,
+        "task_protection_minutes": protection_minutes,
+    }
+
+
+def _bridge_settings(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any]:
+    """The bridge's own numbers: ports, stream cap, KV-cache blocks, timers, the session limit's
+    inputs (MAX_MODEL_LEN, whose default is SM_VLLM_MAX_MODEL_LEN, must exceed the stream format's
+    tokens at TRANSCRIPTION_DELAY_MS) and the rate limit; MAX_STREAMS defaults to
+    `max_num_seqs`."""
+    # Read in the order they always were (the first bad one is the one named).
+    port = int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True))
+    vllm_port = int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True))
+    max_streams = int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True))
+    kv_blocks_per_stream = (
+        int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
+        if env.get("KV_BLOCKS_PER_STREAM")
+        else None
+    )
+    kv_block_size = int(
+        _number(env, "KV_BLOCK_SIZE", DEFAULT_KV_BLOCK_SIZE, minimum=1, integer=True)
+    )
+    idle_timeout_s = _number(env, "IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S, minimum=0.01)
+    drain_s = _number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0)
+    upstream_stall_s = _number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1)
+    delay = _transcription_delay(env)
+    overhead = stream_overhead_tokens(DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
+    max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
+    context_tokens = (
+        int(
+            _number(
+                {"MAX_MODEL_LEN": max_model_len},
+                "MAX_MODEL_LEN",
+                0,
+                minimum=overhead + 1,
+                integer=True,
+            )
+        )
+        if max_model_len
+        else None
+    )
+    return {
+        "port": port,
+        "vllm_port": vllm_port,
+        "max_streams": max_streams,
+        "kv_blocks_per_stream": kv_blocks_per_stream,
+        "kv_block_size": kv_block_size,
+        "idle_timeout_s": idle_timeout_s,
+        "drain_s": drain_s,
+        "upstream_stall_s": upstream_stall_s,
+        "transcription_delay_ms": delay,
+        "max_model_len": context_tokens,
+        "tokens_per_audio_second": _number(
+            env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
+        ),
+        "audio_rate_limit": _number(env, "AUDIO_RATE_LIMIT", DEFAULT_AUDIO_RATE_LIMIT, minimum=1),
+        "metrics_interval_s": _number(
+            env, "METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S, minimum=0.1
+        ),
+        "task_protection_grace_s": _number(
+            env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0
+        ),
+    }
+
+
+def _vllm_flags(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any]:
+    """vLLM's flags (SM_VLLM_*): numbers checked as numbers (vLLM would refuse anything else at its
+    start), the rest as they are."""
+    return {
+        "vllm_model": env.get("SM_VLLM_MODEL"),
+        "vllm_served_model_name": env.get("SM_VLLM_SERVED_MODEL_NAME"),
+        "vllm_max_model_len": _optional(env, "SM_VLLM_MAX_MODEL_LEN", minimum=1, integer=True),
+        "vllm_max_num_seqs": max_num_seqs if env.get("SM_VLLM_MAX_NUM_SEQS", "").strip() else None,
+        "vllm_gpu_memory_utilization": _optional(env, "SM_VLLM_GPU_MEMORY_UTILIZATION", minimum=0),
+        "vllm_compilation_config": env.get("SM_VLLM_COMPILATION_CONFIG"),
+        "vllm_mm_processor_cache_gb": _optional(env, "SM_VLLM_MM_PROCESSOR_CACHE_GB", minimum=0),
+        "vllm_tokenizer_mode": env.get("SM_VLLM_TOKENIZER_MODE"),
+        "vllm_config_format": env.get("SM_VLLM_CONFIG_FORMAT"),
+        "vllm_load_format": env.get("SM_VLLM_LOAD_FORMAT"),
+        "vllm_kv_cache_dtype": env.get("SM_VLLM_KV_CACHE_DTYPE"),
+    }
+
+
+def _names_and_places(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings read as text, unchecked: metric dimensions, where the weights, the bridge and
+    vLLM are, the served model name, the offline switch and the log level."""
+    return {
+        "metrics_namespace": env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
+        "model_s3_uri": env.get("MODEL_S3_URI", "").strip() or None,
+        "model_cache_dir": env.get("MODEL_CACHE_DIR", DEFAULT_MODEL_CACHE_DIR),
+        "endpoint_name": env.get("ENDPOINT_NAME", "local"),
+        "variant_name": env.get("VARIANT_NAME", "local"),
+        "offline": all(env.get(name) == value for name, value in OFFLINE_ENVIRONMENT.items()),
+        "host": env.get("BRIDGE_HOST", "0.0.0.0"),
+        "vllm_host": env.get("VLLM_HOST", "127.0.0.1"),
+        "served_model": (
+            env.get("SERVED_MODEL_NAME", "").strip()
+            or _first_model_name(env.get("SM_VLLM_SERVED_MODEL_NAME", ""))
+            or env.get("SM_VLLM_MODEL", "").strip()
+            or None
+        ),
+        "log_level": env.get("LOG_LEVEL", DEFAULT_LOG_LEVEL),
+    }
 
 
 def _text(value: Any) -> str:
