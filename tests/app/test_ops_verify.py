@@ -30,7 +30,8 @@ from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtu
     fixture_aws,
 )
 from voicectl.cli import main
-from voicectl.operations.verify import read_cloud_assembly, verify
+from voicectl.operations.verify import verify
+from voicectl.operations.verify_assembly import read_cloud_assembly
 
 
 def synthesized(outdir: Path, endpoint_name: str) -> tuple[dict, dict]:

@@ -1,7 +1,7 @@
 """voicectl/operations/verify.py against moto with hand-written cloud assemblies: the fields the
-synth does not set yet (VPC, KMS key, a pool running its own Model), value comparison, the
-intrinsics it resolves, and its usage errors (a synthesized variant's deployment, changed one field
-at a time: tests/app/test_ops_verify.py)."""
+synth does not set yet (VPC, KMS key, a pool running its own Model) and its usage errors (a
+synthesized variant's deployment, changed one field at a time: tests/app/test_ops_verify.py; value
+comparison: test_verify_compare.py; the intrinsics it resolves: test_verify_resolver.py)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,7 @@ from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtu
     fixture_aws,
 )
 from voicectl.cli import main
-from voicectl.operations.verify import (
-    ExpectedEndpoint,
-    TemplateResolver,
-    Unresolvable,
-    differences,
-    verify,
-)
+from voicectl.operations.verify import verify
 
 # ---- fields the synth does not set yet: a hand-written cloud assembly ---------------------------
 
@@ -298,86 +292,6 @@ def test_vpc_subnets_are_a_set_and_an_extra_security_group_is_named(tmp_path, aw
     assert line.endswith('"sg-extra"]')
 
 
-def test_comparing_values():
-    assert (
-        differences(
-            {"A": 1, "B": {"C": "x"}}, {"A": 1.0, "B": {"C": "x", "D": "added by SageMaker"}}, "P"
-        )
-        == []
-    )
-    assert differences({"SM_X": "1"}, {"SM_X": "1", "SM_Y": "2"}, "Environment") == [
-        ("Environment.SM_Y", _unset(), "2")
-    ]
-    assert differences(["b", "a"], ["a", "b"], "Subnets") == []
-    assert differences([{"T": "x"}], [{"T": "y"}], "InstancePools") == [
-        ("InstancePools[0].T", "x", "y")
-    ]
-    assert differences(False, None, "EnableNetworkIsolation") == []
-    assert differences(None, True, "EnableNetworkIsolation") == [
-        ("EnableNetworkIsolation", None, True)
-    ]
-
-
-def _unset():
-    from voicectl.operations.verify import _ABSENT
-
-    return _ABSENT
-
-
-def test_resolves_the_intrinsics_the_cdk_emits_for_an_asset_image():
-    repository_arn = f"arn:aws:ecr:eu-west-1:{ACCOUNT}:repository/bridge"
-    exports = {"Artifacts:RepoArn": repository_arn, "Artifacts:RepoName": "bridge"}
-    resolver = TemplateResolver(ACCOUNT, "eu-west-1", lambda: exports)
-    image = {
-        "Fn::Join": [
-            "",
-            [
-                {"Fn::Select": [4, {"Fn::Split": [":", {"Fn::ImportValue": "Artifacts:RepoArn"}]}]},
-                ".dkr.ecr.",
-                {"Fn::Select": [3, {"Fn::Split": [":", {"Fn::ImportValue": "Artifacts:RepoArn"}]}]},
-                ".",
-                {"Ref": "AWS::URLSuffix"},
-                "/",
-                {"Fn::ImportValue": "Artifacts:RepoName"},
-                ":abc123",
-            ],
-        ]
-    }
-    assert resolver.resolve(image) == f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/bridge:abc123"
-    assert resolver.resolve({"Fn::Sub": "arn:${AWS::Partition}:s3:::b"}) == "arn:aws:s3:::b"
-    assert resolver.resolve_deep({"Subnets": [{"Fn::ImportValue": "Artifacts:RepoName"}, "s"]}) == {
-        "Subnets": ["bridge", "s"]
-    }
-    with pytest.raises(Unresolvable, match="export Missing"):
-        resolver.resolve({"Fn::ImportValue": "Missing"})
-    with pytest.raises(Unresolvable, match="Ref Model"):
-        resolver.resolve({"Ref": "Model"})
-    physical = TemplateResolver(
-        ACCOUNT,
-        "eu-west-1",
-        dict,
-        resource_types={"Key": "AWS::KMS::Key", "R": "AWS::IAM::Role"},
-        physical_ids=lambda: {"Key": "k-1", "R": "role-name"},
-    )
-    assert (
-        physical.resolve({"Fn::GetAtt": ["Key", "Arn"]})
-        == f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/k-1"
-    )
-    assert physical.resolve({"Ref": "R"}) == "role-name"
-    with pytest.raises(Unresolvable, match=r"Fn::GetAtt R.Arn"):
-        physical.resolve(
-            {"Fn::GetAtt": ["R", "Arn"]}
-        )  # a role's ARN holds its path, which the id does not
-
-
-def test_no_cloud_assembly_is_a_usage_error(tmp_path, capsys):
-    assert main(["verify", "--cdk-out", str(tmp_path)]) == 2
-    assert (
-        "holds no synthesized app (no manifest.json); run `make synth` first"
-        in capsys.readouterr().err
-    )
-
-
 def test_an_app_without_sagemaker_endpoints_is_a_usage_error_naming_the_ecs_target(
     tmp_path, capsys
 ):
@@ -398,9 +312,3 @@ def test_makefile_verify_synthesizes_first_and_reads_cdk_out():
     makefile = (ROOT / "Makefile").read_text()
     assert "verify: synth ##" in makefile
     assert "$(PY) -m voicectl verify --cdk-out cdk.out" in makefile
-
-
-def test_an_expected_endpoint_finds_its_models_by_reference():
-    endpoint = ExpectedEndpoint("S", REGION, "e", {}, (), {"ModelA": {"PrimaryContainer": {}}})
-    assert endpoint.model_of({"Fn::GetAtt": ["ModelA", "ModelName"]}) == {"PrimaryContainer": {}}
-    assert endpoint.model_of("literal-name") is None
