@@ -15,12 +15,8 @@ from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fi
     fixture_aws,
     fixture_fake_credentials,
 )
-from voicectl.operations.preflight import (
-    MIN_BOOTSTRAP_VERSION,
-    PreflightError,
-    check,
-    instance_needs,
-)
+from voicectl.operations.preflight import MIN_BOOTSTRAP_VERSION, PreflightError, check
+from voicectl.operations.preflight_quotas import instance_needs
 
 # --- The bootstrap version -----------------------------------------------------------------------
 # ``voicectl preflight`` against the synthesized app: the bootstrap version it requires is the one

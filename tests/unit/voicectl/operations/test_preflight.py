@@ -17,30 +17,28 @@ import subprocess
 import sys
 
 import pytest
-from botocore.stub import Stubber
 
-from config.models import SONIC_MODEL_PACKAGES
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.preflight_testkit import (  # noqa: F401 (fixtures)
+    ACCOUNT,
+    ENOUGH,
     NO_STAGING,
-    REGION,
-    StubbedAws,
+    QUOTA_G6,
     bootstrapped,
+    findings,
     fixture_aws,
     fixture_fake_credentials,
+    quota,
+    stub_quotas,
+    stub_sonic,
 )
 from voicectl.operations.preflight import (
-    SONIC_LISTING_ID,
-    SONIC_LISTING_URL,
-    Finding,
     PreflightError,
-    Status,
     check,
     environment_args,
-    instance_needs,
     parse_context_args,
-    run_checks,
 )
+from voicectl.operations.preflight_findings import Status
 
 NO_CREDENTIALS = {
     "AWS_CONFIG_FILE": "/nonexistent/config",
@@ -50,128 +48,7 @@ NO_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "",
     "AWS_PROFILE": "",
 }
-ACCOUNT = "123456789012"
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hub-token-AbCdEf"
-PACKAGE = SONIC_MODEL_PACKAGES[REGION]
-PRODUCT = "prod-sonic36example"
-QUOTA_G6 = "ml.g6.xlarge for endpoint usage"
-QUOTA_G6E = "ml.g6e.2xlarge for endpoint usage"
-
-
-def quota(name: str, value: float, code: str) -> dict:
-    return {
-        "ServiceCode": "sagemaker",
-        "ServiceName": "Amazon SageMaker",
-        "QuotaName": name,
-        "Value": value,
-        "QuotaCode": code,
-        "QuotaArn": f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:sagemaker/{code}",
-        "Adjustable": True,
-        "GlobalQuota": False,
-    }
-
-
-def stub_sonic(
-    aws: StubbedAws, *, supported=("ml.g6e.xlarge", "ml.g6e.2xlarge"), agreements=1
-) -> None:
-    """DescribeModelPackage, GetListing and SearchAgreements as AWS answers a subscribed account."""
-    aws.stub("sagemaker").add_response(
-        "describe_model_package",
-        {
-            "ModelPackageName": "sonic36-sagemaker-v0",
-            "ModelPackageArn": PACKAGE,
-            "ModelPackageStatus": "Completed",
-            "ModelPackageStatusDetails": {"ValidationStatuses": []},
-            "CreationTime": "2026-09-01T00:00:00Z",
-            "CertifyForMarketplace": True,
-            "InferenceSpecification": {
-                "Containers": [{"Image": "sonic"}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["text/event-stream"],
-                "SupportedRealtimeInferenceInstanceTypes": list(supported),
-            },
-        },
-        {"ModelPackageName": PACKAGE},
-    )
-    aws.stub("marketplace-discovery").add_response(
-        "get_listing", listing(), {"listingId": SONIC_LISTING_ID}
-    )
-    aws.stub("marketplace-agreement").add_response(
-        "search_agreements",
-        {
-            "agreementViewSummaries": [
-                {"agreementId": f"agmt-{n}", "status": "ACTIVE"} for n in range(agreements)
-            ]
-        },
-        {
-            "catalog": "AWSMarketplace",
-            "filters": [
-                {"name": "PartyType", "values": ["Acceptor"]},
-                {"name": "AgreementType", "values": ["PurchaseAgreement"]},
-                {"name": "ResourceIdentifier", "values": [PRODUCT]},
-                {"name": "Status", "values": ["ACTIVE"]},
-            ],
-        },
-    )
-
-
-def listing() -> dict:
-    """A GetListing answer with every member the API model requires; only the name and the product
-    matter here."""
-    cartesia = {"sellerProfileId": "seller-example", "displayName": "Cartesia"}
-    return {
-        "listingId": SONIC_LISTING_ID,
-        "listingName": "Sonic 3.6 by Cartesia",
-        "catalog": "AWSMarketplace",
-        "associatedEntities": [
-            {
-                "product": {
-                    "productId": PRODUCT,
-                    "productName": "Sonic 3.6",
-                    "manufacturer": cartesia,
-                }
-            }
-        ],
-        "fulfillmentOptionSummaries": [
-            {"fulfillmentOptionType": "SAGEMAKER_MODEL", "displayName": "SageMaker model"}
-        ],
-        "publisher": cartesia,
-        "shortDescription": "Text to speech",
-        "longDescription": "Text to speech",
-        "logoThumbnailUrl": "https://example.com/logo.png",
-        **{
-            name: []
-            for name in (
-                "badges",
-                "categories",
-                "highlights",
-                "pricingModels",
-                "pricingUnits",
-                "promotionalMedia",
-                "resources",
-                "sellerEngagements",
-                "useCases",
-                "purchaseIndicators",
-            )
-        },
-    }
-
-
-def stub_quotas(aws: StubbedAws, applied: list[dict], defaults: list[dict] | None = None) -> None:
-    stubber = aws.stub("service-quotas")
-    stubber.add_response("list_service_quotas", {"Quotas": applied}, {"ServiceCode": "sagemaker"})
-    if defaults is not None:
-        stubber.add_response(
-            "list_aws_default_service_quotas", {"Quotas": defaults}, {"ServiceCode": "sagemaker"}
-        )
-
-
-def findings(aws: StubbedAws, *cdk_args: str) -> dict[str, Finding]:
-    _, found = run_checks("deploy", [*NO_STAGING, *cdk_args], ROOT, aws.session, aws)
-    return {finding.check: finding for finding in found}
-
-
-ENOUGH = [quota(QUOTA_G6, 10, "L-G6X4"), quota(QUOTA_G6E, 4, "L-G6EX2")]
 
 
 def test_a_ready_account_passes_every_check(aws):
@@ -201,192 +78,6 @@ def test_a_ready_account_passes_every_check(aws):
         "sagemaker-v1.0: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver "
         "580, CUDA 13.0)",
     ]
-
-
-def test_an_account_without_the_sonic_subscription_stops_with_how_to_subscribe(aws):
-    bootstrapped(aws)
-    stub_sonic(aws, agreements=0)
-    stub_quotas(aws, ENOUGH)
-    with pytest.raises(PreflightError) as raised:
-        check("deploy", NO_STAGING, ROOT, aws.session, aws)
-    assert str(raised.value) == (
-        f"account {ACCOUNT} is not subscribed to the AWS Marketplace listing 'Sonic 3.6 by "
-        "Cartesia' (product "
-        f"{PRODUCT}), so creating the Sonic Model would fail with "
-        '"Caller is not subscribed to the marketplace '
-        f"offering\". To subscribe, open {SONIC_LISTING_URL}, choose 'Continue to Subscribe' "
-        "and accept the offer "
-        "(needs aws-marketplace:Subscribe; the AWS managed policy "
-        "AWSMarketplaceManageSubscriptions has it), or "
-        "deploy without Sonic: -c sonic.enabled=false"
-    )
-    # The report printed before the stop has every check, the stop among them.
-    assert any(
-        line.startswith("  STOP      Sonic Marketplace subscription: account")
-        for line in raised.value.lines
-    )
-    assert any(line.startswith("  OK        service quota") for line in raised.value.lines)
-
-
-def test_a_package_that_does_not_support_the_instance_type_stops(aws):
-    bootstrapped(aws)
-    stub_sonic(aws, supported=("ml.g6e.xlarge", "ml.g7e.2xlarge"))
-    stub_quotas(aws, ENOUGH)
-    finding = findings(aws)["Sonic model package"]
-    assert (finding.status, finding.message) == (
-        Status.STOP,
-        "sonic36-sagemaker-v0 does not support "
-        "sonic.instance_type=ml.g6e.2xlarge; it supports ml.g6e.xlarge, ml.g7e.2xlarge",
-    )
-
-
-def test_a_quota_below_the_maximum_count_stops_and_names_the_quota_and_the_request(aws):
-    bootstrapped(aws)
-    stub_sonic(aws)
-    stub_quotas(aws, [quota(QUOTA_G6, 0, "L-G6X4"), quota(QUOTA_G6E, 2, "L-G6EX2")])
-    found = findings(aws)
-    g6 = found[f"service quota '{QUOTA_G6}'"]
-    assert g6.status is Status.STOP
-    assert g6.message == (
-        "0 in us-east-1, below the 4 this deploy may run (Voxtral up to 4, 5 during a rolling "
-        "update; the quota is shared with every other endpoint of the account in us-east-1); "
-        "SageMaker would fail the endpoint after the stack waited for it. Lower the max "
-        "instances, choose another instance type, or request an increase at "
-        "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/L-"
-        "G6X4 or with `aws service-quotas request-service-quota-increase --service-code "
-        "sagemaker --quota-code L-G6X4 --desired-value 5 --region us-east-1`"
-    )
-    # Enough for Sonic's maximum of 2, not for a blue/green update at that count.
-    g6e = found[f"service quota '{QUOTA_G6E}'"]
-    assert g6e.status is Status.WARN
-    assert g6e.message.startswith(
-        "2 in us-east-1: enough for 2, not for the 4 an update may run at the maximum count"
-    )
-
-
-def test_two_endpoints_on_one_instance_type_need_the_sum(aws):
-    bootstrapped(aws)
-    stub_sonic(aws, supported=("ml.g6e.2xlarge",))
-    stub_quotas(aws, [quota(QUOTA_G6E, 5, "L-G6EX2")])
-    finding = findings(aws, "-c", "voxtral.instance_type=ml.g6e.2xlarge")[
-        f"service quota '{QUOTA_G6E}'"
-    ]
-    assert finding.status is Status.STOP
-    assert finding.message.startswith(
-        "5 in us-east-1, below the 6 this deploy may run (Voxtral up to 4, 5 during a "
-        "rolling update; Sonic up to 2, 4 during a blue/green update;"
-    )
-
-
-def test_a_quota_never_changed_is_read_from_the_defaults(aws):
-    bootstrapped(aws)
-    stub_sonic(aws)
-    stub_quotas(
-        aws,
-        [quota(QUOTA_G6, 8, "L-G6X4")],
-        defaults=[
-            quota("ml.g5.xlarge for endpoint usage", 2, "L-G5"),
-            quota(QUOTA_G6E, 0, "L-G6EX2"),
-        ],
-    )
-    found = findings(aws)
-    assert found[f"service quota '{QUOTA_G6}'"].status is Status.OK
-    assert found[f"service quota '{QUOTA_G6E}'"].message.startswith("0 in us-east-1, below the 2")
-
-
-@pytest.mark.parametrize(
-    ("code", "status", "start"),
-    [
-        (
-            "ValidationException",
-            Status.STOP,
-            f"{PACKAGE} cannot be read in us-east-1 (ValidationException: Model Package "
-            "not found); set sonic.model_package_arn to the package of this region",
-        ),
-        (
-            "ThrottlingException",
-            Status.UNCHECKED,
-            "could not check (sagemaker:DescribeModelPackage failed: "
-            "ThrottlingException: Model Package not found)",
-        ),
-    ],
-)
-def test_a_package_missing_in_the_region_stops_but_throttling_does_not(aws, code, status, start):
-    bootstrapped(aws)
-    aws.stub("sagemaker").add_client_error(
-        "describe_model_package", code, "Model Package not found", 400
-    )
-    aws.stub("marketplace-discovery").add_response(
-        "get_listing", listing(), {"listingId": SONIC_LISTING_ID}
-    )
-    aws.stub("marketplace-agreement").add_response(
-        "search_agreements", {"agreementViewSummaries": [{"agreementId": "agmt-0"}]}
-    )
-    stub_quotas(aws, ENOUGH)
-    finding = findings(aws)["Sonic model package"]
-    assert finding.status is status and finding.message.startswith(start), finding.message
-
-
-def access_denied(stubber: Stubber, operation: str) -> None:
-    stubber.add_client_error(
-        operation,
-        "AccessDeniedException",
-        "User: arn:aws:iam::123456789012:user/ci is not authorized to perform this action",
-        403,
-    )
-
-
-def test_missing_permissions_are_reported_as_unchecked_and_do_not_stop(aws):
-    aws.session.client("ssm").put_parameter(
-        Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String"
-    )
-    access_denied(aws.stub("sagemaker"), "describe_model_package")
-    access_denied(aws.stub("marketplace-discovery"), "get_listing")
-    aws.stub(
-        "marketplace-agreement"
-    )  # not called: without the listing there is no product to look for
-    access_denied(aws.stub("service-quotas"), "list_service_quotas")
-    lines = check("deploy", NO_STAGING, ROOT, aws.session, aws)
-    unchecked = [line for line in lines if line.startswith("  UNCHECKED")]
-    assert unchecked == [
-        "  UNCHECKED Sonic model package: could not check (missing permission "
-        "sagemaker:DescribeModelPackage: AccessDeniedException: User: "
-        "arn:aws:iam::123456789012:user/ci is not authorized to perform this action)",
-        "  UNCHECKED Sonic Marketplace subscription: could not check (missing permission "
-        "aws-marketplace:GetListing: AccessDeniedException: User: "
-        "arn:aws:iam::123456789012:user/ci is not authorized to perform this action); without a "
-        f"subscription creating the Sonic Model fails; to subscribe, open {SONIC_LISTING_URL}, "
-        "choose 'Continue to Subscribe' and accept the offer (needs aws-marketplace:Subscribe; "
-        "the AWS managed policy AWSMarketplaceManageSubscriptions has it), or deploy without "
-        "Sonic: -c sonic.enabled=false",
-        *(
-            f"  UNCHECKED service quota '{name}': could not check (missing permission "
-            "servicequotas:ListServiceQuotas: AccessDeniedException: User: "
-            "arn:aws:iam::123456789012:user/ci is not authorized to perform this action); "
-            f"{name.split()[0]} needs {need}; look it up in "
-            "https://us-east-1.console.aws.amazon.com/servicequotas/home/services/sagemaker/"
-            "quotas"
-            for name, need in ((QUOTA_G6, 4), (QUOTA_G6E, 2))
-        ),
-    ]
-
-
-def test_a_missing_agreement_permission_is_unchecked(aws):
-    bootstrapped(aws)
-    stub_sonic(aws)
-    aws.stubbed["marketplace-agreement"][1].deactivate()
-    stubber = aws.stub("marketplace-agreement")
-    access_denied(stubber, "search_agreements")
-    stub_quotas(aws, ENOUGH)
-    finding = findings(aws)["Sonic Marketplace subscription"]
-    assert finding.status is Status.UNCHECKED
-    assert finding.message.startswith(
-        "could not check (missing permission aws-marketplace:SearchAgreements: "
-    )
-    assert (
-        "without a subscription to 'Sonic 3.6 by Cartesia' creating the Sonic Model fails"
-        in finding.message
-    )
 
 
 def test_an_image_cuda_the_ami_driver_cannot_run_stops_as_a_settings_error(aws):
@@ -525,26 +216,6 @@ def test_environment_and_context_arguments_are_read_like_the_cdk_cli():
     ) == [("123456789012", "eu-west-1"), ("210987654321", "us-gov-west-1")]
 
 
-def test_instance_needs_count_the_update_overlap():
-    from config.settings import load_settings
-    from tests.conftest import cdk_json_context
-
-    needs = instance_needs(
-        load_settings(
-            {
-                **cdk_json_context(),
-                "voxtral.max_instances": "6",
-                "voxtral.rollout_batch_percent": "10",
-                "sonic.max_instances": "3",
-            }
-        )
-    )
-    assert {t: (n.steady, n.peak) for t, n in needs.items()} == {
-        "ml.g6.xlarge": (6, 7),
-        "ml.g6e.2xlarge": (3, 6),
-    }
-
-
 def test_not_bootstrapped_names_the_bootstrap_command(aws):
     with pytest.raises(
         PreflightError,
@@ -626,137 +297,3 @@ def test_destroy_needs_no_bootstrap_and_bad_settings_stop_it(aws):
     )
     with pytest.raises(PreflightError, match=r"voxtral.instance_type='x'"):
         check("destroy", ["-c", "voxtral.instance_type=x"], ROOT, aws.session, aws)
-
-
-# --- keys the user brings (KMS DescribeKey and GetKeyPolicy, against moto) ----------------------
-
-ROOT_STATEMENT = {
-    "Sid": "Account",
-    "Effect": "Allow",
-    "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
-    "Action": "kms:*",
-    "Resource": "*",
-}
-LOGS_STATEMENT = {
-    "Sid": "Logs",
-    "Effect": "Allow",
-    "Principal": {"Service": f"logs.{REGION}.amazonaws.com"},
-    "Action": [
-        "kms:Encrypt*",
-        "kms:Decrypt*",
-        "kms:ReEncrypt*",
-        "kms:GenerateDataKey*",
-        "kms:Describe*",
-    ],
-    "Resource": "*",
-}
-EVENTS_STATEMENT = {
-    "Sid": "Events",
-    "Effect": "Allow",
-    "Principal": {"Service": "events.amazonaws.com"},
-    "Action": ["kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt"],
-    "Resource": "*",
-}
-CONNECT_ARGS = [
-    "-c",
-    "connect.enabled=true",
-    "-c",
-    "connect.instance_arn=arn:aws:connect:us-east-1:123456789012:instance/"
-    "11111111-2222-3333-4444-555555555555",
-]
-
-
-def user_key(aws: StubbedAws, *statements: dict, spec: str = "SYMMETRIC_DEFAULT") -> str:
-    import json
-
-    key = aws.session.client("kms").create_key(
-        Policy=json.dumps({"Version": "2012-10-17", "Statement": list(statements)}),
-        KeySpec=spec,
-        KeyUsage="ENCRYPT_DECRYPT",
-    )
-    return key["KeyMetadata"]["Arn"]
-
-
-def key_findings(aws: StubbedAws, key: str, *cdk_args: str) -> Finding:
-    """The key's finding of one deploy preflight (a test may run several: the bootstrap version is
-    overwritten)."""
-    aws.session.client("ssm").put_parameter(
-        Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String", Overwrite=True
-    )
-    stub_sonic(aws)
-    stub_quotas(aws, ENOUGH)
-    return findings(aws, "-c", f"encryption.kms_key_arn={key}", *cdk_args)[
-        "key encryption.kms_key_arn"
-    ]
-
-
-def test_a_users_key_with_the_statements_the_stacks_need_passes(aws):
-    key = user_key(aws, ROOT_STATEMENT, LOGS_STATEMENT, EVENTS_STATEMENT)
-    found = key_findings(aws, key, *CONNECT_ARGS)
-    assert (found.status, found.message) == (
-        Status.OK,
-        f"{key}: an enabled symmetric key whose policy allows what the stacks need",
-    )
-
-
-def test_a_users_key_without_eventbridges_statement_stops_a_deploy_with_connect(aws):
-    key = user_key(aws, ROOT_STATEMENT, LOGS_STATEMENT)
-    assert key_findings(aws, key).status == Status.OK  # no bus without Connect
-    found = key_findings(aws, key, *CONNECT_ARGS)
-    assert found.status == Status.STOP
-    assert found.message.startswith(
-        f"{key}: its policy does not allow events.amazonaws.com kms:DescribeKey, "
-        "kms:GenerateDataKey, kms:Decrypt: the transcripts bus"
-    )
-
-
-def test_a_users_key_without_the_logs_or_account_statements_names_both(aws):
-    key = user_key(aws, {**ROOT_STATEMENT, "Action": ["kms:Describe*", "kms:Put*"]})
-    found = key_findings(aws, key)
-    assert found.status == Status.STOP
-    assert (
-        f"allow the account ({ACCOUNT}:root) kms:Decrypt, kms:GenerateDataKey, kms:CreateGrant: "
-        in found.message
-    )
-    assert (
-        f"allow logs.{REGION}.amazonaws.com kms:Encrypt*, kms:Decrypt*, kms:ReEncrypt*, "
-        "kms:GenerateDataKey*"
-    ) in found.message
-
-
-def test_an_asymmetric_or_disabled_or_unknown_key_stops(aws):
-    rsa = user_key(aws, ROOT_STATEMENT, LOGS_STATEMENT, spec="RSA_2048")
-    found = key_findings(aws, rsa)
-    assert (
-        found.status == Status.STOP
-        and "it is a RSA_2048 key for ENCRYPT_DECRYPT; Amazon Connect" in found.message
-    )
-    disabled = user_key(aws, ROOT_STATEMENT, LOGS_STATEMENT)
-    aws.session.client("kms").disable_key(
-        KeyId=disabled.rsplit("/", 1)[1]
-    )  # moto 5 takes the id only
-    assert "its state is Disabled, not Enabled" in key_findings(aws, disabled).message
-    unknown = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/0f0e0d0c-0b0a-0908-0706-050403020100"
-    found = key_findings(aws, unknown)
-    assert (found.status, found.message) == (
-        Status.STOP,
-        f"{unknown} does not exist (or is in another Region): "
-        "give a key of this account and Region",
-    )
-
-
-def test_a_stream_key_is_checked_when_connect_is_on(aws):
-    data = user_key(aws, ROOT_STATEMENT, LOGS_STATEMENT, EVENTS_STATEMENT)
-    stream = user_key(
-        aws, LOGS_STATEMENT
-    )  # no account statement: the consumers' IAM grant would not work
-    key_findings(aws, data)
-    found = findings(
-        aws,
-        "-c",
-        f"encryption.kms_key_arn={data}",
-        "-c",
-        f"connect.stream_kms_key_arn={stream}",
-        *CONNECT_ARGS,
-    )["key connect.stream_kms_key_arn"]
-    assert found.status == Status.STOP and f"allow the account ({ACCOUNT}:root)" in found.message

@@ -13,7 +13,6 @@ import pytest
 from tests.app.variants import PREBUILT_IMAGE
 from tests.conftest import ROOT
 from tests.unit.voicectl.operations.verify_testkit import (  # noqa: F401 (fixtures)
-    ACCOUNT,
     OLD_KEY,
     REGION,
     ROLE,
