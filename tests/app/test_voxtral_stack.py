@@ -585,7 +585,7 @@ def test_voxtral_updates_roll_in_batches_and_roll_back_on_the_5xx_error_rate(syn
             # start-up + 600 s baking)
             "MaximumExecutionTimeoutInSeconds": 12000,
         },
-        # Only the 5XX error rate (3 of 5 minutes): see tests/app/test_cross_stack.py.
+        # Only the 5XX error rate (3 of 5 minutes): see tests/app/test_cross_stack_alarms.py.
         "AutoRollbackConfiguration": {
             "Alarms": [
                 {"AlarmName": {"Ref": alarm_ids["voxtral-realtime-Invocation5XXErrorRate"]}},

@@ -1,5 +1,5 @@
 """constructs_lib/monitoring/alarms.py: the alarm rules of an endpoint on their own, without an app
-(every alarm as synthesized in the whole app: tests/app/test_cross_stack.py)."""
+(every alarm as synthesized in the whole app: tests/app/test_cross_stack_alarms.py)."""
 
 from __future__ import annotations
 
