@@ -6,7 +6,8 @@ the real bridge to the fake vLLM, all on loopback.
 Skipped, with the reason, when Chromium, Playwright or Gradio is missing; ``.ci/run`` installs them.
 Set ``VOICECTL_MIC_SCREENSHOT=PATH`` to also save the page after a recording there (``make
 mic-screenshot`` retakes ``docs/mic-page.png``). The figures the run saw (time to the first
-transcript text) print with ``pytest -s``.
+transcript text) print with ``pytest -s``. Hostile pages against the mic page:
+test_clients_mic_browser_attacks.py; the shared fixtures: mic_browser_testkit.py.
 """
 
 from __future__ import annotations
@@ -14,143 +15,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
-from tests.unit.voice_client.clients_testkit import (
-    RECORDING,
-    QuietBridge,
-    ResponseStreamServer,
-    Servers,
-    client_parser,
+from tests.e2e.browser_testkit import requires_chromium, wait_until
+from tests.e2e.clients.mic_browser_testkit import (  # noqa: F401 (fixtures)
+    RECORD_S,
+    fixture_browser,
+    fixture_sonic_runtime,
+    fixture_speech_wav,
+    fixture_stack,
+    recorder_state,
+    report,
 )
+from tests.unit.voice_client.clients_testkit import QuietBridge, client_parser
 from voice_client import mic
 from voice_devtools.local.fake_vllm import free_port
 
 SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
 
-SENTENCE = "Hello from SageMaker. Streaming speech to text."
-"""What the fake microphone says; the fake vLLM answers each 128 ms append with its next word."""
-
-EVIL_NAME = "evil.example"
-"""The attacker's host name (RFC 2606's reserved domain), which the browser resolves to
-:data:`ATTACKER_SITE_HOST`."""
-
-ATTACKER_SITE_HOST = "127.0.0.2"
-"""Loopback address serving a cross-site attacker page: another site than 127.0.0.1 for the browser,
-and local, so Chromium's local-network-access rules (public sites may not call private addresses) do
-not hide the attack."""
-
-ATTACKER_FLAGS = (f"--host-resolver-rules=MAP {EVIL_NAME} {ATTACKER_SITE_HOST}",)
-"""The attacker's name resolves to its address (see rebinding_proxy)."""
-
-RECORD_S = 2.0
-"""Seconds of microphone audio per recording (below the WAV's 3.66 s, so the fake microphone does
-not loop)."""
-
-"""The stream to vLLM must be closed this soon after the page goes away (a closed tab must not hold
-a stream)."""
-
-
 pytestmark = requires_chromium
-
-
-@pytest.fixture(scope="module")
-def speech_wav(tmp_path_factory) -> Path:
-    """The fake microphone's WAV: :data:`SENTENCE` spoken by espeak-ng now, else the committed
-    espeak-ng recording."""
-    path = tmp_path_factory.mktemp("microphone") / "speech.wav"
-    espeak = shutil.which("espeak-ng")
-    if espeak is None:
-        shutil.copyfile(RECORDING, path)
-    else:
-        subprocess.run(
-            [espeak, "-v", "en-us", "-s", "160", "-w", str(path), SENTENCE], check=True, timeout=30
-        )
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser(speech_wav) -> Iterator[object]:
-    with chromium(speech_wav, ATTACKER_FLAGS) as browser:
-        yield browser
-
-
-@pytest.fixture(scope="module")
-def sonic_runtime() -> Iterator[ResponseStreamServer]:
-    """A loopback SageMaker runtime answering InvokeEndpointWithResponseStream with queued Sonic
-    replies."""
-    with ResponseStreamServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
-    """The fake vLLM, the bridge and the mic page in front of them; yields (servers, page URL)."""
-    pytest.importorskip(
-        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
-    )
-    words = tuple(f"{word} " for word in SENTENCE.split())
-    runtime_env = {
-        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sonic_runtime.url,
-        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-        "AWS_SECRET_ACCESS_KEY": "secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {name: os.environ.get(name) for name in runtime_env}
-    os.environ.update(
-        runtime_env
-    )  # the Speak panel's boto3 client calls the stand-in (module scope: no monkeypatch)
-    try:
-        with Servers(deltas=words, generate=True) as servers:
-            args = client_parser().parse_args(
-                [
-                    "mic",
-                    "--url",
-                    servers.url,
-                    "--port",
-                    str(free_port()),
-                    "--sonic-endpoint",
-                    "sonic-tts",
-                    "--voice",
-                    "local-voice",
-                ]
-            )
-            with mic.serve(args) as url:
-                yield servers, url
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
-
-
-def report(request, capsys, figure: str) -> None:
-    """Print a figure the run measured, with ``pytest -s`` only (figures are not assertions)."""
-    if request.config.getoption("capture") == "no":
-        with capsys.disabled():
-            print(f"\nmic page in Chromium: {figure}")
-
-
-def recorder_state(page) -> dict:
-    """The recorder's dataset and the text of its parts."""
-    return page.evaluate("""() => {
-        const root = document.querySelector(".voicectl-recorder");
-        const text = (name) => root.querySelector(`[data-part="${name}"]`).textContent;
-        return {...root.dataset, status: text("status"), error: text("error-summary"),
-                errorDetail: text("error-detail"),
-                errorShown: !root.querySelector('[data-part="error"]').hidden, timer: text("timer"),
-                announced: text("announce"), transcript: text("transcript"),
-                figures: text("figures"),
-                recordDisabled: root.querySelector('[data-part="record"]').disabled,
-                stopDisabled: root.querySelector('[data-part="stop"]').disabled};
-    }""")
 
 
 def pcm16_at_16k(frames: list[bytes], rate_hz: int) -> bytes:
@@ -355,174 +243,6 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
     assert seen[0]["status"].startswith("Stopped by the error below")
     err = capsys.readouterr().err
     assert err.count("failed:") == 1 and f"voicectl mic: recording 1 failed: {error}\n" in err
-
-
-# ---- hostile pages: the browser is the attacker --------------------------------------------------
-
-ATTACK_SCRIPT = """
-async (target) => {
-  const result = {};
-  const form = new FormData();
-  // Gradio stores a file under its content's hash
-  const unique = crypto.getRandomValues(new Uint8Array(65536));
-  form.append("files", new Blob([unique, new Uint8Array(1 << 20)]), "big.bin");
-  // no-cors: a cross-site page cannot read the answer, but the request is sent (no preflight)
-  try {
-    const answer = await fetch(target.http + "/gradio_api/upload",
-                               {method: "POST", body: form, mode: target.mode});
-    result.upload = answer.type === "opaque" ? "sent" : answer.status;
-  } catch (error) {
-    result.upload = "failed: " + error;
-  }
-  result.recording = await new Promise((resolve) => {
-    const socket = new WebSocket(target.ws + "/voicectl/recording");
-    socket.onopen = () => socket.send(JSON.stringify({type: "start", sample_rate_hz: 48000}));
-    socket.onmessage = (event) => { resolve(JSON.parse(event.data).type); socket.close(); };
-    socket.onclose = (event) => resolve("closed " + event.code);
-  });
-  return result;
-}
-"""
-
-
-@pytest.fixture(scope="module")
-def attacker_site() -> Iterator[str]:
-    """A plain page at http://127.0.0.2:PORT/ (the attacker's site); yields its URL."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # http.server API
-            body = b"<!doctype html><title>a site the user visits</title><p>nothing to see"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer((ATTACKER_SITE_HOST, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{ATTACKER_SITE_HOST}:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def uploaded_files() -> set[str]:
-    from gradio.utils import get_upload_folder
-
-    folder = Path(get_upload_folder())
-    return {str(path) for path in folder.rglob("*") if path.is_file()} if folder.exists() else set()
-
-
-def test_a_page_on_another_site_can_neither_upload_nor_record(stack, browser, attacker_site):
-    """The attacker's page (another site, on loopback) posts a file to Gradio's upload route and
-    opens a recording, as any web site the user visits could: both are refused, no file is stored,
-    no stream is opened."""
-    servers, url = stack
-    sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
-    page = browser.new_page()
-    try:
-        page.goto(attacker_site)
-        result = page.evaluate(
-            ATTACK_SCRIPT, {"http": url, "ws": url.replace("http://", "ws://"), "mode": "no-cors"}
-        )
-    finally:
-        page.close()
-    assert result == {
-        "upload": "sent",
-        "recording": "closed 1006",
-    }  # 1006: the handshake was refused (HTTP 403)
-    assert uploaded_files() == files_before
-    assert len(servers.vllm.sessions) == sessions_before
-
-
-@pytest.fixture(scope="module")
-def rebinding_proxy(stack) -> Iterator[str]:
-    """DNS rebinding, played on loopback: ``evil.example`` resolves to 127.0.0.2, where this proxy
-    listens on the mic page's port. Its first answer is the attacker's page (``/rebound``, the
-    attacker's server before the rebinding); every other connection goes to the mic page at
-    127.0.0.1 (the same name and port after the rebinding, so the browser treats the mic page as the
-    attacker's own origin). Yields the attacker's origin."""
-    import asyncio
-    import threading
-
-    _, url = stack
-    port = int(url.rsplit(":", 1)[1])
-    document = b"<!doctype html><title>rebound</title>"
-    loop = asyncio.new_event_loop()
-
-    async def pipe(reader, writer) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except OSError:
-            pass
-        finally:
-            writer.close()
-
-    async def serve(reader, writer) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        if head.startswith(b"GET /rebound "):
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(document), document)
-            )
-            await writer.drain()
-            writer.close()
-            return
-        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", port)
-        upstream_writer.write(head)
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-
-    thread = threading.Thread(
-        target=loop.run_forever, daemon=True
-    )  # Playwright's loop runs in this thread
-    thread.start()
-    server = asyncio.run_coroutine_threadsafe(
-        asyncio.start_server(serve, ATTACKER_SITE_HOST, port), loop
-    ).result(5)
-    try:
-        yield f"http://{EVIL_NAME}:{port}"
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-
-
-def test_a_dns_rebinding_page_can_neither_load_the_page_nor_record(stack, browser, rebinding_proxy):
-    """The attacker's name re-pointed at this machine with the page's port: its requests are
-    same-origin for the browser (Origin http://evil.example:PORT, Host evil.example:PORT), and
-    refused for naming another host."""
-    servers, _url = stack
-    evil = rebinding_proxy
-    sessions_before, files_before = len(servers.vllm.sessions), uploaded_files()
-    page = browser.new_page()
-    try:
-        page.goto(f"{evil}/rebound")
-        result = page.evaluate(
-            ATTACK_SCRIPT, {"http": evil, "ws": evil.replace("http://", "ws://"), "mode": "cors"}
-        )
-        the_page = page.goto(f"{evil}/")
-        status = the_page.status
-    finally:
-        page.close()
-    # The gate answers 403 without reading the upload's body and closes: the browser sees either the
-    # 403 or, when it was still sending the body through the proxy, a failed fetch. Either way
-    # nothing was taken (files below).
-    assert result["upload"] == 403 or result["upload"] == "failed: TypeError: Failed to fetch", (
-        result
-    )
-    assert result["recording"] == "closed 1006"
-    assert status == 403
-    assert uploaded_files() == files_before
-    assert len(servers.vllm.sessions) == sessions_before
 
 
 LONG_RECORD_S = 120.0
