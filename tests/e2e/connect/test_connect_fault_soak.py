@@ -31,6 +31,7 @@ import math
 import random
 import time
 from collections import Counter
+from typing import Any
 
 import boto3
 import pytest
@@ -193,18 +194,9 @@ class ResettingTransport:
         await self.inner.close()
 
 
-def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_once(
-    moto_url, monkeypatch
-):
-    faults = Faults()
-    metrics: Counter[str] = Counter()
-    monkeypatch.setattr(
-        service, "emit_metric", lambda name, value, *args, **kwargs: metrics.update({name: 1})
-    )
-    published: list[dict] = []
-    session = boto3.Session(
-        aws_access_key_id="soak", aws_secret_access_key="soak", region_name="us-east-1"
-    )
+def create_queue_bus_and_table(session, moto_url: str) -> tuple[Any, str]:
+    """The calls' queue, the transcripts bus and the calls table in moto's server; returns the SQS
+    client and the queue's URL."""
     sqs = session.client("sqs", endpoint_url=moto_url)
     queue_url = sqs.create_queue(QueueName="soak-calls", Attributes={"VisibilityTimeout": "120"})[
         "QueueUrl"
@@ -222,25 +214,123 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
             {"AttributeName": "Item", "AttributeType": "S"},
         ],
     )
+    return sqs, queue_url
+
+
+def status(reader: AwsSink, contact: str) -> str:
+    """The call's status in the table (``ENDED`` once it ended), or empty."""
+    item = reader.table.get_item(
+        Key={"ContactId": contact, "Item": "CALL"}, ConsistentRead=True
+    ).get("Item")
+    return (item or {}).get("Status", "")
+
+
+def reached(reader: AwsSink, contact: str) -> float:
+    """How far into the call (seconds) the stored finals of both tracks reach."""
+    items = reader.segments(contact)
+    return min(
+        max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
+        for track in mkv.CONNECT_TRACKS
+    )
+
+
+def send_calls(sqs, queue_url: str, calls: list[FakeCall], faults: Faults) -> None:
+    """One message per call, then :data:`DUPLICATES` copies of random ones."""
+    bodies = [
+        json.dumps(
+            {
+                "contactId": c.contact_id,
+                "streamArn": c.stream_arn,
+                "startFragmentNumber": c.number(0),
+            }
+        )
+        for c in calls
+    ]
+    for body in bodies + faults.rng.sample(bodies, DUPLICATES):
+        sqs.send_message(QueueUrl=queue_url, MessageBody=body)
+    faults.injected["duplicate delivery"] += DUPLICATES
+
+
+def queue_is_empty(sqs, queue_url: str) -> bool:
+    """No message left in the queue, visible or in flight."""
+    return (
+        sum(
+            int(v)
+            for v in sqs.get_queue_attributes(
+                QueueUrl=queue_url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"].values()
+        )
+        == 0
+    )
+
+
+async def until(condition) -> None:
+    """Wait until ``condition()`` (run in a thread) holds."""
+    async with asyncio.timeout(300):  # a liveness bound
+        while not await asyncio.to_thread(condition):
+            await asyncio.sleep(0.2)
+
+
+def check_every_call_whole_and_once(
+    reader: AwsSink, published: list[dict], duration: float
+) -> None:
+    """Every call ended once, each track's finals tile the call, and every final was stored and
+    published exactly once."""
+    finals = Counter(
+        json.loads(entry["Detail"])["segmentId"] + "@" + json.loads(entry["Detail"])["contactId"]
+        for entry in published
+        if entry["DetailType"] == SEGMENT and json.loads(entry["Detail"])["final"]
+    )
+    ended = Counter(
+        json.loads(entry["Detail"])["contactId"]
+        for entry in published
+        if entry["DetailType"] == CALL_ENDED
+    )
+    for i in range(CALLS):
+        contact = f"soak-{i}"
+        assert status(reader, contact) == "ENDED"
+        assert ended[contact] == 1
+        items = reader.segments(contact)
+        for track in mkv.CONNECT_TRACKS:
+            stored = [
+                Segment(
+                    contact, track, item["Text"], float(item["StartS"]), float(item["EndS"]), True
+                )
+                for item in items
+                if item["Speaker"] == track
+            ]
+            assert_tiles(
+                sorted(stored, key=lambda s: s.start_s), duration
+            )  # none missing, none twice
+        assert {f"{item['Item']}@{contact}" for item in items} == {
+            key for key in finals if key.endswith(f"@{contact}")
+        }
+    assert set(finals.values()) == {1}  # every final published exactly once
+
+
+def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_once(
+    moto_url, monkeypatch
+):
+    faults = Faults()
+    metrics: Counter[str] = Counter()
+    monkeypatch.setattr(
+        service, "emit_metric", lambda name, value, *args, **kwargs: metrics.update({name: 1})
+    )
+    published: list[dict] = []
+    session = boto3.Session(
+        aws_access_key_id="soak", aws_secret_access_key="soak", region_name="us-east-1"
+    )
+    sqs, queue_url = create_queue_bus_and_table(session, moto_url)
     reader = AwsSink(session, bus_name=BUS, table_name=TABLE, endpoint_url=moto_url, owner="reader")
     fragments, held = (
         math.ceil(CALL_S / FRAGMENT_S),
         math.ceil(HELD_S / FRAGMENT_S),
     )  # Connect's ~1.024 s each
     duration = fragments * FRAGMENT_S
-
-    def status(contact: str) -> str:
-        item = reader.table.get_item(
-            Key={"ContactId": contact, "Item": "CALL"}, ConsistentRead=True
-        ).get("Item")
-        return (item or {}).get("Status", "")
-
-    def reached(contact: str) -> float:
-        items = reader.segments(contact)
-        return min(
-            max((float(i["EndS"]) for i in items if i["Speaker"] == track), default=0.0)
-            for track in mkv.CONNECT_TRACKS
-        )
 
     async def main() -> float:
         async with servers() as (url, kvs, _vllm):
@@ -260,19 +350,7 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
             async def opener():
                 return ResettingTransport(await WebSocketTransport.connect(url), faults)
 
-            bodies = [
-                json.dumps(
-                    {
-                        "contactId": c.contact_id,
-                        "streamArn": c.stream_arn,
-                        "startFragmentNumber": c.number(0),
-                    }
-                )
-                for c in calls
-            ]
-            for body in bodies + faults.rng.sample(bodies, DUPLICATES):
-                sqs.send_message(QueueUrl=queue_url, MessageBody=body)
-            faults.injected["duplicate delivery"] += DUPLICATES
+            send_calls(sqs, queue_url, calls, faults)
             options = {"quiet_s": 600.0}  # a call ends when its stream moves on to the next contact
             began = time.monotonic()
 
@@ -290,16 +368,11 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
                     extend_every_s=0.5,
                 )
 
-            async def until(condition) -> None:
-                async with asyncio.timeout(300):  # a liveness bound
-                    while not await asyncio.to_thread(condition):
-                        await asyncio.sleep(0.2)
-
             stop_first = asyncio.Event()
             first = asyncio.create_task(task("task-1", stop_first))
             # Every call has finals on both tracks for its first fragments: the calls are live and
             # half done.
-            await until(lambda: all(reached(c.contact_id) >= FRAGMENT_S for c in calls))
+            await until(lambda: all(reached(reader, c.contact_id) >= FRAGMENT_S for c in calls))
             stop_first.set()  # SIGTERM
             faults.injected["sigterm"] += 1
             await first
@@ -309,22 +382,8 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
                 call.limit, call.then_contact = None, f"after-{call.contact_id}"
             stop_second = asyncio.Event()
             second = asyncio.create_task(task("task-2", stop_second))
-            await until(lambda: all(status(c.contact_id) == "ENDED" for c in calls))
-            await until(
-                lambda: (
-                    sum(
-                        int(v)
-                        for v in sqs.get_queue_attributes(
-                            QueueUrl=queue_url,
-                            AttributeNames=[
-                                "ApproximateNumberOfMessages",
-                                "ApproximateNumberOfMessagesNotVisible",
-                            ],
-                        )["Attributes"].values()
-                    )
-                    == 0
-                )
-            )
+            await until(lambda: all(status(reader, c.contact_id) == "ENDED" for c in calls))
+            await until(lambda: queue_is_empty(sqs, queue_url))
             stop_second.set()
             await second
             return time.monotonic() - began
@@ -335,36 +394,7 @@ def test_ten_calls_with_faults_a_sigterm_and_a_new_task_end_whole_and_exactly_on
         f"{dict(sorted(faults.injected.items()))}; metrics emitted: {dict(sorted(metrics.items()))}"
     )
 
-    finals = Counter(
-        json.loads(entry["Detail"])["segmentId"] + "@" + json.loads(entry["Detail"])["contactId"]
-        for entry in published
-        if entry["DetailType"] == SEGMENT and json.loads(entry["Detail"])["final"]
-    )
-    ended = Counter(
-        json.loads(entry["Detail"])["contactId"]
-        for entry in published
-        if entry["DetailType"] == CALL_ENDED
-    )
-    for i in range(CALLS):
-        contact = f"soak-{i}"
-        assert status(contact) == "ENDED"
-        assert ended[contact] == 1
-        items = reader.segments(contact)
-        for track in mkv.CONNECT_TRACKS:
-            stored = [
-                Segment(
-                    contact, track, item["Text"], float(item["StartS"]), float(item["EndS"]), True
-                )
-                for item in items
-                if item["Speaker"] == track
-            ]
-            assert_tiles(
-                sorted(stored, key=lambda s: s.start_s), duration
-            )  # none missing, none twice
-        assert {f"{item['Item']}@{contact}" for item in items} == {
-            key for key in finals if key.endswith(f"@{contact}")
-        }
-    assert set(finals.values()) == {1}  # every final published exactly once
+    check_every_call_whole_and_once(reader, published, duration)
     for kind in (
         "duplicate delivery",
         "transaction conflict",

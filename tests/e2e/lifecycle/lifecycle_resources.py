@@ -388,7 +388,7 @@ NOT_IN_MOTO_CFN = (
 )
 CUSTOM = (
     "moto runs no custom-resource handler: the harness completes the resource with its stand-in "
-    "data (lifecycle_moto.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests"
+    "data (lifecycle_moto_stand_ins.CUSTOM_RESOURCE_STAND_INS); the handler has its own tests"
 )
 
 #: One row per CloudFormation resource type the stacks may contain. Custom resources (``Custom::*``

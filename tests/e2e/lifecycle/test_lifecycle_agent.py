@@ -175,14 +175,21 @@ def check_agent(
 ) -> None:
     """The agent's resources as the settings ask, read through boto3 (and, for what moto's
     CloudFormation drops, as CloudFormation received them)."""
-    agent, sizing = settings.agent, settings.agent.sizing()
-    deployed = aws_template(aws, STACK)["Resources"]
+    cluster_name, task_subnets, target_group_arn = check_service(aws, settings, stack)
+    log_group = check_task_definition(aws, settings, stack, image_uri)
+    check_roles(aws, settings, stack, image_uri, cluster_name, log_group)
+    balancer = check_load_balancer(aws, stack, task_subnets, target_group_arn)
+    check_network(aws, stack, network, task_subnets, balancer)
 
-    # The ECS cluster and the service on the stack's task definition. moto's CloudFormation keeps
-    # a service's cluster, task definition and desired count, and a task definition's containers
-    # and memory; the Fargate launch type, the network configuration, the target group binding,
-    # the task's CPU, network mode and roles CloudFormation received exactly as synthesized, and
-    # what they name exists (below).
+
+def check_service(aws: Aws, settings: Settings, stack: StackView) -> tuple[str, list[str], str]:
+    """The ECS cluster and the service on the stack's task definition. moto's CloudFormation keeps
+    a service's cluster, task definition and desired count, and a task definition's containers and
+    memory; the Fargate launch type, the network configuration, the target group binding, the task's
+    CPU, network mode and roles CloudFormation received exactly as synthesized, and what they name
+    exists (below). Returns the cluster's name, the tasks' subnets and the target group's ARN."""
+    sizing = settings.agent.sizing()
+    deployed = aws_template(aws, STACK)["Resources"]
     cluster_name = stack.one("AWS::ECS::Cluster").physical_id
     (cluster,) = aws.ecs.describe_clusters(clusters=[cluster_name])["clusters"]
     assert cluster["status"] == "ACTIVE" and stack.outputs["ClusterName"] == cluster_name
@@ -225,9 +232,16 @@ def check_agent(
         task_properties["Cpu"],
         task_properties["Memory"],
     ) == (["FARGATE"], "awsvpc", str(sizing.cpu), str(sizing.memory_mib))
+    return cluster_name, task_subnets, target_group_arn
 
-    # The task definition: the bot's image from the bootstrap repository, its environment (the
-    # AgentEnv the bot reads), read-only root, logs to the stack's log group.
+
+def check_task_definition(aws: Aws, settings: Settings, stack: StackView, image_uri: str) -> str:
+    """The task definition: the bot's image from the bootstrap repository, its environment (the
+    AgentEnv the bot reads), read-only root, logs to the stack's log group. Returns the log
+    group's name."""
+    agent, sizing = settings.agent, settings.agent.sizing()
+    task_resource = stack.one("AWS::ECS::TaskDefinition")
+    task_properties = task_resource.properties
     task = aws.ecs.describe_task_definition(taskDefinition=task_resource.physical_id)[
         "taskDefinition"
     ]
@@ -259,10 +273,22 @@ def check_agent(
         if g["logGroupName"] == log_group
     ]
     assert group["retentionInDays"] == settings.log_retention_days
+    return log_group
 
-    # The roles: the task role invokes the two endpoints and the one Bedrock model (through its
-    # profile) and protects its own tasks, nothing else; the execution role pulls the image from
-    # the bootstrap repository and writes the logs.
+
+def check_roles(
+    aws: Aws,
+    settings: Settings,
+    stack: StackView,
+    image_uri: str,
+    cluster_name: str,
+    log_group: str,
+) -> None:
+    """The roles: the task role invokes the two endpoints and the one Bedrock model (through its
+    profile) and protects its own tasks, nothing else; the execution role pulls the image from the
+    bootstrap repository and writes the logs."""
+    agent = settings.agent
+    task_properties = stack.one("AWS::ECS::TaskDefinition").properties
     task_role, execution_role = (
         named(stack, "ServiceTaskTaskRole"),
         named(stack, "ServiceTaskExecutionRole"),
@@ -300,8 +326,13 @@ def check_agent(
     (logs_arn,) = pulls["logs:PutLogEvents"]
     assert logs_arn.startswith(f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{log_group}")
 
-    # The load balancer: internal, in the tasks' subnets, HTTP on 80 with every path forwarded to
-    # the target group, which checks GET /health on 8080 of IP targets.
+
+def check_load_balancer(
+    aws: Aws, stack: StackView, task_subnets: list[str], target_group_arn: str
+) -> dict:
+    """The load balancer: internal, in the tasks' subnets, HTTP on 80 with every path forwarded to
+    the target group, which checks GET /health on 8080 of IP targets; its access-log bucket blocks
+    public access. Returns the load balancer."""
     balancer_arn = stack.one("AWS::ElasticLoadBalancingV2::LoadBalancer").physical_id
     (balancer,) = aws.elbv2.describe_load_balancers(LoadBalancerArns=[balancer_arn])[
         "LoadBalancers"
@@ -344,7 +375,15 @@ def check_agent(
         "BlockPublicPolicy": True,
         "RestrictPublicBuckets": True,
     }
+    return balancer
 
+
+def check_network(
+    aws: Aws, stack: StackView, network: str, task_subnets: list[str], balancer: dict
+) -> None:
+    """The tasks' subnets in the load balancer's VPC: the Foundation stack's in network.mode=vpc,
+    with the agent's endpoints and no NAT gateway; else a VPC of the stack's own with its NAT
+    gateway."""
     subnets = aws.ec2.describe_subnets(SubnetIds=task_subnets)["Subnets"]
     assert {s["VpcId"] for s in subnets} == {balancer["VpcId"]}
     nat_gateways = [

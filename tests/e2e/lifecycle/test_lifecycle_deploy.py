@@ -9,7 +9,7 @@ What moto cannot show is asserted at template level, here and in ``tests/app``:
   template;
 - Lambda-backed custom resources (auto-delete of buckets, model staging): moto runs no handler; the
   harness completes them with the data the real handler returns
-  (``lifecycle_moto.CUSTOM_RESOURCE_STAND_INS``);
+  (``lifecycle_moto_stand_ins.CUSTOM_RESOURCE_STAND_INS``);
 - an endpoint's instances, health checks and the container itself: moto starts nothing.
 The harness's fixes for moto's gaps are listed in ``lifecycle_moto.py``; none of them touches the
 product.
