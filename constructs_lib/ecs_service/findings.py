@@ -28,7 +28,7 @@ from constructs_lib.nag import (
 
 
 def acknowledge_roles(
-    instance_role: iam.IRole, task_role: iam.IRole, execution_role: iam.IRole, image_pull: bool
+    instance_role: iam.Role, task_role: iam.IRole, execution_role: iam.IRole, image_pull: bool
 ) -> None:
     """The instance, task and execution roles (``image_pull``: the execution role pulls from an
     ECR repository, :func:`~constructs_lib.ecs_service.service.grant_image_pull`)."""
@@ -77,7 +77,7 @@ def acknowledge_roles(
         )
 
 
-def acknowledge_release_role(release_role: iam.IRole, group_arn: str) -> None:
+def acknowledge_release_role(release_role: iam.Role, group_arn: str) -> None:
     """The role of the function that releases the instances' scale-in protection on destroy;
     ``group_arn``: the Auto Scaling group's ARN as cdk-nag renders it
     (:func:`constructs_lib.nag.nag_render`)."""
